@@ -1,0 +1,163 @@
+"""Stage 3, agent: run a mode's phases in the workspace, under time limits.
+
+Output ``agent.json``::
+
+    {"inputs": sha256, "mode": str, "instance_id": str,
+     "status": "completed" | "failed" | "timeout" | "error",
+     "error": str,                          # why, for "error"
+     "wall_seconds": float,
+     "phases": [{"name", "command", "exit_code", "timed_out", "wall_seconds",
+                 "stdout", "stderr", "prompt_file",
+                 "cost_usd", "tokens": {...}, "num_turns"}],
+     "cost_usd": float | null, "tokens": {"input", "output", "cache_read", "cache_creation"} | null}
+
+An agent run costs money, so it is repeated only when its inputs change (mode command, prompt,
+model, problem statement) or after ``doit forget`` (see doitdb.py). The inputs digest is stored in
+agent.json; an action that finds a matching agent.json returns at once, even when doit's database
+was lost.
+"""
+
+import json
+import os
+import time
+
+import jinja2
+from doit.tools import config_changed
+
+from . import jsonio
+from .doitdb import consume_forgotten
+from .modes import fill_command
+from .procs import run_limited
+from .workspace import ISSUE_FILE, ensure_fresh_workspace, mark_agent_started, workspace_inputs
+
+STATUSES = ("completed", "failed", "timeout", "error")
+
+
+def render_prompt(templates_dir, template_name, task, mode, phase):
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.get_template(template_name).render(
+        task=task, mode=mode, phase=phase, problem_statement=task.problem_statement,
+        issue_file=ISSUE_FILE, instance_id=task.instance_id)
+
+
+def rendered_prompts(templates_dir, mode, task):
+    return [render_prompt(templates_dir, p.prompt, task, mode, p) if p.prompt else ""
+            for p in mode.phases]
+
+
+def agent_inputs(mode, task, prompts):
+    return jsonio.digest({"mode": mode.fingerprint(), "prompts": prompts,
+                          "workspace": workspace_inputs(task)})
+
+
+def parse_claude_json(stdout_text):
+    """Cost, tokens and turns from Claude Code's ``--output-format json`` result, if present."""
+    for line in reversed(stdout_text.strip().splitlines() or [""]):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(data, dict) or ("total_cost_usd" not in data and "usage" not in data):
+            continue
+        usage = data.get("usage") or {}
+        return {
+            "cost_usd": data.get("total_cost_usd"),
+            "num_turns": data.get("num_turns"),
+            "is_error": data.get("is_error"),
+            "tokens": {
+                "input": usage.get("input_tokens", 0),
+                "output": usage.get("output_tokens", 0),
+                "cache_read": usage.get("cache_read_input_tokens", 0),
+                "cache_creation": usage.get("cache_creation_input_tokens", 0),
+            },
+        }
+    # Whole-document JSON (pretty printed)
+    try:
+        data = json.loads(stdout_text)
+        if isinstance(data, dict) and "total_cost_usd" in data:
+            return parse_claude_json(json.dumps(data))
+    except json.JSONDecodeError:
+        pass
+    return {}
+
+
+def _sum_tokens(phases):
+    total, seen = {}, False
+    for p in phases:
+        for k, v in (p.get("tokens") or {}).items():
+            seen = True
+            total[k] = total.get(k, 0) + (v or 0)
+    return total if seen else None
+
+
+def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
+    out = layout.agent_json(mode.name, task.instance_id)
+    forgotten = consume_forgotten(layout, agent_task_name)
+    if not forgotten and jsonio.fresh_output(out, inputs):
+        return
+    ensure_fresh_workspace(layout, mode.name, task)
+    mark_agent_started(layout, mode.name, task)
+    ws = layout.workspace(mode.name, task.instance_id)
+    logs = layout.agent_logs(mode.name, task.instance_id)
+    logs.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update(dict(mode.env))
+    env["NGINX_EVAL_INSTANCE"] = task.instance_id
+    phases, status, error = [], "completed", ""
+    start = time.monotonic()
+    for i, (phase, prompt) in enumerate(zip(mode.phases, prompts), 1):
+        stem = f"{i}-{phase.name}"
+        prompt_file = logs / f"{stem}.prompt.md"
+        prompt_file.write_text(prompt, encoding="utf-8")
+        values = {"workspace": str(ws), "issue_file": str(ws / ISSUE_FILE), "prompt": prompt,
+                  "prompt_file": str(prompt_file), "model": mode.model,
+                  "instance_id": task.instance_id, "log_dir": str(logs), "phase": phase.name}
+        command = fill_command(phase.command, values)
+        stdout_path, stderr_path = logs / f"{stem}.stdout", logs / f"{stem}.stderr"
+        with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
+            outcome = run_limited(["bash", "-c", command], cwd=str(ws), env=env,
+                                  timeout=phase.timeout, stdout=so, stderr=se)
+        record = {"name": phase.name, "command": command, "exit_code": outcome.exit_code,
+                  "timed_out": outcome.timed_out, "wall_seconds": outcome.seconds,
+                  "stdout": str(stdout_path.relative_to(out.parent)),
+                  "stderr": str(stderr_path.relative_to(out.parent)),
+                  "prompt_file": str(prompt_file.relative_to(out.parent))}
+        record.update(parse_claude_json(stdout_path.read_text(errors="replace")))
+        phases.append(record)
+        if outcome.timed_out:
+            status = "timeout"
+            break
+        if outcome.exit_code == 127:
+            status, error = "error", f"phase {phase.name}: command not found (exit 127)"
+            break
+        if outcome.exit_code != 0:
+            status = "failed"
+            break
+    costs = [p["cost_usd"] for p in phases if p.get("cost_usd") is not None]
+    jsonio.write_json(out, {
+        "inputs": inputs, "mode": mode.name, "instance_id": task.instance_id,
+        "status": status, "error": error, "phases": phases,
+        "wall_seconds": round(time.monotonic() - start, 3),
+        "cost_usd": round(sum(costs), 6) if costs else None,
+        "tokens": _sum_tokens(phases),
+    })
+
+
+def gen_tasks(ctx):
+    for bench, mode, task in ctx.agent_units():
+        prompts = rendered_prompts(ctx.layout.templates_dir, mode, task)
+        inputs = agent_inputs(mode, task, prompts)
+        name = ctx.unit_name(bench, mode, task)
+        yield {
+            "basename": "agent",
+            "name": name,
+            "doc": f"run mode {mode.name} on {task.instance_id}",
+            "actions": [(run_agent, [ctx.layout, mode, task, prompts, inputs, f"agent:{name}"])],
+            "targets": [str(ctx.layout.agent_json(mode.name, task.instance_id))],
+            "task_dep": [f"workspace:{name}"],
+            "uptodate": [config_changed(inputs)],
+        }

@@ -1,0 +1,220 @@
+"""Stage 5, build: ``objs/nginx`` for base + patch, addressed by content.
+
+A build is keyed by (base commit, configure flags, patch bytes, compiler identity) and lives in
+``<cache>/builds/<key>/``::
+
+    tree/           the source with the patch applied, and tree/objs/nginx
+    build.log       configure, make (and patch) output
+    build.json      {"key", "status": "built"|"patch_failed"|"compile_failed", "kind":
+                     "clean"|"incremental", "seconds", "base_commit", "configure_flags",
+                     "patch_sha256", "compiler"}
+
+Identical patches from any mode or run share one build, and the empty patch is the base build. The
+first patch on a (base, flags) pair pays for one clean base build; every later patch starts from a
+copy of it (mtimes kept) and make recompiles only what the patch touches and what depends on it. A
+patch that touches the build system (auto/, configure) gets a clean build. Builds happen in a
+private temporary directory and are published by renaming it, under a per-key lock: no reader ever
+sees half a build, and a killed build leaves only a temporary directory that is discarded. Failed
+builds are published too, with their log, so a broken patch is not rebuilt.
+
+Per task, ``results/<run>/<mode>/<id>/build.json`` is the build record plus {"inputs", "binary",
+"reused"} and ``build.log`` is a copy of the log.
+"""
+
+import os
+import shutil
+import subprocess
+import time
+from functools import lru_cache
+
+from doit.tools import config_changed
+
+from . import jsonio
+from .gitcmd import isolated_env
+from .locks import locked
+from .repositories import repo_task
+
+BUILD_TIMEOUT = 1800
+CCACHE_WRAPPERS = "/usr/lib/ccache"
+BUILD_SYSTEM_PATHS = ("auto/", "configure", "Makefile", "objs/")
+
+
+@lru_cache(maxsize=1)
+def compiler_identity():
+    """What makes two builds of the same source different: the compiler and its version."""
+    cc = shutil.which("cc") or "cc"
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        version = ""
+    return {"cc": os.path.realpath(cc), "version": version.splitlines()[0] if version else ""}
+
+
+def build_key(base_commit, flags, patch_sha, compiler):
+    return jsonio.digest({"base": base_commit, "flags": list(flags), "patch": patch_sha,
+                          "compiler": compiler})[:32]
+
+
+EMPTY_PATCH_SHA = jsonio.digest(b"")
+
+
+def touches_build_system(files):
+    return any(f == p or f.startswith(p) for f in files for p in BUILD_SYSTEM_PATHS)
+
+
+def build_env(layout, tree):
+    env = dict(os.environ)
+    if os.path.isdir(CCACHE_WRAPPERS) and shutil.which("ccache"):
+        env["PATH"] = CCACHE_WRAPPERS + os.pathsep + env.get("PATH", "")
+        env["CCACHE_DIR"] = str(layout.ccache_dir)
+        # nginx compiles with -g: without these, ccache misses across build directories.
+        env["CCACHE_BASEDIR"] = str(tree)
+        env["CCACHE_NOHASHDIR"] = "1"
+    # git apply below a tree inside another repository must not see that repository.
+    env.update(isolated_env({"GIT_CEILING_DIRECTORIES": str(os.path.dirname(tree))}))
+    return env
+
+
+def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT):
+    log.write(f"$ {' '.join(argv)}\n".encode())
+    log.flush()
+    try:
+        return subprocess.run(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                              timeout=timeout, stdin=subprocess.DEVNULL).returncode
+    except subprocess.TimeoutExpired:
+        log.write(f"\n[nginx-eval] timed out after {timeout} s\n".encode())
+        return -1
+
+
+def _extract(bare, commit, tree):
+    tree.mkdir(parents=True)
+    archive = subprocess.Popen(["git", f"--git-dir={bare}", "archive", "--format=tar", commit],
+                               stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
+    archive.stdout.close()
+    if archive.wait() != 0:
+        raise RuntimeError(f"git archive {commit} failed")
+
+
+def _make(tree, env, log):
+    return _run(["make", f"-j{os.cpu_count() or 2}"], tree, env, log)
+
+
+def _configure(tree, flags, env, log):
+    return _run(["./auto/configure", *flags], tree, env, log)
+
+
+def ensure_build(layout, bare, base_commit, flags, patch):
+    """The published build record of base + patch, building it if needed (safe across processes)."""
+    compiler = compiler_identity()
+    patch_sha = jsonio.digest(patch)
+    key = build_key(base_commit, flags, patch_sha, compiler)
+    final = layout.build_dir(key)
+    record = jsonio.read_json(final / "build.json")
+    if record:
+        return record
+    base = None
+    if patch_sha != EMPTY_PATCH_SHA:
+        from .patch import patch_stats
+        if not touches_build_system(patch_stats(patch)["files"]):
+            base = ensure_build(layout, bare, base_commit, flags, b"")
+            if base["status"] != "built":
+                base = None
+    with locked(layout.lock(f"build-{key}")):
+        record = jsonio.read_json(final / "build.json")
+        if record:          # another worker published it while we waited
+            return record
+        tmp = layout.build_tmp(key)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        tree = tmp / "tree"
+        start = time.monotonic()
+        with open(tmp / "build.log", "wb") as log:
+            env = build_env(layout, tree)
+            if base:
+                kind = "incremental"
+                log.write(f"[nginx-eval] incremental build from base build {base['key']}\n".encode())
+                subprocess.run(["cp", "-a", "--reflink=auto",
+                                str(layout.build_dir(base["key"]) / "tree"), str(tree)], check=True)
+            else:
+                kind = "clean"
+                _extract(bare, base_commit, tree)
+            status = "built"
+            if patch_sha != EMPTY_PATCH_SHA:
+                (tmp / "model.patch").write_bytes(patch)
+                if _run(["git", "apply", "--whitespace=nowarn", "-p1", str(tmp / "model.patch")],
+                        tree, env, log) != 0:
+                    status = "patch_failed"
+            if status == "built" and not base and _configure(tree, flags, env, log) != 0:
+                status = "compile_failed"
+            if status == "built" and _make(tree, env, log) != 0:
+                status = "compile_failed"
+            if status == "built" and not (tree / "objs" / "nginx").is_file():
+                status = "compile_failed"
+            log.write(f"\n[nginx-eval] {status} ({kind}) in {time.monotonic() - start:.1f} s\n".encode())
+        if status != "built":
+            # Keep the log, drop the tree: a failed build is cached as its verdict.
+            shutil.rmtree(tree, ignore_errors=True)
+        record = {"key": key, "status": status, "kind": kind,
+                  "seconds": round(time.monotonic() - start, 3), "base_commit": base_commit,
+                  "configure_flags": list(flags), "patch_sha256": patch_sha, "compiler": compiler}
+        jsonio.write_json(tmp / "build.json", record)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    return record
+
+
+def binary_path(layout, key):
+    return layout.build_dir(key) / "tree" / "objs" / "nginx"
+
+
+def build_task(layout, mode_name, task, config, file_dep):
+    inputs = jsonio.inputs_digest(config, file_dep)
+    out = layout.build_json(mode_name, task.instance_id)
+    current = jsonio.fresh_output(out, inputs)
+    if current and build_is_published(layout, current):
+        return
+    patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
+    start = time.monotonic()
+    key = build_key(task.base_commit, task.configure_flags, jsonio.digest(patch), compiler_identity())
+    reused = (layout.build_dir(key) / "build.json").exists()
+    record = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
+                          task.configure_flags, patch)
+    shutil.copyfile(layout.build_dir(record["key"]) / "build.log",
+                    layout.build_log(mode_name, task.instance_id))
+    jsonio.write_json(out, dict(record, inputs=inputs, reused=reused,
+                                binary=str(binary_path(layout, record["key"])),
+                                wait_seconds=round(time.monotonic() - start, 3)))
+
+
+def build_is_published(layout, record):
+    """A result's build is usable if its cache entry still exists (the cache may be cleaned)."""
+    if not (layout.build_dir(record["key"]) / "build.json").exists():
+        return False
+    return record["status"] != "built" or binary_path(layout, record["key"]).is_file()
+
+
+def result_build_ok(layout, mode_name, iid):
+    record = jsonio.read_json(layout.build_json(mode_name, iid))
+    return bool(record) and build_is_published(layout, record)
+
+
+def gen_tasks(ctx):
+    compiler = compiler_identity()
+    for bench, mode, task in ctx.units():
+        name = ctx.unit_name(bench, mode, task)
+        iid = task.instance_id
+        config = {"base": task.base_commit, "flags": list(task.configure_flags),
+                  "compiler": compiler}
+        file_dep = [str(ctx.layout.model_patch(mode.name, iid))]
+        yield {
+            "basename": "build",
+            "name": name,
+            "doc": f"objs/nginx for the {mode.name} patch of {iid}",
+            "actions": [(build_task, [ctx.layout, mode.name, task, config, file_dep])],
+            "file_dep": file_dep,
+            "task_dep": [repo_task(task.repo)],
+            "targets": [str(ctx.layout.build_json(mode.name, iid)),
+                        str(ctx.layout.build_log(mode.name, iid))],
+            "uptodate": [config_changed(config), (result_build_ok, [ctx.layout, mode.name, iid])],
+        }

@@ -1,0 +1,77 @@
+"""doit's database backend for nginx-eval (registered as the doit BACKEND plugin ``nginx_eval``).
+
+doit's own backends write everything at the end of a run, so a kill -9 forgets every task that
+finished in it. This one is SQLite that commits each task as it is saved (WAL, no fsync: it must
+survive a killed process, not a power cut). A damaged file is moved aside and started afresh: the
+result files are the truth, and every action returns at once when its output is already there.
+
+``doit forget TASK`` is remembered as a marker file, so that the agent stage (which otherwise trusts
+an existing agent.json) knows the user asked for a new run.
+"""
+
+import hashlib
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from doit.dependency import SqliteDB
+
+
+def _marker_dir(db_path):
+    return Path(str(db_path) + ".forgotten")
+
+
+def _marker(db_path, task_id):
+    return _marker_dir(db_path) / hashlib.sha256(task_id.encode()).hexdigest()
+
+
+class DurableDB(SqliteDB):
+    desc = "SQLite, committed per task, rebuilt when damaged (nginx-eval)"
+
+    def __init__(self, name, codec, *, module_name=None):
+        os.makedirs(os.path.dirname(os.path.abspath(name)) or ".", exist_ok=True)
+        try:
+            super().__init__(name, codec, module_name=module_name)
+            self._conn.execute("pragma journal_mode=wal")
+            self._conn.execute("pragma synchronous=off")
+            if self._conn.execute("pragma quick_check").fetchone()["quick_check"] != "ok":
+                raise sqlite3.DatabaseError("quick_check failed")
+        except Exception as e:  # doit wraps sqlite errors in its own exception type
+            aside = f"{name}.damaged-{int(time.time())}"
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(name + suffix):
+                    os.replace(name + suffix, aside + suffix)
+            sys.stderr.write(f"nginx-eval: doit database {name} was damaged ({e}); moved to "
+                             f"{aside} and rebuilt from the result files\n")
+            super().__init__(name, codec, module_name=module_name)
+
+    def set(self, task_id, dependency, value):
+        super().set(task_id, dependency, value)
+        if dependency == "deps:":   # the last value doit saves for a finished task
+            self._flush()
+
+    def _flush(self):
+        for task_id in self._dirty:
+            self._conn.execute("insert or replace into doit values (?,?)",
+                               (task_id, self.codec.encode(self._cache[task_id])))
+        self._conn.commit()
+        self._dirty = set()
+
+    def remove(self, task_id):
+        super().remove(task_id)
+        self._conn.commit()
+        marker = _marker(self.name, task_id)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(task_id + "\n")
+
+
+def consume_forgotten(layout, task_id):
+    """True once after ``doit forget task_id``."""
+    marker = _marker(layout.doit_db, task_id)
+    try:
+        marker.unlink()
+        return True
+    except FileNotFoundError:
+        return False

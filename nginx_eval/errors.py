@@ -1,0 +1,19 @@
+"""The one exception type for mistakes a user can fix (bad task file, unknown mode, ...)."""
+
+
+class UserError(Exception):
+    """A problem in the user's input; printed as one line, without a traceback."""
+
+    def __init__(self, message, *, file=None, task=None, field=None, item=None):
+        where = []
+        if file:
+            where.append(str(file))
+        if task:
+            where.append(f"task {task}")
+        if item:
+            where.append(item)
+        if field:
+            where.append(f"field {field}")
+        prefix = ": ".join([", ".join(where)]) + ": " if where else ""
+        super().__init__(prefix + message)
+        self.file, self.task, self.field = file, task, field

@@ -1,0 +1,98 @@
+"""Small helpers for the JSON files that stages hand to each other.
+
+Every file is written atomically (temp file + rename), so a reader never sees half a file
+and a killed run leaves either the old version or the new one.
+"""
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_json(path, data):
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_text(path, text):
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path, data):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_jsonl(path, rows):
+    write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+
+
+def read_json(path, default=None):
+    """Read a JSON file; `default` when it is missing or unreadable (a damaged file counts as absent)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        return default
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def digest(value):
+    """A stable sha256 of any JSON-able value (or bytes): the key of caches and input stamps."""
+    if isinstance(value, bytes):
+        data = value
+    else:
+        data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fresh_output(path, inputs_digest):
+    """The stage output at `path` if it was made from exactly these inputs, else None.
+
+    Stages write `inputs` into their JSON output. An action that finds its output already made from
+    the same inputs returns at once: the result files, not doit's database, are the truth, so a lost
+    or damaged database (or a kill -9 before doit saved it) never repeats finished work.
+    """
+    data = read_json(path)
+    if isinstance(data, dict) and data.get("inputs") == inputs_digest:
+        return data
+    return None
+
+
+def inputs_digest(config, files=()):
+    """The digest of a stage's inputs: its config slice plus the contents of its input files.
+
+    Computed when the action runs, so it reflects what is on disk then (a missing file counts as
+    absent), and stored in the stage's output for fresh_output().
+    """
+    contents = {}
+    for f in files:
+        try:
+            contents[str(f)] = file_digest(f)
+        except FileNotFoundError:
+            contents[str(f)] = None
+    return digest({"config": config, "files": contents})

@@ -1,0 +1,172 @@
+"""Where everything lives. The only module that builds cache and result paths.
+
+Project root (``NGINX_EVAL_ROOT``, default: the directory of dodo.py):
+    tasks/<benchmark>.json      benchmark files; each one becomes a doit group
+    modes.toml                  agent modes
+    templates/                  prompt and report templates
+    results/<run>/              run output (``NGINX_EVAL_RESULTS`` moves it)
+
+Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
+    repos/<owner>+<name>.git    bare clones
+    tests/<test_commit>/        nginx-tests trees, one per pinned commit, shared by all runs
+    workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
+    builds/<key>/               content-addressed builds (see build.py)
+    locks/                      advisory locks for shared cache entries
+    doit/<run>.db               doit's database for that run (a disposable cache)
+
+Per task results, ``results/<run>/<mode>/<instance_id>/``:
+    agent.json, agent/          agent status and logs        (agent.py)
+    model.patch, patch.json     the candidate patch          (patch.py)
+    build.json, build.log       the build verdict            (build.py)
+    prove.json, tap/<file>.tap  raw TAP per test file        (prove.py)
+    grade.json                  the verdict                  (grade.py)
+Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (summary.py).
+"""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+SOURCE_ROOT = PACKAGE_DIR.parent
+DEFAULT_REPO_URL = "https://github.com/{owner}/{name}.git"
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+    cache: Path
+    results_root: Path
+    run: str = "default"
+
+    @classmethod
+    def from_env(cls, root=None, run="default", environ=None):
+        env = os.environ if environ is None else environ
+        root = Path(env.get("NGINX_EVAL_ROOT") or root or SOURCE_ROOT).resolve()
+        cache = Path(env.get("NGINX_EVAL_CACHE") or root / ".cache").resolve()
+        results = Path(env.get("NGINX_EVAL_RESULTS") or root / "results").resolve()
+        return cls(root=root, cache=cache, results_root=results, run=run)
+
+    # -- project inputs --------------------------------------------------------------------------
+    @property
+    def tasks_dir(self):
+        return self.root / "tasks"
+
+    @property
+    def modes_file(self):
+        return self.root / "modes.toml"
+
+    @property
+    def templates_dir(self):
+        own = self.root / "templates"
+        return own if own.is_dir() else SOURCE_ROOT / "templates"
+
+    # -- cache -------------------------------------------------------------------------------
+    def bare_repo(self, repo):
+        return self.cache / "repos" / (repo.replace("/", "+") + ".git")
+
+    def repo_stamp(self, repo):
+        return self.cache / "repos" / (repo.replace("/", "+") + ".json")
+
+    def tests_tree(self, test_commit):
+        return self.cache / "tests" / test_commit
+
+    def tests_stamp(self, test_commit):
+        return self.cache / "tests" / f"{test_commit}.json"
+
+    def workspace(self, mode, instance_id):
+        return self.cache / "workspaces" / self.run / mode / instance_id
+
+    def workspace_stamp(self, mode, instance_id):
+        return self.cache / "workspaces" / self.run / mode / f"{instance_id}.json"
+
+    @property
+    def builds(self):
+        return self.cache / "builds"
+
+    def build_dir(self, key):
+        return self.builds / key
+
+    def build_tmp(self, key):
+        return self.builds / ".tmp" / f"{key}.{os.getpid()}"
+
+    @property
+    def ccache_dir(self):
+        return self.cache / "ccache"
+
+    def lock(self, name):
+        return self.cache / "locks" / f"{name}.lock"
+
+    @property
+    def doit_db(self):
+        return self.cache / "doit" / f"{self.run}.db"
+
+    # -- results -----------------------------------------------------------------------------
+    @property
+    def run_dir(self):
+        return self.results_root / self.run
+
+    def mode_dir(self, mode):
+        return self.run_dir / mode
+
+    def task_dir(self, mode, instance_id):
+        return self.run_dir / mode / instance_id
+
+    def agent_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "agent.json"
+
+    def agent_logs(self, mode, iid):
+        return self.task_dir(mode, iid) / "agent"
+
+    def model_patch(self, mode, iid):
+        return self.task_dir(mode, iid) / "model.patch"
+
+    def patch_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "patch.json"
+
+    def build_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "build.json"
+
+    def build_log(self, mode, iid):
+        return self.task_dir(mode, iid) / "build.log"
+
+    def prove_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "prove.json"
+
+    def tap_dir(self, mode, iid):
+        return self.task_dir(mode, iid) / "tap"
+
+    def grade_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "grade.json"
+
+    def results_jsonl(self, mode):
+        return self.mode_dir(mode) / "results.jsonl"
+
+    def predictions_jsonl(self, mode):
+        return self.mode_dir(mode) / "predictions.jsonl"
+
+    @property
+    def report_md(self):
+        return self.run_dir / "report.md"
+
+    @property
+    def report_json(self):
+        return self.run_dir / "report.json"
+
+    @property
+    def validation_json(self):
+        return self.run_dir / "validation.json"
+
+    @property
+    def validation_md(self):
+        return self.run_dir / "validation.md"
+
+    def validation_dir(self, instance_id):
+        return self.run_dir / "validate" / instance_id
+
+
+def repo_url(repo, environ=None):
+    """The clone URL of `owner/name`, from NGINX_EVAL_REPO_URL (a template with {owner} and {name})."""
+    env = os.environ if environ is None else environ
+    owner, name = repo.split("/", 1)
+    return (env.get("NGINX_EVAL_REPO_URL") or DEFAULT_REPO_URL).format(owner=owner, name=name)

@@ -1,0 +1,166 @@
+"""Agent modes, from ``modes.toml`` at the project root, plus the built-in baselines.
+
+Schema::
+
+    [modes.<name>]
+    description = "..."              # optional, shown in the report
+    model = "..."                    # optional, fills {model}
+    env = { VAR = "value" }          # optional, extra environment for every phase
+
+    [[modes.<name>.phases]]          # one or more, run in order in the same workspace
+    name = "solve"
+    command = "claude -p {prompt} ..."   # run with bash -c in the workspace
+    timeout = 1800                   # seconds; the whole process group is killed past it
+    prompt = "prompt.md.j2"          # optional template in templates/, fills {prompt} / {prompt_file}
+
+    [modes.<name>]                   # or: score a SWE-bench predictions file made elsewhere
+    predictions = "path/to/predictions.jsonl"
+
+Placeholders (lower-case names in braces; every value is shell-quoted, other braces stay as\nthey are, so ${VAR:-default} works): {workspace} {issue_file} {prompt} {prompt_file}
+{model} {instance_id} {log_dir} {phase}.
+
+Built-in modes need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
+"""
+
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UserError
+
+PLACEHOLDERS = ("workspace", "issue_file", "prompt", "prompt_file", "model", "instance_id",
+                "log_dir", "phase")
+BUILTIN = ("gold", "none")
+DEFAULT_TIMEOUT = 1800
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    command: str
+    timeout: float = DEFAULT_TIMEOUT
+    prompt: str = ""        # template file name, "" for none
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    kind: str                       # "agent", "gold", "none" or "predictions"
+    phases: tuple = ()
+    model: str = ""
+    description: str = ""
+    env: tuple = ()                 # sorted (name, value) pairs
+    predictions: str = ""
+
+    @property
+    def runs_agent(self):
+        return self.kind == "agent"
+
+    def fingerprint(self):
+        """What decides whether an agent run is still valid (not the description)."""
+        return {"phases": [vars(p) for p in self.phases], "model": self.model,
+                "env": [list(e) for e in self.env]}
+
+    def to_json(self):
+        return {"name": self.name, "kind": self.kind, "model": self.model,
+                "description": self.description, "predictions": self.predictions,
+                "commands": [p.command for p in self.phases]}
+
+
+BUILTIN_MODES = {
+    "gold": Mode("gold", "gold", description="the fix commit's own diff (upper bound)"),
+    "none": Mode("none", "none", description="an empty patch (lower bound)"),
+}
+
+
+# {name} with a lower-case name is a placeholder; anything else (${VAR:-x}, JSON) is left alone.
+PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+def _check_template(command, path, where):
+    for n in PLACEHOLDER.findall(command):
+        if n not in PLACEHOLDERS:
+            raise UserError(f"unknown placeholder {{{n}}}; known: {', '.join(PLACEHOLDERS)}",
+                            file=path, item=where, field="command")
+
+
+def fill_command(command, values):
+    """The command with each placeholder replaced by its shell-quoted value."""
+    return PLACEHOLDER.sub(lambda m: shlex.quote(str(values[m.group(1)])), command)
+
+
+def parse_modes(data, path):
+    modes = dict(BUILTIN_MODES)
+    table = data.get("modes", {})
+    if not isinstance(table, dict):
+        raise UserError("[modes] must be a table", file=path)
+    for name, raw in table.items():
+        where = f"mode {name}"
+        if name in BUILTIN:
+            raise UserError(f"'{name}' is built in and cannot be redefined", file=path, item=where)
+        if not isinstance(raw, dict):
+            raise UserError("must be a table", file=path, item=where)
+        env = raw.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise UserError("must be a table of strings", file=path, item=where, field="env")
+        common = dict(model=str(raw.get("model", "")), description=str(raw.get("description", "")),
+                      env=tuple(sorted(env.items())))
+        if "predictions" in raw:
+            pred = raw["predictions"]
+            if not isinstance(pred, str) or not pred:
+                raise UserError("must be a file path", file=path, item=where, field="predictions")
+            pred_path = Path(pred) if Path(pred).is_absolute() else Path(path).parent / pred
+            modes[name] = Mode(name, "predictions", predictions=str(pred_path), **common)
+            continue
+        phases_raw = raw.get("phases")
+        if not isinstance(phases_raw, list) or not phases_raw:
+            raise UserError("needs at least one [[phases]] entry (or a predictions file)",
+                            file=path, item=where, field="phases")
+        phases = []
+        for i, p in enumerate(phases_raw):
+            pwhere = f"{where} phase {i + 1}"
+            if not isinstance(p, dict) or not isinstance(p.get("command"), str) or not p["command"].strip():
+                raise UserError("needs a non-empty command", file=path, item=pwhere, field="command")
+            _check_template(p["command"], path, pwhere)
+            timeout = p.get("timeout", DEFAULT_TIMEOUT)
+            if not isinstance(timeout, (int, float)) or timeout <= 0:
+                raise UserError("must be a positive number of seconds", file=path, item=pwhere,
+                                field="timeout")
+            prompt = p.get("prompt", "")
+            if not isinstance(prompt, str):
+                raise UserError("must be a template file name", file=path, item=pwhere, field="prompt")
+            phases.append(Phase(name=str(p.get("name", f"phase{i + 1}")), command=p["command"],
+                                timeout=float(timeout), prompt=prompt))
+        modes[name] = Mode(name, "agent", phases=tuple(phases), **common)
+    return modes
+
+
+def load_modes(path):
+    """All modes: the built-ins plus those in `path` (which may be absent)."""
+    path = Path(path)
+    if not path.exists():
+        return dict(BUILTIN_MODES)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"malformed TOML: {e}", file=path)
+    return parse_modes(data, path)
+
+
+def extra_modes(spec, path="command line"):
+    """Modes named on the command line: ``predictions=PATH`` adds a mode ``file``."""
+    if not spec:
+        return {}
+    p = Path(spec).resolve()
+    if not p.exists():
+        raise UserError(f"predictions file {spec} does not exist", file=path, field="predictions")
+    return {"file": Mode("file", "predictions", predictions=str(p),
+                         description=f"predictions from {p.name}")}
+
+
+def get_mode(modes, name):
+    if name not in modes:
+        raise UserError(f"unknown mode '{name}'; known modes: {', '.join(sorted(modes))}")
+    return modes[name]

@@ -1,0 +1,70 @@
+"""Per mode: ``results.jsonl`` (a row per task) and SWE-bench ``predictions.jsonl``.
+
+results.jsonl row::
+
+    {"instance_id", "mode", "run", "status", "resolved", "agent_status", "build_status",
+     "build_kind", "build_seconds", "agent_seconds", "cost_usd", "tokens",
+     "fail_to_pass": {"passed": n, "failed": n}, "pass_to_pass": {...},
+     "patch": {"sha256", "files", "lines_added", "lines_removed"}, "env_errors": [...]}
+
+predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
+"""
+
+from doit.tools import config_changed
+
+from . import jsonio
+
+
+def result_row(layout, mode, task):
+    iid = task.instance_id
+    grade = jsonio.read_json(layout.grade_json(mode.name, iid))
+    build = jsonio.read_json(layout.build_json(mode.name, iid)) or {}
+    patch = jsonio.read_json(layout.patch_json(mode.name, iid)) or {}
+    agent = jsonio.read_json(layout.agent_json(mode.name, iid)) or {}
+    return {
+        "instance_id": iid, "mode": mode.name, "run": layout.run,
+        "status": grade["status"], "resolved": grade["resolved"],
+        "agent_status": agent.get("status"), "build_status": build.get("status"),
+        "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
+        "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
+        "tokens": agent.get("tokens"),
+        "fail_to_pass": {k: len(v) for k, v in grade["fail_to_pass"].items()},
+        "pass_to_pass": {k: len(v) for k, v in grade["pass_to_pass"].items()},
+        "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
+        "env_errors": grade["env_errors"],
+    }
+
+
+def model_name(mode):
+    return f"nginx-eval/{mode.name}" + (f"/{mode.model}" if mode.model else "")
+
+
+def write_summary(layout, mode, tasks):
+    rows, preds = [], []
+    for task in tasks:
+        rows.append(result_row(layout, mode, task))
+        patch = layout.model_patch(mode.name, task.instance_id).read_bytes()
+        preds.append({"instance_id": task.instance_id, "model_name_or_path": model_name(mode),
+                      "model_patch": patch.decode("utf-8", "replace")})
+    jsonio.write_jsonl(layout.results_jsonl(mode.name), rows)
+    jsonio.write_jsonl(layout.predictions_jsonl(mode.name), preds)
+
+
+def gen_tasks(ctx):
+    for bench, mode, tasks in ctx.mode_groups():
+        deps = []
+        for t in tasks:
+            deps += [str(ctx.layout.grade_json(mode.name, t.instance_id)),
+                     str(ctx.layout.patch_json(mode.name, t.instance_id)),
+                     str(ctx.layout.build_json(mode.name, t.instance_id))]
+        yield {
+            "basename": "results",
+            "name": f"{bench.name}/{mode.name}",
+            "doc": f"results.jsonl and predictions.jsonl of {mode.name}",
+            "actions": [(write_summary, [ctx.layout, mode, tasks])],
+            "file_dep": deps,
+            "targets": [str(ctx.layout.results_jsonl(mode.name)),
+                        str(ctx.layout.predictions_jsonl(mode.name))],
+            "uptodate": [config_changed({"tasks": [t.instance_id for t in tasks],
+                                         "model": model_name(mode)})],
+        }

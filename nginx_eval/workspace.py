@@ -1,0 +1,99 @@
+"""Stage 2, workspace: a fresh git repository at the base commit for one (mode, task).
+
+The agent must not be able to find the answer, so the workspace is not a worktree of the bare clone
+(that would share every object, the fix included). It is a new repository into which only the base
+commit and its ancestors are fetched: no later commit exists in it as an object, ref or reflog entry,
+and nginx-tests is elsewhere. The problem statement is written to ``.issue.md``.
+"""
+
+import os
+import shutil
+import stat
+
+from doit.tools import config_changed
+
+from . import jsonio
+from .gitcmd import git_in
+from .repositories import repo_task
+
+ISSUE_FILE = ".issue.md"
+# Files the harness puts in a workspace; they never count as part of the agent's patch.
+HARNESS_FILES = (ISSUE_FILE,)
+BRANCH = "main"
+
+
+def remove_tree(path):
+    """rmtree that also removes read-only files and directories an agent may leave behind."""
+    def onerror(func, p, _exc):
+        try:
+            os.chmod(os.path.dirname(p), stat.S_IRWXU)
+            os.chmod(p, stat.S_IRWXU)
+        except OSError:
+            pass
+        func(p)
+    if os.path.lexists(path):
+        if os.path.islink(path) or not os.path.isdir(path):
+            os.unlink(path)
+        else:
+            shutil.rmtree(path, onerror=onerror)
+
+
+def workspace_inputs(task):
+    return jsonio.digest({"base": task.base_commit, "statement": task.problem_statement})
+
+
+def create_workspace(layout, mode, task):
+    """(Re)create the workspace of (mode, task) from scratch and write its stamp."""
+    ws = layout.workspace(mode, task.instance_id)
+    remove_tree(ws)
+    ws.mkdir(parents=True)
+    g = git_in(ws)
+    g.init("--quiet", "--initial-branch", BRANCH)
+    g.fetch("--quiet", "--no-tags", str(layout.bare_repo(task.repo)), task.base_commit)
+    g.checkout("--quiet", "-B", BRANCH, task.base_commit)
+    g.config("user.name", "agent")
+    g.config("user.email", "agent@localhost")
+    # FETCH_HEAD names where the commit came from; the reflog says nothing beyond the base anyway.
+    (ws / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
+    with open(ws / ".git" / "info" / "exclude", "a") as f:
+        f.write("".join(f"/{name}\n" for name in HARNESS_FILES))
+    (ws / ISSUE_FILE).write_text(task.problem_statement.rstrip() + "\n", encoding="utf-8")
+    jsonio.write_json(layout.workspace_stamp(mode, task.instance_id),
+                      {"inputs": workspace_inputs(task), "path": str(ws),
+                       "base_commit": task.base_commit, "agent_started": False})
+
+
+def mark_agent_started(layout, mode, task):
+    stamp = layout.workspace_stamp(mode, task.instance_id)
+    data = jsonio.read_json(stamp, {})
+    data["agent_started"] = True
+    jsonio.write_json(stamp, data)
+
+
+def ensure_fresh_workspace(layout, mode, task):
+    """Before an agent run: a workspace no earlier agent has touched."""
+    stamp = jsonio.fresh_output(layout.workspace_stamp(mode, task.instance_id),
+                                workspace_inputs(task))
+    if not stamp or stamp.get("agent_started") or not layout.workspace(mode, task.instance_id).is_dir():
+        create_workspace(layout, mode, task)
+
+
+def prepare_workspace(layout, mode, task):
+    """The doit action: create the workspace unless an up-to-date one exists."""
+    stamp = jsonio.fresh_output(layout.workspace_stamp(mode, task.instance_id),
+                                workspace_inputs(task))
+    if not stamp:
+        create_workspace(layout, mode, task)
+
+
+def gen_tasks(ctx):
+    for bench, mode, task in ctx.agent_units():
+        yield {
+            "basename": "workspace",
+            "name": ctx.unit_name(bench, mode, task),
+            "doc": f"fresh repository at {task.base_commit[:12]} for {task.instance_id}",
+            "actions": [(prepare_workspace, [ctx.layout, mode.name, task])],
+            "targets": [str(ctx.layout.workspace_stamp(mode.name, task.instance_id))],
+            "task_dep": [repo_task(task.repo)],
+            "uptodate": [config_changed(workspace_inputs(task))],
+        }

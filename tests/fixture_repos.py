@@ -1,0 +1,273 @@
+"""Small real repositories that stand in for nginx and nginx-tests in the hermetic test suite.
+
+``acme/tiny`` is a C program laid out like nginx: ``./auto/configure [flags]`` writes ``Makefile``
+and ``objs/Makefile``; ``make`` builds ``objs/nginx``; ``objs/nginx -V`` prints the flags. History:
+
+    c_add_bug   add() subtracts                    (base of task tiny-add)
+    c_add_fix   add() fixed                        (fix of tiny-add)
+    c_mul_bug   mul() off by one, plus a new file  (base of task tiny-mul)
+    c_mul_fix   mul() fixed                        (fix of tiny-mul)
+    c_later     an unrelated later change
+
+``acme/tiny-tests`` holds Test::More ``.t`` files that run $ENV{TEST_NGINX_BINARY}, like nginx-tests.
+"""
+
+import json
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+       "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1"}
+
+CONFIGURE = r"""#!/bin/sh
+# A miniature of nginx's auto/configure: records the flags, writes the Makefiles.
+set -e
+for opt in "$@"; do
+    case "$opt" in
+        --with-*|--without-*|--prefix=*) ;;
+        *) echo "configure: invalid option $opt" >&2; exit 1 ;;
+    esac
+done
+mkdir -p objs/src/core
+printf '#define NGX_CONFIGURE "%s"\n' "$*" > objs/ngx_auto_config.h
+cat > objs/Makefile <<'EOF'
+CC = cc
+CFLAGS = -O0 -Wall -Werror -I src/core -I objs
+OBJS = $(patsubst src/%.c,objs/src/%.o,$(wildcard src/core/*.c))
+
+objs/nginx: $(OBJS)
+	$(CC) -o objs/nginx $(OBJS)
+
+objs/src/core/%.o: src/core/%.c src/core/calc.h objs/ngx_auto_config.h
+	$(CC) $(CFLAGS) -c -o $@ $<
+EOF
+cat > Makefile <<'EOF'
+default: build
+build:
+	$(MAKE) -f objs/Makefile
+EOF
+echo "configured with: $*"
+"""
+
+MAIN_C = r"""#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "calc.h"
+#include "ngx_auto_config.h"
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "-V") == 0) {
+        printf("tiny version: 1.0\nconfigure arguments: %s\n", NGX_CONFIGURE);
+        return 0;
+    }
+    if (argc != 4) {
+        fprintf(stderr, "usage: nginx add|mul A B\n");
+        return 2;
+    }
+    int a = atoi(argv[2]), b = atoi(argv[3]);
+    if (strcmp(argv[1], "add") == 0) printf("%d\n", calc_add(a, b));
+    else if (strcmp(argv[1], "mul") == 0) printf("%d\n", calc_mul(a, b));
+    else return 2;
+    return 0;
+}
+"""
+
+CALC_H = "int calc_add(int a, int b);\nint calc_mul(int a, int b);\n"
+
+CALC_C = """#include "calc.h"
+
+int calc_add(int a, int b)
+{
+    return %s;
+}
+
+int calc_mul(int a, int b)
+{
+    return %s;
+}
+"""
+
+TEST_HEAD = """#!/usr/bin/perl
+use strict;
+use warnings;
+use Test::More;
+
+my $bin = $ENV{TEST_NGINX_BINARY} or plan(skip_all => 'TEST_NGINX_BINARY is not set');
+sub run { my $out = `$bin @_`; chomp $out; return $out; }
+"""
+
+TESTS = {
+    "calc_add.t": TEST_HEAD + """
+plan(tests => 3);
+is(run('add', 2, 3), '5', 'add two numbers');
+is(run('add', 0, 0), '0', 'add zeros');
+is(run('mul', 2, 3), '6', 'mul still works');
+""",
+    "calc_mul.t": TEST_HEAD + """
+plan(tests => 3);
+is(run('mul', 2, 3), '6', 'multiply');
+is(run('mul', 1, 0), '0', 'multiply by zero');
+TODO: {
+local $TODO = 'not yet';
+is(run('mul', 3, 3), '9', 'square');
+}
+""",
+    "version.t": TEST_HEAD + """
+plan(tests => 1);
+like(`$bin -V 2>&1`, qr/configure arguments/, 'version output');
+""",
+    "skip.t": TEST_HEAD + """
+plan(skip_all => 'Foo::Bar not installed');
+""",
+    "hang.t": TEST_HEAD + """
+plan(tests => 2);
+ok(1, 'before the hang');
+sleep 3600;
+ok(1, 'after the hang');
+""",
+    "flaky.t": TEST_HEAD + """
+plan(tests => 2);
+is(run('add', 2, 3), '5', 'add two numbers');
+# Fails on every other run: a counter file next to the test tree decides.
+my $counter = ($ENV{FLAKY_COUNTER} || '/tmp/nginx-eval-flaky') ;
+my $n = 0;
+if (open my $fh, '<', $counter) { $n = <$fh> || 0; close $fh; }
+open my $fh, '>', $counter or die; print $fh $n + 1; close $fh;
+ok($n % 2 == 0, 'coin');
+""",
+}
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", *args], cwd=cwd, env=dict(os.environ, **ENV), check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def commit(repo, message):
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def write(path, text, mode=0o644):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+
+
+def make_upstream(path):
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    write(path / "auto" / "configure", CONFIGURE, 0o755)
+    write(path / ".gitignore", "/objs/\n/Makefile\n")
+    write(path / "src" / "core" / "nginx.c", MAIN_C)
+    write(path / "src" / "core" / "calc.h", CALC_H)
+    write(path / "src" / "core" / "calc.c", CALC_C % ("a - b", "a * b"))
+    write(path / "README", "tiny\n")
+    c = {"c_add_bug": commit(path, "tiny: add and mul")}
+    write(path / "src" / "core" / "calc.c", CALC_C % ("a + b", "a * b"))
+    c["c_add_fix"] = commit(path, "Fixed add")
+    write(path / "src" / "core" / "calc.c", CALC_C % ("a + b", "a * b + (a > 1)"))
+    write(path / "src" / "core" / "util.c", "int calc_unused(void) { return 0; }\n")
+    c["c_mul_bug"] = commit(path, "Reworked mul")
+    write(path / "src" / "core" / "calc.c", CALC_C % ("a + b", "a * b"))
+    c["c_mul_fix"] = commit(path, "Fixed mul")
+    write(path / "README", "tiny, a calculator\n")
+    c["c_later"] = commit(path, "Later change")
+    return c
+
+
+def make_tests_repo(path):
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    write(path / "lib" / "README", "test library would live here\n")
+    for name, text in TESTS.items():
+        write(path / name, text, 0o755)
+    return {"t_head": commit(path, "Tests")}
+
+
+FAKE_AGENT = r'''#!/usr/bin/env python3
+"""A scripted agent: fixes calc.c the way a good agent would, or misbehaves on request."""
+import os, re, subprocess, sys, time
+behaviour = os.environ.get("FAKE_AGENT", "fix")
+ws = os.getcwd()
+with open(os.path.join(os.environ.get("FAKE_AGENT_LOG", "/dev/null")), "a") as log:
+    log.write(os.environ.get("NGINX_EVAL_INSTANCE", "?") + "\n")
+calc = os.path.join(ws, "src/core/calc.c")
+if behaviour in ("fix", "fix-and-noise"):
+    text = open(calc).read()
+    text = text.replace("a - b", "a + b").replace("a * b + (a > 1)", "a * b")
+    open(calc, "w").write(text)
+    if behaviour == "fix-and-noise":
+        open(os.path.join(ws, "NOTES.txt"), "w").write("scratch\n")
+elif behaviour == "break":
+    open(calc, "a").write("int broken(void) { return }\n")
+elif behaviour == "hang":
+    time.sleep(3600)
+elif behaviour == "fail":
+    sys.exit(3)
+print('{"type": "result", "is_error": false, "num_turns": 3, "total_cost_usd": 0.25, '
+      '"usage": {"input_tokens": 1000, "output_tokens": 200, "cache_read_input_tokens": 50, '
+      '"cache_creation_input_tokens": 10}}')
+'''
+
+
+def task(iid, base, fix, test_commit, files, f2p, p2p, flags=()):
+    return {
+        "instance_id": iid, "repo": "acme/tiny", "test_repo": "acme/tiny-tests",
+        "base_commit": base, "fix_commit": fix, "test_commit": test_commit,
+        "test_files": files, "configure_flags": list(flags), "fail_to_pass": f2p,
+        "pass_to_pass": p2p,
+        "problem_statement": f"{iid}: the calculator prints wrong results.",
+        "perl_modules": [], "test_timeout": 20,
+    }
+
+
+def make_fixture(base_dir):
+    """Repositories, a project root with tasks/tiny.json and modes.toml, and the environment."""
+    base_dir = Path(base_dir)
+    mirrors = base_dir / "mirrors"
+    commits = make_upstream(mirrors / "acme+tiny")
+    commits.update(make_tests_repo(mirrors / "acme+tiny-tests"))
+    root = base_dir / "project"
+    (root / "tasks").mkdir(parents=True)
+    agent = base_dir / "fake_agent.py"
+    write(agent, FAKE_AGENT, 0o755)
+    t = commits["t_head"]
+    tasks = [
+        task("tiny-add", commits["c_add_bug"], commits["c_add_fix"], t, ["calc_add.t"],
+             ["calc_add.t:1 add two numbers"],
+             ["calc_add.t:2 add zeros", "calc_add.t:3 mul still works"]),
+        task("tiny-mul", commits["c_mul_bug"], commits["c_mul_fix"], t,
+             ["calc_mul.t", "version.t"],
+             ["calc_mul.t:1 multiply", "calc_mul.t:3 square"],
+             ["calc_mul.t:2 multiply by zero", "version.t:1 version output"],
+             flags=["--with-debug"]),
+    ]
+    write(root / "tasks" / "tiny.json", json.dumps({"name": "tiny", "tasks": tasks}, indent=2))
+    write(root / "modes.toml", textwrap.dedent(f"""\
+        [modes.fake]
+        description = "scripted agent"
+        model = "fake-1"
+        [[modes.fake.phases]]
+        name = "solve"
+        prompt = "prompt_raw.md.j2"
+        timeout = 20
+        command = "{agent} {{prompt}}"
+        """))
+    env = dict(os.environ)
+    for var in list(env):
+        if var.startswith("NGINX_EVAL_") or var.startswith("FAKE_AGENT"):
+            del env[var]
+    env.update({
+        "NGINX_EVAL_ROOT": str(root),
+        "NGINX_EVAL_CACHE": str(base_dir / "cache"),
+        "NGINX_EVAL_REPO_URL": str(mirrors) + "/{owner}+{name}",
+        "FAKE_AGENT_LOG": str(base_dir / "agent-calls.log"),
+        "FLAKY_COUNTER": str(base_dir / "flaky-counter"),
+    })
+    return {"root": root, "env": env, "commits": commits, "mirrors": mirrors,
+            "agent": agent, "base": base_dir, "tasks": tasks}

@@ -7,6 +7,8 @@ Schema::
     model = "..."                    # optional, fills {model}
     env = { VAR = "value" }          # optional, extra environment for every phase
 
+    repeats = 3                      # optional: also runs <name>-r2, <name>-r3 (for pass@k)
+
     [[modes.<name>.phases]]          # one or more, run in order in the same workspace
     name = "solve"
     command = "claude -p {prompt} ..."   # run with bash -c in the workspace
@@ -53,6 +55,12 @@ class Mode:
     description: str = ""
     env: tuple = ()                 # sorted (name, value) pairs
     predictions: str = ""
+    base_name: str = ""             # for repeats: the configured mode ("raw" for "raw-r2")
+    repeat: int = 1                 # 1..repeats
+
+    @property
+    def family(self):
+        return self.base_name or self.name
 
     @property
     def runs_agent(self):
@@ -61,10 +69,11 @@ class Mode:
     def fingerprint(self):
         """What decides whether an agent run is still valid (not the description)."""
         return {"phases": [vars(p) for p in self.phases], "model": self.model,
-                "env": [list(e) for e in self.env]}
+                "env": [list(e) for e in self.env], "repeat": self.repeat}
 
     def to_json(self):
-        return {"name": self.name, "kind": self.kind, "model": self.model,
+        return {"name": self.name, "family": self.family, "repeat": self.repeat,
+                "kind": self.kind, "model": self.model,
                 "description": self.description, "predictions": self.predictions,
                 "commands": [p.command for p in self.phases]}
 
@@ -133,7 +142,14 @@ def parse_modes(data, path):
                 raise UserError("must be a template file name", file=path, item=pwhere, field="prompt")
             phases.append(Phase(name=str(p.get("name", f"phase{i + 1}")), command=p["command"],
                                 timeout=float(timeout), prompt=prompt))
-        modes[name] = Mode(name, "agent", phases=tuple(phases), **common)
+        repeats = raw.get("repeats", 1)
+        if not isinstance(repeats, int) or repeats < 1:
+            raise UserError("must be a whole number >= 1", file=path, item=where, field="repeats")
+        for i in range(1, repeats + 1):
+            # Repeat 1 keeps the plain name, so adding repeats never re-runs the first one.
+            rname = name if i == 1 else f"{name}-r{i}"
+            modes[rname] = Mode(rname, "agent", phases=tuple(phases), base_name=name, repeat=i,
+                                **common)
     return modes
 
 

@@ -55,6 +55,7 @@ def create_workspace(layout, mode, task):
     g.config("user.email", "agent@localhost")
     # FETCH_HEAD names where the commit came from; the reflog says nothing beyond the base anyway.
     (ws / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
+    g.reflog("expire", "--expire=now", "--all")
     with open(ws / ".git" / "info" / "exclude", "a") as f:
         f.write("".join(f"/{name}\n" for name in HARNESS_FILES))
     (ws / ISSUE_FILE).write_text(task.problem_statement.rstrip() + "\n", encoding="utf-8")

@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""Propose candidate nginx-eval tasks from the histories of nginx and nginx-tests.
+
+Offline: reads two local git directories (bare mirrors are fine) and writes task stubs in the
+benchmark schema (fail_to_pass / pass_to_pass empty, problem_statement "TODO") for a human or a
+validation script to confirm.
+
+Signals, from strongest to weakest:
+
+1. TODO guards. An nginx-tests commit adds ``local $TODO = ... unless $t->has_version('X.Y.Z')``
+   (or ``todo_skip`` / ``todo_alerts`` / ``plan(skip_all)`` conditioned on ``has_version``): the
+   fix is expected in nginx X.Y.Z, so the nginx commits between the previous mainline release and
+   ``release-X.Y.Z`` (or HEAD when X.Y.Z is not released yet) are the candidates.
+2. Shared ticket numbers ("ticket #1234") in the subjects of a test commit and an nginx commit.
+3. Topic similarity alone (test commits that add or change .t files, nginx commits within a few
+   weeks), which finds fixes whose tests landed without a TODO guard.
+
+Candidates are scored by topic words shared between the test side (commit subject, file names,
+the assertion texts near the guard) and the nginx side (subject, the area prefix such as
+"HTTP/2:" and the touched source paths), the area of the test file versus the touched sources,
+and date proximity. The top few per test signal are kept.
+
+Usage:
+    python scripts/mine_tasks.py --nginx <git dir> --tests <git dir> --out candidates.json \
+        [--since 2020-01-01] [--limit N] [--per-signal K]
+"""
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+
+import git  # GitPython
+
+VERSION_RE = re.compile(r"has_version\(\s*'(\d+\.\d+\.\d+)'\s*\)")
+GUARD_RE = re.compile(r"\$TODO|todo_skip|todo_alerts|skip_all|TODO")
+TICKET_RE = re.compile(r"ticket\s*#?(\d+)", re.I)
+WORD_RE = re.compile(r"[a-z][a-z0-9_]+")
+RELEASE_RE = re.compile(r"^release-(\d+)\.(\d+)\.(\d+)$")
+DESC_RE = re.compile(r"""(?:like|is|isnt|unlike|ok|is_deeply)\s*\(.*?,\s*['"]([^'"]{3,80})['"]\s*\)""")
+
+STOP = set("""
+a an and the of to in on for with without by from at as is are be been was were it its this that
+these those not no yes or if unless when then than into via per after before more less also only
+test tests tests added add adds adding fixed fix fixes fixing use used using now new old some
+all any one two three first last case cases handling handle handled support supported proper
+properly improved improve better check checks checking avoid avoided possible possibly style
+nginx ngx http https request requests response responses header headers value values local todo
+yet unless has version adjusted committed keep kept more various work works working make made
+missing correct correctly invalid valid error errors ticket src c h t pl lib
+""".split())
+
+# test file prefix -> area word, and area word -> nginx source path fragments / subject prefixes
+AREA_BY_PREFIX = [
+    ("h2_", "http2"), ("h3_", "http3"), ("quic_", "quic"), ("http2", "http2"),
+    ("proxy_h2", "proxy"), ("grpc", "grpc"),
+    ("stream_ssl", "stream"), ("stream_", "stream"), ("mail_", "mail"), ("smtp", "mail"),
+    ("imap", "mail"), ("pop3", "mail"),
+    ("ssl_", "ssl"), ("ssl.", "ssl"), ("proxy_ssl", "ssl"), ("upstream_", "upstream"),
+    ("proxy_cache", "cache"), ("fastcgi_cache", "cache"), ("scgi_cache", "cache"),
+    ("uwsgi_cache", "cache"), ("proxy_", "proxy"), ("proxy.", "proxy"), ("fastcgi", "fastcgi"),
+    ("scgi", "scgi"), ("uwsgi", "uwsgi"), ("memcached", "memcached"),
+    ("range", "range"), ("slice", "slice"), ("gzip", "gzip"), ("gunzip", "gzip"),
+    ("sub_filter", "sub"), ("ssi", "ssi"), ("dav", "dav"), ("mp4", "mp4"), ("flv", "flv"),
+    ("image_filter", "image"), ("xslt", "xslt"), ("perl", "perl"), ("js", "njs"),
+    ("rewrite", "rewrite"), ("auth_request", "auth"), ("auth_basic", "auth"),
+    ("limit_req", "limit"), ("limit_conn", "limit"), ("geo", "geo"), ("map", "map"),
+    ("charset", "charset"), ("autoindex", "autoindex"), ("access_log", "log"),
+    ("error_log", "log"), ("realip", "realip"), ("headers", "headers"), ("http_", "http"),
+    ("index", "http"), ("tunnel", "tunnel"), ("resolver", "resolver"), ("split_clients", "split"),
+    ("secure_link", "secure"), ("ocsp", "ssl"), ("sticky", "upstream"),
+]
+
+AREA_PATHS = {
+    "http2": ["src/http/v2/"], "http3": ["src/http/v3/", "src/event/quic/"],
+    "quic": ["src/event/quic/"], "stream": ["src/stream/"], "mail": ["src/mail/"],
+    "ssl": ["src/event/ngx_event_openssl", "_ssl_module", "ssl"],
+    "upstream": ["src/http/ngx_http_upstream", "src/stream/ngx_stream_upstream", "upstream"],
+    "cache": ["ngx_http_file_cache", "src/http/ngx_http_upstream", "cache"],
+    "proxy": ["ngx_http_proxy", "ngx_http_upstream", "proxy"], "grpc": ["ngx_http_grpc"],
+    "fastcgi": ["ngx_http_fastcgi"], "scgi": ["ngx_http_scgi"], "uwsgi": ["ngx_http_uwsgi"],
+    "memcached": ["ngx_http_memcached"], "range": ["range_filter"], "slice": ["slice_filter"],
+    "gzip": ["gzip", "gunzip"], "sub": ["sub_filter"], "ssi": ["ssi_filter"],
+    "dav": ["dav_module"], "mp4": ["mp4_module"], "flv": ["flv_module"],
+    "image": ["image_filter"], "xslt": ["xslt_filter"], "perl": ["src/http/modules/perl/"],
+    "njs": [], "rewrite": ["rewrite_module", "ngx_http_script", "ngx_regex"],
+    "auth": ["auth_request", "auth_basic", "ngx_http_core_module"],
+    "limit": ["limit_req", "limit_conn"], "geo": ["geo_module"], "map": ["map_module"],
+    "charset": ["charset_filter"], "autoindex": ["autoindex"], "log": ["log_module", "ngx_log"],
+    "realip": ["realip"], "headers": ["headers_filter", "ngx_http_request", "ngx_http_parse"],
+    "http": ["src/http/ngx_http", "src/core/", "src/event/"], "tunnel": ["tunnel"],
+    "resolver": ["ngx_resolver"], "split": ["split_clients"], "secure": ["secure_link"],
+}
+
+SUBJECT_AREA = {
+    "http/2": "http2", "http/3": "http3", "quic": "quic", "stream": "stream", "mail": "mail",
+    "ssl": "ssl", "ocsp": "ssl", "sni": "ssl", "upstream": "upstream", "cache": "cache",
+    "proxy": "proxy", "grpc": "grpc", "fastcgi": "fastcgi", "scgi": "scgi", "uwsgi": "uwsgi",
+    "range filter": "range", "slice filter": "slice", "gzip": "gzip", "ssi": "ssi",
+    "sub filter": "sub", "dav": "dav", "mp4": "mp4", "image filter": "image", "xslt": "xslt",
+    "perl": "perl", "rewrite": "rewrite", "auth request": "auth", "auth basic": "auth",
+    "geo": "geo", "map": "map", "charset": "charset", "autoindex": "autoindex",
+    "access log": "log", "realip": "realip", "headers filter": "headers", "core": "http",
+    "events": "http", "resolver": "resolver", "tunnel": "tunnel", "split clients": "split",
+    "secure link": "secure", "sticky": "upstream", "upstream keepalive": "upstream",
+}
+
+# module names used by $t->has(...) -> configure flags needed to build them
+MODULE_FLAGS = {
+    "http_v2": ["--with-http_v2_module"], "http_v3": ["--with-http_v3_module"],
+    "ssl": ["--with-http_ssl_module"], "http_ssl": ["--with-http_ssl_module"],
+    "stream": ["--with-stream"], "stream_ssl": ["--with-stream", "--with-stream_ssl_module"],
+    "stream_ssl_preread": ["--with-stream", "--with-stream_ssl_preread_module"],
+    "stream_realip": ["--with-stream", "--with-stream_realip_module"],
+    "stream_pass": ["--with-stream"],
+    "mail": ["--with-mail"], "mail_ssl": ["--with-mail", "--with-mail_ssl_module"],
+    "realip": ["--with-http_realip_module"], "addition": ["--with-http_addition_module"],
+    "sub": ["--with-http_sub_module"], "dav": ["--with-http_dav_module"],
+    "flv": ["--with-http_flv_module"], "mp4": ["--with-http_mp4_module"],
+    "gunzip": ["--with-http_gunzip_module"], "gzip_static": ["--with-http_gzip_static_module"],
+    "auth_request": ["--with-http_auth_request_module"],
+    "random_index": ["--with-http_random_index_module"],
+    "secure_link": ["--with-http_secure_link_module"], "slice": ["--with-http_slice_module"],
+    "stub_status": ["--with-http_stub_status_module"], "degradation": [],
+    "xslt": ["--with-http_xslt_module"], "image_filter": ["--with-http_image_filter_module"],
+    "perl": ["--with-http_perl_module"], "geoip": ["--with-http_geoip_module"],
+    "tunnel": ["--with-http_tunnel_module"], "threads": ["--with-threads"],
+    "cryptographic": [], "debug": ["--with-debug"], "upstream_sticky": [],
+}
+CORE_PERL = {"strict", "warnings", "Test::More", "IO::Select", "IO::Socket::INET", "Socket",
+             "POSIX", "File::Path", "File::Temp", "Time::HiRes", "Digest::MD5", "MIME::Base64",
+             "File::Copy", "Cwd", "IO::Handle", "Data::Dumper", "Config", "Errno",
+             "IO::Socket::UNIX", "Fcntl", "Test::Nginx", "IO::Socket", "Digest::SHA",
+             "Sys::Hostname", "IO::Compress::Gzip", "IO::Uncompress::Gunzip"}
+REQUIRE_RE = re.compile(r"(?:eval\s*\{\s*require|\buse)\s+([A-Z][A-Za-z0-9_:]+)")
+HAS_RE = re.compile(r"has\(\s*qw/([^/]*)/\s*\)")
+
+
+def words(text):
+    out = set()
+    for w in WORD_RE.findall(text.lower().replace("/", " ").replace("-", " ")):
+        if w in STOP or len(w) < 3:
+            continue
+        for part in w.split("_"):
+            if len(part) >= 3 and part not in STOP:
+                out.add(part[:-1] if part.endswith("s") and len(part) > 4 else part)
+    return out
+
+
+def vkey(v):
+    return tuple(int(x) for x in v.split("."))
+
+
+def test_area(name):
+    base = name.rsplit("/", 1)[-1]
+    for prefix, area in AREA_BY_PREFIX:
+        if base.startswith(prefix):
+            return area
+    return "http"
+
+
+def subject_area(subject):
+    head = subject.split(":", 1)[0].strip().lower() if ":" in subject[:30] else ""
+    return SUBJECT_AREA.get(head, "")
+
+
+class History:
+    """Git commands against one git directory (a bare mirror need not have a config file, so
+    GitPython's Repo() cannot always open it; GIT_DIR works for any layout)."""
+
+    def __init__(self, path):
+        self.g = git.Git()
+        self.g.update_environment(GIT_DIR=str(path))
+
+
+def nginx_commits(h, since):
+    """[{sha, date, subject, files, add, rem}] for non-merge commits since `since`."""
+    out = h.g.log("--no-merges", f"--since={since}", "--format=\x1e%H\x1f%ct\x1f%s",
+                  "--numstat", "--no-renames")
+    commits = []
+    for rec in out.split("\x1e")[1:]:
+        head, _, body = rec.partition("\n")
+        sha, ct, subject = head.split("\x1f", 2)
+        files, add, rem = [], 0, 0
+        for line in body.splitlines():
+            parts = line.split("\t")
+            if len(parts) == 3:
+                files.append(parts[2])
+                add += int(parts[0]) if parts[0].isdigit() else 0
+                rem += int(parts[1]) if parts[1].isdigit() else 0
+        commits.append({"sha": sha, "date": int(ct), "subject": subject, "files": files,
+                        "add": add, "rem": rem})
+    return commits
+
+
+def is_code_commit(c):
+    s = c["subject"].lower()
+    if re.match(r"^(nginx-[\d.]+-release|version bump|year \d+|style|updated (openssl|pcre|zlib))", s):
+        return False
+    if s.startswith(("gh:", "misc:", "contrib:", "readme", "win32:", "configure:")):
+        return False
+    code = [f for f in c["files"] if f.startswith("src/") and f.endswith((".c", ".h"))]
+    if not code or code == ["src/core/nginx.h"]:
+        return False
+    return True
+
+
+def release_tags(h):
+    tags = {}
+    for line in h.g.for_each_ref("--format=%(refname:short) %(*objectname) %(objectname)",
+                                 "refs/tags").splitlines():
+        parts = line.split()
+        m = RELEASE_RE.match(parts[0])
+        if m:
+            tags[".".join(m.groups())] = parts[1] if len(parts) == 3 and parts[1] else parts[-1]
+    return tags
+
+
+def version_window(h, tags, version, cache):
+    """Set of nginx commit shas expected to contain the fix for `version`."""
+    if version in cache:
+        return cache[version]
+    shas = set()
+    try:
+        if version in tags:
+            merged = [t[len("release-"):] for t in h.g.tag("--merged", f"release-{version}",
+                                                             "--list", "release-*").split()]
+            older = sorted((v for v in merged if RELEASE_RE.match("release-" + v)
+                            and vkey(v) < vkey(version)), key=vkey)
+            rng = [f"release-{version}"] + ([f"^release-{older[-1]}"] if older else [])
+        else:
+            reach = [t[len("release-"):] for t in h.g.tag("--merged", "HEAD", "--list",
+                                                          "release-*").split()]
+            older = sorted((v for v in reach if vkey(v) < vkey(version)), key=vkey)
+            rng = ["HEAD"] + ([f"^release-{older[-1]}"] if older else [])
+        shas = set(h.g.rev_list("--no-merges", *rng).split())
+    except git.GitCommandError:
+        shas = set()
+    cache[version] = shas
+    return shas
+
+
+def test_signals(h, since):
+    """Scan nginx-tests commits. Returns a list of signals:
+    {kind, commit, date, subject, files: {file: set(versions)}, text, tickets}"""
+    out = h.g.log(f"--since={since}", "--no-merges", "--format=\x1e%H\x1f%ct\x1f%s",
+                  "-p", "--unified=3", "--no-renames", "--", "*.t")
+    signals = []
+    for rec in out.split("\x1e")[1:]:
+        head, _, body = rec.partition("\n")
+        sha, ct, subject = head.split("\x1f", 2)
+        files, texts, current, guarded = defaultdict(set), [], None, defaultdict(set)
+        added_files = set()
+        prev_new = None
+        for line in body.splitlines():
+            if line.startswith("diff --git "):
+                current = line.split(" b/", 1)[-1]
+                prev_new = None
+                continue
+            if line.startswith("--- /dev/null"):
+                prev_new = True
+                continue
+            if line.startswith("+++ "):
+                if prev_new and current:
+                    added_files.add(current)
+                continue
+            if not current or not current.endswith(".t"):
+                continue
+            if line.startswith("+"):
+                files[current]
+                m = VERSION_RE.search(line)
+                if m and GUARD_RE.search(line):
+                    guarded[current].add(m.group(1))
+                elif m and line.lstrip("+ \t").startswith(("or ", "and ", "if ", "unless ")):
+                    guarded[current].add(m.group(1))
+                texts.extend(DESC_RE.findall(line))
+        if not files:
+            continue
+        tickets = set(TICKET_RE.findall(subject))
+        base = {"commit": sha, "date": int(ct), "subject": subject, "tickets": tickets,
+                "text": " ".join(texts)}
+        if guarded:
+            versions = set().union(*guarded.values())
+            signals.append(dict(base, kind="todo", files={f: v for f, v in guarded.items()},
+                                versions=versions))
+        else:
+            subj = subject.lower()
+            if "todo" in subj and "adjust" in subj:
+                continue                      # pure TODO bookkeeping without a version guard
+            chosen = sorted(added_files) or sorted(files)
+            signals.append(dict(base, kind="ticket" if tickets else "topic",
+                                files={f: set() for f in chosen[:3]}, versions=set()))
+    return signals
+
+
+def score(sig, c, sig_words):
+    reasons = []
+    cw = words(c["subject"]) | words(" ".join(p.rsplit("/", 1)[-1] for p in c["files"]))
+    shared = sig_words & cw
+    s = 0.0
+    if shared:
+        s += 2.0 * len(shared) + 3.0 * len(shared) / max(4, len(sig_words))
+        reasons.append("words:" + ",".join(sorted(shared)[:6]))
+    areas = {test_area(f) for f in sig["files"]}
+    sarea = subject_area(c["subject"])
+    if sarea and sarea in areas:
+        s += 3.0
+        reasons.append(f"area:{sarea}")
+    paths = " ".join(c["files"])
+    if any(frag and frag in paths for a in areas for frag in AREA_PATHS.get(a, [])):
+        s += 2.0
+        reasons.append("paths")
+    if sig["tickets"] and sig["tickets"] & set(TICKET_RE.findall(c["subject"])):
+        s += 12.0
+        reasons.append("ticket")
+    days = abs(sig["date"] - c["date"]) / 86400.0
+    s += 3.0 * math.exp(-days / 20.0)
+    reasons.append(f"{days:.0f}d")
+    # small fixes are more typical for benchmark tasks than large features
+    size = c["add"] + c["rem"]
+    if size > 400:
+        s -= 2.0
+    elif size <= 60:
+        s += 0.5
+    return s, reasons
+
+
+def needs_of(h, commit, files):
+    flags, perl = [], []
+    for f in files:
+        try:
+            text = h.g.show(f"{commit}:{f}")
+        except git.GitCommandError:
+            continue
+        for m in HAS_RE.finditer(text):
+            for mod in m.group(1).split():
+                for fl in MODULE_FLAGS.get(mod, []):
+                    if fl not in flags:
+                        flags.append(fl)
+        for m in REQUIRE_RE.finditer(text):
+            mod = m.group(1)
+            if mod not in CORE_PERL and not mod.startswith("Test::Nginx") and mod not in perl:
+                perl.append(mod)
+    return flags, perl
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nginx", required=True, help="git dir of nginx")
+    ap.add_argument("--tests", required=True, help="git dir of nginx-tests")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--since", default="2020-01-01")
+    ap.add_argument("--limit", type=int, default=0, help="keep at most N candidates (0: all)")
+    ap.add_argument("--per-signal", type=int, default=3,
+                    help="candidate fixes kept per test signal")
+    ap.add_argument("--min-score", type=float, default=4.0)
+    ap.add_argument("--window-days", type=int, default=45,
+                    help="date window for signals without a version guard")
+    args = ap.parse_args(argv)
+    t0 = time.time()
+
+    ng, ts = History(args.nginx), History(args.tests)
+    since_ts = datetime.fromisoformat(args.since).replace(tzinfo=timezone.utc).timestamp()
+    early = datetime.fromtimestamp(since_ts - 200 * 86400, timezone.utc).strftime("%Y-%m-%d")
+    commits = [c for c in nginx_commits(ng, early) if is_code_commit(c)]
+    by_sha = {c["sha"]: c for c in commits}
+    tags = release_tags(ng)
+    signals = test_signals(ts, args.since)
+    window_cache = {}
+
+    proposals = {}                  # (fix, test_commit) -> stub
+    for sig in signals:
+        sig_words = (words(sig["subject"]) | words(sig["text"])
+                     | words(" ".join(f[:-2] for f in sig["files"])))
+        if sig["kind"] == "todo":
+            pool = set()
+            for v in sig["versions"]:
+                pool |= version_window(ng, tags, v, window_cache)
+            cands = [by_sha[s] for s in pool if s in by_sha]
+        else:
+            lo, hi = sig["date"] - args.window_days * 86400, sig["date"] + 10 * 86400
+            cands = [c for c in commits if lo <= c["date"] <= hi]
+        scored = []
+        for c in cands:
+            s, why = score(sig, c, sig_words)
+            if sig["kind"] == "todo":
+                s += 2.0
+            elif sig["kind"] == "ticket" and "ticket" not in why:
+                s -= 3.0
+            if s >= args.min_score:
+                scored.append((s, c, why))
+        scored.sort(key=lambda x: -x[0])
+        for s, c, why in scored[:args.per_signal]:
+            key = (c["sha"], sig["commit"])
+            if key in proposals and proposals[key]["_score"] >= s:
+                continue
+            proposals[key] = {"_score": s, "_sig": sig, "_commit": c, "_why": why}
+
+    # one stub per fix: the best-scoring test signal wins, other test files of the same fix merge
+    best = {}
+    for (fix, _), p in proposals.items():
+        if fix not in best or p["_score"] > best[fix]["_score"]:
+            best[fix] = p
+    ranked = sorted(best.values(), key=lambda p: -p["_score"])
+    if args.limit:
+        ranked = ranked[:args.limit]
+
+    stubs = []
+    for p in ranked:
+        c, sig = p["_commit"], p["_sig"]
+        try:
+            base = ng.g.rev_parse(f"{c['sha']}^")
+        except git.GitCommandError:
+            continue
+        files = sorted(sig["files"])[:2]
+        flags, perl = needs_of(ts, sig["commit"], files)
+        areas = sorted({test_area(f) for f in files})
+        stubs.append({
+            "instance_id": f"nginx__nginx-{c['sha'][:12]}",
+            "repo": "nginx/nginx", "test_repo": "nginx/nginx-tests",
+            "base_commit": base, "fix_commit": c["sha"], "test_commit": sig["commit"],
+            "test_files": files, "configure_flags": flags,
+            "fail_to_pass": [], "pass_to_pass": [], "problem_statement": "TODO",
+            "perl_modules": perl,
+            "area": subject_area(c["subject"]) or (areas[0] if areas else "http"),
+            "gold_size": {"files": len(c["files"]), "lines_added": c["add"],
+                          "lines_removed": c["rem"]},
+            "notes": (f"score {p['_score']:.1f} ({sig['kind']}"
+                      f"{' ' + ','.join(sorted(sig['versions'])) if sig['versions'] else ''}); "
+                      f"{' '.join(p['_why'])}; fix: {c['subject']}; test: {sig['subject']}"),
+        })
+
+    with open(args.out, "w", encoding="utf-8") as fh:
+        json.dump({"name": "nginx-candidates",
+                   "description": "Task stubs proposed by scripts/mine_tasks.py; unvalidated.",
+                   "tasks": stubs}, fh, indent=1)
+        fh.write("\n")
+
+    print(f"{'#':>3} {'score':>5} {'fix':12} {'test':8} {'kind':6} {'files':28} subject")
+    for i, (s, p) in enumerate(zip(stubs, ranked), 1):
+        print(f"{i:>3} {p['_score']:5.1f} {s['fix_commit'][:12]} {s['test_commit'][:8]} "
+              f"{p['_sig']['kind']:6} {','.join(s['test_files'])[:28]:28} "
+              f"{p['_commit']['subject'][:60]}")
+    print(f"{len(stubs)} candidates from {len(signals)} test signals, "
+          f"{len(commits)} nginx commits, in {time.time() - t0:.1f} s -> {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import fixture_repos  # noqa: E402
+
+SOURCE_ROOT = Path(__file__).resolve().parent.parent
+DODO = SOURCE_ROOT / "dodo.py"
+
+
+class Project:
+    """A fixture project: repositories, tasks/tiny.json, modes.toml, and a doit runner."""
+
+    def __init__(self, base):
+        fx = fixture_repos.make_fixture(base)
+        self.__dict__.update(fx)
+        self.results = self.root / "results"
+        self.cache = base / "cache"
+
+    def doit(self, *args, check=True, env=None, timeout=600):
+        """Run `doit` for real; returns (CompletedProcess, names of the tasks it executed)."""
+        proc = subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), *args],
+                              env=dict(self.env, **(env or {})), capture_output=True, text=True,
+                              timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"doit {' '.join(args)} failed ({proc.returncode}):\n"
+                                 f"{proc.stdout}\n{proc.stderr}")
+        executed = [line[3:].strip() for line in proc.stdout.splitlines() if line.startswith(".  ")]
+        return proc, executed
+
+    def task_dir(self, mode, iid, run="default"):
+        return self.results / run / mode / iid
+
+    def read(self, mode, iid, name, run="default"):
+        return json.loads((self.task_dir(mode, iid, run) / name).read_text())
+
+    def benchmark(self):
+        return json.loads((self.root / "tasks" / "tiny.json").read_text())
+
+    def write_benchmark(self, data):
+        (self.root / "tasks" / "tiny.json").write_text(json.dumps(data, indent=2))
+
+    def agent_calls(self):
+        log = self.base / "agent-calls.log"
+        return log.read_text().split() if log.exists() else []
+
+
+@pytest.fixture
+def project(tmp_path):
+    return Project(tmp_path)
+
+
+def pytest_configure(config):
+    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")

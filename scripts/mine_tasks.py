@@ -135,8 +135,9 @@ CORE_PERL = {"strict", "warnings", "Test::More", "IO::Select", "IO::Socket::INET
              "POSIX", "File::Path", "File::Temp", "Time::HiRes", "Digest::MD5", "MIME::Base64",
              "File::Copy", "Cwd", "IO::Handle", "Data::Dumper", "Config", "Errno",
              "IO::Socket::UNIX", "Fcntl", "Test::Nginx", "IO::Socket", "Digest::SHA",
-             "Sys::Hostname", "IO::Compress::Gzip", "IO::Uncompress::Gunzip"}
-REQUIRE_RE = re.compile(r"(?:eval\s*\{\s*require|\buse)\s+([A-Z][A-Za-z0-9_:]+)")
+             "Sys::Hostname", "IO::Compress::Gzip", "IO::Uncompress::Gunzip", "FindBin",
+             "Socket::GetAddrInfo", "Time::Local", "Encode", "IO::Socket::IP"}
+REQUIRE_RE = re.compile(r"eval\s*\{\s*require\s+([A-Z][A-Za-z0-9_:]+)")
 HAS_RE = re.compile(r"has\(\s*qw/([^/]*)/\s*\)")
 
 
@@ -329,6 +330,24 @@ def score(sig, c, sig_words):
     return s, reasons
 
 
+def pick_files(files, c):
+    """The test files of a signal most related to fix commit `c` (at most two)."""
+    fix_words = words(c["subject"]) | words(" ".join(p.rsplit("/", 1)[-1] for p in c["files"]))
+    sarea = subject_area(c["subject"])
+    paths = " ".join(c["files"])
+
+    def rel(f):
+        area = test_area(f)
+        r = len(words(f[:-2]) & fix_words)
+        r += 2 if area == sarea else 0
+        r += 1 if any(frag and frag in paths for frag in AREA_PATHS.get(area, [])) else 0
+        return r
+
+    ranked = sorted(files, key=lambda f: (-rel(f), f))
+    top = rel(ranked[0])
+    return [f for f in ranked if rel(f) == top][:2]
+
+
 def needs_of(h, commit, files):
     flags, perl = [], []
     for f in files:
@@ -416,7 +435,7 @@ def main(argv=None):
             base = ng.g.rev_parse(f"{c['sha']}^")
         except git.GitCommandError:
             continue
-        files = sorted(sig["files"])[:2]
+        files = pick_files(sig["files"], c)
         flags, perl = needs_of(ts, sig["commit"], files)
         areas = sorted({test_area(f) for f in files})
         stubs.append({

@@ -1,0 +1,158 @@
+"""Fast tests of the pure parts: task-file validation, mode parsing, grading TAP strings."""
+
+import copy
+import json
+
+import pytest
+
+from nginx_eval.benchmark import load_benchmark
+from nginx_eval.errors import UserError
+from nginx_eval.grade import assertion_id, grade, parse_tap
+from nginx_eval.modes import fill_command, get_mode, parse_modes
+from nginx_eval.patch import patch_stats
+
+GOOD = {
+    "instance_id": "x-1", "repo": "nginx/nginx", "test_repo": "nginx/nginx-tests",
+    "base_commit": "a" * 40, "fix_commit": "b" * 40, "test_commit": "c" * 40,
+    "test_files": ["h2.t"], "configure_flags": ["--with-http_v2_module"],
+    "fail_to_pass": ["h2.t:3 body"], "pass_to_pass": ["h2.t:1 first", "h2.t:2"],
+    "problem_statement": "requests hang",
+}
+
+
+def write(tmp_path, tasks, name="bench"):
+    p = tmp_path / f"{name}.json"
+    p.write_text(json.dumps({"tasks": tasks}) if not isinstance(tasks, str) else tasks)
+    return p
+
+
+def error_of(tmp_path, tasks):
+    with pytest.raises(UserError) as e:
+        load_benchmark(write(tmp_path, tasks))
+    return str(e.value)
+
+
+def test_good_file_loads(tmp_path):
+    bench = load_benchmark(write(tmp_path, [GOOD]))
+    assert bench.name == "bench" and bench.tasks[0].test_files == ("h2.t",)
+    assert len(bench.digest) == 64
+
+
+@pytest.mark.parametrize("field,value,expect", [
+    ("base_commit", "HEAD", "full 40-hex"),
+    ("fix_commit", "abc1234", "full 40-hex"),
+    ("test_commit", "main", "full 40-hex"),
+    ("test_files", [], "must not be empty"),
+    ("test_files", ["../x.t"], "relative path"),
+    ("fail_to_pass", [], "must not be empty"),
+    ("fail_to_pass", ["other.t:1"], "names no file"),
+    ("pass_to_pass", ["h2.t:3 body"], "also listed"),
+    ("pass_to_pass", ["h2.t:1 first", "h2.t:1 first"], "duplicate"),
+    ("configure_flags", "--with-x", "must be a list"),
+    ("repo", "nginx", "owner/name"),
+    ("problem_statement", " ", "must not be empty"),
+])
+def test_bad_fields_name_file_task_and_field(tmp_path, field, value, expect):
+    task = dict(GOOD, **{field: value})
+    message = error_of(tmp_path, [task])
+    assert "bench.json" in message and "task x-1" in message and f"field {field}" in message
+    assert expect in message
+
+
+def test_missing_field_duplicate_id_and_malformed_json(tmp_path):
+    task = dict(GOOD)
+    del task["test_files"]
+    assert "field test_files: is missing" in error_of(tmp_path, [task])
+    assert "duplicate instance_id" in error_of(tmp_path, [GOOD, copy.deepcopy(GOOD)])
+    assert "malformed JSON at line 1" in error_of(tmp_path, '{"tasks": [')
+    assert "unknown field(s) colour" in error_of(tmp_path, [dict(GOOD, colour="red")])
+
+
+def test_modes_parse_and_errors(tmp_path):
+    modes = parse_modes({"modes": {"a": {"model": "m", "phases": [
+        {"name": "p", "command": "agent {prompt} --model {model} ${X:-y}", "timeout": 5}]}}}, "m.toml")
+    assert set(modes) == {"a", "gold", "none"}
+    assert modes["a"].phases[0].timeout == 5.0
+    assert fill_command(modes["a"].phases[0].command, {"prompt": "it's", "model": "m"}) == \
+        "agent 'it'\"'\"'s' --model m ${X:-y}"
+    with pytest.raises(UserError, match="unknown placeholder {promt}"):
+        parse_modes({"modes": {"a": {"phases": [{"command": "x {promt}"}]}}}, "m.toml")
+    with pytest.raises(UserError, match="built in"):
+        parse_modes({"modes": {"gold": {"phases": [{"command": "x"}]}}}, "m.toml")
+    with pytest.raises(UserError, match="known modes: a, gold, none"):
+        get_mode(modes, "raw")
+
+
+TAP_BASE = """h2.t ..
+1..4
+ok 1 - first
+ok 2
+not ok 3 - body # TODO not yet
+# Failed (TODO) test 'body'
+ok 4 - no alerts
+ok
+All tests successful.
+"""
+TAP_FIX = TAP_BASE.replace("not ok 3 - body # TODO not yet", "ok 3 - body")
+
+
+class T:
+    instance_id = "x-1"
+    test_files = ("h2.t",)
+    fail_to_pass = ("h2.t:3 body",)
+    pass_to_pass = ("h2.t:1 first", "h2.t:2", "h2.t:4 no alerts")
+
+
+def test_assertion_ids():
+    fr = parse_tap("h2.t", TAP_BASE)
+    assert fr.results == {"h2.t:1 first": True, "h2.t:2": True, "h2.t:3 body": False,
+                          "h2.t:4 no alerts": True}
+    assert assertion_id("a.t", 7, "- x y ") == "a.t:7 x y"
+
+
+def test_todo_failure_is_a_failure_and_fix_resolves():
+    ok = {"h2.t": {"exit_code": 0, "timed_out": False}}
+    base = grade(T, "built", ok, {"h2.t": TAP_BASE})
+    assert base["status"] == "unresolved" and not base["resolved"]
+    assert base["fail_to_pass"]["failed"] == ["h2.t:3 body"]
+    fixed = grade(T, "built", ok, {"h2.t": TAP_FIX})
+    assert fixed["status"] == "resolved" and fixed["resolved"]
+
+
+def test_skipped_file_is_an_environment_error_not_a_pass():
+    v = grade(T, "built", {"h2.t": {"exit_code": 0}}, {"h2.t": "1..0 # SKIP no FCGI\n"})
+    assert v["status"] == "env_error" and not v["resolved"]
+    assert "skipped entirely (no FCGI)" in v["env_errors"][0]
+
+
+def test_prove_crash_missing_file_and_timeouts():
+    v = grade(T, "built", {"h2.t": {"exit_code": 255}}, {"h2.t": ""})
+    assert v["status"] == "env_error" and "no TAP" in v["env_errors"][0]
+    v = grade(T, "built", {"h2.t": {"missing": True}}, {})
+    assert v["status"] == "env_error" and "does not exist" in v["env_errors"][0]
+    partial = "1..4\nok 1 - first\nok 2\n"
+    v = grade(T, "built", {"h2.t": {"exit_code": None, "timed_out": True}}, {"h2.t": partial})
+    assert v["status"] == "unresolved" and v["timed_out_files"] == ["h2.t"]
+    assert v["pass_to_pass"]["failed"] == ["h2.t:4 no alerts"]
+
+
+def test_partial_and_build_failures():
+    tap = TAP_FIX.replace("ok 4 - no alerts", "not ok 4 - no alerts")
+    v = grade(T, "built", {"h2.t": {"exit_code": 1}}, {"h2.t": tap})
+    assert v["status"] == "partially_resolved"
+    v = grade(T, "compile_failed", {}, {})
+    assert v["status"] == "compile_failed" and v["fail_to_pass"]["failed"] == ["h2.t:3 body"]
+
+
+def test_skipped_assertion_is_not_a_pass():
+    tap = TAP_FIX.replace("ok 3 - body", "ok 3 # skip no module")
+    v = grade(T, "built", {"h2.t": {"exit_code": 0}}, {"h2.t": tap})
+    # nginx-tests' skip lines carry no description, so the id does not match: still not a pass.
+    assert not v["resolved"] and v["fail_to_pass"]["failed"] == ["h2.t:3 body"]
+
+
+def test_patch_stats():
+    patch = (b"diff --git a/src/x.c b/src/x.c\n--- a/src/x.c\n+++ b/src/x.c\n@@ -1 +1,2 @@\n"
+             b"-old\n+new\n+more\n")
+    assert patch_stats(patch) == {"files": ["src/x.c"], "lines_added": 2, "lines_removed": 1,
+                                  "binary": False}

@@ -158,3 +158,54 @@ def test_killed_build_resumes_without_a_half_built_binary(project):
     build = project.read("none", "tiny-add", "build.json")
     assert build["status"] == "built"
     assert project.read("none", "tiny-add", "grade.json")["status"] == "unresolved"
+
+
+EXPECTED = {("gold", "tiny-add"): "resolved", ("gold", "tiny-mul"): "resolved",
+            ("none", "tiny-add"): "unresolved", ("none", "tiny-mul"): "unresolved",
+            ("fake", "tiny-add"): "resolved", ("fake", "tiny-mul"): "resolved"}
+
+
+def statuses(project, run="default"):
+    out = {}
+    for mode in ("gold", "none", "fake"):
+        for iid in ("tiny-add", "tiny-mul"):
+            out[(mode, iid)] = project.read(mode, iid, "grade.json", run)["status"]
+    return out
+
+
+def test_parallel_runs_give_the_same_verdicts(project):
+    project.doit("run", "-n", "2", "tiny", "run=proc")
+    assert statuses(project, "proc") == EXPECTED
+    project.doit("run", "-n", "2", "-P", "thread", "tiny", "run=thread")
+    assert statuses(project, "thread") == EXPECTED
+    _, executed = project.doit("run", "-n", "2", "-P", "thread", "tiny", "run=thread")
+    assert executed == []
+
+
+def test_identical_patches_share_one_build(project):
+    project.doit("run", "tiny")
+    gold = project.read("gold", "tiny-add", "build.json")
+    fake = project.read("fake", "tiny-add", "build.json")
+    # The scripted agent writes exactly the fix: same bytes, so one build serves both modes.
+    assert (project.task_dir("gold", "tiny-add") / "model.patch").read_bytes() == \
+        (project.task_dir("fake", "tiny-add") / "model.patch").read_bytes()
+    assert gold["key"] == fake["key"] and gold["binary"] == fake["binary"]
+    assert gold["reused"] or fake["reused"]
+    assert project.read("none", "tiny-add", "build.json")["kind"] == "clean"
+    assert gold["kind"] == "incremental"
+    # Builds on disk: tiny-add base, tiny-add fix, tiny-mul base, tiny-mul fix (shared by gold and
+    # fake again): four, not six.
+    builds = [p for p in (project.cache / "builds").iterdir() if not p.name.startswith(".")]
+    assert len(builds) == 4
+    # A new run of the same patches builds nothing.
+    _, executed = project.doit("run", "tiny", "run=again")
+    assert all(project.read(m, i, "build.json", "again")["reused"]
+               for m in ("gold", "none", "fake") for i in ("tiny-add", "tiny-mul"))
+
+
+def test_incremental_build_recompiles_only_the_touched_file(project):
+    project.doit("run", "tiny:gold")
+    log = (project.task_dir("gold", "tiny-add") / "build.log").read_text()
+    assert "incremental build from base build" in log
+    assert "src/core/calc.c" in log and "src/core/nginx.c" not in log
+    assert "auto/configure" not in log

@@ -12,13 +12,14 @@ Output ``agent.json``::
      "cost_usd": float | null, "tokens": {"input", "output", "cache_read", "cache_creation"} | null}
 
 An agent run costs money, so it is repeated only when its inputs change (mode command, prompt,
-model, problem statement) or after ``doit forget`` (see doitdb.py). The inputs digest is stored in
+model, problem statement, the values of environment variables its command names) or after ``doit forget`` (see doitdb.py). The inputs digest is stored in
 agent.json; an action that finds a matching agent.json returns at once, even when doit's database
 was lost.
 """
 
 import json
 import os
+import re
 import time
 
 import jinja2
@@ -46,8 +47,20 @@ def rendered_prompts(templates_dir, mode, task):
             for p in mode.phases]
 
 
+ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def referenced_environment(mode):
+    """Values of the environment variables the mode's commands use ($AGENT, ${AGENT:-...}): a
+    command that means another agent under another AGENT must not reuse the old agent's runs."""
+    names = sorted({n for p in mode.phases for n in ENV_REFERENCE.findall(p.command)})
+    env = dict(os.environ, **dict(mode.env))
+    return {n: env.get(n) for n in names}
+
+
 def agent_inputs(mode, task, prompts):
     return jsonio.digest({"mode": mode.fingerprint(), "prompts": prompts,
+                          "environment": referenced_environment(mode),
                           "workspace": workspace_inputs(task)})
 
 

@@ -1,0 +1,192 @@
+"""Task validation: does each task tell the fix from no fix, every time?
+
+``doit run nginx:validate [repeats=3]`` builds base and fix (the same content-addressed builds the
+``none`` and ``gold`` modes use), runs the task's test files `repeats` times against each, and
+derives fail_to_pass (fails in every base run, passes in every fix run) and pass_to_pass (passes in
+every run of both). Verdicts, first match wins:
+
+    env_error          a test file skipped entirely, is missing, or produced no TAP
+    flaky              an assertion's result differs between repeats of the same binary
+    gold_fails         the fix does not build, or a declared fail_to_pass / pass_to_pass assertion
+                       fails with the fix
+    not_discriminating no assertion fails without the fix and passes with it, or a declared
+                       fail_to_pass assertion already passes without the fix
+    valid              otherwise
+
+Per task ``results/<run>/validate/<id>/validation.json``::
+
+    {"inputs", "instance_id", "verdict", "reasons": [str], "repeats",
+     "derived": {"fail_to_pass": [...], "pass_to_pass": [...]},
+     "declared_matches": bool, "missing_from_declared": [...], "not_derived": [...],
+     "regressions": [ids ok without the fix, failing with it],
+     "flaky": [ids], "env_errors": [...],
+     "runs": {"base": [{"seconds", "results": {id: bool}}], "fix": [...]},
+     "build": {"base": build record, "fix": build record}}
+
+Summary: ``results/<run>/validation.json`` ({instance_id: per-task record without "runs"}) and
+``validation.md`` (a table).
+"""
+
+import time
+
+from doit.tools import config_changed
+
+from . import jsonio
+from .build import ensure_build
+from .grade import file_env_error, parse_tap
+from .patch import gold_diff
+from .prove import run_prove_files
+from .repositories import repo_task
+
+VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")
+
+
+def run_side(layout, task, binary, out_dir, repeats):
+    runs, env_errors = [], set()
+    tree = layout.tests_tree(task.test_commit)
+    for r in range(1, repeats + 1):
+        tap_dir = out_dir / f"r{r}"
+        start = time.monotonic()
+        files = run_prove_files(tree, binary, task.test_files, task.test_timeout, tap_dir)
+        results = {}
+        for name, record in files.items():
+            fr = parse_tap(name, (tap_dir / record["tap"]).read_text(errors="replace"))
+            problem = file_env_error(fr, record)
+            if problem:
+                env_errors.add(problem)
+            results.update(fr.results)
+        runs.append({"seconds": round(time.monotonic() - start, 3), "results": results})
+    return runs, sorted(env_errors)
+
+
+def classify(task, base_runs, fix_runs, fix_built, env_errors):
+    """The verdict and its evidence, from per-repeat results {id: bool} of base and fix."""
+    ids = sorted({i for run in base_runs + fix_runs for i in run["results"]})
+
+    def outcomes(runs, i):
+        return {run["results"].get(i, False) for run in runs}
+
+    flaky = [i for i in ids if len(outcomes(base_runs, i)) > 1 or len(outcomes(fix_runs, i)) > 1]
+    always = lambda runs, i, v: bool(runs) and outcomes(runs, i) == {v}
+    f2p = [i for i in ids if always(base_runs, i, False) and always(fix_runs, i, True)]
+    p2p = [i for i in ids if always(base_runs, i, True) and always(fix_runs, i, True)]
+    regressions = [i for i in ids if always(base_runs, i, True) and always(fix_runs, i, False)]
+    declared = set(task.fail_to_pass) | set(task.pass_to_pass)
+    reasons = []
+    if env_errors:
+        verdict = "env_error"
+        reasons += env_errors
+    elif flaky:
+        verdict = "flaky"
+        reasons.append(f"{len(flaky)} assertion(s) change between repeats: {', '.join(flaky[:5])}")
+    elif not fix_built:
+        verdict = "gold_fails"
+        reasons.append("the fix does not build")
+    elif [i for i in declared if not always(fix_runs, i, True)]:
+        verdict = "gold_fails"
+        bad = [i for i in sorted(declared) if not always(fix_runs, i, True)]
+        reasons.append(f"declared assertions fail with the fix: {', '.join(bad[:5])}")
+    elif not f2p or [i for i in task.fail_to_pass if not always(base_runs, i, False)]:
+        verdict = "not_discriminating"
+        passing = [i for i in task.fail_to_pass if not always(base_runs, i, False)]
+        reasons.append("no assertion fails without the fix and passes with it" if not f2p else
+                       f"declared fail_to_pass already pass without the fix: {', '.join(passing[:5])}")
+    else:
+        verdict = "valid"
+    return {
+        "verdict": verdict, "reasons": reasons,
+        "derived": {"fail_to_pass": f2p, "pass_to_pass": p2p},
+        "declared_matches": set(f2p) == set(task.fail_to_pass) and set(p2p) == set(task.pass_to_pass),
+        "missing_from_declared": sorted(set(f2p) - set(task.fail_to_pass)),
+        "not_derived": sorted(set(task.fail_to_pass) - set(f2p)),
+        "regressions": regressions, "flaky": flaky, "env_errors": env_errors,
+    }
+
+
+def validate_task(layout, task, repeats, config):
+    out = layout.validation_dir(task.instance_id) / "validation.json"
+    inputs = jsonio.inputs_digest(config)
+    if jsonio.fresh_output(out, inputs):
+        return
+    bare = layout.bare_repo(task.repo)
+    base = ensure_build(layout, bare, task.base_commit, task.configure_flags, b"")
+    fix = ensure_build(layout, bare, task.base_commit, task.configure_flags,
+                       gold_diff(bare, task.base_commit, task.fix_commit))
+    binary = lambda rec: layout.build_dir(rec["key"]) / "tree" / "objs" / "nginx"
+    out_dir = layout.validation_dir(task.instance_id)
+    base_runs, fix_runs, env_errors = [], [], []
+    if base["status"] == "built":
+        base_runs, errs = run_side(layout, task, binary(base), out_dir / "base", repeats)
+        env_errors += errs
+    else:
+        env_errors.append(f"the base commit does not build ({base['status']})")
+    if fix["status"] == "built":
+        fix_runs, errs = run_side(layout, task, binary(fix), out_dir / "fix", repeats)
+        env_errors += [e for e in errs if e not in env_errors]
+    record = classify(task, base_runs, fix_runs, fix["status"] == "built", env_errors)
+    record.update({"inputs": inputs, "instance_id": task.instance_id, "repeats": repeats,
+                   "runs": {"base": base_runs, "fix": fix_runs},
+                   "build": {"base": base, "fix": fix}})
+    jsonio.write_json(out, record)
+
+
+def write_summary(layout, tasks, repeats):
+    summary = {}
+    for t in tasks:
+        rec = jsonio.read_json(layout.validation_dir(t.instance_id) / "validation.json")
+        rec.pop("runs", None)
+        rec.pop("inputs", None)
+        summary[t.instance_id] = rec
+    jsonio.write_json(layout.validation_json, summary)
+    counts = {v: sum(1 for r in summary.values() if r["verdict"] == v) for v in VERDICTS}
+    lines = [f"# Task validation ({len(tasks)} tasks, {repeats} repeats of base and fix each)", "",
+             " · ".join(f"{v}: {n}" for v, n in counts.items()), "",
+             "| task | verdict | fail_to_pass | pass_to_pass | declared = derived | notes |",
+             "|---|---|---|---|---|---|"]
+    for iid, r in summary.items():
+        d = r["derived"]
+        notes = "; ".join(r["reasons"] + ([f"regressions: {', '.join(r['regressions'][:3])}"]
+                                          if r["regressions"] else []))
+        lines.append(f"| {iid} | {r['verdict']} | {len(d['fail_to_pass'])} | "
+                     f"{len(d['pass_to_pass'])} | {'yes' if r['declared_matches'] else 'no'} | "
+                     f"{notes.replace('|', '/')} |")
+    jsonio.write_text(layout.validation_md, "\n".join(lines) + "\n")
+    print("\n".join(lines[:3]))
+
+
+def gen_tasks(ctx):
+    from doit import get_var
+    repeats = int(get_var("repeats", "3") or 3)
+    names = []
+    for task in ctx.tasks:
+        name = f"{ctx.benchmark.name}/{task.instance_id}"
+        config = {"task": task.to_json(), "repeats": repeats}
+        names.append(f"validate:{name}")
+        yield {
+            "basename": "validate",
+            "name": name,
+            "doc": f"build base and fix of {task.instance_id}, run its tests {repeats}× each",
+            "actions": [(validate_task, [ctx.layout, task, repeats, config])],
+            "task_dep": [repo_task(task.repo), f"tests:{task.test_commit[:12]}"],
+            "targets": [str(ctx.layout.validation_dir(task.instance_id) / "validation.json")],
+            "uptodate": [config_changed(config)],
+        }
+    yield {
+        "basename": "validation",
+        "name": ctx.benchmark.name,
+        "doc": "validation.json and validation.md of the run",
+        "actions": [(write_summary, [ctx.layout, ctx.tasks, repeats])],
+        "file_dep": [str(ctx.layout.validation_dir(t.instance_id) / "validation.json")
+                     for t in ctx.tasks],
+        "task_dep": names,
+        "targets": [str(ctx.layout.validation_json), str(ctx.layout.validation_md)],
+        "uptodate": [config_changed({"tasks": [t.instance_id for t in ctx.tasks]})],
+        "verbosity": 2,
+    }
+    yield {
+        "basename": ctx.benchmark.name,
+        "name": "validate",
+        "doc": f"check that every task of {ctx.benchmark.name} tells the fix from no fix",
+        "actions": None,
+        "task_dep": [f"validation:{ctx.benchmark.name}"],
+    }

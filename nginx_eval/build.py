@@ -6,13 +6,15 @@ A build is keyed by (base commit, configure flags, patch bytes, compiler identit
     tree/           the source with the patch applied, and tree/objs/nginx
     build.log       configure, make (and patch) output
     build.json      {"key", "status": "built"|"patch_failed"|"compile_failed", "kind":
-                     "clean"|"incremental", "seconds", "base_commit", "configure_flags",
-                     "patch_sha256", "compiler"}
+                     "clean"|"incremental"|"sibling", "seconds", "base_commit", "configure_flags",
+                     "patch_sha256", "compiler", "build_system"}
 
 Identical patches from any mode or run share one build, and the empty patch is the base build. The
 first patch on a (base, flags) pair pays for one clean base build; every later patch starts from a
 copy of it (mtimes kept) and make recompiles only what the patch touches and what depends on it. A
-patch that touches the build system (auto/, configure) gets a clean build. Builds happen in a
+patch that touches the build system (auto/, configure) gets a clean build. A base build starts
+from the published base build of the nearest other commit with the same auto/ and configure (a
+"sibling"): configure would write the same files, so only the changed sources are recompiled. Builds happen in a
 private temporary directory and are published by renaming it, under a per-key lock: no reader ever
 sees half a build, and a killed build leaves only a temporary directory that is discarded. Failed
 builds are published too, with their log, so a broken patch is not rebuilt.
@@ -104,6 +106,55 @@ def _configure(tree, flags, env, log):
     return _run(["./auto/configure", *flags], tree, env, log)
 
 
+def build_system_id(bare, commit):
+    """The git tree id of auto/ (nginx's repository has no top-level configure: it runs
+    auto/configure): equal ids mean configure writes the same files."""
+    out = subprocess.run(["git", f"--git-dir={bare}", "rev-parse", "--verify", "--quiet",
+                          f"{commit}:auto"], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _changed_files(bare, a, b):
+    out = subprocess.run(["git", f"--git-dir={bare}", "diff", "--no-renames", "--name-status",
+                          "-z", a, b], capture_output=True, check=True).stdout.split(b"\0")
+    pairs = [out[i:i + 2] for i in range(0, len(out) - 1, 2)]
+    return [(status.decode(), os.fsdecode(path)) for status, path in pairs]
+
+
+def find_sibling(layout, bare, base_commit, flags, compiler, system_id):
+    """A published base build of another commit with the same build system, flags and compiler,
+    closest to base_commit: the starting point of a base build that skips configure."""
+    best = None
+    for record_path in layout.builds.glob("*/build.json"):
+        rec = jsonio.read_json(record_path)
+        if (not rec or rec.get("status") != "built" or rec.get("patch_sha256") != EMPTY_PATCH_SHA
+                or rec.get("configure_flags") != list(flags) or rec.get("compiler") != compiler
+                or rec.get("build_system") != system_id or rec["base_commit"] == base_commit
+                or not binary_path(layout, rec["key"]).is_file()):
+            continue
+        changed = len(_changed_files(bare, rec["base_commit"], base_commit))
+        if best is None or changed < best[0]:
+            best = (changed, rec)
+    return best[1] if best else None
+
+
+def _sync_tree(bare, tree, old_commit, new_commit):
+    """Turn a build tree of old_commit into one of new_commit; changed files get a new mtime."""
+    changed = _changed_files(bare, old_commit, new_commit)
+    for status, path in changed:
+        if status == "D":
+            (tree / path).unlink(missing_ok=True)
+    wanted = [path for status, path in changed if status != "D"]
+    for i in range(0, len(wanted), 500):
+        archive = subprocess.Popen(["git", f"--git-dir={bare}", "archive", "--format=tar",
+                                    new_commit, "--", *wanted[i:i + 500]], stdout=subprocess.PIPE)
+        # --touch: extracted files must look newer than the objects built from the old commit.
+        subprocess.run(["tar", "-x", "--touch", "-C", str(tree)], stdin=archive.stdout, check=True)
+        archive.stdout.close()
+        archive.wait()
+    return len(changed)
+
+
 def ensure_build(layout, bare, base_commit, flags, patch):
     """The published build record of base + patch, building it if needed (safe across processes)."""
     compiler = compiler_identity()
@@ -124,6 +175,9 @@ def ensure_build(layout, bare, base_commit, flags, patch):
         record = jsonio.read_json(final / "build.json")
         if record:          # another worker published it while we waited
             return record
+        system_id = build_system_id(bare, base_commit) if patch_sha == EMPTY_PATCH_SHA else None
+        sibling = (find_sibling(layout, bare, base_commit, flags, compiler, system_id)
+                   if system_id else None)
         tmp = layout.build_tmp(key)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -131,23 +185,33 @@ def ensure_build(layout, bare, base_commit, flags, patch):
         start = time.monotonic()
         with open(tmp / "build.log", "wb") as log:
             env = build_env(layout, tree)
-            if base:
-                kind = "incremental"
-                log.write(f"[nginx-eval] incremental build from base build {base['key']}\n".encode())
+            status = "built"
+            if base or sibling:
+                origin = base or sibling
+                kind = "incremental" if base else "sibling"
+                log.write(f"[nginx-eval] {kind} build from build {origin['key']} "
+                          f"({origin['base_commit'][:12]})\n".encode())
                 subprocess.run(["cp", "-a", "--reflink=auto",
-                                str(layout.build_dir(base["key"]) / "tree"), str(tree)], check=True)
-            else:
+                                str(layout.build_dir(origin["key"]) / "tree"), str(tree)], check=True)
+                if sibling:
+                    n = _sync_tree(bare, tree, sibling["base_commit"], base_commit)
+                    log.write(f"[nginx-eval] {n} files differ; configure skipped (same auto/)\n".encode())
+                    if _make(tree, env, log) != 0:
+                        # Never let the shortcut decide a verdict: fall back to a clean build.
+                        log.write(b"[nginx-eval] sibling build failed; building clean\n")
+                        shutil.rmtree(tree)
+                        sibling = None
+            if not base and not sibling:
                 kind = "clean"
                 _extract(bare, base_commit, tree)
-            status = "built"
             if patch_sha != EMPTY_PATCH_SHA:
                 (tmp / "model.patch").write_bytes(patch)
                 if _run(["git", "apply", "--whitespace=nowarn", "-p1", str(tmp / "model.patch")],
                         tree, env, log) != 0:
                     status = "patch_failed"
-            if status == "built" and not base and _configure(tree, flags, env, log) != 0:
+            if status == "built" and kind == "clean" and _configure(tree, flags, env, log) != 0:
                 status = "compile_failed"
-            if status == "built" and _make(tree, env, log) != 0:
+            if status == "built" and kind != "sibling" and _make(tree, env, log) != 0:
                 status = "compile_failed"
             if status == "built" and not (tree / "objs" / "nginx").is_file():
                 status = "compile_failed"
@@ -157,7 +221,8 @@ def ensure_build(layout, bare, base_commit, flags, patch):
             shutil.rmtree(tree, ignore_errors=True)
         record = {"key": key, "status": status, "kind": kind,
                   "seconds": round(time.monotonic() - start, 3), "base_commit": base_commit,
-                  "configure_flags": list(flags), "patch_sha256": patch_sha, "compiler": compiler}
+                  "configure_flags": list(flags), "patch_sha256": patch_sha, "compiler": compiler,
+                  "build_system": system_id}
         jsonio.write_json(tmp / "build.json", record)
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)

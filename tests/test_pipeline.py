@@ -191,7 +191,7 @@ def test_identical_patches_share_one_build(project):
         (project.task_dir("fake", "tiny-add") / "model.patch").read_bytes()
     assert gold["key"] == fake["key"] and gold["binary"] == fake["binary"]
     assert gold["reused"] or fake["reused"]
-    assert project.read("none", "tiny-add", "build.json")["kind"] == "clean"
+    assert project.read("none", "tiny-add", "build.json")["kind"] in ("clean", "sibling")
     assert gold["kind"] == "incremental"
     # Builds on disk: tiny-add base, tiny-add fix, tiny-mul base, tiny-mul fix (shared by gold and
     # fake again): four, not six.
@@ -206,6 +206,26 @@ def test_identical_patches_share_one_build(project):
 def test_incremental_build_recompiles_only_the_touched_file(project):
     project.doit("run", "tiny:gold")
     log = (project.task_dir("gold", "tiny-add") / "build.log").read_text()
-    assert "incremental build from base build" in log
+    assert "incremental build from build" in log
     assert "src/core/calc.c" in log and "src/core/nginx.c" not in log
     assert "auto/configure" not in log
+
+
+def test_base_build_of_another_commit_starts_from_a_sibling(project):
+    # Same auto/configure and flags at both base commits: the second base build skips configure.
+    bench = project.benchmark()
+    bench["tasks"][1]["configure_flags"] = []
+    project.write_benchmark(bench)
+    project.doit("run", "tiny:none")
+    kinds = sorted(project.read("none", i, "build.json")["kind"] for i in ("tiny-add", "tiny-mul"))
+    assert kinds == ["clean", "clean"] or kinds == ["clean", "sibling"]
+    sibling = [i for i in ("tiny-add", "tiny-mul")
+               if project.read("none", i, "build.json")["kind"] == "sibling"]
+    assert sibling, "the second base build should reuse the first"
+    log = (project.task_dir("none", sibling[0]) / "build.log").read_text()
+    assert "configure skipped" in log and "auto/configure" not in log
+    assert "src/core/nginx.c" not in log          # unchanged between the two commits
+    # Its binary behaves as its own commit's source says: the verdicts are those of a clean build.
+    assert project.read("none", "tiny-mul", "grade.json")["fail_to_pass"]["failed"] == \
+        ["calc_mul.t:1 multiply", "calc_mul.t:3 square"]
+    assert project.read("none", "tiny-add", "grade.json")["pass_to_pass"]["failed"] == []

@@ -107,8 +107,9 @@ def parse_modes(data, path):
         raise UserError("[modes] must be a table", file=path)
     for name, raw in table.items():
         where = f"mode {name}"
-        if name in BUILTIN:
-            raise UserError(f"'{name}' is built in and cannot be redefined", file=path, item=where)
+        if name in BUILTIN or name in ("validate", "file", "report", "doctor"):
+            raise UserError(f"'{name}' is built in or reserved and cannot be a mode name",
+                            file=path, item=where)
         if not isinstance(raw, dict):
             raise UserError("must be a table", file=path, item=where)
         env = raw.get("env", {})

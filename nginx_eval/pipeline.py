@@ -82,6 +82,17 @@ def pick_benchmark(benchmarks, argv, requested=None):
                     f"doit run {sorted(benchmarks)[0]}")
 
 
+GROUP_SUBTASKS = ("validate",)     # subtasks of a benchmark's group that are not modes
+
+
+def check_requested_modes(bench, modes, argv):
+    """`doit run nginx:bogus` names a mode that does not exist: say which ones do."""
+    for arg in argv:
+        head, _, tail = arg.partition(":")
+        if head == bench and tail and tail not in modes and tail not in GROUP_SUBTASKS:
+            get_mode(modes, tail)
+
+
 def _int_var(name):
     value = get_var(name)
     if value in (None, ""):
@@ -106,6 +117,7 @@ def load_context(root=None, argv=None):
     tasks = bench.select(instances or None, _int_var("limit"))
     modes = load_modes(layout.modes_file)
     modes.update(extra_modes(get_var("predictions")))
+    check_requested_modes(bench.name, modes, sys.argv[1:] if argv is None else argv)
     wanted = [m for m in (get_var("modes") or "").split(",") if m]
     for m in wanted:
         get_mode(modes, m)

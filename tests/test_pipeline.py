@@ -229,3 +229,18 @@ def test_base_build_of_another_commit_starts_from_a_sibling(project):
     assert project.read("none", "tiny-mul", "grade.json")["fail_to_pass"]["failed"] == \
         ["calc_mul.t:1 multiply", "calc_mul.t:3 square"]
     assert project.read("none", "tiny-add", "grade.json")["pass_to_pass"]["failed"] == []
+
+
+def test_unknown_mode_and_bad_task_file_fail_before_any_work(project):
+    proc, executed = project.doit("run", "tiny:bogus", check=False)
+    assert proc.returncode != 0 and executed == []
+    assert "unknown mode 'bogus'; known modes: fake, gold, none" in proc.stderr
+    bench = project.benchmark()
+    bench["tasks"][1]["base_commit"] = "HEAD"
+    project.write_benchmark(bench)
+    proc, executed = project.doit("run", "tiny:gold", check=False)
+    assert proc.returncode != 0 and executed == []
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"nginx-eval: error: {project.root / 'tasks' / 'tiny.json'}, task tiny-mul, "
+        "field base_commit: must be a full 40-hex commit hash, got 'HEAD'")
+    assert not project.results.exists()

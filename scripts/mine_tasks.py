@@ -11,7 +11,8 @@ Signals, from strongest to weakest:
    (or ``todo_skip`` / ``todo_alerts`` / ``plan(skip_all)`` conditioned on ``has_version``): the
    fix is expected in nginx X.Y.Z, so the nginx commits between the previous mainline release and
    ``release-X.Y.Z`` (or HEAD when X.Y.Z is not released yet) are the candidates.
-2. Shared ticket numbers ("ticket #1234") in the subjects of a test commit and an nginx commit.
+2. Abbreviated nginx commit hashes quoted in the test commit ("fixed in 3afd85e4b"), and shared
+   ticket numbers ("ticket #1234") in the subjects of a test commit and an nginx commit.
 3. Topic similarity alone (test commits that add or change .t files, nginx commits within a few
    weeks), which finds fixes whose tests landed without a TODO guard.
 
@@ -39,6 +40,7 @@ import git  # GitPython
 VERSION_RE = re.compile(r"has_version\(\s*'(\d+\.\d+\.\d+)'\s*\)")
 GUARD_RE = re.compile(r"\$TODO|todo_skip|todo_alerts|skip_all|TODO")
 TICKET_RE = re.compile(r"ticket\s*#?(\d+)", re.I)
+HASH_RE = re.compile(r"\b([0-9a-f]{9,12})\b")       # "fixed in 3afd85e4b" in test comments
 WORD_RE = re.compile(r"[a-z][a-z0-9_]+")
 RELEASE_RE = re.compile(r"^release-(\d+)\.(\d+)\.(\d+)$")
 DESC_RE = re.compile(r"""(?:like|is|isnt|unlike|ok|is_deeply)\s*\(.*?,\s*['"]([^'"]{3,80})['"]\s*\)""")
@@ -254,8 +256,9 @@ def test_signals(h, since):
     for rec in out.split("\x1e")[1:]:
         head, _, body = rec.partition("\n")
         sha, ct, subject = head.split("\x1f", 2)
-        files, texts, current, guarded = defaultdict(set), [], None, defaultdict(set)
+        files, texts, current, guarded = set(), [], None, defaultdict(set)
         added_files = set()
+        refs = set()
         prev_new = None
         for line in body.splitlines():
             if line.startswith("diff --git "):
@@ -272,18 +275,20 @@ def test_signals(h, since):
             if not current or not current.endswith(".t"):
                 continue
             if line.startswith("+"):
-                files[current]
+                files.add(current)
                 m = VERSION_RE.search(line)
                 if m and GUARD_RE.search(line):
                     guarded[current].add(m.group(1))
                 elif m and line.lstrip("+ \t").startswith(("or ", "and ", "if ", "unless ")):
                     guarded[current].add(m.group(1))
                 texts.extend(DESC_RE.findall(line))
+                refs.update(HASH_RE.findall(line))
         if not files:
             continue
         tickets = set(TICKET_RE.findall(subject))
+        refs.update(HASH_RE.findall(subject))
         base = {"commit": sha, "date": int(ct), "subject": subject, "tickets": tickets,
-                "text": " ".join(texts)}
+                "text": " ".join(texts), "refs": refs}
         if guarded:
             versions = set().union(*guarded.values())
             signals.append(dict(base, kind="todo", files={f: v for f, v in guarded.items()},
@@ -298,14 +303,30 @@ def test_signals(h, since):
     return signals
 
 
+def referenced(sig, by_prefix):
+    """nginx commits named by abbreviated hash in the test commit (subject or added lines)."""
+    out = []
+    for r in sig.get("refs", ()):
+        c = by_prefix.get(r[:9])
+        if c and c["sha"].startswith(r):
+            out.append(c)
+    return out
+
+
 def score(sig, c, sig_words):
     reasons = []
+    primary, secondary = sig_words
     cw = words(c["subject"]) | words(" ".join(p.rsplit("/", 1)[-1] for p in c["files"]))
-    shared = sig_words & cw
+    shared = primary & cw
+    extra = (secondary - primary) & cw
     s = 0.0
     if shared:
-        s += 2.0 * len(shared) + 3.0 * len(shared) / max(4, len(sig_words))
-        reasons.append("words:" + ",".join(sorted(shared)[:6]))
+        s += 3.0 * len(shared) + 3.0 * len(shared) / max(4, len(primary))
+    if extra:
+        s += 1.0 * min(len(extra), 4)
+    if shared or extra:
+        reasons.append("words:" + ",".join(sorted(shared)[:6])
+                       + ("+" + ",".join(sorted(extra)[:4]) if extra else ""))
     areas = {test_area(f) for f in sig["files"]}
     sarea = subject_area(c["subject"])
     if sarea and sarea in areas:
@@ -315,6 +336,9 @@ def score(sig, c, sig_words):
     if any(frag and frag in paths for a in areas for frag in AREA_PATHS.get(a, [])):
         s += 2.0
         reasons.append("paths")
+    if any(c["sha"].startswith(r) for r in sig.get("refs", ())):
+        s += 15.0
+        reasons.append("hashref")
     if sig["tickets"] and sig["tickets"] & set(TICKET_RE.findall(c["subject"])):
         s += 12.0
         reasons.append("ticket")
@@ -360,6 +384,10 @@ def needs_of(h, commit, files):
                 for fl in MODULE_FLAGS.get(mod, []):
                     if fl not in flags:
                         flags.append(fl)
+                if mod.startswith("socket_ssl") and "IO::Socket::SSL" not in perl:
+                    perl.append("IO::Socket::SSL")
+        if "Net::SSLeay" in text and "Net::SSLeay" not in perl:
+            perl.append("Net::SSLeay")
         for m in REQUIRE_RE.finditer(text):
             mod = m.group(1)
             if mod not in CORE_PERL and not mod.startswith("Test::Nginx") and mod not in perl:
@@ -374,7 +402,7 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--since", default="2020-01-01")
     ap.add_argument("--limit", type=int, default=0, help="keep at most N candidates (0: all)")
-    ap.add_argument("--per-signal", type=int, default=3,
+    ap.add_argument("--per-signal", type=int, default=4,
                     help="candidate fixes kept per test signal")
     ap.add_argument("--min-score", type=float, default=4.0)
     ap.add_argument("--window-days", type=int, default=45,
@@ -387,27 +415,31 @@ def main(argv=None):
     early = datetime.fromtimestamp(since_ts - 200 * 86400, timezone.utc).strftime("%Y-%m-%d")
     commits = [c for c in nginx_commits(ng, early) if is_code_commit(c)]
     by_sha = {c["sha"]: c for c in commits}
+    by_prefix = {c["sha"][:9]: c for c in commits}
     tags = release_tags(ng)
     signals = test_signals(ts, args.since)
     window_cache = {}
 
     proposals = {}                  # (fix, test_commit) -> stub
     for sig in signals:
-        sig_words = (words(sig["subject"]) | words(sig["text"])
-                     | words(" ".join(f[:-2] for f in sig["files"])))
+        # the commit subject and file names describe the topic; assertion texts only hint
+        sig_words = (words(sig["subject"]) | words(" ".join(f[:-2] for f in sig["files"])),
+                     words(sig["text"]))
         if sig["kind"] == "todo":
             pool = set()
             for v in sig["versions"]:
                 pool |= version_window(ng, tags, v, window_cache)
             cands = [by_sha[s] for s in pool if s in by_sha]
+            cands += [c for c in referenced(sig, by_prefix) if c["sha"] not in pool]
         else:
             lo, hi = sig["date"] - args.window_days * 86400, sig["date"] + 10 * 86400
             cands = [c for c in commits if lo <= c["date"] <= hi]
+            cands += [c for c in referenced(sig, by_prefix) if not lo <= c["date"] <= hi]
         scored = []
         for c in cands:
             s, why = score(sig, c, sig_words)
             if sig["kind"] == "todo":
-                s += 2.0
+                s += 4.0
             elif sig["kind"] == "ticket" and "ticket" not in why:
                 s -= 3.0
             if s >= args.min_score:
@@ -419,7 +451,7 @@ def main(argv=None):
                 continue
             proposals[key] = {"_score": s, "_sig": sig, "_commit": c, "_why": why}
 
-    # one stub per fix: the best-scoring test signal wins, other test files of the same fix merge
+    # one stub per fix: the best-scoring test signal wins
     best = {}
     for (fix, _), p in proposals.items():
         if fix not in best or p["_score"] > best[fix]["_score"]:
@@ -428,7 +460,7 @@ def main(argv=None):
     if args.limit:
         ranked = ranked[:args.limit]
 
-    stubs = []
+    stubs, rows = [], []
     for p in ranked:
         c, sig = p["_commit"], p["_sig"]
         try:
@@ -452,6 +484,7 @@ def main(argv=None):
                       f"{' ' + ','.join(sorted(sig['versions'])) if sig['versions'] else ''}); "
                       f"{' '.join(p['_why'])}; fix: {c['subject']}; test: {sig['subject']}"),
         })
+        rows.append((p["_score"], sig["kind"], c["subject"]))
 
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump({"name": "nginx-candidates",
@@ -460,10 +493,9 @@ def main(argv=None):
         fh.write("\n")
 
     print(f"{'#':>3} {'score':>5} {'fix':12} {'test':8} {'kind':6} {'files':28} subject")
-    for i, (s, p) in enumerate(zip(stubs, ranked), 1):
-        print(f"{i:>3} {p['_score']:5.1f} {s['fix_commit'][:12]} {s['test_commit'][:8]} "
-              f"{p['_sig']['kind']:6} {','.join(s['test_files'])[:28]:28} "
-              f"{p['_commit']['subject'][:60]}")
+    for i, (s, (score_, kind, subject)) in enumerate(zip(stubs, rows), 1):
+        print(f"{i:>3} {score_:5.1f} {s['fix_commit'][:12]} {s['test_commit'][:8]} "
+              f"{kind:6} {','.join(s['test_files'])[:28]:28} {subject[:60]}")
     print(f"{len(stubs)} candidates from {len(signals)} test signals, "
           f"{len(commits)} nginx commits, in {time.time() - t0:.1f} s -> {args.out}",
           file=sys.stderr)

@@ -32,7 +32,7 @@ from functools import lru_cache
 from doit.tools import config_changed
 
 from . import jsonio
-from .gitcmd import isolated_env
+from .gitcmd import extract_tree, isolated_env
 from .locks import locked
 from .repositories import repo_task
 
@@ -88,16 +88,6 @@ def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT):
         return -1
 
 
-def _extract(bare, commit, tree):
-    tree.mkdir(parents=True)
-    archive = subprocess.Popen(["git", f"--git-dir={bare}", "archive", "--format=tar", commit],
-                               stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
-    archive.stdout.close()
-    if archive.wait() != 0:
-        raise RuntimeError(f"git archive {commit} failed")
-
-
 def _make(tree, env, log):
     return _run(["make", f"-j{os.cpu_count() or 2}"], tree, env, log)
 
@@ -146,12 +136,8 @@ def _sync_tree(bare, tree, old_commit, new_commit):
             (tree / path).unlink(missing_ok=True)
     wanted = [path for status, path in changed if status != "D"]
     for i in range(0, len(wanted), 500):
-        archive = subprocess.Popen(["git", f"--git-dir={bare}", "archive", "--format=tar",
-                                    new_commit, "--", *wanted[i:i + 500]], stdout=subprocess.PIPE)
-        # --touch: extracted files must look newer than the objects built from the old commit.
-        subprocess.run(["tar", "-x", "--touch", "-C", str(tree)], stdin=archive.stdout, check=True)
-        archive.stdout.close()
-        archive.wait()
+        # touch: changed files must look newer than the objects built from the old commit.
+        extract_tree(bare, new_commit, tree, wanted[i:i + 500], touch=True)
     return len(changed)
 
 
@@ -203,7 +189,7 @@ def ensure_build(layout, bare, base_commit, flags, patch):
                         sibling = None
             if not base and not sibling:
                 kind = "clean"
-                _extract(bare, base_commit, tree)
+                extract_tree(bare, base_commit, tree)
             if patch_sha != EMPTY_PATCH_SHA:
                 (tmp / "model.patch").write_bytes(patch)
                 if _run(["git", "apply", "--whitespace=nowarn", "-p1", str(tmp / "model.patch")],

@@ -2,6 +2,7 @@
 project's own repository (the cache may live inside it)."""
 
 import os
+import subprocess
 
 import git
 
@@ -33,3 +34,19 @@ def has_commit(git_dir, sha):
 def ceiling_env(path):
     """Environment in which git run below `path` does not discover an enclosing repository."""
     return {"GIT_CEILING_DIRECTORIES": os.path.dirname(os.path.abspath(path))}
+
+
+def extract_tree(git_dir, commit, dest, paths=(), touch=False):
+    """Write the files of `commit` (or just `paths`) into `dest` with git archive | tar.
+
+    touch=True gives the files the current time instead of the commit's, so make sees them as
+    newer than objects built earlier.
+    """
+    os.makedirs(dest, exist_ok=True)
+    archive = subprocess.Popen(["git", f"--git-dir={git_dir}", "archive", "--format=tar", commit,
+                                "--", *paths], stdout=subprocess.PIPE)
+    tar = ["tar", "-x", "-C", str(dest)] + (["--touch"] if touch else [])
+    subprocess.run(tar, stdin=archive.stdout, check=True)
+    archive.stdout.close()
+    if archive.wait() != 0:
+        raise RuntimeError(f"git archive {commit} from {git_dir} failed")

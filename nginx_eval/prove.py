@@ -16,12 +16,12 @@ As root, nginx workers would switch to ``nobody`` and fail on the test's private
 
 import os
 import shutil
-import subprocess
 
 from doit.tools import config_changed
 
 from . import jsonio
 from .build import build_is_published
+from .gitcmd import extract_tree
 from .procs import run_limited
 from .repositories import repo_task
 
@@ -32,13 +32,7 @@ def extract_tests(layout, repo, commit):
         return
     tmp = tree.with_name(f".{commit}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    archive = subprocess.Popen(["git", f"--git-dir={layout.bare_repo(repo)}", "archive",
-                                "--format=tar", commit], stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", str(tmp)], stdin=archive.stdout, check=True)
-    archive.stdout.close()
-    if archive.wait() != 0:
-        raise RuntimeError(f"git archive {commit} failed")
+    extract_tree(layout.bare_repo(repo), commit, tmp)
     shutil.rmtree(tree, ignore_errors=True)
     os.replace(tmp, tree)
     jsonio.write_json(layout.tests_stamp(commit), {"repo": repo, "commit": commit})

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from nginx_eval import build as build_stage  # noqa: E402
 from nginx_eval.benchmark import load_benchmark  # noqa: E402
+from nginx_eval.gitcmd import extract_tree  # noqa: E402
 from nginx_eval.layout import Layout  # noqa: E402
 from nginx_eval.prove import extract_tests, run_prove_files  # noqa: E402
 
@@ -163,7 +164,7 @@ class Bench:
                 tree = self.work / "naive" / "tree"
                 shutil.rmtree(tree.parent, ignore_errors=True)
                 build_start = time.monotonic()
-                build_stage._extract(bare, t.base_commit, tree)
+                extract_tree(bare, t.base_commit, tree)
                 if patch:
                     (tree.parent / "p.patch").write_bytes(patch)
                     subprocess.run(["patch", "-s", "-p1", "-i", str(tree.parent / "p.patch")],

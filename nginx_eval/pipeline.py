@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 from doit import get_var
 
-from . import agent, build, grade, patch, prove, repositories, summary, validate, workspace
+from . import agent, build, doctor, grade, patch, prove, repositories, summary, validate, workspace
 from .benchmark import load_benchmarks
 from .errors import UserError
 from .layout import Layout
 from .modes import extra_modes, get_mode, load_modes
 
-STAGES = (repositories, workspace, agent, patch, build, prove, grade, summary, validate)
+STAGES = (repositories, workspace, agent, patch, build, prove, grade, summary, validate, doctor)
 
 
 @dataclass

@@ -1,0 +1,379 @@
+"""The doctor: test-file requirements, the package tables, the report, and `doit run doctor`."""
+
+import subprocess
+import sys
+import textwrap
+
+import fixture_repos
+from nginx_eval import doctor
+from nginx_eval.benchmark import Task
+from nginx_eval.doctor import (daemon_package, diagnose, flag_for_module, libraries_for_flags,
+                               listed_packages, module_enabled, perl_package, render,
+                               requirements_of_test)
+
+# Snippets written in the style of nginx-tests files (not copied from it).
+HEAD = textwrap.dedent("""\
+    #!/usr/bin/perl
+
+    # Tests for a made-up feature.
+
+    ###############################################################################
+
+    use warnings;
+    use strict;
+
+    use Test::More;
+    use Socket qw/ CRLF /;
+    use IO::Select;
+
+    BEGIN { use FindBin; chdir($FindBin::Bin); }
+
+    use lib 'lib';
+    use Test::Nginx;
+    """)
+
+FASTCGI = HEAD + textwrap.dedent("""\
+
+    ###############################################################################
+
+    select STDERR; $| = 1;
+    select STDOUT; $| = 1;
+
+    eval { require FCGI; };
+    plan(skip_all => 'FCGI not installed') if $@;
+
+    my $t = Test::Nginx->new()->has(qw/http fastcgi rewrite/)->plan(4)
+    	->write_file_expand('nginx.conf', <<'EOF');
+
+    %%TEST_GLOBALS%%
+
+    events {
+        use epoll;
+    }
+
+    http {
+        server {
+            location / { fastcgi_pass 127.0.0.1:8081; }
+        }
+    }
+
+    EOF
+    """)
+
+STREAM_SSL = HEAD + textwrap.dedent("""\
+    use Test::Nginx::Stream qw/ stream /;
+
+    eval { require IO::Socket::SSL; die if $IO::Socket::SSL::VERSION < 2.0; };
+    plan(skip_all => 'IO::Socket::SSL too old') if $@;
+    eval "use Net::SSLeay 1.80; 1" or plan(skip_all => 'Net::SSLeay');
+
+    my $t = Test::Nginx->new()
+    	->has(qw/stream stream_ssl
+    		stream_return sni socket_ssl_alpn unix/)
+    	->has_daemon('openssl')->has_daemon("memcached");
+    $t->has('http', "http_v3", 'cryptx');
+
+    # require Commented::Out;
+    # $t->has(qw/xslt/);
+
+    =pod
+
+    use Pod::Only::Module;
+
+    =cut
+
+    require Win32API::File if $^O eq 'MSWin32';
+    my $note = 'we use the module for nothing';
+    $t->plan(5);
+
+    __END__
+
+    use After::End;
+    """)
+
+
+def test_requirements_of_fastcgi_style_file():
+    req = requirements_of_test(FASTCGI)
+    assert req == {"perl_modules": {"FCGI"}, "daemons": set(),
+                   "nginx_modules": {"http", "fastcgi", "rewrite"}}
+
+
+def test_requirements_of_ssl_style_file():
+    req = requirements_of_test(STREAM_SSL)
+    # Core modules, the suite's lib/, pragmas, nginx's `use epoll`, comments, POD, __END__ and
+    # platform-only requires are not requirements; has() features that are Perl modules are.
+    assert req["perl_modules"] == {"IO::Socket::SSL", "Net::SSLeay", "Crypt::Misc"}
+    assert req["daemons"] == {"openssl", "memcached"}
+    assert req["nginx_modules"] == {"stream", "stream_ssl", "stream_return", "sni", "http",
+                                    "http_v3"}
+
+
+def test_requirements_of_various_forms():
+    text = textwrap.dedent("""\
+        use Cache::Memcached::Fast;
+        use Protocol::WebSocket::Frame ();
+        use Data::Dumper;
+        use Test::Nginx::HTTP2;
+        use Test::Nginx::IMAP;
+        use IO::Compress::Gzip qw/ gzip $GzipError /;
+        eval { require GD; GD::Image->new(1, 1) };
+        eval 'require SCGI' or plan(skip_all => 'no SCGI');
+        my $t = Test::Nginx->new()->has( 'mail', 'imap' )->has(qw(http_v2 --with-debug));
+        $t->has_daemon( 'uwsgi' );
+        ok(1, 'use Not::A::Module in a test name');
+        """)
+    req = requirements_of_test(text)
+    assert req["perl_modules"] == {"Cache::Memcached::Fast", "Protocol::WebSocket::Frame", "GD",
+                                   "SCGI"}
+    assert req["daemons"] == {"uwsgi"}
+    assert req["nginx_modules"] == {"mail", "imap", "http_v2", "--with-debug"}
+
+
+def test_requirements_of_plain_file_are_empty():
+    assert requirements_of_test(HEAD + "plan(tests => 1);\nok(1);\n") == {
+        "perl_modules": set(), "daemons": set(), "nginx_modules": set()}
+
+
+def test_perl_and_daemon_packages():
+    assert perl_package("FCGI") == ("libfcgi-perl", True)
+    assert perl_package("SCGI") == ("libscgi-perl", True)
+    assert perl_package("Cache::Memcached")[0] == "libcache-memcached-perl"
+    assert perl_package("Cache::Memcached::Fast")[0] == "libcache-memcached-fast-perl"
+    assert perl_package("IO::Socket::SSL")[0] == "libio-socket-ssl-perl"
+    assert perl_package("Net::SSLeay")[0] == "libnet-ssleay-perl"
+    assert perl_package("GD")[0] == "libgd-perl"
+    assert perl_package("Protocol::WebSocket::Handshake::Server")[0] == "libprotocol-websocket-perl"
+    assert perl_package("Crypt::PK::X25519")[0] == "libcryptx-perl"
+    assert perl_package("IO::Compress::Gzip") == ("perl", True)
+    assert perl_package("No::Such::Module") == ("libno-such-module-perl", False)
+    assert daemon_package("openssl") == "openssl"
+    assert daemon_package("memcached") == "memcached"
+    assert daemon_package("ffprobe") == "ffmpeg"
+    assert daemon_package("softhsm2-util") == "softhsm2"
+
+
+def test_module_enabled_by_flags():
+    assert module_enabled("proxy", []) and module_enabled("stream_map", [])
+    assert not module_enabled("proxy", ["--without-http_proxy_module"])
+    assert not module_enabled("http_v2", [])
+    assert module_enabled("http_v2", ["--with-http_v2_module"])
+    assert module_enabled("stream", ["--with-stream=dynamic"])
+    assert not module_enabled("stream_ssl", ["--with-stream", "--with-stream_ssl_preread_module"])
+    assert not module_enabled("mail", ["--with-mail_ssl_module"])
+    assert module_enabled("sni", ["--with-stream_ssl_module"]) and not module_enabled("sni", [])
+    assert module_enabled("openssl:1.1.1", ["--with-http_ssl_module"])
+    assert module_enabled("--with-debug", ["--with-debug"])
+    # Names Test::Nginx does not know are looked for in `nginx -V`, as it does.
+    assert module_enabled("http_ssl", ["--with-http_ssl_module"])
+    assert module_enabled("some_new", ["--with-http_some_new_module"])
+    assert not module_enabled("some_new", [])
+    assert flag_for_module("http_v2") == "--with-http_v2_module"
+    assert flag_for_module("stream_ssl_preread") == "--with-stream_ssl_preread_module"
+    assert flag_for_module("image_filter") == "--with-http_image_filter_module"
+    assert flag_for_module("mail") == "--with-mail"
+    assert flag_for_module("sni") == "--with-http_ssl_module"
+    assert flag_for_module("proxy") is None
+
+
+def test_libraries_for_flags():
+    assert libraries_for_flags([]) == ["libc", "pcre", "zlib"]
+    assert libraries_for_flags([], pcre2_capable=False) == ["libc", "pcre1", "zlib"]
+    assert libraries_for_flags(["--without-http_rewrite_module", "--without-http_gzip_module"]) \
+        == ["libc"]
+    assert "openssl" in libraries_for_flags(["--with-stream", "--with-stream_ssl_module"])
+    assert "openssl" not in libraries_for_flags(["--with-http_ssl_module",
+                                                 "--with-openssl=../openssl"])
+    assert "openssl" not in libraries_for_flags(["--with-http_v2_module"])
+    assert libraries_for_flags(["--with-http_xslt_module=dynamic"])[-2:] == ["xslt", "xml2"]
+    assert "gd" in libraries_for_flags(["--with-http_image_filter_module"])
+    assert "geoip" in libraries_for_flags(["--with-stream_geoip_module"])
+    assert "perl" in libraries_for_flags(["--with-http_perl_module"])
+
+
+def test_setup_lists_every_package_of_the_tables():
+    listed = listed_packages()
+    assert listed, "scripts/debian-packages.txt is missing or empty"
+    # What the current benchmark and any plain build need is installed by the setup script.
+    must = {"gcc", "make", "git", "perl", "tar", "libc6-dev", "libpcre2-dev", "libpcre3-dev",
+            "zlib1g-dev", "libssl-dev", "openssl", "libfcgi-perl", "libscgi-perl",
+            "libio-socket-ssl-perl", "libnet-ssleay-perl"}
+    assert must <= listed
+
+
+# -- the report, with an injected machine ---------------------------------------------------------
+
+class FakeProbe:
+    def __init__(self, tools=(), paths=(), perl=()):
+        self.tools, self.paths, self.perl = set(tools), set(paths), set(perl)
+        self.perl_calls = 0
+
+    def which(self, name):
+        return name in self.tools
+
+    def exists(self, pattern):
+        return pattern in self.paths
+
+    def perl_modules(self, modules):
+        self.perl_calls += 1
+        return {m for m in modules if m in self.perl}
+
+
+class FakeSource:
+    def __init__(self, files, available=True):
+        self.files, self.available = files, available
+
+    def repo_available(self, repo, commit):
+        return self.available
+
+    def read(self, repo, commit, path):
+        return self.files.get(path)
+
+    def pcre2_capable(self, repo, commit):
+        return None
+
+
+ALL_TOOLS = ("cc", "make", "git", "perl", "prove", "tar", "ccache", "bwrap")
+BASE_PATHS = ("/usr/include/stdio.h", "/usr/include/pcre2.h", "/usr/include/zlib.h",
+              "/usr/include/openssl/ssl.h")
+
+
+def task(iid, files, flags=(), perl_modules=()):
+    return Task(instance_id=iid, repo="nginx/nginx", test_repo="nginx/nginx-tests",
+                base_commit="a" * 40, fix_commit="b" * 40, test_commit="c" * 40,
+                test_files=tuple(files), configure_flags=tuple(flags),
+                fail_to_pass=(f"{files[0]}:1",), pass_to_pass=(), problem_statement="x",
+                perl_modules=tuple(perl_modules))
+
+
+def report(tasks, files, probe, listed=None, available=True):
+    return render(diagnose(tasks, FakeSource(files, available), probe, listed), len(tasks))
+
+
+def test_report_all_good_collapses_ok_lines():
+    probe = FakeProbe(ALL_TOOLS + ("openssl", "memcached"), BASE_PATHS,
+                      {"FCGI", "IO::Socket::SSL", "Net::SSLeay", "Crypt::Misc"})
+    tasks = [task("t-fcgi", ["fastcgi_x.t"]),
+             task("t-ssl", ["stream_x.t"], ["--with-stream", "--with-stream_ssl_module",
+                                           "--with-http_v3_module"])]
+    text, ok = report(tasks, {"fastcgi_x.t": FASTCGI, "stream_x.t": STREAM_SSL}, probe)
+    assert ok, text
+    assert "MISSING" not in text and "TASK ERROR" not in text
+    assert "OK      perl modules: Crypt::Misc, FCGI, IO::Socket::SSL, Net::SSLeay" in text
+    assert text.splitlines()[-1] == "doctor: all good"
+    assert probe.perl_calls == 1
+
+
+def test_report_names_missing_things_and_packages():
+    probe = FakeProbe(("cc", "make", "git", "perl", "prove", "tar", "openssl"),
+                      ("/usr/include/stdio.h", "/usr/include/pcre.h"), {"Net::SSLeay"})
+    tasks = [task("t-fcgi", ["fastcgi_x.t"], perl_modules=["No::Such::Module"]),
+             task("t-ssl", ["stream_x.t"], ["--with-stream", "--with-stream_ssl_module",
+                                           "--with-http_v3_module"])]
+    text, ok = report(tasks, {"fastcgi_x.t": FASTCGI, "stream_x.t": STREAM_SSL}, probe,
+                      listed={"gcc", "make", "git", "perl", "libfcgi-perl"})
+    assert not ok
+    lines = text.splitlines()
+    assert ("MISSING perl module FCGI (needed by t-fcgi (fastcgi_x.t)) -> apt-get install "
+            "libfcgi-perl") in lines
+    assert ("MISSING perl module No::Such::Module (needed by t-fcgi (perl_modules)) -> "
+            "apt-get install libno-such-module-perl; package name guessed") in lines
+    assert ("MISSING perl module IO::Socket::SSL (needed by t-ssl (stream_x.t)) -> "
+            "apt-get install libio-socket-ssl-perl") in lines
+    assert ("MISSING daemon memcached (needed by t-ssl (stream_x.t)) -> apt-get install "
+            "memcached") in lines
+    assert any(l.startswith("MISSING library zlib headers (zlib.h) (needed by t-fcgi, t-ssl) -> "
+                            "apt-get install zlib1g-dev") for l in lines)
+    assert any(l.startswith("MISSING library OpenSSL headers") and "t-fcgi" not in l
+               and l.endswith("libssl-dev") for l in lines)
+    assert "WARN    tool ccache not found" in text and "WARN    tool bwrap not found" in text
+    assert not any("Net::SSLeay" in l for l in lines if l.startswith("MISSING"))
+    assert "package libscgi-perl" not in text       # nobody needs it
+    assert any(l.startswith("WARN    package libssl-dev") and "debian-packages.txt" in l
+               for l in lines)
+    install = [l for l in lines if l.startswith("To install everything missing:")]
+    assert len(install) == 1
+    packages = install[0].split("apt-get install ", 1)[1].split()
+    assert set(packages) == {"libfcgi-perl", "libno-such-module-perl", "zlib1g-dev", "libssl-dev",
+                             "libio-socket-ssl-perl", "libcryptx-perl", "memcached"}
+    assert lines[-1] == "doctor: 7 problem(s)"
+
+
+def test_report_configure_flags_that_make_a_file_skip():
+    probe = FakeProbe(ALL_TOOLS + ("openssl", "memcached"), BASE_PATHS,
+                      {"FCGI", "IO::Socket::SSL", "Net::SSLeay", "Crypt::Misc"})
+    tasks = [task("t-ssl", ["stream_x.t"], ["--with-stream"]),
+             task("t-fcgi", ["fastcgi_x.t"], ["--without-http_rewrite_module"])]
+    text, ok = report(tasks, {"fastcgi_x.t": FASTCGI, "stream_x.t": STREAM_SSL}, probe)
+    assert not ok
+    errors = [l for l in text.splitlines() if l.startswith("TASK ERROR")]
+    assert ("TASK ERROR task t-ssl: field configure_flags: stream_x.t asks for "
+            "$t->has('stream_ssl'): add --with-stream_ssl_module; without it the file skips"
+            in errors)
+    assert any("'http_v3'" in e and "--with-http_v3_module" in e for e in errors)
+    assert any("'sni'" in e for e in errors)
+    assert any(e.startswith("TASK ERROR task t-fcgi: field configure_flags: fastcgi_x.t") and
+               "remove --without-http_rewrite_module" in e for e in errors)
+    assert "apt-get install" not in text          # flags are no package
+
+
+def test_report_missing_test_file_and_unread_repository():
+    probe = FakeProbe(ALL_TOOLS, BASE_PATHS)
+    text, ok = report([task("t-gone", ["gone.t"])], {}, probe)
+    assert not ok and "TASK ERROR t-gone: gone.t does not exist at test_commit cccccccccccc" in text
+    text, ok = report([task("t-1", ["a.t"]), task("t-2", ["b.t"])], {}, probe, available=False)
+    assert ok
+    assert ("WARN    nginx/nginx-tests is not cloned: test files not checked; run `doit run "
+            "repos` (with the same run=/instances=) first (tasks t-1, t-2)") in text
+
+
+def test_system_probe_asks_perl_once():
+    probe = doctor.SystemProbe()
+    assert probe.perl_modules(["POSIX", "No::Such::Module"]) == {"POSIX"}
+    assert probe.perl_modules(["POSIX"]) == {"POSIX"}
+    assert probe.which("sh") and not probe.which("no-such-tool-here")
+
+
+# -- end to end on the fixture project -------------------------------------------------------------
+
+def test_doit_doctor_passes_on_fixture(project):
+    proc, executed = project.doit("run", "doctor")
+    assert executed == ["doctor"]
+    assert "doctor: all good" in proc.stdout
+    assert "is not cloned" in proc.stdout          # repos were not fetched yet
+    project.doit("run", "repos")
+    proc, _ = project.doit("run", "doctor")
+    assert "is not cloned" not in proc.stdout and "doctor: all good" in proc.stdout
+    # The same from `python -m`.
+    out = subprocess.run([sys.executable, "-m", "nginx_eval.doctor"], env=project.env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "doctor: checking 2 task(s)" in out.stdout
+
+
+def test_doit_doctor_fails_on_missing_perl_module(project):
+    tests_repo = project.mirrors / "acme+tiny-tests"
+    fixture_repos.write(tests_repo / "needs_module.t", fixture_repos.TEST_HEAD + textwrap.dedent("""\
+        eval { require No::Such::Module; };
+        plan(skip_all => 'No::Such::Module not installed') if $@;
+        plan(tests => 1);
+        ok(1, 'loaded');
+        """), 0o755)
+    new_commit = fixture_repos.commit(tests_repo, "A test that needs a module")
+    bench = project.benchmark()
+    t = bench["tasks"][0]
+    t["test_commit"] = new_commit
+    t["test_files"].append("needs_module.t")
+    bench["tasks"][1]["perl_modules"] = ["Other::Missing::Module"]
+    project.write_benchmark(bench)
+    project.doit("run", "repos")
+    proc, _ = project.doit("run", "doctor", check=False)
+    assert proc.returncode != 0
+    assert ("MISSING perl module No::Such::Module (needed by tiny-add (needs_module.t)) -> "
+            "apt-get install libno-such-module-perl") in proc.stdout
+    assert "MISSING perl module Other::Missing::Module (needed by tiny-mul (perl_modules))" \
+        in proc.stdout
+    install = [l for l in proc.stdout.splitlines() if l.startswith("To install everything")]
+    assert "libno-such-module-perl libother-missing-module-perl" in install[0]
+    out = subprocess.run([sys.executable, "-m", "nginx_eval.doctor", "instances=tiny-mul"],
+                         env=project.env, capture_output=True, text=True)
+    assert out.returncode == 1 and "No::Such::Module" not in out.stdout
+    assert "Other::Missing::Module" in out.stdout

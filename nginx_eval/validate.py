@@ -6,7 +6,8 @@ derives fail_to_pass (fails in every base run, passes in every fix run) and pass
 every run of both). Verdicts, first match wins:
 
     env_error          a test file skipped entirely, is missing, or produced no TAP
-    flaky              an assertion's result differs between repeats of the same binary
+    flaky              an assertion's result differs between repeats with the fix, or a graded
+                       (declared) assertion's result differs between repeats of either binary
     gold_fails         the fix does not build, or a declared fail_to_pass / pass_to_pass assertion
                        fails with the fix
     not_discriminating no assertion fails without the fix and passes with it, or a declared
@@ -19,7 +20,8 @@ Per task ``results/<run>/validate/<id>/validation.json``::
      "derived": {"fail_to_pass": [...], "pass_to_pass": [...]},
      "declared_matches": bool, "missing_from_declared": [...], "not_derived": [...],
      "regressions": [ids ok without the fix, failing with it],
-     "flaky": [ids], "env_errors": [...],
+     "flaky": [ids], "unstable_base": [ungraded ids that differ only without the fix],
+     "env_errors": [...],
      "runs": {"base": [{"seconds", "results": {id: bool}}], "fix": [...]},
      "build": {"base": build record, "fix": build record}}
 
@@ -39,6 +41,8 @@ from .prove import run_prove_files
 from .repositories import repo_task
 
 VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")
+# Bump when classify() changes: doit then re-derives every verdict from the stored runs.
+CLASSIFIER_VERSION = 2
 
 
 def run_side(layout, task, binary, out_dir, repeats):
@@ -66,12 +70,17 @@ def classify(task, base_runs, fix_runs, fix_built, env_errors):
     def outcomes(runs, i):
         return {run["results"].get(i, False) for run in runs}
 
-    flaky = [i for i in ids if len(outcomes(base_runs, i)) > 1 or len(outcomes(fix_runs, i)) > 1]
+    declared = set(task.fail_to_pass) | set(task.pass_to_pass)
+    # An assertion that changes between runs of the fixed binary, or a graded one that changes
+    # anywhere, makes verdicts unreliable. An ungraded one that wobbles only without the fix
+    # (say "no alerts" after a crash the bug causes) decides nothing, and is only reported.
+    flaky = [i for i in ids if len(outcomes(fix_runs, i)) > 1
+             or (i in declared and len(outcomes(base_runs, i)) > 1)]
+    unstable_base = [i for i in ids if len(outcomes(base_runs, i)) > 1 and i not in flaky]
     always = lambda runs, i, v: bool(runs) and outcomes(runs, i) == {v}
     f2p = [i for i in ids if always(base_runs, i, False) and always(fix_runs, i, True)]
     p2p = [i for i in ids if always(base_runs, i, True) and always(fix_runs, i, True)]
     regressions = [i for i in ids if always(base_runs, i, True) and always(fix_runs, i, False)]
-    declared = set(task.fail_to_pass) | set(task.pass_to_pass)
     reasons = []
     if env_errors:
         verdict = "env_error"
@@ -99,14 +108,22 @@ def classify(task, base_runs, fix_runs, fix_built, env_errors):
         "declared_matches": set(f2p) == set(task.fail_to_pass) and set(p2p) == set(task.pass_to_pass),
         "missing_from_declared": sorted(set(f2p) - set(task.fail_to_pass)),
         "not_derived": sorted(set(task.fail_to_pass) - set(f2p)),
-        "regressions": regressions, "flaky": flaky, "env_errors": env_errors,
+        "regressions": regressions, "flaky": flaky, "unstable_base": unstable_base,
+        "env_errors": env_errors,
     }
 
 
 def validate_task(layout, task, repeats, config):
     out = layout.validation_dir(task.instance_id) / "validation.json"
     inputs = jsonio.inputs_digest(config)
-    if jsonio.fresh_output(out, inputs):
+    done = jsonio.fresh_output(out, inputs)
+    if done:
+        # The runs are the expensive part; the verdict is always derived again from them.
+        record = dict(done, **classify(task, done["runs"]["base"], done["runs"]["fix"],
+                                       done["build"]["fix"]["status"] == "built",
+                                       done["env_errors"]))
+        if record != done:
+            jsonio.write_json(out, record)
         return
     bare = layout.bare_repo(task.repo)
     base = ensure_build(layout, bare, task.base_commit, task.configure_flags, b"")
@@ -146,7 +163,9 @@ def write_summary(layout, tasks, repeats):
     for iid, r in summary.items():
         d = r["derived"]
         notes = "; ".join(r["reasons"] + ([f"regressions: {', '.join(r['regressions'][:3])}"]
-                                          if r["regressions"] else []))
+                                          if r["regressions"] else [])
+                          + ([f"ungraded, unstable without the fix: {', '.join(r['unstable_base'][:3])}"]
+                             if r.get("unstable_base") else []))
         lines.append(f"| {iid} | {r['verdict']} | {len(d['fail_to_pass'])} | "
                      f"{len(d['pass_to_pass'])} | {'yes' if r['declared_matches'] else 'no'} | "
                      f"{notes.replace('|', '/')} |")
@@ -169,7 +188,7 @@ def gen_tasks(ctx):
             "actions": [(validate_task, [ctx.layout, task, repeats, config])],
             "task_dep": [repo_task(task.repo), f"tests:{task.test_commit[:12]}"],
             "targets": [str(ctx.layout.validation_dir(task.instance_id) / "validation.json")],
-            "uptodate": [config_changed(config)],
+            "uptodate": [config_changed(dict(config, classifier=CLASSIFIER_VERSION))],
         }
     yield {
         "basename": "validation",

@@ -64,3 +64,24 @@ def test_classify_derives_lists_from_repeats(tmp_path):
     assert regress["verdict"] == "gold_fails" and regress["regressions"] == ["x.t:2"]
     nobuild = classify(task, [run(**{"x_t:1": False})], [], False, [])
     assert nobuild["verdict"] == "gold_fails"
+
+
+def test_ungraded_assertion_unstable_only_without_the_fix_is_reported_not_flaky(tmp_path):
+    p = tmp_path / "b.json"
+    p.write_text(json.dumps({"tasks": [{
+        "instance_id": "t", "repo": "a/b", "test_repo": "a/c", "base_commit": "a" * 40,
+        "fix_commit": "b" * 40, "test_commit": "c" * 40, "test_files": ["x.t"],
+        "configure_flags": [], "fail_to_pass": ["x.t:1"], "pass_to_pass": [],
+        "problem_statement": "p"}]}))
+    task = load_benchmark(p).tasks[0]
+    base = [{"results": {"x.t:1": False, "x.t:2 no alerts": v}} for v in (True, False, True)]
+    fix = [{"results": {"x.t:1": True, "x.t:2 no alerts": True}}] * 3
+    r = classify(task, base, fix, True, [])
+    assert r["verdict"] == "valid" and r["unstable_base"] == ["x.t:2 no alerts"]
+    # Graded, the same wobble makes the task flaky.
+    graded = classify(task.__class__(**dict(vars(task), pass_to_pass=("x.t:2 no alerts",))),
+                      base, fix, True, [])
+    assert graded["verdict"] == "flaky"
+    # Any wobble with the fix is flaky, graded or not.
+    fix_wobble = [{"results": {"x.t:1": True, "x.t:2 no alerts": v}} for v in (True, False, True)]
+    assert classify(task, base, fix_wobble, True, [])["verdict"] == "flaky"

@@ -34,6 +34,7 @@ from doit.tools import config_changed
 from . import jsonio
 from .gitcmd import extract_tree, isolated_env
 from .locks import locked
+from .patch import patch_stats
 from .repositories import repo_task
 
 BUILD_TIMEOUT = 1800
@@ -152,16 +153,18 @@ def ensure_build(layout, bare, base_commit, flags, patch):
         return record
     base = None
     if patch_sha != EMPTY_PATCH_SHA:
-        from .patch import patch_stats
         if not touches_build_system(patch_stats(patch)["files"]):
             base = ensure_build(layout, bare, base_commit, flags, b"")
             if base["status"] != "built":
                 base = None
-    with locked(layout.lock(f"build-{key}")):
+    system_id = build_system_id(bare, base_commit) if patch_sha == EMPTY_PATCH_SHA else None
+    # Base builds of one build-system group take turns, so that all but the first start from a
+    # sibling instead of racing each other through clean builds.
+    group = jsonio.digest([system_id, list(flags), compiler])[:16] if system_id else key
+    with locked(layout.lock(f"build-group-{group}")), locked(layout.lock(f"build-{key}")):
         record = jsonio.read_json(final / "build.json")
         if record:          # another worker published it while we waited
             return record
-        system_id = build_system_id(bare, base_commit) if patch_sha == EMPTY_PATCH_SHA else None
         sibling = (find_sibling(layout, bare, base_commit, flags, compiler, system_id)
                    if system_id else None)
         tmp = layout.build_tmp(key)

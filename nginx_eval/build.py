@@ -40,6 +40,9 @@ from .repositories import repo_task
 BUILD_TIMEOUT = 1800
 CCACHE_WRAPPERS = "/usr/lib/ccache"
 BUILD_SYSTEM_PATHS = ("auto/", "configure", "Makefile", "objs/")
+# nginx compiles with -g. Debug information never changes the code GCC generates (GCC checks this
+# with -fcompare-debug), and nobody reads it here; leaving it out saves a fifth of every compile.
+NO_DEBUG_INFO = "-g0"
 
 
 @lru_cache(maxsize=1)
@@ -50,7 +53,8 @@ def compiler_identity():
         version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
     except OSError:
         version = ""
-    return {"cc": os.path.realpath(cc), "version": version.splitlines()[0] if version else ""}
+    return {"cc": os.path.realpath(cc), "version": version.splitlines()[0] if version else "",
+            "cc_opt": NO_DEBUG_INFO}
 
 
 def build_key(base_commit, flags, patch_sha, compiler):
@@ -93,8 +97,21 @@ def _make(tree, env, log):
     return _run(["make", f"-j{os.cpu_count() or 2}"], tree, env, log)
 
 
+def configure_argv(flags):
+    """./auto/configure with the task's flags, NO_DEBUG_INFO added to its --with-cc-opt (the
+    last --with-cc-opt wins, so it is merged into an existing one)."""
+    flags = list(flags)
+    for i in reversed(range(len(flags))):
+        if flags[i].startswith("--with-cc-opt="):
+            flags[i] += " " + NO_DEBUG_INFO
+            break
+    else:
+        flags.append("--with-cc-opt=" + NO_DEBUG_INFO)
+    return ["./auto/configure", *flags]
+
+
 def _configure(tree, flags, env, log):
-    return _run(["./auto/configure", *flags], tree, env, log)
+    return _run(configure_argv(flags), tree, env, log)
 
 
 def build_system_id(bare, commit):
@@ -103,6 +120,43 @@ def build_system_id(bare, commit):
     out = subprocess.run(["git", f"--git-dir={bare}", "rev-parse", "--verify", "--quiet",
                           f"{commit}:auto"], capture_output=True, text=True)
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def build_system_ids(bare, commits):
+    """{commit: tree id of its auto/} in one git call; empty while the clone does not exist."""
+    if not os.path.isdir(bare):
+        return {}
+    out = subprocess.run(["git", f"--git-dir={bare}", "cat-file", "--batch-check"],
+                         input="".join(f"{c}:auto\n" for c in commits),
+                         capture_output=True, text=True)
+    ids = {}
+    for commit, line in zip(commits, out.stdout.splitlines()):
+        fields = line.split()
+        if len(fields) == 3 and fields[1] == "tree":
+            ids[commit] = fields[0]
+    return ids
+
+
+def interleave_by_build_group(layout, tasks):
+    """The tasks in the order their builds should start: one task of each build group (same
+    auto/ tree and flags) in turn. Base builds of one group take turns (see ensure_build), so
+    tasks in benchmark order, where neighbours often share a group, would keep one of doit's
+    workers waiting while the other builds; interleaved, the first round runs the groups' clean
+    builds side by side and later rounds start from siblings."""
+    groups = {}
+    ids = {}
+    for repo in {t.repo for t in tasks}:
+        ids.update(build_system_ids(layout.bare_repo(repo), [t.base_commit for t in tasks
+                                                              if t.repo == repo]))
+    for t in tasks:
+        key = (t.repo, ids.get(t.base_commit, t.base_commit), tuple(t.configure_flags))
+        groups.setdefault(key, []).append(t)
+    queues = list(groups.values())
+    ordered = []
+    while queues:
+        ordered += [q.pop(0) for q in queues]
+        queues = [q for q in queues if q]
+    return ordered
 
 
 def _changed_files(bare, a, b):

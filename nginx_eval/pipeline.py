@@ -54,6 +54,14 @@ class Context:
     def agent_units(self):
         return ((b, m, t) for b, m, t in self.units() if m.runs_agent)
 
+    def build_order(self):
+        """ctx.tasks in the order their builds should start (build.interleave_by_build_group);
+        stages that fan out over tasks list their dependencies in this order, which is the
+        order doit starts them."""
+        if not hasattr(self, "_build_order"):
+            self._build_order = build.interleave_by_build_group(self.layout, self.tasks)
+        return self._build_order
+
     def mode_groups(self):
         for mode in self.mode_list():
             yield self.benchmark, mode, self.tasks

@@ -52,6 +52,7 @@ def write_summary(layout, mode, tasks):
 
 def gen_tasks(ctx):
     for bench, mode, tasks in ctx.mode_groups():
+        ids = {t.instance_id for t in tasks}
         deps = []
         for t in tasks:
             deps += [str(ctx.layout.grade_json(mode.name, t.instance_id)),
@@ -63,6 +64,9 @@ def gen_tasks(ctx):
             "doc": f"results.jsonl and predictions.jsonl of {mode.name}",
             "actions": [(write_summary, [ctx.layout, mode, tasks])],
             "file_dep": deps,
+            # doit keeps file_dep as a set; an explicit list fixes the order tasks start in.
+            "task_dep": [f"grade:{ctx.unit_name(bench, mode, t)}" for t in ctx.build_order()
+                         if t.instance_id in ids],
             "targets": [str(ctx.layout.results_jsonl(mode.name)),
                         str(ctx.layout.predictions_jsonl(mode.name))],
             "uptodate": [config_changed({"tasks": [t.instance_id for t in tasks],

@@ -177,7 +177,7 @@ def gen_tasks(ctx):
     from doit import get_var
     repeats = int(get_var("repeats", "3") or 3)
     names = []
-    for task in ctx.tasks:
+    for task in ctx.build_order():
         name = f"{ctx.benchmark.name}/{task.instance_id}"
         config = {"task": task.to_json(), "repeats": repeats}
         names.append(f"validate:{name}")

@@ -3,6 +3,7 @@
 import copy
 import json
 
+import fixture_repos
 import pytest
 
 from nginx_eval.benchmark import load_benchmark
@@ -156,3 +157,41 @@ def test_patch_stats():
              b"-old\n+new\n+more\n")
     assert patch_stats(patch) == {"files": ["src/x.c"], "lines_added": 2, "lines_removed": 1,
                                   "binary": False}
+
+
+def test_configure_leaves_out_debug_info_and_keeps_the_tasks_cc_opt():
+    from nginx_eval.build import configure_argv
+    assert configure_argv([]) == ["./auto/configure", "--with-cc-opt=-g0"]
+    assert configure_argv(["--with-stream", "--with-cc-opt=-DX=1"]) == \
+        ["./auto/configure", "--with-stream", "--with-cc-opt=-DX=1 -g0"]
+
+
+def test_builds_start_one_build_group_at_a_time(tmp_path):
+    """Tasks of one group (same auto/ tree and flags) are spread out, not run back to back."""
+    import subprocess
+    from types import SimpleNamespace
+    from nginx_eval.build import interleave_by_build_group
+    from nginx_eval.layout import Layout
+    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
+    src = tmp_path / "src"
+    (src / "auto").mkdir(parents=True)
+    env = dict(fixture_repos.ENV, HOME=str(tmp_path))
+    git = lambda *a: subprocess.run(["git", *a], cwd=src, env=env, check=True,
+                                    capture_output=True, text=True).stdout.strip()
+    git("init", "-q")
+    commits = []
+    for i, auto in enumerate(["v1", "v1", "v2", "v1"]):
+        (src / "auto" / "configure").write_text(auto)
+        (src / "main.c").write_text(str(i))
+        git("add", "-A")
+        git("commit", "-q", "-m", str(i))
+        commits.append(git("rev-parse", "HEAD"))
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(layout.bare_repo("o/n"))],
+                   check=True, env=env)
+    task = lambda iid, commit, flags=(): SimpleNamespace(instance_id=iid, repo="o/n",
+                                                         base_commit=commit, configure_flags=flags)
+    tasks = [task("a", commits[0]), task("b", commits[1]), task("c", commits[3]),
+             task("d", commits[2]), task("e", commits[0], ("--with-x",))]
+    order = [t.instance_id for t in interleave_by_build_group(layout, tasks)]
+    # groups: {a, b, c} (auto v1, no flags), {d} (auto v2), {e} (other flags)
+    assert order == ["a", "d", "e", "b", "c"]

@@ -4,7 +4,7 @@ Output ``agent.json``::
 
     {"inputs": sha256, "mode": str, "instance_id": str,
      "status": "completed" | "failed" | "timeout" | "error",
-     "error": str,                          # why, for "error"
+     "error": str,                          # why, for "error" (and "failed" without a workspace)
      "wall_seconds": float,
      "phases": [{"name", "command", "exit_code", "timed_out", "wall_seconds",
                  "stdout", "stderr", "prompt_file",
@@ -28,7 +28,7 @@ from doit.tools import config_changed
 from . import jsonio
 from .doitdb import consume_forgotten
 from .modes import fill_command
-from .procs import run_limited
+from .procs import kill_leftovers, run_limited
 from .workspace import ISSUE_FILE, ensure_fresh_workspace, mark_agent_started, workspace_inputs
 
 STATUSES = ("completed", "failed", "timeout", "error")
@@ -112,6 +112,10 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
     forgotten = consume_forgotten(layout, agent_task_name)
     if not forgotten and jsonio.fresh_output(out, inputs):
         return
+    # An agent of a killed doit may still be running in this workspace: stop it before the
+    # workspace is recreated under it.
+    token_file = layout.running_token(mode.name, task.instance_id, "agent")
+    kill_leftovers(token_file)
     ensure_fresh_workspace(layout, mode.name, task)
     mark_agent_started(layout, mode.name, task)
     ws = layout.workspace(mode.name, task.instance_id)
@@ -123,6 +127,10 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
     phases, status, error = [], "completed", ""
     start = time.monotonic()
     for i, (phase, prompt) in enumerate(zip(mode.phases, prompts), 1):
+        if not ws.is_dir():
+            # An earlier phase deleted the workspace: nothing to run the next phase in.
+            status, error = "failed", f"phase {phase.name}: the workspace no longer exists"
+            break
         stem = f"{i}-{phase.name}"
         prompt_file = logs / f"{stem}.prompt.md"
         prompt_file.write_text(prompt, encoding="utf-8")
@@ -133,7 +141,8 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
         stdout_path, stderr_path = logs / f"{stem}.stdout", logs / f"{stem}.stderr"
         with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
             outcome = run_limited(["bash", "-c", command], cwd=str(ws), env=env,
-                                  timeout=phase.timeout, stdout=so, stderr=se)
+                                  timeout=phase.timeout, stdout=so, stderr=se,
+                                  token_file=token_file)
         record = {"name": phase.name, "command": command, "exit_code": outcome.exit_code,
                   "timed_out": outcome.timed_out, "wall_seconds": outcome.seconds,
                   "stdout": str(stdout_path.relative_to(out.parent)),

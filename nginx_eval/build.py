@@ -23,6 +23,7 @@ Per task, ``results/<run>/<mode>/<id>/build.json`` is the build record plus {"in
 "reused"} and ``build.log`` is a copy of the log.
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -74,9 +75,12 @@ def build_env(layout, tree):
     if os.path.isdir(CCACHE_WRAPPERS) and shutil.which("ccache"):
         env["PATH"] = CCACHE_WRAPPERS + os.pathsep + env.get("PATH", "")
         env["CCACHE_DIR"] = str(layout.ccache_dir)
-        # nginx compiles with -g: without these, ccache misses across build directories.
+        # Every build has its own directory: paths relative to it let builds share cache hits.
         env["CCACHE_BASEDIR"] = str(tree)
         env["CCACHE_NOHASHDIR"] = "1"
+        # Depend mode takes the headers from the compiler's own -MD output instead of running the
+        # preprocessor a second time on every miss: a cold clean build costs 15 s instead of 18.
+        env["CCACHE_DEPEND"] = "1"
     # git apply below a tree inside another repository must not see that repository.
     env.update(isolated_env({"GIT_CEILING_DIRECTORIES": str(os.path.dirname(tree))}))
     return env
@@ -91,6 +95,10 @@ def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT):
     except subprocess.TimeoutExpired:
         log.write(f"\n[nginx-eval] timed out after {timeout} s\n".encode())
         return -1
+    except OSError as e:
+        # A patch can delete or unset the executable bit of ./auto/configure: a compile failure.
+        log.write(f"\n[nginx-eval] cannot run {argv[0]}: {e.strerror}\n".encode())
+        return 127
 
 
 def _make(tree, env, log):
@@ -137,21 +145,31 @@ def build_system_ids(bare, commits):
     return ids
 
 
-def interleave_by_build_group(layout, tasks):
+def build_group_key(task, system_ids):
+    return (task.repo, system_ids.get(task.base_commit, task.base_commit),
+            tuple(task.configure_flags))
+
+
+def tasks_build_system_ids(layout, tasks):
+    ids = {}
+    for repo in {t.repo for t in tasks}:
+        ids.update(build_system_ids(layout.bare_repo(repo), [t.base_commit for t in tasks
+                                                              if t.repo == repo]))
+    return ids
+
+
+def interleave_by_build_group(layout, tasks, system_ids=None):
     """The tasks in the order their builds should start: one task of each build group (same
     auto/ tree and flags) in turn. Base builds of one group take turns (see ensure_build), so
     tasks in benchmark order, where neighbours often share a group, would keep one of doit's
     workers waiting while the other builds; interleaved, the first round runs the groups' clean
     builds side by side and later rounds start from siblings."""
     groups = {}
-    ids = {}
-    for repo in {t.repo for t in tasks}:
-        ids.update(build_system_ids(layout.bare_repo(repo), [t.base_commit for t in tasks
-                                                              if t.repo == repo]))
+    ids = tasks_build_system_ids(layout, tasks) if system_ids is None else system_ids
     for t in tasks:
-        key = (t.repo, ids.get(t.base_commit, t.base_commit), tuple(t.configure_flags))
-        groups.setdefault(key, []).append(t)
-    queues = list(groups.values())
+        groups.setdefault(build_group_key(t, ids), []).append(t)
+    # Largest groups first: their first build unlocks the most sibling builds.
+    queues = sorted(groups.values(), key=len, reverse=True)
     ordered = []
     while queues:
         ordered += [q.pop(0) for q in queues]
@@ -212,17 +230,23 @@ def ensure_build(layout, bare, base_commit, flags, patch):
             if base["status"] != "built":
                 base = None
     system_id = build_system_id(bare, base_commit) if patch_sha == EMPTY_PATCH_SHA else None
-    # Base builds of one build-system group take turns, so that all but the first start from a
-    # sibling instead of racing each other through clean builds.
-    group = jsonio.digest([system_id, list(flags), compiler])[:16] if system_id else key
-    with locked(layout.lock(f"build-group-{group}")), locked(layout.lock(f"build-{key}")):
+    sibling = find_sibling(layout, bare, base_commit, flags, compiler, system_id) if system_id else None
+    with contextlib.ExitStack() as held:
+        if system_id and not sibling:
+            # The first base build of a build-system group holds the group's lock, so that the
+            # others start from it instead of racing it through clean builds. Once one is
+            # published, the rest of the group builds side by side.
+            group = jsonio.digest([system_id, list(flags), compiler])[:16]
+            held.enter_context(locked(layout.lock(f"build-group-{group}")))
+            sibling = find_sibling(layout, bare, base_commit, flags, compiler, system_id)
+        held.enter_context(locked(layout.lock(f"build-{key}")))
         record = jsonio.read_json(final / "build.json")
         if record:          # another worker published it while we waited
             return record
-        sibling = (find_sibling(layout, bare, base_commit, flags, compiler, system_id)
-                   if system_id else None)
         tmp = layout.build_tmp(key)
-        shutil.rmtree(tmp, ignore_errors=True)
+        # Under the key's lock every other temporary directory of this key is a killed build's.
+        for stale in tmp.parent.glob(f"{key}.*"):
+            shutil.rmtree(stale, ignore_errors=True)
         tmp.mkdir(parents=True)
         tree = tmp / "tree"
         start = time.monotonic()
@@ -307,8 +331,54 @@ def result_build_ok(layout, mode_name, iid):
     return bool(record) and build_is_published(layout, record)
 
 
+def base_task_name(task):
+    flags = jsonio.digest(list(task.configure_flags))[:8]
+    return f"base:{task.repo.replace('/', '+')}/{task.base_commit[:12]}-{flags}"
+
+
+def base_build_task(layout, task):
+    ensure_build(layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, b"")
+
+
+def base_build_published(layout, task):
+    key = build_key(task.base_commit, task.configure_flags, EMPTY_PATCH_SHA, compiler_identity())
+    return (layout.build_dir(key) / "build.json").exists()
+
+
+def base_build_plan(layout, tasks):
+    """[(base task name, a task with that base, name of its group's first base task or None)]
+    in build order. The other base builds of a group wait for the first, as a doit dependency,
+    and then start from it (or a closer sibling) side by side: a worker never sits on the
+    group's lock while another group's clean build could run. Without a clone yet (the first
+    run), groups are unknown: every base is its own group, and the lock in ensure_build
+    still makes the group's first build go first."""
+    plan, first_of_group, seen = [], {}, set()
+    ids = tasks_build_system_ids(layout, tasks)
+    for t in interleave_by_build_group(layout, tasks, ids):
+        name = base_task_name(t)
+        if name in seen:
+            continue
+        seen.add(name)
+        group = build_group_key(t, ids)
+        plan.append((name, t, first_of_group.get(group)))
+        first_of_group.setdefault(group, name)
+    return plan
+
+
 def gen_tasks(ctx):
     compiler = compiler_identity()
+    for name, task, previous in ctx.base_build_plan():
+        yield {
+            "basename": "base",
+            "name": name.split(":", 1)[1],
+            "doc": f"the base build of {task.base_commit[:12]} (shared by every mode and run)",
+            "actions": [(base_build_task, [ctx.layout, task])],
+            # Both clones first: a task whose commits or test files are missing fails there,
+            # before any build starts.
+            "task_dep": [repo_task(task.repo), repo_task(task.test_repo)]
+                        + ([previous] if previous else []),
+            "uptodate": [(base_build_published, [ctx.layout, task])],
+        }
     for bench, mode, task in ctx.units():
         name = ctx.unit_name(bench, mode, task)
         iid = task.instance_id
@@ -321,7 +391,7 @@ def gen_tasks(ctx):
             "doc": f"objs/nginx for the {mode.name} patch of {iid}",
             "actions": [(build_task, [ctx.layout, mode.name, task, config, file_dep])],
             "file_dep": file_dep,
-            "task_dep": [repo_task(task.repo)],
+            "task_dep": [repo_task(task.repo), base_task_name(task)],
             "targets": [str(ctx.layout.build_json(mode.name, iid)),
                         str(ctx.layout.build_log(mode.name, iid))],
             "uptodate": [config_changed(config), (result_build_ok, [ctx.layout, mode.name, iid])],

@@ -39,6 +39,9 @@ class DurableDB(SqliteDB):
             if self._conn.execute("pragma quick_check").fetchone()["quick_check"] != "ok":
                 raise sqlite3.DatabaseError("quick_check failed")
         except Exception as e:  # doit wraps sqlite errors in its own exception type
+            if "locked" in str(e) or "busy" in str(e):
+                # Another process (doit list during a run) is writing: busy is not damaged.
+                raise
             aside = f"{name}.damaged-{int(time.time())}"
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(name + suffix):
@@ -65,6 +68,11 @@ class DurableDB(SqliteDB):
         marker = _marker(self.name, task_id)
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(task_id + "\n")
+
+
+def forgotten(layout, task_id):
+    """Whether ``doit forget task_id`` is pending (without consuming it)."""
+    return _marker(layout.doit_db, task_id).exists()
 
 
 def consume_forgotten(layout, task_id):

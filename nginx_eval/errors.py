@@ -1,5 +1,7 @@
 """The one exception type for mistakes a user can fix (bad task file, unknown mode, ...)."""
 
+from doit.exceptions import TaskFailed
+
 
 class UserError(Exception):
     """A problem in the user's input; printed as one line, without a traceback."""
@@ -17,3 +19,15 @@ class UserError(Exception):
         prefix = ": ".join([", ".join(where)]) + ": " if where else ""
         super().__init__(prefix + message)
         self.file, self.task, self.field = file, task, field
+
+
+class UserFailure(TaskFailed):
+    """A doit task stopped by a UserError; cli.Reporter prints it as one line."""
+
+
+def failing_on_user_error(func, *args):
+    """Call a doit action; a UserError becomes a UserFailure (one line, no traceback)."""
+    try:
+        return func(*args)
+    except UserError as e:
+        return UserFailure(str(e))

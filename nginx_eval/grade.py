@@ -8,8 +8,9 @@ test commit keeps them stable. Rules:
   ``not ok ... # TODO`` (prove counts it as passing; we must not);
 - ``ok ... # SKIP`` did not run, so it is not a pass;
 - a file that skips entirely (``1..0 # SKIP``: a missing module or Perl dependency), that does not
-  exist, or that produced no plan and no assertions (prove itself failed) is an environment error,
-  never a pass;
+  exist, that produced no plan and no assertions (prove itself failed), or whose prove was killed
+  by a signal other than at the time limit (prove crashed, or something killed it: the test did not
+  decide, whatever TAP came out) is an environment error, never a pass;
 - a file killed at its time limit keeps the assertions it printed; the rest fail.
 
 ``grade.json``::
@@ -81,6 +82,11 @@ def file_env_error(fr, record):
         return f"{fr.file}: skipped entirely ({fr.skip_all})"
     if not record.get("timed_out") and fr.planned is None and not fr.results:
         return f"{fr.file}: prove produced no TAP (exit code {record.get('exit_code')})"
+    # A test script that dies makes prove exit 1 or 255; prove itself ending by a signal
+    # (a negative exit code from subprocess) was not the patch's doing.
+    code = record.get("exit_code")
+    if not record.get("timed_out") and isinstance(code, int) and code < 0:
+        return f"{fr.file}: prove was killed by signal {-code}"
     return None
 
 

@@ -11,7 +11,9 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     tests/<test_commit>/        nginx-tests trees, one per pinned commit, shared by all runs
     workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
     builds/<key>/               content-addressed builds (see build.py)
-    locks/                      advisory locks for shared cache entries
+    locks/                      advisory locks for shared cache entries, and run-<run>.lock,
+                                held by the doit process running <run> (cli.py)
+    running/<run>/<mode>/<instance_id>.<stage>   token of a command still running (procs.py)
     doit/<run>.db               doit's database for that run (a disposable cache)
 
 Per task results, ``results/<run>/<mode>/<instance_id>/``:
@@ -100,6 +102,9 @@ class Layout:
     @property
     def doit_db(self):
         return self.cache / "doit" / f"{self.run}.db"
+
+    def running_token(self, mode, instance_id, stage):
+        return self.cache / "running" / self.run / mode / f"{instance_id}.{stage}"
 
     # -- results -----------------------------------------------------------------------------
     @property

@@ -24,6 +24,7 @@ Placeholders (lower-case names in braces; every value is shell-quoted, other bra
 Built-in modes need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
 """
 
+import json
 import re
 import shlex
 import tomllib
@@ -100,6 +101,41 @@ def fill_command(command, values):
     return PLACEHOLDER.sub(lambda m: shlex.quote(str(values[m.group(1)])), command)
 
 
+# $VAR, ${VAR}, ${VAR:-default}, ${VAR-default} (and := / =): what mode commands use to let the
+# environment choose the agent. No nesting, no other expansions.
+SHELL_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}"
+                            r"|\$([A-Za-z_][A-Za-z0-9_]*)")
+PROGRAM_UNKNOWN = re.compile(r"[$`(){}<>|;&*?\[\]]")
+SENTINEL = "NGINXEVALPLACEHOLDER"
+
+
+def expand_variables(text, environ):
+    def one(m):
+        name, op, default = m.group(1) or m.group(4), m.group(2), m.group(3)
+        value = environ.get(name)
+        if op and (value is None or (op.startswith(":") and value == "")):
+            return default
+        return value or ""
+    return SHELL_VARIABLE.sub(one, text)
+
+
+def command_program(command, environ):
+    """The program a phase command starts: its first word once placeholders are filled and
+    ${VAR:-default} is expanded with `environ`. None when only running it would tell (the word
+    comes from a placeholder or a shell expansion this does not do)."""
+    text = expand_variables(fill_command(command, {n: SENTINEL for n in PLACEHOLDERS}), environ)
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])
+                     or words[0] in ("exec", "command")):
+        words.pop(0)
+    if not words or SENTINEL in words[0] or PROGRAM_UNKNOWN.search(words[0]):
+        return None
+    return words[0]
+
+
 def parse_modes(data, path):
     modes = dict(BUILTIN_MODES)
     table = data.get("modes", {})
@@ -166,6 +202,36 @@ def load_modes(path):
     return parse_modes(data, path)
 
 
+def read_predictions(path):
+    """{instance_id: (model_patch, model_name_or_path)} of a SWE-bench predictions file (JSON
+    lines, or one JSON list); UserError naming the row at fault."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read: {e}", file=path)
+    try:
+        if text.lstrip().startswith("["):
+            rows = list(enumerate(json.loads(text), 1))
+        else:
+            rows = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1)
+                    if line.strip()]
+    except json.JSONDecodeError as e:
+        raise UserError(f"malformed JSON: {e}", file=path)
+    found = {}
+    for n, row in rows:
+        where = f"row {n}"
+        if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
+            raise UserError("must be an object with a string instance_id", file=path, item=where)
+        if not isinstance(row.get("model_patch") or "", str):
+            raise UserError("must be a string (a diff) or null", file=path, item=where,
+                            field="model_patch")
+        if row["instance_id"] in found:
+            raise UserError(f"duplicate instance_id {row['instance_id']}", file=path, item=where)
+        found[row["instance_id"]] = (row.get("model_patch") or "",
+                                     str(row.get("model_name_or_path") or ""))
+    return found
+
+
 def extra_modes(spec, path="command line"):
     """Modes named on the command line: ``predictions=PATH`` adds a mode ``file``."""
     if not spec:
@@ -173,6 +239,7 @@ def extra_modes(spec, path="command line"):
     p = Path(spec).resolve()
     if not p.exists():
         raise UserError(f"predictions file {spec} does not exist", file=path, field="predictions")
+    read_predictions(p)         # a malformed file is an error now, not when its patches are made
     return {"file": Mode("file", "predictions", predictions=str(p),
                          description=f"predictions from {p.name}")}
 

@@ -15,7 +15,6 @@ Predictions modes: the ``model_patch`` of the task's row in the predictions file
      "skipped_files": [{"path", "bytes"}], "note": str}
 """
 
-import json
 import os
 import subprocess
 import tempfile
@@ -24,6 +23,7 @@ from doit.tools import config_changed
 
 from . import jsonio
 from .gitcmd import isolated_env
+from .modes import read_predictions
 from .repositories import repo_task
 from .workspace import HARNESS_FILES
 
@@ -85,15 +85,10 @@ def patch_stats(patch):
 
 def prediction_for(predictions_path, instance_id):
     """The model_patch for `instance_id` in a SWE-bench predictions file (.jsonl or .json list)."""
-    text = open(predictions_path, encoding="utf-8").read()
-    if text.lstrip().startswith("["):
-        rows = json.loads(text)
-    else:
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    for row in rows:
-        if row.get("instance_id") == instance_id:
-            return (row.get("model_patch") or "").encode("utf-8"), row.get("model_name_or_path", "")
-    return None, ""
+    row = read_predictions(predictions_path).get(instance_id)
+    if row is None:
+        return None, ""
+    return row[0].encode("utf-8"), row[1]
 
 
 def write_patch(layout, mode, task, config, file_dep):
@@ -114,6 +109,9 @@ def write_patch(layout, mode, task, config, file_dep):
     else:
         patch, skipped = workspace_diff(bare, layout.workspace(mode.name, task.instance_id),
                                         task.base_commit)
+        if skipped:
+            note = (f"left out {len(skipped)} new file(s) over {MAX_NEW_FILE_BYTES} bytes: "
+                    + ", ".join(s["path"] for s in skipped[:5]))
     jsonio.write_bytes(layout.model_patch(mode.name, task.instance_id), patch)
     record = {"inputs": inputs, "source": "workspace" if mode.runs_agent else mode.kind,
               "sha256": jsonio.digest(patch), "bytes": len(patch), "skipped_files": skipped,
@@ -126,7 +124,8 @@ def gen_tasks(ctx):
     for bench, mode, task in ctx.units():
         name = ctx.unit_name(bench, mode, task)
         iid = task.instance_id
-        file_dep, task_dep = [], [repo_task(task.repo)]
+        # The test repository's clone too: its checks come before the first build.
+        file_dep, task_dep = [], [repo_task(task.repo), repo_task(task.test_repo)]
         slice_ = {"kind": mode.kind, "base": task.base_commit}
         if mode.runs_agent:
             file_dep.append(str(ctx.layout.agent_json(mode.name, iid)))

@@ -62,6 +62,12 @@ class Context:
             self._build_order = build.interleave_by_build_group(self.layout, self.tasks)
         return self._build_order
 
+    def base_build_plan(self):
+        """build.base_build_plan of ctx.tasks, computed once per doit invocation."""
+        if not hasattr(self, "_base_build_plan"):
+            self._base_build_plan = build.base_build_plan(self.layout, self.tasks)
+        return self._base_build_plan
+
     def mode_groups(self):
         for mode in self.mode_list():
             yield self.benchmark, mode, self.tasks

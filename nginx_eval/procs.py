@@ -3,6 +3,12 @@
 Each command starts in a new session (its own process group) and carries a unique token in its
 environment. At the limit the group gets SIGTERM, then SIGKILL; then every process that still carries
 the token (children that escaped with setsid, daemons started by an agent) is killed too.
+
+When doit itself is killed (kill -9, a lost machine session), nobody is left to do that. So a caller
+can name a token file: the token is written there while the command runs, and the next run of the
+same unit calls ``kill_leftovers`` on it before it starts again. A process that clears its own
+environment and leaves its session escapes all of this; only a sandbox with its own PID namespace
+(sandbox.py) catches that one.
 """
 
 import os
@@ -11,6 +17,7 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 TOKEN_VAR = "NGINX_EVAL_PROC_TOKEN"
 GRACE_SECONDS = 3
@@ -38,7 +45,8 @@ def _pids_with_token(token):
     return pids
 
 
-def _kill_all(pgid, token):
+def _kill_all(proc, token):
+    pgid = proc.pid
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
@@ -51,7 +59,9 @@ def _kill_all(pgid, token):
                 pass
         if sig == signal.SIGTERM:
             deadline = time.monotonic() + GRACE_SECONDS
-            while time.monotonic() < deadline and (_group_alive(pgid) or _pids_with_token(token)):
+            # poll() reaps the leader: a zombie leader keeps its group alive for killpg.
+            while time.monotonic() < deadline and (proc.poll() is None or _group_alive(pgid)
+                                                   or _pids_with_token(token)):
                 time.sleep(0.05)
 
 
@@ -63,10 +73,51 @@ def _group_alive(pgid):
         return False
 
 
-def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEVNULL):
-    """Run argv with a wall-clock limit; kill its whole process tree at the limit and on exit."""
+def kill_leftovers(token_file):
+    """Kill what a run_limited of an earlier, killed harness process left running (see above)."""
+    try:
+        token = open(token_file, encoding="ascii").read().strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return
+    # No SIGTERM first: these processes outlived their time limit already.
+    for pid in _pids_with_token(token) if token else ():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    Path(token_file).unlink(missing_ok=True)
+
+
+def _stop_children_first(proc, token):
+    """Stop everything the command started, then give the command itself a moment to finish."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _pids_with_token(token):
+            if pid != proc.pid:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        try:
+            proc.wait(timeout=GRACE_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEVNULL,
+                token_file=None, children_first=False):
+    """Run argv with a wall-clock limit; kill its whole process tree at the limit and on exit.
+    token_file: where the token stays while the command runs (see kill_leftovers).
+    children_first: at the limit, stop what the command started before the command itself, so
+    that it can write what it has (prove keeps the TAP of a file until the file ends, when its
+    output is not a terminal)."""
     token = uuid.uuid4().hex
     env = dict(env, **{TOKEN_VAR: token})
+    if token_file:
+        kill_leftovers(token_file)
+        os.makedirs(os.path.dirname(token_file), exist_ok=True)
+        with open(token_file, "w", encoding="ascii") as f:
+            f.write(token + "\n")
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin,
                             start_new_session=True)
@@ -75,13 +126,19 @@ def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEV
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
+        if children_first:
+            _stop_children_first(proc, token)
     except BaseException:
-        _kill_all(proc.pid, token)
+        _kill_all(proc, token)
         proc.wait()
+        if token_file:
+            Path(token_file).unlink(missing_ok=True)
         raise
     # Also on a normal exit: background processes the command left behind must not outlive it.
-    _kill_all(proc.pid, token)
+    _kill_all(proc, token)
     proc.wait()
+    if token_file:
+        Path(token_file).unlink(missing_ok=True)
     seconds = time.monotonic() - start
     return Outcome(exit_code=None if timed_out else proc.returncode, seconds=round(seconds, 3),
                    timed_out=timed_out)

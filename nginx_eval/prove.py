@@ -22,7 +22,8 @@ from doit.tools import config_changed
 from . import jsonio
 from .build import build_is_published
 from .gitcmd import extract_tree
-from .procs import run_limited
+from .locks import locked
+from .procs import kill_leftovers, run_limited
 from .repositories import repo_task
 
 
@@ -30,12 +31,18 @@ def extract_tests(layout, repo, commit):
     tree = layout.tests_tree(commit)
     if jsonio.read_json(layout.tests_stamp(commit)) and tree.is_dir():
         return
-    tmp = tree.with_name(f".{commit}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    extract_tree(layout.bare_repo(repo), commit, tmp)
-    shutil.rmtree(tree, ignore_errors=True)
-    os.replace(tmp, tree)
-    jsonio.write_json(layout.tests_stamp(commit), {"repo": repo, "commit": commit})
+    # Runs of other names share this tree: under the lock, no process replaces a tree another
+    # one is proving in, and temporary trees of killed extractions are discarded.
+    with locked(layout.lock(f"tests-{commit}")):
+        if jsonio.read_json(layout.tests_stamp(commit)) and tree.is_dir():
+            return
+        for stale in tree.parent.glob(f".{commit}.tmp*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = tree.with_name(f".{commit}.tmp{os.getpid()}")
+        extract_tree(layout.bare_repo(repo), commit, tmp)
+        shutil.rmtree(tree, ignore_errors=True)
+        os.replace(tmp, tree)
+        jsonio.write_json(layout.tests_stamp(commit), {"repo": repo, "commit": commit})
 
 
 def prove_env(tests_tree, binary):
@@ -50,8 +57,9 @@ def prove_env(tests_tree, binary):
     return env
 
 
-def run_prove_files(tests_tree, binary, test_files, timeout, tap_dir):
-    """Run each file; return {file: record}. Output files go to tap_dir."""
+def run_prove_files(tests_tree, binary, test_files, timeout, tap_dir, token_file=None):
+    """Run each file; return {file: record}. Output files go to tap_dir; token_file: see
+    procs.kill_leftovers."""
     tap_dir.mkdir(parents=True, exist_ok=True)
     env = prove_env(tests_tree, binary)
     files = {}
@@ -66,7 +74,8 @@ def run_prove_files(tests_tree, binary, test_files, timeout, tap_dir):
             continue
         with open(tap_path, "wb") as so, open(err_path, "wb") as se:
             outcome = run_limited(["prove", "-v", name], cwd=str(tests_tree), env=env,
-                                  timeout=timeout, stdout=so, stderr=se)
+                                  timeout=timeout, stdout=so, stderr=se, token_file=token_file,
+                                  children_first=True)
         if outcome.timed_out:
             with open(err_path, "ab") as se:
                 se.write(f"\n[nginx-eval] killed after {timeout} s\n".encode())
@@ -81,6 +90,8 @@ def prove_task(layout, mode_name, task, config, file_dep):
     if jsonio.fresh_output(out, inputs):
         return
     build = jsonio.read_json(layout.build_json(mode_name, task.instance_id))
+    token_file = layout.running_token(mode_name, task.instance_id, "prove")
+    kill_leftovers(token_file)          # a test a killed doit left running
     tap_dir = layout.tap_dir(mode_name, task.instance_id)
     shutil.rmtree(tap_dir, ignore_errors=True)
     record = {"inputs": inputs, "test_commit": task.test_commit, "binary": None, "files": {}}
@@ -89,7 +100,8 @@ def prove_task(layout, mode_name, task, config, file_dep):
             raise RuntimeError(f"build {build['key']} is gone from the cache; rerun the build")
         record["binary"] = build["binary"]
         record["files"] = run_prove_files(layout.tests_tree(task.test_commit), build["binary"],
-                                          task.test_files, task.test_timeout, tap_dir)
+                                          task.test_files, task.test_timeout, tap_dir,
+                                          token_file=token_file)
     jsonio.write_json(out, record)
 
 

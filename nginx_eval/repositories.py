@@ -1,34 +1,67 @@
 """Stage 1, repositories: one bare clone per repository, holding every pinned commit.
 
 The clone URL comes from NGINX_EVAL_REPO_URL (see layout.repo_url). A commit that is missing after a
-fetch is a user error naming the task that pins it.
+fetch, and a test file that does not exist at its task's test commit, are user errors naming the
+task and the field. Workspaces depend on the clones of both repositories, so these errors stop a run
+before any agent starts.
 """
 
 import os
 import shutil
+import subprocess
 
 import git
 from doit.tools import config_changed
 
 from . import jsonio
-from .errors import UserError
+from .errors import UserError, failing_on_user_error
 from .gitcmd import git_in, has_commit, isolated_env
 from .layout import repo_url
 from .locks import locked
 
 
 def needed_commits(tasks):
-    """{repo: {commit: [instance ids]}} for every commit the tasks pin."""
+    """{repo: {commit: [[instance id, field], ...]}} for every commit the tasks pin."""
     need = {}
     for t in tasks:
-        for repo, sha in ((t.repo, t.base_commit), (t.repo, t.fix_commit),
-                          (t.test_repo, t.test_commit)):
-            need.setdefault(repo, {}).setdefault(sha, []).append(t.instance_id)
+        for repo, field in ((t.repo, "base_commit"), (t.repo, "fix_commit"),
+                            (t.test_repo, "test_commit")):
+            need.setdefault(repo, {}).setdefault(getattr(t, field), []).append(
+                [t.instance_id, field])
     return need
 
 
-def ensure_repo(layout, repo, commits):
-    """Make the bare clone of `repo` hold `commits` ({sha: [instance ids]}); write its stamp."""
+def needed_files(tasks):
+    """{test repo: {"<test commit>:<test file>": [instance ids]}}: what prove will run."""
+    need = {}
+    for t in tasks:
+        for f in t.test_files:
+            need.setdefault(t.test_repo, {}).setdefault(f"{t.test_commit}:{f}", []).append(
+                t.instance_id)
+    return need
+
+
+def _pinned_by(users):
+    tasks = ", ".join(sorted({iid for iid, _ in users}))
+    fields = ", ".join(sorted({field for _, field in users}))
+    return tasks, fields
+
+
+def missing_files(git_dir, specs):
+    """The "<commit>:<path>" specs that name no file in the repository, in one git call."""
+    out = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "--batch-check"],
+                         input="".join(f"{s}\n" for s in specs), capture_output=True, text=True,
+                         check=True, env=dict(os.environ, **isolated_env()))
+    found = {}
+    for spec, line in zip(specs, out.stdout.splitlines()):
+        found[spec] = line.split()[1:2] == ["blob"]
+    return [s for s in specs if not found.get(s)]
+
+
+def ensure_repo(layout, repo, commits, files=None, source=None):
+    """Make the bare clone of `repo` hold `commits` ({sha: [[instance id, field]]}) and `files`
+    ({"<commit>:<path>": [instance ids]}, test files); write its stamp. source: the benchmark
+    file, named in errors."""
     path = layout.bare_repo(repo)
     url = repo_url(repo)
     with locked(layout.lock("repo-" + repo.replace("/", "+"))):
@@ -53,21 +86,32 @@ def ensure_repo(layout, repo, commits):
             missing = [c for c in missing if not has_commit(path, c)]
         if missing:
             sha = missing[0]
-            raise UserError(f"commit {sha} does not exist in {repo} ({url})",
-                            task=", ".join(commits[sha]), field="commit")
+            tasks, fields = _pinned_by(commits[sha])
+            raise UserError(f"commit {sha} is missing from the clone of {repo}, also after "
+                            f"fetching it from {url}", file=source, task=tasks, field=fields)
+        absent = missing_files(path, sorted(files or {}))
+        if absent:
+            commit, name = absent[0].split(":", 1)
+            raise UserError(f"{name} does not exist in {repo} at test_commit {commit}",
+                            file=source, task=", ".join(sorted(set(files[absent[0]]))),
+                            field="test_files")
     jsonio.write_json(layout.repo_stamp(repo), {"repo": repo, "url": url,
                                                 "commits": sorted(commits)})
 
 
 def gen_tasks(ctx):
+    files = needed_files(ctx.all_tasks)
     for repo, commits in sorted(needed_commits(ctx.all_tasks).items()):
+        repo_files = files.get(repo, {})
         yield {
             "basename": "repos",
             "name": repo.replace("/", "+"),
             "doc": f"bare clone of {repo} with every pinned commit",
-            "actions": [(ensure_repo, [ctx.layout, repo, commits])],
+            "actions": [(failing_on_user_error, [ensure_repo, ctx.layout, repo, commits,
+                                                 repo_files, ctx.benchmark.path])],
             "targets": [str(ctx.layout.repo_stamp(repo))],
-            "uptodate": [config_changed({"url": repo_url(repo), "commits": sorted(commits)}),
+            "uptodate": [config_changed({"url": repo_url(repo), "commits": sorted(commits),
+                                         "files": sorted(repo_files)}),
                          (layout_has_repo, [ctx.layout, repo])],
             "verbosity": 2,
         }

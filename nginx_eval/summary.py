@@ -64,9 +64,11 @@ def gen_tasks(ctx):
             "doc": f"results.jsonl and predictions.jsonl of {mode.name}",
             "actions": [(write_summary, [ctx.layout, mode, tasks])],
             "file_dep": deps,
-            # doit keeps file_dep as a set; an explicit list fixes the order tasks start in.
-            "task_dep": [f"grade:{ctx.unit_name(bench, mode, t)}" for t in ctx.build_order()
-                         if t.instance_id in ids],
+            # doit keeps file_dep as a set; an explicit list fixes the order tasks start in:
+            # the base builds first, so that doit's workers start them group by group.
+            "task_dep": [name for name, _, _ in ctx.base_build_plan()]
+                        + [f"grade:{ctx.unit_name(bench, mode, t)}" for t in ctx.build_order()
+                           if t.instance_id in ids],
             "targets": [str(ctx.layout.results_jsonl(mode.name)),
                         str(ctx.layout.predictions_jsonl(mode.name))],
             "uptodate": [config_changed({"tasks": [t.instance_id for t in tasks],

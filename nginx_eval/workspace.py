@@ -95,6 +95,7 @@ def gen_tasks(ctx):
             "doc": f"fresh repository at {task.base_commit[:12]} for {task.instance_id}",
             "actions": [(prepare_workspace, [ctx.layout, mode.name, task])],
             "targets": [str(ctx.layout.workspace_stamp(mode.name, task.instance_id))],
-            "task_dep": [repo_task(task.repo)],
+            # Both clones: their checks (commits, test files) come before any agent starts.
+            "task_dep": [repo_task(task.repo), repo_task(task.test_repo)],
             "uptodate": [config_changed(workspace_inputs(task))],
         }

@@ -190,19 +190,70 @@ def make_tests_repo(path):
 
 
 FAKE_AGENT = r'''#!/usr/bin/env python3
-"""A scripted agent: fixes calc.c the way a good agent would, or misbehaves on request."""
-import os, re, subprocess, sys, time
-behaviour = os.environ.get("FAKE_AGENT", "fix")
-ws = os.getcwd()
+"""A scripted agent: fixes calc.c the way a good agent would, or misbehaves on request.
+
+FAKE_AGENT picks the behaviour; FAKE_AGENT_<instance id, - as _> overrides it for one task, so one
+run can hold one hostile task among normal ones. FAKE_AGENT_GATE (also per task): once the call
+is logged, touch <gate>.waiting, then wait until <gate> exists before doing anything else.
+"""
+import os, re, shutil, signal, subprocess, sys, time
+def setting(name, default=None):
+    own = name + "_" + re.sub(r"[^A-Za-z0-9]", "_", os.environ.get("NGINX_EVAL_INSTANCE", ""))
+    return os.environ.get(own, os.environ.get(name, default))
+behaviour = setting("FAKE_AGENT", "fix")
 with open(os.path.join(os.environ.get("FAKE_AGENT_LOG", "/dev/null")), "a") as log:
     log.write(os.environ.get("NGINX_EVAL_INSTANCE", "?") + "\n")
+gate = setting("FAKE_AGENT_GATE")
+if gate:
+    open(gate + ".waiting", "w").close()
+    while not os.path.exists(gate):
+        time.sleep(0.05)
+ws = os.getcwd()
+def sh(*commands):
+    for command in commands:
+        subprocess.run(command, shell=True, check=True, cwd=ws, stdout=subprocess.DEVNULL)
 calc = os.path.join(ws, "src/core/calc.c")
-if behaviour in ("fix", "fix-and-noise"):
+FIXING = ("fix", "fix-and-noise", "commit", "branches", "rewrite", "bigfile", "binary", "outside",
+          "nonzero")
+if behaviour in FIXING:
     text = open(calc).read()
     text = text.replace("a - b", "a + b").replace("a * b + (a > 1)", "a * b")
     open(calc, "w").write(text)
     if behaviour == "fix-and-noise":
         open(os.path.join(ws, "NOTES.txt"), "w").write("scratch\n")
+if behaviour == "commit":
+    sh("git commit -q -a -m 'Fixed it'")
+elif behaviour == "branches":
+    sh("git checkout -q -b agent/attempt", "git commit -q -a -m wip", "git branch agent/spare",
+       "git tag v9.9.9-agent", "git tag -a -m annotated agent-annotated")
+elif behaviour == "rewrite":
+    # Commit, amend, move everything to a new root commit and drop the old history.
+    sh("git commit -q -a -m first", "git commit -q --amend -m amended",
+       "git checkout -q --orphan rewritten", "git commit -q -m 'new root'", "git branch -D main",
+       "git reflog expire --expire=now --all", "git gc -q --prune=now")
+elif behaviour == "bigfile":
+    # Sparse: 100 MB by size (what the harness looks at) without writing 100 MB to disk.
+    with open(os.path.join(ws, "core.dump"), "wb") as f:
+        f.truncate(100 << 20)
+elif behaviour == "binary":
+    open(os.path.join(ws, "src/core/table.bin"), "wb").write(bytes(range(256)) * 4)
+elif behaviour == "outside":
+    open(os.path.join(ws, "..", "escape.txt"), "w").write("outside the tree\n")
+    os.symlink("../escape.txt", os.path.join(ws, "escape-link"))
+elif behaviour == "delete-workspace":
+    shutil.rmtree(ws)
+elif behaviour == "fork-ignore-term":
+    # Children in sessions of their own, ignoring SIGTERM as their parent does; one daemonized
+    # with a double fork so that it is nobody's child.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    subprocess.Popen(["setsid", "sh", "-c", "trap '' TERM; sleep 3600 & sleep 3600"])
+    subprocess.Popen(["sleep", "3600"], start_new_session=True)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(3600)
+        os._exit(0)
+    time.sleep(3600)
 elif behaviour == "break":
     open(calc, "a").write("int broken(void) { return }\n")
 elif behaviour == "hang":
@@ -212,6 +263,8 @@ elif behaviour == "fail":
 print('{"type": "result", "is_error": false, "num_turns": 3, "total_cost_usd": 0.25, '
       '"usage": {"input_tokens": 1000, "output_tokens": 200, "cache_read_input_tokens": 50, '
       '"cache_creation_input_tokens": 10}}')
+if behaviour == "nonzero":
+    sys.exit(3)
 '''
 
 

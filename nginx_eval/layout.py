@@ -4,7 +4,8 @@ Project root (``NGINX_EVAL_ROOT``, default: the directory of dodo.py):
     tasks/<benchmark>.json      benchmark files; each one becomes a doit group
     modes.toml                  agent modes
     templates/                  prompt and report templates
-    results/<run>/              run output (``NGINX_EVAL_RESULTS`` moves it)
+    results/<run>/              run output (``NGINX_EVAL_RESULTS`` moves it); report.md,
+                                report.json, report-chart.png (report.py)
 
 Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     repos/<owner>+<name>.git    bare clones
@@ -157,6 +158,10 @@ class Layout:
     @property
     def report_json(self):
         return self.run_dir / "report.json"
+
+    @property
+    def report_chart(self):
+        return self.run_dir / "report-chart.png"
 
     @property
     def validation_json(self):

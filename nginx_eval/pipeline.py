@@ -6,12 +6,13 @@ Task names (``doit list --all``)::
     tests:<commit12>                     nginx-tests tree   (prove.py)
     workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
     results:<bench>/<mode>               results.jsonl + predictions.jsonl (summary.py)
-    report                               results/<run>/report.md (report.py)
+    report, <bench>:report               results/<run>/report.md (report.py)
     <bench>:<mode>                       what users run: `doit run nginx:raw`
     <bench>                              every mode plus the report: `doit run nginx`
 
 Command-line variables: ``run=NAME`` (default "default"), ``instances=ID,ID``, ``limit=N``,
-``modes=a,b`` (modes of `doit run nginx`; default: every configured mode), ``predictions=PATH``
+``modes=a,b`` (modes of `doit run nginx`; default: every configured mode), ``baseline=MODE``
+(the report's time comparison), ``predictions=PATH``
 (adds a mode ``file`` scored from a SWE-bench predictions file), ``bench=NAME``.
 
 A run evaluates one benchmark: the one named on the command line (``doit run nginx:raw``), or
@@ -23,13 +24,15 @@ from dataclasses import dataclass
 
 from doit import get_var
 
-from . import agent, build, doctor, grade, patch, prove, repositories, summary, validate, workspace
+from . import (agent, build, doctor, grade, patch, prove, report, repositories, summary, validate,
+               workspace)
 from .benchmark import load_benchmarks
 from .errors import UserError
 from .layout import Layout
 from .modes import extra_modes, get_mode, load_modes
 
-STAGES = (repositories, workspace, agent, patch, build, prove, grade, summary, validate, doctor)
+STAGES = (repositories, workspace, agent, patch, build, prove, grade, summary, report, validate,
+          doctor)
 
 
 @dataclass
@@ -96,7 +99,7 @@ def pick_benchmark(benchmarks, argv, requested=None):
                     f"doit run {sorted(benchmarks)[0]}")
 
 
-GROUP_SUBTASKS = ("validate",)     # subtasks of a benchmark's group that are not modes
+GROUP_SUBTASKS = ("validate", "report")     # subtasks of a benchmark's group that are not modes
 
 
 def check_requested_modes(bench, modes, argv):
@@ -166,7 +169,7 @@ def doit_tasks(root=None):
     def task_stages():
         for stage in STAGES:
             yield from stage.gen_tasks(ctx)
-        yield from group_tasks(ctx)
+        yield from group_tasks(ctx, extra_group_deps=(f"{ctx.benchmark.name}:report",))
 
     task_stages.__doc__ = "every pipeline stage"
     config = {

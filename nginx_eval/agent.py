@@ -25,7 +25,7 @@ import time
 import jinja2
 from doit.tools import config_changed
 
-from . import jsonio
+from . import jsonio, sandbox
 from .doitdb import consume_forgotten
 from .modes import fill_command
 from .procs import kill_leftovers, run_limited
@@ -59,9 +59,12 @@ def referenced_environment(mode):
 
 
 def agent_inputs(mode, task, prompts):
-    return jsonio.digest({"mode": mode.fingerprint(), "prompts": prompts,
-                          "environment": referenced_environment(mode),
-                          "workspace": workspace_inputs(task)})
+    inputs = {"mode": mode.fingerprint(), "prompts": prompts,
+              "environment": referenced_environment(mode), "workspace": workspace_inputs(task)}
+    box = sandbox.settings(mode)
+    if box:         # only when on, so that runs made without a sandbox keep their digest
+        inputs["sandbox"] = box
+    return jsonio.digest(inputs)
 
 
 def parse_claude_json(stdout_text):
@@ -125,6 +128,9 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
     env.update(dict(mode.env))
     env["NGINX_EVAL_INSTANCE"] = task.instance_id
     phases, status, error = [], "completed", ""
+    box = sandbox.settings(mode)
+    if box:
+        sandbox.check_available(mode)
     start = time.monotonic()
     for i, (phase, prompt) in enumerate(zip(mode.phases, prompts), 1):
         if not ws.is_dir():
@@ -140,7 +146,11 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
         command = fill_command(phase.command, values)
         stdout_path, stderr_path = logs / f"{stem}.stdout", logs / f"{stem}.stderr"
         with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
-            outcome = run_limited(["bash", "-c", command], cwd=str(ws), env=env,
+            argv = ["bash", "-c", command]
+            if box:
+                argv = sandbox.wrap(argv, workspace=ws, log_dir=logs, sandbox=box, environ=env,
+                                    hidden=sandbox.hidden_paths(layout))
+            outcome = run_limited(argv, cwd=str(ws), env=env,
                                   timeout=phase.timeout, stdout=so, stderr=se,
                                   token_file=token_file)
         record = {"name": phase.name, "command": command, "exit_code": outcome.exit_code,

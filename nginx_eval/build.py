@@ -331,6 +331,39 @@ def result_build_ok(layout, mode_name, iid):
     return bool(record) and build_is_published(layout, record)
 
 
+def build_keys_of_other_runs(layout):
+    """Keys of the builds that results of runs other than layout.run point to (per-task
+    build.json, and validation records): `doit clean` of one run leaves those alone."""
+    keys = set()
+    if not layout.results_root.is_dir():
+        return keys
+    for run_dir in layout.results_root.iterdir():
+        if run_dir.name == layout.run or not run_dir.is_dir():
+            continue
+        for path in run_dir.glob("*/*/build.json"):
+            keys.add((jsonio.read_json(path) or {}).get("key"))
+        for path in run_dir.glob("validate/*/validation.json"):
+            for side in ((jsonio.read_json(path) or {}).get("build") or {}).values():
+                keys.add((side or {}).get("key"))
+    return keys
+
+
+def remove_build(layout, key):
+    if key and key not in build_keys_of_other_runs(layout):
+        shutil.rmtree(layout.build_dir(key), ignore_errors=True)
+
+
+def remove_task_build(layout, mode_name, iid):
+    """`doit clean`: the cache build this result used, unless another run's results use it.
+    The result files stay; a later run rebuilds what it needs."""
+    remove_build(layout, (jsonio.read_json(layout.build_json(mode_name, iid)) or {}).get("key"))
+
+
+def remove_base_build(layout, task):
+    remove_build(layout, build_key(task.base_commit, task.configure_flags, EMPTY_PATCH_SHA,
+                                   compiler_identity()))
+
+
 def base_task_name(task):
     flags = jsonio.digest(list(task.configure_flags))[:8]
     return f"base:{task.repo.replace('/', '+')}/{task.base_commit[:12]}-{flags}"
@@ -378,6 +411,7 @@ def gen_tasks(ctx):
             "task_dep": [repo_task(task.repo), repo_task(task.test_repo)]
                         + ([previous] if previous else []),
             "uptodate": [(base_build_published, [ctx.layout, task])],
+            "clean": [(remove_base_build, [ctx.layout, task])],
         }
     for bench, mode, task in ctx.units():
         name = ctx.unit_name(bench, mode, task)
@@ -395,4 +429,5 @@ def gen_tasks(ctx):
             "targets": [str(ctx.layout.build_json(mode.name, iid)),
                         str(ctx.layout.build_log(mode.name, iid))],
             "uptodate": [config_changed(config), (result_build_ok, [ctx.layout, mode.name, iid])],
+            "clean": [(remove_task_build, [ctx.layout, mode.name, iid])],
         }

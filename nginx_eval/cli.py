@@ -24,7 +24,7 @@ import sys
 
 from doit.reporter import ConsoleReporter
 
-from . import jsonio
+from . import jsonio, sandbox
 from .agent import agent_inputs, rendered_prompts
 from .doitdb import forgotten
 from .errors import UserError, UserFailure
@@ -123,6 +123,8 @@ def preflight(ctx, tasks, selected):
         if mode.family in checked:
             continue
         checked.add(mode.family)
+        if sandbox.settings(mode):
+            sandbox.check_available(mode, ctx.layout.modes_file)
         env = dict(os.environ, **dict(mode.env))
         for phase in mode.phases:
             program = command_program(phase.command, env)

@@ -6,6 +6,9 @@ Schema::
     description = "..."              # optional, shown in the report
     model = "..."                    # optional, fills {model}
     env = { VAR = "value" }          # optional, extra environment for every phase
+    sandbox = true                   # optional: run the agent in bubblewrap (see sandbox.py)
+    network = false                  # optional, in the sandbox: no network
+    sandbox_binds = ["~/.npm"]       # optional, in the sandbox: more read-write paths
 
     repeats = 3                      # optional: also runs <name>-r2, <name>-r3 (for pass@k)
 
@@ -58,6 +61,9 @@ class Mode:
     predictions: str = ""
     base_name: str = ""             # for repeats: the configured mode ("raw" for "raw-r2")
     repeat: int = 1                 # 1..repeats
+    sandbox: bool = False           # run the agent in bubblewrap (sandbox.py)
+    network: bool = True            # in the sandbox: may the agent use the network
+    sandbox_binds: tuple = ()       # in the sandbox: extra read-write paths
 
     @property
     def family(self):
@@ -69,8 +75,12 @@ class Mode:
 
     def fingerprint(self):
         """What decides whether an agent run is still valid (not the description)."""
-        return {"phases": [vars(p) for p in self.phases], "model": self.model,
-                "env": [list(e) for e in self.env], "repeat": self.repeat}
+        fingerprint = {"phases": [vars(p) for p in self.phases], "model": self.model,
+                       "env": [list(e) for e in self.env], "repeat": self.repeat}
+        if not self.network or self.sandbox_binds:
+            # Only when set, so that modes without them keep the runs they have.
+            fingerprint["sandbox"] = {"network": self.network, "binds": list(self.sandbox_binds)}
+        return fingerprint
 
     def to_json(self):
         return {"name": self.name, "family": self.family, "repeat": self.repeat,
@@ -151,8 +161,15 @@ def parse_modes(data, path):
         env = raw.get("env", {})
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise UserError("must be a table of strings", file=path, item=where, field="env")
+        for key, kind in (("sandbox", bool), ("network", bool)):
+            if key in raw and not isinstance(raw[key], kind):
+                raise UserError("must be true or false", file=path, item=where, field=key)
+        binds = raw.get("sandbox_binds", [])
+        if not isinstance(binds, list) or not all(isinstance(b, str) and b for b in binds):
+            raise UserError("must be a list of paths", file=path, item=where, field="sandbox_binds")
         common = dict(model=str(raw.get("model", "")), description=str(raw.get("description", "")),
-                      env=tuple(sorted(env.items())))
+                      env=tuple(sorted(env.items())), sandbox=raw.get("sandbox", False),
+                      network=raw.get("network", True), sandbox_binds=tuple(binds))
         if "predictions" in raw:
             pred = raw["predictions"]
             if not isinstance(pred, str) or not pred:

@@ -22,6 +22,7 @@ import tempfile
 from doit.tools import config_changed
 
 from . import jsonio
+from .errors import UserError, failing_on_user_error
 from .gitcmd import isolated_env
 from .modes import read_predictions
 from .repositories import repo_task
@@ -106,6 +107,19 @@ def write_patch(layout, mode, task, config, file_dep):
         patch, _ = prediction_for(mode.predictions, task.instance_id)
         if patch is None:
             patch, note = b"", "no prediction for this instance"
+    elif not (jsonio.read_json(layout.workspace_stamp(mode.name, task.instance_id)) or {}).get(
+            "agent_started"):
+        # The agent's workspace is gone (`doit clean`) and a fresh one stands in its place: its
+        # diff would be empty, not the agent's work. The patch taken from the agent's workspace
+        # is kept; without one, only running the agent again can say.
+        old_patch = layout.model_patch(mode.name, task.instance_id)
+        if not old_patch.exists():
+            raise UserError(f"the workspace of agent run {mode.name}/{task.instance_id} is gone; "
+                            f"`doit forget agent:<benchmark>/{mode.name}/{task.instance_id}` "
+                            f"runs the agent again", task=task.instance_id, field="workspace")
+        patch = old_patch.read_bytes()
+        old = jsonio.read_json(out) or {}
+        skipped, note = old.get("skipped_files", []), old.get("note", "")
     else:
         patch, skipped = workspace_diff(bare, layout.workspace(mode.name, task.instance_id),
                                         task.base_commit)
@@ -138,7 +152,8 @@ def gen_tasks(ctx):
             "basename": "patch",
             "name": name,
             "doc": f"the {mode.name} patch for {iid}",
-            "actions": [(write_patch, [ctx.layout, mode, task, slice_, file_dep])],
+            "actions": [(failing_on_user_error, [write_patch, ctx.layout, mode, task, slice_,
+                                                 file_dep])],
             "file_dep": file_dep,
             "task_dep": task_dep,
             "targets": [str(ctx.layout.model_patch(mode.name, iid)),

@@ -87,6 +87,12 @@ def prepare_workspace(layout, mode, task):
         create_workspace(layout, mode, task)
 
 
+def remove_workspace(layout, mode, task):
+    """`doit clean`: the workspace and its stamp (the agent's results stay)."""
+    remove_tree(layout.workspace(mode, task.instance_id))
+    layout.workspace_stamp(mode, task.instance_id).unlink(missing_ok=True)
+
+
 def gen_tasks(ctx):
     for bench, mode, task in ctx.agent_units():
         yield {
@@ -98,4 +104,5 @@ def gen_tasks(ctx):
             # Both clones: their checks (commits, test files) come before any agent starts.
             "task_dep": [repo_task(task.repo), repo_task(task.test_repo)],
             "uptodate": [config_changed(workspace_inputs(task))],
+            "clean": [(remove_workspace, [ctx.layout, mode.name, task])],
         }

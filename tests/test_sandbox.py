@@ -1,0 +1,140 @@
+"""Agents cannot see the answer: not in the workspace, and with the sandbox on, nowhere at all."""
+
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from nginx_eval.sandbox import bwrap_problem
+
+needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None,
+                                 reason=f"no usable bubblewrap: {bwrap_problem()}")
+
+# Looks for the fix and the tests every way it can, and prints FOUND lines for what it finds.
+SPY = r"""#!/bin/bash
+echo "log: $(git log --all --format=%H | tr '\n' ' ')"
+git cat-file -e "$SPY_FIX" 2>/dev/null && echo "FOUND fix object"
+git rev-list --all 2>/dev/null | grep -q "$SPY_FIX" && echo "FOUND fix in rev-list"
+git for-each-ref --format='%(refname)' | sed 's/^/ref: /'
+cat .git/logs/HEAD 2>/dev/null | grep -q "$SPY_FIX" && echo "FOUND fix in reflog"
+for p in $SPY_PATHS; do
+    if [ -e "$p" ]; then echo "FOUND path $p"; fi
+done
+if [ "$SPY_FIND" = 1 ]; then
+    # Test files and bare clones anywhere; the fix's hash in any file near the workspace.
+    find / \( -path /proc -o -path /sys \) -prune -o \( -name 'calc_*.t' -o -name 'acme+*' \) \
+        -print 2>/dev/null | sed 's/^/FOUND file /'
+    grep -rls "$SPY_FIX" /tmp "$PWD/../../../.." 2>/dev/null | sed 's/^/FOUND text /'
+fi
+echo done
+"""
+
+
+def spy_project(project, sandbox, find=True):
+    bin_dir = project.base / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    spy = bin_dir / "spy-agent"
+    spy.write_text(SPY)
+    spy.chmod(0o755)
+    fix = project.commits["c_add_fix"]
+    paths = [project.mirrors / "acme+tiny-tests", project.mirrors / "acme+tiny",
+             project.cache / "repos", project.cache / "tests", project.cache / "builds",
+             project.root / "tasks" / "tiny.json"]
+    (project.root / "modes.toml").write_text(textwrap.dedent(f"""\
+        [modes.spy]
+        sandbox = {"true" if sandbox else "false"}
+        network = false
+        env = {{ SPY_FIX = "{fix}", SPY_PATHS = "{' '.join(map(str, paths))}", SPY_FIND = "{int(find)}" }}
+        [[modes.spy.phases]]
+        name = "look"
+        timeout = 120
+        command = "spy-agent"
+        """))
+    project.env["PATH"] = f"{bin_dir}{os.pathsep}{project.env['PATH']}"
+    return fix
+
+
+def spy_output(project):
+    project.doit("run", "tiny:spy", "instances=tiny-add")
+    out = (project.task_dir("spy", "tiny-add") / "agent" / "1-look.stdout").read_text()
+    assert out.strip().endswith("done"), out
+    return out
+
+
+@needs_bwrap
+def test_a_sandboxed_agent_finds_neither_the_fix_nor_the_tests(project):
+    fix = spy_project(project, sandbox=True)
+    out = spy_output(project)
+    assert "FOUND" not in out, out
+    base = project.benchmark()["tasks"][0]["base_commit"]
+    log = out.split("log: ", 1)[1].split("\n", 1)[0].split()
+    assert log[0] == base and fix not in log
+    assert [line for line in out.splitlines() if line.startswith("ref: ")] == ["ref: refs/heads/main"]
+    agent = project.read("spy", "tiny-add", "agent.json")
+    assert agent["status"] == "completed"
+
+
+def test_without_the_sandbox_the_same_agent_can_read_the_tests(project):
+    """The control: the spy is able to find things, so its silence above means something.
+    The workspace alone still hides the fix (no object, ref or reflog entry)."""
+    spy_project(project, sandbox=False, find=False)
+    out = spy_output(project)
+    assert f"FOUND path {project.mirrors / 'acme+tiny-tests'}" in out
+    assert f"FOUND path {project.cache / 'repos'}" in out
+    assert "FOUND fix" not in out
+
+
+def test_nothing_the_agent_is_given_contains_the_fix(project):
+    spy_project(project, sandbox=False, find=False)
+    project.doit("run", "tiny:spy", "tiny:gold", "instances=tiny-add")
+    gold = (project.task_dir("gold", "tiny-add") / "model.patch").read_text()
+    added = [l[1:].strip() for l in gold.splitlines()
+             if l.startswith("+") and not l.startswith("+++") and l[1:].strip()]
+    assert added
+    ws = project.cache / "workspaces" / "default" / "spy" / "tiny-add"
+    given = [(ws / ".issue.md").read_text()]
+    given += [p.read_text() for p in (project.task_dir("spy", "tiny-add") / "agent").glob("*.prompt.md")]
+    for text in given:
+        for line in added:
+            assert line not in text
+
+
+@needs_bwrap
+def test_a_hanging_sandboxed_agent_is_killed_with_everything_it_started(project):
+    marker = f"{time.time_ns() % 10**9}"
+    spy_project(project, sandbox=True)
+    modes = project.root / "modes.toml"
+    modes.write_text(modes.read_text().replace('command = "spy-agent"',
+                                               f'command = "setsid sleep 7{marker} & sleep 8{marker}"')
+                     .replace("timeout = 120", "timeout = 2"))
+    start = time.monotonic()
+    project.doit("run", "tiny:spy", "instances=tiny-add")
+    assert time.monotonic() - start < 30
+    assert project.read("spy", "tiny-add", "agent.json")["status"] == "timeout"
+    time.sleep(0.5)
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            alive.append((pid, cmdline))
+    assert not alive
+
+
+@needs_bwrap
+def test_sandbox_settings_are_part_of_the_agent_run(project):
+    """Turning the sandbox off or the network on is another experiment: the agent runs again."""
+    spy_project(project, sandbox=True, find=False)
+    project.doit("run", "tiny:spy", "instances=tiny-add")
+    _, executed = project.doit("run", "tiny:spy", "instances=tiny-add")
+    assert not any(e.startswith("agent:") for e in executed)
+    modes = project.root / "modes.toml"
+    modes.write_text(modes.read_text().replace("network = false", "network = true"))
+    _, executed = project.doit("run", "tiny:spy", "instances=tiny-add")
+    assert "agent:tiny/spy/tiny-add" in executed

@@ -69,12 +69,28 @@ def gold_diff(bare, base, fix):
     return _git(["diff", "--binary", "--full-index", base, fix], env).stdout
 
 
+def _header_path(line):
+    path = line[4:].split("\t", 1)[0].strip()
+    return path[2:] if path[:2] in ("a/", "b/") else path
+
+
 def patch_stats(patch):
+    """Files, added and removed lines of a git diff or a plain unified diff (predictions made
+    elsewhere often have no `diff --git` headers)."""
     files, added, removed, binary = [], 0, 0, False
+    git_header, old_path = False, None
     for line in patch.decode("utf-8", "replace").splitlines():
         if line.startswith("diff --git "):
             parts = line.split(" b/", 1)
             files.append(parts[1] if len(parts) == 2 else line[11:])
+            git_header = True
+        elif line.startswith("--- "):
+            old_path = _header_path(line)
+        elif line.startswith("+++ "):
+            if not git_header:
+                new_path = _header_path(line)
+                files.append(old_path if new_path == "/dev/null" else new_path)
+            git_header = False
         elif line.startswith("+") and not line.startswith("+++"):
             added += 1
         elif line.startswith("-") and not line.startswith("---"):

@@ -328,18 +328,23 @@ def draw_chart(data, path):
     from matplotlib import pyplot as plt
     names = [d["name"] for d in data["modes"]]
     rates = [100 * d["resolved_rate"] for d in data["modes"]]
-    costs = [d["cost_usd"] or 0.0 for d in data["modes"]]
+    known = [d["cost_usd"] for d in data["modes"]]
+    costs = [c or 0.0 for c in known]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2), dpi=100)
     left.bar(names, rates, color="#4a7ab5")
     left.set_ylim(0, 100)
     left.set_ylabel("resolved (%)")
     left.set_title("Resolved rate")
     right.bar(names, costs, color="#c8803a")
+    right.set_ylim(0, max(costs + [0.0]) * 1.2 or 1.0)
     right.set_ylabel("USD")
-    right.set_title("Agent cost (total)")
-    for ax, values, fmt in ((left, rates, "{:.0f}%"), (right, costs, "${:.2f}")):
-        for x, v in enumerate(values):
-            ax.annotate(fmt.format(v), (x, v), ha="center", va="bottom", fontsize=8)
+    right.set_title("Agent cost (total; — no agent or no cost reported)")
+    for x, v in enumerate(rates):
+        left.annotate(f"{v:.0f}%", (x, v), ha="center", va="bottom", fontsize=8)
+    for x, (v, k) in enumerate(zip(costs, known)):
+        right.annotate("—" if k is None else f"${v:.2f}", (x, v), ha="center", va="bottom",
+                       fontsize=8)
+    for ax in (left, right):
         ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp")

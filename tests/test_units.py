@@ -195,3 +195,15 @@ def test_builds_start_one_build_group_at_a_time(tmp_path):
     order = [t.instance_id for t in interleave_by_build_group(layout, tasks)]
     # groups: {a, b, c} (auto v1, no flags), {d} (auto v2), {e} (other flags)
     assert order == ["a", "d", "e", "b", "c"]
+
+
+def test_patch_stats_read_plain_unified_diffs_too():
+    """Predictions made elsewhere often lack `diff --git` headers; their files still count (and a
+    plain diff touching auto/ still means a clean build)."""
+    plain = (b"--- a/src/core/x.c\t2024-01-01\n+++ b/src/core/x.c\n@@ -1 +1,2 @@\n a\n+b\n"
+             b"--- a/auto/options\n+++ /dev/null\n@@ -1 +0,0 @@\n-z\n")
+    stats = patch_stats(plain)
+    assert stats["files"] == ["src/core/x.c", "auto/options"]
+    assert (stats["lines_added"], stats["lines_removed"]) == (1, 1)
+    git = (b"diff --git a/q.c b/q.c\nindex 1..2 100644\n--- a/q.c\n+++ b/q.c\n@@ -1 +1 @@\n-a\n+b\n")
+    assert patch_stats(git)["files"] == ["q.c"]

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import time
+from functools import lru_cache
 
 import jinja2
 from doit.tools import config_changed
@@ -34,9 +35,16 @@ from .workspace import ISSUE_FILE, ensure_fresh_workspace, mark_agent_started, w
 STATUSES = ("completed", "failed", "timeout", "error")
 
 
+@lru_cache(maxsize=8)
+def prompt_environment(templates_dir):
+    # One per directory: each template is compiled once, not once per task (the no-op run
+    # renders every prompt to check that agent runs are still current).
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
 def render_prompt(templates_dir, template_name, task, mode, phase):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env = prompt_environment(str(templates_dir))
     return env.get_template(template_name).render(
         task=task, mode=mode, phase=phase, problem_statement=task.problem_statement,
         issue_file=ISSUE_FILE, instance_id=task.instance_id)

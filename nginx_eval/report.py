@@ -338,7 +338,7 @@ def draw_chart(data, path):
     right.bar(names, costs, color="#c8803a")
     right.set_ylim(0, max(costs + [0.0]) * 1.2 or 1.0)
     right.set_ylabel("USD")
-    right.set_title("Agent cost (total; — no agent or no cost reported)")
+    right.set_title("Agent cost, total (— none reported)")
     for x, v in enumerate(rates):
         left.annotate(f"{v:.0f}%", (x, v), ha="center", va="bottom", fontsize=8)
     for x, (v, k) in enumerate(zip(costs, known)):

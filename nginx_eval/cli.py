@@ -24,7 +24,7 @@ import sys
 
 from doit.reporter import ConsoleReporter
 
-from . import jsonio, sandbox
+from . import jsonio, sandbox, scheduling
 from .agent import agent_inputs, rendered_prompts
 from .doitdb import forgotten
 from .errors import UserError, UserFailure
@@ -172,5 +172,7 @@ def load_dodo(root=None):
     ctx = namespace["NGINX_EVAL_CONTEXT"]
     if command not in READ_ONLY_COMMANDS:
         take_run_locks(ctx.layout)
+    if command == "run":
+        scheduling.finish_chains_first()
     namespace["DOIT_CONFIG"]["reporter"] = reporter_for(ctx, command)
     return namespace

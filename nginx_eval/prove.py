@@ -105,6 +105,15 @@ def prove_task(layout, mode_name, task, config, file_dep):
     jsonio.write_json(out, record)
 
 
+def tests_task_name(commit):
+    return f"tests:{commit[:12]}"
+
+
+def tests_task_names(tasks):
+    """The names of the test-tree tasks of `tasks`, each once, in their order."""
+    return list(dict.fromkeys(tests_task_name(t.test_commit) for t in tasks))
+
+
 def gen_tasks(ctx):
     commits = {}
     for t in ctx.all_tasks:
@@ -112,7 +121,7 @@ def gen_tasks(ctx):
     for commit, repo in sorted(commits.items()):
         yield {
             "basename": "tests",
-            "name": commit[:12],
+            "name": tests_task_name(commit).split(":", 1)[1],
             "doc": f"{repo} tree at {commit}",
             "actions": [(extract_tests, [ctx.layout, repo, commit])],
             "targets": [str(ctx.layout.tests_stamp(commit))],
@@ -131,7 +140,7 @@ def gen_tasks(ctx):
             "doc": f"prove {' '.join(task.test_files)} for the {mode.name} patch of {iid}",
             "actions": [(prove_task, [ctx.layout, mode.name, task, config, file_dep])],
             "file_dep": file_dep,
-            "task_dep": [f"tests:{task.test_commit[:12]}"],
+            "task_dep": [tests_task_name(task.test_commit)],
             "targets": [str(ctx.layout.prove_json(mode.name, iid))],
             "uptodate": [config_changed(config)],
         }

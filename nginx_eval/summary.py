@@ -12,7 +12,7 @@ predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
 
 from doit.tools import config_changed
 
-from . import jsonio
+from . import jsonio, prove
 
 
 def result_row(layout, mode, task):
@@ -50,6 +50,26 @@ def write_summary(layout, mode, tasks):
     jsonio.write_jsonl(layout.predictions_jsonl(mode.name), preds)
 
 
+def start_order(ctx, bench, mode, ids):
+    """The results task's dependencies, in the order doit should start them.
+
+    doit explores this list breadth first (a task's dependencies after the task) and stops
+    exploring while a task that could run waits for a free worker; a task it has not explored
+    yet cannot start when its dependencies are done. So the tasks that only wait come first:
+    test trees (milliseconds each), grades, proves, patches and the base builds that start from
+    their group's first (they wait for it). The builds come last: through them doit reaches
+    the clean base builds, which can start at once and hold it there. Within a stage, build
+    order. doit adds a task for each file_dep too, but in the order of a set, which changes from
+    one process to the next; listed here, they keep this order.
+    """
+    units = [ctx.unit_name(bench, mode, t) for t in ctx.build_order() if t.instance_id in ids]
+    waiting_bases = [name for name, task, first in ctx.base_build_plan()
+                     if first and task.instance_id in ids]
+    return (prove.tests_task_names(ctx.build_order())
+            + [f"{stage}:{u}" for stage in ("grade", "prove", "patch") for u in units]
+            + waiting_bases + [f"build:{u}" for u in units])
+
+
 def gen_tasks(ctx):
     for bench, mode, tasks in ctx.mode_groups():
         ids = {t.instance_id for t in tasks}
@@ -64,11 +84,8 @@ def gen_tasks(ctx):
             "doc": f"results.jsonl and predictions.jsonl of {mode.name}",
             "actions": [(write_summary, [ctx.layout, mode, tasks])],
             "file_dep": deps,
-            # doit keeps file_dep as a set; an explicit list fixes the order tasks start in:
-            # the base builds first, so that doit's workers start them group by group.
-            "task_dep": [name for name, _, _ in ctx.base_build_plan()]
-                        + [f"grade:{ctx.unit_name(bench, mode, t)}" for t in ctx.build_order()
-                           if t.instance_id in ids],
+            # The order tasks start in follows this list (see scheduling.py).
+            "task_dep": start_order(ctx, bench, mode, ids),
             "targets": [str(ctx.layout.results_jsonl(mode.name)),
                         str(ctx.layout.predictions_jsonl(mode.name))],
             "uptodate": [config_changed({"tasks": [t.instance_id for t in tasks],

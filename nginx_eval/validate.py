@@ -37,7 +37,7 @@ from . import jsonio
 from .build import base_task_name, ensure_build
 from .grade import file_env_error, parse_tap
 from .patch import gold_diff
-from .prove import run_prove_files
+from .prove import run_prove_files, tests_task_name
 from .repositories import repo_task
 
 VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")
@@ -186,7 +186,7 @@ def gen_tasks(ctx):
             "name": name,
             "doc": f"build base and fix of {task.instance_id}, run its tests {repeats}× each",
             "actions": [(validate_task, [ctx.layout, task, repeats, config])],
-            "task_dep": [repo_task(task.repo), f"tests:{task.test_commit[:12]}",
+            "task_dep": [repo_task(task.repo), tests_task_name(task.test_commit),
                          base_task_name(task)],
             "targets": [str(ctx.layout.validation_dir(task.instance_id) / "validation.json")],
             "uptodate": [config_changed(dict(config, classifier=CLASSIFIER_VERSION))],

@@ -161,16 +161,15 @@ def test_patch_stats():
 
 def test_configure_leaves_out_debug_info_and_keeps_the_tasks_cc_opt():
     from nginx_eval.build import configure_argv
-    assert configure_argv([]) == ["./auto/configure", "--with-cc-opt=-g0"]
+    assert configure_argv([]) == ["./auto/configure", "--with-cc-opt=-g0 -MD"]
     assert configure_argv(["--with-stream", "--with-cc-opt=-DX=1"]) == \
-        ["./auto/configure", "--with-stream", "--with-cc-opt=-DX=1 -g0"]
+        ["./auto/configure", "--with-stream", "--with-cc-opt=-DX=1 -g0 -MD"]
 
 
-def test_builds_start_one_build_group_at_a_time(tmp_path):
-    """Tasks of one group (same auto/ tree and flags) are spread out, not run back to back."""
+def clone_with_commits(tmp_path, changes):
+    """A Layout whose bare clone of o/n has one commit per (auto/configure text, path written)
+    in `changes`, and the commit ids."""
     import subprocess
-    from types import SimpleNamespace
-    from nginx_eval.build import interleave_by_build_group
     from nginx_eval.layout import Layout
     layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
     src = tmp_path / "src"
@@ -180,21 +179,47 @@ def test_builds_start_one_build_group_at_a_time(tmp_path):
                                     capture_output=True, text=True).stdout.strip()
     git("init", "-q")
     commits = []
-    for i, auto in enumerate(["v1", "v1", "v2", "v1"]):
+    for auto, path in changes:
         (src / "auto" / "configure").write_text(auto)
-        (src / "main.c").write_text(str(i))
+        (src / path).write_text(str(len(commits)))
         git("add", "-A")
-        git("commit", "-q", "-m", str(i))
+        git("commit", "-q", "-m", str(len(commits)))
         commits.append(git("rev-parse", "HEAD"))
     subprocess.run(["git", "clone", "-q", "--bare", str(src), str(layout.bare_repo("o/n"))],
                    check=True, env=env)
-    task = lambda iid, commit, flags=(): SimpleNamespace(instance_id=iid, repo="o/n",
-                                                         base_commit=commit, configure_flags=flags)
-    tasks = [task("a", commits[0]), task("b", commits[1]), task("c", commits[3]),
-             task("d", commits[2]), task("e", commits[0], ("--with-x",))]
+    return layout, commits
+
+
+def build_task(iid, base, fix=None, flags=()):
+    from types import SimpleNamespace
+    return SimpleNamespace(instance_id=iid, repo="o/n", base_commit=base, fix_commit=fix or base,
+                           configure_flags=flags)
+
+
+def test_builds_start_one_build_group_at_a_time(tmp_path):
+    """Tasks of one group (same auto/ tree and flags) are spread out, not run back to back."""
+    from nginx_eval.build import interleave_by_build_group
+    layout, commits = clone_with_commits(tmp_path, [("v1", "main.c"), ("v1", "main.c"),
+                                                    ("v2", "main.c"), ("v1", "main.c")])
+    tasks = [build_task("a", commits[0]), build_task("b", commits[1]),
+             build_task("c", commits[3]), build_task("d", commits[2]),
+             build_task("e", commits[0], flags=("--with-x",))]
     order = [t.instance_id for t in interleave_by_build_group(layout, tasks)]
     # groups: {a, b, c} (auto v1, no flags), {d} (auto v2), {e} (other flags)
     assert order == ["a", "d", "e", "b", "c"]
+
+
+def test_builds_whose_fixes_touch_headers_start_first(tmp_path):
+    """Among build groups of one size, the group whose fix changes a header (a long rebuild)
+    starts first; fixes_touching_headers reads that from the clone."""
+    from nginx_eval.build import fixes_touching_headers, interleave_by_build_group
+    layout, commits = clone_with_commits(tmp_path, [("v1", "a.c"), ("v1", "a.c"),
+                                                    ("v2", "a.c"), ("v2", "a.h")])
+    source_fix = build_task("source-fix", commits[0], commits[1])     # group auto v1
+    header_fix = build_task("header-fix", commits[2], commits[3])     # group auto v2
+    assert fixes_touching_headers(layout, [source_fix, header_fix]) == {"header-fix"}
+    order = interleave_by_build_group(layout, [source_fix, header_fix])
+    assert [t.instance_id for t in order] == ["header-fix", "source-fix"]
 
 
 def test_patch_stats_read_plain_unified_diffs_too():

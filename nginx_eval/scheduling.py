@@ -1,19 +1,25 @@
 """The order in which doit's workers pick tasks: finish a started chain before opening a new one.
 
-doit's dispatcher keeps a first-in first-out queue of tasks to look at. The task lists of the
-pipeline put every base build in it at the start (doit learns the whole graph before the first
-task runs), and a task whose last dependency has just finished goes to the back of that queue.
-So with ``-n 2`` every clean base build ran before the first gold build, and every prove waited
-until the last build was done: ~20 s at the end of a cold run of the shipped benchmark in which
-the workers only waited for nginx-tests, with the processors idle.
+doit's dispatcher explores the task graph breadth first, from a first-in first-out queue, and
+stops exploring while a task that could run waits for a free worker. Two consequences cost a
+cold run of the shipped benchmark tens of seconds with the processors idle:
 
-``finish_chains_first`` puts such released tasks at the front instead: as soon as a base build is
-published, the builds and proves of its patches run, and a prove (which mostly waits for sockets
-and timers) overlaps the next clean build instead of queueing behind it. The set of tasks that
-runs, and every dependency, stay as they were; only the choice among tasks that are ready changes.
+- A task whose last dependency has just finished goes to the back of the queue, behind every
+  base build queued at the start: every prove waited until the last build was done, and then the
+  workers only waited for nginx-tests. ``finish_chains_first`` puts such a task at the front, so
+  the builds and proves of a base start as soon as it is published, and a prove (which mostly
+  waits on sockets and timers) overlaps the next clean build.
+- Several selected tasks (``doit run nginx:gold nginx:none nginx:file``) are explored one after
+  the other, the second only once the queue of the first is empty, that is after the first
+  mode's last clean base build has started: the other modes' proves of already published bases
+  could not start before. ``finish_chains_first`` explores all selected tasks first.
 
-doit offers no hook for this, so it wraps ``TaskDispatcher._update_waiting`` (doit 0.36). If a
-later doit changes that method, the wrapper leaves doit's own order in place.
+The set of tasks that runs and every dependency stay as they were; only the choice among tasks
+that are ready changes. The order of the results task's dependencies does the rest
+(summary.start_order).
+
+doit offers no hook for this, so it wraps two methods of ``TaskDispatcher`` (doit 0.36). If a
+later doit lacks them, doit's own order stays in place.
 """
 
 from doit import control
@@ -33,9 +39,21 @@ def _released_first(update_waiting):
     return update_waiting_released_first
 
 
+def _selected_first(get_next_node):
+    def get_next_node_selected_first(self, ready, tasks_to_run):
+        # tasks_to_run holds the selected tasks not explored yet, the next one last.
+        while tasks_to_run:
+            node = self._gen_node(None, tasks_to_run.pop())
+            if node:
+                return node
+        return get_next_node(self, ready, tasks_to_run)
+    get_next_node_selected_first.wrapped = get_next_node
+    return get_next_node_selected_first
+
+
 def finish_chains_first():
     """Install the policy (idempotent)."""
-    current = getattr(control.TaskDispatcher, "_update_waiting", None)
-    if current is None or hasattr(current, "wrapped"):
-        return
-    control.TaskDispatcher._update_waiting = _released_first(current)
+    for name, wrap in (("_update_waiting", _released_first), ("_get_next_node", _selected_first)):
+        current = getattr(control.TaskDispatcher, name, None)
+        if current is not None and not hasattr(current, "wrapped"):
+            setattr(control.TaskDispatcher, name, wrap(current))

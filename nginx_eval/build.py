@@ -27,6 +27,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import threading
 import time
 from functools import lru_cache
 
@@ -34,6 +35,7 @@ from doit.tools import config_changed
 
 from . import jsonio
 from .gitcmd import extract_tree, isolated_env
+from .layout import PACKAGE_DIR
 from .locks import locked
 from .patch import patch_stats
 from .repositories import repo_task
@@ -49,6 +51,10 @@ BUILD_SYSTEM_PATHS = ("auto/", "configure", "Makefile", "objs/")
 #      needs. Without it ccache runs the preprocessor on every miss: a clean make with an empty
 #      cache took 11.6 s instead of 7.8 s without ccache; with -MD it takes 8.1 s.
 EXTRA_CC_OPT = "-g0 -MD"
+# The compiler configure runs: it keeps the executables of configure's test programs (see there).
+FEATURE_TEST_CC = PACKAGE_DIR / "feature_test_cc.sh"
+# Changes whenever a Debian package is installed, removed or upgraded.
+PACKAGE_DATABASE = "/var/lib/dpkg/status"
 
 
 @lru_cache(maxsize=1)
@@ -123,11 +129,46 @@ def configure_argv(flags):
     return ["./auto/configure", *flags]
 
 
-def _configure(tree, flags, env, log):
-    # configure compiles and links ~100 test programs: ccache cannot cache a link, only adds a
-    # process to each (0.23 s per configure). The Makefile says `cc`; make finds ccache on PATH.
-    path = [p for p in env.get("PATH", "").split(os.pathsep) if p != CCACHE_WRAPPERS]
-    return _run(configure_argv(flags), tree, dict(env, PATH=os.pathsep.join(path)), log)
+def feature_test_identity():
+    """What configure's cached test programs depend on besides their command line and source:
+    the compiler, and the system's libraries and headers (any package change starts afresh)."""
+    try:
+        packages = os.stat(PACKAGE_DATABASE).st_mtime_ns
+    except OSError:
+        packages = None
+    return jsonio.digest({"compiler": compiler_identity(), "packages": packages})
+
+
+def install_feature_test_cc(layout):
+    """The directory whose `cc` is feature_test_cc.sh, written into the cache when missing or
+    outdated (an executable bit cannot be relied on in an installed package)."""
+    bin_dir = layout.feature_tests / "bin"
+    script = FEATURE_TEST_CC.read_bytes()
+    target = bin_dir / "cc"
+    if not target.is_file() or target.read_bytes() != script:
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        tmp = bin_dir / f".cc.{os.getpid()}.{threading.get_ident()}"
+        tmp.write_bytes(script)
+        tmp.chmod(0o755)
+        os.replace(tmp, target)
+    return bin_dir
+
+
+def configure_env(layout, env):
+    """configure's environment: feature_test_cc.sh as `cc`, and no ccache, which cannot cache a
+    link and only adds a process to each test (0.23 s per configure). The Makefile configure
+    writes says `cc`, which make, with build_env's PATH, finds in ccache's directory."""
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != CCACHE_WRAPPERS]
+    real_cc = shutil.which("cc", path=os.pathsep.join(path))
+    if not real_cc:
+        return dict(env, PATH=os.pathsep.join(path))
+    return dict(env, PATH=os.pathsep.join([str(install_feature_test_cc(layout)), *path]),
+                NGINX_EVAL_REAL_CC=real_cc, NGINX_EVAL_FEATURE_TESTS=str(layout.feature_tests),
+                NGINX_EVAL_CC_ID=feature_test_identity())
+
+
+def _configure(layout, tree, flags, env, log):
+    return _run(configure_argv(flags), tree, configure_env(layout, env), log)
 
 
 def build_system_id(bare, commit):
@@ -316,7 +357,8 @@ def ensure_build(layout, bare, base_commit, flags, patch):
                 if _run(["git", "apply", "--whitespace=nowarn", "-p1", str(tmp / "model.patch")],
                         tree, env, log) != 0:
                     status = "patch_failed"
-            if status == "built" and kind == "clean" and _configure(tree, flags, env, log) != 0:
+            if (status == "built" and kind == "clean"
+                    and _configure(layout, tree, flags, env, log) != 0):
                 status = "compile_failed"
             if status == "built" and kind != "sibling" and _make(tree, env, log) != 0:
                 status = "compile_failed"

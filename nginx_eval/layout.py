@@ -12,6 +12,9 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     tests/<test_commit>/        nginx-tests trees, one per pinned commit, shared by all runs
     workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
     builds/<key>/               content-addressed builds (see build.py)
+    ccache/                     ccache's store, shared by all builds
+    feature-tests/              executables of configure's test programs (feature_test_cc.sh),
+                                feature-tests/bin/cc the compiler configure runs
     locks/                      advisory locks for shared cache entries, and run-<run>.lock,
                                 held by the doit process running <run> (cli.py)
     running/<run>/<mode>/<instance_id>.<stage>   token of a command still running (procs.py)
@@ -96,6 +99,10 @@ class Layout:
     @property
     def ccache_dir(self):
         return self.cache / "ccache"
+
+    @property
+    def feature_tests(self):
+        return self.cache / "feature-tests"
 
     def lock(self, name):
         return self.cache / "locks" / f"{name}.lock"

@@ -31,6 +31,10 @@ for opt in "$@"; do
     esac
 done
 mkdir -p objs/src/core
+# Like nginx's feature tests: build a program with `cc`, run it, remove it.
+printf 'int main(void) { return 0; }\n' > objs/autotest.c
+cc -o objs/autotest objs/autotest.c && objs/autotest
+rm -f objs/autotest objs/autotest.c
 printf '#define NGX_CONFIGURE "%s"\n' "$*" > objs/ngx_auto_config.h
 cat > objs/Makefile <<'EOF'
 CC = cc

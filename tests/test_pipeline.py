@@ -197,6 +197,10 @@ def test_identical_patches_share_one_build(project):
     # fake again): four, not six.
     builds = [p for p in (project.cache / "builds").iterdir() if not p.name.startswith(".")]
     assert len(builds) == 4
+    # Both clean builds ran configure, whose one test program was built once and kept.
+    kept = [p for p in (project.cache / "feature-tests").iterdir()
+            if p.is_file() and p.suffix != ".err"]
+    assert len(kept) == 1 and os.access(kept[0], os.X_OK)
     # A new run of the same patches builds nothing.
     _, executed = project.doit("run", "tiny", "run=again")
     assert all(project.read(m, i, "build.json", "again")["reused"]

@@ -166,6 +166,67 @@ def test_configure_leaves_out_debug_info_and_keeps_the_tasks_cc_opt():
         ["./auto/configure", "--with-stream", "--with-cc-opt=-DX=1 -g0 -MD"]
 
 
+def test_configure_test_programs_are_compiled_once(tmp_path):
+    """feature_test_cc.sh, the `cc` configure runs: a test program that built is copied back
+    the next time the same command and source come (a different source, a failed test, or any
+    other call reaches the compiler), with the compiler's messages."""
+    import os
+    import shutil
+    import subprocess
+    from nginx_eval.build import configure_env
+    from nginx_eval.layout import Layout
+    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
+    calls = tmp_path / "compiler-calls"
+    real = tmp_path / "real-cc"
+    real.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("cc")} "$@"\n')
+    real.chmod(0o755)
+    env = configure_env(layout, dict(os.environ))
+    env["NGINX_EVAL_REAL_CC"] = str(real)
+    objs = tmp_path / "tree" / "objs"
+    objs.mkdir(parents=True)
+
+    def feature_test(source):
+        """configure's way: write objs/autotest.c, build objs/autotest, run it, remove both."""
+        (objs / "autotest.c").write_text(source)
+        cc = subprocess.run(["cc", "-o", "objs/autotest", "objs/autotest.c"], env=env,
+                            cwd=objs.parent, capture_output=True, text=True)
+        run = subprocess.run(["objs/autotest"], cwd=objs.parent, capture_output=True, text=True) \
+            if cc.returncode == 0 else None
+        for f in objs.glob("autotest*"):
+            f.unlink()
+        return cc.returncode, cc.stderr, run and run.stdout
+
+    def compiled():
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+    warns = ('#include <stdio.h>\n'
+             'int main(void) { int unused; printf("%d", (int) sizeof(long)); }\n')
+    # configure finds the wrapper first on its PATH, with the real compiler behind it.
+    assert shutil.which("cc", path=env["PATH"]) == str(layout.feature_tests / "bin" / "cc")
+    first = feature_test(warns.replace("int unused;", "int unused = 0;"))
+    assert first[0] == 0 and first[2] == "8" and compiled() == 1
+    again = feature_test(warns.replace("int unused;", "int unused = 0;"))
+    assert again == first and compiled() == 1                    # copied back, and it runs
+    (objs / "autotest.c").write_text(warns)
+    with_warning = subprocess.run(["cc", "-Wall", "-o", "objs/autotest", "objs/autotest.c"],
+                                  env=env, cwd=objs.parent, capture_output=True, text=True)
+    assert with_warning.returncode == 0 and "unused" in with_warning.stderr and compiled() == 2
+    (objs / "autotest").unlink()
+    replay = subprocess.run(["cc", "-Wall", "-o", "objs/autotest", "objs/autotest.c"],
+                            env=env, cwd=objs.parent, capture_output=True, text=True)
+    assert replay.returncode == 0 and replay.stderr == with_warning.stderr and compiled() == 2
+    assert (objs / "autotest").stat().st_mode & 0o111
+    broken = "int main(void) { return missing_function(); }\n"
+    assert feature_test(broken)[0] != 0 and compiled() == 3
+    assert feature_test(broken)[0] != 0 and compiled() == 4      # failures are not kept
+    assert subprocess.run(["cc", "--version"], env=env, capture_output=True).returncode == 0
+    assert compiled() == 5                                       # other calls pass through
+    # Another compiler or another state of the system's packages: compiled again.
+    env["NGINX_EVAL_CC_ID"] = "another"
+    feature_test(warns.replace("int unused;", "int unused = 0;"))
+    assert compiled() == 6
+
+
 def clone_with_commits(tmp_path, changes):
     """A Layout whose bare clone of o/n has one commit per (auto/configure text, path written)
     in `changes`, and the commit ids."""

@@ -14,10 +14,12 @@ first patch on a (base, flags) pair pays for one clean base build; every later p
 copy of it (mtimes kept) and make recompiles only what the patch touches and what depends on it. A
 patch that touches the build system (auto/, configure) gets a clean build. A base build starts
 from the published base build of the nearest other commit with the same auto/ and configure (a
-"sibling"): configure would write the same files, so only the changed sources are recompiled. Builds happen in a
-private temporary directory and are published by renaming it, under a per-key lock: no reader ever
-sees half a build, and a killed build leaves only a temporary directory that is discarded. Failed
-builds are published too, with their log, so a broken patch is not rebuilt.
+"sibling"): configure would write the same files, so only the changed sources are recompiled.
+Builds happen in a private temporary directory and are published by renaming it, under a per-key
+lock: no reader ever sees half a build, and a killed build leaves only a temporary directory that
+is discarded. Failed builds are published too, with their log, so a broken patch is not rebuilt.
+A clean build's configure finds its test programs in ``<cache>/feature-tests/`` when an earlier
+configure built the same ones (feature_test_cc.sh); make compiles through ccache.
 
 Per task, ``results/<run>/<mode>/<id>/build.json`` is the build record plus {"inputs", "binary",
 "reused"} and ``build.log`` is a copy of the log.

@@ -209,28 +209,50 @@ def tasks_build_system_ids(layout, tasks):
     return ids
 
 
+def changed_paths(bare, pairs):
+    """[the paths that differ between a and b for (a, b) in pairs], from one git call; None
+    while the clone does not exist."""
+    if not os.path.isdir(bare):
+        return None
+    if not pairs:
+        return []
+    out = subprocess.run(["git", f"--git-dir={bare}", "diff-tree", "-r", "--name-only", "--always",
+                          "--stdin"], input="".join(f"{a} {b}\n" for a, b in pairs),
+                         capture_output=True, text=True).stdout.splitlines()
+    # For each pair, in order, diff-tree prints the first commit (--always: even when nothing
+    # differs), then the changed paths.
+    result, i = [], 0
+    for line in out:
+        if i < len(pairs) and line == pairs[i][0]:
+            result.append([])
+            i += 1
+        elif result:
+            result[-1].append(line)
+    return result + [[] for _ in range(len(pairs) - len(result))]
+
+
+# A changed header makes make recompile every object of its part of nginx (core, event, http...):
+# its Makefile lets each object depend on all of that part's headers.
+HEADER_REBUILD_COST = 50
+
+
+def rebuild_cost(paths):
+    """About how many objects make recompiles when `paths` change."""
+    return sum(HEADER_REBUILD_COST if p.endswith(".h") else 1 for p in paths)
+
+
 def fixes_touching_headers(layout, tasks):
     """Instance ids of the tasks whose fix (base..fix) changes a header, from one git call per
     repository; empty while the clone does not exist. A changed header makes make recompile most
-    of nginx (its Makefile lets every object of a part depend on all of that part's headers), and
-    patches for such a bug tend to touch the same headers: these builds are the long ones."""
+    of nginx (HEADER_REBUILD_COST), and patches for such a bug tend to touch the same headers:
+    these builds are the long ones."""
     heavy = set()
     for repo in {t.repo for t in tasks}:
-        bare = layout.bare_repo(repo)
         mine = [t for t in tasks if t.repo == repo]
-        if not os.path.isdir(bare) or not mine:
-            continue
-        out = subprocess.run(["git", f"--git-dir={bare}", "diff-tree", "-r", "--name-only",
-                              "--stdin"], input="".join(f"{t.base_commit} {t.fix_commit}\n"
-                                                        for t in mine),
-                             capture_output=True, text=True).stdout.splitlines()
-        # For each pair, diff-tree prints the first commit, then the changed paths.
-        pending, current = list(mine), None
-        for line in out:
-            if pending and line == pending[0].base_commit:
-                current = pending.pop(0)
-            elif current is not None and line.endswith(".h"):
-                heavy.add(current.instance_id)
+        changed = changed_paths(layout.bare_repo(repo), [(t.base_commit, t.fix_commit)
+                                                         for t in mine]) or []
+        heavy.update(t.instance_id for t, paths in zip(mine, changed)
+                     if any(p.endswith(".h") for p in paths))
     return heavy
 
 
@@ -269,7 +291,8 @@ def _changed_files(bare, a, b):
 
 def find_sibling(layout, bare, base_commit, flags, compiler, system_id):
     """A published base build of another commit with the same build system, flags and compiler,
-    closest to base_commit: the starting point of a base build that skips configure."""
+    closest to base_commit (rebuild_cost): the starting point of a base build that skips
+    configure."""
     best = None
     for record_path in layout.builds.glob("*/build.json"):
         rec = jsonio.read_json(record_path)
@@ -278,9 +301,9 @@ def find_sibling(layout, bare, base_commit, flags, compiler, system_id):
                 or rec.get("build_system") != system_id or rec["base_commit"] == base_commit
                 or not binary_path(layout, rec["key"]).is_file()):
             continue
-        changed = len(_changed_files(bare, rec["base_commit"], base_commit))
-        if best is None or changed < best[0]:
-            best = (changed, rec)
+        cost = rebuild_cost(p for _, p in _changed_files(bare, rec["base_commit"], base_commit))
+        if best is None or cost < best[0]:
+            best = (cost, rec)
     return best[1] if best else None
 
 
@@ -462,29 +485,55 @@ def base_build_published(layout, task):
     return (layout.build_dir(key) / "build.json").exists()
 
 
+def sibling_tree(bare, commits):
+    """{commit: the commit whose base build it should start from} for the base commits of one
+    build group, commits[0] (built clean) the root: a minimum spanning tree by rebuild_cost,
+    grown from the root (Prim), ties to the earlier commit in `commits`. Started from the root
+    alone, a group whose commits fall into clusters rebuilt most of nginx once per base outside
+    the root's cluster; along the tree, once per cluster. Empty while the clone does not exist."""
+    pairs = [(a, b) for i, a in enumerate(commits) for b in commits[i + 1:]]
+    changed = changed_paths(bare, pairs)
+    if changed is None:
+        return {}
+    cost = {}
+    for (a, b), paths in zip(pairs, changed):
+        cost[a, b] = cost[b, a] = rebuild_cost(paths)
+    parents, attached, rest = {}, commits[:1], commits[1:]
+    while rest:
+        _, i, parent = min((cost[a, b], i, a) for i, b in enumerate(rest) for a in attached)
+        parents[rest[i]] = parent
+        attached.append(rest.pop(i))
+    return parents
+
+
 def base_build_plan(layout, tasks):
-    """[(base task name, a task with that base, name of its group's first base task or None)]
-    in build order. The other base builds of a group wait for the first, as a doit dependency,
-    and then start from it (or a closer sibling) side by side: a worker never sits on the
-    group's lock while another group's clean build could run. Without a clone yet (the first
-    run), groups are unknown: every base is its own group, and the lock in ensure_build
-    still makes the group's first build go first."""
-    plan, first_of_group, seen = [], {}, set()
+    """[(base task name, a task with that base, name of the base task it starts from or None)]
+    in build order. The first base of a group (same auto/ tree and flags) is built clean; every
+    other waits, as a doit dependency, for its parent in sibling_tree and then starts from it
+    (or from a closer sibling published by then), side by side with other groups' builds: a
+    worker never sits on the group's lock while another group's clean build could run. Without
+    a clone yet (the first run), groups are unknown: every base is its own group, and the lock
+    in ensure_build still makes the group's first build go first."""
     ids = tasks_build_system_ids(layout, tasks)
+    order, groups, task_of = [], {}, {}
     for t in interleave_by_build_group(layout, tasks, ids):
         name = base_task_name(t)
-        if name in seen:
-            continue
-        seen.add(name)
-        group = build_group_key(t, ids)
-        plan.append((name, t, first_of_group.get(group)))
-        first_of_group.setdefault(group, name)
-    return plan
+        if name not in task_of:
+            task_of[name] = t
+            order.append(name)
+            groups.setdefault(build_group_key(t, ids), []).append(name)
+    parent_of = {}
+    for names in groups.values():
+        bare = layout.bare_repo(task_of[names[0]].repo)
+        by_commit = {task_of[n].base_commit: n for n in names}
+        for commit, parent in sibling_tree(bare, list(by_commit)).items():
+            parent_of[by_commit[commit]] = by_commit[parent]
+    return [(name, task_of[name], parent_of.get(name)) for name in order]
 
 
 def gen_tasks(ctx):
     compiler = compiler_identity()
-    for name, task, previous in ctx.base_build_plan():
+    for name, task, parent in ctx.base_build_plan():
         yield {
             "basename": "base",
             "name": name.split(":", 1)[1],
@@ -493,7 +542,7 @@ def gen_tasks(ctx):
             # Both clones first: a task whose commits or test files are missing fails there,
             # before any build starts.
             "task_dep": [repo_task(task.repo), repo_task(task.test_repo)]
-                        + ([previous] if previous else []),
+                        + ([parent] if parent else []),
             "uptodate": [(base_build_published, [ctx.layout, task])],
             "clean": [(remove_base_build, [ctx.layout, task])],
         }

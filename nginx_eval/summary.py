@@ -57,14 +57,14 @@ def start_order(ctx, bench, mode, ids):
     exploring while a task that could run waits for a free worker; a task it has not explored
     yet cannot start when its dependencies are done. So the tasks that only wait come first:
     test trees (milliseconds each), grades, proves, patches and the base builds that start from
-    their group's first (they wait for it). The builds come last: through them doit reaches
+    a sibling (they wait for it). The builds come last: through them doit reaches
     the clean base builds, which can start at once and hold it there. Within a stage, build
     order. doit adds a task for each file_dep too, but in the order of a set, which changes from
     one process to the next; listed here, they keep this order.
     """
     units = [ctx.unit_name(bench, mode, t) for t in ctx.build_order() if t.instance_id in ids]
-    waiting_bases = [name for name, task, first in ctx.base_build_plan()
-                     if first and task.instance_id in ids]
+    waiting_bases = [name for name, task, parent in ctx.base_build_plan()
+                     if parent and task.instance_id in ids]
     return (prove.tests_task_names(ctx.build_order())
             + [f"{stage}:{u}" for stage in ("grade", "prove", "patch") for u in units]
             + waiting_bases + [f"build:{u}" for u in units])

@@ -283,6 +283,23 @@ def test_builds_whose_fixes_touch_headers_start_first(tmp_path):
     assert [t.instance_id for t in order] == ["header-fix", "source-fix"]
 
 
+def test_base_builds_of_a_group_start_from_their_closest_sibling(tmp_path):
+    """The bases of one build group wait for the base they are closest to (a changed header
+    costs far more than a changed source), not all for the group's first."""
+    from nginx_eval.build import base_build_plan, base_task_name, changed_paths
+    layout, c = clone_with_commits(tmp_path, [("v1", "main.c"), ("v1", "x.h"), ("v1", "y.c"),
+                                              ("v1", "z.c"), ("v2", "main.c")])
+    # c[0] -> c[1]: a header; c[1] -> c[2] -> c[3]: one source each; c[4]: another auto/.
+    tasks = [build_task("root", c[0]), build_task("far", c[3]), build_task("near-root", c[1]),
+             build_task("middle", c[2]), build_task("other-group", c[4])]
+    assert changed_paths(layout.bare_repo("o/n"), [(c[0], c[2]), (c[3], c[3])]) == \
+        [["x.h", "y.c"], []]
+    plan = {task.instance_id: parent for _, task, parent in base_build_plan(layout, tasks)}
+    name = {t.instance_id: base_task_name(t) for t in tasks}
+    assert plan == {"root": None, "other-group": None, "near-root": name["root"],
+                    "middle": name["near-root"], "far": name["middle"]}
+
+
 def test_patch_stats_read_plain_unified_diffs_too():
     """Predictions made elsewhere often lack `diff --git` headers; their files still count (and a
     plain diff touching auto/ still means a clean build)."""

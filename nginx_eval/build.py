@@ -5,9 +5,12 @@ A build is keyed by (base commit, configure flags, patch bytes, compiler identit
 
     tree/           the source with the patch applied, and tree/objs/nginx
     build.log       configure, make (and patch) output
-    build.json      {"key", "status": "built"|"patch_failed"|"compile_failed", "kind":
-                     "clean"|"incremental"|"sibling", "seconds", "base_commit", "configure_flags",
-                     "patch_sha256", "compiler", "build_system"}
+    build.json      {"key", "status": "built"|"patch_failed"|"compile_failed"|"env_error",
+                     "kind": "clean"|"incremental"|"sibling"|null, "seconds", "base_commit",
+                     "configure_flags", "patch_sha256", "compiler", "build_system",
+                     "binary_sha256", "binary_stat" (built only: sha256 of tree/objs/nginx,
+                     and its [size, mtime_ns, ctime_ns] for a quick check that it is unchanged),
+                     "reason" (env_error only: one line)}
 
 Identical patches from any mode or run share one build, and the empty patch is the base build. The
 first patch on a (base, flags) pair pays for one clean base build; every later patch starts from a
@@ -18,17 +21,36 @@ from the published base build of the nearest other commit with the same auto/ an
 Builds happen in a private temporary directory and are published by renaming it, under a per-key
 lock: no reader ever sees half a build, and a killed build leaves only a temporary directory that
 is discarded. Failed builds are published too, with their log, so a broken patch is not rebuilt.
+
+Timestamps are not trusted: a copied tree (``cp -a`` of a published one, mtimes kept) may hold
+objects dated after the sources a patch changes (a clock stepped back, a cache from another host).
+Before make, the files a patch or a sibling sync changed get an mtime later than every other file of
+the tree; after make, each changed source must be older than the objects that read it and than
+objs/nginx, or the build falls back to a clean one (_unproven). A published tree is read-only and
+its build.json records the binary's sha256 (verify_build): a tampered base is rebuilt clean before
+anything starts from it.
+
+Only the patch's failures are verdicts. A build that fails where the base (empty patch) builds is
+``compile_failed`` (or ``patch_failed``) and published. A failure of the environment (a tool not on
+PATH, a build step or the compiler killed by a signal, a full disk), a failing base build, and any
+build of a base that does not build are ``env_error``: never published, the record and log go to
+``<cache>/builds/.failed/<key>.json|.log`` and the next doit run tries again (within one process a
+failed build is not tried again).
 A clean build's configure finds its test programs in ``<cache>/feature-tests/`` when an earlier
 configure built the same ones (feature_test_cc.sh); make compiles through ccache.
 
 Per task, ``results/<run>/<mode>/<id>/build.json`` is the build record plus {"inputs", "binary",
-"reused"} and ``build.log`` is a copy of the log.
+"reused", "wait_seconds"} (status "env_error" with its "reason" included) and ``build.log`` is a
+copy of the log.
 """
 
 import contextlib
 import os
+import re
 import shutil
+import stat
 import subprocess
+import sys
 import threading
 import time
 from functools import lru_cache
@@ -39,10 +61,23 @@ from . import jsonio
 from .gitcmd import extract_tree, isolated_env
 from .layout import PACKAGE_DIR
 from .locks import locked
-from .patch import patch_stats
+from .patch import touched_paths
 from .repositories import repo_task
 
 BUILD_TIMEOUT = 1800
+# What _run returns for a step past BUILD_TIMEOUT (as timeout(1) does): the patch's verdict, unlike
+# a negative return code, which says that a signal from outside killed the step.
+TIMED_OUT = 124
+# Programs a build runs; a missing one is the environment's fault, found before building.
+REQUIRED_TOOLS = ("make", "cc", "tar", "git", "cp")
+# Less free space than this where a build failed: the disk, not the patch, failed it.
+MIN_FREE_BYTES = 64 << 20
+# gcc's own lines when the kernel killed the compiler (out of memory): at the start of a line,
+# a location or the driver's name, then the message, up to the end of the line. A patch's #error
+# or #include text comes after "error: " or is followed by more text, so it cannot forge them.
+COMPILER_KILLED = re.compile(
+    r"^[^\s:]+(?::\d+)*: (?:fatal error: Killed signal terminated program \S+"
+    r"|internal compiler error: Killed(?: \(program \S+\))?)$", re.M)
 CCACHE_WRAPPERS = "/usr/lib/ccache"
 BUILD_SYSTEM_PATHS = ("auto/", "configure", "Makefile", "objs/")
 # Added to every build's --with-cc-opt:
@@ -107,7 +142,7 @@ def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT):
                               timeout=timeout, stdin=subprocess.DEVNULL).returncode
     except subprocess.TimeoutExpired:
         log.write(f"\n[nginx-eval] timed out after {timeout} s\n".encode())
-        return -1
+        return TIMED_OUT
     except OSError as e:
         # A patch can delete or unset the executable bit of ./auto/configure: a compile failure.
         log.write(f"\n[nginx-eval] cannot run {argv[0]}: {e.strerror}\n".encode())
@@ -116,6 +151,18 @@ def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT):
 
 def _make(tree, env, log):
     return _run(["make", f"-j{os.cpu_count() or 2}"], tree, env, log)
+
+
+def _apply(tree, patch_file, env, log):
+    return _run(["git", "apply", "--whitespace=nowarn", "-p1", str(patch_file)], tree, env, log)
+
+
+def missing_tool(env):
+    """The first of REQUIRED_TOOLS not on the build environment's PATH, or None. ccache's
+    directory does not count: its `cc` only works with a real compiler on PATH."""
+    path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                           if p != CCACHE_WRAPPERS)
+    return next((tool for tool in REQUIRED_TOOLS if not shutil.which(tool, path=path)), None)
 
 
 def configure_argv(flags):
@@ -308,7 +355,8 @@ def find_sibling(layout, bare, base_commit, flags, compiler, system_id):
 
 
 def _sync_tree(bare, tree, old_commit, new_commit):
-    """Turn a build tree of old_commit into one of new_commit; changed files get a new mtime."""
+    """Turn a build tree of old_commit into one of new_commit: [(status, path)] of the files
+    that differ (the caller stamps the written ones, see _stamp_changed)."""
     changed = _changed_files(bare, old_commit, new_commit)
     for status, path in changed:
         if status == "D":
@@ -317,28 +365,380 @@ def _sync_tree(bare, tree, old_commit, new_commit):
     for i in range(0, len(wanted), 500):
         # touch: changed files must look newer than the objects built from the old commit.
         extract_tree(bare, new_commit, tree, wanted[i:i + 500], touch=True)
-    return len(changed)
+    return changed
 
 
-def ensure_build(layout, bare, base_commit, flags, patch):
-    """The published build record of base + patch, building it if needed (safe across processes)."""
+# -- timestamps: make must see every changed file, and prove that it did --------------------------
+
+def _tree_files(tree):
+    for dirpath, _, filenames in os.walk(tree):
+        for name in filenames:
+            yield os.path.join(dirpath, name)
+
+
+def _stamp_changed(tree, paths):
+    """Give the changed files `paths` (relative to tree) an mtime later than every other file of
+    the tree, whatever the copied mtimes say: the newest other mtime + 1 s, and at least now.
+    Files dated after now (a clock stepped back, a cache from another host) are first brought
+    back to now; otherwise the stamp would lie in the future and what make writes would look
+    older than its sources. Then wait until the clock has passed the stamp, for the same reason."""
+    tree = os.path.realpath(tree)
+    changed = {os.path.join(tree, p) for p in paths}
+    now = time.time_ns()
+    newest = 0
+    for path in _tree_files(tree):
+        if path in changed:
+            continue
+        mtime = os.lstat(path).st_mtime_ns
+        if mtime > now:
+            os.utime(path, ns=(now, now), follow_symlinks=False)
+            mtime = now
+        newest = max(newest, mtime)
+    stamp = max(newest + 1_000_000_000, now)
+    for path in changed:
+        # Regular files inside the tree only: a patch may add symlinks, to anywhere.
+        if (os.path.realpath(path).startswith(tree + os.sep) and os.path.lexists(path)
+                and stat.S_ISREG(os.lstat(path).st_mode)):
+            os.utime(path, ns=(stamp, stamp), follow_symlinks=False)
+    # File times come from a clock that may lag time.time_ns() by a tick: a margin of 20 ms.
+    time.sleep(max(0, stamp + 20_000_000 - time.time_ns()) / 1e9)
+
+
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _dependency_readers(tree):
+    """{source: [objects whose compile read it]} from the compiler's .d files (EXTRA_CC_OPT's
+    -MD), paths relative to tree; None when the tree has no .d file (its Makefile does not pass
+    the option on)."""
+    tree = str(tree)
+    relative = lambda p: os.path.relpath(os.path.normpath(os.path.join(tree, p)), tree)
+    readers, found = {}, False
+    for path in _tree_files(os.path.join(tree, "objs")):
+        if not path.endswith(".d"):
+            continue
+        found = True
+        with open(path, errors="replace") as f:
+            # "objs/src/core/nginx.o: src/core/nginx.c src/core/ngx_config.h \<newline> ..."
+            rule = f.read().replace("\\\n", " ").split("\n", 1)[0]
+        target, _, deps = rule.partition(": ")
+        for dep in deps.split():
+            readers.setdefault(relative(dep), []).append(relative(target))
+    return readers if found else None
+
+
+def _unproven(tree, paths):
+    """Why the make that just ran may not have rebuilt what the changed files `paths` go into,
+    or None. Each changed .c or .h file must be older than objs/nginx and than each object
+    that reads it: its own (objs/<path>.o) and those whose .d file names it. Without .d files a
+    header's readers are unknown and objs/nginx alone is checked. A source that no compile of
+    this configuration reads (no object, no .d names it: src/os/win32/, a module left out) has
+    nothing to prove."""
+    sources = [p for p in paths if p.endswith((".c", ".h")) and os.path.isfile(tree / p)]
+    readers = _dependency_readers(tree) if sources else None
+    for src in sources:
+        objects = list((readers or {}).get(src, []))
+        own = f"objs/{src[:-2]}.o"
+        if src.endswith(".c") and os.path.exists(tree / own):
+            objects.append(own)
+        if not objects and not (readers is None and src.endswith(".h")):
+            continue
+        changed_at = _mtime(tree / src)
+        for target in objects + ["objs/nginx"]:
+            if _mtime(tree / target) <= changed_at:
+                return f"{target} is not newer than the changed {src}"
+    return None
+
+
+# -- failures: the patch's verdict, or the environment's fault ------------------------------------
+
+# {(cache, key): env_error record} of the builds that failed in this process: the next doit run
+# tries them again, this one does not (every candidate of a base that does not build would).
+_failed_here = {}
+
+
+def _free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _first_error(log_text):
+    """The first line of a build log that names an error, for a one-line reason."""
+    return next((line.strip() for line in log_text.splitlines() if "error" in line.lower()), "")
+
+
+def _environment_fault(failure, log_text, directory):
+    """Why a failed build step (failure: (step, return code)) was the environment's doing, or
+    None. A step killed by a signal, the compiler killed (gcc's own lines, see COMPILER_KILLED),
+    a full disk (measured, never read from a log a patch writes)."""
+    step, code = failure
+    if code < 0:
+        return f"{step} was killed by signal {-code}"
+    killed = COMPILER_KILLED.search(log_text)
+    if killed:
+        return f"the compiler was killed (out of memory?): {killed.group(0)}"
+    free = _free_bytes(directory)
+    if free < MIN_FREE_BYTES:
+        return f"only {free >> 20} MiB free in {directory}"
+    return None
+
+
+def _failure_reason(layout, bare, base_commit, flags, patch, failure, directory):
+    """Why a failed build is an env_error, or None when it is the patch's verdict: the
+    environment failed it, or the base (empty patch) does not build here."""
+    with open(directory / "build.log", "rb") as f:
+        log_text = f.read().decode("utf-8", "replace")
+    why = _environment_fault(failure, log_text, directory)
+    if why:
+        return why
+    if not patch:
+        # The tasks are validated to build: a base that does not is this machine's problem.
+        step, code = failure
+        return (f"the base commit does not build ({step} exited with {code}: "
+                f"{_first_error(log_text)})")
+    base = ensure_build(layout, bare, base_commit, flags, b"")
+    if base["status"] != "built":
+        return f"the base commit does not build here: {base.get('reason')}"
+    return None
+
+
+def _env_error(layout, record, reason, log_bytes, remember=True):
+    """An env_error record, not published: its record and log go to builds/.failed/ for the
+    task's result, and (remember) this process does not try the build again."""
+    record = dict(record, status="env_error", reason=reason)
+    try:
+        jsonio.write_bytes(layout.failed_build_log(record["key"]), log_bytes)
+        jsonio.write_json(layout.failed_build_json(record["key"]), dict(record, pid=os.getpid()))
+    except OSError:
+        pass            # a full disk: the reason still reaches the task's result
+    if remember:
+        _failed_here[str(layout.cache), record["key"]] = record
+    print(f"nginx-eval: warning: build {record['key']} of {record['base_commit'][:12]}: "
+          f"environment error: {reason}", file=sys.stderr)
+    return record
+
+
+# -- published builds: read-only, with the binary's digest ----------------------------------------
+
+def set_write_bits(path, writable, dirs_only=False):
+    """Add the owner's write bit (writable) or remove everyone's under path, symlinks left alone."""
+    for dirpath, _, filenames in os.walk(path):
+        names = [dirpath] + ([] if dirs_only else [os.path.join(dirpath, f) for f in filenames])
+        for name in names:
+            mode = os.lstat(name).st_mode
+            if stat.S_ISLNK(mode):
+                continue
+            mode = stat.S_IMODE(mode)
+            os.chmod(name, mode | stat.S_IWUSR if writable
+                     else mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def remove_tree(path):
+    """shutil.rmtree for build directories, whose published trees are read-only: removing an
+    entry needs the write bit of its directory back."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        with contextlib.suppress(OSError):
+            set_write_bits(path, True, dirs_only=True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _binary_stat(path):
+    """What changes whenever the binary is written (ctime cannot be set back), for a quick check."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def verify_build(layout, record):
+    """None when the published build's objs/nginx still has the digest recorded when it was
+    published, else a one-line reason. (As root a read-only tree can still be written to.)"""
+    path = binary_path(layout, record["key"])
+    if not record.get("binary_sha256"):
+        return f"build {record['key']} has no recorded binary digest"
+    if not path.is_file():
+        return f"{path} is missing"
+    if jsonio.file_digest(path) != record["binary_sha256"]:
+        return f"{path} changed after it was published (sha256 differs)"
+    return None
+
+
+def binary_intact(layout, record):
+    """verify_build's answer, cheaply when the binary's stat is still the one recorded."""
+    try:
+        if _binary_stat(binary_path(layout, record["key"])) == record.get("binary_stat"):
+            return bool(record.get("binary_sha256"))
+    except OSError:
+        return False
+    return verify_build(layout, record) is None
+
+
+def published_build(layout, key):
+    """The published record of build `key`, or None when there is none to trust: a built one
+    whose binary changed or that predates binary digests, a failed base build of before
+    env_error existed (a base that does not build is the environment's fault)."""
+    record = jsonio.read_json(layout.build_dir(key) / "build.json")
+    if not record:
+        return None
+    if record["status"] == "built" and not binary_intact(layout, record):
+        return None
+    if record["status"] != "built" and record.get("patch_sha256") == EMPTY_PATCH_SHA:
+        return None
+    return record
+
+
+def _damage(layout, key):
+    """Why the published build `key` cannot be trusted although it was built, or None."""
+    record = jsonio.read_json(layout.build_dir(key) / "build.json")
+    if record and record["status"] == "built":
+        return verify_build(layout, record)
+    return None
+
+
+def _publish(layout, tmp, record):
+    """Make tmp, a finished build, the published build of record["key"]."""
+    tree = tmp / "tree"
+    if record["status"] == "built":
+        record["binary_sha256"] = jsonio.file_digest(tree / "objs" / "nginx")
+        # Read-only: builds that start from it copy it, proves run it; nobody writes to it.
+        set_write_bits(tree, False)
+        record["binary_stat"] = _binary_stat(tree / "objs" / "nginx")
+    else:
+        # Keep the log, drop the tree: a failed build is cached as its verdict.
+        remove_tree(tree)
+    jsonio.write_json(tmp / "build.json", record)
+    final = layout.build_dir(record["key"])
+    remove_tree(final)
+    os.replace(tmp, final)
+    for stale in (layout.failed_build_json(record["key"]), layout.failed_build_log(record["key"])):
+        stale.unlink(missing_ok=True)
+
+
+def _checked_origin(layout, bare, origin, log):
+    """The published base build `origin` to start from, after checking its binary: a tampered
+    one is removed and built again clean (None when that fails)."""
+    why = verify_build(layout, origin)
+    if why is None:
+        return origin
+    log.write(f"[nginx-eval] build {origin['key']} is not intact ({why}); rebuilding it clean\n"
+              .encode())
+    with locked(layout.lock(f"build-{origin['key']}")):
+        current = jsonio.read_json(layout.build_dir(origin["key"]) / "build.json")
+        if current and verify_build(layout, current):
+            remove_tree(layout.build_dir(origin["key"]))
+    rebuilt = ensure_build(layout, bare, origin["base_commit"], origin["configure_flags"], b"",
+                           clean=True)
+    return rebuilt if rebuilt["status"] == "built" else None
+
+
+# -- building ----------------------------------------------------------------------------------
+
+def _build_from(layout, bare, tree, origin, kind, base_commit, patch_file, env, log):
+    """A build that starts from a copy of the published build `origin` (kind "incremental":
+    apply the patch; "sibling": sync to base_commit): (status, failure), or None when make's
+    work cannot be trusted and a clean build must decide."""
+    log.write(f"[nginx-eval] {kind} build from build {origin['key']} "
+              f"({origin['base_commit'][:12]})\n".encode())
+    subprocess.run(["cp", "-a", "--reflink=auto", str(layout.build_dir(origin["key"]) / "tree"),
+                    str(tree)], check=True)
+    set_write_bits(tree, True)          # the published tree is read-only
+    if kind == "sibling":
+        synced = _sync_tree(bare, tree, origin["base_commit"], base_commit)
+        log.write(f"[nginx-eval] {len(synced)} files differ; configure skipped (same auto/)\n"
+                  .encode())
+        changed = [path for status, path in synced if status != "D"]
+    else:
+        code = _apply(tree, patch_file, env, log)
+        if code != 0:
+            return "patch_failed", ("git apply", code)
+        changed = touched_paths(patch_file.read_bytes())
+    _stamp_changed(tree, changed)
+    code = _make(tree, env, log)
+    if code != 0 and kind == "incremental":
+        return "compile_failed", ("make", code)
+    # Never let the shortcut decide a verdict: fall back to a clean build.
+    if code != 0:
+        log.write(f"[nginx-eval] {kind} build failed; building clean\n".encode())
+        return None
+    why = _unproven(tree, changed)
+    if why:
+        log.write(f"[nginx-eval] make did not rebuild everything: {why}; building clean\n".encode())
+        return None
+    return "built", None
+
+
+def _build_clean(layout, bare, tree, base_commit, flags, patch_file, env, log):
+    """configure and make from the commit's files: (status, failure)."""
+    extract_tree(bare, base_commit, tree)
+    if patch_file:
+        code = _apply(tree, patch_file, env, log)
+        if code != 0:
+            return "patch_failed", ("git apply", code)
+    code = _configure(layout, tree, flags, env, log)
+    if code != 0:
+        return "compile_failed", ("configure", code)
+    code = _make(tree, env, log)
+    if code != 0:
+        return "compile_failed", ("make", code)
+    return "built", None
+
+
+def _build_tree(layout, bare, tmp, base_commit, flags, patch_file, origin, kind, env, log):
+    """Build in tmp/tree, from `origin` if it is trusted, else clean: (status, kind, failure),
+    failure the (step, return code) of the step that failed."""
+    tree = tmp / "tree"
+    if origin:
+        origin = _checked_origin(layout, bare, origin, log)
+    if origin:
+        outcome = _build_from(layout, bare, tree, origin, kind, base_commit, patch_file, env, log)
+        if outcome:
+            return outcome[0], kind, outcome[1]
+        remove_tree(tree)
+    status, failure = _build_clean(layout, bare, tree, base_commit, flags, patch_file, env, log)
+    if status == "built" and not (tree / "objs" / "nginx").is_file():
+        status, failure = "compile_failed", ("make", 0)
+    return status, "clean", failure
+
+
+def ensure_build(layout, bare, base_commit, flags, patch, clean=False):
+    """The build record of base + patch, building it if needed (safe across processes): the
+    published one, or an unpublished one with status "env_error" and a "reason" when the
+    environment failed the build (see the module's docstring). clean: no base or sibling to
+    start from (a tampered base build is rebuilt so)."""
     compiler = compiler_identity()
     patch_sha = jsonio.digest(patch)
     key = build_key(base_commit, flags, patch_sha, compiler)
-    final = layout.build_dir(key)
-    record = jsonio.read_json(final / "build.json")
+    record = published_build(layout, key)
     if record:
         return record
+    # A published binary that changed is built again, a base clean (nothing is known of what
+    # else changed in its tree).
+    damage = _damage(layout, key)
+    clean = clean or bool(damage and patch_sha == EMPTY_PATCH_SHA)
+    fields = {"key": key, "kind": None, "seconds": 0.0, "base_commit": base_commit,
+              "configure_flags": list(flags), "patch_sha256": patch_sha, "compiler": compiler,
+              "build_system": None}
+    # Checked each time (it costs nothing): once the tool is installed, the build goes ahead.
+    tool = missing_tool(build_env(layout, layout.build_dir(key)))
+    if tool:
+        reason = f"{tool} is not on PATH"
+        return _env_error(layout, fields, reason, f"[nginx-eval] {reason}\n".encode(),
+                          remember=False)
+    if (str(layout.cache), key) in _failed_here:
+        return _failed_here[str(layout.cache), key]
     base = None
     if patch_sha != EMPTY_PATCH_SHA:
-        if not touches_build_system(patch_stats(patch)["files"]):
+        if not touches_build_system(touched_paths(patch)):
             base = ensure_build(layout, bare, base_commit, flags, b"")
             if base["status"] != "built":
-                base = None
+                return _base_does_not_build(layout, fields, base)
     system_id = build_system_id(bare, base_commit) if patch_sha == EMPTY_PATCH_SHA else None
-    sibling = find_sibling(layout, bare, base_commit, flags, compiler, system_id) if system_id else None
+    sibling = (find_sibling(layout, bare, base_commit, flags, compiler, system_id)
+               if system_id and not clean else None)
     with contextlib.ExitStack() as held:
-        if system_id and not sibling:
+        if system_id and not sibling and not clean:
             # The first base build of a build-system group holds the group's lock, so that the
             # others start from it instead of racing it through clean builds. Once one is
             # published, the rest of the group builds side by side.
@@ -346,61 +746,50 @@ def ensure_build(layout, bare, base_commit, flags, patch):
             held.enter_context(locked(layout.lock(f"build-group-{group}")))
             sibling = find_sibling(layout, bare, base_commit, flags, compiler, system_id)
         held.enter_context(locked(layout.lock(f"build-{key}")))
-        record = jsonio.read_json(final / "build.json")
-        if record:          # another worker published it while we waited
+        # Another worker published it, or failed it in this process, while we waited.
+        record = published_build(layout, key) or _failed_here.get((str(layout.cache), key))
+        if record:
             return record
         tmp = layout.build_tmp(key)
         # Under the key's lock every other temporary directory of this key is a killed build's.
         for stale in tmp.parent.glob(f"{key}.*"):
-            shutil.rmtree(stale, ignore_errors=True)
+            remove_tree(stale)
         tmp.mkdir(parents=True)
-        tree = tmp / "tree"
         start = time.monotonic()
+        patch_file = None
+        if patch_sha != EMPTY_PATCH_SHA:
+            patch_file = tmp / "model.patch"
+            patch_file.write_bytes(patch)
         with open(tmp / "build.log", "wb") as log:
-            env = build_env(layout, tree)
-            status = "built"
-            if base or sibling:
-                origin = base or sibling
-                kind = "incremental" if base else "sibling"
-                log.write(f"[nginx-eval] {kind} build from build {origin['key']} "
-                          f"({origin['base_commit'][:12]})\n".encode())
-                subprocess.run(["cp", "-a", "--reflink=auto",
-                                str(layout.build_dir(origin["key"]) / "tree"), str(tree)], check=True)
-                if sibling:
-                    n = _sync_tree(bare, tree, sibling["base_commit"], base_commit)
-                    log.write(f"[nginx-eval] {n} files differ; configure skipped (same auto/)\n".encode())
-                    if _make(tree, env, log) != 0:
-                        # Never let the shortcut decide a verdict: fall back to a clean build.
-                        log.write(b"[nginx-eval] sibling build failed; building clean\n")
-                        shutil.rmtree(tree)
-                        sibling = None
-            if not base and not sibling:
-                kind = "clean"
-                extract_tree(bare, base_commit, tree)
-            if patch_sha != EMPTY_PATCH_SHA:
-                (tmp / "model.patch").write_bytes(patch)
-                if _run(["git", "apply", "--whitespace=nowarn", "-p1", str(tmp / "model.patch")],
-                        tree, env, log) != 0:
-                    status = "patch_failed"
-            if (status == "built" and kind == "clean"
-                    and _configure(layout, tree, flags, env, log) != 0):
-                status = "compile_failed"
-            if status == "built" and kind != "sibling" and _make(tree, env, log) != 0:
-                status = "compile_failed"
-            if status == "built" and not (tree / "objs" / "nginx").is_file():
-                status = "compile_failed"
-            log.write(f"\n[nginx-eval] {status} ({kind}) in {time.monotonic() - start:.1f} s\n".encode())
-        if status != "built":
-            # Keep the log, drop the tree: a failed build is cached as its verdict.
-            shutil.rmtree(tree, ignore_errors=True)
-        record = {"key": key, "status": status, "kind": kind,
-                  "seconds": round(time.monotonic() - start, 3), "base_commit": base_commit,
-                  "configure_flags": list(flags), "patch_sha256": patch_sha, "compiler": compiler,
-                  "build_system": system_id}
-        jsonio.write_json(tmp / "build.json", record)
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
+            if damage:
+                log.write(f"[nginx-eval] published build {key} is not intact ({damage}); "
+                          f"building it again\n".encode())
+            status, kind, failure = _build_tree(
+                layout, bare, tmp, base_commit, flags, patch_file, base or sibling,
+                "incremental" if base else "sibling", build_env(layout, tmp / "tree"), log)
+            log.write(f"\n[nginx-eval] {status} ({kind}) in {time.monotonic() - start:.1f} s\n"
+                      .encode())
+        record = dict(fields, status=status, kind=kind, build_system=system_id,
+                      seconds=round(time.monotonic() - start, 3))
+        reason = (_failure_reason(layout, bare, base_commit, flags, patch, failure, tmp)
+                  if status != "built" else None)
+        if reason:
+            log_bytes = ((tmp / "build.log").read_bytes()
+                         + f"[nginx-eval] env_error: {reason}\n".encode())
+            remove_tree(tmp)
+            return _env_error(layout, record, reason, log_bytes)
+        _publish(layout, tmp, record)
     return record
+
+
+def _base_does_not_build(layout, fields, base):
+    """The env_error of a candidate whose base build failed; its log is the base's."""
+    reason = f"the base build {base['key']} failed: {base.get('reason') or base['status']}"
+    try:
+        base_log = layout.failed_build_log(base["key"]).read_bytes()
+    except OSError:
+        base_log = b""
+    return _env_error(layout, fields, reason, f"[nginx-eval] {reason}\n".encode() + base_log)
 
 
 def binary_path(layout, key):
@@ -419,18 +808,32 @@ def build_task(layout, mode_name, task, config, file_dep):
     reused = (layout.build_dir(key) / "build.json").exists()
     record = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
                           task.configure_flags, patch)
-    shutil.copyfile(layout.build_dir(record["key"]) / "build.log",
-                    layout.build_log(mode_name, task.instance_id))
+    _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
     jsonio.write_json(out, dict(record, inputs=inputs, reused=reused,
                                 binary=str(binary_path(layout, record["key"])),
                                 wait_seconds=round(time.monotonic() - start, 3)))
 
 
+def _copy_build_log(layout, record, dest):
+    """The build's log into a task's results; an env_error's is in builds/.failed/ (when the
+    disk let us write it)."""
+    source = (layout.failed_build_log(record["key"]) if record["status"] == "env_error"
+              else layout.build_dir(record["key"]) / "build.log")
+    try:
+        shutil.copyfile(source, dest)
+    except FileNotFoundError:
+        jsonio.write_text(dest, f"[nginx-eval] {record['status']}: {record.get('reason')}\n")
+
+
 def build_is_published(layout, record):
-    """A result's build is usable if its cache entry still exists (the cache may be cleaned)."""
+    """A result's build is usable if its cache entry still exists (the cache may be cleaned) and,
+    when built, still has the binary it was published with. An env_error never is: the next
+    run tries again."""
+    if record["status"] == "env_error":
+        return False
     if not (layout.build_dir(record["key"]) / "build.json").exists():
         return False
-    return record["status"] != "built" or binary_path(layout, record["key"]).is_file()
+    return record["status"] != "built" or binary_intact(layout, record)
 
 
 def result_build_ok(layout, mode_name, iid):
@@ -457,7 +860,7 @@ def build_keys_of_other_runs(layout):
 
 def remove_build(layout, key):
     if key and key not in build_keys_of_other_runs(layout):
-        shutil.rmtree(layout.build_dir(key), ignore_errors=True)
+        remove_tree(layout.build_dir(key))
 
 
 def remove_task_build(layout, mode_name, iid):
@@ -481,8 +884,10 @@ def base_build_task(layout, task):
 
 
 def base_build_published(layout, task):
+    """doit's uptodate of a base task: false after an env_error (never published), so that the
+    next run tries again."""
     key = build_key(task.base_commit, task.configure_flags, EMPTY_PATCH_SHA, compiler_identity())
-    return (layout.build_dir(key) / "build.json").exists()
+    return published_build(layout, key) is not None
 
 
 def sibling_tree(bare, commits):

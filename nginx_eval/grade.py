@@ -1,17 +1,24 @@
 """Stage 7, grade: a pure function from TAP output and a task to a verdict.
 
-Assertion ids are ``"<file>:<number> <description>"`` (just ``"<file>:<number>"`` without a
-description): numbers make them unique (nginx-tests repeats names within a file) and the pinned
-test commit keeps them stable. Rules:
+Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
 
 - ``ok`` (also ``ok ... # TODO``, an unexpected pass) passes; ``not ok`` fails, and so does
-  ``not ok ... # TODO`` (prove counts it as passing; we must not);
-- ``ok ... # SKIP`` did not run, so it is not a pass;
-- a file that skips entirely (``1..0 # SKIP``: a missing module or Perl dependency), that does not
-  exist, that produced no plan and no assertions (prove itself failed), or whose prove was killed
-  by a signal other than at the time limit (prove crashed, or something killed it: the test did not
-  decide, whatever TAP came out) is an environment error, never a pass;
-- a file killed at its time limit keeps the assertions it printed; the rest fail.
+  ``not ok ... # TODO`` (prove counts it as passing; we must not); an assertion that did not
+  run fails;
+- a file whose TAP stream was written to by someone else (a number repeated, out of sequence or
+  past the plan, a second plan: tapstream.py) is ``tampered``: its graded assertions fail and
+  the verdict is ``unresolved``, whatever it printed;
+- **whose fault is it**: when a file skips entirely, prints no plan, bails out or dies before
+  its plan is complete, or skips a graded assertion (``ok N # skip``), the reference run of the
+  unpatched base build of the same task decides (prove.py runs it in the same environment). If
+  the base runs the file and every graded assertion in it, the patch broke nginx: its graded
+  assertions fail and the reason is recorded (``nginx did not start``, ``test file died``,
+  ``graded assertion skipped``). Only when the base cannot run them either is the file an
+  environment error (a missing Perl module, daemon or configure flag), with its reason;
+- a file that does not exist at the test commit, or whose prove was killed by a signal other
+  than at the time limit (prove crashed, or something killed it), is an environment error;
+- a file killed at its time limit keeps the assertions it printed; the rest fail;
+- a build that failed because of the environment (build.py) is an environment error.
 
 ``grade.json``::
 
@@ -21,73 +28,54 @@ test commit keeps them stable. Rules:
      "resolved": bool,
      "fail_to_pass": {"passed": [...], "failed": [...]},
      "pass_to_pass": {"passed": [...], "failed": [...]},
-     "env_errors": [str], "timed_out_files": [...], "skipped_assertions": [...],
+     "env_errors": [str],               # why the environment, not the patch, decided
+     "file_failures": [{"file", "kind": "tampered" | "not_started" | "died" | "skipped",
+                        "reason"}],     # files the patch broke, decided by the base's run
+     "timed_out_files": [...], "skipped_assertions": [graded ids that did not run: skipped],
      "agent_status": str | null, "build_status": str}
 """
 
-import re
-from dataclasses import dataclass, field
-
 from doit.tools import config_changed
-from tap.parser import Parser
 
 from . import jsonio
+from .tapstream import (Problem, assertion_id, assertion_number, file_problem,  # noqa: F401
+                        parse_tap)
 
 OUTCOMES = ("resolved", "partially_resolved", "unresolved", "patch_failed", "compile_failed",
             "env_error")
 
 
-def assertion_id(file, number, description):
-    desc = re.sub(r"^-\s*", "", (description or "").strip()).strip()
-    return f"{file}:{number} {desc}" if desc else f"{file}:{number}"
+def base_runs(ref, graded):
+    """Whether the base build's reference run (FileResult, record) ran the file to its end and
+    every graded assertion in it."""
+    if ref is None:
+        return False
+    fr, record = ref
+    return file_problem(fr, record) is None and all(fr.ran(i) for i in graded)
 
 
-@dataclass
-class FileResult:
-    file: str
-    planned: int | None = None
-    skip_all: str | None = None            # the reason, when the whole file skipped
-    results: dict = field(default_factory=dict)     # id -> True (pass) / False (fail)
-    skipped: list = field(default_factory=list)     # ids of "ok # SKIP"
-    bailed_out: str | None = None
+PATCH_FAULT = {"tampered": "{text}",
+               "not_started": "nginx did not start: {text}; the base build runs it",
+               "died": "test file died: {text}; the base build runs it",
+               "skipped": "graded assertion(s) skipped: {text}; the base build runs them"}
 
 
-def parse_tap(file, text):
-    """Parse the output of ``prove -v FILE`` (or the raw TAP of FILE)."""
-    fr = FileResult(file)
-    for line in Parser().parse_text(text):
-        if line.category == "plan":
-            fr.planned = line.expected_tests
-            if line.expected_tests == 0 and line.skip:
-                fr.skip_all = line.directive.reason or "skipped"
-        elif line.category == "test":
-            if line.number is None:      # prove's own "ok" summary line, not an assertion
-                continue
-            ident = assertion_id(file, line.number, line.description)
-            if line.skip:
-                fr.skipped.append(ident)
-                fr.results[ident] = False
-            else:
-                # `not ok # TODO` has ok == False: a failure here, whatever prove says.
-                fr.results[ident] = bool(line.ok)
-        elif line.category == "bail":
-            fr.bailed_out = line.reason or "bail out"
-    return fr
-
-
-def file_env_error(fr, record):
-    if record.get("missing"):
-        return f"{fr.file}: test file does not exist at the test commit"
-    if fr.skip_all is not None:
-        return f"{fr.file}: skipped entirely ({fr.skip_all})"
-    if not record.get("timed_out") and fr.planned is None and not fr.results:
-        return f"{fr.file}: prove produced no TAP (exit code {record.get('exit_code')})"
-    # A test script that dies makes prove exit 1 or 255; prove itself ending by a signal
-    # (a negative exit code from subprocess) was not the patch's doing.
-    code = record.get("exit_code")
-    if not record.get("timed_out") and isinstance(code, int) and code < 0:
-        return f"{fr.file}: prove was killed by signal {-code}"
-    return None
+def judge_file(file, fr, record, graded, ref):
+    """(env error or None, file failure or None) of one file: see the module docstring."""
+    problem = file_problem(fr, record)
+    if problem is None:
+        skipped = [i for i in graded if assertion_number(i) in fr.skipped]
+        if skipped:
+            reasons = sorted({fr.skipped[assertion_number(i)] for i in skipped})
+            problem = Problem("skipped", f"{', '.join(skipped[:3])} ({'; '.join(reasons)})")
+    if problem is None:
+        return None, None
+    if problem.kind != "env" and base_runs(ref, graded):
+        return None, {"file": file, "kind": problem.kind,
+                      "reason": PATCH_FAULT[problem.kind].format(text=problem.text)}
+    if problem.kind == "tampered":
+        return f"{file}: {problem.text}, also without the patch", None
+    return f"{file}: {problem.text}", None
 
 
 def split(ids, results):
@@ -95,41 +83,58 @@ def split(ids, results):
     return {"passed": passed, "failed": [i for i in ids if results.get(i) is not True]}
 
 
-def grade(task, build_status, prove_files, tap_texts, agent_status=None):
-    """The verdict of one task. tap_texts: {file: prove stdout}; prove_files: prove.json files."""
+def grade(task, build_status, prove_files, tap_texts, agent_status=None, reference=None,
+          build_reason=None):
+    """The verdict of one task. tap_texts: {file: prove -v stdout}; prove_files: prove.json's
+    records; reference: {file: (record, prove -v stdout)} of the base build's runs."""
     verdict = {"instance_id": task.instance_id, "agent_status": agent_status,
-               "build_status": build_status, "env_errors": [], "timed_out_files": [],
-               "skipped_assertions": []}
-    empty = {"passed": [], "failed": []}
+               "build_status": build_status, "env_errors": [], "file_failures": [],
+               "timed_out_files": [], "skipped_assertions": []}
+    graded_ids = list(task.fail_to_pass) + list(task.pass_to_pass)
     if build_status != "built":
+        if build_status == "env_error":
+            verdict["env_errors"].append(f"build: {build_reason or 'failed in this environment'}")
         return dict(verdict, status=build_status, resolved=False,
-                    fail_to_pass=dict(empty, failed=list(task.fail_to_pass)),
-                    pass_to_pass=dict(empty, failed=list(task.pass_to_pass)))
+                    fail_to_pass={"passed": [], "failed": list(task.fail_to_pass)},
+                    pass_to_pass={"passed": [], "failed": list(task.pass_to_pass)})
     results = {}
     for file in task.test_files:
         record = prove_files.get(file, {"missing": True})
         fr = parse_tap(file, tap_texts.get(file, ""))
-        problem = file_env_error(fr, record)
-        if problem:
-            verdict["env_errors"].append(problem)
+        graded = [i for i in graded_ids if i.startswith(f"{file}:")]
+        ref = (reference or {}).get(file)
+        env_error, failure = judge_file(
+            file, fr, record, graded, ref and (parse_tap(file, ref[1]), ref[0]))
+        if env_error:
+            verdict["env_errors"].append(env_error)
+        if failure:
+            verdict["file_failures"].append(failure)
         if record.get("timed_out"):
             verdict["timed_out_files"].append(file)
-        if fr.bailed_out:
-            verdict["env_errors"].append(f"{file}: bailed out ({fr.bailed_out})")
-        verdict["skipped_assertions"] += [i for i in fr.skipped
-                                          if i in task.fail_to_pass or i in task.pass_to_pass]
-        results.update(fr.results)
+        verdict["skipped_assertions"] += [i for i in graded if assertion_number(i) in fr.skipped]
+        if not fr.tampered:
+            results.update(fr.results)
     f2p, p2p = split(task.fail_to_pass, results), split(task.pass_to_pass, results)
     resolved = not f2p["failed"] and not p2p["failed"] and not verdict["env_errors"]
+    tampered = any(f["kind"] == "tampered" for f in verdict["file_failures"])
     if verdict["env_errors"]:
         status = "env_error"
     elif resolved:
         status = "resolved"
-    elif f2p["passed"]:
+    elif f2p["passed"] and not tampered:
         status = "partially_resolved"
     else:
         status = "unresolved"
     return dict(verdict, status=status, resolved=resolved, fail_to_pass=f2p, pass_to_pass=p2p)
+
+
+def read_texts(tap_dir, records):
+    """{file: the stdout prove printed} for prove.json records (a missing file reads as "")."""
+    texts = {}
+    for file, rec in records.items():
+        path = tap_dir / rec["tap"] if rec.get("tap") else None
+        texts[file] = path.read_text(errors="replace") if path and path.exists() else ""
+    return texts
 
 
 def grade_task(layout, mode_name, task, config, file_dep):
@@ -141,12 +146,14 @@ def grade_task(layout, mode_name, task, config, file_dep):
     build = jsonio.read_json(layout.build_json(mode_name, iid))
     prove = jsonio.read_json(layout.prove_json(mode_name, iid))
     agent = jsonio.read_json(layout.agent_json(mode_name, iid))
-    texts = {}
-    for file, rec in prove["files"].items():
-        path = layout.tap_dir(mode_name, iid) / rec["tap"]
-        texts[file] = path.read_text(errors="replace") if path.exists() else ""
+    tap_dir = layout.tap_dir(mode_name, iid)
+    texts = read_texts(tap_dir, prove["files"])
+    references = prove.get("reference") or {}
+    reference_texts = read_texts(tap_dir, references)
     verdict = grade(task, build["status"], prove["files"], texts,
-                    agent_status=agent["status"] if agent else None)
+                    agent_status=agent["status"] if agent else None,
+                    reference={f: (rec, reference_texts[f]) for f, rec in references.items()},
+                    build_reason=build.get("reason"))
     jsonio.write_json(out, dict(verdict, inputs=inputs, mode=mode_name))
 
 

@@ -12,6 +12,9 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     tests/<test_commit>/        nginx-tests trees, one per pinned commit, shared by all runs
     workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
     builds/<key>/               content-addressed builds (see build.py)
+    builds/.tmp/<key>.<pid>/    a build in progress (or a killed one's leftovers)
+    builds/.failed/<key>.json|.log   an env_error build's record and log, never a verdict
+    guards/<hash>/nginx         the output guard in front of a build's binary (prove.py)
     ccache/                     ccache's store, shared by all builds
     feature-tests/              executables of configure's test programs (feature_test_cc.sh),
                                 feature-tests/bin/cc the compiler configure runs
@@ -29,6 +32,7 @@ Per task results, ``results/<run>/<mode>/<instance_id>/``:
 Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (summary.py).
 """
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +84,10 @@ class Layout:
     def tests_stamp(self, test_commit):
         return self.cache / "tests" / f"{test_commit}.json"
 
+    def output_guard(self, binary):
+        """prove.py's output guard for a binary: a directory per binary path."""
+        return self.cache / "guards" / hashlib.sha256(str(binary).encode()).hexdigest()[:16]
+
     def workspace(self, mode, instance_id):
         return self.cache / "workspaces" / self.run / mode / instance_id
 
@@ -95,6 +103,12 @@ class Layout:
 
     def build_tmp(self, key):
         return self.builds / ".tmp" / f"{key}.{os.getpid()}"
+
+    def failed_build_json(self, key):
+        return self.builds / ".failed" / f"{key}.json"
+
+    def failed_build_log(self, key):
+        return self.builds / ".failed" / f"{key}.log"
 
     @property
     def ccache_dir(self):

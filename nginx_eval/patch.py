@@ -3,8 +3,9 @@
 Agent modes: the diff of the workspace's files against the base commit, new files included. It is
 computed with the bare clone's objects and a throw-away index, never with the workspace's own .git,
 so an agent that commits, branches, rewrites history or deletes .git still yields the diff of what
-is on disk. Harness files and ignored files (objs/, Makefile) are left out, and so is any new file
-over MAX_NEW_FILE_BYTES (listed in patch.json as skipped).
+is on disk. Ignored files are left out, and so are, .gitignore or not, tracked or not, the harness's
+files (workspace.HARNESS_FILES) and what configure and make write (workspace.BUILD_OUTPUTS), listed
+in patch.json as left out, and any new file over MAX_NEW_FILE_BYTES (listed as skipped).
 Built-ins: ``gold`` is ``git diff base fix`` from the bare clone; ``none`` is empty.
 Predictions modes: the ``model_patch`` of the task's row in the predictions file.
 
@@ -12,10 +13,17 @@ Predictions modes: the ``model_patch`` of the task's row in the predictions file
 
     {"inputs", "source": "workspace"|"gold"|"none"|"predictions", "sha256", "bytes",
      "files": [paths], "lines_added", "lines_removed", "binary": bool,
-     "skipped_files": [{"path", "bytes"}], "note": str}
+     "skipped_files": [{"path", "bytes"}],
+     "left_out": [{"path": str, "files": int, "reason": "harness file"|"build output"}],
+     "note": str}
+
+``left_out`` has one entry per name of HARNESS_FILES and BUILD_OUTPUTS (a directory's ends in /)
+under which the workspace has files differing from the base, new or changed, with their number;
+it is empty for the other sources.
 """
 
 import os
+import re
 import subprocess
 import tempfile
 
@@ -26,17 +34,38 @@ from .errors import UserError, failing_on_user_error
 from .gitcmd import isolated_env
 from .modes import read_predictions
 from .repositories import repo_task
-from .workspace import HARNESS_FILES
+from .workspace import BUILD_OUTPUTS, HARNESS_FILES
 
 MAX_NEW_FILE_BYTES = 1 << 20
+# Never part of an agent's patch, whatever the base's .gitignore says: (top-level path, reason).
+LEFT_OUT = ([(name, "harness file") for name in HARNESS_FILES]
+            + [(name, "build output") for name in BUILD_OUTPUTS])
 
 
-def _git(args, env, cwd=None, check=True):
-    return subprocess.run(["git", *args], env=env, cwd=cwd, check=check, capture_output=True)
+def _git(args, env, cwd=None, check=True, input=None):
+    return subprocess.run(["git", *args], env=env, cwd=cwd, check=check, capture_output=True,
+                          input=input)
+
+
+def _left_out(env, workspace):
+    """The entries of LEFT_OUT under which the workspace differs from the base (the scratch index
+    still holds the base's version there), with the number of files."""
+    entries = []
+    for name, reason in LEFT_OUT:
+        spec = f":(top,literal){name}"
+        # Ignored files count too: on a base with a .gitignore the record says the same.
+        new = _git(["ls-files", "-z", "--others", "--", spec], env, cwd=workspace).stdout
+        changed = _git(["diff", "--name-only", "--no-renames", "-z", "--", spec],
+                       env, cwd=workspace).stdout
+        files = len([f for f in (new + changed).split(b"\0") if f])
+        if files:
+            entries.append({"path": name, "files": files, "reason": reason})
+    return entries
 
 
 def workspace_diff(bare, workspace, base):
-    """(patch bytes, skipped new files) of `workspace` against `base`, using a scratch index."""
+    """(patch bytes, skipped new files, left-out paths) of `workspace` against `base`, using a
+    scratch index."""
     if not os.path.isdir(workspace):
         os.makedirs(workspace)
     with tempfile.TemporaryDirectory(prefix="nginx-eval-patch-") as tmp:
@@ -49,19 +78,28 @@ def workspace_diff(bare, workspace, base):
         }))
         os.makedirs(os.path.join(tmp, "objects"))
         _git(["read-tree", base], env)
-        excludes = [f":(exclude,top){name}" for name in HARNESS_FILES]
+        # Excluded from `add`, a tracked file keeps the base's version in the index: no diff.
+        excludes = [f":(exclude,top,literal){name}" for name, _ in LEFT_OUT]
         others = _git(["ls-files", "-z", "--others", "--exclude-standard", "--", ".", *excludes],
                       env, cwd=workspace).stdout.split(b"\0")
-        skipped = []
+        skipped, new = [], []
         for rel in filter(None, others):
             path = os.path.join(workspace, os.fsdecode(rel))
             size = os.lstat(path).st_size
             if size > MAX_NEW_FILE_BYTES:
                 skipped.append({"path": os.fsdecode(rel), "bytes": size})
-                excludes.append(f":(exclude,top,literal){os.fsdecode(rel)}")
-        _git(["add", "-A", "--", ".", *excludes], env, cwd=workspace)
+            else:
+                new.append(rel)
+        # Not one `add -A` with the excludes: it fails ("paths are ignored") when an exclude names
+        # a path the base's .gitignore ignores (objs/ on the bases that have one). Tracked files
+        # first, then the new files by name.
+        _git(["add", "-u", "--", ".", *excludes], env, cwd=workspace)
+        if new:
+            _git(["--literal-pathspecs", "add", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                 env, cwd=workspace, input=b"\0".join(new))
+        left_out = _left_out(env, workspace)
         diff = _git(["diff", "--cached", "--binary", "--full-index", base], env, cwd=workspace)
-        return diff.stdout, skipped
+        return diff.stdout, skipped, left_out
 
 
 def gold_diff(bare, base, fix):
@@ -100,6 +138,125 @@ def patch_stats(patch):
     return {"files": files, "lines_added": added, "lines_removed": removed, "binary": binary}
 
 
+# C escapes of git's quoted names (quote_c_style); octal escapes are bytes.
+_C_ESCAPES = {"a": "\a", "b": "\b", "t": "\t", "n": "\n", "v": "\v", "f": "\f", "r": "\r",
+              '"': '"', "\\": "\\"}
+_HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+# A timestamp after a name with no tab between (diff -u writes a tab, some tools spaces).
+_TIMESTAMP = re.compile(r"\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [+-]\d{4})?$")
+
+
+def _unquote(text):
+    """(name, rest) of the C-quoted name `text` starts with, or None when it is not closed."""
+    out, i = bytearray(), 1
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            return out.decode("utf-8", "surrogateescape"), text[i + 1:]
+        if c == "\\" and i + 1 < len(text):
+            if text[i + 1] in "01234567":
+                # Git writes three digits; a patch made elsewhere must not crash the build stage.
+                digits = re.match("[0-7]{1,3}", text[i + 1:i + 4])[0]
+                out.append(int(digits, 8) & 0xFF)
+                i += 1 + len(digits)
+                continue
+            c = _C_ESCAPES.get(text[i + 1], text[i + 1])
+            i += 1
+        out += c.encode("utf-8", "surrogateescape")
+        i += 1
+    return None
+
+
+def _strip1(name):
+    """`name` as `git apply -p1` reads it: the first component off, runs of slashes squashed."""
+    if "/" in name:
+        name = name.split("/", 1)[1]
+    return re.sub("/+", "/", name)
+
+
+def _side_name(text):
+    """The name of a ---/+++ line (what follows the marker), as written."""
+    if text.startswith('"'):
+        quoted = _unquote(text)
+        if quoted:
+            return quoted[0]
+    if "\t" in text:
+        return text.split("\t", 1)[0]
+    return _TIMESTAMP.sub("", text.rstrip())
+
+
+def _git_header_names(text):
+    """The two names of a `diff --git` line (what follows `diff --git `), as written. Unquoted
+    names with spaces leave the split open; git then takes the split whose names are equal, and
+    for a rename or copy the `rename`/`copy` lines, which name both sides anyway."""
+    if text.startswith('"'):
+        first = _unquote(text)
+        if not first:
+            return []
+        rest = first[1].lstrip(" ")
+        second = _unquote(rest) if rest.startswith('"') else (rest, "")
+        return [first[0], second[0]] if second else [first[0]]
+    if '"' in text:
+        # Git quotes every name holding a '"', so here only the second name is quoted.
+        i = text.find(' "')
+        second = _unquote(text[i + 1:]) if i >= 0 else None
+        return [text[:i], second[0]] if second else []
+    splits = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == " "]
+    if len(splits) == 1:
+        return list(splits[0])
+    equal = [s for s in splits if _strip1(s[0]) == _strip1(s[1])]
+    return list(equal[0]) if equal else []
+
+
+def touched_paths(patch):
+    """Every path `patch` touches, old and new sides, as `git apply -p1` (how the harness applies
+    patches) reads them: both names of `diff --git` lines and of ---/+++ pairs with their first
+    component stripped, `rename`/`copy` from/to lines as they are; never /dev/null. In order,
+    without repeats. A rename out of auto/ thus still counts as touching auto/."""
+    lines = patch.decode("utf-8", "surrogateescape").split("\n")
+    paths, old_left, new_left, git_header = [], 0, 0, False
+    for n, line in enumerate(lines):
+        line = line.rstrip("\r")
+        if old_left > 0 or new_left > 0:
+            # Inside a hunk a removed "-- x" line reads "--- x": only the counts say it is body.
+            marker = line[:1]
+            if marker in (" ", ""):
+                old_left, new_left = old_left - 1, new_left - 1
+                continue
+            if marker == "-":
+                old_left -= 1
+                continue
+            if marker == "+":
+                new_left -= 1
+                continue
+            if marker == "\\":
+                continue
+            old_left = new_left = 0     # a short hunk; git apply would refuse it anyway
+        hunk = _HUNK.match(line)
+        if hunk:
+            old_left = int(hunk[1]) if hunk[1] is not None else 1
+            new_left = int(hunk[2]) if hunk[2] is not None else 1
+            git_header = False
+        elif line.startswith("diff --git "):
+            paths += [_strip1(name) for name in _git_header_names(line[11:])]
+            git_header = True
+        elif git_header and line.startswith(("rename from ", "rename to ", "copy from ",
+                                             "copy to ")):
+            # git apply strips p - 1 components from these, i.e. none with -p1.
+            name = line.split(" ", 2)[2]
+            quoted = _unquote(name) if name.startswith('"') else None
+            paths.append(quoted[0] if quoted else name)
+        elif line.startswith("--- ") and n + 1 < len(lines) and lines[n + 1].startswith("+++ "):
+            # Like git apply, a --- line counts only with its +++ line after it (a commit
+            # message may hold one).
+            for side in (line[4:], lines[n + 1].rstrip("\r")[4:]):
+                name = _side_name(side)
+                if name != "/dev/null":
+                    paths.append(_strip1(name))
+            git_header = False
+    return list(dict.fromkeys(p for p in paths if p))
+
+
 def prediction_for(predictions_path, instance_id):
     """The model_patch for `instance_id` in a SWE-bench predictions file (.jsonl or .json list)."""
     row = read_predictions(predictions_path).get(instance_id)
@@ -114,7 +271,7 @@ def write_patch(layout, mode, task, config, file_dep):
     if jsonio.fresh_output(out, inputs) and layout.model_patch(mode.name, task.instance_id).exists():
         return
     bare = layout.bare_repo(task.repo)
-    skipped, note = [], ""
+    skipped, left_out, note = [], [], ""
     if mode.kind == "gold":
         patch = gold_diff(bare, task.base_commit, task.fix_commit)
     elif mode.kind == "none":
@@ -136,16 +293,17 @@ def write_patch(layout, mode, task, config, file_dep):
         patch = old_patch.read_bytes()
         old = jsonio.read_json(out) or {}
         skipped, note = old.get("skipped_files", []), old.get("note", "")
+        left_out = old.get("left_out", [])
     else:
-        patch, skipped = workspace_diff(bare, layout.workspace(mode.name, task.instance_id),
-                                        task.base_commit)
+        patch, skipped, left_out = workspace_diff(
+            bare, layout.workspace(mode.name, task.instance_id), task.base_commit)
         if skipped:
             note = (f"left out {len(skipped)} new file(s) over {MAX_NEW_FILE_BYTES} bytes: "
                     + ", ".join(s["path"] for s in skipped[:5]))
     jsonio.write_bytes(layout.model_patch(mode.name, task.instance_id), patch)
     record = {"inputs": inputs, "source": "workspace" if mode.runs_agent else mode.kind,
               "sha256": jsonio.digest(patch), "bytes": len(patch), "skipped_files": skipped,
-              "note": note}
+              "left_out": left_out, "note": note}
     record.update(patch_stats(patch))
     jsonio.write_json(out, record)
 

@@ -35,7 +35,8 @@ from doit.tools import config_changed
 
 from . import jsonio
 from .build import base_task_name, ensure_build
-from .grade import file_env_error, parse_tap
+from .grade import file_problem
+from .tapstream import assertion_number, parse_tap
 from .patch import gold_diff
 from .prove import run_prove_files, tests_task_name
 from .repositories import repo_task
@@ -51,13 +52,20 @@ def run_side(layout, task, binary, out_dir, repeats):
     for r in range(1, repeats + 1):
         tap_dir = out_dir / f"r{r}"
         start = time.monotonic()
-        files = run_prove_files(tree, binary, task.test_files, task.test_timeout, tap_dir)
+        files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout, tap_dir)
         results = {}
         for name, record in files.items():
             fr = parse_tap(name, (tap_dir / record["tap"]).read_text(errors="replace"))
-            problem = file_env_error(fr, record)
-            if problem:
-                env_errors.add(problem)
+            problem = file_problem(fr, record)
+            # A file that dies part-way is evidence like any other (the bug may crash nginx);
+            # one that never ran says nothing.
+            if problem and problem.kind in ("env", "not_started"):
+                env_errors.add(f"{name}: {problem.text}")
+            # A declared assertion that is skipped here says nothing about the fix.
+            for ident in list(task.fail_to_pass) + list(task.pass_to_pass):
+                if ident.startswith(f"{name}:") and assertion_number(ident) in fr.skipped:
+                    env_errors.add(f"{name}: {ident} skipped "
+                                   f"({fr.skipped[assertion_number(ident)]})")
             results.update(fr.results)
         runs.append({"seconds": round(time.monotonic() - start, 3), "results": results})
     return runs, sorted(env_errors)

@@ -17,8 +17,13 @@ from .gitcmd import git_in
 from .repositories import repo_task
 
 ISSUE_FILE = ".issue.md"
-# Files the harness puts in a workspace; they never count as part of the agent's patch.
-HARNESS_FILES = (ISSUE_FILE,)
+# templates/prompt_plan.md.j2 asks the agent for its plan in this file (by this name).
+PLAN_FILE = ".plan.md"
+# Files the harness puts in a workspace or asks the agent for: never part of the agent's patch.
+HARNESS_FILES = (ISSUE_FILE, PLAN_FILE)
+# What ./auto/configure and make write at the top of the tree. Half of the nginx bases have no
+# .gitignore, so nothing else keeps them out of the agent's patch. A trailing / marks a directory.
+BUILD_OUTPUTS = ("Makefile", "objs/")
 BRANCH = "main"
 
 
@@ -57,7 +62,8 @@ def create_workspace(layout, mode, task):
     (ws / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
     g.reflog("expire", "--expire=now", "--all")
     with open(ws / ".git" / "info" / "exclude", "a") as f:
-        f.write("".join(f"/{name}\n" for name in HARNESS_FILES))
+        # The agent's own `git status` then shows only its work, as on a base with a .gitignore.
+        f.write("".join(f"/{name}\n" for name in HARNESS_FILES + BUILD_OUTPUTS))
     (ws / ISSUE_FILE).write_text(task.problem_statement.rstrip() + "\n", encoding="utf-8")
     jsonio.write_json(layout.workspace_stamp(mode, task.instance_id),
                       {"inputs": workspace_inputs(task), "path": str(ws),

@@ -187,7 +187,8 @@ class Bench:
                     subprocess.run(["make", "-j2"], cwd=tree, env=env, stdout=log, stderr=log,
                                    check=True)
                 clean_builds.append(time.monotonic() - build_start)
-                run_prove_files(self.layout.tests_tree(t.test_commit), tree / "objs" / "nginx",
+                run_prove_files(self.layout, self.layout.tests_tree(t.test_commit),
+                                tree / "objs" / "nginx",
                                 t.test_files, t.test_timeout, tree.parent / "tap")
         return time.monotonic() - start, clean_builds
 

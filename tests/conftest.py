@@ -57,3 +57,19 @@ def project(tmp_path):
 
 def pytest_configure(config):
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+
+
+def prove_verbose(directory, name, body, env=None):
+    """What real `prove -v` prints for a Test::More file `name` with `body` (after the `use`
+    lines), run in `directory`: grading tests read this, never hand-written TAP."""
+    path = Path(directory) / name
+    path.write_text("use strict;\nuse warnings;\nuse Test::More;\n" + body)
+    proc = subprocess.run(["prove", "--norc", "-v", name], cwd=directory, capture_output=True,
+                          text=True, env=dict(os.environ, **(env or {})), timeout=60)
+    return proc.stdout, proc.returncode
+
+
+@pytest.fixture
+def prove_v(tmp_path):
+    """prove_v(name, body) -> (stdout of real `prove -v`, exit code); see prove_verbose."""
+    return lambda name, body, env=None: prove_verbose(tmp_path, name, body, env)

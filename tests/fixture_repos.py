@@ -10,6 +10,8 @@ and ``objs/Makefile``; ``make`` builds ``objs/nginx``; ``objs/nginx -V`` prints 
     c_later     an unrelated later change
 
 ``acme/tiny-tests`` holds Test::More ``.t`` files that run $ENV{TEST_NGINX_BINARY}, like nginx-tests.
+``objs/nginx -p DIR -c FILE`` is the "server": it prints a line and exits 0, and server.t and
+server_die.t start it with the test's stdout inherited, as Test::Nginx starts nginx.
 """
 
 import json
@@ -65,6 +67,11 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "-V") == 0) {
         printf("tiny version: 1.0\nconfigure arguments: %s\n", NGX_CONFIGURE);
+        return 0;
+    }
+    if (argc >= 2 && (strcmp(argv[1], "-p") == 0 || strcmp(argv[1], "-c") == 0)) {
+        /* Started as a server, the way Test::Nginx starts nginx: talks on its stdout. */
+        printf("tiny: serving\n");
         return 0;
     }
     if (argc != 4) {
@@ -125,6 +132,28 @@ like(`$bin -V 2>&1`, qr/configure arguments/, 'version output');
 """,
     "skip.t": TEST_HEAD + """
 plan(skip_all => 'Foo::Bar not installed');
+""",
+    # Start the "server" with the test's stdout, as Test::Nginx does. try_run skips the whole
+    # file when it does not start; `$t->run()->plan(N)` dies before the plan.
+    "server.t": TEST_HEAD + """
+system($bin, '-p', '/tmp/', '-c', 'nginx.conf') == 0 or plan(skip_all => 'cannot start nginx');
+plan(tests => 2);
+is(run('add', 2, 3), '5', 'add after start');
+is(run('mul', 2, 3), '6', 'mul after start');
+""",
+    "server_die.t": TEST_HEAD + """
+system($bin, '-p', '/tmp/', '-c', 'nginx.conf') == 0 or die "Can't start nginx";
+plan(tests => 2);
+is(run('add', 2, 3), '5', 'add after start');
+is(run('mul', 2, 3), '6', 'mul after start');
+""",
+    # What the harness lets leak into a test's environment.
+    "env.t": TEST_HEAD + """
+plan(tests => 3);
+is(run('add', 2, 3), '5', 'add two numbers');
+ok(!defined $ENV{TEST_NGINX_UNSAFE}, 'no inherited TEST_NGINX_UNSAFE');
+my @users = ($ENV{TEST_NGINX_GLOBALS} // '') =~ /\buser\b/g;
+ok(@users <= 1, 'at most one user directive');
 """,
     "hang.t": TEST_HEAD + """
 plan(tests => 2);

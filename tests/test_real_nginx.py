@@ -3,6 +3,7 @@
     NGINX_EVAL_REPO_URL='/srv/mirrors/{owner}+{name}/repo' python -m pytest tests/test_real_nginx.py
 """
 
+import difflib
 import json
 import os
 import subprocess
@@ -41,3 +42,52 @@ def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path):
     assert grade("gold")["status"] == "resolved"
     assert grade("none")["status"] == "unresolved"
     assert grade("none")["fail_to_pass"]["failed"] == task["fail_to_pass"]
+
+
+def main_c_patch(base_commit, insertion):
+    """A patch of src/core/nginx.c at `base_commit` that runs `insertion` in main() before
+    ngx_time_init() (after -V and -v have answered)."""
+    repo = URL.format(owner="nginx", name="nginx")
+    before = subprocess.run(["git", "--git-dir", repo, "show", f"{base_commit}:src/core/nginx.c"],
+                            capture_output=True, text=True, check=True).stdout
+    anchor = "    ngx_time_init();\n"
+    assert anchor in before
+    after = before.replace(anchor, insertion + anchor, 1)
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                        "a/src/core/nginx.c", "b/src/core/nginx.c"))
+
+
+def score_prediction(tmp_path, task, patch, run):
+    preds = tmp_path / f"{run}.jsonl"
+    preds.write_text(json.dumps({"instance_id": task["instance_id"], "model_patch": patch,
+                                 "model_name_or_path": run}) + "\n")
+    env = dict(os.environ, NGINX_EVAL_CACHE=str(tmp_path / "cache"),
+               NGINX_EVAL_RESULTS=str(tmp_path / "results"))
+    subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), "run", "nginx:file",
+                    f"predictions={preds}", f"instances={task['instance_id']}", f"run={run}"],
+                   env=env, check=True, capture_output=True, timeout=900)
+    task_dir = tmp_path / "results" / run / "file" / task["instance_id"]
+    return json.loads((task_dir / "grade.json").read_text()), task_dir
+
+
+def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(tmp_path):
+    tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
+    task = next(t for t in tasks if t["instance_id"] == "nginx__nginx-f35475c083d4")
+    # Started as a server, the patched nginx prints a pass for every fail_to_pass assertion.
+    lines = "".join(f'ok {i.split(":")[1].split(" ", 1)[0]} - {i.split(" ", 1)[1]}\\n'
+                    for i in task["fail_to_pass"])
+    spoof = main_c_patch(task["base_commit"],
+                         f'    if (!ngx_test_config) {{\n        ngx_write_stdout("{lines}");\n    }}\n\n')
+    grade, task_dir = score_prediction(tmp_path, task, spoof, "spoof")
+    assert grade["status"] == "unresolved"
+    assert grade["fail_to_pass"]["failed"] == task["fail_to_pass"]
+    log = (task_dir / "tap" / "range_clearing.t.nginx.log").read_text()
+    assert "ok 1 - content range cleared - range request" in log
+    # range_clearing.t says `$t->run()->plan(3)`: an nginx that does not start kills the file
+    # before its plan, and the base build, which starts, puts the blame on the patch.
+    nostart = main_c_patch(task["base_commit"],
+                           "    if (!ngx_test_config) {\n        return 1;\n    }\n\n")
+    grade, _ = score_prediction(tmp_path, task, nostart, "nostart")
+    assert grade["status"] == "unresolved" and grade["env_errors"] == []
+    assert grade["file_failures"][0]["kind"] == "not_started"
+    assert "nginx did not start" in grade["file_failures"][0]["reason"]

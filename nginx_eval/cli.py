@@ -30,12 +30,17 @@ from .doitdb import forgotten
 from .errors import UserError, UserFailure
 from .locks import Busy, hold_until_exit
 from .modes import command_program
+from .runrecord import bind_run, check_benchmark, read_run
 
 # doit commands that only read: they take no lock, so they work while a run is going on.
 READ_ONLY_COMMANDS = ("list", "info", "help", "dumpdb", "tabcompletion")
 DOIT_COMMANDS = ("run", "clean", "forget", "ignore", "reset-dep", "strace") + READ_ONLY_COMMANDS
 # doit's loader options, which may come before the command name; the first two take a value.
 LOADER_OPTIONS_WITH_VALUE = ("-f", "--file", "-d", "--dir")
+# Options of `doit run` whose value is the next word.
+RUN_OPTIONS_WITH_VALUE = ("-n", "--process", "-P", "--parallel-type", "-o", "--output-file",
+                          "-r", "--reporter", "-v", "--verbosity", "--db-file", "--dep-file",
+                          "--backend", "--check_file_uptodate", "--failure-verbosity")
 
 
 def fail(error):
@@ -58,6 +63,49 @@ def doit_command(argv):
         else:
             return arg if arg in DOIT_COMMANDS else "run"
     return "run"
+
+
+def command_targets(argv):
+    """The task names `argv` (without the program name) asks doit to run: its words after the
+    command that are neither options nor name=value."""
+    args, targets, seen_command = list(argv), [], False
+    while args:
+        arg = args.pop(0)
+        if arg in LOADER_OPTIONS_WITH_VALUE or arg in RUN_OPTIONS_WITH_VALUE:
+            if args:
+                args.pop(0)
+        elif arg.startswith("-") or ("=" in arg and not arg.startswith("=")):
+            continue
+        elif not seen_command and arg in DOIT_COMMANDS:
+            seen_command = True
+        else:
+            targets.append(arg)
+    return targets
+
+
+# Targets that read a run or the machine and score nothing: they do not add to the run's record.
+NON_SCORING_TARGETS = ("report", "doctor")
+
+
+def bind_to_run(ctx, argv):
+    """Before any work of `doit run`: the run belongs to this benchmark (or the command is
+    refused), and its record gains this command's tasks and modes (runrecord.py)."""
+    targets = command_targets(argv) or [ctx.benchmark.name]
+    if all(t in NON_SCORING_TARGETS for t in targets):
+        return
+    bench = ctx.benchmark.name
+    modes = [m for m in ctx.modes if bench in targets or f"{bench}:{m}" in targets]
+    new = read_run(ctx.layout) is None
+    bind_run(ctx.layout, ctx.benchmark, ctx.tasks, modes, **(ctx.selection or {}))
+    if new:
+        # A first command stopped by an error before any result leaves no run behind.
+        atexit.register(_remove_if_alone, ctx.layout.run_json)
+
+
+def _remove_if_alone(record):
+    if record.exists() and [p.name for p in record.parent.iterdir()] == [record.name]:
+        record.unlink()
+        _remove_if_empty(record.parent)
 
 
 def _remove_if_empty(path):
@@ -172,6 +220,12 @@ def load_dodo(root=None):
     ctx = namespace["NGINX_EVAL_CONTEXT"]
     if command not in READ_ONLY_COMMANDS:
         take_run_locks(ctx.layout)
+        try:
+            check_benchmark(ctx.layout, ctx.benchmark.name)
+            if command == "run":
+                bind_to_run(ctx, sys.argv[1:])
+        except UserError as e:
+            fail(e)
     if command == "run":
         scheduling.finish_chains_first()
     namespace["DOIT_CONFIG"]["reporter"] = reporter_for(ctx, command)

@@ -30,6 +30,7 @@ Per task results, ``results/<run>/<mode>/<instance_id>/``:
     prove.json, tap/<file>.tap  raw TAP per test file        (prove.py)
     grade.json                  the verdict                  (grade.py)
 Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (summary.py).
+Per run: ``results/<run>/run.json``, the benchmark and tasks the run is of (runrecord.py).
 """
 
 import hashlib
@@ -171,6 +172,10 @@ class Layout:
 
     def predictions_jsonl(self, mode):
         return self.mode_dir(mode) / "predictions.jsonl"
+
+    @property
+    def run_json(self):
+        return self.run_dir / "run.json"
 
     @property
     def report_md(self):

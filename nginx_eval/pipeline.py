@@ -30,6 +30,7 @@ from .benchmark import load_benchmarks
 from .errors import UserError
 from .layout import Layout
 from .modes import extra_modes, get_mode, load_modes
+from .runrecord import read_run
 
 STAGES = (repositories, workspace, agent, patch, build, prove, grade, summary, report, validate,
           doctor)
@@ -41,6 +42,7 @@ class Context:
     benchmark: object
     tasks: list
     modes: dict
+    selection: dict = None      # instances= and limit= as given
 
     @property
     def all_tasks(self):
@@ -80,7 +82,22 @@ class Context:
         return f"{bench.name}/{mode.name}/{task.instance_id}"
 
 
-def pick_benchmark(benchmarks, argv, requested=None):
+def named_benchmark(benchmarks, argv, requested=None):
+    """The benchmark the command line names (``bench=NAME`` or ``doit run NAME:...``), or None."""
+    if requested:
+        return pick_benchmark(benchmarks, argv, requested)
+    for arg in argv:
+        head = arg.split(":", 1)[0]
+        if head in benchmarks:
+            return benchmarks[head]
+    return None
+
+
+def pick_benchmark(benchmarks, argv, requested=None, run_benchmark=None):
+    """The benchmark of this command: the one named, else the run's (run.json), else nginx, else
+    the only one."""
+    if run_benchmark in benchmarks and not requested and not named_benchmark(benchmarks, argv):
+        return benchmarks[run_benchmark]
     if requested:
         if requested not in benchmarks:
             raise UserError(f"no benchmark '{requested}'; known: {', '.join(sorted(benchmarks))}",
@@ -129,7 +146,8 @@ def load_context(root=None, argv=None):
         raise UserError(f"run={run!r} must be a plain name", field="run")
     layout = Layout.from_env(root=root, run=run)
     benchmarks = load_benchmarks(layout.tasks_dir)
-    bench = pick_benchmark(benchmarks, sys.argv[1:] if argv is None else argv, get_var("bench"))
+    bench = pick_benchmark(benchmarks, sys.argv[1:] if argv is None else argv, get_var("bench"),
+                           (read_run(layout) or {}).get("benchmark"))
     instances = [i for i in (get_var("instances") or "").split(",") if i]
     tasks = bench.select(instances or None, _int_var("limit"))
     modes = load_modes(layout.modes_file)
@@ -140,7 +158,8 @@ def load_context(root=None, argv=None):
         get_mode(modes, m)
     if wanted:
         modes = {k: v for k, v in modes.items() if k in wanted}
-    return Context(layout=layout, benchmark=bench, tasks=tasks, modes=modes)
+    return Context(layout=layout, benchmark=bench, tasks=tasks, modes=modes,
+                   selection={"instances": instances or None, "limit": _int_var("limit")})
 
 
 def group_tasks(ctx, extra_group_deps=()):

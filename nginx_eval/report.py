@@ -22,6 +22,7 @@ Outcome of a cell, from the row in results.jsonl (first match wins)::
 ``report.json``::
 
     {"schema_version": 1, "run", "benchmark", "benchmark_sha256", "inputs",
+     "tasks": [the run's task ids: every total_instances counts these], "benchmark_tasks": n,
      "modes": {mode: {SWE-bench run report fields: "total_instances", "submitted_instances",
                       "completed_instances", "resolved_instances", "unresolved_instances",
                       "empty_patch_instances", "error_instances", "submitted_ids",
@@ -44,6 +45,7 @@ from functools import lru_cache
 import jinja2
 
 from . import __version__, jsonio
+from .runrecord import run_tasks
 
 OUTCOMES = ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
             "timeout", "agent_error", "env_error")
@@ -87,17 +89,20 @@ def input_files(layout, configured, templates_dir):
     return [str(f) for f in files]
 
 
-def report_inputs(layout, bench, modes, baseline, templates_dir):
+def report_inputs(layout, bench, tasks, modes, baseline, templates_dir):
     config = {"benchmark_sha256": bench.digest, "baseline": baseline,
+              "tasks": [t.instance_id for t in tasks],
               "modes": {n: m.to_json() for n, m in sorted(modes.items())}, "version": __version__}
     return jsonio.inputs_digest(config, input_files(layout, list(modes), templates_dir))
 
 
-def report_is_fresh(layout, bench, modes, baseline, templates_dir):
-    """doit uptodate: report.json was made from exactly what is on disk now (and the chart and
-    markdown still exist)."""
+def report_is_fresh(layout, bench, tasks, modes, baseline, templates_dir):
+    """doit uptodate: report.json was made from exactly what is on disk now, for the run's tasks
+    (and the chart and markdown still exist)."""
     made = jsonio.read_json(layout.report_json) or {}
-    return (made.get("inputs") == report_inputs(layout, bench, modes, baseline, templates_dir)
+    tasks = run_tasks(layout, bench, tasks)
+    return (made.get("inputs") == report_inputs(layout, bench, tasks, modes, baseline,
+                                                templates_dir)
             and layout.report_md.exists() and layout.report_chart.exists())
 
 
@@ -159,10 +164,12 @@ def _summary_numbers(values):
 def collect(layout, bench, tasks, modes, baseline=None, validation=None):
     """Everything the template shows, as plain data (also what the tests check)."""
     names = modes_on_disk(layout, list(modes))
-    rows = {m: {r["instance_id"]: r for r in jsonio.read_jsonl(layout.results_jsonl(m))}
-            for m in names}
     task_ids = [t.instance_id for t in tasks]
-    task_ids += sorted({i for m in names for i in rows[m]} - set(task_ids))
+    # Rows of tasks outside the run's selection (none, since results.jsonl holds only the run's
+    # tasks) would change the denominator: they are left out.
+    rows = {m: {r["instance_id"]: r for r in jsonio.read_jsonl(layout.results_jsonl(m))
+                if r["instance_id"] in set(task_ids)}
+            for m in names}
     total = len(task_ids)
     gold = gold_files(layout, tasks)
     validation = validation if validation is not None else (jsonio.read_json(layout.validation_json) or {})
@@ -232,7 +239,8 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None):
     return {
         "date": datetime.date.today().isoformat(), "version": __version__, "run": layout.run,
         "benchmark": {"name": bench.name, "file": os.path.relpath(bench.path, layout.root),
-                      "sha256": bench.digest, "tasks": total},
+                      "sha256": bench.digest, "tasks": total,
+                      "benchmark_tasks": len(bench.tasks), "subset": total < len(bench.tasks)},
         "repositories": _repositories(tasks),
         "toolchain": toolchain(), "baseline": baseline,
         "outcomes": OUTCOMES, "cell": CELL,
@@ -394,7 +402,9 @@ def swebench_report(mode):
 
 
 def write_report(layout, bench, tasks, modes, baseline, templates_dir):
-    inputs = report_inputs(layout, bench, modes, baseline, templates_dir)
+    """tasks: the command's selection, for a run without run.json; otherwise the run's tasks."""
+    tasks = run_tasks(layout, bench, tasks)
+    inputs = report_inputs(layout, bench, tasks, modes, baseline, templates_dir)
     data = collect(layout, bench, tasks, modes, baseline)
     layout.run_dir.mkdir(parents=True, exist_ok=True)
     draw_chart(data, layout.report_chart)
@@ -402,6 +412,7 @@ def write_report(layout, bench, tasks, modes, baseline, templates_dir):
     jsonio.write_json(layout.report_json, {
         "schema_version": 1, "run": layout.run, "benchmark": bench.name,
         "benchmark_sha256": bench.digest, "inputs": inputs,
+        "tasks": data["task_ids"], "benchmark_tasks": len(bench.tasks),
         "modes": {d["name"]: swebench_report(d) for d in data["modes"]},
         "families": data["families"]})
     print(f"report: {layout.report_md}")
@@ -411,7 +422,7 @@ def gen_tasks(ctx):
     from doit import get_var
     baseline = get_var("baseline") or None
     args = [ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes, baseline, ctx.layout.templates_dir]
-    fresh = (report_is_fresh, [ctx.layout, ctx.benchmark, ctx.modes, baseline,
+    fresh = (report_is_fresh, [ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes, baseline,
                                ctx.layout.templates_dir])
     common = {"actions": [(write_report, args)], "uptodate": [fresh], "verbosity": 2}
     # No file_dep: results.jsonl are targets of the modes' tasks, and a file_dep on them would

@@ -1,5 +1,8 @@
 """Per mode: ``results.jsonl`` (a row per task) and SWE-bench ``predictions.jsonl``.
 
+Both are rebuilt from the per-task files of the run's benchmark (a row for every task the mode
+graded in this run, in the benchmark's order), never from the command's selection alone.
+
 results.jsonl row::
 
     {"instance_id", "mode", "run", "status", "resolved", "agent_status", "build_status",
@@ -39,11 +42,16 @@ def model_name(mode):
     return f"nginx-eval/{mode.name}" + (f"/{mode.model}" if mode.model else "")
 
 
-def write_summary(layout, mode, tasks):
+def write_summary(layout, mode, bench_tasks):
+    """Both files, rebuilt from the per-task files of every task of the benchmark that this mode
+    has graded in the run: a command that scored a few tasks never drops the others' rows."""
     rows, preds = [], []
-    for task in tasks:
+    for task in bench_tasks:
+        if not layout.grade_json(mode.name, task.instance_id).exists():
+            continue
         rows.append(result_row(layout, mode, task))
-        patch = layout.model_patch(mode.name, task.instance_id).read_bytes()
+        patch_path = layout.model_patch(mode.name, task.instance_id)
+        patch = patch_path.read_bytes() if patch_path.exists() else b""
         preds.append({"instance_id": task.instance_id, "model_name_or_path": model_name(mode),
                       "model_patch": patch.decode("utf-8", "replace")})
     jsonio.write_jsonl(layout.results_jsonl(mode.name), rows)
@@ -82,7 +90,7 @@ def gen_tasks(ctx):
             "basename": "results",
             "name": f"{bench.name}/{mode.name}",
             "doc": f"results.jsonl and predictions.jsonl of {mode.name}",
-            "actions": [(write_summary, [ctx.layout, mode, tasks])],
+            "actions": [(write_summary, [ctx.layout, mode, bench.tasks])],
             "file_dep": deps,
             # The order tasks start in follows this list (see scheduling.py).
             "task_dep": start_order(ctx, bench, mode, ids),

@@ -1,0 +1,72 @@
+"""A run is one benchmark: two benchmarks and subsets in one results tree, in the order a user
+would run them, with every results.jsonl row and report count checked after each step."""
+
+import json
+
+from conftest import Project
+
+
+def rows(project, run, mode):
+    path = project.results / run / mode / "results.jsonl"
+    return [json.loads(line)["instance_id"] for line in path.read_text().splitlines()]
+
+
+def report(project, run):
+    project.doit("run", "report", f"run={run}")
+    data = json.loads((project.results / run / "report.json").read_text())
+    return data, (project.results / run / "report.md").read_text()
+
+
+def test_two_benchmarks_and_subsets_in_one_results_tree(tmp_path):
+    project = Project(tmp_path)
+    add, mul = project.tasks
+    other = [dict(add, instance_id="o-add"), dict(mul, instance_id="o-mul"),
+             dict(add, instance_id="o-add2")]
+    (project.root / "tasks" / "other.json").write_text(json.dumps({"tasks": other}))
+
+    # 1. A second benchmark scored in run "bars".
+    project.doit("run", "other:gold", "other:none", "run=bars")
+    assert rows(project, "bars", "gold") == ["o-add", "o-mul", "o-add2"]
+    record = json.loads((project.results / "bars" / "run.json").read_text())
+    assert record["benchmark"] == "other" and record["task_ids"] == ["o-add", "o-mul", "o-add2"]
+    assert record["modes"] == ["gold", "none"]
+    before = (project.results / "bars" / "gold" / "results.jsonl").read_bytes()
+
+    # 2. The shipped benchmark under the same run name: refused, one line, nothing changed.
+    proc, executed = project.doit("run", "tiny:gold", "run=bars", "instances=tiny-add",
+                                  check=False)
+    assert proc.returncode != 0 and executed == []
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("nginx-eval: error:")
+    assert "'other'" in errors[0] and "run=NAME" in errors[0]
+    assert (project.results / "bars" / "gold" / "results.jsonl").read_bytes() == before
+    assert not (project.results / "bars" / "gold" / "tiny-add").exists()
+
+    # 3. The report of the run is the run's benchmark, whatever the default benchmark is.
+    data, md = report(project, "bars")
+    assert data["benchmark"] == "other" and data["tasks"] == ["o-add", "o-mul", "o-add2"]
+    assert data["modes"]["gold"]["total_instances"] == 3
+    assert data["modes"]["gold"]["resolved_instances"] == 3
+    assert "(3 tasks)" in md and "selected" not in md
+
+    # 4. A subset run says so, and a later command adds rows instead of replacing them.
+    project.doit("run", "tiny:gold", "run=sub", "instances=tiny-add")
+    assert rows(project, "sub", "gold") == ["tiny-add"]
+    data, md = report(project, "sub")
+    assert data["tasks"] == ["tiny-add"] and data["modes"]["gold"]["total_instances"] == 1
+    assert "1 of 2 tasks selected" in md
+    project.doit("run", "tiny:gold", "run=sub", "instances=tiny-mul")
+    assert rows(project, "sub", "gold") == ["tiny-add", "tiny-mul"]
+    data, md = report(project, "sub")
+    assert data["modes"]["gold"]["resolved_instances"] == 2 and "(2 tasks)" in md
+
+    # 5. Another mode on part of the run's tasks: counted against all of them, as missing.
+    project.doit("run", "tiny:none", "run=sub", "limit=1")
+    assert rows(project, "sub", "none") == ["tiny-add"]
+    data, md = report(project, "sub")
+    assert data["modes"]["none"]["total_instances"] == 2
+    assert data["modes"]["none"]["submitted_instances"] == 1
+    assert rows(project, "sub", "gold") == ["tiny-add", "tiny-mul"]
+
+    # 6. The other run was never touched.
+    assert (project.results / "bars" / "gold" / "results.jsonl").read_bytes() == before

@@ -4,12 +4,29 @@ Output ``agent.json``::
 
     {"inputs": sha256, "mode": str, "instance_id": str,
      "status": "completed" | "failed" | "timeout" | "error",
-     "error": str,                          # why, for "error" (and "failed" without a workspace)
+     "error": str,                          # why, for every status but "completed" ("" then):
+                                            # "phase solve: exit code 3", "phase solve: timed out
+                                            # after 1800 s", "phase solve: command not found
+                                            # (exit 127)", "phase x: the workspace no longer exists"
      "wall_seconds": float,
-     "phases": [{"name", "command", "exit_code", "timed_out", "wall_seconds",
+     "phases": [{"name",
+                 "command",                 # what ran: $AGENT's words and the other variables'
+                                            # values put in (secret-looking names stay as
+                                            # written), placeholders filled, {prompt} shown as
+                                            # "$(cat <prompt file>)"
+                 "command_template",        # the same with {model} filled and the other
+                                            # placeholders as written ({prompt}): the command
+                                            # of the mode, equal for every task it ran
+                 "model",                   # the mode's model if the command that ran names
+                                            # {model}, else null (e.g. AGENT replaced it)
+                 "exit_code", "timed_out", "wall_seconds",
                  "stdout", "stderr", "prompt_file",
                  "cost_usd", "tokens": {...}, "num_turns"}],
      "cost_usd": float | null, "tokens": {"input", "output", "cache_read", "cache_creation"} | null}
+
+A phase that fails (exit code, time limit, command not found, workspace gone) is also one line
+on stderr when it happens: ``nginx-eval: agent <mode>/<instance> failed: exit code 3 (log: <the
+phase's stderr file>)``.
 
 An agent run costs money, so it is repeated only when its inputs change (mode command, prompt,
 model, problem statement, the values of environment variables its command names) or after ``doit forget`` (see doitdb.py). The inputs digest is stored in
@@ -20,6 +37,8 @@ was lost.
 import json
 import os
 import re
+import shlex
+import sys
 import time
 from functools import lru_cache
 
@@ -28,7 +47,8 @@ from doit.tools import config_changed
 
 from . import jsonio, sandbox
 from .doitdb import consume_forgotten
-from .modes import fill_command
+from .errors import failing_on_user_error
+from .modes import render_command
 from .procs import kill_leftovers, run_limited
 from .workspace import ISSUE_FILE, ensure_fresh_workspace, mark_agent_started, workspace_inputs
 
@@ -118,6 +138,13 @@ def _sum_tokens(phases):
     return total if seen else None
 
 
+def say_failed(mode, task, reason, log=None):
+    """The console line of a failed agent phase, printed when it happens."""
+    where = f" (log: {log})" if log else ""
+    print(f"nginx-eval: agent {mode.name}/{task.instance_id} failed: {reason}{where}",
+          file=sys.stderr, flush=True)
+
+
 def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
     out = layout.agent_json(mode.name, task.instance_id)
     forgotten = consume_forgotten(layout, agent_task_name)
@@ -144,6 +171,7 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
         if not ws.is_dir():
             # An earlier phase deleted the workspace: nothing to run the next phase in.
             status, error = "failed", f"phase {phase.name}: the workspace no longer exists"
+            say_failed(mode, task, error, out.parent / phases[-1]["stderr"] if phases else None)
             break
         stem = f"{i}-{phase.name}"
         prompt_file = logs / f"{stem}.prompt.md"
@@ -151,7 +179,9 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
         values = {"workspace": str(ws), "issue_file": str(ws / ISSUE_FILE), "prompt": prompt,
                   "prompt_file": str(prompt_file), "model": mode.model,
                   "instance_id": task.instance_id, "log_dir": str(logs), "phase": phase.name}
-        command = fill_command(phase.command, values)
+        command = render_command(phase.command, env, values)
+        names_model = "{model}" in render_command(phase.command, env, record=True)
+        template = render_command(phase.command, env, {"model": mode.model}, record=True)
         stdout_path, stderr_path = logs / f"{stem}.stdout", logs / f"{stem}.stderr"
         with open(stdout_path, "wb") as so, open(stderr_path, "wb") as se:
             argv = ["bash", "-c", command]
@@ -161,7 +191,12 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
             outcome = run_limited(argv, cwd=str(ws), env=env,
                                   timeout=phase.timeout, stdout=so, stderr=se,
                                   token_file=token_file)
-        record = {"name": phase.name, "command": command, "exit_code": outcome.exit_code,
+        shown = {"prompt": f'"$(cat {shlex.quote(str(prompt_file))})"'}
+        record = {"name": phase.name,
+                  "command": render_command(phase.command, env, values, shown, record=True),
+                  "command_template": template,
+                  "model": (mode.model or None) if names_model else None,
+                  "exit_code": outcome.exit_code,
                   "timed_out": outcome.timed_out, "wall_seconds": outcome.seconds,
                   "stdout": str(stdout_path.relative_to(out.parent)),
                   "stderr": str(stderr_path.relative_to(out.parent)),
@@ -169,14 +204,16 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
         record.update(parse_claude_json(stdout_path.read_text(errors="replace")))
         phases.append(record)
         if outcome.timed_out:
-            status = "timeout"
-            break
-        if outcome.exit_code == 127:
-            status, error = "error", f"phase {phase.name}: command not found (exit 127)"
-            break
-        if outcome.exit_code != 0:
-            status = "failed"
-            break
+            status, reason = "timeout", f"timed out after {phase.timeout:g} s"
+        elif outcome.exit_code == 127:
+            status, reason = "error", "command not found (exit 127)"
+        elif outcome.exit_code != 0:
+            status, reason = "failed", f"exit code {outcome.exit_code}"
+        else:
+            continue
+        error = f"phase {phase.name}: {reason}"
+        say_failed(mode, task, reason, stderr_path)
+        break
     costs = [p["cost_usd"] for p in phases if p.get("cost_usd") is not None]
     jsonio.write_json(out, {
         "inputs": inputs, "mode": mode.name, "instance_id": task.instance_id,
@@ -196,7 +233,9 @@ def gen_tasks(ctx):
             "basename": "agent",
             "name": name,
             "doc": f"run mode {mode.name} on {task.instance_id}",
-            "actions": [(run_agent, [ctx.layout, mode, task, prompts, inputs, f"agent:{name}"])],
+            # An AGENT a shell cannot read is one error line (cli's preflight says it first).
+            "actions": [(failing_on_user_error, [run_agent, ctx.layout, mode, task, prompts,
+                                                 inputs, f"agent:{name}"])],
             "targets": [str(ctx.layout.agent_json(mode.name, task.instance_id))],
             "task_dep": [f"workspace:{name}"],
             "uptodate": [config_changed(inputs)],

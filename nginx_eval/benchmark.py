@@ -15,9 +15,12 @@ TASK fields (all required unless marked optional):
     problem_statement  non-empty str, the bug as a user reports it
     perl_modules       optional list of Perl module names the tests need
     test_timeout       optional seconds per test file (default 180)
-    area, gold_size, notes     optional, informative only
+    fix_date           optional "YYYY-MM-DD": the fix commit's committer date (the report's
+                       split by date, ``cutoff=``); informative only, not an input of any stage
+    area, gold_size, notes     optional, informative only (area: the report's breakdown)
 """
 
+import datetime
 import hashlib
 import json
 import re
@@ -49,6 +52,7 @@ OPTIONAL = {
     "perl_modules": list,
     "test_timeout": (int, float),
     "area": str,
+    "fix_date": str,
     "gold_size": dict,
     "notes": str,
 }
@@ -70,6 +74,7 @@ class Task:
     perl_modules: tuple = ()
     test_timeout: float = DEFAULT_TEST_TIMEOUT
     area: str = ""
+    fix_date: str = ""          # YYYY-MM-DD, or "" when the task file does not say
     gold_size: dict = field(default_factory=dict, compare=False, hash=False)
 
     def to_json(self):
@@ -103,6 +108,17 @@ class Benchmark:
         if limit is not None:
             tasks = tasks[:limit]
         return tasks
+
+
+def is_date(text):
+    """Whether `text` is a calendar date written YYYY-MM-DD."""
+    if not isinstance(text, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+        return False
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_str_list(value, path, iid, name, *, nonempty=False, unique=False):
@@ -172,6 +188,10 @@ def parse_task(raw, path, index):
     if not raw["problem_statement"].strip():
         raise UserError("must not be empty", file=path, task=iid, field="problem_statement")
     _check_str_list(raw.get("perl_modules", []), path, iid, "perl_modules")
+    fix_date = raw.get("fix_date", "")
+    if fix_date and not is_date(fix_date):
+        raise UserError(f"must be a date YYYY-MM-DD, got {fix_date!r}", file=path, task=iid,
+                        field="fix_date")
     timeout = raw.get("test_timeout", DEFAULT_TEST_TIMEOUT)
     if timeout <= 0:
         raise UserError("must be positive", file=path, task=iid, field="test_timeout")
@@ -182,7 +202,7 @@ def parse_task(raw, path, index):
         configure_flags=tuple(raw["configure_flags"]), fail_to_pass=tuple(raw["fail_to_pass"]),
         pass_to_pass=tuple(raw["pass_to_pass"]), problem_statement=raw["problem_statement"],
         perl_modules=tuple(raw.get("perl_modules", ())), test_timeout=timeout,
-        area=raw.get("area", ""), gold_size=raw.get("gold_size", {}),
+        area=raw.get("area", ""), fix_date=fix_date, gold_size=raw.get("gold_size", {}),
     )
 
 

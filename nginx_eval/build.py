@@ -45,6 +45,7 @@ copy of the log.
 """
 
 import contextlib
+import contextvars
 import os
 import re
 import shutil
@@ -57,11 +58,12 @@ from functools import lru_cache
 
 from doit.tools import config_changed
 
-from . import jsonio
+from . import cleaning, jsonio
 from .gitcmd import extract_tree, isolated_env
 from .layout import PACKAGE_DIR
 from .locks import locked
 from .patch import touched_paths
+from .procs import run_limited
 from .repositories import repo_task
 
 BUILD_TIMEOUT = 1800
@@ -134,15 +136,21 @@ def build_env(layout, tree):
     return env
 
 
+# The token file of the build in progress in this thread (ensure_build): its steps run through
+# procs.run_limited, in a session of their own, so that an interrupted doit finds and stops them.
+_token_file = contextvars.ContextVar("build_token_file", default=None)
+
+
 def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT):
     log.write(f"$ {' '.join(argv)}\n".encode())
     log.flush()
     try:
-        return subprocess.run(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              timeout=timeout, stdin=subprocess.DEVNULL).returncode
-    except subprocess.TimeoutExpired:
-        log.write(f"\n[nginx-eval] timed out after {timeout} s\n".encode())
-        return TIMED_OUT
+        outcome = run_limited(argv, cwd=cwd, env=env, timeout=timeout, stdout=log,
+                              stderr=subprocess.STDOUT, token_file=_token_file.get())
+        if outcome.timed_out:
+            log.write(f"\n[nginx-eval] timed out after {timeout} s\n".encode())
+            return TIMED_OUT
+        return outcome.exit_code
     except OSError as e:
         # A patch can delete or unset the executable bit of ./auto/configure: a compile failure.
         log.write(f"\n[nginx-eval] cannot run {argv[0]}: {e.strerror}\n".encode())
@@ -764,9 +772,13 @@ def ensure_build(layout, bare, base_commit, flags, patch, clean=False):
             if damage:
                 log.write(f"[nginx-eval] published build {key} is not intact ({damage}); "
                           f"building it again\n".encode())
-            status, kind, failure = _build_tree(
-                layout, bare, tmp, base_commit, flags, patch_file, base or sibling,
-                "incremental" if base else "sibling", build_env(layout, tmp / "tree"), log)
+            token = _token_file.set(str(layout.running_build_token(key)))
+            try:
+                status, kind, failure = _build_tree(
+                    layout, bare, tmp, base_commit, flags, patch_file, base or sibling,
+                    "incremental" if base else "sibling", build_env(layout, tmp / "tree"), log)
+            finally:
+                _token_file.reset(token)
             log.write(f"\n[nginx-eval] {status} ({kind}) in {time.monotonic() - start:.1f} s\n"
                       .encode())
         record = dict(fields, status=status, kind=kind, build_system=system_id,
@@ -858,20 +870,25 @@ def build_keys_of_other_runs(layout):
     return keys
 
 
-def remove_build(layout, key):
+def remove_build(layout, key, dryrun=False):
+    """Remove the build `key` unless another run's results use it; counted for `doit clean`'s
+    summary (cleaning.py). dryrun: only count it."""
     if key and key not in build_keys_of_other_runs(layout):
-        remove_tree(layout.build_dir(key))
+        cleaning.say(cleaning.record("build", layout.build_dir(key)), dryrun)
+        if not dryrun:
+            remove_tree(layout.build_dir(key))
 
 
-def remove_task_build(layout, mode_name, iid):
+def remove_task_build(layout, mode_name, iid, dryrun=False):
     """`doit clean`: the cache build this result used, unless another run's results use it.
     The result files stay; a later run rebuilds what it needs."""
-    remove_build(layout, (jsonio.read_json(layout.build_json(mode_name, iid)) or {}).get("key"))
+    remove_build(layout, (jsonio.read_json(layout.build_json(mode_name, iid)) or {}).get("key"),
+                 dryrun)
 
 
-def remove_base_build(layout, task):
+def remove_base_build(layout, task, dryrun=False):
     remove_build(layout, build_key(task.base_commit, task.configure_flags, EMPTY_PATCH_SHA,
-                                   compiler_identity()))
+                                   compiler_identity()), dryrun)
 
 
 def base_task_name(task):

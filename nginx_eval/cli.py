@@ -15,19 +15,24 @@ Besides loading the tasks, the loader guards the run before doit opens its datab
   first one starts, so the check lives in ``Reporter.initialize`` (another ``--reporter`` skips it).
 - **Errors in tasks.** A task that fails on a user mistake (an unknown commit, a missing test file)
   is printed as one ``nginx-eval: error:`` line instead of a traceback.
+- **Interrupts.** ``doit run`` installs SIGINT and SIGTERM handlers before it loads the tasks
+  (procs.stop_on_signals): everything the run started is stopped, stderr gets one line
+  (``report_interrupt``: the tasks the reporter saw finish, the commands stopped) instead of a
+  traceback and doit's report of failed tasks, and doit exits with 128 + the signal.
 """
 
 import atexit
+import functools
 import os
 import subprocess
 import sys
 
 from doit.reporter import ConsoleReporter
 
-from . import jsonio, sandbox, scheduling
+from . import cleaning, jsonio, procs, progress, sandbox, scheduling
 from .agent import agent_inputs, rendered_prompts
 from .doitdb import forgotten
-from .errors import UserError, UserFailure
+from .errors import UserError, UserFailure, fail
 from .locks import Busy, hold_until_exit
 from .modes import command_program
 from .runrecord import bind_run, check_benchmark, read_run
@@ -41,12 +46,6 @@ LOADER_OPTIONS_WITH_VALUE = ("-f", "--file", "-d", "--dir")
 RUN_OPTIONS_WITH_VALUE = ("-n", "--process", "-P", "--parallel-type", "-o", "--output-file",
                           "-r", "--reporter", "-v", "--verbosity", "--db-file", "--dep-file",
                           "--backend", "--check_file_uptodate", "--failure-verbosity")
-
-
-def fail(error):
-    sys.stderr.write(f"nginx-eval: error: {error}\n")
-    sys.stderr.flush()
-    raise SystemExit(2)
 
 
 def doit_command(argv):
@@ -65,36 +64,69 @@ def doit_command(argv):
     return "run"
 
 
+@functools.lru_cache(maxsize=None)
+def options_with_value(command):
+    """The options of doit's `command` (and of its loader) whose value is the next word, read
+    from doit's own option tables (`-n` takes a value in `run`, not in `clean`)."""
+    from doit.cmd_base import DodoTaskLoader
+    from doit.cmdparse import CmdOption
+    from doit.doit_cmd import DoitMain
+    found = set(LOADER_OPTIONS_WITH_VALUE) | (set(RUN_OPTIONS_WITH_VALUE) if command == "run"
+                                              else set())
+    cls = {c.get_name(): c for c in DoitMain.DOIT_CMDS}.get(command)
+    for opt in (list(getattr(cls, "base_options", ())) + list(DodoTaskLoader.cmd_options)
+                + list(getattr(cls, "cmd_options", ()))):
+        opt = CmdOption(opt)
+        if opt.type is not bool:
+            found |= {name for name in (opt.short and f"-{opt.short}",
+                                        opt.long and f"--{opt.long}") if name}
+    return frozenset(found)
+
+
 def command_targets(argv):
     """The task names `argv` (without the program name) asks doit to run: its words after the
     command that are neither options nor name=value."""
-    args, targets, seen_command = list(argv), [], False
+    args, targets, command = list(argv), [], None
     while args:
         arg = args.pop(0)
-        if arg in LOADER_OPTIONS_WITH_VALUE or arg in RUN_OPTIONS_WITH_VALUE:
+        if arg in options_with_value(command or "run"):
             if args:
                 args.pop(0)
         elif arg.startswith("-") or ("=" in arg and not arg.startswith("=")):
             continue
-        elif not seen_command and arg in DOIT_COMMANDS:
-            seen_command = True
+        elif command is None and arg in DOIT_COMMANDS:
+            command = arg
         else:
             targets.append(arg)
     return targets
 
 
+# doit commands whose words are task names (checked by pipeline.check_requested_tasks).
+TASK_COMMANDS = ("run", "info", "list", "forget", "clean", "ignore", "reset-dep")
+
+
+def check_task_names(namespace, command, argv):
+    """A name the command gives doit that is no task is one line, before doit sees it."""
+    from .pipeline import check_requested_tasks
+    if command in TASK_COMMANDS:
+        check_requested_tasks(namespace["NGINX_EVAL_CONTEXT"], list(namespace["task_stages"]()),
+                              command_targets(argv))
+
+
 # Targets that read a run or the machine and score nothing: they do not add to the run's record.
-NON_SCORING_TARGETS = ("report", "doctor")
+NON_SCORING_TARGETS = ("report", "doctor", "power")
 
 
 def bind_to_run(ctx, argv):
     """Before any work of `doit run`: the run belongs to this benchmark (or the command is
     refused), and its record gains this command's tasks and modes (runrecord.py)."""
-    targets = command_targets(argv) or [ctx.benchmark.name]
+    from .pipeline import expand_default
+    targets = expand_default(ctx, command_targets(argv))
     if all(t in NON_SCORING_TARGETS for t in targets):
         return
     bench = ctx.benchmark.name
-    modes = [m for m in ctx.modes if bench in targets or f"{bench}:{m}" in targets]
+    modes = [m for m in ctx.modes
+             if (bench in targets and ctx.in_group(m)) or f"{bench}:{m}" in targets]
     new = read_run(ctx.layout) is None
     bind_run(ctx.layout, ctx.benchmark, ctx.tasks, modes, **(ctx.selection or {}))
     if new:
@@ -181,6 +213,37 @@ def preflight(ctx, tasks, selected):
                                 item=f"mode {mode.name} phase {phase.name}", field="command")
 
 
+# Tasks with actions that doit executed successfully in this process: what an interrupt keeps.
+_finished = {"tasks": 0}
+
+
+def report_interrupt(signum, stopped):
+    """The one line of a `doit run` stopped by SIGINT or SIGTERM (procs.stop_on_signals), on the
+    real stderr (doit captures sys.stderr while an action runs)."""
+    line = (f"nginx-eval: interrupted; {_finished['tasks']} units finished and kept, "
+            f"{stopped} stopped\n")
+    for stream in (sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except (RuntimeError, OSError, ValueError):
+            pass        # the handler interrupted a write to it
+    os.write(2, line.encode())
+
+
+def track_tasks():
+    """procs.task_running around every task doit executes in this process (idempotent)."""
+    from doit.runner import Runner
+    current = Runner.execute_task
+    if hasattr(current, "wrapped"):
+        return
+
+    def execute_task(self, task):
+        with procs.task_running():
+            return current(self, task)
+    execute_task.wrapped = current
+    Runner.execute_task = execute_task
+
+
 def reporter_for(ctx, command):
     class Reporter(ConsoleReporter):
         """doit's console output, plus the preflight and one-line user errors."""
@@ -197,7 +260,14 @@ def reporter_for(ctx, command):
                 except UserError as e:
                     fail(e)
 
+        def add_success(self, task):
+            super().add_success(task)
+            if task.actions:
+                _finished["tasks"] += 1
+
         def add_failure(self, task, fail_info):
+            if procs.interrupted():
+                return      # a task the interrupt stopped: report_interrupt said it
             if isinstance(fail_info, UserFailure):
                 # With -n N several tasks may hit the same mistake: say it once.
                 if fail_info.message not in self.printed:
@@ -207,26 +277,50 @@ def reporter_for(ctx, command):
                 return
             super().add_failure(task, fail_info)
 
-    return Reporter
+        def runtime_error(self, msg):
+            if not procs.interrupted():
+                super().runtime_error(msg)
+
+        def complete_run(self):
+            if not procs.interrupted():
+                super().complete_run()
+
+    return progress.watching(Reporter, ctx, command)
 
 
 def load_dodo(root=None):
     from .pipeline import doit_tasks
     command = doit_command(sys.argv[1:])
+    if command == "run":
+        # SIGINT and SIGTERM stop everything the run started, and say so in one line; the run's
+        # directory of token files is known once the tasks are loaded.
+        procs.stop_on_signals(None, report_interrupt)
     try:
         namespace = doit_tasks(root)
     except UserError as e:
         fail(e)
     ctx = namespace["NGINX_EVAL_CONTEXT"]
-    if command not in READ_ONLY_COMMANDS:
+    if command == "run":
+        procs.stop_on_signals(ctx.layout.running_dir, report_interrupt)
+        track_tasks()
+    if command in READ_ONLY_COMMANDS:
+        try:
+            check_task_names(namespace, command, sys.argv[1:])
+        except UserError as e:
+            fail(e)
+    else:
         take_run_locks(ctx.layout)
         try:
             check_benchmark(ctx.layout, ctx.benchmark.name)
+            check_task_names(namespace, command, sys.argv[1:])
             if command == "run":
                 bind_to_run(ctx, sys.argv[1:])
         except UserError as e:
             fail(e)
     if command == "run":
         scheduling.finish_chains_first()
+    if command == "clean":
+        # One summary line; per-item lines with verbosity=2 (`doit clean` has no -v).
+        cleaning.quiet_clean(verbose=ctx.options.verbosity == 2)
     namespace["DOIT_CONFIG"]["reporter"] = reporter_for(ctx, command)
     return namespace

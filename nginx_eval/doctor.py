@@ -8,7 +8,8 @@ What it checks, and how a problem is reported:
                    --without-http_rewrite_module), zlib (gzip), OpenSSL (ssl modules), gd, libxslt,
                    GeoIP, libperl, ...; an nginx base commit without PCRE2 support needs old PCRE
     perl modules   from each test file's ``use X`` / ``require X`` lines (core modules and the
-                   suite's own lib/ are skipped), from features its ``$t->has`` asks for
+                   suite's own lib/ are skipped), its calls of known non-core modules' functions
+                   (``Net::SSLeay::renegotiate(...)``), from features its ``$t->has`` asks for
                    (socket_ssl → IO::Socket::SSL, cryptx → Crypt::Misc), and the task's perl_modules;
                    checked with one ``perl -e`` run
     daemons        ``$t->has_daemon('x')``: x on PATH (and uwsgi's python3 plugin)
@@ -17,18 +18,24 @@ What it checks, and how a problem is reported:
                    skip, so it is a task error (field configure_flags), with no package to install
 
 Test files are read from the extracted tree (``tests:<commit>``) or the bare clone of the test
-repository; with neither, the doctor says to run ``doit run repos`` and checks everything else.
+repository; with neither, the doctor checks everything else and its verdict is "not checked"
+(never "all good"), naming what to run first (``doit run repos:<owner>+<name>`` or
+``doit run <bench>:gold``). Without the nginx clone, whether a base predates PCRE2 (and needs
+old PCRE) is not checked either.
 
 Output: OK lines collapsed per kind; one ``MISSING <what> (needed by <who>) -> apt-get install <pkg>``
-line per missing thing; ``TASK ERROR`` lines; warnings; and last one ``apt-get install ...`` line
-with every missing package. A package the doctor asks for that scripts/debian-packages.txt does not
+line per missing thing; ``TASK ERROR`` lines; warnings; one ``apt-get install ...`` line
+with every missing package; and last the verdict: ``doctor: all good``, ``doctor: N problem(s)``,
+and ``not checked: ...`` when a clone was missing. A package the doctor asks for that scripts/debian-packages.txt does not
 list is a warning, so the setup script stays the full set. Any MISSING or TASK ERROR fails (the doit
 action returns False; ``python -m`` exits 1).
+
+What a test file needs and which package provides it (the tables, the reading of ``use``,
+``require``, ``has`` and ``has_daemon``) is testsuite.py, shared with scripts/mine_tasks.py; this
+module asks the machine (SystemProbe, TestSource), compares and renders.
 """
 
 import glob
-import os
-import re
 import shutil
 import subprocess
 import sys
@@ -37,278 +44,17 @@ from dataclasses import dataclass
 from doit.exceptions import TaskFailed
 
 from .layout import SOURCE_ROOT
+from .repositories import repo_task
+from .testsuite import (DAEMON_FILES, DEFAULT_MODULES, LIBRARIES, daemon_package, flag_for_module,
+                        libraries_for_flags, module_enabled, perl_package, requirements_of_test)
 
 PACKAGES_FILE = SOURCE_ROOT / "scripts" / "debian-packages.txt"
-
-# -- test-file requirements ------------------------------------------------------------------------
-
-# Perl modules shipped with perl itself (Module::CoreList), as far as nginx-tests style code goes.
-CORE_MODULES = frozenset("""
-    Benchmark Carp Config Cwd Data::Dumper Digest::MD5 Digest::SHA Encode Errno Exporter Fcntl
-    File::Basename File::Compare File::Copy File::Find File::Glob File::Path File::Spec
-    File::Spec::Functions File::Temp File::stat FindBin Getopt::Long Getopt::Std Hash::Util
-    I18N::Langinfo IO IO::Compress::Deflate IO::Compress::Gzip IO::Compress::RawDeflate
-    IO::Compress::Zip IO::Dir IO::File IO::Handle IO::Pipe IO::Poll IO::Seekable IO::Select
-    IO::Socket IO::Socket::INET IO::Socket::IP IO::Socket::UNIX IO::Uncompress::Gunzip
-    IO::Uncompress::Inflate IO::Uncompress::RawInflate IO::Uncompress::Unzip IO::Zlib IPC::Cmd
-    IPC::Open2 IPC::Open3 JSON::PP List::Util MIME::Base64 MIME::QuotedPrint Math::BigInt
-    Math::BigFloat Net::Domain Net::hostent POSIX Scalar::Util Socket Storable Symbol Sys::Hostname
-    Term::ANSIColor Test::Builder Test::Harness Test::More Test::Simple Text::Abbrev Text::ParseWords
-    Text::Wrap Tie::Hash Time::HiRes Time::Local Time::Piece Time::gmtime Time::localtime
-    UNIVERSAL Unicode::Normalize Compress::Zlib Compress::Raw::Zlib Encode::Guess Fcntl
-""".split())
-SUITE_NAMESPACE = "Test::Nginx"          # lib/Test/Nginx.pm and lib/Test/Nginx/*.pm of the suite
-PLATFORM_PREFIXES = ("Win32", "VMS::", "OS2::")
-
-PERL_PACKAGES = {
-    "FCGI": "libfcgi-perl",
-    "SCGI": "libscgi-perl",
-    "Cache::Memcached": "libcache-memcached-perl",
-    "Cache::Memcached::Fast": "libcache-memcached-fast-perl",
-    "IO::Socket::SSL": "libio-socket-ssl-perl",
-    "Net::SSLeay": "libnet-ssleay-perl",
-    "GD": "libgd-perl",
-    "Protocol::WebSocket": "libprotocol-websocket-perl",
-    "Authen::SASL": "libauthen-sasl-perl",
-    "Net::DNS": "libnet-dns-perl",
-    "Crypt::Misc": "libcryptx-perl",
-}
-# Module families installed by one package.
-PERL_PREFIX_PACKAGES = {
-    "Protocol::WebSocket::": "libprotocol-websocket-perl",
-    "Crypt::AuthEnc::": "libcryptx-perl", "Crypt::PK::": "libcryptx-perl",
-    "Crypt::Mode::": "libcryptx-perl", "Crypt::Stream::": "libcryptx-perl",
-    "Crypt::Mac::": "libcryptx-perl", "Crypt::Digest": "libcryptx-perl",
-    "Crypt::KeyDerivation": "libcryptx-perl", "Crypt::PRNG": "libcryptx-perl",
-    "Authen::SASL::": "libauthen-sasl-perl", "Net::DNS::": "libnet-dns-perl",
-    "GD::": "libgd-perl",
-}
-
-# Test::Nginx's has() names that are not nginx modules but Perl modules or the platform.
-FEATURE_PERL_MODULES = {"cryptx": ("Crypt::Misc",), "socket_ssl": ("IO::Socket::SSL",)}
-PLATFORM_FEATURES = frozenset({"unix", "udp", "symlink"})
-
-DAEMON_PACKAGES = {
-    "openssl": "openssl",
-    "memcached": "memcached",
-    "uwsgi": "uwsgi",
-    "ffmpeg": "ffmpeg",
-    "ffprobe": "ffmpeg",
-    "softhsm2-util": "softhsm2",
-    "pkcs11-tool": "opensc",
-    "spawn-fcgi": "spawn-fcgi",
-}
-# Files a daemon needs besides its binary: uwsgi tests run a python app (--plugin python3).
-DAEMON_FILES = {"uwsgi": (("/usr/lib/uwsgi/plugins/python3*_plugin.so",), "uwsgi-plugin-python3",
-                          "uwsgi python3 plugin")}
-
-# has() names of modules nginx builds unless told not to, with the flag that removes them.
-DEFAULT_MODULES = {name: f"--without-http_{name}_module" for name in (
-    "charset gzip ssi mirror userid access auth_basic autoindex geo map referer rewrite proxy "
-    "fastcgi uwsgi scgi grpc memcached limit_conn limit_req empty_gif browser upstream_hash "
-    "upstream_ip_hash upstream_least_conn upstream_random upstream_keepalive upstream_zone "
-    "split_clients").split()}
-DEFAULT_MODULES.update({
-    "http": "--without-http", "cache": "--without-http-cache", "pcre": "--without-pcre",
-    "pop3": "--without-mail_pop3_module", "imap": "--without-mail_imap_module",
-    "smtp": "--without-mail_smtp_module",
-})
-DEFAULT_MODULES.update({f"stream_{name}": f"--without-stream_{name}_module" for name in (
-    "access geo limit_conn map pass return set split_clients upstream_hash upstream_least_conn "
-    "upstream_random upstream_zone").split()})
-# Modules that need a flag: has() name -> the flag (Test::Nginx looks for it in `nginx -V`).
-MODULE_FLAGS = {
-    "mail": "--with-mail", "stream": "--with-stream", "perl": "--with-http_perl_module",
-    "ssl": "--with-http_ssl_module", "http_ssl": "--with-http_ssl_module",
-    "geoip": "--with-http_geoip_module", "--with-debug": "--with-debug",
-    "threads": "--with-threads", "compat": "--with-compat", "file_aio": "--with-file-aio",
-}
-MODULE_FLAGS.update({name: f"--with-http_{name}_module" for name in (
-    "v2 v3 flv auth_request realip sub gunzip gzip_static image_filter xslt dav addition slice "
-    "secure_link stub_status random_index mp4 degradation").split()})
-MODULE_FLAGS.update({f"http_{name}": f"--with-http_{name}_module" for name in (
-    "v2 v3 geoip realip sub gunzip image_filter xslt dav addition slice secure_link stub_status "
-    "random_index mp4 flv degradation auth_request perl").split()})
-MODULE_FLAGS.update({name: f"--with-{name}_module" for name in (
-    "mail_ssl stream_ssl stream_ssl_preread stream_realip stream_geoip").split()})
-SSL_FLAGS = ("--with-http_ssl_module", "--with-stream_ssl_module", "--with-mail_ssl_module",
-             "--with-http_v3_module")
-
-
-@dataclass(frozen=True)
-class Library:
-    what: str           # shown to the user
-    paths: tuple        # glob patterns; any one present is enough
-    package: str
-
-
-LIBRARIES = {
-    "libc": Library("C library headers (stdio.h)", ("/usr/include/stdio.h",), "libc6-dev"),
-    "pcre": Library("PCRE headers (pcre2.h or pcre.h)", ("/usr/include/pcre2.h",
-                                                        "/usr/include/pcre.h"), "libpcre2-dev"),
-    "pcre1": Library("old PCRE headers (pcre.h; this nginx predates PCRE2)",
-                     ("/usr/include/pcre.h",), "libpcre3-dev"),
-    "zlib": Library("zlib headers (zlib.h)", ("/usr/include/zlib.h",), "zlib1g-dev"),
-    "openssl": Library("OpenSSL headers (openssl/ssl.h)", ("/usr/include/openssl/ssl.h",),
-                       "libssl-dev"),
-    "gd": Library("GD headers (gd.h)", ("/usr/include/gd.h",), "libgd-dev"),
-    "xslt": Library("libxslt headers (libxslt/xslt.h)", ("/usr/include/libxslt/xslt.h",),
-                    "libxslt1-dev"),
-    # libxml2-dev comes with libxslt1-dev, which the setup list names
-    "xml2": Library("libxml2 headers (libxml/parser.h)",
-                    ("/usr/include/libxml2/libxml/parser.h",), "libxslt1-dev"),
-    "geoip": Library("GeoIP headers (GeoIP.h)", ("/usr/include/GeoIP.h",), "libgeoip-dev"),
-    "perl": Library("libperl for embedding (libperl.so)",
-                    ("/usr/lib/*/libperl.so", "/usr/lib/libperl.so"), "libperl-dev"),
-    "perftools": Library("gperftools headers (gperftools/profiler.h)",
-                         ("/usr/include/gperftools/profiler.h",), "libgoogle-perftools-dev"),
-    "atomic_ops": Library("libatomic_ops headers (atomic_ops.h)", ("/usr/include/atomic_ops.h",),
-                          "libatomic-ops-dev"),
-}
 
 # (tool, package, required)
 TOOLS = (("cc", "gcc", True), ("make", "make", True), ("git", "git", True), ("perl", "perl", True),
          ("prove", "perl", True), ("tar", "tar", True), ("ccache", "ccache", False),
          ("bwrap", "bubblewrap", False))
 TOOL_NOTES = {"ccache": "builds are not shared between trees", "bwrap": "no agent sandbox"}
-
-_USE = re.compile(r"(?<![\w$>:])use\s+([A-Z]\w*(?:::\w+)*)(?=\s*(?:;|qw\b|['\"(\d]|$))", re.M)
-_REQUIRE = re.compile(r"(?<![\w$>:])require\s+([A-Z]\w*(?:::\w+)*)(?=\s*(?:;|\}|if\b|unless\b|$|['\"]))",
-                      re.M)
-_DAEMON = re.compile(r"has_daemon\s*\(\s*['\"]([^'\"]+)['\"]\s*\)")
-_HAS = re.compile(r"->\s*has\s*\(((?:qw\s*\([^)]*\)|[^)])*)\)", re.S)
-_QW = re.compile(r"qw\s*(?:/([^/]*)/|\(([^)]*)\)|\{([^}]*)\}|\[([^\]]*)\])", re.S)
-_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
-
-
-def strip_perl(text):
-    """The code of a Perl file: no POD, no __END__/__DATA__ section, no whole-line comments."""
-    out, pod = [], False
-    for line in text.splitlines():
-        if re.match(r"__(END|DATA)__\s*$", line):
-            break
-        if re.match(r"=[a-zA-Z]", line):
-            pod = not line.startswith("=cut")
-            continue
-        if pod or line.lstrip().startswith("#"):
-            continue
-        out.append(line)
-    return "\n".join(out)
-
-
-def is_ignored_module(name):
-    return (name in CORE_MODULES or name == SUITE_NAMESPACE
-            or name.startswith(SUITE_NAMESPACE + "::") or name.startswith(PLATFORM_PREFIXES))
-
-
-def has_names(args):
-    """The feature names in the argument list of one ``->has(...)`` call."""
-    names = []
-    for m in _QW.finditer(args):
-        names += next(g for g in m.groups() if g is not None).split()
-    rest = _QW.sub(" ", args)
-    names += [a or b for a, b in _QUOTED.findall(rest)]
-    return [n for n in names if n]
-
-
-def requirements_of_test(text):
-    """{"perl_modules", "daemons", "nginx_modules"} (sets) a test file needs to run, not skip.
-
-    nginx_modules are Test::Nginx has() names (http_v2, stream_ssl, sni, openssl:1.0.2, ...);
-    has() features that are Perl modules go to perl_modules, platform ones (unix, udp) are dropped.
-    """
-    code = strip_perl(text)
-    modules = {m for m in _USE.findall(code) + _REQUIRE.findall(code) if not is_ignored_module(m)}
-    daemons = set(_DAEMON.findall(code))
-    nginx = set()
-    for m in _HAS.finditer(code):
-        for name in has_names(m.group(1)):
-            if name in PLATFORM_FEATURES:
-                continue
-            feature = "socket_ssl" if name.startswith("socket_ssl") else name
-            if feature in FEATURE_PERL_MODULES:
-                modules.update(FEATURE_PERL_MODULES[feature])
-            else:
-                nginx.add(name)
-    return {"perl_modules": modules, "daemons": daemons, "nginx_modules": nginx}
-
-
-# -- mappings -------------------------------------------------------------------------------------
-
-def perl_package(module):
-    """(Debian package, known) for a Perl module; unknown ones get the Debian naming convention."""
-    if module in PERL_PACKAGES:
-        return PERL_PACKAGES[module], True
-    for prefix, package in PERL_PREFIX_PACKAGES.items():
-        if module.startswith(prefix):
-            return package, True
-    if module in CORE_MODULES:
-        return "perl", True
-    return "lib" + module.lower().replace("::", "-") + "-perl", False
-
-
-def daemon_package(daemon):
-    return DAEMON_PACKAGES.get(daemon, daemon)
-
-
-def _normal_flags(flags):
-    return [f[:-len("=dynamic")] if f.endswith("=dynamic") else f for f in flags]
-
-
-def module_enabled(name, flags):
-    """Does Test::Nginx's has(name) pass for an nginx configured with `flags`? (Its check reads
-    `nginx -V`: configure arguments, "built with OpenSSL ...", "TLS SNI support enabled".)"""
-    flags = _normal_flags(flags)
-    ssl = any(f in SSL_FLAGS for f in flags) and not any(f.startswith("--without-openssl") for f in flags)
-    if name == "sni" or re.match(r"(openssl|OpenSSL):", name):
-        return ssl
-    if name in DEFAULT_MODULES:
-        return DEFAULT_MODULES[name] not in flags
-    if name in MODULE_FLAGS:
-        return MODULE_FLAGS[name] in flags
-    version = "configure arguments: " + " ".join(flags) + ("\nbuilt with OpenSSL" if ssl else "")
-    try:
-        return re.search(name, version) is not None
-    except re.error:
-        return name in version
-
-
-def flag_for_module(name):
-    """The configure flag that enables has(name), or None if it is enabled by default / unknown."""
-    if name == "sni" or re.match(r"(openssl|OpenSSL):", name):
-        return "--with-http_ssl_module"
-    return MODULE_FLAGS.get(name)
-
-
-def libraries_for_flags(flags, pcre2_capable=None):
-    """Names in LIBRARIES that building nginx with `flags` needs. pcre2_capable: does the base
-    commit know PCRE2 (None: unknown, either library will do)."""
-    flags = _normal_flags(flags)
-    has = lambda *names: any(f in flags for f in names)
-    starts = lambda prefix: any(f.startswith(prefix) for f in flags)
-    need = ["libc"]
-    if not has("--without-http", "--without-http_rewrite_module", "--without-pcre") \
-            and not starts("--with-pcre="):
-        need.append("pcre1" if pcre2_capable is False else "pcre")
-    gzip = not has("--without-http", "--without-http_gzip_module")
-    if (gzip or has("--with-http_gunzip_module")) and not starts("--with-zlib="):
-        need.append("zlib")
-    if has(*SSL_FLAGS) and not starts("--with-openssl="):
-        need.append("openssl")
-    if has("--with-http_image_filter_module"):
-        need.append("gd")
-    if has("--with-http_xslt_module"):
-        need += ["xslt", "xml2"]
-    if has("--with-http_geoip_module", "--with-stream_geoip_module"):
-        need.append("geoip")
-    if has("--with-http_perl_module"):
-        need.append("perl")
-    if has("--with-google_perftools_module"):
-        need.append("perftools")
-    if has("--with-libatomic"):
-        need.append("atomic_ops")
-    return need
-
 
 # -- probing the machine ------------------------------------------------------------------------
 
@@ -383,10 +129,14 @@ class TestSource:
 
 # -- diagnosis -----------------------------------------------------------------------------------
 
+NOT_CHECKED = "not checked"      # kind of a warning about something the doctor could not check
+
+
 @dataclass
 class Finding:
     level: str          # "ok", "warn", "missing", "error"
-    kind: str           # "tool", "library", "perl module", "daemon", "configure", "tests"
+    kind: str           # "tool", "library", "perl module", "daemon", "configure", "tests",
+                        # NOT_CHECKED (what: the repository that is not cloned)
     what: str
     who: tuple = ()     # task ids / "task (file)"
     package: str = ""
@@ -412,83 +162,136 @@ def diagnose(tasks, source, probe, listed_packages=None):
     exists(glob), perl_modules(names) -> the loadable ones. listed_packages: the set from
     scripts/debian-packages.txt (None: do not compare)."""
     findings, needs = [], _Needs()
-    unread = {}
+    unread, pcre_unknown = {}, {}
     for task in tasks:
         iid = task.instance_id
-        pcre2 = source.pcre2_capable(task.repo, task.base_commit)
-        for lib in libraries_for_flags(task.configure_flags, pcre2):
-            needs.add("library", lib, iid, LIBRARIES[lib].package, LIBRARIES[lib].what)
-        for mod in task.perl_modules:
-            needs.add("perl module", mod, f"{iid} (perl_modules)", perl_package(mod)[0])
+        if _task_needs(task, source, needs):
+            pcre_unknown.setdefault(task.repo, []).append(iid)
         if not source.repo_available(task.test_repo, task.test_commit):
             unread.setdefault(task.test_repo, []).append(iid)
             continue
         for path in task.test_files:
-            text = source.read(task.test_repo, task.test_commit, path)
-            if text is None:
-                findings.append(Finding("error", "tests", path, (iid,),
-                                        note=f"does not exist at test_commit {task.test_commit[:12]}"
-                                             " (field test_files)"))
-                continue
-            req = requirements_of_test(text)
-            who = f"{iid} ({path})"
-            for mod in sorted(req["perl_modules"]):
-                needs.add("perl module", mod, who, perl_package(mod)[0])
-            for daemon in sorted(req["daemons"]):
-                needs.add("daemon", daemon, who, daemon_package(daemon))
-            for name in sorted(req["nginx_modules"]):
-                if module_enabled(name, task.configure_flags):
-                    needs.add("configure", name, iid)
-                    continue
-                flag = flag_for_module(name)
-                hint = (f"add {flag}" if flag else f"remove {DEFAULT_MODULES[name]}"
-                        if name in DEFAULT_MODULES else "no known configure flag provides it")
-                findings.append(Finding(
-                    "error", "configure", name, (iid,),
-                    note=f"task {iid}: field configure_flags: {path} asks for $t->has('{name}'): "
-                         f"{hint}; without it the file skips"))
+            findings += _test_file_needs(task, path, source, needs)
+    findings += _not_checked(unread, pcre_unknown)
+    findings += _tool_findings(probe)
+    findings += _probed_needs(needs, probe)
+    if listed_packages is not None:
+        findings += _unlisted(findings, listed_packages)
+    return findings
+
+
+def _task_needs(task, source, needs):
+    """Add the libraries of the task's configure flags and its perl_modules; True when whether
+    the base needs old PCRE could not be checked (no nginx clone)."""
+    iid = task.instance_id
+    pcre2 = source.pcre2_capable(task.repo, task.base_commit)
+    libraries = libraries_for_flags(task.configure_flags, pcre2)
+    for lib in libraries:
+        needs.add("library", lib, iid, LIBRARIES[lib].package, LIBRARIES[lib].what)
+    for mod in task.perl_modules:
+        needs.add("perl module", mod, f"{iid} (perl_modules)", perl_package(mod)[0])
+    return "pcre" in libraries and not source.repo_available(task.repo, task.base_commit)
+
+
+def _test_file_needs(task, path, source, needs):
+    """Add what the test file at `path` needs; [findings] for a missing file or a has() name the
+    task's configure flags do not enable."""
+    iid = task.instance_id
+    text = source.read(task.test_repo, task.test_commit, path)
+    if text is None:
+        return [Finding("error", "tests", path, (iid,),
+                        note=f"does not exist at test_commit {task.test_commit[:12]}"
+                             " (field test_files)")]
+    req = requirements_of_test(text)
+    who = f"{iid} ({path})"
+    for mod in sorted(req["perl_modules"]):
+        needs.add("perl module", mod, who, perl_package(mod)[0])
+    for daemon in sorted(req["daemons"]):
+        needs.add("daemon", daemon, who, daemon_package(daemon))
+    findings = []
+    for name in sorted(req["nginx_modules"]):
+        if module_enabled(name, task.configure_flags):
+            needs.add("configure", name, iid)
+        else:
+            findings.append(_configure_error(iid, path, name))
+    return findings
+
+
+def _configure_error(iid, path, name):
+    flag = flag_for_module(name)
+    hint = (f"add {flag}" if flag else f"remove {DEFAULT_MODULES[name]}"
+            if name in DEFAULT_MODULES else "no known configure flag provides it")
+    return Finding("error", "configure", name, (iid,),
+                   note=f"task {iid}: field configure_flags: {path} asks for $t->has('{name}'): "
+                        f"{hint}; without it the file skips")
+
+
+def _not_checked(unread, pcre_unknown):
+    findings = []
     for repo, iids in sorted(unread.items()):
-        findings.append(Finding("warn", "tests", repo, tuple(iids),
+        findings.append(Finding("warn", NOT_CHECKED, repo, tuple(iids),
                                 note=f"{repo} is not cloned: test files not checked; "
                                      "run `doit run repos` (with the same run=/instances=) first"))
+    for repo, iids in sorted(pcre_unknown.items()):
+        findings.append(Finding("warn", NOT_CHECKED, repo, tuple(iids),
+                                note=f"{repo} is not cloned: whether a base predates PCRE2 (and "
+                                     "needs old PCRE, pcre.h) not checked"))
+    return findings
+
+
+def _tool_findings(probe):
+    findings = []
     for name, package, required in TOOLS:
         if probe.which(name):
             findings.append(Finding("ok", "tool", name, package=package))
         else:
             findings.append(Finding("missing" if required else "warn", "tool", name,
                                     package=package, note=TOOL_NOTES.get(name, "")))
+    return findings
+
+
+def _probed_needs(needs, probe):
+    """A finding per collected need, asked of `probe` (all Perl modules in one call)."""
     entries = needs.items
     perl_wanted = [key for (kind, key) in entries if kind == "perl module"]
     have_perl = probe.perl_modules(perl_wanted) if perl_wanted and probe.which("perl") else set()
+    findings = []
     for (kind, key), e in sorted(entries.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-        who = tuple(e["who"])
-        if kind == "configure":
-            findings.append(Finding("ok", kind, key, who))
-            continue
-        if kind == "library":
-            ok = any(probe.exists(p) for p in LIBRARIES[key].paths)
-        elif kind == "perl module":
-            ok = key in have_perl
-        else:
-            ok = probe.which(key)
-        findings.append(Finding("ok" if ok else "missing", kind, e["what"], who, e["package"],
-                                note="" if kind != "perl module" or perl_package(key)[1]
-                                else "package name guessed"))
-        if kind == "daemon" and ok and key in DAEMON_FILES:
-            patterns, package, what = DAEMON_FILES[key]
-            if not any(probe.exists(p) for p in patterns):
-                findings.append(Finding("missing", kind, what, who, package))
-    if listed_packages is not None:
-        unlisted = {}
-        for f in findings:
-            if (f.package and f.package not in listed_packages and f.level in ("ok", "missing")
-                    and not f.note.endswith("guessed")):
-                unlisted.setdefault(f.package, []).extend(f.who or (f.what,))
-        for package, who in sorted(unlisted.items()):
-            findings.append(Finding("warn", "setup", package, tuple(dict.fromkeys(who)),
-                                    note="not in scripts/debian-packages.txt: add it so "
-                                         "setup-debian.sh installs it"))
+        findings += _need_findings(kind, key, e, probe, have_perl)
     return findings
+
+
+def _need_findings(kind, key, e, probe, have_perl):
+    who = tuple(e["who"])
+    if kind == "configure":
+        return [Finding("ok", kind, key, who)]
+    if kind == "library":
+        ok = any(probe.exists(p) for p in LIBRARIES[key].paths)
+    elif kind == "perl module":
+        ok = key in have_perl
+    else:
+        ok = probe.which(key)
+    findings = [Finding("ok" if ok else "missing", kind, e["what"], who, e["package"],
+                        note="" if kind != "perl module" or perl_package(key)[1]
+                        else "package name guessed")]
+    if kind == "daemon" and ok and key in DAEMON_FILES:
+        patterns, package, what = DAEMON_FILES[key]
+        if not any(probe.exists(p) for p in patterns):
+            findings.append(Finding("missing", kind, what, who, package))
+    return findings
+
+
+def _unlisted(findings, listed_packages):
+    """Warnings for the packages the findings name that scripts/debian-packages.txt does not."""
+    unlisted = {}
+    for f in findings:
+        if (f.package and f.package not in listed_packages and f.level in ("ok", "missing")
+                and not f.note.endswith("guessed")):
+            unlisted.setdefault(f.package, []).extend(f.who or (f.what,))
+    return [Finding("warn", "setup", package, tuple(dict.fromkeys(who)),
+                    note="not in scripts/debian-packages.txt: add it so setup-debian.sh "
+                         "installs it")
+            for package, who in sorted(unlisted.items())]
 
 
 def listed_packages(path=PACKAGES_FILE):
@@ -505,12 +308,43 @@ def _who(who, limit=4):
     return text + (f" and {len(who) - limit} more" if len(who) > limit else "")
 
 
-def render(findings, ntasks=None):
-    """(report text, ok): OK lines collapsed per kind, one line per problem, the install line."""
-    lines = []
-    if ntasks is not None:
-        lines.append(f"doctor: checking {ntasks} task(s)")
-    ok_by_kind = {}
+def verdict(findings, bench=None):
+    """The last line: "all good" only when everything was checked and nothing is wrong."""
+    problems = [f for f in findings if f.level in ("missing", "error")]
+    parts = [f"{len(problems)} problem(s)"] if problems else []
+    repos = sorted({f.what for f in findings if f.kind == NOT_CHECKED})
+    if repos:
+        clone = f"`doit run {' '.join(repo_task(r) for r in repos)}`"
+        if bench:
+            clone += f" or `doit run {bench}:gold`"
+        parts.append(f"not checked: {', '.join(repos)} not cloned (see WARN above); run {clone} "
+                     "(with the same run=/instances=), then the doctor again")
+    return "doctor: " + ("; ".join(parts) or "all good")
+
+
+def render(findings, ntasks=None, bench=None):
+    """(report text, ok): OK lines collapsed per kind, one line per problem, the install line,
+    the verdict. ok: nothing is missing or wrong (what was not checked does not count)."""
+    lines = [f"doctor: checking {ntasks} task(s)"] if ntasks is not None else []
+    lines += _ok_lines(findings)
+    packages = []
+    for f in findings:
+        line = _problem_line(f)
+        if line:
+            lines.append(line)
+        if f.level == "missing":
+            packages.append(f.package)
+    problems = [f for f in findings if f.level in ("missing", "error")]
+    packages = list(dict.fromkeys(packages))
+    if packages:
+        lines.append("To install everything missing: apt-get install " + " ".join(packages))
+    lines.append(verdict(findings, bench))
+    return "\n".join(lines), not problems
+
+
+def _ok_lines(findings):
+    """One OK line per kind, naming everything of that kind that was found."""
+    ok_by_kind, lines = {}, []
     for f in findings:
         if f.level == "ok":
             ok_by_kind.setdefault(f.kind, []).append(f.what)
@@ -520,42 +354,37 @@ def render(findings, ntasks=None):
             label = {"configure": "has() modules enabled by configure_flags",
                      "library": "libraries"}.get(kind, kind + "s")
             lines.append(f"OK      {label}: {', '.join(names)}")
-    packages = []
-    for f in findings:
-        needed = f" (needed by {_who(f.who)})" if f.who else ""
-        if f.level == "missing":
-            note = f"; {f.note}" if f.note else ""
-            lines.append(f"MISSING {f.kind} {f.what}{needed} -> apt-get install {f.package}{note}")
-            packages.append(f.package)
-        elif f.level == "error":
-            lines.append(f"TASK ERROR {f.note}" if f.kind == "configure" else
-                         f"TASK ERROR {_who(f.who)}: {f.what} {f.note}")
-        elif f.level == "warn":
-            if f.kind == "tool":
-                lines.append(f"WARN    tool {f.what} not found ({f.note}) -> apt-get install "
-                             f"{f.package}")
-            elif f.kind == "setup":
-                lines.append(f"WARN    package {f.what} (needed by {_who(f.who)}) is {f.note}")
-            else:
-                lines.append(f"WARN    {f.note} (tasks {_who(f.who)})")
-    problems = [f for f in findings if f.level in ("missing", "error")]
-    packages = list(dict.fromkeys(packages))
-    if packages:
-        lines.append("To install everything missing: apt-get install " + " ".join(packages))
-    lines.append(f"doctor: {len(problems)} problem(s)" if problems else "doctor: all good")
-    return "\n".join(lines), not problems
+    return lines
 
 
-def check(layout, tasks, probe=None, out=None):
+def _problem_line(f):
+    """The MISSING, TASK ERROR or WARN line of a finding (None for an OK one)."""
+    needed = f" (needed by {_who(f.who)})" if f.who else ""
+    if f.level == "missing":
+        note = f"; {f.note}" if f.note else ""
+        return f"MISSING {f.kind} {f.what}{needed} -> apt-get install {f.package}{note}"
+    if f.level == "error":
+        return (f"TASK ERROR {f.note}" if f.kind == "configure" else
+                f"TASK ERROR {_who(f.who)}: {f.what} {f.note}")
+    if f.level == "warn":
+        if f.kind == "tool":
+            return f"WARN    tool {f.what} not found ({f.note}) -> apt-get install {f.package}"
+        if f.kind == "setup":
+            return f"WARN    package {f.what} (needed by {_who(f.who)}) is {f.note}"
+        return f"WARN    {f.note} (tasks {_who(f.who)})"
+    return None
+
+
+def check(layout, tasks, probe=None, out=None, bench=None):
     """Diagnose, print the report; True when nothing required is missing."""
     findings = diagnose(tasks, TestSource(layout), probe or SystemProbe(), listed_packages())
-    text, ok = render(findings, len(tasks))
+    text, ok = render(findings, len(tasks), bench)
     print(text, file=out or sys.stdout, flush=True)
     return ok
 
 
-def doctor_action(layout, tasks):
-    if not check(layout, tasks):
+def doctor_action(layout, tasks, bench=None):
+    if not check(layout, tasks, bench=bench):
         return TaskFailed("the machine is not ready for the selected tasks (see the report above)")
 
 
@@ -563,7 +392,7 @@ def gen_tasks(ctx):
     yield {
         "basename": "doctor",
         "doc": "check tools, libraries, Perl modules and daemons the selected tasks need",
-        "actions": [(doctor_action, [ctx.layout, ctx.tasks])],
+        "actions": [(doctor_action, [ctx.layout, ctx.tasks, ctx.benchmark.name])],
         "uptodate": [False],
         "verbosity": 2,
     }
@@ -573,8 +402,7 @@ def main(argv=None):
     """``python -m nginx_eval.doctor [run=NAME] [instances=ID,..] [bench=NAME] [limit=N]``."""
     from doit import doit_cmd
 
-    from .cli import fail
-    from .errors import UserError
+    from .errors import UserError, fail
     from .pipeline import load_context
     args = sys.argv[1:] if argv is None else argv
     doit_cmd.reset_vars()
@@ -587,7 +415,7 @@ def main(argv=None):
         ctx = load_context(argv=[])
     except UserError as e:
         fail(e)
-    return 0 if check(ctx.layout, ctx.tasks) else 1
+    return 0 if check(ctx.layout, ctx.tasks, bench=ctx.benchmark.name) else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""The one exception type for mistakes a user can fix (bad task file, unknown mode, ...)."""
+"""The one exception type for mistakes a user can fix (bad task file, unknown mode, ...), and
+``fail``, the one way such a mistake ends the program (one ``nginx-eval: error:`` line)."""
+
+import sys
 
 from doit.exceptions import TaskFailed
 
@@ -31,3 +34,10 @@ def failing_on_user_error(func, *args):
         return func(*args)
     except UserError as e:
         return UserFailure(str(e))
+
+
+def fail(error):
+    """Print `error` as one ``nginx-eval: error:`` line and exit with status 2."""
+    sys.stderr.write(f"nginx-eval: error: {error}\n")
+    sys.stderr.flush()
+    raise SystemExit(2)

@@ -5,7 +5,8 @@ Project root (``NGINX_EVAL_ROOT``, default: the directory of dodo.py):
     modes.toml                  agent modes
     templates/                  prompt and report templates
     results/<run>/              run output (``NGINX_EVAL_RESULTS`` moves it); report.md,
-                                report.json, report-chart.png (report.py)
+                                report.json, report-chart.png, report-distributions.png,
+                                compare-<other run>.md|.json (report.py)
 
 Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     repos/<owner>+<name>.git    bare clones
@@ -21,6 +22,8 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     locks/                      advisory locks for shared cache entries, and run-<run>.lock,
                                 held by the doit process running <run> (cli.py)
     running/<run>/<mode>/<instance_id>.<stage>   token of a command still running (procs.py)
+    running/<run>/.builds/<key>  the same for the step (configure, make...) of a build in progress
+    running/<run>/.other/<token> the same for a command without a file of its own (during a run)
     doit/<run>.db               doit's database for that run (a disposable cache)
 
 Per task results, ``results/<run>/<mode>/<instance_id>/``:
@@ -126,8 +129,15 @@ class Layout:
     def doit_db(self):
         return self.cache / "doit" / f"{self.run}.db"
 
+    @property
+    def running_dir(self):
+        return self.cache / "running" / self.run
+
     def running_token(self, mode, instance_id, stage):
-        return self.cache / "running" / self.run / mode / f"{instance_id}.{stage}"
+        return self.running_dir / mode / f"{instance_id}.{stage}"
+
+    def running_build_token(self, key):
+        return self.running_dir / ".builds" / key
 
     # -- results -----------------------------------------------------------------------------
     @property
@@ -188,6 +198,16 @@ class Layout:
     @property
     def report_chart(self):
         return self.run_dir / "report-chart.png"
+
+    @property
+    def report_distributions(self):
+        return self.run_dir / "report-distributions.png"
+
+    def compare_md(self, other):
+        return self.run_dir / f"compare-{other}.md"
+
+    def compare_json(self, other):
+        return self.run_dir / f"compare-{other}.json"
 
     @property
     def validation_json(self):

@@ -19,14 +19,27 @@ Schema::
     prompt = "prompt.md.j2"          # optional template in templates/, fills {prompt} / {prompt_file}
 
     [modes.<name>]                   # or: score a SWE-bench predictions file made elsewhere
-    predictions = "path/to/predictions.jsonl"
+    predictions = "path/to/predictions.jsonl"   # relative to modes.toml; only its rows' tasks
+    description = "..."              # optional (model, env and the sandbox keys are accepted too)
 
-Placeholders (lower-case names in braces; every value is shell-quoted, other braces stay as\nthey are, so ${VAR:-default} works): {workspace} {issue_file} {prompt} {prompt_file}
+Any other key, at any level, is an error naming the file, the mode, the phase and the key, with
+the closest known key (KEYS, MODE_KEYS, PHASE_KEYS).
+
+Placeholders (lower-case names in braces; every value is shell-quoted, other braces stay as
+they are, so ${VAR:-default} works): {workspace} {issue_file} {prompt} {prompt_file}
 {model} {instance_id} {log_dir} {phase}.
+
+``$AGENT``: every unquoted ``$AGENT``, ``${AGENT}``, ``${AGENT:-default}`` (or ``-``, ``:=``,
+``=``) in a command is replaced by the harness, before bash sees the command, with the words of
+AGENT's value split as a shell would split a command line (quotes and backslashes honoured:
+shlex.split), each shell-quoted; ``AGENT='sh -c "a b"'`` runs ``sh`` with the two arguments
+``-c`` and ``a b``. Nothing else in AGENT's value is expanded ($VAR, globs, ~, $(...)). Other
+variables, and a ``"$AGENT"`` in double quotes, are left to bash (render_command).
 
 Built-in modes need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
 """
 
+import difflib
 import json
 import re
 import shlex
@@ -40,6 +53,14 @@ PLACEHOLDERS = ("workspace", "issue_file", "prompt", "prompt_file", "model", "in
                 "log_dir", "phase")
 BUILTIN = ("gold", "none")
 DEFAULT_TIMEOUT = 1800
+
+
+# The keys parse_modes reads, at each level: anything else is a typo (unknown_key).
+KEYS = ("modes",)
+MODE_KEYS = ("description", "model", "env", "sandbox", "network", "sandbox_binds", "repeats",
+             "phases", "predictions")
+PHASE_KEYS = ("name", "prompt", "timeout", "command")
+AGENT_VARIABLE = "AGENT"
 
 
 @dataclass(frozen=True)
@@ -64,6 +85,8 @@ class Mode:
     sandbox: bool = False           # run the agent in bubblewrap (sandbox.py)
     network: bool = True            # in the sandbox: may the agent use the network
     sandbox_binds: tuple = ()       # in the sandbox: extra read-write paths
+    instances: tuple = None         # predictions: the instance ids the file has a row for (the
+                                    # only tasks the mode scores); None: every selected task
 
     @property
     def family(self):
@@ -82,11 +105,18 @@ class Mode:
             fingerprint["sandbox"] = {"network": self.network, "binds": list(self.sandbox_binds)}
         return fingerprint
 
+    def covers(self, instance_id):
+        """Whether the mode scores this task (a predictions mode: only the file's rows)."""
+        return self.instances is None or instance_id in self.instances
+
     def to_json(self):
-        return {"name": self.name, "family": self.family, "repeat": self.repeat,
+        data = {"name": self.name, "family": self.family, "repeat": self.repeat,
                 "kind": self.kind, "model": self.model,
                 "description": self.description, "predictions": self.predictions,
                 "commands": [p.command for p in self.phases]}
+        if self.instances is not None:
+            data["instances"] = list(self.instances)
+        return data
 
 
 BUILTIN_MODES = {
@@ -112,28 +142,102 @@ def fill_command(command, values):
 
 
 # $VAR, ${VAR}, ${VAR:-default}, ${VAR-default} (and := / =): what mode commands use to let the
-# environment choose the agent. No nesting, no other expansions.
-SHELL_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])([^}]*))?\}"
-                            r"|\$([A-Za-z_][A-Za-z0-9_]*)")
+# environment choose the agent. No nesting, no other expansions. Matched in a command before its
+# placeholders are filled: a default may hold {model}.
+COMMAND_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])((?:\{[a-z_]+\}|[^}])*))?\}"
+                              r"|\$([A-Za-z_][A-Za-z0-9_]*)")
 PROGRAM_UNKNOWN = re.compile(r"[$`(){}<>|;&*?\[\]]")
 SENTINEL = "NGINXEVALPLACEHOLDER"
 
 
-def expand_variables(text, environ):
+# Variables whose values a record never shows (they stay as written).
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.I)
+
+
+def agent_words(value):
+    """AGENT's value as bash is given it: its words (split as a shell splits a command line),
+    each shell-quoted. UserError when a shell could not read it (an unbalanced quote)."""
+    try:
+        words = shlex.split(value)
+    except ValueError as e:
+        raise UserError(f"AGENT={value!r} is not a command line a shell can read: {e}",
+                        field="AGENT")
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def variable_references(command):
+    """(match of COMMAND_VARIABLE, in double quotes?) for each variable reference bash would expand
+    in `command`: not in single quotes, not escaped."""
+    refs, i, single, double = [], 0, False, False
+    while i < len(command):
+        c = command[i]
+        if single:
+            single = c != "'"
+        elif c == "\\":
+            i += 2
+            continue
+        elif c == "'" and not double:
+            single = True
+        elif c == '"':
+            double = not double
+        elif c == "$":
+            m = COMMAND_VARIABLE.match(command, i)
+            if m:
+                refs.append((m, double))
+                i = m.end()
+                continue
+        i += 1
+    return refs
+
+
+def _default_applies(op, value):
+    return bool(op) and (value is None or (op.startswith(":") and value == ""))
+
+
+def render_command(command, environ, values=None, shown=None, record=False):
+    """A phase command with AGENT's words in place of each unquoted $AGENT / ${AGENT...} (the
+    default's text when AGENT is unset, or empty with ``:-``) and placeholders filled.
+
+    values: placeholder values, shell-quoted in; a placeholder without one stays as written
+    ({"model": ...} alone gives the command of the mode, the same for every task). shown:
+    placeholder texts put in as they are (a record shows the prompt as its file). record: for a
+    reader, not for bash: the other variables' values are put in too (as text; names that look
+    secret stay as written)."""
     def one(m):
+        name = m.group(1)
+        if shown and name in shown:
+            return shown[name]
+        return shlex.quote(str(values[name])) if values and name in values else m.group(0)
+
+    def fill(text):
+        return PLACEHOLDER.sub(one, text)
+    out, pos = [], 0
+    for m, quoted in variable_references(command):
         name, op, default = m.group(1) or m.group(4), m.group(2), m.group(3)
+        is_agent = name == AGENT_VARIABLE and not quoted
+        if not is_agent and not record:
+            continue            # bash expands it
+        out.append(fill(command[pos:m.start()]))
+        pos = m.end()
         value = environ.get(name)
-        if op and (value is None or (op.startswith(":") and value == "")):
-            return default
-        return value or ""
-    return SHELL_VARIABLE.sub(one, text)
+        if not is_agent and SECRET_NAME.search(name):
+            out.append(fill(m.group(0)))
+        elif _default_applies(op, value):
+            out.append(render_command(default, environ, values, shown, record))
+        elif is_agent:
+            out.append(agent_words(value or ""))
+        else:
+            out.append(value or "")
+    out.append(fill(command[pos:]))
+    return "".join(out)
 
 
 def command_program(command, environ):
     """The program a phase command starts: its first word once placeholders are filled and
     ${VAR:-default} is expanded with `environ`. None when only running it would tell (the word
-    comes from a placeholder or a shell expansion this does not do)."""
-    text = expand_variables(fill_command(command, {n: SENTINEL for n in PLACEHOLDERS}), environ)
+    comes from a placeholder or a shell expansion this does not do). UserError for an AGENT a
+    shell cannot read."""
+    text = render_command(command, environ, {n: SENTINEL for n in PLACEHOLDERS}, record=True)
     try:
         words = shlex.split(text)
     except ValueError:
@@ -146,8 +250,20 @@ def command_program(command, environ):
     return words[0]
 
 
+def check_keys(table, known, path, where=None):
+    """UserError for the first key of `table` that is not in `known`, with the closest one."""
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = (f"did you mean '{close[0]}'?" if close else
+                    f"known keys: {', '.join(known)}")
+            raise UserError(f"{where + ': ' if where else ''}unknown key '{key}'; {hint}",
+                            file=path)
+
+
 def parse_modes(data, path):
     modes = dict(BUILTIN_MODES)
+    check_keys(data, KEYS, path)
     table = data.get("modes", {})
     if not isinstance(table, dict):
         raise UserError("[modes] must be a table", file=path)
@@ -158,6 +274,7 @@ def parse_modes(data, path):
                             file=path, item=where)
         if not isinstance(raw, dict):
             raise UserError("must be a table", file=path, item=where)
+        check_keys(raw, MODE_KEYS, path, where)
         env = raw.get("env", {})
         if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
             raise UserError("must be a table of strings", file=path, item=where, field="env")
@@ -175,7 +292,10 @@ def parse_modes(data, path):
             if not isinstance(pred, str) or not pred:
                 raise UserError("must be a file path", file=path, item=where, field="predictions")
             pred_path = Path(pred) if Path(pred).is_absolute() else Path(path).parent / pred
-            modes[name] = Mode(name, "predictions", predictions=str(pred_path), **common)
+            # Only the tasks the file has a row for (a file not there yet fails at its patches).
+            ids = tuple(read_predictions(pred_path)) if pred_path.exists() else None
+            modes[name] = Mode(name, "predictions", predictions=str(pred_path), instances=ids,
+                               **common)
             continue
         phases_raw = raw.get("phases")
         if not isinstance(phases_raw, list) or not phases_raw:
@@ -183,7 +303,10 @@ def parse_modes(data, path):
                             file=path, item=where, field="phases")
         phases = []
         for i, p in enumerate(phases_raw):
-            pwhere = f"{where} phase {i + 1}"
+            label = p.get("name") if isinstance(p, dict) else None
+            pwhere = f"{where} phase {label if isinstance(label, str) and label else i + 1}"
+            if isinstance(p, dict):
+                check_keys(p, PHASE_KEYS, path, pwhere)
             if not isinstance(p, dict) or not isinstance(p.get("command"), str) or not p["command"].strip():
                 raise UserError("needs a non-empty command", file=path, item=pwhere, field="command")
             _check_template(p["command"], path, pwhere)
@@ -250,15 +373,31 @@ def read_predictions(path):
 
 
 def extra_modes(spec, path="command line"):
-    """Modes named on the command line: ``predictions=PATH`` adds a mode ``file``."""
+    """Modes named on the command line: ``predictions=PATH`` adds a mode ``file``, which scores
+    only the tasks the file has a row for (as SWE-bench does)."""
     if not spec:
         return {}
     p = Path(spec).resolve()
     if not p.exists():
         raise UserError(f"predictions file {spec} does not exist", file=path, field="predictions")
-    read_predictions(p)         # a malformed file is an error now, not when its patches are made
-    return {"file": Mode("file", "predictions", predictions=str(p),
+    # A malformed file is an error now, not when its patches are made.
+    ids = tuple(read_predictions(p))
+    return {"file": Mode("file", "predictions", predictions=str(p), instances=ids,
                          description=f"predictions from {p.name}")}
+
+
+def unknown_prediction_ids(mode, bench):
+    """A warning for the ids of a predictions mode's file that are not tasks of `bench` (they
+    are not scored), or None."""
+    if mode is None or mode.instances is None:
+        return None
+    known = {t.instance_id for t in bench.tasks}
+    unknown = [i for i in mode.instances if i not in known]
+    if not unknown:
+        return None
+    shown = ", ".join(unknown[:10]) + (", ..." if len(unknown) > 10 else "")
+    return (f"{Path(mode.predictions).name}: {len(unknown)} instance "
+            f"id{'s' if len(unknown) != 1 else ''} not in benchmark {bench.name}: {shown}")
 
 
 def get_mode(modes, name):

@@ -1,35 +1,48 @@
 """Wiring: turns the project's inputs into doit tasks. dodo.py calls ``doit_tasks()``.
 
-Task names (``doit list --all``)::
+Task names (``doit list --all``; plain ``doit list`` shows only what users run first:
+``<bench>:<mode>``, ``<bench>``, ``<bench>:validate``, ``report``, ``doctor``, see
+arrange_listing)::
 
     repos:<owner>+<name>                 bare clone         (repositories.py)
     tests:<commit12>                     nginx-tests tree   (prove.py)
     workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
     results:<bench>/<mode>               results.jsonl + predictions.jsonl (summary.py)
     report, <bench>:report               results/<run>/report.md (report.py)
+    power                                tasks and repeats a difference needs (report.py)
     <bench>:<mode>                       what users run: `doit run nginx:raw`
     <bench>                              every mode plus the report: `doit run nginx`
+    default                              what a bare `doit` runs: <bench>:gold, <bench>:none,
+                                         then the report; never an agent
 
-Command-line variables: ``run=NAME`` (default "default"), ``instances=ID,ID``, ``limit=N``,
-``modes=a,b`` (modes of `doit run nginx`; default: every configured mode), ``baseline=MODE``
-(the report's time comparison), ``predictions=PATH``
-(adds a mode ``file`` scored from a SWE-bench predictions file), ``bench=NAME``.
+Command-line variables (parsed and checked once: nginx_eval/options.py): ``run=NAME`` (default
+"default"), ``instances=ID,ID``, ``limit=N``, ``modes=a,b`` (modes of `doit run nginx`; default:
+every configured mode), ``baseline=MODE`` (the report's time comparison), ``repeats=N``
+(validation), ``predictions=PATH``
+(adds a mode ``file`` scored from a SWE-bench predictions file, on the tasks the file has a row
+for; `doit run <bench>` then scores that mode alone, plus any named in ``modes=``, and the
+report; ids of the file not in the benchmark are one warning line), ``bench=NAME``,
+``cutoff=YYYY-MM-DD`` (the report's split by fix date), ``compare=RUN`` (`doit run report`: a
+paired comparison with another run), ``detect=D,D`` (`doit run power`: percentage points).
 
 A run evaluates one benchmark: the one named on the command line (``doit run nginx:raw``), or
 ``bench=NAME``, or ``nginx``, or the only file in tasks/.
 """
 
+import os
 import sys
 from dataclasses import dataclass
 
-from doit import get_var
+from doit.loader import generate_tasks
+from doit.task import Task
 
 from . import (agent, build, doctor, grade, patch, prove, report, repositories, summary, validate,
                workspace)
 from .benchmark import load_benchmarks
 from .errors import UserError
 from .layout import Layout
-from .modes import extra_modes, get_mode, load_modes
+from .modes import extra_modes, load_modes, unknown_prediction_ids
+from .options import Options, did_you_mean
 from .runrecord import read_run
 
 STAGES = (repositories, workspace, agent, patch, build, prove, grade, summary, report, validate,
@@ -43,6 +56,9 @@ class Context:
     tasks: list
     modes: dict
     selection: dict = None      # instances= and limit= as given
+    group: tuple = None         # the modes `doit run <bench>` scores; None: every mode
+    options: Options = None     # the command line's variables (options.py)
+    benchmark_names: tuple = () # every benchmark in tasks/
 
     @property
     def all_tasks(self):
@@ -51,9 +67,20 @@ class Context:
     def mode_list(self):
         return [self.modes[m] for m in sorted(self.modes)]
 
+    def group_mode_list(self):
+        """The modes `doit run <bench>` (and <bench>:report) runs."""
+        return [m for m in self.mode_list() if self.in_group(m.name)]
+
+    def in_group(self, name):
+        return self.group is None or name in self.group
+
+    def mode_tasks(self, mode):
+        """The selected tasks the mode scores (a predictions mode: those with a row)."""
+        return [t for t in self.tasks if mode.covers(t.instance_id)]
+
     def units(self):
         for mode in self.mode_list():
-            for task in self.tasks:
+            for task in self.mode_tasks(mode):
                 yield self.benchmark, mode, task
 
     def agent_units(self):
@@ -75,7 +102,7 @@ class Context:
 
     def mode_groups(self):
         for mode in self.mode_list():
-            yield self.benchmark, mode, self.tasks
+            yield self.benchmark, mode, self.mode_tasks(mode)
 
     @staticmethod
     def unit_name(bench, mode, task):
@@ -100,8 +127,9 @@ def pick_benchmark(benchmarks, argv, requested=None, run_benchmark=None):
         return benchmarks[run_benchmark]
     if requested:
         if requested not in benchmarks:
-            raise UserError(f"no benchmark '{requested}'; known: {', '.join(sorted(benchmarks))}",
-                            field="bench")
+            raise UserError(f"bench={requested}: no benchmark '{requested}' in tasks/"
+                            f"{did_you_mean(requested, benchmarks)} "
+                            f"(known: {', '.join(sorted(benchmarks))})")
         return benchmarks[requested]
     for arg in argv:
         head = arg.split(":", 1)[0]
@@ -124,50 +152,64 @@ def check_requested_modes(bench, modes, argv):
     for arg in argv:
         head, _, tail = arg.partition(":")
         if head == bench and tail and tail not in modes and tail not in GROUP_SUBTASKS:
-            get_mode(modes, tail)
+            known = f"known modes: {', '.join(sorted(modes))}"
+            close = did_you_mean(tail, list(modes) + list(GROUP_SUBTASKS),
+                                 show=lambda c: f"'{bench}:{c}'")
+            raise UserError(f"no task '{arg}'{close} (unknown mode '{tail}'; {known})" if close
+                            else f"no task '{arg}': unknown mode '{tail}'; {known}")
 
 
-def _int_var(name):
-    value = get_var(name)
-    if value in (None, ""):
-        return None
-    try:
-        n = int(value)
-    except ValueError:
-        raise UserError(f"{name}={value!r} is not a whole number", field=name)
-    if n < 0:
-        raise UserError(f"{name} must not be negative", field=name)
-    return n
+def run_modes(layout, record, modes):
+    """The modes of the run: configured (`modes`), recorded in run.json, or with results."""
+    return set(modes) | set(record.get("modes") or []) | set(report.modes_on_disk(layout, []))
 
 
-def load_context(root=None, argv=None):
-    run = get_var("run", "default") or "default"
-    if not run.replace("-", "").replace("_", "").replace(".", "").isalnum():
-        raise UserError(f"run={run!r} must be a plain name", field="run")
-    layout = Layout.from_env(root=root, run=run)
+def load_context(root=None, argv=None, options=None):
+    """The Context of this command; `options` defaults to doit's command-line variables."""
+    argv = sys.argv[1:] if argv is None else argv
+    options = Options.from_doit(argv) if options is None else options
+    layout = Layout.from_env(root=root, run=options.run)
     benchmarks = load_benchmarks(layout.tasks_dir)
-    bench = pick_benchmark(benchmarks, sys.argv[1:] if argv is None else argv, get_var("bench"),
-                           (read_run(layout) or {}).get("benchmark"))
-    instances = [i for i in (get_var("instances") or "").split(",") if i]
-    tasks = bench.select(instances or None, _int_var("limit"))
+    record = read_run(layout) or {}
+    bench = pick_benchmark(benchmarks, argv, options.bench, record.get("benchmark"))
+    options.check_instances(bench)
+    instances = list(options.instances)
+    tasks = bench.select(instances or None, options.limit)
     modes = load_modes(layout.modes_file)
-    modes.update(extra_modes(get_var("predictions")))
-    check_requested_modes(bench.name, modes, sys.argv[1:] if argv is None else argv)
-    wanted = [m for m in (get_var("modes") or "").split(",") if m]
-    for m in wanted:
-        get_mode(modes, m)
+    modes.update(extra_modes(options.predictions))
+    check_requested_modes(bench.name, modes, argv)
+    options.check_modes(modes)
+    options.check_baseline(run_modes(layout, record, modes))
+    report.check_compare(layout, options.compare)
+    wanted = list(options.modes)
     if wanted:
-        modes = {k: v for k, v in modes.items() if k in wanted}
-    return Context(layout=layout, benchmark=bench, tasks=tasks, modes=modes,
-                   selection={"instances": instances or None, "limit": _int_var("limit")})
+        modes = {k: v for k, v in modes.items() if k in wanted or k == "file"}
+    group = predictions_group(bench, modes, wanted)
+    return Context(layout=layout, benchmark=bench, tasks=tasks, modes=modes, group=group,
+                   selection={"instances": instances or None, "limit": options.limit},
+                   options=options, benchmark_names=tuple(sorted(benchmarks)))
+
+
+def predictions_group(bench, modes, wanted):
+    """With ``predictions=FILE`` (mode ``file``): the modes `doit run <bench>` scores, the file
+    and those named in modes=, and one warning line for the file's ids that are not tasks of
+    the benchmark. None (every mode) without it."""
+    if "file" not in modes:
+        return None
+    warning = unknown_prediction_ids(modes["file"], bench)
+    if warning:
+        sys.stderr.write(f"nginx-eval: warning: {warning}\n")
+        sys.stderr.flush()
+    return ("file",) + tuple(m for m in wanted if m != "file")
 
 
 def group_tasks(ctx, extra_group_deps=()):
-    """`<bench>:<mode>` for each mode, and `<bench>` for all of them plus the report."""
+    """`<bench>:<mode>` for each mode, and `<bench>` for those of the group plus the report."""
     bench = ctx.benchmark.name
     subtasks = []
     for mode in ctx.mode_list():
-        subtasks.append(f"{bench}:{mode.name}")
+        if ctx.in_group(mode.name):
+            subtasks.append(f"{bench}:{mode.name}")
         yield {
             "basename": bench,
             "name": mode.name,
@@ -181,20 +223,118 @@ def group_tasks(ctx, extra_group_deps=()):
            "task_dep": subtasks + list(extra_group_deps)}
 
 
+# What `doit list --all` says of each stage's group task (`doit run repos` runs the group).
+STAGE_DOCS = {
+    "repos": "bare clones of the pinned repositories",
+    "tests": "nginx-tests trees, one per pinned test commit",
+    "workspace": "fresh repositories at the base commit, one per agent mode and task",
+    "agent": "agent runs, one per agent mode and task",
+    "patch": "the patch of each mode and task",
+    "base": "base builds, shared by every mode and run",
+    "build": "objs/nginx for the patch of each mode and task",
+    "prove": "the task's test files against each build",
+    "grade": "the verdict of each mode on each task",
+    "results": "results.jsonl and predictions.jsonl of each mode",
+    "validate": "task validation: base and fix builds, tests run repeatedly",
+    "validation": "validation.json and validation.md of the run",
+}
+# Private (doit list -p): the parent of the stage groups, which keeps them out of `doit list`.
+STAGES_GROUP = "_stages"
+# Subtasks of `<bench>` that stay out of `doit list`: `<bench>:report` is `<bench>` again.
+UNLISTED_BENCH_SUBTASKS = ("report",)
+
+
+def arrange_listing(tasks, bench):
+    """doit's Tasks for `doit list`, which shows only tasks that are no subtask, and a group
+    task (one per basename) with its generator's docstring: the commands a user runs first
+    (`<bench>:<mode>`, `<bench>:validate` made top-level tasks, `<bench>`, `report`, `doctor`),
+    and not the stage groups (`agent`, `build`, ...), which become subtasks of the private
+    STAGES_GROUP; `doit list --all` shows every task. Names, dependencies and actions stay."""
+    groups = []
+    for t in tasks:
+        tail = t.name.partition(":")[2]
+        if t.subtask_of == bench and tail not in UNLISTED_BENCH_SUBTASKS:
+            t.subtask_of = None
+        elif t.has_subtask and t.subtask_of is None and t.name != bench:
+            t.subtask_of = STAGES_GROUP
+            t.doc = STAGE_DOCS.get(t.name, t.doc)
+            groups.append(t.name)
+        yield t
+    yield Task(STAGES_GROUP, None, task_dep=groups, has_subtask=True,
+               doc="every stage group (listed by `doit list --all`)")
+
+
+# What a bare `doit` (or `doit run` without a task) runs: nothing that costs money.
+DEFAULT_TASK = "default"
+DEFAULT_MODES = ("gold", "none", "file")        # file: only with predictions=
+
+
+def default_selection(ctx):
+    """The modes' tasks the default task runs: gold and none (and a predictions= file), never
+    an agent mode."""
+    return [f"{ctx.benchmark.name}:{m}" for m in DEFAULT_MODES
+            if m in ctx.modes and not ctx.modes[m].runs_agent]
+
+
+def default_task(ctx):
+    """`default`: the default modes of the benchmark, then the report (report.py's `report`
+    task, after them)."""
+    rendering = next(t for t in report.gen_tasks(ctx) if t["basename"] == "report")
+    return dict(rendering, basename=DEFAULT_TASK, task_dep=default_selection(ctx),
+                actions=list(rendering["actions"]), uptodate=list(rendering.get("uptodate", ())),
+                doc=f"what a bare `doit` runs: {', '.join(default_selection(ctx))}, then the "
+                    "report (never an agent)")
+
+
+def expand_default(ctx, targets):
+    """The command's targets, with doit's default (no target, or `default`) spelled out."""
+    out = []
+    for t in targets or [DEFAULT_TASK]:
+        out += default_selection(ctx) + ["report"] if t == DEFAULT_TASK else [t]
+    return out
+
+
+def check_requested_tasks(ctx, tasks, selectors):
+    """Every name the command line gives doit is a task, a group, a target or a pattern (`*`):
+    otherwise one line naming the closest task, instead of doit's error or traceback."""
+    names = {t.name for t in tasks}
+    targets = {target for t in tasks for target in t.targets}
+    candidates = set(names)
+    for b in ctx.benchmark_names:
+        candidates |= {b} | {f"{b}:{m}" for m in list(ctx.modes) + list(GROUP_SUBTASKS)}
+    for sel in selectors:
+        if "*" in sel or sel in names or sel in targets:
+            continue
+        if os.path.abspath(sel) in targets:
+            close = f"; did you mean '{os.path.abspath(sel)}'?"
+        else:
+            close = did_you_mean(sel, candidates)
+        raise UserError(f"no task '{sel}'{close} (`doit list` shows the tasks)")
+
+
 def doit_tasks(root=None):
     """The dict of ``task_*`` generators and DOIT_CONFIG for dodo.py's globals()."""
     ctx = load_context(root)
 
-    def task_stages():
+    def stage_dicts():
         for stage in STAGES:
             yield from stage.gen_tasks(ctx)
         yield from group_tasks(ctx, extra_group_deps=(f"{ctx.benchmark.name}:report",))
+        yield default_task(ctx)
 
-    task_stages.__doc__ = "every pipeline stage"
+    made = []       # doit's Tasks, made once: cli.load_dodo checks the names the command gives
+
+    def task_stages():
+        """every task of the pipeline (nginx_eval/pipeline.py)"""
+        if not made:
+            made.extend(arrange_listing(generate_tasks("task_stages", stage_dicts()),
+                                        ctx.benchmark.name))
+        yield from made
+
     config = {
         "dep_file": str(ctx.layout.doit_db),
         "backend": "nginx_eval",
-        "default_tasks": [ctx.benchmark.name],
+        "default_tasks": [DEFAULT_TASK],
         "verbosity": 1,
     }
     ctx.layout.doit_db.parent.mkdir(parents=True, exist_ok=True)

@@ -9,11 +9,28 @@ can name a token file: the token is written there while the command runs, and th
 same unit calls ``kill_leftovers`` on it before it starts again. A process that clears its own
 environment and leaves its session escapes all of this; only a sandbox with its own PID namespace
 (sandbox.py) catches that one.
+
+**Interrupts.** ``stop_on_signals`` (cli.py, for ``doit run``) makes SIGINT and SIGTERM stop
+everything the run started, in every parallel mode of doit. Each process keeps a registry of the
+commands it runs (token, process group), and while the handlers are installed every command has a
+token file that also names its process group and the doit process it belongs to (commands
+without a token file of their own get one under ``<running>/.other/``). The doit process, on a
+signal: stops its worker processes (which, on SIGTERM or on a terminal's SIGINT, stop their own
+commands and exit at once: they never write a result after their command was stopped), stops
+every command of its registry and of its token files as the time limit does (SIGTERM to the
+process group and to the token's carriers, SIGKILL after GRACE_SECONDS), and exits through
+SystemExit: doit closes its database, nothing of the interrupted units is written (a thread
+whose command was stopped gets ``Interrupted``, and no new command starts), and what finished
+stays.
 """
 
+import atexit
+import contextlib
+import multiprocessing
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -30,6 +47,31 @@ class Outcome:
     timed_out: bool
 
 
+class Interrupted(KeyboardInterrupt):
+    """Raised by run_limited in a thread of an interrupted doit (see the module's docstring):
+    its command was stopped, or would have started after the interrupt. doit's thread workers
+    take it quietly, like the KeyboardInterrupt it is."""
+
+
+# Commands this process runs: {token: (process group, pid of the process that started it)}.
+# A worker process forked by doit inherits its parent's entries: only its own are its to stop.
+_running = {}
+# The interrupt handlers' state (stop_on_signals): the running directory of the run, the pid of
+# the doit process, the callback that reports, whether an interrupt is being handled, and a
+# signal whose handling waits for the main thread's command start to be registered.
+_stop = {"dir": None, "main_pid": None, "report": None, "stopping": False, "starting": False,
+         "deferred": None}
+# Threads of this process that run a doit task (task_running).
+_busy = set()
+# How long an interrupted doit waits for its other threads to finish the task they run.
+THREAD_GRACE_SECONDS = 5
+
+
+def interrupted():
+    """Whether this process is stopping on SIGINT or SIGTERM (stop_on_signals)."""
+    return _stop["stopping"]
+
+
 def _pids_with_token(token):
     needle = f"{TOKEN_VAR}={token}".encode()
     pids = []
@@ -43,6 +85,57 @@ def _pids_with_token(token):
         except OSError:
             continue
     return pids
+
+
+def _live_processes(tokens):
+    """({token: [pids of live processes carrying it]}, {pgids of live processes}) from one
+    look at /proc; zombies do not count (they are dead, only not reaped yet)."""
+    needles = {f"{TOKEN_VAR}={t}".encode(): t for t in tokens}
+    carriers, groups = {t: [] for t in tokens}, set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":
+                continue
+            groups.add(int(fields[2]))
+            if needles:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    for item in f.read().split(b"\0"):
+                        if item in needles:
+                            carriers[needles[item]].append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return carriers, groups
+
+
+def _stop_commands(commands, grace=GRACE_SECONDS):
+    """What _kill_all does at the time limit, for many commands at once and without their Popen
+    objects: SIGTERM to each command's process group and to every process carrying its token,
+    up to `grace` seconds for all of them to end, then SIGKILL. commands: {token: pgid or None}."""
+    if not commands:
+        return
+    deadline = time.monotonic() + grace
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        carriers, groups = _live_processes(commands)
+        for token, pgid in commands.items():
+            if pgid and pgid in groups:
+                try:
+                    os.killpg(pgid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            for pid in carriers[token]:
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        while sig == signal.SIGTERM and time.monotonic() < deadline:
+            carriers, groups = _live_processes(commands)
+            if not any(carriers.values()) and not any(g in groups for g in commands.values()):
+                return
+            time.sleep(0.05)
 
 
 def _kill_all(proc, token):
@@ -73,12 +166,38 @@ def _group_alive(pgid):
         return False
 
 
+def _write_token_file(path, token, pgid=None):
+    """`token pgid owner`: the token, the command's process group ("-" before it starts) and
+    the pid of the doit process it belongs to. Written whole (rename), so that a reader never
+    sees half of it."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    owner = _stop["main_pid"] or os.getpid()
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(f"{token} {pgid or '-'} {owner}\n")
+    os.replace(tmp, path)
+
+
+def _read_token_file(path):
+    """(token, pgid or None, owner pid or None); a token file of an earlier version holds the
+    token alone. None when there is none."""
+    try:
+        fields = open(path, encoding="ascii").read().split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not fields:
+        return None
+    number = lambda i: int(fields[i]) if len(fields) > i and fields[i].isdigit() else None
+    return fields[0], number(1), number(2)
+
+
 def kill_leftovers(token_file):
     """Kill what a run_limited of an earlier, killed harness process left running (see above)."""
     try:
-        token = open(token_file, encoding="ascii").read().strip()
+        fields = open(token_file, encoding="ascii").read().split()
     except (FileNotFoundError, UnicodeDecodeError):
         return
+    token = fields[0] if fields else ""
     # No SIGTERM first: these processes outlived their time limit already.
     for pid in _pids_with_token(token) if token else ():
         try:
@@ -110,19 +229,45 @@ def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEV
     token_file: where the token stays while the command runs (see kill_leftovers).
     children_first: at the limit, stop what the command started before the command itself, so
     that it can write what it has (prove keeps the TAP of a file until the file ends, when its
-    output is not a terminal)."""
+    output is not a terminal).
+    After an interrupt (stop_on_signals) it starts nothing and raises Interrupted instead of
+    returning: the caller must not take a stopped command's outcome for a result."""
+    if _stop["stopping"]:
+        raise Interrupted()
     token = uuid.uuid4().hex
     env = dict(env, **{TOKEN_VAR: token})
+    if token_file is None and _stop["dir"]:
+        token_file = os.path.join(_stop["dir"], ".other", token)
     if token_file:
         kill_leftovers(token_file)
-        os.makedirs(os.path.dirname(token_file), exist_ok=True)
-        with open(token_file, "w", encoding="ascii") as f:
-            f.write(token + "\n")
+        _write_token_file(token_file, token)
     start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin,
-                            start_new_session=True)
+    # A signal handled while the main thread starts a command waits until the command is
+    # registered (_on_signal): between fork and exec it carries no token yet, nobody could find it.
+    main_thread = threading.current_thread() is threading.main_thread()
+    proc = None
+    try:
+        if main_thread:
+            _stop["starting"] = True
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr,
+                                    stdin=stdin, start_new_session=True)
+        except BaseException:
+            if token_file:
+                Path(token_file).unlink(missing_ok=True)
+            raise
+        _running[token] = (proc.pid, os.getpid())
+        if token_file:
+            _write_token_file(token_file, token, proc.pid)
+    finally:
+        if main_thread:
+            _stop["starting"] = False
+            if _stop["deferred"]:
+                _on_signal(_stop["deferred"], None)
     timed_out = False
     try:
+        if _stop["stopping"]:       # interrupted while another thread started it
+            raise Interrupted()
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
@@ -131,14 +276,124 @@ def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEV
     except BaseException:
         _kill_all(proc, token)
         proc.wait()
-        if token_file:
-            Path(token_file).unlink(missing_ok=True)
+        _forget(token, token_file)
         raise
     # Also on a normal exit: background processes the command left behind must not outlive it.
     _kill_all(proc, token)
     proc.wait()
-    if token_file:
-        Path(token_file).unlink(missing_ok=True)
+    _forget(token, token_file)
+    if _stop["stopping"]:
+        raise Interrupted()
     seconds = time.monotonic() - start
     return Outcome(exit_code=None if timed_out else proc.returncode, seconds=round(seconds, 3),
                    timed_out=timed_out)
+
+
+def _forget(token, token_file):
+    _running.pop(token, None)
+    if token_file:
+        Path(token_file).unlink(missing_ok=True)
+
+
+# -- interrupts ------------------------------------------------------------------------------
+
+def stop_on_signals(running_dir, report):
+    """Install the SIGINT and SIGTERM handlers of a `doit run` process (see the module's
+    docstring). running_dir: the run's directory of token files (None until the tasks are
+    loaded, which starts no command). report(signum, stopped) is called in the doit process
+    once everything is stopped, before it exits with 128 + signum; stopped is the number of
+    commands it stopped. Call it from the main thread of the doit process, before doit starts
+    its workers (they inherit the handlers); again to name the directory."""
+    if threading.current_thread() is not threading.main_thread():
+        return                      # doit run from a thread of a program of its own: its signals
+    if _stop["report"] is None:
+        atexit.register(_ignore_signals)
+    _stop.update(dir=running_dir and str(running_dir), report=report,
+                 main_pid=os.getpid() if multiprocessing.parent_process() is None else None)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _on_signal)
+
+
+def _ignore_signals():
+    """At exit, when everything is done: Python's finalization would put SIGINT and SIGTERM back
+    to their default actions, and a Ctrl-C in its last moments would kill the process with the
+    signal (no exit code of doit's); ignored, they leave the run's outcome alone."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def task_running():
+    """Around the execution of a doit task (cli.py): an interrupted doit process lets the other
+    threads that run one (-P thread) finish it before it exits. Those whose command it stopped
+    end at once (Interrupted); the others write a finished unit. A thread still running at exit
+    is stopped wherever it is, which a C++ library (matplotlib, drawing the report's chart)
+    answers with abort()."""
+    ident = threading.get_ident()
+    _busy.add(ident)
+    try:
+        yield
+    finally:
+        _busy.discard(ident)
+
+
+def _own_commands():
+    """{token: pgid} of the commands this process started and still runs."""
+    return {token: pgid for token, (pgid, pid) in dict(_running).items() if pid == os.getpid()}
+
+
+def _token_files():
+    """{path: (token, pgid)} of the token files of commands of this doit process (its threads and
+    its workers): those of an earlier, killed doit are left to kill_leftovers."""
+    found = {}
+    for dirpath, _, names in os.walk(_stop["dir"] or "/nonexistent"):
+        for name in names:
+            if name.endswith(".tmp"):
+                continue
+            path = os.path.join(dirpath, name)
+            fields = _read_token_file(path)
+            if fields and fields[2] == os.getpid():
+                found[path] = fields[:2]
+    return found
+
+
+def _on_signal(signum, frame):
+    if _stop["starting"] and threading.current_thread() is threading.main_thread():
+        # The main thread is starting a command (run_limited): handled once it is registered.
+        _stop["stopping"] = True
+        _stop["deferred"] = signum
+        return
+    if _stop["stopping"] and not _stop["deferred"]:
+        return                      # a second Ctrl-C while the first one is being handled
+    _stop["stopping"], _stop["deferred"] = True, None
+    if os.getpid() != _stop["main_pid"]:
+        # A worker process of doit (-P process): its commands, then out, without a result.
+        _stop_commands(_own_commands())
+        os._exit(128 + signum)
+    commands = _own_commands()
+    commands.update(_token_files().values())
+    workers = multiprocessing.active_children()
+    for worker in workers:
+        try:
+            os.kill(worker.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + GRACE_SECONDS + 2
+    _stop_commands(commands)
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            worker.kill()
+            worker.join(1)
+    # Whatever a worker started before it stopped; then nothing of this run is left.
+    files = _token_files()
+    late = dict(_own_commands(), **dict(files.values()))
+    _stop_commands(late)
+    for path in files:
+        Path(path).unlink(missing_ok=True)
+    deadline = time.monotonic() + THREAD_GRACE_SECONDS
+    while _busy - {threading.get_ident()} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _stop["report"]:
+        _stop["report"](signum, len(set(commands) | set(late)))
+    raise SystemExit(128 + signum)

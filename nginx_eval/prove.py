@@ -31,7 +31,14 @@ kept: the next ``doit run`` proves again.
      "files": {"<file>": {"exit_code", "timed_out", "seconds", "tap", "stderr", "nginx_log",
                           "missing": bool}},
      "reference": {"<file>": the same record, paths under tap/reference/}, "reference_key",
-     "notes": [str]}
+     "notes": [str],
+     "versions": {"perl": `perl -e 'print $^V'` ("v5.36.0"), "openssl": `openssl version`'s
+                  first line} | null}
+
+``versions`` names the perl that ran the tests and the openssl program they made their
+certificates with, each asked once per process (null: the program did not answer; the whole
+field null: no test ran, the build failed). It is not one of prove's inputs: the report
+(report.py) reads it, so that a report rendered elsewhere names the Perl and OpenSSL of the run.
 """
 
 import os
@@ -152,6 +159,23 @@ def test_globals(environ=None):
 
 
 @lru_cache(maxsize=1)
+def tool_versions():
+    """{"perl", "openssl"}: the versions prove.json records (see there), once per process."""
+    return {"perl": _first_line(["perl", "-e", "print $^V"]),
+            "openssl": _first_line(["openssl", "version"])}
+
+
+def _first_line(argv):
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.strip().splitlines()
+    return lines[0] if out.returncode == 0 and lines else None
+
+
+@lru_cache(maxsize=1)
 def _program(name):
     found = shutil.which(name)
     return os.path.realpath(found) if found else None
@@ -261,7 +285,7 @@ def prove_task(layout, mode_name, task, config, file_dep):
     shutil.rmtree(tap_dir, ignore_errors=True)
     record = {"inputs": inputs, "test_commit": task.test_commit, "binary": None,
               "binary_key": None, "environment": {}, "files": {}, "reference": {},
-              "reference_key": None, "notes": []}
+              "reference_key": None, "notes": [], "versions": None}
     if build["status"] == "built":
         problem = verify_build(layout, build)
         if problem:
@@ -271,7 +295,8 @@ def prove_task(layout, mode_name, task, config, file_dep):
         files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout,
                                 tap_dir, token_file=token_file)
         record.update(binary=str(binary), binary_key=build["key"], files=files, notes=notes,
-                      environment=prove_environment(tree, output_guard(layout, binary), binary))
+                      environment=prove_environment(tree, output_guard(layout, binary), binary),
+                      versions=tool_versions())
         needed = files_needing_reference(task, tap_dir, files)
         if needed:
             refs, key = reference_runs(layout, task, build, needed, tree, tap_dir, token_file)

@@ -5,17 +5,54 @@ graded in this run, in the benchmark's order), never from the command's selectio
 
 results.jsonl row::
 
-    {"instance_id", "mode", "run", "status", "resolved", "agent_status", "build_status",
+    {"instance_id", "mode", "run",
+     "outcome": one of OUTCOMES,        # the task's outcome (outcome()): the vocabulary of
+                                        # report.json and report.md too
+     "status",                          # grade.json's verdict of the patch alone (grade.py)
+     "resolved", "agent_status", "build_status",
+     "agent_error": str | null,         # agent.json's error: why the agent did not complete
+     "agent_commands": [[phase, command]] | null,   # agent.json's command_template per phase:
+                                        # what ran (null: no agent, or a record without it)
+     "agent_model": str | null,         # agent.json's model (null: not passed, or no agent)
      "build_kind", "build_seconds", "agent_seconds", "cost_usd", "tokens",
      "fail_to_pass": {"passed": n, "failed": n}, "pass_to_pass": {...},
      "patch": {"sha256", "files", "lines_added", "lines_removed"}, "env_errors": [...]}
 
+A predictions mode has rows only for the tasks its file has a row for (modes.Mode.instances).
+
 predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
+
+Outcome of a task in a mode (first match wins), defined once here for results.jsonl and the
+report (report.py imports it; this module imports nothing of later stages)::
+
+    resolved             the patch resolves the task (even after an agent timeout or failure)
+    env_error            the tests could not say (skipped file, missing module): untrusted
+    timeout              the agent hit its time limit
+    agent_error          the agent failed (non-zero exit, workspace gone) or could not start
+    patch_failed, compile_failed, partially_resolved, unresolved: grade.json's status
 """
 
 from doit.tools import config_changed
 
 from . import jsonio, prove
+
+OUTCOMES = ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
+            "timeout", "agent_error", "env_error")
+
+
+def outcome(row):
+    """The outcome of a results.jsonl row (or a row without the field, from its other fields)."""
+    if row.get("resolved"):
+        return "resolved"
+    if row.get("status") == "env_error":
+        return "env_error"
+    if row.get("agent_status") == "timeout":
+        return "timeout"
+    if row.get("agent_status") in ("failed", "error"):
+        return "agent_error"
+    if row.get("status") in OUTCOMES:
+        return row["status"]
+    return "unresolved"
 
 
 def result_row(layout, mode, task):
@@ -24,10 +61,16 @@ def result_row(layout, mode, task):
     build = jsonio.read_json(layout.build_json(mode.name, iid)) or {}
     patch = jsonio.read_json(layout.patch_json(mode.name, iid)) or {}
     agent = jsonio.read_json(layout.agent_json(mode.name, iid)) or {}
-    return {
+    phases = agent.get("phases") or []
+    commands = [[p["name"], p["command_template"]] for p in phases if "command_template" in p]
+    row = {
         "instance_id": iid, "mode": mode.name, "run": layout.run,
         "status": grade["status"], "resolved": grade["resolved"],
         "agent_status": agent.get("status"), "build_status": build.get("status"),
+        "agent_error": ((agent.get("error") or agent["status"])
+                        if agent.get("status") not in (None, "completed") else None),
+        "agent_commands": commands or None,
+        "agent_model": next((p.get("model") for p in phases if p.get("model")), None),
         "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
         "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),
@@ -36,6 +79,8 @@ def result_row(layout, mode, task):
         "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
         "env_errors": grade["env_errors"],
     }
+    return {"instance_id": iid, "mode": mode.name, "run": layout.run, "outcome": outcome(row),
+            **row}
 
 
 def model_name(mode):
@@ -47,6 +92,8 @@ def write_summary(layout, mode, bench_tasks):
     has graded in the run: a command that scored a few tasks never drops the others' rows."""
     rows, preds = [], []
     for task in bench_tasks:
+        if not mode.covers(task.instance_id):
+            continue        # a predictions file without this task: reported as missing
         if not layout.grade_json(mode.name, task.instance_id).exists():
             continue
         rows.append(result_row(layout, mode, task))

@@ -26,29 +26,33 @@ Per task ``results/<run>/validate/<id>/validation.json``::
      "build": {"base": build record, "fix": build record}}
 
 Summary: ``results/<run>/validation.json`` ({instance_id: per-task record without "runs"}) and
-``validation.md`` (a table).
+``validation.md`` (a table, rendered from validation.json's records by
+``templates/validation.md.j2``).
 """
 
 import time
 
+import jinja2
 from doit.tools import config_changed
 
 from . import jsonio
 from .build import base_task_name, ensure_build
 from .grade import file_problem
+from .layout import SOURCE_ROOT
 from .tapstream import assertion_number, parse_tap
 from .patch import gold_diff
-from .prove import run_prove_files, tests_task_name
+from .prove import run_prove_files, tests_task_name, verified_tests_tree
 from .repositories import repo_task
 
 VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")
 # Bump when classify() changes: doit then re-derives every verdict from the stored runs.
 CLASSIFIER_VERSION = 2
+TEMPLATE = "validation.md.j2"       # in templates/; edit it and validation.md is rendered again
 
 
 def run_side(layout, task, binary, out_dir, repeats):
     runs, env_errors = [], set()
-    tree = layout.tests_tree(task.test_commit)
+    tree, _ = verified_tests_tree(layout, task.test_repo, task.test_commit)
     for r in range(1, repeats + 1):
         tap_dir = out_dir / f"r{r}"
         start = time.monotonic()
@@ -163,27 +167,30 @@ def write_summary(layout, tasks, repeats):
         rec.pop("inputs", None)
         summary[t.instance_id] = rec
     jsonio.write_json(layout.validation_json, summary)
+    text = render_summary(summary, len(tasks), repeats, layout.templates_dir)
+    jsonio.write_text(layout.validation_md, text)
+    print("\n".join(text.splitlines()[:3]))
+
+
+def template_path(templates_dir):
+    """validation.md.j2 of the project's templates, else the harness's own."""
+    own = templates_dir / TEMPLATE
+    return own if own.is_file() else SOURCE_ROOT / "templates" / TEMPLATE
+
+
+def render_summary(summary, ntasks, repeats, templates_dir):
+    """validation.md: the counts per verdict and a row per task, from validation.json's records."""
+    path = template_path(templates_dir)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
     counts = {v: sum(1 for r in summary.values() if r["verdict"] == v) for v in VERDICTS}
-    lines = [f"# Task validation ({len(tasks)} tasks, {repeats} repeats of base and fix each)", "",
-             " · ".join(f"{v}: {n}" for v, n in counts.items()), "",
-             "| task | verdict | fail_to_pass | pass_to_pass | declared = derived | notes |",
-             "|---|---|---|---|---|---|"]
-    for iid, r in summary.items():
-        d = r["derived"]
-        notes = "; ".join(r["reasons"] + ([f"regressions: {', '.join(r['regressions'][:3])}"]
-                                          if r["regressions"] else [])
-                          + ([f"ungraded, unstable without the fix: {', '.join(r['unstable_base'][:3])}"]
-                             if r.get("unstable_base") else []))
-        lines.append(f"| {iid} | {r['verdict']} | {len(d['fail_to_pass'])} | "
-                     f"{len(d['pass_to_pass'])} | {'yes' if r['declared_matches'] else 'no'} | "
-                     f"{notes.replace('|', '/')} |")
-    jsonio.write_text(layout.validation_md, "\n".join(lines) + "\n")
-    print("\n".join(lines[:3]))
+    return env.get_template(path.name).render(tasks=ntasks, repeats=repeats, counts=counts,
+                                              summary=summary)
 
 
 def gen_tasks(ctx):
-    from doit import get_var
-    repeats = int(get_var("repeats", "3") or 3)
+    repeats = ctx.options.repeats          # a whole number >= 1 (options.py)
     names = []
     for task in ctx.build_order():
         name = f"{ctx.benchmark.name}/{task.instance_id}"
@@ -205,7 +212,7 @@ def gen_tasks(ctx):
         "doc": "validation.json and validation.md of the run",
         "actions": [(write_summary, [ctx.layout, ctx.tasks, repeats])],
         "file_dep": [str(ctx.layout.validation_dir(t.instance_id) / "validation.json")
-                     for t in ctx.tasks],
+                     for t in ctx.tasks] + [str(template_path(ctx.layout.templates_dir))],
         "task_dep": names,
         "targets": [str(ctx.layout.validation_json), str(ctx.layout.validation_md)],
         "uptodate": [config_changed({"tasks": [t.instance_id for t in ctx.tasks]})],

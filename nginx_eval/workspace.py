@@ -12,7 +12,7 @@ import stat
 
 from doit.tools import config_changed
 
-from . import jsonio
+from . import cleaning, jsonio
 from .gitcmd import git_in
 from .repositories import repo_task
 
@@ -85,30 +85,62 @@ def ensure_fresh_workspace(layout, mode, task):
         create_workspace(layout, mode, task)
 
 
-def prepare_workspace(layout, mode, task):
-    """The doit action: create the workspace unless an up-to-date one exists."""
-    stamp = jsonio.fresh_output(layout.workspace_stamp(mode, task.instance_id),
-                                workspace_inputs(task))
-    if not stamp:
-        create_workspace(layout, mode, task)
+def workspace_current(layout, mode, task):
+    """An up-to-date workspace exists (its stamp matches the task, its directory is there)."""
+    return bool(jsonio.fresh_output(layout.workspace_stamp(mode, task.instance_id),
+                                    workspace_inputs(task))
+                and layout.workspace(mode, task.instance_id).is_dir())
 
 
-def remove_workspace(layout, mode, task):
-    """`doit clean`: the workspace and its stamp (the agent's results stay)."""
-    remove_tree(layout.workspace(mode, task.instance_id))
+def agent_finished(layout, mode, task, agent_task_name):
+    """The agent run of (mode, task) is finished for its current inputs (its agent.json matches
+    them, as cli.agents_to_run decides) and not forgotten: it will not run again, so it needs no
+    workspace (`doit clean` removed it; patch.write_patch keeps the patch taken from it)."""
+    from .agent import agent_inputs, rendered_prompts      # agent.py imports this module
+    from .doitdb import forgotten
+    if forgotten(layout, agent_task_name):
+        return False
+    inputs = agent_inputs(mode, task, rendered_prompts(layout.templates_dir, mode, task))
+    return bool(jsonio.fresh_output(layout.agent_json(mode.name, task.instance_id), inputs))
+
+
+def workspace_up_to_date(layout, mode, task, agent_task_name):
+    """doit's uptodate of a workspace task: a current workspace, or none needed."""
+    return (workspace_current(layout, mode.name, task)
+            or agent_finished(layout, mode, task, agent_task_name))
+
+
+def prepare_workspace(layout, mode, task, agent_task_name):
+    """The doit action: create the workspace unless an up-to-date one exists or its agent run
+    is finished (also when doit's database is lost)."""
+    if not workspace_up_to_date(layout, mode, task, agent_task_name):
+        create_workspace(layout, mode.name, task)
+
+
+def remove_workspace(layout, mode, task, dryrun=False):
+    """`doit clean`: the workspace and its stamp (the agent's results stay). dryrun (`doit clean
+    -n`): only count it."""
+    ws = layout.workspace(mode, task.instance_id)
+    cleaning.say(cleaning.record("workspace", ws), dryrun)
+    if dryrun:
+        return
+    remove_tree(ws)
     layout.workspace_stamp(mode, task.instance_id).unlink(missing_ok=True)
 
 
 def gen_tasks(ctx):
     for bench, mode, task in ctx.agent_units():
+        agent_name = f"agent:{ctx.unit_name(bench, mode, task)}"
         yield {
             "basename": "workspace",
             "name": ctx.unit_name(bench, mode, task),
             "doc": f"fresh repository at {task.base_commit[:12]} for {task.instance_id}",
-            "actions": [(prepare_workspace, [ctx.layout, mode.name, task])],
-            "targets": [str(ctx.layout.workspace_stamp(mode.name, task.instance_id))],
+            "actions": [(prepare_workspace, [ctx.layout, mode, task, agent_name])],
+            # No target: a missing stamp would make doit run the task, and a finished agent
+            # run needs no workspace (after `doit clean`, 62 MiB each); uptodate decides.
             # Both clones: their checks (commits, test files) come before any agent starts.
             "task_dep": [repo_task(task.repo), repo_task(task.test_repo)],
-            "uptodate": [config_changed(workspace_inputs(task))],
+            "uptodate": [config_changed(workspace_inputs(task)),
+                         (workspace_up_to_date, [ctx.layout, mode, task, agent_name])],
             "clean": [(remove_workspace, [ctx.layout, mode.name, task])],
         }

@@ -21,6 +21,11 @@ the assertion texts near the guard) and the nginx side (subject, the area prefix
 "HTTP/2:" and the touched source paths), the area of the test file versus the touched sources,
 and date proximity. The top few per test signal are kept.
 
+A stub's configure_flags and perl_modules are what its test files need, read by
+nginx_eval/testsuite.py as the doctor reads them: the flags that build every module their has()
+calls name (with --with-stream / --with-mail for a stream or mail module), the non-core Perl modules
+they load or call.
+
 Usage:
     python scripts/mine_tasks.py --nginx <git dir> --tests <git dir> --out candidates.json \
         [--since 2020-01-01] [--limit N] [--per-signal K]
@@ -34,8 +39,13 @@ import sys
 import time
 from collections import defaultdict
 from datetime import datetime, timezone
+from pathlib import Path
 
 import git  # GitPython
+
+# The nginx_eval next to this script, whichever one is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from nginx_eval.testsuite import configure_flags_for, requirements_in_order  # noqa: E402
 
 VERSION_RE = re.compile(r"has_version\(\s*'(\d+\.\d+\.\d+)'\s*\)")
 GUARD_RE = re.compile(r"\$TODO|todo_skip|todo_alerts|skip_all|TODO")
@@ -111,38 +121,6 @@ SUBJECT_AREA = {
     "secure link": "secure", "sticky": "upstream", "upstream keepalive": "upstream",
 }
 
-# module names used by $t->has(...) -> configure flags needed to build them
-MODULE_FLAGS = {
-    "http_v2": ["--with-http_v2_module"], "http_v3": ["--with-http_v3_module"],
-    "ssl": ["--with-http_ssl_module"], "http_ssl": ["--with-http_ssl_module"],
-    "stream": ["--with-stream"], "stream_ssl": ["--with-stream", "--with-stream_ssl_module"],
-    "stream_ssl_preread": ["--with-stream", "--with-stream_ssl_preread_module"],
-    "stream_realip": ["--with-stream", "--with-stream_realip_module"],
-    "stream_pass": ["--with-stream"],
-    "mail": ["--with-mail"], "mail_ssl": ["--with-mail", "--with-mail_ssl_module"],
-    "realip": ["--with-http_realip_module"], "addition": ["--with-http_addition_module"],
-    "sub": ["--with-http_sub_module"], "dav": ["--with-http_dav_module"],
-    "flv": ["--with-http_flv_module"], "mp4": ["--with-http_mp4_module"],
-    "gunzip": ["--with-http_gunzip_module"], "gzip_static": ["--with-http_gzip_static_module"],
-    "auth_request": ["--with-http_auth_request_module"],
-    "random_index": ["--with-http_random_index_module"],
-    "secure_link": ["--with-http_secure_link_module"], "slice": ["--with-http_slice_module"],
-    "stub_status": ["--with-http_stub_status_module"], "degradation": [],
-    "xslt": ["--with-http_xslt_module"], "image_filter": ["--with-http_image_filter_module"],
-    "perl": ["--with-http_perl_module"], "geoip": ["--with-http_geoip_module"],
-    "tunnel": ["--with-http_tunnel_module"], "threads": ["--with-threads"],
-    "cryptographic": [], "debug": ["--with-debug"], "upstream_sticky": [],
-}
-CORE_PERL = {"strict", "warnings", "Test::More", "IO::Select", "IO::Socket::INET", "Socket",
-             "POSIX", "File::Path", "File::Temp", "Time::HiRes", "Digest::MD5", "MIME::Base64",
-             "File::Copy", "Cwd", "IO::Handle", "Data::Dumper", "Config", "Errno",
-             "IO::Socket::UNIX", "Fcntl", "Test::Nginx", "IO::Socket", "Digest::SHA",
-             "Sys::Hostname", "IO::Compress::Gzip", "IO::Uncompress::Gunzip", "FindBin",
-             "Socket::GetAddrInfo", "Time::Local", "Encode", "IO::Socket::IP"}
-REQUIRE_RE = re.compile(r"eval\s*\{\s*require\s+([A-Z][A-Za-z0-9_:]+)")
-HAS_RE = re.compile(r"has\(\s*qw/([^/]*)/\s*\)")
-
-
 def words(text):
     out = set()
     for w in WORD_RE.findall(text.lower().replace("/", " ").replace("-", " ")):
@@ -181,13 +159,14 @@ class History:
 
 
 def nginx_commits(h, since):
-    """[{sha, date, subject, files, add, rem}] for non-merge commits since `since`."""
-    out = h.g.log("--no-merges", f"--since={since}", "--format=\x1e%H\x1f%ct\x1f%s",
+    """[{sha, date, day, subject, files, add, rem}] for non-merge commits since `since` (day:
+    the committer date, YYYY-MM-DD, a task's fix_date)."""
+    out = h.g.log("--no-merges", f"--since={since}", "--format=\x1e%H\x1f%ct\x1f%cs\x1f%s",
                   "--numstat", "--no-renames")
     commits = []
     for rec in out.split("\x1e")[1:]:
         head, _, body = rec.partition("\n")
-        sha, ct, subject = head.split("\x1f", 2)
+        sha, ct, day, subject = head.split("\x1f", 3)
         files, add, rem = [], 0, 0
         for line in body.splitlines():
             parts = line.split("\t")
@@ -195,8 +174,8 @@ def nginx_commits(h, since):
                 files.append(parts[2])
                 add += int(parts[0]) if parts[0].isdigit() else 0
                 rem += int(parts[1]) if parts[1].isdigit() else 0
-        commits.append({"sha": sha, "date": int(ct), "subject": subject, "files": files,
-                        "add": add, "rem": rem})
+        commits.append({"sha": sha, "date": int(ct), "day": day, "subject": subject,
+                        "files": files, "add": add, "rem": rem})
     return commits
 
 
@@ -373,26 +352,19 @@ def pick_files(files, c):
 
 
 def needs_of(h, commit, files):
-    flags, perl = [], []
+    """(configure flags, Perl modules) the test files need at `commit`, as the doctor reads them
+    (nginx_eval/testsuite.py): the flags that build every module their has() calls name, the
+    non-core modules they load or call."""
+    names, perl = [], []
     for f in files:
         try:
             text = h.g.show(f"{commit}:{f}")
         except git.GitCommandError:
             continue
-        for m in HAS_RE.finditer(text):
-            for mod in m.group(1).split():
-                for fl in MODULE_FLAGS.get(mod, []):
-                    if fl not in flags:
-                        flags.append(fl)
-                if mod.startswith("socket_ssl") and "IO::Socket::SSL" not in perl:
-                    perl.append("IO::Socket::SSL")
-        if "Net::SSLeay" in text and "Net::SSLeay" not in perl:
-            perl.append("Net::SSLeay")
-        for m in REQUIRE_RE.finditer(text):
-            mod = m.group(1)
-            if mod not in CORE_PERL and not mod.startswith("Test::Nginx") and mod not in perl:
-                perl.append(mod)
-    return flags, perl
+        req = requirements_in_order(text)
+        names += req["nginx_modules"]
+        perl += req["perl_modules"]
+    return configure_flags_for(dict.fromkeys(names)), list(dict.fromkeys(perl))
 
 
 def main(argv=None):
@@ -473,7 +445,8 @@ def main(argv=None):
         stubs.append({
             "instance_id": f"nginx__nginx-{c['sha'][:12]}",
             "repo": "nginx/nginx", "test_repo": "nginx/nginx-tests",
-            "base_commit": base, "fix_commit": c["sha"], "test_commit": sig["commit"],
+            "base_commit": base, "fix_commit": c["sha"], "fix_date": c["day"],
+            "test_commit": sig["commit"],
             "test_files": files, "configure_flags": flags,
             "fail_to_pass": [], "pass_to_pass": [], "problem_statement": "TODO",
             "perl_modules": perl,

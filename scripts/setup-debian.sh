@@ -20,4 +20,5 @@ else
 fi
 python3 -m pip install -q --disable-pip-version-check -e "$here[test]" 2>&1 \
     | grep -v "Running pip as the 'root' user" || true
-python3 -c "import doit, git, jinja2, tap, matplotlib" && echo "setup: Python packages ready"
+python3 -c "import doit, git, jinja2, tap, matplotlib, scipy, statsmodels" \
+    && echo "setup: Python packages ready"

@@ -1,4 +1,5 @@
-"""The doctor: test-file requirements, the package tables, the report, and `doit run doctor`."""
+"""The doctor: the setup list, the report on an injected machine, and `doit run doctor`.
+(What a test file needs, and the package tables: test_testsuite.py.)"""
 
 import subprocess
 import sys
@@ -7,187 +8,8 @@ import textwrap
 import fixture_repos
 from nginx_eval import doctor
 from nginx_eval.benchmark import Task
-from nginx_eval.doctor import (daemon_package, diagnose, flag_for_module, libraries_for_flags,
-                               listed_packages, module_enabled, perl_package, render,
-                               requirements_of_test)
-
-# Snippets written in the style of nginx-tests files (not copied from it).
-HEAD = textwrap.dedent("""\
-    #!/usr/bin/perl
-
-    # Tests for a made-up feature.
-
-    ###############################################################################
-
-    use warnings;
-    use strict;
-
-    use Test::More;
-    use Socket qw/ CRLF /;
-    use IO::Select;
-
-    BEGIN { use FindBin; chdir($FindBin::Bin); }
-
-    use lib 'lib';
-    use Test::Nginx;
-    """)
-
-FASTCGI = HEAD + textwrap.dedent("""\
-
-    ###############################################################################
-
-    select STDERR; $| = 1;
-    select STDOUT; $| = 1;
-
-    eval { require FCGI; };
-    plan(skip_all => 'FCGI not installed') if $@;
-
-    my $t = Test::Nginx->new()->has(qw/http fastcgi rewrite/)->plan(4)
-    	->write_file_expand('nginx.conf', <<'EOF');
-
-    %%TEST_GLOBALS%%
-
-    events {
-        use epoll;
-    }
-
-    http {
-        server {
-            location / { fastcgi_pass 127.0.0.1:8081; }
-        }
-    }
-
-    EOF
-    """)
-
-STREAM_SSL = HEAD + textwrap.dedent("""\
-    use Test::Nginx::Stream qw/ stream /;
-
-    eval { require IO::Socket::SSL; die if $IO::Socket::SSL::VERSION < 2.0; };
-    plan(skip_all => 'IO::Socket::SSL too old') if $@;
-    eval "use Net::SSLeay 1.80; 1" or plan(skip_all => 'Net::SSLeay');
-
-    my $t = Test::Nginx->new()
-    	->has(qw/stream stream_ssl
-    		stream_return sni socket_ssl_alpn unix/)
-    	->has_daemon('openssl')->has_daemon("memcached");
-    $t->has('http', "http_v3", 'cryptx');
-
-    # require Commented::Out;
-    # $t->has(qw/xslt/);
-
-    =pod
-
-    use Pod::Only::Module;
-
-    =cut
-
-    require Win32API::File if $^O eq 'MSWin32';
-    my $note = 'we use the module for nothing';
-    $t->plan(5);
-
-    __END__
-
-    use After::End;
-    """)
-
-
-def test_requirements_of_fastcgi_style_file():
-    req = requirements_of_test(FASTCGI)
-    assert req == {"perl_modules": {"FCGI"}, "daemons": set(),
-                   "nginx_modules": {"http", "fastcgi", "rewrite"}}
-
-
-def test_requirements_of_ssl_style_file():
-    req = requirements_of_test(STREAM_SSL)
-    # Core modules, the suite's lib/, pragmas, nginx's `use epoll`, comments, POD, __END__ and
-    # platform-only requires are not requirements; has() features that are Perl modules are.
-    assert req["perl_modules"] == {"IO::Socket::SSL", "Net::SSLeay", "Crypt::Misc"}
-    assert req["daemons"] == {"openssl", "memcached"}
-    assert req["nginx_modules"] == {"stream", "stream_ssl", "stream_return", "sni", "http",
-                                    "http_v3"}
-
-
-def test_requirements_of_various_forms():
-    text = textwrap.dedent("""\
-        use Cache::Memcached::Fast;
-        use Protocol::WebSocket::Frame ();
-        use Data::Dumper;
-        use Test::Nginx::HTTP2;
-        use Test::Nginx::IMAP;
-        use IO::Compress::Gzip qw/ gzip $GzipError /;
-        eval { require GD; GD::Image->new(1, 1) };
-        eval 'require SCGI' or plan(skip_all => 'no SCGI');
-        my $t = Test::Nginx->new()->has( 'mail', 'imap' )->has(qw(http_v2 --with-debug));
-        $t->has_daemon( 'uwsgi' );
-        ok(1, 'use Not::A::Module in a test name');
-        """)
-    req = requirements_of_test(text)
-    assert req["perl_modules"] == {"Cache::Memcached::Fast", "Protocol::WebSocket::Frame", "GD",
-                                   "SCGI"}
-    assert req["daemons"] == {"uwsgi"}
-    assert req["nginx_modules"] == {"mail", "imap", "http_v2", "--with-debug"}
-
-
-def test_requirements_of_plain_file_are_empty():
-    assert requirements_of_test(HEAD + "plan(tests => 1);\nok(1);\n") == {
-        "perl_modules": set(), "daemons": set(), "nginx_modules": set()}
-
-
-def test_perl_and_daemon_packages():
-    assert perl_package("FCGI") == ("libfcgi-perl", True)
-    assert perl_package("SCGI") == ("libscgi-perl", True)
-    assert perl_package("Cache::Memcached")[0] == "libcache-memcached-perl"
-    assert perl_package("Cache::Memcached::Fast")[0] == "libcache-memcached-fast-perl"
-    assert perl_package("IO::Socket::SSL")[0] == "libio-socket-ssl-perl"
-    assert perl_package("Net::SSLeay")[0] == "libnet-ssleay-perl"
-    assert perl_package("GD")[0] == "libgd-perl"
-    assert perl_package("Protocol::WebSocket::Handshake::Server")[0] == "libprotocol-websocket-perl"
-    assert perl_package("Crypt::PK::X25519")[0] == "libcryptx-perl"
-    assert perl_package("IO::Compress::Gzip") == ("perl", True)
-    assert perl_package("No::Such::Module") == ("libno-such-module-perl", False)
-    assert daemon_package("openssl") == "openssl"
-    assert daemon_package("memcached") == "memcached"
-    assert daemon_package("ffprobe") == "ffmpeg"
-    assert daemon_package("softhsm2-util") == "softhsm2"
-
-
-def test_module_enabled_by_flags():
-    assert module_enabled("proxy", []) and module_enabled("stream_map", [])
-    assert not module_enabled("proxy", ["--without-http_proxy_module"])
-    assert not module_enabled("http_v2", [])
-    assert module_enabled("http_v2", ["--with-http_v2_module"])
-    assert module_enabled("stream", ["--with-stream=dynamic"])
-    assert not module_enabled("stream_ssl", ["--with-stream", "--with-stream_ssl_preread_module"])
-    assert not module_enabled("mail", ["--with-mail_ssl_module"])
-    assert module_enabled("sni", ["--with-stream_ssl_module"]) and not module_enabled("sni", [])
-    assert module_enabled("openssl:1.1.1", ["--with-http_ssl_module"])
-    assert module_enabled("--with-debug", ["--with-debug"])
-    # Names Test::Nginx does not know are looked for in `nginx -V`, as it does.
-    assert module_enabled("http_ssl", ["--with-http_ssl_module"])
-    assert module_enabled("some_new", ["--with-http_some_new_module"])
-    assert not module_enabled("some_new", [])
-    assert flag_for_module("http_v2") == "--with-http_v2_module"
-    assert flag_for_module("stream_ssl_preread") == "--with-stream_ssl_preread_module"
-    assert flag_for_module("image_filter") == "--with-http_image_filter_module"
-    assert flag_for_module("mail") == "--with-mail"
-    assert flag_for_module("sni") == "--with-http_ssl_module"
-    assert flag_for_module("proxy") is None
-
-
-def test_libraries_for_flags():
-    assert libraries_for_flags([]) == ["libc", "pcre", "zlib"]
-    assert libraries_for_flags([], pcre2_capable=False) == ["libc", "pcre1", "zlib"]
-    assert libraries_for_flags(["--without-http_rewrite_module", "--without-http_gzip_module"]) \
-        == ["libc"]
-    assert "openssl" in libraries_for_flags(["--with-stream", "--with-stream_ssl_module"])
-    assert "openssl" not in libraries_for_flags(["--with-http_ssl_module",
-                                                 "--with-openssl=../openssl"])
-    assert "openssl" not in libraries_for_flags(["--with-http_v2_module"])
-    assert libraries_for_flags(["--with-http_xslt_module=dynamic"])[-2:] == ["xslt", "xml2"]
-    assert "gd" in libraries_for_flags(["--with-http_image_filter_module"])
-    assert "geoip" in libraries_for_flags(["--with-stream_geoip_module"])
-    assert "perl" in libraries_for_flags(["--with-http_perl_module"])
+from nginx_eval.doctor import diagnose, listed_packages, render
+from test_testsuite import FASTCGI, STREAM_SSL
 
 
 def test_setup_lists_every_package_of_the_tables():
@@ -338,8 +160,9 @@ def test_system_probe_asks_perl_once():
 def test_doit_doctor_passes_on_fixture(project):
     proc, executed = project.doit("run", "doctor")
     assert executed == ["doctor"]
-    assert "doctor: all good" in proc.stdout
     assert "is not cloned" in proc.stdout          # repos were not fetched yet
+    # ...so the verdict is "not checked", never "all good" (test_commands.py has the details).
+    assert "doctor: not checked:" in proc.stdout and "all good" not in proc.stdout
     project.doit("run", "repos")
     proc, _ = project.doit("run", "doctor")
     assert "is not cloned" not in proc.stdout and "doctor: all good" in proc.stdout

@@ -49,9 +49,11 @@ def test_report_of_four_modes_matches_the_result_files(project, tmp_path):
     ids = [t["instance_id"] for t in project.benchmark()["tasks"]]
     # fake fixes the first task and breaks the build of the second.
     env = {"FAKE_AGENT_" + ids[1].replace("-", "_"): "break"}
-    project.doit("run", "tiny:gold", f"run={RUN}", env=env)
+    project.doit("run", "tiny", f"run={RUN}", env=env)
     preds = predictions_file(project, tmp_path)
-    project.doit("run", "tiny", f"run={RUN}", f"predictions={preds}", env=env)
+    # With predictions=, `doit run tiny` scores the file alone; the report has every mode.
+    _, executed = project.doit("run", "tiny", f"run={RUN}", f"predictions={preds}", env=env)
+    assert not [t for t in executed if t.startswith("results:") and t != "results:tiny/file"]
 
     run_dir = project.results / RUN
     md = (run_dir / "report.md").read_text()
@@ -200,3 +202,8 @@ def test_repeats_show_mean_spread_and_pass_at_k(project):
     row = table_row(section(md, "Repeats"), "`fake`")
     assert row[:5] == ["3", "50.0%, 100.0%, 0.0%", "50.0%", "0.0%–100.0%", "50.0 pp"]
     assert row[6] == "100.0% (k=3)"
+    # The mean's standard error clustered by task: per-task means 2/3 and 1/3, so
+    # sd(means) / sqrt(2) = 1/6; the interval is 0.5 +- 1.96 / 6.
+    assert family["se"] == round(1 / 6, 4)
+    assert family["interval"] == [round(0.5 - 1.959964 / 6, 4), round(0.5 + 1.959964 / 6, 4)]
+    assert row[7:] == ["16.7 pp", "[17.3, 82.7]"]

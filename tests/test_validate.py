@@ -1,9 +1,12 @@
 """Validation labels planted bad tasks in a fixture benchmark correctly."""
 
 import json
+from types import SimpleNamespace
 
+from nginx_eval import jsonio
 from nginx_eval.benchmark import load_benchmark
-from nginx_eval.validate import classify
+from nginx_eval.layout import Layout
+from nginx_eval.validate import classify, write_summary
 
 
 def test_validation_labels_planted_tasks(project):
@@ -35,6 +38,8 @@ def test_validation_labels_planted_tasks(project):
         "plant-not-discriminating": "not_discriminating", "plant-flaky": "flaky",
         "plant-env": "env_error", "plant-gold-fails": "gold_fails"}
     assert summary["plant-flaky"]["flaky"] == ["flaky.t:2 coin"]
+    md = (project.results / "default" / "validation.md").read_text()
+    assert "| plant-flaky | flaky |" in md and "| tiny-add | valid | 1 |" in md
     assert summary["plant-gold-fails"]["regressions"] == ["calc_add.t:3 mul still works"]
     assert summary["tiny-mul"]["derived"]["fail_to_pass"] == ["calc_mul.t:1 multiply",
                                                               "calc_mul.t:3 square"]
@@ -85,3 +90,59 @@ def test_ungraded_assertion_unstable_only_without_the_fix_is_reported_not_flaky(
     # Any wobble with the fix is flaky, graded or not.
     fix_wobble = [{"results": {"x.t:1": True, "x.t:2 no alerts": v}} for v in (True, False, True)]
     assert classify(task, base, fix_wobble, True, [])["verdict"] == "flaky"
+
+
+# validation.md as the f-strings that wrote it before templates/validation.md.j2 did, byte for byte.
+EXPECTED_MD = (
+    "# Task validation (3 tasks, 3 repeats of base and fix each)\n"
+    "\n"
+    "valid: 1 · gold_fails: 1 · not_discriminating: 0 · flaky: 0 · env_error: 1\n"
+    "\n"
+    "| task | verdict | fail_to_pass | pass_to_pass | declared = derived | notes |\n"
+    "|---|---|---|---|---|---|\n"
+    "| t-valid | valid | 1 | 2 | yes |  |\n"
+    "| t-pipes | gold_fails | 0 | 1 | no | declared assertions fail with the fix: a.t:1 x / y; "
+    "regressions: a.t:4 r/1, a.t:5 r2, a.t:6 r3; ungraded, unstable without the fix: a.t:8 u1, "
+    "a.t:9 u/2, a.t:10 u3 |\n"
+    "| t-old | env_error | 0 | 0 | yes | skip.t: no plan; b.t: died |\n")
+
+
+def _record(iid, verdict, reasons=(), f2p=(), p2p=(), matches=True, regressions=(),
+            unstable=None):
+    rec = {"inputs": "d", "instance_id": iid, "verdict": verdict, "reasons": list(reasons),
+           "derived": {"fail_to_pass": list(f2p), "pass_to_pass": list(p2p)},
+           "declared_matches": matches, "regressions": list(regressions),
+           "runs": {"base": [], "fix": []}}
+    if unstable is not None:            # records from before the field have no unstable_base
+        rec["unstable_base"] = list(unstable)
+    return rec
+
+
+def test_validation_md_from_the_template(tmp_path, capsys):
+    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results",
+                    run="x")
+    records = [
+        _record("t-valid", "valid", f2p=["a.t:1 x"], p2p=["a.t:2 y", "a.t:3 z"], unstable=[]),
+        _record("t-pipes", "gold_fails",
+                reasons=["declared assertions fail with the fix: a.t:1 x | y"],
+                p2p=["a.t:2"], matches=False,
+                regressions=["a.t:4 r|1", "a.t:5 r2", "a.t:6 r3", "a.t:7 r4"],
+                unstable=["a.t:8 u1", "a.t:9 u|2", "a.t:10 u3", "a.t:11 u4"]),
+        _record("t-old", "env_error", reasons=["skip.t: no plan", "b.t: died"]),
+    ]
+    for rec in records:
+        jsonio.write_json(layout.validation_dir(rec["instance_id"]) / "validation.json", rec)
+    write_summary(layout, [SimpleNamespace(instance_id=r["instance_id"]) for r in records], 3)
+    assert layout.validation_md.read_bytes() == EXPECTED_MD.encode()
+    assert capsys.readouterr().out == "\n".join(EXPECTED_MD.splitlines()[:3]) + "\n"
+    summary = json.loads(layout.validation_json.read_text())
+    assert set(summary) == {"t-valid", "t-pipes", "t-old"} and "runs" not in summary["t-old"]
+
+    empty = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "empty",
+                   run="x")
+    write_summary(empty, [], 2)
+    assert empty.validation_md.read_text() == (
+        "# Task validation (0 tasks, 2 repeats of base and fix each)\n\n"
+        "valid: 0 · gold_fails: 0 · not_discriminating: 0 · flaky: 0 · env_error: 0\n\n"
+        "| task | verdict | fail_to_pass | pass_to_pass | declared = derived | notes |\n"
+        "|---|---|---|---|---|---|\n")

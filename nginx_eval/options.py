@@ -1,0 +1,249 @@
+"""Command-line variables: every ``name=value`` word of a doit command line, read once, checked once.
+
+doit keeps the ``name=value`` words of its command line (before or after the command, anything
+not starting with ``-``) in ``doit.doit_cmd._CMDLINE_VARS`` and hands them out one at a time
+through ``doit.get_var``. ``Options.from_doit`` reads all of them, so that a name the harness
+does not know is an error instead of being ignored, and parses each value; the rest of the
+harness takes its settings from ``ctx.options`` (pipeline.load_context) and never calls get_var.
+
+    name         value                    meaning
+    run          plain name               results/<run>/ (default "default")
+    bench        benchmark name           tasks/<bench>.json (default: the one the task names,
+                                          the run's, nginx, or the only one)
+    instances    id,id,...                only these tasks (spaces around the commas are fine)
+    limit        whole number >= 1        only the first N tasks (after instances=)
+    modes        mode,mode,...            the modes of ``doit run <bench>`` (default: every mode)
+    baseline     a mode of the run        the report's time comparison (default: the first agent
+                                          mode)
+    predictions  file path                a SWE-bench predictions file, scored as mode ``file``
+    repeats      whole number >= 1        ``<bench>:validate``: runs of base and fix (default 3)
+    verbosity    0, 1 or 2                ``doit clean``: 2 prints a line per removed item
+    cutoff       YYYY-MM-DD               the report splits tasks by fix date: before it, on or
+                                          after it (e.g. a model's training cutoff)
+    compare      another run's name       ``doit run report``: also compare-<run>.md, each mode
+                                          against the same mode in that run (paired)
+    detect       points,points,...        ``doit run power``: the differences (percentage points,
+                                          0 < D < 100) to plan for (default 5,10)
+
+Checks that need the benchmark or the modes (an instance id that is not in the benchmark, a mode
+that does not exist) are methods here too, called by pipeline.load_context once those are loaded.
+Every mistake is a UserError naming the variable: one ``nginx-eval: error:`` line.
+
+Environment variables are not doit variables: ``AGENT`` and any name starting with
+``NGINX_EVAL_`` or ``ANTHROPIC_`` written after the command is refused with a line saying how to
+set it (``AGENT=... doit run ...``).
+"""
+
+import difflib
+import re
+import shlex
+from dataclasses import dataclass, field, fields
+
+from .errors import UserError
+
+ENVIRONMENT_ONLY = ("AGENT",)
+ENVIRONMENT_PREFIXES = ("NGINX_EVAL_", "ANTHROPIC_")
+
+
+def closest(word, candidates):
+    """The candidate most like `word` (difflib), or None."""
+    candidates = list(candidates)
+    for w in (word, word.lower()):
+        match = difflib.get_close_matches(w, candidates, n=1)
+        if match:
+            return match[0]
+    return None
+
+
+def did_you_mean(word, candidates, show=lambda c: f"'{c}'"):
+    """"; did you mean 'x'?" for the closest candidate, or ""."""
+    match = closest(word, candidates)
+    return f"; did you mean {show(match)}?" if match else ""
+
+
+def _error(name, value, message):
+    return UserError(f"{name}={value}: {message}")
+
+
+def _plain_name(name, value):
+    value = value.strip()
+    if not value:
+        return None
+    if not value.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise _error(name, value, "must be a plain name (letters, digits, '-', '_', '.')")
+    return value
+
+
+def _text(name, value):
+    return value.strip() or None
+
+
+def _count(name, value):
+    text = value.strip()
+    if not text:
+        return None
+    if not re.fullmatch(r"[0-9]+", text) or int(text) < 1:
+        raise _error(name, value, "must be a whole number >= 1")
+    return int(text)
+
+
+def _level(name, value):
+    text = value.strip()
+    if not text:
+        return None
+    if text not in ("0", "1", "2"):
+        raise _error(name, value, "must be 0, 1 or 2")
+    return int(text)
+
+
+def _date(name, value):
+    text = value.strip()
+    if not text:
+        return None
+    from .benchmark import is_date
+    if not is_date(text):
+        raise _error(name, value, "must be a date YYYY-MM-DD")
+    return text
+
+
+def _points(name, value):
+    """Percentage points, comma-separated: each a number above 0 and below 100."""
+    out = []
+    for item in _names(name, value):
+        try:
+            number = float(item)
+        except ValueError:
+            number = None
+        if number is None or not 0 < number < 100:
+            raise _error(name, value, "must be percentage points above 0 and below 100, "
+                                      "comma-separated (detect=5,10)")
+        out.append(number)
+    return tuple(out)
+
+
+def _names(name, value):
+    """id,id,... with spaces around the commas and empty entries ignored; each once."""
+    items = [v.strip() for v in value.split(",")]
+    return tuple(dict.fromkeys(v for v in items if v))
+
+
+@dataclass(frozen=True)
+class Variable:
+    parse: object       # (name, text) -> value, or None for the default; raises UserError
+    help: str
+
+
+VARIABLES = {
+    "run": Variable(_plain_name, "results/<run>/ holds the run (default: default)"),
+    "bench": Variable(_text, "the benchmark, tasks/<bench>.json (default: the one the task names, "
+                             "the run's, nginx, or the only one)"),
+    "instances": Variable(_names, "comma-separated instance ids: only these tasks"),
+    "limit": Variable(_count, "only the first N tasks (after instances=), N >= 1"),
+    "modes": Variable(_names, "comma-separated modes that `doit run <bench>` runs (default: all)"),
+    "baseline": Variable(_text, "the mode the report compares agent time against "
+                                "(default: the first agent mode)"),
+    "predictions": Variable(_text, "a SWE-bench predictions file, scored as mode `file`"),
+    "repeats": Variable(_count, "<bench>:validate runs base and fix N times each, N >= 1 "
+                                "(default: 3)"),
+    "verbosity": Variable(_level, "doit clean: 2 prints a line per removed item "
+                                  "(default: one summary line)"),
+    "cutoff": Variable(_date, "the report splits tasks by fix date, before and on or after "
+                              "this YYYY-MM-DD"),
+    "compare": Variable(_plain_name, "doit run report: compare each mode with the same mode in "
+                                     "this other run"),
+    "detect": Variable(_points, "doit run power: differences to plan for, in percentage points "
+                                "(default: 5,10)"),
+}
+
+
+def is_environment_only(name):
+    return name in ENVIRONMENT_ONLY or name.startswith(ENVIRONMENT_PREFIXES)
+
+
+def _example(name, value, argv):
+    """The command line with `name=value` moved before it, to show how to set it."""
+    rest = [a for a in (argv or []) if a != f"{name}={value}"]
+    words = " ".join(shlex.quote(a) for a in rest) if rest else "run ..."
+    return f"{name}={shlex.quote(value)} doit {words}"
+
+
+@dataclass(frozen=True)
+class Options:
+    """The command line's variables, parsed (see the table above)."""
+    run: str = "default"
+    bench: str | None = None
+    instances: tuple = ()
+    limit: int | None = None
+    modes: tuple = ()
+    baseline: str | None = None
+    predictions: str | None = None
+    repeats: int = 3
+    verbosity: int | None = None
+    cutoff: str | None = None
+    compare: str | None = None
+    detect: tuple = ()
+    given: tuple = field(default=(), compare=False)     # (name, value) as on the command line
+
+    @classmethod
+    def parse(cls, variables, argv=None):
+        """Options from {name: value} (doit's command-line variables); UserError on an unknown
+        name, an environment variable, or a bad value. `argv` only shapes the hint for an
+        environment variable."""
+        values = {}
+        for name, value in variables.items():
+            value = "" if value is None else str(value)
+            if is_environment_only(name):
+                raise UserError(f"{name} is an environment variable, not a doit variable: set it "
+                                f"before the command, as in {_example(name, value, argv)}")
+            if name not in VARIABLES:
+                hint = did_you_mean(name, VARIABLES, show=lambda c: f"{c}=")
+                if not hint and re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
+                    hint = (f"; an environment variable goes before the command, as in "
+                            f"{_example(name, value, argv)}")
+                raise UserError(f"unknown variable {name}={value}{hint} "
+                                f"(known: {', '.join(sorted(VARIABLES))})")
+            parsed = VARIABLES[name].parse(name, value)
+            if parsed is not None and parsed != ():
+                values[name] = parsed
+        return cls(**values, given=tuple((n, "" if v is None else str(v))
+                                         for n, v in variables.items()))
+
+    @classmethod
+    def from_doit(cls, argv=None):
+        """Options from the variables of doit's command line (or those doit_cmd.set_var set)."""
+        from doit import doit_cmd, get_var
+        # doit keeps every name=value of the command line here; get_var gives one by name.
+        names = list(doit_cmd._CMDLINE_VARS or {})
+        return cls.parse({name: get_var(name) for name in names}, argv)
+
+    def raw(self, name):
+        """The value of `name` as given on the command line ("" when not given)."""
+        return dict(self.given).get(name, "")
+
+    def check_instances(self, bench):
+        """Every id of instances= is a task of `bench`."""
+        known = [t.instance_id for t in bench.tasks]
+        for iid in self.instances:
+            if iid not in known:
+                raise _error("instances", self.raw("instances"),
+                             f"no task '{iid}' in benchmark {bench.name}"
+                             f"{did_you_mean(iid, known)}")
+
+    def check_modes(self, modes):
+        """Every mode of modes= exists."""
+        for name in self.modes:
+            if name not in modes:
+                raise _error("modes", self.raw("modes"),
+                             f"unknown mode '{name}'{did_you_mean(name, modes)} "
+                             f"(known modes: {', '.join(sorted(modes))})")
+
+    def check_baseline(self, run_modes):
+        """baseline= names a mode of the run (configured, recorded in run.json or on disk)."""
+        if self.baseline and self.baseline not in run_modes:
+            raise _error("baseline", self.raw("baseline"),
+                         f"no mode '{self.baseline}' in run '{self.run}'"
+                         f"{did_you_mean(self.baseline, run_modes)} "
+                         f"(known modes: {', '.join(sorted(run_modes))})")
+
+
+assert set(VARIABLES) == {f.name for f in fields(Options)} - {"given"}

@@ -1,0 +1,211 @@
+"""A `doit run` you can watch: a progress line per finished unit, then a summary and the report.
+
+A *unit* is one task in one mode; it is finished when its ``grade:<bench>/<mode>/<id>`` task is
+done (run, or up to date), or failed when any of its stages fails. While `doit run` works, each
+unit that finishes in this command prints one line on stdout::
+
+    [37/104] gold 25 resolved · 0 errors · ETA 3 m · nginx__nginx-f35475c083d4 resolved
+
+    [finished/units of the command] mode, its resolved units and errors so far (env_error,
+    agent_error, timeout, or a failed stage), the estimated time left (finished units per
+    second of this command so far), the unit and its outcome
+
+Units that were already done count in the numbers but print no line, and nothing is rewritten
+in place (no carriage returns): a CI log gets one line per unit, a terminal the same.
+
+At the end of a `doit run` that ran any mode (not after an interrupt), the modes it ran get a
+summary table on stdout (resolved with its 95% interval and the other outcomes) and the run's
+report is rendered if what it is made from changed (``report.write_report``, the same as
+`doit run report`), so `doit run nginx:gold` ends with ``results/<run>/report.md`` too. The
+report has every mode of the run, as `doit run report` renders it (a report that dropped
+modes when one mode was run again would differ from the one its files give); the summary
+shows the modes of this command.
+
+``watching(Reporter, ctx, command)`` adds this to doit's reporter (cli.reporter_for).
+"""
+
+import sys
+import time
+
+from . import jsonio, procs, report, summary
+
+UNIT_STAGES = ("workspace", "agent", "patch", "build", "prove", "grade")
+ERROR_OUTCOMES = ("env_error", "agent_error", "timeout", "failed")
+
+
+def duration(seconds):
+    """3 s, 40 s, 3 m, 1 h 5 m."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{round(seconds / 60)} m"
+    return f"{seconds // 3600} h {round(seconds % 3600 / 60)} m"
+
+
+def unit_of(name):
+    """(mode, instance id) of a stage task name `<stage>:<bench>/<mode>/<id>`, else None."""
+    stage, sep, rest = name.partition(":")
+    if not sep or stage not in UNIT_STAGES:
+        return None
+    parts = rest.split("/")
+    return (parts[1], parts[2]) if len(parts) == 3 else None
+
+
+class Progress:
+    def __init__(self, ctx, out):
+        self.ctx, self.out = ctx, out
+        self.units = {}         # (mode, iid) -> outcome once finished, None before
+        self.order = []         # modes, in the order of the configuration
+        self.started = None
+        self.ran = 0            # units finished by this command (not already done)
+
+    def start(self, tasks, selected):
+        """The units the command will finish: the grade tasks reachable from `selected`."""
+        seen, todo = set(), list(selected)
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in tasks:
+                continue
+            seen.add(name)
+            todo += list(tasks[name].task_dep) + list(tasks[name].setup_tasks)
+        for name in seen:
+            if name.startswith("grade:"):
+                unit = unit_of(name)
+                if unit:
+                    self.units[unit] = None
+        modes = {m for m, _ in self.units}
+        self.order = [m for m in self.ctx.modes if m in modes] + sorted(modes - set(self.ctx.modes))
+        self.started = time.monotonic()
+
+    def outcome(self, mode, iid):
+        """The unit's outcome, from its result files (as results.jsonl will say it)."""
+        layout = self.ctx.layout
+        grade = jsonio.read_json(layout.grade_json(mode, iid))
+        if not grade:
+            return "failed"
+        agent = jsonio.read_json(layout.agent_json(mode, iid)) or {}
+        return summary.outcome({"resolved": grade.get("resolved"), "status": grade.get("status"),
+                                "agent_status": agent.get("status")})
+
+    def finished(self, name, failed=False, already=False):
+        unit = unit_of(name)
+        if unit not in self.units or self.units[unit] is not None:
+            return
+        if not failed and not name.startswith("grade:"):
+            return
+        try:
+            self.units[unit] = "failed" if failed else self.outcome(*unit)
+        except Exception:       # a damaged file: the report will say; the line must not stop doit
+            self.units[unit] = "unknown"
+        if already:
+            return
+        self.ran += 1
+        self.line(unit)
+
+    def line(self, unit):
+        mode, iid = unit
+        done = sum(1 for v in self.units.values() if v is not None)
+        total = len(self.units)
+        mine = [v for (m, _), v in self.units.items() if m == mode and v is not None]
+        resolved = sum(1 for v in mine if v == "resolved")
+        errors = sum(1 for v in mine if v in ERROR_OUTCOMES)
+        elapsed = time.monotonic() - self.started
+        left = total - done
+        eta = "done" if not left else f"ETA {duration(elapsed / self.ran * left)}"
+        outcome = self.units[unit].replace("_", " ")
+        self.write(f"[{done}/{total}] {mode} {resolved} resolved · {errors} "
+                   f"error{'s' if errors != 1 else ''} · {eta} · {iid} {outcome}")
+
+    def write(self, text):
+        try:
+            self.out.write(text + "\n")
+            self.out.flush()
+        except (OSError, ValueError):
+            pass
+
+    def finish(self):
+        """The summary of the modes this command ran, and the report if it is not up to date."""
+        ctx = self.ctx
+        modes = [m for m in self.order if ctx.layout.results_jsonl(m).exists()]
+        if not modes:
+            return
+        options = ctx.options
+        args = [ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes,
+                options.baseline if options else None, ctx.layout.templates_dir,
+                options.cutoff if options else None]
+        try:
+            if not report.report_is_fresh(*args):
+                report.write_report(*args, quiet=True)
+        except Exception as e:      # the run's work is done and kept: say it, do not fail it
+            sys.stderr.write(f"nginx-eval: warning: the report was not rendered: {e}\n")
+            sys.stderr.flush()
+            return
+        made = jsonio.read_json(ctx.layout.report_json) or {}
+        for line in summary_lines(made, modes, ctx.layout):
+            self.write(line)
+
+
+def summary_lines(made, modes, layout):
+    """The table printed at the end of a run: the modes of the command, from report.json."""
+    total = len(made.get("tasks") or [])
+    rows = []
+    for m in modes:
+        entry = (made.get("modes") or {}).get(m)
+        if not entry:
+            continue
+        counts = entry.get("outcome_counts") or {}
+        resolved = entry.get("resolved_instances", 0)
+        ci = entry.get("resolved_interval")
+        rate = f"{100 * entry.get('resolved_rate', 0):.1f}%"
+        interval = f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else ""
+        others = [f"{n} {o.replace('_', ' ')}" for o, n in counts.items()
+                  if n and o != "resolved"]
+        missing = len(entry.get("incomplete_ids") or [])
+        if missing:
+            others.append(f"{missing} missing")
+        rows.append((m, f"{resolved} of {total}", rate, interval, ", ".join(others)))
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows + [("mode", "resolved", "rate", "95% CI", "")])
+              for i in range(4)]
+    head = ("mode", "resolved", "rate", "95% CI", "other outcomes")
+    lines = [f"nginx-eval: run {layout.run}, {total} task{'s' if total != 1 else ''}:"]
+    for r in [head] + rows:
+        lines.append("  " + "  ".join([r[0].ljust(widths[0]), r[1].rjust(widths[1]),
+                                       r[2].rjust(widths[2]), r[3].ljust(widths[3]),
+                                       r[4]]).rstrip())
+    lines.append(f"report: {layout.report_md}")
+    return lines
+
+
+def watching(base, ctx, command):
+    """doit's reporter class `base`, with progress lines and the final summary for `doit run`."""
+    if command != "run":
+        return base
+
+    class Watching(base):
+        def initialize(self, tasks, selected_tasks):
+            super().initialize(tasks, selected_tasks)
+            self.progress = Progress(ctx, self.outstream)
+            self.progress.start(tasks, selected_tasks)
+
+        def add_success(self, task):
+            super().add_success(task)
+            self.progress.finished(task.name)
+
+        def skip_uptodate(self, task):
+            super().skip_uptodate(task)
+            self.progress.finished(task.name, already=True)
+
+        def add_failure(self, task, fail_info):
+            super().add_failure(task, fail_info)
+            if not procs.interrupted():
+                self.progress.finished(task.name, failed=True)
+
+        def complete_run(self):
+            super().complete_run()
+            if not procs.interrupted() and hasattr(self, "progress"):
+                self.progress.finish()
+
+    return Watching

@@ -1,0 +1,421 @@
+"""The report's statistics: intervals, paired tests, multiplicity and power, as pure functions.
+
+Everything here is computed with scipy.stats and statsmodels (imported when first needed: a
+report pays for them, `doit list` does not); this module chooses the methods and puts them
+together. Every random procedure takes a seed (``seed_for``): the same result files give the
+same report.
+
+Methods (95% intervals, two-sided tests at 5% unless a caller says otherwise):
+
+- **Resolved rate, one run per task**: Wilson score interval (``wilson``;
+  ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``).
+- **Resolved rate, k repeats per task** (a mode family ``raw``, ``raw-r2``, ...): the mean over
+  every (task, repeat) with the standard error clustered by task (Miller 2024, "Adding Error
+  Bars to Evals", section 2.2; statsmodels OLS on a constant with ``cov_type="cluster"``, whose
+  small-sample factor G/(G-1) makes it the sample standard deviation of the per-task means over
+  sqrt(tasks)); interval mean +- z * SE, clipped to [0, 1] (``clustered_mean``).
+- **Two modes, one run per task each** (``paired_binary``): the discordant counts (A only,
+  B only), the difference in resolved rate (b - c) / n with Newcombe's hybrid score interval for
+  paired proportions (Newcombe 1998, method 10, built on the Wilson intervals of the two rates),
+  and the exact (conditional, binomial) McNemar p-value (statsmodels ``mcnemar(exact=True)``).
+- **Two modes, at least one with repeats** (``paired_scores``): per task, the mean score over the
+  repeats of each side; the mean of the per-task differences, with a seeded paired bootstrap
+  interval (``scipy.stats.bootstrap``, BCa; percentile when BCa is undefined) and a seeded
+  sign-flip permutation test (``scipy.stats.permutation_test`` with
+  ``permutation_type="samples"``: exact when 2^tasks <= the number of resamples).
+- **Many comparisons**: Holm's step-down adjustment (statsmodels ``multipletests``).
+- **Power** (80%, two-sided 5%, no multiplicity adjustment): for one run per task, the exact
+  power of the exact McNemar test, given the tasks and the observed discordance (the share of
+  tasks on which the two modes disagree), summed over the binomial distribution of the number of
+  discordant tasks (``mcnemar_power``; the smallest detectable difference by bisection, the tasks
+  needed by search); with repeats, the paired t approximation on the per-task differences
+  (statsmodels ``TTestPower``), with the per-task variance split into a part between tasks and a
+  part within (from the repeats), which more repeats shrink (``paired_plan``).
+- **Cost per resolved task**: total cost over resolved tasks, with a seeded percentile bootstrap
+  over tasks (a resample without a resolved task has no finite ratio: the interval's upper end is
+  then None, unbounded) (``ratio_interval``).
+"""
+
+import contextlib
+import hashlib
+import math
+import warnings
+from functools import lru_cache
+
+
+
+class _Numpy:
+    """numpy, imported on first use: every doit command imports this module (through the
+    report), and only the ones that render a report compute anything."""
+
+    def __getattr__(self, name):
+        import numpy
+        return getattr(numpy, name)
+
+
+np = _Numpy()
+
+LEVEL = 0.95            # interval coverage
+ALPHA = 0.05            # test level
+POWER = 0.80            # for detectable differences and sample sizes
+SEED = 20240917         # the root of every seed (seed_for)
+RESAMPLES = 9999        # bootstrap and permutation resamples
+BIG = 1e300             # stands for an unbounded ratio inside a bootstrap
+
+
+def seed_for(*parts):
+    """A seed of its own for each procedure (e.g. a pair of modes), stable across runs."""
+    text = "\0".join([str(SEED)] + [str(p) for p in parts])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Warnings from scipy and numpy on degenerate samples would reach stderr: the callers
+    handle those cases themselves."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
+            yield
+
+
+def _z(level):
+    from scipy.stats import norm
+    return float(norm.ppf(0.5 + level / 2))
+
+
+def _clip(value):
+    return min(1.0, max(0.0, value))
+
+
+# -- one mode --------------------------------------------------------------------------------------
+def wilson(k, n, level=LEVEL):
+    """(low, high) of the Wilson score interval for k successes in n trials; None for n = 0."""
+    if not n:
+        return None
+    from scipy.stats import binomtest
+    ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def clustered_mean(table, level=LEVEL):
+    """Mean of a tasks x repeats table of scores (a list per task, every list the same length),
+    with the standard error clustered by task (Miller 2024).
+
+    Returns {"mean", "se", "interval": (low, high) | None, "tasks", "observations"}; se and
+    interval are None with fewer than two tasks."""
+    rows = [list(map(float, r)) for r in table if len(r)]
+    obs = [v for r in rows for v in r]
+    if not obs:
+        return {"mean": None, "se": None, "interval": None, "tasks": 0, "observations": 0}
+    mean = float(np.mean(obs))
+    out = {"mean": mean, "se": None, "interval": None, "tasks": len(rows),
+           "observations": len(obs)}
+    if len(rows) < 2:
+        return out
+    if max(obs) == min(obs):
+        se = 0.0
+    else:
+        from statsmodels.regression.linear_model import OLS
+        groups = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
+        with _quiet():
+            fit = OLS(np.asarray(obs), np.ones(len(obs))).fit(
+                cov_type="cluster", cov_kwds={"groups": groups})
+        se = float(fit.bse[0])
+    z = _z(level)
+    out.update(se=se, interval=(_clip(mean - z * se), _clip(mean + z * se)))
+    return out
+
+
+# -- two modes -------------------------------------------------------------------------------------
+def discordance_table(x, y):
+    """(both, x only, y only, neither) for two aligned 0/1 sequences."""
+    both = sum(1 for a, b in zip(x, y) if a and b)
+    x_only = sum(1 for a, b in zip(x, y) if a and not b)
+    y_only = sum(1 for a, b in zip(x, y) if b and not a)
+    return both, x_only, y_only, len(x) - both - x_only - y_only
+
+
+def mcnemar_exact(b, c):
+    """Two-sided p-value of the exact (conditional) McNemar test on b and c discordant pairs."""
+    if b + c == 0:
+        return 1.0
+    from statsmodels.stats.contingency_tables import mcnemar
+    return float(min(1.0, mcnemar([[0, b], [c, 0]], exact=True).pvalue))
+
+
+def newcombe_paired(both, x_only, y_only, neither, level=LEVEL):
+    """(low, high) of Newcombe's hybrid score interval (1998, method 10) for the difference of
+    two paired proportions, rate(x) - rate(y); None for an empty table."""
+    n = both + x_only + y_only + neither
+    if not n:
+        return None
+    p1, p2 = (both + x_only) / n, (both + y_only) / n
+    l1, u1 = wilson(both + x_only, n, level)
+    l2, u2 = wilson(both + y_only, n, level)
+    margins = (both + x_only) * (y_only + neither) * (both + y_only) * (x_only + neither)
+    phi = 0.0
+    if margins:
+        a = both * neither - x_only * y_only
+        # Newcombe's correction of the correlation for a positive association
+        a = a - n / 2 if a > n / 2 else (0.0 if a >= 0 else a)
+        phi = a / math.sqrt(margins)
+    d = p1 - p2
+    low = d - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2)
+                            + (u2 - p2) ** 2))
+    high = d + math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1)
+                             + (u1 - p1) ** 2))
+    return max(-1.0, low), min(1.0, high)
+
+
+def paired_binary(x, y, level=LEVEL, alpha=ALPHA, power=POWER):
+    """Two modes with one run per task: x, y aligned 0/1 scores (resolved or not) per task.
+
+    Returns {"method": "mcnemar", "tasks", "both", "a_only", "b_only", "neither", "a_rate",
+    "b_rate", "difference", "interval", "p_value", "discordance", "detectable"}."""
+    both, b, c, neither = discordance_table(x, y)
+    n = len(x)
+    psi = (b + c) / n if n else 0.0
+    return {"method": "mcnemar", "tasks": n, "both": both, "a_only": b, "b_only": c,
+            "neither": neither, "a_rate": (both + b) / n if n else None,
+            "b_rate": (both + c) / n if n else None,
+            "difference": (b - c) / n if n else None,
+            "interval": newcombe_paired(both, b, c, neither, level),
+            "p_value": mcnemar_exact(b, c), "discordance": psi,
+            "detectable": mcnemar_detectable(n, psi, alpha, power)}
+
+
+def bootstrap_mean(values, seed, level=LEVEL):
+    """((low, high), method) of a seeded bootstrap interval for the mean of `values`: BCa,
+    percentile where BCa is undefined, the value itself when every value is the same."""
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0:
+        return None, None
+    if np.ptp(values) == 0:
+        return (float(values[0]), float(values[0])), "degenerate: every value is the same"
+    from scipy.stats import bootstrap
+    with _quiet():
+        for method in ("BCa", "percentile"):
+            res = bootstrap((values,), np.mean, vectorized=True, n_resamples=RESAMPLES,
+                            confidence_level=level, method=method,
+                            rng=np.random.default_rng(seed))
+            low, high = res.confidence_interval
+            if np.isfinite(low) and np.isfinite(high):
+                return (float(low), float(high)), f"bootstrap {method}"
+    return None, None
+
+
+def sign_flip_p(x, y, seed):
+    """Two-sided p-value of the paired permutation (sign-flip) test of mean(x - y) = 0."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) == 0 or np.all(x == y):
+        return 1.0
+    from scipy.stats import permutation_test
+
+    def mean_difference(a, b, axis):
+        return np.mean(a - b, axis=axis)
+    with _quiet():
+        res = permutation_test((x, y), mean_difference, permutation_type="samples",
+                               vectorized=True, n_resamples=RESAMPLES, alternative="two-sided",
+                               rng=np.random.default_rng(seed))
+    return float(min(1.0, res.pvalue))
+
+
+def paired_scores(x, y, seed, level=LEVEL, alpha=ALPHA, power=POWER):
+    """Two modes, at least one with repeats: x, y aligned per-task mean scores in [0, 1].
+
+    Returns {"method": "permutation", "tasks", "a_better", "b_better", "ties", "a_rate",
+    "b_rate", "difference", "interval", "interval_method", "p_value", "sd", "detectable"}."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    n = len(x)
+    d = x - y
+    interval, how = bootstrap_mean(d, seed, level)
+    sd = float(np.std(d, ddof=1)) if n > 1 else None
+    return {"method": "permutation", "tasks": n, "a_better": int(np.sum(d > 0)),
+            "b_better": int(np.sum(d < 0)), "ties": int(np.sum(d == 0)),
+            "a_rate": float(np.mean(x)) if n else None, "b_rate": float(np.mean(y)) if n else None,
+            "difference": float(np.mean(d)) if n else None, "interval": interval,
+            "interval_method": how, "p_value": sign_flip_p(x, y, seed), "sd": sd,
+            "detectable": paired_detectable(n, sd, alpha, power)}
+
+
+def holm(p_values):
+    """Holm-adjusted p-values, in the order given."""
+    if not p_values:
+        return []
+    from statsmodels.stats.multitest import multipletests
+    return [float(p) for p in multipletests(list(p_values), method="holm")[1]]
+
+
+# -- power -----------------------------------------------------------------------------------------
+@lru_cache(maxsize=64)
+def _mcnemar_cutoffs(n, alpha):
+    """For m = 0..n discordant pairs, the largest r such that b <= r (or b >= m - r) gives an
+    exact McNemar p <= alpha; -1 where no b can."""
+    from scipy.stats import binom
+    m = np.arange(n + 1)
+    with _quiet():
+        r = np.nan_to_num(binom.ppf(alpha / 2, m, 0.5), nan=-1).astype(int)
+        for _ in range(3):      # ppf lands within a step of the answer: settle it
+            too_far = (r >= 0) & (2 * binom.cdf(r, m, 0.5) > alpha)
+            r = np.where(too_far, r - 1, r)
+            room = (r + 1 <= m) & (2 * binom.cdf(r + 1, m, 0.5) <= alpha)
+            r = np.where(room, r + 1, r)
+    r = np.where(m == 0, -1, r)
+    r.setflags(write=False)
+    return r
+
+
+def mcnemar_power(n, discordance, difference, alpha=ALPHA):
+    """Exact power of the two-sided exact McNemar test at level alpha with n tasks, when a share
+    `discordance` of tasks is resolved by exactly one of the two modes and the rates differ by
+    `difference` (|difference| <= discordance): the probability of rejecting, summed over the
+    binomial distribution of the number of discordant tasks."""
+    from scipy.stats import binom
+    psi, delta = float(discordance), abs(float(difference))
+    n = int(n)
+    if n < 1 or psi <= 0 or delta > psi + 1e-12:
+        return 0.0
+    p_b = min(1.0, (psi + delta) / (2 * psi))
+    m = np.arange(n + 1)
+    r = _mcnemar_cutoffs(n, alpha)
+    with _quiet():
+        weights = binom.pmf(m, n, psi)
+        use = r >= 0
+        reject = (binom.cdf(r[use], m[use], p_b) + binom.sf(m[use] - r[use] - 1, m[use], p_b))
+    return float(min(1.0, np.sum(weights[use] * reject)))
+
+
+def mcnemar_detectable(n, discordance, alpha=ALPHA, power=POWER):
+    """The smallest difference in resolved rate the exact McNemar test detects with `power`
+    (n tasks, the given discordance); None when even a difference equal to the discordance
+    (every discordant task favouring one mode) is not detected that often, or no discordance."""
+    psi = float(discordance)
+    if n < 1 or psi <= 0 or mcnemar_power(n, psi, psi, alpha) < power:
+        return None
+    low, high = 0.0, psi
+    for _ in range(40):
+        mid = (low + high) / 2
+        if mcnemar_power(n, psi, mid, alpha) >= power:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def mcnemar_tasks_needed(difference, discordance, alpha=ALPHA, power=POWER, most=100000):
+    """About how many tasks the exact McNemar test needs to detect `difference` with `power`
+    when the modes disagree on a share `discordance` of tasks (at least the difference); None
+    without discordance or beyond `most`."""
+    delta = abs(float(difference))
+    psi = max(float(discordance), delta)
+    if delta <= 0 or psi <= 0:
+        return None
+
+    def enough(n):
+        return mcnemar_power(n, psi, delta, alpha) >= power
+    high = 8
+    while not enough(high):
+        if high >= most:
+            return None
+        high = min(most, high * 2)
+    low = high // 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        if enough(mid):
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def paired_detectable(n, sd, alpha=ALPHA, power=POWER):
+    """Smallest mean per-task difference a paired t test on n tasks detects with `power`, when
+    per-task differences have standard deviation sd; None for n < 2 or sd 0/unknown."""
+    if not sd or n is None or n < 2:
+        return None
+    from statsmodels.stats.power import TTestPower
+    with _quiet():
+        effect = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
+                                          alternative="two-sided")
+    return float(effect) * sd
+
+
+def paired_tasks_needed(difference, sd, alpha=ALPHA, power=POWER):
+    """Tasks a paired t test needs to detect a mean per-task `difference` with `power`."""
+    if not sd or not difference:
+        return None
+    from statsmodels.stats.power import TTestPower
+    with _quiet():
+        n = TTestPower().solve_power(effect_size=abs(difference) / sd, nobs=None, alpha=alpha,
+                                     power=power, alternative="two-sided")
+    return int(math.ceil(float(np.atleast_1d(n)[0])))
+
+
+def within_task_variance(table):
+    """Mean over tasks of the sample variance of a task's repeated scores (tasks x repeats,
+    at least two repeats); None with fewer."""
+    rows = [r for r in table if len(r) >= 2]
+    if not rows:
+        return None
+    return float(np.mean([np.var(np.asarray(r, dtype=float), ddof=1) for r in rows]))
+
+
+def paired_plan(differences_sd, k_a, k_b, within_a, within_b, difference, repeats=(1, 2, 3, 5, 10),
+                alpha=ALPHA, power=POWER):
+    """{k: tasks needed} to detect `difference` with k repeats of each mode, from a run with
+    k_a and k_b repeats: the variance of the per-task differences less the part the repeats
+    average out (within_x / k_x) is the part between tasks, which repeats do not shrink.
+    None when a side has no within-task variance (it ran once)."""
+    if differences_sd is None or within_a is None or within_b is None:
+        return None
+    between = max(0.0, differences_sd ** 2 - within_a / k_a - within_b / k_b)
+    return {k: paired_tasks_needed(difference, math.sqrt(between + (within_a + within_b) / k),
+                                   alpha, power) for k in repeats}
+
+
+# -- cost ------------------------------------------------------------------------------------------
+def ratio_interval(numerators, denominators, seed, level=LEVEL):
+    """sum(numerators) / sum(denominators) over tasks (e.g. cost per resolved task), with a
+    seeded percentile bootstrap over tasks. Returns (estimate | None, (low, high | None) | None):
+    no estimate when nothing is in the denominator; high None when resamples without one
+    (an unbounded ratio) reach the upper tail."""
+    num = np.asarray(numerators, dtype=float)
+    den = np.asarray(denominators, dtype=float)
+    if len(num) == 0 or den.sum() <= 0:
+        return None, None
+    estimate = float(num.sum() / den.sum())
+    if len(num) < 2:
+        return estimate, None
+    from scipy.stats import bootstrap
+
+    def ratio(a, b, axis):
+        top, bottom = np.sum(a, axis=axis), np.sum(b, axis=axis)
+        return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), BIG)
+    with _quiet():
+        res = bootstrap((num, den), ratio, paired=True, vectorized=True, n_resamples=RESAMPLES,
+                        confidence_level=level, method="percentile",
+                        rng=np.random.default_rng(seed))
+    low, high = (float(v) for v in res.confidence_interval)
+    return estimate, (low if low < BIG / 2 else None, high if high < BIG / 2 else None)
+
+
+# -- text ------------------------------------------------------------------------------------------
+def fmt_p(p):
+    """A p-value as a reader quotes it: two significant digits, "< 0.001" below."""
+    if p is None:
+        return "—"
+    if p < 0.001:
+        return "< 0.001"
+    text = f"{p:.2g}"
+    return "1" if text in ("1", "1.0") else text
+
+
+def fmt_pp(value, digits=0, sign=True):
+    """A difference of rates in percentage points: +7, -3, 0."""
+    if value is None:
+        return "—"
+    v = round(100 * value, digits)
+    if v == 0:
+        return f"{0.0:.{digits}f}"      # neither "+0" nor "-0"
+    return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"

@@ -1,0 +1,172 @@
+"""Command-line variables (nginx_eval/options.py): parsed and checked once, each mistake one
+``nginx-eval: error:`` line naming the variable; unknown task names; what a bare `doit` runs."""
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from doit import doit_cmd
+
+from nginx_eval.errors import UserError
+from nginx_eval.options import VARIABLES, Options
+from test_bad_input import assert_refused
+
+
+def parse(argv=None, **variables):
+    return Options.parse(variables, argv)
+
+
+def test_defaults_and_values():
+    assert Options.parse({}) == Options()
+    assert (Options().run, Options().repeats, Options().limit, Options().instances) == \
+        ("default", 3, None, ())
+    opts = parse(run="nightly", bench="nginx", instances="A, B ,,A", limit="2",
+                 modes=" gold , none", baseline="raw", predictions="p.jsonl", repeats="5",
+                 verbosity="2")
+    assert (opts.run, opts.bench, opts.instances, opts.limit, opts.modes, opts.baseline,
+            opts.predictions, opts.repeats, opts.verbosity) == \
+        ("nightly", "nginx", ("A", "B"), 2, ("gold", "none"), "raw", "p.jsonl", 5, 2)
+    assert opts.raw("instances") == "A, B ,,A"
+    # Empty values mean the default, as before.
+    assert parse(run="", limit="", repeats="", instances="") == Options()
+
+
+def test_options_are_frozen_and_every_variable_has_help():
+    with pytest.raises(Exception):
+        Options().limit = 3
+    assert all(v.help for v in VARIABLES.values())
+
+
+@pytest.mark.parametrize("name,value", [
+    ("limit", "0"), ("limit", "-1"), ("limit", "abc"), ("limit", "1.5"),
+    ("repeats", "0"), ("repeats", "-2"), ("repeats", "abc"), ("run", "a/b"), ("run", "../x"),
+    ("verbosity", "3"),
+])
+def test_bad_value_names_the_variable(name, value):
+    with pytest.raises(UserError) as e:
+        parse(**{name: value})
+    assert str(e.value).startswith(f"{name}={value}: "), str(e.value)
+
+
+@pytest.mark.parametrize("given,suggested", [
+    ("limt", "limit"), ("instance", "instances"), ("LIMIT", "limit"), ("repeat", "repeats"),
+    ("basline", "baseline"),
+])
+def test_unknown_variable_suggests_the_closest(given, suggested):
+    with pytest.raises(UserError) as e:
+        parse(**{given: "2"})
+    assert str(e.value).startswith(f"unknown variable {given}=2; did you mean {suggested}=? "
+                                   f"(known: {', '.join(sorted(VARIABLES))})"), str(e.value)
+
+
+def test_unknown_variable_without_a_close_name_lists_the_known_ones():
+    with pytest.raises(UserError) as e:
+        parse(foo="bar")
+    assert str(e.value) == f"unknown variable foo=bar (known: {', '.join(sorted(VARIABLES))})"
+
+
+@pytest.mark.parametrize("name", ["AGENT", "NGINX_EVAL_CACHE", "NGINX_EVAL_SANDBOX",
+                                  "ANTHROPIC_API_KEY"])
+def test_environment_variable_given_as_doit_variable(name):
+    with pytest.raises(UserError) as e:
+        parse(argv=["run", "nginx:raw", f"{name}=x y", "run=n"], **{name: "x y"})
+    assert str(e.value) == (f"{name} is an environment variable, not a doit variable: set it "
+                            f"before the command, as in {name}='x y' doit run nginx:raw run=n")
+
+
+def test_checks_against_the_benchmark_and_the_modes():
+    bench = SimpleNamespace(name="tiny", tasks=[SimpleNamespace(instance_id=i)
+                                                 for i in ("tiny-add", "tiny-mul")])
+    parse(instances="tiny-mul, tiny-add").check_instances(bench)
+    with pytest.raises(UserError, match=r"^instances=tiny-add, tiny-mull: no task 'tiny-mull' in "
+                                        r"benchmark tiny; did you mean 'tiny-mul'\?$"):
+        parse(instances="tiny-add, tiny-mull").check_instances(bench)
+    modes = {"gold": None, "none": None, "raw": None}
+    parse(modes="gold,raw").check_modes(modes)
+    with pytest.raises(UserError, match=r"^modes=gold,rwa: unknown mode 'rwa'; did you mean "
+                                        r"'raw'\? \(known modes: gold, none, raw\)$"):
+        parse(modes="gold,rwa").check_modes(modes)
+    parse(baseline="raw").check_baseline(set(modes))
+    parse().check_baseline(set(modes))
+    with pytest.raises(UserError, match=r"^baseline=nope: no mode 'nope' in run 'default'"):
+        parse(baseline="nope").check_baseline(set(modes))
+
+
+def test_from_doit_reads_every_command_line_variable(monkeypatch):
+    monkeypatch.setattr(doit_cmd, "_CMDLINE_VARS", {"limit": "2", "instances": "a, b"})
+    assert Options.from_doit() == Options(limit=2, instances=("a", "b"),
+                                          given=(("limit", "2"), ("instances", "a, b")))
+    monkeypatch.setattr(doit_cmd, "_CMDLINE_VARS", {"limit": "2", "limt": "3"})
+    with pytest.raises(UserError, match="unknown variable limt=3"):
+        Options.from_doit()
+
+
+def test_only_options_reads_doit_variables():
+    package = Path(__file__).resolve().parent.parent / "nginx_eval"
+    calls = {p.name for p in package.glob("*.py") if re.search(r"\bget_var\(", p.read_text())}
+    assert calls == {"options.py"}
+
+
+def test_task_names_follow_each_commands_own_options():
+    from nginx_eval.cli import command_targets
+    # `-n` takes a value in `run` (processes), none in `clean` (dry run).
+    assert command_targets(["-n", "2", "tiny:gold", "run=x"]) == ["tiny:gold"]
+    assert command_targets(["clean", "-n", "tiny:gld"]) == ["tiny:gld"]
+    assert command_targets(["list", "--sort", "name", "tiny"]) == ["tiny"]
+
+
+# End to end: refused with one line, nothing run, nothing under results/.
+REFUSED = {
+    "misspelt variable": (("run", "tiny", "limt=2"),
+                          "unknown variable limt=2; did you mean limit=? (known: "),
+    "unknown variable": (("run", "tiny:gold", "foo=bar"), "unknown variable foo=bar (known: "),
+    "repeats not a number": (("run", "tiny:validate", "repeats=abc"),
+                             "repeats=abc: must be a whole number >= 1"),
+    "limit zero": (("run", "tiny:gold", "limit=0"), "limit=0: must be a whole number >= 1"),
+    "unknown baseline": (("run", "report", "baseline=nope"),
+                         "baseline=nope: no mode 'nope' in run 'default'; did you mean 'none'? "
+                         "(known modes: fake, gold, none)"),
+    "environment variable after the command": (
+        ("run", "tiny:fake", "AGENT=true"),
+        "AGENT is an environment variable, not a doit variable: set it before the command, "
+        "as in AGENT=true doit"),
+    "unknown instance": (("run", "tiny:gold", "instances=tiny-add, tiny-mull"),
+                         "instances=tiny-add, tiny-mull: no task 'tiny-mull' in benchmark tiny; "
+                         "did you mean 'tiny-mul'?"),
+    "misspelt mode, info": (("info", "tiny:gld"), "no task 'tiny:gld'; did you mean 'tiny:gold'?"),
+    "misspelt benchmark, info": (("info", "tnyi:gold"),
+                                 "no task 'tnyi:gold'; did you mean 'tiny:gold'?"),
+    "misspelt task, run": (("run", "grade:tiny/gold/tiny-ad"),
+                           "no task 'grade:tiny/gold/tiny-ad'; did you mean "
+                           "'grade:tiny/gold/tiny-add'?"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_refused_with_one_line(project, case):
+    args, expected = REFUSED[case]
+    proc, executed = project.doit(*args, check=False)
+    assert_refused(project, proc, executed, expected)
+    assert "Traceback" not in proc.stderr and "ERROR" not in proc.stdout
+
+
+def test_instances_with_spaces_after_the_commas(project):
+    proc, _ = project.doit("run", "report", "instances=tiny-mul, tiny-add", check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
+def test_bare_doit_runs_gold_none_and_the_report_never_an_agent(project):
+    proc, executed = project.doit()
+    assert project.agent_calls() == []
+    assert not [t for t in executed if t.startswith(("agent:", "workspace:"))]
+    assert sorted(t for t in executed if t.startswith("grade:")) == [
+        f"grade:tiny/{m}/{i}" for m in ("gold", "none") for i in ("tiny-add", "tiny-mul")]
+    assert project.read("gold", "tiny-add", "grade.json")["status"] == "resolved"
+    assert project.read("none", "tiny-add", "grade.json")["status"] == "unresolved"
+    assert (project.results / "default" / "report.md").exists()
+    assert not (project.results / "default" / "fake").exists()
+    run = json.loads((project.results / "default" / "run.json").read_text())
+    assert run["modes"] == ["gold", "none"]

@@ -608,8 +608,9 @@ def compare_arms(arms, task_ids, baseline_arm=None):
 def sentence(c, total, how_many, quote):
     """The comparison in words, for a reader to quote."""
     a, b = quote(c, "a"), quote(c, "b")
+    p_value = stats.fmt_p(c["p_value"])
     diff = (f"difference {stats.fmt_pp(c['difference'])} pp {_interval_pp(c['interval'])}, "
-            f"p = {stats.fmt_p(c['p_value'])}")
+            f"p {p_value if p_value.startswith('<') else '= ' + p_value}")
     if how_many > 1:
         diff += f" (Holm: {stats.fmt_p(c['p_holm'])})"
     if c["method"] == "mcnemar":

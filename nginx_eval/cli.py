@@ -178,13 +178,7 @@ def program_found(program, env):
 def agents_to_run(ctx, tasks, selected):
     """(mode, task) of every agent task doit is about to run: reachable from the selected tasks,
     and without a finished agent.json for its current inputs (or forgotten)."""
-    reachable, todo = set(), list(selected)
-    while todo:
-        name = todo.pop()
-        if name in reachable or name not in tasks:
-            continue
-        reachable.add(name)
-        todo += list(tasks[name].task_dep) + list(tasks[name].setup_tasks)
+    reachable = progress.reachable(tasks, selected)
     for bench, mode, task in ctx.agent_units():
         name = f"agent:{ctx.unit_name(bench, mode, task)}"
         if name not in reachable:

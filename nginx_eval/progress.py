@@ -43,6 +43,19 @@ def duration(seconds):
     return f"{seconds // 3600} h {round(seconds % 3600 / 60)} m"
 
 
+def reachable(tasks, selected):
+    """The names of the doit tasks `selected` reaches through task_dep and setup_tasks
+    (tasks: doit's {name: Task})."""
+    seen, todo = set(), list(selected)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in tasks:
+            continue
+        seen.add(name)
+        todo += list(tasks[name].task_dep) + list(tasks[name].setup_tasks)
+    return seen
+
+
 def unit_of(name):
     """(mode, instance id) of a stage task name `<stage>:<bench>/<mode>/<id>`, else None."""
     stage, sep, rest = name.partition(":")
@@ -62,14 +75,7 @@ class Progress:
 
     def start(self, tasks, selected):
         """The units the command will finish: the grade tasks reachable from `selected`."""
-        seen, todo = set(), list(selected)
-        while todo:
-            name = todo.pop()
-            if name in seen or name not in tasks:
-                continue
-            seen.add(name)
-            todo += list(tasks[name].task_dep) + list(tasks[name].setup_tasks)
-        for name in seen:
+        for name in reachable(tasks, selected):
             if name.startswith("grade:"):
                 unit = unit_of(name)
                 if unit:

@@ -1,4 +1,5 @@
 import json
+import re
 import os
 import subprocess
 import sys
@@ -73,3 +74,19 @@ def prove_verbose(directory, name, body, env=None):
 def prove_v(tmp_path):
     """prove_v(name, body) -> (stdout of real `prove -v`, exit code); see prove_verbose."""
     return lambda name, body, env=None: prove_verbose(tmp_path, name, body, env)
+
+
+def section(md, title):
+    """The text of a markdown section `title` (any heading level) of a report."""
+    m = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", md, re.S | re.M)
+    assert m, f"no section {title!r} in the report"
+    return m.group(1)
+
+
+def table_row(text, first_cell):
+    """The cells after the first of the markdown table row whose first cell is `first_cell`."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] == first_cell:
+            return cells[1:]
+    raise AssertionError(f"no row {first_cell!r} in:\n{text}")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SOURCE_ROOT
+from conftest import SOURCE_ROOT, section, table_row
 
 from nginx_eval import report, summary
 from nginx_eval.errors import UserError
@@ -28,18 +28,6 @@ def report_md(project, run="default"):
     return (project.results / run / "report.md").read_text()
 
 
-def section(md, title):
-    m = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", md, re.S | re.M)
-    assert m, f"no section {title!r} in the report"
-    return m.group(1)
-
-
-def table_row(text, first_cell):
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0] == first_cell:
-            return cells[1:]
-    raise AssertionError(f"no row {first_cell!r} in:\n{text}")
 
 
 def gold_patch(project, iid):

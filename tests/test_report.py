@@ -2,11 +2,10 @@
 
 import hashlib
 import json
-import re
 import shutil
 import statistics
 
-from conftest import SOURCE_ROOT
+from conftest import SOURCE_ROOT, section, table_row
 
 RUN = "rep"
 
@@ -16,19 +15,6 @@ def rows(project, mode, run=RUN):
     return {r["instance_id"]: r for r in map(json.loads, path.read_text().splitlines())}
 
 
-def section(md, title):
-    """The text of a `## title` section."""
-    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", md, re.S | re.M)
-    assert m, f"no section {title!r} in the report"
-    return m.group(1)
-
-
-def table_row(text, first_cell):
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0] == first_cell:
-            return cells[1:]
-    raise AssertionError(f"no row {first_cell!r} in:\n{text}")
 
 
 def predictions_file(project, tmp_path):

@@ -78,32 +78,28 @@ def _text(name, value):
     return value.strip() or None
 
 
-def _count(name, value):
+def _checked(name, value, accept, why, convert=str):
+    """A value that must pass `accept` (after stripping), converted; None when empty."""
     text = value.strip()
     if not text:
         return None
-    if not re.fullmatch(r"[0-9]+", text) or int(text) < 1:
-        raise _error(name, value, "must be a whole number >= 1")
-    return int(text)
+    if not accept(text):
+        raise _error(name, value, why)
+    return convert(text)
+
+
+def _count(name, value):
+    return _checked(name, value, lambda t: re.fullmatch(r"[0-9]+", t) and int(t) >= 1,
+                    "must be a whole number >= 1", int)
 
 
 def _level(name, value):
-    text = value.strip()
-    if not text:
-        return None
-    if text not in ("0", "1", "2"):
-        raise _error(name, value, "must be 0, 1 or 2")
-    return int(text)
+    return _checked(name, value, lambda t: t in ("0", "1", "2"), "must be 0, 1 or 2", int)
 
 
 def _date(name, value):
-    text = value.strip()
-    if not text:
-        return None
     from .benchmark import is_date
-    if not is_date(text):
-        raise _error(name, value, "must be a date YYYY-MM-DD")
-    return text
+    return _checked(name, value, is_date, "must be a date YYYY-MM-DD")
 
 
 def _points(name, value):

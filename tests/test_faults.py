@@ -88,15 +88,20 @@ def marker():
     assert left == [], f"processes left running: {left}"
 
 
-def wait_for(path, proc, seconds=60):
+def wait_until(condition, proc, what, seconds=60):
+    """Poll `condition` until it holds; fail if doit (`proc`) ends first or time runs out."""
     deadline = time.monotonic() + seconds
-    while not Path(path).exists():
+    while not condition():
         if proc.poll() is not None:
-            raise AssertionError(f"doit ended ({proc.returncode}) before {path} appeared:\n"
+            raise AssertionError(f"doit ended ({proc.returncode}) before {what}:\n"
                                  f"{proc.stdout.read()}\n{proc.stderr.read()}")
         if time.monotonic() > deadline:
-            raise AssertionError(f"{path} never appeared")
+            raise AssertionError(f"{what}: not after {seconds} s")
         time.sleep(0.05)
+
+
+def wait_for(path, proc, seconds=60):
+    wait_until(lambda: Path(path).exists(), proc, f"{path} appeared", seconds)
 
 
 def start_doit(project, *args, env=None, dodo=DODO):

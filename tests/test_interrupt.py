@@ -10,23 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_faults import marker, processes_with, start_doit  # noqa: F401 (marker: a fixture)
+from test_faults import marker, processes_with, start_doit, wait_until  # noqa: F401 (marker: a fixture)
 
 IDS = ("tiny-add", "tiny-mul")
 PARALLEL = {"serial": ("-n", "1"), "processes": ("-n", "2"), "threads": ("-n", "2", "-P", "thread")}
 LINE = re.compile(r"nginx-eval: interrupted; (\d+) units finished and kept, (\d+) stopped")
 EXIT_SECONDS = 10           # the grace period of the commands (procs.GRACE_SECONDS) and some
-
-
-def wait_until(condition, proc, what, seconds=60):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if proc.poll() is not None:
-            raise AssertionError(f"doit ended ({proc.returncode}) before {what}:\n"
-                                 f"{proc.stdout.read()}\n{proc.stderr.read()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not after {seconds} s")
-        time.sleep(0.05)
 
 
 def interrupt(proc, sig=signal.SIGINT, group=False):

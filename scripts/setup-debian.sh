@@ -18,6 +18,40 @@ else
         tail -n 30 "$log"; echo "setup: apt-get failed" >&2; exit 1
     fi
 fi
+
+# Claude Code, the agent the modes run, pinned, in a directory of its own (not npm's global one).
+# Tests find it there (tests/claude_cli.py reads these two lines). Node is needed only to
+# install it: the package carries a native binary that node_modules/.bin/claude links to.
+CLAUDE_CODE_VERSION=2.1.330
+NGINX_EVAL_CLAUDE_PREFIX=${NGINX_EVAL_CLAUDE_PREFIX:-/opt/nginx-eval/claude-code}
+claude="$NGINX_EVAL_CLAUDE_PREFIX/node_modules/.bin/claude"
+if "$claude" --version 2>/dev/null | grep -q "^$CLAUDE_CODE_VERSION "; then
+    echo "setup: Claude Code $CLAUDE_CODE_VERSION present ($claude)"
+else
+    if ! command -v npm >/dev/null; then
+        echo "setup: installing Node.js and npm"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+    fi
+    echo "setup: installing Claude Code $CLAUDE_CODE_VERSION into $NGINX_EVAL_CLAUDE_PREFIX"
+    log=$(mktemp)
+    $sudo mkdir -p "$NGINX_EVAL_CLAUDE_PREFIX"
+    if $sudo npm install --prefix "$NGINX_EVAL_CLAUDE_PREFIX" --no-fund --no-audit --save-exact \
+           "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" >"$log" 2>&1; then
+        # An npm that holds back install scripts leaves a stub where the binary goes.
+        package="$NGINX_EVAL_CLAUDE_PREFIX/node_modules/@anthropic-ai/claude-code"
+        "$claude" --version >/dev/null 2>&1 \
+            || (cd "$package" && $sudo node install.cjs) >>"$log" 2>&1 || true
+    fi
+    if "$claude" --version 2>/dev/null | grep -q "^$CLAUDE_CODE_VERSION "; then
+        echo "setup: Claude Code $("$claude" --version) at $claude"
+    else
+        tail -n 15 "$log"
+        echo "setup: warning: Claude Code not installed; the tests that run it install it" \
+             "from npm themselves, or are skipped where npm cannot be reached" >&2
+    fi
+fi
+
 python3 -m pip install -q --disable-pip-version-check -e "$here[test]" 2>&1 \
     | grep -v "Running pip as the 'root' user" || true
 python3 -c "import doit, git, jinja2, tap, matplotlib, scipy, statsmodels" \

@@ -90,3 +90,25 @@ def table_row(text, first_cell):
         if cells and cells[0] == first_cell:
             return cells[1:]
     raise AssertionError(f"no row {first_cell!r} in:\n{text}")
+
+
+@pytest.fixture
+def anthropic_api():
+    """A running stand-in for the Anthropic API (tests/anthropic_standin.py); set its `script`
+    and `faults`, point the CLI at it with claude_cli.environment(api, config_dir)."""
+    from anthropic_standin import StandIn
+    with StandIn() as api:
+        yield api
+
+
+@pytest.fixture(scope="session")
+def claude_program():
+    """The real Claude Code CLI (tests/claude_cli.py); skipped, loudly, only when it is not
+    installed and npm cannot fetch it."""
+    import warnings
+    import claude_cli
+    program, problem = claude_cli.find_or_install()
+    if problem:
+        warnings.warn(f"SKIPPING the tests that run Claude Code: {problem}")
+        pytest.skip(problem)
+    return program

@@ -43,10 +43,9 @@ import time
 from functools import lru_cache
 
 import jinja2
-from doit.tools import config_changed
 
-from . import jsonio, sandbox
-from .doitdb import consume_forgotten
+from . import jsonio, sandbox, stamps
+from .doitdb import consume_forgotten, forgotten
 from .errors import failing_on_user_error
 from .modes import render_command
 from .procs import kill_leftovers, run_limited
@@ -145,10 +144,20 @@ def say_failed(mode, task, reason, log=None):
           file=sys.stderr, flush=True)
 
 
+def agent_finished(layout, mode, task, agent_task_name):
+    """The agent run of (mode, task) is finished for its current inputs (its agent.json was made
+    from them) and not forgotten: it will not run again, so it needs no workspace (`doit clean`
+    removed it; patch.write_patch keeps the patch taken from it)."""
+    if forgotten(layout, agent_task_name):
+        return False
+    inputs = agent_inputs(mode, task, rendered_prompts(layout.templates_dir, mode, task))
+    return bool(stamps.made_from(layout.agent_json(mode.name, task.instance_id), inputs))
+
+
 def run_agent(layout, mode, task, prompts, inputs, agent_task_name):
     out = layout.agent_json(mode.name, task.instance_id)
     forgotten = consume_forgotten(layout, agent_task_name)
-    if not forgotten and jsonio.fresh_output(out, inputs):
+    if not forgotten and stamps.made_from(out, inputs):
         return
     # An agent of a killed doit may still be running in this workspace: stop it before the
     # workspace is recreated under it.
@@ -238,5 +247,7 @@ def gen_tasks(ctx):
                                                  inputs, f"agent:{name}"])],
             "targets": [str(ctx.layout.agent_json(mode.name, task.instance_id))],
             "task_dep": [f"workspace:{name}"],
-            "uptodate": [config_changed(inputs)],
+            # The stamps.py protocol; agent_inputs is the digest (stamps.stage_task's would
+            # change it, and with it every paid agent.json already made).
+            "uptodate": [(agent_finished, [ctx.layout, mode, task, f"agent:{name}"])],
         }

@@ -29,9 +29,8 @@ import sys
 
 from doit.reporter import ConsoleReporter
 
-from . import cleaning, jsonio, procs, progress, sandbox, scheduling
-from .agent import agent_inputs, rendered_prompts
-from .doitdb import forgotten
+from . import cleaning, procs, progress, sandbox, scheduling
+from .agent import agent_finished
 from .errors import UserError, UserFailure, fail
 from .locks import Busy, hold_until_exit
 from .modes import command_program
@@ -183,11 +182,8 @@ def agents_to_run(ctx, tasks, selected):
         name = f"agent:{ctx.unit_name(bench, mode, task)}"
         if name not in reachable:
             continue
-        inputs = agent_inputs(mode, task, rendered_prompts(ctx.layout.templates_dir, mode, task))
-        if (jsonio.fresh_output(ctx.layout.agent_json(mode.name, task.instance_id), inputs)
-                and not forgotten(ctx.layout, name)):
-            continue
-        yield mode, task
+        if not agent_finished(ctx.layout, mode, task, name):
+            yield mode, task
 
 
 def preflight(ctx, tasks, selected):

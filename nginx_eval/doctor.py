@@ -1,5 +1,5 @@
 """The doctor: is this machine ready to run the selected tasks? ``doit run doctor [instances=...]``
-or ``python -m nginx_eval.doctor [run=NAME] [instances=ID,ID] [bench=NAME]``.
+(any selection of the pipeline: run=, bench=, limit=).
 
 What it checks, and how a problem is reported:
 
@@ -28,7 +28,7 @@ line per missing thing; ``TASK ERROR`` lines; warnings; one ``apt-get install ..
 with every missing package; and last the verdict: ``doctor: all good``, ``doctor: N problem(s)``,
 and ``not checked: ...`` when a clone was missing. A package the doctor asks for that scripts/debian-packages.txt does not
 list is a warning, so the setup script stays the full set. Any MISSING or TASK ERROR fails (the doit
-action returns False; ``python -m`` exits 1).
+action returns False, so doit exits non-zero).
 
 What a test file needs and which package provides it (the tables, the reading of ``use``,
 ``require``, ``has`` and ``has_daemon``) is testsuite.py, shared with scripts/mine_tasks.py; this
@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from doit.exceptions import TaskFailed
 
+from .gitcmd import file_at
 from .layout import SOURCE_ROOT
 from .repositories import repo_task
 from .testsuite import (DAEMON_FILES, DEFAULT_MODULES, LIBRARIES, daemon_package, flag_for_module,
@@ -110,21 +111,16 @@ class TestSource:
         if self.layout.tests_stamp(commit).exists() and tree.is_dir():
             f = tree / path
             return f.read_text(errors="replace") if f.is_file() else None
-        bare = self.layout.bare_repo(repo)
-        out = subprocess.run(["git", f"--git-dir={bare}", "show", f"{commit}:{path}"],
-                             capture_output=True)
-        return out.stdout.decode(errors="replace") if out.returncode == 0 else None
+        data = file_at(self.layout.bare_repo(repo), commit, path)
+        return None if data is None else data.decode(errors="replace")
 
     def pcre2_capable(self, repo, commit):
         """Does nginx at `commit` know PCRE2 (1.21.5+)? None when the clone is not there."""
         bare = self.layout.bare_repo(repo)
         if not (bare / "HEAD").exists():
             return None
-        out = subprocess.run(["git", f"--git-dir={bare}", "show", f"{commit}:auto/lib/pcre/conf"],
-                             capture_output=True)
-        if out.returncode != 0:
-            return None
-        return b"pcre2" in out.stdout
+        conf = file_at(bare, commit, "auto/lib/pcre/conf")
+        return None if conf is None else b"pcre2" in conf
 
 
 # -- diagnosis -----------------------------------------------------------------------------------
@@ -397,26 +393,3 @@ def gen_tasks(ctx):
         "verbosity": 2,
     }
 
-
-def main(argv=None):
-    """``python -m nginx_eval.doctor [run=NAME] [instances=ID,..] [bench=NAME] [limit=N]``."""
-    from doit import doit_cmd
-
-    from .errors import UserError, fail
-    from .pipeline import load_context
-    args = sys.argv[1:] if argv is None else argv
-    doit_cmd.reset_vars()
-    for arg in args:
-        name, eq, value = arg.partition("=")
-        if not eq:
-            fail(f"unexpected argument {arg!r}: use NAME=VALUE (run=, instances=, bench=, limit=)")
-        doit_cmd.set_var(name, value)
-    try:
-        ctx = load_context(argv=[])
-    except UserError as e:
-        fail(e)
-    return 0 if check(ctx.layout, ctx.tasks, bench=ctx.benchmark.name) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,12 +1,13 @@
 """doit's database backend for nginx-eval (registered as the doit BACKEND plugin ``nginx_eval``).
 
-doit's own backends write everything at the end of a run, so a kill -9 forgets every task that
-finished in it. This one is SQLite that commits each task as it is saved (WAL, no fsync: it must
-survive a killed process, not a power cut). A damaged file is moved aside and started afresh: the
-result files are the truth, and every action returns at once when its output is already there.
+The database is a disposable cache: every task's freshness is read from its own output
+(stamps.py), so losing it, or a kill -9 before doit saved it, repeats nothing. This backend is
+doit's SQLite one with two additions:
 
-``doit forget TASK`` is remembered as a marker file, so that the agent stage (which otherwise trusts
-an existing agent.json) knows the user asked for a new run.
+- a damaged file is moved aside and started afresh, with one line saying so, instead of stopping
+  every command;
+- ``doit forget TASK`` is remembered as a marker file, so that the agent stage, which trusts an
+  existing agent.json even against ``doit run -a``, knows the user asked for a new run.
 """
 
 import hashlib
@@ -28,7 +29,7 @@ def _marker(db_path, task_id):
 
 
 class DurableDB(SqliteDB):
-    desc = "SQLite, committed per task, rebuilt when damaged (nginx-eval)"
+    desc = "SQLite, rebuilt when damaged, remembers forgotten agents (nginx-eval)"
 
     def __init__(self, name, codec, *, module_name=None):
         os.makedirs(os.path.dirname(os.path.abspath(name)) or ".", exist_ok=True)
@@ -49,18 +50,6 @@ class DurableDB(SqliteDB):
             sys.stderr.write(f"nginx-eval: doit database {name} was damaged ({e}); moved to "
                              f"{aside} and rebuilt from the result files\n")
             super().__init__(name, codec, module_name=module_name)
-
-    def set(self, task_id, dependency, value):
-        super().set(task_id, dependency, value)
-        if dependency == "deps:":   # the last value doit saves for a finished task
-            self._flush()
-
-    def _flush(self):
-        for task_id in self._dirty:
-            self._conn.execute("insert or replace into doit values (?,?)",
-                               (task_id, self.codec.encode(self._cache[task_id])))
-        self._conn.commit()
-        self._dirty = set()
 
     def remove(self, task_id):
         super().remove(task_id)

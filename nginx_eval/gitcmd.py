@@ -1,13 +1,56 @@
-"""Thin wrappers over GitPython's command interface with an environment that never finds the
-project's own repository (the cache may live inside it)."""
+"""Every git command the harness runs, and the one environment git runs in.
+
+Git runs as a subprocess, one `git` command per question, not through GitPython's object model:
+what the harness asks of git is plumbing that streams bytes (binary diffs, names and pathspecs on
+stdin, `git archive` into tar), often with variables of its own (a scratch index over a work
+tree). A subprocess shows which command ran with which environment; GitPython's `Repo` would keep
+`cat-file` processes alive per repository object, and its command layer strips the last newline
+of every output, a diff's included, unless told not to.
+
+The environment (git_environment) is the same for every call:
+
+- no system configuration, no terminal prompt (a clone that wants a password fails at once), a
+  fixed author and committer;
+- none of the inherited variables that point git at a repository or an index (REPOSITORY_VARS):
+  doit started from a git hook would otherwise work on the project's own repository;
+- discovery stops at the directory git runs in (GIT_CEILING_DIRECTORIES is its parent). The cache
+  and the workspaces may lie inside the project's checkout: a command in a directory that is not
+  (or no longer) a repository of its own fails instead of acting on the project.
+
+Every function names its repository: `git_dir` is a git directory (a bare clone), passed as
+--git-dir; a work tree is the directory git runs in. A command that fails raises GitError with
+git's message, unless failure is one of the function's answers (None, a name left out).
+"""
 
 import os
 import subprocess
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
 
-import git
+# What `git rev-parse --local-env-vars` lists: variables that choose the repository, its index,
+# objects or configuration. Never inherited; only the functions below set them.
+REPOSITORY_VARS = frozenset((
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE", "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX", "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR"))
+OBJECT_TYPES = ("blob", "tree", "commit", "tag")
+# Record and field separators of the log formats below: no commit subject holds them.
+_RECORD, _FIELD = "\x1e", "\x1f"
+
+
+class GitError(RuntimeError):
+    """A git command that failed; `stderr` is git's message."""
+
+    def __init__(self, args, returncode, stderr):
+        self.stderr = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+        super().__init__(f"git {' '.join(map(str, args))} failed (exit code {returncode}): "
+                         f"{self.stderr.strip()}")
 
 
 def isolated_env(extra=None):
+    """The variables every git command gets on top of what it inherits, and `extra`."""
     env = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
            "GIT_AUTHOR_NAME": "nginx-eval", "GIT_AUTHOR_EMAIL": "nginx-eval@localhost",
            "GIT_COMMITTER_NAME": "nginx-eval", "GIT_COMMITTER_EMAIL": "nginx-eval@localhost"}
@@ -16,24 +59,112 @@ def isolated_env(extra=None):
     return env
 
 
-def git_in(path, extra_env=None):
-    """A git.Git bound to `path` (a bare repository or a work tree)."""
-    g = git.Git(str(path))
-    g.update_environment(**isolated_env(extra_env))
-    return g
+def git_environment(cwd=None, extra=None, base=None):
+    """The whole environment of a git command run in `cwd` (default: the current directory):
+    `base` (default: os.environ) without REPOSITORY_VARS, discovery stopped at `cwd`, and
+    isolated_env(extra)."""
+    inherited = os.environ if base is None else base
+    env = {name: value for name, value in inherited.items() if name not in REPOSITORY_VARS}
+    where = os.path.abspath(os.getcwd() if cwd is None else cwd)
+    env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(where)
+    env.update(isolated_env(extra))
+    return env
 
 
-def has_commit(git_dir, sha):
-    try:
-        git_in(git_dir).execute(["git", "cat-file", "-e", f"{sha}^{{commit}}"])
-        return True
-    except git.GitCommandError:
-        return False
+def _git(args, cwd=None, extra_env=None, input=None, check=True):
+    """`git args` run in `cwd` with git_environment: the CompletedProcess, output in bytes.
+    check: GitError when git fails."""
+    args = [str(a) for a in args]
+    feed = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
+    proc = subprocess.run(["git", *args], cwd=cwd, env=git_environment(cwd, extra_env),
+                          capture_output=True, **feed)
+    if check and proc.returncode != 0:
+        raise GitError(args, proc.returncode, proc.stderr)
+    return proc
 
 
-def ceiling_env(path):
-    """Environment in which git run below `path` does not discover an enclosing repository."""
-    return {"GIT_CEILING_DIRECTORIES": os.path.dirname(os.path.abspath(path))}
+def _text(git_dir, *args):
+    """What `git --git-dir=<git_dir> args` prints, as text."""
+    return _git([f"--git-dir={git_dir}", *args]).stdout.decode("utf-8", "replace")
+
+
+# -- objects ---------------------------------------------------------------------------------------
+
+def lookup_objects(git_dir, names):
+    """{name: (type, id)} for each of `names` (any revision: "<commit>:<path>", "<id>^{commit}")
+    that names an object, from one `cat-file --batch-check`; the others are left out."""
+    names = list(names)
+    if not names:
+        return {}
+    out = _git([f"--git-dir={git_dir}", "cat-file", "--batch-check"],
+               input="".join(f"{name}\n" for name in names).encode()).stdout
+    found = {}
+    for name, line in zip(names, out.decode("utf-8", "replace").splitlines()):
+        # "<id> <type> <size>"; otherwise "<name> missing" (or "ambiguous"), the name may hold
+        # spaces.
+        fields = line.split()
+        if len(fields) == 3 and fields[1] in OBJECT_TYPES and fields[2].isdigit():
+            found[name] = (fields[1], fields[0])
+    return found
+
+
+def missing_commits(git_dir, commits):
+    """The ids of `commits` that name no commit in the repository, in one git call."""
+    found = lookup_objects(git_dir, [f"{c}^{{commit}}" for c in commits])
+    return [c for c in commits if f"{c}^{{commit}}" not in found]
+
+
+def missing_files(git_dir, specs):
+    """The "<commit>:<path>" specs that name no file in the repository, in one git call."""
+    found = lookup_objects(git_dir, specs)
+    return [s for s in specs if found.get(s, ("",))[0] != "blob"]
+
+
+def first_parent(git_dir, commit):
+    """The id of the first parent of `commit`, or None (a root commit, or no such commit)."""
+    proc = _git([f"--git-dir={git_dir}", "rev-parse", "--verify", "--quiet", f"{commit}^"],
+                check=False)
+    return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+
+def file_at(git_dir, commit, path):
+    """The bytes of the file `path` at `commit`, or None (no such file, commit or repository)."""
+    proc = _git([f"--git-dir={git_dir}", "cat-file", "blob", f"{commit}:{path}"], check=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+# -- clones and workspaces -------------------------------------------------------------------------
+
+def clone_bare(url, dest):
+    """A bare clone of `url` at `dest`."""
+    dest = os.path.abspath(dest)
+    parent = os.path.dirname(dest)
+    os.makedirs(parent, exist_ok=True)
+    _git(["clone", "--bare", "--quiet", url, dest], cwd=parent)
+
+
+def fetch(git_dir, source, refspecs):
+    """Fetch `refspecs` (commit ids too, where `source` allows it) from `source`."""
+    _git([f"--git-dir={git_dir}", "fetch", "--quiet", source, *refspecs])
+
+
+def set_config(git_dir, name, value):
+    _git([f"--git-dir={git_dir}", "config", name, value])
+
+
+def new_repository_at(path, source, commit, branch, config=None):
+    """Make the empty directory `path` a repository on `branch` at `commit`, fetched from the
+    repository `source`: it holds that commit and its ancestors only, and no tag, FETCH_HEAD or
+    reflog entry says where they came from. config: {name: value} for its .git/config."""
+    def run(*args):
+        _git(args, cwd=path)
+    run("init", "--quiet", "--initial-branch", branch)
+    run("fetch", "--quiet", "--no-tags", source, commit)
+    run("checkout", "--quiet", "-B", branch, commit)
+    for name, value in (config or {}).items():
+        run("config", name, value)
+    (Path(path) / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
+    run("reflog", "expire", "--expire=now", "--all")
 
 
 def extract_tree(git_dir, commit, dest, paths=(), touch=False):
@@ -43,10 +174,196 @@ def extract_tree(git_dir, commit, dest, paths=(), touch=False):
     newer than objects built earlier.
     """
     os.makedirs(dest, exist_ok=True)
-    archive = subprocess.Popen(["git", f"--git-dir={git_dir}", "archive", "--format=tar", commit,
-                                "--", *paths], stdout=subprocess.PIPE)
+    args = [f"--git-dir={git_dir}", "archive", "--format=tar", commit, "--", *paths]
     tar = ["tar", "-x", "-C", str(dest)] + (["--touch"] if touch else [])
-    subprocess.run(tar, stdin=archive.stdout, check=True)
-    archive.stdout.close()
-    if archive.wait() != 0:
-        raise RuntimeError(f"git archive {commit} from {git_dir} failed")
+    with tempfile.TemporaryFile() as errors:
+        archive = subprocess.Popen(["git", *map(str, args)], stdout=subprocess.PIPE,
+                                   stderr=errors, stdin=subprocess.DEVNULL,
+                                   env=git_environment())
+        try:
+            untar = subprocess.run(tar, stdin=archive.stdout)
+        finally:
+            archive.stdout.close()
+            status = archive.wait()
+        # A failed archive fails tar too: git's message says why.
+        if status != 0:
+            errors.seek(0)
+            raise GitError(args, status, errors.read())
+        untar.check_returncode()
+
+
+# -- diffs -----------------------------------------------------------------------------------------
+
+def gold_diff(git_dir, base, fix):
+    """The fix's patch: the diff from `base` to `fix`, binary files included, full blob ids."""
+    return _git([f"--git-dir={git_dir}", "diff", "--binary", "--full-index", base, fix]).stdout
+
+
+class ScratchIndex:
+    """A throw-away index over the directory `work_tree`, filled from a commit of the repository
+    `git_dir` (scratch_index). It compares the directory with the commit without reading the
+    directory's own .git (an agent may have rewritten it) and without changing the repository:
+    new blobs go to a scratch object store whose alternate is the repository's. Paths are bytes,
+    relative to `work_tree`."""
+
+    def __init__(self, git_dir, work_tree, scratch):
+        self.work_tree = str(work_tree)
+        self._env = {"GIT_DIR": str(git_dir), "GIT_WORK_TREE": self.work_tree,
+                     "GIT_INDEX_FILE": os.path.join(scratch, "index"),
+                     "GIT_OBJECT_DIRECTORY": os.path.join(scratch, "objects"),
+                     "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(str(git_dir), "objects")}
+
+    def _run(self, *args, input=None):
+        return _git(args, cwd=self.work_tree, extra_env=self._env, input=input).stdout
+
+    def untracked(self, *pathspecs, standard_excludes=False):
+        """Files of the directory the index does not hold (ignored ones unless
+        standard_excludes: .gitignore, info/exclude)."""
+        out = self._run("ls-files", "-z", "--others",
+                        *(["--exclude-standard"] if standard_excludes else []), "--", *pathspecs)
+        return [p for p in out.split(b"\0") if p]
+
+    def modified(self, *pathspecs):
+        """Files whose content in the directory differs from the index (removed ones too)."""
+        out = self._run("diff", "--name-only", "--no-renames", "-z", "--", *pathspecs)
+        return [p for p in out.split(b"\0") if p]
+
+    def add_tracked(self, *pathspecs):
+        """Take the directory's version of the files the index holds (removals too)."""
+        self._run("add", "-u", "--", *pathspecs)
+
+    def add_new(self, paths):
+        """Add the files `paths` (bytes, taken literally)."""
+        self._run("--literal-pathspecs", "add", "--pathspec-from-file=-", "--pathspec-file-nul",
+                  input=b"\0".join(paths))
+
+    def diff(self, commit):
+        """The patch from `commit` to the index, binary files included, full blob ids."""
+        return self._run("diff", "--cached", "--binary", "--full-index", commit)
+
+
+@contextmanager
+def scratch_index(git_dir, work_tree, commit):
+    """A ScratchIndex holding `commit`, removed on exit; GitError when `commit` cannot be read."""
+    with tempfile.TemporaryDirectory(prefix="nginx-eval-index-") as scratch:
+        os.makedirs(os.path.join(scratch, "objects"))
+        index = ScratchIndex(git_dir, work_tree, scratch)
+        index._run("read-tree", commit)
+        yield index
+
+
+# -- history (scripts/mine_tasks.py) ---------------------------------------------------------------
+
+def _count(text):
+    return int(text) if text.isdigit() else None
+
+
+def commit_numstats(git_dir, since):
+    """The non-merge commits since `since`, newest first: [{"sha", "time" (committer, epoch s),
+    "day" (committer date, YYYY-MM-DD), "subject", "numstat": [(added, removed, path)]}], with
+    None for the lines of a binary file; a renamed file is a deletion and an addition."""
+    out = _text(git_dir, "log", "--no-merges", f"--since={since}", "--numstat", "--no-renames",
+                f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%cs{_FIELD}%s")
+    commits = []
+    for record in out.split(_RECORD)[1:]:
+        head, _, body = record.partition("\n")
+        sha, time, day, subject = head.split(_FIELD, 3)
+        numstat = [(_count(parts[0]), _count(parts[1]), parts[2])
+                   for parts in (line.split("\t") for line in body.splitlines())
+                   if len(parts) == 3]
+        commits.append({"sha": sha, "time": int(time), "day": day, "subject": subject,
+                        "numstat": numstat})
+    return commits
+
+
+def commit_patches(git_dir, since, *pathspecs):
+    """The non-merge commits since `since` that change `pathspecs`, newest first: [(sha, time
+    (committer, epoch s), subject, their patch as text)], 3 lines of context, no renames."""
+    out = _text(git_dir, "log", "--no-merges", f"--since={since}", "-p", "--unified=3",
+                "--no-renames", f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%s", "--", *pathspecs)
+    commits = []
+    for record in out.split(_RECORD)[1:]:
+        head, _, body = record.partition("\n")
+        sha, time, subject = head.split(_FIELD, 2)
+        commits.append((sha, int(time), subject, body))
+    return commits
+
+
+def tag_commits(git_dir):
+    """{tag name: id of the commit it names (an annotated tag's target)}."""
+    out = _text(git_dir, "for-each-ref",
+                "--format=%(refname:short) %(*objectname) %(objectname)", "refs/tags")
+    tags = {}
+    for line in out.splitlines():
+        parts = line.split()
+        tags[parts[0]] = parts[1] if len(parts) == 3 else parts[-1]
+    return tags
+
+
+def tags_merged_into(git_dir, rev, pattern):
+    """The names of the tags matching `pattern` whose commits `rev` contains."""
+    return _text(git_dir, "tag", "--merged", rev, "--list", pattern).split()
+
+
+def non_merge_commits(git_dir, revs):
+    """The ids of the non-merge commits of `git rev-list revs` ("^<rev>" leaves out)."""
+    return _text(git_dir, "rev-list", "--no-merges", *revs).split()
+
+
+# Queries of the build stage (build.py, buildplan.py): through _git, in git_environment(), for
+# their stdin and stdout.
+
+def _query(git_dir, args, stdin=None, text=True, check=False):
+    proc = _git([f"--git-dir={git_dir}", *args], check=check,
+                input=stdin.encode() if isinstance(stdin, str) else stdin)
+    if text:
+        proc.stdout = proc.stdout.decode("utf-8", "replace")
+    return proc
+
+
+def tree_id(git_dir, commit, path):
+    """The id of the tree at `path` in `commit`, or None when it has none."""
+    out = _query(git_dir, ["rev-parse", "--verify", "--quiet", f"{commit}:{path}"])
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def tree_ids(git_dir, commits, path):
+    """{commit: id of the tree at `path` in it} for those of `commits` that have one, from one
+    git call."""
+    try:
+        found = lookup_objects(git_dir, [f"{c}:{path}" for c in commits])
+    except GitError:
+        return {}
+    trees = {c: found.get(f"{c}:{path}", ("", None)) for c in commits}
+    return {c: object_id for c, (kind, object_id) in trees.items() if kind == "tree"}
+
+
+def paths_changed_between(git_dir, pairs):
+    """[the paths that differ between a and b for (a, b) in pairs], from one git call."""
+    out = _query(git_dir, ["diff-tree", "-r", "--name-only", "--always", "--stdin"],
+                 stdin="".join(f"{a} {b}\n" for a, b in pairs)).stdout.splitlines()
+    # For each pair, in order, diff-tree prints the first commit (--always: even when nothing
+    # differs), then the changed paths.
+    result, i = [], 0
+    for line in out:
+        if i < len(pairs) and line == pairs[i][0]:
+            result.append([])
+            i += 1
+        elif result:
+            result[-1].append(line)
+    return result + [[] for _ in range(len(pairs) - len(result))]
+
+
+def changed_files(git_dir, a, b):
+    """[(status letter, path)] of the files that differ between commits a and b, a rename as a
+    deletion and an addition."""
+    out = _query(git_dir, ["diff", "--no-renames", "--name-status", "-z", a, b], text=False,
+                 check=True).stdout.split(b"\0")
+    pairs = [out[i:i + 2] for i in range(0, len(out) - 1, 2)]
+    return [(status.decode(), os.fsdecode(path)) for status, path in pairs]
+
+
+def apply_argv(patch_file):
+    """git apply of a -p1 patch, run in the tree it patches. The build runs it under its time
+    limit and in build_env (toolchain.py), which holds isolated_env()."""
+    return ["git", "apply", "--whitespace=nowarn", "-p1", str(patch_file)]

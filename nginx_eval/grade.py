@@ -35,9 +35,9 @@ Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
      "agent_status": str | null, "build_status": str}
 """
 
-from doit.tools import config_changed
 
-from . import jsonio
+from . import jsonio, stamps
+from .buildplan import build_task_name
 from .tapstream import (Problem, assertion_id, assertion_number, file_problem,  # noqa: F401
                         parse_tap)
 
@@ -137,11 +137,9 @@ def read_texts(tap_dir, records):
     return texts
 
 
-def grade_task(layout, mode_name, task, config, file_dep):
-    inputs = jsonio.inputs_digest(config, file_dep)
+def grade_task(layout, mode_name, task, config, files):
+    inputs = stamps.inputs_digest(config, files)
     out = layout.grade_json(mode_name, task.instance_id)
-    if jsonio.fresh_output(out, inputs):
-        return
     iid = task.instance_id
     build = jsonio.read_json(layout.build_json(mode_name, iid))
     prove = jsonio.read_json(layout.prove_json(mode_name, iid))
@@ -163,16 +161,12 @@ def gen_tasks(ctx):
         iid = task.instance_id
         config = {"f2p": list(task.fail_to_pass), "p2p": list(task.pass_to_pass),
                   "files": list(task.test_files)}
-        file_dep = [str(ctx.layout.build_json(mode.name, iid)),
-                    str(ctx.layout.prove_json(mode.name, iid))]
+        files = [ctx.layout.build_json(mode.name, iid), ctx.layout.prove_json(mode.name, iid)]
+        task_dep = [build_task_name(name), f"prove:{name}"]
         if mode.runs_agent:
-            file_dep.append(str(ctx.layout.agent_json(mode.name, iid)))
-        yield {
-            "basename": "grade",
-            "name": name,
-            "doc": f"verdict for the {mode.name} patch of {iid}",
-            "actions": [(grade_task, [ctx.layout, mode.name, task, config, file_dep])],
-            "file_dep": file_dep,
-            "targets": [str(ctx.layout.grade_json(mode.name, iid))],
-            "uptodate": [config_changed(config)],
-        }
+            files.append(ctx.layout.agent_json(mode.name, iid))
+            task_dep.append(f"agent:{name}")
+        yield stamps.stage_task(
+            basename="grade", name=name, doc=f"verdict for the {mode.name} patch of {iid}",
+            action=grade_task, args=[ctx.layout, mode.name, task], config=config, files=files,
+            targets=[ctx.layout.grade_json(mode.name, iid)], task_dep=task_dep)

@@ -68,31 +68,3 @@ def file_digest(path):
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def fresh_output(path, inputs_digest):
-    """The stage output at `path` if it was made from exactly these inputs, else None.
-
-    Stages write `inputs` into their JSON output. An action that finds its output already made from
-    the same inputs returns at once: the result files, not doit's database, are the truth, so a lost
-    or damaged database (or a kill -9 before doit saved it) never repeats finished work.
-    """
-    data = read_json(path)
-    if isinstance(data, dict) and data.get("inputs") == inputs_digest:
-        return data
-    return None
-
-
-def inputs_digest(config, files=()):
-    """The digest of a stage's inputs: its config slice plus the contents of its input files.
-
-    Computed when the action runs, so it reflects what is on disk then (a missing file counts as
-    absent), and stored in the stage's output for fresh_output().
-    """
-    contents = {}
-    for f in files:
-        try:
-            contents[str(f)] = file_digest(f)
-        except FileNotFoundError:
-            contents[str(f)] = None
-    return digest({"config": config, "files": contents})

@@ -24,14 +24,10 @@ it is empty for the other sources.
 
 import os
 import re
-import subprocess
-import tempfile
 
-from doit.tools import config_changed
-
-from . import jsonio
+from . import jsonio, stamps
 from .errors import UserError, failing_on_user_error
-from .gitcmd import isolated_env
+from .gitcmd import gold_diff, scratch_index
 from .modes import read_predictions
 from .repositories import repo_task
 from .workspace import BUILD_OUTPUTS, HARNESS_FILES
@@ -42,22 +38,14 @@ LEFT_OUT = ([(name, "harness file") for name in HARNESS_FILES]
             + [(name, "build output") for name in BUILD_OUTPUTS])
 
 
-def _git(args, env, cwd=None, check=True, input=None):
-    return subprocess.run(["git", *args], env=env, cwd=cwd, check=check, capture_output=True,
-                          input=input)
-
-
-def _left_out(env, workspace):
+def _left_out(index):
     """The entries of LEFT_OUT under which the workspace differs from the base (the scratch index
     still holds the base's version there), with the number of files."""
     entries = []
     for name, reason in LEFT_OUT:
         spec = f":(top,literal){name}"
         # Ignored files count too: on a base with a .gitignore the record says the same.
-        new = _git(["ls-files", "-z", "--others", "--", spec], env, cwd=workspace).stdout
-        changed = _git(["diff", "--name-only", "--no-renames", "-z", "--", spec],
-                       env, cwd=workspace).stdout
-        files = len([f for f in (new + changed).split(b"\0") if f])
+        files = len(index.untracked(spec)) + len(index.modified(spec))
         if files:
             entries.append({"path": name, "files": files, "reason": reason})
     return entries
@@ -65,25 +53,14 @@ def _left_out(env, workspace):
 
 def workspace_diff(bare, workspace, base):
     """(patch bytes, skipped new files, left-out paths) of `workspace` against `base`, using a
-    scratch index."""
+    scratch index (new blobs go to a scratch store, so the bare clone never grows agent junk)."""
     if not os.path.isdir(workspace):
         os.makedirs(workspace)
-    with tempfile.TemporaryDirectory(prefix="nginx-eval-patch-") as tmp:
-        env = dict(os.environ, **isolated_env({
-            "GIT_DIR": str(bare), "GIT_WORK_TREE": str(workspace),
-            "GIT_INDEX_FILE": os.path.join(tmp, "index"),
-            # New blobs go to a scratch store, so the bare clone never grows agent junk.
-            "GIT_OBJECT_DIRECTORY": os.path.join(tmp, "objects"),
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(str(bare), "objects"),
-        }))
-        os.makedirs(os.path.join(tmp, "objects"))
-        _git(["read-tree", base], env)
+    with scratch_index(bare, workspace, base) as index:
         # Excluded from `add`, a tracked file keeps the base's version in the index: no diff.
         excludes = [f":(exclude,top,literal){name}" for name, _ in LEFT_OUT]
-        others = _git(["ls-files", "-z", "--others", "--exclude-standard", "--", ".", *excludes],
-                      env, cwd=workspace).stdout.split(b"\0")
         skipped, new = [], []
-        for rel in filter(None, others):
+        for rel in index.untracked(".", *excludes, standard_excludes=True):
             path = os.path.join(workspace, os.fsdecode(rel))
             size = os.lstat(path).st_size
             if size > MAX_NEW_FILE_BYTES:
@@ -93,18 +70,11 @@ def workspace_diff(bare, workspace, base):
         # Not one `add -A` with the excludes: it fails ("paths are ignored") when an exclude names
         # a path the base's .gitignore ignores (objs/ on the bases that have one). Tracked files
         # first, then the new files by name.
-        _git(["add", "-u", "--", ".", *excludes], env, cwd=workspace)
+        index.add_tracked(".", *excludes)
         if new:
-            _git(["--literal-pathspecs", "add", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                 env, cwd=workspace, input=b"\0".join(new))
-        left_out = _left_out(env, workspace)
-        diff = _git(["diff", "--cached", "--binary", "--full-index", base], env, cwd=workspace)
-        return diff.stdout, skipped, left_out
-
-
-def gold_diff(bare, base, fix):
-    env = dict(os.environ, **isolated_env({"GIT_DIR": str(bare)}))
-    return _git(["diff", "--binary", "--full-index", base, fix], env).stdout
+            index.add_new(new)
+        left_out = _left_out(index)
+        return index.diff(base), skipped, left_out
 
 
 def _header_path(line):
@@ -265,11 +235,9 @@ def prediction_for(predictions_path, instance_id):
     return row[0].encode("utf-8"), row[1]
 
 
-def write_patch(layout, mode, task, config, file_dep):
-    inputs = jsonio.inputs_digest(config, file_dep)
+def write_patch(layout, mode, task, config, files):
+    inputs = stamps.inputs_digest(config, files)
     out = layout.patch_json(mode.name, task.instance_id)
-    if jsonio.fresh_output(out, inputs) and layout.model_patch(mode.name, task.instance_id).exists():
-        return
     bare = layout.bare_repo(task.repo)
     skipped, left_out, note = [], [], ""
     if mode.kind == "gold":
@@ -313,24 +281,17 @@ def gen_tasks(ctx):
         name = ctx.unit_name(bench, mode, task)
         iid = task.instance_id
         # The test repository's clone too: its checks come before the first build.
-        file_dep, task_dep = [], [repo_task(task.repo), repo_task(task.test_repo)]
+        files, task_dep = [], [repo_task(task.repo), repo_task(task.test_repo)]
         slice_ = {"kind": mode.kind, "base": task.base_commit}
         if mode.runs_agent:
-            file_dep.append(str(ctx.layout.agent_json(mode.name, iid)))
+            files.append(ctx.layout.agent_json(mode.name, iid))
             task_dep.append(f"agent:{name}")
         elif mode.kind == "gold":
             slice_["fix"] = task.fix_commit
         elif mode.kind == "predictions":
-            file_dep.append(mode.predictions)
-        yield {
-            "basename": "patch",
-            "name": name,
-            "doc": f"the {mode.name} patch for {iid}",
-            "actions": [(failing_on_user_error, [write_patch, ctx.layout, mode, task, slice_,
-                                                 file_dep])],
-            "file_dep": file_dep,
-            "task_dep": task_dep,
-            "targets": [str(ctx.layout.model_patch(mode.name, iid)),
-                        str(ctx.layout.patch_json(mode.name, iid))],
-            "uptodate": [config_changed(slice_)],
-        }
+            files.append(mode.predictions)
+        yield stamps.stage_task(
+            basename="patch", name=name, doc=f"the {mode.name} patch for {iid}",
+            action=failing_on_user_error, args=[write_patch, ctx.layout, mode, task],
+            config=slice_, files=files, task_dep=task_dep,
+            targets=[ctx.layout.patch_json(mode.name, iid), ctx.layout.model_patch(mode.name, iid)])

@@ -9,7 +9,7 @@ arrange_listing)::
     workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
     results:<bench>/<mode>               results.jsonl + predictions.jsonl (summary.py)
     report, <bench>:report               results/<run>/report.md (report.py)
-    power                                tasks and repeats a difference needs (report.py)
+    power                                tasks and repeats a difference needs (report_power.py)
     <bench>:<mode>                       what users run: `doit run nginx:raw`
     <bench>                              every mode plus the report: `doit run nginx`
     default                              what a bare `doit` runs: <bench>:gold, <bench>:none,
@@ -36,13 +36,15 @@ from dataclasses import dataclass
 from doit.loader import generate_tasks
 from doit.task import Task
 
-from . import (agent, build, doctor, grade, patch, prove, report, repositories, summary, validate,
-               workspace)
+from . import (agent, build, buildplan, doctor, grade, patch, prove, report, repositories, summary,
+               validate, workspace)
 from .benchmark import load_benchmarks
 from .errors import UserError
 from .layout import Layout
 from .modes import extra_modes, load_modes, unknown_prediction_ids
 from .options import Options, did_you_mean
+from .report_compare import check_compare
+from .report_records import modes_on_disk
 from .runrecord import read_run
 
 STAGES = (repositories, workspace, agent, patch, build, prove, grade, summary, report, validate,
@@ -59,6 +61,9 @@ class Context:
     group: tuple = None         # the modes `doit run <bench>` scores; None: every mode
     options: Options = None     # the command line's variables (options.py)
     benchmark_names: tuple = () # every benchmark in tasks/
+    # The workspace stage asks whether an agent run is finished (its workspace is then not
+    # needed); the agent stage answers, and the earlier stage does not import the later one.
+    agent_finished = staticmethod(agent.agent_finished)
 
     @property
     def all_tasks(self):
@@ -87,17 +92,17 @@ class Context:
         return ((b, m, t) for b, m, t in self.units() if m.runs_agent)
 
     def build_order(self):
-        """ctx.tasks in the order their builds should start (build.interleave_by_build_group);
+        """ctx.tasks in the order their builds should start (buildplan.interleave_by_build_group);
         stages that fan out over tasks list their dependencies in this order, which is the
         order doit starts them."""
         if not hasattr(self, "_build_order"):
-            self._build_order = build.interleave_by_build_group(self.layout, self.tasks)
+            self._build_order = buildplan.interleave_by_build_group(self.layout, self.tasks)
         return self._build_order
 
     def base_build_plan(self):
-        """build.base_build_plan of ctx.tasks, computed once per doit invocation."""
+        """buildplan.base_build_plan of ctx.tasks, computed once per doit invocation."""
         if not hasattr(self, "_base_build_plan"):
-            self._base_build_plan = build.base_build_plan(self.layout, self.tasks)
+            self._base_build_plan = buildplan.base_build_plan(self.layout, self.tasks)
         return self._base_build_plan
 
     def mode_groups(self):
@@ -161,7 +166,7 @@ def check_requested_modes(bench, modes, argv):
 
 def run_modes(layout, record, modes):
     """The modes of the run: configured (`modes`), recorded in run.json, or with results."""
-    return set(modes) | set(record.get("modes") or []) | set(report.modes_on_disk(layout, []))
+    return set(modes) | set(record.get("modes") or []) | set(modes_on_disk(layout, []))
 
 
 def load_context(root=None, argv=None, options=None):
@@ -180,7 +185,7 @@ def load_context(root=None, argv=None, options=None):
     check_requested_modes(bench.name, modes, argv)
     options.check_modes(modes)
     options.check_baseline(run_modes(layout, record, modes))
-    report.check_compare(layout, options.compare)
+    check_compare(layout, options.compare)
     wanted = list(options.modes)
     if wanted:
         modes = {k: v for k, v in modes.items() if k in wanted or k == "file"}

@@ -38,20 +38,20 @@ kept: the next ``doit run`` proves again.
 ``versions`` names the perl that ran the tests and the openssl program they made their
 certificates with, each asked once per process (null: the program did not answer; the whole
 field null: no test ran, the build failed). It is not one of prove's inputs: the report
-(report.py) reads it, so that a report rendered elsewhere names the Perl and OpenSSL of the run.
+(report_records.py) reads it, so that a report rendered elsewhere names the Perl and OpenSSL
+of the run.
 """
 
 import os
 import shutil
 import subprocess
-import tempfile
 from functools import lru_cache
 
-from doit.tools import config_changed
-
-from . import jsonio
-from .build import binary_path, ensure_build, remove_tree, set_write_bits, verify_build
-from .gitcmd import extract_tree, isolated_env
+from . import jsonio, stamps
+from .build import ensure_build
+from .buildplan import build_task_name
+from .buildcache import binary_path, remove_tree, set_write_bits, verify_build
+from .gitcmd import GitError, extract_tree, scratch_index
 from .layout import PACKAGE_DIR
 from .locks import locked
 from .procs import kill_leftovers, run_limited
@@ -68,17 +68,11 @@ GLOBALS_VAR = "NGINX_EVAL_TEST_GLOBALS"
 def tests_tree_changes(bare, commit, tree):
     """The paths in which `tree` differs from `commit` (edited, removed or added files), from
     git with a scratch index: the bare clone's objects are the reference, not a stamp."""
-    with tempfile.TemporaryDirectory(prefix="nginx-eval-tests-") as tmp:
-        env = dict(os.environ, **isolated_env({"GIT_DIR": str(bare), "GIT_WORK_TREE": str(tree),
-                                               "GIT_INDEX_FILE": os.path.join(tmp, "index")}))
-        git = lambda *args: subprocess.run(["git", *args], env=env, cwd=str(tree),
-                                           capture_output=True)
-        if git("read-tree", commit).returncode != 0:
-            return ["<the test commit cannot be read>"]
-        git("update-index", "-q", "--refresh")
-        changed = git("diff-files", "--name-only", "-z").stdout.split(b"\0")
-        added = git("ls-files", "--others", "-z").stdout.split(b"\0")
-    return sorted(os.fsdecode(p) for p in set(changed + added) if p)
+    try:
+        with scratch_index(bare, tree, commit) as index:
+            return sorted(os.fsdecode(p) for p in set(index.modified() + index.untracked()))
+    except GitError:
+        return ["<the test commit cannot be read>"]
 
 
 def _extract(layout, repo, commit):
@@ -93,14 +87,19 @@ def _extract(layout, repo, commit):
     jsonio.write_json(layout.tests_stamp(commit), {"repo": repo, "commit": commit})
 
 
+def tests_tree_present(layout, commit):
+    """doit uptodate of tests:<commit>: the tree and its stamp are there (a tree is never
+    changed in place; verified_tests_tree checks its contents before each prove)."""
+    return bool(jsonio.read_json(layout.tests_stamp(commit))) and layout.tests_tree(commit).is_dir()
+
+
 def extract_tests(layout, repo, commit):
-    tree = layout.tests_tree(commit)
-    if jsonio.read_json(layout.tests_stamp(commit)) and tree.is_dir():
+    if tests_tree_present(layout, commit):
         return
     # Runs of other names share this tree: under the lock, no process replaces a tree another
     # one is proving in, and temporary trees of killed extractions are discarded.
     with locked(layout.lock(f"tests-{commit}")):
-        if jsonio.read_json(layout.tests_stamp(commit)) and tree.is_dir():
+        if tests_tree_present(layout, commit):
             return
         _extract(layout, repo, commit)
 
@@ -272,12 +271,9 @@ def verdict_kept(layout, mode_name, iid):
     return not grade_was_env_error(layout, mode_name, iid)
 
 
-def prove_task(layout, mode_name, task, config, file_dep):
-    inputs = jsonio.inputs_digest(config, file_dep)
+def prove_task(layout, mode_name, task, config, files):
+    inputs = stamps.inputs_digest(config, files)
     out = layout.prove_json(mode_name, task.instance_id)
-    if (jsonio.fresh_output(out, inputs)
-            and not grade_was_env_error(layout, mode_name, task.instance_id)):
-        return
     build = jsonio.read_json(layout.build_json(mode_name, task.instance_id))
     token_file = layout.running_token(mode_name, task.instance_id, "prove")
     kill_leftovers(token_file)          # a test a killed doit left running
@@ -326,7 +322,7 @@ def gen_tasks(ctx):
             "actions": [(extract_tests, [ctx.layout, repo, commit])],
             "targets": [str(ctx.layout.tests_stamp(commit))],
             "task_dep": [repo_task(repo)],
-            "uptodate": [config_changed(commit)],
+            "uptodate": [(tests_tree_present, [ctx.layout, commit])],
         }
     for bench, mode, task in ctx.units():
         name = ctx.unit_name(bench, mode, task)
@@ -335,16 +331,12 @@ def gen_tasks(ctx):
                   "timeout": task.test_timeout, "base": task.base_commit,
                   "environment": environment_inputs(ctx.layout.tests_tree(task.test_commit)),
                   "guard": jsonio.file_digest(OUTPUT_GUARD)}
-        file_dep = [str(ctx.layout.build_json(mode.name, iid))]
-        yield {
-            "basename": "prove",
-            "name": name,
-            "doc": f"prove {' '.join(task.test_files)} for the {mode.name} patch of {iid}",
-            "actions": [(prove_task, [ctx.layout, mode.name, task, config, file_dep])],
-            "file_dep": file_dep,
-            "task_dep": [tests_task_name(task.test_commit)],
-            "targets": [str(ctx.layout.prove_json(mode.name, iid))],
+        yield stamps.stage_task(
+            basename="prove", name=name,
+            doc=f"prove {' '.join(task.test_files)} for the {mode.name} patch of {iid}",
+            action=prove_task, args=[ctx.layout, mode.name, task], config=config,
+            files=[ctx.layout.build_json(mode.name, iid)],
+            task_dep=[tests_task_name(task.test_commit), build_task_name(name)],
+            targets=[ctx.layout.prove_json(mode.name, iid)],
             # An environment error is no verdict to keep: prove again on the next run.
-            "uptodate": [config_changed(config),
-                         (verdict_kept, [ctx.layout, mode.name, iid])],
-        }
+            also_current=[(verdict_kept, [ctx.layout, mode.name, iid])])

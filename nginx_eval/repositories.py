@@ -8,14 +8,10 @@ before any agent starts.
 
 import os
 import shutil
-import subprocess
 
-import git
-from doit.tools import config_changed
-
-from . import jsonio
+from . import jsonio, stamps
 from .errors import UserError, failing_on_user_error
-from .gitcmd import git_in, has_commit, isolated_env
+from .gitcmd import GitError, clone_bare, fetch, missing_commits, missing_files, set_config
 from .layout import repo_url
 from .locks import locked
 
@@ -47,21 +43,10 @@ def _pinned_by(users):
     return tasks, fields
 
 
-def missing_files(git_dir, specs):
-    """The "<commit>:<path>" specs that name no file in the repository, in one git call."""
-    out = subprocess.run(["git", f"--git-dir={git_dir}", "cat-file", "--batch-check"],
-                         input="".join(f"{s}\n" for s in specs), capture_output=True, text=True,
-                         check=True, env=dict(os.environ, **isolated_env()))
-    found = {}
-    for spec, line in zip(specs, out.stdout.splitlines()):
-        found[spec] = line.split()[1:2] == ["blob"]
-    return [s for s in specs if not found.get(s)]
-
-
-def ensure_repo(layout, repo, commits, files=None, source=None):
+def ensure_repo(layout, repo, commits, files=None, source=None, inputs=None):
     """Make the bare clone of `repo` hold `commits` ({sha: [[instance id, field]]}) and `files`
-    ({"<commit>:<path>": [instance ids]}, test files); write its stamp. source: the benchmark
-    file, named in errors."""
+    ({"<commit>:<path>": [instance ids]}, test files); write its stamp (with `inputs`, the
+    stamps.py digest of what was asked). source: the benchmark file, named in errors."""
     path = layout.bare_repo(repo)
     url = repo_url(repo)
     with locked(layout.lock("repo-" + repo.replace("/", "+"))):
@@ -69,21 +54,20 @@ def ensure_repo(layout, repo, commits, files=None, source=None):
             tmp = path.with_name(path.name + f".tmp{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             try:
-                git.Repo.clone_from(url, str(tmp), bare=True, env=isolated_env())
-            except git.GitCommandError as e:
+                clone_bare(url, tmp)
+            except GitError as e:
                 raise UserError(f"cannot clone {url}: {e.stderr.strip()}", field="repo")
             os.replace(tmp, path)
-        g = git_in(path)
         # Workspaces fetch single commits from this clone by hash.
-        g.config("uploadpack.allowAnySHA1InWant", "true")
-        missing = [c for c in commits if not has_commit(path, c)]
+        set_config(path, "uploadpack.allowAnySHA1InWant", "true")
+        missing = missing_commits(path, list(commits))
         if missing:
             try:
-                g.fetch("--quiet", url, *missing)
-            except git.GitCommandError:
+                fetch(path, url, missing)
+            except GitError:
                 # Servers that refuse fetching by hash: bring every ref instead.
-                g.fetch("--quiet", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
-            missing = [c for c in missing if not has_commit(path, c)]
+                fetch(path, url, ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"])
+            missing = missing_commits(path, missing)
         if missing:
             sha = missing[0]
             tasks, fields = _pinned_by(commits[sha])
@@ -95,26 +79,28 @@ def ensure_repo(layout, repo, commits, files=None, source=None):
             raise UserError(f"{name} does not exist in {repo} at test_commit {commit}",
                             file=source, task=", ".join(sorted(set(files[absent[0]]))),
                             field="test_files")
-    jsonio.write_json(layout.repo_stamp(repo), {"repo": repo, "url": url,
+    jsonio.write_json(layout.repo_stamp(repo), {"repo": repo, "url": url, "inputs": inputs,
                                                 "commits": sorted(commits)})
+
+
+def clone_task(layout, repo, commits, files, source, config, input_files):
+    """The doit action of repos:<owner>+<name> (stamps.stage_task)."""
+    ensure_repo(layout, repo, commits, files, source, stamps.inputs_digest(config, input_files))
 
 
 def gen_tasks(ctx):
     files = needed_files(ctx.all_tasks)
     for repo, commits in sorted(needed_commits(ctx.all_tasks).items()):
         repo_files = files.get(repo, {})
-        yield {
-            "basename": "repos",
-            "name": repo.replace("/", "+"),
-            "doc": f"bare clone of {repo} with every pinned commit",
-            "actions": [(failing_on_user_error, [ensure_repo, ctx.layout, repo, commits,
-                                                 repo_files, ctx.benchmark.path])],
-            "targets": [str(ctx.layout.repo_stamp(repo))],
-            "uptodate": [config_changed({"url": repo_url(repo), "commits": sorted(commits),
-                                         "files": sorted(repo_files)}),
-                         (layout_has_repo, [ctx.layout, repo])],
-            "verbosity": 2,
-        }
+        yield stamps.stage_task(
+            basename="repos", name=repo.replace("/", "+"),
+            doc=f"bare clone of {repo} with every pinned commit",
+            action=failing_on_user_error,
+            args=[clone_task, ctx.layout, repo, commits, repo_files, ctx.benchmark.path],
+            config={"url": repo_url(repo), "commits": sorted(commits),
+                    "files": sorted(repo_files)},
+            targets=[ctx.layout.repo_stamp(repo)],
+            also_current=[(layout_has_repo, [ctx.layout, repo])], verbosity=2)
 
 
 def layout_has_repo(layout, repo):

@@ -15,10 +15,12 @@ cold run of the shipped benchmark tens of seconds with the processors idle:
   could not start before. ``finish_chains_first`` explores all selected tasks first.
 
 The set of tasks that runs and every dependency stay as they were; only the choice among tasks
-that are ready changes. The order of the results task's dependencies does the rest
-(summary.start_order).
+that are ready changes. This module only makes doit keep an order; which order is the build
+plan's policy, in buildplan.py: the order builds start in (interleave_by_build_group), the base
+builds' spanning tree (base_build_plan) and the order of the results task's dependencies
+(start_order).
 
-doit offers no hook for this, so it wraps two methods of ``TaskDispatcher`` (doit 0.36). If a
+doit offers no hook for this, so it wraps two methods of ``TaskDispatcher`` (doit 0.37; the pin is checked by tests/test_doit_pin.py). If a
 later doit lacks them, doit's own order stays in place.
 """
 

@@ -23,7 +23,7 @@ A predictions mode has rows only for the tasks its file has a row for (modes.Mod
 predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
 
 Outcome of a task in a mode (first match wins), defined once here for results.jsonl and the
-report (report.py imports it; this module imports nothing of later stages)::
+report (report_records.py imports it; this module imports nothing of later stages)::
 
     resolved             the patch resolves the task (even after an agent timeout or failure)
     env_error            the tests could not say (skipped file, missing module): untrusted
@@ -34,7 +34,7 @@ report (report.py imports it; this module imports nothing of later stages)::
 
 from doit.tools import config_changed
 
-from . import jsonio, prove
+from . import buildplan, jsonio, prove
 
 OUTCOMES = ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
             "timeout", "agent_error", "env_error")
@@ -106,23 +106,11 @@ def write_summary(layout, mode, bench_tasks):
 
 
 def start_order(ctx, bench, mode, ids):
-    """The results task's dependencies, in the order doit should start them.
-
-    doit explores this list breadth first (a task's dependencies after the task) and stops
-    exploring while a task that could run waits for a free worker; a task it has not explored
-    yet cannot start when its dependencies are done. So the tasks that only wait come first:
-    test trees (milliseconds each), grades, proves, patches and the base builds that start from
-    a sibling (they wait for it). The builds come last: through them doit reaches
-    the clean base builds, which can start at once and hold it there. Within a stage, build
-    order. doit adds a task for each file_dep too, but in the order of a set, which changes from
-    one process to the next; listed here, they keep this order.
-    """
+    """The results task's dependencies, in the order doit should start them (the policy is
+    buildplan.start_order's)."""
     units = [ctx.unit_name(bench, mode, t) for t in ctx.build_order() if t.instance_id in ids]
-    waiting_bases = [name for name, task, parent in ctx.base_build_plan()
-                     if parent and task.instance_id in ids]
-    return (prove.tests_task_names(ctx.build_order())
-            + [f"{stage}:{u}" for stage in ("grade", "prove", "patch") for u in units]
-            + waiting_bases + [f"build:{u}" for u in units])
+    return buildplan.start_order(prove.tests_task_names(ctx.build_order()), units,
+                                 ctx.base_build_plan(), ids)
 
 
 def gen_tasks(ctx):

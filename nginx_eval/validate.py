@@ -35,18 +35,17 @@ import time
 import jinja2
 from doit.tools import config_changed
 
-from . import jsonio
-from .build import base_task_name, ensure_build
+from . import jsonio, stamps
+from .build import ensure_build
+from .buildplan import base_task_name
+from .gitcmd import gold_diff
 from .grade import file_problem
 from .layout import SOURCE_ROOT
 from .tapstream import assertion_number, parse_tap
-from .patch import gold_diff
 from .prove import run_prove_files, tests_task_name, verified_tests_tree
 from .repositories import repo_task
 
 VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")
-# Bump when classify() changes: doit then re-derives every verdict from the stored runs.
-CLASSIFIER_VERSION = 2
 TEMPLATE = "validation.md.j2"       # in templates/; edit it and validation.md is rendered again
 
 
@@ -125,15 +124,25 @@ def classify(task, base_runs, fix_runs, fix_built, env_errors):
     }
 
 
-def validate_task(layout, task, repeats, config):
+def reclassified(task, done):
+    """A finished validation.json with its verdict derived again from its runs."""
+    return dict(done, **classify(task, done["runs"]["base"], done["runs"]["fix"],
+                                 done["build"]["fix"]["status"] == "built", done["env_errors"]))
+
+
+def classification_current(layout, task):
+    """doit uptodate (beside stamps.is_current): the verdict is what today's classifier says."""
+    done = jsonio.read_json(layout.validation_dir(task.instance_id) / "validation.json")
+    return isinstance(done, dict) and "runs" in done and reclassified(task, done) == done
+
+
+def validate_task(layout, task, repeats, config, files):
     out = layout.validation_dir(task.instance_id) / "validation.json"
-    inputs = jsonio.inputs_digest(config)
-    done = jsonio.fresh_output(out, inputs)
+    inputs = stamps.inputs_digest(config, files)
+    done = stamps.made_from(out, inputs)
     if done:
-        # The runs are the expensive part; the verdict is always derived again from them.
-        record = dict(done, **classify(task, done["runs"]["base"], done["runs"]["fix"],
-                                       done["build"]["fix"]["status"] == "built",
-                                       done["env_errors"]))
+        # The runs take minutes; the verdict is always derived again from them.
+        record = reclassified(task, done)
         if record != done:
             jsonio.write_json(out, record)
         return
@@ -196,16 +205,14 @@ def gen_tasks(ctx):
         name = f"{ctx.benchmark.name}/{task.instance_id}"
         config = {"task": task.to_json(), "repeats": repeats}
         names.append(f"validate:{name}")
-        yield {
-            "basename": "validate",
-            "name": name,
-            "doc": f"build base and fix of {task.instance_id}, run its tests {repeats}× each",
-            "actions": [(validate_task, [ctx.layout, task, repeats, config])],
-            "task_dep": [repo_task(task.repo), tests_task_name(task.test_commit),
-                         base_task_name(task)],
-            "targets": [str(ctx.layout.validation_dir(task.instance_id) / "validation.json")],
-            "uptodate": [config_changed(dict(config, classifier=CLASSIFIER_VERSION))],
-        }
+        yield stamps.stage_task(
+            basename="validate", name=name,
+            doc=f"build base and fix of {task.instance_id}, run its tests {repeats}× each",
+            action=validate_task, args=[ctx.layout, task, repeats], config=config,
+            task_dep=[repo_task(task.repo), tests_task_name(task.test_commit),
+                      base_task_name(task)],
+            targets=[ctx.layout.validation_dir(task.instance_id) / "validation.json"],
+            also_current=[(classification_current, [ctx.layout, task])])
     yield {
         "basename": "validation",
         "name": ctx.benchmark.name,

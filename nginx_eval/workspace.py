@@ -10,10 +10,8 @@ import os
 import shutil
 import stat
 
-from doit.tools import config_changed
-
-from . import cleaning, jsonio
-from .gitcmd import git_in
+from . import cleaning, jsonio, stamps
+from .gitcmd import new_repository_at
 from .repositories import repo_task
 
 ISSUE_FILE = ".issue.md"
@@ -52,15 +50,8 @@ def create_workspace(layout, mode, task):
     ws = layout.workspace(mode, task.instance_id)
     remove_tree(ws)
     ws.mkdir(parents=True)
-    g = git_in(ws)
-    g.init("--quiet", "--initial-branch", BRANCH)
-    g.fetch("--quiet", "--no-tags", str(layout.bare_repo(task.repo)), task.base_commit)
-    g.checkout("--quiet", "-B", BRANCH, task.base_commit)
-    g.config("user.name", "agent")
-    g.config("user.email", "agent@localhost")
-    # FETCH_HEAD names where the commit came from; the reflog says nothing beyond the base anyway.
-    (ws / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
-    g.reflog("expire", "--expire=now", "--all")
+    new_repository_at(ws, layout.bare_repo(task.repo), task.base_commit, BRANCH,
+                      config={"user.name": "agent", "user.email": "agent@localhost"})
     with open(ws / ".git" / "info" / "exclude", "a") as f:
         # The agent's own `git status` then shows only its work, as on a base with a .gitignore.
         f.write("".join(f"/{name}\n" for name in HARNESS_FILES + BUILD_OUTPUTS))
@@ -79,7 +70,7 @@ def mark_agent_started(layout, mode, task):
 
 def ensure_fresh_workspace(layout, mode, task):
     """Before an agent run: a workspace no earlier agent has touched."""
-    stamp = jsonio.fresh_output(layout.workspace_stamp(mode, task.instance_id),
+    stamp = stamps.made_from(layout.workspace_stamp(mode, task.instance_id),
                                 workspace_inputs(task))
     if not stamp or stamp.get("agent_started") or not layout.workspace(mode, task.instance_id).is_dir():
         create_workspace(layout, mode, task)
@@ -87,33 +78,23 @@ def ensure_fresh_workspace(layout, mode, task):
 
 def workspace_current(layout, mode, task):
     """An up-to-date workspace exists (its stamp matches the task, its directory is there)."""
-    return bool(jsonio.fresh_output(layout.workspace_stamp(mode, task.instance_id),
+    return bool(stamps.made_from(layout.workspace_stamp(mode, task.instance_id),
                                     workspace_inputs(task))
                 and layout.workspace(mode, task.instance_id).is_dir())
 
 
-def agent_finished(layout, mode, task, agent_task_name):
-    """The agent run of (mode, task) is finished for its current inputs (its agent.json matches
-    them, as cli.agents_to_run decides) and not forgotten: it will not run again, so it needs no
-    workspace (`doit clean` removed it; patch.write_patch keeps the patch taken from it)."""
-    from .agent import agent_inputs, rendered_prompts      # agent.py imports this module
-    from .doitdb import forgotten
-    if forgotten(layout, agent_task_name):
-        return False
-    inputs = agent_inputs(mode, task, rendered_prompts(layout.templates_dir, mode, task))
-    return bool(jsonio.fresh_output(layout.agent_json(mode.name, task.instance_id), inputs))
-
-
-def workspace_up_to_date(layout, mode, task, agent_task_name):
-    """doit's uptodate of a workspace task: a current workspace, or none needed."""
+def workspace_up_to_date(layout, mode, task, agent_finished, agent_task_name):
+    """doit's uptodate of a workspace task: a current workspace, or none needed because the agent
+    run is finished for its current inputs (`agent_finished`, agent.agent_finished: this stage
+    comes before the agent's and does not import it)."""
     return (workspace_current(layout, mode.name, task)
             or agent_finished(layout, mode, task, agent_task_name))
 
 
-def prepare_workspace(layout, mode, task, agent_task_name):
+def prepare_workspace(layout, mode, task, agent_finished, agent_task_name):
     """The doit action: create the workspace unless an up-to-date one exists or its agent run
     is finished (also when doit's database is lost)."""
-    if not workspace_up_to_date(layout, mode, task, agent_task_name):
+    if not workspace_up_to_date(layout, mode, task, agent_finished, agent_task_name):
         create_workspace(layout, mode.name, task)
 
 
@@ -135,12 +116,12 @@ def gen_tasks(ctx):
             "basename": "workspace",
             "name": ctx.unit_name(bench, mode, task),
             "doc": f"fresh repository at {task.base_commit[:12]} for {task.instance_id}",
-            "actions": [(prepare_workspace, [ctx.layout, mode, task, agent_name])],
+            "actions": [(prepare_workspace, [ctx.layout, mode, task, ctx.agent_finished, agent_name])],
             # No target: a missing stamp would make doit run the task, and a finished agent
             # run needs no workspace (after `doit clean`, 62 MiB each); uptodate decides.
             # Both clones: their checks (commits, test files) come before any agent starts.
             "task_dep": [repo_task(task.repo), repo_task(task.test_repo)],
-            "uptodate": [config_changed(workspace_inputs(task)),
-                         (workspace_up_to_date, [ctx.layout, mode, task, agent_name])],
+            "uptodate": [(workspace_up_to_date,
+                          [ctx.layout, mode, task, ctx.agent_finished, agent_name])],
             "clean": [(remove_workspace, [ctx.layout, mode.name, task])],
         }

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from nginx_eval import build as build_stage  # noqa: E402
 from nginx_eval.benchmark import load_benchmark  # noqa: E402
-from nginx_eval.gitcmd import extract_tree  # noqa: E402
+from nginx_eval.gitcmd import changed_files, extract_tree, file_at, gold_diff  # noqa: E402
 from nginx_eval.layout import Layout  # noqa: E402
 from nginx_eval.prove import extract_tests, run_prove_files  # noqa: E402
 
@@ -91,11 +91,9 @@ class Bench:
         """A patch that changes real code (not a comment: ccache would hit) in one .c file the
         gold fix touches: a plausible but wrong candidate."""
         bare = self.layout.bare_repo(task.repo)
-        files = subprocess.run(["git", f"--git-dir={bare}", "diff", "--name-only", task.base_commit,
-                                task.fix_commit], capture_output=True, text=True, check=True)
-        path = next(f for f in files.stdout.split() if f.endswith(".c"))
-        old = subprocess.run(["git", f"--git-dir={bare}", "show", f"{task.base_commit}:{path}"],
-                             capture_output=True, text=True, check=True).stdout
+        path = next(f for status, f in changed_files(bare, task.base_commit, task.fix_commit)
+                    if status == "M" and f.endswith(".c"))
+        old = file_at(bare, task.base_commit, path).decode()
         ident = "ngx_eval_" + "".join(c if c.isalnum() else "_" for c in marker)
         added = f'static const char {ident}[] __attribute__((used)) = "{marker}";\n'
         count = old.count("\n")
@@ -169,8 +167,7 @@ class Bench:
         clean_builds, start = [], time.monotonic()
         for t in self.tasks:
             bare = self.layout.bare_repo(t.repo)
-            gold = subprocess.run(["git", f"--git-dir={bare}", "diff", "--binary", t.base_commit,
-                                   t.fix_commit], capture_output=True, check=True).stdout
+            gold = gold_diff(bare, t.base_commit, t.fix_commit)
             extract_tests(self.layout, t.test_repo, t.test_commit)
             for label, patch in (("gold", gold), ("none", b""), ("candidate", rows[t.instance_id])):
                 tree = self.work / "naive" / "tree"

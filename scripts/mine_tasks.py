@@ -41,10 +41,9 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-import git  # GitPython
-
 # The nginx_eval next to this script, whichever one is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from nginx_eval import gitcmd  # noqa: E402
 from nginx_eval.testsuite import configure_flags_for, requirements_in_order  # noqa: E402
 
 VERSION_RE = re.compile(r"has_version\(\s*'(\d+\.\d+\.\d+)'\s*\)")
@@ -149,34 +148,14 @@ def subject_area(subject):
     return SUBJECT_AREA.get(head, "")
 
 
-class History:
-    """Git commands against one git directory (a bare mirror need not have a config file, so
-    GitPython's Repo() cannot always open it; GIT_DIR works for any layout)."""
-
-    def __init__(self, path):
-        self.g = git.Git()
-        self.g.update_environment(GIT_DIR=str(path))
-
-
-def nginx_commits(h, since):
+def nginx_commits(git_dir, since):
     """[{sha, date, day, subject, files, add, rem}] for non-merge commits since `since` (day:
     the committer date, YYYY-MM-DD, a task's fix_date)."""
-    out = h.g.log("--no-merges", f"--since={since}", "--format=\x1e%H\x1f%ct\x1f%cs\x1f%s",
-                  "--numstat", "--no-renames")
-    commits = []
-    for rec in out.split("\x1e")[1:]:
-        head, _, body = rec.partition("\n")
-        sha, ct, day, subject = head.split("\x1f", 3)
-        files, add, rem = [], 0, 0
-        for line in body.splitlines():
-            parts = line.split("\t")
-            if len(parts) == 3:
-                files.append(parts[2])
-                add += int(parts[0]) if parts[0].isdigit() else 0
-                rem += int(parts[1]) if parts[1].isdigit() else 0
-        commits.append({"sha": sha, "date": int(ct), "day": day, "subject": subject,
-                        "files": files, "add": add, "rem": rem})
-    return commits
+    return [{"sha": c["sha"], "date": c["time"], "day": c["day"], "subject": c["subject"],
+             "files": [path for _, _, path in c["numstat"]],
+             "add": sum(added or 0 for added, _, _ in c["numstat"]),
+             "rem": sum(removed or 0 for _, removed, _ in c["numstat"])}
+            for c in gitcmd.commit_numstats(git_dir, since)]
 
 
 def is_code_commit(c):
@@ -191,50 +170,45 @@ def is_code_commit(c):
     return True
 
 
-def release_tags(h):
+def release_tags(git_dir):
+    """{"X.Y.Z": the commit of tag release-X.Y.Z}."""
     tags = {}
-    for line in h.g.for_each_ref("--format=%(refname:short) %(*objectname) %(objectname)",
-                                 "refs/tags").splitlines():
-        parts = line.split()
-        m = RELEASE_RE.match(parts[0])
+    for name, commit in gitcmd.tag_commits(git_dir).items():
+        m = RELEASE_RE.match(name)
         if m:
-            tags[".".join(m.groups())] = parts[1] if len(parts) == 3 and parts[1] else parts[-1]
+            tags[".".join(m.groups())] = commit
     return tags
 
 
-def version_window(h, tags, version, cache):
+def version_window(git_dir, tags, version, cache):
     """Set of nginx commit shas expected to contain the fix for `version`."""
     if version in cache:
         return cache[version]
     shas = set()
     try:
         if version in tags:
-            merged = [t[len("release-"):] for t in h.g.tag("--merged", f"release-{version}",
-                                                             "--list", "release-*").split()]
+            merged = [t[len("release-"):] for t in gitcmd.tags_merged_into(
+                git_dir, f"release-{version}", "release-*")]
             older = sorted((v for v in merged if RELEASE_RE.match("release-" + v)
                             and vkey(v) < vkey(version)), key=vkey)
             rng = [f"release-{version}"] + ([f"^release-{older[-1]}"] if older else [])
         else:
-            reach = [t[len("release-"):] for t in h.g.tag("--merged", "HEAD", "--list",
-                                                          "release-*").split()]
+            reach = [t[len("release-"):] for t in gitcmd.tags_merged_into(git_dir, "HEAD",
+                                                                           "release-*")]
             older = sorted((v for v in reach if vkey(v) < vkey(version)), key=vkey)
             rng = ["HEAD"] + ([f"^release-{older[-1]}"] if older else [])
-        shas = set(h.g.rev_list("--no-merges", *rng).split())
-    except git.GitCommandError:
+        shas = set(gitcmd.non_merge_commits(git_dir, rng))
+    except gitcmd.GitError:
         shas = set()
     cache[version] = shas
     return shas
 
 
-def test_signals(h, since):
+def test_signals(git_dir, since):
     """Scan nginx-tests commits. Returns a list of signals:
     {kind, commit, date, subject, files: {file: set(versions)}, text, tickets}"""
-    out = h.g.log(f"--since={since}", "--no-merges", "--format=\x1e%H\x1f%ct\x1f%s",
-                  "-p", "--unified=3", "--no-renames", "--", "*.t")
     signals = []
-    for rec in out.split("\x1e")[1:]:
-        head, _, body = rec.partition("\n")
-        sha, ct, subject = head.split("\x1f", 2)
+    for sha, ct, subject, body in gitcmd.commit_patches(git_dir, since, "*.t"):
         files, texts, current, guarded = set(), [], None, defaultdict(set)
         added_files = set()
         refs = set()
@@ -266,7 +240,7 @@ def test_signals(h, since):
             continue
         tickets = set(TICKET_RE.findall(subject))
         refs.update(HASH_RE.findall(subject))
-        base = {"commit": sha, "date": int(ct), "subject": subject, "tickets": tickets,
+        base = {"commit": sha, "date": ct, "subject": subject, "tickets": tickets,
                 "text": " ".join(texts), "refs": refs}
         if guarded:
             versions = set().union(*guarded.values())
@@ -351,17 +325,16 @@ def pick_files(files, c):
     return [f for f in ranked if rel(f) == top][:2]
 
 
-def needs_of(h, commit, files):
+def needs_of(git_dir, commit, files):
     """(configure flags, Perl modules) the test files need at `commit`, as the doctor reads them
     (nginx_eval/testsuite.py): the flags that build every module their has() calls name, the
     non-core modules they load or call."""
     names, perl = [], []
     for f in files:
-        try:
-            text = h.g.show(f"{commit}:{f}")
-        except git.GitCommandError:
+        data = gitcmd.file_at(git_dir, commit, f)
+        if data is None:
             continue
-        req = requirements_in_order(text)
+        req = requirements_in_order(data.decode(errors="replace"))
         names += req["nginx_modules"]
         perl += req["perl_modules"]
     return configure_flags_for(dict.fromkeys(names)), list(dict.fromkeys(perl))
@@ -382,7 +355,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     t0 = time.time()
 
-    ng, ts = History(args.nginx), History(args.tests)
+    ng, ts = args.nginx, args.tests
     since_ts = datetime.fromisoformat(args.since).replace(tzinfo=timezone.utc).timestamp()
     early = datetime.fromtimestamp(since_ts - 200 * 86400, timezone.utc).strftime("%Y-%m-%d")
     commits = [c for c in nginx_commits(ng, early) if is_code_commit(c)]
@@ -435,9 +408,8 @@ def main(argv=None):
     stubs, rows = [], []
     for p in ranked:
         c, sig = p["_commit"], p["_sig"]
-        try:
-            base = ng.g.rev_parse(f"{c['sha']}^")
-        except git.GitCommandError:
+        base = gitcmd.first_parent(ng, c["sha"])
+        if base is None:
             continue
         files = pick_files(sig["files"], c)
         flags, perl = needs_of(ts, sig["commit"], files)

@@ -1,4 +1,5 @@
-"""build.py on its own: ensure_build with the fixture's C program, real git, cc and make, no doit.
+"""The build stage on its own (build.py and the modules it runs): ensure_build with the fixture's C
+program, real git, cc and make, no doit.
 
 Timestamps (a header-only patch, a sibling base, a tree dated in the future), the verdict of a
 failure (compile_failed only when the base builds; the environment's failures are env_error and
@@ -9,13 +10,13 @@ import os
 import stat
 import subprocess
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 import fixture_repos
-from nginx_eval import build, jsonio
+from nginx_eval import build, buildcache, buildmtimes, buildsteps, jsonio
+from nginx_eval.toolchain import compiler_identity
 from nginx_eval.layout import Layout
 
 # calc.h with every atoi() call of nginx.c multiplied by 10: a header change that still compiles
@@ -60,7 +61,7 @@ class Repo:
         return self.layout.build_dir(record["key"]) / "tree"
 
     def run(self, record, *args):
-        return subprocess.run([str(build.binary_path(self.layout, record["key"])), *args],
+        return subprocess.run([str(buildcache.binary_path(self.layout, record["key"])), *args],
                               capture_output=True, text=True, check=True).stdout.strip()
 
     def log(self, record):
@@ -123,7 +124,7 @@ def future_tree(repo, record, seconds=3600):
         for name in dirnames + filenames:
             os.utime(os.path.join(dirpath, name), (later, later), follow_symlinks=False)
     # The quick check of the binary (its stat) no longer holds; its digest does.
-    assert build.verify_build(repo.layout, record) is None
+    assert buildcache.verify_build(repo.layout, record) is None
 
 
 def test_objects_dated_in_the_future_do_not_hide_the_patch(repo):
@@ -141,9 +142,9 @@ def test_a_make_that_did_not_rebuild_falls_back_to_a_clean_build(repo, monkeypat
     repo.build("c_later")
     # The first make (the incremental one) says "up to date" whatever the stamps: the proof
     # after it must notice, and a clean build decide.
-    makes, real = [], build._make
-    monkeypatch.setattr(build, "_make", lambda *a: 0 if not makes.append(a) and len(makes) == 1
-                        else real(*a))
+    makes, real = [], buildsteps._make
+    monkeypatch.setattr(buildsteps, "_make",
+                        lambda *a: 0 if not makes.append(a) and len(makes) == 1 else real(*a))
     rec = repo.build("c_later", repo.patch(repo.commits["c_later"],
                                            {"src/core/calc.c": calc_c("a + b + 1000")}))
     assert rec["status"] == "built" and rec["kind"] == "clean" and len(makes) == 2
@@ -164,16 +165,16 @@ def test_unproven_uses_the_compilers_dependency_files(tmp_path):
     for f in files:
         os.utime(tree / f, (old, old))
     os.utime(tree / "src/core/a.h", (new, new))
-    assert build._unproven(tree, ["src/core/a.h"]) == \
+    assert buildmtimes.unproven(tree, ["src/core/a.h"]) == \
         "objs/src/core/a.o is not newer than the changed src/core/a.h"
     os.utime(tree / "objs/src/core/a.o", (new + 1, new + 1))
-    assert build._unproven(tree, ["src/core/a.h"]) == \
+    assert buildmtimes.unproven(tree, ["src/core/a.h"]) == \
         "objs/nginx is not newer than the changed src/core/a.h"
     os.utime(tree / "objs/nginx", (new + 1, new + 1))
-    assert build._unproven(tree, ["src/core/a.h", "README"]) is None
+    assert buildmtimes.unproven(tree, ["src/core/a.h", "README"]) is None
     # No compile reads a header of another platform: nothing to prove.
     os.utime(tree / "src/os/win32/w.h", (new + 5, new + 5))
-    assert build._unproven(tree, ["src/os/win32/w.h"]) is None
+    assert buildmtimes.unproven(tree, ["src/os/win32/w.h"]) is None
 
 
 # -- failures: the patch's verdict or the environment's fault -------------------------------------
@@ -190,7 +191,7 @@ def tool_dir(tmp_path, tools):
 
 def test_missing_make_is_an_env_error_that_is_tried_again(repo, tmp_path, monkeypatch):
     path = os.environ["PATH"]
-    build.compiler_identity()           # cached for the process, as in doit
+    compiler_identity()                 # cached for the process, as in doit
     monkeypatch.setenv("PATH", str(tool_dir(tmp_path, ["cc", "git", "tar", "cp", "sh"])))
     patch = repo.patch(repo.commits["c_later"], {"src/core/calc.c": calc_c("a + b + 1")})
     failed = [repo.build("c_later"), repo.build("c_later", patch)]
@@ -209,31 +210,31 @@ def test_missing_make_is_an_env_error_that_is_tried_again(repo, tmp_path, monkey
     result = jsonio.read_json(repo.layout.build_json("m", "t"))
     assert result["status"] == "env_error" and result["reason"] == "make is not on PATH"
     assert "make is not on PATH" in repo.layout.build_log("m", "t").read_text()
-    assert not build.result_build_ok(repo.layout, "m", "t")
+    assert not buildcache.result_build_ok(repo.layout, "m", "t")
     # Once make is back, the same build succeeds, in ensure_build and in the doit task.
     monkeypatch.setenv("PATH", path)
     build.build_task(repo.layout, "m", task, config, file_dep)
     result = jsonio.read_json(repo.layout.build_json("m", "t"))
-    assert result["status"] == "built" and build.result_build_ok(repo.layout, "m", "t")
+    assert result["status"] == "built" and buildcache.result_build_ok(repo.layout, "m", "t")
     rec = repo.build("c_later", patch)
     assert rec["status"] == "built" and repo.run(rec, "add", "2", "3") == "6"
     assert build.base_build_published(repo.layout, task)
     # A successful build leaves no failure record behind, and an old env_error record stays
     # stale although its build is published now.
     assert not repo.layout.failed_build_json(rec["key"]).exists()
-    assert not any(build.build_is_published(repo.layout, r) for r in failed)
+    assert not any(buildcache.build_is_published(repo.layout, r) for r in failed)
 
 
 def test_base_that_does_not_build_makes_every_candidate_an_env_error(repo, monkeypatch):
     clean_builds = []
-    real = build._build_clean
-    monkeypatch.setattr(build, "_build_clean",
+    real = buildsteps.build_clean
+    monkeypatch.setattr(buildsteps, "build_clean",
                         lambda *a: clean_builds.append(a[3]) or real(*a))
     broken = repo.commits["c_broken"]
     rec = repo.build("c_broken", repo.patch(broken, {"README": "changed\n"}))
     assert rec["status"] == "env_error" and "the base build" in rec["reason"]
     assert "the base commit does not build (make exited with 2" in rec["reason"]
-    base_key = build.build_key(broken, [], build.EMPTY_PATCH_SHA, build.compiler_identity())
+    base_key = buildcache.BuildSpec(broken, ()).key
     for key in (rec["key"], base_key):
         assert not repo.layout.build_dir(key).exists()
     # The candidate's log, for its results, holds the base's.
@@ -285,7 +286,7 @@ exec /usr/bin/cc "$@"
 
 def test_failure_on_a_full_disk_is_an_env_error(repo, monkeypatch):
     repo.build("c_later")
-    monkeypatch.setattr(build, "_free_bytes", lambda path: 1 << 20)
+    monkeypatch.setattr(buildsteps, "_free_bytes", lambda path: 1 << 20)
     rec = repo.build("c_later", repo.patch(repo.commits["c_later"],
                                            {"src/core/calc.c": BROKEN_C}))
     assert rec["status"] == "env_error" and rec["reason"].startswith("only 1 MiB free in ")
@@ -296,17 +297,17 @@ def test_failure_on_a_full_disk_is_an_env_error(repo, monkeypatch):
 
 def test_published_tree_is_read_only_with_the_binarys_digest(repo):
     rec = repo.build("c_later")
-    binary = build.binary_path(repo.layout, rec["key"])
+    binary = buildcache.binary_path(repo.layout, rec["key"])
     assert rec["binary_sha256"] == jsonio.file_digest(binary)
     for dirpath, dirnames, filenames in os.walk(repo.tree(rec)):
         for name in [dirpath] + [os.path.join(dirpath, f) for f in filenames]:
             assert not os.lstat(name).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), name
-    build.remove_build(repo.layout, rec["key"])
+    buildcache.remove_build(repo.layout, rec["key"])
     assert not repo.layout.build_dir(rec["key"]).exists()
 
 
 def tamper(repo, record):
-    binary = build.binary_path(repo.layout, record["key"])
+    binary = buildcache.binary_path(repo.layout, record["key"])
     binary.chmod(0o755)                  # root could write to it anyway
     with open(binary, "ab") as f:
         f.write(b"\0")
@@ -314,19 +315,19 @@ def tamper(repo, record):
 
 def test_tampered_binary_is_detected_and_its_base_rebuilt_clean(repo):
     base = repo.build("c_later")
-    assert build.verify_build(repo.layout, base) is None
+    assert buildcache.verify_build(repo.layout, base) is None
     tamper(repo, base)
-    assert "changed after it was published" in build.verify_build(repo.layout, base)
+    assert "changed after it was published" in buildcache.verify_build(repo.layout, base)
     task = SimpleNamespace(base_commit=repo.commits["c_later"], configure_flags=[])
     assert not build.base_build_published(repo.layout, task)
-    assert not build.build_is_published(repo.layout, base)
+    assert not buildcache.build_is_published(repo.layout, base)
     # The next build that starts from it builds it again first, clean.
     rec = repo.build("c_later", repo.patch(repo.commits["c_later"],
                                            {"src/core/calc.c": calc_c("a + b + 1")}))
     assert rec["status"] == "built" and rec["kind"] == "incremental"
     assert repo.run(rec, "add", "2", "3") == "6"
     rebuilt = repo.build("c_later")
-    assert rebuilt["kind"] == "clean" and build.verify_build(repo.layout, rebuilt) is None
+    assert rebuilt["kind"] == "clean" and buildcache.verify_build(repo.layout, rebuilt) is None
     assert f"published build {base['key']} is not intact" in repo.log(rebuilt)
     assert repo.run(rebuilt, "add", "2", "3") == "5"
 
@@ -339,4 +340,4 @@ def test_tampered_sibling_is_rebuilt_clean_before_a_base_starts_from_it(repo):
     assert f"build {first['key']} is not intact" in repo.log(second)
     assert "rebuilding it clean" in repo.log(second)
     rebuilt = repo.build("c_later")
-    assert rebuilt["kind"] == "clean" and build.verify_build(repo.layout, rebuilt) is None
+    assert rebuilt["kind"] == "clean" and buildcache.verify_build(repo.layout, rebuilt) is None

@@ -1,8 +1,8 @@
 """The doctor: the setup list, the report on an injected machine, and `doit run doctor`.
 (What a test file needs, and the package tables: test_testsuite.py.)"""
 
-import subprocess
-import sys
+import os
+import shutil
 import textwrap
 
 import fixture_repos
@@ -148,10 +148,28 @@ def test_report_missing_test_file_and_unread_repository():
             "repos` (with the same run=/instances=) first (tasks t-1, t-2)") in text
 
 
-def test_system_probe_asks_perl_once():
+def test_system_probe_asks_perl_once(tmp_path, monkeypatch):
+    """One perl run answers every module not asked before; a module asked again costs none.
+    Counted by a `perl` first on PATH that notes each run and hands over to the real one."""
+    runs_file = tmp_path / "perl-runs"
+    wrapper = tmp_path / "bin" / "perl"
+    wrapper.parent.mkdir()
+    real_perl = shutil.which("perl")
+    wrapper.write_text(f'#!/bin/sh\necho run >> "{runs_file}"\nexec "{real_perl}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+
+    def runs():
+        return len(runs_file.read_text().splitlines()) if runs_file.exists() else 0
+
     probe = doctor.SystemProbe()
     assert probe.perl_modules(["POSIX", "No::Such::Module"]) == {"POSIX"}
+    assert runs() == 1
     assert probe.perl_modules(["POSIX"]) == {"POSIX"}
+    assert probe.perl_modules(["No::Such::Module", "POSIX"]) == {"POSIX"}
+    assert runs() == 1
+    assert probe.perl_modules(["POSIX", "File::Spec"]) == {"POSIX", "File::Spec"}
+    assert runs() == 2                      # File::Spec alone was asked
     assert probe.which("sh") and not probe.which("no-such-tool-here")
 
 
@@ -166,10 +184,7 @@ def test_doit_doctor_passes_on_fixture(project):
     project.doit("run", "repos")
     proc, _ = project.doit("run", "doctor")
     assert "is not cloned" not in proc.stdout and "doctor: all good" in proc.stdout
-    # The same from `python -m`.
-    out = subprocess.run([sys.executable, "-m", "nginx_eval.doctor"], env=project.env,
-                         capture_output=True, text=True)
-    assert out.returncode == 0 and "doctor: checking 2 task(s)" in out.stdout
+    assert "doctor: checking 2 task(s)" in proc.stdout
 
 
 def test_doit_doctor_fails_on_missing_perl_module(project):
@@ -196,7 +211,6 @@ def test_doit_doctor_fails_on_missing_perl_module(project):
         in proc.stdout
     install = [l for l in proc.stdout.splitlines() if l.startswith("To install everything")]
     assert "libno-such-module-perl libother-missing-module-perl" in install[0]
-    out = subprocess.run([sys.executable, "-m", "nginx_eval.doctor", "instances=tiny-mul"],
-                         env=project.env, capture_output=True, text=True)
-    assert out.returncode == 1 and "No::Such::Module" not in out.stdout
+    out, _ = project.doit("run", "doctor", "instances=tiny-mul", check=False)
+    assert out.returncode != 0 and "No::Such::Module" not in out.stdout
     assert "Other::Missing::Module" in out.stdout

@@ -1,5 +1,5 @@
 """Unit tests of patch.py on small real git repositories: what an agent's workspace diff leaves
-out, and which paths a patch touches as `git apply -p1` reads it."""
+out, which paths a patch touches as `git apply -p1` reads it, and a patch's statistics."""
 
 import json
 import os
@@ -250,3 +250,24 @@ def test_touched_paths_take_no_hunk_line_for_a_header():
     # Malformed names from elsewhere give what can be read, never an exception.
     assert "x" in touched_paths(b'diff --git "a/x\\1y b/x\n--- "a/x\\1\n+++ b/x\n')
     assert touched_paths(b'diff --git "a/\\1" "b/\\1"\n') == ["\x01"]
+
+
+# -- patch_stats --------------------------------------------------------------------------------
+
+def test_patch_stats():
+    patch = (b"diff --git a/src/x.c b/src/x.c\n--- a/src/x.c\n+++ b/src/x.c\n@@ -1 +1,2 @@\n"
+             b"-old\n+new\n+more\n")
+    assert patch_stats(patch) == {"files": ["src/x.c"], "lines_added": 2, "lines_removed": 1,
+                                  "binary": False}
+
+
+def test_patch_stats_read_plain_unified_diffs_too():
+    """Predictions made elsewhere often lack `diff --git` headers; their files still count (and a
+    plain diff touching auto/ still means a clean build)."""
+    plain = (b"--- a/src/core/x.c\t2024-01-01\n+++ b/src/core/x.c\n@@ -1 +1,2 @@\n a\n+b\n"
+             b"--- a/auto/options\n+++ /dev/null\n@@ -1 +0,0 @@\n-z\n")
+    stats = patch_stats(plain)
+    assert stats["files"] == ["src/core/x.c", "auto/options"]
+    assert (stats["lines_added"], stats["lines_removed"]) == (1, 1)
+    git = (b"diff --git a/q.c b/q.c\nindex 1..2 100644\n--- a/q.c\n+++ b/q.c\n@@ -1 +1 @@\n-a\n+b\n")
+    assert patch_stats(git)["files"] == ["q.c"]

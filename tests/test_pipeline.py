@@ -97,12 +97,17 @@ def test_forget_reruns_an_agent_but_a_lost_database_does_not(project):
     project.doit("forget", "agent:tiny/fake/tiny-add")
     project.doit("run", "tiny:fake")
     assert sorted(project.agent_calls()) == ["tiny-add", "tiny-add", "tiny-mul"]
-    # The database is a cache: without it every task runs, but agents are not paid for twice.
+    # The database is a cache: without it nothing runs again, since every task's freshness is
+    # read from its own output (stamps.py); agents above all are not paid for twice.
     for f in (project.cache / "doit").glob("default.db*"):
         if f.is_dir():
             continue
         f.unlink()
     _, executed = project.doit("run", "tiny:fake")
+    assert stage(executed, "agent") == [] and stage(executed, "grade") == []
+    assert sorted(project.agent_calls()) == ["tiny-add", "tiny-add", "tiny-mul"]
+    # Not even when doit is told to run everything: the agent's action checks agent.json again.
+    _, executed = project.doit("run", "-a", "tiny:fake")
     assert stage(executed, "agent") == ["agent:tiny/fake/tiny-add", "agent:tiny/fake/tiny-mul"]
     assert sorted(project.agent_calls()) == ["tiny-add", "tiny-add", "tiny-mul"]
 

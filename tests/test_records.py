@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import SOURCE_ROOT, section, table_row
 
-from nginx_eval import report, summary
+from nginx_eval import report_records, summary
 from nginx_eval.errors import UserError
 from nginx_eval.modes import load_modes, parse_modes
 
@@ -111,7 +111,7 @@ def test_failed_and_timed_out_agents_are_said_once_and_agent_errors_everywhere(p
     assert all(path.exists() for path in logs.values())
 
     # results.jsonl, report.json and report.md: the same outcome, from one function.
-    assert report.outcome is summary.outcome
+    assert report_records.outcome is summary.outcome
     r = rows(project, "fake")
     assert r["tiny-add"]["outcome"] == "agent_error" and r["tiny-add"]["status"] == "unresolved"
     assert r["tiny-add"]["agent_error"] == "phase solve: exit code 3"

@@ -1,9 +1,6 @@
 """Agents cannot see the answer: not in the workspace, and with the sandbox on, nowhere at all."""
 
-import json
 import os
-import shutil
-import subprocess
 import textwrap
 import time
 

@@ -1,5 +1,11 @@
 """doit's choice among ready tasks: with scheduling.finish_chains_first, a task whose dependency
-has just finished starts before tasks that were queued earlier (scheduling.py says why)."""
+has just finished starts before tasks that were queued earlier (scheduling.py says why).
+
+Real doit runs the tasks on two workers, and no task's length is left to the clock: each task
+writes its name to a log when it starts and finishes only once a given number of tasks have
+started (FINISH_AFTER). So exactly one worker is free whenever doit picks a task (after the first
+two), every pick is logged before the next task finishes, and the log is the order doit chose.
+"""
 
 import subprocess
 import sys
@@ -13,22 +19,42 @@ DODO = textwrap.dedent("""
         from nginx_eval import scheduling
         scheduling.finish_chains_first()
 
-    def work(name, seconds):
+    LOG = os.environ["ORDER_LOG"]
+    TASKS = 5       # tasks with an action: short, after_short, long1, long2, long3
+    # short ends first, once both workers have started; long1 once short's worker has started
+    # its next task. A task started later ends once the task after it has started (the last
+    # when every task has): then one worker at a time is free, and doit's pick is logged
+    # before the next one.
+    FINISH_AFTER = {"short": 2, "long1": 3}
+    # Only if doit's order were broken enough that no task can start: finish anyway, and the
+    # test's comparison of orders tells what happened.
+    GIVE_UP_SECONDS = 60
+
+    def started():
+        with open(LOG) as f:
+            return f.read().split()
+
+    def work(name):
         def action():
-            with open(os.environ["ORDER_LOG"], "a") as f:
-                f.write(name + "\\n")
-            time.sleep(seconds)
+            fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            os.write(fd, (name + "\\n").encode())
+            os.close(fd)
+            position = started().index(name) + 1
+            wanted = FINISH_AFTER.get(name, min(position + 1, TASKS))
+            deadline = time.monotonic() + GIVE_UP_SECONDS
+            while len(started()) < wanted and time.monotonic() < deadline:
+                time.sleep(0.005)
         return action
 
     def task_short():
-        return {"actions": [work("short", 0.1)]}
+        return {"actions": [work("short")]}
 
     def task_after_short():
-        return {"actions": [work("after_short", 0)], "task_dep": ["short"]}
+        return {"actions": [work("after_short")], "task_dep": ["short"]}
 
     def task_long():
         for name in ("long1", "long2", "long3"):
-            yield {"name": name, "actions": [work(name, 0.8)]}
+            yield {"name": name, "actions": [work(name)]}
 
     def task_all():
         return {"actions": None,

@@ -4,6 +4,7 @@ configure flags, the package tables, and the task miner reading files the same w
 import importlib.util
 import textwrap
 
+import fixture_repos
 from conftest import SOURCE_ROOT
 from nginx_eval import testsuite
 from nginx_eval.testsuite import (configure_flags_for, daemon_package, flag_for_module,
@@ -249,25 +250,19 @@ def _mine_tasks():
     return module
 
 
-class _Show:
-    """A History stand-in: `git show <commit>:<file>` answers from a dict."""
-
-    def __init__(self, files):
-        self.g = self
-        self.files = files
-
-    def show(self, spec):
-        return self.files[spec.split(":", 1)[1]]
-
-
-def test_miner_reads_test_files_as_the_doctor_does():
+def test_miner_reads_test_files_as_the_doctor_does(tmp_path):
     mine = _mine_tasks()
     # No tables of its own: the knowledge is testsuite's.
     for name in ("MODULE_FLAGS", "CORE_PERL", "REQUIRE_RE", "HAS_RE"):
         assert not hasattr(mine, name), name
     assert mine.requirements_in_order is testsuite.requirements_in_order
-    flags, perl = mine.needs_of(_Show({"fastcgi_x.t": FASTCGI, "stream_x.t": STREAM_SSL}), "c",
-                                ["stream_x.t", "fastcgi_x.t"])
+    tests_repo = tmp_path / "tests"
+    fixture_repos.git(tmp_path, "init", "-q", str(tests_repo))
+    fixture_repos.write(tests_repo / "fastcgi_x.t", FASTCGI)
+    fixture_repos.write(tests_repo / "stream_x.t", STREAM_SSL)
+    commit = fixture_repos.commit(tests_repo, "two tests")
+    flags, perl = mine.needs_of(tests_repo / ".git", commit,
+                                ["stream_x.t", "fastcgi_x.t", "not_there.t"])
     assert flags == ["--with-stream", "--with-stream_ssl_module", "--with-http_ssl_module",
                      "--with-http_v3_module"]
     assert perl == ["IO::Socket::SSL", "Net::SSLeay", "Crypt::Misc", "FCGI"]

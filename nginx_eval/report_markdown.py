@@ -1,0 +1,54 @@
+"""report.md and compare-<OTHER>.md from their data: the Jinja environment over ``templates/``
+and the filters the templates format numbers with (counts, percentages, dollars, intervals,
+percentage points, p-values). A missing value shows as "—" everywhere.
+"""
+
+import math
+
+import jinja2
+
+from . import stats
+
+TEMPLATE = "report.md.j2"
+COMPARE_TEMPLATE = "report-compare.md.j2"
+
+
+def _fmt(value, unit="", digits=1):
+    if value is None:
+        return "—"
+    if isinstance(value, float) and math.isnan(value):
+        return "—"
+    return f"{value:,.{digits}f}{unit}" if isinstance(value, float) else f"{value:,}{unit}"
+
+
+def _ci_pct(interval, digits=1):
+    """[low, high] of a rate, in percent."""
+    if not interval:
+        return "—"
+    return f"[{100 * interval[0]:.{digits}f}, {100 * interval[1]:.{digits}f}]"
+
+
+def _ci_usd(interval):
+    if not interval:
+        return "—"
+    low, high = interval
+    return (f"[${low:,.2f}, " if low is not None else "[—, ") + \
+        (f"${high:,.2f}]" if high is not None else "unbounded]")
+
+
+def render(data, templates_dir, template=TEMPLATE):
+    """The markdown of `template` (in templates_dir) filled with `data`."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _fmt
+    env.filters["pct"] = lambda v: "—" if v is None else f"{100 * v:.1f}%"
+    env.filters["usd"] = lambda v, d=2: "—" if v is None else f"${v:,.{d}f}"
+    env.filters["cellsafe"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    env.filters["ci"] = _ci_pct
+    env.filters["ci_usd"] = _ci_usd
+    env.filters["pp"] = lambda v, d=1, sign=True: stats.fmt_pp(v, d, sign)
+    env.filters["ci_pp"] = lambda ci, d=1: ("—" if not ci else
+                                            f"[{stats.fmt_pp(ci[0], d)}, {stats.fmt_pp(ci[1], d)}]")
+    env.filters["p"] = stats.fmt_p
+    return env.get_template(template).render(**data)

@@ -1,0 +1,69 @@
+"""When a stage's work is done: the one freshness protocol of every stage, declared here.
+
+A unit stage (workspace, agent, patch, build, prove, grade, validate) writes one JSON output that
+records ``inputs``: the digest of the stage's config (the JSON-able slice that matters: commits,
+flags, the command line, the patch's hash) and of the contents of its input files. The task is up
+to date when its output was made from exactly the inputs on disk now, and that check is the task's
+doit ``uptodate`` (``stage_task``). So doit's database holds nothing the verdicts rely on: lose it,
+kill -9 doit before it saves, and nothing that finished runs again. The order between stages is
+``task_dep`` on the task that makes an input file, not ``file_dep``, whose check lives in the
+database.
+
+Where a rerun costs money or minutes, the action checks once more before it works (``made_from``),
+so that neither ``doit run -a`` nor a stale database pays twice: the agent (its agent.json) and the
+build (its content-addressed cache). ``doit forget agent:...`` is the way to run a finished agent
+again (doitdb.py keeps the request).
+
+Tasks whose output cannot carry the digest and costs milliseconds to make (results.jsonl,
+validation.md) keep doit's own ``file_dep`` check: losing the database redoes them, which is
+harmless. The report carries its digest in report.json (report.report_is_fresh).
+"""
+
+from . import jsonio
+from .jsonio import file_digest
+
+
+def inputs_digest(config, files=()):
+    """The digest of a stage's inputs: its config slice plus the contents of its input files
+    (a missing file counts as absent). Computed from what is on disk when it is called."""
+    contents = {}
+    for f in files:
+        try:
+            contents[str(f)] = file_digest(f)
+        except FileNotFoundError:
+            contents[str(f)] = None
+    return jsonio.digest({"config": config, "files": contents})
+
+
+def made_from(path, inputs):
+    """The stage output at `path` if it was made from exactly these inputs, else None."""
+    data = jsonio.read_json(path)
+    if isinstance(data, dict) and data.get("inputs") == inputs:
+        return data
+    return None
+
+
+def is_current(output, config, files):
+    """doit uptodate: `output` was made from `config` and the input files as they are now."""
+    return made_from(output, inputs_digest(config, files)) is not None
+
+
+def stage_task(*, basename, name, doc, action, args, config, files=(), targets, task_dep=(),
+               also_current=(), **extra):
+    """The doit task of one unit of a stage.
+
+    ``action(*args, config, files)`` does the work and writes ``targets[0]``, a JSON file with
+    ``"inputs": inputs_digest(config, files)``. ``task_dep`` names the tasks that make the input
+    files (and anything else that must come first). ``also_current`` adds uptodate checks the
+    output alone cannot answer (a prove whose grade blamed the environment runs again).
+    """
+    files = [str(f) for f in files]
+    return dict({
+        "basename": basename,
+        "name": name,
+        "doc": doc,
+        "actions": [(action, [*args, config, files])],
+        "task_dep": list(task_dep),
+        "targets": [str(t) for t in targets],
+        "uptodate": [(is_current, [str(targets[0]), config, files]), *also_current],
+    }, **extra)

@@ -1,0 +1,66 @@
+"""Task-file validation (benchmark.py): a good file loads; each mistake names the file, the task
+and the field."""
+
+import copy
+import json
+
+import pytest
+
+from nginx_eval.benchmark import load_benchmark
+from nginx_eval.errors import UserError
+
+GOOD = {
+    "instance_id": "x-1", "repo": "nginx/nginx", "test_repo": "nginx/nginx-tests",
+    "base_commit": "a" * 40, "fix_commit": "b" * 40, "test_commit": "c" * 40,
+    "test_files": ["h2.t"], "configure_flags": ["--with-http_v2_module"],
+    "fail_to_pass": ["h2.t:3 body"], "pass_to_pass": ["h2.t:1 first", "h2.t:2"],
+    "problem_statement": "requests hang",
+}
+
+
+def write(tmp_path, tasks, name="bench"):
+    p = tmp_path / f"{name}.json"
+    p.write_text(json.dumps({"tasks": tasks}) if not isinstance(tasks, str) else tasks)
+    return p
+
+
+def error_of(tmp_path, tasks):
+    with pytest.raises(UserError) as e:
+        load_benchmark(write(tmp_path, tasks))
+    return str(e.value)
+
+
+def test_good_file_loads(tmp_path):
+    bench = load_benchmark(write(tmp_path, [GOOD]))
+    assert bench.name == "bench" and bench.tasks[0].test_files == ("h2.t",)
+    assert len(bench.digest) == 64
+
+
+@pytest.mark.parametrize("field,value,expect", [
+    ("base_commit", "HEAD", "full 40-hex"),
+    ("fix_commit", "abc1234", "full 40-hex"),
+    ("test_commit", "main", "full 40-hex"),
+    ("test_files", [], "must not be empty"),
+    ("test_files", ["../x.t"], "relative path"),
+    ("fail_to_pass", [], "must not be empty"),
+    ("fail_to_pass", ["other.t:1"], "names no file"),
+    ("pass_to_pass", ["h2.t:3 body"], "also listed"),
+    ("pass_to_pass", ["h2.t:1 first", "h2.t:1 first"], "duplicate"),
+    ("configure_flags", "--with-x", "must be a list"),
+    ("repo", "nginx", "owner/name"),
+    ("problem_statement", " ", "must not be empty"),
+])
+def test_bad_fields_name_file_task_and_field(tmp_path, field, value, expect):
+    task = dict(GOOD, **{field: value})
+    message = error_of(tmp_path, [task])
+    assert "bench.json" in message and "task x-1" in message and f"field {field}" in message
+    assert expect in message
+
+
+def test_missing_field_duplicate_id_and_malformed_json(tmp_path):
+    task = dict(GOOD)
+    del task["test_files"]
+    assert "field test_files: is missing" in error_of(tmp_path, [task])
+    assert "duplicate instance_id" in error_of(tmp_path, [GOOD, copy.deepcopy(GOOD)])
+    assert "malformed JSON at line 1" in error_of(tmp_path, '{"tasks": [')
+    assert "unknown field(s) colour" in error_of(tmp_path, [dict(GOOD, colour="red")])

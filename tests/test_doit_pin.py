@@ -1,0 +1,51 @@
+"""doit is pinned because nginx-eval reaches into its internals; these tests fail first when a
+doit outside the pin is installed, or when an internal we wrap changed its shape."""
+
+import inspect
+import re
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+from doit import cmd_clean, control, dependency, runner
+from packaging.specifiers import SpecifierSet
+
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def doit_pin():
+    deps = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    (spec,) = [d for d in deps if re.match(r"doit\b", d)]
+    return SpecifierSet(spec[len("doit"):])
+
+
+def test_pin_is_an_upper_and_lower_bound_and_holds_the_installed_doit():
+    pin = doit_pin()
+    assert any(s.operator in ("<", "<=", "==", "~=") for s in pin), f"doit is not pinned above: {pin}"
+    assert version("doit") in pin
+
+
+def params(function):
+    return list(inspect.signature(function).parameters)
+
+
+def test_the_dispatcher_methods_scheduling_wraps():
+    # scheduling.finish_chains_first wraps these two and reads `ready` and `_gen_node`.
+    assert params(control.TaskDispatcher._update_waiting) == ["self", "processed"]
+    assert params(control.TaskDispatcher._get_next_node) == ["self", "ready", "tasks_to_run"]
+    assert params(control.TaskDispatcher._gen_node) == ["self", "parent", "task_name"]
+    assert "self.ready" in inspect.getsource(control.TaskDispatcher)
+
+
+def test_the_database_internals_doitdb_uses(tmp_path):
+    # DurableDB passes module_name (0.37's backend plugin call), sets pragmas and commits a
+    # forget through _conn, and names its marker after `name`.
+    assert "module_name" in params(dependency.SqliteDB.__init__)
+    db = dependency.SqliteDB(str(tmp_path / "db"), dependency.JSONCodec())
+    assert {"_conn", "name"} <= set(vars(db))
+    assert params(dependency.SqliteDB.remove) == ["self", "task_id"]
+
+
+def test_the_clean_and_runner_methods_cleaning_and_cli_wrap():
+    assert params(cmd_clean.Clean.clean_tasks) == ["self", "tasks", "dryrun", "cleanforget"]
+    assert params(runner.Runner.execute_task) == ["self", "task"]

@@ -136,7 +136,9 @@ def _check_str_list(value, path, iid, name, *, nonempty=False, unique=False):
             raise UserError(f"duplicate entries {dups[:3]}", file=path, task=iid, field=name)
 
 
-def parse_task(raw, path, index):
+def _check_fields(raw, path, index):
+    """Check that `raw` is an object with every required field, each of its type, and no unknown
+    field; return its instance_id. Until the id is known good, errors name the task by position."""
     where = f"#{index}"
     if not isinstance(raw, dict):
         raise UserError("must be a JSON object", file=path, task=where)
@@ -158,6 +160,12 @@ def parse_task(raw, path, index):
         raise UserError(f"unknown field(s) {', '.join(sorted(unknown))}", file=path, task=where)
     if not INSTANCE_ID.match(iid):
         raise UserError("must match [A-Za-z0-9_.-]+", file=path, task=where, field="instance_id")
+    return iid
+
+
+def _check_repos_and_commits(raw, path, iid):
+    """Repositories are owner/name; commits are full hashes (a branch or HEAD would move), and
+    the fix is not the base."""
     for name in ("repo", "test_repo"):
         if not REPO.match(raw[name]):
             raise UserError(f"must be owner/name, got {raw[name]!r}", file=path, task=iid, field=name)
@@ -167,6 +175,11 @@ def parse_task(raw, path, index):
                             file=path, task=iid, field=name)
     if raw["base_commit"] == raw["fix_commit"]:
         raise UserError("equals base_commit", file=path, task=iid, field="fix_commit")
+
+
+def _check_tests(raw, path, iid):
+    """The test files are relative .t paths; every assertion id names one of them, and none is
+    both fail_to_pass and pass_to_pass (it cannot both fail and pass without the fix)."""
     _check_str_list(raw["test_files"], path, iid, "test_files", nonempty=True, unique=True)
     for f in raw["test_files"]:
         if f.startswith("/") or ".." in f.split("/") or not f.endswith(".t"):
@@ -185,6 +198,10 @@ def parse_task(raw, path, index):
             if ident.split(":", 1)[0] not in files:
                 raise UserError(f"{ident!r} names no file in test_files", file=path, task=iid,
                                 field=name)
+
+
+def _check_optional_values(raw, path, iid):
+    """The problem statement says something; the optional fields hold sensible values."""
     if not raw["problem_statement"].strip():
         raise UserError("must not be empty", file=path, task=iid, field="problem_statement")
     _check_str_list(raw.get("perl_modules", []), path, iid, "perl_modules")
@@ -192,17 +209,26 @@ def parse_task(raw, path, index):
     if fix_date and not is_date(fix_date):
         raise UserError(f"must be a date YYYY-MM-DD, got {fix_date!r}", file=path, task=iid,
                         field="fix_date")
-    timeout = raw.get("test_timeout", DEFAULT_TEST_TIMEOUT)
-    if timeout <= 0:
+    if raw.get("test_timeout", DEFAULT_TEST_TIMEOUT) <= 0:
         raise UserError("must be positive", file=path, task=iid, field="test_timeout")
+
+
+def parse_task(raw, path, index):
+    """The Task of entry `index` of a benchmark file; its first mistake raises UserError naming
+    the file, the task and the field."""
+    iid = _check_fields(raw, path, index)
+    _check_repos_and_commits(raw, path, iid)
+    _check_tests(raw, path, iid)
+    _check_optional_values(raw, path, iid)
     return Task(
         instance_id=iid, repo=raw["repo"], test_repo=raw["test_repo"],
         base_commit=raw["base_commit"], fix_commit=raw["fix_commit"],
         test_commit=raw["test_commit"], test_files=tuple(raw["test_files"]),
         configure_flags=tuple(raw["configure_flags"]), fail_to_pass=tuple(raw["fail_to_pass"]),
         pass_to_pass=tuple(raw["pass_to_pass"]), problem_statement=raw["problem_statement"],
-        perl_modules=tuple(raw.get("perl_modules", ())), test_timeout=timeout,
-        area=raw.get("area", ""), fix_date=fix_date, gold_size=raw.get("gold_size", {}),
+        perl_modules=tuple(raw.get("perl_modules", ())),
+        test_timeout=raw.get("test_timeout", DEFAULT_TEST_TIMEOUT), area=raw.get("area", ""),
+        fix_date=raw.get("fix_date", ""), gold_size=raw.get("gold_size", {}),
     )
 
 

@@ -23,29 +23,29 @@ repository; with neither, the doctor checks everything else and its verdict is "
 ``doit run <bench>:gold``). Without the nginx clone, whether a base predates PCRE2 (and needs
 old PCRE) is not checked either.
 
-Output: OK lines collapsed per kind; one ``MISSING <what> (needed by <who>) -> apt-get install <pkg>``
-line per missing thing; ``TASK ERROR`` lines; warnings; one ``apt-get install ...`` line
-with every missing package; and last the verdict: ``doctor: all good``, ``doctor: N problem(s)``,
-and ``not checked: ...`` when a clone was missing. A package the doctor asks for that scripts/debian-packages.txt does not
-list is a warning, so the setup script stays the full set. Any MISSING or TASK ERROR fails (the doit
-action returns False, so doit exits non-zero).
+Output (doctor_report.py): OK lines collapsed per kind; one ``MISSING <what> (needed by <who>) ->
+apt-get install <pkg>`` line per missing thing; ``TASK ERROR`` lines; warnings; one ``apt-get
+install ...`` line with every missing package; and last the verdict: ``doctor: all good``,
+``doctor: N problem(s)``, and ``not checked: ...`` when a clone was missing. A package the doctor
+asks for that scripts/debian-packages.txt does not list is a warning, so the setup script stays
+the full set. Any MISSING or TASK ERROR fails (the doit action returns False, so doit exits
+non-zero).
 
 What a test file needs and which package provides it (the tables, the reading of ``use``,
 ``require``, ``has`` and ``has_daemon``) is testsuite.py, shared with scripts/mine_tasks.py; this
-module asks the machine (SystemProbe, TestSource), compares and renders.
+module asks the machine (SystemProbe, TestSource) and compares; doctor_report.py renders.
 """
 
 import glob
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 
 from doit.exceptions import TaskFailed
 
+from .doctor_report import NOT_CHECKED, Finding, render
 from .gitcmd import file_at
 from .layout import SOURCE_ROOT
-from .repositories import repo_task
 from .testsuite import (DAEMON_FILES, DEFAULT_MODULES, LIBRARIES, daemon_package, flag_for_module,
                         libraries_for_flags, module_enabled, perl_package, requirements_of_test)
 
@@ -124,20 +124,6 @@ class TestSource:
 
 
 # -- diagnosis -----------------------------------------------------------------------------------
-
-NOT_CHECKED = "not checked"      # kind of a warning about something the doctor could not check
-
-
-@dataclass
-class Finding:
-    level: str          # "ok", "warn", "missing", "error"
-    kind: str           # "tool", "library", "perl module", "daemon", "configure", "tests",
-                        # NOT_CHECKED (what: the repository that is not cloned)
-    what: str
-    who: tuple = ()     # task ids / "task (file)"
-    package: str = ""
-    note: str = ""
-
 
 class _Needs:
     """kind -> key -> (who set, package, description) collected over the tasks."""
@@ -296,79 +282,6 @@ def listed_packages(path=PACKAGES_FILE):
     except OSError:
         return None
     return {line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()}
-
-
-def _who(who, limit=4):
-    who = list(who)
-    text = ", ".join(who[:limit])
-    return text + (f" and {len(who) - limit} more" if len(who) > limit else "")
-
-
-def verdict(findings, bench=None):
-    """The last line: "all good" only when everything was checked and nothing is wrong."""
-    problems = [f for f in findings if f.level in ("missing", "error")]
-    parts = [f"{len(problems)} problem(s)"] if problems else []
-    repos = sorted({f.what for f in findings if f.kind == NOT_CHECKED})
-    if repos:
-        clone = f"`doit run {' '.join(repo_task(r) for r in repos)}`"
-        if bench:
-            clone += f" or `doit run {bench}:gold`"
-        parts.append(f"not checked: {', '.join(repos)} not cloned (see WARN above); run {clone} "
-                     "(with the same run=/instances=), then the doctor again")
-    return "doctor: " + ("; ".join(parts) or "all good")
-
-
-def render(findings, ntasks=None, bench=None):
-    """(report text, ok): OK lines collapsed per kind, one line per problem, the install line,
-    the verdict. ok: nothing is missing or wrong (what was not checked does not count)."""
-    lines = [f"doctor: checking {ntasks} task(s)"] if ntasks is not None else []
-    lines += _ok_lines(findings)
-    packages = []
-    for f in findings:
-        line = _problem_line(f)
-        if line:
-            lines.append(line)
-        if f.level == "missing":
-            packages.append(f.package)
-    problems = [f for f in findings if f.level in ("missing", "error")]
-    packages = list(dict.fromkeys(packages))
-    if packages:
-        lines.append("To install everything missing: apt-get install " + " ".join(packages))
-    lines.append(verdict(findings, bench))
-    return "\n".join(lines), not problems
-
-
-def _ok_lines(findings):
-    """One OK line per kind, naming everything of that kind that was found."""
-    ok_by_kind, lines = {}, []
-    for f in findings:
-        if f.level == "ok":
-            ok_by_kind.setdefault(f.kind, []).append(f.what)
-    for kind in ("tool", "library", "perl module", "daemon", "configure"):
-        if kind in ok_by_kind:
-            names = list(dict.fromkeys(ok_by_kind[kind]))
-            label = {"configure": "has() modules enabled by configure_flags",
-                     "library": "libraries"}.get(kind, kind + "s")
-            lines.append(f"OK      {label}: {', '.join(names)}")
-    return lines
-
-
-def _problem_line(f):
-    """The MISSING, TASK ERROR or WARN line of a finding (None for an OK one)."""
-    needed = f" (needed by {_who(f.who)})" if f.who else ""
-    if f.level == "missing":
-        note = f"; {f.note}" if f.note else ""
-        return f"MISSING {f.kind} {f.what}{needed} -> apt-get install {f.package}{note}"
-    if f.level == "error":
-        return (f"TASK ERROR {f.note}" if f.kind == "configure" else
-                f"TASK ERROR {_who(f.who)}: {f.what} {f.note}")
-    if f.level == "warn":
-        if f.kind == "tool":
-            return f"WARN    tool {f.what} not found ({f.note}) -> apt-get install {f.package}"
-        if f.kind == "setup":
-            return f"WARN    package {f.what} (needed by {_who(f.who)}) is {f.note}"
-        return f"WARN    {f.note} (tasks {_who(f.who)})"
-    return None
 
 
 def check(layout, tasks, probe=None, out=None, bench=None):

@@ -253,6 +253,8 @@ def scratch_index(git_dir, work_tree, commit):
 
 
 # -- history (scripts/mine_tasks.py) ---------------------------------------------------------------
+# Only the task miner asks these. They stay here all the same: every git command is in this module,
+# in its one environment.
 
 def _count(text):
     return int(text) if text.isdigit() else None

@@ -2,7 +2,8 @@
 
 Each command starts in a new session (its own process group) and carries a unique token in its
 environment. At the limit the group gets SIGTERM, then SIGKILL; then every process that still carries
-the token (children that escaped with setsid, daemons started by an agent) is killed too.
+the token (children that escaped with setsid, daemons started by an agent) is killed too
+(proctree.py finds and stops them; this module decides which commands, and when).
 
 When doit itself is killed (kill -9, a lost machine session), nobody is left to do that. So a caller
 can name a token file: the token is written there while the command runs, and the next run of the
@@ -36,8 +37,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-TOKEN_VAR = "NGINX_EVAL_PROC_TOKEN"
-GRACE_SECONDS = 3
+from .proctree import (GRACE_SECONDS, TOKEN_VAR, kill_command, pids_with_token, stop_children_first,
+                       stop_commands)
 
 
 @dataclass
@@ -70,100 +71,6 @@ THREAD_GRACE_SECONDS = 5
 def interrupted():
     """Whether this process is stopping on SIGINT or SIGTERM (stop_on_signals)."""
     return _stop["stopping"]
-
-
-def _pids_with_token(token):
-    needle = f"{TOKEN_VAR}={token}".encode()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
-
-
-def _live_processes(tokens):
-    """({token: [pids of live processes carrying it]}, {pgids of live processes}) from one
-    look at /proc; zombies do not count (they are dead, only not reaped yet)."""
-    needles = {f"{TOKEN_VAR}={t}".encode(): t for t in tokens}
-    carriers, groups = {t: [] for t in tokens}, set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if fields[0] == b"Z":
-                continue
-            groups.add(int(fields[2]))
-            if needles:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    for item in f.read().split(b"\0"):
-                        if item in needles:
-                            carriers[needles[item]].append(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue
-    return carriers, groups
-
-
-def _stop_commands(commands, grace=GRACE_SECONDS):
-    """What _kill_all does at the time limit, for many commands at once and without their Popen
-    objects: SIGTERM to each command's process group and to every process carrying its token,
-    up to `grace` seconds for all of them to end, then SIGKILL. commands: {token: pgid or None}."""
-    if not commands:
-        return
-    deadline = time.monotonic() + grace
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        carriers, groups = _live_processes(commands)
-        for token, pgid in commands.items():
-            if pgid and pgid in groups:
-                try:
-                    os.killpg(pgid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            for pid in carriers[token]:
-                try:
-                    os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        while sig == signal.SIGTERM and time.monotonic() < deadline:
-            carriers, groups = _live_processes(commands)
-            if not any(carriers.values()) and not any(g in groups for g in commands.values()):
-                return
-            time.sleep(0.05)
-
-
-def _kill_all(proc, token):
-    pgid = proc.pid
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            pass
-        for pid in _pids_with_token(token):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        if sig == signal.SIGTERM:
-            deadline = time.monotonic() + GRACE_SECONDS
-            # poll() reaps the leader: a zombie leader keeps its group alive for killpg.
-            while time.monotonic() < deadline and (proc.poll() is None or _group_alive(pgid)
-                                                   or _pids_with_token(token)):
-                time.sleep(0.05)
-
-
-def _group_alive(pgid):
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 def _write_token_file(path, token, pgid=None):
@@ -199,28 +106,12 @@ def kill_leftovers(token_file):
         return
     token = fields[0] if fields else ""
     # No SIGTERM first: these processes outlived their time limit already.
-    for pid in _pids_with_token(token) if token else ():
+    for pid in pids_with_token(token) if token else ():
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     Path(token_file).unlink(missing_ok=True)
-
-
-def _stop_children_first(proc, token):
-    """Stop everything the command started, then give the command itself a moment to finish."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in _pids_with_token(token):
-            if pid != proc.pid:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-        try:
-            proc.wait(timeout=GRACE_SECONDS)
-            return
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEVNULL,
@@ -236,22 +127,43 @@ def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEV
         raise Interrupted()
     token = uuid.uuid4().hex
     env = dict(env, **{TOKEN_VAR: token})
+    token_file = _claim_token_file(token, token_file)
+    start = time.monotonic()
+    proc = _start_registered(argv, token, token_file, cwd=cwd, env=env, stdout=stdout,
+                             stderr=stderr, stdin=stdin)
+    timed_out = _wait_limited(proc, token, token_file, timeout, children_first)
+    # Also on a normal exit: background processes the command left behind must not outlive it.
+    _end(proc, token, token_file)
+    if _stop["stopping"]:
+        raise Interrupted()
+    seconds = time.monotonic() - start
+    return Outcome(exit_code=None if timed_out else proc.returncode, seconds=round(seconds, 3),
+                   timed_out=timed_out)
+
+
+def _claim_token_file(token, token_file):
+    """The token file of a command about to start, holding its token: `token_file`, or one under
+    the run's running directory while the interrupt handlers are installed, or None. Whatever
+    an earlier, killed run left under that name is killed first."""
     if token_file is None and _stop["dir"]:
         token_file = os.path.join(_stop["dir"], ".other", token)
     if token_file:
         kill_leftovers(token_file)
         _write_token_file(token_file, token)
-    start = time.monotonic()
-    # A signal handled while the main thread starts a command waits until the command is
-    # registered (_on_signal): between fork and exec it carries no token yet, nobody could find it.
+    return token_file
+
+
+def _start_registered(argv, token, token_file, **popen_args):
+    """Start argv in a session of its own and register it (_running, its token file).
+
+    A signal handled while the main thread starts a command waits until the command is
+    registered (_on_signal): between fork and exec it carries no token yet, nobody could find it."""
     main_thread = threading.current_thread() is threading.main_thread()
-    proc = None
     try:
         if main_thread:
             _stop["starting"] = True
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr,
-                                    stdin=stdin, start_new_session=True)
+            proc = subprocess.Popen(argv, start_new_session=True, **popen_args)
         except BaseException:
             if token_file:
                 Path(token_file).unlink(missing_ok=True)
@@ -264,29 +176,31 @@ def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEV
             _stop["starting"] = False
             if _stop["deferred"]:
                 _on_signal(_stop["deferred"], None)
-    timed_out = False
+    return proc
+
+
+def _wait_limited(proc, token, token_file, timeout, children_first):
+    """Wait for the command up to `timeout` seconds; whether it reached the limit. When anything
+    else ends the wait (Interrupted, KeyboardInterrupt), the command is ended first."""
     try:
         if _stop["stopping"]:       # interrupted while another thread started it
             raise Interrupted()
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        timed_out = True
         if children_first:
-            _stop_children_first(proc, token)
+            stop_children_first(proc, token)
+        return True
     except BaseException:
-        _kill_all(proc, token)
-        proc.wait()
-        _forget(token, token_file)
+        _end(proc, token, token_file)
         raise
-    # Also on a normal exit: background processes the command left behind must not outlive it.
-    _kill_all(proc, token)
+    return False
+
+
+def _end(proc, token, token_file):
+    """Kill what is left of the command's processes, reap it and forget it."""
+    kill_command(proc, token)
     proc.wait()
     _forget(token, token_file)
-    if _stop["stopping"]:
-        raise Interrupted()
-    seconds = time.monotonic() - start
-    return Outcome(exit_code=None if timed_out else proc.returncode, seconds=round(seconds, 3),
-                   timed_out=timed_out)
 
 
 def _forget(token, token_file):
@@ -368,7 +282,7 @@ def _on_signal(signum, frame):
     _stop["stopping"], _stop["deferred"] = True, None
     if os.getpid() != _stop["main_pid"]:
         # A worker process of doit (-P process): its commands, then out, without a result.
-        _stop_commands(_own_commands())
+        stop_commands(_own_commands())
         os._exit(128 + signum)
     commands = _own_commands()
     commands.update(_token_files().values())
@@ -379,7 +293,7 @@ def _on_signal(signum, frame):
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + GRACE_SECONDS + 2
-    _stop_commands(commands)
+    stop_commands(commands)
     for worker in workers:
         worker.join(max(0.0, deadline - time.monotonic()))
         if worker.is_alive():
@@ -388,7 +302,7 @@ def _on_signal(signum, frame):
     # Whatever a worker started before it stopped; then nothing of this run is left.
     files = _token_files()
     late = dict(_own_commands(), **dict(files.values()))
-    _stop_commands(late)
+    stop_commands(late)
     for path in files:
         Path(path).unlink(missing_ok=True)
     deadline = time.monotonic() + THREAD_GRACE_SECONDS

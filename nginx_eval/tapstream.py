@@ -62,51 +62,68 @@ class FileResult:
         return self.numbers.get(assertion_number(ident)) == ident
 
 
+def _read_prove_line(fr, file, line):
+    """Take prove's rewrites of a whole-file skip and of a bail-out; whether `line` was one."""
+    skipped = PROVE_SKIPPED.match(line)
+    if skipped and skipped["file"] == file:
+        fr.skip_all = skipped["reason"].strip() or "skipped"
+        return True
+    bail = PROVE_BAILOUT.match(line)
+    if bail:
+        fr.bailed_out = bail["reason"].strip() or "bail out"
+        return True
+    return False
+
+
+def _read_plan(fr, parsed, line, expected):
+    """Take a plan line; `expected` is the number the next assertion should have."""
+    if fr.planned is not None:
+        fr.tampered.append(f"a second plan ({line.strip()})")
+    elif expected - 1 > parsed.expected_tests:
+        # A plan at the end (done_testing) must cover what came before it.
+        fr.tampered.append(f"assertion {expected - 1} past the plan of "
+                           f"{parsed.expected_tests}")
+    fr.planned = parsed.expected_tests
+    if parsed.expected_tests == 0 and parsed.skip:
+        fr.skip_all = parsed.directive.reason or "skipped"
+
+
+def _read_assertion(fr, file, parsed, expected):
+    """Take a numbered assertion line; return the number the next one should have."""
+    number = parsed.number
+    if number in fr.numbers or number in fr.skipped:
+        fr.tampered.append(f"assertion {number} printed twice")
+        return expected
+    if number != expected:
+        fr.tampered.append(f"assertion {number} out of sequence (expected {expected})")
+    if fr.planned is not None and number > fr.planned:
+        fr.tampered.append(f"assertion {number} past the plan of {fr.planned}")
+    if parsed.skip:
+        fr.skipped[number] = parsed.directive.reason or "skipped"
+        return number + 1
+    ident = assertion_id(file, number, parsed.description)
+    fr.numbers[number] = ident
+    # `not ok # TODO` has ok == False: a failure here, whatever prove says.
+    fr.results[ident] = bool(parsed.ok)
+    return number + 1
+
+
 def parse_tap(file, text):
     """The FileResult of the output of ``prove -v FILE`` (or of the raw TAP of FILE)."""
     fr = FileResult(file)
     parser, expected = Parser(), 1
     for raw in text.splitlines():
         line = raw.rstrip("\r")
-        skipped = PROVE_SKIPPED.match(line)
-        if skipped and skipped["file"] == file:
-            fr.skip_all = skipped["reason"].strip() or "skipped"
-            continue
-        bail = PROVE_BAILOUT.match(line)
-        if bail:
-            fr.bailed_out = bail["reason"].strip() or "bail out"
+        if _read_prove_line(fr, file, line):
             continue
         parsed = parser.parse_line(line)
         if parsed.category == "plan":
-            if fr.planned is not None:
-                fr.tampered.append(f"a second plan ({line.strip()})")
-            elif expected - 1 > parsed.expected_tests:
-                # A plan at the end (done_testing) must cover what came before it.
-                fr.tampered.append(f"assertion {expected - 1} past the plan of "
-                                   f"{parsed.expected_tests}")
-            fr.planned = parsed.expected_tests
-            if parsed.expected_tests == 0 and parsed.skip:
-                fr.skip_all = parsed.directive.reason or "skipped"
+            _read_plan(fr, parsed, line, expected)
         elif parsed.category == "bail":
             fr.bailed_out = parsed.reason or "bail out"
         elif parsed.category == "test" and parsed.number is not None:
             # A line without a number is prove's own "ok" after a passing file.
-            number = parsed.number
-            if number in fr.numbers or number in fr.skipped:
-                fr.tampered.append(f"assertion {number} printed twice")
-                continue
-            if number != expected:
-                fr.tampered.append(f"assertion {number} out of sequence (expected {expected})")
-            if fr.planned is not None and number > fr.planned:
-                fr.tampered.append(f"assertion {number} past the plan of {fr.planned}")
-            expected = number + 1
-            if parsed.skip:
-                fr.skipped[number] = parsed.directive.reason or "skipped"
-                continue
-            ident = assertion_id(file, number, parsed.description)
-            fr.numbers[number] = ident
-            # `not ok # TODO` has ok == False: a failure here, whatever prove says.
-            fr.results[ident] = bool(parsed.ok)
+            expected = _read_assertion(fr, file, parsed, expected)
     return fr
 
 

@@ -74,45 +74,52 @@ def run_side(layout, task, binary, out_dir, repeats):
     return runs, sorted(env_errors)
 
 
+def _outcomes(runs, ident):
+    """The results `ident` had over `runs` (an assertion a run does not report failed there)."""
+    return {run["results"].get(ident, False) for run in runs}
+
+
+def _always(runs, ident, value):
+    """Whether there were runs and `ident` had `value` in every one of them."""
+    return bool(runs) and _outcomes(runs, ident) == {value}
+
+
+def _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p):
+    """(verdict, reasons): the first rule of the module's docstring that matches."""
+    if env_errors:
+        return "env_error", list(env_errors)
+    if flaky:
+        return "flaky", [f"{len(flaky)} assertion(s) change between repeats: "
+                         f"{', '.join(flaky[:5])}"]
+    if not fix_built:
+        return "gold_fails", ["the fix does not build"]
+    declared = set(task.fail_to_pass) | set(task.pass_to_pass)
+    bad = [i for i in sorted(declared) if not _always(fix_runs, i, True)]
+    if bad:
+        return "gold_fails", [f"declared assertions fail with the fix: {', '.join(bad[:5])}"]
+    passing = [i for i in task.fail_to_pass if not _always(base_runs, i, False)]
+    if not f2p:
+        return "not_discriminating", ["no assertion fails without the fix and passes with it"]
+    if passing:
+        return "not_discriminating", ["declared fail_to_pass already pass without the fix: "
+                                      f"{', '.join(passing[:5])}"]
+    return "valid", []
+
+
 def classify(task, base_runs, fix_runs, fix_built, env_errors):
     """The verdict and its evidence, from per-repeat results {id: bool} of base and fix."""
     ids = sorted({i for run in base_runs + fix_runs for i in run["results"]})
-
-    def outcomes(runs, i):
-        return {run["results"].get(i, False) for run in runs}
-
     declared = set(task.fail_to_pass) | set(task.pass_to_pass)
     # An assertion that changes between runs of the fixed binary, or a graded one that changes
     # anywhere, makes verdicts unreliable. An ungraded one that wobbles only without the fix
     # (say "no alerts" after a crash the bug causes) decides nothing, and is only reported.
-    flaky = [i for i in ids if len(outcomes(fix_runs, i)) > 1
-             or (i in declared and len(outcomes(base_runs, i)) > 1)]
-    unstable_base = [i for i in ids if len(outcomes(base_runs, i)) > 1 and i not in flaky]
-    always = lambda runs, i, v: bool(runs) and outcomes(runs, i) == {v}
-    f2p = [i for i in ids if always(base_runs, i, False) and always(fix_runs, i, True)]
-    p2p = [i for i in ids if always(base_runs, i, True) and always(fix_runs, i, True)]
-    regressions = [i for i in ids if always(base_runs, i, True) and always(fix_runs, i, False)]
-    reasons = []
-    if env_errors:
-        verdict = "env_error"
-        reasons += env_errors
-    elif flaky:
-        verdict = "flaky"
-        reasons.append(f"{len(flaky)} assertion(s) change between repeats: {', '.join(flaky[:5])}")
-    elif not fix_built:
-        verdict = "gold_fails"
-        reasons.append("the fix does not build")
-    elif [i for i in declared if not always(fix_runs, i, True)]:
-        verdict = "gold_fails"
-        bad = [i for i in sorted(declared) if not always(fix_runs, i, True)]
-        reasons.append(f"declared assertions fail with the fix: {', '.join(bad[:5])}")
-    elif not f2p or [i for i in task.fail_to_pass if not always(base_runs, i, False)]:
-        verdict = "not_discriminating"
-        passing = [i for i in task.fail_to_pass if not always(base_runs, i, False)]
-        reasons.append("no assertion fails without the fix and passes with it" if not f2p else
-                       f"declared fail_to_pass already pass without the fix: {', '.join(passing[:5])}")
-    else:
-        verdict = "valid"
+    flaky = [i for i in ids if len(_outcomes(fix_runs, i)) > 1
+             or (i in declared and len(_outcomes(base_runs, i)) > 1)]
+    unstable_base = [i for i in ids if len(_outcomes(base_runs, i)) > 1 and i not in flaky]
+    f2p = [i for i in ids if _always(base_runs, i, False) and _always(fix_runs, i, True)]
+    p2p = [i for i in ids if _always(base_runs, i, True) and _always(fix_runs, i, True)]
+    regressions = [i for i in ids if _always(base_runs, i, True) and _always(fix_runs, i, False)]
+    verdict, reasons = _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p)
     return {
         "verdict": verdict, "reasons": reasons,
         "derived": {"fail_to_pass": f2p, "pass_to_pass": p2p},

@@ -38,6 +38,7 @@ import re
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -204,55 +205,74 @@ def version_window(git_dir, tags, version, cache):
     return shas
 
 
+@dataclass
+class SuiteChanges:
+    """What the patch of one nginx-tests commit does to its test files."""
+    files: set = field(default_factory=set)         # .t files it adds lines to
+    added: set = field(default_factory=set)         # files it creates
+    guarded: dict = field(default_factory=lambda: defaultdict(set))  # .t file -> guard versions
+    texts: list = field(default_factory=list)       # assertion descriptions of its added lines
+    refs: set = field(default_factory=set)          # abbreviated hashes in its added lines
+
+
+def guard_version(line):
+    """The X.Y.Z of an added line that makes an assertion TODO unless has_version('X.Y.Z'),
+    or that continues such a condition from the line before; None for any other line."""
+    m = VERSION_RE.search(line)
+    if m and (GUARD_RE.search(line)
+              or line.lstrip("+ \t").startswith(("or ", "and ", "if ", "unless "))):
+        return m.group(1)
+    return None
+
+
+def read_test_patch(body):
+    """The SuiteChanges of a commit's patch (the text after its log line)."""
+    patch, current, creates = SuiteChanges(), None, None
+    for line in body.splitlines():
+        if line.startswith("diff --git "):
+            current, creates = line.split(" b/", 1)[-1], None
+        elif line.startswith("--- /dev/null"):
+            creates = True
+        elif line.startswith("+++ "):
+            if creates and current:
+                patch.added.add(current)
+        elif current and current.endswith(".t") and line.startswith("+"):
+            patch.files.add(current)
+            version = guard_version(line)
+            if version:
+                patch.guarded[current].add(version)
+            patch.texts.extend(DESC_RE.findall(line))
+            patch.refs.update(HASH_RE.findall(line))
+    return patch
+
+
+def test_signal(sha, ct, subject, patch):
+    """The signal of one nginx-tests commit (see test_signals), or None when it adds no test
+    lines or only adjusts TODOs without a version guard."""
+    if not patch.files:
+        return None
+    tickets = set(TICKET_RE.findall(subject))
+    base = {"commit": sha, "date": ct, "subject": subject, "tickets": tickets,
+            "text": " ".join(patch.texts), "refs": patch.refs | set(HASH_RE.findall(subject))}
+    if patch.guarded:
+        return dict(base, kind="todo", files={f: v for f, v in patch.guarded.items()},
+                    versions=set().union(*patch.guarded.values()))
+    subj = subject.lower()
+    if "todo" in subj and "adjust" in subj:
+        return None                      # pure TODO bookkeeping without a version guard
+    chosen = sorted(patch.added) or sorted(patch.files)
+    return dict(base, kind="ticket" if tickets else "topic",
+                files={f: set() for f in chosen[:3]}, versions=set())
+
+
 def test_signals(git_dir, since):
     """Scan nginx-tests commits. Returns a list of signals:
-    {kind, commit, date, subject, files: {file: set(versions)}, text, tickets}"""
+    {kind, commit, date, subject, files: {file: set(versions)}, versions, text, tickets, refs}"""
     signals = []
     for sha, ct, subject, body in gitcmd.commit_patches(git_dir, since, "*.t"):
-        files, texts, current, guarded = set(), [], None, defaultdict(set)
-        added_files = set()
-        refs = set()
-        prev_new = None
-        for line in body.splitlines():
-            if line.startswith("diff --git "):
-                current = line.split(" b/", 1)[-1]
-                prev_new = None
-                continue
-            if line.startswith("--- /dev/null"):
-                prev_new = True
-                continue
-            if line.startswith("+++ "):
-                if prev_new and current:
-                    added_files.add(current)
-                continue
-            if not current or not current.endswith(".t"):
-                continue
-            if line.startswith("+"):
-                files.add(current)
-                m = VERSION_RE.search(line)
-                if m and GUARD_RE.search(line):
-                    guarded[current].add(m.group(1))
-                elif m and line.lstrip("+ \t").startswith(("or ", "and ", "if ", "unless ")):
-                    guarded[current].add(m.group(1))
-                texts.extend(DESC_RE.findall(line))
-                refs.update(HASH_RE.findall(line))
-        if not files:
-            continue
-        tickets = set(TICKET_RE.findall(subject))
-        refs.update(HASH_RE.findall(subject))
-        base = {"commit": sha, "date": ct, "subject": subject, "tickets": tickets,
-                "text": " ".join(texts), "refs": refs}
-        if guarded:
-            versions = set().union(*guarded.values())
-            signals.append(dict(base, kind="todo", files={f: v for f, v in guarded.items()},
-                                versions=versions))
-        else:
-            subj = subject.lower()
-            if "todo" in subj and "adjust" in subj:
-                continue                      # pure TODO bookkeeping without a version guard
-            chosen = sorted(added_files) or sorted(files)
-            signals.append(dict(base, kind="ticket" if tickets else "topic",
-                                files={f: set() for f in chosen[:3]}, versions=set()))
+        signal = test_signal(sha, ct, subject, read_test_patch(body))
+        if signal:
+            signals.append(signal)
     return signals
 
 
@@ -340,7 +360,7 @@ def needs_of(git_dir, commit, files):
     return configure_flags_for(dict.fromkeys(names)), list(dict.fromkeys(perl))
 
 
-def main(argv=None):
+def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nginx", required=True, help="git dir of nginx")
     ap.add_argument("--tests", required=True, help="git dir of nginx-tests")
@@ -352,97 +372,137 @@ def main(argv=None):
     ap.add_argument("--min-score", type=float, default=4.0)
     ap.add_argument("--window-days", type=int, default=45,
                     help="date window for signals without a version guard")
-    args = ap.parse_args(argv)
-    t0 = time.time()
+    return ap.parse_args(argv)
 
-    ng, ts = args.nginx, args.tests
-    since_ts = datetime.fromisoformat(args.since).replace(tzinfo=timezone.utc).timestamp()
-    early = datetime.fromtimestamp(since_ts - 200 * 86400, timezone.utc).strftime("%Y-%m-%d")
-    commits = [c for c in nginx_commits(ng, early) if is_code_commit(c)]
-    by_sha = {c["sha"]: c for c in commits}
-    by_prefix = {c["sha"][:9]: c for c in commits}
-    tags = release_tags(ng)
-    signals = test_signals(ts, args.since)
-    window_cache = {}
 
-    proposals = {}                  # (fix, test_commit) -> stub
-    for sig in signals:
-        # the commit subject and file names describe the topic; assertion texts only hint
-        sig_words = (words(sig["subject"]) | words(" ".join(f[:-2] for f in sig["files"])),
-                     words(sig["text"]))
+class NginxHistory:
+    """The nginx side of the search: its code commits, by id and by abbreviated id, and its
+    release tags, with the commits of each release window asked of git once."""
+
+    def __init__(self, git_dir, since):
+        self.git_dir = git_dir
+        self.commits = [c for c in nginx_commits(git_dir, since) if is_code_commit(c)]
+        self.by_sha = {c["sha"]: c for c in self.commits}
+        self.by_prefix = {c["sha"][:9]: c for c in self.commits}
+        self.tags = release_tags(git_dir)
+        self._windows = {}
+
+    def candidates(self, sig, window_days):
+        """The commits that may be the fix a test signal tests: for a TODO guard those of its
+        versions' release windows, else those of the days around the test commit; and in
+        either case the commits it names by hash."""
         if sig["kind"] == "todo":
             pool = set()
             for v in sig["versions"]:
-                pool |= version_window(ng, tags, v, window_cache)
-            cands = [by_sha[s] for s in pool if s in by_sha]
-            cands += [c for c in referenced(sig, by_prefix) if c["sha"] not in pool]
-        else:
-            lo, hi = sig["date"] - args.window_days * 86400, sig["date"] + 10 * 86400
-            cands = [c for c in commits if lo <= c["date"] <= hi]
-            cands += [c for c in referenced(sig, by_prefix) if not lo <= c["date"] <= hi]
-        scored = []
-        for c in cands:
-            s, why = score(sig, c, sig_words)
-            if sig["kind"] == "todo":
-                s += 4.0
-            elif sig["kind"] == "ticket" and "ticket" not in why:
-                s -= 3.0
-            if s >= args.min_score:
-                scored.append((s, c, why))
-        scored.sort(key=lambda x: -x[0])
-        for s, c, why in scored[:args.per_signal]:
+                pool |= version_window(self.git_dir, self.tags, v, self._windows)
+            cands = [self.by_sha[s] for s in pool if s in self.by_sha]
+            return cands + [c for c in referenced(sig, self.by_prefix) if c["sha"] not in pool]
+        lo, hi = sig["date"] - window_days * 86400, sig["date"] + 10 * 86400
+        cands = [c for c in self.commits if lo <= c["date"] <= hi]
+        return cands + [c for c in referenced(sig, self.by_prefix) if not lo <= c["date"] <= hi]
+
+
+def top_candidates(sig, cands, min_score, per_signal):
+    """The best `per_signal` (score, commit, reasons) of `cands` for a test signal that score
+    at least `min_score`, best first. A TODO guard is strong evidence; a ticket signal whose
+    ticket the commit does not name is weak."""
+    # the commit subject and file names describe the topic; assertion texts only hint
+    sig_words = (words(sig["subject"]) | words(" ".join(f[:-2] for f in sig["files"])),
+                 words(sig["text"]))
+    scored = []
+    for c in cands:
+        s, why = score(sig, c, sig_words)
+        if sig["kind"] == "todo":
+            s += 4.0
+        elif sig["kind"] == "ticket" and "ticket" not in why:
+            s -= 3.0
+        if s >= min_score:
+            scored.append((s, c, why))
+    scored.sort(key=lambda x: -x[0])
+    return scored[:per_signal]
+
+
+def best_proposals(signals, history, args):
+    """One proposal per fix, best first, at most args.limit (0: all): {"_score", "_sig",
+    "_commit", "_why"} of the test signal that scores it highest."""
+    proposals = {}                  # (fix, test_commit) -> proposal
+    for sig in signals:
+        cands = history.candidates(sig, args.window_days)
+        for s, c, why in top_candidates(sig, cands, args.min_score, args.per_signal):
             key = (c["sha"], sig["commit"])
             if key in proposals and proposals[key]["_score"] >= s:
                 continue
             proposals[key] = {"_score": s, "_sig": sig, "_commit": c, "_why": why}
-
     # one stub per fix: the best-scoring test signal wins
     best = {}
     for (fix, _), p in proposals.items():
         if fix not in best or p["_score"] > best[fix]["_score"]:
             best[fix] = p
     ranked = sorted(best.values(), key=lambda p: -p["_score"])
-    if args.limit:
-        ranked = ranked[:args.limit]
+    return ranked[:args.limit] if args.limit else ranked
 
-    stubs, rows = [], []
-    for p in ranked:
-        c, sig = p["_commit"], p["_sig"]
-        base = gitcmd.first_parent(ng, c["sha"])
-        if base is None:
-            continue
-        files = pick_files(sig["files"], c)
-        flags, perl = needs_of(ts, sig["commit"], files)
-        areas = sorted({test_area(f) for f in files})
-        stubs.append({
-            "instance_id": f"nginx__nginx-{c['sha'][:12]}",
-            "repo": "nginx/nginx", "test_repo": "nginx/nginx-tests",
-            "base_commit": base, "fix_commit": c["sha"], "fix_date": c["day"],
-            "test_commit": sig["commit"],
-            "test_files": files, "configure_flags": flags,
-            "fail_to_pass": [], "pass_to_pass": [], "problem_statement": "TODO",
-            "perl_modules": perl,
-            "area": subject_area(c["subject"]) or (areas[0] if areas else "http"),
-            "gold_size": {"files": len(c["files"]), "lines_added": c["add"],
-                          "lines_removed": c["rem"]},
-            "notes": (f"score {p['_score']:.1f} ({sig['kind']}"
-                      f"{' ' + ','.join(sorted(sig['versions'])) if sig['versions'] else ''}); "
-                      f"{' '.join(p['_why'])}; fix: {c['subject']}; test: {sig['subject']}"),
-        })
-        rows.append((p["_score"], sig["kind"], c["subject"]))
 
-    with open(args.out, "w", encoding="utf-8") as fh:
+def task_stub(p, nginx_dir, tests_dir):
+    """The benchmark task a proposal suggests (fail_to_pass, pass_to_pass and the problem
+    statement left to a human), or None when its fix has no parent to be the base."""
+    c, sig = p["_commit"], p["_sig"]
+    base = gitcmd.first_parent(nginx_dir, c["sha"])
+    if base is None:
+        return None
+    files = pick_files(sig["files"], c)
+    flags, perl = needs_of(tests_dir, sig["commit"], files)
+    areas = sorted({test_area(f) for f in files})
+    return {
+        "instance_id": f"nginx__nginx-{c['sha'][:12]}",
+        "repo": "nginx/nginx", "test_repo": "nginx/nginx-tests",
+        "base_commit": base, "fix_commit": c["sha"], "fix_date": c["day"],
+        "test_commit": sig["commit"],
+        "test_files": files, "configure_flags": flags,
+        "fail_to_pass": [], "pass_to_pass": [], "problem_statement": "TODO",
+        "perl_modules": perl,
+        "area": subject_area(c["subject"]) or (areas[0] if areas else "http"),
+        "gold_size": {"files": len(c["files"]), "lines_added": c["add"],
+                      "lines_removed": c["rem"]},
+        "notes": (f"score {p['_score']:.1f} ({sig['kind']}"
+                  f"{' ' + ','.join(sorted(sig['versions'])) if sig['versions'] else ''}); "
+                  f"{' '.join(p['_why'])}; fix: {c['subject']}; test: {sig['subject']}"),
+    }
+
+
+def write_candidates(path, stubs):
+    with open(path, "w", encoding="utf-8") as fh:
         json.dump({"name": "nginx-candidates",
                    "description": "Task stubs proposed by scripts/mine_tasks.py; unvalidated.",
                    "tasks": stubs}, fh, indent=1)
         fh.write("\n")
 
+
+def print_candidates(stubs, rows):
+    """A line per stub: its score, fix, test commit, signal kind, test files and fix subject."""
     print(f"{'#':>3} {'score':>5} {'fix':12} {'test':8} {'kind':6} {'files':28} subject")
     for i, (s, (score_, kind, subject)) in enumerate(zip(stubs, rows), 1):
         print(f"{i:>3} {score_:5.1f} {s['fix_commit'][:12]} {s['test_commit'][:8]} "
               f"{kind:6} {','.join(s['test_files'])[:28]:28} {subject[:60]}")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    t0 = time.time()
+    since_ts = datetime.fromisoformat(args.since).replace(tzinfo=timezone.utc).timestamp()
+    # A fix may land well before the test commit that checks it: nginx from 200 days earlier.
+    early = datetime.fromtimestamp(since_ts - 200 * 86400, timezone.utc).strftime("%Y-%m-%d")
+    history = NginxHistory(args.nginx, early)
+    signals = test_signals(args.tests, args.since)
+    stubs, rows = [], []
+    for p in best_proposals(signals, history, args):
+        stub = task_stub(p, args.nginx, args.tests)
+        if stub is not None:
+            stubs.append(stub)
+            rows.append((p["_score"], p["_sig"]["kind"], p["_commit"]["subject"]))
+    write_candidates(args.out, stubs)
+    print_candidates(stubs, rows)
     print(f"{len(stubs)} candidates from {len(signals)} test signals, "
-          f"{len(commits)} nginx commits, in {time.time() - t0:.1f} s -> {args.out}",
+          f"{len(history.commits)} nginx commits, in {time.time() - t0:.1f} s -> {args.out}",
           file=sys.stderr)
     return 0
 

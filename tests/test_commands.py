@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from conftest import DODO, SOURCE_ROOT
-from nginx_eval import doctor
+from nginx_eval import doctor, doctor_report
 from nginx_eval.pipeline import STAGE_DOCS
 from test_doctor import ALL_TOOLS, BASE_PATHS, FakeProbe, report, task
 
@@ -136,7 +136,8 @@ def test_doctor_verdict_is_never_all_good_when_something_was_not_checked(project
     assert text.splitlines()[-1].startswith("doctor: not checked: nginx/nginx, nginx/nginx-tests "
                                             "not cloned")
     assert "`doit run repos:nginx+nginx repos:nginx+nginx-tests`" in text.splitlines()[-1]
-    text, _ = doctor.render(doctor.diagnose([task("t-1", ["a.t"])], _Unread(), probe), 1, "nginx")
+    text, _ = doctor_report.render(doctor.diagnose([task("t-1", ["a.t"])], _Unread(), probe), 1,
+                                   "nginx")
     assert text.splitlines()[-1] == (
         "doctor: not checked: nginx/nginx, nginx/nginx-tests not cloned (see WARN above); run "
         "`doit run repos:nginx+nginx repos:nginx+nginx-tests` or `doit run nginx:gold` (with the "

@@ -8,7 +8,8 @@ import textwrap
 import fixture_repos
 from nginx_eval import doctor
 from nginx_eval.benchmark import Task
-from nginx_eval.doctor import diagnose, listed_packages, render
+from nginx_eval.doctor import diagnose, listed_packages
+from nginx_eval.doctor_report import render
 from test_testsuite import FASTCGI, STREAM_SSL
 
 

@@ -1,0 +1,130 @@
+"""Finding and stopping the processes of one command: its process group, and every process that
+carries its token.
+
+run_limited (procs.py) starts each command in a session of its own (its process group) with a
+unique token in its environment (TOKEN_VAR). What leaves the group (setsid, a daemon an agent
+starts) keeps the token, and /proc shows it. Stopping is SIGTERM to both, up to GRACE_SECONDS for
+everything to end, then SIGKILL. Which commands to stop, and when, is procs.py's business.
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+TOKEN_VAR = "NGINX_EVAL_PROC_TOKEN"
+GRACE_SECONDS = 3
+
+
+def pids_with_token(token):
+    """The pids of the processes, other than this one, whose environment carries `token`."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def _live_processes(tokens):
+    """({token: [pids of live processes carrying it]}, {pgids of live processes}) from one
+    look at /proc; zombies do not count (they are dead, only not reaped yet)."""
+    needles = {f"{TOKEN_VAR}={t}".encode(): t for t in tokens}
+    carriers, groups = {t: [] for t in tokens}, set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":
+                continue
+            groups.add(int(fields[2]))
+            if needles:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    for item in f.read().split(b"\0"):
+                        if item in needles:
+                            carriers[needles[item]].append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return carriers, groups
+
+
+def stop_commands(commands, grace=GRACE_SECONDS):
+    """What kill_command does at the time limit, for many commands at once and without their
+    Popen objects: SIGTERM to each command's process group and to every process carrying its
+    token, up to `grace` seconds for all of them to end, then SIGKILL. commands: {token: pgid
+    or None}."""
+    if not commands:
+        return
+    deadline = time.monotonic() + grace
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        carriers, groups = _live_processes(commands)
+        for token, pgid in commands.items():
+            if pgid and pgid in groups:
+                try:
+                    os.killpg(pgid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            for pid in carriers[token]:
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        while sig == signal.SIGTERM and time.monotonic() < deadline:
+            carriers, groups = _live_processes(commands)
+            if not any(carriers.values()) and not any(g in groups for g in commands.values()):
+                return
+            time.sleep(0.05)
+
+
+def kill_command(proc, token):
+    """SIGTERM to the command's process group (proc: its Popen, the leader) and to every
+    process carrying its token, up to GRACE_SECONDS for all of them to end, then SIGKILL."""
+    pgid = proc.pid
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass
+        for pid in pids_with_token(token):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        if sig == signal.SIGTERM:
+            deadline = time.monotonic() + GRACE_SECONDS
+            # poll() reaps the leader: a zombie leader keeps its group alive for killpg.
+            while time.monotonic() < deadline and (proc.poll() is None or _group_alive(pgid)
+                                                   or pids_with_token(token)):
+                time.sleep(0.05)
+
+
+def _group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def stop_children_first(proc, token):
+    """Stop everything the command started, then give the command itself a moment to finish."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids_with_token(token):
+            if pid != proc.pid:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        try:
+            proc.wait(timeout=GRACE_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            pass

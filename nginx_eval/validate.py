@@ -1,9 +1,11 @@
 """Task validation: does each task tell the fix from no fix, every time?
 
-``doit run nginx:validate [repeats=3]`` builds base and fix (the same content-addressed builds the
-``none`` and ``gold`` modes use), runs the task's test files `repeats` times against each, and
-derives fail_to_pass (fails in every base run, passes in every fix run) and pass_to_pass (passes in
-every run of both). Verdicts, first match wins:
+``doit run nginx:validate [repeats=N]`` (N from options.py, 5 by default: one run in five that
+fails must show) builds base and fix (the same content-addressed builds the ``none`` and ``gold``
+modes use), runs the task's test files `repeats` times against each, counts the runs each
+assertion passed on each side, and derives from the assertions stable on every run
+fail_to_pass (fails in every base run, passes in every fix run) and pass_to_pass (passes in every
+run of both). Verdicts, first match wins:
 
     env_error          a test file skipped entirely, is missing, or produced no TAP
     flaky              an assertion's result differs between repeats with the fix, or a graded
@@ -21,13 +23,16 @@ Per task ``results/<run>/validate/<id>/validation.json``::
      "declared_matches": bool, "missing_from_declared": [...], "not_derived": [...],
      "regressions": [ids ok without the fix, failing with it],
      "flaky": [ids], "unstable_base": [ungraded ids that differ only without the fix],
+     "pass_counts": {"base": {id: runs it passed}, "fix": {id: n}},
+     "run_counts": {"base": runs, "fix": runs},
      "env_errors": [...],
      "runs": {"base": [{"seconds", "results": {id: bool}}], "fix": [...]},
+     "test_seconds": {"base": seconds of its runs in all, "fix": ...},
      "build": {"base": build record, "fix": build record}}
 
 Summary: ``results/<run>/validation.json`` ({instance_id: per-task record without "runs"}) and
 ``validation.md`` (a table, rendered from validation.json's records by
-``templates/validation.md.j2``).
+``templates/validation.md.j2``, with the pass counts of the assertions that changed between runs).
 """
 
 import time
@@ -84,6 +89,11 @@ def _always(runs, ident, value):
     return bool(runs) and _outcomes(runs, ident) == {value}
 
 
+def pass_counts(runs, ids):
+    """{id: the number of `runs` in which it passed} (a run that does not report it: failed)."""
+    return {i: sum(1 for run in runs if run["results"].get(i, False)) for i in ids}
+
+
 def _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p):
     """(verdict, reasons): the first rule of the module's docstring that matches."""
     if env_errors:
@@ -127,6 +137,8 @@ def classify(task, base_runs, fix_runs, fix_built, env_errors):
         "missing_from_declared": sorted(set(f2p) - set(task.fail_to_pass)),
         "not_derived": sorted(set(task.fail_to_pass) - set(f2p)),
         "regressions": regressions, "flaky": flaky, "unstable_base": unstable_base,
+        "pass_counts": {"base": pass_counts(base_runs, ids), "fix": pass_counts(fix_runs, ids)},
+        "run_counts": {"base": len(base_runs), "fix": len(fix_runs)},
         "env_errors": env_errors,
     }
 
@@ -171,6 +183,8 @@ def validate_task(layout, task, repeats, config, files):
     record = classify(task, base_runs, fix_runs, fix["status"] == "built", env_errors)
     record.update({"inputs": inputs, "instance_id": task.instance_id, "repeats": repeats,
                    "runs": {"base": base_runs, "fix": fix_runs},
+                   "test_seconds": {side: round(sum(r["seconds"] for r in runs), 3) for side, runs
+                                    in (("base", base_runs), ("fix", fix_runs))},
                    "build": {"base": base, "fix": fix}})
     jsonio.write_json(out, record)
 

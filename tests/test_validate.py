@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from nginx_eval import jsonio
 from nginx_eval.benchmark import load_benchmark
 from nginx_eval.layout import Layout
+from nginx_eval.tapstream import parse_tap
 from nginx_eval.validate import classify, write_summary
 
 
@@ -38,8 +39,16 @@ def test_validation_labels_planted_tasks(project):
         "plant-not-discriminating": "not_discriminating", "plant-flaky": "flaky",
         "plant-env": "env_error", "plant-gold-fails": "gold_fails"}
     assert summary["plant-flaky"]["flaky"] == ["flaky.t:2 coin"]
+    # The coin passes on every other run of the six (one counter file for both sides).
+    counts = summary["plant-flaky"]["pass_counts"]
+    assert counts["base"]["flaky.t:1 add two numbers"] == 0
+    assert counts["fix"]["flaky.t:1 add two numbers"] == 3
+    coin = (counts["base"]["flaky.t:2 coin"], counts["fix"]["flaky.t:2 coin"])
+    assert sum(coin) == 3 and 0 < coin[1] < 3
+    assert summary["plant-flaky"]["run_counts"] == {"base": 3, "fix": 3}
     md = (project.results / "default" / "validation.md").read_text()
     assert "| plant-flaky | flaky |" in md and "| tiny-add | valid | 1 |" in md
+    assert f"passes without and with the fix: flaky.t:2 coin {coin[0]}/3 and {coin[1]}/3 |" in md
     assert summary["plant-gold-fails"]["regressions"] == ["calc_add.t:3 mul still works"]
     assert summary["tiny-mul"]["derived"]["fail_to_pass"] == ["calc_mul.t:1 multiply",
                                                               "calc_mul.t:3 square"]
@@ -90,6 +99,49 @@ def test_ungraded_assertion_unstable_only_without_the_fix_is_reported_not_flaky(
     # Any wobble with the fix is flaky, graded or not.
     fix_wobble = [{"results": {"x.t:1": True, "x.t:2 no alerts": v}} for v in (True, False, True)]
     assert classify(task, base, fix_wobble, True, [])["verdict"] == "flaky"
+
+
+# One assertion the fix repairs, one that fails in run BAD (of 5) of a side, one always passing.
+CONTROL_T = """plan(tests => 3);
+ok($ENV{SIDE} eq 'fix', 'fixed');
+ok($ENV{RUN} != $ENV{BAD}, 'control');
+ok(1, 'stable');
+"""
+
+
+def five_prove_runs(prove_v, side, bad_run):
+    """Results of five real `prove -v` runs of CONTROL_T, as validate.run_side records them."""
+    runs = []
+    for run in range(1, 6):
+        out, _ = prove_v("x.t", CONTROL_T, env={"SIDE": side, "RUN": str(run), "BAD": str(bad_run)})
+        runs.append({"seconds": 0.1, "results": parse_tap("x.t", out).results})
+    return runs
+
+
+def test_pass_counts_and_stable_lists_from_five_real_prove_runs(tmp_path, prove_v):
+    p = tmp_path / "b.json"
+    p.write_text(json.dumps({"tasks": [{
+        "instance_id": "t", "repo": "a/b", "test_repo": "a/c", "base_commit": "a" * 40,
+        "fix_commit": "b" * 40, "test_commit": "c" * 40, "test_files": ["x.t"],
+        "configure_flags": [], "fail_to_pass": ["x.t:1 fixed"],
+        "pass_to_pass": ["x.t:2 control", "x.t:3 stable"], "problem_statement": "p"}]}))
+    task = load_benchmark(p).tasks[0]
+    # The control assertion fails one run in five on both sides (as proxy_h2_keepalive.t:49 did).
+    base, fix = five_prove_runs(prove_v, "base", 3), five_prove_runs(prove_v, "fix", 5)
+    r = classify(task, base, fix, True, [])
+    assert r["pass_counts"] == {
+        "base": {"x.t:1 fixed": 0, "x.t:2 control": 4, "x.t:3 stable": 5},
+        "fix": {"x.t:1 fixed": 5, "x.t:2 control": 4, "x.t:3 stable": 5}}
+    assert r["run_counts"] == {"base": 5, "fix": 5}
+    # Only assertions stable on every run are derived; a graded one that is not makes it flaky.
+    assert r["derived"] == {"fail_to_pass": ["x.t:1 fixed"], "pass_to_pass": ["x.t:3 stable"]}
+    assert r["verdict"] == "flaky" and r["flaky"] == ["x.t:2 control"]
+    # Failing only without the fix and not graded: reported with its counts, the task is valid.
+    ungraded = task.__class__(**dict(vars(task), pass_to_pass=("x.t:3 stable",)))
+    r = classify(ungraded, base, five_prove_runs(prove_v, "fix", 0), True, [])
+    assert r["verdict"] == "valid" and r["unstable_base"] == ["x.t:2 control"]
+    assert r["pass_counts"]["base"]["x.t:2 control"] == 4
+    assert r["pass_counts"]["fix"]["x.t:2 control"] == 5
 
 
 # validation.md as the f-strings that wrote it before templates/validation.md.j2 did, byte for byte.

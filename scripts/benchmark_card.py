@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Render a benchmark card: ``tasks/README.md`` from a benchmark file, and from the validation
+summary of a run when one is given.
+
+The card describes the shipped file: its tasks per area and per year of the fix (with the recent
+split: fixes on or after a cutoff date), the sizes of the gold patches, what the tasks grade, how
+they were mined (scripts/mine_tasks.py) and validated (``doit run <bench>:validate``), and, given
+``results/<run>/validation.json``, that run's verdicts and the assertions that changed between
+its runs. The text is ``templates/benchmark_card.md.j2``; the card is generated, never edited.
+
+Usage:
+    python scripts/benchmark_card.py [--tasks tasks/nginx.json] [--out tasks/README.md] \
+        [--validation results/<run>/validation.json] [--cutoff 2025-01-01]
+"""
+
+import argparse
+import json
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+import jinja2
+
+# The nginx_eval next to this script, whichever one is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from nginx_eval.benchmark import is_date, load_benchmark  # noqa: E402
+from nginx_eval.errors import UserError  # noqa: E402
+from nginx_eval.layout import SOURCE_ROOT  # noqa: E402
+
+TEMPLATE = SOURCE_ROOT / "templates" / "benchmark_card.md.j2"
+DEFAULT_CUTOFF = "2025-01-01"
+# Lines changed by a gold patch (added + removed): the card's buckets, upper bounds inclusive.
+SIZE_BUCKETS = ((5, "1–5"), (20, "6–20"), (50, "21–50"), (100, "51–100"), (300, "101–300"),
+                (None, "over 300"))
+
+
+def _counted(values, order=None):
+    """[(value, count)], by `order` (a key of (value, count)) or by count, most first."""
+    return sorted(Counter(values).items(), key=order or (lambda kv: (-kv[1], kv[0])))
+
+
+def _spread(numbers):
+    """{"min", "median", "max", "total"} of a list of numbers, or None when it is empty."""
+    if not numbers:
+        return None
+    median = statistics.median(numbers)
+    return {"min": min(numbers), "median": int(median) if median == int(median) else median,
+            "max": max(numbers), "total": sum(numbers)}
+
+
+def size_bucket(lines):
+    return next(label for bound, label in SIZE_BUCKETS if bound is None or lines <= bound)
+
+
+def files_label(files):
+    return str(files) if files < 3 else "3 or more"
+
+
+def gold_sizes(tasks):
+    """The gold patches' lines changed (spread and buckets) and files touched, of the tasks whose
+    file records gold_size."""
+    sized = [t.gold_size for t in tasks if t.gold_size]
+    lines = [g.get("lines_added", 0) + g.get("lines_removed", 0) for g in sized]
+    labels = [label for _, label in SIZE_BUCKETS]
+    return {
+        "known": len(sized), "lines": _spread(lines),
+        "buckets": [(label, n) for label, n in
+                    _counted(map(size_bucket, lines), lambda kv: labels.index(kv[0]))],
+        "files": _counted([files_label(g.get("files", 0)) for g in sized], lambda kv: kv[0]),
+    }
+
+
+def by_year(tasks, cutoff):
+    """[(year, tasks, tasks fixed on or after the cutoff)], "unknown" for tasks without a date."""
+    years = _counted([t.fix_date[:4] if t.fix_date else "unknown" for t in tasks],
+                     lambda kv: kv[0])
+    recent = Counter(t.fix_date[:4] for t in tasks if t.fix_date and t.fix_date >= cutoff)
+    return [(year, n, recent.get(year, 0)) for year, n in years]
+
+
+def task_figures(bench, cutoff):
+    """What the card says about the tasks themselves."""
+    tasks = bench.tasks
+    dates = sorted(t.fix_date for t in tasks if t.fix_date)
+    flags = Counter(f for t in tasks for f in t.configure_flags)
+    return {
+        "name": bench.name, "tasks": len(tasks), "cutoff": cutoff,
+        "repos": sorted({t.repo for t in tasks}), "test_repos": sorted({t.test_repo for t in tasks}),
+        "first_fix": dates[0] if dates else None, "last_fix": dates[-1] if dates else None,
+        "recent": sum(1 for d in dates if d >= cutoff), "undated": len(tasks) - len(dates),
+        "areas": _counted(t.area or "unknown" for t in tasks), "years": by_year(tasks, cutoff),
+        "gold": gold_sizes(tasks),
+        "test_files": _spread([len(t.test_files) for t in tasks]),
+        "fail_to_pass": _spread([len(t.fail_to_pass) for t in tasks]),
+        "pass_to_pass": _spread([len(t.pass_to_pass) for t in tasks]),
+        "with_flags": sum(1 for t in tasks if t.configure_flags),
+        "flags": flags.most_common(8),
+        "perl_modules": sorted({m for t in tasks for m in t.perl_modules}),
+    }
+
+
+def changing_assertions(record):
+    """[(assertion, "passed/runs" without the fix, with it)] of the assertions of a validation
+    record that changed between runs ("?" for records from before pass_counts)."""
+    counts, runs = record.get("pass_counts"), record.get("run_counts")
+    ids = list(record.get("flaky", [])) + list(record.get("unstable_base", []))
+    shown = lambda side, i: f"{counts[side].get(i, 0)}/{runs[side]}" if counts and runs else "?"
+    return [(i, shown("base", i), shown("fix", i)) for i in ids]
+
+
+def validation_figures(summary, bench):
+    """What the card says about a run's validation (validation.json: {instance_id: record})."""
+    shipped = [t.instance_id for t in bench.tasks]
+    verdicts = Counter(r["verdict"] for i, r in summary.items() if i in shipped)
+    return {
+        "verdicts": sorted(verdicts.items(), key=lambda kv: -kv[1]),
+        "validated": sum(verdicts.values()),
+        "not_validated": [i for i in shipped if i not in summary],
+        "not_valid": [(i, summary[i]["verdict"], "; ".join(summary[i].get("reasons", [])))
+                      for i in shipped if i in summary and summary[i]["verdict"] != "valid"],
+        "repeats": sorted({r.get("repeats") for r in summary.values() if r.get("repeats")}),
+        "declared_match": sum(1 for i in shipped if summary.get(i, {}).get("declared_matches")),
+        "changing": [(i, changing_assertions(summary[i])) for i in shipped
+                     if i in summary and changing_assertions(summary[i])],
+        **_time_spent(summary),
+    }
+
+
+def _time_spent(summary):
+    """Seconds of the distinct builds (a build the tasks share counts once: its record is the
+    one build's) and of the test runs, in all."""
+    builds = {b["key"]: b.get("seconds", 0) for r in summary.values()
+              for b in (r.get("build") or {}).values() if b.get("key")}
+    tests = [sum(r["test_seconds"].values()) for r in summary.values() if r.get("test_seconds")]
+    return {"builds": len(builds), "build_seconds": round(sum(builds.values()), 1),
+            "test_seconds": round(sum(tests), 1) if tests else None}
+
+
+def render_card(bench, tasks_file, cutoff=DEFAULT_CUTOFF, summary=None, validation_file=None):
+    """The text of the card of `bench` (and of a run's validation summary, when given)."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    return env.get_template(TEMPLATE.name).render(
+        card=task_figures(bench, cutoff), description=bench_description(bench.path),
+        tasks_file=tasks_file, validation_file=validation_file,
+        validation=validation_figures(summary, bench) if summary is not None else None)
+
+
+def bench_description(path):
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return data.get("description", "") if isinstance(data, dict) else ""
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", default="tasks/nginx.json", help="the benchmark file")
+    ap.add_argument("--out", default=None, help="the card (default: README.md beside --tasks)")
+    ap.add_argument("--validation", default=None,
+                    help="results/<run>/validation.json of a validation of this file")
+    ap.add_argument("--cutoff", default=DEFAULT_CUTOFF,
+                    help="the recent split: fixes on or after this YYYY-MM-DD")
+    args = ap.parse_args(argv)
+    if not is_date(args.cutoff):
+        ap.error(f"--cutoff {args.cutoff}: not a date YYYY-MM-DD")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        bench = load_benchmark(args.tasks)
+    except UserError as e:
+        print(f"benchmark_card: {e}", file=sys.stderr)
+        return 2
+    summary = json.loads(Path(args.validation).read_text()) if args.validation else None
+    out = Path(args.out) if args.out else Path(args.tasks).with_name("README.md")
+    text = render_card(bench, Path(args.tasks).name, args.cutoff, summary,
+                       args.validation and Path(args.validation).name)
+    out.write_text(text, encoding="utf-8")
+    print(f"{out}: {len(bench.tasks)} tasks"
+          + (f", validation {args.validation}" if args.validation else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""scripts/benchmark_card.py: the card of the fixture benchmark and of a real validation of it,
+and tasks/README.md is the card of the shipped tasks/nginx.json."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+from conftest import SOURCE_ROOT, section, table_row
+from nginx_eval.benchmark import load_benchmark
+
+SCRIPT = SOURCE_ROOT / "scripts" / "benchmark_card.py"
+
+
+def card_module():
+    spec = importlib.util.spec_from_file_location("benchmark_card", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_buckets_and_years():
+    card = card_module()
+    assert [card.size_bucket(n) for n in (1, 5, 6, 50, 101, 301)] == [
+        "1–5", "1–5", "6–20", "21–50", "101–300", "over 300"]
+    assert card.files_label(1) == "1" and card.files_label(7) == "3 or more"
+
+
+def test_card_of_the_fixture_benchmark_and_its_validation(project):
+    bench = project.benchmark()
+    add, mul = bench["tasks"]
+    add.update(area="http", fix_date="2024-12-31",
+               gold_size={"files": 1, "lines_added": 1, "lines_removed": 1})
+    mul.update(area="core", fix_date="2025-01-01",
+               gold_size={"files": 3, "lines_added": 30, "lines_removed": 2})
+    project.write_benchmark(bench)
+    tasks_file, out = project.root / "tasks" / "tiny.json", project.base / "README.md"
+    subprocess.run([sys.executable, str(SCRIPT), "--tasks", str(tasks_file), "--out", str(out)],
+                   check=True, capture_output=True)
+    md = out.read_text()
+    glance = section(md, "At a glance")
+    assert table_row(glance, "tasks") == ["2"]
+    assert table_row(glance, "recent split") == ["1 task fixed on or after 2025-01-01"]
+    assert table_row(glance, "fix dates") == ["2024-12-31 to 2025-01-01"]
+    assert table_row(glance, "graded assertions in all") == ["3 fail_to_pass, 4 pass_to_pass"]
+    assert table_row(glance, "tasks that need configure flags") == ["1 (--with-debug)"]
+    assert table_row(section(md, "Tasks per area"), "core") == ["1"]
+    assert table_row(section(md, "Tasks per year of the fix"), "2025") == ["1", "1"]
+    sizes = section(md, "Gold patch sizes")
+    assert "2 to 32 (median 17), 34 in all" in sizes
+    assert table_row(sizes, "1–5") == ["1"] and table_row(sizes, "3 or more") == ["1"]
+    assert "doit run tiny:lint" in section(md, "How the tasks were mined")
+    assert "No validation summary was given" in section(md, "Validation of the shipped file")
+
+    # With the summary of a real validation (base and fix built, tests run twice each), of the
+    # two tasks and one whose coin assertion passes every other run.
+    bench["tasks"].append(dict(add, instance_id="plant-flaky", test_files=["flaky.t"],
+                               fail_to_pass=["flaky.t:1 add two numbers"],
+                               pass_to_pass=["flaky.t:2 coin"]))
+    project.write_benchmark(bench)
+    project.doit("run", "tiny:validate", "repeats=2")
+    validation = project.results / "default" / "validation.json"
+    subprocess.run([sys.executable, str(SCRIPT), "--tasks", str(tasks_file), "--out", str(out),
+                    "--validation", str(validation)], check=True, capture_output=True)
+    shipped = section(out.read_text(), "Validation of the shipped file")
+    assert "From `validation.json`: 3 of 3 tasks validated, 2 repeats of base and fix each." \
+        in shipped
+    assert table_row(shipped, "valid") == ["2"] and table_row(shipped, "flaky") == ["1"]
+    assert table_row(shipped, "plant-flaky")[0] == "flaky"
+    assert "- plant-flaky: `flaky.t:2 coin` 1/2 and 1/2" in shipped
+    summary = json.loads(validation.read_text())
+    assert all(r["test_seconds"]["base"] > 0 for r in summary.values())
+    assert "The 4 distinct builds took" in shipped and "the test runs" in shipped
+
+
+def test_the_shipped_card_describes_the_shipped_tasks():
+    """tasks/README.md is the card of tasks/nginx.json (the line naming the validation summary
+    and its section aside: they depend on the run it was rendered from): run
+    scripts/benchmark_card.py after editing the task file."""
+    card = card_module()
+    fresh = card.render_card(load_benchmark(SOURCE_ROOT / "tasks" / "nginx.json"), "nginx.json")
+    shipped = (SOURCE_ROOT / "tasks" / "README.md").read_text()
+    body = lambda text: text[text.index("## At a glance"):
+                             text.index("## Validation of the shipped file")]
+    assert body(shipped) == body(fresh)

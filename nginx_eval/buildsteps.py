@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 
+from . import limits
 from .buildcache import set_write_bits
 from .buildmtimes import stamp_changed, unproven
 from .gitcmd import apply_argv, changed_files, extract_tree
@@ -64,7 +65,9 @@ def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT):
 
 
 def _make(tree, env, log):
-    return _run(["make", f"-j{os.cpu_count() or 2}"], tree, env, log)
+    # Compiling is what builds= limits (limits.py); applying a patch or copying a tree is not.
+    with limits.slot("build"):
+        return _run(["make", f"-j{os.cpu_count() or 2}"], tree, env, log)
 
 
 def _apply(tree, patch_file, env, log):
@@ -72,7 +75,8 @@ def _apply(tree, patch_file, env, log):
 
 
 def _configure(layout, tree, flags, env, log):
-    return _run(configure_argv(flags), tree, configure_env(layout, env), log)
+    with limits.slot("build"):
+        return _run(configure_argv(flags), tree, configure_env(layout, env), log)
 
 
 def _sync_tree(bare, tree, old_commit, new_commit):

@@ -1,0 +1,137 @@
+"""Separate limits per kind of work inside one ``doit run``: agent phases, builds and proves.
+
+doit's ``-n N`` caps everything at once, but the three kinds of work wait on different things:
+an agent phase on the API (minutes, almost no CPU), a build on the CPU, a prove on sockets and
+timers (some CPU). ``agents=N builds=N proves=N`` (options.py) give each kind its own limit, so a
+run can use ``-n 20`` for the agents while only ``builds=`` compiles share the cores. ``-n``
+still caps the total; below it, the limit of the kind decides.
+
+**Slots.** Each kind has N slots, the files ``<cache>/locks/slots-<run>/<kind>-<i>.lock``; a
+command holds one with an exclusive ``flock`` while it runs (``slot``): each configure and make
+step of a build (buildsteps.py), each prove file run (prove.py), each agent phase (agent.py).
+flock works between the threads of ``-P thread`` (each holder opens the file anew, and flocks of
+separate opens exclude each other) and between the worker processes of ``-P process``, and the
+kernel drops the lock when its process dies, so a killed worker never keeps a slot. A command
+asks every slot without blocking, then polls: a waiter stops at once when the run is interrupted
+(procs.stop_on_signals; a blocking flock would sleep through the interrupt in a worker thread).
+
+**Time.** A stage's time counts its work, not its place in the queue: ``Stopwatch`` measures
+wall time minus this thread's waits for slots (build.py's ``seconds``).
+
+Outside ``doit run`` (unit tests calling a stage's functions, scripts/bench.py's naive loop)
+nothing is configured and ``slot`` limits nothing.
+"""
+
+import contextlib
+import fcntl
+import os
+import random
+import threading
+import time
+
+from . import procs
+
+# Kind of work -> the command-line variable that limits it.
+KINDS = {"agent": "agents", "build": "builds", "prove": "proves"}
+# How often a waiter asks the slots again (a little random: waiters do not move in step).
+POLL_SECONDS = (0.05, 0.15)
+
+# The run's slots: the run's Layout and {kind: count}; None outside `doit run`.
+_config = {"layout": None, "counts": {}}
+# Seconds each thread has spent waiting for slots so far (Stopwatch).
+_waits = threading.local()
+
+
+def default_counts(cores=None):
+    """{variable: count} when the command line names none, from the number of cores.
+
+    agents: 8. An agent phase waits on the API and uses next to no CPU; what bounds it is the
+      account's rate limit and the memory of the agent programs (a few hundred MB each), not
+      the cores. 8 stays inside a common API tier; a bigger account sets agents= higher.
+    builds: the cores, and at least 2. Each make already runs -j<cores>; a second build keeps
+      the cores busy while the first runs its single-threaded configure or links.
+    proves: twice the cores. A prove file mostly waits on sockets and timers, and nginx-tests
+      picks free ports under its own lock, so more of them than cores overlap well."""
+    cores = cores or os.cpu_count() or 2
+    return {"agents": 8, "builds": max(2, cores), "proves": 2 * cores}
+
+
+def configure(layout, options):
+    """Turn the limits on for this doit process and the workers it forks (cli.py, `doit run`):
+    the counts of `options` (agents=, builds=, proves=), the defaults for those not given."""
+    defaults = default_counts()
+    counts = {kind: getattr(options, name, None) or defaults[name]
+              for kind, name in KINDS.items()}
+    _config.update(layout=layout, counts=counts)
+
+
+def counts():
+    """{kind: count} of this run; {} outside `doit run`."""
+    return dict(_config["counts"]) if _config["layout"] else {}
+
+
+def slot_path(layout, kind, index):
+    return layout.lock(f"slots-{layout.run}/{kind}-{index}")
+
+
+def _try_slot(path):
+    """An open descriptor holding the flock on `path`, or None when another holder has it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _acquire(kind):
+    """The descriptor of a free slot of `kind`, once there is one; Interrupted if the run is
+    interrupted first."""
+    layout, count = _config["layout"], _config["counts"][kind]
+    paths = [slot_path(layout, kind, i) for i in range(count)]
+    os.makedirs(paths[0].parent, exist_ok=True)
+    while True:
+        if procs.interrupted():
+            raise procs.Interrupted()
+        for path in paths:
+            fd = _try_slot(path)
+            if fd is not None:
+                return fd
+        time.sleep(random.uniform(*POLL_SECONDS))
+
+
+def waited_seconds():
+    """The seconds this thread has waited for slots, in total (see Stopwatch)."""
+    return getattr(_waits, "seconds", 0.0)
+
+
+@contextlib.contextmanager
+def slot(kind):
+    """Hold one of this run's `kind` slots ("agent", "build", "prove") while the block runs;
+    no limit outside `doit run`. Raises procs.Interrupted when the run is interrupted while it
+    waits."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of work {kind!r} (known: {', '.join(KINDS)})")
+    if not _config["layout"]:
+        yield
+        return
+    start = time.monotonic()
+    fd = _acquire(kind)
+    _waits.seconds = waited_seconds() + time.monotonic() - start
+    try:
+        yield
+    finally:
+        # Unlock before closing: a process forked meanwhile may share the descriptor.
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+class Stopwatch:
+    """Wall time since it was made, minus what this thread waited for slots meanwhile."""
+
+    def __init__(self):
+        self.start, self.waited = time.monotonic(), waited_seconds()
+
+    def seconds(self):
+        return time.monotonic() - self.start - (waited_seconds() - self.waited)

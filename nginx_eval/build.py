@@ -49,7 +49,7 @@ import contextlib
 import shutil
 import time
 
-from . import buildsteps, jsonio, stamps
+from . import buildsteps, jsonio, limits, stamps
 from .buildcache import (BuildSpec, binary_path, build_is_published, damage, failed_here,
                          publish, published_build, record_env_error, remove_base_build,
                          remove_task_build, remove_tree, result_build_ok, verify_build)
@@ -163,7 +163,7 @@ def _fresh_build_dir(layout, key):
     return tmp
 
 
-def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, start):
+def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, clock):
     """_build_tree in tmp, its output in tmp/build.log: (status, kind, failure)."""
     patch_file = None
     if not spec.is_base:
@@ -177,8 +177,7 @@ def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, start):
             status, kind, failure = _build_tree(
                 layout, bare, tmp, spec.base_commit, spec.flags, patch_file, origin, kind,
                 build_env(layout, tmp / "tree"), log)
-        log.write(f"\n[nginx-eval] {status} ({kind}) in {time.monotonic() - start:.1f} s\n"
-                  .encode())
+        log.write(f"\n[nginx-eval] {status} ({kind}) in {clock.seconds():.1f} s\n".encode())
     return status, kind, failure
 
 
@@ -190,10 +189,10 @@ def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
     if record:
         return record
     tmp = _fresh_build_dir(layout, spec.key)
-    start = time.monotonic()
+    clock = limits.Stopwatch()      # the build's time, not its waits for a build slot
     status, kind, failure = _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged,
-                                          start)
-    record = dict(fields, status=status, kind=kind, seconds=round(time.monotonic() - start, 3))
+                                          clock)
+    record = dict(fields, status=status, kind=kind, seconds=round(clock.seconds(), 3))
     reason = (_failure_reason(layout, bare, spec, failure, tmp) if status != "built" else None)
     if reason:
         log_bytes = ((tmp / "build.log").read_bytes()

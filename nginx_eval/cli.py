@@ -11,8 +11,12 @@ Besides loading the tasks, the loader guards the run before doit opens its datab
   in the cache (clones, test trees, builds) has per-entry locks. Workers that ``doit -n N`` forks
   inherit the locks; programs the tasks start do not.
 - **Preflight.** Before the first task of ``doit run``, the program each agent phase that is about
-  to run starts must be on PATH. Only doit's reporter sees which tasks were selected before the
-  first one starts, so the check lives in ``Reporter.initialize`` (another ``--reporter`` skips it).
+  to run starts must be on PATH and must start: Claude Code's ``--version`` runs (its output is
+  the version agent.json records), in the sandbox the mode uses when it has one (another agent
+  is looked up there with bash's ``type``, never run). It also clears a stop that refused
+  credentials left on the run (agent_limits.py). Only doit's reporter sees which tasks were
+  selected before the first one starts, so the check lives in ``Reporter.initialize`` (another
+  ``--reporter`` skips it).
 - **Errors in tasks.** A task that fails on a user mistake (an unknown commit, a missing test file)
   is printed as one ``nginx-eval: error:`` line instead of a traceback.
 - **Interrupts.** ``doit run`` installs SIGINT and SIGTERM handlers before it loads the tasks
@@ -29,11 +33,13 @@ import sys
 
 from doit.reporter import ConsoleReporter
 
-from . import cleaning, procs, progress, sandbox, scheduling
+from . import cleaning, limits, procs, progress, sandbox, scheduling
 from .agent import agent_finished
+from .agent_limits import clear_stop
+from .claude_code import is_claude_code, program_version, resolve_program
 from .errors import UserError, UserFailure, fail
 from .locks import Busy, hold_until_exit
-from .modes import command_program
+from .commandline import command_program
 from .runrecord import bind_run, check_benchmark, read_run
 
 # doit commands that only read: they take no lock, so they work while a run is going on.
@@ -186,20 +192,42 @@ def agents_to_run(ctx, tasks, selected):
             yield mode, task
 
 
+def program_problem(layout, program, env, box):
+    """Why `program` cannot start as a phase of a mode with sandbox settings `box` starts it,
+    or None."""
+    if not program_found(program, env):
+        return f"program {program!r} is not on PATH"
+    path = resolve_program(program, env)
+    claude = is_claude_code(path)
+    if box and (path or "/" not in program):
+        probe = [path, "--version"] if claude else ["bash", "-c", 'type -t -- "$1"', "bash",
+                                                    program]
+        problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), sandbox=box,
+                                        environ=env, programs=[path] if path else [])
+        return problem and f"program {program!r} does not start in the sandbox: {problem}"
+    if claude and not program_version(path, env, layout.agent_versions):
+        return f"program {program!r} does not run: `{program} --version` printed no version"
+    return None
+
+
 def preflight(ctx, tasks, selected):
-    """Every agent phase about to run starts a program that exists (modes.command_program)."""
+    """Every agent phase about to run starts a program that exists and runs
+    (commandline.command_program), in its sandbox if it has one."""
+    clear_stop(ctx.layout)
     checked = set()
     for mode, _task in agents_to_run(ctx, tasks, selected):
         if mode.family in checked:
             continue
         checked.add(mode.family)
-        if sandbox.settings(mode):
+        box = sandbox.settings(mode)
+        if box:
             sandbox.check_available(mode, ctx.layout.modes_file)
         env = dict(os.environ, **dict(mode.env))
         for phase in mode.phases:
             program = command_program(phase.command, env)
-            if program and not program_found(program, env):
-                raise UserError(f"program {program!r} is not on PATH", file=ctx.layout.modes_file,
+            problem = program and program_problem(ctx.layout, program, env, box)
+            if problem:
+                raise UserError(problem, file=ctx.layout.modes_file,
                                 item=f"mode {mode.name} phase {phase.name}", field="command")
 
 
@@ -293,6 +321,7 @@ def load_dodo(root=None):
     if command == "run":
         procs.stop_on_signals(ctx.layout.running_dir, report_interrupt)
         track_tasks()
+        limits.configure(ctx.layout, ctx.options)     # before doit forks its workers
     if command in READ_ONLY_COMMANDS:
         try:
             check_task_names(namespace, command, sys.argv[1:])

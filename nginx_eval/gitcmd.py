@@ -133,6 +133,16 @@ def file_at(git_dir, commit, path):
     return proc.stdout if proc.returncode == 0 else None
 
 
+def matches_in_tree(git_dir, commit, pattern, *pathspecs):
+    """The parts of lines of `commit`'s files (under `pathspecs`) that match the extended
+    regular expression `pattern`, one a line (git grep -o); "" when none does."""
+    proc = _git([f"--git-dir={git_dir}", "grep", "-h", "-o", "-I", "-E", "-e", pattern, commit,
+                 "--", *pathspecs], check=False)
+    if proc.returncode not in (0, 1):           # 1: nothing matched
+        raise GitError(["grep", pattern, commit], proc.returncode, proc.stderr)
+    return proc.stdout.decode("utf-8", "replace")
+
+
 # -- clones and workspaces -------------------------------------------------------------------------
 
 def clone_bare(url, dest):

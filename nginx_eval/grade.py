@@ -18,13 +18,17 @@ Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
 - a file that does not exist at the test commit, or whose prove was killed by a signal other
   than at the time limit (prove crashed, or something killed it), is an environment error;
 - a file killed at its time limit keeps the assertions it printed; the rest fail;
-- a build that failed because of the environment (build.py) is an environment error.
+- a build that failed because of the environment (build.py) is an environment error;
+- an agent run that did not finish (agent status ``infra_error``: the API or the network failed;
+  ``not_run``: the run's budget was spent first) has no verdict of its own: its patch is empty
+  (patch.py) and the status is the agent's, never ``unresolved``; summary.py keeps such tasks
+  out of the mode's denominator.
 
 ``grade.json``::
 
     {"inputs", "instance_id", "mode",
      "status": "resolved" | "partially_resolved" | "unresolved" | "patch_failed" |
-               "compile_failed" | "env_error",
+               "compile_failed" | "env_error" | "infra_error" | "not_run",
      "resolved": bool,
      "fail_to_pass": {"passed": [...], "failed": [...]},
      "pass_to_pass": {"passed": [...], "failed": [...]},
@@ -38,11 +42,12 @@ Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
 
 from . import jsonio, stamps
 from .buildplan import build_task_name
+from .patch import UNFINISHED_AGENT
 from .tapstream import (Problem, assertion_id, assertion_number, file_problem,  # noqa: F401
                         parse_tap)
 
 OUTCOMES = ("resolved", "partially_resolved", "unresolved", "patch_failed", "compile_failed",
-            "env_error")
+            "env_error") + tuple(UNFINISHED_AGENT)
 
 
 def base_runs(ref, graded):
@@ -83,6 +88,13 @@ def split(ids, results):
     return {"passed": passed, "failed": [i for i in ids if results.get(i) is not True]}
 
 
+def _without_tests(verdict, task, status):
+    """The verdict `status` when no test result counts: no graded assertion passed."""
+    return dict(verdict, status=status, resolved=False,
+                fail_to_pass={"passed": [], "failed": list(task.fail_to_pass)},
+                pass_to_pass={"passed": [], "failed": list(task.pass_to_pass)})
+
+
 def grade(task, build_status, prove_files, tap_texts, agent_status=None, reference=None,
           build_reason=None):
     """The verdict of one task. tap_texts: {file: prove -v stdout}; prove_files: prove.json's
@@ -91,12 +103,13 @@ def grade(task, build_status, prove_files, tap_texts, agent_status=None, referen
                "build_status": build_status, "env_errors": [], "file_failures": [],
                "timed_out_files": [], "skipped_assertions": []}
     graded_ids = list(task.fail_to_pass) + list(task.pass_to_pass)
+    if agent_status in UNFINISHED_AGENT:
+        # No verdict to give: the agent did not finish, and its (empty) patch is not its answer.
+        return _without_tests(verdict, task, agent_status)
     if build_status != "built":
         if build_status == "env_error":
             verdict["env_errors"].append(f"build: {build_reason or 'failed in this environment'}")
-        return dict(verdict, status=build_status, resolved=False,
-                    fail_to_pass={"passed": [], "failed": list(task.fail_to_pass)},
-                    pass_to_pass={"passed": [], "failed": list(task.pass_to_pass)})
+        return _without_tests(verdict, task, build_status)
     results = {}
     for file in task.test_files:
         record = prove_files.get(file, {"missing": True})

@@ -20,10 +20,14 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     feature-tests/              executables of configure's test programs (feature_test_cc.sh),
                                 feature-tests/bin/cc the compiler configure runs
     locks/                      advisory locks for shared cache entries, and run-<run>.lock,
-                                held by the doit process running <run> (cli.py)
+                                held by the doit process running <run> (cli.py);
+                                slots-<run>/<kind>-<i>.lock, the per-kind limits (limits.py)
     running/<run>/<mode>/<instance_id>.<stage>   token of a command still running (procs.py)
     running/<run>/.builds/<key>  the same for the step (configure, make...) of a build in progress
     running/<run>/.other/<token> the same for a command without a file of its own (during a run)
+    running/<run>.agent-stop    why no agent of <run> may start (an auth error), until the next
+                                `doit run` (agent.py)
+    agent-versions/<hash>.json  `<program> --version` per program file, mtime and size (agent.py)
     doit/<run>.db               doit's database for that run (a disposable cache)
 
 Per task results, ``results/<run>/<mode>/<instance_id>/``:
@@ -139,6 +143,14 @@ class Layout:
     def running_build_token(self, key):
         return self.running_dir / ".builds" / key
 
+    @property
+    def agent_stop(self):
+        return self.cache / "running" / f"{self.run}.agent-stop"
+
+    @property
+    def agent_versions(self):
+        return self.cache / "agent-versions"
+
     # -- results -----------------------------------------------------------------------------
     @property
     def run_dir(self):
@@ -155,6 +167,10 @@ class Layout:
 
     def agent_logs(self, mode, iid):
         return self.task_dir(mode, iid) / "agent"
+
+    def agent_records(self):
+        """Every agent.json of the run, whatever its mode and task."""
+        return sorted(self.run_dir.glob("*/*/agent.json"))
 
     def model_patch(self, mode, iid):
         return self.task_dir(mode, iid) / "model.patch"

@@ -11,6 +11,8 @@ Schema::
     sandbox_binds = ["~/.npm"]       # optional, in the sandbox: more read-write paths
 
     repeats = 3                      # optional: also runs <name>-r2, <name>-r3 (for pass@k)
+    commands = ["fix-issue.md"]      # optional: files of templates/commands/ (custom slash
+                                     # commands) written to <workspace>/.claude/commands/
 
     [[modes.<name>.phases]]          # one or more, run in order in the same workspace
     name = "solve"
@@ -25,32 +27,27 @@ Schema::
 Any other key, at any level, is an error naming the file, the mode, the phase and the key, with
 the closest known key (KEYS, MODE_KEYS, PHASE_KEYS).
 
-Placeholders (lower-case names in braces; every value is shell-quoted, other braces stay as
-they are, so ${VAR:-default} works): {workspace} {issue_file} {prompt} {prompt_file}
-{model} {instance_id} {log_dir} {phase}.
+``commands``: each name is a file of ``templates/commands/`` (Layout.templates_dir), read when the
+modes are loaded (a missing one is an error naming the mode and the key). Their text is part of
+``Mode.command_files`` and so of ``fingerprint()``: editing a command runs the mode's agents again.
+workspace.install_commands writes them where Claude Code reads a project's custom slash
+commands, ``<workspace>/.claude/commands/<name>``, never in the user's own ``~/.claude``.
 
-``$AGENT``: every unquoted ``$AGENT``, ``${AGENT}``, ``${AGENT:-default}`` (or ``-``, ``:=``,
-``=``) in a command is replaced by the harness, before bash sees the command, with the words of
-AGENT's value split as a shell would split a command line (quotes and backslashes honoured:
-shlex.split), each shell-quoted; ``AGENT='sh -c "a b"'`` runs ``sh`` with the two arguments
-``-c`` and ``a b``. Nothing else in AGENT's value is expanded ($VAR, globs, ~, $(...)). Other
-variables, and a ``"$AGENT"`` in double quotes, are left to bash (render_command).
+Placeholders ({prompt}, {model}, ...) and ``$AGENT`` in commands: commandline.py.
 
 Built-in modes need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
 """
 
 import difflib
 import json
-import re
-import shlex
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .commandline import PLACEHOLDER, PLACEHOLDERS
 from .errors import UserError
+from .layout import SOURCE_ROOT
 
-PLACEHOLDERS = ("workspace", "issue_file", "prompt", "prompt_file", "model", "instance_id",
-                "log_dir", "phase")
 BUILTIN = ("gold", "none")
 DEFAULT_TIMEOUT = 1800
 
@@ -58,9 +55,10 @@ DEFAULT_TIMEOUT = 1800
 # The keys parse_modes reads, at each level: anything else is a typo (unknown_key).
 KEYS = ("modes",)
 MODE_KEYS = ("description", "model", "env", "sandbox", "network", "sandbox_binds", "repeats",
-             "phases", "predictions")
+             "commands", "phases", "predictions")
 PHASE_KEYS = ("name", "prompt", "timeout", "command")
-AGENT_VARIABLE = "AGENT"
+# Under the templates directory: the files a mode's `commands` key names.
+COMMANDS_DIR = "commands"
 
 
 @dataclass(frozen=True)
@@ -87,6 +85,7 @@ class Mode:
     sandbox_binds: tuple = ()       # in the sandbox: extra read-write paths
     instances: tuple = None         # predictions: the instance ids the file has a row for (the
                                     # only tasks the mode scores); None: every selected task
+    command_files: tuple = ()       # (file name, text) of each file of `commands`, in order
 
     @property
     def family(self):
@@ -103,6 +102,9 @@ class Mode:
         if not self.network or self.sandbox_binds:
             # Only when set, so that modes without them keep the runs they have.
             fingerprint["sandbox"] = {"network": self.network, "binds": list(self.sandbox_binds)}
+        if self.command_files:
+            # Likewise; the text, not the name: an edited command is another agent input.
+            fingerprint["commands"] = [list(c) for c in self.command_files]
         return fingerprint
 
     def covers(self, instance_id):
@@ -116,6 +118,8 @@ class Mode:
                 "commands": [p.command for p in self.phases]}
         if self.instances is not None:
             data["instances"] = list(self.instances)
+        if self.command_files:
+            data["command_files"] = [name for name, _ in self.command_files]
         return data
 
 
@@ -125,129 +129,11 @@ BUILTIN_MODES = {
 }
 
 
-# {name} with a lower-case name is a placeholder; anything else (${VAR:-x}, JSON) is left alone.
-PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
-
-
 def _check_template(command, path, where):
     for n in PLACEHOLDER.findall(command):
         if n not in PLACEHOLDERS:
             raise UserError(f"unknown placeholder {{{n}}}; known: {', '.join(PLACEHOLDERS)}",
                             file=path, item=where, field="command")
-
-
-def fill_command(command, values):
-    """The command with each placeholder replaced by its shell-quoted value."""
-    return PLACEHOLDER.sub(lambda m: shlex.quote(str(values[m.group(1)])), command)
-
-
-# $VAR, ${VAR}, ${VAR:-default}, ${VAR-default} (and := / =): what mode commands use to let the
-# environment choose the agent. No nesting, no other expansions. Matched in a command before its
-# placeholders are filled: a default may hold {model}.
-COMMAND_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])((?:\{[a-z_]+\}|[^}])*))?\}"
-                              r"|\$([A-Za-z_][A-Za-z0-9_]*)")
-PROGRAM_UNKNOWN = re.compile(r"[$`(){}<>|;&*?\[\]]")
-SENTINEL = "NGINXEVALPLACEHOLDER"
-
-
-# Variables whose values a record never shows (they stay as written).
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.I)
-
-
-def agent_words(value):
-    """AGENT's value as bash is given it: its words (split as a shell splits a command line),
-    each shell-quoted. UserError when a shell could not read it (an unbalanced quote)."""
-    try:
-        words = shlex.split(value)
-    except ValueError as e:
-        raise UserError(f"AGENT={value!r} is not a command line a shell can read: {e}",
-                        field="AGENT")
-    return " ".join(shlex.quote(w) for w in words)
-
-
-def variable_references(command):
-    """(match of COMMAND_VARIABLE, in double quotes?) for each variable reference bash would expand
-    in `command`: not in single quotes, not escaped."""
-    refs, i, single, double = [], 0, False, False
-    while i < len(command):
-        c = command[i]
-        if single:
-            single = c != "'"
-        elif c == "\\":
-            i += 2
-            continue
-        elif c == "'" and not double:
-            single = True
-        elif c == '"':
-            double = not double
-        elif c == "$":
-            m = COMMAND_VARIABLE.match(command, i)
-            if m:
-                refs.append((m, double))
-                i = m.end()
-                continue
-        i += 1
-    return refs
-
-
-def _default_applies(op, value):
-    return bool(op) and (value is None or (op.startswith(":") and value == ""))
-
-
-def render_command(command, environ, values=None, shown=None, record=False):
-    """A phase command with AGENT's words in place of each unquoted $AGENT / ${AGENT...} (the
-    default's text when AGENT is unset, or empty with ``:-``) and placeholders filled.
-
-    values: placeholder values, shell-quoted in; a placeholder without one stays as written
-    ({"model": ...} alone gives the command of the mode, the same for every task). shown:
-    placeholder texts put in as they are (a record shows the prompt as its file). record: for a
-    reader, not for bash: the other variables' values are put in too (as text; names that look
-    secret stay as written)."""
-    def one(m):
-        name = m.group(1)
-        if shown and name in shown:
-            return shown[name]
-        return shlex.quote(str(values[name])) if values and name in values else m.group(0)
-
-    def fill(text):
-        return PLACEHOLDER.sub(one, text)
-    out, pos = [], 0
-    for m, quoted in variable_references(command):
-        name, op, default = m.group(1) or m.group(4), m.group(2), m.group(3)
-        is_agent = name == AGENT_VARIABLE and not quoted
-        if not is_agent and not record:
-            continue            # bash expands it
-        out.append(fill(command[pos:m.start()]))
-        pos = m.end()
-        value = environ.get(name)
-        if not is_agent and SECRET_NAME.search(name):
-            out.append(fill(m.group(0)))
-        elif _default_applies(op, value):
-            out.append(render_command(default, environ, values, shown, record))
-        elif is_agent:
-            out.append(agent_words(value or ""))
-        else:
-            out.append(value or "")
-    out.append(fill(command[pos:]))
-    return "".join(out)
-
-
-def command_program(command, environ):
-    """The program a phase command starts: its first word once placeholders are filled and
-    ${VAR:-default} is expanded with `environ`. None when only running it would tell (the word
-    comes from a placeholder or a shell expansion this does not do). UserError for an AGENT a
-    shell cannot read."""
-    text = render_command(command, environ, {n: SENTINEL for n in PLACEHOLDERS}, record=True)
-    try:
-        words = shlex.split(text)
-    except ValueError:
-        return None
-    while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])
-                     or words[0] in ("exec", "command")):
-        words.pop(0)
-    if not words or SENTINEL in words[0] or PROGRAM_UNKNOWN.search(words[0]):
-        return None
-    return words[0]
 
 
 def check_keys(table, known, path, where=None):
@@ -261,7 +147,94 @@ def check_keys(table, known, path, where=None):
                             file=path)
 
 
-def parse_modes(data, path):
+def _mode_settings(raw, path, where):
+    """The keys every configured mode may have (model, description, env, the sandbox's)."""
+    env = raw.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise UserError("must be a table of strings", file=path, item=where, field="env")
+    for key, kind in (("sandbox", bool), ("network", bool)):
+        if key in raw and not isinstance(raw[key], kind):
+            raise UserError("must be true or false", file=path, item=where, field=key)
+    binds = raw.get("sandbox_binds", [])
+    if not isinstance(binds, list) or not all(isinstance(b, str) and b for b in binds):
+        raise UserError("must be a list of paths", file=path, item=where, field="sandbox_binds")
+    return dict(model=str(raw.get("model", "")), description=str(raw.get("description", "")),
+                env=tuple(sorted(env.items())), sandbox=raw.get("sandbox", False),
+                network=raw.get("network", True), sandbox_binds=tuple(binds))
+
+
+def _command_files(raw, path, where, templates_dir):
+    """((name, text), ...) of the files the mode's `commands` key names, read from
+    templates_dir/commands/; UserError naming the mode and the key for a name that is not a
+    plain file name there."""
+    names = raw.get("commands", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise UserError("must be a list of file names in templates/commands/", file=path,
+                        item=where, field="commands")
+    folder = Path(templates_dir) / COMMANDS_DIR
+    files = []
+    for name in dict.fromkeys(names):
+        # A plain name: the file is written under .claude/commands/ by this name, nowhere else.
+        source = folder / name
+        if Path(name).name != name or name in (".", "..") or not source.is_file():
+            known = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+            close = difflib.get_close_matches(name, known, n=1)
+            raise UserError(f"no command file {name!r} in {folder}"
+                            f"{f'; did you mean {close[0]!r}?' if close else ''}",
+                            file=path, item=where, field="commands")
+        files.append((name, source.read_text(encoding="utf-8")))
+    return tuple(files)
+
+
+def _predictions_mode(name, raw, path, where, settings):
+    pred = raw["predictions"]
+    if not isinstance(pred, str) or not pred:
+        raise UserError("must be a file path", file=path, item=where, field="predictions")
+    pred_path = Path(pred) if Path(pred).is_absolute() else Path(path).parent / pred
+    # Only the tasks the file has a row for (a file not there yet fails at its patches).
+    ids = tuple(read_predictions(pred_path)) if pred_path.exists() else None
+    return Mode(name, "predictions", predictions=str(pred_path), instances=ids, **settings)
+
+
+def _phase(p, i, path, where):
+    """Phase i (0-based) of a mode, checked."""
+    label = p.get("name") if isinstance(p, dict) else None
+    pwhere = f"{where} phase {label if isinstance(label, str) and label else i + 1}"
+    if isinstance(p, dict):
+        check_keys(p, PHASE_KEYS, path, pwhere)
+    if not isinstance(p, dict) or not isinstance(p.get("command"), str) or not p["command"].strip():
+        raise UserError("needs a non-empty command", file=path, item=pwhere, field="command")
+    _check_template(p["command"], path, pwhere)
+    timeout = p.get("timeout", DEFAULT_TIMEOUT)
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise UserError("must be a positive number of seconds", file=path, item=pwhere,
+                        field="timeout")
+    prompt = p.get("prompt", "")
+    if not isinstance(prompt, str):
+        raise UserError("must be a template file name", file=path, item=pwhere, field="prompt")
+    return Phase(name=str(p.get("name", f"phase{i + 1}")), command=p["command"],
+                 timeout=float(timeout), prompt=prompt)
+
+
+def _agent_modes(name, raw, path, where, settings):
+    """{name: Mode} of an agent mode and its repeats (``<name>-r2``, ...)."""
+    phases_raw = raw.get("phases")
+    if not isinstance(phases_raw, list) or not phases_raw:
+        raise UserError("needs at least one [[phases]] entry (or a predictions file)",
+                        file=path, item=where, field="phases")
+    phases = tuple(_phase(p, i, path, where) for i, p in enumerate(phases_raw))
+    repeats = raw.get("repeats", 1)
+    if not isinstance(repeats, int) or repeats < 1:
+        raise UserError("must be a whole number >= 1", file=path, item=where, field="repeats")
+    # Repeat 1 keeps the plain name, so adding repeats never re-runs the first one.
+    names = [name if i == 1 else f"{name}-r{i}" for i in range(1, repeats + 1)]
+    return {rname: Mode(rname, "agent", phases=phases, base_name=name, repeat=i, **settings)
+            for i, rname in enumerate(names, 1)}
+
+
+def parse_modes(data, path, templates_dir=None):
+    """All modes: the built-ins plus those of `data` (modes.toml's table, read from `path`).
+    templates_dir: where `commands` files are (default: the project's own templates/)."""
     modes = dict(BUILTIN_MODES)
     check_keys(data, KEYS, path)
     table = data.get("modes", {})
@@ -275,63 +248,19 @@ def parse_modes(data, path):
         if not isinstance(raw, dict):
             raise UserError("must be a table", file=path, item=where)
         check_keys(raw, MODE_KEYS, path, where)
-        env = raw.get("env", {})
-        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-            raise UserError("must be a table of strings", file=path, item=where, field="env")
-        for key, kind in (("sandbox", bool), ("network", bool)):
-            if key in raw and not isinstance(raw[key], kind):
-                raise UserError("must be true or false", file=path, item=where, field=key)
-        binds = raw.get("sandbox_binds", [])
-        if not isinstance(binds, list) or not all(isinstance(b, str) and b for b in binds):
-            raise UserError("must be a list of paths", file=path, item=where, field="sandbox_binds")
-        common = dict(model=str(raw.get("model", "")), description=str(raw.get("description", "")),
-                      env=tuple(sorted(env.items())), sandbox=raw.get("sandbox", False),
-                      network=raw.get("network", True), sandbox_binds=tuple(binds))
+        settings = _mode_settings(raw, path, where)
         if "predictions" in raw:
-            pred = raw["predictions"]
-            if not isinstance(pred, str) or not pred:
-                raise UserError("must be a file path", file=path, item=where, field="predictions")
-            pred_path = Path(pred) if Path(pred).is_absolute() else Path(path).parent / pred
-            # Only the tasks the file has a row for (a file not there yet fails at its patches).
-            ids = tuple(read_predictions(pred_path)) if pred_path.exists() else None
-            modes[name] = Mode(name, "predictions", predictions=str(pred_path), instances=ids,
-                               **common)
+            modes[name] = _predictions_mode(name, raw, path, where, settings)
             continue
-        phases_raw = raw.get("phases")
-        if not isinstance(phases_raw, list) or not phases_raw:
-            raise UserError("needs at least one [[phases]] entry (or a predictions file)",
-                            file=path, item=where, field="phases")
-        phases = []
-        for i, p in enumerate(phases_raw):
-            label = p.get("name") if isinstance(p, dict) else None
-            pwhere = f"{where} phase {label if isinstance(label, str) and label else i + 1}"
-            if isinstance(p, dict):
-                check_keys(p, PHASE_KEYS, path, pwhere)
-            if not isinstance(p, dict) or not isinstance(p.get("command"), str) or not p["command"].strip():
-                raise UserError("needs a non-empty command", file=path, item=pwhere, field="command")
-            _check_template(p["command"], path, pwhere)
-            timeout = p.get("timeout", DEFAULT_TIMEOUT)
-            if not isinstance(timeout, (int, float)) or timeout <= 0:
-                raise UserError("must be a positive number of seconds", file=path, item=pwhere,
-                                field="timeout")
-            prompt = p.get("prompt", "")
-            if not isinstance(prompt, str):
-                raise UserError("must be a template file name", file=path, item=pwhere, field="prompt")
-            phases.append(Phase(name=str(p.get("name", f"phase{i + 1}")), command=p["command"],
-                                timeout=float(timeout), prompt=prompt))
-        repeats = raw.get("repeats", 1)
-        if not isinstance(repeats, int) or repeats < 1:
-            raise UserError("must be a whole number >= 1", file=path, item=where, field="repeats")
-        for i in range(1, repeats + 1):
-            # Repeat 1 keeps the plain name, so adding repeats never re-runs the first one.
-            rname = name if i == 1 else f"{name}-r{i}"
-            modes[rname] = Mode(rname, "agent", phases=tuple(phases), base_name=name, repeat=i,
-                                **common)
+        settings["command_files"] = _command_files(
+            raw, path, where, templates_dir or SOURCE_ROOT / "templates")
+        modes.update(_agent_modes(name, raw, path, where, settings))
     return modes
 
 
-def load_modes(path):
-    """All modes: the built-ins plus those in `path` (which may be absent)."""
+def load_modes(path, templates_dir=None):
+    """All modes: the built-ins plus those in `path` (which may be absent). templates_dir:
+    Layout.templates_dir, where the `commands` files are."""
     path = Path(path)
     if not path.exists():
         return dict(BUILTIN_MODES)
@@ -339,7 +268,7 @@ def load_modes(path):
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"malformed TOML: {e}", file=path)
-    return parse_modes(data, path)
+    return parse_modes(data, path, templates_dir)
 
 
 def read_predictions(path):

@@ -16,7 +16,7 @@ harness takes its settings from ``ctx.options`` (pipeline.load_context) and neve
     baseline     a mode of the run        the report's time comparison (default: the first agent
                                           mode)
     predictions  file path                a SWE-bench predictions file, scored as mode ``file``
-    repeats      whole number >= 1        ``<bench>:validate``: runs of base and fix (default 3)
+    repeats      whole number >= 1        ``<bench>:validate``: runs of base and fix (default 5)
     verbosity    0, 1 or 2                ``doit clean``: 2 prints a line per removed item
     cutoff       YYYY-MM-DD               the report splits tasks by fix date: before it, on or
                                           after it (e.g. a model's training cutoff)
@@ -24,6 +24,15 @@ harness takes its settings from ``ctx.options`` (pipeline.load_context) and neve
                                           against the same mode in that run (paired)
     detect       points,points,...        ``doit run power``: the differences (percentage points,
                                           0 < D < 100) to plan for (default 5,10)
+    max_cost     US dollars > 0           the run's budget for agents: once their recorded cost
+                                          reaches it, no new agent starts (default: none)
+    agent_retries whole number >= 0       times an agent run that ends in ``infra_error`` (the
+                                          API or the network failed) is tried again (default 2)
+    agents       whole number >= 1        agent phases running at once (default 8)
+    builds       whole number >= 1        builds (configure, make) running at once (default:
+                                          the cores, at least 2)
+    proves       whole number >= 1        prove file runs at once (default: twice the cores);
+                                          these three: limits.py, under doit's -n
 
 Checks that need the benchmark or the modes (an instance id that is not in the benchmark, a mode
 that does not exist) are methods here too, called by pipeline.load_context once those are loaded.
@@ -93,6 +102,19 @@ def _count(name, value):
                     "must be a whole number >= 1", int)
 
 
+def _count_or_zero(name, value):
+    return _checked(name, value, lambda t: re.fullmatch(r"[0-9]+", t),
+                    "must be a whole number >= 0", int)
+
+
+def _dollars(name, value):
+    # Digits and one point only: "inf", "nan" and "1e3" are no budget a reader can check.
+    return _checked(name, value,
+                    lambda t: re.fullmatch(r"[0-9]*\.?[0-9]+|[0-9]+\.", t) and float(t) > 0,
+                    "must be an amount of US dollars above 0 (max_cost=5 or max_cost=2.50)",
+                    float)
+
+
 def _level(name, value):
     return _checked(name, value, lambda t: t in ("0", "1", "2"), "must be 0, 1 or 2", int)
 
@@ -140,7 +162,7 @@ VARIABLES = {
                                 "(default: the first agent mode)"),
     "predictions": Variable(_text, "a SWE-bench predictions file, scored as mode `file`"),
     "repeats": Variable(_count, "<bench>:validate runs base and fix N times each, N >= 1 "
-                                "(default: 3)"),
+                                "(default: 5)"),
     "verbosity": Variable(_level, "doit clean: 2 prints a line per removed item "
                                   "(default: one summary line)"),
     "cutoff": Variable(_date, "the report splits tasks by fix date, before and on or after "
@@ -149,6 +171,14 @@ VARIABLES = {
                                      "this other run"),
     "detect": Variable(_points, "doit run power: differences to plan for, in percentage points "
                                 "(default: 5,10)"),
+    "max_cost": Variable(_dollars, "the run's agent budget in US dollars: once spent, no new "
+                                   "agent starts (default: none)"),
+    "agent_retries": Variable(_count_or_zero, "times an agent run that failed for the API or "
+                                              "the network is tried again, N >= 0 (default: 2)"),
+    "agents": Variable(_count, "agent phases running at once, N >= 1 (default: 8)"),
+    "builds": Variable(_count, "builds (configure, make) running at once, N >= 1 "
+                               "(default: the cores, at least 2)"),
+    "proves": Variable(_count, "prove file runs at once, N >= 1 (default: twice the cores)"),
 }
 
 
@@ -173,11 +203,16 @@ class Options:
     modes: tuple = ()
     baseline: str | None = None
     predictions: str | None = None
-    repeats: int = 3
+    repeats: int = 5
     verbosity: int | None = None
     cutoff: str | None = None
     compare: str | None = None
     detect: tuple = ()
+    max_cost: float | None = None
+    agent_retries: int = 2
+    agents: int | None = None       # None: limits.default_counts
+    builds: int | None = None
+    proves: int | None = None
     given: tuple = field(default=(), compare=False)     # (name, value) as on the command line
 
     @classmethod

@@ -4,8 +4,11 @@ Agent modes: the diff of the workspace's files against the base commit, new file
 computed with the bare clone's objects and a throw-away index, never with the workspace's own .git,
 so an agent that commits, branches, rewrites history or deletes .git still yields the diff of what
 is on disk. Ignored files are left out, and so are, .gitignore or not, tracked or not, the harness's
-files (workspace.HARNESS_FILES) and what configure and make write (workspace.BUILD_OUTPUTS), listed
-in patch.json as left out, and any new file over MAX_NEW_FILE_BYTES (listed as skipped).
+files (workspace.HARNESS_FILES: .issue.md, .plan.md, .claude/) and what configure and make write
+(workspace.BUILD_OUTPUTS), listed in patch.json as left out, and any new file over
+MAX_NEW_FILE_BYTES (listed as skipped). An agent run that did not finish (agent.json's status
+``infra_error`` or ``not_run``: the API failed, or the budget was spent) has an empty patch and a
+note saying so: its work is not scored, and `doit run` runs it again.
 Built-ins: ``gold`` is ``git diff base fix`` from the bare clone; ``none`` is empty.
 Predictions modes: the ``model_patch`` of the task's row in the predictions file.
 
@@ -31,6 +34,11 @@ from .gitcmd import gold_diff, scratch_index
 from .modes import read_predictions
 from .repositories import repo_task
 from .workspace import BUILD_OUTPUTS, HARNESS_FILES
+
+# agent.json statuses of runs that are not finished, and what they mean: nothing of theirs is
+# scored; summary.py gives them outcomes of their own, outside a mode's denominator.
+UNFINISHED_AGENT = {"infra_error": "the API or the network failed",
+                    "not_run": "the run's budget (max_cost) was spent before it started"}
 
 MAX_NEW_FILE_BYTES = 1 << 20
 # Never part of an agent's patch, whatever the base's .gitignore says: (top-level path, reason).
@@ -235,20 +243,23 @@ def prediction_for(predictions_path, instance_id):
     return row[0].encode("utf-8"), row[1]
 
 
-def write_patch(layout, mode, task, config, files):
-    inputs = stamps.inputs_digest(config, files)
-    out = layout.patch_json(mode.name, task.instance_id)
-    bare = layout.bare_repo(task.repo)
-    skipped, left_out, note = [], [], ""
-    if mode.kind == "gold":
-        patch = gold_diff(bare, task.base_commit, task.fix_commit)
-    elif mode.kind == "none":
-        patch = b""
-    elif mode.kind == "predictions":
-        patch, _ = prediction_for(mode.predictions, task.instance_id)
-        if patch is None:
-            patch, note = b"", "no prediction for this instance"
-    elif not (jsonio.read_json(layout.workspace_stamp(mode.name, task.instance_id)) or {}).get(
+def unfinished_agent_note(layout, mode, task):
+    """Why the agent run of (mode, task) has no patch to score, or "" when it finished."""
+    agent = jsonio.read_json(layout.agent_json(mode.name, task.instance_id)) or {}
+    why = UNFINISHED_AGENT.get(agent.get("status"))
+    if not why:
+        return ""
+    return (f"no patch: the agent run ended in {agent['status']} ({agent.get('error') or why}); "
+            f"`doit run` runs it again")
+
+
+def agent_patch(layout, mode, task, out):
+    """(patch, skipped, left_out, note) of an agent mode: the workspace's diff; the patch kept
+    from an earlier diff when the workspace is gone; nothing for a run that did not finish."""
+    note = unfinished_agent_note(layout, mode, task)
+    if note:
+        return b"", [], [], note
+    if not (jsonio.read_json(layout.workspace_stamp(mode.name, task.instance_id)) or {}).get(
             "agent_started"):
         # The agent's workspace is gone (`doit clean`) and a fresh one stands in its place: its
         # diff would be empty, not the agent's work. The patch taken from the agent's workspace
@@ -258,16 +269,33 @@ def write_patch(layout, mode, task, config, files):
             raise UserError(f"the workspace of agent run {mode.name}/{task.instance_id} is gone; "
                             f"`doit forget agent:<benchmark>/{mode.name}/{task.instance_id}` "
                             f"runs the agent again", task=task.instance_id, field="workspace")
-        patch = old_patch.read_bytes()
         old = jsonio.read_json(out) or {}
-        skipped, note = old.get("skipped_files", []), old.get("note", "")
-        left_out = old.get("left_out", [])
+        return (old_patch.read_bytes(), old.get("skipped_files", []), old.get("left_out", []),
+                old.get("note", ""))
+    patch, skipped, left_out = workspace_diff(
+        layout.bare_repo(task.repo), layout.workspace(mode.name, task.instance_id),
+        task.base_commit)
+    note = ""
+    if skipped:
+        note = (f"left out {len(skipped)} new file(s) over {MAX_NEW_FILE_BYTES} bytes: "
+                + ", ".join(s["path"] for s in skipped[:5]))
+    return patch, skipped, left_out, note
+
+
+def write_patch(layout, mode, task, config, files):
+    inputs = stamps.inputs_digest(config, files)
+    out = layout.patch_json(mode.name, task.instance_id)
+    skipped, left_out, note = [], [], ""
+    if mode.kind == "gold":
+        patch = gold_diff(layout.bare_repo(task.repo), task.base_commit, task.fix_commit)
+    elif mode.kind == "none":
+        patch = b""
+    elif mode.kind == "predictions":
+        patch, _ = prediction_for(mode.predictions, task.instance_id)
+        if patch is None:
+            patch, note = b"", "no prediction for this instance"
     else:
-        patch, skipped, left_out = workspace_diff(
-            bare, layout.workspace(mode.name, task.instance_id), task.base_commit)
-        if skipped:
-            note = (f"left out {len(skipped)} new file(s) over {MAX_NEW_FILE_BYTES} bytes: "
-                    + ", ".join(s["path"] for s in skipped[:5]))
+        patch, skipped, left_out, note = agent_patch(layout, mode, task, out)
     jsonio.write_bytes(layout.model_patch(mode.name, task.instance_id), patch)
     record = {"inputs": inputs, "source": "workspace" if mode.runs_agent else mode.kind,
               "sha256": jsonio.digest(patch), "bytes": len(patch), "skipped_files": skipped,

@@ -1,8 +1,8 @@
 """Wiring: turns the project's inputs into doit tasks. dodo.py calls ``doit_tasks()``.
 
 Task names (``doit list --all``; plain ``doit list`` shows only what users run first:
-``<bench>:<mode>``, ``<bench>``, ``<bench>:validate``, ``report``, ``doctor``, see
-arrange_listing)::
+``<bench>:<mode>``, ``<bench>``, ``<bench>:validate``, ``<bench>:lint`` (statements.py),
+``report``, ``doctor``, see arrange_listing)::
 
     repos:<owner>+<name>                 bare clone         (repositories.py)
     tests:<commit12>                     nginx-tests tree   (prove.py)
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from doit.loader import generate_tasks
 from doit.task import Task
 
-from . import (agent, build, buildplan, doctor, grade, patch, prove, report, repositories, summary,
-               validate, workspace)
+from . import (agent, build, buildplan, doctor, grade, patch, prove, report, repositories,
+               statements, summary, validate, workspace)
 from .benchmark import load_benchmarks
 from .errors import UserError
 from .layout import Layout
@@ -48,7 +48,7 @@ from .report_records import modes_on_disk
 from .runrecord import read_run
 
 STAGES = (repositories, workspace, agent, patch, build, prove, grade, summary, report, validate,
-          doctor)
+          statements, doctor)
 
 
 @dataclass
@@ -149,7 +149,7 @@ def pick_benchmark(benchmarks, argv, requested=None, run_benchmark=None):
                     f"doit run {sorted(benchmarks)[0]}")
 
 
-GROUP_SUBTASKS = ("validate", "report")     # subtasks of a benchmark's group that are not modes
+GROUP_SUBTASKS = ("validate", "lint", "report")     # subtasks of a benchmark's group, not modes
 
 
 def check_requested_modes(bench, modes, argv):
@@ -180,7 +180,7 @@ def load_context(root=None, argv=None, options=None):
     options.check_instances(bench)
     instances = list(options.instances)
     tasks = bench.select(instances or None, options.limit)
-    modes = load_modes(layout.modes_file)
+    modes = load_modes(layout.modes_file, layout.templates_dir)
     modes.update(extra_modes(options.predictions))
     check_requested_modes(bench.name, modes, argv)
     options.check_modes(modes)

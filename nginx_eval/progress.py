@@ -170,7 +170,9 @@ def summary_lines(made, modes, layout):
         missing = len(entry.get("incomplete_ids") or [])
         if missing:
             others.append(f"{missing} missing")
-        rows.append((m, f"{resolved} of {total}", rate, interval, ", ".join(others)))
+        # The rate's denominator: infra errors and tasks left by the budget are not in it.
+        scored = entry.get("scored_instances", total)
+        rows.append((m, f"{resolved} of {scored}", rate, interval, ", ".join(others)))
     if not rows:
         return []
     widths = [max(len(r[i]) for r in rows + [("mode", "resolved", "rate", "95% CI", "")])

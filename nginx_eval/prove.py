@@ -47,7 +47,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 
-from . import jsonio, stamps
+from . import jsonio, limits, stamps
 from .build import ensure_build
 from .buildplan import build_task_name
 from .buildcache import binary_path, remove_tree, set_write_bits, verify_build
@@ -131,14 +131,19 @@ def output_guard(layout, binary):
     guard = guard_dir / "nginx"
     if guard.is_file() and guard.read_text() == script:
         return guard
-    tmp = guard_dir.with_name(f".{guard_dir.name}.{os.getpid()}")
-    remove_tree(tmp)
-    tmp.mkdir(parents=True)
-    (tmp / "nginx").write_text(script)
-    (tmp / "nginx").chmod(0o755)
-    os.symlink(os.path.join(os.path.dirname(binary), "src"), tmp / "src")
-    remove_tree(guard_dir)
-    os.replace(tmp, guard_dir)
+    # One writer at a time: the proves of one binary (threads of one doit too) all get here
+    # at once, and a second writer's remove_tree would pull the guard from under the first's test.
+    with locked(layout.lock(f"guard-{guard_dir.name}")):
+        if guard.is_file() and guard.read_text() == script:
+            return guard
+        tmp = guard_dir.with_name(f".{guard_dir.name}.{os.getpid()}")
+        remove_tree(tmp)
+        tmp.mkdir(parents=True)
+        (tmp / "nginx").write_text(script)
+        (tmp / "nginx").chmod(0o755)
+        os.symlink(os.path.join(os.path.dirname(binary), "src"), tmp / "src")
+        remove_tree(guard_dir)
+        os.replace(tmp, guard_dir)
     return guard
 
 
@@ -221,7 +226,7 @@ def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, to
             files[name] = dict(record, exit_code=None, timed_out=False, seconds=0.0, missing=True)
             continue
         log_path.write_bytes(b"")
-        with open(tap_path, "wb") as so, open(err_path, "wb") as se:
+        with open(tap_path, "wb") as so, open(err_path, "wb") as se, limits.slot("prove"):
             outcome = run_limited(["prove", "--norc", "-v", name], cwd=str(tests_tree),
                                   env=dict(env, NGINX_EVAL_NGINX_LOG=str(log_path)),
                                   timeout=timeout, stdout=so, stderr=se, token_file=token_file,

@@ -23,10 +23,19 @@ definition; computed from the row's other fields for rows written before it exis
     CF    compile_failed       the patched tree does not build
     PART  partially_resolved   some but not all fail_to_pass assertions pass
     FAIL  unresolved
+    INFRA  infra_error         not scored: the API or the network failed (after every retry)
+    BUDGET not_run             not scored: the run's budget (max_cost) was spent before it started
+
+A cell links to the task's grade.json and, when agent.json names one, to the agent's trajectory
+(``<mode>/<id>/agent/trajectory.md``). The header names the agent CLI version(s) the run's agent
+records name (agent.json's ``agent_version``); the time and cost table shows the tokens read from
+and written to the prompt cache apart from the other input tokens when the records have them.
 
 Statistics (stats.py names the methods and the libraries): a task scores 1 when resolved, else 0.
-A mode's resolved rate counts every task of the run (a missing result scores 0) and has a Wilson
-95% interval. An *arm* is what comparisons compare: a mode, or a mode family (``raw``, ``raw-r2``,
+A mode's resolved rate counts every task of the run (a missing result scores 0) except those it
+does not score (summary.NOT_SCORED: infra_error, not_run), which are counted apart and are in no
+rate, interval or comparison, as SWE-bench leaves its error ids out; it has a Wilson 95%
+interval. An *arm* is what comparisons compare: a mode, or a mode family (``raw``, ``raw-r2``,
 ..., from ``repeats = k`` in modes.toml) taken together, whose per-task score is the mean over its
 repeats and whose interval uses the standard error clustered by task. Every pair of arms is
 compared on the tasks both have results for (pairs with the baseline first, the baseline second);
@@ -43,7 +52,11 @@ their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run
                       "empty_patch_instances", "error_instances", "submitted_ids",
                       "completed_ids", "incomplete_ids", "resolved_ids", "unresolved_ids",
                       "empty_patch_ids", "error_ids"; and "outcomes": {instance_id: outcome},
-                      "outcome_counts": {outcome: n},
+                      "outcome_counts": {outcome: n},   # infra_error and not_run: agent
+                                                        # modes only
+                      agent modes only: "scored_instances" (the rate's denominator),
+                      "infra_error_instances", "infra_error_ids", "not_run_instances",
+                      "not_run_ids", "agent_versions": [str],
                       "resolved_rate": resolved / total_instances,
                       "resolved_interval": [low, high] | null,     # Wilson, 95%
                       "cost_usd": total | null,
@@ -84,12 +97,13 @@ their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run
 "arms": {arm: {run: {"rate", "interval", "repeats", "commands"}}}, "comparisons": [as above,
 with "a" and "b" the two runs' arm, plus "arm", "only_here": [ids], "only_other": [ids]]}.
 
-In SWE-bench's terms an *error* is an instance the evaluation could not judge: here env_error and
-patch_failed. A task with no row in a mode's results.jsonl is counted in total_instances only
+In SWE-bench's terms an *error* is an instance the evaluation could not judge: here env_error,
+patch_failed, infra_error and not_run (the last two also outside the resolved rate's denominator). A task with no row in a mode's results.jsonl is counted in total_instances only
 (``incomplete_ids``): a ``predictions=`` file without a row for it, or a task not run yet.
 
 The report's warnings list, by mode and task, every agent that did not complete (agent error,
-timeout, with agent.json's reason), environment errors, tasks not validated as valid, modes
+timeout, infra error, with agent.json's reason; per mode, the tasks left by the budget),
+environment errors, tasks not validated as valid, modes
 with missing tasks, and modes whose tasks ran different commands.
 
 Where each part lives: report_records.py reads the run's records; report_modes.py computes each

@@ -2,38 +2,39 @@
 pair of arms compared on the tasks both have results for (McNemar and Newcombe for one run per
 task, a permutation test and a bootstrap interval on per-task means with repeats; stats.py), Holm's
 adjustment over the pairs, each comparison in a sentence, the power summary, and resolved rates by
-area and by fix date.
+area and by fix date. A task whose outcome is not scored in a mode (summary.NOT_SCORED) is in
+none of them for that mode (report_modes.scored_table).
 """
 
 import statistics
 
 from . import stats
-from .report_modes import cost_per_resolved, groups, rate_of, rounded, rounded_pair
+from .summary import NOT_SCORED
+from .report_modes import cost_per_resolved, groups, rate_of, rounded, rounded_pair, scored_table
 
 # Modes whose patch does not change from one run to the next: no variance within a task.
 DETERMINISTIC_KINDS = ("gold", "none", "predictions")
 
 
 def _arm_scores(members, task_ids):
-    """table: {iid: [1/0 per repeat]} over every task of the run (a missing result scores 0, as
-    in the resolved rate); scores: {iid: mean over the repeats that have a result}, for the tasks
-    with at least one (what pairs are compared on)."""
-    table = {i: [1 if d["outcomes"].get(i) == "resolved" else 0 for d in members]
-             for i in task_ids}
+    """table: {iid: [1/0 per scored repeat]} over the tasks of the run (a missing result scores
+    0, as in the resolved rate; scored_table); scores: {iid: mean over the repeats that have a
+    scored result}, for the tasks with at least one (what pairs are compared on)."""
+    table = scored_table(members, task_ids)
     scores = {}
     for i in task_ids:
         have = [1 if d["outcomes"][i] == "resolved" else 0 for d in members
-                if i in d["outcomes"]]
+                if i in d["outcomes"] and d["outcomes"][i] not in NOT_SCORED]
         if have:
             scores[i] = sum(have) / len(have)
     return table, scores
 
 
-def _arm_rate(table, k, n_tasks):
+def _arm_rate(table, k):
     """(rate, interval, interval method, clustered standard error) of an arm of k repeats."""
     if k == 1:
         resolved = sum(v[0] for v in table.values())
-        return (rate_of(resolved, n_tasks), rounded_pair(stats.wilson(resolved, n_tasks)),
+        return (rate_of(resolved, len(table)), rounded_pair(stats.wilson(resolved, len(table))),
                 "wilson", None)
     c = stats.clustered_mean(list(table.values()))
     return rounded(c["mean"]), rounded_pair(c["interval"]), "clustered by task", rounded(c["se"])
@@ -46,7 +47,7 @@ def make_arms(mode_data, rows, task_ids, label=None):
     for family, members in groups(mode_data).items():
         k = len(members)
         table, scores = _arm_scores(members, task_ids)
-        rate, interval, how, se = _arm_rate(table, k, len(task_ids))
+        rate, interval, how, se = _arm_rate(table, k)
         deterministic = all(d["kind"] in DETERMINISTIC_KINDS for d in members)
         within = 0.0 if deterministic else (stats.within_task_variance(list(table.values()))
                                             if k > 1 else None)
@@ -162,14 +163,15 @@ def power_summary(comparisons, total):
 def _group_cells(arms, ids):
     cells = []
     for arm in arms:
+        scored = [i for i in ids if i in arm["table"]]
         if arm["repeats"] == 1:
-            k = sum(arm["table"][i][0] for i in ids)
-            cells.append({"arm": arm["name"], "resolved": k, "tasks": len(ids),
-                          "rate": rate_of(k, len(ids)),
-                          "interval": rounded_pair(stats.wilson(k, len(ids)))})
+            k = sum(arm["table"][i][0] for i in scored)
+            cells.append({"arm": arm["name"], "resolved": k, "tasks": len(scored),
+                          "rate": rate_of(k, len(scored)),
+                          "interval": rounded_pair(stats.wilson(k, len(scored)))})
         else:
-            c = stats.clustered_mean([arm["table"][i] for i in ids])
-            cells.append({"arm": arm["name"], "resolved": None, "tasks": len(ids),
+            c = stats.clustered_mean([arm["table"][i] for i in scored])
+            cells.append({"arm": arm["name"], "resolved": None, "tasks": len(scored),
                           "rate": rounded(c["mean"]), "interval": rounded_pair(c["interval"])})
     return cells
 

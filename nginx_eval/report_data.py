@@ -11,12 +11,16 @@ from . import __version__, jsonio, stats
 from .report_arms import breakdowns, compare_arms, make_arms, power_summary
 from .report_modes import families, mode_summary
 from .report_records import gold_files, modes_on_disk, read_rows, toolchain
-from .summary import OUTCOMES
+from .summary import NOT_SCORED, OUTCOMES
 
 CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
         "compile_failed": "CF", "patch_failed": "PF", "timeout": "TO", "agent_error": "ERR",
-        "env_error": "ENV"}
-ERROR_OUTCOMES = ("env_error", "patch_failed")
+        "env_error": "ENV", "infra_error": "INFRA", "not_run": "BUDGET"}
+# How report.md counts the tasks a mode does not score: (one, several).
+NOT_SCORED_WORDS = {"infra_error": ("infra error", "infra errors"),
+                    "not_run": ("left by the budget", "left by the budget")}
+# SWE-bench's error ids: the instances the evaluation could not judge.
+ERROR_OUTCOMES = ("env_error", "patch_failed") + NOT_SCORED
 CHART_NAME = "report-chart.png"
 DISTRIBUTIONS_NAME = "report-distributions.png"
 SCHEMA_VERSION = 2
@@ -47,6 +51,46 @@ def _add_speed_vs_baseline(mode_data, baseline):
         d["speed_vs_baseline"] = (round(theirs / mine, 2) if mine and theirs else None)
 
 
+def not_scored_text(mode):
+    """"1 infra error, 2 left by the budget": a mode's tasks outside its denominator ("0")."""
+    parts = []
+    for o in NOT_SCORED:
+        n = len(mode["not_scored"][o])
+        if n:
+            parts.append(f"{n} {NOT_SCORED_WORDS[o][n != 1]}")
+    return ", ".join(parts) or "0"
+
+
+def _agent_versions(mode_data):
+    """The agent CLI versions the run's agent records name: "v" when one, else "v (modes)"
+    joined by "; "; None when no record names one."""
+    modes_of = {}
+    for d in mode_data:
+        for v in d["agent_versions"]:
+            modes_of.setdefault(v, []).append(d["name"])
+    if len(modes_of) < 2:
+        return next(iter(modes_of), None)
+    return "; ".join(f"{v} ({', '.join(ms)})" for v, ms in sorted(modes_of.items()))
+
+
+def _display_facts(mode_data):
+    """What report.md shows only when the run has it (so that a run without agents renders as
+    before): the outcomes it does not score, cache token columns, the agent CLI versions,
+    trajectory links; and each mode's "not_scored_text" for the summary table."""
+    for d in mode_data:
+        d["not_scored_text"] = not_scored_text(d)
+    return {
+        "outcomes": [o for o in OUTCOMES if o not in NOT_SCORED],
+        "not_scored_outcomes": [o for o in NOT_SCORED
+                                if any(d["not_scored"][o] for d in mode_data)],
+        "not_scored_words": NOT_SCORED_WORDS,
+        "cache_tokens": any(k in (d["tokens"] or {}) for d in mode_data
+                            for k in ("cache_read", "cache_creation")),
+        "agent_version": _agent_versions(mode_data),
+        "trajectories": any(d["trajectories"] for d in mode_data),
+    }
+
+
 def _benchmark_facts(layout, bench, total):
     return {"name": bench.name, "file": os.path.relpath(bench.path, layout.root),
             "sha256": bench.digest, "tasks": total,
@@ -74,7 +118,7 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
         "repositories": _repositories(tasks),
         "toolchain": toolchain(layout, names), "baseline": baseline,
         "baseline_arm": baseline_arm["name"] if baseline_arm else None,
-        "outcomes": OUTCOMES, "cell": CELL,
+        **_display_facts(mode_data), "cell": CELL,
         "modes": mode_data, "task_ids": task_ids,
         "matrix": [{"instance_id": i, "gold_files": gold.get(i),
                     "cells": [_cell(d, i) for d in mode_data]} for i in task_ids],
@@ -91,8 +135,10 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
 
 def _cell(mode, iid):
     o = mode["outcomes"].get(iid)
+    trajectory = mode["trajectories"].get(iid)
     return {"mode": mode["name"], "outcome": o, "code": CELL[o] if o else "—",
-            "link": f"{mode['name']}/{iid}/grade.json" if o else None}
+            "link": f"{mode['name']}/{iid}/grade.json" if o else None,
+            "trajectory": f"{mode['name']}/{iid}/{trajectory}" if o and trajectory else None}
 
 
 def _repositories(tasks):
@@ -132,7 +178,10 @@ def _row_warnings(mode, iid, row):
     """Environment errors of a row, and an agent that did not complete."""
     warnings = [f"{mode} / {iid}: environment error: {err}" for err in row.get("env_errors") or []]
     status = row.get("agent_status")
-    if status in ("timeout", "failed", "error"):
+    if status == "infra_error":
+        warnings.append(f"{mode} / {iid}: infra error, not scored: "
+                        f"{row.get('agent_error') or status}")
+    elif status in ("timeout", "failed", "error"):
         why = row.get("agent_error") or status
         what = "agent timeout" if status == "timeout" else "agent error"
         if row.get("resolved"):
@@ -153,6 +202,11 @@ def _warnings(mode_data, rows, validation, task_ids):
         if not d["configured"]:
             warnings.append(f"mode {d['name']}: results on disk from a mode that is not in the "
                             f"current configuration")
+        left = d["not_scored"]["not_run"]
+        if left:
+            warnings.append(f"mode {d['name']}: {len(left)} of {len(task_ids)} tasks left by the "
+                            f"budget (max_cost), not scored ({', '.join(left[:5])}"
+                            f"{', ...' if len(left) > 5 else ''})")
         if len(d["ran"]) > 1:
             warnings.append(f"mode {d['name']}: its tasks ran {len(d['ran'])} different "
                             f"commands (see Modes)")
@@ -186,10 +240,25 @@ def swebench_report(mode):
     }
 
 
+def agent_json(mode):
+    """A mode's agent figures in report.json, for a mode whose rows come from an agent: the
+    denominator, the tasks it does not score (counted apart), the CLI versions."""
+    if not mode["has_agent"]:
+        return {}
+    out = {"scored_instances": mode["scored"]}
+    for o in NOT_SCORED:
+        out[f"{o}_instances"] = len(mode["not_scored"][o])
+        out[f"{o}_ids"] = sorted(mode["not_scored"][o])
+    out["agent_versions"] = mode["agent_versions"]
+    return out
+
+
 def mode_json(mode):
     """A mode's entry in report.json: SWE-bench's fields plus the report's figures."""
     return {**swebench_report(mode),
-            "outcome_counts": dict(mode["counts"]),
+            "outcome_counts": {o: n for o, n in mode["counts"].items()
+                               if o not in NOT_SCORED or mode["has_agent"]},
+            **agent_json(mode),
             "resolved_rate": mode["resolved_rate"],
             "resolved_interval": mode["resolved_interval"],
             "cost_usd": mode["cost_usd"],

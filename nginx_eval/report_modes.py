@@ -3,6 +3,11 @@ the rows report_records.py reads: outcome counts, the resolved rate with its Wil
 time, cost (per resolved task with a seeded bootstrap interval), tokens, patch sizes and overlap
 with the gold patch; per family, the spread of the repeats' rates and pass@k.
 
+A mode's denominator is the run's tasks less those whose outcome is not scored
+(summary.NOT_SCORED: the agent's run ended in an infra error, or the budget left it not run):
+those count in no rate, interval or comparison, and are counted apart. A task without a result
+stays in the denominator and scores 0.
+
 Numbers are rounded here, once, to what report.json holds (4 decimals for rates, 3 for seconds).
 """
 
@@ -10,7 +15,10 @@ import statistics
 
 from . import stats
 from .report_records import commands_that_ran, row_outcome
-from .summary import OUTCOMES
+from .summary import NOT_SCORED, OUTCOMES
+
+TOKEN_KINDS = ("input", "output")
+CACHE_TOKEN_KINDS = ("cache_read", "cache_creation")
 
 
 def rate_of(n, total):
@@ -98,16 +106,29 @@ def _time_and_cost(m, by_id, resolved):
 
 
 def _token_totals(by_id):
-    """{"input", "output"} summed over the rows that report them; None when none does."""
-    tokens = {"input": 0, "output": 0}
-    has_tokens = False
+    """{"input", "output"} summed over the rows that report them, plus "cache_read" and
+    "cache_creation" when any row reports those; None when no row reports tokens."""
+    tokens, has_tokens = {k: 0 for k in TOKEN_KINDS}, False
     for r in by_id.values():
-        for k in tokens:
+        for k in TOKEN_KINDS + CACHE_TOKEN_KINDS:
             v = (r.get("tokens") or {}).get(k)
             if v is not None:
-                tokens[k] += v
+                tokens[k] = tokens.get(k, 0) + v
                 has_tokens = True
     return tokens if has_tokens else None
+
+
+def scored_table(members, task_ids):
+    """{iid: [1 or 0 per repeat whose outcome is scored]} of mode data `members` (a mode and its
+    repeats): a missing result scores 0, a NOT_SCORED outcome is left out, and a task none of
+    whose repeats is scored is not in the table."""
+    table = {}
+    for i in task_ids:
+        scores = [1 if d["outcomes"].get(i) == "resolved" else 0 for d in members
+                  if d["outcomes"].get(i) not in NOT_SCORED]
+        if scores:
+            table[i] = scores
+    return table
 
 
 def _patch_figures(by_id, gold):
@@ -130,25 +151,41 @@ def _patch_figures(by_id, gold):
     }
 
 
+def _agent_facts(by_id, outcomes):
+    """Whether the mode's rows come from an agent, the CLI versions they name, their
+    trajectories ({iid: path in the task's results dir}), and the tasks whose outcome is not
+    scored ({outcome: [ids]})."""
+    return {
+        "has_agent": any(r.get("agent_status") is not None for r in by_id.values()),
+        "agent_versions": sorted({r["agent_version"] for r in by_id.values()
+                                  if r.get("agent_version")}),
+        "trajectories": {i: r["trajectory"] for i, r in by_id.items() if r.get("trajectory")},
+        "not_scored": {o: [i for i, v in outcomes.items() if v == o] for o in NOT_SCORED},
+    }
+
+
 def mode_summary(m, by_id, task_ids, modes, gold):
     """The report's figures for one mode, from its rows."""
-    total = len(task_ids)
     outcomes = {i: row_outcome(r) for i, r in by_id.items()}
     counts = {o: sum(1 for v in outcomes.values() if v == o) for o in OUTCOMES}
+    scored_rows = {i: r for i, r in by_id.items() if outcomes[i] not in NOT_SCORED}
+    total = len(task_ids) - (len(by_id) - len(scored_rows))
     mode = modes.get(m)
     return {
         **_described(m, mode, modes),
         "ran": commands_that_ran(by_id),
         "configured": mode is not None,
         "submitted": len(by_id), "missing": [i for i in task_ids if i not in by_id],
-        "empty_ids": [i for i, r in by_id.items() if not (r.get("patch") or {}).get("files")],
-        "outcomes": outcomes, "counts": counts,
-        "rates": {o: rate_of(n, total) for o, n in counts.items()},
+        "empty_ids": [i for i, r in scored_rows.items()
+                      if not (r.get("patch") or {}).get("files")],
+        "outcomes": outcomes, "counts": counts, "scored": total,
+        **_agent_facts(by_id, outcomes),
+        "rates": {o: rate_of(n, total) for o, n in counts.items() if o not in NOT_SCORED},
         "resolved_rate": rate_of(counts["resolved"], total),
         "resolved_interval": rounded_pair(stats.wilson(counts["resolved"], total)),
         **_time_and_cost(m, by_id, counts["resolved"]),
         "tokens": _token_totals(by_id),
-        "patch": _patch_figures(by_id, gold),
+        "patch": _patch_figures(scored_rows, gold),
     }
 
 
@@ -170,16 +207,15 @@ def families(mode_data, task_ids):
         if len(members) < 2:
             continue
         rates = [d["resolved_rate"] for d in members]
-        any_resolved = sum(1 for i in task_ids
-                           if any(d["outcomes"].get(i) == "resolved" for d in members))
-        clustered = stats.clustered_mean([[1 if d["outcomes"].get(i) == "resolved" else 0
-                                           for d in members] for i in task_ids])
+        table = scored_table(members, task_ids)
+        any_resolved = sum(1 for scores in table.values() if any(scores))
+        clustered = stats.clustered_mean(list(table.values()))
         out[family] = {
             "repeats": [d["name"] for d in members], "resolved_rates": rates,
             "mean": round(statistics.mean(rates), 4), "min": min(rates), "max": max(rates),
             "stdev": round(statistics.stdev(rates), 4) if len(rates) > 1 else 0.0,
             "pass_at_1": round(statistics.mean(rates), 4),
-            "pass_at_k": rate_of(any_resolved, len(task_ids)), "k": len(members),
+            "pass_at_k": rate_of(any_resolved, len(table)), "k": len(members),
             "se": rounded(clustered["se"]), "interval": rounded_pair(clustered["interval"]),
         }
     return out

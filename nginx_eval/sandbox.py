@@ -7,22 +7,29 @@ variable ``NGINX_EVAL_SANDBOX=1``. Inside, the agent sees:
 - its tools, read-only: every directory on PATH, and for one under $HOME the whole top-level
   directory it sits in (``~/.pyenv``, ``~/.local``, ...), since version managers keep the real
   programs next to their shims;
+- the agent's own program, read-only, followed through its symlinks: the directory it is named in
+  and the one its file is in, or for a program inside an npm package the whole ``node_modules``
+  around it (``node_modules/.bin/claude`` is a symlink into ``@anthropic-ai/claude-code/bin/``,
+  which no PATH entry covers);
 - its workspace and its own log directory, read-write, at their real paths;
-- ``~/.claude`` and ``~/.claude.json`` (Claude Code's login and settings) and the mode's
-  ``sandbox_binds = [...]``, read-write, where they exist;
+- Claude Code's state, read-write: ``$CLAUDE_CONFIG_DIR`` when set (created if missing: its
+  sessions are what ``--continue`` continues, its transcripts what the harness keeps), else
+  ``~/.claude`` and ``~/.claude.json`` where they exist; and the mode's ``sandbox_binds = [...]``;
 - a private /tmp, /dev and /proc, in its own PID namespace: when the harness kills the sandbox at
   the time limit, every process in it dies with it;
 - the network, unless the mode says ``network = false``.
 
 Whatever the binds above would expose, the harness's own directories are then hidden under empty
 file systems: the cache (bare clones with the fix, nginx-tests trees, other workspaces, builds),
-the results, the project root and local mirrors named by NGINX_EVAL_REPO_URL. Only the workspace
-and the log directory are mounted back on top.
+the results, the project root and local mirrors named by NGINX_EVAL_REPO_URL. Only the workspace,
+the log directory and the agent's state are mounted back on top (a program under a hidden
+directory stays hidden: cli's preflight runs it in the sandbox first and says so).
 """
 
 import os
 import shutil
 import subprocess
+import tempfile
 from functools import lru_cache
 
 from .errors import UserError
@@ -87,8 +94,32 @@ def tool_dirs(environ):
     return dirs
 
 
-def wrap(argv, *, workspace, log_dir, hidden, sandbox, environ):
-    """`argv` run inside bubblewrap with the view described in the module docstring."""
+def program_dirs(programs):
+    """The directories the programs need (see the module docstring), for paths as PATH finds
+    them (symlinks not followed)."""
+    dirs = []
+    for path in programs:
+        for p in (os.path.abspath(path), os.path.realpath(path)):
+            parts = p.split(os.sep)
+            if "node_modules" in parts[:-1]:
+                dirs.append(os.sep.join(parts[:parts.index("node_modules") + 1]))
+            else:
+                dirs.append(os.path.dirname(p))
+    return dirs
+
+
+def agent_state(environ):
+    """The read-write paths of Claude Code's state (see the module docstring)."""
+    config = environ.get("CLAUDE_CONFIG_DIR")
+    if config:
+        os.makedirs(config, exist_ok=True)
+        return [config]
+    return [os.path.expanduser(p) for p in AGENT_STATE]
+
+
+def wrap(argv, *, workspace, log_dir, hidden, sandbox, environ, programs=()):
+    """`argv` run inside bubblewrap with the view described in the module docstring. programs:
+    the paths of the programs the command starts (commandline.command_program, found on PATH)."""
     args = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--new-session"]
     if not sandbox["network"]:
@@ -96,7 +127,7 @@ def wrap(argv, *, workspace, log_dir, hidden, sandbox, environ):
     args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for d in SYSTEM_DIRS:
         args += ["--ro-bind-try", d, d]
-    for d in dict.fromkeys(tool_dirs(environ)):
+    for d in dict.fromkeys(tool_dirs(environ) + program_dirs(programs)):
         args += ["--ro-bind-try", d, d]
     # Hide the harness's directories, then mount back only what is the agent's.
     mirror = local_mirror_root(environ)
@@ -105,10 +136,27 @@ def wrap(argv, *, workspace, log_dir, hidden, sandbox, environ):
             args += ["--tmpfs", h]
     for p in (workspace, log_dir):
         args += ["--bind", str(p), str(p)]
-    for p in [os.path.expanduser(p) for p in AGENT_STATE + tuple(sandbox["binds"])]:
+    for p in agent_state(environ) + [os.path.expanduser(p) for p in sandbox["binds"]]:
         args += ["--bind-try", p, p]
     args += ["--chdir", str(workspace), "--"]
     return args + list(argv)
+
+
+def start_problem(argv, *, hidden, sandbox, environ, programs=()):
+    """Why `argv` does not run in the sandbox (None when it exits 0 and prints something), in an
+    empty directory standing in for the workspace: cli's preflight runs the agent's program
+    there before any agent starts."""
+    with tempfile.TemporaryDirectory(prefix="nginx-eval-preflight-") as scratch:
+        wrapped = wrap(argv, workspace=scratch, log_dir=scratch, hidden=hidden, sandbox=sandbox,
+                       environ=environ, programs=programs)
+        try:
+            out = subprocess.run(wrapped, cwd=scratch, env=environ, capture_output=True,
+                                 text=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return str(e)
+    if out.returncode == 0 and out.stdout.strip():
+        return None
+    return (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[-1]
 
 
 def hidden_paths(layout):

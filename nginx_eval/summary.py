@@ -14,7 +14,11 @@ results.jsonl row::
      "agent_commands": [[phase, command]] | null,   # agent.json's command_template per phase:
                                         # what ran (null: no agent, or a record without it)
      "agent_model": str | null,         # agent.json's model (null: not passed, or no agent)
-     "build_kind", "build_seconds", "agent_seconds", "cost_usd", "tokens",
+     "agent_version": str | null,       # agent.json's agent_version (`<program> --version`)
+     "trajectory": str | null,          # agent.json's trajectory, relative to the task's
+                                        # results dir ("agent/trajectory.md")
+     "build_kind", "build_seconds", "agent_seconds", "cost_usd",
+     "tokens": {"input", "output", "cache_read", "cache_creation"} | null,  # agent.json's
      "fail_to_pass": {"passed": n, "failed": n}, "pass_to_pass": {...},
      "patch": {"sha256", "files", "lines_added", "lines_removed"}, "env_errors": [...]}
 
@@ -25,6 +29,10 @@ predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
 Outcome of a task in a mode (first match wins), defined once here for results.jsonl and the
 report (report_records.py imports it; this module imports nothing of later stages)::
 
+    infra_error          the agent's run ended because the API or the network failed (after
+                         its retries): not the model's answer, not scored
+    not_run              the run's budget (max_cost) was spent before the agent started: not
+                         scored
     resolved             the patch resolves the task (even after an agent timeout or failure)
     env_error            the tests could not say (skipped file, missing module): untrusted
     timeout              the agent hit its time limit
@@ -35,13 +43,19 @@ report (report_records.py imports it; this module imports nothing of later stage
 from doit.tools import config_changed
 
 from . import buildplan, jsonio, prove
+from .patch import UNFINISHED_AGENT
 
+# Outcomes that say nothing of the model: outside a mode's denominator (rates, intervals,
+# comparisons), counted apart. Each is the agent.json status of the same name (patch.py).
+NOT_SCORED = tuple(UNFINISHED_AGENT)
 OUTCOMES = ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
-            "timeout", "agent_error", "env_error")
+            "timeout", "agent_error", "env_error") + NOT_SCORED
 
 
 def outcome(row):
     """The outcome of a results.jsonl row (or a row without the field, from its other fields)."""
+    if row.get("agent_status") in NOT_SCORED:
+        return row["agent_status"]
     if row.get("resolved"):
         return "resolved"
     if row.get("status") == "env_error":
@@ -71,6 +85,7 @@ def result_row(layout, mode, task):
                         if agent.get("status") not in (None, "completed") else None),
         "agent_commands": commands or None,
         "agent_model": next((p.get("model") for p in phases if p.get("model")), None),
+        "agent_version": agent.get("agent_version"), "trajectory": agent.get("trajectory"),
         "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
         "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),

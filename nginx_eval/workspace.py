@@ -4,6 +4,12 @@ The agent must not be able to find the answer, so the workspace is not a worktre
 (that would share every object, the fix included). It is a new repository into which only the base
 commit and its ancestors are fetched: no later commit exists in it as an object, ref or reflog entry,
 and nginx-tests is elsewhere. The problem statement is written to ``.issue.md``.
+
+Before an agent starts, ``install_commands`` writes the mode's custom slash commands (modes.toml's
+``commands``, read from templates/commands/) to ``.claude/commands/<name>``, where Claude Code
+reads the commands of the project it runs in; the user's own ``~/.claude`` is never touched.
+``.issue.md``, ``.plan.md`` and ``.claude/`` are the harness's files: excluded in
+``.git/info/exclude`` and never part of the agent's patch (patch.py).
 """
 
 import os
@@ -17,8 +23,12 @@ from .repositories import repo_task
 ISSUE_FILE = ".issue.md"
 # templates/prompt_plan.md.j2 asks the agent for its plan in this file (by this name).
 PLAN_FILE = ".plan.md"
+# Claude Code's per-project directory: the mode's slash commands go to its commands/.
+CLAUDE_DIR = ".claude/"
+COMMANDS_DIR = CLAUDE_DIR + "commands"
 # Files the harness puts in a workspace or asks the agent for: never part of the agent's patch.
-HARNESS_FILES = (ISSUE_FILE, PLAN_FILE)
+# A trailing / marks a directory.
+HARNESS_FILES = (ISSUE_FILE, PLAN_FILE, CLAUDE_DIR)
 # What ./auto/configure and make write at the top of the tree. Half of the nginx bases have no
 # .gitignore, so nothing else keeps them out of the agent's patch. A trailing / marks a directory.
 BUILD_OUTPUTS = ("Makefile", "objs/")
@@ -59,6 +69,22 @@ def create_workspace(layout, mode, task):
     jsonio.write_json(layout.workspace_stamp(mode, task.instance_id),
                       {"inputs": workspace_inputs(task), "path": str(ws),
                        "base_commit": task.base_commit, "agent_started": False})
+
+
+def install_commands(layout, mode, task):
+    """Write the custom slash commands of `mode` (a modes.Mode; its command_files, the text read
+    when the modes were loaded, which is what the agent's inputs digest covers) into the
+    workspace of (mode, task); the agent stage calls it after ensure_fresh_workspace, before the
+    first phase. Returns the paths written ([] for a mode without commands)."""
+    if not mode.command_files:
+        return []
+    folder = layout.workspace(mode.name, task.instance_id) / COMMANDS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in mode.command_files:
+        (folder / name).write_text(text, encoding="utf-8")
+        written.append(folder / name)
+    return written
 
 
 def mark_agent_started(layout, mode, task):

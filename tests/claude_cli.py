@@ -125,7 +125,10 @@ def transcript_usage(path):
     assistant message (by its id) is counted once."""
     per_model, seen = {}, set()
     for line in Path(path).read_text().splitlines():
-        entry = json.loads(line)
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue    # the last line of a CLI killed by SIGKILL mid-write
         message = entry.get("message") or {}
         if entry.get("type") != "assistant" or message.get("id") in seen:
             continue

@@ -134,3 +134,18 @@ def test_partial_fix_and_time_limit(prove_v):
     v = verdict(prove_v, cut, record={"exit_code": None, "timed_out": True})
     assert v["status"] == "unresolved" and v["timed_out_files"] == ["h2.t"]
     assert v["pass_to_pass"]["failed"] == ["h2.t:4 no alerts"] and v["env_errors"] == []
+
+
+def test_an_agent_run_that_did_not_finish_has_no_verdict(prove_v):
+    """infra_error and not_run: the verdict is the agent's status, never `unresolved`, whatever
+    the (empty) patch's tests printed, and never an environment error that would run again."""
+    out, _ = prove_v("h2.t", FIXED)
+    for status in ("infra_error", "not_run"):
+        v = grade(Task(), "built", {"h2.t": OK}, {"h2.t": out}, agent_status=status)
+        assert (v["status"], v["resolved"], v["agent_status"], v["env_errors"]) == \
+            (status, False, status, [])
+        assert v["fail_to_pass"] == {"passed": [], "failed": ["h2.t:3 body"]}
+        v = grade(Task(), "env_error", {}, {}, agent_status=status, build_reason="no make")
+        assert (v["status"], v["env_errors"]) == (status, [])
+    assert grade(Task(), "built", {"h2.t": OK}, {"h2.t": out},
+                 agent_status="failed")["status"] == "resolved"

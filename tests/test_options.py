@@ -21,7 +21,7 @@ def parse(argv=None, **variables):
 def test_defaults_and_values():
     assert Options.parse({}) == Options()
     assert (Options().run, Options().repeats, Options().limit, Options().instances) == \
-        ("default", 3, None, ())
+        ("default", 5, None, ())
     opts = parse(run="nightly", bench="nginx", instances="A, B ,,A", limit="2",
                  modes=" gold , none", baseline="raw", predictions="p.jsonl", repeats="5",
                  verbosity="2")
@@ -33,6 +33,24 @@ def test_defaults_and_values():
     assert parse(run="", limit="", repeats="", instances="") == Options()
 
 
+def test_budget_and_agent_retries():
+    """max_cost=USD (a positive amount, no default) and agent_retries=N (N >= 0, default 2), as
+    the agent stage reads them: ctx.options.max_cost, ctx.options.agent_retries."""
+    assert (Options().max_cost, Options().agent_retries) == (None, 2)
+    assert parse(max_cost="2.50", agent_retries="0") == Options(
+        max_cost=2.5, agent_retries=0, given=(("max_cost", "2.50"), ("agent_retries", "0")))
+    assert (parse(max_cost="5").max_cost, parse(max_cost=".5").max_cost,
+            parse(agent_retries="7").agent_retries) == (5.0, 0.5, 7)
+    assert parse(max_cost=" ", agent_retries="") == Options()
+    with pytest.raises(UserError) as e:
+        parse(max_cost="0")
+    assert str(e.value) == ("max_cost=0: must be an amount of US dollars above 0 "
+                            "(max_cost=5 or max_cost=2.50)")
+    with pytest.raises(UserError) as e:
+        parse(agent_retries="-1")
+    assert str(e.value) == "agent_retries=-1: must be a whole number >= 0"
+
+
 def test_options_are_frozen_and_every_variable_has_help():
     with pytest.raises(Exception):
         Options().limit = 3
@@ -42,7 +60,10 @@ def test_options_are_frozen_and_every_variable_has_help():
 @pytest.mark.parametrize("name,value", [
     ("limit", "0"), ("limit", "-1"), ("limit", "abc"), ("limit", "1.5"),
     ("repeats", "0"), ("repeats", "-2"), ("repeats", "abc"), ("run", "a/b"), ("run", "../x"),
-    ("verbosity", "3"),
+    ("verbosity", "3"), ("max_cost", "0"), ("max_cost", "-1"), ("max_cost", "0.0"),
+    ("max_cost", "inf"), ("max_cost", "nan"), ("max_cost", "1e3"), ("max_cost", "$5"),
+    ("max_cost", "five"), ("agent_retries", "-1"), ("agent_retries", "1.5"),
+    ("agent_retries", "two"),
 ])
 def test_bad_value_names_the_variable(name, value):
     with pytest.raises(UserError) as e:
@@ -125,6 +146,10 @@ REFUSED = {
     "repeats not a number": (("run", "tiny:validate", "repeats=abc"),
                              "repeats=abc: must be a whole number >= 1"),
     "limit zero": (("run", "tiny:gold", "limit=0"), "limit=0: must be a whole number >= 1"),
+    "budget zero": (("run", "tiny:fake", "max_cost=0"),
+                    "max_cost=0: must be an amount of US dollars above 0"),
+    "negative retries": (("run", "tiny:fake", "agent_retries=-1"),
+                         "agent_retries=-1: must be a whole number >= 0"),
     "unknown baseline": (("run", "report", "baseline=nope"),
                          "baseline=nope: no mode 'nope' in run 'default'; did you mean 'none'? "
                          "(known modes: fake, gold, none)"),

@@ -161,6 +161,37 @@ def test_patch_json_lists_what_was_left_out(tmp_path):
     assert patch_stats(patch)["files"] == ["src/core/nginx.c"]
 
 
+@pytest.mark.parametrize("status,error", [
+    ("infra_error", "phase solve: API error 500 after 3 attempts"),
+    ("not_run", "the run's budget of $5.00 was spent before this agent started"),
+])
+def test_an_agent_run_that_did_not_finish_has_an_empty_patch(tmp_path, status, error):
+    """An infra error or a run the budget left out: nothing of the workspace is scored (not
+    even a half-made change), and patch.json says why; a not_run agent never started, so its
+    fresh workspace is no error either. A completed run takes the diff again."""
+    layout, task, ws = harness_workspace(tmp_path)
+    if status == "infra_error":
+        mark_agent_started(layout, "agent", task)
+    write(ws / "src/core/nginx.c", "int main(void)\n{\n    return 1;\n}\n")
+    agent_json = layout.agent_json("agent", task.instance_id)
+    agent_json.parent.mkdir(parents=True, exist_ok=True)
+    agent_json.write_text(json.dumps({"status": status, "error": error}))
+    mode = Mode(name="agent", kind="agent")
+
+    write_patch(layout, mode, task, {}, [])
+
+    record = json.loads(layout.patch_json("agent", task.instance_id).read_text())
+    assert layout.model_patch("agent", task.instance_id).read_bytes() == b""
+    assert (record["files"], record["bytes"], record["left_out"]) == ([], 0, [])
+    assert record["note"] == (f"no patch: the agent run ended in {status} ({error}); "
+                              f"`doit run` runs it again")
+    mark_agent_started(layout, "agent", task)
+    agent_json.write_text(json.dumps({"status": "completed", "error": ""}))
+    write_patch(layout, mode, task, {}, [])
+    record = json.loads(layout.patch_json("agent", task.instance_id).read_text())
+    assert record["files"] == ["src/core/nginx.c"] and record["note"] == ""
+
+
 # -- touched_paths ------------------------------------------------------------------------------
 
 def diff_of(tmp_path, change, *diff_args):

@@ -135,6 +135,19 @@ def test_failed_and_timed_out_agents_are_said_once_and_agent_errors_everywhere(p
     assert executed == [] and lines(proc.stderr, "nginx-eval: agent ") == []
 
 
+def test_an_agent_run_that_did_not_finish_is_never_the_models_failure():
+    """infra_error and not_run are outcomes of their own, before any verdict (a leftover patch
+    that passes is not the model's answer either), in the one shared vocabulary."""
+    for status in ("infra_error", "not_run"):
+        assert status in summary.OUTCOMES and status in summary.NOT_SCORED
+        for row in ({"resolved": True, "status": "resolved"}, {"status": "unresolved"},
+                    {"status": "env_error"}, {}):
+            assert summary.outcome(dict(row, agent_status=status)) == status
+    assert summary.outcome({"agent_status": "error", "status": "unresolved"}) == "agent_error"
+    assert summary.outcome({"agent_status": "failed", "resolved": True}) == "resolved"
+    assert report_records.OUTCOMES is summary.OUTCOMES
+
+
 # -- 2 and 3. AGENT is read as a shell reads it; records say what ran -------------------------------
 
 DUMP_ARGV = "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"
@@ -204,7 +217,7 @@ def test_an_agent_a_shell_cannot_read_is_refused_before_any_agent(project):
 
 
 def test_render_command():
-    from nginx_eval.modes import render_command
+    from nginx_eval.commandline import render_command
     command = "${AGENT:-claude --model {model} -p} {prompt}"
     values = {"model": "m", "prompt": "it's $AGENT"}
     assert render_command(command, {}, values) == "claude --model m -p 'it'\"'\"'s $AGENT'"

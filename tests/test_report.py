@@ -6,6 +6,7 @@ import shutil
 import statistics
 
 from conftest import SOURCE_ROOT, section, table_row
+from nginx_eval import stats
 
 RUN = "rep"
 
@@ -193,3 +194,163 @@ def test_repeats_show_mean_spread_and_pass_at_k(project):
     assert family["se"] == round(1 / 6, 4)
     assert family["interval"] == [round(0.5 - 1.959964 / 6, 4), round(0.5 + 1.959964 / 6, 4)]
     assert row[7:] == ["16.7 pp", "[17.3, 82.7]"]
+
+
+# -- agent runs that did not finish, agent versions, cache tokens, trajectories ---------------------
+
+VERSIONS = {"fake": "2.1.330 (Claude Code)", "fake2": "2.1.331 (Claude Code)"}
+# (mode, task) -> the agent.json a real run that did not finish leaves (issue 14's contract).
+UNFINISHED = {
+    ("fake", "tiny-mul"): {"status": "infra_error",
+                           "error": "phase solve: API error 500 (api_error) on 3 attempts",
+                           "attempts": [{"status": "infra_error", "error": "API error 500",
+                                         "cost_usd": 0.01}] * 3},
+    ("fake2", "tiny-add"): {"status": "not_run", "cost_usd": None, "tokens": None,
+                            "agent_version": None, "trajectory": None, "phases": [],
+                            "error": "the run's budget (max_cost=0.30) was spent: $0.50"},
+}
+
+
+def finish_differently(project, layout, tasks):
+    """Give the fake agents' records a CLI version and a trajectory, turn UNFINISHED's into
+    what an infra error and the budget leave, and run the stages after the agent on them
+    (patch, grade, results: their own functions, on the files on disk)."""
+    from nginx_eval import grade, patch, summary
+    from nginx_eval.modes import load_modes
+    modes = load_modes(project.root / "modes.toml")
+    for mode in ("fake", "fake2"):
+        for iid in tasks:
+            path = layout.agent_json(mode, iid)
+            record = json.loads(path.read_text())
+            (path.parent / "agent" / "trajectory.md").write_text(f"# {mode} {iid}\n")
+            record.update(agent_version=VERSIONS[mode], trajectory="agent/trajectory.md")
+            record.update(UNFINISHED.get((mode, iid), {}))
+            path.write_text(json.dumps(record))
+            patch.write_patch(layout, modes[mode], tasks[iid], {}, [])
+            grade.grade_task(layout, mode, tasks[iid], {}, [])
+        summary.write_summary(layout, modes[mode], list(tasks.values()))
+
+
+def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):
+    from nginx_eval.benchmark import load_benchmark
+    from nginx_eval.layout import Layout
+    modes_toml = project.root / "modes.toml"
+    text = modes_toml.read_text()
+    modes_toml.write_text(text + text.replace("modes.fake", "modes.fake2"))
+    project.doit("run", "tiny", f"run={RUN}")
+    layout = Layout(root=project.root, cache=project.cache, results_root=project.results,
+                    run=RUN)
+    tasks = {t.instance_id: t for t in load_benchmark(project.root / "tasks/tiny.json").tasks}
+    finish_differently(project, layout, tasks)
+    _, executed = project.doit("run", "report", f"run={RUN}")
+    assert executed == ["report"]
+
+    # results.jsonl: outcomes of their own, and what the report needs of agent.json
+    fake, fake2 = rows(project, "fake"), rows(project, "fake2")
+    assert (fake["tiny-mul"]["outcome"], fake["tiny-mul"]["status"]) == ("infra_error",) * 2
+    assert fake["tiny-mul"]["agent_error"] == UNFINISHED[("fake", "tiny-mul")]["error"]
+    assert (fake2["tiny-add"]["outcome"], fake2["tiny-add"]["status"]) == ("not_run",) * 2
+    assert fake["tiny-add"]["outcome"] == fake2["tiny-mul"]["outcome"] == "resolved"
+    assert fake["tiny-add"]["agent_version"] == VERSIONS["fake"]
+    assert fake["tiny-add"]["trajectory"] == "agent/trajectory.md"
+    assert fake["tiny-add"]["tokens"] == {"input": 1000, "output": 200, "cache_read": 50,
+                                          "cache_creation": 10}
+    assert project.read("fake", "tiny-mul", "patch.json", RUN)["files"] == []
+
+    # report.json: out of the denominator, counted apart, among SWE-bench's error ids
+    report = json.loads((project.results / RUN / "report.json").read_text())
+    for mode, gone, kind in (("fake", "tiny-mul", "infra_error"), ("fake2", "tiny-add", "not_run")):
+        m = report["modes"][mode]
+        other = "not_run" if kind == "infra_error" else "infra_error"
+        assert (m["scored_instances"], m[f"{kind}_instances"], m[f"{kind}_ids"]) == (1, 1, [gone])
+        assert (m[f"{other}_instances"], m[f"{other}_ids"]) == (0, [])
+        assert m["outcome_counts"][kind] == 1 and m["outcomes"][gone] == kind
+        assert m["resolved_rate"] == 1.0 and m["resolved_interval"] == [
+            round(v, 4) for v in stats.wilson(1, 1)]
+        assert gone in m["error_ids"] and gone not in m["empty_patch_ids"]
+        assert m["resolved_instances"] + m["unresolved_instances"] + m["error_instances"] == 2
+        assert m["agent_versions"] == [VERSIONS[mode]]
+    gold = report["modes"]["gold"]
+    assert "scored_instances" not in gold and "infra_error" not in gold["outcome_counts"]
+    assert report["arms"]["fake"]["rate"] == 1.0
+    # fake and fake2 share no scored task: no comparison; fake and gold compare on tiny-add.
+    pairs = {frozenset((c["a"], c["b"])): c for c in report["comparisons"]}
+    assert frozenset(("fake", "fake2")) not in pairs
+    assert pairs[frozenset(("fake", "gold"))]["tasks"] == 1
+    area = report["breakdowns"]["area"][0]["cells"]
+    assert {c["arm"]: c["tasks"] for c in area} == {"gold": 2, "none": 2, "fake": 1, "fake2": 1}
+
+    md = (project.results / RUN / "report.md").read_text()
+    assert "| agent CLI | 2.1.330 (Claude Code) (fake); 2.1.331 (Claude Code) (fake2) |" in md
+    summary = section(md, "Summary")
+    assert "| mode | resolved | partially resolved | unresolved | compile failed | patch failed " \
+           "| timeout | agent error | env error | not scored | resolved, 95% CI |" in summary
+    assert table_row(summary, "`fake`")[0] == "1 (100.0%)"
+    assert table_row(summary, "`fake`")[8] == "1 infra error"
+    assert table_row(summary, "`fake2`")[8] == "1 left by the budget"
+    assert table_row(summary, "`gold`")[8] == "0"
+    matrix = section(md, "Per task")
+    assert "`INFRA` infra error (not scored) · `BUDGET` left by the budget (not scored)" in matrix
+    assert table_row(matrix, "tiny-mul")[2:] == [
+        "[INFRA](fake/tiny-mul/grade.json) · [trajectory](fake/tiny-mul/agent/trajectory.md)",
+        "[PASS](fake2/tiny-mul/grade.json) · [trajectory](fake2/tiny-mul/agent/trajectory.md)"]
+    assert table_row(matrix, "tiny-add")[:2] == ["[PASS](gold/tiny-add/grade.json)",
+                                                 "[FAIL](none/tiny-add/grade.json)"]
+    timing = section(md, "Time and cost")
+    assert "| input tokens | cache read | cache write | output tokens |" in timing
+    agents = [json.loads(layout.agent_json("fake", i).read_text()) for i in tasks]
+    assert table_row(timing, "`fake`")[6:10] == [
+        f"{sum(a['tokens'][k] for a in agents):,}"
+        for k in ("input", "cache_read", "cache_creation", "output")]
+    warnings = section(md, "Warnings")
+    assert (f"- fake / tiny-mul: infra error, not scored: "
+            f"{UNFINISHED[('fake', 'tiny-mul')]['error']}") in warnings
+    assert ("- mode fake2: 1 of 2 tasks left by the budget (max_cost), not scored (tiny-add)"
+            in warnings)
+
+
+def test_a_run_without_agents_shows_none_of_the_agent_columns(project):
+    """A run of gold and none renders as before issue 14: no agent CLI row, no "not scored"
+    column or legend, no cache token columns, no trajectory links, no agent fields in
+    report.json (byte-identical reports: the summary row and the table headers as they were)."""
+    project.doit("run", "tiny", "modes=gold,none", f"run={RUN}")
+    md = (project.results / RUN / "report.md").read_text()
+    for absent in ("agent CLI", "not scored", "cache read", "trajectory", "INFRA", "BUDGET"):
+        assert absent not in md, absent
+    assert "| mode | resolved | partially resolved | unresolved | compile failed | patch failed " \
+           "| timeout | agent error | env error | resolved, 95% CI |" in section(md, "Summary")
+    assert ("| mode | tasks timed | total | mean | median | cost | cost per resolved | input "
+            "tokens | output tokens | speed vs `none` |") in section(md, "Time and cost")
+    report = json.loads((project.results / RUN / "report.json").read_text())
+    for mode in report["modes"].values():
+        assert set(mode["outcome_counts"]) == {
+            "resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
+            "timeout", "agent_error", "env_error"}
+        assert not {"scored_instances", "agent_versions", "infra_error_ids"} & set(mode)
+
+
+def test_a_repeat_that_ended_in_an_infra_error_is_left_out_of_its_family(project):
+    """Three repeats resolving {a}, {b} (a: infra error) and {}: the family's scores per task are
+    a [1, 0] and b [0, 1, 0], so the mean is 2/5, pass@3 counts both tasks, and repeat 2's rate
+    is over its one scored task."""
+    modes = project.root / "modes.toml"
+    modes.write_text(modes.read_text().replace('model = "fake-1"', 'model = "fake-1"\nrepeats = 3'))
+    ids = [t["instance_id"] for t in project.benchmark()["tasks"]]
+    run_dir = project.results / RUN
+    resolved_by = {"fake": {ids[0]}, "fake-r2": {ids[1]}, "fake-r3": set()}
+    for mode, resolved in resolved_by.items():
+        (run_dir / mode).mkdir(parents=True)
+        (run_dir / mode / "results.jsonl").write_text("".join(json.dumps({
+            "instance_id": i, "mode": mode, "status": "resolved" if i in resolved else "unresolved",
+            "resolved": i in resolved, "env_errors": [], "agent_seconds": 10.0,
+            "agent_status": "infra_error" if (mode, i) == ("fake-r2", ids[0]) else "completed",
+            "patch": {"files": ["src/core/calc.c"], "lines_added": 1, "lines_removed": 1}})
+            + "\n" for i in ids))
+    project.doit("run", "report", f"run={RUN}")
+    report = json.loads((run_dir / "report.json").read_text())
+    family = report["families"]["fake"]
+    assert family["resolved_rates"] == [0.5, 1.0, 0.0]
+    assert family["pass_at_k"] == 1.0
+    assert report["arms"]["fake"]["rate"] == 0.4
+    assert report["modes"]["fake-r2"]["infra_error_ids"] == [ids[0]]
+    assert report["modes"]["fake-r2"]["outcomes"][ids[0]] == "infra_error"

@@ -1,0 +1,88 @@
+"""Claude Code's session transcripts: where the CLI keeps them, the lines a phase added (its
+subagents' too), and what they say about sessions and slash commands.
+
+Measured with the pinned CLI (see claude_code.py): ``$CLAUDE_CONFIG_DIR/projects/<cwd, every
+character that is not a letter or digit turned into ->/<session>.jsonl`` (a name past 200
+characters is cut and given a hash suffix), a subagent's in ``<session>/subagents/agent-*.jsonl``
+with ``agentId`` on every line. ``--continue`` appends to the session's file, so a phase's lines
+are what the files grew by while it ran.
+"""
+
+import json
+import os
+import re
+from pathlib import Path
+
+PROJECT_NAME_LIMIT = 200
+
+
+def config_dir(environ):
+    """Where the CLI keeps its state: $CLAUDE_CONFIG_DIR, else ~/.claude."""
+    if environ.get("CLAUDE_CONFIG_DIR"):
+        return Path(environ["CLAUDE_CONFIG_DIR"])
+    return Path(environ.get("HOME") or os.path.expanduser("~")) / ".claude"
+
+
+def project_glob(cwd):
+    """The glob of the directory under projects/ that holds the sessions of `cwd`."""
+    name = re.sub(r"[^a-zA-Z0-9]", "-", os.path.realpath(str(cwd)))
+    return name if len(name) <= PROJECT_NAME_LIMIT else name[:PROJECT_NAME_LIMIT] + "-*"
+
+
+def transcript_sizes(config, cwd):
+    """{path: size} of every session and subagent transcript of `cwd` under `config`."""
+    projects = Path(config) / "projects"
+    pattern = project_glob(cwd)
+    paths = list(projects.glob(f"{pattern}/*.jsonl"))
+    paths += projects.glob(f"{pattern}/*/subagents/*.jsonl")
+    sizes = {}
+    for p in paths:
+        try:
+            sizes[str(p)] = p.stat().st_size
+        except OSError:
+            continue
+    return sizes
+
+
+def new_transcript_lines(before, after):
+    """The lines written between two transcript_sizes: sessions first, then subagents, in path
+    order within each."""
+    grown = sorted((("/subagents/" in p, p), before.get(p, 0))
+                   for p, size in after.items() if size > before.get(p, 0))
+    lines = []
+    for (_, path), offset in grown:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            lines += f.read().decode("utf-8", errors="replace").splitlines()
+    return [line for line in lines if line.strip()]
+
+
+def entries_of(lines):
+    out = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
+
+
+def session_of(entries):
+    """The session id of the main conversation (not a subagent's) in transcript entries."""
+    return next((e["sessionId"] for e in entries
+                 if e.get("sessionId") and not e.get("agentId")), None)
+
+
+def _texts(content):
+    if isinstance(content, str):
+        return [content]
+    return [b.get("text", "") for b in content or [] if isinstance(b, dict)]
+
+
+def command_ran(entries, name):
+    """Whether the transcript shows the CLI expanding /name (its user message names it)."""
+    needle = f"<command-name>/{name}</command-name>"
+    return any(needle in text for e in entries if e.get("type") == "user"
+               for text in _texts((e.get("message") or {}).get("content")))

@@ -1,0 +1,107 @@
+"""A readable trajectory of an agent run: ``agent/trajectory.md``, rendered from the Claude Code
+transcripts the agent stage copied next to it (``agent/<i>-<phase>.transcript.jsonl``).
+
+Per phase: its session, turns and cost, the prompt, then in order every text the agent wrote and
+every tool call with its input and the start of its result; a subagent's calls follow under a
+heading of their own. Everything long is cut (``…``): the transcript is the full record; this is
+what a reader skims to see what the agent did. Pure: entries in, Markdown out.
+"""
+
+import json
+
+PROMPT_CHARS = 400
+TEXT_CHARS = 300
+INPUT_CHARS = 160
+RESULT_CHARS = 200
+
+
+def cut(text, limit):
+    """`text` on one line, at most `limit` characters (… marks a cut)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def code(text):
+    """An inline code span for any text (backticks inside would end it)."""
+    return "`" + text.replace("`", "'") + "`" if text else "``"
+
+
+def _blocks(content):
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content or [] if isinstance(b, dict)]
+
+
+def _result_text(block):
+    content = block.get("content")
+    if isinstance(content, list):
+        content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return str(content or "")
+
+
+def tool_call(block):
+    """One line for a tool call: its name and each input field, cut."""
+    fields = block.get("input") or {}
+    shown = ", ".join(f"{k}: {code(cut(v if isinstance(v, str) else json.dumps(v), INPUT_CHARS))}"
+                      for k, v in fields.items())
+    return f"- **{block.get('name', '?')}** {shown}".rstrip()
+
+
+def entry_lines(entry, prompt_seen):
+    """Markdown lines of one transcript entry (a user or an assistant line; others say nothing)."""
+    message = entry.get("message") or {}
+    lines = []
+    for block in _blocks(message.get("content")):
+        kind = block.get("type")
+        if entry.get("type") == "assistant" and kind == "text" and block.get("text", "").strip():
+            lines.append(f"- *says*: {cut(block['text'], TEXT_CHARS)}")
+        elif entry.get("type") == "assistant" and kind == "tool_use":
+            lines.append(tool_call(block))
+        elif entry.get("type") == "user" and kind == "tool_result":
+            mark = "error" if block.get("is_error") else "result"
+            lines.append(f"  - {mark}: {code(cut(_result_text(block), RESULT_CHARS))}")
+        elif entry.get("type") == "user" and kind == "text" and not prompt_seen:
+            lines.append(f"**Prompt**: {cut(block.get('text', ''), PROMPT_CHARS)}\n")
+    return lines
+
+
+def conversation(entries):
+    lines, prompt_seen = [], False
+    for entry in entries:
+        new = entry_lines(entry, prompt_seen)
+        prompt_seen = prompt_seen or any(line.startswith("**Prompt**") for line in new)
+        lines += new
+    return lines
+
+
+def phase_section(index, phase):
+    """The section of one phase: {"name", "entries", "session_id", "num_turns", "cost_usd",
+    "status"}."""
+    facts = [f"session {code(phase['session_id'])}" if phase.get("session_id") else "no session",
+             f"{phase['num_turns']} turns" if phase.get("num_turns") is not None else None,
+             f"{phase['cost_usd']:.6f} USD" if phase.get("cost_usd") is not None else None,
+             phase.get("status")]
+    said = ", ".join(f for f in facts if f)
+    lines = [f"## {index}. {phase['name']}", "", said[:1].upper() + said[1:] + ".", ""]
+    main = [e for e in phase["entries"] if not e.get("agentId")]
+    lines += conversation(main) or ["(no transcript entries)"]
+    subagents = {}
+    for e in phase["entries"]:
+        if e.get("agentId"):
+            subagents.setdefault(e["agentId"], []).append(e)
+    for agent_id, entries in subagents.items():
+        models = sorted({(e.get("message") or {}).get("model") for e in entries
+                         if e.get("type") == "assistant"} - {None})
+        lines += ["", f"### Subagent {agent_id} ({', '.join(models) or 'no answer'})", ""]
+        lines += conversation(entries)
+    return lines + [""]
+
+
+def render(title, phases):
+    """trajectory.md for the phases of one agent run (see phase_section)."""
+    lines = [f"# Trajectory: {title}", "",
+             "What the agent did, from Claude Code's transcripts (the `*.transcript.jsonl` files "
+             "beside this one hold everything); long texts are cut (…).", ""]
+    for i, phase in enumerate(phases, 1):
+        lines += phase_section(i, phase)
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,349 @@
+"""End to end with the real Claude Code CLI (tests/claude_cli.py) against the Anthropic stand-in
+(tests/anthropic_standin.py): the shipped modes raw, impl, full and nlcmd on the fixture
+benchmark, and every way an agent run can end that the harness must tell apart (issue 14).
+
+The stand-in answers each phase by a marker, a phrase of that phase's shipped prompt (or of the
+shipped /fix-issue command), with tool calls that fix both fixture tasks' bug.
+"""
+
+import json
+import os
+import shutil
+import time
+
+import pytest
+
+import claude_cli
+from anthropic_standin import Fault, call, say
+from claude_cli import SONNET, sonnet_cost, summed
+from conftest import SOURCE_ROOT
+from nginx_eval.sandbox import bwrap_problem
+
+needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None,
+                                 reason=f"no usable bubblewrap: {bwrap_problem()}")
+
+# A phrase of each shipped prompt (templates/), and of templates/commands/fix-issue.md.
+RAW = "A user reported the bug below"
+PLAN = "write a short plan of the fix"
+IMPLEMENT = "Implement the fix for the bug described in"
+VERIFY = "Check your fix for the bug in"
+COMMAND = "Fix the bug that a user of nginx reported"
+SUBTASK = "SUBTASK-HAIKU-7"
+FIX = "sed -i -e 's/a - b/a + b/' -e 's/a \\* b + (a > 1)/a * b/' src/core/calc.c"
+VERSION = claude_cli.setup_setting("CLAUDE_CODE_VERSION") + " (Claude Code)"
+
+
+def fixing(marker_text="Fixed."):
+    return [[say("Fixing it."), call("Bash", command=FIX)], [say(marker_text)]]
+
+
+SCRIPT = {
+    RAW: fixing(),
+    PLAN: [[call("Write", file_path=".plan.md", content="Make add() add.\n")], [say("Planned.")]],
+    IMPLEMENT: fixing("Implemented."),
+    VERIFY: [[call("Bash", command="grep -c 'a + b' src/core/calc.c")], [say("Verified.")]],
+    COMMAND: fixing("Fixed via /fix-issue."),
+}
+
+
+class ClaudeProject:
+    """The fixture project (conftest.Project) with the shipped modes.toml and templates, the
+    real CLI as `claude` first on PATH (a symlink, as npm's node_modules/.bin/claude is), and
+    the stand-in as its API."""
+
+    def __init__(self, project, program, api):
+        self.project, self.api = project, api
+        shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
+        bin_dir = project.base / "claude-bin"
+        bin_dir.mkdir()
+        (bin_dir / "claude").symlink_to(program)
+        self.config = project.base / "claude-config"
+        self.config.mkdir()
+        cli_env = claude_cli.environment(api, self.config, CLAUDE_CODE_MAX_RETRIES="0")
+        project.env.update({k: v for k, v in cli_env.items() if os.environ.get(k) != v})
+        project.env["PATH"] = f"{bin_dir}{os.pathsep}{project.env['PATH']}"
+        project.env["NGINX_EVAL_AGENT_BACKOFF"] = "0.05"
+        api.script = dict(SCRIPT)
+
+    def run(self, *targets, check=True, env=None):
+        proc, executed = self.project.doit("run", *targets, "instances=tiny-add", check=check,
+                                           env=env)
+        return proc, executed
+
+    def agent(self, mode):
+        return self.project.read(mode, "tiny-add", "agent.json")
+
+    def path(self, mode, relative):
+        return self.project.task_dir(mode, "tiny-add") / relative
+
+    def usages(self, marker, session=None):
+        """The usage the stand-in answered to the requests of `marker` (of one session)."""
+        return [q["usage"] for q in self.api.messages_requests(marker) if q["usage"] and
+                session in (None, q["headers"].get("x-claude-code-session-id"))]
+
+    def add_mode(self, text):
+        with open(self.project.root / "modes.toml", "a") as f:
+            f.write("\n" + text)
+
+
+@pytest.fixture
+def claude(project, claude_program, anthropic_api):
+    return ClaudeProject(project, claude_program, anthropic_api)
+
+
+def assert_phase_paid_what_the_api_billed(phase, usages):
+    """A phase's cost and tokens are those of its own requests (not the session's so far)."""
+    billed = summed(usages)
+    assert phase["cost_usd"] == pytest.approx(sonnet_cost(usages), rel=1e-6)
+    assert phase["tokens"] == {"input": billed["input_tokens"], "output": billed["output_tokens"],
+                               "cache_read": billed["cache_read_input_tokens"],
+                               "cache_creation": billed["cache_creation_input_tokens"]}
+    assert list(phase["models"]) == [SONNET] and phase["cost_source"] == "result"
+    assert phase["models"][SONNET]["cost_usd"] == pytest.approx(phase["cost_usd"], rel=1e-9)
+
+
+def test_every_shipped_mode_resolves_a_task_with_the_real_cli(claude):
+    claude.run("tiny:raw", "tiny:impl", "tiny:full", "tiny:nlcmd")
+    markers = {"raw": [RAW], "impl": [PLAN, IMPLEMENT], "full": [PLAN, IMPLEMENT, VERIFY],
+               "nlcmd": [COMMAND]}
+    for mode, phase_markers in markers.items():
+        agent = claude.agent(mode)
+        assert (agent["status"], agent["error"], agent["agent_version"]) == \
+            ("completed", "", VERSION), mode
+        assert [a["status"] for a in agent["attempts"]] == ["completed"]
+        sessions = {p["session_id"] for p in agent["phases"]}
+        assert len(sessions) == 1 and None not in sessions, mode     # --continue kept it
+        for phase, marker in zip(agent["phases"], phase_markers):
+            assert (phase["is_error"], phase["terminal_reason"], phase["api_error_status"]) == \
+                (False, "completed", None)
+            assert phase["permission_denials"] == [] and phase["num_turns"] == 2
+            # impl and full share markers: their requests differ by session.
+            assert_phase_paid_what_the_api_billed(phase,
+                                                  claude.usages(marker, phase["session_id"]))
+            assert claude.path(mode, phase["transcript"]).exists()
+        assert agent["cost_usd"] == pytest.approx(sum(p["cost_usd"] for p in agent["phases"]),
+                                                  abs=1e-6)
+        assert b"a + b" in claude.path(mode, "model.patch").read_bytes()
+        assert claude.project.read(mode, "tiny-add", "grade.json")["status"] == "resolved"
+        trajectory = claude.path(mode, agent["trajectory"]).read_text()
+        assert "**Bash** command: `sed -i" in trajectory and "Fixing it." in trajectory
+    transcript = claude.path("nlcmd", claude.agent("nlcmd")["phases"][0]["transcript"])
+    assert "<command-name>/fix-issue</command-name>" in transcript.read_text()
+    ws = claude.project.cache / "workspaces" / "default" / "nlcmd" / "tiny-add"
+    assert (ws / ".claude" / "commands" / "fix-issue.md").exists()
+    # Nothing to do: no CLI starts (no request, no --version), well under a second of work.
+    requests, versions = len(claude.api.requests), list((claude.project.cache /
+                                                         "agent-versions").iterdir())
+    start = time.monotonic()
+    _, executed = claude.run("tiny:raw", "tiny:impl", "tiny:full", "tiny:nlcmd")
+    assert executed == [] and len(claude.api.requests) == requests
+    assert list((claude.project.cache / "agent-versions").iterdir()) == versions
+    print(f"no-op rerun of four modes: {time.monotonic() - start:.2f} s")
+
+
+def quick_mode(name, timeout=120, *, plan=False, continue_from_elsewhere=False):
+    """A one-phase mode like the shipped raw (or plan then implement), with a shorter limit."""
+    claude = "claude --allowedTools Bash,Read,Edit,Write,Glob,Grep --output-format json " \
+             "--model {model}"
+    text = f'[modes.{name}]\nmodel = "{SONNET}"\n'
+    if plan:
+        text += (f'[[modes.{name}.phases]]\nname = "plan"\nprompt = "prompt_plan.md.j2"\n'
+                 f"command = '{claude} -p {{prompt}}'\n")
+        # The implement phase's CLI keeps its state elsewhere: its --continue finds no session.
+        elsewhere = 'CLAUDE_CONFIG_DIR="$CLAUDE_CONFIG_DIR/elsewhere" ' \
+            if continue_from_elsewhere else ""
+        return text + (f'[[modes.{name}.phases]]\nname = "implement"\n'
+                       f'prompt = "prompt_implement.md.j2"\n'
+                       f"command = '{elsewhere}{claude} --continue -p {{prompt}}'\n")
+    return text + (f'[[modes.{name}.phases]]\nname = "solve"\nprompt = "prompt_raw.md.j2"\n'
+                   f"timeout = {timeout}\ncommand = '{claude} -p {{prompt}}'\n")
+
+
+def results_row(project, mode):
+    (row,) = [json.loads(line) for line in
+              (project.results / "default" / mode / "results.jsonl").read_text().splitlines()]
+    return row
+
+
+def test_an_api_error_that_persists_is_an_infra_error_retried_and_not_scored(claude):
+    claude.api.faults = [Fault(status=529)]
+    proc, _ = claude.run("tiny:raw", "agent_retries=2")
+    agent = claude.agent("raw")
+    assert agent["status"] == "infra_error"
+    assert agent["error"].startswith("phase solve: exit code 1: API Error: 529 stand-in fault")
+    assert [a["status"] for a in agent["attempts"]] == ["infra_error"] * 3
+    assert [a["logs"] for a in agent["attempts"]] == ["agent/attempt-1", "agent/attempt-2",
+                                                      "agent"]
+    assert claude.path("raw", "agent/attempt-1/1-solve.stdout").exists()
+    (phase,) = agent["phases"]
+    assert (phase["api_error_status"], phase["terminal_reason"], phase["cost_usd"]) == \
+        (529, "api_error", 0)
+    # CLAUDE_CODE_MAX_RETRIES=0: one request per attempt, three attempts.
+    assert len(claude.api.messages_requests()) == 3
+    assert proc.stderr.count("ended in infra_error; attempt") == 2
+    assert results_row(claude.project, "raw")["status"] == "infra_error"
+    report = json.loads((claude.project.results / "default" / "report.json").read_text())
+    raw = report["modes"]["raw"]
+    assert (raw["infra_error_ids"], raw["scored_instances"]) == (["tiny-add"], 0)
+    # Not finished: the next run tries again, and this time the API answers.
+    claude.api.faults = []
+    claude.run("tiny:raw")
+    assert claude.agent("raw")["status"] == "completed"
+    assert claude.project.read("raw", "tiny-add", "grade.json")["status"] == "resolved"
+
+
+def test_an_api_error_that_clears_on_the_retry_completes(claude):
+    claude.api.faults = [Fault(status=500, times=1)]
+    claude.run("tiny:raw")
+    agent = claude.agent("raw")
+    assert agent["status"] == "completed"
+    assert [(a["status"], a["logs"]) for a in agent["attempts"]] == \
+        [("infra_error", "agent/attempt-1"), ("completed", "agent")]
+    assert agent["attempts"][0]["error"].startswith("phase solve: exit code 1: API Error: 500")
+    assert agent["cost_usd"] == pytest.approx(sonnet_cost(claude.usages(RAW)), rel=1e-6)
+    assert claude.project.read("raw", "tiny-add", "grade.json")["status"] == "resolved"
+    # A completed run is never repeated.
+    requests = len(claude.api.requests)
+    _, executed = claude.run("tiny:raw")
+    assert executed == [] and len(claude.api.requests) == requests
+
+
+def test_refused_credentials_stop_the_run_with_one_line(claude):
+    claude.api.faults = [Fault(status=401, should_retry=False)]
+    # --continue: doit would go on with the other task; the run's stop keeps its agent back.
+    proc, _ = claude.project.doit("run", "--continue", "tiny:raw", check=False)
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines() == [
+        "nginx-eval: error: the API refused the agent's credentials (agent raw/tiny-add, phase "
+        "solve: exit code 1: Failed to authenticate. API Error: 401 stand-in fault 401); no "
+        "other agent starts in this run: fix ANTHROPIC_API_KEY (or the CLI's login) and run "
+        "again"]
+    assert len(claude.api.messages_requests()) == 1            # tiny-mul's agent never started
+    assert not any(claude.project.task_dir("raw", i).joinpath("agent.json").exists()
+                   for i in ("tiny-add", "tiny-mul"))
+    # Credentials fixed, the next run starts them both.
+    claude.api.faults = []
+    claude.project.doit("run", "tiny:raw")
+    assert {i: claude.project.read("raw", i, "agent.json")["status"]
+            for i in ("tiny-add", "tiny-mul")} == {"tiny-add": "completed",
+                                                   "tiny-mul": "completed"}
+
+
+def test_a_phase_killed_at_its_time_limit_keeps_its_cost_from_the_transcript(claude):
+    claude.add_mode(quick_mode("quick", timeout=4))
+    claude.api.script = {RAW: fixing()}
+    claude.api.faults = [Fault(delay=60, marker=RAW, turn=1)]
+    claude.run("tiny:quick")
+    agent = claude.agent("quick")
+    (phase,) = agent["phases"]
+    assert agent["status"] == "timeout" and phase["timed_out"] and phase["exit_code"] is None
+    assert agent["error"] == "phase solve: timed out after 4 s"
+    # The first answer was billed; the second never came.
+    (first,) = claude.usages(RAW)
+    assert phase["cost_source"] == "transcript" and phase["result"] is None
+    assert_phase_paid_what_the_api_billed(dict(phase, cost_source="result"), [first])
+    assert phase["session_id"] and claude.path("quick", phase["transcript"]).exists()
+    assert agent["cost_usd"] == pytest.approx(sonnet_cost([first]), rel=1e-6)
+    # The fix was made before the limit: the patch resolves the task all the same.
+    assert claude.project.read("quick", "tiny-add", "grade.json")["status"] == "resolved"
+
+
+def test_a_subagents_tokens_and_cost_are_counted(claude):
+    claude.add_mode(quick_mode("quick"))
+    claude.api.script = {
+        RAW: [[call("Agent", description="look around", prompt=f"Please do {SUBTASK}",
+                    subagent_type="general-purpose", model="haiku", run_in_background=False)],
+              [call("Bash", command=FIX)], [say("Fixed with help.")]],
+        SUBTASK: [[call("Bash", command="echo from the subagent")], [say("Sub done.")]]}
+    claude.run("tiny:quick")
+    agent = claude.agent("quick")
+    (phase,) = agent["phases"]
+    sub = claude.api.messages_requests(SUBTASK)
+    haiku = sub[0]["model"]
+    assert "haiku" in haiku and set(phase["models"]) == {SONNET, haiku}
+    everything = summed(claude.usages(RAW) + claude.usages(SUBTASK))
+    assert phase["tokens"]["input"] == everything["input_tokens"]
+    assert phase["tokens"]["cache_read"] == everything["cache_read_input_tokens"]
+    assert phase["models"][haiku]["input"] == summed(claude.usages(SUBTASK))["input_tokens"]
+    assert phase["models"][haiku]["cost_usd"] > 0
+    assert phase["cost_usd"] == pytest.approx(
+        sonnet_cost(claude.usages(RAW)) + phase["models"][haiku]["cost_usd"], rel=1e-6)
+    assert agent["tokens"] == phase["tokens"]
+    transcript = claude.path("quick", phase["transcript"]).read_text()
+    assert '"agentId"' in transcript and "from the subagent" in transcript
+    trajectory = claude.path("quick", agent["trajectory"]).read_text()
+    assert "### Subagent" in trajectory and "**Bash** command: `echo from the subagent`" \
+        in trajectory
+
+
+def test_a_lost_continue_is_an_error(claude):
+    claude.add_mode(quick_mode("lost", plan=True, continue_from_elsewhere=True))
+    claude.run("tiny:lost")
+    agent = claude.agent("lost")
+    plan, implement = agent["phases"]
+    assert agent["status"] == "error" and implement["exit_code"] == 0
+    assert plan["session_id"] != implement["session_id"]
+    assert agent["error"] == (f"phase implement: --continue started session "
+                              f"{implement['session_id']} instead of continuing "
+                              f"{plan['session_id']}: the earlier phases' conversation was lost")
+    assert results_row(claude.project, "lost")["agent_status"] == "error"
+
+
+def test_nlcmd_without_its_command_file_is_an_error_and_costs_nothing(claude):
+    # The shipped nlcmd without its `commands`: nothing defines /fix-issue.
+    claude.add_mode(f'[modes.nocmd]\nmodel = "{SONNET}"\n[[modes.nocmd.phases]]\nname = "solve"\n'
+                    f'prompt = "prompt_nlcmd.md.j2"\ncommand = "claude --allowedTools '
+                    f'Bash,Read,Edit,Write,Glob,Grep --output-format json --model {{model}} '
+                    f'-p {{prompt}}"\n')
+    proc, _ = claude.run("tiny:nocmd")
+    agent = claude.agent("nocmd")
+    assert agent["status"] == "error" and agent["phases"][0]["exit_code"] is None
+    assert agent["error"].startswith("phase solve: /fix-issue is not defined (no fix-issue.md in "
+                                     "the workspace's .claude/commands/ or in ")
+    assert claude.api.requests == []                         # not a single request, not paid
+    assert "nginx-eval: agent nocmd/tiny-add failed: /fix-issue is not defined" in proc.stderr
+    assert results_row(claude.project, "nocmd")["agent_status"] == "error"
+
+
+def npm_like_install(claude_program, prefix):
+    """The CLI as npm installs it, under `prefix` (outside every directory the sandbox binds):
+    node_modules/.bin/claude, a symlink into the package's bin/ (the binary hard-linked)."""
+    package_bin = prefix / "node_modules" / "@anthropic-ai" / "claude-code" / "bin"
+    package_bin.mkdir(parents=True)
+    try:
+        os.link(os.path.realpath(claude_program), package_bin / "claude.exe")
+    except OSError as e:
+        pytest.skip(f"cannot hard-link the CLI next to the test: {e}")
+    bin_dir = prefix / "node_modules" / ".bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").symlink_to("../@anthropic-ai/claude-code/bin/claude.exe")
+    return bin_dir
+
+
+@needs_bwrap
+def test_in_the_sandbox_an_npm_installed_cli_runs_and_continues_its_session(claude,
+                                                                           claude_program):
+    bin_dir = npm_like_install(claude_program, claude.project.base / "npm-prefix")
+    claude.project.env["PATH"] = f"{bin_dir}{os.pathsep}{claude.project.env['PATH']}"
+    claude.run("tiny:impl", env={"NGINX_EVAL_SANDBOX": "1"})
+    agent = claude.agent("impl")
+    plan, implement = agent["phases"]
+    assert agent["status"] == "completed" and agent["agent_version"] == VERSION
+    assert plan["session_id"] == implement["session_id"]      # the config dir was bound
+    assert implement["transcript"] and claude.project.read("impl", "tiny-add", "grade.json")[
+        "status"] == "resolved"
+
+
+@needs_bwrap
+def test_the_preflight_runs_the_cli_in_the_sandbox_it_will_use(claude, claude_program):
+    # Under the project root, which the sandbox hides: it runs outside, not inside.
+    hidden_bin = claude.project.root / "bin"
+    hidden_bin.mkdir()
+    (hidden_bin / "claude").symlink_to(claude_program)
+    claude.project.env["PATH"] = f"{hidden_bin}{os.pathsep}{claude.project.env['PATH']}"
+    proc, executed = claude.run("tiny:raw", env={"NGINX_EVAL_SANDBOX": "1"}, check=False)
+    assert proc.returncode == 2 and executed == [] and claude.api.requests == []
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"nginx-eval: error: {claude.project.root / 'modes.toml'}, mode raw "
+                           f"phase solve, field command: program 'claude' does not start in "
+                           f"the sandbox: ")

@@ -377,5 +377,5 @@ def changed_files(git_dir, a, b):
 
 def apply_argv(patch_file):
     """git apply of a -p1 patch, run in the tree it patches. The build runs it under its time
-    limit and in build_env (toolchain.py), which holds isolated_env()."""
+    limit and in build_env (toolchain.py), which is git_environment() of the tree."""
     return ["git", "apply", "--whitespace=nowarn", "-p1", str(patch_file)]

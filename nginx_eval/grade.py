@@ -18,6 +18,9 @@ Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
 - a file that does not exist at the test commit, or whose prove was killed by a signal other
   than at the time limit (prove crashed, or something killed it), is an environment error;
 - a file killed at its time limit keeps the assertions it printed; the rest fail;
+- a file that prove.py ran a second time (``rerun_failed=1``: a graded assertion of its first
+  run did not pass) is judged by its rerun alone; both runs' results of its graded assertions are
+  recorded, with the ids whose result differs and the verdict the first runs alone would give;
 - a build that failed because of the environment (build.py) is an environment error;
 - an agent run that did not finish (agent status ``infra_error``: the API or the network failed;
   ``not_run``: the run's budget was spent first) has no verdict of its own: its patch is empty
@@ -36,7 +39,11 @@ Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
      "file_failures": [{"file", "kind": "tampered" | "not_started" | "died" | "skipped",
                         "reason"}],     # files the patch broke, decided by the base's run
      "timed_out_files": [...], "skipped_assertions": [graded ids that did not run: skipped],
-     "agent_status": str | null, "build_status": str}
+     "agent_status": str | null, "build_status": str,
+     # only when prove.json has "reruns" (rerun_failed=1):
+     "reruns": {"<file>": {"first": {id: passed}, "rerun": {id: passed}}},   # graded ids
+     "changed_on_rerun": [graded ids whose result differs between the two runs],
+     "first_run_status": the status the first runs alone would give}
 """
 
 
@@ -96,13 +103,43 @@ def _without_tests(verdict, task, status):
 
 
 def grade(task, build_status, prove_files, tap_texts, agent_status=None, reference=None,
-          build_reason=None):
+          build_reason=None, reruns=None):
     """The verdict of one task. tap_texts: {file: prove -v stdout}; prove_files: prove.json's
-    records; reference: {file: (record, prove -v stdout)} of the base build's runs."""
+    records; reference and reruns: {file: (record, prove -v stdout)} of the base build's runs
+    and of the files run a second time (None: rerun_failed was off)."""
+    rerun_records = {f: rec for f, (rec, _) in (reruns or {}).items()}
+    rerun_texts = {f: text for f, (_, text) in (reruns or {}).items()}
+    verdict = _verdict(task, build_status, dict(prove_files, **rerun_records),
+                       dict(tap_texts, **rerun_texts), agent_status, reference, build_reason)
+    if reruns is None:
+        return verdict
+    first = _verdict(task, build_status, prove_files, tap_texts, agent_status, reference,
+                     build_reason)
+    return dict(verdict, **rerun_fields(task, tap_texts, rerun_texts, first["status"]))
+
+
+def graded_passes(task, file, text):
+    """{graded id of `file`: whether it passed} in one prove -v stream (tampered: none did)."""
+    fr = parse_tap(file, text)
+    return {i: not fr.tampered and fr.results.get(i) is True
+            for i in list(task.fail_to_pass) + list(task.pass_to_pass)
+            if i.startswith(f"{file}:")}
+
+
+def rerun_fields(task, tap_texts, rerun_texts, first_status):
+    """grade.json's record of the reruns: both runs' results, and what changed."""
+    runs = {f: {"first": graded_passes(task, f, tap_texts.get(f, "")),
+                "rerun": graded_passes(task, f, text)} for f, text in rerun_texts.items()}
+    changed = [i for run in runs.values() for i in run["first"]
+               if run["first"][i] != run["rerun"][i]]
+    return {"reruns": runs, "changed_on_rerun": changed, "first_run_status": first_status}
+
+
+def _verdict(task, build_status, prove_files, tap_texts, agent_status, reference, build_reason):
+    """grade() for one stream per file."""
     verdict = {"instance_id": task.instance_id, "agent_status": agent_status,
                "build_status": build_status, "env_errors": [], "file_failures": [],
                "timed_out_files": [], "skipped_assertions": []}
-    graded_ids = list(task.fail_to_pass) + list(task.pass_to_pass)
     if agent_status in UNFINISHED_AGENT:
         # No verdict to give: the agent did not finish, and its (empty) patch is not its answer.
         return _without_tests(verdict, task, agent_status)
@@ -110,6 +147,25 @@ def grade(task, build_status, prove_files, tap_texts, agent_status=None, referen
         if build_status == "env_error":
             verdict["env_errors"].append(f"build: {build_reason or 'failed in this environment'}")
         return _without_tests(verdict, task, build_status)
+    results = _judge_files(task, prove_files, tap_texts, reference, verdict)
+    f2p, p2p = split(task.fail_to_pass, results), split(task.pass_to_pass, results)
+    resolved = not f2p["failed"] and not p2p["failed"] and not verdict["env_errors"]
+    tampered = any(f["kind"] == "tampered" for f in verdict["file_failures"])
+    if verdict["env_errors"]:
+        status = "env_error"
+    elif resolved:
+        status = "resolved"
+    elif f2p["passed"] and not tampered:
+        status = "partially_resolved"
+    else:
+        status = "unresolved"
+    return dict(verdict, status=status, resolved=resolved, fail_to_pass=f2p, pass_to_pass=p2p)
+
+
+def _judge_files(task, prove_files, tap_texts, reference, verdict):
+    """{assertion id: passed} of every file; adds each file's env errors, failures, time-outs
+    and skips to `verdict`."""
+    graded_ids = list(task.fail_to_pass) + list(task.pass_to_pass)
     results = {}
     for file in task.test_files:
         record = prove_files.get(file, {"missing": True})
@@ -127,18 +183,7 @@ def grade(task, build_status, prove_files, tap_texts, agent_status=None, referen
         verdict["skipped_assertions"] += [i for i in graded if assertion_number(i) in fr.skipped]
         if not fr.tampered:
             results.update(fr.results)
-    f2p, p2p = split(task.fail_to_pass, results), split(task.pass_to_pass, results)
-    resolved = not f2p["failed"] and not p2p["failed"] and not verdict["env_errors"]
-    tampered = any(f["kind"] == "tampered" for f in verdict["file_failures"])
-    if verdict["env_errors"]:
-        status = "env_error"
-    elif resolved:
-        status = "resolved"
-    elif f2p["passed"] and not tampered:
-        status = "partially_resolved"
-    else:
-        status = "unresolved"
-    return dict(verdict, status=status, resolved=resolved, fail_to_pass=f2p, pass_to_pass=p2p)
+    return results
 
 
 def read_texts(tap_dir, records):
@@ -161,10 +206,14 @@ def grade_task(layout, mode_name, task, config, files):
     texts = read_texts(tap_dir, prove["files"])
     references = prove.get("reference") or {}
     reference_texts = read_texts(tap_dir, references)
+    reruns = prove.get("reruns")        # absent: rerun_failed was off
+    rerun_texts = read_texts(tap_dir, reruns or {})
     verdict = grade(task, build["status"], prove["files"], texts,
                     agent_status=agent["status"] if agent else None,
                     reference={f: (rec, reference_texts[f]) for f, rec in references.items()},
-                    build_reason=build.get("reason"))
+                    build_reason=build.get("reason"),
+                    reruns=None if reruns is None else
+                    {f: (rec, rerun_texts[f]) for f, rec in reruns.items()})
     jsonio.write_json(out, dict(verdict, inputs=inputs, mode=mode_name))
 
 

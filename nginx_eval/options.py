@@ -33,6 +33,9 @@ harness takes its settings from ``ctx.options`` (pipeline.load_context) and neve
                                           the cores, at least 2)
     proves       whole number >= 1        prove file runs at once (default: twice the cores);
                                           these three: limits.py, under doit's -n
+    rerun_failed 0 or 1                   1: a test file with a failing or missing graded
+                                          assertion runs once more against the same binary, and
+                                          the rerun decides (prove.py, grade.py; default 0)
 
 Checks that need the benchmark or the modes (an instance id that is not in the benchmark, a mode
 that does not exist) are methods here too, called by pipeline.load_context once those are loaded.
@@ -119,6 +122,10 @@ def _level(name, value):
     return _checked(name, value, lambda t: t in ("0", "1", "2"), "must be 0, 1 or 2", int)
 
 
+def _switch(name, value):
+    return _checked(name, value, lambda t: t in ("0", "1"), "must be 0 or 1", int)
+
+
 def _date(name, value):
     from .benchmark import is_date
     return _checked(name, value, is_date, "must be a date YYYY-MM-DD")
@@ -179,6 +186,8 @@ VARIABLES = {
     "builds": Variable(_count, "builds (configure, make) running at once, N >= 1 "
                                "(default: the cores, at least 2)"),
     "proves": Variable(_count, "prove file runs at once, N >= 1 (default: twice the cores)"),
+    "rerun_failed": Variable(_switch, "1: run a test file with a failing graded assertion once "
+                                      "more, and grade the rerun (default: 0)"),
 }
 
 
@@ -213,6 +222,7 @@ class Options:
     agents: int | None = None       # None: limits.default_counts
     builds: int | None = None
     proves: int | None = None
+    rerun_failed: int = 0
     given: tuple = field(default=(), compare=False)     # (name, value) as on the command line
 
     @classmethod

@@ -186,6 +186,34 @@ def _git_header_names(text):
     return list(equal[0]) if equal else []
 
 
+def _in_hunk(line, old_left, new_left):
+    """(old_left, new_left, True) when `line` is body of the hunk being read, with the counts
+    left after it; (0, 0, False) when the hunk ended early (git apply would refuse it anyway)."""
+    # Inside a hunk a removed "-- x" line reads "--- x": only the counts say it is body.
+    marker = line[:1]
+    if marker in (" ", ""):
+        return old_left - 1, new_left - 1, True
+    if marker == "-":
+        return old_left - 1, new_left, True
+    if marker == "+":
+        return old_left, new_left - 1, True
+    if marker == "\\":
+        return old_left, new_left, True
+    return 0, 0, False
+
+
+def _copy_or_rename_path(line):
+    # git apply strips p - 1 components from these, i.e. none with -p1.
+    name = line.split(" ", 2)[2]
+    quoted = _unquote(name) if name.startswith('"') else None
+    return quoted[0] if quoted else name
+
+
+def _minus_plus_paths(line, next_line):
+    names = (_side_name(side) for side in (line[4:], next_line.rstrip("\r")[4:]))
+    return [_strip1(name) for name in names if name != "/dev/null"]
+
+
 def touched_paths(patch):
     """Every path `patch` touches, old and new sides, as `git apply -p1` (how the harness applies
     patches) reads them: both names of `diff --git` lines and of ---/+++ pairs with their first
@@ -196,20 +224,9 @@ def touched_paths(patch):
     for n, line in enumerate(lines):
         line = line.rstrip("\r")
         if old_left > 0 or new_left > 0:
-            # Inside a hunk a removed "-- x" line reads "--- x": only the counts say it is body.
-            marker = line[:1]
-            if marker in (" ", ""):
-                old_left, new_left = old_left - 1, new_left - 1
+            old_left, new_left, body = _in_hunk(line, old_left, new_left)
+            if body:
                 continue
-            if marker == "-":
-                old_left -= 1
-                continue
-            if marker == "+":
-                new_left -= 1
-                continue
-            if marker == "\\":
-                continue
-            old_left = new_left = 0     # a short hunk; git apply would refuse it anyway
         hunk = _HUNK.match(line)
         if hunk:
             old_left = int(hunk[1]) if hunk[1] is not None else 1
@@ -220,17 +237,11 @@ def touched_paths(patch):
             git_header = True
         elif git_header and line.startswith(("rename from ", "rename to ", "copy from ",
                                              "copy to ")):
-            # git apply strips p - 1 components from these, i.e. none with -p1.
-            name = line.split(" ", 2)[2]
-            quoted = _unquote(name) if name.startswith('"') else None
-            paths.append(quoted[0] if quoted else name)
+            paths.append(_copy_or_rename_path(line))
         elif line.startswith("--- ") and n + 1 < len(lines) and lines[n + 1].startswith("+++ "):
             # Like git apply, a --- line counts only with its +++ line after it (a commit
             # message may hold one).
-            for side in (line[4:], lines[n + 1].rstrip("\r")[4:]):
-                name = _side_name(side)
-                if name != "/dev/null":
-                    paths.append(_strip1(name))
+            paths += _minus_plus_paths(line, lines[n + 1])
             git_header = False
     return list(dict.fromkeys(p for p in paths if p))
 

@@ -25,12 +25,19 @@ the task's base build (``reference``, ``tap/reference/``): grade.py decides from
 the patch or the environment is at fault. A prove whose grade was an environment error is not
 kept: the next ``doit run`` proves again.
 
+With ``rerun_failed=1`` (options.py; then, and only then, part of prove's config), a file with a
+graded assertion that failed or did not run runs once more against the same binary, and both
+streams are kept: ``tap/<file>.tap`` (the first run) and ``tap/<file>.rerun.tap`` (with
+``.rerun.stderr`` and ``.rerun.nginx.log``). grade.py takes the rerun's verdict and records both.
+The reference run, when needed, covers a file if either of its runs needs one.
+
 ``prove.json``::
 
     {"inputs", "binary", "binary_key", "test_commit", "environment": {name: value},
      "files": {"<file>": {"exit_code", "timed_out", "seconds", "tap", "stderr", "nginx_log",
                           "missing": bool}},
      "reference": {"<file>": the same record, paths under tap/reference/}, "reference_key",
+     "reruns": {"<file>": the same record, of tap/<file>.rerun.tap},   # rerun_failed=1 only
      "notes": [str],
      "versions": {"perl": `perl -e 'print $^V'` ("v5.36.0"), "openssl": `openssl version`'s
                   first line} | null}
@@ -209,14 +216,15 @@ def prove_environment(tests_tree, guard, binary):
     return env
 
 
-def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, token_file=None):
-    """Run each file against `binary`; return {file: record}. Output files go to tap_dir;
-    token_file: see procs.kill_leftovers."""
+def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, token_file=None,
+                    suffix=""):
+    """Run each file against `binary`; return {file: record}. Output files go to tap_dir, named
+    after the file plus `suffix` (".rerun"); token_file: see procs.kill_leftovers."""
     tap_dir.mkdir(parents=True, exist_ok=True)
     env = prove_environment(tests_tree, output_guard(layout, binary), binary)
     files = {}
     for name in test_files:
-        stem = name.replace("/", "__")
+        stem = name.replace("/", "__") + suffix
         tap_path, err_path = tap_dir / f"{stem}.tap", tap_dir / f"{stem}.stderr"
         log_path = tap_dir / f"{stem}.nginx.log"
         record = {"tap": tap_path.name, "stderr": err_path.name, "nginx_log": log_path.name}
@@ -239,14 +247,31 @@ def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, to
     return files
 
 
+def graded_in(task, name):
+    """The graded assertion ids (fail_to_pass, pass_to_pass) of the test file `name`."""
+    return [i for i in list(task.fail_to_pass) + list(task.pass_to_pass)
+            if i.startswith(f"{name}:")]
+
+
+def _parsed(tap_dir, name, record):
+    return parse_tap(name, (tap_dir / record["tap"]).read_text(errors="replace"))
+
+
 def files_needing_reference(task, tap_dir, files):
     """The files whose problems only a run of the base build can attribute (tapstream)."""
-    graded = list(task.fail_to_pass) + list(task.pass_to_pass)
+    return [name for name, record in files.items()
+            if needs_reference(_parsed(tap_dir, name, record), record, graded_in(task, name))]
+
+
+def files_to_rerun(task, tap_dir, files):
+    """The files of the test commit with a graded assertion that did not pass (failed, did not
+    run, or its stream cannot be trusted): rerun_failed=1 runs each once more."""
     out = []
     for name, record in files.items():
-        text = (tap_dir / record["tap"]).read_text(errors="replace")
-        mine = [i for i in graded if i.startswith(f"{name}:")]
-        if needs_reference(parse_tap(name, text), record, mine):
+        if record["missing"]:
+            continue        # nothing to run again: an environment error either way
+        fr = _parsed(tap_dir, name, record)
+        if fr.tampered or not all(fr.results.get(i) is True for i in graded_in(task, name)):
             out.append(name)
     return out
 
@@ -276,6 +301,36 @@ def verdict_kept(layout, mode_name, iid):
     return not grade_was_env_error(layout, mode_name, iid)
 
 
+def prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed):
+    """Fill `record` (prove.json) with the runs of the built binary, its reruns and the base
+    build's reference runs."""
+    problem = verify_build(layout, build)
+    if problem:
+        raise RuntimeError(f"{problem}; `doit run` again rebuilds it")
+    tree, notes = verified_tests_tree(layout, task.test_repo, task.test_commit)
+    binary = binary_path(layout, build["key"])
+    files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout,
+                            tap_dir, token_file=token_file)
+    record.update(binary=str(binary), binary_key=build["key"], files=files, notes=notes,
+                  environment=prove_environment(tree, output_guard(layout, binary), binary),
+                  versions=tool_versions())
+    reruns = {}
+    if rerun_failed:
+        reruns = run_prove_files(layout, tree, binary, files_to_rerun(task, tap_dir, files),
+                                 task.test_timeout, tap_dir, token_file=token_file,
+                                 suffix=".rerun")
+        record["reruns"] = reruns
+    # The grade decides from the rerun (where there is one): the reference must cover both runs.
+    needing = (set(files_needing_reference(task, tap_dir, files))
+               | set(files_needing_reference(task, tap_dir, reruns)))
+    needed = [name for name in files if name in needing]
+    if needed:
+        refs, key = reference_runs(layout, task, build, needed, tree, tap_dir, token_file)
+        decided = dict(files, **reruns)
+        record["reference"] = ({n: decided[n] for n in needed} if refs is None else refs)
+        record["reference_key"] = key
+
+
 def prove_task(layout, mode_name, task, config, files):
     inputs = stamps.inputs_digest(config, files)
     out = layout.prove_json(mode_name, task.instance_id)
@@ -287,22 +342,11 @@ def prove_task(layout, mode_name, task, config, files):
     record = {"inputs": inputs, "test_commit": task.test_commit, "binary": None,
               "binary_key": None, "environment": {}, "files": {}, "reference": {},
               "reference_key": None, "notes": [], "versions": None}
+    rerun_failed = bool(config.get("rerun_failed"))
+    if rerun_failed:
+        record["reruns"] = {}
     if build["status"] == "built":
-        problem = verify_build(layout, build)
-        if problem:
-            raise RuntimeError(f"{problem}; `doit run` again rebuilds it")
-        tree, notes = verified_tests_tree(layout, task.test_repo, task.test_commit)
-        binary = binary_path(layout, build["key"])
-        files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout,
-                                tap_dir, token_file=token_file)
-        record.update(binary=str(binary), binary_key=build["key"], files=files, notes=notes,
-                      environment=prove_environment(tree, output_guard(layout, binary), binary),
-                      versions=tool_versions())
-        needed = files_needing_reference(task, tap_dir, files)
-        if needed:
-            refs, key = reference_runs(layout, task, build, needed, tree, tap_dir, token_file)
-            record["reference"] = ({n: files[n] for n in needed} if refs is None else refs)
-            record["reference_key"] = key
+        prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed)
     jsonio.write_json(out, record)
 
 
@@ -336,6 +380,9 @@ def gen_tasks(ctx):
                   "timeout": task.test_timeout, "base": task.base_commit,
                   "environment": environment_inputs(ctx.layout.tests_tree(task.test_commit)),
                   "guard": jsonio.file_digest(OUTPUT_GUARD)}
+        if ctx.options.rerun_failed:
+            # Only when on: with it off, prove's inputs digest is what it always was.
+            config["rerun_failed"] = 1
         yield stamps.stage_task(
             basename="prove", name=name,
             doc=f"prove {' '.join(task.test_files)} for the {mode.name} patch of {iid}",

@@ -57,6 +57,8 @@ their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run
                       agent modes only: "scored_instances" (the rate's denominator),
                       "infra_error_instances", "infra_error_ids", "not_run_instances",
                       "not_run_ids", "agent_versions": [str],
+                      graded with rerun_failed=1 only: "verdict_changed_on_rerun_instances",
+                      "verdict_changed_on_rerun_ids" (tasks whose verdict a rerun changed),
                       "resolved_rate": resolved / total_instances,
                       "resolved_interval": [low, high] | null,     # Wilson, 95%
                       "cost_usd": total | null,
@@ -104,7 +106,8 @@ patch_failed, infra_error and not_run (the last two also outside the resolved ra
 The report's warnings list, by mode and task, every agent that did not complete (agent error,
 timeout, infra error, with agent.json's reason; per mode, the tasks left by the budget),
 environment errors, tasks not validated as valid, modes
-with missing tasks, and modes whose tasks ran different commands.
+with missing tasks, modes whose tasks ran different commands, and modes with tasks whose verdict a
+rerun of a failing test file changed (rerun_failed=1).
 
 Where each part lives: report_records.py reads the run's records; report_modes.py computes each
 mode's and family's figures; report_arms.py the arms, comparisons, power summary and breakdowns;

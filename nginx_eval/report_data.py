@@ -207,6 +207,11 @@ def _warnings(mode_data, rows, validation, task_ids):
             warnings.append(f"mode {d['name']}: {len(left)} of {len(task_ids)} tasks left by the "
                             f"budget (max_cost), not scored ({', '.join(left[:5])}"
                             f"{', ...' if len(left) > 5 else ''})")
+        changed = d["verdict_changed_on_rerun"]
+        if changed:
+            warnings.append(f"mode {d['name']}: {len(changed)} of {len(task_ids)} tasks changed "
+                            f"verdict when a failing test file ran again (rerun_failed=1): "
+                            f"{', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}")
         if len(d["ran"]) > 1:
             warnings.append(f"mode {d['name']}: its tasks ran {len(d['ran'])} different "
                             f"commands (see Modes)")
@@ -253,12 +258,22 @@ def agent_json(mode):
     return out
 
 
+def rerun_json(mode):
+    """A mode graded with rerun_failed=1: how many of its tasks the rerun changed the verdict
+    of, and which."""
+    if not mode["reran"]:
+        return {}
+    changed = sorted(mode["verdict_changed_on_rerun"])
+    return {"verdict_changed_on_rerun_instances": len(changed),
+            "verdict_changed_on_rerun_ids": changed}
+
+
 def mode_json(mode):
     """A mode's entry in report.json: SWE-bench's fields plus the report's figures."""
     return {**swebench_report(mode),
             "outcome_counts": {o: n for o, n in mode["counts"].items()
                                if o not in NOT_SCORED or mode["has_agent"]},
-            **agent_json(mode),
+            **agent_json(mode), **rerun_json(mode),
             "resolved_rate": mode["resolved_rate"],
             "resolved_interval": mode["resolved_interval"],
             "cost_usd": mode["cost_usd"],

@@ -164,6 +164,16 @@ def _agent_facts(by_id, outcomes):
     }
 
 
+def _rerun_facts(by_id):
+    """Whether the mode was graded with reruns (rerun_failed=1), and the tasks whose verdict the
+    rerun of a failing test file changed."""
+    return {
+        "reran": any("first_run_status" in r for r in by_id.values()),
+        "verdict_changed_on_rerun": [i for i, r in by_id.items() if r.get(
+            "first_run_status", r.get("status")) != r.get("status")],
+    }
+
+
 def mode_summary(m, by_id, task_ids, modes, gold):
     """The report's figures for one mode, from its rows."""
     outcomes = {i: row_outcome(r) for i, r in by_id.items()}
@@ -180,6 +190,7 @@ def mode_summary(m, by_id, task_ids, modes, gold):
                       if not (r.get("patch") or {}).get("files")],
         "outcomes": outcomes, "counts": counts, "scored": total,
         **_agent_facts(by_id, outcomes),
+        **_rerun_facts(by_id),
         "rates": {o: rate_of(n, total) for o, n in counts.items() if o not in NOT_SCORED},
         "resolved_rate": rate_of(counts["resolved"], total),
         "resolved_interval": rounded_pair(stats.wilson(counts["resolved"], total)),

@@ -20,7 +20,9 @@ results.jsonl row::
      "build_kind", "build_seconds", "agent_seconds", "cost_usd",
      "tokens": {"input", "output", "cache_read", "cache_creation"} | null,  # agent.json's
      "fail_to_pass": {"passed": n, "failed": n}, "pass_to_pass": {...},
-     "patch": {"sha256", "files", "lines_added", "lines_removed"}, "env_errors": [...]}
+     "patch": {"sha256", "files", "lines_added", "lines_removed"}, "env_errors": [...],
+     # only when the grade had reruns (rerun_failed=1), from grade.json:
+     "first_run_status": str, "changed_on_rerun": [ids]}
 
 A predictions mode has rows only for the tasks its file has a row for (modes.Mode.instances).
 
@@ -94,6 +96,9 @@ def result_row(layout, mode, task):
         "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
         "env_errors": grade["env_errors"],
     }
+    if "first_run_status" in grade:     # rerun_failed=1; rows of other runs stay as they were
+        row.update(first_run_status=grade["first_run_status"],
+                   changed_on_rerun=grade["changed_on_rerun"])
     return {"instance_id": iid, "mode": mode.name, "run": layout.run, "outcome": outcome(row),
             **row}
 

@@ -12,7 +12,7 @@ import threading
 from functools import lru_cache
 
 from . import jsonio
-from .gitcmd import isolated_env
+from .gitcmd import git_environment
 from .layout import PACKAGE_DIR
 
 # Programs a build runs; a missing one is the environment's fault, found before building.
@@ -56,9 +56,9 @@ def build_env(layout, tree):
         # Depend mode takes the headers from the compiler's own -MD output (see EXTRA_CC_OPT)
         # instead of running the preprocessor a second time on every miss.
         env["CCACHE_DEPEND"] = "1"
-    # git apply below a tree inside another repository must not see that repository.
-    env.update(isolated_env({"GIT_CEILING_DIRECTORIES": str(os.path.dirname(tree))}))
-    return env
+    # git apply below a tree inside another repository must not see that repository, nor one
+    # an inherited GIT_DIR names: the git module's one environment.
+    return git_environment(tree, base=env)
 
 
 def missing_tool(env):

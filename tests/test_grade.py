@@ -149,3 +149,46 @@ def test_an_agent_run_that_did_not_finish_has_no_verdict(prove_v):
         assert (v["status"], v["env_errors"]) == (status, [])
     assert grade(Task(), "built", {"h2.t": OK}, {"h2.t": out},
                  agent_status="failed")["status"] == "resolved"
+
+
+# Passes from its second run on: a marker file in prove's directory remembers the first.
+FLAKY = ("plan(tests => 4); ok(1, 'first'); ok(1);\n"
+         "my $again = -e 'ran-before'; open(my $fh, '>', 'ran-before') or die; close $fh;\n"
+         "ok($again, 'body'); ok(1, 'no alerts');\n")
+
+
+def test_a_rerun_decides_and_both_runs_are_recorded(prove_v):
+    """rerun_failed=1: a file prove.py ran a second time is judged by its rerun; grade.json
+    keeps both runs' graded results, the ids that changed and the first runs' verdict."""
+    first, code = prove_v("h2.t", FLAKY)
+    rerun, rerun_code = prove_v("h2.t", FLAKY)
+    assert (code, rerun_code) == (1, 0) and "not ok 3 - body" in first
+    v = grade(Task(), "built", {"h2.t": FAILED}, {"h2.t": first}, reruns={"h2.t": (OK, rerun)})
+    assert (v["status"], v["resolved"], v["first_run_status"]) == ("resolved", True, "unresolved")
+    assert v["changed_on_rerun"] == ["h2.t:3 body"]
+    both = {"h2.t:3 body": True, "h2.t:1 first": True, "h2.t:2": True, "h2.t:4 no alerts": True}
+    assert v["reruns"] == {"h2.t": {"first": dict(both, **{"h2.t:3 body": False}),
+                                    "rerun": both}}
+    # Without reruns (rerun_failed=0) the first run decides and grade.json is as it always was.
+    plain = grade(Task(), "built", {"h2.t": FAILED}, {"h2.t": first})
+    assert plain["status"] == "unresolved"
+    assert not {"reruns", "changed_on_rerun", "first_run_status"} & set(plain)
+    assert plain == {k: v for k, v in grade(Task(), "built", {"h2.t": FAILED}, {"h2.t": first},
+                                            reruns={}).items()
+                     if k not in ("reruns", "changed_on_rerun", "first_run_status")}
+
+
+def test_a_rerun_that_fails_again_or_dies_still_decides(prove_v):
+    first, _ = prove_v("h2.t", BASE)
+    again, _ = prove_v("h2.t", BASE)
+    v = grade(Task(), "built", {"h2.t": FAILED}, {"h2.t": first}, reruns={"h2.t": (FAILED, again)})
+    assert (v["status"], v["first_run_status"], v["changed_on_rerun"]) == \
+        ("unresolved", "unresolved", [])
+    # A rerun that dies is judged like any run that dies: the base's reference run decides.
+    died, _ = prove_v("h2.t", "plan(tests => 4); ok(1, 'first'); die 'crash';\n")
+    ref, _ = prove_v("h2.t", BASE)
+    v = grade(Task(), "built", {"h2.t": FAILED}, {"h2.t": first},
+              reruns={"h2.t": ({"exit_code": 255}, died)}, reference={"h2.t": (OK, ref)})
+    assert v["status"] == "unresolved" and v["file_failures"][0]["kind"] == "died"
+    assert v["reruns"]["h2.t"]["rerun"]["h2.t:1 first"] is True
+    assert set(v["changed_on_rerun"]) == {"h2.t:2", "h2.t:4 no alerts"}

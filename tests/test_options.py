@@ -51,6 +51,16 @@ def test_budget_and_agent_retries():
     assert str(e.value) == "agent_retries=-1: must be a whole number >= 0"
 
 
+def test_rerun_failed_is_a_switch():
+    """rerun_failed=0|1 (default 0), as the prove stage reads it: ctx.options.rerun_failed."""
+    assert Options().rerun_failed == 0 and parse(rerun_failed="").rerun_failed == 0
+    assert (parse(rerun_failed="1").rerun_failed, parse(rerun_failed=" 0 ").rerun_failed) == (1, 0)
+    for bad in ("2", "yes", "-1", "1.0"):
+        with pytest.raises(UserError) as e:
+            parse(rerun_failed=bad)
+        assert str(e.value) == f"rerun_failed={bad}: must be 0 or 1"
+
+
 def test_options_are_frozen_and_every_variable_has_help():
     with pytest.raises(Exception):
         Options().limit = 3
@@ -150,6 +160,8 @@ REFUSED = {
                     "max_cost=0: must be an amount of US dollars above 0"),
     "negative retries": (("run", "tiny:fake", "agent_retries=-1"),
                          "agent_retries=-1: must be a whole number >= 0"),
+    "rerun not a switch": (("run", "tiny:gold", "rerun_failed=yes"),
+                           "rerun_failed=yes: must be 0 or 1"),
     "unknown baseline": (("run", "report", "baseline=nope"),
                          "baseline=nope: no mode 'nope' in run 'default'; did you mean 'none'? "
                          "(known modes: fake, gold, none)"),

@@ -11,11 +11,12 @@ Project root (``NGINX_EVAL_ROOT``, default: the directory of dodo.py):
 Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     repos/<owner>+<name>.git    bare clones
     tests/<test_commit>/        nginx-tests trees, one per pinned commit, shared by all runs
+                                (testtree.py)
     workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
     builds/<key>/               content-addressed builds (see build.py)
     builds/.tmp/<key>.<pid>/    a build in progress (or a killed one's leftovers)
     builds/.failed/<key>.json|.log   an env_error build's record and log, never a verdict
-    guards/<hash>/nginx         the output guard in front of a build's binary (prove.py)
+    guards/<hash>/nginx         the output guard in front of a build's binary (testenv.py)
     ccache/                     ccache's store, shared by all builds
     feature-tests/              executables of configure's test programs (feature_test_cc.sh),
                                 feature-tests/bin/cc the compiler configure runs
@@ -35,6 +36,7 @@ Per task results, ``results/<run>/<mode>/<instance_id>/``:
     model.patch, patch.json     the candidate patch          (patch.py)
     build.json, build.log       the build verdict            (build.py)
     prove.json, tap/<file>.tap  raw TAP per test file        (prove.py)
+    tap/<file>.rerun.tap        second runs, rerun_failed=1  (prove.py)
     grade.json                  the verdict                  (grade.py)
 Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (summary.py).
 Per run: ``results/<run>/run.json``, the benchmark and tasks the run is of (runrecord.py).
@@ -93,7 +95,7 @@ class Layout:
         return self.cache / "tests" / f"{test_commit}.json"
 
     def output_guard(self, binary):
-        """prove.py's output guard for a binary: a directory per binary path."""
+        """testenv.py's output guard for a binary: a directory per binary path."""
         return self.cache / "guards" / hashlib.sha256(str(binary).encode()).hexdigest()[:16]
 
     def workspace(self, mode, instance_id):

@@ -5,7 +5,7 @@ Task names (``doit list --all``; plain ``doit list`` shows only what users run f
 ``report``, ``doctor``, see arrange_listing)::
 
     repos:<owner>+<name>                 bare clone         (repositories.py)
-    tests:<commit12>                     nginx-tests tree   (prove.py)
+    tests:<commit12>                     nginx-tests tree   (testtree.py)
     workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
     results:<bench>/<mode>               results.jsonl + predictions.jsonl (summary.py)
     report, <bench>:report               results/<run>/report.md (report.py)

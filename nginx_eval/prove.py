@@ -1,23 +1,11 @@
 """Stage 6, prove: run the task's test files with ``prove -v`` against the built binary.
 
-The nginx-tests tree of each pinned test commit is extracted once into the cache (``tests:<commit>``),
-made read-only and shared. Before each prove it is compared with the test commit in the bare clone
-(git, a scratch index); an edited, added or removed file gets the tree extracted again and a note
-in prove.json. Each file runs with its own time limit (task.test_timeout) in its own process
+The tests run in the nginx-tests tree of the task's test commit, checked before each prove
+(testtree.py: an edited, added or removed file gets the tree extracted again and a note in
+prove.json), and in an environment the harness pins, with an output guard in front of nginx
+(testenv.py). Each file runs with its own time limit (task.test_timeout) in its own process
 group, so a hanging test and the nginx it started are killed. The output of each file is kept in
 ``tap/<file>.tap`` (stdout, the TAP stream), ``tap/<file>.stderr`` and ``tap/<file>.nginx.log``.
-
-What the test sees is pinned, not inherited: prove runs with ``--norc`` (no ~/.proverc) in an
-environment the harness builds (``prove_environment``): PATH, HOME, TMPDIR, USER, LOGNAME and
-PERL5LIB pass through, no inherited ``TEST_NGINX_*`` does (``TEST_NGINX_UNSAFE`` alone adds
-assertions). ``TEST_NGINX_GLOBALS`` is ``NGINX_EVAL_TEST_GLOBALS`` plus, as root, ``user root;``
-unless that already names a user (nginx refuses two; as root its workers would otherwise switch
-to ``nobody`` and fail on the test's private temp directory). The environment is recorded in
-prove.json and is part of prove's inputs.
-
-``TEST_NGINX_BINARY`` is an output guard (nginx_output_guard.sh) in front of the real binary:
-Test::Nginx starts nginx with the test's stdout, which is the TAP stream, so nginx run as a server
-writes to ``tap/<file>.nginx.log`` instead. ``TEST_NGINX_MODULES`` names the build's objs/.
 
 When a file did not run to its end (it skipped entirely, printed no plan, died, bailed out, or
 its stream was tampered with) or skipped a graded assertion, the same file runs once more against
@@ -49,171 +37,17 @@ field null: no test ran, the build failed). It is not one of prove's inputs: the
 of the run.
 """
 
-import os
 import shutil
-import subprocess
-from functools import lru_cache
 
-from . import jsonio, limits, stamps
+from . import jsonio, limits, stamps, testtree
 from .build import ensure_build
 from .buildplan import build_task_name
-from .buildcache import binary_path, remove_tree, set_write_bits, verify_build
-from .gitcmd import GitError, extract_tree, scratch_index
-from .layout import PACKAGE_DIR
-from .locks import locked
+from .buildcache import binary_path, verify_build
 from .procs import kill_leftovers, run_limited
-from .repositories import repo_task
 from .tapstream import needs_reference, parse_tap
-
-OUTPUT_GUARD = PACKAGE_DIR / "nginx_output_guard.sh"
-# Variables of the harness's own environment a test may see; everything else is set here.
-PASSED_THROUGH = ("PATH", "HOME", "TMPDIR", "USER", "LOGNAME")
-# Extra `TEST_NGINX_GLOBALS` a user wants (e.g. a `user` directive of their own).
-GLOBALS_VAR = "NGINX_EVAL_TEST_GLOBALS"
-
-
-def tests_tree_changes(bare, commit, tree):
-    """The paths in which `tree` differs from `commit` (edited, removed or added files), from
-    git with a scratch index: the bare clone's objects are the reference, not a stamp."""
-    try:
-        with scratch_index(bare, tree, commit) as index:
-            return sorted(os.fsdecode(p) for p in set(index.modified() + index.untracked()))
-    except GitError:
-        return ["<the test commit cannot be read>"]
-
-
-def _extract(layout, repo, commit):
-    tree = layout.tests_tree(commit)
-    for stale in tree.parent.glob(f".{commit}.tmp*"):
-        remove_tree(stale)
-    tmp = tree.with_name(f".{commit}.tmp{os.getpid()}")
-    extract_tree(layout.bare_repo(repo), commit, tmp)
-    set_write_bits(tmp, False)
-    remove_tree(tree)
-    os.replace(tmp, tree)
-    jsonio.write_json(layout.tests_stamp(commit), {"repo": repo, "commit": commit})
-
-
-def tests_tree_present(layout, commit):
-    """doit uptodate of tests:<commit>: the tree and its stamp are there (a tree is never
-    changed in place; verified_tests_tree checks its contents before each prove)."""
-    return bool(jsonio.read_json(layout.tests_stamp(commit))) and layout.tests_tree(commit).is_dir()
-
-
-def extract_tests(layout, repo, commit):
-    if tests_tree_present(layout, commit):
-        return
-    # Runs of other names share this tree: under the lock, no process replaces a tree another
-    # one is proving in, and temporary trees of killed extractions are discarded.
-    with locked(layout.lock(f"tests-{commit}")):
-        if tests_tree_present(layout, commit):
-            return
-        _extract(layout, repo, commit)
-
-
-def verified_tests_tree(layout, repo, commit):
-    """The test tree of `commit`, extracted again if anything changed it; [notes]."""
-    extract_tests(layout, repo, commit)
-    tree = layout.tests_tree(commit)
-    changes = tests_tree_changes(layout.bare_repo(repo), commit, tree)
-    if not changes:
-        return tree, []
-    with locked(layout.lock(f"tests-{commit}")):
-        changes = tests_tree_changes(layout.bare_repo(repo), commit, tree)
-        if changes:
-            _extract(layout, repo, commit)
-    if not changes:
-        return tree, []
-    return tree, [f"the nginx-tests tree of {commit[:12]} had been changed "
-                  f"({', '.join(changes[:5])}{', ...' if len(changes) > 5 else ''}); "
-                  f"extracted again"]
-
-
-def output_guard(layout, binary):
-    """The output guard's directory for `binary` (see the module docstring): `nginx`, the guard,
-    and `src`, a link to the build's objs/src (Test::Nginx looks for the perl module's library
-    beside TEST_NGINX_BINARY)."""
-    guard_dir = layout.output_guard(binary)
-    script = OUTPUT_GUARD.read_text().replace("@REAL_NGINX@", _sh_quote(str(binary)))
-    guard = guard_dir / "nginx"
-    if guard.is_file() and guard.read_text() == script:
-        return guard
-    # One writer at a time: the proves of one binary (threads of one doit too) all get here
-    # at once, and a second writer's remove_tree would pull the guard from under the first's test.
-    with locked(layout.lock(f"guard-{guard_dir.name}")):
-        if guard.is_file() and guard.read_text() == script:
-            return guard
-        tmp = guard_dir.with_name(f".{guard_dir.name}.{os.getpid()}")
-        remove_tree(tmp)
-        tmp.mkdir(parents=True)
-        (tmp / "nginx").write_text(script)
-        (tmp / "nginx").chmod(0o755)
-        os.symlink(os.path.join(os.path.dirname(binary), "src"), tmp / "src")
-        remove_tree(guard_dir)
-        os.replace(tmp, guard_dir)
-    return guard
-
-
-def _sh_quote(text):
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-def test_globals(environ=None):
-    """TEST_NGINX_GLOBALS: the user's extra globals, and `user root;` as root unless they name
-    a user already."""
-    env = os.environ if environ is None else environ
-    extra = env.get(GLOBALS_VAR, "").strip()
-    names_user = any(part.split()[:1] == ["user"] for part in extra.split(";"))
-    if os.geteuid() == 0 and not names_user:
-        extra = " ".join(filter(None, ["user root;", extra]))
-    return extra
-
-
-@lru_cache(maxsize=1)
-def tool_versions():
-    """{"perl", "openssl"}: the versions prove.json records (see there), once per process."""
-    return {"perl": _first_line(["perl", "-e", "print $^V"]),
-            "openssl": _first_line(["openssl", "version"])}
-
-
-def _first_line(argv):
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                             stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = out.stdout.strip().splitlines()
-    return lines[0] if out.returncode == 0 and lines else None
-
-
-@lru_cache(maxsize=1)
-def _program(name):
-    found = shutil.which(name)
-    return os.path.realpath(found) if found else None
-
-
-def pinned_environment(tests_tree, environ=None):
-    """The part of a prove's environment that is the same for every binary: recorded in
-    prove.json and part of prove's inputs (PATH through the programs it resolves to)."""
-    env = os.environ if environ is None else environ
-    pinned = {name: env[name] for name in PASSED_THROUGH if name in env and name != "PATH"}
-    pinned.update({"LC_ALL": "C", "LANG": "C", "TEST_NGINX_GLOBALS": test_globals(env),
-                   "PERL5LIB": os.pathsep.join(filter(None, [str(tests_tree / "lib"),
-                                                             env.get("PERL5LIB")]))})
-    return pinned
-
-
-def environment_inputs(tests_tree):
-    return dict(pinned_environment(tests_tree), prove=_program("prove"), perl=_program("perl"))
-
-
-def prove_environment(tests_tree, guard, binary):
-    env = pinned_environment(tests_tree)
-    if "PATH" in os.environ:
-        env["PATH"] = os.environ["PATH"]
-    env.update({"TEST_NGINX_BINARY": str(guard),
-                "TEST_NGINX_MODULES": os.path.dirname(str(binary))})
-    return env
+from .testenv import (OUTPUT_GUARD, environment_inputs, output_guard, prove_environment,
+                      tool_versions)
+from .testtree import tests_task_name, verified_tests_tree
 
 
 def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, token_file=None,
@@ -350,29 +184,8 @@ def prove_task(layout, mode_name, task, config, files):
     jsonio.write_json(out, record)
 
 
-def tests_task_name(commit):
-    return f"tests:{commit[:12]}"
-
-
-def tests_task_names(tasks):
-    """The names of the test-tree tasks of `tasks`, each once, in their order."""
-    return list(dict.fromkeys(tests_task_name(t.test_commit) for t in tasks))
-
-
 def gen_tasks(ctx):
-    commits = {}
-    for t in ctx.all_tasks:
-        commits.setdefault(t.test_commit, t.test_repo)
-    for commit, repo in sorted(commits.items()):
-        yield {
-            "basename": "tests",
-            "name": tests_task_name(commit).split(":", 1)[1],
-            "doc": f"{repo} tree at {commit}",
-            "actions": [(extract_tests, [ctx.layout, repo, commit])],
-            "targets": [str(ctx.layout.tests_stamp(commit))],
-            "task_dep": [repo_task(repo)],
-            "uptodate": [(tests_tree_present, [ctx.layout, commit])],
-        }
+    yield from testtree.gen_tasks(ctx)      # the tests:<commit> tasks, before the proves
     for bench, mode, task in ctx.units():
         name = ctx.unit_name(bench, mode, task)
         iid = task.instance_id

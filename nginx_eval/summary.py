@@ -44,7 +44,7 @@ report (report_records.py imports it; this module imports nothing of later stage
 
 from doit.tools import config_changed
 
-from . import buildplan, jsonio, prove
+from . import buildplan, jsonio, testtree
 from .patch import UNFINISHED_AGENT
 
 # Outcomes that say nothing of the model: outside a mode's denominator (rates, intervals,
@@ -129,7 +129,7 @@ def start_order(ctx, bench, mode, ids):
     """The results task's dependencies, in the order doit should start them (the policy is
     buildplan.start_order's)."""
     units = [ctx.unit_name(bench, mode, t) for t in ctx.build_order() if t.instance_id in ids]
-    return buildplan.start_order(prove.tests_task_names(ctx.build_order()), units,
+    return buildplan.start_order(testtree.tests_task_names(ctx.build_order()), units,
                                  ctx.base_build_plan(), ids)
 
 

@@ -47,7 +47,8 @@ from .gitcmd import gold_diff
 from .grade import file_problem
 from .layout import SOURCE_ROOT
 from .tapstream import assertion_number, parse_tap
-from .prove import run_prove_files, tests_task_name, verified_tests_tree
+from .prove import run_prove_files
+from .testtree import tests_task_name, verified_tests_tree
 from .repositories import repo_task
 
 VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")

@@ -38,7 +38,8 @@ from nginx_eval import build as build_stage  # noqa: E402
 from nginx_eval.benchmark import load_benchmark  # noqa: E402
 from nginx_eval.gitcmd import changed_files, extract_tree, file_at, gold_diff  # noqa: E402
 from nginx_eval.layout import Layout  # noqa: E402
-from nginx_eval.prove import extract_tests, run_prove_files  # noqa: E402
+from nginx_eval.prove import run_prove_files  # noqa: E402
+from nginx_eval.testtree import extract_tests  # noqa: E402
 
 # Runs doit in this process and reports its peak RSS: the harness's own memory.
 DOIT_WITH_MAXRSS = """

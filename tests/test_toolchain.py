@@ -8,7 +8,7 @@ import subprocess
 from conftest import SOURCE_ROOT
 from nginx_eval import report, report_records
 from nginx_eval.layout import Layout
-from nginx_eval.prove import tool_versions
+from nginx_eval.testenv import tool_versions
 
 RUN = "tc"
 CC = {"cc": "/usr/bin/x86_64-linux-gnu-gcc-12", "version": "cc (Elsewhere 12.2.0-14) 12.2.0",

@@ -99,8 +99,9 @@ def wilson(k, n, level=LEVEL):
 
 
 def clustered_mean(table, level=LEVEL):
-    """Mean of a tasks x repeats table of scores (a list per task, every list the same length),
-    with the standard error clustered by task (Miller 2024).
+    """Mean of a tasks x repeats table of scores (a list per task; lists may differ in length
+    when unscored runs, infra errors or budget skips, are left out), with the standard error
+    clustered by task (Miller 2024).
 
     Returns {"mean", "se", "interval": (low, high) | None, "tasks", "observations"}; se and
     interval are None with fewer than two tasks."""

@@ -261,30 +261,28 @@ class Options:
         """The value of `name` as given on the command line ("" when not given)."""
         return dict(self.given).get(name, "")
 
+    def _all_known(self, variable, wanted, known, unknown, tail=""):
+        """Every name in `wanted` (from `variable`) is one of `known`; else the one-line error
+        `unknown(name)`, the closest known name and `tail`."""
+        for name in wanted:
+            if name not in known:
+                raise _error(variable, self.raw(variable),
+                             f"{unknown(name)}{did_you_mean(name, known)}{tail}")
+
     def check_instances(self, bench):
         """Every id of instances= is a task of `bench`."""
-        known = [t.instance_id for t in bench.tasks]
-        for iid in self.instances:
-            if iid not in known:
-                raise _error("instances", self.raw("instances"),
-                             f"no task '{iid}' in benchmark {bench.name}"
-                             f"{did_you_mean(iid, known)}")
+        self._all_known("instances", self.instances, [t.instance_id for t in bench.tasks],
+                        lambda iid: f"no task '{iid}' in benchmark {bench.name}")
 
     def check_modes(self, modes):
         """Every mode of modes= exists."""
-        for name in self.modes:
-            if name not in modes:
-                raise _error("modes", self.raw("modes"),
-                             f"unknown mode '{name}'{did_you_mean(name, modes)} "
-                             f"(known modes: {', '.join(sorted(modes))})")
+        self._all_known("modes", self.modes, modes, lambda name: f"unknown mode '{name}'",
+                        f" (known modes: {', '.join(sorted(modes))})")
 
     def check_baseline(self, run_modes):
         """baseline= names a mode of the run (configured, recorded in run.json or on disk)."""
-        if self.baseline and self.baseline not in run_modes:
-            raise _error("baseline", self.raw("baseline"),
-                         f"no mode '{self.baseline}' in run '{self.run}'"
-                         f"{did_you_mean(self.baseline, run_modes)} "
-                         f"(known modes: {', '.join(sorted(run_modes))})")
-
+        self._all_known("baseline", [self.baseline] if self.baseline else [], run_modes,
+                        lambda name: f"no mode '{name}' in run '{self.run}'",
+                        f" (known modes: {', '.join(sorted(run_modes))})")
 
 assert set(VARIABLES) == {f.name for f in fields(Options)} - {"given"}

@@ -48,6 +48,7 @@ returns at once, even when doit's database was lost. Adding the Claude Code vers
 inputs changed the digest of the Claude Code runs made before it, once.
 """
 
+import base64
 import os
 import re
 import shlex
@@ -58,9 +59,9 @@ import jinja2
 
 from . import claude_code as cc
 from . import claude_transcript as ct
-from . import jsonio, limits, sandbox, stamps, trajectory
-from .agent_limits import (backoff_seconds, check_not_stopped, keep_attempt_logs, over_budget,
-                           stop_the_run, wait_interruptibly)
+from . import executor, jsonio, limits, sandbox, stamps, trajectory
+from .agent_limits import (CredentialsRefused, backoff_seconds, check_not_stopped, clear_stop,
+                           keep_attempt_logs, over_budget, stop_the_run, wait_interruptibly)
 from .commandline import command_program, render_command
 from .doitdb import consume_forgotten, forgotten
 from .errors import failing_on_user_error
@@ -315,14 +316,67 @@ def agent_record(inputs, run, attempts, version):
 
 def not_run_record(inputs, mode, task, max_cost, spent):
     error = (f"the run's budget max_cost={max_cost:g} USD was spent ({spent:.2f} USD recorded) "
-             f"before this agent started")
+             f"before this agent started") if max_cost else ""
     return {"inputs": inputs, "mode": mode.name, "instance_id": task.instance_id,
             "status": "not_run", "error": error, "attempts": [], "agent_version": None,
             "wall_seconds": 0.0, "phases": [], "cost_usd": None, "tokens": None,
             "trajectory": None}
 
 
-def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=None, retries=2):
+def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff):
+    """The agent run of (mode, task): its attempts and logs (agent/), and {"record": agent.json's
+    record, "refused": [unit, reason] when the credentials were refused, "diff": the workspace's
+    diff (patch.workspace_diff, passed in: a later stage's rule) when it ran on a node for a
+    coordinator elsewhere (executor.py), else None}."""
+    if executor.on_node():
+        clear_stop(layout)      # the coordinator checked its own stop file
+    if sandbox.settings(mode):
+        sandbox.check_available(mode)
+    run = AgentRun(layout, mode, task, prompts)
+    try:
+        attempts = run_attempts(run, retries)
+    except CredentialsRefused as e:
+        if not executor.on_node():
+            raise
+        return {"record": None, "refused": [e.unit, e.reason], "diff": None}
+    record = agent_record(inputs, run, attempts, agent_version(layout, mode))
+    diff = None
+    if executor.on_node():
+        patch, skipped, left_out = workspace_diff(layout.bare_repo(task.repo), run.ws,
+                                                  task.base_commit)
+        diff = {"patch_base64": base64.b64encode(patch).decode(), "skipped": skipped,
+                "left_out": left_out}
+    return {"record": record, "refused": None, "diff": diff}
+
+
+def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff):
+    """agent_unit on a node; its diff kept for the patch stage (patch.agent_patch), since the
+    workspace here is not the one the agent changed."""
+    try:
+        value = executor.run("agent", agent_unit, layout, mode.name, task.instance_id,
+                             [mode, task, prompts, inputs, retries, workspace_diff],
+                             ship_out=["agent/"],
+                             repos=[(task.repo, {task.base_commit: [[task.instance_id,
+                                                                     "base_commit"]]})])
+    except executor.UnitLost as e:
+        error = f"every node that ran it was lost: {e.errors[-1]}"
+        record = dict(not_run_record(inputs, mode, task, None, 0), status="infra_error",
+                      error=error, attempts=[{"status": "infra_error", "error": why,
+                                              "logs": None, "cost_usd": None}
+                                             for why in e.errors])
+        say(mode, task, "failed", error)
+        return record
+    if value["refused"]:
+        stop_the_run(layout, *value["refused"])
+    if value["diff"] is not None:
+        jsonio.write_json(layout.remote_diff(mode.name, task.instance_id),
+                          dict(value["diff"], agent_inputs=inputs))
+        mark_agent_started(layout, mode.name, task)
+    return value["record"]
+
+
+def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=None, retries=2,
+              workspace_diff=None):
     out = layout.agent_json(mode.name, task.instance_id)
     if not forgotten(layout, agent_task_name) and is_finished(stamps.made_from(out, inputs)):
         return
@@ -331,11 +385,10 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=Non
     if spent is not None:
         record = not_run_record(inputs, mode, task, max_cost, spent)
         say(mode, task, "not run", record["error"])
+    elif executor.is_remote():
+        record = _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff)
     else:
-        if sandbox.settings(mode):
-            sandbox.check_available(mode)
-        run = AgentRun(layout, mode, task, prompts)
-        record = agent_record(inputs, run, run_attempts(run, retries), agent_version(layout, mode))
+        record = agent_unit(layout, mode, task, prompts, inputs, retries, None)["record"]
     # `doit forget` is answered once a new record replaces the old one: a run stopped before
     # (refused credentials, Ctrl-C) leaves the request pending.
     consume_forgotten(layout, agent_task_name)
@@ -354,7 +407,8 @@ def gen_tasks(ctx):
             # An AGENT a shell cannot read is one error line (cli's preflight says it first).
             "actions": [(failing_on_user_error, [run_agent, ctx.layout, mode, task, prompts,
                                                  inputs, f"agent:{name}", ctx.options.max_cost,
-                                                 ctx.options.agent_retries])],
+                                                 ctx.options.agent_retries,
+                                                 ctx.workspace_diff])],
             "targets": [str(ctx.layout.agent_json(mode.name, task.instance_id))],
             "task_dep": [f"workspace:{name}"],
             # The stamps.py protocol; agent_inputs is the digest (stamps.stage_task's would

@@ -25,6 +25,18 @@ from .errors import UserError
 BACKOFF_VARIABLE, DEFAULT_BACKOFF = "NGINX_EVAL_AGENT_BACKOFF", 30.0
 
 
+class CredentialsRefused(UserError):
+    """stop_the_run's error: the API refused the credentials of agent `unit`."""
+
+    def __init__(self, message, unit, reason):
+        super().__init__(message)
+        self.unit, self.reason = unit, reason
+
+    def __reduce__(self):
+        # Pickled across processes (executor=ray) with its fields.
+        return type(self), (str(self), self.unit, self.reason)
+
+
 def clear_stop(layout):
     """A new `doit run` may start agents again (after the credentials were fixed)."""
     layout.agent_stop.unlink(missing_ok=True)
@@ -42,7 +54,7 @@ def stop_the_run(layout, unit, reason):
         jsonio.write_text(layout.agent_stop, (
             f"the API refused the agent's credentials (agent {unit}, {reason}); no other agent "
             f"starts in this run: fix ANTHROPIC_API_KEY (or the CLI's login) and run again\n"))
-    check_not_stopped(layout)
+    raise CredentialsRefused(layout.agent_stop.read_text(encoding="utf-8").strip(), unit, reason)
 
 
 def run_spent(layout):

@@ -4,6 +4,12 @@ File schema::
 
     {"name": "nginx", "description": "...", "tasks": [TASK, ...]}     (a bare list of tasks is accepted)
 
+A *candidates file* (``"candidates": true`` at the top, written by scripts/mine_tasks.py) holds
+mined task stubs awaiting validation: its tasks may leave fail_to_pass empty and keep the
+placeholder problem statement ("TODO"), and only its validation (``doit run <name>:validate``)
+runs on it (pipeline.check_candidates); scripts/promote_tasks.py then copies the valid ones, with
+their derived assertions and a statement, into a benchmark file. A benchmark file refuses both.
+
 TASK fields (all required unless marked optional):
     instance_id        str, unique in the file, [A-Za-z0-9_.-]
     repo, test_repo    "owner/name"
@@ -12,7 +18,7 @@ TASK fields (all required unless marked optional):
     configure_flags    list of str for ./auto/configure
     fail_to_pass       non-empty list of assertion ids ("<file>:<n> <description>", see grade.py)
     pass_to_pass       list of assertion ids
-    problem_statement  non-empty str, the bug as a user reports it
+    problem_statement  non-empty str, the bug as a user reports it (not the placeholder "TODO")
     perl_modules       optional list of Perl module names the tests need
     test_timeout       optional seconds per test file (default 180)
     fix_date           optional "YYYY-MM-DD": the fix commit's committer date (the report's
@@ -34,6 +40,7 @@ REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 BENCHMARK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 DEFAULT_TEST_TIMEOUT = 180
+PLACEHOLDER_STATEMENT = "TODO"      # what the miner writes until a human writes the statement
 
 REQUIRED = {
     "instance_id": str,
@@ -95,6 +102,16 @@ class Benchmark:
     path: Path
     tasks: tuple
     digest: str
+    candidates: bool = False        # a candidates file (module docstring): validation only
+
+    def refuse_candidates(self, target):
+        """UserError naming the file when it is a candidates file, which `target` (a doit task
+        name) may not run on."""
+        if self.candidates:
+            raise UserError(
+                f"is a candidates file (mined tasks to be validated with `doit run "
+                f"{self.name}:validate`, then promoted into a benchmark with "
+                f"scripts/promote_tasks.py); '{target}' does not run on it", file=self.path)
 
     def select(self, instances=None, limit=None):
         tasks = list(self.tasks)
@@ -177,16 +194,18 @@ def _check_repos_and_commits(raw, path, iid):
         raise UserError("equals base_commit", file=path, task=iid, field="fix_commit")
 
 
-def _check_tests(raw, path, iid):
+def _check_tests(raw, path, iid, candidates):
     """The test files are relative .t paths; every assertion id names one of them, and none is
-    both fail_to_pass and pass_to_pass (it cannot both fail and pass without the fix)."""
+    both fail_to_pass and pass_to_pass (it cannot both fail and pass without the fix). A
+    candidate's fail_to_pass may be empty: its validation derives it."""
     _check_str_list(raw["test_files"], path, iid, "test_files", nonempty=True, unique=True)
     for f in raw["test_files"]:
         if f.startswith("/") or ".." in f.split("/") or not f.endswith(".t"):
             raise UserError(f"{f!r} must be a relative path to a .t file", file=path, task=iid,
                             field="test_files")
     _check_str_list(raw["configure_flags"], path, iid, "configure_flags")
-    _check_str_list(raw["fail_to_pass"], path, iid, "fail_to_pass", nonempty=True, unique=True)
+    _check_str_list(raw["fail_to_pass"], path, iid, "fail_to_pass", nonempty=not candidates,
+                    unique=True)
     _check_str_list(raw["pass_to_pass"], path, iid, "pass_to_pass", unique=True)
     both = set(raw["fail_to_pass"]) & set(raw["pass_to_pass"])
     if both:
@@ -200,10 +219,16 @@ def _check_tests(raw, path, iid):
                                 field=name)
 
 
-def _check_optional_values(raw, path, iid):
-    """The problem statement says something; the optional fields hold sensible values."""
-    if not raw["problem_statement"].strip():
+def _check_optional_values(raw, path, iid, candidates):
+    """The problem statement says something (a candidate's may still be the placeholder); the
+    optional fields hold sensible values."""
+    statement = raw["problem_statement"].strip()
+    if not statement and not candidates:
         raise UserError("must not be empty", file=path, task=iid, field="problem_statement")
+    if statement == PLACEHOLDER_STATEMENT and not candidates:
+        raise UserError(f"is the miner's placeholder {PLACEHOLDER_STATEMENT!r}: write the bug "
+                        "report (scripts/promote_tasks.py takes statements from a file)",
+                        file=path, task=iid, field="problem_statement")
     _check_str_list(raw.get("perl_modules", []), path, iid, "perl_modules")
     fix_date = raw.get("fix_date", "")
     if fix_date and not is_date(fix_date):
@@ -213,13 +238,13 @@ def _check_optional_values(raw, path, iid):
         raise UserError("must be positive", file=path, task=iid, field="test_timeout")
 
 
-def parse_task(raw, path, index):
-    """The Task of entry `index` of a benchmark file; its first mistake raises UserError naming
-    the file, the task and the field."""
+def parse_task(raw, path, index, candidates=False):
+    """The Task of entry `index` of a benchmark file (of a candidates file: `candidates`); its
+    first mistake raises UserError naming the file, the task and the field."""
     iid = _check_fields(raw, path, index)
     _check_repos_and_commits(raw, path, iid)
-    _check_tests(raw, path, iid)
-    _check_optional_values(raw, path, iid)
+    _check_tests(raw, path, iid, candidates)
+    _check_optional_values(raw, path, iid, candidates)
     return Task(
         instance_id=iid, repo=raw["repo"], test_repo=raw["test_repo"],
         base_commit=raw["base_commit"], fix_commit=raw["fix_commit"],
@@ -249,16 +274,20 @@ def load_benchmark(path):
     raw_tasks = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(raw_tasks, list):
         raise UserError('expected {"tasks": [...]} or a list of tasks', file=path, field="tasks")
+    candidates = data.get("candidates", False) if isinstance(data, dict) else False
+    if not isinstance(candidates, bool):
+        raise UserError(f"must be true or false, got {candidates!r}", file=path,
+                        field="candidates")
     tasks, seen = [], set()
     for i, raw in enumerate(raw_tasks):
-        task = parse_task(raw, path, i)
+        task = parse_task(raw, path, i, candidates)
         if task.instance_id in seen:
             raise UserError("duplicate instance_id", file=path, task=task.instance_id,
                             field="instance_id")
         seen.add(task.instance_id)
         tasks.append(task)
     return Benchmark(name=name, path=path, tasks=tuple(tasks),
-                     digest=hashlib.sha256(text.encode()).hexdigest())
+                     digest=hashlib.sha256(text.encode()).hexdigest(), candidates=candidates)
 
 
 def load_benchmarks(tasks_dir):

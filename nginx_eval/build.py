@@ -49,7 +49,7 @@ import contextlib
 import shutil
 import time
 
-from . import buildsteps, jsonio, limits, stamps
+from . import buildsteps, executor, jsonio, limits, stamps
 from .buildcache import (BuildSpec, binary_path, build_is_published, damage, failed_here,
                          publish, published_build, record_env_error, remove_base_build,
                          remove_task_build, remove_tree, result_build_ok, verify_build)
@@ -263,10 +263,19 @@ def ensure_build(layout, bare, base_commit, flags, patch, clean=False):
 def build_task(layout, mode_name, task, config, files):
     inputs = stamps.inputs_digest(config, files)
     out = layout.build_json(mode_name, task.instance_id)
-    # Checked again here (stamps.py): a build takes minutes.
+    # Checked again here (stamps.py): a build takes minutes. With executor=ray the build is in
+    # a node's cache, not here: the record is what the coordinator has.
     current = stamps.made_from(out, inputs)
-    if current and build_is_published(layout, current):
+    if current and (executor.is_remote() or build_is_published(layout, current)):
         return
+    executor.run("build", build_unit, layout, mode_name, task.instance_id,
+                 [mode_name, task, inputs], ship_in=["model.patch"],
+                 ship_out=["build.json", "build.log"],
+                 repos=[(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]})])
+
+
+def build_unit(layout, mode_name, task, inputs):
+    """The build of a unit's model.patch, and its build.json and build.log (executor.py)."""
     patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
     start = time.monotonic()
     key = BuildSpec.of(task.base_commit, task.configure_flags, patch).key
@@ -274,9 +283,10 @@ def build_task(layout, mode_name, task, config, files):
     record = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
                           task.configure_flags, patch)
     _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
-    jsonio.write_json(out, dict(record, inputs=inputs, reused=reused,
-                                binary=str(binary_path(layout, record["key"])),
-                                wait_seconds=round(time.monotonic() - start, 3)))
+    jsonio.write_json(layout.build_json(mode_name, task.instance_id),
+                      dict(record, inputs=inputs, reused=reused,
+                           binary=str(binary_path(layout, record["key"])),
+                           wait_seconds=round(time.monotonic() - start, 3)))
 
 
 def _copy_build_log(layout, record, dest):
@@ -296,8 +306,18 @@ def base_build_task(layout, task):
 
 def base_build_published(layout, task):
     """doit's uptodate of a base task: false after an env_error (never published), so that the
-    next run tries again."""
-    return published_build(layout, BuildSpec.base_of(task).key) is not None
+    next run tries again. With executor=ray each node makes its base builds when a unit needs
+    them (ensure_build): nothing to do here."""
+    return executor.is_remote() or published_build(layout, BuildSpec.base_of(task).key) is not None
+
+
+def unit_build_kept(layout, mode_name, iid):
+    """doit's uptodate beside the digest: the unit's build is still in the cache (with
+    executor=ray, in a node's cache: the record says whether it was built)."""
+    if executor.is_remote():
+        record = jsonio.read_json(layout.build_json(mode_name, iid))
+        return bool(record) and record.get("status") != "env_error"
+    return result_build_ok(layout, mode_name, iid)
 
 
 def _base_task_dicts(ctx):
@@ -331,7 +351,7 @@ def _unit_task_dicts(ctx):
             files=[ctx.layout.model_patch(mode.name, iid)],
             task_dep=[repo_task(task.repo), base_task_name(task), f"patch:{name}"],
             targets=[ctx.layout.build_json(mode.name, iid), ctx.layout.build_log(mode.name, iid)],
-            also_current=[(result_build_ok, [ctx.layout, mode.name, iid])],
+            also_current=[(unit_build_kept, [ctx.layout, mode.name, iid])],
             clean=[(remove_task_build, [ctx.layout, mode.name, iid])])
 
 

@@ -33,7 +33,7 @@ import sys
 
 from doit.reporter import ConsoleReporter
 
-from . import cleaning, limits, procs, progress, sandbox, scheduling
+from . import cleaning, executor, limits, procs, progress, sandbox, scheduling
 from .agent import agent_finished
 from .agent_limits import clear_stop
 from .claude_code import is_claude_code, program_version, resolve_program
@@ -124,9 +124,11 @@ NON_SCORING_TARGETS = ("report", "doctor", "power")
 
 def bind_to_run(ctx, argv):
     """Before any work of `doit run`: the run belongs to this benchmark (or the command is
-    refused), and its record gains this command's tasks and modes (runrecord.py)."""
-    from .pipeline import expand_default
+    refused), and its record gains this command's tasks and modes (runrecord.py). A candidates
+    file runs only its validation (pipeline.check_candidates)."""
+    from .pipeline import check_candidates, expand_default
     targets = expand_default(ctx, command_targets(argv))
+    check_candidates(ctx, targets)
     if all(t in NON_SCORING_TARGETS for t in targets):
         return
     bench = ctx.benchmark.name
@@ -306,6 +308,14 @@ def reporter_for(ctx, command):
     return progress.watching(Reporter, ctx, command)
 
 
+def _refuse_processes(argv):
+    for i, word in enumerate(argv):
+        value = (argv[i + 1] if word in ("-P", "--parallel-type") and i + 1 < len(argv)
+                 else word.split("=", 1)[1] if word.startswith("--parallel-type=") else None)
+        if value and value != "thread":
+            raise UserError(f"executor=ray runs doit's workers as threads: drop -P {value}")
+
+
 def load_dodo(root=None):
     from .pipeline import doit_tasks
     command = doit_command(sys.argv[1:])
@@ -322,6 +332,14 @@ def load_dodo(root=None):
         procs.stop_on_signals(ctx.layout.running_dir, report_interrupt)
         track_tasks()
         limits.configure(ctx.layout, ctx.options)     # before doit forks its workers
+        try:
+            executor.configure(ctx.layout, ctx.options)
+            if executor.is_remote():
+                # One Ray driver: doit's workers must be its threads, never forked processes.
+                _refuse_processes(sys.argv[1:])
+                namespace["DOIT_CONFIG"]["par_type"] = "thread"
+        except UserError as e:
+            fail(e)
     if command in READ_ONLY_COMMANDS:
         try:
             check_task_names(namespace, command, sys.argv[1:])

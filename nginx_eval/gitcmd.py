@@ -301,6 +301,13 @@ def commit_patches(git_dir, since, *pathspecs):
     return commits
 
 
+def commit_messages(git_dir, since):
+    """{id: its message without the subject line} of the non-merge commits since `since`."""
+    out = _text(git_dir, "log", "--no-merges", f"--since={since}",
+                f"--format={_RECORD}%H{_FIELD}%b")
+    return dict(record.split(_FIELD, 1) for record in out.split(_RECORD)[1:])
+
+
 def tag_commits(git_dir):
     """{tag name: id of the commit it names (an annotated tag's target)}."""
     out = _text(git_dir, "for-each-ref",

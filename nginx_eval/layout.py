@@ -104,6 +104,10 @@ class Layout:
     def workspace_stamp(self, mode, instance_id):
         return self.cache / "workspaces" / self.run / mode / f"{instance_id}.json"
 
+    def remote_diff(self, mode, instance_id):
+        """executor=ray: the agent's workspace diff, made on the node that ran it (patch.py)."""
+        return self.cache / "workspaces" / self.run / mode / f"{instance_id}.remote.json"
+
     @property
     def builds(self):
         return self.cache / "builds"
@@ -204,6 +208,11 @@ class Layout:
     @property
     def run_json(self):
         return self.run_dir / "run.json"
+
+    @property
+    def ray_units_log(self):
+        """executor=ray: where each unit ran (rayexec.py)."""
+        return self.run_dir / "ray-units.jsonl"
 
     @property
     def report_md(self):

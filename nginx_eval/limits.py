@@ -19,7 +19,9 @@ asks every slot without blocking, then polls: a waiter stops at once when the ru
 wall time minus this thread's waits for slots (build.py's ``seconds``).
 
 Outside ``doit run`` (unit tests calling a stage's functions, scripts/bench.py's naive loop)
-nothing is configured and ``slot`` limits nothing.
+nothing is configured and ``slot`` limits nothing. With ``executor=ray`` the work runs on the
+cluster's nodes, and their slots come from one keeper for the whole cluster (``share_slots``,
+rayexec.SlotKeeper).
 """
 
 import contextlib
@@ -37,7 +39,7 @@ KINDS = {"agent": "agents", "build": "builds", "prove": "proves"}
 POLL_SECONDS = (0.05, 0.15)
 
 # The run's slots: the run's Layout and {kind: count}; None outside `doit run`.
-_config = {"layout": None, "counts": {}}
+_config = {"layout": None, "counts": {}, "shared": None}
 # Seconds each thread has spent waiting for slots so far (Stopwatch).
 _waits = threading.local()
 
@@ -56,13 +58,23 @@ def default_counts(cores=None):
     return {"agents": 8, "builds": max(2, cores), "proves": 2 * cores}
 
 
+def chosen_counts(options, cores=None):
+    """{kind: count}: those of `options` (agents=, builds=, proves=), the defaults of `cores`
+    for those not given."""
+    defaults = default_counts(cores)
+    return {kind: getattr(options, name, None) or defaults[name] for kind, name in KINDS.items()}
+
+
 def configure(layout, options):
-    """Turn the limits on for this doit process and the workers it forks (cli.py, `doit run`):
-    the counts of `options` (agents=, builds=, proves=), the defaults for those not given."""
-    defaults = default_counts()
-    counts = {kind: getattr(options, name, None) or defaults[name]
-              for kind, name in KINDS.items()}
-    _config.update(layout=layout, counts=counts)
+    """Turn the limits on for this doit process and the workers it forks (cli.py, `doit run`)."""
+    _config.update(layout=layout, counts=chosen_counts(options))
+
+
+def share_slots(shared):
+    """On a node of executor=ray (rayexec.py), for one unit: take the slots from `shared` (its
+    try_take(kind) -> token or None, give_back(token)), the run's slots across the cluster;
+    None turns that off again."""
+    _config["shared"] = shared
 
 
 def counts():
@@ -113,6 +125,11 @@ def slot(kind):
     waits."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind of work {kind!r} (known: {', '.join(KINDS)})")
+    shared = _config.get("shared")
+    if shared:
+        with _shared_slot(shared, kind):
+            yield
+        return
     if not _config["layout"]:
         yield
         return
@@ -125,6 +142,22 @@ def slot(kind):
         # Unlock before closing: a process forked meanwhile may share the descriptor.
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+@contextlib.contextmanager
+def _shared_slot(shared, kind):
+    """A slot of the cluster's (share_slots), polled like the slot files."""
+    start = time.monotonic()
+    while True:
+        token = shared.try_take(kind)
+        if token is not None:
+            break
+        time.sleep(random.uniform(*POLL_SECONDS))
+    _waits.seconds = waited_seconds() + time.monotonic() - start
+    try:
+        yield
+    finally:
+        shared.give_back(token)
 
 
 class Stopwatch:

@@ -33,6 +33,9 @@ harness takes its settings from ``ctx.options`` (pipeline.load_context) and neve
                                           the cores, at least 2)
     proves       whole number >= 1        prove file runs at once (default: twice the cores);
                                           these three: limits.py, under doit's -n
+    executor     local or ray             where agent runs, builds and proves run: in this process
+                                          (default) or on the Ray cluster of RAY_ADDRESS (or a
+                                          local one): executor.py, rayexec.py
     rerun_failed 0 or 1                   1: a test file with a failing or missing graded
                                           assertion runs once more against the same binary, and
                                           the rerun decides (prove.py, grade.py; default 0)
@@ -126,6 +129,12 @@ def _switch(name, value):
     return _checked(name, value, lambda t: t in ("0", "1"), "must be 0 or 1", int)
 
 
+def _executor(name, value):
+    from .executor import EXECUTORS
+    return _checked(name, value, lambda t: t in EXECUTORS,
+                    f"must be one of {', '.join(EXECUTORS)}")
+
+
 def _date(name, value):
     from .benchmark import is_date
     return _checked(name, value, is_date, "must be a date YYYY-MM-DD")
@@ -186,6 +195,8 @@ VARIABLES = {
     "builds": Variable(_count, "builds (configure, make) running at once, N >= 1 "
                                "(default: the cores, at least 2)"),
     "proves": Variable(_count, "prove file runs at once, N >= 1 (default: twice the cores)"),
+    "executor": Variable(_executor, "where agent runs, builds and proves run: local (default) or "
+                                    "ray (the cluster of RAY_ADDRESS, or a local one)"),
     "rerun_failed": Variable(_switch, "1: run a test file with a failing graded assertion once "
                                       "more, and grade the rerun (default: 0)"),
 }
@@ -223,6 +234,7 @@ class Options:
     builds: int | None = None
     proves: int | None = None
     rerun_failed: int = 0
+    executor: str = "local"
     given: tuple = field(default=(), compare=False)     # (name, value) as on the command line
 
     @classmethod

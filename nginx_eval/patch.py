@@ -25,6 +25,7 @@ under which the workspace has files differing from the base, new or changed, wit
 it is empty for the other sources.
 """
 
+import base64
 import os
 import re
 
@@ -264,12 +265,33 @@ def unfinished_agent_note(layout, mode, task):
             f"`doit run` runs it again")
 
 
+def remote_agent_diff(layout, mode, task):
+    """With executor=ray, (patch, skipped, left_out, note) as the node that ran the agent took
+    them from its workspace (agent._remote_agent), when made for this agent.json; else None."""
+    kept = jsonio.read_json(layout.remote_diff(mode.name, task.instance_id))
+    agent = jsonio.read_json(layout.agent_json(mode.name, task.instance_id)) or {}
+    if not kept or kept.get("agent_inputs") != agent.get("inputs"):
+        return None
+    return (base64.b64decode(kept["patch_base64"]), kept["skipped"], kept["left_out"],
+            _skipped_note(kept["skipped"]))
+
+
+def _skipped_note(skipped):
+    if not skipped:
+        return ""
+    return (f"left out {len(skipped)} new file(s) over {MAX_NEW_FILE_BYTES} bytes: "
+            + ", ".join(s["path"] for s in skipped[:5]))
+
+
 def agent_patch(layout, mode, task, out):
     """(patch, skipped, left_out, note) of an agent mode: the workspace's diff; the patch kept
     from an earlier diff when the workspace is gone; nothing for a run that did not finish."""
     note = unfinished_agent_note(layout, mode, task)
     if note:
         return b"", [], [], note
+    remote = remote_agent_diff(layout, mode, task)
+    if remote:
+        return remote
     if not (jsonio.read_json(layout.workspace_stamp(mode.name, task.instance_id)) or {}).get(
             "agent_started"):
         # The agent's workspace is gone (`doit clean`) and a fresh one stands in its place: its
@@ -286,11 +308,7 @@ def agent_patch(layout, mode, task, out):
     patch, skipped, left_out = workspace_diff(
         layout.bare_repo(task.repo), layout.workspace(mode.name, task.instance_id),
         task.base_commit)
-    note = ""
-    if skipped:
-        note = (f"left out {len(skipped)} new file(s) over {MAX_NEW_FILE_BYTES} bytes: "
-                + ", ".join(s["path"] for s in skipped[:5]))
-    return patch, skipped, left_out, note
+    return patch, skipped, left_out, _skipped_note(skipped)
 
 
 def write_patch(layout, mode, task, config, files):

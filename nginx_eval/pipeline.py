@@ -26,7 +26,8 @@ report; ids of the file not in the benchmark are one warning line), ``bench=NAME
 paired comparison with another run), ``detect=D,D`` (`doit run power`: percentage points).
 
 A run evaluates one benchmark: the one named on the command line (``doit run nginx:raw``), or
-``bench=NAME``, or ``nginx``, or the only file in tasks/.
+``bench=NAME``, or ``nginx``, or the only file in tasks/. On a candidates file (benchmark.py)
+`doit run` runs only its validation (check_candidates).
 """
 
 import os
@@ -64,6 +65,9 @@ class Context:
     # The workspace stage asks whether an agent run is finished (its workspace is then not
     # needed); the agent stage answers, and the earlier stage does not import the later one.
     agent_finished = staticmethod(agent.agent_finished)
+    # With executor=ray an agent runs on a node, which sends back its workspace's diff as the
+    # patch stage takes it; the agent stage gets the rule here, for the same reason.
+    workspace_diff = staticmethod(patch.workspace_diff)
 
     @property
     def all_tasks(self):
@@ -297,6 +301,19 @@ def expand_default(ctx, targets):
     for t in targets or [DEFAULT_TASK]:
         out += default_selection(ctx) + ["report"] if t == DEFAULT_TASK else [t]
     return out
+
+
+# What `doit run` may run on a candidates file (benchmark.py): its validation, what validation
+# needs, and the doctor (what the candidates' tests need of this machine).
+CANDIDATE_STAGES = ("validate", "validation", "repos", "tests", "base", "doctor")
+
+
+def check_candidates(ctx, targets):
+    """A candidates benchmark is validated and nothing else: any other target is one line."""
+    for target in targets:
+        if (target != f"{ctx.benchmark.name}:validate"
+                and target.split(":", 1)[0] not in CANDIDATE_STAGES):
+            ctx.benchmark.refuse_candidates(target)
 
 
 def check_requested_tasks(ctx, tasks, selectors):

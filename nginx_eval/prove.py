@@ -39,7 +39,7 @@ of the run.
 
 import shutil
 
-from . import jsonio, limits, stamps, testtree
+from . import executor, jsonio, limits, stamps, testtree
 from .build import ensure_build
 from .buildplan import build_task_name
 from .buildcache import binary_path, verify_build
@@ -167,7 +167,27 @@ def prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed):
 
 def prove_task(layout, mode_name, task, config, files):
     inputs = stamps.inputs_digest(config, files)
-    out = layout.prove_json(mode_name, task.instance_id)
+    executor.run("prove", prove_unit, layout, mode_name, task.instance_id,
+                 [mode_name, task, inputs, bool(config.get("rerun_failed"))],
+                 ship_in=["build.json", "model.patch"], ship_out=["prove.json", "tap/"],
+                 repos=[(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]}),
+                        (task.test_repo, {task.test_commit: [[task.instance_id, "test_commit"]]})])
+
+
+def _node_build(layout, mode_name, task, build):
+    """On a node of executor=ray: the unit's build in the node's own cache, made there when
+    the node lacks it (the same patch gives the same key)."""
+    patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
+    made = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
+                        task.configure_flags, patch)
+    if made["key"] != build["key"] or made["status"] != "built":
+        raise RuntimeError(f"build {build['key']} could not be made on this node: "
+                           f"{made.get('reason') or made['status']}")
+    return made
+
+
+def prove_unit(layout, mode_name, task, inputs, rerun_failed):
+    """The runs of a unit's test files, and its prove.json and tap/ (executor.py)."""
     build = jsonio.read_json(layout.build_json(mode_name, task.instance_id))
     token_file = layout.running_token(mode_name, task.instance_id, "prove")
     kill_leftovers(token_file)          # a test a killed doit left running
@@ -176,12 +196,13 @@ def prove_task(layout, mode_name, task, config, files):
     record = {"inputs": inputs, "test_commit": task.test_commit, "binary": None,
               "binary_key": None, "environment": {}, "files": {}, "reference": {},
               "reference_key": None, "notes": [], "versions": None}
-    rerun_failed = bool(config.get("rerun_failed"))
     if rerun_failed:
         record["reruns"] = {}
     if build["status"] == "built":
+        if executor.on_node():
+            build = _node_build(layout, mode_name, task, build)
         prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed)
-    jsonio.write_json(out, record)
+    jsonio.write_json(layout.prove_json(mode_name, task.instance_id), record)
 
 
 def gen_tasks(ctx):

@@ -220,12 +220,18 @@ def render_summary(summary, ntasks, repeats, templates_dir):
                                               summary=summary)
 
 
+def validation_config(task, repeats):
+    """The config a task's validation.json records the digest of ("inputs", stamps.py): what
+    says the record is of this task as it is now (scripts/promote_tasks.py checks it too)."""
+    return {"task": task.to_json(), "repeats": repeats}
+
+
 def gen_tasks(ctx):
     repeats = ctx.options.repeats          # a whole number >= 1 (options.py)
     names = []
     for task in ctx.build_order():
         name = f"{ctx.benchmark.name}/{task.instance_id}"
-        config = {"task": task.to_json(), "repeats": repeats}
+        config = validation_config(task, repeats)
         names.append(f"validate:{name}")
         yield stamps.stage_task(
             basename="validate", name=name,

@@ -59,6 +59,8 @@ def create_workspace(layout, mode, task):
     """(Re)create the workspace of (mode, task) from scratch and write its stamp."""
     ws = layout.workspace(mode, task.instance_id)
     remove_tree(ws)
+    # A diff a node sent for an earlier agent run of this workspace (executor=ray) is no more.
+    layout.remote_diff(mode, task.instance_id).unlink(missing_ok=True)
     ws.mkdir(parents=True)
     new_repository_at(ws, layout.bare_repo(task.repo), task.base_commit, BRANCH,
                       config={"user.name": "agent", "user.email": "agent@localhost"})

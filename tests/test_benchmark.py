@@ -64,3 +64,53 @@ def test_missing_field_duplicate_id_and_malformed_json(tmp_path):
     assert "duplicate instance_id" in error_of(tmp_path, [GOOD, copy.deepcopy(GOOD)])
     assert "malformed JSON at line 1" in error_of(tmp_path, '{"tasks": [')
     assert "unknown field(s) colour" in error_of(tmp_path, [dict(GOOD, colour="red")])
+
+
+# -- candidates files (mined stubs awaiting validation) -------------------------------------------
+
+STUB = dict(GOOD, fail_to_pass=[], pass_to_pass=[], problem_statement="TODO")
+
+
+def write_candidates(tmp_path, tasks, flag=True):
+    p = tmp_path / "mined.json"
+    p.write_text(json.dumps({"name": "mined", "candidates": flag, "tasks": tasks}))
+    return p
+
+
+def test_candidates_file_accepts_empty_assertions_and_the_placeholder(tmp_path):
+    bench = load_benchmark(write_candidates(tmp_path, [STUB, dict(STUB, instance_id="x-2",
+                                                                  problem_statement="")]))
+    assert bench.candidates and bench.tasks[0].fail_to_pass == ()
+    assert bench.tasks[0].problem_statement == "TODO"
+    assert not load_benchmark(write(tmp_path, [GOOD])).candidates
+
+
+def test_benchmark_file_refuses_the_placeholder_statement(tmp_path):
+    message = error_of(tmp_path, [dict(GOOD, problem_statement="TODO")])
+    assert "bench.json, task x-1, field problem_statement: is the miner's placeholder" in message
+    # Without the flag, a stub is refused as before: the first empty list named.
+    message = error_of(tmp_path, [STUB])
+    assert "bench.json, task x-1, field fail_to_pass: must not be empty" in message
+
+
+def test_candidates_file_still_checks_every_other_field(tmp_path):
+    with pytest.raises(UserError) as e:
+        load_benchmark(write_candidates(tmp_path, [dict(STUB, base_commit="HEAD")]))
+    assert "mined.json, task x-1, field base_commit: must be a full 40-hex" in str(e.value)
+    with pytest.raises(UserError) as e:
+        load_benchmark(write_candidates(tmp_path, [dict(STUB, pass_to_pass=["other.t:1"])]))
+    assert "field pass_to_pass: 'other.t:1' names no file in test_files" in str(e.value)
+    with pytest.raises(UserError) as e:
+        load_benchmark(write_candidates(tmp_path, [STUB], flag="yes"))
+    assert "mined.json, field candidates: must be true or false, got 'yes'" in str(e.value)
+
+
+def test_a_candidates_file_refuses_every_stage_but_its_validation(tmp_path):
+    bench = load_benchmark(write_candidates(tmp_path, [STUB]))
+    with pytest.raises(UserError) as e:
+        bench.refuse_candidates("mined:gold")
+    message = str(e.value)
+    assert message.startswith(f"{tmp_path / 'mined.json'}: is a candidates file")
+    assert "`doit run mined:validate`" in message and "scripts/promote_tasks.py" in message
+    assert "'mined:gold' does not run on it" in message and "\n" not in message
+    load_benchmark(write(tmp_path, [GOOD])).refuse_candidates("bench:gold")     # no error

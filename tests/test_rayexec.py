@@ -1,0 +1,236 @@
+"""executor=ray on a real two-node Ray cluster of this machine (ray.cluster_utils.Cluster).
+
+Each node has a cache of its own (NGINX_EVAL_NODE_CACHE in its Ray processes' environment): the
+nodes share nothing with each other or the coordinator but what travels with the units. Skipped
+when Ray is not installed (`pip install -e '.[ray]'`).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import DODO
+
+ray = pytest.importorskip("ray", reason="executor=ray needs Ray: pip install -e '.[ray]'")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+# What only the clock decides: time taken, and which path a build took (a node's cache history).
+TIMINGS = {"build_seconds", "agent_seconds", "build_kind"}
+# Logs each compiler call: "<start> <end> <build tree>"; then runs the real compiler.
+CC_LOGGER = """#!/bin/sh
+start=$(date +%s.%N)
+PATH="$REAL_PATH" cc "$@"; code=$?
+echo "$start $(date +%s.%N) $(pwd)" >> "$CC_LOG"
+exit $code
+"""
+
+
+class TwoNodes:
+    """A head (the coordinator's node: no CPU, no agents) and two worker nodes."""
+
+    def __init__(self, base):
+        self.base = base
+        wrappers = base / "bin"
+        wrappers.mkdir(parents=True)
+        (wrappers / "cc").write_text(CC_LOGGER)
+        (wrappers / "cc").chmod(0o755)
+        self.cc_log = base / "cc.log"
+        self.cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "env_vars": self.node_env("head")})
+        self.workers = [self.cluster.add_node(num_cpus=1, resources={"agent": 2},
+                                              env_vars=self.node_env(name))
+                        for name in ("node-a", "node-b")]
+        self.cluster.wait_for_nodes()
+
+    def node_env(self, name):
+        path = os.environ["PATH"]
+        return {"NGINX_EVAL_NODE_CACHE": str(self.base / name), "CC_LOG": str(self.cc_log),
+                "REAL_PATH": path, "PATH": f"{self.base / 'bin'}:{path}"}
+
+    def node_cache(self, worker):
+        return self.base / ("node-a" if worker is self.workers[0] else "node-b")
+
+    def shutdown(self):
+        self.cluster.shutdown()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    nodes = TwoNodes(tmp_path / "ray")
+    try:
+        yield nodes
+    finally:
+        nodes.shutdown()
+
+
+def ray_env(project, nodes, **extra):
+    return dict(project.env, RAY_ADDRESS=nodes.cluster.address,
+                NGINX_EVAL_FORWARD="FAKE_AGENT_LOG,FLAKY_COUNTER,FAKE_AGENT,"
+                                   "FAKE_AGENT_GATE_tiny_mul", **extra)
+
+
+def rows(project, run, mode):
+    path = project.results / run / mode / "results.jsonl"
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMINGS and k != "run"}
+            for line in path.read_text().splitlines()]
+
+
+def grades(project, run):
+    out = {}
+    for path in sorted((project.results / run).glob("*/*/grade.json")):
+        data = json.loads(path.read_text())
+        out[str(path.relative_to(project.results / run))] = data
+    return out
+
+
+def units(project, run):
+    path = project.results / run / "ray-units.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def without_inputs(grade):
+    # grade.json's digest covers its input files, whose paths name the run's directory.
+    return {k: v for k, v in grade.items() if k != "inputs"}
+
+
+def test_ray_scores_like_local_on_both_nodes(project, cluster):
+    project.doit("run", "-n", "4", "tiny", "run=local")
+    builds_here = sorted((project.cache / "builds").glob("*/build.json"))
+    project.doit("run", "-n", "4", "tiny", "run=onray", "executor=ray", env=ray_env(project, cluster))
+    for mode in ("gold", "none", "fake"):
+        assert rows(project, "onray", mode) == rows(project, "local", mode), mode
+    local, remote = grades(project, "local"), grades(project, "onray")
+    assert local.keys() == remote.keys()
+    assert all(without_inputs(local[k]) == without_inputs(remote[k]) for k in local)
+    ran = units(project, "onray")
+    assert {u["kind"] for u in ran} == {"agent", "build", "prove"}
+    assert len({u["node"] for u in ran}) == 2, "every unit ran on one node"
+    # The builds are in the nodes' caches; the coordinator's has only the local run's.
+    assert sorted((project.cache / "builds").glob("*/build.json")) == builds_here
+    for worker in cluster.workers:
+        assert list((cluster.node_cache(worker) / "cache" / "builds").glob("*/build.json"))
+    # A second run on the cluster has nothing to do.
+    _, executed = project.doit("run", "tiny", "run=onray", "executor=ray",
+                               env=ray_env(project, cluster))
+    assert executed == []
+
+
+def wait_for(predicate, timeout=120, what="it"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def start_doit(project, env, *args):
+    return subprocess.Popen([sys.executable, "-m", "doit", "-f", str(DODO), *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def test_node_lost_mid_run(project, cluster):
+    """The node running an agent dies: that agent runs again on the other node and its record
+    lists the lost try; finished agents, builds and proves are kept, and the verdicts are the
+    local executor's."""
+    project.doit("run", "-n", "4", "tiny", "run=local")
+    gate = project.base / "gate"
+    env = ray_env(project, cluster, FAKE_AGENT_GATE_tiny_mul=str(gate))
+    doit = start_doit(project, env, "run", "-n", "4", "tiny", "run=onray", "executor=ray")
+    try:
+        wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the gated agent")
+        # tiny-add's agent came back (it may have run on the node about to be lost).
+        wait_for(lambda: (project.task_dir("fake", "tiny-add", "onray") / "agent.json").exists(),
+                 what="the other agent")
+        running = [w for w in cluster.workers
+                   if (cluster.node_cache(w) / "cache" / "workspaces" / "onray" / "fake"
+                       / "tiny-mul").is_dir()]
+        assert len(running) == 1
+        cluster.cluster.remove_node(running[0], allow_graceful=False)
+        Path(str(gate) + ".waiting").unlink()
+        wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the agent's second try")
+        gate.write_text("")
+        out, err = doit.communicate(timeout=300)
+    finally:
+        if doit.poll() is None:
+            os.killpg(doit.pid, signal.SIGKILL)
+    assert doit.returncode == 0, out + err
+    for mode in ("gold", "none", "fake"):
+        assert rows(project, "onray", mode) == rows(project, "local", mode), mode
+    agent = project.read("fake", "tiny-mul", "agent.json", run="onray")
+    assert [a["status"] for a in agent["attempts"]] == ["infra_error", "completed"]
+    assert "lost" in agent["attempts"][0]["error"]
+    # The local run called each agent once; on the cluster tiny-add once, tiny-mul twice.
+    assert project.agent_calls().count("tiny-add") == 2
+    assert project.agent_calls().count("tiny-mul") == 3
+    assert [a["status"] for a in project.read("fake", "tiny-add", "agent.json",
+                                              run="onray")["attempts"]] == ["completed"]
+    lost = [u for u in units(project, "onray") if u["lost"]]
+    assert [(u["kind"], u["instance_id"]) for u in lost] == [("agent", "tiny-mul")]
+
+
+def concurrent_trees(cc_log):
+    """The most build trees with a compiler running at the same moment, and how many trees
+    there were. Calls outside a build tree (`cc --version` for the compiler's identity) are
+    no compiles."""
+    calls = []
+    for line in cc_log.read_text().splitlines():
+        start, end, cwd = line.split(" ", 2)
+        if "/cache/builds/" not in cwd:
+            continue
+        tree = cwd.split("/tree")[0]
+        calls.append((float(start), float(end), tree))
+    most = 0
+    for start, _, _ in calls:
+        most = max(most, len({t for s, e, t in calls if s <= start < e}))
+    return most, len({t for _, _, t in calls})
+
+
+def test_builds_limit_holds_across_the_cluster(project, cluster):
+    """builds=1 with a CPU free on each node: never two builds compiling at once, as the
+    compiler calls' own start and end times show."""
+    project.doit("run", "-n", "6", "tiny", "run=onray", "executor=ray", "builds=1",
+                 env=ray_env(project, cluster))
+    most, trees = concurrent_trees(cluster.cc_log)
+    assert trees >= 4        # base builds and patched builds of both tasks, on the nodes
+    assert most == 1
+    assert len({u["node"] for u in units(project, "onray") if u["kind"] == "build"}) == 2
+
+
+def test_interrupt_stops_the_remote_agent(project, cluster):
+    """Ctrl-C at the coordinator cancels the unit on its node: the agent's process is gone."""
+    env = ray_env(project, cluster, FAKE_AGENT="hang")
+    doit = start_doit(project, env, "run", "-n", "2", "tiny:fake", "run=onray", "executor=ray")
+    try:
+        wait_for(lambda: len(project.agent_calls()) == 2, what="both agents")
+        doit.send_signal(signal.SIGINT)
+        out, err = doit.communicate(timeout=60)
+    finally:
+        if doit.poll() is None:
+            os.killpg(doit.pid, signal.SIGKILL)
+    assert doit.returncode != 0
+    agent = str(project.agent)
+
+    def agents_left():
+        ps = subprocess.run(["pgrep", "-f", agent], capture_output=True, text=True)
+        return ps.stdout.split()
+    wait_for(lambda: not agents_left(), timeout=30, what="the remote agents to stop")
+    assert not (project.results / "onray" / "fake" / "tiny-add" / "agent.json").exists()
+
+
+def test_budget_holds_at_the_coordinator(project, cluster):
+    """max_cost= counts what the agents that came back cost: once spent, none starts."""
+    project.doit("run", "-n", "1", "tiny:fake", "run=onray", "executor=ray", "max_cost=0.2",
+                 env=ray_env(project, cluster))
+    statuses = sorted(project.read("fake", iid, "agent.json", run="onray")["status"]
+                      for iid in ("tiny-add", "tiny-mul"))
+    assert statuses == ["completed", "not_run"]
+    assert len(project.agent_calls()) == 1

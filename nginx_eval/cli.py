@@ -333,10 +333,11 @@ def load_dodo(root=None):
         track_tasks()
         limits.configure(ctx.layout, ctx.options)     # before doit forks its workers
         try:
-            executor.configure(ctx.layout, ctx.options)
-            if executor.is_remote():
+            if ctx.options.executor == "ray":
                 # One Ray driver: doit's workers must be its threads, never forked processes.
                 _refuse_processes(sys.argv[1:])
+            executor.configure(ctx.layout, ctx.options)
+            if executor.is_remote():
                 namespace["DOIT_CONFIG"]["par_type"] = "thread"
         except UserError as e:
             fail(e)

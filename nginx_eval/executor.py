@@ -21,27 +21,15 @@ cache). ``on_node()`` tells a work function that it runs for a coordinator elsew
 makes the build on its node when the node lacks it).
 """
 
-import shutil
-import threading
-
-from . import jsonio
 from .errors import UserError
+# A work function asks on_node(); an agent run lost on every node is UnitLost (nodework.py).
+from .nodework import UnitLost, on_node  # noqa: F401
 
 EXECUTORS = ("local", "ray")
 # The work of each kind, for the table above and the checks in run().
 KINDS = ("agent", "build", "prove")
 
 _state = {"name": "local", "backend": None}
-
-
-class UnitLost(Exception):
-    """An agent run whose node was lost on every try (rayexec.RayBackend.run); errors: why,
-    per try."""
-
-    def __init__(self, errors):
-        super().__init__("; ".join(errors))
-        self.errors = list(errors)
-_node = threading.local()
 
 
 def configure(layout, options):
@@ -63,15 +51,6 @@ def is_remote():
     return _state["name"] != "local"
 
 
-def on_node():
-    """True inside a work function run for a coordinator on another machine (rayexec)."""
-    return getattr(_node, "active", False)
-
-
-def set_on_node(active):
-    _node.active = active
-
-
 def run(kind, work, layout, mode_name, iid, args, ship_in=(), ship_out=(), repos=()):
     """work(layout, *args) for unit (mode_name, iid), here or on a node; its return value.
 
@@ -84,37 +63,3 @@ def run(kind, work, layout, mode_name, iid, args, ship_in=(), ship_out=(), repos
         return work(layout, *args)
     return _state["backend"].run(kind, work, layout, mode_name, iid, args, list(ship_in),
                                  list(ship_out), list(repos))
-
-
-# -- the files of a unit, as bytes: what travels between the coordinator and a node -------------
-
-def read_unit_files(unit_dir, names):
-    """{relative path: bytes} of `names` under unit_dir, directories walked; absent ones left
-    out (the work sees them absent too)."""
-    out = {}
-    for name in names:
-        path = unit_dir / name.rstrip("/")
-        if path.is_dir():
-            for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
-                out[str(f.relative_to(unit_dir))] = f.read_bytes()
-        elif path.is_file():
-            out[name] = path.read_bytes()
-    return out
-
-
-def write_unit_files(unit_dir, names, files):
-    """Replace `names` under unit_dir by `files` ({relative path: bytes}): what a node made
-    replaces what was here, and nothing of an older run stays beside it."""
-    for name in names:
-        path = unit_dir / name.rstrip("/")
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-    # The JSON records last: a record on disk means its files are there.
-    for rel in sorted(files, key=lambda r: (r.endswith(".json") and "/" not in r, r)):
-        target = unit_dir / rel
-        if not target.resolve().is_relative_to(unit_dir.resolve()):
-            raise ValueError(f"a node sent a file outside the unit's directory: {rel}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        jsonio.write_bytes(target, files[rel])

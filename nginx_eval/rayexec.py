@@ -58,7 +58,7 @@ import ray
 from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from . import executor, jsonio, limits, procs
+from . import jsonio, limits, nodework, procs
 from .errors import UserError
 from .layout import Layout
 from .repositories import ensure_repo
@@ -165,7 +165,7 @@ def run_on_node(kind, work, run, coordinator, mode_name, iid, args, files_in, sh
     layout = node_layout(run, coordinator)
     printed = io.StringIO()
     with _work_environment(environ), contextlib.redirect_stderr(printed):
-        executor.set_on_node(True)
+        nodework.set_on_node(True)
         limits.share_slots(SharedSlots(keeper, node))
         try:
             for repo, commits in repos:
@@ -173,12 +173,12 @@ def run_on_node(kind, work, run, coordinator, mode_name, iid, args, files_in, sh
             unit = layout.task_dir(mode_name, iid)
             shutil.rmtree(unit, ignore_errors=True)
             unit.mkdir(parents=True)
-            executor.write_unit_files(unit, [], files_in)
+            nodework.write_unit_files(unit, [], files_in)
             value = work(layout, *args)
-            files = executor.read_unit_files(unit, ship_out)
+            files = nodework.read_unit_files(unit, ship_out)
         finally:
             limits.share_slots(None)
-            executor.set_on_node(False)
+            nodework.set_on_node(False)
     return {"value": value, "files": files, "stderr": printed.getvalue(), "node": node,
             "host": socket.gethostname(), "started": started, "ended": time.time()}
 
@@ -230,7 +230,7 @@ class RayBackend:
 
     def run(self, kind, work, layout, mode_name, iid, args, ship_in, ship_out, repos):
         unit_dir = layout.task_dir(mode_name, iid)
-        files_in = executor.read_unit_files(unit_dir, ship_in)
+        files_in = nodework.read_unit_files(unit_dir, ship_in)
         lost = []
         while True:
             ref = _remote_unit.options(
@@ -246,10 +246,10 @@ class RayBackend:
                     raise
                 lost.append(f"the node running it was lost: {str(e).strip().splitlines()[0]}")
                 if len(lost) > self.agent_retries:
-                    raise executor.UnitLost(lost)
+                    raise nodework.UnitLost(lost)
         sys.stderr.write(result["stderr"])
         sys.stderr.flush()
-        executor.write_unit_files(unit_dir, ship_out, result["files"])
+        nodework.write_unit_files(unit_dir, ship_out, result["files"])
         self._log(layout, kind, mode_name, iid, result, lost)
         value = result["value"]
         if lost and (value.get("record") or {}).get("attempts") is not None:

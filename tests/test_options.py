@@ -61,6 +61,13 @@ def test_rerun_failed_is_a_switch():
         assert str(e.value) == f"rerun_failed={bad}: must be 0 or 1"
 
 
+def test_executor_is_local_or_ray():
+    assert Options().executor == "local" and parse(executor=" ray ").executor == "ray"
+    with pytest.raises(UserError) as e:
+        parse(executor="dask")
+    assert str(e.value) == "executor=dask: must be one of local, ray"
+
+
 def test_options_are_frozen_and_every_variable_has_help():
     with pytest.raises(Exception):
         Options().limit = 3

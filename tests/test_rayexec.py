@@ -62,7 +62,19 @@ class TwoNodes:
 
 @pytest.fixture
 def cluster(tmp_path):
+    """A cluster of the test's own: its nodes' caches start empty (and it may lose a node)."""
     nodes = TwoNodes(tmp_path / "ray")
+    try:
+        yield nodes
+    finally:
+        nodes.shutdown()
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    """One cluster for the tests that neither remove a node nor count compiles: each starts
+    in about 10 s. Every test has its own fixture project (new commits, its own results)."""
+    nodes = TwoNodes(tmp_path_factory.mktemp("ray"))
     try:
         yield nodes
     finally:
@@ -99,7 +111,8 @@ def without_inputs(grade):
     return {k: v for k, v in grade.items() if k != "inputs"}
 
 
-def test_ray_scores_like_local_on_both_nodes(project, cluster):
+def test_ray_scores_like_local_on_both_nodes(project, shared_cluster):
+    cluster = shared_cluster
     project.doit("run", "-n", "4", "tiny", "run=local")
     builds_here = sorted((project.cache / "builds").glob("*/build.json"))
     project.doit("run", "-n", "4", "tiny", "run=onray", "executor=ray", env=ray_env(project, cluster))
@@ -205,8 +218,9 @@ def test_builds_limit_holds_across_the_cluster(project, cluster):
     assert len({u["node"] for u in units(project, "onray") if u["kind"] == "build"}) == 2
 
 
-def test_interrupt_stops_the_remote_agent(project, cluster):
+def test_interrupt_stops_the_remote_agent(project, shared_cluster):
     """Ctrl-C at the coordinator cancels the unit on its node: the agent's process is gone."""
+    cluster = shared_cluster
     env = ray_env(project, cluster, FAKE_AGENT="hang")
     doit = start_doit(project, env, "run", "-n", "2", "tiny:fake", "run=onray", "executor=ray")
     try:
@@ -226,11 +240,21 @@ def test_interrupt_stops_the_remote_agent(project, cluster):
     assert not (project.results / "onray" / "fake" / "tiny-add" / "agent.json").exists()
 
 
-def test_budget_holds_at_the_coordinator(project, cluster):
+def test_budget_holds_at_the_coordinator(project, shared_cluster):
     """max_cost= counts what the agents that came back cost: once spent, none starts."""
+    cluster = shared_cluster
     project.doit("run", "-n", "1", "tiny:fake", "run=onray", "executor=ray", "max_cost=0.2",
                  env=ray_env(project, cluster))
     statuses = sorted(project.read("fake", iid, "agent.json", run="onray")["status"]
                       for iid in ("tiny-add", "tiny-mul"))
     assert statuses == ["completed", "not_run"]
     assert len(project.agent_calls()) == 1
+
+
+def test_process_workers_are_refused_with_ray(project, shared_cluster):
+    """One Ray driver per run: doit's -P process would fork it."""
+    cluster = shared_cluster
+    proc, executed = project.doit("run", "-n", "2", "-P", "process", "tiny", "executor=ray",
+                                  check=False, env=ray_env(project, cluster))
+    assert proc.returncode != 0 and executed == []
+    assert "executor=ray runs doit's workers as threads: drop -P process" in proc.stderr

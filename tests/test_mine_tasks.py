@@ -1,6 +1,6 @@
-"""The task miner's pairing of nginx-tests commits with nginx fixes (scripts/mine_tasks.py): what
-it reads from a test commit's patch, and which nginx commit it proposes, on small dated
-histories of both repositories."""
+"""The task miner's pairing of nginx-tests commits with nginx fixes (scripts/mine_tasks.py,
+nginx_eval/mining/): what it reads from a test commit's patch, and which nginx commit it
+proposes, on small dated histories of both repositories."""
 
 import importlib.util
 import json
@@ -11,6 +11,7 @@ import textwrap
 import fixture_repos
 from conftest import SOURCE_ROOT
 from nginx_eval import gitcmd
+from nginx_eval.mining import nginx_history, scoring, suite_history, topics
 
 
 def _mine_tasks():
@@ -21,7 +22,7 @@ def _mine_tasks():
     return module
 
 
-mine = _mine_tasks()
+mine = _mine_tasks()        # the command line (main); the work is nginx_eval/mining/'s
 
 
 def commit_at(repo, files, message, day):
@@ -44,7 +45,7 @@ def patch_of(*lines):
 # -- reading a test commit -------------------------------------------------------------------------
 
 def test_a_guard_covers_its_assertions_and_the_comments_before_it():
-    patch = mine.read_test_patch(patch_of(
+    patch = suite_history.read_test_patch(patch_of(
         " # equal ':authority' and 'host'",
         " ",
         " TODO: {",
@@ -64,23 +65,24 @@ def test_a_guard_covers_its_assertions_and_the_comments_before_it():
 
 
 def test_a_guard_continued_on_an_added_line_counts():
-    patch = mine.read_test_patch(patch_of(
+    patch = suite_history.read_test_patch(patch_of(
         " local $TODO = 'not yet' unless $t->read_file('nginx.conf') =~ /sendfile on/",
         "+\tor $t->has_version('1.29.5');"))
     assert dict(patch.guarded) == {"x.t": {"1.29.5"}}
 
 
 def test_a_guard_for_another_ssl_library_is_no_signal():
-    patch = mine.read_test_patch(patch_of(
+    patch = suite_history.read_test_patch(patch_of(
         "+TODO: {",
         "+local $TODO = 'not yet'",
         "+\tif $t->has_module('BoringSSL|AWS-LC') and !$t->has_version('1.29.3');",
         "+is($cert_ht, $exp, 'cert compression on');",
         "+}"))
     assert patch.foreign and not patch.guarded
-    assert mine.test_signal("1" * 40, 0, "Tests: more compression tests.", patch) is None
+    assert suite_history.test_signal("1" * 40, 0, "Tests: more compression tests.",
+                                     patch) is None
     # The other way round, the guard holds with OpenSSL too.
-    patch = mine.read_test_patch(patch_of(
+    patch = suite_history.read_test_patch(patch_of(
         "+local $TODO = 'not yet' unless $t->has_version('1.29.3')",
         "+\tor $t->has_module('BoringSSL');"))
     assert dict(patch.guarded) == {"x.t": {"1.29.3"}} and not patch.foreign
@@ -98,9 +100,10 @@ def test_names_a_patch_adds_to_nginx_tables():
          { ngx_string("old_directive"),
         +      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
         """)
-    assert mine.names_added(patch) == {"proxy_socket_sndbuf", "request_port"}
+    assert nginx_history.names_added(patch) == {"proxy_socket_sndbuf", "request_port"}
     config = "    proxy_socket_sndbuf 1k;\n    add_header X $request_port;\n    listen 8080;\n"
-    assert mine.names_used(config, {"proxy_socket_sndbuf": 5, "request_port": 6, "x": 7}) == {
+    assert suite_history.names_used(
+        config, {"proxy_socket_sndbuf": 5, "request_port": 6, "x": 7}) == {
         "proxy_socket_sndbuf": 5, "request_port": 6}
 
 
@@ -108,7 +111,7 @@ def test_subjects_of_ports_and_refactorings_lose_points():
     sig = {"date": 0, "kind": "todo"}
 
     def points(subject):
-        return mine.shape_points(sig, {"date": 0, "subject": subject, "add": 100, "rem": 0})
+        return scoring.shape_points(sig, {"date": 0, "subject": subject, "add": 100, "rem": 0})
 
     plain, _ = points("SNI: using the ClientHello callback.")
     port, why = points("SNI: support for early ClientHello callback with BoringSSL.")
@@ -116,7 +119,7 @@ def test_subjects_of_ports_and_refactorings_lose_points():
     assert port == plain - 4.0 and "portability" in why
     assert refactor == plain - 3.0 and "refactoring" in why2
     # the area prefix of a test file's name is scored apart from its words
-    assert mine.file_topic_words("proxy_connection_headers.t") == {"connection"}
+    assert topics.file_topic_words("proxy_connection_headers.t") == {"connection"}
 
 
 # -- pairing on small histories --------------------------------------------------------------------
@@ -211,15 +214,15 @@ def test_pairing_prefers_the_fix_the_test_exercises(tmp_path):
 
 def test_a_fix_older_than_a_directive_the_test_uses_is_no_candidate(tmp_path):
     nginx, tests, ids = make_histories(tmp_path)
-    history = mine.NginxHistory(nginx, "2023-06-01")
+    history = nginx_history.NginxHistory(nginx, "2023-06-01")
     assert history.introduced == {ids["feature"]: {"proxy_socket_sndbuf"},
                                   ids["later"]: {"proxy_upgrade_strip"}}
     assert "forbidden" in history.by_sha[ids["fix"]]["told"]      # words of its message
-    signals = {s["commit"]: s for s in mine.test_signals(tests, "2024-01-01")}
+    signals = {s["commit"]: s for s in suite_history.test_signals(tests, "2024-01-01")}
     commits = list(history.by_sha.values())
 
     def top(test):
-        found = mine.top_candidates(signals[ids[test]], commits, history, 4.0, 4)
+        found = scoring.top_candidates(signals[ids[test]], commits, history, 4.0, 4)
         return [(c["sha"], why) for _, c, why in found]
 
     needs = top("needs_test")

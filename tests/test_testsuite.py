@@ -1,12 +1,11 @@
 """What an nginx-tests file needs (testsuite.py): its requirements, the has() names and
 configure flags, the package tables, and the task miner reading files the same way."""
 
-import importlib.util
 import textwrap
 
 import fixture_repos
-from conftest import SOURCE_ROOT
 from nginx_eval import testsuite
+from nginx_eval.mining import nginx_history, scoring, stubs, suite_history, topics
 from nginx_eval.testsuite import (configure_flags_for, daemon_package, flag_for_module,
                                   libraries_for_flags, module_enabled, perl_package,
                                   requirements_in_order, requirements_of_test)
@@ -242,19 +241,12 @@ def test_configure_flags_for_has_names():
     assert configure_flags_for(["tunnel", "upstream_sticky", "made_up"]) == []
 
 
-def _mine_tasks():
-    spec = importlib.util.spec_from_file_location("mine_tasks",
-                                                  SOURCE_ROOT / "scripts" / "mine_tasks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_miner_reads_test_files_as_the_doctor_does(tmp_path):
-    mine = _mine_tasks()
+    mine = stubs        # the miner's stub writer (scripts/mine_tasks.py, nginx_eval/mining/)
     # No tables of its own: the knowledge is testsuite's.
-    for name in ("MODULE_FLAGS", "CORE_PERL", "REQUIRE_RE", "HAS_RE"):
-        assert not hasattr(mine, name), name
+    for module in (topics, suite_history, nginx_history, scoring, stubs):
+        for name in ("MODULE_FLAGS", "CORE_PERL", "REQUIRE_RE", "HAS_RE"):
+            assert not hasattr(module, name), (module.__name__, name)
     assert mine.requirements_in_order is testsuite.requirements_in_order
     tests_repo = tmp_path / "tests"
     fixture_repos.git(tmp_path, "init", "-q", str(tests_repo))

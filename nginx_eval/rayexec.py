@@ -17,7 +17,7 @@ processes (default ``~/.cache/nginx-eval-node``): ``cache/`` (clones, builds, te
 workspaces; the same content keys as anywhere) and ``units/<coordinator>/`` (the scratch results
 directory of the units it runs for one coordinator). The work's environment is the node's with
 the coordinator's ``NGINX_EVAL_*``, ``ANTHROPIC_*``, ``CLAUDE_*`` and ``AGENT`` on top, except
-the three that name the coordinator's directories, and the variables ``NGINX_EVAL_FORWARD``
+the three that name the coordinator's directories and the node's own ``NGINX_EVAL_NODE_*``, and the variables ``NGINX_EVAL_FORWARD``
 names (comma-separated: an agent program's own settings); ``NGINX_EVAL_NODE_REPO_URL`` on a node
 replaces the coordinator's repository URL template there (a node with its own mirrors).
 
@@ -71,6 +71,8 @@ FORWARDED_PREFIXES = ("NGINX_EVAL_", "ANTHROPIC_", "CLAUDE_")
 FORWARDED_NAMES = ("AGENT",)
 COORDINATOR_ONLY = ("NGINX_EVAL_ROOT", "NGINX_EVAL_CACHE", "NGINX_EVAL_RESULTS")
 FORWARD_VARIABLE = "NGINX_EVAL_FORWARD"
+# A node's own settings: never sent from the coordinator (which may be a node too).
+NODE_ONLY_PREFIX = "NGINX_EVAL_NODE_"
 NODE_CACHE_VARIABLE = "NGINX_EVAL_NODE_CACHE"
 NODE_REPO_URL_VARIABLE = "NGINX_EVAL_NODE_REPO_URL"
 WAIT_SECONDS = 0.2          # how often a waiting coordinator thread looks for an interrupt
@@ -195,7 +197,7 @@ def forwarded_environment(environ=None):
     extra = {n.strip() for n in env.get(FORWARD_VARIABLE, "").split(",") if n.strip()}
     return {k: v for k, v in env.items()
             if (k.startswith(FORWARDED_PREFIXES) or k in FORWARDED_NAMES or k in extra)
-            and k not in COORDINATOR_ONLY}
+            and k not in COORDINATOR_ONLY and not k.startswith(NODE_ONLY_PREFIX)}
 
 
 def cluster_cpus():

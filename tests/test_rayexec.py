@@ -258,3 +258,14 @@ def test_process_workers_are_refused_with_ray(project, shared_cluster):
                                   check=False, env=ray_env(project, cluster))
     assert proc.returncode != 0 and executed == []
     assert "executor=ray runs doit's workers as threads: drop -P process" in proc.stderr
+
+
+def test_forwarded_environment_keeps_node_settings_home():
+    from nginx_eval.rayexec import forwarded_environment
+    env = {"NGINX_EVAL_REPO_URL": "/m/{owner}+{name}", "NGINX_EVAL_CACHE": "/coord/cache",
+           "NGINX_EVAL_NODE_CACHE": "/coord/node", "NGINX_EVAL_NODE_REPO_URL": "/x",
+           "ANTHROPIC_API_KEY": "k", "AGENT": "claude", "HOME": "/root", "FOO": "1",
+           "BAR": "2", "NGINX_EVAL_FORWARD": "FOO"}
+    assert forwarded_environment(env) == {"NGINX_EVAL_REPO_URL": "/m/{owner}+{name}",
+                                          "ANTHROPIC_API_KEY": "k", "AGENT": "claude",
+                                          "FOO": "1", "NGINX_EVAL_FORWARD": "FOO"}

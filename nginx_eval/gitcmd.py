@@ -127,6 +127,12 @@ def first_parent(git_dir, commit):
     return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
 
+def is_ancestor(git_dir, ancestor, commit):
+    """Whether `ancestor` is `commit` or one of its ancestors (False when either is unknown)."""
+    return _git([f"--git-dir={git_dir}", "merge-base", "--is-ancestor", ancestor, commit],
+                check=False).returncode == 0
+
+
 def file_at(git_dir, commit, path):
     """The bytes of the file `path` at `commit`, or None (no such file, commit or repository)."""
     proc = _git([f"--git-dir={git_dir}", "cat-file", "blob", f"{commit}:{path}"], check=False)

@@ -8,8 +8,10 @@ doctor reads them); fail_to_pass, pass_to_pass and the problem statement are lef
 ``print_candidates`` a line per stub."""
 
 import json
+import os
 
 from nginx_eval import gitcmd
+from nginx_eval.mining.oldbuilds import with_legacy_options
 from nginx_eval.mining.topics import AREA_PATHS, subject_area, test_area, words
 from nginx_eval.testsuite import configure_flags_for, requirements_in_order
 
@@ -49,13 +51,17 @@ def needs_of(git_dir, commit, files):
 
 def task_stub(p, nginx_dir, tests_dir):
     """The benchmark task a proposal suggests (fail_to_pass, pass_to_pass and the problem
-    statement left to a human), or None when its fix has no parent to be the base."""
+    statement left to a human), or None when its fix has no parent to be the base or the
+    base cannot be built here with what its tests need (nginx_eval/mining/oldbuilds.py)."""
     c, sig = p["_commit"], p["_sig"]
     base = gitcmd.first_parent(nginx_dir, c["sha"])
     if base is None:
         return None
     files = pick_files(sig["files"], c)
     flags, perl = needs_of(tests_dir, sig["commit"], files)
+    flags = with_legacy_options(nginx_dir, base, flags)
+    if flags is None:
+        return None                     # no compiler option makes it build here
     areas = sorted({test_area(f) for f in files})
     return {
         "instance_id": f"nginx__nginx-{c['sha'][:12]}",
@@ -77,6 +83,8 @@ def task_stub(p, nginx_dir, tests_dir):
 
 def write_candidates(path, stubs):
     """Write `stubs` to `path` as a candidates file (``"candidates": true``)."""
+    # Mining takes a while; a missing directory must not throw its result away.
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         json.dump({"name": "nginx-candidates", "candidates": True,
                    "description": "Task stubs proposed by scripts/mine_tasks.py; unvalidated.",

@@ -1,0 +1,74 @@
+"""Compiler options an old nginx base needs to build with today's gcc, glibc and OpenSSL.
+
+nginx compiles with -Werror, and a base from before the commits below fails to build on Debian 12
+(gcc 12, glibc 2.36 with libxcrypt, OpenSSL 3.0) for reasons that have nothing to do with its
+bug. Each entry names the nginx commit that made its option unnecessary; a base that does not
+contain that commit gets the option in the task's ``--with-cc-opt``. The options only silence
+a warning class or take the portable code path, so the task's bug and its fix compile the same.
+
+Measured on this machine: a 2017-09 base with ssl, http_v2, stream and mail builds with
+``-Wno-cast-function-type -DNGX_HAVE_GNU_CRYPT_R=0 -Wno-deprecated-declarations``; a 2015-06
+base also needs ``-Wno-implicit-fallthrough``. Bases before 2015-04-23 (33b8e5bc0) include
+<sys/sysctl.h>, which glibc no longer has: no option helps, and the miner proposes none.
+"""
+
+from nginx_eval import gitcmd
+
+# (nginx commit that made the option unnecessary, the option, which builds need it)
+LEGACY_OPTIONS = (
+    # "Added missing "fall through" comments" (2017-04-27): gcc 7's -Wimplicit-fallthrough
+    # is part of nginx's -W.
+    ("8449f750e", "-Wno-implicit-fallthrough", "all"),
+    # "Silenced -Wcast-function-type warnings" (2018-05-07): gcc 8's warning, also in -W.
+    ("68b50f71e", "-Wno-cast-function-type", "all"),
+    # "Removed glibc crypt_r() bug workaround" (2018-05-23): the workaround writes
+    # crypt_data.current_salt, a member libxcrypt's struct does not have. With the
+    # configure result overridden, nginx takes its plain crypt() path (nginx's #ifndef guards
+    # in ngx_auto_config.h let a -D win).
+    ("1ef5c9ce6", "-DNGX_HAVE_GNU_CRYPT_R=0", "all"),
+    # "SSL: silenced warnings when building with OpenSSL 3.0" (2021-08-10).
+    ("3df7efd34", "-Wno-deprecated-declarations", "ssl"),
+)
+# "Removed the obsolete rtsig module" (2015-04-23): the first commit without <sys/sysctl.h>.
+BUILDABLE_FROM = "33b8e5bc0"
+# The first commit that builds against OpenSSL 1.1's opaque structures ("SSL: adopted session
+# ticket handling for OpenSSL 1.1.0", 2016-08-22); an SSL build of an older base cannot work.
+OPENSSL_11_READY = "218c8d493"
+# Flags whose modules link OpenSSL.
+SSL_FLAG_WORDS = ("ssl", "http_v3")
+
+
+def _lacks(nginx_dir, commit, base):
+    """Whether `base` predates `commit`. A repository without `commit` (a fixture, a fork
+    with another history) is not nginx's: none of these rules applies to it."""
+    if gitcmd.missing_commits(nginx_dir, [commit]):
+        return False
+    return not gitcmd.is_ancestor(nginx_dir, commit, base)
+
+
+def uses_ssl(flags):
+    return any(word in flag for flag in flags for word in SSL_FLAG_WORDS)
+
+
+def legacy_cc_opt(nginx_dir, base, flags):
+    """The options `base` needs (a list, empty for a recent base) given its configure flags."""
+    ssl = uses_ssl(flags)
+    return [option for commit, option, builds in LEGACY_OPTIONS
+            if (builds == "all" or ssl) and _lacks(nginx_dir, commit, base)]
+
+
+def with_legacy_options(nginx_dir, base, flags):
+    """`flags` with the options `base` needs added to its --with-cc-opt, or None when no
+    option can make it build here (a base older than BUILDABLE_FROM, or an SSL build of a
+    base older than OpenSSL 1.1 support)."""
+    if _lacks(nginx_dir, BUILDABLE_FROM, base):
+        return None
+    if uses_ssl(flags) and _lacks(nginx_dir, OPENSSL_11_READY, base):
+        return None
+    options = legacy_cc_opt(nginx_dir, base, flags)
+    if not options:
+        return list(flags)
+    # configure keeps only the last --with-cc-opt: the options join the one already there.
+    given = [f[len("--with-cc-opt="):] for f in flags if f.startswith("--with-cc-opt=")]
+    flags = [f for f in flags if not f.startswith("--with-cc-opt=")]
+    return flags + ["--with-cc-opt=" + " ".join(given[-1:] + options)]

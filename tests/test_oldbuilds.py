@@ -1,0 +1,58 @@
+"""Compiler options for old nginx bases (nginx_eval/mining/oldbuilds.py)."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nginx_eval.mining.oldbuilds import legacy_cc_opt, with_legacy_options
+
+URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
+
+
+def nginx_mirror():
+    path = URL.format(owner="nginx", name="nginx")
+    ok = URL and subprocess.run(["git", "--git-dir", path, "rev-parse", "--git-dir"],
+                                capture_output=True).returncode == 0
+    return Path(path) if ok else None
+
+
+needs_mirror = pytest.mark.skipif(
+    nginx_mirror() is None,
+    reason="needs a local git mirror of nginx: set NGINX_EVAL_REPO_URL "
+           "(e.g. '/srv/mirrors/{owner}+{name}/repo')")
+
+
+def test_a_history_that_is_not_nginx_gets_no_options(tmp_path):
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    git_dir = repo / ".git"
+    assert legacy_cc_opt(git_dir, head, ["--with-http_ssl_module"]) == []
+    assert with_legacy_options(git_dir, head, ["--with-mail"]) == ["--with-mail"]
+
+
+@needs_mirror
+@pytest.mark.parametrize("base, flags, expected", [
+    # 2024: builds as it is
+    ("788e462c5", ["--with-http_ssl_module"], ["--with-http_ssl_module"]),
+    # 2019 with SSL: only OpenSSL 3's deprecations
+    ("16ebfa999", ["--with-http_ssl_module"],
+     ["--with-http_ssl_module", "--with-cc-opt=-Wno-deprecated-declarations"]),
+    # 2017-09 without SSL: gcc 8's warning and libxcrypt; an existing --with-cc-opt is merged
+    ("316a34951", ["--with-stream", "--with-cc-opt=-O0"],
+     ["--with-stream", "--with-cc-opt=-O0 -Wno-cast-function-type -DNGX_HAVE_GNU_CRYPT_R=0"]),
+    # 2015-06: also gcc 7's fall-through warning
+    ("f81ae4e39", [], ["--with-cc-opt=-Wno-implicit-fallthrough -Wno-cast-function-type "
+                           "-DNGX_HAVE_GNU_CRYPT_R=0"]),
+    # 2015-06 with SSL: before OpenSSL 1.1 support, nothing makes it build
+    ("f81ae4e39", ["--with-http_ssl_module"], None),
+    # 2014: <sys/sysctl.h>
+    ("a80cb8160", [], None),
+])
+def test_options_follow_the_base(base, flags, expected):
+    assert with_legacy_options(nginx_mirror(), base, flags) == expected

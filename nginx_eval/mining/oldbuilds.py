@@ -8,7 +8,8 @@ a warning class or take the portable code path, so the task's bug and its fix co
 
 Measured on this machine: a 2017-09 base with ssl, http_v2, stream and mail builds with
 ``-Wno-cast-function-type -DNGX_HAVE_GNU_CRYPT_R=0 -Wno-deprecated-declarations``; a 2015-06
-base also needs ``-Wno-implicit-fallthrough``. Bases before 2015-04-23 (33b8e5bc0) include
+base also needs ``-Wno-implicit-fallthrough`` and, for the MD5 code in its core,
+``-Wno-deprecated-declarations``. Bases before 2015-04-23 (33b8e5bc0) include
 <sys/sysctl.h>, which glibc no longer has: no option helps, and the miner proposes none.
 """
 
@@ -26,6 +27,9 @@ LEGACY_OPTIONS = (
     # configure result overridden, nginx takes its plain crypt() path (nginx's #ifndef guards
     # in ngx_auto_config.h let a -D win).
     ("1ef5c9ce6", "-DNGX_HAVE_GNU_CRYPT_R=0", "all"),
+    # "Internal md5 and sha1 implementations are now always used" (2016-06-30): before it,
+    # core code calls OpenSSL's MD5_Init() and friends, deprecated in OpenSSL 3.0.
+    ("c60b61a29", "-Wno-deprecated-declarations", "all"),
     # "SSL: silenced warnings when building with OpenSSL 3.0" (2021-08-10).
     ("3df7efd34", "-Wno-deprecated-declarations", "ssl"),
 )
@@ -53,8 +57,9 @@ def uses_ssl(flags):
 def legacy_cc_opt(nginx_dir, base, flags):
     """The options `base` needs (a list, empty for a recent base) given its configure flags."""
     ssl = uses_ssl(flags)
-    return [option for commit, option, builds in LEGACY_OPTIONS
-            if (builds == "all" or ssl) and _lacks(nginx_dir, commit, base)]
+    options = [option for commit, option, builds in LEGACY_OPTIONS
+               if (builds == "all" or ssl) and _lacks(nginx_dir, commit, base)]
+    return list(dict.fromkeys(options))
 
 
 def with_legacy_options(nginx_dir, base, flags):

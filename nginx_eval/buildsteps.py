@@ -163,9 +163,20 @@ def _free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
+# A compiler's or configure's diagnostic ("src/x.c:82:5: error: ...", "./auto/configure:
+# error: ..."); then make's "Error 2". configure's summary line "nginx error log file: ..." is
+# neither.
+ERROR_LINES = (re.compile(r"\berror:", re.I), re.compile(r"\bError \d+"))
+
+
 def first_error(log_text):
     """The first line of a build log that names an error, for a one-line reason."""
-    return next((line.strip() for line in log_text.splitlines() if "error" in line.lower()), "")
+    lines = [line.strip() for line in log_text.splitlines()]
+    for pattern in ERROR_LINES:
+        found = next((line for line in lines if pattern.search(line)), None)
+        if found:
+            return found
+    return ""
 
 
 def environment_fault(failure, log_text, directory):

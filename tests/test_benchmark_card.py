@@ -32,7 +32,8 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     add.update(area="http", fix_date="2024-12-31",
                gold_size={"files": 1, "lines_added": 1, "lines_removed": 1})
     mul.update(area="core", fix_date="2025-01-01",
-               gold_size={"files": 3, "lines_added": 30, "lines_removed": 2})
+               gold_size={"files": 3, "lines_added": 30, "lines_removed": 2},
+               configure_flags=[*mul["configure_flags"], "--with-cc-opt=-DOLD_BASE"])
     project.write_benchmark(bench)
     tasks_file, out = project.root / "tasks" / "tiny.json", project.base / "README.md"
     subprocess.run([sys.executable, str(SCRIPT), "--tasks", str(tasks_file), "--out", str(out)],
@@ -44,6 +45,8 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     assert table_row(glance, "fix dates") == ["2024-12-31 to 2025-01-01"]
     assert table_row(glance, "graded assertions in all") == ["3 fail_to_pass, 4 pass_to_pass"]
     assert table_row(glance, "tasks that need configure flags") == ["1 (--with-debug)"]
+    assert table_row(glance, "tasks whose old base builds only with extra compiler options") == [
+        "1 (`--with-cc-opt`, chosen by `nginx_eval/mining/oldbuilds.py`)"]
     assert table_row(section(md, "Tasks per area"), "core") == ["1"]
     assert table_row(section(md, "Tasks per year of the fix"), "2025") == ["1", "1"]
     sizes = section(md, "Gold patch sizes")

@@ -56,3 +56,20 @@ def test_a_history_that_is_not_nginx_gets_no_options(tmp_path):
 ])
 def test_options_follow_the_base(base, flags, expected):
     assert with_legacy_options(nginx_mirror(), base, flags) == expected
+
+
+def tests_mirror():
+    path = URL.format(owner="nginx", name="nginx-tests")
+    ok = URL and subprocess.run(["git", "--git-dir", path, "rev-parse", "--git-dir"],
+                                capture_output=True).returncode == 0
+    return Path(path) if ok else None
+
+
+@pytest.mark.skipif(tests_mirror() is None, reason="needs a local git mirror of nginx-tests: set "
+                    "NGINX_EVAL_REPO_URL (e.g. '/srv/mirrors/{owner}+{name}/repo')")
+def test_test_trees_older_than_parallel_tests_are_not_proposed():
+    from nginx_eval.mining.oldbuilds import lacks
+    from nginx_eval.mining.stubs import PARALLEL_TESTS
+    # 2015-09: not_modified_proxy.t binds 127.0.0.1:8080 itself
+    assert lacks(tests_mirror(), PARALLEL_TESTS, "17933389")
+    assert not lacks(tests_mirror(), PARALLEL_TESTS, "76bb761c")

@@ -42,7 +42,7 @@ OPENSSL_11_READY = "218c8d493"
 SSL_FLAG_WORDS = ("ssl", "http_v3")
 
 
-def _lacks(nginx_dir, commit, base):
+def lacks(nginx_dir, commit, base):
     """Whether `base` predates `commit`. A repository without `commit` (a fixture, a fork
     with another history) is not nginx's: none of these rules applies to it."""
     if gitcmd.missing_commits(nginx_dir, [commit]):
@@ -58,7 +58,7 @@ def legacy_cc_opt(nginx_dir, base, flags):
     """The options `base` needs (a list, empty for a recent base) given its configure flags."""
     ssl = uses_ssl(flags)
     options = [option for commit, option, builds in LEGACY_OPTIONS
-               if (builds == "all" or ssl) and _lacks(nginx_dir, commit, base)]
+               if (builds == "all" or ssl) and lacks(nginx_dir, commit, base)]
     return list(dict.fromkeys(options))
 
 
@@ -66,9 +66,9 @@ def with_legacy_options(nginx_dir, base, flags):
     """`flags` with the options `base` needs added to its --with-cc-opt, or None when no
     option can make it build here (a base older than BUILDABLE_FROM, or an SSL build of a
     base older than OpenSSL 1.1 support)."""
-    if _lacks(nginx_dir, BUILDABLE_FROM, base):
+    if lacks(nginx_dir, BUILDABLE_FROM, base):
         return None
-    if uses_ssl(flags) and _lacks(nginx_dir, OPENSSL_11_READY, base):
+    if uses_ssl(flags) and lacks(nginx_dir, OPENSSL_11_READY, base):
         return None
     options = legacy_cc_opt(nginx_dir, base, flags)
     if not options:

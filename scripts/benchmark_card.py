@@ -141,14 +141,15 @@ def _time_spent(summary):
             "test_seconds": round(sum(tests), 1) if tests else None}
 
 
-def render_card(bench, tasks_file, cutoff=DEFAULT_CUTOFF, summary=None, validation_file=None):
+def render_card(bench, tasks_file, cutoff=DEFAULT_CUTOFF, summary=None, validation_file=None,
+                wall_time=None):
     """The text of the card of `bench` (and of a run's validation summary, when given)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
     return env.get_template(TEMPLATE.name).render(
         card=task_figures(bench, cutoff), description=bench_description(bench.path),
-        tasks_file=tasks_file, validation_file=validation_file,
+        tasks_file=tasks_file, validation_file=validation_file, wall_time=wall_time,
         validation=validation_figures(summary, bench) if summary is not None else None)
 
 
@@ -163,6 +164,9 @@ def parse_args(argv):
     ap.add_argument("--out", default=None, help="the card (default: README.md beside --tasks)")
     ap.add_argument("--validation", default=None,
                     help="results/<run>/validation.json of a validation of this file")
+    # validation.json records what each build and run took, not how long the command ran.
+    ap.add_argument("--wall-time", default=None,
+                    help="the validation command's wall time and machine, as measured (text)")
     ap.add_argument("--cutoff", default=DEFAULT_CUTOFF,
                     help="the recent split: fixes on or after this YYYY-MM-DD")
     args = ap.parse_args(argv)
@@ -181,7 +185,7 @@ def main(argv=None):
     summary = json.loads(Path(args.validation).read_text()) if args.validation else None
     out = Path(args.out) if args.out else Path(args.tasks).with_name("README.md")
     text = render_card(bench, Path(args.tasks).name, args.cutoff, summary,
-                       args.validation and Path(args.validation).name)
+                       args.validation and Path(args.validation).name, args.wall_time)
     out.write_text(text, encoding="utf-8")
     print(f"{out}: {len(bench.tasks)} tasks"
           + (f", validation {args.validation}" if args.validation else ""))

@@ -64,7 +64,8 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     project.doit("run", "tiny:validate", "repeats=2")
     validation = project.results / "default" / "validation.json"
     subprocess.run([sys.executable, str(SCRIPT), "--tasks", str(tasks_file), "--out", str(out),
-                    "--validation", str(validation)], check=True, capture_output=True)
+                    "--validation", str(validation), "--wall-time", "12 s on 2 cores"],
+                   check=True, capture_output=True)
     shipped = section(out.read_text(), "Validation of the shipped file")
     assert "From `validation.json`: 3 of 3 tasks validated, 2 repeats of base and fix each." \
         in shipped
@@ -74,6 +75,7 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     summary = json.loads(validation.read_text())
     assert all(r["test_seconds"]["base"] > 0 for r in summary.values())
     assert "The 4 distinct builds took" in shipped and "the test runs" in shipped
+    assert "Wall time of the validation: 12 s on 2 cores." in shipped
 
 
 def test_the_shipped_card_describes_the_shipped_tasks():

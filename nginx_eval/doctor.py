@@ -4,6 +4,9 @@
 What it checks, and how a problem is reported:
 
     tools          cc, make, git, perl, prove, tar (required); ccache, bwrap (warnings only)
+    isolation      whether tests get a network namespace of their own (private_network.py); a
+                   warning when not: they share the machine's ports, fixed-port test trees
+                   queue for one machine-wide slot
     libraries      headers/libraries of the task's configure flags: libc, PCRE (unless
                    --without-http_rewrite_module), zlib (gzip), OpenSSL (ssl modules), gd, libxslt,
                    GeoIP, libperl, ...; an nginx base commit without PCRE2 support needs old PCRE
@@ -43,6 +46,7 @@ import sys
 
 from doit.exceptions import TaskFailed
 
+from . import private_network
 from .doctor_report import NOT_CHECKED, Finding, render
 from .gitcmd import file_at
 from .layout import SOURCE_ROOT
@@ -67,6 +71,9 @@ class SystemProbe:
 
     def which(self, name):
         return shutil.which(name) is not None
+
+    def private_network_problem(self):
+        return private_network.problem()
 
     def exists(self, pattern):
         return bool(glob.glob(pattern))
@@ -141,7 +148,8 @@ class _Needs:
 def diagnose(tasks, source, probe, listed_packages=None):
     """The findings for `tasks` (a list of benchmark Task). `source` has read(repo, commit, path)
     and repo_available(repo, commit), pcre2_capable(repo, commit); `probe` has which(name),
-    exists(glob), perl_modules(names) -> the loadable ones. listed_packages: the set from
+    exists(glob), perl_modules(names) -> the loadable ones, private_network_problem() -> why
+    tests cannot have a network of their own, or None. listed_packages: the set from
     scripts/debian-packages.txt (None: do not compare)."""
     findings, needs = [], _Needs()
     unread, pcre_unknown = {}, {}
@@ -156,6 +164,7 @@ def diagnose(tasks, source, probe, listed_packages=None):
             findings += _test_file_needs(task, path, source, needs)
     findings += _not_checked(unread, pcre_unknown)
     findings += _tool_findings(probe)
+    findings.append(_isolation_finding(probe))
     findings += _probed_needs(needs, probe)
     if listed_packages is not None:
         findings += _unlisted(findings, listed_packages)
@@ -230,6 +239,15 @@ def _tool_findings(probe):
             findings.append(Finding("missing" if required else "warn", "tool", name,
                                     package=package, note=TOOL_NOTES.get(name, "")))
     return findings
+
+
+def _isolation_finding(probe):
+    problem = probe.private_network_problem()
+    if problem is None:
+        return Finding("ok", "isolation", "a private network per test file")
+    return Finding("warn", "isolation", "private network",
+                   note=f"tests share the machine's network ({problem}); test trees with "
+                        "fixed ports run one file at a time")
 
 
 def _probed_needs(needs, probe):

@@ -15,7 +15,7 @@ NOT_CHECKED = "not checked"      # kind of a warning about something the doctor 
 @dataclass
 class Finding:
     level: str          # "ok", "warn", "missing", "error"
-    kind: str           # "tool", "library", "perl module", "daemon", "configure", "tests",
+    kind: str           # "tool", "isolation", "library", "perl module", "daemon", "configure", "tests",
                         # NOT_CHECKED (what: the repository that is not cloned)
     what: str
     who: tuple = ()     # task ids / "task (file)"
@@ -70,11 +70,11 @@ def _ok_lines(findings):
     for f in findings:
         if f.level == "ok":
             ok_by_kind.setdefault(f.kind, []).append(f.what)
-    for kind in ("tool", "library", "perl module", "daemon", "configure"):
+    for kind in ("tool", "isolation", "library", "perl module", "daemon", "configure"):
         if kind in ok_by_kind:
             names = list(dict.fromkeys(ok_by_kind[kind]))
             label = {"configure": "has() modules enabled by configure_flags",
-                     "library": "libraries"}.get(kind, kind + "s")
+                     "library": "libraries", "isolation": "isolation"}.get(kind, kind + "s")
             lines.append(f"OK      {label}: {', '.join(names)}")
     return lines
 
@@ -91,6 +91,8 @@ def _problem_line(f):
     if f.level == "warn":
         if f.kind == "tool":
             return f"WARN    tool {f.what} not found ({f.note}) -> apt-get install {f.package}"
+        if f.kind == "isolation":
+            return f"WARN    no {f.what}: {f.note}"
         if f.kind == "setup":
             return f"WARN    package {f.what} (needed by {_who(f.who)}) is {f.note}"
         return f"WARN    {f.note} (tasks {_who(f.who)})"

@@ -23,12 +23,18 @@ The reference run, when needed, covers a file if either of its runs needs one.
 
     {"inputs", "binary", "binary_key", "test_commit", "environment": {name: value},
      "files": {"<file>": {"exit_code", "timed_out", "seconds", "tap", "stderr", "nginx_log",
-                          "missing": bool}},
+                          "missing": bool, "network": "private" | "shared"}},
      "reference": {"<file>": the same record, paths under tap/reference/}, "reference_key",
      "reruns": {"<file>": the same record, of tap/<file>.rerun.tap},   # rerun_failed=1 only
      "notes": [str],
      "versions": {"perl": `perl -e 'print $^V'` ("v5.36.0"), "openssl": `openssl version`'s
                   first line} | null}
+
+``network`` says where the file ran: "private", in a network namespace of its own (every port
+its own, private_network.py), or "shared", on the machine's network where the kernel refuses a
+namespace or NGINX_EVAL_PRIVATE_NETWORK=0 (then a fixed-port test tree runs one file at a time on
+the machine). It is not one of prove's inputs: either way a file that ran alone gives the same
+result.
 
 ``versions`` names the perl that ran the tests and the openssl program they made their
 certificates with, each asked once per process (null: the program did not answer; the whole
@@ -37,9 +43,10 @@ field null: no test ran, the build failed). It is not one of prove's inputs: the
 of the run.
 """
 
+import contextlib
 import shutil
 
-from . import executor, jsonio, limits, stamps, testtree
+from . import executor, jsonio, limits, locks, private_network, stamps, testtree
 from .build import ensure_build
 from .buildplan import build_task_name
 from .buildcache import binary_path, verify_build
@@ -50,26 +57,40 @@ from .testenv import (OUTPUT_GUARD, environment_inputs, output_guard, prove_envi
 from .testtree import tests_task_name, verified_tests_tree
 
 
+def ports_for(tests_tree, network):
+    """What a prove holds while it runs: on the shared network, a fixed-port test tree queues
+    for the machine's one fixed-port slot (private_network.py); otherwise nothing."""
+    if network == "shared" and private_network.uses_fixed_ports(tests_tree):
+        return locks.locked(private_network.FIXED_PORT_LOCK)
+    return contextlib.nullcontext()
+
+
 def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, token_file=None,
                     suffix=""):
     """Run each file against `binary`; return {file: record}. Output files go to tap_dir, named
     after the file plus `suffix` (".rerun"); token_file: see procs.kill_leftovers."""
     tap_dir.mkdir(parents=True, exist_ok=True)
     env = prove_environment(tests_tree, output_guard(layout, binary), binary)
+    network = "shared" if private_network.problem() else "private"
     files = {}
     for name in test_files:
         stem = name.replace("/", "__") + suffix
         tap_path, err_path = tap_dir / f"{stem}.tap", tap_dir / f"{stem}.stderr"
         log_path = tap_dir / f"{stem}.nginx.log"
-        record = {"tap": tap_path.name, "stderr": err_path.name, "nginx_log": log_path.name}
+        record = {"tap": tap_path.name, "stderr": err_path.name, "nginx_log": log_path.name,
+                  "network": network}
         if not (tests_tree / name).is_file():
             tap_path.write_text("")
             err_path.write_text(f"[nginx-eval] {name} does not exist at this test commit\n")
             files[name] = dict(record, exit_code=None, timed_out=False, seconds=0.0, missing=True)
             continue
         log_path.write_bytes(b"")
-        with open(tap_path, "wb") as so, open(err_path, "wb") as se, limits.slot("prove"):
-            outcome = run_limited(["prove", "--norc", "-v", name], cwd=str(tests_tree),
+        argv = ["prove", "--norc", "-v", name]
+        if network == "private":
+            argv = private_network.command(argv)
+        with open(tap_path, "wb") as so, open(err_path, "wb") as se, limits.slot("prove"), \
+                ports_for(tests_tree, network):
+            outcome = run_limited(argv, cwd=str(tests_tree),
                                   env=dict(env, NGINX_EVAL_NGINX_LOG=str(log_path)),
                                   timeout=timeout, stdout=so, stderr=se, token_file=token_file,
                                   children_first=True)

@@ -26,9 +26,13 @@ def test_setup_lists_every_package_of_the_tables():
 # -- the report, with an injected machine ---------------------------------------------------------
 
 class FakeProbe:
-    def __init__(self, tools=(), paths=(), perl=()):
+    def __init__(self, tools=(), paths=(), perl=(), network_problem=None):
         self.tools, self.paths, self.perl = set(tools), set(paths), set(perl)
+        self.network_problem = network_problem
         self.perl_calls = 0
+
+    def private_network_problem(self):
+        return self.network_problem
 
     def which(self, name):
         return name in self.tools
@@ -82,8 +86,20 @@ def test_report_all_good_collapses_ok_lines():
     assert ok, text
     assert "MISSING" not in text and "TASK ERROR" not in text
     assert "OK      perl modules: Crypt::Misc, FCGI, IO::Socket::SSL, Net::SSLeay" in text
+    assert "OK      isolation: a private network per test file" in text
     assert text.splitlines()[-1] == "doctor: all good"
     assert probe.perl_calls == 1
+
+
+def test_report_warns_when_tests_share_the_network():
+    probe = FakeProbe(ALL_TOOLS + ("openssl", "memcached"), BASE_PATHS, {"FCGI"},
+                      network_problem="unshare(CLONE_NEWNET): Operation not permitted")
+    text, ok = report([task("t-fcgi", ["fastcgi_x.t"])], {"fastcgi_x.t": FASTCGI}, probe)
+    assert ok, text     # a warning: fixed-port trees still run, one file at a time
+    assert ("WARN    no private network: tests share the machine's network "
+            "(unshare(CLONE_NEWNET): Operation not permitted); test trees with fixed ports run "
+            "one file at a time") in text.splitlines()
+    assert "isolation" not in "".join(l for l in text.splitlines() if l.startswith("OK"))
 
 
 def test_report_names_missing_things_and_packages():

@@ -51,7 +51,10 @@ def test_a_history_that_is_not_nginx_gets_no_options(tmp_path):
                            "-DNGX_HAVE_GNU_CRYPT_R=0 -Wno-deprecated-declarations"]),
     # 2015-06 with SSL: before OpenSSL 1.1 support, nothing makes it build
     ("f81ae4e39", ["--with-http_ssl_module"], None),
-    # 2014: <sys/sysctl.h>
+    # 2014-05: the same options; measured to build
+    ("68336e1ed", [], ["--with-cc-opt=-Wno-implicit-fallthrough -Wno-cast-function-type "
+                           "-DNGX_HAVE_GNU_CRYPT_R=0 -Wno-deprecated-declarations"]),
+    # 2013-05: <sys/sysctl.h>, included on Linux until 2013-06-26
     ("a80cb8160", [], None),
 ])
 def test_options_follow_the_base(base, flags, expected):
@@ -67,9 +70,16 @@ def tests_mirror():
 
 @pytest.mark.skipif(tests_mirror() is None, reason="needs a local git mirror of nginx-tests: set "
                     "NGINX_EVAL_REPO_URL (e.g. '/srv/mirrors/{owner}+{name}/repo')")
-def test_test_trees_older_than_parallel_tests_are_not_proposed():
-    from nginx_eval.mining.oldbuilds import lacks
-    from nginx_eval.mining.stubs import PARALLEL_TESTS
-    # 2015-09: not_modified_proxy.t binds 127.0.0.1:8080 itself
-    assert lacks(tests_mirror(), PARALLEL_TESTS, "17933389")
-    assert not lacks(tests_mirror(), PARALLEL_TESTS, "76bb761c")
+@pytest.mark.parametrize("commit, fixed", [
+    ("17933389", True),     # 2015-09: not_modified_proxy.t binds 127.0.0.1:8080 itself
+    ("d66bb70c", False),    # 2016-06-21: "parallel tests support", port()
+    ("76bb761c", False),
+])
+def test_fixed_port_trees_are_told_apart_in_the_real_history(tmp_path, commit, fixed):
+    from nginx_eval.private_network import uses_fixed_ports
+    library = subprocess.run(["git", "--git-dir", str(tests_mirror()), "show",
+                              f"{commit}:lib/Test/Nginx.pm"], capture_output=True,
+                             check=True).stdout
+    (tmp_path / "lib" / "Test").mkdir(parents=True)
+    (tmp_path / "lib" / "Test" / "Nginx.pm").write_bytes(library)
+    assert uses_fixed_ports(tmp_path) is fixed

@@ -9,8 +9,8 @@ a warning class or take the portable code path, so the task's bug and its fix co
 Measured on this machine: a 2017-09 base with ssl, http_v2, stream and mail builds with
 ``-Wno-cast-function-type -DNGX_HAVE_GNU_CRYPT_R=0 -Wno-deprecated-declarations``; a 2015-06
 base also needs ``-Wno-implicit-fallthrough`` and, for the MD5 code in its core,
-``-Wno-deprecated-declarations``. Bases before 2015-04-23 (33b8e5bc0) include
-<sys/sysctl.h>, which glibc no longer has: no option helps, and the miner proposes none.
+``-Wno-deprecated-declarations``; so does a 2014-05 base. Bases before 2013-06-26 (982f4de9f)
+include <sys/sysctl.h>, which glibc no longer has: no option helps, and the miner proposes none.
 """
 
 from nginx_eval import gitcmd
@@ -33,8 +33,9 @@ LEGACY_OPTIONS = (
     # "SSL: silenced warnings when building with OpenSSL 3.0" (2021-08-10).
     ("3df7efd34", "-Wno-deprecated-declarations", "ssl"),
 )
-# "Removed the obsolete rtsig module" (2015-04-23): the first commit without <sys/sysctl.h>.
-BUILDABLE_FROM = "33b8e5bc0"
+# "Fixed build on Linux with x32 ABI" (2013-06-26): from it on, <sys/sysctl.h> is included only
+# for the rtsig module, which configure leaves out on kernels from 2.6.18 on.
+BUILDABLE_FROM = "982f4de9f"
 # The first commit that builds against OpenSSL 1.1's opaque structures ("SSL: adopted session
 # ticket handling for OpenSSL 1.1.0", 2016-08-22); an SSL build of an older base cannot work.
 OPENSSL_11_READY = "218c8d493"

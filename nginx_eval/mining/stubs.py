@@ -11,7 +11,7 @@ import json
 import os
 
 from nginx_eval import gitcmd
-from nginx_eval.mining.oldbuilds import lacks, with_legacy_options
+from nginx_eval.mining.oldbuilds import with_legacy_options
 from nginx_eval.mining.topics import AREA_PATHS, subject_area, test_area, words
 from nginx_eval.testsuite import configure_flags_for, requirements_in_order
 
@@ -49,22 +49,15 @@ def needs_of(git_dir, commit, files):
     return configure_flags_for(dict.fromkeys(names)), list(dict.fromkeys(perl))
 
 
-# nginx-tests "Tests: parallel tests support" (2016-06-21): before it, every test file binds
-# fixed ports (8080, 8081...), so two proves at once fail each other ("bind() ... failed", nginx
-# does not start). The harness runs proves side by side; an older test tree cannot be graded.
-PARALLEL_TESTS = "d66bb70"
-
-
 def task_stub(p, nginx_dir, tests_dir):
     """The benchmark task a proposal suggests (fail_to_pass, pass_to_pass and the problem
     statement left to a human), or None when its fix has no parent to be the base or the
-    base cannot be built here with what its tests need (nginx_eval/mining/oldbuilds.py), or its
-    test tree predates parallel tests (PARALLEL_TESTS)."""
+    base cannot be built here with what its tests need (nginx_eval/mining/oldbuilds.py). A test
+    tree from before parallel tests (fixed ports) is fine: each prove has a network of its own
+    (nginx_eval/private_network.py)."""
     c, sig = p["_commit"], p["_sig"]
     base = gitcmd.first_parent(nginx_dir, c["sha"])
     if base is None:
-        return None
-    if lacks(tests_dir, PARALLEL_TESTS, sig["commit"]):
         return None
     files = pick_files(sig["files"], c)
     flags, perl = needs_of(tests_dir, sig["commit"], files)

@@ -1,0 +1,105 @@
+"""Run a test file in a network namespace of its own, whose only interface is an up loopback.
+
+Why: nginx-tests listen on 127.0.0.1. Test trees older than nginx-tests d66bb70 ("parallel tests
+support", 2016-06-21) listen on fixed ports (8080, 8081, ...); newer ones pick a random port in
+8000-8999 after a bind probe, which another process can still take before nginx binds it. Two
+proves at once (parallel doit workers, validation's repeats, a second run on the machine) then
+fail each other with "bind() ... failed" or talk to each other's servers, and that is graded as
+the patch's failure. In a namespace of its own, each prove has every port to itself.
+
+A network namespace needs CAP_SYS_ADMIN, which the harness has as root. Where the kernel refuses
+it (an unprivileged container) or NGINX_EVAL_PRIVATE_NETWORK=0 turns it off, `problem()` says
+why, proves run on the shared network, and the
+files of a fixed-port tree take a machine-wide lock so that no two of them run at once
+(`fixed_port_lock`); the doctor reports which of the two applies.
+
+Also a program: ``python3 private_network.py COMMAND [ARG...]`` enters a new namespace, brings
+its loopback up and execs COMMAND (same process, so the caller's process group, session and
+environment token still find it). It imports nothing from the package, so it runs wherever the
+harness's Python runs, whether or not the package is installed.
+"""
+
+import ctypes
+import fcntl
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+
+CLONE_NEWNET = 0x40000000
+SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
+IFF_UP = 0x1
+IFREQ = "16sH14x"       # struct ifreq: the interface name, then ifr_flags in the union
+# The exit status of this program when it cannot enter the namespace (as env(1) uses 125).
+CANNOT_ENTER = 125
+# Where fixed-port trees queue without a private network: one file for the machine, since the
+# ports they bind are the machine's.
+# NGINX_EVAL_PRIVATE_NETWORK=0 runs tests on the machine's network (to watch them with tcpdump).
+ENV_OFF = "NGINX_EVAL_PRIVATE_NETWORK"
+FIXED_PORT_LOCK = os.path.join(tempfile.gettempdir(), "nginx-eval-fixed-ports.lock")
+
+
+def enter():
+    """Move this process into a new network namespace and bring its loopback up."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare(CLONE_NEWNET): {os.strerror(err)}")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        current = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0))
+        flags = struct.unpack(IFREQ, current)[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
+
+
+def command(argv):
+    """`argv` run in a private network."""
+    return [sys.executable, os.path.abspath(__file__), *argv]
+
+
+def problem(environ=None):
+    """Why tests do not get a private network here, or None."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_OFF, "") == "0":
+        return f"turned off by {ENV_OFF}=0"
+    return _probe()
+
+
+@lru_cache(maxsize=1)
+def _probe():
+    """Why the kernel refuses a network namespace, or None: asked once per process."""
+    try:
+        probe = subprocess.run(command(["true"]), capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"the probe did not run: {e}"
+    if probe.returncode != 0:
+        return probe.stderr.strip() or f"the probe exited with {probe.returncode}"
+    return None
+
+
+def uses_fixed_ports(tests_tree):
+    """Whether the nginx-tests tree predates parallel tests: its Test::Nginx has no port()."""
+    try:
+        with open(os.path.join(tests_tree, "lib", "Test", "Nginx.pm"), encoding="utf-8",
+                  errors="replace") as f:
+            return "\nsub port" not in f.read()
+    except OSError:
+        return False            # not nginx-tests (a fixture): nothing known about its ports
+
+
+def main(argv):
+    if not argv:
+        print("usage: private_network.py COMMAND [ARG...]", file=sys.stderr)
+        return 2
+    try:
+        enter()
+    except OSError as e:
+        print(f"no private network: {e.strerror or e}", file=sys.stderr)
+        return CANNOT_ENTER
+    os.execvp(argv[0], argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

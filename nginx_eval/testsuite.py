@@ -105,6 +105,8 @@ MODULE_FLAGS = {
     "ssl": "--with-http_ssl_module", "http_ssl": "--with-http_ssl_module",
     "geoip": "--with-http_geoip_module", "--with-debug": "--with-debug", "debug": "--with-debug",
     "threads": "--with-threads", "compat": "--with-compat", "file_aio": "--with-file-aio",
+    # SPDY, HTTP/2's predecessor (nginx 1.3.15 to 1.9.4): spdy.t and friends ask for "spdy".
+    "spdy": "--with-http_spdy_module",
 }
 MODULE_FLAGS.update({name: f"--with-http_{name}_module" for name in (
     "v2 v3 flv auth_request realip sub gunzip gzip_static image_filter xslt dav addition slice "

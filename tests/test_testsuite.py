@@ -170,6 +170,7 @@ def test_module_enabled_by_flags():
     assert flag_for_module("stream_ssl_preread") == "--with-stream_ssl_preread_module"
     assert flag_for_module("image_filter") == "--with-http_image_filter_module"
     assert flag_for_module("mail") == "--with-mail"
+    assert flag_for_module("spdy") == "--with-http_spdy_module"
     assert flag_for_module("sni") == "--with-http_ssl_module"
     assert flag_for_module("proxy") is None
 

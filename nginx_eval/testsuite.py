@@ -69,7 +69,8 @@ PERL_PREFIX_PACKAGES = {
 
 # Test::Nginx's has() names that are not nginx modules but Perl modules or the platform.
 FEATURE_PERL_MODULES = {"cryptx": ("Crypt::Misc",), "socket_ssl": ("IO::Socket::SSL",)}
-PLATFORM_FEATURES = frozenset({"unix", "udp", "symlink"})
+# shmem: older trees ask for it; it fails only on Windows before nginx 1.9.0.
+PLATFORM_FEATURES = frozenset({"unix", "udp", "symlink", "shmem"})
 
 DAEMON_PACKAGES = {
     "openssl": "openssl",

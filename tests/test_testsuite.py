@@ -118,6 +118,7 @@ def test_requirements_of_various_forms():
         eval { require GD; GD::Image->new(1, 1) };
         eval 'require SCGI' or plan(skip_all => 'no SCGI');
         my $t = Test::Nginx->new()->has( 'mail', 'imap' )->has(qw(http_v2 --with-debug));
+        $t->has(qw/proxy cache shmem/)->has('udp');     # shmem, udp: the platform's
         $t->has_daemon( 'uwsgi' );
         ok(1, 'use Not::A::Module in a test name');
         """)
@@ -125,7 +126,7 @@ def test_requirements_of_various_forms():
     assert req["perl_modules"] == {"Cache::Memcached::Fast", "Protocol::WebSocket::Frame", "GD",
                                    "SCGI"}
     assert req["daemons"] == {"uwsgi"}
-    assert req["nginx_modules"] == {"mail", "imap", "http_v2", "--with-debug"}
+    assert req["nginx_modules"] == {"mail", "imap", "http_v2", "--with-debug", "proxy", "cache"}
 
 
 def test_requirements_of_plain_file_are_empty():

@@ -54,5 +54,5 @@ fi
 
 python3 -m pip install -q --disable-pip-version-check -e "$here[test]" 2>&1 \
     | grep -v "Running pip as the 'root' user" || true
-python3 -c "import doit, git, jinja2, tap, matplotlib, scipy, statsmodels" \
+python3 -c "import doit, jinja2, tap, matplotlib, scipy, statsmodels" \
     && echo "setup: Python packages ready"

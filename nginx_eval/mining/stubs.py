@@ -56,11 +56,20 @@ def task_stub(p, nginx_dir, tests_dir):
     tree from before parallel tests (fixed ports) is fine: each prove has a network of its own
     (nginx_eval/private_network.py)."""
     c, sig = p["_commit"], p["_sig"]
+    notes = (f"score {p['_score']:.1f} ({sig['kind']}"
+             f"{' ' + ','.join(sorted(sig['versions'])) if sig['versions'] else ''}"
+             f", #{p['_rank']} for its test); "
+             f"{' '.join(p['_why'])}; fix: {c['subject']}; test: {sig['subject']}")
+    return stub_for(c, sig["commit"], pick_files(sig["files"], c), nginx_dir, tests_dir, notes)
+
+
+def stub_for(c, test_commit, files, nginx_dir, tests_dir, notes):
+    """The task stub of fix commit `c` ({sha, day, subject, files, add, rem}) tested by `files`
+    of nginx-tests `test_commit`, or None (see task_stub)."""
     base = gitcmd.first_parent(nginx_dir, c["sha"])
     if base is None:
         return None
-    files = pick_files(sig["files"], c)
-    flags, perl = needs_of(tests_dir, sig["commit"], files)
+    flags, perl = needs_of(tests_dir, test_commit, files)
     flags = with_legacy_options(nginx_dir, base, flags)
     if flags is None:
         return None                     # no compiler option makes it build here
@@ -69,17 +78,14 @@ def task_stub(p, nginx_dir, tests_dir):
         "instance_id": f"nginx__nginx-{c['sha'][:12]}",
         "repo": "nginx/nginx", "test_repo": "nginx/nginx-tests",
         "base_commit": base, "fix_commit": c["sha"], "fix_date": c["day"],
-        "test_commit": sig["commit"],
+        "test_commit": test_commit,
         "test_files": files, "configure_flags": flags,
         "fail_to_pass": [], "pass_to_pass": [], "problem_statement": "TODO",
         "perl_modules": perl,
         "area": subject_area(c["subject"]) or (areas[0] if areas else "http"),
         "gold_size": {"files": len(c["files"]), "lines_added": c["add"],
                       "lines_removed": c["rem"]},
-        "notes": (f"score {p['_score']:.1f} ({sig['kind']}"
-                  f"{' ' + ','.join(sorted(sig['versions'])) if sig['versions'] else ''}"
-                  f", #{p['_rank']} for its test); "
-                  f"{' '.join(p['_why'])}; fix: {c['subject']}; test: {sig['subject']}"),
+        "notes": notes,
     }
 
 

@@ -1,0 +1,131 @@
+"""Finding fixes by running the whole test suite across the nginx history: the third source of
+candidates, beside test signals (suite_history.py) and topic matches (scoring.py).
+
+Why: those sources pair an nginx commit with the test commit that came with it. A fix whose
+test landed without a TODO guard, under an unrelated subject, or in a file that an older commit
+created, is never paired, and most 2025+ fixes are such. Running one test tree (normally the
+newest) against nginx at two commits and comparing every assertion finds each assertion the
+history between them turned from failing to passing, whatever the commits say; bisecting over
+the code commits in between then names the commit that turned it.
+
+The steps, each a plain function:
+
+    suite_flags(tests_dir)          configure flags that let as many files as possible run
+    build_nginx(git_dir, commit, builds_dir, flags)   objs/nginx of a commit (ccache, reused)
+    run_files(layout, tests_tree, binary, files, tap_dir, jobs)   prove -v each file, as the
+                                    harness does (prove.run_prove_files: pinned environment,
+                                    output guard, a private network per file)
+    outcomes(tap_dir, files)        {file: FileResult} of the TAP written
+    flips(old, new)                 assertions that fail at the old commit and pass at the new
+    bisect(commits, targets, probe) the first commit at which each target assertion passes
+
+A flip is a lead, not a task: the commit bisection names may be a feature (the test needs what
+it adds), a flaky assertion or a fix; validation (validate.py, repeats) and a reader decide.
+"""
+
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from nginx_eval import gitcmd
+from nginx_eval.prove import run_prove_files
+from nginx_eval.tapstream import parse_tap
+from nginx_eval.toolchain import build_env, configure_argv
+from nginx_eval.testsuite import configure_flags_for, requirements_in_order
+
+# Modules a build here cannot have (no library in setup-debian.sh) or that change every file's
+# startup (perl loads the build's own Perl module).
+LEFT_OUT_FLAGS = frozenset({"--with-http_perl_module", "--with-http_geoip_module",
+                            "--with-stream_geoip_module", "--with-debug",
+                            "--with-http_spdy_module", "--with-file-aio", "--with-compat"})
+FILE_TIMEOUT = 240                  # seconds per test file: the slowest take about 35 s
+
+
+def suite_flags(tests_dir):
+    """Configure flags for every module the suite's files ask for with has(), less LEFT_OUT."""
+    names = []
+    for path in sorted(Path(tests_dir).glob("*.t")):
+        names += requirements_in_order(path.read_text(errors="replace"))["nginx_modules"]
+    flags = configure_flags_for(dict.fromkeys(names))
+    return [f for f in flags if f not in LEFT_OUT_FLAGS] + ["--with-threads"] * (
+        "--with-threads" not in flags)
+
+
+def build_nginx(layout, git_dir, commit, builds_dir, flags, log=None):
+    """objs/nginx of `commit` configured with `flags`, built once under builds_dir/<commit> with
+    the harness's toolchain (toolchain.py: configure's command line, make through ccache); None
+    when it does not build (builds_dir/<commit>/build.log says why)."""
+    tree = Path(builds_dir) / commit
+    binary = tree / "objs" / "nginx"
+    if binary.is_file():
+        return binary
+    if tree.exists():
+        shutil.rmtree(tree)
+    gitcmd.extract_tree(git_dir, commit, tree)
+    env = build_env(layout, tree)
+    with open(tree / "build.log", "wb") as out:
+        if subprocess.run(configure_argv(flags), cwd=tree, env=env, stdout=out,
+                          stderr=subprocess.STDOUT).returncode == 0:
+            subprocess.run(["make", "-j2"], cwd=tree, env=env, stdout=out,
+                           stderr=subprocess.STDOUT)
+    if log:
+        log(f"build {commit[:12]}: {'ok' if binary.is_file() else 'FAILED, see build.log'}")
+    return binary if binary.is_file() else None
+
+
+def run_files(layout, tests_tree, binary, files, tap_dir, jobs=2):
+    """prove -v each of `files` against `binary`, `jobs` at a time; TAP under tap_dir. Files
+    whose TAP is already there are not run again."""
+    tap_dir = Path(tap_dir)
+    todo = [f for f in files if not (tap_dir / f"{f}.tap").is_file()]
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(lambda f: run_prove_files(layout, Path(tests_tree), binary, [f],
+                                                FILE_TIMEOUT, tap_dir), todo))
+
+
+def outcomes(tap_dir, files):
+    """{file: FileResult} of the TAP under tap_dir."""
+    return {f: parse_tap(f, (Path(tap_dir) / f"{f}.tap").read_text(errors="replace"))
+            for f in files if (Path(tap_dir) / f"{f}.tap").is_file()}
+
+
+def flips(old, new):
+    """[(file, assertion id)] that failed at the old commit (ran and failed, TODO or not) and
+    passed at the new one. A file must have run to its end at both, and the id (number and
+    name) must be the same at both: the same assertion, not a renumbered file."""
+    found = []
+    for f, before in sorted(old.items()):
+        after = new.get(f)
+        if after is None or not before.complete or not after.complete:
+            continue
+        if before.tampered or after.tampered or before.bailed_out or after.bailed_out:
+            continue
+        for ident, passed in before.results.items():
+            if passed is False and after.results.get(ident) is True:
+                found.append((f, ident))
+    return found
+
+
+def bisect(commits, targets, probe):
+    """{target: the first commit of `commits` at which it holds}, for targets that do not hold
+    at commits[0] and hold at commits[-1]. probe(commit, targets) -> the set of targets that hold
+    at that commit; one probe answers for every target in the range, so targets that flipped
+    at the same commit cost one search."""
+    found = {}
+
+    def search(lo, hi, group):
+        if not group:
+            return
+        if hi - lo <= 1:
+            for t in group:
+                found[t] = commits[hi]
+            return
+        mid = (lo + hi) // 2
+        held = probe(commits[mid], group)
+        search(lo, mid, [t for t in group if t in held])
+        search(mid, hi, [t for t in group if t not in held])
+
+    search(0, len(commits) - 1, list(targets))
+    return found

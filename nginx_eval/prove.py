@@ -52,8 +52,8 @@ from .buildplan import build_task_name
 from .buildcache import binary_path, verify_build
 from .procs import kill_leftovers, run_limited
 from .tapstream import needs_reference, parse_tap
-from .testenv import (OUTPUT_GUARD, environment_inputs, output_guard, prove_environment,
-                      tool_versions)
+from .testenv import (OUTPUT_GUARD, daemon_shims, environment_inputs, output_guard,
+                      prove_environment, tool_versions)
 from .testtree import tests_task_name, verified_tests_tree
 
 
@@ -70,7 +70,8 @@ def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, to
     """Run each file against `binary`; return {file: record}. Output files go to tap_dir, named
     after the file plus `suffix` (".rerun"); token_file: see procs.kill_leftovers."""
     tap_dir.mkdir(parents=True, exist_ok=True)
-    env = prove_environment(tests_tree, output_guard(layout, binary), binary)
+    env = prove_environment(tests_tree, output_guard(layout, binary), binary,
+                            daemon_shims(layout))
     network = "shared" if private_network.problem() else "private"
     files = {}
     for name in test_files:
@@ -167,7 +168,8 @@ def prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed):
     files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout,
                             tap_dir, token_file=token_file)
     record.update(binary=str(binary), binary_key=build["key"], files=files, notes=notes,
-                  environment=prove_environment(tree, output_guard(layout, binary), binary),
+                  environment=prove_environment(tree, output_guard(layout, binary), binary,
+                                                daemon_shims(layout)),
                   versions=tool_versions())
     reruns = {}
     if rerun_failed:

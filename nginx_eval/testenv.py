@@ -12,6 +12,11 @@ prove.json and is part of prove's inputs (prove.py).
 Test::Nginx starts nginx with the test's stdout, which is the TAP stream, so nginx run as a server
 writes to ``tap/<file>.nginx.log`` instead. ``TEST_NGINX_MODULES`` names the build's objs/.
 
+As root, ``TEST_NGINX_GLOBALS`` is not enough: memcached refuses to start as root unless told
+which user to be ("can't run as root without the -u switch"), and nginx-tests start it without
+one, so every memcached test file died before its plan. ``daemon_shims`` puts a directory first
+on the test's PATH holding a `memcached` that runs the real one with ``-u root``.
+
 ``tool_versions`` names the perl that runs the tests and the openssl they make their certificates
 with: prove.json's ``versions`` (see prove.py).
 """
@@ -19,6 +24,7 @@ with: prove.json's ``versions`` (see prove.py).
 import os
 import shutil
 import subprocess
+import threading
 from functools import lru_cache
 
 from .buildcache import remove_tree
@@ -28,6 +34,8 @@ from .locks import locked
 OUTPUT_GUARD = PACKAGE_DIR / "nginx_output_guard.sh"
 # Variables of the harness's own environment a test may see; everything else is set here.
 PASSED_THROUGH = ("PATH", "HOME", "TMPDIR", "USER", "LOGNAME")
+# Daemons nginx-tests start that refuse to run as root without these options (daemon_shims).
+ROOT_DAEMON_OPTIONS = {"memcached": ("-u", "root")}
 # Extra `TEST_NGINX_GLOBALS` a user wants (e.g. a `user` directive of their own).
 GLOBALS_VAR = "NGINX_EVAL_TEST_GLOBALS"
 
@@ -110,10 +118,42 @@ def environment_inputs(tests_tree):
     return dict(pinned_environment(tests_tree), prove=_program("prove"), perl=_program("perl"))
 
 
-def prove_environment(tests_tree, guard, binary):
+def daemon_shims(layout, environ=None):
+    """As root, a directory of wrappers for the installed daemons of ROOT_DAEMON_OPTIONS, each
+    running the real program with those options; None when not root or none is installed."""
+    env = os.environ if environ is None else environ
+    if os.geteuid() != 0:
+        return None
+    shim_dir = layout.cache / "daemon-shims"
+    path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                           if p and p != str(shim_dir))
+    scripts = {}
+    for daemon, options in sorted(ROOT_DAEMON_OPTIONS.items()):
+        real = shutil.which(daemon, path=path)
+        if real:
+            scripts[daemon] = (f"#!/bin/sh\n# nginx-eval: {daemon} refuses to run as root "
+                               f"without {' '.join(options)} (testenv.py)\n"
+                               f"exec {_sh_quote(real)} {' '.join(options)} \"$@\"\n")
+    if not scripts:
+        return None
+    for daemon, script in scripts.items():
+        target = shim_dir / daemon
+        if target.is_file() and target.read_text() == script:
+            continue
+        shim_dir.mkdir(parents=True, exist_ok=True)
+        tmp = shim_dir / f".{daemon}.{os.getpid()}.{threading.get_ident()}"
+        tmp.write_text(script)
+        tmp.chmod(0o755)
+        os.replace(tmp, target)
+    return shim_dir
+
+
+def prove_environment(tests_tree, guard, binary, shims=None):
     env = pinned_environment(tests_tree)
     if "PATH" in os.environ:
         env["PATH"] = os.environ["PATH"]
+    if shims:
+        env["PATH"] = os.pathsep.join(filter(None, [str(shims), env.get("PATH")]))
     env.update({"TEST_NGINX_BINARY": str(guard),
                 "TEST_NGINX_MODULES": os.path.dirname(str(binary))})
     return env

@@ -77,6 +77,9 @@ def main(argv=None):
                     "each stretch between two neighbours is compared and bisected on its own, "
                     "so a bug added and fixed between the ends is found too")
     ap.add_argument("--tests-commit", default="HEAD")
+    ap.add_argument("--flag", action="append", default=[], help="a configure flag added to "
+                    "every build, e.g. --flag=--with-cc-opt=-fsanitize=address (use a --work "
+                    "of its own: builds are kept by commit)")
     ap.add_argument("--jobs", type=int, default=3)
     ap.add_argument("--files", help="comma-separated test files (default: every *.t)")
     ap.add_argument("--out", help="also write the leads as a candidates file (task stubs; fixes "
@@ -96,7 +99,7 @@ def main(argv=None):
         gitcmd.extract_tree(args.tests, tests_commit, tests_tree)
     files = args.files.split(",") if args.files else sorted(
         p.name for p in tests_tree.glob("*.t"))
-    flags = sweep.suite_flags(tests_tree)
+    flags = sweep.suite_flags(tests_tree) + args.flag
     log(f"old {old[:12]}, new {new[:12]}, tests {tests_commit[:12]}, {len(files)} files, "
         f"flags {' '.join(flags)}")
 

@@ -121,14 +121,36 @@ def main(argv=None):
 
     ends = [old] + [gitcmd._text(args.nginx, "rev-parse", v).strip()
                     for v in args.via.split(",") if v] + [new]
+
+    def running_at(commit, names):
+        res = results_at(commit, sorted(names))
+        return set() if res is None else {f for f in names if sweep.runs(res.get(f))}
+
     found, flipped = {}, []
     for lo, hi in zip(ends, ends[1:]):
-        stretch = sweep.flips(results_at(lo, files), results_at(hi, files))
-        log(f"{len(stretch)} assertions fail at {lo[:12]} and pass at {hi[:12]}")
+        at_lo, at_hi = results_at(lo, files), results_at(hi, files)
+        if at_lo is None or at_hi is None:
+            log(f"{lo[:12]} or {hi[:12]} does not build: stretch skipped")
+            continue
         chain = first_parent_commits(args.nginx, lo, hi)
-        log(f"bisecting over {len(chain)} code commits")
+        stretch = sweep.flips(at_lo, at_hi)
+        log(f"{len(stretch)} assertions fail at {lo[:12]} and pass at {hi[:12]}; "
+            f"bisecting over {len(chain)} code commits")
         found.update({(t, lo): c for t, c in sweep.bisect(chain, stretch, probe).items()})
         flipped += stretch
+        # A file that starts running in this stretch (what it tests arrived): compare it from
+        # the commit where it first runs, so that a fix to the new code before `hi` is found.
+        starting = sweep.starts_running(at_lo, at_hi)
+        first_run = sweep.bisect(chain, starting, running_at)
+        for start in sorted(set(first_run.values()), key=chain.index):
+            names = sorted(f for f, c in first_run.items() if c == start)
+            late = sweep.flips(results_at(start, names),
+                               {f: at_hi[f] for f in names})
+            log(f"{len(names)} files first run at {start[:12]}: {len(late)} assertions "
+                f"fail there and pass at {hi[:12]}")
+            sub = chain[chain.index(start):]
+            found.update({(t, start): c for t, c in sweep.bisect(sub, late, probe).items()})
+            flipped += late
     leads = {}
     for ((f, ident), _), commit in sorted(found.items(), key=lambda kv: kv[0]):
         info = gitcmd._text(args.nginx, "log", "-1", "--format=%cs%x1f%s", commit).strip()

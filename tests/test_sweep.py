@@ -29,13 +29,13 @@ def test_bisect_finds_each_target_first_commit_with_one_probe_per_step():
     assert bisect(commits, [], probe) == {}
 
 
-def run_sweep(tmp_path, old, new, via="", out=None):
+def run_sweep(tmp_path, old, new, via="", out=None, files=FILES):
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps({"name": "b", "tasks": []}))
     argv = [sys.executable, str(ROOT / "scripts" / "sweep_suite.py"),
             "--nginx", str(tmp_path / "tiny" / ".git"), "--tests",
             str(tmp_path / "tiny-tests" / ".git"), "--work", str(tmp_path / "work"),
-            "--old", old, "--new", new, "--files", FILES, "--jobs", "2",
+            "--old", old, "--new", new, "--files", files, "--jobs", "2",
             "--benchmark", str(bench), "--via", via]
     if out:
         argv += ["--out", str(out)]
@@ -84,3 +84,34 @@ def test_sweep_misses_nothing_between_far_ends(tmp_path):
         == sorted([(c["c_add_fix"], ("calc_add.t:1 add two numbers",)),
                    (c["c_mul_fix"], ("calc_add.t:3 mul still works", "calc_mul.t:1 multiply",
                                      "calc_mul.t:3 square"))])
+
+
+def test_a_fix_to_code_that_arrived_between_the_ends_is_found(tmp_path):
+    c = fixture_repos.make_upstream(tmp_path / "tiny")
+    tiny = tmp_path / "tiny"
+    main_c = tiny / "src" / "core" / "nginx.c"
+    text = main_c.read_text()
+    # A "sub" command arrives broken, then is fixed; its test skips where there is no "sub".
+    main_c.write_text(text.replace('else return 2;', 'else if (strcmp(argv[1], "sub") == 0) '
+                                   'printf("%d\\n", a + b);\n    else return 2;'))
+    added = fixture_repos.commit(tiny, "Added sub")
+    main_c.write_text(text.replace('else return 2;', 'else if (strcmp(argv[1], "sub") == 0) '
+                                   'printf("%d\\n", a - b);\n    else return 2;'))
+    fixed = fixture_repos.commit(tiny, "Fixed sub")
+    tests = tmp_path / "tiny-tests"
+    fixture_repos.make_tests_repo(tests)
+    fixture_repos.write(tests / "calc_sub.t", fixture_repos.TEST_HEAD + """
+system("$bin sub 1 1 >/dev/null") == 0 or plan(skip_all => 'no sub');
+plan(tests => 2);
+is(run('sub', 5, 3), '2', 'subtract');
+is(run('add', 5, 3), '8', 'add still works');
+""", 0o755)
+    fixture_repos.commit(tests, "Tests: sub")
+
+    leads, log = run_sweep(tmp_path, c["c_later"], fixed, files="calc_sub.t,calc_add.t")
+    # No flip between the ends (the file skips at c_later), but it first runs at `added`, where
+    # "subtract" fails: bisected from there to the fix.
+    assert leads["flipped"] == 1
+    assert [(lead["fix_commit"], lead["assertions"]) for lead in leads["leads"]] == [
+        (fixed, ["calc_sub.t:1 subtract"])]
+    assert f"1 files first run at {added[:12]}: 1 assertions" in log

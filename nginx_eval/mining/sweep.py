@@ -17,6 +17,7 @@ The steps, each a plain function:
                                     output guard, a private network per file)
     outcomes(tap_dir, files)        {file: FileResult} of the TAP written
     flips(old, new)                 assertions that fail at the old commit and pass at the new
+    starts_running(old, new)        files that run at the new commit only (a feature arrived)
     bisect(commits, targets, probe) the first commit at which each target assertion passes
 
 A flip is a lead, not a task: the commit bisection names may be a feature (the test needs what
@@ -91,6 +92,20 @@ def outcomes(tap_dir, files):
             for f in files if (Path(tap_dir) / f"{f}.tap").is_file()}
 
 
+def runs(result):
+    """Whether a file ran to its end with a stream that can be trusted (not skipped whole)."""
+    return (result is not None and result.complete and not result.skip_all
+            and not result.tampered and not result.bailed_out)
+
+
+def starts_running(old, new):
+    """Files that did not run at the old commit (skipped: what they test did not exist yet; or
+    died) and ran at the new one. Their assertions are no flips of these two commits, but a bug
+    in what arrived in between, fixed before the new commit, is a flip from the commit where
+    the file first runs (see scripts/sweep_suite.py)."""
+    return sorted(f for f, after in new.items() if runs(after) and f in old and not runs(old[f]))
+
+
 def flips(old, new):
     """[(file, assertion id)] that failed at the old commit (ran and failed, TODO or not) and
     passed at the new one. A file must have run to its end at both, and the id (number and
@@ -98,9 +113,7 @@ def flips(old, new):
     found = []
     for f, before in sorted(old.items()):
         after = new.get(f)
-        if after is None or not before.complete or not after.complete:
-            continue
-        if before.tampered or after.tampered or before.bailed_out or after.bailed_out:
+        if not runs(before) or not runs(after):
             continue
         for ident, passed in before.results.items():
             if passed is False and after.results.get(ident) is True:

@@ -115,3 +115,26 @@ is(run('add', 5, 3), '8', 'add still works');
     assert [(lead["fix_commit"], lead["assertions"]) for lead in leads["leads"]] == [
         (fixed, ["calc_sub.t:1 subtract"])]
     assert f"1 files first run at {added[:12]}: 1 assertions" in log
+
+
+def test_an_assertion_behind_a_todo_skip_counts_as_failing(tmp_path):
+    # nginx-tests do not run an assertion on versions known to crash on it ("not ok 4 # TODO &
+    # SKIP leaves coredump"): that line has no name, and the assertion of the same number that
+    # passes later is the flip.
+    c = fixture_repos.make_upstream(tmp_path / "tiny")
+    tests = tmp_path / "tiny-tests"
+    fixture_repos.make_tests_repo(tests)
+    fixture_repos.write(tests / "guarded.t", fixture_repos.TEST_HEAD + """
+plan(tests => 2);
+TODO: {
+todo_skip 'crashes', 1 unless run('mul', 2, 3) eq '6';
+is(run('mul', 3, 3), '9', 'square');
+}
+is(run('add', 1, 1), '2', 'add');
+""", 0o755)
+    fixture_repos.commit(tests, "Tests: guarded")
+    leads, _ = run_sweep(tmp_path, c["c_mul_bug"], c["c_later"], files="guarded.t")
+    assert "TODO & SKIP crashes" in (next((tmp_path / "work" / "tap").glob(
+        f"*/{c['c_mul_bug'][:12]}/guarded.t.tap"))).read_text()
+    assert [(lead["fix_commit"], lead["assertions"]) for lead in leads["leads"]] == [
+        (c["c_mul_fix"], ["guarded.t:1 square"])]

@@ -1,4 +1,5 @@
-"""Small helpers for the JSON files that stages hand to each other.
+"""Small helpers for the JSON files that stages hand to each other, and for the small scripts the
+harness installs into its cache (``install_executable``).
 
 Every file is written atomically (temp file + rename), so a reader never sees half a file
 and a killed run leaves either the old version or the new one.
@@ -19,7 +20,8 @@ def write_text(path, text):
     write_bytes(path, text.encode("utf-8"))
 
 
-def write_bytes(path, data):
+def write_bytes(path, data, mode=None):
+    """Write `data` to `path` atomically; `mode`: the file's permission bits (else mkstemp's)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -28,11 +30,23 @@ def write_bytes(path, data):
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def install_executable(path, data):
+    """Make `path` an executable file holding `data` (bytes), unless it already is. The file is
+    replaced whole, so threads and processes installing it at once never run a partial one."""
+    path = Path(path)
+    if path.is_file() and path.read_bytes() == data and os.access(path, os.X_OK):
+        return path
+    write_bytes(path, data, mode=0o755)
+    return path
 
 
 def write_jsonl(path, rows):

@@ -24,10 +24,10 @@ with: prove.json's ``versions`` (see prove.py).
 import os
 import shutil
 import subprocess
-import threading
 from functools import lru_cache
 
 from .buildcache import remove_tree
+from .jsonio import install_executable
 from .layout import PACKAGE_DIR
 from .locks import locked
 
@@ -137,14 +137,7 @@ def daemon_shims(layout, environ=None):
     if not scripts:
         return None
     for daemon, script in scripts.items():
-        target = shim_dir / daemon
-        if target.is_file() and target.read_text() == script:
-            continue
-        shim_dir.mkdir(parents=True, exist_ok=True)
-        tmp = shim_dir / f".{daemon}.{os.getpid()}.{threading.get_ident()}"
-        tmp.write_text(script)
-        tmp.chmod(0o755)
-        os.replace(tmp, target)
+        install_executable(shim_dir / daemon, script.encode())
     return shim_dir
 
 

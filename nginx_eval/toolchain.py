@@ -8,7 +8,6 @@ build.py runs the steps; this module only says which programs, with which flags 
 import os
 import shutil
 import subprocess
-import threading
 from functools import lru_cache
 
 from . import jsonio
@@ -96,14 +95,7 @@ def install_feature_test_cc(layout):
     """The directory whose `cc` is feature_test_cc.sh, written into the cache when missing or
     outdated (an executable bit cannot be relied on in an installed package)."""
     bin_dir = layout.feature_tests / "bin"
-    script = FEATURE_TEST_CC.read_bytes()
-    target = bin_dir / "cc"
-    if not target.is_file() or target.read_bytes() != script:
-        bin_dir.mkdir(parents=True, exist_ok=True)
-        tmp = bin_dir / f".cc.{os.getpid()}.{threading.get_ident()}"
-        tmp.write_bytes(script)
-        tmp.chmod(0o755)
-        os.replace(tmp, target)
+    jsonio.install_executable(bin_dir / "cc", FEATURE_TEST_CC.read_bytes())
     return bin_dir
 
 

@@ -19,11 +19,11 @@ MARKER = os.environ["NGINX_EVAL_TEST_PAUSE_MARKER"]
 write_bytes = jsonio.write_bytes
 
 
-def pausing_write_bytes(path, data):
+def pausing_write_bytes(path, data, **options):
     if PAUSE_AT.search(str(path)) and not os.path.exists(MARKER):
         Path(MARKER).write_text(f"{path}\n")
         time.sleep(600)
-    return write_bytes(path, data)
+    return write_bytes(path, data, **options)
 
 
 jsonio.write_bytes = pausing_write_bytes

@@ -33,14 +33,18 @@ import sys
 
 from doit.reporter import ConsoleReporter
 
-from . import cleaning, executor, limits, procs, progress, sandbox, scheduling
-from .agent import agent_finished
-from .agent_limits import clear_stop
-from .claude_code import is_claude_code, program_version, resolve_program
-from .errors import UserError, UserFailure, fail
-from .locks import Busy, hold_until_exit
-from .commandline import command_program
-from .runrecord import bind_run, check_benchmark, read_run
+from .doitext import cleaning, scheduling
+from .cluster import executor
+from .core import limits, procs
+from . import progress
+from .agent import sandbox
+from .agent.stage import agent_finished
+from .agent.gate import clear_stop
+from .agent.claude_code import is_claude_code, program_version, resolve_program
+from .core.errors import UserError, UserFailure, fail
+from .core.locks import Busy, hold_until_exit
+from .run.commandline import command_program
+from .run.record import bind_run, check_benchmark, read_run
 
 # doit commands that only read: they take no lock, so they work while a run is going on.
 READ_ONLY_COMMANDS = ("list", "info", "help", "dumpdb", "tabcompletion")

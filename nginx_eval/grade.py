@@ -47,10 +47,10 @@ Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
 """
 
 
-from . import jsonio, stamps
-from .buildplan import build_task_name
+from .core import jsonio, stamps
+from .build.plan import build_task_name
 from .patch import UNFINISHED_AGENT
-from .tapstream import (Problem, assertion_id, assertion_number, file_problem,  # noqa: F401
+from .prove.tap import (Problem, assertion_id, assertion_number, file_problem,  # noqa: F401
                         parse_tap)
 
 OUTCOMES = ("resolved", "partially_resolved", "unresolved", "patch_failed", "compile_failed",

@@ -29,10 +29,10 @@ import base64
 import os
 import re
 
-from . import jsonio, stamps
-from .errors import UserError, failing_on_user_error
-from .gitcmd import gold_diff, scratch_index
-from .modes import read_predictions
+from .core import jsonio, stamps
+from .core.errors import UserError, failing_on_user_error
+from .core.gitcmd import gold_diff, scratch_index
+from .run.modes import read_predictions
 from .repositories import repo_task
 from .workspace import BUILD_OUTPUTS, HARNESS_FILES
 

@@ -37,16 +37,20 @@ from dataclasses import dataclass
 from doit.loader import generate_tasks
 from doit.task import Task
 
-from . import (agent, build, buildplan, doctor, grade, patch, prove, report, repositories,
-               statements, summary, validate, workspace)
-from .benchmark import load_benchmarks
-from .errors import UserError
-from .layout import Layout
-from .modes import extra_modes, load_modes, unknown_prediction_ids
-from .options import Options, did_you_mean
-from .report_compare import check_compare
-from .report_records import modes_on_disk
-from .runrecord import read_run
+from .agent import stage as agent
+from .build import stage as build, plan as buildplan
+from .checks import doctor, statements, validate
+from . import grade, patch, repositories, results as summary, workspace
+from .prove import stage as prove
+from .report import stage as report
+from .run.benchmark import load_benchmarks
+from .core.errors import UserError
+from .core.layout import Layout
+from .run.modes import extra_modes, load_modes, unknown_prediction_ids
+from .run.options import Options, did_you_mean
+from .report.compare import check_compare
+from .report.records import modes_on_disk
+from .run.record import read_run
 
 STAGES = (repositories, workspace, agent, patch, build, prove, grade, summary, report, validate,
           statements, doctor)

@@ -27,7 +27,9 @@ shows the modes of this command.
 import sys
 import time
 
-from . import jsonio, procs, report, summary
+from .core import jsonio, procs
+from .report import stage as report
+from . import results as summary
 
 UNIT_STAGES = ("workspace", "agent", "patch", "build", "prove", "grade")
 ERROR_OUTCOMES = ("env_error", "agent_error", "timeout", "failed")

@@ -9,11 +9,11 @@ before any agent starts.
 import os
 import shutil
 
-from . import jsonio, stamps
-from .errors import UserError, failing_on_user_error
-from .gitcmd import GitError, clone_bare, fetch, missing_commits, missing_files, set_config
-from .layout import repo_url
-from .locks import locked
+from .core import jsonio, stamps
+from .core.errors import UserError, failing_on_user_error
+from .core.gitcmd import GitError, clone_bare, fetch, missing_commits, missing_files, set_config
+from .core.layout import repo_url
+from .core.locks import locked
 
 
 def needed_commits(tasks):

@@ -16,8 +16,9 @@ import os
 import shutil
 import stat
 
-from . import cleaning, jsonio, stamps
-from .gitcmd import new_repository_at
+from .doitext import cleaning
+from .core import jsonio, stamps
+from .core.gitcmd import new_repository_at
 from .repositories import repo_task
 
 ISSUE_FILE = ".issue.md"

@@ -136,7 +136,7 @@ def test_malformed_predictions_file_is_refused_before_any_task(project, tmp_path
     ("$(which agent) {prompt}", {}, None),
 ])
 def test_command_program(command, environ, program):
-    from nginx_eval.commandline import command_program
+    from nginx_eval.run.commandline import command_program
     assert command_program(command, environ) == program
 
 

@@ -6,10 +6,9 @@ from types import SimpleNamespace
 
 import fixture_repos
 
-from nginx_eval.buildplan import (base_build_plan, base_task_name, build_task_name,
-                                  changed_paths, fixes_touching_headers,
-                                  interleave_by_build_group, start_order)
-from nginx_eval.layout import Layout
+from nginx_eval.build.plan import (base_build_plan, base_task_name, build_task_name, changed_paths,
+                                   fixes_touching_headers, interleave_by_build_group, start_order)
+from nginx_eval.core.layout import Layout
 
 
 def clone_with_commits(tmp_path, changes):

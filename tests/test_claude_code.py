@@ -11,8 +11,8 @@ import pytest
 from anthropic_standin import Fault, StandIn, call, say
 from claude_captures import Recorder
 from claude_cli import SONNET, sonnet_cost, summed
-from nginx_eval import claude_code as cc
-from nginx_eval import claude_transcript as ct
+from nginx_eval.agent import claude_code as cc
+from nginx_eval.agent import transcript as ct
 
 NO_RETRIES = {"CLAUDE_CODE_MAX_RETRIES": "0"}
 SCRIPT = {

@@ -3,9 +3,9 @@ quoted, mistakes named."""
 
 import pytest
 
-from nginx_eval.errors import UserError
-from nginx_eval.commandline import fill_command
-from nginx_eval.modes import get_mode, parse_modes
+from nginx_eval.core.errors import UserError
+from nginx_eval.run.commandline import fill_command
+from nginx_eval.run.modes import get_mode, parse_modes
 
 
 def test_modes_parse_and_errors(tmp_path):
@@ -77,8 +77,8 @@ def test_a_command_that_is_not_there_names_the_mode_and_the_key(tmp_path, comman
 
 def test_the_shipped_nlcmd_mode_installs_fix_issue_and_sends_the_slash_command():
     import jinja2
-    from nginx_eval.layout import SOURCE_ROOT
-    from nginx_eval.modes import load_modes
+    from nginx_eval.core.layout import SOURCE_ROOT
+    from nginx_eval.run.modes import load_modes
     modes = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")
     shipped = (SOURCE_ROOT / "templates" / "commands" / "fix-issue.md").read_text()
     assert modes["nlcmd"].command_files == (("fix-issue.md", shipped),)
@@ -92,7 +92,7 @@ def test_the_shipped_nlcmd_mode_installs_fix_issue_and_sends_the_slash_command()
 
 
 def test_a_missing_command_file_stops_doit_with_one_line(project):
-    from nginx_eval.layout import SOURCE_ROOT
+    from nginx_eval.core.layout import SOURCE_ROOT
     modes = project.root / "modes.toml"
     modes.write_text(modes.read_text().replace('model = "fake-1"',
                                                'model = "fake-1"\ncommands = ["fix-isue.md"]'))

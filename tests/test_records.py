@@ -10,9 +10,10 @@ import sys
 import pytest
 from conftest import SOURCE_ROOT, section, table_row
 
-from nginx_eval import report_records, summary
-from nginx_eval.errors import UserError
-from nginx_eval.modes import load_modes, parse_modes
+from nginx_eval.report import records as report_records
+from nginx_eval import results as summary
+from nginx_eval.core.errors import UserError
+from nginx_eval.run.modes import load_modes, parse_modes
 
 
 def rows(project, mode, run="default"):
@@ -217,7 +218,7 @@ def test_an_agent_a_shell_cannot_read_is_refused_before_any_agent(project):
 
 
 def test_render_command():
-    from nginx_eval.commandline import render_command
+    from nginx_eval.run.commandline import render_command
     command = "${AGENT:-claude --model {model} -p} {prompt}"
     values = {"model": "m", "prompt": "it's $AGENT"}
     assert render_command(command, {}, values) == "claude --model m -p 'it'\"'\"'s $AGENT'"
@@ -248,7 +249,7 @@ def test_render_command():
      "mode raw: unknown key 'colour'; known keys: {mode_keys}"),
 ])
 def test_unknown_keys_in_modes_toml_are_errors(tmp_path, text, message):
-    from nginx_eval.modes import MODE_KEYS
+    from nginx_eval.run.modes import MODE_KEYS
     message = message.format(mode_keys=", ".join(MODE_KEYS))
     path = tmp_path / "modes.toml"
     path.write_text(text)
@@ -268,7 +269,7 @@ def test_a_typo_in_modes_toml_stops_doit_with_one_line(project):
 
 
 def test_the_shipped_modes_toml_documents_every_key_and_parses():
-    from nginx_eval.modes import MODE_KEYS, PHASE_KEYS
+    from nginx_eval.run.modes import MODE_KEYS, PHASE_KEYS
     text = (SOURCE_ROOT / "modes.toml").read_text()
     header = text[:text.index("\n[modes.")]
     for key in MODE_KEYS + PHASE_KEYS:

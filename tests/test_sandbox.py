@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from nginx_eval.sandbox import bwrap_problem
+from nginx_eval.agent.sandbox import bwrap_problem
 
 needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None,
                                  reason=f"no usable bubblewrap: {bwrap_problem()}")

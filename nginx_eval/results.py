@@ -1,0 +1,158 @@
+"""Per mode: ``results.jsonl`` (a row per task) and SWE-bench ``predictions.jsonl``.
+
+Both are rebuilt from the per-task files of the run's benchmark (a row for every task the mode
+graded in this run, in the benchmark's order), never from the command's selection alone.
+
+results.jsonl row::
+
+    {"instance_id", "mode", "run",
+     "outcome": one of OUTCOMES,        # the task's outcome (outcome()): the vocabulary of
+                                        # report.json and report.md too
+     "status",                          # grade.json's verdict of the patch alone (grade.py)
+     "resolved", "agent_status", "build_status",
+     "agent_error": str | null,         # agent.json's error: why the agent did not complete
+     "agent_commands": [[phase, command]] | null,   # agent.json's command_template per phase:
+                                        # what ran (null: no agent, or a record without it)
+     "agent_model": str | null,         # agent.json's model (null: not passed, or no agent)
+     "agent_version": str | null,       # agent.json's agent_version (`<program> --version`)
+     "trajectory": str | null,          # agent.json's trajectory, relative to the task's
+                                        # results dir ("agent/trajectory.md")
+     "build_kind", "build_seconds", "agent_seconds", "cost_usd",
+     "tokens": {"input", "output", "cache_read", "cache_creation"} | null,  # agent.json's
+     "fail_to_pass": {"passed": n, "failed": n}, "pass_to_pass": {...},
+     "patch": {"sha256", "files", "lines_added", "lines_removed"}, "env_errors": [...],
+     # only when the grade had reruns (rerun_failed=1), from grade.json:
+     "first_run_status": str, "changed_on_rerun": [ids]}
+
+A predictions mode has rows only for the tasks its file has a row for (modes.Mode.instances).
+
+predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
+
+Outcome of a task in a mode (first match wins), defined once here for results.jsonl and the
+report (report_records.py imports it; this module imports nothing of later stages)::
+
+    infra_error          the agent's run ended because the API or the network failed (after
+                         its retries): not the model's answer, not scored
+    not_run              the run's budget (max_cost) was spent before the agent started: not
+                         scored
+    resolved             the patch resolves the task (even after an agent timeout or failure)
+    env_error            the tests could not say (skipped file, missing module): untrusted
+    timeout              the agent hit its time limit
+    agent_error          the agent failed (non-zero exit, workspace gone) or could not start
+    patch_failed, compile_failed, partially_resolved, unresolved: grade.json's status
+"""
+
+from doit.tools import config_changed
+
+from .build import plan as buildplan
+from .core import jsonio
+from .prove import tree as testtree
+from .patch import UNFINISHED_AGENT
+
+# Outcomes that say nothing of the model: outside a mode's denominator (rates, intervals,
+# comparisons), counted apart. Each is the agent.json status of the same name (patch.py).
+NOT_SCORED = tuple(UNFINISHED_AGENT)
+OUTCOMES = ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
+            "timeout", "agent_error", "env_error") + NOT_SCORED
+
+
+def outcome(row):
+    """The outcome of a results.jsonl row (or a row without the field, from its other fields)."""
+    if row.get("agent_status") in NOT_SCORED:
+        return row["agent_status"]
+    if row.get("resolved"):
+        return "resolved"
+    if row.get("status") == "env_error":
+        return "env_error"
+    if row.get("agent_status") == "timeout":
+        return "timeout"
+    if row.get("agent_status") in ("failed", "error"):
+        return "agent_error"
+    if row.get("status") in OUTCOMES:
+        return row["status"]
+    return "unresolved"
+
+
+def result_row(layout, mode, task):
+    iid = task.instance_id
+    grade = jsonio.read_json(layout.grade_json(mode.name, iid))
+    build = jsonio.read_json(layout.build_json(mode.name, iid)) or {}
+    patch = jsonio.read_json(layout.patch_json(mode.name, iid)) or {}
+    agent = jsonio.read_json(layout.agent_json(mode.name, iid)) or {}
+    phases = agent.get("phases") or []
+    commands = [[p["name"], p["command_template"]] for p in phases if "command_template" in p]
+    row = {
+        "instance_id": iid, "mode": mode.name, "run": layout.run,
+        "status": grade["status"], "resolved": grade["resolved"],
+        "agent_status": agent.get("status"), "build_status": build.get("status"),
+        "agent_error": ((agent.get("error") or agent["status"])
+                        if agent.get("status") not in (None, "completed") else None),
+        "agent_commands": commands or None,
+        "agent_model": next((p.get("model") for p in phases if p.get("model")), None),
+        "agent_version": agent.get("agent_version"), "trajectory": agent.get("trajectory"),
+        "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
+        "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
+        "tokens": agent.get("tokens"),
+        "fail_to_pass": {k: len(v) for k, v in grade["fail_to_pass"].items()},
+        "pass_to_pass": {k: len(v) for k, v in grade["pass_to_pass"].items()},
+        "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
+        "env_errors": grade["env_errors"],
+    }
+    if "first_run_status" in grade:     # rerun_failed=1; rows of other runs stay as they were
+        row.update(first_run_status=grade["first_run_status"],
+                   changed_on_rerun=grade["changed_on_rerun"])
+    return {"instance_id": iid, "mode": mode.name, "run": layout.run, "outcome": outcome(row),
+            **row}
+
+
+def model_name(mode):
+    return f"nginx-eval/{mode.name}" + (f"/{mode.model}" if mode.model else "")
+
+
+def write_summary(layout, mode, bench_tasks):
+    """Both files, rebuilt from the per-task files of every task of the benchmark that this mode
+    has graded in the run: a command that scored a few tasks never drops the others' rows."""
+    rows, preds = [], []
+    for task in bench_tasks:
+        if not mode.covers(task.instance_id):
+            continue        # a predictions file without this task: reported as missing
+        if not layout.grade_json(mode.name, task.instance_id).exists():
+            continue
+        rows.append(result_row(layout, mode, task))
+        patch_path = layout.model_patch(mode.name, task.instance_id)
+        patch = patch_path.read_bytes() if patch_path.exists() else b""
+        preds.append({"instance_id": task.instance_id, "model_name_or_path": model_name(mode),
+                      "model_patch": patch.decode("utf-8", "replace")})
+    jsonio.write_jsonl(layout.results_jsonl(mode.name), rows)
+    jsonio.write_jsonl(layout.predictions_jsonl(mode.name), preds)
+
+
+def start_order(ctx, bench, mode, ids):
+    """The results task's dependencies, in the order doit should start them (the policy is
+    buildplan.start_order's)."""
+    units = [ctx.unit_name(bench, mode, t) for t in ctx.build_order() if t.instance_id in ids]
+    return buildplan.start_order(testtree.tests_task_names(ctx.build_order()), units,
+                                 ctx.base_build_plan(), ids)
+
+
+def gen_tasks(ctx):
+    for bench, mode, tasks in ctx.mode_groups():
+        ids = {t.instance_id for t in tasks}
+        deps = []
+        for t in tasks:
+            deps += [str(ctx.layout.grade_json(mode.name, t.instance_id)),
+                     str(ctx.layout.patch_json(mode.name, t.instance_id)),
+                     str(ctx.layout.build_json(mode.name, t.instance_id))]
+        yield {
+            "basename": "results",
+            "name": f"{bench.name}/{mode.name}",
+            "doc": f"results.jsonl and predictions.jsonl of {mode.name}",
+            "actions": [(write_summary, [ctx.layout, mode, bench.tasks])],
+            "file_dep": deps,
+            # The order tasks start in follows this list (see scheduling.py).
+            "task_dep": start_order(ctx, bench, mode, ids),
+            "targets": [str(ctx.layout.results_jsonl(mode.name)),
+                        str(ctx.layout.predictions_jsonl(mode.name))],
+            "uptodate": [config_changed({"tasks": [t.instance_id for t in tasks],
+                                         "model": model_name(mode)})],
+        }

@@ -36,6 +36,7 @@ from doit.reporter import ConsoleReporter
 from .doitext import cleaning, scheduling
 from .cluster import executor
 from .core import limits, procs
+from .core.tasknames import AGENT, task_name, unit_name
 from . import progress
 from .agent import sandbox
 from .agent.stage import agent_finished
@@ -137,7 +138,7 @@ def bind_to_run(ctx, argv):
         return
     bench = ctx.benchmark.name
     modes = [m for m in ctx.modes
-             if (bench in targets and ctx.in_group(m)) or f"{bench}:{m}" in targets]
+             if (bench in targets and ctx.in_group(m)) or task_name(bench, m) in targets]
     new = read_run(ctx.layout) is None
     bind_run(ctx.layout, ctx.benchmark, ctx.tasks, modes, **(ctx.selection or {}))
     if new:
@@ -191,7 +192,7 @@ def agents_to_run(ctx, tasks, selected):
     and without a finished agent.json for its current inputs (or forgotten)."""
     reachable = progress.reachable(tasks, selected)
     for bench, mode, task in ctx.agent_units():
-        name = f"agent:{ctx.unit_name(bench, mode, task)}"
+        name = task_name(AGENT, unit_name(bench, mode, task))
         if name not in reachable:
             continue
         if not agent_finished(ctx.layout, mode, task, name):

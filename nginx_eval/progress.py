@@ -28,11 +28,12 @@ import sys
 import time
 
 from .core import jsonio, procs
+from .core.outcomes import RUN_ERRORS, outcome
+from .core.tasknames import GRADE, unit_of
 from .report import stage as report
-from . import results as summary
 
-UNIT_STAGES = ("workspace", "agent", "patch", "build", "prove", "grade")
-ERROR_OUTCOMES = ("env_error", "agent_error", "timeout", "failed")
+# What a progress line counts as errors: the run's (RUN_ERRORS), and a unit whose task failed.
+ERRORS = RUN_ERRORS + ("failed",)
 
 
 def duration(seconds):
@@ -58,15 +59,6 @@ def reachable(tasks, selected):
     return seen
 
 
-def unit_of(name):
-    """(mode, instance id) of a stage task name `<stage>:<bench>/<mode>/<id>`, else None."""
-    stage, sep, rest = name.partition(":")
-    if not sep or stage not in UNIT_STAGES:
-        return None
-    parts = rest.split("/")
-    return (parts[1], parts[2]) if len(parts) == 3 else None
-
-
 class Progress:
     def __init__(self, ctx, out):
         self.ctx, self.out = ctx, out
@@ -78,7 +70,7 @@ class Progress:
     def start(self, tasks, selected):
         """The units the command will finish: the grade tasks reachable from `selected`."""
         for name in reachable(tasks, selected):
-            if name.startswith("grade:"):
+            if name.startswith(f"{GRADE}:"):
                 unit = unit_of(name)
                 if unit:
                     self.units[unit] = None
@@ -93,14 +85,14 @@ class Progress:
         if not grade:
             return "failed"
         agent = jsonio.read_json(layout.agent_json(mode, iid)) or {}
-        return summary.outcome({"resolved": grade.get("resolved"), "status": grade.get("status"),
+        return outcome({"resolved": grade.get("resolved"), "status": grade.get("status"),
                                 "agent_status": agent.get("status")})
 
     def finished(self, name, failed=False, already=False):
         unit = unit_of(name)
         if unit not in self.units or self.units[unit] is not None:
             return
-        if not failed and not name.startswith("grade:"):
+        if not failed and not name.startswith(f"{GRADE}:"):
             return
         try:
             self.units[unit] = "failed" if failed else self.outcome(*unit)
@@ -117,7 +109,7 @@ class Progress:
         total = len(self.units)
         mine = [v for (m, _), v in self.units.items() if m == mode and v is not None]
         resolved = sum(1 for v in mine if v == "resolved")
-        errors = sum(1 for v in mine if v in ERROR_OUTCOMES)
+        errors = sum(1 for v in mine if v in ERRORS)
         elapsed = time.monotonic() - self.started
         left = total - done
         eta = "done" if not left else f"ETA {duration(elapsed / self.ran * left)}"

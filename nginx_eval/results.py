@@ -6,8 +6,8 @@ graded in this run, in the benchmark's order), never from the command's selectio
 results.jsonl row::
 
     {"instance_id", "mode", "run",
-     "outcome": one of OUTCOMES,        # the task's outcome (outcome()): the vocabulary of
-                                        # report.json and report.md too
+     "outcome": one of OUTCOMES,        # the task's outcome (core/outcomes.py), the
+                                        # vocabulary of report.json and report.md too
      "status",                          # grade.json's verdict of the patch alone (grade.py)
      "resolved", "agent_status", "build_status",
      "agent_error": str | null,         # agent.json's error: why the agent did not complete
@@ -27,50 +27,13 @@ results.jsonl row::
 A predictions mode has rows only for the tasks its file has a row for (modes.Mode.instances).
 
 predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
-
-Outcome of a task in a mode (first match wins), defined once here for results.jsonl and the
-report (report_records.py imports it; this module imports nothing of later stages)::
-
-    infra_error          the agent's run ended because the API or the network failed (after
-                         its retries): not the model's answer, not scored
-    not_run              the run's budget (max_cost) was spent before the agent started: not
-                         scored
-    resolved             the patch resolves the task (even after an agent timeout or failure)
-    env_error            the tests could not say (skipped file, missing module): untrusted
-    timeout              the agent hit its time limit
-    agent_error          the agent failed (non-zero exit, workspace gone) or could not start
-    patch_failed, compile_failed, partially_resolved, unresolved: grade.json's status
 """
 
 from doit.tools import config_changed
 
-from .build import plan as buildplan
 from .core import jsonio
-from .prove import tree as testtree
-from .patch import UNFINISHED_AGENT
-
-# Outcomes that say nothing of the model: outside a mode's denominator (rates, intervals,
-# comparisons), counted apart. Each is the agent.json status of the same name (patch.py).
-NOT_SCORED = tuple(UNFINISHED_AGENT)
-OUTCOMES = ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
-            "timeout", "agent_error", "env_error") + NOT_SCORED
-
-
-def outcome(row):
-    """The outcome of a results.jsonl row (or a row without the field, from its other fields)."""
-    if row.get("agent_status") in NOT_SCORED:
-        return row["agent_status"]
-    if row.get("resolved"):
-        return "resolved"
-    if row.get("status") == "env_error":
-        return "env_error"
-    if row.get("agent_status") == "timeout":
-        return "timeout"
-    if row.get("agent_status") in ("failed", "error"):
-        return "agent_error"
-    if row.get("status") in OUTCOMES:
-        return row["status"]
-    return "unresolved"
+from .core.outcomes import outcome
+from .core.tasknames import RESULTS, results_subtask
 
 
 def result_row(layout, mode, task):
@@ -127,14 +90,6 @@ def write_summary(layout, mode, bench_tasks):
     jsonio.write_jsonl(layout.predictions_jsonl(mode.name), preds)
 
 
-def start_order(ctx, bench, mode, ids):
-    """The results task's dependencies, in the order doit should start them (the policy is
-    buildplan.start_order's)."""
-    units = [ctx.unit_name(bench, mode, t) for t in ctx.build_order() if t.instance_id in ids]
-    return buildplan.start_order(testtree.tests_task_names(ctx.build_order()), units,
-                                 ctx.base_build_plan(), ids)
-
-
 def gen_tasks(ctx):
     for bench, mode, tasks in ctx.mode_groups():
         ids = {t.instance_id for t in tasks}
@@ -144,13 +99,13 @@ def gen_tasks(ctx):
                      str(ctx.layout.patch_json(mode.name, t.instance_id)),
                      str(ctx.layout.build_json(mode.name, t.instance_id))]
         yield {
-            "basename": "results",
-            "name": f"{bench.name}/{mode.name}",
+            "basename": RESULTS,
+            "name": results_subtask(bench.name, mode.name),
             "doc": f"results.jsonl and predictions.jsonl of {mode.name}",
             "actions": [(write_summary, [ctx.layout, mode, bench.tasks])],
             "file_dep": deps,
             # The order tasks start in follows this list (see scheduling.py).
-            "task_dep": start_order(ctx, bench, mode, ids),
+            "task_dep": ctx.start_order(bench, mode, ids),
             "targets": [str(ctx.layout.results_jsonl(mode.name)),
                         str(ctx.layout.predictions_jsonl(mode.name))],
             "uptodate": [config_changed({"tasks": [t.instance_id for t in tasks],

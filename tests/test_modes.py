@@ -4,8 +4,8 @@ quoted, mistakes named."""
 import pytest
 
 from nginx_eval.core.errors import UserError
-from nginx_eval.run.commandline import fill_command
-from nginx_eval.run.modes import get_mode, parse_modes
+from nginx_eval.run.commandline import render_command
+from nginx_eval.run.modes import parse_modes
 
 
 def test_modes_parse_and_errors(tmp_path):
@@ -13,14 +13,12 @@ def test_modes_parse_and_errors(tmp_path):
         {"name": "p", "command": "agent {prompt} --model {model} ${X:-y}", "timeout": 5}]}}}, "m.toml")
     assert set(modes) == {"a", "gold", "none"}
     assert modes["a"].phases[0].timeout == 5.0
-    assert fill_command(modes["a"].phases[0].command, {"prompt": "it's", "model": "m"}) == \
+    assert render_command(modes["a"].phases[0].command, {}, {"prompt": "it's", "model": "m"}) == \
         "agent 'it'\"'\"'s' --model m ${X:-y}"
     with pytest.raises(UserError, match="unknown placeholder {promt}"):
         parse_modes({"modes": {"a": {"phases": [{"command": "x {promt}"}]}}}, "m.toml")
     with pytest.raises(UserError, match="built in"):
         parse_modes({"modes": {"gold": {"phases": [{"command": "x"}]}}}, "m.toml")
-    with pytest.raises(UserError, match="known modes: a, gold, none"):
-        get_mode(modes, "raw")
 
 
 # -- commands: custom slash commands the harness installs in the workspace --------------------------

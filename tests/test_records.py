@@ -11,7 +11,8 @@ import pytest
 from conftest import SOURCE_ROOT, section, table_row
 
 from nginx_eval.report import records as report_records
-from nginx_eval import results as summary
+from nginx_eval import results
+from nginx_eval.core import outcomes
 from nginx_eval.core.errors import UserError
 from nginx_eval.run.modes import load_modes, parse_modes
 
@@ -112,7 +113,7 @@ def test_failed_and_timed_out_agents_are_said_once_and_agent_errors_everywhere(p
     assert all(path.exists() for path in logs.values())
 
     # results.jsonl, report.json and report.md: the same outcome, from one function.
-    assert report_records.outcome is summary.outcome
+    assert report_records.outcome is outcomes.outcome and results.outcome is outcomes.outcome
     r = rows(project, "fake")
     assert r["tiny-add"]["outcome"] == "agent_error" and r["tiny-add"]["status"] == "unresolved"
     assert r["tiny-add"]["agent_error"] == "phase solve: exit code 3"
@@ -140,13 +141,12 @@ def test_an_agent_run_that_did_not_finish_is_never_the_models_failure():
     """infra_error and not_run are outcomes of their own, before any verdict (a leftover patch
     that passes is not the model's answer either), in the one shared vocabulary."""
     for status in ("infra_error", "not_run"):
-        assert status in summary.OUTCOMES and status in summary.NOT_SCORED
+        assert status in outcomes.OUTCOMES and status in outcomes.NOT_SCORED
         for row in ({"resolved": True, "status": "resolved"}, {"status": "unresolved"},
                     {"status": "env_error"}, {}):
-            assert summary.outcome(dict(row, agent_status=status)) == status
-    assert summary.outcome({"agent_status": "error", "status": "unresolved"}) == "agent_error"
-    assert summary.outcome({"agent_status": "failed", "resolved": True}) == "resolved"
-    assert report_records.OUTCOMES is summary.OUTCOMES
+            assert outcomes.outcome(dict(row, agent_status=status)) == status
+    assert outcomes.outcome({"agent_status": "error", "status": "unresolved"}) == "agent_error"
+    assert outcomes.outcome({"agent_status": "failed", "resolved": True}) == "resolved"
 
 
 # -- 2 and 3. AGENT is read as a shell reads it; records say what ran -------------------------------

@@ -215,7 +215,7 @@ def finish_differently(project, layout, tasks):
     """Give the fake agents' records a CLI version and a trajectory, turn UNFINISHED's into
     what an infra error and the budget leave, and run the stages after the agent on them
     (patch, grade, results: their own functions, on the files on disk)."""
-    from nginx_eval import grade, patch, results as summary
+    from nginx_eval import grade, patch, results
     from nginx_eval.run.modes import load_modes
     modes = load_modes(project.root / "modes.toml")
     for mode in ("fake", "fake2"):
@@ -228,7 +228,7 @@ def finish_differently(project, layout, tasks):
             path.write_text(json.dumps(record))
             patch.write_patch(layout, modes[mode], tasks[iid], {}, [])
             grade.grade_task(layout, mode, tasks[iid], {}, [])
-        summary.write_summary(layout, modes[mode], list(tasks.values()))
+        results.write_summary(layout, modes[mode], list(tasks.values()))
 
 
 def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):

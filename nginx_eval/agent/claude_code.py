@@ -39,6 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..core import jsonio
+from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, TIMEOUT
 from .transcript import command_ran
 
 PROGRAM_NAMES = ("claude", "claude.exe")
@@ -51,9 +52,9 @@ USAGE_KEYS = dict(zip(TOKENS, ("input_tokens", "output_tokens", "cache_read_inpu
 MODEL_USAGE_KEYS = dict(zip(TOKENS, ("inputTokens", "outputTokens", "cacheReadInputTokens",
                                      "cacheCreationInputTokens")))
 AUTH_TEXTS = ("Invalid API key", "Failed to authenticate")
-# Phase statuses (agent.json's vocabulary) and AUTH, which never reaches a record: the run stops.
-COMPLETED, FAILED, ERROR, TIMEOUT = "completed", "failed", "error", "timeout"
-INFRA_ERROR, AUTH = "infra_error", "auth"
+# A phase's status is one of agent.json's (core/outcomes.py), or AUTH, which never reaches a
+# record: the run stops.
+AUTH = "auth"
 
 
 # -- the program -----------------------------------------------------------------------------

@@ -67,12 +67,12 @@ from .gate import (CredentialsRefused, backoff_seconds, check_not_stopped, clear
 from ..run.commandline import command_program, render_command
 from ..doitext.backend import consume_forgotten, forgotten
 from ..core.errors import failing_on_user_error
+from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
+from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
 from ..core.procs import kill_leftovers, run_limited
 from ..workspace import (ISSUE_FILE, ensure_fresh_workspace, install_commands, mark_agent_started,
                          workspace_inputs)
 
-STATUSES = ("completed", "failed", "timeout", "error", "infra_error", "not_run")
-UNFINISHED = ("infra_error", "not_run")
 
 
 @lru_cache(maxsize=8)
@@ -128,7 +128,7 @@ def agent_inputs(layout, mode, task, prompts):
 
 def is_finished(record):
     """A record that says the run is over (not an infra error or a run the budget held back)."""
-    return bool(record) and record.get("status") not in UNFINISHED
+    return bool(record) and record.get("status") not in UNFINISHED_AGENT
 
 
 def agent_finished(layout, mode, task, agent_task_name):
@@ -170,18 +170,18 @@ class AgentRun:
         install_commands(self.layout, self.mode, self.task)
         mark_agent_started(self.layout, self.mode.name, self.task)
         self.logs.mkdir(parents=True, exist_ok=True)
-        state = {"status": cc.COMPLETED, "error": "", "phases": [], "sessions": {},
+        state = {"status": COMPLETED, "error": "", "phases": [], "sessions": {},
                  "session": None, "rendered": []}
         for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts), 1):
             if not self.ws.is_dir():
                 # An earlier phase deleted the workspace: nothing to run the next phase in.
-                state.update(status=cc.FAILED,
+                state.update(status=FAILED,
                              error=f"phase {phase.name}: the workspace no longer exists")
                 last = state["phases"][-1]["stderr"] if state["phases"] else None
                 say(self.mode, self.task, "failed", state["error"], last and self.out.parent / last)
                 break
             status, reason = self.run_phase(i, phase, prompt, state)
-            if status != cc.COMPLETED:
+            if status != COMPLETED:
                 state.update(status=status, error=f"phase {phase.name}: {reason}")
                 break
         state["trajectory"] = self.write_trajectory(state["rendered"])
@@ -206,14 +206,14 @@ class AgentRun:
             (self.out.parent / record["stdout"]).write_bytes(b"")
             (self.out.parent / record["stderr"]).write_text(undefined + "\n", encoding="utf-8")
             say(self.mode, self.task, "failed", undefined, self.out.parent / record["stderr"])
-            return cc.ERROR, undefined
+            return ERROR, undefined
         before = ct.transcript_sizes(self.config, self.ws) if claude else {}
         command = render_command(phase.command, self.env, values)
         outcome = self.launch(command, record, program, phase.timeout)
         lines = ct.new_transcript_lines(before, ct.transcript_sizes(self.config, self.ws)) \
             if claude else []
         status, reason = self.read_phase(record, outcome, lines, state, phase, slash, stem)
-        if status not in (cc.COMPLETED, cc.AUTH):
+        if status not in (COMPLETED, cc.AUTH):
             say(self.mode, self.task, "failed", reason, self.out.parent / record["stderr"])
         return status, reason
 
@@ -292,7 +292,7 @@ def run_attempts(run, retries):
         if state["status"] == cc.AUTH:
             stop_the_run(run.layout, f"{run.mode.name}/{run.task.instance_id}", state["error"])
         attempts.append(state)
-        if state["status"] != cc.INFRA_ERROR or n > retries:
+        if state["status"] != INFRA_ERROR or n > retries:
             break
         state["logs"] = str(keep_attempt_logs(run.logs, n).relative_to(run.out.parent))
         wait = backoff_seconds(n)
@@ -320,7 +320,7 @@ def not_run_record(inputs, mode, task, max_cost, spent):
     error = (f"the run's budget max_cost={max_cost:g} USD was spent ({spent:.2f} USD recorded) "
              f"before this agent started") if max_cost else ""
     return {"inputs": inputs, "mode": mode.name, "instance_id": task.instance_id,
-            "status": "not_run", "error": error, "attempts": [], "agent_version": None,
+            "status": NOT_RUN, "error": error, "attempts": [], "agent_version": None,
             "wall_seconds": 0.0, "phases": [], "cost_usd": None, "tokens": None,
             "trajectory": None}
 
@@ -362,8 +362,8 @@ def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff):
                                                                      "base_commit"]]})])
     except executor.UnitLost as e:
         error = f"every node that ran it was lost: {e.errors[-1]}"
-        record = dict(not_run_record(inputs, mode, task, None, 0), status="infra_error",
-                      error=error, attempts=[{"status": "infra_error", "error": why,
+        record = dict(not_run_record(inputs, mode, task, None, 0), status=INFRA_ERROR,
+                      error=error, attempts=[{"status": INFRA_ERROR, "error": why,
                                               "logs": None, "cost_usd": None}
                                              for why in e.errors])
         say(mode, task, "failed", error)
@@ -401,19 +401,20 @@ def gen_tasks(ctx):
     for bench, mode, task in ctx.agent_units():
         prompts = rendered_prompts(ctx.layout.templates_dir, mode, task)
         inputs = agent_inputs(ctx.layout, mode, task, prompts)
-        name = ctx.unit_name(bench, mode, task)
+        name = unit_name(bench, mode, task)
+        agent_task = task_name(AGENT, name)
         yield {
-            "basename": "agent",
+            "basename": AGENT,
             "name": name,
             "doc": f"run mode {mode.name} on {task.instance_id}",
             # An AGENT a shell cannot read is one error line (cli's preflight says it first).
             "actions": [(failing_on_user_error, [run_agent, ctx.layout, mode, task, prompts,
-                                                 inputs, f"agent:{name}", ctx.options.max_cost,
+                                                 inputs, agent_task, ctx.options.max_cost,
                                                  ctx.options.agent_retries,
                                                  ctx.workspace_diff])],
             "targets": [str(ctx.layout.agent_json(mode.name, task.instance_id))],
-            "task_dep": [f"workspace:{name}"],
+            "task_dep": [task_name(WORKSPACE, name)],
             # The stamps.py protocol; agent_inputs is the digest (stamps.stage_task's would
             # change it, and with it every paid agent.json already made).
-            "uptodate": [(agent_finished, [ctx.layout, mode, task, f"agent:{name}"])],
+            "uptodate": [(agent_finished, [ctx.layout, mode, task, agent_task])],
         }

@@ -11,15 +11,13 @@ published: its record and log go to ``builds/.failed/<key>.json|.log`` (record_e
 process does not try it again (failed_here), the next one does.
 """
 
-import contextlib
 import os
-import shutil
-import stat
 import sys
 from dataclasses import dataclass
 
 from ..doitext import cleaning
 from ..core import jsonio
+from ..core.trees import remove_tree, set_write_bits
 from .toolchain import compiler_identity
 
 EMPTY_PATCH_SHA = jsonio.digest(b"")
@@ -57,28 +55,6 @@ def binary_path(layout, key):
 
 
 # -- published builds: read-only, with the binary's digest ----------------------------------------
-
-def set_write_bits(path, writable, dirs_only=False):
-    """Add the owner's write bit (writable) or remove everyone's under path, symlinks left alone."""
-    for dirpath, _, filenames in os.walk(path):
-        names = [dirpath] + ([] if dirs_only else [os.path.join(dirpath, f) for f in filenames])
-        for name in names:
-            mode = os.lstat(name).st_mode
-            if stat.S_ISLNK(mode):
-                continue
-            mode = stat.S_IMODE(mode)
-            os.chmod(name, mode | stat.S_IWUSR if writable
-                     else mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
-
-
-def remove_tree(path):
-    """shutil.rmtree for build directories, whose published trees are read-only: removing an
-    entry needs the write bit of its directory back."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        with contextlib.suppress(OSError):
-            set_write_bits(path, True, dirs_only=True)
-    shutil.rmtree(path, ignore_errors=True)
-
 
 def _binary_stat(path):
     """What changes whenever the binary is written (ctime cannot be set back), for a quick check."""
@@ -141,10 +117,10 @@ def publish(layout, tmp, record):
         record["binary_stat"] = _binary_stat(tree / "objs" / "nginx")
     else:
         # Keep the log, drop the tree: a failed build is cached as its verdict.
-        remove_tree(tree)
+        remove_tree(tree, ignore_errors=True)
     jsonio.write_json(tmp / "build.json", record)
     final = layout.build_dir(record["key"])
-    remove_tree(final)
+    remove_tree(final, ignore_errors=True)
     os.replace(tmp, final)
     for stale in (layout.failed_build_json(record["key"]), layout.failed_build_log(record["key"])):
         stale.unlink(missing_ok=True)
@@ -219,7 +195,7 @@ def remove_build(layout, key, dryrun=False):
     if key and key not in build_keys_of_other_runs(layout):
         cleaning.say(cleaning.record("build", layout.build_dir(key)), dryrun)
         if not dryrun:
-            remove_tree(layout.build_dir(key))
+            remove_tree(layout.build_dir(key), ignore_errors=True)
 
 
 def remove_task_build(layout, mode_name, iid, dryrun=False):

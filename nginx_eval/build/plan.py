@@ -22,29 +22,13 @@ import os
 from ..core import jsonio
 from .cache import EMPTY_PATCH_SHA, binary_path
 from ..core.gitcmd import changed_files, paths_changed_between, tree_id, tree_ids
+from ..core.tasknames import BUILD, GRADE, PATCH, PROVE, base_task_name, task_name
 
-BASE_BASENAME = "base"
-BUILD_BASENAME = "build"
 # nginx's repository has no top-level configure: it runs auto/configure.
 BUILD_SYSTEM_DIR = "auto"
 # A changed header makes make recompile every object of its part of nginx (core, event, http...):
 # its Makefile lets each object depend on all of that part's headers.
 HEADER_REBUILD_COST = 50
-
-
-def base_subtask(task):
-    """The name of the base build of `task` within BASE_BASENAME."""
-    flags = jsonio.digest(list(task.configure_flags))[:8]
-    return f"{task.repo.replace('/', '+')}/{task.base_commit[:12]}-{flags}"
-
-
-def base_task_name(task):
-    return f"{BASE_BASENAME}:{base_subtask(task)}"
-
-
-def build_task_name(unit):
-    """The build task of a unit (pipeline.Context.unit_name)."""
-    return f"{BUILD_BASENAME}:{unit}"
 
 
 # -- build groups ---------------------------------------------------------------------------------
@@ -214,5 +198,5 @@ def start_order(tests_tasks, units, plan, ids):
     """
     waiting_bases = [name for name, task, parent in plan if parent and task.instance_id in ids]
     return (list(tests_tasks)
-            + [f"{stage}:{u}" for stage in ("grade", "prove", "patch") for u in units]
-            + waiting_bases + [build_task_name(u) for u in units])
+            + [task_name(stage, u) for stage in (GRADE, PROVE, PATCH) for u in units]
+            + waiting_bases + [task_name(BUILD, u) for u in units])

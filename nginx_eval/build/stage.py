@@ -54,12 +54,13 @@ from ..cluster import executor
 from ..core import jsonio, limits, stamps
 from .cache import (BuildSpec, binary_path, build_is_published, damage, failed_here, publish,
                     published_build, record_env_error, remove_base_build, remove_task_build,
-                    remove_tree, result_build_ok, verify_build)
-from .plan import (BASE_BASENAME, BUILD_BASENAME, base_subtask, base_task_name, build_system_id,
-                   find_sibling)
+                    result_build_ok, verify_build)
+from ..core.trees import remove_tree
+from .plan import build_system_id, find_sibling
 from ..core.locks import locked
 from ..patch import touched_paths
-from ..repositories import repo_task
+from ..core.tasknames import (BASE, BUILD, PATCH, base_subtask, base_task_name, repo_task,
+                              task_name, unit_name)
 from .toolchain import build_env, compiler_identity, missing_tool
 
 BUILD_SYSTEM_PATHS = ("auto/", "configure", "Makefile", "objs/")
@@ -130,7 +131,7 @@ def _checked_origin(layout, bare, origin, log):
     with _key_lock(layout, origin["key"]):
         current = jsonio.read_json(layout.build_dir(origin["key"]) / "build.json")
         if current and verify_build(layout, current):
-            remove_tree(layout.build_dir(origin["key"]))
+            remove_tree(layout.build_dir(origin["key"]), ignore_errors=True)
     rebuilt = ensure_build(layout, bare, origin["base_commit"], origin["configure_flags"], b"",
                            clean=True)
     return rebuilt if rebuilt["status"] == "built" else None
@@ -147,7 +148,7 @@ def _build_tree(layout, bare, tmp, base_commit, flags, patch_file, origin, kind,
                                         env, log)
         if outcome:
             return outcome[0], kind, outcome[1]
-        remove_tree(tree)
+        remove_tree(tree, ignore_errors=True)
     status, failure = buildsteps.build_clean(layout, bare, tree, base_commit, flags, patch_file,
                                              env, log)
     if status == "built" and not (tree / "objs" / "nginx").is_file():
@@ -160,7 +161,7 @@ def _fresh_build_dir(layout, key):
     tmp = layout.build_tmp(key)
     # Under the key's lock every other temporary directory of this key is a killed build's.
     for stale in tmp.parent.glob(f"{key}.*"):
-        remove_tree(stale)
+        remove_tree(stale, ignore_errors=True)
     tmp.mkdir(parents=True)
     return tmp
 
@@ -199,7 +200,7 @@ def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
     if reason:
         log_bytes = ((tmp / "build.log").read_bytes()
                      + f"[nginx-eval] env_error: {reason}\n".encode())
-        remove_tree(tmp)
+        remove_tree(tmp, ignore_errors=True)
         return record_env_error(layout, record, reason, log_bytes)
     publish(layout, tmp, record)
     return record
@@ -326,7 +327,7 @@ def _base_task_dicts(ctx):
     """A task per base build, in buildplan's order, each after the base it starts from."""
     for _, task, parent in ctx.base_build_plan():
         yield {
-            "basename": BASE_BASENAME,
+            "basename": BASE,
             "name": base_subtask(task),
             "doc": f"the base build of {task.base_commit[:12]} (shared by every mode and run)",
             "actions": [(base_build_task, [ctx.layout, task])],
@@ -346,12 +347,12 @@ def _unit_task_dicts(ctx):
         iid = task.instance_id
         config = {"base": task.base_commit, "flags": list(task.configure_flags),
                   "compiler": compiler}
-        name = ctx.unit_name(bench, mode, task)
+        name = unit_name(bench, mode, task)
         yield stamps.stage_task(
-            basename=BUILD_BASENAME, name=name, doc=f"objs/nginx for the {mode.name} patch of {iid}",
+            basename=BUILD, name=name, doc=f"objs/nginx for the {mode.name} patch of {iid}",
             action=build_task, args=[ctx.layout, mode.name, task], config=config,
             files=[ctx.layout.model_patch(mode.name, iid)],
-            task_dep=[repo_task(task.repo), base_task_name(task), f"patch:{name}"],
+            task_dep=[repo_task(task.repo), base_task_name(task), task_name(PATCH, name)],
             targets=[ctx.layout.build_json(mode.name, iid), ctx.layout.build_log(mode.name, iid)],
             also_current=[(unit_build_kept, [ctx.layout, mode.name, iid])],
             clean=[(remove_task_build, [ctx.layout, mode.name, iid])])

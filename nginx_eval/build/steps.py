@@ -13,7 +13,7 @@ import re
 import subprocess
 
 from ..core import limits
-from .cache import set_write_bits
+from ..core.trees import set_write_bits
 from .mtimes import stamp_changed, unproven
 from ..core.gitcmd import apply_argv, changed_files, extract_tree
 from ..patch import touched_paths

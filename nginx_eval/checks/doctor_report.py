@@ -7,7 +7,7 @@ writes.
 
 from dataclasses import dataclass
 
-from ..repositories import repo_task
+from ..core.tasknames import repo_task
 
 NOT_CHECKED = "not checked"      # kind of a warning about something the doctor could not check
 

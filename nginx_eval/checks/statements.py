@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..core.errors import UserFailure
 from ..core.gitcmd import first_parent, gold_diff, matches_in_tree
-from ..repositories import repo_task
+from ..core.tasknames import repo_task
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|0[xX][0-9A-Fa-f]+|[0-9]+")
 CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(\)")

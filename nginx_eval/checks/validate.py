@@ -42,14 +42,13 @@ from doit.tools import config_changed
 
 from ..core import jsonio, stamps
 from ..build.stage import ensure_build
-from ..build.plan import base_task_name
 from ..core.gitcmd import gold_diff
-from ..grade import file_problem
 from ..core.layout import SOURCE_ROOT
-from ..prove.tap import assertion_number, parse_tap
+from ..prove.tap import assertion_number, file_problem, parse_tap
 from ..prove.stage import run_prove_files
-from ..prove.tree import tests_task_name, verified_tests_tree
-from ..repositories import repo_task
+from ..prove.tree import verified_tests_tree
+from ..core.tasknames import (VALIDATE, VALIDATION, base_task_name, repo_task, task_name,
+                              tests_task_name, validate_subtask, validate_task_name)
 
 VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")
 TEMPLATE = "validation.md.j2"       # in templates/; edit it and validation.md is rendered again
@@ -230,11 +229,10 @@ def gen_tasks(ctx):
     repeats = ctx.options.repeats          # a whole number >= 1 (options.py)
     names = []
     for task in ctx.build_order():
-        name = f"{ctx.benchmark.name}/{task.instance_id}"
         config = validation_config(task, repeats)
-        names.append(f"validate:{name}")
+        names.append(validate_task_name(ctx.benchmark.name, task.instance_id))
         yield stamps.stage_task(
-            basename="validate", name=name,
+            basename=VALIDATE, name=validate_subtask(ctx.benchmark.name, task.instance_id),
             doc=f"build base and fix of {task.instance_id}, run its tests {repeats}× each",
             action=validate_task, args=[ctx.layout, task, repeats], config=config,
             task_dep=[repo_task(task.repo), tests_task_name(task.test_commit),
@@ -242,7 +240,7 @@ def gen_tasks(ctx):
             targets=[ctx.layout.validation_dir(task.instance_id) / "validation.json"],
             also_current=[(classification_current, [ctx.layout, task])])
     yield {
-        "basename": "validation",
+        "basename": VALIDATION,
         "name": ctx.benchmark.name,
         "doc": "validation.json and validation.md of the run",
         "actions": [(write_summary, [ctx.layout, ctx.tasks, repeats])],
@@ -258,5 +256,5 @@ def gen_tasks(ctx):
         "name": "validate",
         "doc": f"check that every task of {ctx.benchmark.name} tells the fix from no fix",
         "actions": None,
-        "task_dep": [f"validation:{ctx.benchmark.name}"],
+        "task_dep": [task_name(VALIDATION, ctx.benchmark.name)],
     }

@@ -11,8 +11,6 @@ import threading
 
 from ..core import jsonio
 
-_node = threading.local()
-
 
 class UnitLost(Exception):
     """An agent run whose node was lost on every try (rayexec.RayBackend.run); errors: why,

@@ -62,6 +62,7 @@ from ..core import jsonio, limits, procs
 from . import node as nodework
 from ..core.errors import UserError
 from ..core.layout import Layout
+from ..core.outcomes import INFRA_ERROR
 from ..repositories import ensure_repo
 
 RESOURCES = {"agent": {"num_cpus": 0, "resources": {"agent": 1}},
@@ -257,7 +258,7 @@ class RayBackend:
         value = result["value"]
         if lost and (value.get("record") or {}).get("attempts") is not None:
             # agent.json lists the tries whose node was lost before the one that came back.
-            value["record"]["attempts"][:0] = [{"status": "infra_error", "error": why,
+            value["record"]["attempts"][:0] = [{"status": INFRA_ERROR, "error": why,
                                                 "logs": None, "cost_usd": None} for why in lost]
         return value
 

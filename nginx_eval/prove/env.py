@@ -26,7 +26,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 
-from ..build.cache import remove_tree
+from ..core.trees import remove_tree
 from ..core.jsonio import install_executable
 from ..core.layout import PACKAGE_DIR
 from ..core.locks import locked
@@ -55,12 +55,12 @@ def output_guard(layout, binary):
         if guard.is_file() and guard.read_text() == script:
             return guard
         tmp = guard_dir.with_name(f".{guard_dir.name}.{os.getpid()}")
-        remove_tree(tmp)
+        remove_tree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         (tmp / "nginx").write_text(script)
         (tmp / "nginx").chmod(0o755)
         os.symlink(os.path.join(os.path.dirname(binary), "src"), tmp / "src")
-        remove_tree(guard_dir)
+        remove_tree(guard_dir, ignore_errors=True)
         os.replace(tmp, guard_dir)
     return guard
 

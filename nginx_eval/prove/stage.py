@@ -50,13 +50,13 @@ from ..cluster import executor
 from ..core import jsonio, limits, locks, stamps
 from . import network as private_network, tree as testtree
 from ..build.stage import ensure_build
-from ..build.plan import build_task_name
 from ..build.cache import binary_path, verify_build
 from ..core.procs import kill_leftovers, run_limited
 from .tap import needs_reference, parse_tap
 from .env import (OUTPUT_GUARD, daemon_shims, environment_inputs, output_guard, prove_environment,
                   tool_versions)
-from .tree import tests_task_name, verified_tests_tree
+from .tree import verified_tests_tree
+from ..core.tasknames import BUILD, PROVE, task_name, tests_task_name, unit_name
 
 
 def ports_for(tests_tree, network):
@@ -233,7 +233,7 @@ def prove_unit(layout, mode_name, task, inputs, rerun_failed):
 def gen_tasks(ctx):
     yield from testtree.gen_tasks(ctx)      # the tests:<commit> tasks, before the proves
     for bench, mode, task in ctx.units():
-        name = ctx.unit_name(bench, mode, task)
+        name = unit_name(bench, mode, task)
         iid = task.instance_id
         config = {"test_commit": task.test_commit, "test_files": list(task.test_files),
                   "timeout": task.test_timeout, "base": task.base_commit,
@@ -243,11 +243,11 @@ def gen_tasks(ctx):
             # Only when on: with it off, prove's inputs digest is what it always was.
             config["rerun_failed"] = 1
         yield stamps.stage_task(
-            basename="prove", name=name,
+            basename=PROVE, name=name,
             doc=f"prove {' '.join(task.test_files)} for the {mode.name} patch of {iid}",
             action=prove_task, args=[ctx.layout, mode.name, task], config=config,
             files=[ctx.layout.build_json(mode.name, iid)],
-            task_dep=[tests_task_name(task.test_commit), build_task_name(name)],
+            task_dep=[tests_task_name(task.test_commit), task_name(BUILD, name)],
             targets=[ctx.layout.prove_json(mode.name, iid)],
             # An environment error is no verdict to keep: prove again on the next run.
             also_current=[(verdict_kept, [ctx.layout, mode.name, iid])])

@@ -9,10 +9,10 @@ extracted again and a note in prove.json (prove.py; validate.py checks it the sa
 import os
 
 from ..core import jsonio
-from ..build.cache import remove_tree, set_write_bits
+from ..core.trees import remove_tree, set_write_bits
 from ..core.gitcmd import GitError, extract_tree, scratch_index
 from ..core.locks import locked
-from ..repositories import repo_task
+from ..core.tasknames import TESTS, repo_task, tests_subtask
 
 
 def tests_tree_changes(bare, commit, tree):
@@ -28,11 +28,11 @@ def tests_tree_changes(bare, commit, tree):
 def _extract(layout, repo, commit):
     tree = layout.tests_tree(commit)
     for stale in tree.parent.glob(f".{commit}.tmp*"):
-        remove_tree(stale)
+        remove_tree(stale, ignore_errors=True)
     tmp = tree.with_name(f".{commit}.tmp{os.getpid()}")
     extract_tree(layout.bare_repo(repo), commit, tmp)
     set_write_bits(tmp, False)
-    remove_tree(tree)
+    remove_tree(tree, ignore_errors=True)
     os.replace(tmp, tree)
     jsonio.write_json(layout.tests_stamp(commit), {"repo": repo, "commit": commit})
 
@@ -72,25 +72,16 @@ def verified_tests_tree(layout, repo, commit):
                   f"extracted again"]
 
 
-def tests_task_name(commit):
-    return f"tests:{commit[:12]}"
-
-
-def tests_task_names(tasks):
-    """The names of the test-tree tasks of `tasks`, each once, in their order."""
-    return list(dict.fromkeys(tests_task_name(t.test_commit) for t in tasks))
-
-
 def gen_tasks(ctx):
     """The `tests:<commit>` tasks, one per pinned test commit of the benchmark (prove.gen_tasks
     yields them before its own)."""
     commits = {}
-    for t in ctx.all_tasks:
+    for t in ctx.tasks:
         commits.setdefault(t.test_commit, t.test_repo)
     for commit, repo in sorted(commits.items()):
         yield {
-            "basename": "tests",
-            "name": tests_task_name(commit).split(":", 1)[1],
+            "basename": TESTS,
+            "name": tests_subtask(commit),
             "doc": f"{repo} tree at {commit}",
             "actions": [(extract_tests, [ctx.layout, repo, commit])],
             "targets": [str(ctx.layout.tests_stamp(commit))],

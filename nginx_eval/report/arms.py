@@ -9,7 +9,7 @@ none of them for that mode (report_modes.scored_table).
 import statistics
 
 from . import stats
-from ..results import NOT_SCORED
+from ..core.outcomes import NOT_SCORED
 from .modes import cost_per_resolved, groups, rate_of, rounded, rounded_pair, scored_table
 
 # Modes whose patch does not change from one run to the next: no variance within a task.

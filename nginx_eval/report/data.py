@@ -13,7 +13,7 @@ from . import stats
 from .arms import breakdowns, compare_arms, make_arms, power_summary
 from .modes import families, mode_summary
 from .records import gold_files, modes_on_disk, read_rows, toolchain
-from ..results import NOT_SCORED, OUTCOMES
+from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES
 
 CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
         "compile_failed": "CF", "patch_failed": "PF", "timeout": "TO", "agent_error": "ERR",
@@ -21,10 +21,6 @@ CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
 # How report.md counts the tasks a mode does not score: (one, several).
 NOT_SCORED_WORDS = {"infra_error": ("infra error", "infra errors"),
                     "not_run": ("left by the budget", "left by the budget")}
-# SWE-bench's error ids: the instances the evaluation could not judge.
-ERROR_OUTCOMES = ("env_error", "patch_failed") + NOT_SCORED
-CHART_NAME = "report-chart.png"
-DISTRIBUTIONS_NAME = "report-distributions.png"
 SCHEMA_VERSION = 2
 
 
@@ -131,7 +127,7 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
         "level": stats.LEVEL, "alpha": stats.ALPHA, "power_target": stats.POWER,
         "warnings": _warnings(mode_data, rows, validation, task_ids),
         "validation": _verdict_counts(validation, task_ids),
-        "chart": CHART_NAME, "distributions": DISTRIBUTIONS_NAME,
+        "chart": layout.report_chart.name, "distributions": layout.report_distributions.name,
     }
 
 
@@ -227,7 +223,7 @@ def swebench_report(mode):
     """A mode's counts and ids under the names of SWE-bench's run report."""
     ids = lambda *os_: sorted(i for i, o in mode["outcomes"].items() if o in os_)
     submitted = sorted(mode["outcomes"])
-    errors = ids(*ERROR_OUTCOMES)
+    errors = ids(*NOT_JUDGED)
     completed = [i for i in submitted if i not in errors]
     resolved = ids("resolved")
     empty = sorted(mode["empty_ids"])

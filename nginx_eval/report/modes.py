@@ -15,7 +15,7 @@ import statistics
 
 from . import stats
 from .records import commands_that_ran, row_outcome
-from ..results import NOT_SCORED, OUTCOMES
+from ..core.outcomes import NOT_SCORED, OUTCOMES
 
 TOKEN_KINDS = ("input", "output")
 CACHE_TOKEN_KINDS = ("cache_read", "cache_creation")

@@ -9,7 +9,7 @@ definition, for rows written before the field existed too.
 from ..core import jsonio
 from ..core.gitcmd import GitError, gold_diff
 from ..patch import patch_stats
-from ..results import OUTCOMES, outcome
+from ..core.outcomes import OUTCOMES, outcome
 
 
 def row_outcome(row):

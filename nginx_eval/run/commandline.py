@@ -27,11 +27,6 @@ AGENT_VARIABLE = "AGENT"
 PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
-def fill_command(command, values):
-    """The command with each placeholder replaced by its shell-quoted value."""
-    return PLACEHOLDER.sub(lambda m: shlex.quote(str(values[m.group(1)])), command)
-
-
 # $VAR, ${VAR}, ${VAR:-default}, ${VAR-default} (and := / =): what mode commands use to let the
 # environment choose the agent. No nesting, no other expansions. Matched in a command before its
 # placeholders are filled: a default may hold {model}.

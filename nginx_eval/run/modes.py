@@ -327,9 +327,3 @@ def unknown_prediction_ids(mode, bench):
     shown = ", ".join(unknown[:10]) + (", ..." if len(unknown) > 10 else "")
     return (f"{Path(mode.predictions).name}: {len(unknown)} instance "
             f"id{'s' if len(unknown) != 1 else ''} not in benchmark {bench.name}: {shown}")
-
-
-def get_mode(modes, name):
-    if name not in modes:
-        raise UserError(f"unknown mode '{name}'; known modes: {', '.join(sorted(modes))}")
-    return modes[name]

@@ -44,12 +44,12 @@ from . import grade, patch, repositories, results, workspace
 from .prove import stage as prove
 from .report import stage as report
 from .run.benchmark import load_benchmarks
-from .core.errors import UserError
+from .core.errors import UserError, did_you_mean
 from .core.layout import Layout
 from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, results_task_name, task_name,
                               tests_task_names, unit_name)
 from .run.modes import extra_modes, load_modes, unknown_prediction_ids
-from .run.options import Options, did_you_mean
+from .run.options import Options
 from .report.compare import check_compare
 from .report.records import modes_on_disk
 from .run.record import read_run

@@ -30,6 +30,7 @@ import time
 from .core import jsonio, procs
 from .core.outcomes import RUN_ERRORS, outcome
 from .core.tasknames import GRADE, unit_of
+from .doitext.invocation import reachable
 from .report import stage as report
 
 # What a progress line counts as errors: the run's (RUN_ERRORS), and a unit whose task failed.
@@ -44,19 +45,6 @@ def duration(seconds):
     if seconds < 3600:
         return f"{round(seconds / 60)} m"
     return f"{seconds // 3600} h {round(seconds % 3600 / 60)} m"
-
-
-def reachable(tasks, selected):
-    """The names of the doit tasks `selected` reaches through task_dep and setup_tasks
-    (tasks: doit's {name: Task})."""
-    seen, todo = set(), list(selected)
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in tasks:
-            continue
-        seen.add(name)
-        todo += list(tasks[name].task_dep) + list(tasks[name].setup_tasks)
-    return seen
 
 
 class Progress:

@@ -148,7 +148,7 @@ def test_only_options_reads_doit_variables():
 
 
 def test_task_names_follow_each_commands_own_options():
-    from nginx_eval.cli import command_targets
+    from nginx_eval.doitext.invocation import command_targets
     # `-n` takes a value in `run` (processes), none in `clean` (dry run).
     assert command_targets(["-n", "2", "tiny:gold", "run=x"]) == ["tiny:gold"]
     assert command_targets(["clean", "-n", "tiny:gld"]) == ["tiny:gld"]

@@ -60,6 +60,7 @@ import jinja2
 from . import claude_code as cc
 from . import transcript as ct
 from ..cluster import executor
+from ..cluster.node import UnitLost, on_node
 from ..core import jsonio, limits, stamps
 from . import sandbox, trajectory
 from .gate import (CredentialsRefused, backoff_seconds, check_not_stopped, clear_stop,
@@ -330,7 +331,7 @@ def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff):
     record, "refused": [unit, reason] when the credentials were refused, "diff": the workspace's
     diff (patch.workspace_diff, passed in: a later stage's rule) when it ran on a node for a
     coordinator elsewhere (executor.py), else None}."""
-    if executor.on_node():
+    if on_node():
         clear_stop(layout)      # the coordinator checked its own stop file
     if sandbox.settings(mode):
         sandbox.check_available(mode)
@@ -338,12 +339,12 @@ def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff):
     try:
         attempts = run_attempts(run, retries)
     except CredentialsRefused as e:
-        if not executor.on_node():
+        if not on_node():
             raise
         return {"record": None, "refused": [e.unit, e.reason], "diff": None}
     record = agent_record(inputs, run, attempts, agent_version(layout, mode))
     diff = None
-    if executor.on_node():
+    if on_node():
         patch, skipped, left_out = workspace_diff(layout.bare_repo(task.repo), run.ws,
                                                   task.base_commit)
         diff = {"patch_base64": base64.b64encode(patch).decode(), "skipped": skipped,
@@ -360,7 +361,7 @@ def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff):
                              ship_out=["agent/"],
                              repos=[(task.repo, {task.base_commit: [[task.instance_id,
                                                                      "base_commit"]]})])
-    except executor.UnitLost as e:
+    except UnitLost as e:
         error = f"every node that ran it was lost: {e.errors[-1]}"
         record = dict(not_run_record(inputs, mode, task, None, 0), status=INFRA_ERROR,
                       error=error, attempts=[{"status": INFRA_ERROR, "error": why,

@@ -22,10 +22,6 @@ makes the build on its node when the node lacks it).
 """
 
 from ..core.errors import UserError
-# A work function asks on_node(); an agent run lost on every node is UnitLost (nodework.py).
-from .node import UnitLost, on_node  # noqa: F401
-
-EXECUTORS = ("local", "ray")
 # The work of each kind, for the table above and the checks in run().
 KINDS = ("agent", "build", "prove")
 

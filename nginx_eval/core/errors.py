@@ -1,6 +1,8 @@
 """The one exception type for mistakes a user can fix (bad task file, unknown mode, ...), and
-``fail``, the one way such a mistake ends the program (one ``nginx-eval: error:`` line)."""
+``fail``, the one way such a mistake ends the program (one ``nginx-eval: error:`` line), and the
+"did you mean" hint such a line ends with."""
 
+import difflib
 import sys
 
 from doit.exceptions import TaskFailed
@@ -41,3 +43,19 @@ def fail(error):
     sys.stderr.write(f"nginx-eval: error: {error}\n")
     sys.stderr.flush()
     raise SystemExit(2)
+
+
+def closest(word, candidates):
+    """The candidate most like `word` (difflib), or None."""
+    candidates = list(candidates)
+    for w in (word, word.lower()):
+        match = difflib.get_close_matches(w, candidates, n=1)
+        if match:
+            return match[0]
+    return None
+
+
+def did_you_mean(word, candidates, show=lambda c: f"'{c}'"):
+    """"; did you mean 'x'?" for the closest candidate, or ""."""
+    match = closest(word, candidates)
+    return f"; did you mean {show(match)}?" if match else ""

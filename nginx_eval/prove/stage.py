@@ -47,6 +47,7 @@ import contextlib
 import shutil
 
 from ..cluster import executor
+from ..cluster.node import on_node
 from ..core import jsonio, limits, locks, stamps
 from . import network as private_network, tree as testtree
 from ..build.stage import ensure_build
@@ -224,7 +225,7 @@ def prove_unit(layout, mode_name, task, inputs, rerun_failed):
     if rerun_failed:
         record["reruns"] = {}
     if build["status"] == "built":
-        if executor.on_node():
+        if on_node():
             build = _node_build(layout, mode_name, task, build)
         prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed)
     jsonio.write_json(layout.prove_json(mode_name, task.instance_id), record)

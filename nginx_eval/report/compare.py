@@ -10,7 +10,7 @@ import datetime
 from .. import __version__
 from ..core import jsonio
 from . import stats
-from ..core.errors import UserError
+from ..core.errors import UserError, did_you_mean
 from .arms import compare_pair, finish_comparisons, make_arms
 from .modes import mode_summary
 from .records import modes_on_disk, read_rows
@@ -33,7 +33,6 @@ def check_compare(layout, other):
         runs = sorted(p.name for p in layout.results_root.iterdir()
                       if p.is_dir() and p.name != layout.run) \
             if layout.results_root.is_dir() else []
-        from ..run.options import did_you_mean
         raise UserError(f"compare={other}: no results in {theirs.run_dir}"
                         f"{did_you_mean(other, runs)}")
 

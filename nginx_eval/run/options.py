@@ -49,31 +49,16 @@ Environment variables are not doit variables: ``AGENT`` and any name starting wi
 set it (``AGENT=... doit run ...``).
 """
 
-import difflib
 import re
 import shlex
 from dataclasses import dataclass, field, fields
 
-from ..core.errors import UserError
+from ..core.errors import UserError, did_you_mean
 
 ENVIRONMENT_ONLY = ("AGENT",)
 ENVIRONMENT_PREFIXES = ("NGINX_EVAL_", "ANTHROPIC_")
-
-
-def closest(word, candidates):
-    """The candidate most like `word` (difflib), or None."""
-    candidates = list(candidates)
-    for w in (word, word.lower()):
-        match = difflib.get_close_matches(w, candidates, n=1)
-        if match:
-            return match[0]
-    return None
-
-
-def did_you_mean(word, candidates, show=lambda c: f"'{c}'"):
-    """"; did you mean 'x'?" for the closest candidate, or ""."""
-    match = closest(word, candidates)
-    return f"; did you mean {show(match)}?" if match else ""
+# Where a unit's heavy work runs (cluster/executor.py).
+EXECUTORS = ("local", "ray")
 
 
 def _error(name, value, message):
@@ -130,7 +115,6 @@ def _switch(name, value):
 
 
 def _executor(name, value):
-    from ..cluster.executor import EXECUTORS
     return _checked(name, value, lambda t: t in EXECUTORS,
                     f"must be one of {', '.join(EXECUTORS)}")
 

@@ -23,46 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nginx_eval.core import gitcmd  # noqa: E402
 from nginx_eval.core.layout import Layout  # noqa: E402
 from nginx_eval.mining import sweep  # noqa: E402
-from nginx_eval.mining.nginx_history import nginx_commits  # noqa: E402
-from nginx_eval.mining.stubs import stub_for, write_candidates  # noqa: E402
+from nginx_eval.mining.stubs import write_candidates  # noqa: E402
 
 
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def first_parent_commits(git_dir, old, new):
-    """Commits from `old` to `new` on new's first-parent line that touch the code (src/, auto/),
-    oldest first, `old` and `new` included."""
-    out = gitcmd._text(git_dir, "rev-list", "--first-parent", "--reverse",
-                       f"{old}..{new}", "--", "src", "auto")
-    chain = [old] + out.split()
-    return chain if chain[-1] == new else chain + [new]
-
-
-def commit_before(git_dir, rev, day):
-    return gitcmd._text(git_dir, "rev-list", "--first-parent", "-1", f"--before={day}",
-                        rev).strip()
-
-
-def write_stubs(args, out):
-    """A candidates file of the leads whose fix is not in the benchmark yet: base the fix's first
-    parent, the sweep's test commit, the files of its flipped assertions."""
-    known = {t["fix_commit"] for t in json.loads(Path(args.benchmark).read_text())["tasks"]}
-    since = gitcmd._text(args.nginx, "log", "-1", "--format=%cI", out["old"]).strip()
-    history = {c["sha"]: c for c in nginx_commits(args.nginx, since)}
-    stubs = []
-    for lead in out["leads"]:
-        if lead["fix_commit"] in known:
-            continue
-        files = sorted({a.split(":", 1)[0] for a in lead["assertions"]})
-        stub = stub_for(history[lead["fix_commit"]], out["tests_commit"], files, args.nginx,
-                        args.tests, f"suite sweep: {len(lead['assertions'])} assertions turn "
-                        f"passing here; fix: {lead['subject']}")
-        if stub:
-            stubs.append(stub)
-    write_candidates(args.out, stubs)
-    log(f"{len(stubs)} candidates written to {args.out}")
 
 
 def main(argv=None):
@@ -90,10 +55,10 @@ def main(argv=None):
 
     work = Path(args.work).resolve()
     layout = Layout(root=work, cache=work / "cache", results_root=work / "results")
-    new = gitcmd._text(args.nginx, "rev-parse", args.new).strip()
-    old = args.old or commit_before(args.nginx, new, args.since)
-    old = gitcmd._text(args.nginx, "rev-parse", old).strip()
-    tests_commit = gitcmd._text(args.tests, "rev-parse", args.tests_commit).strip()
+    new = gitcmd.rev_parse(args.nginx, args.new)
+    old = gitcmd.rev_parse(args.nginx, args.old or gitcmd.commit_before(args.nginx, new,
+                                                                         args.since))
+    tests_commit = gitcmd.rev_parse(args.tests, args.tests_commit)
     tests_tree = work / "tests" / tests_commit
     if not tests_tree.is_dir():
         gitcmd.extract_tree(args.tests, tests_commit, tests_tree)
@@ -102,69 +67,15 @@ def main(argv=None):
     flags = sweep.suite_flags(tests_tree) + args.flag
     log(f"old {old[:12]}, new {new[:12]}, tests {tests_commit[:12]}, {len(files)} files, "
         f"flags {' '.join(flags)}")
-
-    def results_at(commit, names):
-        binary = sweep.build_nginx(layout, args.nginx, commit, work / "builds", flags, log)
-        if binary is None:
-            return None
-        tap_dir = work / "tap" / tests_commit[:12] / commit[:12]
-        t0 = time.time()
-        sweep.run_files(layout, tests_tree, binary, names, tap_dir, args.jobs)
-        log(f"{commit[:12]}: {len(names)} files in {time.time() - t0:.0f} s")
-        return sweep.outcomes(tap_dir, names)
-
-    def probe(commit, targets):
-        res = results_at(commit, sorted({f for f, _ in targets}))
-        if res is None:                 # a commit that does not build: treat as not yet fixed
-            return set()
-        return {(f, i) for f, i in targets if f in res and res[f].results.get(i) is True}
-
-    ends = [old] + [gitcmd._text(args.nginx, "rev-parse", v).strip()
-                    for v in args.via.split(",") if v] + [new]
-
-    def running_at(commit, names):
-        res = results_at(commit, sorted(names))
-        return set() if res is None else {f for f in names if sweep.runs(res.get(f))}
-
-    found, flipped = {}, []
-    for lo, hi in zip(ends, ends[1:]):
-        at_lo, at_hi = results_at(lo, files), results_at(hi, files)
-        if at_lo is None or at_hi is None:
-            log(f"{lo[:12]} or {hi[:12]} does not build: stretch skipped")
-            continue
-        chain = first_parent_commits(args.nginx, lo, hi)
-        stretch = sweep.flips(at_lo, at_hi)
-        log(f"{len(stretch)} assertions fail at {lo[:12]} and pass at {hi[:12]}; "
-            f"bisecting over {len(chain)} code commits")
-        found.update({(t, lo): c for t, c in sweep.bisect(chain, stretch, probe).items()})
-        flipped += stretch
-        # A file that starts running in this stretch (what it tests arrived): compare it from
-        # the commit where it first runs, so that a fix to the new code before `hi` is found.
-        starting = sweep.starts_running(at_lo, at_hi)
-        first_run = sweep.bisect(chain, starting, running_at)
-        for start in sorted(set(first_run.values()), key=chain.index):
-            names = sorted(f for f, c in first_run.items() if c == start)
-            late = sweep.flips(results_at(start, names),
-                               {f: at_hi[f] for f in names})
-            log(f"{len(names)} files first run at {start[:12]}: {len(late)} assertions "
-                f"fail there and pass at {hi[:12]}")
-            sub = chain[chain.index(start):]
-            found.update({(t, start): c for t, c in sweep.bisect(sub, late, probe).items()})
-            flipped += late
-    leads = {}
-    for ((f, ident), _), commit in sorted(found.items(), key=lambda kv: kv[0]):
-        info = gitcmd._text(args.nginx, "log", "-1", "--format=%cs%x1f%s", commit).strip()
-        day, subject = info.split("\x1f", 1)
-        lead = leads.setdefault(commit, {"fix_commit": commit, "fix_date": day,
-                                         "subject": subject, "assertions": []})
-        if ident not in lead["assertions"]:
-            lead["assertions"].append(ident)
-    out = {"old": old, "new": new, "via": ends[1:-1], "tests_commit": tests_commit, "flags": flags,
-           "files": len(files), "flipped": len(flipped),
-           "leads": sorted(leads.values(), key=lambda lead: lead["fix_date"])}
+    ends = [old] + [gitcmd.rev_parse(args.nginx, v) for v in args.via.split(",") if v] + [new]
+    out = sweep.Sweep(layout, args.nginx, tests_tree, tests_commit, work, flags, args.jobs,
+                      log).run(ends, files)
     (work / "leads.json").write_text(json.dumps(out, indent=1) + "\n")
     if args.out:
-        write_stubs(args, out)
+        known = {t["fix_commit"] for t in json.loads(Path(args.benchmark).read_text())["tasks"]}
+        stubs = sweep.candidate_stubs(out, known, args.nginx, args.tests)
+        write_candidates(args.out, stubs)
+        log(f"{len(stubs)} candidates written to {args.out}")
     for lead in out["leads"]:
         print(f"{lead['fix_date']} {lead['fix_commit'][:12]} {len(lead['assertions']):3} "
               f"{lead['subject'][:70]}")

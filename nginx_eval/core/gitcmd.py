@@ -335,6 +335,30 @@ def non_merge_commits(git_dir, revs):
     return _text(git_dir, "rev-list", "--no-merges", *revs).split()
 
 
+def rev_parse(git_dir, rev):
+    """The commit id `rev` names."""
+    return _text(git_dir, "rev-parse", rev).strip()
+
+
+def commit_before(git_dir, rev, day):
+    """The last commit on `rev`'s first-parent line made before `day` (YYYY-MM-DD)."""
+    return _text(git_dir, "rev-list", "--first-parent", "-1", f"--before={day}", rev).strip()
+
+
+def first_parent_commits(git_dir, old, new, *pathspecs):
+    """The commits after `old` up to `new` on new's first-parent line that change `pathspecs`,
+    oldest first."""
+    return _text(git_dir, "rev-list", "--first-parent", "--reverse", f"{old}..{new}", "--",
+                 *pathspecs).split()
+
+
+def commit_facts(git_dir, commit):
+    """{"day": committer date YYYY-MM-DD, "time": committer time in strict ISO 8601, "subject"}
+    of `commit`."""
+    out = _text(git_dir, "log", "-1", f"--format=%cs{_FIELD}%cI{_FIELD}%s", commit).strip()
+    return dict(zip(("day", "time", "subject"), out.split(_FIELD, 2)))
+
+
 # Queries of the build stage (build.py, buildplan.py): through _git, in git_environment(), for
 # their stdin and stdout.
 

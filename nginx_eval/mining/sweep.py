@@ -19,6 +19,9 @@ The steps, each a plain function:
     flips(old, new)                 assertions that fail at the old commit and pass at the new
     starts_running(old, new)        files that run at the new commit only (a feature arrived)
     bisect(commits, targets, probe) the first commit at which each target assertion passes
+    Sweep(...).run(ends, files)     the above over each stretch between neighbours of `ends`:
+                                    leads.json (scripts/sweep_suite.py writes it)
+    candidate_stubs(leads, ...)     task stubs of the leads not in the benchmark yet
 
 A flip is a lead, not a task: the commit bisection names may be a feature (the test needs what
 it adds), a flaky assertion or a fix; validation (validate.py, repeats) and a reader decide.
@@ -27,10 +30,14 @@ it adds), a flaky assertion or a fix; validation (validate.py, repeats) and a re
 import os
 import shutil
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nginx_eval.core import gitcmd
+from nginx_eval.core.gitcmd import commit_facts, first_parent_commits
+from nginx_eval.mining.nginx_history import nginx_commits
+from nginx_eval.mining.stubs import stub_for
 from nginx_eval.prove.stage import run_prove_files
 from nginx_eval.prove.tap import assertion_number, parse_tap
 from nginx_eval.build.toolchain import build_env, configure_argv
@@ -42,6 +49,8 @@ LEFT_OUT_FLAGS = frozenset({"--with-http_perl_module", "--with-http_geoip_module
                             "--with-stream_geoip_module", "--with-debug",
                             "--with-http_spdy_module", "--with-file-aio", "--with-compat"})
 FILE_TIMEOUT = 240                  # seconds per test file: the slowest take about 35 s
+# What bisection steps over: the commits that change nginx's code.
+CODE_PATHS = ("src", "auto")
 
 
 def suite_flags(tests_dir):
@@ -102,7 +111,7 @@ def starts_running(old, new):
     """Files that did not run at the old commit (skipped: what they test did not exist yet; or
     died) and ran at the new one. Their assertions are no flips of these two commits, but a bug
     in what arrived in between, fixed before the new commit, is a flip from the commit where
-    the file first runs (see scripts/sweep_suite.py)."""
+    the file first runs (Sweep.stretch)."""
     return sorted(f for f, after in new.items() if runs(after) and f in old and not runs(old[f]))
 
 
@@ -148,3 +157,104 @@ def bisect(commits, targets, probe):
 
     search(0, len(commits) - 1, list(targets))
     return found
+
+
+class Sweep:
+    """One sweep: a test tree (`tests_tree`, of `tests_commit`) run against nginx commits of the
+    git directory `nginx`, built with `flags` under work/builds/, TAP under work/tap/ (kept: a
+    rerun only runs what is missing)."""
+
+    def __init__(self, layout, nginx, tests_tree, tests_commit, work, flags, jobs, log):
+        self.layout, self.nginx, self.tests_tree = layout, nginx, tests_tree
+        self.tests_commit, self.work, self.flags = tests_commit, Path(work), flags
+        self.jobs, self.log = jobs, log
+
+    def results_at(self, commit, names):
+        """{file: FileResult} of `names` at `commit`, or None when the commit does not build."""
+        binary = build_nginx(self.layout, self.nginx, commit, self.work / "builds", self.flags,
+                             self.log)
+        if binary is None:
+            return None
+        tap_dir = self.work / "tap" / self.tests_commit[:12] / commit[:12]
+        t0 = time.time()
+        run_files(self.layout, self.tests_tree, binary, names, tap_dir, self.jobs)
+        self.log(f"{commit[:12]}: {len(names)} files in {time.time() - t0:.0f} s")
+        return outcomes(tap_dir, names)
+
+    def probe(self, commit, targets):
+        """The (file, assertion) targets that pass at `commit` (bisect's probe)."""
+        res = self.results_at(commit, sorted({f for f, _ in targets}))
+        if res is None:                 # a commit that does not build: treat as not yet fixed
+            return set()
+        return {(f, i) for f, i in targets if f in res and res[f].results.get(i) is True}
+
+    def running_at(self, commit, names):
+        """The files of `names` that run at `commit` (bisect's probe for starts_running)."""
+        res = self.results_at(commit, sorted(names))
+        return set() if res is None else {f for f in names if runs(res.get(f))}
+
+    def stretch(self, lo, hi, files):
+        """({(target, lo or the commit a file first runs at): fix commit}, flipped targets) of
+        the code commits from `lo` to `hi`; None when either end does not build."""
+        at_lo, at_hi = self.results_at(lo, files), self.results_at(hi, files)
+        if at_lo is None or at_hi is None:
+            return None
+        chain = [lo] + first_parent_commits(self.nginx, lo, hi, *CODE_PATHS)
+        chain = chain if chain[-1] == hi else chain + [hi]
+        flipped = flips(at_lo, at_hi)
+        self.log(f"{len(flipped)} assertions fail at {lo[:12]} and pass at {hi[:12]}; "
+                 f"bisecting over {len(chain)} code commits")
+        found = {(t, lo): c for t, c in bisect(chain, flipped, self.probe).items()}
+        # A file that starts running in this stretch (what it tests arrived): compare it from
+        # the commit where it first runs, so that a fix to the new code before `hi` is found.
+        first_run = bisect(chain, starts_running(at_lo, at_hi), self.running_at)
+        for start in sorted(set(first_run.values()), key=chain.index):
+            names = sorted(f for f, c in first_run.items() if c == start)
+            late = flips(self.results_at(start, names), {f: at_hi[f] for f in names})
+            self.log(f"{len(names)} files first run at {start[:12]}: {len(late)} assertions "
+                     f"fail there and pass at {hi[:12]}")
+            sub = chain[chain.index(start):]
+            found.update({(t, start): c for t, c in bisect(sub, late, self.probe).items()})
+            flipped += late
+        return found, flipped
+
+    def run(self, ends, files):
+        """leads.json of a sweep over the stretches between neighbours of `ends` (commit ids,
+        oldest first): per fix commit its date, subject and the assertions it turned passing."""
+        found, flipped = {}, []
+        for lo, hi in zip(ends, ends[1:]):
+            result = self.stretch(lo, hi, files)
+            if result is None:
+                self.log(f"{lo[:12]} or {hi[:12]} does not build: stretch skipped")
+                continue
+            found.update(result[0])
+            flipped += result[1]
+        leads = {}
+        for ((_, ident), _), commit in sorted(found.items(), key=lambda kv: kv[0]):
+            facts = commit_facts(self.nginx, commit)
+            lead = leads.setdefault(commit, {"fix_commit": commit, "fix_date": facts["day"],
+                                             "subject": facts["subject"], "assertions": []})
+            if ident not in lead["assertions"]:
+                lead["assertions"].append(ident)
+        return {"old": ends[0], "new": ends[-1], "via": ends[1:-1],
+                "tests_commit": self.tests_commit, "flags": self.flags, "files": len(files),
+                "flipped": len(flipped),
+                "leads": sorted(leads.values(), key=lambda lead: lead["fix_date"])}
+
+
+def candidate_stubs(leads, known, nginx, tests):
+    """Task stubs (stubs.stub_for) of the leads whose fix is not in `known` (fix commits): base
+    the fix's first parent, the sweep's test commit, the files of its flipped assertions."""
+    since = commit_facts(nginx, leads["old"])["time"]
+    history = {c["sha"]: c for c in nginx_commits(nginx, since)}
+    stubs = []
+    for lead in leads["leads"]:
+        if lead["fix_commit"] in known:
+            continue
+        files = sorted({a.split(":", 1)[0] for a in lead["assertions"]})
+        stub = stub_for(history[lead["fix_commit"]], leads["tests_commit"], files, nginx, tests,
+                        f"suite sweep: {len(lead['assertions'])} assertions turn passing here; "
+                        f"fix: {lead['subject']}")
+        if stub:
+            stubs.append(stub)
+    return stubs

@@ -89,11 +89,19 @@ def test_an_inherited_git_dir_is_not_used(tmp_path, monkeypatch):
     assert git(outer, "--git-dir", str(outer / ".git"), "rev-list", "--all", "--count") == "1"
 
 
+def test_a_missing_directory_is_an_error_not_the_current_one(tmp_path, monkeypatch):
+    """GitPython runs a command whose directory is missing in the current one: never here."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        gitcmd.new_repository_at(tmp_path / "gone", tmp_path, "HEAD", "main")
+    assert not (tmp_path / ".git").exists()
+
+
 def test_git_error_carries_gits_message(tmp_path):
     with pytest.raises(GitError) as e:
         gitcmd.clone_bare(str(tmp_path / "no-such-source"), tmp_path / "clone")
     assert "does not exist" in e.value.stderr
-    assert str(e.value).startswith("git clone --bare --quiet ")
+    assert str(e.value).startswith("git clone ") and " --bare " in str(e.value)
     assert not (tmp_path / "clone").exists()
 
 

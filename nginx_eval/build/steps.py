@@ -15,7 +15,7 @@ import subprocess
 from ..core import limits
 from ..core.trees import set_write_bits
 from .mtimes import stamp_changed, unproven
-from ..core.gitcmd import apply_argv, changed_files, extract_tree
+from ..core.gitcmd import apply_argv, apply_patch, changed_files, extract_tree
 from ..patch import touched_paths
 from ..core.procs import run_limited
 from .toolchain import configure_argv, configure_env
@@ -48,16 +48,22 @@ def steps_token(path):
         _token_file.reset(token)
 
 
-def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT):
+def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT, run=None):
+    """Run the step `argv` (through `run(timeout)` -> (exit code, timed out) when given, else
+    procs.run_limited) with its output in the log; its exit code, or TIMED_OUT."""
     log.write(f"$ {' '.join(argv)}\n".encode())
     log.flush()
     try:
-        outcome = run_limited(argv, cwd=cwd, env=env, timeout=timeout, stdout=log,
-                              stderr=subprocess.STDOUT, token_file=_token_file.get())
-        if outcome.timed_out:
+        if run is None:
+            outcome = run_limited(argv, cwd=cwd, env=env, timeout=timeout, stdout=log,
+                                  stderr=subprocess.STDOUT, token_file=_token_file.get())
+            exit_code, timed_out = outcome.exit_code, outcome.timed_out
+        else:
+            exit_code, timed_out = run(timeout)
+        if timed_out:
             log.write(f"\n[nginx-eval] timed out after {timeout} s\n".encode())
             return TIMED_OUT
-        return outcome.exit_code
+        return exit_code
     except OSError as e:
         # A patch can delete or unset the executable bit of ./auto/configure: a compile failure.
         log.write(f"\n[nginx-eval] cannot run {argv[0]}: {e.strerror}\n".encode())
@@ -71,7 +77,9 @@ def _make(tree, env, log):
 
 
 def _apply(tree, patch_file, env, log):
-    return _run(apply_argv(patch_file), tree, env, log)
+    # git runs through the git module (GitPython), not procs: a patch applies in moments.
+    return _run(apply_argv(patch_file), tree, env, log,
+                run=lambda timeout: apply_patch(tree, patch_file, env, log, timeout))
 
 
 def _configure(layout, tree, flags, env, log):

@@ -1,18 +1,18 @@
 """Every git command the harness runs, and the one environment git runs in.
 
-Git runs as a subprocess, one `git` command per question, not through GitPython's object model:
-what the harness asks of git is plumbing that streams bytes (binary diffs, names and pathspecs on
-stdin, `git archive` into tar), often with variables of its own (a scratch index over a work
-tree). A subprocess shows which command ran with which environment; GitPython's `Repo` would keep
-`cat-file` processes alive per repository object, and its command layer strips the last newline
-of every output, a diff's included, unless told not to.
+Git runs through GitPython: its command layer (``Git.execute``) for the plumbing that streams
+bytes (binary diffs, names and pathspecs on stdin, `git archive` into tar, a scratch index's
+variables), its object model for clones and history (``Repo.clone_from``, ``iter_commits``).
+No other module of the project starts git.
 
 The environment (git_environment) is the same for every call:
 
 - no system configuration, no terminal prompt (a clone that wants a password fails at once), a
   fixed author and committer;
 - none of the inherited variables that point git at a repository or an index (REPOSITORY_VARS):
-  doit started from a git hook would otherwise work on the project's own repository;
+  doit started from a git hook would otherwise work on the project's own repository. GitPython
+  starts every command from os.environ and only adds to it, so they leave this process's
+  environment before git runs (forget_inherited_repository);
 - discovery stops at the directory git runs in (GIT_CEILING_DIRECTORIES is its parent). The cache
   and the workspaces may lie inside the project's checkout: a command in a directory that is not
   (or no longer) a repository of its own fails instead of acting on the project.
@@ -22,11 +22,18 @@ Every function names its repository: `git_dir` is a git directory (a bare clone)
 git's message, unless failure is one of the function's answers (None, a name left out).
 """
 
+import errno
 import os
 import subprocess
 import tempfile
+import time
+from collections import namedtuple
 from contextlib import contextmanager
 from pathlib import Path
+
+import git
+from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+from gitdb.exc import BadName, BadObject
 
 # What `git rev-parse --local-env-vars` lists: variables that choose the repository, its index,
 # objects or configuration. Never inherited; only the functions below set them.
@@ -71,16 +78,76 @@ def git_environment(cwd=None, extra=None, base=None):
     return env
 
 
+def forget_inherited_repository():
+    """Drop REPOSITORY_VARS from this process's environment, where GitPython would pass them on
+    to git (an environment given to a command only adds to os.environ). The harness itself never
+    uses them: the commands that need them (ScratchIndex) set them."""
+    for name in REPOSITORY_VARS & os.environ.keys():
+        os.environ.pop(name, None)
+
+
+Result = namedtuple("Result", "returncode stdout stderr")
+
+
+@contextmanager
+def _stdin(data):
+    """A file holding `data` for a command's stdin (GitPython's istream); None without data."""
+    if data is None:
+        yield None
+        return
+    with tempfile.TemporaryFile() as f:
+        f.write(data)
+        f.seek(0)
+        yield f
+
+
+def _command_layer(cwd):
+    """GitPython's Git running commands in the directory `cwd` (None: the current one)."""
+    if cwd is not None and not os.path.isdir(cwd):
+        # GitPython would run the command in the current directory instead, which may be the
+        # project's own checkout.
+        raise FileNotFoundError(errno.ENOENT, "no such directory", str(cwd))
+    forget_inherited_repository()
+    return git.Git(cwd)
+
+
 def _git(args, cwd=None, extra_env=None, input=None, check=True):
-    """`git args` run in `cwd` with git_environment: the CompletedProcess, output in bytes.
+    """`git args` run in `cwd` with git_environment: a Result, output in bytes (stderr as text).
     check: GitError when git fails."""
     args = [str(a) for a in args]
-    feed = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
-    proc = subprocess.run(["git", *args], cwd=cwd, env=git_environment(cwd, extra_env),
-                          capture_output=True, **feed)
-    if check and proc.returncode != 0:
-        raise GitError(args, proc.returncode, proc.stderr)
-    return proc
+    with _stdin(input) as istream:
+        status, out, err = _command_layer(cwd).execute(
+            ["git", *args], istream=istream, env=git_environment(cwd, extra_env),
+            with_extended_output=True, with_exceptions=False, stdout_as_string=False,
+            strip_newline_in_stdout=False)
+    if check and status != 0:
+        raise GitError(args, status, err)
+    return Result(status, out, err)
+
+
+@contextmanager
+def _repository(git_dir):
+    """GitPython's Repo of the git directory `git_dir`, its commands in git_environment."""
+    forget_inherited_repository()
+    try:
+        repo = git.Repo(git_dir)
+    except (InvalidGitRepositoryError, NoSuchPathError) as e:
+        raise GitError(["--git-dir", git_dir], 128, f"not a git repository: {e}") from None
+    repo.git.update_environment(**git_environment(git_dir))
+    try:
+        yield repo
+    except GitCommandError as e:
+        raise GitError(e.command[1:], e.status, _stderr_of(e)) from None
+    finally:
+        repo.close()
+
+
+def _stderr_of(error):
+    """git's own message in a GitCommandError (GitPython wraps it in "\n  stderr: '...'")."""
+    text = str(error.stderr or "").strip()
+    if text.startswith("stderr: '") and text.endswith("'"):
+        text = text[len("stderr: '"):-1]
+    return text
 
 
 def _text(git_dir, *args):
@@ -156,7 +223,11 @@ def clone_bare(url, dest):
     dest = os.path.abspath(dest)
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
-    _git(["clone", "--bare", "--quiet", url, dest], cwd=parent)
+    forget_inherited_repository()
+    try:
+        git.Repo.clone_from(url, dest, bare=True, env=git_environment(parent)).close()
+    except GitCommandError as e:
+        raise GitError(e.command[1:], e.status, _stderr_of(e)) from None
 
 
 def fetch(git_dir, source, refspecs):
@@ -190,22 +261,22 @@ def extract_tree(git_dir, commit, dest, paths=(), touch=False):
     newer than objects built earlier.
     """
     os.makedirs(dest, exist_ok=True)
-    args = [f"--git-dir={git_dir}", "archive", "--format=tar", commit, "--", *paths]
+    args = [f"--git-dir={git_dir}", "archive", "--format=tar", commit, "--", *map(str, paths)]
     tar = ["tar", "-x", "-C", str(dest)] + (["--touch"] if touch else [])
-    with tempfile.TemporaryFile() as errors:
-        archive = subprocess.Popen(["git", *map(str, args)], stdout=subprocess.PIPE,
-                                   stderr=errors, stdin=subprocess.DEVNULL,
-                                   env=git_environment())
-        try:
-            untar = subprocess.run(tar, stdin=archive.stdout)
-        finally:
-            archive.stdout.close()
-            status = archive.wait()
-        # A failed archive fails tar too: git's message says why.
-        if status != 0:
-            errors.seek(0)
-            raise GitError(args, status, errors.read())
-        untar.check_returncode()
+    # git's stdout goes straight into tar (the process GitPython started, not a copy in Python).
+    # The handle stays referenced until git has ended: dropping it kills git.
+    handle = _command_layer(None).execute(["git", *args], as_process=True, env=git_environment())
+    archive = handle.proc
+    try:
+        untar = subprocess.run(tar, stdin=archive.stdout)
+    finally:
+        archive.stdout.close()
+        status = archive.wait()
+    # A failed archive fails tar too: git's message says why.
+    if status != 0:
+        raise GitError(args, status, archive.stderr.read())
+    archive.stderr.close()
+    untar.check_returncode()
 
 
 # -- diffs -----------------------------------------------------------------------------------------
@@ -332,24 +403,33 @@ def tags_merged_into(git_dir, rev, pattern):
 
 def non_merge_commits(git_dir, revs):
     """The ids of the non-merge commits of `git rev-list revs` ("^<rev>" leaves out)."""
-    return _text(git_dir, "rev-list", "--no-merges", *revs).split()
+    with _repository(git_dir) as repo:
+        return [c.hexsha for c in repo.iter_commits(list(revs), no_merges=True)]
 
 
 def rev_parse(git_dir, rev):
-    """The commit id `rev` names."""
-    return _text(git_dir, "rev-parse", rev).strip()
+    """The id of the commit `rev` names."""
+    with _repository(git_dir) as repo:
+        try:
+            return repo.commit(rev).hexsha
+        except (BadName, BadObject, ValueError) as e:
+            raise GitError(["rev-parse", rev], 128, f"unknown revision: {e}") from None
 
 
 def commit_before(git_dir, rev, day):
-    """The last commit on `rev`'s first-parent line made before `day` (YYYY-MM-DD)."""
-    return _text(git_dir, "rev-list", "--first-parent", "-1", f"--before={day}", rev).strip()
+    """The last commit on `rev`'s first-parent line made before `day` (YYYY-MM-DD); "" when
+    there is none."""
+    with _repository(git_dir) as repo:
+        found = next(repo.iter_commits(rev, first_parent=True, max_count=1, before=day), None)
+        return found.hexsha if found else ""
 
 
 def first_parent_commits(git_dir, old, new, *pathspecs):
     """The commits after `old` up to `new` on new's first-parent line that change `pathspecs`,
     oldest first."""
-    return _text(git_dir, "rev-list", "--first-parent", "--reverse", f"{old}..{new}", "--",
-                 *pathspecs).split()
+    with _repository(git_dir) as repo:
+        return [c.hexsha for c in repo.iter_commits(f"{old}..{new}", list(pathspecs),
+                                                    first_parent=True, reverse=True)]
 
 
 def commit_facts(git_dir, commit):
@@ -366,7 +446,7 @@ def _query(git_dir, args, stdin=None, text=True, check=False):
     proc = _git([f"--git-dir={git_dir}", *args], check=check,
                 input=stdin.encode() if isinstance(stdin, str) else stdin)
     if text:
-        proc.stdout = proc.stdout.decode("utf-8", "replace")
+        proc = proc._replace(stdout=proc.stdout.decode("utf-8", "replace"))
     return proc
 
 
@@ -413,6 +493,17 @@ def changed_files(git_dir, a, b):
 
 
 def apply_argv(patch_file):
-    """git apply of a -p1 patch, run in the tree it patches. The build runs it under its time
-    limit and in build_env (toolchain.py), which is git_environment() of the tree."""
+    """git apply of a -p1 patch, run in the tree it patches (apply_patch)."""
     return ["git", "apply", "--whitespace=nowarn", "-p1", str(patch_file)]
+
+
+def apply_patch(tree, patch_file, env, log, timeout):
+    """Apply the -p1 patch `patch_file` to `tree` in the build's environment `env` (build_env,
+    toolchain.py: git_environment of the tree), git's output appended to the binary file `log`;
+    killed after `timeout` seconds. (exit code, whether it timed out)."""
+    start = time.monotonic()
+    status, out, err = _command_layer(tree).execute(
+        apply_argv(patch_file), env=env, kill_after_timeout=timeout, with_extended_output=True,
+        with_exceptions=False, stdout_as_string=False, strip_newline_in_stdout=False)
+    log.write(out + (err + "\n").encode("utf-8", "surrogateescape") if err else out)
+    return status, status != 0 and time.monotonic() - start >= timeout

@@ -11,15 +11,17 @@ from nginx_eval.mining.oldbuilds import legacy_cc_opt, with_legacy_options
 URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
 
 
-def nginx_mirror():
-    path = URL.format(owner="nginx", name="nginx")
+def git_mirror(name):
+    """The local mirror of github.com/nginx/<name> NGINX_EVAL_REPO_URL names, or None. (Not
+    named test*: pytest would collect it as a test.)"""
+    path = URL.format(owner="nginx", name=name)
     ok = URL and subprocess.run(["git", "--git-dir", path, "rev-parse", "--git-dir"],
                                 capture_output=True).returncode == 0
     return Path(path) if ok else None
 
 
 needs_mirror = pytest.mark.skipif(
-    nginx_mirror() is None,
+    git_mirror("nginx") is None,
     reason="needs a local git mirror of nginx: set NGINX_EVAL_REPO_URL "
            "(e.g. '/srv/mirrors/{owner}+{name}/repo')")
 
@@ -58,17 +60,10 @@ def test_a_history_that_is_not_nginx_gets_no_options(tmp_path):
     ("a80cb8160", [], None),
 ])
 def test_options_follow_the_base(base, flags, expected):
-    assert with_legacy_options(nginx_mirror(), base, flags) == expected
+    assert with_legacy_options(git_mirror("nginx"), base, flags) == expected
 
 
-def tests_mirror():
-    path = URL.format(owner="nginx", name="nginx-tests")
-    ok = URL and subprocess.run(["git", "--git-dir", path, "rev-parse", "--git-dir"],
-                                capture_output=True).returncode == 0
-    return Path(path) if ok else None
-
-
-@pytest.mark.skipif(tests_mirror() is None, reason="needs a local git mirror of nginx-tests: set "
+@pytest.mark.skipif(git_mirror("nginx-tests") is None, reason="needs a local git mirror of nginx-tests: set "
                     "NGINX_EVAL_REPO_URL (e.g. '/srv/mirrors/{owner}+{name}/repo')")
 @pytest.mark.parametrize("commit, fixed", [
     ("17933389", True),     # 2015-09: not_modified_proxy.t binds 127.0.0.1:8080 itself
@@ -77,7 +72,7 @@ def tests_mirror():
 ])
 def test_fixed_port_trees_are_told_apart_in_the_real_history(tmp_path, commit, fixed):
     from nginx_eval.prove.network import uses_fixed_ports
-    library = subprocess.run(["git", "--git-dir", str(tests_mirror()), "show",
+    library = subprocess.run(["git", "--git-dir", str(git_mirror("nginx-tests")), "show",
                               f"{commit}:lib/Test/Nginx.pm"], capture_output=True,
                              check=True).stdout
     (tmp_path / "lib" / "Test").mkdir(parents=True)

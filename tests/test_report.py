@@ -18,6 +18,11 @@ def rows(project, mode, run=RUN):
 
 
 
+def png_width(path):
+    """The width in pixels a PNG's header gives: 450 a panel (report/charts.py)."""
+    return int.from_bytes(path.read_bytes()[16:20], "big")
+
+
 def predictions_file(project, tmp_path):
     """A file mode: the gold fix for the first task, a patch that cannot apply for the second."""
     bench = project.benchmark()["tasks"]
@@ -126,8 +131,9 @@ def test_report_of_four_modes_matches_the_result_files(project, tmp_path):
     assert table_row(section(md, "Patches"), "`file`")[4:] == ["50.0%", "1 / 2"]
     assert table_row(section(md, "Patches"), "`gold`")[4:] == ["100.0%", "2 / 2"]
 
-    # the chart is a real PNG, embedded with a relative link
+    # the chart is a real PNG, embedded with a relative link; the agent's cost is its second panel
     assert (run_dir / "report-chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png_width(run_dir / "report-chart.png") == 900
     assert "](report-chart.png)" in md
     assert "## Warnings" in md
 
@@ -327,6 +333,8 @@ def test_a_run_without_agents_shows_none_of_the_agent_columns(project):
             "resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
             "timeout", "agent_error", "env_error"}
         assert not {"scored_instances", "agent_versions", "infra_error_ids"} & set(mode)
+    # No arm has a cost per resolved task: the chart leaves out that panel, the rate's alone.
+    assert png_width(project.results / RUN / "report-chart.png") == 450
 
 
 def test_a_repeat_that_ended_in_an_infra_error_is_left_out_of_its_family(project):

@@ -1,5 +1,6 @@
 """The report's charts, drawn with matplotlib from collect()'s data (report_data.py):
-``report-chart.png`` (resolved rate and cost per resolved task per arm, with 95% intervals) and
+``report-chart.png`` (resolved rate and, when an arm has one, cost per resolved task per arm,
+with 95% intervals) and
 ``report-distributions.png`` (agent time and cost per task, per mode). The PNGs carry no timestamp
 or software tag, so the same result files give the same bytes.
 """
@@ -34,8 +35,9 @@ def _pyplot():
 
 
 def draw_chart(data, path):
-    """Resolved rate per arm with its 95% interval, and cost per resolved task with its
-    interval, side by side, as a PNG (no timestamp in it)."""
+    """Resolved rate per arm with its 95% interval, and beside it cost per resolved task with
+    its interval, as a PNG (no timestamp in it). Without a cost per resolved task in any arm (a
+    run of gold and none) the cost panel would be empty: the chart is the rate panel alone."""
     plt = _pyplot()
     arms = data["arms"]
     names = [a["name"] + (f" (×{a['repeats']})" if a["repeats"] > 1 else "") for a in arms]
@@ -43,30 +45,38 @@ def draw_chart(data, path):
     rate_errors = _errors([(100 * a["rate"], [100 * v for v in a["interval"]]
                             if a["interval"] else None) for a in arms])
     known = [a["cost_per_resolved"]["value"] for a in arms]
-    costs = [c or 0.0 for c in known]
-    cost_errors = _errors([(a["cost_per_resolved"]["value"], a["cost_per_resolved"]["interval"])
-                           for a in arms])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4), dpi=100)
+    with_costs = any(k is not None for k in known)
+    fig, axes = plt.subplots(1, 2 if with_costs else 1, figsize=(9 if with_costs else 4.5, 3.4),
+                             dpi=100, squeeze=False)
+    left = axes[0][0]
     left.bar(names, rates, color="#4a7ab5", yerr=rate_errors, capsize=4, ecolor="#222222")
     left.set_ylim(0, 105)
     left.set_ylabel("resolved (%)")
     left.set_title("Resolved rate, 95% interval")
-    right.bar(names, costs, color="#c8803a", yerr=cost_errors, capsize=4, ecolor="#222222")
-    top = max([c + e for c, e in zip(costs, cost_errors[1])] + [0.0])
-    right.set_ylim(0, top * 1.2 or 1.0)
-    right.set_ylabel("USD")
-    right.set_title("Cost per resolved task (— none)")
     for x, v in enumerate(rates):
         left.annotate(f"{v:.0f}%", (x, v), ha="left", va="bottom", fontsize=8,
                       xytext=(3, 0), textcoords="offset points")
-    for x, (v, k) in enumerate(zip(costs, known)):
-        right.annotate("—" if k is None else f"${v:.2f}", (x, v), ha="left", va="bottom",
-                       fontsize=8, xytext=(3, 0), textcoords="offset points")
-    for ax in (left, right):
+    if with_costs:
+        _cost_panel(axes[0][1], arms, names, known)
+    for ax in axes[0]:
         ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
+
+
+def _cost_panel(ax, arms, names, known):
+    costs = [c or 0.0 for c in known]
+    cost_errors = _errors([(a["cost_per_resolved"]["value"], a["cost_per_resolved"]["interval"])
+                           for a in arms])
+    ax.bar(names, costs, color="#c8803a", yerr=cost_errors, capsize=4, ecolor="#222222")
+    top = max([c + e for c, e in zip(costs, cost_errors[1])] + [0.0])
+    ax.set_ylim(0, top * 1.2 or 1.0)
+    ax.set_ylabel("USD")
+    ax.set_title("Cost per resolved task (— none)")
+    for x, (v, k) in enumerate(zip(costs, known)):
+        ax.annotate("—" if k is None else f"${v:.2f}", (x, v), ha="left", va="bottom",
+                    fontsize=8, xytext=(3, 0), textcoords="offset points")
 
 
 def draw_distributions(data, path):

@@ -5,17 +5,17 @@ Task names (``doit list --all``; plain ``doit list`` shows only what users run f
 ``report``, ``doctor``, see arrange_listing)::
 
     repos:<owner>+<name>                 bare clone         (repositories.py)
-    tests:<commit12>                     nginx-tests tree   (testtree.py)
+    tests:<commit12>                     nginx-tests tree   (prove/tree.py)
     workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
-    results:<bench>/<mode>               results.jsonl + predictions.jsonl (summary.py)
-    report, <bench>:report               results/<run>/report.md (report.py)
-    power                                tasks and repeats a difference needs (report_power.py)
+    results:<bench>/<mode>               results.jsonl + predictions.jsonl (results.py)
+    report, <bench>:report               results/<run>/report.md (report/stage.py)
+    power                                tasks and repeats a difference needs (report/power.py)
     <bench>:<mode>                       what users run: `doit run nginx:raw`
     <bench>                              every mode plus the report: `doit run nginx`
     default                              what a bare `doit` runs: <bench>:gold, <bench>:none,
                                          then the report; never an agent
 
-Command-line variables (parsed and checked once: nginx_eval/options.py): ``run=NAME`` (default
+Command-line variables (parsed and checked once: nginx_eval/run/options.py): ``run=NAME`` (default
 "default"), ``instances=ID,ID``, ``limit=N``, ``modes=a,b`` (modes of `doit run nginx`; default:
 every configured mode), ``baseline=MODE`` (the report's time comparison), ``repeats=N``
 (validation), ``predictions=PATH``
@@ -45,6 +45,7 @@ from .prove import stage as prove
 from .report import stage as report
 from .run.benchmark import load_benchmarks
 from .core.errors import UserError, did_you_mean
+from .doitext.invocation import command_line_variables
 from .core.layout import Layout
 from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, results_task_name, task_name,
                               tests_task_names, unit_name)
@@ -181,7 +182,7 @@ def run_modes(layout, record, modes):
 def load_context(root=None, argv=None, options=None):
     """The Context of this command; `options` defaults to doit's command-line variables."""
     argv = sys.argv[1:] if argv is None else argv
-    options = Options.from_doit(argv) if options is None else options
+    options = Options.parse(command_line_variables(), argv) if options is None else options
     layout = Layout.from_env(root=root, run=options.run)
     benchmarks = load_benchmarks(layout.tasks_dir)
     record = read_run(layout) or {}
@@ -291,7 +292,7 @@ def default_selection(ctx):
 
 
 def default_task(ctx):
-    """`default`: the default modes of the benchmark, then the report (report.py's `report`
+    """`default`: the default modes of the benchmark, then the report (report/stage.py's `report`
     task, after them)."""
     rendering = next(t for t in report.gen_tasks(ctx) if t["basename"] == "report")
     return dict(rendering, basename=DEFAULT_TASK, task_dep=default_selection(ctx),

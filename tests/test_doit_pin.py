@@ -1,6 +1,8 @@
-"""doit is pinned because nginx-eval reaches into its internals; these tests fail first when a
-doit outside the pin is installed, or when an internal we wrap changed its shape."""
+"""doit is pinned because nginx-eval reaches into its internals (nginx_eval/doitext/); these
+tests fail first when a doit outside the pin is installed, when an internal we wrap changed its
+shape, or when a module outside doitext/ starts to lean on one."""
 
+import ast
 import inspect
 import re
 import tomllib
@@ -11,6 +13,10 @@ from doit import cmd_clean, control, dependency, runner
 from packaging.specifiers import SpecifierSet
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+PACKAGE = PYPROJECT.parent / "nginx_eval"
+# doit's modules that are not its API for task authors and loaders: what doitext/ wraps.
+INTERNALS = ("doit.dependency", "doit.control", "doit.runner", "doit.cmd_base", "doit.cmd_clean",
+             "doit.cmdparse", "doit.doit_cmd")
 
 
 def doit_pin():
@@ -37,7 +43,19 @@ def test_the_dispatcher_methods_scheduling_wraps():
     assert "self.ready" in inspect.getsource(control.TaskDispatcher)
 
 
-def test_the_database_internals_doitdb_uses(tmp_path):
+def test_only_doitext_imports_doits_internals():
+    users = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                     if isinstance(node, ast.ImportFrom) and node.module else [])
+            if any(n in INTERNALS for n in names):
+                users.add(path.relative_to(PACKAGE).parts[0])
+    assert users == {"doitext"}
+
+
+def test_the_database_internals_the_backend_uses(tmp_path):
     # DurableDB passes module_name (0.37's backend plugin call), sets pragmas and commits a
     # forget through _conn, and names its marker after `name`.
     assert "module_name" in params(dependency.SqliteDB.__init__)
@@ -46,6 +64,6 @@ def test_the_database_internals_doitdb_uses(tmp_path):
     assert params(dependency.SqliteDB.remove) == ["self", "task_id"]
 
 
-def test_the_clean_and_runner_methods_cleaning_and_cli_wrap():
+def test_the_clean_and_runner_methods_cleaning_and_invocation_wrap():
     assert params(cmd_clean.Clean.clean_tasks) == ["self", "tasks", "dryrun", "cleanforget"]
     assert params(runner.Runner.execute_task) == ["self", "task"]

@@ -1,4 +1,4 @@
-"""Command-line variables (nginx_eval/options.py): parsed and checked once, each mistake one
+"""Command-line variables (nginx_eval/run/options.py): parsed and checked once, each mistake one
 ``nginx-eval: error:`` line naming the variable; unknown task names; what a bare `doit` runs."""
 
 import json
@@ -10,6 +10,7 @@ import pytest
 from doit import doit_cmd
 
 from nginx_eval.core.errors import UserError
+from nginx_eval.doitext.invocation import command_line_variables
 from nginx_eval.run.options import VARIABLES, Options
 from test_bad_input import assert_refused
 
@@ -132,19 +133,19 @@ def test_checks_against_the_benchmark_and_the_modes():
         parse(baseline="nope").check_baseline(set(modes))
 
 
-def test_from_doit_reads_every_command_line_variable(monkeypatch):
+def test_every_command_line_variable_is_read(monkeypatch):
     monkeypatch.setattr(doit_cmd, "_CMDLINE_VARS", {"limit": "2", "instances": "a, b"})
-    assert Options.from_doit() == Options(limit=2, instances=("a", "b"),
-                                          given=(("limit", "2"), ("instances", "a, b")))
+    assert Options.parse(command_line_variables()) == Options(
+        limit=2, instances=("a", "b"), given=(("limit", "2"), ("instances", "a, b")))
     monkeypatch.setattr(doit_cmd, "_CMDLINE_VARS", {"limit": "2", "limt": "3"})
     with pytest.raises(UserError, match="unknown variable limt=3"):
-        Options.from_doit()
+        Options.parse(command_line_variables())
 
 
-def test_only_options_reads_doit_variables():
+def test_only_the_doit_invocation_reads_doit_variables():
     package = Path(__file__).resolve().parent.parent / "nginx_eval"
     calls = {p.name for p in package.rglob("*.py") if re.search(r"\bget_var\(", p.read_text())}
-    assert calls == {"options.py"}
+    assert calls == {"invocation.py"}
 
 
 def test_task_names_follow_each_commands_own_options():

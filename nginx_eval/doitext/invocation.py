@@ -1,6 +1,6 @@
-"""How nginx-eval reads a doit command line and follows doit's run: which command and task names
-`argv` gives (from doit's own option tables), the tasks a selection reaches, and a hook around
-every task doit executes."""
+"""How nginx-eval reads a doit command line and follows doit's run: which command, task names and
+variables `argv` gives (from doit's own option tables and variables), the tasks a selection
+reaches, and a hook around every task doit executes."""
 
 import functools
 
@@ -72,6 +72,14 @@ def command_targets(argv):
 
 # doit commands whose words are task names (checked by pipeline.check_requested_tasks).
 TASK_COMMANDS = ("run", "info", "list", "forget", "clean", "ignore", "reset-dep")
+
+
+def command_line_variables():
+    """{name: value} of every ``name=value`` word of doit's command line (or those
+    doit_cmd.set_var set): doit keeps them in doit_cmd._CMDLINE_VARS and hands them out one at a
+    time through get_var."""
+    from doit import doit_cmd, get_var
+    return {name: get_var(name) for name in list(doit_cmd._CMDLINE_VARS or {})}
 
 
 def reachable(tasks, selected):

@@ -1,10 +1,8 @@
 """Command-line variables: every ``name=value`` word of a doit command line, read once, checked once.
 
-doit keeps the ``name=value`` words of its command line (before or after the command, anything
-not starting with ``-``) in ``doit.doit_cmd._CMDLINE_VARS`` and hands them out one at a time
-through ``doit.get_var``. ``Options.from_doit`` reads all of them, so that a name the harness
-does not know is an error instead of being ignored, and parses each value; the rest of the
-harness takes its settings from ``ctx.options`` (pipeline.load_context) and never calls get_var.
+pipeline.load_context parses all of them (doitext/invocation.py's command_line_variables), so
+that a name the harness does not know is an error instead of being ignored; the rest of the
+harness takes its settings from ``ctx.options`` and never asks doit.
 
     name         value                    meaning
     run          plain name               results/<run>/ (default "default")
@@ -38,7 +36,7 @@ harness takes its settings from ``ctx.options`` (pipeline.load_context) and neve
                                           local one): executor.py, rayexec.py
     rerun_failed 0 or 1                   1: a test file with a failing or missing graded
                                           assertion runs once more against the same binary, and
-                                          the rerun decides (prove.py, grade.py; default 0)
+                                          the rerun decides (prove/stage.py, grade.py; default 0)
 
 Checks that need the benchmark or the modes (an instance id that is not in the benchmark, a mode
 that does not exist) are methods here too, called by pipeline.load_context once those are loaded.
@@ -244,14 +242,6 @@ class Options:
                 values[name] = parsed
         return cls(**values, given=tuple((n, "" if v is None else str(v))
                                          for n, v in variables.items()))
-
-    @classmethod
-    def from_doit(cls, argv=None):
-        """Options from the variables of doit's command line (or those doit_cmd.set_var set)."""
-        from doit import doit_cmd, get_var
-        # doit keeps every name=value of the command line here; get_var gives one by name.
-        names = list(doit_cmd._CMDLINE_VARS or {})
-        return cls.parse({name: get_var(name) for name in names}, argv)
 
     def raw(self, name):
         """The value of `name` as given on the command line ("" when not given)."""

@@ -54,7 +54,7 @@ NON_SCORING_TARGETS = ("report", "doctor", "power")
 
 def bind_to_run(ctx, argv):
     """Before any work of `doit run`: the run belongs to this benchmark (or the command is
-    refused), and its record gains this command's tasks and modes (runrecord.py). A candidates
+    refused), and its record gains this command's tasks and modes (run/record.py). A candidates
     file runs only its validation (pipeline.check_candidates)."""
     from .pipeline import check_candidates, expand_default
     targets = expand_default(ctx, command_targets(argv))

@@ -1,16 +1,16 @@
 """Stage 7, grade: a pure function from TAP output and a task to a verdict.
 
-Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
+Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
 
 - ``ok`` (also ``ok ... # TODO``, an unexpected pass) passes; ``not ok`` fails, and so does
   ``not ok ... # TODO`` (prove counts it as passing; we must not); an assertion that did not
   run fails;
 - a file whose TAP stream was written to by someone else (a number repeated, out of sequence or
-  past the plan, a second plan: tapstream.py) is ``tampered``: its graded assertions fail and
+  past the plan, a second plan: prove/tap.py) is ``tampered``: its graded assertions fail and
   the verdict is ``unresolved``, whatever it printed;
 - **whose fault is it**: when a file skips entirely, prints no plan, bails out or dies before
   its plan is complete, or skips a graded assertion (``ok N # skip``), the reference run of the
-  unpatched base build of the same task decides (prove.py runs it in the same environment). If
+  unpatched base build of the same task decides (prove/stage.py runs it in the same environment). If
   the base runs the file and every graded assertion in it, the patch broke nginx: its graded
   assertions fail and the reason is recorded (``nginx did not start``, ``test file died``,
   ``graded assertion skipped``). Only when the base cannot run them either is the file an
@@ -18,13 +18,13 @@ Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
 - a file that does not exist at the test commit, or whose prove was killed by a signal other
   than at the time limit (prove crashed, or something killed it), is an environment error;
 - a file killed at its time limit keeps the assertions it printed; the rest fail;
-- a file that prove.py ran a second time (``rerun_failed=1``: a graded assertion of its first
+- a file that prove/stage.py ran a second time (``rerun_failed=1``: a graded assertion of its first
   run did not pass) is judged by its rerun alone; both runs' results of its graded assertions are
   recorded, with the ids whose result differs and the verdict the first runs alone would give;
-- a build that failed because of the environment (build.py) is an environment error;
+- a build that failed because of the environment (build/stage.py) is an environment error;
 - an agent run that did not finish (agent status ``infra_error``: the API or the network failed;
   ``not_run``: the run's budget was spent first) has no verdict of its own: its patch is empty
-  (patch.py) and the status is the agent's, never ``unresolved``; summary.py keeps such tasks
+  (patch.py) and the status is the agent's, never ``unresolved``; results.py keeps such tasks
   out of the mode's denominator.
 
 ``grade.json``::

@@ -4,7 +4,7 @@
 Offline: reads two local git directories (bare mirrors are fine) and writes a candidates file:
 task stubs in the benchmark schema (fail_to_pass / pass_to_pass empty, problem_statement "TODO")
 under a top-level ``"candidates": true``, which the loader accepts for validation only
-(nginx_eval/benchmark.py). Written as ``tasks/<name>.json``, it is validated with
+(nginx_eval/run/benchmark.py). Written as ``tasks/<name>.json``, it is validated with
 ``doit run <name>:validate``; scripts/promote_tasks.py then adds the valid stubs, with their
 derived assertions and a statement each, to a benchmark file.
 
@@ -36,9 +36,9 @@ loses points (its base would already hold that fix). The top few per test signal
 a stub's notes give its rank among its test's candidates ("#1 for its test").
 
 A stub's configure_flags and perl_modules are what its test files need, read by
-nginx_eval/testsuite.py as the doctor reads them: the flags that build every module their has()
-calls name (with --with-stream / --with-mail for a stream or mail module), the non-core Perl modules
-they load or call.
+nginx_eval/prove/testsuite.py as the doctor reads them: the flags that build every module their
+has() calls name (with --with-stream / --with-mail for a stream or mail module), the non-core Perl
+modules they load or call.
 
 The work is done in nginx_eval/mining/ (its __init__ names each module's part); this script
 parses the command line and runs it.

@@ -2,8 +2,8 @@
 """Promote validated candidates into a benchmark file.
 
 Reads a candidates file (written by scripts/mine_tasks.py, ``"candidates": true``; see
-nginx_eval/benchmark.py), the per-task validation records of a run that validated it
-(``results/<run>/validate/<instance_id>/validation.json``, nginx_eval/validate.py) and a
+nginx_eval/run/benchmark.py), the per-task validation records of a run that validated it
+(``results/<run>/validate/<instance_id>/validation.json``, nginx_eval/checks/validate.py) and a
 statements file (``{"<instance_id>": "<problem statement>"}``), and adds to a benchmark file
 (default ``tasks/nginx.json``) every candidate whose verdict is ``valid`` and that has a
 statement, with fail_to_pass and pass_to_pass from the record's ``derived`` lists and the
@@ -14,7 +14,7 @@ another version of the candidate (its ``inputs`` digest differs: validate again)
 verdict, when no statement (or the placeholder "TODO") is given for it, or when the benchmark
 already has its id (``--replace`` replaces that task in place). The benchmark's tasks keep their
 order; new ones are appended by fix_date, then id. The result must load as a benchmark
-(nginx_eval/benchmark.py) before it is written, atomically; the benchmark's own top-level fields
+(nginx_eval/run/benchmark.py) before it is written, atomically; the benchmark's own top-level fields
 stay, and the candidates flag is never copied. The benchmark card (tasks/README.md) is then out
 of date: the last lines say how to regenerate it (scripts/benchmark_card.py) and check the new
 statements (``doit run <bench>:lint``).

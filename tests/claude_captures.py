@@ -1,5 +1,5 @@
 """What the real Claude Code CLI printed and wrote, captured against the Anthropic stand-in, for
-the unit tests of the modules that read it (claude_code.py, claude_transcript.py,
+the unit tests of the modules that read it (claude_code.py, agent/transcript.py,
 trajectory.py): they are tested on real output only, never on JSON written by hand.
 
 ``Recorder(program, api, base).run(prompt, *flags)`` runs the CLI in a git workspace with its

@@ -1,4 +1,4 @@
-"""agent_limits.py: the run's stop after refused credentials, its budget, the retries' backoff;
+"""agent/gate.py: the run's stop after refused credentials, its budget, the retries' backoff;
 and the budget end to end with the fixture's scripted agent (0.25 USD a run)."""
 
 import pytest

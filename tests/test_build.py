@@ -1,5 +1,5 @@
-"""The build stage on its own (build.py and the modules it runs): ensure_build with the fixture's C
-program, real git, cc and make, no doit.
+"""The build stage on its own (build/stage.py and the modules it runs): ensure_build with the
+fixture's C program, real git, cc and make, no doit.
 
 Timestamps (a header-only patch, a sibling base, a tree dated in the future), the verdict of a
 failure (compile_failed only when the base builds; the environment's failures are env_error and

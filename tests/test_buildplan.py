@@ -1,4 +1,4 @@
-"""The build plan (buildplan.py): the order builds start in, build groups, the base builds'
+"""The build plan (build/plan.py): the order builds start in, build groups, the base builds'
 spanning tree and the order of a mode's tasks, on small bare clones made here."""
 
 import subprocess

@@ -1,4 +1,4 @@
-"""Build steps (nginx_eval/buildsteps.py): the one-line reason a failed build gives."""
+"""Build steps (nginx_eval/build/steps.py): the one-line reason a failed build gives."""
 
 from nginx_eval.build.steps import first_error
 

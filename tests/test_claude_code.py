@@ -1,4 +1,4 @@
-"""claude_code.py and claude_transcript.py on what the real Claude Code CLI printed and wrote
+"""claude_code.py and agent/transcript.py on what the real Claude Code CLI printed and wrote
 against the Anthropic stand-in (tests/claude_captures.py): result JSON, costs, sessions,
 transcripts, slash commands and the status of a phase."""
 

@@ -161,7 +161,7 @@ FLAKY = ("plan(tests => 4); ok(1, 'first'); ok(1);\n"
 
 
 def test_a_rerun_decides_and_both_runs_are_recorded(prove_v):
-    """rerun_failed=1: a file prove.py ran a second time is judged by its rerun; grade.json
+    """rerun_failed=1: a file prove/stage.py ran a second time is judged by its rerun; grade.json
     keeps both runs' graded results, the ids that changed and the first runs' verdict."""
     first, code = prove_v("h2.t", FLAKY)
     rerun, rerun_code = prove_v("h2.t", FLAKY)

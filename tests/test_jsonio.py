@@ -1,4 +1,5 @@
-"""Atomic writes (nginx_eval/jsonio.py): the installed scripts the harness runs from its cache."""
+"""Atomic writes (nginx_eval/core/jsonio.py): the installed scripts the harness runs from its
+cache."""
 
 import os
 

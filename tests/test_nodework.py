@@ -1,4 +1,4 @@
-"""nodework.py: a unit's files as they travel between the coordinator and a node."""
+"""cluster/node.py: a unit's files as they travel between the coordinator and a node."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Each test file runs in a network of its own (private_network.py, prove.run_prove_files).
+"""Each test file runs in a network of its own (prove/network.py, prove.run_prove_files).
 
 The scenarios run the real prove on .t files that hold a fixed port, as nginx-tests before
 parallel support did, two proves at once from two threads, as parallel doit workers do.

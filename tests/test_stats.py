@@ -1,5 +1,5 @@
-"""The report's statistics (nginx_eval/stats.py) against values computed independently: textbook
-examples, closed forms written out here, exact enumeration, and simulation."""
+"""The report's statistics (nginx_eval/report/stats.py) against values computed independently:
+textbook examples, closed forms written out here, exact enumeration, and simulation."""
 
 import itertools
 import math

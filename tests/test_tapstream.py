@@ -1,4 +1,4 @@
-"""tapstream.py on what real `prove -v` prints (conftest.prove_v runs it on small .t files)."""
+"""prove/tap.py on what real `prove -v` prints (conftest.prove_v runs it on small .t files)."""
 
 from nginx_eval.prove.tap import assertion_id, file_problem, parse_tap
 

@@ -1,4 +1,4 @@
-"""The environment a test file runs in (nginx_eval/testenv.py): daemons nginx-tests start must run
+"""The environment a test file runs in (nginx_eval/prove/env.py): daemons nginx-tests start must run
 as root, as the harness and CI do."""
 
 import os

@@ -1,4 +1,4 @@
-"""What may hold an agent back, for the agent stage (agent.py): a run stopped because the API
+"""What may hold an agent back, for the agent stage (agent/stage.py): a run stopped because the API
 refused the credentials, the run's budget, and the wait between the attempts of a run that met
 an infra error.
 

@@ -33,7 +33,7 @@ Output ``agent.json``::
 
 What the CLI's outputs mean (status, cost, sessions, transcripts, slash commands) is
 claude_code.py's; what holds an agent back (a run stopped by refused credentials, the budget,
-the backoff) is agent_limits.py's. A run that ends in ``infra_error`` is tried again in a fresh
+the backoff) is agent/gate.py's. A run that ends in ``infra_error`` is tried again in a fresh
 workspace up to ``agent_retries`` times; credentials refused (401/403) write no agent.json and
 stop the run with one line; with ``max_cost`` spent an agent is ``not_run``. ``infra_error``
 and ``not_run`` records are not finished: the next ``doit run`` tries again. A failed phase is
@@ -42,8 +42,8 @@ one line on stderr when it happens: ``nginx-eval: agent <mode>/<instance> failed
 
 An agent run costs money, so it is repeated only when its inputs change (mode command, prompt,
 model, problem statement, the values of environment variables its command names, the slash
-command files, the Claude Code version) or after ``doit forget`` (see doitdb.py). The inputs
-digest is stored in agent.json; an action that finds a finished agent.json of the same inputs
+command files, the Claude Code version) or after ``doit forget`` (see doitext/backend.py). The
+inputs digest is stored in agent.json; an action that finds a finished agent.json of the same inputs
 returns at once, even when doit's database was lost. Adding the Claude Code version to the
 inputs changed the digest of the Claude Code runs made before it, once.
 """

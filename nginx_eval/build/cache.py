@@ -3,7 +3,7 @@ records, and their removal.
 
 A build's key (BuildSpec.key) is the digest of (base commit, configure flags, patch bytes,
 compiler identity); ``builds/<key>/`` holds ``tree/``, ``build.log`` and ``build.json`` (its schema
-is in build.py's docstring). Builds are made in ``builds/.tmp/`` and published by renaming
+is in build/stage.py's docstring). Builds are made in ``builds/.tmp/`` and published by renaming
 (publish): no reader ever sees half a build. A published tree is read-only and its build.json
 records the binary's sha256 and stat (verify_build, binary_intact): a changed binary is noticed
 before anything runs it or starts from it. A build that failed because of the environment is never

@@ -1,6 +1,6 @@
 #!/bin/sh
-# The `cc` that nginx's ./auto/configure runs (build.py puts it first on configure's PATH only;
-# make never sees it).
+# The `cc` that nginx's ./auto/configure runs (build/stage.py puts it first on configure's PATH
+# only; make never sees it).
 #
 # configure compiles and links about a hundred small test programs, one after another, and runs
 # some of them: about 3.6 of its 4.4 s go to the compiler, ccache cannot cache a link, and the

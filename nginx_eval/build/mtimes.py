@@ -4,7 +4,7 @@ Timestamps are not trusted: a copied tree (``cp -a`` of a published one, mtimes 
 objects dated after the sources a patch changes (a clock stepped back, a cache from another host).
 Before make, the files a patch or a sibling sync changed get an mtime later than every other file
 of the tree (stamp_changed); after make, each changed source must be older than the objects that
-read it and than objs/nginx (unproven), or build.py falls back to a clean build.
+read it and than objs/nginx (unproven), or build/stage.py falls back to a clean build.
 """
 
 import os

@@ -25,8 +25,8 @@ is discarded. Failed builds are published too, with their log, so a broken patch
 Timestamps are not trusted: before make, the files a patch or a sibling sync changed get an mtime
 later than every other file of the copied tree; after make, each changed source must be older than
 the objects that read it and than objs/nginx, or the build falls back to a clean one
-(buildmtimes.py). A published tree is read-only and its build.json records the binary's sha256
-(buildcache.verify_build): a tampered base is rebuilt clean before anything starts from it.
+(build/mtimes.py). A published tree is read-only and its build.json records the binary's sha256
+(cache.verify_build): a tampered base is rebuilt clean before anything starts from it.
 
 Only the patch's failures are verdicts. A build that fails where the base (empty patch) builds is
 ``compile_failed`` (or ``patch_failed``) and published. A failure of the environment (a tool not on
@@ -42,7 +42,7 @@ Per task, ``results/<run>/<mode>/<id>/build.json`` is the build record plus {"in
 copy of the log.
 
 This module decides which build to make and from what, and what a failure means; the steps are
-in buildsteps.py, the cache in buildcache.py, the order builds start in buildplan.py.
+in build/steps.py, the cache in build/cache.py, the order builds start in build/plan.py.
 """
 
 import contextlib

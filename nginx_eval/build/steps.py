@@ -3,7 +3,7 @@ or one from a copy of a published build (apply or sync, stamp, make, prove the t
 step under a time limit with its output in the build's log; and what a failed step says about the
 environment.
 
-build.py decides which build to make and from what, and what a failure means for the verdict.
+build/stage.py decides which build to make and from what, and what a failure means for the verdict.
 """
 
 import contextlib
@@ -89,7 +89,7 @@ def _configure(layout, tree, flags, env, log):
 
 def _sync_tree(bare, tree, old_commit, new_commit):
     """Turn a build tree of old_commit into one of new_commit: [(status, path)] of the files
-    that differ (the caller stamps the written ones, see buildmtimes.stamp_changed)."""
+    that differ (the caller stamps the written ones, see mtimes.stamp_changed)."""
     changed = changed_files(bare, old_commit, new_commit)
     for status, path in changed:
         if status == "D":

@@ -2,7 +2,7 @@
 configure's command line and environment (feature_test_cc.sh, no ccache), make's environment
 (ccache) and the programs a build cannot do without.
 
-build.py runs the steps; this module only says which programs, with which flags and variables.
+build/stage.py runs the steps; this module only says which programs, with which flags and variables.
 """
 
 import os

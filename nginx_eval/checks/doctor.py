@@ -4,7 +4,7 @@
 What it checks, and how a problem is reported:
 
     tools          cc, make, git, perl, prove, tar (required); ccache, bwrap (warnings only)
-    isolation      whether tests get a network namespace of their own (private_network.py); a
+    isolation      whether tests get a network namespace of their own (prove/network.py); a
                    warning when not: they share the machine's ports, fixed-port test trees
                    queue for one machine-wide slot
     libraries      headers/libraries of the task's configure flags: libc, PCRE (unless

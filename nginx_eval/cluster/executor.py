@@ -2,7 +2,7 @@
 Ray cluster (``executor=ray``, rayexec.py).
 
 doit is the coordinator either way: the task graph, doit's database, the inputs digests
-(stamps.py), the budget (agent_limits.py) and ``results/`` live where ``doit run`` runs. Three
+(stamps.py), the budget (agent/gate.py) and ``results/`` live where ``doit run`` runs. Three
 kinds of work may leave the machine, each a plain function of the stage's module with the
 signature ``work(layout, *args)`` that reads and writes only its unit's results directory
 (``layout.task_dir(mode, instance)``) and the layout's cache:

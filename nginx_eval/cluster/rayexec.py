@@ -29,8 +29,9 @@ cluster's CPUs instead of this machine's cores.
 
 **Lost nodes.** A build or prove whose node dies is run again by Ray on another node
 (``SYSTEM_RETRIES``): it is repeatable and costs no money. An agent run whose node dies is an
-``infra_error`` attempt: it runs again elsewhere up to ``agent_retries=`` times (agent.py), each
-lost attempt listed in agent.json's ``attempts``; an agent run that came back is never run again.
+``infra_error`` attempt: it runs again elsewhere up to ``agent_retries=`` times (agent/stage.py),
+each lost attempt listed in agent.json's ``attempts``; an agent run that came back is never run
+again.
 
 **Stopping.** Ctrl-C (procs.stop_on_signals) cancels the units in flight: Ray raises
 KeyboardInterrupt in the work, and procs.run_limited kills the command's process group on the

@@ -439,8 +439,8 @@ def commit_facts(git_dir, commit):
     return dict(zip(("day", "time", "subject"), out.split(_FIELD, 2)))
 
 
-# Queries of the build stage (build.py, buildplan.py): through _git, in git_environment(), for
-# their stdin and stdout.
+# Queries of the build stage (build/stage.py, build/plan.py): through _git, in git_environment(),
+# for their stdin and stdout.
 
 def _query(git_dir, args, stdin=None, text=True, check=False):
     proc = _git([f"--git-dir={git_dir}", *args], check=check,

@@ -6,17 +6,17 @@ Project root (``NGINX_EVAL_ROOT``, default: the directory of dodo.py):
     templates/                  prompt and report templates
     results/<run>/              run output (``NGINX_EVAL_RESULTS`` moves it); report.md,
                                 report.json, report-chart.png, report-distributions.png,
-                                compare-<other run>.md|.json (report.py)
+                                compare-<other run>.md|.json (report/stage.py)
 
 Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     repos/<owner>+<name>.git    bare clones
     tests/<test_commit>/        nginx-tests trees, one per pinned commit, shared by all runs
-                                (testtree.py)
+                                (prove/tree.py)
     workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
-    builds/<key>/               content-addressed builds (see build.py)
+    builds/<key>/               content-addressed builds (see build/stage.py)
     builds/.tmp/<key>.<pid>/    a build in progress (or a killed one's leftovers)
     builds/.failed/<key>.json|.log   an env_error build's record and log, never a verdict
-    guards/<hash>/nginx         the output guard in front of a build's binary (testenv.py)
+    guards/<hash>/nginx         the output guard in front of a build's binary (prove/env.py)
     ccache/                     ccache's store, shared by all builds
     feature-tests/              executables of configure's test programs (feature_test_cc.sh),
                                 feature-tests/bin/cc the compiler configure runs
@@ -27,19 +27,20 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     running/<run>/.builds/<key>  the same for the step (configure, make...) of a build in progress
     running/<run>/.other/<token> the same for a command without a file of its own (during a run)
     running/<run>.agent-stop    why no agent of <run> may start (an auth error), until the next
-                                `doit run` (agent.py)
-    agent-versions/<hash>.json  `<program> --version` per program file, mtime and size (agent.py)
+                                `doit run` (agent/stage.py)
+    agent-versions/<hash>.json  `<program> --version` per program file, mtime and size
+                                (agent/stage.py)
     doit/<run>.db               doit's database for that run (a disposable cache)
 
 Per task results, ``results/<run>/<mode>/<instance_id>/``:
-    agent.json, agent/          agent status and logs        (agent.py)
+    agent.json, agent/          agent status and logs        (agent/stage.py)
     model.patch, patch.json     the candidate patch          (patch.py)
-    build.json, build.log       the build verdict            (build.py)
-    prove.json, tap/<file>.tap  raw TAP per test file        (prove.py)
-    tap/<file>.rerun.tap        second runs, rerun_failed=1  (prove.py)
+    build.json, build.log       the build verdict            (build/stage.py)
+    prove.json, tap/<file>.tap  raw TAP per test file        (prove/stage.py)
+    tap/<file>.rerun.tap        second runs, rerun_failed=1  (prove/stage.py)
     grade.json                  the verdict                  (grade.py)
-Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (summary.py).
-Per run: ``results/<run>/run.json``, the benchmark and tasks the run is of (runrecord.py).
+Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (results.py).
+Per run: ``results/<run>/run.json``, the benchmark and tasks the run is of (run/record.py).
 """
 
 import hashlib
@@ -95,7 +96,7 @@ class Layout:
         return self.cache / "tests" / f"{test_commit}.json"
 
     def output_guard(self, binary):
-        """testenv.py's output guard for a binary: a directory per binary path."""
+        """prove/env.py's output guard for a binary: a directory per binary path."""
         return self.cache / "guards" / hashlib.sha256(str(binary).encode()).hexdigest()[:16]
 
     def workspace(self, mode, instance_id):

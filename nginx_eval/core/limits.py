@@ -8,15 +8,16 @@ still caps the total; below it, the limit of the kind decides.
 
 **Slots.** Each kind has N slots, the files ``<cache>/locks/slots-<run>/<kind>-<i>.lock``; a
 command holds one with an exclusive ``flock`` while it runs (``slot``): each configure and make
-step of a build (buildsteps.py), each prove file run (prove.py), each agent phase (agent.py).
-flock works between the threads of ``-P thread`` (each holder opens the file anew, and flocks of
-separate opens exclude each other) and between the worker processes of ``-P process``, and the
-kernel drops the lock when its process dies, so a killed worker never keeps a slot. A command
-asks every slot without blocking, then polls: a waiter stops at once when the run is interrupted
-(procs.stop_on_signals; a blocking flock would sleep through the interrupt in a worker thread).
+step of a build (build/steps.py), each prove file run (prove/stage.py), each agent phase
+(agent/stage.py). flock works between the threads of ``-P thread`` (each holder opens the file anew,
+and flocks of separate opens exclude each other) and between the worker processes of ``-P process``,
+and the kernel drops the lock when its process dies, so a killed worker never keeps a slot. A
+command asks every slot without blocking, then polls: a waiter stops at once when the run is
+interrupted (procs.stop_on_signals; a blocking flock would sleep through the interrupt in a worker
+thread).
 
 **Time.** A stage's time counts its work, not its place in the queue: ``Stopwatch`` measures
-wall time minus this thread's waits for slots (build.py's ``seconds``).
+wall time minus this thread's waits for slots (build/stage.py's ``seconds``).
 
 Outside ``doit run`` (unit tests calling a stage's functions, scripts/bench.py's naive loop)
 nothing is configured and ``slot`` limits nothing. With ``executor=ray`` the work runs on the

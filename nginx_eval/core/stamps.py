@@ -12,7 +12,7 @@ database.
 Where a rerun costs money or minutes, the action checks once more before it works (``made_from``),
 so that neither ``doit run -a`` nor a stale database pays twice: the agent (its agent.json) and the
 build (its content-addressed cache). ``doit forget agent:...`` is the way to run a finished agent
-again (doitdb.py keeps the request).
+again (doitext/backend.py keeps the request).
 
 Tasks whose output cannot carry the digest and costs milliseconds to make (results.jsonl,
 validation.md) keep doit's own ``file_dep`` check: losing the database redoes them, which is

@@ -2,8 +2,8 @@
 
 doit prints a line for every clean action of every selected task (hundreds for a run, none of them
 saying what went), and nothing at the end. The clean actions (workspace.remove_workspace,
-buildcache.remove_task_build and remove_base_build) record here what they removed and its size on
-disk; the loader (cli.load_dodo) installs ``quiet_clean`` for the ``clean`` command, which hides
+build/cache.py's remove_task_build and remove_base_build) record here what they removed and its size
+on disk; the loader (cli.load_dodo) installs ``quiet_clean`` for the ``clean`` command, which hides
 doit's per-action lines and the actions' own lines unless the command line has ``verbosity=2``
 (``doit clean`` has no ``-v`` option, and doit parses a command's options before it reads dodo.py),
 and prints one line when cleaning is done::

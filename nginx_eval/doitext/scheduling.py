@@ -16,7 +16,7 @@ cold run of the shipped benchmark tens of seconds with the processors idle:
 
 The set of tasks that runs and every dependency stay as they were; only the choice among tasks
 that are ready changes. This module only makes doit keep an order; which order is the build
-plan's policy, in buildplan.py: the order builds start in (interleave_by_build_group), the base
+plan's policy, in build/plan.py: the order builds start in (interleave_by_build_group), the base
 builds' spanning tree (base_build_plan) and the order of the results task's dependencies
 (start_order).
 

@@ -2,9 +2,9 @@
 
 ``task_stub`` turns a proposal (nginx_eval/mining/scoring.py) into a task whose base is the
 fix's first parent, with the test files most related to the fix (``pick_files``) and what they
-need (``needs_of``: configure flags and Perl modules, read by nginx_eval/testsuite.py as the
+need (``needs_of``: configure flags and Perl modules, read by nginx_eval/prove/testsuite.py as the
 doctor reads them); fail_to_pass, pass_to_pass and the problem statement are left to a human.
-``write_candidates`` writes them under ``"candidates": true`` (see nginx_eval/benchmark.py),
+``write_candidates`` writes them under ``"candidates": true`` (see nginx_eval/run/benchmark.py),
 ``print_candidates`` a line per stub."""
 
 import json
@@ -36,7 +36,7 @@ def pick_files(files, c):
 
 def needs_of(git_dir, commit, files):
     """(configure flags, Perl modules) the test files need at `commit`, as the doctor reads them
-    (nginx_eval/testsuite.py): the flags that build every module their has() calls name, the
+    (nginx_eval/prove/testsuite.py): the flags that build every module their has() calls name, the
     non-core modules they load or call."""
     names, perl = [], []
     for f in files:
@@ -54,7 +54,7 @@ def task_stub(p, nginx_dir, tests_dir):
     statement left to a human), or None when its fix has no parent to be the base or the
     base cannot be built here with what its tests need (nginx_eval/mining/oldbuilds.py). A test
     tree from before parallel tests (fixed ports) is fine: each prove has a network of its own
-    (nginx_eval/private_network.py)."""
+    (nginx_eval/prove/network.py)."""
     c, sig = p["_commit"], p["_sig"]
     notes = (f"score {p['_score']:.1f} ({sig['kind']}"
              f"{' ' + ','.join(sorted(sig['versions'])) if sig['versions'] else ''}"

@@ -6,7 +6,7 @@ PERL5LIB pass through, no inherited ``TEST_NGINX_*`` does (``TEST_NGINX_UNSAFE``
 assertions). ``TEST_NGINX_GLOBALS`` is ``NGINX_EVAL_TEST_GLOBALS`` plus, as root, ``user root;``
 unless that already names a user (nginx refuses two; as root its workers would otherwise switch
 to ``nobody`` and fail on the test's private temp directory). The environment is recorded in
-prove.json and is part of prove's inputs (prove.py).
+prove.json and is part of prove's inputs (prove/stage.py).
 
 ``TEST_NGINX_BINARY`` is an output guard (nginx_output_guard.sh) in front of the real binary:
 Test::Nginx starts nginx with the test's stdout, which is the TAP stream, so nginx run as a server
@@ -18,7 +18,7 @@ one, so every memcached test file died before its plan. ``daemon_shims`` puts a 
 on the test's PATH holding a `memcached` that runs the real one with ``-u root``.
 
 ``tool_versions`` names the perl that runs the tests and the openssl they make their certificates
-with: prove.json's ``versions`` (see prove.py).
+with: prove.json's ``versions`` (see prove/stage.py).
 """
 
 import os
@@ -82,7 +82,8 @@ def test_globals(environ=None):
 
 @lru_cache(maxsize=1)
 def tool_versions():
-    """{"perl", "openssl"}: the versions prove.json records (see prove.py), once per process."""
+    """{"perl", "openssl"}: the versions prove.json records (see prove/stage.py), once per
+    process."""
     return {"perl": _first_line(["perl", "-e", "print $^V"]),
             "openssl": _first_line(["openssl", "version"])}
 
@@ -132,7 +133,7 @@ def daemon_shims(layout, environ=None):
         real = shutil.which(daemon, path=path)
         if real:
             scripts[daemon] = (f"#!/bin/sh\n# nginx-eval: {daemon} refuses to run as root "
-                               f"without {' '.join(options)} (testenv.py)\n"
+                               f"without {' '.join(options)} (prove/env.py)\n"
                                f"exec {_sh_quote(real)} {' '.join(options)} \"$@\"\n")
     if not scripts:
         return None

@@ -13,7 +13,7 @@ why, proves run on the shared network, and the
 files of a fixed-port tree take a machine-wide lock so that no two of them run at once
 (`fixed_port_lock`); the doctor reports which of the two applies.
 
-Also a program: ``python3 private_network.py COMMAND [ARG...]`` enters a new namespace, brings
+Also a program: ``python3 prove/network.py COMMAND [ARG...]`` enters a new namespace, brings
 its loopback up and execs COMMAND (same process, so the caller's process group, session and
 environment token still find it). It imports nothing from the package, so it runs wherever the
 harness's Python runs, whether or not the package is installed.
@@ -91,7 +91,7 @@ def uses_fixed_ports(tests_tree):
 
 def main(argv):
     if not argv:
-        print("usage: private_network.py COMMAND [ARG...]", file=sys.stderr)
+        print("usage: prove/network.py COMMAND [ARG...]", file=sys.stderr)
         return 2
     try:
         enter()

@@ -1,9 +1,9 @@
 """Stage 6, prove: run the task's test files with ``prove -v`` against the built binary.
 
 The tests run in the nginx-tests tree of the task's test commit, checked before each prove
-(testtree.py: an edited, added or removed file gets the tree extracted again and a note in
+(prove/tree.py: an edited, added or removed file gets the tree extracted again and a note in
 prove.json), and in an environment the harness pins, with an output guard in front of nginx
-(testenv.py). Each file runs with its own time limit (task.test_timeout) in its own process
+(prove/env.py). Each file runs with its own time limit (task.test_timeout) in its own process
 group, so a hanging test and the nginx it started are killed. The output of each file is kept in
 ``tap/<file>.tap`` (stdout, the TAP stream), ``tap/<file>.stderr`` and ``tap/<file>.nginx.log``.
 
@@ -31,7 +31,7 @@ The reference run, when needed, covers a file if either of its runs needs one.
                   first line} | null}
 
 ``network`` says where the file ran: "private", in a network namespace of its own (every port
-its own, private_network.py), or "shared", on the machine's network where the kernel refuses a
+its own, prove/network.py), or "shared", on the machine's network where the kernel refuses a
 namespace or NGINX_EVAL_PRIVATE_NETWORK=0 (then a fixed-port test tree runs one file at a time on
 the machine). It is not one of prove's inputs: either way a file that ran alone gives the same
 result.
@@ -39,7 +39,7 @@ result.
 ``versions`` names the perl that ran the tests and the openssl program they made their
 certificates with, each asked once per process (null: the program did not answer; the whole
 field null: no test ran, the build failed). It is not one of prove's inputs: the report
-(report_records.py) reads it, so that a report rendered elsewhere names the Perl and OpenSSL
+(report/records.py) reads it, so that a report rendered elsewhere names the Perl and OpenSSL
 of the run.
 """
 
@@ -62,7 +62,7 @@ from ..core.tasknames import BUILD, PROVE, task_name, tests_task_name, unit_name
 
 def ports_for(tests_tree, network):
     """What a prove holds while it runs: on the shared network, a fixed-port test tree queues
-    for the machine's one fixed-port slot (private_network.py); otherwise nothing."""
+    for the machine's one fixed-port slot (prove/network.py); otherwise nothing."""
     if network == "shared" and private_network.uses_fixed_ports(tests_tree):
         return locks.locked(private_network.FIXED_PORT_LOCK)
     return contextlib.nullcontext()

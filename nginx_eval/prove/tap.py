@@ -7,10 +7,10 @@ skip (``1..0 # SKIP reason``) arrives as ``file.t .. skipped: reason``, and ``Ba
 description (``ok 19 # skip FCGI not installed``), so skips are kept by number.
 
 The stream is also written to by anything that inherits the test's stdout. The harness keeps
-nginx's own output out of it (testenv.py's output guard), and this parser checks the stream anyway:
-Test::More numbers assertions 1, 2, 3... and prints one plan, so a repeated number, a number out of
-sequence, a number past the plan or a second plan means someone else wrote TAP into the stream.
-Such a file is ``tampered``: its assertions count for nothing.
+nginx's own output out of it (prove/env.py's output guard), and this parser checks the stream
+anyway: Test::More numbers assertions 1, 2, 3... and prints one plan, so a repeated number, a number
+out of sequence, a number past the plan or a second plan means someone else wrote TAP into the
+stream. Such a file is ``tampered``: its assertions count for nothing.
 
 Assertion ids are ``"<file>:<number> <description>"`` (``"<file>:<number>"`` without one):
 numbers make them unique (nginx-tests repeats names within a file) and the pinned test commit

@@ -3,7 +3,7 @@
 The nginx-tests tree of each pinned test commit is extracted once into the cache
 (``tests:<commit>``), made read-only and shared. Before each prove it is compared with the test
 commit in the bare clone (git, a scratch index); an edited, added or removed file gets the tree
-extracted again and a note in prove.json (prove.py; validate.py checks it the same way).
+extracted again and a note in prove.json (prove/stage.py; validate.py checks it the same way).
 """
 
 import os

@@ -2,8 +2,8 @@
 pair of arms compared on the tasks both have results for (McNemar and Newcombe for one run per
 task, a permutation test and a bootstrap interval on per-task means with repeats; stats.py), Holm's
 adjustment over the pairs, each comparison in a sentence, the power summary, and resolved rates by
-area and by fix date. A task whose outcome is not scored in a mode (summary.NOT_SCORED) is in
-none of them for that mode (report_modes.scored_table).
+area and by fix date. A task whose outcome is not scored in a mode (outcomes.NOT_SCORED) is in
+none of them for that mode (report/modes.py: scored_table).
 """
 
 import statistics

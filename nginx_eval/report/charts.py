@@ -1,4 +1,4 @@
-"""The report's charts, drawn with matplotlib from collect()'s data (report_data.py):
+"""The report's charts, drawn with matplotlib from collect()'s data (report/data.py):
 ``report-chart.png`` (resolved rate and, when an arm has one, cost per resolved task per arm,
 with 95% intervals) and
 ``report-distributions.png`` (agent time and cost per task, per mode). The PNGs carry no timestamp

@@ -1,6 +1,6 @@
 """The comparison of two runs (``compare=OTHER``): each arm of this run against the same arm of
 run OTHER, paired on the tasks both runs have, with Holm's adjustment over the arms; which tasks
-only one run resolves. report.py writes it as ``compare-<OTHER>.md|.json`` (schema in its
+only one run resolves. report/stage.py writes it as ``compare-<OTHER>.md|.json`` (schema in its
 docstring).
 """
 

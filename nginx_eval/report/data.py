@@ -1,7 +1,7 @@
 """The report's data: everything report.md shows, as plain data (collect(); also what the tests
 check), the warnings it lists, and its slice that report.json holds (report_json(); the schema is
-in report.py's docstring). Built from report_records (reading), report_modes (figures per mode and
-family) and report_arms (comparisons, power, breakdowns).
+in report/stage.py's docstring). Built from report_records (reading), report_modes (figures per mode
+and family) and report_arms (comparisons, power, breakdowns).
 """
 
 import datetime

@@ -1,10 +1,10 @@
 """The report's figures for each mode, and for each mode family (a mode and its repeats), from
-the rows report_records.py reads: outcome counts, the resolved rate with its Wilson interval, agent
+the rows report/records.py reads: outcome counts, the resolved rate with its Wilson interval, agent
 time, cost (per resolved task with a seeded bootstrap interval), tokens, patch sizes and overlap
 with the gold patch; per family, the spread of the repeats' rates and pass@k.
 
 A mode's denominator is the run's tasks less those whose outcome is not scored
-(summary.NOT_SCORED: the agent's run ended in an infra error, or the budget left it not run):
+(outcomes.NOT_SCORED: the agent's run ended in an infra error, or the budget left it not run):
 those count in no rate, interval or comparison, and are counted apart. A task without a result
 stays in the denominator and scores 0.
 

@@ -1,4 +1,4 @@
-"""Power planning (``doit run power detect=D``): from this run's comparisons (report_arms.py),
+"""Power planning (``doit run power detect=D``): from this run's comparisons (report/arms.py),
 how many tasks, and where the repeats tell the variation within a task how many repeats, a
 difference of D percentage points needs to be detected with 80% power (stats.py's formulas).
 Prints, writes nothing.

@@ -1,9 +1,9 @@
 """Reading a run's records for the report (stage 9): which modes have results, their
 results.jsonl rows, what each row's agent ran, the toolchain the records name, and the files each
-task's fix touches. Nothing here computes a statistic; report_modes.py does, from these rows.
+task's fix touches. Nothing here computes a statistic; report/modes.py does, from these rows.
 
-Rows are results.jsonl rows (summary.py's schema); a row's outcome is summary.outcome(), the one
-definition, for rows written before the field existed too.
+Rows are results.jsonl rows (results.py's schema); a row's outcome is core/outcomes.py's outcome(),
+the one definition, for rows written before the field existed too.
 """
 
 from ..core import jsonio
@@ -51,7 +51,8 @@ def read_rows(layout, names, task_ids):
 
 def toolchain_records(layout, names):
     """The per-task records the toolchain comes from, of every mode in `names`: build.json (its
-    "compiler", build.py) and prove.json (its "versions" of Perl and OpenSSL, prove.py)."""
+    "compiler", build/stage.py) and prove.json (its "versions" of Perl and OpenSSL,
+    prove/stage.py)."""
     return [p for m in names for record in ("build.json", "prove.json")
             for p in sorted(layout.mode_dir(m).glob(f"*/{record}"))]
 

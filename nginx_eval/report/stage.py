@@ -12,8 +12,8 @@ after every mode); a `doit run` of some modes (`doit run nginx:gold`) renders it
 difference needs. They are up to date when the digest of what the report is made from equals the
 ``inputs`` stored in report.json, so editing a template re-renders the report and nothing else.
 
-Outcome of a cell: the ``outcome`` of the row in results.jsonl (summary.outcome(), the one
-definition; computed from the row's other fields for rows written before it existed)::
+Outcome of a cell: the ``outcome`` of the row in results.jsonl (core/outcomes.py's outcome(), the
+one definition; computed from the row's other fields for rows written before it existed)::
 
     PASS  resolved             the agent's patch resolves the task (even after a timeout)
     ENV   env_error            the tests could not say (skipped file, missing module): untrusted
@@ -33,7 +33,7 @@ and written to the prompt cache apart from the other input tokens when the recor
 
 Statistics (stats.py names the methods and the libraries): a task scores 1 when resolved, else 0.
 A mode's resolved rate counts every task of the run (a missing result scores 0) except those it
-does not score (summary.NOT_SCORED: infra_error, not_run), which are counted apart and are in no
+does not score (outcomes.NOT_SCORED: infra_error, not_run), which are counted apart and are in no
 rate, interval or comparison, as SWE-bench leaves its error ids out; it has a Wilson 95%
 interval. An *arm* is what comparisons compare: a mode, or a mode family (``raw``, ``raw-r2``,
 ..., from ``repeats = k`` in modes.toml) taken together, whose per-task score is the mean over its
@@ -109,10 +109,10 @@ environment errors, tasks not validated as valid, modes
 with missing tasks, modes whose tasks ran different commands, and modes with tasks whose verdict a
 rerun of a failing test file changed (rerun_failed=1).
 
-Where each part lives: report_records.py reads the run's records; report_modes.py computes each
-mode's and family's figures; report_arms.py the arms, comparisons, power summary and breakdowns;
-report_data.py assembles what report.md shows and what report.json holds; report_markdown.py and
-report_charts.py render it; report_compare.py compares two runs; report_power.py plans power. This
+Where each part lives: report/records.py reads the run's records; report/modes.py computes each
+mode's and family's figures; report/arms.py the arms, comparisons, power summary and breakdowns;
+report/data.py assembles what report.md shows and what report.json holds; report/markdown.py and
+report/charts.py render it; report/compare.py compares two runs; report/power.py plans power. This
 module says what the report is made from, when it is up to date, writes it, and yields its tasks.
 """
 

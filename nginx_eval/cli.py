@@ -30,13 +30,14 @@ import functools
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from doit.reporter import ConsoleReporter
 
-from . import cleaning, executor, limits, procs, progress, sandbox, scheduling
+from . import cleaning, executor, jsonio, limits, procs, progress, sandbox, scheduling
 from .agent import agent_finished
 from .agent_limits import clear_stop
-from .claude_code import is_claude_code, program_version, resolve_program
+from .claude_code import credentials_problem, is_claude_code, program_version, resolve_program
 from .errors import UserError, UserFailure, fail
 from .locks import Busy, hold_until_exit
 from .commandline import command_program
@@ -201,10 +202,12 @@ def program_problem(layout, program, env, box):
         return f"program {program!r} is not on PATH"
     path = resolve_program(program, env)
     claude = is_claude_code(path)
+    if claude and credentials_problem(env):
+        return credentials_problem(env)
     if box and (path or "/" not in program):
         probe = [path, "--version"] if claude else ["bash", "-c", 'type -t -- "$1"', "bash",
                                                     program]
-        problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), sandbox=box,
+        problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), box=box,
                                         environ=env, programs=[path] if path else [])
         return problem and f"program {program!r} does not start in the sandbox: {problem}"
     if claude and not program_version(path, env, layout.agent_versions):
@@ -223,6 +226,7 @@ def preflight(ctx, tasks, selected):
         checked.add(mode.family)
         box = sandbox.settings(mode)
         if box:
+            # Never a fallback to an unisolated run: no agent starts without its sandbox.
             sandbox.check_available(mode, ctx.layout.modes_file)
         env = dict(os.environ, **dict(mode.env))
         for phase in mode.phases:
@@ -264,13 +268,24 @@ def track_tasks():
     Runner.execute_task = execute_task
 
 
+def all_agents_failed(agent_tasks):
+    """The line for a run whose agents all ended in infra_error (nothing was measured), or
+    None. agent_tasks: the agent tasks doit ran in this run (their targets: agent.json)."""
+    statuses = [(jsonio.read_json(Path(t.targets[0])) or {}).get("status")
+                for t in agent_tasks if t.targets]
+    if statuses and all(s == "infra_error" for s in statuses):
+        return (f"all {len(statuses)} agent run(s) of this command ended in infra_error "
+                f"(see the agent lines above): nothing was measured")
+    return None
+
+
 def reporter_for(ctx, command):
     class Reporter(ConsoleReporter):
         """doit's console output, plus the preflight and one-line user errors."""
 
         def __init__(self, outstream, options):
             super().__init__(outstream, options)
-            self.printed = set()
+            self.printed, self.agents = set(), []
 
         def initialize(self, tasks, selected_tasks):
             super().initialize(tasks, selected_tasks)
@@ -284,6 +299,8 @@ def reporter_for(ctx, command):
             super().add_success(task)
             if task.actions:
                 _finished["tasks"] += 1
+            if task.name.startswith("agent:"):
+                self.agents.append(task)
 
         def add_failure(self, task, fail_info):
             if procs.interrupted():
@@ -305,7 +322,16 @@ def reporter_for(ctx, command):
             if not procs.interrupted():
                 super().complete_run()
 
-    return progress.watching(Reporter, ctx, command)
+    class Checked(progress.watching(Reporter, ctx, command)):
+        def complete_run(self):
+            super().complete_run()      # the summary lines first
+            failed = not procs.interrupted() and all_agents_failed(self.agents)
+            if failed:
+                sys.stderr.write(f"nginx-eval: error: {failed}\n")
+                sys.stderr.flush()
+                raise SystemExit(1)     # doit has closed its database already
+
+    return Checked
 
 
 def _refuse_processes(argv):

@@ -15,6 +15,10 @@ results.jsonl row::
                                         # what ran (null: no agent, or a record without it)
      "agent_model": str | null,         # agent.json's model (null: not passed, or no agent)
      "agent_version": str | null,       # agent.json's agent_version (`<program> --version`)
+     "isolation": "srt" | "none" | null,    # agent.json's isolation (null: no agent)
+     "contaminated": bool,              # agent.json's: the fix reached the agent
+     "flags": {kind: n} | null,         # agent.json's flags, counted by kind
+     "blocked": int | null,             # connections the sandbox refused, every phase
      "trajectory": str | null,          # agent.json's trajectory, relative to the task's
                                         # results dir ("agent/trajectory.md")
      "build_kind", "build_seconds", "agent_seconds", "cost_usd",
@@ -33,6 +37,7 @@ report (report_records.py imports it; this module imports nothing of later stage
 
     infra_error          the agent's run ended because the API or the network failed (after
                          its retries): not the model's answer, not scored
+    contaminated         the fix reached the agent (attempts.py): not its own answer, not scored
     not_run              the run's budget (max_cost) was spent before the agent started: not
                          scored
     resolved             the patch resolves the task (even after an agent timeout or failure)
@@ -49,7 +54,7 @@ from .patch import UNFINISHED_AGENT
 
 # Outcomes that say nothing of the model: outside a mode's denominator (rates, intervals,
 # comparisons), counted apart. Each is the agent.json status of the same name (patch.py).
-NOT_SCORED = tuple(UNFINISHED_AGENT)
+NOT_SCORED = tuple(UNFINISHED_AGENT) + ("contaminated",)
 OUTCOMES = ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
             "timeout", "agent_error", "env_error") + NOT_SCORED
 
@@ -58,6 +63,8 @@ def outcome(row):
     """The outcome of a results.jsonl row (or a row without the field, from its other fields)."""
     if row.get("agent_status") in NOT_SCORED:
         return row["agent_status"]
+    if row.get("contaminated"):
+        return "contaminated"
     if row.get("resolved"):
         return "resolved"
     if row.get("status") == "env_error":
@@ -69,6 +76,13 @@ def outcome(row):
     if row.get("status") in OUTCOMES:
         return row["status"]
     return "unresolved"
+
+
+def _flag_counts(agent):
+    counts = {}
+    for f in agent.get("flags") or []:
+        counts[f["kind"]] = counts.get(f["kind"], 0) + 1
+    return counts
 
 
 def result_row(layout, mode, task):
@@ -88,6 +102,10 @@ def result_row(layout, mode, task):
         "agent_commands": commands or None,
         "agent_model": next((p.get("model") for p in phases if p.get("model")), None),
         "agent_version": agent.get("agent_version"), "trajectory": agent.get("trajectory"),
+        "isolation": agent.get("isolation", "none") if agent else None,
+        "contaminated": bool(agent.get("contaminated")),
+        "flags": _flag_counts(agent) if agent else None,
+        "blocked": sum(len(p.get("blocked") or []) for p in phases) if agent else None,
         "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
         "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),

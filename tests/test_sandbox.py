@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from nginx_eval.sandbox import bwrap_problem
+from nginx_eval.sandbox import sandbox_problem
 
-needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None,
-                                 reason=f"no usable bubblewrap: {bwrap_problem()}")
+needs_srt = pytest.mark.skipif(sandbox_problem() is not None,
+                               reason=f"no usable agent sandbox: {sandbox_problem()}")
 
 # Looks for the fix and the tests every way it can, and prints FOUND lines for what it finds.
 SPY = r"""#!/bin/bash
@@ -43,8 +43,7 @@ def spy_project(project, sandbox, find=True):
              project.root / "tasks" / "tiny.json"]
     (project.root / "modes.toml").write_text(textwrap.dedent(f"""\
         [modes.spy]
-        sandbox = {"true" if sandbox else "false"}
-        network = false
+        isolation = "{"srt" if sandbox else "none"}"
         env = {{ SPY_FIX = "{fix}", SPY_PATHS = "{' '.join(map(str, paths))}", SPY_FIND = "{int(find)}" }}
         [[modes.spy.phases]]
         name = "look"
@@ -62,7 +61,7 @@ def spy_output(project):
     return out
 
 
-@needs_bwrap
+@needs_srt
 def test_a_sandboxed_agent_finds_neither_the_fix_nor_the_tests(project):
     fix = spy_project(project, sandbox=True)
     out = spy_output(project)
@@ -100,7 +99,7 @@ def test_nothing_the_agent_is_given_contains_the_fix(project):
             assert line not in text
 
 
-@needs_bwrap
+@needs_srt
 def test_a_hanging_sandboxed_agent_is_killed_with_everything_it_started(project):
     marker = f"{time.time_ns() % 10**9}"
     spy_project(project, sandbox=True)
@@ -124,14 +123,20 @@ def test_a_hanging_sandboxed_agent_is_killed_with_everything_it_started(project)
     assert not alive
 
 
-@needs_bwrap
+@needs_srt
 def test_sandbox_settings_are_part_of_the_agent_run(project):
-    """Turning the sandbox off or the network on is another experiment: the agent runs again."""
+    """Turning isolation off or letting another host in is another experiment: the agent runs
+    again."""
     spy_project(project, sandbox=True, find=False)
     project.doit("run", "tiny:spy", "instances=tiny-add")
     _, executed = project.doit("run", "tiny:spy", "instances=tiny-add")
     assert not any(e.startswith("agent:") for e in executed)
     modes = project.root / "modes.toml"
-    modes.write_text(modes.read_text().replace("network = false", "network = true"))
+    modes.write_text(modes.read_text().replace('isolation = "srt"',
+                                               'isolation = "srt"\nallow_hosts = ["example.org"]'))
     _, executed = project.doit("run", "tiny:spy", "instances=tiny-add")
     assert "agent:tiny/spy/tiny-add" in executed
+    modes.write_text(modes.read_text().replace('isolation = "srt"', 'isolation = "none"'))
+    _, executed = project.doit("run", "tiny:spy", "instances=tiny-add")
+    assert "agent:tiny/spy/tiny-add" in executed
+    assert project.read("spy", "tiny-add", "agent.json")["isolation"] == "none"

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 DETAIL_CHARS = 200
-HASH_CHARS = 10
+HASH_CHARS = 12
 MIN_LINE_CHARS = 8          # non-blank characters of a fix line worth matching
 FETCH = re.compile(
     r"\bgit\b[^\n;&|]*?\s(clone|fetch|pull|ls-remote|remote\s+add|remote\s+set-url)\b"
@@ -35,7 +35,9 @@ READ_TOOLS = {"Read": "file_path", "Glob": "path", "Grep": "path", "NotebookRead
               "LS": "path"}
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev",
                "/proc", "/sys")
-ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])(/[A-Za-z0-9._+@%-][^\s'\"`;|&<>(){}$*?]*)")
+# An absolute path as a word of a command: at its start or after a blank, quote, = or a shell
+# operator (not "s/a/b/" of sed, not the "/x" of "${VAR:-/x}").
+ABSOLUTE_PATH = re.compile(r"(?<![^\s'\"=(<>|;&])(/[A-Za-z0-9._+@%-][^\s'\"`;|&<>(){}$*?]*)")
 
 
 def cut(text, limit=DETAIL_CHARS):
@@ -55,8 +57,9 @@ class FixEvidence:
     lines: frozenset = field(default_factory=frozenset)
 
     def hash_in(self, text):
-        for word in re.findall(r"[0-9a-f]{%d,40}" % HASH_CHARS, text):
-            if self.commit.startswith(word):
+        for word in re.findall(r"\b[0-9a-f]{%d,40}\b" % HASH_CHARS, text):
+            # Digits alone are numbers (sizes, times), not a commit id.
+            if self.commit.startswith(word) and not word.isdigit():
                 return word
         return None
 

@@ -227,7 +227,9 @@ def wrap(command, *, settings_file, stderr_file, environ):
 
 
 def phase_environment(environ, tmp_dir):
-    """The environment of an isolated phase: a private temporary directory, the CLI quiet."""
+    """The environment of an isolated phase, and of srt itself: a private temporary directory
+    (srt puts the sockets of its proxy bridges there too, so it must be one the agent may
+    write: outside it nothing of /tmp is visible), the CLI quiet."""
     quiet = {k: v for k, v in QUIET_ENV.items() if k not in environ}
     return dict(environ, TMPDIR=str(tmp_dir), CLAUDE_CODE_TMPDIR=str(tmp_dir), **quiet)
 

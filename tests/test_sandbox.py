@@ -140,3 +140,52 @@ def test_sandbox_settings_are_part_of_the_agent_run(project):
     _, executed = project.doit("run", "tiny:spy", "instances=tiny-add")
     assert "agent:tiny/spy/tiny-add" in executed
     assert project.read("spy", "tiny-add", "agent.json")["isolation"] == "none"
+
+
+def test_the_model_endpoint_is_the_one_isolated_agents_reach():
+    from nginx_eval.sandbox import model_endpoint
+    assert model_endpoint({}) == "api.anthropic.com:443"
+    assert model_endpoint({"ANTHROPIC_BASE_URL": "http://127.0.0.1:8765"}) == "127.0.0.1:8765"
+    assert model_endpoint({"ANTHROPIC_BASE_URL": "https://gw.example.org/v1"}) == \
+        "gw.example.org:443"
+    assert model_endpoint({"ANTHROPIC_BASE_URL": "http://[::1]:9"}) == "[::1]:9"
+
+
+def test_a_tool_under_a_hidden_directory_stays_hidden(tmp_path):
+    from nginx_eval.sandbox import srt_settings
+    hidden_bin = tmp_path / "project" / "bin"
+    hidden_bin.mkdir(parents=True)
+    box = {"endpoint": "api.anthropic.com:443", "allow_hosts": ["example.org"], "binds": []}
+    settings = srt_settings(box, workspace=tmp_path / "ws", writable=[], environ={
+        "PATH": f"{hidden_bin}:/usr/bin", "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")},
+        hidden=[tmp_path / "project"])
+    fs = settings["filesystem"]
+    assert fs["denyRead"] == ["/", str(tmp_path / "project")]
+    assert str(hidden_bin) not in fs["allowRead"] and "/usr/bin" in fs["allowRead"]
+    assert settings["network"]["allowedDomains"] == ["api.anthropic.com:443", "example.org"]
+    assert fs["allowWrite"] == [str(tmp_path / "ws"), str(tmp_path / "cfg")]
+
+
+@needs_srt
+def test_each_refused_connection_is_read_from_srts_log_with_its_time(tmp_path):
+    import json
+    import subprocess
+    from nginx_eval import sandbox
+    box = {"endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
+    (tmp_path / "ws").mkdir()
+    settings = tmp_path / "srt.json"
+    settings.write_text(json.dumps(sandbox.srt_settings(
+        box, workspace=tmp_path / "ws", writable=[tmp_path], hidden=[], environ=dict(
+            os.environ, CLAUDE_CONFIG_DIR=str(tmp_path / "cfg")))))
+    argv = sandbox.wrap("curl -s -o /dev/null http://127.0.0.1:9/x; "
+                        "curl -s -o /dev/null https://github.com/; echo done",
+                        settings_file=settings, stderr_file=tmp_path / "stderr",
+                        environ=os.environ)
+    with sandbox.TimestampedLog(tmp_path / "srt.log") as log:
+        out = subprocess.run(argv, cwd=tmp_path / "ws", stdout=subprocess.PIPE, stderr=log.fd,
+                             text=True, timeout=60,
+                             env=sandbox.phase_environment(os.environ, tmp_path))
+    assert out.stdout.strip() == "done"
+    blocked = sandbox.blocked_connections((tmp_path / "srt.log").read_text())
+    assert [(b["host"], b["port"]) for b in blocked] == [("127.0.0.1", 9), ("github.com", 443)]
+    assert all(len(b["time"]) == 20 and b["time"].endswith("Z") for b in blocked)

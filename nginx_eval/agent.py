@@ -322,9 +322,9 @@ class AgentRun:
         # At the time limit procs.run_limited sends SIGTERM to the process group (the CLI is
         # bash's exec'd command) and to the run's token carriers, SIGKILL 3 s later
         # (proctree.py): on SIGTERM the CLI writes its cost-state line, so a killed phase's
-        # cost comes from the transcript. In the sandbox bwrap dies of the SIGTERM and takes
-        # the CLI with it (--die-with-parent) before it writes one (measured): only the
-        # tokens are recovered there, the cost stays null.
+        # cost comes from the transcript. Isolated, the agent's processes get their SIGTERM
+        # first (proctree.stop_inside_first): bubblewrap signalled first would take the CLI
+        # with it before it writes that line.
         usage, cumulative = cc.phase_usage(result, entries, state["sessions"].get(session, {}))
         record.update(usage, session_id=session)
         if session:

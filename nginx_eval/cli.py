@@ -10,11 +10,8 @@ Besides loading the tasks, the loader guards the run before doit opens its datab
   line naming the holder's pid. Runs of different names may proceed side by side: what they share
   in the cache (clones, test trees, builds) has per-entry locks. Workers that ``doit -n N`` forks
   inherit the locks; programs the tasks start do not.
-- **Preflight.** Before the first task of ``doit run``, the program each agent phase that is about
-  to run starts must be on PATH and must start: Claude Code's ``--version`` runs (its output is
-  the version agent.json records), in the sandbox the mode uses when it has one (another agent
-  is looked up there with bash's ``type``, never run). It also clears a stop that refused
-  credentials left on the run (agent_limits.py). Only doit's reporter sees which tasks were
+- **Preflight** (agent/preflight.py). Before the first task of ``doit run``, every agent phase
+  about to run must be able to start its program. Only doit's reporter sees which tasks were
   selected before the first one starts, so the check lives in ``Reporter.initialize`` (another
   ``--reporter`` skips it).
 - **Errors in tasks.** A task that fails on a user mistake (an unknown commit, a missing test file)
@@ -26,90 +23,24 @@ Besides loading the tasks, the loader guards the run before doit opens its datab
 """
 
 import atexit
-import functools
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from doit.reporter import ConsoleReporter
 
-from . import cleaning, executor, jsonio, limits, procs, progress, sandbox, scheduling
-from .agent import agent_finished
-from .agent_limits import clear_stop
-from .claude_code import credentials_problem, is_claude_code, program_version, resolve_program
-from .errors import UserError, UserFailure, fail
-from .locks import Busy, hold_until_exit
-from .commandline import command_program
-from .runrecord import bind_run, check_benchmark, read_run
-
-# doit commands that only read: they take no lock, so they work while a run is going on.
-READ_ONLY_COMMANDS = ("list", "info", "help", "dumpdb", "tabcompletion")
-DOIT_COMMANDS = ("run", "clean", "forget", "ignore", "reset-dep", "strace") + READ_ONLY_COMMANDS
-# doit's loader options, which may come before the command name; the first two take a value.
-LOADER_OPTIONS_WITH_VALUE = ("-f", "--file", "-d", "--dir")
-# Options of `doit run` whose value is the next word.
-RUN_OPTIONS_WITH_VALUE = ("-n", "--process", "-P", "--parallel-type", "-o", "--output-file",
-                          "-r", "--reporter", "-v", "--verbosity", "--db-file", "--dep-file",
-                          "--backend", "--check_file_uptodate", "--failure-verbosity")
-
-
-def doit_command(argv):
-    """The doit command that `argv` (without the program name) runs; "run" when none is named,
-    as doit decides."""
-    args = list(argv)
-    while args:
-        arg = args.pop(0)
-        if arg in LOADER_OPTIONS_WITH_VALUE:
-            if args:
-                args.pop(0)
-        elif arg.startswith("-") or ("=" in arg and not arg.startswith("=")):
-            continue
-        else:
-            return arg if arg in DOIT_COMMANDS else "run"
-    return "run"
-
-
-@functools.lru_cache(maxsize=None)
-def options_with_value(command):
-    """The options of doit's `command` (and of its loader) whose value is the next word, read
-    from doit's own option tables (`-n` takes a value in `run`, not in `clean`)."""
-    from doit.cmd_base import DodoTaskLoader
-    from doit.cmdparse import CmdOption
-    from doit.doit_cmd import DoitMain
-    found = set(LOADER_OPTIONS_WITH_VALUE) | (set(RUN_OPTIONS_WITH_VALUE) if command == "run"
-                                              else set())
-    cls = {c.get_name(): c for c in DoitMain.DOIT_CMDS}.get(command)
-    for opt in (list(getattr(cls, "base_options", ())) + list(DodoTaskLoader.cmd_options)
-                + list(getattr(cls, "cmd_options", ()))):
-        opt = CmdOption(opt)
-        if opt.type is not bool:
-            found |= {name for name in (opt.short and f"-{opt.short}",
-                                        opt.long and f"--{opt.long}") if name}
-    return frozenset(found)
-
-
-def command_targets(argv):
-    """The task names `argv` (without the program name) asks doit to run: its words after the
-    command that are neither options nor name=value."""
-    args, targets, command = list(argv), [], None
-    while args:
-        arg = args.pop(0)
-        if arg in options_with_value(command or "run"):
-            if args:
-                args.pop(0)
-        elif arg.startswith("-") or ("=" in arg and not arg.startswith("=")):
-            continue
-        elif command is None and arg in DOIT_COMMANDS:
-            command = arg
-        else:
-            targets.append(arg)
-    return targets
-
-
-# doit commands whose words are task names (checked by pipeline.check_requested_tasks).
-TASK_COMMANDS = ("run", "info", "list", "forget", "clean", "ignore", "reset-dep")
-
+from .doitext import cleaning, scheduling
+from .cluster import executor
+from .doitext.invocation import (READ_ONLY_COMMANDS, TASK_COMMANDS, command_targets, doit_command,
+                                 track_tasks)
+from .core import jsonio, limits, procs
+from .core.outcomes import INFRA_ERROR
+from .core.tasknames import AGENT, task_name
+from . import progress
+from .agent.preflight import preflight
+from .core.errors import UserError, UserFailure, fail
+from .core.locks import Busy, hold_until_exit
+from .run.record import bind_run, check_benchmark, read_run
 
 def check_task_names(namespace, command, argv):
     """A name the command gives doit that is no task is one line, before doit sees it."""
@@ -134,7 +65,7 @@ def bind_to_run(ctx, argv):
         return
     bench = ctx.benchmark.name
     modes = [m for m in ctx.modes
-             if (bench in targets and ctx.in_group(m)) or f"{bench}:{m}" in targets]
+             if (bench in targets and ctx.in_group(m)) or task_name(bench, m) in targets]
     new = read_run(ctx.layout) is None
     bind_run(ctx.layout, ctx.benchmark, ctx.tasks, modes, **(ctx.selection or {}))
     if new:
@@ -173,70 +104,6 @@ def take_run_locks(layout):
     _hold(layout.lock(f"run-{layout.run}"))
 
 
-def program_found(program, env):
-    """Whether bash, run as the agent's phases are, finds `program` (on PATH, or a builtin)."""
-    if "/" in program:
-        # A relative path is resolved in the workspace, which does not exist yet.
-        return not os.path.isabs(program) or os.access(program, os.X_OK)
-    out = subprocess.run(["bash", "-c", 'type -t -- "$1"', "bash", program], env=env,
-                         capture_output=True, text=True)
-    return bool(out.stdout.strip())
-
-
-def agents_to_run(ctx, tasks, selected):
-    """(mode, task) of every agent task doit is about to run: reachable from the selected tasks,
-    and without a finished agent.json for its current inputs (or forgotten)."""
-    reachable = progress.reachable(tasks, selected)
-    for bench, mode, task in ctx.agent_units():
-        name = f"agent:{ctx.unit_name(bench, mode, task)}"
-        if name not in reachable:
-            continue
-        if not agent_finished(ctx.layout, mode, task, name):
-            yield mode, task
-
-
-def program_problem(layout, program, env, box):
-    """Why `program` cannot start as a phase of a mode with sandbox settings `box` starts it,
-    or None."""
-    if not program_found(program, env):
-        return f"program {program!r} is not on PATH"
-    path = resolve_program(program, env)
-    claude = is_claude_code(path)
-    if claude and credentials_problem(env):
-        return credentials_problem(env)
-    if box and (path or "/" not in program):
-        probe = [path, "--version"] if claude else ["bash", "-c", 'type -t -- "$1"', "bash",
-                                                    program]
-        problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), box=box,
-                                        environ=env, programs=[path] if path else [])
-        return problem and f"program {program!r} does not start in the sandbox: {problem}"
-    if claude and not program_version(path, env, layout.agent_versions):
-        return f"program {program!r} does not run: `{program} --version` printed no version"
-    return None
-
-
-def preflight(ctx, tasks, selected):
-    """Every agent phase about to run starts a program that exists and runs
-    (commandline.command_program), in its sandbox if it has one."""
-    clear_stop(ctx.layout)
-    checked = set()
-    for mode, _task in agents_to_run(ctx, tasks, selected):
-        if mode.family in checked:
-            continue
-        checked.add(mode.family)
-        box = sandbox.settings(mode)
-        if box:
-            # Never a fallback to an unisolated run: no agent starts without its sandbox.
-            sandbox.check_available(mode, ctx.layout.modes_file)
-        env = dict(os.environ, **dict(mode.env))
-        for phase in mode.phases:
-            program = command_program(phase.command, env)
-            problem = program and program_problem(ctx.layout, program, env, box)
-            if problem:
-                raise UserError(problem, file=ctx.layout.modes_file,
-                                item=f"mode {mode.name} phase {phase.name}", field="command")
-
-
 # Tasks with actions that doit executed successfully in this process: what an interrupt keeps.
 _finished = {"tasks": 0}
 
@@ -254,26 +121,12 @@ def report_interrupt(signum, stopped):
     os.write(2, line.encode())
 
 
-def track_tasks():
-    """procs.task_running around every task doit executes in this process (idempotent)."""
-    from doit.runner import Runner
-    current = Runner.execute_task
-    if hasattr(current, "wrapped"):
-        return
-
-    def execute_task(self, task):
-        with procs.task_running():
-            return current(self, task)
-    execute_task.wrapped = current
-    Runner.execute_task = execute_task
-
-
 def all_agents_failed(agent_tasks):
     """The line for a run whose agents all ended in infra_error (nothing was measured), or
     None. agent_tasks: the agent tasks doit ran in this run (their targets: agent.json)."""
     statuses = [(jsonio.read_json(Path(t.targets[0])) or {}).get("status")
                 for t in agent_tasks if t.targets]
-    if statuses and all(s == "infra_error" for s in statuses):
+    if statuses and all(s == INFRA_ERROR for s in statuses):
         return (f"all {len(statuses)} agent run(s) of this command ended in infra_error "
                 f"(see the agent lines above): nothing was measured")
     return None
@@ -299,7 +152,7 @@ def reporter_for(ctx, command):
             super().add_success(task)
             if task.actions:
                 _finished["tasks"] += 1
-            if task.name.startswith("agent:"):
+            if task.name.startswith(f"{AGENT}:"):
                 self.agents.append(task)
 
         def add_failure(self, task, fail_info):

@@ -47,15 +47,10 @@ Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
 """
 
 
-from . import jsonio, stamps
-from .buildplan import build_task_name
-from .patch import UNFINISHED_AGENT
-from .tapstream import (Problem, assertion_id, assertion_number, file_problem,  # noqa: F401
-                        parse_tap)
-
-OUTCOMES = ("resolved", "partially_resolved", "unresolved", "patch_failed", "compile_failed",
-            "env_error") + tuple(UNFINISHED_AGENT)
-
+from .core import jsonio, stamps
+from .core.tasknames import AGENT, BUILD, GRADE, PROVE, task_name, unit_name
+from .core.outcomes import UNFINISHED_AGENT
+from .prove.tap import Problem, assertion_number, file_problem, parse_tap
 
 def base_runs(ref, graded):
     """Whether the base build's reference run (FileResult, record) ran the file to its end and
@@ -219,16 +214,16 @@ def grade_task(layout, mode_name, task, config, files):
 
 def gen_tasks(ctx):
     for bench, mode, task in ctx.units():
-        name = ctx.unit_name(bench, mode, task)
+        name = unit_name(bench, mode, task)
         iid = task.instance_id
         config = {"f2p": list(task.fail_to_pass), "p2p": list(task.pass_to_pass),
                   "files": list(task.test_files)}
         files = [ctx.layout.build_json(mode.name, iid), ctx.layout.prove_json(mode.name, iid)]
-        task_dep = [build_task_name(name), f"prove:{name}"]
+        task_dep = [task_name(BUILD, name), task_name(PROVE, name)]
         if mode.runs_agent:
             files.append(ctx.layout.agent_json(mode.name, iid))
-            task_dep.append(f"agent:{name}")
+            task_dep.append(task_name(AGENT, name))
         yield stamps.stage_task(
-            basename="grade", name=name, doc=f"verdict for the {mode.name} patch of {iid}",
+            basename=GRADE, name=name, doc=f"verdict for the {mode.name} patch of {iid}",
             action=grade_task, args=[ctx.layout, mode.name, task], config=config, files=files,
             targets=[ctx.layout.grade_json(mode.name, iid)], task_dep=task_dep)

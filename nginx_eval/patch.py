@@ -29,17 +29,13 @@ import base64
 import os
 import re
 
-from . import jsonio, stamps
-from .errors import UserError, failing_on_user_error
-from .gitcmd import gold_diff, scratch_index
-from .modes import read_predictions
-from .repositories import repo_task
+from .core import jsonio, stamps
+from .core.errors import UserError, failing_on_user_error
+from .core.gitcmd import gold_diff, scratch_index
+from .core.outcomes import UNFINISHED_AGENT
+from .run.modes import read_predictions
+from .core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
 from .workspace import BUILD_OUTPUTS, HARNESS_FILES
-
-# agent.json statuses of runs that are not finished, and what they mean: nothing of theirs is
-# scored; summary.py gives them outcomes of their own, outside a mode's denominator.
-UNFINISHED_AGENT = {"infra_error": "the API or the network failed",
-                    "not_run": "the run's budget (max_cost) was spent before it started"}
 
 MAX_NEW_FILE_BYTES = 1 << 20
 # Never part of an agent's patch, whatever the base's .gitignore says: (top-level path, reason).
@@ -335,20 +331,20 @@ def write_patch(layout, mode, task, config, files):
 
 def gen_tasks(ctx):
     for bench, mode, task in ctx.units():
-        name = ctx.unit_name(bench, mode, task)
+        name = unit_name(bench, mode, task)
         iid = task.instance_id
         # The test repository's clone too: its checks come before the first build.
         files, task_dep = [], [repo_task(task.repo), repo_task(task.test_repo)]
         slice_ = {"kind": mode.kind, "base": task.base_commit}
         if mode.runs_agent:
             files.append(ctx.layout.agent_json(mode.name, iid))
-            task_dep.append(f"agent:{name}")
+            task_dep.append(task_name(AGENT, name))
         elif mode.kind == "gold":
             slice_["fix"] = task.fix_commit
         elif mode.kind == "predictions":
             files.append(mode.predictions)
         yield stamps.stage_task(
-            basename="patch", name=name, doc=f"the {mode.name} patch for {iid}",
+            basename=PATCH, name=name, doc=f"the {mode.name} patch for {iid}",
             action=failing_on_user_error, args=[write_patch, ctx.layout, mode, task],
             config=slice_, files=files, task_dep=task_dep,
             targets=[ctx.layout.patch_json(mode.name, iid), ctx.layout.model_patch(mode.name, iid)])

@@ -37,18 +37,24 @@ from dataclasses import dataclass
 from doit.loader import generate_tasks
 from doit.task import Task
 
-from . import (agent, build, buildplan, doctor, grade, patch, prove, report, repositories,
-               statements, summary, validate, workspace)
-from .benchmark import load_benchmarks
-from .errors import UserError
-from .layout import Layout
-from .modes import extra_modes, load_modes, unknown_prediction_ids
-from .options import Options, did_you_mean
-from .report_compare import check_compare
-from .report_records import modes_on_disk
-from .runrecord import read_run
+from .agent import stage as agent
+from .build import stage as build, plan as buildplan
+from .checks import doctor, statements, validate
+from . import grade, patch, repositories, results, workspace
+from .prove import stage as prove
+from .report import stage as report
+from .run.benchmark import load_benchmarks
+from .core.errors import UserError, did_you_mean
+from .core.layout import Layout
+from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, results_task_name, task_name,
+                              tests_task_names, unit_name)
+from .run.modes import extra_modes, load_modes, unknown_prediction_ids
+from .run.options import Options
+from .report.compare import check_compare
+from .report.records import modes_on_disk
+from .run.record import read_run
 
-STAGES = (repositories, workspace, agent, patch, build, prove, grade, summary, report, validate,
+STAGES = (repositories, workspace, agent, patch, build, prove, grade, results, report, validate,
           statements, doctor)
 
 
@@ -68,10 +74,6 @@ class Context:
     # With executor=ray an agent runs on a node, which sends back its workspace's diff as the
     # patch stage takes it; the agent stage gets the rule here, for the same reason.
     workspace_diff = staticmethod(patch.workspace_diff)
-
-    @property
-    def all_tasks(self):
-        return self.tasks
 
     def mode_list(self):
         return [self.modes[m] for m in sorted(self.modes)]
@@ -113,9 +115,12 @@ class Context:
         for mode in self.mode_list():
             yield self.benchmark, mode, self.mode_tasks(mode)
 
-    @staticmethod
-    def unit_name(bench, mode, task):
-        return f"{bench.name}/{mode.name}/{task.instance_id}"
+    def start_order(self, bench, mode, ids):
+        """The results task's dependencies, in the order doit should start them (the policy is
+        build/plan.py's start_order)."""
+        units = [unit_name(bench, mode, t) for t in self.build_order() if t.instance_id in ids]
+        return buildplan.start_order(tests_task_names(self.build_order()), units,
+                                     self.base_build_plan(), ids)
 
 
 def named_benchmark(benchmarks, argv, requested=None):
@@ -218,13 +223,13 @@ def group_tasks(ctx, extra_group_deps=()):
     subtasks = []
     for mode in ctx.mode_list():
         if ctx.in_group(mode.name):
-            subtasks.append(f"{bench}:{mode.name}")
+            subtasks.append(task_name(bench, mode.name))
         yield {
             "basename": bench,
             "name": mode.name,
             "doc": f"score mode {mode.name} ({mode.description or mode.kind}) on {bench}",
             "actions": None,
-            "task_dep": [f"results:{bench}/{mode.name}"],
+            "task_dep": [results_task_name(bench, mode.name)],
         }
     # Yielded last, it replaces the group doit built from the subtasks, so `doit run nginx` runs
     # exactly these (and not, say, nginx:validate).
@@ -305,7 +310,7 @@ def expand_default(ctx, targets):
 
 # What `doit run` may run on a candidates file (benchmark.py): its validation, what validation
 # needs, and the doctor (what the candidates' tests need of this machine).
-CANDIDATE_STAGES = ("validate", "validation", "repos", "tests", "base", "doctor")
+CANDIDATE_STAGES = (VALIDATE, VALIDATION, REPOS, TESTS, BASE, "doctor")
 
 
 def check_candidates(ctx, targets):
@@ -323,7 +328,7 @@ def check_requested_tasks(ctx, tasks, selectors):
     targets = {target for t in tasks for target in t.targets}
     candidates = set(names)
     for b in ctx.benchmark_names:
-        candidates |= {b} | {f"{b}:{m}" for m in list(ctx.modes) + list(GROUP_SUBTASKS)}
+        candidates |= {b} | {task_name(b, m) for m in list(ctx.modes) + list(GROUP_SUBTASKS)}
     for sel in selectors:
         if "*" in sel or sel in names or sel in targets:
             continue

@@ -27,10 +27,14 @@ shows the modes of this command.
 import sys
 import time
 
-from . import jsonio, procs, report, summary
+from .core import jsonio, procs
+from .core.outcomes import RUN_ERRORS, outcome
+from .core.tasknames import GRADE, unit_of
+from .doitext.invocation import reachable
+from .report import stage as report
 
-UNIT_STAGES = ("workspace", "agent", "patch", "build", "prove", "grade")
-ERROR_OUTCOMES = ("env_error", "agent_error", "timeout", "failed")
+# What a progress line counts as errors: the run's (RUN_ERRORS), and a unit whose task failed.
+ERRORS = RUN_ERRORS + ("failed",)
 
 
 def duration(seconds):
@@ -41,28 +45,6 @@ def duration(seconds):
     if seconds < 3600:
         return f"{round(seconds / 60)} m"
     return f"{seconds // 3600} h {round(seconds % 3600 / 60)} m"
-
-
-def reachable(tasks, selected):
-    """The names of the doit tasks `selected` reaches through task_dep and setup_tasks
-    (tasks: doit's {name: Task})."""
-    seen, todo = set(), list(selected)
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in tasks:
-            continue
-        seen.add(name)
-        todo += list(tasks[name].task_dep) + list(tasks[name].setup_tasks)
-    return seen
-
-
-def unit_of(name):
-    """(mode, instance id) of a stage task name `<stage>:<bench>/<mode>/<id>`, else None."""
-    stage, sep, rest = name.partition(":")
-    if not sep or stage not in UNIT_STAGES:
-        return None
-    parts = rest.split("/")
-    return (parts[1], parts[2]) if len(parts) == 3 else None
 
 
 class Progress:
@@ -76,7 +58,7 @@ class Progress:
     def start(self, tasks, selected):
         """The units the command will finish: the grade tasks reachable from `selected`."""
         for name in reachable(tasks, selected):
-            if name.startswith("grade:"):
+            if name.startswith(f"{GRADE}:"):
                 unit = unit_of(name)
                 if unit:
                     self.units[unit] = None
@@ -91,14 +73,14 @@ class Progress:
         if not grade:
             return "failed"
         agent = jsonio.read_json(layout.agent_json(mode, iid)) or {}
-        return summary.outcome({"resolved": grade.get("resolved"), "status": grade.get("status"),
+        return outcome({"resolved": grade.get("resolved"), "status": grade.get("status"),
                                 "agent_status": agent.get("status")})
 
     def finished(self, name, failed=False, already=False):
         unit = unit_of(name)
         if unit not in self.units or self.units[unit] is not None:
             return
-        if not failed and not name.startswith("grade:"):
+        if not failed and not name.startswith(f"{GRADE}:"):
             return
         try:
             self.units[unit] = "failed" if failed else self.outcome(*unit)
@@ -115,7 +97,7 @@ class Progress:
         total = len(self.units)
         mine = [v for (m, _), v in self.units.items() if m == mode and v is not None]
         resolved = sum(1 for v in mine if v == "resolved")
-        errors = sum(1 for v in mine if v in ERROR_OUTCOMES)
+        errors = sum(1 for v in mine if v in ERRORS)
         elapsed = time.monotonic() - self.started
         left = total - done
         eta = "done" if not left else f"ETA {duration(elapsed / self.ran * left)}"

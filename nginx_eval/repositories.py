@@ -9,11 +9,12 @@ before any agent starts.
 import os
 import shutil
 
-from . import jsonio, stamps
-from .errors import UserError, failing_on_user_error
-from .gitcmd import GitError, clone_bare, fetch, missing_commits, missing_files, set_config
-from .layout import repo_url
-from .locks import locked
+from .core import jsonio, stamps
+from .core.errors import UserError, failing_on_user_error
+from .core.gitcmd import GitError, clone_bare, fetch, missing_commits, missing_files, set_config
+from .core.layout import repo_url
+from .core.locks import locked
+from .core.tasknames import REPOS, repo_subtask
 
 
 def needed_commits(tasks):
@@ -89,11 +90,11 @@ def clone_task(layout, repo, commits, files, source, config, input_files):
 
 
 def gen_tasks(ctx):
-    files = needed_files(ctx.all_tasks)
-    for repo, commits in sorted(needed_commits(ctx.all_tasks).items()):
+    files = needed_files(ctx.tasks)
+    for repo, commits in sorted(needed_commits(ctx.tasks).items()):
         repo_files = files.get(repo, {})
         yield stamps.stage_task(
-            basename="repos", name=repo.replace("/", "+"),
+            basename=REPOS, name=repo_subtask(repo),
             doc=f"bare clone of {repo} with every pinned commit",
             action=failing_on_user_error,
             args=[clone_task, ctx.layout, repo, commits, repo_files, ctx.benchmark.path],
@@ -105,7 +106,3 @@ def gen_tasks(ctx):
 
 def layout_has_repo(layout, repo):
     return (layout.bare_repo(repo) / "HEAD").exists()
-
-
-def repo_task(repo):
-    return "repos:" + repo.replace("/", "+")

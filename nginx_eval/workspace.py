@@ -12,13 +12,11 @@ reads the commands of the project it runs in; the user's own ``~/.claude`` is ne
 ``.git/info/exclude`` and never part of the agent's patch (patch.py).
 """
 
-import os
-import shutil
-import stat
-
-from . import cleaning, jsonio, stamps
-from .gitcmd import new_repository_at
-from .repositories import repo_task
+from .doitext import cleaning
+from .core import jsonio, stamps
+from .core.gitcmd import new_repository_at
+from .core.trees import remove_tree
+from .core.tasknames import AGENT, WORKSPACE, repo_task, task_name, unit_name
 
 ISSUE_FILE = ".issue.md"
 # templates/prompt_plan.md.j2 asks the agent for its plan in this file (by this name).
@@ -33,22 +31,6 @@ HARNESS_FILES = (ISSUE_FILE, PLAN_FILE, CLAUDE_DIR)
 # .gitignore, so nothing else keeps them out of the agent's patch. A trailing / marks a directory.
 BUILD_OUTPUTS = ("Makefile", "objs/")
 BRANCH = "main"
-
-
-def remove_tree(path):
-    """rmtree that also removes read-only files and directories an agent may leave behind."""
-    def onerror(func, p, _exc):
-        try:
-            os.chmod(os.path.dirname(p), stat.S_IRWXU)
-            os.chmod(p, stat.S_IRWXU)
-        except OSError:
-            pass
-        func(p)
-    if os.path.lexists(path):
-        if os.path.islink(path) or not os.path.isdir(path):
-            os.unlink(path)
-        else:
-            shutil.rmtree(path, onerror=onerror)
 
 
 def workspace_inputs(task):
@@ -139,10 +121,11 @@ def remove_workspace(layout, mode, task, dryrun=False):
 
 def gen_tasks(ctx):
     for bench, mode, task in ctx.agent_units():
-        agent_name = f"agent:{ctx.unit_name(bench, mode, task)}"
+        name = unit_name(bench, mode, task)
+        agent_name = task_name(AGENT, name)
         yield {
-            "basename": "workspace",
-            "name": ctx.unit_name(bench, mode, task),
+            "basename": WORKSPACE,
+            "name": name,
             "doc": f"fresh repository at {task.base_commit[:12]} for {task.instance_id}",
             "actions": [(prepare_workspace, [ctx.layout, mode, task, ctx.agent_finished, agent_name])],
             # No target: a missing stamp would make doit run the task, and a finished agent

@@ -34,12 +34,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nginx_eval import build as build_stage  # noqa: E402
-from nginx_eval.benchmark import load_benchmark  # noqa: E402
-from nginx_eval.gitcmd import changed_files, extract_tree, file_at, gold_diff  # noqa: E402
-from nginx_eval.layout import Layout  # noqa: E402
-from nginx_eval.prove import run_prove_files  # noqa: E402
-from nginx_eval.testtree import extract_tests  # noqa: E402
+from nginx_eval.build import stage as build_stage  # noqa: E402
+from nginx_eval.run.benchmark import load_benchmark  # noqa: E402
+from nginx_eval.core.gitcmd import changed_files, extract_tree, file_at, gold_diff  # noqa: E402
+from nginx_eval.core.layout import Layout  # noqa: E402
+from nginx_eval.prove.stage import run_prove_files  # noqa: E402
+from nginx_eval.prove.tree import extract_tests  # noqa: E402
 
 # Runs doit in this process and reports its peak RSS: the harness's own memory.
 DOIT_WITH_MAXRSS = """

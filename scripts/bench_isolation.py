@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from nginx_eval import sandbox  # noqa: E402
+from nginx_eval.agent import sandbox  # noqa: E402
 
 
 def nginx_mirror():

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from nginx_eval.benchmark import load_benchmark  # noqa: E402
+from nginx_eval.run.benchmark import load_benchmark  # noqa: E402
 
 AGENT_MODES = ("standin-a", "standin-b")
 # The two configurations, as the issue states them: doit's -n alone, and a large -n under which

@@ -24,9 +24,9 @@ import jinja2
 
 # The nginx_eval next to this script, whichever one is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from nginx_eval.benchmark import is_date, load_benchmark  # noqa: E402
-from nginx_eval.errors import UserError  # noqa: E402
-from nginx_eval.layout import SOURCE_ROOT  # noqa: E402
+from nginx_eval.run.benchmark import is_date, load_benchmark  # noqa: E402
+from nginx_eval.core.errors import UserError  # noqa: E402
+from nginx_eval.core.layout import SOURCE_ROOT  # noqa: E402
 
 TEMPLATE = SOURCE_ROOT / "templates" / "benchmark_card.md.j2"
 DEFAULT_CUTOFF = "2025-01-01"

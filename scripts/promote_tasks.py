@@ -32,11 +32,11 @@ from pathlib import Path
 
 # The nginx_eval next to this script, whichever one is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from nginx_eval import jsonio, stamps  # noqa: E402
-from nginx_eval.benchmark import PLACEHOLDER_STATEMENT, load_benchmark  # noqa: E402
-from nginx_eval.errors import UserError  # noqa: E402
-from nginx_eval.layout import Layout  # noqa: E402
-from nginx_eval.validate import validation_config  # noqa: E402
+from nginx_eval.core import jsonio, stamps  # noqa: E402
+from nginx_eval.run.benchmark import PLACEHOLDER_STATEMENT, load_benchmark  # noqa: E402
+from nginx_eval.core.errors import UserError  # noqa: E402
+from nginx_eval.core.layout import Layout  # noqa: E402
+from nginx_eval.checks.validate import validation_config  # noqa: E402
 
 DEFAULT_BENCHMARK = "nginx"       # tasks/nginx.json
 

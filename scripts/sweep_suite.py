@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from nginx_eval import gitcmd  # noqa: E402
-from nginx_eval.layout import Layout  # noqa: E402
+from nginx_eval.core import gitcmd  # noqa: E402
+from nginx_eval.core.layout import Layout  # noqa: E402
 from nginx_eval.mining import sweep  # noqa: E402
 from nginx_eval.mining.nginx_history import nginx_commits  # noqa: E402
 from nginx_eval.mining.stubs import stub_for, write_candidates  # noqa: E402

@@ -18,7 +18,7 @@ from pathlib import Path
 import claude_cli
 from claude_cli import SONNET, TOOLS
 
-from nginx_eval import claude_transcript as ct
+from nginx_eval.agent import transcript as ct
 
 
 @dataclass

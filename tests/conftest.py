@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fixture_repos  # noqa: E402
+from nginx_eval.core.outcomes import AGENT_STATUSES, GRADE_STATUSES  # noqa: E402
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
 DODO = SOURCE_ROOT / "dodo.py"
@@ -38,7 +39,11 @@ class Project:
         return self.results / run / mode / iid
 
     def read(self, mode, iid, name, run="default"):
-        return json.loads((self.task_dir(mode, iid, run) / name).read_text())
+        record = json.loads((self.task_dir(mode, iid, run) / name).read_text())
+        # Every record the tests read speaks the shared vocabulary.
+        vocabulary = {"agent.json": AGENT_STATUSES, "grade.json": GRADE_STATUSES}.get(name)
+        assert vocabulary is None or record["status"] in vocabulary, record["status"]
+        return record
 
     def benchmark(self):
         return json.loads((self.root / "tasks" / "tiny.json").read_text())

@@ -11,7 +11,7 @@ import re
 import time
 from pathlib import Path
 
-from nginx_eval import jsonio
+from nginx_eval.core import jsonio
 from nginx_eval.cli import load_dodo
 
 PAUSE_AT = re.compile(os.environ["NGINX_EVAL_TEST_PAUSE_AT"])

@@ -17,7 +17,7 @@ import claude_cli
 from anthropic_standin import Fault, call, say
 from claude_cli import SONNET, sonnet_cost, summed
 from conftest import SOURCE_ROOT
-from nginx_eval.sandbox import sandbox_problem
+from nginx_eval.agent.sandbox import sandbox_problem
 
 needs_srt = pytest.mark.skipif(sandbox_problem() is not None,
                                reason=f"no usable agent sandbox: {sandbox_problem()}")

@@ -3,10 +3,11 @@ and the budget end to end with the fixture's scripted agent (0.25 USD a run)."""
 
 import pytest
 
-from nginx_eval import agent_limits, jsonio
-from nginx_eval.errors import UserError
-from nginx_eval.layout import Layout
-from nginx_eval.procs import Interrupted
+from nginx_eval.agent import gate as agent_limits
+from nginx_eval.core import jsonio
+from nginx_eval.core.errors import UserError
+from nginx_eval.core.layout import Layout
+from nginx_eval.core.procs import Interrupted
 
 
 @pytest.fixture

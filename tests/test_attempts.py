@@ -2,7 +2,7 @@
 reached it. Transcript entries here have the shape the pinned CLI writes (tool_use blocks in
 assistant lines, tool_result blocks in user lines)."""
 
-from nginx_eval.attempts import (FixEvidence, Scope, added_lines, call_flags, fix_lines,
+from nginx_eval.agent.attempts import (FixEvidence, Scope, added_lines, call_flags, fix_lines,
                                  scan_log, scan_transcript)
 
 FIX = "0123456789abcdef0123456789abcdef01234567"

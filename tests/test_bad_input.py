@@ -136,7 +136,7 @@ def test_malformed_predictions_file_is_refused_before_any_task(project, tmp_path
     ("$(which agent) {prompt}", {}, None),
 ])
 def test_command_program(command, environ, program):
-    from nginx_eval.commandline import command_program
+    from nginx_eval.run.commandline import command_program
     assert command_program(command, environ) == program
 
 
@@ -146,5 +146,5 @@ def test_command_program(command, environ, program):
     (["-n", "2", "tiny"], "run"),
 ])
 def test_doit_command_decides_which_commands_take_the_run_locks(argv, command):
-    from nginx_eval.cli import doit_command
+    from nginx_eval.doitext.invocation import doit_command
     assert doit_command(argv) == command

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from nginx_eval.benchmark import load_benchmark
-from nginx_eval.errors import UserError
+from nginx_eval.run.benchmark import load_benchmark
+from nginx_eval.core.errors import UserError
 
 GOOD = {
     "instance_id": "x-1", "repo": "nginx/nginx", "test_repo": "nginx/nginx-tests",

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from conftest import SOURCE_ROOT, section, table_row
-from nginx_eval.benchmark import load_benchmark
+from nginx_eval.run.benchmark import load_benchmark
 
 SCRIPT = SOURCE_ROOT / "scripts" / "benchmark_card.py"
 

@@ -15,9 +15,11 @@ from types import SimpleNamespace
 import pytest
 
 import fixture_repos
-from nginx_eval import build, buildcache, buildmtimes, buildsteps, jsonio
-from nginx_eval.toolchain import compiler_identity
-from nginx_eval.layout import Layout
+from nginx_eval.build import (stage as build, cache as buildcache, mtimes as buildmtimes,
+                              steps as buildsteps)
+from nginx_eval.core import jsonio
+from nginx_eval.build.toolchain import compiler_identity
+from nginx_eval.core.layout import Layout
 
 # calc.h with every atoi() call of nginx.c multiplied by 10: a header change that still compiles
 # and shows in the binary's output (`add 2 3` prints 50).

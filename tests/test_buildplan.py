@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import fixture_repos
 
-from nginx_eval.buildplan import (base_build_plan, base_task_name, build_task_name,
-                                  changed_paths, fixes_touching_headers,
-                                  interleave_by_build_group, start_order)
-from nginx_eval.layout import Layout
+from nginx_eval.build.plan import (base_build_plan, changed_paths, fixes_touching_headers,
+                                   interleave_by_build_group, start_order)
+from nginx_eval.core.tasknames import BUILD, base_task_name, task_name
+from nginx_eval.core.layout import Layout
 
 
 def clone_with_commits(tmp_path, changes):
@@ -101,5 +101,5 @@ def test_a_modes_tasks_start_with_those_that_only_wait_and_its_builds_last():
     assert start_order(["tests:t1"], units, plan, {"child", "root"}) == [
         "tests:t1", "grade:b/m/child", "grade:b/m/root", "prove:b/m/child", "prove:b/m/root",
         "patch:b/m/child", "patch:b/m/root", base_task_name(child),
-        build_task_name("b/m/child"), build_task_name("b/m/root")]
-    assert build_task_name("b/m/root") == "build:b/m/root"
+        task_name(BUILD, "b/m/child"), task_name(BUILD, "b/m/root")]
+    assert task_name(BUILD, "b/m/root") == "build:b/m/root"

@@ -1,6 +1,6 @@
 """Build steps (nginx_eval/buildsteps.py): the one-line reason a failed build gives."""
 
-from nginx_eval.buildsteps import first_error
+from nginx_eval.build.steps import first_error
 
 # From a real build of nginx 1.9.x (2015) against OpenSSL 3.0 without -Wno-deprecated-declarations:
 # configure's summary, then make. Trimmed to the lines that matter.

@@ -11,8 +11,9 @@ import pytest
 from anthropic_standin import Fault, StandIn, call, say
 from claude_captures import Recorder
 from claude_cli import SONNET, sonnet_cost, summed
-from nginx_eval import claude_code as cc
-from nginx_eval import claude_transcript as ct
+from nginx_eval.agent import claude_code as cc
+from nginx_eval.agent import transcript as ct
+from nginx_eval.core import outcomes
 
 NO_RETRIES = {"CLAUDE_CODE_MAX_RETRIES": "0"}
 SCRIPT = {
@@ -140,13 +141,13 @@ def test_a_killed_phase_is_priced_from_its_transcript(out):
 
 
 @pytest.mark.parametrize("name, status, text", [
-    ("sub", cc.COMPLETED, ""),
-    ("api_500", cc.INFRA_ERROR, "exit code 1: API Error: 500 stand-in fault 500."),
-    ("refused", cc.INFRA_ERROR, "exit code 1: API Error: Connection refused"),
+    ("sub", outcomes.COMPLETED, ""),
+    ("api_500", outcomes.INFRA_ERROR, "exit code 1: API Error: 500 stand-in fault 500."),
+    ("refused", outcomes.INFRA_ERROR, "exit code 1: API Error: Connection refused"),
     ("auth_401", cc.AUTH, "exit code 1: Failed to authenticate. API Error: 401"),
     ("bad_key", cc.AUTH, "exit code 1: Invalid API key"),
     ("no_login", cc.AUTH, "exit code 1: Not logged in"),
-    ("plain_slash", cc.COMPLETED, ""),
+    ("plain_slash", outcomes.COMPLETED, ""),
 ])
 def test_classify_reads_the_cli_result(out, name, status, text):
     capture = out[name]
@@ -167,11 +168,11 @@ def test_credentials_are_checked_before_any_agent_starts(tmp_path):
 
 
 def test_an_agent_that_prints_no_result_is_judged_by_its_exit_code():
-    assert cc.classify(None, 0) == (cc.COMPLETED, "")
-    assert cc.classify(None, 127) == (cc.ERROR, "command not found (exit 127)")
-    assert cc.classify(None, 3) == (cc.FAILED, "exit code 3")
+    assert cc.classify(None, 0) == (outcomes.COMPLETED, "")
+    assert cc.classify(None, 127) == (outcomes.ERROR, "command not found (exit 127)")
+    assert cc.classify(None, 3) == (outcomes.FAILED, "exit code 3")
     assert cc.phase_status(True, 4.0, None, None, [], None, None) == \
-        (cc.TIMEOUT, "timed out after 4 s")
+        (outcomes.TIMEOUT, "timed out after 4 s")
 
 
 def test_a_slash_command_counts_only_when_the_cli_expanded_it(out):
@@ -183,11 +184,11 @@ def test_a_slash_command_counts_only_when_the_cli_expanded_it(out):
     assert plain.result["num_turns"] == 1 and plain.result["total_cost_usd"] > 0
     assert not ct.command_ran(plain.entries, "fix-issue")
     assert cc.phase_status(False, 60, 0, plain.result, plain.entries, "fix-issue", None) == \
-        (cc.ERROR, "the CLI did not run /fix-issue: no <command-name>/fix-issue</command-name> "
+        (outcomes.ERROR, "the CLI did not run /fix-issue: no <command-name>/fix-issue</command-name> "
                    "in its transcript")
     assert ct.command_ran(slash.entries, "fix-issue")
     assert cc.phase_status(False, 60, 0, slash.result, slash.entries, "fix-issue", None) == \
-        (cc.COMPLETED, "")
+        (outcomes.COMPLETED, "")
 
 
 def test_where_a_command_is_defined(tmp_path):

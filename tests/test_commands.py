@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from conftest import DODO, SOURCE_ROOT
-from nginx_eval import doctor, doctor_report
+from nginx_eval.checks import doctor, doctor_report
 from nginx_eval.pipeline import STAGE_DOCS
 from test_doctor import ALL_TOOLS, BASE_PATHS, FakeProbe, report, task
 

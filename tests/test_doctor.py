@@ -6,10 +6,10 @@ import shutil
 import textwrap
 
 import fixture_repos
-from nginx_eval import doctor
-from nginx_eval.benchmark import Task
-from nginx_eval.doctor import diagnose, listed_packages
-from nginx_eval.doctor_report import render
+from nginx_eval.checks import doctor
+from nginx_eval.run.benchmark import Task
+from nginx_eval.checks.doctor import diagnose, listed_packages
+from nginx_eval.checks.doctor_report import render
 from test_testsuite import FASTCGI, STREAM_SSL
 
 

@@ -8,8 +8,8 @@ import subprocess
 import fixture_repos
 import pytest
 
-from nginx_eval import gitcmd
-from nginx_eval.gitcmd import GitError
+from nginx_eval.core import gitcmd
+from nginx_eval.core.gitcmd import GitError
 
 
 def git(cwd, *args):

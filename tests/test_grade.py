@@ -3,6 +3,7 @@ base build's reference run."""
 
 from dataclasses import dataclass
 
+from nginx_eval.core.outcomes import GRADE_STATUSES
 from nginx_eval.grade import grade
 
 OK = {"exit_code": 0, "timed_out": False}
@@ -28,7 +29,9 @@ def verdict(prove_v, body, record=OK, reference=None, task=Task()):
     if reference is not None:
         ref_out, _ = prove_v("h2.t", reference)
         ref = {"h2.t": (OK, ref_out)}
-    return grade(task, "built", {"h2.t": record}, {"h2.t": out}, reference=ref)
+    v = grade(task, "built", {"h2.t": record}, {"h2.t": out}, reference=ref)
+    assert v["status"] in GRADE_STATUSES
+    return v
 
 
 def test_todo_failure_is_a_failure_and_the_fix_resolves(prove_v):

@@ -2,7 +2,7 @@
 
 import os
 
-from nginx_eval.jsonio import install_executable
+from nginx_eval.core.jsonio import install_executable
 
 
 def test_install_executable_writes_once_and_replaces_a_stale_or_non_executable_file(tmp_path):

@@ -15,10 +15,10 @@ import pytest
 from test_faults import marker, processes_with, start_doit, wait_until  # noqa: F401 (marker: a fixture)
 from test_interrupt import assert_one_line, interrupt
 
-from nginx_eval import limits, procs
-from nginx_eval.errors import UserError
-from nginx_eval.layout import Layout
-from nginx_eval.options import Options
+from nginx_eval.core import limits, procs
+from nginx_eval.core.errors import UserError
+from nginx_eval.core.layout import Layout
+from nginx_eval.run.options import Options
 
 IDS = ("tiny-add", "tiny-mul")
 

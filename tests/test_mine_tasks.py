@@ -10,7 +10,7 @@ import textwrap
 
 import fixture_repos
 from conftest import SOURCE_ROOT
-from nginx_eval import gitcmd
+from nginx_eval.core import gitcmd
 from nginx_eval.mining import nginx_history, scoring, suite_history, topics
 
 

@@ -3,9 +3,9 @@ quoted, mistakes named."""
 
 import pytest
 
-from nginx_eval.errors import UserError
-from nginx_eval.commandline import fill_command
-from nginx_eval.modes import get_mode, parse_modes
+from nginx_eval.core.errors import UserError
+from nginx_eval.run.commandline import render_command
+from nginx_eval.run.modes import parse_modes
 
 
 def test_modes_parse_and_errors(tmp_path):
@@ -13,14 +13,12 @@ def test_modes_parse_and_errors(tmp_path):
         {"name": "p", "command": "agent {prompt} --model {model} ${X:-y}", "timeout": 5}]}}}, "m.toml")
     assert set(modes) == {"a", "gold", "none"}
     assert modes["a"].phases[0].timeout == 5.0
-    assert fill_command(modes["a"].phases[0].command, {"prompt": "it's", "model": "m"}) == \
+    assert render_command(modes["a"].phases[0].command, {}, {"prompt": "it's", "model": "m"}) == \
         "agent 'it'\"'\"'s' --model m ${X:-y}"
     with pytest.raises(UserError, match="unknown placeholder {promt}"):
         parse_modes({"modes": {"a": {"phases": [{"command": "x {promt}"}]}}}, "m.toml")
     with pytest.raises(UserError, match="built in"):
         parse_modes({"modes": {"gold": {"phases": [{"command": "x"}]}}}, "m.toml")
-    with pytest.raises(UserError, match="known modes: a, gold, none"):
-        get_mode(modes, "raw")
 
 
 # -- commands: custom slash commands the harness installs in the workspace --------------------------
@@ -77,8 +75,8 @@ def test_a_command_that_is_not_there_names_the_mode_and_the_key(tmp_path, comman
 
 def test_the_shipped_nlcmd_mode_installs_fix_issue_and_sends_the_slash_command():
     import jinja2
-    from nginx_eval.layout import SOURCE_ROOT
-    from nginx_eval.modes import load_modes
+    from nginx_eval.core.layout import SOURCE_ROOT
+    from nginx_eval.run.modes import load_modes
     modes = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")
     shipped = (SOURCE_ROOT / "templates" / "commands" / "fix-issue.md").read_text()
     assert modes["nlcmd"].command_files == (("fix-issue.md", shipped),)
@@ -92,7 +90,7 @@ def test_the_shipped_nlcmd_mode_installs_fix_issue_and_sends_the_slash_command()
 
 
 def test_a_missing_command_file_stops_doit_with_one_line(project):
-    from nginx_eval.layout import SOURCE_ROOT
+    from nginx_eval.core.layout import SOURCE_ROOT
     modes = project.root / "modes.toml"
     modes.write_text(modes.read_text().replace('model = "fake-1"',
                                                'model = "fake-1"\ncommands = ["fix-isue.md"]'))

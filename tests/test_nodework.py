@@ -2,7 +2,7 @@
 
 import pytest
 
-from nginx_eval import nodework
+from nginx_eval.cluster import node as nodework
 
 
 def test_files_travel_and_replace_what_was_there(tmp_path):

@@ -76,7 +76,7 @@ def tests_mirror():
     ("76bb761c", False),
 ])
 def test_fixed_port_trees_are_told_apart_in_the_real_history(tmp_path, commit, fixed):
-    from nginx_eval.private_network import uses_fixed_ports
+    from nginx_eval.prove.network import uses_fixed_ports
     library = subprocess.run(["git", "--git-dir", str(tests_mirror()), "show",
                               f"{commit}:lib/Test/Nginx.pm"], capture_output=True,
                              check=True).stdout

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 from doit import doit_cmd
 
-from nginx_eval.errors import UserError
-from nginx_eval.options import VARIABLES, Options
+from nginx_eval.core.errors import UserError
+from nginx_eval.run.options import VARIABLES, Options
 from test_bad_input import assert_refused
 
 
@@ -143,12 +143,12 @@ def test_from_doit_reads_every_command_line_variable(monkeypatch):
 
 def test_only_options_reads_doit_variables():
     package = Path(__file__).resolve().parent.parent / "nginx_eval"
-    calls = {p.name for p in package.glob("*.py") if re.search(r"\bget_var\(", p.read_text())}
+    calls = {p.name for p in package.rglob("*.py") if re.search(r"\bget_var\(", p.read_text())}
     assert calls == {"options.py"}
 
 
 def test_task_names_follow_each_commands_own_options():
-    from nginx_eval.cli import command_targets
+    from nginx_eval.doitext.invocation import command_targets
     # `-n` takes a value in `run` (processes), none in `clean` (dry run).
     assert command_targets(["-n", "2", "tiny:gold", "run=x"]) == ["tiny:gold"]
     assert command_targets(["clean", "-n", "tiny:gld"]) == ["tiny:gld"]

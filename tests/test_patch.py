@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 
-from nginx_eval.benchmark import Task
-from nginx_eval.build import touches_build_system
-from nginx_eval.gitcmd import isolated_env
-from nginx_eval.layout import Layout
-from nginx_eval.modes import Mode
+from nginx_eval.run.benchmark import Task
+from nginx_eval.build.stage import touches_build_system
+from nginx_eval.core.gitcmd import isolated_env
+from nginx_eval.core.layout import Layout
+from nginx_eval.run.modes import Mode
 from nginx_eval.patch import patch_stats, touched_paths, workspace_diff, write_patch
 from nginx_eval.workspace import create_workspace, mark_agent_started
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from nginx_eval import private_network
-from nginx_eval.layout import Layout
-from nginx_eval.prove import run_prove_files
-from nginx_eval.tapstream import parse_tap
+from nginx_eval.prove import network as private_network
+from nginx_eval.core.layout import Layout
+from nginx_eval.prove.stage import run_prove_files
+from nginx_eval.prove.tap import parse_tap
 
 pytestmark = pytest.mark.skipif(private_network.problem() is not None,
                                 reason=f"no network namespace here: {private_network.problem()}")

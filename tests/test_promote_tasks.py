@@ -11,10 +11,10 @@ import sys
 import pytest
 
 from conftest import SOURCE_ROOT
-from nginx_eval import jsonio, stamps
-from nginx_eval.benchmark import load_benchmark, parse_task
-from nginx_eval.layout import Layout
-from nginx_eval.validate import classify, validation_config
+from nginx_eval.core import jsonio, stamps
+from nginx_eval.run.benchmark import load_benchmark, parse_task
+from nginx_eval.core.layout import Layout
+from nginx_eval.checks.validate import classify, validation_config
 
 SCRIPT = SOURCE_ROOT / "scripts" / "promote_tasks.py"
 RUN = "mine"

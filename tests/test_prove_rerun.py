@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 from fixture_repos import TEST_HEAD, commit, write
-from nginx_eval.prove import files_to_rerun
+from nginx_eval.prove.stage import files_to_rerun
 
 OK = {"exit_code": 0, "timed_out": False, "missing": False}
 

@@ -261,7 +261,7 @@ def test_process_workers_are_refused_with_ray(project, shared_cluster):
 
 
 def test_forwarded_environment_keeps_node_settings_home():
-    from nginx_eval.rayexec import forwarded_environment
+    from nginx_eval.cluster.rayexec import forwarded_environment
     env = {"NGINX_EVAL_REPO_URL": "/m/{owner}+{name}", "NGINX_EVAL_CACHE": "/coord/cache",
            "NGINX_EVAL_NODE_CACHE": "/coord/node", "NGINX_EVAL_NODE_REPO_URL": "/x",
            "ANTHROPIC_API_KEY": "k", "AGENT": "claude", "HOME": "/root", "FOO": "1",

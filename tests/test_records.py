@@ -10,9 +10,11 @@ import sys
 import pytest
 from conftest import SOURCE_ROOT, section, table_row
 
-from nginx_eval import report_records, summary
-from nginx_eval.errors import UserError
-from nginx_eval.modes import load_modes, parse_modes
+from nginx_eval.report import records as report_records
+from nginx_eval import results
+from nginx_eval.core import outcomes
+from nginx_eval.core.errors import UserError
+from nginx_eval.run.modes import load_modes, parse_modes
 
 
 def rows(project, mode, run="default"):
@@ -111,7 +113,7 @@ def test_failed_and_timed_out_agents_are_said_once_and_agent_errors_everywhere(p
     assert all(path.exists() for path in logs.values())
 
     # results.jsonl, report.json and report.md: the same outcome, from one function.
-    assert report_records.outcome is summary.outcome
+    assert report_records.outcome is outcomes.outcome and results.outcome is outcomes.outcome
     r = rows(project, "fake")
     assert r["tiny-add"]["outcome"] == "agent_error" and r["tiny-add"]["status"] == "unresolved"
     assert r["tiny-add"]["agent_error"] == "phase solve: exit code 3"
@@ -139,13 +141,12 @@ def test_an_agent_run_that_did_not_finish_is_never_the_models_failure():
     """infra_error and not_run are outcomes of their own, before any verdict (a leftover patch
     that passes is not the model's answer either), in the one shared vocabulary."""
     for status in ("infra_error", "not_run"):
-        assert status in summary.OUTCOMES and status in summary.NOT_SCORED
+        assert status in outcomes.OUTCOMES and status in outcomes.NOT_SCORED
         for row in ({"resolved": True, "status": "resolved"}, {"status": "unresolved"},
                     {"status": "env_error"}, {}):
-            assert summary.outcome(dict(row, agent_status=status)) == status
-    assert summary.outcome({"agent_status": "error", "status": "unresolved"}) == "agent_error"
-    assert summary.outcome({"agent_status": "failed", "resolved": True}) == "resolved"
-    assert report_records.OUTCOMES is summary.OUTCOMES
+            assert outcomes.outcome(dict(row, agent_status=status)) == status
+    assert outcomes.outcome({"agent_status": "error", "status": "unresolved"}) == "agent_error"
+    assert outcomes.outcome({"agent_status": "failed", "resolved": True}) == "resolved"
 
 
 # -- 2 and 3. AGENT is read as a shell reads it; records say what ran -------------------------------
@@ -217,7 +218,7 @@ def test_an_agent_a_shell_cannot_read_is_refused_before_any_agent(project):
 
 
 def test_render_command():
-    from nginx_eval.commandline import render_command
+    from nginx_eval.run.commandline import render_command
     command = "${AGENT:-claude --model {model} -p} {prompt}"
     values = {"model": "m", "prompt": "it's $AGENT"}
     assert render_command(command, {}, values) == "claude --model m -p 'it'\"'\"'s $AGENT'"
@@ -248,7 +249,7 @@ def test_render_command():
      "mode raw: unknown key 'colour'; known keys: {mode_keys}"),
 ])
 def test_unknown_keys_in_modes_toml_are_errors(tmp_path, text, message):
-    from nginx_eval.modes import MODE_KEYS
+    from nginx_eval.run.modes import MODE_KEYS
     message = message.format(mode_keys=", ".join(MODE_KEYS))
     path = tmp_path / "modes.toml"
     path.write_text(text)
@@ -268,7 +269,7 @@ def test_a_typo_in_modes_toml_stops_doit_with_one_line(project):
 
 
 def test_the_shipped_modes_toml_documents_every_key_and_parses():
-    from nginx_eval.modes import MODE_KEYS, PHASE_KEYS
+    from nginx_eval.run.modes import MODE_KEYS, PHASE_KEYS
     text = (SOURCE_ROOT / "modes.toml").read_text()
     header = text[:text.index("\n[modes.")]
     for key in MODE_KEYS + PHASE_KEYS:

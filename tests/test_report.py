@@ -6,7 +6,7 @@ import shutil
 import statistics
 
 from conftest import SOURCE_ROOT, section, table_row
-from nginx_eval import stats
+from nginx_eval.report import stats
 
 RUN = "rep"
 
@@ -215,8 +215,8 @@ def finish_differently(project, layout, tasks):
     """Give the fake agents' records a CLI version and a trajectory, turn UNFINISHED's into
     what an infra error and the budget leave, and run the stages after the agent on them
     (patch, grade, results: their own functions, on the files on disk)."""
-    from nginx_eval import grade, patch, summary
-    from nginx_eval.modes import load_modes
+    from nginx_eval import grade, patch, results
+    from nginx_eval.run.modes import load_modes
     modes = load_modes(project.root / "modes.toml")
     for mode in ("fake", "fake2"):
         for iid in tasks:
@@ -228,12 +228,12 @@ def finish_differently(project, layout, tasks):
             path.write_text(json.dumps(record))
             patch.write_patch(layout, modes[mode], tasks[iid], {}, [])
             grade.grade_task(layout, mode, tasks[iid], {}, [])
-        summary.write_summary(layout, modes[mode], list(tasks.values()))
+        results.write_summary(layout, modes[mode], list(tasks.values()))
 
 
 def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):
-    from nginx_eval.benchmark import load_benchmark
-    from nginx_eval.layout import Layout
+    from nginx_eval.run.benchmark import load_benchmark
+    from nginx_eval.core.layout import Layout
     modes_toml = project.root / "modes.toml"
     text = modes_toml.read_text()
     modes_toml.write_text(text + text.replace("modes.fake", "modes.fake2"))

@@ -12,9 +12,9 @@ import subprocess
 import pytest
 
 from conftest import Project
-from nginx_eval import stats
-from nginx_eval.options import Options
-from nginx_eval.errors import UserError
+from nginx_eval.report import stats
+from nginx_eval.run.options import Options
+from nginx_eval.core.errors import UserError
 
 Z95 = 1.959963984540054
 IDS = [f"t{i:02d}" for i in range(1, 13)]
@@ -386,7 +386,7 @@ def test_a_mode_with_repeats_is_compared_on_per_task_means(tmp_path):
 
 def test_fix_date_is_an_optional_checked_field(tmp_path):
     from conftest import SOURCE_ROOT
-    from nginx_eval.benchmark import load_benchmark
+    from nginx_eval.run.benchmark import load_benchmark
     shipped = load_benchmark(SOURCE_ROOT / "tasks" / "nginx.json")
     assert all(re.fullmatch(r"20\d\d-\d\d-\d\d", t.fix_date) for t in shipped.tasks)
     project = Project(tmp_path)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from nginx_eval.sandbox import sandbox_problem
+from nginx_eval.agent.sandbox import sandbox_problem
 
 needs_srt = pytest.mark.skipif(sandbox_problem() is not None,
                                reason=f"no usable agent sandbox: {sandbox_problem()}")
@@ -143,7 +143,7 @@ def test_sandbox_settings_are_part_of_the_agent_run(project):
 
 
 def test_the_model_endpoint_is_the_one_isolated_agents_reach():
-    from nginx_eval.sandbox import model_endpoint
+    from nginx_eval.agent.sandbox import model_endpoint
     assert model_endpoint({}) == "api.anthropic.com:443"
     assert model_endpoint({"ANTHROPIC_BASE_URL": "http://127.0.0.1:8765"}) == "127.0.0.1:8765"
     assert model_endpoint({"ANTHROPIC_BASE_URL": "https://gw.example.org/v1"}) == \
@@ -152,7 +152,7 @@ def test_the_model_endpoint_is_the_one_isolated_agents_reach():
 
 
 def test_a_tool_under_a_hidden_directory_stays_hidden(tmp_path):
-    from nginx_eval.sandbox import srt_settings
+    from nginx_eval.agent.sandbox import srt_settings
     hidden_bin = tmp_path / "project" / "bin"
     hidden_bin.mkdir(parents=True)
     box = {"endpoint": "api.anthropic.com:443", "allow_hosts": ["example.org"], "binds": []}
@@ -170,7 +170,7 @@ def test_a_tool_under_a_hidden_directory_stays_hidden(tmp_path):
 def test_each_refused_connection_is_read_from_srts_log_with_its_time(tmp_path):
     import json
     import subprocess
-    from nginx_eval import sandbox
+    from nginx_eval.agent import sandbox
     box = {"endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
     (tmp_path / "ws").mkdir()
     settings = tmp_path / "srt.json"

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import SOURCE_ROOT
-from nginx_eval.benchmark import load_benchmark, parse_task
-from nginx_eval.statements import (Evidence, added_lines, check_statement, code_blocks,
-                                   config_blocks, distinctive_words, gives_fix_away, lint,
-                                   task_evidence)
+from nginx_eval.run.benchmark import load_benchmark, parse_task
+from nginx_eval.checks.statements import (Evidence, added_lines, check_statement, code_blocks,
+                                          config_blocks, distinctive_words, gives_fix_away, lint,
+                                          task_evidence)
 
 CONFIG = """Config:
 

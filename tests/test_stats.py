@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from nginx_eval import stats
+from nginx_eval.report import stats
 
 Z95 = 1.959963984540054         # the 97.5% point of the standard normal
 

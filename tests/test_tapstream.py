@@ -1,6 +1,6 @@
 """tapstream.py on what real `prove -v` prints (conftest.prove_v runs it on small .t files)."""
 
-from nginx_eval.tapstream import assertion_id, file_problem, parse_tap
+from nginx_eval.prove.tap import assertion_id, file_problem, parse_tap
 
 OK = {"exit_code": 0, "timed_out": False}
 

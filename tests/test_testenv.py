@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from nginx_eval.layout import Layout
-from nginx_eval.prove import run_prove_files
-from nginx_eval.tapstream import parse_tap
-from nginx_eval.testenv import daemon_shims
+from nginx_eval.core.layout import Layout
+from nginx_eval.prove.stage import run_prove_files
+from nginx_eval.prove.tap import parse_tap
+from nginx_eval.prove.env import daemon_shims
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the memcached refusal happens only as root"),
@@ -67,7 +67,7 @@ def test_memcached_runs_as_root_in_a_test(tmp_path):
 
 def test_without_the_shim_memcached_refuses_root(tmp_path, monkeypatch):
     # The hazard is real: the same file, with no shim on PATH, does not get an answer.
-    monkeypatch.setattr("nginx_eval.prove.daemon_shims", lambda layout: None)
+    monkeypatch.setattr("nginx_eval.prove.stage.daemon_shims", lambda layout: None)
     layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
     result, stderr = run_memcached_test(tmp_path, layout)
     assert result.results == {"memcached.t:1 memcached answers": False}

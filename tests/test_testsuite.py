@@ -4,11 +4,11 @@ configure flags, the package tables, and the task miner reading files the same w
 import textwrap
 
 import fixture_repos
-from nginx_eval import testsuite
+from nginx_eval.prove import testsuite
 from nginx_eval.mining import nginx_history, scoring, stubs, suite_history, topics
-from nginx_eval.testsuite import (configure_flags_for, daemon_package, flag_for_module,
-                                  libraries_for_flags, module_enabled, perl_package,
-                                  requirements_in_order, requirements_of_test)
+from nginx_eval.prove.testsuite import (configure_flags_for, daemon_package, flag_for_module,
+                                        libraries_for_flags, module_enabled, perl_package,
+                                        requirements_in_order, requirements_of_test)
 
 # Snippets written in the style of nginx-tests files (not copied from it).
 HEAD = textwrap.dedent("""\

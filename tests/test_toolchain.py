@@ -6,9 +6,9 @@ import json
 import subprocess
 
 from conftest import SOURCE_ROOT
-from nginx_eval import report, report_records
-from nginx_eval.layout import Layout
-from nginx_eval.testenv import tool_versions
+from nginx_eval.report import stage as report, records as report_records
+from nginx_eval.core.layout import Layout
+from nginx_eval.prove.env import tool_versions
 
 RUN = "tc"
 CC = {"cc": "/usr/bin/x86_64-linux-gnu-gcc-12", "version": "cc (Elsewhere 12.2.0-14) 12.2.0",
@@ -88,7 +88,7 @@ def test_prove_records_perl_and_openssl_and_the_report_names_what_built(project)
 # -- configure's command line and compiler (toolchain.py) ------------------------------------------
 
 def test_configure_leaves_out_debug_info_and_keeps_the_tasks_cc_opt():
-    from nginx_eval.toolchain import configure_argv
+    from nginx_eval.build.toolchain import configure_argv
     assert configure_argv([]) == ["./auto/configure", "--with-cc-opt=-g0 -MD"]
     assert configure_argv(["--with-stream", "--with-cc-opt=-DX=1"]) == \
         ["./auto/configure", "--with-stream", "--with-cc-opt=-DX=1 -g0 -MD"]
@@ -101,8 +101,8 @@ def test_configure_test_programs_are_compiled_once(tmp_path):
     import os
     import shutil
     import subprocess
-    from nginx_eval.toolchain import configure_env
-    from nginx_eval.layout import Layout
+    from nginx_eval.build.toolchain import configure_env
+    from nginx_eval.core.layout import Layout
     layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
     calls = tmp_path / "compiler-calls"
     real = tmp_path / "real-cc"

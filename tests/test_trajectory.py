@@ -4,7 +4,7 @@ import pytest
 
 from anthropic_standin import StandIn, call, say
 from claude_captures import Recorder
-from nginx_eval import trajectory
+from nginx_eval.agent import trajectory
 
 SCRIPT = {
     "TRAJ-1": [[say("Let me look."), call("Bash", command="seq 1 500")],

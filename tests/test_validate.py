@@ -3,11 +3,11 @@
 import json
 from types import SimpleNamespace
 
-from nginx_eval import jsonio
-from nginx_eval.benchmark import load_benchmark
-from nginx_eval.layout import Layout
-from nginx_eval.tapstream import parse_tap
-from nginx_eval.validate import classify, write_summary
+from nginx_eval.core import jsonio
+from nginx_eval.run.benchmark import load_benchmark
+from nginx_eval.core.layout import Layout
+from nginx_eval.prove.tap import parse_tap
+from nginx_eval.checks.validate import classify, write_summary
 
 
 def test_validation_labels_planted_tasks(project):

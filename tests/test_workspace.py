@@ -10,8 +10,8 @@ import jinja2
 
 import claude_cli
 from anthropic_standin import call, say
-from nginx_eval.layout import SOURCE_ROOT
-from nginx_eval.modes import load_modes
+from nginx_eval.core.layout import SOURCE_ROOT
+from nginx_eval.run.modes import load_modes
 from nginx_eval.patch import patch_stats, workspace_diff
 from nginx_eval.workspace import install_commands
 from test_patch import REPO, harness_workspace, write

@@ -10,7 +10,7 @@ commits that may be the fix a test signal (nginx_eval/mining/suite_history.py) t
 import math
 import re
 
-from nginx_eval import gitcmd
+from nginx_eval.core import gitcmd
 from nginx_eval.mining.topics import words
 
 RELEASE_RE = re.compile(r"^release-(\d+)\.(\d+)\.(\d+)$")

@@ -13,7 +13,7 @@ base also needs ``-Wno-implicit-fallthrough`` and, for the MD5 code in its core,
 include <sys/sysctl.h>, which glibc no longer has: no option helps, and the miner proposes none.
 """
 
-from nginx_eval import gitcmd
+from nginx_eval.core import gitcmd
 
 # (nginx commit that made the option unnecessary, the option, which builds need it)
 LEGACY_OPTIONS = (

@@ -10,10 +10,10 @@ doctor reads them); fail_to_pass, pass_to_pass and the problem statement are lef
 import json
 import os
 
-from nginx_eval import gitcmd
+from nginx_eval.core import gitcmd
 from nginx_eval.mining.oldbuilds import with_legacy_options
 from nginx_eval.mining.topics import AREA_PATHS, subject_area, test_area, words
-from nginx_eval.testsuite import configure_flags_for, requirements_in_order
+from nginx_eval.prove.testsuite import configure_flags_for, requirements_in_order
 
 
 def pick_files(files, c):

@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from nginx_eval import gitcmd
+from nginx_eval.core import gitcmd
 
 VERSION_RE = re.compile(r"has_version\(\s*'(\d+\.\d+\.\d+)'\s*\)")
 GUARD_RE = re.compile(r"\$TODO|todo_skip|todo_alerts|skip_all|TODO")

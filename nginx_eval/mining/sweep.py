@@ -30,11 +30,11 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from nginx_eval import gitcmd
-from nginx_eval.prove import run_prove_files
-from nginx_eval.tapstream import assertion_number, parse_tap
-from nginx_eval.toolchain import build_env, configure_argv
-from nginx_eval.testsuite import configure_flags_for, requirements_in_order
+from nginx_eval.core import gitcmd
+from nginx_eval.prove.stage import run_prove_files
+from nginx_eval.prove.tap import assertion_number, parse_tap
+from nginx_eval.build.toolchain import build_env, configure_argv
+from nginx_eval.prove.testsuite import configure_flags_for, requirements_in_order
 
 # Modules a build here cannot have (no library in setup-debian.sh) or that change every file's
 # startup (perl loads the build's own Perl module).

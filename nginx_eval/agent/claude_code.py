@@ -1,0 +1,362 @@
+"""What the Claude Code CLI's outputs mean: its result JSON, the cost and tokens of a phase (from
+the result or its transcript), its sessions and slash commands, and the status of a phase that
+ran it. Where its transcripts are and how to read them is claude_transcript.py's.
+
+Pure functions, except the few that read the CLI's own files (command files) or run
+``<program> --version``. Every fact below was measured with the pinned CLI (2.1.330, the version
+scripts/setup-debian.sh installs) against tests/anthropic_standin.py; tests/test_claude_cli.py
+pins them, tests/test_claude_code.py runs these functions on what that CLI printed and wrote.
+
+- ``--output-format json`` prints one object, ``{"type": "result", "subtype": "success", ...}``,
+  also on errors; the exit code is 1 exactly when ``is_error``. An API error (after the CLI's own
+  retries) has ``api_error_status`` (500, 529, 429, 401, ...; null for a refused connection, whose
+  ``result`` names ECONNREFUSED), ``terminal_reason: "api_error"`` and ``result: "API Error: ..."``.
+  A bad key: 401, ``"Invalid API key · ..."`` or ``"Failed to authenticate. ..."``.
+- ``usage`` covers the main model only; ``modelUsage`` has every model (a subagent on haiku shows
+  up only there) with its ``costUSD``; ``total_cost_usd`` is their sum.
+- With ``--continue``, ``total_cost_usd`` and ``modelUsage`` are the session's so far (cumulative;
+  also after an error), while ``usage`` is the call's own: a phase's figures are the difference
+  from the previous phase of the same ``session_id``. ``--continue`` where no session exists
+  silently starts a new one (exit 0): only the session id tells.
+- Transcripts (claude_transcript.py): one line per content block, each assistant line carrying
+  its message's ``usage`` (so messages are counted once, by id). A run that ends normally, or on
+  SIGTERM, appends a ``cost-state`` line (``totalCostUSD``, ``modelUsage``: cumulative for the
+  session too); SIGKILL leaves only the per-message usage. Killed, the CLI prints no JSON.
+- A slash-command prompt (``/fix-issue ARGS``) whose Markdown file is in the workspace's
+  ``.claude/commands/`` or ``$CLAUDE_CONFIG_DIR/commands/`` is expanded: the transcript's user
+  message holds ``<command-name>/fix-issue</command-name>``. Without the file the pinned CLI sends
+  the text to the model as a plain prompt (exit 0, one turn, paid); earlier 2.1.x answered
+  ``Unknown command: /fix-issue`` with no API call.
+"""
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+from ..core import jsonio
+from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, TIMEOUT
+from .transcript import command_ran
+
+PROGRAM_NAMES = ("claude", "claude.exe")
+CONTINUE_FLAGS = ("--continue", "-c")
+RESULT_CHARS = 500
+TOKENS = ("input", "output", "cache_read", "cache_creation")
+# The same four counts as the API's usage and as modelUsage / cost-state name them.
+USAGE_KEYS = dict(zip(TOKENS, ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                               "cache_creation_input_tokens")))
+MODEL_USAGE_KEYS = dict(zip(TOKENS, ("inputTokens", "outputTokens", "cacheReadInputTokens",
+                                     "cacheCreationInputTokens")))
+# "Not logged in · Please run /login": no key and no login, answered at once with no request.
+AUTH_TEXTS = ("Invalid API key", "Failed to authenticate", "Not logged in")
+# What gives the CLI credentials: any of these set, or a login's credentials file.
+CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+                        "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
+                        "CLAUDE_CODE_USE_FOUNDRY")
+# A phase's status is one of agent.json's (core/outcomes.py), or AUTH, which never reaches a
+# record: the run stops.
+AUTH = "auth"
+
+
+# -- the program -----------------------------------------------------------------------------
+
+def resolve_program(program, environ):
+    """The file `program` (a command's first word) runs, symlinks not followed; None when a
+    relative path or not on PATH."""
+    if not program:
+        return None
+    if "/" in program:
+        return program if os.path.isabs(program) and os.access(program, os.X_OK) else None
+    return shutil.which(program, path=environ.get("PATH", os.defpath))
+
+
+def is_claude_code(path):
+    """Whether `path` is the Claude Code CLI: it, or the file its symlinks lead to, is named
+    claude (npm's node_modules/.bin/claude is a symlink to bin/claude.exe)."""
+    return bool(path) and (os.path.basename(path) in PROGRAM_NAMES
+                           or os.path.basename(os.path.realpath(path)) in PROGRAM_NAMES)
+
+
+def program_version(path, environ, cache_dir):
+    """``<path> --version`` ("2.1.330 (Claude Code)") of a Claude Code program, or None. Cached in
+    `cache_dir` per resolved file, mtime and size, so that a run with nothing to do starts no CLI."""
+    if not is_claude_code(path):
+        return None
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return _cached_version(real, st.st_mtime_ns, st.st_size, str(cache_dir),
+                           environ.get("PATH", ""))
+
+
+@lru_cache(maxsize=16)
+def _cached_version(real, mtime_ns, size, cache_dir, search_path):
+    cache = Path(cache_dir) / f"{jsonio.digest([real, mtime_ns, size])}.json"
+    known = jsonio.read_json(cache)
+    if isinstance(known, dict) and known.get("version"):
+        return known["version"]
+    try:
+        out = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=60,
+                             env=dict(os.environ, PATH=search_path), stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    version = (out.stdout.strip().splitlines() or [""])[0].strip()
+    if out.returncode != 0 or not version:
+        return None
+    jsonio.write_json(cache, {"program": real, "mtime_ns": mtime_ns, "size": size,
+                              "version": version})
+    return version
+
+
+def credentials_problem(environ):
+    """Why the CLI would answer "Not logged in" (one line), or None: no credential variable and
+    no login (``.credentials.json`` in its config directory) and no apiKeyHelper setting."""
+    if any(environ.get(v) for v in CREDENTIAL_VARIABLES):
+        return None
+    config = environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
+    if os.path.exists(os.path.join(config, ".credentials.json")):
+        return None
+    for settings in (os.path.join(config, "settings.json"),):
+        data = jsonio.read_json(Path(settings))
+        if isinstance(data, dict) and data.get("apiKeyHelper"):
+            return None
+    return ("Claude Code has no credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), "
+            "or log in once with `claude` and /login")
+
+
+def continues_session(command):
+    """Whether a command line asks the CLI to continue the latest session."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    return any(w in CONTINUE_FLAGS for w in words)
+
+
+# -- the result JSON -------------------------------------------------------------------------
+
+def parse_result(stdout_text):
+    """The CLI's result object (the last JSON object line of stdout with a cost or usage, or the
+    whole output pretty printed), or None: an agent that is not Claude Code, or one killed."""
+    for line in reversed(stdout_text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            data = _result_object(line)
+            if data is not None:
+                return data
+    return _result_object(stdout_text)
+
+
+def _result_object(text):
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and ("total_cost_usd" in data or "usage" in data):
+        return data
+    return None
+
+
+def result_fields(result):
+    """The phase record's fields that the result states (each None when it does not)."""
+    result = result or {}
+    text = result.get("result")
+    return {"session_id": result.get("session_id"), "is_error": result.get("is_error"),
+            "api_error_status": result.get("api_error_status"),
+            "terminal_reason": result.get("terminal_reason"),
+            "permission_denials": list(result.get("permission_denials") or []),
+            "result": text[:RESULT_CHARS] if isinstance(text, str) else None,
+            "num_turns": result.get("num_turns")}
+
+
+def one_line(text, limit=300):
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _error_kind(result):
+    status = result.get("api_error_status")
+    text = str(result.get("result") or "")
+    if status in (401, 403) or any(t in text for t in AUTH_TEXTS):
+        return AUTH
+    if status == 429 or (isinstance(status, int) and status >= 500) or \
+            (status is None and result.get("terminal_reason") == "api_error"):
+        return INFRA_ERROR
+    if status == 404:            # no such model: the mode's mistake
+        return ERROR
+    return FAILED                # a refusal, a prompt too long, max turns: the agent's own end
+
+
+def classify(result, exit_code):
+    """(status, reason) of a phase that ended by itself, from the CLI's result (None: it printed
+    none, e.g. another agent) and its exit code. AUTH: credentials refused, the run must stop."""
+    if result is None:
+        if exit_code == 0:
+            return COMPLETED, ""
+        if exit_code == 127:
+            return ERROR, "command not found (exit 127)"
+        return FAILED, f"exit code {exit_code}"
+    text = one_line(result.get("result"))
+    if result.get("is_error"):
+        return _error_kind(result), f"exit code {exit_code}: {text}"
+    if exit_code != 0:
+        return FAILED, f"exit code {exit_code}"
+    if text.startswith("Unknown command"):
+        return ERROR, text
+    if result.get("num_turns") == 0:
+        return ERROR, f"no API turn made: {text}"
+    return COMPLETED, ""
+
+
+def phase_status(timed_out, timeout, exit_code, result, entries, slash, session_problem):
+    """(status, reason) of a phase: classify's, unless a completed run is not what the mode
+    asked for: a lost session (see session_problem) or a slash command the CLI did not expand."""
+    if timed_out:
+        return TIMEOUT, f"timed out after {timeout:g} s"
+    status, reason = classify(result, exit_code)
+    if status != COMPLETED:
+        return status, reason
+    if session_problem:
+        return ERROR, session_problem
+    if slash and not command_ran(entries, slash):
+        return ERROR, (f"the CLI did not run /{slash}: no <command-name>/{slash}</command-name> "
+                       f"in its transcript")
+    return COMPLETED, ""
+
+
+def session_problem(continues, previous_session, session):
+    """Why a phase that should continue `previous_session` did not (None when it did, or when
+    there is nothing to compare)."""
+    if not continues or not previous_session or not session or session == previous_session:
+        return None
+    return (f"--continue started session {session} instead of continuing "
+            f"{previous_session}: the earlier phases' conversation was lost")
+
+
+# -- cost and tokens -------------------------------------------------------------------------
+
+def tokens_of(usage, keys=USAGE_KEYS):
+    return {t: int((usage or {}).get(keys[t]) or 0) for t in TOKENS}
+
+
+def models_of(model_usage):
+    """{model: {"cost_usd", "input", "output", "cache_read", "cache_creation"}} of a modelUsage
+    (result or cost-state)."""
+    return {m: dict(tokens_of(u, MODEL_USAGE_KEYS), cost_usd=u.get("costUSD"))
+            for m, u in (model_usage or {}).items() if isinstance(u, dict)}
+
+
+def minus(now, before):
+    """Per model, the cumulative figures `now` less `before` (the same session's previous
+    phase); models with nothing new are left out."""
+    out = {}
+    for model, figures in now.items():
+        old = before.get(model, {})
+        diff = {t: figures[t] - old.get(t, 0) for t in TOKENS}
+        cost = figures.get("cost_usd")
+        diff["cost_usd"] = None if cost is None else round(cost - (old.get("cost_usd") or 0), 10)
+        if any(diff[t] for t in TOKENS) or diff["cost_usd"]:
+            out[model] = diff
+    return out
+
+
+def totals(models):
+    """(cost_usd, tokens) summed over models; cost None when a model's cost is unknown."""
+    tokens = {t: sum(m[t] for m in models.values()) for t in TOKENS}
+    costs = [m.get("cost_usd") for m in models.values()]
+    cost = None if None in costs else round(sum(costs), 10)
+    return cost, tokens
+
+
+def summed_tokens(phases):
+    """Tokens over phase records (None when none recorded any)."""
+    tokens = [p["tokens"] for p in phases if p.get("tokens")]
+    return {t: sum(x.get(t, 0) for x in tokens) for t in TOKENS} if tokens else None
+
+
+def summed_cost(phases):
+    """Cost over phase records (None when none recorded one)."""
+    costs = [p["cost_usd"] for p in phases if p.get("cost_usd") is not None]
+    return round(sum(costs), 10) if costs else None
+
+
+def message_models(entries):
+    """Usage per model from transcript entries (assistant lines, each message counted once by
+    its id); cost unknown (None): only a cost-state line or the result prices them."""
+    models, seen = {}, set()
+    for e in entries:
+        message = e.get("message") or {}
+        if e.get("type") != "assistant" or not message.get("usage") or message.get("id") in seen:
+            continue
+        seen.add(message.get("id"))
+        figures = models.setdefault(message.get("model") or "unknown",
+                                    dict({t: 0 for t in TOKENS}, cost_usd=None))
+        for t, n in tokens_of(message["usage"]).items():
+            figures[t] += n
+    return models
+
+
+def last_cost_state(entries):
+    states = [e for e in entries if e.get("type") == "cost-state"]
+    return states[-1] if states else None
+
+
+def phase_usage(result, entries, before):
+    """What a phase cost: {"cost_usd", "tokens", "models", "cost_source"} and the session's
+    cumulative models after it. result: its JSON (None if killed); entries: the transcript lines
+    it added (its subagents' too); before: the cumulative models of its session so far."""
+    if result is not None and isinstance(result.get("modelUsage"), dict):
+        now = models_of(result["modelUsage"])
+        return _figures(minus(now, before), "result"), now
+    if result is not None:          # another agent printing Claude-like JSON: take it as it is
+        tokens = tokens_of(result.get("usage"))
+        return {"cost_usd": result.get("total_cost_usd"), "tokens": tokens, "models": {},
+                "cost_source": "result"}, before
+    state = last_cost_state(entries)
+    if state is not None:
+        now = models_of(state.get("modelUsage"))
+        return _figures(minus(now, before), "transcript"), now
+    if entries:     # killed by SIGKILL: tokens per message, no price (none if none answered)
+        return _figures(message_models(entries), "transcript"), before
+    return {"cost_usd": None, "tokens": None, "models": {}, "cost_source": None}, before
+
+
+def _figures(models, source):
+    cost, tokens = totals(models)
+    return {"cost_usd": cost, "tokens": tokens, "models": models, "cost_source": source}
+
+
+# -- slash commands --------------------------------------------------------------------------
+
+SLASH_COMMAND = re.compile(r"\s*/([A-Za-z0-9][A-Za-z0-9_:.-]*)(?:\s|$)")
+
+
+def slash_command(prompt):
+    """The command a prompt invokes ("fix-issue" for "/fix-issue .issue.md"), or None."""
+    m = SLASH_COMMAND.match(prompt or "")
+    return m.group(1) if m else None
+
+
+def command_file(name, workspace, config):
+    """The Markdown file that defines /name for a CLI run in `workspace`, or None. A name with
+    colons is a file in subdirectories (/frontend:test is frontend/test.md)."""
+    relative = name.replace(":", "/") + ".md"
+    for folder in (Path(workspace) / ".claude" / "commands", Path(config) / "commands"):
+        if (folder / relative).is_file():
+            return folder / relative
+    return None
+
+
+def undefined_command(name, workspace, config):
+    """Why a phase that invokes /name must not run (None when the command is defined)."""
+    if command_file(name, workspace, config):
+        return None
+    return (f"/{name} is not defined (no {name}.md in the workspace's .claude/commands/ or in "
+            f"{config}/commands/); not run, since the CLI would send it to the model as plain "
+            f"text")

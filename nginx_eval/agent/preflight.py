@@ -1,0 +1,81 @@
+"""The preflight of `doit run`: before the first task, the program each agent phase about to run
+starts must be on PATH and must start (Claude Code's ``--version`` runs; its output is the version
+agent.json records), in the sandbox the mode uses when it has one (another agent is looked up there
+with bash's ``type``, never run). It also clears a stop that refused credentials left on the run
+(gate.py). cli's reporter runs it: only doit's reporter sees which tasks were selected."""
+
+import os
+import subprocess
+
+from ..core.errors import UserError
+from ..core.tasknames import AGENT, task_name, unit_name
+from ..doitext.invocation import reachable
+from ..run.commandline import command_program
+from . import sandbox
+from .claude_code import credentials_problem, is_claude_code, program_version, resolve_program
+from .gate import clear_stop
+from .stage import agent_finished
+
+
+def program_found(program, env):
+    """Whether bash, run as the agent's phases are, finds `program` (on PATH, or a builtin)."""
+    if "/" in program:
+        # A relative path is resolved in the workspace, which does not exist yet.
+        return not os.path.isabs(program) or os.access(program, os.X_OK)
+    out = subprocess.run(["bash", "-c", 'type -t -- "$1"', "bash", program], env=env,
+                         capture_output=True, text=True)
+    return bool(out.stdout.strip())
+
+
+def agents_to_run(ctx, tasks, selected):
+    """(mode, task) of every agent task doit is about to run: reachable from the selected tasks,
+    and without a finished agent.json for its current inputs (or forgotten)."""
+    reachable_names = reachable(tasks, selected)
+    for bench, mode, task in ctx.agent_units():
+        name = task_name(AGENT, unit_name(bench, mode, task))
+        if name not in reachable_names:
+            continue
+        if not agent_finished(ctx.layout, mode, task, name):
+            yield mode, task
+
+
+def program_problem(layout, program, env, box):
+    """Why `program` cannot start as a phase of a mode with sandbox settings `box` starts it,
+    or None."""
+    if not program_found(program, env):
+        return f"program {program!r} is not on PATH"
+    path = resolve_program(program, env)
+    claude = is_claude_code(path)
+    if claude and credentials_problem(env):
+        return credentials_problem(env)
+    if box and (path or "/" not in program):
+        probe = [path, "--version"] if claude else ["bash", "-c", 'type -t -- "$1"', "bash",
+                                                    program]
+        problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), box=box,
+                                        environ=env, programs=[path] if path else [])
+        return problem and f"program {program!r} does not start in the sandbox: {problem}"
+    if claude and not program_version(path, env, layout.agent_versions):
+        return f"program {program!r} does not run: `{program} --version` printed no version"
+    return None
+
+
+def preflight(ctx, tasks, selected):
+    """Every agent phase about to run starts a program that exists and runs
+    (commandline.command_program), in its sandbox if it has one."""
+    clear_stop(ctx.layout)
+    checked = set()
+    for mode, _task in agents_to_run(ctx, tasks, selected):
+        if mode.family in checked:
+            continue
+        checked.add(mode.family)
+        box = sandbox.settings(mode)
+        if box:
+            # Never a fallback to an unisolated run: no agent starts without its sandbox.
+            sandbox.check_available(mode, ctx.layout.modes_file)
+        env = dict(os.environ, **dict(mode.env))
+        for phase in mode.phases:
+            program = command_program(phase.command, env)
+            problem = program and program_problem(ctx.layout, program, env, box)
+            if problem:
+                raise UserError(problem, file=ctx.layout.modes_file,
+                                item=f"mode {mode.name} phase {phase.name}", field="command")

@@ -1,0 +1,492 @@
+"""Stage 3, agent: run a mode's phases in the workspace, under time limits.
+
+Output ``agent.json``::
+
+    {"inputs": sha256, "mode": str, "instance_id": str,
+     "status": "completed" | "failed" | "timeout" | "error" | "infra_error" | "not_run",
+     "error": str,                 # one line, for every status but "completed" ("" then):
+                                   # "phase solve: exit code 3", "phase solve: timed out after
+                                   # 1800 s", "phase solve: command not found (exit 127)", "phase
+                                   # solve: exit code 1: API Error: 500 ...", "phase implement:
+                                   # --continue started session ... instead of continuing ...",
+                                   # "phase solve: /fix-issue is not defined ..."
+     "attempts": [{"status", "error", "cost_usd", "logs"}],   # one per try (the last is this
+                                   # record's; earlier ones' logs moved to agent/attempt-<n>/)
+     "agent_version": str | null,  # `<program> --version` of a Claude Code program
+     "wall_seconds": float,        # the phases' own time, over every attempt
+     "phases": [{"name",
+                 "command",        # what ran: $AGENT's words and the other variables' values
+                                   # put in (secret-looking names stay as written), {prompt}
+                                   # shown as "$(cat <prompt file>)"
+                 "command_template",   # {model} filled, other placeholders as written
+                 "model",          # the mode's model if the command names {model}, else null
+                 "exit_code", "timed_out", "wall_seconds", "stdout", "stderr", "prompt_file",
+                 "session_id", "is_error", "api_error_status", "terminal_reason",
+                 "permission_denials", "result", "num_turns",   # the CLI's result (null when
+                                   # it printed none: killed, or an agent that is not Claude Code)
+                 "cost_usd", "tokens": {...}, "models": {model: {"cost_usd", tokens...}},
+                 "cost_source": "result" | "transcript" | null,
+                 "transcript": "agent/<i>-<phase>.transcript.jsonl" | null}],
+     "cost_usd": float | null, "tokens": {"input", "output", "cache_read", "cache_creation"} | null,
+                                   # over phases and attempts, every model (subagents too)
+     "trajectory": "agent/trajectory.md" | null,
+     "isolation": "srt" | "none",  # "none": the mode ran unisolated (isolation = "none")
+     "flags": [{"kind", "phase", "detail"}],   # attempts to look beyond the task, every
+                                   # attempt's (attempts.py); "contamination" ones included
+     "contaminated": bool}         # the fix reached the agent: the outcome is "contaminated"
+
+Each phase also has ``"blocked": [{"host", "port", "time"}]`` (connections the sandbox refused;
+null unisolated) and ``"sandbox_log"`` (srt's debug log, null unisolated); its settings are in
+``agent/<i>-<phase>.srt.json``.
+
+What the CLI's outputs mean (status, cost, sessions, transcripts, slash commands) is
+claude_code.py's; what holds an agent back (a run stopped by refused credentials, the budget,
+the backoff) is agent_limits.py's. A run that ends in ``infra_error`` is tried again in a fresh
+workspace up to ``agent_retries`` times; credentials refused (401/403) write no agent.json and
+stop the run with one line; with ``max_cost`` spent an agent is ``not_run``. ``infra_error``
+and ``not_run`` records are not finished: the next ``doit run`` tries again. A failed phase is
+one line on stderr when it happens: ``nginx-eval: agent <mode>/<instance> failed: exit code 3
+(log: <the phase's stderr file>)``.
+
+An agent run costs money, so it is repeated only when its inputs change (mode command, prompt,
+model, problem statement, the values of environment variables its command names, the slash
+command files, the Claude Code version) or after ``doit forget`` (see doitdb.py). The inputs
+digest is stored in agent.json; an action that finds a finished agent.json of the same inputs
+returns at once, even when doit's database was lost. Adding the Claude Code version to the
+inputs changed the digest of the Claude Code runs made before it, once.
+"""
+
+import base64
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+from functools import lru_cache
+
+import jinja2
+
+from . import attempts as attempts_module
+from . import claude_code as cc
+from . import transcript as ct
+from ..cluster import executor
+from ..cluster.node import UnitLost, on_node
+from ..core import gitcmd, jsonio, limits, stamps
+from . import sandbox, trajectory
+from .gate import (CredentialsRefused, backoff_seconds, check_not_stopped, clear_stop,
+                   keep_attempt_logs, over_budget, stop_the_run, wait_interruptibly)
+from ..run.commandline import command_program, render_command
+from ..doitext.backend import consume_forgotten, forgotten
+from ..core.errors import failing_on_user_error
+from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
+from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
+from ..core.procs import kill_leftovers, run_limited
+from ..workspace import (ISSUE_FILE, ensure_fresh_workspace, install_commands, mark_agent_started,
+                         workspace_inputs)
+
+
+
+@lru_cache(maxsize=8)
+def prompt_environment(templates_dir):
+    # One per directory: each template is compiled once, not once per task (the no-op run
+    # renders every prompt to check that agent runs are still current).
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+def render_prompt(templates_dir, template_name, task, mode, phase):
+    env = prompt_environment(str(templates_dir))
+    return env.get_template(template_name).render(
+        task=task, mode=mode, phase=phase, problem_statement=task.problem_statement,
+        issue_file=ISSUE_FILE, instance_id=task.instance_id)
+
+
+def rendered_prompts(templates_dir, mode, task):
+    return [render_prompt(templates_dir, p.prompt, task, mode, p) if p.prompt else ""
+            for p in mode.phases]
+
+
+ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def referenced_environment(mode):
+    """Values of the environment variables the mode's commands use ($AGENT, ${AGENT:-...}): a
+    command that means another agent under another AGENT must not reuse the old agent's runs."""
+    names = sorted({n for p in mode.phases for n in ENV_REFERENCE.findall(p.command)})
+    env = dict(os.environ, **dict(mode.env))
+    return {n: env.get(n) for n in names}
+
+
+def agent_version(layout, mode):
+    """The `--version` of the Claude Code programs the mode's phases start, or None."""
+    env = dict(os.environ, **dict(mode.env))
+    versions = [cc.program_version(cc.resolve_program(command_program(p.command, env), env),
+                                   env, layout.agent_versions) for p in mode.phases]
+    return ", ".join(dict.fromkeys(v for v in versions if v)) or None
+
+
+def agent_inputs(layout, mode, task, prompts):
+    inputs = {"mode": mode.fingerprint(), "prompts": prompts,
+              "environment": referenced_environment(mode), "workspace": workspace_inputs(task)}
+    box = sandbox.settings(mode)
+    if box:         # only when on, so that runs made without a sandbox keep their digest
+        inputs["sandbox"] = box
+    version = agent_version(layout, mode)
+    if version:     # only for Claude Code: other agents' runs keep their digest
+        inputs["agent_version"] = version
+    return jsonio.digest(inputs)
+
+
+def is_finished(record):
+    """A record that says the run is over (not an infra error or a run the budget held back)."""
+    return bool(record) and record.get("status") not in UNFINISHED_AGENT
+
+
+def agent_finished(layout, mode, task, agent_task_name):
+    """The agent run of (mode, task) is finished for its current inputs (its agent.json was made
+    from them) and not forgotten: it will not run again, so it needs no workspace (`doit clean`
+    removed it; patch.write_patch keeps the patch taken from it)."""
+    if forgotten(layout, agent_task_name):
+        return False
+    inputs = agent_inputs(layout, mode, task, rendered_prompts(layout.templates_dir, mode, task))
+    return is_finished(stamps.made_from(layout.agent_json(mode.name, task.instance_id), inputs))
+
+
+def say(mode, task, what, reason, log=None):
+    """The console line of an agent that failed or did not run, printed when it happens."""
+    where = f" (log: {log})" if log else ""
+    print(f"nginx-eval: agent {mode.name}/{task.instance_id} {what}: {reason}{where}",
+          file=sys.stderr, flush=True)
+
+
+class AgentRun:
+    """One agent run of (mode, task): its attempts, each in a fresh workspace, phase by phase."""
+
+    def __init__(self, layout, mode, task, prompts):
+        self.layout, self.mode, self.task, self.prompts = layout, mode, task, prompts
+        self.out = layout.agent_json(mode.name, task.instance_id)
+        self.ws = layout.workspace(mode.name, task.instance_id)
+        self.logs = layout.agent_logs(mode.name, task.instance_id)
+        self.env = dict(os.environ, **dict(mode.env), NGINX_EVAL_INSTANCE=task.instance_id)
+        self.box = sandbox.settings(mode)
+        self.config = ct.config_dir(self.env)
+        self.evidence = None
+        self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
+
+    def attempt(self):
+        """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory"}."""
+        # An agent of a killed doit may still be running in this workspace: stop it before the
+        # workspace is recreated under it.
+        kill_leftovers(self.token_file)
+        ensure_fresh_workspace(self.layout, self.mode.name, self.task)
+        install_commands(self.layout, self.mode, self.task)
+        mark_agent_started(self.layout, self.mode.name, self.task)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        state = {"status": COMPLETED, "error": "", "phases": [], "sessions": {},
+                 "session": None, "rendered": [], "flags": []}
+        for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts), 1):
+            if not self.ws.is_dir():
+                # An earlier phase deleted the workspace: nothing to run the next phase in.
+                state.update(status=FAILED,
+                             error=f"phase {phase.name}: the workspace no longer exists")
+                last = state["phases"][-1]["stderr"] if state["phases"] else None
+                say(self.mode, self.task, "failed", state["error"], last and self.out.parent / last)
+                break
+            status, reason = self.run_phase(i, phase, prompt, state)
+            if status != COMPLETED:
+                state.update(status=status, error=f"phase {phase.name}: {reason}")
+                break
+        state["trajectory"] = self.write_trajectory(state["rendered"])
+        return state
+
+    def run_phase(self, i, phase, prompt, state):
+        """Run one phase, add its record to `state`; (status, reason)."""
+        stem = f"{i}-{phase.name}"
+        prompt_file = self.logs / f"{stem}.prompt.md"
+        prompt_file.write_text(prompt, encoding="utf-8")
+        values = {"workspace": str(self.ws), "issue_file": str(self.ws / ISSUE_FILE),
+                  "prompt": prompt, "prompt_file": str(prompt_file), "model": self.mode.model,
+                  "instance_id": self.task.instance_id, "log_dir": str(self.logs),
+                  "phase": phase.name}
+        record = self.phase_record(phase, stem, values, prompt_file)
+        state["phases"].append(record)
+        program = cc.resolve_program(command_program(phase.command, self.env), self.env)
+        claude = cc.is_claude_code(program)
+        slash = cc.slash_command(prompt) if claude else None
+        undefined = slash and cc.undefined_command(slash, self.ws, self.config)
+        if undefined:
+            (self.out.parent / record["stdout"]).write_bytes(b"")
+            (self.out.parent / record["stderr"]).write_text(undefined + "\n", encoding="utf-8")
+            say(self.mode, self.task, "failed", undefined, self.out.parent / record["stderr"])
+            return ERROR, undefined
+        before = ct.transcript_sizes(self.config, self.ws) if claude else {}
+        command = render_command(phase.command, self.env, values)
+        outcome = self.launch(command, record, phase.timeout, stem, program)
+        lines = ct.new_transcript_lines(before, ct.transcript_sizes(self.config, self.ws)) \
+            if claude else []
+        status, reason = self.read_phase(record, outcome, lines, state, phase, slash, stem)
+        state["flags"] += self.scan(phase.name, record, ct.entries_of(lines), claude)
+        if status not in (COMPLETED, cc.AUTH):
+            say(self.mode, self.task, "failed", reason, self.out.parent / record["stderr"])
+        return status, reason
+
+    def phase_record(self, phase, stem, values, prompt_file):
+        names_model = "{model}" in render_command(phase.command, self.env, record=True)
+        shown = {"prompt": f'"$(cat {shlex.quote(str(prompt_file))})"'}
+        relative = lambda p: str(p.relative_to(self.out.parent))
+        return {"name": phase.name,
+                "command": render_command(phase.command, self.env, values, shown, record=True),
+                "command_template": render_command(phase.command, self.env,
+                                                   {"model": self.mode.model}, record=True),
+                "model": (self.mode.model or None) if names_model else None,
+                "exit_code": None, "timed_out": False, "wall_seconds": 0.0,
+                "stdout": relative(self.logs / f"{stem}.stdout"),
+                "stderr": relative(self.logs / f"{stem}.stderr"),
+                "prompt_file": relative(prompt_file), **cc.result_fields(None),
+                "cost_usd": None, "tokens": None, "models": {}, "cost_source": None,
+                "transcript": None, "blocked": None, "sandbox_log": None}
+
+    def launch(self, command, record, timeout, stem, program):
+        if self.box:
+            outcome = self.launch_isolated(command, record, timeout, stem, program)
+        else:
+            with open(self.out.parent / record["stdout"], "wb") as so, \
+                    open(self.out.parent / record["stderr"], "wb") as se, limits.slot("agent"):
+                outcome = run_limited(["bash", "-c", command], cwd=str(self.ws), env=self.env,
+                                      timeout=timeout, stdout=so, stderr=se,
+                                      token_file=self.token_file)
+        record.update(exit_code=outcome.exit_code, timed_out=outcome.timed_out,
+                      wall_seconds=outcome.seconds)
+        return outcome
+
+    def launch_isolated(self, command, record, timeout, stem, program):
+        """The phase in srt (sandbox.py): its settings and debug log beside its other logs, each
+        refused connection in record["blocked"]."""
+        settings_file = self.logs / f"{stem}.srt.json"
+        log_file = self.logs / f"{stem}.sandbox.log"
+        stderr_file = self.out.parent / record["stderr"]
+        stderr_file.write_bytes(b"")
+        log_file.write_bytes(b"")
+        tmp = tempfile.mkdtemp(prefix="nginx-eval-agent-tmp-")
+        try:
+            jsonio.write_json(settings_file, sandbox.srt_settings(
+                self.box, workspace=self.ws, writable=[self.logs, tmp],
+                hidden=sandbox.hidden_paths(self.layout), environ=self.env,
+                programs=[program] if program else []))
+            env = sandbox.phase_environment(self.env, tmp)
+            argv = sandbox.wrap(command, settings_file=settings_file, stderr_file=stderr_file,
+                                environ=env)
+            before = sandbox.present_mount_points(self.ws)
+            with open(self.out.parent / record["stdout"], "wb") as so, \
+                    sandbox.TimestampedLog(log_file) as log, limits.slot("agent"):
+                outcome = run_limited(argv, cwd=str(self.ws), env=env, timeout=timeout,
+                                      stdout=so, stderr=log.fd, token_file=self.token_file,
+                                      inside_first=True)
+            if self.ws.is_dir():
+                sandbox.remove_mount_points(self.ws, before)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        record.update(blocked=sandbox.blocked_connections(log_file.read_text(errors="replace")),
+                      sandbox_log=str(log_file.relative_to(self.out.parent)))
+        return outcome
+
+    def fix_evidence(self):
+        """What would show the fix reached the agent (attempts_module.FixEvidence), once per run."""
+        if self.evidence is None:
+            bare = self.layout.bare_repo(self.task.repo)
+            gold = gitcmd.gold_diff(bare, self.task.base_commit, self.task.fix_commit)
+            lines = attempts_module.fix_lines(
+                gold.decode("utf-8", "replace"),
+                lambda found: gitcmd.lines_in_tree(bare, self.task.base_commit, found))
+            self.evidence = attempts_module.FixEvidence(self.task.fix_commit, lines)
+        return self.evidence
+
+    def scan(self, phase, record, entries, claude):
+        """The phase's flags (attempts.py): from its transcript, or from its command logs when
+        the agent is not Claude Code."""
+        scope = attempts_module.Scope(self.ws, own=[self.logs, self.config],
+                               harness=sandbox.hidden_paths(self.layout)
+                               + [sandbox.local_mirror_root(self.env)])
+        if claude:
+            flags, contamination = attempts_module.scan_transcript(phase, entries, scope,
+                                                            self.fix_evidence())
+            return flags + contamination
+        logs = "".join((self.out.parent / record[k]).read_text(errors="replace")
+                       for k in ("stdout", "stderr"))
+        return attempts_module.scan_log(phase, logs)
+
+    def read_phase(self, record, outcome, lines, state, phase, slash, stem):
+        """Fill the record from the CLI's result and transcript; (status, reason)."""
+        result = cc.parse_result((self.out.parent / record["stdout"]).read_text(errors="replace"))
+        entries = ct.entries_of(lines)
+        record.update(cc.result_fields(result))
+        session = record["session_id"] or ct.session_of(entries)
+        # At the time limit procs.run_limited sends SIGTERM to the process group (the CLI is
+        # bash's exec'd command) and to the run's token carriers, SIGKILL 3 s later
+        # (proctree.py): on SIGTERM the CLI writes its cost-state line, so a killed phase's
+        # cost comes from the transcript. Isolated, the agent's processes get their SIGTERM
+        # first (proctree.stop_inside_first): bubblewrap signalled first would take the CLI
+        # with it before it writes that line.
+        usage, cumulative = cc.phase_usage(result, entries, state["sessions"].get(session, {}))
+        record.update(usage, session_id=session)
+        if session:
+            state["sessions"][session] = cumulative
+        continues = cc.continues_session(record["command_template"])
+        status, reason = cc.phase_status(outcome.timed_out, phase.timeout, outcome.exit_code,
+                                         result, entries, slash,
+                                         cc.session_problem(continues, state["session"], session))
+        state["session"] = session or state["session"]
+        if lines:
+            path = self.logs / f"{stem}.transcript.jsonl"
+            jsonio.write_text(path, "\n".join(lines) + "\n")
+            record["transcript"] = str(path.relative_to(self.out.parent))
+            state["rendered"].append(dict(record, entries=entries, status=status))
+        return status, reason
+
+    def write_trajectory(self, rendered):
+        if not rendered:
+            return None
+        path = self.logs / "trajectory.md"
+        jsonio.write_text(path, trajectory.render(f"{self.mode.name}/{self.task.instance_id}",
+                                                  rendered))
+        return str(path.relative_to(self.out.parent))
+
+
+def run_attempts(run, retries):
+    """The attempts of a run: again after an infra_error, up to `retries` more times."""
+    attempts = []
+    for n in range(1, retries + 2):
+        state = run.attempt()
+        if state["status"] == cc.AUTH:
+            stop_the_run(run.layout, f"{run.mode.name}/{run.task.instance_id}", state["error"])
+        attempts.append(state)
+        if state["status"] != INFRA_ERROR or n > retries:
+            break
+        state["logs"] = str(keep_attempt_logs(run.logs, n).relative_to(run.out.parent))
+        wait = backoff_seconds(n)
+        say(run.mode, run.task, "will try again", f"attempt {n} of {retries + 1} ended in "
+            f"infra_error; attempt {n + 1} in {wait:g} s")
+        wait_interruptibly(wait)
+    attempts[-1]["logs"] = str(run.logs.relative_to(run.out.parent))
+    return attempts
+
+
+def agent_record(inputs, run, attempts, version):
+    last, phases = attempts[-1], [p for a in attempts for p in a["phases"]]
+    flags = attempts_module.dedupe([f for a in attempts for f in a.get("flags", [])])
+    # The phases' own time: no workspace set-up, no wait for a slot or between attempts.
+    seconds = sum(p["wall_seconds"] or 0 for p in phases)
+    return {"inputs": inputs, "mode": run.mode.name, "instance_id": run.task.instance_id,
+            "status": last["status"], "error": last["error"], "phases": last["phases"],
+            "attempts": [{"status": a["status"], "error": a["error"], "logs": a["logs"],
+                          "cost_usd": cc.summed_cost(a["phases"])} for a in attempts],
+            "agent_version": version, "wall_seconds": round(seconds, 3),
+            "cost_usd": cc.summed_cost(phases), "tokens": cc.summed_tokens(phases),
+            "trajectory": last["trajectory"], "isolation": "srt" if run.box else "none",
+            "flags": flags, "contaminated": any(f["kind"] == "contamination" for f in flags)}
+
+
+def not_run_record(inputs, mode, task, max_cost, spent):
+    error = (f"the run's budget max_cost={max_cost:g} USD was spent ({spent:.2f} USD recorded) "
+             f"before this agent started") if max_cost else ""
+    return {"inputs": inputs, "mode": mode.name, "instance_id": task.instance_id,
+            "status": NOT_RUN, "error": error, "attempts": [], "agent_version": None,
+            "wall_seconds": 0.0, "phases": [], "cost_usd": None, "tokens": None,
+            "trajectory": None, "isolation": "srt" if sandbox.settings(mode) else "none",
+            "flags": [], "contaminated": False}
+
+
+def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff):
+    """The agent run of (mode, task): its attempts and logs (agent/), and {"record": agent.json's
+    record, "refused": [unit, reason] when the credentials were refused, "diff": the workspace's
+    diff (patch.workspace_diff, passed in: a later stage's rule) when it ran on a node for a
+    coordinator elsewhere (executor.py), else None}."""
+    if on_node():
+        clear_stop(layout)      # the coordinator checked its own stop file
+    if sandbox.settings(mode):
+        sandbox.check_available(mode)       # never a fallback to an unisolated run
+    run = AgentRun(layout, mode, task, prompts)
+    try:
+        attempts = run_attempts(run, retries)
+    except CredentialsRefused as e:
+        if not on_node():
+            raise
+        return {"record": None, "refused": [e.unit, e.reason], "diff": None}
+    record = agent_record(inputs, run, attempts, agent_version(layout, mode))
+    diff = None
+    if on_node():
+        patch, skipped, left_out = workspace_diff(layout.bare_repo(task.repo), run.ws,
+                                                  task.base_commit)
+        diff = {"patch_base64": base64.b64encode(patch).decode(), "skipped": skipped,
+                "left_out": left_out}
+    return {"record": record, "refused": None, "diff": diff}
+
+
+def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff):
+    """agent_unit on a node; its diff kept for the patch stage (patch.agent_patch), since the
+    workspace here is not the one the agent changed."""
+    try:
+        value = executor.run("agent", agent_unit, layout, mode.name, task.instance_id,
+                             [mode, task, prompts, inputs, retries, workspace_diff],
+                             ship_out=["agent/"],
+                             repos=[(task.repo, {task.base_commit: [[task.instance_id,
+                                                                     "base_commit"]]})])
+    except UnitLost as e:
+        error = f"every node that ran it was lost: {e.errors[-1]}"
+        record = dict(not_run_record(inputs, mode, task, None, 0), status=INFRA_ERROR,
+                      error=error, attempts=[{"status": INFRA_ERROR, "error": why,
+                                              "logs": None, "cost_usd": None}
+                                             for why in e.errors])
+        say(mode, task, "failed", error)
+        return record
+    if value["refused"]:
+        stop_the_run(layout, *value["refused"])
+    if value["diff"] is not None:
+        jsonio.write_json(layout.remote_diff(mode.name, task.instance_id),
+                          dict(value["diff"], agent_inputs=inputs))
+        mark_agent_started(layout, mode.name, task)
+    return value["record"]
+
+
+def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=None, retries=2,
+              workspace_diff=None):
+    out = layout.agent_json(mode.name, task.instance_id)
+    if not forgotten(layout, agent_task_name) and is_finished(stamps.made_from(out, inputs)):
+        return
+    check_not_stopped(layout)
+    spent = over_budget(layout, max_cost)
+    if spent is not None:
+        record = not_run_record(inputs, mode, task, max_cost, spent)
+        say(mode, task, "not run", record["error"])
+    elif executor.is_remote():
+        record = _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff)
+    else:
+        record = agent_unit(layout, mode, task, prompts, inputs, retries, None)["record"]
+    # `doit forget` is answered once a new record replaces the old one: a run stopped before
+    # (refused credentials, Ctrl-C) leaves the request pending.
+    consume_forgotten(layout, agent_task_name)
+    jsonio.write_json(out, record)
+
+
+def gen_tasks(ctx):
+    for bench, mode, task in ctx.agent_units():
+        prompts = rendered_prompts(ctx.layout.templates_dir, mode, task)
+        inputs = agent_inputs(ctx.layout, mode, task, prompts)
+        name = unit_name(bench, mode, task)
+        agent_task = task_name(AGENT, name)
+        yield {
+            "basename": AGENT,
+            "name": name,
+            "doc": f"run mode {mode.name} on {task.instance_id}",
+            # An AGENT a shell cannot read is one error line (cli's preflight says it first).
+            "actions": [(failing_on_user_error, [run_agent, ctx.layout, mode, task, prompts,
+                                                 inputs, agent_task, ctx.options.max_cost,
+                                                 ctx.options.agent_retries,
+                                                 ctx.workspace_diff])],
+            "targets": [str(ctx.layout.agent_json(mode.name, task.instance_id))],
+            "task_dep": [task_name(WORKSPACE, name)],
+            # The stamps.py protocol; agent_inputs is the digest (stamps.stage_task's would
+            # change it, and with it every paid agent.json already made).
+            "uptodate": [(agent_finished, [ctx.layout, mode, task, agent_task])],
+        }

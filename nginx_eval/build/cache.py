@@ -1,0 +1,209 @@
+"""The content-addressed cache of builds, ``<cache>/builds/``: keys, published builds, failure
+records, and their removal.
+
+A build's key (BuildSpec.key) is the digest of (base commit, configure flags, patch bytes,
+compiler identity); ``builds/<key>/`` holds ``tree/``, ``build.log`` and ``build.json`` (its schema
+is in build.py's docstring). Builds are made in ``builds/.tmp/`` and published by renaming
+(publish): no reader ever sees half a build. A published tree is read-only and its build.json
+records the binary's sha256 and stat (verify_build, binary_intact): a changed binary is noticed
+before anything runs it or starts from it. A build that failed because of the environment is never
+published: its record and log go to ``builds/.failed/<key>.json|.log`` (record_env_error), and this
+process does not try it again (failed_here), the next one does.
+"""
+
+import os
+import sys
+from dataclasses import dataclass
+
+from ..doitext import cleaning
+from ..core import jsonio
+from ..core.trees import remove_tree, set_write_bits
+from .toolchain import compiler_identity
+
+EMPTY_PATCH_SHA = jsonio.digest(b"")
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """What a build is made of; `key` names it in the cache, so equal specs share one build
+    (identical patches of any mode or run, and the empty patch, which is the base build)."""
+    base_commit: str
+    flags: tuple
+    patch_sha: str = EMPTY_PATCH_SHA
+
+    @classmethod
+    def of(cls, base_commit, flags, patch=b""):
+        return cls(base_commit, tuple(flags), jsonio.digest(patch))
+
+    @classmethod
+    def base_of(cls, task):
+        """The base build (empty patch) of a benchmark task."""
+        return cls(task.base_commit, tuple(task.configure_flags))
+
+    @property
+    def is_base(self):
+        return self.patch_sha == EMPTY_PATCH_SHA
+
+    @property
+    def key(self):
+        return jsonio.digest({"base": self.base_commit, "flags": list(self.flags),
+                              "patch": self.patch_sha, "compiler": compiler_identity()})[:32]
+
+
+def binary_path(layout, key):
+    return layout.build_dir(key) / "tree" / "objs" / "nginx"
+
+
+# -- published builds: read-only, with the binary's digest ----------------------------------------
+
+def _binary_stat(path):
+    """What changes whenever the binary is written (ctime cannot be set back), for a quick check."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def verify_build(layout, record):
+    """None when the published build's objs/nginx still has the digest recorded when it was
+    published, else a one-line reason. (As root a read-only tree can still be written to.)"""
+    path = binary_path(layout, record["key"])
+    if not record.get("binary_sha256"):
+        return f"build {record['key']} has no recorded binary digest"
+    if not path.is_file():
+        return f"{path} is missing"
+    if jsonio.file_digest(path) != record["binary_sha256"]:
+        return f"{path} changed after it was published (sha256 differs)"
+    return None
+
+
+def binary_intact(layout, record):
+    """verify_build's answer, cheaply when the binary's stat is still the one recorded."""
+    try:
+        if _binary_stat(binary_path(layout, record["key"])) == record.get("binary_stat"):
+            return bool(record.get("binary_sha256"))
+    except OSError:
+        return False
+    return verify_build(layout, record) is None
+
+
+def published_build(layout, key):
+    """The published record of build `key`, or None when there is none to trust: a built one
+    whose binary changed or that predates binary digests, a failed base build of before
+    env_error existed (a base that does not build is the environment's fault)."""
+    record = jsonio.read_json(layout.build_dir(key) / "build.json")
+    if not record:
+        return None
+    if record["status"] == "built" and not binary_intact(layout, record):
+        return None
+    if record["status"] != "built" and record.get("patch_sha256") == EMPTY_PATCH_SHA:
+        return None
+    return record
+
+
+def damage(layout, key):
+    """Why the published build `key` cannot be trusted although it was built, or None."""
+    record = jsonio.read_json(layout.build_dir(key) / "build.json")
+    if record and record["status"] == "built":
+        return verify_build(layout, record)
+    return None
+
+
+def publish(layout, tmp, record):
+    """Make tmp, a finished build, the published build of record["key"]."""
+    tree = tmp / "tree"
+    if record["status"] == "built":
+        record["binary_sha256"] = jsonio.file_digest(tree / "objs" / "nginx")
+        # Read-only: builds that start from it copy it, proves run it; nobody writes to it.
+        set_write_bits(tree, False)
+        record["binary_stat"] = _binary_stat(tree / "objs" / "nginx")
+    else:
+        # Keep the log, drop the tree: a failed build is cached as its verdict.
+        remove_tree(tree, ignore_errors=True)
+    jsonio.write_json(tmp / "build.json", record)
+    final = layout.build_dir(record["key"])
+    remove_tree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    for stale in (layout.failed_build_json(record["key"]), layout.failed_build_log(record["key"])):
+        stale.unlink(missing_ok=True)
+
+
+def build_is_published(layout, record):
+    """A result's build is usable if its cache entry still exists (the cache may be cleaned) and,
+    when built, still has the binary it was published with. An env_error never is: the next
+    run tries again."""
+    if record["status"] == "env_error":
+        return False
+    if not (layout.build_dir(record["key"]) / "build.json").exists():
+        return False
+    return record["status"] != "built" or binary_intact(layout, record)
+
+
+def result_build_ok(layout, mode_name, iid):
+    record = jsonio.read_json(layout.build_json(mode_name, iid))
+    return bool(record) and build_is_published(layout, record)
+
+
+# -- env_error records: never published, tried again by the next process ---------------------------
+
+# {(cache, key): env_error record} of the builds that failed in this process: the next doit run
+# tries them again, this one does not (every candidate of a base that does not build would).
+_failed_here = {}
+
+
+def failed_here(layout, key):
+    """The env_error record of build `key` if it failed in this process, else None."""
+    return _failed_here.get((str(layout.cache), key))
+
+
+def record_env_error(layout, record, reason, log_bytes, remember=True):
+    """An env_error record, not published: its record and log go to builds/.failed/ for the
+    task's result, and (remember) this process does not try the build again."""
+    record = dict(record, status="env_error", reason=reason)
+    try:
+        jsonio.write_bytes(layout.failed_build_log(record["key"]), log_bytes)
+        jsonio.write_json(layout.failed_build_json(record["key"]), dict(record, pid=os.getpid()))
+    except OSError:
+        pass            # a full disk: the reason still reaches the task's result
+    if remember:
+        _failed_here[str(layout.cache), record["key"]] = record
+    print(f"nginx-eval: warning: build {record['key']} of {record['base_commit'][:12]}: "
+          f"environment error: {reason}", file=sys.stderr)
+    return record
+
+
+# -- removal (`doit clean`) ------------------------------------------------------------------------
+
+def build_keys_of_other_runs(layout):
+    """Keys of the builds that results of runs other than layout.run point to (per-task
+    build.json, and validation records): `doit clean` of one run leaves those alone."""
+    keys = set()
+    if not layout.results_root.is_dir():
+        return keys
+    for run_dir in layout.results_root.iterdir():
+        if run_dir.name == layout.run or not run_dir.is_dir():
+            continue
+        for path in run_dir.glob("*/*/build.json"):
+            keys.add((jsonio.read_json(path) or {}).get("key"))
+        for path in run_dir.glob("validate/*/validation.json"):
+            for side in ((jsonio.read_json(path) or {}).get("build") or {}).values():
+                keys.add((side or {}).get("key"))
+    return keys
+
+
+def remove_build(layout, key, dryrun=False):
+    """Remove the build `key` unless another run's results use it; counted for `doit clean`'s
+    summary (cleaning.py). dryrun: only count it."""
+    if key and key not in build_keys_of_other_runs(layout):
+        cleaning.say(cleaning.record("build", layout.build_dir(key)), dryrun)
+        if not dryrun:
+            remove_tree(layout.build_dir(key), ignore_errors=True)
+
+
+def remove_task_build(layout, mode_name, iid, dryrun=False):
+    """`doit clean`: the cache build this result used, unless another run's results use it.
+    The result files stay; a later run rebuilds what it needs."""
+    remove_build(layout, (jsonio.read_json(layout.build_json(mode_name, iid)) or {}).get("key"),
+                 dryrun)
+
+
+def remove_base_build(layout, task, dryrun=False):
+    remove_build(layout, BuildSpec.base_of(task).key, dryrun)

@@ -1,0 +1,363 @@
+"""Stage 5, build: ``objs/nginx`` for base + patch, addressed by content.
+
+A build is keyed by (base commit, configure flags, patch bytes, compiler identity) and lives in
+``<cache>/builds/<key>/``::
+
+    tree/           the source with the patch applied, and tree/objs/nginx
+    build.log       configure, make (and patch) output
+    build.json      {"key", "status": "built"|"patch_failed"|"compile_failed"|"env_error",
+                     "kind": "clean"|"incremental"|"sibling"|null, "seconds", "base_commit",
+                     "configure_flags", "patch_sha256", "compiler", "build_system",
+                     "binary_sha256", "binary_stat" (built only: sha256 of tree/objs/nginx,
+                     and its [size, mtime_ns, ctime_ns] for a quick check that it is unchanged),
+                     "reason" (env_error only: one line)}
+
+Identical patches from any mode or run share one build, and the empty patch is the base build. The
+first patch on a (base, flags) pair pays for one clean base build; every later patch starts from a
+copy of it (mtimes kept) and make recompiles only what the patch touches and what depends on it. A
+patch that touches the build system (auto/, configure) gets a clean build. A base build starts
+from the published base build of the nearest other commit with the same auto/ and configure (a
+"sibling"): configure would write the same files, so only the changed sources are recompiled.
+Builds happen in a private temporary directory and are published by renaming it, under a per-key
+lock: no reader ever sees half a build, and a killed build leaves only a temporary directory that
+is discarded. Failed builds are published too, with their log, so a broken patch is not rebuilt.
+
+Timestamps are not trusted: before make, the files a patch or a sibling sync changed get an mtime
+later than every other file of the copied tree; after make, each changed source must be older than
+the objects that read it and than objs/nginx, or the build falls back to a clean one
+(buildmtimes.py). A published tree is read-only and its build.json records the binary's sha256
+(buildcache.verify_build): a tampered base is rebuilt clean before anything starts from it.
+
+Only the patch's failures are verdicts. A build that fails where the base (empty patch) builds is
+``compile_failed`` (or ``patch_failed``) and published. A failure of the environment (a tool not on
+PATH, a build step or the compiler killed by a signal, a full disk), a failing base build, and any
+build of a base that does not build are ``env_error``: never published, the record and log go to
+``<cache>/builds/.failed/<key>.json|.log`` and the next doit run tries again (within one process a
+failed build is not tried again).
+A clean build's configure finds its test programs in ``<cache>/feature-tests/`` when an earlier
+configure built the same ones (feature_test_cc.sh); make compiles through ccache (toolchain.py).
+
+Per task, ``results/<run>/<mode>/<id>/build.json`` is the build record plus {"inputs", "binary",
+"reused", "wait_seconds"} (status "env_error" with its "reason" included) and ``build.log`` is a
+copy of the log.
+
+This module decides which build to make and from what, and what a failure means; the steps are
+in buildsteps.py, the cache in buildcache.py, the order builds start in buildplan.py.
+"""
+
+import contextlib
+import shutil
+import time
+
+from . import steps as buildsteps
+from ..cluster import executor
+from ..core import jsonio, limits, stamps
+from .cache import (BuildSpec, binary_path, build_is_published, damage, failed_here, publish,
+                    published_build, record_env_error, remove_base_build, remove_task_build,
+                    result_build_ok, verify_build)
+from ..core.trees import remove_tree
+from .plan import build_system_id, find_sibling
+from ..core.locks import locked
+from ..patch import touched_paths
+from ..core.tasknames import (BASE, BUILD, PATCH, base_subtask, base_task_name, repo_task,
+                              task_name, unit_name)
+from .toolchain import build_env, compiler_identity, missing_tool
+
+BUILD_SYSTEM_PATHS = ("auto/", "configure", "Makefile", "objs/")
+
+
+def touches_build_system(files):
+    return any(f == p or f.startswith(p) for f in files for p in BUILD_SYSTEM_PATHS)
+
+
+def _key_lock(layout, key):
+    return locked(layout.lock(f"build-{key}"))
+
+
+# -- failures: the patch's verdict, or the environment's fault ------------------------------------
+
+def _failure_reason(layout, bare, spec, failure, directory):
+    """Why a failed build is an env_error, or None when it is the patch's verdict: the
+    environment failed it, or the base (empty patch) does not build here."""
+    with open(directory / "build.log", "rb") as f:
+        log_text = f.read().decode("utf-8", "replace")
+    why = buildsteps.environment_fault(failure, log_text, directory)
+    if why:
+        return why
+    if spec.is_base:
+        # The tasks are validated to build: a base that does not is this machine's problem.
+        step, code = failure
+        return (f"the base commit does not build ({step} exited with {code}: "
+                f"{buildsteps.first_error(log_text)})")
+    base = ensure_build(layout, bare, spec.base_commit, spec.flags, b"")
+    if base["status"] != "built":
+        return f"the base commit does not build here: {base.get('reason')}"
+    return None
+
+
+def _base_does_not_build(layout, fields, base):
+    """The env_error of a candidate whose base build failed; its log is the base's."""
+    reason = f"the base build {base['key']} failed: {base.get('reason') or base['status']}"
+    try:
+        base_log = layout.failed_build_log(base["key"]).read_bytes()
+    except OSError:
+        base_log = b""
+    return record_env_error(layout, fields, reason,
+                            f"[nginx-eval] {reason}\n".encode() + base_log)
+
+
+def _refused(layout, fields):
+    """The env_error of a build that cannot start, or None: a tool is missing (checked each
+    time, it costs nothing: once the tool is installed, the build goes ahead), or the build
+    failed earlier in this process."""
+    tool = missing_tool(build_env(layout, layout.build_dir(fields["key"])))
+    if tool:
+        reason = f"{tool} is not on PATH"
+        return record_env_error(layout, fields, reason, f"[nginx-eval] {reason}\n".encode(),
+                                remember=False)
+    return failed_here(layout, fields["key"])
+
+
+# -- building ----------------------------------------------------------------------------------
+
+def _checked_origin(layout, bare, origin, log):
+    """The published base build `origin` to start from, after checking its binary: a tampered
+    one is removed and built again clean (None when that fails)."""
+    why = verify_build(layout, origin)
+    if why is None:
+        return origin
+    log.write(f"[nginx-eval] build {origin['key']} is not intact ({why}); rebuilding it clean\n"
+              .encode())
+    with _key_lock(layout, origin["key"]):
+        current = jsonio.read_json(layout.build_dir(origin["key"]) / "build.json")
+        if current and verify_build(layout, current):
+            remove_tree(layout.build_dir(origin["key"]), ignore_errors=True)
+    rebuilt = ensure_build(layout, bare, origin["base_commit"], origin["configure_flags"], b"",
+                           clean=True)
+    return rebuilt if rebuilt["status"] == "built" else None
+
+
+def _build_tree(layout, bare, tmp, base_commit, flags, patch_file, origin, kind, env, log):
+    """Build in tmp/tree, from `origin` if it is trusted, else clean: (status, kind, failure),
+    failure the (step, return code) of the step that failed."""
+    tree = tmp / "tree"
+    if origin:
+        origin = _checked_origin(layout, bare, origin, log)
+    if origin:
+        outcome = buildsteps.build_from(layout, bare, tree, origin, kind, base_commit, patch_file,
+                                        env, log)
+        if outcome:
+            return outcome[0], kind, outcome[1]
+        remove_tree(tree, ignore_errors=True)
+    status, failure = buildsteps.build_clean(layout, bare, tree, base_commit, flags, patch_file,
+                                             env, log)
+    if status == "built" and not (tree / "objs" / "nginx").is_file():
+        status, failure = "compile_failed", ("make", 0)
+    return status, "clean", failure
+
+
+def _fresh_build_dir(layout, key):
+    """The temporary directory of build `key`, empty (called under the key's lock)."""
+    tmp = layout.build_tmp(key)
+    # Under the key's lock every other temporary directory of this key is a killed build's.
+    for stale in tmp.parent.glob(f"{key}.*"):
+        remove_tree(stale, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, clock):
+    """_build_tree in tmp, its output in tmp/build.log: (status, kind, failure)."""
+    patch_file = None
+    if not spec.is_base:
+        patch_file = tmp / "model.patch"
+        patch_file.write_bytes(patch)
+    with open(tmp / "build.log", "wb") as log:
+        if damaged:
+            log.write(f"[nginx-eval] published build {spec.key} is not intact ({damaged}); "
+                      f"building it again\n".encode())
+        with buildsteps.steps_token(layout.running_build_token(spec.key)):
+            status, kind, failure = _build_tree(
+                layout, bare, tmp, spec.base_commit, spec.flags, patch_file, origin, kind,
+                build_env(layout, tmp / "tree"), log)
+        log.write(f"\n[nginx-eval] {status} ({kind}) in {clock.seconds():.1f} s\n".encode())
+    return status, kind, failure
+
+
+def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
+    """The build, made under its key's lock from `origin` (or clean), then published, or an
+    unpublished env_error."""
+    # Another worker published it, or failed it in this process, while we waited.
+    record = published_build(layout, spec.key) or failed_here(layout, spec.key)
+    if record:
+        return record
+    tmp = _fresh_build_dir(layout, spec.key)
+    clock = limits.Stopwatch()      # the build's time, not its waits for a build slot
+    status, kind, failure = _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged,
+                                          clock)
+    record = dict(fields, status=status, kind=kind, seconds=round(clock.seconds(), 3))
+    reason = (_failure_reason(layout, bare, spec, failure, tmp) if status != "built" else None)
+    if reason:
+        log_bytes = ((tmp / "build.log").read_bytes()
+                     + f"[nginx-eval] env_error: {reason}\n".encode())
+        remove_tree(tmp, ignore_errors=True)
+        return record_env_error(layout, record, reason, log_bytes)
+    publish(layout, tmp, record)
+    return record
+
+
+def _ensure_candidate(layout, bare, spec, patch, fields, damaged):
+    """A patch's build: from a copy of its base build, or clean when the patch touches the
+    build system."""
+    base = None
+    if not touches_build_system(touched_paths(patch)):
+        base = ensure_build(layout, bare, spec.base_commit, spec.flags, b"")
+        if base["status"] != "built":
+            return _base_does_not_build(layout, fields, base)
+    with _key_lock(layout, spec.key):
+        return _build_locked(layout, bare, spec, patch, fields, damaged, base, "incremental")
+
+
+def _ensure_base(layout, bare, spec, fields, damaged, clean):
+    """A base build: from the closest published base of another commit with the same build
+    system (a sibling), or clean (always when `clean`)."""
+    system_id = build_system_id(bare, spec.base_commit)
+    fields = dict(fields, build_system=system_id)
+    find = lambda: (find_sibling(layout, bare, spec.base_commit, spec.flags, fields["compiler"],
+                                 system_id) if system_id and not clean else None)
+    sibling = find()
+    with contextlib.ExitStack() as held:
+        if system_id and not sibling and not clean:
+            # The first base build of a build-system group holds the group's lock, so that the
+            # others start from it instead of racing it through clean builds. Once one is
+            # published, the rest of the group builds side by side.
+            group = jsonio.digest([system_id, list(spec.flags), fields["compiler"]])[:16]
+            held.enter_context(locked(layout.lock(f"build-group-{group}")))
+            sibling = find()
+        held.enter_context(_key_lock(layout, spec.key))
+        return _build_locked(layout, bare, spec, b"", fields, damaged, sibling, "sibling")
+
+
+def ensure_build(layout, bare, base_commit, flags, patch, clean=False):
+    """The build record of base + patch, building it if needed (safe across processes): the
+    published one, or an unpublished one with status "env_error" and a "reason" when the
+    environment failed the build (see the module's docstring). clean: no base or sibling to
+    start from (a tampered base build is rebuilt so)."""
+    spec = BuildSpec.of(base_commit, flags, patch)
+    record = published_build(layout, spec.key)
+    if record:
+        return record
+    # A published binary that changed is built again, a base clean (nothing is known of what
+    # else changed in its tree).
+    damaged = damage(layout, spec.key)
+    fields = {"key": spec.key, "kind": None, "seconds": 0.0, "base_commit": base_commit,
+              "configure_flags": list(flags), "patch_sha256": spec.patch_sha,
+              "compiler": compiler_identity(), "build_system": None}
+    refused = _refused(layout, fields)
+    if refused:
+        return refused
+    if spec.is_base:
+        return _ensure_base(layout, bare, spec, fields, damaged, clean or bool(damaged))
+    return _ensure_candidate(layout, bare, spec, patch, fields, damaged)
+
+
+# -- doit ------------------------------------------------------------------------------------------
+
+def build_task(layout, mode_name, task, config, files):
+    inputs = stamps.inputs_digest(config, files)
+    out = layout.build_json(mode_name, task.instance_id)
+    # Checked again here (stamps.py): a build takes minutes. With executor=ray the build is in
+    # a node's cache, not here: the record is what the coordinator has.
+    current = stamps.made_from(out, inputs)
+    if current and (executor.is_remote() or build_is_published(layout, current)):
+        return
+    executor.run("build", build_unit, layout, mode_name, task.instance_id,
+                 [mode_name, task, inputs], ship_in=["model.patch"],
+                 ship_out=["build.json", "build.log"],
+                 repos=[(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]})])
+
+
+def build_unit(layout, mode_name, task, inputs):
+    """The build of a unit's model.patch, and its build.json and build.log (executor.py)."""
+    patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
+    start = time.monotonic()
+    key = BuildSpec.of(task.base_commit, task.configure_flags, patch).key
+    reused = (layout.build_dir(key) / "build.json").exists()
+    record = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
+                          task.configure_flags, patch)
+    _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
+    jsonio.write_json(layout.build_json(mode_name, task.instance_id),
+                      dict(record, inputs=inputs, reused=reused,
+                           binary=str(binary_path(layout, record["key"])),
+                           wait_seconds=round(time.monotonic() - start, 3)))
+
+
+def _copy_build_log(layout, record, dest):
+    """The build's log into a task's results; an env_error's is in builds/.failed/ (when the
+    disk let us write it)."""
+    source = (layout.failed_build_log(record["key"]) if record["status"] == "env_error"
+              else layout.build_dir(record["key"]) / "build.log")
+    try:
+        shutil.copyfile(source, dest)
+    except FileNotFoundError:
+        jsonio.write_text(dest, f"[nginx-eval] {record['status']}: {record.get('reason')}\n")
+
+
+def base_build_task(layout, task):
+    ensure_build(layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, b"")
+
+
+def base_build_published(layout, task):
+    """doit's uptodate of a base task: false after an env_error (never published), so that the
+    next run tries again. With executor=ray each node makes its base builds when a unit needs
+    them (ensure_build): nothing to do here."""
+    return executor.is_remote() or published_build(layout, BuildSpec.base_of(task).key) is not None
+
+
+def unit_build_kept(layout, mode_name, iid):
+    """doit's uptodate beside the digest: the unit's build is still in the cache (with
+    executor=ray, in a node's cache: the record says whether it was built)."""
+    if executor.is_remote():
+        record = jsonio.read_json(layout.build_json(mode_name, iid))
+        return bool(record) and record.get("status") != "env_error"
+    return result_build_ok(layout, mode_name, iid)
+
+
+def _base_task_dicts(ctx):
+    """A task per base build, in buildplan's order, each after the base it starts from."""
+    for _, task, parent in ctx.base_build_plan():
+        yield {
+            "basename": BASE,
+            "name": base_subtask(task),
+            "doc": f"the base build of {task.base_commit[:12]} (shared by every mode and run)",
+            "actions": [(base_build_task, [ctx.layout, task])],
+            # Both clones first: a task whose commits or test files are missing fails there,
+            # before any build starts.
+            "task_dep": [repo_task(task.repo), repo_task(task.test_repo)]
+                        + ([parent] if parent else []),
+            "uptodate": [(base_build_published, [ctx.layout, task])],
+            "clean": [(remove_base_build, [ctx.layout, task])],
+        }
+
+
+def _unit_task_dicts(ctx):
+    """A task per unit: the build of the mode's patch for the task."""
+    compiler = compiler_identity()
+    for bench, mode, task in ctx.units():
+        iid = task.instance_id
+        config = {"base": task.base_commit, "flags": list(task.configure_flags),
+                  "compiler": compiler}
+        name = unit_name(bench, mode, task)
+        yield stamps.stage_task(
+            basename=BUILD, name=name, doc=f"objs/nginx for the {mode.name} patch of {iid}",
+            action=build_task, args=[ctx.layout, mode.name, task], config=config,
+            files=[ctx.layout.model_patch(mode.name, iid)],
+            task_dep=[repo_task(task.repo), base_task_name(task), task_name(PATCH, name)],
+            targets=[ctx.layout.build_json(mode.name, iid), ctx.layout.build_log(mode.name, iid)],
+            also_current=[(unit_build_kept, [ctx.layout, mode.name, iid])],
+            clean=[(remove_task_build, [ctx.layout, mode.name, iid])])
+
+
+def gen_tasks(ctx):
+    yield from _base_task_dicts(ctx)
+    yield from _unit_task_dicts(ctx)

@@ -1,0 +1,195 @@
+"""The steps of one build in a private directory: a clean build (extract, apply, configure, make)
+or one from a copy of a published build (apply or sync, stamp, make, prove the timestamps), each
+step under a time limit with its output in the build's log; and what a failed step says about the
+environment.
+
+build.py decides which build to make and from what, and what a failure means for the verdict.
+"""
+
+import contextlib
+import contextvars
+import os
+import re
+import subprocess
+
+from ..core import limits
+from ..core.trees import set_write_bits
+from .mtimes import stamp_changed, unproven
+from ..core.gitcmd import apply_argv, changed_files, extract_tree
+from ..patch import touched_paths
+from ..core.procs import run_limited
+from .toolchain import configure_argv, configure_env
+
+BUILD_TIMEOUT = 1800
+# What _run returns for a step past BUILD_TIMEOUT (as timeout(1) does): the patch's verdict, unlike
+# a negative return code, which says that a signal from outside killed the step.
+TIMED_OUT = 124
+# Less free space than this where a build failed: the disk, not the patch, failed it.
+MIN_FREE_BYTES = 64 << 20
+# gcc's own lines when the kernel killed the compiler (out of memory): at the start of a line,
+# a location or the driver's name, then the message, up to the end of the line. A patch's #error
+# or #include text comes after "error: " or is followed by more text, so it cannot forge them.
+COMPILER_KILLED = re.compile(
+    r"^[^\s:]+(?::\d+)*: (?:fatal error: Killed signal terminated program \S+"
+    r"|internal compiler error: Killed(?: \(program \S+\))?)$", re.M)
+
+# The token file of the build in progress in this thread (steps_token): its steps run through
+# procs.run_limited, in a session of their own, so that an interrupted doit finds and stops them.
+_token_file = contextvars.ContextVar("build_token_file", default=None)
+
+
+@contextlib.contextmanager
+def steps_token(path):
+    """Within it, this thread's build steps carry the token file `path`."""
+    token = _token_file.set(str(path))
+    try:
+        yield
+    finally:
+        _token_file.reset(token)
+
+
+def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT):
+    log.write(f"$ {' '.join(argv)}\n".encode())
+    log.flush()
+    try:
+        outcome = run_limited(argv, cwd=cwd, env=env, timeout=timeout, stdout=log,
+                              stderr=subprocess.STDOUT, token_file=_token_file.get())
+        if outcome.timed_out:
+            log.write(f"\n[nginx-eval] timed out after {timeout} s\n".encode())
+            return TIMED_OUT
+        return outcome.exit_code
+    except OSError as e:
+        # A patch can delete or unset the executable bit of ./auto/configure: a compile failure.
+        log.write(f"\n[nginx-eval] cannot run {argv[0]}: {e.strerror}\n".encode())
+        return 127
+
+
+def _make(tree, env, log):
+    # Compiling is what builds= limits (limits.py); applying a patch or copying a tree is not.
+    with limits.slot("build"):
+        return _run(["make", f"-j{os.cpu_count() or 2}"], tree, env, log)
+
+
+def _apply(tree, patch_file, env, log):
+    return _run(apply_argv(patch_file), tree, env, log)
+
+
+def _configure(layout, tree, flags, env, log):
+    with limits.slot("build"):
+        return _run(configure_argv(flags), tree, configure_env(layout, env), log)
+
+
+def _sync_tree(bare, tree, old_commit, new_commit):
+    """Turn a build tree of old_commit into one of new_commit: [(status, path)] of the files
+    that differ (the caller stamps the written ones, see buildmtimes.stamp_changed)."""
+    changed = changed_files(bare, old_commit, new_commit)
+    for status, path in changed:
+        if status == "D":
+            (tree / path).unlink(missing_ok=True)
+    wanted = [path for status, path in changed if status != "D"]
+    for i in range(0, len(wanted), 500):
+        # touch: changed files must look newer than the objects built from the old commit.
+        extract_tree(bare, new_commit, tree, wanted[i:i + 500], touch=True)
+    return changed
+
+
+def _copy_published_tree(layout, origin, tree):
+    subprocess.run(["cp", "-a", "--reflink=auto", str(layout.build_dir(origin["key"]) / "tree"),
+                    str(tree)], check=True)
+    set_write_bits(tree, True)          # the published tree is read-only
+
+
+def _change_copied_tree(bare, tree, origin, kind, base_commit, patch_file, env, log):
+    """Bring the copy of `origin` to base_commit (kind "sibling") or apply the patch
+    ("incremental"): (the written paths, None), or (None, (status, failure)) when git apply
+    failed."""
+    if kind == "sibling":
+        synced = _sync_tree(bare, tree, origin["base_commit"], base_commit)
+        log.write(f"[nginx-eval] {len(synced)} files differ; configure skipped (same auto/)\n"
+                  .encode())
+        return [path for status, path in synced if status != "D"], None
+    code = _apply(tree, patch_file, env, log)
+    if code != 0:
+        return None, ("patch_failed", ("git apply", code))
+    return touched_paths(patch_file.read_bytes()), None
+
+
+def build_from(layout, bare, tree, origin, kind, base_commit, patch_file, env, log):
+    """A build that starts from a copy of the published build `origin` (kind "incremental":
+    apply the patch; "sibling": sync to base_commit): (status, failure), or None when make's
+    work cannot be trusted and a clean build must decide."""
+    log.write(f"[nginx-eval] {kind} build from build {origin['key']} "
+              f"({origin['base_commit'][:12]})\n".encode())
+    _copy_published_tree(layout, origin, tree)
+    changed, failed = _change_copied_tree(bare, tree, origin, kind, base_commit, patch_file,
+                                          env, log)
+    if failed:
+        return failed
+    stamp_changed(tree, changed)
+    code = _make(tree, env, log)
+    if code != 0 and kind == "incremental":
+        return "compile_failed", ("make", code)
+    # Never let the shortcut decide a verdict: fall back to a clean build.
+    if code != 0:
+        log.write(f"[nginx-eval] {kind} build failed; building clean\n".encode())
+        return None
+    why = unproven(tree, changed)
+    if why:
+        log.write(f"[nginx-eval] make did not rebuild everything: {why}; building clean\n".encode())
+        return None
+    return "built", None
+
+
+def build_clean(layout, bare, tree, base_commit, flags, patch_file, env, log):
+    """configure and make from the commit's files: (status, failure)."""
+    extract_tree(bare, base_commit, tree)
+    if patch_file:
+        code = _apply(tree, patch_file, env, log)
+        if code != 0:
+            return "patch_failed", ("git apply", code)
+    code = _configure(layout, tree, flags, env, log)
+    if code != 0:
+        return "compile_failed", ("configure", code)
+    code = _make(tree, env, log)
+    if code != 0:
+        return "compile_failed", ("make", code)
+    return "built", None
+
+
+# -- what a failed step says about the environment ------------------------------------------------
+
+def _free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+# A compiler's or configure's diagnostic ("src/x.c:82:5: error: ...", "./auto/configure:
+# error: ..."); then make's "Error 2". configure's summary line "nginx error log file: ..." is
+# neither.
+ERROR_LINES = (re.compile(r"\berror:", re.I), re.compile(r"\bError \d+"))
+
+
+def first_error(log_text):
+    """The first line of a build log that names an error, for a one-line reason."""
+    lines = [line.strip() for line in log_text.splitlines()]
+    for pattern in ERROR_LINES:
+        found = next((line for line in lines if pattern.search(line)), None)
+        if found:
+            return found
+    return ""
+
+
+def environment_fault(failure, log_text, directory):
+    """Why a failed build step (failure: (step, return code)) was the environment's doing, or
+    None. A step killed by a signal, the compiler killed (gcc's own lines, see COMPILER_KILLED),
+    a full disk (measured, never read from a log a patch writes)."""
+    step, code = failure
+    if code < 0:
+        return f"{step} was killed by signal {-code}"
+    killed = COMPILER_KILLED.search(log_text)
+    if killed:
+        return f"the compiler was killed (out of memory?): {killed.group(0)}"
+    free = _free_bytes(directory)
+    if free < MIN_FREE_BYTES:
+        return f"only {free >> 20} MiB free in {directory}"
+    return None

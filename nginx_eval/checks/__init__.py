@@ -1,0 +1,1 @@
+"""Checks beside the pipeline: task validation, statements, and the machine's doctor."""

@@ -1,0 +1,99 @@
+"""The doctor's report: what it found (Finding) and how that reads.
+
+OK lines collapsed per kind, one line per problem, one install line and the verdict, whose
+formats doctor.py's docstring shows beside what the doctor checks; doctor.py finds, this module
+writes.
+"""
+
+from dataclasses import dataclass
+
+from ..core.tasknames import repo_task
+
+NOT_CHECKED = "not checked"      # kind of a warning about something the doctor could not check
+
+
+@dataclass
+class Finding:
+    level: str          # "ok", "warn", "missing", "error"
+    kind: str           # "tool", "isolation", "library", "perl module", "daemon", "configure", "tests",
+                        # NOT_CHECKED (what: the repository that is not cloned)
+    what: str
+    who: tuple = ()     # task ids / "task (file)"
+    package: str = ""
+    note: str = ""
+
+
+def _who(who, limit=4):
+    """The first `limit` of `who`, and how many more."""
+    who = list(who)
+    text = ", ".join(who[:limit])
+    return text + (f" and {len(who) - limit} more" if len(who) > limit else "")
+
+
+def verdict(findings, bench=None):
+    """The last line: "all good" only when everything was checked and nothing is wrong."""
+    problems = [f for f in findings if f.level in ("missing", "error")]
+    parts = [f"{len(problems)} problem(s)"] if problems else []
+    repos = sorted({f.what for f in findings if f.kind == NOT_CHECKED})
+    if repos:
+        clone = f"`doit run {' '.join(repo_task(r) for r in repos)}`"
+        if bench:
+            clone += f" or `doit run {bench}:gold`"
+        parts.append(f"not checked: {', '.join(repos)} not cloned (see WARN above); run {clone} "
+                     "(with the same run=/instances=), then the doctor again")
+    return "doctor: " + ("; ".join(parts) or "all good")
+
+
+def render(findings, ntasks=None, bench=None):
+    """(report text, ok): OK lines collapsed per kind, one line per problem, the install line,
+    the verdict. ok: nothing is missing or wrong (what was not checked does not count)."""
+    lines = [f"doctor: checking {ntasks} task(s)"] if ntasks is not None else []
+    lines += _ok_lines(findings)
+    packages = []
+    for f in findings:
+        line = _problem_line(f)
+        if line:
+            lines.append(line)
+        if f.level == "missing":
+            packages.append(f.package)
+    problems = [f for f in findings if f.level in ("missing", "error")]
+    packages = list(dict.fromkeys(packages))
+    if packages:
+        lines.append("To install everything missing: apt-get install " + " ".join(packages))
+    lines.append(verdict(findings, bench))
+    return "\n".join(lines), not problems
+
+
+def _ok_lines(findings):
+    """One OK line per kind, naming everything of that kind that was found."""
+    ok_by_kind, lines = {}, []
+    for f in findings:
+        if f.level == "ok":
+            ok_by_kind.setdefault(f.kind, []).append(f.what)
+    for kind in ("tool", "isolation", "library", "perl module", "daemon", "configure"):
+        if kind in ok_by_kind:
+            names = list(dict.fromkeys(ok_by_kind[kind]))
+            label = {"configure": "has() modules enabled by configure_flags",
+                     "library": "libraries", "isolation": "isolation"}.get(kind, kind + "s")
+            lines.append(f"OK      {label}: {', '.join(names)}")
+    return lines
+
+
+def _problem_line(f):
+    """The MISSING, TASK ERROR or WARN line of a finding (None for an OK one)."""
+    needed = f" (needed by {_who(f.who)})" if f.who else ""
+    if f.level == "missing":
+        note = f"; {f.note}" if f.note else ""
+        return f"MISSING {f.kind} {f.what}{needed} -> apt-get install {f.package}{note}"
+    if f.level == "error":
+        return (f"TASK ERROR {f.note}" if f.kind == "configure" else
+                f"TASK ERROR {_who(f.who)}: {f.what} {f.note}")
+    if f.level == "warn":
+        if f.kind == "tool":
+            return f"WARN    tool {f.what} not found ({f.note}) -> apt-get install {f.package}"
+        if f.kind == "isolation":
+            return f"WARN    no {f.what}: {f.note}"
+        if f.kind == "setup":
+            return f"WARN    package {f.what} (needed by {_who(f.who)}) is {f.note}"
+        return f"WARN    {f.note} (tasks {_who(f.who)})"
+    return None

@@ -1,0 +1,260 @@
+"""Task validation: does each task tell the fix from no fix, every time?
+
+``doit run nginx:validate [repeats=N]`` (N from options.py, 5 by default: one run in five that
+fails must show) builds base and fix (the same content-addressed builds the ``none`` and ``gold``
+modes use), runs the task's test files `repeats` times against each, counts the runs each
+assertion passed on each side, and derives from the assertions stable on every run
+fail_to_pass (fails in every base run, passes in every fix run) and pass_to_pass (passes in every
+run of both). Verdicts, first match wins:
+
+    env_error          a test file skipped entirely, is missing, or produced no TAP
+    flaky              an assertion's result differs between repeats with the fix, or a graded
+                       (declared) assertion's result differs between repeats of either binary
+    gold_fails         the fix does not build, or a declared fail_to_pass / pass_to_pass assertion
+                       fails with the fix
+    not_discriminating no assertion fails without the fix and passes with it, or a declared
+                       fail_to_pass assertion already passes without the fix
+    valid              otherwise
+
+Per task ``results/<run>/validate/<id>/validation.json``::
+
+    {"inputs", "instance_id", "verdict", "reasons": [str], "repeats",
+     "derived": {"fail_to_pass": [...], "pass_to_pass": [...]},
+     "declared_matches": bool, "missing_from_declared": [...], "not_derived": [...],
+     "regressions": [ids ok without the fix, failing with it],
+     "flaky": [ids], "unstable_base": [ungraded ids that differ only without the fix],
+     "pass_counts": {"base": {id: runs it passed}, "fix": {id: n}},
+     "run_counts": {"base": runs, "fix": runs},
+     "env_errors": [...],
+     "runs": {"base": [{"seconds", "results": {id: bool}}], "fix": [...]},
+     "test_seconds": {"base": seconds of its runs in all, "fix": ...},
+     "build": {"base": build record, "fix": build record}}
+
+Summary: ``results/<run>/validation.json`` ({instance_id: per-task record without "runs"}) and
+``validation.md`` (a table, rendered from validation.json's records by
+``templates/validation.md.j2``, with the pass counts of the assertions that changed between runs).
+"""
+
+import time
+
+import jinja2
+from doit.tools import config_changed
+
+from ..core import jsonio, stamps
+from ..build.stage import ensure_build
+from ..core.gitcmd import gold_diff
+from ..core.layout import SOURCE_ROOT
+from ..prove.tap import assertion_number, file_problem, parse_tap
+from ..prove.stage import run_prove_files
+from ..prove.tree import verified_tests_tree
+from ..core.tasknames import (VALIDATE, VALIDATION, base_task_name, repo_task, task_name,
+                              tests_task_name, validate_subtask, validate_task_name)
+
+VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")
+TEMPLATE = "validation.md.j2"       # in templates/; edit it and validation.md is rendered again
+
+
+def run_side(layout, task, binary, out_dir, repeats):
+    runs, env_errors = [], set()
+    tree, _ = verified_tests_tree(layout, task.test_repo, task.test_commit)
+    for r in range(1, repeats + 1):
+        tap_dir = out_dir / f"r{r}"
+        start = time.monotonic()
+        files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout, tap_dir)
+        results = {}
+        for name, record in files.items():
+            fr = parse_tap(name, (tap_dir / record["tap"]).read_text(errors="replace"))
+            problem = file_problem(fr, record)
+            # A file that dies part-way is evidence like any other (the bug may crash nginx);
+            # one that never ran says nothing.
+            if problem and problem.kind in ("env", "not_started"):
+                env_errors.add(f"{name}: {problem.text}")
+            # A declared assertion that is skipped here says nothing about the fix.
+            for ident in list(task.fail_to_pass) + list(task.pass_to_pass):
+                if ident.startswith(f"{name}:") and assertion_number(ident) in fr.skipped:
+                    env_errors.add(f"{name}: {ident} skipped "
+                                   f"({fr.skipped[assertion_number(ident)]})")
+            results.update(fr.results)
+        runs.append({"seconds": round(time.monotonic() - start, 3), "results": results})
+    return runs, sorted(env_errors)
+
+
+def _outcomes(runs, ident):
+    """The results `ident` had over `runs` (an assertion a run does not report failed there)."""
+    return {run["results"].get(ident, False) for run in runs}
+
+
+def _always(runs, ident, value):
+    """Whether there were runs and `ident` had `value` in every one of them."""
+    return bool(runs) and _outcomes(runs, ident) == {value}
+
+
+def pass_counts(runs, ids):
+    """{id: the number of `runs` in which it passed} (a run that does not report it: failed)."""
+    return {i: sum(1 for run in runs if run["results"].get(i, False)) for i in ids}
+
+
+def _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p):
+    """(verdict, reasons): the first rule of the module's docstring that matches."""
+    if env_errors:
+        return "env_error", list(env_errors)
+    if flaky:
+        return "flaky", [f"{len(flaky)} assertion(s) change between repeats: "
+                         f"{', '.join(flaky[:5])}"]
+    if not fix_built:
+        return "gold_fails", ["the fix does not build"]
+    declared = set(task.fail_to_pass) | set(task.pass_to_pass)
+    bad = [i for i in sorted(declared) if not _always(fix_runs, i, True)]
+    if bad:
+        return "gold_fails", [f"declared assertions fail with the fix: {', '.join(bad[:5])}"]
+    passing = [i for i in task.fail_to_pass if not _always(base_runs, i, False)]
+    if not f2p:
+        return "not_discriminating", ["no assertion fails without the fix and passes with it"]
+    if passing:
+        return "not_discriminating", ["declared fail_to_pass already pass without the fix: "
+                                      f"{', '.join(passing[:5])}"]
+    return "valid", []
+
+
+def classify(task, base_runs, fix_runs, fix_built, env_errors):
+    """The verdict and its evidence, from per-repeat results {id: bool} of base and fix."""
+    ids = sorted({i for run in base_runs + fix_runs for i in run["results"]})
+    declared = set(task.fail_to_pass) | set(task.pass_to_pass)
+    # An assertion that changes between runs of the fixed binary, or a graded one that changes
+    # anywhere, makes verdicts unreliable. An ungraded one that wobbles only without the fix
+    # (say "no alerts" after a crash the bug causes) decides nothing, and is only reported.
+    flaky = [i for i in ids if len(_outcomes(fix_runs, i)) > 1
+             or (i in declared and len(_outcomes(base_runs, i)) > 1)]
+    unstable_base = [i for i in ids if len(_outcomes(base_runs, i)) > 1 and i not in flaky]
+    f2p = [i for i in ids if _always(base_runs, i, False) and _always(fix_runs, i, True)]
+    p2p = [i for i in ids if _always(base_runs, i, True) and _always(fix_runs, i, True)]
+    regressions = [i for i in ids if _always(base_runs, i, True) and _always(fix_runs, i, False)]
+    verdict, reasons = _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p)
+    return {
+        "verdict": verdict, "reasons": reasons,
+        "derived": {"fail_to_pass": f2p, "pass_to_pass": p2p},
+        "declared_matches": set(f2p) == set(task.fail_to_pass) and set(p2p) == set(task.pass_to_pass),
+        "missing_from_declared": sorted(set(f2p) - set(task.fail_to_pass)),
+        "not_derived": sorted(set(task.fail_to_pass) - set(f2p)),
+        "regressions": regressions, "flaky": flaky, "unstable_base": unstable_base,
+        "pass_counts": {"base": pass_counts(base_runs, ids), "fix": pass_counts(fix_runs, ids)},
+        "run_counts": {"base": len(base_runs), "fix": len(fix_runs)},
+        "env_errors": env_errors,
+    }
+
+
+def reclassified(task, done):
+    """A finished validation.json with its verdict derived again from its runs."""
+    return dict(done, **classify(task, done["runs"]["base"], done["runs"]["fix"],
+                                 done["build"]["fix"]["status"] == "built", done["env_errors"]))
+
+
+def classification_current(layout, task):
+    """doit uptodate (beside stamps.is_current): the verdict is what today's classifier says."""
+    done = jsonio.read_json(layout.validation_dir(task.instance_id) / "validation.json")
+    return isinstance(done, dict) and "runs" in done and reclassified(task, done) == done
+
+
+def validate_task(layout, task, repeats, config, files):
+    out = layout.validation_dir(task.instance_id) / "validation.json"
+    inputs = stamps.inputs_digest(config, files)
+    done = stamps.made_from(out, inputs)
+    if done:
+        # The runs take minutes; the verdict is always derived again from them.
+        record = reclassified(task, done)
+        if record != done:
+            jsonio.write_json(out, record)
+        return
+    bare = layout.bare_repo(task.repo)
+    base = ensure_build(layout, bare, task.base_commit, task.configure_flags, b"")
+    fix = ensure_build(layout, bare, task.base_commit, task.configure_flags,
+                       gold_diff(bare, task.base_commit, task.fix_commit))
+    binary = lambda rec: layout.build_dir(rec["key"]) / "tree" / "objs" / "nginx"
+    out_dir = layout.validation_dir(task.instance_id)
+    base_runs, fix_runs, env_errors = [], [], []
+    if base["status"] == "built":
+        base_runs, errs = run_side(layout, task, binary(base), out_dir / "base", repeats)
+        env_errors += errs
+    else:
+        env_errors.append(f"the base commit does not build ({base['status']})")
+    if fix["status"] == "built":
+        fix_runs, errs = run_side(layout, task, binary(fix), out_dir / "fix", repeats)
+        env_errors += [e for e in errs if e not in env_errors]
+    record = classify(task, base_runs, fix_runs, fix["status"] == "built", env_errors)
+    record.update({"inputs": inputs, "instance_id": task.instance_id, "repeats": repeats,
+                   "runs": {"base": base_runs, "fix": fix_runs},
+                   "test_seconds": {side: round(sum(r["seconds"] for r in runs), 3) for side, runs
+                                    in (("base", base_runs), ("fix", fix_runs))},
+                   "build": {"base": base, "fix": fix}})
+    jsonio.write_json(out, record)
+
+
+def write_summary(layout, tasks, repeats):
+    summary = {}
+    for t in tasks:
+        rec = jsonio.read_json(layout.validation_dir(t.instance_id) / "validation.json")
+        rec.pop("runs", None)
+        rec.pop("inputs", None)
+        summary[t.instance_id] = rec
+    jsonio.write_json(layout.validation_json, summary)
+    text = render_summary(summary, len(tasks), repeats, layout.templates_dir)
+    jsonio.write_text(layout.validation_md, text)
+    print("\n".join(text.splitlines()[:3]))
+
+
+def template_path(templates_dir):
+    """validation.md.j2 of the project's templates, else the harness's own."""
+    own = templates_dir / TEMPLATE
+    return own if own.is_file() else SOURCE_ROOT / "templates" / TEMPLATE
+
+
+def render_summary(summary, ntasks, repeats, templates_dir):
+    """validation.md: the counts per verdict and a row per task, from validation.json's records."""
+    path = template_path(templates_dir)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    counts = {v: sum(1 for r in summary.values() if r["verdict"] == v) for v in VERDICTS}
+    return env.get_template(path.name).render(tasks=ntasks, repeats=repeats, counts=counts,
+                                              summary=summary)
+
+
+def validation_config(task, repeats):
+    """The config a task's validation.json records the digest of ("inputs", stamps.py): what
+    says the record is of this task as it is now (scripts/promote_tasks.py checks it too)."""
+    return {"task": task.to_json(), "repeats": repeats}
+
+
+def gen_tasks(ctx):
+    repeats = ctx.options.repeats          # a whole number >= 1 (options.py)
+    names = []
+    for task in ctx.build_order():
+        config = validation_config(task, repeats)
+        names.append(validate_task_name(ctx.benchmark.name, task.instance_id))
+        yield stamps.stage_task(
+            basename=VALIDATE, name=validate_subtask(ctx.benchmark.name, task.instance_id),
+            doc=f"build base and fix of {task.instance_id}, run its tests {repeats}× each",
+            action=validate_task, args=[ctx.layout, task, repeats], config=config,
+            task_dep=[repo_task(task.repo), tests_task_name(task.test_commit),
+                      base_task_name(task)],
+            targets=[ctx.layout.validation_dir(task.instance_id) / "validation.json"],
+            also_current=[(classification_current, [ctx.layout, task])])
+    yield {
+        "basename": VALIDATION,
+        "name": ctx.benchmark.name,
+        "doc": "validation.json and validation.md of the run",
+        "actions": [(write_summary, [ctx.layout, ctx.tasks, repeats])],
+        "file_dep": [str(ctx.layout.validation_dir(t.instance_id) / "validation.json")
+                     for t in ctx.tasks] + [str(template_path(ctx.layout.templates_dir))],
+        "task_dep": names,
+        "targets": [str(ctx.layout.validation_json), str(ctx.layout.validation_md)],
+        "uptodate": [config_changed({"tasks": [t.instance_id for t in ctx.tasks]})],
+        "verbosity": 2,
+    }
+    yield {
+        "basename": ctx.benchmark.name,
+        "name": "validate",
+        "doc": f"check that every task of {ctx.benchmark.name} tells the fix from no fix",
+        "actions": None,
+        "task_dep": [task_name(VALIDATION, ctx.benchmark.name)],
+    }

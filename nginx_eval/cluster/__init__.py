@@ -1,0 +1,1 @@
+"""Where heavy units run: in this process or on a Ray cluster."""

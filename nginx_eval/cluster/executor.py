@@ -1,0 +1,61 @@
+"""Where a unit's heavy work runs: in the doit process (``executor=local``, the default) or on a
+Ray cluster (``executor=ray``, rayexec.py).
+
+doit is the coordinator either way: the task graph, doit's database, the inputs digests
+(stamps.py), the budget (agent_limits.py) and ``results/`` live where ``doit run`` runs. Three
+kinds of work may leave the machine, each a plain function of the stage's module with the
+signature ``work(layout, *args)`` that reads and writes only its unit's results directory
+(``layout.task_dir(mode, instance)``) and the layout's cache:
+
+    kind     work                  reads (shipped in)          writes (shipped back)
+    agent    agent.agent_unit      -                           agent.json, agent/
+    build    build.build_unit      model.patch                 build.json, build.log
+    prove    prove.prove_unit      build.json, model.patch     prove.json, tap/
+
+``run`` calls it. Locally: in this process, on the run's layout, as before. On Ray: on some node,
+on that node's own layout (its own clones, content-addressed builds and test trees, and a scratch
+results directory), with the unit's input files sent as bytes and its output files sent back and
+written here; nothing assumes a file system shared between the machines. The same keys give the
+same builds, so a unit's record is the same wherever it ran (paths inside it name the node's
+cache). ``on_node()`` tells a work function that it runs for a coordinator elsewhere (prove then
+makes the build on its node when the node lacks it).
+"""
+
+from ..core.errors import UserError
+# The work of each kind, for the table above and the checks in run().
+KINDS = ("agent", "build", "prove")
+
+_state = {"name": "local", "backend": None}
+
+
+def configure(layout, options):
+    """Pick the executor of this ``doit run`` (cli.load_dodo): executor=ray connects to the
+    cluster (RAY_ADDRESS, or a local one) once, before any task runs."""
+    name = getattr(options, "executor", None) or "local"
+    if name == "ray":
+        try:
+            from . import rayexec
+        except ImportError:
+            raise UserError("executor=ray needs Ray: pip install -e '.[ray]'")
+        _state.update(name="ray", backend=rayexec.RayBackend.connect(layout, options))
+    else:
+        _state.update(name="local", backend=None)
+
+
+def is_remote():
+    """True when units run on a cluster: the coordinator holds records, not builds."""
+    return _state["name"] != "local"
+
+
+def run(kind, work, layout, mode_name, iid, args, ship_in=(), ship_out=(), repos=()):
+    """work(layout, *args) for unit (mode_name, iid), here or on a node; its return value.
+
+    ship_in / ship_out: paths relative to the unit's results directory (a trailing "/" marks a
+    directory) that the work reads / writes. repos: [(repo, {commit: [[instance, field]]})]
+    the node's clones must hold before the work starts."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of work {kind!r}")
+    if not is_remote():
+        return work(layout, *args)
+    return _state["backend"].run(kind, work, layout, mode_name, iid, args, list(ship_in),
+                                 list(ship_out), list(repos))

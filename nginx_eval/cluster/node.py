@@ -1,0 +1,63 @@
+"""What a unit's work knows of where it runs, and the unit's files as they travel
+(executor.py, rayexec.py).
+
+A work function runs either in the doit process or on a node for a coordinator elsewhere
+(``on_node``). Between the two, a unit's files travel as ``{path relative to the unit's results
+directory: bytes}`` (``read_unit_files``, ``write_unit_files``).
+"""
+
+import shutil
+import threading
+
+from ..core import jsonio
+
+
+class UnitLost(Exception):
+    """An agent run whose node was lost on every try (rayexec.RayBackend.run); errors: why,
+    per try."""
+
+    def __init__(self, errors):
+        super().__init__("; ".join(errors))
+        self.errors = list(errors)
+_node = threading.local()
+
+
+def on_node():
+    """True inside a work function run for a coordinator on another machine (rayexec)."""
+    return getattr(_node, "active", False)
+
+
+def set_on_node(active):
+    _node.active = active
+
+
+def read_unit_files(unit_dir, names):
+    """{relative path: bytes} of `names` under unit_dir, directories walked; absent ones left
+    out (the work sees them absent too)."""
+    out = {}
+    for name in names:
+        path = unit_dir / name.rstrip("/")
+        if path.is_dir():
+            for f in sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink()):
+                out[str(f.relative_to(unit_dir))] = f.read_bytes()
+        elif path.is_file():
+            out[name] = path.read_bytes()
+    return out
+
+
+def write_unit_files(unit_dir, names, files):
+    """Replace `names` under unit_dir by `files` ({relative path: bytes}): what a node made
+    replaces what was here, and nothing of an older run stays beside it."""
+    for name in names:
+        path = unit_dir / name.rstrip("/")
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    # The JSON records last: a record on disk means its files are there.
+    for rel in sorted(files, key=lambda r: (r.endswith(".json") and "/" not in r, r)):
+        target = unit_dir / rel
+        if not target.resolve().is_relative_to(unit_dir.resolve()):
+            raise ValueError(f"a node sent a file outside the unit's directory: {rel}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        jsonio.write_bytes(target, files[rel])

@@ -1,0 +1,288 @@
+"""``executor=ray``: each unit's agent run, build and prove as a Ray task, on any node.
+
+Only executor.py imports this module, and only when the run asks for Ray (``pip install -e
+'.[ray]'``); without it nothing here is loaded.
+
+**The cluster.** ``ray.init()`` joins the cluster of ``RAY_ADDRESS`` (``ray start --head`` on one
+machine, ``ray start --address=<head>:6379`` on the others, or KubeRay), or starts a local one.
+The doit process is the driver and stays the coordinator (executor.py).
+
+**What a unit asks of its node** (``RESOURCES``). An agent run waits on the API: one ``agent``,
+a custom resource each node declares in the amount the API account allows (``ray start
+--resources='{"agent": 8}'``), and no CPU. A build compiles: one CPU. A prove mostly waits on
+sockets and timers: half a CPU.
+
+**A node's own files** (``node_layout``): under ``$NGINX_EVAL_NODE_CACHE`` of the node's Ray
+processes (default ``~/.cache/nginx-eval-node``): ``cache/`` (clones, builds, test trees,
+workspaces; the same content keys as anywhere) and ``units/<coordinator>/`` (the scratch results
+directory of the units it runs for one coordinator). The work's environment is the node's with
+the coordinator's ``NGINX_EVAL_*``, ``ANTHROPIC_*``, ``CLAUDE_*`` and ``AGENT`` on top, except
+the three that name the coordinator's directories and the node's own ``NGINX_EVAL_NODE_*``, and the variables ``NGINX_EVAL_FORWARD``
+names (comma-separated: an agent program's own settings); ``NGINX_EVAL_NODE_REPO_URL`` on a node
+replaces the coordinator's repository URL template there (a node with its own mirrors).
+
+**Limits across the cluster** (``SlotKeeper``): ``agents=``, ``builds=`` and ``proves=`` (limits.py)
+hold for the whole cluster: one actor, started by the coordinator, hands out the slots that the
+work's steps ask for (each configure and make, each prove file, each agent phase), as the slot
+files do on one machine. Slots of a node that died are taken back. The defaults count the
+cluster's CPUs instead of this machine's cores.
+
+**Lost nodes.** A build or prove whose node dies is run again by Ray on another node
+(``SYSTEM_RETRIES``): it is repeatable and costs no money. An agent run whose node dies is an
+``infra_error`` attempt: it runs again elsewhere up to ``agent_retries=`` times (agent.py), each
+lost attempt listed in agent.json's ``attempts``; an agent run that came back is never run again.
+
+**Stopping.** Ctrl-C (procs.stop_on_signals) cancels the units in flight: Ray raises
+KeyboardInterrupt in the work, and procs.run_limited kills the command's process group on the
+node, as it does here.
+
+**Where each unit ran**: ``results/<run>/ray-units.jsonl``, a row per unit run::
+
+    {"kind", "mode", "instance_id", "node", "host", "started", "ended",   # the node's clock
+     "lost": [str]}                   # the errors of earlier tries whose node died
+"""
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import ray
+from ray.exceptions import RayError, RayTaskError, TaskCancelledError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from ..core import jsonio, limits, procs
+from . import node as nodework
+from ..core.errors import UserError
+from ..core.layout import Layout
+from ..core.outcomes import INFRA_ERROR
+from ..repositories import ensure_repo
+
+RESOURCES = {"agent": {"num_cpus": 0, "resources": {"agent": 1}},
+             "build": {"num_cpus": 1},
+             "prove": {"num_cpus": 0.5}}
+SYSTEM_RETRIES = 3
+FORWARDED_PREFIXES = ("NGINX_EVAL_", "ANTHROPIC_", "CLAUDE_")
+FORWARDED_NAMES = ("AGENT",)
+COORDINATOR_ONLY = ("NGINX_EVAL_ROOT", "NGINX_EVAL_CACHE", "NGINX_EVAL_RESULTS")
+FORWARD_VARIABLE = "NGINX_EVAL_FORWARD"
+# A node's own settings: never sent from the coordinator (which may be a node too).
+NODE_ONLY_PREFIX = "NGINX_EVAL_NODE_"
+NODE_CACHE_VARIABLE = "NGINX_EVAL_NODE_CACHE"
+NODE_REPO_URL_VARIABLE = "NGINX_EVAL_NODE_REPO_URL"
+WAIT_SECONDS = 0.2          # how often a waiting coordinator thread looks for an interrupt
+
+
+def is_node_lost(error):
+    """A Ray error that says the node or the worker went away, not that the work failed."""
+    return isinstance(error, RayError) and not isinstance(error, (RayTaskError,
+                                                                  TaskCancelledError))
+
+
+# -- the slots of the whole cluster -------------------------------------------------------------
+
+@ray.remote(num_cpus=0)
+class SlotKeeper:
+    """The agents=, builds= and proves= slots of one run, for every node."""
+
+    def __init__(self, counts):
+        self.counts = dict(counts)
+        self.held = {}          # token -> (kind, node id)
+
+    def _in_use(self, kind):
+        return sum(1 for k, _ in self.held.values() if k == kind)
+
+    def _free_dead_nodes(self):
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        for token, (_, node) in list(self.held.items()):
+            if node not in alive:
+                del self.held[token]
+
+    def take(self, kind, node):
+        """A token for a free slot of `kind`, or None."""
+        if self._in_use(kind) >= self.counts[kind]:
+            self._free_dead_nodes()
+        if self._in_use(kind) >= self.counts[kind]:
+            return None
+        token = uuid.uuid4().hex
+        self.held[token] = (kind, node)
+        return token
+
+    def give_back(self, token):
+        self.held.pop(token, None)
+
+    def counts_in_use(self):
+        return {kind: self._in_use(kind) for kind in self.counts}
+
+
+class SharedSlots:
+    """limits.py's slots, asked of the run's SlotKeeper (on a node)."""
+
+    def __init__(self, keeper, node):
+        self.keeper, self.node = keeper, node
+
+    def try_take(self, kind):
+        return ray.get(self.keeper.take.remote(kind, self.node))
+
+    def give_back(self, token):
+        ray.get(self.keeper.give_back.remote(token))
+
+
+# -- on a node ---------------------------------------------------------------------------------
+
+def node_layout(run, coordinator):
+    base = Path(os.environ.get(NODE_CACHE_VARIABLE)
+                or Path.home() / ".cache" / "nginx-eval-node").resolve()
+    return Layout(root=base / "project", cache=base / "cache",
+                  results_root=base / "units" / coordinator, run=run)
+
+
+@contextlib.contextmanager
+def _work_environment(environ):
+    """The node's environment with the coordinator's forwarded variables, for one unit (a Ray
+    worker runs one task at a time), and the node's own repository URL template if it has one."""
+    saved = dict(os.environ)
+    own_url = os.environ.get(NODE_REPO_URL_VARIABLE)
+    os.environ.update(environ)
+    if own_url:
+        os.environ["NGINX_EVAL_REPO_URL"] = own_url
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def run_on_node(kind, work, run, coordinator, mode_name, iid, args, files_in, ship_out, repos,
+                environ, keeper):
+    """The Ray task of one unit (see RayBackend.run): its return value, output files, the
+    lines it printed on stderr, and where and when it ran."""
+    started = time.time()
+    node = ray.get_runtime_context().get_node_id()
+    layout = node_layout(run, coordinator)
+    printed = io.StringIO()
+    with _work_environment(environ), contextlib.redirect_stderr(printed):
+        nodework.set_on_node(True)
+        limits.share_slots(SharedSlots(keeper, node))
+        try:
+            for repo, commits in repos:
+                ensure_repo(layout, repo, commits)
+            unit = layout.task_dir(mode_name, iid)
+            shutil.rmtree(unit, ignore_errors=True)
+            unit.mkdir(parents=True)
+            nodework.write_unit_files(unit, [], files_in)
+            value = work(layout, *args)
+            files = nodework.read_unit_files(unit, ship_out)
+        finally:
+            limits.share_slots(None)
+            nodework.set_on_node(False)
+    return {"value": value, "files": files, "stderr": printed.getvalue(), "node": node,
+            "host": socket.gethostname(), "started": started, "ended": time.time()}
+
+
+_remote_unit = ray.remote(run_on_node)
+
+
+# -- at the coordinator ------------------------------------------------------------------------
+
+def forwarded_environment(environ=None):
+    """What the work sees of the coordinator's environment (see the module's docstring);
+    NGINX_EVAL_FORWARD=NAME,NAME adds other variables (an agent program's own settings)."""
+    env = os.environ if environ is None else environ
+    extra = {n.strip() for n in env.get(FORWARD_VARIABLE, "").split(",") if n.strip()}
+    return {k: v for k, v in env.items()
+            if (k.startswith(FORWARDED_PREFIXES) or k in FORWARDED_NAMES or k in extra)
+            and k not in COORDINATOR_ONLY and not k.startswith(NODE_ONLY_PREFIX)}
+
+
+def cluster_cpus():
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+class RayBackend:
+    """executor.py's backend for executor=ray: sends units to the cluster, one Ray task each."""
+
+    def __init__(self, keeper, coordinator, agent_retries):
+        self.keeper, self.coordinator, self.agent_retries = keeper, coordinator, agent_retries
+        self.log_lock = threading.Lock()
+
+    @classmethod
+    def connect(cls, layout, options):
+        if not ray.is_initialized():
+            init = dict(log_to_driver=False, include_dashboard=False, logging_level="warning")
+            if not os.environ.get("RAY_ADDRESS"):
+                # A cluster of this machine alone: as many agent slots as agents= allows.
+                init["resources"] = {"agent": limits.chosen_counts(options)["agent"]}
+            ray.init(**init)
+        if not ray.cluster_resources().get("agent"):
+            raise UserError("the Ray cluster declares no 'agent' resource, so no agent run "
+                            "could start: start its nodes with ray start "
+                            "--resources='{\"agent\": 8}' (as many as the API allows per node)")
+        counts = limits.chosen_counts(options, cores=cluster_cpus())
+        # On the coordinator's node: it lives as long as the run, whichever other node is lost.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        keeper = SlotKeeper.options(scheduling_strategy=here).remote(counts)
+        coordinator = jsonio.digest([socket.gethostname(), str(layout.results_root)])[:16]
+        return cls(keeper, coordinator, options.agent_retries)
+
+    def run(self, kind, work, layout, mode_name, iid, args, ship_in, ship_out, repos):
+        unit_dir = layout.task_dir(mode_name, iid)
+        files_in = nodework.read_unit_files(unit_dir, ship_in)
+        lost = []
+        while True:
+            ref = _remote_unit.options(
+                **RESOURCES[kind], max_retries=0 if kind == "agent" else SYSTEM_RETRIES,
+                retry_exceptions=False,
+            ).remote(kind, work, layout.run, self.coordinator, mode_name, iid, args, files_in,
+                     ship_out, repos, forwarded_environment(), self.keeper)
+            try:
+                result = self._wait(ref)
+                break
+            except RayError as e:
+                if not is_node_lost(e) or kind != "agent":
+                    raise
+                lost.append(f"the node running it was lost: {str(e).strip().splitlines()[0]}")
+                if len(lost) > self.agent_retries:
+                    raise nodework.UnitLost(lost)
+        sys.stderr.write(result["stderr"])
+        sys.stderr.flush()
+        nodework.write_unit_files(unit_dir, ship_out, result["files"])
+        self._log(layout, kind, mode_name, iid, result, lost)
+        value = result["value"]
+        if lost and (value.get("record") or {}).get("attempts") is not None:
+            # agent.json lists the tries whose node was lost before the one that came back.
+            value["record"]["attempts"][:0] = [{"status": INFRA_ERROR, "error": why,
+                                                "logs": None, "cost_usd": None} for why in lost]
+        return value
+
+    @staticmethod
+    def _wait(ref):
+        while True:
+            ready, _ = ray.wait([ref], timeout=WAIT_SECONDS)
+            if ready:
+                try:
+                    return ray.get(ref)
+                except RayTaskError as e:
+                    # The work's own exception (UserError, RuntimeError...), as if it ran here.
+                    raise e.as_instanceof_cause() from None
+            if procs.interrupted():
+                # KeyboardInterrupt in the work: run_limited kills its command's process group.
+                ray.cancel(ref, recursive=True)
+                raise procs.Interrupted()
+
+    def _log(self, layout, kind, mode_name, iid, result, lost):
+        row = {"kind": kind, "mode": mode_name, "instance_id": iid, "node": result["node"],
+               "host": result["host"], "started": result["started"], "ended": result["ended"],
+               "lost": lost}
+        with self.log_lock:
+            path = layout.ray_units_log
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as f:
+                f.write(json.dumps(row, sort_keys=True) + "\n")

@@ -1,0 +1,1 @@
+"""Plain helpers that import nothing of the project: paths, files, git, processes, locks."""

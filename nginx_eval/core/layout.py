@@ -1,0 +1,255 @@
+"""Where everything lives. The only module that builds cache and result paths.
+
+Project root (``NGINX_EVAL_ROOT``, default: the directory of dodo.py):
+    tasks/<benchmark>.json      benchmark files; each one becomes a doit group
+    modes.toml                  agent modes
+    templates/                  prompt and report templates
+    results/<run>/              run output (``NGINX_EVAL_RESULTS`` moves it); report.md,
+                                report.json, report-chart.png, report-distributions.png,
+                                compare-<other run>.md|.json (report.py)
+
+Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
+    repos/<owner>+<name>.git    bare clones
+    tests/<test_commit>/        nginx-tests trees, one per pinned commit, shared by all runs
+                                (testtree.py)
+    workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
+    builds/<key>/               content-addressed builds (see build.py)
+    builds/.tmp/<key>.<pid>/    a build in progress (or a killed one's leftovers)
+    builds/.failed/<key>.json|.log   an env_error build's record and log, never a verdict
+    guards/<hash>/nginx         the output guard in front of a build's binary (testenv.py)
+    ccache/                     ccache's store, shared by all builds
+    feature-tests/              executables of configure's test programs (feature_test_cc.sh),
+                                feature-tests/bin/cc the compiler configure runs
+    locks/                      advisory locks for shared cache entries, and run-<run>.lock,
+                                held by the doit process running <run> (cli.py);
+                                slots-<run>/<kind>-<i>.lock, the per-kind limits (limits.py)
+    running/<run>/<mode>/<instance_id>.<stage>   token of a command still running (procs.py)
+    running/<run>/.builds/<key>  the same for the step (configure, make...) of a build in progress
+    running/<run>/.other/<token> the same for a command without a file of its own (during a run)
+    running/<run>.agent-stop    why no agent of <run> may start (an auth error), until the next
+                                `doit run` (agent.py)
+    agent-versions/<hash>.json  `<program> --version` per program file, mtime and size (agent.py)
+    doit/<run>.db               doit's database for that run (a disposable cache)
+
+Per task results, ``results/<run>/<mode>/<instance_id>/``:
+    agent.json, agent/          agent status and logs        (agent.py)
+    model.patch, patch.json     the candidate patch          (patch.py)
+    build.json, build.log       the build verdict            (build.py)
+    prove.json, tap/<file>.tap  raw TAP per test file        (prove.py)
+    tap/<file>.rerun.tap        second runs, rerun_failed=1  (prove.py)
+    grade.json                  the verdict                  (grade.py)
+Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (summary.py).
+Per run: ``results/<run>/run.json``, the benchmark and tasks the run is of (runrecord.py).
+"""
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+SOURCE_ROOT = PACKAGE_DIR.parent
+DEFAULT_REPO_URL = "https://github.com/{owner}/{name}.git"
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path
+    cache: Path
+    results_root: Path
+    run: str = "default"
+
+    @classmethod
+    def from_env(cls, root=None, run="default", environ=None):
+        env = os.environ if environ is None else environ
+        root = Path(env.get("NGINX_EVAL_ROOT") or root or SOURCE_ROOT).resolve()
+        cache = Path(env.get("NGINX_EVAL_CACHE") or root / ".cache").resolve()
+        results = Path(env.get("NGINX_EVAL_RESULTS") or root / "results").resolve()
+        return cls(root=root, cache=cache, results_root=results, run=run)
+
+    # -- project inputs --------------------------------------------------------------------------
+    @property
+    def tasks_dir(self):
+        return self.root / "tasks"
+
+    @property
+    def modes_file(self):
+        return self.root / "modes.toml"
+
+    @property
+    def templates_dir(self):
+        own = self.root / "templates"
+        return own if own.is_dir() else SOURCE_ROOT / "templates"
+
+    # -- cache -------------------------------------------------------------------------------
+    def bare_repo(self, repo):
+        return self.cache / "repos" / (repo.replace("/", "+") + ".git")
+
+    def repo_stamp(self, repo):
+        return self.cache / "repos" / (repo.replace("/", "+") + ".json")
+
+    def tests_tree(self, test_commit):
+        return self.cache / "tests" / test_commit
+
+    def tests_stamp(self, test_commit):
+        return self.cache / "tests" / f"{test_commit}.json"
+
+    def output_guard(self, binary):
+        """testenv.py's output guard for a binary: a directory per binary path."""
+        return self.cache / "guards" / hashlib.sha256(str(binary).encode()).hexdigest()[:16]
+
+    def workspace(self, mode, instance_id):
+        return self.cache / "workspaces" / self.run / mode / instance_id
+
+    def workspace_stamp(self, mode, instance_id):
+        return self.cache / "workspaces" / self.run / mode / f"{instance_id}.json"
+
+    def remote_diff(self, mode, instance_id):
+        """executor=ray: the agent's workspace diff, made on the node that ran it (patch.py)."""
+        return self.cache / "workspaces" / self.run / mode / f"{instance_id}.remote.json"
+
+    @property
+    def builds(self):
+        return self.cache / "builds"
+
+    def build_dir(self, key):
+        return self.builds / key
+
+    def build_tmp(self, key):
+        return self.builds / ".tmp" / f"{key}.{os.getpid()}"
+
+    def failed_build_json(self, key):
+        return self.builds / ".failed" / f"{key}.json"
+
+    def failed_build_log(self, key):
+        return self.builds / ".failed" / f"{key}.log"
+
+    @property
+    def ccache_dir(self):
+        return self.cache / "ccache"
+
+    @property
+    def feature_tests(self):
+        return self.cache / "feature-tests"
+
+    def lock(self, name):
+        return self.cache / "locks" / f"{name}.lock"
+
+    @property
+    def doit_db(self):
+        return self.cache / "doit" / f"{self.run}.db"
+
+    @property
+    def running_dir(self):
+        return self.cache / "running" / self.run
+
+    def running_token(self, mode, instance_id, stage):
+        return self.running_dir / mode / f"{instance_id}.{stage}"
+
+    def running_build_token(self, key):
+        return self.running_dir / ".builds" / key
+
+    @property
+    def agent_stop(self):
+        return self.cache / "running" / f"{self.run}.agent-stop"
+
+    @property
+    def agent_versions(self):
+        return self.cache / "agent-versions"
+
+    # -- results -----------------------------------------------------------------------------
+    @property
+    def run_dir(self):
+        return self.results_root / self.run
+
+    def mode_dir(self, mode):
+        return self.run_dir / mode
+
+    def task_dir(self, mode, instance_id):
+        return self.run_dir / mode / instance_id
+
+    def agent_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "agent.json"
+
+    def agent_logs(self, mode, iid):
+        return self.task_dir(mode, iid) / "agent"
+
+    def agent_records(self):
+        """Every agent.json of the run, whatever its mode and task."""
+        return sorted(self.run_dir.glob("*/*/agent.json"))
+
+    def model_patch(self, mode, iid):
+        return self.task_dir(mode, iid) / "model.patch"
+
+    def patch_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "patch.json"
+
+    def build_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "build.json"
+
+    def build_log(self, mode, iid):
+        return self.task_dir(mode, iid) / "build.log"
+
+    def prove_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "prove.json"
+
+    def tap_dir(self, mode, iid):
+        return self.task_dir(mode, iid) / "tap"
+
+    def grade_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "grade.json"
+
+    def results_jsonl(self, mode):
+        return self.mode_dir(mode) / "results.jsonl"
+
+    def predictions_jsonl(self, mode):
+        return self.mode_dir(mode) / "predictions.jsonl"
+
+    @property
+    def run_json(self):
+        return self.run_dir / "run.json"
+
+    @property
+    def ray_units_log(self):
+        """executor=ray: where each unit ran (rayexec.py)."""
+        return self.run_dir / "ray-units.jsonl"
+
+    @property
+    def report_md(self):
+        return self.run_dir / "report.md"
+
+    @property
+    def report_json(self):
+        return self.run_dir / "report.json"
+
+    @property
+    def report_chart(self):
+        return self.run_dir / "report-chart.png"
+
+    @property
+    def report_distributions(self):
+        return self.run_dir / "report-distributions.png"
+
+    def compare_md(self, other):
+        return self.run_dir / f"compare-{other}.md"
+
+    def compare_json(self, other):
+        return self.run_dir / f"compare-{other}.json"
+
+    @property
+    def validation_json(self):
+        return self.run_dir / "validation.json"
+
+    @property
+    def validation_md(self):
+        return self.run_dir / "validation.md"
+
+    def validation_dir(self, instance_id):
+        return self.run_dir / "validate" / instance_id
+
+
+def repo_url(repo, environ=None):
+    """The clone URL of `owner/name`, from NGINX_EVAL_REPO_URL (a template with {owner} and {name})."""
+    env = os.environ if environ is None else environ
+    owner, name = repo.split("/", 1)
+    return (env.get("NGINX_EVAL_REPO_URL") or DEFAULT_REPO_URL).format(owner=owner, name=name)

@@ -1,0 +1,75 @@
+"""The names of doit's tasks, spelled once: ``<basename>:<name>``, as `doit list` shows them.
+
+A unit is one task of the benchmark in one mode, ``<bench>/<mode>/<instance id>`` (unit_name);
+each of UNIT_STAGES has a task per unit: ``task_name(GRADE, unit)`` is ``grade:nginx/raw/<id>``."""
+
+from . import jsonio
+
+REPOS, TESTS, BASE = "repos", "tests", "base"
+UNIT_STAGES = WORKSPACE, AGENT, PATCH, BUILD, PROVE, GRADE = (
+    "workspace", "agent", "patch", "build", "prove", "grade")
+RESULTS, VALIDATE, VALIDATION = "results", "validate", "validation"
+
+
+def task_name(basename, name):
+    return f"{basename}:{name}"
+
+
+def repo_subtask(repo):
+    return repo.replace("/", "+")
+
+
+def repo_task(repo):
+    return task_name(REPOS, repo_subtask(repo))
+
+
+def tests_subtask(commit):
+    return commit[:12]
+
+
+def tests_task_name(commit):
+    return task_name(TESTS, tests_subtask(commit))
+
+
+def tests_task_names(tasks):
+    """The names of the test-tree tasks of `tasks`, each once, in their order."""
+    return list(dict.fromkeys(tests_task_name(t.test_commit) for t in tasks))
+
+
+def base_subtask(task):
+    """The base build of `task`: its commit and configure flags."""
+    flags = jsonio.digest(list(task.configure_flags))[:8]
+    return f"{repo_subtask(task.repo)}/{task.base_commit[:12]}-{flags}"
+
+
+def base_task_name(task):
+    return task_name(BASE, base_subtask(task))
+
+
+def unit_name(bench, mode, task):
+    return f"{bench.name}/{mode.name}/{task.instance_id}"
+
+
+def unit_of(name):
+    """(mode, instance id) of a unit stage's task name, else None."""
+    stage, sep, rest = name.partition(":")
+    if not sep or stage not in UNIT_STAGES:
+        return None
+    parts = rest.split("/")
+    return (parts[1], parts[2]) if len(parts) == 3 else None
+
+
+def results_subtask(bench_name, mode_name):
+    return f"{bench_name}/{mode_name}"
+
+
+def results_task_name(bench_name, mode_name):
+    return task_name(RESULTS, results_subtask(bench_name, mode_name))
+
+
+def validate_subtask(bench_name, instance_id):
+    return f"{bench_name}/{instance_id}"
+
+
+def validate_task_name(bench_name, instance_id):
+    return task_name(VALIDATE, validate_subtask(bench_name, instance_id))

@@ -1,0 +1,35 @@
+"""Directory trees the harness makes read-only (published builds, test trees) or that an agent
+may leave read-only (workspaces), and their removal."""
+
+import contextlib
+import os
+import shutil
+import stat
+
+
+def set_write_bits(path, writable, dirs_only=False):
+    """Add the owner's write bit (writable) or remove everyone's under path, symlinks left alone."""
+    for dirpath, _, filenames in os.walk(path):
+        names = [dirpath] + ([] if dirs_only else [os.path.join(dirpath, f) for f in filenames])
+        for name in names:
+            mode = os.lstat(name).st_mode
+            if stat.S_ISLNK(mode):
+                continue
+            mode = stat.S_IMODE(mode)
+            os.chmod(name, mode | stat.S_IWUSR if writable
+                     else mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def remove_tree(path, ignore_errors=False):
+    """Remove the tree at `path` (a link or a file: unlinked; missing: nothing), read-only
+    directories too: removing an entry needs the write bit of its directory back.
+    ignore_errors: what cannot be removed stays (the build cache, which tries again later)."""
+    if not os.path.lexists(path):
+        return
+    if os.path.islink(path) or not os.path.isdir(path):
+        with contextlib.suppress(*((OSError,) if ignore_errors else ())):
+            os.unlink(path)
+        return
+    with contextlib.suppress(OSError):
+        set_write_bits(path, True, dirs_only=True)
+    shutil.rmtree(path, ignore_errors=ignore_errors)

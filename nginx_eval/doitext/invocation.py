@@ -1,0 +1,101 @@
+"""How nginx-eval reads a doit command line and follows doit's run: which command and task names
+`argv` gives (from doit's own option tables), the tasks a selection reaches, and a hook around
+every task doit executes."""
+
+import functools
+
+from ..core import procs
+
+# doit commands that only read: they take no lock, so they work while a run is going on.
+READ_ONLY_COMMANDS = ("list", "info", "help", "dumpdb", "tabcompletion")
+DOIT_COMMANDS = ("run", "clean", "forget", "ignore", "reset-dep", "strace") + READ_ONLY_COMMANDS
+# doit's loader options, which may come before the command name; the first two take a value.
+LOADER_OPTIONS_WITH_VALUE = ("-f", "--file", "-d", "--dir")
+# Options of `doit run` whose value is the next word.
+RUN_OPTIONS_WITH_VALUE = ("-n", "--process", "-P", "--parallel-type", "-o", "--output-file",
+                          "-r", "--reporter", "-v", "--verbosity", "--db-file", "--dep-file",
+                          "--backend", "--check_file_uptodate", "--failure-verbosity")
+
+
+def doit_command(argv):
+    """The doit command that `argv` (without the program name) runs; "run" when none is named,
+    as doit decides."""
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in LOADER_OPTIONS_WITH_VALUE:
+            if args:
+                args.pop(0)
+        elif arg.startswith("-") or ("=" in arg and not arg.startswith("=")):
+            continue
+        else:
+            return arg if arg in DOIT_COMMANDS else "run"
+    return "run"
+
+
+@functools.lru_cache(maxsize=None)
+def options_with_value(command):
+    """The options of doit's `command` (and of its loader) whose value is the next word, read
+    from doit's own option tables (`-n` takes a value in `run`, not in `clean`)."""
+    from doit.cmd_base import DodoTaskLoader
+    from doit.cmdparse import CmdOption
+    from doit.doit_cmd import DoitMain
+    found = set(LOADER_OPTIONS_WITH_VALUE) | (set(RUN_OPTIONS_WITH_VALUE) if command == "run"
+                                              else set())
+    cls = {c.get_name(): c for c in DoitMain.DOIT_CMDS}.get(command)
+    for opt in (list(getattr(cls, "base_options", ())) + list(DodoTaskLoader.cmd_options)
+                + list(getattr(cls, "cmd_options", ()))):
+        opt = CmdOption(opt)
+        if opt.type is not bool:
+            found |= {name for name in (opt.short and f"-{opt.short}",
+                                        opt.long and f"--{opt.long}") if name}
+    return frozenset(found)
+
+
+def command_targets(argv):
+    """The task names `argv` (without the program name) asks doit to run: its words after the
+    command that are neither options nor name=value."""
+    args, targets, command = list(argv), [], None
+    while args:
+        arg = args.pop(0)
+        if arg in options_with_value(command or "run"):
+            if args:
+                args.pop(0)
+        elif arg.startswith("-") or ("=" in arg and not arg.startswith("=")):
+            continue
+        elif command is None and arg in DOIT_COMMANDS:
+            command = arg
+        else:
+            targets.append(arg)
+    return targets
+
+
+# doit commands whose words are task names (checked by pipeline.check_requested_tasks).
+TASK_COMMANDS = ("run", "info", "list", "forget", "clean", "ignore", "reset-dep")
+
+
+def reachable(tasks, selected):
+    """The names of the doit tasks `selected` reaches through task_dep and setup_tasks
+    (tasks: doit's {name: Task})."""
+    seen, todo = set(), list(selected)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in tasks:
+            continue
+        seen.add(name)
+        todo += list(tasks[name].task_dep) + list(tasks[name].setup_tasks)
+    return seen
+
+
+def track_tasks():
+    """procs.task_running around every task doit executes in this process (idempotent)."""
+    from doit.runner import Runner
+    current = Runner.execute_task
+    if hasattr(current, "wrapped"):
+        return
+
+    def execute_task(self, task):
+        with procs.task_running():
+            return current(self, task)
+    execute_task.wrapped = current
+    Runner.execute_task = execute_task

@@ -1,0 +1,152 @@
+"""The environment a test process gets: pinned, not inherited, and an output guard before nginx.
+
+What the test sees is pinned, not inherited: prove runs with ``--norc`` (no ~/.proverc) in an
+environment the harness builds (``prove_environment``): PATH, HOME, TMPDIR, USER, LOGNAME and
+PERL5LIB pass through, no inherited ``TEST_NGINX_*`` does (``TEST_NGINX_UNSAFE`` alone adds
+assertions). ``TEST_NGINX_GLOBALS`` is ``NGINX_EVAL_TEST_GLOBALS`` plus, as root, ``user root;``
+unless that already names a user (nginx refuses two; as root its workers would otherwise switch
+to ``nobody`` and fail on the test's private temp directory). The environment is recorded in
+prove.json and is part of prove's inputs (prove.py).
+
+``TEST_NGINX_BINARY`` is an output guard (nginx_output_guard.sh) in front of the real binary:
+Test::Nginx starts nginx with the test's stdout, which is the TAP stream, so nginx run as a server
+writes to ``tap/<file>.nginx.log`` instead. ``TEST_NGINX_MODULES`` names the build's objs/.
+
+As root, ``TEST_NGINX_GLOBALS`` is not enough: memcached refuses to start as root unless told
+which user to be ("can't run as root without the -u switch"), and nginx-tests start it without
+one, so every memcached test file died before its plan. ``daemon_shims`` puts a directory first
+on the test's PATH holding a `memcached` that runs the real one with ``-u root``.
+
+``tool_versions`` names the perl that runs the tests and the openssl they make their certificates
+with: prove.json's ``versions`` (see prove.py).
+"""
+
+import os
+import shutil
+import subprocess
+from functools import lru_cache
+
+from ..core.trees import remove_tree
+from ..core.jsonio import install_executable
+from ..core.layout import PACKAGE_DIR
+from ..core.locks import locked
+
+OUTPUT_GUARD = PACKAGE_DIR / "prove" / "nginx_output_guard.sh"
+# Variables of the harness's own environment a test may see; everything else is set here.
+PASSED_THROUGH = ("PATH", "HOME", "TMPDIR", "USER", "LOGNAME")
+# Daemons nginx-tests start that refuse to run as root without these options (daemon_shims).
+ROOT_DAEMON_OPTIONS = {"memcached": ("-u", "root")}
+# Extra `TEST_NGINX_GLOBALS` a user wants (e.g. a `user` directive of their own).
+GLOBALS_VAR = "NGINX_EVAL_TEST_GLOBALS"
+
+
+def output_guard(layout, binary):
+    """The output guard's directory for `binary` (see the module docstring): `nginx`, the guard,
+    and `src`, a link to the build's objs/src (Test::Nginx looks for the perl module's library
+    beside TEST_NGINX_BINARY)."""
+    guard_dir = layout.output_guard(binary)
+    script = OUTPUT_GUARD.read_text().replace("@REAL_NGINX@", _sh_quote(str(binary)))
+    guard = guard_dir / "nginx"
+    if guard.is_file() and guard.read_text() == script:
+        return guard
+    # One writer at a time: the proves of one binary (threads of one doit too) all get here
+    # at once, and a second writer's remove_tree would pull the guard from under the first's test.
+    with locked(layout.lock(f"guard-{guard_dir.name}")):
+        if guard.is_file() and guard.read_text() == script:
+            return guard
+        tmp = guard_dir.with_name(f".{guard_dir.name}.{os.getpid()}")
+        remove_tree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        (tmp / "nginx").write_text(script)
+        (tmp / "nginx").chmod(0o755)
+        os.symlink(os.path.join(os.path.dirname(binary), "src"), tmp / "src")
+        remove_tree(guard_dir, ignore_errors=True)
+        os.replace(tmp, guard_dir)
+    return guard
+
+
+def _sh_quote(text):
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def test_globals(environ=None):
+    """TEST_NGINX_GLOBALS: the user's extra globals, and `user root;` as root unless they name
+    a user already."""
+    env = os.environ if environ is None else environ
+    extra = env.get(GLOBALS_VAR, "").strip()
+    names_user = any(part.split()[:1] == ["user"] for part in extra.split(";"))
+    if os.geteuid() == 0 and not names_user:
+        extra = " ".join(filter(None, ["user root;", extra]))
+    return extra
+
+
+@lru_cache(maxsize=1)
+def tool_versions():
+    """{"perl", "openssl"}: the versions prove.json records (see prove.py), once per process."""
+    return {"perl": _first_line(["perl", "-e", "print $^V"]),
+            "openssl": _first_line(["openssl", "version"])}
+
+
+def _first_line(argv):
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.strip().splitlines()
+    return lines[0] if out.returncode == 0 and lines else None
+
+
+@lru_cache(maxsize=1)
+def _program(name):
+    found = shutil.which(name)
+    return os.path.realpath(found) if found else None
+
+
+def pinned_environment(tests_tree, environ=None):
+    """The part of a prove's environment that is the same for every binary: recorded in
+    prove.json and part of prove's inputs (PATH through the programs it resolves to)."""
+    env = os.environ if environ is None else environ
+    pinned = {name: env[name] for name in PASSED_THROUGH if name in env and name != "PATH"}
+    pinned.update({"LC_ALL": "C", "LANG": "C", "TEST_NGINX_GLOBALS": test_globals(env),
+                   "PERL5LIB": os.pathsep.join(filter(None, [str(tests_tree / "lib"),
+                                                             env.get("PERL5LIB")]))})
+    return pinned
+
+
+def environment_inputs(tests_tree):
+    return dict(pinned_environment(tests_tree), prove=_program("prove"), perl=_program("perl"))
+
+
+def daemon_shims(layout, environ=None):
+    """As root, a directory of wrappers for the installed daemons of ROOT_DAEMON_OPTIONS, each
+    running the real program with those options; None when not root or none is installed."""
+    env = os.environ if environ is None else environ
+    if os.geteuid() != 0:
+        return None
+    shim_dir = layout.cache / "daemon-shims"
+    path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                           if p and p != str(shim_dir))
+    scripts = {}
+    for daemon, options in sorted(ROOT_DAEMON_OPTIONS.items()):
+        real = shutil.which(daemon, path=path)
+        if real:
+            scripts[daemon] = (f"#!/bin/sh\n# nginx-eval: {daemon} refuses to run as root "
+                               f"without {' '.join(options)} (testenv.py)\n"
+                               f"exec {_sh_quote(real)} {' '.join(options)} \"$@\"\n")
+    if not scripts:
+        return None
+    for daemon, script in scripts.items():
+        install_executable(shim_dir / daemon, script.encode())
+    return shim_dir
+
+
+def prove_environment(tests_tree, guard, binary, shims=None):
+    env = pinned_environment(tests_tree)
+    if "PATH" in os.environ:
+        env["PATH"] = os.environ["PATH"]
+    if shims:
+        env["PATH"] = os.pathsep.join(filter(None, [str(shims), env.get("PATH")]))
+    env.update({"TEST_NGINX_BINARY": str(guard),
+                "TEST_NGINX_MODULES": os.path.dirname(str(binary))})
+    return env

@@ -1,0 +1,254 @@
+"""Stage 6, prove: run the task's test files with ``prove -v`` against the built binary.
+
+The tests run in the nginx-tests tree of the task's test commit, checked before each prove
+(testtree.py: an edited, added or removed file gets the tree extracted again and a note in
+prove.json), and in an environment the harness pins, with an output guard in front of nginx
+(testenv.py). Each file runs with its own time limit (task.test_timeout) in its own process
+group, so a hanging test and the nginx it started are killed. The output of each file is kept in
+``tap/<file>.tap`` (stdout, the TAP stream), ``tap/<file>.stderr`` and ``tap/<file>.nginx.log``.
+
+When a file did not run to its end (it skipped entirely, printed no plan, died, bailed out, or
+its stream was tampered with) or skipped a graded assertion, the same file runs once more against
+the task's base build (``reference``, ``tap/reference/``): grade.py decides from that run whether
+the patch or the environment is at fault. A prove whose grade was an environment error is not
+kept: the next ``doit run`` proves again.
+
+With ``rerun_failed=1`` (options.py; then, and only then, part of prove's config), a file with a
+graded assertion that failed or did not run runs once more against the same binary, and both
+streams are kept: ``tap/<file>.tap`` (the first run) and ``tap/<file>.rerun.tap`` (with
+``.rerun.stderr`` and ``.rerun.nginx.log``). grade.py takes the rerun's verdict and records both.
+The reference run, when needed, covers a file if either of its runs needs one.
+
+``prove.json``::
+
+    {"inputs", "binary", "binary_key", "test_commit", "environment": {name: value},
+     "files": {"<file>": {"exit_code", "timed_out", "seconds", "tap", "stderr", "nginx_log",
+                          "missing": bool, "network": "private" | "shared"}},
+     "reference": {"<file>": the same record, paths under tap/reference/}, "reference_key",
+     "reruns": {"<file>": the same record, of tap/<file>.rerun.tap},   # rerun_failed=1 only
+     "notes": [str],
+     "versions": {"perl": `perl -e 'print $^V'` ("v5.36.0"), "openssl": `openssl version`'s
+                  first line} | null}
+
+``network`` says where the file ran: "private", in a network namespace of its own (every port
+its own, private_network.py), or "shared", on the machine's network where the kernel refuses a
+namespace or NGINX_EVAL_PRIVATE_NETWORK=0 (then a fixed-port test tree runs one file at a time on
+the machine). It is not one of prove's inputs: either way a file that ran alone gives the same
+result.
+
+``versions`` names the perl that ran the tests and the openssl program they made their
+certificates with, each asked once per process (null: the program did not answer; the whole
+field null: no test ran, the build failed). It is not one of prove's inputs: the report
+(report_records.py) reads it, so that a report rendered elsewhere names the Perl and OpenSSL
+of the run.
+"""
+
+import contextlib
+import shutil
+
+from ..cluster import executor
+from ..cluster.node import on_node
+from ..core import jsonio, limits, locks, stamps
+from . import network as private_network, tree as testtree
+from ..build.stage import ensure_build
+from ..build.cache import binary_path, verify_build
+from ..core.procs import kill_leftovers, run_limited
+from .tap import needs_reference, parse_tap
+from .env import (OUTPUT_GUARD, daemon_shims, environment_inputs, output_guard, prove_environment,
+                  tool_versions)
+from .tree import verified_tests_tree
+from ..core.tasknames import BUILD, PROVE, task_name, tests_task_name, unit_name
+
+
+def ports_for(tests_tree, network):
+    """What a prove holds while it runs: on the shared network, a fixed-port test tree queues
+    for the machine's one fixed-port slot (private_network.py); otherwise nothing."""
+    if network == "shared" and private_network.uses_fixed_ports(tests_tree):
+        return locks.locked(private_network.FIXED_PORT_LOCK)
+    return contextlib.nullcontext()
+
+
+def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, token_file=None,
+                    suffix=""):
+    """Run each file against `binary`; return {file: record}. Output files go to tap_dir, named
+    after the file plus `suffix` (".rerun"); token_file: see procs.kill_leftovers."""
+    tap_dir.mkdir(parents=True, exist_ok=True)
+    env = prove_environment(tests_tree, output_guard(layout, binary), binary,
+                            daemon_shims(layout))
+    network = "shared" if private_network.problem() else "private"
+    files = {}
+    for name in test_files:
+        stem = name.replace("/", "__") + suffix
+        tap_path, err_path = tap_dir / f"{stem}.tap", tap_dir / f"{stem}.stderr"
+        log_path = tap_dir / f"{stem}.nginx.log"
+        record = {"tap": tap_path.name, "stderr": err_path.name, "nginx_log": log_path.name,
+                  "network": network}
+        if not (tests_tree / name).is_file():
+            tap_path.write_text("")
+            err_path.write_text(f"[nginx-eval] {name} does not exist at this test commit\n")
+            files[name] = dict(record, exit_code=None, timed_out=False, seconds=0.0, missing=True)
+            continue
+        log_path.write_bytes(b"")
+        argv = ["prove", "--norc", "-v", name]
+        if network == "private":
+            argv = private_network.command(argv)
+        with open(tap_path, "wb") as so, open(err_path, "wb") as se, limits.slot("prove"), \
+                ports_for(tests_tree, network):
+            outcome = run_limited(argv, cwd=str(tests_tree),
+                                  env=dict(env, NGINX_EVAL_NGINX_LOG=str(log_path)),
+                                  timeout=timeout, stdout=so, stderr=se, token_file=token_file,
+                                  children_first=True)
+        if outcome.timed_out:
+            with open(err_path, "ab") as se:
+                se.write(f"\n[nginx-eval] killed after {timeout} s\n".encode())
+        files[name] = dict(record, exit_code=outcome.exit_code, timed_out=outcome.timed_out,
+                           seconds=outcome.seconds, missing=False)
+    return files
+
+
+def graded_in(task, name):
+    """The graded assertion ids (fail_to_pass, pass_to_pass) of the test file `name`."""
+    return [i for i in list(task.fail_to_pass) + list(task.pass_to_pass)
+            if i.startswith(f"{name}:")]
+
+
+def _parsed(tap_dir, name, record):
+    return parse_tap(name, (tap_dir / record["tap"]).read_text(errors="replace"))
+
+
+def files_needing_reference(task, tap_dir, files):
+    """The files whose problems only a run of the base build can attribute (tapstream)."""
+    return [name for name, record in files.items()
+            if needs_reference(_parsed(tap_dir, name, record), record, graded_in(task, name))]
+
+
+def files_to_rerun(task, tap_dir, files):
+    """The files of the test commit with a graded assertion that did not pass (failed, did not
+    run, or its stream cannot be trusted): rerun_failed=1 runs each once more."""
+    out = []
+    for name, record in files.items():
+        if record["missing"]:
+            continue        # nothing to run again: an environment error either way
+        fr = _parsed(tap_dir, name, record)
+        if fr.tampered or not all(fr.results.get(i) is True for i in graded_in(task, name)):
+            out.append(name)
+    return out
+
+
+def reference_runs(layout, task, build, names, tests_tree, tap_dir, token_file):
+    """({file: record} of the base build's runs of `names`, the base build's key); ({}, None)
+    when the base does not build here (then the environment is at fault); (None, key) when the
+    candidate is the base build itself."""
+    base = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
+                        task.configure_flags, b"")
+    if base["status"] != "built":
+        return {}, None
+    if base["key"] == build["key"]:
+        return None, base["key"]        # the candidate is the base: its own runs are the reference
+    files = run_prove_files(layout, tests_tree, binary_path(layout, base["key"]), names,
+                            task.test_timeout, tap_dir / "reference", token_file=token_file)
+    return ({name: dict(rec, **{k: f"reference/{rec[k]}" for k in ("tap", "stderr", "nginx_log")})
+             for name, rec in files.items()}, base["key"])
+
+
+def grade_was_env_error(layout, mode_name, iid):
+    return (jsonio.read_json(layout.grade_json(mode_name, iid)) or {}).get("status") == "env_error"
+
+
+def verdict_kept(layout, mode_name, iid):
+    """doit's uptodate: a prove whose grade blamed the environment is done again."""
+    return not grade_was_env_error(layout, mode_name, iid)
+
+
+def prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed):
+    """Fill `record` (prove.json) with the runs of the built binary, its reruns and the base
+    build's reference runs."""
+    problem = verify_build(layout, build)
+    if problem:
+        raise RuntimeError(f"{problem}; `doit run` again rebuilds it")
+    tree, notes = verified_tests_tree(layout, task.test_repo, task.test_commit)
+    binary = binary_path(layout, build["key"])
+    files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout,
+                            tap_dir, token_file=token_file)
+    record.update(binary=str(binary), binary_key=build["key"], files=files, notes=notes,
+                  environment=prove_environment(tree, output_guard(layout, binary), binary,
+                                                daemon_shims(layout)),
+                  versions=tool_versions())
+    reruns = {}
+    if rerun_failed:
+        reruns = run_prove_files(layout, tree, binary, files_to_rerun(task, tap_dir, files),
+                                 task.test_timeout, tap_dir, token_file=token_file,
+                                 suffix=".rerun")
+        record["reruns"] = reruns
+    # The grade decides from the rerun (where there is one): the reference must cover both runs.
+    needing = (set(files_needing_reference(task, tap_dir, files))
+               | set(files_needing_reference(task, tap_dir, reruns)))
+    needed = [name for name in files if name in needing]
+    if needed:
+        refs, key = reference_runs(layout, task, build, needed, tree, tap_dir, token_file)
+        decided = dict(files, **reruns)
+        record["reference"] = ({n: decided[n] for n in needed} if refs is None else refs)
+        record["reference_key"] = key
+
+
+def prove_task(layout, mode_name, task, config, files):
+    inputs = stamps.inputs_digest(config, files)
+    executor.run("prove", prove_unit, layout, mode_name, task.instance_id,
+                 [mode_name, task, inputs, bool(config.get("rerun_failed"))],
+                 ship_in=["build.json", "model.patch"], ship_out=["prove.json", "tap/"],
+                 repos=[(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]}),
+                        (task.test_repo, {task.test_commit: [[task.instance_id, "test_commit"]]})])
+
+
+def _node_build(layout, mode_name, task, build):
+    """On a node of executor=ray: the unit's build in the node's own cache, made there when
+    the node lacks it (the same patch gives the same key)."""
+    patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
+    made = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
+                        task.configure_flags, patch)
+    if made["key"] != build["key"] or made["status"] != "built":
+        raise RuntimeError(f"build {build['key']} could not be made on this node: "
+                           f"{made.get('reason') or made['status']}")
+    return made
+
+
+def prove_unit(layout, mode_name, task, inputs, rerun_failed):
+    """The runs of a unit's test files, and its prove.json and tap/ (executor.py)."""
+    build = jsonio.read_json(layout.build_json(mode_name, task.instance_id))
+    token_file = layout.running_token(mode_name, task.instance_id, "prove")
+    kill_leftovers(token_file)          # a test a killed doit left running
+    tap_dir = layout.tap_dir(mode_name, task.instance_id)
+    shutil.rmtree(tap_dir, ignore_errors=True)
+    record = {"inputs": inputs, "test_commit": task.test_commit, "binary": None,
+              "binary_key": None, "environment": {}, "files": {}, "reference": {},
+              "reference_key": None, "notes": [], "versions": None}
+    if rerun_failed:
+        record["reruns"] = {}
+    if build["status"] == "built":
+        if on_node():
+            build = _node_build(layout, mode_name, task, build)
+        prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed)
+    jsonio.write_json(layout.prove_json(mode_name, task.instance_id), record)
+
+
+def gen_tasks(ctx):
+    yield from testtree.gen_tasks(ctx)      # the tests:<commit> tasks, before the proves
+    for bench, mode, task in ctx.units():
+        name = unit_name(bench, mode, task)
+        iid = task.instance_id
+        config = {"test_commit": task.test_commit, "test_files": list(task.test_files),
+                  "timeout": task.test_timeout, "base": task.base_commit,
+                  "environment": environment_inputs(ctx.layout.tests_tree(task.test_commit)),
+                  "guard": jsonio.file_digest(OUTPUT_GUARD)}
+        if ctx.options.rerun_failed:
+            # Only when on: with it off, prove's inputs digest is what it always was.
+            config["rerun_failed"] = 1
+        yield stamps.stage_task(
+            basename=PROVE, name=name,
+            doc=f"prove {' '.join(task.test_files)} for the {mode.name} patch of {iid}",
+            action=prove_task, args=[ctx.layout, mode.name, task], config=config,
+            files=[ctx.layout.build_json(mode.name, iid)],
+            task_dep=[tests_task_name(task.test_commit), task_name(BUILD, name)],
+            targets=[ctx.layout.prove_json(mode.name, iid)],
+            # An environment error is no verdict to keep: prove again on the next run.
+            also_current=[(verdict_kept, [ctx.layout, mode.name, iid])])

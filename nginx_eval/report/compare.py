@@ -1,0 +1,101 @@
+"""The comparison of two runs (``compare=OTHER``): each arm of this run against the same arm of
+run OTHER, paired on the tasks both runs have, with Holm's adjustment over the arms; which tasks
+only one run resolves. report.py writes it as ``compare-<OTHER>.md|.json`` (schema in its
+docstring).
+"""
+
+import dataclasses
+import datetime
+
+from .. import __version__
+from ..core import jsonio
+from . import stats
+from ..core.errors import UserError, did_you_mean
+from .arms import compare_pair, finish_comparisons, make_arms
+from .modes import mode_summary
+from .records import modes_on_disk, read_rows
+from ..run.record import read_run
+
+
+def other_layout(layout, other):
+    """The layout of run `other` (same results root and cache)."""
+    return dataclasses.replace(layout, run=other)
+
+
+def check_compare(layout, other):
+    """compare=OTHER names another run with results."""
+    if not other:
+        return
+    if other == layout.run:
+        raise UserError(f"compare={other}: that is this run; name another run")
+    theirs = other_layout(layout, other)
+    if not modes_on_disk(theirs, []):
+        runs = sorted(p.name for p in layout.results_root.iterdir()
+                      if p.is_dir() and p.name != layout.run) \
+            if layout.results_root.is_dir() else []
+        raise UserError(f"compare={other}: no results in {theirs.run_dir}"
+                        f"{did_you_mean(other, runs)}")
+
+
+def _other_tasks(theirs, bench):
+    """(the task ids of run `theirs`, its benchmark's sha256 or None without run.json)."""
+    record = read_run(theirs)
+    if record and record["benchmark"] != bench.name:
+        raise UserError(f"compare={theirs.run}: run {theirs.run!r} holds benchmark "
+                        f"{record['benchmark']!r}, this run {bench.name!r}: no tasks in common")
+    if record:
+        return set(record["task_ids"]), record.get("benchmark_sha256")
+    ids = set()
+    for m in modes_on_disk(theirs, []):
+        ids |= {r["instance_id"] for r in jsonio.read_jsonl(theirs.results_jsonl(m))}
+    return ids, None
+
+
+def _arms_of_both_runs(layout, theirs, task_ids, modes):
+    """{"here": {arm name: arm}, "there": {...}} on the tasks both runs have."""
+    sides = {}
+    for side, lay in (("here", layout), ("there", theirs)):
+        names = modes_on_disk(lay, list(modes))
+        rows = read_rows(lay, names, task_ids)
+        data = [mode_summary(m, rows[m], task_ids, modes, {}) for m in names]
+        sides[side] = {a["name"]: a for a in make_arms(data, rows, task_ids, label=lay.run)}
+    return sides
+
+
+def _compare_common_arms(sides, common, task_ids, run, other):
+    """Each arm both runs have, this run's against run `other`'s, with the tasks only one of
+    them resolves."""
+    comparisons = []
+    for name in common:
+        c = compare_pair(sides["here"][name], sides["there"][name], task_ids,
+                         ("runs", run, other, name),
+                         names=(f"{name}@{run}", f"{name}@{other}"))
+        if c is None:
+            continue
+        here, there = sides["here"][name]["scores"], sides["there"][name]["scores"]
+        c.update({"arm": name,
+                  "only_here": [i for i in c["task_ids"] if here[i] == 1 and there[i] == 0],
+                  "only_other": [i for i in c["task_ids"] if there[i] == 1 and here[i] == 0]})
+        comparisons.append(c)
+    return finish_comparisons(comparisons, len(task_ids))
+
+
+def collect_comparison(layout, other, bench, tasks, modes):
+    """The same arms in this run and run `other`, paired on the tasks both runs have."""
+    theirs = other_layout(layout, other)
+    their_ids, their_sha = _other_tasks(theirs, bench)
+    task_ids = [t.instance_id for t in tasks if t.instance_id in their_ids]
+    sides = _arms_of_both_runs(layout, theirs, task_ids, modes)
+    common = [n for n in sides["here"] if n in sides["there"]]
+    comparisons = _compare_common_arms(sides, common, task_ids, layout.run, other)
+    arms = {n: {side: {k: sides[side][n][k] for k in ("rate", "interval", "interval_method",
+                                                       "repeats", "modes", "commands")}
+                for side in ("here", "there")} for n in common}
+    only = {"here": [n for n in sides["here"] if n not in common],
+            "there": [n for n in sides["there"] if n not in common]}
+    return {"date": datetime.date.today().isoformat(), "version": __version__,
+            "run": layout.run, "other": other, "benchmark": bench.name,
+            "benchmark_sha256": {layout.run: bench.digest, other: their_sha},
+            "tasks": task_ids, "run_tasks": len(tasks), "other_tasks": len(their_ids),
+            "arms": arms, "only": only, "comparisons": comparisons,
+            "level": stats.LEVEL, "alpha": stats.ALPHA}

@@ -1,0 +1,322 @@
+"""The report's data: everything report.md shows, as plain data (collect(); also what the tests
+check), the warnings it lists, and its slice that report.json holds (report_json(); the schema is
+in report.py's docstring). Built from report_records (reading), report_modes (figures per mode and
+family) and report_arms (comparisons, power, breakdowns).
+"""
+
+import datetime
+import os
+
+from .. import __version__
+from ..core import jsonio
+from . import stats
+from .arms import breakdowns, compare_arms, make_arms, power_summary
+from .modes import families, mode_summary
+from .records import gold_files, modes_on_disk, read_rows, toolchain
+from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES
+
+CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
+        "compile_failed": "CF", "patch_failed": "PF", "timeout": "TO", "agent_error": "ERR",
+        "env_error": "ENV", "infra_error": "INFRA", "not_run": "BUDGET",
+        "contaminated": "CONTAM"}
+# How report.md counts the tasks a mode does not score: (one, several).
+NOT_SCORED_WORDS = {"infra_error": ("infra error", "infra errors"),
+                    "not_run": ("left by the budget", "left by the budget"),
+                    "contaminated": ("contaminated", "contaminated")}
+SCHEMA_VERSION = 2
+
+
+def method_settings():
+    """What the statistics depend on besides the files: part of the report's inputs."""
+    return {"level": stats.LEVEL, "alpha": stats.ALPHA, "power": stats.POWER, "seed": stats.SEED,
+            "resamples": stats.RESAMPLES, "schema": SCHEMA_VERSION}
+
+
+def _baseline(baseline, names, rows):
+    """The mode agent time is compared against: `baseline` when it has results, else the first
+    agent mode, else none, else the first mode."""
+    agent_modes = [m for m in names if any(r.get("agent_seconds") is not None
+                                           for r in rows[m].values())]
+    if baseline not in names:
+        baseline = agent_modes[0] if agent_modes else ("none" if "none" in names else
+                                                       (names[0] if names else None))
+    return baseline
+
+
+def _add_speed_vs_baseline(mode_data, baseline):
+    by_name = {d["name"]: d for d in mode_data}
+    base = by_name.get(baseline)
+    for d in mode_data:
+        mine, theirs = d["seconds"]["mean"], base["seconds"]["mean"] if base else None
+        d["speed_vs_baseline"] = (round(theirs / mine, 2) if mine and theirs else None)
+
+
+def not_scored_text(mode):
+    """"1 infra error, 2 left by the budget": a mode's tasks outside its denominator ("0")."""
+    parts = []
+    for o in NOT_SCORED:
+        n = len(mode["not_scored"][o])
+        if n:
+            parts.append(f"{n} {NOT_SCORED_WORDS[o][n != 1]}")
+    return ", ".join(parts) or "0"
+
+
+def _agent_versions(mode_data):
+    """The agent CLI versions the run's agent records name: "v" when one, else "v (modes)"
+    joined by "; "; None when no record names one."""
+    modes_of = {}
+    for d in mode_data:
+        for v in d["agent_versions"]:
+            modes_of.setdefault(v, []).append(d["name"])
+    if len(modes_of) < 2:
+        return next(iter(modes_of), None)
+    return "; ".join(f"{v} ({', '.join(ms)})" for v, ms in sorted(modes_of.items()))
+
+
+def _display_facts(mode_data):
+    """What report.md shows only when the run has it (so that a run without agents renders as
+    before): the outcomes it does not score, cache token columns, the agent CLI versions,
+    trajectory links; and each mode's "not_scored_text" for the summary table."""
+    for d in mode_data:
+        d["not_scored_text"] = not_scored_text(d)
+    return {
+        "outcomes": [o for o in OUTCOMES if o not in NOT_SCORED],
+        "not_scored_outcomes": [o for o in NOT_SCORED
+                                if any(d["not_scored"][o] for d in mode_data)],
+        "not_scored_words": NOT_SCORED_WORDS,
+        "cache_tokens": any(k in (d["tokens"] or {}) for d in mode_data
+                            for k in ("cache_read", "cache_creation")),
+        "agent_version": _agent_versions(mode_data),
+        "trajectories": any(d["trajectories"] for d in mode_data),
+        "isolation": any(d["isolation"]["isolated"] or d["isolation"]["unisolated"]
+                         for d in mode_data),
+        "unisolated_modes": [d["name"] for d in mode_data if d["isolation"]["unisolated"]],
+    }
+
+
+def _benchmark_facts(layout, bench, total):
+    return {"name": bench.name, "file": os.path.relpath(bench.path, layout.root),
+            "sha256": bench.digest, "tasks": total,
+            "benchmark_tasks": len(bench.tasks), "subset": total < len(bench.tasks)}
+
+
+def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=None):
+    """Everything the template shows, as plain data (also what the tests check)."""
+    names = modes_on_disk(layout, list(modes))
+    task_ids = [t.instance_id for t in tasks]
+    rows = read_rows(layout, names, task_ids)
+    total = len(task_ids)
+    gold = gold_files(layout, tasks)
+    if validation is None:
+        validation = jsonio.read_json(layout.validation_json) or {}
+    baseline = _baseline(baseline, names, rows)
+    mode_data = [mode_summary(m, rows[m], task_ids, modes, gold) for m in names]
+    _add_speed_vs_baseline(mode_data, baseline)
+    arms = make_arms(mode_data, rows, task_ids)
+    baseline_arm = next((a for a in arms if baseline in a["modes"]), None)
+    comparisons = compare_arms(arms, task_ids, baseline_arm)
+    return {
+        "date": datetime.date.today().isoformat(), "version": __version__, "run": layout.run,
+        "benchmark": _benchmark_facts(layout, bench, total),
+        "repositories": _repositories(tasks),
+        "toolchain": toolchain(layout, names), "baseline": baseline,
+        "baseline_arm": baseline_arm["name"] if baseline_arm else None,
+        **_display_facts(mode_data), "cell": CELL,
+        "modes": mode_data, "task_ids": task_ids,
+        "matrix": [{"instance_id": i, "gold_files": gold.get(i),
+                    "cells": [_cell(d, i) for d in mode_data]} for i in task_ids],
+        "families": families(mode_data, task_ids),
+        "arms": arms, "comparisons": comparisons,
+        "power": power_summary(comparisons, total),
+        "breakdowns": breakdowns(arms, tasks, cutoff),
+        "level": stats.LEVEL, "alpha": stats.ALPHA, "power_target": stats.POWER,
+        "warnings": _warnings(mode_data, rows, validation, task_ids),
+        "validation": _verdict_counts(validation, task_ids),
+        "chart": layout.report_chart.name, "distributions": layout.report_distributions.name,
+    }
+
+
+def _cell(mode, iid):
+    o = mode["outcomes"].get(iid)
+    trajectory = mode["trajectories"].get(iid)
+    return {"mode": mode["name"], "outcome": o, "code": CELL[o] if o else "—",
+            "link": f"{mode['name']}/{iid}/grade.json" if o else None,
+            "trajectory": f"{mode['name']}/{iid}/{trajectory}" if o and trajectory else None}
+
+
+def _repositories(tasks):
+    repos = {}
+    for t in tasks:
+        r = repos.setdefault(t.repo, {"repo": t.repo, "role": "source", "commits": set()})
+        r["commits"].update((t.base_commit, t.fix_commit))
+        tr = repos.setdefault(t.test_repo, {"repo": t.test_repo, "role": "tests", "commits": set()})
+        tr["commits"].add(t.test_commit)
+    return [dict(r, commits=len(r["commits"])) for r in repos.values()]
+
+
+def _verdict_counts(validation, task_ids):
+    counts = {}
+    for iid in task_ids:
+        verdict = ((validation.get(iid) or {}).get("verdict", "not validated")
+                   if validation else None)
+        if verdict:
+            counts[verdict] = counts.get(verdict, 0) + 1
+    return counts
+
+
+def _validation_warnings(validation, task_ids):
+    warnings = []
+    for iid in task_ids:
+        v = (validation or {}).get(iid)
+        if v and v.get("verdict") != "valid":
+            warnings.append(f"{iid}: validation verdict `{v.get('verdict')}` "
+                            f"({'; '.join(v.get('reasons') or [])}): its cells are not evidence")
+        if v and v.get("unstable_base"):
+            warnings.append(f"{iid}: without the fix, ungraded assertions varied across repeats: "
+                            f"{', '.join(v['unstable_base'][:3])}")
+    return warnings
+
+
+def _row_warnings(mode, iid, row):
+    """Environment errors of a row, and an agent that did not complete."""
+    warnings = [f"{mode} / {iid}: environment error: {err}" for err in row.get("env_errors") or []]
+    status = row.get("agent_status")
+    if row.get("contaminated"):
+        warnings.append(f"{mode} / {iid}: contaminated, not scored: the fix reached the agent "
+                        f"(see agent.json flags)")
+    if status == "infra_error":
+        warnings.append(f"{mode} / {iid}: infra error, not scored: "
+                        f"{row.get('agent_error') or status}")
+    elif status in ("timeout", "failed", "error"):
+        why = row.get("agent_error") or status
+        what = "agent timeout" if status == "timeout" else "agent error"
+        if row.get("resolved"):
+            warnings.append(f"{mode} / {iid}: resolved although the agent ended "
+                            f"with `{status}` ({why})")
+        else:
+            warnings.append(f"{mode} / {iid}: {what}: {why}")
+    return warnings
+
+
+def _warnings(mode_data, rows, validation, task_ids):
+    warnings = _validation_warnings(validation, task_ids)
+    for d in mode_data:
+        if d["missing"]:
+            warnings.append(f"mode {d['name']}: no result for {len(d['missing'])} of "
+                            f"{len(task_ids)} tasks ({', '.join(d['missing'][:5])}"
+                            f"{', ...' if len(d['missing']) > 5 else ''}); counted as not resolved")
+        if not d["configured"]:
+            warnings.append(f"mode {d['name']}: results on disk from a mode that is not in the "
+                            f"current configuration")
+        left = d["not_scored"]["not_run"]
+        if left:
+            warnings.append(f"mode {d['name']}: {len(left)} of {len(task_ids)} tasks left by the "
+                            f"budget (max_cost), not scored ({', '.join(left[:5])}"
+                            f"{', ...' if len(left) > 5 else ''})")
+        changed = d["verdict_changed_on_rerun"]
+        if changed:
+            warnings.append(f"mode {d['name']}: {len(changed)} of {len(task_ids)} tasks changed "
+                            f"verdict when a failing test file ran again (rerun_failed=1): "
+                            f"{', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}")
+        if len(d["ran"]) > 1:
+            warnings.append(f"mode {d['name']}: its tasks ran {len(d['ran'])} different "
+                            f"commands (see Modes)")
+        for iid, row in rows[d["name"]].items():
+            warnings += _row_warnings(d["name"], iid, row)
+    return warnings
+
+
+# -- report.json -----------------------------------------------------------------------------------
+def swebench_report(mode):
+    """A mode's counts and ids under the names of SWE-bench's run report."""
+    ids = lambda *os_: sorted(i for i, o in mode["outcomes"].items() if o in os_)
+    submitted = sorted(mode["outcomes"])
+    errors = ids(*NOT_JUDGED)
+    completed = [i for i in submitted if i not in errors]
+    resolved = ids("resolved")
+    empty = sorted(mode["empty_ids"])
+    return {
+        "total_instances": len(submitted) + len(mode["missing"]),
+        "submitted_instances": len(submitted), "completed_instances": len(completed),
+        "resolved_instances": len(resolved),
+        "unresolved_instances": len(completed) - len(resolved),
+        "empty_patch_instances": len(empty), "error_instances": len(errors),
+        "submitted_ids": submitted, "completed_ids": completed,
+        "incomplete_ids": sorted(mode["missing"]), "resolved_ids": resolved,
+        "unresolved_ids": [i for i in completed if i not in resolved],
+        "empty_patch_ids": empty, "error_ids": errors,
+        "outcomes": dict(sorted(mode["outcomes"].items())),
+        "agent_commands": [{"commands": [list(c) for c in r["commands"]], "model": r["model"],
+                            "instance_ids": sorted(r["instance_ids"])} for r in mode["ran"]],
+    }
+
+
+def agent_json(mode):
+    """A mode's agent figures in report.json, for a mode whose rows come from an agent: the
+    denominator, the tasks it does not score (counted apart), the CLI versions."""
+    if not mode["has_agent"]:
+        return {}
+    out = {"scored_instances": mode["scored"]}
+    for o in NOT_SCORED:
+        out[f"{o}_instances"] = len(mode["not_scored"][o])
+        out[f"{o}_ids"] = sorted(mode["not_scored"][o])
+    out["agent_versions"] = mode["agent_versions"]
+    iso = mode["isolation"]
+    out["isolation"] = {"isolated_instances": len(iso["isolated"]),
+                        "unisolated_ids": iso["unisolated"],
+                        "blocked_connections": sum(iso["blocked"].values()),
+                        "blocked_ids": sorted(iso["blocked"]),
+                        "flagged_ids": sorted(iso["flagged"]),
+                        "contaminated_ids": iso["contaminated"]}
+    return out
+
+
+def rerun_json(mode):
+    """A mode graded with rerun_failed=1: how many of its tasks the rerun changed the verdict
+    of, and which."""
+    if not mode["reran"]:
+        return {}
+    changed = sorted(mode["verdict_changed_on_rerun"])
+    return {"verdict_changed_on_rerun_instances": len(changed),
+            "verdict_changed_on_rerun_ids": changed}
+
+
+def mode_json(mode):
+    """A mode's entry in report.json: SWE-bench's fields plus the report's figures."""
+    return {**swebench_report(mode),
+            "outcome_counts": {o: n for o, n in mode["counts"].items()
+                               if o not in NOT_SCORED or mode["has_agent"]},
+            **agent_json(mode), **rerun_json(mode),
+            "resolved_rate": mode["resolved_rate"],
+            "resolved_interval": mode["resolved_interval"],
+            "cost_usd": mode["cost_usd"],
+            "cost_per_resolved": {"value": mode["cost_per_resolved"],
+                                  "interval": mode["cost_per_resolved_interval"]},
+            "agent_seconds": mode["seconds"]}
+
+
+def json_comparison(c):
+    """A comparison's fields that report.json and compare-<OTHER>.json hold."""
+    keep = ("a", "b", "arm", "method", "tasks", "a_rate", "b_rate", "difference", "interval",
+            "interval_method", "p_value", "p_holm", "both", "a_only", "b_only", "neither",
+            "discordance", "a_better", "b_better", "ties", "sd", "detectable", "sentence",
+            "only_here", "only_other", "repeats_a", "repeats_b")
+    return {k: c[k] for k in keep if k in c}
+
+
+def report_json(layout, bench, inputs, data):
+    """report.json from collect()'s data and the digest of the report's inputs."""
+    arms = {a["name"]: {"modes": a["modes"], "repeats": a["repeats"], "rate": a["rate"],
+                        "interval": a["interval"], "interval_method": a["interval_method"],
+                        "cost_per_resolved": {k: a["cost_per_resolved"][k]
+                                              for k in ("value", "interval")}}
+            for a in data["arms"]}
+    return {
+        "schema_version": SCHEMA_VERSION, "run": layout.run, "benchmark": bench.name,
+        "benchmark_sha256": bench.digest, "inputs": inputs,
+        "tasks": data["task_ids"], "benchmark_tasks": len(bench.tasks),
+        "level": stats.LEVEL, "alpha": stats.ALPHA, "seed": stats.SEED,
+        "modes": {d["name"]: mode_json(d) for d in data["modes"]},
+        "families": data["families"], "arms": arms,
+        "comparisons": [json_comparison(c) for c in data["comparisons"]],
+        "power": data["power"], "breakdowns": data["breakdowns"]}

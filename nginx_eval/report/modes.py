@@ -1,0 +1,246 @@
+"""The report's figures for each mode, and for each mode family (a mode and its repeats), from
+the rows report_records.py reads: outcome counts, the resolved rate with its Wilson interval, agent
+time, cost (per resolved task with a seeded bootstrap interval), tokens, patch sizes and overlap
+with the gold patch; per family, the spread of the repeats' rates and pass@k.
+
+A mode's denominator is the run's tasks less those whose outcome is not scored
+(summary.NOT_SCORED: the agent's run ended in an infra error, or the budget left it not run):
+those count in no rate, interval or comparison, and are counted apart. A task without a result
+stays in the denominator and scores 0.
+
+Numbers are rounded here, once, to what report.json holds (4 decimals for rates, 3 for seconds).
+"""
+
+import statistics
+
+from . import stats
+from .records import commands_that_ran, row_outcome
+from ..core.outcomes import NOT_SCORED, OUTCOMES
+
+TOKEN_KINDS = ("input", "output")
+CACHE_TOKEN_KINDS = ("cache_read", "cache_creation")
+
+
+def rate_of(n, total):
+    return round(n / total, 4) if total else 0.0
+
+
+def rounded(value, digits=4):
+    return None if value is None else round(float(value), digits)
+
+
+def rounded_pair(interval, digits=4):
+    if interval is None:
+        return None
+    return [rounded(v, digits) for v in interval]
+
+
+def family_of(name, modes):
+    """(family, repeat) of a mode: from its configuration, else from its name (``raw-r2``)."""
+    if name in modes:
+        return modes[name].family, modes[name].repeat
+    head, sep, tail = name.rpartition("-r")
+    if sep and tail.isdigit() and head:
+        return head, int(tail)
+    return name, 1
+
+
+def _summary_numbers(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"n": 0, "total": None, "mean": None, "median": None, "min": None, "q1": None,
+                "q3": None, "max": None}
+    quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return {"n": len(values), "total": round(sum(values), 3),
+            "mean": round(statistics.mean(values), 3),
+            "median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "q1": round(quartiles[0], 3), "q3": round(quartiles[2], 3),
+            "max": round(max(values), 3)}
+
+
+def cost_per_resolved(rows_by_task, seed):
+    """Cost per resolved task over the tasks with a cost, with its bootstrap interval. rows_by_task:
+    {iid: [rows]} (the repeats of an arm, or one row)."""
+    costs, resolved = [], []
+    for rows in rows_by_task.values():
+        known = [r for r in rows if r.get("cost_usd") is not None]
+        if not known:
+            continue
+        costs.append(sum(r["cost_usd"] for r in known))
+        resolved.append(sum(1 for r in known if row_outcome(r) == "resolved"))
+    if not costs:
+        return {"value": None, "interval": None, "tasks": 0}
+    value, interval = stats.ratio_interval(costs, resolved, seed)
+    return {"value": rounded(value), "interval": rounded_pair(interval), "tasks": len(costs)}
+
+
+def _described(m, mode, modes):
+    """What the mode is: its family and repeat, kind, model and configured commands."""
+    family, repeat = family_of(m, modes)
+    return {
+        "name": m, "family": family, "repeat": repeat,
+        "kind": mode.kind if mode else ("predictions" if m == "file" else
+                                        m if m in ("gold", "none") else "unknown"),
+        "model": mode.model if mode else "",
+        "description": mode.description if mode else "not in the current configuration",
+        "commands": [(p.name, p.command) for p in mode.phases] if mode else [],
+    }
+
+
+def _time_and_cost(m, by_id, resolved):
+    """Agent seconds and cost of the mode's rows; `resolved`: how many it resolved."""
+    costs = [r.get("cost_usd") for r in by_id.values() if r.get("cost_usd") is not None]
+    cost = round(sum(costs), 4) if costs else None
+    per_resolved = cost_per_resolved({i: [r] for i, r in by_id.items()},
+                                     stats.seed_for("cost", m))
+    return {
+        "seconds": _summary_numbers([r.get("agent_seconds") for r in by_id.values()]),
+        "cost_usd": cost,
+        "seconds_values": [r["agent_seconds"] for r in by_id.values()
+                           if r.get("agent_seconds") is not None],
+        "cost_values": costs,
+        "cost_per_resolved": (round(cost / resolved, 4)
+                              if cost is not None and resolved else None),
+        "cost_per_resolved_interval": per_resolved["interval"],
+    }
+
+
+def _token_totals(by_id):
+    """{"input", "output"} summed over the rows that report them, plus "cache_read" and
+    "cache_creation" when any row reports those; None when no row reports tokens."""
+    tokens, has_tokens = {k: 0 for k in TOKEN_KINDS}, False
+    for r in by_id.values():
+        for k in TOKEN_KINDS + CACHE_TOKEN_KINDS:
+            v = (r.get("tokens") or {}).get(k)
+            if v is not None:
+                tokens[k] = tokens.get(k, 0) + v
+                has_tokens = True
+    return tokens if has_tokens else None
+
+
+def scored_table(members, task_ids):
+    """{iid: [1 or 0 per repeat whose outcome is scored]} of mode data `members` (a mode and its
+    repeats): a missing result scores 0, a NOT_SCORED outcome is left out, and a task none of
+    whose repeats is scored is not in the table."""
+    table = {}
+    for i in task_ids:
+        scores = [1 if d["outcomes"].get(i) == "resolved" else 0 for d in members
+                  if d["outcomes"].get(i) not in NOT_SCORED]
+        if scores:
+            table[i] = scores
+    return table
+
+
+def _patch_figures(by_id, gold):
+    """Sizes of the mode's patches, and how far they touch the files the gold patch touches."""
+    patches = [r.get("patch") or {} for r in by_id.values()]
+    overlaps, covers = [], 0
+    for i, r in by_id.items():
+        want = set(gold.get(i) or [])
+        have = set((r.get("patch") or {}).get("files") or [])
+        if want:
+            overlaps.append(len(want & have) / len(want))
+            covers += want <= have
+    return {
+        "lines_added": sum(p.get("lines_added") or 0 for p in patches),
+        "lines_removed": sum(p.get("lines_removed") or 0 for p in patches),
+        "files_touched": sum(len(p.get("files") or []) for p in patches),
+        "empty": sum(1 for p in patches if not p.get("files")),
+        "gold_overlap": round(statistics.mean(overlaps), 4) if overlaps else None,
+        "covers_gold": covers, "with_gold": len(overlaps),
+    }
+
+
+def _agent_facts(by_id, outcomes):
+    """Whether the mode's rows come from an agent, the CLI versions they name, their
+    trajectories ({iid: path in the task's results dir}), and the tasks whose outcome is not
+    scored ({outcome: [ids]})."""
+    return {
+        "has_agent": any(r.get("agent_status") is not None for r in by_id.values()),
+        "agent_versions": sorted({r["agent_version"] for r in by_id.values()
+                                  if r.get("agent_version")}),
+        "trajectories": {i: r["trajectory"] for i, r in by_id.items() if r.get("trajectory")},
+        "not_scored": {o: [i for i, v in outcomes.items() if v == o] for o in NOT_SCORED},
+        "isolation": _isolation_facts(by_id),
+    }
+
+
+def _isolation_facts(by_id):
+    """What the mode's agents could reach and tried (agent.json's isolation, blocked, flags):
+    runs isolated and not, refused connections per task, tasks flagged, tasks contaminated."""
+    agents = {i: r for i, r in by_id.items() if r.get("isolation")}
+    return {
+        "isolated": sorted(i for i, r in agents.items() if r["isolation"] != "none"),
+        "unisolated": sorted(i for i, r in agents.items() if r["isolation"] == "none"),
+        "blocked": {i: r["blocked"] for i, r in agents.items() if r.get("blocked")},
+        "flagged": {i: r["flags"] for i, r in agents.items() if r.get("flags")},
+        "contaminated": sorted(i for i, r in agents.items() if r.get("contaminated")),
+    }
+
+
+def _rerun_facts(by_id):
+    """Whether the mode was graded with reruns (rerun_failed=1), and the tasks whose verdict the
+    rerun of a failing test file changed."""
+    return {
+        "reran": any("first_run_status" in r for r in by_id.values()),
+        "verdict_changed_on_rerun": [i for i, r in by_id.items() if r.get(
+            "first_run_status", r.get("status")) != r.get("status")],
+    }
+
+
+def mode_summary(m, by_id, task_ids, modes, gold):
+    """The report's figures for one mode, from its rows."""
+    outcomes = {i: row_outcome(r) for i, r in by_id.items()}
+    counts = {o: sum(1 for v in outcomes.values() if v == o) for o in OUTCOMES}
+    scored_rows = {i: r for i, r in by_id.items() if outcomes[i] not in NOT_SCORED}
+    total = len(task_ids) - (len(by_id) - len(scored_rows))
+    mode = modes.get(m)
+    return {
+        **_described(m, mode, modes),
+        "ran": commands_that_ran(by_id),
+        "configured": mode is not None,
+        "submitted": len(by_id), "missing": [i for i in task_ids if i not in by_id],
+        "empty_ids": [i for i, r in scored_rows.items()
+                      if not (r.get("patch") or {}).get("files")],
+        "outcomes": outcomes, "counts": counts, "scored": total,
+        **_agent_facts(by_id, outcomes),
+        **_rerun_facts(by_id),
+        "rates": {o: rate_of(n, total) for o, n in counts.items() if o not in NOT_SCORED},
+        "resolved_rate": rate_of(counts["resolved"], total),
+        "resolved_interval": rounded_pair(stats.wilson(counts["resolved"], total)),
+        **_time_and_cost(m, by_id, counts["resolved"]),
+        "tokens": _token_totals(by_id),
+        "patch": _patch_figures(scored_rows, gold),
+    }
+
+
+def groups(mode_data):
+    """{family: [mode data, by repeat]}, in the order of their first mode."""
+    out = {}
+    for d in mode_data:
+        out.setdefault(d["family"], []).append(d)
+    for members in out.values():
+        members.sort(key=lambda d: d["repeat"])
+    return out
+
+
+def families(mode_data, task_ids):
+    """{family: the spread of its repeats' resolved rates, pass@k, the clustered interval} for
+    each family with more than one repeat."""
+    out = {}
+    for family, members in groups(mode_data).items():
+        if len(members) < 2:
+            continue
+        rates = [d["resolved_rate"] for d in members]
+        table = scored_table(members, task_ids)
+        any_resolved = sum(1 for scores in table.values() if any(scores))
+        clustered = stats.clustered_mean(list(table.values()))
+        out[family] = {
+            "repeats": [d["name"] for d in members], "resolved_rates": rates,
+            "mean": round(statistics.mean(rates), 4), "min": min(rates), "max": max(rates),
+            "stdev": round(statistics.stdev(rates), 4) if len(rates) > 1 else 0.0,
+            "pass_at_1": round(statistics.mean(rates), 4),
+            "pass_at_k": rate_of(any_resolved, len(table)), "k": len(members),
+            "se": rounded(clustered["se"]), "interval": rounded_pair(clustered["interval"]),
+        }
+    return out

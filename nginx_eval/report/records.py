@@ -1,0 +1,95 @@
+"""Reading a run's records for the report (stage 9): which modes have results, their
+results.jsonl rows, what each row's agent ran, the toolchain the records name, and the files each
+task's fix touches. Nothing here computes a statistic; report_modes.py does, from these rows.
+
+Rows are results.jsonl rows (summary.py's schema); a row's outcome is summary.outcome(), the one
+definition, for rows written before the field existed too.
+"""
+
+from ..core import jsonio
+from ..core.gitcmd import GitError, gold_diff
+from ..patch import patch_stats
+from ..core.outcomes import OUTCOMES, outcome
+
+
+def row_outcome(row):
+    """The row's outcome as results.jsonl states it (older rows: computed the same way)."""
+    return row["outcome"] if row.get("outcome") in OUTCOMES else outcome(row)
+
+
+def commands_that_ran(rows):
+    """[{"commands": [(phase, command)], "model", "instance_ids"}] for each distinct command line
+    (and model) the rows' agents ran, the most common first."""
+    seen = {}
+    for iid, r in rows.items():
+        if not r.get("agent_commands"):
+            continue
+        key = (tuple(tuple(c) for c in r["agent_commands"]), r.get("agent_model"))
+        seen.setdefault(key, []).append(iid)
+    return [{"commands": list(k[0]), "model": k[1], "instance_ids": ids}
+            for k, ids in sorted(seen.items(), key=lambda kv: -len(kv[1]))]
+
+
+def modes_on_disk(layout, configured):
+    """Modes with a results.jsonl in the run: configured ones first (in their order), then the
+    others."""
+    found = {p.parent.name for p in layout.run_dir.glob("*/results.jsonl")} \
+        if layout.run_dir.is_dir() else set()
+    ordered = [m for m in configured if m in found]
+    return ordered + sorted(found - set(ordered))
+
+
+def read_rows(layout, names, task_ids):
+    """{mode: {instance_id: results.jsonl row}} for the run's tasks. Rows of tasks outside the
+    run's selection (none, since results.jsonl holds only the run's tasks) would change the
+    denominator: they are left out."""
+    wanted = set(task_ids)
+    return {m: {r["instance_id"]: r for r in jsonio.read_jsonl(layout.results_jsonl(m))
+                if r["instance_id"] in wanted}
+            for m in names}
+
+
+def toolchain_records(layout, names):
+    """The per-task records the toolchain comes from, of every mode in `names`: build.json (its
+    "compiler", build.py) and prove.json (its "versions" of Perl and OpenSSL, prove.py)."""
+    return [p for m in names for record in ("build.json", "prove.json")
+            for p in sorted(layout.mode_dir(m).glob(f"*/{record}"))]
+
+
+def toolchain(layout, names):
+    """{"compiler", "perl", "openssl"}: what built nginx and ran the tests, as the run's records
+    say (never asked of this machine: a report rendered elsewhere names the same), each distinct
+    value once, "; " between; "not recorded" when no record has it (records from before the field),
+    "not found" when the records say the program did not answer."""
+    values = {"compiler": [], "perl": [], "openssl": []}
+    for path in toolchain_records(layout, names):
+        rec = jsonio.read_json(path) or {}
+        if path.name == "build.json" and isinstance(rec.get("compiler"), dict):
+            values["compiler"].append(rec["compiler"].get("version") or rec["compiler"].get("cc"))
+        elif path.name == "prove.json" and isinstance(rec.get("versions"), dict):
+            for key in ("perl", "openssl"):
+                values[key].append(rec["versions"].get(key))
+    out = {}
+    for key, found in values.items():
+        known = list(dict.fromkeys(v for v in found if v))
+        out[key] = "; ".join(known) if known else ("not found" if found else "not recorded")
+    return out
+
+
+def gold_files(layout, bench_tasks):
+    """{instance_id: files the fix commit touches}, from the gold mode's results if it ran, else
+    from the bare clone."""
+    files = {}
+    gold = layout.results_jsonl("gold")
+    if gold.exists():
+        for row in jsonio.read_jsonl(gold):
+            files[row["instance_id"]] = list((row.get("patch") or {}).get("files") or [])
+    for task in bench_tasks:
+        bare = layout.bare_repo(task.repo)
+        if task.instance_id not in files and bare.is_dir():
+            try:
+                diff = gold_diff(bare, task.base_commit, task.fix_commit)
+            except GitError:        # a clone without the fix commit: no overlap figure
+                continue
+            files[task.instance_id] = patch_stats(diff)["files"]
+    return files

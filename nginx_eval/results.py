@@ -1,0 +1,128 @@
+"""Per mode: ``results.jsonl`` (a row per task) and SWE-bench ``predictions.jsonl``.
+
+Both are rebuilt from the per-task files of the run's benchmark (a row for every task the mode
+graded in this run, in the benchmark's order), never from the command's selection alone.
+
+results.jsonl row::
+
+    {"instance_id", "mode", "run",
+     "outcome": one of OUTCOMES,        # the task's outcome (core/outcomes.py), the
+                                        # vocabulary of report.json and report.md too
+     "status",                          # grade.json's verdict of the patch alone (grade.py)
+     "resolved", "agent_status", "build_status",
+     "agent_error": str | null,         # agent.json's error: why the agent did not complete
+     "agent_commands": [[phase, command]] | null,   # agent.json's command_template per phase:
+                                        # what ran (null: no agent, or a record without it)
+     "agent_model": str | null,         # agent.json's model (null: not passed, or no agent)
+     "agent_version": str | null,       # agent.json's agent_version (`<program> --version`)
+     "isolation": "srt" | "none" | null,    # agent.json's isolation (null: no agent)
+     "contaminated": bool,              # agent.json's: the fix reached the agent
+     "flags": {kind: n} | null,         # agent.json's flags, counted by kind
+     "blocked": int | null,             # connections the sandbox refused, every phase
+     "trajectory": str | null,          # agent.json's trajectory, relative to the task's
+                                        # results dir ("agent/trajectory.md")
+     "build_kind", "build_seconds", "agent_seconds", "cost_usd",
+     "tokens": {"input", "output", "cache_read", "cache_creation"} | null,  # agent.json's
+     "fail_to_pass": {"passed": n, "failed": n}, "pass_to_pass": {...},
+     "patch": {"sha256", "files", "lines_added", "lines_removed"}, "env_errors": [...],
+     # only when the grade had reruns (rerun_failed=1), from grade.json:
+     "first_run_status": str, "changed_on_rerun": [ids]}
+
+A predictions mode has rows only for the tasks its file has a row for (modes.Mode.instances).
+
+predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
+"""
+
+from doit.tools import config_changed
+
+from .core import jsonio
+from .core.outcomes import outcome
+from .core.tasknames import RESULTS, results_subtask
+
+
+def _flag_counts(agent):
+    counts = {}
+    for f in agent.get("flags") or []:
+        counts[f["kind"]] = counts.get(f["kind"], 0) + 1
+    return counts
+
+
+def result_row(layout, mode, task):
+    iid = task.instance_id
+    grade = jsonio.read_json(layout.grade_json(mode.name, iid))
+    build = jsonio.read_json(layout.build_json(mode.name, iid)) or {}
+    patch = jsonio.read_json(layout.patch_json(mode.name, iid)) or {}
+    agent = jsonio.read_json(layout.agent_json(mode.name, iid)) or {}
+    phases = agent.get("phases") or []
+    commands = [[p["name"], p["command_template"]] for p in phases if "command_template" in p]
+    row = {
+        "instance_id": iid, "mode": mode.name, "run": layout.run,
+        "status": grade["status"], "resolved": grade["resolved"],
+        "agent_status": agent.get("status"), "build_status": build.get("status"),
+        "agent_error": ((agent.get("error") or agent["status"])
+                        if agent.get("status") not in (None, "completed") else None),
+        "agent_commands": commands or None,
+        "agent_model": next((p.get("model") for p in phases if p.get("model")), None),
+        "agent_version": agent.get("agent_version"), "trajectory": agent.get("trajectory"),
+        "isolation": agent.get("isolation", "none") if agent else None,
+        "contaminated": bool(agent.get("contaminated")),
+        "flags": _flag_counts(agent) if agent else None,
+        "blocked": sum(len(p.get("blocked") or []) for p in phases) if agent else None,
+        "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
+        "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
+        "tokens": agent.get("tokens"),
+        "fail_to_pass": {k: len(v) for k, v in grade["fail_to_pass"].items()},
+        "pass_to_pass": {k: len(v) for k, v in grade["pass_to_pass"].items()},
+        "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
+        "env_errors": grade["env_errors"],
+    }
+    if "first_run_status" in grade:     # rerun_failed=1; rows of other runs stay as they were
+        row.update(first_run_status=grade["first_run_status"],
+                   changed_on_rerun=grade["changed_on_rerun"])
+    return {"instance_id": iid, "mode": mode.name, "run": layout.run, "outcome": outcome(row),
+            **row}
+
+
+def model_name(mode):
+    return f"nginx-eval/{mode.name}" + (f"/{mode.model}" if mode.model else "")
+
+
+def write_summary(layout, mode, bench_tasks):
+    """Both files, rebuilt from the per-task files of every task of the benchmark that this mode
+    has graded in the run: a command that scored a few tasks never drops the others' rows."""
+    rows, preds = [], []
+    for task in bench_tasks:
+        if not mode.covers(task.instance_id):
+            continue        # a predictions file without this task: reported as missing
+        if not layout.grade_json(mode.name, task.instance_id).exists():
+            continue
+        rows.append(result_row(layout, mode, task))
+        patch_path = layout.model_patch(mode.name, task.instance_id)
+        patch = patch_path.read_bytes() if patch_path.exists() else b""
+        preds.append({"instance_id": task.instance_id, "model_name_or_path": model_name(mode),
+                      "model_patch": patch.decode("utf-8", "replace")})
+    jsonio.write_jsonl(layout.results_jsonl(mode.name), rows)
+    jsonio.write_jsonl(layout.predictions_jsonl(mode.name), preds)
+
+
+def gen_tasks(ctx):
+    for bench, mode, tasks in ctx.mode_groups():
+        ids = {t.instance_id for t in tasks}
+        deps = []
+        for t in tasks:
+            deps += [str(ctx.layout.grade_json(mode.name, t.instance_id)),
+                     str(ctx.layout.patch_json(mode.name, t.instance_id)),
+                     str(ctx.layout.build_json(mode.name, t.instance_id))]
+        yield {
+            "basename": RESULTS,
+            "name": results_subtask(bench.name, mode.name),
+            "doc": f"results.jsonl and predictions.jsonl of {mode.name}",
+            "actions": [(write_summary, [ctx.layout, mode, bench.tasks])],
+            "file_dep": deps,
+            # The order tasks start in follows this list (see scheduling.py).
+            "task_dep": ctx.start_order(bench, mode, ids),
+            "targets": [str(ctx.layout.results_jsonl(mode.name)),
+                        str(ctx.layout.predictions_jsonl(mode.name))],
+            "uptodate": [config_changed({"tasks": [t.instance_id for t in tasks],
+                                         "model": model_name(mode)})],
+        }

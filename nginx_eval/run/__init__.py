@@ -1,0 +1,1 @@
+"""What a run is made of: command-line options, the benchmark, modes, the run record."""

@@ -1,0 +1,295 @@
+"""Benchmark files: ``tasks/<name>.json`` → a validated list of Task.
+
+File schema::
+
+    {"name": "nginx", "description": "...", "tasks": [TASK, ...]}     (a bare list of tasks is accepted)
+
+A *candidates file* (``"candidates": true`` at the top, written by scripts/mine_tasks.py) holds
+mined task stubs awaiting validation: its tasks may leave fail_to_pass empty and keep the
+placeholder problem statement ("TODO"), and only its validation (``doit run <name>:validate``)
+runs on it (pipeline.check_candidates); scripts/promote_tasks.py then copies the valid ones, with
+their derived assertions and a statement, into a benchmark file. A benchmark file refuses both.
+
+TASK fields (all required unless marked optional):
+    instance_id        str, unique in the file, [A-Za-z0-9_.-]
+    repo, test_repo    "owner/name"
+    base_commit, fix_commit, test_commit     full 40-hex hashes (no HEAD, branches, short hashes)
+    test_files         non-empty list of .t paths relative to the test repository
+    configure_flags    list of str for ./auto/configure
+    fail_to_pass       non-empty list of assertion ids ("<file>:<n> <description>", see grade.py)
+    pass_to_pass       list of assertion ids
+    problem_statement  non-empty str, the bug as a user reports it (not the placeholder "TODO")
+    perl_modules       optional list of Perl module names the tests need
+    test_timeout       optional seconds per test file (default 180)
+    fix_date           optional "YYYY-MM-DD": the fix commit's committer date (the report's
+                       split by date, ``cutoff=``); informative only, not an input of any stage
+    area, gold_size, notes     optional, informative only (area: the report's breakdown)
+"""
+
+import datetime
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.errors import UserError
+
+HEX40 = re.compile(r"^[0-9a-f]{40}$")
+REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+BENCHMARK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+DEFAULT_TEST_TIMEOUT = 180
+PLACEHOLDER_STATEMENT = "TODO"      # what the miner writes until a human writes the statement
+
+REQUIRED = {
+    "instance_id": str,
+    "repo": str,
+    "test_repo": str,
+    "base_commit": str,
+    "fix_commit": str,
+    "test_commit": str,
+    "test_files": list,
+    "configure_flags": list,
+    "fail_to_pass": list,
+    "pass_to_pass": list,
+    "problem_statement": str,
+}
+OPTIONAL = {
+    "perl_modules": list,
+    "test_timeout": (int, float),
+    "area": str,
+    "fix_date": str,
+    "gold_size": dict,
+    "notes": str,
+}
+
+
+@dataclass(frozen=True)
+class Task:
+    instance_id: str
+    repo: str
+    test_repo: str
+    base_commit: str
+    fix_commit: str
+    test_commit: str
+    test_files: tuple
+    configure_flags: tuple
+    fail_to_pass: tuple
+    pass_to_pass: tuple
+    problem_statement: str
+    perl_modules: tuple = ()
+    test_timeout: float = DEFAULT_TEST_TIMEOUT
+    area: str = ""
+    fix_date: str = ""          # YYYY-MM-DD, or "" when the task file does not say
+    gold_size: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def to_json(self):
+        return {
+            "instance_id": self.instance_id, "repo": self.repo, "test_repo": self.test_repo,
+            "base_commit": self.base_commit, "fix_commit": self.fix_commit,
+            "test_commit": self.test_commit, "test_files": list(self.test_files),
+            "configure_flags": list(self.configure_flags),
+            "fail_to_pass": list(self.fail_to_pass), "pass_to_pass": list(self.pass_to_pass),
+            "problem_statement": self.problem_statement, "perl_modules": list(self.perl_modules),
+            "test_timeout": self.test_timeout, "area": self.area,
+        }
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    path: Path
+    tasks: tuple
+    digest: str
+    candidates: bool = False        # a candidates file (module docstring): validation only
+
+    def refuse_candidates(self, target):
+        """UserError naming the file when it is a candidates file, which `target` (a doit task
+        name) may not run on."""
+        if self.candidates:
+            raise UserError(
+                f"is a candidates file (mined tasks to be validated with `doit run "
+                f"{self.name}:validate`, then promoted into a benchmark with "
+                f"scripts/promote_tasks.py); '{target}' does not run on it", file=self.path)
+
+    def select(self, instances=None, limit=None):
+        tasks = list(self.tasks)
+        if instances:
+            known = {t.instance_id for t in tasks}
+            unknown = [i for i in instances if i not in known]
+            if unknown:
+                raise UserError(f"unknown instance id(s) {', '.join(unknown)}", file=self.path,
+                                field="instances")
+            tasks = [t for t in tasks if t.instance_id in set(instances)]
+        if limit is not None:
+            tasks = tasks[:limit]
+        return tasks
+
+
+def is_date(text):
+    """Whether `text` is a calendar date written YYYY-MM-DD."""
+    if not isinstance(text, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+        return False
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_str_list(value, path, iid, name, *, nonempty=False, unique=False):
+    if not all(isinstance(v, str) and v.strip() for v in value):
+        raise UserError("must be a list of non-empty strings", file=path, task=iid, field=name)
+    if nonempty and not value:
+        raise UserError("must not be empty", file=path, task=iid, field=name)
+    if unique:
+        seen, dups = set(), []
+        for v in value:
+            if v in seen:
+                dups.append(v)
+            seen.add(v)
+        if dups:
+            raise UserError(f"duplicate entries {dups[:3]}", file=path, task=iid, field=name)
+
+
+def _check_fields(raw, path, index):
+    """Check that `raw` is an object with every required field, each of its type, and no unknown
+    field; return its instance_id. Until the id is known good, errors name the task by position."""
+    where = f"#{index}"
+    if not isinstance(raw, dict):
+        raise UserError("must be a JSON object", file=path, task=where)
+    iid = raw.get("instance_id")
+    if isinstance(iid, str) and iid:
+        where = iid
+    for name, kind in REQUIRED.items():
+        if name not in raw:
+            raise UserError("is missing", file=path, task=where, field=name)
+        if not isinstance(raw[name], kind):
+            raise UserError(f"must be a {kind.__name__}, got {type(raw[name]).__name__}",
+                            file=path, task=where, field=name)
+    for name, kind in OPTIONAL.items():
+        if name in raw and not isinstance(raw[name], kind):
+            raise UserError(f"has the wrong type ({type(raw[name]).__name__})",
+                            file=path, task=where, field=name)
+    unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
+    if unknown:
+        raise UserError(f"unknown field(s) {', '.join(sorted(unknown))}", file=path, task=where)
+    if not INSTANCE_ID.match(iid):
+        raise UserError("must match [A-Za-z0-9_.-]+", file=path, task=where, field="instance_id")
+    return iid
+
+
+def _check_repos_and_commits(raw, path, iid):
+    """Repositories are owner/name; commits are full hashes (a branch or HEAD would move), and
+    the fix is not the base."""
+    for name in ("repo", "test_repo"):
+        if not REPO.match(raw[name]):
+            raise UserError(f"must be owner/name, got {raw[name]!r}", file=path, task=iid, field=name)
+    for name in ("base_commit", "fix_commit", "test_commit"):
+        if not HEX40.match(raw[name]):
+            raise UserError(f"must be a full 40-hex commit hash, got {raw[name]!r}",
+                            file=path, task=iid, field=name)
+    if raw["base_commit"] == raw["fix_commit"]:
+        raise UserError("equals base_commit", file=path, task=iid, field="fix_commit")
+
+
+def _check_tests(raw, path, iid, candidates):
+    """The test files are relative .t paths; every assertion id names one of them, and none is
+    both fail_to_pass and pass_to_pass (it cannot both fail and pass without the fix). A
+    candidate's fail_to_pass may be empty: its validation derives it."""
+    _check_str_list(raw["test_files"], path, iid, "test_files", nonempty=True, unique=True)
+    for f in raw["test_files"]:
+        if f.startswith("/") or ".." in f.split("/") or not f.endswith(".t"):
+            raise UserError(f"{f!r} must be a relative path to a .t file", file=path, task=iid,
+                            field="test_files")
+    _check_str_list(raw["configure_flags"], path, iid, "configure_flags")
+    _check_str_list(raw["fail_to_pass"], path, iid, "fail_to_pass", nonempty=not candidates,
+                    unique=True)
+    _check_str_list(raw["pass_to_pass"], path, iid, "pass_to_pass", unique=True)
+    both = set(raw["fail_to_pass"]) & set(raw["pass_to_pass"])
+    if both:
+        raise UserError(f"also listed in fail_to_pass: {sorted(both)[:3]}", file=path, task=iid,
+                        field="pass_to_pass")
+    files = set(raw["test_files"])
+    for name in ("fail_to_pass", "pass_to_pass"):
+        for ident in raw[name]:
+            if ident.split(":", 1)[0] not in files:
+                raise UserError(f"{ident!r} names no file in test_files", file=path, task=iid,
+                                field=name)
+
+
+def _check_optional_values(raw, path, iid, candidates):
+    """The problem statement says something (a candidate's may still be the placeholder); the
+    optional fields hold sensible values."""
+    statement = raw["problem_statement"].strip()
+    if not statement and not candidates:
+        raise UserError("must not be empty", file=path, task=iid, field="problem_statement")
+    if statement == PLACEHOLDER_STATEMENT and not candidates:
+        raise UserError(f"is the miner's placeholder {PLACEHOLDER_STATEMENT!r}: write the bug "
+                        "report (scripts/promote_tasks.py takes statements from a file)",
+                        file=path, task=iid, field="problem_statement")
+    _check_str_list(raw.get("perl_modules", []), path, iid, "perl_modules")
+    fix_date = raw.get("fix_date", "")
+    if fix_date and not is_date(fix_date):
+        raise UserError(f"must be a date YYYY-MM-DD, got {fix_date!r}", file=path, task=iid,
+                        field="fix_date")
+    if raw.get("test_timeout", DEFAULT_TEST_TIMEOUT) <= 0:
+        raise UserError("must be positive", file=path, task=iid, field="test_timeout")
+
+
+def parse_task(raw, path, index, candidates=False):
+    """The Task of entry `index` of a benchmark file (of a candidates file: `candidates`); its
+    first mistake raises UserError naming the file, the task and the field."""
+    iid = _check_fields(raw, path, index)
+    _check_repos_and_commits(raw, path, iid)
+    _check_tests(raw, path, iid, candidates)
+    _check_optional_values(raw, path, iid, candidates)
+    return Task(
+        instance_id=iid, repo=raw["repo"], test_repo=raw["test_repo"],
+        base_commit=raw["base_commit"], fix_commit=raw["fix_commit"],
+        test_commit=raw["test_commit"], test_files=tuple(raw["test_files"]),
+        configure_flags=tuple(raw["configure_flags"]), fail_to_pass=tuple(raw["fail_to_pass"]),
+        pass_to_pass=tuple(raw["pass_to_pass"]), problem_statement=raw["problem_statement"],
+        perl_modules=tuple(raw.get("perl_modules", ())),
+        test_timeout=raw.get("test_timeout", DEFAULT_TEST_TIMEOUT), area=raw.get("area", ""),
+        fix_date=raw.get("fix_date", ""), gold_size=raw.get("gold_size", {}),
+    )
+
+
+def load_benchmark(path):
+    """Load and validate one benchmark file; UserError names the file, task and field at fault."""
+    path = Path(path)
+    name = path.stem
+    if not BENCHMARK_NAME.match(name):
+        raise UserError("a benchmark file name must be a plain identifier", file=path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot read: {e.strerror}", file=path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=path)
+    raw_tasks = data.get("tasks") if isinstance(data, dict) else data
+    if not isinstance(raw_tasks, list):
+        raise UserError('expected {"tasks": [...]} or a list of tasks', file=path, field="tasks")
+    candidates = data.get("candidates", False) if isinstance(data, dict) else False
+    if not isinstance(candidates, bool):
+        raise UserError(f"must be true or false, got {candidates!r}", file=path,
+                        field="candidates")
+    tasks, seen = [], set()
+    for i, raw in enumerate(raw_tasks):
+        task = parse_task(raw, path, i, candidates)
+        if task.instance_id in seen:
+            raise UserError("duplicate instance_id", file=path, task=task.instance_id,
+                            field="instance_id")
+        seen.add(task.instance_id)
+        tasks.append(task)
+    return Benchmark(name=name, path=path, tasks=tuple(tasks),
+                     digest=hashlib.sha256(text.encode()).hexdigest(), candidates=candidates)
+
+
+def load_benchmarks(tasks_dir):
+    """Every ``*.json`` benchmark in `tasks_dir`, by name."""
+    return {p.stem: load_benchmark(p) for p in sorted(Path(tasks_dir).glob("*.json"))}

@@ -1,0 +1,136 @@
+"""A phase's command line (modes.toml's ``command``): its placeholders filled and shell-quoted,
+``$AGENT`` put in as a shell would split it, the text a record shows, and the program it starts.
+
+Placeholders (lower-case names in braces; every value is shell-quoted, other braces stay as
+they are, so ${VAR:-default} works): {workspace} {issue_file} {prompt} {prompt_file}
+{model} {instance_id} {log_dir} {phase}.
+
+``$AGENT``: every unquoted ``$AGENT``, ``${AGENT}``, ``${AGENT:-default}`` (or ``-``, ``:=``,
+``=``) in a command is replaced by the harness, before bash sees the command, with the words of
+AGENT's value split as a shell would split a command line (quotes and backslashes honoured:
+shlex.split), each shell-quoted; ``AGENT='sh -c "a b"'`` runs ``sh`` with the two arguments
+``-c`` and ``a b``. Nothing else in AGENT's value is expanded ($VAR, globs, ~, $(...)). Other
+variables, and a ``"$AGENT"`` in double quotes, are left to bash (render_command).
+"""
+
+import re
+import shlex
+
+from ..core.errors import UserError
+
+PLACEHOLDERS = ("workspace", "issue_file", "prompt", "prompt_file", "model", "instance_id",
+                "log_dir", "phase")
+AGENT_VARIABLE = "AGENT"
+
+
+# {name} with a lower-case name is a placeholder; anything else (${VAR:-x}, JSON) is left alone.
+PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+# $VAR, ${VAR}, ${VAR:-default}, ${VAR-default} (and := / =): what mode commands use to let the
+# environment choose the agent. No nesting, no other expansions. Matched in a command before its
+# placeholders are filled: a default may hold {model}.
+COMMAND_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])((?:\{[a-z_]+\}|[^}])*))?\}"
+                              r"|\$([A-Za-z_][A-Za-z0-9_]*)")
+PROGRAM_UNKNOWN = re.compile(r"[$`(){}<>|;&*?\[\]]")
+SENTINEL = "NGINXEVALPLACEHOLDER"
+
+
+# Variables whose values a record never shows (they stay as written).
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.I)
+
+
+def agent_words(value):
+    """AGENT's value as bash is given it: its words (split as a shell splits a command line),
+    each shell-quoted. UserError when a shell could not read it (an unbalanced quote)."""
+    try:
+        words = shlex.split(value)
+    except ValueError as e:
+        raise UserError(f"AGENT={value!r} is not a command line a shell can read: {e}",
+                        field="AGENT")
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def variable_references(command):
+    """(match of COMMAND_VARIABLE, in double quotes?) for each variable reference bash would expand
+    in `command`: not in single quotes, not escaped."""
+    refs, i, single, double = [], 0, False, False
+    while i < len(command):
+        c = command[i]
+        if single:
+            single = c != "'"
+        elif c == "\\":
+            i += 2
+            continue
+        elif c == "'" and not double:
+            single = True
+        elif c == '"':
+            double = not double
+        elif c == "$":
+            m = COMMAND_VARIABLE.match(command, i)
+            if m:
+                refs.append((m, double))
+                i = m.end()
+                continue
+        i += 1
+    return refs
+
+
+def _default_applies(op, value):
+    return bool(op) and (value is None or (op.startswith(":") and value == ""))
+
+
+def render_command(command, environ, values=None, shown=None, record=False):
+    """A phase command with AGENT's words in place of each unquoted $AGENT / ${AGENT...} (the
+    default's text when AGENT is unset, or empty with ``:-``) and placeholders filled.
+
+    values: placeholder values, shell-quoted in; a placeholder without one stays as written
+    ({"model": ...} alone gives the command of the mode, the same for every task). shown:
+    placeholder texts put in as they are (a record shows the prompt as its file). record: for a
+    reader, not for bash: the other variables' values are put in too (as text; names that look
+    secret stay as written)."""
+    def one(m):
+        name = m.group(1)
+        if shown and name in shown:
+            return shown[name]
+        return shlex.quote(str(values[name])) if values and name in values else m.group(0)
+
+    def fill(text):
+        return PLACEHOLDER.sub(one, text)
+    out, pos = [], 0
+    for m, quoted in variable_references(command):
+        name, op, default = m.group(1) or m.group(4), m.group(2), m.group(3)
+        is_agent = name == AGENT_VARIABLE and not quoted
+        if not is_agent and not record:
+            continue            # bash expands it
+        out.append(fill(command[pos:m.start()]))
+        pos = m.end()
+        value = environ.get(name)
+        if not is_agent and SECRET_NAME.search(name):
+            out.append(fill(m.group(0)))
+        elif _default_applies(op, value):
+            out.append(render_command(default, environ, values, shown, record))
+        elif is_agent:
+            out.append(agent_words(value or ""))
+        else:
+            out.append(value or "")
+    out.append(fill(command[pos:]))
+    return "".join(out)
+
+
+def command_program(command, environ):
+    """The program a phase command starts: its first word once placeholders are filled and
+    ${VAR:-default} is expanded with `environ`. None when only running it would tell (the word
+    comes from a placeholder or a shell expansion this does not do). UserError for an AGENT a
+    shell cannot read."""
+    text = render_command(command, environ, {n: SENTINEL for n in PLACEHOLDERS}, record=True)
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return None
+    while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])
+                     or words[0] in ("exec", "command")):
+        words.pop(0)
+    if not words or SENTINEL in words[0] or PROGRAM_UNKNOWN.search(words[0]):
+        return None
+    return words[0]

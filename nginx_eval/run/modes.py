@@ -1,0 +1,352 @@
+"""Agent modes, from ``modes.toml`` at the project root, plus the built-in baselines.
+
+Schema::
+
+    [modes.<name>]
+    description = "..."              # optional, shown in the report
+    model = "..."                    # optional, fills {model}
+    env = { VAR = "value" }          # optional, extra environment for every phase
+    isolation = "none"               # optional: run the agent unisolated (default "srt": the
+                                     # sandbox of sandbox.py, network only to the model API)
+    allow_hosts = ["example.org"]    # optional, isolated: more hosts the agent may reach
+    sandbox_binds = ["~/.npm"]       # optional, isolated: more read-write paths
+
+    repeats = 3                      # optional: also runs <name>-r2, <name>-r3 (for pass@k)
+    commands = ["fix-issue.md"]      # optional: files of templates/commands/ (custom slash
+                                     # commands) written to <workspace>/.claude/commands/
+
+    [[modes.<name>.phases]]          # one or more, run in order in the same workspace
+    name = "solve"
+    command = "claude -p {prompt} ..."   # run with bash -c in the workspace
+    timeout = 1800                   # seconds; the whole process group is killed past it
+    prompt = "prompt.md.j2"          # optional template in templates/, fills {prompt} / {prompt_file}
+
+    [modes.<name>]                   # or: score a SWE-bench predictions file made elsewhere
+    predictions = "path/to/predictions.jsonl"   # relative to modes.toml; only its rows' tasks
+    description = "..."              # optional (model, env and the sandbox keys are accepted too)
+
+Any other key, at any level, is an error naming the file, the mode, the phase and the key, with
+the closest known key (KEYS, MODE_KEYS, PHASE_KEYS).
+
+``commands``: each name is a file of ``templates/commands/`` (Layout.templates_dir), read when the
+modes are loaded (a missing one is an error naming the mode and the key). Their text is part of
+``Mode.command_files`` and so of ``fingerprint()``: editing a command runs the mode's agents again.
+workspace.install_commands writes them where Claude Code reads a project's custom slash
+commands, ``<workspace>/.claude/commands/<name>``, never in the user's own ``~/.claude``.
+
+Placeholders ({prompt}, {model}, ...) and ``$AGENT`` in commands: commandline.py.
+
+Built-in modes need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
+"""
+
+import difflib
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .commandline import PLACEHOLDER, PLACEHOLDERS
+from ..core.errors import UserError
+from ..core.layout import SOURCE_ROOT
+
+BUILTIN = ("gold", "none")
+# How an agent mode's agents run: "srt", isolated (agent/sandbox.py); "none", unisolated.
+ISOLATIONS = ("srt", "none")
+# An allow_hosts entry: a host name, a wildcard (*.example.org), an IPv4 or [IPv6] literal,
+# optionally with :port, as srt's allowedDomains take them.
+HOST = re.compile(r"(\*\.)?[A-Za-z0-9._-]+(:\d{1,5})?|\[[0-9A-Fa-f:.]+\](:\d{1,5})?")
+DEFAULT_TIMEOUT = 1800
+
+
+# The keys parse_modes reads, at each level: anything else is a typo (unknown_key).
+KEYS = ("modes",)
+MODE_KEYS = ("description", "model", "env", "isolation", "allow_hosts", "sandbox_binds",
+             "repeats", "commands", "phases", "predictions")
+# Keys of the bubblewrap sandbox that isolation replaced: an error that says what to write now.
+REPLACED_KEYS = {
+    "sandbox": "every agent mode runs isolated now; remove it (isolation = \"none\" opts out)",
+    "network": "an isolated agent reaches the model API and allow_hosts only; remove it",
+}
+PHASE_KEYS = ("name", "prompt", "timeout", "command")
+# Under the templates directory: the files a mode's `commands` key names.
+COMMANDS_DIR = "commands"
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    command: str
+    timeout: float = DEFAULT_TIMEOUT
+    prompt: str = ""        # template file name, "" for none
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    kind: str                       # "agent", "gold", "none" or "predictions"
+    phases: tuple = ()
+    model: str = ""
+    description: str = ""
+    env: tuple = ()                 # sorted (name, value) pairs
+    predictions: str = ""
+    base_name: str = ""             # for repeats: the configured mode ("raw" for "raw-r2")
+    repeat: int = 1                 # 1..repeats
+    isolation: str = "srt"          # "srt" (sandbox.py) or "none": unisolated
+    allow_hosts: tuple = ()         # isolated: hosts the agent may reach besides the model API
+    sandbox_binds: tuple = ()       # isolated: extra read-write paths
+    instances: tuple = None         # predictions: the instance ids the file has a row for (the
+                                    # only tasks the mode scores); None: every selected task
+    command_files: tuple = ()       # (file name, text) of each file of `commands`, in order
+
+    @property
+    def family(self):
+        return self.base_name or self.name
+
+    @property
+    def runs_agent(self):
+        return self.kind == "agent"
+
+    def fingerprint(self):
+        """What decides whether an agent run is still valid (not the description)."""
+        fingerprint = {"phases": [vars(p) for p in self.phases], "model": self.model,
+                       "env": [list(e) for e in self.env], "repeat": self.repeat}
+        if self.sandbox_binds:
+            # Only when set, so that modes without them keep the runs they have. The isolation
+            # itself is in the agent's inputs (sandbox.settings).
+            fingerprint["sandbox"] = {"binds": list(self.sandbox_binds)}
+        if self.command_files:
+            # Likewise; the text, not the name: an edited command is another agent input.
+            fingerprint["commands"] = [list(c) for c in self.command_files]
+        return fingerprint
+
+    def covers(self, instance_id):
+        """Whether the mode scores this task (a predictions mode: only the file's rows)."""
+        return self.instances is None or instance_id in self.instances
+
+    def to_json(self):
+        data = {"name": self.name, "family": self.family, "repeat": self.repeat,
+                "kind": self.kind, "model": self.model,
+                "isolation": self.isolation if self.kind == "agent" else None,
+                "description": self.description, "predictions": self.predictions,
+                "commands": [p.command for p in self.phases]}
+        if self.instances is not None:
+            data["instances"] = list(self.instances)
+        if self.command_files:
+            data["command_files"] = [name for name, _ in self.command_files]
+        return data
+
+
+BUILTIN_MODES = {
+    "gold": Mode("gold", "gold", description="the fix commit's own diff (upper bound)"),
+    "none": Mode("none", "none", description="an empty patch (lower bound)"),
+}
+
+
+def _check_template(command, path, where):
+    for n in PLACEHOLDER.findall(command):
+        if n not in PLACEHOLDERS:
+            raise UserError(f"unknown placeholder {{{n}}}; known: {', '.join(PLACEHOLDERS)}",
+                            file=path, item=where, field="command")
+
+
+def check_keys(table, known, path, where=None):
+    """UserError for the first key of `table` that is not in `known`, with the closest one."""
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = (f"did you mean '{close[0]}'?" if close else
+                    f"known keys: {', '.join(known)}")
+            raise UserError(f"{where + ': ' if where else ''}unknown key '{key}'; {hint}",
+                            file=path)
+
+
+def _mode_settings(raw, path, where):
+    """The keys every configured mode may have (model, description, env, the sandbox's)."""
+    env = raw.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise UserError("must be a table of strings", file=path, item=where, field="env")
+    isolation = raw.get("isolation", "srt")
+    if isolation not in ISOLATIONS:
+        raise UserError(f"must be one of {', '.join(map(repr, ISOLATIONS))}", file=path,
+                        item=where, field="isolation")
+    binds = raw.get("sandbox_binds", [])
+    if not isinstance(binds, list) or not all(isinstance(b, str) and b for b in binds):
+        raise UserError("must be a list of paths", file=path, item=where, field="sandbox_binds")
+    hosts = raw.get("allow_hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and HOST.fullmatch(h)
+                                              for h in hosts):
+        raise UserError("must be a list of host names, each optionally with :port "
+                        "(no scheme, no path)", file=path, item=where, field="allow_hosts")
+    return dict(model=str(raw.get("model", "")), description=str(raw.get("description", "")),
+                env=tuple(sorted(env.items())), isolation=isolation,
+                allow_hosts=tuple(hosts), sandbox_binds=tuple(binds))
+
+
+def _command_files(raw, path, where, templates_dir):
+    """((name, text), ...) of the files the mode's `commands` key names, read from
+    templates_dir/commands/; UserError naming the mode and the key for a name that is not a
+    plain file name there."""
+    names = raw.get("commands", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise UserError("must be a list of file names in templates/commands/", file=path,
+                        item=where, field="commands")
+    folder = Path(templates_dir) / COMMANDS_DIR
+    files = []
+    for name in dict.fromkeys(names):
+        # A plain name: the file is written under .claude/commands/ by this name, nowhere else.
+        source = folder / name
+        if Path(name).name != name or name in (".", "..") or not source.is_file():
+            known = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+            close = difflib.get_close_matches(name, known, n=1)
+            raise UserError(f"no command file {name!r} in {folder}"
+                            f"{f'; did you mean {close[0]!r}?' if close else ''}",
+                            file=path, item=where, field="commands")
+        files.append((name, source.read_text(encoding="utf-8")))
+    return tuple(files)
+
+
+def _predictions_mode(name, raw, path, where, settings):
+    pred = raw["predictions"]
+    if not isinstance(pred, str) or not pred:
+        raise UserError("must be a file path", file=path, item=where, field="predictions")
+    pred_path = Path(pred) if Path(pred).is_absolute() else Path(path).parent / pred
+    # Only the tasks the file has a row for (a file not there yet fails at its patches).
+    ids = tuple(read_predictions(pred_path)) if pred_path.exists() else None
+    return Mode(name, "predictions", predictions=str(pred_path), instances=ids, **settings)
+
+
+def _phase(p, i, path, where):
+    """Phase i (0-based) of a mode, checked."""
+    label = p.get("name") if isinstance(p, dict) else None
+    pwhere = f"{where} phase {label if isinstance(label, str) and label else i + 1}"
+    if isinstance(p, dict):
+        check_keys(p, PHASE_KEYS, path, pwhere)
+    if not isinstance(p, dict) or not isinstance(p.get("command"), str) or not p["command"].strip():
+        raise UserError("needs a non-empty command", file=path, item=pwhere, field="command")
+    _check_template(p["command"], path, pwhere)
+    timeout = p.get("timeout", DEFAULT_TIMEOUT)
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise UserError("must be a positive number of seconds", file=path, item=pwhere,
+                        field="timeout")
+    prompt = p.get("prompt", "")
+    if not isinstance(prompt, str):
+        raise UserError("must be a template file name", file=path, item=pwhere, field="prompt")
+    return Phase(name=str(p.get("name", f"phase{i + 1}")), command=p["command"],
+                 timeout=float(timeout), prompt=prompt)
+
+
+def _agent_modes(name, raw, path, where, settings):
+    """{name: Mode} of an agent mode and its repeats (``<name>-r2``, ...)."""
+    phases_raw = raw.get("phases")
+    if not isinstance(phases_raw, list) or not phases_raw:
+        raise UserError("needs at least one [[phases]] entry (or a predictions file)",
+                        file=path, item=where, field="phases")
+    phases = tuple(_phase(p, i, path, where) for i, p in enumerate(phases_raw))
+    repeats = raw.get("repeats", 1)
+    if not isinstance(repeats, int) or repeats < 1:
+        raise UserError("must be a whole number >= 1", file=path, item=where, field="repeats")
+    # Repeat 1 keeps the plain name, so adding repeats never re-runs the first one.
+    names = [name if i == 1 else f"{name}-r{i}" for i in range(1, repeats + 1)]
+    return {rname: Mode(rname, "agent", phases=phases, base_name=name, repeat=i, **settings)
+            for i, rname in enumerate(names, 1)}
+
+
+def parse_modes(data, path, templates_dir=None):
+    """All modes: the built-ins plus those of `data` (modes.toml's table, read from `path`).
+    templates_dir: where `commands` files are (default: the project's own templates/)."""
+    modes = dict(BUILTIN_MODES)
+    check_keys(data, KEYS, path)
+    table = data.get("modes", {})
+    if not isinstance(table, dict):
+        raise UserError("[modes] must be a table", file=path)
+    for name, raw in table.items():
+        where = f"mode {name}"
+        if name in BUILTIN or name in ("validate", "file", "report", "doctor"):
+            raise UserError(f"'{name}' is built in or reserved and cannot be a mode name",
+                            file=path, item=where)
+        if not isinstance(raw, dict):
+            raise UserError("must be a table", file=path, item=where)
+        for key, why in REPLACED_KEYS.items():
+            if key in raw:
+                raise UserError(why, file=path, item=where, field=key)
+        check_keys(raw, MODE_KEYS, path, where)
+        settings = _mode_settings(raw, path, where)
+        if "predictions" in raw:
+            modes[name] = _predictions_mode(name, raw, path, where, settings)
+            continue
+        settings["command_files"] = _command_files(
+            raw, path, where, templates_dir or SOURCE_ROOT / "templates")
+        modes.update(_agent_modes(name, raw, path, where, settings))
+    return modes
+
+
+def load_modes(path, templates_dir=None):
+    """All modes: the built-ins plus those in `path` (which may be absent). templates_dir:
+    Layout.templates_dir, where the `commands` files are."""
+    path = Path(path)
+    if not path.exists():
+        return dict(BUILTIN_MODES)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"malformed TOML: {e}", file=path)
+    return parse_modes(data, path, templates_dir)
+
+
+def read_predictions(path):
+    """{instance_id: (model_patch, model_name_or_path)} of a SWE-bench predictions file (JSON
+    lines, or one JSON list); UserError naming the row at fault."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read: {e}", file=path)
+    try:
+        if text.lstrip().startswith("["):
+            rows = list(enumerate(json.loads(text), 1))
+        else:
+            rows = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1)
+                    if line.strip()]
+    except json.JSONDecodeError as e:
+        raise UserError(f"malformed JSON: {e}", file=path)
+    found = {}
+    for n, row in rows:
+        where = f"row {n}"
+        if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
+            raise UserError("must be an object with a string instance_id", file=path, item=where)
+        if not isinstance(row.get("model_patch") or "", str):
+            raise UserError("must be a string (a diff) or null", file=path, item=where,
+                            field="model_patch")
+        if row["instance_id"] in found:
+            raise UserError(f"duplicate instance_id {row['instance_id']}", file=path, item=where)
+        found[row["instance_id"]] = (row.get("model_patch") or "",
+                                     str(row.get("model_name_or_path") or ""))
+    return found
+
+
+def extra_modes(spec, path="command line"):
+    """Modes named on the command line: ``predictions=PATH`` adds a mode ``file``, which scores
+    only the tasks the file has a row for (as SWE-bench does)."""
+    if not spec:
+        return {}
+    p = Path(spec).resolve()
+    if not p.exists():
+        raise UserError(f"predictions file {spec} does not exist", file=path, field="predictions")
+    # A malformed file is an error now, not when its patches are made.
+    ids = tuple(read_predictions(p))
+    return {"file": Mode("file", "predictions", predictions=str(p), instances=ids,
+                         description=f"predictions from {p.name}")}
+
+
+def unknown_prediction_ids(mode, bench):
+    """A warning for the ids of a predictions mode's file that are not tasks of `bench` (they
+    are not scored), or None."""
+    if mode is None or mode.instances is None:
+        return None
+    known = {t.instance_id for t in bench.tasks}
+    unknown = [i for i in mode.instances if i not in known]
+    if not unknown:
+        return None
+    shown = ", ".join(unknown[:10]) + (", ..." if len(unknown) > 10 else "")
+    return (f"{Path(mode.predictions).name}: {len(unknown)} instance "
+            f"id{'s' if len(unknown) != 1 else ''} not in benchmark {bench.name}: {shown}")

@@ -1,0 +1,284 @@
+"""Command-line variables: every ``name=value`` word of a doit command line, read once, checked once.
+
+doit keeps the ``name=value`` words of its command line (before or after the command, anything
+not starting with ``-``) in ``doit.doit_cmd._CMDLINE_VARS`` and hands them out one at a time
+through ``doit.get_var``. ``Options.from_doit`` reads all of them, so that a name the harness
+does not know is an error instead of being ignored, and parses each value; the rest of the
+harness takes its settings from ``ctx.options`` (pipeline.load_context) and never calls get_var.
+
+    name         value                    meaning
+    run          plain name               results/<run>/ (default "default")
+    bench        benchmark name           tasks/<bench>.json (default: the one the task names,
+                                          the run's, nginx, or the only one)
+    instances    id,id,...                only these tasks (spaces around the commas are fine)
+    limit        whole number >= 1        only the first N tasks (after instances=)
+    modes        mode,mode,...            the modes of ``doit run <bench>`` (default: every mode)
+    baseline     a mode of the run        the report's time comparison (default: the first agent
+                                          mode)
+    predictions  file path                a SWE-bench predictions file, scored as mode ``file``
+    repeats      whole number >= 1        ``<bench>:validate``: runs of base and fix (default 5)
+    verbosity    0, 1 or 2                ``doit clean``: 2 prints a line per removed item
+    cutoff       YYYY-MM-DD               the report splits tasks by fix date: before it, on or
+                                          after it (e.g. a model's training cutoff)
+    compare      another run's name       ``doit run report``: also compare-<run>.md, each mode
+                                          against the same mode in that run (paired)
+    detect       points,points,...        ``doit run power``: the differences (percentage points,
+                                          0 < D < 100) to plan for (default 5,10)
+    max_cost     US dollars > 0           the run's budget for agents: once their recorded cost
+                                          reaches it, no new agent starts (default: none)
+    agent_retries whole number >= 0       times an agent run that ends in ``infra_error`` (the
+                                          API or the network failed) is tried again (default 2)
+    agents       whole number >= 1        agent phases running at once (default 8)
+    builds       whole number >= 1        builds (configure, make) running at once (default:
+                                          the cores, at least 2)
+    proves       whole number >= 1        prove file runs at once (default: twice the cores);
+                                          these three: limits.py, under doit's -n
+    executor     local or ray             where agent runs, builds and proves run: in this process
+                                          (default) or on the Ray cluster of RAY_ADDRESS (or a
+                                          local one): executor.py, rayexec.py
+    rerun_failed 0 or 1                   1: a test file with a failing or missing graded
+                                          assertion runs once more against the same binary, and
+                                          the rerun decides (prove.py, grade.py; default 0)
+
+Checks that need the benchmark or the modes (an instance id that is not in the benchmark, a mode
+that does not exist) are methods here too, called by pipeline.load_context once those are loaded.
+Every mistake is a UserError naming the variable: one ``nginx-eval: error:`` line.
+
+Environment variables are not doit variables: ``AGENT`` and any name starting with
+``NGINX_EVAL_`` or ``ANTHROPIC_`` written after the command is refused with a line saying how to
+set it (``AGENT=... doit run ...``).
+"""
+
+import re
+import shlex
+from dataclasses import dataclass, field, fields
+
+from ..core.errors import UserError, did_you_mean
+
+ENVIRONMENT_ONLY = ("AGENT",)
+ENVIRONMENT_PREFIXES = ("NGINX_EVAL_", "ANTHROPIC_")
+# Where a unit's heavy work runs (cluster/executor.py).
+EXECUTORS = ("local", "ray")
+
+
+def _error(name, value, message):
+    return UserError(f"{name}={value}: {message}")
+
+
+def _plain_name(name, value):
+    value = value.strip()
+    if not value:
+        return None
+    if not value.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise _error(name, value, "must be a plain name (letters, digits, '-', '_', '.')")
+    return value
+
+
+def _text(name, value):
+    return value.strip() or None
+
+
+def _checked(name, value, accept, why, convert=str):
+    """A value that must pass `accept` (after stripping), converted; None when empty."""
+    text = value.strip()
+    if not text:
+        return None
+    if not accept(text):
+        raise _error(name, value, why)
+    return convert(text)
+
+
+def _count(name, value):
+    return _checked(name, value, lambda t: re.fullmatch(r"[0-9]+", t) and int(t) >= 1,
+                    "must be a whole number >= 1", int)
+
+
+def _count_or_zero(name, value):
+    return _checked(name, value, lambda t: re.fullmatch(r"[0-9]+", t),
+                    "must be a whole number >= 0", int)
+
+
+def _dollars(name, value):
+    # Digits and one point only: "inf", "nan" and "1e3" are no budget a reader can check.
+    return _checked(name, value,
+                    lambda t: re.fullmatch(r"[0-9]*\.?[0-9]+|[0-9]+\.", t) and float(t) > 0,
+                    "must be an amount of US dollars above 0 (max_cost=5 or max_cost=2.50)",
+                    float)
+
+
+def _level(name, value):
+    return _checked(name, value, lambda t: t in ("0", "1", "2"), "must be 0, 1 or 2", int)
+
+
+def _switch(name, value):
+    return _checked(name, value, lambda t: t in ("0", "1"), "must be 0 or 1", int)
+
+
+def _executor(name, value):
+    return _checked(name, value, lambda t: t in EXECUTORS,
+                    f"must be one of {', '.join(EXECUTORS)}")
+
+
+def _date(name, value):
+    from .benchmark import is_date
+    return _checked(name, value, is_date, "must be a date YYYY-MM-DD")
+
+
+def _points(name, value):
+    """Percentage points, comma-separated: each a number above 0 and below 100."""
+    out = []
+    for item in _names(name, value):
+        try:
+            number = float(item)
+        except ValueError:
+            number = None
+        if number is None or not 0 < number < 100:
+            raise _error(name, value, "must be percentage points above 0 and below 100, "
+                                      "comma-separated (detect=5,10)")
+        out.append(number)
+    return tuple(out)
+
+
+def _names(name, value):
+    """id,id,... with spaces around the commas and empty entries ignored; each once."""
+    items = [v.strip() for v in value.split(",")]
+    return tuple(dict.fromkeys(v for v in items if v))
+
+
+@dataclass(frozen=True)
+class Variable:
+    parse: object       # (name, text) -> value, or None for the default; raises UserError
+    help: str
+
+
+VARIABLES = {
+    "run": Variable(_plain_name, "results/<run>/ holds the run (default: default)"),
+    "bench": Variable(_text, "the benchmark, tasks/<bench>.json (default: the one the task names, "
+                             "the run's, nginx, or the only one)"),
+    "instances": Variable(_names, "comma-separated instance ids: only these tasks"),
+    "limit": Variable(_count, "only the first N tasks (after instances=), N >= 1"),
+    "modes": Variable(_names, "comma-separated modes that `doit run <bench>` runs (default: all)"),
+    "baseline": Variable(_text, "the mode the report compares agent time against "
+                                "(default: the first agent mode)"),
+    "predictions": Variable(_text, "a SWE-bench predictions file, scored as mode `file`"),
+    "repeats": Variable(_count, "<bench>:validate runs base and fix N times each, N >= 1 "
+                                "(default: 5)"),
+    "verbosity": Variable(_level, "doit clean: 2 prints a line per removed item "
+                                  "(default: one summary line)"),
+    "cutoff": Variable(_date, "the report splits tasks by fix date, before and on or after "
+                              "this YYYY-MM-DD"),
+    "compare": Variable(_plain_name, "doit run report: compare each mode with the same mode in "
+                                     "this other run"),
+    "detect": Variable(_points, "doit run power: differences to plan for, in percentage points "
+                                "(default: 5,10)"),
+    "max_cost": Variable(_dollars, "the run's agent budget in US dollars: once spent, no new "
+                                   "agent starts (default: none)"),
+    "agent_retries": Variable(_count_or_zero, "times an agent run that failed for the API or "
+                                              "the network is tried again, N >= 0 (default: 2)"),
+    "agents": Variable(_count, "agent phases running at once, N >= 1 (default: 8)"),
+    "builds": Variable(_count, "builds (configure, make) running at once, N >= 1 "
+                               "(default: the cores, at least 2)"),
+    "proves": Variable(_count, "prove file runs at once, N >= 1 (default: twice the cores)"),
+    "executor": Variable(_executor, "where agent runs, builds and proves run: local (default) or "
+                                    "ray (the cluster of RAY_ADDRESS, or a local one)"),
+    "rerun_failed": Variable(_switch, "1: run a test file with a failing graded assertion once "
+                                      "more, and grade the rerun (default: 0)"),
+}
+
+
+def is_environment_only(name):
+    return name in ENVIRONMENT_ONLY or name.startswith(ENVIRONMENT_PREFIXES)
+
+
+def _example(name, value, argv):
+    """The command line with `name=value` moved before it, to show how to set it."""
+    rest = [a for a in (argv or []) if a != f"{name}={value}"]
+    words = " ".join(shlex.quote(a) for a in rest) if rest else "run ..."
+    return f"{name}={shlex.quote(value)} doit {words}"
+
+
+@dataclass(frozen=True)
+class Options:
+    """The command line's variables, parsed (see the table above)."""
+    run: str = "default"
+    bench: str | None = None
+    instances: tuple = ()
+    limit: int | None = None
+    modes: tuple = ()
+    baseline: str | None = None
+    predictions: str | None = None
+    repeats: int = 5
+    verbosity: int | None = None
+    cutoff: str | None = None
+    compare: str | None = None
+    detect: tuple = ()
+    max_cost: float | None = None
+    agent_retries: int = 2
+    agents: int | None = None       # None: limits.default_counts
+    builds: int | None = None
+    proves: int | None = None
+    rerun_failed: int = 0
+    executor: str = "local"
+    given: tuple = field(default=(), compare=False)     # (name, value) as on the command line
+
+    @classmethod
+    def parse(cls, variables, argv=None):
+        """Options from {name: value} (doit's command-line variables); UserError on an unknown
+        name, an environment variable, or a bad value. `argv` only shapes the hint for an
+        environment variable."""
+        values = {}
+        for name, value in variables.items():
+            value = "" if value is None else str(value)
+            if is_environment_only(name):
+                raise UserError(f"{name} is an environment variable, not a doit variable: set it "
+                                f"before the command, as in {_example(name, value, argv)}")
+            if name not in VARIABLES:
+                hint = did_you_mean(name, VARIABLES, show=lambda c: f"{c}=")
+                if not hint and re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
+                    hint = (f"; an environment variable goes before the command, as in "
+                            f"{_example(name, value, argv)}")
+                raise UserError(f"unknown variable {name}={value}{hint} "
+                                f"(known: {', '.join(sorted(VARIABLES))})")
+            parsed = VARIABLES[name].parse(name, value)
+            if parsed is not None and parsed != ():
+                values[name] = parsed
+        return cls(**values, given=tuple((n, "" if v is None else str(v))
+                                         for n, v in variables.items()))
+
+    @classmethod
+    def from_doit(cls, argv=None):
+        """Options from the variables of doit's command line (or those doit_cmd.set_var set)."""
+        from doit import doit_cmd, get_var
+        # doit keeps every name=value of the command line here; get_var gives one by name.
+        names = list(doit_cmd._CMDLINE_VARS or {})
+        return cls.parse({name: get_var(name) for name in names}, argv)
+
+    def raw(self, name):
+        """The value of `name` as given on the command line ("" when not given)."""
+        return dict(self.given).get(name, "")
+
+    def _all_known(self, variable, wanted, known, unknown, tail=""):
+        """Every name in `wanted` (from `variable`) is one of `known`; else the one-line error
+        `unknown(name)`, the closest known name and `tail`."""
+        for name in wanted:
+            if name not in known:
+                raise _error(variable, self.raw(variable),
+                             f"{unknown(name)}{did_you_mean(name, known)}{tail}")
+
+    def check_instances(self, bench):
+        """Every id of instances= is a task of `bench`."""
+        self._all_known("instances", self.instances, [t.instance_id for t in bench.tasks],
+                        lambda iid: f"no task '{iid}' in benchmark {bench.name}")
+
+    def check_modes(self, modes):
+        """Every mode of modes= exists."""
+        self._all_known("modes", self.modes, modes, lambda name: f"unknown mode '{name}'",
+                        f" (known modes: {', '.join(sorted(modes))})")
+
+    def check_baseline(self, run_modes):
+        """baseline= names a mode of the run (configured, recorded in run.json or on disk)."""
+        self._all_known("baseline", [self.baseline] if self.baseline else [], run_modes,
+                        lambda name: f"no mode '{name}' in run '{self.run}'",
+                        f" (known modes: {', '.join(sorted(run_modes))})")
+
+assert set(VARIABLES) == {f.name for f in fields(Options)} - {"given"}

@@ -1,0 +1,78 @@
+"""What a run is: ``results/<run>/run.json``, written when a run first starts.
+
+A run belongs to one benchmark. Its results are laid out per mode (``results/<run>/<mode>/``)
+and its report compares the modes on one set of tasks, so results of a second benchmark under the
+same run name would share the modes' directories and the report's denominator. A command that
+names another benchmark than the run's is refused, with one line, before any work; a new run name
+costs nothing.
+
+Every command that scores or validates tasks adds its selection (``instances=``, ``limit=``) to
+the run's: the run's tasks are every task some command of the run selected, and that is the
+report's denominator ("12 of 26 tasks selected" when it is not the whole benchmark).
+
+``run.json``::
+
+    {"schema_version": 1, "run", "benchmark": name, "benchmark_file": path relative to the
+     project, "benchmark_sha256", "harness_version", "created", "updated",
+     "selections": [{"instances": [ids] | null, "limit": n | null}],   # as given, each once
+     "task_ids": [ids, in the benchmark's order], "modes": [names]}
+"""
+
+import datetime
+import os
+
+from .. import __version__
+from ..core import jsonio
+from ..core.errors import UserError
+
+SCHEMA_VERSION = 1
+
+
+def read_run(layout):
+    """The run's record, or None before its first command."""
+    record = jsonio.read_json(layout.run_json)
+    return record if isinstance(record, dict) and record.get("benchmark") else None
+
+
+def check_benchmark(layout, bench_name):
+    """A command for benchmark `bench_name` in this run: refused if the run holds another."""
+    record = read_run(layout)
+    if record and record["benchmark"] != bench_name:
+        raise UserError(f"run {layout.run!r} holds results of benchmark "
+                        f"{record['benchmark']!r} ({record['benchmark_file']}), not "
+                        f"{bench_name!r}: choose another run name (run=NAME)", field="run")
+
+
+def bind_run(layout, bench, tasks, modes, instances=None, limit=None):
+    """Record that this command runs `tasks` (and `modes`) of `bench` in the run; return the
+    record. Raises UserError when the run belongs to another benchmark."""
+    check_benchmark(layout, bench.name)
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    record = read_run(layout) or {
+        "schema_version": SCHEMA_VERSION, "run": layout.run, "benchmark": bench.name,
+        "benchmark_file": os.path.relpath(bench.path, layout.root), "created": now,
+        "selections": [], "task_ids": [], "modes": []}
+    before = dict(record)
+    selection = {"instances": list(instances) if instances else None, "limit": limit}
+    chosen = set(record["task_ids"]) | {t.instance_id for t in tasks}
+    record.update({
+        "benchmark_sha256": bench.digest, "harness_version": __version__,
+        "selections": record["selections"] + ([selection]
+                                              if selection not in record["selections"] else []),
+        "task_ids": [t.instance_id for t in bench.tasks if t.instance_id in chosen],
+        "modes": sorted(set(record["modes"]) | set(modes)),
+    })
+    if record != before:
+        record["updated"] = now
+        jsonio.write_json(layout.run_json, record)
+    return record
+
+
+def run_tasks(layout, bench, fallback):
+    """The tasks of the run (its record's task_ids, in the benchmark's order); `fallback` for a
+    run that has none yet."""
+    record = read_run(layout)
+    if not record or record["benchmark"] != bench.name:
+        return list(fallback)
+    wanted = set(record["task_ids"])
+    return [t for t in bench.tasks if t.instance_id in wanted]

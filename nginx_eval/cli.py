@@ -25,6 +25,7 @@ Besides loading the tasks, the loader guards the run before doit opens its datab
 import atexit
 import os
 import sys
+from pathlib import Path
 
 from doit.reporter import ConsoleReporter
 
@@ -32,8 +33,9 @@ from .doitext import cleaning, scheduling
 from .cluster import executor
 from .doitext.invocation import (READ_ONLY_COMMANDS, TASK_COMMANDS, command_targets, doit_command,
                                  track_tasks)
-from .core import limits, procs
-from .core.tasknames import task_name
+from .core import jsonio, limits, procs
+from .core.outcomes import INFRA_ERROR
+from .core.tasknames import AGENT, task_name
 from . import progress
 from .agent.preflight import preflight
 from .core.errors import UserError, UserFailure, fail
@@ -119,13 +121,24 @@ def report_interrupt(signum, stopped):
     os.write(2, line.encode())
 
 
+def all_agents_failed(agent_tasks):
+    """The line for a run whose agents all ended in infra_error (nothing was measured), or
+    None. agent_tasks: the agent tasks doit ran in this run (their targets: agent.json)."""
+    statuses = [(jsonio.read_json(Path(t.targets[0])) or {}).get("status")
+                for t in agent_tasks if t.targets]
+    if statuses and all(s == INFRA_ERROR for s in statuses):
+        return (f"all {len(statuses)} agent run(s) of this command ended in infra_error "
+                f"(see the agent lines above): nothing was measured")
+    return None
+
+
 def reporter_for(ctx, command):
     class Reporter(ConsoleReporter):
         """doit's console output, plus the preflight and one-line user errors."""
 
         def __init__(self, outstream, options):
             super().__init__(outstream, options)
-            self.printed = set()
+            self.printed, self.agents = set(), []
 
         def initialize(self, tasks, selected_tasks):
             super().initialize(tasks, selected_tasks)
@@ -139,6 +152,8 @@ def reporter_for(ctx, command):
             super().add_success(task)
             if task.actions:
                 _finished["tasks"] += 1
+            if task.name.startswith(f"{AGENT}:"):
+                self.agents.append(task)
 
         def add_failure(self, task, fail_info):
             if procs.interrupted():
@@ -160,7 +175,16 @@ def reporter_for(ctx, command):
             if not procs.interrupted():
                 super().complete_run()
 
-    return progress.watching(Reporter, ctx, command)
+    class Checked(progress.watching(Reporter, ctx, command)):
+        def complete_run(self):
+            super().complete_run()      # the summary lines first
+            failed = not procs.interrupted() and all_agents_failed(self.agents)
+            if failed:
+                sys.stderr.write(f"nginx-eval: error: {failed}\n")
+                sys.stderr.flush()
+                raise SystemExit(1)     # doit has closed its database already
+
+    return Checked
 
 
 def _refuse_processes(argv):

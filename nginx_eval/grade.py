@@ -15,8 +15,10 @@ Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
   assertions fail and the reason is recorded (``nginx did not start``, ``test file died``,
   ``graded assertion skipped``). Only when the base cannot run them either is the file an
   environment error (a missing Perl module, daemon or configure flag), with its reason;
-- a file that does not exist at the test commit, or whose prove was killed by a signal other
-  than at the time limit (prove crashed, or something killed it), is an environment error;
+- a file that does not exist at the test commit is an environment error; one whose prove was
+  killed by a signal other than at the time limit is the patch's fault (``killed``) when the
+  base build's run of it ends normally (a patched nginx that kills its test runner), else an
+  environment error;
 - a file killed at its time limit keeps the assertions it printed; the rest fail;
 - a file that prove/stage.py ran a second time (``rerun_failed=1``: a graded assertion of its first
   run did not pass) is judged by its rerun alone; both runs' results of its graded assertions are
@@ -36,7 +38,8 @@ Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
      "fail_to_pass": {"passed": [...], "failed": [...]},
      "pass_to_pass": {"passed": [...], "failed": [...]},
      "env_errors": [str],               # why the environment, not the patch, decided
-     "file_failures": [{"file", "kind": "tampered" | "not_started" | "died" | "skipped",
+     "file_failures": [{"file", "kind": "tampered" | "not_started" | "died" | "skipped" |
+                                "killed",
                         "reason"}],     # files the patch broke, decided by the base's run
      "timed_out_files": [...], "skipped_assertions": [graded ids that did not run: skipped],
      "agent_status": str | null, "build_status": str,
@@ -64,7 +67,8 @@ def base_runs(ref, graded):
 PATCH_FAULT = {"tampered": "{text}",
                "not_started": "nginx did not start: {text}; the base build runs it",
                "died": "test file died: {text}; the base build runs it",
-               "skipped": "graded assertion(s) skipped: {text}; the base build runs them"}
+               "skipped": "graded assertion(s) skipped: {text}; the base build runs them",
+               "killed": "{text}; the base build runs the file to its end"}
 
 
 def judge_file(file, fr, record, graded, ref):

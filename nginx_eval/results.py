@@ -15,6 +15,10 @@ results.jsonl row::
                                         # what ran (null: no agent, or a record without it)
      "agent_model": str | null,         # agent.json's model (null: not passed, or no agent)
      "agent_version": str | null,       # agent.json's agent_version (`<program> --version`)
+     "isolation": "srt" | "none" | null,    # agent.json's isolation (null: no agent)
+     "contaminated": bool,              # agent.json's: the fix reached the agent
+     "flags": {kind: n} | null,         # agent.json's flags, counted by kind
+     "blocked": int | null,             # connections the sandbox refused, every phase
      "trajectory": str | null,          # agent.json's trajectory, relative to the task's
                                         # results dir ("agent/trajectory.md")
      "build_kind", "build_seconds", "agent_seconds", "cost_usd",
@@ -36,6 +40,13 @@ from .core.outcomes import outcome
 from .core.tasknames import RESULTS, results_subtask
 
 
+def _flag_counts(agent):
+    counts = {}
+    for f in agent.get("flags") or []:
+        counts[f["kind"]] = counts.get(f["kind"], 0) + 1
+    return counts
+
+
 def result_row(layout, mode, task):
     iid = task.instance_id
     grade = jsonio.read_json(layout.grade_json(mode.name, iid))
@@ -53,6 +64,10 @@ def result_row(layout, mode, task):
         "agent_commands": commands or None,
         "agent_model": next((p.get("model") for p in phases if p.get("model")), None),
         "agent_version": agent.get("agent_version"), "trajectory": agent.get("trajectory"),
+        "isolation": agent.get("isolation", "none") if agent else None,
+        "contaminated": bool(agent.get("contaminated")),
+        "flags": _flag_counts(agent) if agent else None,
+        "blocked": sum(len(p.get("blocked") or []) for p in phases) if agent else None,
         "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
         "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),

@@ -52,6 +52,29 @@ else
     fi
 fi
 
+# Anthropic's sandbox runtime (srt), which every agent phase runs in (nginx_eval/sandbox.py),
+# pinned, in a prefix of its own: outside every path an agent may write, so that no agent can
+# change the sandbox the next agent runs in. It declares Node >= 22.12 but runs on Debian 12's
+# Node 20 (the test suite drives it there); npm's engine warning is expected.
+SANDBOX_RUNTIME_VERSION=0.0.83
+NGINX_EVAL_SRT_PREFIX=${NGINX_EVAL_SRT_PREFIX:-/opt/nginx-eval/sandbox-runtime}
+srt="$NGINX_EVAL_SRT_PREFIX/node_modules/.bin/srt"
+if "$srt" --version 2>/dev/null | grep -qx "$SANDBOX_RUNTIME_VERSION"; then
+    echo "setup: sandbox runtime $SANDBOX_RUNTIME_VERSION present ($srt)"
+else
+    command -v npm >/dev/null || { $sudo apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null; }
+    echo "setup: installing the sandbox runtime $SANDBOX_RUNTIME_VERSION into $NGINX_EVAL_SRT_PREFIX"
+    log=$(mktemp)
+    $sudo mkdir -p "$NGINX_EVAL_SRT_PREFIX"
+    if ! $sudo npm install --prefix "$NGINX_EVAL_SRT_PREFIX" --no-fund --no-audit --save-exact \
+           "@anthropic-ai/sandbox-runtime@$SANDBOX_RUNTIME_VERSION" >"$log" 2>&1 \
+       || ! "$srt" --version >/dev/null 2>&1; then
+        tail -n 15 "$log"; echo "setup: the sandbox runtime did not install" >&2; exit 1
+    fi
+    echo "setup: sandbox runtime $("$srt" --version) at $srt"
+fi
+
 python3 -m pip install -q --disable-pip-version-check -e "$here[test]" 2>&1 \
     | grep -v "Running pip as the 'root' user" || true
 python3 -c "import doit, jinja2, tap, matplotlib, scipy, statsmodels" \

@@ -338,6 +338,9 @@ def make_fixture(base_dir):
         [modes.fake]
         description = "scripted agent"
         model = "fake-1"
+        # The scripted agent writes its call log outside the workspace; the tests of isolation
+        # (test_sandbox.py, test_isolation.py) turn it on themselves.
+        isolation = "none"
         [[modes.fake.phases]]
         name = "solve"
         prompt = "prompt_raw.md.j2"

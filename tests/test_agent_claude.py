@@ -17,10 +17,10 @@ import claude_cli
 from anthropic_standin import Fault, call, say
 from claude_cli import SONNET, sonnet_cost, summed
 from conftest import SOURCE_ROOT
-from nginx_eval.agent.sandbox import bwrap_problem
+from nginx_eval.agent.sandbox import sandbox_problem
 
-needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None,
-                                 reason=f"no usable bubblewrap: {bwrap_problem()}")
+needs_srt = pytest.mark.skipif(sandbox_problem() is not None,
+                               reason=f"no usable agent sandbox: {sandbox_problem()}")
 
 # A phrase of each shipped prompt (templates/), and of templates/commands/fix-issue.md.
 RAW = "A user reported the bug below"
@@ -167,7 +167,12 @@ def results_row(project, mode):
 
 def test_an_api_error_that_persists_is_an_infra_error_retried_and_not_scored(claude):
     claude.api.faults = [Fault(status=529)]
-    proc, _ = claude.run("tiny:raw", "agent_retries=2")
+    proc, _ = claude.run("tiny:raw", "agent_retries=2", check=False)
+    # Nothing was measured: the command says so and fails, after writing what it has.
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines()[-1] == (
+        "nginx-eval: error: all 1 agent run(s) of this command ended in infra_error (see the "
+        "agent lines above): nothing was measured")
     agent = claude.agent("raw")
     assert agent["status"] == "infra_error"
     assert agent["error"].startswith("phase solve: exit code 1: API Error: 529 stand-in fault")
@@ -320,12 +325,12 @@ def npm_like_install(claude_program, prefix):
     return bin_dir
 
 
-@needs_bwrap
+@needs_srt
 def test_in_the_sandbox_an_npm_installed_cli_runs_and_continues_its_session(claude,
                                                                            claude_program):
     bin_dir = npm_like_install(claude_program, claude.project.base / "npm-prefix")
     claude.project.env["PATH"] = f"{bin_dir}{os.pathsep}{claude.project.env['PATH']}"
-    claude.run("tiny:impl", env={"NGINX_EVAL_SANDBOX": "1"})
+    claude.run("tiny:impl")
     agent = claude.agent("impl")
     plan, implement = agent["phases"]
     assert agent["status"] == "completed" and agent["agent_version"] == VERSION
@@ -334,14 +339,14 @@ def test_in_the_sandbox_an_npm_installed_cli_runs_and_continues_its_session(clau
         "status"] == "resolved"
 
 
-@needs_bwrap
+@needs_srt
 def test_the_preflight_runs_the_cli_in_the_sandbox_it_will_use(claude, claude_program):
     # Under the project root, which the sandbox hides: it runs outside, not inside.
     hidden_bin = claude.project.root / "bin"
     hidden_bin.mkdir()
     (hidden_bin / "claude").symlink_to(claude_program)
     claude.project.env["PATH"] = f"{hidden_bin}{os.pathsep}{claude.project.env['PATH']}"
-    proc, executed = claude.run("tiny:raw", env={"NGINX_EVAL_SANDBOX": "1"}, check=False)
+    proc, executed = claude.run("tiny:raw", check=False)
     assert proc.returncode == 2 and executed == [] and claude.api.requests == []
     (line,) = proc.stderr.splitlines()
     assert line.startswith(f"nginx-eval: error: {claude.project.root / 'modes.toml'}, mode raw "

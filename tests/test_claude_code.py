@@ -49,6 +49,9 @@ def out(claude_program, tmp_path_factory):
         api.faults = []
         captures["bad_key"] = rec.run("go", cwd=rec.workspace(),
                                       env=dict(NO_RETRIES, ANTHROPIC_API_KEY="sk-ant-bad"))
+        # No key and no login: answered at once, without a request.
+        captures["no_login"] = rec.run("go", cwd=rec.workspace(),
+                                       env=dict(NO_RETRIES, ANTHROPIC_API_KEY=""))
         captures["plain_slash"] = rec.run("/fix-issue .issue.md", cwd=rec.workspace())
         slash_ws = rec.workspace()
         (slash_ws / ".claude" / "commands").mkdir(parents=True)
@@ -143,6 +146,7 @@ def test_a_killed_phase_is_priced_from_its_transcript(out):
     ("refused", outcomes.INFRA_ERROR, "exit code 1: API Error: Connection refused"),
     ("auth_401", cc.AUTH, "exit code 1: Failed to authenticate. API Error: 401"),
     ("bad_key", cc.AUTH, "exit code 1: Invalid API key"),
+    ("no_login", cc.AUTH, "exit code 1: Not logged in"),
     ("plain_slash", outcomes.COMPLETED, ""),
 ])
 def test_classify_reads_the_cli_result(out, name, status, text):
@@ -151,6 +155,16 @@ def test_classify_reads_the_cli_result(out, name, status, text):
     assert got_status == status and reason.startswith(text), reason
     if name == "refused":
         assert "ECONNREFUSED" in reason
+
+
+def test_credentials_are_checked_before_any_agent_starts(tmp_path):
+    config = tmp_path / "config"
+    config.mkdir()
+    bare = {"CLAUDE_CONFIG_DIR": str(config)}
+    assert "set ANTHROPIC_API_KEY" in cc.credentials_problem(bare)
+    assert cc.credentials_problem(dict(bare, ANTHROPIC_API_KEY="sk-ant-x")) is None
+    (config / ".credentials.json").write_text("{}")         # a login
+    assert cc.credentials_problem(bare) is None
 
 
 def test_an_agent_that_prints_no_result_is_judged_by_its_exit_code():

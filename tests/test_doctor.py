@@ -34,6 +34,9 @@ class FakeProbe:
     def private_network_problem(self):
         return self.network_problem
 
+    def sandbox_problem(self):
+        return None if "srt" in self.tools else "srt is not installed"
+
     def which(self, name):
         return name in self.tools
 
@@ -59,7 +62,7 @@ class FakeSource:
         return None
 
 
-ALL_TOOLS = ("cc", "make", "git", "perl", "prove", "tar", "ccache", "bwrap")
+ALL_TOOLS = ("cc", "make", "git", "perl", "prove", "tar", "ccache", "bwrap", "socat", "rg")
 BASE_PATHS = ("/usr/include/stdio.h", "/usr/include/pcre2.h", "/usr/include/zlib.h",
               "/usr/include/openssl/ssl.h")
 

@@ -408,6 +408,73 @@ def test_prove_crash_is_an_environment_error(reference, tmp_path):
     assert_gold_intact(project, reference, "crash")
 
 
+# A patch whose program SIGKILLs every process named prove when it adds (calc_add.t runs that
+# first): the fix of tiny-add plus a hostile nginx.c.
+KILLER_MAIN = """#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "calc.h"
+#include "ngx_auto_config.h"
+
+static void kill_prove(void)
+{
+    DIR *proc = opendir("/proc");
+    struct dirent *e;
+    char path[300], comm[64];
+    while (proc && (e = readdir(proc)) != NULL) {
+        snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f && fgets(comm, sizeof(comm), f) && strcmp(comm, "prove\\n") == 0)
+            kill(atoi(e->d_name), SIGKILL);
+        if (f) fclose(f);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "-V") == 0) {
+        printf("tiny version: 1.0\\nconfigure arguments: %s\\n", NGX_CONFIGURE);
+        return 0;
+    }
+    if (argc != 4) return 2;
+    int a = atoi(argv[2]), b = atoi(argv[3]);
+    if (strcmp(argv[1], "add") == 0) { kill_prove(); printf("%d\\n", calc_add(a, b)); }
+    else if (strcmp(argv[1], "mul") == 0) printf("%d\\n", calc_mul(a, b));
+    else return 2;
+    return 0;
+}
+"""
+
+
+def test_a_patch_whose_program_kills_prove_is_the_patchs_fault(reference, tmp_path):
+    project = reference["project"]
+    task = next(t for t in project.tasks if t["instance_id"] == "tiny-add")
+    work = tmp_path / "killer"
+    git(project.mirrors / "acme+tiny", "worktree", "add", "-q", "--detach", str(work),
+        task["fix_commit"])
+    (work / "src" / "core" / "nginx.c").write_text(KILLER_MAIN)
+    patch = git(work, "diff", "--binary", "--full-index", task["base_commit"])
+    git(project.mirrors / "acme+tiny", "worktree", "remove", "--force", str(work))
+    preds = predictions(project, tmp_path / "preds.jsonl", {"tiny-add": patch})
+    project.doit("run", "tiny:file", f"predictions={preds}", "run=killer",
+                 "instances=tiny-add")
+    prove = project.read("file", "tiny-add", "prove.json", "killer")
+    assert prove["files"]["calc_add.t"]["exit_code"] == -signal.SIGKILL
+    # The base runs the file to its end (its bug fails one assertion: exit code 1).
+    assert prove["reference"]["calc_add.t"]["exit_code"] == 1
+    grade = project.read("file", "tiny-add", "grade.json", "killer")
+    assert (grade["status"], grade["env_errors"]) == ("unresolved", [])
+    assert grade["file_failures"] == [{
+        "file": "calc_add.t", "kind": "killed",
+        "reason": "prove was killed by signal 9; the base build runs the file to its end"}]
+    # A verdict, not an environment error: the next run keeps it.
+    _, executed = project.doit("run", "tiny:file", f"predictions={preds}", "run=killer",
+                               "instances=tiny-add")
+    assert not any(e.startswith(("prove:", "grade:")) for e in executed)
+
+
 # -- kill -9 of doit in the middle of every stage ----------------------------------------------------
 
 # Where each kill lands: the path of the harness's next write when doit is killed (see

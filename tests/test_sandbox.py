@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from nginx_eval.agent.sandbox import bwrap_problem
+from nginx_eval.agent.sandbox import sandbox_problem
 
-needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None,
-                                 reason=f"no usable bubblewrap: {bwrap_problem()}")
+needs_srt = pytest.mark.skipif(sandbox_problem() is not None,
+                               reason=f"no usable agent sandbox: {sandbox_problem()}")
 
 # Looks for the fix and the tests every way it can, and prints FOUND lines for what it finds.
 SPY = r"""#!/bin/bash
@@ -43,8 +43,7 @@ def spy_project(project, sandbox, find=True):
              project.root / "tasks" / "tiny.json"]
     (project.root / "modes.toml").write_text(textwrap.dedent(f"""\
         [modes.spy]
-        sandbox = {"true" if sandbox else "false"}
-        network = false
+        isolation = "{"srt" if sandbox else "none"}"
         env = {{ SPY_FIX = "{fix}", SPY_PATHS = "{' '.join(map(str, paths))}", SPY_FIND = "{int(find)}" }}
         [[modes.spy.phases]]
         name = "look"
@@ -62,7 +61,7 @@ def spy_output(project):
     return out
 
 
-@needs_bwrap
+@needs_srt
 def test_a_sandboxed_agent_finds_neither_the_fix_nor_the_tests(project):
     fix = spy_project(project, sandbox=True)
     out = spy_output(project)
@@ -100,7 +99,7 @@ def test_nothing_the_agent_is_given_contains_the_fix(project):
             assert line not in text
 
 
-@needs_bwrap
+@needs_srt
 def test_a_hanging_sandboxed_agent_is_killed_with_everything_it_started(project):
     marker = f"{time.time_ns() % 10**9}"
     spy_project(project, sandbox=True)
@@ -124,14 +123,69 @@ def test_a_hanging_sandboxed_agent_is_killed_with_everything_it_started(project)
     assert not alive
 
 
-@needs_bwrap
+@needs_srt
 def test_sandbox_settings_are_part_of_the_agent_run(project):
-    """Turning the sandbox off or the network on is another experiment: the agent runs again."""
+    """Turning isolation off or letting another host in is another experiment: the agent runs
+    again."""
     spy_project(project, sandbox=True, find=False)
     project.doit("run", "tiny:spy", "instances=tiny-add")
     _, executed = project.doit("run", "tiny:spy", "instances=tiny-add")
     assert not any(e.startswith("agent:") for e in executed)
     modes = project.root / "modes.toml"
-    modes.write_text(modes.read_text().replace("network = false", "network = true"))
+    modes.write_text(modes.read_text().replace('isolation = "srt"',
+                                               'isolation = "srt"\nallow_hosts = ["example.org"]'))
     _, executed = project.doit("run", "tiny:spy", "instances=tiny-add")
     assert "agent:tiny/spy/tiny-add" in executed
+    modes.write_text(modes.read_text().replace('isolation = "srt"', 'isolation = "none"'))
+    _, executed = project.doit("run", "tiny:spy", "instances=tiny-add")
+    assert "agent:tiny/spy/tiny-add" in executed
+    assert project.read("spy", "tiny-add", "agent.json")["isolation"] == "none"
+
+
+def test_the_model_endpoint_is_the_one_isolated_agents_reach():
+    from nginx_eval.agent.sandbox import model_endpoint
+    assert model_endpoint({}) == "api.anthropic.com:443"
+    assert model_endpoint({"ANTHROPIC_BASE_URL": "http://127.0.0.1:8765"}) == "127.0.0.1:8765"
+    assert model_endpoint({"ANTHROPIC_BASE_URL": "https://gw.example.org/v1"}) == \
+        "gw.example.org:443"
+    assert model_endpoint({"ANTHROPIC_BASE_URL": "http://[::1]:9"}) == "[::1]:9"
+
+
+def test_a_tool_under_a_hidden_directory_stays_hidden(tmp_path):
+    from nginx_eval.agent.sandbox import srt_settings
+    hidden_bin = tmp_path / "project" / "bin"
+    hidden_bin.mkdir(parents=True)
+    box = {"endpoint": "api.anthropic.com:443", "allow_hosts": ["example.org"], "binds": []}
+    settings = srt_settings(box, workspace=tmp_path / "ws", writable=[], environ={
+        "PATH": f"{hidden_bin}:/usr/bin", "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")},
+        hidden=[tmp_path / "project"])
+    fs = settings["filesystem"]
+    assert fs["denyRead"] == ["/", str(tmp_path / "project")]
+    assert str(hidden_bin) not in fs["allowRead"] and "/usr/bin" in fs["allowRead"]
+    assert settings["network"]["allowedDomains"] == ["api.anthropic.com:443", "example.org"]
+    assert fs["allowWrite"] == [str(tmp_path / "ws"), str(tmp_path / "cfg")]
+
+
+@needs_srt
+def test_each_refused_connection_is_read_from_srts_log_with_its_time(tmp_path):
+    import json
+    import subprocess
+    from nginx_eval.agent import sandbox
+    box = {"endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
+    (tmp_path / "ws").mkdir()
+    settings = tmp_path / "srt.json"
+    settings.write_text(json.dumps(sandbox.srt_settings(
+        box, workspace=tmp_path / "ws", writable=[tmp_path], hidden=[], environ=dict(
+            os.environ, CLAUDE_CONFIG_DIR=str(tmp_path / "cfg")))))
+    argv = sandbox.wrap("curl -s -o /dev/null http://127.0.0.1:9/x; "
+                        "curl -s -o /dev/null https://github.com/; echo done",
+                        settings_file=settings, stderr_file=tmp_path / "stderr",
+                        environ=os.environ)
+    with sandbox.TimestampedLog(tmp_path / "srt.log") as log:
+        out = subprocess.run(argv, cwd=tmp_path / "ws", stdout=subprocess.PIPE, stderr=log.fd,
+                             text=True, timeout=60,
+                             env=sandbox.phase_environment(os.environ, tmp_path))
+    assert out.stdout.strip() == "done"
+    blocked = sandbox.blocked_connections((tmp_path / "srt.log").read_text())
+    assert [(b["host"], b["port"]) for b in blocked] == [("127.0.0.1", 9), ("github.com", 443)]
+    assert all(len(b["time"]) == 20 and b["time"].endswith("Z") for b in blocked)

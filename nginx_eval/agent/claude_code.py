@@ -51,7 +51,12 @@ USAGE_KEYS = dict(zip(TOKENS, ("input_tokens", "output_tokens", "cache_read_inpu
                                "cache_creation_input_tokens")))
 MODEL_USAGE_KEYS = dict(zip(TOKENS, ("inputTokens", "outputTokens", "cacheReadInputTokens",
                                      "cacheCreationInputTokens")))
-AUTH_TEXTS = ("Invalid API key", "Failed to authenticate")
+# "Not logged in · Please run /login": no key and no login, answered at once with no request.
+AUTH_TEXTS = ("Invalid API key", "Failed to authenticate", "Not logged in")
+# What gives the CLI credentials: any of these set, or a login's credentials file.
+CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+                        "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
+                        "CLAUDE_CODE_USE_FOUNDRY")
 # A phase's status is one of agent.json's (core/outcomes.py), or AUTH, which never reaches a
 # record: the run stops.
 AUTH = "auth"
@@ -107,6 +112,22 @@ def _cached_version(real, mtime_ns, size, cache_dir, search_path):
     jsonio.write_json(cache, {"program": real, "mtime_ns": mtime_ns, "size": size,
                               "version": version})
     return version
+
+
+def credentials_problem(environ):
+    """Why the CLI would answer "Not logged in" (one line), or None: no credential variable and
+    no login (``.credentials.json`` in its config directory) and no apiKeyHelper setting."""
+    if any(environ.get(v) for v in CREDENTIAL_VARIABLES):
+        return None
+    config = environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
+    if os.path.exists(os.path.join(config, ".credentials.json")):
+        return None
+    for settings in (os.path.join(config, "settings.json"),):
+        data = jsonio.read_json(Path(settings))
+        if isinstance(data, dict) and data.get("apiKeyHelper"):
+            return None
+    return ("Claude Code has no credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), "
+            "or log in once with `claude` and /login")
 
 
 def continues_session(command):

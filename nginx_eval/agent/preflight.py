@@ -12,7 +12,7 @@ from ..core.tasknames import AGENT, task_name, unit_name
 from ..doitext.invocation import reachable
 from ..run.commandline import command_program
 from . import sandbox
-from .claude_code import is_claude_code, program_version, resolve_program
+from .claude_code import credentials_problem, is_claude_code, program_version, resolve_program
 from .gate import clear_stop
 from .stage import agent_finished
 
@@ -46,10 +46,12 @@ def program_problem(layout, program, env, box):
         return f"program {program!r} is not on PATH"
     path = resolve_program(program, env)
     claude = is_claude_code(path)
+    if claude and credentials_problem(env):
+        return credentials_problem(env)
     if box and (path or "/" not in program):
         probe = [path, "--version"] if claude else ["bash", "-c", 'type -t -- "$1"', "bash",
                                                     program]
-        problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), sandbox=box,
+        problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), box=box,
                                         environ=env, programs=[path] if path else [])
         return problem and f"program {program!r} does not start in the sandbox: {problem}"
     if claude and not program_version(path, env, layout.agent_versions):
@@ -68,6 +70,7 @@ def preflight(ctx, tasks, selected):
         checked.add(mode.family)
         box = sandbox.settings(mode)
         if box:
+            # Never a fallback to an unisolated run: no agent starts without its sandbox.
             sandbox.check_available(mode, ctx.layout.modes_file)
         env = dict(os.environ, **dict(mode.env))
         for phase in mode.phases:

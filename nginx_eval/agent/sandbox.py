@@ -1,73 +1,144 @@
-"""Optional sandbox for agents: bubblewrap gives the agent its workspace, its tools and nothing else.
+"""Agent isolation: every agent phase runs inside Anthropic's sandbox runtime (``srt``).
 
-Turned on per mode in modes.toml (``sandbox = true``), or for every agent mode with the environment
-variable ``NGINX_EVAL_SANDBOX=1``. Inside, the agent sees:
+``srt`` (npm ``@anthropic-ai/sandbox-runtime``, pinned in scripts/setup-debian.sh) puts the
+command in bubblewrap with no network of its own; its only way out is a pair of filtering
+proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the rest. We give it:
 
-- the system, read-only: /usr, /etc, /opt, /bin, /sbin, /lib*;
-- its tools, read-only: every directory on PATH, and for one under $HOME the whole top-level
-  directory it sits in (``~/.pyenv``, ``~/.local``, ...), since version managers keep the real
-  programs next to their shims;
-- the agent's own program, read-only, followed through its symlinks: the directory it is named in
-  and the one its file is in, or for a program inside an npm package the whole ``node_modules``
-  around it (``node_modules/.bin/claude`` is a symlink into ``@anthropic-ai/claude-code/bin/``,
-  which no PATH entry covers);
-- its workspace and its own log directory, read-write, at their real paths;
-- Claude Code's state, read-write: ``$CLAUDE_CONFIG_DIR`` when set (created if missing: its
-  sessions are what ``--continue`` continues, its transcripts what the harness keeps), else
-  ``~/.claude`` and ``~/.claude.json`` where they exist; and the mode's ``sandbox_binds = [...]``;
-- a private /tmp, /dev and /proc, in its own PID namespace: when the harness kills the sandbox at
-  the time limit, every process in it dies with it;
-- the network, unless the mode says ``network = false``.
+- network: the model endpoint (host and port of ``ANTHROPIC_BASE_URL``, else api.anthropic.com:443)
+  plus the mode's ``allow_hosts``; GitHub, nginx.org, registries and every other local port are
+  refused, each refusal a line of its debug log (blocked_connections reads them);
+- reads: the system (/usr, /etc, /opt, /bin, /lib...), the directories on PATH and those of the
+  programs the phase starts, and the agent's own paths below; nothing else of the machine. The
+  harness's directories (cache with its bare clones, test trees, other workspaces and builds;
+  the results; the project root; local mirrors) are hidden even under a readable directory;
+- writes: the workspace, the phase's log directory, a private temporary directory, the agent's
+  state (``$CLAUDE_CONFIG_DIR``, else ``~/.claude`` and ``~/.claude.json``) and the mode's
+  ``sandbox_binds``.
 
-Whatever the binds above would expose, the harness's own directories are then hidden under empty
-file systems: the cache (bare clones with the fix, nginx-tests trees, other workspaces, builds),
-the results, the project root and local mirrors named by NGINX_EVAL_REPO_URL. Only the workspace,
-the log directory and the agent's state are mounted back on top (a program under a hidden
-directory stays hidden: cli's preflight runs it in the sandbox first and says so).
+A mode opts out with ``isolation = "none"``: its runs are marked unisolated everywhere. There is
+no fallback: where srt cannot start, the run stops before any agent starts (cli's preflight).
+
+Inside, ``NO_PROXY`` is unset: srt exempts loopback from its proxies, which would let a client
+try the sandbox's own (empty) loopback instead of the host's, unrecorded. Through the proxy, a
+local model endpoint works and any other local port is refused on the record.
 """
 
+import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from functools import lru_cache
+from urllib.parse import urlsplit
 
 from ..core.errors import UserError
 
-ENV_FORCE = "NGINX_EVAL_SANDBOX"
-SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SRT_PACKAGE = "@anthropic-ai/sandbox-runtime"
+SRT_PREFIX_VAR, SRT_PROGRAM_VAR = "NGINX_EVAL_SRT_PREFIX", "NGINX_EVAL_SRT"
+DEFAULT_SRT_PREFIX = "/opt/nginx-eval/sandbox-runtime"
+DEFAULT_ENDPOINT = "api.anthropic.com:443"
 AGENT_STATE = ("~/.claude", "~/.claude.json")
+SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# What srt needs on Linux, with the Debian package that has it.
+SRT_NEEDS = {"bwrap": "bubblewrap", "socat": "socat", "rg": "ripgrep"}
+# The CLI's own calls elsewhere (telemetry, error reports, updates) would each be a refused
+# connection on the record: switched off in the sandbox, as the CLI documents.
+QUIET_ENV = {"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+             "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1"}
+# Files srt mounts over (or creates as mount points in) the working directory to keep them
+# read-only; a phase killed with SIGKILL can leave them behind, empty.
+SRT_MOUNT_POINTS = (".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".gitconfig",
+                    ".gitmodules", ".ripgreprc", ".mcp.json", ".vscode", ".idea")
+# The inner command: the agent's stderr to its own file (srt's debug log keeps the other), no
+# proxy exemption, a mark on the agent's processes (proctree.INSIDE_VAR), then the command.
+INNER = ('exec 2>>"$1"; unset NO_PROXY no_proxy; export NGINX_EVAL_INSIDE=1; '
+         'exec bash -c "$2"')
+BLOCKED_LINE = re.compile(r"(?:Connection|HTTP request) blocked to (\S+):(\d+)\s*$")
 
 
 def settings(mode, environ=None):
-    """The sandbox a mode's agent runs in, or None: what an agent run's inputs record."""
-    env = os.environ if environ is None else environ
-    if not (mode.sandbox or env.get(ENV_FORCE, "") not in ("", "0")):
+    """The isolation of a mode's agent, or None (isolation = "none"): what an agent run's inputs
+    record. Without isolation the inputs are those of runs made before isolation existed."""
+    if mode.isolation == "none":
         return None
-    return {"network": mode.network, "binds": list(mode.sandbox_binds)}
+    env = dict(os.environ if environ is None else environ, **dict(mode.env))
+    return {"isolation": "srt", "endpoint": model_endpoint(env),
+            "allow_hosts": list(mode.allow_hosts), "binds": list(mode.sandbox_binds)}
 
 
-@lru_cache(maxsize=1)
-def bwrap_problem():
-    """Why bubblewrap cannot run here, or None."""
-    bwrap = shutil.which("bwrap")
-    if not bwrap:
-        return "bubblewrap is not installed (Debian package bubblewrap)"
-    try:
-        probe = subprocess.run([bwrap, "--ro-bind", "/", "/", "--unshare-pid", "true"],
-                               capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"bwrap does not run: {e}"
-    if probe.returncode != 0:
-        return f"bwrap does not run here: {probe.stderr.strip() or probe.returncode}"
-    return None
+def model_endpoint(environ):
+    """host:port of the model API the agent talks to."""
+    url = environ.get("ANTHROPIC_BASE_URL", "")
+    if not url:
+        return DEFAULT_ENDPOINT
+    parts = urlsplit(url if "://" in url else f"https://{url}")
+    port = parts.port or (80 if parts.scheme == "http" else 443)
+    host = parts.hostname or ""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def check_available(mode, modes_file=None):
-    problem = bwrap_problem()
+def srt_program(environ=None):
+    """The srt to run: $NGINX_EVAL_SRT, else the one setup-debian.sh installs, else srt on PATH."""
+    env = os.environ if environ is None else environ
+    if env.get(SRT_PROGRAM_VAR):
+        return shutil.which(env[SRT_PROGRAM_VAR])
+    prefix = env.get(SRT_PREFIX_VAR) or DEFAULT_SRT_PREFIX
+    program = os.path.join(prefix, "node_modules", ".bin", "srt")
+    return program if os.access(program, os.X_OK) else shutil.which("srt")
+
+
+def install_hint():
+    return ("run `sh scripts/setup-debian.sh` (it installs them), or give the mode "
+            "isolation = \"none\" to run it unisolated")
+
+
+def missing_tools(environ=None):
+    """What srt needs that is not here: ["srt (npm @anthropic-ai/sandbox-runtime)", ...]."""
+    env = os.environ if environ is None else environ
+    missing = [] if srt_program(env) else [f"srt (npm {SRT_PACKAGE})"]
+    path = env.get("PATH", os.defpath)
+    missing += [f"{tool} (Debian package {package})" for tool, package in SRT_NEEDS.items()
+                if not shutil.which(tool, path=path)]
+    return missing
+
+
+@lru_cache(maxsize=4)
+def _start_problem(program, path):
+    with tempfile.TemporaryDirectory(prefix="nginx-eval-srt-") as scratch:
+        config = os.path.join(scratch, "srt.json")
+        with open(config, "w") as f:
+            json.dump({"network": {"allowedDomains": [], "deniedDomains": []},
+                       "filesystem": {"denyRead": [], "allowWrite": [scratch],
+                                      "denyWrite": []}}, f)
+        try:
+            out = subprocess.run([program, "-s", config, "--", "echo", "isolated"], cwd=scratch,
+                                 env=dict(os.environ, PATH=path), capture_output=True,
+                                 text=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"srt does not run: {e}"
+    if out.returncode == 0 and out.stdout.strip() == "isolated":
+        return None
+    said = (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[-1]
+    return f"srt cannot start a sandbox here: {said}"
+
+
+def sandbox_problem(environ=None):
+    """Why no agent can run isolated on this machine (one line), or None."""
+    env = os.environ if environ is None else environ
+    missing = missing_tools(env)
+    if missing:
+        return f"the agent sandbox needs {', '.join(missing)}: {install_hint()}"
+    return _start_problem(srt_program(env), env.get("PATH", os.defpath))
+
+
+def check_available(mode, modes_file=None, environ=None):
+    problem = sandbox_problem(environ)
     if problem:
-        raise UserError(f"the sandbox is on but {problem}", file=modes_file,
-                        item=f"mode {mode.name}", field="sandbox")
+        raise UserError(problem, file=modes_file, item=f"mode {mode.name}", field="isolation")
 
 
 def local_mirror_root(environ):
@@ -80,7 +151,23 @@ def local_mirror_root(environ):
     return path.rstrip("/") or None
 
 
+def agent_state(environ):
+    """The read-write paths of Claude Code's state (see the module docstring)."""
+    config = environ.get("CLAUDE_CONFIG_DIR")
+    if config:
+        os.makedirs(config, exist_ok=True)
+        return [config]
+    return [p for p in (os.path.expanduser(p) for p in AGENT_STATE) if os.path.exists(p)]
+
+
+def _under(path, root):
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def tool_dirs(environ):
+    """The directories on PATH, and for one under $HOME the whole top-level directory it sits
+    in (~/.pyenv, ~/.local, ...): version managers keep the real programs next to their shims."""
     home = os.path.realpath(os.path.expanduser("~"))
     dirs = []
     for entry in environ.get("PATH", "").split(os.pathsep):
@@ -88,15 +175,15 @@ def tool_dirs(environ):
             continue
         real = os.path.realpath(entry)
         if real.startswith(home + os.sep):
-            top = real[len(home) + 1:].split(os.sep, 1)[0]
-            real = os.path.join(home, top)
+            real = os.path.join(home, real[len(home) + 1:].split(os.sep, 1)[0])
         dirs.append(real)
     return dirs
 
 
 def program_dirs(programs):
-    """The directories the programs need (see the module docstring), for paths as PATH finds
-    them (symlinks not followed)."""
+    """The directories a program needs, followed through its symlinks: the one it is named in
+    and the one its file is in, or for a program inside an npm package the whole
+    ``node_modules`` around it (``node_modules/.bin/claude`` links into the package)."""
     dirs = []
     for path in programs:
         for p in (os.path.abspath(path), os.path.realpath(path)):
@@ -108,56 +195,128 @@ def program_dirs(programs):
     return dirs
 
 
-def agent_state(environ):
-    """The read-write paths of Claude Code's state (see the module docstring)."""
-    config = environ.get("CLAUDE_CONFIG_DIR")
-    if config:
-        os.makedirs(config, exist_ok=True)
-        return [config]
-    return [os.path.expanduser(p) for p in AGENT_STATE]
-
-
-def wrap(argv, *, workspace, log_dir, hidden, sandbox, environ, programs=()):
-    """`argv` run inside bubblewrap with the view described in the module docstring. programs:
-    the paths of the programs the command starts (commandline.command_program, found on PATH)."""
-    args = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--new-session"]
-    if not sandbox["network"]:
-        args.append("--unshare-net")
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    for d in SYSTEM_DIRS:
-        args += ["--ro-bind-try", d, d]
-    for d in dict.fromkeys(tool_dirs(environ) + program_dirs(programs)):
-        args += ["--ro-bind-try", d, d]
-    # Hide the harness's directories, then mount back only what is the agent's.
+def srt_settings(box, *, workspace, writable, hidden, environ, programs=()):
+    """srt's settings file for one phase. writable: the log and temporary directories;
+    programs: the programs the phase's command starts (found on PATH)."""
     mirror = local_mirror_root(environ)
-    for h in [str(x) for x in hidden] + ([mirror] if mirror else []):
-        if h and h != "/" and os.path.isdir(h):
-            args += ["--tmpfs", h]
-    for p in (workspace, log_dir):
-        args += ["--bind", str(p), str(p)]
-    for p in agent_state(environ) + [os.path.expanduser(p) for p in sandbox["binds"]]:
-        args += ["--bind-try", p, p]
-    args += ["--chdir", str(workspace), "--"]
-    return args + list(argv)
+    # Nothing of the machine is readable but the system, the tools and the agent's own paths
+    # (a cache or a checkout elsewhere, other runs' files in /tmp stay out of sight); the
+    # harness's directories stay hidden even where a tool directory lies above them.
+    denied = ["/"] + [str(h) for h in list(hidden) + ([mirror] if mirror else [])
+                      if h and str(h) != "/" and os.path.isdir(h)]
+    binds = [os.path.expanduser(b) for b in box["binds"]]
+    allowed = [str(workspace)] + [str(w) for w in writable] + agent_state(environ) + \
+        [b for b in binds if os.path.exists(b)]
+    readable = [d for d in SYSTEM_DIRS if os.path.exists(d)] + tool_dirs(environ) + \
+        program_dirs(programs)
+    # A tool under a hidden directory stays hidden (srt would let the narrower allow win).
+    readable = [d for d in readable if not any(_under(d, h) for h in denied[1:])]
+    return {"network": {"allowedDomains": [box["endpoint"]] + list(box["allow_hosts"]),
+                        "deniedDomains": []},
+            "filesystem": {"denyRead": list(dict.fromkeys(denied)),
+                           "allowRead": list(dict.fromkeys(readable)),
+                           "allowWrite": list(dict.fromkeys(allowed)), "denyWrite": []}}
 
 
-def start_problem(argv, *, hidden, sandbox, environ, programs=()):
-    """Why `argv` does not run in the sandbox (None when it exits 0 and prints something), in an
-    empty directory standing in for the workspace: cli's preflight runs the agent's program
-    there before any agent starts."""
-    with tempfile.TemporaryDirectory(prefix="nginx-eval-preflight-") as scratch:
-        wrapped = wrap(argv, workspace=scratch, log_dir=scratch, hidden=hidden, sandbox=sandbox,
-                       environ=environ, programs=programs)
-        try:
-            out = subprocess.run(wrapped, cwd=scratch, env=environ, capture_output=True,
-                                 text=True, timeout=60, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return str(e)
-    if out.returncode == 0 and out.stdout.strip():
-        return None
-    return (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[-1]
+def wrap(command, *, settings_file, stderr_file, environ):
+    """argv that runs `command` (bash -c) in srt with `settings_file`; the command's stderr goes
+    to `stderr_file`, srt's own (its debug log) to the caller's stderr."""
+    return [srt_program(environ), "-d", "-s", str(settings_file), "--",
+            "bash", "-c", INNER, "nginx-eval-agent", str(stderr_file), command]
+
+
+def phase_environment(environ, tmp_dir):
+    """The environment of an isolated phase, and of srt itself: a private temporary directory
+    (srt puts the sockets of its proxy bridges there too, so it must be one the agent may
+    write: outside it nothing of /tmp is visible), the CLI quiet."""
+    quiet = {k: v for k, v in QUIET_ENV.items() if k not in environ}
+    return dict(environ, TMPDIR=str(tmp_dir), CLAUDE_CODE_TMPDIR=str(tmp_dir), **quiet)
 
 
 def hidden_paths(layout):
     return [layout.cache, layout.results_root, layout.root]
+
+
+class TimestampedLog:
+    """A pipe whose lines are written to `path`, each after the UTC time it arrived: srt's debug
+    log, so that every refused connection has its time. Use as a context manager; `.fd` is the
+    write end to hand to the command."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        read_end, self.fd = os.pipe()
+        self.thread = threading.Thread(target=self._copy, args=(read_end,), daemon=True)
+        self.thread.start()
+        return self
+
+    def _copy(self, read_end):
+        with os.fdopen(read_end, "rb") as source, open(self.path, "ab") as out:
+            for line in source:
+                stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                out.write(stamp.encode() + b" " + line)
+                out.flush()
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+        # Processes the sandbox left behind may hold the write end: do not wait for them.
+        self.thread.join(timeout=5)
+
+
+def blocked_connections(log_text):
+    """[{"host", "port", "time"}] of every connection srt's proxies refused, from its debug log
+    (TimestampedLog's lines)."""
+    blocked = []
+    for line in log_text.splitlines():
+        stamp, _, rest = line.partition(" ")
+        m = BLOCKED_LINE.search(rest)
+        if m and "[SandboxDebug]" in rest:
+            blocked.append({"host": m.group(1).strip("[]"), "port": int(m.group(2)),
+                            "time": stamp})
+    return blocked
+
+
+def remove_mount_points(workspace, before):
+    """Remove the empty files and directories srt left in the workspace (SRT_MOUNT_POINTS) that
+    were not there before the phase: they are the sandbox's, not the agent's patch."""
+    for name in SRT_MOUNT_POINTS:
+        path = os.path.join(workspace, name)
+        if name in before or not os.path.lexists(path) or os.path.islink(path):
+            continue
+        try:
+            if os.path.isdir(path) and not os.listdir(path):
+                os.rmdir(path)
+            elif os.path.isfile(path) and os.path.getsize(path) == 0:
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def present_mount_points(workspace):
+    return {n for n in SRT_MOUNT_POINTS if os.path.lexists(os.path.join(workspace, n))}
+
+
+def start_problem(argv, *, hidden, box, environ, programs=()):
+    """Why `argv` does not run isolated as a phase would (None when it exits 0 and prints
+    something), in an empty directory standing in for the workspace: cli's preflight runs the
+    agent's program there before any agent starts."""
+    with tempfile.TemporaryDirectory(prefix="nginx-eval-preflight-") as scratch:
+        settings_file = os.path.join(scratch, "srt.json")
+        with open(settings_file, "w") as f:
+            json.dump(srt_settings(box, workspace=scratch, writable=[], hidden=hidden,
+                                   environ=environ, programs=programs), f)
+        stderr_file = os.path.join(scratch, "stderr")
+        command = " ".join(shlex.quote(a) for a in argv)
+        wrapped = wrap(command, settings_file=settings_file, stderr_file=stderr_file,
+                       environ=environ)
+        try:
+            out = subprocess.run(wrapped, cwd=scratch, env=phase_environment(environ, scratch),
+                                 capture_output=True, text=True, timeout=60,
+                                 stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return str(e)
+        said = open(stderr_file, errors="replace").read() if os.path.exists(stderr_file) else ""
+    if out.returncode == 0 and out.stdout.strip():
+        return None
+    return (said.strip().splitlines() or [f"exit code {out.returncode}"])[-1]

@@ -29,7 +29,15 @@ Output ``agent.json``::
                  "transcript": "agent/<i>-<phase>.transcript.jsonl" | null}],
      "cost_usd": float | null, "tokens": {"input", "output", "cache_read", "cache_creation"} | null,
                                    # over phases and attempts, every model (subagents too)
-     "trajectory": "agent/trajectory.md" | null}
+     "trajectory": "agent/trajectory.md" | null,
+     "isolation": "srt" | "none",  # "none": the mode ran unisolated (isolation = "none")
+     "flags": [{"kind", "phase", "detail"}],   # attempts to look beyond the task, every
+                                   # attempt's (attempts.py); "contamination" ones included
+     "contaminated": bool}         # the fix reached the agent: the outcome is "contaminated"
+
+Each phase also has ``"blocked": [{"host", "port", "time"}]`` (connections the sandbox refused;
+null unisolated) and ``"sandbox_log"`` (srt's debug log, null unisolated); its settings are in
+``agent/<i>-<phase>.srt.json``.
 
 What the CLI's outputs mean (status, cost, sessions, transcripts, slash commands) is
 claude_code.py's; what holds an agent back (a run stopped by refused credentials, the budget,
@@ -52,16 +60,19 @@ import base64
 import os
 import re
 import shlex
+import shutil
 import sys
+import tempfile
 from functools import lru_cache
 
 import jinja2
 
+from . import attempts as attempts_module
 from . import claude_code as cc
 from . import transcript as ct
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
-from ..core import jsonio, limits, stamps
+from ..core import gitcmd, jsonio, limits, stamps
 from . import sandbox, trajectory
 from .gate import (CredentialsRefused, backoff_seconds, check_not_stopped, clear_stop,
                    keep_attempt_logs, over_budget, stop_the_run, wait_interruptibly)
@@ -160,6 +171,7 @@ class AgentRun:
         self.env = dict(os.environ, **dict(mode.env), NGINX_EVAL_INSTANCE=task.instance_id)
         self.box = sandbox.settings(mode)
         self.config = ct.config_dir(self.env)
+        self.evidence = None
         self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
 
     def attempt(self):
@@ -172,7 +184,7 @@ class AgentRun:
         mark_agent_started(self.layout, self.mode.name, self.task)
         self.logs.mkdir(parents=True, exist_ok=True)
         state = {"status": COMPLETED, "error": "", "phases": [], "sessions": {},
-                 "session": None, "rendered": []}
+                 "session": None, "rendered": [], "flags": []}
         for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts), 1):
             if not self.ws.is_dir():
                 # An earlier phase deleted the workspace: nothing to run the next phase in.
@@ -210,10 +222,11 @@ class AgentRun:
             return ERROR, undefined
         before = ct.transcript_sizes(self.config, self.ws) if claude else {}
         command = render_command(phase.command, self.env, values)
-        outcome = self.launch(command, record, program, phase.timeout)
+        outcome = self.launch(command, record, phase.timeout, stem, program)
         lines = ct.new_transcript_lines(before, ct.transcript_sizes(self.config, self.ws)) \
             if claude else []
         status, reason = self.read_phase(record, outcome, lines, state, phase, slash, stem)
+        state["flags"] += self.scan(phase.name, record, ct.entries_of(lines), claude)
         if status not in (COMPLETED, cc.AUTH):
             say(self.mode, self.task, "failed", reason, self.out.parent / record["stderr"])
         return status, reason
@@ -232,21 +245,76 @@ class AgentRun:
                 "stderr": relative(self.logs / f"{stem}.stderr"),
                 "prompt_file": relative(prompt_file), **cc.result_fields(None),
                 "cost_usd": None, "tokens": None, "models": {}, "cost_source": None,
-                "transcript": None}
+                "transcript": None, "blocked": None, "sandbox_log": None}
 
-    def launch(self, command, record, program, timeout):
-        argv = ["bash", "-c", command]
+    def launch(self, command, record, timeout, stem, program):
         if self.box:
-            argv = sandbox.wrap(argv, workspace=self.ws, log_dir=self.logs, sandbox=self.box,
-                                environ=self.env, hidden=sandbox.hidden_paths(self.layout),
-                                programs=[program] if program else [])
-        with open(self.out.parent / record["stdout"], "wb") as so, \
-                open(self.out.parent / record["stderr"], "wb") as se, limits.slot("agent"):
-            outcome = run_limited(argv, cwd=str(self.ws), env=self.env, timeout=timeout,
-                                  stdout=so, stderr=se, token_file=self.token_file)
+            outcome = self.launch_isolated(command, record, timeout, stem, program)
+        else:
+            with open(self.out.parent / record["stdout"], "wb") as so, \
+                    open(self.out.parent / record["stderr"], "wb") as se, limits.slot("agent"):
+                outcome = run_limited(["bash", "-c", command], cwd=str(self.ws), env=self.env,
+                                      timeout=timeout, stdout=so, stderr=se,
+                                      token_file=self.token_file)
         record.update(exit_code=outcome.exit_code, timed_out=outcome.timed_out,
                       wall_seconds=outcome.seconds)
         return outcome
+
+    def launch_isolated(self, command, record, timeout, stem, program):
+        """The phase in srt (sandbox.py): its settings and debug log beside its other logs, each
+        refused connection in record["blocked"]."""
+        settings_file = self.logs / f"{stem}.srt.json"
+        log_file = self.logs / f"{stem}.sandbox.log"
+        stderr_file = self.out.parent / record["stderr"]
+        stderr_file.write_bytes(b"")
+        log_file.write_bytes(b"")
+        tmp = tempfile.mkdtemp(prefix="nginx-eval-agent-tmp-")
+        try:
+            jsonio.write_json(settings_file, sandbox.srt_settings(
+                self.box, workspace=self.ws, writable=[self.logs, tmp],
+                hidden=sandbox.hidden_paths(self.layout), environ=self.env,
+                programs=[program] if program else []))
+            env = sandbox.phase_environment(self.env, tmp)
+            argv = sandbox.wrap(command, settings_file=settings_file, stderr_file=stderr_file,
+                                environ=env)
+            before = sandbox.present_mount_points(self.ws)
+            with open(self.out.parent / record["stdout"], "wb") as so, \
+                    sandbox.TimestampedLog(log_file) as log, limits.slot("agent"):
+                outcome = run_limited(argv, cwd=str(self.ws), env=env, timeout=timeout,
+                                      stdout=so, stderr=log.fd, token_file=self.token_file,
+                                      inside_first=True)
+            if self.ws.is_dir():
+                sandbox.remove_mount_points(self.ws, before)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        record.update(blocked=sandbox.blocked_connections(log_file.read_text(errors="replace")),
+                      sandbox_log=str(log_file.relative_to(self.out.parent)))
+        return outcome
+
+    def fix_evidence(self):
+        """What would show the fix reached the agent (attempts_module.FixEvidence), once per run."""
+        if self.evidence is None:
+            bare = self.layout.bare_repo(self.task.repo)
+            gold = gitcmd.gold_diff(bare, self.task.base_commit, self.task.fix_commit)
+            lines = attempts_module.fix_lines(
+                gold.decode("utf-8", "replace"),
+                lambda found: gitcmd.lines_in_tree(bare, self.task.base_commit, found))
+            self.evidence = attempts_module.FixEvidence(self.task.fix_commit, lines)
+        return self.evidence
+
+    def scan(self, phase, record, entries, claude):
+        """The phase's flags (attempts.py): from its transcript, or from its command logs when
+        the agent is not Claude Code."""
+        scope = attempts_module.Scope(self.ws, own=[self.logs, self.config],
+                               harness=sandbox.hidden_paths(self.layout)
+                               + [sandbox.local_mirror_root(self.env)])
+        if claude:
+            flags, contamination = attempts_module.scan_transcript(phase, entries, scope,
+                                                            self.fix_evidence())
+            return flags + contamination
+        logs = "".join((self.out.parent / record[k]).read_text(errors="replace")
+                       for k in ("stdout", "stderr"))
+        return attempts_module.scan_log(phase, logs)
 
     def read_phase(self, record, outcome, lines, state, phase, slash, stem):
         """Fill the record from the CLI's result and transcript; (status, reason)."""
@@ -257,9 +325,9 @@ class AgentRun:
         # At the time limit procs.run_limited sends SIGTERM to the process group (the CLI is
         # bash's exec'd command) and to the run's token carriers, SIGKILL 3 s later
         # (proctree.py): on SIGTERM the CLI writes its cost-state line, so a killed phase's
-        # cost comes from the transcript. In the sandbox bwrap dies of the SIGTERM and takes
-        # the CLI with it (--die-with-parent) before it writes one (measured): only the
-        # tokens are recovered there, the cost stays null.
+        # cost comes from the transcript. Isolated, the agent's processes get their SIGTERM
+        # first (proctree.stop_inside_first): bubblewrap signalled first would take the CLI
+        # with it before it writes that line.
         usage, cumulative = cc.phase_usage(result, entries, state["sessions"].get(session, {}))
         record.update(usage, session_id=session)
         if session:
@@ -306,6 +374,7 @@ def run_attempts(run, retries):
 
 def agent_record(inputs, run, attempts, version):
     last, phases = attempts[-1], [p for a in attempts for p in a["phases"]]
+    flags = attempts_module.dedupe([f for a in attempts for f in a.get("flags", [])])
     # The phases' own time: no workspace set-up, no wait for a slot or between attempts.
     seconds = sum(p["wall_seconds"] or 0 for p in phases)
     return {"inputs": inputs, "mode": run.mode.name, "instance_id": run.task.instance_id,
@@ -314,7 +383,8 @@ def agent_record(inputs, run, attempts, version):
                           "cost_usd": cc.summed_cost(a["phases"])} for a in attempts],
             "agent_version": version, "wall_seconds": round(seconds, 3),
             "cost_usd": cc.summed_cost(phases), "tokens": cc.summed_tokens(phases),
-            "trajectory": last["trajectory"]}
+            "trajectory": last["trajectory"], "isolation": "srt" if run.box else "none",
+            "flags": flags, "contaminated": any(f["kind"] == "contamination" for f in flags)}
 
 
 def not_run_record(inputs, mode, task, max_cost, spent):
@@ -323,7 +393,8 @@ def not_run_record(inputs, mode, task, max_cost, spent):
     return {"inputs": inputs, "mode": mode.name, "instance_id": task.instance_id,
             "status": NOT_RUN, "error": error, "attempts": [], "agent_version": None,
             "wall_seconds": 0.0, "phases": [], "cost_usd": None, "tokens": None,
-            "trajectory": None}
+            "trajectory": None, "isolation": "srt" if sandbox.settings(mode) else "none",
+            "flags": [], "contaminated": False}
 
 
 def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff):
@@ -334,7 +405,7 @@ def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff):
     if on_node():
         clear_stop(layout)      # the coordinator checked its own stop file
     if sandbox.settings(mode):
-        sandbox.check_available(mode)
+        sandbox.check_available(mode)       # never a fallback to an unisolated run
     run = AgentRun(layout, mode, task, prompts)
     try:
         attempts = run_attempts(run, retries)

@@ -3,7 +3,10 @@
 
 What it checks, and how a problem is reported:
 
-    tools          cc, make, git, perl, prove, tar (required); ccache, bwrap (warnings only)
+    tools          cc, make, git, perl, prove, tar (required); ccache, and bwrap, socat, rg for
+                   the agent sandbox (warnings only)
+    agent sandbox  whether srt starts an isolated command here (agent/sandbox.py): a warning when
+                   not, since gold and none need none, but no agent mode can run
     isolation      whether tests get a network namespace of their own (prove/network.py); a
                    warning when not: they share the machine's ports, fixed-port test trees
                    queue for one machine-wide slot
@@ -46,6 +49,7 @@ import sys
 
 from doit.exceptions import TaskFailed
 
+from ..agent import sandbox
 from ..prove import network as private_network
 from .doctor_report import NOT_CHECKED, Finding, render
 from ..core.gitcmd import file_at
@@ -59,8 +63,9 @@ PACKAGES_FILE = SOURCE_ROOT / "scripts" / "debian-packages.txt"
 # (tool, package, required)
 TOOLS = (("cc", "gcc", True), ("make", "make", True), ("git", "git", True), ("perl", "perl", True),
          ("prove", "perl", True), ("tar", "tar", True), ("ccache", "ccache", False),
-         ("bwrap", "bubblewrap", False))
-TOOL_NOTES = {"ccache": "builds are not shared between trees", "bwrap": "no agent sandbox"}
+         ("bwrap", "bubblewrap", False), ("socat", "socat", False), ("rg", "ripgrep", False))
+TOOL_NOTES = {"ccache": "builds are not shared between trees", "bwrap": "no agent sandbox",
+              "socat": "no agent sandbox", "rg": "no agent sandbox"}
 
 # -- probing the machine ------------------------------------------------------------------------
 
@@ -75,6 +80,9 @@ class SystemProbe:
 
     def private_network_problem(self):
         return private_network.problem()
+
+    def sandbox_problem(self):
+        return sandbox.sandbox_problem()
 
     def exists(self, pattern):
         return bool(glob.glob(pattern))
@@ -166,6 +174,7 @@ def diagnose(tasks, source, probe, listed_packages=None):
     findings += _not_checked(unread, pcre_unknown)
     findings += _tool_findings(probe)
     findings.append(_isolation_finding(probe))
+    findings.append(_sandbox_finding(probe))
     findings += _probed_needs(needs, probe)
     if listed_packages is not None:
         findings += _unlisted(findings, listed_packages)
@@ -249,6 +258,13 @@ def _isolation_finding(probe):
     return Finding("warn", "isolation", "private network",
                    note=f"tests share the machine's network ({problem}); test trees with "
                         "fixed ports run one file at a time")
+
+
+def _sandbox_finding(probe):
+    problem = probe.sandbox_problem()
+    if problem is None:
+        return Finding("ok", "agent sandbox", "srt starts an isolated command")
+    return Finding("warn", "agent sandbox", "srt", note=f"no agent mode can run: {problem}")
 
 
 def _probed_needs(needs, probe):

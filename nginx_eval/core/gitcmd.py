@@ -216,6 +216,20 @@ def matches_in_tree(git_dir, commit, pattern, *pathspecs):
     return proc.stdout.decode("utf-8", "replace")
 
 
+def lines_in_tree(git_dir, commit, lines):
+    """Those of `lines` (fixed strings) that some file of `commit` contains."""
+    if not lines:
+        return []
+    args = [f"--git-dir={git_dir}", "grep", "-h", "-o", "-I", "-F"]
+    for line in lines:
+        args += ["-e", line]
+    proc = _git(args + [commit], check=False)
+    if proc.returncode not in (0, 1):
+        raise GitError(["grep", "-F", commit], proc.returncode, proc.stderr)
+    found = set(proc.stdout.decode("utf-8", "replace").splitlines())
+    return [line for line in lines if line in found]
+
+
 # -- clones and workspaces -------------------------------------------------------------------------
 
 def clone_bare(url, dest):

@@ -5,6 +5,8 @@ Outcome of a task in a mode (first match wins)::
 
     infra_error          the agent's run ended because the API or the network failed (after
                          its retries): not the model's answer, not scored
+    contaminated         the fix reached the agent (agent/attempts.py): not its own answer, not
+                         scored
     not_run              the run's budget (max_cost) was spent before the agent started: not
                          scored
     resolved             the patch resolves the task (even after an agent timeout or failure)
@@ -29,7 +31,8 @@ GRADE_STATUSES = ("resolved", "partially_resolved", "unresolved", "patch_failed"
 
 # Outcomes that say nothing of the model: outside a mode's denominator (rates, intervals,
 # comparisons), counted apart.
-NOT_SCORED = tuple(UNFINISHED_AGENT)
+CONTAMINATED = "contaminated"
+NOT_SCORED = tuple(UNFINISHED_AGENT) + (CONTAMINATED,)
 OUTCOMES = ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
             "timeout", "agent_error", "env_error") + NOT_SCORED
 # Outcomes in which the run went wrong rather than the patch: the errors of a progress line.
@@ -40,8 +43,10 @@ NOT_JUDGED = ("env_error", "patch_failed") + NOT_SCORED
 
 def outcome(row):
     """The outcome of a results.jsonl row (or a row without the field, from its other fields)."""
-    if row.get("agent_status") in NOT_SCORED:
+    if row.get("agent_status") in UNFINISHED_AGENT:
         return row["agent_status"]
+    if row.get("contaminated"):
+        return CONTAMINATED
     if row.get("resolved"):
         return "resolved"
     if row.get("status") == "env_error":

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .proctree import (GRACE_SECONDS, TOKEN_VAR, kill_command, pids_with_token, stop_children_first,
-                       stop_commands)
+                       stop_commands, stop_inside_first)
 
 
 @dataclass
@@ -115,12 +115,14 @@ def kill_leftovers(token_file):
 
 
 def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEVNULL,
-                token_file=None, children_first=False):
+                token_file=None, children_first=False, inside_first=False):
     """Run argv with a wall-clock limit; kill its whole process tree at the limit and on exit.
     token_file: where the token stays while the command runs (see kill_leftovers).
     children_first: at the limit, stop what the command started before the command itself, so
     that it can write what it has (prove keeps the TAP of a file until the file ends, when its
     output is not a terminal).
+    inside_first: at the limit, stop what runs inside the command's sandbox before the sandbox
+    (proctree.stop_inside_first).
     After an interrupt (stop_on_signals) it starts nothing and raises Interrupted instead of
     returning: the caller must not take a stopped command's outcome for a result."""
     if _stop["stopping"]:
@@ -131,7 +133,7 @@ def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEV
     start = time.monotonic()
     proc = _start_registered(argv, token, token_file, cwd=cwd, env=env, stdout=stdout,
                              stderr=stderr, stdin=stdin)
-    timed_out = _wait_limited(proc, token, token_file, timeout, children_first)
+    timed_out = _wait_limited(proc, token, token_file, timeout, children_first, inside_first)
     # Also on a normal exit: background processes the command left behind must not outlive it.
     _end(proc, token, token_file)
     if _stop["stopping"]:
@@ -179,7 +181,7 @@ def _start_registered(argv, token, token_file, **popen_args):
     return proc
 
 
-def _wait_limited(proc, token, token_file, timeout, children_first):
+def _wait_limited(proc, token, token_file, timeout, children_first, inside_first=False):
     """Wait for the command up to `timeout` seconds; whether it reached the limit. When anything
     else ends the wait (Interrupted, KeyboardInterrupt), the command is ended first."""
     try:
@@ -189,6 +191,8 @@ def _wait_limited(proc, token, token_file, timeout, children_first):
     except subprocess.TimeoutExpired:
         if children_first:
             stop_children_first(proc, token)
+        elif inside_first:
+            stop_inside_first(proc, token)
         return True
     except BaseException:
         _end(proc, token, token_file)

@@ -128,3 +128,36 @@ def stop_children_first(proc, token):
             return
         except subprocess.TimeoutExpired:
             pass
+
+
+# Set by the command a sandbox starts (sandbox.INNER) for itself and what it starts: the agent's
+# processes, as opposed to the sandbox's own (bubblewrap, its proxy bridges, its seccomp helper).
+INSIDE_VAR = "NGINX_EVAL_INSIDE"
+# How long an isolated agent may take to end after its SIGTERM: the CLI writes its cost then.
+INSIDE_GRACE_SECONDS = 10
+
+
+def _carries(pid, needle):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return needle in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def stop_inside_first(proc, token, grace=INSIDE_GRACE_SECONDS):
+    """SIGTERM to the agent's processes inside the command's sandbox (those carrying
+    INSIDE_VAR), not to the sandbox: bubblewrap, or a process between it and the agent, killed
+    first would take the agent with it before it writes what it has. Up to `grace` seconds for
+    the command to end; the caller then stops what is left as usual."""
+    inside = f"{INSIDE_VAR}=1".encode()
+    for pid in pids_with_token(token):
+        if pid != proc.pid and _carries(pid, inside):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass

@@ -141,9 +141,10 @@ def file_problem(fr, record):
         return Problem("env", "test file does not exist at the test commit")
     code, timed_out = record.get("exit_code"), record.get("timed_out")
     # prove itself ending by a signal (a negative exit code from subprocess): the test did not
-    # decide, whatever TAP came out.
+    # decide, whatever TAP came out. The patched nginx may be what killed it: the base build's
+    # run of the same file decides (grade.judge_file).
     if not timed_out and isinstance(code, int) and code < 0:
-        return Problem("env", f"prove was killed by signal {-code}")
+        return Problem("killed", f"prove was killed by signal {-code}")
     if fr.tampered:
         return Problem("tampered", "TAP written by someone else: " + "; ".join(fr.tampered[:3]))
     if fr.skip_all is not None:

@@ -17,10 +17,12 @@ from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES
 
 CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
         "compile_failed": "CF", "patch_failed": "PF", "timeout": "TO", "agent_error": "ERR",
-        "env_error": "ENV", "infra_error": "INFRA", "not_run": "BUDGET"}
+        "env_error": "ENV", "infra_error": "INFRA", "not_run": "BUDGET",
+        "contaminated": "CONTAM"}
 # How report.md counts the tasks a mode does not score: (one, several).
 NOT_SCORED_WORDS = {"infra_error": ("infra error", "infra errors"),
-                    "not_run": ("left by the budget", "left by the budget")}
+                    "not_run": ("left by the budget", "left by the budget"),
+                    "contaminated": ("contaminated", "contaminated")}
 SCHEMA_VERSION = 2
 
 
@@ -86,6 +88,9 @@ def _display_facts(mode_data):
                             for k in ("cache_read", "cache_creation")),
         "agent_version": _agent_versions(mode_data),
         "trajectories": any(d["trajectories"] for d in mode_data),
+        "isolation": any(d["isolation"]["isolated"] or d["isolation"]["unisolated"]
+                         for d in mode_data),
+        "unisolated_modes": [d["name"] for d in mode_data if d["isolation"]["unisolated"]],
     }
 
 
@@ -176,6 +181,9 @@ def _row_warnings(mode, iid, row):
     """Environment errors of a row, and an agent that did not complete."""
     warnings = [f"{mode} / {iid}: environment error: {err}" for err in row.get("env_errors") or []]
     status = row.get("agent_status")
+    if row.get("contaminated"):
+        warnings.append(f"{mode} / {iid}: contaminated, not scored: the fix reached the agent "
+                        f"(see agent.json flags)")
     if status == "infra_error":
         warnings.append(f"{mode} / {iid}: infra error, not scored: "
                         f"{row.get('agent_error') or status}")
@@ -253,6 +261,13 @@ def agent_json(mode):
         out[f"{o}_instances"] = len(mode["not_scored"][o])
         out[f"{o}_ids"] = sorted(mode["not_scored"][o])
     out["agent_versions"] = mode["agent_versions"]
+    iso = mode["isolation"]
+    out["isolation"] = {"isolated_instances": len(iso["isolated"]),
+                        "unisolated_ids": iso["unisolated"],
+                        "blocked_connections": sum(iso["blocked"].values()),
+                        "blocked_ids": sorted(iso["blocked"]),
+                        "flagged_ids": sorted(iso["flagged"]),
+                        "contaminated_ids": iso["contaminated"]}
     return out
 
 

@@ -161,6 +161,20 @@ def _agent_facts(by_id, outcomes):
                                   if r.get("agent_version")}),
         "trajectories": {i: r["trajectory"] for i, r in by_id.items() if r.get("trajectory")},
         "not_scored": {o: [i for i, v in outcomes.items() if v == o] for o in NOT_SCORED},
+        "isolation": _isolation_facts(by_id),
+    }
+
+
+def _isolation_facts(by_id):
+    """What the mode's agents could reach and tried (agent.json's isolation, blocked, flags):
+    runs isolated and not, refused connections per task, tasks flagged, tasks contaminated."""
+    agents = {i: r for i, r in by_id.items() if r.get("isolation")}
+    return {
+        "isolated": sorted(i for i, r in agents.items() if r["isolation"] != "none"),
+        "unisolated": sorted(i for i, r in agents.items() if r["isolation"] == "none"),
+        "blocked": {i: r["blocked"] for i, r in agents.items() if r.get("blocked")},
+        "flagged": {i: r["flags"] for i, r in agents.items() if r.get("flags")},
+        "contaminated": sorted(i for i, r in agents.items() if r.get("contaminated")),
     }
 
 

@@ -6,9 +6,10 @@ Schema::
     description = "..."              # optional, shown in the report
     model = "..."                    # optional, fills {model}
     env = { VAR = "value" }          # optional, extra environment for every phase
-    sandbox = true                   # optional: run the agent in bubblewrap (see sandbox.py)
-    network = false                  # optional, in the sandbox: no network
-    sandbox_binds = ["~/.npm"]       # optional, in the sandbox: more read-write paths
+    isolation = "none"               # optional: run the agent unisolated (default "srt": the
+                                     # sandbox of sandbox.py, network only to the model API)
+    allow_hosts = ["example.org"]    # optional, isolated: more hosts the agent may reach
+    sandbox_binds = ["~/.npm"]       # optional, isolated: more read-write paths
 
     repeats = 3                      # optional: also runs <name>-r2, <name>-r3 (for pass@k)
     commands = ["fix-issue.md"]      # optional: files of templates/commands/ (custom slash
@@ -40,6 +41,7 @@ Built-in modes need no configuration: ``gold`` applies the fix commit's diff, ``
 
 import difflib
 import json
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,13 +51,23 @@ from ..core.errors import UserError
 from ..core.layout import SOURCE_ROOT
 
 BUILTIN = ("gold", "none")
+# How an agent mode's agents run: "srt", isolated (agent/sandbox.py); "none", unisolated.
+ISOLATIONS = ("srt", "none")
+# An allow_hosts entry: a host name, a wildcard (*.example.org), an IPv4 or [IPv6] literal,
+# optionally with :port, as srt's allowedDomains take them.
+HOST = re.compile(r"(\*\.)?[A-Za-z0-9._-]+(:\d{1,5})?|\[[0-9A-Fa-f:.]+\](:\d{1,5})?")
 DEFAULT_TIMEOUT = 1800
 
 
 # The keys parse_modes reads, at each level: anything else is a typo (unknown_key).
 KEYS = ("modes",)
-MODE_KEYS = ("description", "model", "env", "sandbox", "network", "sandbox_binds", "repeats",
-             "commands", "phases", "predictions")
+MODE_KEYS = ("description", "model", "env", "isolation", "allow_hosts", "sandbox_binds",
+             "repeats", "commands", "phases", "predictions")
+# Keys of the bubblewrap sandbox that isolation replaced: an error that says what to write now.
+REPLACED_KEYS = {
+    "sandbox": "every agent mode runs isolated now; remove it (isolation = \"none\" opts out)",
+    "network": "an isolated agent reaches the model API and allow_hosts only; remove it",
+}
 PHASE_KEYS = ("name", "prompt", "timeout", "command")
 # Under the templates directory: the files a mode's `commands` key names.
 COMMANDS_DIR = "commands"
@@ -80,9 +92,9 @@ class Mode:
     predictions: str = ""
     base_name: str = ""             # for repeats: the configured mode ("raw" for "raw-r2")
     repeat: int = 1                 # 1..repeats
-    sandbox: bool = False           # run the agent in bubblewrap (sandbox.py)
-    network: bool = True            # in the sandbox: may the agent use the network
-    sandbox_binds: tuple = ()       # in the sandbox: extra read-write paths
+    isolation: str = "srt"          # "srt" (sandbox.py) or "none": unisolated
+    allow_hosts: tuple = ()         # isolated: hosts the agent may reach besides the model API
+    sandbox_binds: tuple = ()       # isolated: extra read-write paths
     instances: tuple = None         # predictions: the instance ids the file has a row for (the
                                     # only tasks the mode scores); None: every selected task
     command_files: tuple = ()       # (file name, text) of each file of `commands`, in order
@@ -99,9 +111,10 @@ class Mode:
         """What decides whether an agent run is still valid (not the description)."""
         fingerprint = {"phases": [vars(p) for p in self.phases], "model": self.model,
                        "env": [list(e) for e in self.env], "repeat": self.repeat}
-        if not self.network or self.sandbox_binds:
-            # Only when set, so that modes without them keep the runs they have.
-            fingerprint["sandbox"] = {"network": self.network, "binds": list(self.sandbox_binds)}
+        if self.sandbox_binds:
+            # Only when set, so that modes without them keep the runs they have. The isolation
+            # itself is in the agent's inputs (sandbox.settings).
+            fingerprint["sandbox"] = {"binds": list(self.sandbox_binds)}
         if self.command_files:
             # Likewise; the text, not the name: an edited command is another agent input.
             fingerprint["commands"] = [list(c) for c in self.command_files]
@@ -114,6 +127,7 @@ class Mode:
     def to_json(self):
         data = {"name": self.name, "family": self.family, "repeat": self.repeat,
                 "kind": self.kind, "model": self.model,
+                "isolation": self.isolation if self.kind == "agent" else None,
                 "description": self.description, "predictions": self.predictions,
                 "commands": [p.command for p in self.phases]}
         if self.instances is not None:
@@ -152,15 +166,21 @@ def _mode_settings(raw, path, where):
     env = raw.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise UserError("must be a table of strings", file=path, item=where, field="env")
-    for key, kind in (("sandbox", bool), ("network", bool)):
-        if key in raw and not isinstance(raw[key], kind):
-            raise UserError("must be true or false", file=path, item=where, field=key)
+    isolation = raw.get("isolation", "srt")
+    if isolation not in ISOLATIONS:
+        raise UserError(f"must be one of {', '.join(map(repr, ISOLATIONS))}", file=path,
+                        item=where, field="isolation")
     binds = raw.get("sandbox_binds", [])
     if not isinstance(binds, list) or not all(isinstance(b, str) and b for b in binds):
         raise UserError("must be a list of paths", file=path, item=where, field="sandbox_binds")
+    hosts = raw.get("allow_hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and HOST.fullmatch(h)
+                                              for h in hosts):
+        raise UserError("must be a list of host names, each optionally with :port "
+                        "(no scheme, no path)", file=path, item=where, field="allow_hosts")
     return dict(model=str(raw.get("model", "")), description=str(raw.get("description", "")),
-                env=tuple(sorted(env.items())), sandbox=raw.get("sandbox", False),
-                network=raw.get("network", True), sandbox_binds=tuple(binds))
+                env=tuple(sorted(env.items())), isolation=isolation,
+                allow_hosts=tuple(hosts), sandbox_binds=tuple(binds))
 
 
 def _command_files(raw, path, where, templates_dir):
@@ -247,6 +267,9 @@ def parse_modes(data, path, templates_dir=None):
                             file=path, item=where)
         if not isinstance(raw, dict):
             raise UserError("must be a table", file=path, item=where)
+        for key, why in REPLACED_KEYS.items():
+            if key in raw:
+                raise UserError(why, file=path, item=where, field=key)
         check_keys(raw, MODE_KEYS, path, where)
         settings = _mode_settings(raw, path, where)
         if "predictions" in raw:

@@ -1,0 +1,99 @@
+"""The documentation stays in shape: a short README that links every page of docs/, relative
+links (and their #anchors) that resolve, and setup and test commands that are CI's own."""
+
+import re
+
+from conftest import SOURCE_ROOT
+
+README_MAX_LINES = 220
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^(```|~~~)")
+
+
+def prose(text):
+    """The lines of a Markdown text outside fenced code blocks."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line.strip()):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    return lines
+
+
+def links(text):
+    """The targets of the inline links of a Markdown text (code blocks left out)."""
+    return [m.group(1) for line in prose(text) for m in LINK.finditer(line)]
+
+
+def anchors(text):
+    """The #anchors GitHub gives the headings of a Markdown text."""
+    seen, out = {}, set()
+    for line in prose(text):
+        m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def broken_links(path):
+    """The relative links of the Markdown file `path` whose file or #anchor does not exist."""
+    bad = []
+    for target in links(path.read_text()):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):     # http:, https:, mailto:
+            continue
+        file_part, _, anchor = target.partition("#")
+        dest = (path.parent / file_part).resolve() if file_part else path
+        if not dest.exists():
+            bad.append(target)
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+            bad.append(target)
+    return bad
+
+
+def doc_pages():
+    return sorted((SOURCE_ROOT / "docs").glob("*.md"))
+
+
+def test_readme_is_short():
+    lines = (SOURCE_ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines"
+
+
+def test_readme_links_every_docs_page():
+    linked = {(SOURCE_ROOT / t.partition("#")[0]).resolve()
+              for t in links((SOURCE_ROOT / "README.md").read_text())}
+    pages = doc_pages()
+    assert pages, "docs/ has no pages"
+    assert [p.name for p in pages if p.resolve() not in linked] == []
+
+
+def test_relative_links_resolve():
+    for path in [SOURCE_ROOT / "README.md", *doc_pages()]:
+        assert broken_links(path) == [], path.name
+
+
+def test_readme_commands_are_ci_s():
+    """The README's setup and test commands are the ones .ci/run runs."""
+    ci = (SOURCE_ROOT / ".ci" / "run").read_text().splitlines()
+    readme = (SOURCE_ROOT / "README.md").read_text()
+    setup = [line.strip() for line in ci if line.strip().startswith("sh scripts/")]
+    pytest_cmd = [line.strip() for line in ci if "-m pytest" in line]
+    assert setup == ["sh scripts/setup-debian.sh"] and len(pytest_cmd) == 1
+    assert f"{setup[0]} && {pytest_cmd[0]}" in readme
+    assert f"{setup[0]} && doit run nginx:gold" in readme
+
+
+def test_checker_finds_broken_links(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# Title\n\n## Two words: here\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("[ok](docs/a.md) [anchor](docs/a.md#two-words-here) [web](https://x.org)\n"
+                      "[gone](docs/b.md) [bad anchor](docs/a.md#three)\n"
+                      "```\n[in code](nowhere.md)\n```\n")
+    assert broken_links(readme) == ["docs/b.md", "docs/a.md#three"]
+    assert anchors("# A\n# A\n## `x.py`: B, c\n") == {"a", "a-1", "xpy-b-c"}

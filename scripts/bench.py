@@ -38,6 +38,7 @@ from nginx_eval.build import stage as build_stage  # noqa: E402
 from nginx_eval.run.benchmark import load_benchmark  # noqa: E402
 from nginx_eval.core.gitcmd import changed_files, extract_tree, file_at, gold_diff  # noqa: E402
 from nginx_eval.core.layout import Layout  # noqa: E402
+from nginx_eval.core.tasknames import repo_task  # noqa: E402
 from nginx_eval.prove.stage import run_prove_files  # noqa: E402
 from nginx_eval.prove.tree import extract_tests  # noqa: E402
 
@@ -113,7 +114,7 @@ class Bench:
     # -- measurements -------------------------------------------------------------------------
     def run(self):
         print(f"workdir {self.work}; {len(self.tasks)} tasks", flush=True)
-        repos = [f"repos:{r}" for r in ("nginx+nginx", "nginx+nginx-tests")]
+        repos = [repo_task(r) for r in ("nginx/nginx", "nginx/nginx-tests")]
         cold_gold_work = self.work / "cold-gold"
         self.doit(*repos, work=cold_gold_work)
         cold_gold, _ = self.doit("nginx:gold", jobs=self.args.jobs, work=cold_gold_work)

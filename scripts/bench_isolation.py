@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nginx_eval.agent import sandbox  # noqa: E402
+from nginx_eval.core import gitcmd  # noqa: E402
 
 
 def nginx_mirror():
@@ -34,15 +35,13 @@ def workspace(base, bare):
     ws = base / "ws"
     ws.mkdir()
     if bare:
-        archive = subprocess.run(["git", "--git-dir", bare, "archive", "HEAD"], check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(ws)], input=archive, check=True)
+        gitcmd.extract_tree(bare, "HEAD", ws)
     else:
         for i in range(600):
             d = ws / "src" / f"m{i % 30}"
             d.mkdir(parents=True, exist_ok=True)
             (d / f"f{i}.c").write_text("int x;\n" * 200)
-    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    gitcmd.init_repository(ws)
     return ws
 
 

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from nginx_eval.core.tasknames import repo_task  # noqa: E402
 from nginx_eval.run.benchmark import load_benchmark  # noqa: E402
 
 AGENT_MODES = ("standin-a", "standin-b")
@@ -122,7 +123,7 @@ class LimitsBench:
         targets = [f"{self.bench}:{mode}" for mode in self.modes]
         times = {}
         for label, jobs, variables in CONFIGURATIONS:
-            self.doit(label, *[f"repos:{r.replace('/', '+')}" for r in self.repos])
+            self.doit(label, *[repo_task(r) for r in self.repos])
             times[label] = self.doit(label, *jobs, *targets, *variables)
             print(f"  doit run {' '.join(jobs + variables)}: {times[label]:.1f} s", flush=True)
         first, second = (self.verdicts(label) for label, _, _ in CONFIGURATIONS)

@@ -253,6 +253,11 @@ def set_config(git_dir, name, value):
     _git([f"--git-dir={git_dir}", "config", name, value])
 
 
+def init_repository(path):
+    """Make the directory `path` an empty repository."""
+    _git(["init", "--quiet"], cwd=path)
+
+
 def new_repository_at(path, source, commit, branch, config=None):
     """Make the empty directory `path` a repository on `branch` at `commit`, fetched from the
     repository `source`: it holds that commit and its ancestors only, and no tag, FETCH_HEAD or

@@ -3,7 +3,7 @@
 The first time the harness is about to write a file whose path matches the regular expression in
 NGINX_EVAL_TEST_PAUSE_AT, this creates the file NGINX_EVAL_TEST_PAUSE_MARKER and sleeps: the test
 waits for the marker and kills doit at a known point in the middle of a stage. Every stage writes
-its outputs through nginx_eval.jsonio, so one hook reaches them all.
+its outputs through nginx_eval.core.jsonio, so one hook reaches them all.
 """
 
 import os

@@ -15,6 +15,7 @@ results.jsonl row::
                                         # what ran (null: no agent, or a record without it)
      "agent_model": str | null,         # agent.json's model (null: not passed, or no agent)
      "agent_version": str | null,       # agent.json's agent_version (`<program> --version`)
+     "strict": true | false | null, "strict_reason": str,   # grade.json's strict verdict
      "isolation": "srt" | "none" | null,    # agent.json's isolation (null: no agent)
      "contaminated": bool,              # agent.json's: the fix reached the agent
      "flags": {kind: n} | null,         # agent.json's flags, counted by kind
@@ -71,6 +72,7 @@ def result_row(layout, mode, task):
         "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
         "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),
+        "strict": grade.get("strict"), "strict_reason": grade.get("strict_reason"),
         "fail_to_pass": {k: len(v) for k, v in grade["fail_to_pass"].items()},
         "pass_to_pass": {k: len(v) for k, v in grade["pass_to_pass"].items()},
         "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},

@@ -11,7 +11,7 @@ from .. import __version__
 from ..core import jsonio
 from . import stats
 from .arms import breakdowns, compare_arms, make_arms, power_summary
-from .modes import families, mode_summary
+from .modes import families, mode_summary, strict_view
 from .records import gold_files, modes_on_disk, read_rows, toolchain
 from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES
 
@@ -115,6 +115,12 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
     arms = make_arms(mode_data, rows, task_ids)
     baseline_arm = next((a for a in arms if baseline in a["modes"]), None)
     comparisons = compare_arms(arms, task_ids, baseline_arm)
+    strict_judged = any(d["strict"]["judged"] for d in mode_data)
+    strict_comparisons = []
+    if strict_judged:
+        strict_arms = make_arms([strict_view(d) for d in mode_data], rows, task_ids, "strict")
+        strict_base = next((a for a in strict_arms if baseline in a["modes"]), None)
+        strict_comparisons = compare_arms(strict_arms, task_ids, strict_base)
     return {
         "date": datetime.date.today().isoformat(), "version": __version__, "run": layout.run,
         "benchmark": _benchmark_facts(layout, bench, total),
@@ -127,6 +133,7 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
                     "cells": [_cell(d, i) for d in mode_data]} for i in task_ids],
         "families": families(mode_data, task_ids),
         "arms": arms, "comparisons": comparisons,
+        "strict_judged": strict_judged, "strict_comparisons": strict_comparisons,
         "power": power_summary(comparisons, total),
         "breakdowns": breakdowns(arms, tasks, cutoff),
         "level": stats.LEVEL, "alpha": stats.ALPHA, "power_target": stats.POWER,
@@ -289,6 +296,10 @@ def mode_json(mode):
             **agent_json(mode), **rerun_json(mode),
             "resolved_rate": mode["resolved_rate"],
             "resolved_interval": mode["resolved_interval"],
+            "strict_rate": mode["strict"]["rate"] if mode["strict"]["judged"] else None,
+            "strict_interval": mode["strict"]["interval"] if mode["strict"]["judged"] else None,
+            "not_strict": mode["strict"]["not_strict"],
+            "strict_unjudged": mode["strict"]["unjudged"],
             "cost_usd": mode["cost_usd"],
             "cost_per_resolved": {"value": mode["cost_per_resolved"],
                                   "interval": mode["cost_per_resolved_interval"]},

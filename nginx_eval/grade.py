@@ -30,6 +30,7 @@ Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
 ``grade.json``::
 
     {"inputs", "instance_id", "mode",
+     "benchmark_version": the task file's version it was graded under (absent: unversioned),
      "status": "resolved" | "partially_resolved" | "unresolved" | "patch_failed" |
                "compile_failed" | "env_error" | "infra_error" | "not_run",
      "resolved": bool,
@@ -214,7 +215,10 @@ def grade_task(layout, mode_name, task, config, files):
                     build_reason=build.get("reason"),
                     reruns=None if reruns is None else
                     {f: (rec, rerun_texts[f]) for f, rec in reruns.items()})
-    jsonio.write_json(out, dict(verdict, inputs=inputs, mode=mode_name))
+    record = dict(verdict, inputs=inputs, mode=mode_name)
+    if "benchmark_version" in config:
+        record["benchmark_version"] = config["benchmark_version"]
+    jsonio.write_json(out, record)
 
 
 def gen_tasks(ctx):
@@ -223,6 +227,10 @@ def gen_tasks(ctx):
         iid = task.instance_id
         config = {"f2p": list(task.fail_to_pass), "p2p": list(task.pass_to_pass),
                   "files": list(task.test_files)}
+        if bench.version:
+            # A new version grades again (milliseconds; nothing before the grade reruns unless
+            # its own inputs changed), so every grade.json names the version it holds for.
+            config["benchmark_version"] = bench.version
         files = [ctx.layout.build_json(mode.name, iid), ctx.layout.prove_json(mode.name, iid)]
         task_dep = [build_task_name(name), f"prove:{name}"]
         if mode.runs_agent:

@@ -32,6 +32,7 @@ Assertion ids are ``"<file>:<number> <description>"`` (see tapstream.py). Rules:
 ``grade.json``::
 
     {"inputs", "instance_id", "mode",
+     "benchmark_version": the task file's version it was graded under (absent: unversioned),
      "status": "resolved" | "partially_resolved" | "unresolved" | "patch_failed" |
                "compile_failed" | "env_error" | "infra_error" | "not_run",
      "resolved": bool,
@@ -222,7 +223,10 @@ def grade_task(layout, mode_name, task, config, files):
     strict = (jsonio.read_json(layout.strict_json(mode_name, iid)) if config.get("strict")
               else None)
     verdict.update(strict_fields(verdict, config.get("strict"), strict))
-    jsonio.write_json(out, dict(verdict, inputs=inputs, mode=mode_name))
+    record = dict(verdict, inputs=inputs, mode=mode_name)
+    if "benchmark_version" in config:
+        record["benchmark_version"] = config["benchmark_version"]
+    jsonio.write_json(out, record)
 
 
 def strict_fields(verdict, judged, record):
@@ -247,6 +251,10 @@ def gen_tasks(ctx):
         judged = applies(ctx, mode)
         config = {"f2p": list(task.fail_to_pass), "p2p": list(task.pass_to_pass),
                   "files": list(task.test_files), "strict": judged}
+        if bench.version:
+            # A new version grades again (milliseconds; nothing before the grade reruns unless
+            # its own inputs changed), so every grade.json names the version it holds for.
+            config["benchmark_version"] = bench.version
         files = [ctx.layout.build_json(mode.name, iid), ctx.layout.prove_json(mode.name, iid)]
         task_dep = [task_name(BUILD, name), task_name(PROVE, name)]
         if judged:

@@ -6,6 +6,8 @@ graded in this run, in the benchmark's order), never from the command's selectio
 results.jsonl row::
 
     {"instance_id", "mode", "run",
+     "benchmark_version": str | null,   # grade.json's: the task file's version it was graded
+                                        # under (null: unversioned, or graded before versions)
      "outcome": one of OUTCOMES,        # the task's outcome (core/outcomes.py), the
                                         # vocabulary of report.json and report.md too
      "status",                          # grade.json's verdict of the patch alone (grade.py)
@@ -81,8 +83,8 @@ def result_row(layout, mode, task):
     if "first_run_status" in grade:     # rerun_failed=1; rows of other runs stay as they were
         row.update(first_run_status=grade["first_run_status"],
                    changed_on_rerun=grade["changed_on_rerun"])
-    return {"instance_id": iid, "mode": mode.name, "run": layout.run, "outcome": outcome(row),
-            **row}
+    return {"instance_id": iid, "mode": mode.name, "run": layout.run,
+            "benchmark_version": grade.get("benchmark_version"), "outcome": outcome(row), **row}
 
 
 def model_name(mode):

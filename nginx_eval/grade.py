@@ -32,6 +32,7 @@ Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
 ``grade.json``::
 
     {"inputs", "instance_id", "mode",
+     "benchmark_version": the task file's version it was graded under (absent: unversioned),
      "status": "resolved" | "partially_resolved" | "unresolved" | "patch_failed" |
                "compile_failed" | "env_error" | "infra_error" | "not_run",
      "resolved": bool,
@@ -46,13 +47,19 @@ Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
      # only when prove.json has "reruns" (rerun_failed=1):
      "reruns": {"<file>": {"first": {id: passed}, "rerun": {id: passed}}},   # graded ids
      "changed_on_rerun": [graded ids whose result differs between the two runs],
-     "first_run_status": the status the first runs alone would give}
+     "first_run_status": the status the first runs alone would give,
+     # the strict verdict (strict/stage.py's strict.json):
+     "strict": true | false | null,     # true: resolved, no regressions, no sanitizer findings;
+                                        # false: not resolved, or either; null: not judged
+     "strict_reason": str,              # why not true ("" when true)
+     "regressions": [assertion ids], "sanitizer_findings": [finding]}
 """
 
 
 from .core import jsonio, stamps
-from .core.tasknames import AGENT, BUILD, GRADE, PROVE, task_name, unit_name
+from .core.tasknames import AGENT, BUILD, GRADE, PROVE, STRICT, task_name, unit_name
 from .core.outcomes import UNFINISHED_AGENT
+from .strict.stage import applies
 from .prove.tap import Problem, assertion_number, file_problem, parse_tap
 
 def base_runs(ref, graded):
@@ -213,17 +220,46 @@ def grade_task(layout, mode_name, task, config, files):
                     build_reason=build.get("reason"),
                     reruns=None if reruns is None else
                     {f: (rec, rerun_texts[f]) for f, rec in reruns.items()})
-    jsonio.write_json(out, dict(verdict, inputs=inputs, mode=mode_name))
+    strict = (jsonio.read_json(layout.strict_json(mode_name, iid)) if config.get("strict")
+              else None)
+    verdict.update(strict_fields(verdict, config.get("strict"), strict))
+    record = dict(verdict, inputs=inputs, mode=mode_name)
+    if "benchmark_version" in config:
+        record["benchmark_version"] = config["benchmark_version"]
+    jsonio.write_json(out, record)
+
+
+def strict_fields(verdict, judged, record):
+    """grade.json's strict verdict from the strict stage's record (judged: the stage ran for
+    this unit; record: its strict.json)."""
+    fields = {"strict": False, "strict_reason": "", "regressions": [], "sanitizer_findings": []}
+    if not verdict["resolved"]:
+        return dict(fields, strict_reason="not resolved")
+    if not judged:
+        return dict(fields, strict=None, strict_reason="not judged (strict=0)")
+    if not record:
+        return dict(fields, strict=None, strict_reason="no strict record")
+    return dict(fields, strict=record.get("strict"), strict_reason=record.get("reason", ""),
+                regressions=record.get("regressions", []),
+                sanitizer_findings=record.get("sanitizer_findings", []))
 
 
 def gen_tasks(ctx):
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
+        judged = applies(ctx, mode)
         config = {"f2p": list(task.fail_to_pass), "p2p": list(task.pass_to_pass),
-                  "files": list(task.test_files)}
+                  "files": list(task.test_files), "strict": judged}
+        if bench.version:
+            # A new version grades again (milliseconds; nothing before the grade reruns unless
+            # its own inputs changed), so every grade.json names the version it holds for.
+            config["benchmark_version"] = bench.version
         files = [ctx.layout.build_json(mode.name, iid), ctx.layout.prove_json(mode.name, iid)]
         task_dep = [task_name(BUILD, name), task_name(PROVE, name)]
+        if judged:
+            files.append(ctx.layout.strict_json(mode.name, iid))
+            task_dep.append(task_name(STRICT, name))
         if mode.runs_agent:
             files.append(ctx.layout.agent_json(mode.name, iid))
             task_dep.append(task_name(AGENT, name))

@@ -42,6 +42,7 @@ from .build import stage as build, plan as buildplan
 from .checks import doctor, statements, validate
 from . import grade, patch, repositories, results, workspace
 from .prove import stage as prove
+from .strict import stage as strict
 from .report import stage as report
 from .run.benchmark import load_benchmarks
 from .core.errors import UserError, did_you_mean
@@ -55,7 +56,8 @@ from .report.compare import check_compare
 from .report.records import modes_on_disk
 from .run.record import read_run
 
-STAGES = (repositories, workspace, agent, patch, build, prove, grade, results, report, validate,
+STAGES = (repositories, workspace, agent, patch, build, prove, strict, grade, results, report,
+          validate,
           statements, doctor)
 
 

@@ -6,6 +6,8 @@ graded in this run, in the benchmark's order), never from the command's selectio
 results.jsonl row::
 
     {"instance_id", "mode", "run",
+     "benchmark_version": str | null,   # grade.json's: the task file's version it was graded
+                                        # under (null: unversioned, or graded before versions)
      "outcome": one of OUTCOMES,        # the task's outcome (core/outcomes.py), the
                                         # vocabulary of report.json and report.md too
      "status",                          # grade.json's verdict of the patch alone (grade.py)
@@ -15,6 +17,7 @@ results.jsonl row::
                                         # what ran (null: no agent, or a record without it)
      "agent_model": str | null,         # agent.json's model (null: not passed, or no agent)
      "agent_version": str | null,       # agent.json's agent_version (`<program> --version`)
+     "strict": true | false | null, "strict_reason": str,   # grade.json's strict verdict
      "isolation": "srt" | "none" | null,    # agent.json's isolation (null: no agent)
      "contaminated": bool,              # agent.json's: the fix reached the agent
      "flags": {kind: n} | null,         # agent.json's flags, counted by kind
@@ -71,6 +74,7 @@ def result_row(layout, mode, task):
         "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
         "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),
+        "strict": grade.get("strict"), "strict_reason": grade.get("strict_reason"),
         "fail_to_pass": {k: len(v) for k, v in grade["fail_to_pass"].items()},
         "pass_to_pass": {k: len(v) for k, v in grade["pass_to_pass"].items()},
         "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
@@ -79,8 +83,8 @@ def result_row(layout, mode, task):
     if "first_run_status" in grade:     # rerun_failed=1; rows of other runs stay as they were
         row.update(first_run_status=grade["first_run_status"],
                    changed_on_rerun=grade["changed_on_rerun"])
-    return {"instance_id": iid, "mode": mode.name, "run": layout.run, "outcome": outcome(row),
-            **row}
+    return {"instance_id": iid, "mode": mode.name, "run": layout.run,
+            "benchmark_version": grade.get("benchmark_version"), "outcome": outcome(row), **row}
 
 
 def model_name(mode):

@@ -15,16 +15,20 @@ verdict, when no statement (or the placeholder "TODO") is given for it, or when 
 already has its id (``--replace`` replaces that task in place). The benchmark's tasks keep their
 order; new ones are appended by fix_date, then id. The result must load as a benchmark
 (nginx_eval/run/benchmark.py) before it is written, atomically; the benchmark's own top-level fields
-stay, and the candidates flag is never copied. The benchmark card (tasks/README.md) is then out
-of date: the last lines say how to regenerate it (scripts/benchmark_card.py) and check the new
+stay, and the candidates flag is never copied. A versioned benchmark file gets a changelog entry
+for the change (run/benchmark.py): the next MINOR version when tasks were only added, the next MAJOR
+when one was replaced (what it grades may differ), dated today, with the task count and ``--changes
+TEXT`` (default: the ids added and replaced). The benchmark card (tasks/README.md) is then out of
+date: the last lines say how to regenerate it (scripts/benchmark_card.py) and check the new
 statements (``doit run <bench>:lint``).
 
 Usage:
     python scripts/promote_tasks.py --candidates tasks/candidates.json --statements st.json \
-        [--run default] [--into tasks/nginx.json] [--replace]
+        [--run default] [--into tasks/nginx.json] [--replace] [--changes TEXT]
 """
 
 import argparse
+import datetime
 import json
 import sys
 import tempfile
@@ -33,7 +37,7 @@ from pathlib import Path
 # The nginx_eval next to this script, whichever one is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nginx_eval.core import jsonio, stamps  # noqa: E402
-from nginx_eval.run.benchmark import PLACEHOLDER_STATEMENT, load_benchmark  # noqa: E402
+from nginx_eval.run.benchmark import PLACEHOLDER_STATEMENT, load_benchmark, next_version  # noqa: E402
 from nginx_eval.core.errors import UserError  # noqa: E402
 from nginx_eval.core.layout import Layout  # noqa: E402
 from nginx_eval.checks.validate import validation_config  # noqa: E402
@@ -137,6 +141,22 @@ def promote(raw_candidates, tasks, records, statements, bench_tasks, replace=Fal
     return kept + new, lines
 
 
+def with_changelog(data, tasks, lines, changes=None, today=None):
+    """The benchmark file's new object: `tasks`, and when the file is versioned a new version
+    with its changelog entry (module docstring); `lines` are promote()'s."""
+    out = dict(data, tasks=tasks)
+    if "version" not in data:
+        return out
+    done = {kind: [line.split()[1] for line in lines if line.startswith(kind)]
+            for kind in ("added", "replaced")}
+    version = next_version(data["version"], major=bool(done["replaced"]))
+    text = changes or "; ".join(f"{len(ids)} validated task(s) {kind} ({', '.join(ids)})"
+                                for kind, ids in done.items() if ids) + " (promote_tasks.py)."
+    entry = {"version": version, "date": today or datetime.date.today().isoformat(),
+             "tasks": len(tasks), "changes": text}
+    return dict(out, version=version, changelog=[entry] + list(data.get("changelog") or []))
+
+
 def write_checked(path, data):
     """Write the benchmark file `path` atomically, once the loader accepts its new text."""
     path = Path(path)
@@ -158,6 +178,9 @@ def parse_args(argv):
                     help=f"the benchmark file (default: tasks/{DEFAULT_BENCHMARK}.json)")
     ap.add_argument("--replace", action="store_true",
                     help="replace tasks the benchmark already has")
+    ap.add_argument("--changes", default=None,
+                    help="what changed, for the changelog entry of a versioned benchmark file "
+                         "(default: the ids added and replaced)")
     return ap.parse_args(argv)
 
 
@@ -186,7 +209,10 @@ def run(args):
     changed = sum(1 for line in lines if not line.startswith("skipped"))
     print(f"{changed} of {len(lines)} candidates promoted into {into}")
     if changed:
-        write_checked(into, dict(data, tasks=tasks))
+        data = with_changelog(data, tasks, lines, args.changes)
+        write_checked(into, data)
+        if "version" in data:
+            print(f"version {data['version']}: {data['changelog'][0]['changes']}")
         print("\n".join(next_steps(into)))
     return changed
 

@@ -26,8 +26,11 @@ ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": 
 CONFIGURE = r"""#!/bin/sh
 # A miniature of nginx's auto/configure: records the flags, writes the Makefiles.
 set -e
+cc_opt= ld_opt=
 for opt in "$@"; do
     case "$opt" in
+        --with-cc-opt=*) cc_opt=${opt#--with-cc-opt=} ;;
+        --with-ld-opt=*) ld_opt=${opt#--with-ld-opt=} ;;
         --with-*|--without-*|--prefix=*) ;;
         *) echo "configure: invalid option $opt" >&2; exit 1 ;;
     esac
@@ -38,13 +41,16 @@ printf 'int main(void) { return 0; }\n' > objs/autotest.c
 cc -o objs/autotest objs/autotest.c && objs/autotest
 rm -f objs/autotest objs/autotest.c
 printf '#define NGX_CONFIGURE "%s"\n' "$*" > objs/ngx_auto_config.h
-cat > objs/Makefile <<'EOF'
+cat > objs/Makefile <<EOF
 CC = cc
-CFLAGS = -O0 -Wall -Werror -I src/core -I objs
+CFLAGS = -O0 -Wall -Werror -I src/core -I objs $cc_opt
+LDFLAGS = $ld_opt
+EOF
+cat >> objs/Makefile <<'EOF'
 OBJS = $(patsubst src/%.c,objs/src/%.o,$(wildcard src/core/*.c))
 
 objs/nginx: $(OBJS)
-	$(CC) -o objs/nginx $(OBJS)
+	$(CC) -o objs/nginx $(OBJS) $(LDFLAGS)
 
 objs/src/core/%.o: src/core/%.c src/core/calc.h objs/ngx_auto_config.h
 	$(CC) $(CFLAGS) -c -o $@ $<

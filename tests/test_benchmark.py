@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from nginx_eval.run.benchmark import load_benchmark
+from conftest import SOURCE_ROOT
+from nginx_eval.run.benchmark import load_benchmark, next_version
 from nginx_eval.core.errors import UserError
 
 GOOD = {
@@ -114,3 +115,69 @@ def test_a_candidates_file_refuses_every_stage_but_its_validation(tmp_path):
     assert "`doit run mined:validate`" in message and "scripts/promote_tasks.py" in message
     assert "'mined:gold' does not run on it" in message and "\n" not in message
     load_benchmark(write(tmp_path, [GOOD])).refuse_candidates("bench:gold")     # no error
+
+
+# -- the version and its changelog -----------------------------------------------------------------
+
+def versioned(tasks, version="1.1", changelog=None):
+    return {"name": "bench", "version": version, "tasks": tasks,
+            "changelog": changelog if changelog is not None else [
+                {"version": "1.1", "date": "2026-11-25", "tasks": len(tasks),
+                 "changes": "1 task added"},
+                {"version": "1.0", "date": "2026-11-22", "tasks": 0, "changes": "empty"}]}
+
+
+def version_error(tmp_path, data):
+    return error_of(tmp_path, json.dumps(data))
+
+
+def test_a_versioned_file_loads_and_an_unversioned_one_too(tmp_path):
+    bench = load_benchmark(write(tmp_path, json.dumps(versioned([GOOD]))))
+    assert bench.version == "1.1" and [e["version"] for e in bench.changelog] == ["1.1", "1.0"]
+    plain = load_benchmark(write(tmp_path, [GOOD]))
+    assert plain.version is None and plain.changelog == ()
+
+
+def test_the_shipped_file_has_a_version_and_a_changelog_of_its_task_counts():
+    bench = load_benchmark(SOURCE_ROOT / "tasks" / "nginx.json")
+    assert bench.version == bench.changelog[0]["version"]
+    assert bench.changelog[0]["tasks"] == len(bench.tasks)
+    assert bench.changelog[-1]["version"] == "1.0"
+
+
+@pytest.mark.parametrize("change,expect", [
+    (lambda d: d.pop("version"), "bench.json, field version: is missing"),
+    (lambda d: d.update(version="v2"), 'bench.json, field version: must be "MAJOR.MINOR"'),
+    (lambda d: d.update(version="1.01"), "field version: must be"),
+    (lambda d: d.pop("changelog"), "bench.json, field changelog: must be a non-empty list"),
+    (lambda d: d.update(changelog=[]), "field changelog: must be a non-empty list"),
+    (lambda d: d.update(version="1.2"),
+     "field version: is '1.2', but the newest changelog entry is '1.1': add an entry"),
+    (lambda d: d["changelog"][0].update(tasks=5),
+     "bench.json, field changelog: the newest entry (version 1.1) says 5 tasks, the file has 1"),
+    (lambda d: d["changelog"][1].update(date="2026-12-01"),
+     "bench.json, changelog entry 1 (version 1.0), field date: is later than that of the newer "
+     "entry 1.1"),
+    (lambda d: d["changelog"][1].update(version="1.1"),
+     "changelog entry 1 (version 1.1), field version: must be older than the entry before it"),
+    (lambda d: d["changelog"][1].update(date="22.11.2026"),
+     "changelog entry 1 (version 1.0), field date: must be a date YYYY-MM-DD"),
+    (lambda d: d["changelog"][1].pop("changes"),
+     "changelog entry 1 (version 1.0), field changes: is missing"),
+    (lambda d: d["changelog"][1].update(changes=" "),
+     "changelog entry 1 (version 1.0), field changes: must say what changed"),
+    (lambda d: d["changelog"][0].update(tasks="1"),
+     "changelog entry 0 (version 1.1), field tasks: must be a whole number, got \"1\""),
+    (lambda d: d["changelog"][0].update(author="me"),
+     "changelog entry 0 (version 1.1): unknown field(s) author"),
+    (lambda d: d["changelog"].insert(0, "1.2"),
+     "changelog entry 0: must be a JSON object"),
+])
+def test_bad_version_or_changelog_names_the_file_entry_and_field(tmp_path, change, expect):
+    data = versioned([GOOD])
+    change(data)
+    assert expect in version_error(tmp_path, data)
+
+
+def test_next_version():
+    assert next_version("4.19") == "4.20" and next_version("4.19", major=True) == "5.0"

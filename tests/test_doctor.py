@@ -5,12 +5,15 @@ import os
 import shutil
 import textwrap
 
+import pytest
+
 import fixture_repos
 from nginx_eval.checks import doctor
 from nginx_eval.run.benchmark import Task
 from nginx_eval.checks.doctor import diagnose, listed_packages
 from nginx_eval.checks.doctor_report import render
-from test_testsuite import FASTCGI, STREAM_SSL
+from nginx_eval.prove.env import OPENSSL_CONF_FILE
+from test_testsuite import FASTCGI, OLD_CERTIFICATES, STREAM_SSL
 
 
 def test_setup_lists_every_package_of_the_tables():
@@ -26,10 +29,14 @@ def test_setup_lists_every_package_of_the_tables():
 # -- the report, with an injected machine ---------------------------------------------------------
 
 class FakeProbe:
-    def __init__(self, tools=(), paths=(), perl=(), network_problem=None):
+    def __init__(self, tools=(), paths=(), perl=(), network_problem=None, refused=None):
         self.tools, self.paths, self.perl = set(tools), set(paths), set(perl)
         self.network_problem = network_problem
         self.perl_calls = 0
+        self.refused = refused or {}        # certificate spec -> OpenSSL's reason
+
+    def certificate_refused(self, spec):
+        return ("refused", self.refused[spec]) if spec in self.refused else ("ok", "")
 
     def private_network_problem(self):
         return self.network_problem
@@ -156,6 +163,59 @@ def test_report_configure_flags_that_make_a_file_skip():
     assert any(e.startswith("TASK ERROR task t-fcgi: field configure_flags: fastcgi_x.t") and
                "remove --without-http_rewrite_module" in e for e in errors)
     assert "apt-get install" not in text          # flags are no package
+
+
+def test_report_pin_in_effect_and_certificates_accepted():
+    probe = FakeProbe(ALL_TOOLS + ("openssl",), BASE_PATHS)
+    text, ok = report([task("t-mail", ["mail_x.t"], ["--with-mail"])],
+                      {"mail_x.t": OLD_CERTIFICATES}, probe)
+    assert ok, text
+    lines = text.splitlines()
+    assert ("OK      OpenSSL for tests: OPENSSL_CONF=nginx_eval/openssl_tests.cnf in effect "
+            "(an RSA key of 1024 bits and a certificate signed with sha1 accepted)") in lines
+    assert ("OK      certificates the test files make, accepted by OpenSSL: a certificate "
+            "signed with sha1, an RSA key of 1024 bits, an RSA key of 4096 bits") in lines
+
+
+def test_report_predicts_a_task_whose_certificates_openssl_refuses():
+    # As on Debian 12 without the pin: level 2 refuses what a 2017 test tree makes.
+    probe = FakeProbe(ALL_TOOLS + ("openssl",), BASE_PATHS, {"FCGI"},
+                      refused={("rsa", 1024): "ee key too small",
+                               ("digest", "sha1"): "ca md too weak"})
+    tasks = [task("t-mail", ["mail_x.t"], ["--with-mail"]),
+             task("t-fcgi", ["fastcgi_x.t"])]
+    text, ok = report(tasks, {"mail_x.t": OLD_CERTIFICATES, "fastcgi_x.t": FASTCGI}, probe)
+    assert not ok
+    lines = text.splitlines()
+    assert ("WARN    OpenSSL for tests: OPENSSL_CONF=nginx_eval/openssl_tests.cnf is not in "
+            "effect: it refuses an RSA key of 1024 bits (ee key too small) and a certificate "
+            "signed with sha1 (ca md too weak); test trees before 2019 cannot start nginx") in lines
+    cannot = [l for l in lines if l.startswith("CANNOT RUN")]
+    assert cannot == [
+        "CANNOT RUN t-mail (mail_x.t): OpenSSL under OPENSSL_CONF=nginx_eval/openssl_tests.cnf "
+        "refuses a certificate signed with sha1 (ca md too weak), which the test file makes: "
+        "nginx cannot start for it, at the base or the fix",
+        "CANNOT RUN t-mail (mail_x.t): OpenSSL under OPENSSL_CONF=nginx_eval/openssl_tests.cnf "
+        "refuses an RSA key of 1024 bits (ee key too small), which the test file makes: nginx "
+        "cannot start for it, at the base or the fix"]
+    assert "OK      certificates the test files make, accepted by OpenSSL: an RSA key of 4096 " \
+           "bits" in lines
+    assert "apt-get install" not in text        # no package makes OpenSSL accept them
+    assert lines[-1] == "doctor: 2 problem(s)"
+
+
+@pytest.mark.skipif(not shutil.which("openssl"), reason="needs the openssl program")
+def test_certificate_trial_under_the_pin_and_under_level_2(tmp_path):
+    """The real probe: the shipped configuration accepts what old test trees make; a level-2
+    configuration (Debian's default) refuses it with the reasons nginx gives."""
+    level2 = tmp_path / "level2.cnf"
+    level2.write_text(OPENSSL_CONF_FILE.read_text().replace("@SECLEVEL=0", "@SECLEVEL=2"))
+    for spec in (("rsa", 1024), ("digest", "sha1")):
+        assert doctor.certificate_trial(spec) == ("ok", ""), spec
+    assert doctor.certificate_trial(("rsa", 1024), conf=level2) == ("refused", "ee key too small")
+    assert doctor.certificate_trial(("digest", "sha1"), conf=level2) == ("refused",
+                                                                        "ca md too weak")
+    assert doctor.certificate_trial(("rsa", 2048), conf=level2) == ("ok", "")
 
 
 def test_report_missing_test_file_and_unread_repository():

@@ -3,6 +3,7 @@ assertions their validation derived; every other candidate is one line saying wh
 whole flow on the fixture project: a candidates file runs its validation and nothing else, and
 what its validation derives is promoted into a file the loader accepts."""
 
+import datetime
 import importlib.util
 import json
 import subprocess
@@ -136,6 +137,40 @@ def test_replace_puts_the_new_version_in_the_old_place(mined, capsys):
     assert [t.instance_id for t in tasks][:2] == ["old-1", "c-present"]
     assert tasks[1].problem_statement == "c-present: responses lose their body"
     assert tasks[1].pass_to_pass == ("a.t:2 status",)
+
+
+def version_the_shipped_file(layout):
+    path = layout.tasks_dir / "nginx.json"
+    data = json.loads(path.read_text())
+    data.update(version="1.3", changelog=[
+        {"version": "1.3", "date": "2026-01-02", "tasks": 2, "changes": "1 task added"},
+        {"version": "1.0", "date": "2026-01-01", "tasks": 1, "changes": "first"}])
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def test_a_versioned_file_gets_a_minor_version_for_tasks_added(mined, capsys):
+    layout, statements = mined
+    path = version_the_shipped_file(layout)
+    assert promote(layout, statements) == 0
+    out = capsys.readouterr().out.splitlines()
+    bench = load_benchmark(path)
+    assert bench.version == "1.4" and [e["version"] for e in bench.changelog] == ["1.4", "1.3",
+                                                                                 "1.0"]
+    assert bench.changelog[0] == {
+        "version": "1.4", "date": datetime.date.today().isoformat(), "tasks": 5,
+        "changes": "3 validated task(s) added (c-late, c-early-b, c-early-a) (promote_tasks.py)."}
+    assert out[-3] == f"version 1.4: {bench.changelog[0]['changes']}"
+
+
+def test_a_versioned_file_gets_a_major_version_for_a_task_replaced(mined, capsys):
+    layout, statements = mined
+    path = version_the_shipped_file(layout)
+    assert promote(layout, statements, "--replace", "--changes", "c-present re-validated") == 0
+    bench = load_benchmark(path)
+    assert bench.version == "2.0"
+    assert bench.changelog[0]["changes"] == "c-present re-validated"
+    assert bench.changelog[0]["tasks"] == 5
 
 
 def test_nothing_promoted_leaves_the_file_alone(mined, capsys):

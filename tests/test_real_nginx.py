@@ -44,6 +44,28 @@ def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path):
     assert grade("none")["fail_to_pass"]["failed"] == task["fail_to_pass"]
 
 
+def test_a_2017_task_with_1024_bit_certificates_runs_under_the_openssl_pin(tmp_path):
+    """mail_capability.t of 2017 makes a 1024-bit certificate; at Debian 12's default security
+    level nginx refused it at the base and the fix alike (gold graded env_error). Under the
+    harness's OpenSSL configuration the task tells the fix from no fix."""
+    iid = "nginx__nginx-fbe9759e4b8d"
+    env = dict(os.environ, NGINX_EVAL_CACHE=str(tmp_path / "cache"),
+               NGINX_EVAL_RESULTS=str(tmp_path / "results"))
+    subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), "run", "nginx:gold",
+                    "nginx:none", f"instances={iid}"], env=env, check=True,
+                   capture_output=True, timeout=900)
+    result = lambda mode, name: json.loads(
+        (tmp_path / "results" / "default" / mode / iid / name).read_text())
+    assert result("gold", "grade.json")["status"] == "resolved"
+    assert result("none", "grade.json")["status"] == "unresolved"
+    assert result("none", "grade.json")["fail_to_pass"]["failed"] == [
+        "mail_pop3.t:8 auth capabilities"]
+    tap = (tmp_path / "results" / "default" / "gold" / iid / "tap" / "mail_capability.t.tap")
+    assert "All tests successful" in tap.read_text()
+    assert result("gold", "prove.json")["environment"]["OPENSSL_CONF"].endswith(
+        "nginx_eval/openssl_tests.cnf")
+
+
 def main_c_patch(base_commit, insertion):
     """A patch of src/core/nginx.c at `base_commit` that runs `insertion` in main() before
     ngx_time_init() (after -V and -v have answered)."""

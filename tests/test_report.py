@@ -362,3 +362,85 @@ def test_a_repeat_that_ended_in_an_infra_error_is_left_out_of_its_family(project
     assert report["arms"]["fake"]["rate"] == 0.4
     assert report["modes"]["fake-r2"]["infra_error_ids"] == [ids[0]]
     assert report["modes"]["fake-r2"]["outcomes"][ids[0]] == "infra_error"
+
+
+def test_results_graded_under_two_benchmark_versions_are_said_in_the_header_and_warnings(project):
+    bench = project.benchmark()
+    ids = [t["instance_id"] for t in bench["tasks"]]
+    entry = lambda version, date, changes: {"version": version, "date": date,
+                                            "tasks": len(ids), "changes": changes}
+    bench.update(version="1.0", changelog=[entry("1.0", "2026-11-20", "first")])
+    project.write_benchmark(bench)
+    project.doit("run", "tiny:gold", "run=ver")
+    project.doit("run", "tiny:gold", "run=old")     # a run left at 1.0, compared at the end
+    run_dir = project.results / "ver"
+    assert json.loads((run_dir / "run.json").read_text())["benchmark_version"] == "1.0"
+    assert project.read("gold", ids[0], "grade.json", run="ver")["benchmark_version"] == "1.0"
+    md = (run_dir / "report.md").read_text()
+    assert "| benchmark | `tasks/tiny.json` version 1.0 (" in md
+    assert "versions of the benchmark" not in md and "results graded under" not in md
+
+    # A new version (a statement made clearer: MAJOR), graded for one mode only.
+    bench["tasks"][0]["problem_statement"] += " It happens on every request."
+    bench.update(version="2.0", changelog=[entry("2.0", "2026-11-21", "statement of the first "
+                                                 "task made clearer")] + bench["changelog"])
+    project.write_benchmark(bench)
+    project.doit("run", "tiny:none", "run=ver")
+    assert json.loads((run_dir / "run.json").read_text())["benchmark_version"] == "2.0"
+    md = (run_dir / "report.md").read_text()
+    assert ("| benchmark | `tasks/tiny.json` version 2.0 (2 tasks), sha256 " in md
+            and "; **results graded under version 1.0, version 2.0** (see Warnings) |" in md)
+    warning = (f"- results graded under 2 versions of the benchmark: version 1.0 (gold: 2 tasks); "
+               f"version 2.0 (none: 2 tasks); the task file is now version 2.0 (its changelog: "
+               f"`tasks/tiny.json`): they are not results of one benchmark; run the modes again "
+               f"to grade every task under version 2.0")
+    assert warning in section(md, "Warnings").splitlines()
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["benchmark_version"] == "2.0"
+    assert report["result_versions"] == [{"version": "1.0", "modes": {"gold": 2}},
+                                         {"version": "2.0", "modes": {"none": 2}}]
+    assert rows(project, "gold", run="ver")[ids[0]]["benchmark_version"] == "1.0"
+
+    # gold again: a new version grades again, and nothing before the grade runs again.
+    _, executed = project.doit("run", "tiny:gold", "run=ver")
+    assert sorted(t for t in executed if t.startswith("grade:")) == sorted(
+        f"grade:tiny/gold/{i}" for i in ids)
+    assert not [t for t in executed if t.startswith(("prove:", "build:", "patch:"))]
+    md = (run_dir / "report.md").read_text()
+    assert "results graded under" not in md and "version 2.0 (2 tasks)" in md
+
+    # Compared with the run left at 1.0: the comparison says so.
+    project.doit("run", "report", "run=ver", "compare=old")
+    compared = json.loads((run_dir / "compare-old.json").read_text())
+    assert compared["benchmark_version"] == {"ver": "2.0", "old": "1.0"}
+    assert ("| benchmark | tiny version 2.0 (**another benchmark version in `old`: 1.0**; see "
+            "the task file's changelog) (**the task file changed between the runs**"
+            in (run_dir / "compare-old.md").read_text())
+
+
+def test_a_version_warning_for_results_of_another_version_than_the_file(tmp_path):
+    from nginx_eval.run.benchmark import Benchmark
+    from nginx_eval.core.layout import Layout
+    from nginx_eval.report_data import _version_warnings, result_versions
+    layout = Layout(root=tmp_path, cache=tmp_path / "c", results_root=tmp_path / "r")
+    bench = Benchmark(name="b", path=tmp_path / "tasks" / "b.json", tasks=(), digest="0",
+                      version="1.3")
+    rows_of = lambda v: {"gold": {"t-1": {"benchmark_version": v}, "t-2": {}}}
+    versions = result_versions(rows_of("1.2"))
+    assert versions == [{"version": None, "modes": {"gold": 1}},
+                        {"version": "1.2", "modes": {"gold": 1}}]
+    assert _version_warnings(versions, bench, layout)[0].startswith(
+        "results graded under 2 versions of the benchmark: an unversioned task file (gold: 1 "
+        "task); "
+        "version 1.2 (gold: 1 task); the task file is now version 1.3")
+    one = result_versions({"gold": {"t-1": {"benchmark_version": "1.2"}}})
+    assert _version_warnings(one, bench, layout) == [
+        "results graded under version 1.2 (gold: 1 task); the task file is now version 1.3 (its "
+        "changelog: `tasks/b.json`): they are not results of one benchmark; run the modes again "
+        "to grade every task under version 1.3"]
+    assert _version_warnings(result_versions({"gold": {"t-1": {"benchmark_version": "1.3"}}}),
+                             bench, layout) == []
+    # Versions sort as numbers: 1.10 is after 1.9.
+    assert [v["version"] for v in result_versions(
+        {"a": {"x": {"benchmark_version": "1.10"}}, "b": {"y": {"benchmark_version": "1.9"}}})] \
+        == ["1.9", "1.10"]

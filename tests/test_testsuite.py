@@ -6,9 +6,10 @@ import textwrap
 import fixture_repos
 from nginx_eval.prove import testsuite
 from nginx_eval.mining import nginx_history, scoring, stubs, suite_history, topics
-from nginx_eval.prove.testsuite import (configure_flags_for, daemon_package, flag_for_module,
-                                        libraries_for_flags, module_enabled, perl_package,
-                                        requirements_in_order, requirements_of_test)
+from nginx_eval.prove.testsuite import (certificates_made, configure_flags_for, daemon_package,
+                                        flag_for_module, libraries_for_flags, module_enabled,
+                                        perl_package, requirements_in_order,
+                                        requirements_of_test)
 
 # Snippets written in the style of nginx-tests files (not copied from it).
 HEAD = textwrap.dedent("""\
@@ -132,6 +133,41 @@ def test_requirements_of_various_forms():
 def test_requirements_of_plain_file_are_empty():
     assert requirements_of_test(HEAD + "plan(tests => 1);\nok(1);\n") == {
         "perl_modules": set(), "daemons": set(), "nginx_modules": set()}
+
+
+# How a 2017 mail test and a 2016 CA test made their certificates, in nginx-tests' style.
+OLD_CERTIFICATES = HEAD + textwrap.dedent("""\
+    $t->write_file('openssl.conf', <<EOF);
+    [ req ]
+    default_bits = 1024
+    encrypt_key = no
+    distinguished_name = req_distinguished_name
+    [ req_distinguished_name ]
+    EOF
+
+    $t->write_file('ca.conf', <<EOF);
+    [ ca ]
+    default_ca = myca
+
+    [ myca ]
+    new_certs_dir = $d
+    default_md = sha1
+    EOF
+
+    system("openssl genrsa -out $d/rsa.key 1024 >>$d/openssl.out 2>&1") == 0 or die;
+    system("openssl req -x509 -new -newkey rsa:4096 -config $d/openssl.conf") == 0 or die;
+    # default_bits = 512 in a comment is not made
+    """)
+
+
+def test_certificates_made_by_old_and_new_files():
+    assert certificates_made(OLD_CERTIFICATES) == [("rsa", 1024), ("rsa", 4096),
+                                                   ("digest", "sha1")]
+    new = OLD_CERTIFICATES.replace("1024", "2048").replace("rsa:4096", "rsa:2048")
+    assert certificates_made(new.replace("sha1", "default")) == [("rsa", 2048)]
+    assert certificates_made(FASTCGI) == []
+    # "cram-md5" in a mail test's config is no signing digest.
+    assert certificates_made(HEAD + "pop3_auth plain apop cram-md5;\n") == []
 
 
 def test_perl_and_daemon_packages():

@@ -22,6 +22,13 @@ What it checks, and how a problem is reported:
     configure      every name in ``$t->has(...)`` must be enabled by the task's configure_flags,
                    judged as Test::Nginx judges it from ``nginx -V``: a missing flag makes the file
                    skip, so it is a task error (field configure_flags), with no package to install
+    openssl        the harness's OpenSSL configuration for tests (testenv.OPENSSL_CONF_FILE) is in
+                   effect: under it, OpenSSL's TLS library accepts a 1024-bit RSA key and a SHA-1
+                   signed certificate (what test trees before 2019 make); a warning when not
+    certificates   each RSA key size and CA digest a test file makes its certificates with
+                   (testsuite.certificates_made) is accepted under that configuration, tried as
+                   nginx loads a certificate (``openssl s_client -cert``); one refused means nginx
+                   cannot start for that file at the base or the fix: ``CANNOT RUN``, no package
 
 Test files are read from the extracted tree (``tests:<commit>``) or the bare clone of the test
 repository; with neither, the doctor checks everything else and its verdict is "not checked"
@@ -30,12 +37,12 @@ repository; with neither, the doctor checks everything else and its verdict is "
 old PCRE) is not checked either.
 
 Output (doctor_report.py): OK lines collapsed per kind; one ``MISSING <what> (needed by <who>) ->
-apt-get install <pkg>`` line per missing thing; ``TASK ERROR`` lines; warnings; one ``apt-get
-install ...`` line with every missing package; and last the verdict: ``doctor: all good``,
-``doctor: N problem(s)``, and ``not checked: ...`` when a clone was missing. A package the doctor
-asks for that scripts/debian-packages.txt does not list is a warning, so the setup script stays
-the full set. Any MISSING or TASK ERROR fails (the doit action returns False, so doit exits
-non-zero).
+apt-get install <pkg>`` line per missing thing; ``TASK ERROR`` and ``CANNOT RUN`` lines;
+warnings; one ``apt-get install ...`` line with every missing package; and last the verdict:
+``doctor: all good``, ``doctor: N problem(s)``, and ``not checked: ...`` when a clone was missing.
+A package the doctor asks for that scripts/debian-packages.txt does not list is a warning, so the
+setup script stays the full set. Any MISSING, TASK ERROR or CANNOT RUN fails (the doit action
+returns False, so doit exits non-zero).
 
 What a test file needs and which package provides it (the tables, the reading of ``use``,
 ``require``, ``has`` and ``has_daemon``) is testsuite.py, shared with scripts/mine_tasks.py; this
@@ -43,9 +50,12 @@ module asks the machine (SystemProbe, TestSource) and compares; doctor_report.py
 """
 
 import glob
+import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 from doit.exceptions import TaskFailed
 
@@ -54,9 +64,10 @@ from ..prove import network as private_network
 from .doctor_report import NOT_CHECKED, Finding, render
 from ..core.gitcmd import file_at
 from ..core.layout import SOURCE_ROOT
-from ..prove.testsuite import (DAEMON_FILES, DEFAULT_MODULES, LIBRARIES, daemon_package,
-                               flag_for_module, libraries_for_flags, module_enabled, perl_package,
-                               requirements_of_test)
+from ..prove.env import OPENSSL_CONF_FILE
+from ..prove.testsuite import (DAEMON_FILES, DEFAULT_MODULES, LIBRARIES, certificates_made,
+                               daemon_package, flag_for_module, libraries_for_flags,
+                               module_enabled, perl_package, requirements_of_test)
 
 PACKAGES_FILE = SOURCE_ROOT / "scripts" / "debian-packages.txt"
 
@@ -66,6 +77,9 @@ TOOLS = (("cc", "gcc", True), ("make", "make", True), ("git", "git", True), ("pe
          ("bwrap", "bubblewrap", False), ("socat", "socat", False), ("rg", "ripgrep", False))
 TOOL_NOTES = {"ccache": "builds are not shared between trees", "bwrap": "no agent sandbox",
               "socat": "no agent sandbox", "rg": "no agent sandbox"}
+# What the OpenSSL configuration for tests is there to accept: the certificates of test trees
+# before 2019 (openssl_tests.cnf).
+PIN_CERTIFICATES = (("rsa", 1024), ("digest", "sha1"))
 
 # -- probing the machine ------------------------------------------------------------------------
 
@@ -73,7 +87,7 @@ class SystemProbe:
     """What is installed, asked of this machine (tests inject a fake with the same methods)."""
 
     def __init__(self):
-        self._perl = {}
+        self._perl, self._certificates = {}, {}
 
     def which(self, name):
         return shutil.which(name) is not None
@@ -86,6 +100,13 @@ class SystemProbe:
 
     def exists(self, pattern):
         return bool(glob.glob(pattern))
+
+    def certificate_refused(self, spec):
+        """("ok" | "refused" | "unknown", detail) for a certificate made as `spec` says (see
+        certificate_trial), once per spec."""
+        if spec not in self._certificates:
+            self._certificates[spec] = certificate_trial(spec)
+        return self._certificates[spec]
 
     def perl_modules(self, modules):
         """The subset of `modules` that perl can load; one perl process for all unknown ones."""
@@ -104,6 +125,63 @@ class SystemProbe:
             for m in todo:
                 self._perl.setdefault(m, False)
         return {m for m in modules if self._perl[m]}
+
+
+_OPENSSL_REASON = re.compile(r":error:[0-9A-Fa-f]+:[^:]*:[^:]*:([^:]+):")
+
+
+def certificate_trial(spec, conf=OPENSSL_CONF_FILE, timeout=60):
+    """Does OpenSSL's TLS library, under the OpenSSL configuration `conf`, accept a certificate
+    made as `spec` says: ("rsa", bits), self-signed with a key of that size; ("digest", name), a
+    2048-bit one signed by a CA with that digest? Made as nginx-tests make them (``openssl req``
+    with a config of their own) and loaded as nginx loads one (SSL_CTX_use_certificate, which
+    applies the security level), by ``openssl s_client -cert`` aimed at a socket that is not
+    there: it gets to connecting only when the certificate was accepted. Returns ("ok", ""),
+    ("refused", OpenSSL's reason, e.g. "ee key too small") or ("unknown", why not checked)."""
+    if not shutil.which("openssl"):
+        return "unknown", "the openssl program is not installed"
+    kind, value = spec
+    bits = value if kind == "rsa" else 2048
+    env = dict(os.environ, OPENSSL_CONF=str(conf))
+    with tempfile.TemporaryDirectory(prefix="nginx-eval-doctor-") as d:
+        conf_text = (f"[ req ]\ndefault_bits = {bits}\nencrypt_key = no\n"
+                     "distinguished_name = req_distinguished_name\n[ req_distinguished_name ]\n")
+        with open(os.path.join(d, "req.conf"), "w") as f:
+            f.write(conf_text)
+        req = ["openssl", "req", "-config", "req.conf", "-subj"]
+        leaf = "/CN=localhost/"
+        # The CA has a name of its own: a certificate whose issuer is its subject counts as
+        # self-signed, and OpenSSL does not judge the digest of those.
+        steps = ([req + [leaf, "-x509", "-new", "-out", "leaf.crt", "-keyout", "leaf.key"]]
+                 if kind == "rsa" else
+                 [req + ["/CN=root/", "-x509", "-new", "-out", "ca.crt", "-keyout", "ca.key"],
+                  req + [leaf, "-new", "-out", "leaf.csr", "-keyout", "leaf.key"],
+                  ["openssl", "x509", "-req", "-in", "leaf.csr", "-CA", "ca.crt", "-CAkey",
+                   "ca.key", "-set_serial", "1", "-days", "1", f"-{value}", "-out", "leaf.crt"]])
+        try:
+            for argv in steps:
+                made = subprocess.run(argv, cwd=d, env=env, capture_output=True, text=True,
+                                      timeout=timeout, stdin=subprocess.DEVNULL)
+                if made.returncode != 0:
+                    return "unknown", f"`{' '.join(argv[:2])}` failed: {_last_line(made.stderr)}"
+            tried = subprocess.run(["openssl", "s_client", "-unix", "no-such-socket", "-cert",
+                                    "leaf.crt", "-key", "leaf.key"], cwd=d, env=env,
+                                   capture_output=True, text=True, timeout=timeout,
+                                   stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return "unknown", str(e)
+    out = tried.stdout + tried.stderr
+    if "error setting certificate" in out:
+        reason = _OPENSSL_REASON.search(out)
+        return "refused", reason.group(1) if reason else _last_line(out)
+    if "connect" in out:
+        return "ok", ""
+    return "unknown", f"`openssl s_client` said: {_last_line(out)}"
+
+
+def _last_line(text):
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "(nothing)"
 
 
 class TestSource:
@@ -158,7 +236,8 @@ def diagnose(tasks, source, probe, listed_packages=None):
     """The findings for `tasks` (a list of benchmark Task). `source` has read(repo, commit, path)
     and repo_available(repo, commit), pcre2_capable(repo, commit); `probe` has which(name),
     exists(glob), perl_modules(names) -> the loadable ones, private_network_problem() -> why
-    tests cannot have a network of their own, or None. listed_packages: the set from
+    tests cannot have a network of their own, or None, certificate_refused(spec) -> (status,
+    detail) of certificate_trial. listed_packages: the set from
     scripts/debian-packages.txt (None: do not compare)."""
     findings, needs = [], _Needs()
     unread, pcre_unknown = {}, {}
@@ -175,6 +254,7 @@ def diagnose(tasks, source, probe, listed_packages=None):
     findings += _tool_findings(probe)
     findings.append(_isolation_finding(probe))
     findings.append(_sandbox_finding(probe))
+    findings.append(_openssl_finding(probe))
     findings += _probed_needs(needs, probe)
     if listed_packages is not None:
         findings += _unlisted(findings, listed_packages)
@@ -209,6 +289,8 @@ def _test_file_needs(task, path, source, needs):
         needs.add("perl module", mod, who, perl_package(mod)[0])
     for daemon in sorted(req["daemons"]):
         needs.add("daemon", daemon, who, daemon_package(daemon))
+    for spec in certificates_made(text):
+        needs.add("certificate", spec, who, what=certificate_text(spec))
     findings = []
     for name in sorted(req["nginx_modules"]):
         if module_enabled(name, task.configure_flags):
@@ -267,6 +349,37 @@ def _sandbox_finding(probe):
     return Finding("warn", "agent sandbox", "srt", note=f"no agent mode can run: {problem}")
 
 
+def certificate_text(spec):
+    kind, value = spec
+    return f"an RSA key of {value} bits" if kind == "rsa" else f"a certificate signed with {value}"
+
+
+def _conf_name():
+    try:
+        return str(OPENSSL_CONF_FILE.relative_to(SOURCE_ROOT))
+    except ValueError:
+        return str(OPENSSL_CONF_FILE)
+
+
+def _openssl_finding(probe):
+    """Whether the OpenSSL configuration for tests is in effect: what it exists to accept is."""
+    conf = f"OPENSSL_CONF={_conf_name()}"
+    trials = [(spec, probe.certificate_refused(spec)) for spec in PIN_CERTIFICATES]
+    refused = [f"{certificate_text(spec)} ({detail})" for spec, (status, detail) in trials
+               if status == "refused"]
+    unknown = [detail for _, (status, detail) in trials if status == "unknown"]
+    if refused:
+        return Finding("warn", "openssl", conf,
+                       note=f"OpenSSL for tests: {conf} is not in effect: it refuses "
+                            f"{' and '.join(refused)}; test trees before 2019 cannot start nginx")
+    if unknown:
+        return Finding("warn", "openssl", conf,
+                       note=f"OpenSSL for tests: {conf} not checked: {unknown[0]}")
+    return Finding("ok", "openssl",
+                   f"{conf} in effect ({' and '.join(map(certificate_text, PIN_CERTIFICATES))} "
+                   "accepted)")
+
+
 def _probed_needs(needs, probe):
     """A finding per collected need, asked of `probe` (all Perl modules in one call)."""
     entries = needs.items
@@ -282,6 +395,8 @@ def _need_findings(kind, key, e, probe, have_perl):
     who = tuple(e["who"])
     if kind == "configure":
         return [Finding("ok", kind, key, who)]
+    if kind == "certificate":
+        return [_certificate_finding(key, e["what"], who, probe)]
     if kind == "library":
         ok = any(probe.exists(p) for p in LIBRARIES[key].paths)
     elif kind == "perl module":
@@ -296,6 +411,21 @@ def _need_findings(kind, key, e, probe, have_perl):
         if not any(probe.exists(p) for p in patterns):
             findings.append(Finding("missing", kind, what, who, package))
     return findings
+
+
+def _certificate_finding(spec, what, who, probe):
+    """A test file makes certificates nginx refuses under the harness's OpenSSL configuration:
+    nginx does not start for it, at the base or the fix, so the task cannot run here."""
+    status, detail = probe.certificate_refused(spec)
+    if status == "ok":
+        return Finding("ok", "certificate", what, who)
+    if status == "refused":
+        return Finding("error", "certificate", what, who,
+                       note=f"OpenSSL under OPENSSL_CONF={_conf_name()} refuses {what} ({detail}), "
+                            "which the test file makes: nginx cannot start for it, at the base "
+                            "or the fix")
+    return Finding("warn", "certificate", what, who,
+                   note=f"whether OpenSSL accepts {what} not checked: {detail}")
 
 
 def _unlisted(findings, listed_packages):

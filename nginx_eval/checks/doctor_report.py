@@ -16,7 +16,8 @@ NOT_CHECKED = "not checked"      # kind of a warning about something the doctor 
 class Finding:
     level: str          # "ok", "warn", "missing", "error"
     kind: str           # "tool", "isolation", "library", "perl module", "daemon", "configure", "tests",
-                        # NOT_CHECKED (what: the repository that is not cloned)
+                        # "openssl" (the configuration for tests), "certificate" (one a test
+                        # file makes), NOT_CHECKED (what: the repository that is not cloned)
     what: str
     who: tuple = ()     # task ids / "task (file)"
     package: str = ""
@@ -70,11 +71,15 @@ def _ok_lines(findings):
     for f in findings:
         if f.level == "ok":
             ok_by_kind.setdefault(f.kind, []).append(f.what)
-    for kind in ("tool", "isolation", "library", "perl module", "daemon", "configure"):
+    for kind in ("tool", "isolation", "openssl", "library", "perl module", "daemon", "configure",
+                 "certificate"):
         if kind in ok_by_kind:
             names = list(dict.fromkeys(ok_by_kind[kind]))
             label = {"configure": "has() modules enabled by configure_flags",
-                     "library": "libraries", "isolation": "isolation"}.get(kind, kind + "s")
+                     "library": "libraries", "isolation": "isolation",
+                     "openssl": "OpenSSL for tests",
+                     "certificate": "certificates the test files make, accepted by OpenSSL"
+                     }.get(kind, kind + "s")
             lines.append(f"OK      {label}: {', '.join(names)}")
     return lines
 
@@ -86,6 +91,8 @@ def _problem_line(f):
         note = f"; {f.note}" if f.note else ""
         return f"MISSING {f.kind} {f.what}{needed} -> apt-get install {f.package}{note}"
     if f.level == "error":
+        if f.kind == "certificate":
+            return f"CANNOT RUN {_who(f.who)}: {f.note}"
         return (f"TASK ERROR {f.note}" if f.kind == "configure" else
                 f"TASK ERROR {_who(f.who)}: {f.what} {f.note}")
     if f.level == "warn":
@@ -95,5 +102,7 @@ def _problem_line(f):
             return f"WARN    no {f.what}: {f.note}"
         if f.kind == "setup":
             return f"WARN    package {f.what} (needed by {_who(f.who)}) is {f.note}"
+        if f.kind == "openssl":
+            return f"WARN    {f.note}"
         return f"WARN    {f.note} (tasks {_who(f.who)})"
     return None

@@ -28,6 +28,8 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     running/<run>/.other/<token> the same for a command without a file of its own (during a run)
     running/<run>.agent-stop    why no agent of <run> may start (an auth error), until the next
                                 `doit run` (agent/stage.py)
+    strict-runs/<key>/<test_commit>/   reference runs of the strict stage: a build's runs of
+                                regression files, shared by every mode (strict/stage.py)
     agent-versions/<hash>.json  `<program> --version` per program file, mtime and size
                                 (agent/stage.py)
     doit/<run>.db               doit's database for that run (a disposable cache)
@@ -38,6 +40,7 @@ Per task results, ``results/<run>/<mode>/<instance_id>/``:
     build.json, build.log       the build verdict            (build/stage.py)
     prove.json, tap/<file>.tap  raw TAP per test file        (prove/stage.py)
     tap/<file>.rerun.tap        second runs, rerun_failed=1  (prove/stage.py)
+    strict.json, strict/        the strict stage's record and test output (strict/stage.py)
     grade.json                  the verdict                  (grade.py)
 Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (results.py).
 Per run: ``results/<run>/run.json``, the benchmark and tasks the run is of (run/record.py).
@@ -196,6 +199,15 @@ class Layout:
 
     def tap_dir(self, mode, iid):
         return self.task_dir(mode, iid) / "tap"
+
+    def strict_json(self, mode, iid):
+        return self.task_dir(mode, iid) / "strict.json"
+
+    def strict_dir(self, mode, iid):
+        return self.task_dir(mode, iid) / "strict"
+
+    def strict_runs(self, build_key, test_commit):
+        return self.cache / "strict-runs" / build_key / test_commit
 
     def grade_json(self, mode, iid):
         return self.task_dir(mode, iid) / "grade.json"

@@ -6,8 +6,8 @@ each of UNIT_STAGES has a task per unit: ``task_name(GRADE, unit)`` is ``grade:n
 from . import jsonio
 
 REPOS, TESTS, BASE = "repos", "tests", "base"
-UNIT_STAGES = WORKSPACE, AGENT, PATCH, BUILD, PROVE, GRADE = (
-    "workspace", "agent", "patch", "build", "prove", "grade")
+UNIT_STAGES = WORKSPACE, AGENT, PATCH, BUILD, PROVE, STRICT, GRADE = (
+    "workspace", "agent", "patch", "build", "prove", "strict", "grade")
 RESULTS, VALIDATE, VALIDATION = "results", "validate", "validation"
 
 

@@ -13,7 +13,8 @@ import re
 
 from nginx_eval.mining.nginx_history import code_files
 from nginx_eval.mining.suite_history import TICKET_RE, names_used
-from nginx_eval.mining.topics import AREA_PATHS, file_topic_words, subject_area, test_area, words
+from nginx_eval.mining.topics import file_topic_words, subject_area, words
+from nginx_eval.prove.areas import AREA_PATHS, test_area
 
 # Subjects of commits that rarely change what a test sees on Linux (epoll) with OpenSSL.
 PORTABILITY_RE = re.compile(r"boringssl|aws-lc|libressl|quictls|win32|windows|msvc|solaris|"

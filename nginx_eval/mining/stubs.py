@@ -12,7 +12,8 @@ import os
 
 from nginx_eval.core import gitcmd
 from nginx_eval.mining.oldbuilds import with_legacy_options
-from nginx_eval.mining.topics import AREA_PATHS, subject_area, test_area, words
+from nginx_eval.mining.topics import subject_area, words
+from nginx_eval.prove.areas import AREA_PATHS, test_area
 from nginx_eval.prove.testsuite import configure_flags_for, requirements_in_order
 
 

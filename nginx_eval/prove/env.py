@@ -17,6 +17,12 @@ which user to be ("can't run as root without the -u switch"), and nginx-tests st
 one, so every memcached test file died before its plan. ``daemon_shims`` puts a directory first
 on the test's PATH holding a `memcached` that runs the real one with ``-u root``.
 
+``OPENSSL_CONF`` is the harness's own OpenSSL configuration (openssl_tests.cnf: security level 0),
+never the system's: Debian's default level 2 refuses the 1024-bit keys and SHA-1 signatures the
+older test trees make certificates with, in nginx as well as in the tests' clients, so such a
+file could not start nginx at the base or the fix. The file's digest is one of prove's inputs;
+the doctor checks the certificates the selected test files make against it (doctor.py).
+
 ``tool_versions`` names the perl that runs the tests and the openssl they make their certificates
 with: prove.json's ``versions`` (see prove/stage.py).
 """
@@ -27,11 +33,12 @@ import subprocess
 from functools import lru_cache
 
 from ..core.trees import remove_tree
-from ..core.jsonio import install_executable
+from ..core.jsonio import file_digest, install_executable
 from ..core.layout import PACKAGE_DIR
 from ..core.locks import locked
 
 OUTPUT_GUARD = PACKAGE_DIR / "prove" / "nginx_output_guard.sh"
+OPENSSL_CONF_FILE = PACKAGE_DIR / "prove" / "openssl_tests.cnf"
 # Variables of the harness's own environment a test may see; everything else is set here.
 PASSED_THROUGH = ("PATH", "HOME", "TMPDIR", "USER", "LOGNAME")
 # Daemons nginx-tests start that refuse to run as root without these options (daemon_shims).
@@ -110,13 +117,17 @@ def pinned_environment(tests_tree, environ=None):
     env = os.environ if environ is None else environ
     pinned = {name: env[name] for name in PASSED_THROUGH if name in env and name != "PATH"}
     pinned.update({"LC_ALL": "C", "LANG": "C", "TEST_NGINX_GLOBALS": test_globals(env),
+                   "OPENSSL_CONF": str(OPENSSL_CONF_FILE),
                    "PERL5LIB": os.pathsep.join(filter(None, [str(tests_tree / "lib"),
                                                              env.get("PERL5LIB")]))})
     return pinned
 
 
 def environment_inputs(tests_tree):
-    return dict(pinned_environment(tests_tree), prove=_program("prove"), perl=_program("perl"))
+    """prove's inputs of the environment: the pinned variables, the programs PATH resolves to,
+    and the content of the OpenSSL configuration (an edit to it proves again)."""
+    return dict(pinned_environment(tests_tree), prove=_program("prove"), perl=_program("perl"),
+                openssl_conf=file_digest(OPENSSL_CONF_FILE))
 
 
 def daemon_shims(layout, environ=None):

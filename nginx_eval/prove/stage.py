@@ -69,12 +69,13 @@ def ports_for(tests_tree, network):
 
 
 def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, token_file=None,
-                    suffix=""):
+                    suffix="", extra_env=None):
     """Run each file against `binary`; return {file: record}. Output files go to tap_dir, named
-    after the file plus `suffix` (".rerun"); token_file: see procs.kill_leftovers."""
+    after the file plus `suffix` (".rerun"); token_file: see procs.kill_leftovers; extra_env:
+    added to the pinned environment (a sanitizer's options)."""
     tap_dir.mkdir(parents=True, exist_ok=True)
-    env = prove_environment(tests_tree, output_guard(layout, binary), binary,
-                            daemon_shims(layout))
+    env = dict(prove_environment(tests_tree, output_guard(layout, binary), binary,
+                                 daemon_shims(layout)), **(extra_env or {}))
     network = "shared" if private_network.problem() else "private"
     files = {}
     for name in test_files:

@@ -6,6 +6,7 @@ test files through this module and its tables, so they agree::
 
     requirements_of_test(text)    the Perl modules, daemons and Test::Nginx has() names of a file
     requirements_in_order(text)   the same as lists, in the order the file names them
+    certificates_made(text)       the RSA key sizes and CA digests of the certificates it makes
     module_enabled(name, flags)   does has(name) pass for an nginx configured with `flags`?
     flag_for_module(name)         the configure flag that enables has(name), if any
     configure_flags_for(names)    the configure flags that build every has(name) of `names`
@@ -242,6 +243,26 @@ def requirements_of_test(text):
     """{"perl_modules", "daemons", "nginx_modules"} (sets) a test file needs to run, not skip
     (see requirements_in_order)."""
     return {kind: set(names) for kind, names in requirements_in_order(text).items()}
+
+
+# How a test file makes its certificates, as far as OpenSSL's security level judges them: the RSA
+# key sizes (``default_bits = N`` in the openssl.conf it writes, ``genrsa ... N``, ``-newkey
+# rsa:N``) and the digest its CA signs with (``default_md = sha1``, ``-md sha1``). nginx-tests made
+# 1024-bit keys until 2019-07-09 (571b1a5) and signed with SHA-1 in 2014-2019 tests; OpenSSL 3
+# refuses both at its default level on Debian (prove/env.py pins a level that accepts them).
+_RSA_BITS = re.compile(r"default_bits\s*=\s*(\d+)|\brsa:(\d+)|\bgenrsa\b[^\n;]*?\s(\d{3,5})\b")
+_CA_DIGEST = re.compile(r"default_md\s*=\s*(\w+)|\s-md\s+(\w+)")
+
+
+def certificates_made(text):
+    """[("rsa", bits) | ("digest", name)]: the RSA key sizes a test file makes certificates with
+    and the digests its CA signs them with (not "default": the openssl program's own), sorted;
+    [] when it makes none."""
+    code = strip_perl(text)
+    bits = {int(next(g for g in m.groups() if g)) for m in _RSA_BITS.finditer(code)}
+    digests = {next(g for g in m.groups() if g).lower() for m in _CA_DIGEST.finditer(code)}
+    return ([("rsa", b) for b in sorted(bits)]
+            + [("digest", d) for d in sorted(digests - {"default"})])
 
 
 # -- mappings --------------------------------------------------------------------------------------

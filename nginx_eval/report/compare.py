@@ -38,17 +38,19 @@ def check_compare(layout, other):
 
 
 def _other_tasks(theirs, bench):
-    """(the task ids of run `theirs`, its benchmark's sha256 or None without run.json)."""
+    """(the task ids of run `theirs`, its benchmark's sha256 and version, each None without
+    run.json or, the version, for an unversioned file)."""
     record = read_run(theirs)
     if record and record["benchmark"] != bench.name:
         raise UserError(f"compare={theirs.run}: run {theirs.run!r} holds benchmark "
                         f"{record['benchmark']!r}, this run {bench.name!r}: no tasks in common")
     if record:
-        return set(record["task_ids"]), record.get("benchmark_sha256")
+        return (set(record["task_ids"]), record.get("benchmark_sha256"),
+                record.get("benchmark_version"))
     ids = set()
     for m in modes_on_disk(theirs, []):
         ids |= {r["instance_id"] for r in jsonio.read_jsonl(theirs.results_jsonl(m))}
-    return ids, None
+    return ids, None, None
 
 
 def _arms_of_both_runs(layout, theirs, task_ids, modes):
@@ -83,7 +85,7 @@ def _compare_common_arms(sides, common, task_ids, run, other):
 def collect_comparison(layout, other, bench, tasks, modes):
     """The same arms in this run and run `other`, paired on the tasks both runs have."""
     theirs = other_layout(layout, other)
-    their_ids, their_sha = _other_tasks(theirs, bench)
+    their_ids, their_sha, their_version = _other_tasks(theirs, bench)
     task_ids = [t.instance_id for t in tasks if t.instance_id in their_ids]
     sides = _arms_of_both_runs(layout, theirs, task_ids, modes)
     common = [n for n in sides["here"] if n in sides["there"]]
@@ -96,6 +98,7 @@ def collect_comparison(layout, other, bench, tasks, modes):
     return {"date": datetime.date.today().isoformat(), "version": __version__,
             "run": layout.run, "other": other, "benchmark": bench.name,
             "benchmark_sha256": {layout.run: bench.digest, other: their_sha},
+            "benchmark_version": {layout.run: bench.version, other: their_version},
             "tasks": task_ids, "run_tasks": len(tasks), "other_tasks": len(their_ids),
             "arms": arms, "only": only, "comparisons": comparisons,
             "level": stats.LEVEL, "alpha": stats.ALPHA}

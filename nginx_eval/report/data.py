@@ -11,9 +11,10 @@ from .. import __version__
 from ..core import jsonio
 from . import stats
 from .arms import breakdowns, compare_arms, make_arms, power_summary
-from .modes import families, mode_summary
+from .modes import families, mode_summary, strict_view
 from .records import gold_files, modes_on_disk, read_rows, toolchain
 from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES
+from ..run.benchmark import version_key
 
 CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
         "compile_failed": "CF", "patch_failed": "PF", "timeout": "TO", "agent_error": "ERR",
@@ -96,7 +97,7 @@ def _display_facts(mode_data):
 
 def _benchmark_facts(layout, bench, total):
     return {"name": bench.name, "file": os.path.relpath(bench.path, layout.root),
-            "sha256": bench.digest, "tasks": total,
+            "sha256": bench.digest, "version": bench.version, "tasks": total,
             "benchmark_tasks": len(bench.tasks), "subset": total < len(bench.tasks)}
 
 
@@ -115,6 +116,12 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
     arms = make_arms(mode_data, rows, task_ids)
     baseline_arm = next((a for a in arms if baseline in a["modes"]), None)
     comparisons = compare_arms(arms, task_ids, baseline_arm)
+    strict_judged = any(d["strict"]["judged"] for d in mode_data)
+    strict_comparisons = []
+    if strict_judged:
+        strict_arms = make_arms([strict_view(d) for d in mode_data], rows, task_ids, "strict")
+        strict_base = next((a for a in strict_arms if baseline in a["modes"]), None)
+        strict_comparisons = compare_arms(strict_arms, task_ids, strict_base)
     return {
         "date": datetime.date.today().isoformat(), "version": __version__, "run": layout.run,
         "benchmark": _benchmark_facts(layout, bench, total),
@@ -127,10 +134,13 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
                     "cells": [_cell(d, i) for d in mode_data]} for i in task_ids],
         "families": families(mode_data, task_ids),
         "arms": arms, "comparisons": comparisons,
+        "strict_judged": strict_judged, "strict_comparisons": strict_comparisons,
         "power": power_summary(comparisons, total),
         "breakdowns": breakdowns(arms, tasks, cutoff),
         "level": stats.LEVEL, "alpha": stats.ALPHA, "power_target": stats.POWER,
-        "warnings": _warnings(mode_data, rows, validation, task_ids),
+        "result_versions": result_versions(rows),
+        "warnings": (_version_warnings(result_versions(rows), bench, layout)
+                     + _warnings(mode_data, rows, validation, task_ids)),
         "validation": _verdict_counts(validation, task_ids),
         "chart": layout.report_chart.name, "distributions": layout.report_distributions.name,
     }
@@ -162,6 +172,38 @@ def _verdict_counts(validation, task_ids):
         if verdict:
             counts[verdict] = counts.get(verdict, 0) + 1
     return counts
+
+
+def result_versions(rows):
+    """[{"version", "modes": {mode: tasks}}]: the benchmark versions the results were graded
+    under (grade.json's, through results.jsonl; None: unversioned, or graded before the file had
+    a version), oldest first."""
+    found = {}
+    for mode, by_id in rows.items():
+        for row in by_id.values():
+            modes = found.setdefault(row.get("benchmark_version"), {})
+            modes[mode] = modes.get(mode, 0) + 1
+    order = sorted(found, key=lambda v: (v is not None, version_key(v) if v else (0, 0)))
+    return [{"version": v, "modes": found[v]} for v in order]
+
+
+def _version_warnings(versions, bench, layout):
+    """One warning when the results were graded under more than one version of the benchmark,
+    or under another version than the task file's now: they are not results of one benchmark."""
+    said = lambda v: f"version {v}" if v else "an unversioned task file"
+    if not versions or [v["version"] for v in versions] == [bench.version]:
+        return []
+    where = "; ".join(
+        f"{said(v['version'])} ({', '.join(f'{m}: {n}' for m, n in v['modes'].items())} "
+        f"task{'s' if sum(v['modes'].values()) != 1 else ''})" for v in versions)
+    file = os.path.relpath(bench.path, layout.root)
+    if len(versions) > 1:
+        head = f"results graded under {len(versions)} versions of the benchmark: {where}"
+    else:
+        head = f"results graded under {where}"
+    return [f"{head}; the task file is now {said(bench.version)} (its changelog: `{file}`): "
+            f"they are not results of one benchmark; run the modes again to grade every task "
+            f"under {said(bench.version)}"]
 
 
 def _validation_warnings(validation, task_ids):
@@ -289,6 +331,10 @@ def mode_json(mode):
             **agent_json(mode), **rerun_json(mode),
             "resolved_rate": mode["resolved_rate"],
             "resolved_interval": mode["resolved_interval"],
+            "strict_rate": mode["strict"]["rate"] if mode["strict"]["judged"] else None,
+            "strict_interval": mode["strict"]["interval"] if mode["strict"]["judged"] else None,
+            "not_strict": mode["strict"]["not_strict"],
+            "strict_unjudged": mode["strict"]["unjudged"],
             "cost_usd": mode["cost_usd"],
             "cost_per_resolved": {"value": mode["cost_per_resolved"],
                                   "interval": mode["cost_per_resolved_interval"]},
@@ -313,7 +359,8 @@ def report_json(layout, bench, inputs, data):
             for a in data["arms"]}
     return {
         "schema_version": SCHEMA_VERSION, "run": layout.run, "benchmark": bench.name,
-        "benchmark_sha256": bench.digest, "inputs": inputs,
+        "benchmark_sha256": bench.digest, "benchmark_version": bench.version,
+        "result_versions": data["result_versions"], "inputs": inputs,
         "tasks": data["task_ids"], "benchmark_tasks": len(bench.tasks),
         "level": stats.LEVEL, "alpha": stats.ALPHA, "seed": stats.SEED,
         "modes": {d["name"]: mode_json(d) for d in data["modes"]},

@@ -211,7 +211,39 @@ def mode_summary(m, by_id, task_ids, modes, gold):
         **_time_and_cost(m, by_id, counts["resolved"]),
         "tokens": _token_totals(by_id),
         "patch": _patch_figures(scored_rows, gold),
+        "strict": _strict_facts(by_id, outcomes, total),
     }
+
+
+def _strict_facts(by_id, outcomes, total):
+    """The strict verdict of the mode's rows (grade.json's strict, results.jsonl): whether any
+    was judged, the strict rate over the same denominator as the resolved rate, and the
+    resolved tasks that are not strict or could not be judged, with why."""
+    resolved = [i for i, o in outcomes.items() if o == "resolved"]
+    strict = [i for i in resolved if by_id[i].get("strict") is True]
+    why = lambda i: by_id[i].get("strict_reason") or ""
+    return {
+        # Judged: some resolved patch was (strict=0 leaves them all null), or none resolved
+        # and the rows carry the verdict (false: not resolved).
+        "judged": any(by_id[i].get("strict") is not None for i in resolved) or (
+            not resolved and any(r.get("strict") is False for r in by_id.values())),
+        "count": len(strict), "rate": rate_of(len(strict), total),
+        "interval": rounded_pair(stats.wilson(len(strict), total)),
+        "not_strict": [{"instance_id": i, "reason": why(i)} for i in resolved
+                       if by_id[i].get("strict") is False],
+        "unjudged": [{"instance_id": i, "reason": why(i)} for i in resolved
+                     if by_id[i].get("strict") is None],
+    }
+
+
+def strict_view(mode):
+    """The mode's data with "resolved" only where the patch is also strict: the report's paired
+    comparisons of strict rates run on it."""
+    strict = {i for i in mode["outcomes"] if i not in
+              {e["instance_id"] for e in mode["strict"]["not_strict"] + mode["strict"]["unjudged"]}}
+    outcomes = {i: ("unresolved" if o == "resolved" and i not in strict else o)
+                for i, o in mode["outcomes"].items()}
+    return dict(mode, outcomes=outcomes)
 
 
 def groups(mode_data):

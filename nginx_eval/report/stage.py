@@ -44,7 +44,11 @@ their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run
 
 ``report.json``::
 
-    {"schema_version": 2, "run", "benchmark", "benchmark_sha256", "inputs",
+    {"schema_version": 2, "run", "benchmark", "benchmark_sha256",
+     "benchmark_version": the task file's version | null (unversioned),
+     "result_versions": [{"version": str | null, "modes": {mode: tasks}}],   # the versions the
+                        # results were graded under, oldest first (report_data.result_versions)
+     "inputs",
      "tasks": [the run's task ids: every total_instances counts these], "benchmark_tasks": n,
      "level": 0.95, "alpha": 0.05, "seed": stats.SEED,
      "modes": {mode: {SWE-bench run report fields: "total_instances", "submitted_instances",
@@ -96,6 +100,7 @@ their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run
 
 ``compare-<OTHER>.json`` (``doit run report run=A compare=B``): {"schema_version": 2, "run",
 "other", "benchmark", "inputs", "tasks": [ids in both runs], "benchmark_sha256": {run: sha},
+"benchmark_version": {run: version | null} (run.json's),
 "arms": {arm: {run: {"rate", "interval", "repeats", "commands"}}}, "comparisons": [as above,
 with "a" and "b" the two runs' arm, plus "arm", "only_here": [ids], "only_other": [ids]]}.
 
@@ -103,7 +108,8 @@ In SWE-bench's terms an *error* is an instance the evaluation could not judge: h
 patch_failed, infra_error and not_run (the last two also outside the resolved rate's denominator). A task with no row in a mode's results.jsonl is counted in total_instances only
 (``incomplete_ids``): a ``predictions=`` file without a row for it, or a task not run yet.
 
-The report's warnings list, by mode and task, every agent that did not complete (agent error,
+The report's warnings list results graded under more than one version of the benchmark (or
+another than the task file's now), and, by mode and task, every agent that did not complete (agent error,
 timeout, infra error, with agent.json's reason; per mode, the tasks left by the budget),
 environment errors, tasks not validated as valid, modes
 with missing tasks, modes whose tasks ran different commands, and modes with tasks whose verdict a

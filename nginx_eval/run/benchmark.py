@@ -2,7 +2,20 @@
 
 File schema::
 
-    {"name": "nginx", "description": "...", "tasks": [TASK, ...]}     (a bare list of tasks is accepted)
+    {"name": "nginx", "description": "...", "version": "4.19",
+     "changelog": [{"version": "4.19", "date": "YYYY-MM-DD", "tasks": 173, "changes": "..."},
+                   ...],                                            # newest first
+     "tasks": [TASK, ...]}                    (a bare list of tasks is accepted, unversioned)
+
+``version`` names the file's tasks as they are: results made with two versions are not results
+of one benchmark (run.json and the report record it; grade.json stamps it, and the report warns
+when a run's results carry two). It is "MAJOR.MINOR": MINOR goes up when tasks are only added or
+removed (or informative fields change), MAJOR when a task that stays changes what an agent sees
+or how it is graded (statement, commits, flags, test files, assertions). Each change adds an
+entry to ``changelog``, newest first: its version, date, the number of tasks after it, and what
+changed. Both fields are optional (test fixtures, candidates files), but go together; the newest
+entry must name ``version`` and the file's task count, so adding or dropping tasks without an
+entry is refused (scripts/promote_tasks.py writes the entry when it adds tasks).
 
 A *candidates file* (``"candidates": true`` at the top, written by scripts/mine_tasks.py) holds
 mined task stubs awaiting validation: its tasks may leave fail_to_pass empty and keep the
@@ -39,6 +52,9 @@ HEX40 = re.compile(r"^[0-9a-f]{40}$")
 REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 BENCHMARK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
+CHANGELOG_FIELDS = {"version": (str, "a string"), "date": (str, "a string"),
+                    "tasks": (int, "a whole number"), "changes": (str, "a string")}
 DEFAULT_TEST_TIMEOUT = 180
 PLACEHOLDER_STATEMENT = "TODO"      # what the miner writes until a human writes the statement
 
@@ -103,6 +119,8 @@ class Benchmark:
     tasks: tuple
     digest: str
     candidates: bool = False        # a candidates file (module docstring): validation only
+    version: str = None             # "MAJOR.MINOR", None for an unversioned file
+    changelog: tuple = ()           # its entries (dicts), newest first
 
     def refuse_candidates(self, target):
         """UserError naming the file when it is a candidates file, which `target` (a doit task
@@ -136,6 +154,85 @@ def is_date(text):
     except ValueError:
         return False
     return True
+
+
+def version_key(version):
+    """(MAJOR, MINOR) of a version string "MAJOR.MINOR"."""
+    major, minor = version.split(".")
+    return int(major), int(minor)
+
+
+def next_version(version, major=False):
+    """The version after `version`: the next MINOR, or with `major` the next MAJOR (".0")."""
+    ma, mi = version_key(version)
+    return f"{ma + 1}.0" if major else f"{ma}.{mi + 1}"
+
+
+def _check_version(data, path, ntasks):
+    """(version, changelog entries) of a file's top-level object; UserError naming the file,
+    the changelog entry and the field at fault."""
+    if not isinstance(data, dict) or ("version" not in data and "changelog" not in data):
+        return None, ()
+    version, changelog = data.get("version"), data.get("changelog")
+    if version is None:
+        raise UserError("is missing: a file with a changelog names its version (the newest "
+                        "entry's)", file=path, field="version")
+    if not isinstance(version, str) or not VERSION.match(version):
+        raise UserError(f'must be "MAJOR.MINOR" (e.g. "1.0"), got {version!r}', file=path,
+                        field="version")
+    if not isinstance(changelog, list) or not changelog:
+        raise UserError("must be a non-empty list of entries {version, date, tasks, changes}, "
+                        "newest first, when the file has a version", file=path, field="changelog")
+    for i, entry in enumerate(changelog):
+        _check_changelog_entry(entry, path, i)
+    for i, (newer, older) in enumerate(zip(changelog, changelog[1:]), 1):
+        item = f"changelog entry {i} (version {older['version']})"
+        if version_key(older["version"]) >= version_key(newer["version"]):
+            raise UserError(f"must be older than the entry before it ({newer['version']}): "
+                            "entries go newest first, each version once", file=path, item=item,
+                            field="version")
+        if older["date"] > newer["date"]:
+            raise UserError(f"is later than that of the newer entry {newer['version']} "
+                            f"({newer['date']})", file=path, item=item, field="date")
+    newest = changelog[0]
+    if newest["version"] != version:
+        raise UserError(f"is {version!r}, but the newest changelog entry is "
+                        f"{newest['version']!r}: add an entry for this version", file=path,
+                        field="version")
+    if newest["tasks"] != ntasks:
+        raise UserError(f"the newest entry (version {version}) says {newest['tasks']} tasks, the "
+                        f"file has {ntasks}: tasks were added or dropped without a new version; "
+                        "add a changelog entry and raise version", file=path, field="changelog")
+    return version, tuple(changelog)
+
+
+def _check_changelog_entry(entry, path, index):
+    item = f"changelog entry {index}"
+    if not isinstance(entry, dict):
+        raise UserError("must be a JSON object {version, date, tasks, changes}", file=path,
+                        item=item)
+    if isinstance(entry.get("version"), str):
+        item += f" (version {entry['version']})"
+    for name, (kind, words) in CHANGELOG_FIELDS.items():
+        if name not in entry:
+            raise UserError("is missing", file=path, item=item, field=name)
+        value = entry[name]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise UserError(f"must be {words}, got {json.dumps(value)}", file=path, item=item,
+                            field=name)
+    unknown = set(entry) - set(CHANGELOG_FIELDS)
+    if unknown:
+        raise UserError(f"unknown field(s) {', '.join(sorted(unknown))}", file=path, item=item)
+    if not VERSION.match(entry["version"]):
+        raise UserError(f'must be "MAJOR.MINOR", got {entry["version"]!r}', file=path, item=item,
+                        field="version")
+    if not is_date(entry["date"]):
+        raise UserError(f"must be a date YYYY-MM-DD, got {entry['date']!r}", file=path,
+                        item=item, field="date")
+    if entry["tasks"] < 0:
+        raise UserError("must not be negative", file=path, item=item, field="tasks")
+    if not entry["changes"].strip():
+        raise UserError("must say what changed", file=path, item=item, field="changes")
 
 
 def _check_str_list(value, path, iid, name, *, nonempty=False, unique=False):
@@ -286,8 +383,10 @@ def load_benchmark(path):
                             field="instance_id")
         seen.add(task.instance_id)
         tasks.append(task)
+    version, changelog = _check_version(data, path, len(tasks))
     return Benchmark(name=name, path=path, tasks=tuple(tasks),
-                     digest=hashlib.sha256(text.encode()).hexdigest(), candidates=candidates)
+                     digest=hashlib.sha256(text.encode()).hexdigest(), candidates=candidates,
+                     version=version, changelog=changelog)
 
 
 def load_benchmarks(tasks_dir):

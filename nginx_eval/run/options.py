@@ -37,6 +37,8 @@ harness takes its settings from ``ctx.options`` and never asks doit.
     rerun_failed 0 or 1                   1: a test file with a failing or missing graded
                                           assertion runs once more against the same binary, and
                                           the rerun decides (prove/stage.py, grade.py; default 0)
+    strict       0 or 1                   0: no strict verdict (strict/stage.py; default 1)
+    strict_files whole number >= 1        regression files per patch (default 6)
 
 Checks that need the benchmark or the modes (an instance id that is not in the benchmark, a mode
 that does not exist) are methods here too, called by pipeline.load_context once those are loaded.
@@ -181,6 +183,10 @@ VARIABLES = {
                                     "ray (the cluster of RAY_ADDRESS, or a local one)"),
     "rerun_failed": Variable(_switch, "1: run a test file with a failing graded assertion once "
                                       "more, and grade the rerun (default: 0)"),
+    "strict": Variable(_switch, "0: no strict verdict (regression files and sanitizer build of "
+                                "a resolved patch; default: 1)"),
+    "strict_files": Variable(_count, "regression files per patch of the strict verdict, N >= 1 "
+                                     "(default: 6)"),
 }
 
 
@@ -216,6 +222,8 @@ class Options:
     builds: int | None = None
     proves: int | None = None
     rerun_failed: int = 0
+    strict: int = 1
+    strict_files: int | None = None     # None: strict/stage.DEFAULT_FILES
     executor: str = "local"
     given: tuple = field(default=(), compare=False)     # (name, value) as on the command line
 

@@ -6,6 +6,10 @@ same run name would share the modes' directories and the report's denominator. A
 names another benchmark than the run's is refused, with one line, before any work; a new run name
 costs nothing.
 
+``benchmark_sha256`` and ``benchmark_version`` are those of the benchmark the run's latest
+command used; each grade.json records the version it was graded under, and the report warns
+when the run's results carry two (report/data.py).
+
 Every command that scores or validates tasks adds its selection (``instances=``, ``limit=``) to
 the run's: the run's tasks are every task some command of the run selected, and that is the
 report's denominator ("12 of 26 tasks selected" when it is not the whole benchmark).
@@ -13,7 +17,8 @@ report's denominator ("12 of 26 tasks selected" when it is not the whole benchma
 ``run.json``::
 
     {"schema_version": 1, "run", "benchmark": name, "benchmark_file": path relative to the
-     project, "benchmark_sha256", "harness_version", "created", "updated",
+     project, "benchmark_sha256", "benchmark_version": the file's version | null (unversioned),
+     "harness_version", "created", "updated",
      "selections": [{"instances": [ids] | null, "limit": n | null}],   # as given, each once
      "task_ids": [ids, in the benchmark's order], "modes": [names]}
 """
@@ -56,7 +61,8 @@ def bind_run(layout, bench, tasks, modes, instances=None, limit=None):
     selection = {"instances": list(instances) if instances else None, "limit": limit}
     chosen = set(record["task_ids"]) | {t.instance_id for t in tasks}
     record.update({
-        "benchmark_sha256": bench.digest, "harness_version": __version__,
+        "benchmark_sha256": bench.digest, "benchmark_version": bench.version,
+        "harness_version": __version__,
         "selections": record["selections"] + ([selection]
                                               if selection not in record["selections"] else []),
         "task_ids": [t.instance_id for t in bench.tasks if t.instance_id in chosen],

@@ -1,0 +1,159 @@
+"""The strict verdict on the fixture benchmark (nginx_eval/strict/): regression files against the
+reference build, twice each, and a sanitizer build. The fixture's configure honours --with-cc-opt
+and --with-ld-opt, so its sanitizer build is a real AddressSanitizer build."""
+
+import json
+import subprocess
+
+import pytest
+
+from nginx_eval.strict.sanitizer import CC_OPT, LD_OPT, parse_report, sanitizer_flags
+from nginx_eval.strict.stage import compare
+
+pytestmark = pytest.mark.slow
+
+# Two regression files a patch: the fixture's files all lie in one area, and hang.t would take
+# its whole time limit in every run.
+FEW = "strict_files=2"
+
+VERSION_C = """#include <stdio.h>
+#include "ngx_auto_config.h"
+
+void print_version(void)
+{
+    printf("tiny version: 1.0\\nconfigure options: %s\\n", NGX_CONFIGURE);
+}
+"""
+
+OVER_READ = """
+#include <stdlib.h>
+
+int calc_peek(int n)
+{
+    char *p = calloc(4, 1);
+    char c = p[n];              /* calc_peek(4): one past the end, read, never used */
+    free(p);
+    return c * 0;
+}
+"""
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def patched(project, tmp_path, iid, edit):
+    """The diff from the task's base to its fix with `edit(worktree)` applied on top."""
+    task = next(t for t in project.tasks if t["instance_id"] == iid)
+    work = tmp_path / f"work-{iid}"
+    git(project.mirrors / "acme+tiny", "worktree", "add", "-q", "--detach", str(work),
+        task["fix_commit"])
+    edit(work)
+    git(work, "add", "-A")
+    patch = git(work, "diff", "--cached", "--binary", "--full-index", task["base_commit"])
+    git(project.mirrors / "acme+tiny", "worktree", "remove", "--force", str(work))
+    return patch
+
+
+def break_version_output(work):
+    """Moves -V's printing into version.c, with another label: version.t fails, and the task's
+    own files (calc_add.t) never run -V."""
+    main = work / "src" / "core" / "nginx.c"
+    text = main.read_text()
+    text = text.replace('printf("tiny version: 1.0\\nconfigure arguments: %s\\n", NGX_CONFIGURE);',
+                        "print_version();")
+    main.write_text(text.replace('#include "calc.h"', '#include "calc.h"\nvoid print_version(void);'))
+    (work / "src" / "core" / "version.c").write_text(VERSION_C)
+
+
+def over_read_in_mul(work):
+    """calc_mul also reads one byte past a heap block: its results stay right."""
+    calc = work / "src" / "core" / "calc.c"
+    text = calc.read_text().replace('#include "calc.h"\n', '#include "calc.h"\n' + OVER_READ)
+    calc.write_text(text.replace("int calc_mul(int a, int b)\n{\n    return ",
+                                 "int calc_mul(int a, int b)\n{\n    return calc_peek(4) + "))
+
+
+def predictions(path, patches):
+    path.write_text("".join(json.dumps({"instance_id": iid, "model_name_or_path": "strict",
+                                        "model_patch": patch}) + "\n"
+                            for iid, patch in patches.items()))
+    return path
+
+
+def test_gold_is_strict_and_the_report_shows_both_rates(project):
+    project.doit("run", "tiny:gold", "tiny:none", FEW)
+    for iid in ("tiny-add", "tiny-mul"):
+        grade = project.read("gold", iid, "grade.json")
+        assert (grade["resolved"], grade["strict"], grade["strict_reason"]) == (True, True, "")
+        strict = project.read("gold", iid, "strict.json")
+        assert strict["reference"] == "base" and len(strict["files"]) == 2
+        assert strict["sanitizer"]["key"] != strict["key"]          # a build of its own
+        none = project.read("none", iid, "grade.json")
+        assert (none["strict"], none["strict_reason"]) == (False, "not resolved")
+    # The base fails the bug's assertions: they are not counted, and are recorded as such.
+    add = project.read("gold", "tiny-add", "strict.json")
+    assert "calc_mul.t:3 square" not in add["reference_not_passing"]
+    report = (project.results / "default" / "report.md").read_text()
+    assert "| `gold` |" in report and "strict" in report.lower()
+    data = json.loads((project.results / "default" / "report.json").read_text())
+    assert data["modes"]["gold"]["strict_rate"] == 1.0
+    assert data["modes"]["none"]["strict_rate"] == 0.0
+    # Nothing to do the second time.
+    _, executed = project.doit("run", "tiny:gold", FEW)
+    assert not any(e.startswith("strict:") for e in executed)
+
+
+def test_a_patch_that_breaks_another_feature_is_resolved_but_not_strict(project, tmp_path):
+    preds = predictions(tmp_path / "p.jsonl",
+                        {"tiny-add": patched(project, tmp_path, "tiny-add", break_version_output)})
+    project.doit("run", "tiny:file", f"predictions={preds}", FEW)
+    grade = project.read("file", "tiny-add", "grade.json")
+    assert grade["resolved"] and grade["strict"] is False
+    assert grade["regressions"] == ["version.t:1 version output"]
+    assert grade["strict_reason"].startswith("1 regression(s): version.t:1 version output")
+    strict = project.read("file", "tiny-add", "strict.json")
+    assert strict["reference"] == "gold" and strict["files"] == ["calc_mul.t", "version.t"]
+    row = json.loads((project.results / "default" / "file" / "results.jsonl").read_text())
+    assert (row["outcome"], row["strict"]) == ("resolved", False)
+    report = (project.results / "default" / "report.md").read_text()
+    assert "version.t:1 version output" in report
+
+
+def test_a_patch_that_reads_out_of_bounds_is_resolved_but_not_strict(project, tmp_path):
+    preds = predictions(tmp_path / "p.jsonl",
+                        {"tiny-add": patched(project, tmp_path, "tiny-add", over_read_in_mul)})
+    project.doit("run", "tiny:file", f"predictions={preds}", FEW)
+    grade = project.read("file", "tiny-add", "grade.json")
+    assert grade["resolved"] and grade["strict"] is False and grade["regressions"] == []
+    (finding,) = grade["sanitizer_findings"]
+    assert (finding["tool"], finding["kind"], finding["frame"]) == \
+        ("AddressSanitizer", "heap-buffer-overflow", "calc_peek")
+    # calc_add.t also multiplies ("mul still works"); calc_mul.t is a regression file.
+    assert finding["files"] == ["calc_add.t", "calc_mul.t"]
+    report = project.task_dir("file", "tiny-add") / finding["report"]
+    assert "heap-buffer-overflow" in report.read_text()
+    # The report parsed as the sanitizer wrote it.
+    assert ("AddressSanitizer", "heap-buffer-overflow") == parse_report(report.read_text())[0][:2]
+
+
+def test_strict_0_leaves_the_verdict_unjudged(project):
+    project.doit("run", "tiny:gold", "strict=0", "instances=tiny-add")
+    grade = project.read("gold", "tiny-add", "grade.json")
+    assert (grade["strict"], grade["strict_reason"]) == (None, "not judged (strict=0)")
+    assert not project.task_dir("gold", "tiny-add").joinpath("strict.json").exists()
+
+
+def test_a_regression_is_a_pass_under_the_reference_and_a_failure_twice_under_the_candidate():
+    ref = [{"a.t": {"a.t:1 x": True, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": True}}] * 2
+    cand = [{"a.t": {"a.t:1 x": False, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": False}},
+            {"a.t": {"a.t:1 x": False, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": True}}]
+    assert compare(cand, ref) == (["a.t:1 x"], ["a.t:3 z"], ["a.t:4 w"])
+
+
+def test_the_sanitizers_join_a_tasks_own_compiler_options():
+    assert sanitizer_flags(["--with-http_ssl_module"]) == [
+        "--with-http_ssl_module", f"--with-cc-opt={CC_OPT}", f"--with-ld-opt={LD_OPT}"]
+    assert sanitizer_flags(["--with-cc-opt=-Wno-deprecated-declarations"]) == [
+        f"--with-cc-opt=-Wno-deprecated-declarations {CC_OPT}", f"--with-ld-opt={LD_OPT}"]

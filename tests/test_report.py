@@ -413,7 +413,7 @@ def test_results_graded_under_two_benchmark_versions_are_said_in_the_header_and_
 def test_a_version_warning_for_results_of_another_version_than_the_file(tmp_path):
     from nginx_eval.run.benchmark import Benchmark
     from nginx_eval.core.layout import Layout
-    from nginx_eval.report_data import _version_warnings, result_versions
+    from nginx_eval.report.data import _version_warnings, result_versions
     layout = Layout(root=tmp_path, cache=tmp_path / "c", results_root=tmp_path / "r")
     bench = Benchmark(name="b", path=tmp_path / "tasks" / "b.json", tasks=(), digest="0",
                       version="1.3")

@@ -190,7 +190,9 @@ def test_the_fix_plus_an_over_read_on_the_gzip_path_is_resolved_but_not_strict(t
     grade, strict = strict_prediction(tmp_path, task, patch, "overread")
     assert grade["resolved"] and grade["strict"] is False and grade["regressions"] == []
     kinds = {(f["tool"], f["kind"], f["frame"].split(" ")[0]) for f in grade["sanitizer_findings"]}
-    assert ("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_peek") in kinds
+    # The compiler inlines the static helper: its caller may be the first frame.
+    assert kinds & {("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_peek"),
+                    ("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_header_filter")}
 
 
 def test_gold_of_the_range_task_is_strict(tmp_path):

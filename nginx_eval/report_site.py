@@ -38,8 +38,9 @@ A `doit run` of modes (`doit run nginx`, `doit run nginx:gold`, a bare `doit`) r
 pages at its end, after the report (progress.py, write_site).
 """
 
+import os
 import re
-import shutil
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -109,6 +110,23 @@ def render(templates_dir, template, inputs, context):
         inputs=inputs, version=__version__, **context)
 
 
+def write_page(path, text):
+    """Write a page atomically (a temporary file renamed over it) but without jsonio's fsync,
+    which costs more than rendering the page: a page that a crash leaves empty or cut records no
+    digest, and is rendered again."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def recorded_inputs(page):
     """The digest a page was made from (its marker), or None (no page, or no marker)."""
     try:
@@ -145,8 +163,8 @@ def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=F
                                    modes_on_disk(layout, configured), templates_dir, cutoff)
     for name in ASSETS:
         jsonio.write_bytes(layout.site_asset(name),
-                           (site_templates(templates_dir) / name).read_bytes())
-    jsonio.write_text(layout.site_index, render(templates_dir, INDEX_TEMPLATE, digest, context))
+                           (site_templates(templates_dir) / name).read_bytes(), mode=0o644)
+    write_page(layout.site_index, render(templates_dir, INDEX_TEMPLATE, digest, context))
     if not quiet:
         print(f"site: {layout.site_index}")
 
@@ -165,12 +183,13 @@ def task_page_is_current(layout, mode, task, modes, templates_dir):
     return made is not None and made == task_inputs(layout, mode, task, modes, templates_dir)
 
 
-def write_task_page(layout, mode, task, modes, templates_dir):
+def write_task_page(layout, mode, task, modes, templates_dir, digest=None):
+    """The page of (mode, task). `digest`: its inputs', when the caller has just computed it."""
     # The digest first: a file that changes while the page renders leaves the page stale.
-    digest = task_inputs(layout, mode, task, modes, templates_dir)
+    digest = digest or task_inputs(layout, mode, task, modes, templates_dir)
     context = task_context(layout, mode, task, modes)
-    jsonio.write_text(layout.site_page(mode, task.instance_id),
-                      render(templates_dir, TASK_TEMPLATE, digest, context))
+    write_page(layout.site_page(mode, task.instance_id),
+               render(templates_dir, TASK_TEMPLATE, digest, context))
 
 
 def units(layout, tasks, modes):
@@ -185,11 +204,14 @@ def write_site(layout, bench, tasks, configured, templates_dir, cutoff=None):
     cutoff = cutoff or RECENT_FROM
     run = run_tasks(layout, bench, tasks)
     modes = modes_on_disk(layout, configured)
-    rendered = []
+    stale = []
     for mode, task in units(layout, run, modes):
-        if not task_page_is_current(layout, mode, task, modes, templates_dir):
-            write_task_page(layout, mode, task, modes, templates_dir)
-            rendered.append(f"{mode}/{task.instance_id}")
+        digest = task_inputs(layout, mode, task, modes, templates_dir)
+        if recorded_inputs(layout.site_page(mode, task.instance_id)) != digest:
+            stale.append((layout, mode, task, modes, templates_dir, digest))
+    for job in stale:
+        write_task_page(*job)
+    rendered = [f"{job[1]}/{job[2].instance_id}" for job in stale]
     if not index_is_current(layout, bench, tasks, configured, templates_dir, cutoff):
         write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=True)
         rendered.append("index")

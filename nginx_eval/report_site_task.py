@@ -26,17 +26,25 @@ from .gitcmd import GitError, gold_diff
 from .summary import outcome
 
 # What a page shows inline at most; the rest is behind a link to the file.
-LOG_TAIL_BYTES = 12_000          # the end of build.log (where a build fails)
+LOG_TAIL_BYTES = 8_000           # the end of build.log (where a build fails)
 TAP_BYTES = 16_000               # the start of each TAP stream
 DIFF_LINES = 1_500               # lines of each diff
 PROMPT_CHARS = 6_000
 TEXT_CHARS = 3_000               # what the agent says in one block
-INPUT_CHARS = 1_500              # a tool call's input
-RESULT_CHARS = 1_500             # a tool call's result
+INPUT_CHARS = 2_000              # a tool call's input (an edit's old and new text)
+# A tool call's result: its first lines. Results are most of a page, so a page shares a budget
+# among its calls: a short trajectory shows more of each result, a long one its first lines
+# (a full run's site is 100 MB with 600 characters for every result, bench_site.py).
+RESULT_CHARS = 1_500             # at most
+RESULT_CHARS_MIN = 240           # at least (about three lines)
+RESULTS_PER_PAGE = 40_000        # the budget of a page
 COLLAPSE_LINES = 8               # longer texts are collapsed (<details>) behind their first line
 COLLAPSE_CHARS = 600
 
 ASSERTION = re.compile(r"^(?P<file>[^:]+):(?P<number>\d+)(?: (?P<description>.*))?$")
+# A transcript line of a user or an assistant entry (most lines are the CLI's bookkeeping, some
+# of them large: they are skipped before they are parsed).
+CONVERSATION_LINE = re.compile(r'"type":\s*"(?:user|assistant)"')
 TAP_LINE = re.compile(r"^(?:not ok|ok)\b\s*(?P<number>\d+)")
 
 
@@ -284,8 +292,8 @@ def transcript_entries(path):
         return entries
     with f:
         for line in f:
-            if '"assistant"' not in line and '"user"' not in line:
-                continue            # most lines are bookkeeping: skip them before parsing
+            if not CONVERSATION_LINE.search(line):
+                continue
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -419,11 +427,25 @@ def phase_view(layout, mode, iid, phase, flags, page):
     }
 
 
+def share_results(phases):
+    """Cut every tool result of the phases (subagents too) to an equal share of the page's
+    budget (RESULTS_PER_PAGE), between RESULT_CHARS_MIN and RESULT_CHARS."""
+    calls = [c for p in phases for turns in [p["turns"]] + [s["turns"] for s in p["subagents"]]
+             for t in turns for c in t["calls"] if c["result"]]
+    limit = max(RESULT_CHARS_MIN, min(RESULT_CHARS, RESULTS_PER_PAGE // max(1, len(calls))))
+    for call in calls:
+        result = call["result"]
+        if len(result["text"]) > limit:
+            result["text"] = result["text"][:limit]
+            result["cut"] = result["chars"] - limit
+
+
 def agent_view(layout, mode, iid, agent, page):
     if not agent:
         return None
     flags = [f for f in agent.get("flags") or [] if isinstance(f, dict)]
     phases = [phase_view(layout, mode, iid, p, flags, page) for p in agent.get("phases") or []]
+    share_results(phases)
     named = {p["name"] for p in phases}
     return {"status": agent.get("status"), "error": agent.get("error"),
             "version": agent.get("agent_version"), "cost_usd": agent.get("cost_usd"),

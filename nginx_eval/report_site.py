@@ -173,7 +173,9 @@ def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=F
 def task_inputs(layout, mode, task, modes, templates_dir):
     """The digest of what the page of (mode, task) is made from, on disk now."""
     config = {"page": "task", "version": __version__, "run": layout.run, "mode": mode,
-              "modes": list(modes), "task": task_facts(task)}
+              "modes": list(modes), "task": task_facts(task),
+              # where the gold diff comes from without a gold mode (report_site_task.gold_patch)
+              "clone": layout.bare_repo(task.repo).is_dir()}
     return stamps.inputs_digest(config, page_files(layout, mode, task)
                                 + template_files(templates_dir))
 

@@ -104,8 +104,9 @@ def index_context(layout, tasks, modes, cutoff, report=None):
         rows.append({"instance_id": iid, "area": task.area or "(no area)",
                      "fix_date": task.fix_date, "split": split_of(task, cutoff),
                      "resolved": resolved, "compared": n, "disagree": score, "cells": cells})
-    shown = [o for o in OUTCOMES if o == "resolved" or any(
-        (r["counts"].get(o) or 0) for r in summary_rows(report, modes))]
+    # The scored outcomes that occur (resolved always); the others are one "not scored" column.
+    shown = [o for o in OUTCOMES if o not in NOT_SCORED and (o == "resolved" or any(
+        (r["counts"].get(o) or 0) for r in summary_rows(report, modes)))]
     return {
         "run": layout.run, "root": "", "benchmark": report.get("benchmark"),
         "level": report.get("level", 0.95),

@@ -32,9 +32,9 @@ DIFF_LINES = 1_500               # lines of each diff
 PROMPT_CHARS = 6_000
 TEXT_CHARS = 3_000               # what the agent says in one block
 INPUT_CHARS = 2_000              # a tool call's input (an edit's old and new text)
-# A tool call's result: its first lines. Results are most of a page, so a page shares a budget
-# among its calls: a short trajectory shows more of each result, a long one its first lines
-# (a full run's site is 100 MB with 600 characters for every result, bench_site.py).
+# A tool call's result: its first lines. Results are most of an agent's page, so a page shares
+# a budget among its calls: a short trajectory shows more of each result, a long one the first
+# lines of each (scripts/bench_site.py measures what that makes of a full run's site).
 RESULT_CHARS = 1_500             # at most
 RESULT_CHARS_MIN = 240           # at least (about three lines)
 RESULTS_PER_PAGE = 40_000        # the budget of a page
@@ -48,7 +48,7 @@ CONVERSATION_LINE = re.compile(r'"type":\s*"(?:user|assistant)"')
 TAP_LINE = re.compile(r"^(?:not ok|ok)\b\s*(?P<number>\d+)")
 
 
-# -- small shapes the template shows ----------------------------------------------------------------
+# -- small shapes the template shows ---------------------------------------------------------------
 def text_block(text, limit):
     """{"text", "first", "lines", "chars", "cut", "long"}: `text` up to `limit` characters; long
     texts are collapsed behind their first line."""
@@ -89,7 +89,7 @@ def read_tail(path, limit):
     return data.decode("utf-8", "replace"), size
 
 
-# -- the verdict ------------------------------------------------------------------------------------
+# -- the verdict -----------------------------------------------------------------------------------
 def tap_lines(text):
     """{assertion number: its line} of a TAP stream (`prove -v` output; the first line of each
     number, subtests' indented lines left out)."""
@@ -151,7 +151,7 @@ def verdict(grade, streams):
             "assertions": assertions(grade, streams)}
 
 
-# -- the patches ------------------------------------------------------------------------------------
+# -- the patches -----------------------------------------------------------------------------------
 def diff_kind(line):
     if line.startswith(("diff --git", "index ", "--- ", "+++ ", "new file", "deleted file",
                         "similarity", "rename ", "old mode", "new mode", "Binary files",
@@ -199,7 +199,7 @@ def diff_files(text):
 @lru_cache(maxsize=256)
 def _gold_from_clone(bare, base, fix):
     try:
-        return gold_diff(bare, base, fix)
+        return gold_diff(bare, base, fix).decode("utf-8", "replace")
     except GitError:
         return None
 
@@ -216,7 +216,7 @@ def gold_patch(layout, task):
     return None
 
 
-# -- build and prove ------------------------------------------------------------------------------
+# -- build and prove -------------------------------------------------------------------------------
 def build_view(build, log_path, page):
     if not build and not log_path.exists():
         return None
@@ -258,6 +258,13 @@ def prove_streams(prove, tap_dir):
     return streams
 
 
+def shown_streams(prove, tap_dir):
+    """Every TAP stream prove.json names (runs, reruns, the base build's reference runs): what
+    the page shows of the tests."""
+    return [tap_dir / record["tap"] for group in ("files", "reruns", "reference")
+            for record in ((prove or {}).get(group) or {}).values() if record.get("tap")]
+
+
 def prove_view(prove, tap_dir, page):
     if not prove:
         return None
@@ -268,7 +275,7 @@ def prove_view(prove, tap_dir, page):
     return {"runs": runs, "notes": prove.get("notes") or [], "versions": prove.get("versions")}
 
 
-# -- the agent ------------------------------------------------------------------------------------
+# -- the agent -------------------------------------------------------------------------------------
 def when(value):
     """A datetime (UTC) of an ISO 8601 string or seconds since the epoch; None otherwise."""
     try:
@@ -374,9 +381,8 @@ def conversation(entries):
 
 
 def mark_blocked(turns, blocked):
-    """Put each blocked attempt on the first turn that started after it (the turn whose tool
-    call was refused is the one before); those whose time places them nowhere stay unplaced.
-    Returns the unplaced ones."""
+    """Put each blocked attempt on the turn it happened in: the last that started before it.
+    Returns those whose time places them on no turn (no time, or before the first)."""
     unplaced = []
     starts = [(when(t["time"]), t) for t in turns]
     for attempt in blocked:
@@ -456,7 +462,7 @@ def agent_view(layout, mode, iid, agent, page):
             "blocked": sum(len(p["blocked"]) for p in phases), "phases": phases}
 
 
-# -- the page ---------------------------------------------------------------------------------------
+# -- the page --------------------------------------------------------------------------------------
 def agent_files(layout, mode, iid, agent):
     """The agent's files a page is made from besides agent.json: prompts and transcripts."""
     task_dir = layout.task_dir(mode, iid)
@@ -473,7 +479,7 @@ def page_files(layout, mode, task):
              layout.patch_json(mode, iid), layout.model_patch(mode, iid),
              layout.build_json(mode, iid), layout.build_log(mode, iid),
              layout.prove_json(mode, iid), layout.model_patch("gold", iid)]
-            + sorted(prove_streams(prove, layout.tap_dir(mode, iid)).values())
+            + shown_streams(prove, layout.tap_dir(mode, iid))
             + agent_files(layout, mode, iid, agent))
 
 

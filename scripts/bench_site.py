@@ -90,8 +90,9 @@ def transcript(rng, prompt, session, turns):
                 {"type": "assistant", "timestamp": t, "sessionId": session,
                  "message": dict(message, content=[call])},
                 {"type": "user", "timestamp": t, "sessionId": session, "message": {
-                    "role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}",
-                                                 "content": result, "is_error": rng.random() < 0.1}]}},
+                    "role": "user", "content": [{
+                        "type": "tool_result", "tool_use_id": f"toolu_{n}", "content": result,
+                        "is_error": rng.random() < 0.1}]}},
                 {"type": "api-request-blob", "sessionId": session, "content": [
                     {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": result}]}]
     return "".join(json.dumps(e) + "\n" for e in out)
@@ -176,7 +177,8 @@ class Synth:
         for i, phase in enumerate(self.modes[mode].phases, 1):
             stem = f"{i}-{phase.name}"
             session = f"session-{mode}-{iid}"
-            prompt = f"A user reported the bug below.\n\n<issue>\n{task.problem_statement}\n</issue>"
+            prompt = (f"A user reported the bug below.\n\n<issue>\n{task.problem_statement}\n"
+                      "</issue>")
             jsonio.write_text(layout.agent_logs(mode, iid) / f"{stem}.prompt.md", prompt)
             jsonio.write_text(layout.agent_logs(mode, iid) / f"{stem}.transcript.jsonl",
                               transcript(rng, prompt, session, rng.randint(15, 60)))

@@ -65,7 +65,7 @@ class Chromium:
         self.size, self.timeout = size, timeout
         self.profile = tempfile.mkdtemp(prefix="nginx-eval-chromium-")
         # Our ends stay here; Chromium's ends go to its fds 3 and 4 (moved above 10 first, so
-        # that the redirections cannot overwrite one with the other; bash, as dash takes one-digit fds).
+        # that the redirections cannot overwrite one another; bash: dash takes one-digit fds).
         to_read, self._to_browser = os.pipe()
         self._from_browser, from_write = os.pipe()
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_read, from_write)]
@@ -128,11 +128,11 @@ class Chromium:
                 return event
 
     # -- a page ------------------------------------------------------------------------------
-    def load(self, path, script=None):
-        """Open the file `path` in a new tab; its PageReport (console errors, requests, links,
-        a PNG screenshot of the window). `script`: a JavaScript expression evaluated once the
-        page has loaded, after the screenshot (its value: report.value)."""
-        url = Path(path).resolve().as_uri()
+    def load(self, path, script=None, fragment=None):
+        """Open the file `path` in a new tab (scrolled to `#fragment`); its PageReport (console
+        errors, requests, links, a PNG screenshot of the window). `script`: a JavaScript
+        expression evaluated once the page has loaded, after the screenshot (report.value)."""
+        url = Path(path).resolve().as_uri() + (f"#{fragment}" if fragment else "")
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget",
                             {"targetId": target, "flatten": True})["sessionId"]

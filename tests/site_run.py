@@ -44,7 +44,8 @@ def make_run(project, claude_program=None):
     targets = ["tiny:gold", "tiny:none", "tiny:fake"]
     env = dict(BREAK)
     if claude_program is None:
-        project.doit("run", *targets, f"run={RUN}", env=env)
+        proc, _ = project.doit("run", *targets, f"run={RUN}", env=env)
+        assert "was not rendered" not in proc.stderr, proc.stderr     # progress.finish's warning
         return ["gold", "none", "fake"]
     with open(project.root / "modes.toml", "a") as f:
         f.write("\n" + raw_mode())
@@ -57,7 +58,8 @@ def make_run(project, claude_program=None):
         cli_env = claude_cli.environment(api, config, CLAUDE_CODE_MAX_RETRIES="0")
         env.update({k: v for k, v in cli_env.items() if os.environ.get(k) != v})
         env["PATH"] = f"{bin_dir}{os.pathsep}{project.env['PATH']}"
-        project.doit("run", *targets, "tiny:raw", f"run={RUN}", env=env)
+        proc, _ = project.doit("run", *targets, "tiny:raw", f"run={RUN}", env=env)
+    assert "was not rendered" not in proc.stderr, proc.stderr
     return ["gold", "none", "fake", "raw"]
 
 

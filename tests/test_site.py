@@ -7,7 +7,6 @@ import re
 import shutil
 import urllib.parse
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +14,7 @@ import site_run
 from anthropic_standin import StandIn, call, say
 from chromium import link_problem
 from claude_captures import Recorder
-from conftest import SOURCE_ROOT
+from conftest import SOURCE_ROOT, Project
 from nginx_eval import report_site, report_site_index, report_site_task
 from nginx_eval.layout import Layout
 
@@ -54,7 +53,6 @@ def site_tasks(executed):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """One run of gold, none and fake (site_run.py), without the Claude Code CLI."""
-    from conftest import Project
     project = Project(tmp_path_factory.mktemp("site"))
     site_run.make_run(project)
     return project, project.results / RUN / "site"
@@ -66,7 +64,8 @@ def test_a_run_ends_with_a_site_whose_cells_are_the_reports_outcomes(site):
     report = json.loads((project.results / RUN / "report.json").read_text())
     index = (site_dir / "index.html").read_text()
     for name in report_site.ASSETS:
-        assert (site_dir / name).read_bytes() == (SOURCE_ROOT / "templates/site" / name).read_bytes()
+        assert (site_dir / name).read_bytes() == \
+            (SOURCE_ROOT / "templates" / "site" / name).read_bytes()
     codes = {"resolved": "PASS", "unresolved": "FAIL", "compile_failed": "CF"}
     for mode in ("gold", "none", "fake"):
         for iid, outcome in report["modes"][mode]["outcomes"].items():
@@ -181,6 +180,14 @@ def test_templates_decide_which_pages_render_again(project):
     assert executed == ["site:none/tiny-mul"]
 
 
+def test_without_a_gold_mode_the_gold_fix_comes_from_the_clone(project):
+    proc, _ = project.doit("run", "tiny:none", f"run={RUN}")
+    assert "was not rendered" not in proc.stderr
+    page = (project.results / RUN / "site" / "none" / "tiny-add.html").read_text()
+    assert "empty: no change" in page
+    assert page.count('<span class="d-add">+    return a + b;</span>') == 1      # the gold fix
+
+
 def test_the_site_tasks_are_listed_and_score_nothing(project):
     site_run.make_run(project)
     proc, _ = project.doit("list", "--all", f"run={RUN}")
@@ -230,8 +237,8 @@ def test_strict_verdicts_disagreement_and_splits():
 
 def test_diff_view_keeps_files_apart_and_cuts_long_diffs(monkeypatch):
     diff = ("diff --git a/x.c b/x.c\n--- a/x.c\n+++ b/x.c\n@@ -1 +1 @@\n-old\n+new\n ctx\n"
-            "diff --git a/y.c b/y.c\nnew file mode 100644\n--- /dev/null\n+++ b/y.c\n@@ -0,0 +1 @@\n"
-            "+y\n")
+            "diff --git a/y.c b/y.c\nnew file mode 100644\n--- /dev/null\n+++ b/y.c\n"
+            "@@ -0,0 +1 @@\n+y\n")
     view = report_site_task.diff_view(diff, other_files=["y.c"])
     assert [(f["path"], f["in_other"], f["added"], f["removed"]) for f in view["files"]] == [
         ("x.c", False, 1, 1), ("y.c", True, 1, 0)]

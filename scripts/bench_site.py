@@ -5,11 +5,11 @@ synthesized to the sizes real runs leave, and print a table.
 
 What is synthesized, per unit (seeded, so every run of this script writes the same files):
 grade.json (an outcome per mode: gold resolves, none does not, agent modes vary), patch.json and
-model.patch (the gold mode's patch is the "fix"), build.json and a build.log of ~100 KB (nginx's
-configure and make print that much), prove.json with a TAP stream, stderr and nginx log per test
-file, and for agent modes agent.json with its phases and a Claude Code transcript per phase
-(~40 turns, tool results of 100 B to 20 KB, plus the CLI's bookkeeping lines: 0.3-1 MB, as real
-transcripts are). results.jsonl and the report are then made by the harness's own code
+model.patch (the gold mode's patch is the "fix"), build.json and a build.log of ~70 KB (nginx's
+configure and make print about that much), prove.json with a TAP stream, stderr and nginx log per
+test file, and for agent modes agent.json with its phases and a Claude Code transcript per phase
+(15 to 60 turns, tool results of 100 B to 20 KB, plus the CLI's bookkeeping lines: 0.2 to 0.7 MB;
+the real CLI's 3-turn transcript in the test suite is 0.28 MB, mostly bookkeeping). results.jsonl and the report are then made by the harness's own code
 (summary.write_summary, report.write_report), and the site by report_site.write_site.
 
 Measured: (a) rendering the whole site cold, (b) the no-op (every page up to date), (c) after one

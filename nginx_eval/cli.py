@@ -50,8 +50,9 @@ def check_task_names(namespace, command, argv):
                               command_targets(argv))
 
 
-# Targets that read a run or the machine and score nothing: they do not add to the run's record.
-NON_SCORING_TARGETS = ("report", "doctor", "power")
+# Targets that read a run or the machine and score nothing: they do not add to the run's record
+# (nor do their subtasks: report:markdown, site:index).
+NON_SCORING_TARGETS = ("report", "doctor", "power", "site")
 
 
 def bind_to_run(ctx, argv):
@@ -61,7 +62,7 @@ def bind_to_run(ctx, argv):
     from .pipeline import check_candidates, expand_default
     targets = expand_default(ctx, command_targets(argv))
     check_candidates(ctx, targets)
-    if all(t in NON_SCORING_TARGETS for t in targets):
+    if all(t.split(":", 1)[0] in NON_SCORING_TARGETS for t in targets):
         return
     bench = ctx.benchmark.name
     modes = [m for m in ctx.modes

@@ -8,7 +8,9 @@ Task names (``doit list --all``; plain ``doit list`` shows only what users run f
     tests:<commit12>                     nginx-tests tree   (prove/tree.py)
     workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
     results:<bench>/<mode>               results.jsonl + predictions.jsonl (results.py)
-    report, <bench>:report               results/<run>/report.md (report/stage.py)
+    report:markdown, <bench>:report      results/<run>/report.md (report/stage.py)
+    site:index, site:<mode>/<instance_id>   results/<run>/site/ (report/site.py)
+    report                               report:markdown, then the site
     power                                tasks and repeats a difference needs (report/power.py)
     <bench>:<mode>                       what users run: `doit run nginx:raw`
     <bench>                              every mode plus the report: `doit run nginx`
@@ -43,7 +45,7 @@ from .checks import doctor, statements, validate
 from . import grade, patch, repositories, results, workspace
 from .prove import stage as prove
 from .strict import stage as strict
-from .report import stage as report
+from .report import stage as report, site as report_site
 from .run.benchmark import load_benchmarks
 from .core.errors import UserError, did_you_mean
 from .doitext.invocation import command_line_variables
@@ -57,8 +59,7 @@ from .report.records import modes_on_disk
 from .run.record import read_run
 
 STAGES = (repositories, workspace, agent, patch, build, prove, strict, grade, results, report,
-          validate,
-          statements, doctor)
+          report_site, validate, statements, doctor)
 
 
 @dataclass
@@ -254,7 +255,10 @@ STAGE_DOCS = {
     "results": "results.jsonl and predictions.jsonl of each mode",
     "validate": "task validation: base and fix builds, tests run repeatedly",
     "validation": "validation.json and validation.md of the run",
+    "site": "the run's static site, a page per mode and task (runs nothing else)",
 }
+# Groups that stay in `doit list`: what users run, though made of subtasks.
+LISTED_GROUPS = ("report",)
 # Private (doit list -p): the parent of the stage groups, which keeps them out of `doit list`.
 STAGES_GROUP = "_stages"
 # Subtasks of `<bench>` that stay out of `doit list`: `<bench>:report` is `<bench>` again.
@@ -272,7 +276,7 @@ def arrange_listing(tasks, bench):
         tail = t.name.partition(":")[2]
         if t.subtask_of == bench and tail not in UNLISTED_BENCH_SUBTASKS:
             t.subtask_of = None
-        elif t.has_subtask and t.subtask_of is None and t.name != bench:
+        elif t.has_subtask and t.subtask_of is None and t.name not in (bench,) + LISTED_GROUPS:
             t.subtask_of = STAGES_GROUP
             t.doc = STAGE_DOCS.get(t.name, t.doc)
             groups.append(t.name)
@@ -294,9 +298,11 @@ def default_selection(ctx):
 
 
 def default_task(ctx):
-    """`default`: the default modes of the benchmark, then the report (report/stage.py's `report`
-    task, after them)."""
-    rendering = next(t for t in report.gen_tasks(ctx) if t["basename"] == "report")
+    """`default`: the default modes of the benchmark, then the report (report/stage.py's
+    `report:markdown` task, after them; the site follows at the end of the run, progress.py)."""
+    rendering = next(t for t in report.gen_tasks(ctx)
+                     if t["basename"] == "report" and t.get("name") == "markdown")
+    rendering = {k: v for k, v in rendering.items() if k != "name"}
     return dict(rendering, basename=DEFAULT_TASK, task_dep=default_selection(ctx),
                 actions=list(rendering["actions"]), uptodate=list(rendering.get("uptodate", ())),
                 doc=f"what a bare `doit` runs: {', '.join(default_selection(ctx))}, then the "

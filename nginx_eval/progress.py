@@ -16,7 +16,9 @@ in place (no carriage returns): a CI log gets one line per unit, a terminal the 
 At the end of a `doit run` that ran any mode (not after an interrupt), the modes it ran get a
 summary table on stdout (resolved with its 95% interval and the other outcomes) and the run's
 report is rendered if what it is made from changed (``report.write_report``, the same as
-`doit run report`), so `doit run nginx:gold` ends with ``results/<run>/report.md`` too. The
+`doit run report`), and then the pages of the run's site that are not up to date
+(``report/site.write_site``), so `doit run nginx:gold` ends with ``results/<run>/report.md`` and
+``results/<run>/site/index.html`` too. The
 report has every mode of the run, as `doit run report` renders it (a report that dropped
 modes when one mode was run again would differ from the one its files give); the summary
 shows the modes of this command.
@@ -31,7 +33,7 @@ from .core import jsonio, procs
 from .core.outcomes import RUN_ERRORS, outcome
 from .core.tasknames import GRADE, unit_of
 from .doitext.invocation import reachable
-from .report import stage as report
+from .report import stage as report, site as report_site
 
 # What a progress line counts as errors: the run's (RUN_ERRORS), and a unit whose task failed.
 ERRORS = RUN_ERRORS + ("failed",)
@@ -129,6 +131,12 @@ class Progress:
             sys.stderr.write(f"nginx-eval: warning: the report was not rendered: {e}\n")
             sys.stderr.flush()
             return
+        try:
+            report_site.write_site(ctx.layout, ctx.benchmark, ctx.tasks, list(ctx.modes),
+                                   ctx.layout.templates_dir, args[-1])
+        except Exception as e:      # the same: the report is written, the site is a view of it
+            sys.stderr.write(f"nginx-eval: warning: the site was not rendered: {e}\n")
+            sys.stderr.flush()
         made = jsonio.read_json(ctx.layout.report_json) or {}
         for line in summary_lines(made, modes, ctx.layout):
             self.write(line)

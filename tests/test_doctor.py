@@ -171,7 +171,7 @@ def test_report_pin_in_effect_and_certificates_accepted():
                       {"mail_x.t": OLD_CERTIFICATES}, probe)
     assert ok, text
     lines = text.splitlines()
-    assert ("OK      OpenSSL for tests: OPENSSL_CONF=nginx_eval/openssl_tests.cnf in effect "
+    assert ("OK      OpenSSL for tests: OPENSSL_CONF=nginx_eval/prove/openssl_tests.cnf in effect "
             "(an RSA key of 1024 bits and a certificate signed with sha1 accepted)") in lines
     assert ("OK      certificates the test files make, accepted by OpenSSL: a certificate "
             "signed with sha1, an RSA key of 1024 bits, an RSA key of 4096 bits") in lines
@@ -187,15 +187,15 @@ def test_report_predicts_a_task_whose_certificates_openssl_refuses():
     text, ok = report(tasks, {"mail_x.t": OLD_CERTIFICATES, "fastcgi_x.t": FASTCGI}, probe)
     assert not ok
     lines = text.splitlines()
-    assert ("WARN    OpenSSL for tests: OPENSSL_CONF=nginx_eval/openssl_tests.cnf is not in "
+    assert ("WARN    OpenSSL for tests: OPENSSL_CONF=nginx_eval/prove/openssl_tests.cnf is not in "
             "effect: it refuses an RSA key of 1024 bits (ee key too small) and a certificate "
             "signed with sha1 (ca md too weak); test trees before 2019 cannot start nginx") in lines
     cannot = [l for l in lines if l.startswith("CANNOT RUN")]
     assert cannot == [
-        "CANNOT RUN t-mail (mail_x.t): OpenSSL under OPENSSL_CONF=nginx_eval/openssl_tests.cnf "
+        "CANNOT RUN t-mail (mail_x.t): OpenSSL under OPENSSL_CONF=nginx_eval/prove/openssl_tests.cnf "
         "refuses a certificate signed with sha1 (ca md too weak), which the test file makes: "
         "nginx cannot start for it, at the base or the fix",
-        "CANNOT RUN t-mail (mail_x.t): OpenSSL under OPENSSL_CONF=nginx_eval/openssl_tests.cnf "
+        "CANNOT RUN t-mail (mail_x.t): OpenSSL under OPENSSL_CONF=nginx_eval/prove/openssl_tests.cnf "
         "refuses an RSA key of 1024 bits (ee key too small), which the test file makes: nginx "
         "cannot start for it, at the base or the fix"]
     assert "OK      certificates the test files make, accepted by OpenSSL: an RSA key of 4096 " \

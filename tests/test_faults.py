@@ -164,6 +164,7 @@ def reference(tmp_path_factory):
     with open(project.root / "modes.toml", "a") as f:
         f.write(f"""
 [modes.twice]
+isolation = "none"
 [[modes.twice.phases]]
 name = "first"
 timeout = {PHASE_TIMEOUT}

@@ -63,7 +63,7 @@ def test_a_2017_task_with_1024_bit_certificates_runs_under_the_openssl_pin(tmp_p
     tap = (tmp_path / "results" / "default" / "gold" / iid / "tap" / "mail_capability.t.tap")
     assert "All tests successful" in tap.read_text()
     assert result("gold", "prove.json")["environment"]["OPENSSL_CONF"].endswith(
-        "nginx_eval/openssl_tests.cnf")
+        "nginx_eval/prove/openssl_tests.cnf")
 
 
 def main_c_patch(base_commit, insertion):
@@ -113,3 +113,133 @@ def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(tmp_pat
     assert grade["status"] == "unresolved" and grade["env_errors"] == []
     assert grade["file_failures"][0]["kind"] == "not_started"
     assert "nginx did not start" in grade["file_failures"][0]["reason"]
+
+
+def file_patch(base_commit, path, edit):
+    """A unified diff of `path` at `base_commit` changed by edit(text) -> text."""
+    repo = URL.format(owner="nginx", name="nginx")
+    before = subprocess.run(["git", "--git-dir", repo, "show", f"{base_commit}:{path}"],
+                            capture_output=True, text=True, check=True).stdout
+    after = edit(before)
+    assert after != before
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                        f"a/{path}", f"b/{path}"))
+
+
+def gold_plus(task, path, edit):
+    """The task's fix, plus `edit` of another file."""
+    repo = URL.format(owner="nginx", name="nginx")
+    gold = subprocess.run(["git", "--git-dir", repo, "diff", task["base_commit"],
+                           task["fix_commit"]], capture_output=True, text=True, check=True).stdout
+    return gold + file_patch(task["base_commit"], path, edit)
+
+
+GZIP = "src/http/modules/ngx_http_gzip_filter_module.c"
+# One byte past an 8-byte heap block, read on every response the gzip filter sees; the index
+# comes from the request so that the compiler cannot see it coming.
+OVER_READ = """
+static void
+ngx_http_gzip_peek(ngx_http_request_t *r)
+{
+    u_char           *p;
+    volatile u_char   c;
+
+    p = ngx_alloc(8, r->connection->log);
+    if (p) {
+        c = p[8 + (r->headers_out.status == 0)];
+        (void) c;
+        ngx_free(p);
+    }
+}
+
+
+static ngx_int_t
+ngx_http_gzip_header_filter(ngx_http_request_t *r)
+{"""
+
+
+def range_task():
+    tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
+    return next(t for t in tasks if t["instance_id"] == "nginx__nginx-f35475c083d4")
+
+
+def strict_prediction(tmp_path, task, patch, run):
+    grade, task_dir = score_prediction(tmp_path, task, patch, run)
+    return grade, json.loads((task_dir / "strict.json").read_text())
+
+
+def test_the_fix_plus_gzip_switched_off_is_resolved_but_not_strict(tmp_path):
+    """range_clearing.t never asks for gzip; the regression files of a patch that touches the
+    gzip filter (gzip*.t) do."""
+    task = range_task()
+    # The header filter passes every response on untouched: gzip is off.
+    patch = gold_plus(task, GZIP, lambda text: text.replace(
+        "    if (!conf->enable\n", "    if (1 || !conf->enable\n", 1))
+    grade, strict = strict_prediction(tmp_path, task, patch, "nogzip")
+    assert grade["resolved"] and grade["strict"] is False
+    assert "gzip.t" in strict["files"] and strict["reference"] == "gold"
+    assert grade["regressions"] and all(i.startswith("gzip") for i in grade["regressions"])
+    assert grade["strict_reason"].startswith(f"{len(grade['regressions'])} regression(s): gzip")
+
+
+def test_the_fix_plus_an_over_read_on_the_gzip_path_is_resolved_but_not_strict(tmp_path):
+    task = range_task()
+    patch = gold_plus(task, GZIP, lambda text: text.replace(
+        "\nstatic ngx_int_t\nngx_http_gzip_header_filter(ngx_http_request_t *r)\n{",
+        OVER_READ, 1).replace(
+        "    if (!conf->enable\n", "    ngx_http_gzip_peek(r);\n\n    if (!conf->enable\n", 1))
+    grade, strict = strict_prediction(tmp_path, task, patch, "overread")
+    assert grade["resolved"] and grade["strict"] is False and grade["regressions"] == []
+    kinds = {(f["tool"], f["kind"], f["frame"].split(" ")[0]) for f in grade["sanitizer_findings"]}
+    # The compiler inlines the static helper: its caller may be the first frame.
+    assert kinds & {("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_peek"),
+                    ("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_header_filter")}
+
+
+def test_gold_of_the_range_task_is_strict(tmp_path):
+    task = range_task()
+    env = dict(os.environ, NGINX_EVAL_CACHE=str(tmp_path / "cache"),
+               NGINX_EVAL_RESULTS=str(tmp_path / "results"))
+    subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), "run", "nginx:gold",
+                    f"instances={task['instance_id']}"], env=env, check=True,
+                   capture_output=True, timeout=1800)
+    grade = json.loads((tmp_path / "results" / "default" / "gold" / task["instance_id"] /
+                        "grade.json").read_text())
+    assert (grade["resolved"], grade["strict"], grade["strict_reason"]) == (True, True, "")
+
+
+# Kills every process named prove, once nginx starts serving.
+KILL_PROVE = """    if (!ngx_test_config) {
+        DIR            *proc;
+        FILE           *f;
+        struct dirent  *e;
+        char            path[300], comm[64];
+
+        proc = opendir("/proc");
+        while (proc && (e = readdir(proc)) != NULL) {
+            snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+            f = fopen(path, "r");
+            if (f) {
+                if (fgets(comm, sizeof(comm), f) && strcmp(comm, "prove\\n") == 0) {
+                    kill(atoi(e->d_name), SIGKILL);
+                }
+                fclose(f);
+            }
+        }
+        if (proc) {
+            closedir(proc);
+        }
+    }
+
+"""
+
+
+def test_an_nginx_that_kills_prove_is_the_patchs_fault(tmp_path):
+    task = range_task()
+    grade, _ = score_prediction(tmp_path, task, main_c_patch(task["base_commit"], KILL_PROVE),
+                                "killer")
+    assert grade["status"] == "unresolved" and grade["env_errors"] == []
+    (failure,) = grade["file_failures"]
+    assert (failure["file"], failure["kind"]) == ("range_clearing.t", "killed")
+    assert failure["reason"] == ("prove was killed by signal 9; the base build runs the file to "
+                                 "its end")

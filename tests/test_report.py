@@ -151,7 +151,7 @@ def test_editing_a_template_rerenders_the_report_and_nothing_else(project):
     # `doit run report` renders from the files on disk and runs nothing else
     (project.results / RUN / "report.md").unlink()
     _, executed = project.doit("run", "report", f"run={RUN}")
-    assert executed == ["report"]
+    assert executed == ["report:markdown"]
     _, executed = project.doit("run", "report", f"run={RUN}")
     assert executed == []
 
@@ -165,7 +165,8 @@ def test_report_never_runs_a_stage(project):
     data["tasks"][0]["problem_statement"] += " (edited)"
     project.write_benchmark(data)
     _, executed = project.doit("run", "report", f"run={RUN}")
-    assert executed == ["report"]
+    # and the pages of the site that show what changed (test_site.py)
+    assert [t for t in executed if not t.startswith("site:")] == ["report:markdown"]
     assert (project.results / RUN / "report.md").exists()
 
 
@@ -185,7 +186,8 @@ def test_repeats_show_mean_spread_and_pass_at_k(project):
             "patch": {"files": ["src/core/calc.c"], "lines_added": 1, "lines_removed": 1}})
             + "\n" for i in ids))
     _, executed = project.doit("run", "report", f"run={RUN}")
-    assert executed == ["report"]
+    # and the pages of the site that show what changed (test_site.py)
+    assert [t for t in executed if not t.startswith("site:")] == ["report:markdown"]
     family = json.loads((run_dir / "report.json").read_text())["families"]["fake"]
     assert family["resolved_rates"] == [0.5, 1.0, 0.0]
     assert family["mean"] == 0.5 and family["min"] == 0.0 and family["max"] == 1.0
@@ -249,7 +251,8 @@ def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):
     tasks = {t.instance_id: t for t in load_benchmark(project.root / "tasks/tiny.json").tasks}
     finish_differently(project, layout, tasks)
     _, executed = project.doit("run", "report", f"run={RUN}")
-    assert executed == ["report"]
+    # and the pages of the site that show what changed (test_site.py)
+    assert [t for t in executed if not t.startswith("site:")] == ["report:markdown"]
 
     # results.jsonl: outcomes of their own, and what the report needs of agent.json
     fake, fake2 = rows(project, "fake"), rows(project, "fake2")
@@ -421,7 +424,7 @@ def test_results_graded_under_two_benchmark_versions_are_said_in_the_header_and_
 def test_a_version_warning_for_results_of_another_version_than_the_file(tmp_path):
     from nginx_eval.run.benchmark import Benchmark
     from nginx_eval.core.layout import Layout
-    from nginx_eval.report_data import _version_warnings, result_versions
+    from nginx_eval.report.data import _version_warnings, result_versions
     layout = Layout(root=tmp_path, cache=tmp_path / "c", results_root=tmp_path / "r")
     bench = Benchmark(name="b", path=tmp_path / "tasks" / "b.json", tasks=(), digest="0",
                       version="1.3")

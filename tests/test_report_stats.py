@@ -247,7 +247,8 @@ def test_two_runs_compared_mode_by_mode(trio):
                  "run=B")
     write_predictions(project, {"alpha": RESOLVES["alpha"]})
     proc, executed = project.doit("run", "report", "run=A", "compare=B")
-    assert executed == ["report"]
+    # and the site's index, whose fix-date split (cutoff=) this command does not give
+    assert [t for t in executed if not t.startswith("site:")] == ["report:markdown"]
     data = json.loads((project.results / "A" / "compare-B.json").read_text())
     md = (project.results / "A" / "compare-B.md").read_text()
     assert data["tasks"] == IDS and data["run"] == "A" and data["other"] == "B"

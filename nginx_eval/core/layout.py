@@ -7,6 +7,8 @@ Project root (``NGINX_EVAL_ROOT``, default: the directory of dodo.py):
     results/<run>/              run output (``NGINX_EVAL_RESULTS`` moves it); report.md,
                                 report.json, report-chart.png, report-distributions.png,
                                 compare-<other run>.md|.json (report/stage.py)
+    results/<run>/site/         the run's static site (report/site.py): index.html, site.css,
+                                site.js, <mode>/<instance_id>.html
 
 Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     repos/<owner>+<name>.git    bare clones
@@ -242,6 +244,22 @@ class Layout:
     @property
     def report_distributions(self):
         return self.run_dir / "report-distributions.png"
+
+    @property
+    def site_dir(self):
+        """The run's static site (report/site.py)."""
+        return self.run_dir / "site"
+
+    @property
+    def site_index(self):
+        return self.site_dir / "index.html"
+
+    def site_asset(self, name):
+        """A file every page of the site shares (site.css, site.js)."""
+        return self.site_dir / name
+
+    def site_page(self, mode, iid):
+        return self.site_dir / mode / f"{iid}.html"
 
     def compare_md(self, other):
         return self.run_dir / f"compare-{other}.md"

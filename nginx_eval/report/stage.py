@@ -5,9 +5,10 @@ Rendered from result files only, never by running anything: every mode of the ru
 ``results.jsonl`` (the modes of this invocation and any other mode dir on disk, such as an earlier
 ``predictions=`` run), the run's ``validation.json`` if there is one, the per-task ``build.json``
 and ``prove.json`` (the compiler that built, the Perl and OpenSSL the tests ran with:
-toolchain()), and the templates (``templates/report*.j2``). Two doit tasks render it: ``report``
-(`doit run report run=NAME`, no dependencies) and ``<bench>:report`` (part of `doit run nginx`,
-after every mode); a `doit run` of some modes (`doit run nginx:gold`) renders it at its end too
+toolchain()), and the templates (``templates/report*.j2``). Two doit tasks render it:
+``report:markdown`` (`doit run report run=NAME`, no dependencies; ``report`` is it and then the
+run's site, report/site.py) and ``<bench>:report`` (part of `doit run nginx`, after every mode); a
+`doit run` of some modes (`doit run nginx:gold`) renders it and the site at its end too
 (progress.py), and ``power`` (`doit run power detect=10`) prints how many tasks or repeats a
 difference needs. They are up to date when the digest of what the report is made from equals the
 ``inputs`` stored in report.json, so editing a template re-renders the report and nothing else.
@@ -131,6 +132,7 @@ from .data import SCHEMA_VERSION, collect, json_comparison, method_settings, rep
 from .markdown import COMPARE_TEMPLATE, render
 from .power import print_plan
 from .records import modes_on_disk, toolchain_records
+from .site import SITE_TASK
 from ..run.record import run_tasks
 
 
@@ -226,7 +228,8 @@ def render_report(*args):
 
 
 def gen_tasks(ctx):
-    """``report``, ``<bench>:report`` (after every mode of the benchmark) and ``power``."""
+    """``report:markdown``, ``report`` (it and the site), ``<bench>:report`` (after every mode of
+    the benchmark; the site then comes at the end of the run, progress.py) and ``power``."""
     options = ctx.options
     baseline = options.baseline if options else None   # checked against the run's modes
     cutoff = options.cutoff if options else None
@@ -239,8 +242,13 @@ def gen_tasks(ctx):
     # No file_dep: results.jsonl are targets of the modes' tasks, and a file_dep on them would
     # make `doit run report` run the modes. Freshness is the digest check above, evaluated when
     # the task is reached, after its task_dep.
-    yield dict(common, basename="report",
+    yield dict(common, basename="report", name="markdown",
                doc="render results/<run>/report.md from the run's result files (runs nothing else)")
+    # What users run: the report, then the site that shows it (report/site.py), whose index
+    # reads report.json. Yielded after its subtask, it replaces the group doit made of it.
+    yield {"basename": "report", "name": None, "task_dep": ["report:markdown", SITE_TASK],
+           "doc": "render results/<run>/report.md and the site results/<run>/site/ from the "
+                  "run's result files (runs nothing else)"}
     yield dict(common, basename=ctx.benchmark.name, name="report",
                doc=f"the report, after every mode of {ctx.benchmark.name}",
                task_dep=[f"{ctx.benchmark.name}:{m.name}" for m in ctx.group_mode_list()])

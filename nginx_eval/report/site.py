@@ -1,0 +1,244 @@
+"""Stage 9, site: ``results/<run>/site/``, a static view of the run that opens from the file system
+(no server, no network, no JavaScript framework: one small script, site.js, filters and sorts
+the index). Rendered with Jinja2 from ``templates/site/``, from result files only, like the report
+beside it, which stays the paper-ready summary::
+
+    site/index.html                   the report's summary table (report.json) and a matrix of
+                                      tasks by modes, each cell the outcome (and the strict
+                                      verdict when grade.json has one) linking to its page;
+                                      filters by area, fix-date split and outcome, a sort by
+                                      "modes disagree" (site_index.py)
+    site/<mode>/<instance_id>.html    one mode on one task: the statement, the verdict with every
+                                      graded assertion and its TAP line, the patch beside the
+                                      gold diff, build and prove logs, cost, tokens and time,
+                                      the agent's trajectory (site_task.py)
+    site/site.css, site/site.js       shared by every page, copied from templates/site/ with the
+                                      index
+
+Long logs are cut and linked (``../../<mode>/<instance_id>/build.log``), never inlined whole.
+
+Freshness (the protocol of stamps.py, with the digest in the page): every page records the digest
+of what it is made from in its head, ``<meta name="nginx-eval-inputs" content="<sha256>">``, and
+is up to date when that equals stamps.inputs_digest of its config and input files on disk now:
+
+    index                 config: everything the index shows (its data, as JSON: report.json's
+                          figures, the outcomes, strict verdicts, marks); files: the templates
+    <mode>/<instance_id>  config: the task's fields, the mode, the run's modes; files: the unit's
+                          grade.json, agent.json, patch.json, model.patch, build.json, build.log,
+                          prove.json, the TAP streams it names, the agent's prompts and
+                          transcripts, the gold mode's model.patch; and the templates
+
+So a changed grade re-renders the page of its unit, and the index when what the index shows of
+it (the outcome, the strict verdict) changed; editing report.md.j2 re-renders no page.
+
+Tasks: ``site:index`` (after ``report:markdown``, whose report.json it reads) and
+``site:<mode>/<instance_id>`` for every mode with results and task of the run; ``site`` runs them
+all and ``report`` runs report:markdown and then ``site``. Like ``report`` they run nothing else.
+A `doit run` of modes (`doit run nginx`, `doit run nginx:gold`, a bare `doit`) renders the stale
+pages at its end, after the report (progress.py, write_site).
+"""
+
+import os
+import re
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from .. import __version__
+from ..core import jsonio, stamps
+from ..core.errors import failing_on_user_error
+from .markdown import _ci_pct, _fmt
+from .records import modes_on_disk
+from .site_index import index_context
+from .site_task import page_files, task_context, task_facts
+from ..run.record import run_tasks
+
+SITE_TASK = "site"
+TEMPLATES = "site"                   # templates/site/
+INDEX_TEMPLATE = "index.html.j2"
+TASK_TEMPLATE = "task.html.j2"
+ASSETS = ("site.css", "site.js")
+# Tasks fixed on or after this date are "recent" (the benchmark card's split), unless the
+# command gives cutoff=.
+RECENT_FROM = "2025-01-01"
+MARKER = re.compile(rb'<meta name="nginx-eval-inputs" content="([0-9a-f]{64})">')
+MARKER_BYTES = 2048                  # the marker is in the first lines of the head
+
+
+# -- templates ------------------------------------------------------------------------------------
+def site_templates(templates_dir):
+    return Path(templates_dir) / TEMPLATES
+
+
+def template_files(templates_dir):
+    """Every file of templates/site/: part of every page's inputs."""
+    folder = site_templates(templates_dir)
+    return sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+
+
+def _duration(seconds):
+    if seconds is None:
+        return "—"
+    seconds = float(seconds)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+@lru_cache(maxsize=4)
+def environment(templates_dir):
+    """The Jinja environment of the site's templates (HTML: everything is escaped)."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(site_templates(templates_dir))),
+                             undefined=jinja2.StrictUndefined, autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = _fmt
+    env.filters["pct"] = lambda v: "—" if v is None else f"{100 * v:.1f}%"
+    env.filters["usd"] = lambda v: "—" if v is None else f"${v:,.2f}"
+    env.filters["ci"] = _ci_pct
+    env.filters["duration"] = _duration
+    env.filters["words"] = lambda s: str(s or "").replace("_", " ")
+    env.filters["short"] = lambda s: (s or "")[:12]
+    # "2026-11-25T17:56:59.809Z" -> "17:56:59": a transcript's times, within one run
+    env.filters["clock"] = lambda s: str(s)[11:19] if len(str(s)) >= 19 else str(s)
+    return env
+
+
+def render(templates_dir, template, inputs, context):
+    return environment(str(templates_dir)).get_template(template).render(
+        inputs=inputs, version=__version__, **context)
+
+
+def write_page(path, text):
+    """Write a page atomically (a temporary file renamed over it) but without jsonio's fsync,
+    which costs more than rendering the page: a page that a crash leaves empty or cut records no
+    digest, and is rendered again."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def recorded_inputs(page):
+    """The digest a page was made from (its marker), or None (no page, or no marker)."""
+    try:
+        with open(page, "rb") as f:
+            m = MARKER.search(f.read(MARKER_BYTES))
+    except OSError:
+        return None
+    return m.group(1).decode() if m else None
+
+
+# -- the index ------------------------------------------------------------------------------------
+def index_inputs(layout, tasks, modes, templates_dir, cutoff):
+    """(context, digest) of the index now."""
+    context = index_context(layout, tasks, modes, cutoff)
+    config = {"page": "index", "version": __version__, "context": context}
+    return context, stamps.inputs_digest(config, template_files(templates_dir))
+
+
+def index_is_current(layout, bench, tasks, configured, templates_dir, cutoff):
+    """doit uptodate: the index and the shared files were made from what is on disk now."""
+    if not all(layout.site_asset(a).exists() for a in ASSETS):
+        return False
+    made = recorded_inputs(layout.site_index)
+    if made is None:
+        return False
+    _, digest = index_inputs(layout, run_tasks(layout, bench, tasks),
+                             modes_on_disk(layout, configured), templates_dir, cutoff)
+    return made == digest
+
+
+def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=False):
+    """site/index.html, site.css and site.js."""
+    context, digest = index_inputs(layout, run_tasks(layout, bench, tasks),
+                                   modes_on_disk(layout, configured), templates_dir, cutoff)
+    for name in ASSETS:
+        jsonio.write_bytes(layout.site_asset(name),
+                           (site_templates(templates_dir) / name).read_bytes(), mode=0o644)
+    write_page(layout.site_index, render(templates_dir, INDEX_TEMPLATE, digest, context))
+    if not quiet:
+        print(f"site: {layout.site_index}")
+
+
+# -- the task pages -------------------------------------------------------------------------------
+def task_inputs(layout, mode, task, modes, templates_dir):
+    """The digest of what the page of (mode, task) is made from, on disk now."""
+    config = {"page": "task", "version": __version__, "run": layout.run, "mode": mode,
+              "modes": list(modes), "task": task_facts(task),
+              # where the gold diff comes from without a gold mode (report_site_task.gold_patch)
+              "clone": layout.bare_repo(task.repo).is_dir()}
+    return stamps.inputs_digest(config, page_files(layout, mode, task)
+                                + template_files(templates_dir))
+
+
+def task_page_is_current(layout, mode, task, modes, templates_dir):
+    made = recorded_inputs(layout.site_page(mode, task.instance_id))
+    return made is not None and made == task_inputs(layout, mode, task, modes, templates_dir)
+
+
+def write_task_page(layout, mode, task, modes, templates_dir, digest=None):
+    """The page of (mode, task). `digest`: its inputs', when the caller has just computed it."""
+    # The digest first: a file that changes while the page renders leaves the page stale.
+    digest = digest or task_inputs(layout, mode, task, modes, templates_dir)
+    context = task_context(layout, mode, task, modes)
+    write_page(layout.site_page(mode, task.instance_id),
+               render(templates_dir, TASK_TEMPLATE, digest, context))
+
+
+def units(layout, tasks, modes):
+    """(mode, task) of every page: each mode with results, each task of the run it has a
+    results folder for."""
+    return [(m, t) for m in modes for t in tasks if layout.task_dir(m, t.instance_id).is_dir()]
+
+
+# -- the whole site (the end of a run) ------------------------------------------------------------
+def write_site(layout, bench, tasks, configured, templates_dir, cutoff=None):
+    """Render every page that is not up to date; returns their names ("index", "<mode>/<id>")."""
+    cutoff = cutoff or RECENT_FROM
+    run = run_tasks(layout, bench, tasks)
+    modes = modes_on_disk(layout, configured)
+    stale = []
+    for mode, task in units(layout, run, modes):
+        digest = task_inputs(layout, mode, task, modes, templates_dir)
+        if recorded_inputs(layout.site_page(mode, task.instance_id)) != digest:
+            stale.append((layout, mode, task, modes, templates_dir, digest))
+    for job in stale:
+        write_task_page(*job)
+    rendered = [f"{job[1]}/{job[2].instance_id}" for job in stale]
+    if not index_is_current(layout, bench, tasks, configured, templates_dir, cutoff):
+        write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=True)
+        rendered.append("index")
+    return rendered
+
+
+def gen_tasks(ctx):
+    """``site`` (every page), ``site:index`` and ``site:<mode>/<instance_id>``."""
+    layout, templates = ctx.layout, ctx.layout.templates_dir
+    cutoff = (ctx.options.cutoff if ctx.options else None) or RECENT_FROM
+    configured = list(ctx.modes)
+    yield {"basename": SITE_TASK, "name": None,
+           "doc": f"the run's static site {layout.site_index} (runs nothing else)"}
+    index_args = [layout, ctx.benchmark, ctx.tasks, configured, templates, cutoff]
+    yield {"basename": SITE_TASK, "name": "index", "doc": "the site's index (after the report)",
+           "actions": [(failing_on_user_error, [write_index, *index_args])],
+           "uptodate": [(index_is_current, index_args)], "task_dep": ["report:markdown"],
+           "targets": [str(layout.site_index)], "verbosity": 2}
+    # The pages of the results on disk now: the site shows a run, and runs nothing of it.
+    modes = modes_on_disk(layout, configured)
+    for mode, task in units(layout, run_tasks(layout, ctx.benchmark, ctx.tasks), modes):
+        args = [layout, mode, task, modes, templates]
+        yield {"basename": SITE_TASK, "name": f"{mode}/{task.instance_id}",
+               "doc": f"the site's page of {mode} on {task.instance_id}",
+               "actions": [(failing_on_user_error, [write_task_page, *args])],
+               "uptodate": [(task_page_is_current, args)],
+               "targets": [str(layout.site_page(mode, task.instance_id))]}

@@ -1,6 +1,6 @@
 """prove/tap.py on what real `prove -v` prints (conftest.prove_v runs it on small .t files)."""
 
-from nginx_eval.prove.tap import assertion_id, file_problem, parse_tap
+from nginx_eval.prove.tap import assertion_id, file_problem, needs_reference, parse_tap
 
 OK = {"exit_code": 0, "timed_out": False}
 
@@ -94,10 +94,13 @@ ok(1, 'a'); ok(1, 'b'); ok(1, 'c');
     assert any("out of sequence" in t for t in parse_tap("q.t", out).tampered)
 
 
-def test_prove_killed_and_missing_files_are_the_environment(prove_v):
+def test_a_killed_prove_asks_the_base_and_a_missing_file_is_the_environment(prove_v):
     out, _ = prove_v("k.t", "plan(tests => 1); ok(1, 'a');\n")
     fr = parse_tap("k.t", out)
-    assert file_problem(fr, {"exit_code": -11, "timed_out": False}).kind == "env"
+    # Killed by a signal: whose fault it is, the base build's run of the file decides.
+    problem = file_problem(fr, {"exit_code": -11, "timed_out": False})
+    assert (problem.kind, problem.text) == ("killed", "prove was killed by signal 11")
+    assert needs_reference(fr, {"exit_code": -11, "timed_out": False}, ["k.t:1 a"])
     assert file_problem(parse_tap("x.t", ""), {"missing": True}).kind == "env"
     # At the time limit what was printed counts: no problem, the rest simply fails.
     out, _ = prove_v("t.t", "plan(tests => 3); ok(1, 'a'); kill 'KILL', $$;\n")

@@ -290,7 +290,9 @@ def sleeping_modes(project, tmp_path, count):
     agent = tmp_path / "sleeping-agent"
     agent.write_text(SLEEPING_AGENT)
     agent.chmod(0o755)
-    modes = "".join(f'[modes.sleep{i}]\n[[modes.sleep{i}.phases]]\nname = "solve"\n'
+    # Unisolated: the spans file is outside the workspace, which the sandbox would hide.
+    modes = "".join(f'[modes.sleep{i}]\nisolation = "none"\n[[modes.sleep{i}.phases]]\n'
+                    f'name = "solve"\n'
                     f'timeout = 60\ncommand = "{agent} {{workspace}}"\n\n' for i in range(count))
     (project.root / "modes.toml").write_text(modes)
     return tmp_path / "agent-spans"

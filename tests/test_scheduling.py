@@ -16,7 +16,7 @@ import pytest
 DODO = textwrap.dedent("""
     import os, time
     if os.environ.get("FINISH_CHAINS_FIRST"):
-        from nginx_eval import scheduling
+        from nginx_eval.doitext import scheduling
         scheduling.finish_chains_first()
 
     LOG = os.environ["ORDER_LOG"]

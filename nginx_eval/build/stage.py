@@ -6,7 +6,10 @@ A build is keyed by (base commit, configure flags, patch bytes, compiler identit
     tree/           the source with the patch applied, and tree/objs/nginx
     build.log       configure, make (and patch) output
     build.json      {"key", "status": "built"|"patch_failed"|"compile_failed"|"env_error",
-                     "kind": "clean"|"incremental"|"sibling"|null, "seconds", "base_commit",
+                     "kind": "clean"|"incremental"|"sibling"|null, "seconds",
+                     "cpu_seconds" (user + system time of its steps and their children: what
+                     the build costs the machine, whatever ran beside it; null: unknown),
+                     "base_commit",
                      "configure_flags", "patch_sha256", "compiler", "build_system",
                      "binary_sha256", "binary_stat" (built only: sha256 of tree/objs/nginx,
                      and its [size, mtime_ns, ctime_ns] for a quick check that it is unchanged),
@@ -167,7 +170,8 @@ def _fresh_build_dir(layout, key):
 
 
 def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, clock):
-    """_build_tree in tmp, its output in tmp/build.log: (status, kind, failure)."""
+    """_build_tree in tmp, its output in tmp/build.log: (status, kind, failure, CPU seconds of
+    its steps)."""
     patch_file = None
     if not spec.is_base:
         patch_file = tmp / "model.patch"
@@ -176,12 +180,13 @@ def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, clock):
         if damaged:
             log.write(f"[nginx-eval] published build {spec.key} is not intact ({damaged}); "
                       f"building it again\n".encode())
-        with buildsteps.steps_token(layout.running_build_token(spec.key)):
+        with buildsteps.steps_token(layout.running_build_token(spec.key)) as cpu:
             status, kind, failure = _build_tree(
                 layout, bare, tmp, spec.base_commit, spec.flags, patch_file, origin, kind,
                 build_env(layout, tmp / "tree"), log)
         log.write(f"\n[nginx-eval] {status} ({kind}) in {clock.seconds():.1f} s\n".encode())
-    return status, kind, failure
+    cpu_seconds = None if cpu[0] is None else round(cpu[0], 3)
+    return status, kind, failure, cpu_seconds
 
 
 def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
@@ -193,9 +198,10 @@ def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
         return record
     tmp = _fresh_build_dir(layout, spec.key)
     clock = limits.Stopwatch()      # the build's time, not its waits for a build slot
-    status, kind, failure = _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged,
-                                          clock)
-    record = dict(fields, status=status, kind=kind, seconds=round(clock.seconds(), 3))
+    status, kind, failure, cpu = _build_logged(layout, bare, tmp, spec, patch, origin, kind,
+                                               damaged, clock)
+    record = dict(fields, status=status, kind=kind, seconds=round(clock.seconds(), 3),
+                  cpu_seconds=cpu)
     reason = (_failure_reason(layout, bare, spec, failure, tmp) if status != "built" else None)
     if reason:
         log_bytes = ((tmp / "build.log").read_bytes()

@@ -15,6 +15,7 @@ import pytest
 from test_faults import marker, processes_with, start_doit, wait_until  # noqa: F401 (marker: a fixture)
 from test_interrupt import assert_one_line, interrupt
 
+from nginx_eval import cli
 from nginx_eval.core import limits, procs
 from nginx_eval.core.errors import UserError
 from nginx_eval.core.layout import Layout
@@ -276,6 +277,28 @@ def test_builds_never_compile_past_their_limit(project, tmp_path, builds, parall
         assert distinct_builds_at_once(spans) == 2
     for iid in IDS:
         assert project.read("gold", iid, "grade.json")["status"] == "resolved"
+
+
+@pytest.mark.parametrize("workers, expected", [((), 2), (("-n", "1"), 1)])
+def test_without_n_a_run_uses_the_machine_and_n_1_one_worker(project, tmp_path, workers,
+                                                               expected):
+    # The two base builds (other flags) can compile side by side: without -n the run's
+    # workers fill the build slots (2: the defaults on this machine, at least 2); -n 1 is one.
+    env, log = compiler_env(tmp_path)
+    project.doit("run", *workers, "tiny:gold", env=env)
+    assert distinct_builds_at_once(compiles_by_build(log)) == expected
+    for iid in IDS:
+        assert project.read("gold", iid, "grade.json")["status"] == "resolved"
+
+
+def test_the_default_workers_are_threads_one_per_slot():
+    config = {}
+    cli.use_the_machine(config, {"agent": 8, "build": 2, "prove": 4})
+    assert config == {"num_process": 14, "par_type": "thread"}
+    # What the command line or the executor already chose stays.
+    config = {"par_type": "process", "num_process": 3}
+    cli.use_the_machine(config, {"agent": 8, "build": 2, "prove": 4})
+    assert config == {"par_type": "process", "num_process": 3}
 
 
 # An agent that sleeps and says when, by its workspace.

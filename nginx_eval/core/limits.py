@@ -65,6 +65,14 @@ def chosen_counts(options, cores=None):
     return {kind: getattr(options, name, None) or defaults[name] for kind, name in KINDS.items()}
 
 
+def worker_count(counts):
+    """doit's number of workers (``-n``) when the command line gives none: one per slot of each
+    kind ({kind: count}), so that every slot can be busy at once. A worker waiting for a slot
+    is a thread asleep on a lock; fewer workers than slots would leave slots idle, and doit's
+    default, one worker, runs one unit at a time whatever the limits allow."""
+    return sum(counts.values())
+
+
 def configure(layout, options):
     """Turn the limits on for this doit process and the workers it forks (cli.py, `doit run`)."""
     _config.update(layout=layout, counts=chosen_counts(options))

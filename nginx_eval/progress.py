@@ -24,6 +24,7 @@ shows the modes of this command.
 ``watching(Reporter, ctx, command)`` adds this to doit's reporter (cli.reporter_for).
 """
 
+import functools
 import sys
 import time
 
@@ -32,6 +33,7 @@ from .core.outcomes import RUN_ERRORS, outcome
 from .core.tasknames import GRADE, unit_of
 from .doitext.invocation import reachable
 from .report import stage as report
+from .report.apart import run_apart
 
 # What a progress line counts as errors: the run's (RUN_ERRORS), and a unit whose task failed.
 ERRORS = RUN_ERRORS + ("failed",)
@@ -124,7 +126,8 @@ class Progress:
                 options.cutoff if options else None]
         try:
             if not report.report_is_fresh(*args):
-                report.write_report(*args, quiet=True)
+                # In a process of its own: the statistics and charts stay out of doit.
+                run_apart(functools.partial(report.write_report, quiet=True), *args)
         except Exception as e:      # the run's work is done and kept: say it, do not fail it
             sys.stderr.write(f"nginx-eval: warning: the report was not rendered: {e}\n")
             sys.stderr.flush()

@@ -237,13 +237,17 @@ def prove_unit(layout, mode_name, task, inputs, rerun_failed):
 
 def gen_tasks(ctx):
     yield from testtree.gen_tasks(ctx)      # the tests:<commit> tasks, before the proves
+    guard = jsonio.file_digest(OUTPUT_GUARD)
+    environments = {}       # per test commit: the same for every unit of it
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
+        if task.test_commit not in environments:
+            environments[task.test_commit] = environment_inputs(
+                ctx.layout.tests_tree(task.test_commit))
         config = {"test_commit": task.test_commit, "test_files": list(task.test_files),
                   "timeout": task.test_timeout, "base": task.base_commit,
-                  "environment": environment_inputs(ctx.layout.tests_tree(task.test_commit)),
-                  "guard": jsonio.file_digest(OUTPUT_GUARD)}
+                  "environment": environments[task.test_commit], "guard": guard}
         if ctx.options.rerun_failed:
             # Only when on: with it off, prove's inputs digest is what it always was.
             config["rerun_failed"] = 1

@@ -50,6 +50,7 @@ in buildsteps.py, the cache in buildcache.py, the order builds start in buildpla
 
 import contextlib
 import shutil
+import threading
 import time
 
 from . import steps as buildsteps
@@ -189,6 +190,11 @@ def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, clock):
     return status, kind, failure, cpu_seconds
 
 
+# The keys this thread built and published (build_unit's "reused": a build another worker
+# published while this one waited for its lock is reused too).
+_made_here = threading.local()
+
+
 def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
     """The build, made under its key's lock from `origin` (or clean), then published, or an
     unpublished env_error."""
@@ -209,6 +215,7 @@ def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
         remove_tree(tmp, ignore_errors=True)
         return record_env_error(layout, record, reason, log_bytes)
     publish(layout, tmp, record)
+    _made_here.keys = getattr(_made_here, "keys", set()) | {spec.key}
     return record
 
 
@@ -288,9 +295,10 @@ def build_unit(layout, mode_name, task, inputs):
     patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
     start = time.monotonic()
     key = BuildSpec.of(task.base_commit, task.configure_flags, patch).key
-    reused = (layout.build_dir(key) / "build.json").exists()
+    _made_here.keys = set()
     record = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
                           task.configure_flags, patch)
+    reused = record["status"] != "env_error" and key not in _made_here.keys
     _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
     jsonio.write_json(layout.build_json(mode_name, task.instance_id),
                       dict(record, inputs=inputs, reused=reused,

@@ -46,6 +46,8 @@ from .report import stage as report
 from .run.benchmark import load_benchmarks
 from .core.errors import UserError, did_you_mean
 from .core.layout import Layout
+from .doitext.invocation import doit_command
+from .doitext.pruning import drop_settled
 from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, results_task_name, task_name,
                               tests_task_names, unit_name)
 from .run.modes import extra_modes, load_modes, unknown_prediction_ids
@@ -68,6 +70,9 @@ class Context:
     group: tuple = None         # the modes `doit run <bench>` scores; None: every mode
     options: Options = None     # the command line's variables (options.py)
     benchmark_names: tuple = () # every benchmark in tasks/
+    # `doit run`: {task name: task_dep} of the tasks left out of doit's list as settled, and of
+    # those whose task_dep lost them (doitext/pruning.py).
+    shadow: dict = None
     # The workspace stage asks whether an agent run is finished (its workspace is then not
     # needed); the agent stage answers, and the earlier stage does not import the later one.
     agent_finished = staticmethod(agent.agent_finished)
@@ -354,7 +359,11 @@ def doit_tasks(root=None):
     def task_stages():
         """every task of the pipeline (nginx_eval/pipeline.py)"""
         if not made:
-            made.extend(arrange_listing(generate_tasks("task_stages", stage_dicts()),
+            dicts = stage_dicts()
+            argv = sys.argv[1:]
+            if doit_command(argv) == "run":
+                dicts, ctx.shadow = drop_settled(dicts, argv)
+            made.extend(arrange_listing(generate_tasks("task_stages", (d for d in dicts)),
                                         ctx.benchmark.name))
         yield from made
 

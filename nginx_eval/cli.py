@@ -245,7 +245,7 @@ def load_dodo(root=None):
         except UserError as e:
             fail(e)
     if command == "run":
-        scheduling.finish_chains_first()
+        scheduling.finish_chains_first(executor.slot_counts() or limits.counts())
     if command == "clean":
         # One summary line; per-item lines with verbosity=2 (`doit clean` has no -v).
         cleaning.quiet_clean(verbose=ctx.options.verbosity == 2)

@@ -294,7 +294,7 @@ def test_without_n_a_run_uses_the_machine_and_n_1_one_worker(project, tmp_path, 
 def test_the_default_workers_are_threads_one_per_slot():
     config = {}
     cli.use_the_machine(config, {"agent": 8, "build": 2, "prove": 4})
-    assert config == {"num_process": 14, "par_type": "thread"}
+    assert config == {"num_process": 16, "par_type": "thread"}
     # What the command line or the executor already chose stays.
     config = {"par_type": "process", "num_process": 3}
     cli.use_the_machine(config, {"agent": 8, "build": 2, "prove": 4})
@@ -343,7 +343,8 @@ def test_agents_run_at_most_their_limit_at_once(project, tmp_path, parallel):
 
 
 @pytest.mark.parametrize("parallel", [("-P", "process"), ("-P", "thread")])
-def test_an_interrupt_stops_an_agent_waiting_for_its_slot(project, tmp_path, marker, parallel):
+def test_an_interrupt_stops_a_run_whose_agent_waits_for_its_turn(project, tmp_path, marker,
+                                                                  parallel):
     env = {"FAKE_AGENT": "hang", "FAKE_AGENT_MARKER": marker}
     for iid in IDS:
         env[f"FAKE_AGENT_GATE_{iid.replace('-', '_')}"] = str(tmp_path / f"gate-{iid}")
@@ -351,10 +352,11 @@ def test_an_interrupt_stops_an_agent_waiting_for_its_slot(project, tmp_path, mar
     prompts = lambda: [iid for iid in IDS
                        if (project.task_dir("fake", iid) / "agent" / "1-solve.prompt.md").exists()]
     running = lambda: [iid for iid in IDS if (tmp_path / f"gate-{iid}.waiting").exists()]
-    # Both agents reached their phase; one runs, the other waits for the slot.
-    wait_until(lambda: len(prompts()) == 2 and len(running()) == 1, proc, "one agent running")
+    # One agent runs; the other waits for its turn (doit hands out no second agent task while
+    # the one slot is taken: doitext/scheduling.py), with a worker free.
+    wait_until(lambda: len(prompts()) == 1 and len(running()) == 1, proc, "one agent running")
     time.sleep(0.5)
-    assert len(running()) == 1
+    assert len(running()) == 1 and len(prompts()) == 1
     _, err = interrupt(proc)
     assert_one_line(err, stopped=1)
     assert processes_with(marker) == []

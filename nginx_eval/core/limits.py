@@ -65,12 +65,19 @@ def chosen_counts(options, cores=None):
     return {kind: getattr(options, name, None) or defaults[name] for kind, name in KINDS.items()}
 
 
+# Workers beyond one per slot: for the quick tasks between the limited ones (patch, grade,
+# results), which would otherwise wait for a build or a prove to end before they can release
+# the next one.
+SPARE_WORKERS = 2
+
+
 def worker_count(counts):
     """doit's number of workers (``-n``) when the command line gives none: one per slot of each
-    kind ({kind: count}), so that every slot can be busy at once. A worker waiting for a slot
-    is a thread asleep on a lock; fewer workers than slots would leave slots idle, and doit's
-    default, one worker, runs one unit at a time whatever the limits allow."""
-    return sum(counts.values())
+    kind ({kind: count}), so that every slot can be busy at once, and SPARE_WORKERS. doit's
+    default, one worker, runs one unit at a time whatever the limits allow; the dispatcher
+    hands out no more tasks of a kind than its slots (doitext/scheduling.py), so no worker
+    sits waiting for a slot."""
+    return sum(counts.values()) + SPARE_WORKERS
 
 
 def configure(layout, options):

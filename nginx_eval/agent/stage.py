@@ -481,12 +481,8 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=Non
 
 
 def gen_tasks(ctx):
-    of_mode = {}
     for bench, mode, task in ctx.agent_units():
-        if mode.name not in of_mode:
-            of_mode[mode.name] = mode_inputs(ctx.layout, mode)
-        prompts = rendered_prompts(ctx.layout.templates_dir, mode, task)
-        inputs = agent_inputs(ctx.layout, mode, task, prompts, of_mode[mode.name])
+        prompts, inputs = ctx.unit_agent_inputs(mode, task)
         name = unit_name(bench, mode, task)
         agent_task = task_name(AGENT, name)
         yield {

@@ -71,9 +71,9 @@ def holding(kind):
 
 
 def test_default_counts_follow_the_cores():
-    assert limits.default_counts(1) == {"agents": 8, "builds": 2, "proves": 2}
-    assert limits.default_counts(2) == {"agents": 8, "builds": 2, "proves": 4}
-    assert limits.default_counts(16) == {"agents": 8, "builds": 16, "proves": 32}
+    assert limits.default_counts(1) == {"agents": 8, "builds": 2, "proves": 4}
+    assert limits.default_counts(2) == {"agents": 8, "builds": 2, "proves": 8}
+    assert limits.default_counts(16) == {"agents": 8, "builds": 16, "proves": 64}
 
 
 def test_counts_come_from_the_command_line_and_the_defaults(configured):

@@ -196,6 +196,15 @@ def _refuse_processes(argv):
             raise UserError(f"executor=ray runs doit's workers as threads: drop -P {value}")
 
 
+def use_the_machine(config, counts):
+    """doit's defaults for `doit run` without -n and -P (DOIT_CONFIG; the command line's -n and
+    -P still win, so -n 1 runs one unit at a time): as many workers as the limits per kind of
+    work have slots ({kind: count}), as threads. The stages spend their time in the commands
+    they start, so threads run them side by side without pickling a task per process."""
+    config.setdefault("num_process", limits.worker_count(counts))
+    config.setdefault("par_type", "thread")
+
+
 def load_dodo(root=None):
     from .pipeline import doit_tasks
     command = doit_command(sys.argv[1:])
@@ -221,6 +230,7 @@ def load_dodo(root=None):
                 namespace["DOIT_CONFIG"]["par_type"] = "thread"
         except UserError as e:
             fail(e)
+        use_the_machine(namespace["DOIT_CONFIG"], executor.slot_counts() or limits.counts())
     if command in READ_ONLY_COMMANDS:
         try:
             check_task_names(namespace, command, sys.argv[1:])
@@ -236,7 +246,7 @@ def load_dodo(root=None):
         except UserError as e:
             fail(e)
     if command == "run":
-        scheduling.finish_chains_first()
+        scheduling.finish_chains_first(executor.slot_counts() or limits.counts())
     if command == "clean":
         # One summary line; per-item lines with verbosity=2 (`doit clean` has no -v).
         cleaning.quiet_clean(verbose=ctx.options.verbosity == 2)

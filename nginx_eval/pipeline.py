@@ -50,6 +50,8 @@ from .run.benchmark import load_benchmarks
 from .core.errors import UserError, did_you_mean
 from .doitext.invocation import command_line_variables
 from .core.layout import Layout
+from .doitext.invocation import doit_command
+from .doitext.pruning import drop_settled
 from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, results_task_name, task_name,
                               tests_task_names, unit_name)
 from .run.modes import extra_modes, load_modes, unknown_prediction_ids
@@ -72,9 +74,29 @@ class Context:
     group: tuple = None         # the modes `doit run <bench>` scores; None: every mode
     options: Options = None     # the command line's variables (options.py)
     benchmark_names: tuple = () # every benchmark in tasks/
-    # The workspace stage asks whether an agent run is finished (its workspace is then not
-    # needed); the agent stage answers, and the earlier stage does not import the later one.
-    agent_finished = staticmethod(agent.agent_finished)
+    # `doit run`: {task name: task_dep} of the tasks left out of doit's list as settled, and of
+    # those whose task_dep lost them (doitext/pruning.py).
+    shadow: dict = None
+    def agent_finished(self, layout, mode, task, agent_task_name):
+        """The workspace stage asks whether an agent run is finished (its workspace is then not
+        needed); the agent stage answers, and the earlier stage does not import the later one."""
+        return agent.agent_finished(layout, mode, task, agent_task_name,
+                                    self.unit_agent_inputs(mode, task)[1])
+
+    def unit_agent_inputs(self, mode, task):
+        """(the rendered prompts, agent.agent_inputs) of an agent unit, made once per command:
+        the workspace's and the agent's tasks both ask, and the mode's part is the same for
+        every task of the mode."""
+        memo = self.__dict__.setdefault("_agent_inputs", {})
+        of_mode = self.__dict__.setdefault("_mode_inputs", {})
+        key = (mode.name, task.instance_id)
+        if key not in memo:
+            if mode.name not in of_mode:
+                of_mode[mode.name] = agent.mode_inputs(self.layout, mode)
+            prompts = agent.rendered_prompts(self.layout.templates_dir, mode, task)
+            memo[key] = (prompts, agent.agent_inputs(self.layout, mode, task, prompts,
+                                                     of_mode[mode.name]))
+        return memo[key]
     # With executor=ray an agent runs on a node, which sends back its workspace's diff as the
     # patch stage takes it; the agent stage gets the rule here, for the same reason.
     workspace_diff = staticmethod(patch.workspace_diff)
@@ -363,7 +385,11 @@ def doit_tasks(root=None):
     def task_stages():
         """every task of the pipeline (nginx_eval/pipeline.py)"""
         if not made:
-            made.extend(arrange_listing(generate_tasks("task_stages", stage_dicts()),
+            dicts = stage_dicts()
+            argv = sys.argv[1:]
+            if doit_command(argv) == "run":
+                dicts, ctx.shadow = drop_settled(dicts, argv)
+            made.extend(arrange_listing(generate_tasks("task_stages", (d for d in dicts)),
                                         ctx.benchmark.name))
         yield from made
 

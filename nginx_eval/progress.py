@@ -26,6 +26,7 @@ shows the modes of this command.
 ``watching(Reporter, ctx, command)`` adds this to doit's reporter (cli.reporter_for).
 """
 
+import functools
 import sys
 import time
 
@@ -34,9 +35,13 @@ from .core.outcomes import RUN_ERRORS, outcome
 from .core.tasknames import GRADE, unit_of
 from .doitext.invocation import reachable
 from .report import stage as report, site as report_site
+from .report.apart import run_apart
 
 # What a progress line counts as errors: the run's (RUN_ERRORS), and a unit whose task failed.
 ERRORS = RUN_ERRORS + ("failed",)
+# A unit doit never saw: all its tasks were up to date before it started (pruning.py); its
+# outcome is read from its files when a line needs it.
+SETTLED = object()
 
 
 def duration(seconds):
@@ -58,12 +63,14 @@ class Progress:
         self.ran = 0            # units finished by this command (not already done)
 
     def start(self, tasks, selected):
-        """The units the command will finish: the grade tasks reachable from `selected`."""
-        for name in reachable(tasks, selected):
+        """The units the command will finish: the grade tasks reachable from `selected`, those
+        left out of doit's list as settled (pruning.py) too: they are finished already."""
+        shadow = getattr(self.ctx, "shadow", None) or {}
+        for name in reachable(tasks, selected, shadow):
             if name.startswith(f"{GRADE}:"):
                 unit = unit_of(name)
                 if unit:
-                    self.units[unit] = None
+                    self.units[unit] = SETTLED if name not in tasks else None
         modes = {m for m, _ in self.units}
         self.order = [m for m in self.ctx.modes if m in modes] + sorted(modes - set(self.ctx.modes))
         self.started = time.monotonic()
@@ -78,16 +85,19 @@ class Progress:
         return outcome({"resolved": grade.get("resolved"), "status": grade.get("status"),
                                 "agent_status": agent.get("status")})
 
+    def _outcome_or_unknown(self, unit):
+        try:
+            return self.outcome(*unit)
+        except Exception:       # a damaged file: the report will say; the line must not stop doit
+            return "unknown"
+
     def finished(self, name, failed=False, already=False):
         unit = unit_of(name)
         if unit not in self.units or self.units[unit] is not None:
             return
         if not failed and not name.startswith(f"{GRADE}:"):
             return
-        try:
-            self.units[unit] = "failed" if failed else self.outcome(*unit)
-        except Exception:       # a damaged file: the report will say; the line must not stop doit
-            self.units[unit] = "unknown"
+        self.units[unit] = "failed" if failed else self._outcome_or_unknown(unit)
         if already:
             return
         self.ran += 1
@@ -95,6 +105,9 @@ class Progress:
 
     def line(self, unit):
         mode, iid = unit
+        for other, value in self.units.items():
+            if value is SETTLED:        # read once a line needs the counts
+                self.units[other] = self._outcome_or_unknown(other)
         done = sum(1 for v in self.units.values() if v is not None)
         total = len(self.units)
         mine = [v for (m, _), v in self.units.items() if m == mode and v is not None]
@@ -126,7 +139,8 @@ class Progress:
                 options.cutoff if options else None]
         try:
             if not report.report_is_fresh(*args):
-                report.write_report(*args, quiet=True)
+                # In a process of its own: the statistics and charts stay out of doit.
+                run_apart(functools.partial(report.write_report, quiet=True), *args)
         except Exception as e:      # the run's work is done and kept: say it, do not fail it
             sys.stderr.write(f"nginx-eval: warning: the report was not rendered: {e}\n")
             sys.stderr.flush()

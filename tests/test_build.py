@@ -162,7 +162,8 @@ def test_unproven_uses_the_compilers_dependency_files(tmp_path):
     for f in files:
         fixture_repos.write(tree / f, "")
     fixture_repos.write(tree / "objs/src/core/a.d",
-                        "objs/src/core/a.o: src/core/a.c \\\n src/core/a.h\n")
+                        "objs/src/core/a.o: src/core/a.c /usr/include/stdio.h \\\n"
+                        " ./src/core/../core/a.h\n")
     old, new = time.time() - 100, time.time()
     for f in files:
         os.utime(tree / f, (old, old))
@@ -177,6 +178,30 @@ def test_unproven_uses_the_compilers_dependency_files(tmp_path):
     # No compile reads a header of another platform: nothing to prove.
     os.utime(tree / "src/os/win32/w.h", (new + 5, new + 5))
     assert buildmtimes.unproven(tree, ["src/os/win32/w.h"]) is None
+
+
+def test_stamps_put_changed_files_between_the_others_and_what_make_writes(tmp_path, monkeypatch):
+    # Without waiting for the clock: the stamps lie in the past.
+    monkeypatch.setattr(buildmtimes.time, "sleep", lambda s: pytest.fail("stamp_changed slept"))
+    tree = tmp_path / "tree"
+    files = ["src/a.c", "src/a.h", "objs/a.o", "objs/nginx", "src/b.c"]
+    for f in files:
+        fixture_repos.write(tree / f, "")
+    now = time.time_ns()
+    # As a base published a moment ago leaves them, one object even dated after now; the
+    # objects newer than their sources (what make must still see as up to date).
+    dated = {"src/a.c": now - 10**9, "src/a.h": now - 10**9, "src/b.c": now - 10**9,
+             "objs/a.o": now - 10**8, "objs/nginx": now + 3600 * 10**9}
+    for f, ns in dated.items():
+        os.utime(tree / f, ns=(ns, ns))
+    buildmtimes.stamp_changed(tree, ["src/a.c", "src/b.c"])
+    after = {f: os.stat(tree / f).st_mtime_ns for f in files}
+    written = time.time_ns()
+    for f in ("src/a.c", "src/b.c"):
+        assert after["objs/nginx"] + buildmtimes.GAP_NS <= after[f]
+        assert after[f] + buildmtimes.GAP_NS <= written
+    # The unchanged files kept their order: the object is still newer than its header.
+    assert after["src/a.h"] < after["objs/a.o"] < after["objs/nginx"]
 
 
 # -- failures: the patch's verdict or the environment's fault -------------------------------------

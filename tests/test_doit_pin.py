@@ -41,6 +41,11 @@ def test_the_dispatcher_methods_scheduling_wraps():
     assert params(control.TaskDispatcher._get_next_node) == ["self", "ready", "tasks_to_run"]
     assert params(control.TaskDispatcher._gen_node) == ["self", "parent", "task_name"]
     assert "self.ready" in inspect.getsource(control.TaskDispatcher)
+    # ... and wraps the generator that hands out the nodes ("hold on" while none can go).
+    assert params(control.TaskDispatcher._dispatcher_generator) == ["self", "selected_tasks"]
+    assert "self._dispatcher_generator(" in inspect.getsource(control.TaskDispatcher.__init__)
+    assert '"hold on"' in inspect.getsource(control.TaskDispatcher._dispatcher_generator)
+    assert isinstance(control.ExecNode, type)
 
 
 def test_only_doitext_imports_doits_internals():

@@ -15,6 +15,7 @@ import pytest
 from test_faults import marker, processes_with, start_doit, wait_until  # noqa: F401 (marker: a fixture)
 from test_interrupt import assert_one_line, interrupt
 
+from nginx_eval import cli
 from nginx_eval.core import limits, procs
 from nginx_eval.core.errors import UserError
 from nginx_eval.core.layout import Layout
@@ -70,9 +71,9 @@ def holding(kind):
 
 
 def test_default_counts_follow_the_cores():
-    assert limits.default_counts(1) == {"agents": 8, "builds": 2, "proves": 2}
-    assert limits.default_counts(2) == {"agents": 8, "builds": 2, "proves": 4}
-    assert limits.default_counts(16) == {"agents": 8, "builds": 16, "proves": 32}
+    assert limits.default_counts(1) == {"agents": 8, "builds": 2, "proves": 4}
+    assert limits.default_counts(2) == {"agents": 8, "builds": 2, "proves": 8}
+    assert limits.default_counts(16) == {"agents": 8, "builds": 16, "proves": 64}
 
 
 def test_counts_come_from_the_command_line_and_the_defaults(configured):
@@ -278,6 +279,28 @@ def test_builds_never_compile_past_their_limit(project, tmp_path, builds, parall
         assert project.read("gold", iid, "grade.json")["status"] == "resolved"
 
 
+@pytest.mark.parametrize("workers, expected", [((), 2), (("-n", "1"), 1)])
+def test_without_n_a_run_uses_the_machine_and_n_1_one_worker(project, tmp_path, workers,
+                                                               expected):
+    # The two base builds (other flags) can compile side by side: without -n the run's
+    # workers fill the build slots (2: the defaults on this machine, at least 2); -n 1 is one.
+    env, log = compiler_env(tmp_path)
+    project.doit("run", *workers, "tiny:gold", env=env)
+    assert distinct_builds_at_once(compiles_by_build(log)) == expected
+    for iid in IDS:
+        assert project.read("gold", iid, "grade.json")["status"] == "resolved"
+
+
+def test_the_default_workers_are_threads_one_per_slot():
+    config = {}
+    cli.use_the_machine(config, {"agent": 8, "build": 2, "prove": 4})
+    assert config == {"num_process": 16, "par_type": "thread"}
+    # What the command line or the executor already chose stays.
+    config = {"par_type": "process", "num_process": 3}
+    cli.use_the_machine(config, {"agent": 8, "build": 2, "prove": 4})
+    assert config == {"par_type": "process", "num_process": 3}
+
+
 # An agent that sleeps and says when, by its workspace.
 SLEEPING_AGENT = """#!/bin/sh
 echo "start $(date +%s.%N) $1" >> "$AGENT_SPANS"
@@ -290,7 +313,9 @@ def sleeping_modes(project, tmp_path, count):
     agent = tmp_path / "sleeping-agent"
     agent.write_text(SLEEPING_AGENT)
     agent.chmod(0o755)
-    modes = "".join(f'[modes.sleep{i}]\nisolation = "none"\n[[modes.sleep{i}.phases]]\nname = "solve"\n'
+    # Unisolated: the spans file is outside the workspace, which the sandbox would hide.
+    modes = "".join(f'[modes.sleep{i}]\nisolation = "none"\n[[modes.sleep{i}.phases]]\n'
+                    f'name = "solve"\n'
                     f'timeout = 60\ncommand = "{agent} {{workspace}}"\n\n' for i in range(count))
     (project.root / "modes.toml").write_text(modes)
     return tmp_path / "agent-spans"
@@ -318,7 +343,8 @@ def test_agents_run_at_most_their_limit_at_once(project, tmp_path, parallel):
 
 
 @pytest.mark.parametrize("parallel", [("-P", "process"), ("-P", "thread")])
-def test_an_interrupt_stops_an_agent_waiting_for_its_slot(project, tmp_path, marker, parallel):
+def test_an_interrupt_stops_a_run_whose_agent_waits_for_its_turn(project, tmp_path, marker,
+                                                                  parallel):
     env = {"FAKE_AGENT": "hang", "FAKE_AGENT_MARKER": marker}
     for iid in IDS:
         env[f"FAKE_AGENT_GATE_{iid.replace('-', '_')}"] = str(tmp_path / f"gate-{iid}")
@@ -326,10 +352,11 @@ def test_an_interrupt_stops_an_agent_waiting_for_its_slot(project, tmp_path, mar
     prompts = lambda: [iid for iid in IDS
                        if (project.task_dir("fake", iid) / "agent" / "1-solve.prompt.md").exists()]
     running = lambda: [iid for iid in IDS if (tmp_path / f"gate-{iid}.waiting").exists()]
-    # Both agents reached their phase; one runs, the other waits for the slot.
-    wait_until(lambda: len(prompts()) == 2 and len(running()) == 1, proc, "one agent running")
+    # One agent runs; the other waits for its turn (doit hands out no second agent task while
+    # the one slot is taken: doitext/scheduling.py), with a worker free.
+    wait_until(lambda: len(prompts()) == 1 and len(running()) == 1, proc, "one agent running")
     time.sleep(0.5)
-    assert len(running()) == 1
+    assert len(running()) == 1 and len(prompts()) == 1
     _, err = interrupt(proc)
     assert_one_line(err, stopped=1)
     assert processes_with(marker) == []

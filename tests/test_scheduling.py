@@ -7,6 +7,7 @@ started (FINISH_AFTER). So exactly one worker is free whenever doit picks a task
 two), every pick is logged before the next task finishes, and the log is the order doit chose.
 """
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -106,3 +107,65 @@ def test_every_selected_task_is_explored_before_the_first_one_runs(tmp_path):
         ["long1", "short", "long2", "long3", "after_short"]
     assert start_order(tmp_path, True, "thread", ("first", "second")) == \
         ["long1", "short", "after_short", "long2", "long3"]
+
+
+KINDS_DODO = textwrap.dedent("""
+    import json, os, time
+    from nginx_eval.doitext import scheduling
+    scheduling.finish_chains_first(json.loads(os.environ["LIMITS"]))
+
+    def work(name):
+        def action():
+            with open(os.environ["SPANS_LOG"], "a") as f:
+                f.write(f"start {name} {time.monotonic()}\\n")
+            time.sleep(0.4)
+            with open(os.environ["SPANS_LOG"], "a") as f:
+                f.write(f"end {name} {time.monotonic()}\\n")
+        return action
+
+    def task_build():
+        for name in ("a", "b", "c"):
+            yield {"name": name, "actions": [work(f"build:{name}")]}
+
+    def task_prove():
+        yield {"name": "a", "actions": [work("prove:a")], "task_dep": ["build:a"]}
+
+    def task_all():
+        return {"actions": None, "task_dep": ["build:a", "build:b", "build:c", "prove:a"]}
+""")
+
+
+def spans(tmp_path, limits):
+    (tmp_path / "dodo.py").write_text(KINDS_DODO)
+    log = tmp_path / f"spans-{len(limits)}.log"
+    env = {"PATH": "/usr/bin:/bin", "SPANS_LOG": str(log), "LIMITS": json.dumps(limits),
+           "PYTHONPATH": ":".join(sys.path)}
+    subprocess.run([sys.executable, "-m", "doit", "-f", str(tmp_path / "dodo.py"), "run",
+                    "--db-file", str(tmp_path / f".doit-{len(limits)}"), "-n", "3", "-P",
+                    "thread", "all"], env=env, check=True, capture_output=True, cwd=tmp_path)
+    found = {}
+    for line in log.read_text().splitlines():
+        what, name, at = line.split()
+        found.setdefault(name, {})[what] = float(at)
+    return {name: (s["start"], s["end"]) for name, s in found.items()}
+
+
+def most_at_once(intervals):
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def test_a_kind_at_its_limit_waits_and_other_kinds_go_first(tmp_path):
+    # builds=1 and three workers: one build at a time, and the prove released by the first
+    # build runs beside the second instead of queueing behind the builds for a worker.
+    limited = spans(tmp_path, {"build": 1})
+    builds = [limited[f"build:{n}"] for n in "abc"]
+    assert most_at_once(builds) == 1
+    assert limited["prove:a"][0] < max(end for _, end in builds)
+    # Without a limit, the three workers take the three builds at once.
+    free = spans(tmp_path, {})
+    assert most_at_once([free[f"build:{n}"] for n in "abc"]) == 3

@@ -4,6 +4,7 @@ an environment that tries to leak into prove."""
 
 import difflib
 import json
+import os
 import subprocess
 
 import pytest
@@ -115,6 +116,29 @@ def test_an_edited_test_tree_is_extracted_again(scored):
     v = scored.read("none", "v-spoof", "grade.json", run="again")
     assert v["status"] == "unresolved"
     assert "ok(1" not in path.read_text()
+
+
+def test_a_checked_test_tree_is_trusted_by_its_stat_until_a_file_changes(scored, monkeypatch):
+    from nginx_eval.core.layout import Layout
+    from nginx_eval.prove import tree as testtree
+    layout = Layout(root=scored.root, cache=scored.cache, results_root=scored.results, run="x")
+    task = scored.benchmark()["tasks"][0]
+    repo, commit = task["test_repo"], task["test_commit"]
+    testtree.verified_tests_tree(layout, repo, commit)      # checked by git: its stat recorded
+    asked = []
+    real = testtree.tests_tree_changes
+    monkeypatch.setattr(testtree, "tests_tree_changes", lambda *a: asked.append(a) or real(*a))
+    tree, notes = testtree.verified_tests_tree(layout, repo, commit)
+    assert notes == [] and asked == []
+    # An edit of the same size with its mtime put back still changes the ctime: git decides.
+    path = next(p for p in tree.glob("*.t"))
+    text, st = path.read_text(), path.stat()
+    path.chmod(0o644)
+    path.write_text(text.replace("ok", "OK", 1))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    tree, notes = testtree.verified_tests_tree(layout, repo, commit)
+    assert len(asked) == 1 and path.name in notes[0] and "extracted again" in notes[0]
+    assert (tree / path.name).read_text() == text
 
 
 def test_environment_errors_are_not_kept(scored, tmp_path):

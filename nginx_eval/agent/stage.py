@@ -126,15 +126,23 @@ def agent_version(layout, mode):
     return ", ".join(dict.fromkeys(v for v in versions if v)) or None
 
 
-def agent_inputs(layout, mode, task, prompts):
-    inputs = {"mode": mode.fingerprint(), "prompts": prompts,
-              "environment": referenced_environment(mode), "workspace": workspace_inputs(task)}
+def mode_inputs(layout, mode):
+    """The part of agent_inputs that is the mode's, the same for each of its tasks (asked once
+    per mode: resolving its programs for each of 173 tasks took most of a second)."""
+    inputs = {"mode": mode.fingerprint(), "environment": referenced_environment(mode)}
     box = sandbox.settings(mode)
     if box:         # only when on, so that runs made without a sandbox keep their digest
         inputs["sandbox"] = box
     version = agent_version(layout, mode)
     if version:     # only for Claude Code: other agents' runs keep their digest
         inputs["agent_version"] = version
+    return inputs
+
+
+def agent_inputs(layout, mode, task, prompts, of_mode=None):
+    """The digest of an agent run's inputs; of_mode: mode_inputs(layout, mode), if known."""
+    inputs = dict(of_mode or mode_inputs(layout, mode), prompts=prompts,
+                  workspace=workspace_inputs(task))
     return jsonio.digest(inputs)
 
 
@@ -143,13 +151,16 @@ def is_finished(record):
     return bool(record) and record.get("status") not in UNFINISHED_AGENT
 
 
-def agent_finished(layout, mode, task, agent_task_name):
+def agent_finished(layout, mode, task, agent_task_name, inputs=None):
     """The agent run of (mode, task) is finished for its current inputs (its agent.json was made
     from them) and not forgotten: it will not run again, so it needs no workspace (`doit clean`
-    removed it; patch.write_patch keeps the patch taken from it)."""
+    removed it; patch.write_patch keeps the patch taken from it). inputs: agent_inputs of the
+    unit, when the caller has them."""
     if forgotten(layout, agent_task_name):
         return False
-    inputs = agent_inputs(layout, mode, task, rendered_prompts(layout.templates_dir, mode, task))
+    if inputs is None:
+        inputs = agent_inputs(layout, mode, task,
+                              rendered_prompts(layout.templates_dir, mode, task))
     return is_finished(stamps.made_from(layout.agent_json(mode.name, task.instance_id), inputs))
 
 
@@ -471,8 +482,7 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=Non
 
 def gen_tasks(ctx):
     for bench, mode, task in ctx.agent_units():
-        prompts = rendered_prompts(ctx.layout.templates_dir, mode, task)
-        inputs = agent_inputs(ctx.layout, mode, task, prompts)
+        prompts, inputs = ctx.unit_agent_inputs(mode, task)
         name = unit_name(bench, mode, task)
         agent_task = task_name(AGENT, name)
         yield {
@@ -488,5 +498,5 @@ def gen_tasks(ctx):
             "task_dep": [task_name(WORKSPACE, name)],
             # The stamps.py protocol; agent_inputs is the digest (stamps.stage_task's would
             # change it, and with it every paid agent.json already made).
-            "uptodate": [(agent_finished, [ctx.layout, mode, task, agent_task])],
+            "uptodate": [(agent_finished, [ctx.layout, mode, task, agent_task, inputs])],
         }

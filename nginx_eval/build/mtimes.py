@@ -2,14 +2,21 @@
 
 Timestamps are not trusted: a copied tree (``cp -a`` of a published one, mtimes kept) may hold
 objects dated after the sources a patch changes (a clock stepped back, a cache from another host).
-Before make, the files a patch or a sibling sync changed get an mtime later than every other file
-of the tree (stamp_changed); after make, each changed source must be older than the objects that
-read it and than objs/nginx (unproven), or build/stage.py falls back to a clean build.
+Before make, the files a patch or a sibling sync changed are dated after every other file of the
+tree and before anything make writes (stamp_changed); after make, each changed source must be
+older than the objects that read it and than objs/nginx (unproven), or build/stage.py falls back to a
+clean build.
 """
 
 import os
 import stat
 import time
+
+# Between the other files, the changed ones and what make writes: more than the coarsest file
+# system timestamp (FAT's 2 s; ext4, xfs and btrfs keep nanoseconds) and than the lag of the
+# kernel's file clock behind time.time_ns() (a tick), so that each group is strictly newer than
+# the one before it on any file system.
+GAP_NS = 2_000_000_000
 
 
 def _tree_files(tree):
@@ -18,10 +25,10 @@ def _tree_files(tree):
             yield os.path.join(dirpath, name)
 
 
-def _newest_other_mtime(tree, changed, now):
-    """The newest mtime of the files of `tree` not in `changed`, after bringing those dated
-    after `now` back to now."""
-    newest = 0
+def _other_mtimes(tree, changed, now):
+    """{path: mtime} of the files of `tree` not in `changed`, after bringing those dated after
+    `now` back to now (a clock stepped back, a cache from another host)."""
+    mtimes = {}
     for path in _tree_files(tree):
         if path in changed:
             continue
@@ -29,27 +36,32 @@ def _newest_other_mtime(tree, changed, now):
         if mtime > now:
             os.utime(path, ns=(now, now), follow_symlinks=False)
             mtime = now
-        newest = max(newest, mtime)
-    return newest
+        mtimes[path] = mtime
+    return mtimes
 
 
 def stamp_changed(tree, paths):
-    """Give the changed files `paths` (relative to tree) an mtime later than every other file of
-    the tree, whatever the copied mtimes say: the newest other mtime + 1 s, and at least now.
-    Files dated after now (a clock stepped back, a cache from another host) are first brought
-    back to now; otherwise the stamp would lie in the future and what make writes would look
-    older than its sources. Then wait until the clock has passed the stamp, for the same reason."""
+    """Date the changed files `paths` (relative to tree) GAP_NS before now, and every other file
+    of the tree at least GAP_NS before them, whatever the copied mtimes say: make then rebuilds
+    what the changed files go into, and what it writes is newer than they are.
+
+    The other files keep their order (make's view of what is up to date among them): when the
+    newest of them is too recent (a base built seconds ago, files dated after now), all of them
+    move back by the same amount. Nothing waits for the clock: the stamps lie in the past."""
     tree = os.path.realpath(tree)
     changed = {os.path.join(tree, p) for p in paths}
     now = time.time_ns()
-    stamp = max(_newest_other_mtime(tree, changed, now) + 1_000_000_000, now)
+    stamp = now - GAP_NS
+    others = _other_mtimes(tree, changed, now)
+    shift = max(others.values(), default=0) - (stamp - GAP_NS)
+    if shift > 0:
+        for path, mtime in others.items():
+            os.utime(path, ns=(mtime - shift, mtime - shift), follow_symlinks=False)
     for path in changed:
         # Regular files inside the tree only: a patch may add symlinks, to anywhere.
         if (os.path.realpath(path).startswith(tree + os.sep) and os.path.lexists(path)
                 and stat.S_ISREG(os.lstat(path).st_mode)):
             os.utime(path, ns=(stamp, stamp), follow_symlinks=False)
-    # File times come from a clock that may lag time.time_ns() by a tick: a margin of 20 ms.
-    time.sleep(max(0, stamp + 20_000_000 - time.time_ns()) / 1e9)
 
 
 def _mtime(path):
@@ -59,12 +71,27 @@ def _mtime(path):
         return 0
 
 
-def _dependency_readers(tree):
-    """{source: [objects whose compile read it]} from the compiler's .d files (EXTRA_CC_OPT's
-    -MD), paths relative to tree; None when the tree has no .d file (its Makefile does not pass
-    the option on)."""
-    tree = str(tree)
-    relative = lambda p: os.path.relpath(os.path.normpath(os.path.join(tree, p)), tree)
+def _relative(tree, path):
+    """`path` of a .d file relative to tree, or None outside it (the system's headers: no patch
+    changes those). nginx's Makefile compiles from the tree's root, so its own paths are plain
+    relative ones already; normalizing each of the tens of thousands of names in a tree's .d
+    files would take most of a second."""
+    if os.path.isabs(path):
+        if not path.startswith(tree + os.sep):
+            return None
+        path = path[len(tree) + 1:]
+    if "./" in path or "//" in path:
+        path = os.path.normpath(path)
+        if path.startswith(".."):
+            return None
+    return path
+
+
+def _dependency_readers(tree, sources):
+    """{source: [objects whose compile read it]} for the `sources` (paths relative to tree) from
+    the compiler's .d files (EXTRA_CC_OPT's -MD); None when the tree has no .d file (its
+    Makefile does not pass the option on)."""
+    tree, wanted = str(tree), set(sources)
     readers, found = {}, False
     for path in _tree_files(os.path.join(tree, "objs")):
         if not path.endswith(".d"):
@@ -75,7 +102,9 @@ def _dependency_readers(tree):
             rule = f.read().replace("\\\n", " ").split("\n", 1)[0]
         target, _, deps = rule.partition(": ")
         for dep in deps.split():
-            readers.setdefault(relative(dep), []).append(relative(target))
+            dep = _relative(tree, dep)
+            if dep in wanted:
+                readers.setdefault(dep, []).append(_relative(tree, target))
     return readers if found else None
 
 
@@ -87,7 +116,7 @@ def unproven(tree, paths):
     this configuration reads (no object, no .d names it: src/os/win32/, a module left out) has
     nothing to prove."""
     sources = [p for p in paths if p.endswith((".c", ".h")) and os.path.isfile(tree / p)]
-    readers = _dependency_readers(tree) if sources else None
+    readers = _dependency_readers(tree, sources) if sources else None
     for src in sources:
         objects = list((readers or {}).get(src, []))
         own = f"objs/{src[:-2]}.o"

@@ -6,7 +6,10 @@ A build is keyed by (base commit, configure flags, patch bytes, compiler identit
     tree/           the source with the patch applied, and tree/objs/nginx
     build.log       configure, make (and patch) output
     build.json      {"key", "status": "built"|"patch_failed"|"compile_failed"|"env_error",
-                     "kind": "clean"|"incremental"|"sibling"|null, "seconds", "base_commit",
+                     "kind": "clean"|"incremental"|"sibling"|null, "seconds",
+                     "cpu_seconds" (user + system time of its steps and their children: what
+                     the build costs the machine, whatever ran beside it; null: unknown),
+                     "base_commit",
                      "configure_flags", "patch_sha256", "compiler", "build_system",
                      "binary_sha256", "binary_stat" (built only: sha256 of tree/objs/nginx,
                      and its [size, mtime_ns, ctime_ns] for a quick check that it is unchanged),
@@ -47,6 +50,7 @@ in build/steps.py, the cache in build/cache.py, the order builds start in build/
 
 import contextlib
 import shutil
+import threading
 import time
 
 from . import steps as buildsteps
@@ -167,7 +171,8 @@ def _fresh_build_dir(layout, key):
 
 
 def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, clock):
-    """_build_tree in tmp, its output in tmp/build.log: (status, kind, failure)."""
+    """_build_tree in tmp, its output in tmp/build.log: (status, kind, failure, CPU seconds of
+    its steps)."""
     patch_file = None
     if not spec.is_base:
         patch_file = tmp / "model.patch"
@@ -176,12 +181,18 @@ def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, clock):
         if damaged:
             log.write(f"[nginx-eval] published build {spec.key} is not intact ({damaged}); "
                       f"building it again\n".encode())
-        with buildsteps.steps_token(layout.running_build_token(spec.key)):
+        with buildsteps.steps_token(layout.running_build_token(spec.key)) as cpu:
             status, kind, failure = _build_tree(
                 layout, bare, tmp, spec.base_commit, spec.flags, patch_file, origin, kind,
                 build_env(layout, tmp / "tree"), log)
         log.write(f"\n[nginx-eval] {status} ({kind}) in {clock.seconds():.1f} s\n".encode())
-    return status, kind, failure
+    cpu_seconds = None if cpu[0] is None else round(cpu[0], 3)
+    return status, kind, failure, cpu_seconds
+
+
+# The keys this thread built and published (build_unit's "reused": a build another worker
+# published while this one waited for its lock is reused too).
+_made_here = threading.local()
 
 
 def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
@@ -193,9 +204,10 @@ def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
         return record
     tmp = _fresh_build_dir(layout, spec.key)
     clock = limits.Stopwatch()      # the build's time, not its waits for a build slot
-    status, kind, failure = _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged,
-                                          clock)
-    record = dict(fields, status=status, kind=kind, seconds=round(clock.seconds(), 3))
+    status, kind, failure, cpu = _build_logged(layout, bare, tmp, spec, patch, origin, kind,
+                                               damaged, clock)
+    record = dict(fields, status=status, kind=kind, seconds=round(clock.seconds(), 3),
+                  cpu_seconds=cpu)
     reason = (_failure_reason(layout, bare, spec, failure, tmp) if status != "built" else None)
     if reason:
         log_bytes = ((tmp / "build.log").read_bytes()
@@ -203,6 +215,7 @@ def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
         remove_tree(tmp, ignore_errors=True)
         return record_env_error(layout, record, reason, log_bytes)
     publish(layout, tmp, record)
+    _made_here.keys = getattr(_made_here, "keys", set()) | {spec.key}
     return record
 
 
@@ -282,9 +295,10 @@ def build_unit(layout, mode_name, task, inputs):
     patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
     start = time.monotonic()
     key = BuildSpec.of(task.base_commit, task.configure_flags, patch).key
-    reused = (layout.build_dir(key) / "build.json").exists()
+    _made_here.keys = set()
     record = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
                           task.configure_flags, patch)
+    reused = record["status"] != "env_error" and key not in _made_here.keys
     _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
     jsonio.write_json(layout.build_json(mode_name, task.instance_id),
                       dict(record, inputs=inputs, reused=reused,

@@ -38,14 +38,27 @@ COMPILER_KILLED = re.compile(
 _token_file = contextvars.ContextVar("build_token_file", default=None)
 
 
+# The CPU seconds of the build in progress in this thread, summed over its steps (steps_token):
+# what the build costs the machine, whatever else ran beside it (scripts/bench.py's floor).
+_cpu_seconds = contextvars.ContextVar("build_cpu_seconds", default=None)
+
+
 @contextlib.contextmanager
 def steps_token(path):
-    """Within it, this thread's build steps carry the token file `path`."""
-    token = _token_file.set(str(path))
+    """Within it, this thread's build steps carry the token file `path`; it yields a list whose
+    one number is the CPU seconds of those steps so far (None once a step's is unknown)."""
+    token, cpu = _token_file.set(str(path)), _cpu_seconds.set([0.0])
     try:
-        yield
+        yield _cpu_seconds.get()
     finally:
+        _cpu_seconds.reset(cpu)
         _token_file.reset(token)
+
+
+def _count_cpu(seconds):
+    total = _cpu_seconds.get()
+    if total is not None and total[0] is not None:
+        total[0] = None if seconds is None else total[0] + seconds
 
 
 def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT, run=None):
@@ -57,6 +70,7 @@ def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT, run=None):
         if run is None:
             outcome = run_limited(argv, cwd=cwd, env=env, timeout=timeout, stdout=log,
                                   stderr=subprocess.STDOUT, token_file=_token_file.get())
+            _count_cpu(outcome.cpu_seconds)
             exit_code, timed_out = outcome.exit_code, outcome.timed_out
         else:
             exit_code, timed_out = run(timeout)

@@ -42,6 +42,12 @@ def configure(layout, options):
         _state.update(name="local", backend=None)
 
 
+def slot_counts():
+    """{kind: count} of the cluster's slots with executor=ray (they count its CPUs); None here,
+    where limits.counts() has them."""
+    return getattr(_state["backend"], "counts", None)
+
+
 def is_remote():
     """True when units run on a cluster: the coordinator holds records, not builds."""
     return _state["name"] != "local"

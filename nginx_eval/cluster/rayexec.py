@@ -210,8 +210,9 @@ def cluster_cpus():
 class RayBackend:
     """executor.py's backend for executor=ray: sends units to the cluster, one Ray task each."""
 
-    def __init__(self, keeper, coordinator, agent_retries):
+    def __init__(self, keeper, coordinator, agent_retries, counts):
         self.keeper, self.coordinator, self.agent_retries = keeper, coordinator, agent_retries
+        self.counts = counts        # {kind: slots across the cluster}
         self.log_lock = threading.Lock()
 
     @classmethod
@@ -231,7 +232,7 @@ class RayBackend:
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         keeper = SlotKeeper.options(scheduling_strategy=here).remote(counts)
         coordinator = jsonio.digest([socket.gethostname(), str(layout.results_root)])[:16]
-        return cls(keeper, coordinator, options.agent_retries)
+        return cls(keeper, coordinator, options.agent_retries, counts)
 
     def run(self, kind, work, layout, mode_name, iid, args, ship_in, ship_out, repos):
         unit_dir = layout.task_dir(mode_name, iid)

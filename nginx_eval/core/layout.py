@@ -48,6 +48,7 @@ Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (resu
 Per run: ``results/<run>/run.json``, the benchmark and tasks the run is of (run/record.py).
 """
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -56,6 +57,13 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 SOURCE_ROOT = PACKAGE_DIR.parent
 DEFAULT_REPO_URL = "https://github.com/{owner}/{name}.git"
+
+
+@functools.lru_cache(maxsize=None)
+def _joined(base, *parts):
+    """base / parts, made once: a run's units ask for the same few paths thousands of times
+    (building them anew took a third of a second of every doit command on 173 tasks)."""
+    return base.joinpath(*parts)
 
 
 @dataclass(frozen=True)
@@ -172,35 +180,35 @@ class Layout:
         return self.run_dir / mode
 
     def task_dir(self, mode, instance_id):
-        return self.run_dir / mode / instance_id
+        return _joined(self.results_root, self.run, mode, instance_id)
 
     def agent_json(self, mode, iid):
-        return self.task_dir(mode, iid) / "agent.json"
+        return _joined(self.results_root, self.run, mode, iid, "agent.json")
 
     def agent_logs(self, mode, iid):
-        return self.task_dir(mode, iid) / "agent"
+        return _joined(self.results_root, self.run, mode, iid, "agent")
 
     def agent_records(self):
         """Every agent.json of the run, whatever its mode and task."""
         return sorted(self.run_dir.glob("*/*/agent.json"))
 
     def model_patch(self, mode, iid):
-        return self.task_dir(mode, iid) / "model.patch"
+        return _joined(self.results_root, self.run, mode, iid, "model.patch")
 
     def patch_json(self, mode, iid):
-        return self.task_dir(mode, iid) / "patch.json"
+        return _joined(self.results_root, self.run, mode, iid, "patch.json")
 
     def build_json(self, mode, iid):
-        return self.task_dir(mode, iid) / "build.json"
+        return _joined(self.results_root, self.run, mode, iid, "build.json")
 
     def build_log(self, mode, iid):
-        return self.task_dir(mode, iid) / "build.log"
+        return _joined(self.results_root, self.run, mode, iid, "build.log")
 
     def prove_json(self, mode, iid):
-        return self.task_dir(mode, iid) / "prove.json"
+        return _joined(self.results_root, self.run, mode, iid, "prove.json")
 
     def tap_dir(self, mode, iid):
-        return self.task_dir(mode, iid) / "tap"
+        return _joined(self.results_root, self.run, mode, iid, "tap")
 
     def strict_json(self, mode, iid):
         return self.task_dir(mode, iid) / "strict.json"
@@ -212,7 +220,7 @@ class Layout:
         return self.cache / "strict-runs" / build_key / test_commit
 
     def grade_json(self, mode, iid):
-        return self.task_dir(mode, iid) / "grade.json"
+        return _joined(self.results_root, self.run, mode, iid, "grade.json")
 
     def results_jsonl(self, mode):
         return self.mode_dir(mode) / "results.jsonl"

@@ -29,6 +29,7 @@ import atexit
 import contextlib
 import multiprocessing
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -46,6 +47,9 @@ class Outcome:
     exit_code: int | None
     seconds: float
     timed_out: bool
+    # User plus system CPU time of the command and the children it waited for (make's
+    # compilers, prove's nginx); None when the kernel could not say (see _wait_exit).
+    cpu_seconds: float | None = None
 
 
 class Interrupted(KeyboardInterrupt):
@@ -133,14 +137,16 @@ def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEV
     start = time.monotonic()
     proc = _start_registered(argv, token, token_file, cwd=cwd, env=env, stdout=stdout,
                              stderr=stderr, stdin=stdin)
-    timed_out = _wait_limited(proc, token, token_file, timeout, children_first, inside_first)
+    timed_out, usage = _wait_limited(proc, token, token_file, timeout, children_first,
+                                     inside_first)
     # Also on a normal exit: background processes the command left behind must not outlive it.
     _end(proc, token, token_file)
     if _stop["stopping"]:
         raise Interrupted()
     seconds = time.monotonic() - start
+    cpu = round(usage.ru_utime + usage.ru_stime, 3) if usage else None
     return Outcome(exit_code=None if timed_out else proc.returncode, seconds=round(seconds, 3),
-                   timed_out=timed_out)
+                   timed_out=timed_out, cpu_seconds=cpu)
 
 
 def _claim_token_file(token, token_file):
@@ -181,23 +187,50 @@ def _start_registered(argv, token, token_file, **popen_args):
     return proc
 
 
+def _wait_exit(proc, timeout):
+    """Wait up to `timeout` seconds for the command to exit and reap it: its resource usage
+    (os.wait4), or None when it was reaped without one. Raises subprocess.TimeoutExpired.
+
+    Popen.wait(timeout) polls with sleeps of up to 50 ms, which every prove file and build step
+    would add to its time; a pidfd wakes the wait the moment the command exits. Where the kernel
+    has no pidfd (before Linux 5.3), Popen.wait does it."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        proc.wait(timeout=timeout)
+        return None
+    try:
+        if not select.select([fd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        _, status, usage = os.wait4(proc.pid, 0)
+    except ChildProcessError:
+        proc.wait()     # reaped by Popen meanwhile: no usage to read
+        return None
+    finally:
+        os.close(fd)
+    # Popen answers wait() and poll() from returncode once it is set.
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage
+
+
 def _wait_limited(proc, token, token_file, timeout, children_first, inside_first=False):
-    """Wait for the command up to `timeout` seconds; whether it reached the limit. When anything
-    else ends the wait (Interrupted, KeyboardInterrupt), the command is ended first."""
+    """Wait for the command up to `timeout` seconds: (whether it reached the limit, its resource
+    usage or None). When anything else ends the wait (Interrupted, KeyboardInterrupt), the
+    command is ended first."""
     try:
         if _stop["stopping"]:       # interrupted while another thread started it
             raise Interrupted()
-        proc.wait(timeout=timeout)
+        usage = _wait_exit(proc, timeout)
     except subprocess.TimeoutExpired:
         if children_first:
             stop_children_first(proc, token)
         elif inside_first:
             stop_inside_first(proc, token)
-        return True
+        return True, None
     except BaseException:
         _end(proc, token, token_file)
         raise
-    return False
+    return False, usage
 
 
 def _end(proc, token, token_file):

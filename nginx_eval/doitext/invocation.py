@@ -82,16 +82,20 @@ def command_line_variables():
     return {name: get_var(name) for name in list(doit_cmd._CMDLINE_VARS or {})}
 
 
-def reachable(tasks, selected):
+def reachable(tasks, selected, shadow=None):
     """The names of the doit tasks `selected` reaches through task_dep and setup_tasks
-    (tasks: doit's {name: Task})."""
+    (tasks: doit's {name: Task}); shadow: {name: task_dep} of tasks left out of doit's list or
+    changed (pruning.drop_settled), whose names count too."""
+    shadow = shadow or {}
     seen, todo = set(), list(selected)
     while todo:
         name = todo.pop()
-        if name in seen or name not in tasks:
+        if name in seen or (name not in tasks and name not in shadow):
             continue
         seen.add(name)
-        todo += list(tasks[name].task_dep) + list(tasks[name].setup_tasks)
+        task = tasks.get(name)
+        todo += list(shadow[name] if name in shadow else task.task_dep)
+        todo += list(task.setup_tasks) if task else []
     return seen
 
 

@@ -14,17 +14,94 @@ cold run of the shipped benchmark tens of seconds with the processors idle:
   mode's last clean base build has started: the other modes' proves of already published bases
   could not start before. ``finish_chains_first`` explores all selected tasks first.
 
+- A worker that takes a build while the builds= slots are full waits for one (limits.py): with
+  one worker per slot (cli.use_the_machine), the builds ready at the start of a cold run took
+  every worker, and the proves of a finished base waited behind them on idle processors.
+  ``finish_chains_first(counts)`` hands a worker a task of a limited kind (base and unit builds,
+  proves, agents: KIND_OF_STAGE) only while fewer of that kind are out than its limit; the next
+  ready task of another kind goes first. The slots still hold the limits; this keeps workers
+  from queueing for them.
+
 The set of tasks that runs and every dependency stay as they were; only the choice among tasks
 that are ready changes. This module only makes doit keep an order; which order is the build
 plan's policy, in build/plan.py: the order builds start in (interleave_by_build_group), the base
 builds' spanning tree (base_build_plan) and the order of the results task's dependencies
 (start_order).
 
-doit offers no hook for this, so it wraps two methods of ``TaskDispatcher`` (doit 0.37; the pin is checked by tests/test_doit_pin.py). If a
-later doit lacks them, doit's own order stays in place.
+doit offers no hook for this, so it wraps two methods of ``TaskDispatcher`` (doit 0.37; the pin
+is checked by tests/test_doit_pin.py) and reads its ``ready`` and ``waiting`` queues and its
+nodes' pending dependencies. If a later doit lacks them, doit's own order stays in place.
 """
 
+from collections import Counter
+
 from doit import control
+
+from ..core.tasknames import AGENT, BASE, BUILD, PROVE
+
+# The kind of work (limits.KINDS) of a task, by its basename.
+KIND_OF_STAGE = {BASE: "build", BUILD: "build", PROVE: "prove", AGENT: "agent"}
+# {kind: tasks of it handed out at once}; empty: no kind is held back.
+_limits = {}
+HOLD_ON = "hold on"     # what the dispatcher says when no task can go until one is processed
+
+
+def kind_of(node):
+    return KIND_OF_STAGE.get(node.task.name.partition(":")[0])
+
+
+def _limited(dispatcher_generator):
+    """doit's dispatcher, holding back a task whose kind has _limits[kind] tasks out (handed to
+    a worker and not processed yet) until one of them is: other tasks go first meanwhile.
+
+    doit's protocol: the runner sends the generator a processed node (or None) and gets the next
+    node to give a worker, or HOLD_ON. Nodes held back here are asked of doit's generator like
+    any other; the processed nodes the runner sends are passed on to it one per step, in order."""
+    def limited_dispatcher_generator(self, selected_tasks):
+        inner = dispatcher_generator(self, selected_tasks)
+        out, held, inbox = Counter(), [], []
+        inner_waits = inner_done = False
+
+        def take(node):
+            kind = kind_of(node) if isinstance(node, control.ExecNode) else None
+            if kind:
+                out[kind] += 1
+            return kind
+
+        def returned(processed):
+            if isinstance(processed, control.ExecNode) and kind_of(processed):
+                out[kind_of(processed)] -= 1
+            if processed is not None:
+                inbox.append(processed)
+
+        while True:
+            free = next((n for n in held if out[kind_of(n)] < _limits[kind_of(n)]), None)
+            if free is not None:
+                held.remove(free)
+                take(free)
+                returned((yield free))
+                continue
+            if inner_done or (inner_waits and not inbox):
+                if not held and inner_done:
+                    return
+                returned((yield HOLD_ON))
+                continue
+            try:
+                step = inner.send(inbox.pop(0) if inbox else None)
+            except StopIteration:
+                inner_done = True
+                continue
+            inner_waits = step == HOLD_ON
+            if inner_waits:
+                continue
+            kind = kind_of(step)
+            if kind in _limits and out[kind] >= _limits[kind]:
+                held.append(step)
+                continue
+            take(step)
+            returned((yield step))
+    limited_dispatcher_generator.wrapped = dispatcher_generator
+    return limited_dispatcher_generator
 
 
 def _released_first(update_waiting):
@@ -53,9 +130,13 @@ def _selected_first(get_next_node):
     return get_next_node_selected_first
 
 
-def finish_chains_first():
-    """Install the policy (idempotent)."""
-    for name, wrap in (("_update_waiting", _released_first), ("_get_next_node", _selected_first)):
+def finish_chains_first(counts=None):
+    """Install the policy (idempotent); counts: {kind: limit} of the run (limits.py), the most
+    tasks of each kind handed out at once."""
+    _limits.clear()
+    _limits.update(counts or {})
+    for name, wrap in (("_update_waiting", _released_first), ("_get_next_node", _selected_first),
+                       ("_dispatcher_generator", _limited)):
         current = getattr(control.TaskDispatcher, name, None)
         if current is not None and not hasattr(current, "wrapped"):
             setattr(control.TaskDispatcher, name, wrap(current))

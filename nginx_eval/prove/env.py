@@ -105,7 +105,7 @@ def _first_line(argv):
     return lines[0] if out.returncode == 0 and lines else None
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=None)     # one entry a program: prove and perl alternate
 def _program(name):
     found = shutil.which(name)
     return os.path.realpath(found) if found else None

@@ -23,7 +23,9 @@ The reference run, when needed, covers a file if either of its runs needs one.
 
     {"inputs", "binary", "binary_key", "test_commit", "environment": {name: value},
      "files": {"<file>": {"exit_code", "timed_out", "seconds", "tap", "stderr", "nginx_log",
-                          "missing": bool, "network": "private" | "shared"}},
+                          "missing": bool, "network": "private" | "shared",
+                          "cpu_seconds": user + system time of prove and what it waited
+                                         for (nginx), null when unknown or missing}},
      "reference": {"<file>": the same record, paths under tap/reference/}, "reference_key",
      "reruns": {"<file>": the same record, of tap/<file>.rerun.tap},   # rerun_failed=1 only
      "notes": [str],
@@ -87,7 +89,8 @@ def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, to
         if not (tests_tree / name).is_file():
             tap_path.write_text("")
             err_path.write_text(f"[nginx-eval] {name} does not exist at this test commit\n")
-            files[name] = dict(record, exit_code=None, timed_out=False, seconds=0.0, missing=True)
+            files[name] = dict(record, exit_code=None, timed_out=False, seconds=0.0,
+                               cpu_seconds=None, missing=True)
             continue
         log_path.write_bytes(b"")
         argv = ["prove", "--norc", "-v", name]
@@ -103,7 +106,8 @@ def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, to
             with open(err_path, "ab") as se:
                 se.write(f"\n[nginx-eval] killed after {timeout} s\n".encode())
         files[name] = dict(record, exit_code=outcome.exit_code, timed_out=outcome.timed_out,
-                           seconds=outcome.seconds, missing=False)
+                           seconds=outcome.seconds, cpu_seconds=outcome.cpu_seconds,
+                           missing=False)
     return files
 
 
@@ -234,13 +238,17 @@ def prove_unit(layout, mode_name, task, inputs, rerun_failed):
 
 def gen_tasks(ctx):
     yield from testtree.gen_tasks(ctx)      # the tests:<commit> tasks, before the proves
+    guard = jsonio.file_digest(OUTPUT_GUARD)
+    environments = {}       # per test commit: the same for every unit of it
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
+        if task.test_commit not in environments:
+            environments[task.test_commit] = environment_inputs(
+                ctx.layout.tests_tree(task.test_commit))
         config = {"test_commit": task.test_commit, "test_files": list(task.test_files),
                   "timeout": task.test_timeout, "base": task.base_commit,
-                  "environment": environment_inputs(ctx.layout.tests_tree(task.test_commit)),
-                  "guard": jsonio.file_digest(OUTPUT_GUARD)}
+                  "environment": environments[task.test_commit], "guard": guard}
         if ctx.options.rerun_failed:
             # Only when on: with it off, prove's inputs digest is what it always was.
             config["rerun_failed"] = 1

@@ -125,6 +125,7 @@ module says what the report is made from, when it is up to date, writes it, and 
 
 from .. import __version__
 from ..core import jsonio, stamps
+from .apart import run_apart
 from ..core.errors import failing_on_user_error
 from .charts import draw_chart, draw_distributions
 from .compare import collect_comparison, other_layout
@@ -223,8 +224,9 @@ def write_report(layout, bench, tasks, modes, baseline, templates_dir, cutoff=No
 
 
 def render_report(*args):
-    """doit action: write_report, returning nothing (a dict would go to doit's database)."""
-    write_report(*args)
+    """doit action: write_report in a process of its own (apart.py: the statistics and charts
+    stay out of doit), returning nothing (a dict would go to doit's database)."""
+    run_apart(write_report, *args)
 
 
 def gen_tasks(ctx):
@@ -257,6 +259,6 @@ def gen_tasks(ctx):
            "doc": "how many tasks (or repeats) a difference of detect=D points needs, from "
                   "this run's results (runs nothing else)",
            "actions": [(failing_on_user_error,
-                        [print_plan, ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes, baseline,
-                         detect])],
+                        [run_apart, print_plan, ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes,
+                         baseline, detect])],
            "uptodate": [False], "verbosity": 2}

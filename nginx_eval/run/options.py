@@ -29,7 +29,7 @@ harness takes its settings from ``ctx.options`` and never asks doit.
     agents       whole number >= 1        agent phases running at once (default 8)
     builds       whole number >= 1        builds (configure, make) running at once (default:
                                           the cores, at least 2)
-    proves       whole number >= 1        prove file runs at once (default: twice the cores);
+    proves       whole number >= 1        prove file runs at once (default: four times the cores);
                                           these three: limits.py, under doit's -n
     executor     local or ray             where agent runs, builds and proves run: in this process
                                           (default) or on the Ray cluster of RAY_ADDRESS (or a
@@ -178,7 +178,8 @@ VARIABLES = {
     "agents": Variable(_count, "agent phases running at once, N >= 1 (default: 8)"),
     "builds": Variable(_count, "builds (configure, make) running at once, N >= 1 "
                                "(default: the cores, at least 2)"),
-    "proves": Variable(_count, "prove file runs at once, N >= 1 (default: twice the cores)"),
+    "proves": Variable(_count, "prove file runs at once, N >= 1 (default: four times the "
+                               "cores)"),
     "executor": Variable(_executor, "where agent runs, builds and proves run: local (default) or "
                                     "ray (the cluster of RAY_ADDRESS, or a local one)"),
     "rerun_failed": Variable(_switch, "1: run a test file with a failing graded assertion once "

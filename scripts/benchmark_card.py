@@ -4,9 +4,12 @@ summary of a run when one is given.
 
 The card describes the shipped file: its tasks per area and per year of the fix (with the recent
 split: fixes on or after a cutoff date), the sizes of the gold patches, what the tasks grade, how
-they were mined (scripts/mine_tasks.py) and validated (``doit run <bench>:validate``), and, given
-``results/<run>/validation.json``, that run's verdicts and the assertions that changed between
-its runs. The text is ``templates/benchmark_card.md.j2``; the card is generated, never edited.
+they were mined (scripts/mine_tasks.py) and validated (``doit run <bench>:validate``), the
+fairness audit (each task's ``audit``; tasks the audit dropped are rows of ``<name>-dropped.jsonl``
+beside the task file: {"instance_id", "date", "version", "why"}) and the alternative fixes run
+against the tasks, and, given ``results/<run>/validation.json``, that run's verdicts and the
+assertions that changed between its runs. The text is ``templates/benchmark_card.md.j2``; the
+card is generated, never edited.
 
 Usage:
     python scripts/benchmark_card.py [--tasks tasks/nginx.json] [--out tasks/README.md] \
@@ -79,7 +82,54 @@ def by_year(tasks, cutoff):
     return [(year, n, recent.get(year, 0)) for year, n in years]
 
 
-def task_figures(bench, cutoff):
+def dropped_tasks(tasks_file):
+    """The rows of ``<name>-dropped.jsonl`` beside the task file (tasks the audit dropped), or
+    [] when there is none."""
+    path = Path(tasks_file).with_name(f"{Path(tasks_file).stem}-dropped.jsonl")
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def audit_figures(tasks, dropped=()):
+    """What the card says about the fairness audit (each task's ``audit``) and the alternative
+    fixes recorded in it."""
+    audits = [(t, t.audit) for t in tasks if t.audit]
+    changes = [(t, c) for t, a in audits for c in a["changes"]]
+    alternatives = [(t, a["alternative"]) for t, a in audits if "alternative" in a]
+    count = lambda pairs, key: sum(1 for _, x in pairs if x.get(key))
+    return {
+        "audited": len(audits), "unaudited": len(tasks) - len(audits),
+        "dates": sorted({a["date"] for _, a in audits}),
+        "sufficient": count(audits, "statement_sufficient"),
+        "insufficient": sum(1 for _, a in audits if not a["statement_sufficient"]),
+        "fair": count(audits, "tests_fair"),
+        "unfair": sum(1 for _, a in audits if not a["tests_fair"]),
+        "amended": len({t.instance_id for t, c in changes if c["field"] == "problem_statement"}),
+        "assertions_dropped": sum(len(c.get("dropped", [])) for _, c in changes),
+        "tasks_dropped": list(dropped),
+        "findings": [(t.instance_id, f["assertion"], f["why"], f["fixed_by"])
+                     for t, a in audits for f in a["over_strict"]],
+        "insufficient_tasks": [t.instance_id for t, a in audits
+                               if not a["statement_sufficient"]],
+        "alternatives": {
+            "written": len(alternatives),
+            "resolved_before": count(alternatives, "resolved_before"),
+            "resolved": count(alternatives, "resolved"),
+            "strict": sum(1 for _, x in alternatives if x.get("strict") is True),
+            "strict_unknown": sum(1 for _, x in alternatives if x.get("strict") is None),
+            "areas": _counted(t.area or "unknown" for t, _ in alternatives),
+            "years": _counted([t.fix_date[:4] if t.fix_date else "unknown"
+                               for t, _ in alternatives], lambda kv: kv[0]),
+            "rejected_before": [t.instance_id for t, x in alternatives
+                                if not x.get("resolved_before")],
+            "rejected": [t.instance_id for t, x in alternatives if not x.get("resolved")],
+        },
+    }
+
+
+def task_figures(bench, cutoff, dropped=()):
     """What the card says about the tasks themselves."""
     tasks = bench.tasks
     dates = sorted(t.fix_date for t in tasks if t.fix_date)
@@ -101,6 +151,7 @@ def task_figures(bench, cutoff):
         "with_cc_opt": sum(1 for t in tasks if any(compat(f) for f in t.configure_flags)),
         "flags": flags.most_common(8),
         "perl_modules": sorted({m for t in tasks for m in t.perl_modules}),
+        "audit": audit_figures(tasks, dropped),
     }
 
 
@@ -148,7 +199,8 @@ def render_card(bench, tasks_file, cutoff=DEFAULT_CUTOFF, summary=None, validati
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
     return env.get_template(TEMPLATE.name).render(
-        card=task_figures(bench, cutoff), description=bench_description(bench.path),
+        card=task_figures(bench, cutoff, dropped_tasks(bench.path)),
+        description=bench_description(bench.path),
         tasks_file=tasks_file, validation_file=validation_file, wall_time=wall_time,
         validation=validation_figures(summary, bench) if summary is not None else None)
 

@@ -181,3 +181,74 @@ def test_bad_version_or_changelog_names_the_file_entry_and_field(tmp_path, chang
 
 def test_next_version():
     assert next_version("4.19") == "4.20" and next_version("4.19", major=True) == "5.0"
+
+
+# -- the fairness audit ---------------------------------------------------------------------------
+
+AUDIT = {"date": "2026-11-25", "statement_sufficient": True, "tests_fair": True,
+         "over_strict": [], "changes": []}
+AMENDED = {"date": "2026-11-25", "statement_sufficient": False, "tests_fair": False,
+           "over_strict": [{"assertion": "h2.t:3 body", "why": "an exact text",
+                            "fixed_by": "statement"},
+                           {"assertion": "h2.t:4 log", "why": "a log line",
+                            "fixed_by": "dropped"}],
+           "changes": [{"field": "problem_statement", "why": "says the text"},
+                       {"field": "fail_to_pass", "dropped": ["h2.t:4 log"],
+                        "why": "incidental"}],
+           "alternative": {"resolved_before": False, "resolved": True, "strict": None}}
+
+
+def test_an_audit_is_optional_when_loading_and_kept_on_the_task(tmp_path):
+    bench = load_benchmark(write(tmp_path, [GOOD, dict(GOOD, instance_id="x-2", audit=AMENDED)]))
+    assert bench.tasks[0].audit is None
+    assert bench.tasks[1].audit["changes"][1]["dropped"] == ["h2.t:4 log"]
+    assert "audit" not in bench.tasks[1].to_json()     # not an input of any stage
+
+
+@pytest.mark.parametrize("change,expect", [
+    (lambda a: a.pop("tests_fair"), "field audit.tests_fair: is missing"),
+    (lambda a: a.update(date="today"), "field audit.date: must be a date"),
+    (lambda a: a.update(statement_sufficient="yes"),
+     "field audit.statement_sufficient: must be true or false"),
+    (lambda a: a.update(colour="red"), "field audit: unknown field(s) colour"),
+    (lambda a: a.update(tests_fair=True), "field audit.tests_fair: must be false exactly when"),
+    (lambda a: a["changes"].pop(0),
+     "field audit.statement_sufficient: is false, but no change amends the problem_statement"),
+    (lambda a: a["changes"][1].update(dropped=[]),
+     "field audit.changes[1].dropped: must name the assertions dropped"),
+    (lambda a: a["changes"][1].update(dropped=["h2.t:3 body"]),
+     "field audit.changes[1].dropped: 'h2.t:3 body' is dropped but still graded"),
+    (lambda a: a["changes"][1].update(dropped=["other.t:1 x"]),
+     "names no assertion of a file in test_files"),
+    (lambda a: a["changes"][0].update(field="configure_flags"),
+     "field audit.changes[0].field: must name the field changed"),
+    (lambda a: a["over_strict"][1].update(assertion="h2.t:5 other"),
+     "field audit.over_strict[1].assertion: 'h2.t:5 other' is fixed by dropping it"),
+    (lambda a: a["over_strict"][0].update(fixed_by="ignored"),
+     "field audit.over_strict[0].fixed_by: must be one of statement, dropped"),
+    (lambda a: a["over_strict"][0].pop("why"), "field audit.over_strict[0].why: is missing"),
+    (lambda a: a["alternative"].update(strict=0),
+     "field audit.alternative.strict: must be true, false or null"),
+    (lambda a: a["alternative"].pop("resolved"), "field audit.alternative.resolved: is missing"),
+])
+def test_audit_mistakes_name_file_task_and_field(tmp_path, change, expect):
+    audit = copy.deepcopy(AMENDED)
+    change(audit)
+    message = error_of(tmp_path, [dict(GOOD, audit=audit)])
+    assert "bench.json" in message and "task x-1" in message and expect in message, message
+
+
+def test_a_statement_fix_needs_the_assertion_graded_and_an_amended_statement(tmp_path):
+    audit = copy.deepcopy(AMENDED)
+    audit["over_strict"] = audit["over_strict"][:1]
+    audit["statement_sufficient"] = True
+    audit["changes"] = [{"field": "fail_to_pass", "dropped": ["h2.t:4 log"], "why": "x"}]
+    message = error_of(tmp_path, [dict(GOOD, audit=audit)])
+    assert "'h2.t:3 body' is fixed by the statement" in message
+    assert load_benchmark(write(tmp_path, [dict(GOOD, audit=AUDIT)])).tasks[0].audit == AUDIT
+
+
+def test_unaudited_names_the_tasks_without_an_audit(tmp_path):
+    from nginx_eval.run.benchmark import unaudited
+    bench = load_benchmark(write(tmp_path, [GOOD, dict(GOOD, instance_id="x-2", audit=AUDIT)]))
+    assert unaudited(bench.tasks) == ["x-1"]

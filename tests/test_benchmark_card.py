@@ -88,3 +88,53 @@ def test_the_shipped_card_describes_the_shipped_tasks():
     body = lambda text: text[text.index("## At a glance"):
                              text.index("## Validation of the shipped file")]
     assert body(shipped) == body(fresh)
+
+
+def test_the_audit_and_the_alternatives_are_counted(tmp_path):
+    """The card's "Fairness audit" section: findings as audited, changes, tasks dropped (rows of
+    <name>-dropped.jsonl beside the task file), and the alternative fixes before and after."""
+    card = card_module()
+    base = {"repo": "nginx/nginx", "test_repo": "nginx/nginx-tests", "base_commit": "a" * 40,
+            "fix_commit": "b" * 40, "test_commit": "c" * 40, "test_files": ["h2.t"],
+            "configure_flags": [], "pass_to_pass": [], "problem_statement": "it hangs",
+            "area": "http2", "fix_date": "2021-03-01"}
+    fair = {"date": "2026-11-25", "statement_sufficient": True, "tests_fair": True,
+            "over_strict": [], "changes": []}
+    tasks = [
+        dict(base, instance_id="t-1", fail_to_pass=["h2.t:1 a"], audit=dict(
+            fair, alternative={"resolved_before": True, "resolved": True, "strict": True})),
+        dict(base, instance_id="t-2", fail_to_pass=["h2.t:1 a"], area="mail",
+             fix_date="2014-05-01", audit={
+                 "date": "2026-11-25", "statement_sufficient": False, "tests_fair": False,
+                 "over_strict": [{"assertion": "h2.t:2 log", "why": "a log line",
+                                  "fixed_by": "dropped"}],
+                 "changes": [{"field": "problem_statement", "why": "vague"},
+                             {"field": "fail_to_pass", "dropped": ["h2.t:2 log"],
+                              "why": "incidental"}],
+                 "alternative": {"resolved_before": False, "resolved": True,
+                                 "strict": None}}),
+        dict(base, instance_id="t-3", fail_to_pass=["h2.t:1 a"]),
+    ]
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"tasks": tasks}))
+    (tmp_path / "bench-dropped.jsonl").write_text(json.dumps(
+        {"instance_id": "t-9", "date": "2026-11-25", "version": "5.0", "why": "unfixable"}) + "\n")
+    md = card.render_card(load_benchmark(path), "bench.json")
+    audit = section(md, "Fairness audit")
+    assert "1 task carries no audit yet." in audit
+    assert table_row(audit, "statement sufficient") == ["1", "1"]
+    assert table_row(audit, "tests fair") == ["1", "1"]
+    assert table_row(audit, "statements amended") == ["1"]
+    assert table_row(audit, "assertions dropped from fail_to_pass") == ["1"]
+    assert table_row(audit, "tasks dropped") == ["1"]
+    assert "- t-2: `h2.t:2 log` (dropped): a log line" in audit
+    assert "- dropped t-9 (5.0): unfixable" in audit
+    alternatives = section(md, "Alternative fixes")
+    assert "2 correct fixes" in alternatives and "2 areas fixed in 2014, 2021" in alternatives
+    assert table_row(alternatives, "resolved, tasks as they were before the audit's changes") == [
+        "1 of 2"]
+    assert table_row(alternatives, "resolved, tasks as they are") == ["2 of 2"]
+    assert table_row(alternatives, "strict (resolved, no regression in the area's test files, "
+                                   "no new sanitizer finding)") == ["1 of 2 (1 not judged)"]
+    assert "Rejected before the audit's changes: t-2; all of them are resolved now." \
+        in alternatives

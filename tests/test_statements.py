@@ -129,19 +129,33 @@ def test_lint_on_the_fixture_flags_a_planted_leak_and_passes_a_clean_statement(p
     mul.update(area="http", problem_statement=(
         "Multiplying gives a wrong product\n\nConfig:\n\n    server {\n        listen 8080;\n"
         "    }\n\nSend `GET /mul?a=2&b=3`: expected 6, actual 7 (calc_mul is off by one).\n"))
+    mul["audit"] = AUDIT
     project.write_benchmark(bench)
     proc, _ = project.doit("run", "tiny:lint", check=False)
     assert proc.returncode != 0
     assert _lint_output(proc) == [
         "tiny-add: words shared with TEST_NGINX_BINARY (tests)",
         "tiny-add: line shared with the fix: return a + b;",
-        "lint: 2 statements, 1 give the fix away, 0 with warnings"], proc.stdout
+        "tiny-add: no fairness audit (field audit, docs/benchmark.md#the-fairness-audit)",
+        "lint: 2 statements, 1 give the fix away, 0 with warnings, 1 without a fairness audit"
+    ], proc.stdout
     assert ("nginx-eval: error: 1 problem statement(s) share words or lines with the fix or the "
-            "tests: tiny-add") in proc.stderr
+            "tests: tiny-add; 1 task(s) without a fairness audit (field audit): tiny-add"
+            ) in proc.stderr
     add["problem_statement"] = "Adding two numbers gives their difference.\n"
     project.write_benchmark(bench)
+    proc, _ = project.doit("run", "tiny:lint", check=False)
+    assert proc.returncode != 0 and "without a fairness audit (field audit): tiny-add" in (
+        proc.stderr)
+    add["audit"] = AUDIT
+    project.write_benchmark(bench)
     proc, _ = project.doit("run", "tiny:lint")
-    assert _lint_output(proc) == ["lint: 2 statements, 0 give the fix away, 0 with warnings"]
+    assert _lint_output(proc) == [
+        "lint: 2 statements, 0 give the fix away, 0 with warnings, 0 without a fairness audit"]
+
+
+AUDIT = {"date": "2026-11-25", "statement_sufficient": True, "tests_fair": True,
+         "over_strict": [], "changes": []}
 
 
 URL = os.environ.get("NGINX_EVAL_REPO_URL", "")

@@ -21,6 +21,9 @@ comment) or HTTP (a request, status or header line) are not compared.
 
 Warnings (a heuristic; they never fail the check): the statement of an HTTP task (a task whose
 area is given and is not stream or mail) has no configuration block, or shows no request.
+
+The lint also fails for a task that carries no fairness audit (its ``audit`` field,
+run/benchmark.py): every shipped task is audited before it is graded.
 """
 
 import re
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from ..core.errors import UserFailure
 from ..core.gitcmd import first_parent, gold_diff, matches_in_tree
 from ..core.tasknames import repo_task
+from ..run.benchmark import unaudited
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|0[xX][0-9A-Fa-f]+|[0-9]+")
 CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(\)")
@@ -220,7 +224,8 @@ def finding_lines(instance_id, result):
 
 def lint(layout, tasks):
     """The doit action of <bench>:lint: a line per finding, a summary line; a UserFailure naming
-    the tasks whose statements give the fix away (warnings alone pass)."""
+    the tasks whose statements give the fix away, and the tasks without a fairness audit
+    (field audit, benchmark.py); warnings alone pass."""
     flagged, warned = [], 0
     for task in tasks:
         result = check_statement(task.problem_statement, task.area, task_evidence(layout, task))
@@ -228,12 +233,19 @@ def lint(layout, tasks):
             print(line)
         flagged += [task.instance_id] if gives_fix_away(result) else []
         warned += bool(result["warnings"])
+    missing = unaudited(tasks)
+    for iid in missing:
+        print(f"{iid}: no fairness audit (field audit, docs/benchmark.md#the-fairness-audit)")
     print(f"lint: {len(tasks)} statements, {len(flagged)} give the fix away, "
-          f"{warned} with warnings")
+          f"{warned} with warnings, {len(missing)} without a fairness audit")
+    problems = []
     if flagged:
-        return UserFailure(f"{len(flagged)} problem statement(s) share words or lines with the "
-                           f"fix or the tests: {', '.join(flagged)}")
-    return None
+        problems.append(f"{len(flagged)} problem statement(s) share words or lines with the "
+                        f"fix or the tests: {', '.join(flagged)}")
+    if missing:
+        problems.append(f"{len(missing)} task(s) without a fairness audit (field audit): "
+                        f"{', '.join(missing)}")
+    return UserFailure("; ".join(problems)) if problems else None
 
 
 def gen_tasks(ctx):

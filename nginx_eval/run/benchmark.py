@@ -37,6 +37,27 @@ TASK fields (all required unless marked optional):
     fix_date           optional "YYYY-MM-DD": the fix commit's committer date (the report's
                        split by date, ``cutoff=``); informative only, not an input of any stage
     area, gold_size, notes     optional, informative only (area: the report's breakdown)
+    audit              optional here, required by ``doit run <bench>:lint``: the fairness audit
+                       of the task (docs/benchmark.md#the-fairness-audit), informative only
+
+AUDIT fields (all required unless marked optional)::
+
+    {"date": "YYYY-MM-DD",
+     "statement_sufficient": bool,  # as found: the statement alone says what behaviour is wanted
+     "tests_fair": bool,            # as found: every fail_to_pass assertion checks only what the
+                                    # statement states or what any correct fix must do
+     "over_strict": [{"assertion": ID, "why": str, "fixed_by": "statement" | "dropped"}],
+     "changes": [{"field": "problem_statement", "why": str}
+                 | {"field": "fail_to_pass", "dropped": [ID, ...], "why": str}],
+     "alternative": {"resolved_before": bool, "resolved": bool,      # optional: the task has a
+                     "strict": bool | null},                         # row in tasks/alternatives.jsonl
+     "notes": str}                                                    # optional
+
+``tests_fair`` is false exactly when ``over_strict`` names assertions. A finding is fixed by a
+change: a statement that was not sufficient, or an over-strict assertion fixed by "statement",
+needs a problem_statement change; one fixed by "dropped" is no longer in fail_to_pass and a
+fail_to_pass change lists it. ``alternative`` records an alternative fix run through the harness
+against the task as it was (``resolved_before``) and as it is (``resolved``, ``strict``).
 """
 
 import datetime
@@ -78,7 +99,13 @@ OPTIONAL = {
     "fix_date": str,
     "gold_size": dict,
     "notes": str,
+    "audit": dict,
 }
+AUDIT_FIELDS = {"date": str, "statement_sufficient": bool, "tests_fair": bool,
+                "over_strict": list, "changes": list}
+AUDIT_OPTIONAL = {"alternative": dict, "notes": str}
+AUDIT_FIXES = ("statement", "dropped")
+AUDIT_CHANGED_FIELDS = ("problem_statement", "fail_to_pass")
 
 
 @dataclass(frozen=True)
@@ -99,6 +126,7 @@ class Task:
     area: str = ""
     fix_date: str = ""          # YYYY-MM-DD, or "" when the task file does not say
     gold_size: dict = field(default_factory=dict, compare=False, hash=False)
+    audit: dict = field(default=None, compare=False, hash=False)   # None: not audited
 
     def to_json(self):
         return {
@@ -335,6 +363,92 @@ def _check_optional_values(raw, path, iid, candidates):
         raise UserError("must be positive", file=path, task=iid, field="test_timeout")
 
 
+def _audit_error(message, path, iid, where=""):
+    return UserError(message, file=path, task=iid, field="audit" + where)
+
+
+def _check_audit_entry(entry, path, iid, where, required, optional=()):
+    """An audit object or list entry: a dict with its required string/bool/list fields."""
+    if not isinstance(entry, dict):
+        raise _audit_error("must be a JSON object", path, iid, where)
+    for name, kind in required.items():
+        if name not in entry:
+            raise _audit_error("is missing", path, iid, f"{where}.{name}")
+        value = entry[name]
+        if not isinstance(value, kind):
+            raise _audit_error(f"must be {_kind_words(kind)}, got {json.dumps(value)}",
+                               path, iid, f"{where}.{name}")
+        if kind is str and not value.strip():
+            raise _audit_error("must not be empty", path, iid, f"{where}.{name}")
+    unknown = set(entry) - set(required) - set(optional)
+    if unknown:
+        raise _audit_error(f"unknown field(s) {', '.join(sorted(unknown))}", path, iid, where)
+
+
+def _kind_words(kind):
+    return {str: "a string", bool: "true or false", list: "a list", dict: "an object"}[kind]
+
+
+def _check_audit(raw, path, iid):
+    """The task's audit (module docstring), when it has one: its fields, and that every finding
+    is fixed by a change that the task as it stands reflects."""
+    audit = raw.get("audit")
+    if audit is None:
+        return
+    _check_audit_entry(audit, path, iid, "", AUDIT_FIELDS, AUDIT_OPTIONAL)
+    if not is_date(audit["date"]):
+        raise _audit_error(f"must be a date YYYY-MM-DD, got {audit['date']!r}", path, iid,
+                           ".date")
+    changed, dropped = set(), set()
+    for i, change in enumerate(audit["changes"]):
+        where = f".changes[{i}]"
+        kind = change.get("field") if isinstance(change, dict) else None
+        if kind not in AUDIT_CHANGED_FIELDS:
+            raise _audit_error(f"must name the field changed, one of "
+                               f"{', '.join(AUDIT_CHANGED_FIELDS)}", path, iid, where + ".field")
+        extra = {"dropped": list} if kind == "fail_to_pass" else {}
+        _check_audit_entry(change, path, iid, where, {"field": str, "why": str, **extra})
+        for ident in change.get("dropped", []):
+            if not isinstance(ident, str) or ident.split(":", 1)[0] not in raw["test_files"]:
+                raise _audit_error(f"{ident!r} names no assertion of a file in test_files",
+                                   path, iid, where + ".dropped")
+            if ident in raw["fail_to_pass"] or ident in raw["pass_to_pass"]:
+                raise _audit_error(f"{ident!r} is dropped but still graded", path, iid,
+                                   where + ".dropped")
+        if kind == "fail_to_pass" and not change["dropped"]:
+            raise _audit_error("must name the assertions dropped", path, iid, where + ".dropped")
+        changed.add(kind)
+        dropped.update(change.get("dropped", []))
+    if not audit["statement_sufficient"] and "problem_statement" not in changed:
+        raise _audit_error("is false, but no change amends the problem_statement", path, iid,
+                           ".statement_sufficient")
+    for i, finding in enumerate(audit["over_strict"]):
+        where = f".over_strict[{i}]"
+        _check_audit_entry(finding, path, iid, where,
+                           {"assertion": str, "why": str, "fixed_by": str})
+        ident, fixed_by = finding["assertion"], finding["fixed_by"]
+        if fixed_by not in AUDIT_FIXES:
+            raise _audit_error(f"must be one of {', '.join(AUDIT_FIXES)}, got {fixed_by!r}",
+                               path, iid, where + ".fixed_by")
+        if fixed_by == "dropped" and ident not in dropped:
+            raise _audit_error(f"{ident!r} is fixed by dropping it, but no fail_to_pass change "
+                               "drops it", path, iid, where + ".assertion")
+        if fixed_by == "statement" and (ident not in raw["fail_to_pass"]
+                                        or "problem_statement" not in changed):
+            raise _audit_error(f"{ident!r} is fixed by the statement: it must be in "
+                               "fail_to_pass and a change must amend the problem_statement",
+                               path, iid, where + ".assertion")
+    if audit["tests_fair"] == bool(audit["over_strict"]):
+        raise _audit_error("must be false exactly when over_strict names assertions", path, iid,
+                           ".tests_fair")
+    if "alternative" in audit:
+        alternative = audit["alternative"]
+        _check_audit_entry(alternative, path, iid, ".alternative",
+                           {"resolved_before": bool, "resolved": bool}, ("strict",))
+        if not isinstance(alternative.get("strict"), (bool, type(None))):
+            raise _audit_error("must be true, false or null", path, iid, ".alternative.strict")
+
+
 def parse_task(raw, path, index, candidates=False):
     """The Task of entry `index` of a benchmark file (of a candidates file: `candidates`); its
     first mistake raises UserError naming the file, the task and the field."""
@@ -342,6 +456,7 @@ def parse_task(raw, path, index, candidates=False):
     _check_repos_and_commits(raw, path, iid)
     _check_tests(raw, path, iid, candidates)
     _check_optional_values(raw, path, iid, candidates)
+    _check_audit(raw, path, iid)
     return Task(
         instance_id=iid, repo=raw["repo"], test_repo=raw["test_repo"],
         base_commit=raw["base_commit"], fix_commit=raw["fix_commit"],
@@ -351,7 +466,14 @@ def parse_task(raw, path, index, candidates=False):
         perl_modules=tuple(raw.get("perl_modules", ())),
         test_timeout=raw.get("test_timeout", DEFAULT_TEST_TIMEOUT), area=raw.get("area", ""),
         fix_date=raw.get("fix_date", ""), gold_size=raw.get("gold_size", {}),
+        audit=raw.get("audit"),
     )
+
+
+def unaudited(tasks):
+    """The ids of the tasks that carry no fairness audit (``doit run <bench>:lint`` refuses
+    them)."""
+    return [t.instance_id for t in tasks if t.audit is None]
 
 
 def load_benchmark(path):

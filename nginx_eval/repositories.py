@@ -1,8 +1,9 @@
 """Stage 1, repositories: one bare clone per repository, holding every pinned commit.
 
 The clone URL comes from NGINX_EVAL_REPO_URL (see layout.repo_url). A commit that is missing after a
-fetch, and a test file that does not exist at its task's test commit, are user errors naming the
-task and the field. Workspaces depend on the clones of both repositories, so these errors stop a run
+fetch, a test file that does not exist at its task's test commit, and an authored test file
+(benchmark.py) that has the name of a file at its test commit, are user errors naming the task
+and the field. Workspaces depend on the clones of both repositories, so these errors stop a run
 before any agent starts.
 """
 
@@ -11,7 +12,8 @@ import shutil
 
 from .core import jsonio, stamps
 from .core.errors import UserError, failing_on_user_error
-from .core.gitcmd import GitError, clone_bare, fetch, missing_commits, missing_files, set_config
+from .core.gitcmd import (GitError, clone_bare, fetch, lookup_objects, missing_commits,
+                          missing_files, set_config)
 from .core.layout import repo_url
 from .core.locks import locked
 from .core.tasknames import REPOS, repo_subtask
@@ -28,13 +30,17 @@ def needed_commits(tasks):
     return need
 
 
-def needed_files(tasks):
-    """{test repo: {"<test commit>:<test file>": [instance ids]}}: what prove will run."""
+def needed_files(tasks, authored=False):
+    """{test repo: {"<test commit>:<test file>": [instance ids]}}: what prove will run from the
+    test repository; with `authored`, the tasks' authored files instead, which must not be
+    there (the tree is the test commit's plus them: no file of the suite is replaced)."""
     need = {}
     for t in tasks:
+        own = {name for name, _ in t.authored}
         for f in t.test_files:
-            need.setdefault(t.test_repo, {}).setdefault(f"{t.test_commit}:{f}", []).append(
-                t.instance_id)
+            if (f in own) == authored:
+                need.setdefault(t.test_repo, {}).setdefault(f"{t.test_commit}:{f}", []).append(
+                    t.instance_id)
     return need
 
 
@@ -44,10 +50,11 @@ def _pinned_by(users):
     return tasks, fields
 
 
-def ensure_repo(layout, repo, commits, files=None, source=None, inputs=None):
+def ensure_repo(layout, repo, commits, files=None, source=None, inputs=None, authored=None):
     """Make the bare clone of `repo` hold `commits` ({sha: [[instance id, field]]}) and `files`
-    ({"<commit>:<path>": [instance ids]}, test files); write its stamp (with `inputs`, the
-    stamps.py digest of what was asked). source: the benchmark file, named in errors."""
+    ({"<commit>:<path>": [instance ids]}, test files), and not `authored` (the same, authored
+    test files); write its stamp (with `inputs`, the stamps.py digest of what was asked).
+    source: the benchmark file, named in errors."""
     path = layout.bare_repo(repo)
     url = repo_url(repo)
     with locked(layout.lock("repo-" + repo.replace("/", "+"))):
@@ -80,26 +87,37 @@ def ensure_repo(layout, repo, commits, files=None, source=None, inputs=None):
             raise UserError(f"{name} does not exist in {repo} at test_commit {commit}",
                             file=source, task=", ".join(sorted(set(files[absent[0]]))),
                             field="test_files")
+        present = sorted(lookup_objects(path, sorted(authored or {})))
+        if present:
+            commit, name = present[0].split(":", 1)
+            raise UserError(f"the authored test file {name} has the name of a file of {repo} at "
+                            f"test_commit {commit}: rename it (an authored file is added to "
+                            "the tree, never put in place of one)", file=source,
+                            task=", ".join(sorted(set(authored[present[0]]))), field="test_files")
     jsonio.write_json(layout.repo_stamp(repo), {"repo": repo, "url": url, "inputs": inputs,
                                                 "commits": sorted(commits)})
 
 
-def clone_task(layout, repo, commits, files, source, config, input_files):
+def clone_task(layout, repo, commits, files, authored, source, config, input_files):
     """The doit action of repos:<owner>+<name> (stamps.stage_task)."""
-    ensure_repo(layout, repo, commits, files, source, stamps.inputs_digest(config, input_files))
+    ensure_repo(layout, repo, commits, files, source, stamps.inputs_digest(config, input_files),
+                authored)
 
 
 def gen_tasks(ctx):
-    files = needed_files(ctx.tasks)
+    files, own = needed_files(ctx.tasks), needed_files(ctx.tasks, authored=True)
     for repo, commits in sorted(needed_commits(ctx.tasks).items()):
-        repo_files = files.get(repo, {})
+        repo_files, repo_own = files.get(repo, {}), own.get(repo, {})
+        config = {"url": repo_url(repo), "commits": sorted(commits), "files": sorted(repo_files)}
+        if repo_own:
+            config["authored"] = sorted(repo_own)
         yield stamps.stage_task(
             basename=REPOS, name=repo_subtask(repo),
             doc=f"bare clone of {repo} with every pinned commit",
             action=failing_on_user_error,
-            args=[clone_task, ctx.layout, repo, commits, repo_files, ctx.benchmark.path],
-            config={"url": repo_url(repo), "commits": sorted(commits),
-                    "files": sorted(repo_files)},
+            args=[clone_task, ctx.layout, repo, commits, repo_files, repo_own,
+                  ctx.benchmark.path],
+            config=config,
             targets=[ctx.layout.repo_stamp(repo)],
             also_current=[(layout_has_repo, [ctx.layout, repo])], verbosity=2)
 

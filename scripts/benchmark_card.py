@@ -2,14 +2,15 @@
 """Render a benchmark card: ``tasks/README.md`` from a benchmark file, and from the validation
 summary of a run when one is given.
 
-The card describes the shipped file: its tasks per area and per year of the fix (with the recent
-split: fixes on or after a cutoff date), the sizes of the gold patches, what the tasks grade, how
-they were mined (scripts/mine_tasks.py) and validated (``doit run <bench>:validate``), the
-fairness audit (each task's ``audit``; tasks the audit dropped are rows of ``<name>-dropped.jsonl``
-beside the task file: {"instance_id", "date", "version", "why"}) and the alternative fixes run
-against the tasks, and, given ``results/<run>/validation.json``, that run's verdicts and the
-assertions that changed between its runs. The text is ``templates/benchmark_card.md.j2``; the
-card is generated, never edited.
+The card describes the shipped file: its tasks per area, per year of the fix (with the recent
+split: fixes on or after a cutoff date) and per test source (nginx-tests, or tests the project
+wrote: ``"tests": "authored"``), the sizes of the gold patches, what the tasks grade, how they
+were mined (scripts/mine_tasks.py) and validated (``doit run <bench>:validate``), the fairness
+audit (each task's ``audit``; tasks the audit dropped are rows of ``<name>-dropped.jsonl`` beside
+the task file: {"instance_id", "date", "version", "why"}) and the alternative fixes run against
+the tasks, and, given ``results/<run>/validation.json``, that run's verdicts (per test source
+too) and the assertions that changed between its runs. The text is
+``templates/benchmark_card.md.j2``; the card is generated, never edited.
 
 Usage:
     python scripts/benchmark_card.py [--tasks tasks/nginx.json] [--out tasks/README.md] \
@@ -27,7 +28,7 @@ import jinja2
 
 # The nginx_eval next to this script, whichever one is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from nginx_eval.run.benchmark import is_date, load_benchmark  # noqa: E402
+from nginx_eval.run.benchmark import TEST_SOURCES, is_date, load_benchmark  # noqa: E402
 from nginx_eval.core.errors import UserError  # noqa: E402
 from nginx_eval.core.layout import SOURCE_ROOT  # noqa: E402
 
@@ -75,11 +76,27 @@ def gold_sizes(tasks):
 
 
 def by_year(tasks, cutoff):
-    """[(year, tasks, tasks fixed on or after the cutoff)], "unknown" for tasks without a date."""
-    years = _counted([t.fix_date[:4] if t.fix_date else "unknown" for t in tasks],
-                     lambda kv: kv[0])
+    """[(year, tasks, tasks fixed on or after the cutoff, authored tasks)], "unknown" for tasks
+    without a date."""
+    year = lambda t: t.fix_date[:4] if t.fix_date else "unknown"
+    years = _counted(map(year, tasks), lambda kv: kv[0])
     recent = Counter(t.fix_date[:4] for t in tasks if t.fix_date and t.fix_date >= cutoff)
-    return [(year, n, recent.get(year, 0)) for year, n in years]
+    authored = Counter(year(t) for t in tasks if t.tests == "authored")
+    return [(y, n, recent.get(y, 0), authored.get(y, 0)) for y, n in years]
+
+
+def by_source(tasks, cutoff):
+    """[(test source, tasks, tasks fixed on or after the cutoff)] of the sources with tasks."""
+    recent = lambda t: bool(t.fix_date) and t.fix_date >= cutoff
+    return [(source, sum(1 for t in tasks if t.tests == source),
+             sum(1 for t in tasks if t.tests == source and recent(t)))
+            for source in TEST_SOURCES if any(t.tests == source for t in tasks)]
+
+
+def sanitizer_tasks(tasks):
+    """The authored tasks built with AddressSanitizer (their memory errors are the symptom)."""
+    return [t for t in tasks if t.tests == "authored"
+            and any("-fsanitize=address" in f for f in t.configure_flags)]
 
 
 def dropped_tasks(tasks_file):
@@ -134,8 +151,9 @@ def task_figures(bench, cutoff, dropped=()):
     tasks = bench.tasks
     dates = sorted(t.fix_date for t in tasks if t.fix_date)
     # --with-cc-opt only carries the options an old base needs to build here (the miner's
-    # nginx_eval/mining/oldbuilds.py): counted apart from the modules a test needs.
-    compat = lambda flag: flag.startswith("--with-cc-opt=")
+    # nginx_eval/mining/oldbuilds.py), or an authored memory-safety task's sanitizer: counted
+    # apart from the modules a test needs.
+    compat = lambda flag: flag.startswith(("--with-cc-opt=", "--with-ld-opt="))
     flags = Counter(f for t in tasks for f in t.configure_flags if not compat(f))
     return {
         "name": bench.name, "tasks": len(tasks), "cutoff": cutoff,
@@ -143,12 +161,14 @@ def task_figures(bench, cutoff, dropped=()):
         "first_fix": dates[0] if dates else None, "last_fix": dates[-1] if dates else None,
         "recent": sum(1 for d in dates if d >= cutoff), "undated": len(tasks) - len(dates),
         "areas": _counted(t.area or "unknown" for t in tasks), "years": by_year(tasks, cutoff),
+        "sources": by_source(tasks, cutoff), "sanitizer": len(sanitizer_tasks(tasks)),
         "gold": gold_sizes(tasks),
         "test_files": _spread([len(t.test_files) for t in tasks]),
         "fail_to_pass": _spread([len(t.fail_to_pass) for t in tasks]),
         "pass_to_pass": _spread([len(t.pass_to_pass) for t in tasks]),
         "with_flags": sum(1 for t in tasks if any(not compat(f) for f in t.configure_flags)),
-        "with_cc_opt": sum(1 for t in tasks if any(compat(f) for f in t.configure_flags)),
+        "with_cc_opt": sum(1 for t in tasks if any(compat(f) for f in t.configure_flags)
+                           and t not in sanitizer_tasks(tasks)),
         "flags": flags.most_common(8),
         "perl_modules": sorted({m for t in tasks for m in t.perl_modules}),
         "audit": audit_figures(tasks, dropped),
@@ -167,9 +187,13 @@ def changing_assertions(record):
 def validation_figures(summary, bench):
     """What the card says about a run's validation (validation.json: {instance_id: record})."""
     shipped = [t.instance_id for t in bench.tasks]
+    source = {t.instance_id: t.tests for t in bench.tasks}
     verdicts = Counter(r["verdict"] for i, r in summary.items() if i in shipped)
+    per_source = Counter((r["verdict"], source[i]) for i, r in summary.items() if i in shipped)
     return {
         "verdicts": sorted(verdicts.items(), key=lambda kv: -kv[1]),
+        "verdicts_by_source": {v: {s: per_source[(v, s)] for s in TEST_SOURCES}
+                               for v in verdicts},
         "validated": sum(verdicts.values()),
         "not_validated": [i for i in shipped if i not in summary],
         "not_valid": [(i, summary[i]["verdict"], "; ".join(summary[i].get("reasons", [])))

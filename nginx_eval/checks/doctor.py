@@ -278,7 +278,9 @@ def _test_file_needs(task, path, source, needs):
     """Add what the test file at `path` needs; [findings] for a missing file or a has() name the
     task's configure flags do not enable."""
     iid = task.instance_id
-    text = source.read(task.test_repo, task.test_commit, path)
+    own = dict(task.authored)       # an authored file is read as the task has it
+    text = (own[path].decode(errors="replace") if path in own
+            else source.read(task.test_repo, task.test_commit, path))
     if text is None:
         return [Finding("error", "tests", path, (iid,),
                         note=f"does not exist at test_commit {task.test_commit[:12]}"

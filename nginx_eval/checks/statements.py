@@ -65,7 +65,8 @@ MIN_LINE, MIN_LINE_WORDS = 12, 2
 class Evidence:
     """What a task's statement is compared with."""
     fix_lines: tuple        # lines the gold patch adds
-    test_lines: tuple       # lines the test commit adds to the task's test files
+    test_lines: tuple       # lines the test commit adds to the task's test files (of an
+                            # authored task: every line of its own files, which the project adds)
     vocabulary: frozenset   # words of the string literals of the base's src/
 
 
@@ -199,15 +200,19 @@ def gives_fix_away(result):
 
 
 def task_evidence(layout, task):
-    """The Evidence of a task, from the bare clones of its repositories."""
+    """The Evidence of a task, from the bare clones of its repositories (and an authored task's
+    own files: the nginx-tests files it shares were not written for its fix)."""
     nginx, tests = layout.bare_repo(task.repo), layout.bare_repo(task.test_repo)
-    parent = first_parent(tests, task.test_commit) or EMPTY_TREE
     literals = matches_in_tree(nginx, task.base_commit, STRING_LITERAL, "src")
+    if task.authored:
+        test_lines = [line for _, data in task.authored
+                      for line in data.decode("utf-8", "replace").splitlines()]
+    else:
+        parent = first_parent(tests, task.test_commit) or EMPTY_TREE
+        test_lines = added_lines(gold_diff(tests, parent, task.test_commit), task.test_files)
     return Evidence(
         fix_lines=tuple(added_lines(gold_diff(nginx, task.base_commit, task.fix_commit))),
-        test_lines=tuple(added_lines(gold_diff(tests, parent, task.test_commit),
-                                     task.test_files)),
-        vocabulary=frozenset(words(literals)))
+        test_lines=tuple(test_lines), vocabulary=frozenset(words(literals)))
 
 
 def finding_lines(instance_id, result):

@@ -46,7 +46,7 @@ from ..core.gitcmd import gold_diff
 from ..core.layout import SOURCE_ROOT
 from ..prove.tap import assertion_number, file_problem, parse_tap
 from ..prove.stage import run_prove_files
-from ..prove.tree import verified_tests_tree
+from ..prove.tree import task_tests_tree
 from ..core.tasknames import (VALIDATE, VALIDATION, base_task_name, repo_task, task_name,
                               tests_task_name, validate_subtask, validate_task_name)
 
@@ -56,7 +56,7 @@ TEMPLATE = "validation.md.j2"       # in templates/; edit it and validation.md i
 
 def run_side(layout, task, binary, out_dir, repeats):
     runs, env_errors = [], set()
-    tree, _ = verified_tests_tree(layout, task.test_repo, task.test_commit)
+    tree, _ = task_tests_tree(layout, task)
     for r in range(1, repeats + 1):
         tap_dir = out_dir / f"r{r}"
         start = time.monotonic()
@@ -235,7 +235,7 @@ def gen_tasks(ctx):
             basename=VALIDATE, name=validate_subtask(ctx.benchmark.name, task.instance_id),
             doc=f"build base and fix of {task.instance_id}, run its tests {repeats}× each",
             action=validate_task, args=[ctx.layout, task, repeats], config=config,
-            task_dep=[repo_task(task.repo), tests_task_name(task.test_commit),
+            task_dep=[repo_task(task.repo), tests_task_name(task.tests_tree_id),
                       base_task_name(task)],
             targets=[ctx.layout.validation_dir(task.instance_id) / "validation.json"],
             also_current=[(classification_current, [ctx.layout, task])])

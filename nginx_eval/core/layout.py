@@ -13,7 +13,8 @@ Project root (``NGINX_EVAL_ROOT``, default: the directory of dodo.py):
 Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     repos/<owner>+<name>.git    bare clones
     tests/<test_commit>/        nginx-tests trees, one per pinned commit, shared by all runs
-                                (prove/tree.py)
+                                (prove/tree.py); tests/<test_commit>+<digest>/ the same with an
+                                authored task's files (run/benchmark.Task.tests_tree_id)
     workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
     builds/<key>/               content-addressed builds (see build/stage.py)
     builds/.tmp/<key>.<pid>/    a build in progress (or a killed one's leftovers)
@@ -30,7 +31,7 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     running/<run>/.other/<token> the same for a command without a file of its own (during a run)
     running/<run>.agent-stop    why no agent of <run> may start (an auth error), until the next
                                 `doit run` (agent/stage.py)
-    strict-runs/<key>/<test_commit>/   reference runs of the strict stage: a build's runs of
+    strict-runs/<key>/<test tree>/   reference runs of the strict stage: a build's runs of
                                 regression files, shared by every mode (strict/stage.py)
     agent-versions/<hash>.json  `<program> --version` per program file, mtime and size
                                 (agent/stage.py)
@@ -102,11 +103,12 @@ class Layout:
     def repo_stamp(self, repo):
         return self.cache / "repos" / (repo.replace("/", "+") + ".json")
 
-    def tests_tree(self, test_commit):
-        return self.cache / "tests" / test_commit
+    def tests_tree(self, tree_id):
+        """A test tree: a test commit's, or an authored task's (benchmark.Task.tests_tree_id)."""
+        return self.cache / "tests" / tree_id
 
-    def tests_stamp(self, test_commit):
-        return self.cache / "tests" / f"{test_commit}.json"
+    def tests_stamp(self, tree_id):
+        return self.cache / "tests" / f"{tree_id}.json"
 
     def output_guard(self, binary):
         """prove/env.py's output guard for a binary: a directory per binary path."""
@@ -216,8 +218,8 @@ class Layout:
     def strict_dir(self, mode, iid):
         return self.task_dir(mode, iid) / "strict"
 
-    def strict_runs(self, build_key, test_commit):
-        return self.cache / "strict-runs" / build_key / test_commit
+    def strict_runs(self, build_key, tree_id):
+        return self.cache / "strict-runs" / build_key / tree_id
 
     def grade_json(self, mode, iid):
         return _joined(self.results_root, self.run, mode, iid, "grade.json")

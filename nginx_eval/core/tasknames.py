@@ -23,17 +23,20 @@ def repo_task(repo):
     return task_name(REPOS, repo_subtask(repo))
 
 
-def tests_subtask(commit):
-    return commit[:12]
+def tests_subtask(tree_id):
+    """A test tree's task: its commit, and the digest of an authored task's files after a +
+    (benchmark.Task.tests_tree_id), each cut to 12."""
+    commit, plus, authored = tree_id.partition("+")
+    return commit[:12] + plus + authored[:12]
 
 
-def tests_task_name(commit):
-    return task_name(TESTS, tests_subtask(commit))
+def tests_task_name(tree_id):
+    return task_name(TESTS, tests_subtask(tree_id))
 
 
 def tests_task_names(tasks):
     """The names of the test-tree tasks of `tasks`, each once, in their order."""
-    return list(dict.fromkeys(tests_task_name(t.test_commit) for t in tasks))
+    return list(dict.fromkeys(tests_task_name(t.tests_tree_id) for t in tasks))
 
 
 def base_subtask(task):

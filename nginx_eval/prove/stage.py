@@ -1,9 +1,9 @@
 """Stage 6, prove: run the task's test files with ``prove -v`` against the built binary.
 
-The tests run in the nginx-tests tree of the task's test commit, checked before each prove
-(prove/tree.py: an edited, added or removed file gets the tree extracted again and a note in
-prove.json), and in an environment the harness pins, with an output guard in front of nginx
-(prove/env.py). Each file runs with its own time limit (task.test_timeout) in its own process
+The tests run in the nginx-tests tree of the task's test commit (with an authored task's own
+files), checked before each prove (prove/tree.py: an edited, added or removed file gets the tree
+extracted again and a note in prove.json), and in an environment the harness pins, with an output
+guard in front of nginx (prove/env.py). Each file runs with its own time limit (task.test_timeout) in its own process
 group, so a hanging test and the nginx it started are killed. The output of each file is kept in
 ``tap/<file>.tap`` (stdout, the TAP stream), ``tap/<file>.stderr`` and ``tap/<file>.nginx.log``.
 
@@ -58,7 +58,7 @@ from ..core.procs import kill_leftovers, run_limited
 from .tap import needs_reference, parse_tap
 from .env import (OUTPUT_GUARD, daemon_shims, environment_inputs, output_guard, prove_environment,
                   tool_versions)
-from .tree import verified_tests_tree
+from .tree import task_tests_tree
 from ..core.tasknames import BUILD, PROVE, task_name, tests_task_name, unit_name
 
 
@@ -171,7 +171,7 @@ def prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed):
     problem = verify_build(layout, build)
     if problem:
         raise RuntimeError(f"{problem}; `doit run` again rebuilds it")
-    tree, notes = verified_tests_tree(layout, task.test_repo, task.test_commit)
+    tree, notes = task_tests_tree(layout, task)
     binary = binary_path(layout, build["key"])
     files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout,
                             tap_dir, token_file=token_file)
@@ -239,16 +239,19 @@ def prove_unit(layout, mode_name, task, inputs, rerun_failed):
 def gen_tasks(ctx):
     yield from testtree.gen_tasks(ctx)      # the tests:<commit> tasks, before the proves
     guard = jsonio.file_digest(OUTPUT_GUARD)
-    environments = {}       # per test commit: the same for every unit of it
+    environments = {}       # per test tree: the same for every unit of it
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
-        if task.test_commit not in environments:
-            environments[task.test_commit] = environment_inputs(
-                ctx.layout.tests_tree(task.test_commit))
+        if task.tests_tree_id not in environments:
+            environments[task.tests_tree_id] = environment_inputs(
+                ctx.layout.tests_tree(task.tests_tree_id))
         config = {"test_commit": task.test_commit, "test_files": list(task.test_files),
                   "timeout": task.test_timeout, "base": task.base_commit,
-                  "environment": environments[task.test_commit], "guard": guard}
+                  "environment": environments[task.tests_tree_id], "guard": guard}
+        if task.authored:
+            # An edited authored test is a new input (and a new tree): prove again.
+            config["authored"] = task.authored_digests
         if ctx.options.rerun_failed:
             # Only when on: with it off, prove's inputs digest is what it always was.
             config["rerun_failed"] = 1
@@ -257,7 +260,7 @@ def gen_tasks(ctx):
             doc=f"prove {' '.join(task.test_files)} for the {mode.name} patch of {iid}",
             action=prove_task, args=[ctx.layout, mode.name, task], config=config,
             files=[ctx.layout.build_json(mode.name, iid)],
-            task_dep=[tests_task_name(task.test_commit), task_name(BUILD, name)],
+            task_dep=[tests_task_name(task.tests_tree_id), task_name(BUILD, name)],
             targets=[ctx.layout.prove_json(mode.name, iid)],
             # An environment error is no verdict to keep: prove again on the next run.
             also_current=[(verdict_kept, [ctx.layout, mode.name, iid])])

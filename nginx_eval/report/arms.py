@@ -2,14 +2,16 @@
 pair of arms compared on the tasks both have results for (McNemar and Newcombe for one run per
 task, a permutation test and a bootstrap interval on per-task means with repeats; stats.py), Holm's
 adjustment over the pairs, each comparison in a sentence, the power summary, and resolved rates by
-area and by fix date. A task whose outcome is not scored in a mode (outcomes.NOT_SCORED) is in
-none of them for that mode (report/modes.py: scored_table).
+area, by fix date and by test source (nginx-tests, or tests the project wrote: run/benchmark.py).
+A task whose outcome is not scored in a mode (outcomes.NOT_SCORED) is in none of them for that
+mode (report/modes.py: scored_table).
 """
 
 import statistics
 
 from . import stats
 from ..core.outcomes import NOT_SCORED
+from ..run.benchmark import TEST_SOURCES
 from .modes import cost_per_resolved, groups, rate_of, rounded, rounded_pair, scored_table
 
 # Modes whose patch does not change from one run to the next: no variance within a task.
@@ -177,12 +179,18 @@ def _group_cells(arms, ids):
 
 
 def breakdowns(arms, tasks, cutoff=None):
-    """Resolved rates with intervals per area, and before / on or after `cutoff` by fix date."""
-    by_area = {}
+    """Resolved rates with intervals per area, per test source, and before / on or after
+    `cutoff` by fix date."""
+    by_area, by_source = {}, {source: [] for source in TEST_SOURCES}
     for t in tasks:
         by_area.setdefault(t.area or "(no area)", []).append(t.instance_id)
+        by_source[t.tests].append(t.instance_id)
     area = [{"label": label, "tasks": len(ids), "cells": _group_cells(arms, ids)}
             for label, ids in sorted(by_area.items())]
+    # Authored tests are the project's own: their tasks are kept apart from the suite's, whose
+    # tests nginx's developers wrote with the fix.
+    source = [{"label": label, "tasks": len(ids), "cells": _group_cells(arms, ids)}
+              for label, ids in by_source.items() if ids]
     groups_by_date = []
     if cutoff:
         split = {f"fixed before {cutoff}": [], f"fixed on or after {cutoff}": [],
@@ -194,4 +202,5 @@ def breakdowns(arms, tasks, cutoff=None):
             split[key].append(t.instance_id)
         groups_by_date = [{"label": label, "tasks": len(ids), "cells": _group_cells(arms, ids)}
                           for label, ids in split.items() if ids]
-    return {"area": area, "fix_date": {"cutoff": cutoff, "groups": groups_by_date}}
+    return {"area": area, "tests": source,
+            "fix_date": {"cutoff": cutoff, "groups": groups_by_date}}

@@ -97,6 +97,8 @@ their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run
                "comparisons": n},
      "breakdowns": {"area": [{"label", "tasks", "cells": [{"arm", "resolved" (one run),
                                                             "rate", "interval"}]}],
+                    "tests": [same as area, label "nginx-tests" | "authored"; only sources
+                              with tasks],
                     "fix_date": {"cutoff": "YYYY-MM-DD" | null, "groups": [same as area]}}}
 
 ``compare-<OTHER>.json`` (``doit run report run=A compare=B``): {"schema_version": 2, "run",

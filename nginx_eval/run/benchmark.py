@@ -39,6 +39,8 @@ TASK fields (all required unless marked optional):
     area, gold_size, notes     optional, informative only (area: the report's breakdown)
     audit              optional here, required by ``doit run <bench>:lint``: the fairness audit
                        of the task (docs/benchmark.md#the-fairness-audit), informative only
+    tests              optional "nginx-tests" (the default) or "authored": where the task's
+                       assertions come from (the report and the card split rates by it)
 
 AUDIT fields (all required unless marked optional)::
 
@@ -58,6 +60,16 @@ change: a statement that was not sufficient, or an over-strict assertion fixed b
 needs a problem_statement change; one fixed by "dropped" is no longer in fail_to_pass and a
 fail_to_pass change lists it. ``alternative`` records an alternative fix run through the harness
 against the task as it was (``resolved_before``) and as it is (``resolved``, ``strict``).
+
+An *authored* task (``"tests": "authored"``) grades with test files the project writes, kept
+beside the benchmark file in ``tests/`` (``tasks/tests/<file>.t``): each of its test_files found
+there is authored, the others come from nginx-tests at test_commit, and at least one must be
+authored. Its test tree is the nginx-tests tree of test_commit plus its authored files
+(prove/tree.py), named by a digest of their names and contents (``Task.tests_tree_id``), so an
+edited test file makes a new tree that is extracted, proved and validated again. The files'
+contents are read when the benchmark loads and travel with the Task (a node of executor=ray
+writes the tree from them). An authored file may not have the name of a file of nginx-tests at
+test_commit (repositories.py checks it).
 """
 
 import datetime
@@ -77,6 +89,8 @@ VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
 CHANGELOG_FIELDS = {"version": (str, "a string"), "date": (str, "a string"),
                     "tasks": (int, "a whole number"), "changes": (str, "a string")}
 DEFAULT_TEST_TIMEOUT = 180
+TEST_SOURCES = ("nginx-tests", "authored")     # a task's "tests"; the first is the default
+AUTHORED_DIR = "tests"                        # authored test files, beside the benchmark file
 PLACEHOLDER_STATEMENT = "TODO"      # what the miner writes until a human writes the statement
 
 REQUIRED = {
@@ -100,6 +114,7 @@ OPTIONAL = {
     "gold_size": dict,
     "notes": str,
     "audit": dict,
+    "tests": str,
 }
 AUDIT_FIELDS = {"date": str, "statement_sufficient": bool, "tests_fair": bool,
                 "over_strict": list, "changes": list}
@@ -127,9 +142,25 @@ class Task:
     fix_date: str = ""          # YYYY-MM-DD, or "" when the task file does not say
     gold_size: dict = field(default_factory=dict, compare=False, hash=False)
     audit: dict = field(default=None, compare=False, hash=False)   # None: not audited
+    tests: str = TEST_SOURCES[0]
+    authored: tuple = ()        # ((file name, its bytes), ...) of an authored task's own files
+
+    @property
+    def authored_digests(self):
+        """{authored file: sha256 of its content}."""
+        return {name: hashlib.sha256(data).hexdigest() for name, data in self.authored}
+
+    @property
+    def tests_tree_id(self):
+        """The name of the task's test tree: its test commit, followed for an authored task by
+        a digest of its files' names and contents (another content, another tree)."""
+        if not self.authored:
+            return self.test_commit
+        digest = hashlib.sha256(json.dumps(sorted(self.authored_digests.items())).encode())
+        return f"{self.test_commit}+{digest.hexdigest()[:16]}"
 
     def to_json(self):
-        return {
+        out = {
             "instance_id": self.instance_id, "repo": self.repo, "test_repo": self.test_repo,
             "base_commit": self.base_commit, "fix_commit": self.fix_commit,
             "test_commit": self.test_commit, "test_files": list(self.test_files),
@@ -138,6 +169,10 @@ class Task:
             "problem_statement": self.problem_statement, "perl_modules": list(self.perl_modules),
             "test_timeout": self.test_timeout, "area": self.area,
         }
+        if self.tests != TEST_SOURCES[0]:
+            # Only then: the digests of every nginx-tests task's records stay what they were.
+            out.update(tests=self.tests, authored=self.authored_digests)
+        return out
 
 
 @dataclass(frozen=True)
@@ -449,6 +484,33 @@ def _check_audit(raw, path, iid):
             raise _audit_error("must be true, false or null", path, iid, ".alternative.strict")
 
 
+def authored_files(raw, path, iid):
+    """((name, bytes), ...) of the task's authored test files (module docstring), () for a task
+    of nginx-tests; UserError naming the file, the task and the field when "tests" is neither,
+    or when an authored task has no file in the authored directory."""
+    source = raw.get("tests", TEST_SOURCES[0])
+    if source not in TEST_SOURCES:
+        raise UserError(f"must be one of {', '.join(map(repr, TEST_SOURCES))}, got {source!r}",
+                        file=path, task=iid, field="tests")
+    if source != "authored":
+        return ()
+    folder = Path(path).parent / AUTHORED_DIR
+    found = []
+    for name in raw["test_files"]:
+        candidate = folder / name
+        if candidate.is_file():
+            try:
+                found.append((name, candidate.read_bytes()))
+            except OSError as e:
+                raise UserError(f"cannot read the authored test file {candidate}: {e.strerror}",
+                                file=path, task=iid, field="test_files")
+    if not found:
+        raise UserError(f'is "authored", but none of test_files ({", ".join(raw["test_files"])}) '
+                        f"is in {folder}: an authored task grades with at least one file of "
+                        "its own there", file=path, task=iid, field="tests")
+    return tuple(found)
+
+
 def parse_task(raw, path, index, candidates=False):
     """The Task of entry `index` of a benchmark file (of a candidates file: `candidates`); its
     first mistake raises UserError naming the file, the task and the field."""
@@ -457,6 +519,7 @@ def parse_task(raw, path, index, candidates=False):
     _check_tests(raw, path, iid, candidates)
     _check_optional_values(raw, path, iid, candidates)
     _check_audit(raw, path, iid)
+    authored = authored_files(raw, path, iid)
     return Task(
         instance_id=iid, repo=raw["repo"], test_repo=raw["test_repo"],
         base_commit=raw["base_commit"], fix_commit=raw["fix_commit"],
@@ -467,6 +530,7 @@ def parse_task(raw, path, index, candidates=False):
         test_timeout=raw.get("test_timeout", DEFAULT_TEST_TIMEOUT), area=raw.get("area", ""),
         fix_date=raw.get("fix_date", ""), gold_size=raw.get("gold_size", {}),
         audit=raw.get("audit"),
+        tests=raw.get("tests", TEST_SOURCES[0]), authored=authored,
     )
 
 
@@ -506,9 +570,17 @@ def load_benchmark(path):
         seen.add(task.instance_id)
         tasks.append(task)
     version, changelog = _check_version(data, path, len(tasks))
-    return Benchmark(name=name, path=path, tasks=tuple(tasks),
-                     digest=hashlib.sha256(text.encode()).hexdigest(), candidates=candidates,
-                     version=version, changelog=changelog)
+    return Benchmark(name=name, path=path, tasks=tuple(tasks), digest=_digest(text, tasks),
+                     candidates=candidates, version=version, changelog=changelog)
+
+
+def _digest(text, tasks):
+    """The benchmark's sha256: of its file, and of its authored test files when it has any (an
+    edited test changes what the benchmark grades; a file without them keeps its plain digest)."""
+    authored = {t.instance_id: t.authored_digests for t in tasks if t.authored}
+    if authored:
+        text += "\n" + json.dumps(authored, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def load_benchmarks(tasks_dir):

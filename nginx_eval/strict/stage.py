@@ -14,7 +14,8 @@ for the gold patch itself (so that gold's own strictness means something).
   task's own files plus the regression files run once under it, and under the reference's
   sanitizer build. Each report the reference does not also produce is a finding.
 
-The reference's runs are kept in the cache (``strict-runs/<build key>/<test commit>/<env>/``)
+The reference's runs are kept in the cache (``strict-runs/<build key>/<test tree>/<env>/``, the
+test tree: benchmark.Task.tests_tree_id)
 and shared by every mode: the gold build and its runs are made once per task.
 
 ``strict.json``::
@@ -40,13 +41,13 @@ from ..cluster import executor
 from ..core import gitcmd, jsonio, stamps
 from ..core.locks import locked
 from ..core.procs import kill_leftovers
-from ..core.tasknames import BUILD, PROVE, STRICT, task_name, unit_name
+from ..core.tasknames import BUILD, PROVE, STRICT, task_name, tests_subtask, unit_name
 from ..patch import touched_paths
 from ..prove.areas import area_files
 from ..prove.env import environment_inputs
 from ..prove.stage import graded_in, run_prove_files
 from ..prove.tap import file_problem, parse_tap
-from ..prove.tree import verified_tests_tree
+from ..prove.tree import task_tests_tree
 from . import sanitizer
 
 # Regression files per patch: the median stage cost per patch stays under 60 s on 2 cores with
@@ -109,9 +110,9 @@ def _env_id(tree):
 def reference_runs(layout, key, tree, files, task, token_file):
     """candidate_runs of the reference build `key`, kept in the cache and shared: a file's runs
     are made once per build, test commit and test environment."""
-    out_dir = layout.strict_runs(key, task.test_commit) / _env_id(tree)
+    out_dir = layout.strict_runs(key, task.tests_tree_id) / _env_id(tree)
     runs = [{} for _ in range(RUNS)]
-    with locked(layout.lock(f"strict-runs-{key}-{task.test_commit[:12]}")):
+    with locked(layout.lock(f"strict-runs-{key}-{tests_subtask(task.tests_tree_id)}")):
         for name in files:
             kept = out_dir / f"{name}.json"
             records = jsonio.read_json(kept)
@@ -181,8 +182,9 @@ def sanitizer_part(layout, task, patch, ref_patch, files, out_dir, tree, token_f
     record = {"key": cand["key"], "reference_key": ref["key"], "files": files}
     if problem:
         return [], 0, record, problem
-    ref_dir = layout.strict_runs(ref["key"], task.test_commit) / _env_id(tree) / "san"
-    with locked(layout.lock(f"strict-san-{ref['key']}-{task.test_commit[:12]}")):
+    # Per test tree, not per commit: the kept runs of an authored file are of its content.
+    ref_dir = layout.strict_runs(ref["key"], task.tests_tree_id) / _env_id(tree) / "san"
+    with locked(layout.lock(f"strict-san-{ref['key']}-{tests_subtask(task.tests_tree_id)}")):
         reference = sanitizer_runs(layout, tree, ref["key"], files, task, ref_dir, token_file)
     for stale in out_dir.glob("*/done"):
         stale.unlink()
@@ -214,7 +216,7 @@ def judge(layout, mode_name, mode_kind, task, build, cap, out_dir, token_file):
                                          f"{verify_build(layout, build)}", True))
     if problem:
         return dict(fields, strict=None, reason=problem[0], retry=problem[1])
-    tree, _ = verified_tests_tree(layout, task.test_repo, task.test_commit)
+    tree, _ = task_tests_tree(layout, task)
     patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
     files = regression_files(task, tree, patch, cap)
     candidate = candidate_runs(layout, tree, binary_path(layout, build["key"]), files, task,

@@ -21,6 +21,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..core.blocks import content_blocks, result_text
+
 DETAIL_CHARS = 200
 HASH_CHARS = 12
 MIN_LINE_CHARS = 8          # non-blank characters of a fix line worth matching
@@ -91,25 +93,12 @@ def fix_lines(patch_text, present_in_base):
     return frozenset(lines - set(present_in_base(sorted(lines)))) if lines else frozenset()
 
 
-def _blocks(content):
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content or [] if isinstance(b, dict)]
-
-
-def result_text(block):
-    content = block.get("content")
-    if isinstance(content, list):
-        content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return str(content or "")
-
-
 def tool_calls(entries):
     """[(tool name, input dict, result text)] of transcript entries, in order."""
     calls, by_id = [], {}
     for entry in entries:
         message = entry.get("message") or {}
-        for block in _blocks(message.get("content")):
+        for block in content_blocks(message.get("content")):
             if entry.get("type") == "assistant" and block.get("type") == "tool_use":
                 call = [block.get("name", ""), block.get("input") or {}, ""]
                 by_id[block.get("id")] = call

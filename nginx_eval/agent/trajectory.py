@@ -9,6 +9,8 @@ what a reader skims to see what the agent did. Pure: entries in, Markdown out.
 
 import json
 
+from ..core.blocks import content_blocks, result_text
+
 PROMPT_CHARS = 400
 TEXT_CHARS = 300
 INPUT_CHARS = 160
@@ -26,19 +28,6 @@ def code(text):
     return "`" + text.replace("`", "'") + "`" if text else "``"
 
 
-def _blocks(content):
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content or [] if isinstance(b, dict)]
-
-
-def _result_text(block):
-    content = block.get("content")
-    if isinstance(content, list):
-        content = " ".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return str(content or "")
-
-
 def tool_call(block):
     """One line for a tool call: its name and each input field, cut."""
     fields = block.get("input") or {}
@@ -51,7 +40,7 @@ def entry_lines(entry, prompt_seen):
     """Markdown lines of one transcript entry (a user or an assistant line; others say nothing)."""
     message = entry.get("message") or {}
     lines = []
-    for block in _blocks(message.get("content")):
+    for block in content_blocks(message.get("content")):
         kind = block.get("type")
         if entry.get("type") == "assistant" and kind == "text" and block.get("text", "").strip():
             lines.append(f"- *says*: {cut(block['text'], TEXT_CHARS)}")
@@ -59,7 +48,7 @@ def entry_lines(entry, prompt_seen):
             lines.append(tool_call(block))
         elif entry.get("type") == "user" and kind == "tool_result":
             mark = "error" if block.get("is_error") else "result"
-            lines.append(f"  - {mark}: {code(cut(_result_text(block), RESULT_CHARS))}")
+            lines.append(f"  - {mark}: {code(cut(result_text(block, ' '), RESULT_CHARS))}")
         elif entry.get("type") == "user" and kind == "text" and not prompt_seen:
             lines.append(f"**Prompt**: {cut(block.get('text', ''), PROMPT_CHARS)}\n")
     return lines

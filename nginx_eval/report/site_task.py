@@ -22,6 +22,7 @@ import re
 from functools import lru_cache
 
 from ..core import jsonio
+from ..core.blocks import content_blocks, result_text
 from ..core.gitcmd import GitError, gold_diff
 from ..core.outcomes import outcome
 
@@ -311,17 +312,7 @@ def transcript_entries(path):
 
 
 def _blocks(entry):
-    content = (entry.get("message") or {}).get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content or [] if isinstance(b, dict)]
-
-
-def _result_text(block):
-    content = block.get("content")
-    if isinstance(content, list):
-        content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return str(content or "")
+    return content_blocks((entry.get("message") or {}).get("content"))
 
 
 def call_summary(name, tool_input):
@@ -355,7 +346,7 @@ def conversation(entries):
         if e.get("type") == "user":
             for b in _blocks(e):
                 if b.get("type") == "tool_result":
-                    results[b.get("tool_use_id")] = (_result_text(b), b.get("is_error"))
+                    results[b.get("tool_use_id")] = (result_text(b), b.get("is_error"))
     prompt, turns, by_message = None, [], {}
     for e in entries:
         if e.get("type") == "user":

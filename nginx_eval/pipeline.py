@@ -379,7 +379,7 @@ def doit_tasks(root=None):
             dicts = stage_dicts()
             argv = sys.argv[1:]
             if doit_command(argv) == "run":
-                dicts, ctx.shadow = drop_settled(dicts, argv)
+                dicts, ctx.shadow = drop_settled(dicts, argv, [DEFAULT_TASK])
             made.extend(arrange_listing(generate_tasks("task_stages", (d for d in dicts)),
                                         ctx.benchmark.name))
         yield from made

@@ -127,15 +127,17 @@ class Context:
         """ctx.tasks in the order their builds should start (buildplan.interleave_by_build_group);
         stages that fan out over tasks list their dependencies in this order, which is the
         order doit starts them."""
-        if not hasattr(self, "_build_order"):
-            self._build_order = buildplan.interleave_by_build_group(self.layout, self.tasks)
-        return self._build_order
+        return self._build_plans()[0]
 
     def base_build_plan(self):
-        """buildplan.base_build_plan of ctx.tasks, computed once per doit invocation."""
-        if not hasattr(self, "_base_build_plan"):
-            self._base_build_plan = buildplan.base_build_plan(self.layout, self.tasks)
-        return self._base_build_plan
+        """buildplan.base_build_plan of ctx.tasks."""
+        return self._build_plans()[1]
+
+    def _build_plans(self):
+        """Both, made once per doit invocation (or read from the cache: buildplan.build_plans)."""
+        if not hasattr(self, "_plans"):
+            self._plans = buildplan.build_plans(self.layout, self.tasks)
+        return self._plans
 
     def mode_groups(self):
         for mode in self.mode_list():
@@ -388,7 +390,7 @@ def doit_tasks(root=None):
             dicts = stage_dicts()
             argv = sys.argv[1:]
             if doit_command(argv) == "run":
-                dicts, ctx.shadow = drop_settled(dicts, argv)
+                dicts, ctx.shadow = drop_settled(dicts, argv, [DEFAULT_TASK])
             made.extend(arrange_listing(generate_tasks("task_stages", (d for d in dicts)),
                                         ctx.benchmark.name))
         yield from made

@@ -215,8 +215,9 @@ def test_an_api_error_that_clears_on_the_retry_completes(claude):
 
 def test_refused_credentials_stop_the_run_with_one_line(claude):
     claude.api.faults = [Fault(status=401, should_retry=False)]
-    # --continue: doit would go on with the other task; the run's stop keeps its agent back.
-    proc, _ = claude.project.doit("run", "--continue", "tiny:raw", check=False)
+    # --continue: doit would go on with the other task; the run's stop keeps its agent back
+    # (-n 1: one agent at a time, so the other one has not started when the first is refused).
+    proc, _ = claude.project.doit("run", "-n", "1", "--continue", "tiny:raw", check=False)
     assert proc.returncode != 0
     assert proc.stderr.splitlines() == [
         "nginx-eval: error: the API refused the agent's credentials (agent raw/tiny-add, phase "

@@ -5,9 +5,12 @@ import subprocess
 from types import SimpleNamespace
 
 import fixture_repos
+import pytest
 
+from nginx_eval.build import plan as buildplan
 from nginx_eval.build.plan import (base_build_plan, changed_paths, fixes_touching_headers,
                                    interleave_by_build_group, start_order)
+from nginx_eval.core import jsonio
 from nginx_eval.core.tasknames import BUILD, base_task_name, task_name
 from nginx_eval.core.layout import Layout
 
@@ -103,3 +106,23 @@ def test_a_modes_tasks_start_with_those_that_only_wait_and_its_builds_last():
         "patch:b/m/child", "patch:b/m/root", base_task_name(child),
         task_name(BUILD, "b/m/child"), task_name(BUILD, "b/m/root")]
     assert task_name(BUILD, "b/m/root") == "build:b/m/root"
+
+
+def test_the_plans_are_kept_once_the_clone_holds_every_commit(tmp_path, monkeypatch):
+    layout, commits = clone_with_commits(tmp_path, [("v1", "main.c"), ("v1", "main.c"),
+                                                    ("v2", "main.h")])
+    tasks = [plan_task("a", commits[0], commits[2]), plan_task("b", commits[1])]
+    fresh = (interleave_by_build_group(layout, tasks), base_build_plan(layout, tasks))
+    # The clone's stamp does not list the commits yet (its repos: task has not run): not kept.
+    assert buildplan.build_plans(layout, tasks) == fresh
+    assert not (layout.cache / "plans").exists()
+    jsonio.write_json(layout.repo_stamp("o/n"), {"repo": "o/n", "commits": commits})
+    assert buildplan.build_plans(layout, tasks) == fresh
+    # Kept: the next command asks git nothing, and gets the same plans.
+    monkeypatch.setattr(buildplan, "tasks_build_system_ids",
+                        lambda *a: (_ for _ in ()).throw(AssertionError("asked git")))
+    assert buildplan.build_plans(layout, tasks) == fresh
+    # Other tasks are other plans.
+    other = [plan_task("a", commits[0])]
+    with pytest.raises(AssertionError, match="asked git"):
+        buildplan.build_plans(layout, other)

@@ -19,7 +19,14 @@ def task(name, current=True, deps=(), targets=(), **extra):
 
 
 def names(dicts):
-    return [f"{d['basename']}:{d['name']}" if d["name"] else d["basename"] for d in dicts]
+    return [f"{d['basename']}:{d['name']}" if d["name"] else d["basename"] for d in dicts
+            if d["basename"] != "all"]
+
+
+def everything(dicts):
+    """`dicts` and a group `all` that depends on each of them."""
+    return dicts + [{"basename": "all", "name": None, "actions": None,
+                     "task_dep": names(dicts)}]
 
 
 def test_a_task_is_settled_only_with_everything_before_it():
@@ -29,7 +36,7 @@ def test_a_task_is_settled_only_with_everything_before_it():
               "task_dep": ["build:u1", "build:u2"]}]
     kept, shadow = drop_settled(dicts, ARGV)
     # build:u2 says it is current, but its patch runs first and may change what it builds.
-    assert names(kept) == ["patch:u2", "build:u2", "all"]
+    assert names(kept) == ["patch:u2", "build:u2"]
     assert kept[-1]["task_dep"] == ["build:u2"]
     assert shadow == {"patch:u1": [], "build:u1": ["patch:u1"],
                       "all": ["build:u1", "build:u2"]}
@@ -44,18 +51,29 @@ def test_only_what_doit_would_find_up_to_date_is_settled(tmp_path):
              task("a:magic", uptodate=[(lambda task, values: True, [])]),
              task("a:raises", uptodate=[(lambda: 1 / 0, [])]),
              task("a:group", actions=None)]
-    kept, _ = drop_settled(dicts, ARGV)
+    kept, _ = drop_settled(everything(dicts), ARGV)
     assert names(kept) == ["a:missing", "a:file", "a:no-answer", "a:shell", "a:magic",
                            "a:raises", "a:group"]
 
 
-def test_named_tasks_targets_and_always_keep_everything_they_name(tmp_path):
+def test_only_what_the_command_reaches_is_asked_and_named_tasks_stay(tmp_path):
+    asked = []
+    ask = lambda name: (lambda: asked.append(name) or True)
+    dicts = everything([task(f"a:{n}", uptodate=[(ask(n), [])]) for n in "xyz"])
+    # Named: kept; what the command does not reach is not asked (doit will not run it).
+    assert names(drop_settled(dicts, ["run", "a:x", "a:y"])[0]) == ["a:x", "a:y", "a:z"]
+    assert asked == []
+    # With no task named, the default tasks are the command's.
+    assert names(drop_settled(dicts, ["run"], ["all"])[0]) == []
+    assert sorted(asked) == ["x", "y", "z"]
+
+
+def test_always_a_pattern_a_target_or_a_group_doit_makes_drop_nothing(tmp_path):
     made = tmp_path / "made.json"
     made.write_text("{}")
-    dicts = [task("a:x"), task("a:y", targets=[made]), task("a:z")]
-    assert names(drop_settled(dicts, ["run", "a:x", str(made)])[0]) == ["a:x", "a:y"]
-    assert names(drop_settled(dicts, ["run", "-a", "all"])[0]) == ["a:x", "a:y", "a:z"]
-    assert names(drop_settled(dicts, ["run", "a:*"])[0]) == ["a:x", "a:y", "a:z"]
+    dicts = everything([task("a:x"), task("a:y", targets=[made])])
+    for argv in (["run", "-a", "all"], ["run", "a:*"], ["run", str(made)], ["run", "a"]):
+        assert names(drop_settled(dicts, argv)[0]) == ["a:x", "a:y"], argv
 
 
 def test_a_rerun_hands_doit_only_the_units_with_work(project):

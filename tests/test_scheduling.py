@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+from test_limits import most_at_once
 
 DODO = textwrap.dedent("""
     import os, time
@@ -148,15 +149,6 @@ def spans(tmp_path, limits):
         what, name, at = line.split()
         found.setdefault(name, {})[what] = float(at)
     return {name: (s["start"], s["end"]) for name, s in found.items()}
-
-
-def most_at_once(intervals):
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    running = peak = 0
-    for _, step in events:
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 def test_a_kind_at_its_limit_waits_and_other_kinds_go_first(tmp_path):

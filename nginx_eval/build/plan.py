@@ -155,17 +155,18 @@ def sibling_tree(bare, commits):
     return parents
 
 
-def base_build_plan(layout, tasks):
+def base_build_plan(layout, tasks, ids=None, build_order=None):
     """[(base task name, a task with that base, name of the base task it starts from or None)]
     in build order. The first base of a group (same auto/ tree and flags) is built clean; every
     other waits, as a doit dependency, for its parent in sibling_tree and then starts from it
     (or from a closer sibling published by then), side by side with other groups' builds: a
     worker never sits on the group's lock while another group's clean build could run. Without
     a clone yet (the first run), groups are unknown: every base is its own group, and the lock
-    in build.ensure_build still makes the group's first build go first."""
-    ids = tasks_build_system_ids(layout, tasks)
+    in build.ensure_build still makes the group's first build go first. ids, build_order: the
+    tasks' build system ids and interleave_by_build_group's order, if known."""
+    ids = tasks_build_system_ids(layout, tasks) if ids is None else ids
     order, groups, task_of = [], {}, {}
-    for t in interleave_by_build_group(layout, tasks, ids):
+    for t in build_order or interleave_by_build_group(layout, tasks, ids):
         name = base_task_name(t)
         if name not in task_of:
             task_of[name] = t
@@ -200,3 +201,42 @@ def start_order(tests_tasks, units, plan, ids):
     return (list(tests_tasks)
             + [task_name(stage, u) for stage in (GRADE, PROVE, PATCH) for u in units]
             + waiting_bases + [task_name(BUILD, u) for u in units])
+
+
+# -- kept in the cache ----------------------------------------------------------------------------
+
+def _plans_key(layout, tasks):
+    """The key of the plans of `tasks` in the cache, or None while a clone lacks one of their
+    commits (its repos: task has not fetched them yet): git would answer for part of them."""
+    for repo in {t.repo for t in tasks}:
+        fetched = set((jsonio.read_json(layout.repo_stamp(repo)) or {}).get("commits") or ())
+        wanted = {c for t in tasks if t.repo == repo for c in (t.base_commit, t.fix_commit)}
+        if not wanted <= fetched or not os.path.isdir(layout.bare_repo(repo)):
+            return None
+    return jsonio.digest({"planner": jsonio.file_digest(__file__),
+                          "tasks": [[t.instance_id, t.repo, t.base_commit, t.fix_commit,
+                                     list(t.configure_flags)] for t in tasks]})
+
+
+def build_plans(layout, tasks):
+    """(interleave_by_build_group(layout, tasks), base_build_plan(layout, tasks)), kept in the
+    cache (layout.build_plans) once the clones hold every commit of `tasks`: both follow from
+    those commits alone (and this module's code, in the key), and asking git for them took
+    0.4 s of every doit command on the 173 tasks of the shipped benchmark."""
+    key = _plans_key(layout, tasks)
+    by_id = {t.instance_id: t for t in tasks}
+    kept = jsonio.read_json(layout.build_plans(key)) if key else None
+    if kept:
+        try:
+            return ([by_id[i] for i in kept["order"]],
+                    [(name, by_id[i], parent) for name, i, parent in kept["plan"]])
+        except (KeyError, TypeError, ValueError):
+            pass            # not what this code writes: made again below
+    ids = tasks_build_system_ids(layout, tasks)
+    order = interleave_by_build_group(layout, tasks, ids)
+    plan = base_build_plan(layout, tasks, ids, order)
+    if key:
+        jsonio.write_json(layout.build_plans(key), {
+            "order": [t.instance_id for t in order],
+            "plan": [[name, t.instance_id, parent] for name, t, parent in plan]})
+    return order, plan

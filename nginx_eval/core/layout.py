@@ -21,6 +21,8 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     builds/.failed/<key>.json|.log   an env_error build's record and log, never a verdict
     guards/<hash>/nginx         the output guard in front of a build's binary (prove/env.py)
     ccache/                     ccache's store, shared by all builds
+    plans/<key>.json            the build order and base build plan of a set of tasks
+                                (build/plan.py)
     feature-tests/              executables of configure's test programs (feature_test_cc.sh),
                                 feature-tests/bin/cc the compiler configure runs
     locks/                      advisory locks for shared cache entries, and run-<run>.lock,
@@ -139,6 +141,10 @@ class Layout:
 
     def failed_build_log(self, key):
         return self.builds / ".failed" / f"{key}.log"
+
+    def build_plans(self, key):
+        """The build order and base build plan of a set of tasks (build/plan.py)."""
+        return self.cache / "plans" / f"{key}.json"
 
     @property
     def ccache_dir(self):

@@ -12,8 +12,9 @@ the same functions, and leaves out those whose answer is already known to be "up
   makes it unsettled), every target exists, and every task it depends on (task_dep) is settled
   too. doit checks a task only after its dependencies ran; a task whose dependencies are all
   settled runs nothing before it, so the answer now is the answer doit would get;
-- settled tasks are dropped, unless the command line names them (or a target of theirs, or a
-  pattern), and the task_dep lists of the others forget them. `doit run -a` drops nothing.
+- settled tasks the command reaches are dropped, unless the command line names them, and the
+  task_dep lists of the others forget them. `doit run -a`, a pattern, a target file or a group
+  that doit makes from subtasks (`doit run build`) drops nothing.
 
 Freshness is still decided in one place, the stages' uptodate functions (stamps.py): this only
 calls them earlier. ``shadow`` keeps the dependencies as they were, for what counts the units of
@@ -91,20 +92,30 @@ def _own_answer(d):
     return all(os.path.exists(t) for t in d.get("targets") or ())
 
 
-def _named(argv):
-    """The task names and target paths the command line names, and whether it has a pattern."""
-    words = command_targets(argv)
-    return set(words) | {os.path.abspath(w) for w in words}, any("*" in w for w in words)
+def _reachable(by_name, selected):
+    """The names of the task dicts `selected` reaches through task_dep."""
+    seen, todo = set(), list(selected)
+    while todo:
+        name = todo.pop()
+        if name not in seen and name in by_name:
+            seen.add(name)
+            todo += list(by_name[name].get("task_dep") or ())
+    return seen
 
 
-def drop_settled(dicts, argv):
+def drop_settled(dicts, argv, default_tasks=()):
     """(the task dicts doit needs for `doit run argv`, shadow): `dicts` without the settled
-    tasks, and {task name: its task_dep as generated} for every task dropped or changed."""
+    tasks the command reaches (default_tasks: what it runs when it names none), and {task
+    name: its task_dep as generated} for every task dropped or changed. Only the tasks the
+    command reaches are asked: `doit run nginx:gold` asks nothing of the other modes."""
     dicts = list(dicts)
-    named, pattern = _named(argv)
-    if pattern or any(a in ALWAYS for a in argv):
-        return dicts, {}
+    words = command_targets(argv) or list(default_tasks)
     by_name = {full_name(d): d for d in dicts if "basename" in d}
+    if (any(a in ALWAYS for a in argv) or any("*" in w for w in words)
+            or not all(w in by_name for w in words)):
+        return dicts, {}        # -a, a pattern, a target file or a group doit makes: as it is
+    named = set(words)
+    reached = _reachable(by_name, words)
     settled = {}
 
     def is_settled(name):
@@ -115,11 +126,7 @@ def drop_settled(dicts, argv):
                              and all(is_settled(dep) for dep in d.get("task_dep") or ()))
         return settled[name]
 
-    dropped = set()
-    for name, d in by_name.items():
-        if (is_settled(name) and name not in named
-                and not named.intersection(map(str, d.get("targets") or ()))):
-            dropped.add(name)
+    dropped = {name for name in reached if name not in named and is_settled(name)}
     shadow, kept = {}, []
     for d in dicts:
         name = full_name(d) if "basename" in d else None

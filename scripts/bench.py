@@ -424,7 +424,7 @@ class Bench:
     def batch(self):
         """(b): gold, none and a candidate per task in one cold run, and the naive loop."""
         work = self.work / "batch"
-        self.doit(*[f"repos:{r}" for r in ("nginx+nginx", "nginx+nginx-tests")], work=work)
+        self.doit(*[repo_task(r) for r in ("nginx/nginx", "nginx/nginx-tests")], work=work)
         candidates = self.write_candidates("batch")
         batch, _ = self.doit("nginx:gold", "nginx:none", "nginx:file",
                              f"predictions={candidates}", work=work)

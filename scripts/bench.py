@@ -262,21 +262,15 @@ def describe(name, f):
 
 
 def strict_costs(layout, modes, tasks):
-    """[seconds] of the strict stages per graded patch, from grade.json's `strict` record (every
-    number under a key "seconds" in it), for the patches that have one."""
-    def seconds(value):
-        if isinstance(value, dict):
-            return sum((v if k == "seconds" and isinstance(v, (int, float)) else seconds(v))
-                       for k, v in value.items())
-        if isinstance(value, list):
-            return sum(seconds(v) for v in value)
-        return 0.0
+    """[seconds] of the strict stage per patch it judged (strict.json's ``seconds.total``: the
+    regression runs and the sanitizer builds and runs, its waits for slots left out)."""
     costs = []
     for mode in modes:
         for t in tasks:
-            grade = jsonio.read_json(layout.grade_json(mode, t.instance_id)) or {}
-            if grade.get("strict") is not None:
-                costs.append(seconds(grade["strict"]))
+            record = jsonio.read_json(layout.strict_json(mode, t.instance_id)) or {}
+            total = (record.get("seconds") or {}).get("total")
+            if isinstance(total, (int, float)):
+                costs.append(total)
     return costs
 
 

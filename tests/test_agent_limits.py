@@ -64,7 +64,8 @@ def test_an_attempts_logs_are_kept_apart(tmp_path):
 
 
 def test_once_the_budget_is_spent_no_new_agent_starts(project):
-    project.doit("run", "tiny:fake", "max_cost=0.2")
+    # One agent at a time (-n 1): agents started side by side all run, whatever the budget.
+    project.doit("run", "-n", "1", "tiny:fake", "max_cost=0.2")
     records = {i: project.read("fake", i, "agent.json") for i in ("tiny-add", "tiny-mul")}
     assert sorted(r["status"] for r in records.values()) == ["completed", "not_run"]
     (left,) = [r for r in records.values() if r["status"] == "not_run"]

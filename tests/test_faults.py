@@ -498,14 +498,16 @@ def test_kill_9_in_a_stage_then_rerun_gives_the_uninterrupted_results(project, r
                                                                       stage, tmp_path):
     env = {"FAKE_AGENT_MARKER": marker}
     pause = tmp_path / "paused"
+    # One task at a time (-n 1): tiny-add's agent has finished when tiny-mul's pauses, so which
+    # agent ran to its end before the kill is known.
     if stage == "agent":
         env["FAKE_AGENT_GATE_tiny_mul"] = str(tmp_path / "gate")
         pause = tmp_path / "gate.waiting"
-        proc = start_doit(project, "run", "tiny", env=env)
+        proc = start_doit(project, "run", "-n", "1", "tiny", env=env)
     else:
         env.update(NGINX_EVAL_TEST_PAUSE_AT=KILL_POINTS[stage],
                    NGINX_EVAL_TEST_PAUSE_MARKER=str(pause))
-        proc = start_doit(project, "run", "tiny", env=env, dodo=PAUSING_DODO)
+        proc = start_doit(project, "run", "-n", "1", "tiny", env=env, dodo=PAUSING_DODO)
     wait_for(pause, proc)
     kill_doit(proc)
     # The rerun: plain doit, as a user would type it.

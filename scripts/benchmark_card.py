@@ -142,6 +142,7 @@ def audit_figures(tasks, dropped=()):
             "rejected_before": [t.instance_id for t, x in alternatives
                                 if not x.get("resolved_before")],
             "rejected": [t.instance_id for t, x in alternatives if not x.get("resolved")],
+            "not_strict": [t.instance_id for t, x in alternatives if x.get("strict") is False],
         },
     }
 

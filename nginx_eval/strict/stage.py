@@ -25,6 +25,8 @@ and shared by every mode: the gold build and its runs are made once per task.
      "reference": "gold" | "base", "reference_key", "key",      # build keys
      "files": [regression files], "runs": 2,
      "regressions": [assertion ids], "reference_not_passing": [ids], "candidate_flaky": [ids],
+     "gold_only": [ids],                # failed by the candidate, passed by gold but not by the
+                                        # base either: what only the upstream fix adds, not counted
      "sanitizer": {"key", "reference_key", "files": [...]} | null,
      "sanitizer_findings": [finding (sanitizer.py)], "reference_reports": int,
      "seconds": {"regressions", "sanitizer", "total"}}
@@ -223,6 +225,16 @@ def judge(layout, mode_name, mode_kind, task, build, cap, out_dir, token_file):
                                out_dir, token_file)
     reference = reference_runs(layout, ref["key"], tree, files, task, token_file)
     regressions, unstable, flaky = compare(candidate, reference)
+    gold_only = []
+    if label == "gold" and regressions:
+        # What only the upstream fix makes pass (a feature it adds beside the fix) is no
+        # regression of another correct fix: a regression must also pass without any fix.
+        base = ensure_build(layout, bare, task.base_commit, task.configure_flags, b"")
+        if base["status"] == "built":
+            without = reference_runs(layout, base["key"], tree, files, task, token_file)
+            passes_without = set(compare(candidate, without)[0])
+            gold_only = [i for i in regressions if i not in passes_without]
+            regressions = [i for i in regressions if i in passes_without]
     middle = time.monotonic()
     findings, ref_reports, san, problem = sanitizer_part(
         layout, task, patch, ref_patch, list(task.test_files) + files, out_dir / "san", tree,
@@ -231,7 +243,8 @@ def judge(layout, mode_name, mode_kind, task, build, cap, out_dir, token_file):
     seconds = {"regressions": round(middle - clock, 3), "sanitizer": round(end - middle, 3),
                "total": round(end - clock, 3)}
     fields.update(files=files, runs=RUNS, regressions=regressions, reference_not_passing=unstable,
-                  candidate_flaky=flaky, sanitizer=san, sanitizer_findings=findings,
+                  candidate_flaky=flaky, gold_only=gold_only, sanitizer=san,
+                  sanitizer_findings=findings,
                   reference_reports=ref_reports, seconds=seconds)
     if problem and not regressions:
         return dict(fields, strict=None, reason=problem[0], retry=problem[1])

@@ -37,7 +37,8 @@ from pathlib import Path
 # The nginx_eval next to this script, whichever one is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nginx_eval.core import jsonio, stamps  # noqa: E402
-from nginx_eval.run.benchmark import PLACEHOLDER_STATEMENT, load_benchmark, next_version  # noqa: E402
+from nginx_eval.run.benchmark import (AUTHORED_DIR, PLACEHOLDER_STATEMENT,  # noqa: E402
+                                      load_benchmark, next_version)
 from nginx_eval.core.errors import UserError  # noqa: E402
 from nginx_eval.core.layout import Layout  # noqa: E402
 from nginx_eval.checks.validate import validation_config  # noqa: E402
@@ -158,12 +159,16 @@ def with_changelog(data, tasks, lines, changes=None, today=None):
 
 
 def write_checked(path, data):
-    """Write the benchmark file `path` atomically, once the loader accepts its new text."""
+    """Write the benchmark file `path` atomically, once the loader accepts its new text (beside
+    the authored test files of its directory, which its authored tasks read)."""
     path = Path(path)
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     with tempfile.TemporaryDirectory() as scratch:
         trial = Path(scratch) / path.name
         trial.write_text(text, encoding="utf-8")
+        authored = path.resolve().parent / AUTHORED_DIR
+        if authored.is_dir():
+            (Path(scratch) / AUTHORED_DIR).symlink_to(authored)
         load_benchmark(trial)
     jsonio.write_text(path, text)
 

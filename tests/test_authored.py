@@ -203,3 +203,25 @@ def test_validation_report_and_card_split_by_test_source(project):
     assert table_row(section(card, "Tasks per test source"), "authored") == ["1", "0"]
     assert table_row(section(card, "Tasks per test source"), "nginx-tests") == ["2", "0"]
     assert table_row(section(card, "Validation of the shipped file"), "valid") == ["3", "2", "1"]
+
+
+def test_an_authored_candidate_is_promoted_with_its_statement(project):
+    """The candidate's validation derives its assertions; promote_tasks.py writes the task with
+    "tests": "authored" into a benchmark file that loads (its trial load sees tasks/tests/)."""
+    authored_task(project)
+    bench = project.benchmark()
+    own = dict(bench["tasks"][-1], fail_to_pass=[], pass_to_pass=[], problem_statement="TODO")
+    candidates = project.root / "tasks" / "cands.json"
+    candidates.write_text(json.dumps({"candidates": True, "tasks": [own]}))
+    project.doit("run", "cands:validate", "repeats=1", "run=cands")
+    statements = project.base / "statements.json"
+    statements.write_text(json.dumps({"tiny-own": "add() subtracts"}))
+    into = project.root / "tasks" / "promoted.json"
+    proc = subprocess.run([sys.executable, str(SOURCE_ROOT / "scripts" / "promote_tasks.py"),
+                           "--candidates", str(candidates), "--statements", str(statements),
+                           "--run", "cands", "--into", str(into)],
+                          env=project.env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    task = load_benchmark(into).tasks[0]
+    assert task.tests == "authored" and task.authored[0][0] == "calc_own.t"
+    assert set(OWN) <= set(task.fail_to_pass)

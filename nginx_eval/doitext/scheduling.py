@@ -55,50 +55,45 @@ def _limited(dispatcher_generator):
     a worker and not processed yet) until one of them is: other tasks go first meanwhile.
 
     doit's protocol: the runner sends the generator a processed node (or None) and gets the next
-    node to give a worker, or HOLD_ON. Nodes held back here are asked of doit's generator like
-    any other; the processed nodes the runner sends are passed on to it one per step, in order."""
+    node to give a worker, or HOLD_ON. A processed node goes to doit's generator first, and what
+    doit's order then hands out (the tasks it just released first) before the nodes held back
+    earlier: those go, oldest first, once doit's generator has nothing else ready."""
     def limited_dispatcher_generator(self, selected_tasks):
         inner = dispatcher_generator(self, selected_tasks)
         out, held, inbox = Counter(), [], []
         inner_waits = inner_done = False
 
-        def take(node):
-            kind = kind_of(node) if isinstance(node, control.ExecNode) else None
-            if kind:
-                out[kind] += 1
-            return kind
-
         def returned(processed):
             if isinstance(processed, control.ExecNode) and kind_of(processed):
                 out[kind_of(processed)] -= 1
-            if processed is not None:
+            if processed is not None and not inner_done:
                 inbox.append(processed)
 
         while True:
-            free = next((n for n in held if out[kind_of(n)] < _limits[kind_of(n)]), None)
-            if free is not None:
-                held.remove(free)
-                take(free)
-                returned((yield free))
-                continue
-            if inner_done or (inner_waits and not inbox):
-                if not held and inner_done:
+            if not inner_done and (inbox or not inner_waits):
+                try:
+                    step = inner.send(inbox.pop(0) if inbox else None)
+                except StopIteration:
+                    inner_done = True
+                    continue
+                inner_waits = step == HOLD_ON
+                if inner_waits:
+                    continue
+                kind = kind_of(step)
+                if kind in _limits and out[kind] >= _limits[kind]:
+                    held.append(step)
+                    continue
+            else:
+                step = next((n for n in held if out[kind_of(n)] < _limits[kind_of(n)]), None)
+                if step is not None:
+                    held.remove(step)
+                elif inner_done and not held:
                     return
-                returned((yield HOLD_ON))
-                continue
-            try:
-                step = inner.send(inbox.pop(0) if inbox else None)
-            except StopIteration:
-                inner_done = True
-                continue
-            inner_waits = step == HOLD_ON
-            if inner_waits:
-                continue
-            kind = kind_of(step)
-            if kind in _limits and out[kind] >= _limits[kind]:
-                held.append(step)
-                continue
-            take(step)
+                else:
+                    returned((yield HOLD_ON))
+                    continue
+            if kind_of(step):
+                out[kind_of(step)] += 1
             returned((yield step))
     limited_dispatcher_generator.wrapped = dispatcher_generator
     return limited_dispatcher_generator

@@ -19,8 +19,9 @@ cold run of the shipped benchmark tens of seconds with the processors idle:
   every worker, and the proves of a finished base waited behind them on idle processors.
   ``finish_chains_first(counts)`` hands a worker a task of a limited kind (base and unit builds,
   proves, agents: KIND_OF_STAGE) only while fewer of that kind are out than its limit; the next
-  ready task of another kind goes first. The slots still hold the limits; this keeps workers
-  from queueing for them.
+  ready task of another kind goes first, and a task held back waits behind those a finished
+  task releases (a base's siblings and gold builds), so that started chains still finish
+  first. The slots still hold the limits; this keeps workers from queueing for them.
 
 The set of tasks that runs and every dependency stay as they were; only the choice among tasks
 that are ready changes. This module only makes doit keep an order; which order is the build
@@ -28,9 +29,9 @@ plan's policy, in buildplan.py: the order builds start in (interleave_by_build_g
 builds' spanning tree (base_build_plan) and the order of the results task's dependencies
 (start_order).
 
-doit offers no hook for this, so it wraps two methods of ``TaskDispatcher`` (doit 0.37; the pin
-is checked by tests/test_doit_pin.py) and reads its ``ready`` and ``waiting`` queues and its
-nodes' pending dependencies. If a later doit lacks them, doit's own order stays in place.
+doit offers no hook for this, so it wraps three methods of ``TaskDispatcher`` (doit 0.37; the
+pin is checked by tests/test_doit_pin.py) and reads its ``ready`` queue. If a later doit lacks
+them, doit's own order stays in place.
 """
 
 from collections import Counter

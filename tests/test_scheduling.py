@@ -127,12 +127,15 @@ KINDS_DODO = textwrap.dedent("""
     def task_build():
         for name in ("a", "b", "c"):
             yield {"name": name, "actions": [work(f"build:{name}")]}
+        # Released by build:a, as a base's sibling or gold build is by the base.
+        yield {"name": "a2", "actions": [work("build:a2")], "task_dep": ["build:a"]}
 
     def task_prove():
         yield {"name": "a", "actions": [work("prove:a")], "task_dep": ["build:a"]}
 
     def task_all():
-        return {"actions": None, "task_dep": ["build:a", "build:b", "build:c", "prove:a"]}
+        return {"actions": None,
+                "task_dep": ["build:a", "build:b", "build:c", "build:a2", "prove:a"]}
 """)
 
 
@@ -155,9 +158,12 @@ def test_a_kind_at_its_limit_waits_and_other_kinds_go_first(tmp_path):
     # builds=1 and three workers: one build at a time, and the prove released by the first
     # build runs beside the second instead of queueing behind the builds for a worker.
     limited = spans(tmp_path, {"build": 1})
-    builds = [limited[f"build:{n}"] for n in "abc"]
+    builds = [limited[f"build:{n}"] for n in ("a", "b", "c", "a2")]
     assert most_at_once(builds) == 1
     assert limited["prove:a"][0] < max(end for _, end in builds)
+    # The build that build:a released goes before those waiting since the start: a started
+    # chain is finished first.
+    assert limited["build:a2"][0] < min(limited["build:b"][0], limited["build:c"][0])
     # Without a limit, the three workers take the three builds at once.
     free = spans(tmp_path, {})
     assert most_at_once([free[f"build:{n}"] for n in "abc"]) == 3

@@ -19,8 +19,9 @@ cold run of the shipped benchmark tens of seconds with the processors idle:
   every worker, and the proves of a finished base waited behind them on idle processors.
   ``finish_chains_first(counts)`` hands a worker a task of a limited kind (base and unit builds,
   proves, agents: KIND_OF_STAGE) only while fewer of that kind are out than its limit; the next
-  ready task of another kind goes first. The slots still hold the limits; this keeps workers
-  from queueing for them.
+  ready task of another kind goes first, and a task held back waits behind those a finished
+  task releases (a base's siblings and gold builds), so that started chains still finish
+  first. The slots still hold the limits; this keeps workers from queueing for them.
 
 The set of tasks that runs and every dependency stay as they were; only the choice among tasks
 that are ready changes. This module only makes doit keep an order; which order is the build
@@ -28,9 +29,9 @@ plan's policy, in build/plan.py: the order builds start in (interleave_by_build_
 builds' spanning tree (base_build_plan) and the order of the results task's dependencies
 (start_order).
 
-doit offers no hook for this, so it wraps two methods of ``TaskDispatcher`` (doit 0.37; the pin
-is checked by tests/test_doit_pin.py) and reads its ``ready`` and ``waiting`` queues and its
-nodes' pending dependencies. If a later doit lacks them, doit's own order stays in place.
+doit offers no hook for this, so it wraps three methods of ``TaskDispatcher`` (doit 0.37; the
+pin is checked by tests/test_doit_pin.py) and reads its ``ready`` queue. If a later doit lacks
+them, doit's own order stays in place.
 """
 
 from collections import Counter
@@ -55,50 +56,45 @@ def _limited(dispatcher_generator):
     a worker and not processed yet) until one of them is: other tasks go first meanwhile.
 
     doit's protocol: the runner sends the generator a processed node (or None) and gets the next
-    node to give a worker, or HOLD_ON. Nodes held back here are asked of doit's generator like
-    any other; the processed nodes the runner sends are passed on to it one per step, in order."""
+    node to give a worker, or HOLD_ON. A processed node goes to doit's generator first, and what
+    doit's order then hands out (the tasks it just released first) before the nodes held back
+    earlier: those go, oldest first, once doit's generator has nothing else ready."""
     def limited_dispatcher_generator(self, selected_tasks):
         inner = dispatcher_generator(self, selected_tasks)
         out, held, inbox = Counter(), [], []
         inner_waits = inner_done = False
 
-        def take(node):
-            kind = kind_of(node) if isinstance(node, control.ExecNode) else None
-            if kind:
-                out[kind] += 1
-            return kind
-
         def returned(processed):
             if isinstance(processed, control.ExecNode) and kind_of(processed):
                 out[kind_of(processed)] -= 1
-            if processed is not None:
+            if processed is not None and not inner_done:
                 inbox.append(processed)
 
         while True:
-            free = next((n for n in held if out[kind_of(n)] < _limits[kind_of(n)]), None)
-            if free is not None:
-                held.remove(free)
-                take(free)
-                returned((yield free))
-                continue
-            if inner_done or (inner_waits and not inbox):
-                if not held and inner_done:
+            if not inner_done and (inbox or not inner_waits):
+                try:
+                    step = inner.send(inbox.pop(0) if inbox else None)
+                except StopIteration:
+                    inner_done = True
+                    continue
+                inner_waits = step == HOLD_ON
+                if inner_waits:
+                    continue
+                kind = kind_of(step)
+                if kind in _limits and out[kind] >= _limits[kind]:
+                    held.append(step)
+                    continue
+            else:
+                step = next((n for n in held if out[kind_of(n)] < _limits[kind_of(n)]), None)
+                if step is not None:
+                    held.remove(step)
+                elif inner_done and not held:
                     return
-                returned((yield HOLD_ON))
-                continue
-            try:
-                step = inner.send(inbox.pop(0) if inbox else None)
-            except StopIteration:
-                inner_done = True
-                continue
-            inner_waits = step == HOLD_ON
-            if inner_waits:
-                continue
-            kind = kind_of(step)
-            if kind in _limits and out[kind] >= _limits[kind]:
-                held.append(step)
-                continue
-            take(step)
+                else:
+                    returned((yield HOLD_ON))
+                    continue
+            if kind_of(step):
+                out[kind_of(step)] += 1
             returned((yield step))
     limited_dispatcher_generator.wrapped = dispatcher_generator
     return limited_dispatcher_generator

@@ -41,6 +41,7 @@ import jinja2
 from doit.tools import config_changed
 
 from ..core import jsonio, stamps
+from ..core.console import say
 from ..build.stage import ensure_build
 from ..core.gitcmd import gold_diff
 from ..core.layout import SOURCE_ROOT
@@ -199,7 +200,7 @@ def write_summary(layout, tasks, repeats):
     jsonio.write_json(layout.validation_json, summary)
     text = render_summary(summary, len(tasks), repeats, layout.templates_dir)
     jsonio.write_text(layout.validation_md, text)
-    print("\n".join(text.splitlines()[:3]))
+    say(*text.splitlines()[:3])
 
 
 def template_path(templates_dir):

@@ -5,6 +5,7 @@ Prints, writes nothing.
 """
 
 from . import stats
+from ..core.console import say
 from .data import collect
 from ..run.record import run_tasks
 
@@ -82,5 +83,4 @@ def print_plan(layout, bench, tasks, modes, baseline, differences):
     """doit action of ``power``: the plan for `differences` (default 5 and 10 pp)."""
     tasks = run_tasks(layout, bench, tasks)
     data = collect(layout, bench, tasks, modes, baseline)
-    for line in plan_lines(data, differences or (0.05, 0.10)):
-        print(line)
+    say(*plan_lines(data, differences or (0.05, 0.10)))

@@ -48,6 +48,7 @@ import jinja2
 
 from .. import __version__
 from ..core import jsonio, stamps
+from ..core.console import say
 from ..core.errors import failing_on_user_error
 from .markdown import _ci_pct, _fmt
 from .records import modes_on_disk
@@ -167,7 +168,7 @@ def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=F
                            (site_templates(templates_dir) / name).read_bytes(), mode=0o644)
     write_page(layout.site_index, render(templates_dir, INDEX_TEMPLATE, digest, context))
     if not quiet:
-        print(f"site: {layout.site_index}")
+        say(f"site: {layout.site_index}")
 
 
 # -- the task pages -------------------------------------------------------------------------------

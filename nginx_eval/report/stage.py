@@ -127,6 +127,7 @@ module says what the report is made from, when it is up to date, writes it, and 
 
 from .. import __version__
 from ..core import jsonio, stamps
+from ..core.console import say
 from .apart import run_apart
 from ..core.errors import failing_on_user_error
 from .charts import draw_chart, draw_distributions
@@ -202,7 +203,7 @@ def write_comparison(layout, other, bench, tasks, modes, templates_dir):
         "schema_version": SCHEMA_VERSION, "inputs": inputs,
         **{k: v for k, v in data.items() if k not in ("date", "comparisons")},
         "comparisons": [json_comparison(c) for c in data["comparisons"]]})
-    print(f"comparison: {layout.compare_md(other)}")
+    say(f"comparison: {layout.compare_md(other)}")
     return data
 
 
@@ -219,7 +220,7 @@ def write_report(layout, bench, tasks, modes, baseline, templates_dir, cutoff=No
     jsonio.write_text(layout.report_md, render(data, templates_dir))
     jsonio.write_json(layout.report_json, report_json(layout, bench, inputs, data))
     if not quiet:
-        print(f"report: {layout.report_md}")
+        say(f"report: {layout.report_md}")
     if compare:
         write_comparison(layout, compare, bench, tasks, modes, templates_dir)
     return data

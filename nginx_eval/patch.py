@@ -35,7 +35,7 @@ from .core.gitcmd import gold_diff, scratch_index
 from .core.outcomes import UNFINISHED_AGENT
 from .run.modes import read_predictions
 from .core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
-from .workspace import BUILD_OUTPUTS, HARNESS_FILES
+from .workspace import BUILD_OUTPUTS, HARNESS_FILES, release_workspace
 
 MAX_NEW_FILE_BYTES = 1 << 20
 # Never part of an agent's patch, whatever the base's .gitignore says: (top-level path, reason).
@@ -329,7 +329,20 @@ def write_patch(layout, mode, task, config, files):
     jsonio.write_json(out, record)
 
 
+def take_patch(layout, mode, task, keep_workspace, config, files):
+    """The doit action: write_patch, then, for a finished agent run, its workspace goes. What is
+    scored of it is in model.patch, and workspaces add up: 78 MiB each (the history up to the
+    base), a run of 4 agent modes on the 196 shipped tasks would hold 61 GB of them and fill the
+    disk before it ends. keep_workspace (``keep_workspaces=1``): left for a look at what the
+    agent left behind, until ``doit clean``."""
+    write_patch(layout, mode, task, config, files)
+    if (mode.runs_agent and not keep_workspace
+            and not unfinished_agent_note(layout, mode, task)):
+        release_workspace(layout, mode.name, task)
+
+
 def gen_tasks(ctx):
+    keep = bool(ctx.options and ctx.options.keep_workspaces)
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
@@ -345,6 +358,6 @@ def gen_tasks(ctx):
             files.append(mode.predictions)
         yield stamps.stage_task(
             basename=PATCH, name=name, doc=f"the {mode.name} patch for {iid}",
-            action=failing_on_user_error, args=[write_patch, ctx.layout, mode, task],
+            action=failing_on_user_error, args=[take_patch, ctx.layout, mode, task, keep],
             config=slice_, files=files, task_dep=task_dep,
             targets=[ctx.layout.patch_json(mode.name, iid), ctx.layout.model_patch(mode.name, iid)])

@@ -108,6 +108,13 @@ def prepare_workspace(layout, mode, task, agent_finished, agent_task_name):
         create_workspace(layout, mode.name, task)
 
 
+def release_workspace(layout, mode, task):
+    """After the patch stage took the agent's diff: the workspace and its stamp go. Its stamp
+    goes too, so that patch.agent_patch keeps that diff instead of taking one of nothing."""
+    remove_tree(layout.workspace(mode, task.instance_id))
+    layout.workspace_stamp(mode, task.instance_id).unlink(missing_ok=True)
+
+
 def remove_workspace(layout, mode, task, dryrun=False):
     """`doit clean`: the workspace and its stamp (the agent's results stay). dryrun (`doit clean
     -n`): only count it."""

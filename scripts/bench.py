@@ -11,7 +11,9 @@ Measures, in one work directory:
   (c) the no-op rerun of every mode on every task (after `doit run nginx` with AGENT=true, a
       stand-in agent that changes nothing: no API calls);
   (d) the doit process's peak memory (not the compilers and tests it starts), over every run;
-  (g) the strict stages' cost per patch, when grade.json records them (`strict`);
+  (g) after (e) and after (f), when the run judged strictness (strict=1, the default): the strict
+      stages' cost per gold patch (strict.json's seconds.total; median and 90th percentile) and
+      how many gold patches are strict, not strict, or not judged (with the reasons);
   with --batch also (b): gold, none and a one-file candidate per task in one cold run, in a cache
   of its own, against the naive loop (clean configure, make and prove for each patch, one after
   another; --skip-naive leaves it out).
@@ -33,7 +35,11 @@ Needs local mirrors: NGINX_EVAL_REPO_URL=/path/{owner}+{name}/repo. Everything i
 --workdir (default: a new directory under /tmp), never to the project's cache or results.
 
     python scripts/bench.py [--tasks N] [--workdir DIR] [--jobs N] [--set NAME=VALUE ...]
-                            [--cold-only] [--batch [--skip-naive]]
+                            [--cold-only] [--batch [--skip-naive]] [--strict-only]
+
+--strict-only measures (g) alone in a --workdir where a run with strict=0 made the normal builds:
+`nginx:gold` with strict=1 cold (the sanitizer builds and the reference runs are new), then warm
+(the sanitizer builds of the bases kept, as an agent mode finds them).
 """
 
 import argparse
@@ -261,17 +267,38 @@ def describe(name, f):
     ]
 
 
-def strict_costs(layout, modes, tasks):
-    """[seconds] of the strict stage per patch it judged (strict.json's ``seconds.total``: the
-    regression runs and the sanitizer builds and runs, its waits for slots left out)."""
+def strict_costs(layout, mode, tasks):
+    """[seconds] of the strict stage per patch of `mode` it judged (strict.json's
+    ``seconds.total``: the regression runs and the sanitizer builds and runs, its waits for slots
+    left out)."""
     costs = []
-    for mode in modes:
-        for t in tasks:
-            record = jsonio.read_json(layout.strict_json(mode, t.instance_id)) or {}
-            total = (record.get("seconds") or {}).get("total")
-            if isinstance(total, (int, float)):
-                costs.append(total)
+    for t in tasks:
+        record = jsonio.read_json(layout.strict_json(mode, t.instance_id)) or {}
+        total = (record.get("seconds") or {}).get("total")
+        if isinstance(total, (int, float)):
+            costs.append(total)
     return costs
+
+
+def strict_verdicts(layout, mode, tasks):
+    """{"strict": n, "not strict": n, "not judged": n} over the grade.json of `mode`, and
+    {reason: n} of those not strict or not judged."""
+    counts, reasons = {"strict": 0, "not strict": 0, "not judged": 0}, {}
+    for t in tasks:
+        grade = jsonio.read_json(layout.grade_json(mode, t.instance_id)) or {}
+        verdict = grade.get("strict")
+        key = {True: "strict", False: "not strict"}.get(verdict, "not judged")
+        counts[key] += 1
+        if verdict is not True:
+            reason = grade.get("strict_reason") or "no grade.json"
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return counts, reasons
+
+
+def percentile(values, q):
+    """The q-th percentile (0-100) of `values`, as numpy's default (linear) computes it."""
+    import numpy
+    return float(numpy.percentile(values, q))
 
 
 class Bench:
@@ -370,12 +397,16 @@ class Bench:
         self.loads = [os.getloadavg()]
         self.doit(*[repo_task(r) for r in ("nginx/nginx", "nginx/nginx-tests")])
         n = len(self.tasks)
+        if self.args.strict_only:
+            return self.strict_only()
         self.scoring_run("e", f"cold `doit run nginx:gold`, {n} tasks", "nginx:gold", self.layout)
+        self.strict_row("g cold", "cold")
         if self.args.cold_only:
             return self.finish()
         self.forget_gold_builds()
         self.scoring_run("f", f"warm `doit run nginx:gold` (bases built), {n} tasks",
                          "nginx:gold", self.layout)
+        self.strict_row("g warm", "warm")
         one_file, cpu = self.one_file_builds()
         self.row("a", f"one-file patch from a warm base build (median of {len(one_file)}; floor: "
                  "the CPU time of its build steps)", f"{statistics.median(one_file):.2f} s",
@@ -388,12 +419,38 @@ class Bench:
         self.row("c", f"no-op rerun of every mode on every task ({executed} tasks executed; "
                  "floor: Python and doit starting, `doit --version`)",
                  f"{statistics.median(noop):.2f} s", f"{self.doit_start():.2f} s", "≤ 1 s")
-        strict = strict_costs(self.layout, [m.name for m in self.modes()], self.tasks)
-        if strict:
-            self.row("g", f"strict stages per patch (mean of {len(strict)})",
-                     f"{statistics.mean(strict):.2f} s", "", "")
-        else:
-            print("  (g) strict stages: no grade.json records `strict`", flush=True)
+        self.finish()
+
+    def strict_row(self, key, label):
+        """(g): the strict stages' cost per gold patch of the run that just ended, and its
+        verdicts."""
+        costs = strict_costs(self.layout, "gold", self.tasks)
+        counts, reasons = strict_verdicts(self.layout, "gold", self.tasks)
+        if not costs:
+            print(f"  ({key}) strict stages: no strict.json records a cost (strict=0?)",
+                  flush=True)
+            return
+        self.row(key, f"strict stages per gold patch, {label} (median of {len(costs)}; "
+                 f"90th percentile {percentile(costs, 90):.1f} s; gold strict "
+                 f"{counts['strict']}, not strict {counts['not strict']}, not judged "
+                 f"{counts['not judged']})", f"{statistics.median(costs):.1f} s", "",
+                 "median ≤ 60 s")
+        for reason, n in sorted(reasons.items(), key=lambda r: -r[1]):
+            print(f"      {n} × {reason}", flush=True)
+
+    def strict_only(self):
+        """(g) alone, over the normal builds a strict=0 run left in the workdir."""
+        self.variables = [v for v in self.variables if not v.startswith("strict=")]
+        self.variables.append("strict=1")
+        remove_tree(self.layout.mode_dir("gold"), ignore_errors=True)
+        n = len(self.tasks)
+        self.scoring_run("e", f"`doit run nginx:gold` strict=1, normal builds kept, sanitizer "
+                         f"builds cold, {n} tasks", "nginx:gold", self.layout)
+        self.strict_row("g cold", "cold (sanitizer builds and reference runs new)")
+        self.forget_gold_builds()
+        self.scoring_run("f", f"warm `doit run nginx:gold` strict=1 (bases built), {n} tasks",
+                         "nginx:gold", self.layout)
+        self.strict_row("g warm", "warm (as an agent mode: bases built)")
         self.finish()
 
     def finish(self):
@@ -529,12 +586,16 @@ def main():
     ap.add_argument("--batch", action="store_true",
                     help="also (b): a cold batch of 3 patches per task, and the naive loop")
     ap.add_argument("--skip-naive", action="store_true", help="(b) without the naive loop")
+    ap.add_argument("--strict-only", action="store_true",
+                    help="only (g), in a --workdir where a strict=0 run made the normal builds")
     args = ap.parse_args()
     if not os.environ.get("NGINX_EVAL_REPO_URL"):
         sys.exit("set NGINX_EVAL_REPO_URL to local mirrors, e.g. /srv/mirrors/{owner}+{name}/repo")
     for item in args.set or []:
         if "=" not in item:
             ap.error(f"--set {item}: expected NAME=VALUE")
+    if args.strict_only and not (args.workdir and (Path(args.workdir) / "cache").is_dir()):
+        ap.error("--strict-only: give the --workdir of an earlier run (its cache holds the builds)")
     if args.tasks is not None and args.tasks < 1:
         ap.error("--tasks: expected a whole number >= 1")
     Bench(args).run()

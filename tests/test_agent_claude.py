@@ -129,8 +129,10 @@ def test_every_shipped_mode_resolves_a_task_with_the_real_cli(claude):
         assert "**Bash** command: `sed -i" in trajectory and "Fixing it." in trajectory
     transcript = claude.path("nlcmd", claude.agent("nlcmd")["phases"][0]["transcript"])
     assert "<command-name>/fix-issue</command-name>" in transcript.read_text()
+    # Its workspace went once the patch was taken (patch.take_patch); the transcript above
+    # shows the command was there for the CLI.
     ws = claude.project.cache / "workspaces" / "default" / "nlcmd" / "tiny-add"
-    assert (ws / ".claude" / "commands" / "fix-issue.md").exists()
+    assert not ws.exists() and not ws.with_suffix(".json").exists()
     # Nothing to do: no CLI starts (no request, no --version), well under a second of work.
     requests, versions = len(claude.api.requests), list((claude.project.cache /
                                                          "agent-versions").iterdir())

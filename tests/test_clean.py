@@ -14,7 +14,8 @@ def snapshot(root):
 
 def test_clean_of_one_run_keeps_every_other_run(project):
     env_a = {"FAKE_AGENT": "fix-and-noise"}      # a patch of its own: a build only run A uses
-    project.doit("run", "tiny:gold", "tiny:none", "tiny:fake", "run=A", env=env_a)
+    project.doit("run", "tiny:gold", "tiny:none", "tiny:fake", "run=A", "keep_workspaces=1",
+                 env=env_a)
     project.doit("run", "tiny:gold", "tiny:none", "run=B")
     keys_a, keys_b = build_keys(project, "A"), build_keys(project, "B")
     only_a = keys_a - keys_b

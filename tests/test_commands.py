@@ -52,9 +52,31 @@ def test_list_shows_the_commands_a_user_runs_first(project):
     assert sorted(executed) == ["repos:acme+tiny", "repos:acme+tiny-tests"]
 
 
+def test_a_finished_agent_s_workspace_goes_once_its_patch_is_taken(project):
+    """At 78 MiB a workspace, 4 agent modes on the shipped tasks would fill a disk: each goes
+    after its patch stage; the patch, grade and a no-op rerun do not need it."""
+    env = {"FAKE_AGENT": "fix-and-noise"}
+    project.doit("run", "tiny:fake", "run=A", env=env)
+    workspaces = project.cache / "workspaces" / "A" / "fake"
+    assert workspace_dirs(workspaces) == []
+    assert b"return a + b" in (project.task_dir("fake", "tiny-add", "A") / "model.patch").read_bytes()
+    assert project.read("fake", "tiny-add", "grade.json", "A")["status"] == "resolved"
+    calls = project.agent_calls()
+    _, executed = project.doit("run", "tiny:fake", "run=A", env=env)
+    assert executed == [] and project.agent_calls() == calls
+    # The patch stage run again (its record lost) keeps the diff it took.
+    (project.task_dir("fake", "tiny-add", "A") / "patch.json").unlink()
+    _, executed = project.doit("run", "tiny:fake", "run=A", env=env)
+    assert "patch:tiny/fake/tiny-add" in executed, executed
+    assert not [t for t in executed if t.startswith(("workspace:", "agent:"))], executed
+    assert workspace_dirs(workspaces) == []
+    assert b"return a + b" in (project.task_dir("fake", "tiny-add", "A") / "model.patch").read_bytes()
+
+
 def test_clean_prints_a_summary_and_finished_agents_get_no_new_workspace(project):
     env = {"FAKE_AGENT": "fix-and-noise"}
-    project.doit("run", "tiny:gold", "tiny:none", "tiny:fake", "run=A", env=env)
+    project.doit("run", "tiny:gold", "tiny:none", "tiny:fake", "run=A", "keep_workspaces=1",
+                 env=env)
     workspaces = project.cache / "workspaces" / "A" / "fake"
     assert workspace_dirs(workspaces) == ["tiny-add", "tiny-add.json", "tiny-mul", "tiny-mul.json"]
     builds = build_dirs(project)
@@ -96,7 +118,7 @@ def test_clean_prints_a_summary_and_finished_agents_get_no_new_workspace(project
 
     # A forgotten agent gets a fresh workspace again, and runs.
     project.doit("forget", "agent:tiny/fake/tiny-add", "run=A", env=env)
-    _, executed = project.doit("run", "tiny:fake", "run=A", env=env)
+    _, executed = project.doit("run", "tiny:fake", "run=A", "keep_workspaces=1", env=env)
     assert "workspace:tiny/fake/tiny-add" in executed and "agent:tiny/fake/tiny-add" in executed
     assert "workspace:tiny/fake/tiny-mul" not in executed
     assert (workspaces / "tiny-add" / ".git").is_dir()

@@ -188,7 +188,8 @@ def run_hostile(reference, behaviour, marker, **extra_env):
     project = reference["project"]
     run = behaviour
     env = {"FAKE_AGENT_tiny_add": behaviour, "FAKE_AGENT_MARKER": marker, **extra_env}
-    project.doit("run", "tiny:fake", f"run={run}", env=env)
+    # keep_workspaces=1: the tests look at what the agent left in its workspace.
+    project.doit("run", "tiny:fake", f"run={run}", "keep_workspaces=1", env=env)
     assert_intact(project, reference, [("fake", "tiny-mul")], run=run)
     return (project, project.read("fake", "tiny-add", "agent.json", run),
             project.read("fake", "tiny-add", "patch.json", run),

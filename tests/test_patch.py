@@ -12,7 +12,7 @@ from nginx_eval.build.stage import touches_build_system
 from nginx_eval.core.gitcmd import isolated_env
 from nginx_eval.core.layout import Layout
 from nginx_eval.run.modes import Mode
-from nginx_eval.patch import patch_stats, touched_paths, workspace_diff, write_patch
+from nginx_eval.patch import patch_stats, take_patch, touched_paths, workspace_diff, write_patch
 from nginx_eval.workspace import create_workspace, mark_agent_started
 
 REPO = "nginx/nginx"
@@ -190,6 +190,33 @@ def test_an_agent_run_that_did_not_finish_has_an_empty_patch(tmp_path, status, e
     write_patch(layout, mode, task, {}, [])
     record = json.loads(layout.patch_json("agent", task.instance_id).read_text())
     assert record["files"] == ["src/core/nginx.c"] and record["note"] == ""
+
+
+@pytest.mark.parametrize("status,keep,kept", [
+    ("completed", False, False),        # the default: the workspace goes with its stamp
+    ("completed", True, True),          # keep_workspaces=1
+    ("infra_error", False, True),       # the run will be tried again: nothing is taken from it
+])
+def test_take_patch_removes_a_finished_agent_s_workspace(tmp_path, status, keep, kept):
+    layout, task, ws = harness_workspace(tmp_path)
+    mark_agent_started(layout, "agent", task)
+    write(ws / "src/core/nginx.c", "int main(void)\n{\n    return 1;\n}\n")
+    agent_json = layout.agent_json("agent", task.instance_id)
+    agent_json.parent.mkdir(parents=True, exist_ok=True)
+    agent_json.write_text(json.dumps({"status": status, "error": ""}))
+    mode = Mode(name="agent", kind="agent")
+
+    take_patch(layout, mode, task, keep, {}, [])
+
+    stamp = layout.workspace_stamp("agent", task.instance_id)
+    assert (ws.is_dir(), stamp.exists()) == (kept, kept)
+    patch = layout.model_patch("agent", task.instance_id).read_bytes()
+    assert (b"return 1;" in patch) == (status == "completed")
+    if not kept:
+        # Taken again without its workspace: the diff it took stays (not a diff of nothing).
+        take_patch(layout, mode, task, keep, {}, [])
+        assert layout.model_patch("agent", task.instance_id).read_bytes() == patch
+        assert not ws.exists()
 
 
 # -- touched_paths ------------------------------------------------------------------------------

@@ -39,6 +39,8 @@ harness takes its settings from ``ctx.options`` and never asks doit.
                                           the rerun decides (prove/stage.py, grade.py; default 0)
     strict       0 or 1                   0: no strict verdict (strict/stage.py; default 1)
     strict_files whole number >= 1        regression files per patch (default 6)
+    keep_workspaces 0 or 1                1: an agent's workspace stays after its patch is
+                                          taken (default 0: it goes, patch.take_patch)
 
 Checks that need the benchmark or the modes (an instance id that is not in the benchmark, a mode
 that does not exist) are methods here too, called by pipeline.load_context once those are loaded.
@@ -188,6 +190,8 @@ VARIABLES = {
                                 "a resolved patch; default: 1)"),
     "strict_files": Variable(_count, "regression files per patch of the strict verdict, N >= 1 "
                                      "(default: 6)"),
+    "keep_workspaces": Variable(_switch, "1: an agent's workspace stays after its patch is taken "
+                                         "(default: 0, it is removed)"),
 }
 
 
@@ -225,6 +229,7 @@ class Options:
     rerun_failed: int = 0
     strict: int = 1
     strict_files: int | None = None     # None: strict/stage.DEFAULT_FILES
+    keep_workspaces: int = 0
     executor: str = "local"
     given: tuple = field(default=(), compare=False)     # (name, value) as on the command line
 

@@ -37,6 +37,7 @@ Needs local mirrors: NGINX_EVAL_REPO_URL=/path/{owner}+{name}/repo. Everything i
     python scripts/bench.py [--tasks N] [--workdir DIR] [--jobs N] [--set NAME=VALUE ...]
                             [--cold-only] [--batch [--skip-naive]] [--strict-only]
 
+--noop-only measures (c) and (d) alone, in a --workdir where an earlier run made the builds.
 --strict-only measures (g) alone in a --workdir where a run with strict=0 made the normal builds:
 `nginx:gold` with strict=1 cold (the sanitizer builds and the reference runs are new), then warm
 (the sanitizer builds of the bases kept, as an agent mode finds them).
@@ -318,7 +319,7 @@ class Bench:
         self.whole = len(self.tasks) == len(bench.tasks)
         self.instances = ",".join(t.instance_id for t in self.tasks)
         self.layout = Layout(root=ROOT, cache=self.work / "cache",
-                             results_root=self.work / "results", run=RUN)
+                             results_root=self.work / "results", run=args.run)
         self.variables = list(args.set or [])
         given = dict(v.split("=", 1) for v in self.variables)
         self.proves = int(given.get("proves") or limits.default_counts()["proves"])
@@ -334,7 +335,8 @@ class Bench:
         jobs = jobs or self.args.jobs
         if jobs:
             argv += ["-n", str(jobs), "-P", "thread"]
-        argv += [*targets, f"run={RUN}", f"instances={self.instances}", *self.variables]
+        argv += [*targets, f"run={self.layout.run}", f"instances={self.instances}",
+                 *self.variables]
         start, used = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         seconds = time.monotonic() - start
@@ -399,6 +401,8 @@ class Bench:
         n = len(self.tasks)
         if self.args.strict_only:
             return self.strict_only()
+        if self.args.noop_only:
+            return self.noop_only()
         self.scoring_run("e", f"cold `doit run nginx:gold`, {n} tasks", "nginx:gold", self.layout)
         self.strict_row("g cold", "cold")
         if self.args.cold_only:
@@ -413,12 +417,21 @@ class Bench:
                  f"{statistics.median(cpu):.2f} s", "≤ 0.5 s")
         if self.args.batch:
             self.batch()
-        self.doit("nginx")                  # every mode, with the stand-in agent
+        self.noop_row()
+        self.finish()
+
+    def noop_row(self):
+        """(c): every mode with the stand-in agent, then the median of three no-op reruns."""
+        self.doit("nginx")
         noop = [self.doit("nginx")[0] for _ in range(3)]
         executed = self.doit("nginx")[1]
         self.row("c", f"no-op rerun of every mode on every task ({executed} tasks executed; "
                  "floor: Python and doit starting, `doit --version`)",
                  f"{statistics.median(noop):.2f} s", f"{self.doit_start():.2f} s", "≤ 1 s")
+
+    def noop_only(self):
+        """(c) and (d) alone, in a workdir where a scoring run made the builds."""
+        self.noop_row()
         self.finish()
 
     def strict_row(self, key, label):
@@ -586,6 +599,10 @@ def main():
     ap.add_argument("--batch", action="store_true",
                     help="also (b): a cold batch of 3 patches per task, and the naive loop")
     ap.add_argument("--skip-naive", action="store_true", help="(b) without the naive loop")
+    ap.add_argument("--run", default=RUN, help=f"the run's name (default {RUN}): another run "
+                                                "in the same --workdir shares its builds")
+    ap.add_argument("--noop-only", action="store_true",
+                    help="only (c) and (d), in a --workdir where a run made the builds")
     ap.add_argument("--strict-only", action="store_true",
                     help="only (g), in a --workdir where a strict=0 run made the normal builds")
     args = ap.parse_args()
@@ -594,8 +611,9 @@ def main():
     for item in args.set or []:
         if "=" not in item:
             ap.error(f"--set {item}: expected NAME=VALUE")
-    if args.strict_only and not (args.workdir and (Path(args.workdir) / "cache").is_dir()):
-        ap.error("--strict-only: give the --workdir of an earlier run (its cache holds the builds)")
+    for flag, given in (("--strict-only", args.strict_only), ("--noop-only", args.noop_only)):
+        if given and not (args.workdir and (Path(args.workdir) / "cache").is_dir()):
+            ap.error(f"{flag}: give the --workdir of an earlier run (its cache holds the builds)")
     if args.tasks is not None and args.tasks < 1:
         ap.error("--tasks: expected a whole number >= 1")
     Bench(args).run()

@@ -122,7 +122,7 @@ def test_run_and_selection_variables(project):
 
 
 def test_workspace_holds_nothing_after_the_base(project):
-    project.doit("run", "tiny:fake")
+    project.doit("run", "tiny:fake", "keep_workspaces=1")
     ws = project.cache / "workspaces" / "default" / "fake" / "tiny-add"
     git = lambda *a: subprocess.run(["git", *a], cwd=ws, capture_output=True, text=True)
     log = git("log", "--all", "--format=%H").stdout.split()

@@ -86,7 +86,7 @@ def test_without_the_sandbox_the_same_agent_can_read_the_tests(project):
 
 def test_nothing_the_agent_is_given_contains_the_fix(project):
     spy_project(project, sandbox=False, find=False)
-    project.doit("run", "tiny:spy", "tiny:gold", "instances=tiny-add")
+    project.doit("run", "tiny:spy", "tiny:gold", "instances=tiny-add", "keep_workspaces=1")
     gold = (project.task_dir("gold", "tiny-add") / "model.patch").read_text()
     added = [l[1:].strip() for l in gold.splitlines()
              if l.startswith("+") and not l.startswith("+++") and l[1:].strip()]

@@ -19,6 +19,19 @@ else
     fi
 fi
 
+# npm_install_pinned PREFIX PACKAGE@VERSION LOG: the package at exactly that version, in a
+# prefix of its own (not npm's global directory), npm's output in LOG. Node.js and npm come from
+# Debian first when missing: they are needed only to install the two packages below.
+npm_install_pinned() {
+    if ! command -v npm >/dev/null; then
+        echo "setup: installing Node.js and npm"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+    fi
+    $sudo mkdir -p "$1"
+    $sudo npm install --prefix "$1" --no-fund --no-audit --save-exact "$2" >"$3" 2>&1
+}
+
 # Claude Code, the agent the modes run, pinned, in a directory of its own (not npm's global one).
 # Tests find it there (tests/claude_cli.py reads these two lines). Node is needed only to
 # install it: the package carries a native binary that node_modules/.bin/claude links to.
@@ -28,16 +41,10 @@ claude="$NGINX_EVAL_CLAUDE_PREFIX/node_modules/.bin/claude"
 if "$claude" --version 2>/dev/null | grep -q "^$CLAUDE_CODE_VERSION "; then
     echo "setup: Claude Code $CLAUDE_CODE_VERSION present ($claude)"
 else
-    if ! command -v npm >/dev/null; then
-        echo "setup: installing Node.js and npm"
-        $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
-    fi
     echo "setup: installing Claude Code $CLAUDE_CODE_VERSION into $NGINX_EVAL_CLAUDE_PREFIX"
     log=$(mktemp)
-    $sudo mkdir -p "$NGINX_EVAL_CLAUDE_PREFIX"
-    if $sudo npm install --prefix "$NGINX_EVAL_CLAUDE_PREFIX" --no-fund --no-audit --save-exact \
-           "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" >"$log" 2>&1; then
+    if npm_install_pinned "$NGINX_EVAL_CLAUDE_PREFIX" \
+           "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "$log"; then
         # An npm that holds back install scripts leaves a stub where the binary goes.
         package="$NGINX_EVAL_CLAUDE_PREFIX/node_modules/@anthropic-ai/claude-code"
         "$claude" --version >/dev/null 2>&1 \
@@ -62,13 +69,10 @@ srt="$NGINX_EVAL_SRT_PREFIX/node_modules/.bin/srt"
 if "$srt" --version 2>/dev/null | grep -qx "$SANDBOX_RUNTIME_VERSION"; then
     echo "setup: sandbox runtime $SANDBOX_RUNTIME_VERSION present ($srt)"
 else
-    command -v npm >/dev/null || { $sudo apt-get update -qq &&
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null; }
     echo "setup: installing the sandbox runtime $SANDBOX_RUNTIME_VERSION into $NGINX_EVAL_SRT_PREFIX"
     log=$(mktemp)
-    $sudo mkdir -p "$NGINX_EVAL_SRT_PREFIX"
-    if ! $sudo npm install --prefix "$NGINX_EVAL_SRT_PREFIX" --no-fund --no-audit --save-exact \
-           "@anthropic-ai/sandbox-runtime@$SANDBOX_RUNTIME_VERSION" >"$log" 2>&1 \
+    if ! npm_install_pinned "$NGINX_EVAL_SRT_PREFIX" \
+           "@anthropic-ai/sandbox-runtime@$SANDBOX_RUNTIME_VERSION" "$log" \
        || ! "$srt" --version >/dev/null 2>&1; then
         tail -n 15 "$log"; echo "setup: the sandbox runtime did not install" >&2; exit 1
     fi

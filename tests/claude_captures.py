@@ -16,9 +16,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import claude_cli
+from anthropic_standin import call, say
 from claude_cli import SONNET, TOOLS
 
 from nginx_eval.agent import transcript as ct
+
+
+def session_with_subagent(marker, sub_marker, last="All done."):
+    """A stand-in script of one session: a long Bash output, a failing command, a subagent (its
+    prompt names `sub_marker`, which has a script of its own) and a last answer `last`: each kind
+    of step a trajectory or a page shows."""
+    return {
+        marker: [[say("Let me look."), call("Bash", command="seq 1 500")],
+                 [call("Bash", command="echo no; exit 3")],
+                 [call("Agent", description="check", prompt=f"Please do {sub_marker}",
+                       subagent_type="general-purpose", model="haiku", run_in_background=False)],
+                 [say(last)]],
+        sub_marker: [[call("Bash", command="echo from the subagent")], [say("Sub done.")]],
+    }
 
 
 @dataclass

@@ -11,9 +11,9 @@ from html.parser import HTMLParser
 import pytest
 
 import site_run
-from anthropic_standin import StandIn, call, say
+from anthropic_standin import StandIn
 from chromium import link_problem
-from claude_captures import Recorder
+from claude_captures import Recorder, session_with_subagent
 from conftest import SOURCE_ROOT, Project
 from nginx_eval.report import site as report_site
 from nginx_eval.report import site_index as report_site_index
@@ -278,14 +278,7 @@ def test_isolation_flags_and_blocked_attempts_are_shown_when_agent_json_has_them
                                        page)["isolation"] is None
 
 
-TRAJECTORY = {
-    "SITE-1": [[say("Let me look."), call("Bash", command="seq 1 500")],
-               [call("Bash", command="echo no; exit 3")],
-               [call("Agent", description="check", prompt="Please do SITESUB-2",
-                     subagent_type="general-purpose", model="haiku", run_in_background=False)],
-               [say("All done.")]],
-    "SITESUB-2": [[call("Bash", command="echo from the subagent")], [say("Sub done.")]],
-}
+TRAJECTORY = session_with_subagent("SITE-1", "SITESUB-2")
 
 
 def test_turns_of_a_real_claude_code_transcript(claude_program, tmp_path):

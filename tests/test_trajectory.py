@@ -2,19 +2,12 @@
 
 import pytest
 
-from anthropic_standin import StandIn, call, say
-from claude_captures import Recorder
+from anthropic_standin import StandIn, say
+from claude_captures import Recorder, session_with_subagent
 from nginx_eval.agent import trajectory
 
-SCRIPT = {
-    "TRAJ-1": [[say("Let me look."), call("Bash", command="seq 1 500")],
-               [call("Bash", command="echo no; exit 3")],
-               [call("Agent", description="check", prompt="Please do TRAJSUB-2",
-                     subagent_type="general-purpose", model="haiku", run_in_background=False)],
-               [say("All done `here`.")]],
-    "TRAJSUB-2": [[call("Bash", command="echo from the subagent")], [say("Sub done.")]],
-    "TRAJ-NEXT-3": [[say("Continuing.")]],
-}
+SCRIPT = {**session_with_subagent("TRAJ-1", "TRAJSUB-2", last="All done `here`."),
+          "TRAJ-NEXT-3": [[say("Continuing.")]]}
 
 
 @pytest.fixture(scope="module")

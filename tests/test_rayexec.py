@@ -103,8 +103,7 @@ def grades(project, run):
 
 
 def units(project, run):
-    path = project.results / run / "ray-units.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return read_units(project.results / run / "ray-units.jsonl")
 
 
 def without_inputs(grade):
@@ -209,15 +208,64 @@ def concurrent_trees(cc_log):
     return most, len({t for _, _, t in calls})
 
 
-def test_builds_limit_holds_across_the_cluster(project, cluster):
+def test_builds_limit_holds_in_a_run_on_the_cluster(project, cluster):
     """builds=1 with a CPU free on each node: never two builds compiling at once, as the
-    compiler calls' own start and end times show."""
+    compiler calls' own start and end times show. (doit hands out one build at a time here;
+    that the nodes' slots come from one keeper is the next test's.)"""
     project.doit("run", "-n", "6", "tiny", "run=onray", "executor=ray", "builds=1",
                  env=ray_env(project, cluster))
     most, trees = concurrent_trees(cluster.cc_log)
     assert trees >= 4        # base builds and patched builds of both tasks, on the nodes
     assert most == 1
-    assert len({u["node"] for u in units(project, "onray") if u["kind"] == "build"}) == 2
+
+
+def hold_a_build_slot(layout, seconds):
+    """A unit's work: hold a build slot for `seconds`; when it held it, by the node's clock."""
+    from nginx_eval.core import limits
+    with limits.slot("build"):
+        start = time.time()
+        time.sleep(seconds)
+        return {"start": start, "end": time.time()}
+
+
+def test_one_keeper_holds_the_builds_slots_of_every_node(cluster, tmp_path, monkeypatch):
+    """Two build units sent at once with builds=1: each needs a whole CPU and each node has
+    one, so Ray starts them on the two nodes together; the run's keeper lets one hold the slot
+    at a time."""
+    import threading
+    from types import SimpleNamespace
+    from ray import cloudpickle
+    from nginx_eval.cluster.rayexec import RayBackend
+    from nginx_eval.core.layout import Layout
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the nodes cannot import it
+    monkeypatch.setenv("RAY_ADDRESS", cluster.cluster.address)
+    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results",
+                    run="slots")
+    backend = RayBackend.connect(layout, SimpleNamespace(agent_retries=0, agents=1, builds=1,
+                                                         proves=1))
+    held = {}
+
+    def send(iid):
+        held[iid] = backend.run("build", hold_a_build_slot, layout, "gold", iid, (3,), [], [], [])
+
+    try:
+        threads = [threading.Thread(target=send, args=(iid,)) for iid in ("one", "two")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert sorted(held) == ["one", "two"]
+        assert len({u["node"] for u in read_units(layout.ray_units_log)}) == 2
+        first, second = sorted(held.values(), key=lambda h: h["start"])
+        assert first["end"] <= second["start"]
+    finally:
+        ray.shutdown()
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def read_units(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_interrupt_stops_the_remote_agent(project, shared_cluster):

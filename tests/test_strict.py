@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from conftest import DODO
+
 from nginx_eval.strict.sanitizer import CC_OPT, LD_OPT, parse_report, sanitizer_flags
 from nginx_eval.strict.stage import compare
 
@@ -157,3 +159,30 @@ def test_the_sanitizers_join_a_tasks_own_compiler_options():
         "--with-http_ssl_module", f"--with-cc-opt={CC_OPT}", f"--with-ld-opt={LD_OPT}"]
     assert sanitizer_flags(["--with-cc-opt=-Wno-deprecated-declarations"]) == [
         f"--with-cc-opt=-Wno-deprecated-declarations {CC_OPT}", f"--with-ld-opt={LD_OPT}"]
+
+
+def test_the_strict_cost_leaves_out_waits_for_a_slot(project):
+    """strict.json's seconds are the stage's work: with proves=1 and the one prove slot held
+    from outside for 6 s, the stages (which start at once: builds and proves are done) wait,
+    and what they record fits in the time after the slot came free."""
+    import fcntl
+    import sys
+    import time
+    project.doit("run", "tiny:gold", "strict=0")
+    slot = project.cache / "locks" / "slots-default" / "prove-0.lock"
+    slot.parent.mkdir(parents=True, exist_ok=True)
+    with open(slot, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        doit = subprocess.Popen([sys.executable, "-m", "doit", "-f", str(DODO), "run", "-n", "3",
+                                 "tiny:gold", FEW, "strict=1", "proves=1"],
+                                env=project.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        time.sleep(6)
+        fcntl.flock(held, fcntl.LOCK_UN)
+    freed = time.monotonic()
+    out, err = doit.communicate(timeout=600)
+    after = time.monotonic() - freed
+    assert doit.returncode == 0, out + err
+    for iid in ("tiny-add", "tiny-mul"):
+        seconds = project.read("gold", iid, "strict.json")["seconds"]
+        assert 0 < seconds["total"] <= after, (iid, seconds, after)

@@ -29,18 +29,19 @@ and shared by every mode: the gold build and its runs are made once per task.
                                         # base either: what only the upstream fix adds, not counted
      "sanitizer": {"key", "reference_key", "files": [...]} | null,
      "sanitizer_findings": [finding (sanitizer.py)], "reference_reports": int,
-     "seconds": {"regressions", "sanitizer", "total"}}
+     "seconds": {"regressions", "sanitizer", "total"}}   # wall time less the waits for
+                                        # build and prove slots (a mode waiting on another's
+                                        # reference runs of the same build counts that wait)
 
 Output of the candidate's runs: ``strict/<file>.run<n>.tap`` and ``strict/san/<file>/``.
 """
 
-import time
 from pathlib import Path
 
 from ..build.cache import binary_path, verify_build
 from ..build.stage import ensure_build
 from ..cluster import executor
-from ..core import gitcmd, jsonio, stamps
+from ..core import gitcmd, jsonio, limits, stamps
 from ..core.locks import locked
 from ..core.procs import kill_leftovers
 from ..core.tasknames import BUILD, PROVE, STRICT, task_name, tests_subtask, unit_name
@@ -208,7 +209,7 @@ def sanitizer_part(layout, task, patch, ref_patch, files, out_dir, tree, token_f
 
 def judge(layout, mode_name, mode_kind, task, build, cap, out_dir, token_file):
     """strict.json's fields for a patch whose named assertions pass (see the module docstring)."""
-    clock = time.monotonic()
+    clock = limits.Stopwatch()      # the stage's own time: not its waits for build/prove slots
     label, ref_patch = reference_patch(layout, mode_kind, task)
     bare = layout.bare_repo(task.repo)
     ref = ensure_build(layout, bare, task.base_commit, task.configure_flags, ref_patch)
@@ -235,13 +236,13 @@ def judge(layout, mode_name, mode_kind, task, build, cap, out_dir, token_file):
             passes_without = set(compare(candidate, without)[0])
             gold_only = [i for i in regressions if i not in passes_without]
             regressions = [i for i in regressions if i in passes_without]
-    middle = time.monotonic()
+    middle = clock.seconds()
     findings, ref_reports, san, problem = sanitizer_part(
         layout, task, patch, ref_patch, list(task.test_files) + files, out_dir / "san", tree,
         token_file)
-    end = time.monotonic()
-    seconds = {"regressions": round(middle - clock, 3), "sanitizer": round(end - middle, 3),
-               "total": round(end - clock, 3)}
+    end = clock.seconds()
+    seconds = {"regressions": round(middle, 3), "sanitizer": round(end - middle, 3),
+               "total": round(end, 3)}
     fields.update(files=files, runs=RUNS, regressions=regressions, reference_not_passing=unstable,
                   candidate_flaky=flaky, gold_only=gold_only, sanitizer=san,
                   sanitizer_findings=findings,

@@ -37,6 +37,7 @@ from .core import jsonio, limits, procs
 from .core.outcomes import INFRA_ERROR
 from .core.tasknames import AGENT, task_name
 from . import progress
+from .report import site as report_site
 from .agent.preflight import preflight
 from .core.errors import UserError, UserFailure, fail
 from .core.locks import Busy, hold_until_exit
@@ -238,6 +239,9 @@ def load_dodo(root=None):
             fail(e)
     else:
         take_run_locks(ctx.layout)
+        # From here the command may change result files: the site's record of a complete
+        # rendering goes, and only a run that changed none may trust it (progress.py).
+        ctx.site_unchanged = report_site.take_completion(ctx.layout)
         try:
             check_benchmark(ctx.layout, ctx.benchmark.name)
             check_task_names(namespace, command, sys.argv[1:])

@@ -61,6 +61,8 @@ class Progress:
         self.order = []         # modes, in the order of the configuration
         self.started = None
         self.ran = 0            # units finished by this command (not already done)
+        self.executed = False   # whether doit executed any task (it may have written results)
+        self.report_was_current = False     # doit found a report task up to date
 
     def start(self, tasks, selected):
         """The units the command will finish: the grade tasks reachable from `selected`, those
@@ -137,17 +139,21 @@ class Progress:
         args = [ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes,
                 options.baseline if options else None, ctx.layout.templates_dir,
                 options.cutoff if options else None]
+        unchanged = None if self.executed else getattr(ctx, "site_unchanged", None)
         try:
-            if not report.report_is_fresh(*args):
+            # A report doit found up to date, with nothing executed since, still is.
+            checked = self.report_was_current and not self.executed
+            if not checked and not report.report_is_fresh(*args):
                 # In a process of its own: the statistics and charts stay out of doit.
                 run_apart(functools.partial(report.write_report, quiet=True), *args)
+                unchanged = None
         except Exception as e:      # the run's work is done and kept: say it, do not fail it
             sys.stderr.write(f"nginx-eval: warning: the report was not rendered: {e}\n")
             sys.stderr.flush()
             return
         try:
             report_site.write_site(ctx.layout, ctx.benchmark, ctx.tasks, list(ctx.modes),
-                                   ctx.layout.templates_dir, args[-1])
+                                   ctx.layout.templates_dir, args[-1], unchanged=unchanged)
         except Exception as e:      # the same: the report is written, the site is a view of it
             sys.stderr.write(f"nginx-eval: warning: the site was not rendered: {e}\n")
             sys.stderr.flush()
@@ -202,12 +208,19 @@ def watching(base, ctx, command):
             self.progress = Progress(ctx, self.outstream)
             self.progress.start(tasks, selected_tasks)
 
+        def execute_task(self, task):
+            super().execute_task(task)
+            if task.actions:        # doit "executes" a group task too: it does nothing
+                self.progress.executed = True
+
         def add_success(self, task):
             super().add_success(task)
             self.progress.finished(task.name)
 
         def skip_uptodate(self, task):
             super().skip_uptodate(task)
+            if task.name in (f"{ctx.benchmark.name}:report", "report:markdown"):
+                self.progress.report_was_current = True
             self.progress.finished(task.name, already=True)
 
         def add_failure(self, task, fail_info):

@@ -60,12 +60,27 @@ def test_only_what_the_command_reaches_is_asked_and_named_tasks_stay(tmp_path):
     asked = []
     ask = lambda name: (lambda: asked.append(name) or True)
     dicts = everything([task(f"a:{n}", uptodate=[(ask(n), [])]) for n in "xyz"])
-    # Named: kept; what the command does not reach is not asked (doit will not run it).
-    assert names(drop_settled(dicts, ["run", "a:x", "a:y"])[0]) == ["a:x", "a:y", "a:z"]
+    # Named: kept; what the command does not reach is not asked, nor handed to doit (which
+    # would make a Task of it and never run it).
+    assert names(drop_settled(dicts, ["run", "a:x", "a:y"])[0]) == ["a:x", "a:y"]
     assert asked == []
     # With no task named, the default tasks are the command's.
     assert names(drop_settled(dicts, ["run"], ["all"])[0]) == []
     assert sorted(asked) == ["x", "y", "z"]
+
+
+def test_a_group_doit_makes_and_the_maker_of_a_file_dep_are_reached(tmp_path):
+    """A task_dep on a basename with subtasks reaches them (doit makes that group), and a file_dep
+    reaches the task whose target it is (doit runs that task first)."""
+    made = tmp_path / "made.json"
+    dicts = [task("v:1", current=False), task("v:2", current=False),
+             task("m:make", current=False, targets=[made]),
+             task("r:use", current=False, file_dep=[str(made)]),
+             task("x:other", current=False),
+             {"basename": "top", "name": None, "actions": None, "task_dep": ["v", "r:use"]}]
+    kept, _ = drop_settled(dicts, ["run", "top"])
+    assert sorted(d["basename"] + ":" + (d["name"] or "") for d in kept) == \
+        ["m:make", "r:use", "top:", "v:1", "v:2"]
 
 
 def test_always_a_pattern_a_target_or_a_group_doit_makes_drop_nothing(tmp_path):

@@ -156,6 +156,35 @@ def test_a_changed_grade_rerenders_its_page_and_the_index_and_nothing_else(proje
     assert executed == []
 
 
+def test_a_run_that_changes_nothing_checks_no_page_after_a_complete_rendering(project):
+    """A run that executes nothing, after one that rendered the whole site, reads no page: a
+    page edited behind the harness's back stays as it is. Without the record of that complete
+    rendering (a run stopped before its end, a command that may change results) every page is
+    checked again; a missing page is always rendered."""
+    args = ("run", "tiny:gold", "tiny:none", f"run={RUN}")
+    project.doit(*args)
+    site_dir = project.results / RUN / "site"
+    complete, page = site_dir / ".complete", site_dir / "gold" / "tiny-add.html"
+    assert complete.exists()
+    made = report_site.recorded_inputs(page)
+    page.write_text(page.read_text().replace(made, "0" * 64))
+    _, executed = project.doit(*args)
+    assert executed == [] and report_site.recorded_inputs(page) == "0" * 64
+    complete.unlink()                       # as a run stopped before its site
+    project.doit(*args)
+    assert report_site.recorded_inputs(page) == made and complete.exists()
+
+    page.write_text(page.read_text().replace(made, "0" * 64))
+    project.doit("forget", "grade:tiny/gold/tiny-add", f"run={RUN}")
+    assert not complete.exists()
+    project.doit(*args)
+    assert report_site.recorded_inputs(page) == made
+
+    page.unlink()
+    _, executed = project.doit(*args)
+    assert executed == [] and report_site.recorded_inputs(page) == made
+
+
 def test_templates_decide_which_pages_render_again(project):
     shutil.copytree(SOURCE_ROOT / "templates", project.root / "templates")
     project.doit("run", "tiny:gold", "tiny:none", f"run={RUN}")

@@ -270,6 +270,11 @@ class Layout:
     def site_index(self):
         return self.site_dir / "index.html"
 
+    @property
+    def site_complete(self):
+        """What the last complete rendering of the whole site was made for (report/site.py)."""
+        return self.site_dir / ".complete"
+
     def site_asset(self, name):
         """A file every page of the site shares (site.css, site.js)."""
         return self.site_dir / name

@@ -13,8 +13,11 @@ the same functions, and leaves out those whose answer is already known to be "up
   too. doit checks a task only after its dependencies ran; a task whose dependencies are all
   settled runs nothing before it, so the answer now is the answer doit would get;
 - settled tasks the command reaches are dropped, unless the command line names them, and the
-  task_dep lists of the others forget them. `doit run -a`, a pattern, a target file or a group
-  that doit makes from subtasks (`doit run build`) drops nothing.
+  task_dep lists of the others forget them. Tasks the command does not reach (through task_dep,
+  a group doit makes of a basename's subtasks, or a file_dep on another task's target) are
+  dropped too: doit would make a Task of each (the site's 1,177 pages in a run of six modes)
+  and never run it. `doit run -a`, a pattern, a target file or a group that doit makes from
+  subtasks (`doit run build`) drops nothing.
 
 Freshness is still decided in one place, the stages' uptodate functions (stamps.py): this only
 calls them earlier. ``shadow`` keeps the dependencies as they were, for what counts the units of
@@ -93,14 +96,30 @@ def _own_answer(d):
 
 
 def _reachable(by_name, selected):
-    """The names of the task dicts `selected` reaches through task_dep."""
+    """The names of the task dicts `selected` reaches: through task_dep, a group doit makes of
+    a basename's subtasks (a task_dep on "validate" reaches every "validate:..."), and file_dep
+    (doit runs the task whose target a file_dep is first)."""
+    subtasks, makers = {}, {}
+    for name, d in by_name.items():
+        if d.get("name"):
+            subtasks.setdefault(d["basename"], []).append(name)
+        for target in d.get("targets") or ():
+            makers[str(target)] = name
     seen, todo = set(), list(selected)
     while todo:
         name = todo.pop()
-        if name not in seen and name in by_name:
-            seen.add(name)
-            todo += list(by_name[name].get("task_dep") or ())
-    return seen
+        if name in seen:
+            continue
+        seen.add(name)
+        d = by_name.get(name)
+        if d is None:
+            todo += subtasks.get(name, ())
+            continue
+        todo += list(d.get("task_dep") or ())
+        todo += [makers[str(f)] for f in d.get("file_dep") or () if str(f) in makers]
+        if not d.get("name"):
+            todo += subtasks.get(name, ())     # a group's own dict: doit adds its subtasks
+    return seen & set(by_name)
 
 
 def drop_settled(dicts, argv, default_tasks=()):
@@ -131,6 +150,8 @@ def drop_settled(dicts, argv, default_tasks=()):
     for d in dicts:
         name = full_name(d) if "basename" in d else None
         deps = d.get("task_dep") or ()
+        if name is not None and name not in reached:
+            continue            # nothing the command runs needs it: doit need not make it
         if name in dropped:
             shadow[name] = list(deps)
             continue

@@ -23,6 +23,7 @@ Besides loading the tasks, the loader guards the run before doit opens its datab
 """
 
 import atexit
+import ctypes
 import os
 import sys
 from pathlib import Path
@@ -206,10 +207,29 @@ def use_the_machine(config, counts):
     config.setdefault("par_type", "thread")
 
 
+# glibc's mallopt parameter for the number of malloc arenas (malloc.h).
+M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
+
+
+def few_malloc_arenas():
+    """Threads that allocate at once each get a malloc arena of their own from glibc, up to
+    8 per core, and every arena keeps what it once held: doit's twenty-odd worker threads
+    raised the process's peak memory by a tenth (a run of 15 agent units: 80.8 MiB, 74.5 MiB
+    with two arenas). Called before doit starts its threads; elsewhere than glibc, nothing."""
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return                      # the user's own setting
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, MALLOC_ARENAS)
+    except (OSError, AttributeError):
+        pass
+
+
 def load_dodo(root=None):
     from .pipeline import doit_tasks
     command = doit_command(sys.argv[1:])
     if command == "run":
+        few_malloc_arenas()
         # SIGINT and SIGTERM stop everything the run started, and say so in one line; the run's
         # directory of token files is known once the tasks are loaded.
         procs.stop_on_signals(None, report_interrupt)

@@ -9,12 +9,15 @@ were mined (scripts/mine_tasks.py) and validated (``doit run <bench>:validate``)
 audit (each task's ``audit``; tasks the audit dropped are rows of ``<name>-dropped.jsonl`` beside
 the task file: {"instance_id", "date", "version", "why"}) and the alternative fixes run against
 the tasks, and, given ``results/<run>/validation.json``, that run's verdicts (per test source
-too) and the assertions that changed between its runs. The text is
+too) and the assertions that changed between its runs, and, given the results.jsonl of a gold
+mode run with the strict verdict on, how many gold patches are strict and why the others are not.
+The text is
 ``templates/benchmark_card.md.j2``; the card is generated, never edited.
 
 Usage:
     python scripts/benchmark_card.py [--tasks tasks/nginx.json] [--out tasks/README.md] \
         [--validation results/<run>/validation.json] [--cutoff 2025-01-01]
+        [--gold-results results/<run>/gold/results.jsonl]
 """
 
 import argparse
@@ -217,9 +220,27 @@ def _time_spent(summary):
             "test_seconds": round(sum(tests), 1) if tests else None}
 
 
+def gold_strict_figures(results_file):
+    """What the card says of the gold patches under the strict verdict, from a gold mode's
+    results.jsonl (strict per task) and its grade.json files (the reason when not strict)."""
+    rows = [json.loads(line) for line in Path(results_file).read_text().splitlines() if line]
+    not_strict, not_judged = [], []
+    for row in rows:
+        if row.get("strict") is True:
+            continue
+        grade = Path(results_file).parent / row["instance_id"] / "grade.json"
+        reason = (json.loads(grade.read_text()) if grade.exists() else {}).get("strict_reason")
+        (not_judged if row.get("strict") is None else not_strict).append(
+            (row["instance_id"], reason or "no reason recorded"))
+    return {"file": "/".join(Path(results_file).parts[-4:]), "patches": len(rows),
+            "strict": sum(1 for r in rows if r.get("strict") is True),
+            "not_strict": sorted(not_strict), "not_judged": sorted(not_judged)}
+
+
 def render_card(bench, tasks_file, cutoff=DEFAULT_CUTOFF, summary=None, validation_file=None,
-                wall_time=None):
-    """The text of the card of `bench` (and of a run's validation summary, when given)."""
+                wall_time=None, gold_results=None):
+    """The text of the card of `bench` (and of a run's validation summary and a strict run of
+    the gold patches, when given)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
@@ -227,7 +248,8 @@ def render_card(bench, tasks_file, cutoff=DEFAULT_CUTOFF, summary=None, validati
         card=task_figures(bench, cutoff, dropped_tasks(bench.path)),
         description=bench_description(bench.path),
         tasks_file=tasks_file, validation_file=validation_file, wall_time=wall_time,
-        validation=validation_figures(summary, bench) if summary is not None else None)
+        validation=validation_figures(summary, bench) if summary is not None else None,
+        gold_strict=gold_strict_figures(gold_results) if gold_results else None)
 
 
 def bench_description(path):
@@ -244,6 +266,9 @@ def parse_args(argv):
     # validation.json records what each build and run took, not how long the command ran.
     ap.add_argument("--wall-time", default=None,
                     help="the validation command's wall time and machine, as measured (text)")
+    ap.add_argument("--gold-results", default=None,
+                    help="results/<run>/gold/results.jsonl of `doit run nginx:gold` with the "
+                         "strict verdict on")
     ap.add_argument("--cutoff", default=DEFAULT_CUTOFF,
                     help="the recent split: fixes on or after this YYYY-MM-DD")
     args = ap.parse_args(argv)
@@ -262,7 +287,8 @@ def main(argv=None):
     summary = json.loads(Path(args.validation).read_text()) if args.validation else None
     out = Path(args.out) if args.out else Path(args.tasks).with_name("README.md")
     text = render_card(bench, Path(args.tasks).name, args.cutoff, summary,
-                       args.validation and Path(args.validation).name, args.wall_time)
+                       args.validation and Path(args.validation).name, args.wall_time,
+                       args.gold_results)
     out.write_text(text, encoding="utf-8")
     print(f"{out}: {len(bench.tasks)} tasks"
           + (f", validation {args.validation}" if args.validation else ""))

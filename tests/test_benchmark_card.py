@@ -77,6 +77,31 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     assert "The 4 distinct builds took" in shipped and "the test runs" in shipped
     assert "Wall time of the validation: 12 s on 2 cores." in shipped
 
+    # With a strict run of the gold patches: counted, and the one not judged named with why.
+    assert "No strict run of the gold patches" in section(
+        md, "The gold patches under the strict verdict")
+    bench["tasks"] = [add, mul]             # the planted coin would make gold's verdict vary
+    project.write_benchmark(bench)
+    project.doit("run", "tiny:gold", "strict=1", "strict_files=1")
+    gold = project.results / "default" / "gold" / "results.jsonl"
+    subprocess.run([sys.executable, str(SCRIPT), "--tasks", str(tasks_file), "--out", str(out),
+                    "--gold-results", str(gold)], check=True, capture_output=True)
+    strict = section(out.read_text(), "The gold patches under the strict verdict")
+    assert "From `results/default/gold/results.jsonl`" in strict
+    assert "2 of 2 gold patches are strict" in strict and "- not" not in strict
+    # A patch judged not strict is named with its grade's reason.
+    rows = [json.loads(line) for line in gold.read_text().splitlines()]
+    rows[0]["strict"] = False
+    gold.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    grade = gold.parent / rows[0]["instance_id"] / "grade.json"
+    grade.write_text(json.dumps(dict(json.loads(grade.read_text()),
+                                     strict_reason="1 regression(s): calc_add.t:1 add")))
+    subprocess.run([sys.executable, str(SCRIPT), "--tasks", str(tasks_file), "--out", str(out),
+                    "--gold-results", str(gold)], check=True, capture_output=True)
+    strict = section(out.read_text(), "The gold patches under the strict verdict")
+    assert "1 of 2 gold patches are strict" in strict
+    assert f"- not strict: {rows[0]['instance_id']}: 1 regression(s): calc_add.t:1 add" in strict
+
 
 def test_the_shipped_card_describes_the_shipped_tasks():
     """tasks/README.md is the card of tasks/nginx.json (the line naming the validation summary

@@ -127,6 +127,8 @@ def test_ray_scores_like_local_on_both_nodes(project, cluster):
     assert sorted((project.cache / "builds").glob("*/build.json")) == builds_here
     for worker in cluster.workers:
         assert list((cluster.node_cache(worker) / "cache" / "builds").glob("*/build.json"))
+        # A node's agent workspaces go once their diff is taken, as the coordinator's do.
+        assert not list((cluster.node_cache(worker) / "cache" / "workspaces").glob("*/*/*"))
     # A second run on the cluster has nothing to do.
     _, executed = project.doit("run", "tiny", "run=onray", "executor=ray",
                                env=ray_env(project, cluster))

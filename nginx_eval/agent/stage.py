@@ -83,7 +83,7 @@ from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
 from ..core.procs import kill_leftovers, run_limited
 from ..workspace import (ISSUE_FILE, ensure_fresh_workspace, install_commands, mark_agent_started,
-                         workspace_inputs)
+                         release_workspace, workspace_inputs)
 
 
 
@@ -408,11 +408,13 @@ def not_run_record(inputs, mode, task, max_cost, spent):
             "flags": [], "contaminated": False}
 
 
-def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff):
+def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff,
+               keep_workspace=False):
     """The agent run of (mode, task): its attempts and logs (agent/), and {"record": agent.json's
     record, "refused": [unit, reason] when the credentials were refused, "diff": the workspace's
     diff (patch.workspace_diff, passed in: a later stage's rule) when it ran on a node for a
-    coordinator elsewhere (executor.py), else None}."""
+    coordinator elsewhere (executor.py), else None}. On a node the workspace goes once its diff
+    is taken, as patch.take_patch removes it here (keep_workspace: keep_workspaces=1)."""
     if on_node():
         clear_stop(layout)      # the coordinator checked its own stop file
     if sandbox.settings(mode):
@@ -431,15 +433,18 @@ def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff):
                                                   task.base_commit)
         diff = {"patch_base64": base64.b64encode(patch).decode(), "skipped": skipped,
                 "left_out": left_out}
+        if not keep_workspace:
+            release_workspace(layout, mode.name, task)
     return {"record": record, "refused": None, "diff": diff}
 
 
-def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff):
+def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace):
     """agent_unit on a node; its diff kept for the patch stage (patch.agent_patch), since the
     workspace here is not the one the agent changed."""
     try:
         value = executor.run("agent", agent_unit, layout, mode.name, task.instance_id,
-                             [mode, task, prompts, inputs, retries, workspace_diff],
+                             [mode, task, prompts, inputs, retries, workspace_diff,
+                              keep_workspace],
                              ship_out=["agent/"],
                              repos=[(task.repo, {task.base_commit: [[task.instance_id,
                                                                      "base_commit"]]})])
@@ -461,7 +466,7 @@ def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff):
 
 
 def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=None, retries=2,
-              workspace_diff=None):
+              workspace_diff=None, keep_workspace=False):
     out = layout.agent_json(mode.name, task.instance_id)
     if not forgotten(layout, agent_task_name) and is_finished(stamps.made_from(out, inputs)):
         return
@@ -471,7 +476,8 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=Non
         record = not_run_record(inputs, mode, task, max_cost, spent)
         say(mode, task, "not run", record["error"])
     elif executor.is_remote():
-        record = _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff)
+        record = _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff,
+                               keep_workspace)
     else:
         record = agent_unit(layout, mode, task, prompts, inputs, retries, None)["record"]
     # `doit forget` is answered once a new record replaces the old one: a run stopped before
@@ -493,7 +499,8 @@ def gen_tasks(ctx):
             "actions": [(failing_on_user_error, [run_agent, ctx.layout, mode, task, prompts,
                                                  inputs, agent_task, ctx.options.max_cost,
                                                  ctx.options.agent_retries,
-                                                 ctx.workspace_diff])],
+                                                 ctx.workspace_diff,
+                                                 bool(ctx.options.keep_workspaces)])],
             "targets": [str(ctx.layout.agent_json(mode.name, task.instance_id))],
             "task_dep": [task_name(WORKSPACE, name)],
             # The stamps.py protocol; agent_inputs is the digest (stamps.stage_task's would

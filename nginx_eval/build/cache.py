@@ -132,9 +132,17 @@ def build_is_published(layout, record):
     run tries again."""
     if record["status"] == "env_error":
         return False
-    if not (layout.build_dir(record["key"]) / "build.json").exists():
+    published = jsonio.read_json(layout.build_dir(record["key"]) / "build.json")
+    if not published:
         return False
-    return record["status"] != "built" or binary_intact(layout, record)
+    if record["status"] != "built":
+        return True
+    if published.get("binary_sha256") == record.get("binary_sha256"):
+        # The cache's own record knows the binary's stat now: after the entry was made again
+        # (cleaned, then built anew with the same key) the result's copy has an older stat, and
+        # every check would hash the whole binary.
+        return binary_intact(layout, published)
+    return verify_build(layout, record) is None
 
 
 def result_build_ok(layout, mode_name, iid):

@@ -359,6 +359,23 @@ def test_tampered_binary_is_detected_and_its_base_rebuilt_clean(repo):
     assert repo.run(rebuilt, "add", "2", "3") == "5"
 
 
+def test_a_result_of_a_build_made_again_is_checked_by_stat_and_tampering_still_shows(
+        repo, monkeypatch):
+    """A result's copy of a build record keeps the binary's stat of its day; once the cache entry
+    was removed and built again (same key, same binary, new stat), the cache's own record
+    answers by stat, without hashing the binary. A binary changed since still shows."""
+    first = repo.build("c_later")
+    buildcache.remove_build(repo.layout, first["key"])
+    again = repo.build("c_later")
+    assert again["key"] == first["key"] and again["binary_stat"] != first["binary_stat"]
+    assert again["binary_sha256"] == first["binary_sha256"]
+    with monkeypatch.context() as m:
+        m.setattr(jsonio, "file_digest", lambda path: pytest.fail(f"hashed {path}"))
+        assert buildcache.build_is_published(repo.layout, first)
+    tamper(repo, again)
+    assert not buildcache.build_is_published(repo.layout, first)
+
+
 def test_tampered_sibling_is_rebuilt_clean_before_a_base_starts_from_it(repo):
     first = repo.build("c_later")
     tamper(repo, first)

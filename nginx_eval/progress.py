@@ -152,8 +152,12 @@ class Progress:
             sys.stderr.flush()
             return
         try:
-            report_site.write_site(ctx.layout, ctx.benchmark, ctx.tasks, list(ctx.modes),
-                                   ctx.layout.templates_dir, args[-1], unchanged=unchanged)
+            site_args = [ctx.layout, ctx.benchmark, ctx.tasks, list(ctx.modes),
+                         ctx.layout.templates_dir, args[-1]]
+            if not report_site.site_is_complete(*site_args, unchanged):
+                # In a process of its own: a thousand pages rendered here would stay in doit's
+                # heap for the rest of the run, and the run's peak memory with them.
+                run_apart(report_site.write_site, *site_args)
         except Exception as e:      # the same: the report is written, the site is a view of it
             sys.stderr.write(f"nginx-eval: warning: the site was not rendered: {e}\n")
             sys.stderr.flush()

@@ -81,6 +81,14 @@ def test_a_group_doit_makes_and_the_maker_of_a_file_dep_are_reached(tmp_path):
     kept, _ = drop_settled(dicts, ["run", "top"])
     assert sorted(d["basename"] + ":" + (d["name"] or "") for d in kept) == \
         ["m:make", "r:use", "top:", "v:1", "v:2"]
+    # As doit's loader makes groups: a dict with name None replaces the group of the subtasks
+    # yielded before it (`<bench>` runs its modes, not `<bench>:validate`) and gains those after.
+    dicts = [task("b:validate", current=False), task("b:gold", current=False),
+             {"basename": "b", "name": None, "actions": None, "task_dep": ["b:gold"]},
+             task("b:later", current=False)]
+    kept, _ = drop_settled(dicts, ["run", "b"])
+    assert sorted(d["basename"] + ":" + (d["name"] or "") for d in kept) == \
+        ["b:", "b:gold", "b:later"]
 
 
 def test_always_a_pattern_a_target_or_a_group_doit_makes_drop_nothing(tmp_path):

@@ -95,16 +95,26 @@ def _own_answer(d):
     return all(os.path.exists(t) for t in d.get("targets") or ())
 
 
-def _reachable(by_name, selected):
-    """The names of the task dicts `selected` reaches: through task_dep, a group doit makes of
-    a basename's subtasks (a task_dep on "validate" reaches every "validate:..."), and file_dep
-    (doit runs the task whose target a file_dep is first)."""
-    subtasks, makers = {}, {}
-    for name, d in by_name.items():
-        if d.get("name"):
-            subtasks.setdefault(d["basename"], []).append(name)
-        for target in d.get("targets") or ():
-            makers[str(target)] = name
+def _groups(dicts):
+    """{basename: the task_dep of the group task doit makes of it}, as doit's loader makes it: a
+    basename's subtasks form its group, unless a dict of that basename with name None is yielded,
+    whose task_dep replaces what came before it and gains the subtasks yielded after it (so
+    `<bench>`, yielded last, runs exactly its own task_dep)."""
+    groups = {}
+    for d in dicts:
+        if "basename" not in d or "name" not in d:
+            continue
+        if d["name"] is None:
+            groups[d["basename"]] = list(d.get("task_dep") or ())
+        else:
+            groups.setdefault(d["basename"], []).append(full_name(d))
+    return groups
+
+
+def _reachable(by_name, selected, groups):
+    """The names of the task dicts `selected` reaches: through task_dep (a group's as doit makes
+    it, _groups) and file_dep (doit runs the task whose target a file_dep is first)."""
+    makers = {str(t): name for name, d in by_name.items() for t in d.get("targets") or ()}
     seen, todo = set(), list(selected)
     while todo:
         name = todo.pop()
@@ -112,13 +122,12 @@ def _reachable(by_name, selected):
             continue
         seen.add(name)
         d = by_name.get(name)
-        if d is None:
-            todo += subtasks.get(name, ())
-            continue
-        todo += list(d.get("task_dep") or ())
-        todo += [makers[str(f)] for f in d.get("file_dep") or () if str(f) in makers]
-        if not d.get("name"):
-            todo += subtasks.get(name, ())     # a group's own dict: doit adds its subtasks
+        if name in groups and (d is None or d.get("name") is None):
+            todo += groups[name]
+        elif d is not None:
+            todo += list(d.get("task_dep") or ())
+        if d is not None:
+            todo += [makers[str(f)] for f in d.get("file_dep") or () if str(f) in makers]
     return seen & set(by_name)
 
 
@@ -134,7 +143,7 @@ def drop_settled(dicts, argv, default_tasks=()):
             or not all(w in by_name for w in words)):
         return dicts, {}        # -a, a pattern, a target file or a group doit makes: as it is
     named = set(words)
-    reached = _reachable(by_name, words)
+    reached = _reachable(by_name, words, _groups(dicts))
     settled = {}
 
     def is_settled(name):

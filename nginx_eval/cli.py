@@ -30,7 +30,7 @@ from pathlib import Path
 
 from doit.reporter import ConsoleReporter
 
-from .doitext import cleaning, scheduling
+from .doitext import cleaning, scheduling, slim
 from .cluster import executor
 from .doitext.invocation import (READ_ONLY_COMMANDS, TASK_COMMANDS, command_targets, doit_command,
                                  track_tasks)
@@ -271,6 +271,7 @@ def load_dodo(root=None):
             fail(e)
     if command == "run":
         scheduling.finish_chains_first(executor.slot_counts() or limits.counts())
+        slim.lighter_nodes()
     if command == "clean":
         # One summary line; per-item lines with verbosity=2 (`doit clean` has no -v).
         cleaning.quiet_clean(verbose=ctx.options.verbosity == 2)

@@ -52,6 +52,7 @@ from .doitext.invocation import command_line_variables
 from .core.layout import Layout
 from .doitext.invocation import doit_command
 from .doitext.pruning import drop_settled
+from .doitext.slim import slim
 from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, results_task_name, task_name,
                               tests_task_names, unit_name)
 from .run.modes import extra_modes, load_modes, unknown_prediction_ids
@@ -289,6 +290,18 @@ STAGES_GROUP = "_stages"
 UNLISTED_BENCH_SUBTASKS = ("report",)
 
 
+def handed_over(dicts):
+    """The task dicts `dicts` (a list, or any iterable) one by one, first to last; a list forgets
+    each as it is handed over, so that a dict does not outlive the Task doit makes of it (all the
+    dicts and all the Tasks at once were the doit process's peak memory in a large run)."""
+    if not isinstance(dicts, list):
+        yield from dicts
+        return
+    dicts.reverse()
+    while dicts:
+        yield dicts.pop()
+
+
 def arrange_listing(tasks, bench):
     """doit's Tasks for `doit list`, which shows only tasks that are no subtask, and a group
     task (one per basename) with its generator's docstring: the commands a user runs first
@@ -391,8 +404,8 @@ def doit_tasks(root=None):
             argv = sys.argv[1:]
             if doit_command(argv) == "run":
                 dicts, ctx.shadow = drop_settled(dicts, argv, [DEFAULT_TASK])
-            made.extend(arrange_listing(generate_tasks("task_stages", (d for d in dicts)),
-                                        ctx.benchmark.name))
+            made.extend(slim(arrange_listing(generate_tasks("task_stages", handed_over(dicts)),
+                                             ctx.benchmark.name)))
         yield from made
 
     config = {

@@ -72,3 +72,19 @@ def test_the_database_internals_the_backend_uses(tmp_path):
 def test_the_clean_and_runner_methods_cleaning_and_invocation_wrap():
     assert params(cmd_clean.Clean.clean_tasks) == ["self", "tasks", "dryrun", "cleanforget"]
     assert params(runner.Runner.execute_task) == ["self", "task"]
+
+
+def test_the_task_and_node_attributes_slim_keeps_once():
+    # slim.DEFAULTS names attributes Task.__init__ sets; SlimTask overrides the methods that
+    # read a task's __dict__; the node wrappers replace these ExecNode attributes.
+    from doit.task import Task
+    from nginx_eval.doitext import slim
+    made = vars(Task("a:b", [(print, [])]))
+    assert set(slim.DEFAULTS) <= set(made)
+    assert {"name", "_actions", "task_dep", "uptodate", "targets", "values", "doc"} <= set(made)
+    for method in ("pickle_safe_dict", "update_from_pickle", "__getstate__", "update_deps"):
+        assert "__dict__" in inspect.getsource(getattr(Task, method)) or method == "update_deps"
+    node = control.ExecNode(Task("a:b", [(print, [])]), None)
+    assert {"task_dep", "ancestors", "calc_dep", "wait_run", "wait_run_calc", "waiting_me",
+            "generator", "run_status"} <= set(vars(node))
+    assert "next(self.generator)" in inspect.getsource(control.ExecNode.step)

@@ -39,6 +39,7 @@ from collections import Counter
 from doit import control
 
 from ..core.tasknames import AGENT, BASE, BUILD, PROVE
+from .wrapping import wrap_once
 
 # The kind of work (limits.KINDS) of a task, by its basename.
 KIND_OF_STAGE = {BASE: "build", BUILD: "build", PROVE: "prove", AGENT: "agent"}
@@ -133,6 +134,4 @@ def finish_chains_first(counts=None):
     _limits.update(counts or {})
     for name, wrap in (("_update_waiting", _released_first), ("_get_next_node", _selected_first),
                        ("_dispatcher_generator", _limited)):
-        current = getattr(control.TaskDispatcher, name, None)
-        if current is not None and not hasattr(current, "wrapped"):
-            setattr(control.TaskDispatcher, name, wrap(current))
+        wrap_once(control.TaskDispatcher, name, wrap)

@@ -1,0 +1,39 @@
+"""doitext/backend.py: doit's database writes what doit saves of a task as it comes, keeps
+none of it in memory, and answers doit's questions from the file."""
+
+import sqlite3
+
+from doit.dependency import Dependency, JSONCodec
+from doit.task import Stream, Task
+
+
+from nginx_eval.doitext.backend import DurableDB
+
+
+def rows(path):
+    with sqlite3.connect(path) as conn:
+        return dict(conn.execute("select task_id, task_data from doit").fetchall())
+
+
+def test_what_doit_saves_is_in_the_file_at_once_and_not_in_memory(tmp_path):
+    path = str(tmp_path / "doit.db")
+    db = DurableDB(path, JSONCodec())
+    db.set("build:a", "_values_:", {"digest": "1"})
+    db.set("build:a", "checker:", "MD5Checker")
+    assert '"checker:": "MD5Checker"' in rows(path)["build:a"]      # another reader sees it
+    assert db.get("build:a", "_values_:") == {"digest": "1"}
+    assert db.in_("build:a") and not db.in_("build:b") and db.get("build:b", "x") is None
+    assert db._cache == {} and not db._dirty
+    db.remove("build:a")
+    assert rows(path) == {}
+
+
+def test_a_run_killed_before_doit_dumps_keeps_what_its_tasks_saved(tmp_path):
+    path = str(tmp_path / "doit.db")
+    deps = Dependency(DurableDB, path, codec_cls=JSONCodec)
+    task = Task("prove:a", [(lambda: {"passed": 3}, [])])
+    task.execute(Stream(0))
+    deps.save_success(task)
+    # no deps.close(): as if killed
+    again = Dependency(DurableDB, path, codec_cls=JSONCodec)
+    assert again.get_values("prove:a") == {"passed": 3}

@@ -32,6 +32,7 @@ A run evaluates one benchmark: the one named on the command line (``doit run ngi
 `doit run` runs only its validation (check_candidates).
 """
 
+import gc
 import os
 import sys
 from dataclasses import dataclass
@@ -406,6 +407,9 @@ def doit_tasks(root=None):
                 dicts, ctx.shadow = drop_settled(dicts, argv, [DEFAULT_TASK])
             made.extend(slim(arrange_listing(generate_tasks("task_stages", handed_over(dicts)),
                                              ctx.benchmark.name)))
+            # The Tasks live as long as the process: out of the collector's sight, they no longer
+            # put off its full collections, which let the cyclic garbage of a long run pile up.
+            gc.freeze()
         yield from made
 
     config = {

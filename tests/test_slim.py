@@ -140,6 +140,11 @@ def test_finished_nodes_let_go_of_all_but_their_task_and_status(tmp_path):
     for node in nodes.values():
         assert node.waiting_me is slim.EMPTY_SET and node.ancestors is slim.EMPTY_LIST
         assert node.step() is None
+    # a task that ran lets its action instances go; a failed one keeps them (doit prints their
+    # output at the end), and doit makes them again when asked
+    assert "_action_instances" not in vars(nodes["c"].task)
+    assert vars(nodes["bad"].task)["_action_instances"]
+    assert [str(a).rpartition(".")[2] for a in nodes["c"].task.actions] == ["action"]
 
 
 DODO = textwrap.dedent("""

@@ -171,8 +171,22 @@ def _shed_when_final(update_waiting):
             processed.calc_dep = processed.wait_run = processed.wait_run_calc = EMPTY_SET
             processed.waiting_me = EMPTY_SET
             processed.generator = _ENDED
+            if processed.run_status != "failure":
+                _let_go(processed.task)
     update_waiting_and_shed.wrapped = update_waiting
     return update_waiting_and_shed
+
+
+def _let_go(task):
+    """A slim task that ran keeps what it had before, and its result and values: its action
+    instances go (doit makes them again from _actions if asked; only a failed task's are read
+    later, for their output), and so do the options and result doit set to nothing. 0.8 KB a
+    task that ran, in the instance dictionary doit's run made larger."""
+    if type(task) is SlimTask:
+        task.__dict__ = {name: value for name, value in vars(task).items()
+                         if name != "_action_instances"
+                         and not (name == "options" and value == {} and not task.params)
+                         and (name not in DEFAULTS or not _is_default(name, value))}
 
 
 def lighter_nodes():

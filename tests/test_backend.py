@@ -37,3 +37,20 @@ def test_a_run_killed_before_doit_dumps_keeps_what_its_tasks_saved(tmp_path):
     # no deps.close(): as if killed
     again = Dependency(DurableDB, path, codec_cls=JSONCodec)
     assert again.get_values("prove:a") == {"passed": 3}
+
+
+def test_a_row_the_file_cannot_take_is_kept_in_memory_with_one_warning(tmp_path, capsys):
+    path = str(tmp_path / "doit.db")
+    db = DurableDB(path, JSONCodec())
+    db.set("grade:a", "checker:", "MD5Checker")
+    pages = db._conn.execute("pragma page_count").fetchone()["page_count"]
+    db._conn.execute(f"pragma max_page_count={pages}")       # the disk is full from here
+    for i in range(50):
+        db.set(f"grade:{i}", "_values_:", {"x" * 200: i})
+        db.set(f"grade:{i}", "checker:", "MD5Checker")
+    assert capsys.readouterr().err.count("warning: doit database") == 1
+    assert db.get("grade:7", "_values_:") == {"x" * 200: 7} and db.in_("grade:49")
+    assert db.get("grade:a", "checker:") == "MD5Checker"
+    db._conn.execute("pragma max_page_count=1000000")           # room again: doit's dump
+    db.dump()
+    assert len(rows(path)) == 51

@@ -12,6 +12,8 @@ doit's SQLite one with two additions:
   16 us with WAL and synchronous=off), and neither what it saves nor what it reads is kept in
   memory: doit's SqliteDB keeps every task's row in a dict until the run ends, some 4 MiB of the
   doit process in a run of six modes on the shipped benchmark, and it lost them all to a kill.
+  A row that cannot be written (a full disk) is kept in memory, with one warning, and written
+  when doit closes the database, as doit's own backend does.
 """
 
 import hashlib
@@ -56,18 +58,31 @@ class DurableDB(SqliteDB):
             super().__init__(name, codec, module_name=module_name)
 
     def get(self, task_id, dependency):
-        return self._get_task_data(task_id).get(dependency)
+        data = self._cache.get(task_id)
+        return (data if data is not None else self._get_task_data(task_id)).get(dependency)
 
     def set(self, task_id, dependency, value):
-        data = self._get_task_data(task_id)
+        data = self._cache.get(task_id)
+        data = dict(data if data is not None else self._get_task_data(task_id))
         data[dependency] = value
-        self._conn.execute("insert or replace into doit values (?,?)",
-                           (task_id, self.codec.encode(data)))
-        self._conn.commit()
+        try:
+            self._conn.execute("insert or replace into doit values (?,?)",
+                               (task_id, self.codec.encode(data)))
+            self._conn.commit()
+        except sqlite3.OperationalError as e:    # a full disk: kept in memory as doit would
+            self._conn.rollback()
+            if not self._dirty:
+                sys.stderr.write(f"nginx-eval: warning: doit database {self.name}: {e}; "
+                                 "what doit saves is kept in memory until the run ends\n")
+            self._cache[task_id] = data
+            self._dirty.add(task_id)
+        else:
+            self._cache.pop(task_id, None)
+            self._dirty.discard(task_id)
 
     def in_(self, task_id):
-        return self._conn.execute("select task_id from doit where task_id=?",
-                                  (task_id,)).fetchone() is not None
+        return task_id in self._cache or self._conn.execute(
+            "select task_id from doit where task_id=?", (task_id,)).fetchone() is not None
 
     def remove(self, task_id):
         super().remove(task_id)

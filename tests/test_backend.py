@@ -54,3 +54,26 @@ def test_a_row_the_file_cannot_take_is_kept_in_memory_with_one_warning(tmp_path,
     db._conn.execute("pragma max_page_count=1000000")           # room again: doit's dump
     db.dump()
     assert len(rows(path)) == 51
+
+
+def test_a_task_with_many_files_is_read_once_when_doit_checks_it(tmp_path, monkeypatch):
+    # doit asks for each file_dep's saved state in turn; decoding the task's row for each made
+    # the check quadratic in the number of files (a results task has one per unit).
+    files = []
+    for i in range(300):
+        files.append(tmp_path / f"grade-{i}.json")
+        files[-1].write_text(str(i))
+    path = str(tmp_path / "doit.db")
+    deps = Dependency(DurableDB, path, codec_cls=JSONCodec)
+    task = Task("results:gold", [(lambda: None, [])], file_dep=[str(f) for f in files])
+    task.execute(Stream(0))
+    deps.save_success(task)
+    deps.close()
+    again = Dependency(DurableDB, path, codec_cls=JSONCodec)
+    reads = []
+    original = DurableDB._get_task_data
+    monkeypatch.setattr(DurableDB, "_get_task_data",
+                        lambda self, task_id: reads.append(task_id) or original(self, task_id))
+    assert again.get_status(Task("results:gold", [(lambda: None, [])],
+                                 file_dep=[str(f) for f in files]), {}).status == "up-to-date"
+    assert len(reads) <= 2

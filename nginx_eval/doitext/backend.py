@@ -12,8 +12,9 @@ doit's SQLite one with two additions:
   16 us with WAL and synchronous=off), and neither what it saves nor what it reads is kept in
   memory: doit's SqliteDB keeps every task's row in a dict until the run ends, some 4 MiB of the
   doit process in a run of six modes on the shipped benchmark, and it lost them all to a kill.
-  A row that cannot be written (a full disk) is kept in memory, with one warning, and written
-  when doit closes the database, as doit's own backend does.
+  The last 16 rows read or written are kept (doit asks for a task's keys one at a time). A row
+  that cannot be written (a full disk) is kept in memory, with one warning, and written when
+  doit closes the database, as doit's own backend does.
 """
 
 import hashlib
@@ -21,9 +22,14 @@ import os
 import sqlite3
 import sys
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 from doit.dependency import SqliteDB
+
+
+# Rows kept after a read or write: a task's keys are asked for together.
+RECENT_ROWS = 16
 
 
 def _marker_dir(db_path):
@@ -38,6 +44,7 @@ class DurableDB(SqliteDB):
     desc = "SQLite, rebuilt when damaged, remembers forgotten agents (nginx-eval)"
 
     def __init__(self, name, codec, *, module_name=None):
+        self._recent = OrderedDict()
         os.makedirs(os.path.dirname(os.path.abspath(name)) or ".", exist_ok=True)
         try:
             super().__init__(name, codec, module_name=module_name)
@@ -57,13 +64,29 @@ class DurableDB(SqliteDB):
                              f"{aside} and rebuilt from the result files\n")
             super().__init__(name, codec, module_name=module_name)
 
-    def get(self, task_id, dependency):
+    def _row(self, task_id):
+        """A task's row: unwritten (in _cache), read lately, or read now and remembered a while:
+        doit asks for a task's keys one after the other (one per file_dep), and decoding the row
+        for each made a rerun quadratic in a results task's thousand files."""
         data = self._cache.get(task_id)
-        return (data if data is not None else self._get_task_data(task_id)).get(dependency)
+        if data is None:
+            data = self._recent.get(task_id)
+        if data is None:
+            data = self._remember(task_id, self._get_task_data(task_id))
+        return data
+
+    def _remember(self, task_id, data):
+        self._recent[task_id] = data
+        self._recent.move_to_end(task_id)
+        while len(self._recent) > RECENT_ROWS:
+            self._recent.popitem(last=False)
+        return data
+
+    def get(self, task_id, dependency):
+        return self._row(task_id).get(dependency)
 
     def set(self, task_id, dependency, value):
-        data = self._cache.get(task_id)
-        data = dict(data if data is not None else self._get_task_data(task_id))
+        data = dict(self._row(task_id))
         data[dependency] = value
         try:
             self._conn.execute("insert or replace into doit values (?,?)",
@@ -79,12 +102,14 @@ class DurableDB(SqliteDB):
         else:
             self._cache.pop(task_id, None)
             self._dirty.discard(task_id)
+            self._remember(task_id, data)
 
     def in_(self, task_id):
         return task_id in self._cache or self._conn.execute(
             "select task_id from doit where task_id=?", (task_id,)).fetchone() is not None
 
     def remove(self, task_id):
+        self._recent.pop(task_id, None)
         super().remove(task_id)
         self._conn.commit()
         marker = _marker(self.name, task_id)

@@ -12,7 +12,7 @@ doit's SQLite one with two additions:
   16 us with WAL and synchronous=off), and neither what it saves nor what it reads is kept in
   memory: doit's SqliteDB keeps every task's row in a dict until the run ends, some 4 MiB of the
   doit process in a run of six modes on the shipped benchmark, and it lost them all to a kill.
-  The last 16 rows read or written are kept (doit asks for a task's keys one at a time). A row
+  The last 2 rows read or written are kept (doit asks for a task's keys one at a time). A row
   that cannot be written (a full disk) is kept in memory, with one warning, and written when
   doit closes the database, as doit's own backend does.
 """
@@ -28,8 +28,9 @@ from pathlib import Path
 from doit.dependency import SqliteDB
 
 
-# Rows kept after a read or write: a task's keys are asked for together.
-RECENT_ROWS = 16
+# Rows kept after a read or write: doit asks for one task's keys together, and a results task's
+# row (a state for each of its 591 files) is about 280 KiB decoded.
+RECENT_ROWS = 2
 
 
 def _marker_dir(db_path):

@@ -10,8 +10,8 @@ doit's SQLite one with two additions:
   existing agent.json even against ``doit run -a``, knows the user asked for a new run;
 - what doit saves of a task is written to the file as it comes (one row, committed at once:
   16 us with WAL and synchronous=off), and neither what it saves nor what it reads is kept in
-  memory: doit's SqliteDB keeps every task's row in a dict until the run ends, some 4 MiB of the
-  doit process in a run of six modes on the shipped benchmark, and it lost them all to a kill.
+  memory: doit's SqliteDB keeps every task's row in a dict until the run ends (7,266 rows, 5.5 MiB
+  decoded, after a run of six modes on the shipped benchmark), and it lost them all to a kill.
   The last 2 rows read or written are kept (doit asks for a task's keys one at a time). A row
   that cannot be written (a full disk) is kept in memory, with one warning, and written when
   doit closes the database, as doit's own backend does.

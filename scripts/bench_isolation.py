@@ -68,13 +68,15 @@ def main():
         box = {"endpoint": sandbox.DEFAULT_ENDPOINT, "allow_hosts": [], "binds": []}
         env = dict(os.environ, CLAUDE_CONFIG_DIR=str(base / "claude"))
         settings = logs / "srt.json"
+        support = sandbox.write_support(base / "cache" / "sandbox-support")
         settings.write_text(json.dumps(sandbox.srt_settings(
-            box, workspace=ws, writable=[logs, scratch], hidden=[base / "cache"], environ=env)))
-        phase_env = sandbox.phase_environment(env, scratch)
+            box, workspace=ws, writable=[logs, scratch], hidden=[base / "cache"], environ=env,
+            support=support)))
+        phase_env = sandbox.phase_environment(env, scratch, support)
         command = "true"
         bare = [timed(["bash", "-c", command], ws, env) for _ in range(args.runs)]
         wrapped = sandbox.wrap(command, settings_file=settings, stderr_file=logs / "stderr",
-                               environ=phase_env)
+                               environ=phase_env, support=support)
         isolated = [timed(wrapped, ws, phase_env) for _ in range(args.runs)]
     extra = [i - statistics.median(bare) for i in isolated]
     print(f"workspace: {'nginx at HEAD of ' + args.nginx if args.nginx else 'synthetic, 600 files'}")

@@ -174,17 +174,18 @@ def test_each_refused_connection_is_read_from_srts_log_with_its_time(tmp_path):
     box = {"endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
     (tmp_path / "ws").mkdir()
     settings = tmp_path / "srt.json"
+    support = sandbox.write_support(tmp_path / "support")
     settings.write_text(json.dumps(sandbox.srt_settings(
         box, workspace=tmp_path / "ws", writable=[tmp_path], hidden=[], environ=dict(
-            os.environ, CLAUDE_CONFIG_DIR=str(tmp_path / "cfg")))))
+            os.environ, CLAUDE_CONFIG_DIR=str(tmp_path / "cfg")), support=support)))
     argv = sandbox.wrap("curl -s -o /dev/null http://127.0.0.1:9/x; "
                         "curl -s -o /dev/null https://github.com/; echo done",
                         settings_file=settings, stderr_file=tmp_path / "stderr",
-                        environ=os.environ)
+                        environ=os.environ, support=support, endpoint=box["endpoint"])
     with sandbox.TimestampedLog(tmp_path / "srt.log") as log:
         out = subprocess.run(argv, cwd=tmp_path / "ws", stdout=subprocess.PIPE, stderr=log.fd,
                              text=True, timeout=60,
-                             env=sandbox.phase_environment(os.environ, tmp_path))
+                             env=sandbox.phase_environment(os.environ, tmp_path, support))
     assert out.stdout.strip() == "done"
     blocked = sandbox.blocked_connections((tmp_path / "srt.log").read_text())
     assert [(b["host"], b["port"]) for b in blocked] == [("127.0.0.1", 9), ("github.com", 443)]

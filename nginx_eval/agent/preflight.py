@@ -52,7 +52,8 @@ def program_problem(layout, program, env, box):
         probe = [path, "--version"] if claude else ["bash", "-c", 'type -t -- "$1"', "bash",
                                                     program]
         problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), box=box,
-                                        environ=env, programs=[path] if path else [])
+                                        environ=env, programs=[path] if path else [],
+                                        support=sandbox.write_support(layout.sandbox_support))
         return problem and f"program {program!r} does not start in the sandbox: {problem}"
     if claude and not program_version(path, env, layout.agent_versions):
         return f"program {program!r} does not run: `{program} --version` printed no version"

@@ -18,9 +18,12 @@ proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the 
 A mode opts out with ``isolation = "none"``: its runs are marked unisolated everywhere. There is
 no fallback: where srt cannot start, the run stops before any agent starts (cli's preflight).
 
-Inside, ``NO_PROXY`` is unset: srt exempts loopback from its proxies, which would let a client
-try the sandbox's own (empty) loopback instead of the host's, unrecorded. Through the proxy, a
-local model endpoint works and any other local port is refused on the record.
+Inside, the sandbox's loopback is the agent's: the proxy variables name loopback.py's proxy,
+which sends a loopback request to a server the agent started in the sandbox and everything else
+(the model endpoint included) to srt's proxy, where any other host port is refused on the
+record. ``NO_PROXY`` stays unset so that the choice is always the proxy's. The agent is an
+ordinary user inside (bwrap_agent_user.sh, write_agent_user): srt's user namespace maps uid 0
+alone, where nginx started as root cannot switch its workers to ``nobody``.
 """
 
 import json
@@ -33,8 +36,10 @@ import tempfile
 import threading
 import time
 from functools import lru_cache
+from pathlib import Path
 from urllib.parse import urlsplit
 
+from ..core import jsonio
 from ..core.errors import UserError
 
 SRT_PACKAGE = "@anthropic-ai/sandbox-runtime"
@@ -53,10 +58,34 @@ QUIET_ENV = {"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC
 # read-only; a phase killed with SIGKILL can leave them behind, empty.
 SRT_MOUNT_POINTS = (".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".gitconfig",
                     ".gitmodules", ".ripgreprc", ".mcp.json", ".vscode", ".idea")
-# The inner command: the agent's stderr to its own file (srt's debug log keeps the other), no
-# proxy exemption, a mark on the agent's processes (proctree.INSIDE_VAR), then the command.
-INNER = ('exec 2>>"$1"; unset NO_PROXY no_proxy; export NGINX_EVAL_INSIDE=1; '
-         'exec bash -c "$2"')
+# The inner command: the agent's stderr to its own file (srt's debug log keeps the other); the
+# loopback proxy started ($3: its file, $4: the model endpoint) and every proxy variable that
+# names srt's HTTP proxy pointed at it instead, no proxy exemption; a mark on the agent's
+# processes (proctree.INSIDE_VAR); then the command ($2).
+INNER = r"""exec 2>>"$1"
+unset NO_PROXY no_proxy
+if [ -n "${HTTP_PROXY:-}" ]; then
+    python=/usr/bin/python3; [ -x "$python" ] || python=python3
+    exec 3< <(exec "$python" -I "$3" "$HTTP_PROXY" "$4")
+    read -r port <&3; exec 3<&-
+    case $port in
+        ''|*[!0-9]*) echo "nginx-eval: the sandbox's loopback proxy did not start" >&2; exit 125;;
+    esac
+    srt_proxy=${HTTP_PROXY#*://}; srt_proxy=${srt_proxy##*@}; srt_proxy=${srt_proxy%%/*}
+    for name in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy ALL_PROXY all_proxy \
+                GRPC_PROXY grpc_proxy DOCKER_HTTP_PROXY DOCKER_HTTPS_PROXY; do
+        value=${!name:-}
+        case $value in
+            http://*"$srt_proxy"|http://*"$srt_proxy"/) export "$name=${value/"$srt_proxy"/127.0.0.1:$port}";;
+        esac
+    done
+fi
+export NGINX_EVAL_INSIDE=1
+exec bash -c "$2"
+"""
+LOOPBACK_PROXY = Path(__file__).with_name("loopback.py")
+BWRAP_WRAPPER = Path(__file__).with_name("bwrap_agent_user.sh")
+SUPPORT_VAR = "NGINX_EVAL_SANDBOX_SUPPORT"
 BLOCKED_LINE = re.compile(r"(?:Connection|HTTP request) blocked to (\S+):(\d+)\s*$")
 
 
@@ -195,9 +224,10 @@ def program_dirs(programs):
     return dirs
 
 
-def srt_settings(box, *, workspace, writable, hidden, environ, programs=()):
+def srt_settings(box, *, workspace, writable, hidden, environ, programs=(), support=None):
     """srt's settings file for one phase. writable: the log and temporary directories;
-    programs: the programs the phase's command starts (found on PATH)."""
+    programs: the programs the phase's command starts (found on PATH); support:
+    write_support's directory (readable inside, for the loopback proxy)."""
     mirror = local_mirror_root(environ)
     # Nothing of the machine is readable but the system, the tools and the agent's own paths
     # (a cache or a checkout elsewhere, other runs' files in /tmp stay out of sight); the
@@ -211,26 +241,91 @@ def srt_settings(box, *, workspace, writable, hidden, environ, programs=()):
         program_dirs(programs)
     # A tool under a hidden directory stays hidden (srt would let the narrower allow win).
     readable = [d for d in readable if not any(_under(d, h) for h in denied[1:])]
+    if support:     # in the cache, and readable all the same: the harness's own files
+        readable.append(str(support))
     return {"network": {"allowedDomains": [box["endpoint"]] + list(box["allow_hosts"]),
                         "deniedDomains": []},
             "filesystem": {"denyRead": list(dict.fromkeys(denied)),
                            "allowRead": list(dict.fromkeys(readable)),
-                           "allowWrite": list(dict.fromkeys(allowed)), "denyWrite": []}}
+                           "allowWrite": list(dict.fromkeys(allowed)), "denyWrite": []},
+            "bwrapPath": str(BWRAP_WRAPPER)}
 
 
-def wrap(command, *, settings_file, stderr_file, environ):
+def wrap(command, *, settings_file, stderr_file, environ, support, endpoint=DEFAULT_ENDPOINT):
     """argv that runs `command` (bash -c) in srt with `settings_file`; the command's stderr goes
-    to `stderr_file`, srt's own (its debug log) to the caller's stderr."""
+    to `stderr_file`, srt's own (its debug log) to the caller's stderr. support: write_support's
+    directory; endpoint: the model's host:port, which the loopback proxy always sends on to
+    srt's."""
     return [srt_program(environ), "-d", "-s", str(settings_file), "--",
-            "bash", "-c", INNER, "nginx-eval-agent", str(stderr_file), command]
+            "bash", "-c", INNER, "nginx-eval-agent", str(stderr_file), command,
+            os.path.join(support, LOOPBACK_PROXY.name), endpoint]
 
 
-def phase_environment(environ, tmp_dir):
+AGENT_USER = "nginx-eval"
+FIRST_AGENT_ID = 1000
+
+
+def _ids(table):
+    ids = set()
+    for line in table.splitlines():
+        parts = line.split(":")
+        if len(parts) > 2 and parts[2].isdigit():
+            ids.add(int(parts[2]))
+    return ids
+
+
+def _write_if_changed(path, data):
+    try:
+        if open(path, "rb").read() == data:
+            return
+    except OSError:
+        pass
+    jsonio.write_bytes(path, data, mode=0o644)
+
+
+def write_support(directory):
+    """What a phase's sandbox needs of the harness, in `directory` (returned): the loopback
+    proxy (loopback.py) and, when the harness runs as root, the agent's account
+    (write_agent_user). Phases running side by side may write it at once: each file is
+    replaced whole, and only when it changed."""
+    os.makedirs(directory, exist_ok=True)
+    _write_if_changed(os.path.join(directory, LOOPBACK_PROXY.name), LOOPBACK_PROXY.read_bytes())
+    if os.geteuid() == 0:
+        write_agent_user(directory)
+    return str(directory)
+
+
+def write_agent_user(directory):
+    """The agent's account inside the sandbox, in `directory` (bwrap_agent_user.sh reads it):
+    ``id`` ("UID GID", the first id from 1000 that the host uses neither as a uid nor as a
+    gid), and ``passwd`` and ``group``: the host's tables plus that account, named AGENT_USER,
+    its home $HOME. Only for a harness run as root: an unprivileged caller's uid is its own
+    inside srt's namespace, an ordinary user already."""
+    tables = {}
+    for name in ("passwd", "group"):
+        try:
+            tables[name] = open(f"/etc/{name}", encoding="utf-8", errors="replace").read()
+        except OSError:
+            tables[name] = ""
+    taken = _ids(tables["passwd"]) | _ids(tables["group"])
+    number = next(n for n in range(FIRST_AGENT_ID, 60000) if n not in taken)
+    home = os.environ.get("HOME") or "/"
+    lines = {"passwd": f"{AGENT_USER}:x:{number}:{number}:nginx-eval agent:{home}:/bin/bash",
+             "group": f"{AGENT_USER}:x:{number}:"}
+    for name, table in tables.items():
+        text = table if table.endswith("\n") or not table else table + "\n"
+        _write_if_changed(os.path.join(directory, name), (text + lines[name] + "\n").encode())
+    _write_if_changed(os.path.join(directory, "id"), f"{number} {number}\n".encode())
+
+
+def phase_environment(environ, tmp_dir, support=None):
     """The environment of an isolated phase, and of srt itself: a private temporary directory
     (srt puts the sockets of its proxy bridges there too, so it must be one the agent may
-    write: outside it nothing of /tmp is visible), the CLI quiet."""
+    write: outside it nothing of /tmp is visible), the CLI quiet; support: write_support's
+    directory, for bwrap_agent_user.sh (which takes the variable out of the sandbox's view)."""
     quiet = {k: v for k, v in QUIET_ENV.items() if k not in environ}
-    return dict(environ, TMPDIR=str(tmp_dir), CLAUDE_CODE_TMPDIR=str(tmp_dir), **quiet)
+    extra = {SUPPORT_VAR: str(support)} if support else {}
+    return dict(environ, TMPDIR=str(tmp_dir), CLAUDE_CODE_TMPDIR=str(tmp_dir), **quiet, **extra)
 
 
 def hidden_paths(layout):
@@ -297,21 +392,22 @@ def present_mount_points(workspace):
     return {n for n in SRT_MOUNT_POINTS if os.path.lexists(os.path.join(workspace, n))}
 
 
-def start_problem(argv, *, hidden, box, environ, programs=()):
+def start_problem(argv, *, hidden, box, environ, support, programs=()):
     """Why `argv` does not run isolated as a phase would (None when it exits 0 and prints
     something), in an empty directory standing in for the workspace: cli's preflight runs the
-    agent's program there before any agent starts."""
+    agent's program there before any agent starts. support: write_support's directory."""
     with tempfile.TemporaryDirectory(prefix="nginx-eval-preflight-") as scratch:
         settings_file = os.path.join(scratch, "srt.json")
         with open(settings_file, "w") as f:
             json.dump(srt_settings(box, workspace=scratch, writable=[], hidden=hidden,
-                                   environ=environ, programs=programs), f)
+                                   environ=environ, programs=programs, support=support), f)
         stderr_file = os.path.join(scratch, "stderr")
         command = " ".join(shlex.quote(a) for a in argv)
         wrapped = wrap(command, settings_file=settings_file, stderr_file=stderr_file,
-                       environ=environ)
+                       environ=environ, support=support, endpoint=box["endpoint"])
         try:
-            out = subprocess.run(wrapped, cwd=scratch, env=phase_environment(environ, scratch),
+            out = subprocess.run(wrapped, cwd=scratch,
+                                 env=phase_environment(environ, scratch, support),
                                  capture_output=True, text=True, timeout=60,
                                  stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as e:

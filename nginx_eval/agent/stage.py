@@ -280,14 +280,15 @@ class AgentRun:
         stderr_file.write_bytes(b"")
         log_file.write_bytes(b"")
         tmp = tempfile.mkdtemp(prefix="nginx-eval-agent-tmp-")
+        support = sandbox.write_support(self.layout.sandbox_support)
         try:
             jsonio.write_json(settings_file, sandbox.srt_settings(
                 self.box, workspace=self.ws, writable=[self.logs, tmp],
                 hidden=sandbox.hidden_paths(self.layout), environ=self.env,
-                programs=[program] if program else []))
-            env = sandbox.phase_environment(self.env, tmp)
+                programs=[program] if program else [], support=support))
+            env = sandbox.phase_environment(self.env, tmp, support)
             argv = sandbox.wrap(command, settings_file=settings_file, stderr_file=stderr_file,
-                                environ=env)
+                                environ=env, support=support, endpoint=self.box["endpoint"])
             before = sandbox.present_mount_points(self.ws)
             with open(self.out.parent / record["stdout"], "wb") as so, \
                     sandbox.TimestampedLog(log_file) as log, limits.slot("agent"):

@@ -176,6 +176,12 @@ class Layout:
         return self.cache / "running" / f"{self.run}.agent-stop"
 
     @property
+    def sandbox_support(self):
+        """What an agent's sandbox reads of the harness: the loopback proxy, the agent's account
+        (agent/sandbox.py: write_support)."""
+        return self.cache / "sandbox-support"
+
+    @property
     def agent_versions(self):
         return self.cache / "agent-versions"
 

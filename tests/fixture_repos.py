@@ -11,7 +11,10 @@ and ``objs/Makefile``; ``make`` builds ``objs/nginx``; ``objs/nginx -V`` prints 
 
 ``acme/tiny-tests`` holds Test::More ``.t`` files that run $ENV{TEST_NGINX_BINARY}, like nginx-tests.
 ``objs/nginx -p DIR -c FILE`` is the "server": it prints a line and exits 0, and server.t and
-server_die.t start it with the test's stdout inherited, as Test::Nginx starts nginx.
+server_die.t start it with the test's stdout inherited, as Test::Nginx starts nginx. When FILE
+(relative to DIR) has a line ``listen PORT;`` it also serves HTTP on 127.0.0.1:PORT in the
+background, as nginx does, answering ``tiny: 2 + 3 = <add(2, 3)>``, and writes DIR/nginx.pid;
+``objs/nginx -p DIR -s stop`` stops it.
 """
 
 import json
@@ -63,11 +66,66 @@ EOF
 echo "configured with: $*"
 """
 
-MAIN_C = r"""#include <stdio.h>
+MAIN_C = r"""#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include "calc.h"
 #include "ngx_auto_config.h"
+
+static const char *option(int argc, char **argv, const char *name, const char *none)
+{
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], name) == 0) return argv[i + 1];
+    }
+    return none;
+}
+
+/* With "listen PORT;" in the configuration: serve HTTP on 127.0.0.1:PORT in a child, as a
+ * daemonized nginx does. 0 when there is nothing to serve or the child runs, 1 on failure. */
+static int listen_from_config(const char *prefix, const char *conf)
+{
+    char path[4096], line[512], pidfile[4096], answer[128];
+    int port = 0, fd, one = 1;
+    struct sockaddr_in addr;
+    FILE *f;
+    snprintf(path, sizeof(path), "%s/%s", conf[0] == '/' ? "" : prefix, conf);
+    if ((f = fopen(path, "r")) == NULL) return 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (sscanf(line, " listen %d", &port) == 1) break;
+    }
+    fclose(f);
+    if (port <= 0) return 0;
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *) &addr, sizeof(addr)) != 0 || listen(fd, 16) != 0) {
+        perror("tiny: bind");
+        return 1;
+    }
+    pid_t pid = fork();
+    if (pid > 0) {
+        snprintf(pidfile, sizeof(pidfile), "%s/nginx.pid", prefix);
+        if ((f = fopen(pidfile, "w")) != NULL) { fprintf(f, "%d\n", (int) pid); fclose(f); }
+        return 0;
+    }
+    setsid();
+    int n = snprintf(answer, sizeof(answer), "HTTP/1.0 200 OK\r\n\r\ntiny: 2 + 3 = %d\n",
+                     calc_add(2, 3));
+    for (;;) {
+        int c = accept(fd, NULL, NULL);
+        if (c < 0) continue;
+        if (read(c, line, sizeof(line)) > 0 && write(c, answer, n) < 0) perror("tiny: write");
+        close(c);
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -75,7 +133,18 @@ int main(int argc, char **argv)
         printf("tiny version: 1.0\nconfigure arguments: %s\n", NGX_CONFIGURE);
         return 0;
     }
+    if (argc >= 2 && strcmp(option(argc, argv, "-s", ""), "stop") == 0) {
+        char pidfile[4096];
+        int pid = 0;
+        FILE *f;
+        snprintf(pidfile, sizeof(pidfile), "%s/nginx.pid", option(argc, argv, "-p", "."));
+        if ((f = fopen(pidfile, "r")) == NULL || fscanf(f, "%d", &pid) != 1) return 1;
+        fclose(f);
+        return kill(pid, SIGTERM) == 0 ? 0 : 1;
+    }
     if (argc >= 2 && (strcmp(argv[1], "-p") == 0 || strcmp(argv[1], "-c") == 0)) {
+        if (listen_from_config(option(argc, argv, "-p", "."),
+                               option(argc, argv, "-c", "nginx.conf")) != 0) return 1;
         /* Started as a server, the way Test::Nginx starts nginx: talks on its stdout. */
         printf("tiny: serving\n");
         return 0;

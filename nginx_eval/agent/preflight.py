@@ -2,7 +2,8 @@
 starts must be on PATH and must start (Claude Code's ``--version`` runs; its output is the version
 agent.json records), in the sandbox the mode uses when it has one (another agent is looked up there
 with bash's ``type``, never run). It also clears a stop that refused credentials left on the run
-(gate.py). cli's reporter runs it: only doit's reporter sees which tasks were selected."""
+(gate.py), and runs the sandbox's self-test (selftest.py) before the first isolated agent. cli's
+reporter runs it: only doit's reporter sees which tasks were selected."""
 
 import os
 import subprocess
@@ -11,7 +12,8 @@ from ..core.errors import UserError
 from ..core.tasknames import AGENT, task_name, unit_name
 from ..doitext.invocation import reachable
 from ..run.commandline import command_program
-from . import sandbox
+from ..run.record import note_self_test
+from . import sandbox, selftest
 from .claude_code import credentials_problem, is_claude_code, program_version, resolve_program
 from .gate import clear_stop
 from .stage import agent_finished
@@ -60,20 +62,33 @@ def program_problem(layout, program, env, box):
     return None
 
 
+def self_test(layout, box, env):
+    """selftest.run, kept in run.json; UserError when it failed: an agent that could not build,
+    run and reach what it changed would be scored on the sandbox."""
+    result = selftest.run(layout, box, env)
+    note_self_test(layout, result)
+    if not result["ok"]:
+        raise UserError(f"{result['failed']}; no agent started (docs/sandbox.md)")
+
+
 def preflight(ctx, tasks, selected):
     """Every agent phase about to run starts a program that exists and runs
-    (commandline.command_program), in its sandbox if it has one."""
+    (commandline.command_program), in its sandbox if it has one, after the sandbox's self-test
+    (selftest.py) passed once."""
     clear_stop(ctx.layout)
-    checked = set()
+    checked, tested = set(), False
     for mode, _task in agents_to_run(ctx, tasks, selected):
         if mode.family in checked:
             continue
         checked.add(mode.family)
         box = sandbox.settings(mode)
+        env = dict(os.environ, **dict(mode.env))
         if box:
             # Never a fallback to an unisolated run: no agent starts without its sandbox.
             sandbox.check_available(mode, ctx.layout.modes_file)
-        env = dict(os.environ, **dict(mode.env))
+            if not tested:
+                self_test(ctx.layout, box, env)
+                tested = True
         for phase in mode.phases:
             program = command_program(phase.command, env)
             problem = program and program_problem(ctx.layout, program, env, box)

@@ -5,8 +5,9 @@ What it checks, and how a problem is reported:
 
     tools          cc, make, git, perl, prove, tar (required); ccache, and bwrap, socat, rg for
                    the agent sandbox (warnings only)
-    agent sandbox  whether srt starts an isolated command here (agent/sandbox.py): a warning when
-                   not, since gold and none need none, but no agent mode can run
+    agent sandbox  whether srt starts an isolated command here (agent/sandbox.py) and its
+                   self-test passes (agent/selftest.py); a warning when not, since gold and none
+                   need none, but no agent mode can run
     isolation      whether tests get a network namespace of their own (prove/network.py); a
                    warning when not: they share the machine's ports, fixed-port test trees
                    queue for one machine-wide slot
@@ -59,7 +60,7 @@ import tempfile
 
 from doit.exceptions import TaskFailed
 
-from ..agent import sandbox
+from ..agent import sandbox, selftest
 from ..prove import network as private_network
 from .doctor_report import NOT_CHECKED, Finding, render
 from ..core.gitcmd import file_at
@@ -86,8 +87,9 @@ PIN_CERTIFICATES = (("rsa", 1024), ("digest", "sha1"))
 class SystemProbe:
     """What is installed, asked of this machine (tests inject a fake with the same methods)."""
 
-    def __init__(self):
+    def __init__(self, layout=None):
         self._perl, self._certificates = {}, {}
+        self.layout = layout
 
     def which(self, name):
         return shutil.which(name) is not None
@@ -96,7 +98,13 @@ class SystemProbe:
         return private_network.problem()
 
     def sandbox_problem(self):
-        return sandbox.sandbox_problem()
+        """Why no agent can run isolated here: srt missing or not starting, else its self-test
+        (agent/selftest.py: build, serve, curl, prove inside it) failing; None when it passed."""
+        problem = sandbox.sandbox_problem()
+        if problem or self.layout is None:
+            return problem
+        box = {"endpoint": sandbox.model_endpoint(os.environ), "allow_hosts": [], "binds": []}
+        return selftest.run(self.layout, box, dict(os.environ))["failed"]
 
     def exists(self, pattern):
         return bool(glob.glob(pattern))
@@ -347,7 +355,8 @@ def _isolation_finding(probe):
 def _sandbox_finding(probe):
     problem = probe.sandbox_problem()
     if problem is None:
-        return Finding("ok", "agent sandbox", "srt starts an isolated command")
+        return Finding("ok", "agent sandbox", "srt runs, and its self-test passed (a phase builds "
+                       "a C server, starts it, reaches it with curl and prove)")
     return Finding("warn", "agent sandbox", "srt", note=f"no agent mode can run: {problem}")
 
 
@@ -453,7 +462,8 @@ def listed_packages(path=PACKAGES_FILE):
 
 def check(layout, tasks, probe=None, out=None, bench=None):
     """Diagnose, print the report; True when nothing required is missing."""
-    findings = diagnose(tasks, TestSource(layout), probe or SystemProbe(), listed_packages())
+    findings = diagnose(tasks, TestSource(layout), probe or SystemProbe(layout),
+                        listed_packages())
     text, ok = render(findings, len(tasks), bench)
     print(text, file=out or sys.stdout, flush=True)
     return ok

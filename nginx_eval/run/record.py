@@ -20,7 +20,9 @@ report's denominator ("12 of 26 tasks selected" when it is not the whole benchma
      project, "benchmark_sha256", "benchmark_version": the file's version | null (unversioned),
      "harness_version", "created", "updated",
      "selections": [{"instances": [ids] | null, "limit": n | null}],   # as given, each once
-     "task_ids": [ids, in the benchmark's order], "modes": [names]}
+     "task_ids": [ids, in the benchmark's order], "modes": [names],
+     "sandbox_self_test": the last self-test of the agents' sandbox (agent/selftest.py's
+                          schema), absent before the run's first isolated agent}
 """
 
 import datetime
@@ -82,3 +84,10 @@ def run_tasks(layout, bench, fallback):
         return list(fallback)
     wanted = set(record["task_ids"])
     return [t for t in bench.tasks if t.instance_id in wanted]
+
+
+def note_self_test(layout, result):
+    """Keep the sandbox's latest self-test in run.json (before any agent of the command)."""
+    record = read_run(layout)
+    if record is not None:
+        jsonio.write_json(layout.run_json, dict(record, sandbox_self_test=result))

@@ -1,0 +1,111 @@
+"""The sandbox self-test: before any agent starts, what a phase that verifies its work does, done
+inside the sandbox exactly as a phase runs (sandbox.srt_settings, wrap, phase_environment):
+
+    account   the phase runs as an ordinary user (nginx started by it switches to no account)
+    build     cc builds a small C server (selftest/server.c)
+    server    it starts, makes its private temporary directory and listens on 127.0.0.1
+    curl      curl reaches it on 127.0.0.1 and on localhost (through the loopback proxy)
+    prove     prove runs a .t file (selftest/reach.t) whose Perl client reaches it
+
+The result, kept in run.json as ``sandbox_self_test``::
+
+    {"ok": bool, "seconds": float, "checked": UTC time,
+     "steps": [{"step": name, "ok": bool, "detail": str}],   # in order, up to the first failure
+     "failed": "the sandbox self-test could not <what>: <the step's last line>" | null}
+
+cli's preflight runs it once per ``doit run`` that is about to start an isolated agent, and no
+agent starts when it fails; ``doit run doctor`` reports it.
+"""
+
+import datetime
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from . import sandbox
+
+FILES = Path(__file__).with_name("selftest")
+STEPS = {"account": "run as an ordinary user", "build": "build a C program with cc",
+         "server": "start a server on 127.0.0.1", "curl": "reach it with curl",
+         "prove": "run a .t file with prove"}
+TIMEOUT = 120
+# Each step prints "ok <step>" or "not ok <step>: <its last line of output>"; the first failure
+# ends the script.
+SCRIPT = r"""
+set -u
+say() { if [ "$1" = 0 ]; then echo "ok $2"; else echo "not ok $2: $(tail -n 1 out.txt)"; exit 1; fi; }
+[ "$(id -u)" != 0 ] > out.txt 2>&1 || echo "uid $(id -u) ($(id -un 2>/dev/null))" > out.txt
+say $? account
+cc -Wall -Werror -o server server.c > out.txt 2>&1; say $? build
+./server > port.txt 2> out.txt & server=$!
+for _ in $(seq 100); do [ -s port.txt ] && break; kill -0 $server 2>/dev/null || break; sleep 0.05; done
+port=$(cat port.txt 2>/dev/null)
+[ -n "$port" ] && [ -d client_body_temp ] || { [ -s out.txt ] || echo "no port printed" > out.txt; false; }
+say $? server
+{ curl -sS --max-time 10 "http://127.0.0.1:$port/" && curl -sS --max-time 10 "http://localhost:$port/"; } > out.txt 2>&1 \
+    && [ "$(grep -c 'nginx-eval self-test' out.txt)" = 2 ]
+say $? curl
+SELFTEST_PORT=$port prove reach.t > out.txt 2>&1; say $? prove
+kill $server
+"""
+
+
+def run(layout, box: dict, environ: dict) -> dict:
+    """The self-test in a sandbox of `box` (sandbox.settings) as `environ` would run a phase."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="nginx-eval-selftest-") as scratch:
+        workspace, tmp = Path(scratch) / "workspace", Path(scratch) / "tmp"
+        shutil.copytree(FILES, workspace)
+        tmp.mkdir()
+        support = sandbox.write_support(layout.sandbox_support)
+        settings_file = Path(scratch) / "srt.json"
+        settings_file.write_text(json.dumps(sandbox.srt_settings(
+            box, workspace=workspace, writable=[tmp], hidden=sandbox.hidden_paths(layout),
+            environ=environ, support=support)))
+        env = sandbox.phase_environment(environ, tmp, support)
+        argv = sandbox.wrap(SCRIPT, settings_file=settings_file,
+                            stderr_file=tmp / "stderr", environ=env, support=support,
+                            endpoint=box["endpoint"])
+        try:
+            out = subprocess.run(argv, cwd=workspace, env=env, capture_output=True, text=True,
+                                 timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+            stdout, out_err = out.stdout, out.stderr or f"exit code {out.returncode}"
+        except subprocess.TimeoutExpired:
+            stdout, out_err = "", f"no answer in {TIMEOUT} s"
+        except OSError as e:
+            stdout, out_err = "", str(e)
+        said = (tmp / "stderr").read_text(errors="replace").strip() \
+            if (tmp / "stderr").exists() else out_err
+    steps = read_steps(stdout)
+    return {"ok": len(steps) == len(STEPS) and all(s["ok"] for s in steps),
+            "seconds": round(time.monotonic() - start, 3),
+            "checked": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "steps": steps, "failed": failure(steps, said or out_err)}
+
+
+def read_steps(stdout: str) -> list:
+    steps = []
+    for line in stdout.splitlines():
+        ok = line.startswith("ok ")
+        if not ok and not line.startswith("not ok "):
+            continue
+        name, _, detail = line.removeprefix("not ok " if not ok else "ok ").partition(": ")
+        if name in STEPS:
+            steps.append({"step": name, "ok": ok, "detail": detail.strip()})
+    return steps
+
+
+def failure(steps: list, fallback: str) -> str | None:
+    """The one line that says what failed, or None."""
+    for s in steps:
+        if not s["ok"]:
+            return f"the sandbox self-test could not {STEPS[s['step']]}: {s['detail']}"
+    if len(steps) == len(STEPS):
+        return None
+    after = steps[-1]["step"] if steps else None
+    missing = list(STEPS)[list(STEPS).index(after) + 1 if after else 0]
+    last = (fallback.splitlines() or ["no output"])[-1]
+    return f"the sandbox self-test could not {STEPS[missing]}: {last}"

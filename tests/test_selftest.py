@@ -1,0 +1,105 @@
+"""The sandbox's self-test (nginx_eval/agent/selftest.py): build, serve, reach, prove inside the
+sandbox as a phase would, before any agent starts; its result in run.json, and no agent when it
+fails."""
+
+import json
+import os
+import textwrap
+
+from nginx_eval.agent import selftest
+from nginx_eval.core.layout import Layout
+from test_sandbox import needs_srt
+
+BOX = {"endpoint": "api.anthropic.com:443", "allow_hosts": [], "binds": []}
+
+
+def broken_compiler(tmp_path):
+    """A PATH whose first cc fails as a broken toolchain would."""
+    bin_dir = tmp_path / "broken-bin"
+    bin_dir.mkdir()
+    cc = bin_dir / "cc"
+    cc.write_text("#!/bin/sh\necho 'cc: this toolchain is broken on purpose' >&2\nexit 1\n")
+    cc.chmod(0o755)
+    return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_failure_names_the_first_step_that_failed_or_did_not_report():
+    steps = [{"step": "account", "ok": True, "detail": ""},
+             {"step": "build", "ok": False, "detail": "cc: not found"}]
+    assert selftest.failure(steps, "") == \
+        "the sandbox self-test could not build a C program with cc: cc: not found"
+    # A script that stopped without a word (srt refused to start): the next step, srt's line.
+    assert selftest.failure(steps[:1], "bwrap: setting up uid map: Permission denied") == \
+        ("the sandbox self-test could not build a C program with cc: bwrap: setting up uid "
+         "map: Permission denied")
+    assert selftest.failure([], "") == \
+        "the sandbox self-test could not run as an ordinary user: no output"
+    ok = [{"step": s, "ok": True, "detail": ""} for s in selftest.STEPS]
+    assert selftest.failure(ok, "") is None
+    assert selftest.read_steps("noise\nok account\nnot ok build: cc: x: y\nok other\n") == \
+        [{"step": "account", "ok": True, "detail": ""},
+         {"step": "build", "ok": False, "detail": "cc: x: y"}]
+
+
+@needs_srt
+def test_the_self_test_passes_every_step_here(tmp_path):
+    layout = Layout.from_env(root=tmp_path, environ={"NGINX_EVAL_CACHE": str(tmp_path / "c")})
+    result = selftest.run(layout, BOX, dict(os.environ))
+    assert [(s["step"], s["ok"]) for s in result["steps"]] == \
+        [(s, True) for s in selftest.STEPS]
+    assert result["ok"] and result["failed"] is None and 0 < result["seconds"] < 60
+
+
+@needs_srt
+def test_a_broken_compiler_fails_the_build_step_with_its_own_words(tmp_path):
+    # The project root is hidden in the sandbox: the broken compiler lies outside it.
+    layout = Layout.from_env(root=tmp_path / "project",
+                             environ={"NGINX_EVAL_CACHE": str(tmp_path / "c")})
+    result = selftest.run(layout, BOX, dict(os.environ, PATH=broken_compiler(tmp_path)))
+    assert not result["ok"] and [s["step"] for s in result["steps"]] == ["account", "build"]
+    assert result["failed"] == ("the sandbox self-test could not build a C program with cc: "
+                                "cc: this toolchain is broken on purpose")
+
+
+def stand_in_mode(project):
+    (project.root / "modes.toml").write_text(textwrap.dedent("""\
+        [modes.probe]
+        [[modes.probe.phases]]
+        name = "solve"
+        timeout = 120
+        command = "echo agent ran > ran.txt"
+        """))
+
+
+@needs_srt
+def test_no_agent_starts_when_the_self_test_fails_and_run_json_says_why(project, tmp_path):
+    stand_in_mode(project)
+    project.doit("run", "tiny:probe", "instances=tiny-add")
+    before = project.read("probe", "tiny-add", "agent.json")
+    project.doit("forget", "agent:tiny/probe/tiny-add")
+    proc, executed = project.doit("run", "tiny:probe", "instances=tiny-add", check=False,
+                                  env={"PATH": broken_compiler(tmp_path)})
+    assert proc.returncode != 0 and not any(e.startswith("agent:") for e in executed)
+    (line,) = proc.stderr.splitlines()
+    assert line == ("nginx-eval: error: the sandbox self-test could not build a C program with "
+                    "cc: cc: this toolchain is broken on purpose; no agent started "
+                    "(docs/sandbox.md)")
+    run = json.loads((project.results / "default" / "run.json").read_text())
+    assert run["sandbox_self_test"]["ok"] is False
+    assert project.read("probe", "tiny-add", "agent.json") == before
+
+
+@needs_srt
+def test_a_run_that_starts_agents_keeps_the_passed_self_test_in_run_json(project):
+    stand_in_mode(project)
+    project.doit("run", "tiny:probe", "instances=tiny-add")
+    run = json.loads((project.results / "default" / "run.json").read_text())
+    assert run["sandbox_self_test"]["ok"] is True
+    assert [s["step"] for s in run["sandbox_self_test"]["steps"]] == list(selftest.STEPS)
+    assert project.read("probe", "tiny-add", "agent.json")["status"] == "completed"
+    # A rerun with nothing to do starts no agent, and so no self-test.
+    checked = run["sandbox_self_test"]["checked"]
+    _, executed = project.doit("run", "tiny:probe", "instances=tiny-add")
+    assert not any(e.startswith("agent:") for e in executed)
+    run = json.loads((project.results / "default" / "run.json").read_text())
+    assert run["sandbox_self_test"]["checked"] == checked

@@ -12,7 +12,7 @@ and ``objs/Makefile``; ``make`` builds ``objs/nginx``; ``objs/nginx -V`` prints 
 ``acme/tiny-tests`` holds Test::More ``.t`` files that run $ENV{TEST_NGINX_BINARY}, like nginx-tests.
 ``objs/nginx -p DIR -c FILE`` is the "server": it prints a line and exits 0, and server.t and
 server_die.t start it with the test's stdout inherited, as Test::Nginx starts nginx. When FILE
-(relative to DIR) has a line ``listen PORT;`` it also serves HTTP on 127.0.0.1:PORT in the
+(relative to DIR) says ``listen [127.0.0.1:]PORT;`` it also serves HTTP on 127.0.0.1:PORT in the
 background, as nginx does, answering ``tiny: 2 + 3 = <add(2, 3)>``, and writes DIR/nginx.pid;
 ``objs/nginx -p DIR -s stop`` stops it.
 """
@@ -96,7 +96,12 @@ static int listen_from_config(const char *prefix, const char *conf)
     snprintf(path, sizeof(path), "%s/%s", conf[0] == '/' ? "" : prefix, conf);
     if ((f = fopen(path, "r")) == NULL) return 0;
     while (fgets(line, sizeof(line), f)) {
-        if (sscanf(line, " listen %d", &port) == 1) break;
+        /* "listen PORT;" or "listen 127.0.0.1:PORT;", anywhere on the line */
+        char *at = strstr(line, "listen "), *colon;
+        if (at == NULL) continue;
+        at += 7;
+        colon = strchr(at, ':');
+        if (sscanf(colon && colon < strchr(at, ';') ? colon + 1 : at, "%d", &port) == 1) break;
     }
     fclose(f);
     if (port <= 0) return 0;

@@ -1,0 +1,130 @@
+"""The shipped `full` mode verifies with the real program, inside the default sandbox (issue 36):
+a stand-in agent (AGENT=...) that plans, fixes, then builds, writes the smallest configuration,
+starts the server, asks it with curl and stops it, gets the server's answer; its attempt to reach
+a server on the host's loopback is refused and recorded. On the fixture always; on real nginx
+with local mirrors.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from conftest import DODO, SOURCE_ROOT
+from test_sandbox import needs_srt
+
+pytestmark = needs_srt
+
+# Answers each shipped prompt by a phrase of it (templates/prompt_*.md.j2); the verify phase
+# does what its prompt asks, with the server's binary the build made.
+STAND_IN = r"""#!/bin/bash
+case "$1" in
+*"write a short plan"*) echo "make add() add" > .plan.md ;;
+*"Implement the fix"*) rm -f .plan.md; FIX ;;
+*"Check your fix"*)
+    BUILD
+    prefix="$TMPDIR/verify"; mkdir -p "$prefix/logs"
+    printf 'events {}\nhttp { server { listen 127.0.0.1:18080; location / { return 200 "nginx here\\n"; } } }\n' \
+        > "$prefix/nginx.conf"
+    objs/nginx -p "$prefix" -c nginx.conf && echo "started"
+    for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/18080) 2>/dev/null && break; sleep 0.05; done
+    echo "answer: $(curl -s http://127.0.0.1:18080/)"
+    echo "host: $(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$STAND_IN_HOST_PORT/fix.diff)"
+    objs/nginx -p "$prefix" -c nginx.conf -s stop && echo "stopped"
+    CLEAN ;;
+esac
+"""
+
+
+class Seen(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.server.paths.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def host_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Seen)
+    server.paths = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def stand_in(directory, fix, build, clean):
+    script = directory / "stand-in-agent"
+    script.write_text(STAND_IN.replace("FIX", fix).replace("BUILD", build)
+                      .replace("CLEAN", clean))
+    script.chmod(0o755)
+    return str(script)
+
+
+def verify_phase(agent_json, stdout):
+    agent = json.loads(agent_json.read_text())
+    assert agent["isolation"] == "srt" and agent["status"] == "completed", agent["error"]
+    assert [p["name"] for p in agent["phases"]] == ["plan", "implement", "verify"]
+    return agent["phases"][2], stdout.read_text()
+
+
+def test_full_starts_the_program_it_built_and_reaches_it_but_not_the_host(project, host_server):
+    shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
+    agent = stand_in(project.base, "sed -i 's/a - b/a + b/' src/core/calc.c",
+                     "./auto/configure >/dev/null && make >/dev/null",
+                     "rm -rf objs Makefile")
+    port = host_server.server_address[1]
+    project.doit("run", "tiny:full", "instances=tiny-add",
+                 env={"AGENT": agent, "STAND_IN_HOST_PORT": str(port)})
+    task_dir = project.task_dir("full", "tiny-add")
+    verify, out = verify_phase(task_dir / "agent.json", task_dir / "agent" / "3-verify.stdout")
+    # The fixture's server answers with its add(2, 3): the agent sees its own fix at work.
+    assert "started" in out and "answer: tiny: 2 + 3 = 5" in out and "stopped" in out, out
+    assert "host: 403" in out and host_server.paths == []
+    assert [(b["host"], b["port"]) for b in verify["blocked"]] == [("127.0.0.1", port)]
+    assert project.read("full", "tiny-add", "grade.json")["status"] == "resolved"
+
+
+URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
+
+
+def mirrors():
+    urls = [URL.format(owner="nginx", name=n) for n in ("nginx", "nginx-tests")] if URL else []
+    return bool(urls) and all(subprocess.run(["git", "ls-remote", "--heads", u],
+                                             capture_output=True).returncode == 0 for u in urls)
+
+
+@pytest.mark.skipif(not mirrors(), reason="needs local mirrors of nginx and nginx-tests: set "
+                    "NGINX_EVAL_REPO_URL (e.g. '/srv/mirrors/{owner}+{name}/repo')")
+def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host_server):
+    tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
+    task = min((t for t in tasks if not t["configure_flags"]), key=lambda t: t["fix_date"],
+               default=tasks[0])
+    gold = subprocess.run(["git", "-C", URL.format(owner="nginx", name="nginx"), "diff",
+                           task["base_commit"], task["fix_commit"]], capture_output=True,
+                          check=True).stdout
+    (tmp_path / "gold.diff").write_bytes(gold)
+    agent = stand_in(tmp_path, f"git apply {tmp_path / 'gold.diff'}",
+                     "./auto/configure --without-http_gzip_module >/dev/null && make -j2 >/dev/null",
+                     "rm -rf objs Makefile")
+    port = host_server.server_address[1]
+    env = dict(os.environ, NGINX_EVAL_CACHE=str(tmp_path / "cache"),
+               NGINX_EVAL_RESULTS=str(tmp_path / "results"), AGENT=agent,
+               STAND_IN_HOST_PORT=str(port))
+    # The stand-in applies the gold diff from its own directory, which the sandbox lets a
+    # phase read (the directory of the program it starts).
+    subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), "run", "nginx:full",
+                    f"instances={task['instance_id']}", "strict=0"], env=env, check=True,
+                   capture_output=True, timeout=1800)
+    task_dir = tmp_path / "results" / "default" / "full" / task["instance_id"]
+    verify, out = verify_phase(task_dir / "agent.json", task_dir / "agent" / "3-verify.stdout")
+    assert "started" in out and "answer: nginx here" in out and "stopped" in out, out
+    assert "host: 403" in out and host_server.paths == []
+    assert [(b["host"], b["port"]) for b in verify["blocked"]] == [("127.0.0.1", port)]

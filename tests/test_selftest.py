@@ -5,9 +5,11 @@ fails."""
 import json
 import os
 import textwrap
+import time
 
 from nginx_eval.agent import selftest
 from nginx_eval.core.layout import Layout
+from test_agent_claude import claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
 
 BOX = {"endpoint": "api.anthropic.com:443", "allow_hosts": [], "binds": []}
@@ -103,3 +105,38 @@ def test_a_run_that_starts_agents_keeps_the_passed_self_test_in_run_json(project
     assert not any(e.startswith("agent:") for e in executed)
     run = json.loads((project.results / "default" / "run.json").read_text())
     assert run["sandbox_self_test"]["checked"] == checked
+
+
+def free_port():
+    import socket
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return s.getsockname()[1]
+
+
+@needs_srt
+def test_a_model_endpoint_out_of_reach_stops_the_run_in_seconds_with_one_line(claude):
+    port = free_port()
+    start = time.monotonic()
+    proc, executed = claude.run("tiny:raw", check=False,
+                                env={"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}"})
+    assert time.monotonic() - start < 60
+    assert proc.returncode != 0 and not any(e.startswith("agent:") for e in executed)
+    (line,) = proc.stderr.splitlines()
+    assert line == (f"nginx-eval: error: the model endpoint http://127.0.0.1:{port} "
+                    "(ANTHROPIC_BASE_URL) cannot be reached from the agent's sandbox: (56) "
+                    "CONNECT tunnel failed, response 502; no agent started")
+    assert claude.api.requests == []
+
+
+@needs_srt
+def test_a_reachable_endpoint_passes_and_missing_credentials_are_not_blamed_on_modes_toml(claude):
+    # The stand-in answers the check (any HTTP status means reachable), then the agent runs.
+    claude.run("tiny:raw")
+    assert claude.agent("raw")["status"] == "completed"
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        claude.project.env.pop(name, None)
+    claude.project.doit("forget", "agent:tiny/raw/tiny-add")
+    proc, _ = claude.run("tiny:raw", check=False)
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("nginx-eval: error: Claude Code has no credentials: set "
+                           "ANTHROPIC_API_KEY"), line

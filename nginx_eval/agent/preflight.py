@@ -14,6 +14,7 @@ from ..doitext.invocation import reachable
 from ..run.commandline import command_program
 from ..run.record import note_self_test
 from . import sandbox, selftest
+from .selftest import endpoint_problem
 from .claude_code import credentials_problem, is_claude_code, program_version, resolve_program
 from .gate import clear_stop
 from .stage import agent_finished
@@ -41,24 +42,35 @@ def agents_to_run(ctx, tasks, selected):
             yield mode, task
 
 
-def program_problem(layout, program, env, box):
+def program_problem(layout, program, env, box, reached=None):
     """Why `program` cannot start as a phase of a mode with sandbox settings `box` starts it,
-    or None."""
+    or None. A problem that is the machine's, not the mode's (no credentials, a model endpoint
+    out of reach), is raised as a UserError of its own. reached: the (sandbox, endpoint) pairs
+    already found reachable in this preflight, added to."""
     if not program_found(program, env):
         return f"program {program!r} is not on PATH"
     path = resolve_program(program, env)
     claude = is_claude_code(path)
     if claude and credentials_problem(env):
-        return credentials_problem(env)
+        # Not a mistake of modes.toml: said without naming a place in it.
+        raise UserError(credentials_problem(env))
     if box and (path or "/" not in program):
         probe = [path, "--version"] if claude else ["bash", "-c", 'type -t -- "$1"', "bash",
                                                     program]
         problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), box=box,
                                         environ=env, programs=[path] if path else [],
                                         support=sandbox.write_support(layout.sandbox_support))
-        return problem and f"program {program!r} does not start in the sandbox: {problem}"
-    if claude and not program_version(path, env, layout.agent_versions):
+        if problem:
+            return f"program {program!r} does not start in the sandbox: {problem}"
+    elif claude and not program_version(path, env, layout.agent_versions):
         return f"program {program!r} does not run: `{program} --version` printed no version"
+    key = (repr(box), selftest.endpoint_url(env))
+    if claude and key not in (reached if reached is not None else set()):
+        problem = endpoint_problem(layout, box, env)
+        if problem:
+            raise UserError(f"{problem}; no agent started")
+        if reached is not None:
+            reached.add(key)
     return None
 
 
@@ -76,7 +88,7 @@ def preflight(ctx, tasks, selected):
     (commandline.command_program), in its sandbox if it has one, after the sandbox's self-test
     (selftest.py) passed once."""
     clear_stop(ctx.layout)
-    checked, tested = set(), False
+    checked, tested, reached = set(), False, set()
     for mode, _task in agents_to_run(ctx, tasks, selected):
         if mode.family in checked:
             continue
@@ -91,7 +103,7 @@ def preflight(ctx, tasks, selected):
                 tested = True
         for phase in mode.phases:
             program = command_program(phase.command, env)
-            problem = program and program_problem(ctx.layout, program, env, box)
+            problem = program and program_problem(ctx.layout, program, env, box, reached)
             if problem:
                 raise UserError(problem, file=ctx.layout.modes_file,
                                 item=f"mode {mode.name} phase {phase.name}", field="command")

@@ -19,6 +19,7 @@ agent starts when it fails; ``doit run doctor`` reports it.
 
 import datetime
 import json
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -53,12 +54,16 @@ kill $server
 """
 
 
-def run(layout, box: dict, environ: dict) -> dict:
-    """The self-test in a sandbox of `box` (sandbox.settings) as `environ` would run a phase."""
-    start = time.monotonic()
+def run_inside(layout, box: dict, environ: dict, script: str, files: Path | None = None,
+               timeout: float = TIMEOUT) -> tuple:
+    """`script` (bash) in a sandbox of `box` (sandbox.settings), made as `environ` would make a
+    phase's, in a scratch workspace holding a copy of `files`: (stdout, what it or srt said
+    last on stderr)."""
     with tempfile.TemporaryDirectory(prefix="nginx-eval-selftest-") as scratch:
         workspace, tmp = Path(scratch) / "workspace", Path(scratch) / "tmp"
-        shutil.copytree(FILES, workspace)
+        if files:
+            shutil.copytree(files, workspace)
+        workspace.mkdir(exist_ok=True)
         tmp.mkdir()
         support = sandbox.write_support(layout.sandbox_support)
         settings_file = Path(scratch) / "srt.json"
@@ -66,24 +71,66 @@ def run(layout, box: dict, environ: dict) -> dict:
             box, workspace=workspace, writable=[tmp], hidden=sandbox.hidden_paths(layout),
             environ=environ, support=support)))
         env = sandbox.phase_environment(environ, tmp, support)
-        argv = sandbox.wrap(SCRIPT, settings_file=settings_file,
+        argv = sandbox.wrap(script, settings_file=settings_file,
                             stderr_file=tmp / "stderr", environ=env, support=support,
                             endpoint=box["endpoint"])
         try:
             out = subprocess.run(argv, cwd=workspace, env=env, capture_output=True, text=True,
-                                 timeout=TIMEOUT, stdin=subprocess.DEVNULL)
-            stdout, out_err = out.stdout, out.stderr or f"exit code {out.returncode}"
+                                 timeout=timeout, stdin=subprocess.DEVNULL)
+            stdout, srt_said = out.stdout, out.stderr or f"exit code {out.returncode}"
         except subprocess.TimeoutExpired:
-            stdout, out_err = "", f"no answer in {TIMEOUT} s"
+            stdout, srt_said = "", f"no answer in {timeout:g} s"
         except OSError as e:
-            stdout, out_err = "", str(e)
+            stdout, srt_said = "", str(e)
         said = (tmp / "stderr").read_text(errors="replace").strip() \
-            if (tmp / "stderr").exists() else out_err
+            if (tmp / "stderr").exists() else ""
+    return stdout, said or srt_said
+
+
+def run(layout, box: dict, environ: dict) -> dict:
+    """The self-test in a sandbox of `box` (sandbox.settings) as `environ` would run a phase."""
+    start = time.monotonic()
+    stdout, said = run_inside(layout, box, environ, SCRIPT, FILES)
     steps = read_steps(stdout)
     return {"ok": len(steps) == len(STEPS) and all(s["ok"] for s in steps),
             "seconds": round(time.monotonic() - start, 3),
             "checked": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "steps": steps, "failed": failure(steps, said or out_err)}
+            "steps": steps, "failed": failure(steps, said)}
+
+
+# curl with --proxytunnel asks the proxies for a tunnel to the endpoint as Claude Code does
+# (its failure there reads "Couldn't connect through your proxy (ERR_PROXY_TUNNEL)"); any HTTP
+# answer of the endpoint itself, an error status included, means it is reachable.
+ENDPOINT_SCRIPT = 'curl -sS -p -o /dev/null -w "%{http_code}" --max-time 30 "$1"'
+ENDPOINT_TIMEOUT = 45
+
+
+def endpoint_url(environ: dict) -> str:
+    return environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+
+
+def endpoint_problem(layout, box: dict, environ: dict) -> str | None:
+    """Why the model endpoint cannot be reached the way a phase reaches it (from its sandbox,
+    or for box None from this machine), one line, or None: checked before any agent starts, so
+    that a URL or a network that cannot reach it fails in seconds, not after the CLI's retries
+    (about 3.5 min per attempt, three attempts)."""
+    url = endpoint_url(environ)
+    script = ENDPOINT_SCRIPT.replace('"$1"', shlex.quote(url))
+    if box:
+        stdout, said = run_inside(layout, box, environ, script, timeout=ENDPOINT_TIMEOUT)
+    else:       # an unisolated agent's path is the host's own
+        try:
+            out = subprocess.run(["bash", "-c", script], env=environ, capture_output=True,
+                                 text=True, timeout=ENDPOINT_TIMEOUT, stdin=subprocess.DEVNULL)
+            stdout, said = out.stdout, out.stderr.strip()
+        except subprocess.TimeoutExpired:
+            stdout, said = "", f"no answer in {ENDPOINT_TIMEOUT} s"
+    if stdout.strip() not in ("", "000"):
+        return None
+    reason = (said.splitlines() or ["no answer"])[-1].removeprefix("curl: ")
+    source = "ANTHROPIC_BASE_URL" if environ.get("ANTHROPIC_BASE_URL") else "the default endpoint"
+    where = "from the agent's sandbox" if box else "from this machine"
+    return f"the model endpoint {url} ({source}) cannot be reached {where}: {reason}"
 
 
 def read_steps(stdout: str) -> list:

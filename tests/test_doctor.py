@@ -7,12 +7,14 @@ import textwrap
 
 import pytest
 
+import claude_cli
 import fixture_repos
 from nginx_eval.checks import doctor
 from nginx_eval.run.benchmark import Task
 from nginx_eval.checks.doctor import diagnose, listed_packages
 from nginx_eval.checks.doctor_report import render
 from nginx_eval.prove.env import OPENSSL_CONF_FILE
+from test_agent_claude import claude  # noqa: F401 (a fixture)
 from test_testsuite import FASTCGI, OLD_CERTIFICATES, STREAM_SSL
 
 
@@ -294,3 +296,41 @@ def test_doit_doctor_fails_on_missing_perl_module(project):
     out, _ = project.doit("run", "doctor", "instances=tiny-mul", check=False)
     assert out.returncode != 0 and "No::Such::Module" not in out.stdout
     assert "Other::Missing::Module" in out.stdout
+
+
+# -- agent modes: the CLI, its pin, credentials, the endpoint, the sandbox -------------------------
+
+def test_doctor_checks_what_a_selected_claude_code_mode_needs(claude):
+    proc, _ = claude.project.doit("run", "doctor", "modes=raw")
+    lines = proc.stdout.splitlines()
+    assert ("OK      agent sandbox: srt runs, and its self-test passed (a phase builds a C "
+            "server, starts it, reaches it with curl and prove)") in lines
+    version = claude_cli.setup_setting("CLAUDE_CODE_VERSION")
+    assert (f"OK      agent modes: Claude Code {version} (Claude Code), credentials, "
+            f"{claude.api.url} reachable") in lines
+    assert not any(line.startswith("WARN    Claude Code") for line in lines)
+    # Without credentials it cannot run: a problem, and the doctor fails.
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        claude.project.env.pop(name, None)
+    proc, _ = claude.project.doit("run", "doctor", "modes=raw", check=False)
+    assert proc.returncode != 0
+    assert "CANNOT RUN mode raw: Claude Code has no credentials: set ANTHROPIC_API_KEY" \
+        in proc.stdout
+
+
+def test_doctor_warns_of_a_cli_that_is_not_the_pinned_one(claude, tmp_path):
+    other = tmp_path / "other-bin"
+    other.mkdir()
+    (other / "claude").write_text('#!/bin/sh\necho "2.0.1 (Claude Code)"\n')
+    (other / "claude").chmod(0o755)
+    proc, _ = claude.project.doit("run", "doctor", "modes=raw",
+                                  env={"PATH": f"{other}:{claude.project.env['PATH']}"})
+    pinned = claude_cli.setup_setting("CLAUDE_CODE_VERSION")
+    assert (f"WARN    Claude Code at {other / 'claude'} is 2.0.1 (Claude Code), not the pinned "
+            f"{pinned} (scripts/setup-debian.sh): its runs are not those of the pinned CLI") \
+        in proc.stdout.splitlines()
+
+
+def test_doctor_without_agent_modes_checks_no_cli(project):
+    proc, _ = project.doit("run", "doctor", "modes=gold,none")
+    assert "agent modes" not in proc.stdout and "CANNOT RUN mode" not in proc.stdout

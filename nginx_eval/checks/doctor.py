@@ -8,6 +8,10 @@ What it checks, and how a problem is reported:
     agent sandbox  whether srt starts an isolated command here (agent/sandbox.py) and its
                    self-test passes (agent/selftest.py); a warning when not, since gold and none
                    need none, but no agent mode can run
+    agent modes    for each selected agent mode's phase programs (agent_findings): on PATH;
+                   Claude Code's version against scripts/setup-debian.sh's pin (a warning), its
+                   credentials and the model endpoint reached as a phase reaches it (errors:
+                   ``CANNOT RUN mode <name>: ...``); the sandbox's problem is an error then
     isolation      whether tests get a network namespace of their own (prove/network.py); a
                    warning when not: they share the machine's ports, fixed-port test trees
                    queue for one machine-wide slot
@@ -51,6 +55,7 @@ module asks the machine (SystemProbe, TestSource) and compares; doctor_report.py
 """
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -61,6 +66,11 @@ import tempfile
 from doit.exceptions import TaskFailed
 
 from ..agent import sandbox, selftest
+from ..agent.claude_code import (credentials_problem, is_claude_code, program_version,
+                                 resolve_program)
+from ..agent.preflight import program_found
+from ..agent.selftest import endpoint_problem
+from ..run.commandline import command_program
 from ..prove import network as private_network
 from .doctor_report import NOT_CHECKED, Finding, render
 from ..core.gitcmd import file_at
@@ -460,17 +470,79 @@ def listed_packages(path=PACKAGES_FILE):
     return {line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()}
 
 
-def check(layout, tasks, probe=None, out=None, bench=None):
-    """Diagnose, print the report; True when nothing required is missing."""
+SETUP_SCRIPT = SOURCE_ROOT / "scripts" / "setup-debian.sh"
+
+
+def pinned_cli_version():
+    """The Claude Code version scripts/setup-debian.sh installs, or None."""
+    try:
+        m = re.search(r"^CLAUDE_CODE_VERSION=(\S+)", SETUP_SCRIPT.read_text(), re.M)
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+def agent_findings(layout, modes):
+    """What the selected agent modes need, checked as the preflight checks it (agent/preflight.py,
+    the same code): each phase's program, for Claude Code its version against the pin and its
+    credentials, and the model endpoint reached the way a phase reaches it. The sandbox's own
+    self-test is the "agent sandbox" finding."""
+    findings, seen = [], set()
+    pinned = pinned_cli_version()
+    for mode in modes:
+        env = dict(os.environ, **dict(mode.env))
+        box = sandbox.settings(mode)
+        for phase in mode.phases:
+            program = command_program(phase.command, env)
+            path = resolve_program(program, env) if program else None
+            key = (program, path, json.dumps(box, sort_keys=True), selftest.endpoint_url(env))
+            if not program or key in seen:
+                continue
+            seen.add(key)
+            who = (mode.name,)
+            if not path or not program_found(program, env):
+                findings.append(Finding("error", "agent", f"program {program!r}", who,
+                                        note=f"program {program!r} is not on PATH "
+                                             "(scripts/setup-debian.sh installs Claude Code)"))
+                continue
+            if not is_claude_code(path):
+                findings.append(Finding("ok", "agent", f"{program} (not Claude Code)", who))
+                continue
+            version = program_version(path, env, layout.agent_versions)
+            problem = credentials_problem(env) or endpoint_problem(layout, box, env)
+            if problem:
+                findings.append(Finding("error", "agent", f"Claude Code at {path}", who,
+                                        note=problem))
+                continue
+            findings.append(Finding("ok", "agent", f"Claude Code {version or '?'}, credentials, "
+                                    f"{selftest.endpoint_url(env)} reachable", who))
+            if pinned and not (version or "").startswith(f"{pinned} "):
+                findings.append(Finding("warn", "agent", f"Claude Code {version}", who,
+                                        note=f"Claude Code at {path} is {version}, not the "
+                                             f"pinned {pinned} (scripts/setup-debian.sh): its "
+                                             "runs are not those of the pinned CLI"))
+    return findings
+
+
+def check(layout, tasks, probe=None, out=None, bench=None, modes=()):
+    """Diagnose, print the report; True when nothing required is missing. modes: the selected
+    modes; their agent modes are checked too (agent_findings)."""
     findings = diagnose(tasks, TestSource(layout), probe or SystemProbe(layout),
                         listed_packages())
+    agents = [m for m in modes if m.runs_agent]
+    findings += agent_findings(layout, agents)
+    isolated = tuple(m.name for m in agents if sandbox.settings(m))
+    # No isolated agent can run without its sandbox: for them the sandbox's warning is an error.
+    findings = [Finding("error", "agent", "the agent sandbox", isolated, note=f.note)
+                if isolated and f.kind == "agent sandbox" and f.level == "warn" else f
+                for f in findings]
     text, ok = render(findings, len(tasks), bench)
     print(text, file=out or sys.stdout, flush=True)
     return ok
 
 
-def doctor_action(layout, tasks, bench=None):
-    if not check(layout, tasks, bench=bench):
+def doctor_action(layout, tasks, bench=None, modes=()):
+    if not check(layout, tasks, bench=bench, modes=modes):
         return TaskFailed("the machine is not ready for the selected tasks (see the report above)")
 
 
@@ -478,7 +550,8 @@ def gen_tasks(ctx):
     yield {
         "basename": "doctor",
         "doc": "check tools, libraries, Perl modules and daemons the selected tasks need",
-        "actions": [(doctor_action, [ctx.layout, ctx.tasks, ctx.benchmark.name])],
+        "actions": [(doctor_action, [ctx.layout, ctx.tasks, ctx.benchmark.name,
+                                     ctx.group_mode_list()])],
         "uptodate": [False],
         "verbosity": 2,
     }

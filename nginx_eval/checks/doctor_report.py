@@ -15,7 +15,9 @@ NOT_CHECKED = "not checked"      # kind of a warning about something the doctor 
 @dataclass
 class Finding:
     level: str          # "ok", "warn", "missing", "error"
-    kind: str           # "tool", "isolation", "library", "perl module", "daemon", "configure", "tests",
+    kind: str           # "tool", "isolation", "agent sandbox", "agent" (an agent mode's
+                        # program, credentials, endpoint), "library", "perl module", "daemon",
+                        # "configure", "tests",
                         # "openssl" (the configuration for tests), "certificate" (one a test
                         # file makes), NOT_CHECKED (what: the repository that is not cloned)
     what: str
@@ -71,12 +73,13 @@ def _ok_lines(findings):
     for f in findings:
         if f.level == "ok":
             ok_by_kind.setdefault(f.kind, []).append(f.what)
-    for kind in ("tool", "isolation", "openssl", "library", "perl module", "daemon", "configure",
-                 "certificate"):
+    for kind in ("tool", "isolation", "agent sandbox", "agent", "openssl", "library",
+                 "perl module", "daemon", "configure", "certificate"):
         if kind in ok_by_kind:
             names = list(dict.fromkeys(ok_by_kind[kind]))
             label = {"configure": "has() modules enabled by configure_flags",
                      "library": "libraries", "isolation": "isolation",
+                     "agent sandbox": "agent sandbox", "agent": "agent modes",
                      "openssl": "OpenSSL for tests",
                      "certificate": "certificates the test files make, accepted by OpenSSL"
                      }.get(kind, kind + "s")
@@ -93,6 +96,8 @@ def _problem_line(f):
     if f.level == "error":
         if f.kind == "certificate":
             return f"CANNOT RUN {_who(f.who)}: {f.note}"
+        if f.kind == "agent":
+            return f"CANNOT RUN mode {_who(f.who)}: {f.note}"
         return (f"TASK ERROR {f.note}" if f.kind == "configure" else
                 f"TASK ERROR {_who(f.who)}: {f.what} {f.note}")
     if f.level == "warn":
@@ -102,7 +107,7 @@ def _problem_line(f):
             return f"WARN    no {f.what}: {f.note}"
         if f.kind == "setup":
             return f"WARN    package {f.what} (needed by {_who(f.who)}) is {f.note}"
-        if f.kind == "openssl":
+        if f.kind in ("openssl", "agent"):
             return f"WARN    {f.note}"
         return f"WARN    {f.note} (tasks {_who(f.who)})"
     return None

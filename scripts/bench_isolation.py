@@ -7,7 +7,8 @@ same command run bare, in a workspace of nginx's size.
 The workspace is nginx's tree at HEAD of the bare repository --nginx (default: the mirror that
 NGINX_EVAL_REPO_URL names), else a synthetic tree of as many files; srt scans the workspace for
 files to protect before each start, so its size matters. Prints the median and the largest
-extra seconds per phase (the target is at most 1 s).
+extra seconds per phase (the target is at most 1 s), and what the sandbox's self-test costs a
+`doit run` that starts agents (agent/selftest.py: min, median, largest).
 """
 
 import argparse
@@ -21,7 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from nginx_eval.agent import sandbox  # noqa: E402
+from nginx_eval.agent import sandbox, selftest  # noqa: E402
+from nginx_eval.core.layout import Layout  # noqa: E402
 from nginx_eval.core import gitcmd  # noqa: E402
 
 
@@ -78,12 +80,21 @@ def main():
         wrapped = sandbox.wrap(command, settings_file=settings, stderr_file=logs / "stderr",
                                environ=phase_env, support=support)
         isolated = [timed(wrapped, ws, phase_env) for _ in range(args.runs)]
+        layout = Layout.from_env(root=base / "project",
+                                 environ={"NGINX_EVAL_CACHE": str(base / "cache")})
+        tests = [selftest.run(layout, box, dict(os.environ)) for _ in range(args.runs)]
+    failed = [t["failed"] for t in tests if not t["ok"]]
+    if failed:
+        sys.exit(f"bench_isolation: {failed[0]}")
+    seconds = sorted(t["seconds"] for t in tests)
     extra = [i - statistics.median(bare) for i in isolated]
     print(f"workspace: {'nginx at HEAD of ' + args.nginx if args.nginx else 'synthetic, 600 files'}")
     print(f"bare start: median {statistics.median(bare):.3f} s; isolated start: median "
           f"{statistics.median(isolated):.3f} s, largest {max(isolated):.3f} s ({args.runs} runs)")
     print(f"isolation costs {statistics.median(extra):.3f} s per phase (median), "
           f"{max(extra):.3f} s at most; target: at most 1 s")
+    print(f"self-test: {seconds[0]:.3f} s min, {statistics.median(seconds):.3f} s median, "
+          f"{seconds[-1]:.3f} s largest ({args.runs} runs)")
     return 0 if statistics.median(extra) <= 1.0 else 1
 
 

@@ -19,6 +19,9 @@ results.jsonl row::
      "agent_version": str | null,       # agent.json's agent_version (`<program> --version`)
      "strict": true | false | null, "strict_reason": str,   # grade.json's strict verdict
      "isolation": "srt" | "none" | null,    # agent.json's isolation (null: no agent)
+     "web_tools": bool | null,          # agent.json's: Claude Code's WebSearch/WebFetch open to
+                                        # the agent (a record made before the field: true for a
+                                        # Claude Code run, which had them; null: another agent)
      "contaminated": bool,              # agent.json's: the fix reached the agent
      "flags": {kind: n} | null,         # agent.json's flags, counted by kind
      "blocked": int | null,             # connections the sandbox refused, every phase
@@ -68,6 +71,7 @@ def result_row(layout, mode, task):
         "agent_model": next((p.get("model") for p in phases if p.get("model")), None),
         "agent_version": agent.get("agent_version"), "trajectory": agent.get("trajectory"),
         "isolation": agent.get("isolation", "none") if agent else None,
+        "web_tools": agent.get("web_tools", True if agent.get("agent_version") else None),
         "contaminated": bool(agent.get("contaminated")),
         "flags": _flag_counts(agent) if agent else None,
         "blocked": sum(len(p.get("blocked") or []) for p in phases) if agent else None,

@@ -124,6 +124,8 @@ def remove_workspace(layout, mode, task, dryrun=False):
         return
     remove_tree(ws)
     layout.workspace_stamp(mode, task.instance_id).unlink(missing_ok=True)
+    # An agent home outlives its attempt only when doit was killed; it holds a copy of a login.
+    remove_tree(layout.agent_home(mode, task.instance_id))
 
 
 def gen_tasks(ctx):

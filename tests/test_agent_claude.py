@@ -57,6 +57,8 @@ class ClaudeProject:
         bin_dir = project.base / "claude-bin"
         bin_dir.mkdir()
         (bin_dir / "claude").symlink_to(program)
+        # The operator's CLAUDE_CONFIG_DIR, not the agent's: each agent run gets a home of its
+        # own (agent/home.py), and the transcripts are read from there.
         self.config = project.base / "claude-config"
         self.config.mkdir()
         cli_env = claude_cli.environment(api, self.config, CLAUDE_CODE_MAX_RETRIES="0")
@@ -151,7 +153,8 @@ def quick_mode(name, timeout=120, *, plan=False, continue_from_elsewhere=False):
     if plan:
         text += (f'[[modes.{name}.phases]]\nname = "plan"\nprompt = "prompt_plan.md.j2"\n'
                  f"command = '{claude} -p {{prompt}}'\n")
-        # The implement phase's CLI keeps its state elsewhere: its --continue finds no session.
+        # The implement phase's CLI keeps its state elsewhere than the agent's home: its
+        # --continue finds no session.
         elsewhere = 'CLAUDE_CONFIG_DIR="$CLAUDE_CONFIG_DIR/elsewhere" ' \
             if continue_from_elsewhere else ""
         return text + (f'[[modes.{name}.phases]]\nname = "implement"\n'
@@ -337,7 +340,7 @@ def test_in_the_sandbox_an_npm_installed_cli_runs_and_continues_its_session(clau
     agent = claude.agent("impl")
     plan, implement = agent["phases"]
     assert agent["status"] == "completed" and agent["agent_version"] == VERSION
-    assert plan["session_id"] == implement["session_id"]      # the config dir was bound
+    assert plan["session_id"] == implement["session_id"]      # its home was writable
     assert implement["transcript"] and claude.project.read("impl", "tiny-add", "grade.json")[
         "status"] == "resolved"
 

@@ -99,3 +99,60 @@ def test_a_missing_command_file_stops_doit_with_one_line(project):
     assert proc.stderr.splitlines() == [
         f"nginx-eval: error: {modes}, mode fake, field commands: no command file 'fix-isue.md' "
         f"in {SOURCE_ROOT / 'templates' / 'commands'}; did you mean 'fix-issue.md'?"]
+
+
+# -- agent_home: files of the agent's own configuration directory; web_tools ----------------------
+
+def home_mode(**keys):
+    return {"modes": {"a": dict(keys, phases=[{"name": "p", "command": "agent {prompt}"}])}}
+
+
+def test_agent_home_files_are_read_and_are_agent_inputs(tmp_path):
+    templates = tmp_path / "templates"
+    house = templates / "agent-homes" / "house"
+    (house / "agents").mkdir(parents=True)
+    (house / "CLAUDE.md").write_text("House rules.\n")
+    (house / "agents" / "helper.md").write_text("---\nname: helper\n---\n")
+    mode = parse_modes(home_mode(agent_home="house"), "m.toml", templates)["a"]
+    assert mode.home_files == (("CLAUDE.md", "House rules.\n"),
+                               ("agents/helper.md", "---\nname: helper\n---\n"))
+    assert mode.fingerprint()["agent_home"] == [list(f) for f in mode.home_files]
+    assert mode.to_json()["agent_home"] == "house"
+    # An edited file is another agent: the fingerprint changes.
+    (house / "CLAUDE.md").write_text("Other rules.\n")
+    edited = parse_modes(home_mode(agent_home="house"), "m.toml", templates)["a"]
+    assert edited.fingerprint() != mode.fingerprint()
+    # Without agent_home and web_tools, or with web_tools (what every mode ran before it was
+    # closed): the fingerprint the mode had, so its paid runs stay valid.
+    for keys in ({}, {"web_tools": True}, {"web_tools": False}):
+        plain = parse_modes(home_mode(**keys), "m.toml", templates)["a"]
+        assert set(plain.fingerprint()) == {"phases", "model", "env", "repeat"}
+        assert plain.web_tools is keys.get("web_tools", False)
+    assert parse_modes(home_mode(web_tools=True), "m.toml", templates)["a"].to_json()[
+        "web_tools"] is True
+
+
+@pytest.mark.parametrize("keys,message", [
+    ({"agent_home": "hous"}, "no folder 'hous' in {parent}; did you mean 'house'?"),
+    ({"agent_home": "../house"}, "no folder '../house' in {parent}; did you mean 'house'?"),
+    ({"agent_home": 3}, "must be the name of a folder in {parent}"),
+    ({"agent_home": ""}, "must be the name of a folder in {parent}"),
+    ({"web_tools": "yes"}, "must be true or false"),
+])
+def test_a_wrong_agent_home_or_web_tools_names_the_mode_and_the_key(tmp_path, keys, message):
+    templates = tmp_path / "templates"
+    (templates / "agent-homes" / "house").mkdir(parents=True)
+    with pytest.raises(UserError) as e:
+        parse_modes(home_mode(**keys), "m.toml", templates)
+    field = next(iter(keys))
+    assert str(e.value) == (f"m.toml, mode a, field {field}: "
+                            f"{message.format(parent=templates / 'agent-homes')}")
+
+
+def test_an_agent_home_may_not_bring_credentials(tmp_path):
+    templates = tmp_path / "templates"
+    house = templates / "agent-homes" / "house"
+    house.mkdir(parents=True)
+    (house / ".credentials.json").write_text("{}")
+    with pytest.raises(UserError, match="the agent's credentials are the user's"):
+        parse_modes(home_mode(agent_home="house"), "m.toml", templates)

@@ -166,6 +166,29 @@ def test_a_tool_under_a_hidden_directory_stays_hidden(tmp_path):
     assert fs["allowWrite"] == [str(tmp_path / "ws"), str(tmp_path / "cfg")]
 
 
+def test_the_users_own_claude_state_is_hidden_but_a_cli_installed_there_runs(tmp_path):
+    """The agent writes its own home (CLAUDE_CONFIG_DIR); the user's ~/.claude and
+    ~/.claude.json stay out of sight even under a readable directory, but a CLI the phase runs
+    from ~/.claude/local stays readable."""
+    from nginx_eval.agent.sandbox import srt_settings
+    home = tmp_path / "home"
+    bin_dir = home / ".claude" / "local" / "node_modules" / ".bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "claude").write_text("#!/bin/sh\n")
+    (home / ".claude" / "bin").mkdir()
+    (home / ".claude.json").write_text("{}")
+    box = {"endpoint": "api.anthropic.com:443", "allow_hosts": [], "binds": []}
+    settings = srt_settings(box, workspace=tmp_path / "ws", writable=[], hidden=[], environ={
+        "PATH": f"{home}:{home / '.claude' / 'bin'}:/usr/bin",
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "agent-home")}, programs=[bin_dir / "claude"],
+        private=[home / ".claude", home / ".claude.json", home / "absent"])
+    fs = settings["filesystem"]
+    assert fs["denyRead"] == ["/", str(home / ".claude"), str(home / ".claude.json")]
+    assert fs["allowWrite"] == [str(tmp_path / "ws"), str(tmp_path / "agent-home")]
+    assert str(home) in fs["allowRead"] and str(home / ".claude" / "bin") not in fs["allowRead"]
+    assert str(home / ".claude" / "local" / "node_modules") in fs["allowRead"]
+
+
 @needs_srt
 def test_each_refused_connection_is_read_from_srts_log_with_its_time(tmp_path):
     import json

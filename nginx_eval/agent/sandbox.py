@@ -10,10 +10,11 @@ proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the 
 - reads: the system (/usr, /etc, /opt, /bin, /lib...), the directories on PATH and those of the
   programs the phase starts, and the agent's own paths below; nothing else of the machine. The
   harness's directories (cache with its bare clones, test trees, other workspaces and builds;
-  the results; the project root; local mirrors) are hidden even under a readable directory;
+  the results; the project root; local mirrors) and the user's own Claude Code state
+  (agent/home.user_state) are hidden even under a readable directory;
 - writes: the workspace, the phase's log directory, a private temporary directory, the agent's
-  state (``$CLAUDE_CONFIG_DIR``, else ``~/.claude`` and ``~/.claude.json``) and the mode's
-  ``sandbox_binds``.
+  state (``$CLAUDE_CONFIG_DIR``: the agent's home, agent/home.py; else ``~/.claude`` and
+  ``~/.claude.json``) and the mode's ``sandbox_binds``.
 
 A mode opts out with ``isolation = "none"``: its runs are marked unisolated everywhere. There is
 no fallback: where srt cannot start, the run stops before any agent starts (cli's preflight).
@@ -224,28 +225,32 @@ def program_dirs(programs):
     return dirs
 
 
-def srt_settings(box, *, workspace, writable, hidden, environ, programs=(), support=None):
+def srt_settings(box, *, workspace, writable, hidden, environ, programs=(), support=None,
+                 private=()):
     """srt's settings file for one phase. writable: the log and temporary directories;
     programs: the programs the phase's command starts (found on PATH); support:
-    write_support's directory (readable inside, for the loopback proxy)."""
+    write_support's directory (readable inside, for the loopback proxy); private: the user's
+    own Claude Code state (home.user_state), hidden but for a program the phase runs from it."""
     mirror = local_mirror_root(environ)
     # Nothing of the machine is readable but the system, the tools and the agent's own paths
     # (a cache or a checkout elsewhere, other runs' files in /tmp stay out of sight); the
     # harness's directories stay hidden even where a tool directory lies above them.
     denied = ["/"] + [str(h) for h in list(hidden) + ([mirror] if mirror else [])
                       if h and str(h) != "/" and os.path.isdir(h)]
+    private = [str(p) for p in private if os.path.lexists(p)]
     binds = [os.path.expanduser(b) for b in box["binds"]]
     allowed = [str(workspace)] + [str(w) for w in writable] + agent_state(environ) + \
         [b for b in binds if os.path.exists(b)]
-    readable = [d for d in SYSTEM_DIRS if os.path.exists(d)] + tool_dirs(environ) + \
-        program_dirs(programs)
-    # A tool under a hidden directory stays hidden (srt would let the narrower allow win).
-    readable = [d for d in readable if not any(_under(d, h) for h in denied[1:])]
+    tools = [d for d in SYSTEM_DIRS if os.path.exists(d)] + tool_dirs(environ)
+    # A tool under a hidden directory stays hidden (srt would let the narrower allow win); a
+    # program the phase runs from the user's state (a CLI installed in ~/.claude/local) does not.
+    readable = [d for d in tools if not any(_under(d, h) for h in denied[1:] + private)] + \
+        [d for d in program_dirs(programs) if not any(_under(d, h) for h in denied[1:])]
     if support:     # in the cache, and readable all the same: the harness's own files
         readable.append(str(support))
     return {"network": {"allowedDomains": [box["endpoint"]] + list(box["allow_hosts"]),
                         "deniedDomains": []},
-            "filesystem": {"denyRead": list(dict.fromkeys(denied)),
+            "filesystem": {"denyRead": list(dict.fromkeys(denied + private)),
                            "allowRead": list(dict.fromkeys(readable)),
                            "allowWrite": list(dict.fromkeys(allowed)), "denyWrite": []},
             "bwrapPath": str(BWRAP_WRAPPER)}

@@ -17,7 +17,8 @@ Output ``agent.json``::
      "phases": [{"name",
                  "command",        # what ran: $AGENT's words and the other variables' values
                                    # put in (secret-looking names stay as written), {prompt}
-                                   # shown as "$(cat <prompt file>)"
+                                   # shown as "$(cat <prompt file>)", the harness's
+                                   # --disallowedTools=WebSearch,WebFetch in (phase_command)
                  "command_template",   # {model} filled, other placeholders as written
                  "model",          # the mode's model if the command names {model}, else null
                  "exit_code", "timed_out", "wall_seconds", "stdout", "stderr", "prompt_file",
@@ -31,6 +32,8 @@ Output ``agent.json``::
                                    # over phases and attempts, every model (subagents too)
      "trajectory": "agent/trajectory.md" | null,
      "isolation": "srt" | "none",  # "none": the mode ran unisolated (isolation = "none")
+     "web_tools": bool | null,     # Claude Code's WebSearch/WebFetch were open to the agent
+                                   # (web_tools = true, or unisolated); null: no Claude Code
      "flags": [{"kind", "phase", "detail"}],   # attempts to look beyond the task, every
                                    # attempt's (attempts.py); "contamination" ones included
      "contaminated": bool}         # the fix reached the agent: the outcome is "contaminated"
@@ -48,12 +51,17 @@ and ``not_run`` records are not finished: the next ``doit run`` tries again. A f
 one line on stderr when it happens: ``nginx-eval: agent <mode>/<instance> failed: exit code 3
 (log: <the phase's stderr file>)``.
 
+Every phase runs with the agent's own Claude Code configuration directory (agent/home.py):
+``CLAUDE_CONFIG_DIR`` is Layout.agent_home, whatever the environment says; the user's is only
+where the credentials come from.
+
 An agent run costs money, so it is repeated only when its inputs change (mode command, prompt,
 model, problem statement, the values of environment variables its command names, the slash
-command files, the Claude Code version) or after ``doit forget`` (see doitext/backend.py). The
-inputs digest is stored in agent.json; an action that finds a finished agent.json of the same inputs
-returns at once, even when doit's database was lost. Adding the Claude Code version to the
-inputs changed the digest of the Claude Code runs made before it, once.
+command files, the agent home's files, the web tools closed, the Claude Code version) or after
+``doit forget`` (see doitext/backend.py). The inputs digest is stored in agent.json; an action
+that finds a finished agent.json of the same inputs returns at once, even when doit's database
+was lost. Adding the Claude Code version to the inputs changed the digest of the Claude Code runs
+made before it, once; closing the web tools did the same for isolated Claude Code runs.
 """
 
 import base64
@@ -73,15 +81,18 @@ from . import transcript as ct
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
 from ..core import gitcmd, jsonio, limits, stamps
+from . import home as agent_home
 from . import sandbox, trajectory
 from .gate import (CredentialsRefused, backoff_seconds, check_not_stopped, clear_stop,
                    keep_attempt_logs, over_budget, stop_the_run, wait_interruptibly)
-from ..run.commandline import command_program, render_command
+from ..run.commandline import command_program, render_command, with_program_option
+from ..run.modes import Mode, Phase
 from ..doitext.backend import consume_forgotten, forgotten
 from ..core.errors import failing_on_user_error
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
 from ..core.procs import kill_leftovers, run_limited
+from ..core.trees import remove_tree
 from ..workspace import (ISSUE_FILE, ensure_fresh_workspace, install_commands, mark_agent_started,
                          release_workspace, workspace_inputs)
 
@@ -118,6 +129,34 @@ def referenced_environment(mode):
     return {n: env.get(n) for n in names}
 
 
+# The CLI's tools that run on the API's side: no sandbox here can stop a search the API makes.
+WEB_TOOLS = ("WebSearch", "WebFetch")
+# With "=": the CLI's tool lists take every word up to the next option, so `claude
+# --disallowedTools WebSearch,WebFetch {prompt} -p` would read the prompt as a tool (measured,
+# 2.1.330: "was read as a value of --disallowedTools, not as a prompt").
+NO_WEB_TOOLS = "--disallowedTools=" + ",".join(WEB_TOOLS)
+
+
+def phase_command(mode: Mode, phase: Phase, environ: dict) -> tuple[str, bool | None]:
+    """(the command a phase runs, whether Claude Code's web tools are open to it; None: its
+    program is not Claude Code). In an isolated mode without ``web_tools = true`` a Claude Code
+    command gets NO_WEB_TOOLS after its program word; AGENT's own command line is left as it is
+    (commandline.with_program_option), and so are unisolated modes, as they were."""
+    program = cc.resolve_program(command_program(phase.command, environ), environ)
+    if not cc.is_claude_code(program):
+        return phase.command, None
+    closed = None if mode.web_tools or mode.isolation == "none" else \
+        with_program_option(phase.command, environ, NO_WEB_TOOLS)
+    return (closed, False) if closed else (phase.command, True)
+
+
+def web_tools_open(mode: Mode, environ: dict) -> bool | None:
+    """agent.json's web_tools: whether any Claude Code phase of the mode has the web tools (None:
+    no phase runs Claude Code)."""
+    known = [w for w in (phase_command(mode, p, environ)[1] for p in mode.phases) if w is not None]
+    return any(known) if known else None
+
+
 def agent_version(layout, mode):
     """The `--version` of the Claude Code programs the mode's phases start, or None."""
     env = dict(os.environ, **dict(mode.env))
@@ -133,6 +172,14 @@ def mode_inputs(layout, mode):
     box = sandbox.settings(mode)
     if box:         # only when on, so that runs made without a sandbox keep their digest
         inputs["sandbox"] = box
+    env = dict(os.environ, **dict(mode.env))
+    closed = [p.name for p in mode.phases if phase_command(mode, p, env)[1] is False]
+    if closed:
+        # An input, though the command template is unchanged: closing the web tools changes what
+        # the agent can do, so the isolated Claude Code runs made with them open run once more.
+        # Only where it applies: web_tools = true, unisolated modes and other agents run what
+        # they ran before and keep their digest.
+        inputs["no_web_tools"] = {"option": NO_WEB_TOOLS, "phases": closed}
     version = agent_version(layout, mode)
     if version:     # only for Claude Code: other agents' runs keep their digest
         inputs["agent_version"] = version
@@ -179,10 +226,14 @@ class AgentRun:
         self.out = layout.agent_json(mode.name, task.instance_id)
         self.ws = layout.workspace(mode.name, task.instance_id)
         self.logs = layout.agent_logs(mode.name, task.instance_id)
-        self.env = dict(os.environ, **dict(mode.env), NGINX_EVAL_INSTANCE=task.instance_id)
+        # The user's environment says where their credentials are; the agent's says its home.
+        self.user_env = dict(os.environ, **dict(mode.env))
+        self.user_config = ct.config_dir(self.user_env)
+        self.config = layout.agent_home(mode.name, task.instance_id)
+        self.env = dict(self.user_env, NGINX_EVAL_INSTANCE=task.instance_id,
+                        CLAUDE_CONFIG_DIR=str(self.config))
         self.box = sandbox.settings(mode)
-        self.config = ct.config_dir(self.env)
-        self.evidence = None
+        self.evidence = self.login = None
         self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
 
     def attempt(self):
@@ -194,6 +245,21 @@ class AgentRun:
         install_commands(self.layout, self.mode, self.task)
         mark_agent_started(self.layout, self.mode.name, self.task)
         self.logs.mkdir(parents=True, exist_ok=True)
+        self.login = agent_home.prepare(self.config, self.mode.home_files, self.user_config)
+        try:
+            state = self.run_phases()
+        finally:
+            # Its transcripts are in the logs by now; the home holds a copy of the login.
+            self.sync_login()
+            remove_tree(self.config)
+        state["trajectory"] = self.write_trajectory(state["rendered"])
+        return state
+
+    def sync_login(self):
+        """A login the CLI refreshed goes back to the user's (agent/home.py)."""
+        self.login = agent_home.sync_credentials(self.config, self.user_config, self.login)
+
+    def run_phases(self):
         state = {"status": COMPLETED, "error": "", "phases": [], "sessions": {},
                  "session": None, "rendered": [], "flags": []}
         for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts), 1):
@@ -205,10 +271,10 @@ class AgentRun:
                 say(self.mode, self.task, "failed", state["error"], last and self.out.parent / last)
                 break
             status, reason = self.run_phase(i, phase, prompt, state)
+            self.sync_login()
             if status != COMPLETED:
                 state.update(status=status, error=f"phase {phase.name}: {reason}")
                 break
-        state["trajectory"] = self.write_trajectory(state["rendered"])
         return state
 
     def run_phase(self, i, phase, prompt, state):
@@ -220,9 +286,10 @@ class AgentRun:
                   "prompt": prompt, "prompt_file": str(prompt_file), "model": self.mode.model,
                   "instance_id": self.task.instance_id, "log_dir": str(self.logs),
                   "phase": phase.name}
-        record = self.phase_record(phase, stem, values, prompt_file)
+        template, _ = phase_command(self.mode, phase, self.env)
+        record = self.phase_record(phase, template, stem, values, prompt_file)
         state["phases"].append(record)
-        program = cc.resolve_program(command_program(phase.command, self.env), self.env)
+        program = cc.resolve_program(command_program(template, self.env), self.env)
         claude = cc.is_claude_code(program)
         slash = cc.slash_command(prompt) if claude else None
         undefined = slash and cc.undefined_command(slash, self.ws, self.config)
@@ -232,7 +299,7 @@ class AgentRun:
             say(self.mode, self.task, "failed", undefined, self.out.parent / record["stderr"])
             return ERROR, undefined
         before = ct.transcript_sizes(self.config, self.ws) if claude else {}
-        command = render_command(phase.command, self.env, values)
+        command = render_command(template, self.env, values)
         outcome = self.launch(command, record, phase.timeout, stem, program)
         lines = ct.new_transcript_lines(before, ct.transcript_sizes(self.config, self.ws)) \
             if claude else []
@@ -242,13 +309,13 @@ class AgentRun:
             say(self.mode, self.task, "failed", reason, self.out.parent / record["stderr"])
         return status, reason
 
-    def phase_record(self, phase, stem, values, prompt_file):
-        names_model = "{model}" in render_command(phase.command, self.env, record=True)
+    def phase_record(self, phase, template, stem, values, prompt_file):
+        names_model = "{model}" in render_command(template, self.env, record=True)
         shown = {"prompt": f'"$(cat {shlex.quote(str(prompt_file))})"'}
         relative = lambda p: str(p.relative_to(self.out.parent))
         return {"name": phase.name,
-                "command": render_command(phase.command, self.env, values, shown, record=True),
-                "command_template": render_command(phase.command, self.env,
+                "command": render_command(template, self.env, values, shown, record=True),
+                "command_template": render_command(template, self.env,
                                                    {"model": self.mode.model}, record=True),
                 "model": (self.mode.model or None) if names_model else None,
                 "exit_code": None, "timed_out": False, "wall_seconds": 0.0,
@@ -285,7 +352,8 @@ class AgentRun:
             jsonio.write_json(settings_file, sandbox.srt_settings(
                 self.box, workspace=self.ws, writable=[self.logs, tmp],
                 hidden=sandbox.hidden_paths(self.layout), environ=self.env,
-                programs=[program] if program else [], support=support))
+                programs=[program] if program else [], support=support,
+                private=agent_home.user_state(self.user_env)))
             env = sandbox.phase_environment(self.env, tmp, support)
             argv = sandbox.wrap(command, settings_file=settings_file, stderr_file=stderr_file,
                                 environ=env, support=support, endpoint=self.box["endpoint"])
@@ -396,7 +464,8 @@ def agent_record(inputs, run, attempts, version):
             "agent_version": version, "wall_seconds": round(seconds, 3),
             "cost_usd": cc.summed_cost(phases), "tokens": cc.summed_tokens(phases),
             "trajectory": last["trajectory"], "isolation": "srt" if run.box else "none",
-            "flags": flags, "contaminated": any(f["kind"] == "contamination" for f in flags)}
+            "web_tools": web_tools_open(run.mode, run.env), "flags": flags,
+            "contaminated": any(f["kind"] == "contamination" for f in flags)}
 
 
 def not_run_record(inputs, mode, task, max_cost, spent):
@@ -406,7 +475,7 @@ def not_run_record(inputs, mode, task, max_cost, spent):
             "status": NOT_RUN, "error": error, "attempts": [], "agent_version": None,
             "wall_seconds": 0.0, "phases": [], "cost_usd": None, "tokens": None,
             "trajectory": None, "isolation": "srt" if sandbox.settings(mode) else "none",
-            "flags": [], "contaminated": False}
+            "web_tools": None, "flags": [], "contaminated": False}
 
 
 def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff,

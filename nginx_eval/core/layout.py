@@ -16,6 +16,9 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
                                 (prove/tree.py); tests/<test_commit>+<digest>/ the same with an
                                 authored task's files (run/benchmark.Task.tests_tree_id)
     workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
+    agent-homes/<run>/<mode>/<instance_id>/  the agent's Claude Code configuration directory
+                                (CLAUDE_CONFIG_DIR), made afresh for each attempt and removed
+                                when it ends (agent/home.py)
     builds/<key>/               content-addressed builds (see build/stage.py)
     builds/.tmp/<key>.<pid>/    a build in progress (or a killed one's leftovers)
     builds/.failed/<key>.json|.log   an env_error build's record and log, never a verdict
@@ -121,6 +124,10 @@ class Layout:
 
     def workspace_stamp(self, mode, instance_id):
         return self.cache / "workspaces" / self.run / mode / f"{instance_id}.json"
+
+    def agent_home(self, mode, instance_id):
+        """The CLAUDE_CONFIG_DIR of the agent run of (mode, task): agent/home.py."""
+        return self.cache / "agent-homes" / self.run / mode / instance_id
 
     def remote_diff(self, mode, instance_id):
         """executor=ray: the agent's workspace diff, made on the node that ran it (patch.py)."""

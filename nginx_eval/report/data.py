@@ -92,6 +92,7 @@ def _display_facts(mode_data):
         "isolation": any(d["isolation"]["isolated"] or d["isolation"]["unisolated"]
                          for d in mode_data),
         "unisolated_modes": [d["name"] for d in mode_data if d["isolation"]["unisolated"]],
+        "web_tools_modes": [d["name"] for d in mode_data if d["isolation"]["web_tools"]],
     }
 
 
@@ -306,6 +307,7 @@ def agent_json(mode):
     iso = mode["isolation"]
     out["isolation"] = {"isolated_instances": len(iso["isolated"]),
                         "unisolated_ids": iso["unisolated"],
+                        "web_tools_ids": iso["web_tools"],
                         "blocked_connections": sum(iso["blocked"].values()),
                         "blocked_ids": sorted(iso["blocked"]),
                         "flagged_ids": sorted(iso["flagged"]),

@@ -166,12 +166,15 @@ def _agent_facts(by_id, outcomes):
 
 
 def _isolation_facts(by_id):
-    """What the mode's agents could reach and tried (agent.json's isolation, blocked, flags):
-    runs isolated and not, refused connections per task, tasks flagged, tasks contaminated."""
+    """What the mode's agents could reach and tried (agent.json's isolation, web_tools, blocked,
+    flags): runs isolated and not, isolated runs whose web tools were open, refused connections
+    per task, tasks flagged, tasks contaminated."""
     agents = {i: r for i, r in by_id.items() if r.get("isolation")}
+    isolated = sorted(i for i, r in agents.items() if r["isolation"] != "none")
     return {
-        "isolated": sorted(i for i, r in agents.items() if r["isolation"] != "none"),
+        "isolated": isolated,
         "unisolated": sorted(i for i, r in agents.items() if r["isolation"] == "none"),
+        "web_tools": [i for i in isolated if agents[i].get("web_tools")],
         "blocked": {i: r["blocked"] for i, r in agents.items() if r.get("blocked")},
         "flagged": {i: r["flags"] for i, r in agents.items() if r.get("flags")},
         "contaminated": sorted(i for i, r in agents.items() if r.get("contaminated")),

@@ -5,6 +5,10 @@ Placeholders (lower-case names in braces; every value is shell-quoted, other bra
 they are, so ${VAR:-default} works): {workspace} {issue_file} {prompt} {prompt_file}
 {model} {instance_id} {log_dir} {phase}.
 
+``with_program_option`` puts an option right after the program word of a command (the harness's
+``--disallowedTools=...``, agent/stage.py): inside the default of ``${AGENT:-claude ...}`` when
+AGENT is unset, never into AGENT's own words (another agent's command line is left as it is).
+
 ``$AGENT``: every unquoted ``$AGENT``, ``${AGENT}``, ``${AGENT:-default}`` (or ``-``, ``:=``,
 ``=``) in a command is replaced by the harness, before bash sees the command, with the words of
 AGENT's value split as a shell would split a command line (quotes and backslashes honoured:
@@ -15,6 +19,7 @@ variables, and a ``"$AGENT"`` in double quotes, are left to bash (render_command
 
 import re
 import shlex
+from collections.abc import Mapping
 
 from ..core.errors import UserError
 
@@ -134,3 +139,62 @@ def command_program(command, environ):
     if not words or SENTINEL in words[0] or PROGRAM_UNKNOWN.search(words[0]):
         return None
     return words[0]
+
+
+# Where a word of a command line ends (unquoted): blanks and the shell's operators.
+WORD_END = " \t\n;&|<>()"
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _word_end(text, i, end):
+    """The end of the shell word starting at text[i] (quotes and backslashes honoured), before
+    `end`; None for an unbalanced quote."""
+    while i < end and text[i] not in WORD_END:
+        if text[i] == "\\":
+            i += 2
+        elif text[i] in "'\"":
+            close = text.find(text[i], i + 1)
+            while text[i] == '"' and close > 0 and text[close - 1] == "\\":
+                close = text.find('"', close + 1)
+            if close < 0 or close >= end:
+                return None
+            i = close + 1
+        else:
+            i += 1
+    return min(i, end)
+
+
+def program_word_end(command: str, environ: Mapping[str, str], start: int = 0,
+                     end: int | None = None) -> int | None:
+    """The index in `command` where the word that names its program ends (as command_program
+    finds it: VAR=value words, exec and command skipped; the default of an unquoted ${AGENT:-...}
+    when AGENT is unset), or None when that word is not the command's own text: AGENT's value, a
+    placeholder, another expansion."""
+    end = len(command) if end is None else end
+    i = start
+    while True:
+        while i < end and command[i] in " \t\n":
+            i += 1
+        m = COMMAND_VARIABLE.match(command, i)
+        if m and m.end() <= end:
+            name, op = m.group(1) or m.group(4), m.group(2)
+            if name != AGENT_VARIABLE or not _default_applies(op, environ.get(name)):
+                return None
+            return program_word_end(command, environ, m.start(3), m.end(3))
+        j = _word_end(command, i, end)
+        if j is None or j == i:
+            return None
+        word = command[i:j]
+        if ASSIGNMENT.match(word) or word in ("exec", "command"):
+            i = j
+            continue
+        if "$" in word or "`" in word or PLACEHOLDER.search(word):
+            return None
+        return j
+
+
+def with_program_option(command: str, environ: Mapping[str, str], option: str) -> str | None:
+    """`command` (a phase's, as modes.toml has it) with `option` right after its program word,
+    or None when the command does not name its program itself (program_word_end)."""
+    at = program_word_end(command, environ)
+    return None if at is None else f"{command[:at]} {option}{command[at:]}"

@@ -11,9 +11,14 @@ Schema::
     allow_hosts = ["example.org"]    # optional, isolated: more hosts the agent may reach
     sandbox_binds = ["~/.npm"]       # optional, isolated: more read-write paths
 
+    web_tools = true                 # optional, isolated: let Claude Code use WebSearch and
+                                     # WebFetch (default: --disallowedTools=WebSearch,WebFetch)
+
     repeats = 3                      # optional: also runs <name>-r2, <name>-r3 (for pass@k)
     commands = ["fix-issue.md"]      # optional: files of templates/commands/ (custom slash
                                      # commands) written to <workspace>/.claude/commands/
+    agent_home = "name"              # optional: the files of templates/agent-homes/<name>/,
+                                     # copied into the agent's own CLAUDE_CONFIG_DIR
 
     [[modes.<name>.phases]]          # one or more, run in order in the same workspace
     name = "solve"
@@ -33,6 +38,19 @@ modes are loaded (a missing one is an error naming the mode and the key). Their 
 ``Mode.command_files`` and so of ``fingerprint()``: editing a command runs the mode's agents again.
 workspace.install_commands writes them where Claude Code reads a project's custom slash
 commands, ``<workspace>/.claude/commands/<name>``, never in the user's own ``~/.claude``.
+
+``agent_home``: every phase runs with a Claude Code configuration directory of the harness's
+(``CLAUDE_CONFIG_DIR``, agent/home.py) holding the user's credentials and nothing else of theirs:
+no CLAUDE.md, settings, hooks, MCP servers, agents or skills of the operator reach the agent. What
+a mode wants there (a CLAUDE.md, a settings.json, agents/...) is a folder of
+``templates/agent-homes/``, read when the modes are loaded into ``Mode.home_files``; its files'
+text is part of ``fingerprint()``, so editing one runs the mode's agents again.
+
+``web_tools``: no sandbox on this machine can stop a search the model API runs on its side, so in
+an isolated mode a Claude Code phase's command gets ``--disallowedTools=WebSearch,WebFetch``
+(agent/stage.py's phase_command). ``web_tools = true`` leaves them allowed, as they were before,
+and marks the runs (agent.json's ``web_tools``). It is not in the fingerprint: such a mode runs
+what it ran before.
 
 Placeholders ({prompt}, {model}, ...) and ``$AGENT`` in commands: commandline.py.
 
@@ -62,15 +80,19 @@ DEFAULT_TIMEOUT = 1800
 # The keys parse_modes reads, at each level: anything else is a typo (unknown_key).
 KEYS = ("modes",)
 MODE_KEYS = ("description", "model", "env", "isolation", "allow_hosts", "sandbox_binds",
-             "repeats", "commands", "phases", "predictions")
+             "web_tools", "repeats", "commands", "agent_home", "phases", "predictions")
 # Keys of the bubblewrap sandbox that isolation replaced: an error that says what to write now.
 REPLACED_KEYS = {
     "sandbox": "every agent mode runs isolated now; remove it (isolation = \"none\" opts out)",
     "network": "an isolated agent reaches the model API and allow_hosts only; remove it",
 }
 PHASE_KEYS = ("name", "prompt", "timeout", "command")
-# Under the templates directory: the files a mode's `commands` key names.
+# Under the templates directory: the files a mode's `commands` key names, and the folders its
+# `agent_home` key names.
 COMMANDS_DIR = "commands"
+AGENT_HOMES_DIR = "agent-homes"
+# The harness writes the user's login there (agent/home.py): never a mode's file.
+CREDENTIALS_FILE = ".credentials.json"
 
 
 @dataclass(frozen=True)
@@ -98,6 +120,9 @@ class Mode:
     instances: tuple = None         # predictions: the instance ids the file has a row for (the
                                     # only tasks the mode scores); None: every selected task
     command_files: tuple = ()       # (file name, text) of each file of `commands`, in order
+    web_tools: bool = False         # isolated: Claude Code's WebSearch and WebFetch allowed
+    agent_home: str = ""            # the folder of templates/agent-homes/ named, "" for none
+    home_files: tuple = ()          # (relative path, text) of each file of that folder, sorted
 
     @property
     def family(self):
@@ -118,6 +143,9 @@ class Mode:
         if self.command_files:
             # Likewise; the text, not the name: an edited command is another agent input.
             fingerprint["commands"] = [list(c) for c in self.command_files]
+        if self.home_files:
+            # Likewise: a mode without agent_home keeps its fingerprint.
+            fingerprint["agent_home"] = [list(f) for f in self.home_files]
         return fingerprint
 
     def covers(self, instance_id):
@@ -134,6 +162,10 @@ class Mode:
             data["instances"] = list(self.instances)
         if self.command_files:
             data["command_files"] = [name for name, _ in self.command_files]
+        if self.agent_home:
+            data["agent_home"] = self.agent_home
+        if self.web_tools:
+            data["web_tools"] = True
         return data
 
 
@@ -173,6 +205,9 @@ def _mode_settings(raw, path, where):
     binds = raw.get("sandbox_binds", [])
     if not isinstance(binds, list) or not all(isinstance(b, str) and b for b in binds):
         raise UserError("must be a list of paths", file=path, item=where, field="sandbox_binds")
+    web_tools = raw.get("web_tools", False)
+    if not isinstance(web_tools, bool):
+        raise UserError("must be true or false", file=path, item=where, field="web_tools")
     hosts = raw.get("allow_hosts", [])
     if not isinstance(hosts, list) or not all(isinstance(h, str) and HOST.fullmatch(h)
                                               for h in hosts):
@@ -180,7 +215,7 @@ def _mode_settings(raw, path, where):
                         "(no scheme, no path)", file=path, item=where, field="allow_hosts")
     return dict(model=str(raw.get("model", "")), description=str(raw.get("description", "")),
                 env=tuple(sorted(env.items())), isolation=isolation,
-                allow_hosts=tuple(hosts), sandbox_binds=tuple(binds))
+                allow_hosts=tuple(hosts), sandbox_binds=tuple(binds), web_tools=web_tools)
 
 
 def _command_files(raw, path, where, templates_dir):
@@ -204,6 +239,38 @@ def _command_files(raw, path, where, templates_dir):
                             file=path, item=where, field="commands")
         files.append((name, source.read_text(encoding="utf-8")))
     return tuple(files)
+
+
+def _home_files(raw, path, where, templates_dir):
+    """(name, ((relative path, text), ...)) of the folder of templates/agent-homes/ that the
+    mode's `agent_home` key names (("", ()) without one); UserError naming the mode and the key
+    for a name that is not a folder there, or a file that is not UTF-8 text."""
+    if "agent_home" not in raw:
+        return "", ()
+    name, parent = raw["agent_home"], Path(templates_dir) / AGENT_HOMES_DIR
+    if not isinstance(name, str) or not name:
+        raise UserError(f"must be the name of a folder in {parent}", file=path, item=where,
+                        field="agent_home")
+    folder = parent / name
+    if Path(name).name != name or name in (".", "..") or not folder.is_dir():
+        known = sorted(p.name for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []
+        close = difflib.get_close_matches(name, known, n=1)
+        raise UserError(f"no folder {name!r} in {parent}"
+                        f"{f'; did you mean {close[0]!r}?' if close else ''}",
+                        file=path, item=where, field="agent_home")
+    files = []
+    for source in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = source.relative_to(folder).as_posix()
+        if relative == CREDENTIALS_FILE:
+            raise UserError(f"{source}: the agent's credentials are the user's, copied in by the "
+                            f"harness; remove this file", file=path, item=where,
+                            field="agent_home")
+        try:
+            files.append((relative, source.read_text(encoding="utf-8")))
+        except UnicodeDecodeError:
+            raise UserError(f"{source} is not UTF-8 text", file=path, item=where,
+                            field="agent_home")
+    return name, tuple(files)
 
 
 def _predictions_mode(name, raw, path, where, settings):
@@ -275,8 +342,9 @@ def parse_modes(data, path, templates_dir=None):
         if "predictions" in raw:
             modes[name] = _predictions_mode(name, raw, path, where, settings)
             continue
-        settings["command_files"] = _command_files(
-            raw, path, where, templates_dir or SOURCE_ROOT / "templates")
+        templates = templates_dir or SOURCE_ROOT / "templates"
+        settings["command_files"] = _command_files(raw, path, where, templates)
+        settings["agent_home"], settings["home_files"] = _home_files(raw, path, where, templates)
         modes.update(_agent_modes(name, raw, path, where, settings))
     return modes
 

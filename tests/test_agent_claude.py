@@ -311,7 +311,9 @@ def test_nlcmd_without_its_command_file_is_an_error_and_costs_nothing(claude):
     assert agent["status"] == "error" and agent["phases"][0]["exit_code"] is None
     assert agent["error"].startswith("phase solve: /fix-issue is not defined (no fix-issue.md in "
                                      "the workspace's .claude/commands/ or in ")
-    assert claude.api.requests == []                         # not a single request, not paid
+    # Not a single model request, not paid: the one request is the preflight's GET of the
+    # endpoint, to know it is reachable (agent/selftest.py: endpoint_problem).
+    assert [(q["method"], q["path"]) for q in claude.api.requests] == [("GET", "/")]
     assert "nginx-eval: agent nocmd/tiny-add failed: /fix-issue is not defined" in proc.stderr
     assert results_row(claude.project, "nocmd")["agent_status"] == "error"
 

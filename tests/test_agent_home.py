@@ -176,7 +176,8 @@ printf '{"claudeAiOauth": {"accessToken": "refreshed"}}' > "$CLAUDE_CONFIG_DIR/.
 LOGIN = '{"claudeAiOauth": {"accessToken": "first", "refreshToken": "r1"}}'
 
 
-def test_a_login_is_copied_in_kept_across_phases_and_a_refreshed_one_written_back(project):
+def test_a_login_is_copied_in_kept_across_phases_and_a_refreshed_one_written_back(
+        project, anthropic_api):
     config = project.base / "user-config"
     config.mkdir()
     (config / ".credentials.json").write_text(LOGIN)
@@ -187,8 +188,10 @@ def test_a_login_is_copied_in_kept_across_phases_and_a_refreshed_one_written_bac
     (bin_dir / "claude").chmod(0o755)
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
         project.env.pop(name, None)
+    # The preflight reaches the model endpoint before any Claude Code agent: the stand-in's.
     project.env.update(CLAUDE_CONFIG_DIR=str(config), USER_CONFIG=str(config),
-                       PATH=f"{bin_dir}:{project.env['PATH']}")
+                       PATH=f"{bin_dir}:{project.env['PATH']}",
+                       ANTHROPIC_BASE_URL=anthropic_api.url)
     with open(project.root / "modes.toml", "a") as f:
         f.write('\n[modes.login]\n' + "".join(
             f'[[modes.login.phases]]\nname = "{p}"\ncommand = "claude -p {{phase}}"\n'

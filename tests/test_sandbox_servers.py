@@ -7,9 +7,12 @@ record; run as an ordinary user; and (with local mirrors) start a real nginx wit
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -42,8 +45,11 @@ def host_server():
 def run_phase(tmp_path, command, endpoint="api.anthropic.com:443", programs=()):
     """`command` in a sandbox as an agent phase runs it: (exit code, stdout, the phase's stderr,
     the refused connections)."""
-    ws, logs, tmp = tmp_path / "ws", tmp_path / "logs", tmp_path / "tmp"
-    for d in (ws, logs, tmp):
+    # srt puts its bridges' sockets in TMPDIR: a short path, as the agent stage's, since a
+    # socket's path is cut at 108 bytes (pytest-xdist's tmp_path can be longer).
+    tmp = Path(tempfile.mkdtemp(prefix="nginx-eval-test-"))
+    ws, logs = tmp_path / "ws", tmp_path / "logs"
+    for d in (ws, logs):
         d.mkdir(exist_ok=True)
     box = {"endpoint": endpoint, "allow_hosts": [], "binds": []}
     env = dict(os.environ, CLAUDE_CONFIG_DIR=str(tmp_path / "claude"))
@@ -58,8 +64,11 @@ def run_phase(tmp_path, command, endpoint="api.anthropic.com:443", programs=()):
     with sandbox.TimestampedLog(logs / "srt.log") as log:
         out = subprocess.run(argv, cwd=ws, env=env, stdout=subprocess.PIPE, stderr=log.fd,
                              text=True, timeout=300)
-    blocked = sandbox.blocked_connections((logs / "srt.log").read_text())
-    return out.returncode, out.stdout, (logs / "stderr").read_text(), blocked
+    shutil.rmtree(tmp, ignore_errors=True)
+    log = (logs / "srt.log").read_text()
+    assert (logs / "stderr").exists(), f"srt did not start the command: {log[-3000:]}"
+    return out.returncode, out.stdout, (logs / "stderr").read_text(), \
+        sandbox.blocked_connections(log)
 
 
 SERVERS_AND_CLIENTS = r"""

@@ -166,6 +166,20 @@ def test_a_tool_under_a_hidden_directory_stays_hidden(tmp_path):
     assert fs["allowWrite"] == [str(tmp_path / "ws"), str(tmp_path / "cfg")]
 
 
+def test_the_agents_tests_tree_is_readable_inside_the_hidden_cache_and_not_writable(tmp_path):
+    from nginx_eval.agent.sandbox import srt_settings
+    cache = tmp_path / "cache"
+    tree = cache / "agent-tests" / ("a" * 40)
+    tree.mkdir(parents=True)
+    box = {"endpoint": "api.anthropic.com:443", "allow_hosts": [], "binds": []}
+    fs = srt_settings(box, workspace=cache / "workspaces" / "ws", writable=[], hidden=[cache],
+                      environ={"PATH": "/usr/bin", "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")},
+                      readable=[tree])["filesystem"]
+    # srt lets the narrower allowRead win over the hidden cache (test_suite_e2e.py runs it).
+    assert fs["denyRead"] == ["/", str(cache)] and fs["allowRead"][-1] == str(tree)
+    assert not any(str(tree).startswith(w) for w in fs["allowWrite"])
+
+
 @needs_srt
 def test_each_refused_connection_is_read_from_srts_log_with_its_time(tmp_path):
     import json

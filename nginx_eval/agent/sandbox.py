@@ -8,9 +8,11 @@ proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the 
   plus the mode's ``allow_hosts``; GitHub, nginx.org, registries and every other local port are
   refused, each refusal a line of its debug log (blocked_connections reads them);
 - reads: the system (/usr, /etc, /opt, /bin, /lib...), the directories on PATH and those of the
-  programs the phase starts, and the agent's own paths below; nothing else of the machine. The
+  programs the phase starts, the agent's own paths below, and with a mode's ``tests = "base"``
+  its nginx-tests tree as of the base (suite.py, read-only); nothing else of the machine. The
   harness's directories (cache with its bare clones, test trees, other workspaces and builds;
-  the results; the project root; local mirrors) are hidden even under a readable directory;
+  the results; the project root; local mirrors) are hidden even under a readable directory,
+  but for that one tree in the cache;
 - writes: the workspace, the phase's log directory, a private temporary directory, the agent's
   state (``$CLAUDE_CONFIG_DIR``, else ``~/.claude`` and ``~/.claude.json``) and the mode's
   ``sandbox_binds``.
@@ -195,9 +197,10 @@ def program_dirs(programs):
     return dirs
 
 
-def srt_settings(box, *, workspace, writable, hidden, environ, programs=()):
+def srt_settings(box, *, workspace, writable, hidden, environ, programs=(), readable=()):
     """srt's settings file for one phase. writable: the log and temporary directories;
-    programs: the programs the phase's command starts (found on PATH)."""
+    programs: the programs the phase's command starts (found on PATH); readable: read-only
+    paths the agent is given even inside a hidden directory (its tests tree, suite.py)."""
     mirror = local_mirror_root(environ)
     # Nothing of the machine is readable but the system, the tools and the agent's own paths
     # (a cache or a checkout elsewhere, other runs' files in /tmp stay out of sight); the
@@ -207,14 +210,17 @@ def srt_settings(box, *, workspace, writable, hidden, environ, programs=()):
     binds = [os.path.expanduser(b) for b in box["binds"]]
     allowed = [str(workspace)] + [str(w) for w in writable] + agent_state(environ) + \
         [b for b in binds if os.path.exists(b)]
-    readable = [d for d in SYSTEM_DIRS if os.path.exists(d)] + tool_dirs(environ) + \
+    reads = [d for d in SYSTEM_DIRS if os.path.exists(d)] + tool_dirs(environ) + \
         program_dirs(programs)
     # A tool under a hidden directory stays hidden (srt would let the narrower allow win).
-    readable = [d for d in readable if not any(_under(d, h) for h in denied[1:])]
+    reads = [d for d in reads if not any(_under(d, h) for h in denied[1:])]
+    # What the agent is given wins over a hidden directory above it, that narrower allow on
+    # purpose; not in allowWrite, it is read-only inside.
+    reads += [str(p) for p in readable]
     return {"network": {"allowedDomains": [box["endpoint"]] + list(box["allow_hosts"]),
                         "deniedDomains": []},
             "filesystem": {"denyRead": list(dict.fromkeys(denied)),
-                           "allowRead": list(dict.fromkeys(readable)),
+                           "allowRead": list(dict.fromkeys(reads)),
                            "allowWrite": list(dict.fromkeys(allowed)), "denyWrite": []}}
 
 

@@ -10,6 +10,9 @@ Schema::
                                      # sandbox of sandbox.py, network only to the model API)
     allow_hosts = ["example.org"]    # optional, isolated: more hosts the agent may reach
     sandbox_binds = ["~/.npm"]       # optional, isolated: more read-write paths
+    tests = "base"                   # optional: a read-only nginx-tests tree as of the base
+                                     # commit beside the workspace (suite.py); prompts name it
+                                     # as {{ tests_dir }}
 
     repeats = 3                      # optional: also runs <name>-r2, <name>-r3 (for pass@k)
     commands = ["fix-issue.md"]      # optional: files of templates/commands/ (custom slash
@@ -62,7 +65,9 @@ DEFAULT_TIMEOUT = 1800
 # The keys parse_modes reads, at each level: anything else is a typo (unknown_key).
 KEYS = ("modes",)
 MODE_KEYS = ("description", "model", "env", "isolation", "allow_hosts", "sandbox_binds",
-             "repeats", "commands", "phases", "predictions")
+             "tests", "repeats", "commands", "phases", "predictions")
+# What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit (suite.py).
+TESTS = ("base",)
 # Keys of the bubblewrap sandbox that isolation replaced: an error that says what to write now.
 REPLACED_KEYS = {
     "sandbox": "every agent mode runs isolated now; remove it (isolation = \"none\" opts out)",
@@ -98,6 +103,7 @@ class Mode:
     instances: tuple = None         # predictions: the instance ids the file has a row for (the
                                     # only tasks the mode scores); None: every selected task
     command_files: tuple = ()       # (file name, text) of each file of `commands`, in order
+    tests: str = ""                 # "base": nginx-tests as of the base commit (suite.py); "": none
 
     @property
     def family(self):
@@ -118,6 +124,9 @@ class Mode:
         if self.command_files:
             # Likewise; the text, not the name: an edited command is another agent input.
             fingerprint["commands"] = [list(c) for c in self.command_files]
+        if self.tests:
+            # Likewise; the tree's commit, which depends on the task, is agent.agent_inputs'.
+            fingerprint["tests"] = self.tests
         return fingerprint
 
     def covers(self, instance_id):
@@ -134,6 +143,8 @@ class Mode:
             data["instances"] = list(self.instances)
         if self.command_files:
             data["command_files"] = [name for name, _ in self.command_files]
+        if self.tests:
+            data["tests"] = self.tests
         return data
 
 
@@ -178,9 +189,13 @@ def _mode_settings(raw, path, where):
                                               for h in hosts):
         raise UserError("must be a list of host names, each optionally with :port "
                         "(no scheme, no path)", file=path, item=where, field="allow_hosts")
+    tests = raw.get("tests", "")
+    if tests not in ("",) + TESTS:
+        raise UserError(f"must be one of {', '.join(map(repr, TESTS))} (or left out)", file=path,
+                        item=where, field="tests")
     return dict(model=str(raw.get("model", "")), description=str(raw.get("description", "")),
                 env=tuple(sorted(env.items())), isolation=isolation,
-                allow_hosts=tuple(hosts), sandbox_binds=tuple(binds))
+                allow_hosts=tuple(hosts), sandbox_binds=tuple(binds), tests=tests)
 
 
 def _command_files(raw, path, where, templates_dir):

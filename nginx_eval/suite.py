@@ -3,8 +3,8 @@
 A mode with ``tests = "base"`` (run/modes.py) gives its agent the tree of the last commit of the
 task's test repository whose committer date is not after the base commit's (``last_commit_by``):
 nothing nginx-tests learnt later, so none of the task's new assertions, unless they landed
-before the fix (nginx-tests sometimes adds a test under a TODO guard first). An authored task
-gets the same: nginx-tests as of its base.
+before the fix (nginx-tests sometimes adds a test under a TODO guard first; the benchmark card
+counts those tasks). An authored task gets the same: nginx-tests as of its base.
 
 The tree is extracted once per nginx-tests commit into the cache (``Layout.agent_tests_tree``), shared
 by every mode and task that has it, and never the grading tree (prove/tree.py), so nothing an
@@ -20,12 +20,14 @@ differs is extracted again: writing a file changes its ctime, which nobody can s
 """
 
 import os
+import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional, TypedDict
 
 from .core import jsonio
 from .core.errors import UserError
-from .core.gitcmd import commit_history, committer_times, extract_tree
+from .core.gitcmd import commit_history, committer_times, extract_tree, file_at
 from .core.layout import Layout
 from .core.locks import locked
 from .core.trees import file_stats, remove_tree, set_write_bits
@@ -144,3 +146,62 @@ def verified_tree(layout: Layout, tree: TestsTree) -> tuple[Path, list[str]]:
                   f"({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}); "
                   "extracted again"]
 
+
+# The assertions Test::Nginx adds at the end of every file (the library names them); the lines
+# of a TODO guard, which nginx-tests adds to or takes from a test as fixes are released.
+LIBRARY = "lib/Test/Nginx.pm"
+LIBRARY_ASSERTIONS = ("no alerts", "no sanitizer errors")
+TODO_GUARD = re.compile(r"TODO|todo_|^\s*\}\s*$")
+
+
+def _lines(text, keep=lambda line: True):
+    return [line.strip() for line in text.splitlines() if keep(line)]
+
+
+def assertion_stands(ident: str, before: Optional[str], graded: Optional[str],
+                     library: Optional[str] = None) -> bool:
+    """Whether the assertion `ident` ("<file>:<n> <description>") already stands where its
+    file reads `before` (None: no such file) and the library `library`, for a task graded with
+    the file `graded`: every line of `graded` that holds the description as a Perl string
+    ('...' or "...") is in `before`, unchanged but for the spaces around it; for an assertion
+    the library adds to every file, the library names it and `before` is `graded` apart from
+    TODO guards. A description made at run time or written with escapes is not found: a task
+    counted is one whose graded assertions an agent can read as they grade it, and the count a
+    lower bound."""
+    _, _, description = ident.partition(" ")
+    if before is None or graded is None or not description:
+        return False
+    if description in LIBRARY_ASSERTIONS:
+        unguarded = lambda line: not TODO_GUARD.search(line)
+        return f"'{description}'" in (library or "") and \
+            _lines(before, unguarded) == _lines(graded, unguarded)
+    held = lambda line: any(f"{q}{description}{q}" in line for q in "'\"")
+    lines = set(_lines(graded, held))
+    return bool(lines) and lines <= set(_lines(before))
+
+
+def already_standing(layout: Layout, tasks: Iterable[Task]) -> dict[str, Optional[bool]]:
+    """{instance id: whether every fail_to_pass assertion of the task already stands in its
+    tests tree as of the base (assertion_stands), or None while the clones are missing}, read
+    from the bare clone of the test repository without running anything."""
+    tasks = list(tasks)
+    trees, standing = trees_as_of(layout, tasks), {}
+    for t in tasks:
+        tree = trees[t.instance_id]
+        if tree is None:
+            standing[t.instance_id] = None
+            continue
+        bare, own = layout.bare_repo(tree["repo"]), dict(t.authored)
+        graded = lambda name: own[name].decode("utf-8", "replace") if name in own \
+            else _read(bare, t.test_commit, name)
+        standing[t.instance_id] = all(
+            assertion_stands(ident, _read(bare, tree["commit"], name), graded(name),
+                             _read(bare, tree["commit"], LIBRARY))
+            for ident in t.fail_to_pass for name in [ident.split(":", 1)[0]])
+    return standing
+
+
+@lru_cache(maxsize=1024)
+def _read(bare, commit, path):
+    data = file_at(bare, commit, path)
+    return None if data is None else data.decode("utf-8", "replace")

@@ -1,5 +1,6 @@
 """suite.py: the agent's nginx-tests tree as of the base commit (the last commit not after its
-committer date), extracted without .git, read-only, checked before use, and an agent input."""
+committer date), extracted without .git, read-only, checked before use; and which tasks' graded
+assertions already stand in it (the benchmark card's count)."""
 
 import os
 
@@ -101,6 +102,44 @@ def test_a_changed_tree_is_extracted_again(tmp_path):
                      "(calc_add.t, new.t); extracted again"]
     assert (path / "calc_add.t").read_text() == original and not (path / "new.t").exists()
     assert suite.verified_tree(layout, tree)[1] == []
+
+
+GRADED = """TODO: {
+local $TODO = 'not yet' unless $t->has_version('1.2.3');
+is(get('/'), 'b', 'fixed thing');
+}
+is(get('/x'), 'x', "other thing");
+"""
+
+
+@pytest.mark.parametrize("before,ident,stands", [
+    # The test was there under a TODO guard without a version: the same line stands.
+    ("TODO: {\nlocal $TODO = 'not yet';\n  is(get('/'), 'b', 'fixed thing');\n}\n",
+     "a.t:1 fixed thing", True),
+    # The same description checking something else is not the graded assertion.
+    ("is(get('/'), 'a', 'fixed thing');\n", "a.t:1 fixed thing", False),
+    ("is(get('/x'), 'x', \"other thing\");\n", "a.t:2 other thing", True),
+    (None, "a.t:1 fixed thing", False),
+    ("is(get('/'), 'b', 'fixed thing');\n", "a.t:1", False),
+    # The library's own: the file is the graded one but for TODO guards, and the library has it.
+    ("is(get('/'), 'b', 'fixed thing');\nis(get('/x'), 'x', \"other thing\");\n",
+     "a.t:3 no alerts", True),
+    ("is(get('/'), 'b', 'fixed thing');\n", "a.t:3 no alerts", False),
+])
+def test_an_assertion_stands_when_what_grades_it_is_already_there(before, ident, stands):
+    library = "Test::More::is(join(\"\\n\", @alerts), '', 'no alerts');\n"
+    assert suite.assertion_stands(ident, before, GRADED, library) is stands
+
+
+def test_tasks_whose_assertions_stand_as_of_the_base(tmp_path):
+    layout, commits = cloned(tmp_path)
+    standing = suite.already_standing(layout, [
+        # Its test is older than its base: the agent can read what grades it.
+        tiny_task(commits),
+        # Its test came after the base: not in the tree.
+        tiny_task(commits, commits["t_later"], ["calc_neg.t"], ["calc_neg.t:1 add negatives"],
+                  iid="later")])
+    assert standing == {"tiny-add": True, "later": False}
 
 
 def test_the_tree_is_an_agent_input_and_a_mode_without_tests_keeps_its_digest(tmp_path):

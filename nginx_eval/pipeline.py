@@ -43,7 +43,7 @@ from doit.task import Task
 from .agent import stage as agent
 from .build import stage as build, plan as buildplan
 from .checks import doctor, statements, validate
-from . import grade, patch, repositories, results, workspace
+from . import grade, patch, repositories, results, suite, workspace
 from .prove import stage as prove
 from .strict import stage as strict
 from .report import stage as report, site as report_site
@@ -96,9 +96,19 @@ class Context:
             if mode.name not in of_mode:
                 of_mode[mode.name] = agent.mode_inputs(self.layout, mode)
             prompts = agent.rendered_prompts(self.layout.templates_dir, mode, task)
+            tree = self.tests_tree(self.layout, task) if mode.tests else None
             memo[key] = (prompts, agent.agent_inputs(self.layout, mode, task, prompts,
-                                                     of_mode[mode.name]))
+                                                     of_mode[mode.name], tree))
         return memo[key]
+
+    def tests_tree(self, layout, task):
+        """suite.as_of of a task, found for every task of the command at once (two git calls
+        per repository); None while the clones are missing, asked again then."""
+        memo = self.__dict__.setdefault("_tests_trees", {})
+        if task.instance_id not in memo:
+            found = suite.trees_as_of(layout, self.tasks)
+            memo.update((iid, tree) for iid, tree in found.items() if tree)
+        return memo.get(task.instance_id)
     # With executor=ray an agent runs on a node, which sends back its workspace's diff as the
     # patch stage takes it; the agent stage gets the rule here, for the same reason.
     workspace_diff = staticmethod(patch.workspace_diff)

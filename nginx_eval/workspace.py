@@ -3,7 +3,9 @@
 The agent must not be able to find the answer, so the workspace is not a worktree of the bare clone
 (that would share every object, the fix included). It is a new repository into which only the base
 commit and its ancestors are fetched: no later commit exists in it as an object, ref or reflog entry,
-and nginx-tests is elsewhere. The problem statement is written to ``.issue.md``.
+and nginx-tests is elsewhere. The problem statement is written to ``.issue.md``. For a mode with
+``tests = "base"`` the workspace task also makes the agent's nginx-tests tree as of the base
+(suite.py), outside the workspace.
 
 Before an agent starts, ``install_commands`` writes the mode's custom slash commands (modes.toml's
 ``commands``, read from templates/commands/) to ``.claude/commands/<name>``, where Claude Code
@@ -12,8 +14,10 @@ reads the commands of the project it runs in; the user's own ``~/.claude`` is ne
 ``.git/info/exclude`` and never part of the agent's patch (patch.py).
 """
 
+from . import suite
 from .doitext import cleaning
 from .core import jsonio, stamps
+from .core.errors import failing_on_user_error
 from .core.gitcmd import new_repository_at
 from .core.trees import remove_tree
 from .core.tasknames import AGENT, WORKSPACE, repo_task, task_name, unit_name
@@ -93,19 +97,36 @@ def workspace_current(layout, mode, task):
                 and layout.workspace(mode, task.instance_id).is_dir())
 
 
-def workspace_up_to_date(layout, mode, task, agent_finished, agent_task_name):
-    """doit's uptodate of a workspace task: a current workspace, or none needed because the agent
-    run is finished for its current inputs (`agent_finished`, agent.agent_finished: this stage
-    comes before the agent's and does not import it)."""
-    return (workspace_current(layout, mode.name, task)
+def tests_tree_ready(layout, mode, task, tests_tree) -> bool:
+    """A mode without `tests`, or its tree for the task is there (suite.py). tests_tree:
+    suite.as_of, or pipeline.Context.tests_tree (the same, asked once per command)."""
+    if not mode.tests:
+        return True
+    tree = tests_tree(layout, task)
+    return tree is not None and suite.tree_present(layout, tree)
+
+
+def workspace_up_to_date(layout, mode, task, agent_finished, agent_task_name,
+                         tests_tree=suite.as_of):
+    """doit's uptodate of a workspace task: a current workspace (and tests tree, for a mode with
+    `tests`), or none needed because the agent run is finished for its current inputs
+    (`agent_finished`, agent.agent_finished: this stage comes before the agent's and does not
+    import it)."""
+    return ((workspace_current(layout, mode.name, task)
+             and tests_tree_ready(layout, mode, task, tests_tree))
             or agent_finished(layout, mode, task, agent_task_name))
 
 
-def prepare_workspace(layout, mode, task, agent_finished, agent_task_name):
-    """The doit action: create the workspace unless an up-to-date one exists or its agent run
-    is finished (also when doit's database is lost)."""
-    if not workspace_up_to_date(layout, mode, task, agent_finished, agent_task_name):
+def prepare_workspace(layout, mode, task, agent_finished, agent_task_name,
+                      tests_tree=suite.as_of):
+    """The doit action: create the workspace (and the tests tree of a mode with `tests`) unless
+    an up-to-date one exists or its agent run is finished (also when doit's database is lost)."""
+    if workspace_up_to_date(layout, mode, task, agent_finished, agent_task_name, tests_tree):
+        return
+    if not workspace_current(layout, mode.name, task):
         create_workspace(layout, mode.name, task)
+    if mode.tests:
+        suite.ensure_tree(layout, suite.needed(tests_tree(layout, task), task))
 
 
 def release_workspace(layout, mode, task):
@@ -136,12 +157,15 @@ def gen_tasks(ctx):
             "basename": WORKSPACE,
             "name": name,
             "doc": f"fresh repository at {task.base_commit[:12]} for {task.instance_id}",
-            "actions": [(prepare_workspace, [ctx.layout, mode, task, ctx.agent_finished, agent_name])],
+            "actions": [(failing_on_user_error, [prepare_workspace, ctx.layout, mode, task,
+                                                 ctx.agent_finished, agent_name,
+                                                 ctx.tests_tree])],
             # No target: a missing stamp would make doit run the task, and a finished agent
             # run needs no workspace (after `doit clean`, 62 MiB each); uptodate decides.
             # Both clones: their checks (commits, test files) come before any agent starts.
             "task_dep": [repo_task(task.repo), repo_task(task.test_repo)],
             "uptodate": [(workspace_up_to_date,
-                          [ctx.layout, mode, task, ctx.agent_finished, agent_name])],
+                          [ctx.layout, mode, task, ctx.agent_finished, agent_name,
+                           ctx.tests_tree])],
             "clean": [(remove_workspace, [ctx.layout, mode.name, task])],
         }

@@ -10,14 +10,16 @@ audit (each task's ``audit``; tasks the audit dropped are rows of ``<name>-dropp
 the task file: {"instance_id", "date", "version", "why"}) and the alternative fixes run against
 the tasks, and, given ``results/<run>/validation.json``, that run's verdicts (per test source
 too) and the assertions that changed between its runs, and, given the results.jsonl of a gold
-mode run with the strict verdict on, how many gold patches are strict and why the others are not.
-The text is
+mode run with the strict verdict on, how many gold patches are strict and why the others are not,
+and, with ``--clones``, the tasks whose fail_to_pass assertions already stand in nginx-tests as
+of their base commit (suite.already_standing: what an agent of a mode with ``tests = "base"``
+can read), from the bare clones in the cache (``doit run repos`` makes them). The text is
 ``templates/benchmark_card.md.j2``; the card is generated, never edited.
 
 Usage:
     python scripts/benchmark_card.py [--tasks tasks/nginx.json] [--out tasks/README.md] \
         [--validation results/<run>/validation.json] [--cutoff 2025-01-01]
-        [--gold-results results/<run>/gold/results.jsonl]
+        [--gold-results results/<run>/gold/results.jsonl] [--clones]
 """
 
 import argparse
@@ -33,7 +35,8 @@ import jinja2
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nginx_eval.run.benchmark import TEST_SOURCES, is_date, load_benchmark  # noqa: E402
 from nginx_eval.core.errors import UserError  # noqa: E402
-from nginx_eval.core.layout import SOURCE_ROOT  # noqa: E402
+from nginx_eval.core.layout import SOURCE_ROOT, Layout  # noqa: E402
+from nginx_eval.suite import already_standing  # noqa: E402
 
 TEMPLATE = SOURCE_ROOT / "templates" / "benchmark_card.md.j2"
 DEFAULT_CUTOFF = "2025-01-01"
@@ -237,10 +240,18 @@ def gold_strict_figures(results_file):
             "not_strict": sorted(not_strict), "not_judged": sorted(not_judged)}
 
 
+def standing_figures(standing: dict, bench) -> dict:
+    """What the card says of the tasks whose assertions stand as of their base, from
+    suite.already_standing ({instance id: True, False or None: not known})."""
+    return {"tasks": [t.instance_id for t in bench.tasks if standing.get(t.instance_id)],
+            "unknown": [t.instance_id for t in bench.tasks
+                        if standing.get(t.instance_id) is None]}
+
+
 def render_card(bench, tasks_file, cutoff=DEFAULT_CUTOFF, summary=None, validation_file=None,
-                wall_time=None, gold_results=None):
-    """The text of the card of `bench` (and of a run's validation summary and a strict run of
-    the gold patches, when given)."""
+                wall_time=None, gold_results=None, standing=None):
+    """The text of the card of `bench` (and of a run's validation summary, a strict run of the
+    gold patches and suite.already_standing of its tasks, when given)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
@@ -249,7 +260,8 @@ def render_card(bench, tasks_file, cutoff=DEFAULT_CUTOFF, summary=None, validati
         description=bench_description(bench.path),
         tasks_file=tasks_file, validation_file=validation_file, wall_time=wall_time,
         validation=validation_figures(summary, bench) if summary is not None else None,
-        gold_strict=gold_strict_figures(gold_results) if gold_results else None)
+        gold_strict=gold_strict_figures(gold_results) if gold_results else None,
+        standing=standing_figures(standing, bench) if standing is not None else None)
 
 
 def bench_description(path):
@@ -269,6 +281,10 @@ def parse_args(argv):
     ap.add_argument("--gold-results", default=None,
                     help="results/<run>/gold/results.jsonl of `doit run nginx:gold` with the "
                          "strict verdict on")
+    ap.add_argument("--clones", action="store_true",
+                    help="count the tasks whose assertions already stand in nginx-tests as of "
+                         "their base, from the bare clones in the cache (NGINX_EVAL_CACHE; "
+                         "`doit run repos` makes them)")
     ap.add_argument("--cutoff", default=DEFAULT_CUTOFF,
                     help="the recent split: fixes on or after this YYYY-MM-DD")
     args = ap.parse_args(argv)
@@ -281,6 +297,9 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         bench = load_benchmark(args.tasks)
+        # The project the task file belongs to (<root>/tasks/<name>.json), and its cache.
+        layout = Layout.from_env(root=Path(args.tasks).resolve().parent.parent)
+        standing = already_standing(layout, bench.tasks) if args.clones else None
     except UserError as e:
         print(f"benchmark_card: {e}", file=sys.stderr)
         return 2
@@ -288,7 +307,7 @@ def main(argv=None):
     out = Path(args.out) if args.out else Path(args.tasks).with_name("README.md")
     text = render_card(bench, Path(args.tasks).name, args.cutoff, summary,
                        args.validation and Path(args.validation).name, args.wall_time,
-                       args.gold_results)
+                       args.gold_results, standing)
     out.write_text(text, encoding="utf-8")
     print(f"{out}: {len(bench.tasks)} tasks"
           + (f", validation {args.validation}" if args.validation else ""))

@@ -9,7 +9,9 @@ and ``objs/Makefile``; ``make`` builds ``objs/nginx``; ``objs/nginx -V`` prints 
     c_mul_fix   mul() fixed                        (fix of tiny-mul)
     c_later     an unrelated later change
 
-``acme/tiny-tests`` holds Test::More ``.t`` files that run $ENV{TEST_NGINX_BINARY}, like nginx-tests.
+``acme/tiny-tests`` holds Test::More ``.t`` files that run $ENV{TEST_NGINX_BINARY}, like nginx-tests,
+in one commit dated TESTS_DATE, before every commit of acme/tiny (made now): the tests tree as of
+any base commit (suite.py) is that commit. add_later_test adds a test dated after the bases.
 ``objs/nginx -p DIR -c FILE`` is the "server": it prints a line and exits 0, and server.t and
 server_die.t start it with the test's stdout inherited, as Test::Nginx starts nginx. When FILE
 (relative to DIR) says ``listen [127.0.0.1:]PORT;`` it also serves HTTP on 127.0.0.1:PORT in the
@@ -259,9 +261,12 @@ def git(cwd, *args):
                           capture_output=True, text=True).stdout.strip()
 
 
-def commit(repo, message):
+def commit(repo, message, date=None):
+    """Commit everything; date: its author and committer date (git's formats), else now."""
     git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
+    dated = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
+    subprocess.run(["git", "commit", "-q", "-m", message], cwd=repo, check=True,
+                   env=dict(os.environ, **ENV, **dated), capture_output=True)
     return git(repo, "rev-parse", "HEAD")
 
 
@@ -293,13 +298,28 @@ def make_upstream(path):
     return c
 
 
+TESTS_DATE = "2020-01-01T00:00:00+0000"
+LATER_TEST = TEST_HEAD + """
+plan(tests => 1);
+is(run('add', -2, -3), '-5', 'add negatives');
+"""
+
+
 def make_tests_repo(path):
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
     write(path / "lib" / "README", "test library would live here\n")
     for name, text in TESTS.items():
         write(path / name, text, 0o755)
-    return {"t_head": commit(path, "Tests")}
+    return {"t_head": commit(path, "Tests", date=TESTS_DATE)}
+
+
+def add_later_test(path, date):
+    """A commit of the tests repository at `path` dated `date` that adds calc_neg.t ("add
+    negatives" fails on tiny-add's base): a test that landed after the base commit, as nginx-tests
+    adds a fix's test; the tests tree as of the base must not hold it. Its id."""
+    write(path / "calc_neg.t", LATER_TEST, 0o755)
+    return commit(path, "Tests: add negatives", date=date)
 
 
 FAKE_AGENT = r'''#!/usr/bin/env python3

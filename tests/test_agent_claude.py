@@ -129,6 +129,11 @@ def test_every_shipped_mode_resolves_a_task_with_the_real_cli(claude):
         assert claude.project.read(mode, "tiny-add", "grade.json")["status"] == "resolved"
         trajectory = claude.path(mode, agent["trajectory"]).read_text()
         assert "**Bash** command: `sed -i" in trajectory and "Fixing it." in trajectory
+        # The same environment for all four: nginx-tests as of the base, beside the workspace.
+        assert agent["tests_tree"]["commit"] == claude.project.commits["t_head"], mode
+    verify = claude.path("full", claude.agent("full")["phases"][2]["prompt_file"]).read_text()
+    tree = claude.project.cache / "agent-tests" / claude.project.commits["t_head"]
+    assert f"`TEST_NGINX_BINARY=$PWD/objs/nginx prove -v -I {tree}/lib {tree}/<file>.t`" in verify
     transcript = claude.path("nlcmd", claude.agent("nlcmd")["phases"][0]["transcript"])
     assert "<command-name>/fix-issue</command-name>" in transcript.read_text()
     # Its workspace went once the patch was taken (patch.take_patch); the transcript above

@@ -164,3 +164,29 @@ def test_the_audit_and_the_alternatives_are_counted(tmp_path):
     assert "Resolved but not strict: t-1 (the task's audit notes say why)." in alternatives
     assert "Rejected before the audit's changes: t-2; all of them are resolved now." \
         in alternatives
+
+
+def test_the_tasks_whose_assertions_stand_before_the_fix_are_counted_and_named(project):
+    """From the bare clones (--clones): the fixture's tests are older than its bases, so both
+    tasks' assertions stand in the tree as of the base; a task graded by a test that landed
+    after its base does not."""
+    import fixture_repos
+    later = fixture_repos.add_later_test(project.mirrors / "acme+tiny-tests",
+                                         "2099-01-01T00:00:00+0000")
+    bench = project.benchmark()
+    bench["tasks"].append(dict(bench["tasks"][0], instance_id="tiny-neg", test_commit=later,
+                               test_files=["calc_neg.t"], pass_to_pass=[],
+                               fail_to_pass=["calc_neg.t:1 add negatives"]))
+    project.write_benchmark(bench)
+    tasks_file, out = project.root / "tasks" / "tiny.json", project.base / "README.md"
+    card = lambda *args: subprocess.run([sys.executable, str(SCRIPT), "--tasks", str(tasks_file),
+                                         "--out", str(out), *args], check=True,
+                                        capture_output=True, env=project.env)
+    card()
+    assert "Not counted when this card was generated" in section(
+        out.read_text(), "Assertions that stand before the fix")
+    project.doit("run", "repos")
+    card("--clones")
+    standing = section(out.read_text(), "Assertions that stand before the fix")
+    assert "In 2 of 3 tasks every\nfail_to_pass assertion already stands" in standing
+    assert "\ntiny-add, tiny-mul.\n" in standing and "Not known" not in standing

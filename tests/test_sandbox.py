@@ -189,6 +189,20 @@ def test_the_users_own_claude_state_is_hidden_but_a_cli_installed_there_runs(tmp
     assert str(home / ".claude" / "local" / "node_modules") in fs["allowRead"]
 
 
+def test_the_agents_tests_tree_is_readable_inside_the_hidden_cache_and_not_writable(tmp_path):
+    from nginx_eval.agent.sandbox import srt_settings
+    cache = tmp_path / "cache"
+    tree = cache / "agent-tests" / ("a" * 40)
+    tree.mkdir(parents=True)
+    box = {"endpoint": "api.anthropic.com:443", "allow_hosts": [], "binds": []}
+    fs = srt_settings(box, workspace=cache / "workspaces" / "ws", writable=[], hidden=[cache],
+                      environ={"PATH": "/usr/bin", "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")},
+                      readable=[tree])["filesystem"]
+    # srt lets the narrower allowRead win over the hidden cache (test_suite_e2e.py runs it).
+    assert fs["denyRead"] == ["/", str(cache)] and fs["allowRead"][-1] == str(tree)
+    assert not any(str(tree).startswith(w) for w in fs["allowWrite"])
+
+
 @needs_srt
 def test_each_refused_connection_is_read_from_srts_log_with_its_time(tmp_path):
     import json

@@ -8,10 +8,12 @@ proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the 
   plus the mode's ``allow_hosts``; GitHub, nginx.org, registries and every other local port are
   refused, each refusal a line of its debug log (blocked_connections reads them);
 - reads: the system (/usr, /etc, /opt, /bin, /lib...), the directories on PATH and those of the
-  programs the phase starts, and the agent's own paths below; nothing else of the machine. The
+  programs the phase starts, the agent's own paths below, and with a mode's ``tests = "base"``
+  its nginx-tests tree as of the base (suite.py, read-only); nothing else of the machine. The
   harness's directories (cache with its bare clones, test trees, other workspaces and builds;
   the results; the project root; local mirrors) and the user's own Claude Code state
-  (agent/home.user_state) are hidden even under a readable directory;
+  (agent/home.user_state) are hidden even under a readable directory, but for the agent's tests
+  tree in the cache;
 - writes: the workspace, the phase's log directory, a private temporary directory, the agent's
   state (``$CLAUDE_CONFIG_DIR``: the agent's home, agent/home.py; else ``~/.claude`` and
   ``~/.claude.json``) and the mode's ``sandbox_binds``.
@@ -226,11 +228,13 @@ def program_dirs(programs):
 
 
 def srt_settings(box, *, workspace, writable, hidden, environ, programs=(), support=None,
-                 private=()):
+                 private=(), readable=()):
     """srt's settings file for one phase. writable: the log and temporary directories;
     programs: the programs the phase's command starts (found on PATH); support:
     write_support's directory (readable inside, for the loopback proxy); private: the user's
-    own Claude Code state (home.user_state), hidden but for a program the phase runs from it."""
+    own Claude Code state (home.user_state), hidden but for a program the phase runs from it;
+    readable: read-only paths the agent is given even inside a hidden directory (its tests
+    tree, suite.py)."""
     mirror = local_mirror_root(environ)
     # Nothing of the machine is readable but the system, the tools and the agent's own paths
     # (a cache or a checkout elsewhere, other runs' files in /tmp stay out of sight); the
@@ -244,14 +248,15 @@ def srt_settings(box, *, workspace, writable, hidden, environ, programs=(), supp
     tools = [d for d in SYSTEM_DIRS if os.path.exists(d)] + tool_dirs(environ)
     # A tool under a hidden directory stays hidden (srt would let the narrower allow win); a
     # program the phase runs from the user's state (a CLI installed in ~/.claude/local) does not.
-    readable = [d for d in tools if not any(_under(d, h) for h in denied[1:] + private)] + \
+    reads = [d for d in tools if not any(_under(d, h) for h in denied[1:] + private)] + \
         [d for d in program_dirs(programs) if not any(_under(d, h) for h in denied[1:])]
-    if support:     # in the cache, and readable all the same: the harness's own files
-        readable.append(str(support))
+    # What the agent is given wins over a hidden directory above it, that narrower allow on
+    # purpose (the harness's support files, the tests tree); not in allowWrite, read-only inside.
+    reads += ([str(support)] if support else []) + [str(p) for p in readable]
     return {"network": {"allowedDomains": [box["endpoint"]] + list(box["allow_hosts"]),
                         "deniedDomains": []},
             "filesystem": {"denyRead": list(dict.fromkeys(denied + private)),
-                           "allowRead": list(dict.fromkeys(readable)),
+                           "allowRead": list(dict.fromkeys(reads)),
                            "allowWrite": list(dict.fromkeys(allowed)), "denyWrite": []},
             "bwrapPath": str(BWRAP_WRAPPER)}
 

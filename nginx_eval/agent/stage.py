@@ -36,7 +36,11 @@ Output ``agent.json``::
                                    # (web_tools = true, or unisolated); null: no Claude Code
      "flags": [{"kind", "phase", "detail"}],   # attempts to look beyond the task, every
                                    # attempt's (attempts.py); "contamination" ones included
-     "contaminated": bool}         # the fix reached the agent: the outcome is "contaminated"
+     "contaminated": bool,         # the fix reached the agent: the outcome is "contaminated"
+     "tests_tree": {"repo", "commit", "date", "notes"} | null}   # the nginx-tests tree the
+                                   # agent had (a mode's tests = "base", suite.py): its commit,
+                                   # that commit's committer date, and a note per attempt that
+                                   # found it changed and extracted it again; null: none
 
 Each phase also has ``"blocked": [{"host", "port", "time"}]`` (connections the sandbox refused;
 null unisolated) and ``"sandbox_log"`` (srt's debug log, null unisolated); its settings are in
@@ -57,11 +61,12 @@ where the credentials come from.
 
 An agent run costs money, so it is repeated only when its inputs change (mode command, prompt,
 model, problem statement, the values of environment variables its command names, the slash
-command files, the agent home's files, the web tools closed, the Claude Code version) or after
-``doit forget`` (see doitext/backend.py). The inputs digest is stored in agent.json; an action
-that finds a finished agent.json of the same inputs returns at once, even when doit's database
-was lost. Adding the Claude Code version to the inputs changed the digest of the Claude Code runs
-made before it, once; closing the web tools did the same for isolated Claude Code runs.
+command files, the agent home's files, the web tools closed, the Claude Code version, the mode's
+``tests`` and its tree's commit) or after ``doit forget`` (see doitext/backend.py). The inputs
+digest is stored in agent.json; an action that finds a finished agent.json of the same inputs
+returns at once, even when doit's database was lost. Adding the Claude Code version to the inputs
+changed the digest of the Claude Code runs made before it, once; closing the web tools did the
+same for isolated Claude Code runs.
 """
 
 import base64
@@ -83,6 +88,7 @@ from ..cluster.node import UnitLost, on_node
 from ..core import gitcmd, jsonio, limits, stamps
 from . import home as agent_home
 from . import sandbox, trajectory
+from .. import suite
 from .gate import (CredentialsRefused, backoff_seconds, check_not_stopped, clear_stop,
                    keep_attempt_logs, over_budget, stop_the_run, wait_interruptibly)
 from ..run.commandline import command_program, render_command, with_program_option
@@ -97,6 +103,11 @@ from ..workspace import (ISSUE_FILE, ensure_fresh_workspace, install_commands, m
                          release_workspace, workspace_inputs)
 
 
+# Prompts name the agent's tests tree (suite.py), `{{ tests_dir }}`, by this mark; the tree's
+# path on the machine the agent runs on replaces it as a phase starts (AgentRun.run_phase): a
+# cache elsewhere, or a Ray node's, is not another agent input.
+TESTS_DIR_MARK = "<nginx-eval:tests_dir>"
+
 
 @lru_cache(maxsize=8)
 def prompt_environment(templates_dir):
@@ -110,7 +121,8 @@ def render_prompt(templates_dir, template_name, task, mode, phase):
     env = prompt_environment(str(templates_dir))
     return env.get_template(template_name).render(
         task=task, mode=mode, phase=phase, problem_statement=task.problem_statement,
-        issue_file=ISSUE_FILE, instance_id=task.instance_id)
+        issue_file=ISSUE_FILE, instance_id=task.instance_id,
+        tests_dir=TESTS_DIR_MARK if mode.tests else "")
 
 
 def rendered_prompts(templates_dir, mode, task):
@@ -186,10 +198,18 @@ def mode_inputs(layout, mode):
     return inputs
 
 
-def agent_inputs(layout, mode, task, prompts, of_mode=None):
-    """The digest of an agent run's inputs; of_mode: mode_inputs(layout, mode), if known."""
+def agent_inputs(layout, mode, task, prompts, of_mode=None, tests_tree=None):
+    """The digest of an agent run's inputs, or None while a mode with `tests` cannot know its
+    tree (suite.as_of: the clones are not there yet); of_mode: mode_inputs(layout, mode), and
+    tests_tree: suite.as_of of the task, if known."""
     inputs = dict(of_mode or mode_inputs(layout, mode), prompts=prompts,
                   workspace=workspace_inputs(task))
+    if mode.tests:
+        # Only then: the runs of modes without it keep their digest.
+        tree = tests_tree or suite.as_of(layout, task)
+        if tree is None:
+            return None
+        inputs["tests_tree"] = tree["commit"]
     return jsonio.digest(inputs)
 
 
@@ -208,7 +228,8 @@ def agent_finished(layout, mode, task, agent_task_name, inputs=None):
     if inputs is None:
         inputs = agent_inputs(layout, mode, task,
                               rendered_prompts(layout.templates_dir, mode, task))
-    return is_finished(stamps.made_from(layout.agent_json(mode.name, task.instance_id), inputs))
+    return inputs is not None and is_finished(
+        stamps.made_from(layout.agent_json(mode.name, task.instance_id), inputs))
 
 
 def say(mode, task, what, reason, log=None):
@@ -221,8 +242,9 @@ def say(mode, task, what, reason, log=None):
 class AgentRun:
     """One agent run of (mode, task): its attempts, each in a fresh workspace, phase by phase."""
 
-    def __init__(self, layout, mode, task, prompts):
+    def __init__(self, layout, mode, task, prompts, tests_tree=None):
         self.layout, self.mode, self.task, self.prompts = layout, mode, task, prompts
+        self.tests_tree, self.tests_dir = tests_tree, None
         self.out = layout.agent_json(mode.name, task.instance_id)
         self.ws = layout.workspace(mode.name, task.instance_id)
         self.logs = layout.agent_logs(mode.name, task.instance_id)
@@ -242,6 +264,10 @@ class AgentRun:
         # workspace is recreated under it.
         kill_leftovers(self.token_file)
         ensure_fresh_workspace(self.layout, self.mode.name, self.task)
+        if self.tests_tree:
+            self.tests_dir, notes = suite.verified_tree(self.layout, self.tests_tree)
+            self.tests_tree = dict(self.tests_tree,
+                                   notes=self.tests_tree.get("notes", []) + notes)
         install_commands(self.layout, self.mode, self.task)
         mark_agent_started(self.layout, self.mode.name, self.task)
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -280,6 +306,8 @@ class AgentRun:
     def run_phase(self, i, phase, prompt, state):
         """Run one phase, add its record to `state`; (status, reason)."""
         stem = f"{i}-{phase.name}"
+        if self.tests_dir:
+            prompt = prompt.replace(TESTS_DIR_MARK, str(self.tests_dir))
         prompt_file = self.logs / f"{stem}.prompt.md"
         prompt_file.write_text(prompt, encoding="utf-8")
         values = {"workspace": str(self.ws), "issue_file": str(self.ws / ISSUE_FILE),
@@ -353,7 +381,8 @@ class AgentRun:
                 self.box, workspace=self.ws, writable=[self.logs, tmp],
                 hidden=sandbox.hidden_paths(self.layout), environ=self.env,
                 programs=[program] if program else [], support=support,
-                private=agent_home.user_state(self.user_env)))
+                private=agent_home.user_state(self.user_env),
+                readable=[self.tests_dir] if self.tests_dir else []))
             env = sandbox.phase_environment(self.env, tmp, support)
             argv = sandbox.wrap(command, settings_file=settings_file, stderr_file=stderr_file,
                                 environ=env, support=support, endpoint=self.box["endpoint"])
@@ -385,7 +414,7 @@ class AgentRun:
     def scan(self, phase, record, entries, claude):
         """The phase's flags (attempts.py): from its transcript, or from its command logs when
         the agent is not Claude Code."""
-        scope = attempts_module.Scope(self.ws, own=[self.logs, self.config],
+        scope = attempts_module.Scope(self.ws, own=[self.logs, self.config, self.tests_dir],
                                harness=sandbox.hidden_paths(self.layout)
                                + [sandbox.local_mirror_root(self.env)])
         if claude:
@@ -465,7 +494,8 @@ def agent_record(inputs, run, attempts, version):
             "cost_usd": cc.summed_cost(phases), "tokens": cc.summed_tokens(phases),
             "trajectory": last["trajectory"], "isolation": "srt" if run.box else "none",
             "web_tools": web_tools_open(run.mode, run.env), "flags": flags,
-            "contaminated": any(f["kind"] == "contamination" for f in flags)}
+            "contaminated": any(f["kind"] == "contamination" for f in flags),
+            "tests_tree": run.tests_tree}
 
 
 def not_run_record(inputs, mode, task, max_cost, spent):
@@ -475,12 +505,13 @@ def not_run_record(inputs, mode, task, max_cost, spent):
             "status": NOT_RUN, "error": error, "attempts": [], "agent_version": None,
             "wall_seconds": 0.0, "phases": [], "cost_usd": None, "tokens": None,
             "trajectory": None, "isolation": "srt" if sandbox.settings(mode) else "none",
-            "web_tools": None, "flags": [], "contaminated": False}
+            "web_tools": None, "flags": [], "contaminated": False, "tests_tree": None}
 
 
 def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff,
-               keep_workspace=False):
-    """The agent run of (mode, task): its attempts and logs (agent/), and {"record": agent.json's
+               keep_workspace=False, tests_tree=None):
+    """The agent run of (mode, task), with its tests tree (suite.as_of, made here if missing,
+    a Ray node's own): its attempts and logs (agent/), and {"record": agent.json's
     record, "refused": [unit, reason] when the credentials were refused, "diff": the workspace's
     diff (patch.workspace_diff, passed in: a later stage's rule) when it ran on a node for a
     coordinator elsewhere (executor.py), else None}. On a node the workspace goes once its diff
@@ -489,7 +520,7 @@ def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff,
         clear_stop(layout)      # the coordinator checked its own stop file
     if sandbox.settings(mode):
         sandbox.check_available(mode)       # never a fallback to an unisolated run
-    run = AgentRun(layout, mode, task, prompts)
+    run = AgentRun(layout, mode, task, prompts, tests_tree)
     try:
         attempts = run_attempts(run, retries)
     except CredentialsRefused as e:
@@ -508,16 +539,18 @@ def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff,
     return {"record": record, "refused": None, "diff": diff}
 
 
-def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace):
+def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace,
+                  tests_tree):
     """agent_unit on a node; its diff kept for the patch stage (patch.agent_patch), since the
     workspace here is not the one the agent changed."""
+    repos = [(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]})]
+    if tests_tree:
+        repos.append((tests_tree["repo"], {tests_tree["commit"]: [[task.instance_id, "tests"]]}))
     try:
         value = executor.run("agent", agent_unit, layout, mode.name, task.instance_id,
                              [mode, task, prompts, inputs, retries, workspace_diff,
-                              keep_workspace],
-                             ship_out=["agent/"],
-                             repos=[(task.repo, {task.base_commit: [[task.instance_id,
-                                                                     "base_commit"]]})])
+                              keep_workspace, tests_tree],
+                             ship_out=["agent/"], repos=repos)
     except UnitLost as e:
         error = f"every node that ran it was lost: {e.errors[-1]}"
         record = dict(not_run_record(inputs, mode, task, None, 0), status=INFRA_ERROR,
@@ -538,8 +571,15 @@ def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff, 
 def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=None, retries=2,
               workspace_diff=None, keep_workspace=False):
     out = layout.agent_json(mode.name, task.instance_id)
-    if not forgotten(layout, agent_task_name) and is_finished(stamps.made_from(out, inputs)):
+    if inputs is not None and not forgotten(layout, agent_task_name) \
+            and is_finished(stamps.made_from(out, inputs)):
         return
+    tests_tree = suite.needed(suite.as_of(layout, task), task) if mode.tests else None
+    if inputs is None:
+        # Not known when the tasks were made (the clones came later in this command): now.
+        inputs = agent_inputs(layout, mode, task, prompts, tests_tree=tests_tree)
+        if not forgotten(layout, agent_task_name) and is_finished(stamps.made_from(out, inputs)):
+            return
     check_not_stopped(layout)
     spent = over_budget(layout, max_cost)
     if spent is not None:
@@ -547,9 +587,10 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=Non
         say(mode, task, "not run", record["error"])
     elif executor.is_remote():
         record = _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff,
-                               keep_workspace)
+                               keep_workspace, tests_tree)
     else:
-        record = agent_unit(layout, mode, task, prompts, inputs, retries, None)["record"]
+        record = agent_unit(layout, mode, task, prompts, inputs, retries, None,
+                            tests_tree=tests_tree)["record"]
     # `doit forget` is answered once a new record replaces the old one: a run stopped before
     # (refused credentials, Ctrl-C) leaves the request pending.
     consume_forgotten(layout, agent_task_name)

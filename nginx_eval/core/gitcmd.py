@@ -451,6 +451,27 @@ def first_parent_commits(git_dir, old, new, *pathspecs):
                                                     first_parent=True, reverse=True)]
 
 
+def committer_times(git_dir, commits) -> dict[str, int]:
+    """{commit: its committer time, epoch seconds} of those of `commits` (full ids) the
+    repository holds, from two git calls whatever their number."""
+    commits = list(dict.fromkeys(commits))
+    known = lookup_objects(git_dir, [f"{c}^{{commit}}" for c in commits])
+    present = [c for c in commits if f"{c}^{{commit}}" in known]
+    if not present:
+        return {}
+    out = _text(git_dir, "log", "--no-walk=unsorted", f"--format=%H{_FIELD}%ct", *present)
+    times = dict(line.split(_FIELD) for line in out.splitlines() if line)
+    return {c: int(times[c]) for c in present if c in times}
+
+
+def commit_history(git_dir, rev: str = "HEAD") -> list[tuple[str, int, str]]:
+    """[(id, committer time in epoch seconds, committer date in strict ISO 8601)] of `rev` and
+    its ancestors, every commit before its parents (--topo-order)."""
+    out = _text(git_dir, "log", "--topo-order", f"--format=%H{_FIELD}%ct{_FIELD}%cI", rev)
+    return [(sha, int(time), date) for sha, time, date in
+            (line.split(_FIELD) for line in out.splitlines() if line)]
+
+
 def commit_facts(git_dir, commit):
     """{"day": committer date YYYY-MM-DD, "time": committer time in strict ISO 8601, "subject"}
     of `commit`."""

@@ -15,6 +15,8 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     tests/<test_commit>/        nginx-tests trees, one per pinned commit, shared by all runs
                                 (prove/tree.py); tests/<test_commit>+<digest>/ the same with an
                                 authored task's files (run/benchmark.Task.tests_tree_id)
+    agent-tests/<commit>/       nginx-tests as of a base commit, the tree an agent of a mode with
+                                `tests = "base"` may read (suite.py); never a grading tree
     workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
     agent-homes/<run>/<mode>/<instance_id>/  the agent's Claude Code configuration directory
                                 (CLAUDE_CONFIG_DIR), made afresh for each attempt and removed
@@ -114,6 +116,14 @@ class Layout:
 
     def tests_stamp(self, tree_id):
         return self.cache / "tests" / f"{tree_id}.json"
+
+    def agent_tests_tree(self, commit):
+        """The read-only nginx-tests tree of `commit` an agent is given (suite.py), apart from
+        the grading trees: what an agent could do to it never reaches a verdict."""
+        return self.cache / "agent-tests" / commit
+
+    def agent_tests_stamp(self, commit):
+        return self.cache / "agent-tests" / f"{commit}.json"
 
     def output_guard(self, binary):
         """prove/env.py's output guard for a binary: a directory per binary path."""

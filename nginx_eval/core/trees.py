@@ -1,5 +1,5 @@
 """Directory trees the harness makes read-only (published builds, test trees) or that an agent
-may leave read-only (workspaces), and their removal."""
+may leave read-only (workspaces), their files' stat, and their removal."""
 
 import contextlib
 import os
@@ -18,6 +18,20 @@ def set_write_bits(path, writable, dirs_only=False):
             mode = stat.S_IMODE(mode)
             os.chmod(name, mode | stat.S_IWUSR if writable
                      else mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def file_stats(tree) -> dict[str, list[int]]:
+    """{path relative to tree: [size, mtime_ns, ctime_ns, inode]} of every file and link: what a
+    tree's stamp records, so that a tree whose files all still have them is unchanged (writing a
+    file changes its ctime, which nobody can set back)."""
+    stats = {}
+    for dirpath, _, filenames in os.walk(tree):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            stats[os.path.relpath(path, tree)] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+                                                  st.st_ino]
+    return stats
 
 
 def remove_tree(path, ignore_errors=False):

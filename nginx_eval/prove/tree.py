@@ -22,7 +22,7 @@ it was extracted).
 import os
 
 from ..core import jsonio
-from ..core.trees import remove_tree, set_write_bits
+from ..core.trees import file_stats, remove_tree, set_write_bits
 from ..core.gitcmd import GitError, extract_tree, scratch_index
 from ..core.locks import locked
 from ..core.tasknames import TESTS, repo_task, tests_subtask
@@ -49,18 +49,6 @@ def tests_tree_changes(bare, commit, tree, authored=()):
         if not same:
             changed.add(name)
     return sorted(changed)
-
-
-def _file_stats(tree):
-    """{path relative to tree: [size, mtime_ns, ctime_ns, inode]} of every file and link."""
-    stats = {}
-    for dirpath, _, filenames in os.walk(tree):
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            stats[os.path.relpath(path, tree)] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                                  st.st_ino]
-    return stats
 
 
 def _stamp(repo, commit, authored):
@@ -90,13 +78,13 @@ def _extract(layout, repo, commit, authored=(), tree_id=None):
 def _unchanged_since_checked(layout, tree_id, tree):
     """The tree's files are those git last found equal to the commit, with the same stat."""
     files = (jsonio.read_json(layout.tests_stamp(tree_id)) or {}).get("files")
-    return files is not None and _file_stats(tree) == files
+    return files is not None and file_stats(tree) == files
 
 
 def _record_checked(layout, repo, commit, authored, tree_id, tree):
     """After git found the tree equal to the commit (under the tree's lock): its files' stat."""
     jsonio.write_json(layout.tests_stamp(tree_id),
-                      dict(_stamp(repo, commit, authored), files=_file_stats(tree)))
+                      dict(_stamp(repo, commit, authored), files=file_stats(tree)))
 
 
 def tests_tree_present(layout, tree_id):

@@ -10,6 +10,9 @@ Schema::
                                      # sandbox of sandbox.py, network only to the model API)
     allow_hosts = ["example.org"]    # optional, isolated: more hosts the agent may reach
     sandbox_binds = ["~/.npm"]       # optional, isolated: more read-write paths
+    tests = "base"                   # optional: a read-only nginx-tests tree as of the base
+                                     # commit beside the workspace (suite.py); prompts name it
+                                     # as {{ tests_dir }}
 
     web_tools = true                 # optional, isolated: let Claude Code use WebSearch and
                                      # WebFetch (default: --disallowedTools=WebSearch,WebFetch)
@@ -80,7 +83,9 @@ DEFAULT_TIMEOUT = 1800
 # The keys parse_modes reads, at each level: anything else is a typo (unknown_key).
 KEYS = ("modes",)
 MODE_KEYS = ("description", "model", "env", "isolation", "allow_hosts", "sandbox_binds",
-             "web_tools", "repeats", "commands", "agent_home", "phases", "predictions")
+             "web_tools", "tests", "repeats", "commands", "agent_home", "phases", "predictions")
+# What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit (suite.py).
+TESTS = ("base",)
 # Keys of the bubblewrap sandbox that isolation replaced: an error that says what to write now.
 REPLACED_KEYS = {
     "sandbox": "every agent mode runs isolated now; remove it (isolation = \"none\" opts out)",
@@ -123,6 +128,7 @@ class Mode:
     web_tools: bool = False         # isolated: Claude Code's WebSearch and WebFetch allowed
     agent_home: str = ""            # the folder of templates/agent-homes/ named, "" for none
     home_files: tuple = ()          # (relative path, text) of each file of that folder, sorted
+    tests: str = ""                 # "base": nginx-tests as of the base commit (suite.py); "": none
 
     @property
     def family(self):
@@ -146,6 +152,9 @@ class Mode:
         if self.home_files:
             # Likewise: a mode without agent_home keeps its fingerprint.
             fingerprint["agent_home"] = [list(f) for f in self.home_files]
+        if self.tests:
+            # Likewise; the tree's commit, which depends on the task, is agent.agent_inputs'.
+            fingerprint["tests"] = self.tests
         return fingerprint
 
     def covers(self, instance_id):
@@ -166,6 +175,8 @@ class Mode:
             data["agent_home"] = self.agent_home
         if self.web_tools:
             data["web_tools"] = True
+        if self.tests:
+            data["tests"] = self.tests
         return data
 
 
@@ -213,9 +224,14 @@ def _mode_settings(raw, path, where):
                                               for h in hosts):
         raise UserError("must be a list of host names, each optionally with :port "
                         "(no scheme, no path)", file=path, item=where, field="allow_hosts")
+    tests = raw.get("tests", "")
+    if tests not in ("",) + TESTS:
+        raise UserError(f"must be one of {', '.join(map(repr, TESTS))} (or left out)", file=path,
+                        item=where, field="tests")
     return dict(model=str(raw.get("model", "")), description=str(raw.get("description", "")),
                 env=tuple(sorted(env.items())), isolation=isolation,
-                allow_hosts=tuple(hosts), sandbox_binds=tuple(binds), web_tools=web_tools)
+                allow_hosts=tuple(hosts), sandbox_binds=tuple(binds), web_tools=web_tools,
+                tests=tests)
 
 
 def _command_files(raw, path, where, templates_dir):

@@ -15,7 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from anthropic_standin import call, say
 from conftest import DODO, SOURCE_ROOT
+from test_agent_claude import VERIFY, claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
 
 pytestmark = needs_srt
@@ -128,3 +130,52 @@ def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host
     assert "started" in out and "answer: nginx here" in out and "stopped" in out, out
     assert "host: 403" in out and host_server.paths == []
     assert [(b["host"], b["port"]) for b in verify["blocked"]] == [("127.0.0.1", port)]
+
+
+def test_full_with_the_real_cli_builds_starts_reaches_and_proves_inside_the_sandbox(claude):
+    """The real CLI against the stand-in API: the verify phase's tool calls build the fixture,
+    start it with the smallest configuration, ask it with curl, run a file of the tests tree
+    as of the base with prove, stop it and clean up; every tool result shows success."""
+    trees = f"{claude.project.cache}/agent-tests/*"
+    prefix = "$TMPDIR/verify"
+    claude.api.script[VERIFY] = [
+        [say("Building."), call("Bash", command="./auto/configure >/dev/null && make >/dev/null"
+                                                 " && echo BUILT-OK")],
+        [call("Bash", command=f"mkdir -p {prefix} && echo 'listen 127.0.0.1:18080;' > "
+                              f"{prefix}/nginx.conf && objs/nginx -p {prefix} -c nginx.conf && "
+                              "sleep 0.3 && curl -s http://127.0.0.1:18080/")],
+        [call("Bash", command=f"t=$(echo {trees}); TEST_NGINX_BINARY=$PWD/objs/nginx "
+                              "prove -v -I $t/lib $t/calc_add.t")],
+        [call("Bash", command=f"objs/nginx -p {prefix} -s stop && rm -rf objs Makefile && "
+                              "echo CLEAN-OK")],
+        [say("Verified: it builds, answers 5 and the test file passes.")]]
+    claude.run("tiny:full")
+    agent = claude.agent("full")
+    assert agent["status"] == "completed" and agent["isolation"] == "srt", agent["error"]
+    verify = agent["phases"][2]
+    assert verify["name"] == "verify" and verify["blocked"] == []
+    results = [block for line in claude.path("full", verify["transcript"]).read_text()
+               .splitlines() for block in tool_results(json.loads(line))]
+    assert len(results) == 4 and not any(r["is_error"] for r in results), results
+    built, answered, proved, cleaned = (r["text"] for r in results)
+    assert "BUILT-OK" in built and "tiny: 2 + 3 = 5" in answered
+    assert "ok 1 - add two numbers" in proved and "Result: PASS" in proved
+    assert "CLEAN-OK" in cleaned
+    assert claude.project.read("full", "tiny-add", "grade.json")["status"] == "resolved"
+    print(f"\nreal-CLI full: verify phase {verify['wall_seconds']:.1f} s, "
+          f"agent {agent['wall_seconds']:.1f} s over {len(agent['phases'])} phases")
+
+
+def tool_results(entry):
+    """{"text", "is_error"} of each tool result in a transcript line."""
+    content = (entry.get("message") or {}).get("content")
+    if entry.get("type") != "user" or not isinstance(content, list):
+        return []
+    out = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            text = block.get("content")
+            if isinstance(text, list):
+                text = "".join(b.get("text", "") for b in text if isinstance(b, dict))
+            out.append({"text": text or "", "is_error": bool(block.get("is_error"))})
+    return out

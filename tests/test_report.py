@@ -2,10 +2,14 @@
 
 import hashlib
 import json
+import os
 import shutil
+import stat
 import statistics
 
-from conftest import SOURCE_ROOT, section, table_row
+import pytest
+
+from conftest import SOURCE_ROOT, Project, section, table_row
 from nginx_eval.report import stats
 
 RUN = "rep"
@@ -447,3 +451,34 @@ def test_a_version_warning_for_results_of_another_version_than_the_file(tmp_path
     assert [v["version"] for v in result_versions(
         {"a": {"x": {"benchmark_version": "1.10"}}, "b": {"y": {"benchmark_version": "1.9"}}})] \
         == ["1.9", "1.10"]
+
+
+# -- issue 37: what a newcomer sees must be true --------------------------------------------------
+
+UMASK = 0o002           # not the usual 022: the files' bits must come from it, not be fixed
+
+
+@pytest.fixture(scope="module")
+def gold_none(tmp_path_factory):
+    """A run of gold and none (strict=0), as a newcomer's first `doit`, under UMASK: gold
+    resolves both tasks, none neither."""
+    project = Project(tmp_path_factory.mktemp("gold-none"))
+    before = os.umask(UMASK)
+    try:
+        project.doit("run", "tiny:gold", "tiny:none", f"run={RUN}")
+    finally:
+        os.umask(before)
+    return project
+
+
+def test_result_files_follow_the_umask_as_the_sites_pages_do(gold_none):
+    run_dir = gold_none.results / RUN
+    want = 0o666 & ~UMASK
+    files = [run_dir / name for name in ("report.md", "report.json", "report-chart.png",
+                                         "run.json", "site/index.html", "site/site.css")]
+    files += [run_dir / "gold" / name for name in ("results.jsonl", "predictions.jsonl")]
+    files += [run_dir / "gold" / "tiny-add" / name for name in (
+        "grade.json", "prove.json", "build.json", "patch.json", "model.patch")]
+    files += [run_dir / "site" / "gold" / "tiny-add.html"]
+    assert {str(f.relative_to(run_dir)): oct(stat.S_IMODE(f.stat().st_mode)) for f in files} \
+        == {str(f.relative_to(run_dir)): oct(want) for f in files}

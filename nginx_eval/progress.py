@@ -85,7 +85,8 @@ class Progress:
             return "failed"
         agent = jsonio.read_json(layout.agent_json(mode, iid)) or {}
         return outcome({"resolved": grade.get("resolved"), "status": grade.get("status"),
-                                "agent_status": agent.get("status")})
+                        "agent_status": agent.get("status"),
+                        "contaminated": agent.get("contaminated")})
 
     def _outcome_or_unknown(self, unit):
         try:

@@ -177,17 +177,20 @@ def summary_lines(made, modes, layout):
             continue
         counts = entry.get("outcome_counts") or {}
         resolved = entry.get("resolved_instances", 0)
+        # The rate's denominator: infra errors and tasks left by the budget are not in it.
+        scored = entry.get("scored_instances", total)
         ci = entry.get("resolved_interval")
-        rate = f"{100 * entry.get('resolved_rate', 0):.1f}%"
-        interval = f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else ""
+        # Of no scored task there is no rate: "—", never "0 of 0 0.0%".
+        rate = ("—" if not scored or entry.get("resolved_rate") is None
+                else f"{100 * entry['resolved_rate']:.1f}%")
+        interval = f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "—"
         others = [f"{n} {o.replace('_', ' ')}" for o, n in counts.items()
                   if n and o != "resolved"]
         missing = len(entry.get("incomplete_ids") or [])
         if missing:
             others.append(f"{missing} missing")
-        # The rate's denominator: infra errors and tasks left by the budget are not in it.
-        scored = entry.get("scored_instances", total)
-        rows.append((m, f"{resolved} of {scored}", rate, interval, ", ".join(others)))
+        rows.append((m, f"{resolved} of {scored}" if scored else "—", rate, interval,
+                     ", ".join(others)))
     if not rows:
         return []
     widths = [max(len(r[i]) for r in rows + [("mode", "resolved", "rate", "95% CI", "")])

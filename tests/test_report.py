@@ -595,3 +595,19 @@ def test_sentences_that_would_be_false_of_these_result_files(project):
     # Nothing resolved: not "every resolved patch is strict".
     assert section(md, "Strict").strip().splitlines()[0] == "No patch resolved a task."
     assert "TAP output and agent logs are next to it" in section(md, "Per task")
+
+
+def test_an_up_to_date_report_says_so_and_a_run_without_results_is_an_error(gold_none):
+    proc, executed = gold_none.doit("run", "report", f"run={RUN}")
+    assert executed == []
+    assert proc.stdout.splitlines() == [
+        f"report: {gold_none.results / RUN / 'report.md'} is up to date (2 tasks, 2 modes)"]
+    # A run with no results: one line naming it and the runs that have results; nothing made.
+    for target in ("report", "site", "power"):
+        proc, _ = gold_none.doit("run", target, "run=nosuchrun", check=False)
+        assert proc.returncode != 0 and proc.stdout == ""
+        assert proc.stderr.splitlines() == [
+            f"nginx-eval: error: run=nosuchrun: no results in "
+            f"{gold_none.results / 'nosuchrun'}; runs with results: {RUN}"], proc.stderr
+        assert sorted(p.name for p in gold_none.results.iterdir()) == [RUN]
+        assert not (gold_none.cache / "doit" / "nosuchrun.db").exists()

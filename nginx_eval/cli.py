@@ -39,6 +39,7 @@ from .core.outcomes import INFRA_ERROR
 from .core.tasknames import AGENT, task_name
 from . import progress
 from .report import site as report_site
+from .report.records import check_has_results
 from .agent.preflight import preflight
 from .core.errors import UserError, UserFailure, fail
 from .core.locks import Busy, hold_until_exit
@@ -55,6 +56,8 @@ def check_task_names(namespace, command, argv):
 # Targets that read a run or the machine and score nothing: they do not add to the run's record
 # (nor do their subtasks: report:markdown, site:index).
 NON_SCORING_TARGETS = ("report", "doctor", "power", "site")
+# Of those, the ones that show a run: they need one with results (report/records.py).
+READING_TARGETS = ("report", "power", "site")
 
 
 def bind_to_run(ctx, argv):
@@ -64,7 +67,10 @@ def bind_to_run(ctx, argv):
     from .pipeline import check_candidates, expand_default
     targets = expand_default(ctx, command_targets(argv))
     check_candidates(ctx, targets)
-    if all(t.split(":", 1)[0] in NON_SCORING_TARGETS for t in targets):
+    stages = {t.split(":", 1)[0] for t in targets}
+    if stages <= set(NON_SCORING_TARGETS):
+        if stages & set(READING_TARGETS):
+            check_has_results(ctx.layout)
         return
     bench = ctx.benchmark.name
     modes = [m for m in ctx.modes

@@ -26,8 +26,10 @@ Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
 - a build that failed because of the environment (build/stage.py) is an environment error;
 - an agent run that did not finish (agent status ``infra_error``: the API or the network failed;
   ``not_run``: the run's budget was spent first) has no verdict of its own: its patch is empty
-  (patch.py) and the status is the agent's, never ``unresolved``; results.py keeps such tasks
-  out of the mode's denominator.
+  (patch.py), the status is the agent's, never ``unresolved``, and no assertion is graded (the
+  tests ran on the unchanged base: their TAP says what the base does, which is not this mode's
+  answer, so calling an assertion failed would contradict it); nor is it judged strict.
+  results.py keeps such tasks out of the mode's denominator.
 
 ``grade.json``::
 
@@ -36,8 +38,8 @@ Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
      "status": "resolved" | "partially_resolved" | "unresolved" | "patch_failed" |
                "compile_failed" | "env_error" | "infra_error" | "not_run",
      "resolved": bool,
-     "fail_to_pass": {"passed": [...], "failed": [...]},
-     "pass_to_pass": {"passed": [...], "failed": [...]},
+     "fail_to_pass": {"passed": [...], "failed": [...]},   # both empty when the agent did
+     "pass_to_pass": {"passed": [...], "failed": [...]},   # not finish: nothing was graded
      "env_errors": [str],               # why the environment, not the patch, decided
      "file_failures": [{"file", "kind": "tampered" | "not_started" | "died" | "skipped" |
                                 "killed",
@@ -50,7 +52,8 @@ Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
      "first_run_status": the status the first runs alone would give,
      # the strict verdict (strict/stage.py's strict.json):
      "strict": true | false | null,     # true: resolved, no regressions, no sanitizer findings;
-                                        # false: not resolved, or either; null: not judged
+                                        # false: not resolved, or either; null: not judged (also
+                                        # when the agent did not finish: not scored)
      "strict_reason": str,              # why not true ("" when true)
      "regressions": [assertion ids], "sanitizer_findings": [finding]}
 """
@@ -148,7 +151,9 @@ def _verdict(task, build_status, prove_files, tap_texts, agent_status, reference
                "timed_out_files": [], "skipped_assertions": []}
     if agent_status in UNFINISHED_AGENT:
         # No verdict to give: the agent did not finish, and its (empty) patch is not its answer.
-        return _without_tests(verdict, task, agent_status)
+        return dict(verdict, status=agent_status, resolved=False,
+                    fail_to_pass={"passed": [], "failed": []},
+                    pass_to_pass={"passed": [], "failed": []})
     if build_status != "built":
         if build_status == "env_error":
             verdict["env_errors"].append(f"build: {build_reason or 'failed in this environment'}")
@@ -233,6 +238,9 @@ def strict_fields(verdict, judged, record):
     """grade.json's strict verdict from the strict stage's record (judged: the stage ran for
     this unit; record: its strict.json)."""
     fields = {"strict": False, "strict_reason": "", "regressions": [], "sanitizer_findings": []}
+    if verdict["status"] in UNFINISHED_AGENT:
+        return dict(fields, strict=None,
+                    strict_reason=f"not scored: {UNFINISHED_AGENT[verdict['status']]}")
     if not verdict["resolved"]:
         return dict(fields, strict_reason="not resolved")
     if not judged:

@@ -44,6 +44,11 @@ ERRORS = RUN_ERRORS + ("failed",)
 SETTLED = object()
 
 
+def report_tasks(ctx) -> tuple[str, str]:
+    """The names of the tasks that render the run's report."""
+    return f"{ctx.benchmark.name}:report", "report:markdown"
+
+
 def duration(seconds):
     """3 s, 40 s, 3 m, 1 h 5 m."""
     seconds = max(0, int(round(seconds)))
@@ -63,6 +68,8 @@ class Progress:
         self.ran = 0            # units finished by this command (not already done)
         self.executed = False   # whether doit executed any task (it may have written results)
         self.report_was_current = False     # doit found a report task up to date
+        self.report_asked = False           # the command names `report` (or report:markdown)
+        self.report_ran = False             # a report task ran (rendered, or failed)
 
     def start(self, tasks, selected):
         """The units the command will finish: the grade tasks reachable from `selected`, those
@@ -75,6 +82,7 @@ class Progress:
                     self.units[unit] = SETTLED if name not in tasks else None
         modes = {m for m, _ in self.units}
         self.order = [m for m in self.ctx.modes if m in modes] + sorted(modes - set(self.ctx.modes))
+        self.report_asked = any(n.split(":", 1)[0] == "report" for n in selected)
         self.started = time.monotonic()
 
     def outcome(self, mode, iid):
@@ -85,7 +93,8 @@ class Progress:
             return "failed"
         agent = jsonio.read_json(layout.agent_json(mode, iid)) or {}
         return outcome({"resolved": grade.get("resolved"), "status": grade.get("status"),
-                                "agent_status": agent.get("status")})
+                        "agent_status": agent.get("status"),
+                        "contaminated": agent.get("contaminated")})
 
     def _outcome_or_unknown(self, unit):
         try:
@@ -134,6 +143,7 @@ class Progress:
         ctx = self.ctx
         modes = [m for m in self.order if ctx.layout.results_jsonl(m).exists()]
         if not modes:
+            self.say_report_current()
             return
         options = ctx.options
         args = [ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes,
@@ -165,6 +175,16 @@ class Progress:
         for line in summary_lines(made, modes, ctx.layout):
             self.write(line)
 
+    def say_report_current(self):
+        """One line for `doit run report` when the report was up to date (doit, which is not
+        handed a settled task, would print nothing: pruning.py)."""
+        if not self.report_asked or self.report_ran:
+            return
+        made = jsonio.read_json(self.ctx.layout.report_json) or {}
+        tasks, modes = len(made.get("tasks") or []), len(made.get("modes") or {})
+        self.write(f"report: {self.ctx.layout.report_md} is up to date ({tasks} "
+                   f"task{'s' if tasks != 1 else ''}, {modes} mode{'s' if modes != 1 else ''})")
+
 
 def summary_lines(made, modes, layout):
     """The table printed at the end of a run: the modes of the command, from report.json."""
@@ -176,17 +196,20 @@ def summary_lines(made, modes, layout):
             continue
         counts = entry.get("outcome_counts") or {}
         resolved = entry.get("resolved_instances", 0)
+        # The rate's denominator: infra errors and tasks left by the budget are not in it.
+        scored = entry.get("scored_instances", total)
         ci = entry.get("resolved_interval")
-        rate = f"{100 * entry.get('resolved_rate', 0):.1f}%"
-        interval = f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else ""
+        # Of no scored task there is no rate: "—", never "0 of 0 0.0%".
+        rate = ("—" if not scored or entry.get("resolved_rate") is None
+                else f"{100 * entry['resolved_rate']:.1f}%")
+        interval = f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "—"
         others = [f"{n} {o.replace('_', ' ')}" for o, n in counts.items()
                   if n and o != "resolved"]
         missing = len(entry.get("incomplete_ids") or [])
         if missing:
             others.append(f"{missing} missing")
-        # The rate's denominator: infra errors and tasks left by the budget are not in it.
-        scored = entry.get("scored_instances", total)
-        rows.append((m, f"{resolved} of {scored}", rate, interval, ", ".join(others)))
+        rows.append((m, f"{resolved} of {scored}" if scored else "—", rate, interval,
+                     ", ".join(others)))
     if not rows:
         return []
     widths = [max(len(r[i]) for r in rows + [("mode", "resolved", "rate", "95% CI", "")])
@@ -216,6 +239,8 @@ def watching(base, ctx, command):
             super().execute_task(task)
             if task.actions:        # doit "executes" a group task too: it does nothing
                 self.progress.executed = True
+                if task.name in report_tasks(ctx):
+                    self.progress.report_ran = True
 
         def add_success(self, task):
             super().add_success(task)
@@ -223,7 +248,7 @@ def watching(base, ctx, command):
 
         def skip_uptodate(self, task):
             super().skip_uptodate(task)
-            if task.name in (f"{ctx.benchmark.name}:report", "report:markdown"):
+            if task.name in report_tasks(ctx):
                 self.progress.report_was_current = True
             self.progress.finished(task.name, already=True)
 

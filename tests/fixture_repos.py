@@ -393,6 +393,12 @@ elif behaviour == "hang":
     time.sleep(3600)
 elif behaviour == "fail":
     sys.exit(3)
+elif behaviour == "api-error":
+    # What Claude Code prints when the API keeps failing: an infra error (agent/claude_code.py).
+    print('{"type": "result", "is_error": true, "api_error_status": 500, "num_turns": 1, '
+          '"terminal_reason": "api_error", "total_cost_usd": 0.01, '
+          '"result": "API Error: 500 Internal server error"}')
+    sys.exit(1)
 print('{"type": "result", "is_error": false, "num_turns": 3, "total_cost_usd": 0.25, '
       '"usage": {"input_tokens": 1000, "output_tokens": 200, "cache_read_input_tokens": 50, '
       '"cache_creation_input_tokens": 10}}')

@@ -3,8 +3,8 @@ base build's reference run."""
 
 from dataclasses import dataclass
 
-from nginx_eval.core.outcomes import GRADE_STATUSES
-from nginx_eval.grade import grade
+from nginx_eval.core.outcomes import GRADE_STATUSES, UNFINISHED_AGENT
+from nginx_eval.grade import grade, strict_fields
 
 OK = {"exit_code": 0, "timed_out": False}
 FAILED = {"exit_code": 1, "timed_out": False}
@@ -141,13 +141,19 @@ def test_partial_fix_and_time_limit(prove_v):
 
 def test_an_agent_run_that_did_not_finish_has_no_verdict(prove_v):
     """infra_error and not_run: the verdict is the agent's status, never `unresolved`, whatever
-    the (empty) patch's tests printed, and never an environment error that would run again."""
+    the (empty) patch's tests printed, and never an environment error that would run again. No
+    assertion is graded, passed or failed: the TAP of the unchanged base says `ok` where a
+    failure would have been claimed (issue 37); nor is the unit judged strict."""
     out, _ = prove_v("h2.t", FIXED)
+    assert "ok 4 - no alerts" in out.splitlines()
     for status in ("infra_error", "not_run"):
         v = grade(Task(), "built", {"h2.t": OK}, {"h2.t": out}, agent_status=status)
         assert (v["status"], v["resolved"], v["agent_status"], v["env_errors"]) == \
             (status, False, status, [])
-        assert v["fail_to_pass"] == {"passed": [], "failed": ["h2.t:3 body"]}
+        assert v["fail_to_pass"] == v["pass_to_pass"] == {"passed": [], "failed": []}
+        strict = strict_fields(v, True, {"strict": True})
+        assert (strict["strict"], strict["strict_reason"]) == (
+            None, f"not scored: {UNFINISHED_AGENT[status]}")
         v = grade(Task(), "env_error", {}, {}, agent_status=status, build_reason="no make")
         assert (v["status"], v["env_errors"]) == (status, [])
     assert grade(Task(), "built", {"h2.t": OK}, {"h2.t": out},

@@ -149,6 +149,21 @@ def test_an_agent_run_that_did_not_finish_is_never_the_models_failure():
     assert outcomes.outcome({"agent_status": "failed", "resolved": True}) == "resolved"
 
 
+def test_a_progress_line_calls_a_contaminated_unit_contaminated(tmp_path):
+    """Its patch resolves the task, but the fix reached the agent: the progress line, like
+    results.jsonl, says contaminated (it said resolved, and counted it)."""
+    from types import SimpleNamespace
+    from nginx_eval.core import jsonio
+    from nginx_eval.core.layout import Layout
+    from nginx_eval.progress import Progress
+    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results",
+                    run="r")
+    jsonio.write_json(layout.grade_json("raw", "t-1"), {"resolved": True, "status": "resolved"})
+    jsonio.write_json(layout.agent_json("raw", "t-1"), {"status": "completed",
+                                                        "contaminated": True})
+    assert Progress(SimpleNamespace(layout=layout), None).outcome("raw", "t-1") == "contaminated"
+
+
 # -- 2 and 3. AGENT is read as a shell reads it; records say what ran -------------------------------
 
 DUMP_ARGV = "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"

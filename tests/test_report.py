@@ -2,10 +2,15 @@
 
 import hashlib
 import json
+import os
+import re
 import shutil
+import stat
 import statistics
 
-from conftest import SOURCE_ROOT, section, table_row
+import pytest
+
+from conftest import SOURCE_ROOT, Project, section, table_row
 from nginx_eval.report import stats
 
 RUN = "rep"
@@ -447,3 +452,162 @@ def test_a_version_warning_for_results_of_another_version_than_the_file(tmp_path
     assert [v["version"] for v in result_versions(
         {"a": {"x": {"benchmark_version": "1.10"}}, "b": {"y": {"benchmark_version": "1.9"}}})] \
         == ["1.9", "1.10"]
+
+
+# -- issue 37: what a newcomer sees must be true --------------------------------------------------
+
+UMASK = 0o002           # not the usual 022: the files' bits must come from it, not be fixed
+
+
+@pytest.fixture(scope="module")
+def gold_none(tmp_path_factory):
+    """A run of gold and none (strict=0), as a newcomer's first `doit`, under UMASK: gold
+    resolves both tasks, none neither."""
+    project = Project(tmp_path_factory.mktemp("gold-none"))
+    before = os.umask(UMASK)
+    try:
+        project.doit("run", "tiny:gold", "tiny:none", f"run={RUN}")
+    finally:
+        os.umask(before)
+    return project
+
+
+def test_result_files_follow_the_umask_as_the_sites_pages_do(gold_none):
+    run_dir = gold_none.results / RUN
+    want = 0o666 & ~UMASK
+    files = [run_dir / name for name in ("report.md", "report.json", "report-chart.png",
+                                         "run.json", "site/index.html", "site/site.css")]
+    files += [run_dir / "gold" / name for name in ("results.jsonl", "predictions.jsonl")]
+    files += [run_dir / "gold" / "tiny-add" / name for name in (
+        "grade.json", "prove.json", "build.json", "patch.json", "model.patch")]
+    files += [run_dir / "site" / "gold" / "tiny-add.html"]
+    assert {str(f.relative_to(run_dir)): oct(stat.S_IMODE(f.stat().st_mode)) for f in files} \
+        == {str(f.relative_to(run_dir)): oct(want) for f in files}
+
+
+def test_every_sentence_of_a_gold_and_none_report_is_true_of_its_data(gold_none):
+    """gold resolves the 2 tasks none does not: no sentence may say that no pair disagrees
+    (the report said so, under a table that showed they do, while `doit run power` said "they
+    disagree on 2 of 2 tasks"); no figure without data, no strict rate nobody judged."""
+    run_dir = gold_none.results / RUN
+    md = (run_dir / "report.md").read_text()
+    report = json.loads((run_dir / "report.json").read_text())
+    (c,) = report["comparisons"]
+    assert (c["a_only"], c["b_only"], c["tasks"], c["detectable"]) == (2, 0, 2, None)
+    power = section(md, "Power")
+    assert "disagrees on any task" not in power
+    assert power.strip().splitlines()[0] == (
+        "No comparison of this run detects a difference with 80% power at a two-sided 5% "
+        "level: `gold` and `none` disagree on 2 of 2 tasks, too few.")
+    assert "`doit run power run=rep detect=10` says how many tasks" in power
+    proc, _ = gold_none.doit("run", "power", f"run={RUN}", "detect=10")
+    assert "gold vs none: they disagree on 2 of 2 tasks" in proc.stdout
+    # No agent ran: no time or cost per task to draw, so no figure and no link to one.
+    assert not (run_dir / "report-distributions.png").exists()
+    assert "report-distributions" not in md and "Distributions per task" not in md
+    assert report["figures"] == ["report-chart.png"]
+    assert "![Resolved rate, with 95% intervals](report-chart.png)" in md
+    # strict=0 judged nothing: no strict column, no strict comparison of 0 with 0.
+    assert "strict" not in section(md, "Summary") and "## Strict" not in md
+    assert report["modes"]["none"]["strict_rate"] is None
+    # What the cells link to, and which tasks the run has.
+    assert ("the build log and TAP output are next to it." in section(md, "Per task"))
+    assert "written for this benchmark" not in section(md, "Breakdowns")
+    assert ('"Resolved, 95% CI" is the\nresolved rate\'s interval' in section(md, "Summary"))
+
+
+def test_a_mode_that_scored_no_task_has_no_rate(project):
+    """Every agent run of fake ends in an infra error: "0 of 0" and "0.0%" are no figures."""
+    proc, _ = project.doit("run", "tiny:fake", "agent_retries=0", f"run={RUN}", check=False,
+                           env={"FAKE_AGENT": "api-error"})
+    assert proc.stderr.splitlines()[-1].endswith("ended in infra_error (see the agent lines "
+                                                 "above): nothing was measured")
+    summary = proc.stdout[proc.stdout.index(f"nginx-eval: run {RUN}, 2 tasks:"):].splitlines()
+    assert re.fullmatch(r"  fake\s+—\s+—\s+—\s+2 infra error", summary[2]), summary
+    report = json.loads((project.results / RUN / "report.json").read_text())
+    fake = report["modes"]["fake"]
+    assert (fake["scored_instances"], fake["resolved_rate"], fake["resolved_interval"]) == \
+        (0, None, None)
+    md = (project.results / RUN / "report.md").read_text()
+    row = table_row(section(md, "Summary"), "`fake`")
+    assert row[:8] == ["0 (—)"] * 8 and row[8:] == ["2 infra errors", "—"]
+    assert table_row(section(md, "By area"), "(no area)") == ["2", "—"]
+    assert "1 / 0" not in md and "0 / 0" not in md
+
+
+def write_rows(project, rows_by_mode, run=RUN):
+    """results.jsonl of each mode, as results.py writes its rows (the fields the report reads)."""
+    for mode, rows in rows_by_mode.items():
+        (project.results / run / mode).mkdir(parents=True, exist_ok=True)
+        (project.results / run / mode / "results.jsonl").write_text("".join(json.dumps(dict({
+            "mode": mode, "env_errors": [], "agent_seconds": 30.0, "cost_usd": None,
+            "isolation": "srt", "contaminated": False, "strict": False,
+            "strict_reason": "not resolved", "agent_status": "completed",
+            "patch": {"files": [], "lines_added": 0, "lines_removed": 0}}, **r)) + "\n"
+            for r in rows))
+
+
+def test_sentences_that_would_be_false_of_these_result_files(project):
+    """Two isolated agent modes, one allowed a host, that share no scored task (each task is an
+    infra error or contaminated in one of them) and resolve none, judged strict: each sentence
+    below was false of such a run."""
+    modes_toml = project.root / "modes.toml"
+    text = modes_toml.read_text().replace('isolation = "none"\n', "")
+    modes_toml.write_text(text.replace('model = "fake-1"', 'model = "fake-1"\nallow_hosts = '
+                                       '["example.org"]') + text.replace("modes.fake",
+                                                                         "modes.fake2"))
+    write_rows(project, {
+        "fake": [{"instance_id": "tiny-add", "status": "resolved", "resolved": True,
+                  "contaminated": True, "strict": None, "strict_reason": "no strict record"},
+                 {"instance_id": "tiny-mul", "status": "infra_error", "resolved": False,
+                  "agent_status": "infra_error", "agent_error": "phase solve: API error 500",
+                  "strict": None, "strict_reason": "not scored: the API or the network failed"}],
+        "fake2": [{"instance_id": "tiny-add", "status": "unresolved", "resolved": False},
+                  {"instance_id": "tiny-mul", "status": "unresolved", "resolved": False,
+                   "contaminated": True}]})
+    project.doit("run", "report", f"run={RUN}")
+    md = (project.results / RUN / "report.md").read_text()
+    # The header: the host fake may reach besides the model API.
+    assert ("| isolation | every agent isolated (srt: network only to the model API, and to the "
+            "hosts its mode allows: `fake` example.org) |") in md
+    # Not scored: the kinds this run has, and only the infra error runs again.
+    summary = section(md, "Summary")
+    assert (" less those\nin \"not scored\", whose agent run ended in an infra error (the API or "
+            "the network failed, after every retry) or was contaminated (the fix reached the "
+            "agent); they count in no rate, interval or comparison, and the next `doit run` "
+            "runs the infra errors again)") in summary
+    assert "budget" not in summary
+    # The last column is the strict rate's, not the resolved rate's.
+    assert summary.splitlines()[5].endswith("| resolved, 95% CI | strict, 95% CI |")
+    assert "The last column" not in summary and '"Resolved, 95% CI" is the' in summary
+    assert table_row(summary, "`fake`")[:2] == ["0 (—)", "0 (—)"]
+    # Two modes, and nothing to compare: not "one mode".
+    comparisons = section(md, "Paired comparisons")
+    assert "One mode" not in comparisons
+    assert comparisons.strip() == ("No two modes have a scored result for the same task: "
+                                   "nothing to compare.")
+    assert section(md, "Power").strip() == "Power needs two modes on the same tasks."
+    # Agent time but no cost: the figure shows time alone, and says so.
+    assert "![Agent time per task](report-distributions.png)" in md
+    assert "cost per resolved task, with" not in md
+    # No gold files to overlap with: no "0 / 0".
+    assert table_row(section(md, "Patches"), "`fake`")[-2:] == ["—", "—"]
+    # Nothing resolved: not "every resolved patch is strict".
+    assert section(md, "Strict").strip().splitlines()[0] == "No patch resolved a task."
+    assert "TAP output and agent logs are next to it" in section(md, "Per task")
+
+
+def test_an_up_to_date_report_says_so_and_a_run_without_results_is_an_error(gold_none):
+    proc, executed = gold_none.doit("run", "report", f"run={RUN}")
+    assert executed == []
+    assert proc.stdout.splitlines() == [
+        f"report: {gold_none.results / RUN / 'report.md'} is up to date (2 tasks, 2 modes)"]
+    # A run with no results: one line naming it and the runs that have results; nothing made.
+    for target in ("report", "site", "power"):
+        proc, _ = gold_none.doit("run", target, "run=nosuchrun", check=False)
+        assert proc.returncode != 0 and proc.stdout == ""
+        assert proc.stderr.splitlines() == [
+            f"nginx-eval: error: run=nosuchrun: no results in "
+            f"{gold_none.results / 'nosuchrun'}; runs with results: {RUN}"], proc.stderr
+        assert sorted(p.name for p in gold_none.results.iterdir()) == [RUN]
+        assert not (gold_none.cache / "doit" / "nosuchrun.db").exists()

@@ -210,9 +210,11 @@ def test_three_modes_with_known_outcomes(trio):
     row = table_row(by_area, f"fixed on or after {CUTOFF}")
     assert row[1] == f"5/8, 62.5% {ci(wilson(5, 8))}"          # alpha: t05-t09
 
-    # The charts, and the run's progress and summary on stdout.
-    for name in ("report-chart.png", "report-distributions.png"):
-        assert (run_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The chart, and the run's progress and summary on stdout. Predictions files have no agent
+    # time or cost: no distributions figure, and no link to one.
+    assert (run_dir / "report-chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (run_dir / "report-distributions.png").exists()
+    assert "report-distributions" not in md
     progress = [line for line in proc.stdout.splitlines() if re.match(r"\[\d+/36\] ", line)]
     assert len(progress) == 36 and progress[-1].startswith("[36/36] ")
     assert re.search(r"\[36/36\] \w+ \d+ resolved · 0 errors · done · t\d\d \w+", progress[-1])

@@ -8,6 +8,7 @@ import shutil
 import urllib.parse
 from html.parser import HTMLParser
 
+import markupsafe
 import pytest
 
 import site_run
@@ -126,6 +127,59 @@ def test_a_task_page_shows_the_verdict_with_tap_lines_the_patches_and_the_logs(s
     assert "No transcript" in mul          # the scripted agent writes none
     # gold's own page shows no second gold diff
     assert "the gold fix" not in (site_dir / "gold" / "tiny-add.html").read_text()
+
+
+def test_a_unit_that_was_not_scored_shows_no_verdict_its_tap_contradicts(project):
+    """An infra error: the tests ran on the unchanged base (its TAP says `ok 2 - add zeros`), so
+    neither the grade nor the page calls an assertion failed, and no strict verdict shows: the
+    page and the index cell say the unit was not scored, and why (the agent's error line)."""
+    project.doit("run", "tiny:gold", "tiny:fake", "agent_retries=0", f"run={RUN}",
+                 env={"FAKE_AGENT_tiny_add": "api-error"})
+    grade = project.read("fake", "tiny-add", "grade.json", RUN)
+    assert (grade["status"], grade["strict"]) == ("infra_error", None)
+    assert grade["fail_to_pass"] == grade["pass_to_pass"] == {"passed": [], "failed": []}
+    tap = project.task_dir("fake", "tiny-add", RUN) / "tap" / "calc_add.t.tap"
+    assert "ok 2 - add zeros" in tap.read_text().splitlines()
+    error = project.read("fake", "tiny-add", "agent.json", RUN)["error"]
+    assert error.startswith("phase solve: exit code 1: API Error: 500")
+    site_dir = project.results / RUN / "site"
+    page = (site_dir / "fake" / "tiny-add.html").read_text()
+    assert 'class="r-failed"' not in page and 'class="r-passed"' not in page
+    assert "strict:" not in page and '<span class="badge">not scored</span>' in page
+    assert (f'<p class="warn">Not scored: infra error: {markupsafe.escape(error)}; the next '
+            f'<code>doit run</code> runs it again.</p>') in page
+    assert "No assertion was graded: the agent's run gave no patch" in page
+    assert "ok 2 - add zeros" in page                   # the base's TAP, under the tests
+    index = (site_dir / "index.html").read_text()
+    cell = re.search(r'data-mode="fake" data-outcome="infra_error">(.*?)</td>', index).group(1)
+    assert cell == (f'<a href="fake/tiny-add.html" title="fake: not scored: infra error: '
+                    f'{markupsafe.escape(error)}">INFRA</a>')
+    # The unit that was scored keeps its verdict.
+    mul = (site_dir / "fake" / "tiny-mul.html").read_text()
+    assert mul.count('<tr class="r-passed">') == 4 and "Not scored" not in mul
+
+
+def test_a_contaminated_unit_is_not_scored_whatever_its_grade_says():
+    """A contaminated run's patch was graded (its TAP agrees with the grade), but the outcome is
+    contaminated: the page says so and why, with no strict verdict, not "resolved"."""
+    grade = {"status": "resolved", "resolved": True, "agent_status": "completed",
+             "strict": True, "fail_to_pass": {"passed": ["t.t:1 one"], "failed": []}}
+    agent = {"status": "completed", "contaminated": True, "flags": [
+        {"kind": "network", "phase": "solve", "detail": "curl github.com"},
+        {"kind": "contamination", "phase": "solve", "detail": "the fix commit's id in a tool "
+                                                                "result"}]}
+    view = report_site_task.verdict(grade, {}, agent)
+    assert (view["outcome"], view["strict"]) == ("contaminated", None)
+    assert view["not_scored"] == {"outcome": "contaminated", "again": False,
+                                  "why": "the fix reached the agent (the fix commit's id in a "
+                                         "tool result)"}
+    assert [a["result"] for a in view["assertions"]] == ["passed"]
+    scored = report_site_task.verdict(grade, {}, dict(agent, contaminated=False))
+    assert (scored["outcome"], scored["strict"], scored["not_scored"]) == ("resolved", "resolved",
+                                                                          None)
+    left = report_site_task.not_scored("not_run", {"status": "not_run", "error": ""})
+    assert left == {"outcome": "not_run", "again": True,
+                    "why": "the run's budget (max_cost) was spent before it started"}
 
 
 # -- incremental, page by page ------------------------------------------------------------------

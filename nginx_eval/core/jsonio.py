@@ -2,13 +2,16 @@
 harness installs into its cache (``install_executable``).
 
 Every file is written atomically (temp file + rename), so a reader never sees half a file
-and a killed run leaves either the old version or the new one.
+and a killed run leaves either the old version or the new one. Its permission bits are those
+any program's new file gets, 0666 less the umask (0644 under the usual 022): result files are
+read by people and tools other than the harness (tempfile.mkstemp's 0600 made report.md and
+grade.json unreadable to them).
 """
 
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 import time
 from pathlib import Path
 
@@ -21,16 +24,32 @@ def write_text(path, text):
     write_bytes(path, text.encode("utf-8"))
 
 
-def write_bytes(path, data, mode=None):
-    """Write `data` to `path` atomically; `mode`: the file's permission bits (else mkstemp's)."""
+def _temporary(path: Path) -> tuple[int, str]:
+    """(fd, name) of a new file beside `path`, created as open() creates one (0666 less the
+    umask, which the kernel applies: reading the umask would mean setting it, process-wide, while
+    other threads create files)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = os.path.join(path.parent, f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+def write_bytes(path, data: bytes, mode: int | None = None, sync: bool = True) -> None:
+    """Write `data` to `path` atomically. `mode`: the file's permission bits (else 0666 less
+    the umask); `sync`: fsync before the rename (a page that is rendered again if a crash cuts
+    it can skip it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _temporary(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)

@@ -152,14 +152,27 @@ def sentence(c, total, how_many, quote):
     return text + "."
 
 
+def disagreements(c: dict) -> int:
+    """The tasks on which the two arms of a comparison disagree: one resolves and the other does
+    not (one run per task), or their mean scores differ (repeats)."""
+    return (c["a_only"] + c["b_only"] if c["method"] == "mcnemar"
+            else c["a_better"] + c["b_better"])
+
+
 def power_summary(comparisons, total):
-    """The smallest differences the comparisons detect with the target power, summarised."""
+    """The smallest differences the comparisons detect with the target power, summarised;
+    "undetectable": the pairs that disagree on some task and still detect no difference (what
+    report.md says when no pair detects one), {"a", "b" (labels), "disagree", "tasks"}."""
     found = [c["detectable"] for c in comparisons if c.get("detectable") is not None]
     return {"power": stats.POWER, "alpha": stats.ALPHA, "tasks": total,
             "comparisons": len(comparisons), "estimable": len(found),
             "median_detectable": rounded(statistics.median(found)) if found else None,
             "min_detectable": rounded(min(found)) if found else None,
-            "max_detectable": rounded(max(found)) if found else None}
+            "max_detectable": rounded(max(found)) if found else None,
+            "disagreeing": sum(1 for c in comparisons if disagreements(c)),
+            "undetectable": [{"a": c["a_label"], "b": c["b_label"], "disagree": disagreements(c),
+                              "tasks": c["tasks"]} for c in comparisons
+                             if c.get("detectable") is None and disagreements(c)]}
 
 
 def _group_cells(arms, ids):

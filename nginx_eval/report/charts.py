@@ -1,8 +1,10 @@
 """The report's charts, drawn with matplotlib from collect()'s data (report/data.py):
 ``report-chart.png`` (resolved rate and, when an arm has one, cost per resolved task per arm,
 with 95% intervals) and
-``report-distributions.png`` (agent time and cost per task, per mode). The PNGs carry no timestamp
-or software tag, so the same result files give the same bytes.
+``report-distributions.png`` (agent time and cost per task, per mode: only the panels some mode
+has values for, and no figure at all when none has, as in a run of gold and none). A panel or a
+figure with nothing in it is not drawn: report.md would link to an empty picture. The PNGs carry
+no timestamp or software tag, so the same result files give the same bytes.
 """
 
 import os
@@ -41,21 +43,23 @@ def draw_chart(data, path):
     plt = _pyplot()
     arms = data["arms"]
     names = [a["name"] + (f" (×{a['repeats']})" if a["repeats"] > 1 else "") for a in arms]
-    rates = [100 * a["rate"] for a in arms]
-    rate_errors = _errors([(100 * a["rate"], [100 * v for v in a["interval"]]
-                            if a["interval"] else None) for a in arms])
+    # An arm that scored no task has no rate (None): no bar, and "—" beside where it would be.
+    rates = [100 * a["rate"] if a["rate"] is not None else None for a in arms]
+    rate_errors = _errors([(r, [100 * v for v in a["interval"]] if a["interval"] else None)
+                           for r, a in zip(rates, arms)])
     known = [a["cost_per_resolved"]["value"] for a in arms]
     with_costs = any(k is not None for k in known)
     fig, axes = plt.subplots(1, 2 if with_costs else 1, figsize=(9 if with_costs else 4.5, 3.4),
                              dpi=100, squeeze=False)
     left = axes[0][0]
-    left.bar(names, rates, color="#4a7ab5", yerr=rate_errors, capsize=4, ecolor="#222222")
+    left.bar(names, [r or 0.0 for r in rates], color="#4a7ab5", yerr=rate_errors, capsize=4,
+             ecolor="#222222")
     left.set_ylim(0, 105)
     left.set_ylabel("resolved (%)")
     left.set_title("Resolved rate, 95% interval")
     for x, v in enumerate(rates):
-        left.annotate(f"{v:.0f}%", (x, v), ha="left", va="bottom", fontsize=8,
-                      xytext=(3, 0), textcoords="offset points")
+        left.annotate("—" if v is None else f"{v:.0f}%", (x, v or 0.0), ha="left",
+                      va="bottom", fontsize=8, xytext=(3, 0), textcoords="offset points")
     if with_costs:
         _cost_panel(axes[0][1], arms, names, known)
     for ax in axes[0]:
@@ -79,22 +83,31 @@ def _cost_panel(ax, arms, names, known):
                     fontsize=8, xytext=(3, 0), textcoords="offset points")
 
 
-def draw_distributions(data, path):
-    """Agent time and cost per task, per mode: a box plot with every task as a point."""
+DISTRIBUTION_PANELS = (("seconds_values", "Agent time per task", "seconds"),
+                       ("cost_values", "Agent cost per task", "USD"))
+
+
+def distribution_panels(data) -> list[tuple[str, str, str]]:
+    """The panels of report-distributions.png that some mode has values for (none: no figure)."""
+    return [p for p in DISTRIBUTION_PANELS if any(m[p[0]] for m in data["modes"])]
+
+
+def draw_distributions(data, path) -> bool:
+    """Agent time and cost per task, per mode: a box plot with every task as a point, one panel
+    for each of the two that some mode has values for. Without either, no figure (and the one
+    an earlier rendering left is removed); returns whether it was drawn."""
     import numpy as np
+    panels = distribution_panels(data)
+    if not panels:
+        path.unlink(missing_ok=True)
+        return False
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), dpi=100)
-    panels = (("seconds_values", "Agent time per task", "seconds"),
-              ("cost_values", "Agent cost per task", "USD"))
-    for ax, (key, title, unit) in zip(axes, panels):
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), dpi=100,
+                             squeeze=False)
+    for ax, (key, title, unit) in zip(axes[0], panels):
         shown = [m for m in data["modes"] if m[key]]
         ax.set_title(title)
         ax.set_ylabel(unit)
-        if not shown:
-            ax.text(0.5, 0.5, "none reported", ha="center", va="center",
-                    transform=ax.transAxes, color="#666666")
-            ax.set_xticks([])
-            continue
         values = [m[key] for m in shown]
         ax.boxplot(values, widths=0.5, showfliers=False)
         for x, vs in enumerate(values, 1):
@@ -107,3 +120,4 @@ def draw_distributions(data, path):
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
+    return True

@@ -11,9 +11,10 @@ from .. import __version__
 from ..core import jsonio
 from . import stats
 from .arms import breakdowns, compare_arms, make_arms, power_summary
+from .charts import distribution_panels
 from .modes import families, mode_summary, strict_view
 from .records import gold_files, modes_on_disk, read_rows, toolchain
-from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES
+from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES, UNFINISHED_AGENT
 from ..run.benchmark import version_key
 
 CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
@@ -24,6 +25,12 @@ CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
 NOT_SCORED_WORDS = {"infra_error": ("infra error", "infra errors"),
                     "not_run": ("left by the budget", "left by the budget"),
                     "contaminated": ("contaminated", "contaminated")}
+# Why each is not scored, as the summary's note says it: "tasks ... whose agent run ..."
+NOT_SCORED_WHY = {"infra_error": "ended in an infra error (the API or the network failed, after "
+                                 "every retry)",
+                  "not_run": "was left by the budget (`max_cost`)",
+                  "contaminated": "was contaminated (the fix reached the agent)"}
+RUN_AGAIN_WORDS = {"infra_error": "the infra errors", "not_run": "the tasks left by the budget"}
 SCHEMA_VERSION = 2
 
 
@@ -62,6 +69,23 @@ def not_scored_text(mode):
     return ", ".join(parts) or "0"
 
 
+def not_scored_note(present: list[str]) -> str:
+    """Why the tasks of "not scored" are left out, for the outcomes `present` in the run only,
+    and which of them the next `doit run` runs again (infra errors and the budget's, never a
+    contaminated run: outcomes.UNFINISHED_AGENT)."""
+    if not present:
+        return ""
+    why = [NOT_SCORED_WHY[o] for o in present]
+    text = (f"whose agent run {', '.join(why[:-1])} or {why[-1]}" if len(why) > 1
+            else f"whose agent run {why[0]}")
+    text += "; they count in no rate, interval or comparison"
+    again = [o for o in present if o in UNFINISHED_AGENT]
+    if again:
+        what = "them" if again == present else " and ".join(RUN_AGAIN_WORDS[o] for o in again)
+        text += f", and the next `doit run` runs {what} again"
+    return text
+
+
 def _agent_versions(mode_data):
     """The agent CLI versions the run's agent records name: "v" when one, else "v (modes)"
     joined by "; "; None when no record names one."""
@@ -80,11 +104,13 @@ def _display_facts(mode_data):
     trajectory links; and each mode's "not_scored_text" for the summary table."""
     for d in mode_data:
         d["not_scored_text"] = not_scored_text(d)
+    present = [o for o in NOT_SCORED if any(d["not_scored"][o] for d in mode_data)]
     return {
         "outcomes": [o for o in OUTCOMES if o not in NOT_SCORED],
-        "not_scored_outcomes": [o for o in NOT_SCORED
-                                if any(d["not_scored"][o] for d in mode_data)],
+        "not_scored_outcomes": present, "not_scored_note": not_scored_note(present),
         "not_scored_words": NOT_SCORED_WORDS,
+        "agents": any(d["has_agent"] for d in mode_data),
+        "resolved_any": any(d["counts"]["resolved"] for d in mode_data),
         "cache_tokens": any(k in (d["tokens"] or {}) for d in mode_data
                             for k in ("cache_read", "cache_creation")),
         "agent_version": _agent_versions(mode_data),
@@ -93,6 +119,9 @@ def _display_facts(mode_data):
                          for d in mode_data),
         "unisolated_modes": [d["name"] for d in mode_data if d["isolation"]["unisolated"]],
         "web_tools_modes": [d["name"] for d in mode_data if d["isolation"]["web_tools"]],
+        # Hosts an isolated mode may reach besides the model API (its allow_hosts, as configured)
+        "allowed_hosts": {d["name"]: d["allow_hosts"] for d in mode_data
+                          if d["allow_hosts"] and d["isolation"]["isolated"]},
     }
 
 
@@ -117,7 +146,8 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
     arms = make_arms(mode_data, rows, task_ids)
     baseline_arm = next((a for a in arms if baseline in a["modes"]), None)
     comparisons = compare_arms(arms, task_ids, baseline_arm)
-    strict_judged = any(d["strict"]["judged"] for d in mode_data)
+    strict_judged = strict_was_judged(mode_data)
+    panels = [key for key, _, _ in distribution_panels({"modes": mode_data})]
     strict_comparisons = []
     if strict_judged:
         strict_arms = make_arms([strict_view(d) for d in mode_data], rows, task_ids, "strict")
@@ -143,8 +173,25 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
         "warnings": (_version_warnings(result_versions(rows), bench, layout)
                      + _warnings(mode_data, rows, validation, task_ids)),
         "validation": _verdict_counts(validation, task_ids),
-        "chart": layout.report_chart.name, "distributions": layout.report_distributions.name,
+        "chart": layout.report_chart.name,
+        "chart_costs": any(a["cost_per_resolved"]["value"] is not None for a in arms),
+        # None: no mode has agent time or cost, and no figure is drawn (charts.py)
+        "distributions": layout.report_distributions.name if panels else None,
+        "distributions_shows": " and ".join(unit for key, unit in (
+            ("seconds_values", "time"), ("cost_values", "cost")) if key in panels),
     }
+
+
+def strict_was_judged(mode_data) -> bool:
+    """Whether the run judged strictness: some mode has a strict verdict, and the resolved
+    patches were not all left unjudged by strict=0 (whose unresolved rows still say "not
+    strict": a report would compare a strict rate of 0 with rates nobody measured)."""
+    off = "not judged (strict=0)"
+    resolved = [e for d in mode_data for e in d["strict"]["unjudged"] + d["strict"]["not_strict"]]
+    strict = sum(d["strict"]["count"] for d in mode_data)
+    if not strict and resolved and all(e["reason"] == off for e in resolved):
+        return False
+    return any(d["strict"]["judged"] for d in mode_data)
 
 
 def _cell(mode, iid):
@@ -325,16 +372,18 @@ def rerun_json(mode):
             "verdict_changed_on_rerun_ids": changed}
 
 
-def mode_json(mode):
-    """A mode's entry in report.json: SWE-bench's fields plus the report's figures."""
+def mode_json(mode, strict_judged=True):
+    """A mode's entry in report.json: SWE-bench's fields plus the report's figures (the strict
+    rate only when the run judged strictness: strict_was_judged)."""
+    judged = strict_judged and mode["strict"]["judged"]
     return {**swebench_report(mode),
             "outcome_counts": {o: n for o, n in mode["counts"].items()
                                if o not in NOT_SCORED or mode["has_agent"]},
             **agent_json(mode), **rerun_json(mode),
             "resolved_rate": mode["resolved_rate"],
             "resolved_interval": mode["resolved_interval"],
-            "strict_rate": mode["strict"]["rate"] if mode["strict"]["judged"] else None,
-            "strict_interval": mode["strict"]["interval"] if mode["strict"]["judged"] else None,
+            "strict_rate": mode["strict"]["rate"] if judged else None,
+            "strict_interval": mode["strict"]["interval"] if judged else None,
             "not_strict": mode["strict"]["not_strict"],
             "strict_unjudged": mode["strict"]["unjudged"],
             "cost_usd": mode["cost_usd"],
@@ -365,7 +414,13 @@ def report_json(layout, bench, inputs, data):
         "result_versions": data["result_versions"], "inputs": inputs,
         "tasks": data["task_ids"], "benchmark_tasks": len(bench.tasks),
         "level": stats.LEVEL, "alpha": stats.ALPHA, "seed": stats.SEED,
-        "modes": {d["name"]: mode_json(d) for d in data["modes"]},
+        "modes": {d["name"]: mode_json(d, data["strict_judged"]) for d in data["modes"]},
         "families": data["families"], "arms": arms,
         "comparisons": [json_comparison(c) for c in data["comparisons"]],
-        "power": data["power"], "breakdowns": data["breakdowns"]}
+        "power": data["power"], "breakdowns": data["breakdowns"],
+        "figures": figures(data)}
+
+
+def figures(data) -> list[str]:
+    """The names of the figures report.md shows (files beside it)."""
+    return [data["chart"]] + ([data["distributions"]] if data["distributions"] else [])

@@ -6,7 +6,7 @@ with the gold patch; per family, the spread of the repeats' rates and pass@k.
 A mode's denominator is the run's tasks less those whose outcome is not scored
 (outcomes.NOT_SCORED: the agent's run ended in an infra error, or the budget left it not run):
 those count in no rate, interval or comparison, and are counted apart. A task without a result
-stays in the denominator and scores 0.
+stays in the denominator and scores 0. A rate over no task is None (shown "—"), never 0%.
 
 Numbers are rounded here, once, to what report.json holds (4 decimals for rates, 3 for seconds).
 """
@@ -21,8 +21,9 @@ TOKEN_KINDS = ("input", "output")
 CACHE_TOKEN_KINDS = ("cache_read", "cache_creation")
 
 
-def rate_of(n, total):
-    return round(n / total, 4) if total else 0.0
+def rate_of(n: int, total: int) -> float | None:
+    """n of total, rounded as report.json holds it; None of no task: "0 of 0" is no rate."""
+    return round(n / total, 4) if total else None
 
 
 def rounded(value, digits=4):
@@ -84,6 +85,7 @@ def _described(m, mode, modes):
         "model": mode.model if mode else "",
         "description": mode.description if mode else "not in the current configuration",
         "commands": [(p.name, p.command) for p in mode.phases] if mode else [],
+        "allow_hosts": list(mode.allow_hosts) if mode else [],
     }
 
 
@@ -267,14 +269,18 @@ def families(mode_data, task_ids):
         if len(members) < 2:
             continue
         rates = [d["resolved_rate"] for d in members]
+        # A repeat that scored no task has no rate: the spread is over those that have one.
+        known = [r for r in rates if r is not None]
+        mean = round(statistics.mean(known), 4) if known else None
         table = scored_table(members, task_ids)
         any_resolved = sum(1 for scores in table.values() if any(scores))
         clustered = stats.clustered_mean(list(table.values()))
         out[family] = {
             "repeats": [d["name"] for d in members], "resolved_rates": rates,
-            "mean": round(statistics.mean(rates), 4), "min": min(rates), "max": max(rates),
-            "stdev": round(statistics.stdev(rates), 4) if len(rates) > 1 else 0.0,
-            "pass_at_1": round(statistics.mean(rates), 4),
+            "mean": mean, "min": min(known, default=None), "max": max(known, default=None),
+            "stdev": (round(statistics.stdev(known), 4) if len(known) > 1 else
+                      0.0 if known else None),
+            "pass_at_1": mean,
             "pass_at_k": rate_of(any_resolved, len(table)), "k": len(members),
             "se": rounded(clustered["se"]), "interval": rounded_pair(clustered["interval"]),
         }

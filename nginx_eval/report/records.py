@@ -6,10 +6,14 @@ Rows are results.jsonl rows (results.py's schema); a row's outcome is core/outco
 the one definition, for rows written before the field existed too.
 """
 
+import dataclasses
+
 from ..core import jsonio
+from ..core.errors import UserError
 from ..core.gitcmd import GitError, gold_diff
 from ..patch import patch_stats
 from ..core.outcomes import OUTCOMES, outcome
+from ..run.record import read_run
 
 
 def row_outcome(row):
@@ -37,6 +41,30 @@ def modes_on_disk(layout, configured):
         if layout.run_dir.is_dir() else set()
     ordered = [m for m in configured if m in found]
     return ordered + sorted(found - set(ordered))
+
+
+def has_results(layout) -> bool:
+    """Whether the run has anything to show: its record (run.json) or a mode's results."""
+    return read_run(layout) is not None or bool(modes_on_disk(layout, []))
+
+
+def runs_with_results(layout) -> list[str]:
+    """The names of the runs under the results root that have results, this one too."""
+    root = layout.results_root
+    names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    return [n for n in names if has_results(dataclasses.replace(layout, run=n))]
+
+
+def check_has_results(layout) -> None:
+    """A command that only reads the run (report, site, power) names a run with results, or
+    fails with one line naming it and the runs that have results: rendering a report of an
+    empty run would create the run with it."""
+    if has_results(layout):
+        return
+    others = runs_with_results(layout)
+    known = (f"runs with results: {', '.join(others)}" if others else
+             "no run has results yet (`doit` scores gold and none)")
+    raise UserError(f"run={layout.run}: no results in {layout.run_dir}; {known}")
 
 
 def read_rows(layout, names, task_ids):

@@ -41,9 +41,7 @@ record as it starts (cli.py); a run that executed no task and rendered no report
 settings unchanged, only checks that every page exists.
 """
 
-import os
 import re
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -115,21 +113,11 @@ def render(templates_dir, template, inputs, context):
         inputs=inputs, version=__version__, **context)
 
 
-def write_page(path, text):
-    """Write a page atomically (a temporary file renamed over it) but without jsonio's fsync,
-    which costs more than rendering the page: a page that a crash leaves empty or cut records no
-    digest, and is rendered again."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def write_page(path: Path, text: str) -> None:
+    """Write a page atomically, with the permission bits of any new file (jsonio.write_bytes),
+    but without its fsync, which costs more than rendering the page: a page that a crash leaves
+    empty or cut records no digest, and is rendered again."""
+    jsonio.write_bytes(path, text.encode("utf-8"), sync=False)
 
 
 def recorded_inputs(page):
@@ -168,7 +156,7 @@ def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=F
                                    modes_on_disk(layout, configured), templates_dir, cutoff)
     for name in ASSETS:
         jsonio.write_bytes(layout.site_asset(name),
-                           (site_templates(templates_dir) / name).read_bytes(), mode=0o644)
+                           (site_templates(templates_dir) / name).read_bytes())
     write_page(layout.site_index, render(templates_dir, INDEX_TEMPLATE, digest, context))
     if not quiet:
         say(f"site: {layout.site_index}")

@@ -5,7 +5,9 @@ The figures are report.json's (report.py writes it first; nothing is computed ag
 mode the outcome counts, the resolved rate with its interval, the cost. A cell of the matrix is
 the unit's outcome in report.json, its strict verdict when its grade.json has one (report_site_task
 .strict_verdict), and a mark when its agent.json records flags or blocked network attempts. The
-cell links to the unit's page.
+cell links to the unit's page. A unit that is not scored (outcomes.NOT_SCORED) shows no strict
+verdict, and its cell's title says why it is not scored (site_task.not_scored: the agent's error
+line).
 
 Rows carry what the page's filters and sort use: the task's area, its fix-date split (``recent``:
 fixed on or after the cutoff, ``older``, or ``undated``) and how much the modes disagree. Modes
@@ -17,7 +19,7 @@ more than one of four), then the number of distinct outcomes.
 
 from ..core import jsonio
 from .data import CELL
-from .site_task import link, strict_verdict
+from .site_task import link, not_scored, strict_verdict
 from ..core.outcomes import NOT_SCORED, OUTCOMES
 
 REFERENCE_MODES = ("gold", "none")
@@ -95,8 +97,10 @@ def index_context(layout, tasks, modes, cutoff, report=None):
             unit = layout.task_dir(m, iid).is_dir()
             grade = jsonio.read_json(layout.grade_json(m, iid)) if unit else None
             agent = jsonio.read_json(layout.agent_json(m, iid)) if unit else None
-            strict = strict_verdict(grade)
+            unscored = not_scored(o, agent)
+            strict = None if unscored else strict_verdict(grade)
             cells.append({"mode": m, "outcome": o, "code": CELL.get(o, "?") if o else "—",
+                          "why": unscored["why"] if unscored else None,
                           "strict": strict, "strict_code": CELL.get(strict, strict),
                           "href": link(page, index) if unit else None,
                           "marks": unit_marks(agent)})

@@ -24,7 +24,7 @@ from functools import lru_cache
 from ..core import jsonio
 from ..core.blocks import content_blocks, result_text
 from ..core.gitcmd import GitError, gold_diff
-from ..core.outcomes import outcome
+from ..core.outcomes import CONTAMINATED, NOT_SCORED, UNFINISHED_AGENT, outcome
 
 # What a page shows inline at most; the rest is behind a link to the file.
 LOG_TAIL_BYTES = 8_000           # the end of build.log (where a build fails)
@@ -138,11 +138,32 @@ def assertions(grade, streams):
     return sorted(rows, key=lambda r: (r["kind"] != "fail_to_pass", order[r["result"]]))
 
 
-def verdict(grade, streams):
+def not_scored(unit_outcome: str | None, agent: dict | None) -> dict | None:
+    """Why a unit is not scored (outcomes.NOT_SCORED), from its agent.json: {"outcome", "why":
+    the agent's error line (or the contamination's evidence), "again": whether the next `doit
+    run` runs it again}; None for a unit that is scored."""
+    if unit_outcome not in NOT_SCORED:
+        return None
+    agent = agent or {}
+    if unit_outcome == CONTAMINATED:
+        detail = next((f.get("detail") for f in agent.get("flags") or []
+                       if isinstance(f, dict) and f.get("kind") == "contamination"), None)
+        why = f"the fix reached the agent ({detail})" if detail else "the fix reached the agent"
+        return {"outcome": unit_outcome, "why": why, "again": False}
+    return {"outcome": unit_outcome, "again": True,
+            "why": agent.get("error") or UNFINISHED_AGENT[unit_outcome]}
+
+
+def verdict(grade: dict | None, streams: dict, agent: dict | None = None) -> dict | None:
+    """What the page says of the grade. A unit that is not scored has no strict verdict to show
+    (grade.json's is null; older grades said "not resolved"), and says why it is not scored."""
     if not grade:
         return None
-    return {"status": grade.get("status"), "outcome": outcome(grade),
-            "resolved": grade.get("resolved"), "strict": strict_verdict(grade),
+    unit_outcome = outcome(dict(grade, contaminated=(agent or {}).get("contaminated")))
+    unscored = not_scored(unit_outcome, agent)
+    return {"status": grade.get("status"), "outcome": unit_outcome, "not_scored": unscored,
+            "resolved": grade.get("resolved"),
+            "strict": None if unscored else strict_verdict(grade),
             "agent_status": grade.get("agent_status"), "build_status": grade.get("build_status"),
             "env_errors": grade.get("env_errors") or [],
             "file_failures": grade.get("file_failures") or [],
@@ -490,6 +511,7 @@ def task_context(layout, mode, task, modes):
     page = layout.site_page(mode, iid)
     grade = jsonio.read_json(layout.grade_json(mode, iid))
     prove = jsonio.read_json(layout.prove_json(mode, iid))
+    agent = jsonio.read_json(layout.agent_json(mode, iid))
     tap_dir = layout.tap_dir(mode, iid)
     streams = {name: read_head(path, 1 << 20)[0]
                for name, path in prove_streams(prove, tap_dir).items()}
@@ -505,7 +527,7 @@ def task_context(layout, mode, task, modes):
         "index": link(layout.site_index, page),
         "results_dir": link(layout.task_dir(mode, iid), page) + "/",
         "grade_href": link(layout.grade_json(mode, iid), page) if grade else None,
-        "verdict": verdict(grade, streams),
+        "verdict": verdict(grade, streams, agent),
         "patch": diff_view(patch, diff_files(gold)),
         "patch_json": jsonio.read_json(layout.patch_json(mode, iid)),
         "patch_href": link(patch_path, page) if patch is not None else None,
@@ -513,6 +535,5 @@ def task_context(layout, mode, task, modes):
         "build": build_view(jsonio.read_json(layout.build_json(mode, iid)),
                             layout.build_log(mode, iid), page),
         "prove": prove_view(prove, tap_dir, page),
-        "agent": agent_view(layout, mode, iid, jsonio.read_json(layout.agent_json(mode, iid)),
-                            page),
+        "agent": agent_view(layout, mode, iid, agent, page),
     }

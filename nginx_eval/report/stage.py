@@ -1,5 +1,6 @@
-"""Stage 9, report: ``results/<run>/report.md``, ``report.json``, ``report-chart.png`` and
-``report-distributions.png``; with ``compare=OTHER``, also ``compare-<OTHER>.md|.json``.
+"""Stage 9, report: ``results/<run>/report.md``, ``report.json``, ``report-chart.png`` and,
+when some mode has agent time or cost, ``report-distributions.png``; with ``compare=OTHER``, also
+``compare-<OTHER>.md|.json``.
 
 Rendered from result files only, never by running anything: every mode of the run that has a
 ``results.jsonl`` (the modes of this invocation and any other mode dir on disk, such as an earlier
@@ -26,6 +27,7 @@ one definition; computed from the row's other fields for rows written before it 
     FAIL  unresolved
     INFRA  infra_error         not scored: the API or the network failed (after every retry)
     BUDGET not_run             not scored: the run's budget (max_cost) was spent before it started
+    CONTAM contaminated        not scored: the fix reached the agent
 
 A cell links to the task's grade.json and, when agent.json names one, to the agent's trajectory
 (``<mode>/<id>/agent/trajectory.md``). The header names the agent CLI version(s) the run's agent
@@ -64,7 +66,7 @@ their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run
                       "not_run_ids", "agent_versions": [str],
                       graded with rerun_failed=1 only: "verdict_changed_on_rerun_instances",
                       "verdict_changed_on_rerun_ids" (tasks whose verdict a rerun changed),
-                      "resolved_rate": resolved / total_instances,
+                      "resolved_rate": resolved / scored tasks | null (none scored),
                       "resolved_interval": [low, high] | null,     # Wilson, 95%
                       "cost_usd": total | null,
                       "cost_per_resolved": {"value": usd | null,
@@ -94,12 +96,16 @@ their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run
                       "detectable": smallest difference detected with 80% power | null,
                       "sentence": the comparison in words}],
      "power": {"power": 0.8, "alpha": 0.05, "tasks", "median_detectable" | null,
-               "comparisons": n},
+               "min_detectable", "max_detectable", "comparisons": n, "estimable": n,
+               "disagreeing": pairs that disagree on some task,
+               "undetectable": [{"a", "b", "disagree", "tasks"}]},   # pairs that disagree
+                                                                       # and detect nothing
      "breakdowns": {"area": [{"label", "tasks", "cells": [{"arm", "resolved" (one run),
                                                             "rate", "interval"}]}],
                     "tests": [same as area, label "nginx-tests" | "authored"; only sources
                               with tasks],
-                    "fix_date": {"cutoff": "YYYY-MM-DD" | null, "groups": [same as area]}}}
+                    "fix_date": {"cutoff": "YYYY-MM-DD" | null, "groups": [same as area]}},
+     "figures": [the figure files report.md shows, beside it]}
 
 ``compare-<OTHER>.json`` (``doit run report run=A compare=B``): {"schema_version": 2, "run",
 "other", "benchmark", "inputs", "tasks": [ids in both runs], "benchmark_sha256": {run: sha},
@@ -158,6 +164,11 @@ def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=N
               "tasks": [t.instance_id for t in tasks],
               "modes": {n: m.to_json() for n, m in sorted(modes.items())}, "version": __version__,
               "cutoff": cutoff, "methods": method_settings()}
+    hosts = {n: list(m.allow_hosts) for n, m in sorted(modes.items()) if m.allow_hosts}
+    if hosts:
+        # The header names them; only when some mode has them, so that other reports keep
+        # their digest.
+        config["allow_hosts"] = hosts
     return stamps.inputs_digest(config, input_files(layout, list(modes), templates_dir))
 
 
@@ -177,13 +188,16 @@ def comparison_inputs(layout, other, bench, tasks, modes, templates_dir):
 def report_is_fresh(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None,
                     compare=None):
     """doit uptodate: report.json was made from exactly what is on disk now, for the run's tasks
-    (and the charts and markdown still exist); with `compare`, the comparison too."""
+    (and the markdown and the figures it shows still exist); with `compare`, the comparison
+    too."""
     made = jsonio.read_json(layout.report_json) or {}
     tasks = run_tasks(layout, bench, tasks)
+    # The figures report.md shows (report.json's "figures"; before the field, both charts).
+    shown = made.get("figures", [layout.report_chart.name, layout.report_distributions.name])
     fresh = (made.get("inputs") == report_inputs(layout, bench, tasks, modes, baseline,
                                                  templates_dir, cutoff)
-             and layout.report_md.exists() and layout.report_chart.exists()
-             and layout.report_distributions.exists())
+             and layout.report_md.exists()
+             and all((layout.run_dir / name).exists() for name in shown))
     if fresh and compare:
         other = jsonio.read_json(layout.compare_json(compare)) or {}
         fresh = (other.get("inputs") == comparison_inputs(layout, compare, bench, tasks, modes,
@@ -216,7 +230,7 @@ def write_report(layout, bench, tasks, modes, baseline, templates_dir, cutoff=No
     data = collect(layout, bench, tasks, modes, baseline, cutoff=cutoff)
     layout.run_dir.mkdir(parents=True, exist_ok=True)
     draw_chart(data, layout.report_chart)
-    draw_distributions(data, layout.report_distributions)
+    draw_distributions(data, layout.report_distributions)       # none without agent figures
     jsonio.write_text(layout.report_md, render(data, templates_dir))
     jsonio.write_json(layout.report_json, report_json(layout, bench, inputs, data))
     if not quiet:

@@ -57,20 +57,31 @@ def check_task_names(namespace, command, argv):
 NON_SCORING_TARGETS = ("report", "doctor", "power", "site")
 
 
+def selecting_targets(ctx, targets):
+    """The targets that select tasks for the run: the benchmark's own commands (`nginx`,
+    `nginx:raw`, `nginx:validate`; a bare `doit` is spelled out as such by expand_default). A
+    task named directly (`prove:nginx/gold/ID`, a stage such as `build`, a pattern) runs what
+    it names and selects nothing: redoing one unit must not widen the run's denominator."""
+    return [t for t in targets if t.split(":", 1)[0] == ctx.benchmark.name]
+
+
 def bind_to_run(ctx, argv):
     """Before any work of `doit run`: the run belongs to this benchmark (or the command is
-    refused), and its record gains this command's tasks and modes (run/record.py). A candidates
-    file runs only its validation (pipeline.check_candidates)."""
+    refused), and its record gains this command's selection, tasks and modes when the command
+    selects (run/record.py). A candidates file runs only its validation
+    (pipeline.check_candidates)."""
     from .pipeline import check_candidates, expand_default
     targets = expand_default(ctx, command_targets(argv))
     check_candidates(ctx, targets)
     if all(t.split(":", 1)[0] in NON_SCORING_TARGETS for t in targets):
         return
     bench = ctx.benchmark.name
+    selecting = selecting_targets(ctx, targets)
     modes = [m for m in ctx.modes
-             if (bench in targets and ctx.in_group(m)) or task_name(bench, m) in targets]
+             if (bench in selecting and ctx.in_group(m)) or task_name(bench, m) in selecting]
     new = read_run(ctx.layout) is None
-    bind_run(ctx.layout, ctx.benchmark, ctx.tasks, modes, **(ctx.selection or {}))
+    bind_run(ctx.layout, ctx.benchmark, ctx.tasks, modes, **(ctx.selection or {}),
+             selects=bool(selecting))
     if new:
         # A first command stopped by an error before any result leaves no run behind.
         atexit.register(_remove_if_alone, ctx.layout.run_json)
@@ -267,6 +278,9 @@ def load_dodo(root=None):
             check_task_names(namespace, command, sys.argv[1:])
             if command == "run":
                 bind_to_run(ctx, sys.argv[1:])
+            if command == "forget":
+                from .pipeline import check_forget
+                check_forget(list(namespace["task_stages"]()), sys.argv[1:])
         except UserError as e:
             fail(e)
     if command == "run":

@@ -35,6 +35,7 @@ A run evaluates one benchmark: the one named on the command line (``doit run ngi
 import gc
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from doit.loader import generate_tasks
@@ -51,11 +52,12 @@ from .run.benchmark import load_benchmarks
 from .core.errors import UserError, did_you_mean
 from .doitext.invocation import command_line_variables
 from .core.layout import Layout
-from .doitext.invocation import doit_command
-from .doitext.pruning import drop_settled
+from .doitext.invocation import command_targets, doit_command
+from .doitext.backend import answer_forgotten, forgotten_tasks
+from .doitext.pruning import drop_settled, full_name
 from .doitext.slim import slim
-from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, results_task_name, task_name,
-                              tests_task_names, unit_name)
+from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, WORKSPACE,
+                              results_task_name, task_name, tests_task_names, unit_name)
 from .run.modes import extra_modes, load_modes, unknown_prediction_ids
 from .run.options import Options
 from .report.compare import check_compare
@@ -386,6 +388,63 @@ def check_requested_tasks(ctx, tasks, selectors):
         raise UserError(f"no task '{sel}'{close} (`doit list` shows the tasks)")
 
 
+# Stages whose units `doit forget` cannot redo, and what does instead. Every other task with an
+# action is redone by the next `doit run` that reaches it (redo_forgotten).
+NOT_FORGOTTEN = {
+    WORKSPACE: "a workspace is made for its agent run and removed once the patch is taken; "
+               "`doit forget agent:...` runs the agent again in a new one",
+    TESTS: "an nginx-tests tree is shared by every run and checked before each prove (a "
+           "damaged one is made again)",
+    BASE: "a base build is shared by every mode and run; `doit clean base:...` removes it "
+          "(unless another run's results use it) and the next run builds it again",
+}
+
+
+def redo_forgotten(dicts: Iterable[dict], layout: Layout) -> Iterator[dict]:
+    """`dicts`, with each task that `doit forget` asked for (and no run has redone yet) out of
+    date, and an action after its own that answers the request. Freshness is each stage's
+    stamp (stamps.py), which forgetting doit's row does not touch; this is what makes
+    `doit forget prove:...` redo the prove. The markers are read once: no forget can happen
+    while the run holds its lock."""
+    asked = forgotten_tasks(layout)
+    for d in dicts:
+        name = full_name(d) if asked and "basename" in d else None
+        if name in asked and d.get("actions") and d["basename"] not in NOT_FORGOTTEN:
+            d = dict(d, uptodate=[*(d.get("uptodate") or ()), False],
+                     actions=[*d["actions"], (answer_forgotten, [layout, name])])
+        yield d
+
+
+FORGET_ALL = ("-a", "--all")
+FORGET_DEPENDENCIES = ("-s", "--follow-sub")
+
+
+def check_forget(tasks: list[Task], argv: list[str]) -> None:
+    """`doit forget` that would say "forgetting" and redo nothing is refused with one line:
+    --all (every task, agents included), a stage whose units cannot be redone
+    (NOT_FORGOTTEN), and a task that does no work of its own, without -s."""
+    if any(a in FORGET_ALL for a in argv):
+        raise UserError("doit forget --all would run every agent again (they cost money): "
+                        "name what to redo, e.g. `doit forget prove` (every prove of the run's "
+                        "modes) or `doit forget grade:nginx/raw/ID`")
+    by_name = {t.name: t for t in tasks}
+    follow = any(a in FORGET_DEPENDENCIES for a in argv)
+    for name in command_targets(argv):
+        task = by_name.get(name)
+        if task is None:
+            continue            # doit's own error (check_requested_tasks said it first)
+        stage = name.split(":", 1)[0]
+        if stage in NOT_FORGOTTEN:
+            raise UserError(f"cannot forget {name}: {NOT_FORGOTTEN[stage]}")
+        subtasks = [by_name[s] for s in task.task_dep if s in by_name] if task.has_subtask \
+            else []
+        if not follow and not task.actions and not any(t.actions for t in subtasks):
+            raise UserError(f"{name} does no work of its own, so forgetting it redoes nothing: "
+                            f"forget its units (`doit forget prove:.../ID`), a stage (`doit "
+                            f"forget prove`), or add -s to forget everything it depends on "
+                            f"(agents included: they run again)")
+
+
 def doit_tasks(root=None):
     """The dict of ``task_*`` generators and DOIT_CONFIG for dodo.py's globals()."""
     ctx = load_context(root)
@@ -404,6 +463,7 @@ def doit_tasks(root=None):
             dicts = stage_dicts()
             argv = sys.argv[1:]
             if doit_command(argv) == "run":
+                dicts = redo_forgotten(dicts, ctx.layout)
                 dicts, ctx.shadow = drop_settled(dicts, argv, [DEFAULT_TASK])
             made.extend(slim(arrange_listing(generate_tasks("task_stages", handed_over(dicts)),
                                              ctx.benchmark.name)))

@@ -21,9 +21,10 @@ Command-line variables (parsed and checked once: nginx_eval/run/options.py): ``r
 "default"), ``instances=ID,ID``, ``limit=N``, ``modes=a,b`` (modes of `doit run nginx`; default:
 every configured mode), ``baseline=MODE`` (the report's time comparison), ``repeats=N``
 (validation), ``predictions=PATH``
-(adds a mode ``file`` scored from a SWE-bench predictions file, on the tasks the file has a row
-for; `doit run <bench>` then scores that mode alone, plus any named in ``modes=``, and the
-report; ids of the file not in the benchmark are one warning line), ``bench=NAME``,
+(adds a mode ``file`` scored from a SWE-bench predictions file; the command's tasks are the
+selected tasks the file has a row for, predictions_tasks; `doit run <bench>` then scores that mode
+alone, plus any named in ``modes=``, and the report; ids of the file not in the benchmark are one
+warning line), ``bench=NAME``,
 ``cutoff=YYYY-MM-DD`` (the report's split by fix date), ``compare=RUN`` (`doit run report`: a
 paired comparison with another run), ``detect=D,D`` (`doit run power`: percentage points).
 
@@ -48,7 +49,7 @@ from . import grade, patch, repositories, results, workspace
 from .prove import stage as prove
 from .strict import stage as strict
 from .report import stage as report, site as report_site
-from .run.benchmark import load_benchmarks
+from .run.benchmark import Benchmark, Task as BenchmarkTask, load_benchmarks
 from .core.errors import UserError, did_you_mean
 from .doitext.invocation import command_line_variables
 from .core.layout import Layout
@@ -58,7 +59,7 @@ from .doitext.pruning import drop_settled, full_name
 from .doitext.slim import slim
 from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, WORKSPACE,
                               results_task_name, task_name, tests_task_names, unit_name)
-from .run.modes import extra_modes, load_modes, unknown_prediction_ids
+from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
 from .run.options import Options
 from .report.compare import check_compare
 from .report.records import modes_on_disk
@@ -230,10 +231,33 @@ def load_context(root=None, argv=None, options=None):
     wanted = list(options.modes)
     if wanted:
         modes = {k: v for k, v in modes.items() if k in wanted or k == "file"}
+    selection = {"instances": instances or None, "limit": options.limit}
+    if options.predictions:
+        tasks = predictions_tasks(bench, tasks, modes["file"], options)
+        selection["predictions"] = options.predictions
     group = predictions_group(bench, modes, wanted)
     return Context(layout=layout, benchmark=bench, tasks=tasks, modes=modes, group=group,
-                   selection={"instances": instances or None, "limit": options.limit},
+                   selection=selection,
                    options=options, benchmark_names=tuple(sorted(benchmarks)))
+
+
+def predictions_tasks(bench: Benchmark, tasks: list[BenchmarkTask], mode: Mode,
+                      options: Options) -> list[BenchmarkTask]:
+    """With ``predictions=FILE`` the command's tasks are the selected tasks the file has a row
+    for, as in SWE-bench: no clone, test tree or base build is prepared for the others, and the
+    run's denominator is these. A file with a row for none of them is an error naming it
+    (scoring nothing and exiting 0 looked like a result)."""
+    ids = mode.instances or ()
+    shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+    rows = f"its {len(ids)} row{'s' if len(ids) != 1 else ''}: {shown}" if ids else "no rows"
+    if not any(mode.covers(t.instance_id) for t in bench.tasks):
+        raise UserError(f"no row for a task of benchmark {bench.name} ({rows}): nothing to "
+                        "score", file=options.predictions)
+    chosen = [t for t in tasks if mode.covers(t.instance_id)]
+    if not chosen:
+        raise UserError(f"no row for a task that instances=/limit= select ({rows}): nothing "
+                        "to score", file=options.predictions)
+    return chosen
 
 
 def predictions_group(bench, modes, wanted):

@@ -53,7 +53,7 @@ from .run.benchmark import Benchmark, Task as BenchmarkTask, load_benchmarks
 from .core.errors import UserError, did_you_mean
 from .doitext.invocation import command_line_variables
 from .core.layout import Layout
-from .doitext.invocation import command_targets, doit_command
+from .doitext.invocation import command_targets, doit_command, lists_commands_only
 from .doitext.backend import answer_forgotten, forgotten_tasks
 from .doitext.pruning import drop_settled, full_name
 from .doitext.slim import slim
@@ -67,6 +67,9 @@ from .run.record import read_run
 
 STAGES = (repositories, workspace, agent, patch, build, prove, strict, grade, results, report,
           report_site, validate, statements, doctor)
+# The stages whose generators yield a command that a plain `doit list` shows (beside the modes'
+# group tasks and `default`): report and power, <bench>:validate, <bench>:lint, doctor.
+LISTED_STAGES = (report, validate, statements, doctor)
 
 
 @dataclass
@@ -479,13 +482,24 @@ def doit_tasks(root=None):
         yield from group_tasks(ctx, extra_group_deps=(f"{ctx.benchmark.name}:report",))
         yield default_task(ctx)
 
+    def listed_dicts():
+        """What a plain `doit list` prints, and nothing else: the unit stages' thousands of
+        tasks (a listing of the shipped benchmark spent most of its second making them) are
+        never made. The same dicts as stage_dicts yields for those names."""
+        bench = ctx.benchmark.name
+        for stage in LISTED_STAGES:
+            yield from (d for d in stage.gen_tasks(ctx)
+                        if d.get("name") is None or d["basename"] == bench)
+        yield from group_tasks(ctx, extra_group_deps=(f"{bench}:report",))
+        yield default_task(ctx)
+
     made = []       # doit's Tasks, made once: cli.load_dodo checks the names the command gives
 
     def task_stages():
         """every task of the pipeline (nginx_eval/pipeline.py)"""
         if not made:
-            dicts = stage_dicts()
             argv = sys.argv[1:]
+            dicts = listed_dicts() if lists_commands_only(argv) else stage_dicts()
             if doit_command(argv) == "run":
                 dicts = redo_forgotten(dicts, ctx.layout)
                 dicts, ctx.shadow = drop_settled(dicts, argv, [DEFAULT_TASK])

@@ -8,6 +8,7 @@ import sys
 
 from conftest import DODO, SOURCE_ROOT
 from nginx_eval.checks import doctor, doctor_report
+from nginx_eval.doitext.invocation import lists_commands_only
 from nginx_eval.pipeline import STAGE_DOCS
 from test_doctor import ALL_TOOLS, BASE_PATHS, FakeProbe, report, task
 
@@ -50,6 +51,23 @@ def test_list_shows_the_commands_a_user_runs_first(project):
     # A stage's group still runs as one command (the doctor tells users to run it).
     _, executed = project.doit("run", "repos")
     assert sorted(executed) == ["repos:acme+tiny", "repos:acme+tiny-tests"]
+
+
+def test_a_plain_list_makes_only_the_tasks_it_shows(project):
+    """A plain `doit list` makes the tasks it prints and not the units' (a listing of the
+    shipped benchmark spent most of its time on them; scripts/bench_list.py times it): what it
+    prints is what the full list of tasks gives, in either order."""
+    for layout in ([], ["--sort", "definition"], ["-q"]):
+        plain, _ = project.doit("list", *layout)
+        full, _ = project.doit("list", "-p", *layout)       # -p: every task is made
+        assert plain.stdout.splitlines() == [
+            line for line in full.stdout.splitlines() if not line.startswith("_")], layout
+    assert lists_commands_only(["list"]) and lists_commands_only(["list", "-q", "run=x"])
+    assert lists_commands_only(["-f", "dodo.py", "list", "--sort", "definition"])
+    assert lists_commands_only(["list", "--template={name}"])
+    for argv in (["list", "--all"], ["list", "-s"], ["list", "tiny:gold"], ["list", "--deps"],
+                 ["list", "-p"], ["run"], ["info", "tiny"]):
+        assert not lists_commands_only(argv), argv
 
 
 def test_a_finished_agent_s_workspace_goes_once_its_patch_is_taken(project):

@@ -236,6 +236,26 @@ def few_malloc_arenas():
         pass
 
 
+def dry_run(namespace: dict, command: str) -> None:
+    """`doit run ... dry_run=1`: the same checks as a run (the run's benchmark, the task names,
+    a candidates file), then what the command would do (preview.py), and exit 0. It takes no
+    lock and writes nothing, so it may look at a run that another process is running."""
+    ctx = namespace["NGINX_EVAL_CONTEXT"]
+    try:
+        if command != "run":
+            raise UserError(f"dry_run=1 is a variable of `doit run`, not of `doit {command}`"
+                            + (" (`doit clean -n` only counts)" if command == "clean" else ""))
+        check_benchmark(ctx.layout, ctx.benchmark.name)
+        check_task_names(namespace, command, sys.argv[1:])
+        from .pipeline import check_candidates, expand_default
+        check_candidates(ctx, expand_default(ctx, command_targets(sys.argv[1:])))
+        from .preview import print_preview
+        print_preview(ctx, sys.argv[1:])
+    except UserError as e:
+        fail(e)
+    raise SystemExit(0)
+
+
 def load_dodo(root=None):
     from .pipeline import doit_tasks
     command = doit_command(sys.argv[1:])
@@ -249,6 +269,8 @@ def load_dodo(root=None):
     except UserError as e:
         fail(e)
     ctx = namespace["NGINX_EVAL_CONTEXT"]
+    if ctx.options.dry_run:
+        dry_run(namespace, command)         # prints, and exits before doit opens its database
     if command == "run":
         procs.stop_on_signals(ctx.layout.running_dir, report_interrupt)
         track_tasks()

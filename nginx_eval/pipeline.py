@@ -144,7 +144,8 @@ class Context:
     def _build_plans(self):
         """Both, made once per doit invocation (or read from the cache: buildplan.build_plans)."""
         if not hasattr(self, "_plans"):
-            self._plans = buildplan.build_plans(self.layout, self.tasks)
+            self._plans = buildplan.build_plans(
+                self.layout, self.tasks, keep=not (self.options and self.options.dry_run))
         return self._plans
 
     def mode_groups(self):
@@ -472,15 +473,17 @@ def check_forget(tasks: list[Task], argv: list[str]) -> None:
                             f"(agents included: they run again)")
 
 
+def stage_dicts(ctx: Context) -> Iterator[dict]:
+    """The task dict of every task of the pipeline, stage by stage."""
+    for stage in STAGES:
+        yield from stage.gen_tasks(ctx)
+    yield from group_tasks(ctx, extra_group_deps=(f"{ctx.benchmark.name}:report",))
+    yield default_task(ctx)
+
+
 def doit_tasks(root=None):
     """The dict of ``task_*`` generators and DOIT_CONFIG for dodo.py's globals()."""
     ctx = load_context(root)
-
-    def stage_dicts():
-        for stage in STAGES:
-            yield from stage.gen_tasks(ctx)
-        yield from group_tasks(ctx, extra_group_deps=(f"{ctx.benchmark.name}:report",))
-        yield default_task(ctx)
 
     def listed_dicts():
         """What a plain `doit list` prints, and nothing else: the unit stages' thousands of
@@ -499,7 +502,7 @@ def doit_tasks(root=None):
         """every task of the pipeline (nginx_eval/pipeline.py)"""
         if not made:
             argv = sys.argv[1:]
-            dicts = listed_dicts() if lists_commands_only(argv) else stage_dicts()
+            dicts = listed_dicts() if lists_commands_only(argv) else stage_dicts(ctx)
             if doit_command(argv) == "run":
                 dicts = redo_forgotten(dicts, ctx.layout)
                 dicts, ctx.shadow = drop_settled(dicts, argv, [DEFAULT_TASK])
@@ -516,5 +519,6 @@ def doit_tasks(root=None):
         "default_tasks": [DEFAULT_TASK],
         "verbosity": 1,
     }
-    ctx.layout.doit_db.parent.mkdir(parents=True, exist_ok=True)
+    if not ctx.options.dry_run:
+        ctx.layout.doit_db.parent.mkdir(parents=True, exist_ok=True)
     return {"task_stages": task_stages, "DOIT_CONFIG": config, "NGINX_EVAL_CONTEXT": ctx}

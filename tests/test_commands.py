@@ -204,3 +204,62 @@ class _Unread:
 
     def pcre2_capable(self, repo, commit):
         return None
+
+
+def files_under(*roots):
+    """{path: (size, mtime)} of every file under `roots`, and every directory."""
+    found = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")) if root.exists() else ():
+            stat = path.stat()
+            found[str(path)] = (stat.st_size, stat.st_mtime_ns) if path.is_file() else "dir"
+    return found
+
+
+def preview_table(lines):
+    """{stage: [done, to run(, to check)]} of a dry run's table."""
+    return {line.split()[0]: line.split()[1:] for line in lines[2:]
+            if line.startswith("  ") and not line.startswith("  (") and ":" not in line}
+
+
+def test_a_dry_run_says_what_would_run_and_what_its_agents_cost_and_does_nothing(project):
+    """`doit run ... dry_run=1`: stage by stage, the units done and to run, the agent runs it
+    would start with their expected cost from earlier runs of the mode (or "unknown"); no agent,
+    clone, build or prove starts, and nothing is written: no run.json, no doit database row
+    (issue 37)."""
+    def dry(*words):
+        proc, executed = project.doit("run", *words, "dry_run=1")
+        assert executed == [] and proc.stderr == "", proc.stderr
+        return proc.stdout.splitlines()
+
+    out = dry("tiny:fake", "limit=1")
+    assert out[0] == ("nginx-eval: dry run of `doit run tiny:fake limit=1 strict=0` in run "
+                      "default: benchmark tiny, 1 task, modes fake; nothing is started or written")
+    table = preview_table(out)
+    assert table["agent"] == ["0", "1"] and table["repos"] == ["0", "2"]
+    assert table["build"] == ["0", "1"] and table["prove"] == ["0", "1"]
+    assert "agent runs to start: 1" in out
+    assert ("  fake: 1 agent run: expected cost unknown (no earlier run of this mode recorded a "
+            "cost), time unknown") in out
+    assert project.agent_calls() == [] and files_under(project.results, project.cache) == {}
+
+    project.doit("run", "tiny:fake")
+    project.doit("forget", "agent:tiny/fake/tiny-add")
+    before = files_under(project.results, project.cache)
+    out = dry("tiny:fake")
+    assert out[0].endswith("benchmark tiny, 2 tasks, modes fake; nothing is started or written")
+    table = preview_table(out)
+    assert table["agent"] == ["1", "1"] and table["repos"] == ["2", "0"]
+    assert "agent runs to start: 1" in out
+    assert any(line.startswith("  fake: 1 agent run: expected cost $0.25 ($0.25 each, the mean "
+                               "of 2 earlier runs), time ") for line in out), out
+    assert files_under(project.results, project.cache) == before
+    assert sorted(project.agent_calls()) == ["tiny-add", "tiny-mul"]
+    # Another mode: its units all to run, no agent.
+    out = dry("tiny:gold", "instances=tiny-mul")
+    table = preview_table(out)
+    assert "agent runs to start: 0" in out and table["grade"] == ["0", "1"], out
+    assert files_under(project.results, project.cache) == before
+    proc, _ = project.doit("clean", "dry_run=1", check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        "nginx-eval: error: dry_run=1 is a variable of `doit run`, not of `doit clean`")

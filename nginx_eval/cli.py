@@ -57,7 +57,7 @@ def check_task_names(namespace, command, argv):
 NON_SCORING_TARGETS = ("report", "doctor", "power", "site")
 
 
-def selecting_targets(ctx, targets):
+def selecting_targets(ctx, targets: list[str]) -> list[str]:
     """The targets that select tasks for the run: the benchmark's own commands (`nginx`,
     `nginx:raw`, `nginx:validate`; a bare `doit` is spelled out as such by expand_default). A
     task named directly (`prove:nginx/gold/ID`, a stage such as `build`, a pattern) runs what

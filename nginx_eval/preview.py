@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 
 from .core import jsonio
+from .core.errors import UserError
 from .core.limits import chosen_counts
 from .core.outcomes import UNFINISHED_AGENT
 from .core.tasknames import AGENT, BASE, BUILD, TESTS, VALIDATE, WORKSPACE
@@ -96,8 +97,8 @@ def classify(ctx: Context, argv: list[str]) -> tuple[dict, dict]:
     dicts = list(redo_forgotten(stage_dicts(ctx), ctx.layout))
     found = settling(dicts, argv, [DEFAULT_TASK])
     if found is None:
-        raise SystemExit("nginx-eval: error: dry_run=1 needs task names, not a pattern or a "
-                         "file (doit alone knows what those reach)")
+        raise UserError("dry_run=1 needs task names, not a pattern or a file (only doit "
+                        "knows what those reach)")
     by_name, reached, is_settled = found
     always = any(a in ALWAYS for a in argv)
     stages, agents = {}, {}
@@ -174,5 +175,6 @@ def preview_lines(ctx: Context, argv: list[str]) -> list[str]:
 
 
 def print_preview(ctx: Context, argv: list[str]) -> None:
+    """Print preview_lines on stdout."""
     sys.stdout.write("\n".join(preview_lines(ctx, argv)) + "\n")
     sys.stdout.flush()

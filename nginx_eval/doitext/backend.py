@@ -136,7 +136,7 @@ def forgotten_tasks(layout) -> set[str]:
     return names
 
 
-def answer_forgotten(layout, task_id) -> None:
+def answer_forgotten(layout, task_id: str) -> None:
     """A doit action after a forgotten task's own: the request is answered (None: doit takes
     False for a failure)."""
     consume_forgotten(layout, task_id)

@@ -131,7 +131,7 @@ def _reachable(by_name, selected, groups):
     return seen & set(by_name)
 
 
-def settling(dicts, argv, default_tasks=()):
+def settling(dicts: list[dict], argv: list[str], default_tasks=()) -> tuple | None:
     """(by_name, reached, is_settled) for `doit run argv` over the task dicts `dicts` (a list):
     {name: dict}, the names of the dicts the command reaches (default_tasks: what it runs when
     it names none), and a function that says whether a task is settled (see above), each

@@ -67,9 +67,9 @@ from .run.record import read_run
 
 STAGES = (repositories, workspace, agent, patch, build, prove, strict, grade, results, report,
           report_site, validate, statements, doctor)
-# The stages whose generators yield a command that a plain `doit list` shows (beside the modes'
-# group tasks and `default`): report and power, <bench>:validate, <bench>:lint, doctor.
-LISTED_STAGES = (report, validate, statements, doctor)
+# The generators of the commands that a plain `doit list` shows, beside the modes' group tasks
+# and `default`: report and power, <bench>:validate, <bench>:lint, doctor (in STAGES' order).
+LISTED = (report.gen_tasks, validate.command_tasks, statements.gen_tasks, doctor.gen_tasks)
 
 
 @dataclass
@@ -490,8 +490,8 @@ def doit_tasks(root=None):
         tasks (a listing of the shipped benchmark spent most of its second making them) are
         never made. The same dicts as stage_dicts yields for those names."""
         bench = ctx.benchmark.name
-        for stage in LISTED_STAGES:
-            yield from (d for d in stage.gen_tasks(ctx)
+        for generator in LISTED:
+            yield from (d for d in generator(ctx)
                         if d.get("name") is None or d["basename"] == bench)
         yield from group_tasks(ctx, extra_group_deps=(f"{bench}:report",))
         yield default_task(ctx)

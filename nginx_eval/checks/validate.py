@@ -36,6 +36,7 @@ Summary: ``results/<run>/validation.json`` ({instance_id: per-task record withou
 """
 
 import time
+from collections.abc import Iterator
 
 import jinja2
 from doit.tools import config_changed
@@ -255,6 +256,12 @@ def gen_tasks(ctx):
         "uptodate": [config_changed({"tasks": [t.instance_id for t in ctx.tasks]})],
         "verbosity": 2,
     }
+    yield from command_tasks(ctx)
+
+
+def command_tasks(ctx) -> Iterator[dict]:
+    """`<bench>:validate`, what users run; alone for a plain `doit list`, which then needs
+    neither the units nor their build order (git, when the plan is not in the cache)."""
     yield {
         "basename": ctx.benchmark.name,
         "name": "validate",

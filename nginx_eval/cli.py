@@ -60,10 +60,19 @@ NON_SCORING_TARGETS = ("report", "doctor", "power", "site")
 READING_TARGETS = ("report", "power", "site")
 
 
+def selecting_targets(ctx, targets: list[str]) -> list[str]:
+    """The targets that select tasks for the run: the benchmark's own commands (`nginx`,
+    `nginx:raw`, `nginx:validate`; a bare `doit` is spelled out as such by expand_default). A
+    task named directly (`prove:nginx/gold/ID`, a stage such as `build`, a pattern) runs what
+    it names and selects nothing: redoing one unit must not widen the run's denominator."""
+    return [t for t in targets if t.split(":", 1)[0] == ctx.benchmark.name]
+
+
 def bind_to_run(ctx, argv):
     """Before any work of `doit run`: the run belongs to this benchmark (or the command is
-    refused), and its record gains this command's tasks and modes (run/record.py). A candidates
-    file runs only its validation (pipeline.check_candidates)."""
+    refused), and its record gains this command's selection, tasks and modes when the command
+    selects (run/record.py). A candidates file runs only its validation
+    (pipeline.check_candidates)."""
     from .pipeline import check_candidates, expand_default
     targets = expand_default(ctx, command_targets(argv))
     check_candidates(ctx, targets)
@@ -73,10 +82,12 @@ def bind_to_run(ctx, argv):
             check_has_results(ctx.layout)
         return
     bench = ctx.benchmark.name
+    selecting = selecting_targets(ctx, targets)
     modes = [m for m in ctx.modes
-             if (bench in targets and ctx.in_group(m)) or task_name(bench, m) in targets]
+             if (bench in selecting and ctx.in_group(m)) or task_name(bench, m) in selecting]
     new = read_run(ctx.layout) is None
-    bind_run(ctx.layout, ctx.benchmark, ctx.tasks, modes, **(ctx.selection or {}))
+    bind_run(ctx.layout, ctx.benchmark, ctx.tasks, modes, **(ctx.selection or {}),
+             selects=bool(selecting))
     if new:
         # A first command stopped by an error before any result leaves no run behind.
         atexit.register(_remove_if_alone, ctx.layout.run_json)
@@ -231,6 +242,26 @@ def few_malloc_arenas():
         pass
 
 
+def dry_run(namespace: dict, command: str) -> None:
+    """`doit run ... dry_run=1`: the same checks as a run (the run's benchmark, the task names,
+    a candidates file), then what the command would do (preview.py), and exit 0. It takes no
+    lock and writes nothing, so it may look at a run that another process is running."""
+    ctx = namespace["NGINX_EVAL_CONTEXT"]
+    try:
+        if command != "run":
+            raise UserError(f"dry_run=1 is a variable of `doit run`, not of `doit {command}`"
+                            + (" (`doit clean -n` only counts)" if command == "clean" else ""))
+        check_benchmark(ctx.layout, ctx.benchmark.name)
+        check_task_names(namespace, command, sys.argv[1:])
+        from .pipeline import check_candidates, expand_default
+        check_candidates(ctx, expand_default(ctx, command_targets(sys.argv[1:])))
+        from .preview import print_preview
+        print_preview(ctx, sys.argv[1:])
+    except UserError as e:
+        fail(e)
+    raise SystemExit(0)
+
+
 def load_dodo(root=None):
     from .pipeline import doit_tasks
     command = doit_command(sys.argv[1:])
@@ -244,6 +275,8 @@ def load_dodo(root=None):
     except UserError as e:
         fail(e)
     ctx = namespace["NGINX_EVAL_CONTEXT"]
+    if ctx.options.dry_run:
+        dry_run(namespace, command)         # prints, and exits before doit opens its database
     if command == "run":
         procs.stop_on_signals(ctx.layout.running_dir, report_interrupt)
         track_tasks()
@@ -273,6 +306,9 @@ def load_dodo(root=None):
             check_task_names(namespace, command, sys.argv[1:])
             if command == "run":
                 bind_to_run(ctx, sys.argv[1:])
+            if command == "forget":
+                from .pipeline import check_forget
+                check_forget(list(namespace["task_stages"]()), sys.argv[1:])
         except UserError as e:
             fail(e)
     if command == "run":

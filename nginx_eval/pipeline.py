@@ -21,9 +21,10 @@ Command-line variables (parsed and checked once: nginx_eval/run/options.py): ``r
 "default"), ``instances=ID,ID``, ``limit=N``, ``modes=a,b`` (modes of `doit run nginx`; default:
 every configured mode), ``baseline=MODE`` (the report's time comparison), ``repeats=N``
 (validation), ``predictions=PATH``
-(adds a mode ``file`` scored from a SWE-bench predictions file, on the tasks the file has a row
-for; `doit run <bench>` then scores that mode alone, plus any named in ``modes=``, and the
-report; ids of the file not in the benchmark are one warning line), ``bench=NAME``,
+(adds a mode ``file`` scored from a SWE-bench predictions file; the command's tasks are the
+selected tasks the file has a row for, predictions_tasks; `doit run <bench>` then scores that mode
+alone, plus any named in ``modes=``, and the report; ids of the file not in the benchmark are one
+warning line), ``bench=NAME``,
 ``cutoff=YYYY-MM-DD`` (the report's split by fix date), ``compare=RUN`` (`doit run report`: a
 paired comparison with another run), ``detect=D,D`` (`doit run power`: percentage points).
 
@@ -35,6 +36,7 @@ A run evaluates one benchmark: the one named on the command line (``doit run ngi
 import gc
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from doit.loader import generate_tasks
@@ -47,16 +49,17 @@ from . import grade, patch, repositories, results, suite, workspace
 from .prove import stage as prove
 from .strict import stage as strict
 from .report import stage as report, site as report_site
-from .run.benchmark import load_benchmarks
+from .run.benchmark import Benchmark, Task as BenchmarkTask, load_benchmarks
 from .core.errors import UserError, did_you_mean
 from .doitext.invocation import command_line_variables
 from .core.layout import Layout
-from .doitext.invocation import doit_command
-from .doitext.pruning import drop_settled
+from .doitext.invocation import command_targets, doit_command, lists_commands_only
+from .doitext.backend import answer_forgotten, forgotten_tasks
+from .doitext.pruning import drop_settled, full_name
 from .doitext.slim import slim
-from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, results_task_name, task_name,
-                              tests_task_names, unit_name)
-from .run.modes import extra_modes, load_modes, unknown_prediction_ids
+from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, WORKSPACE,
+                              results_task_name, task_name, tests_task_names, unit_name)
+from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
 from .run.options import Options
 from .report.compare import check_compare
 from .report.records import modes_on_disk
@@ -64,6 +67,9 @@ from .run.record import read_run
 
 STAGES = (repositories, workspace, agent, patch, build, prove, strict, grade, results, report,
           report_site, validate, statements, doctor)
+# The generators of the commands that a plain `doit list` shows, beside the modes' group tasks
+# and `default`: report and power, <bench>:validate, <bench>:lint, doctor (in STAGES' order).
+LISTED = (report.gen_tasks, validate.command_tasks, statements.gen_tasks, doctor.gen_tasks)
 
 
 @dataclass
@@ -148,7 +154,8 @@ class Context:
     def _build_plans(self):
         """Both, made once per doit invocation (or read from the cache: buildplan.build_plans)."""
         if not hasattr(self, "_plans"):
-            self._plans = buildplan.build_plans(self.layout, self.tasks)
+            self._plans = buildplan.build_plans(
+                self.layout, self.tasks, keep=not (self.options and self.options.dry_run))
         return self._plans
 
     def mode_groups(self):
@@ -238,10 +245,33 @@ def load_context(root=None, argv=None, options=None):
     wanted = list(options.modes)
     if wanted:
         modes = {k: v for k, v in modes.items() if k in wanted or k == "file"}
+    selection = {"instances": instances or None, "limit": options.limit}
+    if options.predictions:
+        tasks = predictions_tasks(bench, tasks, modes["file"], options)
+        selection["predictions"] = options.predictions
     group = predictions_group(bench, modes, wanted)
     return Context(layout=layout, benchmark=bench, tasks=tasks, modes=modes, group=group,
-                   selection={"instances": instances or None, "limit": options.limit},
+                   selection=selection,
                    options=options, benchmark_names=tuple(sorted(benchmarks)))
+
+
+def predictions_tasks(bench: Benchmark, tasks: list[BenchmarkTask], mode: Mode,
+                      options: Options) -> list[BenchmarkTask]:
+    """With ``predictions=FILE`` the command's tasks are the selected tasks the file has a row
+    for, as in SWE-bench: no clone, test tree or base build is prepared for the others, and the
+    run's denominator is these. A file with a row for none of them is an error naming it
+    (scoring nothing and exiting 0 looked like a result)."""
+    ids = mode.instances or ()
+    shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+    rows = f"its {len(ids)} row{'s' if len(ids) != 1 else ''}: {shown}" if ids else "no rows"
+    if not any(mode.covers(t.instance_id) for t in bench.tasks):
+        raise UserError(f"no row for a task of benchmark {bench.name} ({rows}): nothing to "
+                        "score", file=options.predictions)
+    chosen = [t for t in tasks if mode.covers(t.instance_id)]
+    if not chosen:
+        raise UserError(f"no row for a task that instances=/limit= select ({rows}): nothing "
+                        "to score", file=options.predictions)
+    return chosen
 
 
 def predictions_group(bench, modes, wanted):
@@ -396,14 +426,84 @@ def check_requested_tasks(ctx, tasks, selectors):
         raise UserError(f"no task '{sel}'{close} (`doit list` shows the tasks)")
 
 
+# Stages whose units `doit forget` cannot redo, and what does instead. Every other task with an
+# action is redone by the next `doit run` that reaches it (redo_forgotten).
+NOT_FORGOTTEN = {
+    WORKSPACE: "a workspace is made for its agent run and removed once the patch is taken; "
+               "`doit forget agent:...` runs the agent again in a new one",
+    TESTS: "an nginx-tests tree is shared by every run and checked before each prove (a "
+           "damaged one is made again)",
+    BASE: "a base build is shared by every mode and run; `doit clean base:...` removes it "
+          "(unless another run's results use it) and the next run builds it again",
+}
+
+
+def redo_forgotten(dicts: Iterable[dict], layout: Layout) -> Iterator[dict]:
+    """`dicts`, with each task that `doit forget` asked for (and no run has redone yet) out of
+    date, and an action after its own that answers the request. Freshness is each stage's
+    stamp (stamps.py), which forgetting doit's row does not touch; this is what makes
+    `doit forget prove:...` redo the prove. The markers are read once: no forget can happen
+    while the run holds its lock."""
+    asked = forgotten_tasks(layout)
+    for d in dicts:
+        name = full_name(d) if asked and "basename" in d else None
+        if name in asked and d.get("actions") and d["basename"] not in NOT_FORGOTTEN:
+            d = dict(d, uptodate=[*(d.get("uptodate") or ()), False],
+                     actions=[*d["actions"], (answer_forgotten, [layout, name])])
+        yield d
+
+
+FORGET_ALL = ("-a", "--all")
+FORGET_DEPENDENCIES = ("-s", "--follow-sub")
+
+
+def check_forget(tasks: list[Task], argv: list[str]) -> None:
+    """`doit forget` that would say "forgetting" and redo nothing is refused with one line:
+    --all (every task, agents included), a stage whose units cannot be redone
+    (NOT_FORGOTTEN), and a task that does no work of its own, without -s."""
+    if any(a in FORGET_ALL for a in argv):
+        raise UserError("doit forget --all would run every agent again (they cost money): "
+                        "name what to redo, e.g. `doit forget prove` (every prove of the run's "
+                        "modes) or `doit forget grade:nginx/raw/ID`")
+    by_name = {t.name: t for t in tasks}
+    follow = any(a in FORGET_DEPENDENCIES for a in argv)
+    for name in command_targets(argv):
+        task = by_name.get(name)
+        if task is None:
+            continue            # doit's own error (check_requested_tasks said it first)
+        stage = name.split(":", 1)[0]
+        if stage in NOT_FORGOTTEN:
+            raise UserError(f"cannot forget {name}: {NOT_FORGOTTEN[stage]}")
+        subtasks = [by_name[s] for s in task.task_dep if s in by_name] if task.has_subtask \
+            else []
+        if not follow and not task.actions and not any(t.actions for t in subtasks):
+            raise UserError(f"{name} does no work of its own, so forgetting it redoes nothing: "
+                            f"forget its units (`doit forget prove:.../ID`), a stage (`doit "
+                            f"forget prove`), or add -s to forget everything it depends on "
+                            f"(agents included: they run again)")
+
+
+def stage_dicts(ctx: Context) -> Iterator[dict]:
+    """The task dict of every task of the pipeline, stage by stage."""
+    for stage in STAGES:
+        yield from stage.gen_tasks(ctx)
+    yield from group_tasks(ctx, extra_group_deps=(f"{ctx.benchmark.name}:report",))
+    yield default_task(ctx)
+
+
 def doit_tasks(root=None):
     """The dict of ``task_*`` generators and DOIT_CONFIG for dodo.py's globals()."""
     ctx = load_context(root)
 
-    def stage_dicts():
-        for stage in STAGES:
-            yield from stage.gen_tasks(ctx)
-        yield from group_tasks(ctx, extra_group_deps=(f"{ctx.benchmark.name}:report",))
+    def listed_dicts():
+        """What a plain `doit list` prints, and nothing else: the unit stages' thousands of
+        tasks (a listing of the shipped benchmark spent most of its second making them) are
+        never made. The same dicts as stage_dicts yields for those names."""
+        bench = ctx.benchmark.name
+        for generator in LISTED:
+            yield from (d for d in generator(ctx)
+                        if d.get("name") is None or d["basename"] == bench)
+        yield from group_tasks(ctx, extra_group_deps=(f"{bench}:report",))
         yield default_task(ctx)
 
     made = []       # doit's Tasks, made once: cli.load_dodo checks the names the command gives
@@ -411,9 +511,10 @@ def doit_tasks(root=None):
     def task_stages():
         """every task of the pipeline (nginx_eval/pipeline.py)"""
         if not made:
-            dicts = stage_dicts()
             argv = sys.argv[1:]
+            dicts = listed_dicts() if lists_commands_only(argv) else stage_dicts(ctx)
             if doit_command(argv) == "run":
+                dicts = redo_forgotten(dicts, ctx.layout)
                 dicts, ctx.shadow = drop_settled(dicts, argv, [DEFAULT_TASK])
             made.extend(slim(arrange_listing(generate_tasks("task_stages", handed_over(dicts)),
                                              ctx.benchmark.name)))
@@ -428,5 +529,6 @@ def doit_tasks(root=None):
         "default_tasks": [DEFAULT_TASK],
         "verbosity": 1,
     }
-    ctx.layout.doit_db.parent.mkdir(parents=True, exist_ok=True)
+    if not ctx.options.dry_run:
+        ctx.layout.doit_db.parent.mkdir(parents=True, exist_ok=True)
     return {"task_stages": task_stages, "DOIT_CONFIG": config, "NGINX_EVAL_CONTEXT": ctx}

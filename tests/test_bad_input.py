@@ -122,7 +122,28 @@ def test_malformed_predictions_file_is_refused_before_any_task(project, tmp_path
     preds.write_text('{"instance_id": "tiny-add", "model_patch": ""}\n{"instance_id": 7}\n')
     proc, executed = project.doit("run", "tiny:file", f"predictions={preds}", check=False)
     assert_refused(project, proc, executed,
-                   f"{preds}, row 2: must be an object with a string instance_id")
+                   f"{preds}, line 2: must be an object with a string instance_id")
+    # A line that is no JSON is named by the file's own line number, not json's "line 1".
+    preds.write_text('{"instance_id": "tiny-add", "model_patch": ""}\n\n'
+                     '{"instance_id": "tiny-mul", "model_patch": "x"\n')
+    proc, executed = project.doit("run", "tiny:file", f"predictions={preds}", check=False)
+    assert_refused(project, proc, executed,
+                   f"{preds}, line 3: malformed JSON: Expecting ',' delimiter (column 47)")
+
+
+def test_predictions_file_with_no_task_of_the_benchmark_is_refused(project, tmp_path):
+    """Scoring nothing and exiting 0 looked like a result ("file 0 of 196"): one line naming the
+    file, before any task (issue 37)."""
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text('{"instance_id": "other-1", "model_patch": ""}\n')
+    proc, executed = project.doit("run", "tiny", f"predictions={preds}", check=False)
+    assert_refused(project, proc, executed,
+                   f"{preds}: no row for a task of benchmark tiny (its 1 row: other-1): "
+                   "nothing to score")
+    preds.write_text("")
+    proc, executed = project.doit("run", "tiny", f"predictions={preds}", check=False)
+    assert_refused(project, proc, executed,
+                   f"{preds}: no row for a task of benchmark tiny (no rows): nothing to score")
 
 
 @pytest.mark.parametrize("command,environ,program", [

@@ -233,14 +233,14 @@ def test_missing_make_is_an_env_error_that_is_tried_again(repo, tmp_path, monkey
     # The doit task's record says env_error, with the reason and a log, and is not up to date.
     jsonio.write_bytes(repo.layout.model_patch("m", "t"), patch)
     config, file_dep = {}, [str(repo.layout.model_patch("m", "t"))]
-    build.build_task(repo.layout, "m", task, config, file_dep)
+    build.build_task(repo.layout, "m", task, "build:b/m/t", config, file_dep)
     result = jsonio.read_json(repo.layout.build_json("m", "t"))
     assert result["status"] == "env_error" and result["reason"] == "make is not on PATH"
     assert "make is not on PATH" in repo.layout.build_log("m", "t").read_text()
     assert not buildcache.result_build_ok(repo.layout, "m", "t")
     # Once make is back, the same build succeeds, in ensure_build and in the doit task.
     monkeypatch.setenv("PATH", path)
-    build.build_task(repo.layout, "m", task, config, file_dep)
+    build.build_task(repo.layout, "m", task, "build:b/m/t", config, file_dep)
     result = jsonio.read_json(repo.layout.build_json("m", "t"))
     assert result["status"] == "built" and buildcache.result_build_ok(repo.layout, "m", "t")
     rec = repo.build("c_later", patch)

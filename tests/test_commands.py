@@ -8,6 +8,7 @@ import sys
 
 from conftest import DODO, SOURCE_ROOT
 from nginx_eval.checks import doctor, doctor_report
+from nginx_eval.doitext.invocation import lists_commands_only
 from nginx_eval.pipeline import STAGE_DOCS
 from test_doctor import ALL_TOOLS, BASE_PATHS, FakeProbe, report, task
 
@@ -50,6 +51,23 @@ def test_list_shows_the_commands_a_user_runs_first(project):
     # A stage's group still runs as one command (the doctor tells users to run it).
     _, executed = project.doit("run", "repos")
     assert sorted(executed) == ["repos:acme+tiny", "repos:acme+tiny-tests"]
+
+
+def test_a_plain_list_makes_only_the_tasks_it_shows(project):
+    """A plain `doit list` makes the tasks it prints and not the units' (a listing of the
+    shipped benchmark spent most of its time on them; scripts/bench_list.py times it): what it
+    prints is what the full list of tasks gives, in either order."""
+    for layout in ([], ["--sort", "definition"], ["-q"]):
+        plain, _ = project.doit("list", *layout)
+        full, _ = project.doit("list", "-p", *layout)       # -p: every task is made
+        assert plain.stdout.splitlines() == [
+            line for line in full.stdout.splitlines() if not line.startswith("_")], layout
+    assert lists_commands_only(["list"]) and lists_commands_only(["list", "-q", "run=x"])
+    assert lists_commands_only(["-f", "dodo.py", "list", "--sort", "definition"])
+    assert lists_commands_only(["list", "--template={name}"])
+    for argv in (["list", "--all"], ["list", "-s"], ["list", "tiny:gold"], ["list", "--deps"],
+                 ["list", "-p"], ["run"], ["info", "tiny"]):
+        assert not lists_commands_only(argv), argv
 
 
 def test_a_finished_agent_s_workspace_goes_once_its_patch_is_taken(project):
@@ -186,3 +204,62 @@ class _Unread:
 
     def pcre2_capable(self, repo, commit):
         return None
+
+
+def files_under(*roots):
+    """{path: (size, mtime)} of every file under `roots`, and every directory."""
+    found = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")) if root.exists() else ():
+            stat = path.stat()
+            found[str(path)] = (stat.st_size, stat.st_mtime_ns) if path.is_file() else "dir"
+    return found
+
+
+def preview_table(lines):
+    """{stage: [done, to run(, to check)]} of a dry run's table."""
+    return {line.split()[0]: line.split()[1:] for line in lines[2:]
+            if line.startswith("  ") and not line.startswith("  (") and ":" not in line}
+
+
+def test_a_dry_run_says_what_would_run_and_what_its_agents_cost_and_does_nothing(project):
+    """`doit run ... dry_run=1`: stage by stage, the units done and to run, the agent runs it
+    would start with their expected cost from earlier runs of the mode (or "unknown"); no agent,
+    clone, build or prove starts, and nothing is written: no run.json, no doit database row
+    (issue 37)."""
+    def dry(*words):
+        proc, executed = project.doit("run", *words, "dry_run=1")
+        assert executed == [] and proc.stderr == "", proc.stderr
+        return proc.stdout.splitlines()
+
+    out = dry("tiny:fake", "limit=1")
+    assert out[0] == ("nginx-eval: dry run of `doit run tiny:fake limit=1 strict=0` in run "
+                      "default: benchmark tiny, 1 task, modes fake; nothing is started or written")
+    table = preview_table(out)
+    assert table["agent"] == ["0", "1"] and table["repos"] == ["0", "2"]
+    assert table["build"] == ["0", "1"] and table["prove"] == ["0", "1"]
+    assert "agent runs to start: 1" in out
+    assert ("  fake: 1 agent run: expected cost unknown (no earlier run of this mode recorded a "
+            "cost), time unknown") in out
+    assert project.agent_calls() == [] and files_under(project.results, project.cache) == {}
+
+    project.doit("run", "tiny:fake")
+    project.doit("forget", "agent:tiny/fake/tiny-add")
+    before = files_under(project.results, project.cache)
+    out = dry("tiny:fake")
+    assert out[0].endswith("benchmark tiny, 2 tasks, modes fake; nothing is started or written")
+    table = preview_table(out)
+    assert table["agent"] == ["1", "1"] and table["repos"] == ["2", "0"]
+    assert "agent runs to start: 1" in out
+    assert any(line.startswith("  fake: 1 agent run: expected cost $0.25 ($0.25 each, the mean "
+                               "of 2 earlier runs), time ") for line in out), out
+    assert files_under(project.results, project.cache) == before
+    assert sorted(project.agent_calls()) == ["tiny-add", "tiny-mul"]
+    # Another mode: its units all to run, no agent.
+    out = dry("tiny:gold", "instances=tiny-mul")
+    table = preview_table(out)
+    assert "agent runs to start: 0" in out and table["grade"] == ["0", "1"], out
+    assert files_under(project.results, project.cache) == before
+    proc, _ = project.doit("clean", "dry_run=1", check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        "nginx-eval: error: dry_run=1 is a variable of `doit run`, not of `doit clean`")

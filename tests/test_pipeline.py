@@ -112,6 +112,43 @@ def test_forget_reruns_an_agent_but_a_lost_database_does_not(project):
     assert sorted(project.agent_calls()) == ["tiny-add", "tiny-add", "tiny-mul"]
 
 
+def test_forget_redoes_one_unit_of_any_stage(project):
+    """`doit forget <stage>:<unit>` redoes that unit at the next run, once, for every stage whose
+    freshness is its own stamp; a stage it cannot redo, a task with no work of its own and
+    --all are one line each, and nothing is forgotten (issue 37)."""
+    project.doit("run", "tiny:gold")
+    unit = "tiny/gold/tiny-add"
+    for name, redone in (
+            (f"prove:{unit}", [f"prove:{unit}", f"grade:{unit}", "results:tiny/gold"]),
+            (f"build:{unit}", [f"build:{unit}", f"prove:{unit}", f"grade:{unit}",
+                               "results:tiny/gold"]),
+            (f"patch:{unit}", [f"patch:{unit}"]), (f"grade:{unit}", [f"grade:{unit}"]),
+            ("results:tiny/gold", ["results:tiny/gold"]), ("repos:acme+tiny", ["repos:acme+tiny"])):
+        proc, _ = project.doit("forget", name)
+        assert proc.stdout == f"forgetting {name}\n"
+        _, executed = project.doit("run", "tiny:gold")
+        assert executed == redone, (name, executed)
+        _, executed = project.doit("run", "tiny:gold")
+        assert executed == [], name
+    # A forgotten build is the same build, taken again from the cache and checked.
+    assert project.read("gold", "tiny-add", "build.json")["reused"] is True
+    # A whole stage: every unit of it.
+    project.doit("forget", "grade")
+    _, executed = project.doit("run", "tiny:gold")
+    assert stage(executed, "grade") == ["grade:tiny/gold/tiny-add", "grade:tiny/gold/tiny-mul"]
+    markers = project.cache / "doit" / "default.db.forgotten"
+    pending = sorted(markers.glob("*"))     # the other modes' grades, until they run
+    for words, says in ((["forget", "base"], "cannot forget base: a base build is shared"),
+                        (["forget", "workspace:tiny/fake/tiny-add"], "doit forget agent:"),
+                        (["forget", "tiny:gold"], "tiny:gold does no work of its own"),
+                        (["forget", "--all"], "doit forget --all would run every agent again")):
+        proc, _ = project.doit(*words, check=False)
+        assert proc.returncode == 2 and proc.stdout == "", words
+        assert proc.stderr.startswith(f"nginx-eval: error: ") and says in proc.stderr, words
+        assert len(proc.stderr.splitlines()) == 1
+        assert sorted(markers.glob("*")) == pending, words
+
+
 def test_run_and_selection_variables(project):
     _, executed = project.doit("run", "tiny:gold", "run=sel", "instances=tiny-mul")
     assert stage(executed, "grade") == ["grade:tiny/gold/tiny-mul"]

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from conftest import SOURCE_ROOT, section, table_row
+from test_authored import authored_task
 
 from nginx_eval.report import records as report_records
 from nginx_eval import results
@@ -46,6 +47,7 @@ def lines(text, prefix):
 # -- 1. predictions= scores the file, and only its rows ---------------------------------------------
 
 def test_predictions_score_the_file_alone_and_only_the_tasks_it_has_rows_for(project, tmp_path):
+    authored_task(project)      # tiny-own: a test tree of its own, which no row asks for
     preds = tmp_path / "preds.jsonl"
     preds.write_text("".join(json.dumps({"instance_id": iid, "model_patch": patch,
                                          "model_name_or_path": "elsewhere"}) + "\n"
@@ -62,32 +64,40 @@ def test_predictions_score_the_file_alone_and_only_the_tasks_it_has_rows_for(pro
                                            "grade", "results")}
     assert modes_run == {"file"}
     assert "tiny:report" in executed
-    # Only tiny-add was scored; tiny-mul, without a row, is missing, not an empty patch.
+    # Only tiny-add was scored, and nothing was prepared for tiny-mul, which has no row: not
+    # its base build (its own commit and flags), not a task of its units (issue 37).
     assert list(rows(project, "file")) == ["tiny-add"]
     assert rows(project, "file")["tiny-add"]["outcome"] == "resolved"
     assert not project.task_dir("file", "tiny-mul").exists()
+    assert not [t for t in executed if "tiny-mul" in t or "tiny-own" in t
+                or project.commits["c_mul_bug"][:12] in t or "+" in t.partition(":")[2]
+                and t.startswith("tests:")], executed
+    # The run's tasks, and the report's denominator, are the tasks the file has rows for.
     rep = report_json(project)
     assert set(rep["modes"]) == {"file"}
     assert rep["modes"]["file"]["submitted_ids"] == ["tiny-add"]
-    assert rep["modes"]["file"]["incomplete_ids"] == ["tiny-mul"]
-    assert rep["modes"]["file"]["total_instances"] == 2
+    assert rep["modes"]["file"]["incomplete_ids"] == []
+    assert rep["modes"]["file"]["total_instances"] == 1
     assert rep["modes"]["file"]["empty_patch_ids"] == []
-    assert "mode file: no result for 1 of 2 tasks (tiny-mul)" in section(report_md(project),
-                                                                         "Warnings")
+    assert re.search(r"^  file +1 of 1 +100\.0% ", proc.stdout, re.M), proc.stdout
     run = json.loads((project.results / "default" / "run.json").read_text())
-    assert run["modes"] == ["file"]
+    assert run["modes"] == ["file"] and run["task_ids"] == ["tiny-add"]
+    assert run["selections"] == [{"instances": None, "limit": None,
+                                  "predictions": "preds.jsonl"}]
 
-    # Intersected with instances=: a task the file has no row for is not scored.
+    # Intersected with instances=: a file with no row for the selected tasks scores nothing,
+    # and says so (tests/test_bad_input.py has the file with no task of the benchmark).
     proc, executed = project.doit("run", "tiny", f"predictions={preds}", "instances=tiny-mul",
-                                  "run=sub")
-    assert not [t for t in executed if t.startswith(("patch:", "build:", "grade:"))]
-    assert rows(project, "file", "sub") == {}
-    assert report_json(project, "sub")["modes"]["file"]["incomplete_ids"] == ["tiny-mul"]
+                                  "run=sub", check=False)
+    assert proc.returncode == 2 and executed == []
+    assert lines(proc.stderr, "nginx-eval: error:") == [
+        f"nginx-eval: error: {preds}: no row for a task that instances=/limit= select (its 3 "
+        "rows: tiny-add, x, y): nothing to score"]
 
-    # A mode named with modes= is scored too, and only that one.
+    # A mode named with modes= is scored too, and only that one, on the same tasks.
     _, executed = project.doit("run", "tiny", f"predictions={preds}", "modes=none", "run=named")
     assert set(report_json(project, "named")["modes"]) == {"file", "none"}
-    assert set(rows(project, "none", "named")) == {"tiny-add", "tiny-mul"}
+    assert set(rows(project, "none", "named")) == {"tiny-add"}
     assert project.agent_calls() == []
 
 

@@ -2,6 +2,7 @@
 would run them, with every results.jsonl row and report count checked after each step."""
 
 import json
+import re
 
 from conftest import Project
 
@@ -70,3 +71,28 @@ def test_two_benchmarks_and_subsets_in_one_results_tree(tmp_path):
 
     # 6. The other run was never touched.
     assert (project.results / "bars" / "gold" / "results.jsonl").read_bytes() == before
+
+
+def test_a_unit_named_directly_leaves_the_run_s_selection_alone(tmp_path):
+    """Redoing one unit (any stage, with or without -a) must not widen the run: only a command
+    for the benchmark, with instances=/limit= or without, selects tasks (issue 37)."""
+    project = Project(tmp_path)
+    project.doit("run", "tiny:gold", "run=sub", "instances=tiny-add")
+    run_json = project.results / "sub" / "run.json"
+    before = run_json.read_bytes()
+    for command in (["prove:tiny/gold/tiny-add"], ["-a", "prove:tiny/gold/tiny-add"],
+                    ["-a", "grade:tiny/gold/tiny-mul"], ["build"]):
+        project.doit("run", *command, "run=sub")
+        assert run_json.read_bytes() == before, command
+    proc, _ = project.doit("run", "tiny:gold", "run=sub", "instances=tiny-add")
+    assert "nginx-eval: run sub, 1 task:" in proc.stdout
+    assert re.search(r"^  gold +1 of 1 +100\.0% ", proc.stdout, re.M), proc.stdout
+    data, md = report(project, "sub")
+    assert data["tasks"] == ["tiny-add"] and "1 of 2 tasks selected" in md
+    # A unit that starts a run binds it to its benchmark and selects nothing.
+    project.doit("run", "grade:tiny/gold/tiny-mul", "run=fresh")
+    record = json.loads((project.results / "fresh" / "run.json").read_text())
+    assert (record["benchmark"], record["selections"], record["task_ids"]) == ("tiny", [], [])
+    project.doit("run", "tiny:gold", "run=fresh", "instances=tiny-mul")
+    record = json.loads((project.results / "fresh" / "run.json").read_text())
+    assert record["task_ids"] == ["tiny-mul"]

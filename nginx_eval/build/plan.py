@@ -218,11 +218,12 @@ def _plans_key(layout, tasks):
                                      list(t.configure_flags)] for t in tasks]})
 
 
-def build_plans(layout, tasks):
+def build_plans(layout, tasks, keep=True):
     """(interleave_by_build_group(layout, tasks), base_build_plan(layout, tasks)), kept in the
     cache (layout.build_plans) once the clones hold every commit of `tasks`: both follow from
     those commits alone (and this module's code, in the key), and asking git for them took
-    0.4 s of every doit command on the 173 tasks of the shipped benchmark."""
+    0.4 s of every doit command on the 173 tasks of the shipped benchmark. keep=False (a dry
+    run, which writes nothing): made or read, never written."""
     key = _plans_key(layout, tasks)
     by_id = {t.instance_id: t for t in tasks}
     kept = jsonio.read_json(layout.build_plans(key)) if key else None
@@ -235,7 +236,7 @@ def build_plans(layout, tasks):
     ids = tasks_build_system_ids(layout, tasks)
     order = interleave_by_build_group(layout, tasks, ids)
     plan = base_build_plan(layout, tasks, ids, order)
-    if key:
+    if key and keep:
         jsonio.write_json(layout.build_plans(key), {
             "order": [t.instance_id for t in order],
             "plan": [[name, t.instance_id, parent] for name, t, parent in plan]})

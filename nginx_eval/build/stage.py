@@ -62,6 +62,7 @@ from .cache import (BuildSpec, binary_path, build_is_published, damage, failed_h
 from ..core.trees import remove_tree
 from .plan import build_system_id, find_sibling
 from ..core.locks import locked
+from ..doitext.backend import forgotten
 from ..patch import touched_paths
 from ..core.tasknames import (BASE, BUILD, PATCH, base_subtask, base_task_name, repo_task,
                               task_name, unit_name)
@@ -276,13 +277,16 @@ def ensure_build(layout, bare, base_commit, flags, patch, clean=False):
 
 # -- doit ------------------------------------------------------------------------------------------
 
-def build_task(layout, mode_name, task, config, files):
+def build_task(layout, mode_name, task, doit_name, config, files):
     inputs = stamps.inputs_digest(config, files)
     out = layout.build_json(mode_name, task.instance_id)
     # Checked again here (stamps.py): a build takes minutes. With executor=ray the build is in
-    # a node's cache, not here: the record is what the coordinator has.
+    # a node's cache, not here: the record is what the coordinator has. After `doit forget` the
+    # unit is made again: its build is content-addressed, so the cache's (checked against its
+    # binary) is taken again, or compiled if `doit clean` removed it.
     current = stamps.made_from(out, inputs)
-    if current and (executor.is_remote() or build_is_published(layout, current)):
+    if (current and not forgotten(layout, doit_name)
+            and (executor.is_remote() or build_is_published(layout, current))):
         return
     executor.run("build", build_unit, layout, mode_name, task.instance_id,
                  [mode_name, task, inputs], ship_in=["model.patch"],
@@ -364,7 +368,8 @@ def _unit_task_dicts(ctx):
         name = unit_name(bench, mode, task)
         yield stamps.stage_task(
             basename=BUILD, name=name, doc=f"objs/nginx for the {mode.name} patch of {iid}",
-            action=build_task, args=[ctx.layout, mode.name, task], config=config,
+            action=build_task, args=[ctx.layout, mode.name, task, task_name(BUILD, name)],
+            config=config,
             files=[ctx.layout.model_patch(mode.name, iid)],
             task_dep=[repo_task(task.repo), base_task_name(task), task_name(PATCH, name)],
             targets=[ctx.layout.build_json(mode.name, iid), ctx.layout.build_log(mode.name, iid)],

@@ -36,6 +36,7 @@ Summary: ``results/<run>/validation.json`` ({instance_id: per-task record withou
 """
 
 import time
+from collections.abc import Iterator
 
 import jinja2
 from doit.tools import config_changed
@@ -44,6 +45,7 @@ from ..core import jsonio, stamps
 from ..core.console import say
 from ..build.stage import ensure_build
 from ..core.gitcmd import gold_diff
+from ..doitext.backend import forgotten
 from ..core.layout import SOURCE_ROOT
 from ..prove.tap import assertion_number, file_problem, parse_tap
 from ..prove.stage import run_prove_files
@@ -156,11 +158,11 @@ def classification_current(layout, task):
     return isinstance(done, dict) and "runs" in done and reclassified(task, done) == done
 
 
-def validate_task(layout, task, repeats, config, files):
+def validate_task(layout, task, repeats, doit_name, config, files):
     out = layout.validation_dir(task.instance_id) / "validation.json"
     inputs = stamps.inputs_digest(config, files)
     done = stamps.made_from(out, inputs)
-    if done:
+    if done and not forgotten(layout, doit_name):      # `doit forget validate:...` runs again
         # The runs take minutes; the verdict is always derived again from them.
         record = reclassified(task, done)
         if record != done:
@@ -235,7 +237,9 @@ def gen_tasks(ctx):
         yield stamps.stage_task(
             basename=VALIDATE, name=validate_subtask(ctx.benchmark.name, task.instance_id),
             doc=f"build base and fix of {task.instance_id}, run its tests {repeats}× each",
-            action=validate_task, args=[ctx.layout, task, repeats], config=config,
+            action=validate_task, config=config,
+            args=[ctx.layout, task, repeats,
+                  validate_task_name(ctx.benchmark.name, task.instance_id)],
             task_dep=[repo_task(task.repo), tests_task_name(task.tests_tree_id),
                       base_task_name(task)],
             targets=[ctx.layout.validation_dir(task.instance_id) / "validation.json"],
@@ -252,6 +256,12 @@ def gen_tasks(ctx):
         "uptodate": [config_changed({"tasks": [t.instance_id for t in ctx.tasks]})],
         "verbosity": 2,
     }
+    yield from command_tasks(ctx)
+
+
+def command_tasks(ctx) -> Iterator[dict]:
+    """`<bench>:validate`, what users run; alone for a plain `doit list`, which then needs
+    neither the units nor their build order (git, when the plan is not in the cache)."""
     yield {
         "basename": ctx.benchmark.name,
         "name": "validate",

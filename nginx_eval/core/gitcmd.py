@@ -31,9 +31,6 @@ from collections import namedtuple
 from contextlib import contextmanager
 from pathlib import Path
 
-import git
-from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
-from gitdb.exc import BadName, BadObject
 
 # What `git rev-parse --local-env-vars` lists: variables that choose the repository, its index,
 # objects or configuration. Never inherited; only the functions below set them.
@@ -101,6 +98,14 @@ def _stdin(data):
         yield f
 
 
+def _gitpython():
+    """GitPython, imported when the first git command runs, not with this module: its import
+    was a tenth of a second of every doit command, `doit list` (which starts no git) included."""
+    import git
+    import git.exc
+    return git
+
+
 def _command_layer(cwd):
     """GitPython's Git running commands in the directory `cwd` (None: the current one)."""
     if cwd is not None and not os.path.isdir(cwd):
@@ -108,7 +113,7 @@ def _command_layer(cwd):
         # project's own checkout.
         raise FileNotFoundError(errno.ENOENT, "no such directory", str(cwd))
     forget_inherited_repository()
-    return git.Git(cwd)
+    return _gitpython().Git(cwd)
 
 
 def _git(args, cwd=None, extra_env=None, input=None, check=True):
@@ -129,14 +134,15 @@ def _git(args, cwd=None, extra_env=None, input=None, check=True):
 def _repository(git_dir):
     """GitPython's Repo of the git directory `git_dir`, its commands in git_environment."""
     forget_inherited_repository()
+    git = _gitpython()
     try:
         repo = git.Repo(git_dir)
-    except (InvalidGitRepositoryError, NoSuchPathError) as e:
+    except (git.exc.InvalidGitRepositoryError, git.exc.NoSuchPathError) as e:
         raise GitError(["--git-dir", git_dir], 128, f"not a git repository: {e}") from None
     repo.git.update_environment(**git_environment(git_dir))
     try:
         yield repo
-    except GitCommandError as e:
+    except git.exc.GitCommandError as e:
         raise GitError(e.command[1:], e.status, _stderr_of(e)) from None
     finally:
         repo.close()
@@ -238,9 +244,10 @@ def clone_bare(url, dest):
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
     forget_inherited_repository()
+    git = _gitpython()
     try:
         git.Repo.clone_from(url, dest, bare=True, env=git_environment(parent)).close()
-    except GitCommandError as e:
+    except git.exc.GitCommandError as e:
         raise GitError(e.command[1:], e.status, _stderr_of(e)) from None
 
 
@@ -428,6 +435,7 @@ def non_merge_commits(git_dir, revs):
 
 def rev_parse(git_dir, rev):
     """The id of the commit `rev` names."""
+    from gitdb.exc import BadName, BadObject       # GitPython's own dependency (_gitpython)
     with _repository(git_dir) as repo:
         try:
             return repo.commit(rev).hexsha

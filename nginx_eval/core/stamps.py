@@ -12,7 +12,8 @@ database.
 Where a rerun costs money or minutes, the action checks once more before it works (``made_from``),
 so that neither ``doit run -a`` nor a stale database pays twice: the agent (its agent.json) and the
 build (its content-addressed cache). ``doit forget agent:...`` is the way to run a finished agent
-again (doitext/backend.py keeps the request).
+again, and ``doit forget`` of any unit makes it out of date at the next run (doitext/backend.py
+keeps the request, pipeline.redo_forgotten answers it).
 
 Tasks whose output cannot carry the digest and costs milliseconds to make (results.jsonl,
 validation.md) keep doit's own ``file_dep`` check: losing the database redoes them, which is

@@ -6,8 +6,11 @@ doit's SQLite one with two additions:
 
 - a damaged file is moved aside and started afresh, with one line saying so, instead of stopping
   every command;
-- ``doit forget TASK`` is remembered as a marker file, so that the agent stage, which trusts an
-  existing agent.json even against ``doit run -a``, knows the user asked for a new run;
+- ``doit forget TASK`` is remembered as a marker file until a run redoes TASK: every stage's
+  freshness is its own stamp, not this database, so a forgotten row alone would redo nothing.
+  pipeline.redo_forgotten makes a forgotten task out of date and answers the marker once its
+  actions succeed; the agent and build stages, which trust their output even against
+  ``doit run -a``, ask ``forgotten`` too;
 - what doit saves of a task is written to the file as it comes (one row, committed at once:
   16 us with WAL and synchronous=off), and neither what it saves nor what it reads is kept in
   memory: doit's SqliteDB keeps every task's row in a dict until the run ends (7,266 rows, 5.5 MiB
@@ -116,6 +119,27 @@ class DurableDB(SqliteDB):
         marker = _marker(self.name, task_id)
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.write_text(task_id + "\n")
+
+
+def forgotten_tasks(layout) -> set[str]:
+    """The names of the tasks that ``doit forget`` asked for and no run has redone yet."""
+    names = set()
+    try:
+        markers = list(_marker_dir(layout.doit_db).iterdir())
+    except FileNotFoundError:
+        return names
+    for marker in markers:
+        try:
+            names.add(marker.read_text().strip())
+        except OSError:
+            pass        # being answered by another process
+    return names
+
+
+def answer_forgotten(layout, task_id: str) -> None:
+    """A doit action after a forgotten task's own: the request is answered (None: doit takes
+    False for a failure)."""
+    consume_forgotten(layout, task_id)
 
 
 def forgotten(layout, task_id):

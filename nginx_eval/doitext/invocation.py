@@ -70,6 +70,27 @@ def command_targets(argv):
     return targets
 
 
+# Options of `doit list` that change only how the commands it lists are printed.
+LIST_LAYOUT_OPTIONS = ("-q", "--quiet", "--template", "--sort")
+
+
+def lists_commands_only(argv: list[str]) -> bool:
+    """Whether `argv` is a plain `doit list`: the tasks that are no subtask and not private,
+    with no status, no dependencies and no task named (options that change only how they are
+    printed aside)."""
+    if doit_command(argv) != "list" or command_targets(argv):
+        return False
+    words = list(argv)
+    while words:
+        word = words.pop(0)
+        if word in LOADER_OPTIONS_WITH_VALUE or word in ("--template", "--sort"):
+            if words:
+                words.pop(0)        # its value
+        elif word.startswith("-") and word.split("=", 1)[0] not in LIST_LAYOUT_OPTIONS:
+            return False
+    return True
+
+
 # doit commands whose words are task names (checked by pipeline.check_requested_tasks).
 TASK_COMMANDS = ("run", "info", "list", "forget", "clean", "ignore", "reset-dep")
 

@@ -131,18 +131,16 @@ def _reachable(by_name, selected, groups):
     return seen & set(by_name)
 
 
-def drop_settled(dicts, argv, default_tasks=()):
-    """(the task dicts doit needs for `doit run argv`, shadow): `dicts` without the settled
-    tasks the command reaches (default_tasks: what it runs when it names none), and {task
-    name: its task_dep as generated} for every task dropped or changed. Only the tasks the
-    command reaches are asked: `doit run nginx:gold` asks nothing of the other modes."""
-    dicts = list(dicts)
+def settling(dicts: list[dict], argv: list[str], default_tasks=()) -> tuple | None:
+    """(by_name, reached, is_settled) for `doit run argv` over the task dicts `dicts` (a list):
+    {name: dict}, the names of the dicts the command reaches (default_tasks: what it runs when
+    it names none), and a function that says whether a task is settled (see above), each
+    answer asked once. None when only doit knows what the command reaches: a pattern, a target
+    file, a group that doit makes from subtasks."""
     words = command_targets(argv) or list(default_tasks)
     by_name = {full_name(d): d for d in dicts if "basename" in d}
-    if (any(a in ALWAYS for a in argv) or any("*" in w for w in words)
-            or not all(w in by_name for w in words)):
-        return dicts, {}        # -a, a pattern, a target file or a group doit makes: as it is
-    named = set(words)
+    if any("*" in w for w in words) or not all(w in by_name for w in words):
+        return None
     reached = _reachable(by_name, words, _groups(dicts))
     settled = {}
 
@@ -154,6 +152,25 @@ def drop_settled(dicts, argv, default_tasks=()):
                              and all(is_settled(dep) for dep in d.get("task_dep") or ()))
         return settled[name]
 
+    return by_name, reached, is_settled
+
+
+def own_answer(d) -> bool:
+    """Whether the task dict `d`, taken alone, is up to date (_own_answer)."""
+    return _own_answer(d)
+
+
+def drop_settled(dicts, argv, default_tasks=()):
+    """(the task dicts doit needs for `doit run argv`, shadow): `dicts` without the settled
+    tasks the command reaches (default_tasks: what it runs when it names none), and {task
+    name: its task_dep as generated} for every task dropped or changed. Only the tasks the
+    command reaches are asked: `doit run nginx:gold` asks nothing of the other modes."""
+    dicts = list(dicts)
+    found = None if any(a in ALWAYS for a in argv) else settling(dicts, argv, default_tasks)
+    if found is None:
+        return dicts, {}        # -a, a pattern, a target file or a group doit makes: as it is
+    _, reached, is_settled = found
+    named = set(command_targets(argv) or list(default_tasks))
     dropped = {name for name in reached if name not in named and is_settled(name)}
     shadow, kept = {}, []
     for d in dicts:

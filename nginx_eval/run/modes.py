@@ -378,24 +378,31 @@ def load_modes(path, templates_dir=None):
     return parse_modes(data, path, templates_dir)
 
 
-def read_predictions(path):
+def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
     """{instance_id: (model_patch, model_name_or_path)} of a SWE-bench predictions file (JSON
-    lines, or one JSON list); UserError naming the row at fault."""
+    lines, or one JSON list); UserError naming the file and the line (or list row) at fault."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"cannot read: {e}", file=path)
-    try:
-        if text.lstrip().startswith("["):
-            rows = list(enumerate(json.loads(text), 1))
-        else:
-            rows = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1)
-                    if line.strip()]
-    except json.JSONDecodeError as e:
-        raise UserError(f"malformed JSON: {e}", file=path)
+    if text.lstrip().startswith("["):
+        try:
+            rows = [(f"row {n}", row) for n, row in enumerate(json.loads(text), 1)]
+        except json.JSONDecodeError as e:
+            raise UserError(f"malformed JSON: {e}", file=path)
+    else:
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((f"line {n}", json.loads(line)))
+            except json.JSONDecodeError as e:
+                # json counts lines within the one line it was given: say the file's own.
+                raise UserError(f"malformed JSON: {e.msg} (column {e.colno})", file=path,
+                                item=f"line {n}")
     found = {}
-    for n, row in rows:
-        where = f"row {n}"
+    for where, row in rows:
         if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
             raise UserError("must be an object with a string instance_id", file=path, item=where)
         if not isinstance(row.get("model_patch") or "", str):

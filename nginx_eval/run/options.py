@@ -41,6 +41,9 @@ harness takes its settings from ``ctx.options`` and never asks doit.
     strict_files whole number >= 1        regression files per patch (default 6)
     keep_workspaces 0 or 1                1: an agent's workspace stays after its patch is
                                           taken (default 0: it goes, patch.take_patch)
+    dry_run      0 or 1                   1: `doit run` prints what it would do, stage by stage,
+                                          and the agent runs it would start with their expected
+                                          cost; it starts and writes nothing (preview.py)
 
 Checks that need the benchmark or the modes (an instance id that is not in the benchmark, a mode
 that does not exist) are methods here too, called by pipeline.load_context once those are loaded.
@@ -192,6 +195,8 @@ VARIABLES = {
                                      "(default: 6)"),
     "keep_workspaces": Variable(_switch, "1: an agent's workspace stays after its patch is taken "
                                          "(default: 0, it is removed)"),
+    "dry_run": Variable(_switch, "1: doit run prints what it would do and what its agents would "
+                                 "cost, and starts and writes nothing (default: 0)"),
 }
 
 
@@ -230,6 +235,7 @@ class Options:
     strict: int = 1
     strict_files: int | None = None     # None: strict/stage.DEFAULT_FILES
     keep_workspaces: int = 0
+    dry_run: int = 0
     executor: str = "local"
     given: tuple = field(default=(), compare=False)     # (name, value) as on the command line
 

@@ -10,16 +10,21 @@ costs nothing.
 command used; each grade.json records the version it was graded under, and the report warns
 when the run's results carry two (report/data.py).
 
-Every command that scores or validates tasks adds its selection (``instances=``, ``limit=``) to
-the run's: the run's tasks are every task some command of the run selected, and that is the
-report's denominator ("12 of 26 tasks selected" when it is not the whole benchmark).
+Every command that scores or validates the benchmark (``doit run nginx:raw``, ``doit run nginx``,
+a bare ``doit``, ``nginx:validate``) adds its selection (``instances=``, ``limit=``, or the rows
+of ``predictions=``; the whole benchmark without them) to the run's: the run's tasks are every
+task some such command selected, and that is the report's denominator ("12 of 26 tasks
+selected" when it is not the whole benchmark). A task named directly (``doit run
+prove:nginx/gold/ID``, a stage such as ``doit run build``) selects nothing: it binds a new run to
+its benchmark and leaves the selection as it was, so that redoing one unit never widens the run.
 
 ``run.json``::
 
     {"schema_version": 1, "run", "benchmark": name, "benchmark_file": path relative to the
      project, "benchmark_sha256", "benchmark_version": the file's version | null (unversioned),
      "harness_version", "created", "updated",
-     "selections": [{"instances": [ids] | null, "limit": n | null}],   # as given, each once
+     "selections": [{"instances": [ids] | null, "limit": n | null,
+                     "predictions": file name, only with predictions=}],   # as given, each once
      "task_ids": [ids, in the benchmark's order], "modes": [names],
      "sandbox_self_test": the last self-test of the agents' sandbox (agent/selftest.py's
                           schema), absent before the run's first isolated agent}
@@ -50,9 +55,12 @@ def check_benchmark(layout, bench_name):
                         f"{bench_name!r}: choose another run name (run=NAME)", field="run")
 
 
-def bind_run(layout, bench, tasks, modes, instances=None, limit=None):
+def bind_run(layout, bench, tasks, modes, instances=None, limit=None, predictions=None, *,
+             selects=True):
     """Record that this command runs `tasks` (and `modes`) of `bench` in the run; return the
-    record. Raises UserError when the run belongs to another benchmark."""
+    record. selects=False (a task named directly): only the run's benchmark is recorded, and
+    its selection, tasks and modes stay. Raises UserError when the run belongs to another
+    benchmark."""
     check_benchmark(layout, bench.name)
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     record = read_run(layout) or {
@@ -60,16 +68,19 @@ def bind_run(layout, bench, tasks, modes, instances=None, limit=None):
         "benchmark_file": os.path.relpath(bench.path, layout.root), "created": now,
         "selections": [], "task_ids": [], "modes": []}
     before = dict(record)
-    selection = {"instances": list(instances) if instances else None, "limit": limit}
-    chosen = set(record["task_ids"]) | {t.instance_id for t in tasks}
-    record.update({
-        "benchmark_sha256": bench.digest, "benchmark_version": bench.version,
-        "harness_version": __version__,
-        "selections": record["selections"] + ([selection]
-                                              if selection not in record["selections"] else []),
-        "task_ids": [t.instance_id for t in bench.tasks if t.instance_id in chosen],
-        "modes": sorted(set(record["modes"]) | set(modes)),
-    })
+    record.update({"benchmark_sha256": bench.digest, "benchmark_version": bench.version,
+                   "harness_version": __version__})
+    if selects:
+        selection = {"instances": list(instances) if instances else None, "limit": limit}
+        if predictions:
+            selection["predictions"] = os.path.basename(predictions)
+        chosen = set(record["task_ids"]) | {t.instance_id for t in tasks}
+        record.update({
+            "selections": record["selections"] + (
+                [selection] if selection not in record["selections"] else []),
+            "task_ids": [t.instance_id for t in bench.tasks if t.instance_id in chosen],
+            "modes": sorted(set(record["modes"]) | set(modes)),
+        })
     if record != before:
         record["updated"] = now
         jsonio.write_json(layout.run_json, record)

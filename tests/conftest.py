@@ -1,3 +1,4 @@
+import contextlib
 import json
 import re
 import os
@@ -67,6 +68,76 @@ def project(tmp_path):
 
 def pytest_configure(config):
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+
+
+# -- the inner loop: `pytest -m "not e2e"` runs no doit, make, prove, sandbox or CLI --------------
+
+# Programs whose start makes a test end to end (seconds each, not milliseconds).
+E2E_PROGRAMS = ("doit", "make", "prove", "srt", "bwrap", "claude")
+# Fixtures that start them: a test using one is marked e2e at collection.
+E2E_FIXTURES = {"project", "claude", "claude_program", "anthropic_api", "prove_v", "hostile"}
+
+
+def e2e_program(argv):
+    """The E2E_PROGRAMS name `argv` starts (``python -m doit`` included), or None."""
+    if isinstance(argv, (str, bytes)):
+        argv = [argv]
+    words = [os.path.basename(str(a)) for a in list(argv)[:3]]
+    if not words:
+        return None
+    if words[0] in E2E_PROGRAMS:
+        return words[0]
+    if words[0] in ("bash", "sh") and len(words) > 1 and words[1] == "-c":
+        first = str(list(argv)[2]).split()[:1] if len(argv) > 2 else []
+        return first[0] if first and first[0] in E2E_PROGRAMS else None
+    if words[0].startswith("python") and words[1:2] == ["-m"] and words[2:3] == ["doit"]:
+        return "doit"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or \
+                getattr(item.module, "E2E", False):
+            item.add_marker(pytest.mark.e2e)
+
+
+class _Guarded(subprocess.Popen):
+    def __init__(self, args, *rest, **kwargs):
+        program = e2e_program(args)
+        if program:
+            raise AssertionError(
+                f"this test starts {program}, so it is end to end: give it one of "
+                f"conftest.E2E_FIXTURES, or E2E = True in its module, so that "
+                f"`pytest -m \"not e2e\"` stays the quick loop")
+        super().__init__(args, *rest, **kwargs)
+
+
+@contextlib.contextmanager
+def _guard(item):
+    """Outside e2e tests (their setup included: module fixtures build projects), starting an
+    E2E_PROGRAMS program fails the test: the marker cannot silently go stale."""
+    if item.get_closest_marker("e2e"):
+        yield
+        return
+    real = subprocess.Popen
+    subprocess.Popen = _Guarded
+    try:
+        yield
+    finally:
+        subprocess.Popen = real
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    with _guard(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    with _guard(item):
+        yield
 
 
 def prove_verbose(directory, name, body, env=None):

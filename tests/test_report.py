@@ -569,7 +569,7 @@ def test_sentences_that_would_be_false_of_these_result_files(project):
     md = (project.results / RUN / "report.md").read_text()
     # The header: the host fake may reach besides the model API.
     assert ("| isolation | every agent isolated (srt: network only to the model API, and to the "
-            "hosts its mode allows: `fake` example.org) |") in md
+            "hosts its mode allows: `fake` example.org; no web tools) |") in md
     # Not scored: the kinds this run has, and only the infra error runs again.
     summary = section(md, "Summary")
     assert (" less those\nin \"not scored\", whose agent run ended in an infra error (the API or "

@@ -50,6 +50,7 @@ def test_an_isolated_claude_code_phase_gets_the_web_tools_closed(claude_on_path)
     assert stage.web_tools_open(mode(), dict(env, AGENT="other-agent")) is None
 
 
+@pytest.mark.e2e
 def test_closing_the_web_tools_is_an_input_only_where_it_changes_the_run(claude_on_path):
     layout = Layout(root=claude_on_path, cache=claude_on_path / "cache",
                     results_root=claude_on_path / "results")

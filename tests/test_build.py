@@ -21,6 +21,9 @@ from nginx_eval.core import jsonio
 from nginx_eval.build.toolchain import compiler_identity
 from nginx_eval.core.layout import Layout
 
+# Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
+E2E = True
+
 # calc.h with every atoi() call of nginx.c multiplied by 10: a header change that still compiles
 # and shows in the binary's output (`add 2 3` prints 50).
 SCALED_HEADER = fixture_repos.CALC_H + "#define atoi(s) (atoi(s) * 10)\n"

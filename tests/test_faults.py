@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import DODO, Project
 
+# Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
+E2E = True
+
 PAUSING_DODO = Path(__file__).resolve().parent / "pausing_dodo.py"
 MODES = ("fake", "gold", "none")
 # results.jsonl fields that are wall-clock times, the run name (when runs are compared) and the

@@ -138,6 +138,7 @@ def test_two_proves_of_one_fixed_port_both_pass_in_private_networks(tmp_path):
     assert b_start < a_end, "the two files were meant to hold the port at the same time"
 
 
+@pytest.mark.e2e
 def test_on_the_shared_network_fixed_port_files_take_turns(tmp_path, monkeypatch):
     monkeypatch.setenv(private_network.ENV_OFF, "0")
     tree, log, _ = holding_tree(tmp_path, FIXED_PORT_LIBRARY)
@@ -148,6 +149,7 @@ def test_on_the_shared_network_fixed_port_files_take_turns(tmp_path, monkeypatch
     assert b_start >= a_end
 
 
+@pytest.mark.e2e
 def test_the_shared_network_really_collides_without_the_turns(tmp_path, monkeypatch):
     # Why the private network matters: a tree that claims parallel support takes no turns, and
     # two files binding the same port on the machine's network fail each other.

@@ -472,6 +472,7 @@ def gold_none(tmp_path_factory):
     return project
 
 
+@pytest.mark.e2e
 def test_result_files_follow_the_umask_as_the_sites_pages_do(gold_none):
     run_dir = gold_none.results / RUN
     want = 0o666 & ~UMASK
@@ -485,6 +486,7 @@ def test_result_files_follow_the_umask_as_the_sites_pages_do(gold_none):
         == {str(f.relative_to(run_dir)): oct(want) for f in files}
 
 
+@pytest.mark.e2e
 def test_every_sentence_of_a_gold_and_none_report_is_true_of_its_data(gold_none):
     """gold resolves the 2 tasks none does not: no sentence may say that no pair disagrees
     (the report said so, under a table that showed they do, while `doit run power` said "they
@@ -597,6 +599,7 @@ def test_sentences_that_would_be_false_of_these_result_files(project):
     assert "TAP output and agent logs are next to it" in section(md, "Per task")
 
 
+@pytest.mark.e2e
 def test_an_up_to_date_report_says_so_and_a_run_without_results_is_an_error(gold_none):
     proc, executed = gold_none.doit("run", "report", f"run={RUN}")
     assert executed == []

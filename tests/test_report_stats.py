@@ -16,6 +16,9 @@ from nginx_eval.report import stats
 from nginx_eval.run.options import Options
 from nginx_eval.core.errors import UserError
 
+# Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
+E2E = True
+
 Z95 = 1.959963984540054
 IDS = [f"t{i:02d}" for i in range(1, 13)]
 # Which tasks each mode resolves (the others get an empty patch).

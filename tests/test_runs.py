@@ -6,6 +6,9 @@ import re
 
 from conftest import Project
 
+# Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
+E2E = True
+
 
 def rows(project, run, mode):
     path = project.results / run / mode / "results.jsonl"

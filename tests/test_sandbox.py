@@ -203,6 +203,7 @@ def test_the_agents_tests_tree_is_readable_inside_the_hidden_cache_and_not_writa
     assert not any(str(tree).startswith(w) for w in fs["allowWrite"])
 
 
+@pytest.mark.e2e
 @needs_srt
 def test_each_refused_connection_is_read_from_srts_log_with_its_time(tmp_path):
     import json

@@ -19,6 +19,9 @@ import pytest
 from nginx_eval.agent import sandbox
 from test_sandbox import needs_srt
 
+# Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
+E2E = True
+
 pytestmark = needs_srt
 
 

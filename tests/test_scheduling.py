@@ -15,6 +15,9 @@ import textwrap
 import pytest
 from test_limits import most_at_once
 
+# Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
+E2E = True
+
 DODO = textwrap.dedent("""
     import os, time
     if os.environ.get("FINISH_CHAINS_FIRST"):

@@ -2,6 +2,7 @@
 sandbox as a phase would, before any agent starts; its result in run.json, and no agent when it
 fails."""
 
+import pytest
 import json
 import os
 import textwrap
@@ -43,6 +44,7 @@ def test_failure_names_the_first_step_that_failed_or_did_not_report():
          {"step": "build", "ok": False, "detail": "cc: x: y"}]
 
 
+@pytest.mark.e2e
 @needs_srt
 def test_the_self_test_passes_every_step_here(tmp_path):
     layout = Layout.from_env(root=tmp_path, environ={"NGINX_EVAL_CACHE": str(tmp_path / "c")})
@@ -52,6 +54,7 @@ def test_the_self_test_passes_every_step_here(tmp_path):
     assert result["ok"] and result["failed"] is None and 0 < result["seconds"] < 60
 
 
+@pytest.mark.e2e
 @needs_srt
 def test_a_broken_compiler_fails_the_build_step_with_its_own_words(tmp_path):
     # The project root is hidden in the sandbox: the broken compiler lies outside it.

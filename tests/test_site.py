@@ -62,6 +62,7 @@ def site(tmp_path_factory):
 
 
 # -- a run ends with its site -------------------------------------------------------------------
+@pytest.mark.e2e
 def test_a_run_ends_with_a_site_whose_cells_are_the_reports_outcomes(site):
     project, site_dir = site
     report = json.loads((project.results / RUN / "report.json").read_text())
@@ -90,6 +91,7 @@ def test_a_run_ends_with_a_site_whose_cells_are_the_reports_outcomes(site):
     assert scores["tiny-mul"] > scores["tiny-add"] > 0
 
 
+@pytest.mark.e2e
 def test_every_link_of_every_page_resolves_on_the_file_system(site):
     _, site_dir = site
     checked = 0
@@ -103,6 +105,7 @@ def test_every_link_of_every_page_resolves_on_the_file_system(site):
         assert not re.search(r'(src|href)="(https?:)?//', page.read_text()), page
 
 
+@pytest.mark.e2e
 def test_a_task_page_shows_the_verdict_with_tap_lines_the_patches_and_the_logs(site):
     project, site_dir = site
     add = (site_dir / "fake" / "tiny-add.html").read_text()

@@ -19,6 +19,9 @@ import site_run
 from chromium import Chromium, find_chromium, problems
 from conftest import Project
 
+# Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
+E2E = True
+
 pytestmark = pytest.mark.skipif(
     find_chromium() is None,
     reason="no chromium on PATH: the browser check needs Debian's `chromium` "

@@ -176,6 +176,7 @@ DODO = textwrap.dedent("""
 """)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("par_type", ["thread", "process"])
 def test_a_real_doit_run_with_slim_tasks_keeps_every_dependency(tmp_path, par_type):
     (tmp_path / "dodo.py").write_text(DODO)

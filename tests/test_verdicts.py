@@ -10,6 +10,9 @@ import subprocess
 import pytest
 from conftest import Project
 
+# Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
+E2E = True
+
 
 def source_at(project, commit, path):
     return subprocess.run(["git", "show", f"{commit}:{path}"], cwd=project.mirrors / "acme+tiny",

@@ -7,7 +7,9 @@ Task names (``doit list --all``; plain ``doit list`` shows only what users run f
     repos:<owner>+<name>                 bare clone         (repositories.py)
     tests:<commit12>                     nginx-tests tree   (prove/tree.py)
     workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
-    results:<bench>/<mode>               results.jsonl + predictions.jsonl (results.py)
+    results:<bench>/<mode>               results.jsonl + predictions.jsonl (results.py; a
+                                         SWE-bench benchmark's: swebench/stage.py)
+    <bench>:grade                        SWE-bench: the official harness, where Docker is
     report:markdown, <bench>:report      results/<run>/report.md (report/stage.py)
     site:index, site:<mode>/<instance_id>   results/<run>/site/ (report/site.py)
     report                               report:markdown, then the site
@@ -25,11 +27,15 @@ every configured mode), ``baseline=MODE`` (the report's time comparison), ``repe
 for; `doit run <bench>` then scores that mode alone, plus any named in ``modes=``, and the
 report; ids of the file not in the benchmark are one warning line), ``bench=NAME``,
 ``cutoff=YYYY-MM-DD`` (the report's split by fix date), ``compare=RUN`` (`doit run report`: a
-paired comparison with another run), ``detect=D,D`` (`doit run power`: percentage points).
+paired comparison with another run), ``cross=RUN`` (the report: a section over this run's
+benchmark and that run's, report/cross.py), ``detect=D,D`` (`doit run power`: percentage
+points).
 
 A run evaluates one benchmark: the one named on the command line (``doit run nginx:raw``), or
 ``bench=NAME``, or ``nginx``, or the only file in tasks/. On a candidates file (benchmark.py)
-`doit run` runs only its validation (check_candidates).
+`doit run` runs only its validation (check_candidates). A SWE-bench benchmark (run/swebench.py)
+runs its tasks through the same stages up to the patch, with its modes adapted (adapt_mode), and
+no build, prove, strict, grade or validation (STAGES_OF_KIND).
 """
 
 import gc
@@ -47,6 +53,7 @@ from . import grade, patch, repositories, results, suite, workspace
 from .prove import stage as prove
 from .strict import stage as strict
 from .report import stage as report, site as report_site
+from .swebench import stage as swebench
 from .run.benchmark import load_benchmarks
 from .core.errors import UserError, did_you_mean
 from .doitext.invocation import command_line_variables
@@ -57,13 +64,19 @@ from .doitext.slim import slim
 from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, results_task_name, task_name,
                               tests_task_names, unit_name)
 from .run.modes import extra_modes, load_modes, unknown_prediction_ids
+from .run.swebench import SWEBENCH, adapt_mode
 from .run.options import Options
 from .report.compare import check_compare
+from .report.cross import check_cross
 from .report.records import modes_on_disk
 from .run.record import read_run
 
 STAGES = (repositories, workspace, agent, patch, build, prove, strict, grade, results, report,
           report_site, validate, statements, doctor)
+# A SWE-bench benchmark: the same agent stage; no build, prove, strict, grade or validation here
+# (the official harness grades its predictions: swebench/).
+STAGES_OF_KIND = {SWEBENCH: (repositories, workspace, agent, patch, swebench, report, report_site,
+                             doctor)}
 
 
 @dataclass
@@ -198,13 +211,20 @@ def pick_benchmark(benchmarks, argv, requested=None, run_benchmark=None):
                     f"doit run {sorted(benchmarks)[0]}")
 
 
-GROUP_SUBTASKS = ("validate", "lint", "report")     # subtasks of a benchmark's group, not modes
+GROUP_SUBTASKS = ("validate", "lint", "report", "grade")  # subtasks of a group, not modes
 
 
-def check_requested_modes(bench, modes, argv):
-    """`doit run nginx:bogus` names a mode that does not exist: say which ones do."""
+def check_requested_modes(bench, modes, argv, kind=None):
+    """`doit run nginx:bogus` names a mode that does not exist: say which ones do. A SWE-bench
+    benchmark's `:grade` where this machine cannot run the official harness: say why."""
     for arg in argv:
         head, _, tail = arg.partition(":")
+        if head == bench and tail == swebench.GRADE_SUBTASK and kind == SWEBENCH:
+            problem = swebench.grading_problem()
+            if problem:
+                raise UserError(f"no task '{arg}': this machine cannot run the official SWE-bench "
+                                f"harness ({problem}); run the command the results print (and "
+                                f"report.md repeats) where Docker is, or see `doit run doctor`")
         if head == bench and tail and tail not in modes and tail not in GROUP_SUBTASKS:
             known = f"known modes: {', '.join(sorted(modes))}"
             close = did_you_mean(tail, list(modes) + list(GROUP_SUBTASKS),
@@ -231,10 +251,14 @@ def load_context(root=None, argv=None, options=None):
     tasks = bench.select(instances or None, options.limit)
     modes = load_modes(layout.modes_file, layout.templates_dir)
     modes.update(extra_modes(options.predictions))
-    check_requested_modes(bench.name, modes, argv)
+    if bench.kind == SWEBENCH:
+        modes = {n: adapt_mode(m, layout.templates_dir, layout.modes_file)
+                 for n, m in modes.items()}
+    check_requested_modes(bench.name, modes, argv, bench.kind)
     options.check_modes(modes)
     options.check_baseline(run_modes(layout, record, modes))
     check_compare(layout, options.compare)
+    check_cross(layout, options.cross)
     wanted = list(options.modes)
     if wanted:
         modes = {k: v for k, v in modes.items() if k in wanted or k == "file"}
@@ -401,7 +425,7 @@ def doit_tasks(root=None):
     ctx = load_context(root)
 
     def stage_dicts():
-        for stage in STAGES:
+        for stage in STAGES_OF_KIND.get(ctx.benchmark.kind, STAGES):
             yield from stage.gen_tasks(ctx)
         yield from group_tasks(ctx, extra_group_deps=(f"{ctx.benchmark.name}:report",))
         yield default_task(ctx)

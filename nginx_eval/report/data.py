@@ -15,15 +15,20 @@ from .modes import families, mode_summary, strict_view
 from .records import gold_files, modes_on_disk, read_rows, toolchain
 from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES
 from ..run.benchmark import version_key
+from ..run.swebench import SWEBENCH
+from ..swebench.stage import command_for
+from ..swebench.harness import command_line
+from .evaluation import evaluate
 
 CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
         "compile_failed": "CF", "patch_failed": "PF", "timeout": "TO", "agent_error": "ERR",
         "env_error": "ENV", "infra_error": "INFRA", "not_run": "BUDGET",
-        "contaminated": "CONTAM"}
+        "contaminated": "CONTAM", "eval_error": "EVAL"}
 # How report.md counts the tasks a mode does not score: (one, several).
 NOT_SCORED_WORDS = {"infra_error": ("infra error", "infra errors"),
                     "not_run": ("left by the budget", "left by the budget"),
-                    "contaminated": ("contaminated", "contaminated")}
+                    "contaminated": ("contaminated", "contaminated"),
+                    "eval_error": ("evaluation error", "evaluation errors")}
 SCHEMA_VERSION = 2
 
 
@@ -107,6 +112,9 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
     names = modes_on_disk(layout, list(modes))
     task_ids = [t.instance_id for t in tasks]
     rows = read_rows(layout, names, task_ids)
+    evaluation = graded_by_harness(layout, bench, rows)
+    if evaluation:
+        rows, names = evaluation.rows, [n for n in names if n in evaluation.rows]
     total = len(task_ids)
     gold = gold_files(layout, tasks)
     if validation is None:
@@ -141,10 +149,30 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
         "level": stats.LEVEL, "alpha": stats.ALPHA, "power_target": stats.POWER,
         "result_versions": result_versions(rows),
         "warnings": (_version_warnings(result_versions(rows), bench, layout)
+                     + (evaluation.warnings if evaluation else [])
                      + _warnings(mode_data, rows, validation, task_ids)),
+        "swebench": swebench_facts(layout, evaluation), "cross": None,
         "validation": _verdict_counts(validation, task_ids),
         "chart": layout.report_chart.name, "distributions": layout.report_distributions.name,
     }
+
+
+def graded_by_harness(layout, bench, rows):
+    """A SWE-bench run's rows with the official harness's verdicts (evaluation.py); None for an
+    nginx run, whose rows are graded already."""
+    if bench.kind != SWEBENCH:
+        return None
+    commands = {m: command_line(command_for(layout, bench, m)) for m in rows
+                if layout.predictions_jsonl(m).exists()}
+    return evaluate(layout, bench, rows, commands)
+
+
+def swebench_facts(layout, evaluation):
+    """What the report says of a SWE-bench run's grading (report-benchmarks.md.j2), or None."""
+    if evaluation is None:
+        return None
+    return {"evaluation_dir": os.path.relpath(layout.evaluation_dir, layout.run_dir),
+            "modes": evaluation.modes}
 
 
 def _cell(mode, iid):
@@ -159,7 +187,9 @@ def _repositories(tasks):
     repos = {}
     for t in tasks:
         r = repos.setdefault(t.repo, {"repo": t.repo, "role": "source", "commits": set()})
-        r["commits"].update((t.base_commit, t.fix_commit))
+        r["commits"].update(c for c in (t.base_commit, t.fix_commit) if c)
+        if not t.test_commit:       # a SWE-bench task: its tests are in its own repository
+            continue
         tr = repos.setdefault(t.test_repo, {"repo": t.test_repo, "role": "tests", "commits": set()})
         tr["commits"].add(t.test_commit)
     return [dict(r, commits=len(r["commits"])) for r in repos.values()]
@@ -368,4 +398,5 @@ def report_json(layout, bench, inputs, data):
         "modes": {d["name"]: mode_json(d) for d in data["modes"]},
         "families": data["families"], "arms": arms,
         "comparisons": [json_comparison(c) for c in data["comparisons"]],
-        "power": data["power"], "breakdowns": data["breakdowns"]}
+        "power": data["power"], "breakdowns": data["breakdowns"],
+        "swebench": data["swebench"], "cross": data["cross"]}

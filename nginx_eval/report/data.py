@@ -102,7 +102,8 @@ def _display_facts(mode_data):
 
 
 def _benchmark_facts(layout, bench, total):
-    return {"name": bench.name, "file": os.path.relpath(bench.path, layout.root),
+    return {"name": bench.name, "kind": bench.kind,
+            "file": os.path.relpath(bench.path, layout.root),
             "sha256": bench.digest, "version": bench.version, "tasks": total,
             "benchmark_tasks": len(bench.tasks), "subset": total < len(bench.tasks)}
 

@@ -160,7 +160,7 @@ def test_a_mode_without_a_swebench_prompt_is_one_error_line(tmp_path):
                                    f"{tmp_path / 'templates' / 'swebench' / 'mine.md.j2'}")
 
 
-# -- the official harness: predictions, command, reports ---------------------------------------------
+# -- the official harness: predictions, command, reports -------------------------------------
 def test_the_predictions_schema_is_the_official_harness_s():
     good = {"instance_id": "a", "model_name_or_path": "nginx-eval/raw/m", "model_patch": ""}
     assert harness.prediction_problems([good]) == []
@@ -273,7 +273,7 @@ def test_the_doctor_says_whether_this_machine_can_grade(capsys):
         assert any(l.startswith(line) for l in text.splitlines()), text
 
 
-# -- end to end --------------------------------------------------------------------------------------
+# -- end to end -----------------------------------------------------------------------------
 @pytest.mark.slow
 @needs_srt
 def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(swe):

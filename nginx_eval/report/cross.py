@@ -35,7 +35,8 @@ report.json's ``cross`` (null without cross=)::
 import dataclasses
 
 from ..core.errors import UserError
-from ..run.benchmark import load_benchmarks
+from ..core.layout import Layout
+from ..run.benchmark import Benchmark, load_benchmarks
 from ..run.record import read_run, run_tasks
 from . import stats
 from .arms import compare_pair, finish_comparisons, make_arms
@@ -46,7 +47,7 @@ from .records import modes_on_disk, read_rows
 BOUNDS = ("gold", "none")      # built-in baselines: in the modes table, not in the pairs
 
 
-def other_run(layout, other):
+def other_run(layout: Layout, other: str) -> tuple:
     """(layout, benchmark, record) of run `other`; UserError when it has no record or holds the
     same benchmark as this run (compare=OTHER compares two runs of one benchmark)."""
     theirs = dataclasses.replace(layout, run=other)
@@ -66,13 +67,13 @@ def other_run(layout, other):
     return theirs, benchmarks[record["benchmark"]], record
 
 
-def check_cross(layout, other):
+def check_cross(layout: Layout, other: str | None) -> None:
     """cross=OTHER names a run of another benchmark (before any work)."""
     if other:
         other_run(layout, other)
 
 
-def side(layout, bench, tasks, modes):
+def side(layout: Layout, bench: Benchmark, tasks: list, modes: dict) -> dict:
     """One benchmark's side: {"run", "bench", "task_ids", "rows", "names", "data", "arms",
     "warnings"}, a SWE-bench run's rows graded by the official harness's reports."""
     task_ids = [t.instance_id for t in run_tasks(layout, bench, tasks)]
@@ -177,7 +178,8 @@ def _comparison_fields(c):
             "method": c["method"]}
 
 
-def collect_cross(layout, bench, tasks, modes, other):
+def collect_cross(layout: Layout, bench: Benchmark, tasks: list, modes: dict,
+                  other: str) -> dict:
     """The cross-benchmark section's data (module docstring), this run first."""
     theirs, their_bench, _ = other_run(layout, other)
     sides = [side(layout, bench, tasks, modes), side(theirs, their_bench, [], modes)]

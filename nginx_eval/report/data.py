@@ -158,7 +158,7 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
     }
 
 
-def graded_by_harness(layout, bench, rows):
+def graded_by_harness(layout, bench, rows: dict):
     """A SWE-bench run's rows with the official harness's verdicts (evaluation.py); None for an
     nginx run, whose rows are graded already."""
     if bench.kind != SWEBENCH:

@@ -29,6 +29,7 @@ Bad input, one warning line each, and nothing else of the report lost:
 from dataclasses import dataclass, field
 
 from ..core import jsonio
+from ..core.layout import Layout
 from ..core.outcomes import EVAL_ERROR, NOT_SCORED, outcome
 from ..swebench import harness
 
@@ -44,7 +45,7 @@ class Evaluation:
     #        "not_in_tasks": [ids], "no_verdict": [ids], "infra_failure_ids": [ids]}
 
 
-def report_files(layout) -> list:
+def report_files(layout: Layout) -> list:
     """The official reports of the run (the report's inputs and file dependencies)."""
     folder = layout.evaluation_dir
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
@@ -128,7 +129,7 @@ def _grade_mode(layout, bench, mode, by_id, known, command):
     return rows, info, said
 
 
-def evaluate(layout, bench, rows: dict, commands: dict) -> Evaluation:
+def evaluate(layout: Layout, bench, rows: dict, commands: dict) -> Evaluation:
     """The graded rows of a SWE-bench run (module docstring). rows: {mode: {iid: row}} as
     results.jsonl holds them; commands: {mode: the grading command of its predictions now}."""
     known = {t.instance_id for t in bench.tasks}

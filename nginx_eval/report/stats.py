@@ -381,7 +381,7 @@ def paired_plan(differences_sd, k_a, k_b, within_a, within_b, difference, repeat
 
 
 # -- across benchmarks ---------------------------------------------------------------------------
-def cmh_paired(strata, level=LEVEL):
+def cmh_paired(strata: list, level: float = LEVEL) -> dict:
     """Two modes over several benchmarks: `strata` holds, per benchmark, (x, y), aligned 0/1
     scores of the two modes per task. Pooled with the Cochran-Mantel-Haenszel test, each task a
     stratum of its own (a 2x2 table: mode by resolved; statsmodels StratifiedTable, no continuity

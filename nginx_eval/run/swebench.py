@@ -103,7 +103,7 @@ def _list_field(raw, name, where):
     return value
 
 
-def check_row(raw, where) -> dict:
+def check_row(raw: dict, where: dict) -> dict:
     """A dataset row reduced to the task file's fields (REQUIRED, OPTIONAL), the lists as lists;
     UserError naming `where` (file, task) and the field at fault."""
     if not isinstance(raw, dict):
@@ -137,7 +137,7 @@ def check_row(raw, where) -> dict:
     return row
 
 
-def parse_task(raw, path, index) -> SweTask:
+def parse_task(raw: dict, path: Path, index: int) -> SweTask:
     """The SweTask of entry `index` of a task file; UserError naming the file, task and field."""
     row = check_row(raw, {"file": path, "task": f"#{index}"})
     unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
@@ -153,7 +153,7 @@ def parse_task(raw, path, index) -> SweTask:
         created_at=row.get("created_at", ""))
 
 
-def dataset_of(data, path) -> dict:
+def dataset_of(data: dict, path: Path) -> dict:
     """The file's "dataset" ({"name", "split"}: what the official harness grades against)."""
     dataset = data.get("dataset", DEFAULT_DATASET)
     if (not isinstance(dataset, dict) or set(dataset) != {"name", "split"}
@@ -164,7 +164,7 @@ def dataset_of(data, path) -> dict:
 
 
 # -- what the agent is told (modes adapted to this kind) ------------------------------------------
-def adapt_mode(mode, templates_dir, modes_file):
+def adapt_mode(mode, templates_dir: Path, modes_file: Path | None):
     """`mode` (run/modes.Mode) as it runs on a SWE-bench task: no nginx-tests tree (``tests``
     does not apply), and its slash commands read from templates/swebench/commands/; UserError
     naming the mode when a prompt or command it needs has no SWE-bench version there."""
@@ -188,7 +188,7 @@ def adapt_mode(mode, templates_dir, modes_file):
     return replace(mode, tests="", command_files=tuple(commands))
 
 
-def prompt_dir(templates_dir, task):
+def prompt_dir(templates_dir: Path, task) -> Path:
     """Where the prompt templates of `task` are: templates/ for nginx, templates/swebench/."""
     kind_dir = getattr(task, "templates", "")
     return Path(templates_dir) / kind_dir if kind_dir else Path(templates_dir)

@@ -32,13 +32,17 @@ from ..core.console import say, say_to_the_run
 from ..core.errors import UserError, failing_on_user_error
 from ..core.outcomes import CONTAMINATED, UNFINISHED_AGENT
 from ..core.tasknames import AGENT, PATCH, RESULTS, results_subtask, task_name, unit_name
+from ..core.layout import Layout
 from ..results import model_name, prediction, unit_fields
+from ..run.benchmark import Benchmark
+from ..run.modes import Mode
+from ..run.swebench import SweTask
 from . import harness
 
 GRADE_SUBTASK = "grade"     # <bench>:grade
 
 
-def result_row(layout, mode, task, version=None) -> dict:
+def result_row(layout: Layout, mode: Mode, task: SweTask, version: str | None = None) -> dict:
     """The results.jsonl row of a SWE-bench unit (module docstring); version: the task file's,
     which the row is written under (there is no grade.json to stamp it)."""
     row = dict(unit_fields(layout, mode, task.instance_id), status=None, resolved=None,
@@ -48,18 +52,18 @@ def result_row(layout, mode, task, version=None) -> dict:
     return dict(row, outcome=unscored, benchmark_version=version)
 
 
-def predictions_of(layout, mode, tasks) -> list[dict]:
+def predictions_of(layout: Layout, mode: Mode, tasks) -> list[dict]:
     """predictions.jsonl's rows: every task of the mode with a patch, in the benchmark's order."""
     rows = []
     for task in tasks:
-        path = layout.model_patch(mode.name, task.instance_id)
-        if mode.covers(task.instance_id) and layout.patch_json(mode.name, task.instance_id).exists():
-            rows.append(prediction(mode, task.instance_id,
-                                   path.read_bytes() if path.exists() else b""))
+        iid = task.instance_id
+        path = layout.model_patch(mode.name, iid)
+        if mode.covers(iid) and layout.patch_json(mode.name, iid).exists():
+            rows.append(prediction(mode, iid, path.read_bytes() if path.exists() else b""))
     return rows
 
 
-def command_for(layout, bench, mode: str, python="python") -> list[str]:
+def command_for(layout: Layout, bench: Benchmark, mode: str, python: str = "python") -> list[str]:
     """The command that grades the predictions of mode `mode` as they are now (harness.py)."""
     path = layout.predictions_jsonl(mode)
     rid = harness.run_id(layout.run, mode, harness.predictions_digest(path))
@@ -67,7 +71,7 @@ def command_for(layout, bench, mode: str, python="python") -> list[str]:
                                    harness.default_workers(), python)
 
 
-def write_summary(layout, mode, bench) -> None:
+def write_summary(layout: Layout, mode: Mode, bench: Benchmark) -> None:
     """results.jsonl and predictions.jsonl of a SWE-bench mode, from the per-task files of every
     task it has a patch for in the run; then the line of the command that grades them."""
     rows = [result_row(layout, mode, t, bench.version) for t in bench.tasks
@@ -112,7 +116,7 @@ def results_tasks(ctx):
 
 
 # -- grading here (optional) ----------------------------------------------------------------------
-def docker_problem(environ=None) -> str | None:
+def docker_problem(environ: dict | None = None) -> str | None:
     """Why no Docker engine answers here (the official harness needs one), or None."""
     env = os.environ if environ is None else environ
     host = env.get("DOCKER_HOST")
@@ -128,7 +132,7 @@ def docker_problem(environ=None) -> str | None:
     return None
 
 
-def grading_problem(environ=None) -> str | None:
+def grading_problem(environ: dict | None = None) -> str | None:
     """Why this machine cannot run the official harness, or None: the swebench package (in this
     Python) and a Docker engine."""
     if importlib.util.find_spec("swebench") is None:
@@ -137,7 +141,7 @@ def grading_problem(environ=None) -> str | None:
     return docker_problem(environ)
 
 
-def graded(layout, bench, modes) -> bool:
+def graded(layout: Layout, bench: Benchmark, modes: list) -> bool:
     """doit uptodate of <bench>:grade: every mode's current predictions have their report."""
     for mode in modes:
         path = layout.predictions_jsonl(mode.name)
@@ -151,7 +155,7 @@ def graded(layout, bench, modes) -> bool:
     return True
 
 
-def grade_modes(layout, bench, modes) -> None:
+def grade_modes(layout: Layout, bench: Benchmark, modes: list) -> None:
     """Run the official harness on each mode's predictions not graded yet, in the evaluation
     directory (its logs/ go there too)."""
     layout.evaluation_dir.mkdir(parents=True, exist_ok=True)

@@ -342,6 +342,7 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     assert table_row(grading, "`raw`")[:2] == [f"`{report.name}`", "1 resolved"]
     assert table_row(grading, "`impl`")[0] == "not graded yet"
     assert "--run_id nginx-eval.swe.impl." in grading
+    assert table_row(section(md, "Per task"), sf.IID) == [f"[PASS](raw/{sf.IID}/model.patch)"]
     # Nothing changed: nothing runs. A new report: the report again, and nothing else.
     _, executed = swe.doit("run", "report", "run=swe")
     assert executed == []

@@ -141,7 +141,8 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
         **_display_facts(mode_data), "cell": CELL,
         "modes": mode_data, "task_ids": task_ids,
         "matrix": [{"instance_id": i, "gold_files": gold.get(i),
-                    "cells": [_cell(d, i) for d in mode_data]} for i in task_ids],
+                    "cells": [_cell(d, i, "model.patch" if evaluation else "grade.json")
+                              for d in mode_data]} for i in task_ids],
         "families": families(mode_data, task_ids),
         "arms": arms, "comparisons": comparisons,
         "strict_judged": strict_judged, "strict_comparisons": strict_comparisons,
@@ -176,11 +177,13 @@ def swebench_facts(layout, evaluation):
             "modes": evaluation.modes}
 
 
-def _cell(mode, iid):
+def _cell(mode, iid, target="grade.json"):
+    """A matrix cell; target: the file it links to (a SWE-bench unit has no grade.json here:
+    its patch)."""
     o = mode["outcomes"].get(iid)
     trajectory = mode["trajectories"].get(iid)
     return {"mode": mode["name"], "outcome": o, "code": CELL[o] if o else "—",
-            "link": f"{mode['name']}/{iid}/grade.json" if o else None,
+            "link": f"{mode['name']}/{iid}/{target}" if o else None,
             "trajectory": f"{mode['name']}/{iid}/{trajectory}" if o and trajectory else None}
 
 

@@ -5,11 +5,13 @@ computed with the bare clone's objects and a throw-away index, never with the wo
 so an agent that commits, branches, rewrites history or deletes .git still yields the diff of what
 is on disk. Ignored files are left out, and so are, .gitignore or not, tracked or not, the harness's
 files (workspace.HARNESS_FILES: .issue.md, .plan.md, .claude/) and what configure and make write
-(workspace.BUILD_OUTPUTS), listed in patch.json as left out, and any new file over
+(workspace.BUILD_OUTPUTS; for a SWE-bench task what running Python leaves at any depth instead,
+workspace.PYTHON_OUTPUTS), listed in patch.json as left out, and any new file over
 MAX_NEW_FILE_BYTES (listed as skipped). An agent run that did not finish (agent.json's status
 ``infra_error`` or ``not_run``: the API failed, or the budget was spent) has an empty patch and a
 note saying so: its work is not scored, and `doit run` runs it again.
-Built-ins: ``gold`` is ``git diff base fix`` from the bare clone; ``none`` is empty.
+Built-ins: ``gold`` is ``git diff base fix`` from the bare clone (a SWE-bench row's own
+``patch``); ``none`` is empty.
 Predictions modes: the ``model_patch`` of the task's row in the predictions file.
 
 ``patch.json``::
@@ -31,24 +33,35 @@ import re
 
 from .core import jsonio, stamps
 from .core.errors import UserError, failing_on_user_error
-from .core.gitcmd import gold_diff, scratch_index
+from .core.gitcmd import scratch_index
 from .core.outcomes import UNFINISHED_AGENT
 from .run.modes import read_predictions
 from .core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
-from .workspace import BUILD_OUTPUTS, HARNESS_FILES, release_workspace
+from .run.benchmark import gold_patch
+from .run.swebench import NGINX, SWEBENCH
+from .workspace import BUILD_OUTPUTS, HARNESS_FILES, PYTHON_OUTPUTS, release_workspace
 
 MAX_NEW_FILE_BYTES = 1 << 20
-# Never part of an agent's patch, whatever the base's .gitignore says: (top-level path, reason).
-LEFT_OUT = ([(name, "harness file") for name in HARNESS_FILES]
-            + [(name, "build output") for name in BUILD_OUTPUTS])
+# Never part of an agent's patch, whatever the base's .gitignore says: (name, reason, pathspec
+# magic, pattern): top-level paths, and for a SWE-bench task Python's outputs at any depth.
+LEFT_OUT = ([(name, "harness file", "literal", name) for name in HARNESS_FILES]
+            + [(name, "build output", "literal", name) for name in BUILD_OUTPUTS])
+LEFT_OUT_PYTHON = ([(name, "harness file", "literal", name) for name in HARNESS_FILES]
+                   + [(name, "build output", "glob", "**/" + name + ("**" if name.endswith("/")
+                                                                   else ""))
+                      for name in PYTHON_OUTPUTS])
 
 
-def _left_out(index):
-    """The entries of LEFT_OUT under which the workspace differs from the base (the scratch index
-    still holds the base's version there), with the number of files."""
+def left_out_of(kind) -> list:
+    return LEFT_OUT_PYTHON if kind == SWEBENCH else LEFT_OUT
+
+
+def _left_out(index, kind=NGINX):
+    """The entries of left_out_of(kind) under which the workspace differs from the base (the
+    scratch index still holds the base's version there), with the number of files."""
     entries = []
-    for name, reason in LEFT_OUT:
-        spec = f":(top,literal){name}"
+    for name, reason, magic, pattern in left_out_of(kind):
+        spec = f":(top,{magic}){pattern}"
         # Ignored files count too: on a base with a .gitignore the record says the same.
         files = len(index.untracked(spec)) + len(index.modified(spec))
         if files:
@@ -56,14 +69,16 @@ def _left_out(index):
     return entries
 
 
-def workspace_diff(bare, workspace, base):
+def workspace_diff(bare, workspace, base, kind=NGINX):
     """(patch bytes, skipped new files, left-out paths) of `workspace` against `base`, using a
-    scratch index (new blobs go to a scratch store, so the bare clone never grows agent junk)."""
+    scratch index (new blobs go to a scratch store, so the bare clone never grows agent junk);
+    kind: the benchmark's (what is left out, left_out_of)."""
     if not os.path.isdir(workspace):
         os.makedirs(workspace)
     with scratch_index(bare, workspace, base) as index:
         # Excluded from `add`, a tracked file keeps the base's version in the index: no diff.
-        excludes = [f":(exclude,top,literal){name}" for name, _ in LEFT_OUT]
+        excludes = [f":(exclude,top,{magic}){pattern}"
+                    for _, _, magic, pattern in left_out_of(kind)]
         skipped, new = [], []
         for rel in index.untracked(".", *excludes, standard_excludes=True):
             path = os.path.join(workspace, os.fsdecode(rel))
@@ -78,7 +93,7 @@ def workspace_diff(bare, workspace, base):
         index.add_tracked(".", *excludes)
         if new:
             index.add_new(new)
-        left_out = _left_out(index)
+        left_out = _left_out(index, kind)
         return index.diff(base), skipped, left_out
 
 
@@ -303,7 +318,7 @@ def agent_patch(layout, mode, task, out):
                 old.get("note", ""))
     patch, skipped, left_out = workspace_diff(
         layout.bare_repo(task.repo), layout.workspace(mode.name, task.instance_id),
-        task.base_commit)
+        task.base_commit, task.kind)
     return patch, skipped, left_out, _skipped_note(skipped)
 
 
@@ -312,7 +327,7 @@ def write_patch(layout, mode, task, config, files):
     out = layout.patch_json(mode.name, task.instance_id)
     skipped, left_out, note = [], [], ""
     if mode.kind == "gold":
-        patch = gold_diff(layout.bare_repo(task.repo), task.base_commit, task.fix_commit)
+        patch = gold_patch(task, layout.bare_repo(task.repo))
     elif mode.kind == "none":
         patch = b""
     elif mode.kind == "predictions":
@@ -347,13 +362,15 @@ def gen_tasks(ctx):
         name = unit_name(bench, mode, task)
         iid = task.instance_id
         # The test repository's clone too: its checks come before the first build.
-        files, task_dep = [], [repo_task(task.repo), repo_task(task.test_repo)]
+        files = []
+        task_dep = list(dict.fromkeys([repo_task(task.repo), repo_task(task.test_repo)]))
         slice_ = {"kind": mode.kind, "base": task.base_commit}
         if mode.runs_agent:
             files.append(ctx.layout.agent_json(mode.name, iid))
             task_dep.append(task_name(AGENT, name))
         elif mode.kind == "gold":
-            slice_["fix"] = task.fix_commit
+            # A SWE-bench row's gold patch is its own (no fix commit): its digest.
+            slice_["fix"] = task.fix_commit or jsonio.digest(task.patch)
         elif mode.kind == "predictions":
             files.append(mode.predictions)
         yield stamps.stage_task(

@@ -7,7 +7,9 @@ Task names (``doit list --all``; plain ``doit list`` shows only what users run f
     repos:<owner>+<name>                 bare clone         (repositories.py)
     tests:<commit12>                     nginx-tests tree   (prove/tree.py)
     workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
-    results:<bench>/<mode>               results.jsonl + predictions.jsonl (results.py)
+    results:<bench>/<mode>               results.jsonl + predictions.jsonl (results.py; a
+                                         SWE-bench benchmark's: swebench/stage.py)
+    <bench>:grade                        SWE-bench: the official harness, where Docker is
     report:markdown, <bench>:report      results/<run>/report.md (report/stage.py)
     site:index, site:<mode>/<instance_id>   results/<run>/site/ (report/site.py)
     report                               report:markdown, then the site
@@ -26,11 +28,15 @@ selected tasks the file has a row for, predictions_tasks; `doit run <bench>` the
 alone, plus any named in ``modes=``, and the report; ids of the file not in the benchmark are one
 warning line), ``bench=NAME``,
 ``cutoff=YYYY-MM-DD`` (the report's split by fix date), ``compare=RUN`` (`doit run report`: a
-paired comparison with another run), ``detect=D,D`` (`doit run power`: percentage points).
+paired comparison with another run), ``cross=RUN`` (the report: a section over this run's
+benchmark and that run's, report/cross.py), ``detect=D,D`` (`doit run power`: percentage
+points).
 
 A run evaluates one benchmark: the one named on the command line (``doit run nginx:raw``), or
 ``bench=NAME``, or ``nginx``, or the only file in tasks/. On a candidates file (benchmark.py)
-`doit run` runs only its validation (check_candidates).
+`doit run` runs only its validation (check_candidates). A SWE-bench benchmark (run/swebench.py)
+runs its tasks through the same stages up to the patch, with its modes adapted (adapt_mode), and
+no build, prove, strict, grade or validation (STAGES_OF_KIND).
 """
 
 import gc
@@ -49,6 +55,7 @@ from . import grade, patch, repositories, results, suite, workspace
 from .prove import stage as prove
 from .strict import stage as strict
 from .report import stage as report, site as report_site
+from .swebench import stage as swebench
 from .run.benchmark import Benchmark, Task as BenchmarkTask, load_benchmarks
 from .core.errors import UserError, did_you_mean
 from .doitext.invocation import command_line_variables
@@ -60,8 +67,10 @@ from .doitext.slim import slim
 from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, WORKSPACE,
                               results_task_name, task_name, tests_task_names, unit_name)
 from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
+from .run.swebench import SWEBENCH, adapt_mode
 from .run.options import Options
 from .report.compare import check_compare
+from .report.cross import check_cross
 from .report.records import modes_on_disk
 from .run.record import read_run
 
@@ -70,6 +79,10 @@ STAGES = (repositories, workspace, agent, patch, build, prove, strict, grade, re
 # The generators of the commands that a plain `doit list` shows, beside the modes' group tasks
 # and `default`: report and power, <bench>:validate, <bench>:lint, doctor (in STAGES' order).
 LISTED = (report.gen_tasks, validate.command_tasks, statements.gen_tasks, doctor.gen_tasks)
+# A SWE-bench benchmark: the same agent stage; no build, prove, strict, grade or validation here
+# (the official harness grades its predictions: swebench/).
+STAGES_OF_KIND = {SWEBENCH: (repositories, workspace, agent, patch, swebench, report, report_site,
+                             doctor)}
 
 
 @dataclass
@@ -205,13 +218,20 @@ def pick_benchmark(benchmarks, argv, requested=None, run_benchmark=None):
                     f"doit run {sorted(benchmarks)[0]}")
 
 
-GROUP_SUBTASKS = ("validate", "lint", "report")     # subtasks of a benchmark's group, not modes
+GROUP_SUBTASKS = ("validate", "lint", "report", "grade")  # subtasks of a group, not modes
 
 
-def check_requested_modes(bench, modes, argv):
-    """`doit run nginx:bogus` names a mode that does not exist: say which ones do."""
+def check_requested_modes(bench, modes, argv, kind=None):
+    """`doit run nginx:bogus` names a mode that does not exist: say which ones do. A SWE-bench
+    benchmark's `:grade` where this machine cannot run the official harness: say why."""
     for arg in argv:
         head, _, tail = arg.partition(":")
+        if head == bench and tail == swebench.GRADE_SUBTASK and kind == SWEBENCH:
+            problem = swebench.grading_problem()
+            if problem:
+                raise UserError(f"no task '{arg}': this machine cannot run the official SWE-bench "
+                                f"harness ({problem}); run the command the results print (and "
+                                f"report.md repeats) where Docker is, or see `doit run doctor`")
         if head == bench and tail and tail not in modes and tail not in GROUP_SUBTASKS:
             known = f"known modes: {', '.join(sorted(modes))}"
             close = did_you_mean(tail, list(modes) + list(GROUP_SUBTASKS),
@@ -238,10 +258,14 @@ def load_context(root=None, argv=None, options=None):
     tasks = bench.select(instances or None, options.limit)
     modes = load_modes(layout.modes_file, layout.templates_dir)
     modes.update(extra_modes(options.predictions))
-    check_requested_modes(bench.name, modes, argv)
+    if bench.kind == SWEBENCH:
+        modes = {n: adapt_mode(m, layout.templates_dir, layout.modes_file)
+                 for n, m in modes.items()}
+    check_requested_modes(bench.name, modes, argv, bench.kind)
     options.check_modes(modes)
     options.check_baseline(run_modes(layout, record, modes))
     check_compare(layout, options.compare)
+    check_cross(layout, options.cross)
     wanted = list(options.modes)
     if wanted:
         modes = {k: v for k, v in modes.items() if k in wanted or k == "file"}
@@ -484,8 +508,9 @@ def check_forget(tasks: list[Task], argv: list[str]) -> None:
 
 
 def stage_dicts(ctx: Context) -> Iterator[dict]:
-    """The task dict of every task of the pipeline, stage by stage."""
-    for stage in STAGES:
+    """The task dict of every task of the pipeline, stage by stage (those of its benchmark's
+    kind: STAGES_OF_KIND)."""
+    for stage in STAGES_OF_KIND.get(ctx.benchmark.kind, STAGES):
         yield from stage.gen_tasks(ctx)
     yield from group_tasks(ctx, extra_group_deps=(f"{ctx.benchmark.name}:report",))
     yield default_task(ctx)
@@ -500,7 +525,10 @@ def doit_tasks(root=None):
         tasks (a listing of the shipped benchmark spent most of its second making them) are
         never made. The same dicts as stage_dicts yields for those names."""
         bench = ctx.benchmark.name
-        for generator in LISTED:
+        # A SWE-bench benchmark has no validation or lint to list.
+        listed = LISTED if ctx.benchmark.kind not in STAGES_OF_KIND else \
+            (report.gen_tasks, doctor.gen_tasks)
+        for generator in listed:
             yield from (d for d in generator(ctx)
                         if d.get("name") is None or d["basename"] == bench)
         yield from group_tasks(ctx, extra_group_deps=(f"{bench}:report",))

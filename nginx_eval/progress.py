@@ -1,7 +1,9 @@
 """A `doit run` you can watch: a progress line per finished unit, then a summary and the report.
 
 A *unit* is one task in one mode; it is finished when its ``grade:<bench>/<mode>/<id>`` task is
-done (run, or up to date), or failed when any of its stages fails. While `doit run` works, each
+done (run, or up to date), or failed when any of its stages fails. A SWE-bench unit, graded by
+the official harness elsewhere, is finished with its ``patch:`` task: its line says "patch
+taken" (or why the agent did not complete) and counts no resolved units. While `doit run` works, each
 unit that finishes in this command prints one line on stdout::
 
     [37/104] gold 25 resolved · 0 errors · ETA 3 m · nginx__nginx-f35475c083d4 resolved
@@ -32,7 +34,8 @@ import time
 
 from .core import jsonio, procs
 from .core.outcomes import RUN_ERRORS, outcome
-from .core.tasknames import GRADE, unit_of
+from .core.tasknames import GRADE, PATCH, unit_of
+from .run.swebench import SWEBENCH
 from .doitext.invocation import reachable
 from .report import stage as report, site as report_site
 from .report.apart import run_apart
@@ -70,13 +73,18 @@ class Progress:
         self.report_was_current = False     # doit found a report task up to date
         self.report_asked = False           # the command names `report` (or report:markdown)
         self.report_ran = False             # a report task ran (rendered, or failed)
+        # A unit's last stage here: grade, or for a SWE-bench unit (graded by the official
+        # harness elsewhere) the patch.
+        self.swebench = getattr(ctx.benchmark, "kind", None) == SWEBENCH
+        self.last = PATCH if self.swebench else GRADE
 
     def start(self, tasks, selected):
-        """The units the command will finish: the grade tasks reachable from `selected`, those
-        left out of doit's list as settled (pruning.py) too: they are finished already."""
+        """The units the command will finish: the grade (or patch) tasks reachable from
+        `selected`, those left out of doit's list as settled (pruning.py) too: they are
+        finished already."""
         shadow = getattr(self.ctx, "shadow", None) or {}
         for name in reachable(tasks, selected, shadow):
-            if name.startswith(f"{GRADE}:"):
+            if name.startswith(f"{self.last}:"):
                 unit = unit_of(name)
                 if unit:
                     self.units[unit] = SETTLED if name not in tasks else None
@@ -88,6 +96,8 @@ class Progress:
     def outcome(self, mode, iid):
         """The unit's outcome, from its result files (as results.jsonl will say it)."""
         layout = self.ctx.layout
+        if self.swebench:
+            return self.patch_outcome(mode, iid)
         grade = jsonio.read_json(layout.grade_json(mode, iid))
         if not grade:
             return "failed"
@@ -95,6 +105,17 @@ class Progress:
         return outcome({"resolved": grade.get("resolved"), "status": grade.get("status"),
                         "agent_status": agent.get("status"),
                         "contaminated": agent.get("contaminated")})
+
+    def patch_outcome(self, mode, iid):
+        """A SWE-bench unit's word: its agent's outcome when it did not complete, else that
+        its patch is taken (the official harness grades it)."""
+        layout = self.ctx.layout
+        if not layout.patch_json(mode, iid).exists():
+            return "failed"
+        agent = jsonio.read_json(layout.agent_json(mode, iid)) or {}
+        said = outcome({"resolved": False, "agent_status": agent.get("status"),
+                        "contaminated": agent.get("contaminated")})
+        return "patch_taken" if said == "unresolved" else said
 
     def _outcome_or_unknown(self, unit):
         try:
@@ -106,7 +127,7 @@ class Progress:
         unit = unit_of(name)
         if unit not in self.units or self.units[unit] is not None:
             return
-        if not failed and not name.startswith(f"{GRADE}:"):
+        if not failed and not name.startswith(f"{self.last}:"):
             return
         self.units[unit] = "failed" if failed else self._outcome_or_unknown(unit)
         if already:
@@ -128,7 +149,8 @@ class Progress:
         left = total - done
         eta = "done" if not left else f"ETA {duration(elapsed / self.ran * left)}"
         outcome = self.units[unit].replace("_", " ")
-        self.write(f"[{done}/{total}] {mode} {resolved} resolved · {errors} "
+        graded = "" if self.swebench else f" {resolved} resolved ·"
+        self.write(f"[{done}/{total}] {mode}{graded} {errors} "
                    f"error{'s' if errors != 1 else ''} · {eta} · {iid} {outcome}")
 
     def write(self, text):
@@ -148,7 +170,7 @@ class Progress:
         options = ctx.options
         args = [ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes,
                 options.baseline if options else None, ctx.layout.templates_dir,
-                options.cutoff if options else None]
+                options.cutoff if options else None, None, options.cross if options else None]
         unchanged = None if self.executed else getattr(ctx, "site_unchanged", None)
         try:
             # A report doit found up to date, with nothing executed since, still is.
@@ -163,7 +185,7 @@ class Progress:
             return
         try:
             site_args = [ctx.layout, ctx.benchmark, ctx.tasks, list(ctx.modes),
-                         ctx.layout.templates_dir, args[-1]]
+                         ctx.layout.templates_dir, args[6]]
             if not report_site.site_is_complete(*site_args, unchanged):
                 # In a process of its own: a thousand pages rendered here would stay in doit's
                 # heap for the rest of the run, and the run's peak memory with them.

@@ -25,6 +25,8 @@ def needed_commits(tasks):
     for t in tasks:
         for repo, field in ((t.repo, "base_commit"), (t.repo, "fix_commit"),
                             (t.test_repo, "test_commit")):
+            if not getattr(t, field):       # a SWE-bench task pins its base commit alone
+                continue
             need.setdefault(repo, {}).setdefault(getattr(t, field), []).append(
                 [t.instance_id, field])
     return need

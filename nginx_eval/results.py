@@ -35,6 +35,8 @@ results.jsonl row::
      "first_run_status": str, "changed_on_rerun": [ids]}
 
 A predictions mode has rows only for the tasks its file has a row for (modes.Mode.instances).
+A SWE-bench benchmark's results tasks are swebench/stage.py's (no grade: its rows are these
+fields without it, graded by the official harness).
 
 predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
 """
@@ -53,17 +55,16 @@ def _flag_counts(agent):
     return counts
 
 
-def result_row(layout, mode, task):
-    iid = task.instance_id
-    grade = jsonio.read_json(layout.grade_json(mode.name, iid))
+def unit_fields(layout, mode, iid) -> dict:
+    """The fields of a row that come from the unit's agent.json, patch.json and build.json (a
+    SWE-bench row has these and no grade: swebench/stage.py)."""
     build = jsonio.read_json(layout.build_json(mode.name, iid)) or {}
     patch = jsonio.read_json(layout.patch_json(mode.name, iid)) or {}
     agent = jsonio.read_json(layout.agent_json(mode.name, iid)) or {}
     phases = agent.get("phases") or []
     commands = [[p["name"], p["command_template"]] for p in phases if "command_template" in p]
-    row = {
+    return {
         "instance_id": iid, "mode": mode.name, "run": layout.run,
-        "status": grade["status"], "resolved": grade["resolved"],
         "agent_status": agent.get("status"), "build_status": build.get("status"),
         "agent_error": ((agent.get("error") or agent["status"])
                         if agent.get("status") not in (None, "completed") else None),
@@ -78,12 +79,18 @@ def result_row(layout, mode, task):
         "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
         "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),
-        "strict": grade.get("strict"), "strict_reason": grade.get("strict_reason"),
-        "fail_to_pass": {k: len(v) for k, v in grade["fail_to_pass"].items()},
-        "pass_to_pass": {k: len(v) for k, v in grade["pass_to_pass"].items()},
         "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
-        "env_errors": grade["env_errors"],
     }
+
+
+def result_row(layout, mode, task):
+    iid = task.instance_id
+    grade = jsonio.read_json(layout.grade_json(mode.name, iid))
+    row = dict(unit_fields(layout, mode, iid), status=grade["status"], resolved=grade["resolved"],
+               strict=grade.get("strict"), strict_reason=grade.get("strict_reason"),
+               fail_to_pass={k: len(v) for k, v in grade["fail_to_pass"].items()},
+               pass_to_pass={k: len(v) for k, v in grade["pass_to_pass"].items()},
+               env_errors=grade["env_errors"])
     if "first_run_status" in grade:     # rerun_failed=1; rows of other runs stay as they were
         row.update(first_run_status=grade["first_run_status"],
                    changed_on_rerun=grade["changed_on_rerun"])
@@ -92,7 +99,14 @@ def result_row(layout, mode, task):
 
 
 def model_name(mode):
+    """predictions.jsonl's model_name_or_path (the official SWE-bench report is named after it)."""
     return f"nginx-eval/{mode.name}" + (f"/{mode.model}" if mode.model else "")
+
+
+def prediction(mode, iid, patch: bytes) -> dict:
+    """A predictions.jsonl row (swebench/harness.py: PREDICTION_FIELDS)."""
+    return {"instance_id": iid, "model_name_or_path": model_name(mode),
+            "model_patch": patch.decode("utf-8", "replace")}
 
 
 def write_summary(layout, mode, bench_tasks):
@@ -107,8 +121,7 @@ def write_summary(layout, mode, bench_tasks):
         rows.append(result_row(layout, mode, task))
         patch_path = layout.model_patch(mode.name, task.instance_id)
         patch = patch_path.read_bytes() if patch_path.exists() else b""
-        preds.append({"instance_id": task.instance_id, "model_name_or_path": model_name(mode),
-                      "model_patch": patch.decode("utf-8", "replace")})
+        preds.append(prediction(mode, task.instance_id, patch))
     jsonio.write_jsonl(layout.results_jsonl(mode.name), rows)
     jsonio.write_jsonl(layout.predictions_jsonl(mode.name), preds)
 

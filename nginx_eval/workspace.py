@@ -11,7 +11,8 @@ Before an agent starts, ``install_commands`` writes the mode's custom slash comm
 ``commands``, read from templates/commands/) to ``.claude/commands/<name>``, where Claude Code
 reads the commands of the project it runs in; the user's own ``~/.claude`` is never touched.
 ``.issue.md``, ``.plan.md`` and ``.claude/`` are the harness's files: excluded in
-``.git/info/exclude`` and never part of the agent's patch (patch.py).
+``.git/info/exclude`` and never part of the agent's patch (patch.py), nor are a build's outputs
+(build_outputs: nginx's ``Makefile`` and ``objs/``; for a SWE-bench task, Python's caches).
 """
 
 from . import suite
@@ -21,6 +22,7 @@ from .core.errors import failing_on_user_error
 from .core.gitcmd import new_repository_at
 from .core.trees import remove_tree
 from .core.tasknames import AGENT, WORKSPACE, repo_task, task_name, unit_name
+from .run.swebench import SWEBENCH
 
 ISSUE_FILE = ".issue.md"
 # templates/prompt_plan.md.j2 asks the agent for its plan in this file (by this name).
@@ -34,7 +36,23 @@ HARNESS_FILES = (ISSUE_FILE, PLAN_FILE, CLAUDE_DIR)
 # What ./auto/configure and make write at the top of the tree. Half of the nginx bases have no
 # .gitignore, so nothing else keeps them out of the agent's patch. A trailing / marks a directory.
 BUILD_OUTPUTS = ("Makefile", "objs/")
+# What running a Python project's code and tests writes, at any depth: never part of a SWE-bench
+# task's patch, whatever its .gitignore says (a top-level Makefile there is the project's own).
+PYTHON_OUTPUTS = ("__pycache__/", "*.pyc", ".pytest_cache/")
 BRANCH = "main"
+
+
+def build_outputs(kind) -> tuple:
+    """The build outputs of a benchmark kind's workspaces (top-level for nginx, any depth for a
+    Python project's)."""
+    return PYTHON_OUTPUTS if kind == SWEBENCH else BUILD_OUTPUTS
+
+
+def excluded_lines(kind) -> str:
+    """The workspace's .git/info/exclude: the harness's files and the kind's build outputs."""
+    top = HARNESS_FILES + (() if kind == SWEBENCH else BUILD_OUTPUTS)
+    anywhere = PYTHON_OUTPUTS if kind == SWEBENCH else ()
+    return "".join(f"/{name}\n" for name in top) + "".join(f"{name}\n" for name in anywhere)
 
 
 def workspace_inputs(task):
@@ -52,7 +70,7 @@ def create_workspace(layout, mode, task):
                       config={"user.name": "agent", "user.email": "agent@localhost"})
     with open(ws / ".git" / "info" / "exclude", "a") as f:
         # The agent's own `git status` then shows only its work, as on a base with a .gitignore.
-        f.write("".join(f"/{name}\n" for name in HARNESS_FILES + BUILD_OUTPUTS))
+        f.write(excluded_lines(task.kind))
     (ws / ISSUE_FILE).write_text(task.problem_statement.rstrip() + "\n", encoding="utf-8")
     jsonio.write_json(layout.workspace_stamp(mode, task.instance_id),
                       {"inputs": workspace_inputs(task), "path": str(ws),
@@ -163,7 +181,7 @@ def gen_tasks(ctx):
             # No target: a missing stamp would make doit run the task, and a finished agent
             # run needs no workspace (after `doit clean`, 62 MiB each); uptodate decides.
             # Both clones: their checks (commits, test files) come before any agent starts.
-            "task_dep": [repo_task(task.repo), repo_task(task.test_repo)],
+            "task_dep": list(dict.fromkeys([repo_task(task.repo), repo_task(task.test_repo)])),
             "uptodate": [(workspace_up_to_date,
                           [ctx.layout, mode, task, ctx.agent_finished, agent_name,
                            ctx.tests_tree])],

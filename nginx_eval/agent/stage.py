@@ -92,7 +92,9 @@ from .. import suite
 from .gate import (CredentialsRefused, backoff_seconds, check_not_stopped, clear_stop,
                    keep_attempt_logs, over_budget, stop_the_run, wait_interruptibly)
 from ..run.commandline import command_program, render_command, with_program_option
+from ..run.benchmark import gold_patch
 from ..run.modes import Mode, Phase
+from ..run.swebench import prompt_dir
 from ..doitext.backend import consume_forgotten, forgotten
 from ..core.errors import failing_on_user_error
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
@@ -118,7 +120,8 @@ def prompt_environment(templates_dir):
 
 
 def render_prompt(templates_dir, template_name, task, mode, phase):
-    env = prompt_environment(str(templates_dir))
+    # A SWE-bench task's prompts are its own (templates/swebench/): nginx's name nginx.
+    env = prompt_environment(str(prompt_dir(templates_dir, task)))
     return env.get_template(template_name).render(
         task=task, mode=mode, phase=phase, problem_statement=task.problem_statement,
         issue_file=ISSUE_FILE, instance_id=task.instance_id,
@@ -404,7 +407,7 @@ class AgentRun:
         """What would show the fix reached the agent (attempts_module.FixEvidence), once per run."""
         if self.evidence is None:
             bare = self.layout.bare_repo(self.task.repo)
-            gold = gitcmd.gold_diff(bare, self.task.base_commit, self.task.fix_commit)
+            gold = gold_patch(self.task, bare)
             lines = attempts_module.fix_lines(
                 gold.decode("utf-8", "replace"),
                 lambda found: gitcmd.lines_in_tree(bare, self.task.base_commit, found))
@@ -531,7 +534,7 @@ def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff,
     diff = None
     if on_node():
         patch, skipped, left_out = workspace_diff(layout.bare_repo(task.repo), run.ws,
-                                                  task.base_commit)
+                                                  task.base_commit, task.kind)
         diff = {"patch_base64": base64.b64encode(patch).decode(), "skipped": skipped,
                 "left_out": left_out}
         if not keep_workspace:

@@ -72,7 +72,9 @@ from ..agent.preflight import program_found
 from ..agent.selftest import endpoint_problem
 from ..run.commandline import command_program
 from ..prove import network as private_network
-from .doctor_report import NOT_CHECKED, Finding, render
+from .doctor_report import NOT_CHECKED, SWEBENCH_GRADING, Finding, render
+from ..run.swebench import SWEBENCH
+from ..swebench.stage import grading_problem
 from ..core.gitcmd import file_at
 from ..core.layout import SOURCE_ROOT
 from ..prove.env import OPENSSL_CONF_FILE
@@ -524,11 +526,29 @@ def agent_findings(layout, modes):
     return findings
 
 
-def check(layout, tasks, probe=None, out=None, bench=None, modes=()):
+def swebench_finding(problem):
+    """Whether this machine can grade SWE-bench predictions (the official harness: Docker and
+    the swebench package); a warning when not: the agents run here all the same, and the
+    results print the command to run where Docker is."""
+    if problem is None:
+        return Finding("ok", SWEBENCH_GRADING, "Docker and the swebench package: "
+                       "`doit run <bench>:grade` runs the official harness here")
+    return Finding("warn", SWEBENCH_GRADING, "official harness",
+                   note=f"this machine cannot grade SWE-bench predictions: {problem}; run the "
+                        f"command the results print (report.md repeats it) where Docker is, "
+                        f"and copy its report into results/<run>/evaluation/")
+
+
+def check(layout, tasks, probe=None, out=None, bench=None, modes=(), kind=None,
+          grading=grading_problem):
     """Diagnose, print the report; True when nothing required is missing. modes: the selected
-    modes; their agent modes are checked too (agent_findings)."""
-    findings = diagnose(tasks, TestSource(layout), probe or SystemProbe(layout),
-                        listed_packages())
+    modes; their agent modes are checked too (agent_findings). kind: the benchmark's; a
+    SWE-bench benchmark's tasks need nothing of nginx's (libraries, Perl modules, test files),
+    and the doctor says whether its grading runs here (`grading`: grading_problem)."""
+    findings = diagnose([t for t in tasks if t.kind != SWEBENCH], TestSource(layout),
+                        probe or SystemProbe(layout), listed_packages())
+    if kind == SWEBENCH:
+        findings.append(swebench_finding(grading()))
     agents = [m for m in modes if m.runs_agent]
     findings += agent_findings(layout, agents)
     isolated = tuple(m.name for m in agents if sandbox.settings(m))
@@ -541,8 +561,8 @@ def check(layout, tasks, probe=None, out=None, bench=None, modes=()):
     return ok
 
 
-def doctor_action(layout, tasks, bench=None, modes=()):
-    if not check(layout, tasks, bench=bench, modes=modes):
+def doctor_action(layout, tasks, bench=None, modes=(), kind=None):
+    if not check(layout, tasks, bench=bench, modes=modes, kind=kind):
         return TaskFailed("the machine is not ready for the selected tasks (see the report above)")
 
 
@@ -551,7 +571,7 @@ def gen_tasks(ctx):
         "basename": "doctor",
         "doc": "check tools, libraries, Perl modules and daemons the selected tasks need",
         "actions": [(doctor_action, [ctx.layout, ctx.tasks, ctx.benchmark.name,
-                                     ctx.group_mode_list()])],
+                                     ctx.group_mode_list(), ctx.benchmark.kind])],
         "uptodate": [False],
         "verbosity": 2,
     }

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ..core.tasknames import repo_task
 
 NOT_CHECKED = "not checked"      # kind of a warning about something the doctor could not check
+SWEBENCH_GRADING = "SWE-bench grading"  # kind: whether the official harness runs here
 
 
 @dataclass
@@ -19,7 +20,9 @@ class Finding:
                         # program, credentials, endpoint), "library", "perl module", "daemon",
                         # "configure", "tests",
                         # "openssl" (the configuration for tests), "certificate" (one a test
-                        # file makes), NOT_CHECKED (what: the repository that is not cloned)
+                        # file makes), NOT_CHECKED (what: the repository that is not cloned),
+                        # SWEBENCH_GRADING (Docker and the swebench package, for a SWE-bench
+                        # benchmark)
     what: str
     who: tuple = ()     # task ids / "task (file)"
     package: str = ""
@@ -74,13 +77,13 @@ def _ok_lines(findings):
         if f.level == "ok":
             ok_by_kind.setdefault(f.kind, []).append(f.what)
     for kind in ("tool", "isolation", "agent sandbox", "agent", "openssl", "library",
-                 "perl module", "daemon", "configure", "certificate"):
+                 "perl module", "daemon", "configure", "certificate", SWEBENCH_GRADING):
         if kind in ok_by_kind:
             names = list(dict.fromkeys(ok_by_kind[kind]))
             label = {"configure": "has() modules enabled by configure_flags",
                      "library": "libraries", "isolation": "isolation",
                      "agent sandbox": "agent sandbox", "agent": "agent modes",
-                     "openssl": "OpenSSL for tests",
+                     "openssl": "OpenSSL for tests", SWEBENCH_GRADING: SWEBENCH_GRADING,
                      "certificate": "certificates the test files make, accepted by OpenSSL"
                      }.get(kind, kind + "s")
             lines.append(f"OK      {label}: {', '.join(names)}")
@@ -107,7 +110,7 @@ def _problem_line(f):
             return f"WARN    no {f.what}: {f.note}"
         if f.kind == "setup":
             return f"WARN    package {f.what} (needed by {_who(f.who)}) is {f.note}"
-        if f.kind in ("openssl", "agent"):
+        if f.kind in ("openssl", "agent", SWEBENCH_GRADING):
             return f"WARN    {f.note}"
         return f"WARN    {f.note} (tasks {_who(f.who)})"
     return None

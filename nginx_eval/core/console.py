@@ -13,3 +13,12 @@ def say(*lines):
     """Each of `lines` on stdout, all in one write."""
     if lines:
         sys.stdout.write("".join(f"{line}\n" for line in lines))
+
+
+def say_to_the_run(*lines):
+    """`say`, on the process's own stdout: while doit runs tasks in threads, sys.stdout is the
+    capture of whichever task of verbosity < 2 started last, and a line written there from
+    another task is lost."""
+    if lines:
+        sys.__stdout__.write("".join(f"{line}\n" for line in lines))
+        sys.__stdout__.flush()

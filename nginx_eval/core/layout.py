@@ -53,6 +53,8 @@ Per task results, ``results/<run>/<mode>/<instance_id>/``:
     strict.json, strict/        the strict stage's record and test output (strict/stage.py)
     grade.json                  the verdict                  (grade.py)
 Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (results.py).
+Per run of a SWE-bench benchmark: ``results/<run>/evaluation/``, the official harness's reports
+(``<model>.<run_id>.json``) and, when ``<bench>:grade`` ran here, its ``logs/`` (swebench/).
 Per run: ``results/<run>/run.json``, the benchmark and tasks the run is of (run/record.py).
 """
 
@@ -258,6 +260,12 @@ class Layout:
 
     def predictions_jsonl(self, mode):
         return self.mode_dir(mode) / "predictions.jsonl"
+
+    @property
+    def evaluation_dir(self):
+        """The official SWE-bench harness's run reports of the run's modes (swebench/harness.py):
+        the --report_dir of the command it is given; reports made elsewhere are copied here."""
+        return self.run_dir / "evaluation"
 
     @property
     def run_json(self):

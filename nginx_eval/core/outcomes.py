@@ -9,6 +9,8 @@ Outcome of a task in a mode (first match wins)::
                          scored
     not_run              the run's budget (max_cost) was spent before the agent started: not
                          scored
+    eval_error           (SWE-bench) the official harness could not evaluate the prediction (its
+                         report's error_ids): not scored; only report/evaluation.py gives it
     resolved             the patch resolves the task (even after an agent timeout or failure)
     env_error            the tests could not say (skipped file, missing module): untrusted
     timeout              the agent hit its time limit
@@ -32,7 +34,8 @@ GRADE_STATUSES = ("resolved", "partially_resolved", "unresolved", "patch_failed"
 # Outcomes that say nothing of the model: outside a mode's denominator (rates, intervals,
 # comparisons), counted apart.
 CONTAMINATED = "contaminated"
-NOT_SCORED = tuple(UNFINISHED_AGENT) + (CONTAMINATED,)
+EVAL_ERROR = "eval_error"
+NOT_SCORED = tuple(UNFINISHED_AGENT) + (CONTAMINATED, EVAL_ERROR)
 OUTCOMES = ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
             "timeout", "agent_error", "env_error") + NOT_SCORED
 # Outcomes in which the run went wrong rather than the patch: the errors of a progress line.

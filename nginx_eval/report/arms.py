@@ -197,7 +197,7 @@ def breakdowns(arms, tasks, cutoff=None):
     by_area, by_source = {}, {source: [] for source in TEST_SOURCES}
     for t in tasks:
         by_area.setdefault(t.area or "(no area)", []).append(t.instance_id)
-        by_source[t.tests].append(t.instance_id)
+        by_source.setdefault(t.tests, []).append(t.instance_id)     # swe-bench: its own
     area = [{"label": label, "tasks": len(ids), "cells": _group_cells(arms, ids)}
             for label, ids in sorted(by_area.items())]
     # Authored tests are the project's own: their tasks are kept apart from the suite's, whose

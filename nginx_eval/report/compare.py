@@ -12,6 +12,7 @@ from ..core import jsonio
 from . import stats
 from ..core.errors import UserError, did_you_mean
 from .arms import compare_pair, finish_comparisons, make_arms
+from .data import graded_by_harness
 from .modes import mode_summary
 from .records import modes_on_disk, read_rows
 from ..run.record import read_run
@@ -53,12 +54,17 @@ def _other_tasks(theirs, bench):
     return ids, None, None
 
 
-def _arms_of_both_runs(layout, theirs, task_ids, modes):
-    """{"here": {arm name: arm}, "there": {...}} on the tasks both runs have."""
+def _arms_of_both_runs(layout, theirs, task_ids, modes, bench):
+    """{"here": {arm name: arm}, "there": {...}} on the tasks both runs have (of a SWE-bench
+    benchmark: the modes the official harness graded, evaluation.py)."""
     sides = {}
     for side, lay in (("here", layout), ("there", theirs)):
         names = modes_on_disk(lay, list(modes))
         rows = read_rows(lay, names, task_ids)
+        evaluation = graded_by_harness(lay, bench, rows)
+        if evaluation:
+            rows = evaluation.rows
+            names = [n for n in names if n in rows]
         data = [mode_summary(m, rows[m], task_ids, modes, {}) for m in names]
         sides[side] = {a["name"]: a for a in make_arms(data, rows, task_ids, label=lay.run)}
     return sides
@@ -87,7 +93,7 @@ def collect_comparison(layout, other, bench, tasks, modes):
     theirs = other_layout(layout, other)
     their_ids, their_sha, their_version = _other_tasks(theirs, bench)
     task_ids = [t.instance_id for t in tasks if t.instance_id in their_ids]
-    sides = _arms_of_both_runs(layout, theirs, task_ids, modes)
+    sides = _arms_of_both_runs(layout, theirs, task_ids, modes, bench)
     common = [n for n in sides["here"] if n in sides["there"]]
     comparisons = _compare_common_arms(sides, common, task_ids, layout.run, other)
     arms = {n: {side: {k: sides[side][n][k] for k in ("rate", "interval", "interval_method",

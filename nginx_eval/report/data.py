@@ -16,20 +16,26 @@ from .modes import families, mode_summary, strict_view
 from .records import gold_files, modes_on_disk, read_rows, toolchain
 from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES, UNFINISHED_AGENT
 from ..run.benchmark import version_key
+from ..run.swebench import SWEBENCH
+from ..swebench.stage import command_for
+from ..swebench.harness import command_line
+from .evaluation import evaluate
 
 CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
         "compile_failed": "CF", "patch_failed": "PF", "timeout": "TO", "agent_error": "ERR",
         "env_error": "ENV", "infra_error": "INFRA", "not_run": "BUDGET",
-        "contaminated": "CONTAM"}
+        "contaminated": "CONTAM", "eval_error": "EVAL"}
 # How report.md counts the tasks a mode does not score: (one, several).
 NOT_SCORED_WORDS = {"infra_error": ("infra error", "infra errors"),
                     "not_run": ("left by the budget", "left by the budget"),
-                    "contaminated": ("contaminated", "contaminated")}
+                    "contaminated": ("contaminated", "contaminated"),
+                    "eval_error": ("evaluation error", "evaluation errors")}
 # Why each is not scored, as the summary's note says it: "tasks ... whose agent run ..."
 NOT_SCORED_WHY = {"infra_error": "ended in an infra error (the API or the network failed, after "
                                  "every retry)",
                   "not_run": "was left by the budget (`max_cost`)",
-                  "contaminated": "was contaminated (the fix reached the agent)"}
+                  "contaminated": "was contaminated (the fix reached the agent)",
+                  "eval_error": "was not graded: the official harness's evaluation failed"}
 RUN_AGAIN_WORDS = {"infra_error": "the infra errors", "not_run": "the tasks left by the budget"}
 SCHEMA_VERSION = 2
 
@@ -126,7 +132,8 @@ def _display_facts(mode_data):
 
 
 def _benchmark_facts(layout, bench, total):
-    return {"name": bench.name, "file": os.path.relpath(bench.path, layout.root),
+    return {"name": bench.name, "kind": bench.kind,
+            "file": os.path.relpath(bench.path, layout.root),
             "sha256": bench.digest, "version": bench.version, "tasks": total,
             "benchmark_tasks": len(bench.tasks), "subset": total < len(bench.tasks)}
 
@@ -136,6 +143,9 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
     names = modes_on_disk(layout, list(modes))
     task_ids = [t.instance_id for t in tasks]
     rows = read_rows(layout, names, task_ids)
+    evaluation = graded_by_harness(layout, bench, rows)
+    if evaluation:
+        rows, names = evaluation.rows, [n for n in names if n in evaluation.rows]
     total = len(task_ids)
     gold = gold_files(layout, tasks)
     if validation is None:
@@ -162,7 +172,8 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
         **_display_facts(mode_data), "cell": CELL,
         "modes": mode_data, "task_ids": task_ids,
         "matrix": [{"instance_id": i, "gold_files": gold.get(i),
-                    "cells": [_cell(d, i) for d in mode_data]} for i in task_ids],
+                    "cells": [_cell(d, i, "model.patch" if evaluation else "grade.json")
+                              for d in mode_data]} for i in task_ids],
         "families": families(mode_data, task_ids),
         "arms": arms, "comparisons": comparisons,
         "strict_judged": strict_judged, "strict_comparisons": strict_comparisons,
@@ -171,7 +182,9 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
         "level": stats.LEVEL, "alpha": stats.ALPHA, "power_target": stats.POWER,
         "result_versions": result_versions(rows),
         "warnings": (_version_warnings(result_versions(rows), bench, layout)
+                     + (evaluation.warnings if evaluation else [])
                      + _warnings(mode_data, rows, validation, task_ids)),
+        "swebench": swebench_facts(layout, evaluation), "cross": None,
         "validation": _verdict_counts(validation, task_ids),
         "chart": layout.report_chart.name,
         "chart_costs": any(a["cost_per_resolved"]["value"] is not None for a in arms),
@@ -194,11 +207,31 @@ def strict_was_judged(mode_data) -> bool:
     return any(d["strict"]["judged"] for d in mode_data)
 
 
-def _cell(mode, iid):
+def graded_by_harness(layout, bench, rows: dict):
+    """A SWE-bench run's rows with the official harness's verdicts (evaluation.py); None for an
+    nginx run, whose rows are graded already."""
+    if bench.kind != SWEBENCH:
+        return None
+    commands = {m: command_line(command_for(layout, bench, m)) for m in rows
+                if layout.predictions_jsonl(m).exists()}
+    return evaluate(layout, bench, rows, commands)
+
+
+def swebench_facts(layout, evaluation):
+    """What the report says of a SWE-bench run's grading (report-benchmarks.md.j2), or None."""
+    if evaluation is None:
+        return None
+    return {"evaluation_dir": os.path.relpath(layout.evaluation_dir, layout.run_dir),
+            "modes": evaluation.modes}
+
+
+def _cell(mode, iid, target="grade.json"):
+    """A matrix cell; target: the file it links to (a SWE-bench unit has no grade.json here:
+    its patch)."""
     o = mode["outcomes"].get(iid)
     trajectory = mode["trajectories"].get(iid)
     return {"mode": mode["name"], "outcome": o, "code": CELL[o] if o else "—",
-            "link": f"{mode['name']}/{iid}/grade.json" if o else None,
+            "link": f"{mode['name']}/{iid}/{target}" if o else None,
             "trajectory": f"{mode['name']}/{iid}/{trajectory}" if o and trajectory else None}
 
 
@@ -206,7 +239,9 @@ def _repositories(tasks):
     repos = {}
     for t in tasks:
         r = repos.setdefault(t.repo, {"repo": t.repo, "role": "source", "commits": set()})
-        r["commits"].update((t.base_commit, t.fix_commit))
+        r["commits"].update(c for c in (t.base_commit, t.fix_commit) if c)
+        if not t.test_commit:       # a SWE-bench task: its tests are in its own repository
+            continue
         tr = repos.setdefault(t.test_repo, {"repo": t.test_repo, "role": "tests", "commits": set()})
         tr["commits"].add(t.test_commit)
     return [dict(r, commits=len(r["commits"])) for r in repos.values()]
@@ -418,7 +453,7 @@ def report_json(layout, bench, inputs, data):
         "families": data["families"], "arms": arms,
         "comparisons": [json_comparison(c) for c in data["comparisons"]],
         "power": data["power"], "breakdowns": data["breakdowns"],
-        "figures": figures(data)}
+        "figures": figures(data), "swebench": data["swebench"], "cross": data["cross"]}
 
 
 def figures(data) -> list[str]:

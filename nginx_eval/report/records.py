@@ -10,7 +10,8 @@ import dataclasses
 
 from ..core import jsonio
 from ..core.errors import UserError
-from ..core.gitcmd import GitError, gold_diff
+from ..core.gitcmd import GitError
+from ..run.benchmark import gold_patch
 from ..patch import patch_stats
 from ..core.outcomes import OUTCOMES, outcome
 from ..run.record import read_run
@@ -116,9 +117,9 @@ def gold_files(layout, bench_tasks):
             files[row["instance_id"]] = list((row.get("patch") or {}).get("files") or [])
     for task in bench_tasks:
         bare = layout.bare_repo(task.repo)
-        if task.instance_id not in files and bare.is_dir():
+        if task.instance_id not in files and (bare.is_dir() or not task.fix_commit):
             try:
-                diff = gold_diff(bare, task.base_commit, task.fix_commit)
+                diff = gold_patch(task, bare)
             except GitError:        # a clone without the fix commit: no overlap figure
                 continue
             files[task.instance_id] = patch_stats(diff)["files"]

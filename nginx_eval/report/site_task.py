@@ -232,6 +232,8 @@ def gold_patch(layout, task):
     path = layout.model_patch("gold", task.instance_id)
     if path.exists():
         return path.read_text(encoding="utf-8", errors="replace")
+    if not task.fix_commit:     # a SWE-bench row carries its gold patch (run/swebench.py)
+        return task.patch
     bare = layout.bare_repo(task.repo)
     if bare.is_dir():
         return _gold_from_clone(str(bare), task.base_commit, task.fix_commit)

@@ -43,7 +43,12 @@ interval. An *arm* is what comparisons compare: a mode, or a mode family (``raw`
 repeats and whose interval uses the standard error clustered by task. Every pair of arms is
 compared on the tasks both have results for (pairs with the baseline first, the baseline second);
 p-values are adjusted with Holm's method over all pairs. ``cutoff=YYYY-MM-DD`` splits tasks by
-their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run OTHER.
+their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run OTHER;
+``cross=OTHER`` sets this run beside run OTHER of the other benchmark (report/cross.py).
+
+A SWE-bench run's rows get their outcome from the official harness's reports (report/
+evaluation.py, which also says which report each mode is graded by and the grading command of
+those that are not); an instance of a report's error_ids is ``eval_error`` (EVAL), not scored.
 
 ``report.json``::
 
@@ -100,6 +105,9 @@ their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run
                "disagreeing": pairs that disagree on some task,
                "undetectable": [{"a", "b", "disagree", "tasks"}]},   # pairs that disagree
                                                                        # and detect nothing
+     "swebench": null | {"evaluation_dir", "modes": [...]},   # a SWE-bench run's grading
+                                        # (report/evaluation.py: Evaluation.modes)
+     "cross": null | {...},             # cross=RUN: the section over two benchmarks (cross.py)
      "breakdowns": {"area": [{"label", "tasks", "cells": [{"arm", "resolved" (one run),
                                                             "rate", "interval"}]}],
                     "tests": [same as area, label "nginx-tests" | "authored"; only sources
@@ -138,6 +146,8 @@ from .apart import run_apart
 from ..core.errors import failing_on_user_error
 from .charts import draw_chart, draw_distributions
 from .compare import collect_comparison, other_layout
+from .cross import collect_cross
+from .evaluation import report_files
 from .data import SCHEMA_VERSION, collect, json_comparison, method_settings, report_json
 from .markdown import COMPARE_TEMPLATE, render
 from .power import print_plan
@@ -154,11 +164,20 @@ def input_files(layout, configured, templates_dir):
     if layout.validation_json.exists():
         files.append(layout.validation_json)
     files += toolchain_records(layout, names)
+    files += report_files(layout)       # a SWE-bench run's official reports (evaluation.py)
     files += sorted(p for p in templates_dir.rglob("report*.j2"))
     return [str(f) for f in files]
 
 
-def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None):
+def cross_files(layout, other, configured):
+    """What the cross-benchmark section reads of run `other` (cross.py)."""
+    theirs = other_layout(layout, other)
+    return [str(f) for f in [theirs.results_jsonl(m) for m in modes_on_disk(theirs, configured)]
+            + [theirs.run_json] + report_files(theirs)]
+
+
+def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None,
+                  cross=None):
     """The digest of everything report.json is made from (stored as its "inputs")."""
     config = {"benchmark_sha256": bench.digest, "baseline": baseline,
               "tasks": [t.instance_id for t in tasks],
@@ -169,7 +188,11 @@ def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=N
         # The header names them; only when some mode has them, so that other reports keep
         # their digest.
         config["allow_hosts"] = hosts
-    return stamps.inputs_digest(config, input_files(layout, list(modes), templates_dir))
+    files = input_files(layout, list(modes), templates_dir)
+    if cross:       # only then: the digest of a report without it stays what it was
+        config["cross"] = cross
+        files += cross_files(layout, cross, list(modes))
+    return stamps.inputs_digest(config, files)
 
 
 def comparison_inputs(layout, other, bench, tasks, modes, templates_dir):
@@ -177,7 +200,7 @@ def comparison_inputs(layout, other, bench, tasks, modes, templates_dir):
     theirs = other_layout(layout, other)
     files = [layout.results_jsonl(m) for m in modes_on_disk(layout, list(modes))]
     files += [theirs.results_jsonl(m) for m in modes_on_disk(theirs, list(modes))]
-    files += [theirs.run_json]
+    files += [theirs.run_json] + report_files(layout) + report_files(theirs)
     files += sorted(p for p in templates_dir.rglob("report*.j2"))
     config = {"benchmark_sha256": bench.digest, "tasks": [t.instance_id for t in tasks],
               "other": other, "modes": sorted(modes), "version": __version__,
@@ -186,7 +209,7 @@ def comparison_inputs(layout, other, bench, tasks, modes, templates_dir):
 
 
 def report_is_fresh(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None,
-                    compare=None):
+                    compare=None, cross=None):
     """doit uptodate: report.json was made from exactly what is on disk now, for the run's tasks
     (and the markdown and the figures it shows still exist); with `compare`, the comparison
     too."""
@@ -195,7 +218,7 @@ def report_is_fresh(layout, bench, tasks, modes, baseline, templates_dir, cutoff
     # The figures report.md shows (report.json's "figures"; before the field, both charts).
     shown = made.get("figures", [layout.report_chart.name, layout.report_distributions.name])
     fresh = (made.get("inputs") == report_inputs(layout, bench, tasks, modes, baseline,
-                                                 templates_dir, cutoff)
+                                                 templates_dir, cutoff, cross)
              and layout.report_md.exists()
              and all((layout.run_dir / name).exists() for name in shown))
     if fresh and compare:
@@ -222,12 +245,16 @@ def write_comparison(layout, other, bench, tasks, modes, templates_dir):
 
 
 def write_report(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None,
-                 compare=None, quiet=False):
-    """report.md, report.json and the charts (and the comparison with run `compare`). tasks: the
+                 compare=None, cross=None, quiet=False):
+    """report.md, report.json and the charts (and the comparison with run `compare`; with
+    `cross`, the section over this run's benchmark and run `cross`'s, cross.py). tasks: the
     command's selection, for a run without run.json; otherwise the run's tasks."""
     tasks = run_tasks(layout, bench, tasks)
-    inputs = report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff)
+    inputs = report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff, cross)
     data = collect(layout, bench, tasks, modes, baseline, cutoff=cutoff)
+    if cross:
+        data["cross"] = collect_cross(layout, bench, tasks, modes, cross)
+        data["warnings"] += data["cross"]["warnings"]
     layout.run_dir.mkdir(parents=True, exist_ok=True)
     draw_chart(data, layout.report_chart)
     draw_distributions(data, layout.report_distributions)       # none without agent figures
@@ -253,14 +280,20 @@ def gen_tasks(ctx):
     baseline = options.baseline if options else None   # checked against the run's modes
     cutoff = options.cutoff if options else None
     compare = options.compare if options else None
+    cross = options.cross if options else None
     args = [ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes, baseline, ctx.layout.templates_dir,
-            cutoff, compare]
+            cutoff, compare, cross]
     fresh = (report_is_fresh, list(args))
+    # The official SWE-bench reports the report reads, in the run's evaluation directory (and
+    # the cross run's): no task makes them, so they are file dependencies; a report that comes
+    # later is seen by the digest check. No file_dep on results.jsonl: they are targets of the
+    # modes' tasks, and a file_dep on them would make `doit run report` run the modes.
+    # Freshness is the digest check above, evaluated when the task is reached, after its
+    # task_dep.
+    reports = report_files(ctx.layout) + (report_files(other_layout(ctx.layout, cross))
+                                          if cross else [])
     common = {"actions": [(failing_on_user_error, [render_report, *args])], "uptodate": [fresh],
-              "verbosity": 2}
-    # No file_dep: results.jsonl are targets of the modes' tasks, and a file_dep on them would
-    # make `doit run report` run the modes. Freshness is the digest check above, evaluated when
-    # the task is reached, after its task_dep.
+              "file_dep": [str(f) for f in reports], "verbosity": 2}
     yield dict(common, basename="report", name="markdown",
                doc="render results/<run>/report.md from the run's result files (runs nothing else)")
     # What users run: the report, then the site that shows it (report/site.py), whose index

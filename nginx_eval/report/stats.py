@@ -31,6 +31,11 @@ Methods (95% intervals, two-sided tests at 5% unless a caller says otherwise):
   needed by search); with repeats, the paired t approximation on the per-task differences
   (statsmodels ``TTestPower``), with the per-task variance split into a part between tasks and a
   part within (from the repeats), which more repeats shrink (``paired_plan``).
+- **Two modes over two benchmarks** (``cmh_paired``, the report's cross-benchmark section): the
+  Cochran-Mantel-Haenszel test with each task a stratum (statsmodels ``StratifiedTable``), the
+  Mantel-Haenszel odds ratio, the pooled difference with Newcombe's interval, and Fisher's exact
+  test of the same effect in each benchmark; time and cost ratios per benchmark with
+  ``ratio_interval``.
 - **Cost per resolved task**: total cost over resolved tasks, with a seeded percentile bootstrap
   over tasks (a resample without a resolved task has no finite ratio: the interval's upper end is
   then None, unbounded) (``ratio_interval``).
@@ -373,6 +378,63 @@ def paired_plan(differences_sd, k_a, k_b, within_a, within_b, difference, repeat
     between = max(0.0, differences_sd ** 2 - within_a / k_a - within_b / k_b)
     return {k: paired_tasks_needed(difference, math.sqrt(between + (within_a + within_b) / k),
                                    alpha, power) for k in repeats}
+
+
+# -- across benchmarks ---------------------------------------------------------------------------
+def cmh_paired(strata: list, level: float = LEVEL) -> dict:
+    """Two modes over several benchmarks: `strata` holds, per benchmark, (x, y), aligned 0/1
+    scores of the two modes per task. Pooled with the Cochran-Mantel-Haenszel test, each task a
+    stratum of its own (a 2x2 table: mode by resolved; statsmodels StratifiedTable, no continuity
+    correction), which keeps the pairing: for matched pairs it is McNemar's test on the discordant
+    tasks of every benchmark together. With it: the Mantel-Haenszel odds ratio (tasks only A
+    resolves over tasks only B resolves) and its interval (Robins-Breslow-Greenland); the pooled
+    difference in resolved rate, every task weighted alike, with Newcombe's interval; the exact
+    McNemar p-value of the pooled counts (the CMH statistic is a large-sample test); and whether
+    the effect is the same in every benchmark (Fisher's exact test on (A only, B only) by
+    benchmark, chi-square beyond two).
+
+    Returns {"tasks", "both", "a_only", "b_only", "neither", "difference", "interval",
+    "statistic", "p_value", "p_exact", "odds_ratio", "odds_ratio_interval", "homogeneity_p"};
+    odds ratios are None where a count is 0 (no finite estimate), tests without discordant tasks
+    have p 1 and no statistic."""
+    tables, counts, per = [], [0, 0, 0, 0], []
+    for x, y in strata:
+        table = discordance_table(x, y)
+        counts = [c + t for c, t in zip(counts, table)]
+        per.append(table[1:3])
+        tables += [[[a, 1 - a], [b, 1 - b]] for a, b in zip(x, y)]
+    both, a_only, b_only, neither = counts
+    n = sum(counts)
+    out = {"tasks": n, "both": both, "a_only": a_only, "b_only": b_only, "neither": neither,
+           "difference": (a_only - b_only) / n if n else None,
+           "interval": newcombe_paired(both, a_only, b_only, neither, level),
+           "statistic": None, "p_value": 1.0, "p_exact": mcnemar_exact(a_only, b_only),
+           "odds_ratio": None, "odds_ratio_interval": None,
+           "homogeneity_p": _homogeneity([t for t in per if sum(t)])}
+    if not a_only + b_only:
+        return out
+    from statsmodels.stats.contingency_tables import StratifiedTable
+    with _quiet():
+        st = StratifiedTable(np.asarray(tables, dtype=float).transpose(1, 2, 0))
+        test = st.test_null_odds(correction=False)
+        out.update(statistic=float(test.statistic), p_value=float(min(1.0, test.pvalue)))
+        if a_only and b_only:
+            low, high = st.oddsratio_pooled_confint(alpha=1 - level)
+            out.update(odds_ratio=float(st.oddsratio_pooled),
+                       odds_ratio_interval=(float(low), float(high)))
+    return out
+
+
+def _homogeneity(discordant):
+    """p of "the two modes' discordant tasks split alike in every benchmark", or None with
+    fewer than two benchmarks that have any."""
+    if len(discordant) < 2:
+        return None
+    from scipy.stats import chi2_contingency, fisher_exact
+    with _quiet():
+        if len(discordant) == 2:
+            return float(fisher_exact([list(t) for t in discordant]).pvalue)
+        return float(chi2_contingency([list(t) for t in discordant])[1])
 
 
 # -- cost ------------------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ File schema::
                    ...],                                            # newest first
      "tasks": [TASK, ...]}                    (a bare list of tasks is accepted, unversioned)
 
+A file with ``"kind": "swebench"`` at the top holds SWE-bench rows instead (run/swebench.py); the
+default kind, "nginx", is what this docstring describes.
+
 ``version`` names the file's tasks as they are: results made with two versions are not results
 of one benchmark (run.json and the report record it; grade.json stamps it, and the report warns
 when a run's results carry two). It is "MAJOR.MINOR": MINOR goes up when tasks are only added or
@@ -80,6 +83,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import UserError
+from ..core.gitcmd import gold_diff
+from . import swebench
+from .swebench import NGINX, SWEBENCH
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -145,6 +151,9 @@ class Task:
     tests: str = TEST_SOURCES[0]
     authored: tuple = ()        # ((file name, its bytes), ...) of an authored task's own files
 
+    kind = NGINX                # the benchmark kind (a SWE-bench task: run/swebench.SweTask)
+    templates = ""              # its prompts: templates/ itself
+
     @property
     def authored_digests(self):
         """{authored file: sha256 of its content}."""
@@ -184,6 +193,8 @@ class Benchmark:
     candidates: bool = False        # a candidates file (module docstring): validation only
     version: str = None             # "MAJOR.MINOR", None for an unversioned file
     changelog: tuple = ()           # its entries (dicts), newest first
+    kind: str = NGINX               # "nginx", or "swebench" (run/swebench.py)
+    dataset: dict = field(default=None, compare=False, hash=False)  # swebench: {"name", "split"}
 
     def refuse_candidates(self, target):
         """UserError naming the file when it is a candidates file, which `target` (a doit task
@@ -557,6 +568,12 @@ def load_benchmark(path):
     raw_tasks = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(raw_tasks, list):
         raise UserError('expected {"tasks": [...]} or a list of tasks', file=path, field="tasks")
+    kind = data.get("kind", NGINX) if isinstance(data, dict) else NGINX
+    if kind not in (NGINX, SWEBENCH):
+        raise UserError(f"must be {NGINX!r} or {SWEBENCH!r}, got {kind!r}", file=path,
+                        field="kind")
+    if kind == SWEBENCH:
+        return _swebench_benchmark(name, path, text, data, raw_tasks)
     candidates = data.get("candidates", False) if isinstance(data, dict) else False
     if not isinstance(candidates, bool):
         raise UserError(f"must be true or false, got {candidates!r}", file=path,
@@ -572,6 +589,30 @@ def load_benchmark(path):
     version, changelog = _check_version(data, path, len(tasks))
     return Benchmark(name=name, path=path, tasks=tuple(tasks), digest=_digest(text, tasks),
                      candidates=candidates, version=version, changelog=changelog)
+
+
+def _swebench_benchmark(name, path, text, data, raw_tasks):
+    """A task file of SWE-bench rows (run/swebench.py)."""
+    tasks, seen = [], set()
+    for i, raw in enumerate(raw_tasks):
+        task = swebench.parse_task(raw, path, i)
+        if task.instance_id in seen:
+            raise UserError("duplicate instance_id", file=path, task=task.instance_id,
+                            field="instance_id")
+        seen.add(task.instance_id)
+        tasks.append(task)
+    version, changelog = _check_version(data, path, len(tasks))
+    return Benchmark(name=name, path=path, tasks=tuple(tasks), digest=_digest(text, tasks),
+                     version=version, changelog=changelog, kind=SWEBENCH,
+                     dataset=swebench.dataset_of(data, path))
+
+
+def gold_patch(task, bare) -> bytes:
+    """The fix's diff: a SWE-bench row carries it (its patch); an nginx task's is the diff from
+    its base to its fix commit in the bare clone `bare`."""
+    if task.kind == SWEBENCH:
+        return task.patch.encode("utf-8")
+    return gold_diff(bare, task.base_commit, task.fix_commit)
 
 
 def _digest(text, tasks):

@@ -345,7 +345,7 @@ def parse_modes(data, path, templates_dir=None):
         raise UserError("[modes] must be a table", file=path)
     for name, raw in table.items():
         where = f"mode {name}"
-        if name in BUILTIN or name in ("validate", "file", "report", "doctor"):
+        if name in BUILTIN or name in ("validate", "file", "report", "doctor", "grade"):
             raise UserError(f"'{name}' is built in or reserved and cannot be a mode name",
                             file=path, item=where)
         if not isinstance(raw, dict):

@@ -20,6 +20,8 @@ harness takes its settings from ``ctx.options`` and never asks doit.
                                           after it (e.g. a model's training cutoff)
     compare      another run's name       ``doit run report``: also compare-<run>.md, each mode
                                           against the same mode in that run (paired)
+    cross        a run of another         the report gains a section over both benchmarks,
+                 benchmark                this run's and that run's (report/cross.py)
     detect       points,points,...        ``doit run power``: the differences (percentage points,
                                           0 < D < 100) to plan for (default 5,10)
     max_cost     US dollars > 0           the run's budget for agents: once their recorded cost
@@ -174,6 +176,8 @@ VARIABLES = {
                               "this YYYY-MM-DD"),
     "compare": Variable(_plain_name, "doit run report: compare each mode with the same mode in "
                                      "this other run"),
+    "cross": Variable(_plain_name, "the report sets this run beside that run of another "
+                                   "benchmark (nginx and SWE-bench): one section over both"),
     "detect": Variable(_points, "doit run power: differences to plan for, in percentage points "
                                 "(default: 5,10)"),
     "max_cost": Variable(_dollars, "the run's agent budget in US dollars: once spent, no new "
@@ -225,6 +229,7 @@ class Options:
     verbosity: int | None = None
     cutoff: str | None = None
     compare: str | None = None
+    cross: str | None = None
     detect: tuple = ()
     max_cost: float | None = None
     agent_retries: int = 2

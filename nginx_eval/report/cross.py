@@ -1,0 +1,205 @@
+"""One report over two benchmarks: ``doit run report run=A cross=B``.
+
+A run belongs to one benchmark (run/record.py): its modes' directories, its denominator and its
+report are that benchmark's. Two benchmarks are two runs, made with the same modes.toml (e.g.
+``doit run nginx run=A`` and ``doit run swebench-verified run=B``); ``cross=B`` adds to run A's
+report.md and report.json a section that sets them side by side. Either side may be either kind;
+a SWE-bench side is read with the official harness's verdicts (evaluation.py), and its modes not
+graded yet are left out, as in its own report.
+
+Per mode, each benchmark: the resolved rate with its Wilson interval over n scored tasks, the
+mean agent time and cost per task. Per pair of modes both runs have (not gold and none, the
+bounds), each benchmark: the paired comparison of the report (arms.compare_pair: McNemar and
+Newcombe; Holm over that benchmark's pairs), the ratios of mean agent time and of mean cost,
+A over B, on the tasks both modes have a figure for, each with a seeded paired bootstrap
+interval (stats.ratio_interval); and pooled over the two benchmarks, the Cochran-Mantel-Haenszel
+test with each task a stratum (stats.cmh_paired, Holm over the pairs), the Mantel-Haenszel odds
+ratio, the pooled difference and a test of the same effect in both. A mode family with repeats
+is compared per benchmark only (the pooled test takes one run per task).
+
+report.json's ``cross`` (null without cross=)::
+
+    {"run", "other",
+     "benchmarks": [{"run", "benchmark", "kind", "tasks"}],            # this run first
+     "modes": [{"mode", "cells": [{"run", "benchmark", "graded": bool, "n", "resolved",
+                                   "rate", "interval", "seconds_per_task", "cost_per_task"}]}],
+     "pairs": [{"a", "b",
+                "cells": [{"run", "benchmark", "tasks", "a_only", "b_only", "difference",
+                           "interval", "p_value", "p_holm", "method",
+                           "time_ratio": {"tasks", "ratio", "interval"} | null,
+                           "cost_ratio": {"tasks", "ratio", "interval"} | null}],
+                "pooled": stats.cmh_paired's fields, with "p_holm" | null}],
+     "warnings": [str]}
+"""
+
+import dataclasses
+
+from ..core.errors import UserError
+from ..core.layout import Layout
+from ..run.benchmark import Benchmark, load_benchmarks
+from ..run.record import read_run, run_tasks
+from . import stats
+from .arms import compare_pair, finish_comparisons, make_arms
+from .data import graded_by_harness
+from .modes import mode_summary, rounded, rounded_pair
+from .records import modes_on_disk, read_rows
+
+BOUNDS = ("gold", "none")      # built-in baselines: in the modes table, not in the pairs
+
+
+def other_run(layout: Layout, other: str) -> tuple:
+    """(layout, benchmark, record) of run `other`; UserError when it has no record or holds the
+    same benchmark as this run (compare=OTHER compares two runs of one benchmark)."""
+    theirs = dataclasses.replace(layout, run=other)
+    record = read_run(theirs)
+    if other == layout.run or record is None:
+        raise UserError(f"cross={other}: " + ("that is this run; name a run of the other "
+                                              "benchmark" if other == layout.run else
+                                              f"no run.json in {theirs.run_dir}: not a run"))
+    benchmarks = load_benchmarks(layout.tasks_dir)
+    if record["benchmark"] not in benchmarks:
+        raise UserError(f"cross={other}: its benchmark {record['benchmark']!r} is not in "
+                        f"{layout.tasks_dir}")
+    mine = read_run(layout)
+    if mine and mine["benchmark"] == record["benchmark"]:
+        raise UserError(f"cross={other}: it holds benchmark {record['benchmark']!r}, as this "
+                        f"run does; compare={other} compares two runs of one benchmark")
+    return theirs, benchmarks[record["benchmark"]], record
+
+
+def check_cross(layout: Layout, other: str | None) -> None:
+    """cross=OTHER names a run of another benchmark (before any work)."""
+    if other:
+        other_run(layout, other)
+
+
+def side(layout: Layout, bench: Benchmark, tasks: list, modes: dict) -> dict:
+    """One benchmark's side: {"run", "bench", "task_ids", "rows", "names", "data", "arms",
+    "warnings"}, a SWE-bench run's rows graded by the official harness's reports."""
+    task_ids = [t.instance_id for t in run_tasks(layout, bench, tasks)]
+    names = modes_on_disk(layout, list(modes))
+    rows = read_rows(layout, names, task_ids)
+    evaluation = graded_by_harness(layout, bench, rows)
+    if evaluation:
+        rows = evaluation.rows
+    names = [n for n in names if n in rows]
+    data = {m: mode_summary(m, rows[m], task_ids, modes, {}) for m in names}
+    arms = {a["name"]: a for a in make_arms(list(data.values()), rows, task_ids,
+                                            label=layout.run)}
+    return {"run": layout.run, "bench": bench, "task_ids": task_ids, "rows": rows,
+            "names": names, "data": data, "arms": arms,
+            "warnings": [f"run {layout.run}: {w}" for w in
+                         (evaluation.warnings if evaluation else [])]}
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _mode_cell(s, arm):
+    """A mode's figures on one side (None when that run has no graded results of it)."""
+    cell = {"run": s["run"], "benchmark": s["bench"].name}
+    if arm is None:
+        return dict(cell, graded=False, n=0, resolved=None, rate=None, interval=None,
+                    seconds_per_task=None, cost_per_task=None)
+    members = [s["data"][m] for m in arm["modes"]]
+    return dict(cell, graded=True, n=len(arm["table"]),
+                resolved=sum(sum(v) for v in arm["table"].values()) if arm["repeats"] == 1
+                else None,
+                rate=arm["rate"], interval=arm["interval"],
+                seconds_per_task=_mean([v for d in members for v in d["seconds_values"]]),
+                cost_per_task=_mean([v for d in members for v in d["cost_values"]]))
+
+
+def _ratio(s, a, b, key, seed):
+    """Mean `key` (agent_seconds, cost_usd) of mode a over mode b on one side, on the tasks
+    both have it for, with its bootstrap interval; None for a family or without such tasks."""
+    if s["arms"][a]["repeats"] > 1 or s["arms"][b]["repeats"] > 1:
+        return None
+    ra, rb = s["rows"][a], s["rows"][b]
+    ids = [i for i in s["task_ids"] if i in ra and i in rb
+           and ra[i].get(key) is not None and rb[i].get(key) is not None]
+    if not ids:
+        return None
+    value, interval = stats.ratio_interval([ra[i][key] for i in ids], [rb[i][key] for i in ids],
+                                           seed)
+    return {"tasks": len(ids), "ratio": rounded(value), "interval": rounded_pair(interval)}
+
+
+def _pair_cells(sides, a, b):
+    """Per side: the paired comparison (or None) and the time and cost ratios."""
+    cells = []
+    for s in sides:
+        c = compare_pair(s["arms"][a], s["arms"][b], s["task_ids"], ("cross", s["run"], a, b))
+        cells.append({"run": s["run"], "benchmark": s["bench"].name, "comparison": c,
+                      "time_ratio": _ratio(s, a, b, "agent_seconds",
+                                           stats.seed_for("cross", s["run"], a, b, "time")),
+                      "cost_ratio": _ratio(s, a, b, "cost_usd",
+                                           stats.seed_for("cross", s["run"], a, b, "cost"))})
+    return cells
+
+
+def _pooled(sides, cells, a, b):
+    """stats.cmh_paired over both sides, or None for a family or a side without a comparison."""
+    strata = []
+    for s, cell in zip(sides, cells):
+        c = cell["comparison"]
+        if c is None or c["method"] != "mcnemar":
+            return None
+        strata.append(([int(s["arms"][a]["scores"][i]) for i in c["task_ids"]],
+                       [int(s["arms"][b]["scores"][i]) for i in c["task_ids"]]))
+    return stats.cmh_paired(strata)
+
+
+def _finish(sides, pairs):
+    """Holm over each side's comparisons and over the pooled tests; numbers rounded once."""
+    for k, s in enumerate(sides):
+        done = [p["cells"][k]["comparison"] for p in pairs if p["cells"][k]["comparison"]]
+        finish_comparisons(done, len(s["task_ids"]))
+    pooled = [p["pooled"] for p in pairs if p["pooled"]]
+    for pool, adjusted in zip(pooled, stats.holm([q["p_value"] for q in pooled])):
+        pool["p_holm"] = round(adjusted, 8)
+        for key in ("difference", "statistic", "p_value", "p_exact", "odds_ratio",
+                    "homogeneity_p"):
+            if isinstance(pool.get(key), float):
+                pool[key] = round(pool[key], 8 if key.startswith(("p", "homog")) else 4)
+        pool["interval"] = rounded_pair(pool["interval"])
+        pool["odds_ratio_interval"] = rounded_pair(pool["odds_ratio_interval"])
+
+
+def _comparison_fields(c):
+    if c is None:
+        return {"tasks": 0, "a_only": None, "b_only": None, "difference": None,
+                "interval": None, "p_value": None, "p_holm": None, "method": None}
+    return {"tasks": c["tasks"], "a_only": c.get("a_only", c.get("a_better")),
+            "b_only": c.get("b_only", c.get("b_better")), "difference": c["difference"],
+            "interval": c["interval"], "p_value": c["p_value"], "p_holm": c["p_holm"],
+            "method": c["method"]}
+
+
+def collect_cross(layout: Layout, bench: Benchmark, tasks: list, modes: dict,
+                  other: str) -> dict:
+    """The cross-benchmark section's data (module docstring), this run first."""
+    theirs, their_bench, _ = other_run(layout, other)
+    sides = [side(layout, bench, tasks, modes), side(theirs, their_bench, [], modes)]
+    names = list(dict.fromkeys(n for s in sides for n in s["arms"]))
+    rows = [{"mode": n, "cells": [_mode_cell(s, s["arms"].get(n)) for s in sides]}
+            for n in names]
+    pairs = []
+    shared = [n for n in names if n not in BOUNDS and all(n in s["arms"] for s in sides)]
+    for i, a in enumerate(shared):
+        for b in shared[i + 1:]:
+            cells = _pair_cells(sides, a, b)
+            pairs.append({"a": a, "b": b, "cells": cells, "pooled": _pooled(sides, cells, a, b)})
+    _finish(sides, pairs)
+    for p in pairs:
+        p["cells"] = [dict({"run": c["run"], "benchmark": c["benchmark"],
+                            "time_ratio": c["time_ratio"], "cost_ratio": c["cost_ratio"]},
+                           **_comparison_fields(c["comparison"])) for c in p["cells"]]
+    return {"run": layout.run, "other": other,
+            "benchmarks": [{"run": s["run"], "benchmark": s["bench"].name,
+                            "kind": s["bench"].kind, "tasks": len(s["task_ids"])}
+                           for s in sides],
+            "modes": rows, "pairs": pairs,
+            "warnings": [w for s in sides[1:] for w in s["warnings"]]}

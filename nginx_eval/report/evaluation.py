@@ -1,0 +1,146 @@
+"""The report of a SWE-bench run: each mode's results.jsonl rows with the official harness's
+verdicts (swebench/harness.py), whether and by which report each mode is graded, and a line for
+each piece of bad input. The report (data.collect) and the cross-benchmark section (cross.py)
+read a SWE-bench run through ``evaluate``; everything after it is the report of any run.
+
+Where the reports are: ``results/<run>/evaluation/`` (Layout.evaluation_dir), the
+``--report_dir`` of the command the results print; a report made on another machine is copied
+there. A mode's reports are the files named after its predictions' model_name_or_path
+(harness.reports_of); the one that grades the current predictions is used (harness.choose_report).
+
+A row's outcome (core/outcomes.py's vocabulary): an agent run that is not scored keeps its
+outcome (infra_error, not_run, contaminated); an instance of the report's error_ids is
+``eval_error``, not scored either; otherwise resolved or not as the report says (empty_patch_ids
+are unresolved), and a task that is not resolved after an agent timeout or failure is
+``timeout`` or ``agent_error``, as for nginx.
+
+Bad input, one warning line each, and nothing else of the report lost:
+
+- a mode with predictions and no report: not graded (its command is in the report), left out
+  of the tables;
+- a report of other or older predictions than the current ones: not used;
+- a mode with two reports of its current predictions: neither is used;
+- a report that is not one (no id lists): not used;
+- report ids that are not tasks of the task file: not scored;
+- a prediction the report has no verdict for: counted as missing (scores 0, as a task without
+  a result does).
+"""
+
+from dataclasses import dataclass, field
+
+from ..core import jsonio
+from ..core.layout import Layout
+from ..core.outcomes import EVAL_ERROR, NOT_SCORED, outcome
+from ..swebench import harness
+
+
+@dataclass
+class Evaluation:
+    rows: dict                                  # {graded mode: {iid: row, outcome set}}
+    modes: list = field(default_factory=list)   # per mode with predictions: MODE below
+    warnings: list = field(default_factory=list)
+
+    # MODE: {"mode", "model_name_or_path", "predictions", "report": file name | None,
+    #        "command": the grading command | None (graded), "verdicts": {verdict: n},
+    #        "not_in_tasks": [ids], "no_verdict": [ids], "infra_failure_ids": [ids]}
+
+
+def report_files(layout: Layout) -> list:
+    """The official reports of the run (the report's inputs and file dependencies)."""
+    folder = layout.evaluation_dir
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def judged(row: dict, verdict: str) -> dict:
+    """`row` (a SWE-bench results.jsonl row) with the report's `verdict` (harness.verdicts)."""
+    if row.get("outcome") in NOT_SCORED:
+        return row
+    if verdict == harness.ERROR:
+        return dict(row, status=EVAL_ERROR, resolved=False, outcome=EVAL_ERROR)
+    resolved = verdict == harness.RESOLVED
+    graded = dict(row, resolved=resolved, status="resolved" if resolved else "unresolved")
+    return dict(graded, outcome=outcome(graded))
+
+
+def _model_of(layout, mode):
+    """The model_name_or_path of a mode's predictions (what its reports are named after)."""
+    path = layout.predictions_jsonl(mode)
+    try:
+        first = next(iter(jsonio.read_jsonl(path)), None)
+    except (OSError, ValueError):
+        return None
+    return first.get("model_name_or_path") if isinstance(first, dict) else None
+
+
+def _shown(ids, most=5):
+    return ", ".join(ids[:most]) + (", ..." if len(ids) > most else "")
+
+
+def _grade_mode(layout, bench, mode, by_id, known, command):
+    """(rows with verdicts | None when not graded, MODE, warnings) of one mode."""
+    path = layout.predictions_jsonl(mode)
+    model = _model_of(layout, mode)
+    info = {"mode": mode, "model_name_or_path": model, "predictions": str(path), "report": None,
+            "command": command, "verdicts": {}, "not_in_tasks": [], "no_verdict": [],
+            "infra_failure_ids": []}
+    if model is None:
+        return None, info, []
+    found = harness.reports_of(layout.evaluation_dir, model)
+    chosen, stale, several = harness.choose_report(found, harness.predictions_digest(path),
+                                                   path.stat().st_mtime)
+    said = [f"mode {mode}: {p.name} is not used: {why}; grade the current predictions "
+            f"again (the command is in the SWE-bench section)" for p, why in stale]
+    if several:
+        said.append(f"mode {mode}: {len(several)} reports grade its current predictions "
+                    f"({', '.join(p.name for p in several)}); none is used: remove all but one "
+                    f"from {layout.evaluation_dir}")
+    if chosen is None:
+        return None, info, said
+    try:
+        report = harness.read_report(chosen)
+    except ValueError as e:
+        return None, info, said + [f"mode {mode}: {chosen.name} is not used: {e}"]
+    verdicts = harness.verdicts(report)
+    info.update(report=chosen.name, command=None,
+                not_in_tasks=sorted(harness.report_ids(report) - known),
+                infra_failure_ids=sorted(set(report.get("infra_failure_ids") or []) & known))
+    if info["not_in_tasks"]:
+        said.append(f"mode {mode}: {chosen.name} names {len(info['not_in_tasks'])} instance(s) "
+                    f"that are not tasks of {bench.path.name}: {_shown(info['not_in_tasks'])}; "
+                    f"not scored")
+    rows = {}
+    for iid, row in by_id.items():
+        verdict = verdicts.get(iid)
+        if verdict is None and row.get("outcome") not in NOT_SCORED:
+            info["no_verdict"].append(iid)
+            continue
+        rows[iid] = judged(row, verdict) if verdict else row
+        info["verdicts"][verdict or row["outcome"]] = info["verdicts"].get(
+            verdict or row["outcome"], 0) + 1
+    if info["no_verdict"]:
+        said.append(f"mode {mode}: {chosen.name} has no verdict for "
+                    f"{len(info['no_verdict'])} of its predictions "
+                    f"({_shown(info['no_verdict'])}): counted as missing")
+    if info["infra_failure_ids"]:
+        said.append(f"mode {mode}: the harness classed {len(info['infra_failure_ids'])} "
+                    f"instance(s) as likely infrastructure failures "
+                    f"({_shown(info['infra_failure_ids'])}; its failure_reasons); scored as its "
+                    f"lists say")
+    return rows, info, said
+
+
+def evaluate(layout: Layout, bench, rows: dict, commands: dict) -> Evaluation:
+    """The graded rows of a SWE-bench run (module docstring). rows: {mode: {iid: row}} as
+    results.jsonl holds them; commands: {mode: the grading command of its predictions now}."""
+    known = {t.instance_id for t in bench.tasks}
+    out = Evaluation(rows={})
+    for mode, by_id in rows.items():
+        graded, info, said = _grade_mode(layout, bench, mode, by_id, known, commands.get(mode))
+        out.modes.append(info)
+        out.warnings += said
+        if graded is not None:
+            out.rows[mode] = graded
+        elif not said:      # a stale or doubled report already said why
+            out.warnings.append(f"mode {mode}: not graded by the official harness yet; left out "
+                                f"of the tables (its command is in the SWE-bench section)")
+    return out

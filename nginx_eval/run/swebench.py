@@ -1,0 +1,194 @@
+"""SWE-bench task files: the second kind of benchmark, beside nginx's (run/benchmark.py).
+
+A task file whose top level says ``"kind": "swebench"`` holds rows of the SWE-bench Verified
+dataset, with the dataset's own field names (scripts/import_swebench.py makes it from an export
+of the dataset)::
+
+    {"name": "swebench-verified", "kind": "swebench", "description": "...",
+     "dataset": {"name": "SWE-bench/SWE-bench_Verified", "split": "test"},   # what the official
+                                              # harness is given as --dataset_name and --split
+     "version": "1.0", "changelog": [...],    # optional, as for nginx (run/benchmark.py)
+     "tasks": [ROW, ...]}
+
+ROW fields (REQUIRED, each a string unless marked)::
+
+    instance_id, repo ("owner/name"), base_commit (40 hex), problem_statement, version,
+    FAIL_TO_PASS, PASS_TO_PASS (lists of test names; the dataset's JSON strings are accepted
+    and read as lists), patch (the gold patch), test_patch, environment_setup_commit;
+    created_at optional (the report's date split reads its day as the task's fix_date)
+
+Such a task runs through the same agent stage as an nginx task: a workspace holding only the
+base commit, the same modes and isolation, the agent home, limits, cost accounting and patch
+extraction. What the agent is told comes from ``templates/swebench/`` (adapt_modes): the nginx
+prompts name nginx and its build, and their text is part of every nginx agent run's inputs, so
+they stay as they are and this kind gets prompts of its own. ``patch`` and ``test_patch`` stay in
+the task file, which the agent's sandbox hides; ``patch`` is the ``gold`` mode's patch and the
+evidence of contamination. The nginx stages (build, prove, strict, grade, validation, lint) and
+the nginx-tests tree of ``tests = "base"`` do not apply: grading is the official harness's
+(nginx_eval/swebench/).
+"""
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..core.errors import UserError
+
+NGINX, SWEBENCH = "nginx", "swebench"      # Benchmark.kind
+# Prompt templates and slash commands of SWE-bench tasks, under the templates directory.
+TEMPLATES = "swebench"
+REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "version", "FAIL_TO_PASS",
+            "PASS_TO_PASS", "patch", "test_patch", "environment_setup_commit")
+OPTIONAL = ("created_at",)
+LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
+DEFAULT_DATASET = {"name": "SWE-bench/SWE-bench_Verified", "split": "test"}
+HEX40 = re.compile(r"^[0-9a-f]{40}$")
+REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass(frozen=True)
+class SweTask:
+    instance_id: str
+    repo: str
+    base_commit: str
+    problem_statement: str
+    version: str
+    fail_to_pass: tuple
+    pass_to_pass: tuple
+    patch: str = field(repr=False)              # gold: never the agent's
+    test_patch: str = field(repr=False)         # the harness's: never the agent's
+    environment_setup_commit: str = ""
+    created_at: str = ""
+
+    kind = SWEBENCH
+    templates = TEMPLATES
+    # What the stages shared with nginx tasks ask of a task, answered for this kind: no fix
+    # commit (the gold patch is the row's), no test repository, files, flags or audit.
+    fix_commit = test_commit = ""
+    test_files = configure_flags = authored = ()
+    tests = "swe-bench"         # the report's split by test source: the dataset's tests
+    audit = None
+
+    @property
+    def test_repo(self) -> str:
+        return self.repo
+
+    @property
+    def area(self) -> str:
+        """The report's breakdown by area is by repository."""
+        return self.repo
+
+    @property
+    def fix_date(self) -> str:
+        return self.created_at[:10]
+
+    def to_json(self) -> dict:
+        return {"instance_id": self.instance_id, "repo": self.repo,
+                "base_commit": self.base_commit, "version": self.version}
+
+
+def _list_field(raw, name, where):
+    """A FAIL_TO_PASS or PASS_TO_PASS value as a list (the dataset stores JSON strings)."""
+    value = raw[name]
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise UserError("must be a list of test names (or its JSON text)", **where,
+                            field=name)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UserError("must be a list of test names", **where, field=name)
+    return value
+
+
+def check_row(raw: dict, where: dict) -> dict:
+    """A dataset row reduced to the task file's fields (REQUIRED, OPTIONAL), the lists as lists;
+    UserError naming `where` (file, task) and the field at fault."""
+    if not isinstance(raw, dict):
+        raise UserError("must be a JSON object", **where)
+    iid = raw.get("instance_id")
+    if isinstance(iid, str) and iid:
+        where = dict(where, task=iid)
+    for name in REQUIRED:
+        if name not in raw or raw[name] is None:
+            raise UserError("is missing", **where, field=name)
+        if name not in LISTS and not isinstance(raw[name], str):
+            raise UserError(f"must be a string, got {type(raw[name]).__name__}", **where,
+                            field=name)
+    if not INSTANCE_ID.match(iid):
+        raise UserError("must match [A-Za-z0-9_.-]+", **where, field="instance_id")
+    if not REPO.match(raw["repo"]):
+        raise UserError(f"must be owner/name, got {raw['repo']!r}", **where, field="repo")
+    for name in ("base_commit", "environment_setup_commit"):
+        if not HEX40.match(raw[name]):
+            raise UserError(f"must be a full 40-hex commit hash, got {raw[name]!r}", **where,
+                            field=name)
+    if not raw["problem_statement"].strip():
+        raise UserError("must not be empty", **where, field="problem_statement")
+    row = {name: raw[name] for name in REQUIRED}
+    row.update({name: _list_field(raw, name, where) for name in LISTS})
+    if not row["FAIL_TO_PASS"]:
+        raise UserError("must name at least one test", **where, field="FAIL_TO_PASS")
+    for name in OPTIONAL:
+        if raw.get(name) is not None:
+            row[name] = str(raw[name])
+    return row
+
+
+def parse_task(raw: dict, path: Path, index: int) -> SweTask:
+    """The SweTask of entry `index` of a task file; UserError naming the file, task and field."""
+    row = check_row(raw, {"file": path, "task": f"#{index}"})
+    unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
+    if unknown:
+        raise UserError(f"unknown field(s) {', '.join(sorted(unknown))}", file=path,
+                        task=row["instance_id"])
+    return SweTask(
+        instance_id=row["instance_id"], repo=row["repo"], base_commit=row["base_commit"],
+        problem_statement=row["problem_statement"], version=row["version"],
+        fail_to_pass=tuple(row["FAIL_TO_PASS"]), pass_to_pass=tuple(row["PASS_TO_PASS"]),
+        patch=row["patch"], test_patch=row["test_patch"],
+        environment_setup_commit=row["environment_setup_commit"],
+        created_at=row.get("created_at", ""))
+
+
+def dataset_of(data: dict, path: Path) -> dict:
+    """The file's "dataset" ({"name", "split"}: what the official harness grades against)."""
+    dataset = data.get("dataset", DEFAULT_DATASET)
+    if (not isinstance(dataset, dict) or set(dataset) != {"name", "split"}
+            or not all(isinstance(v, str) and v for v in dataset.values())):
+        raise UserError('must be {"name": <dataset>, "split": <split>}', file=path,
+                        field="dataset")
+    return dict(dataset)
+
+
+# -- what the agent is told (modes adapted to this kind) ------------------------------------------
+def adapt_mode(mode, templates_dir: Path, modes_file: Path | None):
+    """`mode` (run/modes.Mode) as it runs on a SWE-bench task: no nginx-tests tree (``tests``
+    does not apply), and its slash commands read from templates/swebench/commands/; UserError
+    naming the mode when a prompt or command it needs has no SWE-bench version there."""
+    if not mode.runs_agent:
+        return mode
+    folder = Path(templates_dir) / TEMPLATES
+    for phase in mode.phases:
+        if phase.prompt and not (folder / phase.prompt).is_file():
+            raise UserError(f"has no SWE-bench version of its prompt: {folder / phase.prompt} "
+                            f"is missing (the nginx prompts name nginx; a SWE-bench task gets "
+                            f"the prompts of {folder})", file=modes_file,
+                            item=f"mode {mode.name} phase {phase.name}", field="prompt")
+    commands = []
+    for name, _ in mode.command_files:
+        source = folder / "commands" / name
+        if not source.is_file():
+            raise UserError(f"has no SWE-bench version of the command {name!r}: {source} is "
+                            "missing", file=modes_file, item=f"mode {mode.name}",
+                            field="commands")
+        commands.append((name, source.read_text(encoding="utf-8")))
+    return replace(mode, tests="", command_files=tuple(commands))
+
+
+def prompt_dir(templates_dir: Path, task) -> Path:
+    """Where the prompt templates of `task` are: templates/ for nginx, templates/swebench/."""
+    kind_dir = getattr(task, "templates", "")
+    return Path(templates_dir) / kind_dir if kind_dir else Path(templates_dir)

@@ -1,0 +1,183 @@
+"""The official SWE-bench harness as this project meets it: the predictions file it reads, the
+command that grades it, and the run report it writes. Pure functions; what they answer comes from
+the source of ``swebench`` 5.0.2 (``harness/utils.py: get_predictions_from_file``,
+``harness/run_evaluation.py: main, get_dataset_from_preds``, ``harness/reporting.py:
+make_run_report``), which runs only where Docker does: the project never imports it.
+
+Predictions (``results/<run>/<mode>/predictions.jsonl``, written by swebench/stage.py): JSON
+lines, each an object with exactly PREDICTION_FIELDS::
+
+    {"instance_id": str,            # a task of the dataset
+     "model_name_or_path": str,     # names the report file and log folders ("/" read as "__")
+     "model_patch": str}            # a diff the harness applies with `git apply`; "" is an
+                                    # empty patch (empty_patch_ids: never run)
+
+The command (grading_command)::
+
+    python -m swebench.harness.run_evaluation --dataset_name <task file's dataset.name>
+        --split <dataset.split> --predictions_path <abs predictions.jsonl> --max_workers <N>
+        --run_id nginx-eval.<run>.<mode>.<digest> --report_dir <abs results/<run>/evaluation>
+
+``<digest>`` is the first 12 hex digits of the predictions file's sha256, so the name of the
+report the command writes, ``<model_name_or_path, / as __>.<run_id>.json`` in the report
+directory, says which predictions it graded: a report of other predictions is known by content,
+not by a file time (a report whose run id the harness did not choose falls back to times).
+
+The report (make_run_report; schema_version 2, older reports lack the infra_failure,
+ambiguous_failure and failure_reasons fields and schema_version)::
+
+    {"total_instances", "submitted_instances", "completed_instances", "resolved_instances",
+     "unresolved_instances", "infra_failure_instances", "ambiguous_failure_instances",
+     "empty_patch_instances", "error_instances": int,
+     "completed_ids", "incomplete_ids", "empty_patch_ids", "submitted_ids", "resolved_ids",
+     "unresolved_ids", "infra_failure_ids", "ambiguous_failure_ids", "error_ids": [ids],
+     "failure_reasons": {id: reason}, "schema_version": 2}
+
+How this project scores its ids (verdicts): resolved_ids resolved; unresolved_ids and
+empty_patch_ids unresolved (an empty patch fixes nothing); error_ids not scored (the harness could
+not judge the prediction: outcome ``eval_error``, outside every rate, as infra_error is);
+incomplete_ids are the dataset's instances without a prediction, not ours to score.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shlex
+from pathlib import Path
+
+PREDICTION_FIELDS = ("instance_id", "model_name_or_path", "model_patch")
+MODULE = "swebench.harness.run_evaluation"
+RUN_ID_PREFIX = "nginx-eval"
+DIGEST_CHARS = 12
+OUR_RUN_ID = re.compile(r"^%s\..+\.([0-9a-f]{%d})$" % (RUN_ID_PREFIX, DIGEST_CHARS))
+# The id lists a report must have (make_run_report writes them all, every version).
+REPORT_ID_FIELDS = ("submitted_ids", "resolved_ids", "unresolved_ids", "empty_patch_ids",
+                    "error_ids")
+# Verdicts of one instance (verdicts()).
+RESOLVED, UNRESOLVED, EMPTY_PATCH, ERROR = "resolved", "unresolved", "empty_patch", "error"
+
+
+def prediction_problems(rows: list) -> list[str]:
+    """What the official harness would refuse in predictions `rows` (parsed JSON lines), one
+    line each: not an object, a missing or non-string field, an id twice, one model name per
+    file (the report's name comes from the first row's)."""
+    problems, seen, models = [], set(), set()
+    for n, row in enumerate(rows, 1):
+        if not isinstance(row, dict):
+            problems.append(f"row {n}: not a JSON object")
+            continue
+        for name in PREDICTION_FIELDS:
+            if not isinstance(row.get(name), str):
+                problems.append(f"row {n}: {name} must be a string")
+        iid = row.get("instance_id")
+        if iid in seen:
+            problems.append(f"row {n}: instance_id {iid} twice")
+        seen.add(iid)
+        models.add(row.get("model_name_or_path"))
+    if len(models) > 1:
+        problems.append(f"{len(models)} model names; the report is named after the first row's")
+    return problems
+
+
+def predictions_digest(path) -> str:
+    """The first DIGEST_CHARS hex digits of the sha256 of a predictions file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:DIGEST_CHARS]
+
+
+def run_id(run: str, mode: str, digest: str) -> str:
+    return f"{RUN_ID_PREFIX}.{run}.{mode}.{digest}"
+
+
+def default_workers() -> int:
+    """--max_workers: the harness's own advice, at most 75% of the cores."""
+    return max(1, (os.cpu_count() or 1) * 3 // 4)
+
+
+def grading_command(dataset: dict, predictions: Path, rid: str, report_dir: Path,
+                    workers: int, python: str = "python") -> list[str]:
+    """The words of the command that grades `predictions` (see the module docstring)."""
+    return [python, "-m", MODULE, "--dataset_name", dataset["name"], "--split",
+            dataset["split"], "--predictions_path", str(Path(predictions).resolve()),
+            "--max_workers", str(workers), "--run_id", rid, "--report_dir",
+            str(Path(report_dir).resolve())]
+
+
+def command_line(words: list[str]) -> str:
+    return shlex.join(words)
+
+
+def report_name(model_name: str, rid: str) -> str:
+    """The file make_run_report writes for a model and run id."""
+    return f"{model_name.replace('/', '__')}.{rid}.json"
+
+
+def reports_of(report_dir, model_name: str) -> list[tuple[Path, str]]:
+    """[(report file, its run id)] in `report_dir` for `model_name`, by name."""
+    prefix = model_name.replace("/", "__") + "."
+    folder = Path(report_dir)
+    if not folder.is_dir():
+        return []
+    return [(p, p.name[len(prefix):-len(".json")]) for p in sorted(folder.glob("*.json"))
+            if p.name.startswith(prefix) and len(p.name) > len(prefix) + len(".json")]
+
+
+def digest_of_run_id(rid: str) -> str | None:
+    """The predictions digest a run id of ours carries; None for another run id."""
+    m = OUR_RUN_ID.match(rid)
+    return m.group(1) if m else None
+
+
+def read_report(path) -> dict:
+    """A run report, its id lists checked; ValueError saying what is wrong with it."""
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"not a readable JSON file ({e})")
+    if not isinstance(report, dict):
+        raise ValueError("not a JSON object")
+    for name in REPORT_ID_FIELDS:
+        ids = report.get(name)
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValueError(f"no list of ids {name!r}: not a report of "
+                             f"swebench.harness.run_evaluation")
+    return report
+
+
+def verdicts(report: dict) -> dict[str, str]:
+    """{instance id: RESOLVED | UNRESOLVED | EMPTY_PATCH | ERROR} of a report's judged ids.
+    An id in two lists takes the first of error, empty patch, resolved, unresolved (the
+    harness never writes one twice; a hand-edited report may)."""
+    out = {}
+    for name, verdict in (("unresolved_ids", UNRESOLVED), ("resolved_ids", RESOLVED),
+                          ("empty_patch_ids", EMPTY_PATCH), ("error_ids", ERROR)):
+        for iid in report.get(name) or []:
+            out[iid] = verdict
+    return out
+
+
+def report_ids(report: dict) -> set[str]:
+    """Every id a report says something of, but incomplete_ids (the dataset's instances it was
+    given no prediction for)."""
+    return {i for name in REPORT_ID_FIELDS + ("completed_ids",) for i in report.get(name) or []}
+
+
+def choose_report(found: list[tuple[Path, str]], digest: str, predictions_mtime: float):
+    """(the report that grades the current predictions or None, [(report, why it is stale)],
+    [reports that grade them, when more than one]) of a mode's reports `found` (reports_of).
+    A report of other predictions (its run id's digest; for a run id of another's choosing, a
+    file time before the predictions') is stale; of several current ones none is chosen: which
+    one holds is the user's call."""
+    current, stale = [], []
+    for path, rid in found:
+        theirs = digest_of_run_id(rid)
+        if theirs is not None and theirs != digest:
+            stale.append((path, f"its run id {rid} names other predictions than the current "
+                                f"ones ({digest})"))
+        elif theirs is None and path.stat().st_mtime < predictions_mtime:
+            stale.append((path, "it is older than the predictions file"))
+        else:
+            current.append(path)
+    if len(current) > 1:
+        return None, stale, current
+    return (current[0] if current else None), stale, []

@@ -1,0 +1,189 @@
+"""Stages 8 and 7' of a SWE-bench benchmark: per mode, ``results.jsonl`` and the
+``predictions.jsonl`` the official harness reads; and, where this machine has Docker and the
+``swebench`` package, ``<bench>:grade``, which runs the harness's command itself.
+
+A SWE-bench unit has no build, prove, strict or grade stage here (pipeline.py leaves them out):
+the agent's patch goes to predictions.jsonl as it is, and the verdict is the official harness's
+report (harness.py), which the report reads (report/evaluation.py). The results task prints the
+command that grades each mode's predictions (one line, with its exact arguments); the report
+repeats it for each mode not graded yet.
+
+``results.jsonl`` row of a SWE-bench unit: results.py's row without the fields of a grade::
+
+    {"instance_id", "mode", "run", "benchmark_version", "graded_by": "swebench",
+     "outcome": "infra_error" | "not_run" | "contaminated"  # the agent's run is not scored
+                | null,                  # otherwise: the official harness's report decides
+     "status": null, "resolved": null,
+     ... results.unit_fields: agent status, error, commands, model, version, isolation, web
+         tools, flags, blocked, trajectory, agent seconds, cost, tokens, patch}
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from doit.tools import config_changed
+
+from ..core import jsonio
+from ..core.console import say, say_to_the_run
+from ..core.errors import UserError, failing_on_user_error
+from ..core.outcomes import CONTAMINATED, UNFINISHED_AGENT
+from ..core.tasknames import AGENT, PATCH, RESULTS, results_subtask, task_name, unit_name
+from ..core.layout import Layout
+from ..results import model_name, prediction, unit_fields
+from ..run.benchmark import Benchmark
+from ..run.modes import Mode
+from ..run.swebench import SweTask
+from . import harness
+
+GRADE_SUBTASK = "grade"     # <bench>:grade
+
+
+def result_row(layout: Layout, mode: Mode, task: SweTask, version: str | None = None) -> dict:
+    """The results.jsonl row of a SWE-bench unit (module docstring); version: the task file's,
+    which the row is written under (there is no grade.json to stamp it)."""
+    row = dict(unit_fields(layout, mode, task.instance_id), status=None, resolved=None,
+               graded_by="swebench")
+    unscored = (row["agent_status"] if row["agent_status"] in UNFINISHED_AGENT else
+                CONTAMINATED if row["contaminated"] else None)
+    return dict(row, outcome=unscored, benchmark_version=version)
+
+
+def predictions_of(layout: Layout, mode: Mode, tasks) -> list[dict]:
+    """predictions.jsonl's rows: every task of the mode with a patch, in the benchmark's order."""
+    rows = []
+    for task in tasks:
+        iid = task.instance_id
+        path = layout.model_patch(mode.name, iid)
+        if mode.covers(iid) and layout.patch_json(mode.name, iid).exists():
+            rows.append(prediction(mode, iid, path.read_bytes() if path.exists() else b""))
+    return rows
+
+
+def command_for(layout: Layout, bench: Benchmark, mode: str, python: str = "python") -> list[str]:
+    """The command that grades the predictions of mode `mode` as they are now (harness.py)."""
+    path = layout.predictions_jsonl(mode)
+    rid = harness.run_id(layout.run, mode, harness.predictions_digest(path))
+    return harness.grading_command(bench.dataset, path, rid, layout.evaluation_dir,
+                                   harness.default_workers(), python)
+
+
+def write_summary(layout: Layout, mode: Mode, bench: Benchmark) -> None:
+    """results.jsonl and predictions.jsonl of a SWE-bench mode, from the per-task files of every
+    task it has a patch for in the run; then the line of the command that grades them."""
+    rows = [result_row(layout, mode, t, bench.version) for t in bench.tasks
+            if mode.covers(t.instance_id) and layout.patch_json(mode.name, t.instance_id).exists()]
+    preds = predictions_of(layout, mode, bench.tasks)
+    problems = harness.prediction_problems(preds)
+    if problems:        # our own rows: a bug here, not the user's
+        raise RuntimeError(f"predictions of {mode.name} the harness would refuse: {problems[0]}")
+    jsonio.write_jsonl(layout.results_jsonl(mode.name), rows)
+    path = layout.predictions_jsonl(mode.name)
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in preds)
+    # Rewritten only when it changes: a report of the official harness is current for the
+    # predictions it graded (harness.choose_report).
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        jsonio.write_text(path, text)
+    say_to_the_run(f"{bench.name}:{mode.name}: {len(preds)} prediction(s) in {path}; grade "
+                   f"them where Docker is: "
+                   f"{harness.command_line(command_for(layout, bench, mode.name))}")
+
+
+def results_tasks(ctx):
+    for bench, mode, tasks in ctx.mode_groups():
+        files, deps = [], []
+        for t in tasks:
+            unit = unit_name(bench, mode, t)
+            files.append(str(ctx.layout.patch_json(mode.name, t.instance_id)))
+            deps.append(task_name(PATCH, unit))
+            if mode.runs_agent:
+                files.append(str(ctx.layout.agent_json(mode.name, t.instance_id)))
+                deps.append(task_name(AGENT, unit))
+        yield {
+            "basename": RESULTS, "name": results_subtask(bench.name, mode.name),
+            "doc": f"results.jsonl and predictions.jsonl of {mode.name} (SWE-bench)",
+            "actions": [(write_summary, [ctx.layout, mode, bench])],
+            "file_dep": files, "task_dep": deps, "verbosity": 2,
+            "targets": [str(ctx.layout.results_jsonl(mode.name)),
+                        str(ctx.layout.predictions_jsonl(mode.name))],
+            "uptodate": [config_changed({"tasks": [t.instance_id for t in tasks],
+                                         "model": model_name(mode), "kind": bench.kind,
+                                         "version": bench.version})],
+        }
+
+
+# -- grading here (optional) ----------------------------------------------------------------------
+def docker_problem(environ: dict | None = None) -> str | None:
+    """Why no Docker engine answers here (the official harness needs one), or None."""
+    env = os.environ if environ is None else environ
+    host = env.get("DOCKER_HOST")
+    if not host and not Path("/var/run/docker.sock").exists():
+        return "no Docker engine (DOCKER_HOST is unset and /var/run/docker.sock does not exist)"
+    try:
+        import docker
+        docker.from_env(timeout=5).ping()
+    except ImportError:
+        return "the Python package docker is not installed (pip install docker)"
+    except Exception as e:      # the engine, not us: say what it said
+        return f"the Docker engine at {host or '/var/run/docker.sock'} does not answer ({e})"
+    return None
+
+
+def grading_problem(environ: dict | None = None) -> str | None:
+    """Why this machine cannot run the official harness, or None: the swebench package (in this
+    Python) and a Docker engine."""
+    if importlib.util.find_spec("swebench") is None:
+        return (f"the swebench package is not installed in {sys.executable} "
+                "(pip install swebench)")
+    return docker_problem(environ)
+
+
+def graded(layout: Layout, bench: Benchmark, modes: list) -> bool:
+    """doit uptodate of <bench>:grade: every mode's current predictions have their report."""
+    for mode in modes:
+        path = layout.predictions_jsonl(mode.name)
+        if not path.exists():
+            return False
+        found = harness.reports_of(layout.evaluation_dir, model_name(mode))
+        chosen, _, _ = harness.choose_report(found, harness.predictions_digest(path),
+                                             path.stat().st_mtime)
+        if chosen is None:
+            return False
+    return True
+
+
+def grade_modes(layout: Layout, bench: Benchmark, modes: list) -> None:
+    """Run the official harness on each mode's predictions not graded yet, in the evaluation
+    directory (its logs/ go there too)."""
+    layout.evaluation_dir.mkdir(parents=True, exist_ok=True)
+    for mode in modes:
+        if graded(layout, bench, [mode]):
+            continue
+        words = command_for(layout, bench, mode.name, python=sys.executable)
+        say(f"{bench.name}:{mode.name}: {harness.command_line(words)}")
+        done = subprocess.run(words, cwd=layout.evaluation_dir)
+        if done.returncode != 0:
+            raise UserError(f"the official harness exited with {done.returncode} for mode "
+                            f"{mode.name} (its logs: {layout.evaluation_dir / 'logs'})")
+
+
+def grade_task(ctx):
+    """``<bench>:grade``, only where grading_problem() is None."""
+    modes = [m for m in ctx.group_mode_list()]
+    if grading_problem() is not None:
+        return
+    yield {"basename": ctx.benchmark.name, "name": GRADE_SUBTASK,
+           "doc": f"grade {ctx.benchmark.name}'s predictions with the official SWE-bench "
+                  "harness (Docker)",
+           "actions": [(failing_on_user_error, [grade_modes, ctx.layout, ctx.benchmark, modes])],
+           "task_dep": [task_name(RESULTS, results_subtask(ctx.benchmark.name, m.name))
+                        for m in modes],
+           "uptodate": [(graded, [ctx.layout, ctx.benchmark, modes])], "verbosity": 2}
+
+
+def gen_tasks(ctx):
+    yield from results_tasks(ctx)
+    yield from grade_task(ctx)

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Turn rows of the SWE-bench Verified dataset into a task file (``tasks/swebench-verified.json``).
+
+The rows are an export of the dataset made where Hugging Face is reachable (docs/benchmark.md,
+"SWE-bench Verified"): a JSON list, JSON lines, or a parquet file (which needs pyarrow), each row
+with the dataset's own fields: instance_id, repo, base_commit, problem_statement, version,
+FAIL_TO_PASS, PASS_TO_PASS, patch, test_patch, environment_setup_commit (created_at is kept when
+present; other fields are not). The task file's schema is nginx_eval/run/swebench.py's; it loads as
+a benchmark before it is written, atomically.
+
+A row that lacks a field, or holds a bad value, is one line on stderr naming the file, the row,
+the task and the field; then nothing is written (the task file stays as it was) and the exit
+status is 1, unless ``--skip-bad`` writes the other rows. ``--instances`` and ``--limit`` take a
+part of the rows. Writing over a versioned task file adds a changelog entry (the next MINOR
+version when tasks were only added or removed, the next MAJOR when a task that stays changed);
+a new file starts at version 1.0.
+
+Usage:
+    python scripts/import_swebench.py --rows verified.jsonl [--out tasks/swebench-verified.json]
+        [--dataset-name SWE-bench/SWE-bench_Verified] [--split test] [--instances ID,ID]
+        [--limit N] [--skip-bad]
+"""
+
+import argparse
+import datetime
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+# The nginx_eval next to this script, whichever one is installed.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from nginx_eval.core import jsonio  # noqa: E402
+from nginx_eval.core.errors import UserError  # noqa: E402
+from nginx_eval.run.benchmark import load_benchmark, next_version  # noqa: E402
+from nginx_eval.run.swebench import DEFAULT_DATASET, SWEBENCH, check_row  # noqa: E402
+
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tasks" / "swebench-verified.json"
+
+
+def read_rows(path: Path) -> list:
+    """The rows of an export: a JSON list, JSON lines, or parquet; UserError naming the file."""
+    if path.suffix == ".parquet":
+        try:
+            import pandas
+            return pandas.read_parquet(path).to_dict(orient="records")
+        except ImportError as e:
+            raise UserError(f"reading parquet needs pandas and pyarrow ({e}); or export the "
+                            "rows as JSON lines", file=path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"cannot read: {e.strerror}", file=path)
+    try:
+        if text.lstrip().startswith("["):
+            return json.loads(text)
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as e:
+        raise UserError(f"malformed JSON at line {e.lineno}: {e.msg}", file=path)
+
+
+def convert(rows: list, path: Path, instances=None, limit=None) -> tuple[list, list]:
+    """(task file rows, one line per bad row) of the export's rows, in their order."""
+    good, bad = [], []
+    wanted = set(instances or ())
+    for n, raw in enumerate(rows, 1):
+        if wanted and not (isinstance(raw, dict) and raw.get("instance_id") in wanted):
+            continue
+        try:
+            good.append(check_row(raw, {"file": path, "item": f"row {n}"}))
+        except UserError as e:
+            bad.append(str(e))
+    missing = wanted - {r["instance_id"] for r in good} - {
+        r.get("instance_id") for r in rows if isinstance(r, dict)}
+    bad += [f"{path}: no row for instance {iid}" for iid in sorted(missing)]
+    return (good[:limit] if limit else good), bad
+
+
+def changelog_entry(old: dict | None, tasks: list) -> tuple[str, list]:
+    """(version, changelog) of the new file: 1.0 for a new one, else the next version with an
+    entry saying what changed."""
+    today = datetime.date.today().isoformat()
+    if not old or "version" not in old:
+        return "1.0", [{"version": "1.0", "date": today, "tasks": len(tasks),
+                        "changes": f"imported {len(tasks)} rows of SWE-bench"}]
+    before = {t["instance_id"]: t for t in old.get("tasks", [])}
+    after = {t["instance_id"]: t for t in tasks}
+    changed = [i for i in after if i in before and before[i] != after[i]]
+    added, removed = sorted(set(after) - set(before)), sorted(set(before) - set(after))
+    if not (changed or added or removed):
+        return old["version"], old["changelog"]
+    version = next_version(old["version"], major=bool(changed))
+    words = [f"{len(x)} {w}" for x, w in ((added, "added"), (removed, "removed"),
+                                          (changed, "changed")) if x]
+    entry = {"version": version, "date": today, "tasks": len(tasks),
+             "changes": "re-imported from SWE-bench: " + ", ".join(words)}
+    return version, [entry] + list(old["changelog"])
+
+
+def task_file(tasks: list, dataset: dict, old: dict | None, name: str) -> dict:
+    version, changelog = changelog_entry(old, tasks)
+    return {"name": name, "kind": SWEBENCH,
+            "description": (old or {}).get("description") or
+            "SWE-bench Verified tasks (scripts/import_swebench.py)",
+            "dataset": dataset, "version": version, "changelog": changelog, "tasks": tasks}
+
+
+def write_checked(out: Path, data: dict) -> None:
+    """Write `data` to `out` once it loads as a benchmark (a temporary copy is loaded first)."""
+    text = json.dumps(data, indent=1) + "\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        trial = Path(tmp) / out.name
+        trial.write_text(text, encoding="utf-8")
+        load_benchmark(trial)
+    jsonio.write_text(out, text)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", required=True, type=Path, help="the dataset export")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--dataset-name", default=DEFAULT_DATASET["name"],
+                   help="what the official harness is given as --dataset_name")
+    p.add_argument("--split", default=DEFAULT_DATASET["split"])
+    p.add_argument("--instances", default="", help="comma-separated instance ids")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--skip-bad", action="store_true", help="write the good rows anyway")
+    return p.parse_args(argv)
+
+
+def run(args) -> int:
+    instances = [i.strip() for i in args.instances.split(",") if i.strip()]
+    tasks, bad = convert(read_rows(args.rows), args.rows, instances, args.limit)
+    for line in bad:
+        print(f"import_swebench: {line}", file=sys.stderr)
+    if bad and not args.skip_bad:
+        print(f"import_swebench: {len(bad)} bad row(s); {args.out} not written (--skip-bad "
+              f"writes the other {len(tasks)})", file=sys.stderr)
+        return 1
+    old = jsonio.read_json(args.out) if args.out.exists() else None
+    data = task_file(tasks, {"name": args.dataset_name, "split": args.split}, old,
+                     args.out.stem)
+    write_checked(args.out, data)
+    print(f"import_swebench: {len(tasks)} task(s) in {args.out} (version {data['version']})")
+    return 1 if bad else 0
+
+
+def main(argv=None) -> int:
+    try:
+        return run(parse_args(argv))
+    except UserError as e:
+        print(f"import_swebench: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,242 @@
+"""A SWE-bench task on a fixture Python repository, and an official-format evaluation of it.
+
+``acme/pycalc`` is a Python package with a bug: ``pycalc.calc.add`` subtracts. Its history:
+
+    p_base   add() subtracts; tests/test_calc.py tests mul()       (base of acme__pycalc-1)
+    p_fix    add() fixed                                          (the gold patch: base..fix)
+
+The task's row is in the dataset's own format (FAIL_TO_PASS and PASS_TO_PASS as JSON text, as
+the Hugging Face export has them): its test_patch adds tests/test_calc.py::test_add, which fails
+at the base and passes with the fix. The repository has no .gitignore, so the __pycache__ an agent
+makes by running the code stays out of the patch only by the harness's own rule.
+
+``grade_locally`` stands in for ``swebench.harness.run_evaluation`` without Docker: it applies
+the prediction and the test patch to a checkout of the base, runs pytest there, and writes the
+per-instance ``report.json`` and the run report with the ``swebench`` package's own code
+(``harness.grading.get_eval_report``, ``harness.reporting.make_run_report``) when it is
+importable, else field for field as swebench 5.0.2's reporting.py writes them
+(``official_run_report``).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fixture_repos import commit, git, write
+
+IID = "acme__pycalc-1"
+CALC = "def add(a, b):\n    return {}\n\n\ndef mul(a, b):\n    return a * b\n"
+TESTS = "from pycalc.calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
+TEST_ADD = ("from pycalc.calc import add, mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
+            "\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+STATEMENT = "pycalc.calc.add(2, 3) returns -1, but the sum of 2 and 3 is 5."
+FIX = "sed -i 's/return a - b/return a + b/' pycalc/calc.py"
+
+# The stand-in agent (AGENT=...): answers each shipped prompt by a phrase of it and fixes the bug
+# of the task it is given, as an agent would: on acme/pycalc it also runs the code (with bytecode
+# on, so __pycache__ is left behind) and, when verifying, the tests; on the nginx fixture
+# (tiny) it fixes calc.c.
+STAND_IN = r"""#!/bin/bash
+case "$1" in
+*"write a short plan"*) echo "make add() add" > .plan.md ;;
+*"Check your fix"*) if [ -d pycalc ]; then python3 -m pytest -q -p no:cacheprovider tests; fi ;;
+*) rm -f .plan.md
+   # The task file holds the gold and the test patch: the sandbox hides it.
+   cat "TASKFILE" >/dev/null 2>&1 && echo "TASK FILE READ" \
+       || echo "task file hidden"
+   if [ -d pycalc ]; then
+       FIX
+       env -u PYTHONDONTWRITEBYTECODE python3 -c 'import pycalc.calc as c; print(c.add(2, 3))'
+   else
+       sed -i -e 's/a - b/a + b/' -e 's/a \* b + (a > 1)/a * b/' src/core/calc.c
+   fi ;;
+esac
+"""
+
+
+def make_pycalc(path):
+    """The repository at `path`; {"p_base", "p_fix", "gold", "test_patch"}."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    write(path / "pycalc" / "__init__.py", "")
+    write(path / "pycalc" / "calc.py", CALC.format("a - b"))
+    write(path / "tests" / "__init__.py", "")
+    write(path / "tests" / "test_calc.py", TESTS)
+    write(path / "setup.cfg", "[metadata]\nname = pycalc\n")
+    out = {"p_base": commit(path, "pycalc: add and mul")}
+    write(path / "pycalc" / "calc.py", CALC.format("a + b"))
+    out["p_fix"] = commit(path, "Fix add")
+    out["gold"] = git(path, "diff", out["p_base"], out["p_fix"]) + "\n"
+    write(path / "tests" / "test_calc.py", TEST_ADD)
+    out["test_patch"] = git(path, "diff") + "\n"
+    git(path, "checkout", "-q", "--", ".")
+    return out
+
+
+def dataset_row(commits):
+    """The task's row as the dataset export has it."""
+    return {"instance_id": IID, "repo": "acme/pycalc", "base_commit": commits["p_base"],
+            "problem_statement": STATEMENT, "version": "0.1",
+            "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_add"]),
+            "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_mul"]),
+            "patch": commits["gold"], "test_patch": commits["test_patch"],
+            "environment_setup_commit": commits["p_base"], "created_at": "2024-05-01T12:00:00Z",
+            "hints_text": "", "difficulty": "<15 min fix"}
+
+
+def add_swebench(project):
+    """The fixture project (conftest.Project) with acme/pycalc beside its repositories and
+    tasks/swebench-verified.json imported from an export of the task's row; the commits."""
+    commits = make_pycalc(project.mirrors / "acme+pycalc")
+    rows = project.base / "verified.jsonl"
+    rows.write_text(json.dumps(dataset_row(commits)) + "\n")
+    subprocess.run([sys.executable, str(Path(__file__).parent.parent / "scripts" /
+                                        "import_swebench.py"), "--rows", str(rows), "--out",
+                    str(project.root / "tasks" / "swebench-verified.json")],
+                   check=True, capture_output=True, env=project.env)
+    return commits
+
+
+def stand_in_agent(directory, task_file="/nonexistent"):
+    """The stand-in's script in `directory`; task_file: the one it tries to read."""
+    script = Path(directory) / "stand-in-python-agent"
+    script.write_text(STAND_IN.replace("FIX", FIX).replace("TASKFILE", str(task_file)))
+    script.chmod(0o755)
+    return str(script)
+
+
+# -- the official harness's evaluation, without Docker --------------------------------------------
+START, END = ">>>>> Start Test Output", ">>>>> End Test Output"     # harness/constants
+
+
+def test_log(mirror, base, patches, workdir):
+    """What the harness's eval script logs: the tests of the task, run with pytest -rA on the
+    base with `patches` applied (git apply), between its markers."""
+    tree = Path(workdir)
+    subprocess.run(["git", "clone", "-q", str(mirror), str(tree)], check=True)
+    subprocess.run(["git", "-C", str(tree), "checkout", "-q", base], check=True)
+    applied = True
+    for patch in patches:
+        if patch.strip():
+            done = subprocess.run(["git", "-C", str(tree), "apply", "-"], input=patch.encode(),
+                                  capture_output=True)
+            applied = applied and done.returncode == 0
+    if not applied:
+        return ">>>>> Patch Apply Failed\n"
+    run = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider",
+                          "tests/test_calc.py"], cwd=tree, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    return f"{START}\n{run.stdout}\n{END}\n"
+
+
+def instance_report(iid, prediction, log_path, row):
+    """report.json of one instance: swebench's get_eval_report, else its fields by hand."""
+    try:
+        from swebench.harness.grading import get_eval_report
+        from swebench.types import TestSpec
+    except ImportError:
+        text = Path(log_path).read_text()
+        passed = {line.split()[1] for line in text.splitlines() if line.startswith("PASSED ")}
+        f2p, p2p = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
+        found = START in text
+        return {iid: {"patch_is_None": False, "patch_exists": True,
+                      "patch_successfully_applied": found,
+                      "resolved": found and all(t in passed for t in f2p + p2p),
+                      "infra_failure": False}}
+    spec = TestSpec(instance_id=iid, image="none", eval_script_list=[], repo=row["repo"],
+                    version=row["version"], FAIL_TO_PASS=json.loads(row["FAIL_TO_PASS"]),
+                    PASS_TO_PASS=json.loads(row["PASS_TO_PASS"]), log_parser="parse_log_pytest",
+                    eval_type="pass_and_fail")
+    return get_eval_report(spec, prediction, str(log_path), include_tests_status=True)
+
+
+def official_run_report(predictions, dataset, run_id, report_dir, logs):
+    """The run report of swebench 5.0.2's reporting.make_run_report (client None), field for
+    field, from the instances' report.json under `logs` (logs/run_evaluation)."""
+    completed, resolved, unresolved, errors, empty, incomplete = (set() for _ in range(6))
+    for instance in dataset:
+        iid = instance["instance_id"]
+        if iid not in predictions:
+            incomplete.add(iid)
+            continue
+        prediction = predictions[iid]
+        if prediction.get("model_patch", None) in ["", None]:
+            empty.add(iid)
+            continue
+        report_file = (Path(logs) / run_id / prediction["model_name_or_path"].replace("/", "__")
+                       / iid / "report.json")
+        if report_file.exists():
+            completed.add(iid)
+            try:
+                content = report_file.read_text().strip()
+                if not content:
+                    errors.add(iid)
+                    continue
+                (resolved if json.loads(content)[iid]["resolved"] else unresolved).add(iid)
+            except (json.JSONDecodeError, KeyError):
+                errors.add(iid)
+        else:
+            errors.add(iid)
+    report = {
+        "total_instances": len(dataset), "submitted_instances": len(predictions),
+        "completed_instances": len(completed), "resolved_instances": len(resolved),
+        "unresolved_instances": len(unresolved), "infra_failure_instances": 0,
+        "ambiguous_failure_instances": 0, "empty_patch_instances": len(empty),
+        "error_instances": len(errors), "completed_ids": sorted(completed),
+        "incomplete_ids": sorted(incomplete), "empty_patch_ids": sorted(empty),
+        "submitted_ids": sorted(predictions), "resolved_ids": sorted(resolved),
+        "unresolved_ids": sorted(unresolved), "infra_failure_ids": [],
+        "ambiguous_failure_ids": [], "failure_reasons": {}, "error_ids": sorted(errors),
+        "schema_version": 2}
+    path = Path(report_dir) / (next(iter(predictions.values()))["model_name_or_path"]
+                               .replace("/", "__") + f".{run_id}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=4) + "\n")
+    return path
+
+
+def grade_locally(predictions_path, rows, run_id, report_dir, mirror, work, use_package=True,
+                  errors=()):
+    """Evaluate a predictions file as run_evaluation would (module docstring), in `work`;
+    `errors`: instance ids whose evaluation fails (no report.json: the harness's error_ids).
+    The run report's path."""
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    logs = work / "logs" / "run_evaluation"
+    predictions = {p["instance_id"]: p for p in map(json.loads, Path(predictions_path)
+                                                    .read_text().splitlines())}
+    by_id = {r["instance_id"]: r for r in rows}
+    for iid, pred in predictions.items():
+        if not pred["model_patch"] or iid in errors:
+            continue
+        folder = logs / run_id / pred["model_name_or_path"].replace("/", "__") / iid
+        folder.mkdir(parents=True)
+        log = folder / "test_output.txt"
+        log.write_text(test_log(mirror, by_id[iid]["base_commit"],
+                                [pred["model_patch"], by_id[iid]["test_patch"]],
+                                work / f"tree-{iid}-{run_id}"))
+        report = instance_report(iid, pred, log, by_id[iid])
+        (folder / "report.json").write_text(json.dumps(report, indent=4))
+    if use_package:
+        try:
+            from swebench.harness.reporting import make_run_report
+        except ImportError:
+            use_package = False
+    if not use_package:
+        return official_run_report(predictions, rows, run_id, report_dir, logs)
+    here = os.getcwd()
+    os.chdir(work)      # the harness reads logs/run_evaluation relative to where it runs
+    try:
+        return Path(make_run_report(predictions, rows, run_id, None, str(report_dir))).resolve()
+    finally:
+        os.chdir(here)
+
+
+def swebench_importable():
+    try:
+        import swebench.harness.reporting  # noqa: F401
+        return True
+    except ImportError:
+        return False

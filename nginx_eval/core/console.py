@@ -9,7 +9,7 @@ that ran reads as one that did not. ``say`` writes the whole line at once.
 import sys
 
 
-def say(*lines):
+def say(*lines: object) -> None:
     """Each of `lines` on stdout, all in one write."""
     if lines:
         sys.stdout.write("".join(f"{line}\n" for line in lines))

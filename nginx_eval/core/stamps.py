@@ -45,8 +45,9 @@ def inputs_digest(config: Any, files: Iterable[str | Path] = ()) -> str:
     return jsonio.digest({"config": config, "files": contents})
 
 
-def made_from(path: str | Path, inputs: str) -> dict[str, Any] | None:
-    """The stage output at `path` if it was made from exactly these inputs, else None."""
+def made_from(path: str | Path, inputs: str) -> Any:
+    """The stage output at `path` (its JSON record) if it was made from exactly these inputs,
+    else None."""
     data = jsonio.read_json(path)
     if isinstance(data, dict) and data.get("inputs") == inputs:
         return data

@@ -21,9 +21,9 @@ differs is extracted again: writing a file changes its ctime, which nobody can s
 
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from collections.abc import Callable
 from typing import Iterable, Optional, TypedDict
 
 from .core import jsonio

@@ -41,7 +41,7 @@ import time
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Self, TypedDict
 from urllib.parse import urlsplit
 
 from ..core import jsonio
@@ -382,7 +382,7 @@ class TimestampedLog:
     def __init__(self, path: str | Path) -> None:
         self.path = path
 
-    def __enter__(self) -> "TimestampedLog":
+    def __enter__(self) -> Self:
         read_end, self.fd = os.pipe()
         self.thread = threading.Thread(target=self._copy, args=(read_end,), daemon=True)
         self.thread.start()

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import sandbox
 from ..core.records import SelfTest, SelfTestStep
+from . import sandbox
 
 if TYPE_CHECKING:
     from ..core.layout import Layout

@@ -58,14 +58,31 @@ Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
      "regressions": [assertion ids], "sanitizer_findings": [finding]}
 """
 
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .core import jsonio, stamps
 from .core.tasknames import AGENT, BUILD, GRADE, PROVE, STRICT, task_name, unit_name
 from .core.outcomes import UNFINISHED_AGENT
+from .core.records import (BuildJson, FileFailure, GradeJson, ProveJson, ProveRun, RerunFields,
+                           RerunResults, Split, StrictFields, StrictJson, Verdict, VerdictBase)
+from .core.stamps import TaskDict
 from .strict.stage import applies
-from .prove.tap import Problem, assertion_number, file_problem, parse_tap
+from .prove.tap import FileResult, Problem, assertion_number, file_problem, parse_tap
 
-def base_runs(ref, graded):
+if TYPE_CHECKING:
+    from .core.layout import Layout
+    from .pipeline import Context
+    from .run.benchmark import Task
+
+# A prove.json record of a file's run, or {"missing": True} for a file prove.json lacks.
+RunRecord = Mapping[str, Any]
+# The base build's reference run of a file: (its record, what prove -v printed).
+Reference = tuple[ProveRun, str]
+
+
+def base_runs(ref: tuple[FileResult, RunRecord] | None, graded: Sequence[str]) -> bool:
     """Whether the base build's reference run (FileResult, record) ran the file to its end and
     every graded assertion in it."""
     if ref is None:
@@ -81,7 +98,9 @@ PATCH_FAULT = {"tampered": "{text}",
                "killed": "{text}; the base build runs the file to its end"}
 
 
-def judge_file(file, fr, record, graded, ref):
+def judge_file(file: str, fr: FileResult, record: RunRecord, graded: Sequence[str],
+               ref: tuple[FileResult, RunRecord] | None
+               ) -> tuple[str | None, FileFailure | None]:
     """(env error or None, file failure or None) of one file: see the module docstring."""
     problem = file_problem(fr, record)
     if problem is None:
@@ -99,35 +118,37 @@ def judge_file(file, fr, record, graded, ref):
     return f"{file}: {problem.text}", None
 
 
-def split(ids, results):
+def split(ids: Sequence[str], results: Mapping[str, bool]) -> Split:
     passed = [i for i in ids if results.get(i) is True]
     return {"passed": passed, "failed": [i for i in ids if results.get(i) is not True]}
 
 
-def _without_tests(verdict, task, status):
+def _without_tests(verdict: VerdictBase, task: "Task", status: str) -> Verdict:
     """The verdict `status` when no test result counts: no graded assertion passed."""
-    return dict(verdict, status=status, resolved=False,
-                fail_to_pass={"passed": [], "failed": list(task.fail_to_pass)},
-                pass_to_pass={"passed": [], "failed": list(task.pass_to_pass)})
+    return {**verdict, "status": status, "resolved": False,
+            "fail_to_pass": {"passed": [], "failed": list(task.fail_to_pass)},
+            "pass_to_pass": {"passed": [], "failed": list(task.pass_to_pass)}}
 
 
-def grade(task, build_status, prove_files, tap_texts, agent_status=None, reference=None,
-          build_reason=None, reruns=None):
+def grade(task: "Task", build_status: str, prove_files: Mapping[str, ProveRun],
+          tap_texts: Mapping[str, str], agent_status: str | None = None,
+          reference: Mapping[str, Reference] | None = None, build_reason: str | None = None,
+          reruns: Mapping[str, Reference] | None = None) -> Verdict:
     """The verdict of one task. tap_texts: {file: prove -v stdout}; prove_files: prove.json's
     records; reference and reruns: {file: (record, prove -v stdout)} of the base build's runs
     and of the files run a second time (None: rerun_failed was off)."""
     rerun_records = {f: rec for f, (rec, _) in (reruns or {}).items()}
     rerun_texts = {f: text for f, (_, text) in (reruns or {}).items()}
-    verdict = _verdict(task, build_status, dict(prove_files, **rerun_records),
-                       dict(tap_texts, **rerun_texts), agent_status, reference, build_reason)
+    verdict = _verdict(task, build_status, {**prove_files, **rerun_records},
+                       {**tap_texts, **rerun_texts}, agent_status, reference, build_reason)
     if reruns is None:
         return verdict
     first = _verdict(task, build_status, prove_files, tap_texts, agent_status, reference,
                      build_reason)
-    return dict(verdict, **rerun_fields(task, tap_texts, rerun_texts, first["status"]))
+    return {**verdict, **rerun_fields(task, tap_texts, rerun_texts, first["status"])}
 
 
-def graded_passes(task, file, text):
+def graded_passes(task: "Task", file: str, text: str) -> dict[str, bool]:
     """{graded id of `file`: whether it passed} in one prove -v stream (tampered: none did)."""
     fr = parse_tap(file, text)
     return {i: not fr.tampered and fr.results.get(i) is True
@@ -135,25 +156,29 @@ def graded_passes(task, file, text):
             if i.startswith(f"{file}:")}
 
 
-def rerun_fields(task, tap_texts, rerun_texts, first_status):
+def rerun_fields(task: "Task", tap_texts: Mapping[str, str], rerun_texts: Mapping[str, str],
+                 first_status: str) -> RerunFields:
     """grade.json's record of the reruns: both runs' results, and what changed."""
-    runs = {f: {"first": graded_passes(task, f, tap_texts.get(f, "")),
-                "rerun": graded_passes(task, f, text)} for f, text in rerun_texts.items()}
+    runs: dict[str, RerunResults] = {
+        f: {"first": graded_passes(task, f, tap_texts.get(f, "")),
+            "rerun": graded_passes(task, f, text)} for f, text in rerun_texts.items()}
     changed = [i for run in runs.values() for i in run["first"]
                if run["first"][i] != run["rerun"][i]]
     return {"reruns": runs, "changed_on_rerun": changed, "first_run_status": first_status}
 
 
-def _verdict(task, build_status, prove_files, tap_texts, agent_status, reference, build_reason):
+def _verdict(task: "Task", build_status: str, prove_files: Mapping[str, ProveRun],
+             tap_texts: Mapping[str, str], agent_status: str | None,
+             reference: Mapping[str, Reference] | None, build_reason: str | None) -> Verdict:
     """grade() for one stream per file."""
-    verdict = {"instance_id": task.instance_id, "agent_status": agent_status,
-               "build_status": build_status, "env_errors": [], "file_failures": [],
-               "timed_out_files": [], "skipped_assertions": []}
+    verdict: VerdictBase = {"instance_id": task.instance_id, "agent_status": agent_status,
+                            "build_status": build_status, "env_errors": [], "file_failures": [],
+                            "timed_out_files": [], "skipped_assertions": []}
     if agent_status in UNFINISHED_AGENT:
         # No verdict to give: the agent did not finish, and its (empty) patch is not its answer.
-        return dict(verdict, status=agent_status, resolved=False,
-                    fail_to_pass={"passed": [], "failed": []},
-                    pass_to_pass={"passed": [], "failed": []})
+        return {**verdict, "status": agent_status, "resolved": False,
+                "fail_to_pass": {"passed": [], "failed": []},
+                "pass_to_pass": {"passed": [], "failed": []}}
     if build_status != "built":
         if build_status == "env_error":
             verdict["env_errors"].append(f"build: {build_reason or 'failed in this environment'}")
@@ -170,16 +195,19 @@ def _verdict(task, build_status, prove_files, tap_texts, agent_status, reference
         status = "partially_resolved"
     else:
         status = "unresolved"
-    return dict(verdict, status=status, resolved=resolved, fail_to_pass=f2p, pass_to_pass=p2p)
+    return {**verdict, "status": status, "resolved": resolved, "fail_to_pass": f2p,
+            "pass_to_pass": p2p}
 
 
-def _judge_files(task, prove_files, tap_texts, reference, verdict):
+def _judge_files(task: "Task", prove_files: Mapping[str, ProveRun], tap_texts: Mapping[str, str],
+                 reference: Mapping[str, Reference] | None,
+                 verdict: VerdictBase) -> dict[str, bool]:
     """{assertion id: passed} of every file; adds each file's env errors, failures, time-outs
     and skips to `verdict`."""
     graded_ids = list(task.fail_to_pass) + list(task.pass_to_pass)
-    results = {}
+    results: dict[str, bool] = {}
     for file in task.test_files:
-        record = prove_files.get(file, {"missing": True})
+        record: RunRecord = prove_files.get(file, {"missing": True})
         fr = parse_tap(file, tap_texts.get(file, ""))
         graded = [i for i in graded_ids if i.startswith(f"{file}:")]
         ref = (reference or {}).get(file)
@@ -197,7 +225,7 @@ def _judge_files(task, prove_files, tap_texts, reference, verdict):
     return results
 
 
-def read_texts(tap_dir, records):
+def read_texts(tap_dir: Path, records: Mapping[str, ProveRun]) -> dict[str, str]:
     """{file: the stdout prove printed} for prove.json records (a missing file reads as "")."""
     texts = {}
     for file, rec in records.items():
@@ -206,12 +234,13 @@ def read_texts(tap_dir, records):
     return texts
 
 
-def grade_task(layout, mode_name, task, config, files):
+def grade_task(layout: "Layout", mode_name: str, task: "Task", config: dict[str, Any],
+               files: list[str]) -> None:
     inputs = stamps.inputs_digest(config, files)
     out = layout.grade_json(mode_name, task.instance_id)
     iid = task.instance_id
-    build = jsonio.read_json(layout.build_json(mode_name, iid))
-    prove = jsonio.read_json(layout.prove_json(mode_name, iid))
+    build: BuildJson = jsonio.read_json(layout.build_json(mode_name, iid))
+    prove: ProveJson = jsonio.read_json(layout.prove_json(mode_name, iid))
     agent = jsonio.read_json(layout.agent_json(mode_name, iid))
     tap_dir = layout.tap_dir(mode_name, iid)
     texts = read_texts(tap_dir, prove["files"])
@@ -225,34 +254,36 @@ def grade_task(layout, mode_name, task, config, files):
                     build_reason=build.get("reason"),
                     reruns=None if reruns is None else
                     {f: (rec, rerun_texts[f]) for f, rec in reruns.items()})
-    strict = (jsonio.read_json(layout.strict_json(mode_name, iid)) if config.get("strict")
-              else None)
-    verdict.update(strict_fields(verdict, config.get("strict"), strict))
-    record = dict(verdict, inputs=inputs, mode=mode_name)
+    strict: StrictJson | None = (jsonio.read_json(layout.strict_json(mode_name, iid))
+                                 if config.get("strict") else None)
+    record: GradeJson = {**verdict, **strict_fields(verdict, config.get("strict"), strict),
+                         "inputs": inputs, "mode": mode_name}
     if "benchmark_version" in config:
         record["benchmark_version"] = config["benchmark_version"]
     jsonio.write_json(out, record)
 
 
-def strict_fields(verdict, judged, record):
+def strict_fields(verdict: Verdict, judged: object,
+                  record: StrictJson | None) -> StrictFields:
     """grade.json's strict verdict from the strict stage's record (judged: the stage ran for
     this unit; record: its strict.json)."""
-    fields = {"strict": False, "strict_reason": "", "regressions": [], "sanitizer_findings": []}
+    fields: StrictFields = {"strict": False, "strict_reason": "", "regressions": [],
+                            "sanitizer_findings": []}
     if verdict["status"] in UNFINISHED_AGENT:
-        return dict(fields, strict=None,
-                    strict_reason=f"not scored: {UNFINISHED_AGENT[verdict['status']]}")
+        return {**fields, "strict": None,
+                "strict_reason": f"not scored: {UNFINISHED_AGENT[verdict['status']]}"}
     if not verdict["resolved"]:
-        return dict(fields, strict_reason="not resolved")
+        return {**fields, "strict_reason": "not resolved"}
     if not judged:
-        return dict(fields, strict=None, strict_reason="not judged (strict=0)")
+        return {**fields, "strict": None, "strict_reason": "not judged (strict=0)"}
     if not record:
-        return dict(fields, strict=None, strict_reason="no strict record")
-    return dict(fields, strict=record.get("strict"), strict_reason=record.get("reason", ""),
-                regressions=record.get("regressions", []),
-                sanitizer_findings=record.get("sanitizer_findings", []))
+        return {**fields, "strict": None, "strict_reason": "no strict record"}
+    return {**fields, "strict": record.get("strict"), "strict_reason": record.get("reason", ""),
+            "regressions": record.get("regressions", []),
+            "sanitizer_findings": record.get("sanitizer_findings", [])}
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id

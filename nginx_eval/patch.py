@@ -30,16 +30,30 @@ it is empty for the other sources.
 import base64
 import os
 import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .core import jsonio, stamps
 from .core.errors import UserError, failing_on_user_error
-from .core.gitcmd import scratch_index
+from .core.gitcmd import ScratchIndex, scratch_index
 from .core.outcomes import UNFINISHED_AGENT
+from .core.records import LeftOut, PatchJson, PatchStats, SkippedFile
+from .core.stamps import TaskDict
 from .run.modes import read_predictions
 from .core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
 from .run.benchmark import gold_patch
 from .run.swebench import NGINX, SWEBENCH
 from .workspace import BUILD_OUTPUTS, HARNESS_FILES, PYTHON_OUTPUTS, release_workspace
+
+if TYPE_CHECKING:
+    from .core.layout import Layout
+    from .pipeline import Context
+    from .run.benchmark import Task
+    from .run.modes import Mode
+
+# An agent mode's patch: (patch, skipped new files, left-out paths, note).
+AgentPatch = tuple[bytes, list[SkippedFile], list[LeftOut], str]
 
 MAX_NEW_FILE_BYTES = 1 << 20
 # Never part of an agent's patch, whatever the base's .gitignore says: (name, reason, pathspec
@@ -52,14 +66,14 @@ LEFT_OUT_PYTHON = ([(name, "harness file", "literal", name) for name in HARNESS_
                       for name in PYTHON_OUTPUTS])
 
 
-def left_out_of(kind) -> list:
+def left_out_of(kind: str) -> list:
     return LEFT_OUT_PYTHON if kind == SWEBENCH else LEFT_OUT
 
 
-def _left_out(index, kind=NGINX):
+def _left_out(index: ScratchIndex, kind: str = NGINX) -> list[LeftOut]:
     """The entries of left_out_of(kind) under which the workspace differs from the base (the
     scratch index still holds the base's version there), with the number of files."""
-    entries = []
+    entries: list[LeftOut] = []
     for name, reason, magic, pattern in left_out_of(kind):
         spec = f":(top,{magic}){pattern}"
         # Ignored files count too: on a base with a .gitignore the record says the same.
@@ -69,7 +83,8 @@ def _left_out(index, kind=NGINX):
     return entries
 
 
-def workspace_diff(bare, workspace, base, kind=NGINX):
+def workspace_diff(bare: str | Path, workspace: str | Path, base: str,
+                   kind: str = NGINX) -> tuple[bytes, list[SkippedFile], list[LeftOut]]:
     """(patch bytes, skipped new files, left-out paths) of `workspace` against `base`, using a
     scratch index (new blobs go to a scratch store, so the bare clone never grows agent junk);
     kind: the benchmark's (what is left out, left_out_of)."""
@@ -79,7 +94,8 @@ def workspace_diff(bare, workspace, base, kind=NGINX):
         # Excluded from `add`, a tracked file keeps the base's version in the index: no diff.
         excludes = [f":(exclude,top,{magic}){pattern}"
                     for _, _, magic, pattern in left_out_of(kind)]
-        skipped, new = [], []
+        skipped: list[SkippedFile] = []
+        new: list[bytes] = []
         for rel in index.untracked(".", *excludes, standard_excludes=True):
             path = os.path.join(workspace, os.fsdecode(rel))
             size = os.lstat(path).st_size
@@ -97,15 +113,16 @@ def workspace_diff(bare, workspace, base, kind=NGINX):
         return index.diff(base), skipped, left_out
 
 
-def _header_path(line):
+def _header_path(line: str) -> str:
     path = line[4:].split("\t", 1)[0].strip()
     return path[2:] if path[:2] in ("a/", "b/") else path
 
 
-def patch_stats(patch):
+def patch_stats(patch: bytes) -> PatchStats:
     """Files, added and removed lines of a git diff or a plain unified diff (predictions made
     elsewhere often have no `diff --git` headers)."""
-    files, added, removed, binary = [], 0, 0, False
+    files: list[str] = []
+    added, removed, binary = 0, 0, False
     git_header, old_path = False, None
     for line in patch.decode("utf-8", "replace").splitlines():
         if line.startswith("diff --git "):
@@ -117,7 +134,9 @@ def patch_stats(patch):
         elif line.startswith("+++ "):
             if not git_header:
                 new_path = _header_path(line)
-                files.append(old_path if new_path == "/dev/null" else new_path)
+                name = old_path if new_path == "/dev/null" else new_path
+                if name is not None:    # a removal with no --- line before it names no file
+                    files.append(name)
             git_header = False
         elif line.startswith("+") and not line.startswith("+++"):
             added += 1
@@ -136,7 +155,7 @@ _HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 _TIMESTAMP = re.compile(r"\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [+-]\d{4})?$")
 
 
-def _unquote(text):
+def _unquote(text: str) -> tuple[str, str] | None:
     """(name, rest) of the C-quoted name `text` starts with, or None when it is not closed."""
     out, i = bytearray(), 1
     while i < len(text):
@@ -146,9 +165,10 @@ def _unquote(text):
         if c == "\\" and i + 1 < len(text):
             if text[i + 1] in "01234567":
                 # Git writes three digits; a patch made elsewhere must not crash the build stage.
-                digits = re.match("[0-7]{1,3}", text[i + 1:i + 4])[0]
-                out.append(int(digits, 8) & 0xFF)
-                i += 1 + len(digits)
+                digits = re.match("[0-7]{1,3}", text[i + 1:i + 4])
+                assert digits                   # text[i + 1] is an octal digit
+                out.append(int(digits[0], 8) & 0xFF)
+                i += 1 + len(digits[0])
                 continue
             c = _C_ESCAPES.get(text[i + 1], text[i + 1])
             i += 1
@@ -157,14 +177,14 @@ def _unquote(text):
     return None
 
 
-def _strip1(name):
+def _strip1(name: str) -> str:
     """`name` as `git apply -p1` reads it: the first component off, runs of slashes squashed."""
     if "/" in name:
         name = name.split("/", 1)[1]
     return re.sub("/+", "/", name)
 
 
-def _side_name(text):
+def _side_name(text: str) -> str:
     """The name of a ---/+++ line (what follows the marker), as written."""
     if text.startswith('"'):
         quoted = _unquote(text)
@@ -175,7 +195,7 @@ def _side_name(text):
     return _TIMESTAMP.sub("", text.rstrip())
 
 
-def _git_header_names(text):
+def _git_header_names(text: str) -> list[str]:
     """The two names of a `diff --git` line (what follows `diff --git `), as written. Unquoted
     names with spaces leave the split open; git then takes the split whose names are equal, and
     for a rename or copy the `rename`/`copy` lines, which name both sides anyway."""
@@ -198,7 +218,7 @@ def _git_header_names(text):
     return list(equal[0]) if equal else []
 
 
-def _in_hunk(line, old_left, new_left):
+def _in_hunk(line: str, old_left: int, new_left: int) -> tuple[int, int, bool]:
     """(old_left, new_left, True) when `line` is body of the hunk being read, with the counts
     left after it; (0, 0, False) when the hunk ended early (git apply would refuse it anyway)."""
     # Inside a hunk a removed "-- x" line reads "--- x": only the counts say it is body.
@@ -214,19 +234,19 @@ def _in_hunk(line, old_left, new_left):
     return 0, 0, False
 
 
-def _copy_or_rename_path(line):
+def _copy_or_rename_path(line: str) -> str:
     # git apply strips p - 1 components from these, i.e. none with -p1.
     name = line.split(" ", 2)[2]
     quoted = _unquote(name) if name.startswith('"') else None
     return quoted[0] if quoted else name
 
 
-def _minus_plus_paths(line, next_line):
+def _minus_plus_paths(line: str, next_line: str) -> list[str]:
     names = (_side_name(side) for side in (line[4:], next_line.rstrip("\r")[4:]))
     return [_strip1(name) for name in names if name != "/dev/null"]
 
 
-def touched_paths(patch):
+def touched_paths(patch: bytes) -> list[str]:
     """Every path `patch` touches, old and new sides, as `git apply -p1` (how the harness applies
     patches) reads them: both names of `diff --git` lines and of ---/+++ pairs with their first
     component stripped, `rename`/`copy` from/to lines as they are; never /dev/null. In order,
@@ -258,7 +278,7 @@ def touched_paths(patch):
     return list(dict.fromkeys(p for p in paths if p))
 
 
-def prediction_for(predictions_path, instance_id):
+def prediction_for(predictions_path: str | Path, instance_id: str) -> tuple[bytes | None, str]:
     """The model_patch for `instance_id` in a SWE-bench predictions file (.jsonl or .json list)."""
     row = read_predictions(predictions_path).get(instance_id)
     if row is None:
@@ -266,17 +286,17 @@ def prediction_for(predictions_path, instance_id):
     return row[0].encode("utf-8"), row[1]
 
 
-def unfinished_agent_note(layout, mode, task):
+def unfinished_agent_note(layout: "Layout", mode: "Mode", task: "Task") -> str:
     """Why the agent run of (mode, task) has no patch to score, or "" when it finished."""
     agent = jsonio.read_json(layout.agent_json(mode.name, task.instance_id)) or {}
-    why = UNFINISHED_AGENT.get(agent.get("status"))
+    why = UNFINISHED_AGENT.get(agent.get("status", ""))
     if not why:
         return ""
     return (f"no patch: the agent run ended in {agent['status']} ({agent.get('error') or why}); "
             f"`doit run` runs it again")
 
 
-def remote_agent_diff(layout, mode, task):
+def remote_agent_diff(layout: "Layout", mode: "Mode", task: "Task") -> AgentPatch | None:
     """With executor=ray, (patch, skipped, left_out, note) as the node that ran the agent took
     them from its workspace (agent._remote_agent), when made for this agent.json; else None."""
     kept = jsonio.read_json(layout.remote_diff(mode.name, task.instance_id))
@@ -287,14 +307,14 @@ def remote_agent_diff(layout, mode, task):
             _skipped_note(kept["skipped"]))
 
 
-def _skipped_note(skipped):
+def _skipped_note(skipped: Sequence[SkippedFile]) -> str:
     if not skipped:
         return ""
     return (f"left out {len(skipped)} new file(s) over {MAX_NEW_FILE_BYTES} bytes: "
             + ", ".join(s["path"] for s in skipped[:5]))
 
 
-def agent_patch(layout, mode, task, out):
+def agent_patch(layout: "Layout", mode: "Mode", task: "Task", out: Path) -> AgentPatch:
     """(patch, skipped, left_out, note) of an agent mode: the workspace's diff; the patch kept
     from an earlier diff when the workspace is gone; nothing for a run that did not finish."""
     note = unfinished_agent_note(layout, mode, task)
@@ -322,29 +342,35 @@ def agent_patch(layout, mode, task, out):
     return patch, skipped, left_out, _skipped_note(skipped)
 
 
-def write_patch(layout, mode, task, config, files):
+def write_patch(layout: "Layout", mode: "Mode", task: "Task", config: Any,
+                files: list[str]) -> None:
     inputs = stamps.inputs_digest(config, files)
     out = layout.patch_json(mode.name, task.instance_id)
-    skipped, left_out, note = [], [], ""
+    skipped: list[SkippedFile] = []
+    left_out: list[LeftOut] = []
+    note = ""
     if mode.kind == "gold":
         patch = gold_patch(task, layout.bare_repo(task.repo))
     elif mode.kind == "none":
         patch = b""
     elif mode.kind == "predictions":
-        patch, _ = prediction_for(mode.predictions, task.instance_id)
-        if patch is None:
+        predicted, _ = prediction_for(mode.predictions, task.instance_id)
+        if predicted is None:
             patch, note = b"", "no prediction for this instance"
+        else:
+            patch = predicted
     else:
         patch, skipped, left_out, note = agent_patch(layout, mode, task, out)
     jsonio.write_bytes(layout.model_patch(mode.name, task.instance_id), patch)
-    record = {"inputs": inputs, "source": "workspace" if mode.runs_agent else mode.kind,
-              "sha256": jsonio.digest(patch), "bytes": len(patch), "skipped_files": skipped,
-              "left_out": left_out, "note": note}
-    record.update(patch_stats(patch))
+    record: PatchJson = {"inputs": inputs, "source": "workspace" if mode.runs_agent else mode.kind,
+                         "sha256": jsonio.digest(patch), "bytes": len(patch),
+                         "skipped_files": skipped, "left_out": left_out, "note": note,
+                         **patch_stats(patch)}
     jsonio.write_json(out, record)
 
 
-def take_patch(layout, mode, task, keep_workspace, config, files):
+def take_patch(layout: "Layout", mode: "Mode", task: "Task", keep_workspace: bool, config: Any,
+               files: list[str]) -> None:
     """The doit action: write_patch, then, for a finished agent run, its workspace goes. What is
     scored of it is in model.patch, and workspaces add up: 78 MiB each (the history up to the
     base), a run of 4 agent modes on the 196 shipped tasks would hold 61 GB of them and fill the
@@ -356,7 +382,7 @@ def take_patch(layout, mode, task, keep_workspace, config, files):
         release_workspace(layout, mode.name, task)
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
     keep = bool(ctx.options and ctx.options.keep_workspaces)
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)

@@ -81,7 +81,7 @@ STAGES = (repositories, workspace, agent, patch, build, prove, strict, grade, re
 LISTED = (report.gen_tasks, validate.command_tasks, statements.gen_tasks, doctor.gen_tasks)
 # A SWE-bench benchmark: the same agent stage; no build, prove, strict, grade or validation here
 # (the official harness grades its predictions: swebench/).
-STAGES_OF_KIND = {SWEBENCH: (repositories, workspace, agent, patch, swebench, report, report_site,
+STAGES_OF_KIND: dict[str, tuple] = {SWEBENCH: (repositories, workspace, agent, patch, swebench, report, report_site,
                              doctor)}
 
 

@@ -20,6 +20,7 @@ import os
 import statistics
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from .core import jsonio
 from .core.errors import UserError
@@ -29,6 +30,9 @@ from .core.tasknames import AGENT, BASE, BUILD, TESTS, VALIDATE, WORKSPACE
 from .doitext.pruning import ALWAYS, full_name, own_answer, settling
 from .doitext.invocation import LOADER_OPTIONS_WITH_VALUE, command_targets
 from .pipeline import DEFAULT_TASK, Context, expand_default, redo_forgotten, stage_dicts
+
+if TYPE_CHECKING:
+    from .run.benchmark import Benchmark
 
 # Stages whose actions check their output again when doit runs them anyway (`-a`): an agent
 # and a build are never paid for twice (stamps.py), a workspace, test tree or base build that
@@ -101,13 +105,15 @@ def classify(ctx: Context, argv: list[str]) -> tuple[dict, dict]:
                         "knows what those reach)")
     by_name, reached, is_settled = found
     always = any(a in ALWAYS for a in argv)
-    stages, agents = {}, {}
+    stages: dict[str, StageCounts] = {}
+    agents: dict[str, int] = {}
+    bench = cast("Benchmark", ctx.benchmark)        # pipeline.Context declares it an object
     for d in dicts:
         name = full_name(d) if "basename" in d else None
-        if name not in reached or not d.get("actions"):
+        if name is None or name not in reached or not d.get("actions"):
             continue
         # The report's task is named after the benchmark (<bench>:report) or `default`.
-        stage = "report" if d["basename"] in (ctx.benchmark.name, DEFAULT_TASK) else d["basename"]
+        stage = "report" if d["basename"] in (bench.name, DEFAULT_TASK) else d["basename"]
         counts = stages.setdefault(stage, StageCounts())
         if always and not (d["basename"] in CHECKS_ITSELF and own_answer(d)):
             state = "run"
@@ -143,14 +149,15 @@ def preview_lines(ctx: Context, argv: list[str]) -> list[str]:
     """What `doit run argv dry_run=1` prints."""
     stages, agents = classify(ctx, argv)
     targets = expand_default(ctx, command_targets(argv))
+    bench = cast("Benchmark", ctx.benchmark)        # pipeline.Context declares it an object
     modes = sorted({t.split(":", 1)[1] for t in targets
-                    if t.startswith(f"{ctx.benchmark.name}:") and t.split(":", 1)[1] in ctx.modes}
+                    if t.startswith(f"{bench.name}:") and t.split(":", 1)[1] in ctx.modes}
                    | ({m.name for m in ctx.group_mode_list()}
-                      if ctx.benchmark.name in targets else set()))
+                      if bench.name in targets else set()))
     n = len(ctx.tasks)
     shown = " ".join(command_words(argv))
     lines = [f"nginx-eval: dry run of `doit run {shown}`"
-             f" in run {ctx.layout.run}: benchmark {ctx.benchmark.name}, {n} "
+             f" in run {ctx.layout.run}: benchmark {bench.name}, {n} "
              f"task{'s' if n != 1 else ''}" + (f", modes {', '.join(modes)}" if modes else "")
              + "; nothing is started or written"]
     rows = [(stage, str(c.done), str(c.run), str(c.check) if c.check else "")

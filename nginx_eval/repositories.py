@@ -9,6 +9,9 @@ before any agent starts.
 
 import os
 import shutil
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from .core import jsonio, stamps
 from .core.errors import UserError, failing_on_user_error
@@ -16,12 +19,23 @@ from .core.gitcmd import (GitError, clone_bare, fetch, lookup_objects, missing_c
                           missing_files, set_config)
 from .core.layout import repo_url
 from .core.locks import locked
+from .core.stamps import TaskDict
 from .core.tasknames import REPOS, repo_subtask
 
+if TYPE_CHECKING:
+    from .core.layout import Layout
+    from .pipeline import Context
+    from .run.benchmark import Benchmark, Task
 
-def needed_commits(tasks):
+# {commit: [[instance id, field], ...]}: the tasks that pin each commit of a repository.
+Commits = Mapping[str, list[list[str]]]
+# {"<commit>:<path>": [instance ids]}: the test files of a repository the tasks name.
+Files = Mapping[str, list[str]]
+
+
+def needed_commits(tasks: Iterable["Task"]) -> dict[str, dict[str, list[list[str]]]]:
     """{repo: {commit: [[instance id, field], ...]}} for every commit the tasks pin."""
-    need = {}
+    need: dict[str, dict[str, list[list[str]]]] = {}
     for t in tasks:
         for repo, field in ((t.repo, "base_commit"), (t.repo, "fix_commit"),
                             (t.test_repo, "test_commit")):
@@ -32,11 +46,12 @@ def needed_commits(tasks):
     return need
 
 
-def needed_files(tasks, authored=False):
+def needed_files(tasks: Iterable["Task"],
+                 authored: bool = False) -> dict[str, dict[str, list[str]]]:
     """{test repo: {"<test commit>:<test file>": [instance ids]}}: what prove will run from the
     test repository; with `authored`, the tasks' authored files instead, which must not be
     there (the tree is the test commit's plus them: no file of the suite is replaced)."""
-    need = {}
+    need: dict[str, dict[str, list[str]]] = {}
     for t in tasks:
         own = {name for name, _ in t.authored}
         for f in t.test_files:
@@ -46,19 +61,22 @@ def needed_files(tasks, authored=False):
     return need
 
 
-def _pinned_by(users):
+def _pinned_by(users: Iterable[list[str]]) -> tuple[str, str]:
     tasks = ", ".join(sorted({iid for iid, _ in users}))
     fields = ", ".join(sorted({field for _, field in users}))
     return tasks, fields
 
 
-def ensure_repo(layout, repo, commits, files=None, source=None, inputs=None, authored=None):
+def ensure_repo(layout: "Layout", repo: str, commits: Commits, files: Files | None = None,
+                source: str | Path | None = None, inputs: str | None = None,
+                authored: Files | None = None) -> None:
     """Make the bare clone of `repo` hold `commits` ({sha: [[instance id, field]]}) and `files`
     ({"<commit>:<path>": [instance ids]}, test files), and not `authored` (the same, authored
     test files); write its stamp (with `inputs`, the stamps.py digest of what was asked).
     source: the benchmark file, named in errors."""
     path = layout.bare_repo(repo)
     url = repo_url(repo)
+    files, authored = files or {}, authored or {}
     with locked(layout.lock("repo-" + repo.replace("/", "+"))):
         if not (path / "HEAD").exists():
             tmp = path.with_name(path.name + f".tmp{os.getpid()}")
@@ -83,13 +101,13 @@ def ensure_repo(layout, repo, commits, files=None, source=None, inputs=None, aut
             tasks, fields = _pinned_by(commits[sha])
             raise UserError(f"commit {sha} is missing from the clone of {repo}, also after "
                             f"fetching it from {url}", file=source, task=tasks, field=fields)
-        absent = missing_files(path, sorted(files or {}))
+        absent = missing_files(path, sorted(files))
         if absent:
             commit, name = absent[0].split(":", 1)
             raise UserError(f"{name} does not exist in {repo} at test_commit {commit}",
                             file=source, task=", ".join(sorted(set(files[absent[0]]))),
                             field="test_files")
-        present = sorted(lookup_objects(path, sorted(authored or {})))
+        present = sorted(lookup_objects(path, sorted(authored)))
         if present:
             commit, name = present[0].split(":", 1)
             raise UserError(f"the authored test file {name} has the name of a file of {repo} at "
@@ -100,14 +118,16 @@ def ensure_repo(layout, repo, commits, files=None, source=None, inputs=None, aut
                                                 "commits": sorted(commits)})
 
 
-def clone_task(layout, repo, commits, files, authored, source, config, input_files):
+def clone_task(layout: "Layout", repo: str, commits: Commits, files: Files, authored: Files,
+               source: str | Path, config: Any, input_files: list[str]) -> None:
     """The doit action of repos:<owner>+<name> (stamps.stage_task)."""
     ensure_repo(layout, repo, commits, files, source, stamps.inputs_digest(config, input_files),
                 authored)
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
     files, own = needed_files(ctx.tasks), needed_files(ctx.tasks, authored=True)
+    benchmark = cast("Benchmark", ctx.benchmark)    # pipeline.Context declares it an object
     for repo, commits in sorted(needed_commits(ctx.tasks).items()):
         repo_files, repo_own = files.get(repo, {}), own.get(repo, {})
         config = {"url": repo_url(repo), "commits": sorted(commits), "files": sorted(repo_files)}
@@ -118,11 +138,11 @@ def gen_tasks(ctx):
             doc=f"bare clone of {repo} with every pinned commit",
             action=failing_on_user_error,
             args=[clone_task, ctx.layout, repo, commits, repo_files, repo_own,
-                  ctx.benchmark.path],
+                  benchmark.path],
             config=config,
             targets=[ctx.layout.repo_stamp(repo)],
             also_current=[(layout_has_repo, [ctx.layout, repo])], verbosity=2)
 
 
-def layout_has_repo(layout, repo):
+def layout_has_repo(layout: "Layout", repo: str) -> bool:
     return (layout.bare_repo(repo) / "HEAD").exists()

@@ -21,6 +21,7 @@ differs is extracted again: writing a file changes its ctime, which nobody can s
 
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional, TypedDict
@@ -42,7 +43,8 @@ class TestsTree(TypedDict):
     date: str           # that commit's committer date, strict ISO 8601
 
 
-def last_commit_by(history: list, moment: int) -> Optional[tuple]:
+def last_commit_by(history: list[tuple[str, int, str]],
+                   moment: int) -> Optional[tuple[str, int, str]]:
     """The (id, time, date) of `history` (gitcmd.commit_history: descendants first) with the
     latest committer time not after `moment` (epoch seconds), the first of equals; None if all
     are later."""
@@ -58,7 +60,10 @@ def trees_as_of(layout: Layout, tasks: Iterable[Task]) -> dict[str, Optional[Tes
     commit, or None while a bare clone (or the base commit in it) is missing}: two git calls per
     repository, whatever the number of tasks. UserError for a task whose test repository has no
     commit that early."""
-    tasks, found, times, histories = list(tasks), {}, {}, {}
+    tasks = list(tasks)
+    found: dict[str, Optional[TestsTree]] = {}
+    times: dict[str, dict[str, int]] = {}
+    histories: dict[str, list[tuple[str, int, str]]] = {}
     for t in tasks:
         code, tests = layout.bare_repo(t.repo), layout.bare_repo(t.test_repo)
         found[t.instance_id] = None
@@ -103,7 +108,7 @@ def tree_present(layout: Layout, tree: TestsTree) -> bool:
             and layout.agent_tests_tree(tree["commit"]).is_dir())
 
 
-def _extract(layout, tree):
+def _extract(layout: Layout, tree: TestsTree) -> None:
     path = layout.agent_tests_tree(tree["commit"])
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     for stale in path.parent.glob(f".{path.name}.tmp*"):
@@ -154,7 +159,7 @@ LIBRARY_ASSERTIONS = ("no alerts", "no sanitizer errors")
 TODO_GUARD = re.compile(r"TODO|todo_|^\s*\}\s*$")
 
 
-def _lines(text, keep=lambda line: True):
+def _lines(text: str, keep: Callable[[str], bool] = lambda line: True) -> list[str]:
     return [line.strip() for line in text.splitlines() if keep(line)]
 
 
@@ -185,7 +190,8 @@ def already_standing(layout: Layout, tasks: Iterable[Task]) -> dict[str, Optiona
     tests tree as of the base (assertion_stands), or None while the clones are missing}, read
     from the bare clone of the test repository without running anything."""
     tasks = list(tasks)
-    trees, standing = trees_as_of(layout, tasks), {}
+    trees = trees_as_of(layout, tasks)
+    standing: dict[str, Optional[bool]] = {}
     for t in tasks:
         tree = trees[t.instance_id]
         if tree is None:
@@ -202,6 +208,6 @@ def already_standing(layout: Layout, tasks: Iterable[Task]) -> dict[str, Optiona
 
 
 @lru_cache(maxsize=1024)
-def _read(bare, commit, path):
+def _read(bare: Path, commit: str, path: str) -> str | None:
     data = file_at(bare, commit, path)
     return None if data is None else data.decode("utf-8", "replace")

@@ -15,14 +15,30 @@ reads the commands of the project it runs in; the user's own ``~/.claude`` is ne
 (build_outputs: nginx's ``Makefile`` and ``objs/``; for a SWE-bench task, Python's caches).
 """
 
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from . import suite
 from .doitext import cleaning
 from .core import jsonio, stamps
 from .core.errors import failing_on_user_error
 from .core.gitcmd import new_repository_at
 from .core.trees import remove_tree
+from .core.stamps import TaskDict
 from .core.tasknames import AGENT, WORKSPACE, repo_task, task_name, unit_name
 from .run.swebench import SWEBENCH
+
+if TYPE_CHECKING:
+    from .core.layout import Layout
+    from .pipeline import Context
+    from .run.benchmark import Task
+    from .run.modes import Mode
+
+# suite.as_of, or pipeline.Context.tests_tree: the tests tree of a task as of its base.
+TestsTreeOf = Callable[["Layout", "Task"], "suite.TestsTree | None"]
+# agent.agent_finished (through pipeline.Context): (layout, mode, task, agent task name).
+AgentFinished = Callable[["Layout", "Mode", "Task", str], bool]
 
 ISSUE_FILE = ".issue.md"
 # templates/prompt_plan.md.j2 asks the agent for its plan in this file (by this name).
@@ -42,25 +58,26 @@ PYTHON_OUTPUTS = ("__pycache__/", "*.pyc", ".pytest_cache/")
 BRANCH = "main"
 
 
-def build_outputs(kind) -> tuple:
+def build_outputs(kind: str) -> tuple:
     """The build outputs of a benchmark kind's workspaces (top-level for nginx, any depth for a
     Python project's)."""
     return PYTHON_OUTPUTS if kind == SWEBENCH else BUILD_OUTPUTS
 
 
-def excluded_lines(kind) -> str:
+def excluded_lines(kind: str) -> str:
     """The workspace's .git/info/exclude: the harness's files and the kind's build outputs."""
     top = HARNESS_FILES + (() if kind == SWEBENCH else BUILD_OUTPUTS)
     anywhere = PYTHON_OUTPUTS if kind == SWEBENCH else ()
     return "".join(f"/{name}\n" for name in top) + "".join(f"{name}\n" for name in anywhere)
 
 
-def workspace_inputs(task):
+def workspace_inputs(task: "Task") -> str:
     return jsonio.digest({"base": task.base_commit, "statement": task.problem_statement})
 
 
-def create_workspace(layout, mode, task):
-    """(Re)create the workspace of (mode, task) from scratch and write its stamp."""
+def create_workspace(layout: "Layout", mode: str, task: "Task") -> None:
+    """(Re)create the workspace of (mode, task) from scratch and write its stamp (mode: its
+    name)."""
     ws = layout.workspace(mode, task.instance_id)
     remove_tree(ws)
     # A diff a node sent for an earlier agent run of this workspace (executor=ray) is no more.
@@ -77,7 +94,7 @@ def create_workspace(layout, mode, task):
                        "base_commit": task.base_commit, "agent_started": False})
 
 
-def install_commands(layout, mode, task):
+def install_commands(layout: "Layout", mode: "Mode", task: "Task") -> list[Path]:
     """Write the custom slash commands of `mode` (a modes.Mode; its command_files, the text read
     when the modes were loaded, which is what the agent's inputs digest covers) into the
     workspace of (mode, task); the agent stage calls it after ensure_fresh_workspace, before the
@@ -93,14 +110,14 @@ def install_commands(layout, mode, task):
     return written
 
 
-def mark_agent_started(layout, mode, task):
+def mark_agent_started(layout: "Layout", mode: str, task: "Task") -> None:
     stamp = layout.workspace_stamp(mode, task.instance_id)
     data = jsonio.read_json(stamp, {})
     data["agent_started"] = True
     jsonio.write_json(stamp, data)
 
 
-def ensure_fresh_workspace(layout, mode, task):
+def ensure_fresh_workspace(layout: "Layout", mode: str, task: "Task") -> None:
     """Before an agent run: a workspace no earlier agent has touched."""
     stamp = stamps.made_from(layout.workspace_stamp(mode, task.instance_id),
                                 workspace_inputs(task))
@@ -108,14 +125,15 @@ def ensure_fresh_workspace(layout, mode, task):
         create_workspace(layout, mode, task)
 
 
-def workspace_current(layout, mode, task):
+def workspace_current(layout: "Layout", mode: str, task: "Task") -> bool:
     """An up-to-date workspace exists (its stamp matches the task, its directory is there)."""
     return bool(stamps.made_from(layout.workspace_stamp(mode, task.instance_id),
                                     workspace_inputs(task))
                 and layout.workspace(mode, task.instance_id).is_dir())
 
 
-def tests_tree_ready(layout, mode, task, tests_tree) -> bool:
+def tests_tree_ready(layout: "Layout", mode: "Mode", task: "Task",
+                     tests_tree: TestsTreeOf) -> bool:
     """A mode without `tests`, or its tree for the task is there (suite.py). tests_tree:
     suite.as_of, or pipeline.Context.tests_tree (the same, asked once per command)."""
     if not mode.tests:
@@ -124,8 +142,9 @@ def tests_tree_ready(layout, mode, task, tests_tree) -> bool:
     return tree is not None and suite.tree_present(layout, tree)
 
 
-def workspace_up_to_date(layout, mode, task, agent_finished, agent_task_name,
-                         tests_tree=suite.as_of):
+def workspace_up_to_date(layout: "Layout", mode: "Mode", task: "Task",
+                         agent_finished: AgentFinished, agent_task_name: str,
+                         tests_tree: TestsTreeOf = suite.as_of) -> bool:
     """doit's uptodate of a workspace task: a current workspace (and tests tree, for a mode with
     `tests`), or none needed because the agent run is finished for its current inputs
     (`agent_finished`, agent.agent_finished: this stage comes before the agent's and does not
@@ -135,8 +154,9 @@ def workspace_up_to_date(layout, mode, task, agent_finished, agent_task_name,
             or agent_finished(layout, mode, task, agent_task_name))
 
 
-def prepare_workspace(layout, mode, task, agent_finished, agent_task_name,
-                      tests_tree=suite.as_of):
+def prepare_workspace(layout: "Layout", mode: "Mode", task: "Task",
+                      agent_finished: AgentFinished, agent_task_name: str,
+                      tests_tree: TestsTreeOf = suite.as_of) -> None:
     """The doit action: create the workspace (and the tests tree of a mode with `tests`) unless
     an up-to-date one exists or its agent run is finished (also when doit's database is lost)."""
     if workspace_up_to_date(layout, mode, task, agent_finished, agent_task_name, tests_tree):
@@ -147,14 +167,14 @@ def prepare_workspace(layout, mode, task, agent_finished, agent_task_name,
         suite.ensure_tree(layout, suite.needed(tests_tree(layout, task), task))
 
 
-def release_workspace(layout, mode, task):
+def release_workspace(layout: "Layout", mode: str, task: "Task") -> None:
     """After the patch stage took the agent's diff: the workspace and its stamp go. Its stamp
     goes too, so that patch.agent_patch keeps that diff instead of taking one of nothing."""
     remove_tree(layout.workspace(mode, task.instance_id))
     layout.workspace_stamp(mode, task.instance_id).unlink(missing_ok=True)
 
 
-def remove_workspace(layout, mode, task, dryrun=False):
+def remove_workspace(layout: "Layout", mode: str, task: "Task", dryrun: bool = False) -> None:
     """`doit clean`: the workspace and its stamp (the agent's results stay). dryrun (`doit clean
     -n`): only count it."""
     ws = layout.workspace(mode, task.instance_id)
@@ -167,7 +187,7 @@ def remove_workspace(layout, mode, task, dryrun=False):
     remove_tree(layout.agent_home(mode, task.instance_id))
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.agent_units():
         name = unit_name(bench, mode, task)
         agent_name = task_name(AGENT, name)

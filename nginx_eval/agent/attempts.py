@@ -19,7 +19,10 @@ on its own and then looks at its diff shows the same lines, from its own work.
 import json
 import os
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypedDict
 
 from ..core.blocks import content_blocks, result_text
 
@@ -42,12 +45,19 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 ABSOLUTE_PATH = re.compile(r"(?<![^\s'\"=(<>|;&])(/[A-Za-z0-9._+@%-][^\s'\"`;|&<>(){}$*?]*)")
 
 
-def cut(text, limit=DETAIL_CHARS):
+class Flag(TypedDict):
+    """An entry of agent.json's flags (see the module docstring)."""
+    kind: str
+    phase: str
+    detail: str
+
+
+def cut(text: object, limit: int = DETAIL_CHARS) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def normalized(line):
+def normalized(line: str) -> str:
     return " ".join(line.split())
 
 
@@ -56,28 +66,29 @@ class FixEvidence:
     """What would show that the fix reached the agent: its commit id, and the lines it adds that
     are nowhere in the base tree (fix_lines)."""
     commit: str
-    lines: frozenset = field(default_factory=frozenset)
+    lines: frozenset[str] = field(default_factory=frozenset)
 
-    def hash_in(self, text):
+    def hash_in(self, text: str) -> str | None:
         for word in re.findall(r"\b[0-9a-f]{%d,40}\b" % HASH_CHARS, text):
             # Digits alone are numbers (sizes, times), not a commit id.
             if self.commit.startswith(word) and not word.isdigit():
                 return word
         return None
 
-    def lines_in(self, text):
+    def lines_in(self, text: str) -> list[str]:
         found = {normalized(line) for line in text.splitlines()}
         # A line of a diff or listing carries a prefix ("+", "123:"): match within lines too.
         joined = "\n" + "\n".join(found) + "\n"
         return sorted(line for line in self.lines if line in found or line in joined)
 
-    def needed(self):
+    def needed(self) -> int:
         return min(2, len(self.lines))
 
 
-def added_lines(patch_text):
+def added_lines(patch_text: str) -> set[str]:
     """The stripped lines a unified diff adds (not its headers), that it does not also remove."""
-    added, removed = set(), set()
+    added: set[str] = set()
+    removed: set[str] = set()
     for line in patch_text.splitlines():
         if line.startswith("+") and not line.startswith("+++"):
             added.add(normalized(line[1:]))
@@ -87,15 +98,17 @@ def added_lines(patch_text):
             if len(line.replace(" ", "")) >= MIN_LINE_CHARS}
 
 
-def fix_lines(patch_text, present_in_base):
+def fix_lines(patch_text: str,
+              present_in_base: Callable[[list[str]], Iterable[str]]) -> frozenset[str]:
     """added_lines less those present_in_base(lines) finds in the base tree already."""
     lines = added_lines(patch_text)
     return frozenset(lines - set(present_in_base(sorted(lines)))) if lines else frozenset()
 
 
-def tool_calls(entries):
+def tool_calls(entries: Iterable[Mapping[str, Any]]) -> list[tuple[str, dict[str, Any], str]]:
     """[(tool name, input dict, result text)] of transcript entries, in order."""
-    calls, by_id = [], {}
+    calls: list[list[Any]] = []
+    by_id: dict[Any, list[Any]] = {}
     for entry in entries:
         message = entry.get("message") or {}
         for block in content_blocks(message.get("content")):
@@ -104,9 +117,9 @@ def tool_calls(entries):
                 by_id[block.get("id")] = call
                 calls.append(call)
             elif entry.get("type") == "user" and block.get("type") == "tool_result":
-                call = by_id.get(block.get("tool_use_id"))
-                if call is not None:
-                    call[2] += result_text(block)
+                called = by_id.get(block.get("tool_use_id"))
+                if called is not None:
+                    called[2] += result_text(block)
     return [tuple(c) for c in calls]
 
 
@@ -114,27 +127,28 @@ class Scope:
     """Which paths are the agent's own (workspace, its temporary and log directories, the
     system) and which are the harness's (always flagged)."""
 
-    def __init__(self, workspace, own=(), harness=()):
+    def __init__(self, workspace: str | Path, own: Iterable[str | Path | None] = (),
+                 harness: Iterable[str | Path | None] = ()) -> None:
         self.workspace = os.path.realpath(workspace)
         self.own = [os.path.realpath(p) for p in [workspace, *own] if p]
         self.harness = [os.path.realpath(p) for p in harness if p]
 
     @staticmethod
-    def _under(path, roots):
+    def _under(path: str, roots: Iterable[str]) -> bool:
         return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
-    def outside(self, path, cwd=None):
+    def outside(self, path: str, cwd: str | None = None) -> bool:
         """Whether reading `path` (absolute, or relative to the workspace) looks beyond it."""
         full = os.path.normpath(os.path.join(cwd or self.workspace, path))
         if self._under(full, self.harness) and not self._under(full, self.own):
             return True
         return not (self._under(full, self.own) or self._under(full, SYSTEM_DIRS))
 
-    def outside_paths(self, command):
+    def outside_paths(self, command: str) -> list[str]:
         return [p for p in ABSOLUTE_PATH.findall(command) if self.outside(p)]
 
 
-def call_flags(name, tool_input, scope):
+def call_flags(name: str, tool_input: Mapping[str, Any], scope: Scope) -> list[tuple[str, str]]:
     """[(kind, detail)] of one tool call."""
     if name in WEB_TOOLS:
         return [("web", tool_input.get("url") or tool_input.get("query") or "")]
@@ -149,9 +163,11 @@ def call_flags(name, tool_input, scope):
     return []
 
 
-def scan_transcript(phase, entries, scope, evidence):
+def scan_transcript(phase: str, entries: Iterable[Mapping[str, Any]], scope: Scope,
+                    evidence: FixEvidence | None) -> tuple[list[Flag], list[Flag]]:
     """(flags, contamination evidence) of one phase's transcript entries."""
-    flags, contamination = [], []
+    flags: list[Flag] = []
+    contamination: list[Flag] = []
     for name, tool_input, result in tool_calls(entries):
         found = call_flags(name, tool_input, scope)
         flags += [{"kind": k, "phase": phase, "detail": cut(d)} for k, d in found]
@@ -167,15 +183,16 @@ def scan_transcript(phase, entries, scope, evidence):
     return flags, contamination
 
 
-def scan_log(phase, text):
+def scan_log(phase: str, text: str) -> list[Flag]:
     """Flags of a command log (an agent that is not Claude Code leaves no transcript): the
     network fetches it printed, line by line."""
     return [{"kind": "fetch", "phase": phase, "detail": cut(line)}
             for line in text.splitlines() if FETCH.search(line)]
 
 
-def dedupe(flags):
-    seen, out = set(), []
+def dedupe(flags: Iterable[Flag]) -> list[Flag]:
+    seen = set()
+    out: list[Flag] = []
     for f in flags:
         key = (f["kind"], f["phase"], f["detail"])
         if key not in seen:

@@ -35,8 +35,10 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, TypedDict
 
 from ..core import jsonio
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, TIMEOUT
@@ -61,10 +63,26 @@ CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_COD
 # record: the run stops.
 AUTH = "auth"
 
+# A result's, a cost-state's or a transcript's figures of one model: {"cost_usd", "input",
+# "output", "cache_read", "cache_creation"}; and those figures per model.
+Figures = dict[str, Any]
+Models = dict[str, Figures]
+# The CLI's result object, and a transcript's entries (JSON objects).
+Result = Mapping[str, Any]
+Entry = Mapping[str, Any]
+
+
+class Usage(TypedDict):
+    """What a phase cost (phase_usage): fields of agent.json's phase record."""
+    cost_usd: float | None
+    tokens: dict[str, int] | None
+    models: Models
+    cost_source: str | None         # "result" | "transcript" | None
+
 
 # -- the program -----------------------------------------------------------------------------
 
-def resolve_program(program, environ):
+def resolve_program(program: str | None, environ: Mapping[str, str]) -> str | None:
     """The file `program` (a command's first word) runs, symlinks not followed; None when a
     relative path or not on PATH."""
     if not program:
@@ -74,17 +92,18 @@ def resolve_program(program, environ):
     return shutil.which(program, path=environ.get("PATH", os.defpath))
 
 
-def is_claude_code(path):
+def is_claude_code(path: str | None) -> bool:
     """Whether `path` is the Claude Code CLI: it, or the file its symlinks lead to, is named
     claude (npm's node_modules/.bin/claude is a symlink to bin/claude.exe)."""
-    return bool(path) and (os.path.basename(path) in PROGRAM_NAMES
-                           or os.path.basename(os.path.realpath(path)) in PROGRAM_NAMES)
+    return bool(path and (os.path.basename(path) in PROGRAM_NAMES
+                          or os.path.basename(os.path.realpath(path)) in PROGRAM_NAMES))
 
 
-def program_version(path, environ, cache_dir):
+def program_version(path: str | None, environ: Mapping[str, str],
+                    cache_dir: str | Path) -> str | None:
     """``<path> --version`` ("2.1.330 (Claude Code)") of a Claude Code program, or None. Cached in
     `cache_dir` per resolved file, mtime and size, so that a run with nothing to do starts no CLI."""
-    if not is_claude_code(path):
+    if not path or not is_claude_code(path):
         return None
     real = os.path.realpath(path)
     try:
@@ -96,7 +115,8 @@ def program_version(path, environ, cache_dir):
 
 
 @lru_cache(maxsize=16)
-def _cached_version(real, mtime_ns, size, cache_dir, search_path):
+def _cached_version(real: str, mtime_ns: int, size: int, cache_dir: str,
+                    search_path: str) -> str | None:
     cache = Path(cache_dir) / f"{jsonio.digest([real, mtime_ns, size])}.json"
     known = jsonio.read_json(cache)
     if isinstance(known, dict) and known.get("version"):
@@ -114,7 +134,7 @@ def _cached_version(real, mtime_ns, size, cache_dir, search_path):
     return version
 
 
-def credentials_problem(environ):
+def credentials_problem(environ: Mapping[str, str]) -> str | None:
     """Why the CLI would answer "Not logged in" (one line), or None: no credential variable and
     no login (``.credentials.json`` in its config directory) and no apiKeyHelper setting."""
     if any(environ.get(v) for v in CREDENTIAL_VARIABLES):
@@ -130,7 +150,7 @@ def credentials_problem(environ):
             "or log in once with `claude` and /login")
 
 
-def continues_session(command):
+def continues_session(command: str) -> bool:
     """Whether a command line asks the CLI to continue the latest session."""
     try:
         words = shlex.split(command)
@@ -141,7 +161,7 @@ def continues_session(command):
 
 # -- the result JSON -------------------------------------------------------------------------
 
-def parse_result(stdout_text):
+def parse_result(stdout_text: str) -> dict[str, Any] | None:
     """The CLI's result object (the last JSON object line of stdout with a cost or usage, or the
     whole output pretty printed), or None: an agent that is not Claude Code, or one killed."""
     for line in reversed(stdout_text.strip().splitlines()):
@@ -153,7 +173,7 @@ def parse_result(stdout_text):
     return _result_object(stdout_text)
 
 
-def _result_object(text):
+def _result_object(text: str) -> dict[str, Any] | None:
     try:
         data = json.loads(text)
     except ValueError:
@@ -163,7 +183,7 @@ def _result_object(text):
     return None
 
 
-def result_fields(result):
+def result_fields(result: Result | None) -> dict[str, Any]:
     """The phase record's fields that the result states (each None when it does not)."""
     result = result or {}
     text = result.get("result")
@@ -175,12 +195,12 @@ def result_fields(result):
             "num_turns": result.get("num_turns")}
 
 
-def one_line(text, limit=300):
+def one_line(text: object, limit: int = 300) -> str:
     text = " ".join(str(text or "").split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _error_kind(result):
+def _error_kind(result: Result) -> str:
     status = result.get("api_error_status")
     text = str(result.get("result") or "")
     if status in (401, 403) or any(t in text for t in AUTH_TEXTS):
@@ -193,7 +213,7 @@ def _error_kind(result):
     return FAILED                # a refusal, a prompt too long, max turns: the agent's own end
 
 
-def classify(result, exit_code):
+def classify(result: Result | None, exit_code: int | None) -> tuple[str, str]:
     """(status, reason) of a phase that ended by itself, from the CLI's result (None: it printed
     none, e.g. another agent) and its exit code. AUTH: credentials refused, the run must stop."""
     if result is None:
@@ -214,7 +234,9 @@ def classify(result, exit_code):
     return COMPLETED, ""
 
 
-def phase_status(timed_out, timeout, exit_code, result, entries, slash, session_problem):
+def phase_status(timed_out: bool, timeout: float, exit_code: int | None, result: Result | None,
+                 entries: Iterable[Entry], slash: str | None,
+                 session_problem: str | None) -> tuple[str, str]:
     """(status, reason) of a phase: classify's, unless a completed run is not what the mode
     asked for: a lost session (see session_problem) or a slash command the CLI did not expand."""
     if timed_out:
@@ -230,7 +252,8 @@ def phase_status(timed_out, timeout, exit_code, result, entries, slash, session_
     return COMPLETED, ""
 
 
-def session_problem(continues, previous_session, session):
+def session_problem(continues: bool, previous_session: str | None,
+                    session: str | None) -> str | None:
     """Why a phase that should continue `previous_session` did not (None when it did, or when
     there is nothing to compare)."""
     if not continues or not previous_session or not session or session == previous_session:
@@ -241,18 +264,19 @@ def session_problem(continues, previous_session, session):
 
 # -- cost and tokens -------------------------------------------------------------------------
 
-def tokens_of(usage, keys=USAGE_KEYS):
+def tokens_of(usage: Mapping[str, Any] | None,
+              keys: Mapping[str, str] = USAGE_KEYS) -> dict[str, int]:
     return {t: int((usage or {}).get(keys[t]) or 0) for t in TOKENS}
 
 
-def models_of(model_usage):
+def models_of(model_usage: Mapping[str, Any] | None) -> Models:
     """{model: {"cost_usd", "input", "output", "cache_read", "cache_creation"}} of a modelUsage
     (result or cost-state)."""
     return {m: dict(tokens_of(u, MODEL_USAGE_KEYS), cost_usd=u.get("costUSD"))
             for m, u in (model_usage or {}).items() if isinstance(u, dict)}
 
 
-def minus(now, before):
+def minus(now: Models, before: Models) -> Models:
     """Per model, the cumulative figures `now` less `before` (the same session's previous
     phase); models with nothing new are left out."""
     out = {}
@@ -266,30 +290,31 @@ def minus(now, before):
     return out
 
 
-def totals(models):
+def totals(models: Models) -> tuple[float | None, dict[str, int]]:
     """(cost_usd, tokens) summed over models; cost None when a model's cost is unknown."""
     tokens = {t: sum(m[t] for m in models.values()) for t in TOKENS}
     costs = [m.get("cost_usd") for m in models.values()]
-    cost = None if None in costs else round(sum(costs), 10)
+    cost = None if None in costs else round(sum(c for c in costs if c is not None), 10)
     return cost, tokens
 
 
-def summed_tokens(phases):
+def summed_tokens(phases: Iterable[Mapping[str, Any]]) -> dict[str, int] | None:
     """Tokens over phase records (None when none recorded any)."""
     tokens = [p["tokens"] for p in phases if p.get("tokens")]
     return {t: sum(x.get(t, 0) for x in tokens) for t in TOKENS} if tokens else None
 
 
-def summed_cost(phases):
+def summed_cost(phases: Iterable[Mapping[str, Any]]) -> float | None:
     """Cost over phase records (None when none recorded one)."""
     costs = [p["cost_usd"] for p in phases if p.get("cost_usd") is not None]
     return round(sum(costs), 10) if costs else None
 
 
-def message_models(entries):
+def message_models(entries: Iterable[Entry]) -> Models:
     """Usage per model from transcript entries (assistant lines, each message counted once by
     its id); cost unknown (None): only a cost-state line or the result prices them."""
-    models, seen = {}, set()
+    models: Models = {}
+    seen = set()
     for e in entries:
         message = e.get("message") or {}
         if e.get("type") != "assistant" or not message.get("usage") or message.get("id") in seen:
@@ -302,12 +327,13 @@ def message_models(entries):
     return models
 
 
-def last_cost_state(entries):
+def last_cost_state(entries: Iterable[Entry]) -> Entry | None:
     states = [e for e in entries if e.get("type") == "cost-state"]
     return states[-1] if states else None
 
 
-def phase_usage(result, entries, before):
+def phase_usage(result: Result | None, entries: Sequence[Entry],
+                before: Models) -> tuple[Usage, Models]:
     """What a phase cost: {"cost_usd", "tokens", "models", "cost_source"} and the session's
     cumulative models after it. result: its JSON (None if killed); entries: the transcript lines
     it added (its subagents' too); before: the cumulative models of its session so far."""
@@ -327,7 +353,7 @@ def phase_usage(result, entries, before):
     return {"cost_usd": None, "tokens": None, "models": {}, "cost_source": None}, before
 
 
-def _figures(models, source):
+def _figures(models: Models, source: str) -> Usage:
     cost, tokens = totals(models)
     return {"cost_usd": cost, "tokens": tokens, "models": models, "cost_source": source}
 
@@ -337,13 +363,13 @@ def _figures(models, source):
 SLASH_COMMAND = re.compile(r"\s*/([A-Za-z0-9][A-Za-z0-9_:.-]*)(?:\s|$)")
 
 
-def slash_command(prompt):
+def slash_command(prompt: str | None) -> str | None:
     """The command a prompt invokes ("fix-issue" for "/fix-issue .issue.md"), or None."""
     m = SLASH_COMMAND.match(prompt or "")
     return m.group(1) if m else None
 
 
-def command_file(name, workspace, config):
+def command_file(name: str, workspace: str | Path, config: str | Path) -> Path | None:
     """The Markdown file that defines /name for a CLI run in `workspace`, or None. A name with
     colons is a file in subdirectories (/frontend:test is frontend/test.md)."""
     relative = name.replace(":", "/") + ".md"
@@ -353,7 +379,7 @@ def command_file(name, workspace, config):
     return None
 
 
-def undefined_command(name, workspace, config):
+def undefined_command(name: str, workspace: str | Path, config: str | Path) -> str | None:
     """Why a phase that invokes /name must not run (None when the command is defined)."""
     if command_file(name, workspace, config):
         return None

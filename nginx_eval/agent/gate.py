@@ -18,9 +18,14 @@ an infra error.
 import os
 import shutil
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from ..core import jsonio, procs
 from ..core.errors import UserError
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
 
 BACKOFF_VARIABLE, DEFAULT_BACKOFF = "NGINX_EVAL_AGENT_BACKOFF", 30.0
 
@@ -28,26 +33,26 @@ BACKOFF_VARIABLE, DEFAULT_BACKOFF = "NGINX_EVAL_AGENT_BACKOFF", 30.0
 class CredentialsRefused(UserError):
     """stop_the_run's error: the API refused the credentials of agent `unit`."""
 
-    def __init__(self, message, unit, reason):
+    def __init__(self, message: str, unit: str, reason: str) -> None:
         super().__init__(message)
         self.unit, self.reason = unit, reason
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type["CredentialsRefused"], tuple[str, str, str]]:
         # Pickled across processes (executor=ray) with its fields.
         return type(self), (str(self), self.unit, self.reason)
 
 
-def clear_stop(layout):
+def clear_stop(layout: "Layout") -> None:
     """A new `doit run` may start agents again (after the credentials were fixed)."""
     layout.agent_stop.unlink(missing_ok=True)
 
 
-def check_not_stopped(layout):
+def check_not_stopped(layout: "Layout") -> None:
     if layout.agent_stop.exists():
         raise UserError(layout.agent_stop.read_text(encoding="utf-8").strip())
 
 
-def stop_the_run(layout, unit, reason):
+def stop_the_run(layout: "Layout", unit: str, reason: str) -> NoReturn:
     """The credentials were refused: say so in one line (UserError) and let no other agent of
     the run start. unit: "<mode>/<instance>"."""
     if not layout.agent_stop.exists():
@@ -57,12 +62,12 @@ def stop_the_run(layout, unit, reason):
     raise CredentialsRefused(layout.agent_stop.read_text(encoding="utf-8").strip(), unit, reason)
 
 
-def run_spent(layout):
+def run_spent(layout: "Layout") -> float:
     """What the run's agents cost so far, as their records say."""
     return sum((jsonio.read_json(p) or {}).get("cost_usd") or 0 for p in layout.agent_records())
 
 
-def over_budget(layout, max_cost):
+def over_budget(layout: "Layout", max_cost: float | None) -> float | None:
     """The run's recorded agent cost when it reached `max_cost` (None: no budget, or not yet)."""
     if max_cost is None:
         return None
@@ -70,12 +75,12 @@ def over_budget(layout, max_cost):
     return spent if spent >= max_cost else None
 
 
-def backoff_seconds(attempt):
+def backoff_seconds(attempt: int) -> float:
     """The wait after attempt number `attempt` (1, 2, ...)."""
     return float(os.environ.get(BACKOFF_VARIABLE) or DEFAULT_BACKOFF) * 2 ** (attempt - 1)
 
 
-def wait_interruptibly(seconds):
+def wait_interruptibly(seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if procs.interrupted():
@@ -83,7 +88,7 @@ def wait_interruptibly(seconds):
         time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
-def keep_attempt_logs(logs, attempt):
+def keep_attempt_logs(logs: Path, attempt: int) -> Path:
     """Move an attempt's logs to <logs>/attempt-<n>/ before the next attempt writes its own."""
     kept = logs / f"attempt-{attempt}"
     kept.mkdir(parents=True, exist_ok=True)

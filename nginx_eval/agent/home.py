@@ -25,7 +25,7 @@ refreshed copy back to the user's, unless theirs changed meanwhile (then theirs 
 """
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..core import jsonio
@@ -52,7 +52,7 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def prepare(home: Path, files: tuple, user_config: Path) -> bytes | None:
+def prepare(home: Path, files: Iterable[tuple[str, str]], user_config: Path) -> bytes | None:
     """Make `home` afresh: the mode's files ((relative path, text), modes.Mode.home_files), the
     user's login and apiKeyHelper. Returns the login copied in (None: there is none), the
     baseline of sync_credentials."""

@@ -42,7 +42,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def local_addresses(host: str) -> list:
+def local_addresses(host: str) -> list[tuple[socket.AddressFamily, str]]:
     """(family, address) pairs to try for a loopback host, IPv4 first for names."""
     host = host.strip("[]")
     try:
@@ -52,13 +52,13 @@ def local_addresses(host: str) -> list:
     return [(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, str(ip))]
 
 
-def split_host_port(authority: str, default_port: int) -> tuple:
+def split_host_port(authority: str, default_port: int) -> tuple[str, int]:
     """("host", port) of "host:port", "[v6]:port" or "host"."""
     parts = urlsplit("//" + authority)
     return (parts.hostname or ""), (parts.port or default_port)
 
 
-def request_target(head: bytes) -> tuple:
+def request_target(head: bytes) -> tuple[str, str, int, str]:
     """(method, host, port, origin-form target) of a request head sent to a proxy; host is ""
     for a target the proxy cannot place (it then goes upstream unchanged)."""
     line = head.split(b"\r\n", 1)[0].decode("latin-1")
@@ -86,7 +86,7 @@ def origin_form(head: bytes, origin: str) -> bytes:
                          b"Connection: close", b"", b""])
 
 
-def connect_local(host: str, port: int):
+def connect_local(host: str, port: int) -> socket.socket | None:
     """A connection to a server listening on the sandbox's loopback, or None."""
     for family, address in local_addresses(host):
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -101,7 +101,7 @@ def connect_local(host: str, port: int):
     return None
 
 
-def read_head(client) -> bytes:
+def read_head(client: socket.socket) -> bytes:
     data = b""
     while b"\r\n\r\n" not in data and len(data) < HEAD_LIMIT:
         chunk = client.recv(8192)
@@ -111,7 +111,7 @@ def read_head(client) -> bytes:
     return data
 
 
-def copy(source, sink) -> None:
+def copy(source: socket.socket, sink: socket.socket) -> None:
     try:
         while True:
             chunk = source.recv(65536)
@@ -126,7 +126,7 @@ def copy(source, sink) -> None:
         pass
 
 
-def splice(client, server, first: bytes) -> None:
+def splice(client: socket.socket, server: socket.socket, first: bytes) -> None:
     if first:
         server.sendall(first)
     back = threading.Thread(target=copy, args=(server, client), daemon=True)
@@ -137,7 +137,7 @@ def splice(client, server, first: bytes) -> None:
     client.close()
 
 
-def serve(client, upstream: tuple, endpoint: tuple) -> None:
+def serve(client: socket.socket, upstream: tuple[str, int], endpoint: tuple[str, int]) -> None:
     try:
         data = read_head(client)
         end = data.find(b"\r\n\r\n")
@@ -157,7 +157,7 @@ def serve(client, upstream: tuple, endpoint: tuple) -> None:
         client.close()
 
 
-def main(argv: list) -> None:
+def main(argv: list[str]) -> None:
     """argv: the proxy URL srt gave the phase, and the model endpoint (host:port)."""
     upstream = split_host_port(urlsplit(argv[1]).netloc.rpartition("@")[2], 3128)
     host, port = split_host_port(argv[2], 443)

@@ -7,6 +7,8 @@ reporter runs it: only doit's reporter sees which tasks were selected."""
 
 import os
 import subprocess
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import UserError
 from ..core.tasknames import AGENT, task_name, unit_name
@@ -19,8 +21,15 @@ from .claude_code import credentials_problem, is_claude_code, program_version, r
 from .gate import clear_stop
 from .stage import agent_finished
 
+if TYPE_CHECKING:
+    from ..core.layout import Layout
+    from ..pipeline import Context
+    from ..run.benchmark import Task
+    from ..run.modes import Mode
+    from .sandbox import Box
 
-def program_found(program, env):
+
+def program_found(program: str, env: Mapping[str, str]) -> bool:
     """Whether bash, run as the agent's phases are, finds `program` (on PATH, or a builtin)."""
     if "/" in program:
         # A relative path is resolved in the workspace, which does not exist yet.
@@ -30,7 +39,8 @@ def program_found(program, env):
     return bool(out.stdout.strip())
 
 
-def agents_to_run(ctx, tasks, selected):
+def agents_to_run(ctx: "Context", tasks: Mapping[str, Any],
+                  selected: Iterable[str]) -> Iterator[tuple["Mode", "Task"]]:
     """(mode, task) of every agent task doit is about to run: reachable from the selected tasks,
     and without a finished agent.json for its current inputs (or forgotten)."""
     reachable_names = reachable(tasks, selected)
@@ -42,7 +52,8 @@ def agents_to_run(ctx, tasks, selected):
             yield mode, task
 
 
-def program_problem(layout, program, env, box, reached=None):
+def program_problem(layout: "Layout", program: str, env: Mapping[str, str], box: "Box | None",
+                    reached: set[tuple[str, str]] | None = None) -> str | None:
     """Why `program` cannot start as a phase of a mode with sandbox settings `box` starts it,
     or None. A problem that is the machine's, not the mode's (no credentials, a model endpoint
     out of reach), is raised as a UserError of its own. reached: the (sandbox, endpoint) pairs
@@ -51,12 +62,14 @@ def program_problem(layout, program, env, box, reached=None):
         return f"program {program!r} is not on PATH"
     path = resolve_program(program, env)
     claude = is_claude_code(path)
-    if claude and credentials_problem(env):
+    refused = credentials_problem(env) if claude else None
+    if refused:
         # Not a mistake of modes.toml: said without naming a place in it.
-        raise UserError(credentials_problem(env))
+        raise UserError(refused)
     if box and (path or "/" not in program):
-        probe = [path, "--version"] if claude else ["bash", "-c", 'type -t -- "$1"', "bash",
-                                                    program]
+        # A Claude Code program has a path (is_claude_code).
+        probe = [path, "--version"] if claude and path else ["bash", "-c", 'type -t -- "$1"',
+                                                             "bash", program]
         problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), box=box,
                                         environ=env, programs=[path] if path else [],
                                         support=sandbox.write_support(layout.sandbox_support))
@@ -74,7 +87,7 @@ def program_problem(layout, program, env, box, reached=None):
     return None
 
 
-def self_test(layout, box, env):
+def self_test(layout: "Layout", box: "Box", env: Mapping[str, str]) -> None:
     """selftest.run, kept in run.json; UserError when it failed: an agent that could not build,
     run and reach what it changed would be scored on the sandbox."""
     result = selftest.run(layout, box, env)
@@ -83,12 +96,14 @@ def self_test(layout, box, env):
         raise UserError(f"{result['failed']}; no agent started (docs/sandbox.md)")
 
 
-def preflight(ctx, tasks, selected):
+def preflight(ctx: "Context", tasks: Mapping[str, Any], selected: Iterable[str]) -> None:
     """Every agent phase about to run starts a program that exists and runs
     (commandline.command_program), in its sandbox if it has one, after the sandbox's self-test
     (selftest.py) passed once."""
     clear_stop(ctx.layout)
-    checked, tested, reached = set(), False, set()
+    checked: set[str] = set()
+    reached: set[tuple[str, str]] = set()
+    tested = False
     for mode, _task in agents_to_run(ctx, tasks, selected):
         if mode.family in checked:
             continue

@@ -38,12 +38,18 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self, TypedDict
 from urllib.parse import urlsplit
 
 from ..core import jsonio
 from ..core.errors import UserError
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
+    from ..run.modes import Mode
 
 SRT_PACKAGE = "@anthropic-ai/sandbox-runtime"
 SRT_PREFIX_VAR, SRT_PROGRAM_VAR = "NGINX_EVAL_SRT_PREFIX", "NGINX_EVAL_SRT"
@@ -92,7 +98,22 @@ SUPPORT_VAR = "NGINX_EVAL_SANDBOX_SUPPORT"
 BLOCKED_LINE = re.compile(r"(?:Connection|HTTP request) blocked to (\S+):(\d+)\s*$")
 
 
-def settings(mode, environ=None):
+class Box(TypedDict):
+    """The isolation of a mode's agent (settings): part of an agent run's inputs."""
+    isolation: str                  # "srt"
+    endpoint: str                   # the model API's host:port
+    allow_hosts: list[str]
+    binds: list[str]
+
+
+class Blocked(TypedDict):
+    """A connection the sandbox refused (agent.json's phases' "blocked")."""
+    host: str
+    port: int
+    time: str                       # UTC, as the debug log stamped it
+
+
+def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | None:
     """The isolation of a mode's agent, or None (isolation = "none"): what an agent run's inputs
     record. Without isolation the inputs are those of runs made before isolation existed."""
     if mode.isolation == "none":
@@ -102,7 +123,7 @@ def settings(mode, environ=None):
             "allow_hosts": list(mode.allow_hosts), "binds": list(mode.sandbox_binds)}
 
 
-def model_endpoint(environ):
+def model_endpoint(environ: Mapping[str, str]) -> str:
     """host:port of the model API the agent talks to."""
     url = environ.get("ANTHROPIC_BASE_URL", "")
     if not url:
@@ -113,7 +134,7 @@ def model_endpoint(environ):
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def srt_program(environ=None):
+def srt_program(environ: Mapping[str, str] | None = None) -> str | None:
     """The srt to run: $NGINX_EVAL_SRT, else the one setup-debian.sh installs, else srt on PATH."""
     env = os.environ if environ is None else environ
     if env.get(SRT_PROGRAM_VAR):
@@ -123,12 +144,12 @@ def srt_program(environ=None):
     return program if os.access(program, os.X_OK) else shutil.which("srt")
 
 
-def install_hint():
+def install_hint() -> str:
     return ("run `sh scripts/setup-debian.sh` (it installs them), or give the mode "
             "isolation = \"none\" to run it unisolated")
 
 
-def missing_tools(environ=None):
+def missing_tools(environ: Mapping[str, str] | None = None) -> list[str]:
     """What srt needs that is not here: ["srt (npm @anthropic-ai/sandbox-runtime)", ...]."""
     env = os.environ if environ is None else environ
     missing = [] if srt_program(env) else [f"srt (npm {SRT_PACKAGE})"]
@@ -139,7 +160,7 @@ def missing_tools(environ=None):
 
 
 @lru_cache(maxsize=4)
-def _start_problem(program, path):
+def _start_problem(program: str, path: str) -> str | None:
     with tempfile.TemporaryDirectory(prefix="nginx-eval-srt-") as scratch:
         config = os.path.join(scratch, "srt.json")
         with open(config, "w") as f:
@@ -158,22 +179,24 @@ def _start_problem(program, path):
     return f"srt cannot start a sandbox here: {said}"
 
 
-def sandbox_problem(environ=None):
+def sandbox_problem(environ: Mapping[str, str] | None = None) -> str | None:
     """Why no agent can run isolated on this machine (one line), or None."""
     env = os.environ if environ is None else environ
     missing = missing_tools(env)
-    if missing:
+    program = srt_program(env)
+    if missing or program is None:      # no srt is one of missing_tools
         return f"the agent sandbox needs {', '.join(missing)}: {install_hint()}"
-    return _start_problem(srt_program(env), env.get("PATH", os.defpath))
+    return _start_problem(program, env.get("PATH", os.defpath))
 
 
-def check_available(mode, modes_file=None, environ=None):
+def check_available(mode: "Mode", modes_file: str | Path | None = None,
+                    environ: Mapping[str, str] | None = None) -> None:
     problem = sandbox_problem(environ)
     if problem:
         raise UserError(problem, file=modes_file, item=f"mode {mode.name}", field="isolation")
 
 
-def local_mirror_root(environ):
+def local_mirror_root(environ: Mapping[str, str]) -> str | None:
     """The fixed directory part of a local NGINX_EVAL_REPO_URL template, e.g. /srv/mirrors."""
     template = environ.get("NGINX_EVAL_REPO_URL", "")
     if "://" in template or not template.startswith("/"):
@@ -183,7 +206,7 @@ def local_mirror_root(environ):
     return path.rstrip("/") or None
 
 
-def agent_state(environ):
+def agent_state(environ: Mapping[str, str]) -> list[str]:
     """The read-write paths of Claude Code's state (see the module docstring)."""
     config = environ.get("CLAUDE_CONFIG_DIR")
     if config:
@@ -192,12 +215,12 @@ def agent_state(environ):
     return [p for p in (os.path.expanduser(p) for p in AGENT_STATE) if os.path.exists(p)]
 
 
-def _under(path, root):
+def _under(path: str | Path, root: str | Path) -> bool:
     path, root = os.path.realpath(path), os.path.realpath(root)
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def tool_dirs(environ):
+def tool_dirs(environ: Mapping[str, str]) -> list[str]:
     """The directories on PATH, and for one under $HOME the whole top-level directory it sits
     in (~/.pyenv, ~/.local, ...): version managers keep the real programs next to their shims."""
     home = os.path.realpath(os.path.expanduser("~"))
@@ -212,7 +235,7 @@ def tool_dirs(environ):
     return dirs
 
 
-def program_dirs(programs):
+def program_dirs(programs: Iterable[str]) -> list[str]:
     """The directories a program needs, followed through its symlinks: the one it is named in
     and the one its file is in, or for a program inside an npm package the whole
     ``node_modules`` around it (``node_modules/.bin/claude`` links into the package)."""
@@ -227,8 +250,11 @@ def program_dirs(programs):
     return dirs
 
 
-def srt_settings(box, *, workspace, writable, hidden, environ, programs=(), support=None,
-                 private=(), readable=()):
+def srt_settings(box: Box, *, workspace: str | Path, writable: Iterable[str | Path],
+                 hidden: Iterable[str | Path | None], environ: Mapping[str, str],
+                 programs: Iterable[str] = (), support: str | Path | None = None,
+                 private: Iterable[str | Path] = (),
+                 readable: Iterable[str | Path] = ()) -> dict[str, Any]:
     """srt's settings file for one phase. writable: the log and temporary directories;
     programs: the programs the phase's command starts (found on PATH); support:
     write_support's directory (readable inside, for the loopback proxy); private: the user's
@@ -261,12 +287,17 @@ def srt_settings(box, *, workspace, writable, hidden, environ, programs=(), supp
             "bwrapPath": str(BWRAP_WRAPPER)}
 
 
-def wrap(command, *, settings_file, stderr_file, environ, support, endpoint=DEFAULT_ENDPOINT):
+def wrap(command: str, *, settings_file: str | Path, stderr_file: str | Path,
+         environ: Mapping[str, str], support: str,
+         endpoint: str = DEFAULT_ENDPOINT) -> list[str]:
     """argv that runs `command` (bash -c) in srt with `settings_file`; the command's stderr goes
     to `stderr_file`, srt's own (its debug log) to the caller's stderr. support: write_support's
     directory; endpoint: the model's host:port, which the loopback proxy always sends on to
-    srt's."""
-    return [srt_program(environ), "-d", "-s", str(settings_file), "--",
+    srt's. UserError when srt is not installed (check_available says so before any agent)."""
+    program = srt_program(environ)
+    if program is None:
+        raise UserError(f"the agent sandbox needs srt (npm {SRT_PACKAGE}): {install_hint()}")
+    return [program, "-d", "-s", str(settings_file), "--",
             "bash", "-c", INNER, "nginx-eval-agent", str(stderr_file), command,
             os.path.join(support, LOOPBACK_PROXY.name), endpoint]
 
@@ -275,7 +306,7 @@ AGENT_USER = "nginx-eval"
 FIRST_AGENT_ID = 1000
 
 
-def _ids(table):
+def _ids(table: str) -> set[int]:
     ids = set()
     for line in table.splitlines():
         parts = line.split(":")
@@ -284,7 +315,7 @@ def _ids(table):
     return ids
 
 
-def _write_if_changed(path, data):
+def _write_if_changed(path: str, data: bytes) -> None:
     try:
         if open(path, "rb").read() == data:
             return
@@ -293,7 +324,7 @@ def _write_if_changed(path, data):
     jsonio.write_bytes(path, data, mode=0o644)
 
 
-def write_support(directory):
+def write_support(directory: str | Path) -> str:
     """What a phase's sandbox needs of the harness, in `directory` (returned): the loopback
     proxy (loopback.py) and, when the harness runs as root, the agent's account
     (write_agent_user). Phases running side by side may write it at once: each file is
@@ -305,7 +336,7 @@ def write_support(directory):
     return str(directory)
 
 
-def write_agent_user(directory):
+def write_agent_user(directory: str | Path) -> None:
     """The agent's account inside the sandbox, in `directory` (bwrap_agent_user.sh reads it):
     ``id`` ("UID GID", the first id from 1000 that the host uses neither as a uid nor as a
     gid), and ``passwd`` and ``group``: the host's tables plus that account, named AGENT_USER,
@@ -328,7 +359,8 @@ def write_agent_user(directory):
     _write_if_changed(os.path.join(directory, "id"), f"{number} {number}\n".encode())
 
 
-def phase_environment(environ, tmp_dir, support=None):
+def phase_environment(environ: Mapping[str, str], tmp_dir: str | Path,
+                      support: str | None = None) -> dict[str, str]:
     """The environment of an isolated phase, and of srt itself: a private temporary directory
     (srt puts the sockets of its proxy bridges there too, so it must be one the agent may
     write: outside it nothing of /tmp is visible), the CLI quiet; support: write_support's
@@ -338,7 +370,7 @@ def phase_environment(environ, tmp_dir, support=None):
     return dict(environ, TMPDIR=str(tmp_dir), CLAUDE_CODE_TMPDIR=str(tmp_dir), **quiet, **extra)
 
 
-def hidden_paths(layout):
+def hidden_paths(layout: "Layout") -> list[Path]:
     return [layout.cache, layout.results_root, layout.root]
 
 
@@ -347,32 +379,32 @@ class TimestampedLog:
     log, so that every refused connection has its time. Use as a context manager; `.fd` is the
     write end to hand to the command."""
 
-    def __init__(self, path):
+    def __init__(self, path: str | Path) -> None:
         self.path = path
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         read_end, self.fd = os.pipe()
         self.thread = threading.Thread(target=self._copy, args=(read_end,), daemon=True)
         self.thread.start()
         return self
 
-    def _copy(self, read_end):
+    def _copy(self, read_end: int) -> None:
         with os.fdopen(read_end, "rb") as source, open(self.path, "ab") as out:
             for line in source:
                 stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 out.write(stamp.encode() + b" " + line)
                 out.flush()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         os.close(self.fd)
         # Processes the sandbox left behind may hold the write end: do not wait for them.
         self.thread.join(timeout=5)
 
 
-def blocked_connections(log_text):
+def blocked_connections(log_text: str) -> list[Blocked]:
     """[{"host", "port", "time"}] of every connection srt's proxies refused, from its debug log
     (TimestampedLog's lines)."""
-    blocked = []
+    blocked: list[Blocked] = []
     for line in log_text.splitlines():
         stamp, _, rest = line.partition(" ")
         m = BLOCKED_LINE.search(rest)
@@ -382,7 +414,7 @@ def blocked_connections(log_text):
     return blocked
 
 
-def remove_mount_points(workspace, before):
+def remove_mount_points(workspace: str | Path, before: Iterable[str]) -> None:
     """Remove the empty files and directories srt left in the workspace (SRT_MOUNT_POINTS) that
     were not there before the phase: they are the sandbox's, not the agent's patch."""
     for name in SRT_MOUNT_POINTS:
@@ -398,11 +430,13 @@ def remove_mount_points(workspace, before):
             pass
 
 
-def present_mount_points(workspace):
+def present_mount_points(workspace: str | Path) -> set[str]:
     return {n for n in SRT_MOUNT_POINTS if os.path.lexists(os.path.join(workspace, n))}
 
 
-def start_problem(argv, *, hidden, box, environ, support, programs=()):
+def start_problem(argv: Iterable[str], *, hidden: Iterable[str | Path | None], box: Box,
+                  environ: Mapping[str, str], support: str,
+                  programs: Iterable[str] = ()) -> str | None:
     """Why `argv` does not run isolated as a phase would (None when it exits 0 and prints
     something), in an empty directory standing in for the workspace: cli's preflight runs the
     agent's program there before any agent starts. support: write_support's directory."""

@@ -24,9 +24,15 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..core.records import SelfTest, SelfTestStep
 from . import sandbox
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
 
 FILES = Path(__file__).with_name("selftest")
 STEPS = {"account": "run as an ordinary user", "build": "build a C program with cc",
@@ -54,8 +60,8 @@ kill $server
 """
 
 
-def run_inside(layout, box: dict, environ: dict, script: str, files: Path | None = None,
-               timeout: float = TIMEOUT) -> tuple:
+def run_inside(layout: "Layout", box: sandbox.Box, environ: Mapping[str, str], script: str,
+               files: Path | None = None, timeout: float = TIMEOUT) -> tuple[str, str]:
     """`script` (bash) in a sandbox of `box` (sandbox.settings), made as `environ` would make a
     phase's, in a scratch workspace holding a copy of `files`: (stdout, what it or srt said
     last on stderr)."""
@@ -87,7 +93,7 @@ def run_inside(layout, box: dict, environ: dict, script: str, files: Path | None
     return stdout, said or srt_said
 
 
-def run(layout, box: dict, environ: dict) -> dict:
+def run(layout: "Layout", box: sandbox.Box, environ: Mapping[str, str]) -> SelfTest:
     """The self-test in a sandbox of `box` (sandbox.settings) as `environ` would run a phase."""
     start = time.monotonic()
     stdout, said = run_inside(layout, box, environ, SCRIPT, FILES)
@@ -105,11 +111,12 @@ ENDPOINT_SCRIPT = 'curl -sS -p -o /dev/null -w "%{http_code}" --max-time 30 "$1"
 ENDPOINT_TIMEOUT = 45
 
 
-def endpoint_url(environ: dict) -> str:
+def endpoint_url(environ: Mapping[str, str]) -> str:
     return environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
 
 
-def endpoint_problem(layout, box: dict, environ: dict) -> str | None:
+def endpoint_problem(layout: "Layout", box: sandbox.Box | None,
+                     environ: Mapping[str, str]) -> str | None:
     """Why the model endpoint cannot be reached the way a phase reaches it (from its sandbox,
     or for box None from this machine), one line, or None: checked before any agent starts, so
     that a URL or a network that cannot reach it fails in seconds, not after the CLI's retries
@@ -133,8 +140,8 @@ def endpoint_problem(layout, box: dict, environ: dict) -> str | None:
     return f"the model endpoint {url} ({source}) cannot be reached {where}: {reason}"
 
 
-def read_steps(stdout: str) -> list:
-    steps = []
+def read_steps(stdout: str) -> list[SelfTestStep]:
+    steps: list[SelfTestStep] = []
     for line in stdout.splitlines():
         ok = line.startswith("ok ")
         if not ok and not line.startswith("not ok "):
@@ -145,7 +152,7 @@ def read_steps(stdout: str) -> list:
     return steps
 
 
-def failure(steps: list, fallback: str) -> str | None:
+def failure(steps: list[SelfTestStep], fallback: str) -> str | None:
     """The one line that says what failed, or None."""
     for s in steps:
         if not s["ok"]:

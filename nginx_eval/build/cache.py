@@ -13,12 +13,20 @@ process does not try it again (failed_here), the next one does.
 
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..doitext import cleaning
 from ..core import jsonio
+from ..core.records import BuildFields, BuildRecord
 from ..core.trees import remove_tree, set_write_bits
 from .toolchain import compiler_identity
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
+    from ..run.benchmark import Task
 
 EMPTY_PATCH_SHA = jsonio.digest(b"")
 
@@ -28,41 +36,41 @@ class BuildSpec:
     """What a build is made of; `key` names it in the cache, so equal specs share one build
     (identical patches of any mode or run, and the empty patch, which is the base build)."""
     base_commit: str
-    flags: tuple
+    flags: tuple[str, ...]
     patch_sha: str = EMPTY_PATCH_SHA
 
     @classmethod
-    def of(cls, base_commit, flags, patch=b""):
+    def of(cls, base_commit: str, flags: Iterable[str], patch: bytes = b"") -> "BuildSpec":
         return cls(base_commit, tuple(flags), jsonio.digest(patch))
 
     @classmethod
-    def base_of(cls, task):
+    def base_of(cls, task: "Task") -> "BuildSpec":
         """The base build (empty patch) of a benchmark task."""
         return cls(task.base_commit, tuple(task.configure_flags))
 
     @property
-    def is_base(self):
+    def is_base(self) -> bool:
         return self.patch_sha == EMPTY_PATCH_SHA
 
     @property
-    def key(self):
+    def key(self) -> str:
         return jsonio.digest({"base": self.base_commit, "flags": list(self.flags),
                               "patch": self.patch_sha, "compiler": compiler_identity()})[:32]
 
 
-def binary_path(layout, key):
+def binary_path(layout: "Layout", key: str) -> Path:
     return layout.build_dir(key) / "tree" / "objs" / "nginx"
 
 
 # -- published builds: read-only, with the binary's digest ----------------------------------------
 
-def _binary_stat(path):
+def _binary_stat(path: str | Path) -> list[int]:
     """What changes whenever the binary is written (ctime cannot be set back), for a quick check."""
     st = os.stat(path)
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def verify_build(layout, record):
+def verify_build(layout: "Layout", record: BuildRecord) -> str | None:
     """None when the published build's objs/nginx still has the digest recorded when it was
     published, else a one-line reason. (As root a read-only tree can still be written to.)"""
     path = binary_path(layout, record["key"])
@@ -75,7 +83,7 @@ def verify_build(layout, record):
     return None
 
 
-def binary_intact(layout, record):
+def binary_intact(layout: "Layout", record: BuildRecord) -> bool:
     """verify_build's answer, cheaply when the binary's stat is still the one recorded."""
     try:
         if _binary_stat(binary_path(layout, record["key"])) == record.get("binary_stat"):
@@ -85,11 +93,11 @@ def binary_intact(layout, record):
     return verify_build(layout, record) is None
 
 
-def published_build(layout, key):
+def published_build(layout: "Layout", key: str) -> BuildRecord | None:
     """The published record of build `key`, or None when there is none to trust: a built one
     whose binary changed or that predates binary digests, a failed base build of before
     env_error existed (a base that does not build is the environment's fault)."""
-    record = jsonio.read_json(layout.build_dir(key) / "build.json")
+    record: BuildRecord | None = jsonio.read_json(layout.build_dir(key) / "build.json")
     if not record:
         return None
     if record["status"] == "built" and not binary_intact(layout, record):
@@ -99,7 +107,7 @@ def published_build(layout, key):
     return record
 
 
-def damage(layout, key):
+def damage(layout: "Layout", key: str) -> str | None:
     """Why the published build `key` cannot be trusted although it was built, or None."""
     record = jsonio.read_json(layout.build_dir(key) / "build.json")
     if record and record["status"] == "built":
@@ -107,7 +115,7 @@ def damage(layout, key):
     return None
 
 
-def publish(layout, tmp, record):
+def publish(layout: "Layout", tmp: Path, record: BuildRecord) -> None:
     """Make tmp, a finished build, the published build of record["key"]."""
     tree = tmp / "tree"
     if record["status"] == "built":
@@ -126,7 +134,7 @@ def publish(layout, tmp, record):
         stale.unlink(missing_ok=True)
 
 
-def build_is_published(layout, record):
+def build_is_published(layout: "Layout", record: BuildRecord) -> bool:
     """A result's build is usable if its cache entry still exists (the cache may be cleaned) and,
     when built, still has the binary it was published with. An env_error never is: the next
     run tries again."""
@@ -145,7 +153,7 @@ def build_is_published(layout, record):
     return verify_build(layout, record) is None
 
 
-def result_build_ok(layout, mode_name, iid):
+def result_build_ok(layout: "Layout", mode_name: str, iid: str) -> bool:
     record = jsonio.read_json(layout.build_json(mode_name, iid))
     return bool(record) and build_is_published(layout, record)
 
@@ -154,21 +162,23 @@ def result_build_ok(layout, mode_name, iid):
 
 # {(cache, key): env_error record} of the builds that failed in this process: the next doit run
 # tries them again, this one does not (every candidate of a base that does not build would).
-_failed_here = {}
+_failed_here: dict[tuple[str, str], BuildRecord] = {}
 
 
-def failed_here(layout, key):
+def failed_here(layout: "Layout", key: str) -> BuildRecord | None:
     """The env_error record of build `key` if it failed in this process, else None."""
     return _failed_here.get((str(layout.cache), key))
 
 
-def record_env_error(layout, record, reason, log_bytes, remember=True):
+def record_env_error(layout: "Layout", fields: BuildFields, reason: str, log_bytes: bytes,
+                     remember: bool = True) -> BuildRecord:
     """An env_error record, not published: its record and log go to builds/.failed/ for the
-    task's result, and (remember) this process does not try the build again."""
-    record = dict(record, status="env_error", reason=reason)
+    task's result, and (remember) this process does not try the build again. fields: the
+    build's record, or what it holds before the build ran."""
+    record: BuildRecord = {**fields, "status": "env_error", "reason": reason}
     try:
         jsonio.write_bytes(layout.failed_build_log(record["key"]), log_bytes)
-        jsonio.write_json(layout.failed_build_json(record["key"]), dict(record, pid=os.getpid()))
+        jsonio.write_json(layout.failed_build_json(record["key"]), {**record, "pid": os.getpid()})
     except OSError:
         pass            # a full disk: the reason still reaches the task's result
     if remember:
@@ -180,10 +190,10 @@ def record_env_error(layout, record, reason, log_bytes, remember=True):
 
 # -- removal (`doit clean`) ------------------------------------------------------------------------
 
-def build_keys_of_other_runs(layout):
+def build_keys_of_other_runs(layout: "Layout") -> set[str | None]:
     """Keys of the builds that results of runs other than layout.run point to (per-task
     build.json, and validation records): `doit clean` of one run leaves those alone."""
-    keys = set()
+    keys: set[str | None] = set()
     if not layout.results_root.is_dir():
         return keys
     for run_dir in layout.results_root.iterdir():
@@ -197,7 +207,7 @@ def build_keys_of_other_runs(layout):
     return keys
 
 
-def remove_build(layout, key, dryrun=False):
+def remove_build(layout: "Layout", key: str | None, dryrun: bool = False) -> None:
     """Remove the build `key` unless another run's results use it; counted for `doit clean`'s
     summary (cleaning.py). dryrun: only count it."""
     if key and key not in build_keys_of_other_runs(layout):
@@ -206,12 +216,12 @@ def remove_build(layout, key, dryrun=False):
             remove_tree(layout.build_dir(key), ignore_errors=True)
 
 
-def remove_task_build(layout, mode_name, iid, dryrun=False):
+def remove_task_build(layout: "Layout", mode_name: str, iid: str, dryrun: bool = False) -> None:
     """`doit clean`: the cache build this result used, unless another run's results use it.
     The result files stay; a later run rebuilds what it needs."""
     remove_build(layout, (jsonio.read_json(layout.build_json(mode_name, iid)) or {}).get("key"),
                  dryrun)
 
 
-def remove_base_build(layout, task, dryrun=False):
+def remove_base_build(layout: "Layout", task: "Task", dryrun: bool = False) -> None:
     remove_build(layout, BuildSpec.base_of(task).key, dryrun)

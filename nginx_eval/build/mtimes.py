@@ -11,6 +11,8 @@ clean build.
 import os
 import stat
 import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 # Between the other files, the changed ones and what make writes: more than the coarsest file
 # system timestamp (FAT's 2 s; ext4, xfs and btrfs keep nanoseconds) and than the lag of the
@@ -19,13 +21,13 @@ import time
 GAP_NS = 2_000_000_000
 
 
-def _tree_files(tree):
+def _tree_files(tree: str) -> Iterator[str]:
     for dirpath, _, filenames in os.walk(tree):
         for name in filenames:
             yield os.path.join(dirpath, name)
 
 
-def _other_mtimes(tree, changed, now):
+def _other_mtimes(tree: str, changed: set[str], now: int) -> dict[str, int]:
     """{path: mtime} of the files of `tree` not in `changed`, after bringing those dated after
     `now` back to now (a clock stepped back, a cache from another host)."""
     mtimes = {}
@@ -40,7 +42,7 @@ def _other_mtimes(tree, changed, now):
     return mtimes
 
 
-def stamp_changed(tree, paths):
+def stamp_changed(tree: str | Path, paths: Iterable[str]) -> None:
     """Date the changed files `paths` (relative to tree) GAP_NS before now, and every other file
     of the tree at least GAP_NS before them, whatever the copied mtimes say: make then rebuilds
     what the changed files go into, and what it writes is newer than they are.
@@ -64,14 +66,14 @@ def stamp_changed(tree, paths):
             os.utime(path, ns=(stamp, stamp), follow_symlinks=False)
 
 
-def _mtime(path):
+def _mtime(path: str | Path) -> int:
     try:
         return os.stat(path).st_mtime_ns
     except OSError:
         return 0
 
 
-def _relative(tree, path):
+def _relative(tree: str, path: str) -> str | None:
     """`path` of a .d file relative to tree, or None outside it (the system's headers: no patch
     changes those). nginx's Makefile compiles from the tree's root, so its own paths are plain
     relative ones already; normalizing each of the tens of thousands of names in a tree's .d
@@ -87,12 +89,13 @@ def _relative(tree, path):
     return path
 
 
-def _dependency_readers(tree, sources):
+def _dependency_readers(tree: str | Path, sources: Iterable[str]) -> dict[str, list[str]] | None:
     """{source: [objects whose compile read it]} for the `sources` (paths relative to tree) from
     the compiler's .d files (EXTRA_CC_OPT's -MD); None when the tree has no .d file (its
     Makefile does not pass the option on)."""
     tree, wanted = str(tree), set(sources)
-    readers, found = {}, False
+    readers: dict[str, list[str]] = {}
+    found = False
     for path in _tree_files(os.path.join(tree, "objs")):
         if not path.endswith(".d"):
             continue
@@ -101,14 +104,16 @@ def _dependency_readers(tree, sources):
             # "objs/src/core/nginx.o: src/core/nginx.c src/core/ngx_config.h \<newline> ..."
             rule = f.read().replace("\\\n", " ").split("\n", 1)[0]
         target, _, deps = rule.partition(": ")
-        for dep in deps.split():
-            dep = _relative(tree, dep)
-            if dep in wanted:
-                readers.setdefault(dep, []).append(_relative(tree, target))
+        # An object outside the tree (never one of nginx's Makefile) is none of this build's.
+        reader = _relative(tree, target)
+        for name in deps.split():
+            dep = _relative(tree, name)
+            if dep is not None and dep in wanted and reader is not None:
+                readers.setdefault(dep, []).append(reader)
     return readers if found else None
 
 
-def unproven(tree, paths):
+def unproven(tree: Path, paths: Iterable[str]) -> str | None:
     """Why the make that just ran may not have rebuilt what the changed files `paths` go into,
     or None. Each changed .c or .h file must be older than objs/nginx and than each object
     that reads it: its own (objs/<path>.o) and those whose .d file names it. Without .d files a

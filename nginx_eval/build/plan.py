@@ -18,11 +18,22 @@ run; ``build:<bench>/<mode>/<instance_id>`` per unit (the pipeline's unit name).
 """
 
 import os
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core import jsonio
+from ..core.records import BuildRecord
 from .cache import EMPTY_PATCH_SHA, binary_path
 from ..core.gitcmd import changed_files, paths_changed_between, tree_id, tree_ids
 from ..core.tasknames import BUILD, GRADE, PATCH, PROVE, base_task_name, task_name
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
+    from ..run.benchmark import Task
+
+# base_build_plan: [(base task name, a task with that base, the base task it starts from)].
+BasePlan = list[tuple[str, "Task", str | None]]
 
 # nginx's repository has no top-level configure: it runs auto/configure.
 BUILD_SYSTEM_DIR = "auto"
@@ -33,32 +44,36 @@ HEADER_REBUILD_COST = 50
 
 # -- build groups ---------------------------------------------------------------------------------
 
-def build_system_id(bare, commit):
+def build_system_id(bare: Path, commit: str) -> str | None:
     """The git tree id of auto/: equal ids mean configure writes the same files."""
     return tree_id(bare, commit, BUILD_SYSTEM_DIR)
 
 
-def build_system_ids(bare, commits):
+def build_system_ids(bare: Path, commits: Iterable[str]) -> dict[str, str]:
     """{commit: tree id of its auto/} in one git call; empty while the clone does not exist."""
     if not os.path.isdir(bare):
         return {}
     return tree_ids(bare, commits, BUILD_SYSTEM_DIR)
 
 
-def build_group_key(task, system_ids):
+# A build group: (repository, the tree id of auto/ (or the commit), configure flags).
+GroupKey = tuple[str, str, tuple[str, ...]]
+
+
+def build_group_key(task: "Task", system_ids: Mapping[str, str]) -> GroupKey:
     return (task.repo, system_ids.get(task.base_commit, task.base_commit),
             tuple(task.configure_flags))
 
 
-def tasks_build_system_ids(layout, tasks):
-    ids = {}
+def tasks_build_system_ids(layout: "Layout", tasks: Sequence["Task"]) -> dict[str, str]:
+    ids: dict[str, str] = {}
     for repo in {t.repo for t in tasks}:
         ids.update(build_system_ids(layout.bare_repo(repo), [t.base_commit for t in tasks
                                                               if t.repo == repo]))
     return ids
 
 
-def changed_paths(bare, pairs):
+def changed_paths(bare: Path, pairs: Sequence[tuple[str, str]]) -> list[list[str]] | None:
     """[the paths that differ between a and b for (a, b) in pairs], from one git call; None
     while the clone does not exist."""
     if not os.path.isdir(bare):
@@ -68,17 +83,17 @@ def changed_paths(bare, pairs):
     return paths_changed_between(bare, pairs)
 
 
-def rebuild_cost(paths):
+def rebuild_cost(paths: Iterable[str]) -> int:
     """About how many objects make recompiles when `paths` change."""
     return sum(HEADER_REBUILD_COST if p.endswith(".h") else 1 for p in paths)
 
 
-def fixes_touching_headers(layout, tasks):
+def fixes_touching_headers(layout: "Layout", tasks: Sequence["Task"]) -> set[str]:
     """Instance ids of the tasks whose fix (base..fix) changes a header, from one git call per
     repository; empty while the clone does not exist. A changed header makes make recompile most
     of nginx (HEADER_REBUILD_COST), and patches for such a bug tend to touch the same headers:
     these builds are the long ones."""
-    heavy = set()
+    heavy: set[str] = set()
     for repo in {t.repo for t in tasks}:
         mine = [t for t in tasks if t.repo == repo]
         changed = changed_paths(layout.bare_repo(repo), [(t.base_commit, t.fix_commit)
@@ -88,7 +103,9 @@ def fixes_touching_headers(layout, tasks):
     return heavy
 
 
-def interleave_by_build_group(layout, tasks, system_ids=None, heavy=None):
+def interleave_by_build_group(layout: "Layout", tasks: Sequence["Task"],
+                              system_ids: Mapping[str, str] | None = None,
+                              heavy: Collection[str] | None = None) -> list["Task"]:
     """The tasks in the order their builds should start: one task of each build group (same
     auto/ tree and flags) in turn. Base builds of one group take turns (see build.ensure_build),
     so tasks in benchmark order, where neighbours often share a group, would keep one of doit's
@@ -99,7 +116,7 @@ def interleave_by_build_group(layout, tasks, system_ids=None, heavy=None):
     nothing left to do: larger groups first (their first build unlocks the most sibling builds),
     and among groups of one size, and within a group, those whose fixes touch headers
     (fixes_touching_headers)."""
-    groups = {}
+    groups: dict[GroupKey, list[Task]] = {}
     ids = tasks_build_system_ids(layout, tasks) if system_ids is None else system_ids
     heavy = fixes_touching_headers(layout, tasks) if heavy is None else heavy
     for t in tasks:
@@ -116,7 +133,8 @@ def interleave_by_build_group(layout, tasks, system_ids=None, heavy=None):
 
 # -- siblings -------------------------------------------------------------------------------------
 
-def find_sibling(layout, bare, base_commit, flags, compiler, system_id):
+def find_sibling(layout: "Layout", bare: Path, base_commit: str, flags: Sequence[str],
+                 compiler: dict[str, str], system_id: str | None) -> BuildRecord | None:
     """A published base build of another commit with the same build system, flags and compiler,
     closest to base_commit (rebuild_cost): the starting point of a base build that skips
     configure."""
@@ -134,7 +152,7 @@ def find_sibling(layout, bare, base_commit, flags, compiler, system_id):
     return best[1] if best else None
 
 
-def sibling_tree(bare, commits):
+def sibling_tree(bare: Path, commits: list[str]) -> dict[str, str]:
     """{commit: the commit whose base build it should start from} for the base commits of one
     build group, commits[0] (built clean) the root: a minimum spanning tree by rebuild_cost,
     grown from the root (Prim), ties to the earlier commit in `commits`. Started from the root
@@ -155,7 +173,9 @@ def sibling_tree(bare, commits):
     return parents
 
 
-def base_build_plan(layout, tasks, ids=None, build_order=None):
+def base_build_plan(layout: "Layout", tasks: Sequence["Task"],
+                    ids: Mapping[str, str] | None = None,
+                    build_order: Sequence["Task"] | None = None) -> BasePlan:
     """[(base task name, a task with that base, name of the base task it starts from or None)]
     in build order. The first base of a group (same auto/ tree and flags) is built clean; every
     other waits, as a doit dependency, for its parent in sibling_tree and then starts from it
@@ -165,7 +185,9 @@ def base_build_plan(layout, tasks, ids=None, build_order=None):
     in build.ensure_build still makes the group's first build go first. ids, build_order: the
     tasks' build system ids and interleave_by_build_group's order, if known."""
     ids = tasks_build_system_ids(layout, tasks) if ids is None else ids
-    order, groups, task_of = [], {}, {}
+    order: list[str] = []
+    groups: dict[GroupKey, list[str]] = {}
+    task_of: dict[str, Task] = {}
     for t in build_order or interleave_by_build_group(layout, tasks, ids):
         name = base_task_name(t)
         if name not in task_of:
@@ -183,7 +205,8 @@ def base_build_plan(layout, tasks, ids=None, build_order=None):
 
 # -- the order doit starts a mode's tasks in ------------------------------------------------------
 
-def start_order(tests_tasks, units, plan, ids):
+def start_order(tests_tasks: Iterable[str], units: Sequence[str], plan: BasePlan,
+                ids: Collection[str]) -> list[str]:
     """The results task's dependencies, in the order doit should start them: `tests_tasks` (the
     test-tree tasks), then per stage the `units` (unit names, in build order), with the base
     builds of `plan` (base_build_plan) that tasks of `ids` wait for.
@@ -205,7 +228,7 @@ def start_order(tests_tasks, units, plan, ids):
 
 # -- kept in the cache ----------------------------------------------------------------------------
 
-def _plans_key(layout, tasks):
+def _plans_key(layout: "Layout", tasks: Sequence["Task"]) -> str | None:
     """The key of the plans of `tasks` in the cache, or None while a clone lacks one of their
     commits (its repos: task has not fetched them yet): git would answer for part of them."""
     for repo in {t.repo for t in tasks}:
@@ -218,7 +241,8 @@ def _plans_key(layout, tasks):
                                      list(t.configure_flags)] for t in tasks]})
 
 
-def build_plans(layout, tasks, keep=True):
+def build_plans(layout: "Layout", tasks: Sequence["Task"],
+                keep: bool = True) -> tuple[list["Task"], BasePlan]:
     """(interleave_by_build_group(layout, tasks), base_build_plan(layout, tasks)), kept in the
     cache (layout.build_plans) once the clones hold every commit of `tasks`: both follow from
     those commits alone (and this module's code, in the key), and asking git for them took

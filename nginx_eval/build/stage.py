@@ -52,6 +52,10 @@ import contextlib
 import shutil
 import threading
 import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import steps as buildsteps
 from ..cluster import executor
@@ -59,6 +63,8 @@ from ..core import jsonio, limits, stamps
 from .cache import (BuildSpec, binary_path, build_is_published, damage, failed_here, publish,
                     published_build, record_env_error, remove_base_build, remove_task_build,
                     result_build_ok, verify_build)
+from ..core.records import BuildFields, BuildJson, BuildRecord
+from ..core.stamps import TaskDict
 from ..core.trees import remove_tree
 from .plan import build_system_id, find_sibling
 from ..core.locks import locked
@@ -66,22 +72,29 @@ from ..doitext.backend import forgotten
 from ..patch import touched_paths
 from ..core.tasknames import (BASE, BUILD, PATCH, base_subtask, base_task_name, repo_task,
                               task_name, unit_name)
+from .steps import Failure
 from .toolchain import build_env, compiler_identity, missing_tool
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
+    from ..pipeline import Context
+    from ..run.benchmark import Task
 
 BUILD_SYSTEM_PATHS = ("auto/", "configure", "Makefile", "objs/")
 
 
-def touches_build_system(files):
+def touches_build_system(files: Iterable[str]) -> bool:
     return any(f == p or f.startswith(p) for f in files for p in BUILD_SYSTEM_PATHS)
 
 
-def _key_lock(layout, key):
+def _key_lock(layout: "Layout", key: str) -> AbstractContextManager[None]:
     return locked(layout.lock(f"build-{key}"))
 
 
 # -- failures: the patch's verdict, or the environment's fault ------------------------------------
 
-def _failure_reason(layout, bare, spec, failure, directory):
+def _failure_reason(layout: "Layout", bare: Path, spec: BuildSpec, failure: Failure,
+                    directory: Path) -> str | None:
     """Why a failed build is an env_error, or None when it is the patch's verdict: the
     environment failed it, or the base (empty patch) does not build here."""
     with open(directory / "build.log", "rb") as f:
@@ -100,7 +113,8 @@ def _failure_reason(layout, bare, spec, failure, directory):
     return None
 
 
-def _base_does_not_build(layout, fields, base):
+def _base_does_not_build(layout: "Layout", fields: BuildFields,
+                         base: BuildRecord) -> BuildRecord:
     """The env_error of a candidate whose base build failed; its log is the base's."""
     reason = f"the base build {base['key']} failed: {base.get('reason') or base['status']}"
     try:
@@ -111,7 +125,7 @@ def _base_does_not_build(layout, fields, base):
                             f"[nginx-eval] {reason}\n".encode() + base_log)
 
 
-def _refused(layout, fields):
+def _refused(layout: "Layout", fields: BuildFields) -> BuildRecord | None:
     """The env_error of a build that cannot start, or None: a tool is missing (checked each
     time, it costs nothing: once the tool is installed, the build goes ahead), or the build
     failed earlier in this process."""
@@ -125,7 +139,8 @@ def _refused(layout, fields):
 
 # -- building ----------------------------------------------------------------------------------
 
-def _checked_origin(layout, bare, origin, log):
+def _checked_origin(layout: "Layout", bare: Path, origin: BuildRecord,
+                    log: BinaryIO) -> BuildRecord | None:
     """The published base build `origin` to start from, after checking its binary: a tampered
     one is removed and built again clean (None when that fails)."""
     why = verify_build(layout, origin)
@@ -142,7 +157,9 @@ def _checked_origin(layout, bare, origin, log):
     return rebuilt if rebuilt["status"] == "built" else None
 
 
-def _build_tree(layout, bare, tmp, base_commit, flags, patch_file, origin, kind, env, log):
+def _build_tree(layout: "Layout", bare: Path, tmp: Path, base_commit: str, flags: Sequence[str],
+                patch_file: Path | None, origin: BuildRecord | None, kind: str,
+                env: dict[str, str], log: BinaryIO) -> tuple[str, str, Failure | None]:
     """Build in tmp/tree, from `origin` if it is trusted, else clean: (status, kind, failure),
     failure the (step, return code) of the step that failed."""
     tree = tmp / "tree"
@@ -161,7 +178,7 @@ def _build_tree(layout, bare, tmp, base_commit, flags, patch_file, origin, kind,
     return status, "clean", failure
 
 
-def _fresh_build_dir(layout, key):
+def _fresh_build_dir(layout: "Layout", key: str) -> Path:
     """The temporary directory of build `key`, empty (called under the key's lock)."""
     tmp = layout.build_tmp(key)
     # Under the key's lock every other temporary directory of this key is a killed build's.
@@ -171,7 +188,9 @@ def _fresh_build_dir(layout, key):
     return tmp
 
 
-def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, clock):
+def _build_logged(layout: "Layout", bare: Path, tmp: Path, spec: BuildSpec, patch: bytes,
+                  origin: BuildRecord | None, kind: str, damaged: str | None,
+                  clock: limits.Stopwatch) -> tuple[str, str, Failure | None, float | None]:
     """_build_tree in tmp, its output in tmp/build.log: (status, kind, failure, CPU seconds of
     its steps)."""
     patch_file = None
@@ -196,20 +215,25 @@ def _build_logged(layout, bare, tmp, spec, patch, origin, kind, damaged, clock):
 _made_here = threading.local()
 
 
-def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
+def _build_locked(layout: "Layout", bare: Path, spec: BuildSpec, patch: bytes,
+                  fields: BuildFields, damaged: str | None, origin: BuildRecord | None,
+                  kind: str) -> BuildRecord:
     """The build, made under its key's lock from `origin` (or clean), then published, or an
     unpublished env_error."""
     # Another worker published it, or failed it in this process, while we waited.
-    record = published_build(layout, spec.key) or failed_here(layout, spec.key)
-    if record:
-        return record
+    done = published_build(layout, spec.key) or failed_here(layout, spec.key)
+    if done:
+        return done
     tmp = _fresh_build_dir(layout, spec.key)
     clock = limits.Stopwatch()      # the build's time, not its waits for a build slot
     status, kind, failure, cpu = _build_logged(layout, bare, tmp, spec, patch, origin, kind,
                                                damaged, clock)
-    record = dict(fields, status=status, kind=kind, seconds=round(clock.seconds(), 3),
-                  cpu_seconds=cpu)
-    reason = (_failure_reason(layout, bare, spec, failure, tmp) if status != "built" else None)
+    record: BuildRecord = {**fields, "status": status, "kind": kind,
+                           "seconds": round(clock.seconds(), 3), "cpu_seconds": cpu}
+    reason = None
+    if status != "built":
+        assert failure is not None          # every status but "built" names the failed step
+        reason = _failure_reason(layout, bare, spec, failure, tmp)
     if reason:
         log_bytes = ((tmp / "build.log").read_bytes()
                      + f"[nginx-eval] env_error: {reason}\n".encode())
@@ -220,7 +244,8 @@ def _build_locked(layout, bare, spec, patch, fields, damaged, origin, kind):
     return record
 
 
-def _ensure_candidate(layout, bare, spec, patch, fields, damaged):
+def _ensure_candidate(layout: "Layout", bare: Path, spec: BuildSpec, patch: bytes,
+                      fields: BuildFields, damaged: str | None) -> BuildRecord:
     """A patch's build: from a copy of its base build, or clean when the patch touches the
     build system."""
     base = None
@@ -232,11 +257,12 @@ def _ensure_candidate(layout, bare, spec, patch, fields, damaged):
         return _build_locked(layout, bare, spec, patch, fields, damaged, base, "incremental")
 
 
-def _ensure_base(layout, bare, spec, fields, damaged, clean):
+def _ensure_base(layout: "Layout", bare: Path, spec: BuildSpec, fields: BuildFields,
+                 damaged: str | None, clean: bool) -> BuildRecord:
     """A base build: from the closest published base of another commit with the same build
     system (a sibling), or clean (always when `clean`)."""
     system_id = build_system_id(bare, spec.base_commit)
-    fields = dict(fields, build_system=system_id)
+    fields = {**fields, "build_system": system_id}
     find = lambda: (find_sibling(layout, bare, spec.base_commit, spec.flags, fields["compiler"],
                                  system_id) if system_id and not clean else None)
     sibling = find()
@@ -252,7 +278,8 @@ def _ensure_base(layout, bare, spec, fields, damaged, clean):
         return _build_locked(layout, bare, spec, b"", fields, damaged, sibling, "sibling")
 
 
-def ensure_build(layout, bare, base_commit, flags, patch, clean=False):
+def ensure_build(layout: "Layout", bare: Path, base_commit: str, flags: Sequence[str],
+                 patch: bytes, clean: bool = False) -> BuildRecord:
     """The build record of base + patch, building it if needed (safe across processes): the
     published one, or an unpublished one with status "env_error" and a "reason" when the
     environment failed the build (see the module's docstring). clean: no base or sibling to
@@ -264,9 +291,10 @@ def ensure_build(layout, bare, base_commit, flags, patch, clean=False):
     # A published binary that changed is built again, a base clean (nothing is known of what
     # else changed in its tree).
     damaged = damage(layout, spec.key)
-    fields = {"key": spec.key, "kind": None, "seconds": 0.0, "base_commit": base_commit,
-              "configure_flags": list(flags), "patch_sha256": spec.patch_sha,
-              "compiler": compiler_identity(), "build_system": None}
+    fields: BuildFields = {
+        "key": spec.key, "kind": None, "seconds": 0.0, "base_commit": base_commit,
+        "configure_flags": list(flags), "patch_sha256": spec.patch_sha,
+        "compiler": compiler_identity(), "build_system": None}
     refused = _refused(layout, fields)
     if refused:
         return refused
@@ -277,7 +305,8 @@ def ensure_build(layout, bare, base_commit, flags, patch, clean=False):
 
 # -- doit ------------------------------------------------------------------------------------------
 
-def build_task(layout, mode_name, task, doit_name, config, files):
+def build_task(layout: "Layout", mode_name: str, task: "Task", doit_name: str, config: Any,
+               files: list[str]) -> None:
     inputs = stamps.inputs_digest(config, files)
     out = layout.build_json(mode_name, task.instance_id)
     # Checked again here (stamps.py): a build takes minutes. With executor=ray the build is in
@@ -294,7 +323,7 @@ def build_task(layout, mode_name, task, doit_name, config, files):
                  repos=[(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]})])
 
 
-def build_unit(layout, mode_name, task, inputs):
+def build_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str) -> None:
     """The build of a unit's model.patch, and its build.json and build.log (executor.py)."""
     patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
     start = time.monotonic()
@@ -304,13 +333,13 @@ def build_unit(layout, mode_name, task, inputs):
                           task.configure_flags, patch)
     reused = record["status"] != "env_error" and key not in _made_here.keys
     _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
-    jsonio.write_json(layout.build_json(mode_name, task.instance_id),
-                      dict(record, inputs=inputs, reused=reused,
-                           binary=str(binary_path(layout, record["key"])),
-                           wait_seconds=round(time.monotonic() - start, 3)))
+    result: BuildJson = {**record, "inputs": inputs, "reused": reused,
+                         "binary": str(binary_path(layout, record["key"])),
+                         "wait_seconds": round(time.monotonic() - start, 3)}
+    jsonio.write_json(layout.build_json(mode_name, task.instance_id), result)
 
 
-def _copy_build_log(layout, record, dest):
+def _copy_build_log(layout: "Layout", record: BuildRecord, dest: Path) -> None:
     """The build's log into a task's results; an env_error's is in builds/.failed/ (when the
     disk let us write it)."""
     source = (layout.failed_build_log(record["key"]) if record["status"] == "env_error"
@@ -321,18 +350,18 @@ def _copy_build_log(layout, record, dest):
         jsonio.write_text(dest, f"[nginx-eval] {record['status']}: {record.get('reason')}\n")
 
 
-def base_build_task(layout, task):
+def base_build_task(layout: "Layout", task: "Task") -> None:
     ensure_build(layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, b"")
 
 
-def base_build_published(layout, task):
+def base_build_published(layout: "Layout", task: "Task") -> bool:
     """doit's uptodate of a base task: false after an env_error (never published), so that the
     next run tries again. With executor=ray each node makes its base builds when a unit needs
     them (ensure_build): nothing to do here."""
     return executor.is_remote() or published_build(layout, BuildSpec.base_of(task).key) is not None
 
 
-def unit_build_kept(layout, mode_name, iid):
+def unit_build_kept(layout: "Layout", mode_name: str, iid: str) -> bool:
     """doit's uptodate beside the digest: the unit's build is still in the cache (with
     executor=ray, in a node's cache: the record says whether it was built)."""
     if executor.is_remote():
@@ -341,7 +370,7 @@ def unit_build_kept(layout, mode_name, iid):
     return result_build_ok(layout, mode_name, iid)
 
 
-def _base_task_dicts(ctx):
+def _base_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
     """A task per base build, in buildplan's order, each after the base it starts from."""
     for _, task, parent in ctx.base_build_plan():
         yield {
@@ -358,7 +387,7 @@ def _base_task_dicts(ctx):
         }
 
 
-def _unit_task_dicts(ctx):
+def _unit_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
     """A task per unit: the build of the mode's patch for the task."""
     compiler = compiler_identity()
     for bench, mode, task in ctx.units():
@@ -377,6 +406,6 @@ def _unit_task_dicts(ctx):
             clean=[(remove_task_build, [ctx.layout, mode.name, iid])])
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
     yield from _base_task_dicts(ctx)
     yield from _unit_task_dicts(ctx)

@@ -11,14 +11,21 @@ import contextvars
 import os
 import re
 import subprocess
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..core import limits
+from ..core.records import BuildRecord
 from ..core.trees import set_write_bits
 from .mtimes import stamp_changed, unproven
 from ..core.gitcmd import apply_argv, apply_patch, changed_files, extract_tree
 from ..patch import touched_paths
 from ..core.procs import run_limited
 from .toolchain import configure_argv, configure_env
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
 
 BUILD_TIMEOUT = 1800
 # What _run returns for a step past BUILD_TIMEOUT (as timeout(1) does): the patch's verdict, unlike
@@ -35,33 +42,41 @@ COMPILER_KILLED = re.compile(
 
 # The token file of the build in progress in this thread (steps_token): its steps run through
 # procs.run_limited, in a session of their own, so that an interrupted doit finds and stops them.
-_token_file = contextvars.ContextVar("build_token_file", default=None)
+_token_file: contextvars.ContextVar[str | None] = contextvars.ContextVar("build_token_file",
+                                                                         default=None)
 
 
 # The CPU seconds of the build in progress in this thread, summed over its steps (steps_token):
 # what the build costs the machine, whatever else ran beside it (scripts/bench.py's floor).
-_cpu_seconds = contextvars.ContextVar("build_cpu_seconds", default=None)
+_cpu_seconds: contextvars.ContextVar[list[float | None] | None] = contextvars.ContextVar(
+    "build_cpu_seconds", default=None)
+
+# The step that failed a build, and its exit code: ("make", 2).
+Failure = tuple[str, int]
 
 
 @contextlib.contextmanager
-def steps_token(path):
+def steps_token(path: str | Path) -> Iterator[list[float | None]]:
     """Within it, this thread's build steps carry the token file `path`; it yields a list whose
     one number is the CPU seconds of those steps so far (None once a step's is unknown)."""
-    token, cpu = _token_file.set(str(path)), _cpu_seconds.set([0.0])
+    seconds: list[float | None] = [0.0]
+    token, cpu = _token_file.set(str(path)), _cpu_seconds.set(seconds)
     try:
-        yield _cpu_seconds.get()
+        yield seconds
     finally:
         _cpu_seconds.reset(cpu)
         _token_file.reset(token)
 
 
-def _count_cpu(seconds):
+def _count_cpu(seconds: float | None) -> None:
     total = _cpu_seconds.get()
     if total is not None and total[0] is not None:
         total[0] = None if seconds is None else total[0] + seconds
 
 
-def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT, run=None):
+def _run(argv: Sequence[str], cwd: str | Path, env: Mapping[str, str], log: BinaryIO,
+         timeout: float = BUILD_TIMEOUT,
+         run: Callable[[float], tuple[int, bool]] | None = None) -> int:
     """Run the step `argv` (through `run(timeout)` -> (exit code, timed out) when given, else
     procs.run_limited) with its output in the log; its exit code, or TIMED_OUT."""
     log.write(f"$ {' '.join(argv)}\n".encode())
@@ -77,6 +92,7 @@ def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT, run=None):
         if timed_out:
             log.write(f"\n[nginx-eval] timed out after {timeout} s\n".encode())
             return TIMED_OUT
+        assert exit_code is not None        # run_limited's is None only past the limit
         return exit_code
     except OSError as e:
         # A patch can delete or unset the executable bit of ./auto/configure: a compile failure.
@@ -84,24 +100,26 @@ def _run(argv, cwd, env, log, timeout=BUILD_TIMEOUT, run=None):
         return 127
 
 
-def _make(tree, env, log):
+def _make(tree: Path, env: Mapping[str, str], log: BinaryIO) -> int:
     # Compiling is what builds= limits (limits.py); applying a patch or copying a tree is not.
     with limits.slot("build"):
         return _run(["make", f"-j{os.cpu_count() or 2}"], tree, env, log)
 
 
-def _apply(tree, patch_file, env, log):
+def _apply(tree: Path, patch_file: Path, env: Mapping[str, str], log: BinaryIO) -> int:
     # git runs through the git module (GitPython), not procs: a patch applies in moments.
     return _run(apply_argv(patch_file), tree, env, log,
                 run=lambda timeout: apply_patch(tree, patch_file, env, log, timeout))
 
 
-def _configure(layout, tree, flags, env, log):
+def _configure(layout: "Layout", tree: Path, flags: Iterable[str], env: Mapping[str, str],
+               log: BinaryIO) -> int:
     with limits.slot("build"):
         return _run(configure_argv(flags), tree, configure_env(layout, env), log)
 
 
-def _sync_tree(bare, tree, old_commit, new_commit):
+def _sync_tree(bare: Path, tree: Path, old_commit: str,
+               new_commit: str) -> list[tuple[str, str]]:
     """Turn a build tree of old_commit into one of new_commit: [(status, path)] of the files
     that differ (the caller stamps the written ones, see mtimes.stamp_changed)."""
     changed = changed_files(bare, old_commit, new_commit)
@@ -115,13 +133,15 @@ def _sync_tree(bare, tree, old_commit, new_commit):
     return changed
 
 
-def _copy_published_tree(layout, origin, tree):
+def _copy_published_tree(layout: "Layout", origin: BuildRecord, tree: Path) -> None:
     subprocess.run(["cp", "-a", "--reflink=auto", str(layout.build_dir(origin["key"]) / "tree"),
                     str(tree)], check=True)
     set_write_bits(tree, True)          # the published tree is read-only
 
 
-def _change_copied_tree(bare, tree, origin, kind, base_commit, patch_file, env, log):
+def _change_copied_tree(bare: Path, tree: Path, origin: BuildRecord, kind: str, base_commit: str,
+                        patch_file: Path | None, env: Mapping[str, str], log: BinaryIO
+                        ) -> tuple[list[str], None] | tuple[None, tuple[str, Failure]]:
     """Bring the copy of `origin` to base_commit (kind "sibling") or apply the patch
     ("incremental"): (the written paths, None), or (None, (status, failure)) when git apply
     failed."""
@@ -130,13 +150,16 @@ def _change_copied_tree(bare, tree, origin, kind, base_commit, patch_file, env, 
         log.write(f"[nginx-eval] {len(synced)} files differ; configure skipped (same auto/)\n"
                   .encode())
         return [path for status, path in synced if status != "D"], None
+    assert patch_file is not None           # an incremental build applies the patch
     code = _apply(tree, patch_file, env, log)
     if code != 0:
         return None, ("patch_failed", ("git apply", code))
     return touched_paths(patch_file.read_bytes()), None
 
 
-def build_from(layout, bare, tree, origin, kind, base_commit, patch_file, env, log):
+def build_from(layout: "Layout", bare: Path, tree: Path, origin: BuildRecord, kind: str,
+               base_commit: str, patch_file: Path | None, env: Mapping[str, str],
+               log: BinaryIO) -> tuple[str, Failure | None] | None:
     """A build that starts from a copy of the published build `origin` (kind "incremental":
     apply the patch; "sibling": sync to base_commit): (status, failure), or None when make's
     work cannot be trusted and a clean build must decide."""
@@ -147,6 +170,7 @@ def build_from(layout, bare, tree, origin, kind, base_commit, patch_file, env, l
                                           env, log)
     if failed:
         return failed
+    assert changed is not None
     stamp_changed(tree, changed)
     code = _make(tree, env, log)
     if code != 0 and kind == "incremental":
@@ -162,7 +186,9 @@ def build_from(layout, bare, tree, origin, kind, base_commit, patch_file, env, l
     return "built", None
 
 
-def build_clean(layout, bare, tree, base_commit, flags, patch_file, env, log):
+def build_clean(layout: "Layout", bare: Path, tree: Path, base_commit: str, flags: Iterable[str],
+                patch_file: Path | None, env: Mapping[str, str],
+                log: BinaryIO) -> tuple[str, Failure | None]:
     """configure and make from the commit's files: (status, failure)."""
     extract_tree(bare, base_commit, tree)
     if patch_file:
@@ -180,7 +206,7 @@ def build_clean(layout, bare, tree, base_commit, flags, patch_file, env, log):
 
 # -- what a failed step says about the environment ------------------------------------------------
 
-def _free_bytes(path):
+def _free_bytes(path: str | Path) -> int:
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
 
@@ -191,7 +217,7 @@ def _free_bytes(path):
 ERROR_LINES = (re.compile(r"\berror:", re.I), re.compile(r"\bError \d+"))
 
 
-def first_error(log_text):
+def first_error(log_text: str) -> str:
     """The first line of a build log that names an error, for a one-line reason."""
     lines = [line.strip() for line in log_text.splitlines()]
     for pattern in ERROR_LINES:
@@ -201,7 +227,7 @@ def first_error(log_text):
     return ""
 
 
-def environment_fault(failure, log_text, directory):
+def environment_fault(failure: Failure, log_text: str, directory: str | Path) -> str | None:
     """Why a failed build step (failure: (step, return code)) was the environment's doing, or
     None. A step killed by a signal, the compiler killed (gcc's own lines, see COMPILER_KILLED),
     a full disk (measured, never read from a log a patch writes)."""

@@ -8,11 +8,17 @@ build/stage.py runs the steps; this module only says which programs, with which 
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core import jsonio
 from ..core.gitcmd import git_environment
 from ..core.layout import PACKAGE_DIR
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
 
 # Programs a build runs; a missing one is the environment's fault, found before building.
 REQUIRED_TOOLS = ("make", "cc", "tar", "git", "cp")
@@ -32,7 +38,7 @@ PACKAGE_DATABASE = "/var/lib/dpkg/status"
 
 
 @lru_cache(maxsize=1)
-def compiler_identity():
+def compiler_identity() -> dict[str, str]:
     """What makes two builds of the same source different: the compiler and its version."""
     cc = shutil.which("cc") or "cc"
     try:
@@ -43,7 +49,7 @@ def compiler_identity():
             "cc_opt": EXTRA_CC_OPT}
 
 
-def build_env(layout, tree):
+def build_env(layout: "Layout", tree: str | Path) -> dict[str, str]:
     """The environment of every step of a build in `tree`: make compiles through ccache."""
     env = dict(os.environ)
     if os.path.isdir(CCACHE_WRAPPERS) and shutil.which("ccache"):
@@ -60,7 +66,7 @@ def build_env(layout, tree):
     return git_environment(tree, base=env)
 
 
-def missing_tool(env):
+def missing_tool(env: Mapping[str, str]) -> str | None:
     """The first of REQUIRED_TOOLS not on the build environment's PATH, or None. ccache's
     directory does not count: its `cc` only works with a real compiler on PATH."""
     path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
@@ -68,7 +74,7 @@ def missing_tool(env):
     return next((tool for tool in REQUIRED_TOOLS if not shutil.which(tool, path=path)), None)
 
 
-def configure_argv(flags):
+def configure_argv(flags: Iterable[str]) -> list[str]:
     """./auto/configure with the task's flags, EXTRA_CC_OPT added to its --with-cc-opt (the
     last --with-cc-opt wins, so it is merged into an existing one)."""
     flags = list(flags)
@@ -81,7 +87,7 @@ def configure_argv(flags):
     return ["./auto/configure", *flags]
 
 
-def feature_test_identity():
+def feature_test_identity() -> str:
     """What configure's cached test programs depend on besides their command line and source:
     the compiler, and the system's libraries and headers (any package change starts afresh)."""
     try:
@@ -91,7 +97,7 @@ def feature_test_identity():
     return jsonio.digest({"compiler": compiler_identity(), "packages": packages})
 
 
-def install_feature_test_cc(layout):
+def install_feature_test_cc(layout: "Layout") -> Path:
     """The directory whose `cc` is feature_test_cc.sh, written into the cache when missing or
     outdated (an executable bit cannot be relied on in an installed package)."""
     bin_dir = layout.feature_tests / "bin"
@@ -99,7 +105,7 @@ def install_feature_test_cc(layout):
     return bin_dir
 
 
-def configure_env(layout, env):
+def configure_env(layout: "Layout", env: Mapping[str, str]) -> dict[str, str]:
     """configure's environment: feature_test_cc.sh as `cc`, and no ccache, which cannot cache a
     link and only adds a process to each test (0.23 s per configure). The Makefile configure
     writes says `cc`, which make, with build_env's PATH, finds in ccache's directory."""

@@ -188,7 +188,8 @@ def run_on_node(kind, work, run, coordinator, mode_name, iid, args, files_in, sh
             "host": socket.gethostname(), "started": started, "ended": time.time()}
 
 
-_remote_unit = ray.remote(run_on_node)
+# ray's annotations of remote() cover functions of up to ten arguments; run_on_node has twelve.
+_remote_unit = ray.remote(run_on_node)  # type: ignore[arg-type]
 
 
 # -- at the coordinator ------------------------------------------------------------------------

@@ -9,13 +9,13 @@ that ran reads as one that did not. ``say`` writes the whole line at once.
 import sys
 
 
-def say(*lines):
+def say(*lines: object) -> None:
     """Each of `lines` on stdout, all in one write."""
     if lines:
         sys.stdout.write("".join(f"{line}\n" for line in lines))
 
 
-def say_to_the_run(*lines):
+def say_to_the_run(*lines: str) -> None:
     """`say`, on the process's own stdout: while doit runs tasks in threads, sys.stdout is the
     capture of whichever task of verbosity < 2 started last, and a line written there from
     another task is lost."""

@@ -27,9 +27,15 @@ import os
 import subprocess
 import tempfile
 import time
-from collections import namedtuple
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple
+
+if TYPE_CHECKING:
+    from git import Git, Repo
+    from git.exc import GitCommandError
 
 
 # What `git rev-parse --local-env-vars` lists: variables that choose the repository, its index,
@@ -47,13 +53,14 @@ _RECORD, _FIELD = "\x1e", "\x1f"
 class GitError(RuntimeError):
     """A git command that failed; `stderr` is git's message."""
 
-    def __init__(self, args, returncode, stderr):
+    def __init__(self, args: Iterable[object], returncode: int | str | None,
+                 stderr: str | bytes) -> None:
         self.stderr = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
         super().__init__(f"git {' '.join(map(str, args))} failed (exit code {returncode}): "
                          f"{self.stderr.strip()}")
 
 
-def isolated_env(extra=None):
+def isolated_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables every git command gets on top of what it inherits, and `extra`."""
     env = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
            "GIT_AUTHOR_NAME": "nginx-eval", "GIT_AUTHOR_EMAIL": "nginx-eval@localhost",
@@ -63,7 +70,8 @@ def isolated_env(extra=None):
     return env
 
 
-def git_environment(cwd=None, extra=None, base=None):
+def git_environment(cwd: str | Path | None = None, extra: Mapping[str, str] | None = None,
+                    base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The whole environment of a git command run in `cwd` (default: the current directory):
     `base` (default: os.environ) without REPOSITORY_VARS, discovery stopped at `cwd`, and
     isolated_env(extra)."""
@@ -75,7 +83,7 @@ def git_environment(cwd=None, extra=None, base=None):
     return env
 
 
-def forget_inherited_repository():
+def forget_inherited_repository() -> None:
     """Drop REPOSITORY_VARS from this process's environment, where GitPython would pass them on
     to git (an environment given to a command only adds to os.environ). The harness itself never
     uses them: the commands that need them (ScratchIndex) set them."""
@@ -83,11 +91,21 @@ def forget_inherited_repository():
         os.environ.pop(name, None)
 
 
-Result = namedtuple("Result", "returncode stdout stderr")
+class Result(NamedTuple):
+    returncode: int
+    stdout: bytes
+    stderr: str
+
+
+class TextResult(NamedTuple):
+    """A Result whose output is text (_query)."""
+    returncode: int
+    stdout: str
+    stderr: str
 
 
 @contextmanager
-def _stdin(data):
+def _stdin(data: bytes | None) -> Iterator[BinaryIO | None]:
     """A file holding `data` for a command's stdin (GitPython's istream); None without data."""
     if data is None:
         yield None
@@ -98,7 +116,7 @@ def _stdin(data):
         yield f
 
 
-def _gitpython():
+def _gitpython() -> ModuleType:
     """GitPython, imported when the first git command runs, not with this module: its import
     was a tenth of a second of every doit command, `doit list` (which starts no git) included."""
     import git
@@ -106,7 +124,7 @@ def _gitpython():
     return git
 
 
-def _command_layer(cwd):
+def _command_layer(cwd: str | Path | None) -> "Git":
     """GitPython's Git running commands in the directory `cwd` (None: the current one)."""
     if cwd is not None and not os.path.isdir(cwd):
         # GitPython would run the command in the current directory instead, which may be the
@@ -116,7 +134,9 @@ def _command_layer(cwd):
     return _gitpython().Git(cwd)
 
 
-def _git(args, cwd=None, extra_env=None, input=None, check=True):
+def _git(args: Iterable[object], cwd: str | Path | None = None,
+         extra_env: Mapping[str, str] | None = None, input: bytes | None = None,
+         check: bool = True) -> Result:
     """`git args` run in `cwd` with git_environment: a Result, output in bytes (stderr as text).
     check: GitError when git fails."""
     args = [str(a) for a in args]
@@ -131,7 +151,7 @@ def _git(args, cwd=None, extra_env=None, input=None, check=True):
 
 
 @contextmanager
-def _repository(git_dir):
+def _repository(git_dir: str | Path) -> Iterator["Repo"]:
     """GitPython's Repo of the git directory `git_dir`, its commands in git_environment."""
     forget_inherited_repository()
     git = _gitpython()
@@ -148,7 +168,7 @@ def _repository(git_dir):
         repo.close()
 
 
-def _stderr_of(error):
+def _stderr_of(error: "GitCommandError") -> str:
     """git's own message in a GitCommandError (GitPython wraps it in "\n  stderr: '...'")."""
     text = str(error.stderr or "").strip()
     if text.startswith("stderr: '") and text.endswith("'"):
@@ -156,14 +176,14 @@ def _stderr_of(error):
     return text
 
 
-def _text(git_dir, *args):
+def _text(git_dir: str | Path, *args: str) -> str:
     """What `git --git-dir=<git_dir> args` prints, as text."""
     return _git([f"--git-dir={git_dir}", *args]).stdout.decode("utf-8", "replace")
 
 
 # -- objects ---------------------------------------------------------------------------------------
 
-def lookup_objects(git_dir, names):
+def lookup_objects(git_dir: str | Path, names: Iterable[str]) -> dict[str, tuple[str, str]]:
     """{name: (type, id)} for each of `names` (any revision: "<commit>:<path>", "<id>^{commit}")
     that names an object, from one `cat-file --batch-check`; the others are left out."""
     names = list(names)
@@ -181,38 +201,38 @@ def lookup_objects(git_dir, names):
     return found
 
 
-def missing_commits(git_dir, commits):
+def missing_commits(git_dir: str | Path, commits: Sequence[str]) -> list[str]:
     """The ids of `commits` that name no commit in the repository, in one git call."""
     found = lookup_objects(git_dir, [f"{c}^{{commit}}" for c in commits])
     return [c for c in commits if f"{c}^{{commit}}" not in found]
 
 
-def missing_files(git_dir, specs):
+def missing_files(git_dir: str | Path, specs: Sequence[str]) -> list[str]:
     """The "<commit>:<path>" specs that name no file in the repository, in one git call."""
     found = lookup_objects(git_dir, specs)
     return [s for s in specs if found.get(s, ("",))[0] != "blob"]
 
 
-def first_parent(git_dir, commit):
+def first_parent(git_dir: str | Path, commit: str) -> str | None:
     """The id of the first parent of `commit`, or None (a root commit, or no such commit)."""
     proc = _git([f"--git-dir={git_dir}", "rev-parse", "--verify", "--quiet", f"{commit}^"],
                 check=False)
     return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
 
-def is_ancestor(git_dir, ancestor, commit):
+def is_ancestor(git_dir: str | Path, ancestor: str, commit: str) -> bool:
     """Whether `ancestor` is `commit` or one of its ancestors (False when either is unknown)."""
     return _git([f"--git-dir={git_dir}", "merge-base", "--is-ancestor", ancestor, commit],
                 check=False).returncode == 0
 
 
-def file_at(git_dir, commit, path):
+def file_at(git_dir: str | Path, commit: str, path: str) -> bytes | None:
     """The bytes of the file `path` at `commit`, or None (no such file, commit or repository)."""
     proc = _git([f"--git-dir={git_dir}", "cat-file", "blob", f"{commit}:{path}"], check=False)
     return proc.stdout if proc.returncode == 0 else None
 
 
-def matches_in_tree(git_dir, commit, pattern, *pathspecs):
+def matches_in_tree(git_dir: str | Path, commit: str, pattern: str, *pathspecs: str) -> str:
     """The parts of lines of `commit`'s files (under `pathspecs`) that match the extended
     regular expression `pattern`, one a line (git grep -o); "" when none does."""
     proc = _git([f"--git-dir={git_dir}", "grep", "-h", "-o", "-I", "-E", "-e", pattern, commit,
@@ -222,7 +242,7 @@ def matches_in_tree(git_dir, commit, pattern, *pathspecs):
     return proc.stdout.decode("utf-8", "replace")
 
 
-def lines_in_tree(git_dir, commit, lines):
+def lines_in_tree(git_dir: str | Path, commit: str, lines: Sequence[str]) -> list[str]:
     """Those of `lines` (fixed strings) that some file of `commit` contains."""
     if not lines:
         return []
@@ -238,7 +258,7 @@ def lines_in_tree(git_dir, commit, lines):
 
 # -- clones and workspaces -------------------------------------------------------------------------
 
-def clone_bare(url, dest):
+def clone_bare(url: str, dest: str | Path) -> None:
     """A bare clone of `url` at `dest`."""
     dest = os.path.abspath(dest)
     parent = os.path.dirname(dest)
@@ -251,25 +271,26 @@ def clone_bare(url, dest):
         raise GitError(e.command[1:], e.status, _stderr_of(e)) from None
 
 
-def fetch(git_dir, source, refspecs):
+def fetch(git_dir: str | Path, source: str | Path, refspecs: Iterable[str]) -> None:
     """Fetch `refspecs` (commit ids too, where `source` allows it) from `source`."""
     _git([f"--git-dir={git_dir}", "fetch", "--quiet", source, *refspecs])
 
 
-def set_config(git_dir, name, value):
+def set_config(git_dir: str | Path, name: str, value: str) -> None:
     _git([f"--git-dir={git_dir}", "config", name, value])
 
 
-def init_repository(path):
+def init_repository(path: str | Path) -> None:
     """Make the directory `path` an empty repository."""
     _git(["init", "--quiet"], cwd=path)
 
 
-def new_repository_at(path, source, commit, branch, config=None):
+def new_repository_at(path: str | Path, source: str | Path, commit: str, branch: str,
+                      config: Mapping[str, str] | None = None) -> None:
     """Make the empty directory `path` a repository on `branch` at `commit`, fetched from the
     repository `source`: it holds that commit and its ancestors only, and no tag, FETCH_HEAD or
     reflog entry says where they came from. config: {name: value} for its .git/config."""
-    def run(*args):
+    def run(*args: str | Path) -> None:
         _git(args, cwd=path)
     run("init", "--quiet", "--initial-branch", branch)
     run("fetch", "--quiet", "--no-tags", source, commit)
@@ -280,7 +301,8 @@ def new_repository_at(path, source, commit, branch, config=None):
     run("reflog", "expire", "--expire=now", "--all")
 
 
-def extract_tree(git_dir, commit, dest, paths=(), touch=False):
+def extract_tree(git_dir: str | Path, commit: str, dest: str | Path,
+                 paths: Iterable[str | Path] = (), touch: bool = False) -> None:
     """Write the files of `commit` (or just `paths`) into `dest` with git archive | tar.
 
     touch=True gives the files the current time instead of the commit's, so make sees them as
@@ -293,6 +315,7 @@ def extract_tree(git_dir, commit, dest, paths=(), touch=False):
     # The handle stays referenced until git has ended: dropping it kills git.
     handle = _command_layer(None).execute(["git", *args], as_process=True, env=git_environment())
     archive = handle.proc
+    assert archive and archive.stdout and archive.stderr    # as_process: git is running
     try:
         untar = subprocess.run(tar, stdin=archive.stdout)
     finally:
@@ -307,7 +330,7 @@ def extract_tree(git_dir, commit, dest, paths=(), touch=False):
 
 # -- diffs -----------------------------------------------------------------------------------------
 
-def gold_diff(git_dir, base, fix):
+def gold_diff(git_dir: str | Path, base: str, fix: str) -> bytes:
     """The fix's patch: the diff from `base` to `fix`, binary files included, full blob ids."""
     return _git([f"--git-dir={git_dir}", "diff", "--binary", "--full-index", base, fix]).stdout
 
@@ -319,44 +342,45 @@ class ScratchIndex:
     new blobs go to a scratch object store whose alternate is the repository's. Paths are bytes,
     relative to `work_tree`."""
 
-    def __init__(self, git_dir, work_tree, scratch):
+    def __init__(self, git_dir: str | Path, work_tree: str | Path, scratch: str) -> None:
         self.work_tree = str(work_tree)
         self._env = {"GIT_DIR": str(git_dir), "GIT_WORK_TREE": self.work_tree,
                      "GIT_INDEX_FILE": os.path.join(scratch, "index"),
                      "GIT_OBJECT_DIRECTORY": os.path.join(scratch, "objects"),
                      "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(str(git_dir), "objects")}
 
-    def _run(self, *args, input=None):
+    def _run(self, *args: str | bytes, input: bytes | None = None) -> bytes:
         return _git(args, cwd=self.work_tree, extra_env=self._env, input=input).stdout
 
-    def untracked(self, *pathspecs, standard_excludes=False):
+    def untracked(self, *pathspecs: str | bytes, standard_excludes: bool = False) -> list[bytes]:
         """Files of the directory the index does not hold (ignored ones unless
         standard_excludes: .gitignore, info/exclude)."""
         out = self._run("ls-files", "-z", "--others",
                         *(["--exclude-standard"] if standard_excludes else []), "--", *pathspecs)
         return [p for p in out.split(b"\0") if p]
 
-    def modified(self, *pathspecs):
+    def modified(self, *pathspecs: str | bytes) -> list[bytes]:
         """Files whose content in the directory differs from the index (removed ones too)."""
         out = self._run("diff", "--name-only", "--no-renames", "-z", "--", *pathspecs)
         return [p for p in out.split(b"\0") if p]
 
-    def add_tracked(self, *pathspecs):
+    def add_tracked(self, *pathspecs: str | bytes) -> None:
         """Take the directory's version of the files the index holds (removals too)."""
         self._run("add", "-u", "--", *pathspecs)
 
-    def add_new(self, paths):
+    def add_new(self, paths: Iterable[bytes]) -> None:
         """Add the files `paths` (bytes, taken literally)."""
         self._run("--literal-pathspecs", "add", "--pathspec-from-file=-", "--pathspec-file-nul",
                   input=b"\0".join(paths))
 
-    def diff(self, commit):
+    def diff(self, commit: str) -> bytes:
         """The patch from `commit` to the index, binary files included, full blob ids."""
         return self._run("diff", "--cached", "--binary", "--full-index", commit)
 
 
 @contextmanager
-def scratch_index(git_dir, work_tree, commit):
+def scratch_index(git_dir: str | Path, work_tree: str | Path,
+                  commit: str) -> Iterator[ScratchIndex]:
     """A ScratchIndex holding `commit`, removed on exit; GitError when `commit` cannot be read."""
     with tempfile.TemporaryDirectory(prefix="nginx-eval-index-") as scratch:
         os.makedirs(os.path.join(scratch, "objects"))
@@ -369,11 +393,11 @@ def scratch_index(git_dir, work_tree, commit):
 # Only the task miner asks these. They stay here all the same: every git command is in this module,
 # in its one environment.
 
-def _count(text):
+def _count(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def commit_numstats(git_dir, since):
+def commit_numstats(git_dir: str | Path, since: str) -> list[dict[str, Any]]:
     """The non-merge commits since `since`, newest first: [{"sha", "time" (committer, epoch s),
     "day" (committer date, YYYY-MM-DD), "subject", "numstat": [(added, removed, path)]}], with
     None for the lines of a binary file; a renamed file is a deletion and an addition."""
@@ -391,7 +415,8 @@ def commit_numstats(git_dir, since):
     return commits
 
 
-def commit_patches(git_dir, since, *pathspecs):
+def commit_patches(git_dir: str | Path, since: str,
+                   *pathspecs: str) -> list[tuple[str, int, str, str]]:
     """The non-merge commits since `since` that change `pathspecs`, newest first: [(sha, time
     (committer, epoch s), subject, their patch as text)], 3 lines of context, no renames."""
     out = _text(git_dir, "log", "--no-merges", f"--since={since}", "-p", "--unified=3",
@@ -404,14 +429,14 @@ def commit_patches(git_dir, since, *pathspecs):
     return commits
 
 
-def commit_messages(git_dir, since):
+def commit_messages(git_dir: str | Path, since: str) -> dict[str, str]:
     """{id: its message without the subject line} of the non-merge commits since `since`."""
     out = _text(git_dir, "log", "--no-merges", f"--since={since}",
                 f"--format={_RECORD}%H{_FIELD}%b")
     return dict(record.split(_FIELD, 1) for record in out.split(_RECORD)[1:])
 
 
-def tag_commits(git_dir):
+def tag_commits(git_dir: str | Path) -> dict[str, str]:
     """{tag name: id of the commit it names (an annotated tag's target)}."""
     out = _text(git_dir, "for-each-ref",
                 "--format=%(refname:short) %(*objectname) %(objectname)", "refs/tags")
@@ -422,18 +447,20 @@ def tag_commits(git_dir):
     return tags
 
 
-def tags_merged_into(git_dir, rev, pattern):
+def tags_merged_into(git_dir: str | Path, rev: str, pattern: str) -> list[str]:
     """The names of the tags matching `pattern` whose commits `rev` contains."""
     return _text(git_dir, "tag", "--merged", rev, "--list", pattern).split()
 
 
-def non_merge_commits(git_dir, revs):
+def non_merge_commits(git_dir: str | Path, revs: Iterable[str]) -> list[str]:
     """The ids of the non-merge commits of `git rev-list revs` ("^<rev>" leaves out)."""
     with _repository(git_dir) as repo:
-        return [c.hexsha for c in repo.iter_commits(list(revs), no_merges=True)]
+        # GitPython hands a list on to rev-list whole; its annotation names one revision.
+        return [c.hexsha for c in repo.iter_commits(list(revs),  # type: ignore[arg-type]
+                                                    no_merges=True)]
 
 
-def rev_parse(git_dir, rev):
+def rev_parse(git_dir: str | Path, rev: str) -> str:
     """The id of the commit `rev` names."""
     from gitdb.exc import BadName, BadObject       # GitPython's own dependency (_gitpython)
     with _repository(git_dir) as repo:
@@ -443,7 +470,7 @@ def rev_parse(git_dir, rev):
             raise GitError(["rev-parse", rev], 128, f"unknown revision: {e}") from None
 
 
-def commit_before(git_dir, rev, day):
+def commit_before(git_dir: str | Path, rev: str, day: str) -> str:
     """The last commit on `rev`'s first-parent line made before `day` (YYYY-MM-DD); "" when
     there is none."""
     with _repository(git_dir) as repo:
@@ -451,7 +478,7 @@ def commit_before(git_dir, rev, day):
         return found.hexsha if found else ""
 
 
-def first_parent_commits(git_dir, old, new, *pathspecs):
+def first_parent_commits(git_dir: str | Path, old: str, new: str, *pathspecs: str) -> list[str]:
     """The commits after `old` up to `new` on new's first-parent line that change `pathspecs`,
     oldest first."""
     with _repository(git_dir) as repo:
@@ -459,7 +486,7 @@ def first_parent_commits(git_dir, old, new, *pathspecs):
                                                     first_parent=True, reverse=True)]
 
 
-def committer_times(git_dir, commits) -> dict[str, int]:
+def committer_times(git_dir: str | Path, commits: Iterable[str]) -> dict[str, int]:
     """{commit: its committer time, epoch seconds} of those of `commits` (full ids) the
     repository holds, from two git calls whatever their number."""
     commits = list(dict.fromkeys(commits))
@@ -472,7 +499,7 @@ def committer_times(git_dir, commits) -> dict[str, int]:
     return {c: int(times[c]) for c in present if c in times}
 
 
-def commit_history(git_dir, rev: str = "HEAD") -> list[tuple[str, int, str]]:
+def commit_history(git_dir: str | Path, rev: str = "HEAD") -> list[tuple[str, int, str]]:
     """[(id, committer time in epoch seconds, committer date in strict ISO 8601)] of `rev` and
     its ancestors, every commit before its parents (--topo-order)."""
     out = _text(git_dir, "log", "--topo-order", f"--format=%H{_FIELD}%ct{_FIELD}%cI", rev)
@@ -480,7 +507,7 @@ def commit_history(git_dir, rev: str = "HEAD") -> list[tuple[str, int, str]]:
             (line.split(_FIELD) for line in out.splitlines() if line)]
 
 
-def commit_facts(git_dir, commit):
+def commit_facts(git_dir: str | Path, commit: str) -> dict[str, str]:
     """{"day": committer date YYYY-MM-DD, "time": committer time in strict ISO 8601, "subject"}
     of `commit`."""
     out = _text(git_dir, "log", "-1", f"--format=%cs{_FIELD}%cI{_FIELD}%s", commit).strip()
@@ -490,38 +517,39 @@ def commit_facts(git_dir, commit):
 # Queries of the build stage (build/stage.py, build/plan.py): through _git, in git_environment(),
 # for their stdin and stdout.
 
-def _query(git_dir, args, stdin=None, text=True, check=False):
+def _query(git_dir: str | Path, args: Sequence[str], stdin: str | None = None,
+           check: bool = False) -> TextResult:
     proc = _git([f"--git-dir={git_dir}", *args], check=check,
                 input=stdin.encode() if isinstance(stdin, str) else stdin)
-    if text:
-        proc = proc._replace(stdout=proc.stdout.decode("utf-8", "replace"))
-    return proc
+    return TextResult(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr)
 
 
-def tree_id(git_dir, commit, path):
+def tree_id(git_dir: str | Path, commit: str, path: str) -> str | None:
     """The id of the tree at `path` in `commit`, or None when it has none."""
     out = _query(git_dir, ["rev-parse", "--verify", "--quiet", f"{commit}:{path}"])
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def tree_ids(git_dir, commits, path):
+def tree_ids(git_dir: str | Path, commits: Iterable[str], path: str) -> dict[str, str]:
     """{commit: id of the tree at `path` in it} for those of `commits` that have one, from one
     git call."""
     try:
         found = lookup_objects(git_dir, [f"{c}:{path}" for c in commits])
     except GitError:
         return {}
-    trees = {c: found.get(f"{c}:{path}", ("", None)) for c in commits}
+    trees = {c: found.get(f"{c}:{path}", ("", "")) for c in commits}
     return {c: object_id for c, (kind, object_id) in trees.items() if kind == "tree"}
 
 
-def paths_changed_between(git_dir, pairs):
+def paths_changed_between(git_dir: str | Path,
+                          pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
     """[the paths that differ between a and b for (a, b) in pairs], from one git call."""
     out = _query(git_dir, ["diff-tree", "-r", "--name-only", "--always", "--stdin"],
                  stdin="".join(f"{a} {b}\n" for a, b in pairs)).stdout.splitlines()
     # For each pair, in order, diff-tree prints the first commit (--always: even when nothing
     # differs), then the changed paths.
-    result, i = [], 0
+    result: list[list[str]] = []
+    i = 0
     for line in out:
         if i < len(pairs) and line == pairs[i][0]:
             result.append([])
@@ -531,21 +559,22 @@ def paths_changed_between(git_dir, pairs):
     return result + [[] for _ in range(len(pairs) - len(result))]
 
 
-def changed_files(git_dir, a, b):
+def changed_files(git_dir: str | Path, a: str, b: str) -> list[tuple[str, str]]:
     """[(status letter, path)] of the files that differ between commits a and b, a rename as a
     deletion and an addition."""
-    out = _query(git_dir, ["diff", "--no-renames", "--name-status", "-z", a, b], text=False,
-                 check=True).stdout.split(b"\0")
+    out = _git([f"--git-dir={git_dir}", "diff", "--no-renames", "--name-status", "-z", a,
+                b]).stdout.split(b"\0")
     pairs = [out[i:i + 2] for i in range(0, len(out) - 1, 2)]
     return [(status.decode(), os.fsdecode(path)) for status, path in pairs]
 
 
-def apply_argv(patch_file):
+def apply_argv(patch_file: str | Path) -> list[str]:
     """git apply of a -p1 patch, run in the tree it patches (apply_patch)."""
     return ["git", "apply", "--whitespace=nowarn", "-p1", str(patch_file)]
 
 
-def apply_patch(tree, patch_file, env, log, timeout):
+def apply_patch(tree: str | Path, patch_file: str | Path, env: Mapping[str, str],
+                log: IO[bytes], timeout: float) -> tuple[int, bool]:
     """Apply the -p1 patch `patch_file` to `tree` in the build's environment `env` (build_env,
     toolchain.py: git_environment of the tree), git's output appended to the binary file `log`;
     killed after `timeout` seconds. (exit code, whether it timed out)."""

@@ -13,14 +13,16 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 
-def write_json(path, data):
+def write_json(path: str | Path, data: Any) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def write_text(path, text):
+def write_text(path: str | Path, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
@@ -37,7 +39,8 @@ def _temporary(path: Path) -> tuple[int, str]:
             continue
 
 
-def write_bytes(path, data: bytes, mode: int | None = None, sync: bool = True) -> None:
+def write_bytes(path: str | Path, data: bytes, mode: int | None = None,
+                sync: bool = True) -> None:
     """Write `data` to `path` atomically. `mode`: the file's permission bits (else 0666 less
     the umask); `sync`: fsync before the rename (a page that is rendered again if a crash cuts
     it can skip it)."""
@@ -59,7 +62,7 @@ def write_bytes(path, data: bytes, mode: int | None = None, sync: bool = True) -
         raise
 
 
-def install_executable(path, data):
+def install_executable(path: str | Path, data: bytes) -> Path:
     """Make `path` an executable file holding `data` (bytes), unless it already is. The file is
     replaced whole, so threads and processes installing it at once never run a partial one."""
     path = Path(path)
@@ -69,11 +72,11 @@ def install_executable(path, data):
     return path
 
 
-def write_jsonl(path, rows):
+def write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
     write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
 
 
-def read_json(path, default=None):
+def read_json(path: str | Path, default: Any = None) -> Any:
     """Read a JSON file; `default` when it is missing or unreadable (a damaged file counts as absent)."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -82,12 +85,12 @@ def read_json(path, default=None):
         return default
 
 
-def read_jsonl(path):
+def read_jsonl(path: str | Path) -> list[Any]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def digest(value):
+def digest(value: Any) -> str:
     """A stable sha256 of any JSON-able value (or bytes): the key of caches and input stamps."""
     if isinstance(value, bytes):
         data = value
@@ -97,14 +100,14 @@ def digest(value):
 
 
 # Digests of files this process has read, by what stat says of them (see file_digest).
-_digests = {}
+_digests: dict[str, tuple[tuple[int, ...], str]] = {}
 # A file changed less than this before the process started may change again within the same
 # tick of the file system's clock, unseen by stat: its digest is never kept (git's "racy" rule).
 RACY_NS = 1_000_000_000
 _STARTED_NS = time.time_ns()
 
 
-def file_digest(path):
+def file_digest(path: str | Path) -> str:
     """The sha256 of the file's contents. A no-op rerun asks for the same few thousand files
     many times (each stage's output is the next one's input); a digest is kept for a file whose
     inode, size, mtime and ctime are as they were, and that nothing changed since a second

@@ -31,16 +31,36 @@ import os
 import random
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from . import procs
+
+if TYPE_CHECKING:
+    from ..run.options import Options
+    from .layout import Layout
 
 # Kind of work -> the command-line variable that limits it.
 KINDS = {"agent": "agents", "build": "builds", "prove": "proves"}
 # How often a waiter asks the slots again (a little random: waiters do not move in step).
 POLL_SECONDS = (0.05, 0.15)
 
+
+class SharedSlots(Protocol):
+    """The slots of a cluster's run (rayexec.SharedSlots): a token for a free slot, or None."""
+    def try_take(self, kind: str) -> str | None: ...
+    def give_back(self, token: str) -> None: ...
+
+
+class _Config(TypedDict):
+    layout: "Layout | None"
+    counts: dict[str, int]
+    shared: SharedSlots | None
+
+
 # The run's slots: the run's Layout and {kind: count}; None outside `doit run`.
-_config = {"layout": None, "counts": {}, "shared": None}
+_config: _Config = {"layout": None, "counts": {}, "shared": None}
 # Seconds each thread has spent waiting for slots so far (Stopwatch).
 _waits = threading.local()
 
@@ -52,7 +72,7 @@ _waits = threading.local()
 PROVE_CPU_SHARE = 0.25
 
 
-def default_counts(cores=None):
+def default_counts(cores: int | None = None) -> dict[str, int]:
     """{variable: count} when the command line names none, from the number of cores.
 
     agents: 8. An agent phase waits on the API and uses next to no CPU; what bounds it is the
@@ -66,7 +86,7 @@ def default_counts(cores=None):
     return {"agents": 8, "builds": max(2, cores), "proves": round(cores / PROVE_CPU_SHARE)}
 
 
-def chosen_counts(options, cores=None):
+def chosen_counts(options: "Options", cores: int | None = None) -> dict[str, int]:
     """{kind: count}: those of `options` (agents=, builds=, proves=), the defaults of `cores`
     for those not given."""
     defaults = default_counts(cores)
@@ -79,7 +99,7 @@ def chosen_counts(options, cores=None):
 SPARE_WORKERS = 2
 
 
-def worker_count(counts):
+def worker_count(counts: dict[str, int]) -> int:
     """doit's number of workers (``-n``) when the command line gives none: one per slot of each
     kind ({kind: count}), so that every slot can be busy at once, and SPARE_WORKERS. doit's
     default, one worker, runs one unit at a time whatever the limits allow; the dispatcher
@@ -88,28 +108,28 @@ def worker_count(counts):
     return sum(counts.values()) + SPARE_WORKERS
 
 
-def configure(layout, options):
+def configure(layout: "Layout", options: "Options") -> None:
     """Turn the limits on for this doit process and the workers it forks (cli.py, `doit run`)."""
-    _config.update(layout=layout, counts=chosen_counts(options))
+    _config["layout"], _config["counts"] = layout, chosen_counts(options)
 
 
-def share_slots(shared):
+def share_slots(shared: SharedSlots | None) -> None:
     """On a node of executor=ray (rayexec.py), for one unit: take the slots from `shared` (its
     try_take(kind) -> token or None, give_back(token)), the run's slots across the cluster;
     None turns that off again."""
     _config["shared"] = shared
 
 
-def counts():
+def counts() -> dict[str, int]:
     """{kind: count} of this run; {} outside `doit run`."""
     return dict(_config["counts"]) if _config["layout"] else {}
 
 
-def slot_path(layout, kind, index):
+def slot_path(layout: "Layout", kind: str, index: int) -> Path:
     return layout.lock(f"slots-{layout.run}/{kind}-{index}")
 
 
-def _try_slot(path):
+def _try_slot(path: Path) -> int | None:
     """An open descriptor holding the flock on `path`, or None when another holder has it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -120,10 +140,10 @@ def _try_slot(path):
     return fd
 
 
-def _acquire(kind):
+def _acquire(layout: "Layout", kind: str) -> int:
     """The descriptor of a free slot of `kind`, once there is one; Interrupted if the run is
     interrupted first."""
-    layout, count = _config["layout"], _config["counts"][kind]
+    count = _config["counts"][kind]
     paths = [slot_path(layout, kind, i) for i in range(count)]
     os.makedirs(paths[0].parent, exist_ok=True)
     while True:
@@ -136,13 +156,13 @@ def _acquire(kind):
         time.sleep(random.uniform(*POLL_SECONDS))
 
 
-def waited_seconds():
+def waited_seconds() -> float:
     """The seconds this thread has waited for slots, in total (see Stopwatch)."""
     return getattr(_waits, "seconds", 0.0)
 
 
 @contextlib.contextmanager
-def slot(kind):
+def slot(kind: str) -> Iterator[None]:
     """Hold one of this run's `kind` slots ("agent", "build", "prove") while the block runs;
     no limit outside `doit run`. Raises procs.Interrupted when the run is interrupted while it
     waits."""
@@ -153,11 +173,12 @@ def slot(kind):
         with _shared_slot(shared, kind):
             yield
         return
-    if not _config["layout"]:
+    layout = _config["layout"]
+    if not layout:
         yield
         return
     start = time.monotonic()
-    fd = _acquire(kind)
+    fd = _acquire(layout, kind)
     _waits.seconds = waited_seconds() + time.monotonic() - start
     try:
         yield
@@ -168,7 +189,7 @@ def slot(kind):
 
 
 @contextlib.contextmanager
-def _shared_slot(shared, kind):
+def _shared_slot(shared: SharedSlots, kind: str) -> Iterator[None]:
     """A slot of the cluster's (share_slots), polled like the slot files."""
     start = time.monotonic()
     while True:
@@ -186,8 +207,8 @@ def _shared_slot(shared, kind):
 class Stopwatch:
     """Wall time since it was made, minus what this thread waited for slots meanwhile."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.start, self.waited = time.monotonic(), waited_seconds()
 
-    def seconds(self):
+    def seconds(self) -> float:
         return time.monotonic() - self.start - (waited_seconds() - self.waited)

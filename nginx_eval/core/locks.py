@@ -4,10 +4,12 @@ locks a doit process holds for its whole life on the run it works on (see cli.py
 import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 
 @contextlib.contextmanager
-def locked(path, *, blocking=True):
+def locked(path: str | Path, *, blocking: bool = True) -> Iterator[None]:
     """Hold an exclusive flock on `path`; with blocking=False raise BlockingIOError when held."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -20,18 +22,18 @@ def locked(path, *, blocking=True):
 
 # Locks this process holds until it exits: {real path: fd}. A second request for the same path
 # from this process must not take it again: flock would refuse a second descriptor of our own.
-_held = {}
+_held: dict[str, int] = {}
 
 
 class Busy(Exception):
     """Another process holds the lock; .pid is its process id (None when it cannot be told)."""
 
-    def __init__(self, path, pid):
+    def __init__(self, path: str | Path, pid: int | None) -> None:
         super().__init__(f"{path} is locked by pid {pid}")
         self.path, self.pid = path, pid
 
 
-def hold_until_exit(path):
+def hold_until_exit(path: str | Path) -> None:
     """Take an exclusive flock on `path` (a directory, or a file created if needed) that lasts as
     long as this process, or raise Busy. Worker processes doit forks inherit the descriptor, and
     with it the lock; programs the tasks start do not (Python opens it close-on-exec)."""
@@ -50,7 +52,7 @@ def hold_until_exit(path):
     _held[key] = fd
 
 
-def holder_pid(path):
+def holder_pid(path: str | Path) -> int | None:
     """The pid holding a flock on `path`, from /proc/locks (Linux), or None."""
     try:
         st = os.stat(path)

@@ -18,6 +18,9 @@ Outcome of a task in a mode (first match wins)::
     patch_failed, compile_failed, partially_resolved, unresolved: grade.json's status
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 # agent.json "status" (agent/stage.py).
 COMPLETED, FAILED, ERROR, TIMEOUT = "completed", "failed", "error", "timeout"
 INFRA_ERROR, NOT_RUN = "infra_error", "not_run"
@@ -44,7 +47,7 @@ RUN_ERRORS = ("env_error", "agent_error", "timeout")
 NOT_JUDGED = ("env_error", "patch_failed") + NOT_SCORED
 
 
-def outcome(row):
+def outcome(row: Mapping[str, Any]) -> str:
     """The outcome of a results.jsonl row (or a row without the field, from its other fields)."""
     if row.get("agent_status") in UNFINISHED_AGENT:
         return row["agent_status"]

@@ -35,8 +35,12 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from resource import struct_rusage
+from types import FrameType
+from typing import IO, Any
 
 from .proctree import (GRACE_SECONDS, TOKEN_VAR, kill_command, pids_with_token, stop_children_first,
                        stop_commands, stop_inside_first)
@@ -60,24 +64,24 @@ class Interrupted(KeyboardInterrupt):
 
 # Commands this process runs: {token: (process group, pid of the process that started it)}.
 # A worker process forked by doit inherits its parent's entries: only its own are its to stop.
-_running = {}
+_running: dict[str, tuple[int, int]] = {}
 # The interrupt handlers' state (stop_on_signals): the running directory of the run, the pid of
 # the doit process, the callback that reports, whether an interrupt is being handled, and a
 # signal whose handling waits for the main thread's command start to be registered.
-_stop = {"dir": None, "main_pid": None, "report": None, "stopping": False, "starting": False,
-         "deferred": None}
+_stop: dict[str, Any] = {"dir": None, "main_pid": None, "report": None, "stopping": False,
+                         "starting": False, "deferred": None}
 # Threads of this process that run a doit task (task_running).
-_busy = set()
+_busy: set[int] = set()
 # How long an interrupted doit waits for its other threads to finish the task they run.
 THREAD_GRACE_SECONDS = 5
 
 
-def interrupted():
+def interrupted() -> bool:
     """Whether this process is stopping on SIGINT or SIGTERM (stop_on_signals)."""
     return _stop["stopping"]
 
 
-def _write_token_file(path, token, pgid=None):
+def _write_token_file(path: str | Path, token: str, pgid: int | None = None) -> None:
     """`token pgid owner`: the token, the command's process group ("-" before it starts) and
     the pid of the doit process it belongs to. Written whole (rename), so that a reader never
     sees half of it."""
@@ -89,7 +93,7 @@ def _write_token_file(path, token, pgid=None):
     os.replace(tmp, path)
 
 
-def _read_token_file(path):
+def _read_token_file(path: str) -> tuple[str, int | None, int | None] | None:
     """(token, pgid or None, owner pid or None); a token file of an earlier version holds the
     token alone. None when there is none."""
     try:
@@ -102,7 +106,7 @@ def _read_token_file(path):
     return fields[0], number(1), number(2)
 
 
-def kill_leftovers(token_file):
+def kill_leftovers(token_file: str | Path) -> None:
     """Kill what a run_limited of an earlier, killed harness process left running (see above)."""
     try:
         fields = open(token_file, encoding="ascii").read().split()
@@ -118,8 +122,11 @@ def kill_leftovers(token_file):
     Path(token_file).unlink(missing_ok=True)
 
 
-def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEVNULL,
-                token_file=None, children_first=False, inside_first=False):
+def run_limited(argv: Sequence[str], *, cwd: str | Path | None, env: Mapping[str, str],
+                timeout: float, stdout: int | IO[Any] | None,
+                stderr: int | IO[Any] | None, stdin: int | IO[Any] | None = subprocess.DEVNULL,
+                token_file: str | Path | None = None, children_first: bool = False,
+                inside_first: bool = False) -> Outcome:
     """Run argv with a wall-clock limit; kill its whole process tree at the limit and on exit.
     token_file: where the token stays while the command runs (see kill_leftovers).
     children_first: at the limit, stop what the command started before the command itself, so
@@ -149,7 +156,7 @@ def run_limited(argv, *, cwd, env, timeout, stdout, stderr, stdin=subprocess.DEV
                    timed_out=timed_out, cpu_seconds=cpu)
 
 
-def _claim_token_file(token, token_file):
+def _claim_token_file(token: str, token_file: str | Path | None) -> str | Path | None:
     """The token file of a command about to start, holding its token: `token_file`, or one under
     the run's running directory while the interrupt handlers are installed, or None. Whatever
     an earlier, killed run left under that name is killed first."""
@@ -161,7 +168,8 @@ def _claim_token_file(token, token_file):
     return token_file
 
 
-def _start_registered(argv, token, token_file, **popen_args):
+def _start_registered(argv: Sequence[str], token: str, token_file: str | Path | None,
+                      **popen_args: Any) -> "subprocess.Popen[bytes]":
     """Start argv in a session of its own and register it (_running, its token file).
 
     A signal handled while the main thread starts a command waits until the command is
@@ -187,7 +195,7 @@ def _start_registered(argv, token, token_file, **popen_args):
     return proc
 
 
-def _wait_exit(proc, timeout):
+def _wait_exit(proc: "subprocess.Popen[bytes]", timeout: float) -> struct_rusage | None:
     """Wait up to `timeout` seconds for the command to exit and reap it: its resource usage
     (os.wait4), or None when it was reaped without one. Raises subprocess.TimeoutExpired.
 
@@ -213,7 +221,9 @@ def _wait_exit(proc, timeout):
     return usage
 
 
-def _wait_limited(proc, token, token_file, timeout, children_first, inside_first=False):
+def _wait_limited(proc: "subprocess.Popen[bytes]", token: str, token_file: str | Path | None,
+                  timeout: float, children_first: bool,
+                  inside_first: bool = False) -> tuple[bool, struct_rusage | None]:
     """Wait for the command up to `timeout` seconds: (whether it reached the limit, its resource
     usage or None). When anything else ends the wait (Interrupted, KeyboardInterrupt), the
     command is ended first."""
@@ -233,14 +243,14 @@ def _wait_limited(proc, token, token_file, timeout, children_first, inside_first
     return False, usage
 
 
-def _end(proc, token, token_file):
+def _end(proc: "subprocess.Popen[bytes]", token: str, token_file: str | Path | None) -> None:
     """Kill what is left of the command's processes, reap it and forget it."""
     kill_command(proc, token)
     proc.wait()
     _forget(token, token_file)
 
 
-def _forget(token, token_file):
+def _forget(token: str, token_file: str | Path | None) -> None:
     _running.pop(token, None)
     if token_file:
         Path(token_file).unlink(missing_ok=True)
@@ -248,7 +258,8 @@ def _forget(token, token_file):
 
 # -- interrupts ------------------------------------------------------------------------------
 
-def stop_on_signals(running_dir, report):
+def stop_on_signals(running_dir: str | Path | None,
+                    report: Callable[[int, int], None]) -> None:
     """Install the SIGINT and SIGTERM handlers of a `doit run` process (see the module's
     docstring). running_dir: the run's directory of token files (None until the tasks are
     loaded, which starts no command). report(signum, stopped) is called in the doit process
@@ -265,7 +276,7 @@ def stop_on_signals(running_dir, report):
         signal.signal(sig, _on_signal)
 
 
-def _ignore_signals():
+def _ignore_signals() -> None:
     """At exit, when everything is done: Python's finalization would put SIGINT and SIGTERM back
     to their default actions, and a Ctrl-C in its last moments would kill the process with the
     signal (no exit code of doit's); ignored, they leave the run's outcome alone."""
@@ -274,7 +285,7 @@ def _ignore_signals():
 
 
 @contextlib.contextmanager
-def task_running():
+def task_running() -> Iterator[None]:
     """Around the execution of a doit task (cli.py): an interrupted doit process lets the other
     threads that run one (-P thread) finish it before it exits. Those whose command it stopped
     end at once (Interrupted); the others write a finished unit. A thread still running at exit
@@ -288,12 +299,12 @@ def task_running():
         _busy.discard(ident)
 
 
-def _own_commands():
+def _own_commands() -> dict[str, int | None]:
     """{token: pgid} of the commands this process started and still runs."""
     return {token: pgid for token, (pgid, pid) in dict(_running).items() if pid == os.getpid()}
 
 
-def _token_files():
+def _token_files() -> dict[str, tuple[str, int | None]]:
     """{path: (token, pgid)} of the token files of commands of this doit process (its threads and
     its workers): those of an earlier, killed doit are left to kill_leftovers."""
     found = {}
@@ -308,7 +319,7 @@ def _token_files():
     return found
 
 
-def _on_signal(signum, frame):
+def _on_signal(signum: int, frame: FrameType | None) -> None:
     if _stop["starting"] and threading.current_thread() is threading.main_thread():
         # The main thread is starting a command (run_limited): handled once it is registered.
         _stop["stopping"] = True
@@ -325,6 +336,8 @@ def _on_signal(signum, frame):
     commands.update(_token_files().values())
     workers = multiprocessing.active_children()
     for worker in workers:
+        if worker.pid is None:      # never started (active_children lists started ones)
+            continue
         try:
             os.kill(worker.pid, signal.SIGTERM)
         except ProcessLookupError:

@@ -11,12 +11,14 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Collection, Mapping
+from typing import Any
 
 TOKEN_VAR = "NGINX_EVAL_PROC_TOKEN"
 GRACE_SECONDS = 3
 
 
-def pids_with_token(token):
+def pids_with_token(token: str) -> list[int]:
     """The pids of the processes, other than this one, whose environment carries `token`."""
     needle = f"{TOKEN_VAR}={token}".encode()
     pids = []
@@ -32,11 +34,12 @@ def pids_with_token(token):
     return pids
 
 
-def _live_processes(tokens):
+def _live_processes(tokens: Collection[str]) -> tuple[dict[str, list[int]], set[int]]:
     """({token: [pids of live processes carrying it]}, {pgids of live processes}) from one
     look at /proc; zombies do not count (they are dead, only not reaped yet)."""
     needles = {f"{TOKEN_VAR}={t}".encode(): t for t in tokens}
-    carriers, groups = {t: [] for t in tokens}, set()
+    carriers: dict[str, list[int]] = {t: [] for t in tokens}
+    groups: set[int] = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
@@ -56,7 +59,7 @@ def _live_processes(tokens):
     return carriers, groups
 
 
-def stop_commands(commands, grace=GRACE_SECONDS):
+def stop_commands(commands: Mapping[str, int | None], grace: float = GRACE_SECONDS) -> None:
     """What kill_command does at the time limit, for many commands at once and without their
     Popen objects: SIGTERM to each command's process group and to every process carrying its
     token, up to `grace` seconds for all of them to end, then SIGKILL. commands: {token: pgid
@@ -84,7 +87,7 @@ def stop_commands(commands, grace=GRACE_SECONDS):
             time.sleep(0.05)
 
 
-def kill_command(proc, token):
+def kill_command(proc: "subprocess.Popen[Any]", token: str) -> None:
     """SIGTERM to the command's process group (proc: its Popen, the leader) and to every
     process carrying its token, up to GRACE_SECONDS for all of them to end, then SIGKILL."""
     pgid = proc.pid
@@ -106,7 +109,7 @@ def kill_command(proc, token):
                 time.sleep(0.05)
 
 
-def _group_alive(pgid):
+def _group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
         return True
@@ -114,7 +117,7 @@ def _group_alive(pgid):
         return False
 
 
-def stop_children_first(proc, token):
+def stop_children_first(proc: "subprocess.Popen[Any]", token: str) -> None:
     """Stop everything the command started, then give the command itself a moment to finish."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids_with_token(token):
@@ -137,7 +140,7 @@ INSIDE_VAR = "NGINX_EVAL_INSIDE"
 INSIDE_GRACE_SECONDS = 10
 
 
-def _carries(pid, needle):
+def _carries(pid: int, needle: bytes) -> bool:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             return needle in f.read().split(b"\0")
@@ -145,7 +148,8 @@ def _carries(pid, needle):
         return False
 
 
-def stop_inside_first(proc, token, grace=INSIDE_GRACE_SECONDS):
+def stop_inside_first(proc: "subprocess.Popen[Any]", token: str,
+                      grace: float = INSIDE_GRACE_SECONDS) -> None:
     """SIGTERM to the agent's processes inside the command's sandbox (those carrying
     INSIDE_VAR), not to the sandbox: bubblewrap, or a process between it and the agent, killed
     first would take the agent with it before it writes what it has. Up to `grace` seconds for

@@ -22,15 +22,21 @@ harmless. The report carries its digest in report.json (report.report_is_fresh).
 
 import json
 import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 from . import jsonio
 from .jsonio import file_digest
 
+# A doit task as a stage's generator yields it (doit's task dict: basename, name, actions, ...).
+TaskDict = dict[str, Any]
 
-def inputs_digest(config, files=()):
+
+def inputs_digest(config: Any, files: Iterable[str | Path] = ()) -> str:
     """The digest of a stage's inputs: its config slice plus the contents of its input files
     (a missing file counts as absent). Computed from what is on disk when it is called."""
-    contents = {}
+    contents: dict[str, str | None] = {}
     for f in files:
         try:
             contents[str(f)] = file_digest(f)
@@ -39,8 +45,9 @@ def inputs_digest(config, files=()):
     return jsonio.digest({"config": config, "files": contents})
 
 
-def made_from(path, inputs):
-    """The stage output at `path` if it was made from exactly these inputs, else None."""
+def made_from(path: str | Path, inputs: str) -> Any:
+    """The stage output at `path` (its JSON record) if it was made from exactly these inputs,
+    else None."""
     data = jsonio.read_json(path)
     if isinstance(data, dict) and data.get("inputs") == inputs:
         return data
@@ -52,7 +59,7 @@ def made_from(path, inputs):
 RECORDED_INPUTS = re.compile(rb'\n  "inputs": "([0-9a-f]{64})"')
 
 
-def recorded_inputs(path):
+def recorded_inputs(path: str | Path) -> str | None:
     """The "inputs" a stage output at `path` records, or None; without parsing the whole file
     (prove.json and agent.json run to tens of kilobytes, and a no-op rerun asks thousands)."""
     try:
@@ -70,13 +77,15 @@ def recorded_inputs(path):
     return value.get("inputs") if isinstance(value, dict) else None
 
 
-def is_current(output, config, files):
+def is_current(output: str | Path, config: Any, files: Iterable[str | Path]) -> bool:
     """doit uptodate: `output` was made from `config` and the input files as they are now."""
     return recorded_inputs(output) == inputs_digest(config, files)
 
 
-def stage_task(*, basename, name, doc, action, args, config, files=(), targets, task_dep=(),
-               also_current=(), **extra):
+def stage_task(*, basename: str, name: str, doc: str, action: Callable[..., Any],
+               args: Iterable[Any], config: Any, files: Iterable[str | Path] = (),
+               targets: Sequence[str | Path], task_dep: Iterable[str] = (),
+               also_current: Iterable[Any] = (), **extra: Any) -> TaskDict:
     """The doit task of one unit of a stage.
 
     ``action(*args, config, files)`` does the work and writes ``targets[0]``, a JSON file with

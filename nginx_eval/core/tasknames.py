@@ -4,8 +4,14 @@ A unit is one task of the benchmark in one mode, ``<bench>/<mode>/<instance id>`
 each of UNIT_STAGES has a task per unit: ``task_name(GRADE, unit)`` is ``grade:nginx/raw/<id>``."""
 
 import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from . import jsonio
+
+if TYPE_CHECKING:     # names in annotations only: core imports nothing of the project
+    from ..run.benchmark import Benchmark, Task
+    from ..run.modes import Mode
 
 REPOS, TESTS, BASE = "repos", "tests", "base"
 UNIT_STAGES = WORKSPACE, AGENT, PATCH, BUILD, PROVE, STRICT, GRADE = (
@@ -13,51 +19,51 @@ UNIT_STAGES = WORKSPACE, AGENT, PATCH, BUILD, PROVE, STRICT, GRADE = (
 RESULTS, VALIDATE, VALIDATION = "results", "validate", "validation"
 
 
-def task_name(basename, name):
+def task_name(basename: str, name: str) -> str:
     # One string per name, however many tasks depend on it: a run of six modes spells some
     # 25,000 names for 7,300 tasks (2 MiB of the doit process, 1.4 MiB of it copies).
     return sys.intern(f"{basename}:{name}")
 
 
-def repo_subtask(repo):
+def repo_subtask(repo: str) -> str:
     return repo.replace("/", "+")
 
 
-def repo_task(repo):
+def repo_task(repo: str) -> str:
     return task_name(REPOS, repo_subtask(repo))
 
 
-def tests_subtask(tree_id):
+def tests_subtask(tree_id: str) -> str:
     """A test tree's task: its commit, and the digest of an authored task's files after a +
     (benchmark.Task.tests_tree_id), each cut to 12."""
     commit, plus, authored = tree_id.partition("+")
     return commit[:12] + plus + authored[:12]
 
 
-def tests_task_name(tree_id):
+def tests_task_name(tree_id: str) -> str:
     return task_name(TESTS, tests_subtask(tree_id))
 
 
-def tests_task_names(tasks):
+def tests_task_names(tasks: Iterable["Task"]) -> list[str]:
     """The names of the test-tree tasks of `tasks`, each once, in their order."""
     return list(dict.fromkeys(tests_task_name(t.tests_tree_id) for t in tasks))
 
 
-def base_subtask(task):
+def base_subtask(task: "Task") -> str:
     """The base build of `task`: its commit and configure flags."""
     flags = jsonio.digest(list(task.configure_flags))[:8]
     return f"{repo_subtask(task.repo)}/{task.base_commit[:12]}-{flags}"
 
 
-def base_task_name(task):
+def base_task_name(task: "Task") -> str:
     return task_name(BASE, base_subtask(task))
 
 
-def unit_name(bench, mode, task):
+def unit_name(bench: "Benchmark", mode: "Mode", task: "Task") -> str:
     return f"{bench.name}/{mode.name}/{task.instance_id}"
 
 
-def unit_of(name):
+def unit_of(name: str) -> tuple[str, str] | None:
     """(mode, instance id) of a unit stage's task name, else None."""
     stage, sep, rest = name.partition(":")
     if not sep or stage not in UNIT_STAGES:
@@ -66,17 +72,17 @@ def unit_of(name):
     return (parts[1], parts[2]) if len(parts) == 3 else None
 
 
-def results_subtask(bench_name, mode_name):
+def results_subtask(bench_name: str, mode_name: str) -> str:
     return f"{bench_name}/{mode_name}"
 
 
-def results_task_name(bench_name, mode_name):
+def results_task_name(bench_name: str, mode_name: str) -> str:
     return task_name(RESULTS, results_subtask(bench_name, mode_name))
 
 
-def validate_subtask(bench_name, instance_id):
+def validate_subtask(bench_name: str, instance_id: str) -> str:
     return f"{bench_name}/{instance_id}"
 
 
-def validate_task_name(bench_name, instance_id):
+def validate_task_name(bench_name: str, instance_id: str) -> str:
     return task_name(VALIDATE, validate_subtask(bench_name, instance_id))

@@ -5,9 +5,10 @@ import contextlib
 import os
 import shutil
 import stat
+from pathlib import Path
 
 
-def set_write_bits(path, writable, dirs_only=False):
+def set_write_bits(path: str | Path, writable: bool, dirs_only: bool = False) -> None:
     """Add the owner's write bit (writable) or remove everyone's under path, symlinks left alone."""
     for dirpath, _, filenames in os.walk(path):
         names = [dirpath] + ([] if dirs_only else [os.path.join(dirpath, f) for f in filenames])
@@ -20,7 +21,7 @@ def set_write_bits(path, writable, dirs_only=False):
                      else mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
-def file_stats(tree) -> dict[str, list[int]]:
+def file_stats(tree: str | Path) -> dict[str, list[int]]:
     """{path relative to tree: [size, mtime_ns, ctime_ns, inode]} of every file and link: what a
     tree's stamp records, so that a tree whose files all still have them is unchanged (writing a
     file changes its ctime, which nobody can set back)."""
@@ -34,7 +35,7 @@ def file_stats(tree) -> dict[str, list[int]]:
     return stats
 
 
-def remove_tree(path, ignore_errors=False):
+def remove_tree(path: str | Path, ignore_errors: bool = False) -> None:
     """Remove the tree at `path` (a link or a file: unlinked; missing: nothing), read-only
     directories too: removing an entry needs the write bit of its directory back.
     ignore_errors: what cannot be removed stays (the build cache, which tries again later)."""

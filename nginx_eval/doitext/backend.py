@@ -123,7 +123,7 @@ class DurableDB(SqliteDB):
 
 def forgotten_tasks(layout) -> set[str]:
     """The names of the tasks that ``doit forget`` asked for and no run has redone yet."""
-    names = set()
+    names: set[str] = set()
     try:
         markers = list(_marker_dir(layout.doit_db).iterdir())
     except FileNotFoundError:

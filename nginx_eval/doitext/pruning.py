@@ -40,7 +40,7 @@ def full_name(d):
 
 
 # {function: whether doit would pass it `task` or `values`}: asked once per function.
-_wants = {}
+_wants: dict[object, bool] = {}
 
 
 def _wants_doit(function):

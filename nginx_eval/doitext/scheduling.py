@@ -44,7 +44,7 @@ from .wrapping import wrap_once
 # The kind of work (limits.KINDS) of a task, by its basename.
 KIND_OF_STAGE = {BASE: "build", BUILD: "build", PROVE: "prove", AGENT: "agent"}
 # {kind: tasks of it handed out at once}; empty: no kind is held back.
-_limits = {}
+_limits: dict[str, int] = {}
 HOLD_ON = "hold on"     # what the dispatcher says when no task can go until one is processed
 
 

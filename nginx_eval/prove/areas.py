@@ -3,6 +3,8 @@
 by it (nginx_eval/mining/); the strict stage chooses the regression files of a patch by it.
 """
 
+from collections.abc import Iterable
+
 # test file prefix -> area word, and area word -> nginx source path fragments / subject prefixes
 AREA_BY_PREFIX = [
     ("h2_", "http2"), ("h2.", "http2"), ("h3_", "http3"), ("h3.", "http3"), ("quic_", "quic"), ("http2", "http2"),
@@ -45,7 +47,7 @@ AREA_PATHS = {
     "resolver": ["ngx_resolver"], "split": ["split_clients"], "secure": ["secure_link"],
 }
 
-def test_area(name):
+def test_area(name: str) -> str:
     """The area of a test file, by the prefix of its name (AREA_BY_PREFIX); "http" by default."""
     base = name.rsplit("/", 1)[-1]
     for prefix, area in AREA_BY_PREFIX:
@@ -54,7 +56,7 @@ def test_area(name):
     return "http"
 
 
-def area_files(test_names, touched):
+def area_files(test_names: Iterable[str], touched: Iterable[str]) -> list[str]:
     """The test files (of `test_names`) whose area's source paths (AREA_PATHS) a patch that
     touches the source paths `touched` changes, ranked: files whose name shares a word with a
     touched file's name first (ngx_http_gzip_filter_module.c: gzip*.t), then by name."""
@@ -75,6 +77,6 @@ _GENERIC = {"ngx", "http", "module", "filter", "stream", "mail", "core", "src", 
             "c", "h", "event", "os", "unix", "v2", "v3"}
 
 
-def _name_words(path):
+def _name_words(path: str) -> set[str]:
     base = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     return {w for w in base.lower().split("_") if len(w) > 2 and w not in _GENERIC}

@@ -30,12 +30,18 @@ with: prove.json's ``versions`` (see prove/stage.py).
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.trees import remove_tree
 from ..core.jsonio import file_digest, install_executable
 from ..core.layout import PACKAGE_DIR
 from ..core.locks import locked
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
 
 OUTPUT_GUARD = PACKAGE_DIR / "prove" / "nginx_output_guard.sh"
 OPENSSL_CONF_FILE = PACKAGE_DIR / "prove" / "openssl_tests.cnf"
@@ -47,7 +53,7 @@ ROOT_DAEMON_OPTIONS = {"memcached": ("-u", "root")}
 GLOBALS_VAR = "NGINX_EVAL_TEST_GLOBALS"
 
 
-def output_guard(layout, binary):
+def output_guard(layout: "Layout", binary: str | Path) -> Path:
     """The output guard's directory for `binary` (see the module docstring): `nginx`, the guard,
     and `src`, a link to the build's objs/src (Test::Nginx looks for the perl module's library
     beside TEST_NGINX_BINARY)."""
@@ -72,11 +78,11 @@ def output_guard(layout, binary):
     return guard
 
 
-def _sh_quote(text):
+def _sh_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-def test_globals(environ=None):
+def test_globals(environ: Mapping[str, str] | None = None) -> str:
     """TEST_NGINX_GLOBALS: the user's extra globals, and `user root;` as root unless they name
     a user already."""
     env = os.environ if environ is None else environ
@@ -88,14 +94,14 @@ def test_globals(environ=None):
 
 
 @lru_cache(maxsize=1)
-def tool_versions():
+def tool_versions() -> dict[str, str | None]:
     """{"perl", "openssl"}: the versions prove.json records (see prove/stage.py), once per
     process."""
     return {"perl": _first_line(["perl", "-e", "print $^V"]),
             "openssl": _first_line(["openssl", "version"])}
 
 
-def _first_line(argv):
+def _first_line(argv: list[str]) -> str | None:
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30,
                              stdin=subprocess.DEVNULL)
@@ -106,12 +112,13 @@ def _first_line(argv):
 
 
 @lru_cache(maxsize=None)     # one entry a program: prove and perl alternate
-def _program(name):
+def _program(name: str) -> str | None:
     found = shutil.which(name)
     return os.path.realpath(found) if found else None
 
 
-def pinned_environment(tests_tree, environ=None):
+def pinned_environment(tests_tree: Path, environ: Mapping[str, str] | None = None
+                       ) -> dict[str, str]:
     """The part of a prove's environment that is the same for every binary: recorded in
     prove.json and part of prove's inputs (PATH through the programs it resolves to)."""
     env = os.environ if environ is None else environ
@@ -123,14 +130,14 @@ def pinned_environment(tests_tree, environ=None):
     return pinned
 
 
-def environment_inputs(tests_tree):
+def environment_inputs(tests_tree: Path) -> dict[str, str | None]:
     """prove's inputs of the environment: the pinned variables, the programs PATH resolves to,
     and the content of the OpenSSL configuration (an edit to it proves again)."""
     return dict(pinned_environment(tests_tree), prove=_program("prove"), perl=_program("perl"),
                 openssl_conf=file_digest(OPENSSL_CONF_FILE))
 
 
-def daemon_shims(layout, environ=None):
+def daemon_shims(layout: "Layout", environ: Mapping[str, str] | None = None) -> Path | None:
     """As root, a directory of wrappers for the installed daemons of ROOT_DAEMON_OPTIONS, each
     running the real program with those options; None when not root or none is installed."""
     env = os.environ if environ is None else environ
@@ -153,7 +160,8 @@ def daemon_shims(layout, environ=None):
     return shim_dir
 
 
-def prove_environment(tests_tree, guard, binary, shims=None):
+def prove_environment(tests_tree: Path, guard: Path, binary: str | Path,
+                      shims: Path | None = None) -> dict[str, str]:
     env = pinned_environment(tests_tree)
     if "PATH" in os.environ:
         env["PATH"] = os.environ["PATH"]

@@ -27,7 +27,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
@@ -42,7 +44,7 @@ ENV_OFF = "NGINX_EVAL_PRIVATE_NETWORK"
 FIXED_PORT_LOCK = os.path.join(tempfile.gettempdir(), "nginx-eval-fixed-ports.lock")
 
 
-def enter():
+def enter() -> None:
     """Move this process into a new network namespace and bring its loopback up."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(CLONE_NEWNET) != 0:
@@ -54,14 +56,14 @@ def enter():
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
 
 
-def command(argv):
+def command(argv: Sequence[str]) -> list[str]:
     """`argv` run in a private network. Python starts isolated and without site (-I -S): this
     program needs the standard library alone, and site's import of the editable install took
     most of the 40 ms that Python took to start, before every test file."""
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), *argv]
 
 
-def problem(environ=None):
+def problem(environ: Mapping[str, str] | None = None) -> str | None:
     """Why tests do not get a private network here, or None."""
     env = os.environ if environ is None else environ
     if env.get(ENV_OFF, "") == "0":
@@ -70,7 +72,7 @@ def problem(environ=None):
 
 
 @lru_cache(maxsize=1)
-def _probe():
+def _probe() -> str | None:
     """Why the kernel refuses a network namespace, or None: asked once per process."""
     try:
         probe = subprocess.run(command(["true"]), capture_output=True, text=True, timeout=30)
@@ -81,7 +83,7 @@ def _probe():
     return None
 
 
-def uses_fixed_ports(tests_tree):
+def uses_fixed_ports(tests_tree: str | Path) -> bool:
     """Whether the nginx-tests tree predates parallel tests: its Test::Nginx has no port()."""
     try:
         with open(os.path.join(tests_tree, "lib", "Test", "Nginx.pm"), encoding="utf-8",
@@ -91,7 +93,7 @@ def uses_fixed_ports(tests_tree):
         return False            # not nginx-tests (a fixture): nothing known about its ports
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     if not argv:
         print("usage: prove/network.py COMMAND [ARG...]", file=sys.stderr)
         return 2

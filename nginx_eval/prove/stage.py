@@ -47,6 +47,10 @@ of the run.
 
 import contextlib
 import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..cluster import executor
 from ..cluster.node import on_node
@@ -55,14 +59,22 @@ from . import network as private_network, tree as testtree
 from ..build.stage import ensure_build
 from ..build.cache import binary_path, verify_build
 from ..core.procs import kill_leftovers, run_limited
+from ..core.records import BuildRecord, ProveJson, ProveRun
+from ..core.stamps import TaskDict
 from .tap import needs_reference, parse_tap
 from .env import (OUTPUT_GUARD, daemon_shims, environment_inputs, output_guard, prove_environment,
                   tool_versions)
 from .tree import task_tests_tree
 from ..core.tasknames import BUILD, PROVE, task_name, tests_task_name, unit_name
+from .tap import FileResult
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
+    from ..pipeline import Context
+    from ..run.benchmark import Task
 
 
-def ports_for(tests_tree, network):
+def ports_for(tests_tree: Path, network: str) -> AbstractContextManager[None]:
     """What a prove holds while it runs: on the shared network, a fixed-port test tree queues
     for the machine's one fixed-port slot (prove/network.py); otherwise nothing."""
     if network == "shared" and private_network.uses_fixed_ports(tests_tree):
@@ -70,8 +82,10 @@ def ports_for(tests_tree, network):
     return contextlib.nullcontext()
 
 
-def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, token_file=None,
-                    suffix="", extra_env=None):
+def run_prove_files(layout: "Layout", tests_tree: Path, binary: Path, test_files: Sequence[str],
+                    timeout: float, tap_dir: Path, token_file: str | Path | None = None,
+                    suffix: str = "", extra_env: Mapping[str, str] | None = None
+                    ) -> dict[str, ProveRun]:
     """Run each file against `binary`; return {file: record}. Output files go to tap_dir, named
     after the file plus `suffix` (".rerun"); token_file: see procs.kill_leftovers; extra_env:
     added to the pinned environment (a sanitizer's options)."""
@@ -79,18 +93,20 @@ def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, to
     env = dict(prove_environment(tests_tree, output_guard(layout, binary), binary,
                                  daemon_shims(layout)), **(extra_env or {}))
     network = "shared" if private_network.problem() else "private"
-    files = {}
+    files: dict[str, ProveRun] = {}
     for name in test_files:
         stem = name.replace("/", "__") + suffix
         tap_path, err_path = tap_dir / f"{stem}.tap", tap_dir / f"{stem}.stderr"
         log_path = tap_dir / f"{stem}.nginx.log"
-        record = {"tap": tap_path.name, "stderr": err_path.name, "nginx_log": log_path.name,
-                  "network": network}
+        # The record of a file that does not exist; a run's outcome replaces its last fields.
+        record: ProveRun = {"tap": tap_path.name, "stderr": err_path.name,
+                            "nginx_log": log_path.name, "network": network, "exit_code": None,
+                            "timed_out": False, "seconds": 0.0, "cpu_seconds": None,
+                            "missing": True}
         if not (tests_tree / name).is_file():
             tap_path.write_text("")
             err_path.write_text(f"[nginx-eval] {name} does not exist at this test commit\n")
-            files[name] = dict(record, exit_code=None, timed_out=False, seconds=0.0,
-                               cpu_seconds=None, missing=True)
+            files[name] = record
             continue
         log_path.write_bytes(b"")
         argv = ["prove", "--norc", "-v", name]
@@ -105,29 +121,30 @@ def run_prove_files(layout, tests_tree, binary, test_files, timeout, tap_dir, to
         if outcome.timed_out:
             with open(err_path, "ab") as se:
                 se.write(f"\n[nginx-eval] killed after {timeout} s\n".encode())
-        files[name] = dict(record, exit_code=outcome.exit_code, timed_out=outcome.timed_out,
-                           seconds=outcome.seconds, cpu_seconds=outcome.cpu_seconds,
-                           missing=False)
+        files[name] = {**record, "exit_code": outcome.exit_code, "timed_out": outcome.timed_out,
+                       "seconds": outcome.seconds, "cpu_seconds": outcome.cpu_seconds,
+                       "missing": False}
     return files
 
 
-def graded_in(task, name):
+def graded_in(task: "Task", name: str) -> list[str]:
     """The graded assertion ids (fail_to_pass, pass_to_pass) of the test file `name`."""
     return [i for i in list(task.fail_to_pass) + list(task.pass_to_pass)
             if i.startswith(f"{name}:")]
 
 
-def _parsed(tap_dir, name, record):
+def _parsed(tap_dir: Path, name: str, record: ProveRun) -> FileResult:
     return parse_tap(name, (tap_dir / record["tap"]).read_text(errors="replace"))
 
 
-def files_needing_reference(task, tap_dir, files):
+def files_needing_reference(task: "Task", tap_dir: Path, files: Mapping[str, ProveRun]
+                            ) -> list[str]:
     """The files whose problems only a run of the base build can attribute (tapstream)."""
     return [name for name, record in files.items()
             if needs_reference(_parsed(tap_dir, name, record), record, graded_in(task, name))]
 
 
-def files_to_rerun(task, tap_dir, files):
+def files_to_rerun(task: "Task", tap_dir: Path, files: Mapping[str, ProveRun]) -> list[str]:
     """The files of the test commit with a graded assertion that did not pass (failed, did not
     run, or its stream cannot be trusted): rerun_failed=1 runs each once more."""
     out = []
@@ -140,7 +157,9 @@ def files_to_rerun(task, tap_dir, files):
     return out
 
 
-def reference_runs(layout, task, build, names, tests_tree, tap_dir, token_file):
+def reference_runs(layout: "Layout", task: "Task", build: BuildRecord, names: Sequence[str],
+                   tests_tree: Path, tap_dir: Path, token_file: str | Path | None
+                   ) -> tuple[dict[str, ProveRun] | None, str | None]:
     """({file: record} of the base build's runs of `names`, the base build's key); ({}, None)
     when the base does not build here (then the environment is at fault); (None, key) when the
     candidate is the base build itself."""
@@ -152,20 +171,23 @@ def reference_runs(layout, task, build, names, tests_tree, tap_dir, token_file):
         return None, base["key"]        # the candidate is the base: its own runs are the reference
     files = run_prove_files(layout, tests_tree, binary_path(layout, base["key"]), names,
                             task.test_timeout, tap_dir / "reference", token_file=token_file)
-    return ({name: dict(rec, **{k: f"reference/{rec[k]}" for k in ("tap", "stderr", "nginx_log")})
+    return ({name: {**rec, "tap": f"reference/{rec['tap']}",
+                    "stderr": f"reference/{rec['stderr']}",
+                    "nginx_log": f"reference/{rec['nginx_log']}"}
              for name, rec in files.items()}, base["key"])
 
 
-def grade_was_env_error(layout, mode_name, iid):
+def grade_was_env_error(layout: "Layout", mode_name: str, iid: str) -> bool:
     return (jsonio.read_json(layout.grade_json(mode_name, iid)) or {}).get("status") == "env_error"
 
 
-def verdict_kept(layout, mode_name, iid):
+def verdict_kept(layout: "Layout", mode_name: str, iid: str) -> bool:
     """doit's uptodate: a prove whose grade blamed the environment is done again."""
     return not grade_was_env_error(layout, mode_name, iid)
 
 
-def prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed):
+def prove_built(layout: "Layout", task: "Task", build: BuildRecord, record: ProveJson,
+                tap_dir: Path, token_file: str | Path, rerun_failed: bool) -> None:
     """Fill `record` (prove.json) with the runs of the built binary, its reruns and the base
     build's reference runs."""
     problem = verify_build(layout, build)
@@ -175,11 +197,12 @@ def prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed):
     binary = binary_path(layout, build["key"])
     files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout,
                             tap_dir, token_file=token_file)
-    record.update(binary=str(binary), binary_key=build["key"], files=files, notes=notes,
-                  environment=prove_environment(tree, output_guard(layout, binary), binary,
-                                                daemon_shims(layout)),
-                  versions=tool_versions())
-    reruns = {}
+    record.update({"binary": str(binary), "binary_key": build["key"], "files": files,
+                   "notes": notes,
+                   "environment": prove_environment(tree, output_guard(layout, binary), binary,
+                                                    daemon_shims(layout)),
+                   "versions": tool_versions()})
+    reruns: dict[str, ProveRun] = {}
     if rerun_failed:
         reruns = run_prove_files(layout, tree, binary, files_to_rerun(task, tap_dir, files),
                                  task.test_timeout, tap_dir, token_file=token_file,
@@ -196,7 +219,8 @@ def prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed):
         record["reference_key"] = key
 
 
-def prove_task(layout, mode_name, task, config, files):
+def prove_task(layout: "Layout", mode_name: str, task: "Task", config: dict[str, Any],
+               files: list[str]) -> None:
     inputs = stamps.inputs_digest(config, files)
     executor.run("prove", prove_unit, layout, mode_name, task.instance_id,
                  [mode_name, task, inputs, bool(config.get("rerun_failed"))],
@@ -205,7 +229,8 @@ def prove_task(layout, mode_name, task, config, files):
                         (task.test_repo, {task.test_commit: [[task.instance_id, "test_commit"]]})])
 
 
-def _node_build(layout, mode_name, task, build):
+def _node_build(layout: "Layout", mode_name: str, task: "Task",
+                build: BuildRecord) -> BuildRecord:
     """On a node of executor=ray: the unit's build in the node's own cache, made there when
     the node lacks it (the same patch gives the same key)."""
     patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
@@ -217,16 +242,18 @@ def _node_build(layout, mode_name, task, build):
     return made
 
 
-def prove_unit(layout, mode_name, task, inputs, rerun_failed):
+def prove_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str,
+               rerun_failed: bool) -> None:
     """The runs of a unit's test files, and its prove.json and tap/ (executor.py)."""
-    build = jsonio.read_json(layout.build_json(mode_name, task.instance_id))
+    build: BuildRecord = jsonio.read_json(layout.build_json(mode_name, task.instance_id))
     token_file = layout.running_token(mode_name, task.instance_id, "prove")
     kill_leftovers(token_file)          # a test a killed doit left running
     tap_dir = layout.tap_dir(mode_name, task.instance_id)
     shutil.rmtree(tap_dir, ignore_errors=True)
-    record = {"inputs": inputs, "test_commit": task.test_commit, "binary": None,
-              "binary_key": None, "environment": {}, "files": {}, "reference": {},
-              "reference_key": None, "notes": [], "versions": None}
+    record: ProveJson = {
+        "inputs": inputs, "test_commit": task.test_commit, "binary": None, "binary_key": None,
+        "environment": {}, "files": {}, "reference": {}, "reference_key": None, "notes": [],
+        "versions": None}
     if rerun_failed:
         record["reruns"] = {}
     if build["status"] == "built":
@@ -236,7 +263,7 @@ def prove_unit(layout, mode_name, task, inputs, rerun_failed):
     jsonio.write_json(layout.prove_json(mode_name, task.instance_id), record)
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
     yield from testtree.gen_tasks(ctx)      # the tests:<commit> tasks, before the proves
     guard = jsonio.file_digest(OUTPUT_GUARD)
     environments = {}       # per test tree: the same for every unit of it

@@ -18,19 +18,21 @@ keeps them stable.
 """
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 PROVE_SKIPPED = re.compile(r"^(?P<file>\S+) \.+ skipped: ?(?P<reason>.*)$")
 PROVE_BAILOUT = re.compile(r"^Bailout called\.\s+Further testing stopped:?\s*(?P<reason>.*)$")
 
 
-def assertion_id(file, number, description):
+def assertion_id(file: str, number: int, description: str | None) -> str:
     desc = re.sub(r"^-\s*", "", (description or "").strip()).strip()
     return f"{file}:{number} {desc}" if desc else f"{file}:{number}"
 
 
-def assertion_number(ident):
+def assertion_number(ident: str) -> int:
     """The number of an assertion id (``h2.t:12 name`` -> 12)."""
     return int(ident.split(":", 1)[1].split(" ", 1)[0])
 
@@ -40,28 +42,31 @@ class FileResult:
     file: str
     planned: int | None = None
     skip_all: str | None = None                 # the reason, when the whole file skipped
-    results: dict = field(default_factory=dict)  # id -> True (pass) / False (fail), ran only
-    numbers: dict = field(default_factory=dict)  # number -> id, of the assertions that ran
-    skipped: dict = field(default_factory=dict)  # number -> reason, of "ok N # skip"
+    # id -> True (pass) / False (fail), ran only
+    results: dict[str, bool] = field(default_factory=dict)
+    # number -> id, of the assertions that ran
+    numbers: dict[int, str] = field(default_factory=dict)
+    # number -> reason, of "ok N # skip"
+    skipped: dict[int, str] = field(default_factory=dict)
     bailed_out: str | None = None
-    tampered: list = field(default_factory=list)  # why the stream cannot be trusted
+    tampered: list[str] = field(default_factory=list)  # why the stream cannot be trusted
 
     @property
-    def seen(self):
+    def seen(self) -> int:
         """How many numbered assertion lines the file printed (ran or skipped)."""
         return len(self.numbers) + len(self.skipped)
 
     @property
-    def complete(self):
+    def complete(self) -> bool:
         """The file printed a plan and as many assertions as it planned."""
         return self.planned is not None and self.seen >= self.planned
 
-    def ran(self, ident):
+    def ran(self, ident: str) -> bool:
         """Whether the assertion `ident` ran (passed or failed, not skipped)."""
         return self.numbers.get(assertion_number(ident)) == ident
 
 
-def _read_prove_line(fr, file, line):
+def _read_prove_line(fr: FileResult, file: str, line: str) -> bool:
     """Take prove's rewrites of a whole-file skip and of a bail-out; whether `line` was one."""
     skipped = PROVE_SKIPPED.match(line)
     if skipped and skipped["file"] == file:
@@ -74,7 +79,7 @@ def _read_prove_line(fr, file, line):
     return False
 
 
-def _read_plan(fr, parsed, line, expected):
+def _read_plan(fr: FileResult, parsed: Any, line: str, expected: int) -> None:
     """Take a plan line; `expected` is the number the next assertion should have."""
     if fr.planned is not None:
         fr.tampered.append(f"a second plan ({line.strip()})")
@@ -87,7 +92,7 @@ def _read_plan(fr, parsed, line, expected):
         fr.skip_all = parsed.directive.reason or "skipped"
 
 
-def _read_assertion(fr, file, parsed, expected):
+def _read_assertion(fr: FileResult, file: str, parsed: Any, expected: int) -> int:
     """Take a numbered assertion line; return the number the next one should have."""
     number = parsed.number
     if number in fr.numbers or number in fr.skipped:
@@ -107,7 +112,7 @@ def _read_assertion(fr, file, parsed, expected):
     return number + 1
 
 
-def parse_tap(file, text):
+def parse_tap(file: str, text: str) -> FileResult:
     """The FileResult of the output of ``prove -v FILE`` (or of the raw TAP of FILE)."""
     fr = FileResult(file)
     # Imported here: tap.parser brings yaml and unittest, a third of the time every doit
@@ -137,8 +142,9 @@ class Problem:
     text: str
 
 
-def file_problem(fr, record):
-    """The Problem of a file's run (its FileResult and prove.json record), or None."""
+def file_problem(fr: FileResult, record: Mapping[str, Any]) -> Problem | None:
+    """The Problem of a file's run (its FileResult and prove.json record, a ProveRun, or
+    {"missing": True}), or None."""
     if record.get("missing"):
         return Problem("env", "test file does not exist at the test commit")
     code, timed_out = record.get("exit_code"), record.get("timed_out")
@@ -163,12 +169,12 @@ def file_problem(fr, record):
     return None
 
 
-def graded_skips(fr, graded):
+def graded_skips(fr: FileResult, graded: Iterable[str]) -> list[str]:
     """The graded assertion ids (of this file) that printed ``ok N # skip``."""
     return [i for i in graded if assertion_number(i) in fr.skipped]
 
 
-def needs_reference(fr, record, graded):
+def needs_reference(fr: FileResult, record: Mapping[str, Any], graded: Iterable[str]) -> bool:
     """Whether only a run of the base build can say whose fault this file's problem is."""
     problem = file_problem(fr, record)
     return bool(graded_skips(fr, graded)) if problem is None else problem.kind != "env"

@@ -18,6 +18,7 @@ Every function is pure: it reads its arguments and the tables, never the machine
 """
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # -- Perl modules ----------------------------------------------------------------------------------
@@ -130,7 +131,7 @@ SSL_FLAGS = ("--with-http_ssl_module", "--with-stream_ssl_module", "--with-mail_
 @dataclass(frozen=True)
 class Library:
     what: str           # shown to the user
-    paths: tuple        # glob patterns; any one present is enough
+    paths: tuple[str, ...]      # glob patterns; any one present is enough
     package: str
 
 
@@ -172,7 +173,7 @@ _QW = re.compile(r"qw\s*(?:/([^/]*)/|\(([^)]*)\)|\{([^}]*)\}|\[([^\]]*)\])", re.
 _QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
 
 
-def strip_perl(text):
+def strip_perl(text: str) -> str:
     """The code of a Perl file: no POD, no __END__/__DATA__ section, no whole-line comments."""
     out, pod = [], False
     for line in text.splitlines():
@@ -187,14 +188,14 @@ def strip_perl(text):
     return "\n".join(out)
 
 
-def is_ignored_module(name):
+def is_ignored_module(name: str) -> bool:
     return (name in CORE_MODULES or name == SUITE_NAMESPACE
             or name.startswith(SUITE_NAMESPACE + "::") or name.startswith(PLATFORM_PREFIXES))
 
 
-def has_names(args):
+def has_names(args: str) -> list[str]:
     """The feature names in the argument list of one ``->has(...)`` call."""
-    names = []
+    names: list[str] = []
     for m in _QW.finditer(args):
         names += next(g for g in m.groups() if g is not None).split()
     rest = _QW.sub(" ", args)
@@ -202,7 +203,7 @@ def has_names(args):
     return [n for n in names if n]
 
 
-def _loaded_modules(code):
+def _loaded_modules(code: str) -> list[tuple[int, str]]:
     """[(position, module)] of ``use X`` and ``require X``, and of the known non-core modules
     (PERL_PACKAGES) whose functions or variables the code names in full: such a module is loaded
     by another one (Net::SSLeay by IO::Socket::SSL), but the file needs it all the same."""
@@ -215,12 +216,12 @@ def _loaded_modules(code):
     return found
 
 
-def _has_features(code):
+def _has_features(code: str) -> list[tuple[int, str]]:
     """[(position, name)] of the names in the file's ``->has(...)`` calls."""
     return [(m.start(), name) for m in _HAS.finditer(code) for name in has_names(m.group(1))]
 
 
-def requirements_in_order(text):
+def requirements_in_order(text: str) -> dict[str, list[str]]:
     """{"perl_modules", "daemons", "nginx_modules"}: lists, each name once, in the order the file
     names them. nginx_modules are Test::Nginx has() names (http_v2, stream_ssl, sni,
     openssl:1.0.2, ...); has() features that are Perl modules go to perl_modules, platform ones
@@ -239,7 +240,7 @@ def requirements_in_order(text):
             "nginx_modules": list(dict.fromkeys(nginx))}
 
 
-def requirements_of_test(text):
+def requirements_of_test(text: str) -> dict[str, set[str]]:
     """{"perl_modules", "daemons", "nginx_modules"} (sets) a test file needs to run, not skip
     (see requirements_in_order)."""
     return {kind: set(names) for kind, names in requirements_in_order(text).items()}
@@ -254,7 +255,7 @@ _RSA_BITS = re.compile(r"default_bits\s*=\s*(\d+)|\brsa:(\d+)|\bgenrsa\b[^\n;]*?
 _CA_DIGEST = re.compile(r"default_md\s*=\s*(\w+)|\s-md\s+(\w+)")
 
 
-def certificates_made(text):
+def certificates_made(text: str) -> list[tuple[str, int | str]]:
     """[("rsa", bits) | ("digest", name)]: the RSA key sizes a test file makes certificates with
     and the digests its CA signs them with (not "default": the openssl program's own), sorted;
     [] when it makes none."""
@@ -267,7 +268,7 @@ def certificates_made(text):
 
 # -- mappings --------------------------------------------------------------------------------------
 
-def perl_package(module):
+def perl_package(module: str) -> tuple[str, bool]:
     """(Debian package, known) for a Perl module; unknown ones get the Debian naming convention."""
     if module in PERL_PACKAGES:
         return PERL_PACKAGES[module], True
@@ -279,19 +280,19 @@ def perl_package(module):
     return "lib" + module.lower().replace("::", "-") + "-perl", False
 
 
-def daemon_package(daemon):
+def daemon_package(daemon: str) -> str:
     return DAEMON_PACKAGES.get(daemon, daemon)
 
 
-def _normal_flags(flags):
+def _normal_flags(flags: Iterable[str]) -> list[str]:
     return [f[:-len("=dynamic")] if f.endswith("=dynamic") else f for f in flags]
 
 
-def _needs_ssl(name):
+def _needs_ssl(name: str) -> bool:
     return name == "sni" or re.match(r"(openssl|OpenSSL):", name) is not None
 
 
-def module_enabled(name, flags):
+def module_enabled(name: str, flags: Iterable[str]) -> bool:
     """Does Test::Nginx's has(name) pass for an nginx configured with `flags`? (Its check reads
     `nginx -V`: configure arguments, "built with OpenSSL ...", "TLS SNI support enabled".)"""
     flags = _normal_flags(flags)
@@ -309,19 +310,19 @@ def module_enabled(name, flags):
         return name in version
 
 
-def flag_for_module(name):
+def flag_for_module(name: str) -> str | None:
     """The configure flag that enables has(name), or None if it is enabled by default / unknown."""
     if _needs_ssl(name):
         return "--with-http_ssl_module"
     return MODULE_FLAGS.get(name)
 
 
-def server_flag(name):
+def server_flag(name: str) -> str | None:
     """The flag of the server (stream, mail) a has() name's module belongs to, or None."""
     return next((flag for prefix, flag in SERVER_FLAGS if name.startswith(prefix)), None)
 
 
-def configure_flags_for(names):
+def configure_flags_for(names: Iterable[str]) -> list[str]:
     """The configure flags that build every module has(name) asks for, each once, in the order of
     `names`, a server's flag before its modules' (stream_ssl: --with-stream
     --with-stream_ssl_module; stream_return: --with-stream). Default modules need none."""
@@ -333,7 +334,7 @@ def configure_flags_for(names):
     return flags
 
 
-def libraries_for_flags(flags, pcre2_capable=None):
+def libraries_for_flags(flags: Iterable[str], pcre2_capable: bool | None = None) -> list[str]:
     """Names in LIBRARIES that building nginx with `flags` needs. pcre2_capable: does the base
     commit know PCRE2 (None: unknown, either library will do)."""
     flags = _normal_flags(flags)

@@ -20,15 +20,28 @@ it was extracted).
 """
 
 import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ..core import jsonio
 from ..core.trees import file_stats, remove_tree, set_write_bits
 from ..core.gitcmd import GitError, extract_tree, scratch_index
 from ..core.locks import locked
+from ..core.stamps import TaskDict
 from ..core.tasknames import TESTS, repo_task, tests_subtask
 
+if TYPE_CHECKING:
+    from ..core.layout import Layout
+    from ..pipeline import Context
+    from ..run.benchmark import Task
 
-def tests_tree_changes(bare, commit, tree, authored=()):
+# An authored task's own test files: ((name, contents), ...) (run/benchmark.py: Task.authored).
+Authored = Sequence[tuple[str, bytes]]
+
+
+def tests_tree_changes(bare: Path, commit: str, tree: str | Path,
+                       authored: Authored = ()) -> list[str]:
     """The paths in which `tree` differs from `commit` plus the `authored` files ((name, bytes)):
     edited, removed or added files, from git with a scratch index (the bare clone's objects are
     the reference, not a stamp) and, for the authored files, their contents."""
@@ -51,14 +64,15 @@ def tests_tree_changes(bare, commit, tree, authored=()):
     return sorted(changed)
 
 
-def _stamp(repo, commit, authored):
-    stamp = {"repo": repo, "commit": commit}
+def _stamp(repo: str, commit: str, authored: Authored) -> dict[str, Any]:
+    stamp: dict[str, Any] = {"repo": repo, "commit": commit}
     if authored:
         stamp["authored"] = {name: jsonio.digest(data) for name, data in authored}
     return stamp
 
 
-def _extract(layout, repo, commit, authored=(), tree_id=None):
+def _extract(layout: "Layout", repo: str, commit: str, authored: Authored = (),
+             tree_id: str | None = None) -> None:
     tree_id = tree_id or commit
     tree = layout.tests_tree(tree_id)
     for stale in tree.parent.glob(f".{tree_id}.tmp*"):
@@ -75,26 +89,28 @@ def _extract(layout, repo, commit, authored=(), tree_id=None):
     jsonio.write_json(layout.tests_stamp(tree_id), _stamp(repo, commit, authored))
 
 
-def _unchanged_since_checked(layout, tree_id, tree):
+def _unchanged_since_checked(layout: "Layout", tree_id: str, tree: Path) -> bool:
     """The tree's files are those git last found equal to the commit, with the same stat."""
     files = (jsonio.read_json(layout.tests_stamp(tree_id)) or {}).get("files")
     return files is not None and file_stats(tree) == files
 
 
-def _record_checked(layout, repo, commit, authored, tree_id, tree):
+def _record_checked(layout: "Layout", repo: str, commit: str, authored: Authored, tree_id: str,
+                    tree: Path) -> None:
     """After git found the tree equal to the commit (under the tree's lock): its files' stat."""
     jsonio.write_json(layout.tests_stamp(tree_id),
                       dict(_stamp(repo, commit, authored), files=file_stats(tree)))
 
 
-def tests_tree_present(layout, tree_id):
+def tests_tree_present(layout: "Layout", tree_id: str) -> bool:
     """doit uptodate of tests:<tree>: the tree and its stamp are there (a tree is never
     changed in place; verified_tests_tree checks its contents before each prove)."""
     return (bool(jsonio.read_json(layout.tests_stamp(tree_id)))
             and layout.tests_tree(tree_id).is_dir())
 
 
-def extract_tests(layout, repo, commit, authored=(), tree_id=None):
+def extract_tests(layout: "Layout", repo: str, commit: str, authored: Authored = (),
+                  tree_id: str | None = None) -> None:
     tree_id = tree_id or commit
     if tests_tree_present(layout, tree_id):
         return
@@ -106,7 +122,8 @@ def extract_tests(layout, repo, commit, authored=(), tree_id=None):
         _extract(layout, repo, commit, authored, tree_id)
 
 
-def verified_tests_tree(layout, repo, commit, authored=(), tree_id=None):
+def verified_tests_tree(layout: "Layout", repo: str, commit: str, authored: Authored = (),
+                        tree_id: str | None = None) -> tuple[Path, list[str]]:
     """The test tree of `commit` (with an authored task's files: `authored` and its `tree_id`,
     task_tests_tree), extracted again if anything changed it; [notes]."""
     tree_id = tree_id or commit
@@ -128,16 +145,16 @@ def verified_tests_tree(layout, repo, commit, authored=(), tree_id=None):
                   f"{', ...' if len(changes) > 5 else ''}); extracted again"]
 
 
-def task_tests_tree(layout, task):
+def task_tests_tree(layout: "Layout", task: "Task") -> tuple[Path, list[str]]:
     """verified_tests_tree of a task's own test tree (its authored files with it)."""
     return verified_tests_tree(layout, task.test_repo, task.test_commit, task.authored,
                                task.tests_tree_id)
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
     """The `tests:<tree>` tasks, one per test tree of the benchmark: per pinned test commit,
     and per set of authored files (prove/stage.gen_tasks yields them before its own)."""
-    trees = {}
+    trees: dict[str, Task] = {}
     for t in ctx.tasks:
         trees.setdefault(t.tests_tree_id, t)
     for tree_id, t in sorted(trees.items()):

@@ -20,6 +20,7 @@ variables, and a ``"$AGENT"`` in double quotes, are left to bash (render_command
 import re
 import shlex
 from collections.abc import Mapping
+from typing import Any
 
 from ..core.errors import UserError
 
@@ -45,7 +46,7 @@ SENTINEL = "NGINXEVALPLACEHOLDER"
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.I)
 
 
-def agent_words(value):
+def agent_words(value: str) -> str:
     """AGENT's value as bash is given it: its words (split as a shell splits a command line),
     each shell-quoted. UserError when a shell could not read it (an unbalanced quote)."""
     try:
@@ -56,10 +57,11 @@ def agent_words(value):
     return " ".join(shlex.quote(w) for w in words)
 
 
-def variable_references(command):
+def variable_references(command: str) -> list[tuple[re.Match[str], bool]]:
     """(match of COMMAND_VARIABLE, in double quotes?) for each variable reference bash would expand
     in `command`: not in single quotes, not escaped."""
-    refs, i, single, double = [], 0, False, False
+    refs: list[tuple[re.Match[str], bool]] = []
+    i, single, double = 0, False, False
     while i < len(command):
         c = command[i]
         if single:
@@ -81,11 +83,13 @@ def variable_references(command):
     return refs
 
 
-def _default_applies(op, value):
-    return bool(op) and (value is None or (op.startswith(":") and value == ""))
+def _default_applies(op: str | None, value: str | None) -> bool:
+    return bool(op and (value is None or (op.startswith(":") and value == "")))
 
 
-def render_command(command, environ, values=None, shown=None, record=False):
+def render_command(command: str, environ: Mapping[str, str],
+                   values: Mapping[str, Any] | None = None,
+                   shown: Mapping[str, str] | None = None, record: bool = False) -> str:
     """A phase command with AGENT's words in place of each unquoted $AGENT / ${AGENT...} (the
     default's text when AGENT is unset, or empty with ``:-``) and placeholders filled.
 
@@ -94,13 +98,13 @@ def render_command(command, environ, values=None, shown=None, record=False):
     placeholder texts put in as they are (a record shows the prompt as its file). record: for a
     reader, not for bash: the other variables' values are put in too (as text; names that look
     secret stay as written)."""
-    def one(m):
+    def one(m: re.Match[str]) -> str:
         name = m.group(1)
         if shown and name in shown:
             return shown[name]
         return shlex.quote(str(values[name])) if values and name in values else m.group(0)
 
-    def fill(text):
+    def fill(text: str) -> str:
         return PLACEHOLDER.sub(one, text)
     out, pos = [], 0
     for m, quoted in variable_references(command):
@@ -123,7 +127,7 @@ def render_command(command, environ, values=None, shown=None, record=False):
     return "".join(out)
 
 
-def command_program(command, environ):
+def command_program(command: str, environ: Mapping[str, str]) -> str | None:
     """The program a phase command starts: its first word once placeholders are filled and
     ${VAR:-default} is expanded with `environ`. None when only running it would tell (the word
     comes from a placeholder or a shell expansion this does not do). UserError for an AGENT a
@@ -146,7 +150,7 @@ WORD_END = " \t\n;&|<>()"
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def _word_end(text, i, end):
+def _word_end(text: str, i: int, end: int) -> int | None:
     """The end of the shell word starting at text[i] (quotes and backslashes honoured), before
     `end`; None for an unbalanced quote."""
     while i < end and text[i] not in WORD_END:

@@ -64,12 +64,17 @@ import difflib
 import json
 import re
 import tomllib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .commandline import PLACEHOLDER, PLACEHOLDERS
 from ..core.errors import UserError
 from ..core.layout import SOURCE_ROOT
+
+if TYPE_CHECKING:
+    from .benchmark import Benchmark
 
 BUILTIN = ("gold", "none")
 # How an agent mode's agents run: "srt", isolated (agent/sandbox.py); "none", unisolated.
@@ -112,33 +117,36 @@ class Phase:
 class Mode:
     name: str
     kind: str                       # "agent", "gold", "none" or "predictions"
-    phases: tuple = ()
+    phases: tuple[Phase, ...] = ()
     model: str = ""
     description: str = ""
-    env: tuple = ()                 # sorted (name, value) pairs
+    env: tuple[tuple[str, str], ...] = ()       # sorted (name, value) pairs
     predictions: str = ""
     base_name: str = ""             # for repeats: the configured mode ("raw" for "raw-r2")
     repeat: int = 1                 # 1..repeats
     isolation: str = "srt"          # "srt" (sandbox.py) or "none": unisolated
-    allow_hosts: tuple = ()         # isolated: hosts the agent may reach besides the model API
-    sandbox_binds: tuple = ()       # isolated: extra read-write paths
-    instances: tuple = None         # predictions: the instance ids the file has a row for (the
-                                    # only tasks the mode scores); None: every selected task
-    command_files: tuple = ()       # (file name, text) of each file of `commands`, in order
+    allow_hosts: tuple[str, ...] = ()   # isolated: hosts the agent may reach besides the API
+    sandbox_binds: tuple[str, ...] = ()     # isolated: extra read-write paths
+    # predictions: the instance ids the file has a row for (the only tasks the mode scores);
+    # None: every selected task
+    instances: tuple[str, ...] | None = None
+    # (file name, text) of each file of `commands`, in order
+    command_files: tuple[tuple[str, str], ...] = ()
     web_tools: bool = False         # isolated: Claude Code's WebSearch and WebFetch allowed
     agent_home: str = ""            # the folder of templates/agent-homes/ named, "" for none
-    home_files: tuple = ()          # (relative path, text) of each file of that folder, sorted
+    # (relative path, text) of each file of that folder, sorted
+    home_files: tuple[tuple[str, str], ...] = ()
     tests: str = ""                 # "base": nginx-tests as of the base commit (suite.py); "": none
 
     @property
-    def family(self):
+    def family(self) -> str:
         return self.base_name or self.name
 
     @property
-    def runs_agent(self):
+    def runs_agent(self) -> bool:
         return self.kind == "agent"
 
-    def fingerprint(self):
+    def fingerprint(self) -> dict[str, object]:
         """What decides whether an agent run is still valid (not the description)."""
         fingerprint = {"phases": [vars(p) for p in self.phases], "model": self.model,
                        "env": [list(e) for e in self.env], "repeat": self.repeat}
@@ -157,11 +165,11 @@ class Mode:
             fingerprint["tests"] = self.tests
         return fingerprint
 
-    def covers(self, instance_id):
+    def covers(self, instance_id: str) -> bool:
         """Whether the mode scores this task (a predictions mode: only the file's rows)."""
         return self.instances is None or instance_id in self.instances
 
-    def to_json(self):
+    def to_json(self) -> dict[str, object]:
         data = {"name": self.name, "family": self.family, "repeat": self.repeat,
                 "kind": self.kind, "model": self.model,
                 "isolation": self.isolation if self.kind == "agent" else None,
@@ -186,14 +194,15 @@ BUILTIN_MODES = {
 }
 
 
-def _check_template(command, path, where):
+def _check_template(command: str, path: str | Path, where: str) -> None:
     for n in PLACEHOLDER.findall(command):
         if n not in PLACEHOLDERS:
             raise UserError(f"unknown placeholder {{{n}}}; known: {', '.join(PLACEHOLDERS)}",
                             file=path, item=where, field="command")
 
 
-def check_keys(table, known, path, where=None):
+def check_keys(table: Iterable[str], known: Sequence[str], path: str | Path,
+               where: str | None = None) -> None:
     """UserError for the first key of `table` that is not in `known`, with the closest one."""
     for key in table:
         if key not in known:
@@ -204,7 +213,7 @@ def check_keys(table, known, path, where=None):
                             file=path)
 
 
-def _mode_settings(raw, path, where):
+def _mode_settings(raw: dict[str, Any], path: str | Path, where: str) -> dict[str, Any]:
     """The keys every configured mode may have (model, description, env, the sandbox's)."""
     env = raw.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
@@ -234,7 +243,8 @@ def _mode_settings(raw, path, where):
                 tests=tests)
 
 
-def _command_files(raw, path, where, templates_dir):
+def _command_files(raw: dict[str, Any], path: str | Path, where: str,
+                   templates_dir: str | Path) -> tuple[tuple[str, str], ...]:
     """((name, text), ...) of the files the mode's `commands` key names, read from
     templates_dir/commands/; UserError naming the mode and the key for a name that is not a
     plain file name there."""
@@ -257,7 +267,8 @@ def _command_files(raw, path, where, templates_dir):
     return tuple(files)
 
 
-def _home_files(raw, path, where, templates_dir):
+def _home_files(raw: dict[str, Any], path: str | Path, where: str,
+                templates_dir: str | Path) -> tuple[str, tuple[tuple[str, str], ...]]:
     """(name, ((relative path, text), ...)) of the folder of templates/agent-homes/ that the
     mode's `agent_home` key names (("", ()) without one); UserError naming the mode and the key
     for a name that is not a folder there, or a file that is not UTF-8 text."""
@@ -289,7 +300,8 @@ def _home_files(raw, path, where, templates_dir):
     return name, tuple(files)
 
 
-def _predictions_mode(name, raw, path, where, settings):
+def _predictions_mode(name: str, raw: dict[str, Any], path: str | Path, where: str,
+                      settings: dict[str, Any]) -> Mode:
     pred = raw["predictions"]
     if not isinstance(pred, str) or not pred:
         raise UserError("must be a file path", file=path, item=where, field="predictions")
@@ -299,7 +311,7 @@ def _predictions_mode(name, raw, path, where, settings):
     return Mode(name, "predictions", predictions=str(pred_path), instances=ids, **settings)
 
 
-def _phase(p, i, path, where):
+def _phase(p: Any, i: int, path: str | Path, where: str) -> Phase:
     """Phase i (0-based) of a mode, checked."""
     label = p.get("name") if isinstance(p, dict) else None
     pwhere = f"{where} phase {label if isinstance(label, str) and label else i + 1}"
@@ -319,7 +331,8 @@ def _phase(p, i, path, where):
                  timeout=float(timeout), prompt=prompt)
 
 
-def _agent_modes(name, raw, path, where, settings):
+def _agent_modes(name: str, raw: dict[str, Any], path: str | Path, where: str,
+                 settings: dict[str, Any]) -> dict[str, Mode]:
     """{name: Mode} of an agent mode and its repeats (``<name>-r2``, ...)."""
     phases_raw = raw.get("phases")
     if not isinstance(phases_raw, list) or not phases_raw:
@@ -335,7 +348,8 @@ def _agent_modes(name, raw, path, where, settings):
             for i, rname in enumerate(names, 1)}
 
 
-def parse_modes(data, path, templates_dir=None):
+def parse_modes(data: dict[str, Any], path: str | Path,
+                templates_dir: str | Path | None = None) -> dict[str, Mode]:
     """All modes: the built-ins plus those of `data` (modes.toml's table, read from `path`).
     templates_dir: where `commands` files are (default: the project's own templates/)."""
     modes = dict(BUILTIN_MODES)
@@ -365,7 +379,7 @@ def parse_modes(data, path, templates_dir=None):
     return modes
 
 
-def load_modes(path, templates_dir=None):
+def load_modes(path: str | Path, templates_dir: str | Path | None = None) -> dict[str, Mode]:
     """All modes: the built-ins plus those in `path` (which may be absent). templates_dir:
     Layout.templates_dir, where the `commands` files are."""
     path = Path(path)
@@ -415,7 +429,7 @@ def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
     return found
 
 
-def extra_modes(spec, path="command line"):
+def extra_modes(spec: str | None, path: str = "command line") -> dict[str, Mode]:
     """Modes named on the command line: ``predictions=PATH`` adds a mode ``file``, which scores
     only the tasks the file has a row for (as SWE-bench does)."""
     if not spec:
@@ -429,7 +443,7 @@ def extra_modes(spec, path="command line"):
                          description=f"predictions from {p.name}")}
 
 
-def unknown_prediction_ids(mode, bench):
+def unknown_prediction_ids(mode: Mode | None, bench: "Benchmark") -> str | None:
     """A warning for the ids of a predictions mode's file that are not tasks of `bench` (they
     are not scored), or None."""
     if mode is None or mode.instances is None:

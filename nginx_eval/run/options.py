@@ -58,9 +58,14 @@ set it (``AGENT=... doit run ...``).
 
 import re
 import shlex
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import UserError, did_you_mean
+
+if TYPE_CHECKING:
+    from .benchmark import Benchmark
 
 ENVIRONMENT_ONLY = ("AGENT",)
 ENVIRONMENT_PREFIXES = ("NGINX_EVAL_", "ANTHROPIC_")
@@ -68,11 +73,11 @@ ENVIRONMENT_PREFIXES = ("NGINX_EVAL_", "ANTHROPIC_")
 EXECUTORS = ("local", "ray")
 
 
-def _error(name, value, message):
+def _error(name: str, value: str, message: str) -> UserError:
     return UserError(f"{name}={value}: {message}")
 
 
-def _plain_name(name, value):
+def _plain_name(name: str, value: str) -> str | None:
     value = value.strip()
     if not value:
         return None
@@ -81,11 +86,12 @@ def _plain_name(name, value):
     return value
 
 
-def _text(name, value):
+def _text(name: str, value: str) -> str | None:
     return value.strip() or None
 
 
-def _checked(name, value, accept, why, convert=str):
+def _checked(name: str, value: str, accept: Callable[[str], object], why: str,
+             convert: Callable[[str], Any] = str) -> Any:
     """A value that must pass `accept` (after stripping), converted; None when empty."""
     text = value.strip()
     if not text:
@@ -95,17 +101,17 @@ def _checked(name, value, accept, why, convert=str):
     return convert(text)
 
 
-def _count(name, value):
+def _count(name: str, value: str) -> int | None:
     return _checked(name, value, lambda t: re.fullmatch(r"[0-9]+", t) and int(t) >= 1,
                     "must be a whole number >= 1", int)
 
 
-def _count_or_zero(name, value):
+def _count_or_zero(name: str, value: str) -> int | None:
     return _checked(name, value, lambda t: re.fullmatch(r"[0-9]+", t),
                     "must be a whole number >= 0", int)
 
 
-def _dollars(name, value):
+def _dollars(name: str, value: str) -> float | None:
     # Digits and one point only: "inf", "nan" and "1e3" are no budget a reader can check.
     return _checked(name, value,
                     lambda t: re.fullmatch(r"[0-9]*\.?[0-9]+|[0-9]+\.", t) and float(t) > 0,
@@ -113,25 +119,25 @@ def _dollars(name, value):
                     float)
 
 
-def _level(name, value):
+def _level(name: str, value: str) -> int | None:
     return _checked(name, value, lambda t: t in ("0", "1", "2"), "must be 0, 1 or 2", int)
 
 
-def _switch(name, value):
+def _switch(name: str, value: str) -> int | None:
     return _checked(name, value, lambda t: t in ("0", "1"), "must be 0 or 1", int)
 
 
-def _executor(name, value):
+def _executor(name: str, value: str) -> str | None:
     return _checked(name, value, lambda t: t in EXECUTORS,
                     f"must be one of {', '.join(EXECUTORS)}")
 
 
-def _date(name, value):
+def _date(name: str, value: str) -> str | None:
     from .benchmark import is_date
     return _checked(name, value, is_date, "must be a date YYYY-MM-DD")
 
 
-def _points(name, value):
+def _points(name: str, value: str) -> tuple[float, ...]:
     """Percentage points, comma-separated: each a number above 0 and below 100."""
     out = []
     for item in _names(name, value):
@@ -146,7 +152,7 @@ def _points(name, value):
     return tuple(out)
 
 
-def _names(name, value):
+def _names(name: str, value: str) -> tuple[str, ...]:
     """id,id,... with spaces around the commas and empty entries ignored; each once."""
     items = [v.strip() for v in value.split(",")]
     return tuple(dict.fromkeys(v for v in items if v))
@@ -154,7 +160,8 @@ def _names(name, value):
 
 @dataclass(frozen=True)
 class Variable:
-    parse: object       # (name, text) -> value, or None for the default; raises UserError
+    parse: Callable[[str, str], Any]    # (name, text) -> value, or None for the default;
+                                        # raises UserError
     help: str
 
 
@@ -204,11 +211,11 @@ VARIABLES = {
 }
 
 
-def is_environment_only(name):
+def is_environment_only(name: str) -> bool:
     return name in ENVIRONMENT_ONLY or name.startswith(ENVIRONMENT_PREFIXES)
 
 
-def _example(name, value, argv):
+def _example(name: str, value: str, argv: Sequence[str] | None) -> str:
     """The command line with `name=value` moved before it, to show how to set it."""
     rest = [a for a in (argv or []) if a != f"{name}={value}"]
     words = " ".join(shlex.quote(a) for a in rest) if rest else "run ..."
@@ -220,9 +227,9 @@ class Options:
     """The command line's variables, parsed (see the table above)."""
     run: str = "default"
     bench: str | None = None
-    instances: tuple = ()
+    instances: tuple[str, ...] = ()
     limit: int | None = None
-    modes: tuple = ()
+    modes: tuple[str, ...] = ()
     baseline: str | None = None
     predictions: str | None = None
     repeats: int = 5
@@ -230,7 +237,7 @@ class Options:
     cutoff: str | None = None
     compare: str | None = None
     cross: str | None = None
-    detect: tuple = ()
+    detect: tuple[float, ...] = ()
     max_cost: float | None = None
     agent_retries: int = 2
     agents: int | None = None       # None: limits.default_counts
@@ -242,14 +249,16 @@ class Options:
     keep_workspaces: int = 0
     dry_run: int = 0
     executor: str = "local"
-    given: tuple = field(default=(), compare=False)     # (name, value) as on the command line
+    # (name, value) as on the command line
+    given: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @classmethod
-    def parse(cls, variables, argv=None):
+    def parse(cls, variables: Mapping[str, object],
+              argv: Sequence[str] | None = None) -> "Options":
         """Options from {name: value} (doit's command-line variables); UserError on an unknown
         name, an environment variable, or a bad value. `argv` only shapes the hint for an
         environment variable."""
-        values = {}
+        values: dict[str, Any] = {}
         for name, value in variables.items():
             value = "" if value is None else str(value)
             if is_environment_only(name):
@@ -268,11 +277,12 @@ class Options:
         return cls(**values, given=tuple((n, "" if v is None else str(v))
                                          for n, v in variables.items()))
 
-    def raw(self, name):
+    def raw(self, name: str) -> str:
         """The value of `name` as given on the command line ("" when not given)."""
         return dict(self.given).get(name, "")
 
-    def _all_known(self, variable, wanted, known, unknown, tail=""):
+    def _all_known(self, variable: str, wanted: Iterable[str], known: Collection[str],
+                   unknown: Callable[[str], str], tail: str = "") -> None:
         """Every name in `wanted` (from `variable`) is one of `known`; else the one-line error
         `unknown(name)`, the closest known name and `tail`."""
         for name in wanted:
@@ -280,17 +290,17 @@ class Options:
                 raise _error(variable, self.raw(variable),
                              f"{unknown(name)}{did_you_mean(name, known)}{tail}")
 
-    def check_instances(self, bench):
+    def check_instances(self, bench: "Benchmark") -> None:
         """Every id of instances= is a task of `bench`."""
         self._all_known("instances", self.instances, [t.instance_id for t in bench.tasks],
                         lambda iid: f"no task '{iid}' in benchmark {bench.name}")
 
-    def check_modes(self, modes):
+    def check_modes(self, modes: Collection[str]) -> None:
         """Every mode of modes= exists."""
         self._all_known("modes", self.modes, modes, lambda name: f"unknown mode '{name}'",
                         f" (known modes: {', '.join(sorted(modes))})")
 
-    def check_baseline(self, run_modes):
+    def check_baseline(self, run_modes: Collection[str]) -> None:
         """baseline= names a mode of the run (configured, recorded in run.json or on disk)."""
         self._all_known("baseline", [self.baseline] if self.baseline else [], run_modes,
                         lambda name: f"no mode '{name}' in run '{self.run}'",

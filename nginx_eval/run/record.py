@@ -32,21 +32,29 @@ its benchmark and leaves the selection as it was, so that redoing one unit never
 
 import datetime
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, cast
 
 from .. import __version__
 from ..core import jsonio
 from ..core.errors import UserError
+from ..core.records import RunJson, Selection, SelfTest
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
+    from .benchmark import Benchmark, Task
 
 SCHEMA_VERSION = 1
 
 
-def read_run(layout):
+def read_run(layout: "Layout") -> RunJson | None:
     """The run's record, or None before its first command."""
     record = jsonio.read_json(layout.run_json)
-    return record if isinstance(record, dict) and record.get("benchmark") else None
+    # A record of the run is a JSON object with a benchmark: RunJson from here on.
+    return cast(RunJson, record) if isinstance(record, dict) and record.get("benchmark") else None
 
 
-def check_benchmark(layout, bench_name):
+def check_benchmark(layout: "Layout", bench_name: str) -> None:
     """A command for benchmark `bench_name` in this run: refused if the run holds another."""
     record = read_run(layout)
     if record and record["benchmark"] != bench_name:
@@ -55,23 +63,25 @@ def check_benchmark(layout, bench_name):
                         f"{bench_name!r}: choose another run name (run=NAME)", field="run")
 
 
-def bind_run(layout, bench, tasks, modes, instances=None, limit=None, predictions=None, *,
-             selects=True):
+def bind_run(layout: "Layout", bench: "Benchmark", tasks: Iterable["Task"], modes: Iterable[str],
+             instances: Iterable[str] | None = None, limit: int | None = None,
+             predictions: str | None = None, *, selects: bool = True) -> RunJson:
     """Record that this command runs `tasks` (and `modes`) of `bench` in the run; return the
     record. selects=False (a task named directly): only the run's benchmark is recorded, and
     its selection, tasks and modes stay. Raises UserError when the run belongs to another
     benchmark."""
     check_benchmark(layout, bench.name)
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    record = read_run(layout) or {
+    record = read_run(layout) or cast(RunJson, {     # a new run's: the rest follows below
         "schema_version": SCHEMA_VERSION, "run": layout.run, "benchmark": bench.name,
         "benchmark_file": os.path.relpath(bench.path, layout.root), "created": now,
-        "selections": [], "task_ids": [], "modes": []}
+        "selections": [], "task_ids": [], "modes": []})
     before = dict(record)
     record.update({"benchmark_sha256": bench.digest, "benchmark_version": bench.version,
                    "harness_version": __version__})
     if selects:
-        selection = {"instances": list(instances) if instances else None, "limit": limit}
+        selection: Selection = {"instances": list(instances) if instances else None,
+                                "limit": limit}
         if predictions:
             selection["predictions"] = os.path.basename(predictions)
         chosen = set(record["task_ids"]) | {t.instance_id for t in tasks}
@@ -87,7 +97,7 @@ def bind_run(layout, bench, tasks, modes, instances=None, limit=None, prediction
     return record
 
 
-def run_tasks(layout, bench, fallback):
+def run_tasks(layout: "Layout", bench: "Benchmark", fallback: Iterable["Task"]) -> list["Task"]:
     """The tasks of the run (its record's task_ids, in the benchmark's order); `fallback` for a
     run that has none yet."""
     record = read_run(layout)
@@ -97,8 +107,8 @@ def run_tasks(layout, bench, fallback):
     return [t for t in bench.tasks if t.instance_id in wanted]
 
 
-def note_self_test(layout, result):
+def note_self_test(layout: "Layout", result: SelfTest) -> None:
     """Keep the sandbox's latest self-test in run.json (before any agent of the command)."""
     record = read_run(layout)
     if record is not None:
-        jsonio.write_json(layout.run_json, dict(record, sandbox_self_test=result))
+        jsonio.write_json(layout.run_json, {**record, "sandbox_self_test": result})

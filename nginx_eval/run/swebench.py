@@ -117,7 +117,7 @@ def check_row(raw: dict, where: dict) -> dict:
         if name not in LISTS and not isinstance(raw[name], str):
             raise UserError(f"must be a string, got {type(raw[name]).__name__}", **where,
                             field=name)
-    if not INSTANCE_ID.match(iid):
+    if not INSTANCE_ID.match(str(iid)):
         raise UserError("must match [A-Za-z0-9_.-]+", **where, field="instance_id")
     if not REPO.match(raw["repo"]):
         raise UserError(f"must be owner/name, got {raw['repo']!r}", **where, field="repo")

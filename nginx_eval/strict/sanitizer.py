@@ -21,6 +21,7 @@ lines move with a patch, functions do not.
 """
 
 import re
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
 CC_OPT = "-fsanitize=address,undefined -fno-omit-frame-pointer -DNGX_DEBUG_PALLOC=1"
@@ -39,7 +40,11 @@ FRAME = re.compile(r"#\d+ 0x[0-9a-f]+ in (\S+) \(?([^\s()]+)\)?$")
 UBSAN_LINE = re.compile(r"(\S*src/\S+?):(\d+):\d+: runtime error: ([^:]+)")
 
 
-def sanitizer_flags(flags):
+# What one report says: (tool, kind, frame: the first frame in nginx, or None).
+Report = tuple[str, str, str | None]
+
+
+def sanitizer_flags(flags: Iterable[str]) -> list[str]:
     """The task's configure flags with the sanitizers added (to its own --with-cc-opt and
     --with-ld-opt when it has them: configure takes only the last of each)."""
     out, cc, ld = [], CC_OPT, LD_OPT
@@ -53,7 +58,7 @@ def sanitizer_flags(flags):
     return out + [f"--with-cc-opt={cc}", f"--with-ld-opt={ld}"]
 
 
-def environment(log_dir):
+def environment(log_dir: str | Path) -> dict[str, str]:
     """The sanitizers' options for a test run whose reports go to `log_dir`. Errors do not stop
     the process (a worker that dies would change what the test sees next); leaks are checked."""
     return {"ASAN_OPTIONS": f"log_path={log_dir}/asan:detect_leaks=1:halt_on_error=0:"
@@ -61,18 +66,18 @@ def environment(log_dir):
             "UBSAN_OPTIONS": f"log_path={log_dir}/ubsan:print_stacktrace=1:halt_on_error=0"}
 
 
-def _short(path):
+def _short(path: str) -> str:
     return path[path.index("src/"):] if "src/" in path else path
 
 
-def _in_nginx(location):
+def _in_nginx(location: str) -> bool:
     """Whether a frame's location is nginx's code: a source file of its tree, or the binary
     itself when there is no line information (objs/nginx+0x...)."""
     return ("/objs/nginx" in location or location.startswith("src/") or "/src/" in location) \
         and "libsanitizer" not in location
 
 
-def _first_frame(lines, skip=()):
+def _first_frame(lines: Sequence[str], skip: Collection[str] = ()) -> str | None:
     for line in lines:
         m = FRAME.search(line.strip())
         if m and m.group(1) not in skip and _in_nginx(m.group(2)):
@@ -81,9 +86,10 @@ def _first_frame(lines, skip=()):
     return None
 
 
-def parse_report(text):
+def parse_report(text: str) -> list[Report]:
     """[(tool, kind, frame)] of one report file."""
-    found, lines = [], text.splitlines()
+    found: list[Report] = []
+    lines = text.splitlines()
     for i, line in enumerate(lines):
         m = ERROR_LINE.search(line)
         if m and m.group(1) == "AddressSanitizer":
@@ -97,14 +103,14 @@ def parse_report(text):
     return found
 
 
-def signature(tool, kind, frame):
+def signature(tool: str, kind: str, frame: str | None) -> tuple[str, str, str]:
     """What two reports share when they are the same problem: the frame's function (or, for
     UBSan, its file), not its line."""
     where = (frame or "").split(" ")[0].split(":")[0]
     return (tool, kind, where)
 
 
-def reports(log_dir):
+def reports(log_dir: str | Path) -> list[tuple[str, str, str | None, Path]]:
     """[(tool, kind, frame, report path)] of every report file under `log_dir`."""
     out = []
     for path in sorted(Path(log_dir).glob("*san.*")):

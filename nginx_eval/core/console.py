@@ -19,6 +19,7 @@ def say_to_the_run(*lines: str) -> None:
     """`say`, on the process's own stdout: while doit runs tasks in threads, sys.stdout is the
     capture of whichever task of verbosity < 2 started last, and a line written there from
     another task is lost."""
-    if lines:
-        sys.__stdout__.write("".join(f"{line}\n" for line in lines))
-        sys.__stdout__.flush()
+    out = sys.__stdout__
+    if lines and out is not None:       # None: started without a stdout
+        out.write("".join(f"{line}\n" for line in lines))
+        out.flush()

@@ -75,7 +75,7 @@ class Progress:
         self.report_ran = False             # a report task ran (rendered, or failed)
         # A unit's last stage here: grade, or for a SWE-bench unit (graded by the official
         # harness elsewhere) the patch.
-        self.swebench = getattr(ctx.benchmark, "kind", None) == SWEBENCH
+        self.swebench = getattr(getattr(ctx, "benchmark", None), "kind", None) == SWEBENCH
         self.last = PATCH if self.swebench else GRADE
 
     def start(self, tasks, selected):

@@ -102,9 +102,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.e2e)
 
 
+_GUARD = {"on": False}     # during the setup and call of a test not marked e2e
+
+
 class _Guarded(subprocess.Popen):
     def __init__(self, args, *rest, **kwargs):
-        program = e2e_program(args)
+        program = e2e_program(args) if _GUARD["on"] else None
         if program:
             raise AssertionError(
                 f"this test starts {program}, so it is end to end: give it one of "
@@ -113,19 +116,20 @@ class _Guarded(subprocess.Popen):
         super().__init__(args, *rest, **kwargs)
 
 
+# Installed once for the whole session and switched per test: a test that monkeypatches
+# subprocess.Popen restores this class, whatever phase its teardown runs in.
+subprocess.Popen = _Guarded     # type: ignore[misc]
+
+
 @contextlib.contextmanager
 def _guard(item):
     """Outside e2e tests (their setup included: module fixtures build projects), starting an
     E2E_PROGRAMS program fails the test: the marker cannot silently go stale."""
-    if item.get_closest_marker("e2e"):
-        yield
-        return
-    real = subprocess.Popen
-    subprocess.Popen = _Guarded
+    _GUARD["on"] = not item.get_closest_marker("e2e")
     try:
         yield
     finally:
-        subprocess.Popen = real
+        _GUARD["on"] = False
 
 
 @pytest.hookimpl(hookwrapper=True)

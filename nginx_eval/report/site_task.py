@@ -150,6 +150,11 @@ def not_scored(unit_outcome: str | None, agent: dict | None) -> dict | None:
                        if isinstance(f, dict) and f.get("kind") == "contamination"), None)
         why = f"the fix reached the agent ({detail})" if detail else "the fix reached the agent"
         return {"outcome": unit_outcome, "why": why, "again": False}
+    if unit_outcome not in UNFINISHED_AGENT:
+        # eval_error: SWE-bench's official harness could not evaluate the patch; a new report
+        # of it, not the next doit run, scores it.
+        return {"outcome": unit_outcome, "again": False,
+                "why": "the official harness could not evaluate the patch"}
     return {"outcome": unit_outcome, "again": True,
             "why": agent.get("error") or UNFINISHED_AGENT[unit_outcome]}
 

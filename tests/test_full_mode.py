@@ -10,13 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from anthropic_standin import call, say
 from conftest import DODO, SOURCE_ROOT
+from local_http import serve
 from test_agent_claude import VERIFY, claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
 
@@ -43,21 +42,9 @@ esac
 """
 
 
-class Seen(BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.server.paths.append(self.path)
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def host_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Seen)
-    server.paths = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve(lambda request: b"")
     yield server
     server.shutdown()
 

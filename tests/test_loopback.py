@@ -7,10 +7,10 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from local_http import serve
 from nginx_eval.agent import loopback
 from nginx_eval.agent.loopback import is_loopback, origin_form, request_target
 
@@ -76,23 +76,14 @@ class Recorder:
             conn.close()
 
 
-class Origin(BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = f"origin saw {self.path} {self.headers.get('Proxy-Authorization')}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+def origin_answer(request):
+    return f"origin saw {request.path} {request.headers.get('Proxy-Authorization')}".encode()
 
 
 @pytest.fixture
 def proxy():
     upstream = Recorder(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 3\r\n\r\nsrt")
-    model = ThreadingHTTPServer(("127.0.0.1", 0), Origin)
-    threading.Thread(target=model.serve_forever, daemon=True).start()
+    model = serve(origin_answer)
     proc = subprocess.Popen([sys.executable, "-I", loopback.__file__,
                              f"http://srt.user:token@localhost:{upstream.port}",
                              f"127.0.0.1:{model.server_address[1]}"],
@@ -115,8 +106,7 @@ def ask(port, head):
 
 def test_a_server_listening_on_the_loopback_is_reached_directly(proxy):
     port, upstream, _ = proxy
-    origin = ThreadingHTTPServer(("127.0.0.1", 0), Origin)
-    threading.Thread(target=origin.serve_forever, daemon=True).start()
+    origin = serve(origin_answer)
     target = f"127.0.0.1:{origin.server_address[1]}"
     reply = ask(port, f"GET http://{target}/page?q=1 HTTP/1.1\r\nHost: {target}\r\n"
                       "Proxy-Authorization: Basic c3J0\r\n\r\n".encode())

@@ -10,12 +10,11 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from local_http import serve
 from nginx_eval.agent import sandbox
 from test_sandbox import needs_srt
 
@@ -23,26 +22,6 @@ from test_sandbox import needs_srt
 E2E = True
 
 pytestmark = needs_srt
-
-
-class Seen(BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.server.paths.append(self.path)
-        body = f"host server {self.path}\n".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-def host_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Seen)
-    server.paths = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def run_phase(tmp_path, command, endpoint="api.anthropic.com:443", programs=()):
@@ -94,7 +73,7 @@ echo "model: $(curl -s http://127.0.0.1:MODEL/v1/models)"
 
 
 def test_servers_the_agent_starts_are_reached_by_plain_clients_and_the_host_is_refused(tmp_path):
-    model, other = host_server(), host_server()
+    model, other = serve(), serve()
     command = SERVERS_AND_CLIENTS.replace("OTHER", str(other.server_address[1])) \
         .replace("MODEL", str(model.server_address[1]))
     code, out, err, blocked = run_phase(tmp_path, command,

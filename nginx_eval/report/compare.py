@@ -12,9 +12,9 @@ from ..core import jsonio
 from . import stats
 from ..core.errors import UserError, did_you_mean
 from .arms import compare_pair, finish_comparisons, make_arms
-from .data import graded_by_harness
+from .data import graded_rows
 from .modes import mode_summary
-from .records import modes_on_disk, read_rows
+from .records import modes_on_disk
 from ..run.record import read_run
 
 
@@ -59,12 +59,7 @@ def _arms_of_both_runs(layout, theirs, task_ids, modes, bench):
     benchmark: the modes the official harness graded, evaluation.py)."""
     sides = {}
     for side, lay in (("here", layout), ("there", theirs)):
-        names = modes_on_disk(lay, list(modes))
-        rows = read_rows(lay, names, task_ids)
-        evaluation = graded_by_harness(lay, bench, rows)
-        if evaluation:
-            rows = evaluation.rows
-            names = [n for n in names if n in rows]
+        names, rows, _ = graded_rows(lay, bench, list(modes), task_ids)
         data = [mode_summary(m, rows[m], task_ids, modes, {}) for m in names]
         sides[side] = {a["name"]: a for a in make_arms(data, rows, task_ids, label=lay.run)}
     return sides

@@ -40,9 +40,8 @@ from ..run.benchmark import Benchmark, load_benchmarks
 from ..run.record import read_run, run_tasks
 from . import stats
 from .arms import compare_pair, finish_comparisons, make_arms
-from .data import graded_by_harness
+from .data import graded_rows
 from .modes import mode_summary, rounded, rounded_pair
-from .records import modes_on_disk, read_rows
 
 BOUNDS = ("gold", "none")      # built-in baselines: in the modes table, not in the pairs
 
@@ -77,19 +76,13 @@ def side(layout: Layout, bench: Benchmark, tasks: list, modes: dict) -> dict:
     """One benchmark's side: {"run", "bench", "task_ids", "rows", "names", "data", "arms",
     "warnings"}, a SWE-bench run's rows graded by the official harness's reports."""
     task_ids = [t.instance_id for t in run_tasks(layout, bench, tasks)]
-    names = modes_on_disk(layout, list(modes))
-    rows = read_rows(layout, names, task_ids)
-    evaluation = graded_by_harness(layout, bench, rows)
-    if evaluation:
-        rows = evaluation.rows
-    names = [n for n in names if n in rows]
+    names, rows, graded_warnings = graded_rows(layout, bench, list(modes), task_ids)
     data = {m: mode_summary(m, rows[m], task_ids, modes, {}) for m in names}
     arms = {a["name"]: a for a in make_arms(list(data.values()), rows, task_ids,
                                             label=layout.run)}
     return {"run": layout.run, "bench": bench, "task_ids": task_ids, "rows": rows,
             "names": names, "data": data, "arms": arms,
-            "warnings": [f"run {layout.run}: {w}" for w in
-                         (evaluation.warnings if evaluation else [])]}
+            "warnings": [f"run {layout.run}: {w}" for w in graded_warnings]}
 
 
 def _mean(values):

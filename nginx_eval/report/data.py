@@ -217,6 +217,19 @@ def graded_by_harness(layout, bench, rows: dict):
     return evaluate(layout, bench, rows, commands)
 
 
+def graded_rows(layout, bench, modes: list, task_ids: list) -> tuple:
+    """(names, rows, warnings): the modes of `modes` with results in the run of `layout`, their
+    rows of `task_ids` as the report reads them (a SWE-bench run's graded by the official
+    harness's reports, graded_by_harness, with only the modes those reports grade), and the
+    lines that grading warns of."""
+    names = modes_on_disk(layout, list(modes))
+    rows = read_rows(layout, names, task_ids)
+    evaluation = graded_by_harness(layout, bench, rows)
+    if evaluation:
+        rows = evaluation.rows
+    return [n for n in names if n in rows], rows, list(evaluation.warnings if evaluation else [])
+
+
 def swebench_facts(layout, evaluation):
     """What the report says of a SWE-bench run's grading (report-benchmarks.md.j2), or None."""
     if evaluation is None:

@@ -578,29 +578,29 @@ def load_benchmark(path):
     if not isinstance(candidates, bool):
         raise UserError(f"must be true or false, got {candidates!r}", file=path,
                         field="candidates")
-    tasks, seen = [], set()
-    for i, raw in enumerate(raw_tasks):
-        task = parse_task(raw, path, i, candidates)
-        if task.instance_id in seen:
-            raise UserError("duplicate instance_id", file=path, task=task.instance_id,
-                            field="instance_id")
-        seen.add(task.instance_id)
-        tasks.append(task)
+    tasks = _unique_tasks(path, (parse_task(raw, path, i, candidates)
+                                 for i, raw in enumerate(raw_tasks)))
     version, changelog = _check_version(data, path, len(tasks))
     return Benchmark(name=name, path=path, tasks=tuple(tasks), digest=_digest(text, tasks),
                      candidates=candidates, version=version, changelog=changelog)
 
 
-def _swebench_benchmark(name, path, text, data, raw_tasks):
-    """A task file of SWE-bench rows (run/swebench.py)."""
+def _unique_tasks(path, parsed) -> list:
+    """The parsed tasks of a task file, in order; UserError at the first instance_id seen twice."""
     tasks, seen = [], set()
-    for i, raw in enumerate(raw_tasks):
-        task = swebench.parse_task(raw, path, i)
+    for task in parsed:
         if task.instance_id in seen:
             raise UserError("duplicate instance_id", file=path, task=task.instance_id,
                             field="instance_id")
         seen.add(task.instance_id)
         tasks.append(task)
+    return tasks
+
+
+def _swebench_benchmark(name, path, text, data, raw_tasks):
+    """A task file of SWE-bench rows (run/swebench.py)."""
+    tasks = _unique_tasks(path, (swebench.parse_task(raw, path, i)
+                                 for i, raw in enumerate(raw_tasks)))
     version, changelog = _check_version(data, path, len(tasks))
     return Benchmark(name=name, path=path, tasks=tuple(tasks), digest=_digest(text, tasks),
                      version=version, changelog=changelog, kind=SWEBENCH,

@@ -12,7 +12,8 @@ sys.path[:] = [HERE] + [p for p in sys.path if os.path.abspath(p or os.curdir) !
 for _name, _module in list(sys.modules.items()):
     if _name == "nginx_eval" or _name.startswith("nginx_eval."):
         if not os.path.abspath(getattr(_module, "__file__", None) or "").startswith(
-                os.path.join(HERE, "nginx_eval", "")):
+            os.path.join(HERE, "nginx_eval", "")
+        ):
             del sys.modules[_name]
 
 from nginx_eval.cli import load_dodo  # noqa: E402

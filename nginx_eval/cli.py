@@ -30,27 +30,35 @@ from pathlib import Path
 
 from doit.reporter import ConsoleReporter
 
-from .doitext import cleaning, scheduling, slim
-from .cluster import executor
-from .doitext.invocation import (READ_ONLY_COMMANDS, TASK_COMMANDS, command_targets, doit_command,
-                                 track_tasks)
-from .core import jsonio, limits, procs
-from .core.outcomes import INFRA_ERROR
-from .core.tasknames import AGENT, task_name
 from . import progress
-from .report import site as report_site
-from .report.records import check_has_results
 from .agent.preflight import preflight
+from .cluster import executor
+from .core import jsonio, limits, procs
 from .core.errors import UserError, UserFailure, fail
 from .core.locks import Busy, hold_until_exit
+from .core.outcomes import INFRA_ERROR
+from .core.tasknames import AGENT, task_name
+from .doitext import cleaning, scheduling, slim
+from .doitext.invocation import (
+    READ_ONLY_COMMANDS,
+    TASK_COMMANDS,
+    command_targets,
+    doit_command,
+    track_tasks,
+)
+from .report import site as report_site
+from .report.records import check_has_results
 from .run.record import bind_run, check_benchmark, read_run
+
 
 def check_task_names(namespace, command, argv):
     """A name the command gives doit that is no task is one line, before doit sees it."""
     from .pipeline import check_requested_tasks
+
     if command in TASK_COMMANDS:
-        check_requested_tasks(namespace["NGINX_EVAL_CONTEXT"], list(namespace["task_stages"]()),
-                              command_targets(argv))
+        check_requested_tasks(
+            namespace["NGINX_EVAL_CONTEXT"], list(namespace["task_stages"]()), command_targets(argv)
+        )
 
 
 # Targets that read a run or the machine and score nothing: they do not add to the run's record
@@ -74,6 +82,7 @@ def bind_to_run(ctx, argv):
     selects (run/record.py). A candidates file runs only its validation
     (pipeline.check_candidates)."""
     from .pipeline import check_candidates, expand_default
+
     targets = expand_default(ctx, command_targets(argv))
     check_candidates(ctx, targets)
     stages = {t.split(":", 1)[0] for t in targets}
@@ -83,11 +92,20 @@ def bind_to_run(ctx, argv):
         return
     bench = ctx.benchmark.name
     selecting = selecting_targets(ctx, targets)
-    modes = [m for m in ctx.modes
-             if (bench in selecting and ctx.in_group(m)) or task_name(bench, m) in selecting]
+    modes = [
+        m
+        for m in ctx.modes
+        if (bench in selecting and ctx.in_group(m)) or task_name(bench, m) in selecting
+    ]
     new = read_run(ctx.layout) is None
-    bind_run(ctx.layout, ctx.benchmark, ctx.tasks, modes, **(ctx.selection or {}),
-             selects=bool(selecting))
+    bind_run(
+        ctx.layout,
+        ctx.benchmark,
+        ctx.tasks,
+        modes,
+        **(ctx.selection or {}),
+        selects=bool(selecting),
+    )
     if new:
         # A first command stopped by an error before any result leaves no run behind.
         atexit.register(_remove_if_alone, ctx.layout.run_json)
@@ -131,24 +149,29 @@ _finished = {"tasks": 0}
 def report_interrupt(signum, stopped):
     """The one line of a `doit run` stopped by SIGINT or SIGTERM (procs.stop_on_signals), on the
     real stderr (doit captures sys.stderr while an action runs)."""
-    line = (f"nginx-eval: interrupted; {_finished['tasks']} units finished and kept, "
-            f"{stopped} stopped\n")
+    line = (
+        f"nginx-eval: interrupted; {_finished['tasks']} units finished and kept, "
+        f"{stopped} stopped\n"
+    )
     for stream in (sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
         except (RuntimeError, OSError, ValueError):
-            pass        # the handler interrupted a write to it
+            pass  # the handler interrupted a write to it
     os.write(2, line.encode())
 
 
 def all_agents_failed(agent_tasks):
     """The line for a run whose agents all ended in infra_error (nothing was measured), or
     None. agent_tasks: the agent tasks doit ran in this run (their targets: agent.json)."""
-    statuses = [(jsonio.read_json(Path(t.targets[0])) or {}).get("status")
-                for t in agent_tasks if t.targets]
+    statuses = [
+        (jsonio.read_json(Path(t.targets[0])) or {}).get("status") for t in agent_tasks if t.targets
+    ]
     if statuses and all(s == INFRA_ERROR for s in statuses):
-        return (f"all {len(statuses)} agent run(s) of this command ended in infra_error "
-                f"(see the agent lines above): nothing was measured")
+        return (
+            f"all {len(statuses)} agent run(s) of this command ended in infra_error "
+            f"(see the agent lines above): nothing was measured"
+        )
     return None
 
 
@@ -177,7 +200,7 @@ def reporter_for(ctx, command):
 
         def add_failure(self, task, fail_info):
             if procs.interrupted():
-                return      # a task the interrupt stopped: report_interrupt said it
+                return  # a task the interrupt stopped: report_interrupt said it
             if isinstance(fail_info, UserFailure):
                 # With -n N several tasks may hit the same mistake: say it once.
                 if fail_info.message not in self.printed:
@@ -197,20 +220,25 @@ def reporter_for(ctx, command):
 
     class Checked(progress.watching(Reporter, ctx, command)):
         def complete_run(self):
-            super().complete_run()      # the summary lines first
+            super().complete_run()  # the summary lines first
             failed = not procs.interrupted() and all_agents_failed(self.agents)
             if failed:
                 sys.stderr.write(f"nginx-eval: error: {failed}\n")
                 sys.stderr.flush()
-                raise SystemExit(1)     # doit has closed its database already
+                raise SystemExit(1)  # doit has closed its database already
 
     return Checked
 
 
 def _refuse_processes(argv):
     for i, word in enumerate(argv):
-        value = (argv[i + 1] if word in ("-P", "--parallel-type") and i + 1 < len(argv)
-                 else word.split("=", 1)[1] if word.startswith("--parallel-type=") else None)
+        value = (
+            argv[i + 1]
+            if word in ("-P", "--parallel-type") and i + 1 < len(argv)
+            else word.split("=", 1)[1]
+            if word.startswith("--parallel-type=")
+            else None
+        )
         if value and value != "thread":
             raise UserError(f"executor=ray runs doit's workers as threads: drop -P {value}")
 
@@ -235,7 +263,7 @@ def few_malloc_arenas():
     raised the process's peak memory by a tenth (a run of 15 agent units: 80.8 MiB, 74.5 MiB
     with two arenas). Called before doit starts its threads; elsewhere than glibc, nothing."""
     if os.environ.get("MALLOC_ARENA_MAX"):
-        return                      # the user's own setting
+        return  # the user's own setting
     try:
         ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, MALLOC_ARENAS)
     except (OSError, AttributeError):
@@ -249,13 +277,17 @@ def dry_run(namespace: dict, command: str) -> None:
     ctx = namespace["NGINX_EVAL_CONTEXT"]
     try:
         if command != "run":
-            raise UserError(f"dry_run=1 is a variable of `doit run`, not of `doit {command}`"
-                            + (" (`doit clean -n` only counts)" if command == "clean" else ""))
+            raise UserError(
+                f"dry_run=1 is a variable of `doit run`, not of `doit {command}`"
+                + (" (`doit clean -n` only counts)" if command == "clean" else "")
+            )
         check_benchmark(ctx.layout, ctx.benchmark.name)
         check_task_names(namespace, command, sys.argv[1:])
         from .pipeline import check_candidates, expand_default
+
         check_candidates(ctx, expand_default(ctx, command_targets(sys.argv[1:])))
         from .preview import print_preview
+
         print_preview(ctx, sys.argv[1:])
     except UserError as e:
         fail(e)
@@ -264,6 +296,7 @@ def dry_run(namespace: dict, command: str) -> None:
 
 def load_dodo(root=None):
     from .pipeline import doit_tasks
+
     command = doit_command(sys.argv[1:])
     if command == "run":
         few_malloc_arenas()
@@ -276,11 +309,11 @@ def load_dodo(root=None):
         fail(e)
     ctx = namespace["NGINX_EVAL_CONTEXT"]
     if ctx.options.dry_run:
-        dry_run(namespace, command)         # prints, and exits before doit opens its database
+        dry_run(namespace, command)  # prints, and exits before doit opens its database
     if command == "run":
         procs.stop_on_signals(ctx.layout.running_dir, report_interrupt)
         track_tasks()
-        limits.configure(ctx.layout, ctx.options)     # before doit forks its workers
+        limits.configure(ctx.layout, ctx.options)  # before doit forks its workers
         try:
             if ctx.options.executor == "ray":
                 # One Ray driver: doit's workers must be its threads, never forked processes.
@@ -308,6 +341,7 @@ def load_dodo(root=None):
                 bind_to_run(ctx, sys.argv[1:])
             if command == "forget":
                 from .pipeline import check_forget
+
                 check_forget(list(namespace["task_stages"]()), sys.argv[1:])
         except UserError as e:
             fail(e)

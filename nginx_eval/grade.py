@@ -63,13 +63,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core import jsonio, stamps
-from .core.tasknames import AGENT, BUILD, GRADE, PROVE, STRICT, task_name, unit_name
 from .core.outcomes import UNFINISHED_AGENT
-from .core.records import (BuildJson, FileFailure, GradeJson, ProveJson, ProveRun, RerunFields,
-                           RerunResults, Split, StrictFields, StrictJson, Verdict, VerdictBase)
+from .core.records import (
+    BuildJson,
+    FileFailure,
+    GradeJson,
+    ProveJson,
+    ProveRun,
+    RerunFields,
+    RerunResults,
+    Split,
+    StrictFields,
+    StrictJson,
+    Verdict,
+    VerdictBase,
+)
 from .core.stamps import TaskDict
-from .strict.stage import applies
+from .core.tasknames import AGENT, BUILD, GRADE, PROVE, STRICT, task_name, unit_name
 from .prove.tap import FileResult, Problem, assertion_number, file_problem, parse_tap
+from .strict.stage import applies
 
 if TYPE_CHECKING:
     from .core.layout import Layout
@@ -91,16 +103,22 @@ def base_runs(ref: tuple[FileResult, RunRecord] | None, graded: Sequence[str]) -
     return file_problem(fr, record) is None and all(fr.ran(i) for i in graded)
 
 
-PATCH_FAULT = {"tampered": "{text}",
-               "not_started": "nginx did not start: {text}; the base build runs it",
-               "died": "test file died: {text}; the base build runs it",
-               "skipped": "graded assertion(s) skipped: {text}; the base build runs them",
-               "killed": "{text}; the base build runs the file to its end"}
+PATCH_FAULT = {
+    "tampered": "{text}",
+    "not_started": "nginx did not start: {text}; the base build runs it",
+    "died": "test file died: {text}; the base build runs it",
+    "skipped": "graded assertion(s) skipped: {text}; the base build runs them",
+    "killed": "{text}; the base build runs the file to its end",
+}
 
 
-def judge_file(file: str, fr: FileResult, record: RunRecord, graded: Sequence[str],
-               ref: tuple[FileResult, RunRecord] | None
-               ) -> tuple[str | None, FileFailure | None]:
+def judge_file(
+    file: str,
+    fr: FileResult,
+    record: RunRecord,
+    graded: Sequence[str],
+    ref: tuple[FileResult, RunRecord] | None,
+) -> tuple[str | None, FileFailure | None]:
     """(env error or None, file failure or None) of one file: see the module docstring."""
     problem = file_problem(fr, record)
     if problem is None:
@@ -111,8 +129,11 @@ def judge_file(file: str, fr: FileResult, record: RunRecord, graded: Sequence[st
     if problem is None:
         return None, None
     if problem.kind != "env" and base_runs(ref, graded):
-        return None, {"file": file, "kind": problem.kind,
-                      "reason": PATCH_FAULT[problem.kind].format(text=problem.text)}
+        return None, {
+            "file": file,
+            "kind": problem.kind,
+            "reason": PATCH_FAULT[problem.kind].format(text=problem.text),
+        }
     if problem.kind == "tampered":
         return f"{file}: {problem.text}, also without the patch", None
     return f"{file}: {problem.text}", None
@@ -125,60 +146,102 @@ def split(ids: Sequence[str], results: Mapping[str, bool]) -> Split:
 
 def _without_tests(verdict: VerdictBase, task: "Task", status: str) -> Verdict:
     """The verdict `status` when no test result counts: no graded assertion passed."""
-    return {**verdict, "status": status, "resolved": False,
-            "fail_to_pass": {"passed": [], "failed": list(task.fail_to_pass)},
-            "pass_to_pass": {"passed": [], "failed": list(task.pass_to_pass)}}
+    return {
+        **verdict,
+        "status": status,
+        "resolved": False,
+        "fail_to_pass": {"passed": [], "failed": list(task.fail_to_pass)},
+        "pass_to_pass": {"passed": [], "failed": list(task.pass_to_pass)},
+    }
 
 
-def grade(task: "Task", build_status: str, prove_files: Mapping[str, ProveRun],
-          tap_texts: Mapping[str, str], agent_status: str | None = None,
-          reference: Mapping[str, Reference] | None = None, build_reason: str | None = None,
-          reruns: Mapping[str, Reference] | None = None) -> Verdict:
+def grade(
+    task: "Task",
+    build_status: str,
+    prove_files: Mapping[str, ProveRun],
+    tap_texts: Mapping[str, str],
+    agent_status: str | None = None,
+    reference: Mapping[str, Reference] | None = None,
+    build_reason: str | None = None,
+    reruns: Mapping[str, Reference] | None = None,
+) -> Verdict:
     """The verdict of one task. tap_texts: {file: prove -v stdout}; prove_files: prove.json's
     records; reference and reruns: {file: (record, prove -v stdout)} of the base build's runs
     and of the files run a second time (None: rerun_failed was off)."""
     rerun_records = {f: rec for f, (rec, _) in (reruns or {}).items()}
     rerun_texts = {f: text for f, (_, text) in (reruns or {}).items()}
-    verdict = _verdict(task, build_status, {**prove_files, **rerun_records},
-                       {**tap_texts, **rerun_texts}, agent_status, reference, build_reason)
+    verdict = _verdict(
+        task,
+        build_status,
+        {**prove_files, **rerun_records},
+        {**tap_texts, **rerun_texts},
+        agent_status,
+        reference,
+        build_reason,
+    )
     if reruns is None:
         return verdict
-    first = _verdict(task, build_status, prove_files, tap_texts, agent_status, reference,
-                     build_reason)
+    first = _verdict(
+        task, build_status, prove_files, tap_texts, agent_status, reference, build_reason
+    )
     return {**verdict, **rerun_fields(task, tap_texts, rerun_texts, first["status"])}
 
 
 def graded_passes(task: "Task", file: str, text: str) -> dict[str, bool]:
     """{graded id of `file`: whether it passed} in one prove -v stream (tampered: none did)."""
     fr = parse_tap(file, text)
-    return {i: not fr.tampered and fr.results.get(i) is True
-            for i in list(task.fail_to_pass) + list(task.pass_to_pass)
-            if i.startswith(f"{file}:")}
+    return {
+        i: not fr.tampered and fr.results.get(i) is True
+        for i in list(task.fail_to_pass) + list(task.pass_to_pass)
+        if i.startswith(f"{file}:")
+    }
 
 
-def rerun_fields(task: "Task", tap_texts: Mapping[str, str], rerun_texts: Mapping[str, str],
-                 first_status: str) -> RerunFields:
+def rerun_fields(
+    task: "Task", tap_texts: Mapping[str, str], rerun_texts: Mapping[str, str], first_status: str
+) -> RerunFields:
     """grade.json's record of the reruns: both runs' results, and what changed."""
     runs: dict[str, RerunResults] = {
-        f: {"first": graded_passes(task, f, tap_texts.get(f, "")),
-            "rerun": graded_passes(task, f, text)} for f, text in rerun_texts.items()}
-    changed = [i for run in runs.values() for i in run["first"]
-               if run["first"][i] != run["rerun"][i]]
+        f: {
+            "first": graded_passes(task, f, tap_texts.get(f, "")),
+            "rerun": graded_passes(task, f, text),
+        }
+        for f, text in rerun_texts.items()
+    }
+    changed = [
+        i for run in runs.values() for i in run["first"] if run["first"][i] != run["rerun"][i]
+    ]
     return {"reruns": runs, "changed_on_rerun": changed, "first_run_status": first_status}
 
 
-def _verdict(task: "Task", build_status: str, prove_files: Mapping[str, ProveRun],
-             tap_texts: Mapping[str, str], agent_status: str | None,
-             reference: Mapping[str, Reference] | None, build_reason: str | None) -> Verdict:
+def _verdict(
+    task: "Task",
+    build_status: str,
+    prove_files: Mapping[str, ProveRun],
+    tap_texts: Mapping[str, str],
+    agent_status: str | None,
+    reference: Mapping[str, Reference] | None,
+    build_reason: str | None,
+) -> Verdict:
     """grade() for one stream per file."""
-    verdict: VerdictBase = {"instance_id": task.instance_id, "agent_status": agent_status,
-                            "build_status": build_status, "env_errors": [], "file_failures": [],
-                            "timed_out_files": [], "skipped_assertions": []}
+    verdict: VerdictBase = {
+        "instance_id": task.instance_id,
+        "agent_status": agent_status,
+        "build_status": build_status,
+        "env_errors": [],
+        "file_failures": [],
+        "timed_out_files": [],
+        "skipped_assertions": [],
+    }
     if agent_status in UNFINISHED_AGENT:
         # No verdict to give: the agent did not finish, and its (empty) patch is not its answer.
-        return {**verdict, "status": agent_status, "resolved": False,
-                "fail_to_pass": {"passed": [], "failed": []},
-                "pass_to_pass": {"passed": [], "failed": []}}
+        return {
+            **verdict,
+            "status": agent_status,
+            "resolved": False,
+            "fail_to_pass": {"passed": [], "failed": []},
+            "pass_to_pass": {"passed": [], "failed": []},
+        }
     if build_status != "built":
         if build_status == "env_error":
             verdict["env_errors"].append(f"build: {build_reason or 'failed in this environment'}")
@@ -195,13 +258,22 @@ def _verdict(task: "Task", build_status: str, prove_files: Mapping[str, ProveRun
         status = "partially_resolved"
     else:
         status = "unresolved"
-    return {**verdict, "status": status, "resolved": resolved, "fail_to_pass": f2p,
-            "pass_to_pass": p2p}
+    return {
+        **verdict,
+        "status": status,
+        "resolved": resolved,
+        "fail_to_pass": f2p,
+        "pass_to_pass": p2p,
+    }
 
 
-def _judge_files(task: "Task", prove_files: Mapping[str, ProveRun], tap_texts: Mapping[str, str],
-                 reference: Mapping[str, Reference] | None,
-                 verdict: VerdictBase) -> dict[str, bool]:
+def _judge_files(
+    task: "Task",
+    prove_files: Mapping[str, ProveRun],
+    tap_texts: Mapping[str, str],
+    reference: Mapping[str, Reference] | None,
+    verdict: VerdictBase,
+) -> dict[str, bool]:
     """{assertion id: passed} of every file; adds each file's env errors, failures, time-outs
     and skips to `verdict`."""
     graded_ids = list(task.fail_to_pass) + list(task.pass_to_pass)
@@ -212,7 +284,8 @@ def _judge_files(task: "Task", prove_files: Mapping[str, ProveRun], tap_texts: M
         graded = [i for i in graded_ids if i.startswith(f"{file}:")]
         ref = (reference or {}).get(file)
         env_error, failure = judge_file(
-            file, fr, record, graded, ref and (parse_tap(file, ref[1]), ref[0]))
+            file, fr, record, graded, ref and (parse_tap(file, ref[1]), ref[0])
+        )
         if env_error:
             verdict["env_errors"].append(env_error)
         if failure:
@@ -234,8 +307,9 @@ def read_texts(tap_dir: Path, records: Mapping[str, ProveRun]) -> dict[str, str]
     return texts
 
 
-def grade_task(layout: "Layout", mode_name: str, task: "Task", config: dict[str, Any],
-               files: list[str]) -> None:
+def grade_task(
+    layout: "Layout", mode_name: str, task: "Task", config: dict[str, Any], files: list[str]
+) -> None:
     inputs = stamps.inputs_digest(config, files)
     out = layout.grade_json(mode_name, task.instance_id)
     iid = task.instance_id
@@ -246,41 +320,60 @@ def grade_task(layout: "Layout", mode_name: str, task: "Task", config: dict[str,
     texts = read_texts(tap_dir, prove["files"])
     references = prove.get("reference") or {}
     reference_texts = read_texts(tap_dir, references)
-    reruns = prove.get("reruns")        # absent: rerun_failed was off
+    reruns = prove.get("reruns")  # absent: rerun_failed was off
     rerun_texts = read_texts(tap_dir, reruns or {})
-    verdict = grade(task, build["status"], prove["files"], texts,
-                    agent_status=agent["status"] if agent else None,
-                    reference={f: (rec, reference_texts[f]) for f, rec in references.items()},
-                    build_reason=build.get("reason"),
-                    reruns=None if reruns is None else
-                    {f: (rec, rerun_texts[f]) for f, rec in reruns.items()})
-    strict: StrictJson | None = (jsonio.read_json(layout.strict_json(mode_name, iid))
-                                 if config.get("strict") else None)
-    record: GradeJson = {**verdict, **strict_fields(verdict, config.get("strict"), strict),
-                         "inputs": inputs, "mode": mode_name}
+    verdict = grade(
+        task,
+        build["status"],
+        prove["files"],
+        texts,
+        agent_status=agent["status"] if agent else None,
+        reference={f: (rec, reference_texts[f]) for f, rec in references.items()},
+        build_reason=build.get("reason"),
+        reruns=None if reruns is None else {f: (rec, rerun_texts[f]) for f, rec in reruns.items()},
+    )
+    strict: StrictJson | None = (
+        jsonio.read_json(layout.strict_json(mode_name, iid)) if config.get("strict") else None
+    )
+    record: GradeJson = {
+        **verdict,
+        **strict_fields(verdict, config.get("strict"), strict),
+        "inputs": inputs,
+        "mode": mode_name,
+    }
     if "benchmark_version" in config:
         record["benchmark_version"] = config["benchmark_version"]
     jsonio.write_json(out, record)
 
 
-def strict_fields(verdict: Verdict, judged: object,
-                  record: StrictJson | None) -> StrictFields:
+def strict_fields(verdict: Verdict, judged: object, record: StrictJson | None) -> StrictFields:
     """grade.json's strict verdict from the strict stage's record (judged: the stage ran for
     this unit; record: its strict.json)."""
-    fields: StrictFields = {"strict": False, "strict_reason": "", "regressions": [],
-                            "sanitizer_findings": []}
+    fields: StrictFields = {
+        "strict": False,
+        "strict_reason": "",
+        "regressions": [],
+        "sanitizer_findings": [],
+    }
     if verdict["status"] in UNFINISHED_AGENT:
-        return {**fields, "strict": None,
-                "strict_reason": f"not scored: {UNFINISHED_AGENT[verdict['status']]}"}
+        return {
+            **fields,
+            "strict": None,
+            "strict_reason": f"not scored: {UNFINISHED_AGENT[verdict['status']]}",
+        }
     if not verdict["resolved"]:
         return {**fields, "strict_reason": "not resolved"}
     if not judged:
         return {**fields, "strict": None, "strict_reason": "not judged (strict=0)"}
     if not record:
         return {**fields, "strict": None, "strict_reason": "no strict record"}
-    return {**fields, "strict": record.get("strict"), "strict_reason": record.get("reason", ""),
-            "regressions": record.get("regressions", []),
-            "sanitizer_findings": record.get("sanitizer_findings", [])}
+    return {
+        **fields,
+        "strict": record.get("strict"),
+        "strict_reason": record.get("reason", ""),
+        "regressions": record.get("regressions", []),
+        "sanitizer_findings": record.get("sanitizer_findings", []),
+    }
 
 
 def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
@@ -288,8 +381,12 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
         name = unit_name(bench, mode, task)
         iid = task.instance_id
         judged = applies(ctx, mode)
-        config = {"f2p": list(task.fail_to_pass), "p2p": list(task.pass_to_pass),
-                  "files": list(task.test_files), "strict": judged}
+        config = {
+            "f2p": list(task.fail_to_pass),
+            "p2p": list(task.pass_to_pass),
+            "files": list(task.test_files),
+            "strict": judged,
+        }
         if bench.version:
             # A new version grades again (milliseconds; nothing before the grade reruns unless
             # its own inputs changed), so every grade.json names the version it holds for.
@@ -303,6 +400,13 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
             files.append(ctx.layout.agent_json(mode.name, iid))
             task_dep.append(task_name(AGENT, name))
         yield stamps.stage_task(
-            basename=GRADE, name=name, doc=f"verdict for the {mode.name} patch of {iid}",
-            action=grade_task, args=[ctx.layout, mode.name, task], config=config, files=files,
-            targets=[ctx.layout.grade_json(mode.name, iid)], task_dep=task_dep)
+            basename=GRADE,
+            name=name,
+            doc=f"verdict for the {mode.name} patch of {iid}",
+            action=grade_task,
+            args=[ctx.layout, mode.name, task],
+            config=config,
+            files=files,
+            targets=[ctx.layout.grade_json(mode.name, iid)],
+            task_dep=task_dep,
+        )

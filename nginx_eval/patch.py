@@ -40,9 +40,9 @@ from .core.gitcmd import ScratchIndex, scratch_index
 from .core.outcomes import UNFINISHED_AGENT
 from .core.records import LeftOut, PatchJson, PatchStats, SkippedFile
 from .core.stamps import TaskDict
-from .run.modes import read_predictions
 from .core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
 from .run.benchmark import gold_patch
+from .run.modes import read_predictions
 from .run.swebench import NGINX, SWEBENCH
 from .workspace import BUILD_OUTPUTS, HARNESS_FILES, PYTHON_OUTPUTS, release_workspace
 
@@ -58,12 +58,13 @@ AgentPatch = tuple[bytes, list[SkippedFile], list[LeftOut], str]
 MAX_NEW_FILE_BYTES = 1 << 20
 # Never part of an agent's patch, whatever the base's .gitignore says: (name, reason, pathspec
 # magic, pattern): top-level paths, and for a SWE-bench task Python's outputs at any depth.
-LEFT_OUT = ([(name, "harness file", "literal", name) for name in HARNESS_FILES]
-            + [(name, "build output", "literal", name) for name in BUILD_OUTPUTS])
-LEFT_OUT_PYTHON = ([(name, "harness file", "literal", name) for name in HARNESS_FILES]
-                   + [(name, "build output", "glob", "**/" + name + ("**" if name.endswith("/")
-                                                                   else ""))
-                      for name in PYTHON_OUTPUTS])
+LEFT_OUT = [(name, "harness file", "literal", name) for name in HARNESS_FILES] + [
+    (name, "build output", "literal", name) for name in BUILD_OUTPUTS
+]
+LEFT_OUT_PYTHON = [(name, "harness file", "literal", name) for name in HARNESS_FILES] + [
+    (name, "build output", "glob", "**/" + name + ("**" if name.endswith("/") else ""))
+    for name in PYTHON_OUTPUTS
+]
 
 
 def left_out_of(kind: str) -> list:
@@ -83,8 +84,9 @@ def _left_out(index: ScratchIndex, kind: str = NGINX) -> list[LeftOut]:
     return entries
 
 
-def workspace_diff(bare: str | Path, workspace: str | Path, base: str,
-                   kind: str = NGINX) -> tuple[bytes, list[SkippedFile], list[LeftOut]]:
+def workspace_diff(
+    bare: str | Path, workspace: str | Path, base: str, kind: str = NGINX
+) -> tuple[bytes, list[SkippedFile], list[LeftOut]]:
     """(patch bytes, skipped new files, left-out paths) of `workspace` against `base`, using a
     scratch index (new blobs go to a scratch store, so the bare clone never grows agent junk);
     kind: the benchmark's (what is left out, left_out_of)."""
@@ -92,8 +94,9 @@ def workspace_diff(bare: str | Path, workspace: str | Path, base: str,
         os.makedirs(workspace)
     with scratch_index(bare, workspace, base) as index:
         # Excluded from `add`, a tracked file keeps the base's version in the index: no diff.
-        excludes = [f":(exclude,top,{magic}){pattern}"
-                    for _, _, magic, pattern in left_out_of(kind)]
+        excludes = [
+            f":(exclude,top,{magic}){pattern}" for _, _, magic, pattern in left_out_of(kind)
+        ]
         skipped: list[SkippedFile] = []
         new: list[bytes] = []
         for rel in index.untracked(".", *excludes, standard_excludes=True):
@@ -135,7 +138,7 @@ def patch_stats(patch: bytes) -> PatchStats:
             if not git_header:
                 new_path = _header_path(line)
                 name = old_path if new_path == "/dev/null" else new_path
-                if name is not None:    # a removal with no --- line before it names no file
+                if name is not None:  # a removal with no --- line before it names no file
                     files.append(name)
             git_header = False
         elif line.startswith("+") and not line.startswith("+++"):
@@ -148,8 +151,17 @@ def patch_stats(patch: bytes) -> PatchStats:
 
 
 # C escapes of git's quoted names (quote_c_style); octal escapes are bytes.
-_C_ESCAPES = {"a": "\a", "b": "\b", "t": "\t", "n": "\n", "v": "\v", "f": "\f", "r": "\r",
-              '"': '"', "\\": "\\"}
+_C_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "t": "\t",
+    "n": "\n",
+    "v": "\v",
+    "f": "\f",
+    "r": "\r",
+    '"': '"',
+    "\\": "\\",
+}
 _HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 # A timestamp after a name with no tab between (diff -u writes a tab, some tools spaces).
 _TIMESTAMP = re.compile(r"\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [+-]\d{4})?$")
@@ -161,12 +173,12 @@ def _unquote(text: str) -> tuple[str, str] | None:
     while i < len(text):
         c = text[i]
         if c == '"':
-            return out.decode("utf-8", "surrogateescape"), text[i + 1:]
+            return out.decode("utf-8", "surrogateescape"), text[i + 1 :]
         if c == "\\" and i + 1 < len(text):
             if text[i + 1] in "01234567":
                 # Git writes three digits; a patch made elsewhere must not crash the build stage.
-                digits = re.match("[0-7]{1,3}", text[i + 1:i + 4])
-                assert digits                   # text[i + 1] is an octal digit
+                digits = re.match("[0-7]{1,3}", text[i + 1 : i + 4])
+                assert digits  # text[i + 1] is an octal digit
                 out.append(int(digits[0], 8) & 0xFF)
                 i += 1 + len(digits[0])
                 continue
@@ -209,9 +221,9 @@ def _git_header_names(text: str) -> list[str]:
     if '"' in text:
         # Git quotes every name holding a '"', so here only the second name is quoted.
         i = text.find(' "')
-        second = _unquote(text[i + 1:]) if i >= 0 else None
+        second = _unquote(text[i + 1 :]) if i >= 0 else None
         return [text[:i], second[0]] if second else []
-    splits = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == " "]
+    splits = [(text[:i], text[i + 1 :]) for i, c in enumerate(text) if c == " "]
     if len(splits) == 1:
         return list(splits[0])
     equal = [s for s in splits if _strip1(s[0]) == _strip1(s[1])]
@@ -267,8 +279,9 @@ def touched_paths(patch: bytes) -> list[str]:
         elif line.startswith("diff --git "):
             paths += [_strip1(name) for name in _git_header_names(line[11:])]
             git_header = True
-        elif git_header and line.startswith(("rename from ", "rename to ", "copy from ",
-                                             "copy to ")):
+        elif git_header and line.startswith(
+            ("rename from ", "rename to ", "copy from ", "copy to ")
+        ):
             paths.append(_copy_or_rename_path(line))
         elif line.startswith("--- ") and n + 1 < len(lines) and lines[n + 1].startswith("+++ "):
             # Like git apply, a --- line counts only with its +++ line after it (a commit
@@ -292,8 +305,10 @@ def unfinished_agent_note(layout: "Layout", mode: "Mode", task: "Task") -> str:
     why = UNFINISHED_AGENT.get(agent.get("status", ""))
     if not why:
         return ""
-    return (f"no patch: the agent run ended in {agent['status']} ({agent.get('error') or why}); "
-            f"`doit run` runs it again")
+    return (
+        f"no patch: the agent run ended in {agent['status']} ({agent.get('error') or why}); "
+        f"`doit run` runs it again"
+    )
 
 
 def remote_agent_diff(layout: "Layout", mode: "Mode", task: "Task") -> AgentPatch | None:
@@ -303,15 +318,20 @@ def remote_agent_diff(layout: "Layout", mode: "Mode", task: "Task") -> AgentPatc
     agent = jsonio.read_json(layout.agent_json(mode.name, task.instance_id)) or {}
     if not kept or kept.get("agent_inputs") != agent.get("inputs"):
         return None
-    return (base64.b64decode(kept["patch_base64"]), kept["skipped"], kept["left_out"],
-            _skipped_note(kept["skipped"]))
+    return (
+        base64.b64decode(kept["patch_base64"]),
+        kept["skipped"],
+        kept["left_out"],
+        _skipped_note(kept["skipped"]),
+    )
 
 
 def _skipped_note(skipped: Sequence[SkippedFile]) -> str:
     if not skipped:
         return ""
-    return (f"left out {len(skipped)} new file(s) over {MAX_NEW_FILE_BYTES} bytes: "
-            + ", ".join(s["path"] for s in skipped[:5]))
+    return f"left out {len(skipped)} new file(s) over {MAX_NEW_FILE_BYTES} bytes: " + ", ".join(
+        s["path"] for s in skipped[:5]
+    )
 
 
 def agent_patch(layout: "Layout", mode: "Mode", task: "Task", out: Path) -> AgentPatch:
@@ -324,26 +344,39 @@ def agent_patch(layout: "Layout", mode: "Mode", task: "Task", out: Path) -> Agen
     if remote:
         return remote
     if not (jsonio.read_json(layout.workspace_stamp(mode.name, task.instance_id)) or {}).get(
-            "agent_started"):
+        "agent_started"
+    ):
         # The agent's workspace is gone (`doit clean`) and a fresh one stands in its place: its
         # diff would be empty, not the agent's work. The patch taken from the agent's workspace
         # is kept; without one, only running the agent again can say.
         old_patch = layout.model_patch(mode.name, task.instance_id)
         if not old_patch.exists():
-            raise UserError(f"the workspace of agent run {mode.name}/{task.instance_id} is gone; "
-                            f"`doit forget agent:<benchmark>/{mode.name}/{task.instance_id}` "
-                            f"runs the agent again", task=task.instance_id, field="workspace")
+            raise UserError(
+                f"the workspace of agent run {mode.name}/{task.instance_id} is gone; "
+                f"`doit forget agent:<benchmark>/{mode.name}/{task.instance_id}` "
+                f"runs the agent again",
+                task=task.instance_id,
+                field="workspace",
+            )
         old = jsonio.read_json(out) or {}
-        return (old_patch.read_bytes(), old.get("skipped_files", []), old.get("left_out", []),
-                old.get("note", ""))
+        return (
+            old_patch.read_bytes(),
+            old.get("skipped_files", []),
+            old.get("left_out", []),
+            old.get("note", ""),
+        )
     patch, skipped, left_out = workspace_diff(
-        layout.bare_repo(task.repo), layout.workspace(mode.name, task.instance_id),
-        task.base_commit, task.kind)
+        layout.bare_repo(task.repo),
+        layout.workspace(mode.name, task.instance_id),
+        task.base_commit,
+        task.kind,
+    )
     return patch, skipped, left_out, _skipped_note(skipped)
 
 
-def write_patch(layout: "Layout", mode: "Mode", task: "Task", config: Any,
-                files: list[str]) -> None:
+def write_patch(
+    layout: "Layout", mode: "Mode", task: "Task", config: Any, files: list[str]
+) -> None:
     inputs = stamps.inputs_digest(config, files)
     out = layout.patch_json(mode.name, task.instance_id)
     skipped: list[SkippedFile] = []
@@ -362,23 +395,34 @@ def write_patch(layout: "Layout", mode: "Mode", task: "Task", config: Any,
     else:
         patch, skipped, left_out, note = agent_patch(layout, mode, task, out)
     jsonio.write_bytes(layout.model_patch(mode.name, task.instance_id), patch)
-    record: PatchJson = {"inputs": inputs, "source": "workspace" if mode.runs_agent else mode.kind,
-                         "sha256": jsonio.digest(patch), "bytes": len(patch),
-                         "skipped_files": skipped, "left_out": left_out, "note": note,
-                         **patch_stats(patch)}
+    record: PatchJson = {
+        "inputs": inputs,
+        "source": "workspace" if mode.runs_agent else mode.kind,
+        "sha256": jsonio.digest(patch),
+        "bytes": len(patch),
+        "skipped_files": skipped,
+        "left_out": left_out,
+        "note": note,
+        **patch_stats(patch),
+    }
     jsonio.write_json(out, record)
 
 
-def take_patch(layout: "Layout", mode: "Mode", task: "Task", keep_workspace: bool, config: Any,
-               files: list[str]) -> None:
+def take_patch(
+    layout: "Layout",
+    mode: "Mode",
+    task: "Task",
+    keep_workspace: bool,
+    config: Any,
+    files: list[str],
+) -> None:
     """The doit action: write_patch, then, for a finished agent run, its workspace goes. What is
     scored of it is in model.patch, and workspaces add up: 78 MiB each (the history up to the
     base), a run of 4 agent modes on the 196 shipped tasks would hold 61 GB of them and fill the
     disk before it ends. keep_workspace (``keep_workspaces=1``): left for a look at what the
     agent left behind, until ``doit clean``."""
     write_patch(layout, mode, task, config, files)
-    if (mode.runs_agent and not keep_workspace
-            and not unfinished_agent_note(layout, mode, task)):
+    if mode.runs_agent and not keep_workspace and not unfinished_agent_note(layout, mode, task):
         release_workspace(layout, mode.name, task)
 
 
@@ -400,7 +444,13 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
         elif mode.kind == "predictions":
             files.append(mode.predictions)
         yield stamps.stage_task(
-            basename=PATCH, name=name, doc=f"the {mode.name} patch for {iid}",
-            action=failing_on_user_error, args=[take_patch, ctx.layout, mode, task, keep],
-            config=slice_, files=files, task_dep=task_dep,
-            targets=[ctx.layout.patch_json(mode.name, iid), ctx.layout.model_patch(mode.name, iid)])
+            basename=PATCH,
+            name=name,
+            doc=f"the {mode.name} patch for {iid}",
+            action=failing_on_user_error,
+            args=[take_patch, ctx.layout, mode, task, keep],
+            config=slice_,
+            files=files,
+            task_dep=task_dep,
+            targets=[ctx.layout.patch_json(mode.name, iid), ctx.layout.model_patch(mode.name, iid)],
+        )

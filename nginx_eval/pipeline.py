@@ -48,41 +48,73 @@ from dataclasses import dataclass
 from doit.loader import generate_tasks
 from doit.task import Task
 
-from .agent import stage as agent
-from .build import stage as build, plan as buildplan
-from .checks import doctor, statements, validate
 from . import grade, patch, repositories, results, suite, workspace
-from .prove import stage as prove
-from .strict import stage as strict
-from .report import stage as report, site as report_site
-from .swebench import stage as swebench
-from .run.benchmark import Benchmark, Task as BenchmarkTask, load_benchmarks
+from .agent import stage as agent
+from .build import plan as buildplan
+from .build import stage as build
+from .checks import doctor, statements, validate
 from .core.errors import UserError, did_you_mean
-from .doitext.invocation import command_line_variables
 from .core.layout import Layout
-from .doitext.invocation import command_targets, doit_command, lists_commands_only
+from .core.tasknames import (
+    BASE,
+    REPOS,
+    TESTS,
+    VALIDATE,
+    VALIDATION,
+    WORKSPACE,
+    results_task_name,
+    task_name,
+    tests_task_names,
+    unit_name,
+)
 from .doitext.backend import answer_forgotten, forgotten_tasks
+from .doitext.invocation import (
+    command_line_variables,
+    command_targets,
+    doit_command,
+    lists_commands_only,
+)
 from .doitext.pruning import drop_settled, full_name
 from .doitext.slim import slim
-from .core.tasknames import (BASE, REPOS, TESTS, VALIDATE, VALIDATION, WORKSPACE,
-                              results_task_name, task_name, tests_task_names, unit_name)
-from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
-from .run.swebench import SWEBENCH, adapt_mode
-from .run.options import Options
+from .prove import stage as prove
+from .report import site as report_site
+from .report import stage as report
 from .report.compare import check_compare
 from .report.cross import check_cross
 from .report.records import modes_on_disk
+from .run.benchmark import Benchmark, load_benchmarks
+from .run.benchmark import Task as BenchmarkTask
+from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
+from .run.options import Options
 from .run.record import read_run
+from .run.swebench import SWEBENCH, adapt_mode
+from .strict import stage as strict
+from .swebench import stage as swebench
 
-STAGES = (repositories, workspace, agent, patch, build, prove, strict, grade, results, report,
-          report_site, validate, statements, doctor)
+STAGES = (
+    repositories,
+    workspace,
+    agent,
+    patch,
+    build,
+    prove,
+    strict,
+    grade,
+    results,
+    report,
+    report_site,
+    validate,
+    statements,
+    doctor,
+)
 # The generators of the commands that a plain `doit list` shows, beside the modes' group tasks
 # and `default`: report and power, <bench>:validate, <bench>:lint, doctor (in STAGES' order).
 LISTED = (report.gen_tasks, validate.command_tasks, statements.gen_tasks, doctor.gen_tasks)
 # A SWE-bench benchmark: the same agent stage; no build, prove, strict, grade or validation here
 # (the official harness grades its predictions: swebench/).
-STAGES_OF_KIND: dict[str, tuple] = {SWEBENCH: (repositories, workspace, agent, patch, swebench, report, report_site,
-                             doctor)}
+STAGES_OF_KIND: dict[str, tuple] = {
+    SWEBENCH: (repositories, workspace, agent, patch, swebench, report, report_site, doctor)
+}
 
 
 @dataclass
@@ -91,18 +123,20 @@ class Context:
     benchmark: object
     tasks: list
     modes: dict
-    selection: dict = None      # instances= and limit= as given
-    group: tuple = None         # the modes `doit run <bench>` scores; None: every mode
-    options: Options = None     # the command line's variables (options.py)
-    benchmark_names: tuple = () # every benchmark in tasks/
+    selection: dict = None  # instances= and limit= as given
+    group: tuple = None  # the modes `doit run <bench>` scores; None: every mode
+    options: Options = None  # the command line's variables (options.py)
+    benchmark_names: tuple = ()  # every benchmark in tasks/
     # `doit run`: {task name: task_dep} of the tasks left out of doit's list as settled, and of
     # those whose task_dep lost them (doitext/pruning.py).
     shadow: dict = None
+
     def agent_finished(self, layout, mode, task, agent_task_name):
         """The workspace stage asks whether an agent run is finished (its workspace is then not
         needed); the agent stage answers, and the earlier stage does not import the later one."""
-        return agent.agent_finished(layout, mode, task, agent_task_name,
-                                    self.unit_agent_inputs(mode, task)[1])
+        return agent.agent_finished(
+            layout, mode, task, agent_task_name, self.unit_agent_inputs(mode, task)[1]
+        )
 
     def unit_agent_inputs(self, mode, task):
         """(the rendered prompts, agent.agent_inputs) of an agent unit, made once per command:
@@ -116,8 +150,10 @@ class Context:
                 of_mode[mode.name] = agent.mode_inputs(self.layout, mode)
             prompts = agent.rendered_prompts(self.layout.templates_dir, mode, task)
             tree = self.tests_tree(self.layout, task) if mode.tests else None
-            memo[key] = (prompts, agent.agent_inputs(self.layout, mode, task, prompts,
-                                                     of_mode[mode.name], tree))
+            memo[key] = (
+                prompts,
+                agent.agent_inputs(self.layout, mode, task, prompts, of_mode[mode.name], tree),
+            )
         return memo[key]
 
     def tests_tree(self, layout, task):
@@ -128,6 +164,7 @@ class Context:
             found = suite.trees_as_of(layout, self.tasks)
             memo.update((iid, tree) for iid, tree in found.items() if tree)
         return memo.get(task.instance_id)
+
     # With executor=ray an agent runs on a node, which sends back its workspace's diff as the
     # patch stage takes it; the agent stage gets the rule here, for the same reason.
     workspace_diff = staticmethod(patch.workspace_diff)
@@ -168,7 +205,8 @@ class Context:
         """Both, made once per doit invocation (or read from the cache: buildplan.build_plans)."""
         if not hasattr(self, "_plans"):
             self._plans = buildplan.build_plans(
-                self.layout, self.tasks, keep=not (self.options and self.options.dry_run))
+                self.layout, self.tasks, keep=not (self.options and self.options.dry_run)
+            )
         return self._plans
 
     def mode_groups(self):
@@ -179,8 +217,9 @@ class Context:
         """The results task's dependencies, in the order doit should start them (the policy is
         build/plan.py's start_order)."""
         units = [unit_name(bench, mode, t) for t in self.build_order() if t.instance_id in ids]
-        return buildplan.start_order(tests_task_names(self.build_order()), units,
-                                     self.base_build_plan(), ids)
+        return buildplan.start_order(
+            tests_task_names(self.build_order()), units, self.base_build_plan(), ids
+        )
 
 
 def named_benchmark(benchmarks, argv, requested=None):
@@ -201,9 +240,11 @@ def pick_benchmark(benchmarks, argv, requested=None, run_benchmark=None):
         return benchmarks[run_benchmark]
     if requested:
         if requested not in benchmarks:
-            raise UserError(f"bench={requested}: no benchmark '{requested}' in tasks/"
-                            f"{did_you_mean(requested, benchmarks)} "
-                            f"(known: {', '.join(sorted(benchmarks))})")
+            raise UserError(
+                f"bench={requested}: no benchmark '{requested}' in tasks/"
+                f"{did_you_mean(requested, benchmarks)} "
+                f"(known: {', '.join(sorted(benchmarks))})"
+            )
         return benchmarks[requested]
     for arg in argv:
         head = arg.split(":", 1)[0]
@@ -213,9 +254,12 @@ def pick_benchmark(benchmarks, argv, requested=None, run_benchmark=None):
         return benchmarks["nginx"]
     if len(benchmarks) == 1:
         return next(iter(benchmarks.values()))
-    raise UserError("no benchmark file in tasks/" if not benchmarks else
-                    f"several benchmarks ({', '.join(sorted(benchmarks))}): name one, e.g. "
-                    f"doit run {sorted(benchmarks)[0]}")
+    raise UserError(
+        "no benchmark file in tasks/"
+        if not benchmarks
+        else f"several benchmarks ({', '.join(sorted(benchmarks))}): name one, e.g. "
+        f"doit run {sorted(benchmarks)[0]}"
+    )
 
 
 GROUP_SUBTASKS = ("validate", "lint", "report", "grade")  # subtasks of a group, not modes
@@ -229,15 +273,21 @@ def check_requested_modes(bench, modes, argv, kind=None):
         if head == bench and tail == swebench.GRADE_SUBTASK and kind == SWEBENCH:
             problem = swebench.grading_problem()
             if problem:
-                raise UserError(f"no task '{arg}': this machine cannot run the official SWE-bench "
-                                f"harness ({problem}); run the command the results print (and "
-                                f"report.md repeats) where Docker is, or see `doit run doctor`")
+                raise UserError(
+                    f"no task '{arg}': this machine cannot run the official SWE-bench "
+                    f"harness ({problem}); run the command the results print (and "
+                    f"report.md repeats) where Docker is, or see `doit run doctor`"
+                )
         if head == bench and tail and tail not in modes and tail not in GROUP_SUBTASKS:
             known = f"known modes: {', '.join(sorted(modes))}"
-            close = did_you_mean(tail, list(modes) + list(GROUP_SUBTASKS),
-                                 show=lambda c: f"'{bench}:{c}'")
-            raise UserError(f"no task '{arg}'{close} (unknown mode '{tail}'; {known})" if close
-                            else f"no task '{arg}': unknown mode '{tail}'; {known}")
+            close = did_you_mean(
+                tail, list(modes) + list(GROUP_SUBTASKS), show=lambda c: f"'{bench}:{c}'"
+            )
+            raise UserError(
+                f"no task '{arg}'{close} (unknown mode '{tail}'; {known})"
+                if close
+                else f"no task '{arg}': unknown mode '{tail}'; {known}"
+            )
 
 
 def run_modes(layout, record, modes):
@@ -259,8 +309,9 @@ def load_context(root=None, argv=None, options=None):
     modes = load_modes(layout.modes_file, layout.templates_dir)
     modes.update(extra_modes(options.predictions))
     if bench.kind == SWEBENCH:
-        modes = {n: adapt_mode(m, layout.templates_dir, layout.modes_file)
-                 for n, m in modes.items()}
+        modes = {
+            n: adapt_mode(m, layout.templates_dir, layout.modes_file) for n, m in modes.items()
+        }
     check_requested_modes(bench.name, modes, argv, bench.kind)
     options.check_modes(modes)
     options.check_baseline(run_modes(layout, record, modes))
@@ -274,13 +325,21 @@ def load_context(root=None, argv=None, options=None):
         tasks = predictions_tasks(bench, tasks, modes["file"], options)
         selection["predictions"] = options.predictions
     group = predictions_group(bench, modes, wanted)
-    return Context(layout=layout, benchmark=bench, tasks=tasks, modes=modes, group=group,
-                   selection=selection,
-                   options=options, benchmark_names=tuple(sorted(benchmarks)))
+    return Context(
+        layout=layout,
+        benchmark=bench,
+        tasks=tasks,
+        modes=modes,
+        group=group,
+        selection=selection,
+        options=options,
+        benchmark_names=tuple(sorted(benchmarks)),
+    )
 
 
-def predictions_tasks(bench: Benchmark, tasks: list[BenchmarkTask], mode: Mode,
-                      options: Options) -> list[BenchmarkTask]:
+def predictions_tasks(
+    bench: Benchmark, tasks: list[BenchmarkTask], mode: Mode, options: Options
+) -> list[BenchmarkTask]:
     """With ``predictions=FILE`` the command's tasks are the selected tasks the file has a row
     for, as in SWE-bench: no clone, test tree or base build is prepared for the others, and the
     run's denominator is these. A file with a row for none of them is an error naming it
@@ -289,12 +348,16 @@ def predictions_tasks(bench: Benchmark, tasks: list[BenchmarkTask], mode: Mode,
     shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
     rows = f"its {len(ids)} row{'s' if len(ids) != 1 else ''}: {shown}" if ids else "no rows"
     if not any(mode.covers(t.instance_id) for t in bench.tasks):
-        raise UserError(f"no row for a task of benchmark {bench.name} ({rows}): nothing to "
-                        "score", file=options.predictions)
+        raise UserError(
+            f"no row for a task of benchmark {bench.name} ({rows}): nothing to score",
+            file=options.predictions,
+        )
     chosen = [t for t in tasks if mode.covers(t.instance_id)]
     if not chosen:
-        raise UserError(f"no row for a task that instances=/limit= select ({rows}): nothing "
-                        "to score", file=options.predictions)
+        raise UserError(
+            f"no row for a task that instances=/limit= select ({rows}): nothing to score",
+            file=options.predictions,
+        )
     return chosen
 
 
@@ -327,8 +390,12 @@ def group_tasks(ctx, extra_group_deps=()):
         }
     # Yielded last, it replaces the group doit built from the subtasks, so `doit run nginx` runs
     # exactly these (and not, say, nginx:validate).
-    yield {"basename": bench, "name": None, "doc": f"every mode on {bench}, and the report",
-           "task_dep": subtasks + list(extra_group_deps)}
+    yield {
+        "basename": bench,
+        "name": None,
+        "doc": f"every mode on {bench}, and the report",
+        "task_dep": subtasks + list(extra_group_deps),
+    }
 
 
 # What `doit list --all` says of each stage's group task (`doit run repos` runs the group).
@@ -383,32 +450,48 @@ def arrange_listing(tasks, bench):
             t.doc = STAGE_DOCS.get(t.name, t.doc)
             groups.append(t.name)
         yield t
-    yield Task(STAGES_GROUP, None, task_dep=groups, has_subtask=True,
-               doc="every stage group (listed by `doit list --all`)")
+    yield Task(
+        STAGES_GROUP,
+        None,
+        task_dep=groups,
+        has_subtask=True,
+        doc="every stage group (listed by `doit list --all`)",
+    )
 
 
 # What a bare `doit` (or `doit run` without a task) runs: nothing that costs money.
 DEFAULT_TASK = "default"
-DEFAULT_MODES = ("gold", "none", "file")        # file: only with predictions=
+DEFAULT_MODES = ("gold", "none", "file")  # file: only with predictions=
 
 
 def default_selection(ctx):
     """The modes' tasks the default task runs: gold and none (and a predictions= file), never
     an agent mode."""
-    return [f"{ctx.benchmark.name}:{m}" for m in DEFAULT_MODES
-            if m in ctx.modes and not ctx.modes[m].runs_agent]
+    return [
+        f"{ctx.benchmark.name}:{m}"
+        for m in DEFAULT_MODES
+        if m in ctx.modes and not ctx.modes[m].runs_agent
+    ]
 
 
 def default_task(ctx):
     """`default`: the default modes of the benchmark, then the report (report/stage.py's
     `report:markdown` task, after them; the site follows at the end of the run, progress.py)."""
-    rendering = next(t for t in report.gen_tasks(ctx)
-                     if t["basename"] == "report" and t.get("name") == "markdown")
+    rendering = next(
+        t
+        for t in report.gen_tasks(ctx)
+        if t["basename"] == "report" and t.get("name") == "markdown"
+    )
     rendering = {k: v for k, v in rendering.items() if k != "name"}
-    return dict(rendering, basename=DEFAULT_TASK, task_dep=default_selection(ctx),
-                actions=list(rendering["actions"]), uptodate=list(rendering.get("uptodate", ())),
-                doc=f"what a bare `doit` runs: {', '.join(default_selection(ctx))}, then the "
-                    "report (never an agent)")
+    return dict(
+        rendering,
+        basename=DEFAULT_TASK,
+        task_dep=default_selection(ctx),
+        actions=list(rendering["actions"]),
+        uptodate=list(rendering.get("uptodate", ())),
+        doc=f"what a bare `doit` runs: {', '.join(default_selection(ctx))}, then the "
+        "report (never an agent)",
+    )
 
 
 def expand_default(ctx, targets):
@@ -427,8 +510,10 @@ CANDIDATE_STAGES = (VALIDATE, VALIDATION, REPOS, TESTS, BASE, "doctor")
 def check_candidates(ctx, targets):
     """A candidates benchmark is validated and nothing else: any other target is one line."""
     for target in targets:
-        if (target != f"{ctx.benchmark.name}:validate"
-                and target.split(":", 1)[0] not in CANDIDATE_STAGES):
+        if (
+            target != f"{ctx.benchmark.name}:validate"
+            and target.split(":", 1)[0] not in CANDIDATE_STAGES
+        ):
             ctx.benchmark.refuse_candidates(target)
 
 
@@ -454,11 +539,11 @@ def check_requested_tasks(ctx, tasks, selectors):
 # action is redone by the next `doit run` that reaches it (redo_forgotten).
 NOT_FORGOTTEN = {
     WORKSPACE: "a workspace is made for its agent run and removed once the patch is taken; "
-               "`doit forget agent:...` runs the agent again in a new one",
+    "`doit forget agent:...` runs the agent again in a new one",
     TESTS: "an nginx-tests tree is shared by every run and checked before each prove (a "
-           "damaged one is made again)",
+    "damaged one is made again)",
     BASE: "a base build is shared by every mode and run; `doit clean base:...` removes it "
-          "(unless another run's results use it) and the next run builds it again",
+    "(unless another run's results use it) and the next run builds it again",
 }
 
 
@@ -472,8 +557,11 @@ def redo_forgotten(dicts: Iterable[dict], layout: Layout) -> Iterator[dict]:
     for d in dicts:
         name = full_name(d) if asked and "basename" in d else None
         if name in asked and d.get("actions") and d["basename"] not in NOT_FORGOTTEN:
-            d = dict(d, uptodate=[*(d.get("uptodate") or ()), False],
-                     actions=[*d["actions"], (answer_forgotten, [layout, name])])
+            d = dict(
+                d,
+                uptodate=[*(d.get("uptodate") or ()), False],
+                actions=[*d["actions"], (answer_forgotten, [layout, name])],
+            )
         yield d
 
 
@@ -486,25 +574,28 @@ def check_forget(tasks: list[Task], argv: list[str]) -> None:
     --all (every task, agents included), a stage whose units cannot be redone
     (NOT_FORGOTTEN), and a task that does no work of its own, without -s."""
     if any(a in FORGET_ALL for a in argv):
-        raise UserError("doit forget --all would run every agent again (they cost money): "
-                        "name what to redo, e.g. `doit forget prove` (every prove of the run's "
-                        "modes) or `doit forget grade:nginx/raw/ID`")
+        raise UserError(
+            "doit forget --all would run every agent again (they cost money): "
+            "name what to redo, e.g. `doit forget prove` (every prove of the run's "
+            "modes) or `doit forget grade:nginx/raw/ID`"
+        )
     by_name = {t.name: t for t in tasks}
     follow = any(a in FORGET_DEPENDENCIES for a in argv)
     for name in command_targets(argv):
         task = by_name.get(name)
         if task is None:
-            continue            # doit's own error (check_requested_tasks said it first)
+            continue  # doit's own error (check_requested_tasks said it first)
         stage = name.split(":", 1)[0]
         if stage in NOT_FORGOTTEN:
             raise UserError(f"cannot forget {name}: {NOT_FORGOTTEN[stage]}")
-        subtasks = [by_name[s] for s in task.task_dep if s in by_name] if task.has_subtask \
-            else []
+        subtasks = [by_name[s] for s in task.task_dep if s in by_name] if task.has_subtask else []
         if not follow and not task.actions and not any(t.actions for t in subtasks):
-            raise UserError(f"{name} does no work of its own, so forgetting it redoes nothing: "
-                            f"forget its units (`doit forget prove:.../ID`), a stage (`doit "
-                            f"forget prove`), or add -s to forget everything it depends on "
-                            f"(agents included: they run again)")
+            raise UserError(
+                f"{name} does no work of its own, so forgetting it redoes nothing: "
+                f"forget its units (`doit forget prove:.../ID`), a stage (`doit "
+                f"forget prove`), or add -s to forget everything it depends on "
+                f"(agents included: they run again)"
+            )
 
 
 def stage_dicts(ctx: Context) -> Iterator[dict]:
@@ -526,15 +617,19 @@ def doit_tasks(root=None):
         never made. The same dicts as stage_dicts yields for those names."""
         bench = ctx.benchmark.name
         # A SWE-bench benchmark has no validation or lint to list.
-        listed = LISTED if ctx.benchmark.kind not in STAGES_OF_KIND else \
-            (report.gen_tasks, doctor.gen_tasks)
+        listed = (
+            LISTED
+            if ctx.benchmark.kind not in STAGES_OF_KIND
+            else (report.gen_tasks, doctor.gen_tasks)
+        )
         for generator in listed:
-            yield from (d for d in generator(ctx)
-                        if d.get("name") is None or d["basename"] == bench)
+            yield from (
+                d for d in generator(ctx) if d.get("name") is None or d["basename"] == bench
+            )
         yield from group_tasks(ctx, extra_group_deps=(f"{bench}:report",))
         yield default_task(ctx)
 
-    made = []       # doit's Tasks, made once: cli.load_dodo checks the names the command gives
+    made = []  # doit's Tasks, made once: cli.load_dodo checks the names the command gives
 
     def task_stages():
         """every task of the pipeline (nginx_eval/pipeline.py)"""
@@ -544,8 +639,13 @@ def doit_tasks(root=None):
             if doit_command(argv) == "run":
                 dicts = redo_forgotten(dicts, ctx.layout)
                 dicts, ctx.shadow = drop_settled(dicts, argv, [DEFAULT_TASK])
-            made.extend(slim(arrange_listing(generate_tasks("task_stages", handed_over(dicts)),
-                                             ctx.benchmark.name)))
+            made.extend(
+                slim(
+                    arrange_listing(
+                        generate_tasks("task_stages", handed_over(dicts)), ctx.benchmark.name
+                    )
+                )
+            )
             # The Tasks live as long as the process: out of the collector's sight, they no longer
             # put off its full collections, which let the cyclic garbage of a long run pile up.
             gc.freeze()

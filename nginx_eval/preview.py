@@ -27,8 +27,8 @@ from .core.errors import UserError
 from .core.limits import chosen_counts
 from .core.outcomes import UNFINISHED_AGENT
 from .core.tasknames import AGENT, BASE, BUILD, TESTS, VALIDATE, WORKSPACE
-from .doitext.pruning import ALWAYS, full_name, own_answer, settling
 from .doitext.invocation import LOADER_OPTIONS_WITH_VALUE, command_targets
+from .doitext.pruning import ALWAYS, full_name, own_answer, settling
 from .pipeline import DEFAULT_TASK, Context, expand_default, redo_forgotten, stage_dicts
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class StageCounts:
 @dataclass
 class Earlier:
     """The finished agent runs of one mode found under results/ (every run)."""
+
     runs: int
     costs: list
     seconds: list
@@ -59,8 +60,9 @@ def earlier_runs(results_root, mode_name: str) -> Earlier:
     """Finished agent runs of `mode_name` in every run of `results_root`: the count, and the
     costs and wall seconds they recorded (an agent CLI that reports no cost has none)."""
     costs, seconds, runs = [], [], 0
-    for path in glob.glob(os.path.join(glob.escape(str(results_root)), "*", mode_name, "*",
-                                       "agent.json")):
+    for path in glob.glob(
+        os.path.join(glob.escape(str(results_root)), "*", mode_name, "*", "agent.json")
+    ):
         record = jsonio.read_json(path)
         if not isinstance(record, dict) or record.get("status") in UNFINISHED_AGENT:
             continue
@@ -81,15 +83,19 @@ def agent_line(mode_name: str, count: int, earlier: Earlier, at_once: int) -> st
     head = f"  {mode_name}: {count} agent run{'s' if count != 1 else ''}"
     if earlier.costs:
         mean = statistics.fmean(earlier.costs)
-        cost = (f"expected cost ${mean * count:.2f} (${mean:.2f} each, the mean of "
-                f"{len(earlier.costs)} earlier run{'s' if len(earlier.costs) != 1 else ''})")
+        cost = (
+            f"expected cost ${mean * count:.2f} (${mean:.2f} each, the mean of "
+            f"{len(earlier.costs)} earlier run{'s' if len(earlier.costs) != 1 else ''})"
+        )
     else:
         cost = "expected cost unknown (no earlier run of this mode recorded a cost)"
     if earlier.seconds:
         each = statistics.fmean(earlier.seconds)
         waves = math.ceil(count / max(1, at_once))
-        time = (f"time {minutes(each)} each, about {minutes(each * waves)} with "
-                f"{min(count, at_once)} at once")
+        time = (
+            f"time {minutes(each)} each, about {minutes(each * waves)} with "
+            f"{min(count, at_once)} at once"
+        )
     else:
         time = "time unknown"
     return f"{head}: {cost}, {time}"
@@ -101,13 +107,14 @@ def classify(ctx: Context, argv: list[str]) -> tuple[dict, dict]:
     dicts = list(redo_forgotten(stage_dicts(ctx), ctx.layout))
     found = settling(dicts, argv, [DEFAULT_TASK])
     if found is None:
-        raise UserError("dry_run=1 needs task names, not a pattern or a file (only doit "
-                        "knows what those reach)")
+        raise UserError(
+            "dry_run=1 needs task names, not a pattern or a file (only doit knows what those reach)"
+        )
     by_name, reached, is_settled = found
     always = any(a in ALWAYS for a in argv)
     stages: dict[str, StageCounts] = {}
     agents: dict[str, int] = {}
-    bench = cast("Benchmark", ctx.benchmark)        # pipeline.Context declares it an object
+    bench = cast("Benchmark", ctx.benchmark)  # pipeline.Context declares it an object
     for d in dicts:
         name = full_name(d) if "basename" in d else None
         if name is None or name not in reached or not d.get("actions"):
@@ -149,35 +156,51 @@ def preview_lines(ctx: Context, argv: list[str]) -> list[str]:
     """What `doit run argv dry_run=1` prints."""
     stages, agents = classify(ctx, argv)
     targets = expand_default(ctx, command_targets(argv))
-    bench = cast("Benchmark", ctx.benchmark)        # pipeline.Context declares it an object
-    modes = sorted({t.split(":", 1)[1] for t in targets
-                    if t.startswith(f"{bench.name}:") and t.split(":", 1)[1] in ctx.modes}
-                   | ({m.name for m in ctx.group_mode_list()}
-                      if bench.name in targets else set()))
+    bench = cast("Benchmark", ctx.benchmark)  # pipeline.Context declares it an object
+    modes = sorted(
+        {
+            t.split(":", 1)[1]
+            for t in targets
+            if t.startswith(f"{bench.name}:") and t.split(":", 1)[1] in ctx.modes
+        }
+        | ({m.name for m in ctx.group_mode_list()} if bench.name in targets else set())
+    )
     n = len(ctx.tasks)
     shown = " ".join(command_words(argv))
-    lines = [f"nginx-eval: dry run of `doit run {shown}`"
-             f" in run {ctx.layout.run}: benchmark {bench.name}, {n} "
-             f"task{'s' if n != 1 else ''}" + (f", modes {', '.join(modes)}" if modes else "")
-             + "; nothing is started or written"]
-    rows = [(stage, str(c.done), str(c.run), str(c.check) if c.check else "")
-            for stage, c in stages.items()]
+    lines = [
+        f"nginx-eval: dry run of `doit run {shown}`"
+        f" in run {ctx.layout.run}: benchmark {bench.name}, {n} "
+        f"task{'s' if n != 1 else ''}"
+        + (f", modes {', '.join(modes)}" if modes else "")
+        + "; nothing is started or written"
+    ]
+    rows = [
+        (stage, str(c.done), str(c.run), str(c.check) if c.check else "")
+        for stage, c in stages.items()
+    ]
     head = ("stage", "done", "to run", "to check")
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
     for r in [head] + rows:
-        lines.append("  " + "  ".join([r[0].ljust(widths[0])]
-                                      + [r[i].rjust(widths[i]) for i in (1, 2, 3)]).rstrip())
+        lines.append(
+            "  "
+            + "  ".join(
+                [r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in (1, 2, 3)]
+            ).rstrip()
+        )
     if any(c.check for c in stages.values()):
         lines.append("  (to check: doit's database decides; milliseconds each)")
     total = sum(agents.values())
     lines.append(f"agent runs to start: {total}")
     at_once = chosen_counts(ctx.options)["agent"]
     for mode in sorted(agents):
-        lines.append(agent_line(mode, agents[mode], earlier_runs(ctx.layout.results_root, mode),
-                                at_once))
+        lines.append(
+            agent_line(mode, agents[mode], earlier_runs(ctx.layout.results_root, mode), at_once)
+        )
     if total and ctx.options.max_cost:
-        lines.append(f"  the run's budget: max_cost=${ctx.options.max_cost:g} (agent runs stop "
-                     "starting once the recorded cost reaches it)")
+        lines.append(
+            f"  the run's budget: max_cost=${ctx.options.max_cost:g} (agent runs stop "
+            "starting once the recorded cost reaches it)"
+        )
     return lines
 
 

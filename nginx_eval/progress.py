@@ -35,10 +35,11 @@ import time
 from .core import jsonio, procs
 from .core.outcomes import RUN_ERRORS, outcome
 from .core.tasknames import GRADE, PATCH, unit_of
-from .run.swebench import SWEBENCH
 from .doitext.invocation import reachable
-from .report import stage as report, site as report_site
+from .report import site as report_site
+from .report import stage as report
 from .report.apart import run_apart
+from .run.swebench import SWEBENCH
 
 # What a progress line counts as errors: the run's (RUN_ERRORS), and a unit whose task failed.
 ERRORS = RUN_ERRORS + ("failed",)
@@ -65,14 +66,14 @@ def duration(seconds):
 class Progress:
     def __init__(self, ctx, out):
         self.ctx, self.out = ctx, out
-        self.units = {}         # (mode, iid) -> outcome once finished, None before
-        self.order = []         # modes, in the order of the configuration
+        self.units = {}  # (mode, iid) -> outcome once finished, None before
+        self.order = []  # modes, in the order of the configuration
         self.started = None
-        self.ran = 0            # units finished by this command (not already done)
-        self.executed = False   # whether doit executed any task (it may have written results)
-        self.report_was_current = False     # doit found a report task up to date
-        self.report_asked = False           # the command names `report` (or report:markdown)
-        self.report_ran = False             # a report task ran (rendered, or failed)
+        self.ran = 0  # units finished by this command (not already done)
+        self.executed = False  # whether doit executed any task (it may have written results)
+        self.report_was_current = False  # doit found a report task up to date
+        self.report_asked = False  # the command names `report` (or report:markdown)
+        self.report_ran = False  # a report task ran (rendered, or failed)
         # A unit's last stage here: grade, or for a SWE-bench unit (graded by the official
         # harness elsewhere) the patch.
         self.swebench = getattr(getattr(ctx, "benchmark", None), "kind", None) == SWEBENCH
@@ -102,9 +103,14 @@ class Progress:
         if not grade:
             return "failed"
         agent = jsonio.read_json(layout.agent_json(mode, iid)) or {}
-        return outcome({"resolved": grade.get("resolved"), "status": grade.get("status"),
-                        "agent_status": agent.get("status"),
-                        "contaminated": agent.get("contaminated")})
+        return outcome(
+            {
+                "resolved": grade.get("resolved"),
+                "status": grade.get("status"),
+                "agent_status": agent.get("status"),
+                "contaminated": agent.get("contaminated"),
+            }
+        )
 
     def patch_outcome(self, mode, iid):
         """A SWE-bench unit's word: its agent's outcome when it did not complete, else that
@@ -113,14 +119,19 @@ class Progress:
         if not layout.patch_json(mode, iid).exists():
             return "failed"
         agent = jsonio.read_json(layout.agent_json(mode, iid)) or {}
-        said = outcome({"resolved": False, "agent_status": agent.get("status"),
-                        "contaminated": agent.get("contaminated")})
+        said = outcome(
+            {
+                "resolved": False,
+                "agent_status": agent.get("status"),
+                "contaminated": agent.get("contaminated"),
+            }
+        )
         return "patch_taken" if said == "unresolved" else said
 
     def _outcome_or_unknown(self, unit):
         try:
             return self.outcome(*unit)
-        except Exception:       # a damaged file: the report will say; the line must not stop doit
+        except Exception:  # a damaged file: the report will say; the line must not stop doit
             return "unknown"
 
     def finished(self, name, failed=False, already=False):
@@ -138,7 +149,7 @@ class Progress:
     def line(self, unit):
         mode, iid = unit
         for other, value in self.units.items():
-            if value is SETTLED:        # read once a line needs the counts
+            if value is SETTLED:  # read once a line needs the counts
                 self.units[other] = self._outcome_or_unknown(other)
         done = sum(1 for v in self.units.values() if v is not None)
         total = len(self.units)
@@ -150,8 +161,10 @@ class Progress:
         eta = "done" if not left else f"ETA {duration(elapsed / self.ran * left)}"
         outcome = self.units[unit].replace("_", " ")
         graded = "" if self.swebench else f" {resolved} resolved ·"
-        self.write(f"[{done}/{total}] {mode}{graded} {errors} "
-                   f"error{'s' if errors != 1 else ''} · {eta} · {iid} {outcome}")
+        self.write(
+            f"[{done}/{total}] {mode}{graded} {errors} "
+            f"error{'s' if errors != 1 else ''} · {eta} · {iid} {outcome}"
+        )
 
     def write(self, text):
         try:
@@ -168,9 +181,17 @@ class Progress:
             self.say_report_current()
             return
         options = ctx.options
-        args = [ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes,
-                options.baseline if options else None, ctx.layout.templates_dir,
-                options.cutoff if options else None, None, options.cross if options else None]
+        args = [
+            ctx.layout,
+            ctx.benchmark,
+            ctx.tasks,
+            ctx.modes,
+            options.baseline if options else None,
+            ctx.layout.templates_dir,
+            options.cutoff if options else None,
+            None,
+            options.cross if options else None,
+        ]
         unchanged = None if self.executed else getattr(ctx, "site_unchanged", None)
         try:
             # A report doit found up to date, with nothing executed since, still is.
@@ -179,18 +200,24 @@ class Progress:
                 # In a process of its own: the statistics and charts stay out of doit.
                 run_apart(functools.partial(report.write_report, quiet=True), *args)
                 unchanged = None
-        except Exception as e:      # the run's work is done and kept: say it, do not fail it
+        except Exception as e:  # the run's work is done and kept: say it, do not fail it
             sys.stderr.write(f"nginx-eval: warning: the report was not rendered: {e}\n")
             sys.stderr.flush()
             return
         try:
-            site_args = [ctx.layout, ctx.benchmark, ctx.tasks, list(ctx.modes),
-                         ctx.layout.templates_dir, args[6]]
+            site_args = [
+                ctx.layout,
+                ctx.benchmark,
+                ctx.tasks,
+                list(ctx.modes),
+                ctx.layout.templates_dir,
+                args[6],
+            ]
             if not report_site.site_is_complete(*site_args, unchanged):
                 # In a process of its own: a thousand pages rendered here would stay in doit's
                 # heap for the rest of the run, and the run's peak memory with them.
                 run_apart(report_site.write_site, *site_args)
-        except Exception as e:      # the same: the report is written, the site is a view of it
+        except Exception as e:  # the same: the report is written, the site is a view of it
             sys.stderr.write(f"nginx-eval: warning: the site was not rendered: {e}\n")
             sys.stderr.flush()
         made = jsonio.read_json(ctx.layout.report_json) or {}
@@ -204,8 +231,10 @@ class Progress:
             return
         made = jsonio.read_json(self.ctx.layout.report_json) or {}
         tasks, modes = len(made.get("tasks") or []), len(made.get("modes") or {})
-        self.write(f"report: {self.ctx.layout.report_md} is up to date ({tasks} "
-                   f"task{'s' if tasks != 1 else ''}, {modes} mode{'s' if modes != 1 else ''})")
+        self.write(
+            f"report: {self.ctx.layout.report_md} is up to date ({tasks} "
+            f"task{'s' if tasks != 1 else ''}, {modes} mode{'s' if modes != 1 else ''})"
+        )
 
 
 def summary_lines(made, modes, layout):
@@ -222,26 +251,40 @@ def summary_lines(made, modes, layout):
         scored = entry.get("scored_instances", total)
         ci = entry.get("resolved_interval")
         # Of no scored task there is no rate: "—", never "0 of 0 0.0%".
-        rate = ("—" if not scored or entry.get("resolved_rate") is None
-                else f"{100 * entry['resolved_rate']:.1f}%")
+        rate = (
+            "—"
+            if not scored or entry.get("resolved_rate") is None
+            else f"{100 * entry['resolved_rate']:.1f}%"
+        )
         interval = f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "—"
-        others = [f"{n} {o.replace('_', ' ')}" for o, n in counts.items()
-                  if n and o != "resolved"]
+        others = [f"{n} {o.replace('_', ' ')}" for o, n in counts.items() if n and o != "resolved"]
         missing = len(entry.get("incomplete_ids") or [])
         if missing:
             others.append(f"{missing} missing")
-        rows.append((m, f"{resolved} of {scored}" if scored else "—", rate, interval,
-                     ", ".join(others)))
+        rows.append(
+            (m, f"{resolved} of {scored}" if scored else "—", rate, interval, ", ".join(others))
+        )
     if not rows:
         return []
-    widths = [max(len(r[i]) for r in rows + [("mode", "resolved", "rate", "95% CI", "")])
-              for i in range(4)]
+    widths = [
+        max(len(r[i]) for r in rows + [("mode", "resolved", "rate", "95% CI", "")])
+        for i in range(4)
+    ]
     head = ("mode", "resolved", "rate", "95% CI", "other outcomes")
     lines = [f"nginx-eval: run {layout.run}, {total} task{'s' if total != 1 else ''}:"]
     for r in [head] + rows:
-        lines.append("  " + "  ".join([r[0].ljust(widths[0]), r[1].rjust(widths[1]),
-                                       r[2].rjust(widths[2]), r[3].ljust(widths[3]),
-                                       r[4]]).rstrip())
+        lines.append(
+            "  "
+            + "  ".join(
+                [
+                    r[0].ljust(widths[0]),
+                    r[1].rjust(widths[1]),
+                    r[2].rjust(widths[2]),
+                    r[3].ljust(widths[3]),
+                    r[4],
+                ]
+            ).rstrip()
+        )
     lines.append(f"report: {layout.report_md}")
     return lines
 
@@ -259,7 +302,7 @@ def watching(base, ctx, command):
 
         def execute_task(self, task):
             super().execute_task(task)
-            if task.actions:        # doit "executes" a group task too: it does nothing
+            if task.actions:  # doit "executes" a group task too: it does nothing
                 self.progress.executed = True
                 if task.name in report_tasks(ctx):
                     self.progress.report_ran = True

@@ -15,8 +15,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .core import jsonio, stamps
 from .core.errors import UserError, failing_on_user_error
-from .core.gitcmd import (GitError, clone_bare, fetch, lookup_objects, missing_commits,
-                          missing_files, set_config)
+from .core.gitcmd import (
+    GitError,
+    clone_bare,
+    fetch,
+    lookup_objects,
+    missing_commits,
+    missing_files,
+    set_config,
+)
 from .core.layout import repo_url
 from .core.locks import locked
 from .core.stamps import TaskDict
@@ -37,17 +44,22 @@ def needed_commits(tasks: Iterable["Task"]) -> dict[str, dict[str, list[list[str
     """{repo: {commit: [[instance id, field], ...]}} for every commit the tasks pin."""
     need: dict[str, dict[str, list[list[str]]]] = {}
     for t in tasks:
-        for repo, field in ((t.repo, "base_commit"), (t.repo, "fix_commit"),
-                            (t.test_repo, "test_commit")):
-            if not getattr(t, field):       # a SWE-bench task pins its base commit alone
+        for repo, field in (
+            (t.repo, "base_commit"),
+            (t.repo, "fix_commit"),
+            (t.test_repo, "test_commit"),
+        ):
+            if not getattr(t, field):  # a SWE-bench task pins its base commit alone
                 continue
             need.setdefault(repo, {}).setdefault(getattr(t, field), []).append(
-                [t.instance_id, field])
+                [t.instance_id, field]
+            )
     return need
 
 
-def needed_files(tasks: Iterable["Task"],
-                 authored: bool = False) -> dict[str, dict[str, list[str]]]:
+def needed_files(
+    tasks: Iterable["Task"], authored: bool = False
+) -> dict[str, dict[str, list[str]]]:
     """{test repo: {"<test commit>:<test file>": [instance ids]}}: what prove will run from the
     test repository; with `authored`, the tasks' authored files instead, which must not be
     there (the tree is the test commit's plus them: no file of the suite is replaced)."""
@@ -57,7 +69,8 @@ def needed_files(tasks: Iterable["Task"],
         for f in t.test_files:
             if (f in own) == authored:
                 need.setdefault(t.test_repo, {}).setdefault(f"{t.test_commit}:{f}", []).append(
-                    t.instance_id)
+                    t.instance_id
+                )
     return need
 
 
@@ -67,9 +80,15 @@ def _pinned_by(users: Iterable[list[str]]) -> tuple[str, str]:
     return tasks, fields
 
 
-def ensure_repo(layout: "Layout", repo: str, commits: Commits, files: Files | None = None,
-                source: str | Path | None = None, inputs: str | None = None,
-                authored: Files | None = None) -> None:
+def ensure_repo(
+    layout: "Layout",
+    repo: str,
+    commits: Commits,
+    files: Files | None = None,
+    source: str | Path | None = None,
+    inputs: str | None = None,
+    authored: Files | None = None,
+) -> None:
     """Make the bare clone of `repo` hold `commits` ({sha: [[instance id, field]]}) and `files`
     ({"<commit>:<path>": [instance ids]}, test files), and not `authored` (the same, authored
     test files); write its stamp (with `inputs`, the stamps.py digest of what was asked).
@@ -99,49 +118,74 @@ def ensure_repo(layout: "Layout", repo: str, commits: Commits, files: Files | No
         if missing:
             sha = missing[0]
             tasks, fields = _pinned_by(commits[sha])
-            raise UserError(f"commit {sha} is missing from the clone of {repo}, also after "
-                            f"fetching it from {url}", file=source, task=tasks, field=fields)
+            raise UserError(
+                f"commit {sha} is missing from the clone of {repo}, also after "
+                f"fetching it from {url}",
+                file=source,
+                task=tasks,
+                field=fields,
+            )
         absent = missing_files(path, sorted(files))
         if absent:
             commit, name = absent[0].split(":", 1)
-            raise UserError(f"{name} does not exist in {repo} at test_commit {commit}",
-                            file=source, task=", ".join(sorted(set(files[absent[0]]))),
-                            field="test_files")
+            raise UserError(
+                f"{name} does not exist in {repo} at test_commit {commit}",
+                file=source,
+                task=", ".join(sorted(set(files[absent[0]]))),
+                field="test_files",
+            )
         present = sorted(lookup_objects(path, sorted(authored)))
         if present:
             commit, name = present[0].split(":", 1)
-            raise UserError(f"the authored test file {name} has the name of a file of {repo} at "
-                            f"test_commit {commit}: rename it (an authored file is added to "
-                            "the tree, never put in place of one)", file=source,
-                            task=", ".join(sorted(set(authored[present[0]]))), field="test_files")
-    jsonio.write_json(layout.repo_stamp(repo), {"repo": repo, "url": url, "inputs": inputs,
-                                                "commits": sorted(commits)})
+            raise UserError(
+                f"the authored test file {name} has the name of a file of {repo} at "
+                f"test_commit {commit}: rename it (an authored file is added to "
+                "the tree, never put in place of one)",
+                file=source,
+                task=", ".join(sorted(set(authored[present[0]]))),
+                field="test_files",
+            )
+    jsonio.write_json(
+        layout.repo_stamp(repo),
+        {"repo": repo, "url": url, "inputs": inputs, "commits": sorted(commits)},
+    )
 
 
-def clone_task(layout: "Layout", repo: str, commits: Commits, files: Files, authored: Files,
-               source: str | Path, config: Any, input_files: list[str]) -> None:
+def clone_task(
+    layout: "Layout",
+    repo: str,
+    commits: Commits,
+    files: Files,
+    authored: Files,
+    source: str | Path,
+    config: Any,
+    input_files: list[str],
+) -> None:
     """The doit action of repos:<owner>+<name> (stamps.stage_task)."""
-    ensure_repo(layout, repo, commits, files, source, stamps.inputs_digest(config, input_files),
-                authored)
+    ensure_repo(
+        layout, repo, commits, files, source, stamps.inputs_digest(config, input_files), authored
+    )
 
 
 def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
     files, own = needed_files(ctx.tasks), needed_files(ctx.tasks, authored=True)
-    benchmark = cast("Benchmark", ctx.benchmark)    # pipeline.Context declares it an object
+    benchmark = cast("Benchmark", ctx.benchmark)  # pipeline.Context declares it an object
     for repo, commits in sorted(needed_commits(ctx.tasks).items()):
         repo_files, repo_own = files.get(repo, {}), own.get(repo, {})
         config = {"url": repo_url(repo), "commits": sorted(commits), "files": sorted(repo_files)}
         if repo_own:
             config["authored"] = sorted(repo_own)
         yield stamps.stage_task(
-            basename=REPOS, name=repo_subtask(repo),
+            basename=REPOS,
+            name=repo_subtask(repo),
             doc=f"bare clone of {repo} with every pinned commit",
             action=failing_on_user_error,
-            args=[clone_task, ctx.layout, repo, commits, repo_files, repo_own,
-                  benchmark.path],
+            args=[clone_task, ctx.layout, repo, commits, repo_files, repo_own, benchmark.path],
             config=config,
             targets=[ctx.layout.repo_stamp(repo)],
-            also_current=[(layout_has_repo, [ctx.layout, repo])], verbosity=2)
+            also_current=[(layout_has_repo, [ctx.layout, repo])],
+            verbosity=2,
+        )
 
 
 def layout_has_repo(layout: "Layout", repo: str) -> bool:

@@ -64,20 +64,29 @@ def unit_fields(layout, mode, iid) -> dict:
     phases = agent.get("phases") or []
     commands = [[p["name"], p["command_template"]] for p in phases if "command_template" in p]
     return {
-        "instance_id": iid, "mode": mode.name, "run": layout.run,
-        "agent_status": agent.get("status"), "build_status": build.get("status"),
-        "agent_error": ((agent.get("error") or agent["status"])
-                        if agent.get("status") not in (None, "completed") else None),
+        "instance_id": iid,
+        "mode": mode.name,
+        "run": layout.run,
+        "agent_status": agent.get("status"),
+        "build_status": build.get("status"),
+        "agent_error": (
+            (agent.get("error") or agent["status"])
+            if agent.get("status") not in (None, "completed")
+            else None
+        ),
         "agent_commands": commands or None,
         "agent_model": next((p.get("model") for p in phases if p.get("model")), None),
-        "agent_version": agent.get("agent_version"), "trajectory": agent.get("trajectory"),
+        "agent_version": agent.get("agent_version"),
+        "trajectory": agent.get("trajectory"),
         "isolation": agent.get("isolation", "none") if agent else None,
         "web_tools": agent.get("web_tools", True if agent.get("agent_version") else None),
         "contaminated": bool(agent.get("contaminated")),
         "flags": _flag_counts(agent) if agent else None,
         "blocked": sum(len(p.get("blocked") or []) for p in phases) if agent else None,
-        "build_kind": build.get("kind"), "build_seconds": build.get("seconds"),
-        "agent_seconds": agent.get("wall_seconds"), "cost_usd": agent.get("cost_usd"),
+        "build_kind": build.get("kind"),
+        "build_seconds": build.get("seconds"),
+        "agent_seconds": agent.get("wall_seconds"),
+        "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),
         "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
     }
@@ -86,16 +95,28 @@ def unit_fields(layout, mode, iid) -> dict:
 def result_row(layout, mode, task):
     iid = task.instance_id
     grade = jsonio.read_json(layout.grade_json(mode.name, iid))
-    row = dict(unit_fields(layout, mode, iid), status=grade["status"], resolved=grade["resolved"],
-               strict=grade.get("strict"), strict_reason=grade.get("strict_reason"),
-               fail_to_pass={k: len(v) for k, v in grade["fail_to_pass"].items()},
-               pass_to_pass={k: len(v) for k, v in grade["pass_to_pass"].items()},
-               env_errors=grade["env_errors"])
-    if "first_run_status" in grade:     # rerun_failed=1; rows of other runs stay as they were
-        row.update(first_run_status=grade["first_run_status"],
-                   changed_on_rerun=grade["changed_on_rerun"])
-    return {"instance_id": iid, "mode": mode.name, "run": layout.run,
-            "benchmark_version": grade.get("benchmark_version"), "outcome": outcome(row), **row}
+    row = dict(
+        unit_fields(layout, mode, iid),
+        status=grade["status"],
+        resolved=grade["resolved"],
+        strict=grade.get("strict"),
+        strict_reason=grade.get("strict_reason"),
+        fail_to_pass={k: len(v) for k, v in grade["fail_to_pass"].items()},
+        pass_to_pass={k: len(v) for k, v in grade["pass_to_pass"].items()},
+        env_errors=grade["env_errors"],
+    )
+    if "first_run_status" in grade:  # rerun_failed=1; rows of other runs stay as they were
+        row.update(
+            first_run_status=grade["first_run_status"], changed_on_rerun=grade["changed_on_rerun"]
+        )
+    return {
+        "instance_id": iid,
+        "mode": mode.name,
+        "run": layout.run,
+        "benchmark_version": grade.get("benchmark_version"),
+        "outcome": outcome(row),
+        **row,
+    }
 
 
 def model_name(mode):
@@ -105,8 +126,11 @@ def model_name(mode):
 
 def prediction(mode, iid, patch: bytes) -> dict:
     """A predictions.jsonl row (swebench/harness.py: PREDICTION_FIELDS)."""
-    return {"instance_id": iid, "model_name_or_path": model_name(mode),
-            "model_patch": patch.decode("utf-8", "replace")}
+    return {
+        "instance_id": iid,
+        "model_name_or_path": model_name(mode),
+        "model_patch": patch.decode("utf-8", "replace"),
+    }
 
 
 def write_summary(layout, mode, bench_tasks):
@@ -115,7 +139,7 @@ def write_summary(layout, mode, bench_tasks):
     rows, preds = [], []
     for task in bench_tasks:
         if not mode.covers(task.instance_id):
-            continue        # a predictions file without this task: reported as missing
+            continue  # a predictions file without this task: reported as missing
         if not layout.grade_json(mode.name, task.instance_id).exists():
             continue
         rows.append(result_row(layout, mode, task))
@@ -131,9 +155,11 @@ def gen_tasks(ctx):
         ids = {t.instance_id for t in tasks}
         deps = []
         for t in tasks:
-            deps += [str(ctx.layout.grade_json(mode.name, t.instance_id)),
-                     str(ctx.layout.patch_json(mode.name, t.instance_id)),
-                     str(ctx.layout.build_json(mode.name, t.instance_id))]
+            deps += [
+                str(ctx.layout.grade_json(mode.name, t.instance_id)),
+                str(ctx.layout.patch_json(mode.name, t.instance_id)),
+                str(ctx.layout.build_json(mode.name, t.instance_id)),
+            ]
         yield {
             "basename": RESULTS,
             "name": results_subtask(bench.name, mode.name),
@@ -142,8 +168,11 @@ def gen_tasks(ctx):
             "file_dep": deps,
             # The order tasks start in follows this list (see scheduling.py).
             "task_dep": ctx.start_order(bench, mode, ids),
-            "targets": [str(ctx.layout.results_jsonl(mode.name)),
-                        str(ctx.layout.predictions_jsonl(mode.name))],
-            "uptodate": [config_changed({"tasks": [t.instance_id for t in tasks],
-                                         "model": model_name(mode)})],
+            "targets": [
+                str(ctx.layout.results_jsonl(mode.name)),
+                str(ctx.layout.predictions_jsonl(mode.name)),
+            ],
+            "uptodate": [
+                config_changed({"tasks": [t.instance_id for t in tasks], "model": model_name(mode)})
+            ],
         }

@@ -21,10 +21,10 @@ differs is extracted again: writing a file changes its ctime, which nobody can s
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Optional, TypedDict
+from typing import TypedDict
 
 from .core import jsonio
 from .core.errors import UserError
@@ -38,13 +38,13 @@ from .run.benchmark import Task
 class TestsTree(TypedDict):
     """A tests tree as of a base commit: agent.json's "tests_tree" (with "notes"), the stamp's
     head."""
-    repo: str           # the test repository, owner/name
-    commit: str         # its last commit not after the base commit's committer date
-    date: str           # that commit's committer date, strict ISO 8601
+
+    repo: str  # the test repository, owner/name
+    commit: str  # its last commit not after the base commit's committer date
+    date: str  # that commit's committer date, strict ISO 8601
 
 
-def last_commit_by(history: list[tuple[str, int, str]],
-                   moment: int) -> Optional[tuple[str, int, str]]:
+def last_commit_by(history: list[tuple[str, int, str]], moment: int) -> tuple[str, int, str] | None:
     """The (id, time, date) of `history` (gitcmd.commit_history: descendants first) with the
     latest committer time not after `moment` (epoch seconds), the first of equals; None if all
     are later."""
@@ -55,13 +55,13 @@ def last_commit_by(history: list[tuple[str, int, str]],
     return best
 
 
-def trees_as_of(layout: Layout, tasks: Iterable[Task]) -> dict[str, Optional[TestsTree]]:
+def trees_as_of(layout: Layout, tasks: Iterable[Task]) -> dict[str, TestsTree | None]:
     """{instance id: {"repo", "commit", "date"}, the tree of its test repository as of its base
     commit, or None while a bare clone (or the base commit in it) is missing}: two git calls per
     repository, whatever the number of tasks. UserError for a task whose test repository has no
     commit that early."""
     tasks = list(tasks)
-    found: dict[str, Optional[TestsTree]] = {}
+    found: dict[str, TestsTree | None] = {}
     times: dict[str, dict[str, int]] = {}
     histories: dict[str, list[tuple[str, int, str]]] = {}
     for t in tasks:
@@ -70,8 +70,9 @@ def trees_as_of(layout: Layout, tasks: Iterable[Task]) -> dict[str, Optional[Tes
         if not (code / "HEAD").exists() or not (tests / "HEAD").exists():
             continue
         if t.repo not in times:
-            times[t.repo] = committer_times(code, [u.base_commit for u in tasks
-                                                   if u.repo == t.repo])
+            times[t.repo] = committer_times(
+                code, [u.base_commit for u in tasks if u.repo == t.repo]
+            )
         if t.test_repo not in histories:
             histories[t.test_repo] = commit_history(tests)
         moment = times[t.repo].get(t.base_commit)
@@ -79,33 +80,41 @@ def trees_as_of(layout: Layout, tasks: Iterable[Task]) -> dict[str, Optional[Tes
             continue
         last = last_commit_by(histories[t.test_repo], moment)
         if last is None:
-            raise UserError(f"{t.test_repo} has no commit made on or before the committer date "
-                            "of base_commit: no tests tree as of the base", task=t.instance_id,
-                            field="base_commit")
+            raise UserError(
+                f"{t.test_repo} has no commit made on or before the committer date "
+                "of base_commit: no tests tree as of the base",
+                task=t.instance_id,
+                field="base_commit",
+            )
         found[t.instance_id] = TestsTree(repo=t.test_repo, commit=last[0], date=last[2])
     return found
 
 
-def as_of(layout: Layout, task: Task) -> Optional[TestsTree]:
+def as_of(layout: Layout, task: Task) -> TestsTree | None:
     """trees_as_of of one task."""
     return trees_as_of(layout, [task])[task.instance_id]
 
 
-def needed(tree: Optional[TestsTree], task: Task) -> TestsTree:
+def needed(tree: TestsTree | None, task: Task) -> TestsTree:
     """`tree` (a trees_as_of value of `task`); UserError when it is None: an agent of a mode
     with `tests` never starts without its tree."""
     if tree is None:
-        raise UserError(f"no tests tree as of base_commit {task.base_commit}: the clones of "
-                        f"{task.repo} and {task.test_repo} must hold it", task=task.instance_id,
-                        field="tests")
+        raise UserError(
+            f"no tests tree as of base_commit {task.base_commit}: the clones of "
+            f"{task.repo} and {task.test_repo} must hold it",
+            task=task.instance_id,
+            field="tests",
+        )
     return tree
 
 
 def tree_present(layout: Layout, tree: TestsTree) -> bool:
     """The tree of `tree` (a trees_as_of value) and its stamp are there (the stamp is written
     once the tree is whole; verified_tree checks its files before each attempt)."""
-    return (layout.agent_tests_stamp(tree["commit"]).exists()
-            and layout.agent_tests_tree(tree["commit"]).is_dir())
+    return (
+        layout.agent_tests_stamp(tree["commit"]).exists()
+        and layout.agent_tests_tree(tree["commit"]).is_dir()
+    )
 
 
 def _extract(layout: Layout, tree: TestsTree) -> None:
@@ -119,8 +128,7 @@ def _extract(layout: Layout, tree: TestsTree) -> None:
     layout.agent_tests_stamp(tree["commit"]).unlink(missing_ok=True)
     remove_tree(path, ignore_errors=True)
     os.replace(tmp, path)
-    jsonio.write_json(layout.agent_tests_stamp(tree["commit"]),
-                      dict(tree, files=file_stats(path)))
+    jsonio.write_json(layout.agent_tests_stamp(tree["commit"]), dict(tree, files=file_stats(path)))
 
 
 def ensure_tree(layout: Layout, tree: TestsTree) -> Path:
@@ -145,11 +153,13 @@ def verified_tree(layout: Layout, tree: TestsTree) -> tuple[Path, list[str]]:
         now = file_stats(path)
         changed = sorted(p for p in set(files) | set(now) if files.get(p) != now.get(p))
         if not changed:
-            return path, []         # extracted again meanwhile
+            return path, []  # extracted again meanwhile
         _extract(layout, tree)
-    return path, [f"the agent's tests tree {tree['commit'][:12]} had been changed "
-                  f"({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}); "
-                  "extracted again"]
+    return path, [
+        f"the agent's tests tree {tree['commit'][:12]} had been changed "
+        f"({', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}); "
+        "extracted again"
+    ]
 
 
 # The assertions Test::Nginx adds at the end of every file (the library names them); the lines
@@ -163,8 +173,9 @@ def _lines(text: str, keep: Callable[[str], bool] = lambda line: True) -> list[s
     return [line.strip() for line in text.splitlines() if keep(line)]
 
 
-def assertion_stands(ident: str, before: Optional[str], graded: Optional[str],
-                     library: Optional[str] = None) -> bool:
+def assertion_stands(
+    ident: str, before: str | None, graded: str | None, library: str | None = None
+) -> bool:
     """Whether the assertion `ident` ("<file>:<n> <description>") already stands where its
     file reads `before` (None: no such file) and the library `library`, for a task graded with
     the file `graded`: every line of `graded` that holds the description as a Perl string
@@ -178,32 +189,42 @@ def assertion_stands(ident: str, before: Optional[str], graded: Optional[str],
         return False
     if description in LIBRARY_ASSERTIONS:
         unguarded = lambda line: not TODO_GUARD.search(line)
-        return f"'{description}'" in (library or "") and \
-            _lines(before, unguarded) == _lines(graded, unguarded)
+        return f"'{description}'" in (library or "") and _lines(before, unguarded) == _lines(
+            graded, unguarded
+        )
     held = lambda line: any(f"{q}{description}{q}" in line for q in "'\"")
     lines = set(_lines(graded, held))
     return bool(lines) and lines <= set(_lines(before))
 
 
-def already_standing(layout: Layout, tasks: Iterable[Task]) -> dict[str, Optional[bool]]:
+def already_standing(layout: Layout, tasks: Iterable[Task]) -> dict[str, bool | None]:
     """{instance id: whether every fail_to_pass assertion of the task already stands in its
     tests tree as of the base (assertion_stands), or None while the clones are missing}, read
     from the bare clone of the test repository without running anything."""
     tasks = list(tasks)
     trees = trees_as_of(layout, tasks)
-    standing: dict[str, Optional[bool]] = {}
+    standing: dict[str, bool | None] = {}
     for t in tasks:
         tree = trees[t.instance_id]
         if tree is None:
             standing[t.instance_id] = None
             continue
         bare, own = layout.bare_repo(tree["repo"]), dict(t.authored)
-        graded = lambda name: own[name].decode("utf-8", "replace") if name in own \
+        graded = lambda name: (
+            own[name].decode("utf-8", "replace")
+            if name in own
             else _read(bare, t.test_commit, name)
+        )
         standing[t.instance_id] = all(
-            assertion_stands(ident, _read(bare, tree["commit"], name), graded(name),
-                             _read(bare, tree["commit"], LIBRARY))
-            for ident in t.fail_to_pass for name in [ident.split(":", 1)[0]])
+            assertion_stands(
+                ident,
+                _read(bare, tree["commit"], name),
+                graded(name),
+                _read(bare, tree["commit"], LIBRARY),
+            )
+            for ident in t.fail_to_pass
+            for name in [ident.split(":", 1)[0]]
+        )
     return standing
 
 

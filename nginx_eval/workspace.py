@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import suite
-from .doitext import cleaning
 from .core import jsonio, stamps
 from .core.errors import failing_on_user_error
 from .core.gitcmd import new_repository_at
-from .core.trees import remove_tree
 from .core.stamps import TaskDict
 from .core.tasknames import AGENT, WORKSPACE, repo_task, task_name, unit_name
+from .core.trees import remove_tree
+from .doitext import cleaning
 from .run.swebench import SWEBENCH
 
 if TYPE_CHECKING:
@@ -83,15 +83,26 @@ def create_workspace(layout: "Layout", mode: str, task: "Task") -> None:
     # A diff a node sent for an earlier agent run of this workspace (executor=ray) is no more.
     layout.remote_diff(mode, task.instance_id).unlink(missing_ok=True)
     ws.mkdir(parents=True)
-    new_repository_at(ws, layout.bare_repo(task.repo), task.base_commit, BRANCH,
-                      config={"user.name": "agent", "user.email": "agent@localhost"})
+    new_repository_at(
+        ws,
+        layout.bare_repo(task.repo),
+        task.base_commit,
+        BRANCH,
+        config={"user.name": "agent", "user.email": "agent@localhost"},
+    )
     with open(ws / ".git" / "info" / "exclude", "a") as f:
         # The agent's own `git status` then shows only its work, as on a base with a .gitignore.
         f.write(excluded_lines(task.kind))
     (ws / ISSUE_FILE).write_text(task.problem_statement.rstrip() + "\n", encoding="utf-8")
-    jsonio.write_json(layout.workspace_stamp(mode, task.instance_id),
-                      {"inputs": workspace_inputs(task), "path": str(ws),
-                       "base_commit": task.base_commit, "agent_started": False})
+    jsonio.write_json(
+        layout.workspace_stamp(mode, task.instance_id),
+        {
+            "inputs": workspace_inputs(task),
+            "path": str(ws),
+            "base_commit": task.base_commit,
+            "agent_started": False,
+        },
+    )
 
 
 def install_commands(layout: "Layout", mode: "Mode", task: "Task") -> list[Path]:
@@ -119,21 +130,24 @@ def mark_agent_started(layout: "Layout", mode: str, task: "Task") -> None:
 
 def ensure_fresh_workspace(layout: "Layout", mode: str, task: "Task") -> None:
     """Before an agent run: a workspace no earlier agent has touched."""
-    stamp = stamps.made_from(layout.workspace_stamp(mode, task.instance_id),
-                                workspace_inputs(task))
-    if not stamp or stamp.get("agent_started") or not layout.workspace(mode, task.instance_id).is_dir():
+    stamp = stamps.made_from(layout.workspace_stamp(mode, task.instance_id), workspace_inputs(task))
+    if (
+        not stamp
+        or stamp.get("agent_started")
+        or not layout.workspace(mode, task.instance_id).is_dir()
+    ):
         create_workspace(layout, mode, task)
 
 
 def workspace_current(layout: "Layout", mode: str, task: "Task") -> bool:
     """An up-to-date workspace exists (its stamp matches the task, its directory is there)."""
-    return bool(stamps.made_from(layout.workspace_stamp(mode, task.instance_id),
-                                    workspace_inputs(task))
-                and layout.workspace(mode, task.instance_id).is_dir())
+    return bool(
+        stamps.made_from(layout.workspace_stamp(mode, task.instance_id), workspace_inputs(task))
+        and layout.workspace(mode, task.instance_id).is_dir()
+    )
 
 
-def tests_tree_ready(layout: "Layout", mode: "Mode", task: "Task",
-                     tests_tree: TestsTreeOf) -> bool:
+def tests_tree_ready(layout: "Layout", mode: "Mode", task: "Task", tests_tree: TestsTreeOf) -> bool:
     """A mode without `tests`, or its tree for the task is there (suite.py). tests_tree:
     suite.as_of, or pipeline.Context.tests_tree (the same, asked once per command)."""
     if not mode.tests:
@@ -142,21 +156,32 @@ def tests_tree_ready(layout: "Layout", mode: "Mode", task: "Task",
     return tree is not None and suite.tree_present(layout, tree)
 
 
-def workspace_up_to_date(layout: "Layout", mode: "Mode", task: "Task",
-                         agent_finished: AgentFinished, agent_task_name: str,
-                         tests_tree: TestsTreeOf = suite.as_of) -> bool:
+def workspace_up_to_date(
+    layout: "Layout",
+    mode: "Mode",
+    task: "Task",
+    agent_finished: AgentFinished,
+    agent_task_name: str,
+    tests_tree: TestsTreeOf = suite.as_of,
+) -> bool:
     """doit's uptodate of a workspace task: a current workspace (and tests tree, for a mode with
     `tests`), or none needed because the agent run is finished for its current inputs
     (`agent_finished`, agent.agent_finished: this stage comes before the agent's and does not
     import it)."""
-    return ((workspace_current(layout, mode.name, task)
-             and tests_tree_ready(layout, mode, task, tests_tree))
-            or agent_finished(layout, mode, task, agent_task_name))
+    return (
+        workspace_current(layout, mode.name, task)
+        and tests_tree_ready(layout, mode, task, tests_tree)
+    ) or agent_finished(layout, mode, task, agent_task_name)
 
 
-def prepare_workspace(layout: "Layout", mode: "Mode", task: "Task",
-                      agent_finished: AgentFinished, agent_task_name: str,
-                      tests_tree: TestsTreeOf = suite.as_of) -> None:
+def prepare_workspace(
+    layout: "Layout",
+    mode: "Mode",
+    task: "Task",
+    agent_finished: AgentFinished,
+    agent_task_name: str,
+    tests_tree: TestsTreeOf = suite.as_of,
+) -> None:
     """The doit action: create the workspace (and the tests tree of a mode with `tests`) unless
     an up-to-date one exists or its agent run is finished (also when doit's database is lost)."""
     if workspace_up_to_date(layout, mode, task, agent_finished, agent_task_name, tests_tree):
@@ -195,15 +220,29 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
             "basename": WORKSPACE,
             "name": name,
             "doc": f"fresh repository at {task.base_commit[:12]} for {task.instance_id}",
-            "actions": [(failing_on_user_error, [prepare_workspace, ctx.layout, mode, task,
-                                                 ctx.agent_finished, agent_name,
-                                                 ctx.tests_tree])],
+            "actions": [
+                (
+                    failing_on_user_error,
+                    [
+                        prepare_workspace,
+                        ctx.layout,
+                        mode,
+                        task,
+                        ctx.agent_finished,
+                        agent_name,
+                        ctx.tests_tree,
+                    ],
+                )
+            ],
             # No target: a missing stamp would make doit run the task, and a finished agent
             # run needs no workspace (after `doit clean`, 62 MiB each); uptodate decides.
             # Both clones: their checks (commits, test files) come before any agent starts.
             "task_dep": list(dict.fromkeys([repo_task(task.repo), repo_task(task.test_repo)])),
-            "uptodate": [(workspace_up_to_date,
-                          [ctx.layout, mode, task, ctx.agent_finished, agent_name,
-                           ctx.tests_tree])],
+            "uptodate": [
+                (
+                    workspace_up_to_date,
+                    [ctx.layout, mode, task, ctx.agent_finished, agent_name, ctx.tests_tree],
+                )
+            ],
             "clean": [(remove_workspace, [ctx.layout, mode.name, task])],
         }

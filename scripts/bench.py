@@ -84,12 +84,13 @@ RUN = "bench"
 
 # -- the processors' idle share ------------------------------------------------------------------
 
+
 def cpu_times():
     """(idle, total) jiffies of all processors since boot (/proc/stat's first line)."""
     with open("/proc/stat") as f:
         fields = [int(v) for v in f.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)        # idle + iowait
-    return idle, sum(fields[:8])                                    # guest time is in user
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return idle, sum(fields[:8])  # guest time is in user
 
 
 class CpuSampler:
@@ -119,12 +120,16 @@ class CpuSampler:
     def idle_share(self, during=None):
         """The mean idle share of the samples, or of those whose second falls in `during`
         (sorted, disjoint intervals); None without samples."""
-        picked = [share for t, share in self.samples
-                  if during is None or any(s <= t - 0.5 <= e for s, e in during)]
+        picked = [
+            share
+            for t, share in self.samples
+            if during is None or any(s <= t - 0.5 <= e for s, e in during)
+        ]
         return statistics.mean(picked) if picked else None
 
 
 # -- intervals -----------------------------------------------------------------------------------
+
 
 def union(intervals):
     """The sorted, disjoint union of (start, end) intervals."""
@@ -161,6 +166,7 @@ def clip(intervals, start, end):
 
 
 # -- what a scoring run's records say --------------------------------------------------------------
+
 
 class Records:
     """The builds a run made (the cache's records that appeared during it) and the test files
@@ -214,8 +220,10 @@ class Records:
         """(build intervals, prove intervals), each a disjoint union clipped to the run."""
         builds = [(b["ended"] - (b.get("seconds") or 0), b["ended"]) for b in self.builds]
         proves = [(f["ended"] - f["seconds"], f["ended"]) for f in self.files]
-        return (union(clip(builds, self.start, self.end)),
-                union(clip(proves, self.start, self.end)))
+        return (
+            union(clip(builds, self.start, self.end)),
+            union(clip(proves, self.start, self.end)),
+        )
 
 
 def where_it_went(records, wall, proves, cores, sampler):
@@ -227,9 +235,14 @@ def where_it_went(records, wall, proves, cores, sampler):
     proves_alone = minus(tests_running, builds)
     test_wall = records.test_seconds(("files", "reference", "reruns"))
     return {
-        "seconds": round(wall, 1), "floor": round(floor, 1), "ratio": round(wall / floor, 2),
-        "tests": round(tests, 1), "proves": proves, "build_cpu": round(build_cpu, 1),
-        "cores": cores, "build_seconds": round(records.build_seconds(), 1),
+        "seconds": round(wall, 1),
+        "floor": round(floor, 1),
+        "ratio": round(wall / floor, 2),
+        "tests": round(tests, 1),
+        "proves": proves,
+        "build_cpu": round(build_cpu, 1),
+        "cores": cores,
+        "build_seconds": round(records.build_seconds(), 1),
         "builds": {k or "none": [n, round(s, 1)] for k, (n, s) in records.kinds().items()},
         "reference_and_reruns": round(test_wall - tests, 1),
         "longest_file": list(records.longest_file()),
@@ -299,6 +312,7 @@ def strict_verdicts(layout, mode, tasks):
 def percentile(values, q):
     """The q-th percentile (0-100) of `values`, as numpy's default (linear) computes it."""
     import numpy
+
     return float(numpy.percentile(values, q))
 
 
@@ -307,9 +321,13 @@ class Bench:
         self.args = args
         self.work = Path(args.workdir or tempfile.mkdtemp(prefix="nginx-eval-bench-")).resolve()
         self.work.mkdir(parents=True, exist_ok=True)
-        self.env = dict(os.environ, NGINX_EVAL_ROOT=str(ROOT),
-                        NGINX_EVAL_CACHE=str(self.work / "cache"),
-                        NGINX_EVAL_RESULTS=str(self.work / "results"), AGENT="true")
+        self.env = dict(
+            os.environ,
+            NGINX_EVAL_ROOT=str(ROOT),
+            NGINX_EVAL_CACHE=str(self.work / "cache"),
+            NGINX_EVAL_RESULTS=str(self.work / "results"),
+            AGENT="true",
+        )
         # As a user's shell runs doit: Python keeps its compiled modules (the test suite turns
         # that off, and a no-op would pay for compiling the package each time).
         self.env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -318,8 +336,9 @@ class Bench:
         self.tasks = list(bench.tasks[: args.tasks] if args.tasks else bench.tasks)
         self.whole = len(self.tasks) == len(bench.tasks)
         self.instances = ",".join(t.instance_id for t in self.tasks)
-        self.layout = Layout(root=ROOT, cache=self.work / "cache",
-                             results_root=self.work / "results", run=args.run)
+        self.layout = Layout(
+            root=ROOT, cache=self.work / "cache", results_root=self.work / "results", run=args.run
+        )
         self.variables = list(args.set or [])
         given = dict(v.split("=", 1) for v in self.variables)
         self.proves = int(given.get("proves") or limits.default_counts()["proves"])
@@ -329,14 +348,20 @@ class Bench:
     def doit(self, *targets, jobs=None, work=None, sampler=None):
         """Run doit on `targets` (jobs: its -n); `work`: another directory for the cache and
         results. (seconds, tasks executed)."""
-        env = self.env if work is None else dict(self.env, NGINX_EVAL_CACHE=str(work / "cache"),
-                                                 NGINX_EVAL_RESULTS=str(work / "results"))
+        env = (
+            self.env
+            if work is None
+            else dict(
+                self.env,
+                NGINX_EVAL_CACHE=str(work / "cache"),
+                NGINX_EVAL_RESULTS=str(work / "results"),
+            )
+        )
         argv = [sys.executable, "-c", DOIT_WITH_MAXRSS, "-f", str(ROOT / "dodo.py"), "run"]
         jobs = jobs or self.args.jobs
         if jobs:
             argv += ["-n", str(jobs), "-P", "thread"]
-        argv += [*targets, f"run={self.layout.run}", f"instances={self.instances}",
-                 *self.variables]
+        argv += [*targets, f"run={self.layout.run}", f"instances={self.instances}", *self.variables]
         start, used = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         seconds = time.monotonic() - start
@@ -344,8 +369,9 @@ class Bench:
         # doit and everything it waited for: compilers, tests, git.
         self.last_cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
         if proc.returncode != 0:
-            sys.exit(f"doit {' '.join(targets)} failed:\n{proc.stdout[-3000:]}\n"
-                     f"{proc.stderr[-3000:]}")
+            sys.exit(
+                f"doit {' '.join(targets)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
         for line in proc.stderr.splitlines():
             if line.startswith("MAXRSS_KB "):
                 self.maxrss_kb = max(self.maxrss_kb, int(line.split()[1]))
@@ -358,15 +384,19 @@ class Bench:
         start = time.time()
         with CpuSampler() as sampler:
             seconds, _ = self.doit(target, work=layout.cache.parent)
-        records = Records(layout, target.split(":")[1], self.tasks, start, time.time(),
-                          keys_before)
+        records = Records(layout, target.split(":")[1], self.tasks, start, time.time(), keys_before)
         figures = where_it_went(records, seconds, self.proves, self.cores, sampler)
         figures["share_ours"] = round(self.last_cpu / (seconds * self.cores), 3)
         self.figures[key] = figures
         for line in describe(label, figures):
             print(line, flush=True)
-        self.row(key, label, f"{seconds:.1f} s", f"{figures['floor']:.1f} s",
-                 f"≤ {ROWS_TARGETS[key]}× floor")
+        self.row(
+            key,
+            label,
+            f"{seconds:.1f} s",
+            f"{figures['floor']:.1f} s",
+            f"≤ {ROWS_TARGETS[key]}× floor",
+        )
         return figures
 
     # -- candidate patches ----------------------------------------------------------------
@@ -374,28 +404,44 @@ class Bench:
         """A patch that changes real code (not a comment: ccache would hit) in one .c file the
         gold fix touches: a plausible but wrong candidate."""
         bare = self.layout.bare_repo(task.repo)
-        path = next(f for status, f in changed_files(bare, task.base_commit, task.fix_commit)
-                    if status == "M" and f.endswith(".c"))
+        path = next(
+            f
+            for status, f in changed_files(bare, task.base_commit, task.fix_commit)
+            if status == "M" and f.endswith(".c")
+        )
         old = file_at(bare, task.base_commit, path).decode()
         ident = "ngx_eval_" + "".join(c if c.isalnum() else "_" for c in marker)
         added = f'static const char {ident}[] __attribute__((used)) = "{marker}";\n'
         count = old.count("\n")
-        return (f"--- a/{path}\n+++ b/{path}\n@@ -{count},1 +{count},2 @@\n"
-                f" {old.splitlines()[-1]}\n+{added}").encode()
+        return (
+            f"--- a/{path}\n+++ b/{path}\n@@ -{count},1 +{count},2 @@\n"
+            f" {old.splitlines()[-1]}\n+{added}"
+        ).encode()
 
     def write_candidates(self, marker):
         path = self.work / f"candidates-{marker}.jsonl"
         with open(path, "w") as f:
             for t in self.tasks:
                 patch = self.one_file_patch(t, f"{marker}_{t.instance_id}").decode()
-                f.write(json.dumps({"instance_id": t.instance_id, "model_patch": patch,
-                                    "model_name_or_path": "bench-candidate"}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "instance_id": t.instance_id,
+                            "model_patch": patch,
+                            "model_name_or_path": "bench-candidate",
+                        }
+                    )
+                    + "\n"
+                )
         return path
 
     # -- measurements -------------------------------------------------------------------------
     def run(self):
-        print(f"workdir {self.work}; {len(self.tasks)} tasks; {self.cores} cores; proves at "
-              f"once {self.proves}; load {os.getloadavg()}", flush=True)
+        print(
+            f"workdir {self.work}; {len(self.tasks)} tasks; {self.cores} cores; proves at "
+            f"once {self.proves}; load {os.getloadavg()}",
+            flush=True,
+        )
         self.loads = [os.getloadavg()]
         self.doit(*[repo_task(r) for r in ("nginx/nginx", "nginx/nginx-tests")])
         n = len(self.tasks)
@@ -408,13 +454,19 @@ class Bench:
         if self.args.cold_only:
             return self.finish()
         self.forget_gold_builds()
-        self.scoring_run("f", f"warm `doit run nginx:gold` (bases built), {n} tasks",
-                         "nginx:gold", self.layout)
+        self.scoring_run(
+            "f", f"warm `doit run nginx:gold` (bases built), {n} tasks", "nginx:gold", self.layout
+        )
         self.strict_row("g warm", "warm")
         one_file, cpu = self.one_file_builds()
-        self.row("a", f"one-file patch from a warm base build (median of {len(one_file)}; floor: "
-                 "the CPU time of its build steps)", f"{statistics.median(one_file):.2f} s",
-                 f"{statistics.median(cpu):.2f} s", "≤ 0.5 s")
+        self.row(
+            "a",
+            f"one-file patch from a warm base build (median of {len(one_file)}; floor: "
+            "the CPU time of its build steps)",
+            f"{statistics.median(one_file):.2f} s",
+            f"{statistics.median(cpu):.2f} s",
+            "≤ 0.5 s",
+        )
         if self.args.batch:
             self.batch()
         self.noop_row()
@@ -425,9 +477,14 @@ class Bench:
         self.doit("nginx")
         noop = [self.doit("nginx")[0] for _ in range(3)]
         executed = self.doit("nginx")[1]
-        self.row("c", f"no-op rerun of every mode on every task ({executed} tasks executed; "
-                 "floor: Python and doit starting, `doit --version`)",
-                 f"{statistics.median(noop):.2f} s", f"{self.doit_start():.2f} s", "≤ 1 s")
+        self.row(
+            "c",
+            f"no-op rerun of every mode on every task ({executed} tasks executed; "
+            "floor: Python and doit starting, `doit --version`)",
+            f"{statistics.median(noop):.2f} s",
+            f"{self.doit_start():.2f} s",
+            "≤ 1 s",
+        )
 
     def noop_only(self):
         """(c) and (d) alone, in a workdir where a scoring run made the builds."""
@@ -440,14 +497,18 @@ class Bench:
         costs = strict_costs(self.layout, "gold", self.tasks)
         counts, reasons = strict_verdicts(self.layout, "gold", self.tasks)
         if not costs:
-            print(f"  ({key}) strict stages: no strict.json records a cost (strict=0?)",
-                  flush=True)
+            print(f"  ({key}) strict stages: no strict.json records a cost (strict=0?)", flush=True)
             return
-        self.row(key, f"strict stages per gold patch, {label} (median of {len(costs)}; "
-                 f"90th percentile {percentile(costs, 90):.1f} s; gold strict "
-                 f"{counts['strict']}, not strict {counts['not strict']}, not judged "
-                 f"{counts['not judged']})", f"{statistics.median(costs):.1f} s", "",
-                 "median ≤ 60 s")
+        self.row(
+            key,
+            f"strict stages per gold patch, {label} (median of {len(costs)}; "
+            f"90th percentile {percentile(costs, 90):.1f} s; gold strict "
+            f"{counts['strict']}, not strict {counts['not strict']}, not judged "
+            f"{counts['not judged']})",
+            f"{statistics.median(costs):.1f} s",
+            "",
+            "median ≤ 60 s",
+        )
         for reason, n in sorted(reasons.items(), key=lambda r: -r[1]):
             print(f"      {n} × {reason}", flush=True)
 
@@ -457,23 +518,37 @@ class Bench:
         self.variables.append("strict=1")
         remove_tree(self.layout.mode_dir("gold"), ignore_errors=True)
         n = len(self.tasks)
-        self.scoring_run("e", f"`doit run nginx:gold` strict=1, normal builds kept, sanitizer "
-                         f"builds cold, {n} tasks", "nginx:gold", self.layout)
+        self.scoring_run(
+            "e",
+            f"`doit run nginx:gold` strict=1, normal builds kept, sanitizer builds cold, {n} tasks",
+            "nginx:gold",
+            self.layout,
+        )
         self.strict_row("g cold", "cold (sanitizer builds and reference runs new)")
         self.forget_gold_builds()
-        self.scoring_run("f", f"warm `doit run nginx:gold` strict=1 (bases built), {n} tasks",
-                         "nginx:gold", self.layout)
+        self.scoring_run(
+            "f",
+            f"warm `doit run nginx:gold` strict=1 (bases built), {n} tasks",
+            "nginx:gold",
+            self.layout,
+        )
         self.strict_row("g warm", "warm (as an agent mode: bases built)")
         self.finish()
 
     def finish(self):
-        self.row("d", "harness peak memory (doit process, max over all runs)",
-                 f"{self.maxrss_kb / 1024:.0f} MiB", "", "< 100 MiB")
+        self.row(
+            "d",
+            "harness peak memory (doit process, max over all runs)",
+            f"{self.maxrss_kb / 1024:.0f} MiB",
+            "",
+            "< 100 MiB",
+        )
         self.loads.append(os.getloadavg())
         self.print_table()
 
     def modes(self):
         from nginx_eval.run.modes import load_modes
+
         return load_modes(self.layout.modes_file, self.layout.templates_dir).values()
 
     def forget_gold_builds(self):
@@ -490,27 +565,43 @@ class Bench:
         work = self.work / "batch"
         self.doit(*[repo_task(r) for r in ("nginx/nginx", "nginx/nginx-tests")], work=work)
         candidates = self.write_candidates("batch")
-        batch, _ = self.doit("nginx:gold", "nginx:none", "nginx:file",
-                             f"predictions={candidates}", work=work)
+        batch, _ = self.doit(
+            "nginx:gold", "nginx:none", "nginx:file", f"predictions={candidates}", work=work
+        )
         n_patches = 3 * len(self.tasks)
-        self.row("b", f"harness: {n_patches} patches (gold, none, candidate) in one `doit run`, "
-                 "cold cache", f"{batch:.1f} s", "", "")
+        self.row(
+            "b",
+            f"harness: {n_patches} patches (gold, none, candidate) in one `doit run`, cold cache",
+            f"{batch:.1f} s",
+            "",
+            "",
+        )
         if self.args.skip_naive:
             return
         naive, clean_builds = self.naive_loop(candidates)
         self.row("b", f"naive loop: the same {n_patches} patches", f"{naive:.1f} s", "", "")
-        self.row("b", "speed-up of the harness over the naive loop", f"{naive / batch:.1f}×",
-                 "", "≥ 4×")
-        self.row("a", "clean configure + make (median of the naive loop's builds)",
-                 f"{statistics.median(clean_builds):.1f} s", "", "≈ 20 s")
+        self.row(
+            "b", "speed-up of the harness over the naive loop", f"{naive / batch:.1f}×", "", "≥ 4×"
+        )
+        self.row(
+            "a",
+            "clean configure + make (median of the naive loop's builds)",
+            f"{statistics.median(clean_builds):.1f} s",
+            "",
+            "≈ 20 s",
+        )
 
     def doit_start(self):
         """The median time Python and doit take to start and stop (no dodo.py read)."""
         times = []
         for _ in range(5):
             start = time.monotonic()
-            subprocess.run([sys.executable, "-m", "doit", "--version"], env=self.env,
-                           capture_output=True, check=True)
+            subprocess.run(
+                [sys.executable, "-m", "doit", "--version"],
+                env=self.env,
+                capture_output=True,
+                check=True,
+            )
             times.append(time.monotonic() - start)
         return statistics.median(times)
 
@@ -521,8 +612,9 @@ class Bench:
         for t in self.tasks[: max(3, min(5, len(self.tasks)))]:
             patch = self.one_file_patch(t, f"one_{int(time.time() * 1000)}")
             start = time.monotonic()
-            record = build_stage.ensure_build(self.layout, self.layout.bare_repo(t.repo),
-                                              t.base_commit, t.configure_flags, patch)
+            record = build_stage.ensure_build(
+                self.layout, self.layout.bare_repo(t.repo), t.base_commit, t.configure_flags, patch
+            )
             elapsed = time.monotonic() - start
             if record["status"] == "built" and record["kind"] == "incremental":
                 times.append(elapsed)
@@ -531,8 +623,10 @@ class Bench:
 
     def naive_loop(self, candidates):
         """Clean tree, configure, make and prove for every patch, with no cache of any kind."""
-        rows = {json.loads(line)["instance_id"]: json.loads(line)["model_patch"].encode()
-                for line in open(candidates)}
+        rows = {
+            json.loads(line)["instance_id"]: json.loads(line)["model_patch"].encode()
+            for line in open(candidates)
+        }
         env = dict(os.environ, CCACHE_DISABLE="1")
         clean_builds, start = [], time.monotonic()
         for t in self.tasks:
@@ -546,17 +640,37 @@ class Bench:
                 extract_tree(bare, t.base_commit, tree)
                 if patch:
                     (tree.parent / "p.patch").write_bytes(patch)
-                    subprocess.run(["patch", "-s", "-p1", "-i", str(tree.parent / "p.patch")],
-                                   cwd=tree, check=True)
+                    subprocess.run(
+                        ["patch", "-s", "-p1", "-i", str(tree.parent / "p.patch")],
+                        cwd=tree,
+                        check=True,
+                    )
                 with open(tree.parent / "build.log", "wb") as log:
-                    subprocess.run(["./auto/configure", *t.configure_flags], cwd=tree, env=env,
-                                   stdout=log, stderr=log, check=True)
-                    subprocess.run(["make", f"-j{self.cores}"], cwd=tree, env=env, stdout=log,
-                                   stderr=log, check=True)
+                    subprocess.run(
+                        ["./auto/configure", *t.configure_flags],
+                        cwd=tree,
+                        env=env,
+                        stdout=log,
+                        stderr=log,
+                        check=True,
+                    )
+                    subprocess.run(
+                        ["make", f"-j{self.cores}"],
+                        cwd=tree,
+                        env=env,
+                        stdout=log,
+                        stderr=log,
+                        check=True,
+                    )
                 clean_builds.append(time.monotonic() - build_start)
-                run_prove_files(self.layout, self.layout.tests_tree(t.test_commit),
-                                tree / "objs" / "nginx",
-                                t.test_files, t.test_timeout, tree.parent / "tap")
+                run_prove_files(
+                    self.layout,
+                    self.layout.tests_tree(t.test_commit),
+                    tree / "objs" / "nginx",
+                    t.test_files,
+                    t.test_timeout,
+                    tree.parent / "tap",
+                )
         return time.monotonic() - start, clean_builds
 
     def row(self, key, what, value, floor, target):
@@ -564,21 +678,45 @@ class Bench:
         print(f"  ({key}) {what}: {value}" + (f" (floor {floor})" if floor else ""), flush=True)
 
     def print_table(self):
-        cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                    if line.startswith("model name")), "?")
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip() or "?"
+        cpu = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in open("/proc/cpuinfo")
+                if line.startswith("model name")
+            ),
+            "?",
+        )
+        commit = (
+            subprocess.run(
+                ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            or "?"
+        )
         loads = " → ".join("/".join(f"{v:.1f}" for v in load) for load in self.loads)
-        print(f"\nMachine: {self.cores} cores, {cpu}; {time.strftime('%Y-%m-%d')}; commit "
-              f"{commit}; tasks: {len(self.tasks)}{' (the whole file)' if self.whole else ''}; "
-              f"load averages (1/5/15 min) before → after: {loads}\n")
+        print(
+            f"\nMachine: {self.cores} cores, {cpu}; {time.strftime('%Y-%m-%d')}; commit "
+            f"{commit}; tasks: {len(self.tasks)}{' (the whole file)' if self.whole else ''}; "
+            f"load averages (1/5/15 min) before → after: {loads}\n"
+        )
         print("| | measure | value | floor | target |\n|---|---|---|---|---|")
         for key, what, value, floor, target in sorted(self.rows, key=lambda r: r[0]):
             print(f"| {key} | {what} | {value} | {floor} | {target} |")
-        (self.work / "bench.json").write_text(json.dumps(
-            {"tasks": len(self.tasks), "commit": commit, "date": time.strftime("%Y-%m-%d"),
-             "loads": self.loads, "rows": self.rows, "figures": self.figures,
-             "maxrss_kb": self.maxrss_kb}, indent=2))
+        (self.work / "bench.json").write_text(
+            json.dumps(
+                {
+                    "tasks": len(self.tasks),
+                    "commit": commit,
+                    "date": time.strftime("%Y-%m-%d"),
+                    "loads": self.loads,
+                    "rows": self.rows,
+                    "figures": self.figures,
+                    "maxrss_kb": self.maxrss_kb,
+                },
+                indent=2,
+            )
+        )
 
 
 # The targets of the scoring runs, as multiples of their floor.
@@ -586,25 +724,46 @@ ROWS_TARGETS = {"e": 1.3, "f": 1.15}
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", type=int, help="only the first N tasks of tasks/nginx.json "
-                                              "(default: all of them)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--tasks",
+        type=int,
+        help="only the first N tasks of tasks/nginx.json (default: all of them)",
+    )
     ap.add_argument("--workdir", help="where caches and results go (default: a new /tmp dir)")
-    ap.add_argument("--jobs", type=int, help="doit -n N -P thread (default: no -n, as the "
-                                             "README's commands)")
-    ap.add_argument("--set", action="append", metavar="NAME=VALUE",
-                    help="a doit variable for every run, e.g. proves=8 (repeatable)")
+    ap.add_argument(
+        "--jobs", type=int, help="doit -n N -P thread (default: no -n, as the README's commands)"
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a doit variable for every run, e.g. proves=8 (repeatable)",
+    )
     ap.add_argument("--cold-only", action="store_true", help="only (e), the cold gold run")
-    ap.add_argument("--batch", action="store_true",
-                    help="also (b): a cold batch of 3 patches per task, and the naive loop")
+    ap.add_argument(
+        "--batch",
+        action="store_true",
+        help="also (b): a cold batch of 3 patches per task, and the naive loop",
+    )
     ap.add_argument("--skip-naive", action="store_true", help="(b) without the naive loop")
-    ap.add_argument("--run", default=RUN, help=f"the run's name (default {RUN}): another run "
-                                                "in the same --workdir shares its builds")
-    ap.add_argument("--noop-only", action="store_true",
-                    help="only (c) and (d), in a --workdir where a run made the builds")
-    ap.add_argument("--strict-only", action="store_true",
-                    help="only (g), in a --workdir where a strict=0 run made the normal builds")
+    ap.add_argument(
+        "--run",
+        default=RUN,
+        help=f"the run's name (default {RUN}): another run in the same --workdir shares its builds",
+    )
+    ap.add_argument(
+        "--noop-only",
+        action="store_true",
+        help="only (c) and (d), in a --workdir where a run made the builds",
+    )
+    ap.add_argument(
+        "--strict-only",
+        action="store_true",
+        help="only (g), in a --workdir where a strict=0 run made the normal builds",
+    )
     args = ap.parse_args()
     if not os.environ.get("NGINX_EVAL_REPO_URL"):
         sys.exit("set NGINX_EVAL_REPO_URL to local mirrors, e.g. /srv/mirrors/{owner}+{name}/repo")

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nginx_eval.agent import sandbox, selftest  # noqa: E402
-from nginx_eval.core.layout import Layout  # noqa: E402
 from nginx_eval.core import gitcmd  # noqa: E402
+from nginx_eval.core.layout import Layout  # noqa: E402
 
 
 def nginx_mirror():
@@ -49,8 +49,9 @@ def workspace(base, bare):
 
 def timed(argv, cwd, env):
     start = time.monotonic()
-    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(
+        argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     return time.monotonic() - start
 
 
@@ -71,30 +72,53 @@ def main():
         env = dict(os.environ, CLAUDE_CONFIG_DIR=str(base / "claude"))
         settings = logs / "srt.json"
         support = sandbox.write_support(base / "cache" / "sandbox-support")
-        settings.write_text(json.dumps(sandbox.srt_settings(
-            box, workspace=ws, writable=[logs, scratch], hidden=[base / "cache"], environ=env,
-            support=support)))
+        settings.write_text(
+            json.dumps(
+                sandbox.srt_settings(
+                    box,
+                    workspace=ws,
+                    writable=[logs, scratch],
+                    hidden=[base / "cache"],
+                    environ=env,
+                    support=support,
+                )
+            )
+        )
         phase_env = sandbox.phase_environment(env, scratch, support)
         command = "true"
         bare = [timed(["bash", "-c", command], ws, env) for _ in range(args.runs)]
-        wrapped = sandbox.wrap(command, settings_file=settings, stderr_file=logs / "stderr",
-                               environ=phase_env, support=support)
+        wrapped = sandbox.wrap(
+            command,
+            settings_file=settings,
+            stderr_file=logs / "stderr",
+            environ=phase_env,
+            support=support,
+        )
         isolated = [timed(wrapped, ws, phase_env) for _ in range(args.runs)]
-        layout = Layout.from_env(root=base / "project",
-                                 environ={"NGINX_EVAL_CACHE": str(base / "cache")})
+        layout = Layout.from_env(
+            root=base / "project", environ={"NGINX_EVAL_CACHE": str(base / "cache")}
+        )
         tests = [selftest.run(layout, box, dict(os.environ)) for _ in range(args.runs)]
     failed = [t["failed"] for t in tests if not t["ok"]]
     if failed:
         sys.exit(f"bench_isolation: {failed[0]}")
     seconds = sorted(t["seconds"] for t in tests)
     extra = [i - statistics.median(bare) for i in isolated]
-    print(f"workspace: {'nginx at HEAD of ' + args.nginx if args.nginx else 'synthetic, 600 files'}")
-    print(f"bare start: median {statistics.median(bare):.3f} s; isolated start: median "
-          f"{statistics.median(isolated):.3f} s, largest {max(isolated):.3f} s ({args.runs} runs)")
-    print(f"isolation costs {statistics.median(extra):.3f} s per phase (median), "
-          f"{max(extra):.3f} s at most; target: at most 1 s")
-    print(f"self-test: {seconds[0]:.3f} s min, {statistics.median(seconds):.3f} s median, "
-          f"{seconds[-1]:.3f} s largest ({args.runs} runs)")
+    print(
+        f"workspace: {'nginx at HEAD of ' + args.nginx if args.nginx else 'synthetic, 600 files'}"
+    )
+    print(
+        f"bare start: median {statistics.median(bare):.3f} s; isolated start: median "
+        f"{statistics.median(isolated):.3f} s, largest {max(isolated):.3f} s ({args.runs} runs)"
+    )
+    print(
+        f"isolation costs {statistics.median(extra):.3f} s per phase (median), "
+        f"{max(extra):.3f} s at most; target: at most 1 s"
+    )
+    print(
+        f"self-test: {seconds[0]:.3f} s min, {statistics.median(seconds):.3f} s median, "
+        f"{seconds[-1]:.3f} s largest ({args.runs} runs)"
+    )
     return 0 if statistics.median(extra) <= 1.0 else 1
 
 

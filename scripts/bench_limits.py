@@ -41,22 +41,28 @@ from nginx_eval.run.benchmark import load_benchmark  # noqa: E402
 AGENT_MODES = ("standin-a", "standin-b")
 # The two configurations, as the issue states them: doit's -n alone, and a large -n under which
 # the limits per kind decide.
-CONFIGURATIONS = (("n2", ["-n", "2", "-P", "thread"], []),
-                  ("limits", ["-n", "20", "-P", "thread"], ["agents=16", "builds=2"]))
+CONFIGURATIONS = (
+    ("n2", ["-n", "2", "-P", "thread"], []),
+    ("limits", ["-n", "20", "-P", "thread"], ["agents=16", "builds=2"]),
+)
 # results.jsonl fields that are times or name where the run happened.
 NOT_COMPARED = ("build_seconds", "agent_seconds", "run", "agent_commands")
 
 
 def stand_in_modes(seconds):
     """modes.toml of the agent modes: each one phase that sleeps."""
-    return "".join(f'[modes.{name}]\ndescription = "a stand-in agent that sleeps {seconds:g} s"\n'
-                   f'[[modes.{name}.phases]]\nname = "solve"\ntimeout = {int(seconds) + 60}\n'
-                   f'command = "sleep {seconds:g}"\n\n' for name in AGENT_MODES)
+    return "".join(
+        f'[modes.{name}]\ndescription = "a stand-in agent that sleeps {seconds:g} s"\n'
+        f'[[modes.{name}.phases]]\nname = "solve"\ntimeout = {int(seconds) + 60}\n'
+        f'command = "sleep {seconds:g}"\n\n'
+        for name in AGENT_MODES
+    )
 
 
 def fixture_project(work, count):
     """The fixture scaled up to `count` tasks: (project root, benchmark name, environment)."""
     import fixture_repos
+
     fx = fixture_repos.make_fixture(work / "fixture")
     originals = fx["tasks"]
     tasks = []
@@ -66,7 +72,8 @@ def fixture_project(work, count):
         task["problem_statement"] = f"{task['instance_id']}: the calculator prints wrong results."
         tasks.append(task)
     (fx["root"] / "tasks" / "tiny.json").write_text(
-        json.dumps({"name": "tiny", "tasks": tasks}, indent=2))
+        json.dumps({"name": "tiny", "tasks": tasks}, indent=2)
+    )
     return fx["root"], "tiny", fx["env"]
 
 
@@ -95,15 +102,19 @@ class LimitsBench:
         self.modes = ("gold", "none") + AGENT_MODES
 
     def doit(self, label, *args):
-        env = dict(self.env, NGINX_EVAL_CACHE=str(self.work / label / "cache"),
-                   NGINX_EVAL_RESULTS=str(self.work / label / "results"))
+        env = dict(
+            self.env,
+            NGINX_EVAL_CACHE=str(self.work / label / "cache"),
+            NGINX_EVAL_RESULTS=str(self.work / label / "results"),
+        )
         argv = [sys.executable, "-m", "doit", "-f", str(ROOT / "dodo.py"), "run", *args]
         start = time.monotonic()
         proc = subprocess.run(argv, env=env, capture_output=True, text=True)
         seconds = time.monotonic() - start
         if proc.returncode != 0:
-            sys.exit(f"doit run {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n"
-                     f"{proc.stderr[-3000:]}")
+            sys.exit(
+                f"doit run {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
         return seconds
 
     def verdicts(self, label):
@@ -113,13 +124,17 @@ class LimitsBench:
             path = self.work / label / "results" / "default" / mode / "results.jsonl"
             for line in path.read_text().splitlines():
                 row = json.loads(line)
-                rows[(mode, row["instance_id"])] = {k: v for k, v in row.items()
-                                                    if k not in NOT_COMPARED}
+                rows[(mode, row["instance_id"])] = {
+                    k: v for k, v in row.items() if k not in NOT_COMPARED
+                }
         return rows
 
     def run(self):
-        print(f"workdir {self.work}; {self.args.tasks} tasks x {len(self.modes)} modes of "
-              f"{self.bench}, stand-in agents sleep {self.args.agent_seconds:g} s", flush=True)
+        print(
+            f"workdir {self.work}; {self.args.tasks} tasks x {len(self.modes)} modes of "
+            f"{self.bench}, stand-in agents sleep {self.args.agent_seconds:g} s",
+            flush=True,
+        )
         targets = [f"{self.bench}:{mode}" for mode in self.modes]
         times = {}
         for label, jobs, variables in CONFIGURATIONS:
@@ -129,33 +144,58 @@ class LimitsBench:
         first, second = (self.verdicts(label) for label, _, _ in CONFIGURATIONS)
         expected = self.args.tasks * len(self.modes)
         if len(first) != expected or first != second:
-            sys.exit(f"the two runs disagree or miss units ({len(first)} and {len(second)} of "
-                     f"{expected} rows)")
+            sys.exit(
+                f"the two runs disagree or miss units ({len(first)} and {len(second)} of "
+                f"{expected} rows)"
+            )
         self.report(times, expected)
 
     def report(self, times, units):
         ratio = times["n2"] / times["limits"]
-        cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                    if line.startswith("model name")), "?")
+        cpu = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in open("/proc/cpuinfo")
+                if line.startswith("model name")
+            ),
+            "?",
+        )
         print(f"\nMachine: {os.cpu_count()} cores, {cpu}; {units} units, same verdicts\n")
         print("| configuration | wall time |\n|---|---|")
         for label, jobs, variables in CONFIGURATIONS:
             print(f"| `doit run {' '.join(jobs + variables)}` | {times[label]:.1f} s |")
         print(f"| ratio | {ratio:.1f}x |")
-        (self.work / "bench_limits.json").write_text(json.dumps(
-            {"benchmark": self.bench, "tasks": self.args.tasks, "modes": list(self.modes),
-             "agent_seconds": self.args.agent_seconds, "seconds": times, "ratio": ratio},
-            indent=2))
+        (self.work / "bench_limits.json").write_text(
+            json.dumps(
+                {
+                    "benchmark": self.bench,
+                    "tasks": self.args.tasks,
+                    "modes": list(self.modes),
+                    "agent_seconds": self.args.agent_seconds,
+                    "seconds": times,
+                    "ratio": ratio,
+                },
+                indent=2,
+            )
+        )
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--tasks", type=int, default=26, help="tasks in the graph (default 26)")
-    ap.add_argument("--agent-seconds", type=float, default=5.0,
-                    help="how long each stand-in agent sleeps (default 5)")
-    ap.add_argument("--fixture", action="store_true",
-                    help="the fixture even when NGINX_EVAL_REPO_URL names mirrors of nginx")
+    ap.add_argument(
+        "--agent-seconds",
+        type=float,
+        default=5.0,
+        help="how long each stand-in agent sleeps (default 5)",
+    )
+    ap.add_argument(
+        "--fixture",
+        action="store_true",
+        help="the fixture even when NGINX_EVAL_REPO_URL names mirrors of nginx",
+    )
     ap.add_argument("--workdir", help="where caches and results go (default: a new /tmp dir)")
     ap.add_argument("--keep", action="store_true", help="keep --workdir's default directory")
     args = ap.parse_args()

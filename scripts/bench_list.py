@@ -32,9 +32,14 @@ def timed_run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the child) of one `doit argv`; fails on a non-zero exit."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "doit", "-f", str(ROOT / "dodo.py"), *argv],
-                          env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "doit", "-f", str(ROOT / "dodo.py"), *argv],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -44,7 +49,7 @@ def timed_run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 def spread(values: list[float]) -> str:
-    return (f"{min(values):.3f}  {statistics.median(values):.3f}  {max(values):.3f}")
+    return f"{min(values):.3f}  {statistics.median(values):.3f}  {max(values):.3f}"
 
 
 def main() -> None:
@@ -56,12 +61,17 @@ def main() -> None:
     opts = parser.parse_args()
     argv = (opts.args or ["list"]) + [f"bench={opts.bench}"]
     with tempfile.TemporaryDirectory(prefix="bench-list-") as work:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("PYTHONDONTWRITEBYTECODE", "NGINX_EVAL_ROOT")}
-        env.update(PYTHONPYCACHEPREFIX=str(Path(work) / "pycache"),
-                   NGINX_EVAL_CACHE=opts.cache or str(Path(work) / "cache"),
-                   NGINX_EVAL_RESULTS=str(Path(work) / "results"))
-        timed_run(argv, env)            # writes the bytecode cache; not counted
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PYTHONDONTWRITEBYTECODE", "NGINX_EVAL_ROOT")
+        }
+        env.update(
+            PYTHONPYCACHEPREFIX=str(Path(work) / "pycache"),
+            NGINX_EVAL_CACHE=opts.cache or str(Path(work) / "cache"),
+            NGINX_EVAL_RESULTS=str(Path(work) / "results"),
+        )
+        timed_run(argv, env)  # writes the bytecode cache; not counted
         runs = [timed_run(argv, env) for _ in range(opts.runs)]
     walls, cpus = [w for w, _ in runs], [c for _, c in runs]
     median = statistics.median(walls)
@@ -69,8 +79,10 @@ def main() -> None:
     print(f"  wall  {spread(walls)}")
     print(f"  cpu   {spread(cpus)}")
     verdict = "meets" if median < TARGET_SECONDS else "misses"
-    print(f"  {verdict} the target: median wall under {TARGET_SECONDS:.0f} s "
-          f"(on a busy machine wall exceeds cpu: compare the cpu row)")
+    print(
+        f"  {verdict} the target: median wall under {TARGET_SECONDS:.0f} s "
+        f"(on a busy machine wall exceeds cpu: compare the cpu row)"
+    )
 
 
 if __name__ == "__main__":

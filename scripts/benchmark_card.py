@@ -33,16 +33,22 @@ import jinja2
 
 # The nginx_eval next to this script, whichever one is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from nginx_eval.run.benchmark import TEST_SOURCES, is_date, load_benchmark  # noqa: E402
 from nginx_eval.core.errors import UserError  # noqa: E402
 from nginx_eval.core.layout import SOURCE_ROOT, Layout  # noqa: E402
+from nginx_eval.run.benchmark import TEST_SOURCES, is_date, load_benchmark  # noqa: E402
 from nginx_eval.suite import already_standing  # noqa: E402
 
 TEMPLATE = SOURCE_ROOT / "templates" / "benchmark_card.md.j2"
 DEFAULT_CUTOFF = "2025-01-01"
 # Lines changed by a gold patch (added + removed): the card's buckets, upper bounds inclusive.
-SIZE_BUCKETS = ((5, "1–5"), (20, "6–20"), (50, "21–50"), (100, "51–100"), (300, "101–300"),
-                (None, "over 300"))
+SIZE_BUCKETS = (
+    (5, "1–5"),
+    (20, "6–20"),
+    (50, "21–50"),
+    (100, "51–100"),
+    (300, "101–300"),
+    (None, "over 300"),
+)
 
 
 def _counted(values, order=None):
@@ -55,8 +61,12 @@ def _spread(numbers):
     if not numbers:
         return None
     median = statistics.median(numbers)
-    return {"min": min(numbers), "median": int(median) if median == int(median) else median,
-            "max": max(numbers), "total": sum(numbers)}
+    return {
+        "min": min(numbers),
+        "median": int(median) if median == int(median) else median,
+        "max": max(numbers),
+        "total": sum(numbers),
+    }
 
 
 def size_bucket(lines):
@@ -74,9 +84,12 @@ def gold_sizes(tasks):
     lines = [g.get("lines_added", 0) + g.get("lines_removed", 0) for g in sized]
     labels = [label for _, label in SIZE_BUCKETS]
     return {
-        "known": len(sized), "lines": _spread(lines),
-        "buckets": [(label, n) for label, n in
-                    _counted(map(size_bucket, lines), lambda kv: labels.index(kv[0]))],
+        "known": len(sized),
+        "lines": _spread(lines),
+        "buckets": [
+            (label, n)
+            for label, n in _counted(map(size_bucket, lines), lambda kv: labels.index(kv[0]))
+        ],
         "files": _counted([files_label(g.get("files", 0)) for g in sized], lambda kv: kv[0]),
     }
 
@@ -94,15 +107,24 @@ def by_year(tasks, cutoff):
 def by_source(tasks, cutoff):
     """[(test source, tasks, tasks fixed on or after the cutoff)] of the sources with tasks."""
     recent = lambda t: bool(t.fix_date) and t.fix_date >= cutoff
-    return [(source, sum(1 for t in tasks if t.tests == source),
-             sum(1 for t in tasks if t.tests == source and recent(t)))
-            for source in TEST_SOURCES if any(t.tests == source for t in tasks)]
+    return [
+        (
+            source,
+            sum(1 for t in tasks if t.tests == source),
+            sum(1 for t in tasks if t.tests == source and recent(t)),
+        )
+        for source in TEST_SOURCES
+        if any(t.tests == source for t in tasks)
+    ]
 
 
 def sanitizer_tasks(tasks):
     """The authored tasks built with AddressSanitizer (their memory errors are the symptom)."""
-    return [t for t in tasks if t.tests == "authored"
-            and any("-fsanitize=address" in f for f in t.configure_flags)]
+    return [
+        t
+        for t in tasks
+        if t.tests == "authored" and any("-fsanitize=address" in f for f in t.configure_flags)
+    ]
 
 
 def dropped_tasks(tasks_file):
@@ -111,8 +133,9 @@ def dropped_tasks(tasks_file):
     path = Path(tasks_file).with_name(f"{Path(tasks_file).stem}-dropped.jsonl")
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
 def audit_figures(tasks, dropped=()):
@@ -123,7 +146,8 @@ def audit_figures(tasks, dropped=()):
     alternatives = [(t, a["alternative"]) for t, a in audits if "alternative" in a]
     count = lambda pairs, key: sum(1 for _, x in pairs if x.get(key))
     return {
-        "audited": len(audits), "unaudited": len(tasks) - len(audits),
+        "audited": len(audits),
+        "unaudited": len(tasks) - len(audits),
         "dates": sorted({a["date"] for _, a in audits}),
         "sufficient": count(audits, "statement_sufficient"),
         "insufficient": sum(1 for _, a in audits if not a["statement_sufficient"]),
@@ -132,10 +156,12 @@ def audit_figures(tasks, dropped=()):
         "amended": len({t.instance_id for t, c in changes if c["field"] == "problem_statement"}),
         "assertions_dropped": sum(len(c.get("dropped", [])) for _, c in changes),
         "tasks_dropped": list(dropped),
-        "findings": [(t.instance_id, f["assertion"], f["why"], f["fixed_by"])
-                     for t, a in audits for f in a["over_strict"]],
-        "insufficient_tasks": [t.instance_id for t, a in audits
-                               if not a["statement_sufficient"]],
+        "findings": [
+            (t.instance_id, f["assertion"], f["why"], f["fixed_by"])
+            for t, a in audits
+            for f in a["over_strict"]
+        ],
+        "insufficient_tasks": [t.instance_id for t, a in audits if not a["statement_sufficient"]],
         "alternatives": {
             "written": len(alternatives),
             "resolved_before": count(alternatives, "resolved_before"),
@@ -143,10 +169,13 @@ def audit_figures(tasks, dropped=()):
             "strict": sum(1 for _, x in alternatives if x.get("strict") is True),
             "strict_unknown": sum(1 for _, x in alternatives if x.get("strict") is None),
             "areas": _counted(t.area or "unknown" for t, _ in alternatives),
-            "years": _counted([t.fix_date[:4] if t.fix_date else "unknown"
-                               for t, _ in alternatives], lambda kv: kv[0]),
-            "rejected_before": [t.instance_id for t, x in alternatives
-                                if not x.get("resolved_before")],
+            "years": _counted(
+                [t.fix_date[:4] if t.fix_date else "unknown" for t, _ in alternatives],
+                lambda kv: kv[0],
+            ),
+            "rejected_before": [
+                t.instance_id for t, x in alternatives if not x.get("resolved_before")
+            ],
             "rejected": [t.instance_id for t, x in alternatives if not x.get("resolved")],
             "not_strict": [t.instance_id for t, x in alternatives if x.get("strict") is False],
         },
@@ -163,19 +192,29 @@ def task_figures(bench, cutoff, dropped=()):
     compat = lambda flag: flag.startswith(("--with-cc-opt=", "--with-ld-opt="))
     flags = Counter(f for t in tasks for f in t.configure_flags if not compat(f))
     return {
-        "name": bench.name, "tasks": len(tasks), "cutoff": cutoff,
-        "repos": sorted({t.repo for t in tasks}), "test_repos": sorted({t.test_repo for t in tasks}),
-        "first_fix": dates[0] if dates else None, "last_fix": dates[-1] if dates else None,
-        "recent": sum(1 for d in dates if d >= cutoff), "undated": len(tasks) - len(dates),
-        "areas": _counted(t.area or "unknown" for t in tasks), "years": by_year(tasks, cutoff),
-        "sources": by_source(tasks, cutoff), "sanitizer": len(sanitizer_tasks(tasks)),
+        "name": bench.name,
+        "tasks": len(tasks),
+        "cutoff": cutoff,
+        "repos": sorted({t.repo for t in tasks}),
+        "test_repos": sorted({t.test_repo for t in tasks}),
+        "first_fix": dates[0] if dates else None,
+        "last_fix": dates[-1] if dates else None,
+        "recent": sum(1 for d in dates if d >= cutoff),
+        "undated": len(tasks) - len(dates),
+        "areas": _counted(t.area or "unknown" for t in tasks),
+        "years": by_year(tasks, cutoff),
+        "sources": by_source(tasks, cutoff),
+        "sanitizer": len(sanitizer_tasks(tasks)),
         "gold": gold_sizes(tasks),
         "test_files": _spread([len(t.test_files) for t in tasks]),
         "fail_to_pass": _spread([len(t.fail_to_pass) for t in tasks]),
         "pass_to_pass": _spread([len(t.pass_to_pass) for t in tasks]),
         "with_flags": sum(1 for t in tasks if any(not compat(f) for f in t.configure_flags)),
-        "with_cc_opt": sum(1 for t in tasks if any(compat(f) for f in t.configure_flags)
-                           and t not in sanitizer_tasks(tasks)),
+        "with_cc_opt": sum(
+            1
+            for t in tasks
+            if any(compat(f) for f in t.configure_flags) and t not in sanitizer_tasks(tasks)
+        ),
         "flags": flags.most_common(8),
         "perl_modules": sorted({m for t in tasks for m in t.perl_modules}),
         "audit": audit_figures(tasks, dropped),
@@ -199,16 +238,21 @@ def validation_figures(summary, bench):
     per_source = Counter((r["verdict"], source[i]) for i, r in summary.items() if i in shipped)
     return {
         "verdicts": sorted(verdicts.items(), key=lambda kv: -kv[1]),
-        "verdicts_by_source": {v: {s: per_source[(v, s)] for s in TEST_SOURCES}
-                               for v in verdicts},
+        "verdicts_by_source": {v: {s: per_source[(v, s)] for s in TEST_SOURCES} for v in verdicts},
         "validated": sum(verdicts.values()),
         "not_validated": [i for i in shipped if i not in summary],
-        "not_valid": [(i, summary[i]["verdict"], "; ".join(summary[i].get("reasons", [])))
-                      for i in shipped if i in summary and summary[i]["verdict"] != "valid"],
+        "not_valid": [
+            (i, summary[i]["verdict"], "; ".join(summary[i].get("reasons", [])))
+            for i in shipped
+            if i in summary and summary[i]["verdict"] != "valid"
+        ],
         "repeats": sorted({r.get("repeats") for r in summary.values() if r.get("repeats")}),
         "declared_match": sum(1 for i in shipped if summary.get(i, {}).get("declared_matches")),
-        "changing": [(i, changing_assertions(summary[i])) for i in shipped
-                     if i in summary and changing_assertions(summary[i])],
+        "changing": [
+            (i, changing_assertions(summary[i]))
+            for i in shipped
+            if i in summary and changing_assertions(summary[i])
+        ],
         **_time_spent(summary),
     }
 
@@ -216,11 +260,18 @@ def validation_figures(summary, bench):
 def _time_spent(summary):
     """Seconds of the distinct builds (a build the tasks share counts once: its record is the
     one build's) and of the test runs, in all."""
-    builds = {b["key"]: b.get("seconds", 0) for r in summary.values()
-              for b in (r.get("build") or {}).values() if b.get("key")}
+    builds = {
+        b["key"]: b.get("seconds", 0)
+        for r in summary.values()
+        for b in (r.get("build") or {}).values()
+        if b.get("key")
+    }
     tests = [sum(r["test_seconds"].values()) for r in summary.values() if r.get("test_seconds")]
-    return {"builds": len(builds), "build_seconds": round(sum(builds.values()), 1),
-            "test_seconds": round(sum(tests), 1) if tests else None}
+    return {
+        "builds": len(builds),
+        "build_seconds": round(sum(builds.values()), 1),
+        "test_seconds": round(sum(tests), 1) if tests else None,
+    }
 
 
 def gold_strict_figures(results_file):
@@ -234,34 +285,55 @@ def gold_strict_figures(results_file):
         grade = Path(results_file).parent / row["instance_id"] / "grade.json"
         reason = (json.loads(grade.read_text()) if grade.exists() else {}).get("strict_reason")
         (not_judged if row.get("strict") is None else not_strict).append(
-            (row["instance_id"], reason or "no reason recorded"))
-    return {"file": "/".join(Path(results_file).parts[-4:]), "patches": len(rows),
-            "strict": sum(1 for r in rows if r.get("strict") is True),
-            "not_strict": sorted(not_strict), "not_judged": sorted(not_judged)}
+            (row["instance_id"], reason or "no reason recorded")
+        )
+    return {
+        "file": "/".join(Path(results_file).parts[-4:]),
+        "patches": len(rows),
+        "strict": sum(1 for r in rows if r.get("strict") is True),
+        "not_strict": sorted(not_strict),
+        "not_judged": sorted(not_judged),
+    }
 
 
 def standing_figures(standing: dict, bench) -> dict:
     """What the card says of the tasks whose assertions stand as of their base, from
     suite.already_standing ({instance id: True, False or None: not known})."""
-    return {"tasks": [t.instance_id for t in bench.tasks if standing.get(t.instance_id)],
-            "unknown": [t.instance_id for t in bench.tasks
-                        if standing.get(t.instance_id) is None]}
+    return {
+        "tasks": [t.instance_id for t in bench.tasks if standing.get(t.instance_id)],
+        "unknown": [t.instance_id for t in bench.tasks if standing.get(t.instance_id) is None],
+    }
 
 
-def render_card(bench, tasks_file, cutoff=DEFAULT_CUTOFF, summary=None, validation_file=None,
-                wall_time=None, gold_results=None, standing=None):
+def render_card(
+    bench,
+    tasks_file,
+    cutoff=DEFAULT_CUTOFF,
+    summary=None,
+    validation_file=None,
+    wall_time=None,
+    gold_results=None,
+    standing=None,
+):
     """The text of the card of `bench` (and of a run's validation summary, a strict run of the
     gold patches and suite.already_standing of its tasks, when given)."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     return env.get_template(TEMPLATE.name).render(
         card=task_figures(bench, cutoff, dropped_tasks(bench.path)),
         description=bench_description(bench.path),
-        tasks_file=tasks_file, validation_file=validation_file, wall_time=wall_time,
+        tasks_file=tasks_file,
+        validation_file=validation_file,
+        wall_time=wall_time,
         validation=validation_figures(summary, bench) if summary is not None else None,
         gold_strict=gold_strict_figures(gold_results) if gold_results else None,
-        standing=standing_figures(standing, bench) if standing is not None else None)
+        standing=standing_figures(standing, bench) if standing is not None else None,
+    )
 
 
 def bench_description(path):
@@ -273,20 +345,34 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tasks", default="tasks/nginx.json", help="the benchmark file")
     ap.add_argument("--out", default=None, help="the card (default: README.md beside --tasks)")
-    ap.add_argument("--validation", default=None,
-                    help="results/<run>/validation.json of a validation of this file")
+    ap.add_argument(
+        "--validation",
+        default=None,
+        help="results/<run>/validation.json of a validation of this file",
+    )
     # validation.json records what each build and run took, not how long the command ran.
-    ap.add_argument("--wall-time", default=None,
-                    help="the validation command's wall time and machine, as measured (text)")
-    ap.add_argument("--gold-results", default=None,
-                    help="results/<run>/gold/results.jsonl of `doit run nginx:gold` with the "
-                         "strict verdict on")
-    ap.add_argument("--clones", action="store_true",
-                    help="count the tasks whose assertions already stand in nginx-tests as of "
-                         "their base, from the bare clones in the cache (NGINX_EVAL_CACHE; "
-                         "`doit run repos` makes them)")
-    ap.add_argument("--cutoff", default=DEFAULT_CUTOFF,
-                    help="the recent split: fixes on or after this YYYY-MM-DD")
+    ap.add_argument(
+        "--wall-time",
+        default=None,
+        help="the validation command's wall time and machine, as measured (text)",
+    )
+    ap.add_argument(
+        "--gold-results",
+        default=None,
+        help="results/<run>/gold/results.jsonl of `doit run nginx:gold` with the strict verdict on",
+    )
+    ap.add_argument(
+        "--clones",
+        action="store_true",
+        help="count the tasks whose assertions already stand in nginx-tests as of "
+        "their base, from the bare clones in the cache (NGINX_EVAL_CACHE; "
+        "`doit run repos` makes them)",
+    )
+    ap.add_argument(
+        "--cutoff",
+        default=DEFAULT_CUTOFF,
+        help="the recent split: fixes on or after this YYYY-MM-DD",
+    )
     args = ap.parse_args(argv)
     if not is_date(args.cutoff):
         ap.error(f"--cutoff {args.cutoff}: not a date YYYY-MM-DD")
@@ -305,12 +391,21 @@ def main(argv=None):
         return 2
     summary = json.loads(Path(args.validation).read_text()) if args.validation else None
     out = Path(args.out) if args.out else Path(args.tasks).with_name("README.md")
-    text = render_card(bench, Path(args.tasks).name, args.cutoff, summary,
-                       args.validation and Path(args.validation).name, args.wall_time,
-                       args.gold_results, standing)
+    text = render_card(
+        bench,
+        Path(args.tasks).name,
+        args.cutoff,
+        summary,
+        args.validation and Path(args.validation).name,
+        args.wall_time,
+        args.gold_results,
+        standing,
+    )
     out.write_text(text, encoding="utf-8")
-    print(f"{out}: {len(bench.tasks)} tasks"
-          + (f", validation {args.validation}" if args.validation else ""))
+    print(
+        f"{out}: {len(bench.tasks)} tasks"
+        + (f", validation {args.validation}" if args.validation else "")
+    )
     return 0
 
 

@@ -43,10 +43,13 @@ def read_rows(path: Path) -> list:
     if path.suffix == ".parquet":
         try:
             import pandas
+
             return pandas.read_parquet(path).to_dict(orient="records")
         except ImportError as e:
-            raise UserError(f"reading parquet needs pandas and pyarrow ({e}); or export the "
-                            "rows as JSON lines", file=path)
+            raise UserError(
+                f"reading parquet needs pandas and pyarrow ({e}); or export the rows as JSON lines",
+                file=path,
+            )
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -70,8 +73,11 @@ def convert(rows: list, path: Path, instances=None, limit=None) -> tuple[list, l
             good.append(check_row(raw, {"file": path, "item": f"row {n}"}))
         except UserError as e:
             bad.append(str(e))
-    missing = wanted - {r["instance_id"] for r in good} - {
-        r.get("instance_id") for r in rows if isinstance(r, dict)}
+    missing = (
+        wanted
+        - {r["instance_id"] for r in good}
+        - {r.get("instance_id") for r in rows if isinstance(r, dict)}
+    )
     bad += [f"{path}: no row for instance {iid}" for iid in sorted(missing)]
     return (good[:limit] if limit else good), bad
 
@@ -81,8 +87,14 @@ def changelog_entry(old: dict | None, tasks: list) -> tuple[str, list]:
     entry saying what changed."""
     today = datetime.date.today().isoformat()
     if not old or "version" not in old:
-        return "1.0", [{"version": "1.0", "date": today, "tasks": len(tasks),
-                        "changes": f"imported {len(tasks)} rows of SWE-bench"}]
+        return "1.0", [
+            {
+                "version": "1.0",
+                "date": today,
+                "tasks": len(tasks),
+                "changes": f"imported {len(tasks)} rows of SWE-bench",
+            }
+        ]
     before = {t["instance_id"]: t for t in old.get("tasks", [])}
     after = {t["instance_id"]: t for t in tasks}
     changed = [i for i in after if i in before and before[i] != after[i]]
@@ -90,19 +102,32 @@ def changelog_entry(old: dict | None, tasks: list) -> tuple[str, list]:
     if not (changed or added or removed):
         return old["version"], old["changelog"]
     version = next_version(old["version"], major=bool(changed))
-    words = [f"{len(x)} {w}" for x, w in ((added, "added"), (removed, "removed"),
-                                          (changed, "changed")) if x]
-    entry = {"version": version, "date": today, "tasks": len(tasks),
-             "changes": "re-imported from SWE-bench: " + ", ".join(words)}
+    words = [
+        f"{len(x)} {w}"
+        for x, w in ((added, "added"), (removed, "removed"), (changed, "changed"))
+        if x
+    ]
+    entry = {
+        "version": version,
+        "date": today,
+        "tasks": len(tasks),
+        "changes": "re-imported from SWE-bench: " + ", ".join(words),
+    }
     return version, [entry] + list(old["changelog"])
 
 
 def task_file(tasks: list, dataset: dict, old: dict | None, name: str) -> dict:
     version, changelog = changelog_entry(old, tasks)
-    return {"name": name, "kind": SWEBENCH,
-            "description": (old or {}).get("description") or
-            "SWE-bench Verified tasks (scripts/import_swebench.py)",
-            "dataset": dataset, "version": version, "changelog": changelog, "tasks": tasks}
+    return {
+        "name": name,
+        "kind": SWEBENCH,
+        "description": (old or {}).get("description")
+        or "SWE-bench Verified tasks (scripts/import_swebench.py)",
+        "dataset": dataset,
+        "version": version,
+        "changelog": changelog,
+        "tasks": tasks,
+    }
 
 
 def write_checked(out: Path, data: dict) -> None:
@@ -119,8 +144,11 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", required=True, type=Path, help="the dataset export")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    p.add_argument("--dataset-name", default=DEFAULT_DATASET["name"],
-                   help="what the official harness is given as --dataset_name")
+    p.add_argument(
+        "--dataset-name",
+        default=DEFAULT_DATASET["name"],
+        help="what the official harness is given as --dataset_name",
+    )
     p.add_argument("--split", default=DEFAULT_DATASET["split"])
     p.add_argument("--instances", default="", help="comma-separated instance ids")
     p.add_argument("--limit", type=int, default=None)
@@ -134,12 +162,14 @@ def run(args) -> int:
     for line in bad:
         print(f"import_swebench: {line}", file=sys.stderr)
     if bad and not args.skip_bad:
-        print(f"import_swebench: {len(bad)} bad row(s); {args.out} not written (--skip-bad "
-              f"writes the other {len(tasks)})", file=sys.stderr)
+        print(
+            f"import_swebench: {len(bad)} bad row(s); {args.out} not written (--skip-bad "
+            f"writes the other {len(tasks)})",
+            file=sys.stderr,
+        )
         return 1
     old = jsonio.read_json(args.out) if args.out.exists() else None
-    data = task_file(tasks, {"name": args.dataset_name, "split": args.split}, old,
-                     args.out.stem)
+    data = task_file(tasks, {"name": args.dataset_name, "split": args.split}, old, args.out.stem)
     write_checked(args.out, data)
     print(f"import_swebench: {len(tasks)} task(s) in {args.out} (version {data['version']})")
     return 1 if bad else 0

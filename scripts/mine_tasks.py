@@ -51,7 +51,7 @@ Usage:
 import argparse
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 # The nginx_eval next to this script, whichever one is installed.
@@ -70,11 +70,16 @@ def parse_args(argv):
     ap.add_argument("--out", required=True)
     ap.add_argument("--since", default="2020-01-01")
     ap.add_argument("--limit", type=int, default=0, help="keep at most N candidates (0: all)")
-    ap.add_argument("--per-signal", type=int, default=4,
-                    help="candidate fixes kept per test signal")
+    ap.add_argument(
+        "--per-signal", type=int, default=4, help="candidate fixes kept per test signal"
+    )
     ap.add_argument("--min-score", type=float, default=4.0)
-    ap.add_argument("--window-days", type=int, default=45,
-                    help="date window for signals without a version guard")
+    ap.add_argument(
+        "--window-days",
+        type=int,
+        default=45,
+        help="date window for signals without a version guard",
+    )
     return ap.parse_args(argv)
 
 
@@ -82,9 +87,9 @@ def main(argv=None):
     """Mine the two histories and write the candidates file; 0."""
     args = parse_args(argv)
     t0 = time.time()
-    since_ts = datetime.fromisoformat(args.since).replace(tzinfo=timezone.utc).timestamp()
+    since_ts = datetime.fromisoformat(args.since).replace(tzinfo=UTC).timestamp()
     # A fix may land well before the test commit that checks it: nginx from 200 days earlier.
-    early = datetime.fromtimestamp(since_ts - 200 * 86400, timezone.utc).strftime("%Y-%m-%d")
+    early = datetime.fromtimestamp(since_ts - 200 * 86400, UTC).strftime("%Y-%m-%d")
     history = NginxHistory(args.nginx, early)
     signals = test_signals(args.tests, args.since)
     stubs, rows = [], []
@@ -95,9 +100,11 @@ def main(argv=None):
             rows.append((p["_score"], p["_sig"]["kind"], p["_commit"]["subject"]))
     write_candidates(args.out, stubs)
     print_candidates(stubs, rows)
-    print(f"{len(stubs)} candidates from {len(signals)} test signals, "
-          f"{len(history.commits)} nginx commits, in {time.time() - t0:.1f} s -> {args.out}",
-          file=sys.stderr)
+    print(
+        f"{len(stubs)} candidates from {len(signals)} test signals, "
+        f"{len(history.commits)} nginx commits, in {time.time() - t0:.1f} s -> {args.out}",
+        file=sys.stderr,
+    )
     return 0
 
 

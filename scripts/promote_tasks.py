@@ -36,14 +36,18 @@ from pathlib import Path
 
 # The nginx_eval next to this script, whichever one is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from nginx_eval.checks.validate import validation_config  # noqa: E402
 from nginx_eval.core import jsonio, stamps  # noqa: E402
-from nginx_eval.run.benchmark import (AUTHORED_DIR, PLACEHOLDER_STATEMENT,  # noqa: E402
-                                      load_benchmark, next_version)
 from nginx_eval.core.errors import UserError  # noqa: E402
 from nginx_eval.core.layout import Layout  # noqa: E402
-from nginx_eval.checks.validate import validation_config  # noqa: E402
+from nginx_eval.run.benchmark import (
+    AUTHORED_DIR,
+    PLACEHOLDER_STATEMENT,  # noqa: E402
+    load_benchmark,
+    next_version,
+)
 
-DEFAULT_BENCHMARK = "nginx"       # tasks/nginx.json
+DEFAULT_BENCHMARK = "nginx"  # tasks/nginx.json
 
 
 def read_candidates(path):
@@ -83,8 +87,10 @@ def read_statements(path):
 
 def read_validations(layout, tasks):
     """{instance_id: its validation.json record in the run, or None when there is none}."""
-    return {t.instance_id: jsonio.read_json(layout.validation_dir(t.instance_id)
-                                            / "validation.json") for t in tasks}
+    return {
+        t.instance_id: jsonio.read_json(layout.validation_dir(t.instance_id) / "validation.json")
+        for t in tasks
+    }
 
 
 def validated_as_is(task, record):
@@ -112,9 +118,12 @@ def why_skipped(task, record, statement, present, replace):
 
 def promoted(raw, record, statement):
     """The benchmark task of candidate `raw`: its fields, the derived assertions, the statement."""
-    return dict(raw, fail_to_pass=list(record["derived"]["fail_to_pass"]),
-                pass_to_pass=list(record["derived"]["pass_to_pass"]),
-                problem_statement=statement)
+    return dict(
+        raw,
+        fail_to_pass=list(record["derived"]["fail_to_pass"]),
+        pass_to_pass=list(record["derived"]["pass_to_pass"]),
+        problem_statement=statement,
+    )
 
 
 def promote(raw_candidates, tasks, records, statements, bench_tasks, replace=False):
@@ -130,8 +139,9 @@ def promote(raw_candidates, tasks, records, statements, bench_tasks, replace=Fal
             lines.append(f"skipped   {iid}: {why}")
             continue
         entry = promoted(raw, record, statements[iid])
-        counts = (f"{len(entry['fail_to_pass'])} fail_to_pass, "
-                  f"{len(entry['pass_to_pass'])} pass_to_pass")
+        counts = (
+            f"{len(entry['fail_to_pass'])} fail_to_pass, {len(entry['pass_to_pass'])} pass_to_pass"
+        )
         if iid in position:
             kept[position[iid]] = entry
             lines.append(f"replaced  {iid} ({counts})")
@@ -148,13 +158,26 @@ def with_changelog(data, tasks, lines, changes=None, today=None):
     out = dict(data, tasks=tasks)
     if "version" not in data:
         return out
-    done = {kind: [line.split()[1] for line in lines if line.startswith(kind)]
-            for kind in ("added", "replaced")}
+    done = {
+        kind: [line.split()[1] for line in lines if line.startswith(kind)]
+        for kind in ("added", "replaced")
+    }
     version = next_version(data["version"], major=bool(done["replaced"]))
-    text = changes or "; ".join(f"{len(ids)} validated task(s) {kind} ({', '.join(ids)})"
-                                for kind, ids in done.items() if ids) + " (promote_tasks.py)."
-    entry = {"version": version, "date": today or datetime.date.today().isoformat(),
-             "tasks": len(tasks), "changes": text}
+    text = (
+        changes
+        or "; ".join(
+            f"{len(ids)} validated task(s) {kind} ({', '.join(ids)})"
+            for kind, ids in done.items()
+            if ids
+        )
+        + " (promote_tasks.py)."
+    )
+    entry = {
+        "version": version,
+        "date": today or datetime.date.today().isoformat(),
+        "tasks": len(tasks),
+        "changes": text,
+    }
     return dict(out, version=version, changelog=[entry] + list(data.get("changelog") or []))
 
 
@@ -176,25 +199,33 @@ def write_checked(path, data):
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--candidates", required=True, help="the candidates file (mine_tasks.py)")
-    ap.add_argument("--statements", required=True,
-                    help='JSON file {"<instance_id>": "<problem statement>"}')
+    ap.add_argument(
+        "--statements", required=True, help='JSON file {"<instance_id>": "<problem statement>"}'
+    )
     ap.add_argument("--run", default="default", help="the run that validated the candidates")
-    ap.add_argument("--into", default=None,
-                    help=f"the benchmark file (default: tasks/{DEFAULT_BENCHMARK}.json)")
-    ap.add_argument("--replace", action="store_true",
-                    help="replace tasks the benchmark already has")
-    ap.add_argument("--changes", default=None,
-                    help="what changed, for the changelog entry of a versioned benchmark file "
-                         "(default: the ids added and replaced)")
+    ap.add_argument(
+        "--into", default=None, help=f"the benchmark file (default: tasks/{DEFAULT_BENCHMARK}.json)"
+    )
+    ap.add_argument(
+        "--replace", action="store_true", help="replace tasks the benchmark already has"
+    )
+    ap.add_argument(
+        "--changes",
+        default=None,
+        help="what changed, for the changelog entry of a versioned benchmark file "
+        "(default: the ids added and replaced)",
+    )
     return ap.parse_args(argv)
 
 
 def next_steps(into):
     """What to do once tasks were promoted: regenerate the card, check the statements."""
-    return [f"the benchmark card is now out of date: python scripts/benchmark_card.py "
-            f"--tasks {into} (with --validation results/<run>/validation.json of a run that "
-            f"validated the whole file)",
-            f"check the new statements: doit run {Path(into).stem}:lint"]
+    return [
+        f"the benchmark card is now out of date: python scripts/benchmark_card.py "
+        f"--tasks {into} (with --validation results/<run>/validation.json of a run that "
+        f"validated the whole file)",
+        f"check the new statements: doit run {Path(into).stem}:lint",
+    ]
 
 
 def run(args):
@@ -205,8 +236,9 @@ def run(args):
     statements = read_statements(args.statements)
     data = read_benchmark_file(into)
     records = read_validations(layout, candidates.tasks)
-    tasks, lines = promote(raw_candidates, candidates.tasks, records, statements,
-                           data["tasks"], args.replace)
+    tasks, lines = promote(
+        raw_candidates, candidates.tasks, records, statements, data["tasks"], args.replace
+    )
     print("\n".join(lines))
     unknown = sorted(set(statements) - {t.instance_id for t in candidates.tasks})
     if unknown:

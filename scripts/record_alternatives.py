@@ -38,9 +38,11 @@ def record(data, rows, before=False):
         if task is None or "audit" not in task:
             raise UserError("has no audited task of that id in the task file", item=iid)
         if not before and row.get("benchmark_version") != data.get("version"):
-            raise UserError(f"was graded under version {row.get('benchmark_version')}, the "
-                            f"task file is {data.get('version')}: run it again (or --before)",
-                            item=iid)
+            raise UserError(
+                f"was graded under version {row.get('benchmark_version')}, the "
+                f"task file is {data.get('version')}: run it again (or --before)",
+                item=iid,
+            )
         alternative = task["audit"].setdefault("alternative", {})
         if before:
             alternative["resolved_before"] = bool(row["resolved"])
@@ -50,8 +52,9 @@ def record(data, rows, before=False):
             alternative["strict"] = row.get("strict")
         alternative.setdefault("resolved", alternative["resolved_before"])
         alternative.setdefault("strict", None)
-        task["audit"]["alternative"] = {k: alternative[k]
-                                        for k in ("resolved_before", "resolved", "strict")}
+        task["audit"]["alternative"] = {
+            k: alternative[k] for k in ("resolved_before", "resolved", "strict")
+        }
         lines.append(f"{iid}: {row['outcome']}, strict {row.get('strict')}")
     return lines
 
@@ -60,14 +63,18 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", required=True, help="results/<run>/file/results.jsonl")
     ap.add_argument("--tasks", default="tasks/nginx.json", help="the task file")
-    ap.add_argument("--before", action="store_true",
-                    help="the run graded the tasks as they were before the audit's changes")
+    ap.add_argument(
+        "--before",
+        action="store_true",
+        help="the run graded the tasks as they were before the audit's changes",
+    )
     args = ap.parse_args(argv)
     path = Path(args.tasks)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        rows = [json.loads(line) for line in Path(args.results).read_text().splitlines()
-                if line.strip()]
+        rows = [
+            json.loads(line) for line in Path(args.results).read_text().splitlines() if line.strip()
+        ]
         lines = record(data, rows, args.before)
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
         with tempfile.TemporaryDirectory() as scratch:

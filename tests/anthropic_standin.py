@@ -42,9 +42,15 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-               403: "permission_error", 404: "not_found_error", 429: "rate_limit_error",
-               500: "api_error", 529: "overloaded_error"}
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
 DONE_TEXT = "(stand-in: nothing more scripted)"
 
 
@@ -70,6 +76,7 @@ class Fault:
     times: how many matching requests it hits (None: every one);
     marker, turn: only requests of that script marker (and turn); None matches all.
     """
+
     status: int = None
     mid_stream: str = None
     delay: float = 0.0
@@ -114,8 +121,9 @@ def locate(script, messages):
         text = message_text(messages[index])
         found = [m for m in script if m in text]
         if found:
-            rounds = sum(1 for m in messages[index + 1:]
-                         if m.get("role") == "user" and has_tool_result(m))
+            rounds = sum(
+                1 for m in messages[index + 1 :] if m.get("role") == "user" and has_tool_result(m)
+            )
             return max(found, key=len), rounds
     return None, 0
 
@@ -128,8 +136,12 @@ def cached_usage(body, content):
         read, written = 0, prefix
     else:
         read, written = prefix + tokens(messages[:-2]), tokens(messages[-2])
-    return {"input_tokens": tokens(messages[-1:]), "cache_creation_input_tokens": written,
-            "cache_read_input_tokens": read, "output_tokens": tokens(content)}
+    return {
+        "input_tokens": tokens(messages[-1:]),
+        "cache_creation_input_tokens": written,
+        "cache_read_input_tokens": read,
+        "output_tokens": tokens(content),
+    }
 
 
 class StandIn:
@@ -147,15 +159,16 @@ class StandIn:
         self.server.standin = self
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         # A short poll: stop() waits for it, once per test.
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
-                                       daemon=True, name="anthropic-standin")
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, args=(0.05,), daemon=True, name="anthropic-standin"
+        )
 
     def start(self):
         self.thread.start()
         return self
 
     def stop(self):
-        self.stopping.set()             # ends delays at once
+        self.stopping.set()  # ends delays at once
         self.server.shutdown()
         self.server.server_close()
 
@@ -167,8 +180,11 @@ class StandIn:
 
     def messages_requests(self, marker=...):
         """The recorded POSTs to /v1/messages, optionally only those of one marker."""
-        return [r for r in list(self.requests) if r["path"] == "/v1/messages"
-                and (marker is ... or r["marker"] == marker)]
+        return [
+            r
+            for r in list(self.requests)
+            if r["path"] == "/v1/messages" and (marker is ... or r["marker"] == marker)
+        ]
 
     def next_id(self, prefix):
         with self.lock:
@@ -186,12 +202,21 @@ class StandIn:
         """The assistant message for a request: its content, stop reason and usage."""
         turns = self.script.get(marker, [])
         blocks = turns[turn] if turn < len(turns) else [say(DONE_TEXT)]
-        content = [dict(b, id=self.next_id("toolu")) if b["type"] == "tool_use" else dict(b)
-                   for b in blocks]
+        content = [
+            dict(b, id=self.next_id("toolu")) if b["type"] == "tool_use" else dict(b)
+            for b in blocks
+        ]
         stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
-        return {"id": self.next_id("msg"), "type": "message", "role": "assistant",
-                "model": body.get("model", ""), "content": content, "stop_reason": stop,
-                "stop_sequence": None, "usage": cached_usage(body, content)}
+        return {
+            "id": self.next_id("msg"),
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", ""),
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": cached_usage(body, content),
+        }
 
 
 class _Server(ThreadingHTTPServer):
@@ -205,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
     """One request; the response ends when the connection closes (HTTP/1.0 semantics)."""
 
     def log_message(self, *args):
-        pass                            # the records are the log
+        pass  # the records are the log
 
     def do_HEAD(self):
         self.record({})["status"] = 200
@@ -228,8 +253,10 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.server.standin
         if path not in ("/v1/messages", "/v1/messages/count_tokens"):
             return self.send_error_json(404, f"no such path {path}", record)
-        if self.headers.get("x-api-key", "") != api.api_key and \
-                self.headers.get("authorization", "") != f"Bearer {api.api_key}":
+        if (
+            self.headers.get("x-api-key", "") != api.api_key
+            and self.headers.get("authorization", "") != f"Bearer {api.api_key}"
+        ):
             return self.send_error_json(401, "invalid x-api-key", record)
         if path.endswith("count_tokens"):
             return self.send_json(200, {"input_tokens": tokens(body)}, record)
@@ -239,8 +266,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault and fault.delay and api.stopping.wait(fault.delay):
             return
         if fault and fault.status:
-            return self.send_error_json(fault.status, f"stand-in fault {fault.status}", record,
-                                        fault.should_retry)
+            return self.send_error_json(
+                fault.status, f"stand-in fault {fault.status}", record, fault.should_retry
+            )
         message = api.answer(body, marker, turn)
         record["usage"] = message["usage"]
         if body.get("stream"):
@@ -250,11 +278,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     def record(self, body):
         api = self.server.standin
-        record = {"time": time.monotonic(), "method": self.command,
-                  "path": urlsplit(self.path).path, "query": urlsplit(self.path).query,
-                  "headers": {k.lower(): v for k, v in self.headers.items()},
-                  "model": body.get("model"), "stream": body.get("stream"), "body": body,
-                  "marker": None, "turn": None, "status": None, "usage": None}
+        record = {
+            "time": time.monotonic(),
+            "method": self.command,
+            "path": urlsplit(self.path).path,
+            "query": urlsplit(self.path).query,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+            "model": body.get("model"),
+            "stream": body.get("stream"),
+            "body": body,
+            "marker": None,
+            "turn": None,
+            "status": None,
+            "usage": None,
+        }
         with api.lock:
             api.requests.append(record)
         return record
@@ -278,8 +315,9 @@ class _Handler(BaseHTTPRequestHandler):
         headers = [("retry-after", "0")] if status == 429 else []
         if should_retry is not None:
             headers.append(("x-should-retry", str(should_retry).lower()))
-        self.send_json(status, {"type": "error", "error": {"type": kind, "message": message}},
-                       record, headers)
+        self.send_json(
+            status, {"type": "error", "error": {"type": kind, "message": message}}, record, headers
+        )
 
     def stream(self, message, record, error_type):
         record["status"] = 200
@@ -288,28 +326,37 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("request-id", self.server.standin.next_id("req"))
         self.end_headers()
-        start = dict(message, content=[], stop_reason=None,
-                     usage=dict(message["usage"], output_tokens=1))
+        start = dict(
+            message, content=[], stop_reason=None, usage=dict(message["usage"], output_tokens=1)
+        )
         self.event("message_start", {"message": start})
         if error_type:
             record["status"] = f"200, then {error_type}"
-            return self.event("error", {"error": {"type": error_type,
-                                                  "message": "stand-in mid-stream fault"}})
+            return self.event(
+                "error", {"error": {"type": error_type, "message": "stand-in mid-stream fault"}}
+            )
         for index, block in enumerate(message["content"]):
             self.stream_block(index, block)
-        self.event("message_delta", {"delta": {"stop_reason": message["stop_reason"],
-                                               "stop_sequence": None},
-                                     "usage": message["usage"]})
+        self.event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": message["usage"],
+            },
+        )
         self.event("message_stop", {})
 
     def stream_block(self, index, block):
         if block["type"] == "text":
-            self.event("content_block_start", {"index": index,
-                                               "content_block": {"type": "text", "text": ""}})
+            self.event(
+                "content_block_start",
+                {"index": index, "content_block": {"type": "text", "text": ""}},
+            )
             delta = {"type": "text_delta", "text": block["text"]}
         else:
-            self.event("content_block_start", {"index": index, "content_block": dict(
-                block, input={})})
+            self.event(
+                "content_block_start", {"index": index, "content_block": dict(block, input={})}
+            )
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
         self.event("content_block_delta", {"index": index, "delta": delta})
         self.event("content_block_stop", {"index": index})
@@ -318,4 +365,3 @@ class _Handler(BaseHTTPRequestHandler):
         frame = f"event: {name}\ndata: {json.dumps(dict(data, type=name))}\n\n"
         self.wfile.write(frame.encode())
         self.wfile.flush()
-

@@ -26,10 +26,20 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 PROGRAMS = ("chromium", "chromium-browser")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--no-default-browser-check", "--disable-extensions", "--mute-audio",
-         "--hide-scrollbars", "--remote-debugging-pipe")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-extensions",
+    "--mute-audio",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+)
 # Every link and resource of a page, with the ids its fragments may point to.
 COLLECT = """JSON.stringify({
   links: Array.from(document.querySelectorAll("a[href], link[href], img[src], script[src]"),
@@ -45,12 +55,12 @@ def find_chromium():
 @dataclass
 class PageReport:
     url: str
-    errors: list = field(default_factory=list)      # what the console and the loader reported
-    requests: list = field(default_factory=list)    # every URL the page requested
-    links: list = field(default_factory=list)       # hrefs and srcs, resolved
+    errors: list = field(default_factory=list)  # what the console and the loader reported
+    requests: list = field(default_factory=list)  # every URL the page requested
+    links: list = field(default_factory=list)  # hrefs and srcs, resolved
     ids: list = field(default_factory=list)
     screenshot: bytes = b""
-    value: object = None                            # what load()'s script returned
+    value: object = None  # what load()'s script returned
 
 
 class ProtocolError(Exception):
@@ -74,9 +84,20 @@ class Chromium:
         script = f'exec "$0" "$@" 3<&{high[0]} 4>&{high[1]} {high[0]}<&- {high[1]}>&-'
         self.log = open(Path(self.profile) / "stderr.log", "wb")
         self.proc = subprocess.Popen(
-            ["bash", "-c", script, self.program, *FLAGS, f"--user-data-dir={self.profile}",
-             "about:blank"], pass_fds=high, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=self.log)
+            [
+                "bash",
+                "-c",
+                script,
+                self.program,
+                *FLAGS,
+                f"--user-data-dir={self.profile}",
+                "about:blank",
+            ],
+            pass_fds=high,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+        )
         for fd in high:
             os.close(fd)
         self._buffer, self._next_id, self.events = b"", 0, []
@@ -92,8 +113,9 @@ class Chromium:
             if ready:
                 chunk = os.read(self._from_browser, 1 << 20)
                 if not chunk:
-                    raise ProtocolError(f"Chromium exited ({self.proc.poll()}): "
-                                        f"{self.stderr()[-2000:]}")
+                    raise ProtocolError(
+                        f"Chromium exited ({self.proc.poll()}): {self.stderr()[-2000:]}"
+                    )
                 self._buffer += chunk
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)
@@ -106,7 +128,7 @@ class Chromium:
             message["sessionId"] = session
         data = json.dumps(message).encode() + b"\0"
         while data:
-            data = data[os.write(self._to_browser, data):]
+            data = data[os.write(self._to_browser, data) :]
         deadline = time.monotonic() + self.timeout
         while True:
             answer = self._read(deadline)
@@ -134,14 +156,17 @@ class Chromium:
         expression evaluated once the page has loaded, after the screenshot (report.value)."""
         url = Path(path).resolve().as_uri() + (f"#{fragment}" if fragment else "")
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = self.send("Target.attachToTarget",
-                            {"targetId": target, "flatten": True})["sessionId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
         for domain in ("Runtime", "Log", "Page", "Network"):
             self.send(f"{domain}.enable", session=session)
         width, height = self.size
-        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
-                                                         "deviceScaleFactor": 1, "mobile": False},
-                  session)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session,
+        )
         first = len(self.events)
         self.send("Page.navigate", {"url": url}, session)
         self.wait_for("Page.loadEventFired", session)
@@ -149,8 +174,12 @@ class Chromium:
         self.evaluate("new Promise(done => setTimeout(done, 100))", session)
         found = json.loads(self.evaluate(COLLECT, session))
         shot = self.send("Page.captureScreenshot", {"format": "png"}, session)
-        report = PageReport(url=url, links=found["links"], ids=found["ids"],
-                            screenshot=base64.b64decode(shot["data"]))
+        report = PageReport(
+            url=url,
+            links=found["links"],
+            ids=found["ids"],
+            screenshot=base64.b64decode(shot["data"]),
+        )
         if script:
             report.value = self.evaluate(script, session)
         for event in self.events[first:]:
@@ -160,8 +189,11 @@ class Chromium:
         return report
 
     def evaluate(self, expression, session):
-        result = self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
-                                                "returnByValue": True}, session)
+        result = self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "awaitPromise": True, "returnByValue": True},
+            session,
+        )
         if result.get("exceptionDetails"):
             raise ProtocolError(f"{expression!r}: {_exception_text(result['exceptionDetails'])}")
         return result.get("result", {}).get("value")
@@ -212,8 +244,9 @@ def _note(report, event):
         report.errors.append(f"console.{params['type']}: {' '.join(words)}")
     elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
         entry = params["entry"]
-        report.errors.append(f"{entry.get('source')}: {entry.get('text')} {entry.get('url', '')}"
-                             .rstrip())
+        report.errors.append(
+            f"{entry.get('source')}: {entry.get('text')} {entry.get('url', '')}".rstrip()
+        )
     elif method == "Network.requestWillBeSent":
         report.requests.append(params.get("request", {}).get("url", ""))
     elif method == "Network.loadingFailed" and not params.get("canceled"):
@@ -246,8 +279,11 @@ def link_problem(url):
     path = Path(urllib.parse.unquote(parsed.path))
     if not path.exists():
         return f"no such file: {path}"
-    if (parsed.fragment and path.suffix == ".html"
-            and urllib.parse.unquote(parsed.fragment) not in ids_of(path)):
+    if (
+        parsed.fragment
+        and path.suffix == ".html"
+        and urllib.parse.unquote(parsed.fragment) not in ids_of(path)
+    ):
         return f"no element #{parsed.fragment} in {path}"
     return None
 
@@ -255,8 +291,11 @@ def link_problem(url):
 def problems(report):
     """Everything wrong with a loaded page (an empty list for a good one)."""
     found = list(report.errors)
-    found += [f"request leaves the file system: {u}" for u in report.requests
-              if urllib.parse.urlsplit(u).scheme not in ("file", "data", "about")]
+    found += [
+        f"request leaves the file system: {u}"
+        for u in report.requests
+        if urllib.parse.urlsplit(u).scheme not in ("file", "data", "about")
+    ]
     for url in dict.fromkeys(report.links):
         why = link_problem(url)
         if why:

@@ -27,11 +27,21 @@ def session_with_subagent(marker, sub_marker, last="All done."):
     prompt names `sub_marker`, which has a script of its own) and a last answer `last`: each kind
     of step a trajectory or a page shows."""
     return {
-        marker: [[say("Let me look."), call("Bash", command="seq 1 500")],
-                 [call("Bash", command="echo no; exit 3")],
-                 [call("Agent", description="check", prompt=f"Please do {sub_marker}",
-                       subagent_type="general-purpose", model="haiku", run_in_background=False)],
-                 [say(last)]],
+        marker: [
+            [say("Let me look."), call("Bash", command="seq 1 500")],
+            [call("Bash", command="echo no; exit 3")],
+            [
+                call(
+                    "Agent",
+                    description="check",
+                    prompt=f"Please do {sub_marker}",
+                    subagent_type="general-purpose",
+                    model="haiku",
+                    run_in_background=False,
+                )
+            ],
+            [say(last)],
+        ],
         sub_marker: [[call("Bash", command="echo from the subagent")], [say("Sub done.")]],
     }
 
@@ -52,8 +62,13 @@ class Capture:
         return self.run.result or None
 
     def usages(self, marker=...):
-        return [q["usage"] for q in self.requests if q["path"] == "/v1/messages" and q["usage"]
-                and (marker is ... or q["marker"] == marker)]
+        return [
+            q["usage"]
+            for q in self.requests
+            if q["path"] == "/v1/messages"
+            and q["usage"]
+            and (marker is ... or q["marker"] == marker)
+        ]
 
 
 class Recorder:
@@ -82,12 +97,27 @@ class Recorder:
     def killed(self, prompt, stop, *, cwd):
         before, seen = ct.transcript_sizes(self.config, cwd), len(self.api.requests)
         asked = len(self.api.messages_requests())
-        argv = [self.program, "-p", prompt, "--output-format", "json", "--allowedTools", TOOLS,
-                "--model", SONNET]
+        argv = [
+            self.program,
+            "-p",
+            prompt,
+            "--output-format",
+            "json",
+            "--allowedTools",
+            TOOLS,
+            "--model",
+            SONNET,
+        ]
         start = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=cwd, env=self.environment(None),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=self.environment(None),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         while len(self.api.messages_requests()) < asked + 2 and time.monotonic() < start + 60:
             time.sleep(0.05)
         os.killpg(proc.pid, stop)

@@ -20,13 +20,21 @@ from pathlib import Path
 SETUP_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "setup-debian.sh"
 PACKAGE = "@anthropic-ai/claude-code"
 # The CLI's switches that keep it from calling anywhere but ANTHROPIC_BASE_URL.
-QUIET = {"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-         "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1"}
+QUIET = {
+    "DISABLE_TELEMETRY": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
 TOOLS = "Bash,Read,Edit,Write,Glob,Grep"
 SONNET = "claude-sonnet-4-5"
 # USD per million tokens of claude-sonnet-4-5, as the CLI prices it.
-SONNET_PRICES = {"input_tokens": 3.0, "output_tokens": 15.0,
-                 "cache_creation_input_tokens": 3.75, "cache_read_input_tokens": 0.30}
+SONNET_PRICES = {
+    "input_tokens": 3.0,
+    "output_tokens": 15.0,
+    "cache_creation_input_tokens": 3.75,
+    "cache_read_input_tokens": 0.30,
+}
 USAGE_KEYS = tuple(SONNET_PRICES)
 
 
@@ -37,8 +45,9 @@ def setup_setting(name):
 
 
 def install_prefix():
-    return Path(os.environ.get("NGINX_EVAL_CLAUDE_PREFIX")
-                or setup_setting("NGINX_EVAL_CLAUDE_PREFIX"))
+    return Path(
+        os.environ.get("NGINX_EVAL_CLAUDE_PREFIX") or setup_setting("NGINX_EVAL_CLAUDE_PREFIX")
+    )
 
 
 def installed_claude():
@@ -61,23 +70,43 @@ def find_or_install():
     version = setup_setting("CLAUDE_CODE_VERSION")
     if not shutil.which("npm"):
         return None, "the Claude Code CLI is not installed, and npm is not either"
-    probe = subprocess.run(["npm", "view", f"{PACKAGE}@{version}", "version"],
-                           capture_output=True, text=True, timeout=120)
+    probe = subprocess.run(
+        ["npm", "view", f"{PACKAGE}@{version}", "version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if probe.returncode != 0 or version not in probe.stdout:
-        return None, (f"the Claude Code CLI is not installed, and npm cannot fetch "
-                      f"{PACKAGE}@{version}: {probe.stderr.strip()[-300:]}")
+        return None, (
+            f"the Claude Code CLI is not installed, and npm cannot fetch "
+            f"{PACKAGE}@{version}: {probe.stderr.strip()[-300:]}"
+        )
     prefix = install_prefix()
     prefix.mkdir(parents=True, exist_ok=True)
-    with open(prefix / ".install.lock", "w") as lock:   # pytest-xdist workers: one install
+    with open(prefix / ".install.lock", "w") as lock:  # pytest-xdist workers: one install
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not installed_claude():
-            subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-fund", "--no-audit",
-                            "--save-exact", f"{PACKAGE}@{version}"],
-                           check=True, capture_output=True, timeout=900)
+            subprocess.run(
+                [
+                    "npm",
+                    "install",
+                    "--prefix",
+                    str(prefix),
+                    "--no-fund",
+                    "--no-audit",
+                    "--save-exact",
+                    f"{PACKAGE}@{version}",
+                ],
+                check=True,
+                capture_output=True,
+                timeout=900,
+            )
     program = installed_claude()
     if not program:
-        raise RuntimeError(f"npm installed {PACKAGE}@{version} under {prefix}, "
-                           "but node_modules/.bin/claude does not run")
+        raise RuntimeError(
+            f"npm installed {PACKAGE}@{version} under {prefix}, "
+            "but node_modules/.bin/claude does not run"
+        )
     return program, None
 
 
@@ -85,9 +114,15 @@ def environment(api, config_dir, **extra):
     """The environment of a CLI that talks to the stand-in `api` and keeps its state (sessions,
     commands, transcripts) in `config_dir`, and its temporary files (tool output, a socket per
     process, else in /tmp/claude-<uid>/ and /tmp/cc-socks/) in `config_dir`/tmp."""
-    return {**os.environ, "ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": api.api_key,
-            "CLAUDE_CONFIG_DIR": str(config_dir),
-            "CLAUDE_CODE_TMPDIR": str(Path(config_dir) / "tmp"), **QUIET, **extra}
+    return {
+        **os.environ,
+        "ANTHROPIC_BASE_URL": api.url,
+        "ANTHROPIC_API_KEY": api.api_key,
+        "CLAUDE_CONFIG_DIR": str(config_dir),
+        "CLAUDE_CODE_TMPDIR": str(Path(config_dir) / "tmp"),
+        **QUIET,
+        **extra,
+    }
 
 
 @dataclass
@@ -96,16 +131,25 @@ class Run:
     seconds: float
     stdout: str
     stderr: str
-    result: dict            # the --output-format json object ({} if it printed none)
+    result: dict  # the --output-format json object ({} if it printed none)
 
 
 def run(program, env, cwd, prompt, *flags, model=SONNET, timeout=120):
     """`claude -p PROMPT --output-format json --allowedTools ... --model MODEL FLAGS` in cwd."""
-    argv = [program, *flags, "-p", prompt, "--output-format", "json", "--allowedTools", TOOLS,
-            "--model", model]
+    argv = [
+        program,
+        *flags,
+        "-p",
+        prompt,
+        "--output-format",
+        "json",
+        "--allowedTools",
+        TOOLS,
+        "--model",
+        model,
+    ]
     start = time.monotonic()
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     try:
         result = json.loads(proc.stdout)
     except ValueError:
@@ -128,7 +172,7 @@ def transcript_usage(path):
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
-            continue    # the last line of a CLI killed by SIGKILL mid-write
+            continue  # the last line of a CLI killed by SIGKILL mid-write
         message = entry.get("message") or {}
         if entry.get("type") != "assistant" or message.get("id") in seen:
             continue

@@ -1,7 +1,7 @@
 import contextlib
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import fixture_repos  # noqa: E402
+
 from nginx_eval.core.outcomes import AGENT_STATUSES, GRADE_STATUSES  # noqa: E402
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
@@ -31,12 +32,17 @@ class Project:
             # The strict verdict costs a sanitizer build and more test runs per patch: the
             # tests of other features leave it off; tests/test_strict.py turns it on.
             args = (*args, "strict=0")
-        proc = subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), *args],
-                              env=dict(self.env, **(env or {})), capture_output=True, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-m", "doit", "-f", str(DODO), *args],
+            env=dict(self.env, **(env or {})),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"doit {' '.join(args)} failed ({proc.returncode}):\n"
-                                 f"{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"doit {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
         executed = [line[3:].strip() for line in proc.stdout.splitlines() if line.startswith(".  ")]
         return proc, executed
 
@@ -97,12 +103,13 @@ def e2e_program(argv):
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or \
-                getattr(item.module, "E2E", False):
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or getattr(
+            item.module, "E2E", False
+        ):
             item.add_marker(pytest.mark.e2e)
 
 
-_GUARD = {"on": False}     # during the setup and call of a test not marked e2e
+_GUARD = {"on": False}  # during the setup and call of a test not marked e2e
 
 
 class _Guarded(subprocess.Popen):
@@ -112,13 +119,14 @@ class _Guarded(subprocess.Popen):
             raise AssertionError(
                 f"this test starts {program}, so it is end to end: give it one of "
                 f"conftest.E2E_FIXTURES, or E2E = True in its module, so that "
-                f"`pytest -m \"not e2e\"` stays the quick loop")
+                f'`pytest -m "not e2e"` stays the quick loop'
+            )
         super().__init__(args, *rest, **kwargs)
 
 
 # Installed once for the whole session and switched per test: a test that monkeypatches
 # subprocess.Popen restores this class, whatever phase its teardown runs in.
-subprocess.Popen = _Guarded     # type: ignore[misc]
+subprocess.Popen = _Guarded  # type: ignore[misc]
 
 
 @contextlib.contextmanager
@@ -149,8 +157,14 @@ def prove_verbose(directory, name, body, env=None):
     lines), run in `directory`: grading tests read this, never hand-written TAP."""
     path = Path(directory) / name
     path.write_text("use strict;\nuse warnings;\nuse Test::More;\n" + body)
-    proc = subprocess.run(["prove", "--norc", "-v", name], cwd=directory, capture_output=True,
-                          text=True, env=dict(os.environ, **(env or {})), timeout=60)
+    proc = subprocess.run(
+        ["prove", "--norc", "-v", name],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **(env or {})),
+        timeout=60,
+    )
     return proc.stdout, proc.returncode
 
 
@@ -181,6 +195,7 @@ def anthropic_api():
     """A running stand-in for the Anthropic API (tests/anthropic_standin.py); set its `script`
     and `faults`, point the CLI at it with claude_cli.environment(api, config_dir)."""
     from anthropic_standin import StandIn
+
     with StandIn() as api:
         yield api
 
@@ -190,7 +205,9 @@ def claude_program():
     """The real Claude Code CLI (tests/claude_cli.py); skipped, loudly, only when it is not
     installed and npm cannot fetch it."""
     import warnings
+
     import claude_cli
+
     program, problem = claude_cli.find_or_install()
     if problem:
         warnings.warn(f"SKIPPING the tests that run Claude Code: {problem}")

@@ -25,8 +25,13 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1"}
+ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 CONFIGURE = r"""#!/bin/sh
 # A miniature of nginx's auto/configure: records the flags, writes the Makefiles.
@@ -193,13 +198,15 @@ sub run { my $out = `$bin @_`; chomp $out; return $out; }
 """
 
 TESTS = {
-    "calc_add.t": TEST_HEAD + """
+    "calc_add.t": TEST_HEAD
+    + """
 plan(tests => 3);
 is(run('add', 2, 3), '5', 'add two numbers');
 is(run('add', 0, 0), '0', 'add zeros');
 is(run('mul', 2, 3), '6', 'mul still works');
 """,
-    "calc_mul.t": TEST_HEAD + """
+    "calc_mul.t": TEST_HEAD
+    + """
 plan(tests => 3);
 is(run('mul', 2, 3), '6', 'multiply');
 is(run('mul', 1, 0), '0', 'multiply by zero');
@@ -208,42 +215,49 @@ local $TODO = 'not yet';
 is(run('mul', 3, 3), '9', 'square');
 }
 """,
-    "version.t": TEST_HEAD + """
+    "version.t": TEST_HEAD
+    + """
 plan(tests => 1);
 like(`$bin -V 2>&1`, qr/configure arguments/, 'version output');
 """,
-    "skip.t": TEST_HEAD + """
+    "skip.t": TEST_HEAD
+    + """
 plan(skip_all => 'Foo::Bar not installed');
 """,
     # Start the "server" with the test's stdout, as Test::Nginx does. try_run skips the whole
     # file when it does not start; `$t->run()->plan(N)` dies before the plan.
-    "server.t": TEST_HEAD + """
+    "server.t": TEST_HEAD
+    + """
 system($bin, '-p', '/tmp/', '-c', 'nginx.conf') == 0 or plan(skip_all => 'cannot start nginx');
 plan(tests => 2);
 is(run('add', 2, 3), '5', 'add after start');
 is(run('mul', 2, 3), '6', 'mul after start');
 """,
-    "server_die.t": TEST_HEAD + """
+    "server_die.t": TEST_HEAD
+    + """
 system($bin, '-p', '/tmp/', '-c', 'nginx.conf') == 0 or die "Can't start nginx";
 plan(tests => 2);
 is(run('add', 2, 3), '5', 'add after start');
 is(run('mul', 2, 3), '6', 'mul after start');
 """,
     # What the harness lets leak into a test's environment.
-    "env.t": TEST_HEAD + """
+    "env.t": TEST_HEAD
+    + """
 plan(tests => 3);
 is(run('add', 2, 3), '5', 'add two numbers');
 ok(!defined $ENV{TEST_NGINX_UNSAFE}, 'no inherited TEST_NGINX_UNSAFE');
 my @users = ($ENV{TEST_NGINX_GLOBALS} // '') =~ /\buser\b/g;
 ok(@users <= 1, 'at most one user directive');
 """,
-    "hang.t": TEST_HEAD + """
+    "hang.t": TEST_HEAD
+    + """
 plan(tests => 2);
 ok(1, 'before the hang');
 sleep 3600;
 ok(1, 'after the hang');
 """,
-    "flaky.t": TEST_HEAD + """
+    "flaky.t": TEST_HEAD
+    + """
 plan(tests => 2);
 is(run('add', 2, 3), '5', 'add two numbers');
 # Fails on every other run: a counter file next to the test tree decides.
@@ -257,16 +271,27 @@ ok($n % 2 == 0, 'coin');
 
 
 def git(cwd, *args):
-    return subprocess.run(["git", *args], cwd=cwd, env=dict(os.environ, **ENV), check=True,
-                          capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env=dict(os.environ, **ENV),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def commit(repo, message, date=None):
     """Commit everything; date: its author and committer date (git's formats), else now."""
     git(repo, "add", "-A")
     dated = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
-    subprocess.run(["git", "commit", "-q", "-m", message], cwd=repo, check=True,
-                   env=dict(os.environ, **ENV, **dated), capture_output=True)
+    subprocess.run(
+        ["git", "commit", "-q", "-m", message],
+        cwd=repo,
+        check=True,
+        env=dict(os.environ, **ENV, **dated),
+        capture_output=True,
+    )
     return git(repo, "rev-parse", "HEAD")
 
 
@@ -299,10 +324,13 @@ def make_upstream(path):
 
 
 TESTS_DATE = "2020-01-01T00:00:00+0000"
-LATER_TEST = TEST_HEAD + """
+LATER_TEST = (
+    TEST_HEAD
+    + """
 plan(tests => 1);
 is(run('add', -2, -3), '-5', 'add negatives');
 """
+)
 
 
 def make_tests_repo(path):
@@ -409,12 +437,19 @@ if behaviour == "nonzero":
 
 def task(iid, base, fix, test_commit, files, f2p, p2p, flags=()):
     return {
-        "instance_id": iid, "repo": "acme/tiny", "test_repo": "acme/tiny-tests",
-        "base_commit": base, "fix_commit": fix, "test_commit": test_commit,
-        "test_files": files, "configure_flags": list(flags), "fail_to_pass": f2p,
+        "instance_id": iid,
+        "repo": "acme/tiny",
+        "test_repo": "acme/tiny-tests",
+        "base_commit": base,
+        "fix_commit": fix,
+        "test_commit": test_commit,
+        "test_files": files,
+        "configure_flags": list(flags),
+        "fail_to_pass": f2p,
         "pass_to_pass": p2p,
         "problem_statement": f"{iid}: the calculator prints wrong results.",
-        "perl_modules": [], "test_timeout": 20,
+        "perl_modules": [],
+        "test_timeout": 20,
     }
 
 
@@ -430,17 +465,30 @@ def make_fixture(base_dir):
     write(agent, FAKE_AGENT, 0o755)
     t = commits["t_head"]
     tasks = [
-        task("tiny-add", commits["c_add_bug"], commits["c_add_fix"], t, ["calc_add.t"],
-             ["calc_add.t:1 add two numbers"],
-             ["calc_add.t:2 add zeros", "calc_add.t:3 mul still works"]),
-        task("tiny-mul", commits["c_mul_bug"], commits["c_mul_fix"], t,
-             ["calc_mul.t", "version.t"],
-             ["calc_mul.t:1 multiply", "calc_mul.t:3 square"],
-             ["calc_mul.t:2 multiply by zero", "version.t:1 version output"],
-             flags=["--with-debug"]),
+        task(
+            "tiny-add",
+            commits["c_add_bug"],
+            commits["c_add_fix"],
+            t,
+            ["calc_add.t"],
+            ["calc_add.t:1 add two numbers"],
+            ["calc_add.t:2 add zeros", "calc_add.t:3 mul still works"],
+        ),
+        task(
+            "tiny-mul",
+            commits["c_mul_bug"],
+            commits["c_mul_fix"],
+            t,
+            ["calc_mul.t", "version.t"],
+            ["calc_mul.t:1 multiply", "calc_mul.t:3 square"],
+            ["calc_mul.t:2 multiply by zero", "version.t:1 version output"],
+            flags=["--with-debug"],
+        ),
     ]
     write(root / "tasks" / "tiny.json", json.dumps({"name": "tiny", "tasks": tasks}, indent=2))
-    write(root / "modes.toml", textwrap.dedent(f"""\
+    write(
+        root / "modes.toml",
+        textwrap.dedent(f"""\
         [modes.fake]
         description = "scripted agent"
         model = "fake-1"
@@ -452,17 +500,27 @@ def make_fixture(base_dir):
         prompt = "prompt_raw.md.j2"
         timeout = 20
         command = "{agent} {{prompt}}"
-        """))
+        """),
+    )
     env = dict(os.environ)
     for var in list(env):
         if var.startswith("NGINX_EVAL_") or var.startswith("FAKE_AGENT"):
             del env[var]
-    env.update({
-        "NGINX_EVAL_ROOT": str(root),
-        "NGINX_EVAL_CACHE": str(base_dir / "cache"),
-        "NGINX_EVAL_REPO_URL": str(mirrors) + "/{owner}+{name}",
-        "FAKE_AGENT_LOG": str(base_dir / "agent-calls.log"),
-        "FLAKY_COUNTER": str(base_dir / "flaky-counter"),
-    })
-    return {"root": root, "env": env, "commits": commits, "mirrors": mirrors,
-            "agent": agent, "base": base_dir, "tasks": tasks}
+    env.update(
+        {
+            "NGINX_EVAL_ROOT": str(root),
+            "NGINX_EVAL_CACHE": str(base_dir / "cache"),
+            "NGINX_EVAL_REPO_URL": str(mirrors) + "/{owner}+{name}",
+            "FAKE_AGENT_LOG": str(base_dir / "agent-calls.log"),
+            "FLAKY_COUNTER": str(base_dir / "flaky-counter"),
+        }
+    )
+    return {
+        "root": root,
+        "env": env,
+        "commits": commits,
+        "mirrors": mirrors,
+        "agent": agent,
+        "base": base_dir,
+        "tasks": tasks,
+    }

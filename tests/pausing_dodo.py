@@ -11,8 +11,8 @@ import re
 import time
 from pathlib import Path
 
-from nginx_eval.core import jsonio
 from nginx_eval.cli import load_dodo
+from nginx_eval.core import jsonio
 
 PAUSE_AT = re.compile(os.environ["NGINX_EVAL_TEST_PAUSE_AT"])
 MARKER = os.environ["NGINX_EVAL_TEST_PAUSE_MARKER"]

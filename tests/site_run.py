@@ -14,13 +14,16 @@ from anthropic_standin import StandIn, call, say
 from conftest import SOURCE_ROOT
 
 RUN = "site"
-RAW_PROMPT = "A user reported the bug below"           # a phrase of templates/prompt_raw.md.j2
+RAW_PROMPT = "A user reported the bug below"  # a phrase of templates/prompt_raw.md.j2
 FIX = "sed -i -e 's/a - b/a + b/' -e 's/a \\* b + (a > 1)/a * b/' src/core/calc.c"
-SCRIPT = {RAW_PROMPT: [
-    [say("Let me look at the code first."), call("Bash", command="seq 1 400")],
-    [call("Bash", command="grep -n 'return' src/core/calc.c; exit 3")],
-    [say("add() subtracts; fixing it."), call("Bash", command=FIX)],
-    [say("Fixed: `calc_add` adds again.")]]}
+SCRIPT = {
+    RAW_PROMPT: [
+        [say("Let me look at the code first."), call("Bash", command="seq 1 400")],
+        [call("Bash", command="grep -n 'return' src/core/calc.c; exit 3")],
+        [say("add() subtracts; fixing it."), call("Bash", command=FIX)],
+        [say("Fixed: `calc_add` adds again.")],
+    ]
+}
 BREAK = {"FAKE_AGENT_tiny_mul": "break"}
 
 
@@ -31,8 +34,10 @@ def raw_mode():
 
 
 # Informative fields of the fixture's tasks, so that the index has areas and a split to filter.
-FACTS = {"tiny-add": {"area": "core", "fix_date": "2024-11-05"},
-         "tiny-mul": {"area": "http", "fix_date": "2025-02-14"}}
+FACTS = {
+    "tiny-add": {"area": "core", "fix_date": "2024-11-05"},
+    "tiny-mul": {"area": "http", "fix_date": "2025-02-14"},
+}
 
 
 def make_run(project, claude_program=None):
@@ -45,7 +50,7 @@ def make_run(project, claude_program=None):
     env = dict(BREAK)
     if claude_program is None:
         proc, _ = project.doit("run", *targets, f"run={RUN}", env=env)
-        assert "was not rendered" not in proc.stderr, proc.stderr     # progress.finish's warning
+        assert "was not rendered" not in proc.stderr, proc.stderr  # progress.finish's warning
         return ["gold", "none", "fake"]
     with open(project.root / "modes.toml", "a") as f:
         f.write("\n" + raw_mode())

@@ -29,8 +29,10 @@ from fixture_repos import commit, git, write
 IID = "acme__pycalc-1"
 CALC = "def add(a, b):\n    return {}\n\n\ndef mul(a, b):\n    return a * b\n"
 TESTS = "from pycalc.calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
-TEST_ADD = ("from pycalc.calc import add, mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
-            "\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+TEST_ADD = (
+    "from pycalc.calc import add, mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
+    "\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+)
 STATEMENT = "pycalc.calc.add(2, 3) returns -1, but the sum of 2 and 3 is 5."
 FIX = "sed -i 's/return a - b/return a + b/' pycalc/calc.py"
 
@@ -77,13 +79,21 @@ def make_pycalc(path):
 
 def dataset_row(commits):
     """The task's row as the dataset export has it."""
-    return {"instance_id": IID, "repo": "acme/pycalc", "base_commit": commits["p_base"],
-            "problem_statement": STATEMENT, "version": "0.1",
-            "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_add"]),
-            "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_mul"]),
-            "patch": commits["gold"], "test_patch": commits["test_patch"],
-            "environment_setup_commit": commits["p_base"], "created_at": "2024-05-01T12:00:00Z",
-            "hints_text": "", "difficulty": "<15 min fix"}
+    return {
+        "instance_id": IID,
+        "repo": "acme/pycalc",
+        "base_commit": commits["p_base"],
+        "problem_statement": STATEMENT,
+        "version": "0.1",
+        "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_add"]),
+        "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_mul"]),
+        "patch": commits["gold"],
+        "test_patch": commits["test_patch"],
+        "environment_setup_commit": commits["p_base"],
+        "created_at": "2024-05-01T12:00:00Z",
+        "hints_text": "",
+        "difficulty": "<15 min fix",
+    }
 
 
 def add_swebench(project):
@@ -92,10 +102,19 @@ def add_swebench(project):
     commits = make_pycalc(project.mirrors / "acme+pycalc")
     rows = project.base / "verified.jsonl"
     rows.write_text(json.dumps(dataset_row(commits)) + "\n")
-    subprocess.run([sys.executable, str(Path(__file__).parent.parent / "scripts" /
-                                        "import_swebench.py"), "--rows", str(rows), "--out",
-                    str(project.root / "tasks" / "swebench-verified.json")],
-                   check=True, capture_output=True, env=project.env)
+    subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).parent.parent / "scripts" / "import_swebench.py"),
+            "--rows",
+            str(rows),
+            "--out",
+            str(project.root / "tasks" / "swebench-verified.json"),
+        ],
+        check=True,
+        capture_output=True,
+        env=project.env,
+    )
     return commits
 
 
@@ -108,7 +127,7 @@ def stand_in_agent(directory, task_file="/nonexistent"):
 
 
 # -- the official harness's evaluation, without Docker --------------------------------------------
-START, END = ">>>>> Start Test Output", ">>>>> End Test Output"     # harness/constants
+START, END = ">>>>> Start Test Output", ">>>>> End Test Output"  # harness/constants
 
 
 def test_log(mirror, base, patches, workdir):
@@ -120,14 +139,19 @@ def test_log(mirror, base, patches, workdir):
     applied = True
     for patch in patches:
         if patch.strip():
-            done = subprocess.run(["git", "-C", str(tree), "apply", "-"], input=patch.encode(),
-                                  capture_output=True)
+            done = subprocess.run(
+                ["git", "-C", str(tree), "apply", "-"], input=patch.encode(), capture_output=True
+            )
             applied = applied and done.returncode == 0
     if not applied:
         return ">>>>> Patch Apply Failed\n"
-    run = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider",
-                          "tests/test_calc.py"], cwd=tree, capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_calc.py"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+    )
     return f"{START}\n{run.stdout}\n{END}\n"
 
 
@@ -141,14 +165,26 @@ def instance_report(iid, prediction, log_path, row):
         passed = {line.split()[1] for line in text.splitlines() if line.startswith("PASSED ")}
         f2p, p2p = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
         found = START in text
-        return {iid: {"patch_is_None": False, "patch_exists": True,
-                      "patch_successfully_applied": found,
-                      "resolved": found and all(t in passed for t in f2p + p2p),
-                      "infra_failure": False}}
-    spec = TestSpec(instance_id=iid, image="none", eval_script_list=[], repo=row["repo"],
-                    version=row["version"], FAIL_TO_PASS=json.loads(row["FAIL_TO_PASS"]),
-                    PASS_TO_PASS=json.loads(row["PASS_TO_PASS"]), log_parser="parse_log_pytest",
-                    eval_type="pass_and_fail")
+        return {
+            iid: {
+                "patch_is_None": False,
+                "patch_exists": True,
+                "patch_successfully_applied": found,
+                "resolved": found and all(t in passed for t in f2p + p2p),
+                "infra_failure": False,
+            }
+        }
+    spec = TestSpec(
+        instance_id=iid,
+        image="none",
+        eval_script_list=[],
+        repo=row["repo"],
+        version=row["version"],
+        FAIL_TO_PASS=json.loads(row["FAIL_TO_PASS"]),
+        PASS_TO_PASS=json.loads(row["PASS_TO_PASS"]),
+        log_parser="parse_log_pytest",
+        eval_type="pass_and_fail",
+    )
     return get_eval_report(spec, prediction, str(log_path), include_tests_status=True)
 
 
@@ -165,8 +201,13 @@ def official_run_report(predictions, dataset, run_id, report_dir, logs):
         if prediction.get("model_patch", None) in ["", None]:
             empty.add(iid)
             continue
-        report_file = (Path(logs) / run_id / prediction["model_name_or_path"].replace("/", "__")
-                       / iid / "report.json")
+        report_file = (
+            Path(logs)
+            / run_id
+            / prediction["model_name_or_path"].replace("/", "__")
+            / iid
+            / "report.json"
+        )
         if report_file.exists():
             completed.add(iid)
             try:
@@ -180,33 +221,49 @@ def official_run_report(predictions, dataset, run_id, report_dir, logs):
         else:
             errors.add(iid)
     report = {
-        "total_instances": len(dataset), "submitted_instances": len(predictions),
-        "completed_instances": len(completed), "resolved_instances": len(resolved),
-        "unresolved_instances": len(unresolved), "infra_failure_instances": 0,
-        "ambiguous_failure_instances": 0, "empty_patch_instances": len(empty),
-        "error_instances": len(errors), "completed_ids": sorted(completed),
-        "incomplete_ids": sorted(incomplete), "empty_patch_ids": sorted(empty),
-        "submitted_ids": sorted(predictions), "resolved_ids": sorted(resolved),
-        "unresolved_ids": sorted(unresolved), "infra_failure_ids": [],
-        "ambiguous_failure_ids": [], "failure_reasons": {}, "error_ids": sorted(errors),
-        "schema_version": 2}
-    path = Path(report_dir) / (next(iter(predictions.values()))["model_name_or_path"]
-                               .replace("/", "__") + f".{run_id}.json")
+        "total_instances": len(dataset),
+        "submitted_instances": len(predictions),
+        "completed_instances": len(completed),
+        "resolved_instances": len(resolved),
+        "unresolved_instances": len(unresolved),
+        "infra_failure_instances": 0,
+        "ambiguous_failure_instances": 0,
+        "empty_patch_instances": len(empty),
+        "error_instances": len(errors),
+        "completed_ids": sorted(completed),
+        "incomplete_ids": sorted(incomplete),
+        "empty_patch_ids": sorted(empty),
+        "submitted_ids": sorted(predictions),
+        "resolved_ids": sorted(resolved),
+        "unresolved_ids": sorted(unresolved),
+        "infra_failure_ids": [],
+        "ambiguous_failure_ids": [],
+        "failure_reasons": {},
+        "error_ids": sorted(errors),
+        "schema_version": 2,
+    }
+    path = Path(report_dir) / (
+        next(iter(predictions.values()))["model_name_or_path"].replace("/", "__")
+        + f".{run_id}.json"
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=4) + "\n")
     return path
 
 
-def grade_locally(predictions_path, rows, run_id, report_dir, mirror, work, use_package=True,
-                  errors=()):
+def grade_locally(
+    predictions_path, rows, run_id, report_dir, mirror, work, use_package=True, errors=()
+):
     """Evaluate a predictions file as run_evaluation would (module docstring), in `work`;
     `errors`: instance ids whose evaluation fails (no report.json: the harness's error_ids).
     The run report's path."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     logs = work / "logs" / "run_evaluation"
-    predictions = {p["instance_id"]: p for p in map(json.loads, Path(predictions_path)
-                                                    .read_text().splitlines())}
+    predictions = {
+        p["instance_id"]: p
+        for p in map(json.loads, Path(predictions_path).read_text().splitlines())
+    }
     by_id = {r["instance_id"]: r for r in rows}
     for iid, pred in predictions.items():
         if not pred["model_patch"] or iid in errors:
@@ -214,9 +271,14 @@ def grade_locally(predictions_path, rows, run_id, report_dir, mirror, work, use_
         folder = logs / run_id / pred["model_name_or_path"].replace("/", "__") / iid
         folder.mkdir(parents=True)
         log = folder / "test_output.txt"
-        log.write_text(test_log(mirror, by_id[iid]["base_commit"],
-                                [pred["model_patch"], by_id[iid]["test_patch"]],
-                                work / f"tree-{iid}-{run_id}"))
+        log.write_text(
+            test_log(
+                mirror,
+                by_id[iid]["base_commit"],
+                [pred["model_patch"], by_id[iid]["test_patch"]],
+                work / f"tree-{iid}-{run_id}",
+            )
+        )
         report = instance_report(iid, pred, log, by_id[iid])
         (folder / "report.json").write_text(json.dumps(report, indent=4))
     if use_package:
@@ -227,7 +289,7 @@ def grade_locally(predictions_path, rows, run_id, report_dir, mirror, work, use_
     if not use_package:
         return official_run_report(predictions, rows, run_id, report_dir, logs)
     here = os.getcwd()
-    os.chdir(work)      # the harness reads logs/run_evaluation relative to where it runs
+    os.chdir(work)  # the harness reads logs/run_evaluation relative to where it runs
     try:
         return Path(make_run_report(predictions, rows, run_id, None, str(report_dir))).resolve()
     finally:
@@ -237,6 +299,7 @@ def grade_locally(predictions_path, rows, run_id, report_dir, mirror, work, use_
 def swebench_importable():
     try:
         import swebench.harness.reporting  # noqa: F401
+
         return True
     except ImportError:
         return False

@@ -11,16 +11,17 @@ import os
 import shutil
 import time
 
-import pytest
-
 import claude_cli
+import pytest
 from anthropic_standin import Fault, call, say
 from claude_cli import SONNET, sonnet_cost, summed
 from conftest import SOURCE_ROOT
+
 from nginx_eval.agent.sandbox import sandbox_problem
 
-needs_srt = pytest.mark.skipif(sandbox_problem() is not None,
-                               reason=f"no usable agent sandbox: {sandbox_problem()}")
+needs_srt = pytest.mark.skipif(
+    sandbox_problem() is not None, reason=f"no usable agent sandbox: {sandbox_problem()}"
+)
 
 # A phrase of each shipped prompt (templates/), and of templates/commands/fix-issue.md.
 RAW = "A user reported the bug below"
@@ -68,8 +69,9 @@ class ClaudeProject:
         api.script = dict(SCRIPT)
 
     def run(self, *targets, check=True, env=None):
-        proc, executed = self.project.doit("run", *targets, "instances=tiny-add", check=check,
-                                           env=env)
+        proc, executed = self.project.doit(
+            "run", *targets, "instances=tiny-add", check=check, env=env
+        )
         return proc, executed
 
     def agent(self, mode):
@@ -80,8 +82,11 @@ class ClaudeProject:
 
     def usages(self, marker, session=None):
         """The usage the stand-in answered to the requests of `marker` (of one session)."""
-        return [q["usage"] for q in self.api.messages_requests(marker) if q["usage"] and
-                session in (None, q["headers"].get("x-claude-code-session-id"))]
+        return [
+            q["usage"]
+            for q in self.api.messages_requests(marker)
+            if q["usage"] and session in (None, q["headers"].get("x-claude-code-session-id"))
+        ]
 
     def add_mode(self, text):
         with open(self.project.root / "modes.toml", "a") as f:
@@ -97,34 +102,47 @@ def assert_phase_paid_what_the_api_billed(phase, usages):
     """A phase's cost and tokens are those of its own requests (not the session's so far)."""
     billed = summed(usages)
     assert phase["cost_usd"] == pytest.approx(sonnet_cost(usages), rel=1e-6)
-    assert phase["tokens"] == {"input": billed["input_tokens"], "output": billed["output_tokens"],
-                               "cache_read": billed["cache_read_input_tokens"],
-                               "cache_creation": billed["cache_creation_input_tokens"]}
+    assert phase["tokens"] == {
+        "input": billed["input_tokens"],
+        "output": billed["output_tokens"],
+        "cache_read": billed["cache_read_input_tokens"],
+        "cache_creation": billed["cache_creation_input_tokens"],
+    }
     assert list(phase["models"]) == [SONNET] and phase["cost_source"] == "result"
     assert phase["models"][SONNET]["cost_usd"] == pytest.approx(phase["cost_usd"], rel=1e-9)
 
 
 def test_every_shipped_mode_resolves_a_task_with_the_real_cli(claude):
     claude.run("tiny:raw", "tiny:impl", "tiny:full", "tiny:nlcmd")
-    markers = {"raw": [RAW], "impl": [PLAN, IMPLEMENT], "full": [PLAN, IMPLEMENT, VERIFY],
-               "nlcmd": [COMMAND]}
+    markers = {
+        "raw": [RAW],
+        "impl": [PLAN, IMPLEMENT],
+        "full": [PLAN, IMPLEMENT, VERIFY],
+        "nlcmd": [COMMAND],
+    }
     for mode, phase_markers in markers.items():
         agent = claude.agent(mode)
-        assert (agent["status"], agent["error"], agent["agent_version"]) == \
-            ("completed", "", VERSION), mode
+        assert (agent["status"], agent["error"], agent["agent_version"]) == (
+            "completed",
+            "",
+            VERSION,
+        ), mode
         assert [a["status"] for a in agent["attempts"]] == ["completed"]
         sessions = {p["session_id"] for p in agent["phases"]}
-        assert len(sessions) == 1 and None not in sessions, mode     # --continue kept it
+        assert len(sessions) == 1 and None not in sessions, mode  # --continue kept it
         for phase, marker in zip(agent["phases"], phase_markers):
-            assert (phase["is_error"], phase["terminal_reason"], phase["api_error_status"]) == \
-                (False, "completed", None)
+            assert (phase["is_error"], phase["terminal_reason"], phase["api_error_status"]) == (
+                False,
+                "completed",
+                None,
+            )
             assert phase["permission_denials"] == [] and phase["num_turns"] == 2
             # impl and full share markers: their requests differ by session.
-            assert_phase_paid_what_the_api_billed(phase,
-                                                  claude.usages(marker, phase["session_id"]))
+            assert_phase_paid_what_the_api_billed(phase, claude.usages(marker, phase["session_id"]))
             assert claude.path(mode, phase["transcript"]).exists()
-        assert agent["cost_usd"] == pytest.approx(sum(p["cost_usd"] for p in agent["phases"]),
-                                                  abs=1e-6)
+        assert agent["cost_usd"] == pytest.approx(
+            sum(p["cost_usd"] for p in agent["phases"]), abs=1e-6
+        )
         assert b"a + b" in claude.path(mode, "model.patch").read_bytes()
         assert claude.project.read(mode, "tiny-add", "grade.json")["status"] == "resolved"
         trajectory = claude.path(mode, agent["trajectory"]).read_text()
@@ -141,8 +159,10 @@ def test_every_shipped_mode_resolves_a_task_with_the_real_cli(claude):
     ws = claude.project.cache / "workspaces" / "default" / "nlcmd" / "tiny-add"
     assert not ws.exists() and not ws.with_suffix(".json").exists()
     # Nothing to do: no CLI starts (no request, no --version), well under a second of work.
-    requests, versions = len(claude.api.requests), list((claude.project.cache /
-                                                         "agent-versions").iterdir())
+    requests, versions = (
+        len(claude.api.requests),
+        list((claude.project.cache / "agent-versions").iterdir()),
+    )
     start = time.monotonic()
     _, executed = claude.run("tiny:raw", "tiny:impl", "tiny:full", "tiny:nlcmd")
     assert executed == [] and len(claude.api.requests) == requests
@@ -152,26 +172,36 @@ def test_every_shipped_mode_resolves_a_task_with_the_real_cli(claude):
 
 def quick_mode(name, timeout=120, *, plan=False, continue_from_elsewhere=False):
     """A one-phase mode like the shipped raw (or plan then implement), with a shorter limit."""
-    claude = "claude --allowedTools Bash,Read,Edit,Write,Glob,Grep --output-format json " \
-             "--model {model}"
+    claude = (
+        "claude --allowedTools Bash,Read,Edit,Write,Glob,Grep --output-format json --model {model}"
+    )
     text = f'[modes.{name}]\nmodel = "{SONNET}"\n'
     if plan:
-        text += (f'[[modes.{name}.phases]]\nname = "plan"\nprompt = "prompt_plan.md.j2"\n'
-                 f"command = '{claude} -p {{prompt}}'\n")
+        text += (
+            f'[[modes.{name}.phases]]\nname = "plan"\nprompt = "prompt_plan.md.j2"\n'
+            f"command = '{claude} -p {{prompt}}'\n"
+        )
         # The implement phase's CLI keeps its state elsewhere than the agent's home: its
         # --continue finds no session.
-        elsewhere = 'CLAUDE_CONFIG_DIR="$CLAUDE_CONFIG_DIR/elsewhere" ' \
-            if continue_from_elsewhere else ""
-        return text + (f'[[modes.{name}.phases]]\nname = "implement"\n'
-                       f'prompt = "prompt_implement.md.j2"\n'
-                       f"command = '{elsewhere}{claude} --continue -p {{prompt}}'\n")
-    return text + (f'[[modes.{name}.phases]]\nname = "solve"\nprompt = "prompt_raw.md.j2"\n'
-                   f"timeout = {timeout}\ncommand = '{claude} -p {{prompt}}'\n")
+        elsewhere = (
+            'CLAUDE_CONFIG_DIR="$CLAUDE_CONFIG_DIR/elsewhere" ' if continue_from_elsewhere else ""
+        )
+        return text + (
+            f'[[modes.{name}.phases]]\nname = "implement"\n'
+            f'prompt = "prompt_implement.md.j2"\n'
+            f"command = '{elsewhere}{claude} --continue -p {{prompt}}'\n"
+        )
+    return text + (
+        f'[[modes.{name}.phases]]\nname = "solve"\nprompt = "prompt_raw.md.j2"\n'
+        f"timeout = {timeout}\ncommand = '{claude} -p {{prompt}}'\n"
+    )
 
 
 def results_row(project, mode):
-    (row,) = [json.loads(line) for line in
-              (project.results / "default" / mode / "results.jsonl").read_text().splitlines()]
+    (row,) = [
+        json.loads(line)
+        for line in (project.results / "default" / mode / "results.jsonl").read_text().splitlines()
+    ]
     return row
 
 
@@ -182,17 +212,20 @@ def test_an_api_error_that_persists_is_an_infra_error_retried_and_not_scored(cla
     assert proc.returncode != 0
     assert proc.stderr.splitlines()[-1] == (
         "nginx-eval: error: all 1 agent run(s) of this command ended in infra_error (see the "
-        "agent lines above): nothing was measured")
+        "agent lines above): nothing was measured"
+    )
     agent = claude.agent("raw")
     assert agent["status"] == "infra_error"
     assert agent["error"].startswith("phase solve: exit code 1: API Error: 529 stand-in fault")
     assert [a["status"] for a in agent["attempts"]] == ["infra_error"] * 3
-    assert [a["logs"] for a in agent["attempts"]] == ["agent/attempt-1", "agent/attempt-2",
-                                                      "agent"]
+    assert [a["logs"] for a in agent["attempts"]] == ["agent/attempt-1", "agent/attempt-2", "agent"]
     assert claude.path("raw", "agent/attempt-1/1-solve.stdout").exists()
     (phase,) = agent["phases"]
-    assert (phase["api_error_status"], phase["terminal_reason"], phase["cost_usd"]) == \
-        (529, "api_error", 0)
+    assert (phase["api_error_status"], phase["terminal_reason"], phase["cost_usd"]) == (
+        529,
+        "api_error",
+        0,
+    )
     # CLAUDE_CODE_MAX_RETRIES=0: one request per attempt, three attempts.
     assert len(claude.api.messages_requests()) == 3
     assert proc.stderr.count("ended in infra_error; attempt") == 2
@@ -212,8 +245,10 @@ def test_an_api_error_that_clears_on_the_retry_completes(claude):
     claude.run("tiny:raw")
     agent = claude.agent("raw")
     assert agent["status"] == "completed"
-    assert [(a["status"], a["logs"]) for a in agent["attempts"]] == \
-        [("infra_error", "agent/attempt-1"), ("completed", "agent")]
+    assert [(a["status"], a["logs"]) for a in agent["attempts"]] == [
+        ("infra_error", "agent/attempt-1"),
+        ("completed", "agent"),
+    ]
     assert agent["attempts"][0]["error"].startswith("phase solve: exit code 1: API Error: 500")
     assert agent["cost_usd"] == pytest.approx(sonnet_cost(claude.usages(RAW)), rel=1e-6)
     assert claude.project.read("raw", "tiny-add", "grade.json")["status"] == "resolved"
@@ -233,16 +268,19 @@ def test_refused_credentials_stop_the_run_with_one_line(claude):
         "nginx-eval: error: the API refused the agent's credentials (agent raw/tiny-add, phase "
         "solve: exit code 1: Failed to authenticate. API Error: 401 stand-in fault 401); no "
         "other agent starts in this run: fix ANTHROPIC_API_KEY (or the CLI's login) and run "
-        "again"]
-    assert len(claude.api.messages_requests()) == 1            # tiny-mul's agent never started
-    assert not any(claude.project.task_dir("raw", i).joinpath("agent.json").exists()
-                   for i in ("tiny-add", "tiny-mul"))
+        "again"
+    ]
+    assert len(claude.api.messages_requests()) == 1  # tiny-mul's agent never started
+    assert not any(
+        claude.project.task_dir("raw", i).joinpath("agent.json").exists()
+        for i in ("tiny-add", "tiny-mul")
+    )
     # Credentials fixed, the next run starts them both.
     claude.api.faults = []
     claude.project.doit("run", "tiny:raw")
-    assert {i: claude.project.read("raw", i, "agent.json")["status"]
-            for i in ("tiny-add", "tiny-mul")} == {"tiny-add": "completed",
-                                                   "tiny-mul": "completed"}
+    assert {
+        i: claude.project.read("raw", i, "agent.json")["status"] for i in ("tiny-add", "tiny-mul")
+    } == {"tiny-add": "completed", "tiny-mul": "completed"}
 
 
 def test_a_phase_killed_at_its_time_limit_keeps_its_cost_from_the_transcript(claude):
@@ -267,10 +305,22 @@ def test_a_phase_killed_at_its_time_limit_keeps_its_cost_from_the_transcript(cla
 def test_a_subagents_tokens_and_cost_are_counted(claude):
     claude.add_mode(quick_mode("quick"))
     claude.api.script = {
-        RAW: [[call("Agent", description="look around", prompt=f"Please do {SUBTASK}",
-                    subagent_type="general-purpose", model="haiku", run_in_background=False)],
-              [call("Bash", command=FIX)], [say("Fixed with help.")]],
-        SUBTASK: [[call("Bash", command="echo from the subagent")], [say("Sub done.")]]}
+        RAW: [
+            [
+                call(
+                    "Agent",
+                    description="look around",
+                    prompt=f"Please do {SUBTASK}",
+                    subagent_type="general-purpose",
+                    model="haiku",
+                    run_in_background=False,
+                )
+            ],
+            [call("Bash", command=FIX)],
+            [say("Fixed with help.")],
+        ],
+        SUBTASK: [[call("Bash", command="echo from the subagent")], [say("Sub done.")]],
+    }
     claude.run("tiny:quick")
     agent = claude.agent("quick")
     (phase,) = agent["phases"]
@@ -283,13 +333,15 @@ def test_a_subagents_tokens_and_cost_are_counted(claude):
     assert phase["models"][haiku]["input"] == summed(claude.usages(SUBTASK))["input_tokens"]
     assert phase["models"][haiku]["cost_usd"] > 0
     assert phase["cost_usd"] == pytest.approx(
-        sonnet_cost(claude.usages(RAW)) + phase["models"][haiku]["cost_usd"], rel=1e-6)
+        sonnet_cost(claude.usages(RAW)) + phase["models"][haiku]["cost_usd"], rel=1e-6
+    )
     assert agent["tokens"] == phase["tokens"]
     transcript = claude.path("quick", phase["transcript"]).read_text()
     assert '"agentId"' in transcript and "from the subagent" in transcript
     trajectory = claude.path("quick", agent["trajectory"]).read_text()
-    assert "### Subagent" in trajectory and "**Bash** command: `echo from the subagent`" \
-        in trajectory
+    assert (
+        "### Subagent" in trajectory and "**Bash** command: `echo from the subagent`" in trajectory
+    )
 
 
 def test_a_lost_continue_is_an_error(claude):
@@ -299,23 +351,29 @@ def test_a_lost_continue_is_an_error(claude):
     plan, implement = agent["phases"]
     assert agent["status"] == "error" and implement["exit_code"] == 0
     assert plan["session_id"] != implement["session_id"]
-    assert agent["error"] == (f"phase implement: --continue started session "
-                              f"{implement['session_id']} instead of continuing "
-                              f"{plan['session_id']}: the earlier phases' conversation was lost")
+    assert agent["error"] == (
+        f"phase implement: --continue started session "
+        f"{implement['session_id']} instead of continuing "
+        f"{plan['session_id']}: the earlier phases' conversation was lost"
+    )
     assert results_row(claude.project, "lost")["agent_status"] == "error"
 
 
 def test_nlcmd_without_its_command_file_is_an_error_and_costs_nothing(claude):
     # The shipped nlcmd without its `commands`: nothing defines /fix-issue.
-    claude.add_mode(f'[modes.nocmd]\nmodel = "{SONNET}"\n[[modes.nocmd.phases]]\nname = "solve"\n'
-                    f'prompt = "prompt_nlcmd.md.j2"\ncommand = "claude --allowedTools '
-                    f'Bash,Read,Edit,Write,Glob,Grep --output-format json --model {{model}} '
-                    f'-p {{prompt}}"\n')
+    claude.add_mode(
+        f'[modes.nocmd]\nmodel = "{SONNET}"\n[[modes.nocmd.phases]]\nname = "solve"\n'
+        f'prompt = "prompt_nlcmd.md.j2"\ncommand = "claude --allowedTools '
+        f"Bash,Read,Edit,Write,Glob,Grep --output-format json --model {{model}} "
+        f'-p {{prompt}}"\n'
+    )
     proc, _ = claude.run("tiny:nocmd")
     agent = claude.agent("nocmd")
     assert agent["status"] == "error" and agent["phases"][0]["exit_code"] is None
-    assert agent["error"].startswith("phase solve: /fix-issue is not defined (no fix-issue.md in "
-                                     "the workspace's .claude/commands/ or in ")
+    assert agent["error"].startswith(
+        "phase solve: /fix-issue is not defined (no fix-issue.md in "
+        "the workspace's .claude/commands/ or in "
+    )
     # Not a single model request, not paid: the one request is the preflight's GET of the
     # endpoint, to know it is reachable (agent/selftest.py: endpoint_problem).
     assert [(q["method"], q["path"]) for q in claude.api.requests] == [("GET", "/")]
@@ -339,17 +397,18 @@ def npm_like_install(claude_program, prefix):
 
 
 @needs_srt
-def test_in_the_sandbox_an_npm_installed_cli_runs_and_continues_its_session(claude,
-                                                                           claude_program):
+def test_in_the_sandbox_an_npm_installed_cli_runs_and_continues_its_session(claude, claude_program):
     bin_dir = npm_like_install(claude_program, claude.project.base / "npm-prefix")
     claude.project.env["PATH"] = f"{bin_dir}{os.pathsep}{claude.project.env['PATH']}"
     claude.run("tiny:impl")
     agent = claude.agent("impl")
     plan, implement = agent["phases"]
     assert agent["status"] == "completed" and agent["agent_version"] == VERSION
-    assert plan["session_id"] == implement["session_id"]      # its home was writable
-    assert implement["transcript"] and claude.project.read("impl", "tiny-add", "grade.json")[
-        "status"] == "resolved"
+    assert plan["session_id"] == implement["session_id"]  # its home was writable
+    assert (
+        implement["transcript"]
+        and claude.project.read("impl", "tiny-add", "grade.json")["status"] == "resolved"
+    )
 
 
 @needs_srt
@@ -362,6 +421,8 @@ def test_the_preflight_runs_the_cli_in_the_sandbox_it_will_use(claude, claude_pr
     proc, executed = claude.run("tiny:raw", check=False)
     assert proc.returncode == 2 and executed == [] and claude.api.requests == []
     (line,) = proc.stderr.splitlines()
-    assert line.startswith(f"nginx-eval: error: {claude.project.root / 'modes.toml'}, mode raw "
-                           f"phase solve, field command: program 'claude' does not start in "
-                           f"the sandbox: ")
+    assert line.startswith(
+        f"nginx-eval: error: {claude.project.root / 'modes.toml'}, mode raw "
+        f"phase solve, field command: program 'claude' does not start in "
+        f"the sandbox: "
+    )

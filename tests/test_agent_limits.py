@@ -22,7 +22,8 @@ def test_a_stop_holds_every_later_agent_back_until_cleared(layout):
     assert str(first.value) == (
         "the API refused the agent's credentials (agent raw/a, phase solve: exit code 1: Invalid "
         "API key); no other agent starts in this run: fix ANTHROPIC_API_KEY (or the CLI's "
-        "login) and run again")
+        "login) and run again"
+    )
     # A second refusal (an agent that was already running) says the very same line.
     with pytest.raises(UserError) as second:
         agent_limits.stop_the_run(layout, "raw/b", "phase solve: exit code 1: other")
@@ -69,13 +70,15 @@ def test_once_the_budget_is_spent_no_new_agent_starts(project):
     records = {i: project.read("fake", i, "agent.json") for i in ("tiny-add", "tiny-mul")}
     assert sorted(r["status"] for r in records.values()) == ["completed", "not_run"]
     (left,) = [r for r in records.values() if r["status"] == "not_run"]
-    assert left["error"] == ("the run's budget max_cost=0.2 USD was spent (0.25 USD recorded) "
-                             "before this agent started")
+    assert left["error"] == (
+        "the run's budget max_cost=0.2 USD was spent (0.25 USD recorded) before this agent started"
+    )
     assert left["cost_usd"] is None and left["phases"] == []
     assert len(project.agent_calls()) == 1
     # Not finished: a larger budget runs it, and the finished one is not run again.
     _, executed = project.doit("run", "tiny:fake", "max_cost=1")
-    assert [t for t in executed if t.startswith("agent:")] == \
-        [f"agent:tiny/fake/{left['instance_id']}"]
+    assert [t for t in executed if t.startswith("agent:")] == [
+        f"agent:tiny/fake/{left['instance_id']}"
+    ]
     assert project.read("fake", left["instance_id"], "agent.json")["status"] == "completed"
     assert len(project.agent_calls()) == 2

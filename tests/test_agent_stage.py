@@ -7,8 +7,9 @@ from nginx_eval.agent import stage
 from nginx_eval.core.layout import Layout
 from nginx_eval.run.modes import parse_modes
 
-SHIPPED = ("${AGENT:-claude --allowedTools Bash,Read --output-format json --model {model} -p} "
-           "{prompt}")
+SHIPPED = (
+    "${AGENT:-claude --allowedTools Bash,Read --output-format json --model {model} -p} {prompt}"
+)
 
 
 @pytest.fixture
@@ -27,20 +28,27 @@ def claude_on_path(tmp_path, monkeypatch):
 
 def mode(**keys):
     command = keys.pop("command", SHIPPED)
-    return parse_modes({"modes": {"m": dict(keys, model="x", phases=[
-        {"name": "solve", "command": command}])}}, "m.toml")["m"]
+    return parse_modes(
+        {"modes": {"m": dict(keys, model="x", phases=[{"name": "solve", "command": command}])}},
+        "m.toml",
+    )["m"]
 
 
 def test_an_isolated_claude_code_phase_gets_the_web_tools_closed(claude_on_path):
     import os
+
     env = dict(os.environ)
     command, web = stage.phase_command(mode(), mode().phases[0], env)
     assert web is False and command.startswith(
-        "${AGENT:-claude --disallowedTools=WebSearch,WebFetch --allowedTools ")
+        "${AGENT:-claude --disallowedTools=WebSearch,WebFetch --allowedTools "
+    )
     assert stage.web_tools_open(mode(), env) is False
     # Allowed by the mode, unisolated, or AGENT's own command line: as it was, and open.
-    for m, environ in ((mode(web_tools=True), env), (mode(isolation="none"), env),
-                       (mode(), dict(env, AGENT="claude -p"))):
+    for m, environ in (
+        (mode(web_tools=True), env),
+        (mode(isolation="none"), env),
+        (mode(), dict(env, AGENT="claude -p")),
+    ):
         assert stage.phase_command(m, m.phases[0], environ) == (SHIPPED, True)
         assert stage.web_tools_open(m, environ) is True
     # Another agent: nothing the harness knows to close.
@@ -52,15 +60,18 @@ def test_an_isolated_claude_code_phase_gets_the_web_tools_closed(claude_on_path)
 
 @pytest.mark.e2e
 def test_closing_the_web_tools_is_an_input_only_where_it_changes_the_run(claude_on_path):
-    layout = Layout(root=claude_on_path, cache=claude_on_path / "cache",
-                    results_root=claude_on_path / "results")
+    layout = Layout(
+        root=claude_on_path, cache=claude_on_path / "cache", results_root=claude_on_path / "results"
+    )
     closed = stage.mode_inputs(layout, mode())
-    assert closed["no_web_tools"] == {"option": "--disallowedTools=WebSearch,WebFetch",
-                                      "phases": ["solve"]}
+    assert closed["no_web_tools"] == {
+        "option": "--disallowedTools=WebSearch,WebFetch",
+        "phases": ["solve"],
+    }
     assert closed["agent_version"] == "2.1.330 (Claude Code)"
     # Modes whose agents run what they ran before keep the inputs (and digests) they had.
-    for m in (mode(web_tools=True), mode(isolation="none"),
-              mode(command="other-agent {prompt}")):
+    for m in (mode(web_tools=True), mode(isolation="none"), mode(command="other-agent {prompt}")):
         assert "no_web_tools" not in stage.mode_inputs(layout, m)
-    assert {k: v for k, v in closed.items() if k != "no_web_tools"} == \
-        stage.mode_inputs(layout, mode(web_tools=True))
+    assert {k: v for k, v in closed.items() if k != "no_web_tools"} == stage.mode_inputs(
+        layout, mode(web_tools=True)
+    )

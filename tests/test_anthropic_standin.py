@@ -14,8 +14,11 @@ from claude_cli import SONNET, USAGE_KEYS
 def post(api, body, key=None):
     """(status, headers, raw body) of a POST /v1/messages?beta=true to the stand-in."""
     request = urllib.request.Request(
-        f"{api.url}/v1/messages?beta=true", data=json.dumps(body).encode(), method="POST",
-        headers={"x-api-key": key or api.api_key, "content-type": "application/json"})
+        f"{api.url}/v1/messages?beta=true",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"x-api-key": key or api.api_key, "content-type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, dict(response.headers), response.read().decode()
@@ -37,10 +40,22 @@ def user(text):
 
 
 def tool_round(tool_id="t1"):
-    return [{"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": "Bash",
-                                               "input": {}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id,
-                                          "content": "MARK-B echoed by a tool"}]}]
+    return [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": tool_id,
+                    "content": "MARK-B echoed by a tool",
+                }
+            ],
+        },
+    ]
 
 
 def test_locate_takes_the_latest_prompt_with_a_marker_and_counts_tool_rounds():
@@ -56,14 +71,22 @@ def test_locate_takes_the_latest_prompt_with_a_marker_and_counts_tool_rounds():
 def test_streams_text_and_tool_calls_as_the_messages_api_does():
     script = {"MARK-S": [[say("Looking."), call("Bash", command="ls -l")]]}
     with StandIn(script) as api:
-        status, headers, raw = post(api, {"model": SONNET, "stream": True,
-                                          "messages": [user("go MARK-S")]})
+        status, headers, raw = post(
+            api, {"model": SONNET, "stream": True, "messages": [user("go MARK-S")]}
+        )
     assert status == 200 and headers["Content-Type"] == "text/event-stream"
     events = sse_events(raw)
     assert [name for name, _ in events] == [
-        "message_start", "content_block_start", "content_block_delta", "content_block_stop",
-        "content_block_start", "content_block_delta", "content_block_stop", "message_delta",
-        "message_stop"]
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert events[2][1]["delta"] == {"type": "text_delta", "text": "Looking."}
     tool = events[4][1]["content_block"]
     assert (tool["type"], tool["name"], tool["input"]) == ("tool_use", "Bash", {})
@@ -78,12 +101,11 @@ def test_streams_text_and_tool_calls_as_the_messages_api_does():
 def test_answers_a_request_without_stream_with_one_json_message():
     with StandIn({"MARK-J": [[say("Plain.")]]}) as api:
         status, _, raw = post(api, {"model": SONNET, "messages": [user("go MARK-J")]})
-        _, _, after = post(api, {"model": SONNET, "messages": [user("go MARK-J"),
-                                                               *tool_round()]})
+        _, _, after = post(api, {"model": SONNET, "messages": [user("go MARK-J"), *tool_round()]})
     message = json.loads(raw)
     assert status == 200 and message["content"] == [say("Plain.")]
     assert message["stop_reason"] == "end_turn" and message["model"] == SONNET
-    assert json.loads(after)["content"] == [say(DONE_TEXT)]        # past the script's end
+    assert json.loads(after)["content"] == [say(DONE_TEXT)]  # past the script's end
 
 
 def test_usage_looks_like_a_cached_prompt():
@@ -98,8 +120,12 @@ def test_usage_looks_like_a_cached_prompt():
 
 
 def test_injects_http_errors_mid_stream_errors_delays_and_checks_the_key():
-    faults = [Fault(status=529, times=1), Fault(status=401, should_retry=False, times=1),
-              Fault(mid_stream="overloaded_error", times=1), Fault(delay=0.5, times=1)]
+    faults = [
+        Fault(status=529, times=1),
+        Fault(status=401, should_retry=False, times=1),
+        Fault(mid_stream="overloaded_error", times=1),
+        Fault(delay=0.5, times=1),
+    ]
     body = {"model": SONNET, "stream": True, "messages": [user("hi")]}
     with StandIn(faults=faults) as api:
         overloaded = post(api, body)
@@ -118,5 +144,11 @@ def test_injects_http_errors_mid_stream_errors_delays_and_checks_the_key():
     assert wrong_key[0] == 401
     assert json.loads(wrong_key[2])["error"]["type"] == "authentication_error"
     assert head.status == 200
-    assert [r["status"] for r in api.requests] == [529, 401, "200, then overloaded_error", 200,
-                                                   401, 200]
+    assert [r["status"] for r in api.requests] == [
+        529,
+        401,
+        "200, then overloaded_error",
+        200,
+        401,
+        200,
+    ]

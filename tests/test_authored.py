@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SOURCE_ROOT, section, table_row
+
 from nginx_eval.core.errors import UserError
 from nginx_eval.core.layout import Layout
 from nginx_eval.prove import tree as testtree
@@ -38,9 +38,16 @@ def authored_task(project, name="calc_own.t", text=OWN_TEST):
     own.write_text(text)
     bench = project.benchmark()
     add = bench["tasks"][0]
-    bench["tasks"].append(dict(add, instance_id="tiny-own", tests="authored",
-                               test_files=[name, "calc_add.t"], fail_to_pass=OWN,
-                               pass_to_pass=OWN_P2P))
+    bench["tasks"].append(
+        dict(
+            add,
+            instance_id="tiny-own",
+            tests="authored",
+            test_files=[name, "calc_add.t"],
+            fail_to_pass=OWN,
+            pass_to_pass=OWN_P2P,
+        )
+    )
     project.write_benchmark(bench)
     return own
 
@@ -55,11 +62,18 @@ def write_bench(tmp_path, task, files=None):
 
 
 GOOD = {
-    "instance_id": "x-1", "repo": "nginx/nginx", "test_repo": "nginx/nginx-tests",
-    "base_commit": "a" * 40, "fix_commit": "b" * 40, "test_commit": "c" * 40,
-    "test_files": ["own.t", "h2.t"], "configure_flags": [],
-    "fail_to_pass": ["own.t:1 body"], "pass_to_pass": ["h2.t:1 first"],
-    "problem_statement": "requests hang", "tests": "authored",
+    "instance_id": "x-1",
+    "repo": "nginx/nginx",
+    "test_repo": "nginx/nginx-tests",
+    "base_commit": "a" * 40,
+    "fix_commit": "b" * 40,
+    "test_commit": "c" * 40,
+    "test_files": ["own.t", "h2.t"],
+    "configure_flags": [],
+    "fail_to_pass": ["own.t:1 body"],
+    "pass_to_pass": ["h2.t:1 first"],
+    "problem_statement": "requests hang",
+    "tests": "authored",
 }
 
 
@@ -83,11 +97,14 @@ def test_an_authored_task_carries_its_files_and_a_tree_named_by_their_content(tm
     assert "tests" not in suite.to_json() and "authored" not in suite.to_json()
 
 
-@pytest.mark.parametrize("change,files,expect", [
-    ({"tests": "mine"}, {"own.t": "x"}, "must be one of 'nginx-tests', 'authored'"),
-    ({}, {}, "none of test_files (own.t, h2.t) is in"),
-    ({"tests": 1}, {"own.t": "x"}, "wrong type"),
-])
+@pytest.mark.parametrize(
+    "change,files,expect",
+    [
+        ({"tests": "mine"}, {"own.t": "x"}, "must be one of 'nginx-tests', 'authored'"),
+        ({}, {}, "none of test_files (own.t, h2.t) is in"),
+        ({"tests": 1}, {"own.t": "x"}, "wrong type"),
+    ],
+)
 def test_bad_authored_tasks_name_the_file_task_and_field(tmp_path, change, files, expect):
     with pytest.raises(UserError) as e:
         load_benchmark(write_bench(tmp_path, dict(GOOD, **change), files))
@@ -113,15 +130,18 @@ def test_gold_resolves_none_does_not_and_an_edit_makes_a_new_tree(project):
     # An edited test is a new tree: extracted and proved again, for that task alone.
     own.write_text(OWN_TEST.replace("multiplies as before", "multiplies still"))
     bench = project.benchmark()
-    bench["tasks"][-1]["pass_to_pass"] = ["calc_own.t:2 multiplies still",
-                                          "calc_add.t:3 mul still works"]
+    bench["tasks"][-1]["pass_to_pass"] = [
+        "calc_own.t:2 multiplies still",
+        "calc_add.t:3 mul still works",
+    ]
     project.write_benchmark(bench)
     _, executed = project.doit("run", "tiny:gold", "tiny:none")
     edited = load_benchmark(project.root / "tasks" / "tiny.json").tasks[-1]
-    assert f"tests:{edited.test_commit[:12]}+{edited.tests_tree_id.split('+')[1][:12]}" \
-        in executed
+    assert f"tests:{edited.test_commit[:12]}+{edited.tests_tree_id.split('+')[1][:12]}" in executed
     assert sorted(t for t in executed if t.startswith(("prove:", "build:"))) == [
-        "prove:tiny/gold/tiny-own", "prove:tiny/none/tiny-own"]
+        "prove:tiny/gold/tiny-own",
+        "prove:tiny/none/tiny-own",
+    ]
     gold = project.read("gold", "tiny-own", "grade.json")
     assert gold["status"] == "resolved"
     assert "calc_own.t:2 multiplies still" in gold["pass_to_pass"]["passed"]
@@ -159,14 +179,18 @@ def test_the_tree_check_accepts_the_authored_file_and_nothing_else(project):
 def test_an_authored_file_may_not_shadow_a_file_of_the_suite(project):
     authored_task(project, name="calc_add.t")
     bench = project.benchmark()
-    bench["tasks"][-1].update(test_files=["calc_add.t"], fail_to_pass=["calc_add.t:1 adds what "
-                                                                      "the user asked"],
-                              pass_to_pass=[])
+    bench["tasks"][-1].update(
+        test_files=["calc_add.t"],
+        fail_to_pass=["calc_add.t:1 adds what the user asked"],
+        pass_to_pass=[],
+    )
     project.write_benchmark(bench)
     proc, _ = project.doit("run", "tiny:none", "instances=tiny-own", check=False)
     assert proc.returncode != 0
-    assert ("the authored test file calc_add.t has the name of a file of acme/tiny-tests"
-            in proc.stdout + proc.stderr)
+    assert (
+        "the authored test file calc_add.t has the name of a file of acme/tiny-tests"
+        in proc.stdout + proc.stderr
+    )
     assert "task tiny-own" in proc.stdout + proc.stderr
 
 
@@ -191,14 +215,26 @@ def test_validation_report_and_card_split_by_test_source(project):
     tests = {g["label"]: g for g in report["breakdowns"]["tests"]}
     cells = {c["arm"]: c for c in tests["authored"]["cells"]}
     assert cells["gold"]["resolved"] == 1 and cells["none"]["resolved"] == 0
-    assert {c["arm"]: c["resolved"] for c in tests["nginx-tests"]["cells"]} == {"gold": 2,
-                                                                                "none": 0}
+    assert {c["arm"]: c["resolved"] for c in tests["nginx-tests"]["cells"]} == {
+        "gold": 2,
+        "none": 0,
+    }
 
     out = project.base / "README.md"
-    subprocess.run([sys.executable, str(SOURCE_ROOT / "scripts" / "benchmark_card.py"),
-                    "--tasks", str(project.root / "tasks" / "tiny.json"), "--out", str(out),
-                    "--validation", str(project.results / "default" / "validation.json")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(SOURCE_ROOT / "scripts" / "benchmark_card.py"),
+            "--tasks",
+            str(project.root / "tasks" / "tiny.json"),
+            "--out",
+            str(out),
+            "--validation",
+            str(project.results / "default" / "validation.json"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     card = out.read_text()
     assert table_row(section(card, "Tasks per test source"), "authored") == ["1", "0"]
     assert table_row(section(card, "Tasks per test source"), "nginx-tests") == ["2", "0"]
@@ -217,10 +253,23 @@ def test_an_authored_candidate_is_promoted_with_its_statement(project):
     statements = project.base / "statements.json"
     statements.write_text(json.dumps({"tiny-own": "add() subtracts"}))
     into = project.root / "tasks" / "promoted.json"
-    proc = subprocess.run([sys.executable, str(SOURCE_ROOT / "scripts" / "promote_tasks.py"),
-                           "--candidates", str(candidates), "--statements", str(statements),
-                           "--run", "cands", "--into", str(into)],
-                          env=project.env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SOURCE_ROOT / "scripts" / "promote_tasks.py"),
+            "--candidates",
+            str(candidates),
+            "--statements",
+            str(statements),
+            "--run",
+            "cands",
+            "--into",
+            str(into),
+        ],
+        env=project.env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     task = load_benchmark(into).tasks[0]
     assert task.tests == "authored" and task.authored[0][0] == "calc_own.t"

@@ -12,13 +12,23 @@ import subprocess
 import time
 from types import SimpleNamespace
 
+import fixture_repos
 import pytest
 
-import fixture_repos
-from nginx_eval.build import (stage as build, cache as buildcache, mtimes as buildmtimes,
-                              steps as buildsteps)
-from nginx_eval.core import jsonio
+from nginx_eval.build import (
+    cache as buildcache,
+)
+from nginx_eval.build import (
+    mtimes as buildmtimes,
+)
+from nginx_eval.build import (
+    stage as build,
+)
+from nginx_eval.build import (
+    steps as buildsteps,
+)
 from nginx_eval.build.toolchain import compiler_identity
+from nginx_eval.core import jsonio
 from nginx_eval.core.layout import Layout
 
 # Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
@@ -42,20 +52,29 @@ class Repo:
         fixture_repos.write(self.upstream / "src" / "core" / "calc.c", BROKEN_C)
         self.commits["c_broken"] = fixture_repos.commit(self.upstream, "Broken")
         fixture_repos.git(self.upstream, "checkout", "-q", self.commits["c_later"])
-        self.layout = Layout(root=tmp_path / "root", cache=tmp_path / "cache",
-                             results_root=tmp_path / "results")
+        self.layout = Layout(
+            root=tmp_path / "root", cache=tmp_path / "cache", results_root=tmp_path / "results"
+        )
         self.bare = self.layout.bare_repo("acme/tiny")
-        subprocess.run(["git", "clone", "-q", "--bare", str(self.upstream), str(self.bare)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "clone", "-q", "--bare", str(self.upstream), str(self.bare)],
+            check=True,
+            capture_output=True,
+        )
 
     def patch(self, base, files):
         """The diff that turns `base` into `base` with `files` ({path: text}) written."""
         fixture_repos.git(self.upstream, "checkout", "-q", "-f", base)
         for path, text in files.items():
-            fixture_repos.write(self.upstream / path, text, 0o755 if path.startswith("auto/")
-                                else 0o644)
-        diff = subprocess.run(["git", "diff", "--binary", "--full-index"], cwd=self.upstream,
-                              capture_output=True, check=True).stdout
+            fixture_repos.write(
+                self.upstream / path, text, 0o755 if path.startswith("auto/") else 0o644
+            )
+        diff = subprocess.run(
+            ["git", "diff", "--binary", "--full-index"],
+            cwd=self.upstream,
+            capture_output=True,
+            check=True,
+        ).stdout
         fixture_repos.git(self.upstream, "checkout", "-q", "-f", base)
         return diff
 
@@ -66,8 +85,12 @@ class Repo:
         return self.layout.build_dir(record["key"]) / "tree"
 
     def run(self, record, *args):
-        return subprocess.run([str(buildcache.binary_path(self.layout, record["key"])), *args],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            [str(buildcache.binary_path(self.layout, record["key"])), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
 
     def log(self, record):
         return (self.layout.build_dir(record["key"]) / "build.log").read_text()
@@ -91,11 +114,13 @@ def mtime(path):
 
 # -- timestamps -----------------------------------------------------------------------------------
 
+
 def test_header_only_patch_recompiles_its_dependents(repo):
     base = repo.build("c_later")
     assert base["status"] == "built" and repo.run(base, "add", "2", "3") == "5"
-    rec = repo.build("c_later", repo.patch(repo.commits["c_later"],
-                                           {"src/core/calc.h": SCALED_HEADER}))
+    rec = repo.build(
+        "c_later", repo.patch(repo.commits["c_later"], {"src/core/calc.h": SCALED_HEADER})
+    )
     assert rec["status"] == "built" and rec["kind"] == "incremental"
     for obj in ("objs/src/core/nginx.o", "objs/src/core/calc.o", "objs/nginx"):
         assert mtime(repo.tree(rec) / obj) > mtime(repo.tree(base) / obj), obj
@@ -106,8 +131,13 @@ def test_header_only_patch_recompiles_its_dependents(repo):
 def test_build_system_patch_gets_a_clean_build(repo):
     repo.build("c_later")
     configure = (repo.upstream / "auto" / "configure").read_text()
-    rec = repo.build("c_later", repo.patch(repo.commits["c_later"], {
-        "auto/configure": configure.replace("set -e\n", "set -e\n# patched\n")}))
+    rec = repo.build(
+        "c_later",
+        repo.patch(
+            repo.commits["c_later"],
+            {"auto/configure": configure.replace("set -e\n", "set -e\n# patched\n")},
+        ),
+    )
     assert rec["status"] == "built" and rec["kind"] == "clean"
     assert "auto/configure" in repo.log(rec)
 
@@ -135,8 +165,9 @@ def future_tree(repo, record, seconds=3600):
 def test_objects_dated_in_the_future_do_not_hide_the_patch(repo):
     base = repo.build("c_later")
     future_tree(repo, base)
-    rec = repo.build("c_later", repo.patch(repo.commits["c_later"],
-                                           {"src/core/calc.c": calc_c("a + b + 1000")}))
+    rec = repo.build(
+        "c_later", repo.patch(repo.commits["c_later"], {"src/core/calc.c": calc_c("a + b + 1000")})
+    )
     assert rec["status"] == "built"
     assert repo.run(rec, "add", "2", "3") == "1005"
     # Files from the future are brought back to now, so make's shortcut still works.
@@ -148,34 +179,42 @@ def test_a_make_that_did_not_rebuild_falls_back_to_a_clean_build(repo, monkeypat
     # The first make (the incremental one) says "up to date" whatever the stamps: the proof
     # after it must notice, and a clean build decide.
     makes, real = [], buildsteps._make
-    monkeypatch.setattr(buildsteps, "_make",
-                        lambda *a: 0 if not makes.append(a) and len(makes) == 1 else real(*a))
-    rec = repo.build("c_later", repo.patch(repo.commits["c_later"],
-                                           {"src/core/calc.c": calc_c("a + b + 1000")}))
+    monkeypatch.setattr(
+        buildsteps, "_make", lambda *a: 0 if not makes.append(a) and len(makes) == 1 else real(*a)
+    )
+    rec = repo.build(
+        "c_later", repo.patch(repo.commits["c_later"], {"src/core/calc.c": calc_c("a + b + 1000")})
+    )
     assert rec["status"] == "built" and rec["kind"] == "clean" and len(makes) == 2
-    assert "make did not rebuild everything: objs/src/core/calc.o is not newer than the " \
-           "changed src/core/calc.c; building clean" in repo.log(rec)
+    assert (
+        "make did not rebuild everything: objs/src/core/calc.o is not newer than the "
+        "changed src/core/calc.c; building clean" in repo.log(rec)
+    )
     assert repo.run(rec, "add", "2", "3") == "1005"
 
 
 def test_unproven_uses_the_compilers_dependency_files(tmp_path):
     tree = tmp_path
-    files = ["src/core/a.c", "src/core/a.h", "src/os/win32/w.h", "objs/src/core/a.o",
-             "objs/nginx"]
+    files = ["src/core/a.c", "src/core/a.h", "src/os/win32/w.h", "objs/src/core/a.o", "objs/nginx"]
     for f in files:
         fixture_repos.write(tree / f, "")
-    fixture_repos.write(tree / "objs/src/core/a.d",
-                        "objs/src/core/a.o: src/core/a.c /usr/include/stdio.h \\\n"
-                        " ./src/core/../core/a.h\n")
+    fixture_repos.write(
+        tree / "objs/src/core/a.d",
+        "objs/src/core/a.o: src/core/a.c /usr/include/stdio.h \\\n ./src/core/../core/a.h\n",
+    )
     old, new = time.time() - 100, time.time()
     for f in files:
         os.utime(tree / f, (old, old))
     os.utime(tree / "src/core/a.h", (new, new))
-    assert buildmtimes.unproven(tree, ["src/core/a.h"]) == \
-        "objs/src/core/a.o is not newer than the changed src/core/a.h"
+    assert (
+        buildmtimes.unproven(tree, ["src/core/a.h"])
+        == "objs/src/core/a.o is not newer than the changed src/core/a.h"
+    )
     os.utime(tree / "objs/src/core/a.o", (new + 1, new + 1))
-    assert buildmtimes.unproven(tree, ["src/core/a.h"]) == \
-        "objs/nginx is not newer than the changed src/core/a.h"
+    assert (
+        buildmtimes.unproven(tree, ["src/core/a.h"])
+        == "objs/nginx is not newer than the changed src/core/a.h"
+    )
     os.utime(tree / "objs/nginx", (new + 1, new + 1))
     assert buildmtimes.unproven(tree, ["src/core/a.h", "README"]) is None
     # No compile reads a header of another platform: nothing to prove.
@@ -193,8 +232,13 @@ def test_stamps_put_changed_files_between_the_others_and_what_make_writes(tmp_pa
     now = time.time_ns()
     # As a base published a moment ago leaves them, one object even dated after now; the
     # objects newer than their sources (what make must still see as up to date).
-    dated = {"src/a.c": now - 10**9, "src/a.h": now - 10**9, "src/b.c": now - 10**9,
-             "objs/a.o": now - 10**8, "objs/nginx": now + 3600 * 10**9}
+    dated = {
+        "src/a.c": now - 10**9,
+        "src/a.h": now - 10**9,
+        "src/b.c": now - 10**9,
+        "objs/a.o": now - 10**8,
+        "objs/nginx": now + 3600 * 10**9,
+    }
     for f, ns in dated.items():
         os.utime(tree / f, ns=(ns, ns))
     buildmtimes.stamp_changed(tree, ["src/a.c", "src/b.c"])
@@ -209,29 +253,36 @@ def test_stamps_put_changed_files_between_the_others_and_what_make_writes(tmp_pa
 
 # -- failures: the patch's verdict or the environment's fault -------------------------------------
 
+
 def tool_dir(tmp_path, tools):
     """A directory of links to `tools` only, to stand for a PATH."""
     path = tmp_path / "bin"
     path.mkdir()
     for tool in tools:
-        (path / tool).symlink_to(subprocess.run(["sh", "-c", f"command -v {tool}"],
-                                                capture_output=True, text=True).stdout.strip())
+        (path / tool).symlink_to(
+            subprocess.run(
+                ["sh", "-c", f"command -v {tool}"], capture_output=True, text=True
+            ).stdout.strip()
+        )
     return path
 
 
 def test_missing_make_is_an_env_error_that_is_tried_again(repo, tmp_path, monkeypatch):
     path = os.environ["PATH"]
-    compiler_identity()                 # cached for the process, as in doit
+    compiler_identity()  # cached for the process, as in doit
     monkeypatch.setenv("PATH", str(tool_dir(tmp_path, ["cc", "git", "tar", "cp", "sh"])))
     patch = repo.patch(repo.commits["c_later"], {"src/core/calc.c": calc_c("a + b + 1")})
     failed = [repo.build("c_later"), repo.build("c_later", patch)]
     for rec in failed:
         assert rec["status"] == "env_error" and rec["reason"] == "make is not on PATH"
         assert not repo.layout.build_dir(rec["key"]).exists()
-        assert jsonio.read_json(repo.layout.failed_build_json(rec["key"]))["reason"] == \
-            "make is not on PATH"
-    task = SimpleNamespace(repo="acme/tiny", instance_id="t", base_commit=repo.commits["c_later"],
-                           configure_flags=[])
+        assert (
+            jsonio.read_json(repo.layout.failed_build_json(rec["key"]))["reason"]
+            == "make is not on PATH"
+        )
+    task = SimpleNamespace(
+        repo="acme/tiny", instance_id="t", base_commit=repo.commits["c_later"], configure_flags=[]
+    )
     assert not build.base_build_published(repo.layout, task)
     # The doit task's record says env_error, with the reason and a log, and is not up to date.
     jsonio.write_bytes(repo.layout.model_patch("m", "t"), patch)
@@ -258,8 +309,7 @@ def test_missing_make_is_an_env_error_that_is_tried_again(repo, tmp_path, monkey
 def test_base_that_does_not_build_makes_every_candidate_an_env_error(repo, monkeypatch):
     clean_builds = []
     real = buildsteps.build_clean
-    monkeypatch.setattr(buildsteps, "build_clean",
-                        lambda *a: clean_builds.append(a[3]) or real(*a))
+    monkeypatch.setattr(buildsteps, "build_clean", lambda *a: clean_builds.append(a[3]) or real(*a))
     broken = repo.commits["c_broken"]
     rec = repo.build("c_broken", repo.patch(broken, {"README": "changed\n"}))
     assert rec["status"] == "env_error" and "the base build" in rec["reason"]
@@ -268,8 +318,7 @@ def test_base_that_does_not_build_makes_every_candidate_an_env_error(repo, monke
     for key in (rec["key"], base_key):
         assert not repo.layout.build_dir(key).exists()
     # The candidate's log, for its results, holds the base's.
-    assert "int broken(void) { return }" in \
-        repo.layout.failed_build_log(rec["key"]).read_text()
+    assert "int broken(void) { return }" in repo.layout.failed_build_log(rec["key"]).read_text()
     assert clean_builds == [broken]
     # Another candidate in the same process: the base is not tried again.
     rec = repo.build("c_broken", repo.patch(broken, {"README": "other\n"}))
@@ -277,8 +326,12 @@ def test_base_that_does_not_build_makes_every_candidate_an_env_error(repo, monke
     # A build-system patch builds clean; failing where the base does not build, it is not
     # the patch's fault either.
     configure = (repo.upstream / "auto" / "configure").read_text()
-    rec = repo.build("c_broken", repo.patch(broken, {
-        "auto/configure": configure.replace("set -e\n", "set -e\n# patched\n")}))
+    rec = repo.build(
+        "c_broken",
+        repo.patch(
+            broken, {"auto/configure": configure.replace("set -e\n", "set -e\n# patched\n")}
+        ),
+    )
     assert rec["status"] == "env_error" and rec["kind"] == "clean"
     assert rec["reason"].startswith("the base commit does not build here")
     assert not repo.published(rec)
@@ -289,27 +342,33 @@ def test_compile_error_where_the_base_builds_is_a_cached_verdict(repo, monkeypat
     rec = repo.build("c_later", patch)
     assert rec["status"] == "compile_failed" and rec["kind"] == "incremental"
     assert repo.published(rec) and "error" in repo.log(rec)
-    monkeypatch.setattr(build, "_build_tree", None)      # a second build would fail here
+    monkeypatch.setattr(build, "_build_tree", None)  # a second build would fail here
     assert repo.build("c_later", patch) == rec
 
 
-def test_compiler_killed_is_an_env_error_but_a_patch_cannot_forge_it(repo, tmp_path,
-                                                                      monkeypatch):
+def test_compiler_killed_is_an_env_error_but_a_patch_cannot_forge_it(repo, tmp_path, monkeypatch):
     repo.build("c_later")
     killed = "cc: fatal error: Killed signal terminated program cc1"
-    forged = repo.patch(repo.commits["c_later"], {
-        "src/core/calc.c": f'#error "{killed}"\n#include "{killed}"\n' + calc_c("a + b")})
+    forged = repo.patch(
+        repo.commits["c_later"],
+        {"src/core/calc.c": f'#error "{killed}"\n#include "{killed}"\n' + calc_c("a + b")},
+    )
     rec = repo.build("c_later", forged)
     assert rec["status"] == "compile_failed" and killed in repo.log(rec)
     # A cc that the kernel killed while compiling calc.c (as gcc reports it).
     fake = tmp_path / "fake" / "cc"
-    fixture_repos.write(fake, f"""#!/bin/sh
+    fixture_repos.write(
+        fake,
+        f"""#!/bin/sh
 case "$*" in *calc.c*) echo "{killed}" >&2; echo "compilation terminated." >&2; exit 1;; esac
 exec /usr/bin/cc "$@"
-""", 0o755)
+""",
+        0o755,
+    )
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    rec = repo.build("c_later", repo.patch(repo.commits["c_later"],
-                                           {"src/core/calc.c": calc_c("a + b + 7")}))
+    rec = repo.build(
+        "c_later", repo.patch(repo.commits["c_later"], {"src/core/calc.c": calc_c("a + b + 7")})
+    )
     assert rec["status"] == "env_error" and not repo.published(rec)
     assert rec["reason"] == f"the compiler was killed (out of memory?): {killed}"
 
@@ -317,13 +376,13 @@ exec /usr/bin/cc "$@"
 def test_failure_on_a_full_disk_is_an_env_error(repo, monkeypatch):
     repo.build("c_later")
     monkeypatch.setattr(buildsteps, "_free_bytes", lambda path: 1 << 20)
-    rec = repo.build("c_later", repo.patch(repo.commits["c_later"],
-                                           {"src/core/calc.c": BROKEN_C}))
+    rec = repo.build("c_later", repo.patch(repo.commits["c_later"], {"src/core/calc.c": BROKEN_C}))
     assert rec["status"] == "env_error" and rec["reason"].startswith("only 1 MiB free in ")
     assert not repo.published(rec)
 
 
 # -- published builds ----------------------------------------------------------------------------
+
 
 def test_published_tree_is_read_only_with_the_binarys_digest(repo):
     rec = repo.build("c_later")
@@ -338,7 +397,7 @@ def test_published_tree_is_read_only_with_the_binarys_digest(repo):
 
 def tamper(repo, record):
     binary = buildcache.binary_path(repo.layout, record["key"])
-    binary.chmod(0o755)                  # root could write to it anyway
+    binary.chmod(0o755)  # root could write to it anyway
     with open(binary, "ab") as f:
         f.write(b"\0")
 
@@ -352,8 +411,9 @@ def test_tampered_binary_is_detected_and_its_base_rebuilt_clean(repo):
     assert not build.base_build_published(repo.layout, task)
     assert not buildcache.build_is_published(repo.layout, base)
     # The next build that starts from it builds it again first, clean.
-    rec = repo.build("c_later", repo.patch(repo.commits["c_later"],
-                                           {"src/core/calc.c": calc_c("a + b + 1")}))
+    rec = repo.build(
+        "c_later", repo.patch(repo.commits["c_later"], {"src/core/calc.c": calc_c("a + b + 1")})
+    )
     assert rec["status"] == "built" and rec["kind"] == "incremental"
     assert repo.run(rec, "add", "2", "3") == "6"
     rebuilt = repo.build("c_later")
@@ -363,7 +423,8 @@ def test_tampered_binary_is_detected_and_its_base_rebuilt_clean(repo):
 
 
 def test_a_result_of_a_build_made_again_is_checked_by_stat_and_tampering_still_shows(
-        repo, monkeypatch):
+    repo, monkeypatch
+):
     """A result's copy of a build record keeps the binary's stat of its day; once the cache entry
     was removed and built again (same key, same binary, new stat), the cache's own record
     answers by stat, without hashing the binary. A binary changed since still shows."""

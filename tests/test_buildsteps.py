@@ -24,13 +24,19 @@ make: *** [Makefile:8: build] Error 2
 def test_the_compiler_diagnostic_is_the_reason_not_configure_summary():
     assert first_error(OLD_BASE_LOG) == (
         "src/core/ngx_crypt.c:82:5: error: 'MD5_Init' is deprecated: Since OpenSSL 3.0 "
-        "[-Werror=deprecated-declarations]")
+        "[-Werror=deprecated-declarations]"
+    )
 
 
 def test_configure_errors_and_make_errors():
-    assert first_error("checking for OS\n./auto/configure: error: invalid option "
-                       "\"--with-http_v2_module\"\n") == \
-        './auto/configure: error: invalid option "--with-http_v2_module"'
-    assert first_error("nginx error log file: x\nmake: *** [Makefile:8: build] Error 2\n") == \
-        "make: *** [Makefile:8: build] Error 2"
+    assert (
+        first_error(
+            'checking for OS\n./auto/configure: error: invalid option "--with-http_v2_module"\n'
+        )
+        == './auto/configure: error: invalid option "--with-http_v2_module"'
+    )
+    assert (
+        first_error("nginx error log file: x\nmake: *** [Makefile:8: build] Error 2\n")
+        == "make: *** [Makefile:8: build] Error 2"
+    )
     assert first_error("all fine\n") == ""

@@ -12,9 +12,8 @@ import signal
 import subprocess
 import time
 
-import pytest
-
 import claude_cli
+import pytest
 from anthropic_standin import DONE_TEXT, Fault, call, say
 from claude_cli import SONNET, USAGE_KEYS, sonnet_cost, summed
 
@@ -27,15 +26,21 @@ def test_a_missing_cli_is_a_skip_only_where_npm_cannot_fetch_it(tmp_path, monkey
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", str(bin_dir))
-    assert claude_cli.find_or_install() == \
-        (None, "the Claude Code CLI is not installed, and npm is not either")
-    npm = bin_dir / "npm"                            # an npm whose registry is out of reach
+    assert claude_cli.find_or_install() == (
+        None,
+        "the Claude Code CLI is not installed, and npm is not either",
+    )
+    npm = bin_dir / "npm"  # an npm whose registry is out of reach
     npm.write_text("#!/bin/sh\necho 'npm error code ENOTFOUND' >&2\nexit 1\n")
     npm.chmod(0o755)
     version = claude_cli.setup_setting("CLAUDE_CODE_VERSION")
-    assert claude_cli.find_or_install() == (None, (
-        "the Claude Code CLI is not installed, and npm cannot fetch "
-        f"@anthropic-ai/claude-code@{version}: npm error code ENOTFOUND"))
+    assert claude_cli.find_or_install() == (
+        None,
+        (
+            "the Claude Code CLI is not installed, and npm cannot fetch "
+            f"@anthropic-ai/claude-code@{version}: npm error code ENOTFOUND"
+        ),
+    )
     monkeypatch.setenv("NGINX_EVAL_CLAUDE", str(tmp_path / "no-such-claude"))
     with pytest.raises(RuntimeError, match="NGINX_EVAL_CLAUDE=.* is not a program"):
         claude_cli.find_or_install()
@@ -79,24 +84,34 @@ def test_version_is_the_pinned_one_where_setup_installs_it(claude_program):
 
 def test_scripted_edit_and_bash_change_the_workspace_and_the_json_adds_up(cli):
     a = cli.ws / "a.txt"
-    cli.api.script = {"FIX-EDIT": [[say("Reading."), call("Read", file_path=str(a))],
-                                   [call("Edit", file_path=str(a), old_string="hello",
-                                         new_string="bye")],
-                                   [call("Bash", command="echo built > b.txt")],
-                                   [say("All done.")]]}
+    cli.api.script = {
+        "FIX-EDIT": [
+            [say("Reading."), call("Read", file_path=str(a))],
+            [call("Edit", file_path=str(a), old_string="hello", new_string="bye")],
+            [call("Bash", command="echo built > b.txt")],
+            [say("All done.")],
+        ]
+    }
     run = cli.run("Please fix FIX-EDIT")
     assert run.exit_code == 0, run.stderr
     assert a.read_text() == "bye\n" and (cli.ws / "b.txt").read_text() == "built\n"
     r = run.result
-    assert (r["type"], r["subtype"], r["is_error"], r["api_error_status"]) == \
-        ("result", "success", False, None)
-    assert (r["num_turns"], r["result"], r["stop_reason"], r["terminal_reason"]) == \
-        (4, "All done.", "end_turn", "completed")
+    assert (r["type"], r["subtype"], r["is_error"], r["api_error_status"]) == (
+        "result",
+        "success",
+        False,
+        None,
+    )
+    assert (r["num_turns"], r["result"], r["stop_reason"], r["terminal_reason"]) == (
+        4,
+        "All done.",
+        "end_turn",
+        "completed",
+    )
     assert r["permission_denials"] == [] and SESSION_ID.match(r["session_id"])
     requests = cli.api.messages_requests("FIX-EDIT")
     assert [q["turn"] for q in requests] == [0, 1, 2, 3]
-    assert all(q["query"] == "beta=true" and q["stream"] and q["model"] == SONNET
-               for q in requests)
+    assert all(q["query"] == "beta=true" and q["stream"] and q["model"] == SONNET for q in requests)
     headers = requests[0]["headers"]
     assert headers["x-api-key"] == cli.api.api_key
     assert headers["anthropic-version"] == "2023-06-01"
@@ -106,62 +121,92 @@ def test_scripted_edit_and_bash_change_the_workspace_and_the_json_adds_up(cli):
     assert {k: r["usage"][k] for k in USAGE_KEYS} == summed(usages)
     assert list(r["modelUsage"]) == [SONNET]
     per_model = r["modelUsage"][SONNET]
-    assert (per_model["inputTokens"], per_model["outputTokens"],
-            per_model["cacheReadInputTokens"], per_model["cacheCreationInputTokens"]) == \
-        tuple(summed(usages)[k] for k in ("input_tokens", "output_tokens",
-                                          "cache_read_input_tokens",
-                                          "cache_creation_input_tokens"))
+    assert (
+        per_model["inputTokens"],
+        per_model["outputTokens"],
+        per_model["cacheReadInputTokens"],
+        per_model["cacheCreationInputTokens"],
+    ) == tuple(
+        summed(usages)[k]
+        for k in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+        )
+    )
     assert r["total_cost_usd"] == pytest.approx(sonnet_cost(usages), rel=1e-9)
     assert per_model["costUSD"] == pytest.approx(r["total_cost_usd"], rel=1e-9)
     # The transcript: one line per content block, usage on each, counted once per message.
     transcript = cli.transcript(r["session_id"])
     assert claude_cli.transcript_usage(transcript) == {SONNET: summed(usages)}
     lines = [json.loads(x) for x in transcript.read_text().splitlines()]
-    assert sum(1 for x in lines if x.get("type") == "assistant") == 5     # 4 messages, 5 blocks
+    assert sum(1 for x in lines if x.get("type") == "assistant") == 5  # 4 messages, 5 blocks
     cost_state = [x for x in lines if x.get("type") == "cost-state"]
     assert cost_state[-1]["totalCostUSD"] == r["total_cost_usd"]
 
 
 def test_continue_resumes_the_session_here_and_starts_a_new_one_elsewhere(cli, tmp_path):
-    cli.api.script = {"PLAN-1": [[call("Write", file_path=str(cli.ws / "plan.md"),
-                                       content="the plan\n")], [say("Planned.")]],
-                      "IMPL-2": [[call("Bash", command="cat plan.md > impl.txt")],
-                                 [say("Implemented.")]]}
+    cli.api.script = {
+        "PLAN-1": [
+            [call("Write", file_path=str(cli.ws / "plan.md"), content="the plan\n")],
+            [say("Planned.")],
+        ],
+        "IMPL-2": [[call("Bash", command="cat plan.md > impl.txt")], [say("Implemented.")]],
+    }
     plan = cli.run("Plan it: PLAN-1")
     implement = cli.run("Now implement IMPL-2", "--continue")
     assert plan.exit_code == implement.exit_code == 0
     assert implement.result["session_id"] == plan.result["session_id"]
     assert (cli.ws / "impl.txt").read_text() == "the plan\n"
     first = cli.api.messages_requests("IMPL-2")[0]["body"]["messages"]
-    assert "PLAN-1" in json.dumps(first[0]) and [m["role"] for m in first] == \
-        ["user", "assistant", "user", "assistant", "user"]
+    assert "PLAN-1" in json.dumps(first[0]) and [m["role"] for m in first] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
     # usage is this invocation's own; total_cost_usd and modelUsage are the session's so far
     # (earlier 2.1.x reported the invocation's own cost): summing the phases would count twice.
     own = [q["usage"] for q in cli.api.messages_requests("IMPL-2")]
     assert {k: implement.result["usage"][k] for k in USAGE_KEYS} == summed(own)
     assert implement.result["total_cost_usd"] == pytest.approx(
-        plan.result["total_cost_usd"] + sonnet_cost(own), rel=1e-9)
+        plan.result["total_cost_usd"] + sonnet_cost(own), rel=1e-9
+    )
     plan_tokens = plan.result["modelUsage"][SONNET]["inputTokens"]
-    assert implement.result["modelUsage"][SONNET]["inputTokens"] == \
-        plan_tokens + summed(own)["input_tokens"]
+    assert (
+        implement.result["modelUsage"][SONNET]["inputTokens"]
+        == plan_tokens + summed(own)["input_tokens"]
+    )
     elsewhere = Cli.workspace(tmp_path / "elsewhere")
     lost = cli.run("Now implement IMPL-2", "--continue", cwd=elsewhere)
-    assert lost.exit_code == 0 and lost.result["is_error"] is False      # silently a new one
+    assert lost.exit_code == 0 and lost.result["is_error"] is False  # silently a new one
     assert lost.result["session_id"] != plan.result["session_id"]
     assert len(cli.api.messages_requests("IMPL-2")[-2]["body"]["messages"]) == 1
 
 
-@pytest.mark.parametrize("status, result", [
-    (500, "API Error: 500 stand-in fault 500."), (529, "API Error: 529 stand-in fault 529."),
-    (429, "API Error: Request rejected (429) · stand-in fault 429")], ids=["500", "529", "429"])
+@pytest.mark.parametrize(
+    "status, result",
+    [
+        (500, "API Error: 500 stand-in fault 500."),
+        (529, "API Error: 529 stand-in fault 529."),
+        (429, "API Error: Request rejected (429) · stand-in fault 429"),
+    ],
+    ids=["500", "529", "429"],
+)
 def test_an_error_that_persists_fails_after_the_cli_retries(cli, status, result):
     cli.api.faults = [Fault(status=status)]
     # CLAUDE_CODE_MAX_RETRIES=2: three requests in ~2.5 s, instead of 11 over ~3 minutes.
     run = cli.run("go", env={"CLAUDE_CODE_MAX_RETRIES": "2"})
     r = run.result
     assert run.exit_code == 1
-    assert (r["subtype"], r["is_error"], r["api_error_status"], r["terminal_reason"]) == \
-        ("success", True, status, "api_error")
+    assert (r["subtype"], r["is_error"], r["api_error_status"], r["terminal_reason"]) == (
+        "success",
+        True,
+        status,
+        "api_error",
+    )
     assert r["result"].startswith(result)
     assert (r["num_turns"], r["total_cost_usd"], r["modelUsage"]) == (1, 0, {})
     assert len(cli.api.messages_requests()) == 3
@@ -170,7 +215,7 @@ def test_an_error_that_persists_fails_after_the_cli_retries(cli, status, result)
 def test_an_error_that_clears_on_retry_completes(cli):
     cli.api.script = {"RETRY-1": [[say("fine")]]}
     cli.api.faults = [Fault(status=500, times=2)]
-    run = cli.run("go RETRY-1")                      # the CLI's own default retries
+    run = cli.run("go RETRY-1")  # the CLI's own default retries
     assert run.exit_code == 0 and run.result["is_error"] is False
     assert run.result["result"] == "fine" and run.seconds < 30
     assert [q["status"] for q in cli.api.messages_requests()] == [500, 500, 200]
@@ -190,8 +235,7 @@ def test_a_401_the_api_says_not_to_retry_fails_at_once(cli):
     run = cli.run("go")
     r = run.result
     assert run.exit_code == 1 and run.seconds < 20
-    assert (r["is_error"], r["api_error_status"], r["terminal_reason"]) == \
-        (True, 401, "api_error")
+    assert (r["is_error"], r["api_error_status"], r["terminal_reason"]) == (True, 401, "api_error")
     assert r["result"] == "Failed to authenticate. API Error: 401 stand-in fault 401"
     assert len(cli.api.messages_requests()) == 1
 
@@ -219,10 +263,21 @@ def test_mid_stream_errors_are_retried_and_end_in_a_non_streaming_request(cli):
 
 def test_a_subagent_on_another_model_shows_only_in_model_usage(cli):
     cli.api.script = {
-        "MAIN-SUB": [[call("Agent", description="look around", prompt="Please do SUBTASK-7",
-                           subagent_type="general-purpose", model="haiku",
-                           run_in_background=False)], [say("Main done.")]],
-        "SUBTASK-7": [[call("Bash", command="echo sub > sub.txt")], [say("Sub done.")]]}
+        "MAIN-SUB": [
+            [
+                call(
+                    "Agent",
+                    description="look around",
+                    prompt="Please do SUBTASK-7",
+                    subagent_type="general-purpose",
+                    model="haiku",
+                    run_in_background=False,
+                )
+            ],
+            [say("Main done.")],
+        ],
+        "SUBTASK-7": [[call("Bash", command="echo sub > sub.txt")], [say("Sub done.")]],
+    }
     run = cli.run("Start MAIN-SUB")
     r = run.result
     assert run.exit_code == 0 and (cli.ws / "sub.txt").exists()
@@ -231,11 +286,14 @@ def test_a_subagent_on_another_model_shows_only_in_model_usage(cli):
     assert "haiku" in sub_model and len(sub_requests) == 2
     assert set(r["modelUsage"]) == {SONNET, sub_model}
     main = [q["usage"] for q in cli.api.messages_requests("MAIN-SUB")]
-    assert {k: r["usage"][k] for k in USAGE_KEYS} == summed(main)      # usage: main model only
-    assert r["modelUsage"][sub_model]["inputTokens"] == \
-        summed([q["usage"] for q in sub_requests])["input_tokens"]
+    assert {k: r["usage"][k] for k in USAGE_KEYS} == summed(main)  # usage: main model only
+    assert (
+        r["modelUsage"][sub_model]["inputTokens"]
+        == summed([q["usage"] for q in sub_requests])["input_tokens"]
+    )
     assert r["total_cost_usd"] == pytest.approx(
-        sum(m["costUSD"] for m in r["modelUsage"].values()), rel=1e-9)
+        sum(m["costUSD"] for m in r["modelUsage"].values()), rel=1e-9
+    )
     assert r["subagent_stats"]["spawned"] == r["subagent_stats"]["completed"] == 1
     # The subagent keeps a transcript of its own beside the session's.
     sessions = cli.transcript(r["session_id"]).with_suffix("")
@@ -248,10 +306,25 @@ def test_a_run_killed_at_its_time_limit_leaves_its_usage_in_the_transcript(cli, 
     cli.api.script = {"SLOW-3": [[call("Bash", command="echo one > one.txt")], [say("never")]]}
     cli.api.faults = [Fault(delay=60, marker="SLOW-3", turn=1)]
     environment = claude_cli.environment(cli.api, cli.config)
-    proc = subprocess.Popen([cli.program, "-p", "go SLOW-3", "--output-format", "json",
-                             "--allowedTools", claude_cli.TOOLS, "--model", SONNET],
-                            cwd=cli.ws, env=environment, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            cli.program,
+            "-p",
+            "go SLOW-3",
+            "--output-format",
+            "json",
+            "--allowedTools",
+            claude_cli.TOOLS,
+            "--model",
+            SONNET,
+        ],
+        cwd=cli.ws,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while len(cli.api.messages_requests()) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -261,8 +334,11 @@ def test_a_run_killed_at_its_time_limit_leaves_its_usage_in_the_transcript(cli, 
     (transcript,) = claude_cli.project_dir(cli.config, cli.ws).glob("*.jsonl")
     first = cli.api.messages_requests()[0]["usage"]
     assert claude_cli.transcript_usage(transcript) == {SONNET: first}
-    cost_states = [x for x in map(json.loads, transcript.read_text().splitlines())
-                   if x.get("type") == "cost-state"]
+    cost_states = [
+        x
+        for x in map(json.loads, transcript.read_text().splitlines())
+        if x.get("type") == "cost-state"
+    ]
     # SIGTERM lets it write its cost; after SIGKILL only the per-message usage is there.
     assert len(cost_states) == (1 if stop == signal.SIGTERM else 0)
     if cost_states:
@@ -286,8 +362,12 @@ def test_a_defined_slash_command_runs_its_text(cli, where):
     commands = cli.config / "commands" if where == "config" else cli.ws / ".claude" / "commands"
     commands.mkdir(parents=True)
     (commands / "fix-issue.md").write_text("Fix the issue FIXCMD-9 with $ARGUMENTS.\n")
-    cli.api.script = {"FIXCMD-9": [[call("Bash", command="echo fixed > fixed.txt")],
-                                   [say("Fixed via the command.")]]}
+    cli.api.script = {
+        "FIXCMD-9": [
+            [call("Bash", command="echo fixed > fixed.txt")],
+            [say("Fixed via the command.")],
+        ]
+    }
     run = cli.run("/fix-issue these words")
     assert run.exit_code == 0 and run.result["num_turns"] == 2
     assert run.result["result"] == "Fixed via the command."

@@ -7,21 +7,31 @@ import os
 import signal
 
 import pytest
-
 from anthropic_standin import Fault, StandIn, call, say
 from claude_captures import Recorder
 from claude_cli import SONNET, sonnet_cost, summed
+
 from nginx_eval.agent import claude_code as cc
 from nginx_eval.agent import transcript as ct
 from nginx_eval.core import outcomes
 
 NO_RETRIES = {"CLAUDE_CODE_MAX_RETRIES": "0"}
 SCRIPT = {
-    "MAIN-SUB": [[say("Looking."), call("Agent", description="look around",
-                                        prompt="Please do SUBTASK-7",
-                                        subagent_type="general-purpose", model="haiku",
-                                        run_in_background=False)],
-                 [call("Bash", command="echo main > main.txt")], [say("Main done.")]],
+    "MAIN-SUB": [
+        [
+            say("Looking."),
+            call(
+                "Agent",
+                description="look around",
+                prompt="Please do SUBTASK-7",
+                subagent_type="general-purpose",
+                model="haiku",
+                run_in_background=False,
+            ),
+        ],
+        [call("Bash", command="echo main > main.txt")],
+        [say("Main done.")],
+    ],
     "SUBTASK-7": [[call("Bash", command="echo from the subagent")], [say("Sub done.")]],
     "NEXT-22": [[call("Bash", command="cat main.txt")], [say("Next done.")]],
     "SLOW-555": [[call("Bash", command="echo one")], [say("never")]],
@@ -41,29 +51,31 @@ def out(claude_program, tmp_path_factory):
         captures["sub"] = rec.run("Start MAIN-SUB", cwd=ws)
         captures["continued"] = rec.run("Now NEXT-22", "--continue", cwd=ws)
         api.faults = [Fault(status=500)]
-        captures["continued_500"] = rec.run("Then THIRD-3333", "--continue", cwd=ws,
-                                            env=NO_RETRIES)
+        captures["continued_500"] = rec.run("Then THIRD-3333", "--continue", cwd=ws, env=NO_RETRIES)
         captures["api_500"] = rec.run("go", cwd=rec.workspace(), env=NO_RETRIES)
         api.faults = [Fault(status=401, should_retry=False)]
         captures["auth_401"] = rec.run("go", cwd=rec.workspace())
         api.faults = []
-        captures["bad_key"] = rec.run("go", cwd=rec.workspace(),
-                                      env=dict(NO_RETRIES, ANTHROPIC_API_KEY="sk-ant-bad"))
+        captures["bad_key"] = rec.run(
+            "go", cwd=rec.workspace(), env=dict(NO_RETRIES, ANTHROPIC_API_KEY="sk-ant-bad")
+        )
         # No key and no login: answered at once, without a request.
-        captures["no_login"] = rec.run("go", cwd=rec.workspace(),
-                                       env=dict(NO_RETRIES, ANTHROPIC_API_KEY=""))
+        captures["no_login"] = rec.run(
+            "go", cwd=rec.workspace(), env=dict(NO_RETRIES, ANTHROPIC_API_KEY="")
+        )
         captures["plain_slash"] = rec.run("/fix-issue .issue.md", cwd=rec.workspace())
         slash_ws = rec.workspace()
         (slash_ws / ".claude" / "commands").mkdir(parents=True)
         (slash_ws / ".claude" / "commands" / "fix-issue.md").write_text(
-            "Fix FIXCMD-9 as $ARGUMENTS says.\n")
+            "Fix FIXCMD-9 as $ARGUMENTS says.\n"
+        )
         captures["slash"] = rec.run("/fix-issue .issue.md", cwd=slash_ws)
         captures["lost"] = rec.run("More NEXT-22", "--continue", cwd=rec.workspace())
         captures["long"] = rec.run("Hi LONG-6666", cwd=rec.workspace("x" * 150 + "/y_" * 40))
         api.faults = [Fault(delay=60, marker="SLOW-555", turn=1)]
         captures["term"] = rec.killed("go SLOW-555", signal.SIGTERM, cwd=rec.workspace())
         captures["kill"] = rec.killed("go SLOW-555", signal.SIGKILL, cwd=rec.workspace())
-    captures["refused"] = rec.run("go", cwd=rec.workspace(), env=NO_RETRIES)    # API is gone
+    captures["refused"] = rec.run("go", cwd=rec.workspace(), env=NO_RETRIES)  # API is gone
     captures["config"] = rec.config
     return captures
 
@@ -77,18 +89,27 @@ def test_the_result_json_is_read_whole_and_as_a_pretty_printed_document(out):
     stdout = out["sub"].run.stdout
     assert cc.parse_result(stdout) == json.loads(stdout)
     assert cc.parse_result(json.dumps(json.loads(stdout), indent=2)) == json.loads(stdout)
-    assert cc.parse_result(out["term"].run.stdout) is None       # killed: no JSON at all
+    assert cc.parse_result(out["term"].run.stdout) is None  # killed: no JSON at all
     assert cc.parse_result(out["kill"].run.stdout) is None
 
 
 def test_result_fields(out):
     fields = cc.result_fields(out["sub"].result)
-    assert fields == {"session_id": out["sub"].requests[-1]["headers"]["x-claude-code-session-id"],
-                      "is_error": False, "api_error_status": None, "terminal_reason": "completed",
-                      "permission_denials": [], "result": "Main done.", "num_turns": 3}
+    assert fields == {
+        "session_id": out["sub"].requests[-1]["headers"]["x-claude-code-session-id"],
+        "is_error": False,
+        "api_error_status": None,
+        "terminal_reason": "completed",
+        "permission_denials": [],
+        "result": "Main done.",
+        "num_turns": 3,
+    }
     error = cc.result_fields(out["api_500"].result)
-    assert (error["is_error"], error["api_error_status"], error["terminal_reason"]) == \
-        (True, 500, "api_error")
+    assert (error["is_error"], error["api_error_status"], error["terminal_reason"]) == (
+        True,
+        500,
+        "api_error",
+    )
     assert error["result"].startswith("API Error: 500 stand-in fault 500.")
     assert cc.result_fields(None)["session_id"] is None
 
@@ -98,9 +119,10 @@ def test_a_phase_costs_every_model_of_model_usage_subagents_included(out):
     usage, cumulative = cc.phase_usage(sub.result, sub.entries, {})
     haiku = next(q["model"] for q in sub.requests if q["marker"] == "SUBTASK-7")
     assert set(usage["models"]) == {SONNET, haiku} and usage["cost_source"] == "result"
-    assert usage["tokens"] == tokens(sub.usages())                  # main and subagent
-    assert usage["models"][haiku] == dict(tokens(sub.usages("SUBTASK-7")),
-                                          cost_usd=usage["models"][haiku]["cost_usd"])
+    assert usage["tokens"] == tokens(sub.usages())  # main and subagent
+    assert usage["models"][haiku] == dict(
+        tokens(sub.usages("SUBTASK-7")), cost_usd=usage["models"][haiku]["cost_usd"]
+    )
     assert usage["cost_usd"] == pytest.approx(sub.result["total_cost_usd"], rel=1e-9)
     # `usage` alone would have missed the subagent.
     assert sub.result["usage"]["input_tokens"] < usage["tokens"]["input"]
@@ -112,21 +134,24 @@ def test_with_continue_a_phase_pays_its_own_requests_not_the_sessions(out):
     continued = out["continued"]
     usage, after = cc.phase_usage(continued.result, continued.entries, after_sub)
     assert continued.result["session_id"] == out["sub"].result["session_id"]
-    assert list(usage["models"]) == [SONNET]           # the subagent's model paid nothing new
+    assert list(usage["models"]) == [SONNET]  # the subagent's model paid nothing new
     assert usage["tokens"] == tokens(continued.usages())
     assert usage["cost_usd"] == pytest.approx(sonnet_cost(continued.usages()), rel=1e-9)
     # An error later in the session repeats the session's figures: it cost nothing new.
     failed = out["continued_500"]
     assert failed.result["total_cost_usd"] == continued.result["total_cost_usd"]
     usage, _ = cc.phase_usage(failed.result, failed.entries, after)
-    assert (usage["cost_usd"], usage["tokens"], usage["models"]) == \
-        (0, dict.fromkeys(cc.TOKENS, 0), {})
+    assert (usage["cost_usd"], usage["tokens"], usage["models"]) == (
+        0,
+        dict.fromkeys(cc.TOKENS, 0),
+        {},
+    )
 
 
 def test_a_killed_phase_is_priced_from_its_transcript(out):
     term = out["term"]
     (first,) = term.usages()[:1]
-    assert len(term.usages()) == 1                     # the second answer never came
+    assert len(term.usages()) == 1  # the second answer never came
     usage, _ = cc.phase_usage(None, term.entries, {})
     assert usage["cost_source"] == "transcript" and usage["tokens"] == tokens([first])
     assert usage["cost_usd"] == pytest.approx(sonnet_cost([first]), rel=1e-9)
@@ -136,19 +161,26 @@ def test_a_killed_phase_is_priced_from_its_transcript(out):
     usage, _ = cc.phase_usage(None, kill.entries, {})
     assert usage["tokens"] == tokens(kill.usages()[:1]) and usage["cost_usd"] is None
     assert usage["models"] == {SONNET: dict(tokens(kill.usages()[:1]), cost_usd=None)}
-    assert cc.phase_usage(None, [], {})[0] == {"cost_usd": None, "tokens": None, "models": {},
-                                               "cost_source": None}
+    assert cc.phase_usage(None, [], {})[0] == {
+        "cost_usd": None,
+        "tokens": None,
+        "models": {},
+        "cost_source": None,
+    }
 
 
-@pytest.mark.parametrize("name, status, text", [
-    ("sub", outcomes.COMPLETED, ""),
-    ("api_500", outcomes.INFRA_ERROR, "exit code 1: API Error: 500 stand-in fault 500."),
-    ("refused", outcomes.INFRA_ERROR, "exit code 1: API Error: Connection refused"),
-    ("auth_401", cc.AUTH, "exit code 1: Failed to authenticate. API Error: 401"),
-    ("bad_key", cc.AUTH, "exit code 1: Invalid API key"),
-    ("no_login", cc.AUTH, "exit code 1: Not logged in"),
-    ("plain_slash", outcomes.COMPLETED, ""),
-])
+@pytest.mark.parametrize(
+    "name, status, text",
+    [
+        ("sub", outcomes.COMPLETED, ""),
+        ("api_500", outcomes.INFRA_ERROR, "exit code 1: API Error: 500 stand-in fault 500."),
+        ("refused", outcomes.INFRA_ERROR, "exit code 1: API Error: Connection refused"),
+        ("auth_401", cc.AUTH, "exit code 1: Failed to authenticate. API Error: 401"),
+        ("bad_key", cc.AUTH, "exit code 1: Invalid API key"),
+        ("no_login", cc.AUTH, "exit code 1: Not logged in"),
+        ("plain_slash", outcomes.COMPLETED, ""),
+    ],
+)
 def test_classify_reads_the_cli_result(out, name, status, text):
     capture = out[name]
     got_status, reason = cc.classify(capture.result, capture.run.exit_code)
@@ -163,7 +195,7 @@ def test_credentials_are_checked_before_any_agent_starts(tmp_path):
     bare = {"CLAUDE_CONFIG_DIR": str(config)}
     assert "set ANTHROPIC_API_KEY" in cc.credentials_problem(bare)
     assert cc.credentials_problem(dict(bare, ANTHROPIC_API_KEY="sk-ant-x")) is None
-    (config / ".credentials.json").write_text("{}")         # a login
+    (config / ".credentials.json").write_text("{}")  # a login
     assert cc.credentials_problem(bare) is None
 
 
@@ -171,8 +203,10 @@ def test_an_agent_that_prints_no_result_is_judged_by_its_exit_code():
     assert cc.classify(None, 0) == (outcomes.COMPLETED, "")
     assert cc.classify(None, 127) == (outcomes.ERROR, "command not found (exit 127)")
     assert cc.classify(None, 3) == (outcomes.FAILED, "exit code 3")
-    assert cc.phase_status(True, 4.0, None, None, [], None, None) == \
-        (outcomes.TIMEOUT, "timed out after 4 s")
+    assert cc.phase_status(True, 4.0, None, None, [], None, None) == (
+        outcomes.TIMEOUT,
+        "timed out after 4 s",
+    )
 
 
 def test_a_slash_command_counts_only_when_the_cli_expanded_it(out):
@@ -183,12 +217,16 @@ def test_a_slash_command_counts_only_when_the_cli_expanded_it(out):
     # The pinned CLI sends an undefined command to the model as text: one paid turn.
     assert plain.result["num_turns"] == 1 and plain.result["total_cost_usd"] > 0
     assert not ct.command_ran(plain.entries, "fix-issue")
-    assert cc.phase_status(False, 60, 0, plain.result, plain.entries, "fix-issue", None) == \
-        (outcomes.ERROR, "the CLI did not run /fix-issue: no <command-name>/fix-issue</command-name> "
-                   "in its transcript")
+    assert cc.phase_status(False, 60, 0, plain.result, plain.entries, "fix-issue", None) == (
+        outcomes.ERROR,
+        "the CLI did not run /fix-issue: no <command-name>/fix-issue</command-name> "
+        "in its transcript",
+    )
     assert ct.command_ran(slash.entries, "fix-issue")
-    assert cc.phase_status(False, 60, 0, slash.result, slash.entries, "fix-issue", None) == \
-        (outcomes.COMPLETED, "")
+    assert cc.phase_status(False, 60, 0, slash.result, slash.entries, "fix-issue", None) == (
+        outcomes.COMPLETED,
+        "",
+    )
 
 
 def test_where_a_command_is_defined(tmp_path):
@@ -197,7 +235,8 @@ def test_where_a_command_is_defined(tmp_path):
     assert cc.undefined_command("fix-issue", ws, config) == (
         f"/fix-issue is not defined (no fix-issue.md in the workspace's .claude/commands/ or "
         f"in {config}/commands/); not run, since the CLI would send it to the model as plain "
-        f"text")
+        f"text"
+    )
     (config / "commands" / "frontend").mkdir(parents=True)
     (config / "commands" / "frontend" / "test.md").write_text("x")
     assert cc.command_file("frontend:test", ws, config) == config / "commands/frontend/test.md"
@@ -208,15 +247,18 @@ def test_where_a_command_is_defined(tmp_path):
 
 def test_a_lost_continue_is_told_by_its_session_id(out):
     lost, sub = out["lost"], out["sub"]
-    assert lost.run.exit_code == 0 and lost.result["is_error"] is False     # silently new
+    assert lost.run.exit_code == 0 and lost.result["is_error"] is False  # silently new
     assert cc.continues_session("claude --allowedTools Read --continue -p {prompt}")
     assert cc.continues_session("claude -c -p {prompt}")
     assert not cc.continues_session("claude -p '--continue is a word of the prompt'")
     assert cc.session_problem(True, sub.result["session_id"], lost.result["session_id"]) == (
         f"--continue started session {lost.result['session_id']} instead of continuing "
-        f"{sub.result['session_id']}: the earlier phases' conversation was lost")
-    assert cc.session_problem(True, sub.result["session_id"],
-                              out["continued"].result["session_id"]) is None
+        f"{sub.result['session_id']}: the earlier phases' conversation was lost"
+    )
+    assert (
+        cc.session_problem(True, sub.result["session_id"], out["continued"].result["session_id"])
+        is None
+    )
     assert cc.session_problem(False, sub.result["session_id"], lost.result["session_id"]) is None
 
 
@@ -229,7 +271,7 @@ def test_transcripts_are_found_for_long_workspace_paths_too(out):
     assert ct.session_of(out["continued"].entries) == out["sub"].result["session_id"]
     first_ids = {e.get("uuid") for e in out["sub"].entries}
     assert not first_ids & {e.get("uuid") for e in out["continued"].entries} - {None}
-    assert any(e.get("agentId") for e in out["sub"].entries)        # its subagent's lines
+    assert any(e.get("agentId") for e in out["sub"].entries)  # its subagent's lines
     assert ct.config_dir({"CLAUDE_CONFIG_DIR": "/x"}) == ct.Path("/x")
     assert ct.config_dir({"HOME": "/home/u"}) == ct.Path("/home/u/.claude")
 

@@ -4,18 +4,22 @@ import json
 
 
 def build_keys(project, run):
-    return {json.loads(p.read_text())["key"]
-            for p in (project.results / run).glob("*/*/build.json")}
+    return {
+        json.loads(p.read_text())["key"] for p in (project.results / run).glob("*/*/build.json")
+    }
 
 
 def snapshot(root):
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def test_clean_of_one_run_keeps_every_other_run(project):
-    env_a = {"FAKE_AGENT": "fix-and-noise"}      # a patch of its own: a build only run A uses
-    project.doit("run", "tiny:gold", "tiny:none", "tiny:fake", "run=A", "keep_workspaces=1",
-                 env=env_a)
+    env_a = {"FAKE_AGENT": "fix-and-noise"}  # a patch of its own: a build only run A uses
+    project.doit(
+        "run", "tiny:gold", "tiny:none", "tiny:fake", "run=A", "keep_workspaces=1", env=env_a
+    )
     project.doit("run", "tiny:gold", "tiny:none", "run=B")
     keys_a, keys_b = build_keys(project, "A"), build_keys(project, "B")
     only_a = keys_a - keys_b

@@ -44,7 +44,7 @@ def broken_links(path):
     """The relative links of the Markdown file `path` whose file or #anchor does not exist."""
     bad = []
     for target in links(path.read_text()):
-        if re.match(r"[a-z][a-z0-9+.-]*:", target):     # http:, https:, mailto:
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
             continue
         file_part, _, anchor = target.partition("#")
         dest = (path.parent / file_part).resolve() if file_part else path
@@ -65,8 +65,10 @@ def test_readme_is_short():
 
 
 def test_readme_links_every_docs_page():
-    linked = {(SOURCE_ROOT / t.partition("#")[0]).resolve()
-              for t in links((SOURCE_ROOT / "README.md").read_text())}
+    linked = {
+        (SOURCE_ROOT / t.partition("#")[0]).resolve()
+        for t in links((SOURCE_ROOT / "README.md").read_text())
+    }
     pages = doc_pages()
     assert pages, "docs/ has no pages"
     assert [p.name for p in pages if p.resolve() not in linked] == []
@@ -92,8 +94,10 @@ def test_checker_finds_broken_links(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# Title\n\n## Two words: here\n")
     readme = tmp_path / "README.md"
-    readme.write_text("[ok](docs/a.md) [anchor](docs/a.md#two-words-here) [web](https://x.org)\n"
-                      "[gone](docs/b.md) [bad anchor](docs/a.md#three)\n"
-                      "```\n[in code](nowhere.md)\n```\n")
+    readme.write_text(
+        "[ok](docs/a.md) [anchor](docs/a.md#two-words-here) [web](https://x.org)\n"
+        "[gone](docs/b.md) [bad anchor](docs/a.md#three)\n"
+        "```\n[in code](nowhere.md)\n```\n"
+    )
     assert broken_links(readme) == ["docs/b.md", "docs/a.md#three"]
     assert anchors("# A\n# A\n## `x.py`: B, c\n") == {"a", "a-1", "xpy-b-c"}

@@ -15,19 +15,28 @@ from packaging.specifiers import SpecifierSet
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 PACKAGE = PYPROJECT.parent / "nginx_eval"
 # doit's modules that are not its API for task authors and loaders: what doitext/ wraps.
-INTERNALS = ("doit.dependency", "doit.control", "doit.runner", "doit.cmd_base", "doit.cmd_clean",
-             "doit.cmdparse", "doit.doit_cmd")
+INTERNALS = (
+    "doit.dependency",
+    "doit.control",
+    "doit.runner",
+    "doit.cmd_base",
+    "doit.cmd_clean",
+    "doit.cmdparse",
+    "doit.doit_cmd",
+)
 
 
 def doit_pin():
     deps = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
     (spec,) = [d for d in deps if re.match(r"doit\b", d)]
-    return SpecifierSet(spec[len("doit"):])
+    return SpecifierSet(spec[len("doit") :])
 
 
 def test_pin_is_an_upper_and_lower_bound_and_holds_the_installed_doit():
     pin = doit_pin()
-    assert any(s.operator in ("<", "<=", "==", "~=") for s in pin), f"doit is not pinned above: {pin}"
+    assert any(s.operator in ("<", "<=", "==", "~=") for s in pin), (
+        f"doit is not pinned above: {pin}"
+    )
     assert version("doit") in pin
 
 
@@ -52,9 +61,13 @@ def test_only_doitext_imports_doits_internals():
     users = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-                     if isinstance(node, ast.ImportFrom) and node.module else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else []
+            )
             if any(n in INTERNALS for n in names):
                 users.add(path.relative_to(PACKAGE).parts[0])
     assert users == {"doitext"}
@@ -78,13 +91,23 @@ def test_the_task_and_node_attributes_slim_keeps_once():
     # slim.DEFAULTS names attributes Task.__init__ sets; SlimTask overrides the methods that
     # read a task's __dict__; the node wrappers replace these ExecNode attributes.
     from doit.task import Task
+
     from nginx_eval.doitext import slim
+
     made = vars(Task("a:b", [(print, [])]))
     assert set(slim.DEFAULTS) <= set(made)
     assert {"name", "_actions", "task_dep", "uptodate", "targets", "values", "doc"} <= set(made)
     for method in ("pickle_safe_dict", "update_from_pickle", "__getstate__", "update_deps"):
         assert "__dict__" in inspect.getsource(getattr(Task, method)) or method == "update_deps"
     node = control.ExecNode(Task("a:b", [(print, [])]), None)
-    assert {"task_dep", "ancestors", "calc_dep", "wait_run", "wait_run_calc", "waiting_me",
-            "generator", "run_status"} <= set(vars(node))
+    assert {
+        "task_dep",
+        "ancestors",
+        "calc_dep",
+        "wait_run",
+        "wait_run_calc",
+        "waiting_me",
+        "generator",
+        "run_status",
+    } <= set(vars(node))
     assert "next(self.generator)" in inspect.getsource(control.ExecNode.step)

@@ -25,7 +25,7 @@ MODES = ("fake", "gold", "none")
 # results.jsonl fields that are wall-clock times, the run name (when runs are compared) and the
 # agent's command as it ran (it names the project's directory, which differs between projects).
 NOT_COMPARED = ("build_seconds", "agent_seconds", "run", "agent_commands")
-PHASE_TIMEOUT = 3           # the fake mode's time limit in the shared project
+PHASE_TIMEOUT = 3  # the fake mode's time limit in the shared project
 
 
 def outcome(project, run="default", modes=MODES):
@@ -36,8 +36,9 @@ def outcome(project, run="default", modes=MODES):
         mode_dir = project.results / run / mode
         for line in (mode_dir / "results.jsonl").read_text().splitlines():
             row = json.loads(line)
-            rows[(mode, row["instance_id"])] = {k: v for k, v in row.items()
-                                                if k not in NOT_COMPARED}
+            rows[(mode, row["instance_id"])] = {
+                k: v for k, v in row.items() if k not in NOT_COMPARED
+            }
         for path in mode_dir.glob("*/grade.json"):
             grade = json.loads(path.read_text())
             grade.pop("inputs")
@@ -96,8 +97,10 @@ def wait_until(condition, proc, what, seconds=60):
     deadline = time.monotonic() + seconds
     while not condition():
         if proc.poll() is not None:
-            raise AssertionError(f"doit ended ({proc.returncode}) before {what}:\n"
-                                 f"{proc.stdout.read()}\n{proc.stderr.read()}")
+            raise AssertionError(
+                f"doit ended ({proc.returncode}) before {what}:\n"
+                f"{proc.stdout.read()}\n{proc.stderr.read()}"
+            )
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not after {seconds} s")
         time.sleep(0.05)
@@ -110,10 +113,15 @@ def wait_for(path, proc, seconds=60):
 def start_doit(project, *args, env=None, dodo=DODO):
     """doit in a session of its own, so that a test can kill it and its workers at once."""
     if args and args[0] == "run":
-        args = (*args, "strict=0")          # as conftest.Project.doit
-    return subprocess.Popen([sys.executable, "-m", "doit", "-f", str(dodo), *args],
-                            env=dict(project.env, **(env or {})), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        args = (*args, "strict=0")  # as conftest.Project.doit
+    return subprocess.Popen(
+        [sys.executable, "-m", "doit", "-f", str(dodo), *args],
+        env=dict(project.env, **(env or {})),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def kill_doit(proc):
@@ -122,17 +130,25 @@ def kill_doit(proc):
 
 
 def git(cwd, *args):
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def gold_patch(project, iid):
     task = next(t for t in project.tasks if t["instance_id"] == iid)
-    return git(project.mirrors / "acme+tiny", "diff", "--binary", "--full-index",
-               task["base_commit"], task["fix_commit"])
+    return git(
+        project.mirrors / "acme+tiny",
+        "diff",
+        "--binary",
+        "--full-index",
+        task["base_commit"],
+        task["fix_commit"],
+    )
 
 
 # -- the clean run, and a project shared by the tests that add runs of their own -------------------
+
 
 def fault_benchmark(project):
     """tasks/faults.json: the fixture's two tasks plus copies of tiny-add for single faults."""
@@ -142,13 +158,25 @@ def fault_benchmark(project):
     for iid in ("p-bogus", "p-binary", "p-outside", "p-absolute", "p-symlink", "p-missing"):
         tasks.append(dict(add, instance_id=iid))
     # A test file that hangs after one assertion; its per-file limit is 2 s.
-    tasks.append(dict(add, instance_id="t-hang", test_files=["calc_add.t", "hang.t"],
-                      pass_to_pass=calc_add[1:] + ["hang.t:1 before the hang",
-                                                   "hang.t:2 after the hang"],
-                      test_timeout=2))
+    tasks.append(
+        dict(
+            add,
+            instance_id="t-hang",
+            test_files=["calc_add.t", "hang.t"],
+            pass_to_pass=calc_add[1:] + ["hang.t:1 before the hang", "hang.t:2 after the hang"],
+            test_timeout=2,
+        )
+    )
     # A file whose prove crashes (a fake prove, see test_prove_crash_is_an_environment_error).
-    tasks.append(dict(add, instance_id="t-crash", test_files=["flaky.t"],
-                      fail_to_pass=["flaky.t:1 add two numbers"], pass_to_pass=[]))
+    tasks.append(
+        dict(
+            add,
+            instance_id="t-crash",
+            test_files=["flaky.t"],
+            fail_to_pass=["flaky.t:1 add two numbers"],
+            pass_to_pass=[],
+        )
+    )
     (project.root / "tasks" / "faults.json").write_text(json.dumps({"tasks": tasks}, indent=2))
 
 
@@ -159,8 +187,9 @@ def reference(tmp_path_factory):
     their own names to it (they share its clones and builds)."""
     project = Project(tmp_path_factory.mktemp("shared"))
     modes = (project.root / "modes.toml").read_text()
-    (project.root / "modes.toml").write_text(modes.replace("timeout = 20",
-                                                           f"timeout = {PHASE_TIMEOUT}"))
+    (project.root / "modes.toml").write_text(
+        modes.replace("timeout = 20", f"timeout = {PHASE_TIMEOUT}")
+    )
     project.doit("run", "tiny")
     fault_benchmark(project)
     # A second mode with two phases, added after the clean run (which it is not part of).
@@ -177,13 +206,19 @@ name = "second"
 timeout = {PHASE_TIMEOUT}
 command = "{project.agent}"
 """)
-    return {"project": project, "outcome": outcome(project),
-            "patch": {iid: (project.task_dir("fake", iid) / "model.patch").read_bytes()
-                      for iid in ("tiny-add", "tiny-mul")},
-            "agent_calls": len(project.agent_calls())}
+    return {
+        "project": project,
+        "outcome": outcome(project),
+        "patch": {
+            iid: (project.task_dir("fake", iid) / "model.patch").read_bytes()
+            for iid in ("tiny-add", "tiny-mul")
+        },
+        "agent_calls": len(project.agent_calls()),
+    }
 
 
 # -- hostile agents ---------------------------------------------------------------------------------
+
 
 def run_hostile(reference, behaviour, marker, **extra_env):
     """`doit run tiny:fake` in run <behaviour> with tiny-add's agent misbehaving; tiny-mul's agent
@@ -194,9 +229,12 @@ def run_hostile(reference, behaviour, marker, **extra_env):
     # keep_workspaces=1: the tests look at what the agent left in its workspace.
     project.doit("run", "tiny:fake", f"run={run}", "keep_workspaces=1", env=env)
     assert_intact(project, reference, [("fake", "tiny-mul")], run=run)
-    return (project, project.read("fake", "tiny-add", "agent.json", run),
-            project.read("fake", "tiny-add", "patch.json", run),
-            project.read("fake", "tiny-add", "grade.json", run))
+    return (
+        project,
+        project.read("fake", "tiny-add", "agent.json", run),
+        project.read("fake", "tiny-add", "patch.json", run),
+        project.read("fake", "tiny-add", "grade.json", run),
+    )
 
 
 @pytest.mark.parametrize("behaviour", ["hang", "fork-ignore-term"])
@@ -206,15 +244,15 @@ def test_agent_past_its_limit_is_killed_with_everything_it_started(reference, ma
     # SIGTERM at the limit, SIGKILL after the grace period: not an hour of sleep.
     assert agent["wall_seconds"] < PHASE_TIMEOUT + 3 + 5
     assert patch["bytes"] == 0 and grade["status"] == "unresolved"
-    assert processes_with(marker) == []         # the forks in sessions of their own too
+    assert processes_with(marker) == []  # the forks in sessions of their own too
 
 
 @pytest.mark.parametrize("behaviour", ["nonzero", "commit", "branches", "rewrite"])
-def test_patch_is_the_diff_of_the_files_whatever_the_agent_did_to_git(reference, marker,
-                                                                      behaviour):
+def test_patch_is_the_diff_of_the_files_whatever_the_agent_did_to_git(reference, marker, behaviour):
     project, agent, patch, grade = run_hostile(reference, behaviour, marker)
-    assert (project.task_dir("fake", "tiny-add", behaviour) / "model.patch").read_bytes() == \
-        reference["patch"]["tiny-add"]
+    assert (
+        project.task_dir("fake", "tiny-add", behaviour) / "model.patch"
+    ).read_bytes() == reference["patch"]["tiny-add"]
     assert grade["status"] == "resolved"
     ws = project.cache / "workspaces" / behaviour / "fake" / "tiny-add"
     base = project.commits["c_add_bug"]
@@ -223,7 +261,7 @@ def test_patch_is_the_diff_of_the_files_whatever_the_agent_did_to_git(reference,
         assert grade["agent_status"] == "failed"
     else:
         assert agent["status"] == "completed"
-        assert git(ws, "rev-parse", "HEAD").strip() != base       # the agent did commit
+        assert git(ws, "rev-parse", "HEAD").strip() != base  # the agent did commit
     if behaviour == "branches":
         assert "v9.9.9-agent" in git(ws, "tag").split()
         assert "agent/spare" in git(ws, "branch", "--format=%(refname:short)").split()
@@ -233,8 +271,9 @@ def test_patch_is_the_diff_of_the_files_whatever_the_agent_did_to_git(reference,
 
 def test_agent_that_deletes_its_workspace_yields_the_deletion(reference, marker):
     project, agent, patch, grade = run_hostile(reference, "delete-workspace", marker)
-    base_files = git(project.mirrors / "acme+tiny", "ls-tree", "-r", "--name-only",
-                     project.commits["c_add_bug"]).split()
+    base_files = git(
+        project.mirrors / "acme+tiny", "ls-tree", "-r", "--name-only", project.commits["c_add_bug"]
+    ).split()
     assert agent["status"] == "completed"
     assert sorted(patch["files"]) == sorted(base_files) and patch["lines_added"] == 0
     build = project.read("fake", "tiny-add", "build.json", "delete-workspace")
@@ -243,15 +282,20 @@ def test_agent_that_deletes_its_workspace_yields_the_deletion(reference, marker)
 
 def test_later_phase_without_a_workspace_fails_the_agent_not_the_run(reference, marker):
     project = reference["project"]
-    project.doit("run", "tiny:twice", "run=twice",
-                 env={"FAKE_AGENT_tiny_add": "delete-workspace", "FAKE_AGENT_MARKER": marker})
+    project.doit(
+        "run",
+        "tiny:twice",
+        "run=twice",
+        env={"FAKE_AGENT_tiny_add": "delete-workspace", "FAKE_AGENT_MARKER": marker},
+    )
     agent = project.read("twice", "tiny-add", "agent.json", "twice")
     assert agent["status"] == "failed" and [p["name"] for p in agent["phases"]] == ["first"]
     assert agent["error"] == "phase second: the workspace no longer exists"
     assert project.read("twice", "tiny-add", "grade.json", "twice")["status"] == "compile_failed"
     # tiny-mul's agent fixed its bug twice over: the same patch as the clean run's.
-    assert (project.task_dir("twice", "tiny-mul", "twice") / "model.patch").read_bytes() == \
-        reference["patch"]["tiny-mul"]
+    assert (
+        project.task_dir("twice", "tiny-mul", "twice") / "model.patch"
+    ).read_bytes() == reference["patch"]["tiny-mul"]
     assert project.read("twice", "tiny-mul", "grade.json", "twice")["status"] == "resolved"
 
 
@@ -259,16 +303,19 @@ def test_big_new_file_is_left_out_and_noted(reference, marker):
     project, agent, patch, grade = run_hostile(reference, "bigfile", marker)
     assert patch["skipped_files"] == [{"path": "core.dump", "bytes": 100 << 20}]
     assert "core.dump" in patch["note"]
-    assert (project.task_dir("fake", "tiny-add", "bigfile") / "model.patch").read_bytes() == \
-        reference["patch"]["tiny-add"]
+    assert (
+        project.task_dir("fake", "tiny-add", "bigfile") / "model.patch"
+    ).read_bytes() == reference["patch"]["tiny-add"]
     assert grade["status"] == "resolved"
 
 
 def test_binary_file_from_an_agent_is_patched_and_built(reference, marker):
     project, agent, patch, grade = run_hostile(reference, "binary", marker)
     assert patch["binary"] and "src/core/table.bin" in patch["files"]
-    assert b"GIT binary patch" in \
-        (project.task_dir("fake", "tiny-add", "binary") / "model.patch").read_bytes()
+    assert (
+        b"GIT binary patch"
+        in (project.task_dir("fake", "tiny-add", "binary") / "model.patch").read_bytes()
+    )
     assert grade["status"] == "resolved"
 
 
@@ -291,10 +338,15 @@ def test_compile_failure_is_a_verdict(reference, marker):
 
 # -- patches that must not apply, tests that hang, prove that crashes -------------------------------
 
+
 def predictions(project, path, patches):
-    path.write_text("".join(json.dumps({"instance_id": iid, "model_name_or_path": "faults",
-                                        "model_patch": text}) + "\n"
-                            for iid, text in patches.items()))
+    path.write_text(
+        "".join(
+            json.dumps({"instance_id": iid, "model_name_or_path": "faults", "model_patch": text})
+            + "\n"
+            for iid, text in patches.items()
+        )
+    )
     return path
 
 
@@ -302,20 +354,24 @@ def assert_gold_intact(project, reference, run, iid="tiny-mul"):
     """Mode file scored the gold patch of `iid`: the verdict of gold in the clean run."""
     grade = project.read("file", iid, "grade.json", run)
     ref = reference["outcome"][1][("gold", iid)]
-    assert {k: v for k, v in grade.items() if k not in ("inputs", "mode")} == \
-        {k: v for k, v in ref.items() if k != "mode"}
+    assert {k: v for k, v in grade.items() if k not in ("inputs", "mode")} == {
+        k: v for k, v in ref.items() if k != "mode"
+    }
 
 
 def new_file_patch(path, text):
-    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
-            f"+++ b/{path}\n@@ -0,0 +1 @@\n+{text}\n")
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n"
+        f"+++ b/{path}\n@@ -0,0 +1 @@\n+{text}\n"
+    )
 
 
 def binary_patch(project, tmp_path):
     """The fix of tiny-add plus a new binary file, as git diff --binary writes it."""
     clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(project.mirrors / "acme+tiny"), str(clone)],
-                   check=True)
+    subprocess.run(
+        ["git", "clone", "-q", str(project.mirrors / "acme+tiny"), str(clone)], check=True
+    )
     git(clone, "checkout", "-q", project.commits["c_add_fix"])
     (clone / "src" / "core" / "table.bin").write_bytes(bytes(range(256)) * 4)
     git(clone, "add", "-A")
@@ -325,28 +381,44 @@ def binary_patch(project, tmp_path):
 def test_patches_that_do_not_apply_or_reach_outside_the_tree(reference, tmp_path):
     project = reference["project"]
     escape = project.base / "escapes"
-    bogus = ("diff --git a/src/core/calc.c b/src/core/calc.c\n--- a/src/core/calc.c\n"
-             "+++ b/src/core/calc.c\n@@ -1,2 +1,2 @@\n-this line is not there\n-nor this\n"
-             "+neither\n+is this\n")
-    symlink = ("diff --git a/evil b/evil\nnew file mode 120000\n--- /dev/null\n+++ b/evil\n"
-               f"@@ -0,0 +1 @@\n+{escape}\n\\ No newline at end of file\n"
-               + new_file_patch("evil/escape-symlink.txt", "escaped"))
-    preds = predictions(project, tmp_path / "preds.jsonl", {
-        "tiny-mul": gold_patch(project, "tiny-mul"),
-        "p-bogus": bogus,
-        "p-binary": binary_patch(project, tmp_path),
-        "p-outside": new_file_patch("../../escape-outside.txt", "escaped"),
-        "p-absolute": new_file_patch(f"{escape}/escape-absolute.txt", "escaped"),
-        "p-symlink": symlink,
-    })
+    bogus = (
+        "diff --git a/src/core/calc.c b/src/core/calc.c\n--- a/src/core/calc.c\n"
+        "+++ b/src/core/calc.c\n@@ -1,2 +1,2 @@\n-this line is not there\n-nor this\n"
+        "+neither\n+is this\n"
+    )
+    symlink = (
+        "diff --git a/evil b/evil\nnew file mode 120000\n--- /dev/null\n+++ b/evil\n"
+        f"@@ -0,0 +1 @@\n+{escape}\n\\ No newline at end of file\n"
+        + new_file_patch("evil/escape-symlink.txt", "escaped")
+    )
+    preds = predictions(
+        project,
+        tmp_path / "preds.jsonl",
+        {
+            "tiny-mul": gold_patch(project, "tiny-mul"),
+            "p-bogus": bogus,
+            "p-binary": binary_patch(project, tmp_path),
+            "p-outside": new_file_patch("../../escape-outside.txt", "escaped"),
+            "p-absolute": new_file_patch(f"{escape}/escape-absolute.txt", "escaped"),
+            "p-symlink": symlink,
+        },
+    )
     escape.mkdir()
     ids = "tiny-mul,p-bogus,p-binary,p-outside,p-absolute,p-symlink,p-missing"
     project.doit("run", "faults:file", f"predictions={preds}", "run=patches", f"instances={ids}")
-    status = {iid: project.read("file", iid, "grade.json", "patches")["status"]
-              for iid in ids.split(",") if iid != "p-missing"}
-    assert status == {"tiny-mul": "resolved", "p-bogus": "patch_failed", "p-binary": "resolved",
-                      "p-outside": "patch_failed", "p-absolute": "patch_failed",
-                      "p-symlink": "patch_failed"}
+    status = {
+        iid: project.read("file", iid, "grade.json", "patches")["status"]
+        for iid in ids.split(",")
+        if iid != "p-missing"
+    }
+    assert status == {
+        "tiny-mul": "resolved",
+        "p-bogus": "patch_failed",
+        "p-binary": "resolved",
+        "p-outside": "patch_failed",
+        "p-absolute": "patch_failed",
+        "p-symlink": "patch_failed",
+    }
     assert project.read("file", "p-binary", "patch.json", "patches")["binary"]
     # A task without a row in the file is not scored (as in SWE-bench), not an empty patch.
     assert not project.task_dir("file", "p-missing", "patches").exists()
@@ -360,12 +432,20 @@ def test_patches_that_do_not_apply_or_reach_outside_the_tree(reference, tmp_path
 
 def test_hanging_test_file_is_killed_at_its_limit(reference, tmp_path, marker):
     project = reference["project"]
-    preds = predictions(project, tmp_path / "preds.jsonl",
-                        {"t-hang": gold_patch(project, "tiny-add"),
-                         "tiny-mul": gold_patch(project, "tiny-mul")})
+    preds = predictions(
+        project,
+        tmp_path / "preds.jsonl",
+        {"t-hang": gold_patch(project, "tiny-add"), "tiny-mul": gold_patch(project, "tiny-mul")},
+    )
     start = time.monotonic()
-    project.doit("run", "faults:file", f"predictions={preds}", "run=hang-file",
-                 "instances=t-hang,tiny-mul", env={"FAKE_AGENT_MARKER": marker})
+    project.doit(
+        "run",
+        "faults:file",
+        f"predictions={preds}",
+        "run=hang-file",
+        "instances=t-hang,tiny-mul",
+        env={"FAKE_AGENT_MARKER": marker},
+    )
     assert time.monotonic() - start < 60
     grade = project.read("file", "t-hang", "grade.json", "hang-file")
     prove = project.read("file", "t-hang", "prove.json", "hang-file")
@@ -375,7 +455,7 @@ def test_hanging_test_file_is_killed_at_its_limit(reference, tmp_path, marker):
     assert "hang.t:1 before the hang" in grade["pass_to_pass"]["passed"]
     assert grade["pass_to_pass"]["failed"] == ["hang.t:2 after the hang"]
     assert grade["status"] == "partially_resolved" and grade["fail_to_pass"]["failed"] == []
-    assert processes_with(marker) == []          # the sleeping test script too
+    assert processes_with(marker) == []  # the sleeping test script too
     assert_gold_intact(project, reference, "hang-file")
 
 
@@ -400,12 +480,19 @@ def test_prove_crash_is_an_environment_error(reference, tmp_path):
     real_prove = subprocess.run(["which", "prove"], capture_output=True, text=True).stdout.strip()
     (bin_dir / "prove").write_text(FAKE_PROVE.format(prove=real_prove, crash="flaky.t"))
     (bin_dir / "prove").chmod(0o755)
-    preds = predictions(project, tmp_path / "preds.jsonl",
-                        {"t-crash": gold_patch(project, "tiny-add"),
-                         "tiny-mul": gold_patch(project, "tiny-mul")})
-    project.doit("run", "faults:file", f"predictions={preds}", "run=crash",
-                 "instances=t-crash,tiny-mul",
-                 env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    preds = predictions(
+        project,
+        tmp_path / "preds.jsonl",
+        {"t-crash": gold_patch(project, "tiny-add"), "tiny-mul": gold_patch(project, "tiny-mul")},
+    )
+    project.doit(
+        "run",
+        "faults:file",
+        f"predictions={preds}",
+        "run=crash",
+        "instances=t-crash,tiny-mul",
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}"},
+    )
     prove = project.read("file", "t-crash", "prove.json", "crash")
     assert prove["files"]["flaky.t"]["exit_code"] == -signal.SIGSEGV
     grade = project.read("file", "t-crash", "grade.json", "crash")
@@ -459,26 +546,37 @@ def test_a_patch_whose_program_kills_prove_is_the_patchs_fault(reference, tmp_pa
     project = reference["project"]
     task = next(t for t in project.tasks if t["instance_id"] == "tiny-add")
     work = tmp_path / "killer"
-    git(project.mirrors / "acme+tiny", "worktree", "add", "-q", "--detach", str(work),
-        task["fix_commit"])
+    git(
+        project.mirrors / "acme+tiny",
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        str(work),
+        task["fix_commit"],
+    )
     (work / "src" / "core" / "nginx.c").write_text(KILLER_MAIN)
     patch = git(work, "diff", "--binary", "--full-index", task["base_commit"])
     git(project.mirrors / "acme+tiny", "worktree", "remove", "--force", str(work))
     preds = predictions(project, tmp_path / "preds.jsonl", {"tiny-add": patch})
-    project.doit("run", "tiny:file", f"predictions={preds}", "run=killer",
-                 "instances=tiny-add")
+    project.doit("run", "tiny:file", f"predictions={preds}", "run=killer", "instances=tiny-add")
     prove = project.read("file", "tiny-add", "prove.json", "killer")
     assert prove["files"]["calc_add.t"]["exit_code"] == -signal.SIGKILL
     # The base runs the file to its end (its bug fails one assertion: exit code 1).
     assert prove["reference"]["calc_add.t"]["exit_code"] == 1
     grade = project.read("file", "tiny-add", "grade.json", "killer")
     assert (grade["status"], grade["env_errors"]) == ("unresolved", [])
-    assert grade["file_failures"] == [{
-        "file": "calc_add.t", "kind": "killed",
-        "reason": "prove was killed by signal 9; the base build runs the file to its end"}]
+    assert grade["file_failures"] == [
+        {
+            "file": "calc_add.t",
+            "kind": "killed",
+            "reason": "prove was killed by signal 9; the base build runs the file to its end",
+        }
+    ]
     # A verdict, not an environment error: the next run keeps it.
-    _, executed = project.doit("run", "tiny:file", f"predictions={preds}", "run=killer",
-                               "instances=tiny-add")
+    _, executed = project.doit(
+        "run", "tiny:file", f"predictions={preds}", "run=killer", "instances=tiny-add"
+    )
     assert not any(e.startswith(("prove:", "grade:")) for e in executed)
 
 
@@ -487,19 +585,20 @@ def test_a_patch_whose_program_kills_prove_is_the_patchs_fault(reference, tmp_pa
 # Where each kill lands: the path of the harness's next write when doit is killed (see
 # pausing_dodo.py); "agent" kills while the agent of tiny-mul is running.
 KILL_POINTS = {
-    "workspace": r"workspaces/default/fake/tiny-mul\.json$",   # repository made, stamp not yet
+    "workspace": r"workspaces/default/fake/tiny-mul\.json$",  # repository made, stamp not yet
     "agent": None,
-    "patch": r"fake/tiny-mul/patch\.json$",                      # model.patch written, not its record
-    "build": r"builds/\.tmp/[^/]+/build\.json$",                 # built, not published
-    "prove": r"fake/tiny-mul/prove\.json$",                      # TAP written, not its record
+    "patch": r"fake/tiny-mul/patch\.json$",  # model.patch written, not its record
+    "build": r"builds/\.tmp/[^/]+/build\.json$",  # built, not published
+    "prove": r"fake/tiny-mul/prove\.json$",  # TAP written, not its record
     "grade": r"fake/tiny-mul/grade\.json$",
-    "results": r"fake/predictions\.jsonl$",                      # results.jsonl written, not this
+    "results": r"fake/predictions\.jsonl$",  # results.jsonl written, not this
 }
 
 
 @pytest.mark.parametrize("stage", list(KILL_POINTS))
-def test_kill_9_in_a_stage_then_rerun_gives_the_uninterrupted_results(project, reference, marker,
-                                                                      stage, tmp_path):
+def test_kill_9_in_a_stage_then_rerun_gives_the_uninterrupted_results(
+    project, reference, marker, stage, tmp_path
+):
     env = {"FAKE_AGENT_MARKER": marker}
     pause = tmp_path / "paused"
     # One task at a time (-n 1): tiny-add's agent has finished when tiny-mul's pauses, so which
@@ -509,8 +608,9 @@ def test_kill_9_in_a_stage_then_rerun_gives_the_uninterrupted_results(project, r
         pause = tmp_path / "gate.waiting"
         proc = start_doit(project, "run", "-n", "1", "tiny", env=env)
     else:
-        env.update(NGINX_EVAL_TEST_PAUSE_AT=KILL_POINTS[stage],
-                   NGINX_EVAL_TEST_PAUSE_MARKER=str(pause))
+        env.update(
+            NGINX_EVAL_TEST_PAUSE_AT=KILL_POINTS[stage], NGINX_EVAL_TEST_PAUSE_MARKER=str(pause)
+        )
         proc = start_doit(project, "run", "-n", "1", "tiny", env=env, dodo=PAUSING_DODO)
     wait_for(pause, proc)
     kill_doit(proc)
@@ -519,8 +619,9 @@ def test_kill_9_in_a_stage_then_rerun_gives_the_uninterrupted_results(project, r
     assert outcome(project) == reference["outcome"]
     calls = sorted(project.agent_calls())
     # A finished agent is never paid for twice; the one killed mid-run runs again.
-    assert calls == (["tiny-add", "tiny-mul", "tiny-mul"] if stage == "agent"
-                     else ["tiny-add", "tiny-mul"])
+    assert calls == (
+        ["tiny-add", "tiny-mul", "tiny-mul"] if stage == "agent" else ["tiny-add", "tiny-mul"]
+    )
     tmp_builds = project.cache / "builds" / ".tmp"
     assert not tmp_builds.exists() or list(tmp_builds.iterdir()) == []
     _, executed = project.doit("run", "tiny")
@@ -528,6 +629,7 @@ def test_kill_9_in_a_stage_then_rerun_gives_the_uninterrupted_results(project, r
 
 
 # -- a second doit process; a damaged doit database ----------------------------------------------
+
 
 def test_second_doit_process_on_the_same_run_is_refused(project, reference, marker, tmp_path):
     gate = tmp_path / "gate"
@@ -541,18 +643,25 @@ def test_second_doit_process_on_the_same_run_is_refused(project, reference, mark
             (("run", "tiny"), {}, results_dir),
             (("forget", "agent:tiny/fake/tiny-add"), {}, results_dir),
             # Another cache, same results: the results directory is the one in use.
-            (("run", "tiny:gold"), {"NGINX_EVAL_CACHE": str(tmp_path / "other-cache")},
-             results_dir),
+            (
+                ("run", "tiny:gold"),
+                {"NGINX_EVAL_CACHE": str(tmp_path / "other-cache")},
+                results_dir,
+            ),
             # Other results, same cache: the run's workspaces and database are in use.
-            (("run", "tiny:gold"), {"NGINX_EVAL_RESULTS": str(tmp_path / "other-results")},
-             run_lock),
+            (
+                ("run", "tiny:gold"),
+                {"NGINX_EVAL_RESULTS": str(tmp_path / "other-results")},
+                run_lock,
+            ),
         ]
         for args, extra, path in refusals:
             proc, executed = project.doit(*args, check=False, env=extra)
             assert proc.returncode == 2 and executed == []
             assert proc.stderr.splitlines() == [
                 f"nginx-eval: error: another doit process is using {path} (pid {first.pid}); "
-                "wait for it or stop it"]
+                "wait for it or stop it"
+            ]
         # Reading is allowed, and so is another run: what runs share has locks of its own.
         project.doit("list", "--all")
         info, _ = project.doit("info", "agent:tiny/fake/tiny-add", check=False)
@@ -566,7 +675,7 @@ def test_second_doit_process_on_the_same_run_is_refused(project, reference, mark
     assert outcome(project) == reference["outcome"]
     assert sorted(project.agent_calls()) == ["tiny-add", "tiny-mul"]
     assert list((project.cache / "doit").glob("*damaged*")) == []
-    assert list(project.base.rglob("*.forgotten/*")) == []        # the refused forget did nothing
+    assert list(project.base.rglob("*.forgotten/*")) == []  # the refused forget did nothing
 
 
 @pytest.mark.parametrize("damage", ["garbage", "torn"])
@@ -576,7 +685,7 @@ def test_damaged_doit_database_is_rebuilt_from_the_result_files(project, referen
     data = db.read_bytes()
     if damage == "garbage":
         db.write_bytes(os.urandom(len(data)))
-    else:       # the header survives, the pages after it do not
+    else:  # the header survives, the pages after it do not
         db.write_bytes(data[:100] + b"\xff" * (len(data) - 100))
     proc, executed = project.doit("run", "tiny")
     assert "doit database" in proc.stderr and "was damaged" in proc.stderr

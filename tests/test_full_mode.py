@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from anthropic_standin import call, say
 from conftest import DODO, SOURCE_ROOT
 from local_http import serve
@@ -51,8 +50,7 @@ def host_server():
 
 def stand_in(directory, fix, build, clean):
     script = directory / "stand-in-agent"
-    script.write_text(STAND_IN.replace("FIX", fix).replace("BUILD", build)
-                      .replace("CLEAN", clean))
+    script.write_text(STAND_IN.replace("FIX", fix).replace("BUILD", build).replace("CLEAN", clean))
     script.chmod(0o755)
     return str(script)
 
@@ -66,12 +64,19 @@ def verify_phase(agent_json, stdout):
 
 def test_full_starts_the_program_it_built_and_reaches_it_but_not_the_host(project, host_server):
     shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
-    agent = stand_in(project.base, "sed -i 's/a - b/a + b/' src/core/calc.c",
-                     "./auto/configure >/dev/null && make >/dev/null",
-                     "rm -rf objs Makefile")
+    agent = stand_in(
+        project.base,
+        "sed -i 's/a - b/a + b/' src/core/calc.c",
+        "./auto/configure >/dev/null && make >/dev/null",
+        "rm -rf objs Makefile",
+    )
     port = host_server.server_address[1]
-    project.doit("run", "tiny:full", "instances=tiny-add",
-                 env={"AGENT": agent, "STAND_IN_HOST_PORT": str(port)})
+    project.doit(
+        "run",
+        "tiny:full",
+        "instances=tiny-add",
+        env={"AGENT": agent, "STAND_IN_HOST_PORT": str(port)},
+    )
     task_dir = project.task_dir("full", "tiny-add")
     verify, out = verify_phase(task_dir / "agent.json", task_dir / "agent" / "3-verify.stdout")
     # The fixture's server answers with its add(2, 3): the agent sees its own fix at work.
@@ -86,32 +91,70 @@ URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
 
 def mirrors():
     urls = [URL.format(owner="nginx", name=n) for n in ("nginx", "nginx-tests")] if URL else []
-    return bool(urls) and all(subprocess.run(["git", "ls-remote", "--heads", u],
-                                             capture_output=True).returncode == 0 for u in urls)
+    return bool(urls) and all(
+        subprocess.run(["git", "ls-remote", "--heads", u], capture_output=True).returncode == 0
+        for u in urls
+    )
 
 
-@pytest.mark.skipif(not mirrors(), reason="needs local mirrors of nginx and nginx-tests: set "
-                    "NGINX_EVAL_REPO_URL (e.g. '/srv/mirrors/{owner}+{name}/repo')")
+@pytest.mark.skipif(
+    not mirrors(),
+    reason="needs local mirrors of nginx and nginx-tests: set "
+    "NGINX_EVAL_REPO_URL (e.g. '/srv/mirrors/{owner}+{name}/repo')",
+)
 def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host_server):
     tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
-    task = min((t for t in tasks if not t["configure_flags"]), key=lambda t: t["fix_date"],
-               default=tasks[0])
-    gold = subprocess.run(["git", "-C", URL.format(owner="nginx", name="nginx"), "diff",
-                           task["base_commit"], task["fix_commit"]], capture_output=True,
-                          check=True).stdout
+    task = min(
+        (t for t in tasks if not t["configure_flags"]),
+        key=lambda t: t["fix_date"],
+        default=tasks[0],
+    )
+    gold = subprocess.run(
+        [
+            "git",
+            "-C",
+            URL.format(owner="nginx", name="nginx"),
+            "diff",
+            task["base_commit"],
+            task["fix_commit"],
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
     (tmp_path / "gold.diff").write_bytes(gold)
-    agent = stand_in(tmp_path, f"git apply {tmp_path / 'gold.diff'}",
-                     "./auto/configure --without-http_gzip_module >/dev/null && make -j2 >/dev/null",
-                     "rm -rf objs Makefile")
+    agent = stand_in(
+        tmp_path,
+        f"git apply {tmp_path / 'gold.diff'}",
+        "./auto/configure --without-http_gzip_module >/dev/null && make -j2 >/dev/null",
+        "rm -rf objs Makefile",
+    )
     port = host_server.server_address[1]
-    env = dict(os.environ, NGINX_EVAL_CACHE=str(tmp_path / "cache"),
-               NGINX_EVAL_RESULTS=str(tmp_path / "results"), AGENT=agent,
-               STAND_IN_HOST_PORT=str(port))
+    env = dict(
+        os.environ,
+        NGINX_EVAL_CACHE=str(tmp_path / "cache"),
+        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
+        AGENT=agent,
+        STAND_IN_HOST_PORT=str(port),
+    )
     # The stand-in applies the gold diff from its own directory, which the sandbox lets a
     # phase read (the directory of the program it starts).
-    subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), "run", "nginx:full",
-                    f"instances={task['instance_id']}", "strict=0"], env=env, check=True,
-                   capture_output=True, timeout=1800)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "doit",
+            "-f",
+            str(DODO),
+            "run",
+            "nginx:full",
+            f"instances={task['instance_id']}",
+            "strict=0",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=1800,
+    )
     task_dir = tmp_path / "results" / "default" / "full" / task["instance_id"]
     verify, out = verify_phase(task_dir / "agent.json", task_dir / "agent" / "3-verify.stdout")
     assert "started" in out and "answer: nginx here" in out and "stopped" in out, out
@@ -126,31 +169,53 @@ def test_full_with_the_real_cli_builds_starts_reaches_and_proves_inside_the_sand
     trees = f"{claude.project.cache}/agent-tests/*"
     prefix = "$TMPDIR/verify"
     claude.api.script[VERIFY] = [
-        [say("Building."), call("Bash", command="./auto/configure >/dev/null && make >/dev/null"
-                                                 " && echo BUILT-OK")],
-        [call("Bash", command=f"mkdir -p {prefix} && echo 'listen 127.0.0.1:18080;' > "
-                              f"{prefix}/nginx.conf && objs/nginx -p {prefix} -c nginx.conf && "
-                              "sleep 0.3 && curl -s http://127.0.0.1:18080/")],
-        [call("Bash", command=f"t=$(echo {trees}); TEST_NGINX_BINARY=$PWD/objs/nginx "
-                              "prove -v -I $t/lib $t/calc_add.t")],
-        [call("Bash", command=f"objs/nginx -p {prefix} -s stop && rm -rf objs Makefile && "
-                              "echo CLEAN-OK")],
-        [say("Verified: it builds, answers 5 and the test file passes.")]]
+        [
+            say("Building."),
+            call("Bash", command="./auto/configure >/dev/null && make >/dev/null && echo BUILT-OK"),
+        ],
+        [
+            call(
+                "Bash",
+                command=f"mkdir -p {prefix} && echo 'listen 127.0.0.1:18080;' > "
+                f"{prefix}/nginx.conf && objs/nginx -p {prefix} -c nginx.conf && "
+                "sleep 0.3 && curl -s http://127.0.0.1:18080/",
+            )
+        ],
+        [
+            call(
+                "Bash",
+                command=f"t=$(echo {trees}); TEST_NGINX_BINARY=$PWD/objs/nginx "
+                "prove -v -I $t/lib $t/calc_add.t",
+            )
+        ],
+        [
+            call(
+                "Bash",
+                command=f"objs/nginx -p {prefix} -s stop && rm -rf objs Makefile && echo CLEAN-OK",
+            )
+        ],
+        [say("Verified: it builds, answers 5 and the test file passes.")],
+    ]
     claude.run("tiny:full")
     agent = claude.agent("full")
     assert agent["status"] == "completed" and agent["isolation"] == "srt", agent["error"]
     verify = agent["phases"][2]
     assert verify["name"] == "verify" and verify["blocked"] == []
-    results = [block for line in claude.path("full", verify["transcript"]).read_text()
-               .splitlines() for block in tool_results(json.loads(line))]
+    results = [
+        block
+        for line in claude.path("full", verify["transcript"]).read_text().splitlines()
+        for block in tool_results(json.loads(line))
+    ]
     assert len(results) == 4 and not any(r["is_error"] for r in results), results
     built, answered, proved, cleaned = (r["text"] for r in results)
     assert "BUILT-OK" in built and "tiny: 2 + 3 = 5" in answered
     assert "ok 1 - add two numbers" in proved and "Result: PASS" in proved
     assert "CLEAN-OK" in cleaned
     assert claude.project.read("full", "tiny-add", "grade.json")["status"] == "resolved"
-    print(f"\nreal-CLI full: verify phase {verify['wall_seconds']:.1f} s, "
-          f"agent {agent['wall_seconds']:.1f} s over {len(agent['phases'])} phases")
+    print(
+        f"\nreal-CLI full: verify phase {verify['wall_seconds']:.1f} s, "
+        f"agent {agent['wall_seconds']:.1f} s over {len(agent['phases'])} phases"
+    )
 
 
 def tool_results(entry):

@@ -15,8 +15,11 @@ from nginx_eval.core.gitcmd import GitError
 def git(cwd, *args):
     """Plain git, to make the repositories the tests read (no user or system configuration)."""
     env = dict(os.environ, **fixture_repos.ENV, GIT_CONFIG_GLOBAL=os.devnull)
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True,
-                          capture_output=True).stdout.decode().strip()
+    return (
+        subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+        .stdout.decode()
+        .strip()
+    )
 
 
 def make_repo(path, files, message="first"):
@@ -42,6 +45,7 @@ def commit(path, files, message):
 
 # -- the environment -------------------------------------------------------------------------------
 
+
 def test_git_cannot_see_an_enclosing_repository(tmp_path):
     """The cache and the workspaces may lie inside the project's checkout: a directory there that
     is not a repository of its own must not be taken for the project's repository."""
@@ -54,8 +58,9 @@ def test_git_cannot_see_an_enclosing_repository(tmp_path):
     found = subprocess.run(where, cwd=plain, capture_output=True, text=True)
     assert found.returncode == 0 and found.stdout.strip() == str(outer / ".git")
     # ...with it, the same query fails: discovery stops at the directory git runs in.
-    isolated = subprocess.run(where, cwd=plain, capture_output=True, text=True,
-                              env=gitcmd.git_environment(plain))
+    isolated = subprocess.run(
+        where, cwd=plain, capture_output=True, text=True, env=gitcmd.git_environment(plain)
+    )
     assert isolated.returncode != 0 and "not a git repository" in isolated.stderr
     # The module's own queries on that directory find nothing of the outer repository.
     assert gitcmd.file_at(plain, head, "secret.c") is None
@@ -107,15 +112,28 @@ def test_git_error_carries_gits_message(tmp_path):
 
 # -- objects ---------------------------------------------------------------------------------------
 
+
 def test_lookup_objects_answers_every_name_in_one_call(tmp_path):
     repo = tmp_path / "r"
     head = make_repo(repo, {"auto/configure": "#!/bin/sh\n", "odd name.t": "ok\n"})
-    found = gitcmd.lookup_objects(repo / ".git", [
-        f"{head}:auto", f"{head}:auto/configure", f"{head}:odd name.t", f"{head}:no such.t",
-        f"{head}^{{commit}}", f"{'0' * 40}^{{commit}}", "no-such-ref"])
+    found = gitcmd.lookup_objects(
+        repo / ".git",
+        [
+            f"{head}:auto",
+            f"{head}:auto/configure",
+            f"{head}:odd name.t",
+            f"{head}:no such.t",
+            f"{head}^{{commit}}",
+            f"{'0' * 40}^{{commit}}",
+            "no-such-ref",
+        ],
+    )
     assert {name: kind for name, (kind, _) in found.items()} == {
-        f"{head}:auto": "tree", f"{head}:auto/configure": "blob", f"{head}:odd name.t": "blob",
-        f"{head}^{{commit}}": "commit"}
+        f"{head}:auto": "tree",
+        f"{head}:auto/configure": "blob",
+        f"{head}:odd name.t": "blob",
+        f"{head}^{{commit}}": "commit",
+    }
     assert found[f"{head}^{{commit}}"][1] == head
     assert found[f"{head}:auto"][1] == git(repo, "rev-parse", f"{head}:auto")
     assert gitcmd.lookup_objects(repo / ".git", []) == {}
@@ -138,13 +156,14 @@ def test_file_at_and_first_parent(tmp_path):
     assert gitcmd.file_at(repo / ".git", first, "a.c") == b"one\n"
     assert gitcmd.file_at(repo / ".git", second, "bin") == b"\0\1\2"
     assert gitcmd.file_at(repo / ".git", second, "gone.c") is None
-    assert gitcmd.file_at(repo / ".git", first, "") is None          # a tree is no file
+    assert gitcmd.file_at(repo / ".git", first, "") is None  # a tree is no file
     assert gitcmd.file_at(tmp_path / "no-repo", first, "a.c") is None
     assert gitcmd.first_parent(repo / ".git", second) == first
     assert gitcmd.first_parent(repo / ".git", first) is None
 
 
 # -- clones and workspaces -------------------------------------------------------------------------
+
 
 def test_clone_fetch_by_id_and_config(tmp_path):
     source = tmp_path / "upstream"
@@ -157,8 +176,9 @@ def test_clone_fetch_by_id_and_config(tmp_path):
     gitcmd.fetch(bare, str(source), [later])
     assert gitcmd.missing_commits(bare, [first, later]) == []
     gitcmd.set_config(bare, "uploadpack.allowAnySHA1InWant", "true")
-    assert git(tmp_path, "--git-dir", str(bare), "config", "uploadpack.allowAnySHA1InWant") \
-        == "true"
+    assert (
+        git(tmp_path, "--git-dir", str(bare), "config", "uploadpack.allowAnySHA1InWant") == "true"
+    )
     with pytest.raises(GitError):
         gitcmd.fetch(bare, str(source), ["refs/heads/no-such-branch"])
 
@@ -186,8 +206,11 @@ def test_extract_tree_writes_files_paths_and_fresh_times(tmp_path):
     head = make_repo(repo, {"src/a.c": "a\n", "src/b.c": "b\n", "README": "r\n"})
     whole = tmp_path / "whole"
     gitcmd.extract_tree(repo / ".git", head, whole)
-    assert sorted(str(p.relative_to(whole)) for p in whole.rglob("*") if p.is_file()) == \
-        ["README", "src/a.c", "src/b.c"]
+    assert sorted(str(p.relative_to(whole)) for p in whole.rglob("*") if p.is_file()) == [
+        "README",
+        "src/a.c",
+        "src/b.c",
+    ]
     some = tmp_path / "some"
     gitcmd.extract_tree(repo / ".git", head, some, ["src/b.c"], touch=True)
     assert [p.name for p in some.rglob("*") if p.is_file()] == ["b.c"]
@@ -199,11 +222,15 @@ def test_extract_tree_writes_files_paths_and_fresh_times(tmp_path):
 
 # -- diffs and the scratch index -------------------------------------------------------------------
 
+
 def test_gold_diff_is_the_fix_byte_for_byte(tmp_path):
     repo = tmp_path / "r"
     base = make_repo(repo, {"src/a.c": "int a;\n", "auto/options": "x\n", "img": b"\0\1"})
-    fix = commit(repo, {"src/a.c": "int a = 1;\n", "auto/options": None, "auto/opts": "x\n",
-                        "img": b"\0\2"}, "fix")
+    fix = commit(
+        repo,
+        {"src/a.c": "int a = 1;\n", "auto/options": None, "auto/opts": "x\n", "img": b"\0\2"},
+        "fix",
+    )
     patch = gitcmd.gold_diff(repo / ".git", base, fix)
     assert patch.endswith(b"\n") and b"GIT binary patch" in patch
     assert f"index {git(repo, 'rev-parse', f'{base}:src/a.c')}".encode() in patch
@@ -212,11 +239,16 @@ def test_gold_diff_is_the_fix_byte_for_byte(tmp_path):
     git(check, "checkout", "-q", base)
     (tmp_path / "p.patch").write_bytes(patch)
     git(check, "apply", "-p1", str(tmp_path / "p.patch"))
-    assert (check / "src/a.c").read_text() == "int a = 1;\n" and (check / "img").read_bytes() == \
-        b"\0\2"
+    assert (check / "src/a.c").read_text() == "int a = 1;\n" and (
+        check / "img"
+    ).read_bytes() == b"\0\2"
     # The same change as (status, path), a rename as a deletion and an addition.
     assert sorted(gitcmd.changed_files(repo / ".git", base, fix)) == [
-        ("A", "auto/opts"), ("D", "auto/options"), ("M", "img"), ("M", "src/a.c")]
+        ("A", "auto/opts"),
+        ("D", "auto/options"),
+        ("M", "img"),
+        ("M", "src/a.c"),
+    ]
 
 
 def test_scratch_index_compares_a_directory_with_a_commit(tmp_path):
@@ -251,6 +283,7 @@ def test_scratch_index_compares_a_directory_with_a_commit(tmp_path):
 
 # -- history (the task miner) ----------------------------------------------------------------------
 
+
 def test_history_queries(tmp_path):
     repo = tmp_path / "r"
     first = make_repo(repo, {"src/a.c": "1\n2\n", "t/a.t": "ok\n"}, "Core: first")
@@ -267,22 +300,29 @@ def test_history_queries(tmp_path):
     # Commits of one second: their order in the log is not part of the answer.
     stats = gitcmd.commit_numstats(gd, "2000-01-01")
     by_sha = {c["sha"]: c for c in stats}
-    assert len(stats) == 4 and set(by_sha) == {third, side, second, first}      # no merge
+    assert len(stats) == 4 and set(by_sha) == {third, side, second, first}  # no merge
     assert by_sha[second]["subject"] == "HTTP/2: second"
-    assert sorted(by_sha[second]["numstat"], key=str) == [(1, 1, "src/a.c"),
-                                                           (None, None, "logo.png")]
+    assert sorted(by_sha[second]["numstat"], key=str) == [
+        (1, 1, "src/a.c"),
+        (None, None, "logo.png"),
+    ]
     assert len(by_sha[first]["day"]) == 10 and by_sha[first]["time"] > 0
 
     patches = gitcmd.commit_patches(gd, "2000-01-01", "*.t")
-    assert [(sha, subject) for sha, _, subject, _ in patches] == [(third, "Tests: third"),
-                                                                   (first, "Core: first")]
+    assert [(sha, subject) for sha, _, subject, _ in patches] == [
+        (third, "Tests: third"),
+        (first, "Core: first"),
+    ]
     assert "+ok 2" in patches[0][3] and "diff --git a/t/a.t b/t/a.t" in patches[0][3]
 
     assert gitcmd.tag_commits(gd) == {"release-1.0.0": first, "release-1.1.0": second}
-    assert gitcmd.tags_merged_into(gd, "release-1.1.0", "release-*") == ["release-1.0.0",
-                                                                         "release-1.1.0"]
+    assert gitcmd.tags_merged_into(gd, "release-1.1.0", "release-*") == [
+        "release-1.0.0",
+        "release-1.1.0",
+    ]
     assert gitcmd.tags_merged_into(gd, "side", "release-*") == ["release-1.0.0"]
-    assert sorted(gitcmd.non_merge_commits(gd, ["HEAD", "^release-1.0.0"])) == \
-        sorted([third, side, second])
+    assert sorted(gitcmd.non_merge_commits(gd, ["HEAD", "^release-1.0.0"])) == sorted(
+        [third, side, second]
+    )
     with pytest.raises(GitError):
         gitcmd.non_merge_commits(gd, ["release-9.9.9"])

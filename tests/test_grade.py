@@ -58,8 +58,13 @@ def test_tampering_wins_over_a_partial_pass(prove_v):
     spoofed, _ = prove_v("h2.t", H2.format(body="ok(1, 'body'); system('echo \"ok 3 - body\"');"))
     honest, _ = prove_v("b.t", "plan(tests => 1); ok(1, 'other');\n")
     ref, _ = prove_v("h2.t", BASE)
-    v = grade(task, "built", {"h2.t": OK, "b.t": OK}, {"h2.t": spoofed, "b.t": honest},
-              reference={"h2.t": (OK, ref)})
+    v = grade(
+        task,
+        "built",
+        {"h2.t": OK, "b.t": OK},
+        {"h2.t": spoofed, "b.t": honest},
+        reference={"h2.t": (OK, ref)},
+    )
     assert v["status"] == "unresolved" and v["fail_to_pass"]["passed"] == ["b.t:1 other"]
 
 
@@ -87,7 +92,7 @@ def test_a_graded_assertion_skipped_only_with_the_patch_fails_the_patch(prove_v)
 
 
 SKIP_ALL = "plan(skip_all => 'cannot start nginx');\n"
-DIE_BEFORE_PLAN = "die \"Can't start nginx\\n\"; plan(tests => 4);\n"
+DIE_BEFORE_PLAN = 'die "Can\'t start nginx\\n"; plan(tests => 4);\n'
 
 
 def test_nginx_that_does_not_start_is_the_patchs_failure_when_the_base_starts(prove_v):
@@ -100,7 +105,9 @@ def test_nginx_that_does_not_start_is_the_patchs_failure_when_the_base_starts(pr
 
 def test_a_file_that_skips_or_dies_in_the_base_too_is_an_environment_error(prove_v):
     v = verdict(prove_v, SKIP_ALL, reference=SKIP_ALL)
-    assert v["status"] == "env_error" and "skipped entirely (cannot start nginx)" in v["env_errors"][0]
+    assert (
+        v["status"] == "env_error" and "skipped entirely (cannot start nginx)" in v["env_errors"][0]
+    )
     v = verdict(prove_v, DIE_BEFORE_PLAN, record={"exit_code": 255}, reference=DIE_BEFORE_PLAN)
     assert v["status"] == "env_error" and "no plan" in v["env_errors"][0]
 
@@ -113,7 +120,9 @@ def test_a_file_that_dies_part_way_is_the_patchs_failure(prove_v):
     assert "test file died: died after 2 of 4" in v["file_failures"][0]["reason"]
     bail = "plan(tests => 4); ok(1, 'first'); BAIL_OUT('no binary');\n"
     v = verdict(prove_v, bail, record={"exit_code": 255}, reference=BASE)
-    assert v["status"] == "unresolved" and "bailed out (no binary)" in v["file_failures"][0]["reason"]
+    assert (
+        v["status"] == "unresolved" and "bailed out (no binary)" in v["file_failures"][0]["reason"]
+    )
 
 
 def test_a_base_that_misses_a_graded_assertion_is_no_reference(prove_v):
@@ -148,22 +157,32 @@ def test_an_agent_run_that_did_not_finish_has_no_verdict(prove_v):
     assert "ok 4 - no alerts" in out.splitlines()
     for status in ("infra_error", "not_run"):
         v = grade(Task(), "built", {"h2.t": OK}, {"h2.t": out}, agent_status=status)
-        assert (v["status"], v["resolved"], v["agent_status"], v["env_errors"]) == \
-            (status, False, status, [])
+        assert (v["status"], v["resolved"], v["agent_status"], v["env_errors"]) == (
+            status,
+            False,
+            status,
+            [],
+        )
         assert v["fail_to_pass"] == v["pass_to_pass"] == {"passed": [], "failed": []}
         strict = strict_fields(v, True, {"strict": True})
         assert (strict["strict"], strict["strict_reason"]) == (
-            None, f"not scored: {UNFINISHED_AGENT[status]}")
+            None,
+            f"not scored: {UNFINISHED_AGENT[status]}",
+        )
         v = grade(Task(), "env_error", {}, {}, agent_status=status, build_reason="no make")
         assert (v["status"], v["env_errors"]) == (status, [])
-    assert grade(Task(), "built", {"h2.t": OK}, {"h2.t": out},
-                 agent_status="failed")["status"] == "resolved"
+    assert (
+        grade(Task(), "built", {"h2.t": OK}, {"h2.t": out}, agent_status="failed")["status"]
+        == "resolved"
+    )
 
 
 # Passes from its second run on: a marker file in prove's directory remembers the first.
-FLAKY = ("plan(tests => 4); ok(1, 'first'); ok(1);\n"
-         "my $again = -e 'ran-before'; open(my $fh, '>', 'ran-before') or die; close $fh;\n"
-         "ok($again, 'body'); ok(1, 'no alerts');\n")
+FLAKY = (
+    "plan(tests => 4); ok(1, 'first'); ok(1);\n"
+    "my $again = -e 'ran-before'; open(my $fh, '>', 'ran-before') or die; close $fh;\n"
+    "ok($again, 'body'); ok(1, 'no alerts');\n"
+)
 
 
 def test_a_rerun_decides_and_both_runs_are_recorded(prove_v):
@@ -176,28 +195,38 @@ def test_a_rerun_decides_and_both_runs_are_recorded(prove_v):
     assert (v["status"], v["resolved"], v["first_run_status"]) == ("resolved", True, "unresolved")
     assert v["changed_on_rerun"] == ["h2.t:3 body"]
     both = {"h2.t:3 body": True, "h2.t:1 first": True, "h2.t:2": True, "h2.t:4 no alerts": True}
-    assert v["reruns"] == {"h2.t": {"first": dict(both, **{"h2.t:3 body": False}),
-                                    "rerun": both}}
+    assert v["reruns"] == {"h2.t": {"first": dict(both, **{"h2.t:3 body": False}), "rerun": both}}
     # Without reruns (rerun_failed=0) the first run decides and grade.json is as it always was.
     plain = grade(Task(), "built", {"h2.t": FAILED}, {"h2.t": first})
     assert plain["status"] == "unresolved"
     assert not {"reruns", "changed_on_rerun", "first_run_status"} & set(plain)
-    assert plain == {k: v for k, v in grade(Task(), "built", {"h2.t": FAILED}, {"h2.t": first},
-                                            reruns={}).items()
-                     if k not in ("reruns", "changed_on_rerun", "first_run_status")}
+    assert plain == {
+        k: v
+        for k, v in grade(Task(), "built", {"h2.t": FAILED}, {"h2.t": first}, reruns={}).items()
+        if k not in ("reruns", "changed_on_rerun", "first_run_status")
+    }
 
 
 def test_a_rerun_that_fails_again_or_dies_still_decides(prove_v):
     first, _ = prove_v("h2.t", BASE)
     again, _ = prove_v("h2.t", BASE)
     v = grade(Task(), "built", {"h2.t": FAILED}, {"h2.t": first}, reruns={"h2.t": (FAILED, again)})
-    assert (v["status"], v["first_run_status"], v["changed_on_rerun"]) == \
-        ("unresolved", "unresolved", [])
+    assert (v["status"], v["first_run_status"], v["changed_on_rerun"]) == (
+        "unresolved",
+        "unresolved",
+        [],
+    )
     # A rerun that dies is judged like any run that dies: the base's reference run decides.
     died, _ = prove_v("h2.t", "plan(tests => 4); ok(1, 'first'); die 'crash';\n")
     ref, _ = prove_v("h2.t", BASE)
-    v = grade(Task(), "built", {"h2.t": FAILED}, {"h2.t": first},
-              reruns={"h2.t": ({"exit_code": 255}, died)}, reference={"h2.t": (OK, ref)})
+    v = grade(
+        Task(),
+        "built",
+        {"h2.t": FAILED},
+        {"h2.t": first},
+        reruns={"h2.t": ({"exit_code": 255}, died)},
+        reference={"h2.t": (OK, ref)},
+    )
     assert v["status"] == "unresolved" and v["file_failures"][0]["kind"] == "died"
     assert v["reruns"]["h2.t"]["rerun"]["h2.t:1 first"] is True
     assert set(v["changed_on_rerun"]) == {"h2.t:2", "h2.t:4 no alerts"}

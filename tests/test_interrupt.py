@@ -15,7 +15,7 @@ from test_faults import marker, processes_with, start_doit, wait_until  # noqa: 
 IDS = ("tiny-add", "tiny-mul")
 PARALLEL = {"serial": ("-n", "1"), "processes": ("-n", "2"), "threads": ("-n", "2", "-P", "thread")}
 LINE = re.compile(r"nginx-eval: interrupted; (\d+) units finished and kept, (\d+) stopped")
-EXIT_SECONDS = 10           # the grace period of the commands (procs.GRACE_SECONDS) and some
+EXIT_SECONDS = 10  # the grace period of the commands (procs.GRACE_SECONDS) and some
 
 
 def interrupt(proc, sig=signal.SIGINT, group=False):
@@ -57,7 +57,7 @@ def start_hanging_agents(project, tmp_path, marker, parallel):
     expected = 1 if parallel == "serial" else 2
     running = lambda: [iid for iid in IDS if (tmp_path / f"gate-{iid}.waiting").exists()]
     wait_until(lambda: len(running()) >= expected, proc, f"{expected} agents running")
-    time.sleep(0.2)     # let run_limited finish writing its token file
+    time.sleep(0.2)  # let run_limited finish writing its token file
     return proc, running()
 
 
@@ -82,13 +82,16 @@ def test_sigint_to_doit_stops_every_agent(project, tmp_path, marker, parallel):
     proc, killed = start_hanging_agents(project, tmp_path, marker, parallel)
     _, err = interrupt(proc)
     finished = assert_one_line(err, stopped=len(killed))
-    assert finished > 0                 # the clones, at least
+    assert finished > 0  # the clones, at least
     assert processes_with(marker) == []
     assert_rerun_redoes_the_stopped_agents(project, marker, killed)
 
 
-@pytest.mark.parametrize("sig, group", [(signal.SIGINT, True), (signal.SIGTERM, False)],
-                         ids=["ctrl-c-to-the-process-group", "sigterm"])
+@pytest.mark.parametrize(
+    "sig, group",
+    [(signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["ctrl-c-to-the-process-group", "sigterm"],
+)
 def test_ctrl_c_and_sigterm_stop_every_agent(project, tmp_path, marker, sig, group):
     proc, killed = start_hanging_agents(project, tmp_path, marker, "processes")
     _, err = interrupt(proc, sig, group=group)
@@ -113,8 +116,11 @@ def test_interrupt_during_make_stops_the_builds(project, tmp_path, marker, paral
     (bin_dir / "make").write_text(FAKE_MAKE)
     (bin_dir / "make").chmod(0o755)
     started = tmp_path / "make-started"
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_MAKE_STARTED": str(started),
-           "FAKE_AGENT_MARKER": marker}
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "FAKE_MAKE_STARTED": str(started),
+        "FAKE_AGENT_MARKER": marker,
+    }
     proc = start_doit(project, "run", *PARALLEL[parallel], "tiny:gold", env=env)
     # tiny-add and tiny-mul have other configure flags: two base builds, side by side.
     makes = lambda: list(tmp_path.glob("make-started.*"))

@@ -6,7 +6,6 @@ mirror, then fixes the bug itself.
 """
 
 import json
-import os
 import subprocess
 import threading
 import time
@@ -14,7 +13,6 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from anthropic_standin import call, say
 from test_agent_claude import FIX, RAW, ClaudeProject, needs_srt
 
@@ -29,8 +27,9 @@ class FakeGitHub:
         repo = root / "nginx" / "nginx.git"
         subprocess.run(["git", "clone", "-q", "--bare", str(mirror), str(repo)], check=True)
         subprocess.run(["git", "--git-dir", str(repo), "update-server-info"], check=True)
-        diff = subprocess.run(["git", "-C", str(mirror), "diff", base, fix], check=True,
-                              capture_output=True).stdout
+        diff = subprocess.run(
+            ["git", "-C", str(mirror), "diff", base, fix], check=True, capture_output=True
+        ).stdout
         commit = root / "nginx" / "nginx" / "commit"
         commit.mkdir(parents=True)
         (commit / f"{fix}.diff").write_bytes(diff)
@@ -45,8 +44,7 @@ class FakeGitHub:
                 seen.append(self.path)
                 super().do_GET()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                          partial(Handler, directory=str(root)))
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(root)))
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -58,19 +56,28 @@ class FakeGitHub:
 def hostile(project, claude_program, anthropic_api, tmp_path):
     claude = ClaudeProject(project, claude_program, anthropic_api)
     task = project.benchmark()["tasks"][0]
-    github = FakeGitHub(tmp_path / "github", project.mirrors / "acme+tiny",
-                        task["base_commit"], task["fix_commit"])
+    github = FakeGitHub(
+        tmp_path / "github", project.mirrors / "acme+tiny", task["base_commit"], task["fix_commit"]
+    )
     url = f"http://127.0.0.1:{github.port}"
     cache_file = project.cache / "repos" / "acme+tiny.json"
     mirror = project.mirrors / "acme+tiny"
-    claude.api.script = {RAW: [
-        [say("Let me find the upstream fix."),
-         call("Bash", command=f"curl -s {url}/nginx/nginx/commit/{task['fix_commit']}.diff; "
-                              f"git clone -q {url}/nginx/nginx.git \"${{TMPDIR:-/tmp}}/gh-"
-                              f"{github.port}\" 2>&1 | tail -n 2")],
-        [call("Read", file_path=str(cache_file)), call("Bash", command=f"ls {mirror}")],
-        [call("Bash", command=FIX)],
-        [say("Fixed.")]]}
+    claude.api.script = {
+        RAW: [
+            [
+                say("Let me find the upstream fix."),
+                call(
+                    "Bash",
+                    command=f"curl -s {url}/nginx/nginx/commit/{task['fix_commit']}.diff; "
+                    f'git clone -q {url}/nginx/nginx.git "${{TMPDIR:-/tmp}}/gh-'
+                    f'{github.port}" 2>&1 | tail -n 2',
+                ),
+            ],
+            [call("Read", file_path=str(cache_file)), call("Bash", command=f"ls {mirror}")],
+            [call("Bash", command=FIX)],
+            [say("Fixed.")],
+        ]
+    }
     yield claude, github, {"cache": str(cache_file), "mirror": str(mirror)}
     github.close()
 
@@ -100,8 +107,9 @@ def test_an_isolated_agent_reaches_only_the_model_and_its_attempts_are_on_the_re
     assert "No such file or directory" in transcript
     # The task still grades, and the record shows it isolated.
     assert claude.project.read("raw", "tiny-add", "grade.json")["status"] == "resolved"
-    row = json.loads((claude.project.results / "default" / "raw" / "results.jsonl")
-                     .read_text().splitlines()[0])
+    row = json.loads(
+        (claude.project.results / "default" / "raw" / "results.jsonl").read_text().splitlines()[0]
+    )
     assert (row["outcome"], row["isolation"], row["contaminated"]) == ("resolved", "srt", False)
     assert row["blocked"] == len(phase["blocked"]) and row["flags"]["fetch"] >= 1
     report = (claude.project.results / "default" / "report.md").read_text()
@@ -112,22 +120,25 @@ def test_unisolated_the_same_agent_gets_the_fix_and_the_run_is_contaminated(host
     """The control: the hostile script does reach the fake GitHub without isolation, so the
     silence above means something."""
     claude, github, _ = hostile
-    claude.add_mode('[modes.open]\nmodel = "claude-sonnet-4-5"\nisolation = "none"\n'
-                    '[[modes.open.phases]]\nname = "solve"\nprompt = "prompt_raw.md.j2"\n'
-                    "command = 'claude --allowedTools Bash,Read,Edit,Write,Glob,Grep "
-                    "--output-format json --model {model} -p {prompt}'\n")
+    claude.add_mode(
+        '[modes.open]\nmodel = "claude-sonnet-4-5"\nisolation = "none"\n'
+        '[[modes.open.phases]]\nname = "solve"\nprompt = "prompt_raw.md.j2"\n'
+        "command = 'claude --allowedTools Bash,Read,Edit,Write,Glob,Grep "
+        "--output-format json --model {model} -p {prompt}'\n"
+    )
     claude.run("tiny:open")
     agent = claude.agent("open")
     assert any(p.endswith(".diff") for p in github.paths)
-    assert any("/nginx/nginx.git/" in p for p in github.paths)        # git clone came
+    assert any("/nginx/nginx.git/" in p for p in github.paths)  # git clone came
     assert agent["isolation"] == "none" and agent["phases"][0]["blocked"] is None
     assert agent["contaminated"] and "contamination" in kinds(agent)
     evidence = [f["detail"] for f in agent["flags"] if f["kind"] == "contamination"]
     # The fix's lines in what curl fetched; its commit id in the cache file it read.
     assert any("only the fix adds in the result of Bash" in e for e in evidence)
     assert any(e.startswith("fix commit ") and "result of Read" in e for e in evidence)
-    row = json.loads((claude.project.results / "default" / "open" / "results.jsonl")
-                     .read_text().splitlines()[0])
+    row = json.loads(
+        (claude.project.results / "default" / "open" / "results.jsonl").read_text().splitlines()[0]
+    )
     assert (row["outcome"], row["isolation"]) == ("contaminated", "none")
     report = json.loads((claude.project.results / "default" / "report.json").read_text())
     mode = report["modes"]["open"]
@@ -154,10 +165,11 @@ def test_without_credentials_the_run_stops_at_once_with_one_line(hostile):
 
 def test_without_the_sandbox_tool_no_agent_starts(hostile):
     claude, _, _ = hostile
-    proc, executed = claude.run("tiny:raw", check=False,
-                                env={"NGINX_EVAL_SRT": "/nonexistent/srt"})
+    proc, executed = claude.run("tiny:raw", check=False, env={"NGINX_EVAL_SRT": "/nonexistent/srt"})
     assert proc.returncode != 0 and not any(e.startswith("agent:") for e in executed)
     (line,) = proc.stderr.splitlines()
-    assert "field isolation: the agent sandbox needs srt (npm @anthropic-ai/sandbox-runtime)" \
-        in line and "scripts/setup-debian.sh" in line
+    assert (
+        "field isolation: the agent sandbox needs srt (npm @anthropic-ai/sandbox-runtime)" in line
+        and "scripts/setup-debian.sh" in line
+    )
     assert claude.api.requests == []

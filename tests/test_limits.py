@@ -26,16 +26,19 @@ IDS = ("tiny-add", "tiny-mul")
 
 # -- the slots, in one process and across processes --------------------------------------------
 
+
 @pytest.fixture
 def configured(tmp_path, monkeypatch):
     """configured(**counts): the limits of a run in tmp_path, as cli.py turns them on."""
     monkeypatch.setattr(limits, "_config", {"layout": None, "counts": {}})
-    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results",
-                    run="limits")
+    layout = Layout(
+        root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results", run="limits"
+    )
 
     def configure(**counts):
         limits.configure(layout, Options(**counts))
         return layout
+
     return configure
 
 
@@ -64,6 +67,7 @@ def holding(kind):
         with limits.slot(kind):
             taken.set()
             release.wait(30)
+
     holder = threading.Thread(target=run)
     holder.start()
     assert taken.wait(10)
@@ -79,15 +83,17 @@ def test_default_counts_follow_the_cores():
 def test_counts_come_from_the_command_line_and_the_defaults(configured):
     assert limits.counts() == {}
     configured(agents=16, builds=1)
-    assert limits.counts() == {"agent": 16, "build": 1,
-                               "prove": limits.default_counts()["proves"]}
+    assert limits.counts() == {"agent": 16, "build": 1, "prove": limits.default_counts()["proves"]}
 
 
 def test_threads_share_the_slots_of_their_kind(configured):
     configured(agents=2, builds=1)
     spans = {"agent": [], "build": []}
-    threads = [threading.Thread(target=hold, args=(kind, 0.3, spans[kind]))
-               for kind in ("agent", "build") for _ in range(4)]
+    threads = [
+        threading.Thread(target=hold, args=(kind, 0.3, spans[kind]))
+        for kind in ("agent", "build")
+        for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -109,7 +115,7 @@ def _hold_in_a_process(path):
 def test_worker_processes_share_the_slots(configured, tmp_path):
     configured(builds=2)
     log = tmp_path / "spans"
-    fork = multiprocessing.get_context("fork")      # as doit's -P process starts its workers
+    fork = multiprocessing.get_context("fork")  # as doit's -P process starts its workers
     workers = [fork.Process(target=_hold_in_a_process, args=(log,)) for _ in range(5)]
     for w in workers:
         w.start()
@@ -134,7 +140,7 @@ def test_a_slot_dies_with_its_process(configured, tmp_path):
     deadline = time.monotonic() + 30
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
-    os.kill(holder.pid, signal.SIGKILL)         # as a lost worker dies: no finally runs
+    os.kill(holder.pid, signal.SIGKILL)  # as a lost worker dies: no finally runs
     holder.join(10)
     start = time.monotonic()
     with limits.slot("build"):
@@ -152,6 +158,7 @@ def test_an_interrupt_stops_a_waiter_at_once(configured, monkeypatch):
                 spans.append("ran")
         except procs.Interrupted as e:
             waiter_error.append((e, time.monotonic()))
+
     waiter = threading.Thread(target=wait)
     waiter.start()
     time.sleep(0.3)
@@ -193,14 +200,16 @@ def test_an_unknown_kind_is_a_mistake_of_the_caller():
 
 # -- the variables ------------------------------------------------------------------------------
 
+
 def test_the_three_variables_are_parsed_once():
     options = Options.parse({"agents": "16", "builds": " 2 ", "proves": "4"})
     assert (options.agents, options.builds, options.proves) == (16, 2, 4)
     assert (Options().agents, Options().builds, Options().proves) == (None, None, None)
 
 
-@pytest.mark.parametrize("name, value", [("agents", "0"), ("builds", "two"), ("proves", "-1"),
-                                         ("builds", "1.5")])
+@pytest.mark.parametrize(
+    "name, value", [("agents", "0"), ("builds", "two"), ("proves", "-1"), ("builds", "1.5")]
+)
 def test_a_bad_limit_is_one_line(name, value):
     with pytest.raises(UserError) as e:
         Options.parse({name: value})
@@ -253,8 +262,10 @@ def compiler_env(tmp_path):
 
 def distinct_builds_at_once(spans):
     """The most distinct build trees that had a compiler running at one moment."""
-    events = sorted([(s, 1, tree) for tree, runs in spans.items() for s, _ in runs]
-                    + [(e, -1, tree) for tree, runs in spans.items() for _, e in runs])
+    events = sorted(
+        [(s, 1, tree) for tree, runs in spans.items() for s, _ in runs]
+        + [(e, -1, tree) for tree, runs in spans.items() for _, e in runs]
+    )
     running, peak = {}, 0
     for _, step, tree in events:
         running[tree] = running.get(tree, 0) + step
@@ -262,8 +273,10 @@ def distinct_builds_at_once(spans):
     return peak
 
 
-@pytest.mark.parametrize("builds, parallel", [("1", ("-P", "process")), ("1", ("-P", "thread")),
-                                              ("2", ("-P", "process"))])
+@pytest.mark.parametrize(
+    "builds, parallel",
+    [("1", ("-P", "process")), ("1", ("-P", "thread")), ("2", ("-P", "process"))],
+)
 def test_builds_never_compile_past_their_limit(project, tmp_path, builds, parallel):
     env, log = compiler_env(tmp_path)
     project.doit("run", "-n", "4", *parallel, "tiny:gold", f"builds={builds}", env=env)
@@ -280,8 +293,7 @@ def test_builds_never_compile_past_their_limit(project, tmp_path, builds, parall
 
 
 @pytest.mark.parametrize("workers, expected", [((), 2), (("-n", "1"), 1)])
-def test_without_n_a_run_uses_the_machine_and_n_1_one_worker(project, tmp_path, workers,
-                                                               expected):
+def test_without_n_a_run_uses_the_machine_and_n_1_one_worker(project, tmp_path, workers, expected):
     # The two base builds (other flags) can compile side by side: without -n the run's
     # workers fill the build slots (2: the defaults on this machine, at least 2); -n 1 is one.
     env, log = compiler_env(tmp_path)
@@ -314,9 +326,12 @@ def sleeping_modes(project, tmp_path, count):
     agent.write_text(SLEEPING_AGENT)
     agent.chmod(0o755)
     # Unisolated: the spans file is outside the workspace, which the sandbox would hide.
-    modes = "".join(f'[modes.sleep{i}]\nisolation = "none"\n[[modes.sleep{i}.phases]]\n'
-                    f'name = "solve"\n'
-                    f'timeout = 60\ncommand = "{agent} {{workspace}}"\n\n' for i in range(count))
+    modes = "".join(
+        f'[modes.sleep{i}]\nisolation = "none"\n[[modes.sleep{i}.phases]]\n'
+        f'name = "solve"\n'
+        f'timeout = 60\ncommand = "{agent} {{workspace}}"\n\n'
+        for i in range(count)
+    )
     (project.root / "modes.toml").write_text(modes)
     return tmp_path / "agent-spans"
 
@@ -335,22 +350,27 @@ def agent_spans(log):
 @pytest.mark.parametrize("parallel", [("-P", "process"), ("-P", "thread")])
 def test_agents_run_at_most_their_limit_at_once(project, tmp_path, parallel):
     spans_log = sleeping_modes(project, tmp_path, 3)
-    project.doit("run", "-n", "6", *parallel, "agent", "agents=2",
-                 env={"AGENT_SPANS": str(spans_log)})
+    project.doit(
+        "run", "-n", "6", *parallel, "agent", "agents=2", env={"AGENT_SPANS": str(spans_log)}
+    )
     spans = agent_spans(spans_log)
-    assert len(spans) == 6              # 3 modes x 2 tasks, all ready at once under -n 6
+    assert len(spans) == 6  # 3 modes x 2 tasks, all ready at once under -n 6
     assert most_at_once(spans) == 2
 
 
 @pytest.mark.parametrize("parallel", [("-P", "process"), ("-P", "thread")])
-def test_an_interrupt_stops_a_run_whose_agent_waits_for_its_turn(project, tmp_path, marker,
-                                                                  parallel):
+def test_an_interrupt_stops_a_run_whose_agent_waits_for_its_turn(
+    project, tmp_path, marker, parallel
+):
     env = {"FAKE_AGENT": "hang", "FAKE_AGENT_MARKER": marker}
     for iid in IDS:
         env[f"FAKE_AGENT_GATE_{iid.replace('-', '_')}"] = str(tmp_path / f"gate-{iid}")
     proc = start_doit(project, "run", "-n", "2", *parallel, "tiny:fake", "agents=1", env=env)
-    prompts = lambda: [iid for iid in IDS
-                       if (project.task_dir("fake", iid) / "agent" / "1-solve.prompt.md").exists()]
+    prompts = lambda: [
+        iid
+        for iid in IDS
+        if (project.task_dir("fake", iid) / "agent" / "1-solve.prompt.md").exists()
+    ]
     running = lambda: [iid for iid in IDS if (tmp_path / f"gate-{iid}.waiting").exists()]
     # One agent runs; the other waits for its turn (doit hands out no second agent task while
     # the one slot is taken: doitext/scheduling.py), with a worker free.

@@ -10,19 +10,21 @@ import textwrap
 
 import fixture_repos
 from conftest import SOURCE_ROOT
+
 from nginx_eval.core import gitcmd
 from nginx_eval.mining import nginx_history, scoring, suite_history, topics
 
 
 def _mine_tasks():
-    spec = importlib.util.spec_from_file_location("mine_tasks",
-                                                  SOURCE_ROOT / "scripts" / "mine_tasks.py")
+    spec = importlib.util.spec_from_file_location(
+        "mine_tasks", SOURCE_ROOT / "scripts" / "mine_tasks.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-mine = _mine_tasks()        # the command line (main); the work is nginx_eval/mining/'s
+mine = _mine_tasks()  # the command line (main); the work is nginx_eval/mining/'s
 
 
 def commit_at(repo, files, message, day):
@@ -38,24 +40,29 @@ def commit_at(repo, files, message, day):
 
 def patch_of(*lines):
     """A test commit's patch of t/x.t with these lines (each with its diff mark)."""
-    return "\n".join(["diff --git a/x.t b/x.t", "--- a/x.t", "+++ b/x.t", "@@ -1,3 +1,4 @@",
-                      *lines])
+    return "\n".join(
+        ["diff --git a/x.t b/x.t", "--- a/x.t", "+++ b/x.t", "@@ -1,3 +1,4 @@", *lines]
+    )
 
 
 # -- reading a test commit -------------------------------------------------------------------------
 
+
 def test_a_guard_covers_its_assertions_and_the_comments_before_it():
-    patch = suite_history.read_test_patch(patch_of(
-        " # equal ':authority' and 'host'",
-        " ",
-        " TODO: {",
-        "-local $TODO = 'not yet';",
-        "+local $TODO = 'not yet' unless $t->has_version('1.29.1');",
-        " ",
-        "+like(http_get('/a'), qr/ 400 /,",
-        "+\t'ipv6 literal w/ double dot');",
-        " }",
-        "+is(http_get('/b'), 'ok', 'unguarded check');"))
+    patch = suite_history.read_test_patch(
+        patch_of(
+            " # equal ':authority' and 'host'",
+            " ",
+            " TODO: {",
+            "-local $TODO = 'not yet';",
+            "+local $TODO = 'not yet' unless $t->has_version('1.29.1');",
+            " ",
+            "+like(http_get('/a'), qr/ 400 /,",
+            "+\t'ipv6 literal w/ double dot');",
+            " }",
+            "+is(http_get('/b'), 'ok', 'unguarded check');",
+        )
+    )
     assert dict(patch.guarded) == {"x.t": {"1.29.1"}}
     # the kept comment says what the guard is about; the assertion spans two lines
     assert "equal ':authority' and 'host'" in patch.guarded_texts
@@ -65,26 +72,34 @@ def test_a_guard_covers_its_assertions_and_the_comments_before_it():
 
 
 def test_a_guard_continued_on_an_added_line_counts():
-    patch = suite_history.read_test_patch(patch_of(
-        " local $TODO = 'not yet' unless $t->read_file('nginx.conf') =~ /sendfile on/",
-        "+\tor $t->has_version('1.29.5');"))
+    patch = suite_history.read_test_patch(
+        patch_of(
+            " local $TODO = 'not yet' unless $t->read_file('nginx.conf') =~ /sendfile on/",
+            "+\tor $t->has_version('1.29.5');",
+        )
+    )
     assert dict(patch.guarded) == {"x.t": {"1.29.5"}}
 
 
 def test_a_guard_for_another_ssl_library_is_no_signal():
-    patch = suite_history.read_test_patch(patch_of(
-        "+TODO: {",
-        "+local $TODO = 'not yet'",
-        "+\tif $t->has_module('BoringSSL|AWS-LC') and !$t->has_version('1.29.3');",
-        "+is($cert_ht, $exp, 'cert compression on');",
-        "+}"))
+    patch = suite_history.read_test_patch(
+        patch_of(
+            "+TODO: {",
+            "+local $TODO = 'not yet'",
+            "+\tif $t->has_module('BoringSSL|AWS-LC') and !$t->has_version('1.29.3');",
+            "+is($cert_ht, $exp, 'cert compression on');",
+            "+}",
+        )
+    )
     assert patch.foreign and not patch.guarded
-    assert suite_history.test_signal("1" * 40, 0, "Tests: more compression tests.",
-                                     patch) is None
+    assert suite_history.test_signal("1" * 40, 0, "Tests: more compression tests.", patch) is None
     # The other way round, the guard holds with OpenSSL too.
-    patch = suite_history.read_test_patch(patch_of(
-        "+local $TODO = 'not yet' unless $t->has_version('1.29.3')",
-        "+\tor $t->has_module('BoringSSL');"))
+    patch = suite_history.read_test_patch(
+        patch_of(
+            "+local $TODO = 'not yet' unless $t->has_version('1.29.3')",
+            "+\tor $t->has_module('BoringSSL');",
+        )
+    )
     assert dict(patch.guarded) == {"x.t": {"1.29.3"}} and not patch.foreign
 
 
@@ -103,8 +118,8 @@ def test_names_a_patch_adds_to_nginx_tables():
     assert nginx_history.names_added(patch) == {"proxy_socket_sndbuf", "request_port"}
     config = "    proxy_socket_sndbuf 1k;\n    add_header X $request_port;\n    listen 8080;\n"
     assert suite_history.names_used(
-        config, {"proxy_socket_sndbuf": 5, "request_port": 6, "x": 7}) == {
-        "proxy_socket_sndbuf": 5, "request_port": 6}
+        config, {"proxy_socket_sndbuf": 5, "request_port": 6, "x": 7}
+    ) == {"proxy_socket_sndbuf": 5, "request_port": 6}
 
 
 def test_subjects_of_ports_and_refactorings_lose_points():
@@ -165,39 +180,94 @@ def make_histories(tmp_path):
     nginx, tests = tmp_path / "nginx", tmp_path / "tests"
     for repo in (nginx, tests):
         fixture_repos.git(tmp_path, "init", "-q", "-b", "main", str(repo))
-    ids = {"base": commit_at(nginx, {"src/http/ngx_http_upstream.c": UPSTREAM_C},
-                             "Core: initial", "2024-01-02")}
+    ids = {
+        "base": commit_at(
+            nginx, {"src/http/ngx_http_upstream.c": UPSTREAM_C}, "Core: initial", "2024-01-02"
+        )
+    }
     fixture_repos.git(nginx, "tag", "release-1.0.0")
-    ids["fix"] = commit_at(nginx, {"src/http/ngx_http_upstream.c": UPSTREAM_C + "/* upgrade */\n"},
-                           "Upstream: Upgrade header processing\n\nStrip it for HTTP/2 clients,"
-                           " connection-specific headers are forbidden.", "2024-02-01")
-    ids["feature"] = commit_at(nginx, {"src/http/modules/ngx_http_proxy_module.c": """\
+    ids["fix"] = commit_at(
+        nginx,
+        {"src/http/ngx_http_upstream.c": UPSTREAM_C + "/* upgrade */\n"},
+        "Upstream: Upgrade header processing\n\nStrip it for HTTP/2 clients,"
+        " connection-specific headers are forbidden.",
+        "2024-02-01",
+    )
+    ids["feature"] = commit_at(
+        nginx,
+        {
+            "src/http/modules/ngx_http_proxy_module.c": """\
         { ngx_string("proxy_socket_sndbuf"),
           NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
-        """}, "Proxy: proxy_socket_sndbuf directive", "2024-02-08")
-    ids["port"] = commit_at(nginx, {"src/http/ngx_http_upstream.c": UPSTREAM_C + "/* ssl */\n"},
-                            "Upstream: Upgrade processing with BoringSSL", "2024-02-09")
+        """
+        },
+        "Proxy: proxy_socket_sndbuf directive",
+        "2024-02-08",
+    )
+    ids["port"] = commit_at(
+        nginx,
+        {"src/http/ngx_http_upstream.c": UPSTREAM_C + "/* ssl */\n"},
+        "Upstream: Upgrade processing with BoringSSL",
+        "2024-02-09",
+    )
     fixture_repos.git(nginx, "tag", "release-1.0.1")
-    ids["later"] = commit_at(nginx, {"src/http/ngx_http_upstream.c": UPSTREAM_C + """\
+    ids["later"] = commit_at(
+        nginx,
+        {
+            "src/http/ngx_http_upstream.c": UPSTREAM_C
+            + """\
         { ngx_string("proxy_upgrade_strip"),
           NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
-        """}, "Upstream: proxy_upgrade_strip directive", "2024-03-01")
-    ids["strip_test"] = commit_at(tests, {"proxy_connection_headers.t": GUARDED_TEST % {
-        "config": "", "extra": ""}}, "Tests: strip headers from upstream responses", "2024-02-12")
-    ids["named_test"] = commit_at(tests, {"proxy_sndbuf.t": GUARDED_TEST % {
-        "config": "proxy_socket_sndbuf 1k;", "extra": f"# fixed in {ids['feature'][:9]}"}},
-        "Tests: upstream socket buffers", "2024-02-13")
-    ids["needs_test"] = commit_at(tests, {"proxy_upgrade_strip.t": GUARDED_TEST % {
-        "config": "proxy_upgrade_strip on;", "extra": ""}},
-        "Tests: Upgrade stripping directive", "2024-03-02")
+        """
+        },
+        "Upstream: proxy_upgrade_strip directive",
+        "2024-03-01",
+    )
+    ids["strip_test"] = commit_at(
+        tests,
+        {"proxy_connection_headers.t": GUARDED_TEST % {"config": "", "extra": ""}},
+        "Tests: strip headers from upstream responses",
+        "2024-02-12",
+    )
+    ids["named_test"] = commit_at(
+        tests,
+        {
+            "proxy_sndbuf.t": GUARDED_TEST
+            % {"config": "proxy_socket_sndbuf 1k;", "extra": f"# fixed in {ids['feature'][:9]}"}
+        },
+        "Tests: upstream socket buffers",
+        "2024-02-13",
+    )
+    ids["needs_test"] = commit_at(
+        tests,
+        {
+            "proxy_upgrade_strip.t": GUARDED_TEST
+            % {"config": "proxy_upgrade_strip on;", "extra": ""}
+        },
+        "Tests: Upgrade stripping directive",
+        "2024-03-02",
+    )
     return nginx / ".git", tests / ".git", ids
 
 
 def test_pairing_prefers_the_fix_the_test_exercises(tmp_path):
     nginx, tests, ids = make_histories(tmp_path)
     out = tmp_path / "candidates.json"
-    assert mine.main(["--nginx", str(nginx), "--tests", str(tests), "--out", str(out),
-                      "--since", "2024-01-01"]) == 0
+    assert (
+        mine.main(
+            [
+                "--nginx",
+                str(nginx),
+                "--tests",
+                str(tests),
+                "--out",
+                str(out),
+                "--since",
+                "2024-01-01",
+            ]
+        )
+        == 0
+    )
     stubs = json.loads(out.read_text())["tasks"]
     by_fix = {s["fix_commit"]: s for s in stubs}
     strip = by_fix[ids["fix"]]
@@ -215,9 +285,11 @@ def test_pairing_prefers_the_fix_the_test_exercises(tmp_path):
 def test_a_fix_older_than_a_directive_the_test_uses_is_no_candidate(tmp_path):
     nginx, tests, ids = make_histories(tmp_path)
     history = nginx_history.NginxHistory(nginx, "2023-06-01")
-    assert history.introduced == {ids["feature"]: {"proxy_socket_sndbuf"},
-                                  ids["later"]: {"proxy_upgrade_strip"}}
-    assert "forbidden" in history.by_sha[ids["fix"]]["told"]      # words of its message
+    assert history.introduced == {
+        ids["feature"]: {"proxy_socket_sndbuf"},
+        ids["later"]: {"proxy_upgrade_strip"},
+    }
+    assert "forbidden" in history.by_sha[ids["fix"]]["told"]  # words of its message
     signals = {s["commit"]: s for s in suite_history.test_signals(tests, "2024-01-01")}
     commits = list(history.by_sha.values())
 
@@ -227,7 +299,7 @@ def test_a_fix_older_than_a_directive_the_test_uses_is_no_candidate(tmp_path):
 
     needs = top("needs_test")
     assert needs[0][0] == ids["later"] and any(w.startswith("uses:") for w in needs[0][1])
-    assert {sha for sha, _ in needs} <= {ids["later"]}      # all older than the directive
+    assert {sha for sha, _ in needs} <= {ids["later"]}  # all older than the directive
     strip = top("strip_test")
     assert strip[0][0] == ids["fix"]
     feature = [why for sha, why in strip if sha == ids["feature"]]

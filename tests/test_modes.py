@@ -9,12 +9,29 @@ from nginx_eval.run.modes import parse_modes
 
 
 def test_modes_parse_and_errors(tmp_path):
-    modes = parse_modes({"modes": {"a": {"model": "m", "phases": [
-        {"name": "p", "command": "agent {prompt} --model {model} ${X:-y}", "timeout": 5}]}}}, "m.toml")
+    modes = parse_modes(
+        {
+            "modes": {
+                "a": {
+                    "model": "m",
+                    "phases": [
+                        {
+                            "name": "p",
+                            "command": "agent {prompt} --model {model} ${X:-y}",
+                            "timeout": 5,
+                        }
+                    ],
+                }
+            }
+        },
+        "m.toml",
+    )
     assert set(modes) == {"a", "gold", "none"}
     assert modes["a"].phases[0].timeout == 5.0
-    assert render_command(modes["a"].phases[0].command, {}, {"prompt": "it's", "model": "m"}) == \
-        "agent 'it'\"'\"'s' --model m ${X:-y}"
+    assert (
+        render_command(modes["a"].phases[0].command, {}, {"prompt": "it's", "model": "m"})
+        == "agent 'it'\"'\"'s' --model m ${X:-y}"
+    )
     with pytest.raises(UserError, match="unknown placeholder {promt}"):
         parse_modes({"modes": {"a": {"phases": [{"command": "x {promt}"}]}}}, "m.toml")
     with pytest.raises(UserError, match="built in"):
@@ -23,9 +40,17 @@ def test_modes_parse_and_errors(tmp_path):
 
 # -- commands: custom slash commands the harness installs in the workspace --------------------------
 
+
 def command_mode(commands, repeats=1):
-    return {"modes": {"a": {"commands": commands, "repeats": repeats,
-                            "phases": [{"name": "p", "command": "agent {prompt}"}]}}}
+    return {
+        "modes": {
+            "a": {
+                "commands": commands,
+                "repeats": repeats,
+                "phases": [{"name": "p", "command": "agent {prompt}"}],
+            }
+        }
+    }
 
 
 def templates_with(tmp_path, files):
@@ -54,17 +79,27 @@ def test_commands_are_read_and_are_agent_inputs(tmp_path):
     assert "command_files" not in plain.to_json()
 
 
-@pytest.mark.parametrize("commands,message", [
-    (["fix-isue.md"], "no command file 'fix-isue.md' in {folder}; did you mean 'fix-issue.md'?"),
-    (["other.md"], "no command file 'other.md' in {folder}"),
-    # Only a plain name: the file goes to .claude/commands/ by that name.
-    (["../fix-issue.md"], "no command file '../fix-issue.md' in {folder}; did you mean "
-                          "'fix-issue.md'?"),
-    (["sub/fix-issue.md"], "no command file 'sub/fix-issue.md' in {folder}; did you mean "
-                           "'fix-issue.md'?"),
-    ("fix-issue.md", "must be a list of file names in templates/commands/"),
-    ([""], "must be a list of file names in templates/commands/"),
-])
+@pytest.mark.parametrize(
+    "commands,message",
+    [
+        (
+            ["fix-isue.md"],
+            "no command file 'fix-isue.md' in {folder}; did you mean 'fix-issue.md'?",
+        ),
+        (["other.md"], "no command file 'other.md' in {folder}"),
+        # Only a plain name: the file goes to .claude/commands/ by that name.
+        (
+            ["../fix-issue.md"],
+            "no command file '../fix-issue.md' in {folder}; did you mean 'fix-issue.md'?",
+        ),
+        (
+            ["sub/fix-issue.md"],
+            "no command file 'sub/fix-issue.md' in {folder}; did you mean 'fix-issue.md'?",
+        ),
+        ("fix-issue.md", "must be a list of file names in templates/commands/"),
+        ([""], "must be a list of file names in templates/commands/"),
+    ],
+)
 def test_a_command_that_is_not_there_names_the_mode_and_the_key(tmp_path, commands, message):
     templates = templates_with(tmp_path, {"fix-issue.md": "Fix it.\n"})
     with pytest.raises(UserError) as e:
@@ -75,33 +110,43 @@ def test_a_command_that_is_not_there_names_the_mode_and_the_key(tmp_path, comman
 
 def test_the_shipped_nlcmd_mode_installs_fix_issue_and_sends_the_slash_command():
     import jinja2
+
     from nginx_eval.core.layout import SOURCE_ROOT
     from nginx_eval.run.modes import load_modes
+
     modes = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")
     shipped = (SOURCE_ROOT / "templates" / "commands" / "fix-issue.md").read_text()
     assert modes["nlcmd"].command_files == (("fix-issue.md", shipped),)
     assert "$ARGUMENTS" in shipped and shipped.startswith("---\ndescription: ")
     assert all(not modes[m].command_files for m in ("raw", "impl", "full"))
     (phase,) = modes["nlcmd"].phases
-    template = jinja2.Environment(loader=jinja2.FileSystemLoader(SOURCE_ROOT / "templates"),
-                                  keep_trailing_newline=True).get_template(phase.prompt)
-    assert template.render(issue_file=".issue.md", problem_statement="x") == \
-        "/fix-issue .issue.md\n"
+    template = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(SOURCE_ROOT / "templates"), keep_trailing_newline=True
+    ).get_template(phase.prompt)
+    assert (
+        template.render(issue_file=".issue.md", problem_statement="x") == "/fix-issue .issue.md\n"
+    )
 
 
 def test_a_missing_command_file_stops_doit_with_one_line(project):
     from nginx_eval.core.layout import SOURCE_ROOT
+
     modes = project.root / "modes.toml"
-    modes.write_text(modes.read_text().replace('model = "fake-1"',
-                                               'model = "fake-1"\ncommands = ["fix-isue.md"]'))
+    modes.write_text(
+        modes.read_text().replace(
+            'model = "fake-1"', 'model = "fake-1"\ncommands = ["fix-isue.md"]'
+        )
+    )
     proc, executed = project.doit("run", "tiny:gold", check=False)
     assert proc.returncode == 2 and executed == [] and project.agent_calls() == []
     assert proc.stderr.splitlines() == [
         f"nginx-eval: error: {modes}, mode fake, field commands: no command file 'fix-isue.md' "
-        f"in {SOURCE_ROOT / 'templates' / 'commands'}; did you mean 'fix-issue.md'?"]
+        f"in {SOURCE_ROOT / 'templates' / 'commands'}; did you mean 'fix-issue.md'?"
+    ]
 
 
 # -- agent_home: files of the agent's own configuration directory; web_tools ----------------------
+
 
 def home_mode(**keys):
     return {"modes": {"a": dict(keys, phases=[{"name": "p", "command": "agent {prompt}"}])}}
@@ -114,8 +159,10 @@ def test_agent_home_files_are_read_and_are_agent_inputs(tmp_path):
     (house / "CLAUDE.md").write_text("House rules.\n")
     (house / "agents" / "helper.md").write_text("---\nname: helper\n---\n")
     mode = parse_modes(home_mode(agent_home="house"), "m.toml", templates)["a"]
-    assert mode.home_files == (("CLAUDE.md", "House rules.\n"),
-                               ("agents/helper.md", "---\nname: helper\n---\n"))
+    assert mode.home_files == (
+        ("CLAUDE.md", "House rules.\n"),
+        ("agents/helper.md", "---\nname: helper\n---\n"),
+    )
     assert mode.fingerprint()["agent_home"] == [list(f) for f in mode.home_files]
     assert mode.to_json()["agent_home"] == "house"
     # An edited file is another agent: the fingerprint changes.
@@ -128,25 +175,31 @@ def test_agent_home_files_are_read_and_are_agent_inputs(tmp_path):
         plain = parse_modes(home_mode(**keys), "m.toml", templates)["a"]
         assert set(plain.fingerprint()) == {"phases", "model", "env", "repeat"}
         assert plain.web_tools is keys.get("web_tools", False)
-    assert parse_modes(home_mode(web_tools=True), "m.toml", templates)["a"].to_json()[
-        "web_tools"] is True
+    assert (
+        parse_modes(home_mode(web_tools=True), "m.toml", templates)["a"].to_json()["web_tools"]
+        is True
+    )
 
 
-@pytest.mark.parametrize("keys,message", [
-    ({"agent_home": "hous"}, "no folder 'hous' in {parent}; did you mean 'house'?"),
-    ({"agent_home": "../house"}, "no folder '../house' in {parent}; did you mean 'house'?"),
-    ({"agent_home": 3}, "must be the name of a folder in {parent}"),
-    ({"agent_home": ""}, "must be the name of a folder in {parent}"),
-    ({"web_tools": "yes"}, "must be true or false"),
-])
+@pytest.mark.parametrize(
+    "keys,message",
+    [
+        ({"agent_home": "hous"}, "no folder 'hous' in {parent}; did you mean 'house'?"),
+        ({"agent_home": "../house"}, "no folder '../house' in {parent}; did you mean 'house'?"),
+        ({"agent_home": 3}, "must be the name of a folder in {parent}"),
+        ({"agent_home": ""}, "must be the name of a folder in {parent}"),
+        ({"web_tools": "yes"}, "must be true or false"),
+    ],
+)
 def test_a_wrong_agent_home_or_web_tools_names_the_mode_and_the_key(tmp_path, keys, message):
     templates = tmp_path / "templates"
     (templates / "agent-homes" / "house").mkdir(parents=True)
     with pytest.raises(UserError) as e:
         parse_modes(home_mode(**keys), "m.toml", templates)
     field = next(iter(keys))
-    assert str(e.value) == (f"m.toml, mode a, field {field}: "
-                            f"{message.format(parent=templates / 'agent-homes')}")
+    assert str(e.value) == (
+        f"m.toml, mode a, field {field}: {message.format(parent=templates / 'agent-homes')}"
+    )
 
 
 def test_an_agent_home_may_not_bring_credentials(tmp_path):

@@ -13,15 +13,22 @@ def test_files_travel_and_replace_what_was_there(tmp_path):
     (node / "tap" / "reference" / "a.t.tap").write_bytes(b"\xff binary\n")
     (node / "not-shipped.log").write_text("stays on the node")
     files = nodework.read_unit_files(node, ["prove.json", "tap/", "absent.json"])
-    assert files == {"prove.json": b'{"files": {}}', "tap/a.t.tap": b"ok 1\n",
-                     "tap/reference/a.t.tap": b"\xff binary\n"}
+    assert files == {
+        "prove.json": b'{"files": {}}',
+        "tap/a.t.tap": b"ok 1\n",
+        "tap/reference/a.t.tap": b"\xff binary\n",
+    }
     # What an earlier run left here under the shipped names goes; other files stay.
     (here / "tap").mkdir(parents=True)
     (here / "tap" / "old.t.tap").write_text("an earlier run's")
     (here / "model.patch").write_text("input")
     nodework.write_unit_files(here, ["prove.json", "tap/"], files)
     assert sorted(str(p.relative_to(here)) for p in here.rglob("*") if p.is_file()) == [
-        "model.patch", "prove.json", "tap/a.t.tap", "tap/reference/a.t.tap"]
+        "model.patch",
+        "prove.json",
+        "tap/a.t.tap",
+        "tap/reference/a.t.tap",
+    ]
     assert (here / "tap" / "reference" / "a.t.tap").read_bytes() == b"\xff binary\n"
 
 

@@ -7,12 +7,12 @@ import subprocess
 
 import pytest
 
-from nginx_eval.run.benchmark import Task
 from nginx_eval.build.stage import touches_build_system
 from nginx_eval.core.gitcmd import isolated_env
 from nginx_eval.core.layout import Layout
-from nginx_eval.run.modes import Mode
 from nginx_eval.patch import patch_stats, take_patch, touched_paths, workspace_diff, write_patch
+from nginx_eval.run.benchmark import Task
+from nginx_eval.run.modes import Mode
 from nginx_eval.workspace import create_workspace, mark_agent_started
 
 REPO = "nginx/nginx"
@@ -23,8 +23,7 @@ OBJECT_BYTES = b"\x7fELF\x02\x01\x01\0" + bytes(range(256)) * 16
 def git(cwd, *args, check=True):
     # No user or system configuration (diff.noprefix, diff.renames...) may change what git writes.
     env = dict(os.environ, **isolated_env({"GIT_CONFIG_GLOBAL": os.devnull}))
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=check,
-                          capture_output=True).stdout
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=check, capture_output=True).stdout
 
 
 def write(path, data):
@@ -62,10 +61,19 @@ def harness_workspace(tmp_path, files=NGINX_LIKE):
     bare = layout.bare_repo(REPO)
     bare.parent.mkdir(parents=True)
     git(tmp_path, "clone", "-q", "--bare", str(tmp_path / "upstream"), str(bare))
-    task = Task(instance_id="nginx-1", repo=REPO, test_repo="nginx/nginx-tests",
-                base_commit=base, fix_commit=base, test_commit=base, test_files=("x.t",),
-                configure_flags=(), fail_to_pass=("x.t:1",), pass_to_pass=(),
-                problem_statement="strings are too long")
+    task = Task(
+        instance_id="nginx-1",
+        repo=REPO,
+        test_repo="nginx/nginx-tests",
+        base_commit=base,
+        fix_commit=base,
+        test_commit=base,
+        test_files=("x.t",),
+        configure_flags=(),
+        fail_to_pass=("x.t:1",),
+        pass_to_pass=(),
+        problem_statement="strings are too long",
+    )
     create_workspace(layout, "agent", task)
     return layout, task, layout.workspace("agent", task.instance_id)
 
@@ -80,9 +88,11 @@ def build_nginx(ws):
     write(ws / "objs" / "nginx", OBJECT_BYTES * 2)
 
 
-BUILT = [{"path": ".issue.md", "files": 1, "reason": "harness file"},
-         {"path": "Makefile", "files": 1, "reason": "build output"},
-         {"path": "objs/", "files": 5, "reason": "build output"}]
+BUILT = [
+    {"path": ".issue.md", "files": 1, "reason": "harness file"},
+    {"path": "Makefile", "files": 1, "reason": "build output"},
+    {"path": "objs/", "files": 5, "reason": "build output"},
+]
 
 
 @pytest.mark.parametrize("gitignore", [False, True], ids=["no-gitignore", "gitignore"])
@@ -103,8 +113,11 @@ def test_build_outputs_and_harness_files_stay_out_of_the_patch(tmp_path, gitigno
     assert stats["files"] == ["src/core/ngx_new.c", "src/core/ngx_string.c"]
     assert not stats["binary"] and skipped == []
     assert b"objs" not in patch and b"Makefile" not in patch and b"plan" not in patch
-    assert left_out == [BUILT[0], {"path": ".plan.md", "files": 1, "reason": "harness file"},
-                        *BUILT[1:]]
+    assert left_out == [
+        BUILT[0],
+        {"path": ".plan.md", "files": 1, "reason": "harness file"},
+        *BUILT[1:],
+    ]
     # The patch applies to the base as it is (what the build stage does).
     (tmp_path / "model.patch").write_bytes(patch)
     check = tmp_path / "check"
@@ -124,8 +137,15 @@ def test_left_out_paths_stay_out_even_when_tracked(tmp_path):
     """A base that tracks a root Makefile or a .plan.md: the agent's changes to them (make
     rewriting the Makefile, a plan deleted when done) are not part of its fix either; a tracked
     file elsewhere still is."""
-    files = dict(NGINX_LIKE, **{"Makefile": "old\n", ".plan.md": "old plan\n",
-                                "objs/README": "tracked\n", "objs/same.h": "unchanged\n"})
+    files = dict(
+        NGINX_LIKE,
+        **{
+            "Makefile": "old\n",
+            ".plan.md": "old plan\n",
+            "objs/README": "tracked\n",
+            "objs/same.h": "unchanged\n",
+        },
+    )
     layout, task, ws = harness_workspace(tmp_path, files)
     write(ws / "Makefile", "regenerated\n")
     (ws / ".plan.md").unlink()
@@ -136,10 +156,12 @@ def test_left_out_paths_stay_out_even_when_tracked(tmp_path):
     patch, skipped, left_out = workspace_diff(layout.bare_repo(REPO), ws, task.base_commit)
 
     assert patch_stats(patch)["files"] == ["README"]
-    assert left_out == [{"path": ".issue.md", "files": 1, "reason": "harness file"},
-                        {"path": ".plan.md", "files": 1, "reason": "harness file"},
-                        {"path": "Makefile", "files": 1, "reason": "build output"},
-                        {"path": "objs/", "files": 2, "reason": "build output"}]
+    assert left_out == [
+        {"path": ".issue.md", "files": 1, "reason": "harness file"},
+        {"path": ".plan.md", "files": 1, "reason": "harness file"},
+        {"path": "Makefile", "files": 1, "reason": "build output"},
+        {"path": "objs/", "files": 2, "reason": "build output"},
+    ]
 
 
 def test_patch_json_lists_what_was_left_out(tmp_path):
@@ -155,16 +177,22 @@ def test_patch_json_lists_what_was_left_out(tmp_path):
     record = json.loads(layout.patch_json("agent", task.instance_id).read_text())
     assert record["files"] == ["src/core/nginx.c"]
     assert record["skipped_files"] == [{"path": "core.dump", "bytes": (1 << 20) + 1}]
-    assert record["left_out"] == [BUILT[0], {"path": ".plan.md", "files": 1,
-                                             "reason": "harness file"}, *BUILT[1:]]
+    assert record["left_out"] == [
+        BUILT[0],
+        {"path": ".plan.md", "files": 1, "reason": "harness file"},
+        *BUILT[1:],
+    ]
     patch = layout.model_patch("agent", task.instance_id).read_bytes()
     assert patch_stats(patch)["files"] == ["src/core/nginx.c"]
 
 
-@pytest.mark.parametrize("status,error", [
-    ("infra_error", "phase solve: API error 500 after 3 attempts"),
-    ("not_run", "the run's budget of $5.00 was spent before this agent started"),
-])
+@pytest.mark.parametrize(
+    "status,error",
+    [
+        ("infra_error", "phase solve: API error 500 after 3 attempts"),
+        ("not_run", "the run's budget of $5.00 was spent before this agent started"),
+    ],
+)
 def test_an_agent_run_that_did_not_finish_has_an_empty_patch(tmp_path, status, error):
     """An infra error or a run the budget left out: nothing of the workspace is scored (not
     even a half-made change), and patch.json says why; a not_run agent never started, so its
@@ -183,8 +211,9 @@ def test_an_agent_run_that_did_not_finish_has_an_empty_patch(tmp_path, status, e
     record = json.loads(layout.patch_json("agent", task.instance_id).read_text())
     assert layout.model_patch("agent", task.instance_id).read_bytes() == b""
     assert (record["files"], record["bytes"], record["left_out"]) == ([], 0, [])
-    assert record["note"] == (f"no patch: the agent run ended in {status} ({error}); "
-                              f"`doit run` runs it again")
+    assert record["note"] == (
+        f"no patch: the agent run ended in {status} ({error}); `doit run` runs it again"
+    )
     mark_agent_started(layout, "agent", task)
     agent_json.write_text(json.dumps({"status": "completed", "error": ""}))
     write_patch(layout, mode, task, {}, [])
@@ -192,11 +221,14 @@ def test_an_agent_run_that_did_not_finish_has_an_empty_patch(tmp_path, status, e
     assert record["files"] == ["src/core/nginx.c"] and record["note"] == ""
 
 
-@pytest.mark.parametrize("status,keep,kept", [
-    ("completed", False, False),        # the default: the workspace goes with its stamp
-    ("completed", True, True),          # keep_workspaces=1
-    ("infra_error", False, True),       # the run will be tried again: nothing is taken from it
-])
+@pytest.mark.parametrize(
+    "status,keep,kept",
+    [
+        ("completed", False, False),  # the default: the workspace goes with its stamp
+        ("completed", True, True),  # keep_workspaces=1
+        ("infra_error", False, True),  # the run will be tried again: nothing is taken from it
+    ],
+)
 def test_take_patch_removes_a_finished_agent_s_workspace(tmp_path, status, keep, kept):
     layout, task, ws = harness_workspace(tmp_path)
     mark_agent_started(layout, "agent", task)
@@ -220,6 +252,7 @@ def test_take_patch_removes_a_finished_agent_s_workspace(tmp_path, status, keep,
 
 
 # -- touched_paths ------------------------------------------------------------------------------
+
 
 def diff_of(tmp_path, change, *diff_args):
     """`git diff <diff_args>` of the change `change(work tree)` makes to an nginx-like commit."""
@@ -246,6 +279,7 @@ def test_touched_paths_see_a_rename_out_of_auto(tmp_path):
         os.rename(repo / "auto/options", repo / "src/options")
         with open(repo / "src/core/nginx.c", "a") as f:
             f.write("/* more */\n")
+
     patch = diff_of(tmp_path, rename, "-M", "--binary", "--full-index")
     assert b"rename from auto/options" in patch
     assert touched_paths(patch) == ["src/core/nginx.c", "auto/options", "src/options"]
@@ -258,6 +292,7 @@ def test_touched_paths_see_a_rename_out_of_auto(tmp_path):
 def test_touched_paths_see_a_copy_out_of_auto(tmp_path):
     def copy(repo):
         write(repo / "src/configure.sh", (repo / "auto/configure").read_bytes())
+
     patch = diff_of(tmp_path, copy, "-C", "-C")
     assert b"copy from auto/configure" in patch
     assert touched_paths(patch) == ["auto/configure", "src/configure.sh"]
@@ -279,9 +314,11 @@ def test_touched_paths_strip_the_first_component_of_plain_diffs(tmp_path):
     assert touched_paths(plain) == ["auto/configure", "src/core/ngx_string.c"]
     assert touches_build_system(touched_paths(plain))
     assert applies_to(tmp_path, plain).split(b"\0")[:-1] == [
-        b"1\t0\tauto/configure", b"1\t1\tsrc/core/ngx_string.c"]
+        b"1\t0\tauto/configure",
+        b"1\t1\tsrc/core/ngx_string.c",
+    ]
 
-    only_source = plain[plain.index(b"diff -ruN x/src"):]
+    only_source = plain[plain.index(b"diff -ruN x/src") :]
     assert touched_paths(only_source) == ["src/core/ngx_string.c"]
     assert not touches_build_system(touched_paths(only_source))
 
@@ -293,6 +330,7 @@ def test_touched_paths_unquote_git_names_and_skip_dev_null(tmp_path):
         write(repo / odd, "cc=gcc\n")
         write(repo / "src/with space.c", "int x;\n")
         (repo / "README").unlink()
+
     patch = diff_of(tmp_path, add_and_delete, "--binary")
     assert b'"b/auto/na\\303\\257ve \\"cc\\".sh"' in patch
     assert b"--- /dev/null" in patch and b"+++ /dev/null" in patch
@@ -302,8 +340,10 @@ def test_touched_paths_unquote_git_names_and_skip_dev_null(tmp_path):
 
 def test_touched_paths_take_no_hunk_line_for_a_header():
     """A removed `-- x` line reads `--- x`, an added `++ y` one `+++ y`: body, not names."""
-    patch = (b"diff --git a/src/x.lua b/src/x.lua\n--- a/src/x.lua\n+++ b/src/x.lua\n"
-             b"@@ -1,2 +1,2 @@\n--- q/auto/configure\n+++ q/auto/options\n context\n")
+    patch = (
+        b"diff --git a/src/x.lua b/src/x.lua\n--- a/src/x.lua\n+++ b/src/x.lua\n"
+        b"@@ -1,2 +1,2 @@\n--- q/auto/configure\n+++ q/auto/options\n context\n"
+    )
     assert touched_paths(patch) == ["src/x.lua"]
     # Malformed names from elsewhere give what can be read, never an exception.
     assert "x" in touched_paths(b'diff --git "a/x\\1y b/x\n--- "a/x\\1\n+++ b/x\n')
@@ -312,20 +352,29 @@ def test_touched_paths_take_no_hunk_line_for_a_header():
 
 # -- patch_stats --------------------------------------------------------------------------------
 
+
 def test_patch_stats():
-    patch = (b"diff --git a/src/x.c b/src/x.c\n--- a/src/x.c\n+++ b/src/x.c\n@@ -1 +1,2 @@\n"
-             b"-old\n+new\n+more\n")
-    assert patch_stats(patch) == {"files": ["src/x.c"], "lines_added": 2, "lines_removed": 1,
-                                  "binary": False}
+    patch = (
+        b"diff --git a/src/x.c b/src/x.c\n--- a/src/x.c\n+++ b/src/x.c\n@@ -1 +1,2 @@\n"
+        b"-old\n+new\n+more\n"
+    )
+    assert patch_stats(patch) == {
+        "files": ["src/x.c"],
+        "lines_added": 2,
+        "lines_removed": 1,
+        "binary": False,
+    }
 
 
 def test_patch_stats_read_plain_unified_diffs_too():
     """Predictions made elsewhere often lack `diff --git` headers; their files still count (and a
     plain diff touching auto/ still means a clean build)."""
-    plain = (b"--- a/src/core/x.c\t2024-01-01\n+++ b/src/core/x.c\n@@ -1 +1,2 @@\n a\n+b\n"
-             b"--- a/auto/options\n+++ /dev/null\n@@ -1 +0,0 @@\n-z\n")
+    plain = (
+        b"--- a/src/core/x.c\t2024-01-01\n+++ b/src/core/x.c\n@@ -1 +1,2 @@\n a\n+b\n"
+        b"--- a/auto/options\n+++ /dev/null\n@@ -1 +0,0 @@\n-z\n"
+    )
     stats = patch_stats(plain)
     assert stats["files"] == ["src/core/x.c", "auto/options"]
     assert (stats["lines_added"], stats["lines_removed"]) == (1, 1)
-    git = (b"diff --git a/q.c b/q.c\nindex 1..2 100644\n--- a/q.c\n+++ b/q.c\n@@ -1 +1 @@\n-a\n+b\n")
+    git = b"diff --git a/q.c b/q.c\nindex 1..2 100644\n--- a/q.c\n+++ b/q.c\n@@ -1 +1 @@\n-a\n+b\n"
     assert patch_stats(git)["files"] == ["q.c"]

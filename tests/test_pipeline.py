@@ -22,17 +22,25 @@ def test_gold_none_and_agent_verdicts(project):
             r = json.loads(line)
             rows[(mode, r["instance_id"])] = r
     assert {k: v["status"] for k, v in rows.items()} == {
-        ("gold", "tiny-add"): "resolved", ("gold", "tiny-mul"): "resolved",
-        ("none", "tiny-add"): "unresolved", ("none", "tiny-mul"): "unresolved",
-        ("fake", "tiny-add"): "resolved", ("fake", "tiny-mul"): "resolved"}
+        ("gold", "tiny-add"): "resolved",
+        ("gold", "tiny-mul"): "resolved",
+        ("none", "tiny-add"): "unresolved",
+        ("none", "tiny-mul"): "unresolved",
+        ("fake", "tiny-add"): "resolved",
+        ("fake", "tiny-mul"): "resolved",
+    }
     grade = project.read("none", "tiny-mul", "grade.json")
     # "not ok 3 - square # TODO" is a failure even though prove calls the file a pass.
     assert grade["fail_to_pass"]["failed"] == ["calc_mul.t:1 multiply", "calc_mul.t:3 square"]
     agent = project.read("fake", "tiny-add", "agent.json")
     assert agent["status"] == "completed" and agent["cost_usd"] == 0.25
     assert agent["tokens"]["input"] == 1000
-    preds = [json.loads(l) for l in
-             (project.results / "default" / "gold" / "predictions.jsonl").read_text().splitlines()]
+    preds = [
+        json.loads(l)
+        for l in (project.results / "default" / "gold" / "predictions.jsonl")
+        .read_text()
+        .splitlines()
+    ]
     assert {p["instance_id"] for p in preds} == {"tiny-add", "tiny-mul"}
     assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch"} for p in preds)
     assert "a + b" in preds[0]["model_patch"] or "a * b" in preds[0]["model_patch"]
@@ -63,11 +71,17 @@ def test_changing_test_files_reruns_prove_and_grade_of_that_task_only(project):
     _, executed = project.doit("run", "tiny")
     assert stage(executed, "agent") == [] and stage(executed, "build") == []
     assert stage(executed, "patch") == [] and stage(executed, "workspace") == []
-    assert stage(executed, "prove") == [f"prove:tiny/{m}/tiny-add" for m in ("fake", "gold", "none")]
-    assert stage(executed, "grade") == [f"grade:tiny/{m}/tiny-add" for m in ("fake", "gold", "none")]
+    assert stage(executed, "prove") == [
+        f"prove:tiny/{m}/tiny-add" for m in ("fake", "gold", "none")
+    ]
+    assert stage(executed, "grade") == [
+        f"grade:tiny/{m}/tiny-add" for m in ("fake", "gold", "none")
+    ]
     assert len(project.agent_calls()) == calls
-    assert "version.t:1 version output" in \
-        project.read("gold", "tiny-add", "grade.json")["pass_to_pass"]["passed"]
+    assert (
+        "version.t:1 version output"
+        in project.read("gold", "tiny-add", "grade.json")["pass_to_pass"]["passed"]
+    )
 
 
 def test_editing_a_mode_command_reruns_that_modes_agents(project):
@@ -119,11 +133,13 @@ def test_forget_redoes_one_unit_of_any_stage(project):
     project.doit("run", "tiny:gold")
     unit = "tiny/gold/tiny-add"
     for name, redone in (
-            (f"prove:{unit}", [f"prove:{unit}", f"grade:{unit}", "results:tiny/gold"]),
-            (f"build:{unit}", [f"build:{unit}", f"prove:{unit}", f"grade:{unit}",
-                               "results:tiny/gold"]),
-            (f"patch:{unit}", [f"patch:{unit}"]), (f"grade:{unit}", [f"grade:{unit}"]),
-            ("results:tiny/gold", ["results:tiny/gold"]), ("repos:acme+tiny", ["repos:acme+tiny"])):
+        (f"prove:{unit}", [f"prove:{unit}", f"grade:{unit}", "results:tiny/gold"]),
+        (f"build:{unit}", [f"build:{unit}", f"prove:{unit}", f"grade:{unit}", "results:tiny/gold"]),
+        (f"patch:{unit}", [f"patch:{unit}"]),
+        (f"grade:{unit}", [f"grade:{unit}"]),
+        ("results:tiny/gold", ["results:tiny/gold"]),
+        ("repos:acme+tiny", ["repos:acme+tiny"]),
+    ):
         proc, _ = project.doit("forget", name)
         assert proc.stdout == f"forgetting {name}\n"
         _, executed = project.doit("run", "tiny:gold")
@@ -137,14 +153,16 @@ def test_forget_redoes_one_unit_of_any_stage(project):
     _, executed = project.doit("run", "tiny:gold")
     assert stage(executed, "grade") == ["grade:tiny/gold/tiny-add", "grade:tiny/gold/tiny-mul"]
     markers = project.cache / "doit" / "default.db.forgotten"
-    pending = sorted(markers.glob("*"))     # the other modes' grades, until they run
-    for words, says in ((["forget", "base"], "cannot forget base: a base build is shared"),
-                        (["forget", "workspace:tiny/fake/tiny-add"], "doit forget agent:"),
-                        (["forget", "tiny:gold"], "tiny:gold does no work of its own"),
-                        (["forget", "--all"], "doit forget --all would run every agent again")):
+    pending = sorted(markers.glob("*"))  # the other modes' grades, until they run
+    for words, says in (
+        (["forget", "base"], "cannot forget base: a base build is shared"),
+        (["forget", "workspace:tiny/fake/tiny-add"], "doit forget agent:"),
+        (["forget", "tiny:gold"], "tiny:gold does no work of its own"),
+        (["forget", "--all"], "doit forget --all would run every agent again"),
+    ):
         proc, _ = project.doit(*words, check=False)
         assert proc.returncode == 2 and proc.stdout == "", words
-        assert proc.stderr.startswith(f"nginx-eval: error: ") and says in proc.stderr, words
+        assert proc.stderr.startswith("nginx-eval: error: ") and says in proc.stderr, words
         assert len(proc.stderr.splitlines()) == 1
         assert sorted(markers.glob("*")) == pending, words
 
@@ -180,13 +198,16 @@ def test_killed_build_resumes_without_a_half_built_binary(project):
     env = dict(project.env, MAKEFLAGS="", CC_SLEEP="1")
     slow_cc = project.base / "bin" / "cc"
     slow_cc.parent.mkdir()
-    slow_cc.write_text("#!/bin/sh\nsleep 2\nexec /usr/bin/cc \"$@\"\n")
+    slow_cc.write_text('#!/bin/sh\nsleep 2\nexec /usr/bin/cc "$@"\n')
     slow_cc.chmod(0o755)
     env["PATH"] = f"{slow_cc.parent}:{env['PATH']}"
-    proc = subprocess.Popen([sys.executable, "-m", "doit", "-f", str(DODO), "run", "tiny:none",
-                             "strict=0"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "doit", "-f", str(DODO), "run", "tiny:none", "strict=0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     deadline = time.time() + 60
     tmp = project.cache / "builds" / ".tmp"
     while time.time() < deadline and not (tmp.exists() and any(tmp.glob("*/tree/objs"))):
@@ -195,7 +216,7 @@ def test_killed_build_resumes_without_a_half_built_binary(project):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     published = [p for p in (project.cache / "builds").iterdir() if not p.name.startswith(".")]
-    assert published == []           # nothing half-built is visible
+    assert published == []  # nothing half-built is visible
     _, executed = project.doit("run", "tiny:none", env={"PATH": env["PATH"]})
     assert "build:tiny/none/tiny-add" in executed
     build = project.read("none", "tiny-add", "build.json")
@@ -203,9 +224,14 @@ def test_killed_build_resumes_without_a_half_built_binary(project):
     assert project.read("none", "tiny-add", "grade.json")["status"] == "unresolved"
 
 
-EXPECTED = {("gold", "tiny-add"): "resolved", ("gold", "tiny-mul"): "resolved",
-            ("none", "tiny-add"): "unresolved", ("none", "tiny-mul"): "unresolved",
-            ("fake", "tiny-add"): "resolved", ("fake", "tiny-mul"): "resolved"}
+EXPECTED = {
+    ("gold", "tiny-add"): "resolved",
+    ("gold", "tiny-mul"): "resolved",
+    ("none", "tiny-add"): "unresolved",
+    ("none", "tiny-mul"): "unresolved",
+    ("fake", "tiny-add"): "resolved",
+    ("fake", "tiny-mul"): "resolved",
+}
 
 
 def statuses(project, run="default"):
@@ -230,8 +256,9 @@ def test_identical_patches_share_one_build(project):
     gold = project.read("gold", "tiny-add", "build.json")
     fake = project.read("fake", "tiny-add", "build.json")
     # The scripted agent writes exactly the fix: same bytes, so one build serves both modes.
-    assert (project.task_dir("gold", "tiny-add") / "model.patch").read_bytes() == \
-        (project.task_dir("fake", "tiny-add") / "model.patch").read_bytes()
+    assert (project.task_dir("gold", "tiny-add") / "model.patch").read_bytes() == (
+        project.task_dir("fake", "tiny-add") / "model.patch"
+    ).read_bytes()
     assert gold["key"] == fake["key"] and gold["binary"] == fake["binary"]
     assert gold["reused"] or fake["reused"]
     assert project.read("none", "tiny-add", "build.json")["kind"] in ("clean", "sibling")
@@ -241,13 +268,17 @@ def test_identical_patches_share_one_build(project):
     builds = [p for p in (project.cache / "builds").iterdir() if not p.name.startswith(".")]
     assert len(builds) == 4
     # Both clean builds ran configure, whose one test program was built once and kept.
-    kept = [p for p in (project.cache / "feature-tests").iterdir()
-            if p.is_file() and p.suffix != ".err"]
+    kept = [
+        p for p in (project.cache / "feature-tests").iterdir() if p.is_file() and p.suffix != ".err"
+    ]
     assert len(kept) == 1 and os.access(kept[0], os.X_OK)
     # A new run of the same patches builds nothing.
     _, executed = project.doit("run", "tiny", "run=again")
-    assert all(project.read(m, i, "build.json", "again")["reused"]
-               for m in ("gold", "none", "fake") for i in ("tiny-add", "tiny-mul"))
+    assert all(
+        project.read(m, i, "build.json", "again")["reused"]
+        for m in ("gold", "none", "fake")
+        for i in ("tiny-add", "tiny-mul")
+    )
 
 
 def test_incremental_build_recompiles_only_the_touched_file(project):
@@ -266,15 +297,20 @@ def test_base_build_of_another_commit_starts_from_a_sibling(project):
     project.doit("run", "tiny:none")
     kinds = sorted(project.read("none", i, "build.json")["kind"] for i in ("tiny-add", "tiny-mul"))
     assert kinds == ["clean", "clean"] or kinds == ["clean", "sibling"]
-    sibling = [i for i in ("tiny-add", "tiny-mul")
-               if project.read("none", i, "build.json")["kind"] == "sibling"]
+    sibling = [
+        i
+        for i in ("tiny-add", "tiny-mul")
+        if project.read("none", i, "build.json")["kind"] == "sibling"
+    ]
     assert sibling, "the second base build should reuse the first"
     log = (project.task_dir("none", sibling[0]) / "build.log").read_text()
     assert "configure skipped" in log and "auto/configure" not in log
-    assert "src/core/nginx.c" not in log          # unchanged between the two commits
+    assert "src/core/nginx.c" not in log  # unchanged between the two commits
     # Its binary behaves as its own commit's source says: the verdicts are those of a clean build.
-    assert project.read("none", "tiny-mul", "grade.json")["fail_to_pass"]["failed"] == \
-        ["calc_mul.t:1 multiply", "calc_mul.t:3 square"]
+    assert project.read("none", "tiny-mul", "grade.json")["fail_to_pass"]["failed"] == [
+        "calc_mul.t:1 multiply",
+        "calc_mul.t:3 square",
+    ]
     assert project.read("none", "tiny-add", "grade.json")["pass_to_pass"]["failed"] == []
 
 
@@ -289,5 +325,6 @@ def test_unknown_mode_and_bad_task_file_fail_before_any_work(project):
     assert proc.returncode != 0 and executed == []
     assert proc.stderr.strip().splitlines()[-1] == (
         f"nginx-eval: error: {project.root / 'tasks' / 'tiny.json'}, task tiny-mul, "
-        "field base_commit: must be a full 40-hex commit hash, got 'HEAD'")
+        "field base_commit: must be a full 40-hex commit hash, got 'HEAD'"
+    )
     assert not project.results.exists()

@@ -8,17 +8,18 @@ import socket
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
-from nginx_eval.prove import network as private_network
 from nginx_eval.core.layout import Layout
+from nginx_eval.prove import network as private_network
 from nginx_eval.prove.stage import run_prove_files
 from nginx_eval.prove.tap import parse_tap
 
-pytestmark = pytest.mark.skipif(private_network.problem() is not None,
-                                reason=f"no network namespace here: {private_network.problem()}")
+pytestmark = pytest.mark.skipif(
+    private_network.problem() is not None,
+    reason=f"no network namespace here: {private_network.problem()}",
+)
 
 # Holds PORT for HOLD seconds, and writes when it held it to LOG.
 HOLDING_TEST = r"""#!/usr/bin/perl
@@ -56,8 +57,11 @@ def holding_tree(tmp_path, library, hold=1.5):
     log = tmp_path / "held.log"
     port = free_port()
     for name in ("first.t", "second.t"):
-        (tree / name).write_text(HOLDING_TEST.replace("@PORT@", str(port))
-                                 .replace("@HOLD@", str(hold)).replace("@LOG@", str(log)))
+        (tree / name).write_text(
+            HOLDING_TEST.replace("@PORT@", str(port))
+            .replace("@HOLD@", str(hold))
+            .replace("@LOG@", str(log))
+        )
     return tree, log, port
 
 
@@ -88,13 +92,19 @@ def intervals(log):
 
 
 def test_program_gives_an_up_loopback_and_no_other_interface():
-    script = ("import socket\n"
-              "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev')"
-              ".read().splitlines()[2:]))\n"
-              "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
-              "c = socket.create_connection(s.getsockname()); print('connected')\n")
-    out = subprocess.run(private_network.command([sys.executable, "-c", script]),
-                         capture_output=True, text=True, check=True).stdout
+    script = (
+        "import socket\n"
+        "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev')"
+        ".read().splitlines()[2:]))\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
+        "c = socket.create_connection(s.getsockname()); print('connected')\n"
+    )
+    out = subprocess.run(
+        private_network.command([sys.executable, "-c", script]),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.splitlines() == ["['lo']", "connected"]
 
 
@@ -104,8 +114,9 @@ def test_a_port_taken_on_the_machine_is_free_inside(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         script = f"import socket; socket.socket().bind(('127.0.0.1', {port})); print('bound')"
-        inside = subprocess.run(private_network.command([sys.executable, "-c", script]),
-                                capture_output=True, text=True)
+        inside = subprocess.run(
+            private_network.command([sys.executable, "-c", script]), capture_output=True, text=True
+        )
         outside = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert inside.stdout.strip() == "bound", inside.stderr
     assert "Address already in use" in outside.stderr

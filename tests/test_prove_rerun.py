@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 
 from fixture_repos import TEST_HEAD, commit, write
+
 from nginx_eval.prove.stage import files_to_rerun
 
 OK = {"exit_code": 0, "timed_out": False, "missing": False}
@@ -19,10 +20,10 @@ class Task:
 
 def test_only_files_with_a_graded_assertion_that_did_not_pass_run_again(prove_v, tmp_path):
     streams = {
-        "a.t": "plan(tests => 1); ok(0, 'fixed');\n",                 # a graded failure
-        "b.t": "plan(tests => 2); ok(1, 'kept'); ok(0, 'ungraded');\n",   # only ungraded fails
-        "c.t": "plan(tests => 2); ok(1, 'first');\n",                 # graded one never ran
-        "d.t": "plan(tests => 1); ok(0, 'nobody grades me');\n",       # no graded assertion
+        "a.t": "plan(tests => 1); ok(0, 'fixed');\n",  # a graded failure
+        "b.t": "plan(tests => 2); ok(1, 'kept'); ok(0, 'ungraded');\n",  # only ungraded fails
+        "c.t": "plan(tests => 2); ok(1, 'first');\n",  # graded one never ran
+        "d.t": "plan(tests => 1); ok(0, 'nobody grades me');\n",  # no graded assertion
     }
     tap_dir = tmp_path / "tap"
     tap_dir.mkdir()
@@ -31,13 +32,16 @@ def test_only_files_with_a_graded_assertion_that_did_not_pass_run_again(prove_v,
         out, _ = prove_v(name, body)
         (tap_dir / f"{name}.tap").write_text(out)
         files[name] = dict(OK, tap=f"{name}.tap")
-    files["gone.t"] = dict(OK, tap="gone.t.tap", missing=True)   # nothing to run again
+    files["gone.t"] = dict(OK, tap="gone.t.tap", missing=True)  # nothing to run again
     (tap_dir / "gone.t.tap").write_text("")
-    assert files_to_rerun(Task(pass_to_pass=Task.pass_to_pass + ("gone.t:1 x",)),
-                          tap_dir, files) == ["a.t", "c.t"]
+    assert files_to_rerun(
+        Task(pass_to_pass=Task.pass_to_pass + ("gone.t:1 x",)), tap_dir, files
+    ) == ["a.t", "c.t"]
 
 
-FLAKY_T = TEST_HEAD + """
+FLAKY_T = (
+    TEST_HEAD
+    + """
 plan(tests => 2);
 is(run('add', 2, 3), '5', 'add two numbers');
 # Fails the first time it runs, passes from then on: the marker file remembers.
@@ -45,6 +49,7 @@ my $again = -e '@MARKER@';
 open(my $fh, '>', '@MARKER@') or die; close $fh;
 ok($again, 'flaky');
 """
+)
 
 
 def flaky_task(project, marker):
@@ -54,10 +59,16 @@ def flaky_task(project, marker):
     write(tests_repo / "flaky_once.t", FLAKY_T.replace("@MARKER@", str(marker)), 0o755)
     bench = project.benchmark()
     add = bench["tasks"][0]
-    bench["tasks"].append(dict(
-        add, instance_id="tiny-flaky", test_commit=commit(tests_repo, "A flaky test"),
-        test_files=["calc_add.t", "flaky_once.t"], fail_to_pass=["flaky_once.t:2 flaky"],
-        pass_to_pass=["calc_add.t:1 add two numbers", "flaky_once.t:1 add two numbers"]))
+    bench["tasks"].append(
+        dict(
+            add,
+            instance_id="tiny-flaky",
+            test_commit=commit(tests_repo, "A flaky test"),
+            test_files=["calc_add.t", "flaky_once.t"],
+            fail_to_pass=["flaky_once.t:2 flaky"],
+            pass_to_pass=["calc_add.t:1 add two numbers", "flaky_once.t:1 add two numbers"],
+        )
+    )
     project.write_benchmark(bench)
 
 
@@ -68,8 +79,12 @@ def units_run(executed):
 
 def without_timings(prove):
     timings = ("seconds", "cpu_seconds")
-    return dict(prove, files={f: {k: v for k, v in r.items() if k not in timings}
-                              for f, r in prove["files"].items()})
+    return dict(
+        prove,
+        files={
+            f: {k: v for k, v in r.items() if k not in timings} for f, r in prove["files"].items()
+        },
+    )
 
 
 def test_a_flaky_file_resolves_with_rerun_failed_and_not_without(project, tmp_path):
@@ -89,12 +104,18 @@ def test_a_flaky_file_resolves_with_rerun_failed_and_not_without(project, tmp_pa
     assert units_run(executed) == ["prove:tiny/gold/tiny-flaky", "grade:tiny/gold/tiny-flaky"]
     prove = project.read("gold", "tiny-flaky", "prove.json")
     grade = project.read("gold", "tiny-flaky", "grade.json")
-    assert (grade["status"], grade["resolved"], grade["first_run_status"]) == \
-        ("resolved", True, "unresolved")
+    assert (grade["status"], grade["resolved"], grade["first_run_status"]) == (
+        "resolved",
+        True,
+        "unresolved",
+    )
     assert grade["changed_on_rerun"] == ["flaky_once.t:2 flaky"]
-    assert grade["reruns"] == {"flaky_once.t": {
-        "first": {"flaky_once.t:1 add two numbers": True, "flaky_once.t:2 flaky": False},
-        "rerun": {"flaky_once.t:1 add two numbers": True, "flaky_once.t:2 flaky": True}}}
+    assert grade["reruns"] == {
+        "flaky_once.t": {
+            "first": {"flaky_once.t:1 add two numbers": True, "flaky_once.t:2 flaky": False},
+            "rerun": {"flaky_once.t:1 add two numbers": True, "flaky_once.t:2 flaky": True},
+        }
+    }
     # Only the file with a failing graded assertion ran again; both of its streams are kept.
     assert list(prove["reruns"]) == ["flaky_once.t"]
     assert prove["reruns"]["flaky_once.t"]["tap"] == "flaky_once.t.rerun.tap"
@@ -112,12 +133,16 @@ def test_a_flaky_file_resolves_with_rerun_failed_and_not_without(project, tmp_pa
     project.doit("run", "report")
     report = json.loads((project.results / "default" / "report.json").read_text())
     gold = report["modes"]["gold"]
-    assert (gold["verdict_changed_on_rerun_instances"], gold["verdict_changed_on_rerun_ids"]) == \
-        (1, ["tiny-flaky"])
+    assert (gold["verdict_changed_on_rerun_instances"], gold["verdict_changed_on_rerun_ids"]) == (
+        1,
+        ["tiny-flaky"],
+    )
     assert "verdict_changed_on_rerun_instances" not in report["modes"]["none"]
     md = (project.results / "default" / "report.md").read_text()
-    assert ("mode gold: 1 of 1 tasks changed verdict when a failing test file ran again "
-            "(rerun_failed=1): tiny-flaky") in md
+    assert (
+        "mode gold: 1 of 1 tasks changed verdict when a failing test file ran again "
+        "(rerun_failed=1): tiny-flaky"
+    ) in md
 
     # Off again: prove and grade run again and write what they wrote before the option existed.
     marker.unlink()
@@ -126,5 +151,6 @@ def test_a_flaky_file_resolves_with_rerun_failed_and_not_without(project, tmp_pa
     again = project.read("gold", "tiny-flaky", "prove.json")
     assert again["inputs"] == plain_prove["inputs"]
     assert without_timings(again) == without_timings(plain_prove)
-    assert {k: v for k, v in project.read("gold", "tiny-flaky", "grade.json").items()
-            if k != "inputs"} == {k: v for k, v in plain_grade.items() if k != "inputs"}
+    assert {
+        k: v for k, v in project.read("gold", "tiny-flaky", "grade.json").items() if k != "inputs"
+    } == {k: v for k, v in plain_grade.items() if k != "inputs"}

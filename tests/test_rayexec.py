@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import DODO
 
 ray = pytest.importorskip("ray", reason="executor=ray needs Ray: pip install -e '.[ray]'")
@@ -42,17 +41,23 @@ class TwoNodes:
         (wrappers / "cc").write_text(CC_LOGGER)
         (wrappers / "cc").chmod(0o755)
         self.cc_log = base / "cc.log"
-        self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 0, "env_vars": self.node_env("head")})
-        self.workers = [self.cluster.add_node(num_cpus=1, resources={"agent": 2},
-                                              env_vars=self.node_env(name))
-                        for name in ("node-a", "node-b")]
+        self.cluster = Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 0, "env_vars": self.node_env("head")}
+        )
+        self.workers = [
+            self.cluster.add_node(num_cpus=1, resources={"agent": 2}, env_vars=self.node_env(name))
+            for name in ("node-a", "node-b")
+        ]
         self.cluster.wait_for_nodes()
 
     def node_env(self, name):
         path = os.environ["PATH"]
-        return {"NGINX_EVAL_NODE_CACHE": str(self.base / name), "CC_LOG": str(self.cc_log),
-                "REAL_PATH": path, "PATH": f"{self.base / 'bin'}:{path}"}
+        return {
+            "NGINX_EVAL_NODE_CACHE": str(self.base / name),
+            "CC_LOG": str(self.cc_log),
+            "REAL_PATH": path,
+            "PATH": f"{self.base / 'bin'}:{path}",
+        }
 
     def node_cache(self, worker):
         return self.base / ("node-a" if worker is self.workers[0] else "node-b")
@@ -83,15 +88,20 @@ def shared_cluster(tmp_path_factory):
 
 
 def ray_env(project, nodes, **extra):
-    return dict(project.env, RAY_ADDRESS=nodes.cluster.address,
-                NGINX_EVAL_FORWARD="FAKE_AGENT_LOG,FLAKY_COUNTER,FAKE_AGENT,"
-                                   "FAKE_AGENT_GATE_tiny_mul", **extra)
+    return dict(
+        project.env,
+        RAY_ADDRESS=nodes.cluster.address,
+        NGINX_EVAL_FORWARD="FAKE_AGENT_LOG,FLAKY_COUNTER,FAKE_AGENT,FAKE_AGENT_GATE_tiny_mul",
+        **extra,
+    )
 
 
 def rows(project, run, mode):
     path = project.results / run / mode / "results.jsonl"
-    return [{k: v for k, v in json.loads(line).items() if k not in TIMINGS and k != "run"}
-            for line in path.read_text().splitlines()]
+    return [
+        {k: v for k, v in json.loads(line).items() if k not in TIMINGS and k != "run"}
+        for line in path.read_text().splitlines()
+    ]
 
 
 def grades(project, run):
@@ -114,7 +124,9 @@ def without_inputs(grade):
 def test_ray_scores_like_local_on_both_nodes(project, cluster):
     project.doit("run", "-n", "4", "tiny", "run=local")
     builds_here = sorted((project.cache / "builds").glob("*/build.json"))
-    project.doit("run", "-n", "4", "tiny", "run=onray", "executor=ray", env=ray_env(project, cluster))
+    project.doit(
+        "run", "-n", "4", "tiny", "run=onray", "executor=ray", env=ray_env(project, cluster)
+    )
     for mode in ("gold", "none", "fake"):
         assert rows(project, "onray", mode) == rows(project, "local", mode), mode
     local, remote = grades(project, "local"), grades(project, "onray")
@@ -130,8 +142,9 @@ def test_ray_scores_like_local_on_both_nodes(project, cluster):
         # A node's agent workspaces go once their diff is taken, as the coordinator's do.
         assert not list((cluster.node_cache(worker) / "cache" / "workspaces").glob("*/*/*"))
     # A second run on the cluster has nothing to do.
-    _, executed = project.doit("run", "tiny", "run=onray", "executor=ray",
-                               env=ray_env(project, cluster))
+    _, executed = project.doit(
+        "run", "tiny", "run=onray", "executor=ray", env=ray_env(project, cluster)
+    )
     assert executed == []
 
 
@@ -147,10 +160,15 @@ def wait_for(predicate, timeout=120, what="it"):
 
 def start_doit(project, env, *args):
     if args and args[0] == "run":
-        args = (*args, "strict=0")          # as conftest.Project.doit
-    return subprocess.Popen([sys.executable, "-m", "doit", "-f", str(DODO), *args],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+        args = (*args, "strict=0")  # as conftest.Project.doit
+    return subprocess.Popen(
+        [sys.executable, "-m", "doit", "-f", str(DODO), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def test_node_lost_mid_run(project, cluster):
@@ -164,11 +182,17 @@ def test_node_lost_mid_run(project, cluster):
     try:
         wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the gated agent")
         # tiny-add's agent came back (it may have run on the node about to be lost).
-        wait_for(lambda: (project.task_dir("fake", "tiny-add", "onray") / "agent.json").exists(),
-                 what="the other agent")
-        running = [w for w in cluster.workers
-                   if (cluster.node_cache(w) / "cache" / "workspaces" / "onray" / "fake"
-                       / "tiny-mul").is_dir()]
+        wait_for(
+            lambda: (project.task_dir("fake", "tiny-add", "onray") / "agent.json").exists(),
+            what="the other agent",
+        )
+        running = [
+            w
+            for w in cluster.workers
+            if (
+                cluster.node_cache(w) / "cache" / "workspaces" / "onray" / "fake" / "tiny-mul"
+            ).is_dir()
+        ]
         assert len(running) == 1
         cluster.cluster.remove_node(running[0], allow_graceful=False)
         Path(str(gate) + ".waiting").unlink()
@@ -187,8 +211,9 @@ def test_node_lost_mid_run(project, cluster):
     # The local run called each agent once; on the cluster tiny-add once, tiny-mul twice.
     assert project.agent_calls().count("tiny-add") == 2
     assert project.agent_calls().count("tiny-mul") == 3
-    assert [a["status"] for a in project.read("fake", "tiny-add", "agent.json",
-                                              run="onray")["attempts"]] == ["completed"]
+    assert [
+        a["status"] for a in project.read("fake", "tiny-add", "agent.json", run="onray")["attempts"]
+    ] == ["completed"]
     lost = [u for u in units(project, "onray") if u["lost"]]
     assert [(u["kind"], u["instance_id"]) for u in lost] == [("agent", "tiny-mul")]
 
@@ -214,16 +239,25 @@ def test_builds_limit_holds_in_a_run_on_the_cluster(project, cluster):
     """builds=1 with a CPU free on each node: never two builds compiling at once, as the
     compiler calls' own start and end times show. (doit hands out one build at a time here;
     that the nodes' slots come from one keeper is the next test's.)"""
-    project.doit("run", "-n", "6", "tiny", "run=onray", "executor=ray", "builds=1",
-                 env=ray_env(project, cluster))
+    project.doit(
+        "run",
+        "-n",
+        "6",
+        "tiny",
+        "run=onray",
+        "executor=ray",
+        "builds=1",
+        env=ray_env(project, cluster),
+    )
     most, trees = concurrent_trees(cluster.cc_log)
-    assert trees >= 4        # base builds and patched builds of both tasks, on the nodes
+    assert trees >= 4  # base builds and patched builds of both tasks, on the nodes
     assert most == 1
 
 
 def hold_a_build_slot(layout, seconds):
     """A unit's work: hold a build slot for `seconds`; when it held it, by the node's clock."""
     from nginx_eval.core import limits
+
     with limits.slot("build"):
         start = time.time()
         time.sleep(seconds)
@@ -236,16 +270,20 @@ def test_one_keeper_holds_the_builds_slots_of_every_node(cluster, tmp_path, monk
     at a time."""
     import threading
     from types import SimpleNamespace
+
     from ray import cloudpickle
+
     from nginx_eval.cluster.rayexec import RayBackend
     from nginx_eval.core.layout import Layout
 
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the nodes cannot import it
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the nodes cannot import it
     monkeypatch.setenv("RAY_ADDRESS", cluster.cluster.address)
-    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results",
-                    run="slots")
-    backend = RayBackend.connect(layout, SimpleNamespace(agent_retries=0, agents=1, builds=1,
-                                                         proves=1))
+    layout = Layout(
+        root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results", run="slots"
+    )
+    backend = RayBackend.connect(
+        layout, SimpleNamespace(agent_retries=0, agents=1, builds=1, proves=1)
+    )
     held = {}
 
     def send(iid):
@@ -288,6 +326,7 @@ def test_interrupt_stops_the_remote_agent(project, shared_cluster):
     def agents_left():
         ps = subprocess.run(["pgrep", "-f", agent], capture_output=True, text=True)
         return ps.stdout.split()
+
     wait_for(lambda: not agents_left(), timeout=30, what="the remote agents to stop")
     assert not (project.results / "onray" / "fake" / "tiny-add" / "agent.json").exists()
 
@@ -295,10 +334,20 @@ def test_interrupt_stops_the_remote_agent(project, shared_cluster):
 def test_budget_holds_at_the_coordinator(project, shared_cluster):
     """max_cost= counts what the agents that came back cost: once spent, none starts."""
     cluster = shared_cluster
-    project.doit("run", "-n", "1", "tiny:fake", "run=onray", "executor=ray", "max_cost=0.2",
-                 env=ray_env(project, cluster))
-    statuses = sorted(project.read("fake", iid, "agent.json", run="onray")["status"]
-                      for iid in ("tiny-add", "tiny-mul"))
+    project.doit(
+        "run",
+        "-n",
+        "1",
+        "tiny:fake",
+        "run=onray",
+        "executor=ray",
+        "max_cost=0.2",
+        env=ray_env(project, cluster),
+    )
+    statuses = sorted(
+        project.read("fake", iid, "agent.json", run="onray")["status"]
+        for iid in ("tiny-add", "tiny-mul")
+    )
     assert statuses == ["completed", "not_run"]
     assert len(project.agent_calls()) == 1
 
@@ -306,18 +355,40 @@ def test_budget_holds_at_the_coordinator(project, shared_cluster):
 def test_process_workers_are_refused_with_ray(project, shared_cluster):
     """One Ray driver per run: doit's -P process would fork it."""
     cluster = shared_cluster
-    proc, executed = project.doit("run", "-n", "2", "-P", "process", "tiny", "executor=ray",
-                                  check=False, env=ray_env(project, cluster))
+    proc, executed = project.doit(
+        "run",
+        "-n",
+        "2",
+        "-P",
+        "process",
+        "tiny",
+        "executor=ray",
+        check=False,
+        env=ray_env(project, cluster),
+    )
     assert proc.returncode != 0 and executed == []
     assert "executor=ray runs doit's workers as threads: drop -P process" in proc.stderr
 
 
 def test_forwarded_environment_keeps_node_settings_home():
     from nginx_eval.cluster.rayexec import forwarded_environment
-    env = {"NGINX_EVAL_REPO_URL": "/m/{owner}+{name}", "NGINX_EVAL_CACHE": "/coord/cache",
-           "NGINX_EVAL_NODE_CACHE": "/coord/node", "NGINX_EVAL_NODE_REPO_URL": "/x",
-           "ANTHROPIC_API_KEY": "k", "AGENT": "claude", "HOME": "/root", "FOO": "1",
-           "BAR": "2", "NGINX_EVAL_FORWARD": "FOO"}
-    assert forwarded_environment(env) == {"NGINX_EVAL_REPO_URL": "/m/{owner}+{name}",
-                                          "ANTHROPIC_API_KEY": "k", "AGENT": "claude",
-                                          "FOO": "1", "NGINX_EVAL_FORWARD": "FOO"}
+
+    env = {
+        "NGINX_EVAL_REPO_URL": "/m/{owner}+{name}",
+        "NGINX_EVAL_CACHE": "/coord/cache",
+        "NGINX_EVAL_NODE_CACHE": "/coord/node",
+        "NGINX_EVAL_NODE_REPO_URL": "/x",
+        "ANTHROPIC_API_KEY": "k",
+        "AGENT": "claude",
+        "HOME": "/root",
+        "FOO": "1",
+        "BAR": "2",
+        "NGINX_EVAL_FORWARD": "FOO",
+    }
+    assert forwarded_environment(env) == {
+        "NGINX_EVAL_REPO_URL": "/m/{owner}+{name}",
+        "ANTHROPIC_API_KEY": "k",
+        "AGENT": "claude",
+        "FOO": "1",
+        "NGINX_EVAL_FORWARD": "FOO",
+    }

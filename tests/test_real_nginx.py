@@ -1,6 +1,6 @@
 """The pipeline on real nginx and nginx-tests: runs only with local mirrors configured.
 
-    NGINX_EVAL_REPO_URL='/srv/mirrors/{owner}+{name}/repo' python -m pytest tests/test_real_nginx.py
+NGINX_EVAL_REPO_URL='/srv/mirrors/{owner}+{name}/repo' python -m pytest tests/test_real_nginx.py
 """
 
 import difflib
@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import DODO, SOURCE_ROOT
 
 URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
@@ -25,20 +24,39 @@ def mirror_ok(repo):
 pytestmark = pytest.mark.skipif(
     not URL or not (mirror_ok("nginx/nginx") and mirror_ok("nginx/nginx-tests")),
     reason="needs local mirrors of nginx and nginx-tests: set NGINX_EVAL_REPO_URL "
-           "(e.g. '/srv/mirrors/{owner}+{name}/repo')")
+    "(e.g. '/srv/mirrors/{owner}+{name}/repo')",
+)
 
 
 def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path):
     tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
     # The task with the fewest configure flags builds fastest.
     task = min(tasks, key=lambda t: len(t["configure_flags"]))
-    env = dict(os.environ, NGINX_EVAL_CACHE=str(tmp_path / "cache"),
-               NGINX_EVAL_RESULTS=str(tmp_path / "results"))
-    subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), "run", "nginx:gold",
-                    "nginx:none", f"instances={task['instance_id']}"], env=env, check=True,
-                   capture_output=True, timeout=900)
+    env = dict(
+        os.environ,
+        NGINX_EVAL_CACHE=str(tmp_path / "cache"),
+        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "doit",
+            "-f",
+            str(DODO),
+            "run",
+            "nginx:gold",
+            "nginx:none",
+            f"instances={task['instance_id']}",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
     grade = lambda mode: json.loads(
-        (tmp_path / "results" / "default" / mode / task["instance_id"] / "grade.json").read_text())
+        (tmp_path / "results" / "default" / mode / task["instance_id"] / "grade.json").read_text()
+    )
     assert grade("gold")["status"] == "resolved"
     assert grade("none")["status"] == "unresolved"
     assert grade("none")["fail_to_pass"]["failed"] == task["fail_to_pass"]
@@ -49,45 +67,97 @@ def test_a_2017_task_with_1024_bit_certificates_runs_under_the_openssl_pin(tmp_p
     level nginx refused it at the base and the fix alike (gold graded env_error). Under the
     harness's OpenSSL configuration the task tells the fix from no fix."""
     iid = "nginx__nginx-fbe9759e4b8d"
-    env = dict(os.environ, NGINX_EVAL_CACHE=str(tmp_path / "cache"),
-               NGINX_EVAL_RESULTS=str(tmp_path / "results"))
-    subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), "run", "nginx:gold",
-                    "nginx:none", f"instances={iid}"], env=env, check=True,
-                   capture_output=True, timeout=900)
+    env = dict(
+        os.environ,
+        NGINX_EVAL_CACHE=str(tmp_path / "cache"),
+        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "doit",
+            "-f",
+            str(DODO),
+            "run",
+            "nginx:gold",
+            "nginx:none",
+            f"instances={iid}",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
     result = lambda mode, name: json.loads(
-        (tmp_path / "results" / "default" / mode / iid / name).read_text())
+        (tmp_path / "results" / "default" / mode / iid / name).read_text()
+    )
     assert result("gold", "grade.json")["status"] == "resolved"
     assert result("none", "grade.json")["status"] == "unresolved"
     assert result("none", "grade.json")["fail_to_pass"]["failed"] == [
-        "mail_pop3.t:8 auth capabilities"]
-    tap = (tmp_path / "results" / "default" / "gold" / iid / "tap" / "mail_capability.t.tap")
+        "mail_pop3.t:8 auth capabilities"
+    ]
+    tap = tmp_path / "results" / "default" / "gold" / iid / "tap" / "mail_capability.t.tap"
     assert "All tests successful" in tap.read_text()
     assert result("gold", "prove.json")["environment"]["OPENSSL_CONF"].endswith(
-        "nginx_eval/prove/openssl_tests.cnf")
+        "nginx_eval/prove/openssl_tests.cnf"
+    )
 
 
 def main_c_patch(base_commit, insertion):
     """A patch of src/core/nginx.c at `base_commit` that runs `insertion` in main() before
     ngx_time_init() (after -V and -v have answered)."""
     repo = URL.format(owner="nginx", name="nginx")
-    before = subprocess.run(["git", "--git-dir", repo, "show", f"{base_commit}:src/core/nginx.c"],
-                            capture_output=True, text=True, check=True).stdout
+    before = subprocess.run(
+        ["git", "--git-dir", repo, "show", f"{base_commit}:src/core/nginx.c"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     anchor = "    ngx_time_init();\n"
     assert anchor in before
     after = before.replace(anchor, insertion + anchor, 1)
-    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
-                                        "a/src/core/nginx.c", "b/src/core/nginx.c"))
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(True),
+            after.splitlines(True),
+            "a/src/core/nginx.c",
+            "b/src/core/nginx.c",
+        )
+    )
 
 
 def score_prediction(tmp_path, task, patch, run):
     preds = tmp_path / f"{run}.jsonl"
-    preds.write_text(json.dumps({"instance_id": task["instance_id"], "model_patch": patch,
-                                 "model_name_or_path": run}) + "\n")
-    env = dict(os.environ, NGINX_EVAL_CACHE=str(tmp_path / "cache"),
-               NGINX_EVAL_RESULTS=str(tmp_path / "results"))
-    subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), "run", "nginx:file",
-                    f"predictions={preds}", f"instances={task['instance_id']}", f"run={run}"],
-                   env=env, check=True, capture_output=True, timeout=900)
+    preds.write_text(
+        json.dumps(
+            {"instance_id": task["instance_id"], "model_patch": patch, "model_name_or_path": run}
+        )
+        + "\n"
+    )
+    env = dict(
+        os.environ,
+        NGINX_EVAL_CACHE=str(tmp_path / "cache"),
+        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "doit",
+            "-f",
+            str(DODO),
+            "run",
+            "nginx:file",
+            f"predictions={preds}",
+            f"instances={task['instance_id']}",
+            f"run={run}",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
     task_dir = tmp_path / "results" / run / "file" / task["instance_id"]
     return json.loads((task_dir / "grade.json").read_text()), task_dir
 
@@ -96,10 +166,14 @@ def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(tmp_pat
     tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
     task = next(t for t in tasks if t["instance_id"] == "nginx__nginx-f35475c083d4")
     # Started as a server, the patched nginx prints a pass for every fail_to_pass assertion.
-    lines = "".join(f'ok {i.split(":")[1].split(" ", 1)[0]} - {i.split(" ", 1)[1]}\\n'
-                    for i in task["fail_to_pass"])
-    spoof = main_c_patch(task["base_commit"],
-                         f'    if (!ngx_test_config) {{\n        ngx_write_stdout("{lines}");\n    }}\n\n')
+    lines = "".join(
+        f"ok {i.split(':')[1].split(' ', 1)[0]} - {i.split(' ', 1)[1]}\\n"
+        for i in task["fail_to_pass"]
+    )
+    spoof = main_c_patch(
+        task["base_commit"],
+        f'    if (!ngx_test_config) {{\n        ngx_write_stdout("{lines}");\n    }}\n\n',
+    )
     grade, task_dir = score_prediction(tmp_path, task, spoof, "spoof")
     assert grade["status"] == "unresolved"
     assert grade["fail_to_pass"]["failed"] == task["fail_to_pass"]
@@ -107,8 +181,9 @@ def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(tmp_pat
     assert "ok 1 - content range cleared - range request" in log
     # range_clearing.t says `$t->run()->plan(3)`: an nginx that does not start kills the file
     # before its plan, and the base build, which starts, puts the blame on the patch.
-    nostart = main_c_patch(task["base_commit"],
-                           "    if (!ngx_test_config) {\n        return 1;\n    }\n\n")
+    nostart = main_c_patch(
+        task["base_commit"], "    if (!ngx_test_config) {\n        return 1;\n    }\n\n"
+    )
     grade, _ = score_prediction(tmp_path, task, nostart, "nostart")
     assert grade["status"] == "unresolved" and grade["env_errors"] == []
     assert grade["file_failures"][0]["kind"] == "not_started"
@@ -118,19 +193,30 @@ def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(tmp_pat
 def file_patch(base_commit, path, edit):
     """A unified diff of `path` at `base_commit` changed by edit(text) -> text."""
     repo = URL.format(owner="nginx", name="nginx")
-    before = subprocess.run(["git", "--git-dir", repo, "show", f"{base_commit}:{path}"],
-                            capture_output=True, text=True, check=True).stdout
+    before = subprocess.run(
+        ["git", "--git-dir", repo, "show", f"{base_commit}:{path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     after = edit(before)
     assert after != before
-    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
-                                        f"a/{path}", f"b/{path}"))
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"
+        )
+    )
 
 
 def gold_plus(task, path, edit):
     """The task's fix, plus `edit` of another file."""
     repo = URL.format(owner="nginx", name="nginx")
-    gold = subprocess.run(["git", "--git-dir", repo, "diff", task["base_commit"],
-                           task["fix_commit"]], capture_output=True, text=True, check=True).stdout
+    gold = subprocess.run(
+        ["git", "--git-dir", repo, "diff", task["base_commit"], task["fix_commit"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return gold + file_patch(task["base_commit"], path, edit)
 
 
@@ -173,8 +259,11 @@ def test_the_fix_plus_gzip_switched_off_is_resolved_but_not_strict(tmp_path):
     gzip filter (gzip*.t) do."""
     task = range_task()
     # The header filter passes every response on untouched: gzip is off.
-    patch = gold_plus(task, GZIP, lambda text: text.replace(
-        "    if (!conf->enable\n", "    if (1 || !conf->enable\n", 1))
+    patch = gold_plus(
+        task,
+        GZIP,
+        lambda text: text.replace("    if (!conf->enable\n", "    if (1 || !conf->enable\n", 1),
+    )
     grade, strict = strict_prediction(tmp_path, task, patch, "nogzip")
     assert grade["resolved"] and grade["strict"] is False
     assert "gzip.t" in strict["files"] and strict["reference"] == "gold"
@@ -184,27 +273,53 @@ def test_the_fix_plus_gzip_switched_off_is_resolved_but_not_strict(tmp_path):
 
 def test_the_fix_plus_an_over_read_on_the_gzip_path_is_resolved_but_not_strict(tmp_path):
     task = range_task()
-    patch = gold_plus(task, GZIP, lambda text: text.replace(
-        "\nstatic ngx_int_t\nngx_http_gzip_header_filter(ngx_http_request_t *r)\n{",
-        OVER_READ, 1).replace(
-        "    if (!conf->enable\n", "    ngx_http_gzip_peek(r);\n\n    if (!conf->enable\n", 1))
+    patch = gold_plus(
+        task,
+        GZIP,
+        lambda text: text.replace(
+            "\nstatic ngx_int_t\nngx_http_gzip_header_filter(ngx_http_request_t *r)\n{",
+            OVER_READ,
+            1,
+        ).replace(
+            "    if (!conf->enable\n", "    ngx_http_gzip_peek(r);\n\n    if (!conf->enable\n", 1
+        ),
+    )
     grade, strict = strict_prediction(tmp_path, task, patch, "overread")
     assert grade["resolved"] and grade["strict"] is False and grade["regressions"] == []
     kinds = {(f["tool"], f["kind"], f["frame"].split(" ")[0]) for f in grade["sanitizer_findings"]}
     # The compiler inlines the static helper: its caller may be the first frame.
-    assert kinds & {("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_peek"),
-                    ("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_header_filter")}
+    assert kinds & {
+        ("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_peek"),
+        ("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_header_filter"),
+    }
 
 
 def test_gold_of_the_range_task_is_strict(tmp_path):
     task = range_task()
-    env = dict(os.environ, NGINX_EVAL_CACHE=str(tmp_path / "cache"),
-               NGINX_EVAL_RESULTS=str(tmp_path / "results"))
-    subprocess.run([sys.executable, "-m", "doit", "-f", str(DODO), "run", "nginx:gold",
-                    f"instances={task['instance_id']}"], env=env, check=True,
-                   capture_output=True, timeout=1800)
-    grade = json.loads((tmp_path / "results" / "default" / "gold" / task["instance_id"] /
-                        "grade.json").read_text())
+    env = dict(
+        os.environ,
+        NGINX_EVAL_CACHE=str(tmp_path / "cache"),
+        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "doit",
+            "-f",
+            str(DODO),
+            "run",
+            "nginx:gold",
+            f"instances={task['instance_id']}",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=1800,
+    )
+    grade = json.loads(
+        (tmp_path / "results" / "default" / "gold" / task["instance_id"] / "grade.json").read_text()
+    )
     assert (grade["resolved"], grade["strict"], grade["strict_reason"]) == (True, True, "")
 
 
@@ -236,10 +351,12 @@ KILL_PROVE = """    if (!ngx_test_config) {
 
 def test_an_nginx_that_kills_prove_is_the_patchs_fault(tmp_path):
     task = range_task()
-    grade, _ = score_prediction(tmp_path, task, main_c_patch(task["base_commit"], KILL_PROVE),
-                                "killer")
+    grade, _ = score_prediction(
+        tmp_path, task, main_c_patch(task["base_commit"], KILL_PROVE), "killer"
+    )
     assert grade["status"] == "unresolved" and grade["env_errors"] == []
     (failure,) = grade["file_failures"]
     assert (failure["file"], failure["kind"]) == ("range_clearing.t", "killed")
-    assert failure["reason"] == ("prove was killed by signal 9; the base build runs the file to "
-                                 "its end")
+    assert failure["reason"] == (
+        "prove was killed by signal 9; the base build runs the file to its end"
+    )

@@ -9,8 +9,8 @@ import stat
 import statistics
 
 import pytest
-
 from conftest import SOURCE_ROOT, Project, section, table_row
+
 from nginx_eval.report import stats
 
 RUN = "rep"
@@ -19,8 +19,6 @@ RUN = "rep"
 def rows(project, mode, run=RUN):
     path = project.results / run / mode / "results.jsonl"
     return {r["instance_id"]: r for r in map(json.loads, path.read_text().splitlines())}
-
-
 
 
 def png_width(path):
@@ -34,11 +32,23 @@ def predictions_file(project, tmp_path):
     gold = (project.results / RUN / "gold" / bench[0]["instance_id"] / "model.patch").read_text()
     path = tmp_path / "preds.jsonl"
     path.write_text(
-        json.dumps({"instance_id": bench[0]["instance_id"], "model_patch": gold,
-                    "model_name_or_path": "elsewhere"}) + "\n" +
-        json.dumps({"instance_id": bench[1]["instance_id"],
-                    "model_patch": "--- a/nope.c\n+++ b/nope.c\n@@ -1 +1 @@\n-x\n+y\n",
-                    "model_name_or_path": "elsewhere"}) + "\n")
+        json.dumps(
+            {
+                "instance_id": bench[0]["instance_id"],
+                "model_patch": gold,
+                "model_name_or_path": "elsewhere",
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "instance_id": bench[1]["instance_id"],
+                "model_patch": "--- a/nope.c\n+++ b/nope.c\n@@ -1 +1 @@\n-x\n+y\n",
+                "model_name_or_path": "elsewhere",
+            }
+        )
+        + "\n"
+    )
     return path
 
 
@@ -63,7 +73,7 @@ def test_report_of_four_modes_matches_the_result_files(project, tmp_path):
     assert sha[:16] in md and report["benchmark_sha256"] == sha
     for what in ("harness | nginx-eval", "compiler |", "Perl |", "OpenSSL |", "`acme/tiny`"):
         assert what in md
-    assert "fake-1" in md and "fake_agent.py" in md          # model and command of the mode
+    assert "fake-1" in md and "fake_agent.py" in md  # model and command of the mode
 
     outcomes = {}
     for mode in modes:
@@ -74,25 +84,33 @@ def test_report_of_four_modes_matches_the_result_files(project, tmp_path):
             grade = json.loads((run_dir / mode / iid / "grade.json").read_text())
             agent = run_dir / mode / iid / "agent.json"
             agent_status = json.loads(agent.read_text())["status"] if agent.exists() else None
-            expected[iid] = ("resolved" if grade["resolved"] else
-                             "timeout" if agent_status == "timeout" else grade["status"])
+            expected[iid] = (
+                "resolved"
+                if grade["resolved"]
+                else "timeout"
+                if agent_status == "timeout"
+                else grade["status"]
+            )
         outcomes[mode] = expected
         # report.json: SWE-bench shaped id lists equal what the grades say
         rep = report["modes"][mode]
         assert rep["outcomes"] == expected
         assert rep["resolved_ids"] == sorted(i for i, o in expected.items() if o == "resolved")
-        assert rep["error_ids"] == sorted(i for i, o in expected.items()
-                                          if o in ("patch_failed", "env_error"))
+        assert rep["error_ids"] == sorted(
+            i for i, o in expected.items() if o in ("patch_failed", "env_error")
+        )
         assert rep["submitted_instances"] == rep["total_instances"] == len(ids)
-        assert rep["resolved_instances"] + rep["unresolved_instances"] + rep["error_instances"] \
-            == len(ids)
+        assert rep["resolved_instances"] + rep["unresolved_instances"] + rep[
+            "error_instances"
+        ] == len(ids)
 
         # summary table: count (rate) for each outcome
         summary = table_row(section(md, "Summary"), f"`{mode}`")
         resolved = sum(1 for o in expected.values() if o == "resolved")
         assert summary[0] == f"{resolved} ({100 * resolved / len(ids):.1f}%)"
-        for col, outcome in enumerate(("resolved", "partially_resolved", "unresolved",
-                                       "compile_failed", "patch_failed")):
+        for col, outcome in enumerate(
+            ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed")
+        ):
             n = sum(1 for o in expected.values() if o == outcome)
             assert summary[col].startswith(f"{n} ("), (mode, outcome, summary)
 
@@ -112,8 +130,7 @@ def test_report_of_four_modes_matches_the_result_files(project, tmp_path):
 
     # per-task matrix, with links to each cell's grade
     matrix = section(md, "Per task")
-    codes = {"resolved": "PASS", "unresolved": "FAIL", "compile_failed": "CF",
-             "patch_failed": "PF"}
+    codes = {"resolved": "PASS", "unresolved": "FAIL", "compile_failed": "CF", "patch_failed": "PF"}
     for iid in ids:
         cells = table_row(matrix, iid)
         assert cells == [f"[{codes[outcomes[m][iid]]}]({m}/{iid}/grade.json)" for m in modes]
@@ -128,7 +145,7 @@ def test_report_of_four_modes_matches_the_result_files(project, tmp_path):
     assert timing[1] == f"{sum(a['wall_seconds'] for a in agents):,.1f} s"
     assert timing[3] == f"{statistics.median(a['wall_seconds'] for a in agents):,.1f} s"
     assert timing[4] == f"${cost:,.2f}"
-    assert timing[5] == f"${cost / 1:,.2f}"                  # one task resolved
+    assert timing[5] == f"${cost / 1:,.2f}"  # one task resolved
     assert timing[6] == f"{sum(a['tokens']['input'] for a in agents):,}"
     assert table_row(section(md, "Time and cost"), "`gold`")[4] == "—"
 
@@ -184,12 +201,30 @@ def test_repeats_show_mean_spread_and_pass_at_k(project):
     resolved_by = {"fake": {ids[0]}, "fake-r2": set(ids), "fake-r3": set()}
     for mode, resolved in resolved_by.items():
         (run_dir / mode).mkdir(parents=True)
-        (run_dir / mode / "results.jsonl").write_text("".join(json.dumps({
-            "instance_id": i, "mode": mode, "status": "resolved" if i in resolved else "unresolved",
-            "resolved": i in resolved, "agent_status": "completed", "agent_seconds": 10.0,
-            "cost_usd": 1.0, "tokens": {"input": 1, "output": 1}, "env_errors": [],
-            "patch": {"files": ["src/core/calc.c"], "lines_added": 1, "lines_removed": 1}})
-            + "\n" for i in ids))
+        (run_dir / mode / "results.jsonl").write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "instance_id": i,
+                        "mode": mode,
+                        "status": "resolved" if i in resolved else "unresolved",
+                        "resolved": i in resolved,
+                        "agent_status": "completed",
+                        "agent_seconds": 10.0,
+                        "cost_usd": 1.0,
+                        "tokens": {"input": 1, "output": 1},
+                        "env_errors": [],
+                        "patch": {
+                            "files": ["src/core/calc.c"],
+                            "lines_added": 1,
+                            "lines_removed": 1,
+                        },
+                    }
+                )
+                + "\n"
+                for i in ids
+            )
+        )
     _, executed = project.doit("run", "report", f"run={RUN}")
     # and the pages of the site that show what changed (test_site.py)
     assert [t for t in executed if not t.startswith("site:")] == ["report:markdown"]
@@ -214,13 +249,20 @@ def test_repeats_show_mean_spread_and_pass_at_k(project):
 VERSIONS = {"fake": "2.1.330 (Claude Code)", "fake2": "2.1.331 (Claude Code)"}
 # (mode, task) -> the agent.json a real run that did not finish leaves (issue 14's contract).
 UNFINISHED = {
-    ("fake", "tiny-mul"): {"status": "infra_error",
-                           "error": "phase solve: API error 500 (api_error) on 3 attempts",
-                           "attempts": [{"status": "infra_error", "error": "API error 500",
-                                         "cost_usd": 0.01}] * 3},
-    ("fake2", "tiny-add"): {"status": "not_run", "cost_usd": None, "tokens": None,
-                            "agent_version": None, "trajectory": None, "phases": [],
-                            "error": "the run's budget (max_cost=0.30) was spent: $0.50"},
+    ("fake", "tiny-mul"): {
+        "status": "infra_error",
+        "error": "phase solve: API error 500 (api_error) on 3 attempts",
+        "attempts": [{"status": "infra_error", "error": "API error 500", "cost_usd": 0.01}] * 3,
+    },
+    ("fake2", "tiny-add"): {
+        "status": "not_run",
+        "cost_usd": None,
+        "tokens": None,
+        "agent_version": None,
+        "trajectory": None,
+        "phases": [],
+        "error": "the run's budget (max_cost=0.30) was spent: $0.50",
+    },
 }
 
 
@@ -230,6 +272,7 @@ def finish_differently(project, layout, tasks):
     (patch, grade, results: their own functions, on the files on disk)."""
     from nginx_eval import grade, patch, results
     from nginx_eval.run.modes import load_modes
+
     modes = load_modes(project.root / "modes.toml")
     for mode in ("fake", "fake2"):
         for iid in tasks:
@@ -245,14 +288,14 @@ def finish_differently(project, layout, tasks):
 
 
 def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):
-    from nginx_eval.run.benchmark import load_benchmark
     from nginx_eval.core.layout import Layout
+    from nginx_eval.run.benchmark import load_benchmark
+
     modes_toml = project.root / "modes.toml"
     text = modes_toml.read_text()
     modes_toml.write_text(text + text.replace("modes.fake", "modes.fake2"))
     project.doit("run", "tiny", f"run={RUN}")
-    layout = Layout(root=project.root, cache=project.cache, results_root=project.results,
-                    run=RUN)
+    layout = Layout(root=project.root, cache=project.cache, results_root=project.results, run=RUN)
     tasks = {t.instance_id: t for t in load_benchmark(project.root / "tasks/tiny.json").tasks}
     finish_differently(project, layout, tasks)
     _, executed = project.doit("run", "report", f"run={RUN}")
@@ -267,8 +310,12 @@ def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):
     assert fake["tiny-add"]["outcome"] == fake2["tiny-mul"]["outcome"] == "resolved"
     assert fake["tiny-add"]["agent_version"] == VERSIONS["fake"]
     assert fake["tiny-add"]["trajectory"] == "agent/trajectory.md"
-    assert fake["tiny-add"]["tokens"] == {"input": 1000, "output": 200, "cache_read": 50,
-                                          "cache_creation": 10}
+    assert fake["tiny-add"]["tokens"] == {
+        "input": 1000,
+        "output": 200,
+        "cache_read": 50,
+        "cache_creation": 10,
+    }
     assert project.read("fake", "tiny-mul", "patch.json", RUN)["files"] == []
 
     # report.json: out of the denominator, counted apart, among SWE-bench's error ids
@@ -280,7 +327,8 @@ def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):
         assert (m[f"{other}_instances"], m[f"{other}_ids"]) == (0, [])
         assert m["outcome_counts"][kind] == 1 and m["outcomes"][gone] == kind
         assert m["resolved_rate"] == 1.0 and m["resolved_interval"] == [
-            round(v, 4) for v in stats.wilson(1, 1)]
+            round(v, 4) for v in stats.wilson(1, 1)
+        ]
         assert gone in m["error_ids"] and gone not in m["empty_patch_ids"]
         assert m["resolved_instances"] + m["unresolved_instances"] + m["error_instances"] == 2
         assert m["agent_versions"] == [VERSIONS[mode]]
@@ -297,8 +345,10 @@ def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):
     md = (project.results / RUN / "report.md").read_text()
     assert "| agent CLI | 2.1.330 (Claude Code) (fake); 2.1.331 (Claude Code) (fake2) |" in md
     summary = section(md, "Summary")
-    assert "| mode | resolved | partially resolved | unresolved | compile failed | patch failed " \
-           "| timeout | agent error | env error | not scored | resolved, 95% CI |" in summary
+    assert (
+        "| mode | resolved | partially resolved | unresolved | compile failed | patch failed "
+        "| timeout | agent error | env error | not scored | resolved, 95% CI |" in summary
+    )
     assert table_row(summary, "`fake`")[0] == "1 (100.0%)"
     assert table_row(summary, "`fake`")[8] == "1 infra error"
     assert table_row(summary, "`fake2`")[8] == "1 left by the budget"
@@ -307,20 +357,27 @@ def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):
     assert "`INFRA` infra error (not scored) · `BUDGET` left by the budget (not scored)" in matrix
     assert table_row(matrix, "tiny-mul")[2:] == [
         "[INFRA](fake/tiny-mul/grade.json) · [trajectory](fake/tiny-mul/agent/trajectory.md)",
-        "[PASS](fake2/tiny-mul/grade.json) · [trajectory](fake2/tiny-mul/agent/trajectory.md)"]
-    assert table_row(matrix, "tiny-add")[:2] == ["[PASS](gold/tiny-add/grade.json)",
-                                                 "[FAIL](none/tiny-add/grade.json)"]
+        "[PASS](fake2/tiny-mul/grade.json) · [trajectory](fake2/tiny-mul/agent/trajectory.md)",
+    ]
+    assert table_row(matrix, "tiny-add")[:2] == [
+        "[PASS](gold/tiny-add/grade.json)",
+        "[FAIL](none/tiny-add/grade.json)",
+    ]
     timing = section(md, "Time and cost")
     assert "| input tokens | cache read | cache write | output tokens |" in timing
     agents = [json.loads(layout.agent_json("fake", i).read_text()) for i in tasks]
     assert table_row(timing, "`fake`")[6:10] == [
         f"{sum(a['tokens'][k] for a in agents):,}"
-        for k in ("input", "cache_read", "cache_creation", "output")]
+        for k in ("input", "cache_read", "cache_creation", "output")
+    ]
     warnings = section(md, "Warnings")
-    assert (f"- fake / tiny-mul: infra error, not scored: "
-            f"{UNFINISHED[('fake', 'tiny-mul')]['error']}") in warnings
-    assert ("- mode fake2: 1 of 2 tasks left by the budget (max_cost), not scored (tiny-add)"
-            in warnings)
+    assert (
+        f"- fake / tiny-mul: infra error, not scored: {UNFINISHED[('fake', 'tiny-mul')]['error']}"
+    ) in warnings
+    assert (
+        "- mode fake2: 1 of 2 tasks left by the budget (max_cost), not scored (tiny-add)"
+        in warnings
+    )
 
 
 def test_a_run_without_agents_shows_none_of_the_agent_columns(project):
@@ -331,15 +388,26 @@ def test_a_run_without_agents_shows_none_of_the_agent_columns(project):
     md = (project.results / RUN / "report.md").read_text()
     for absent in ("agent CLI", "not scored", "cache read", "trajectory", "INFRA", "BUDGET"):
         assert absent not in md, absent
-    assert "| mode | resolved | partially resolved | unresolved | compile failed | patch failed " \
-           "| timeout | agent error | env error | resolved, 95% CI |" in section(md, "Summary")
-    assert ("| mode | tasks timed | total | mean | median | cost | cost per resolved | input "
-            "tokens | output tokens | speed vs `none` |") in section(md, "Time and cost")
+    assert (
+        "| mode | resolved | partially resolved | unresolved | compile failed | patch failed "
+        "| timeout | agent error | env error | resolved, 95% CI |" in section(md, "Summary")
+    )
+    assert (
+        "| mode | tasks timed | total | mean | median | cost | cost per resolved | input "
+        "tokens | output tokens | speed vs `none` |"
+    ) in section(md, "Time and cost")
     report = json.loads((project.results / RUN / "report.json").read_text())
     for mode in report["modes"].values():
         assert set(mode["outcome_counts"]) == {
-            "resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
-            "timeout", "agent_error", "env_error"}
+            "resolved",
+            "partially_resolved",
+            "unresolved",
+            "compile_failed",
+            "patch_failed",
+            "timeout",
+            "agent_error",
+            "env_error",
+        }
         assert not {"scored_instances", "agent_versions", "infra_error_ids"} & set(mode)
     # No arm has a cost per resolved task: the chart leaves out that panel, the rate's alone.
     assert png_width(project.results / RUN / "report-chart.png") == 450
@@ -356,12 +424,30 @@ def test_a_repeat_that_ended_in_an_infra_error_is_left_out_of_its_family(project
     resolved_by = {"fake": {ids[0]}, "fake-r2": {ids[1]}, "fake-r3": set()}
     for mode, resolved in resolved_by.items():
         (run_dir / mode).mkdir(parents=True)
-        (run_dir / mode / "results.jsonl").write_text("".join(json.dumps({
-            "instance_id": i, "mode": mode, "status": "resolved" if i in resolved else "unresolved",
-            "resolved": i in resolved, "env_errors": [], "agent_seconds": 10.0,
-            "agent_status": "infra_error" if (mode, i) == ("fake-r2", ids[0]) else "completed",
-            "patch": {"files": ["src/core/calc.c"], "lines_added": 1, "lines_removed": 1}})
-            + "\n" for i in ids))
+        (run_dir / mode / "results.jsonl").write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "instance_id": i,
+                        "mode": mode,
+                        "status": "resolved" if i in resolved else "unresolved",
+                        "resolved": i in resolved,
+                        "env_errors": [],
+                        "agent_seconds": 10.0,
+                        "agent_status": "infra_error"
+                        if (mode, i) == ("fake-r2", ids[0])
+                        else "completed",
+                        "patch": {
+                            "files": ["src/core/calc.c"],
+                            "lines_added": 1,
+                            "lines_removed": 1,
+                        },
+                    }
+                )
+                + "\n"
+                for i in ids
+            )
+        )
     project.doit("run", "report", f"run={RUN}")
     report = json.loads((run_dir / "report.json").read_text())
     family = report["families"]["fake"]
@@ -375,12 +461,16 @@ def test_a_repeat_that_ended_in_an_infra_error_is_left_out_of_its_family(project
 def test_results_graded_under_two_benchmark_versions_are_said_in_the_header_and_warnings(project):
     bench = project.benchmark()
     ids = [t["instance_id"] for t in bench["tasks"]]
-    entry = lambda version, date, changes: {"version": version, "date": date,
-                                            "tasks": len(ids), "changes": changes}
+    entry = lambda version, date, changes: {
+        "version": version,
+        "date": date,
+        "tasks": len(ids),
+        "changes": changes,
+    }
     bench.update(version="1.0", changelog=[entry("1.0", "2026-11-20", "first")])
     project.write_benchmark(bench)
     project.doit("run", "tiny:gold", "run=ver")
-    project.doit("run", "tiny:gold", "run=old")     # a run left at 1.0, compared at the end
+    project.doit("run", "tiny:gold", "run=old")  # a run left at 1.0, compared at the end
     run_dir = project.results / "ver"
     assert json.loads((run_dir / "run.json").read_text())["benchmark_version"] == "1.0"
     assert project.read("gold", ids[0], "grade.json", run="ver")["benchmark_version"] == "1.0"
@@ -390,29 +480,39 @@ def test_results_graded_under_two_benchmark_versions_are_said_in_the_header_and_
 
     # A new version (a statement made clearer: MAJOR), graded for one mode only.
     bench["tasks"][0]["problem_statement"] += " It happens on every request."
-    bench.update(version="2.0", changelog=[entry("2.0", "2026-11-21", "statement of the first "
-                                                 "task made clearer")] + bench["changelog"])
+    bench.update(
+        version="2.0",
+        changelog=[entry("2.0", "2026-11-21", "statement of the first task made clearer")]
+        + bench["changelog"],
+    )
     project.write_benchmark(bench)
     project.doit("run", "tiny:none", "run=ver")
     assert json.loads((run_dir / "run.json").read_text())["benchmark_version"] == "2.0"
     md = (run_dir / "report.md").read_text()
-    assert ("| benchmark | `tasks/tiny.json` version 2.0 (2 tasks), sha256 " in md
-            and "; **results graded under version 1.0, version 2.0** (see Warnings) |" in md)
-    warning = (f"- results graded under 2 versions of the benchmark: version 1.0 (gold: 2 tasks); "
-               f"version 2.0 (none: 2 tasks); the task file is now version 2.0 (its changelog: "
-               f"`tasks/tiny.json`): they are not results of one benchmark; run the modes again "
-               f"to grade every task under version 2.0")
+    assert (
+        "| benchmark | `tasks/tiny.json` version 2.0 (2 tasks), sha256 " in md
+        and "; **results graded under version 1.0, version 2.0** (see Warnings) |" in md
+    )
+    warning = (
+        "- results graded under 2 versions of the benchmark: version 1.0 (gold: 2 tasks); "
+        "version 2.0 (none: 2 tasks); the task file is now version 2.0 (its changelog: "
+        "`tasks/tiny.json`): they are not results of one benchmark; run the modes again "
+        "to grade every task under version 2.0"
+    )
     assert warning in section(md, "Warnings").splitlines()
     report = json.loads((run_dir / "report.json").read_text())
     assert report["benchmark_version"] == "2.0"
-    assert report["result_versions"] == [{"version": "1.0", "modes": {"gold": 2}},
-                                         {"version": "2.0", "modes": {"none": 2}}]
+    assert report["result_versions"] == [
+        {"version": "1.0", "modes": {"gold": 2}},
+        {"version": "2.0", "modes": {"none": 2}},
+    ]
     assert rows(project, "gold", run="ver")[ids[0]]["benchmark_version"] == "1.0"
 
     # gold again: a new version grades again, and nothing before the grade runs again.
     _, executed = project.doit("run", "tiny:gold", "run=ver")
     assert sorted(t for t in executed if t.startswith("grade:")) == sorted(
-        f"grade:tiny/gold/{i}" for i in ids)
+        f"grade:tiny/gold/{i}" for i in ids
+    )
     assert not [t for t in executed if t.startswith(("prove:", "build:", "patch:"))]
     md = (run_dir / "report.md").read_text()
     assert "results graded under" not in md and "version 2.0 (2 tasks)" in md
@@ -421,42 +521,57 @@ def test_results_graded_under_two_benchmark_versions_are_said_in_the_header_and_
     project.doit("run", "report", "run=ver", "compare=old")
     compared = json.loads((run_dir / "compare-old.json").read_text())
     assert compared["benchmark_version"] == {"ver": "2.0", "old": "1.0"}
-    assert ("| benchmark | tiny version 2.0 (**another benchmark version in `old`: 1.0**; see "
-            "the task file's changelog) (**the task file changed between the runs**"
-            in (run_dir / "compare-old.md").read_text())
+    assert (
+        "| benchmark | tiny version 2.0 (**another benchmark version in `old`: 1.0**; see "
+        "the task file's changelog) (**the task file changed between the runs**"
+        in (run_dir / "compare-old.md").read_text()
+    )
 
 
 def test_a_version_warning_for_results_of_another_version_than_the_file(tmp_path):
-    from nginx_eval.run.benchmark import Benchmark
     from nginx_eval.core.layout import Layout
     from nginx_eval.report.data import _version_warnings, result_versions
+    from nginx_eval.run.benchmark import Benchmark
+
     layout = Layout(root=tmp_path, cache=tmp_path / "c", results_root=tmp_path / "r")
-    bench = Benchmark(name="b", path=tmp_path / "tasks" / "b.json", tasks=(), digest="0",
-                      version="1.3")
+    bench = Benchmark(
+        name="b", path=tmp_path / "tasks" / "b.json", tasks=(), digest="0", version="1.3"
+    )
     rows_of = lambda v: {"gold": {"t-1": {"benchmark_version": v}, "t-2": {}}}
     versions = result_versions(rows_of("1.2"))
-    assert versions == [{"version": None, "modes": {"gold": 1}},
-                        {"version": "1.2", "modes": {"gold": 1}}]
+    assert versions == [
+        {"version": None, "modes": {"gold": 1}},
+        {"version": "1.2", "modes": {"gold": 1}},
+    ]
     assert _version_warnings(versions, bench, layout)[0].startswith(
         "results graded under 2 versions of the benchmark: an unversioned task file (gold: 1 "
         "task); "
-        "version 1.2 (gold: 1 task); the task file is now version 1.3")
+        "version 1.2 (gold: 1 task); the task file is now version 1.3"
+    )
     one = result_versions({"gold": {"t-1": {"benchmark_version": "1.2"}}})
     assert _version_warnings(one, bench, layout) == [
         "results graded under version 1.2 (gold: 1 task); the task file is now version 1.3 (its "
         "changelog: `tasks/b.json`): they are not results of one benchmark; run the modes again "
-        "to grade every task under version 1.3"]
-    assert _version_warnings(result_versions({"gold": {"t-1": {"benchmark_version": "1.3"}}}),
-                             bench, layout) == []
+        "to grade every task under version 1.3"
+    ]
+    assert (
+        _version_warnings(
+            result_versions({"gold": {"t-1": {"benchmark_version": "1.3"}}}), bench, layout
+        )
+        == []
+    )
     # Versions sort as numbers: 1.10 is after 1.9.
-    assert [v["version"] for v in result_versions(
-        {"a": {"x": {"benchmark_version": "1.10"}}, "b": {"y": {"benchmark_version": "1.9"}}})] \
-        == ["1.9", "1.10"]
+    assert [
+        v["version"]
+        for v in result_versions(
+            {"a": {"x": {"benchmark_version": "1.10"}}, "b": {"y": {"benchmark_version": "1.9"}}}
+        )
+    ] == ["1.9", "1.10"]
 
 
 # -- issue 37: what a newcomer sees must be true --------------------------------------------------
 
-UMASK = 0o002           # not the usual 022: the files' bits must come from it, not be fixed
+UMASK = 0o002  # not the usual 022: the files' bits must come from it, not be fixed
 
 
 @pytest.fixture(scope="module")
@@ -476,14 +591,26 @@ def gold_none(tmp_path_factory):
 def test_result_files_follow_the_umask_as_the_sites_pages_do(gold_none):
     run_dir = gold_none.results / RUN
     want = 0o666 & ~UMASK
-    files = [run_dir / name for name in ("report.md", "report.json", "report-chart.png",
-                                         "run.json", "site/index.html", "site/site.css")]
+    files = [
+        run_dir / name
+        for name in (
+            "report.md",
+            "report.json",
+            "report-chart.png",
+            "run.json",
+            "site/index.html",
+            "site/site.css",
+        )
+    ]
     files += [run_dir / "gold" / name for name in ("results.jsonl", "predictions.jsonl")]
-    files += [run_dir / "gold" / "tiny-add" / name for name in (
-        "grade.json", "prove.json", "build.json", "patch.json", "model.patch")]
+    files += [
+        run_dir / "gold" / "tiny-add" / name
+        for name in ("grade.json", "prove.json", "build.json", "patch.json", "model.patch")
+    ]
     files += [run_dir / "site" / "gold" / "tiny-add.html"]
-    assert {str(f.relative_to(run_dir)): oct(stat.S_IMODE(f.stat().st_mode)) for f in files} \
-        == {str(f.relative_to(run_dir)): oct(want) for f in files}
+    assert {str(f.relative_to(run_dir)): oct(stat.S_IMODE(f.stat().st_mode)) for f in files} == {
+        str(f.relative_to(run_dir)): oct(want) for f in files
+    }
 
 
 @pytest.mark.e2e
@@ -500,7 +627,8 @@ def test_every_sentence_of_a_gold_and_none_report_is_true_of_its_data(gold_none)
     assert "disagrees on any task" not in power
     assert power.strip().splitlines()[0] == (
         "No comparison of this run detects a difference with 80% power at a two-sided 5% "
-        "level: `gold` and `none` disagree on 2 of 2 tasks, too few.")
+        "level: `gold` and `none` disagree on 2 of 2 tasks, too few."
+    )
     assert "`doit run power run=rep detect=10` says how many tasks" in power
     proc, _ = gold_none.doit("run", "power", f"run={RUN}", "detect=10")
     assert "gold vs none: they disagree on 2 of 2 tasks" in proc.stdout
@@ -513,23 +641,33 @@ def test_every_sentence_of_a_gold_and_none_report_is_true_of_its_data(gold_none)
     assert "strict" not in section(md, "Summary") and "## Strict" not in md
     assert report["modes"]["none"]["strict_rate"] is None
     # What the cells link to, and which tasks the run has.
-    assert ("the build log and TAP output are next to it." in section(md, "Per task"))
+    assert "the build log and TAP output are next to it." in section(md, "Per task")
     assert "written for this benchmark" not in section(md, "Breakdowns")
-    assert ('"Resolved, 95% CI" is the\nresolved rate\'s interval' in section(md, "Summary"))
+    assert '"Resolved, 95% CI" is the\nresolved rate\'s interval' in section(md, "Summary")
 
 
 def test_a_mode_that_scored_no_task_has_no_rate(project):
     """Every agent run of fake ends in an infra error: "0 of 0" and "0.0%" are no figures."""
-    proc, _ = project.doit("run", "tiny:fake", "agent_retries=0", f"run={RUN}", check=False,
-                           env={"FAKE_AGENT": "api-error"})
-    assert proc.stderr.splitlines()[-1].endswith("ended in infra_error (see the agent lines "
-                                                 "above): nothing was measured")
-    summary = proc.stdout[proc.stdout.index(f"nginx-eval: run {RUN}, 2 tasks:"):].splitlines()
+    proc, _ = project.doit(
+        "run",
+        "tiny:fake",
+        "agent_retries=0",
+        f"run={RUN}",
+        check=False,
+        env={"FAKE_AGENT": "api-error"},
+    )
+    assert proc.stderr.splitlines()[-1].endswith(
+        "ended in infra_error (see the agent lines above): nothing was measured"
+    )
+    summary = proc.stdout[proc.stdout.index(f"nginx-eval: run {RUN}, 2 tasks:") :].splitlines()
     assert re.fullmatch(r"  fake\s+—\s+—\s+—\s+2 infra error", summary[2]), summary
     report = json.loads((project.results / RUN / "report.json").read_text())
     fake = report["modes"]["fake"]
-    assert (fake["scored_instances"], fake["resolved_rate"], fake["resolved_interval"]) == \
-        (0, None, None)
+    assert (fake["scored_instances"], fake["resolved_rate"], fake["resolved_interval"]) == (
+        0,
+        None,
+        None,
+    )
     md = (project.results / RUN / "report.md").read_text()
     row = table_row(section(md, "Summary"), "`fake`")
     assert row[:8] == ["0 (—)"] * 8 and row[8:] == ["2 infra errors", "—"]
@@ -541,12 +679,29 @@ def write_rows(project, rows_by_mode, run=RUN):
     """results.jsonl of each mode, as results.py writes its rows (the fields the report reads)."""
     for mode, rows in rows_by_mode.items():
         (project.results / run / mode).mkdir(parents=True, exist_ok=True)
-        (project.results / run / mode / "results.jsonl").write_text("".join(json.dumps(dict({
-            "mode": mode, "env_errors": [], "agent_seconds": 30.0, "cost_usd": None,
-            "isolation": "srt", "contaminated": False, "strict": False,
-            "strict_reason": "not resolved", "agent_status": "completed",
-            "patch": {"files": [], "lines_added": 0, "lines_removed": 0}}, **r)) + "\n"
-            for r in rows))
+        (project.results / run / mode / "results.jsonl").write_text(
+            "".join(
+                json.dumps(
+                    dict(
+                        {
+                            "mode": mode,
+                            "env_errors": [],
+                            "agent_seconds": 30.0,
+                            "cost_usd": None,
+                            "isolation": "srt",
+                            "contaminated": False,
+                            "strict": False,
+                            "strict_reason": "not resolved",
+                            "agent_status": "completed",
+                            "patch": {"files": [], "lines_added": 0, "lines_removed": 0},
+                        },
+                        **r,
+                    )
+                )
+                + "\n"
+                for r in rows
+            )
+        )
 
 
 def test_sentences_that_would_be_false_of_these_result_files(project):
@@ -555,29 +710,58 @@ def test_sentences_that_would_be_false_of_these_result_files(project):
     below was false of such a run."""
     modes_toml = project.root / "modes.toml"
     text = modes_toml.read_text().replace('isolation = "none"\n', "")
-    modes_toml.write_text(text.replace('model = "fake-1"', 'model = "fake-1"\nallow_hosts = '
-                                       '["example.org"]') + text.replace("modes.fake",
-                                                                         "modes.fake2"))
-    write_rows(project, {
-        "fake": [{"instance_id": "tiny-add", "status": "resolved", "resolved": True,
-                  "contaminated": True, "strict": None, "strict_reason": "no strict record"},
-                 {"instance_id": "tiny-mul", "status": "infra_error", "resolved": False,
-                  "agent_status": "infra_error", "agent_error": "phase solve: API error 500",
-                  "strict": None, "strict_reason": "not scored: the API or the network failed"}],
-        "fake2": [{"instance_id": "tiny-add", "status": "unresolved", "resolved": False},
-                  {"instance_id": "tiny-mul", "status": "unresolved", "resolved": False,
-                   "contaminated": True}]})
+    modes_toml.write_text(
+        text.replace('model = "fake-1"', 'model = "fake-1"\nallow_hosts = ["example.org"]')
+        + text.replace("modes.fake", "modes.fake2")
+    )
+    write_rows(
+        project,
+        {
+            "fake": [
+                {
+                    "instance_id": "tiny-add",
+                    "status": "resolved",
+                    "resolved": True,
+                    "contaminated": True,
+                    "strict": None,
+                    "strict_reason": "no strict record",
+                },
+                {
+                    "instance_id": "tiny-mul",
+                    "status": "infra_error",
+                    "resolved": False,
+                    "agent_status": "infra_error",
+                    "agent_error": "phase solve: API error 500",
+                    "strict": None,
+                    "strict_reason": "not scored: the API or the network failed",
+                },
+            ],
+            "fake2": [
+                {"instance_id": "tiny-add", "status": "unresolved", "resolved": False},
+                {
+                    "instance_id": "tiny-mul",
+                    "status": "unresolved",
+                    "resolved": False,
+                    "contaminated": True,
+                },
+            ],
+        },
+    )
     project.doit("run", "report", f"run={RUN}")
     md = (project.results / RUN / "report.md").read_text()
     # The header: the host fake may reach besides the model API.
-    assert ("| isolation | every agent isolated (srt: network only to the model API, and to the "
-            "hosts its mode allows: `fake` example.org; no web tools) |") in md
+    assert (
+        "| isolation | every agent isolated (srt: network only to the model API, and to the "
+        "hosts its mode allows: `fake` example.org; no web tools) |"
+    ) in md
     # Not scored: the kinds this run has, and only the infra error runs again.
     summary = section(md, "Summary")
-    assert (" less those\nin \"not scored\", whose agent run ended in an infra error (the API or "
-            "the network failed, after every retry) or was contaminated (the fix reached the "
-            "agent); they count in no rate, interval or comparison, and the next `doit run` "
-            "runs the infra errors again)") in summary
+    assert (
+        ' less those\nin "not scored", whose agent run ended in an infra error (the API or '
+        "the network failed, after every retry) or was contaminated (the fix reached the "
+        "agent); they count in no rate, interval or comparison, and the next `doit run` "
+        "runs the infra errors again)"
+    ) in summary
     assert "budget" not in summary
     # The last column is the strict rate's, not the resolved rate's.
     assert summary.splitlines()[5].endswith("| resolved, 95% CI | strict, 95% CI |")
@@ -586,8 +770,9 @@ def test_sentences_that_would_be_false_of_these_result_files(project):
     # Two modes, and nothing to compare: not "one mode".
     comparisons = section(md, "Paired comparisons")
     assert "One mode" not in comparisons
-    assert comparisons.strip() == ("No two modes have a scored result for the same task: "
-                                   "nothing to compare.")
+    assert comparisons.strip() == (
+        "No two modes have a scored result for the same task: nothing to compare."
+    )
     assert section(md, "Power").strip() == "Power needs two modes on the same tasks."
     # Agent time but no cost: the figure shows time alone, and says so.
     assert "![Agent time per task](report-distributions.png)" in md
@@ -604,13 +789,15 @@ def test_an_up_to_date_report_says_so_and_a_run_without_results_is_an_error(gold
     proc, executed = gold_none.doit("run", "report", f"run={RUN}")
     assert executed == []
     assert proc.stdout.splitlines() == [
-        f"report: {gold_none.results / RUN / 'report.md'} is up to date (2 tasks, 2 modes)"]
+        f"report: {gold_none.results / RUN / 'report.md'} is up to date (2 tasks, 2 modes)"
+    ]
     # A run with no results: one line naming it and the runs that have results; nothing made.
     for target in ("report", "site", "power"):
         proc, _ = gold_none.doit("run", target, "run=nosuchrun", check=False)
         assert proc.returncode != 0 and proc.stdout == ""
         assert proc.stderr.splitlines() == [
             f"nginx-eval: error: run=nosuchrun: no results in "
-            f"{gold_none.results / 'nosuchrun'}; runs with results: {RUN}"], proc.stderr
+            f"{gold_none.results / 'nosuchrun'}; runs with results: {RUN}"
+        ], proc.stderr
         assert sorted(p.name for p in gold_none.results.iterdir()) == [RUN]
         assert not (gold_none.cache / "doit" / "nosuchrun.db").exists()

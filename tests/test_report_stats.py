@@ -10,11 +10,11 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import Project
+
+from nginx_eval.core.errors import UserError
 from nginx_eval.report import stats
 from nginx_eval.run.options import Options
-from nginx_eval.core.errors import UserError
 
 # Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
 E2E = True
@@ -44,14 +44,16 @@ def newcombe(both, x_only, y_only, neither):
     margins = (both + x_only) * (y_only + neither) * (both + y_only) * (x_only + neither)
     phi = a / math.sqrt(margins) if margins else 0.0
     d = p1 - p2
-    return (d - math.sqrt((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2),
-            d + math.sqrt((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
+    return (
+        d - math.sqrt((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2),
+        d + math.sqrt((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2),
+    )
 
 
 def mcnemar(b, c):
     """Exact McNemar: twice the binomial tail of the smaller count, by hand."""
     m = b + c
-    return min(1.0, 2 * sum(math.comb(m, i) for i in range(min(b, c) + 1)) / 2 ** m)
+    return min(1.0, 2 * sum(math.comb(m, i) for i in range(min(b, c) + 1)) / 2**m)
 
 
 def holm(ps):
@@ -64,18 +66,29 @@ def holm(ps):
 
 
 def gold_patch(project, task):
-    return subprocess.run(["git", "diff", "--binary", "--full-index", task["base_commit"],
-                           task["fix_commit"]], cwd=project.mirrors / "acme+tiny",
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "diff", "--binary", "--full-index", task["base_commit"], task["fix_commit"]],
+        cwd=project.mirrors / "acme+tiny",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def write_predictions(project, resolves):
-    tasks = {t["instance_id"]: t for t in json.loads(
-        (project.root / "tasks" / "trio.json").read_text())["tasks"]}
+    tasks = {
+        t["instance_id"]: t
+        for t in json.loads((project.root / "tasks" / "trio.json").read_text())["tasks"]
+    }
     for mode, ids in resolves.items():
-        rows = [{"instance_id": i, "model_name_or_path": mode,
-                 "model_patch": gold_patch(project, tasks[i]) if i in ids else ""}
-                for i in IDS]
+        rows = [
+            {
+                "instance_id": i,
+                "model_name_or_path": mode,
+                "model_patch": gold_patch(project, tasks[i]) if i in ids else "",
+            }
+            for i in IDS
+        ]
         (project.root / f"{mode}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -84,14 +97,24 @@ def trio_project(tmp_path):
     2020 (t01-t04) or 2024; modes alpha, beta and gamma score predictions files."""
     project = Project(tmp_path)
     add, mul = project.tasks
-    tasks = [dict(add if i % 2 == 0 else mul, instance_id=iid, area="core" if i < 6 else "http",
-                  fix_date="2020-03-01" if i < 4 else "2024-06-01")
-             for i, iid in enumerate(IDS)]
+    tasks = [
+        dict(
+            add if i % 2 == 0 else mul,
+            instance_id=iid,
+            area="core" if i < 6 else "http",
+            fix_date="2020-03-01" if i < 4 else "2024-06-01",
+        )
+        for i, iid in enumerate(IDS)
+    ]
     (project.root / "tasks" / "trio.json").write_text(json.dumps({"tasks": tasks}, indent=2))
     modes = project.root / "modes.toml"
-    modes.write_text(modes.read_text() + "".join(
-        f'\n[modes.{m}]\npredictions = "{m}.jsonl"\ndescription = "known outcomes"\n'
-        for m in RESOLVES))
+    modes.write_text(
+        modes.read_text()
+        + "".join(
+            f'\n[modes.{m}]\npredictions = "{m}.jsonl"\ndescription = "known outcomes"\n'
+            for m in RESOLVES
+        )
+    )
     write_predictions(project, RESOLVES)
     return project
 
@@ -105,8 +128,8 @@ def section(md, title):
 def table_row(text, *first_cells):
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells[:len(first_cells)] == list(first_cells):
-            return cells[len(first_cells):]
+        if cells[: len(first_cells)] == list(first_cells):
+            return cells[len(first_cells) :]
     raise AssertionError(f"no row {first_cells!r} in:\n{text}")
 
 
@@ -122,8 +145,18 @@ def pp(value, digits=1):
 @pytest.fixture(scope="module")
 def trio(tmp_path_factory):
     project = trio_project(tmp_path_factory.mktemp("trio"))
-    proc, _ = project.doit("run", "-n", "2", "-P", "thread", "trio:alpha", "trio:beta",
-                           "trio:gamma", "run=A", f"cutoff={CUTOFF}")
+    proc, _ = project.doit(
+        "run",
+        "-n",
+        "2",
+        "-P",
+        "thread",
+        "trio:alpha",
+        "trio:beta",
+        "trio:gamma",
+        "run=A",
+        f"cutoff={CUTOFF}",
+    )
     return project, proc
 
 
@@ -146,8 +179,11 @@ def test_three_modes_with_known_outcomes(trio):
         assert row[-1] == ci(want)
 
     # Pairs: with no agent mode the baseline is the first mode, alpha, and comes second.
-    expected = {("beta", "alpha"): (2, 1, 7, 2), ("gamma", "alpha"): (6, 0, 3, 3),
-                ("beta", "gamma"): (2, 1, 4, 5)}
+    expected = {
+        ("beta", "alpha"): (2, 1, 7, 2),
+        ("gamma", "alpha"): (6, 0, 3, 3),
+        ("beta", "gamma"): (2, 1, 4, 5),
+    }
     comparisons = data["comparisons"]
     assert [(c["a"], c["b"]) for c in comparisons] == list(expected)
     p_values = [mcnemar(b, c) for _, b, c, _ in expected.values()]
@@ -156,9 +192,14 @@ def test_three_modes_with_known_outcomes(trio):
     assert adjusted == pytest.approx([54 / 256, 0.5, 0.5])
     table = section(md, "Paired comparisons")
     for c, ((a, b), (both, a_only, b_only, neither)), p, ph in zip(
-            comparisons, expected.items(), p_values, adjusted):
-        assert (c["both"], c["a_only"], c["b_only"], c["neither"]) == \
-            (both, a_only, b_only, neither)
+        comparisons, expected.items(), p_values, adjusted
+    ):
+        assert (c["both"], c["a_only"], c["b_only"], c["neither"]) == (
+            both,
+            a_only,
+            b_only,
+            neither,
+        )
         assert c["method"] == "mcnemar" and c["tasks"] == 12
         assert c["difference"] == pytest.approx((a_only - b_only) / 12, abs=1e-4)
         interval = newcombe(both, a_only, b_only, neither)
@@ -166,14 +207,23 @@ def test_three_modes_with_known_outcomes(trio):
         assert c["p_value"] == pytest.approx(p, abs=1e-8)
         assert c["p_holm"] == pytest.approx(ph, abs=1e-8)
         row = table_row(table, f"`{a}`", f"`{b}`")
-        assert row[:6] == ["12", str(a_only), str(b_only),
-                           f"{pp(c['difference'])} pp [{pp(interval[0])}, {pp(interval[1])}]",
-                           stats.fmt_p(p), stats.fmt_p(ph)], row
+        assert row[:6] == [
+            "12",
+            str(a_only),
+            str(b_only),
+            f"{pp(c['difference'])} pp [{pp(interval[0])}, {pp(interval[1])}]",
+            stats.fmt_p(p),
+            stats.fmt_p(ph),
+        ], row
     # The sentences a reader quotes.
-    assert ("- `beta` resolves 1 task `alpha` does not, `alpha` 7 that `beta` does not; "
-            "difference -50 pp [-74, -8], p = 0.07 (Holm: 0.21).") in md
-    assert ("- `gamma` resolves 0 tasks `alpha` does not, `alpha` 3 that `gamma` does not; "
-            "difference -25 pp [-49, +4], p = 0.25 (Holm: 0.5).") in md
+    assert (
+        "- `beta` resolves 1 task `alpha` does not, `alpha` 7 that `beta` does not; "
+        "difference -50 pp [-74, -8], p = 0.07 (Holm: 0.21)."
+    ) in md
+    assert (
+        "- `gamma` resolves 0 tasks `alpha` does not, `alpha` 3 that `gamma` does not; "
+        "difference -25 pp [-49, +4], p = 0.25 (Holm: 0.5)."
+    ) in md
     assert comparisons[0]["sentence"] in md
 
     # Power: the detectable difference of each pair, and the median stated in the report.
@@ -182,19 +232,26 @@ def test_three_modes_with_known_outcomes(trio):
         d = c["detectable"]
         if d is not None:
             # (report.json rounds to 4 decimals)
-            assert stats.mcnemar_power(12, psi, d + 1e-4) >= 0.8 > \
-                stats.mcnemar_power(12, psi, 0.97 * d)
+            assert (
+                stats.mcnemar_power(12, psi, d + 1e-4)
+                >= 0.8
+                > stats.mcnemar_power(12, psi, 0.97 * d)
+            )
         else:
             assert stats.mcnemar_power(12, psi, psi) < 0.8
     assert data["power"]["tasks"] == 12 and data["power"]["comparisons"] == 3
     median = data["power"]["median_detectable"]
     found = sorted(c["detectable"] for c in comparisons if c["detectable"] is not None)
-    assert median == pytest.approx(found[len(found) // 2] if len(found) % 2 else
-                                   (found[len(found) // 2 - 1] + found[len(found) // 2]) / 2,
-                                   abs=1e-4)
-    assert found == [comparisons[0]["detectable"]]         # only beta and alpha disagree enough
-    assert f"{round(100 * median)} pp for the one comparison where it is defined" \
-        in section(md, "Power")
+    assert median == pytest.approx(
+        found[len(found) // 2]
+        if len(found) % 2
+        else (found[len(found) // 2 - 1] + found[len(found) // 2]) / 2,
+        abs=1e-4,
+    )
+    assert found == [comparisons[0]["detectable"]]  # only beta and alpha disagree enough
+    assert f"{round(100 * median)} pp for the one comparison where it is defined" in section(
+        md, "Power"
+    )
 
     # Breakdowns: per area and before / after the cutoff, each with its Wilson interval.
     areas = {g["label"]: g for g in data["breakdowns"]["area"]}
@@ -209,9 +266,11 @@ def test_three_modes_with_known_outcomes(trio):
     dates = data["breakdowns"]["fix_date"]
     assert dates["cutoff"] == CUTOFF
     assert [(g["label"], g["tasks"]) for g in dates["groups"]] == [
-        (f"fixed before {CUTOFF}", 4), (f"fixed on or after {CUTOFF}", 8)]
+        (f"fixed before {CUTOFF}", 4),
+        (f"fixed on or after {CUTOFF}", 8),
+    ]
     row = table_row(by_area, f"fixed on or after {CUTOFF}")
-    assert row[1] == f"5/8, 62.5% {ci(wilson(5, 8))}"          # alpha: t05-t09
+    assert row[1] == f"5/8, 62.5% {ci(wilson(5, 8))}"  # alpha: t05-t09
 
     # The chart, and the run's progress and summary on stdout. Predictions files have no agent
     # time or cost: no distributions figure, and no link to one.
@@ -222,10 +281,14 @@ def test_three_modes_with_known_outcomes(trio):
     assert len(progress) == 36 and progress[-1].startswith("[36/36] ")
     assert re.search(r"\[36/36\] \w+ \d+ resolved · 0 errors · done · t\d\d \w+", progress[-1])
     assert "\r" not in proc.stdout
-    summary = proc.stdout[proc.stdout.index("nginx-eval: run A, 12 tasks:"):]
+    summary = proc.stdout[proc.stdout.index("nginx-eval: run A, 12 tasks:") :]
     for mode, ids in RESOLVES.items():
-        assert re.search(rf"^  {mode}\s+{len(ids)} of 12\s+{100 * len(ids) / 12:.1f}%\s+"
-                         rf"{re.escape(ci(wilson(len(ids), 12)))}", summary, re.M), summary
+        assert re.search(
+            rf"^  {mode}\s+{len(ids)} of 12\s+{100 * len(ids) / 12:.1f}%\s+"
+            rf"{re.escape(ci(wilson(len(ids), 12)))}",
+            summary,
+            re.M,
+        ), summary
     assert summary.rstrip().endswith(f"report: {run_dir / 'report.md'}")
 
 
@@ -238,7 +301,7 @@ def test_power_plans_from_the_observed_discordance(trio):
     need = stats.mcnemar_tasks_needed(0.10, 8 / 12)
     assert f"  to detect 10 pp: about {need} tasks" in out
     assert f"  to detect 20 pp: about {stats.mcnemar_tasks_needed(0.20, 8 / 12)} tasks" in out
-    assert "repeats: cannot tell" not in out          # predictions modes do not vary
+    assert "repeats: cannot tell" not in out  # predictions modes do not vary
     # power records nothing in the run.
     record = json.loads((project.results / "A" / "run.json").read_text())
     assert record["modes"] == ["alpha", "beta", "gamma"]
@@ -248,8 +311,7 @@ def test_two_runs_compared_mode_by_mode(trio):
     project, _ = trio
     # Run B: alpha resolves only t01-t04; beta and gamma as in run A.
     write_predictions(project, {"alpha": IDS[:4]})
-    project.doit("run", "-n", "2", "-P", "thread", "trio:alpha", "trio:beta", "trio:gamma",
-                 "run=B")
+    project.doit("run", "-n", "2", "-P", "thread", "trio:alpha", "trio:beta", "trio:gamma", "run=B")
     write_predictions(project, {"alpha": RESOLVES["alpha"]})
     proc, executed = project.doit("run", "report", "run=A", "compare=B")
     # and the site's index, whose fix-date split (cutoff=) this command does not give
@@ -268,8 +330,10 @@ def test_two_runs_compared_mode_by_mode(trio):
         assert (by_arm[mode]["a_only"], by_arm[mode]["b_only"]) == (0, 0)
         assert by_arm[mode]["p_value"] == 1.0
     lo, hi = newcombe(4, 5, 0, 3)
-    assert (f"- `alpha@A` resolves 5 tasks `alpha@B` does not, `alpha@B` 0 that `alpha@A` does "
-            f"not; difference +42 pp [{pp(lo, 0)}, {pp(hi, 0)}], p = 0.062 (Holm: 0.19).") in md
+    assert (
+        f"- `alpha@A` resolves 5 tasks `alpha@B` does not, `alpha@B` 0 that `alpha@A` does "
+        f"not; difference +42 pp [{pp(lo, 0)}, {pp(hi, 0)}], p = 0.062 (Holm: 0.19)."
+    ) in md
     assert f"resolved only in `A`: {', '.join(IDS[4:9])}" in md
     # Up to date until a result file of either run changes.
     _, executed = project.doit("run", "report", "run=A", "compare=B")
@@ -287,10 +351,12 @@ def test_newcomer_run_shows_progress_and_ends_with_a_summary_and_a_report(tmp_pa
     lines = proc.stdout.splitlines()
     progress = [line for line in lines if line.startswith("[")]
     assert len(progress) == 2
-    assert re.fullmatch(r"\[1/2\] gold 1 resolved · 0 errors · ETA \d+ [sm] · tiny-\w+ resolved",
-                        progress[0]), progress
-    assert re.fullmatch(r"\[2/2\] gold 2 resolved · 0 errors · done · tiny-\w+ resolved",
-                        progress[1]), progress
+    assert re.fullmatch(
+        r"\[1/2\] gold 1 resolved · 0 errors · ETA \d+ [sm] · tiny-\w+ resolved", progress[0]
+    ), progress
+    assert re.fullmatch(
+        r"\[2/2\] gold 2 resolved · 0 errors · done · tiny-\w+ resolved", progress[1]
+    ), progress
     run_dir = project.results / "default"
     low, high = wilson(2, 2)
     assert (round(100 * low, 1), high) == (34.2, 1.0)
@@ -305,8 +371,9 @@ def test_newcomer_run_shows_progress_and_ends_with_a_summary_and_a_report(tmp_pa
     # run (both modes), with their comparison.
     proc, _ = project.doit("run", "tiny:none")
     assert [line for line in proc.stdout.splitlines() if line.startswith("[")][-1].startswith(
-        "[2/2] none 0 resolved · 0 errors · done")
-    summary = proc.stdout[proc.stdout.index("nginx-eval: run default"):]
+        "[2/2] none 0 resolved · 0 errors · done"
+    )
+    summary = proc.stdout[proc.stdout.index("nginx-eval: run default") :]
     assert "  none" in summary and "  gold" not in summary
     report = json.loads((run_dir / "report.json").read_text())
     assert list(report["modes"]) == ["gold", "none"]
@@ -315,8 +382,9 @@ def test_newcomer_run_shows_progress_and_ends_with_a_summary_and_a_report(tmp_pa
     # Nothing left to do: no progress lines, the summary again, the report not rewritten.
     before = (run_dir / "report.json").stat().st_mtime_ns
     proc, executed = project.doit("run", "tiny:none")
-    assert executed == [] and not [line for line in proc.stdout.splitlines()
-                                   if line.startswith("[")]
+    assert executed == [] and not [
+        line for line in proc.stdout.splitlines() if line.startswith("[")
+    ]
     assert "nginx-eval: run default, 2 tasks:" in proc.stdout
     assert (run_dir / "report.json").stat().st_mtime_ns == before
 
@@ -324,8 +392,14 @@ def test_newcomer_run_shows_progress_and_ends_with_a_summary_and_a_report(tmp_pa
 def test_report_variables_are_checked():
     assert Options.parse({"cutoff": "2024-02-29"}).cutoff == "2024-02-29"
     assert Options.parse({"detect": "5, 12.5"}).detect == (5.0, 12.5)
-    for name, value in (("cutoff", "2023-02-29"), ("cutoff", "23-01-01"), ("detect", "0"),
-                        ("detect", "100"), ("detect", "ten"), ("compare", "../x")):
+    for name, value in (
+        ("cutoff", "2023-02-29"),
+        ("cutoff", "23-01-01"),
+        ("detect", "0"),
+        ("detect", "100"),
+        ("detect", "ten"),
+        ("compare", "../x"),
+    ):
         with pytest.raises(UserError, match=rf"^{name}="):
             Options.parse({name: value})
 
@@ -335,21 +409,43 @@ def test_a_mode_with_repeats_is_compared_on_per_task_means(tmp_path):
     the sign-flip permutation test on per-task means (exact: 2^12 sign patterns), with a seeded
     bootstrap interval, and `doit run power` plans repeats from the variation within tasks."""
     import itertools
+
     project = trio_project(tmp_path)
     modes = project.root / "modes.toml"
     modes.write_text(modes.read_text().replace('model = "fake-1"', 'model = "fake-1"\nrepeats = 3'))
     run_dir = project.results / "R"
-    resolved = {"fake": set(IDS[:5]), "fake-r2": set(IDS[2:8]), "fake-r3": set(IDS[:3]),
-                "alpha": set(RESOLVES["alpha"])}
+    resolved = {
+        "fake": set(IDS[:5]),
+        "fake-r2": set(IDS[2:8]),
+        "fake-r3": set(IDS[:3]),
+        "alpha": set(RESOLVES["alpha"]),
+    }
     for mode, ids in resolved.items():
         (run_dir / mode).mkdir(parents=True)
         agent = mode.startswith("fake")
-        (run_dir / mode / "results.jsonl").write_text("".join(json.dumps({
-            "instance_id": i, "mode": mode, "status": "resolved" if i in ids else "unresolved",
-            "resolved": i in ids, "agent_status": "completed" if agent else None,
-            "agent_seconds": 30.0 if agent else None, "cost_usd": 0.5 if agent else None,
-            "env_errors": [], "patch": {"files": ["src/core/calc.c"], "lines_added": 1,
-                                        "lines_removed": 1}}) + "\n" for i in IDS))
+        (run_dir / mode / "results.jsonl").write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "instance_id": i,
+                        "mode": mode,
+                        "status": "resolved" if i in ids else "unresolved",
+                        "resolved": i in ids,
+                        "agent_status": "completed" if agent else None,
+                        "agent_seconds": 30.0 if agent else None,
+                        "cost_usd": 0.5 if agent else None,
+                        "env_errors": [],
+                        "patch": {
+                            "files": ["src/core/calc.c"],
+                            "lines_added": 1,
+                            "lines_removed": 1,
+                        },
+                    }
+                )
+                + "\n"
+                for i in IDS
+            )
+        )
     project.doit("run", "report", "run=R", "bench=trio")
     data = json.loads((run_dir / "report.json").read_text())
     (c,) = data["comparisons"]
@@ -359,9 +455,12 @@ def test_a_mode_with_repeats_is_compared_on_per_task_means(tmp_path):
     d = [a - b for a, b in zip(alpha, means)]
     assert c["difference"] == pytest.approx(sum(d) / 12, abs=1e-4)
     assert (c["a_better"], c["b_better"]) == (sum(v > 0 for v in d), sum(v < 0 for v in d))
-    extreme = sum(1 for signs in itertools.product((1, -1), repeat=12)
-                  if abs(sum(s * v for s, v in zip(signs, d))) >= abs(sum(d)) - 1e-9)
-    assert c["p_value"] == pytest.approx(extreme / 2 ** 12, abs=1e-8)
+    extreme = sum(
+        1
+        for signs in itertools.product((1, -1), repeat=12)
+        if abs(sum(s * v for s, v in zip(signs, d))) >= abs(sum(d)) - 1e-9
+    )
+    assert c["p_value"] == pytest.approx(extreme / 2**12, abs=1e-8)
     assert c["interval"][0] < c["difference"] < c["interval"][1]
     assert c["interval_method"] == "bootstrap BCa"
     # The family's mean, its standard error clustered by task: sd of the per-task means / sqrt(12).
@@ -369,38 +468,50 @@ def test_a_mode_with_repeats_is_compared_on_per_task_means(tmp_path):
     assert data["families"]["fake"]["se"] == pytest.approx(sd / math.sqrt(12), abs=1e-4)
     assert data["arms"]["fake"]["interval_method"] == "clustered by task"
     md = (run_dir / "report.md").read_text()
-    assert (f"- `alpha` (1 run per task) resolves 75% of the tasks on average, `fake` (3 runs) "
-            f"{round(100 * sum(means) / 12)}%; `alpha` does better on {c['a_better']} tasks, "
-            f"`fake` on {c['b_better']}; difference {pp(c['difference'], 0)} pp "
-            f"[{pp(c['interval'][0], 0)}, {pp(c['interval'][1], 0)}], p = "
-            f"{stats.fmt_p(c['p_value'])}.") in md
+    assert (
+        f"- `alpha` (1 run per task) resolves 75% of the tasks on average, `fake` (3 runs) "
+        f"{round(100 * sum(means) / 12)}%; `alpha` does better on {c['a_better']} tasks, "
+        f"`fake` on {c['b_better']}; difference {pp(c['difference'], 0)} pp "
+        f"[{pp(c['interval'][0], 0)}, {pp(c['interval'][1], 0)}], p = "
+        f"{stats.fmt_p(c['p_value'])}."
+    ) in md
     # Seeded: rendered again, the same interval.
     (run_dir / "report.json").unlink()
     project.doit("run", "report", "run=R", "bench=trio")
-    assert json.loads((run_dir / "report.json").read_text())["comparisons"][0]["interval"] == \
-        c["interval"]
+    assert (
+        json.loads((run_dir / "report.json").read_text())["comparisons"][0]["interval"]
+        == c["interval"]
+    )
     # Planning: alpha's predictions do not vary; fake's repeats tell its variation within a task.
     proc, _ = project.doit("run", "power", "run=R", "bench=trio", "detect=20")
     within = stats.within_task_variance(
-        [[int(i in resolved[m]) for m in ("fake", "fake-r2", "fake-r3")] for i in IDS])
+        [[int(i in resolved[m]) for m in ("fake", "fake-r2", "fake-r3")] for i in IDS]
+    )
     plan = stats.paired_plan(c["sd"], 1, 3, 0.0, within, 0.2)
-    assert ("  to detect 20 pp: about "
-            f"{stats.paired_tasks_needed(0.2, c['sd'])} tasks; with k repeats of each: "
-            + ", ".join(f"k={k}: {n} tasks" for k, n in plan.items())) in proc.stdout
+    assert (
+        "  to detect 20 pp: about "
+        f"{stats.paired_tasks_needed(0.2, c['sd'])} tasks; with k repeats of each: "
+        + ", ".join(f"k={k}: {n} tasks" for k, n in plan.items())
+    ) in proc.stdout
     assert plan[10] < plan[1]
 
 
 def test_fix_date_is_an_optional_checked_field(tmp_path):
     from conftest import SOURCE_ROOT
+
     from nginx_eval.run.benchmark import load_benchmark
+
     shipped = load_benchmark(SOURCE_ROOT / "tasks" / "nginx.json")
     assert all(re.fullmatch(r"20\d\d-\d\d-\d\d", t.fix_date) for t in shipped.tasks)
     project = Project(tmp_path)
     data = project.benchmark()
     data["tasks"][0]["fix_date"] = "2024-02-30"
     project.write_benchmark(data)
-    with pytest.raises(UserError, match=r"task tiny-add, field fix_date: must be a date "
-                                        r"YYYY-MM-DD, got '2024-02-30'"):
+    with pytest.raises(
+        UserError,
+        match=r"task tiny-add, field fix_date: must be a date "
+        r"YYYY-MM-DD, got '2024-02-30'",
+    ):
         load_benchmark(project.root / "tasks" / "tiny.json")
     del data["tasks"][0]["fix_date"]
     project.write_benchmark(data)

@@ -24,8 +24,11 @@ def report(project, run):
 def test_two_benchmarks_and_subsets_in_one_results_tree(tmp_path):
     project = Project(tmp_path)
     add, mul = project.tasks
-    other = [dict(add, instance_id="o-add"), dict(mul, instance_id="o-mul"),
-             dict(add, instance_id="o-add2")]
+    other = [
+        dict(add, instance_id="o-add"),
+        dict(mul, instance_id="o-mul"),
+        dict(add, instance_id="o-add2"),
+    ]
     (project.root / "tasks" / "other.json").write_text(json.dumps({"tasks": other}))
 
     # 1. A second benchmark scored in run "bars".
@@ -37,8 +40,7 @@ def test_two_benchmarks_and_subsets_in_one_results_tree(tmp_path):
     before = (project.results / "bars" / "gold" / "results.jsonl").read_bytes()
 
     # 2. The shipped benchmark under the same run name: refused, one line, nothing changed.
-    proc, executed = project.doit("run", "tiny:gold", "run=bars", "instances=tiny-add",
-                                  check=False)
+    proc, executed = project.doit("run", "tiny:gold", "run=bars", "instances=tiny-add", check=False)
     assert proc.returncode != 0 and executed == []
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("nginx-eval: error:")
@@ -83,8 +85,12 @@ def test_a_unit_named_directly_leaves_the_run_s_selection_alone(tmp_path):
     project.doit("run", "tiny:gold", "run=sub", "instances=tiny-add")
     run_json = project.results / "sub" / "run.json"
     before = run_json.read_bytes()
-    for command in (["prove:tiny/gold/tiny-add"], ["-a", "prove:tiny/gold/tiny-add"],
-                    ["-a", "grade:tiny/gold/tiny-mul"], ["build"]):
+    for command in (
+        ["prove:tiny/gold/tiny-add"],
+        ["-a", "prove:tiny/gold/tiny-add"],
+        ["-a", "grade:tiny/gold/tiny-mul"],
+        ["build"],
+    ):
         project.doit("run", *command, "run=sub")
         assert run_json.read_bytes() == before, command
     proc, _ = project.doit("run", "tiny:gold", "run=sub", "instances=tiny-add")

@@ -13,10 +13,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from local_http import serve
-from nginx_eval.agent import sandbox
 from test_sandbox import needs_srt
+
+from nginx_eval.agent import sandbox
 
 # Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
 E2E = True
@@ -37,20 +37,41 @@ def run_phase(tmp_path, command, endpoint="api.anthropic.com:443", programs=()):
     env = dict(os.environ, CLAUDE_CONFIG_DIR=str(tmp_path / "claude"))
     support = sandbox.write_support(tmp_path / "cache" / "sandbox-support")
     settings = logs / "srt.json"
-    settings.write_text(json.dumps(sandbox.srt_settings(
-        box, workspace=ws, writable=[logs, tmp], hidden=[tmp_path / "cache"], environ=env,
-        programs=programs, support=support)))
+    settings.write_text(
+        json.dumps(
+            sandbox.srt_settings(
+                box,
+                workspace=ws,
+                writable=[logs, tmp],
+                hidden=[tmp_path / "cache"],
+                environ=env,
+                programs=programs,
+                support=support,
+            )
+        )
+    )
     env = sandbox.phase_environment(env, tmp, support)
-    argv = sandbox.wrap(command, settings_file=settings, stderr_file=logs / "stderr",
-                        environ=env, support=support, endpoint=endpoint)
+    argv = sandbox.wrap(
+        command,
+        settings_file=settings,
+        stderr_file=logs / "stderr",
+        environ=env,
+        support=support,
+        endpoint=endpoint,
+    )
     with sandbox.TimestampedLog(logs / "srt.log") as log:
-        out = subprocess.run(argv, cwd=ws, env=env, stdout=subprocess.PIPE, stderr=log.fd,
-                             text=True, timeout=300)
+        out = subprocess.run(
+            argv, cwd=ws, env=env, stdout=subprocess.PIPE, stderr=log.fd, text=True, timeout=300
+        )
     shutil.rmtree(tmp, ignore_errors=True)
     log = (logs / "srt.log").read_text()
     assert (logs / "stderr").exists(), f"srt did not start the command: {log[-3000:]}"
-    return out.returncode, out.stdout, (logs / "stderr").read_text(), \
-        sandbox.blocked_connections(log)
+    return (
+        out.returncode,
+        out.stdout,
+        (logs / "stderr").read_text(),
+        sandbox.blocked_connections(log),
+    )
 
 
 SERVERS_AND_CLIENTS = r"""
@@ -74,18 +95,22 @@ echo "model: $(curl -s http://127.0.0.1:MODEL/v1/models)"
 
 def test_servers_the_agent_starts_are_reached_by_plain_clients_and_the_host_is_refused(tmp_path):
     model, other = serve(), serve()
-    command = SERVERS_AND_CLIENTS.replace("OTHER", str(other.server_address[1])) \
-        .replace("MODEL", str(model.server_address[1]))
-    code, out, err, blocked = run_phase(tmp_path, command,
-                                        endpoint=f"127.0.0.1:{model.server_address[1]}")
+    command = SERVERS_AND_CLIENTS.replace("OTHER", str(other.server_address[1])).replace(
+        "MODEL", str(model.server_address[1])
+    )
+    code, out, err, blocked = run_phase(
+        tmp_path, command, endpoint=f"127.0.0.1:{model.server_address[1]}"
+    )
     lines = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
     for client in ("curl 127.0.0.1", "curl localhost", "curl ::1", "wget", "python", "perl"):
         assert lines.get(client) == "agent's own server", (client, out, err)
     # The host's loopback: refused by srt's proxy and on the record; the server saw nothing.
     assert lines["host port"] == "403" and lines["host port by name"] == "403"
     assert other.paths == []
-    assert {(b["host"], b["port"]) for b in blocked} == \
-        {("127.0.0.1", other.server_address[1]), ("localhost", other.server_address[1])}
+    assert {(b["host"], b["port"]) for b in blocked} == {
+        ("127.0.0.1", other.server_address[1]),
+        ("localhost", other.server_address[1]),
+    }
     # The model endpoint on the host's loopback still answers, through srt's proxy.
     assert lines["model"] == "host server /v1/models" and model.paths == ["/v1/models"]
     assert code == 0
@@ -93,18 +118,24 @@ def test_servers_the_agent_starts_are_reached_by_plain_clients_and_the_host_is_r
     other.shutdown()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the agent's account is made for a harness run as "
-                                              "root; an unprivileged caller keeps its own uid")
+@pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="the agent's account is made for a harness run as "
+    "root; an unprivileged caller keeps its own uid",
+)
 def test_the_agent_is_an_ordinary_user_inside_and_its_files_belong_to_the_harness(tmp_path):
-    code, out, err, _ = run_phase(tmp_path, "id -u; id -un; getent passwd nobody | cut -d: -f3; "
-                                            "mkdir -m 700 private && touch private/made && "
-                                            "ls -ld private | cut -c1-10; env | grep -c "
-                                            f"^{sandbox.SUPPORT_VAR}= || true")
+    code, out, err, _ = run_phase(
+        tmp_path,
+        "id -u; id -un; getent passwd nobody | cut -d: -f3; "
+        "mkdir -m 700 private && touch private/made && "
+        "ls -ld private | cut -c1-10; env | grep -c "
+        f"^{sandbox.SUPPORT_VAR}= || true",
+    )
     uid, name, nobody, mode, support_var = out.split()
     assert code == 0, err
     assert int(uid) >= sandbox.FIRST_AGENT_ID and name == sandbox.AGENT_USER
     assert nobody == "65534" and mode == "drwx------"
-    assert support_var == "0"        # the wrapper's variable does not reach the agent
+    assert support_var == "0"  # the wrapper's variable does not reach the agent
     made = tmp_path / "ws" / "private" / "made"
     assert made.stat().st_uid == 0 and made.stat().st_gid == 0
 
@@ -114,8 +145,11 @@ URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
 
 def nginx_mirror():
     url = URL.format(owner="nginx", name="nginx") if URL else ""
-    if url and subprocess.run(["git", "ls-remote", "--heads", url],
-                              capture_output=True).returncode == 0:
+    if (
+        url
+        and subprocess.run(["git", "ls-remote", "--heads", url], capture_output=True).returncode
+        == 0
+    ):
         return url
     return None
 
@@ -135,18 +169,25 @@ done
 """
 
 
-@pytest.mark.skipif(nginx_mirror() is None,
-                    reason="needs a local mirror of nginx: set NGINX_EVAL_REPO_URL "
-                           "(e.g. '/srv/mirrors/{owner}+{name}/repo')")
+@pytest.mark.skipif(
+    nginx_mirror() is None,
+    reason="needs a local mirror of nginx: set NGINX_EVAL_REPO_URL "
+    "(e.g. '/srv/mirrors/{owner}+{name}/repo')",
+)
 def test_a_real_nginx_starts_serves_and_stops_inside_with_and_without_a_user_directive(tmp_path):
     src = tmp_path / "nginx"
     subprocess.run(["git", "clone", "-q", "--depth", "1", nginx_mirror(), str(src)], check=True)
-    subprocess.run("./auto/configure --without-http_gzip_module "
-                   ">/dev/null && make -j2 >/dev/null", shell=True, cwd=src, check=True,
-                   timeout=900)
+    subprocess.run(
+        "./auto/configure --without-http_gzip_module >/dev/null && make -j2 >/dev/null",
+        shell=True,
+        cwd=src,
+        check=True,
+        timeout=900,
+    )
     binary = str(src / "objs" / "nginx")
-    code, out, err, blocked = run_phase(tmp_path, NGINX_IN_THE_SANDBOX.replace("NGINX", binary),
-                                        programs=[binary])
+    code, out, err, blocked = run_phase(
+        tmp_path, NGINX_IN_THE_SANDBOX.replace("NGINX", binary), programs=[binary]
+    )
     for name in ("plain", "user"):
         assert f"started {name}" in out and f"answer {name}: {name}" in out, (out, err)
         assert f"temp {name}" in out and f"stopped {name}" in out, (out, err)

@@ -85,10 +85,27 @@ def start_order(tmp_path, finish_chains_first, par_type, selected=("all",)):
     env = {"PATH": "/usr/bin:/bin", "ORDER_LOG": str(log), "PYTHONPATH": ":".join(sys.path)}
     if finish_chains_first:
         env["FINISH_CHAINS_FIRST"] = "1"
-    subprocess.run([sys.executable, "-m", "doit", "-f", str(tmp_path / "dodo.py"), "run",
-                    "--db-file", str(tmp_path / f".doit-{finish_chains_first}-{par_type}"),
-                    "-n", "2", "-P", par_type, *selected],
-                   env=env, check=True, capture_output=True, cwd=tmp_path)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "doit",
+            "-f",
+            str(tmp_path / "dodo.py"),
+            "run",
+            "--db-file",
+            str(tmp_path / f".doit-{finish_chains_first}-{par_type}"),
+            "-n",
+            "2",
+            "-P",
+            par_type,
+            *selected,
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     started = log.read_text().split()
     # The two workers start their first tasks at the same moment: either may write first.
     return sorted(started[:2]) + started[2:]
@@ -98,19 +115,39 @@ def start_order(tmp_path, finish_chains_first, par_type, selected=("all",)):
 def test_a_released_task_starts_before_tasks_queued_earlier(tmp_path, par_type):
     # Workers: short and long1 start; when short ends, its worker takes after_short, released
     # by short, before long2 and long3, which were queued first.
-    assert start_order(tmp_path, True, par_type) == \
-        ["long1", "short", "after_short", "long2", "long3"]
+    assert start_order(tmp_path, True, par_type) == [
+        "long1",
+        "short",
+        "after_short",
+        "long2",
+        "long3",
+    ]
     # doit's own order, for contrast: the released task waits behind everything queued.
-    assert start_order(tmp_path, False, par_type) == \
-        ["long1", "short", "long2", "long3", "after_short"]
+    assert start_order(tmp_path, False, par_type) == [
+        "long1",
+        "short",
+        "long2",
+        "long3",
+        "after_short",
+    ]
 
 
 def test_every_selected_task_is_explored_before_the_first_one_runs(tmp_path):
     # doit alone explores `second` only when everything of `first` has started.
-    assert start_order(tmp_path, False, "thread", ("first", "second")) == \
-        ["long1", "short", "long2", "long3", "after_short"]
-    assert start_order(tmp_path, True, "thread", ("first", "second")) == \
-        ["long1", "short", "after_short", "long2", "long3"]
+    assert start_order(tmp_path, False, "thread", ("first", "second")) == [
+        "long1",
+        "short",
+        "long2",
+        "long3",
+        "after_short",
+    ]
+    assert start_order(tmp_path, True, "thread", ("first", "second")) == [
+        "long1",
+        "short",
+        "after_short",
+        "long2",
+        "long3",
+    ]
 
 
 KINDS_DODO = textwrap.dedent("""
@@ -145,11 +182,33 @@ KINDS_DODO = textwrap.dedent("""
 def spans(tmp_path, limits):
     (tmp_path / "dodo.py").write_text(KINDS_DODO)
     log = tmp_path / f"spans-{len(limits)}.log"
-    env = {"PATH": "/usr/bin:/bin", "SPANS_LOG": str(log), "LIMITS": json.dumps(limits),
-           "PYTHONPATH": ":".join(sys.path)}
-    subprocess.run([sys.executable, "-m", "doit", "-f", str(tmp_path / "dodo.py"), "run",
-                    "--db-file", str(tmp_path / f".doit-{len(limits)}"), "-n", "3", "-P",
-                    "thread", "all"], env=env, check=True, capture_output=True, cwd=tmp_path)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SPANS_LOG": str(log),
+        "LIMITS": json.dumps(limits),
+        "PYTHONPATH": ":".join(sys.path),
+    }
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "doit",
+            "-f",
+            str(tmp_path / "dodo.py"),
+            "run",
+            "--db-file",
+            str(tmp_path / f".doit-{len(limits)}"),
+            "-n",
+            "3",
+            "-P",
+            "thread",
+            "all",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     found = {}
     for line in log.read_text().splitlines():
         what, name, at = line.split()

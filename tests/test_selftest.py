@@ -2,16 +2,17 @@
 sandbox as a phase would, before any agent starts; its result in run.json, and no agent when it
 fails."""
 
-import pytest
 import json
 import os
 import textwrap
 import time
 
-from nginx_eval.agent import selftest
-from nginx_eval.core.layout import Layout
+import pytest
 from test_agent_claude import claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
+
+from nginx_eval.agent import selftest
+from nginx_eval.core.layout import Layout
 
 BOX = {"endpoint": "api.anthropic.com:443", "allow_hosts": [], "binds": []}
 
@@ -27,21 +28,29 @@ def broken_compiler(tmp_path):
 
 
 def test_failure_names_the_first_step_that_failed_or_did_not_report():
-    steps = [{"step": "account", "ok": True, "detail": ""},
-             {"step": "build", "ok": False, "detail": "cc: not found"}]
-    assert selftest.failure(steps, "") == \
-        "the sandbox self-test could not build a C program with cc: cc: not found"
+    steps = [
+        {"step": "account", "ok": True, "detail": ""},
+        {"step": "build", "ok": False, "detail": "cc: not found"},
+    ]
+    assert (
+        selftest.failure(steps, "")
+        == "the sandbox self-test could not build a C program with cc: cc: not found"
+    )
     # A script that stopped without a word (srt refused to start): the next step, srt's line.
-    assert selftest.failure(steps[:1], "bwrap: setting up uid map: Permission denied") == \
-        ("the sandbox self-test could not build a C program with cc: bwrap: setting up uid "
-         "map: Permission denied")
-    assert selftest.failure([], "") == \
-        "the sandbox self-test could not run as an ordinary user: no output"
+    assert selftest.failure(steps[:1], "bwrap: setting up uid map: Permission denied") == (
+        "the sandbox self-test could not build a C program with cc: bwrap: setting up uid "
+        "map: Permission denied"
+    )
+    assert (
+        selftest.failure([], "")
+        == "the sandbox self-test could not run as an ordinary user: no output"
+    )
     ok = [{"step": s, "ok": True, "detail": ""} for s in selftest.STEPS]
     assert selftest.failure(ok, "") is None
-    assert selftest.read_steps("noise\nok account\nnot ok build: cc: x: y\nok other\n") == \
-        [{"step": "account", "ok": True, "detail": ""},
-         {"step": "build", "ok": False, "detail": "cc: x: y"}]
+    assert selftest.read_steps("noise\nok account\nnot ok build: cc: x: y\nok other\n") == [
+        {"step": "account", "ok": True, "detail": ""},
+        {"step": "build", "ok": False, "detail": "cc: x: y"},
+    ]
 
 
 @pytest.mark.e2e
@@ -49,8 +58,7 @@ def test_failure_names_the_first_step_that_failed_or_did_not_report():
 def test_the_self_test_passes_every_step_here(tmp_path):
     layout = Layout.from_env(root=tmp_path, environ={"NGINX_EVAL_CACHE": str(tmp_path / "c")})
     result = selftest.run(layout, BOX, dict(os.environ))
-    assert [(s["step"], s["ok"]) for s in result["steps"]] == \
-        [(s, True) for s in selftest.STEPS]
+    assert [(s["step"], s["ok"]) for s in result["steps"]] == [(s, True) for s in selftest.STEPS]
     assert result["ok"] and result["failed"] is None and 0 < result["seconds"] < 60
 
 
@@ -58,22 +66,27 @@ def test_the_self_test_passes_every_step_here(tmp_path):
 @needs_srt
 def test_a_broken_compiler_fails_the_build_step_with_its_own_words(tmp_path):
     # The project root is hidden in the sandbox: the broken compiler lies outside it.
-    layout = Layout.from_env(root=tmp_path / "project",
-                             environ={"NGINX_EVAL_CACHE": str(tmp_path / "c")})
+    layout = Layout.from_env(
+        root=tmp_path / "project", environ={"NGINX_EVAL_CACHE": str(tmp_path / "c")}
+    )
     result = selftest.run(layout, BOX, dict(os.environ, PATH=broken_compiler(tmp_path)))
     assert not result["ok"] and [s["step"] for s in result["steps"]] == ["account", "build"]
-    assert result["failed"] == ("the sandbox self-test could not build a C program with cc: "
-                                "cc: this toolchain is broken on purpose")
+    assert result["failed"] == (
+        "the sandbox self-test could not build a C program with cc: "
+        "cc: this toolchain is broken on purpose"
+    )
 
 
 def stand_in_mode(project):
-    (project.root / "modes.toml").write_text(textwrap.dedent("""\
+    (project.root / "modes.toml").write_text(
+        textwrap.dedent("""\
         [modes.probe]
         [[modes.probe.phases]]
         name = "solve"
         timeout = 120
         command = "echo agent ran > ran.txt"
-        """))
+        """)
+    )
 
 
 @needs_srt
@@ -82,13 +95,20 @@ def test_no_agent_starts_when_the_self_test_fails_and_run_json_says_why(project,
     project.doit("run", "tiny:probe", "instances=tiny-add")
     before = project.read("probe", "tiny-add", "agent.json")
     project.doit("forget", "agent:tiny/probe/tiny-add")
-    proc, executed = project.doit("run", "tiny:probe", "instances=tiny-add", check=False,
-                                  env={"PATH": broken_compiler(tmp_path)})
+    proc, executed = project.doit(
+        "run",
+        "tiny:probe",
+        "instances=tiny-add",
+        check=False,
+        env={"PATH": broken_compiler(tmp_path)},
+    )
     assert proc.returncode != 0 and not any(e.startswith("agent:") for e in executed)
     (line,) = proc.stderr.splitlines()
-    assert line == ("nginx-eval: error: the sandbox self-test could not build a C program with "
-                    "cc: cc: this toolchain is broken on purpose; no agent started "
-                    "(docs/sandbox.md)")
+    assert line == (
+        "nginx-eval: error: the sandbox self-test could not build a C program with "
+        "cc: cc: this toolchain is broken on purpose; no agent started "
+        "(docs/sandbox.md)"
+    )
     run = json.loads((project.results / "default" / "run.json").read_text())
     assert run["sandbox_self_test"]["ok"] is False
     assert project.read("probe", "tiny-add", "agent.json") == before
@@ -112,6 +132,7 @@ def test_a_run_that_starts_agents_keeps_the_passed_self_test_in_run_json(project
 
 def free_port():
     import socket
+
     with socket.create_server(("127.0.0.1", 0)) as s:
         return s.getsockname()[1]
 
@@ -120,14 +141,17 @@ def free_port():
 def test_a_model_endpoint_out_of_reach_stops_the_run_in_seconds_with_one_line(claude):
     port = free_port()
     start = time.monotonic()
-    proc, executed = claude.run("tiny:raw", check=False,
-                                env={"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}"})
+    proc, executed = claude.run(
+        "tiny:raw", check=False, env={"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}"}
+    )
     assert time.monotonic() - start < 60
     assert proc.returncode != 0 and not any(e.startswith("agent:") for e in executed)
     (line,) = proc.stderr.splitlines()
-    assert line == (f"nginx-eval: error: the model endpoint http://127.0.0.1:{port} "
-                    "(ANTHROPIC_BASE_URL) cannot be reached from the agent's sandbox: (56) "
-                    "CONNECT tunnel failed, response 502; no agent started")
+    assert line == (
+        f"nginx-eval: error: the model endpoint http://127.0.0.1:{port} "
+        "(ANTHROPIC_BASE_URL) cannot be reached from the agent's sandbox: (56) "
+        "CONNECT tunnel failed, response 502; no agent started"
+    )
     assert claude.api.requests == []
 
 
@@ -141,5 +165,6 @@ def test_a_reachable_endpoint_passes_and_missing_credentials_are_not_blamed_on_m
     claude.project.doit("forget", "agent:tiny/raw/tiny-add")
     proc, _ = claude.run("tiny:raw", check=False)
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("nginx-eval: error: Claude Code has no credentials: set "
-                           "ANTHROPIC_API_KEY"), line
+    assert line.startswith(
+        "nginx-eval: error: Claude Code has no credentials: set ANTHROPIC_API_KEY"
+    ), line

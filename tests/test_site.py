@@ -10,16 +10,16 @@ from html.parser import HTMLParser
 
 import markupsafe
 import pytest
-
 import site_run
 from anthropic_standin import StandIn
 from chromium import link_problem
 from claude_captures import Recorder, session_with_subagent
 from conftest import SOURCE_ROOT, Project
+
+from nginx_eval.core.layout import Layout
 from nginx_eval.report import site as report_site
 from nginx_eval.report import site_index as report_site_index
 from nginx_eval.report import site_task as report_site_task
-from nginx_eval.core.layout import Layout
 
 RUN = site_run.RUN
 
@@ -45,8 +45,10 @@ def pages(site):
 
 def page_stamps(site):
     """{page: (inode, the digest it records)}: a page written again gets a new inode."""
-    return {str(p.relative_to(site)): (p.stat().st_ino, report_site.recorded_inputs(p))
-            for p in pages(site)}
+    return {
+        str(p.relative_to(site)): (p.stat().st_ino, report_site.recorded_inputs(p))
+        for p in pages(site)
+    }
 
 
 def site_tasks(executed):
@@ -68,16 +70,20 @@ def test_a_run_ends_with_a_site_whose_cells_are_the_reports_outcomes(site):
     report = json.loads((project.results / RUN / "report.json").read_text())
     index = (site_dir / "index.html").read_text()
     for name in report_site.ASSETS:
-        assert (site_dir / name).read_bytes() == \
-            (SOURCE_ROOT / "templates" / "site" / name).read_bytes()
+        assert (site_dir / name).read_bytes() == (
+            SOURCE_ROOT / "templates" / "site" / name
+        ).read_bytes()
     codes = {"resolved": "PASS", "unresolved": "FAIL", "compile_failed": "CF"}
     for mode in ("gold", "none", "fake"):
         for iid, outcome in report["modes"][mode]["outcomes"].items():
             page = site_dir / mode / f"{iid}.html"
             assert page.exists(), page
-            cell = re.search(rf'<td class="cell o-{outcome}" data-mode="{mode}" '
-                             rf'data-outcome="{outcome}"><a href="{mode}/{iid}.html"[^>]*>'
-                             rf'{codes[outcome]}</a>', index)
+            cell = re.search(
+                rf'<td class="cell o-{outcome}" data-mode="{mode}" '
+                rf'data-outcome="{outcome}"><a href="{mode}/{iid}.html"[^>]*>'
+                rf"{codes[outcome]}</a>",
+                index,
+            )
             assert cell, (mode, iid, outcome)
     # The summary table is report.json's: fake resolved 1 of 2, 50.0%, its interval.
     fake = report["modes"]["fake"]
@@ -86,8 +92,10 @@ def test_a_run_ends_with_a_site_whose_cells_are_the_reports_outcomes(site):
     assert "50.0%" in row and interval in row and f"${fake['cost_usd']:,.2f}" in row
     # With one agent mode, gold and none count too: they disagree on both tasks, most on
     # tiny-mul, where three outcomes differ (resolved, unresolved, compile failed).
-    scores = {iid: int(score) for score, iid in
-              re.findall(r'data-disagree="(\d+)">\s*<th>([\w-]+)</th>', index)}
+    scores = {
+        iid: int(score)
+        for score, iid in re.findall(r'data-disagree="(\d+)">\s*<th>([\w-]+)</th>', index)
+    }
     assert scores["tiny-mul"] > scores["tiny-add"] > 0
 
 
@@ -109,10 +117,12 @@ def test_every_link_of_every_page_resolves_on_the_file_system(site):
 def test_a_task_page_shows_the_verdict_with_tap_lines_the_patches_and_the_logs(site):
     project, site_dir = site
     add = (site_dir / "fake" / "tiny-add.html").read_text()
-    assert "tiny-add: the calculator prints wrong results." in add        # the statement
-    assert re.search(r'<tr class="r-passed"><td>fail to pass</td><td><code>calc_add.t:1 add two '
-                     r'numbers</code></td><td>passed</td><td><code>ok 1 - add two numbers</code>',
-                     add)
+    assert "tiny-add: the calculator prints wrong results." in add  # the statement
+    assert re.search(
+        r'<tr class="r-passed"><td>fail to pass</td><td><code>calc_add.t:1 add two '
+        r"numbers</code></td><td>passed</td><td><code>ok 1 - add two numbers</code>",
+        add,
+    )
     # the patch beside the gold fix, highlighted, the file in both
     assert add.count('<span class="d-add">+    return a + b;</span>') == 2
     assert add.count('<span class="both">in both</span>') == 2
@@ -127,7 +137,7 @@ def test_a_task_page_shows_the_verdict_with_tap_lines_the_patches_and_the_logs(s
     mul = (site_dir / "fake" / "tiny-mul.html").read_text()
     assert "Build <b>compile failed</b>" in mul and "error" in mul.split("build log", 1)[1]
     assert mul.count('<tr class="r-failed">') == 4 and "no TAP line" in mul
-    assert "No transcript" in mul          # the scripted agent writes none
+    assert "No transcript" in mul  # the scripted agent writes none
     # gold's own page shows no second gold diff
     assert "the gold fix" not in (site_dir / "gold" / "tiny-add.html").read_text()
 
@@ -136,8 +146,14 @@ def test_a_unit_that_was_not_scored_shows_no_verdict_its_tap_contradicts(project
     """An infra error: the tests ran on the unchanged base (its TAP says `ok 2 - add zeros`), so
     neither the grade nor the page calls an assertion failed, and no strict verdict shows: the
     page and the index cell say the unit was not scored, and why (the agent's error line)."""
-    project.doit("run", "tiny:gold", "tiny:fake", "agent_retries=0", f"run={RUN}",
-                 env={"FAKE_AGENT_tiny_add": "api-error"})
+    project.doit(
+        "run",
+        "tiny:gold",
+        "tiny:fake",
+        "agent_retries=0",
+        f"run={RUN}",
+        env={"FAKE_AGENT_tiny_add": "api-error"},
+    )
     grade = project.read("fake", "tiny-add", "grade.json", RUN)
     assert (grade["status"], grade["strict"]) == ("infra_error", None)
     assert grade["fail_to_pass"] == grade["pass_to_pass"] == {"passed": [], "failed": []}
@@ -149,14 +165,18 @@ def test_a_unit_that_was_not_scored_shows_no_verdict_its_tap_contradicts(project
     page = (site_dir / "fake" / "tiny-add.html").read_text()
     assert 'class="r-failed"' not in page and 'class="r-passed"' not in page
     assert "strict:" not in page and '<span class="badge">not scored</span>' in page
-    assert (f'<p class="warn">Not scored: infra error: {markupsafe.escape(error)}; the next '
-            f'<code>doit run</code> runs it again.</p>') in page
+    assert (
+        f'<p class="warn">Not scored: infra error: {markupsafe.escape(error)}; the next '
+        f"<code>doit run</code> runs it again.</p>"
+    ) in page
     assert "No assertion was graded: the agent's run gave no patch" in page
-    assert "ok 2 - add zeros" in page                   # the base's TAP, under the tests
+    assert "ok 2 - add zeros" in page  # the base's TAP, under the tests
     index = (site_dir / "index.html").read_text()
     cell = re.search(r'data-mode="fake" data-outcome="infra_error">(.*?)</td>', index).group(1)
-    assert cell == (f'<a href="fake/tiny-add.html" title="fake: not scored: infra error: '
-                    f'{markupsafe.escape(error)}">INFRA</a>')
+    assert cell == (
+        f'<a href="fake/tiny-add.html" title="fake: not scored: infra error: '
+        f'{markupsafe.escape(error)}">INFRA</a>'
+    )
     # The unit that was scored keeps its verdict.
     mul = (site_dir / "fake" / "tiny-mul.html").read_text()
     assert mul.count('<tr class="r-passed">') == 4 and "Not scored" not in mul
@@ -165,24 +185,45 @@ def test_a_unit_that_was_not_scored_shows_no_verdict_its_tap_contradicts(project
 def test_a_contaminated_unit_is_not_scored_whatever_its_grade_says():
     """A contaminated run's patch was graded (its TAP agrees with the grade), but the outcome is
     contaminated: the page says so and why, with no strict verdict, not "resolved"."""
-    grade = {"status": "resolved", "resolved": True, "agent_status": "completed",
-             "strict": True, "fail_to_pass": {"passed": ["t.t:1 one"], "failed": []}}
-    agent = {"status": "completed", "contaminated": True, "flags": [
-        {"kind": "network", "phase": "solve", "detail": "curl github.com"},
-        {"kind": "contamination", "phase": "solve", "detail": "the fix commit's id in a tool "
-                                                                "result"}]}
+    grade = {
+        "status": "resolved",
+        "resolved": True,
+        "agent_status": "completed",
+        "strict": True,
+        "fail_to_pass": {"passed": ["t.t:1 one"], "failed": []},
+    }
+    agent = {
+        "status": "completed",
+        "contaminated": True,
+        "flags": [
+            {"kind": "network", "phase": "solve", "detail": "curl github.com"},
+            {
+                "kind": "contamination",
+                "phase": "solve",
+                "detail": "the fix commit's id in a tool result",
+            },
+        ],
+    }
     view = report_site_task.verdict(grade, {}, agent)
     assert (view["outcome"], view["strict"]) == ("contaminated", None)
-    assert view["not_scored"] == {"outcome": "contaminated", "again": False,
-                                  "why": "the fix reached the agent (the fix commit's id in a "
-                                         "tool result)"}
+    assert view["not_scored"] == {
+        "outcome": "contaminated",
+        "again": False,
+        "why": "the fix reached the agent (the fix commit's id in a tool result)",
+    }
     assert [a["result"] for a in view["assertions"]] == ["passed"]
     scored = report_site_task.verdict(grade, {}, dict(agent, contaminated=False))
-    assert (scored["outcome"], scored["strict"], scored["not_scored"]) == ("resolved", "resolved",
-                                                                          None)
+    assert (scored["outcome"], scored["strict"], scored["not_scored"]) == (
+        "resolved",
+        "resolved",
+        None,
+    )
     left = report_site_task.not_scored("not_run", {"status": "not_run", "error": ""})
-    assert left == {"outcome": "not_run", "again": True,
-                    "why": "the run's budget (max_cost) was spent before it started"}
+    assert left == {
+        "outcome": "not_run",
+        "again": True,
+        "why": "the run's budget (max_cost) was spent before it started",
+    }
 
 
 # -- incremental, page by page ------------------------------------------------------------------
@@ -204,10 +245,9 @@ def test_a_changed_grade_rerenders_its_page_and_the_index_and_nothing_else(proje
 
     before = page_stamps(site_dir)
     project.doit("forget", "agent:tiny/fake/tiny-mul", f"run={RUN}")
-    project.doit("run", "tiny:fake", f"run={RUN}")            # FAKE_AGENT: fix
+    project.doit("run", "tiny:fake", f"run={RUN}")  # FAKE_AGENT: fix
     after = page_stamps(site_dir)
-    assert sorted(p for p in after if after[p] != before[p]) == ["fake/tiny-mul.html",
-                                                                 "index.html"]
+    assert sorted(p for p in after if after[p] != before[p]) == ["fake/tiny-mul.html", "index.html"]
     assert "resolved</span>" in (site_dir / "fake" / "tiny-mul.html").read_text()
     _, executed = project.doit("run", "report", f"run={RUN}")
     assert executed == []
@@ -227,7 +267,7 @@ def test_a_run_that_changes_nothing_checks_no_page_after_a_complete_rendering(pr
     page.write_text(page.read_text().replace(made, "0" * 64))
     _, executed = project.doit(*args)
     assert executed == [] and report_site.recorded_inputs(page) == "0" * 64
-    complete.unlink()                       # as a run stopped before its site
+    complete.unlink()  # as a run stopped before its site
     project.doit(*args)
     assert report_site.recorded_inputs(page) == made and complete.exists()
 
@@ -247,8 +287,12 @@ def test_templates_decide_which_pages_render_again(project):
     project.doit("run", "tiny:gold", "tiny:none", f"run={RUN}")
     site_dir = project.results / RUN / "site"
     assert [p.relative_to(site_dir).as_posix() for p in pages(site_dir)] == [
-        "gold/tiny-add.html", "gold/tiny-mul.html", "index.html", "none/tiny-add.html",
-        "none/tiny-mul.html"]
+        "gold/tiny-add.html",
+        "gold/tiny-mul.html",
+        "index.html",
+        "none/tiny-add.html",
+        "none/tiny-mul.html",
+    ]
     # The report's template: the report only.
     report_md = project.root / "templates" / "report.md.j2"
     report_md.write_text(report_md.read_text().replace("## Summary", "## Summary of outcomes"))
@@ -256,11 +300,19 @@ def test_templates_decide_which_pages_render_again(project):
     assert executed == ["report:markdown"]
     # The site's: every page.
     task = project.root / "templates" / "site" / "task.html.j2"
-    task.write_text(task.read_text().replace("<h2 id=\"statement\">Statement</h2>",
-                                             "<h2 id=\"statement\">The issue</h2>"))
+    task.write_text(
+        task.read_text().replace(
+            '<h2 id="statement">Statement</h2>', '<h2 id="statement">The issue</h2>'
+        )
+    )
     _, executed = project.doit("run", "report", f"run={RUN}")
-    assert site_tasks(executed) == ["site:gold/tiny-add", "site:gold/tiny-mul", "site:index",
-                                    "site:none/tiny-add", "site:none/tiny-mul"]
+    assert site_tasks(executed) == [
+        "site:gold/tiny-add",
+        "site:gold/tiny-mul",
+        "site:index",
+        "site:none/tiny-add",
+        "site:none/tiny-mul",
+    ]
     assert "The issue</h2>" in (site_dir / "gold" / "tiny-add.html").read_text()
     # A page removed is a page made again, and only that one.
     (site_dir / "none" / "tiny-mul.html").unlink()
@@ -273,7 +325,7 @@ def test_without_a_gold_mode_the_gold_fix_comes_from_the_clone(project):
     assert "was not rendered" not in proc.stderr
     page = (project.results / RUN / "site" / "none" / "tiny-add.html").read_text()
     assert "empty: no change" in page
-    assert page.count('<span class="d-add">+    return a + b;</span>') == 1      # the gold fix
+    assert page.count('<span class="d-add">+    return a + b;</span>') == 1  # the gold fix
 
 
 def test_the_site_tasks_are_listed_and_score_nothing(project):
@@ -290,48 +342,68 @@ def test_the_site_tasks_are_listed_and_score_nothing(project):
 
 # -- the readers, on real output ----------------------------------------------------------------
 def test_tap_lines_and_graded_assertions_from_real_prove_output(prove_v):
-    out, _ = prove_v("t.t", "plan(tests => 4);\nok(1, 'one');\nok(0, 'two');\n"
-                            "SKIP: { skip 'no module', 1; ok(1, 'three'); }\n"
-                            "subtest 'sub' => sub { plan(tests => 1); ok(1, 'inner'); };\n")
+    out, _ = prove_v(
+        "t.t",
+        "plan(tests => 4);\nok(1, 'one');\nok(0, 'two');\n"
+        "SKIP: { skip 'no module', 1; ok(1, 'three'); }\n"
+        "subtest 'sub' => sub { plan(tests => 1); ok(1, 'inner'); };\n",
+    )
     lines = report_site_task.tap_lines(out)
     assert lines[1] == "ok 1 - one" and lines[2] == "not ok 2 - two"
     assert lines[3].startswith("ok 3 # skip") and lines[4] == "ok 4 - sub"
-    grade = {"fail_to_pass": {"passed": ["t.t:1 one"], "failed": ["t.t:2 two", "t.t:3 three"]},
-             "pass_to_pass": {"passed": ["t.t:4 sub"], "failed": ["u.t:1 elsewhere"]},
-             "skipped_assertions": ["t.t:3 three"]}
+    grade = {
+        "fail_to_pass": {"passed": ["t.t:1 one"], "failed": ["t.t:2 two", "t.t:3 three"]},
+        "pass_to_pass": {"passed": ["t.t:4 sub"], "failed": ["u.t:1 elsewhere"]},
+        "skipped_assertions": ["t.t:3 three"],
+    }
     rows = report_site_task.assertions(grade, {"t.t": out})
     assert [(r["kind"][:4], r["id"], r["result"], r["tap"]) for r in rows] == [
         ("fail", "t.t:2 two", "failed", "not ok 2 - two"),
         ("fail", "t.t:3 three", "skipped", lines[3]),
         ("fail", "t.t:1 one", "passed", "ok 1 - one"),
         ("pass", "u.t:1 elsewhere", "failed", None),
-        ("pass", "t.t:4 sub", "passed", "ok 4 - sub")]
+        ("pass", "t.t:4 sub", "passed", "ok 4 - sub"),
+    ]
 
 
 def test_strict_verdicts_disagreement_and_splits():
     sv = report_site_task.strict_verdict
     assert sv({}) is None and sv({"strict": "resolved"}) == "resolved"
     assert sv({"strict": {"status": "unresolved"}}) == "unresolved"
-    assert sv({"strict": {"resolved": True}}) == "resolved" and sv({"strict": False}) == \
-        "unresolved"
+    assert (
+        sv({"strict": {"resolved": True}}) == "resolved" and sv({"strict": False}) == "unresolved"
+    )
     d = report_site_index.disagreement
     assert d(["resolved", "resolved"])[2] == 0 and d(["unresolved", "compile_failed"])[2] == 0
     assert d(["resolved", "unresolved", None, "infra_error"]) == (1, 2, 102)
-    assert d(["resolved", "resolved", "unresolved", "compile_failed"])[2] > \
-        d(["resolved", "unresolved", "unresolved", "unresolved"])[2]
+    assert (
+        d(["resolved", "resolved", "unresolved", "compile_failed"])[2]
+        > d(["resolved", "unresolved", "unresolved", "unresolved"])[2]
+    )
     assert report_site_index.compared_modes(["gold", "none", "raw", "impl"]) == ["raw", "impl"]
     assert report_site_index.compared_modes(["gold", "none", "raw"]) == ["gold", "none", "raw"]
 
 
 def test_diff_view_keeps_files_apart_and_cuts_long_diffs(monkeypatch):
-    diff = ("diff --git a/x.c b/x.c\n--- a/x.c\n+++ b/x.c\n@@ -1 +1 @@\n-old\n+new\n ctx\n"
-            "diff --git a/y.c b/y.c\nnew file mode 100644\n--- /dev/null\n+++ b/y.c\n"
-            "@@ -0,0 +1 @@\n+y\n")
+    diff = (
+        "diff --git a/x.c b/x.c\n--- a/x.c\n+++ b/x.c\n@@ -1 +1 @@\n-old\n+new\n ctx\n"
+        "diff --git a/y.c b/y.c\nnew file mode 100644\n--- /dev/null\n+++ b/y.c\n"
+        "@@ -0,0 +1 @@\n+y\n"
+    )
     view = report_site_task.diff_view(diff, other_files=["y.c"])
     assert [(f["path"], f["in_other"], f["added"], f["removed"]) for f in view["files"]] == [
-        ("x.c", False, 1, 1), ("y.c", True, 1, 0)]
-    assert [k for k, _ in view["files"][0]["lines"]] == ["meta", "meta", "meta", "hunk", "del",
-                                                         "add", "ctx"]
+        ("x.c", False, 1, 1),
+        ("y.c", True, 1, 0),
+    ]
+    assert [k for k, _ in view["files"][0]["lines"]] == [
+        "meta",
+        "meta",
+        "meta",
+        "hunk",
+        "del",
+        "add",
+        "ctx",
+    ]
     monkeypatch.setattr(report_site_task, "DIFF_LINES", 5)
     view = report_site_task.diff_view(diff)
     assert view["cut"] == 13 - 5 and sum(len(f["lines"]) for f in view["files"]) == 5
@@ -340,28 +412,45 @@ def test_diff_view_keeps_files_apart_and_cuts_long_diffs(monkeypatch):
 
 def test_isolation_flags_and_blocked_attempts_are_shown_when_agent_json_has_them(tmp_path):
     """The fields the sandbox is to record (issue 32 renders them; nothing requires them)."""
-    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results",
-                    run="r")
-    agent = {"status": "completed", "isolation": "srt", "phases": [
-        {"name": "solve", "blocked": [{"host": "pypi.org", "port": 443,
-                                       "time": "2026-01-01T10:00:05Z"},
-                                      {"host": "10.0.0.1", "port": 80, "time": None}]}],
-             "flags": [{"kind": "network", "phase": "solve", "detail": "2 connections refused"},
-                       {"kind": "budget", "phase": None, "detail": "near max_cost"}]}
+    layout = Layout(
+        root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results", run="r"
+    )
+    agent = {
+        "status": "completed",
+        "isolation": "srt",
+        "phases": [
+            {
+                "name": "solve",
+                "blocked": [
+                    {"host": "pypi.org", "port": 443, "time": "2026-01-01T10:00:05Z"},
+                    {"host": "10.0.0.1", "port": 80, "time": None},
+                ],
+            }
+        ],
+        "flags": [
+            {"kind": "network", "phase": "solve", "detail": "2 connections refused"},
+            {"kind": "budget", "phase": None, "detail": "near max_cost"},
+        ],
+    }
     page = layout.site_page("raw", "t")
     view = report_site_task.agent_view(layout, "raw", "t", agent, page)
     assert view["isolation"] == "srt" and view["blocked"] == 2
     assert [f["kind"] for f in view["phases"][0]["flags"]] == ["network"]
     assert [f["kind"] for f in view["flags_elsewhere"]] == ["budget"]
-    turns = [{"time": "2026-01-01T10:00:00Z", "blocked": []},
-             {"time": "2026-01-01T10:00:10Z", "blocked": []}]
+    turns = [
+        {"time": "2026-01-01T10:00:00Z", "blocked": []},
+        {"time": "2026-01-01T10:00:10Z", "blocked": []},
+    ]
     unplaced = report_site_task.mark_blocked(turns, agent["phases"][0]["blocked"])
     assert [len(t["blocked"]) for t in turns] == [1, 0] and unplaced == [
-        agent["phases"][0]["blocked"][1]]
+        agent["phases"][0]["blocked"][1]
+    ]
     assert report_site_index.unit_marks(agent) == ["flags", "blocked"]
     assert report_site_index.unit_marks({"phases": [{"name": "solve"}]}) == []
-    assert report_site_task.agent_view(layout, "raw", "t", {"status": "completed"},
-                                       page)["isolation"] is None
+    assert (
+        report_site_task.agent_view(layout, "raw", "t", {"status": "completed"}, page)["isolation"]
+        is None
+    )
 
 
 TRAJECTORY = session_with_subagent("SITE-1", "SITESUB-2")
@@ -374,7 +463,8 @@ def test_turns_of_a_real_claude_code_transcript(claude_program, tmp_path):
     transcript = tmp_path / "1-solve.transcript.jsonl"
     transcript.write_text("\n".join(capture.lines) + "\n")
     prompt, turns = report_site_task.conversation(
-        [e for e in report_site_task.transcript_entries(transcript) if not e.get("agentId")])
+        [e for e in report_site_task.transcript_entries(transcript) if not e.get("agentId")]
+    )
     assert prompt["text"] == "Please SITE-1"
     calls = [(c["name"], c["summary"]) for t in turns for c in t["calls"]]
     assert calls[:3] == [("Bash", "seq 1 500"), ("Bash", "echo no; exit 3"), ("Agent", "check")]
@@ -385,7 +475,8 @@ def test_turns_of_a_real_claude_code_transcript(claude_program, tmp_path):
     assert turns[1]["calls"][0]["error"] and "Exit code 3" in turns[1]["calls"][0]["result"]["text"]
     assert turns[-1]["texts"][0]["text"] == "All done."
     assert all(t["time"] for t in turns) and [t["n"] for t in turns] == list(
-        range(1, len(turns) + 1))
+        range(1, len(turns) + 1)
+    )
     # The subagent's turns are its own.
     sub = [e for e in report_site_task.transcript_entries(transcript) if e.get("agentId")]
     _, sub_turns = report_site_task.conversation(sub)

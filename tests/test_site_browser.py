@@ -14,7 +14,6 @@ import struct
 from pathlib import Path
 
 import pytest
-
 import site_run
 from chromium import Chromium, find_chromium, problems
 from conftest import Project
@@ -25,7 +24,8 @@ E2E = True
 pytestmark = pytest.mark.skipif(
     find_chromium() is None,
     reason="no chromium on PATH: the browser check needs Debian's `chromium` "
-           "(scripts/debian-packages.txt; setup-debian.sh and CI install it)")
+    "(scripts/debian-packages.txt; setup-debian.sh and CI install it)",
+)
 
 SIZE = (1000, 700)
 
@@ -67,10 +67,13 @@ def test_every_page_loads_without_errors_and_every_link_resolves(site, browser, 
         assert report.links and all(u.startswith("file://") for u in report.requests), page
     # The screenshots the docs show: the index, and a task page at its trajectory when it has
     # one (else at its top).
-    task, at = ("raw/tiny-add.html", "trajectory") if "raw" in modes else ("fake/tiny-mul.html",
-                                                                           None)
-    for page, fragment, name in (("index.html", None, "viewer-index.png"),
-                                 (task, at, "viewer-task.png")):
+    task, at = (
+        ("raw/tiny-add.html", "trajectory") if "raw" in modes else ("fake/tiny-mul.html", None)
+    )
+    for page, fragment, name in (
+        ("index.html", None, "viewer-index.png"),
+        (task, at, "viewer-task.png"),
+    ):
         shot = browser.load(site_dir / page, fragment=fragment).screenshot
         assert png_size(shot) == SIZE
         keep_screenshot(shot, name, tmp_path)
@@ -101,19 +104,21 @@ def test_the_filters_and_the_sort_of_the_index(site, browser):
     assert seen["all"] == ["tiny-add", "tiny-mul"] and seen["count"] == "2 of 2 tasks"
     assert seen["compile_failed"] == ["tiny-mul"] and seen["compile_failed_in_gold"] == []
     assert seen["core"] == ["tiny-add"]
-    assert seen["recent"] == ["tiny-mul"]                  # fixed 2025-02-14 (site_run.FACTS)
-    assert seen["sorted"] == ["tiny-mul", "tiny-add"]      # the most disagreement first
+    assert seen["recent"] == ["tiny-mul"]  # fixed 2025-02-14 (site_run.FACTS)
+    assert seen["sorted"] == ["tiny-mul", "tiny-add"]  # the most disagreement first
     assert seen["unsorted"] == ["tiny-add", "tiny-mul"]
 
 
 BREAKAGES = {
-    "a script error": ('<script>notAFunction();</script>', "uncaught: ReferenceError"),
+    "a script error": ("<script>notAFunction();</script>", "uncaught: ReferenceError"),
     "a console error": ('<script>console.error("broken")</script>', "console.error: broken"),
     "a dangling link": ('<a href="nowhere.html">x</a>', "link no such file"),
     "a missing fragment": ('<a href="index.html#nowhere">x</a>', "no element #nowhere"),
     "a missing image": ('<img src="missing.png" alt="">', "ERR_FILE_NOT_FOUND"),
-    "a link off the file system": ('<a href="https://example.org/">x</a>',
-                                   "leaves the file system"),
+    "a link off the file system": (
+        '<a href="https://example.org/">x</a>',
+        "leaves the file system",
+    ),
 }
 
 

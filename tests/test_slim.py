@@ -30,8 +30,14 @@ def made(**fields):
     return plain, twin
 
 
-RICH = dict(file_dep=["in.txt"], task_dep=["other:x"], targets=["out.json"],
-            uptodate=[(noop, [], {})], doc="a unit", verbosity=2)
+RICH = dict(
+    file_dep=["in.txt"],
+    task_dep=["other:x"],
+    targets=["out.json"],
+    uptodate=[(noop, [], {})],
+    doc="a unit",
+    verbosity=2,
+)
 
 
 @pytest.mark.parametrize("fields", [{}, RICH], ids=["bare", "rich"])
@@ -55,12 +61,12 @@ def test_what_is_shared_refuses_to_change_and_what_doit_changes_stays_per_task()
         one.setup_tasks.append("x")
     with pytest.raises(TypeError, match="shared by every slim doit task"):
         one.file_dep.add("x")
-    one.calc_dep.clear()                # doit empties an empty set: nothing changes
+    one.calc_dep.clear()  # doit empties an empty set: nothing changes
     one.calc_dep.update(set())
     assert one.values is not other.values and one.task_dep is not other.task_dep
-    one.task_dep.append("implicit:maker")       # TaskControl does, for a file_dep's maker
+    one.task_dep.append("implicit:maker")  # TaskControl does, for a file_dep's maker
     assert other.task_dep == []
-    copy = one.calc_dep.copy()                  # an ExecNode's own copy is a plain set
+    copy = one.calc_dep.copy()  # an ExecNode's own copy is a plain set
     copy.add("x")
     assert type(copy) is set
 
@@ -90,13 +96,22 @@ def test_pickling_sees_every_attribute_and_a_round_trip_keeps_the_task_small():
 def test_two_thousand_slim_tasks_take_less_than_half_the_memory():
     def measure(slimmed):
         tracemalloc.start()
-        tasks = [Task(f"stage:{i}", [(noop, [i])], task_dep=[f"dep:{i}"],
-                      targets=[f"/r/{i}.json"], doc="a unit") for i in range(2000)]
+        tasks = [
+            Task(
+                f"stage:{i}",
+                [(noop, [i])],
+                task_dep=[f"dep:{i}"],
+                targets=[f"/r/{i}.json"],
+                doc="a unit",
+            )
+            for i in range(2000)
+        ]
         if slimmed:
             tasks = slim.slim(tasks)
         used = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
         return used
+
     assert measure(True) < 0.5 * measure(False)
 
 
@@ -109,9 +124,13 @@ def run_in_process(tmp_path, tasks, selected):
     def work(name):
         def action():
             ran.append(name)
+
         return action
-    tasks = [Task(name, [(work(name), [])] if name != "bad" else ["exit 1"], **fields)
-             for name, fields in tasks]
+
+    tasks = [
+        Task(name, [(work(name), [])] if name != "bad" else ["exit 1"], **fields)
+        for name, fields in tasks
+    ]
     tasks = slim.slim(tasks)
     taskcontrol = control.TaskControl(tasks)
     taskcontrol.process(selected)
@@ -124,18 +143,26 @@ def run_in_process(tmp_path, tasks, selected):
 
 def test_finished_nodes_let_go_of_all_but_their_task_and_status(tmp_path):
     (tmp_path / "made.txt").write_text("x")
-    dispatcher, ran = run_in_process(tmp_path, [
-        ("a", {}),
-        ("b", {"task_dep": ["a"], "targets": [str(tmp_path / "made.txt")]}),
-        ("c", {"file_dep": [str(tmp_path / "made.txt")]}),      # doit adds task_dep b
-        ("bad", {}),
-        ("after_bad", {"task_dep": ["bad"]}),
-    ], ["c", "after_bad"])
+    dispatcher, ran = run_in_process(
+        tmp_path,
+        [
+            ("a", {}),
+            ("b", {"task_dep": ["a"], "targets": [str(tmp_path / "made.txt")]}),
+            ("c", {"file_dep": [str(tmp_path / "made.txt")]}),  # doit adds task_dep b
+            ("bad", {}),
+            ("after_bad", {"task_dep": ["bad"]}),
+        ],
+        ["c", "after_bad"],
+    )
     assert ran == ["a", "b", "c"]
     nodes = dispatcher.nodes
     assert {n: nodes[n].run_status for n in nodes} == {
-        "a": "successful", "b": "successful", "c": "successful", "bad": "failure",
-        "after_bad": "failure"}
+        "a": "successful",
+        "b": "successful",
+        "c": "successful",
+        "bad": "failure",
+        "after_bad": "failure",
+    }
     assert [n.task.name for n in nodes["after_bad"].bad_deps] == ["bad"]
     for node in nodes.values():
         assert node.waiting_me is slim.EMPTY_SET and node.ancestors is slim.EMPTY_LIST
@@ -183,13 +210,17 @@ def test_a_real_doit_run_with_slim_tasks_keeps_every_dependency(tmp_path, par_ty
     log = tmp_path / "order.log"
 
     def doit_run():
-        result = subprocess.run([sys.executable, "-m", "doit", "-n", "3", "-P", par_type,
-                                 "two"], cwd=tmp_path, env={"ORDER_LOG": str(log)},
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "doit", "-n", "3", "-P", par_type, "two"],
+            cwd=tmp_path,
+            env={"ORDER_LOG": str(log)},
+            capture_output=True,
+            text=True,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         return log.read_text().split()
 
     order = doit_run()
     assert sorted(order) == sorted([f"{b}:{i}" for b in ("one", "two") for i in range(20)])
     assert all(order.index(f"one:{i}") < order.index(f"two:{i}") for i in range(20))
-    assert doit_run() == order          # the second run finds every task up to date
+    assert doit_run() == order  # the second run finds every task up to date

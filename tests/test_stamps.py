@@ -45,7 +45,7 @@ def test_a_kept_digest_never_hides_a_change(tmp_path, monkeypatch):
     first = jsonio.file_digest(path)
     assert str(path) in jsonio._digests
     st = os.stat(path)
-    time.sleep(0.05)    # past a tick of the kernel's coarse file clock (RACY_NS covers that case)
+    time.sleep(0.05)  # past a tick of the kernel's coarse file clock (RACY_NS covers that case)
     with open(path, "r+") as f:
         f.write("no 1\n")
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))

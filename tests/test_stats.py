@@ -10,7 +10,7 @@ import pytest
 
 from nginx_eval.report import stats
 
-Z95 = 1.959963984540054         # the 97.5% point of the standard normal
+Z95 = 1.959963984540054  # the 97.5% point of the standard normal
 
 
 def wilson_by_hand(k, n, z=Z95):
@@ -29,7 +29,7 @@ def test_wilson_interval_matches_the_textbook_and_the_closed_form():
     assert (round(low, 4), round(high, 4)) == (0.5699, 0.9341)
     # 0 of 20: the upper bound is z^2 / (n + z^2) (Newcombe 1998a: 0.1611).
     low, high = stats.wilson(0, 20)
-    assert low == 0.0 and high == pytest.approx(Z95 ** 2 / (20 + Z95 ** 2), abs=1e-12)
+    assert low == 0.0 and high == pytest.approx(Z95**2 / (20 + Z95**2), abs=1e-12)
     assert round(high, 4) == 0.1611
     for k, n in ((1, 29), (81, 263), (15, 148), (26, 26), (7, 12)):
         assert stats.wilson(k, n) == pytest.approx(wilson_by_hand(k, n), abs=1e-9), (k, n)
@@ -43,14 +43,15 @@ def test_clustered_standard_error_by_hand():
     # = (1/144) * 9 * ((1/6)^2 + (1/2)^2 + (1/2)^2 + (1/6)^2) = 5/144; with the small-sample
     # factor G/(G-1) = 4/3 of the usual cluster-robust estimator: 5/108.
     residual_sums = [sum(v - 0.5 for v in row) for row in table]
-    miller = sum(s * s for s in residual_sums) / 12 ** 2
+    miller = sum(s * s for s in residual_sums) / 12**2
     assert miller == pytest.approx(5 / 144)
     out = stats.clustered_mean(table)
     assert out["mean"] == 0.5 and out["tasks"] == 4 and out["observations"] == 12
     assert out["se"] == pytest.approx(math.sqrt(5 / 108), abs=1e-12)
     assert out["se"] == pytest.approx(math.sqrt(miller * 4 / 3), abs=1e-12)
-    assert out["interval"] == pytest.approx((0.5 - Z95 * math.sqrt(5 / 108),
-                                             0.5 + Z95 * math.sqrt(5 / 108)), abs=1e-9)
+    assert out["interval"] == pytest.approx(
+        (0.5 - Z95 * math.sqrt(5 / 108), 0.5 + Z95 * math.sqrt(5 / 108)), abs=1e-9
+    )
     # The same as the standard error of the per-task means, and with one run per task, of the
     # runs themselves.
     means = [sum(r) / 3 for r in table]
@@ -70,7 +71,7 @@ def test_exact_mcnemar_matches_the_textbook_example():
     # (Fagerland, Lydersen & Laake 2013, BMC Med Res Methodol 13:91).
     p = stats.mcnemar_exact(1, 7)
     # By hand: 2 * P(X <= 1) for X ~ Binomial(8, 1/2) = 2 * (1 + 8) / 256.
-    assert p == pytest.approx(2 * (math.comb(8, 0) + math.comb(8, 1)) / 2 ** 8, abs=1e-15)
+    assert p == pytest.approx(2 * (math.comb(8, 0) + math.comb(8, 1)) / 2**8, abs=1e-15)
     assert round(p, 3) == 0.070
     assert stats.mcnemar_exact(7, 1) == p
     assert stats.mcnemar_exact(3, 3) == 1.0 and stats.mcnemar_exact(0, 0) == 1.0
@@ -116,10 +117,13 @@ def test_sign_flip_permutation_test_is_exact_for_small_samples():
     d = [a - b for a, b in zip(x, y)]
     observed = abs(sum(d))
     # Every one of the 2^8 sign patterns, by hand.
-    as_extreme = sum(1 for signs in itertools.product((1, -1), repeat=len(d))
-                     if abs(sum(s * v for s, v in zip(signs, d))) >= observed - 1e-12)
+    as_extreme = sum(
+        1
+        for signs in itertools.product((1, -1), repeat=len(d))
+        if abs(sum(s * v for s, v in zip(signs, d))) >= observed - 1e-12
+    )
     assert stats.sign_flip_p(x, y, seed=1) == pytest.approx(as_extreme / 2 ** len(d))
-    assert stats.sign_flip_p(x, y, seed=2) == stats.sign_flip_p(x, y, seed=1)   # exact
+    assert stats.sign_flip_p(x, y, seed=2) == stats.sign_flip_p(x, y, seed=1)  # exact
     assert stats.sign_flip_p(x, x, seed=1) == 1.0
 
 
@@ -158,6 +162,7 @@ def simulated_power(n, psi, delta, sims=4000, seed=11):
     """The share of simulated runs in which the exact McNemar test (statsmodels, not stats.py's
     power code) rejects at 5%."""
     from statsmodels.stats.contingency_tables import mcnemar
+
     gen = np.random.default_rng(seed)
     p_b, p_c = (psi + delta) / 2, (psi - delta) / 2
     rejected = 0
@@ -170,8 +175,9 @@ def simulated_power(n, psi, delta, sims=4000, seed=11):
 
 @pytest.mark.parametrize("n,psi,delta", [(30, 0.4, 0.2), (60, 0.3, 0.15), (26, 0.5, 0.35)])
 def test_exact_mcnemar_power_agrees_with_simulation(n, psi, delta):
-    assert stats.mcnemar_power(n, psi, delta) == pytest.approx(simulated_power(n, psi, delta),
-                                                               abs=0.025)
+    assert stats.mcnemar_power(n, psi, delta) == pytest.approx(
+        simulated_power(n, psi, delta), abs=0.025
+    )
 
 
 def test_detectable_difference_and_tasks_needed():
@@ -205,7 +211,7 @@ def test_repeats_plan_shrinks_only_the_variance_within_tasks():
     flat = stats.paired_plan(0.4, 1, 1, 0.0, 0.0, 0.1, repeats=(1, 3))
     assert flat[1] == flat[3] == stats.paired_tasks_needed(0.1, 0.4)
     # All of it within tasks (observed with 2 repeats each): k repeats divide it by k.
-    within = 0.4 ** 2 * 2 / 2              # within_a / 2 + within_b / 2 = sd^2
+    within = 0.4**2 * 2 / 2  # within_a / 2 + within_b / 2 = sd^2
     plan = stats.paired_plan(0.4, 2, 2, within, within, 0.1, repeats=(2, 8))
     assert plan[2] == stats.paired_tasks_needed(0.1, 0.4)
     assert plan[8] == stats.paired_tasks_needed(0.1, 0.2)

@@ -6,7 +6,6 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import DODO
 
 from nginx_eval.strict.sanitizer import CC_OPT, LD_OPT, parse_report, sanitizer_flags
@@ -41,16 +40,24 @@ int calc_peek(int n)
 
 
 def git(cwd, *args):
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def patched(project, tmp_path, iid, edit):
     """The diff from the task's base to its fix with `edit(worktree)` applied on top."""
     task = next(t for t in project.tasks if t["instance_id"] == iid)
     work = tmp_path / f"work-{iid}"
-    git(project.mirrors / "acme+tiny", "worktree", "add", "-q", "--detach", str(work),
-        task["fix_commit"])
+    git(
+        project.mirrors / "acme+tiny",
+        "worktree",
+        "add",
+        "-q",
+        "--detach",
+        str(work),
+        task["fix_commit"],
+    )
     edit(work)
     git(work, "add", "-A")
     patch = git(work, "diff", "--cached", "--binary", "--full-index", task["base_commit"])
@@ -63,9 +70,13 @@ def break_version_output(work):
     own files (calc_add.t) never run -V."""
     main = work / "src" / "core" / "nginx.c"
     text = main.read_text()
-    text = text.replace('printf("tiny version: 1.0\\nconfigure arguments: %s\\n", NGX_CONFIGURE);',
-                        "print_version();")
-    main.write_text(text.replace('#include "calc.h"', '#include "calc.h"\nvoid print_version(void);'))
+    text = text.replace(
+        'printf("tiny version: 1.0\\nconfigure arguments: %s\\n", NGX_CONFIGURE);',
+        "print_version();",
+    )
+    main.write_text(
+        text.replace('#include "calc.h"', '#include "calc.h"\nvoid print_version(void);')
+    )
     (work / "src" / "core" / "version.c").write_text(VERSION_C)
 
 
@@ -73,14 +84,22 @@ def over_read_in_mul(work):
     """calc_mul also reads one byte past a heap block: its results stay right."""
     calc = work / "src" / "core" / "calc.c"
     text = calc.read_text().replace('#include "calc.h"\n', '#include "calc.h"\n' + OVER_READ)
-    calc.write_text(text.replace("int calc_mul(int a, int b)\n{\n    return ",
-                                 "int calc_mul(int a, int b)\n{\n    return calc_peek(4) + "))
+    calc.write_text(
+        text.replace(
+            "int calc_mul(int a, int b)\n{\n    return ",
+            "int calc_mul(int a, int b)\n{\n    return calc_peek(4) + ",
+        )
+    )
 
 
 def predictions(path, patches):
-    path.write_text("".join(json.dumps({"instance_id": iid, "model_name_or_path": "strict",
-                                        "model_patch": patch}) + "\n"
-                            for iid, patch in patches.items()))
+    path.write_text(
+        "".join(
+            json.dumps({"instance_id": iid, "model_name_or_path": "strict", "model_patch": patch})
+            + "\n"
+            for iid, patch in patches.items()
+        )
+    )
     return path
 
 
@@ -91,7 +110,7 @@ def test_gold_is_strict_and_the_report_shows_both_rates(project):
         assert (grade["resolved"], grade["strict"], grade["strict_reason"]) == (True, True, "")
         strict = project.read("gold", iid, "strict.json")
         assert strict["reference"] == "base" and len(strict["files"]) == 2
-        assert strict["sanitizer"]["key"] != strict["key"]          # a build of its own
+        assert strict["sanitizer"]["key"] != strict["key"]  # a build of its own
         none = project.read("none", iid, "grade.json")
         assert (none["strict"], none["strict_reason"]) == (False, "not resolved")
     # The base fails the bug's assertions: they are not counted, and are recorded as such.
@@ -108,8 +127,10 @@ def test_gold_is_strict_and_the_report_shows_both_rates(project):
 
 
 def test_a_patch_that_breaks_another_feature_is_resolved_but_not_strict(project, tmp_path):
-    preds = predictions(tmp_path / "p.jsonl",
-                        {"tiny-add": patched(project, tmp_path, "tiny-add", break_version_output)})
+    preds = predictions(
+        tmp_path / "p.jsonl",
+        {"tiny-add": patched(project, tmp_path, "tiny-add", break_version_output)},
+    )
     project.doit("run", "tiny:file", f"predictions={preds}", FEW)
     grade = project.read("file", "tiny-add", "grade.json")
     assert grade["resolved"] and grade["strict"] is False
@@ -124,14 +145,18 @@ def test_a_patch_that_breaks_another_feature_is_resolved_but_not_strict(project,
 
 
 def test_a_patch_that_reads_out_of_bounds_is_resolved_but_not_strict(project, tmp_path):
-    preds = predictions(tmp_path / "p.jsonl",
-                        {"tiny-add": patched(project, tmp_path, "tiny-add", over_read_in_mul)})
+    preds = predictions(
+        tmp_path / "p.jsonl", {"tiny-add": patched(project, tmp_path, "tiny-add", over_read_in_mul)}
+    )
     project.doit("run", "tiny:file", f"predictions={preds}", FEW)
     grade = project.read("file", "tiny-add", "grade.json")
     assert grade["resolved"] and grade["strict"] is False and grade["regressions"] == []
     (finding,) = grade["sanitizer_findings"]
-    assert (finding["tool"], finding["kind"], finding["frame"]) == \
-        ("AddressSanitizer", "heap-buffer-overflow", "calc_peek")
+    assert (finding["tool"], finding["kind"], finding["frame"]) == (
+        "AddressSanitizer",
+        "heap-buffer-overflow",
+        "calc_peek",
+    )
     # calc_add.t also multiplies ("mul still works"); calc_mul.t is a regression file.
     assert finding["files"] == ["calc_add.t", "calc_mul.t"]
     report = project.task_dir("file", "tiny-add") / finding["report"]
@@ -149,16 +174,23 @@ def test_strict_0_leaves_the_verdict_unjudged(project):
 
 def test_a_regression_is_a_pass_under_the_reference_and_a_failure_twice_under_the_candidate():
     ref = [{"a.t": {"a.t:1 x": True, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": True}}] * 2
-    cand = [{"a.t": {"a.t:1 x": False, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": False}},
-            {"a.t": {"a.t:1 x": False, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": True}}]
+    cand = [
+        {"a.t": {"a.t:1 x": False, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": False}},
+        {"a.t": {"a.t:1 x": False, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": True}},
+    ]
     assert compare(cand, ref) == (["a.t:1 x"], ["a.t:3 z"], ["a.t:4 w"])
 
 
 def test_the_sanitizers_join_a_tasks_own_compiler_options():
     assert sanitizer_flags(["--with-http_ssl_module"]) == [
-        "--with-http_ssl_module", f"--with-cc-opt={CC_OPT}", f"--with-ld-opt={LD_OPT}"]
+        "--with-http_ssl_module",
+        f"--with-cc-opt={CC_OPT}",
+        f"--with-ld-opt={LD_OPT}",
+    ]
     assert sanitizer_flags(["--with-cc-opt=-Wno-deprecated-declarations"]) == [
-        f"--with-cc-opt=-Wno-deprecated-declarations {CC_OPT}", f"--with-ld-opt={LD_OPT}"]
+        f"--with-cc-opt=-Wno-deprecated-declarations {CC_OPT}",
+        f"--with-ld-opt={LD_OPT}",
+    ]
 
 
 def test_the_strict_cost_leaves_out_waits_for_a_slot(project):
@@ -168,15 +200,32 @@ def test_the_strict_cost_leaves_out_waits_for_a_slot(project):
     import fcntl
     import sys
     import time
+
     project.doit("run", "tiny:gold", "strict=0")
     slot = project.cache / "locks" / "slots-default" / "prove-0.lock"
     slot.parent.mkdir(parents=True, exist_ok=True)
     with open(slot, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        doit = subprocess.Popen([sys.executable, "-m", "doit", "-f", str(DODO), "run", "-n", "3",
-                                 "tiny:gold", FEW, "strict=1", "proves=1"],
-                                env=project.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        doit = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "doit",
+                "-f",
+                str(DODO),
+                "run",
+                "-n",
+                "3",
+                "tiny:gold",
+                FEW,
+                "strict=1",
+                "proves=1",
+            ],
+            env=project.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(6)
         fcntl.flock(held, fcntl.LOCK_UN)
     freed = time.monotonic()

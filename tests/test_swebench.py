@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-
 import swebench_fixture as sf
 from anthropic_standin import call, say
 from claude_cli import sonnet_cost
 from conftest import SOURCE_ROOT, section, table_row
 from test_agent_claude import RAW, claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
+
+from nginx_eval.agent.stage import rendered_prompts
 from nginx_eval.checks import doctor
 from nginx_eval.core.errors import UserError
 from nginx_eval.core.outcomes import EVAL_ERROR, NOT_SCORED
@@ -27,8 +28,8 @@ from nginx_eval.report.evaluation import judged
 from nginx_eval.run.benchmark import load_benchmark
 from nginx_eval.run.modes import load_modes
 from nginx_eval.run.swebench import adapt_mode
-from nginx_eval.agent.stage import rendered_prompts
-from nginx_eval.swebench import harness, stage as swe_stage
+from nginx_eval.swebench import harness
+from nginx_eval.swebench import stage as swe_stage
 
 IMPORT = SOURCE_ROOT / "scripts" / "import_swebench.py"
 BENCH = "swebench-verified"
@@ -37,8 +38,12 @@ BENCH = "swebench-verified"
 def import_rows(rows, out, *extra, env=None):
     path = out.parent / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return subprocess.run([sys.executable, str(IMPORT), "--rows", str(path), "--out", str(out),
-                           *extra], capture_output=True, text=True, env=env)
+    return subprocess.run(
+        [sys.executable, str(IMPORT), "--rows", str(path), "--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
 
 
 @pytest.fixture
@@ -51,8 +56,9 @@ def swe(project):
     """The fixture project with the SWE-bench task, the shipped modes and the stand-in agent."""
     project.swe = sf.add_swebench(project)
     shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
-    project.env["AGENT"] = sf.stand_in_agent(project.base, project.root / "tasks" /
-                                             "swebench-verified.json")
+    project.env["AGENT"] = sf.stand_in_agent(
+        project.base, project.root / "tasks" / "swebench-verified.json"
+    )
     return project
 
 
@@ -64,10 +70,15 @@ def grade(project, mode, run="default", **kwargs):
     """The official-format evaluation of a mode's predictions, into the run's evaluation dir."""
     pred = project.results / run / mode / "predictions.jsonl"
     rid = harness.run_id(run, mode, harness.predictions_digest(pred))
-    return sf.grade_locally(pred, [sf.dataset_row(project.swe)], rid,
-                            project.results / run / "evaluation", project.mirrors / "acme+pycalc",
-                            project.base / f"grading-{run}-{mode}-{time.monotonic_ns()}",
-                            **kwargs)
+    return sf.grade_locally(
+        pred,
+        [sf.dataset_row(project.swe)],
+        rid,
+        project.results / run / "evaluation",
+        project.mirrors / "acme+pycalc",
+        project.base / f"grading-{run}-{mode}-{time.monotonic_ns()}",
+        **kwargs,
+    )
 
 
 def report_json(project, run="default"):
@@ -83,11 +94,17 @@ def test_import_makes_a_task_file_of_dataset_rows(tmp_path, commits):
     bench = load_benchmark(out)
     (task,) = bench.tasks
     assert (bench.kind, bench.version, bench.dataset) == (
-        "swebench", "1.0", {"name": "SWE-bench/SWE-bench_Verified", "split": "test"})
-    assert task.fail_to_pass == ("tests/test_calc.py::test_add",)         # the JSON text, read
+        "swebench",
+        "1.0",
+        {"name": "SWE-bench/SWE-bench_Verified", "split": "test"},
+    )
+    assert task.fail_to_pass == ("tests/test_calc.py::test_add",)  # the JSON text, read
     assert task.pass_to_pass == ("tests/test_calc.py::test_mul",)
     assert (task.base_commit, task.patch, task.test_patch) == (
-        commits["p_base"], commits["gold"], commits["test_patch"])
+        commits["p_base"],
+        commits["gold"],
+        commits["test_patch"],
+    )
     assert (task.area, task.fix_date, task.version) == ("acme/pycalc", "2024-05-01", "0.1")
     # Fields the harness has no use for are not kept; a second import of the same rows changes
     # nothing, one with a changed task raises the MAJOR version.
@@ -102,23 +119,25 @@ def test_import_makes_a_task_file_of_dataset_rows(tmp_path, commits):
 def test_a_dataset_row_missing_a_field_is_one_line_and_nothing_is_written(tmp_path, commits):
     out = tmp_path / "swebench-verified.json"
     good = sf.dataset_row(commits)
-    bad = {k: v for k, v in dict(good, instance_id="acme__pycalc-2").items()
-           if k != "FAIL_TO_PASS"}
+    bad = {k: v for k, v in dict(good, instance_id="acme__pycalc-2").items() if k != "FAIL_TO_PASS"}
     done = import_rows([good, bad], out)
     assert done.returncode == 1 and not out.exists()
     first, last = done.stderr.splitlines()
-    assert first == (f"import_swebench: {tmp_path / 'rows.jsonl'}, task acme__pycalc-2, row 2, "
-                     f"field FAIL_TO_PASS: is missing")
+    assert first == (
+        f"import_swebench: {tmp_path / 'rows.jsonl'}, task acme__pycalc-2, row 2, "
+        f"field FAIL_TO_PASS: is missing"
+    )
     assert last.startswith("import_swebench: 1 bad row(s);")
     done = import_rows([good, bad], out, "--skip-bad")
-    assert done.returncode == 1 and [t.instance_id for t in load_benchmark(out).tasks] == [
-        sf.IID]
+    assert done.returncode == 1 and [t.instance_id for t in load_benchmark(out).tasks] == [sf.IID]
 
 
 def test_a_task_file_row_missing_a_field_is_one_error_line(tmp_path, commits):
-    row = {k: v for k, v in sf.dataset_row(commits).items() if k not in ("test_patch",
-                                                                           "hints_text",
-                                                                           "difficulty")}
+    row = {
+        k: v
+        for k, v in sf.dataset_row(commits).items()
+        if k not in ("test_patch", "hints_text", "difficulty")
+    }
     path = tmp_path / "swe.json"
     path.write_text(json.dumps({"kind": "swebench", "tasks": [row]}))
     with pytest.raises(UserError) as e:
@@ -135,7 +154,7 @@ def test_the_shipped_modes_tell_a_swebench_agent_nothing_of_nginx(tmp_path, comm
     modes = load_modes(SOURCE_ROOT / "modes.toml", templates)
     for name in ("raw", "impl", "full", "nlcmd"):
         mode = adapt_mode(modes[name], templates, SOURCE_ROOT / "modes.toml")
-        assert modes[name].tests == "base" and mode.tests == ""     # no nginx-tests tree
+        assert modes[name].tests == "base" and mode.tests == ""  # no nginx-tests tree
         prompts = rendered_prompts(templates, mode, task)
         assert all("nginx" not in p.lower() for p in prompts), (name, prompts)
         assert all("nginx" not in text.lower() for _, text in mode.command_files), name
@@ -150,34 +169,46 @@ def test_a_mode_without_a_swebench_prompt_is_one_error_line(tmp_path):
     (tmp_path / "templates").mkdir()
     (tmp_path / "templates" / "mine.md.j2").write_text("Fix nginx.\n")
     toml = tmp_path / "modes.toml"
-    toml.write_text('[modes.mine]\n[[modes.mine.phases]]\nname = "solve"\nprompt = "mine.md.j2"\n'
-                    'command = "agent {prompt}"\n')
+    toml.write_text(
+        '[modes.mine]\n[[modes.mine.phases]]\nname = "solve"\nprompt = "mine.md.j2"\n'
+        'command = "agent {prompt}"\n'
+    )
     mode = load_modes(toml, tmp_path / "templates")["mine"]
     with pytest.raises(UserError) as e:
         adapt_mode(mode, tmp_path / "templates", toml)
-    assert str(e.value).startswith(f"{toml}, mode mine phase solve, field prompt: has no "
-                                   f"SWE-bench version of its prompt: "
-                                   f"{tmp_path / 'templates' / 'swebench' / 'mine.md.j2'}")
+    assert str(e.value).startswith(
+        f"{toml}, mode mine phase solve, field prompt: has no "
+        f"SWE-bench version of its prompt: "
+        f"{tmp_path / 'templates' / 'swebench' / 'mine.md.j2'}"
+    )
 
 
 # -- the official harness: predictions, command, reports -------------------------------------
 def test_the_predictions_schema_is_the_official_harness_s():
     good = {"instance_id": "a", "model_name_or_path": "nginx-eval/raw/m", "model_patch": ""}
     assert harness.prediction_problems([good]) == []
-    assert harness.prediction_problems([dict(good, model_patch=None), good,
-                                        dict(good, instance_id="b", model_name_or_path="x")]) \
-        == ["row 1: model_patch must be a string", "row 2: instance_id a twice",
-            "2 model names; the report is named after the first row's"]
+    assert harness.prediction_problems(
+        [dict(good, model_patch=None), good, dict(good, instance_id="b", model_name_or_path="x")]
+    ) == [
+        "row 1: model_patch must be a string",
+        "row 2: instance_id a twice",
+        "2 model names; the report is named after the first row's",
+    ]
 
 
 def test_the_grading_command_names_dataset_predictions_run_id_and_workers(tmp_path):
-    words = harness.grading_command({"name": "SWE-bench/SWE-bench_Verified", "split": "test"},
-                                    tmp_path / "p.jsonl", "nginx-eval.r.raw.0123456789ab",
-                                    tmp_path / "ev", 3)
+    words = harness.grading_command(
+        {"name": "SWE-bench/SWE-bench_Verified", "split": "test"},
+        tmp_path / "p.jsonl",
+        "nginx-eval.r.raw.0123456789ab",
+        tmp_path / "ev",
+        3,
+    )
     assert harness.command_line(words) == (
         f"python -m swebench.harness.run_evaluation --dataset_name SWE-bench/SWE-bench_Verified "
         f"--split test --predictions_path {tmp_path}/p.jsonl --max_workers 3 --run_id "
-        f"nginx-eval.r.raw.0123456789ab --report_dir {tmp_path}/ev")
+        f"nginx-eval.r.raw.0123456789ab --report_dir {tmp_path}/ev"
+    )
     assert harness.report_name("nginx-eval/raw/m", "rid") == "nginx-eval__raw__m.rid.json"
     assert harness.digest_of_run_id("nginx-eval.r.raw.0123456789ab") == "0123456789ab"
     assert harness.digest_of_run_id("my-run") is None
@@ -188,14 +219,21 @@ def test_the_report_s_verdicts_become_outcomes():
     outcome = lambda verdict, **kw: judged(dict(row, **kw), verdict)["outcome"]
     assert outcome(harness.RESOLVED) == "resolved"
     assert outcome(harness.UNRESOLVED) == "unresolved"
-    assert outcome(harness.EMPTY_PATCH) == "unresolved"          # an empty patch fixes nothing
+    assert outcome(harness.EMPTY_PATCH) == "unresolved"  # an empty patch fixes nothing
     assert outcome(harness.ERROR) == EVAL_ERROR and EVAL_ERROR in NOT_SCORED
     assert outcome(harness.UNRESOLVED, agent_status="timeout") == "timeout"
-    assert outcome(harness.EMPTY_PATCH, agent_status="infra_error",
-                   outcome="infra_error") == "infra_error"
-    assert harness.verdicts({"resolved_ids": ["a"], "unresolved_ids": ["b"], "error_ids": ["c"],
-                             "empty_patch_ids": ["d"]}) == {"a": "resolved", "b": "unresolved",
-                                                            "c": "error", "d": "empty_patch"}
+    assert (
+        outcome(harness.EMPTY_PATCH, agent_status="infra_error", outcome="infra_error")
+        == "infra_error"
+    )
+    assert harness.verdicts(
+        {
+            "resolved_ids": ["a"],
+            "unresolved_ids": ["b"],
+            "error_ids": ["c"],
+            "empty_patch_ids": ["d"],
+        }
+    ) == {"a": "resolved", "b": "unresolved", "c": "error", "d": "empty_patch"}
 
 
 def test_which_report_grades_the_current_predictions(tmp_path):
@@ -210,9 +248,13 @@ def test_which_report_grades_the_current_predictions(tmp_path):
     assert chosen == mine and several == []
     assert [(p.name, why.split(" (")[0]) for p, why in stale] == [
         (theirs.name, "it is older than the predictions file"),
-        (other.name, "its run id nginx-eval.r.raw.bbbbbbbbbbbb names other predictions than "
-                     "the current ones")]
-    os.utime(theirs)        # a report of one's own run id, newer than the predictions
+        (
+            other.name,
+            "its run id nginx-eval.r.raw.bbbbbbbbbbbb names other predictions than "
+            "the current ones",
+        ),
+    ]
+    os.utime(theirs)  # a report of one's own run id, newer than the predictions
     chosen, _, several = harness.choose_report(found, "aaaaaaaaaaaa", time.time() - 60)
     assert chosen is None and several == [theirs, mine]
 
@@ -221,13 +263,23 @@ def test_which_report_grades_the_current_predictions(tmp_path):
 def test_the_copied_run_report_is_the_package_s_field_for_field(tmp_path, commits):
     rows = [sf.dataset_row(commits), dict(sf.dataset_row(commits), instance_id="acme__pycalc-9")]
     preds = tmp_path / "p.jsonl"
-    preds.write_text(json.dumps({"instance_id": sf.IID, "model_name_or_path": "x/y",
-                                 "model_patch": commits["gold"]}) + "\n")
+    preds.write_text(
+        json.dumps(
+            {"instance_id": sf.IID, "model_name_or_path": "x/y", "model_patch": commits["gold"]}
+        )
+        + "\n"
+    )
     made = {}
     for use in (True, False):
-        path = sf.grade_locally(preds, rows, "rid", tmp_path / f"out-{use}",
-                                tmp_path / "acme+pycalc", tmp_path / f"work-{use}",
-                                use_package=use)
+        path = sf.grade_locally(
+            preds,
+            rows,
+            "rid",
+            tmp_path / f"out-{use}",
+            tmp_path / "acme+pycalc",
+            tmp_path / f"work-{use}",
+            use_package=use,
+        )
         made[use] = json.loads(path.read_text())
     assert made[True] == made[False]
     assert made[True]["resolved_ids"] == [sf.IID]
@@ -245,7 +297,7 @@ def test_cmh_pools_the_paired_tasks_of_both_benchmarks():
     assert r["p_exact"] == stats.mcnemar_exact(6, 1)
     assert r["odds_ratio"] == pytest.approx(6.0)
     assert r["odds_ratio_interval"] == pytest.approx((0.72235, 49.8372), rel=1e-4)
-    assert r["homogeneity_p"] == pytest.approx(0.428571, abs=1e-6)    # Fisher, [[4,1],[2,0]]
+    assert r["homogeneity_p"] == pytest.approx(0.428571, abs=1e-6)  # Fisher, [[4,1],[2,0]]
     assert stats.cmh_paired([([1, 0], [1, 0])])["p_value"] == 1.0
 
 
@@ -257,6 +309,7 @@ def test_the_grade_task_exists_only_where_docker_and_swebench_are(monkeypatch):
 
         def group_mode_list(self):
             return []
+
     monkeypatch.setattr(swe_stage, "grading_problem", lambda: "no Docker engine")
     assert list(swe_stage.grade_task(Ctx())) == []
     monkeypatch.setattr(swe_stage, "grading_problem", lambda: None)
@@ -266,9 +319,14 @@ def test_the_grade_task_exists_only_where_docker_and_swebench_are(monkeypatch):
 
 
 def test_the_doctor_says_whether_this_machine_can_grade(capsys):
-    for problem, line in ((None, "OK      SWE-bench grading: Docker and the swebench package"),
-                          ("no Docker engine", "WARN    this machine cannot grade SWE-bench "
-                                               "predictions: no Docker engine; run the command")):
+    for problem, line in (
+        (None, "OK      SWE-bench grading: Docker and the swebench package"),
+        (
+            "no Docker engine",
+            "WARN    this machine cannot grade SWE-bench "
+            "predictions: no Docker engine; run the command",
+        ),
+    ):
         text = doctor.render([doctor.swebench_finding(problem)])[0]
         assert any(l.startswith(line) for l in text.splitlines()), text
 
@@ -280,17 +338,24 @@ def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(swe):
     modes = ("raw", "impl", "full", "nlcmd")
     proc, executed = swe.doit("run", *(f"{BENCH}:{m}" for m in modes), "keep_workspaces=1")
     # The nginx stages do not run for this kind: no build, prove, strict or grade.
-    assert not [t for t in executed if t.split(":")[0] in ("build", "prove", "strict", "grade",
-                                                           "base", "tests")]
+    assert not [
+        t
+        for t in executed
+        if t.split(":")[0] in ("build", "prove", "strict", "grade", "base", "tests")
+    ]
     for mode in modes:
         agent = swe.read(mode, sf.IID, "agent.json")
-        assert (agent["status"], agent["isolation"], agent["tests_tree"]) == \
-            ("completed", "srt", None), (mode, agent["error"])
+        assert (agent["status"], agent["isolation"], agent["tests_tree"]) == (
+            "completed",
+            "srt",
+            None,
+        ), (mode, agent["error"])
         for phase in agent["phases"]:
             prompt = (swe.task_dir(mode, sf.IID) / phase["prompt_file"]).read_text()
             assert "nginx" not in prompt.lower(), (mode, prompt)
-        out = (swe.task_dir(mode, sf.IID) / agent["phases"][-1 if mode != "full" else 1]
-               ["stdout"]).read_text()
+        out = (
+            swe.task_dir(mode, sf.IID) / agent["phases"][-1 if mode != "full" else 1]["stdout"]
+        ).read_text()
         assert "task file hidden" in out and "TASK FILE READ" not in out, (mode, out)
         patch = swe.read(mode, sf.IID, "patch.json")
         assert patch["files"] == ["pycalc/calc.py"], (mode, patch)
@@ -298,8 +363,11 @@ def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(swe):
         assert "__pycache__/" in names and ".issue.md" in names, (mode, patch["left_out"])
         assert not (swe.task_dir(mode, sf.IID) / "grade.json").exists()
         (row,) = read_jsonl(swe.results / "default" / mode / "results.jsonl")
-        assert (row["graded_by"], row["outcome"], row["agent_status"]) == \
-            ("swebench", None, "completed")
+        assert (row["graded_by"], row["outcome"], row["agent_status"]) == (
+            "swebench",
+            None,
+            "completed",
+        )
         assert row["agent_seconds"] > 0 and row["isolation"] == "srt"
     command = swe.cache / "workspaces" / "default" / "nlcmd" / sf.IID / ".claude" / "commands"
     text = (command / "fix-issue.md").read_text()
@@ -307,11 +375,13 @@ def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(swe):
     # The line of each mode's grading command, with the exact arguments.
     pred = swe.results / "default" / "raw" / "predictions.jsonl"
     rid = f"nginx-eval.default.raw.{harness.predictions_digest(pred)}"
-    assert (f"{BENCH}:raw: 1 prediction(s) in {pred}; grade them where Docker is: python -m "
-            f"swebench.harness.run_evaluation --dataset_name SWE-bench/SWE-bench_Verified "
-            f"--split test --predictions_path {pred} --max_workers "
-            f"{harness.default_workers()} --run_id {rid} --report_dir "
-            f"{swe.results / 'default' / 'evaluation'}") in proc.stdout.splitlines()
+    assert (
+        f"{BENCH}:raw: 1 prediction(s) in {pred}; grade them where Docker is: python -m "
+        f"swebench.harness.run_evaluation --dataset_name SWE-bench/SWE-bench_Verified "
+        f"--split test --predictions_path {pred} --max_workers "
+        f"{harness.default_workers()} --run_id {rid} --report_dir "
+        f"{swe.results / 'default' / 'evaluation'}"
+    ) in proc.stdout.splitlines()
 
 
 @pytest.mark.slow
@@ -328,6 +398,7 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     assert set(rows[0]) == set(harness.PREDICTION_FIELDS) and rows[0]["instance_id"] == sf.IID
     if sf.swebench_importable():
         from swebench.harness.utils import get_predictions_from_file
+
         assert get_predictions_from_file(str(pred), "unused", "test") == rows
     assert "a + b" in rows[0]["model_patch"] and "__pycache__" not in rows[0]["model_patch"]
     report = grade(swe, "raw", run="swe")
@@ -348,8 +419,9 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     assert executed == []
     grade(swe, "impl", run="swe")
     _, executed = swe.doit("run", "report", "run=swe")
-    assert executed[0] == "report:markdown" and all(t.startswith(("report", "site"))
-                                                    for t in executed)
+    assert executed[0] == "report:markdown" and all(
+        t.startswith(("report", "site")) for t in executed
+    )
     assert report_json(swe, "swe")["modes"]["impl"]["resolved_ids"] == [sf.IID]
     # The nginx benchmark with the same modes, and one report over both.
     swe.doit("run", "tiny:raw", "tiny:impl", "run=ngx")
@@ -357,7 +429,9 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     assert "report:markdown" in executed
     cross = report_json(swe, "ngx")["cross"]
     assert [(b["benchmark"], b["kind"], b["tasks"]) for b in cross["benchmarks"]] == [
-        ("tiny", "nginx", 2), (BENCH, "swebench", 1)]
+        ("tiny", "nginx", 2),
+        (BENCH, "swebench", 1),
+    ]
     raw = next(m for m in cross["modes"] if m["mode"] == "raw")
     assert [(c["n"], c["rate"]) for c in raw["cells"]] == [(2, 1.0), (1, 1.0)]
     assert all(c["seconds_per_task"] > 0 for c in raw["cells"])
@@ -387,30 +461,42 @@ def test_bad_evaluation_input_is_one_line_each_and_nothing_else_is_lost(swe):
     def warnings():
         swe.doit("run", "report", "run=b")
         md = (swe.results / "b" / "report.md").read_text()
-        return [line[2:] for line in section(md, "Warnings").splitlines()
-                if line.startswith("- ")]
+        return [line[2:] for line in section(md, "Warnings").splitlines() if line.startswith("- ")]
 
     # Ids that are not tasks of the task file: one line, the rest scored.
     data = json.loads(gold.read_text())
-    gold.write_text(json.dumps(dict(data, resolved_ids=data["resolved_ids"] + ["ghost-1"],
-                                    submitted_ids=data["submitted_ids"] + ["ghost-1"])))
-    ghost = (f"mode gold: {gold.name} names 1 instance(s) that are not tasks of "
-             f"swebench-verified.json: ghost-1; not scored")
+    gold.write_text(
+        json.dumps(
+            dict(
+                data,
+                resolved_ids=data["resolved_ids"] + ["ghost-1"],
+                submitted_ids=data["submitted_ids"] + ["ghost-1"],
+            )
+        )
+    )
+    ghost = (
+        f"mode gold: {gold.name} names 1 instance(s) that are not tasks of "
+        f"swebench-verified.json: ghost-1; not scored"
+    )
     assert warnings() == [ghost]
     assert report_json(swe, "b")["modes"]["gold"]["resolved_ids"] == [sf.IID]
     # A second report of the same predictions: one line, the mode not graded; none is kept.
     second = gold.with_name(gold.name.split(".nginx-eval.")[0] + ".my-own-run.json")
     shutil.copy(gold, second)
-    assert warnings() == [f"mode gold: 2 reports grade its current predictions ({second.name}, "
-                          f"{gold.name}); none is used: remove all but one from "
-                          f"{swe.results / 'b' / 'evaluation'}"]
+    assert warnings() == [
+        f"mode gold: 2 reports grade its current predictions ({second.name}, "
+        f"{gold.name}); none is used: remove all but one from "
+        f"{swe.results / 'b' / 'evaluation'}"
+    ]
     made = report_json(swe, "b")
     assert "gold" not in made["modes"] and made["modes"]["none"]["outcomes"] == {
-        sf.IID: "unresolved"}
+        sf.IID: "unresolved"
+    }
     second.unlink()
     # An evaluation error is not scored.
-    none.write_text(json.dumps(dict(json.loads(none.read_text()), empty_patch_ids=[],
-                                    error_ids=[sf.IID])))
+    none.write_text(
+        json.dumps(dict(json.loads(none.read_text()), empty_patch_ids=[], error_ids=[sf.IID]))
+    )
     assert warnings() == [ghost]
     none_mode = report_json(swe, "b")["modes"]["none"]
     assert (none_mode["outcomes"], none_mode["resolved_interval"]) == ({sf.IID: EVAL_ERROR}, None)
@@ -425,13 +511,15 @@ def test_bad_evaluation_input_is_one_line_each_and_nothing_else_is_lost(swe):
     swe.doit("run", f"{BENCH}:gold", "run=b")
     said = warnings()
     digest = harness.predictions_digest(swe.results / "b" / "gold" / "predictions.jsonl")
-    assert said[0] == (f"mode gold: {gold.name} is not used: its run id "
-                       f"{gold.name.split('.json')[0].split('__gold.')[1]} names other "
-                       f"predictions than the current ones ({digest}); grade the current "
-                       f"predictions again (the command is in the SWE-bench section)")
+    assert said[0] == (
+        f"mode gold: {gold.name} is not used: its run id "
+        f"{gold.name.split('.json')[0].split('__gold.')[1]} names other "
+        f"predictions than the current ones ({digest}); grade the current "
+        f"predictions again (the command is in the SWE-bench section)"
+    )
     md = (swe.results / "b" / "report.md").read_text()
     assert f"--run_id nginx-eval.b.gold.{digest}" in section(md, "SWE-bench grading")
-    assert gold.exists()        # nothing deleted
+    assert gold.exists()  # nothing deleted
 
 
 @pytest.mark.slow
@@ -439,8 +527,7 @@ def test_bad_evaluation_input_is_one_line_each_and_nothing_else_is_lost(swe):
 def test_the_real_cli_on_a_swebench_task_its_prompt_its_cost_its_patch(claude, tmp_path):
     project = claude.project
     project.swe = sf.add_swebench(project)
-    claude.api.script = {RAW: [[say("Fixing it."), call("Bash", command=sf.FIX)],
-                               [say("Fixed.")]]}
+    claude.api.script = {RAW: [[say("Fixing it."), call("Bash", command=sf.FIX)], [say("Fixed.")]]}
     project.doit("run", f"{BENCH}:raw")
     agent = project.read("raw", sf.IID, "agent.json")
     assert (agent["status"], agent["isolation"]) == ("completed", "srt"), agent["error"]
@@ -459,16 +546,28 @@ def test_the_cross_benchmark_section_pools_the_mode_differences(swe):
     """Two predictions modes on both benchmarks: `pa` has every gold patch, `pb` only tiny-add's.
     Within each benchmark `pa` resolves one task more; pooled, two tasks only `pa` resolves."""
     mirror, c = swe.mirrors / "acme+tiny", swe.commits
-    gold = {"tiny-add": fixture_diff(mirror, c["c_add_bug"], c["c_add_fix"]),
-            "tiny-mul": fixture_diff(mirror, c["c_mul_bug"], c["c_mul_fix"]),
-            sf.IID: swe.swe["gold"]}
+    gold = {
+        "tiny-add": fixture_diff(mirror, c["c_add_bug"], c["c_add_fix"]),
+        "tiny-mul": fixture_diff(mirror, c["c_mul_bug"], c["c_mul_fix"]),
+        sf.IID: swe.swe["gold"],
+    }
     for name, keep in (("pa", set(gold)), ("pb", {"tiny-add"})):
-        (swe.root / f"{name}.jsonl").write_text("".join(
-            json.dumps({"instance_id": i, "model_name_or_path": name,
-                        "model_patch": patch if i in keep else ""}) + "\n"
-            for i, patch in gold.items()))
-    (swe.root / "modes.toml").write_text('[modes.pa]\npredictions = "pa.jsonl"\n'
-                                         '[modes.pb]\npredictions = "pb.jsonl"\n')
+        (swe.root / f"{name}.jsonl").write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "instance_id": i,
+                        "model_name_or_path": name,
+                        "model_patch": patch if i in keep else "",
+                    }
+                )
+                + "\n"
+                for i, patch in gold.items()
+            )
+        )
+    (swe.root / "modes.toml").write_text(
+        '[modes.pa]\npredictions = "pa.jsonl"\n[modes.pb]\npredictions = "pb.jsonl"\n'
+    )
     swe.doit("run", "tiny:pa", "tiny:pb", "run=ngx")
     swe.doit("run", f"{BENCH}:pa", f"{BENCH}:pb", "run=swe")
     grade(swe, "pa", run="swe")
@@ -478,7 +577,9 @@ def test_the_cross_benchmark_section_pools_the_mode_differences(swe):
     (pair,) = cross["pairs"]
     assert (pair["a"], pair["b"]) == ("pa", "pb")
     assert [(c["tasks"], c["a_only"], c["b_only"], c["difference"]) for c in pair["cells"]] == [
-        (2, 1, 0, 0.5), (1, 1, 0, 1.0)]
+        (2, 1, 0, 0.5),
+        (1, 1, 0, 1.0),
+    ]
     expected = stats.cmh_paired([([1, 1], [1, 0]), ([1], [0])])
     pooled = pair["pooled"]
     assert (pooled["tasks"], pooled["a_only"], pooled["b_only"]) == (3, 2, 0)
@@ -486,18 +587,21 @@ def test_the_cross_benchmark_section_pools_the_mode_differences(swe):
     assert pooled["p_value"] == pytest.approx(expected["p_value"], abs=1e-8)
     assert pooled["p_holm"] == pooled["p_value"] and pooled["p_exact"] == 0.5
     assert pooled["odds_ratio"] is None and pooled["homogeneity_p"] == 1.0
-    assert pair["cells"][0]["time_ratio"] is None        # no agent: no time to compare
+    assert pair["cells"][0]["time_ratio"] is None  # no agent: no time to compare
     text = section((swe.results / "ngx" / "report.md").read_text(), "Across benchmarks")
     row = table_row(text, "`pa`")
     assert row[:2] == ["100.0% [34.2, 100.0]", "2"] and row[4:6] == ["100.0% [20.6, 100.0]", "1"]
     assert table_row(text, "`pb`")[4] == "0.0% [0.0, 79.3]"
     # The other run must hold the other benchmark, and be a run.
-    for other, said in (("ngx", "cross=ngx: that is this run; name a run of the other benchmark"),
-                        ("nope", f"cross=nope: no run.json in {swe.results / 'nope'}: not a run")):
+    for other, said in (
+        ("ngx", "cross=ngx: that is this run; name a run of the other benchmark"),
+        ("nope", f"cross=nope: no run.json in {swe.results / 'nope'}: not a run"),
+    ):
         proc, _ = swe.doit("run", "report", "run=ngx", f"cross={other}", check=False)
         assert proc.returncode != 0 and proc.stderr.splitlines() == [f"nginx-eval: error: {said}"]
 
 
 def fixture_diff(mirror, base, fix):
     from fixture_repos import git
+
     return git(mirror, "diff", base, fix) + "\n"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import fixture_repos
+
 from nginx_eval.mining.sweep import bisect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,11 +33,28 @@ def test_bisect_finds_each_target_first_commit_with_one_probe_per_step():
 def run_sweep(tmp_path, old, new, via="", out=None, files=FILES):
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps({"name": "b", "tasks": []}))
-    argv = [sys.executable, str(ROOT / "scripts" / "sweep_suite.py"),
-            "--nginx", str(tmp_path / "tiny" / ".git"), "--tests",
-            str(tmp_path / "tiny-tests" / ".git"), "--work", str(tmp_path / "work"),
-            "--old", old, "--new", new, "--files", files, "--jobs", "2",
-            "--benchmark", str(bench), "--via", via]
+    argv = [
+        sys.executable,
+        str(ROOT / "scripts" / "sweep_suite.py"),
+        "--nginx",
+        str(tmp_path / "tiny" / ".git"),
+        "--tests",
+        str(tmp_path / "tiny-tests" / ".git"),
+        "--work",
+        str(tmp_path / "work"),
+        "--old",
+        old,
+        "--new",
+        new,
+        "--files",
+        files,
+        "--jobs",
+        "2",
+        "--benchmark",
+        str(bench),
+        "--via",
+        via,
+    ]
     if out:
         argv += ["--out", str(out)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
@@ -54,8 +72,11 @@ def test_sweep_bisects_each_flipped_assertion_to_its_fix(tmp_path):
     # turn passing, the TODO-guarded "square" among them; all at c_mul_fix. add was right at both.
     assert leads["flipped"] == 3
     assert [(lead["fix_commit"], lead["assertions"]) for lead in leads["leads"]] == [
-        (c["c_mul_fix"], ["calc_add.t:3 mul still works", "calc_mul.t:1 multiply",
-                          "calc_mul.t:3 square"])]
+        (
+            c["c_mul_fix"],
+            ["calc_add.t:3 mul still works", "calc_mul.t:1 multiply", "calc_mul.t:3 square"],
+        )
+    ]
     stubs = json.loads(out.read_text())
     assert stubs["candidates"] is True
     [stub] = stubs["tasks"]
@@ -76,14 +97,22 @@ def test_sweep_misses_nothing_between_far_ends(tmp_path):
     # add is fixed at c_add_fix; mul was broken and fixed again in between, right at both ends,
     # so it is no flip of these ends.
     assert [(lead["fix_commit"], lead["assertions"]) for lead in leads["leads"]] == [
-        (c["c_add_fix"], ["calc_add.t:1 add two numbers"])]
+        (c["c_add_fix"], ["calc_add.t:1 add two numbers"])
+    ]
     # With the broken middle as a stop, each stretch is compared on its own: both fixes.
     leads, _ = run_sweep(tmp_path, c["c_add_bug"], c["c_later"], via=c["c_mul_bug"])
     assert leads["via"] == [c["c_mul_bug"]]
-    assert sorted((lead["fix_commit"], tuple(lead["assertions"])) for lead in leads["leads"]) \
-        == sorted([(c["c_add_fix"], ("calc_add.t:1 add two numbers",)),
-                   (c["c_mul_fix"], ("calc_add.t:3 mul still works", "calc_mul.t:1 multiply",
-                                     "calc_mul.t:3 square"))])
+    assert sorted(
+        (lead["fix_commit"], tuple(lead["assertions"])) for lead in leads["leads"]
+    ) == sorted(
+        [
+            (c["c_add_fix"], ("calc_add.t:1 add two numbers",)),
+            (
+                c["c_mul_fix"],
+                ("calc_add.t:3 mul still works", "calc_mul.t:1 multiply", "calc_mul.t:3 square"),
+            ),
+        ]
+    )
 
 
 def test_a_fix_to_code_that_arrived_between_the_ends_is_found(tmp_path):
@@ -92,20 +121,33 @@ def test_a_fix_to_code_that_arrived_between_the_ends_is_found(tmp_path):
     main_c = tiny / "src" / "core" / "nginx.c"
     text = main_c.read_text()
     # A "sub" command arrives broken, then is fixed; its test skips where there is no "sub".
-    main_c.write_text(text.replace('else return 2;', 'else if (strcmp(argv[1], "sub") == 0) '
-                                   'printf("%d\\n", a + b);\n    else return 2;'))
+    main_c.write_text(
+        text.replace(
+            "else return 2;",
+            'else if (strcmp(argv[1], "sub") == 0) printf("%d\\n", a + b);\n    else return 2;',
+        )
+    )
     added = fixture_repos.commit(tiny, "Added sub")
-    main_c.write_text(text.replace('else return 2;', 'else if (strcmp(argv[1], "sub") == 0) '
-                                   'printf("%d\\n", a - b);\n    else return 2;'))
+    main_c.write_text(
+        text.replace(
+            "else return 2;",
+            'else if (strcmp(argv[1], "sub") == 0) printf("%d\\n", a - b);\n    else return 2;',
+        )
+    )
     fixed = fixture_repos.commit(tiny, "Fixed sub")
     tests = tmp_path / "tiny-tests"
     fixture_repos.make_tests_repo(tests)
-    fixture_repos.write(tests / "calc_sub.t", fixture_repos.TEST_HEAD + """
+    fixture_repos.write(
+        tests / "calc_sub.t",
+        fixture_repos.TEST_HEAD
+        + """
 system("$bin sub 1 1 >/dev/null") == 0 or plan(skip_all => 'no sub');
 plan(tests => 2);
 is(run('sub', 5, 3), '2', 'subtract');
 is(run('add', 5, 3), '8', 'add still works');
-""", 0o755)
+""",
+        0o755,
+    )
     fixture_repos.commit(tests, "Tests: sub")
 
     leads, log = run_sweep(tmp_path, c["c_later"], fixed, files="calc_sub.t,calc_add.t")
@@ -113,7 +155,8 @@ is(run('add', 5, 3), '8', 'add still works');
     # "subtract" fails: bisected from there to the fix.
     assert leads["flipped"] == 1
     assert [(lead["fix_commit"], lead["assertions"]) for lead in leads["leads"]] == [
-        (fixed, ["calc_sub.t:1 subtract"])]
+        (fixed, ["calc_sub.t:1 subtract"])
+    ]
     assert f"1 files first run at {added[:12]}: 1 assertions" in log
 
 
@@ -124,17 +167,27 @@ def test_an_assertion_behind_a_todo_skip_counts_as_failing(tmp_path):
     c = fixture_repos.make_upstream(tmp_path / "tiny")
     tests = tmp_path / "tiny-tests"
     fixture_repos.make_tests_repo(tests)
-    fixture_repos.write(tests / "guarded.t", fixture_repos.TEST_HEAD + """
+    fixture_repos.write(
+        tests / "guarded.t",
+        fixture_repos.TEST_HEAD
+        + """
 plan(tests => 2);
 TODO: {
 todo_skip 'crashes', 1 unless run('mul', 2, 3) eq '6';
 is(run('mul', 3, 3), '9', 'square');
 }
 is(run('add', 1, 1), '2', 'add');
-""", 0o755)
+""",
+        0o755,
+    )
     fixture_repos.commit(tests, "Tests: guarded")
     leads, _ = run_sweep(tmp_path, c["c_mul_bug"], c["c_later"], files="guarded.t")
-    assert "TODO & SKIP crashes" in (next((tmp_path / "work" / "tap").glob(
-        f"*/{c['c_mul_bug'][:12]}/guarded.t.tap"))).read_text()
+    assert (
+        "TODO & SKIP crashes"
+        in (
+            next((tmp_path / "work" / "tap").glob(f"*/{c['c_mul_bug'][:12]}/guarded.t.tap"))
+        ).read_text()
+    )
     assert [(lead["fix_commit"], lead["assertions"]) for lead in leads["leads"]] == [
-        (c["c_mul_fix"], ["guarded.t:1 square"])]
+        (c["c_mul_fix"], ["guarded.t:1 square"])
+    ]

@@ -6,27 +6,39 @@ OK = {"exit_code": 0, "timed_out": False}
 
 
 def test_numbers_descriptions_and_todo(prove_v):
-    out, _ = prove_v("a.t", """plan(tests => 4);
+    out, _ = prove_v(
+        "a.t",
+        """plan(tests => 4);
 ok(1, 'first'); ok(1); TODO: { local $TODO = 'not yet'; ok(0, 'body'); ok(1, 'early'); }
-""")
+""",
+    )
     fr = parse_tap("a.t", out)
     # `not ok # TODO` fails here although prove counts it as passing; `ok # TODO` passes.
-    assert fr.results == {"a.t:1 first": True, "a.t:2": True, "a.t:3 body": False,
-                          "a.t:4 early": True}
+    assert fr.results == {
+        "a.t:1 first": True,
+        "a.t:2": True,
+        "a.t:3 body": False,
+        "a.t:4 early": True,
+    }
     assert fr.complete and not fr.tampered and file_problem(fr, OK) is None
     assert assertion_id("a.t", 7, "- x y ") == "a.t:7 x y"
 
 
 def test_partial_skip_is_kept_by_number_with_its_reason(prove_v):
-    out, code = prove_v("auth.t", """plan(tests => 3);
+    out, code = prove_v(
+        "auth.t",
+        """plan(tests => 3);
 ok(1, 'first');
 SKIP: { skip 'FCGI not installed', 1; ok(1, 'fastcgi auth open'); }
 ok(1, 'last');
-""")
+""",
+    )
     assert code == 0
     fr = parse_tap("auth.t", out)
     assert fr.skipped == {2: "FCGI not installed"}
-    assert "auth.t:2 fastcgi auth open" not in fr.results and not fr.ran("auth.t:2 fastcgi auth open")
+    assert "auth.t:2 fastcgi auth open" not in fr.results and not fr.ran(
+        "auth.t:2 fastcgi auth open"
+    )
     assert fr.complete and file_problem(fr, OK) is None
 
 
@@ -48,7 +60,7 @@ def test_bail_out_as_prove_prints_it(prove_v):
 
 
 def test_died_before_and_after_the_plan(prove_v):
-    out, _ = prove_v("d.t", "die \"Can't start nginx\"; plan(tests => 2);\n")
+    out, _ = prove_v("d.t", 'die "Can\'t start nginx"; plan(tests => 2);\n')
     fr = parse_tap("d.t", out)
     assert fr.planned is None and file_problem(fr, {"exit_code": 1}).kind == "not_started"
     out, _ = prove_v("m.t", "plan(tests => 3); ok(1, 'a'); die 'connection refused';\n")
@@ -60,11 +72,14 @@ def test_died_before_and_after_the_plan(prove_v):
 
 def test_tap_from_a_child_process_is_tampering(prove_v):
     # What a patched nginx started with the test's stdout can do: print the line it wants.
-    out, _ = prove_v("s.t", """plan(tests => 2);
+    out, _ = prove_v(
+        "s.t",
+        """plan(tests => 2);
 ok(0, 'desc one');
 system('echo "ok 1 - desc one"');
 ok(1, 'two');
-""")
+""",
+    )
     assert "ok 1 - desc one" in out.splitlines()
     fr = parse_tap("s.t", out)
     assert fr.tampered and "printed twice" in fr.tampered[0]
@@ -73,24 +88,33 @@ ok(1, 'two');
 
 def test_spoofed_lines_ahead_of_the_real_ones_are_tampering(prove_v):
     # The spoofer prints first: the test's own lines then come out of sequence.
-    out, _ = prove_v("e.t", """system('printf "1..2\\nok 1 - a\\nok 2 - b\\n"');
+    out, _ = prove_v(
+        "e.t",
+        """system('printf "1..2\\nok 1 - a\\nok 2 - b\\n"');
 plan(tests => 2); ok(0, 'a'); ok(0, 'b');
-""")
+""",
+    )
     fr = parse_tap("e.t", out)
     assert any("second plan" in t for t in fr.tampered)
     assert any("printed twice" in t for t in fr.tampered)
 
 
 def test_numbers_past_the_plan_and_out_of_sequence_are_tampering(prove_v):
-    out, _ = prove_v("p.t", """plan(tests => 1);
+    out, _ = prove_v(
+        "p.t",
+        """plan(tests => 1);
 ok(1, 'only');
 system('echo "ok 2 - extra"');
-""")
+""",
+    )
     assert any("past the plan" in t for t in parse_tap("p.t", out).tampered)
-    out, _ = prove_v("q.t", """plan(tests => 3);
+    out, _ = prove_v(
+        "q.t",
+        """plan(tests => 3);
 system('echo "ok 2 - jump"');
 ok(1, 'a'); ok(1, 'b'); ok(1, 'c');
-""")
+""",
+    )
     assert any("out of sequence" in t for t in parse_tap("q.t", out).tampered)
 
 

@@ -9,15 +9,17 @@ from pathlib import Path
 import pytest
 
 from nginx_eval.core.layout import Layout
-from nginx_eval.prove.stage import run_prove_files
-from nginx_eval.prove.tap import parse_tap
 from nginx_eval.prove import env as testenv
 from nginx_eval.prove.env import OPENSSL_CONF_FILE, daemon_shims, environment_inputs
+from nginx_eval.prove.stage import run_prove_files
+from nginx_eval.prove.tap import parse_tap
 
 as_root_with_memcached = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the memcached refusal happens only as root"),
-    pytest.mark.skipif(not shutil.which("memcached"),
-                       reason="memcached not installed (scripts/setup-debian.sh installs it)"),
+    pytest.mark.skipif(
+        not shutil.which("memcached"),
+        reason="memcached not installed (scripts/setup-debian.sh installs it)",
+    ),
 ]
 
 
@@ -25,6 +27,7 @@ def memcached_test(func):
     for mark in as_root_with_memcached:
         func = mark(func)
     return func
+
 
 # What memcached.t, memcached_keepalive.t and gunzip_memcached.t do: start memcached as a forked
 # daemon, with no -u, then talk to it.
@@ -60,8 +63,10 @@ def run_memcached_test(tmp_path, layout):
     binary.write_text("#!/bin/sh\n")
     tap_dir = tmp_path / "tap"
     run_prove_files(layout, tree, binary, ["memcached.t"], 60, tap_dir)
-    return (parse_tap("memcached.t", (tap_dir / "memcached.t.tap").read_text()),
-            (tap_dir / "memcached.t.stderr").read_text())
+    return (
+        parse_tap("memcached.t", (tap_dir / "memcached.t.tap").read_text()),
+        (tap_dir / "memcached.t.stderr").read_text(),
+    )
 
 
 @memcached_test
@@ -115,15 +120,19 @@ def run_old_certificate_test(tmp_path, conf):
     binary.write_text("#!/bin/sh\n")
     tap_dir = tmp_path / "tap"
     run_prove_files(layout, tree, binary, ["old_cert.t"], 60, tap_dir)
-    return (parse_tap("old_cert.t", (tap_dir / "old_cert.t.tap").read_text()).results,
-            (tap_dir / "old_cert.t.stderr").read_text())
+    return (
+        parse_tap("old_cert.t", (tap_dir / "old_cert.t.tap").read_text()).results,
+        (tap_dir / "old_cert.t.stderr").read_text(),
+    )
 
 
 @pytest.mark.skipif(not shutil.which("openssl"), reason="needs the openssl program")
 def test_a_test_file_runs_under_the_harness_openssl_configuration(tmp_path):
     results, stderr = run_old_certificate_test(tmp_path, OPENSSL_CONF_FILE)
-    assert results == {"old_cert.t:1 certificate accepted": True,
-                       "old_cert.t:2 the harness configuration": True}, stderr
+    assert results == {
+        "old_cert.t:1 certificate accepted": True,
+        "old_cert.t:2 the harness configuration": True,
+    }, stderr
 
 
 @pytest.mark.skipif(not shutil.which("openssl"), reason="needs the openssl program")
@@ -133,8 +142,10 @@ def test_at_debians_default_level_the_old_certificate_is_refused(tmp_path, monke
     level2.write_text(OPENSSL_CONF_FILE.read_text().replace("@SECLEVEL=0", "@SECLEVEL=2"))
     monkeypatch.setattr(testenv, "OPENSSL_CONF_FILE", level2)
     results, _ = run_old_certificate_test(tmp_path, level2)
-    assert results == {"old_cert.t:1 certificate accepted": False,
-                       "old_cert.t:2 the harness configuration": True}
+    assert results == {
+        "old_cert.t:1 certificate accepted": False,
+        "old_cert.t:2 the harness configuration": True,
+    }
 
 
 def test_the_openssl_configuration_is_an_input_of_prove(tmp_path, monkeypatch):
@@ -147,5 +158,6 @@ def test_the_openssl_configuration_is_an_input_of_prove(tmp_path, monkeypatch):
     conf.write_text(conf.read_text().replace("@SECLEVEL=0", "@SECLEVEL=1"))
     after = environment_inputs(tmp_path / "tests")
     assert after["openssl_conf"] != before["openssl_conf"]
-    assert {k: v for k, v in after.items() if k != "openssl_conf"} == \
-        {k: v for k, v in before.items() if k != "openssl_conf"}
+    assert {k: v for k, v in after.items() if k != "openssl_conf"} == {
+        k: v for k, v in before.items() if k != "openssl_conf"
+    }

@@ -4,12 +4,20 @@ configure flags, the package tables, and the task miner reading files the same w
 import textwrap
 
 import fixture_repos
-from nginx_eval.prove import testsuite
+
 from nginx_eval.mining import nginx_history, scoring, stubs, suite_history, topics
-from nginx_eval.prove.testsuite import (certificates_made, configure_flags_for, daemon_package,
-                                        flag_for_module, libraries_for_flags, module_enabled,
-                                        perl_package, requirements_in_order,
-                                        requirements_of_test)
+from nginx_eval.prove import testsuite
+from nginx_eval.prove.testsuite import (
+    certificates_made,
+    configure_flags_for,
+    daemon_package,
+    flag_for_module,
+    libraries_for_flags,
+    module_enabled,
+    perl_package,
+    requirements_in_order,
+    requirements_of_test,
+)
 
 # Snippets written in the style of nginx-tests files (not copied from it).
 HEAD = textwrap.dedent("""\
@@ -94,8 +102,11 @@ STREAM_SSL = HEAD + textwrap.dedent("""\
 
 def test_requirements_of_fastcgi_style_file():
     req = requirements_of_test(FASTCGI)
-    assert req == {"perl_modules": {"FCGI"}, "daemons": set(),
-                   "nginx_modules": {"http", "fastcgi", "rewrite"}}
+    assert req == {
+        "perl_modules": {"FCGI"},
+        "daemons": set(),
+        "nginx_modules": {"http", "fastcgi", "rewrite"},
+    }
 
 
 def test_requirements_of_ssl_style_file():
@@ -104,8 +115,14 @@ def test_requirements_of_ssl_style_file():
     # platform-only requires are not requirements; has() features that are Perl modules are.
     assert req["perl_modules"] == {"IO::Socket::SSL", "Net::SSLeay", "Crypt::Misc"}
     assert req["daemons"] == {"openssl", "memcached"}
-    assert req["nginx_modules"] == {"stream", "stream_ssl", "stream_return", "sni", "http",
-                                    "http_v3"}
+    assert req["nginx_modules"] == {
+        "stream",
+        "stream_ssl",
+        "stream_return",
+        "sni",
+        "http",
+        "http_v3",
+    }
 
 
 def test_requirements_of_various_forms():
@@ -124,15 +141,22 @@ def test_requirements_of_various_forms():
         ok(1, 'use Not::A::Module in a test name');
         """)
     req = requirements_of_test(text)
-    assert req["perl_modules"] == {"Cache::Memcached::Fast", "Protocol::WebSocket::Frame", "GD",
-                                   "SCGI"}
+    assert req["perl_modules"] == {
+        "Cache::Memcached::Fast",
+        "Protocol::WebSocket::Frame",
+        "GD",
+        "SCGI",
+    }
     assert req["daemons"] == {"uwsgi"}
     assert req["nginx_modules"] == {"mail", "imap", "http_v2", "--with-debug", "proxy", "cache"}
 
 
 def test_requirements_of_plain_file_are_empty():
     assert requirements_of_test(HEAD + "plan(tests => 1);\nok(1);\n") == {
-        "perl_modules": set(), "daemons": set(), "nginx_modules": set()}
+        "perl_modules": set(),
+        "daemons": set(),
+        "nginx_modules": set(),
+    }
 
 
 # How a 2017 mail test and a 2016 CA test made their certificates, in nginx-tests' style.
@@ -161,8 +185,7 @@ OLD_CERTIFICATES = HEAD + textwrap.dedent("""\
 
 
 def test_certificates_made_by_old_and_new_files():
-    assert certificates_made(OLD_CERTIFICATES) == [("rsa", 1024), ("rsa", 4096),
-                                                   ("digest", "sha1")]
+    assert certificates_made(OLD_CERTIFICATES) == [("rsa", 1024), ("rsa", 4096), ("digest", "sha1")]
     new = OLD_CERTIFICATES.replace("1024", "2048").replace("rsa:4096", "rsa:2048")
     assert certificates_made(new.replace("sha1", "default")) == [("rsa", 2048)]
     assert certificates_made(FASTCGI) == []
@@ -215,11 +238,13 @@ def test_module_enabled_by_flags():
 def test_libraries_for_flags():
     assert libraries_for_flags([]) == ["libc", "pcre", "zlib"]
     assert libraries_for_flags([], pcre2_capable=False) == ["libc", "pcre1", "zlib"]
-    assert libraries_for_flags(["--without-http_rewrite_module", "--without-http_gzip_module"]) \
-        == ["libc"]
+    assert libraries_for_flags(["--without-http_rewrite_module", "--without-http_gzip_module"]) == [
+        "libc"
+    ]
     assert "openssl" in libraries_for_flags(["--with-stream", "--with-stream_ssl_module"])
-    assert "openssl" not in libraries_for_flags(["--with-http_ssl_module",
-                                                 "--with-openssl=../openssl"])
+    assert "openssl" not in libraries_for_flags(
+        ["--with-http_ssl_module", "--with-openssl=../openssl"]
+    )
     assert "openssl" not in libraries_for_flags(["--with-http_v2_module"])
     assert libraries_for_flags(["--with-http_xslt_module=dynamic"])[-2:] == ["xslt", "xml2"]
     assert "gd" in libraries_for_flags(["--with-http_image_filter_module"])
@@ -234,14 +259,18 @@ def test_qualified_calls_of_known_modules_are_requirements():
         ok(Net::SSLeay::renegotiate($ssl), 'renegotiation');
         """)
     assert requirements_of_test(text)["perl_modules"] == {"IO::Socket::SSL", "Net::SSLeay"}
-    for line in ("local $TODO = 'old Net::SSLeay' if $Net::SSLeay::VERSION < 1.88;",
-                 "eval { defined &Net::SSLeay::CTX_set_ciphersuites or die; };"):
+    for line in (
+        "local $TODO = 'old Net::SSLeay' if $Net::SSLeay::VERSION < 1.88;",
+        "eval { defined &Net::SSLeay::CTX_set_ciphersuites or die; };",
+    ):
         assert requirements_of_test(line)["perl_modules"] == {"Net::SSLeay"}, line
     # Named in a string, a method call on a class, a core or unknown module: not a requirement.
-    for line in ("plan(skip_all => 'Net::SSLeay too old');",
-                 "my $m = Cache::Memcached::Fast->new({});",
-                 "my $t = POSIX::strftime('%Y', gmtime());",
-                 "Some::Module::call($x);"):
+    for line in (
+        "plan(skip_all => 'Net::SSLeay too old');",
+        "my $m = Cache::Memcached::Fast->new({});",
+        "my $t = POSIX::strftime('%Y', gmtime());",
+        "Some::Module::call($x);",
+    ):
         assert requirements_of_test(line)["perl_modules"] == set(), line
 
 
@@ -249,16 +278,24 @@ def test_requirements_in_order_of_the_file():
     req = requirements_in_order(STREAM_SSL)
     assert req["perl_modules"] == ["IO::Socket::SSL", "Net::SSLeay", "Crypt::Misc"]
     assert req["daemons"] == ["openssl", "memcached"]
-    assert req["nginx_modules"] == ["stream", "stream_ssl", "stream_return", "sni", "http",
-                                    "http_v3"]
+    assert req["nginx_modules"] == [
+        "stream",
+        "stream_ssl",
+        "stream_return",
+        "sni",
+        "http",
+        "http_v3",
+    ]
     assert requirements_of_test(STREAM_SSL) == {k: set(v) for k, v in req.items()}
 
 
 def test_default_modules_of_recent_nginx():
     # Test::Nginx counts these as built unless configure was told --without-...
-    for name, flag in (("tunnel", "--without-http_tunnel_module"),
-                       ("upstream_sticky", "--without-http_upstream_sticky_module"),
-                       ("stream_pass", "--without-stream_pass_module")):
+    for name, flag in (
+        ("tunnel", "--without-http_tunnel_module"),
+        ("upstream_sticky", "--without-http_upstream_sticky_module"),
+        ("stream_pass", "--without-stream_pass_module"),
+    ):
         assert module_enabled(name, []) and not module_enabled(name, [flag]), name
         assert flag_for_module(name) is None
     assert flag_for_module("debug") == "--with-debug" == flag_for_module("--with-debug")
@@ -268,19 +305,26 @@ def test_default_modules_of_recent_nginx():
 def test_configure_flags_for_has_names():
     assert configure_flags_for(["http", "proxy", "rewrite"]) == []
     assert configure_flags_for(["stream", "stream_ssl", "stream_return"]) == [
-        "--with-stream", "--with-stream_ssl_module"]
+        "--with-stream",
+        "--with-stream_ssl_module",
+    ]
     # A module of the stream or mail server is built only with its server.
     assert configure_flags_for(["stream_ssl_preread"]) == [
-        "--with-stream", "--with-stream_ssl_preread_module"]
+        "--with-stream",
+        "--with-stream_ssl_preread_module",
+    ]
     assert configure_flags_for(["stream_pass"]) == ["--with-stream"]
     assert configure_flags_for(["mail_ssl", "imap"]) == ["--with-mail", "--with-mail_ssl_module"]
     assert configure_flags_for(["http_v2", "sni", "openssl:1.1.1", "--with-debug"]) == [
-        "--with-http_v2_module", "--with-http_ssl_module", "--with-debug"]
+        "--with-http_v2_module",
+        "--with-http_ssl_module",
+        "--with-debug",
+    ]
     assert configure_flags_for(["tunnel", "upstream_sticky", "made_up"]) == []
 
 
 def test_miner_reads_test_files_as_the_doctor_does(tmp_path):
-    mine = stubs        # the miner's stub writer (scripts/mine_tasks.py, nginx_eval/mining/)
+    mine = stubs  # the miner's stub writer (scripts/mine_tasks.py, nginx_eval/mining/)
     # No tables of its own: the knowledge is testsuite's.
     for module in (topics, suite_history, nginx_history, scoring, stubs):
         for name in ("MODULE_FLAGS", "CORE_PERL", "REQUIRE_RE", "HAS_RE"):
@@ -291,8 +335,13 @@ def test_miner_reads_test_files_as_the_doctor_does(tmp_path):
     fixture_repos.write(tests_repo / "fastcgi_x.t", FASTCGI)
     fixture_repos.write(tests_repo / "stream_x.t", STREAM_SSL)
     commit = fixture_repos.commit(tests_repo, "two tests")
-    flags, perl = mine.needs_of(tests_repo / ".git", commit,
-                                ["stream_x.t", "fastcgi_x.t", "not_there.t"])
-    assert flags == ["--with-stream", "--with-stream_ssl_module", "--with-http_ssl_module",
-                     "--with-http_v3_module"]
+    flags, perl = mine.needs_of(
+        tests_repo / ".git", commit, ["stream_x.t", "fastcgi_x.t", "not_there.t"]
+    )
+    assert flags == [
+        "--with-stream",
+        "--with-stream_ssl_module",
+        "--with-http_ssl_module",
+        "--with-http_v3_module",
+    ]
     assert perl == ["IO::Socket::SSL", "Net::SSLeay", "Crypt::Misc", "FCGI"]

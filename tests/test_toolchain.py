@@ -6,13 +6,18 @@ import json
 import subprocess
 
 from conftest import SOURCE_ROOT
-from nginx_eval.report import stage as report, records as report_records
+
 from nginx_eval.core.layout import Layout
 from nginx_eval.prove.env import tool_versions
+from nginx_eval.report import records as report_records
+from nginx_eval.report import stage as report
 
 RUN = "tc"
-CC = {"cc": "/usr/bin/x86_64-linux-gnu-gcc-12", "version": "cc (Elsewhere 12.2.0-14) 12.2.0",
-      "cc_opt": "-g0 -MD"}
+CC = {
+    "cc": "/usr/bin/x86_64-linux-gnu-gcc-12",
+    "version": "cc (Elsewhere 12.2.0-14) 12.2.0",
+    "cc_opt": "-g0 -MD",
+}
 NOT_RECORDED = {"compiler": "not recorded", "perl": "not recorded", "openssl": "not recorded"}
 
 
@@ -31,34 +36,53 @@ def _refuse(*args, **kwargs):
 def test_toolchain_is_read_from_build_and_prove_records(tmp_path, monkeypatch):
     monkeypatch.setattr(subprocess, "run", _refuse)
     monkeypatch.setattr(subprocess, "Popen", _refuse)
-    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results",
-                    run=RUN)
+    layout = Layout(
+        root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results", run=RUN
+    )
     assert report_records.toolchain(layout, ["gold"]) == NOT_RECORDED
     _write(layout, "gold", "t-1", "build.json", {"status": "built", "compiler": CC})
-    _write(layout, "gold", "t-1", "prove.json", {"files": {}, "versions": {
-        "perl": "v5.36.0", "openssl": "OpenSSL 3.0.22 25 Aug 2026"}})
+    _write(
+        layout,
+        "gold",
+        "t-1",
+        "prove.json",
+        {"files": {}, "versions": {"perl": "v5.36.0", "openssl": "OpenSSL 3.0.22 25 Aug 2026"}},
+    )
     assert report_records.toolchain(layout, ["gold"]) == {
-        "compiler": "cc (Elsewhere 12.2.0-14) 12.2.0", "perl": "v5.36.0",
-        "openssl": "OpenSSL 3.0.22 25 Aug 2026"}
+        "compiler": "cc (Elsewhere 12.2.0-14) 12.2.0",
+        "perl": "v5.36.0",
+        "openssl": "OpenSSL 3.0.22 25 Aug 2026",
+    }
 
     # A prove.json from before the field says nothing; one whose openssl did not answer says so.
     _write(layout, "none", "t-1", "build.json", {"status": "built", "compiler": CC})
     _write(layout, "none", "t-1", "prove.json", {"files": {}})
     assert report_records.toolchain(layout, ["none"]) == dict(
-        NOT_RECORDED, compiler="cc (Elsewhere 12.2.0-14) 12.2.0")
-    _write(layout, "none", "t-2", "build.json",
-           {"status": "compile_failed", "compiler": dict(CC, version="cc (Other) 13.1.0")})
+        NOT_RECORDED, compiler="cc (Elsewhere 12.2.0-14) 12.2.0"
+    )
+    _write(
+        layout,
+        "none",
+        "t-2",
+        "build.json",
+        {"status": "compile_failed", "compiler": dict(CC, version="cc (Other) 13.1.0")},
+    )
     _write(layout, "none", "t-2", "prove.json", {"versions": {"perl": "v5.36.0", "openssl": None}})
     assert report_records.toolchain(layout, ["none"]) == {
-        "compiler": "cc (Elsewhere 12.2.0-14) 12.2.0; cc (Other) 13.1.0", "perl": "v5.36.0",
-        "openssl": "not found"}
-    assert report_records.toolchain(layout, ["gold", "none"])["openssl"] == \
-        "OpenSSL 3.0.22 25 Aug 2026"
+        "compiler": "cc (Elsewhere 12.2.0-14) 12.2.0; cc (Other) 13.1.0",
+        "perl": "v5.36.0",
+        "openssl": "not found",
+    }
+    assert (
+        report_records.toolchain(layout, ["gold", "none"])["openssl"]
+        == "OpenSSL 3.0.22 25 Aug 2026"
+    )
 
     # The records are among the files the report's digest is made of.
     files = report.input_files(layout, ["gold", "none"], SOURCE_ROOT / "templates")
-    assert {str(layout.build_json(m, i)) for m, i in (("gold", "t-1"), ("none", "t-2"))} \
-        <= set(files)
+    assert {str(layout.build_json(m, i)) for m, i in (("gold", "t-1"), ("none", "t-2"))} <= set(
+        files
+    )
     assert str(layout.prove_json("none", "t-1")) in files
 
 
@@ -88,11 +112,16 @@ def test_prove_records_perl_and_openssl_and_the_report_names_what_built(project)
 
 # -- configure's command line and compiler (toolchain.py) ------------------------------------------
 
+
 def test_configure_leaves_out_debug_info_and_keeps_the_tasks_cc_opt():
     from nginx_eval.build.toolchain import configure_argv
+
     assert configure_argv([]) == ["./auto/configure", "--with-cc-opt=-g0 -MD"]
-    assert configure_argv(["--with-stream", "--with-cc-opt=-DX=1"]) == \
-        ["./auto/configure", "--with-stream", "--with-cc-opt=-DX=1 -g0 -MD"]
+    assert configure_argv(["--with-stream", "--with-cc-opt=-DX=1"]) == [
+        "./auto/configure",
+        "--with-stream",
+        "--with-cc-opt=-DX=1 -g0 -MD",
+    ]
 
 
 def test_configure_test_programs_are_compiled_once(tmp_path):
@@ -102,8 +131,10 @@ def test_configure_test_programs_are_compiled_once(tmp_path):
     import os
     import shutil
     import subprocess
+
     from nginx_eval.build.toolchain import configure_env
     from nginx_eval.core.layout import Layout
+
     layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
     calls = tmp_path / "compiler-calls"
     real = tmp_path / "real-cc"
@@ -117,10 +148,18 @@ def test_configure_test_programs_are_compiled_once(tmp_path):
     def feature_test(source):
         """configure's way: write objs/autotest.c, build objs/autotest, run it, remove both."""
         (objs / "autotest.c").write_text(source)
-        cc = subprocess.run(["cc", "-o", "objs/autotest", "objs/autotest.c"], env=env,
-                            cwd=objs.parent, capture_output=True, text=True)
-        run = subprocess.run(["objs/autotest"], cwd=objs.parent, capture_output=True, text=True) \
-            if cc.returncode == 0 else None
+        cc = subprocess.run(
+            ["cc", "-o", "objs/autotest", "objs/autotest.c"],
+            env=env,
+            cwd=objs.parent,
+            capture_output=True,
+            text=True,
+        )
+        run = (
+            subprocess.run(["objs/autotest"], cwd=objs.parent, capture_output=True, text=True)
+            if cc.returncode == 0
+            else None
+        )
         for f in objs.glob("autotest*"):
             f.unlink()
         return cc.returncode, cc.stderr, run and run.stdout
@@ -128,28 +167,37 @@ def test_configure_test_programs_are_compiled_once(tmp_path):
     def compiled():
         return len(calls.read_text().splitlines()) if calls.exists() else 0
 
-    warns = ('#include <stdio.h>\n'
-             'int main(void) { int unused; printf("%d", (int) sizeof(long)); }\n')
+    warns = '#include <stdio.h>\nint main(void) { int unused; printf("%d", (int) sizeof(long)); }\n'
     # configure finds the wrapper first on its PATH, with the real compiler behind it.
     assert shutil.which("cc", path=env["PATH"]) == str(layout.feature_tests / "bin" / "cc")
     first = feature_test(warns.replace("int unused;", "int unused = 0;"))
     assert first[0] == 0 and first[2] == "8" and compiled() == 1
     again = feature_test(warns.replace("int unused;", "int unused = 0;"))
-    assert again == first and compiled() == 1                    # copied back, and it runs
+    assert again == first and compiled() == 1  # copied back, and it runs
     (objs / "autotest.c").write_text(warns)
-    with_warning = subprocess.run(["cc", "-Wall", "-o", "objs/autotest", "objs/autotest.c"],
-                                  env=env, cwd=objs.parent, capture_output=True, text=True)
+    with_warning = subprocess.run(
+        ["cc", "-Wall", "-o", "objs/autotest", "objs/autotest.c"],
+        env=env,
+        cwd=objs.parent,
+        capture_output=True,
+        text=True,
+    )
     assert with_warning.returncode == 0 and "unused" in with_warning.stderr and compiled() == 2
     (objs / "autotest").unlink()
-    replay = subprocess.run(["cc", "-Wall", "-o", "objs/autotest", "objs/autotest.c"],
-                            env=env, cwd=objs.parent, capture_output=True, text=True)
+    replay = subprocess.run(
+        ["cc", "-Wall", "-o", "objs/autotest", "objs/autotest.c"],
+        env=env,
+        cwd=objs.parent,
+        capture_output=True,
+        text=True,
+    )
     assert replay.returncode == 0 and replay.stderr == with_warning.stderr and compiled() == 2
     assert (objs / "autotest").stat().st_mode & 0o111
     broken = "int main(void) { return missing_function(); }\n"
     assert feature_test(broken)[0] != 0 and compiled() == 3
-    assert feature_test(broken)[0] != 0 and compiled() == 4      # failures are not kept
+    assert feature_test(broken)[0] != 0 and compiled() == 4  # failures are not kept
     assert subprocess.run(["cc", "--version"], env=env, capture_output=True).returncode == 0
-    assert compiled() == 5                                       # other calls pass through
+    assert compiled() == 5  # other calls pass through
     # Another compiler or another state of the system's packages: compiled again.
     env["NGINX_EVAL_CC_ID"] = "another"
     feature_test(warns.replace("int unused;", "int unused = 0;"))

@@ -1,13 +1,15 @@
 """trajectory.py renders what the real Claude Code CLI wrote (tests/claude_captures.py)."""
 
 import pytest
-
 from anthropic_standin import StandIn, say
 from claude_captures import Recorder, session_with_subagent
+
 from nginx_eval.agent import trajectory
 
-SCRIPT = {**session_with_subagent("TRAJ-1", "TRAJSUB-2", last="All done `here`."),
-          "TRAJ-NEXT-3": [[say("Continuing.")]]}
+SCRIPT = {
+    **session_with_subagent("TRAJ-1", "TRAJSUB-2", last="All done `here`."),
+    "TRAJ-NEXT-3": [[say("Continuing.")]],
+}
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +21,14 @@ def captures(claude_program, tmp_path_factory):
 
 
 def phase(name, capture):
-    return {"name": name, "entries": capture.entries, "session_id": capture.result["session_id"],
-            "num_turns": capture.result["num_turns"],
-            "cost_usd": capture.result["total_cost_usd"], "status": "completed"}
+    return {
+        "name": name,
+        "entries": capture.entries,
+        "session_id": capture.result["session_id"],
+        "num_turns": capture.result["num_turns"],
+        "cost_usd": capture.result["total_cost_usd"],
+        "status": "completed",
+    }
 
 
 def test_each_phase_shows_the_prompt_the_calls_their_results_and_the_subagent(captures):
@@ -35,7 +42,7 @@ def test_each_phase_shows_the_prompt_the_calls_their_results_and_the_subagent(ca
     call_at = lines.index("- **Bash** command: `seq 1 500`")
     result = lines[call_at + 1]
     assert result.startswith("  - result: `1 2 3 4 5") and result.endswith("…`")
-    assert len(result) < trajectory.RESULT_CHARS + 20                # cut
+    assert len(result) < trajectory.RESULT_CHARS + 20  # cut
     assert "- **Bash** command: `echo no; exit 3`" in lines
     assert any(line.startswith("  - error: `Exit code 3") for line in lines), md
     sub_at = next(i for i, line in enumerate(lines) if line.startswith("### Subagent "))

@@ -15,8 +15,13 @@ def test_mypy_finds_no_error_in_the_package():
         pytest.skip("mypy is not installed: pip install -e '.[test]' (scripts/setup-debian.sh)")
     # Its cache (.mypy_cache/ at the root, ignored by git) makes a run after the first one take
     # seconds; the first takes about half a minute.
-    proc = subprocess.run([sys.executable, "-m", "mypy", "nginx_eval"], cwd=SOURCE_ROOT,
-                          env=dict(os.environ, PYTHONPATH=str(SOURCE_ROOT)),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "nginx_eval"],
+        cwd=SOURCE_ROOT,
+        env=dict(os.environ, PYTHONPATH=str(SOURCE_ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Success: no issues found" in proc.stdout, proc.stdout

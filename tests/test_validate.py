@@ -3,11 +3,11 @@
 import json
 from types import SimpleNamespace
 
+from nginx_eval.checks.validate import classify, write_summary
 from nginx_eval.core import jsonio
-from nginx_eval.run.benchmark import load_benchmark
 from nginx_eval.core.layout import Layout
 from nginx_eval.prove.tap import parse_tap
-from nginx_eval.checks.validate import classify, write_summary
+from nginx_eval.run.benchmark import load_benchmark
 
 
 def test_validation_labels_planted_tasks(project):
@@ -16,28 +16,52 @@ def test_validation_labels_planted_tasks(project):
     add = bench["tasks"][0]
     bench["tasks"] += [
         # The version test passes with and without the fix: it cannot tell them apart.
-        dict(add, instance_id="plant-not-discriminating", test_files=["version.t"],
-             fail_to_pass=["version.t:1 version output"], pass_to_pass=[]),
+        dict(
+            add,
+            instance_id="plant-not-discriminating",
+            test_files=["version.t"],
+            fail_to_pass=["version.t:1 version output"],
+            pass_to_pass=[],
+        ),
         # The coin assertion alternates between runs of the same binary.
-        dict(add, instance_id="plant-flaky", test_files=["flaky.t"],
-             fail_to_pass=["flaky.t:1 add two numbers"], pass_to_pass=["flaky.t:2 coin"]),
+        dict(
+            add,
+            instance_id="plant-flaky",
+            test_files=["flaky.t"],
+            fail_to_pass=["flaky.t:1 add two numbers"],
+            pass_to_pass=["flaky.t:2 coin"],
+        ),
         # The whole file skips: an environment problem, never a pass.
-        dict(add, instance_id="plant-env", test_files=["skip.t", "calc_add.t"],
-             fail_to_pass=["calc_add.t:1 add two numbers"], pass_to_pass=[]),
+        dict(
+            add,
+            instance_id="plant-env",
+            test_files=["skip.t", "calc_add.t"],
+            fail_to_pass=["calc_add.t:1 add two numbers"],
+            pass_to_pass=[],
+        ),
         # A "fix" that fixes add but breaks mul, which a pass_to_pass assertion checks.
-        dict(add, instance_id="plant-gold-fails", base_commit=c["c_add_bug"],
-             fix_commit=c["c_mul_bug"], test_files=["calc_add.t"],
-             fail_to_pass=["calc_add.t:1 add two numbers"],
-             pass_to_pass=["calc_add.t:2 add zeros", "calc_add.t:3 mul still works"]),
+        dict(
+            add,
+            instance_id="plant-gold-fails",
+            base_commit=c["c_add_bug"],
+            fix_commit=c["c_mul_bug"],
+            test_files=["calc_add.t"],
+            fail_to_pass=["calc_add.t:1 add two numbers"],
+            pass_to_pass=["calc_add.t:2 add zeros", "calc_add.t:3 mul still works"],
+        ),
     ]
     project.write_benchmark(bench)
     proc, _ = project.doit("run", "tiny:validate", "repeats=3")
     summary = json.loads((project.results / "default" / "validation.json").read_text())
     verdicts = {iid: r["verdict"] for iid, r in summary.items()}
     assert verdicts == {
-        "tiny-add": "valid", "tiny-mul": "valid",
-        "plant-not-discriminating": "not_discriminating", "plant-flaky": "flaky",
-        "plant-env": "env_error", "plant-gold-fails": "gold_fails"}
+        "tiny-add": "valid",
+        "tiny-mul": "valid",
+        "plant-not-discriminating": "not_discriminating",
+        "plant-flaky": "flaky",
+        "plant-env": "env_error",
+        "plant-gold-fails": "gold_fails",
+    }
     assert summary["plant-flaky"]["flaky"] == ["flaky.t:2 coin"]
     # The coin passes on every other run of the six (one counter file for both sides).
     counts = summary["plant-flaky"]["pass_counts"]
@@ -50,8 +74,10 @@ def test_validation_labels_planted_tasks(project):
     assert "| plant-flaky | flaky |" in md and "| tiny-add | valid | 1 |" in md
     assert f"passes without and with the fix: flaky.t:2 coin {coin[0]}/3 and {coin[1]}/3 |" in md
     assert summary["plant-gold-fails"]["regressions"] == ["calc_add.t:3 mul still works"]
-    assert summary["tiny-mul"]["derived"]["fail_to_pass"] == ["calc_mul.t:1 multiply",
-                                                              "calc_mul.t:3 square"]
+    assert summary["tiny-mul"]["derived"]["fail_to_pass"] == [
+        "calc_mul.t:1 multiply",
+        "calc_mul.t:3 square",
+    ]
     assert summary["tiny-add"]["declared_matches"]
     assert summary["tiny-add"]["repeats"] == 3
     md = (project.results / "default" / "validation.md").read_text()
@@ -63,18 +89,44 @@ def test_validation_labels_planted_tasks(project):
 
 def test_classify_derives_lists_from_repeats(tmp_path):
     p = tmp_path / "b.json"
-    p.write_text(json.dumps({"tasks": [{
-        "instance_id": "t", "repo": "a/b", "test_repo": "a/c", "base_commit": "a" * 40,
-        "fix_commit": "b" * 40, "test_commit": "c" * 40, "test_files": ["x.t"],
-        "configure_flags": [], "fail_to_pass": ["x.t:1"], "pass_to_pass": ["x.t:2"],
-        "problem_statement": "p"}]}))
+    p.write_text(
+        json.dumps(
+            {
+                "tasks": [
+                    {
+                        "instance_id": "t",
+                        "repo": "a/b",
+                        "test_repo": "a/c",
+                        "base_commit": "a" * 40,
+                        "fix_commit": "b" * 40,
+                        "test_commit": "c" * 40,
+                        "test_files": ["x.t"],
+                        "configure_flags": [],
+                        "fail_to_pass": ["x.t:1"],
+                        "pass_to_pass": ["x.t:2"],
+                        "problem_statement": "p",
+                    }
+                ]
+            }
+        )
+    )
     task = load_benchmark(p).tasks[0]
     run = lambda **r: {"seconds": 1, "results": {k.replace("_", "."): v for k, v in r.items()}}
-    ok = classify(task, [run(**{"x_t:1": False, "x_t:2": True})] * 2,
-                  [run(**{"x_t:1": True, "x_t:2": True})] * 2, True, [])
+    ok = classify(
+        task,
+        [run(**{"x_t:1": False, "x_t:2": True})] * 2,
+        [run(**{"x_t:1": True, "x_t:2": True})] * 2,
+        True,
+        [],
+    )
     assert ok["verdict"] == "valid" and ok["derived"]["fail_to_pass"] == ["x.t:1"]
-    regress = classify(task, [run(**{"x_t:1": False, "x_t:2": True})],
-                       [run(**{"x_t:1": True, "x_t:2": False})], True, [])
+    regress = classify(
+        task,
+        [run(**{"x_t:1": False, "x_t:2": True})],
+        [run(**{"x_t:1": True, "x_t:2": False})],
+        True,
+        [],
+    )
     assert regress["verdict"] == "gold_fails" and regress["regressions"] == ["x.t:2"]
     nobuild = classify(task, [run(**{"x_t:1": False})], [], False, [])
     assert nobuild["verdict"] == "gold_fails"
@@ -82,19 +134,36 @@ def test_classify_derives_lists_from_repeats(tmp_path):
 
 def test_ungraded_assertion_unstable_only_without_the_fix_is_reported_not_flaky(tmp_path):
     p = tmp_path / "b.json"
-    p.write_text(json.dumps({"tasks": [{
-        "instance_id": "t", "repo": "a/b", "test_repo": "a/c", "base_commit": "a" * 40,
-        "fix_commit": "b" * 40, "test_commit": "c" * 40, "test_files": ["x.t"],
-        "configure_flags": [], "fail_to_pass": ["x.t:1"], "pass_to_pass": [],
-        "problem_statement": "p"}]}))
+    p.write_text(
+        json.dumps(
+            {
+                "tasks": [
+                    {
+                        "instance_id": "t",
+                        "repo": "a/b",
+                        "test_repo": "a/c",
+                        "base_commit": "a" * 40,
+                        "fix_commit": "b" * 40,
+                        "test_commit": "c" * 40,
+                        "test_files": ["x.t"],
+                        "configure_flags": [],
+                        "fail_to_pass": ["x.t:1"],
+                        "pass_to_pass": [],
+                        "problem_statement": "p",
+                    }
+                ]
+            }
+        )
+    )
     task = load_benchmark(p).tasks[0]
     base = [{"results": {"x.t:1": False, "x.t:2 no alerts": v}} for v in (True, False, True)]
     fix = [{"results": {"x.t:1": True, "x.t:2 no alerts": True}}] * 3
     r = classify(task, base, fix, True, [])
     assert r["verdict"] == "valid" and r["unstable_base"] == ["x.t:2 no alerts"]
     # Graded, the same wobble makes the task flaky.
-    graded = classify(task.__class__(**dict(vars(task), pass_to_pass=("x.t:2 no alerts",))),
-                      base, fix, True, [])
+    graded = classify(
+        task.__class__(**dict(vars(task), pass_to_pass=("x.t:2 no alerts",))), base, fix, True, []
+    )
     assert graded["verdict"] == "flaky"
     # Any wobble with the fix is flaky, graded or not.
     fix_wobble = [{"results": {"x.t:1": True, "x.t:2 no alerts": v}} for v in (True, False, True)]
@@ -120,18 +189,35 @@ def five_prove_runs(prove_v, side, bad_run):
 
 def test_pass_counts_and_stable_lists_from_five_real_prove_runs(tmp_path, prove_v):
     p = tmp_path / "b.json"
-    p.write_text(json.dumps({"tasks": [{
-        "instance_id": "t", "repo": "a/b", "test_repo": "a/c", "base_commit": "a" * 40,
-        "fix_commit": "b" * 40, "test_commit": "c" * 40, "test_files": ["x.t"],
-        "configure_flags": [], "fail_to_pass": ["x.t:1 fixed"],
-        "pass_to_pass": ["x.t:2 control", "x.t:3 stable"], "problem_statement": "p"}]}))
+    p.write_text(
+        json.dumps(
+            {
+                "tasks": [
+                    {
+                        "instance_id": "t",
+                        "repo": "a/b",
+                        "test_repo": "a/c",
+                        "base_commit": "a" * 40,
+                        "fix_commit": "b" * 40,
+                        "test_commit": "c" * 40,
+                        "test_files": ["x.t"],
+                        "configure_flags": [],
+                        "fail_to_pass": ["x.t:1 fixed"],
+                        "pass_to_pass": ["x.t:2 control", "x.t:3 stable"],
+                        "problem_statement": "p",
+                    }
+                ]
+            }
+        )
+    )
     task = load_benchmark(p).tasks[0]
     # The control assertion fails one run in five on both sides (as proxy_h2_keepalive.t:49 did).
     base, fix = five_prove_runs(prove_v, "base", 3), five_prove_runs(prove_v, "fix", 5)
     r = classify(task, base, fix, True, [])
     assert r["pass_counts"] == {
         "base": {"x.t:1 fixed": 0, "x.t:2 control": 4, "x.t:3 stable": 5},
-        "fix": {"x.t:1 fixed": 5, "x.t:2 control": 4, "x.t:3 stable": 5}}
+        "fix": {"x.t:1 fixed": 5, "x.t:2 control": 4, "x.t:3 stable": 5},
+    }
     assert r["run_counts"] == {"base": 5, "fix": 5}
     # Only assertions stable on every run are derived; a graded one that is not makes it flaky.
     assert r["derived"] == {"fail_to_pass": ["x.t:1 fixed"], "pass_to_pass": ["x.t:3 stable"]}
@@ -156,30 +242,41 @@ EXPECTED_MD = (
     "| t-pipes | gold_fails | 0 | 1 | no | declared assertions fail with the fix: a.t:1 x / y; "
     "regressions: a.t:4 r/1, a.t:5 r2, a.t:6 r3; ungraded, unstable without the fix: a.t:8 u1, "
     "a.t:9 u/2, a.t:10 u3 |\n"
-    "| t-old | env_error | 0 | 0 | yes | skip.t: no plan; b.t: died |\n")
+    "| t-old | env_error | 0 | 0 | yes | skip.t: no plan; b.t: died |\n"
+)
 
 
-def _record(iid, verdict, reasons=(), f2p=(), p2p=(), matches=True, regressions=(),
-            unstable=None):
-    rec = {"inputs": "d", "instance_id": iid, "verdict": verdict, "reasons": list(reasons),
-           "derived": {"fail_to_pass": list(f2p), "pass_to_pass": list(p2p)},
-           "declared_matches": matches, "regressions": list(regressions),
-           "runs": {"base": [], "fix": []}}
-    if unstable is not None:            # records from before the field have no unstable_base
+def _record(iid, verdict, reasons=(), f2p=(), p2p=(), matches=True, regressions=(), unstable=None):
+    rec = {
+        "inputs": "d",
+        "instance_id": iid,
+        "verdict": verdict,
+        "reasons": list(reasons),
+        "derived": {"fail_to_pass": list(f2p), "pass_to_pass": list(p2p)},
+        "declared_matches": matches,
+        "regressions": list(regressions),
+        "runs": {"base": [], "fix": []},
+    }
+    if unstable is not None:  # records from before the field have no unstable_base
         rec["unstable_base"] = list(unstable)
     return rec
 
 
 def test_validation_md_from_the_template(tmp_path, capsys):
-    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results",
-                    run="x")
+    layout = Layout(
+        root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results", run="x"
+    )
     records = [
         _record("t-valid", "valid", f2p=["a.t:1 x"], p2p=["a.t:2 y", "a.t:3 z"], unstable=[]),
-        _record("t-pipes", "gold_fails",
-                reasons=["declared assertions fail with the fix: a.t:1 x | y"],
-                p2p=["a.t:2"], matches=False,
-                regressions=["a.t:4 r|1", "a.t:5 r2", "a.t:6 r3", "a.t:7 r4"],
-                unstable=["a.t:8 u1", "a.t:9 u|2", "a.t:10 u3", "a.t:11 u4"]),
+        _record(
+            "t-pipes",
+            "gold_fails",
+            reasons=["declared assertions fail with the fix: a.t:1 x | y"],
+            p2p=["a.t:2"],
+            matches=False,
+            regressions=["a.t:4 r|1", "a.t:5 r2", "a.t:6 r3", "a.t:7 r4"],
+            unstable=["a.t:8 u1", "a.t:9 u|2", "a.t:10 u3", "a.t:11 u4"],
+        ),
         _record("t-old", "env_error", reasons=["skip.t: no plan", "b.t: died"]),
     ]
     for rec in records:
@@ -190,11 +287,13 @@ def test_validation_md_from_the_template(tmp_path, capsys):
     summary = json.loads(layout.validation_json.read_text())
     assert set(summary) == {"t-valid", "t-pipes", "t-old"} and "runs" not in summary["t-old"]
 
-    empty = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "empty",
-                   run="x")
+    empty = Layout(
+        root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "empty", run="x"
+    )
     write_summary(empty, [], 2)
     assert empty.validation_md.read_text() == (
         "# Task validation (0 tasks, 2 repeats of base and fix each)\n\n"
         "valid: 0 · gold_fails: 0 · not_discriminating: 0 · flaky: 0 · env_error: 0\n\n"
         "| task | verdict | fail_to_pass | pass_to_pass | declared = derived | notes |\n"
-        "|---|---|---|---|---|---|\n")
+        "|---|---|---|---|---|---|\n"
+    )

@@ -6,15 +6,15 @@ import dataclasses
 import json
 import subprocess
 
-import jinja2
-
 import claude_cli
+import jinja2
 from anthropic_standin import call, say
-from nginx_eval.core.layout import SOURCE_ROOT
-from nginx_eval.run.modes import load_modes
-from nginx_eval.patch import patch_stats, workspace_diff
-from nginx_eval.workspace import install_commands
 from test_patch import REPO, harness_workspace, write
+
+from nginx_eval.core.layout import SOURCE_ROOT
+from nginx_eval.patch import patch_stats, workspace_diff
+from nginx_eval.run.modes import load_modes
+from nginx_eval.workspace import install_commands
 
 SHIPPED = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")
 
@@ -27,8 +27,9 @@ def shipped(name):
 def nlcmd_prompt():
     """The prompt of the shipped nlcmd mode, rendered as the agent stage renders it."""
     (phase,) = SHIPPED["nlcmd"].phases
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(SOURCE_ROOT / "templates"),
-                             keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(SOURCE_ROOT / "templates"), keep_trailing_newline=True
+    )
     return env.get_template(phase.prompt).render(issue_file=".issue.md", problem_statement="")
 
 
@@ -39,15 +40,18 @@ def test_commands_are_installed_in_the_workspace_and_kept_out_of_the_patch(tmp_p
     assert written[0].read_text() == (SOURCE_ROOT / "templates/commands/fix-issue.md").read_text()
     assert "/.claude/\n" in (ws / ".git" / "info" / "exclude").read_text()
     # The agent's own `git status` does not show it, as it does not show .issue.md.
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=ws, capture_output=True,
-                            text=True, check=True).stdout
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=ws, capture_output=True, text=True, check=True
+    ).stdout
     assert status == ""
     write(ws / "src/core/nginx.c", "int main(void)\n{\n    return 1;\n}\n")
-    write(ws / ".claude" / "settings.local.json", "{}\n")     # what the CLI may write there
+    write(ws / ".claude" / "settings.local.json", "{}\n")  # what the CLI may write there
     patch, skipped, left_out = workspace_diff(layout.bare_repo(REPO), ws, task.base_commit)
     assert patch_stats(patch)["files"] == ["src/core/nginx.c"] and skipped == []
-    assert left_out == [{"path": ".issue.md", "files": 1, "reason": "harness file"},
-                        {"path": ".claude/", "files": 2, "reason": "harness file"}]
+    assert left_out == [
+        {"path": ".issue.md", "files": 1, "reason": "harness file"},
+        {"path": ".claude/", "files": 2, "reason": "harness file"},
+    ]
 
 
 def test_a_mode_without_commands_installs_nothing(tmp_path):
@@ -57,7 +61,8 @@ def test_a_mode_without_commands_installs_nothing(tmp_path):
 
 
 def test_the_real_cli_runs_the_installed_fix_issue_command_on_the_issue_file(
-        tmp_path, claude_program, anthropic_api):
+    tmp_path, claude_program, anthropic_api
+):
     """The shipped nlcmd mode end to end in the CLI: its prompt (`/fix-issue .issue.md`) expands
     to the installed command's text with the issue file as $ARGUMENTS, the model's edit is the
     patch, and the command (in the workspace, not the CLI's config directory) is not."""
@@ -65,23 +70,36 @@ def test_the_real_cli_runs_the_installed_fix_issue_command_on_the_issue_file(
     install_commands(layout, shipped("nlcmd"), task)
     source = ws / "src/core/ngx_string.c"
     marker = "reported in the issue file `.issue.md`"
-    anthropic_api.script = {marker: [
-        [say("Reading the issue."), call("Read", file_path=str(ws / ".issue.md")),
-         call("Read", file_path=str(source))],
-        [call("Edit", file_path=str(source), old_string="int ngx_len;",
-              new_string="int ngx_len = 0;")],
-        [say("Fixed.")]]}
+    anthropic_api.script = {
+        marker: [
+            [
+                say("Reading the issue."),
+                call("Read", file_path=str(ws / ".issue.md")),
+                call("Read", file_path=str(source)),
+            ],
+            [
+                call(
+                    "Edit",
+                    file_path=str(source),
+                    old_string="int ngx_len;",
+                    new_string="int ngx_len = 0;",
+                )
+            ],
+            [say("Fixed.")],
+        ]
+    }
     config = tmp_path / "claude-config"
     config.mkdir()
-    run = claude_cli.run(claude_program, claude_cli.environment(anthropic_api, config), ws,
-                         nlcmd_prompt())
+    run = claude_cli.run(
+        claude_program, claude_cli.environment(anthropic_api, config), ws, nlcmd_prompt()
+    )
     assert run.exit_code == 0, run.stderr
     assert run.result["result"] == "Fixed." and run.result["is_error"] is False, run.stdout
     assert [q["turn"] for q in anthropic_api.messages_requests(marker)] == [0, 1, 2]
     first = anthropic_api.messages_requests(marker)[0]["body"]["messages"][0]
     sent = json.dumps(first)
     assert "<command-name>/fix-issue</command-name>" in sent
-    assert "$ARGUMENTS" not in sent and "description: " not in sent   # front matter stays out
+    assert "$ARGUMENTS" not in sent and "description: " not in sent  # front matter stays out
     assert not (config / "commands").exists()
     patch, _, left_out = workspace_diff(layout.bare_repo(REPO), ws, task.base_commit)
     assert patch_stats(patch)["files"] == ["src/core/ngx_string.c"]

@@ -28,18 +28,35 @@ from ..core.blocks import content_blocks, result_text
 
 DETAIL_CHARS = 200
 HASH_CHARS = 12
-MIN_LINE_CHARS = 8          # non-blank characters of a fix line worth matching
+MIN_LINE_CHARS = 8  # non-blank characters of a fix line worth matching
 FETCH = re.compile(
     r"\bgit\b[^\n;&|]*?\s(clone|fetch|pull|ls-remote|remote\s+add|remote\s+set-url)\b"
     r"|\b(curl|wget|lynx|links|w3m|aria2c|httpie|http)\s[^\n;&|]*?(https?://|ftp://|\w+\.\w+/)"
     r"|\b(curl|wget)\s+\S*(github|nginx)\S*"
     r"|\bhg\s+(clone|pull)\b|\bsvn\s+(checkout|co|export)\b|\bpip\d?\s+download\b"
-    r"|\bnpm\s+(view|pack)\b|\bapt(-get)?\s+(source|download)\b")
+    r"|\bnpm\s+(view|pack)\b|\bapt(-get)?\s+(source|download)\b"
+)
 WEB_TOOLS = ("WebFetch", "WebSearch")
-READ_TOOLS = {"Read": "file_path", "Glob": "path", "Grep": "path", "NotebookRead": "notebook_path",
-              "LS": "path"}
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev",
-               "/proc", "/sys")
+READ_TOOLS = {
+    "Read": "file_path",
+    "Glob": "path",
+    "Grep": "path",
+    "NotebookRead": "notebook_path",
+    "LS": "path",
+}
+SYSTEM_DIRS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/dev",
+    "/proc",
+    "/sys",
+)
 # An absolute path as a word of a command: at its start or after a blank, quote, = or a shell
 # operator (not "s/a/b/" of sed, not the "/x" of "${VAR:-/x}").
 ABSOLUTE_PATH = re.compile(r"(?<![^\s'\"=(<>|;&])(/[A-Za-z0-9._+@%-][^\s'\"`;|&<>(){}$*?]*)")
@@ -47,6 +64,7 @@ ABSOLUTE_PATH = re.compile(r"(?<![^\s'\"=(<>|;&])(/[A-Za-z0-9._+@%-][^\s'\"`;|&<
 
 class Flag(TypedDict):
     """An entry of agent.json's flags (see the module docstring)."""
+
     kind: str
     phase: str
     detail: str
@@ -54,7 +72,7 @@ class Flag(TypedDict):
 
 def cut(text: object, limit: int = DETAIL_CHARS) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def normalized(line: str) -> str:
@@ -65,6 +83,7 @@ def normalized(line: str) -> str:
 class FixEvidence:
     """What would show that the fix reached the agent: its commit id, and the lines it adds that
     are nowhere in the base tree (fix_lines)."""
+
     commit: str
     lines: frozenset[str] = field(default_factory=frozenset)
 
@@ -94,12 +113,12 @@ def added_lines(patch_text: str) -> set[str]:
             added.add(normalized(line[1:]))
         elif line.startswith("-") and not line.startswith("---"):
             removed.add(normalized(line[1:]))
-    return {line for line in added - removed
-            if len(line.replace(" ", "")) >= MIN_LINE_CHARS}
+    return {line for line in added - removed if len(line.replace(" ", "")) >= MIN_LINE_CHARS}
 
 
-def fix_lines(patch_text: str,
-              present_in_base: Callable[[list[str]], Iterable[str]]) -> frozenset[str]:
+def fix_lines(
+    patch_text: str, present_in_base: Callable[[list[str]], Iterable[str]]
+) -> frozenset[str]:
     """added_lines less those present_in_base(lines) finds in the base tree already."""
     lines = added_lines(patch_text)
     return frozenset(lines - set(present_in_base(sorted(lines)))) if lines else frozenset()
@@ -127,8 +146,12 @@ class Scope:
     """Which paths are the agent's own (workspace, its temporary and log directories, the
     system) and which are the harness's (always flagged)."""
 
-    def __init__(self, workspace: str | Path, own: Iterable[str | Path | None] = (),
-                 harness: Iterable[str | Path | None] = ()) -> None:
+    def __init__(
+        self,
+        workspace: str | Path,
+        own: Iterable[str | Path | None] = (),
+        harness: Iterable[str | Path | None] = (),
+    ) -> None:
         self.workspace = os.path.realpath(workspace)
         self.own = [os.path.realpath(p) for p in [workspace, *own] if p]
         self.harness = [os.path.realpath(p) for p in harness if p]
@@ -163,8 +186,9 @@ def call_flags(name: str, tool_input: Mapping[str, Any], scope: Scope) -> list[t
     return []
 
 
-def scan_transcript(phase: str, entries: Iterable[Mapping[str, Any]], scope: Scope,
-                    evidence: FixEvidence | None) -> tuple[list[Flag], list[Flag]]:
+def scan_transcript(
+    phase: str, entries: Iterable[Mapping[str, Any]], scope: Scope, evidence: FixEvidence | None
+) -> tuple[list[Flag], list[Flag]]:
     """(flags, contamination evidence) of one phase's transcript entries."""
     flags: list[Flag] = []
     contamination: list[Flag] = []
@@ -177,17 +201,24 @@ def scan_transcript(phase: str, entries: Iterable[Mapping[str, Any]], scope: Sco
         lines = evidence.lines_in(result) if found else []
         if commit or (lines and len(lines) >= evidence.needed()):
             what = f"fix commit {commit}" if commit else f"{len(lines)} line(s) only the fix adds"
-            contamination.append({"kind": "contamination", "phase": phase,
-                                  "detail": cut(f"{what} in the result of {name} "
-                                                f"{json.dumps(tool_input)[:120]}")})
+            contamination.append(
+                {
+                    "kind": "contamination",
+                    "phase": phase,
+                    "detail": cut(f"{what} in the result of {name} {json.dumps(tool_input)[:120]}"),
+                }
+            )
     return flags, contamination
 
 
 def scan_log(phase: str, text: str) -> list[Flag]:
     """Flags of a command log (an agent that is not Claude Code leaves no transcript): the
     network fetches it printed, line by line."""
-    return [{"kind": "fetch", "phase": phase, "detail": cut(line)}
-            for line in text.splitlines() if FETCH.search(line)]
+    return [
+        {"kind": "fetch", "phase": phase, "detail": cut(line)}
+        for line in text.splitlines()
+        if FETCH.search(line)
+    ]
 
 
 def dedupe(flags: Iterable[Flag]) -> list[Flag]:

@@ -49,16 +49,26 @@ CONTINUE_FLAGS = ("--continue", "-c")
 RESULT_CHARS = 500
 TOKENS = ("input", "output", "cache_read", "cache_creation")
 # The same four counts as the API's usage and as modelUsage / cost-state name them.
-USAGE_KEYS = dict(zip(TOKENS, ("input_tokens", "output_tokens", "cache_read_input_tokens",
-                               "cache_creation_input_tokens")))
-MODEL_USAGE_KEYS = dict(zip(TOKENS, ("inputTokens", "outputTokens", "cacheReadInputTokens",
-                                     "cacheCreationInputTokens")))
+USAGE_KEYS = dict(
+    zip(
+        TOKENS,
+        ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"),
+    )
+)
+MODEL_USAGE_KEYS = dict(
+    zip(TOKENS, ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens"))
+)
 # "Not logged in · Please run /login": no key and no login, answered at once with no request.
 AUTH_TEXTS = ("Invalid API key", "Failed to authenticate", "Not logged in")
 # What gives the CLI credentials: any of these set, or a login's credentials file.
-CREDENTIAL_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
-                        "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX",
-                        "CLAUDE_CODE_USE_FOUNDRY")
+CREDENTIAL_VARIABLES = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY",
+)
 # A phase's status is one of agent.json's (core/outcomes.py), or AUTH, which never reaches a
 # record: the run stops.
 AUTH = "auth"
@@ -74,13 +84,15 @@ Entry = Mapping[str, Any]
 
 class Usage(TypedDict):
     """What a phase cost (phase_usage): fields of agent.json's phase record."""
+
     cost_usd: float | None
     tokens: dict[str, int] | None
     models: Models
-    cost_source: str | None         # "result" | "transcript" | None
+    cost_source: str | None  # "result" | "transcript" | None
 
 
 # -- the program -----------------------------------------------------------------------------
+
 
 def resolve_program(program: str | None, environ: Mapping[str, str]) -> str | None:
     """The file `program` (a command's first word) runs, symlinks not followed; None when a
@@ -95,12 +107,18 @@ def resolve_program(program: str | None, environ: Mapping[str, str]) -> str | No
 def is_claude_code(path: str | None) -> bool:
     """Whether `path` is the Claude Code CLI: it, or the file its symlinks lead to, is named
     claude (npm's node_modules/.bin/claude is a symlink to bin/claude.exe)."""
-    return bool(path and (os.path.basename(path) in PROGRAM_NAMES
-                          or os.path.basename(os.path.realpath(path)) in PROGRAM_NAMES))
+    return bool(
+        path
+        and (
+            os.path.basename(path) in PROGRAM_NAMES
+            or os.path.basename(os.path.realpath(path)) in PROGRAM_NAMES
+        )
+    )
 
 
-def program_version(path: str | None, environ: Mapping[str, str],
-                    cache_dir: str | Path) -> str | None:
+def program_version(
+    path: str | None, environ: Mapping[str, str], cache_dir: str | Path
+) -> str | None:
     """``<path> --version`` ("2.1.330 (Claude Code)") of a Claude Code program, or None. Cached in
     `cache_dir` per resolved file, mtime and size, so that a run with nothing to do starts no CLI."""
     if not path or not is_claude_code(path):
@@ -110,27 +128,36 @@ def program_version(path: str | None, environ: Mapping[str, str],
         st = os.stat(real)
     except OSError:
         return None
-    return _cached_version(real, st.st_mtime_ns, st.st_size, str(cache_dir),
-                           environ.get("PATH", ""))
+    return _cached_version(
+        real, st.st_mtime_ns, st.st_size, str(cache_dir), environ.get("PATH", "")
+    )
 
 
 @lru_cache(maxsize=16)
-def _cached_version(real: str, mtime_ns: int, size: int, cache_dir: str,
-                    search_path: str) -> str | None:
+def _cached_version(
+    real: str, mtime_ns: int, size: int, cache_dir: str, search_path: str
+) -> str | None:
     cache = Path(cache_dir) / f"{jsonio.digest([real, mtime_ns, size])}.json"
     known = jsonio.read_json(cache)
     if isinstance(known, dict) and known.get("version"):
         return known["version"]
     try:
-        out = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=60,
-                             env=dict(os.environ, PATH=search_path), stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [real, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ, PATH=search_path),
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     version = (out.stdout.strip().splitlines() or [""])[0].strip()
     if out.returncode != 0 or not version:
         return None
-    jsonio.write_json(cache, {"program": real, "mtime_ns": mtime_ns, "size": size,
-                              "version": version})
+    jsonio.write_json(
+        cache, {"program": real, "mtime_ns": mtime_ns, "size": size, "version": version}
+    )
     return version
 
 
@@ -146,8 +173,10 @@ def credentials_problem(environ: Mapping[str, str]) -> str | None:
         data = jsonio.read_json(Path(settings))
         if isinstance(data, dict) and data.get("apiKeyHelper"):
             return None
-    return ("Claude Code has no credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), "
-            "or log in once with `claude` and /login")
+    return (
+        "Claude Code has no credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), "
+        "or log in once with `claude` and /login"
+    )
 
 
 def continues_session(command: str) -> bool:
@@ -160,6 +189,7 @@ def continues_session(command: str) -> bool:
 
 
 # -- the result JSON -------------------------------------------------------------------------
+
 
 def parse_result(stdout_text: str) -> dict[str, Any] | None:
     """The CLI's result object (the last JSON object line of stdout with a cost or usage, or the
@@ -187,17 +217,20 @@ def result_fields(result: Result | None) -> dict[str, Any]:
     """The phase record's fields that the result states (each None when it does not)."""
     result = result or {}
     text = result.get("result")
-    return {"session_id": result.get("session_id"), "is_error": result.get("is_error"),
-            "api_error_status": result.get("api_error_status"),
-            "terminal_reason": result.get("terminal_reason"),
-            "permission_denials": list(result.get("permission_denials") or []),
-            "result": text[:RESULT_CHARS] if isinstance(text, str) else None,
-            "num_turns": result.get("num_turns")}
+    return {
+        "session_id": result.get("session_id"),
+        "is_error": result.get("is_error"),
+        "api_error_status": result.get("api_error_status"),
+        "terminal_reason": result.get("terminal_reason"),
+        "permission_denials": list(result.get("permission_denials") or []),
+        "result": text[:RESULT_CHARS] if isinstance(text, str) else None,
+        "num_turns": result.get("num_turns"),
+    }
 
 
 def one_line(text: object, limit: int = 300) -> str:
     text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _error_kind(result: Result) -> str:
@@ -205,12 +238,15 @@ def _error_kind(result: Result) -> str:
     text = str(result.get("result") or "")
     if status in (401, 403) or any(t in text for t in AUTH_TEXTS):
         return AUTH
-    if status == 429 or (isinstance(status, int) and status >= 500) or \
-            (status is None and result.get("terminal_reason") == "api_error"):
+    if (
+        status == 429
+        or (isinstance(status, int) and status >= 500)
+        or (status is None and result.get("terminal_reason") == "api_error")
+    ):
         return INFRA_ERROR
-    if status == 404:            # no such model: the mode's mistake
+    if status == 404:  # no such model: the mode's mistake
         return ERROR
-    return FAILED                # a refusal, a prompt too long, max turns: the agent's own end
+    return FAILED  # a refusal, a prompt too long, max turns: the agent's own end
 
 
 def classify(result: Result | None, exit_code: int | None) -> tuple[str, str]:
@@ -234,9 +270,15 @@ def classify(result: Result | None, exit_code: int | None) -> tuple[str, str]:
     return COMPLETED, ""
 
 
-def phase_status(timed_out: bool, timeout: float, exit_code: int | None, result: Result | None,
-                 entries: Iterable[Entry], slash: str | None,
-                 session_problem: str | None) -> tuple[str, str]:
+def phase_status(
+    timed_out: bool,
+    timeout: float,
+    exit_code: int | None,
+    result: Result | None,
+    entries: Iterable[Entry],
+    slash: str | None,
+    session_problem: str | None,
+) -> tuple[str, str]:
     """(status, reason) of a phase: classify's, unless a completed run is not what the mode
     asked for: a lost session (see session_problem) or a slash command the CLI did not expand."""
     if timed_out:
@@ -247,33 +289,43 @@ def phase_status(timed_out: bool, timeout: float, exit_code: int | None, result:
     if session_problem:
         return ERROR, session_problem
     if slash and not command_ran(entries, slash):
-        return ERROR, (f"the CLI did not run /{slash}: no <command-name>/{slash}</command-name> "
-                       f"in its transcript")
+        return ERROR, (
+            f"the CLI did not run /{slash}: no <command-name>/{slash}</command-name> "
+            f"in its transcript"
+        )
     return COMPLETED, ""
 
 
-def session_problem(continues: bool, previous_session: str | None,
-                    session: str | None) -> str | None:
+def session_problem(
+    continues: bool, previous_session: str | None, session: str | None
+) -> str | None:
     """Why a phase that should continue `previous_session` did not (None when it did, or when
     there is nothing to compare)."""
     if not continues or not previous_session or not session or session == previous_session:
         return None
-    return (f"--continue started session {session} instead of continuing "
-            f"{previous_session}: the earlier phases' conversation was lost")
+    return (
+        f"--continue started session {session} instead of continuing "
+        f"{previous_session}: the earlier phases' conversation was lost"
+    )
 
 
 # -- cost and tokens -------------------------------------------------------------------------
 
-def tokens_of(usage: Mapping[str, Any] | None,
-              keys: Mapping[str, str] = USAGE_KEYS) -> dict[str, int]:
+
+def tokens_of(
+    usage: Mapping[str, Any] | None, keys: Mapping[str, str] = USAGE_KEYS
+) -> dict[str, int]:
     return {t: int((usage or {}).get(keys[t]) or 0) for t in TOKENS}
 
 
 def models_of(model_usage: Mapping[str, Any] | None) -> Models:
     """{model: {"cost_usd", "input", "output", "cache_read", "cache_creation"}} of a modelUsage
     (result or cost-state)."""
-    return {m: dict(tokens_of(u, MODEL_USAGE_KEYS), cost_usd=u.get("costUSD"))
-            for m, u in (model_usage or {}).items() if isinstance(u, dict)}
+    return {
+        m: dict(tokens_of(u, MODEL_USAGE_KEYS), cost_usd=u.get("costUSD"))
+        for m, u in (model_usage or {}).items()
+        if isinstance(u, dict)
+    }
 
 
 def minus(now: Models, before: Models) -> Models:
@@ -320,8 +372,9 @@ def message_models(entries: Iterable[Entry]) -> Models:
         if e.get("type") != "assistant" or not message.get("usage") or message.get("id") in seen:
             continue
         seen.add(message.get("id"))
-        figures = models.setdefault(message.get("model") or "unknown",
-                                    dict({t: 0 for t in TOKENS}, cost_usd=None))
+        figures = models.setdefault(
+            message.get("model") or "unknown", dict({t: 0 for t in TOKENS}, cost_usd=None)
+        )
         for t, n in tokens_of(message["usage"]).items():
             figures[t] += n
     return models
@@ -332,23 +385,28 @@ def last_cost_state(entries: Iterable[Entry]) -> Entry | None:
     return states[-1] if states else None
 
 
-def phase_usage(result: Result | None, entries: Sequence[Entry],
-                before: Models) -> tuple[Usage, Models]:
+def phase_usage(
+    result: Result | None, entries: Sequence[Entry], before: Models
+) -> tuple[Usage, Models]:
     """What a phase cost: {"cost_usd", "tokens", "models", "cost_source"} and the session's
     cumulative models after it. result: its JSON (None if killed); entries: the transcript lines
     it added (its subagents' too); before: the cumulative models of its session so far."""
     if result is not None and isinstance(result.get("modelUsage"), dict):
         now = models_of(result["modelUsage"])
         return _figures(minus(now, before), "result"), now
-    if result is not None:          # another agent printing Claude-like JSON: take it as it is
+    if result is not None:  # another agent printing Claude-like JSON: take it as it is
         tokens = tokens_of(result.get("usage"))
-        return {"cost_usd": result.get("total_cost_usd"), "tokens": tokens, "models": {},
-                "cost_source": "result"}, before
+        return {
+            "cost_usd": result.get("total_cost_usd"),
+            "tokens": tokens,
+            "models": {},
+            "cost_source": "result",
+        }, before
     state = last_cost_state(entries)
     if state is not None:
         now = models_of(state.get("modelUsage"))
         return _figures(minus(now, before), "transcript"), now
-    if entries:     # killed by SIGKILL: tokens per message, no price (none if none answered)
+    if entries:  # killed by SIGKILL: tokens per message, no price (none if none answered)
         return _figures(message_models(entries), "transcript"), before
     return {"cost_usd": None, "tokens": None, "models": {}, "cost_source": None}, before
 
@@ -383,6 +441,8 @@ def undefined_command(name: str, workspace: str | Path, config: str | Path) -> s
     """Why a phase that invokes /name must not run (None when the command is defined)."""
     if command_file(name, workspace, config):
         return None
-    return (f"/{name} is not defined (no {name}.md in the workspace's .claude/commands/ or in "
-            f"{config}/commands/); not run, since the CLI would send it to the model as plain "
-            f"text")
+    return (
+        f"/{name} is not defined (no {name}.md in the workspace's .claude/commands/ or in "
+        f"{config}/commands/); not run, since the CLI would send it to the model as plain "
+        f"text"
+    )

@@ -56,9 +56,13 @@ def stop_the_run(layout: "Layout", unit: str, reason: str) -> NoReturn:
     """The credentials were refused: say so in one line (UserError) and let no other agent of
     the run start. unit: "<mode>/<instance>"."""
     if not layout.agent_stop.exists():
-        jsonio.write_text(layout.agent_stop, (
-            f"the API refused the agent's credentials (agent {unit}, {reason}); no other agent "
-            f"starts in this run: fix ANTHROPIC_API_KEY (or the CLI's login) and run again\n"))
+        jsonio.write_text(
+            layout.agent_stop,
+            (
+                f"the API refused the agent's credentials (agent {unit}, {reason}); no other agent "
+                f"starts in this run: fix ANTHROPIC_API_KEY (or the CLI's login) and run again\n"
+            ),
+        )
     raise CredentialsRefused(layout.agent_stop.read_text(encoding="utf-8").strip(), unit, reason)
 
 

@@ -58,7 +58,7 @@ def prepare(home: Path, files: Iterable[tuple[str, str]], user_config: Path) -> 
     baseline of sync_credentials."""
     remove_tree(home)
     home.mkdir(parents=True)
-    home.chmod(0o700)           # it holds a login
+    home.chmod(0o700)  # it holds a login
     for relative, text in files:
         jsonio.write_text(home / relative, text)
     settings = jsonio.read_json(user_config / SETTINGS)

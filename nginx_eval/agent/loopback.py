@@ -82,8 +82,15 @@ def origin_form(head: bytes, origin: str) -> bytes:
     lines = head[:-4].split(b"\r\n") if head.endswith(b"\r\n\r\n") else head.split(b"\r\n")
     method, _, version = lines[0].split(b" ")
     kept = [h for h in lines[1:] if h.split(b":", 1)[0].strip().lower() not in HOP_HEADERS]
-    return b"\r\n".join([b" ".join([method, origin.encode("latin-1"), version]), *kept,
-                         b"Connection: close", b"", b""])
+    return b"\r\n".join(
+        [
+            b" ".join([method, origin.encode("latin-1"), version]),
+            *kept,
+            b"Connection: close",
+            b"",
+            b"",
+        ]
+    )
 
 
 def connect_local(host: str, port: int) -> socket.socket | None:
@@ -141,7 +148,7 @@ def serve(client: socket.socket, upstream: tuple[str, int], endpoint: tuple[str,
     try:
         data = read_head(client)
         end = data.find(b"\r\n\r\n")
-        head, rest = (data[:end + 4], data[end + 4:]) if end >= 0 else (data, b"")
+        head, rest = (data[: end + 4], data[end + 4 :]) if end >= 0 else (data, b"")
         method, host, port, origin = request_target(head)
         local = None
         if host and is_loopback(host) and (host.strip("[]").lower(), port) != endpoint:

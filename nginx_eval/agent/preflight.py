@@ -16,9 +16,9 @@ from ..doitext.invocation import reachable
 from ..run.commandline import command_program
 from ..run.record import note_self_test
 from . import sandbox, selftest
-from .selftest import endpoint_problem
 from .claude_code import credentials_problem, is_claude_code, program_version, resolve_program
 from .gate import clear_stop
+from .selftest import endpoint_problem
 from .stage import agent_finished
 
 if TYPE_CHECKING:
@@ -34,13 +34,15 @@ def program_found(program: str, env: Mapping[str, str]) -> bool:
     if "/" in program:
         # A relative path is resolved in the workspace, which does not exist yet.
         return not os.path.isabs(program) or os.access(program, os.X_OK)
-    out = subprocess.run(["bash", "-c", 'type -t -- "$1"', "bash", program], env=env,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["bash", "-c", 'type -t -- "$1"', "bash", program], env=env, capture_output=True, text=True
+    )
     return bool(out.stdout.strip())
 
 
-def agents_to_run(ctx: "Context", tasks: Mapping[str, Any],
-                  selected: Iterable[str]) -> Iterator[tuple["Mode", "Task"]]:
+def agents_to_run(
+    ctx: "Context", tasks: Mapping[str, Any], selected: Iterable[str]
+) -> Iterator[tuple["Mode", "Task"]]:
     """(mode, task) of every agent task doit is about to run: reachable from the selected tasks,
     and without a finished agent.json for its current inputs (or forgotten)."""
     reachable_names = reachable(tasks, selected)
@@ -52,8 +54,13 @@ def agents_to_run(ctx: "Context", tasks: Mapping[str, Any],
             yield mode, task
 
 
-def program_problem(layout: "Layout", program: str, env: Mapping[str, str], box: "Box | None",
-                    reached: set[tuple[str, str]] | None = None) -> str | None:
+def program_problem(
+    layout: "Layout",
+    program: str,
+    env: Mapping[str, str],
+    box: "Box | None",
+    reached: set[tuple[str, str]] | None = None,
+) -> str | None:
     """Why `program` cannot start as a phase of a mode with sandbox settings `box` starts it,
     or None. A problem that is the machine's, not the mode's (no credentials, a model endpoint
     out of reach), is raised as a UserError of its own. reached: the (sandbox, endpoint) pairs
@@ -68,11 +75,19 @@ def program_problem(layout: "Layout", program: str, env: Mapping[str, str], box:
         raise UserError(refused)
     if box and (path or "/" not in program):
         # A Claude Code program has a path (is_claude_code).
-        probe = [path, "--version"] if claude and path else ["bash", "-c", 'type -t -- "$1"',
-                                                             "bash", program]
-        problem = sandbox.start_problem(probe, hidden=sandbox.hidden_paths(layout), box=box,
-                                        environ=env, programs=[path] if path else [],
-                                        support=sandbox.write_support(layout.sandbox_support))
+        probe = (
+            [path, "--version"]
+            if claude and path
+            else ["bash", "-c", 'type -t -- "$1"', "bash", program]
+        )
+        problem = sandbox.start_problem(
+            probe,
+            hidden=sandbox.hidden_paths(layout),
+            box=box,
+            environ=env,
+            programs=[path] if path else [],
+            support=sandbox.write_support(layout.sandbox_support),
+        )
         if problem:
             return f"program {program!r} does not start in the sandbox: {problem}"
     elif claude and not program_version(path, env, layout.agent_versions):
@@ -120,5 +135,9 @@ def preflight(ctx: "Context", tasks: Mapping[str, Any], selected: Iterable[str])
             program = command_program(phase.command, env)
             problem = program and program_problem(ctx.layout, program, env, box, reached)
             if problem:
-                raise UserError(problem, file=ctx.layout.modes_file,
-                                item=f"mode {mode.name} phase {phase.name}", field="command")
+                raise UserError(
+                    problem,
+                    file=ctx.layout.modes_file,
+                    item=f"mode {mode.name} phase {phase.name}",
+                    field="command",
+                )

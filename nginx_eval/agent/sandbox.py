@@ -61,12 +61,27 @@ SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib6
 SRT_NEEDS = {"bwrap": "bubblewrap", "socat": "socat", "rg": "ripgrep"}
 # The CLI's own calls elsewhere (telemetry, error reports, updates) would each be a refused
 # connection on the record: switched off in the sandbox, as the CLI documents.
-QUIET_ENV = {"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-             "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1"}
+QUIET_ENV = {
+    "DISABLE_TELEMETRY": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
 # Files srt mounts over (or creates as mount points in) the working directory to keep them
 # read-only; a phase killed with SIGKILL can leave them behind, empty.
-SRT_MOUNT_POINTS = (".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".gitconfig",
-                    ".gitmodules", ".ripgreprc", ".mcp.json", ".vscode", ".idea")
+SRT_MOUNT_POINTS = (
+    ".bashrc",
+    ".bash_profile",
+    ".zshrc",
+    ".zprofile",
+    ".profile",
+    ".gitconfig",
+    ".gitmodules",
+    ".ripgreprc",
+    ".mcp.json",
+    ".vscode",
+    ".idea",
+)
 # The inner command: the agent's stderr to its own file (srt's debug log keeps the other); the
 # loopback proxy started ($3: its file, $4: the model endpoint) and every proxy variable that
 # names srt's HTTP proxy pointed at it instead, no proxy exemption; a mark on the agent's
@@ -100,17 +115,19 @@ BLOCKED_LINE = re.compile(r"(?:Connection|HTTP request) blocked to (\S+):(\d+)\s
 
 class Box(TypedDict):
     """The isolation of a mode's agent (settings): part of an agent run's inputs."""
-    isolation: str                  # "srt"
-    endpoint: str                   # the model API's host:port
+
+    isolation: str  # "srt"
+    endpoint: str  # the model API's host:port
     allow_hosts: list[str]
     binds: list[str]
 
 
 class Blocked(TypedDict):
     """A connection the sandbox refused (agent.json's phases' "blocked")."""
+
     host: str
     port: int
-    time: str                       # UTC, as the debug log stamped it
+    time: str  # UTC, as the debug log stamped it
 
 
 def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | None:
@@ -119,8 +136,12 @@ def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | No
     if mode.isolation == "none":
         return None
     env = dict(os.environ if environ is None else environ, **dict(mode.env))
-    return {"isolation": "srt", "endpoint": model_endpoint(env),
-            "allow_hosts": list(mode.allow_hosts), "binds": list(mode.sandbox_binds)}
+    return {
+        "isolation": "srt",
+        "endpoint": model_endpoint(env),
+        "allow_hosts": list(mode.allow_hosts),
+        "binds": list(mode.sandbox_binds),
+    }
 
 
 def model_endpoint(environ: Mapping[str, str]) -> str:
@@ -145,8 +166,10 @@ def srt_program(environ: Mapping[str, str] | None = None) -> str | None:
 
 
 def install_hint() -> str:
-    return ("run `sh scripts/setup-debian.sh` (it installs them), or give the mode "
-            "isolation = \"none\" to run it unisolated")
+    return (
+        "run `sh scripts/setup-debian.sh` (it installs them), or give the mode "
+        'isolation = "none" to run it unisolated'
+    )
 
 
 def missing_tools(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -154,8 +177,11 @@ def missing_tools(environ: Mapping[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     missing = [] if srt_program(env) else [f"srt (npm {SRT_PACKAGE})"]
     path = env.get("PATH", os.defpath)
-    missing += [f"{tool} (Debian package {package})" for tool, package in SRT_NEEDS.items()
-                if not shutil.which(tool, path=path)]
+    missing += [
+        f"{tool} (Debian package {package})"
+        for tool, package in SRT_NEEDS.items()
+        if not shutil.which(tool, path=path)
+    ]
     return missing
 
 
@@ -164,13 +190,23 @@ def _start_problem(program: str, path: str) -> str | None:
     with tempfile.TemporaryDirectory(prefix="nginx-eval-srt-") as scratch:
         config = os.path.join(scratch, "srt.json")
         with open(config, "w") as f:
-            json.dump({"network": {"allowedDomains": [], "deniedDomains": []},
-                       "filesystem": {"denyRead": [], "allowWrite": [scratch],
-                                      "denyWrite": []}}, f)
+            json.dump(
+                {
+                    "network": {"allowedDomains": [], "deniedDomains": []},
+                    "filesystem": {"denyRead": [], "allowWrite": [scratch], "denyWrite": []},
+                },
+                f,
+            )
         try:
-            out = subprocess.run([program, "-s", config, "--", "echo", "isolated"], cwd=scratch,
-                                 env=dict(os.environ, PATH=path), capture_output=True,
-                                 text=True, timeout=60, stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                [program, "-s", config, "--", "echo", "isolated"],
+                cwd=scratch,
+                env=dict(os.environ, PATH=path),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"srt does not run: {e}"
     if out.returncode == 0 and out.stdout.strip() == "isolated":
@@ -184,13 +220,14 @@ def sandbox_problem(environ: Mapping[str, str] | None = None) -> str | None:
     env = os.environ if environ is None else environ
     missing = missing_tools(env)
     program = srt_program(env)
-    if missing or program is None:      # no srt is one of missing_tools
+    if missing or program is None:  # no srt is one of missing_tools
         return f"the agent sandbox needs {', '.join(missing)}: {install_hint()}"
     return _start_problem(program, env.get("PATH", os.defpath))
 
 
-def check_available(mode: "Mode", modes_file: str | Path | None = None,
-                    environ: Mapping[str, str] | None = None) -> None:
+def check_available(
+    mode: "Mode", modes_file: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> None:
     problem = sandbox_problem(environ)
     if problem:
         raise UserError(problem, file=modes_file, item=f"mode {mode.name}", field="isolation")
@@ -230,7 +267,7 @@ def tool_dirs(environ: Mapping[str, str]) -> list[str]:
             continue
         real = os.path.realpath(entry)
         if real.startswith(home + os.sep):
-            real = os.path.join(home, real[len(home) + 1:].split(os.sep, 1)[0])
+            real = os.path.join(home, real[len(home) + 1 :].split(os.sep, 1)[0])
         dirs.append(real)
     return dirs
 
@@ -244,17 +281,24 @@ def program_dirs(programs: Iterable[str]) -> list[str]:
         for p in (os.path.abspath(path), os.path.realpath(path)):
             parts = p.split(os.sep)
             if "node_modules" in parts[:-1]:
-                dirs.append(os.sep.join(parts[:parts.index("node_modules") + 1]))
+                dirs.append(os.sep.join(parts[: parts.index("node_modules") + 1]))
             else:
                 dirs.append(os.path.dirname(p))
     return dirs
 
 
-def srt_settings(box: Box, *, workspace: str | Path, writable: Iterable[str | Path],
-                 hidden: Iterable[str | Path | None], environ: Mapping[str, str],
-                 programs: Iterable[str] = (), support: str | Path | None = None,
-                 private: Iterable[str | Path] = (),
-                 readable: Iterable[str | Path] = ()) -> dict[str, Any]:
+def srt_settings(
+    box: Box,
+    *,
+    workspace: str | Path,
+    writable: Iterable[str | Path],
+    hidden: Iterable[str | Path | None],
+    environ: Mapping[str, str],
+    programs: Iterable[str] = (),
+    support: str | Path | None = None,
+    private: Iterable[str | Path] = (),
+    readable: Iterable[str | Path] = (),
+) -> dict[str, Any]:
     """srt's settings file for one phase. writable: the log and temporary directories;
     programs: the programs the phase's command starts (found on PATH); support:
     write_support's directory (readable inside, for the loopback proxy); private: the user's
@@ -265,31 +309,52 @@ def srt_settings(box: Box, *, workspace: str | Path, writable: Iterable[str | Pa
     # Nothing of the machine is readable but the system, the tools and the agent's own paths
     # (a cache or a checkout elsewhere, other runs' files in /tmp stay out of sight); the
     # harness's directories stay hidden even where a tool directory lies above them.
-    denied = ["/"] + [str(h) for h in list(hidden) + ([mirror] if mirror else [])
-                      if h and str(h) != "/" and os.path.isdir(h)]
+    denied = ["/"] + [
+        str(h)
+        for h in list(hidden) + ([mirror] if mirror else [])
+        if h and str(h) != "/" and os.path.isdir(h)
+    ]
     private = [str(p) for p in private if os.path.lexists(p)]
     binds = [os.path.expanduser(b) for b in box["binds"]]
-    allowed = [str(workspace)] + [str(w) for w in writable] + agent_state(environ) + \
-        [b for b in binds if os.path.exists(b)]
+    allowed = (
+        [str(workspace)]
+        + [str(w) for w in writable]
+        + agent_state(environ)
+        + [b for b in binds if os.path.exists(b)]
+    )
     tools = [d for d in SYSTEM_DIRS if os.path.exists(d)] + tool_dirs(environ)
     # A tool under a hidden directory stays hidden (srt would let the narrower allow win); a
     # program the phase runs from the user's state (a CLI installed in ~/.claude/local) does not.
-    reads = [d for d in tools if not any(_under(d, h) for h in denied[1:] + private)] + \
-        [d for d in program_dirs(programs) if not any(_under(d, h) for h in denied[1:])]
+    reads = [d for d in tools if not any(_under(d, h) for h in denied[1:] + private)] + [
+        d for d in program_dirs(programs) if not any(_under(d, h) for h in denied[1:])
+    ]
     # What the agent is given wins over a hidden directory above it, that narrower allow on
     # purpose (the harness's support files, the tests tree); not in allowWrite, read-only inside.
     reads += ([str(support)] if support else []) + [str(p) for p in readable]
-    return {"network": {"allowedDomains": [box["endpoint"]] + list(box["allow_hosts"]),
-                        "deniedDomains": []},
-            "filesystem": {"denyRead": list(dict.fromkeys(denied + private)),
-                           "allowRead": list(dict.fromkeys(reads)),
-                           "allowWrite": list(dict.fromkeys(allowed)), "denyWrite": []},
-            "bwrapPath": str(BWRAP_WRAPPER)}
+    return {
+        "network": {
+            "allowedDomains": [box["endpoint"]] + list(box["allow_hosts"]),
+            "deniedDomains": [],
+        },
+        "filesystem": {
+            "denyRead": list(dict.fromkeys(denied + private)),
+            "allowRead": list(dict.fromkeys(reads)),
+            "allowWrite": list(dict.fromkeys(allowed)),
+            "denyWrite": [],
+        },
+        "bwrapPath": str(BWRAP_WRAPPER),
+    }
 
 
-def wrap(command: str, *, settings_file: str | Path, stderr_file: str | Path,
-         environ: Mapping[str, str], support: str,
-         endpoint: str = DEFAULT_ENDPOINT) -> list[str]:
+def wrap(
+    command: str,
+    *,
+    settings_file: str | Path,
+    stderr_file: str | Path,
+    environ: Mapping[str, str],
+    support: str,
+    endpoint: str = DEFAULT_ENDPOINT,
+) -> list[str]:
     """argv that runs `command` (bash -c) in srt with `settings_file`; the command's stderr goes
     to `stderr_file`, srt's own (its debug log) to the caller's stderr. support: write_support's
     directory; endpoint: the model's host:port, which the loopback proxy always sends on to
@@ -297,9 +362,21 @@ def wrap(command: str, *, settings_file: str | Path, stderr_file: str | Path,
     program = srt_program(environ)
     if program is None:
         raise UserError(f"the agent sandbox needs srt (npm {SRT_PACKAGE}): {install_hint()}")
-    return [program, "-d", "-s", str(settings_file), "--",
-            "bash", "-c", INNER, "nginx-eval-agent", str(stderr_file), command,
-            os.path.join(support, LOOPBACK_PROXY.name), endpoint]
+    return [
+        program,
+        "-d",
+        "-s",
+        str(settings_file),
+        "--",
+        "bash",
+        "-c",
+        INNER,
+        "nginx-eval-agent",
+        str(stderr_file),
+        command,
+        os.path.join(support, LOOPBACK_PROXY.name),
+        endpoint,
+    ]
 
 
 AGENT_USER = "nginx-eval"
@@ -351,16 +428,19 @@ def write_agent_user(directory: str | Path) -> None:
     taken = _ids(tables["passwd"]) | _ids(tables["group"])
     number = next(n for n in range(FIRST_AGENT_ID, 60000) if n not in taken)
     home = os.environ.get("HOME") or "/"
-    lines = {"passwd": f"{AGENT_USER}:x:{number}:{number}:nginx-eval agent:{home}:/bin/bash",
-             "group": f"{AGENT_USER}:x:{number}:"}
+    lines = {
+        "passwd": f"{AGENT_USER}:x:{number}:{number}:nginx-eval agent:{home}:/bin/bash",
+        "group": f"{AGENT_USER}:x:{number}:",
+    }
     for name, table in tables.items():
         text = table if table.endswith("\n") or not table else table + "\n"
         _write_if_changed(os.path.join(directory, name), (text + lines[name] + "\n").encode())
     _write_if_changed(os.path.join(directory, "id"), f"{number} {number}\n".encode())
 
 
-def phase_environment(environ: Mapping[str, str], tmp_dir: str | Path,
-                      support: str | None = None) -> dict[str, str]:
+def phase_environment(
+    environ: Mapping[str, str], tmp_dir: str | Path, support: str | None = None
+) -> dict[str, str]:
     """The environment of an isolated phase, and of srt itself: a private temporary directory
     (srt puts the sockets of its proxy bridges there too, so it must be one the agent may
     write: outside it nothing of /tmp is visible), the CLI quiet; support: write_support's
@@ -409,8 +489,7 @@ def blocked_connections(log_text: str) -> list[Blocked]:
         stamp, _, rest = line.partition(" ")
         m = BLOCKED_LINE.search(rest)
         if m and "[SandboxDebug]" in rest:
-            blocked.append({"host": m.group(1).strip("[]"), "port": int(m.group(2)),
-                            "time": stamp})
+            blocked.append({"host": m.group(1).strip("[]"), "port": int(m.group(2)), "time": stamp})
     return blocked
 
 
@@ -434,26 +513,53 @@ def present_mount_points(workspace: str | Path) -> set[str]:
     return {n for n in SRT_MOUNT_POINTS if os.path.lexists(os.path.join(workspace, n))}
 
 
-def start_problem(argv: Iterable[str], *, hidden: Iterable[str | Path | None], box: Box,
-                  environ: Mapping[str, str], support: str,
-                  programs: Iterable[str] = ()) -> str | None:
+def start_problem(
+    argv: Iterable[str],
+    *,
+    hidden: Iterable[str | Path | None],
+    box: Box,
+    environ: Mapping[str, str],
+    support: str,
+    programs: Iterable[str] = (),
+) -> str | None:
     """Why `argv` does not run isolated as a phase would (None when it exits 0 and prints
     something), in an empty directory standing in for the workspace: cli's preflight runs the
     agent's program there before any agent starts. support: write_support's directory."""
     with tempfile.TemporaryDirectory(prefix="nginx-eval-preflight-") as scratch:
         settings_file = os.path.join(scratch, "srt.json")
         with open(settings_file, "w") as f:
-            json.dump(srt_settings(box, workspace=scratch, writable=[], hidden=hidden,
-                                   environ=environ, programs=programs, support=support), f)
+            json.dump(
+                srt_settings(
+                    box,
+                    workspace=scratch,
+                    writable=[],
+                    hidden=hidden,
+                    environ=environ,
+                    programs=programs,
+                    support=support,
+                ),
+                f,
+            )
         stderr_file = os.path.join(scratch, "stderr")
         command = " ".join(shlex.quote(a) for a in argv)
-        wrapped = wrap(command, settings_file=settings_file, stderr_file=stderr_file,
-                       environ=environ, support=support, endpoint=box["endpoint"])
+        wrapped = wrap(
+            command,
+            settings_file=settings_file,
+            stderr_file=stderr_file,
+            environ=environ,
+            support=support,
+            endpoint=box["endpoint"],
+        )
         try:
-            out = subprocess.run(wrapped, cwd=scratch,
-                                 env=phase_environment(environ, scratch, support),
-                                 capture_output=True, text=True, timeout=60,
-                                 stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                wrapped,
+                cwd=scratch,
+                env=phase_environment(environ, scratch, support),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             return str(e)
         said = open(stderr_file, errors="replace").read() if os.path.exists(stderr_file) else ""

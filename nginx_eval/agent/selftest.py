@@ -35,9 +35,13 @@ if TYPE_CHECKING:
     from ..core.layout import Layout
 
 FILES = Path(__file__).with_name("selftest")
-STEPS = {"account": "run as an ordinary user", "build": "build a C program with cc",
-         "server": "start a server on 127.0.0.1", "curl": "reach it with curl",
-         "prove": "run a .t file with prove"}
+STEPS = {
+    "account": "run as an ordinary user",
+    "build": "build a C program with cc",
+    "server": "start a server on 127.0.0.1",
+    "curl": "reach it with curl",
+    "prove": "run a .t file with prove",
+}
 TIMEOUT = 120
 # Each step prints "ok <step>" or "not ok <step>: <its last line of output>"; the first failure
 # ends the script.
@@ -60,8 +64,14 @@ kill $server
 """
 
 
-def run_inside(layout: "Layout", box: sandbox.Box, environ: Mapping[str, str], script: str,
-               files: Path | None = None, timeout: float = TIMEOUT) -> tuple[str, str]:
+def run_inside(
+    layout: "Layout",
+    box: sandbox.Box,
+    environ: Mapping[str, str],
+    script: str,
+    files: Path | None = None,
+    timeout: float = TIMEOUT,
+) -> tuple[str, str]:
     """`script` (bash) in a sandbox of `box` (sandbox.settings), made as `environ` would make a
     phase's, in a scratch workspace holding a copy of `files`: (stdout, what it or srt said
     last on stderr)."""
@@ -73,23 +83,47 @@ def run_inside(layout: "Layout", box: sandbox.Box, environ: Mapping[str, str], s
         tmp.mkdir()
         support = sandbox.write_support(layout.sandbox_support)
         settings_file = Path(scratch) / "srt.json"
-        settings_file.write_text(json.dumps(sandbox.srt_settings(
-            box, workspace=workspace, writable=[tmp], hidden=sandbox.hidden_paths(layout),
-            environ=environ, support=support)))
+        settings_file.write_text(
+            json.dumps(
+                sandbox.srt_settings(
+                    box,
+                    workspace=workspace,
+                    writable=[tmp],
+                    hidden=sandbox.hidden_paths(layout),
+                    environ=environ,
+                    support=support,
+                )
+            )
+        )
         env = sandbox.phase_environment(environ, tmp, support)
-        argv = sandbox.wrap(script, settings_file=settings_file,
-                            stderr_file=tmp / "stderr", environ=env, support=support,
-                            endpoint=box["endpoint"])
+        argv = sandbox.wrap(
+            script,
+            settings_file=settings_file,
+            stderr_file=tmp / "stderr",
+            environ=env,
+            support=support,
+            endpoint=box["endpoint"],
+        )
         try:
-            out = subprocess.run(argv, cwd=workspace, env=env, capture_output=True, text=True,
-                                 timeout=timeout, stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                argv,
+                cwd=workspace,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
             stdout, srt_said = out.stdout, out.stderr or f"exit code {out.returncode}"
         except subprocess.TimeoutExpired:
             stdout, srt_said = "", f"no answer in {timeout:g} s"
         except OSError as e:
             stdout, srt_said = "", str(e)
-        said = (tmp / "stderr").read_text(errors="replace").strip() \
-            if (tmp / "stderr").exists() else ""
+        said = (
+            (tmp / "stderr").read_text(errors="replace").strip()
+            if (tmp / "stderr").exists()
+            else ""
+        )
     return stdout, said or srt_said
 
 
@@ -98,10 +132,13 @@ def run(layout: "Layout", box: sandbox.Box, environ: Mapping[str, str]) -> SelfT
     start = time.monotonic()
     stdout, said = run_inside(layout, box, environ, SCRIPT, FILES)
     steps = read_steps(stdout)
-    return {"ok": len(steps) == len(STEPS) and all(s["ok"] for s in steps),
-            "seconds": round(time.monotonic() - start, 3),
-            "checked": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "steps": steps, "failed": failure(steps, said)}
+    return {
+        "ok": len(steps) == len(STEPS) and all(s["ok"] for s in steps),
+        "seconds": round(time.monotonic() - start, 3),
+        "checked": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "steps": steps,
+        "failed": failure(steps, said),
+    }
 
 
 # curl with --proxytunnel asks the proxies for a tunnel to the endpoint as Claude Code does
@@ -115,8 +152,9 @@ def endpoint_url(environ: Mapping[str, str]) -> str:
     return environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
 
 
-def endpoint_problem(layout: "Layout", box: sandbox.Box | None,
-                     environ: Mapping[str, str]) -> str | None:
+def endpoint_problem(
+    layout: "Layout", box: sandbox.Box | None, environ: Mapping[str, str]
+) -> str | None:
     """Why the model endpoint cannot be reached the way a phase reaches it (from its sandbox,
     or for box None from this machine), one line, or None: checked before any agent starts, so
     that a URL or a network that cannot reach it fails in seconds, not after the CLI's retries
@@ -125,10 +163,16 @@ def endpoint_problem(layout: "Layout", box: sandbox.Box | None,
     script = ENDPOINT_SCRIPT.replace('"$1"', shlex.quote(url))
     if box:
         stdout, said = run_inside(layout, box, environ, script, timeout=ENDPOINT_TIMEOUT)
-    else:       # an unisolated agent's path is the host's own
+    else:  # an unisolated agent's path is the host's own
         try:
-            out = subprocess.run(["bash", "-c", script], env=environ, capture_output=True,
-                                 text=True, timeout=ENDPOINT_TIMEOUT, stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                ["bash", "-c", script],
+                env=environ,
+                capture_output=True,
+                text=True,
+                timeout=ENDPOINT_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+            )
             stdout, said = out.stdout, out.stderr.strip()
         except subprocess.TimeoutExpired:
             stdout, said = "", f"no answer in {ENDPOINT_TIMEOUT} s"

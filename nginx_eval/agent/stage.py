@@ -80,30 +80,43 @@ from functools import lru_cache
 
 import jinja2
 
-from . import attempts as attempts_module
-from . import claude_code as cc
-from . import transcript as ct
+from .. import suite
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
 from ..core import gitcmd, jsonio, limits, stamps
-from . import home as agent_home
-from . import sandbox, trajectory
-from .. import suite
-from .gate import (CredentialsRefused, backoff_seconds, check_not_stopped, clear_stop,
-                   keep_attempt_logs, over_budget, stop_the_run, wait_interruptibly)
-from ..run.commandline import command_program, render_command, with_program_option
-from ..run.benchmark import gold_patch
-from ..run.modes import Mode, Phase
-from ..run.swebench import prompt_dir
-from ..doitext.backend import consume_forgotten, forgotten
 from ..core.errors import failing_on_user_error
-from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
 from ..core.procs import kill_leftovers, run_limited
+from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.trees import remove_tree
-from ..workspace import (ISSUE_FILE, ensure_fresh_workspace, install_commands, mark_agent_started,
-                         release_workspace, workspace_inputs)
-
+from ..doitext.backend import consume_forgotten, forgotten
+from ..run.benchmark import gold_patch
+from ..run.commandline import command_program, render_command, with_program_option
+from ..run.modes import Mode, Phase
+from ..run.swebench import prompt_dir
+from ..workspace import (
+    ISSUE_FILE,
+    ensure_fresh_workspace,
+    install_commands,
+    mark_agent_started,
+    release_workspace,
+    workspace_inputs,
+)
+from . import attempts as attempts_module
+from . import claude_code as cc
+from . import home as agent_home
+from . import sandbox, trajectory
+from . import transcript as ct
+from .gate import (
+    CredentialsRefused,
+    backoff_seconds,
+    check_not_stopped,
+    clear_stop,
+    keep_attempt_logs,
+    over_budget,
+    stop_the_run,
+    wait_interruptibly,
+)
 
 # Prompts name the agent's tests tree (suite.py), `{{ tests_dir }}`, by this mark; the tree's
 # path on the machine the agent runs on replaces it as a phase starts (AgentRun.run_phase): a
@@ -115,22 +128,32 @@ TESTS_DIR_MARK = "<nginx-eval:tests_dir>"
 def prompt_environment(templates_dir):
     # One per directory: each template is compiled once, not once per task (the no-op run
     # renders every prompt to check that agent runs are still current).
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
 
 
 def render_prompt(templates_dir, template_name, task, mode, phase):
     # A SWE-bench task's prompts are its own (templates/swebench/): nginx's name nginx.
     env = prompt_environment(str(prompt_dir(templates_dir, task)))
     return env.get_template(template_name).render(
-        task=task, mode=mode, phase=phase, problem_statement=task.problem_statement,
-        issue_file=ISSUE_FILE, instance_id=task.instance_id,
-        tests_dir=TESTS_DIR_MARK if mode.tests else "")
+        task=task,
+        mode=mode,
+        phase=phase,
+        problem_statement=task.problem_statement,
+        issue_file=ISSUE_FILE,
+        instance_id=task.instance_id,
+        tests_dir=TESTS_DIR_MARK if mode.tests else "",
+    )
 
 
 def rendered_prompts(templates_dir, mode, task):
-    return [render_prompt(templates_dir, p.prompt, task, mode, p) if p.prompt else ""
-            for p in mode.phases]
+    return [
+        render_prompt(templates_dir, p.prompt, task, mode, p) if p.prompt else ""
+        for p in mode.phases
+    ]
 
 
 ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
@@ -160,8 +183,11 @@ def phase_command(mode: Mode, phase: Phase, environ: dict) -> tuple[str, bool | 
     program = cc.resolve_program(command_program(phase.command, environ), environ)
     if not cc.is_claude_code(program):
         return phase.command, None
-    closed = None if mode.web_tools or mode.isolation == "none" else \
-        with_program_option(phase.command, environ, NO_WEB_TOOLS)
+    closed = (
+        None
+        if mode.web_tools or mode.isolation == "none"
+        else with_program_option(phase.command, environ, NO_WEB_TOOLS)
+    )
     return (closed, False) if closed else (phase.command, True)
 
 
@@ -175,8 +201,12 @@ def web_tools_open(mode: Mode, environ: dict) -> bool | None:
 def agent_version(layout, mode):
     """The `--version` of the Claude Code programs the mode's phases start, or None."""
     env = dict(os.environ, **dict(mode.env))
-    versions = [cc.program_version(cc.resolve_program(command_program(p.command, env), env),
-                                   env, layout.agent_versions) for p in mode.phases]
+    versions = [
+        cc.program_version(
+            cc.resolve_program(command_program(p.command, env), env), env, layout.agent_versions
+        )
+        for p in mode.phases
+    ]
     return ", ".join(dict.fromkeys(v for v in versions if v)) or None
 
 
@@ -185,7 +215,7 @@ def mode_inputs(layout, mode):
     per mode: resolving its programs for each of 173 tasks took most of a second)."""
     inputs = {"mode": mode.fingerprint(), "environment": referenced_environment(mode)}
     box = sandbox.settings(mode)
-    if box:         # only when on, so that runs made without a sandbox keep their digest
+    if box:  # only when on, so that runs made without a sandbox keep their digest
         inputs["sandbox"] = box
     env = dict(os.environ, **dict(mode.env))
     closed = [p.name for p in mode.phases if phase_command(mode, p, env)[1] is False]
@@ -196,7 +226,7 @@ def mode_inputs(layout, mode):
         # they ran before and keep their digest.
         inputs["no_web_tools"] = {"option": NO_WEB_TOOLS, "phases": closed}
     version = agent_version(layout, mode)
-    if version:     # only for Claude Code: other agents' runs keep their digest
+    if version:  # only for Claude Code: other agents' runs keep their digest
         inputs["agent_version"] = version
     return inputs
 
@@ -205,8 +235,9 @@ def agent_inputs(layout, mode, task, prompts, of_mode=None, tests_tree=None):
     """The digest of an agent run's inputs, or None while a mode with `tests` cannot know its
     tree (suite.as_of: the clones are not there yet); of_mode: mode_inputs(layout, mode), and
     tests_tree: suite.as_of of the task, if known."""
-    inputs = dict(of_mode or mode_inputs(layout, mode), prompts=prompts,
-                  workspace=workspace_inputs(task))
+    inputs = dict(
+        of_mode or mode_inputs(layout, mode), prompts=prompts, workspace=workspace_inputs(task)
+    )
     if mode.tests:
         # Only then: the runs of modes without it keep their digest.
         tree = tests_tree or suite.as_of(layout, task)
@@ -229,17 +260,22 @@ def agent_finished(layout, mode, task, agent_task_name, inputs=None):
     if forgotten(layout, agent_task_name):
         return False
     if inputs is None:
-        inputs = agent_inputs(layout, mode, task,
-                              rendered_prompts(layout.templates_dir, mode, task))
+        inputs = agent_inputs(
+            layout, mode, task, rendered_prompts(layout.templates_dir, mode, task)
+        )
     return inputs is not None and is_finished(
-        stamps.made_from(layout.agent_json(mode.name, task.instance_id), inputs))
+        stamps.made_from(layout.agent_json(mode.name, task.instance_id), inputs)
+    )
 
 
 def say(mode, task, what, reason, log=None):
     """The console line of an agent that failed or did not run, printed when it happens."""
     where = f" (log: {log})" if log else ""
-    print(f"nginx-eval: agent {mode.name}/{task.instance_id} {what}: {reason}{where}",
-          file=sys.stderr, flush=True)
+    print(
+        f"nginx-eval: agent {mode.name}/{task.instance_id} {what}: {reason}{where}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 class AgentRun:
@@ -255,8 +291,9 @@ class AgentRun:
         self.user_env = dict(os.environ, **dict(mode.env))
         self.user_config = ct.config_dir(self.user_env)
         self.config = layout.agent_home(mode.name, task.instance_id)
-        self.env = dict(self.user_env, NGINX_EVAL_INSTANCE=task.instance_id,
-                        CLAUDE_CONFIG_DIR=str(self.config))
+        self.env = dict(
+            self.user_env, NGINX_EVAL_INSTANCE=task.instance_id, CLAUDE_CONFIG_DIR=str(self.config)
+        )
         self.box = sandbox.settings(mode)
         self.evidence = self.login = None
         self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
@@ -269,8 +306,7 @@ class AgentRun:
         ensure_fresh_workspace(self.layout, self.mode.name, self.task)
         if self.tests_tree:
             self.tests_dir, notes = suite.verified_tree(self.layout, self.tests_tree)
-            self.tests_tree = dict(self.tests_tree,
-                                   notes=self.tests_tree.get("notes", []) + notes)
+            self.tests_tree = dict(self.tests_tree, notes=self.tests_tree.get("notes", []) + notes)
         install_commands(self.layout, self.mode, self.task)
         mark_agent_started(self.layout, self.mode.name, self.task)
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -289,13 +325,21 @@ class AgentRun:
         self.login = agent_home.sync_credentials(self.config, self.user_config, self.login)
 
     def run_phases(self):
-        state = {"status": COMPLETED, "error": "", "phases": [], "sessions": {},
-                 "session": None, "rendered": [], "flags": []}
+        state = {
+            "status": COMPLETED,
+            "error": "",
+            "phases": [],
+            "sessions": {},
+            "session": None,
+            "rendered": [],
+            "flags": [],
+        }
         for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts), 1):
             if not self.ws.is_dir():
                 # An earlier phase deleted the workspace: nothing to run the next phase in.
-                state.update(status=FAILED,
-                             error=f"phase {phase.name}: the workspace no longer exists")
+                state.update(
+                    status=FAILED, error=f"phase {phase.name}: the workspace no longer exists"
+                )
                 last = state["phases"][-1]["stderr"] if state["phases"] else None
                 say(self.mode, self.task, "failed", state["error"], last and self.out.parent / last)
                 break
@@ -313,10 +357,16 @@ class AgentRun:
             prompt = prompt.replace(TESTS_DIR_MARK, str(self.tests_dir))
         prompt_file = self.logs / f"{stem}.prompt.md"
         prompt_file.write_text(prompt, encoding="utf-8")
-        values = {"workspace": str(self.ws), "issue_file": str(self.ws / ISSUE_FILE),
-                  "prompt": prompt, "prompt_file": str(prompt_file), "model": self.mode.model,
-                  "instance_id": self.task.instance_id, "log_dir": str(self.logs),
-                  "phase": phase.name}
+        values = {
+            "workspace": str(self.ws),
+            "issue_file": str(self.ws / ISSUE_FILE),
+            "prompt": prompt,
+            "prompt_file": str(prompt_file),
+            "model": self.mode.model,
+            "instance_id": self.task.instance_id,
+            "log_dir": str(self.logs),
+            "phase": phase.name,
+        }
         template, _ = phase_command(self.mode, phase, self.env)
         record = self.phase_record(phase, template, stem, values, prompt_file)
         state["phases"].append(record)
@@ -332,8 +382,11 @@ class AgentRun:
         before = ct.transcript_sizes(self.config, self.ws) if claude else {}
         command = render_command(template, self.env, values)
         outcome = self.launch(command, record, phase.timeout, stem, program)
-        lines = ct.new_transcript_lines(before, ct.transcript_sizes(self.config, self.ws)) \
-            if claude else []
+        lines = (
+            ct.new_transcript_lines(before, ct.transcript_sizes(self.config, self.ws))
+            if claude
+            else []
+        )
         status, reason = self.read_phase(record, outcome, lines, state, phase, slash, stem)
         state["flags"] += self.scan(phase.name, record, ct.entries_of(lines), claude)
         if status not in (COMPLETED, cc.AUTH):
@@ -344,29 +397,50 @@ class AgentRun:
         names_model = "{model}" in render_command(template, self.env, record=True)
         shown = {"prompt": f'"$(cat {shlex.quote(str(prompt_file))})"'}
         relative = lambda p: str(p.relative_to(self.out.parent))
-        return {"name": phase.name,
-                "command": render_command(template, self.env, values, shown, record=True),
-                "command_template": render_command(template, self.env,
-                                                   {"model": self.mode.model}, record=True),
-                "model": (self.mode.model or None) if names_model else None,
-                "exit_code": None, "timed_out": False, "wall_seconds": 0.0,
-                "stdout": relative(self.logs / f"{stem}.stdout"),
-                "stderr": relative(self.logs / f"{stem}.stderr"),
-                "prompt_file": relative(prompt_file), **cc.result_fields(None),
-                "cost_usd": None, "tokens": None, "models": {}, "cost_source": None,
-                "transcript": None, "blocked": None, "sandbox_log": None}
+        return {
+            "name": phase.name,
+            "command": render_command(template, self.env, values, shown, record=True),
+            "command_template": render_command(
+                template, self.env, {"model": self.mode.model}, record=True
+            ),
+            "model": (self.mode.model or None) if names_model else None,
+            "exit_code": None,
+            "timed_out": False,
+            "wall_seconds": 0.0,
+            "stdout": relative(self.logs / f"{stem}.stdout"),
+            "stderr": relative(self.logs / f"{stem}.stderr"),
+            "prompt_file": relative(prompt_file),
+            **cc.result_fields(None),
+            "cost_usd": None,
+            "tokens": None,
+            "models": {},
+            "cost_source": None,
+            "transcript": None,
+            "blocked": None,
+            "sandbox_log": None,
+        }
 
     def launch(self, command, record, timeout, stem, program):
         if self.box:
             outcome = self.launch_isolated(command, record, timeout, stem, program)
         else:
-            with open(self.out.parent / record["stdout"], "wb") as so, \
-                    open(self.out.parent / record["stderr"], "wb") as se, limits.slot("agent"):
-                outcome = run_limited(["bash", "-c", command], cwd=str(self.ws), env=self.env,
-                                      timeout=timeout, stdout=so, stderr=se,
-                                      token_file=self.token_file)
-        record.update(exit_code=outcome.exit_code, timed_out=outcome.timed_out,
-                      wall_seconds=outcome.seconds)
+            with (
+                open(self.out.parent / record["stdout"], "wb") as so,
+                open(self.out.parent / record["stderr"], "wb") as se,
+                limits.slot("agent"),
+            ):
+                outcome = run_limited(
+                    ["bash", "-c", command],
+                    cwd=str(self.ws),
+                    env=self.env,
+                    timeout=timeout,
+                    stdout=so,
+                    stderr=se,
+                    token_file=self.token_file,
+                )
+        record.update(
+            exit_code=outcome.exit_code, timed_out=outcome.timed_out, wall_seconds=outcome.seconds
+        )
         return outcome
 
     def launch_isolated(self, command, record, timeout, stem, program):
@@ -380,27 +454,53 @@ class AgentRun:
         tmp = tempfile.mkdtemp(prefix="nginx-eval-agent-tmp-")
         support = sandbox.write_support(self.layout.sandbox_support)
         try:
-            jsonio.write_json(settings_file, sandbox.srt_settings(
-                self.box, workspace=self.ws, writable=[self.logs, tmp],
-                hidden=sandbox.hidden_paths(self.layout), environ=self.env,
-                programs=[program] if program else [], support=support,
-                private=agent_home.user_state(self.user_env),
-                readable=[self.tests_dir] if self.tests_dir else []))
+            jsonio.write_json(
+                settings_file,
+                sandbox.srt_settings(
+                    self.box,
+                    workspace=self.ws,
+                    writable=[self.logs, tmp],
+                    hidden=sandbox.hidden_paths(self.layout),
+                    environ=self.env,
+                    programs=[program] if program else [],
+                    support=support,
+                    private=agent_home.user_state(self.user_env),
+                    readable=[self.tests_dir] if self.tests_dir else [],
+                ),
+            )
             env = sandbox.phase_environment(self.env, tmp, support)
-            argv = sandbox.wrap(command, settings_file=settings_file, stderr_file=stderr_file,
-                                environ=env, support=support, endpoint=self.box["endpoint"])
+            argv = sandbox.wrap(
+                command,
+                settings_file=settings_file,
+                stderr_file=stderr_file,
+                environ=env,
+                support=support,
+                endpoint=self.box["endpoint"],
+            )
             before = sandbox.present_mount_points(self.ws)
-            with open(self.out.parent / record["stdout"], "wb") as so, \
-                    sandbox.TimestampedLog(log_file) as log, limits.slot("agent"):
-                outcome = run_limited(argv, cwd=str(self.ws), env=env, timeout=timeout,
-                                      stdout=so, stderr=log.fd, token_file=self.token_file,
-                                      inside_first=True)
+            with (
+                open(self.out.parent / record["stdout"], "wb") as so,
+                sandbox.TimestampedLog(log_file) as log,
+                limits.slot("agent"),
+            ):
+                outcome = run_limited(
+                    argv,
+                    cwd=str(self.ws),
+                    env=env,
+                    timeout=timeout,
+                    stdout=so,
+                    stderr=log.fd,
+                    token_file=self.token_file,
+                    inside_first=True,
+                )
             if self.ws.is_dir():
                 sandbox.remove_mount_points(self.ws, before)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        record.update(blocked=sandbox.blocked_connections(log_file.read_text(errors="replace")),
-                      sandbox_log=str(log_file.relative_to(self.out.parent)))
+        record.update(
+            blocked=sandbox.blocked_connections(log_file.read_text(errors="replace")),
+            sandbox_log=str(log_file.relative_to(self.out.parent)),
+        )
         return outcome
 
     def fix_evidence(self):
@@ -410,22 +510,27 @@ class AgentRun:
             gold = gold_patch(self.task, bare)
             lines = attempts_module.fix_lines(
                 gold.decode("utf-8", "replace"),
-                lambda found: gitcmd.lines_in_tree(bare, self.task.base_commit, found))
+                lambda found: gitcmd.lines_in_tree(bare, self.task.base_commit, found),
+            )
             self.evidence = attempts_module.FixEvidence(self.task.fix_commit, lines)
         return self.evidence
 
     def scan(self, phase, record, entries, claude):
         """The phase's flags (attempts.py): from its transcript, or from its command logs when
         the agent is not Claude Code."""
-        scope = attempts_module.Scope(self.ws, own=[self.logs, self.config, self.tests_dir],
-                               harness=sandbox.hidden_paths(self.layout)
-                               + [sandbox.local_mirror_root(self.env)])
+        scope = attempts_module.Scope(
+            self.ws,
+            own=[self.logs, self.config, self.tests_dir],
+            harness=sandbox.hidden_paths(self.layout) + [sandbox.local_mirror_root(self.env)],
+        )
         if claude:
-            flags, contamination = attempts_module.scan_transcript(phase, entries, scope,
-                                                            self.fix_evidence())
+            flags, contamination = attempts_module.scan_transcript(
+                phase, entries, scope, self.fix_evidence()
+            )
             return flags + contamination
-        logs = "".join((self.out.parent / record[k]).read_text(errors="replace")
-                       for k in ("stdout", "stderr"))
+        logs = "".join(
+            (self.out.parent / record[k]).read_text(errors="replace") for k in ("stdout", "stderr")
+        )
         return attempts_module.scan_log(phase, logs)
 
     def read_phase(self, record, outcome, lines, state, phase, slash, stem):
@@ -445,9 +550,15 @@ class AgentRun:
         if session:
             state["sessions"][session] = cumulative
         continues = cc.continues_session(record["command_template"])
-        status, reason = cc.phase_status(outcome.timed_out, phase.timeout, outcome.exit_code,
-                                         result, entries, slash,
-                                         cc.session_problem(continues, state["session"], session))
+        status, reason = cc.phase_status(
+            outcome.timed_out,
+            phase.timeout,
+            outcome.exit_code,
+            result,
+            entries,
+            slash,
+            cc.session_problem(continues, state["session"], session),
+        )
         state["session"] = session or state["session"]
         if lines:
             path = self.logs / f"{stem}.transcript.jsonl"
@@ -460,8 +571,9 @@ class AgentRun:
         if not rendered:
             return None
         path = self.logs / "trajectory.md"
-        jsonio.write_text(path, trajectory.render(f"{self.mode.name}/{self.task.instance_id}",
-                                                  rendered))
+        jsonio.write_text(
+            path, trajectory.render(f"{self.mode.name}/{self.task.instance_id}", rendered)
+        )
         return str(path.relative_to(self.out.parent))
 
 
@@ -477,8 +589,12 @@ def run_attempts(run, retries):
             break
         state["logs"] = str(keep_attempt_logs(run.logs, n).relative_to(run.out.parent))
         wait = backoff_seconds(n)
-        say(run.mode, run.task, "will try again", f"attempt {n} of {retries + 1} ended in "
-            f"infra_error; attempt {n + 1} in {wait:g} s")
+        say(
+            run.mode,
+            run.task,
+            "will try again",
+            f"attempt {n} of {retries + 1} ended in infra_error; attempt {n + 1} in {wait:g} s",
+        )
         wait_interruptibly(wait)
     attempts[-1]["logs"] = str(run.logs.relative_to(run.out.parent))
     return attempts
@@ -489,30 +605,76 @@ def agent_record(inputs, run, attempts, version):
     flags = attempts_module.dedupe([f for a in attempts for f in a.get("flags", [])])
     # The phases' own time: no workspace set-up, no wait for a slot or between attempts.
     seconds = sum(p["wall_seconds"] or 0 for p in phases)
-    return {"inputs": inputs, "mode": run.mode.name, "instance_id": run.task.instance_id,
-            "status": last["status"], "error": last["error"], "phases": last["phases"],
-            "attempts": [{"status": a["status"], "error": a["error"], "logs": a["logs"],
-                          "cost_usd": cc.summed_cost(a["phases"])} for a in attempts],
-            "agent_version": version, "wall_seconds": round(seconds, 3),
-            "cost_usd": cc.summed_cost(phases), "tokens": cc.summed_tokens(phases),
-            "trajectory": last["trajectory"], "isolation": "srt" if run.box else "none",
-            "web_tools": web_tools_open(run.mode, run.env), "flags": flags,
-            "contaminated": any(f["kind"] == "contamination" for f in flags),
-            "tests_tree": run.tests_tree}
+    return {
+        "inputs": inputs,
+        "mode": run.mode.name,
+        "instance_id": run.task.instance_id,
+        "status": last["status"],
+        "error": last["error"],
+        "phases": last["phases"],
+        "attempts": [
+            {
+                "status": a["status"],
+                "error": a["error"],
+                "logs": a["logs"],
+                "cost_usd": cc.summed_cost(a["phases"]),
+            }
+            for a in attempts
+        ],
+        "agent_version": version,
+        "wall_seconds": round(seconds, 3),
+        "cost_usd": cc.summed_cost(phases),
+        "tokens": cc.summed_tokens(phases),
+        "trajectory": last["trajectory"],
+        "isolation": "srt" if run.box else "none",
+        "web_tools": web_tools_open(run.mode, run.env),
+        "flags": flags,
+        "contaminated": any(f["kind"] == "contamination" for f in flags),
+        "tests_tree": run.tests_tree,
+    }
 
 
 def not_run_record(inputs, mode, task, max_cost, spent):
-    error = (f"the run's budget max_cost={max_cost:g} USD was spent ({spent:.2f} USD recorded) "
-             f"before this agent started") if max_cost else ""
-    return {"inputs": inputs, "mode": mode.name, "instance_id": task.instance_id,
-            "status": NOT_RUN, "error": error, "attempts": [], "agent_version": None,
-            "wall_seconds": 0.0, "phases": [], "cost_usd": None, "tokens": None,
-            "trajectory": None, "isolation": "srt" if sandbox.settings(mode) else "none",
-            "web_tools": None, "flags": [], "contaminated": False, "tests_tree": None}
+    error = (
+        (
+            f"the run's budget max_cost={max_cost:g} USD was spent ({spent:.2f} USD recorded) "
+            f"before this agent started"
+        )
+        if max_cost
+        else ""
+    )
+    return {
+        "inputs": inputs,
+        "mode": mode.name,
+        "instance_id": task.instance_id,
+        "status": NOT_RUN,
+        "error": error,
+        "attempts": [],
+        "agent_version": None,
+        "wall_seconds": 0.0,
+        "phases": [],
+        "cost_usd": None,
+        "tokens": None,
+        "trajectory": None,
+        "isolation": "srt" if sandbox.settings(mode) else "none",
+        "web_tools": None,
+        "flags": [],
+        "contaminated": False,
+        "tests_tree": None,
+    }
 
 
-def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff,
-               keep_workspace=False, tests_tree=None):
+def agent_unit(
+    layout,
+    mode,
+    task,
+    prompts,
+    inputs,
+    retries,
+    workspace_diff,
+    keep_workspace=False,
+    tests_tree=None,
+):
     """The agent run of (mode, task), with its tests tree (suite.as_of, made here if missing,
     a Ray node's own): its attempts and logs (agent/), and {"record": agent.json's
     record, "refused": [unit, reason] when the credentials were refused, "diff": the workspace's
@@ -520,9 +682,9 @@ def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff,
     coordinator elsewhere (executor.py), else None}. On a node the workspace goes once its diff
     is taken, as patch.take_patch removes it here (keep_workspace: keep_workspaces=1)."""
     if on_node():
-        clear_stop(layout)      # the coordinator checked its own stop file
+        clear_stop(layout)  # the coordinator checked its own stop file
     if sandbox.settings(mode):
-        sandbox.check_available(mode)       # never a fallback to an unisolated run
+        sandbox.check_available(mode)  # never a fallback to an unisolated run
     run = AgentRun(layout, mode, task, prompts, tests_tree)
     try:
         attempts = run_attempts(run, retries)
@@ -533,49 +695,80 @@ def agent_unit(layout, mode, task, prompts, inputs, retries, workspace_diff,
     record = agent_record(inputs, run, attempts, agent_version(layout, mode))
     diff = None
     if on_node():
-        patch, skipped, left_out = workspace_diff(layout.bare_repo(task.repo), run.ws,
-                                                  task.base_commit, task.kind)
-        diff = {"patch_base64": base64.b64encode(patch).decode(), "skipped": skipped,
-                "left_out": left_out}
+        patch, skipped, left_out = workspace_diff(
+            layout.bare_repo(task.repo), run.ws, task.base_commit, task.kind
+        )
+        diff = {
+            "patch_base64": base64.b64encode(patch).decode(),
+            "skipped": skipped,
+            "left_out": left_out,
+        }
         if not keep_workspace:
             release_workspace(layout, mode.name, task)
     return {"record": record, "refused": None, "diff": diff}
 
 
-def _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace,
-                  tests_tree):
+def _remote_agent(
+    layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, tests_tree
+):
     """agent_unit on a node; its diff kept for the patch stage (patch.agent_patch), since the
     workspace here is not the one the agent changed."""
     repos = [(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]})]
     if tests_tree:
         repos.append((tests_tree["repo"], {tests_tree["commit"]: [[task.instance_id, "tests"]]}))
     try:
-        value = executor.run("agent", agent_unit, layout, mode.name, task.instance_id,
-                             [mode, task, prompts, inputs, retries, workspace_diff,
-                              keep_workspace, tests_tree],
-                             ship_out=["agent/"], repos=repos)
+        value = executor.run(
+            "agent",
+            agent_unit,
+            layout,
+            mode.name,
+            task.instance_id,
+            [mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, tests_tree],
+            ship_out=["agent/"],
+            repos=repos,
+        )
     except UnitLost as e:
         error = f"every node that ran it was lost: {e.errors[-1]}"
-        record = dict(not_run_record(inputs, mode, task, None, 0), status=INFRA_ERROR,
-                      error=error, attempts=[{"status": INFRA_ERROR, "error": why,
-                                              "logs": None, "cost_usd": None}
-                                             for why in e.errors])
+        record = dict(
+            not_run_record(inputs, mode, task, None, 0),
+            status=INFRA_ERROR,
+            error=error,
+            attempts=[
+                {"status": INFRA_ERROR, "error": why, "logs": None, "cost_usd": None}
+                for why in e.errors
+            ],
+        )
         say(mode, task, "failed", error)
         return record
     if value["refused"]:
         stop_the_run(layout, *value["refused"])
     if value["diff"] is not None:
-        jsonio.write_json(layout.remote_diff(mode.name, task.instance_id),
-                          dict(value["diff"], agent_inputs=inputs))
+        jsonio.write_json(
+            layout.remote_diff(mode.name, task.instance_id),
+            dict(value["diff"], agent_inputs=inputs),
+        )
         mark_agent_started(layout, mode.name, task)
     return value["record"]
 
 
-def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=None, retries=2,
-              workspace_diff=None, keep_workspace=False):
+def run_agent(
+    layout,
+    mode,
+    task,
+    prompts,
+    inputs,
+    agent_task_name,
+    max_cost=None,
+    retries=2,
+    workspace_diff=None,
+    keep_workspace=False,
+):
     out = layout.agent_json(mode.name, task.instance_id)
-    if inputs is not None and not forgotten(layout, agent_task_name) \
-            and is_finished(stamps.made_from(out, inputs)):
+    if (
+        inputs is not None
+        and not forgotten(layout, agent_task_name)
+        and is_finished(stamps.made_from(out, inputs))
+    ):
         return
     tests_tree = suite.needed(suite.as_of(layout, task), task) if mode.tests else None
     if inputs is None:
@@ -589,11 +782,13 @@ def run_agent(layout, mode, task, prompts, inputs, agent_task_name, max_cost=Non
         record = not_run_record(inputs, mode, task, max_cost, spent)
         say(mode, task, "not run", record["error"])
     elif executor.is_remote():
-        record = _remote_agent(layout, mode, task, prompts, inputs, retries, workspace_diff,
-                               keep_workspace, tests_tree)
+        record = _remote_agent(
+            layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, tests_tree
+        )
     else:
-        record = agent_unit(layout, mode, task, prompts, inputs, retries, None,
-                            tests_tree=tests_tree)["record"]
+        record = agent_unit(
+            layout, mode, task, prompts, inputs, retries, None, tests_tree=tests_tree
+        )["record"]
     # `doit forget` is answered once a new record replaces the old one: a run stopped before
     # (refused credentials, Ctrl-C) leaves the request pending.
     consume_forgotten(layout, agent_task_name)
@@ -610,11 +805,24 @@ def gen_tasks(ctx):
             "name": name,
             "doc": f"run mode {mode.name} on {task.instance_id}",
             # An AGENT a shell cannot read is one error line (cli's preflight says it first).
-            "actions": [(failing_on_user_error, [run_agent, ctx.layout, mode, task, prompts,
-                                                 inputs, agent_task, ctx.options.max_cost,
-                                                 ctx.options.agent_retries,
-                                                 ctx.workspace_diff,
-                                                 bool(ctx.options.keep_workspaces)])],
+            "actions": [
+                (
+                    failing_on_user_error,
+                    [
+                        run_agent,
+                        ctx.layout,
+                        mode,
+                        task,
+                        prompts,
+                        inputs,
+                        agent_task,
+                        ctx.options.max_cost,
+                        ctx.options.agent_retries,
+                        ctx.workspace_diff,
+                        bool(ctx.options.keep_workspaces),
+                    ],
+                )
+            ],
             "targets": [str(ctx.layout.agent_json(mode.name, task.instance_id))],
             "task_dep": [task_name(WORKSPACE, name)],
             # The stamps.py protocol; agent_inputs is the digest (stamps.stage_task's would

@@ -20,7 +20,7 @@ RESULT_CHARS = 200
 def cut(text, limit):
     """`text` on one line, at most `limit` characters (… marks a cut)."""
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def code(text):
@@ -31,8 +31,10 @@ def code(text):
 def tool_call(block):
     """One line for a tool call: its name and each input field, cut."""
     fields = block.get("input") or {}
-    shown = ", ".join(f"{k}: {code(cut(v if isinstance(v, str) else json.dumps(v), INPUT_CHARS))}"
-                      for k, v in fields.items())
+    shown = ", ".join(
+        f"{k}: {code(cut(v if isinstance(v, str) else json.dumps(v), INPUT_CHARS))}"
+        for k, v in fields.items()
+    )
     return f"- **{block.get('name', '?')}** {shown}".rstrip()
 
 
@@ -66,10 +68,12 @@ def conversation(entries):
 def phase_section(index, phase):
     """The section of one phase: {"name", "entries", "session_id", "num_turns", "cost_usd",
     "status"}."""
-    facts = [f"session {code(phase['session_id'])}" if phase.get("session_id") else "no session",
-             f"{phase['num_turns']} turns" if phase.get("num_turns") is not None else None,
-             f"{phase['cost_usd']:.6f} USD" if phase.get("cost_usd") is not None else None,
-             phase.get("status")]
+    facts = [
+        f"session {code(phase['session_id'])}" if phase.get("session_id") else "no session",
+        f"{phase['num_turns']} turns" if phase.get("num_turns") is not None else None,
+        f"{phase['cost_usd']:.6f} USD" if phase.get("cost_usd") is not None else None,
+        phase.get("status"),
+    ]
     said = ", ".join(f for f in facts if f)
     lines = [f"## {index}. {phase['name']}", "", said[:1].upper() + said[1:] + ".", ""]
     main = [e for e in phase["entries"] if not e.get("agentId")]
@@ -79,8 +83,10 @@ def phase_section(index, phase):
         if e.get("agentId"):
             subagents.setdefault(e["agentId"], []).append(e)
     for agent_id, entries in subagents.items():
-        models = sorted({(e.get("message") or {}).get("model") for e in entries
-                         if e.get("type") == "assistant"} - {None})
+        models = sorted(
+            {(e.get("message") or {}).get("model") for e in entries if e.get("type") == "assistant"}
+            - {None}
+        )
         lines += ["", f"### Subagent {agent_id} ({', '.join(models) or 'no answer'})", ""]
         lines += conversation(entries)
     return lines + [""]
@@ -88,9 +94,13 @@ def phase_section(index, phase):
 
 def render(title, phases):
     """trajectory.md for the phases of one agent run (see phase_section)."""
-    lines = [f"# Trajectory: {title}", "",
-             "What the agent did, from Claude Code's transcripts (the `*.transcript.jsonl` files "
-             "beside this one hold everything); long texts are cut (…).", ""]
+    lines = [
+        f"# Trajectory: {title}",
+        "",
+        "What the agent did, from Claude Code's transcripts (the `*.transcript.jsonl` files "
+        "beside this one hold everything); long texts are cut (…).",
+        "",
+    ]
     for i, phase in enumerate(phases, 1):
         lines += phase_section(i, phase)
     return "\n".join(lines).rstrip() + "\n"

@@ -49,8 +49,11 @@ def transcript_sizes(config: str | Path, cwd: str | Path) -> dict[str, int]:
 def new_transcript_lines(before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
     """The lines written between two transcript_sizes: sessions first, then subagents, in path
     order within each."""
-    grown = sorted((("/subagents/" in p, p), before.get(p, 0))
-                   for p, size in after.items() if size > before.get(p, 0))
+    grown = sorted(
+        (("/subagents/" in p, p), before.get(p, 0))
+        for p, size in after.items()
+        if size > before.get(p, 0)
+    )
     lines: list[str] = []
     for (_, path), offset in grown:
         with open(path, "rb") as f:
@@ -73,8 +76,9 @@ def entries_of(lines: Iterable[str]) -> list[dict[str, Any]]:
 
 def session_of(entries: Iterable[Mapping[str, Any]]) -> str | None:
     """The session id of the main conversation (not a subagent's) in transcript entries."""
-    return next((e["sessionId"] for e in entries
-                 if e.get("sessionId") and not e.get("agentId")), None)
+    return next(
+        (e["sessionId"] for e in entries if e.get("sessionId") and not e.get("agentId")), None
+    )
 
 
 def _texts(content: Any) -> list[str]:
@@ -86,5 +90,9 @@ def _texts(content: Any) -> list[str]:
 def command_ran(entries: Iterable[Mapping[str, Any]], name: str) -> bool:
     """Whether the transcript shows the CLI expanding /name (its user message names it)."""
     needle = f"<command-name>/{name}</command-name>"
-    return any(needle in text for e in entries if e.get("type") == "user"
-               for text in _texts((e.get("message") or {}).get("content")))
+    return any(
+        needle in text
+        for e in entries
+        if e.get("type") == "user"
+        for text in _texts((e.get("message") or {}).get("content"))
+    )

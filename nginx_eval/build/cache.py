@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..doitext import cleaning
 from ..core import jsonio
 from ..core.records import BuildFields, BuildRecord
 from ..core.trees import remove_tree, set_write_bits
+from ..doitext import cleaning
 from .toolchain import compiler_identity
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ EMPTY_PATCH_SHA = jsonio.digest(b"")
 class BuildSpec:
     """What a build is made of; `key` names it in the cache, so equal specs share one build
     (identical patches of any mode or run, and the empty patch, which is the base build)."""
+
     base_commit: str
     flags: tuple[str, ...]
     patch_sha: str = EMPTY_PATCH_SHA
@@ -54,8 +55,14 @@ class BuildSpec:
 
     @property
     def key(self) -> str:
-        return jsonio.digest({"base": self.base_commit, "flags": list(self.flags),
-                              "patch": self.patch_sha, "compiler": compiler_identity()})[:32]
+        return jsonio.digest(
+            {
+                "base": self.base_commit,
+                "flags": list(self.flags),
+                "patch": self.patch_sha,
+                "compiler": compiler_identity(),
+            }
+        )[:32]
 
 
 def binary_path(layout: "Layout", key: str) -> Path:
@@ -63,6 +70,7 @@ def binary_path(layout: "Layout", key: str) -> Path:
 
 
 # -- published builds: read-only, with the binary's digest ----------------------------------------
+
 
 def _binary_stat(path: str | Path) -> list[int]:
     """What changes whenever the binary is written (ctime cannot be set back), for a quick check."""
@@ -170,8 +178,9 @@ def failed_here(layout: "Layout", key: str) -> BuildRecord | None:
     return _failed_here.get((str(layout.cache), key))
 
 
-def record_env_error(layout: "Layout", fields: BuildFields, reason: str, log_bytes: bytes,
-                     remember: bool = True) -> BuildRecord:
+def record_env_error(
+    layout: "Layout", fields: BuildFields, reason: str, log_bytes: bytes, remember: bool = True
+) -> BuildRecord:
     """An env_error record, not published: its record and log go to builds/.failed/ for the
     task's result, and (remember) this process does not try the build again. fields: the
     build's record, or what it holds before the build ran."""
@@ -180,15 +189,19 @@ def record_env_error(layout: "Layout", fields: BuildFields, reason: str, log_byt
         jsonio.write_bytes(layout.failed_build_log(record["key"]), log_bytes)
         jsonio.write_json(layout.failed_build_json(record["key"]), {**record, "pid": os.getpid()})
     except OSError:
-        pass            # a full disk: the reason still reaches the task's result
+        pass  # a full disk: the reason still reaches the task's result
     if remember:
         _failed_here[str(layout.cache), record["key"]] = record
-    print(f"nginx-eval: warning: build {record['key']} of {record['base_commit'][:12]}: "
-          f"environment error: {reason}", file=sys.stderr)
+    print(
+        f"nginx-eval: warning: build {record['key']} of {record['base_commit'][:12]}: "
+        f"environment error: {reason}",
+        file=sys.stderr,
+    )
     return record
 
 
 # -- removal (`doit clean`) ------------------------------------------------------------------------
+
 
 def build_keys_of_other_runs(layout: "Layout") -> set[str | None]:
     """Keys of the builds that results of runs other than layout.run point to (per-task
@@ -219,8 +232,9 @@ def remove_build(layout: "Layout", key: str | None, dryrun: bool = False) -> Non
 def remove_task_build(layout: "Layout", mode_name: str, iid: str, dryrun: bool = False) -> None:
     """`doit clean`: the cache build this result used, unless another run's results use it.
     The result files stay; a later run rebuilds what it needs."""
-    remove_build(layout, (jsonio.read_json(layout.build_json(mode_name, iid)) or {}).get("key"),
-                 dryrun)
+    remove_build(
+        layout, (jsonio.read_json(layout.build_json(mode_name, iid)) or {}).get("key"), dryrun
+    )
 
 
 def remove_base_build(layout: "Layout", task: "Task", dryrun: bool = False) -> None:

@@ -61,8 +61,11 @@ def stamp_changed(tree: str | Path, paths: Iterable[str]) -> None:
             os.utime(path, ns=(mtime - shift, mtime - shift), follow_symlinks=False)
     for path in changed:
         # Regular files inside the tree only: a patch may add symlinks, to anywhere.
-        if (os.path.realpath(path).startswith(tree + os.sep) and os.path.lexists(path)
-                and stat.S_ISREG(os.lstat(path).st_mode)):
+        if (
+            os.path.realpath(path).startswith(tree + os.sep)
+            and os.path.lexists(path)
+            and stat.S_ISREG(os.lstat(path).st_mode)
+        ):
             os.utime(path, ns=(stamp, stamp), follow_symlinks=False)
 
 
@@ -81,7 +84,7 @@ def _relative(tree: str, path: str) -> str | None:
     if os.path.isabs(path):
         if not path.startswith(tree + os.sep):
             return None
-        path = path[len(tree) + 1:]
+        path = path[len(tree) + 1 :]
     if "./" in path or "//" in path:
         path = os.path.normpath(path)
         if path.startswith(".."):

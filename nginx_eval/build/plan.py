@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import jsonio
-from ..core.records import BuildRecord
-from .cache import EMPTY_PATCH_SHA, binary_path
 from ..core.gitcmd import changed_files, paths_changed_between, tree_id, tree_ids
+from ..core.records import BuildRecord
 from ..core.tasknames import BUILD, GRADE, PATCH, PROVE, base_task_name, task_name
+from .cache import EMPTY_PATCH_SHA, binary_path
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -43,6 +43,7 @@ HEADER_REBUILD_COST = 50
 
 
 # -- build groups ---------------------------------------------------------------------------------
+
 
 def build_system_id(bare: Path, commit: str) -> str | None:
     """The git tree id of auto/: equal ids mean configure writes the same files."""
@@ -61,15 +62,21 @@ GroupKey = tuple[str, str, tuple[str, ...]]
 
 
 def build_group_key(task: "Task", system_ids: Mapping[str, str]) -> GroupKey:
-    return (task.repo, system_ids.get(task.base_commit, task.base_commit),
-            tuple(task.configure_flags))
+    return (
+        task.repo,
+        system_ids.get(task.base_commit, task.base_commit),
+        tuple(task.configure_flags),
+    )
 
 
 def tasks_build_system_ids(layout: "Layout", tasks: Sequence["Task"]) -> dict[str, str]:
     ids: dict[str, str] = {}
     for repo in {t.repo for t in tasks}:
-        ids.update(build_system_ids(layout.bare_repo(repo), [t.base_commit for t in tasks
-                                                              if t.repo == repo]))
+        ids.update(
+            build_system_ids(
+                layout.bare_repo(repo), [t.base_commit for t in tasks if t.repo == repo]
+            )
+        )
     return ids
 
 
@@ -96,16 +103,22 @@ def fixes_touching_headers(layout: "Layout", tasks: Sequence["Task"]) -> set[str
     heavy: set[str] = set()
     for repo in {t.repo for t in tasks}:
         mine = [t for t in tasks if t.repo == repo]
-        changed = changed_paths(layout.bare_repo(repo), [(t.base_commit, t.fix_commit)
-                                                         for t in mine]) or []
-        heavy.update(t.instance_id for t, paths in zip(mine, changed)
-                     if any(p.endswith(".h") for p in paths))
+        changed = (
+            changed_paths(layout.bare_repo(repo), [(t.base_commit, t.fix_commit) for t in mine])
+            or []
+        )
+        heavy.update(
+            t.instance_id for t, paths in zip(mine, changed) if any(p.endswith(".h") for p in paths)
+        )
     return heavy
 
 
-def interleave_by_build_group(layout: "Layout", tasks: Sequence["Task"],
-                              system_ids: Mapping[str, str] | None = None,
-                              heavy: Collection[str] | None = None) -> list["Task"]:
+def interleave_by_build_group(
+    layout: "Layout",
+    tasks: Sequence["Task"],
+    system_ids: Mapping[str, str] | None = None,
+    heavy: Collection[str] | None = None,
+) -> list["Task"]:
     """The tasks in the order their builds should start: one task of each build group (same
     auto/ tree and flags) in turn. Base builds of one group take turns (see build.ensure_build),
     so tasks in benchmark order, where neighbours often share a group, would keep one of doit's
@@ -122,8 +135,10 @@ def interleave_by_build_group(layout: "Layout", tasks: Sequence["Task"],
     for t in tasks:
         groups.setdefault(build_group_key(t, ids), []).append(t)
     weight = lambda ts: (len(ts), sum(t.instance_id in heavy for t in ts))
-    queues = [sorted(q, key=lambda t: t.instance_id not in heavy)
-              for q in sorted(groups.values(), key=weight, reverse=True)]
+    queues = [
+        sorted(q, key=lambda t: t.instance_id not in heavy)
+        for q in sorted(groups.values(), key=weight, reverse=True)
+    ]
     ordered = []
     while queues:
         ordered += [q.pop(0) for q in queues]
@@ -133,18 +148,31 @@ def interleave_by_build_group(layout: "Layout", tasks: Sequence["Task"],
 
 # -- siblings -------------------------------------------------------------------------------------
 
-def find_sibling(layout: "Layout", bare: Path, base_commit: str, flags: Sequence[str],
-                 compiler: dict[str, str], system_id: str | None) -> BuildRecord | None:
+
+def find_sibling(
+    layout: "Layout",
+    bare: Path,
+    base_commit: str,
+    flags: Sequence[str],
+    compiler: dict[str, str],
+    system_id: str | None,
+) -> BuildRecord | None:
     """A published base build of another commit with the same build system, flags and compiler,
     closest to base_commit (rebuild_cost): the starting point of a base build that skips
     configure."""
     best = None
     for record_path in layout.builds.glob("*/build.json"):
         rec = jsonio.read_json(record_path)
-        if (not rec or rec.get("status") != "built" or rec.get("patch_sha256") != EMPTY_PATCH_SHA
-                or rec.get("configure_flags") != list(flags) or rec.get("compiler") != compiler
-                or rec.get("build_system") != system_id or rec["base_commit"] == base_commit
-                or not binary_path(layout, rec["key"]).is_file()):
+        if (
+            not rec
+            or rec.get("status") != "built"
+            or rec.get("patch_sha256") != EMPTY_PATCH_SHA
+            or rec.get("configure_flags") != list(flags)
+            or rec.get("compiler") != compiler
+            or rec.get("build_system") != system_id
+            or rec["base_commit"] == base_commit
+            or not binary_path(layout, rec["key"]).is_file()
+        ):
             continue
         cost = rebuild_cost(p for _, p in changed_files(bare, rec["base_commit"], base_commit))
         if best is None or cost < best[0]:
@@ -158,7 +186,7 @@ def sibling_tree(bare: Path, commits: list[str]) -> dict[str, str]:
     grown from the root (Prim), ties to the earlier commit in `commits`. Started from the root
     alone, a group whose commits fall into clusters rebuilt most of nginx once per base outside
     the root's cluster; along the tree, once per cluster. Empty while the clone does not exist."""
-    pairs = [(a, b) for i, a in enumerate(commits) for b in commits[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(commits) for b in commits[i + 1 :]]
     changed = changed_paths(bare, pairs)
     if changed is None:
         return {}
@@ -173,9 +201,12 @@ def sibling_tree(bare: Path, commits: list[str]) -> dict[str, str]:
     return parents
 
 
-def base_build_plan(layout: "Layout", tasks: Sequence["Task"],
-                    ids: Mapping[str, str] | None = None,
-                    build_order: Sequence["Task"] | None = None) -> BasePlan:
+def base_build_plan(
+    layout: "Layout",
+    tasks: Sequence["Task"],
+    ids: Mapping[str, str] | None = None,
+    build_order: Sequence["Task"] | None = None,
+) -> BasePlan:
     """[(base task name, a task with that base, name of the base task it starts from or None)]
     in build order. The first base of a group (same auto/ tree and flags) is built clean; every
     other waits, as a doit dependency, for its parent in sibling_tree and then starts from it
@@ -205,8 +236,10 @@ def base_build_plan(layout: "Layout", tasks: Sequence["Task"],
 
 # -- the order doit starts a mode's tasks in ------------------------------------------------------
 
-def start_order(tests_tasks: Iterable[str], units: Sequence[str], plan: BasePlan,
-                ids: Collection[str]) -> list[str]:
+
+def start_order(
+    tests_tasks: Iterable[str], units: Sequence[str], plan: BasePlan, ids: Collection[str]
+) -> list[str]:
     """The results task's dependencies, in the order doit should start them: `tests_tasks` (the
     test-tree tasks), then per stage the `units` (unit names, in build order), with the base
     builds of `plan` (base_build_plan) that tasks of `ids` wait for.
@@ -221,12 +254,16 @@ def start_order(tests_tasks: Iterable[str], units: Sequence[str], plan: BasePlan
     one process to the next; listed here, they keep this order.
     """
     waiting_bases = [name for name, task, parent in plan if parent and task.instance_id in ids]
-    return (list(tests_tasks)
-            + [task_name(stage, u) for stage in (GRADE, PROVE, PATCH) for u in units]
-            + waiting_bases + [task_name(BUILD, u) for u in units])
+    return (
+        list(tests_tasks)
+        + [task_name(stage, u) for stage in (GRADE, PROVE, PATCH) for u in units]
+        + waiting_bases
+        + [task_name(BUILD, u) for u in units]
+    )
 
 
 # -- kept in the cache ----------------------------------------------------------------------------
+
 
 def _plans_key(layout: "Layout", tasks: Sequence["Task"]) -> str | None:
     """The key of the plans of `tasks` in the cache, or None while a clone lacks one of their
@@ -236,13 +273,20 @@ def _plans_key(layout: "Layout", tasks: Sequence["Task"]) -> str | None:
         wanted = {c for t in tasks if t.repo == repo for c in (t.base_commit, t.fix_commit)}
         if not wanted <= fetched or not os.path.isdir(layout.bare_repo(repo)):
             return None
-    return jsonio.digest({"planner": jsonio.file_digest(__file__),
-                          "tasks": [[t.instance_id, t.repo, t.base_commit, t.fix_commit,
-                                     list(t.configure_flags)] for t in tasks]})
+    return jsonio.digest(
+        {
+            "planner": jsonio.file_digest(__file__),
+            "tasks": [
+                [t.instance_id, t.repo, t.base_commit, t.fix_commit, list(t.configure_flags)]
+                for t in tasks
+            ],
+        }
+    )
 
 
-def build_plans(layout: "Layout", tasks: Sequence["Task"],
-                keep: bool = True) -> tuple[list["Task"], BasePlan]:
+def build_plans(
+    layout: "Layout", tasks: Sequence["Task"], keep: bool = True
+) -> tuple[list["Task"], BasePlan]:
     """(interleave_by_build_group(layout, tasks), base_build_plan(layout, tasks)), kept in the
     cache (layout.build_plans) once the clones hold every commit of `tasks`: both follow from
     those commits alone (and this module's code, in the key), and asking git for them took
@@ -253,15 +297,21 @@ def build_plans(layout: "Layout", tasks: Sequence["Task"],
     kept = jsonio.read_json(layout.build_plans(key)) if key else None
     if kept:
         try:
-            return ([by_id[i] for i in kept["order"]],
-                    [(name, by_id[i], parent) for name, i, parent in kept["plan"]])
+            return (
+                [by_id[i] for i in kept["order"]],
+                [(name, by_id[i], parent) for name, i, parent in kept["plan"]],
+            )
         except (KeyError, TypeError, ValueError):
-            pass            # not what this code writes: made again below
+            pass  # not what this code writes: made again below
     ids = tasks_build_system_ids(layout, tasks)
     order = interleave_by_build_group(layout, tasks, ids)
     plan = base_build_plan(layout, tasks, ids, order)
     if key and keep:
-        jsonio.write_json(layout.build_plans(key), {
-            "order": [t.instance_id for t in order],
-            "plan": [[name, t.instance_id, parent] for name, t, parent in plan]})
+        jsonio.write_json(
+            layout.build_plans(key),
+            {
+                "order": [t.instance_id for t in order],
+                "plan": [[name, t.instance_id, parent] for name, t, parent in plan],
+            },
+        )
     return order, plan

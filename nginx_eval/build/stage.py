@@ -57,21 +57,40 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from . import steps as buildsteps
 from ..cluster import executor
 from ..core import jsonio, limits, stamps
-from .cache import (BuildSpec, binary_path, build_is_published, damage, failed_here, publish,
-                    published_build, record_env_error, remove_base_build, remove_task_build,
-                    result_build_ok, verify_build)
+from ..core.locks import locked
 from ..core.records import BuildFields, BuildJson, BuildRecord
 from ..core.stamps import TaskDict
+from ..core.tasknames import (
+    BASE,
+    BUILD,
+    PATCH,
+    base_subtask,
+    base_task_name,
+    repo_task,
+    task_name,
+    unit_name,
+)
 from ..core.trees import remove_tree
-from .plan import build_system_id, find_sibling
-from ..core.locks import locked
 from ..doitext.backend import forgotten
 from ..patch import touched_paths
-from ..core.tasknames import (BASE, BUILD, PATCH, base_subtask, base_task_name, repo_task,
-                              task_name, unit_name)
+from . import steps as buildsteps
+from .cache import (
+    BuildSpec,
+    binary_path,
+    build_is_published,
+    damage,
+    failed_here,
+    publish,
+    published_build,
+    record_env_error,
+    remove_base_build,
+    remove_task_build,
+    result_build_ok,
+    verify_build,
+)
+from .plan import build_system_id, find_sibling
 from .steps import Failure
 from .toolchain import build_env, compiler_identity, missing_tool
 
@@ -93,8 +112,10 @@ def _key_lock(layout: "Layout", key: str) -> AbstractContextManager[None]:
 
 # -- failures: the patch's verdict, or the environment's fault ------------------------------------
 
-def _failure_reason(layout: "Layout", bare: Path, spec: BuildSpec, failure: Failure,
-                    directory: Path) -> str | None:
+
+def _failure_reason(
+    layout: "Layout", bare: Path, spec: BuildSpec, failure: Failure, directory: Path
+) -> str | None:
     """Why a failed build is an env_error, or None when it is the patch's verdict: the
     environment failed it, or the base (empty patch) does not build here."""
     with open(directory / "build.log", "rb") as f:
@@ -105,24 +126,24 @@ def _failure_reason(layout: "Layout", bare: Path, spec: BuildSpec, failure: Fail
     if spec.is_base:
         # The tasks are validated to build: a base that does not is this machine's problem.
         step, code = failure
-        return (f"the base commit does not build ({step} exited with {code}: "
-                f"{buildsteps.first_error(log_text)})")
+        return (
+            f"the base commit does not build ({step} exited with {code}: "
+            f"{buildsteps.first_error(log_text)})"
+        )
     base = ensure_build(layout, bare, spec.base_commit, spec.flags, b"")
     if base["status"] != "built":
         return f"the base commit does not build here: {base.get('reason')}"
     return None
 
 
-def _base_does_not_build(layout: "Layout", fields: BuildFields,
-                         base: BuildRecord) -> BuildRecord:
+def _base_does_not_build(layout: "Layout", fields: BuildFields, base: BuildRecord) -> BuildRecord:
     """The env_error of a candidate whose base build failed; its log is the base's."""
     reason = f"the base build {base['key']} failed: {base.get('reason') or base['status']}"
     try:
         base_log = layout.failed_build_log(base["key"]).read_bytes()
     except OSError:
         base_log = b""
-    return record_env_error(layout, fields, reason,
-                            f"[nginx-eval] {reason}\n".encode() + base_log)
+    return record_env_error(layout, fields, reason, f"[nginx-eval] {reason}\n".encode() + base_log)
 
 
 def _refused(layout: "Layout", fields: BuildFields) -> BuildRecord | None:
@@ -132,47 +153,63 @@ def _refused(layout: "Layout", fields: BuildFields) -> BuildRecord | None:
     tool = missing_tool(build_env(layout, layout.build_dir(fields["key"])))
     if tool:
         reason = f"{tool} is not on PATH"
-        return record_env_error(layout, fields, reason, f"[nginx-eval] {reason}\n".encode(),
-                                remember=False)
+        return record_env_error(
+            layout, fields, reason, f"[nginx-eval] {reason}\n".encode(), remember=False
+        )
     return failed_here(layout, fields["key"])
 
 
 # -- building ----------------------------------------------------------------------------------
 
-def _checked_origin(layout: "Layout", bare: Path, origin: BuildRecord,
-                    log: BinaryIO) -> BuildRecord | None:
+
+def _checked_origin(
+    layout: "Layout", bare: Path, origin: BuildRecord, log: BinaryIO
+) -> BuildRecord | None:
     """The published base build `origin` to start from, after checking its binary: a tampered
     one is removed and built again clean (None when that fails)."""
     why = verify_build(layout, origin)
     if why is None:
         return origin
-    log.write(f"[nginx-eval] build {origin['key']} is not intact ({why}); rebuilding it clean\n"
-              .encode())
+    log.write(
+        f"[nginx-eval] build {origin['key']} is not intact ({why}); rebuilding it clean\n".encode()
+    )
     with _key_lock(layout, origin["key"]):
         current = jsonio.read_json(layout.build_dir(origin["key"]) / "build.json")
         if current and verify_build(layout, current):
             remove_tree(layout.build_dir(origin["key"]), ignore_errors=True)
-    rebuilt = ensure_build(layout, bare, origin["base_commit"], origin["configure_flags"], b"",
-                           clean=True)
+    rebuilt = ensure_build(
+        layout, bare, origin["base_commit"], origin["configure_flags"], b"", clean=True
+    )
     return rebuilt if rebuilt["status"] == "built" else None
 
 
-def _build_tree(layout: "Layout", bare: Path, tmp: Path, base_commit: str, flags: Sequence[str],
-                patch_file: Path | None, origin: BuildRecord | None, kind: str,
-                env: dict[str, str], log: BinaryIO) -> tuple[str, str, Failure | None]:
+def _build_tree(
+    layout: "Layout",
+    bare: Path,
+    tmp: Path,
+    base_commit: str,
+    flags: Sequence[str],
+    patch_file: Path | None,
+    origin: BuildRecord | None,
+    kind: str,
+    env: dict[str, str],
+    log: BinaryIO,
+) -> tuple[str, str, Failure | None]:
     """Build in tmp/tree, from `origin` if it is trusted, else clean: (status, kind, failure),
     failure the (step, return code) of the step that failed."""
     tree = tmp / "tree"
     if origin:
         origin = _checked_origin(layout, bare, origin, log)
     if origin:
-        outcome = buildsteps.build_from(layout, bare, tree, origin, kind, base_commit, patch_file,
-                                        env, log)
+        outcome = buildsteps.build_from(
+            layout, bare, tree, origin, kind, base_commit, patch_file, env, log
+        )
         if outcome:
             return outcome[0], kind, outcome[1]
         remove_tree(tree, ignore_errors=True)
-    status, failure = buildsteps.build_clean(layout, bare, tree, base_commit, flags, patch_file,
-                                             env, log)
+    status, failure = buildsteps.build_clean(
+        layout, bare, tree, base_commit, flags, patch_file, env, log
+    )
     if status == "built" and not (tree / "objs" / "nginx").is_file():
         status, failure = "compile_failed", ("make", 0)
     return status, "clean", failure
@@ -188,9 +225,17 @@ def _fresh_build_dir(layout: "Layout", key: str) -> Path:
     return tmp
 
 
-def _build_logged(layout: "Layout", bare: Path, tmp: Path, spec: BuildSpec, patch: bytes,
-                  origin: BuildRecord | None, kind: str, damaged: str | None,
-                  clock: limits.Stopwatch) -> tuple[str, str, Failure | None, float | None]:
+def _build_logged(
+    layout: "Layout",
+    bare: Path,
+    tmp: Path,
+    spec: BuildSpec,
+    patch: bytes,
+    origin: BuildRecord | None,
+    kind: str,
+    damaged: str | None,
+    clock: limits.Stopwatch,
+) -> tuple[str, str, Failure | None, float | None]:
     """_build_tree in tmp, its output in tmp/build.log: (status, kind, failure, CPU seconds of
     its steps)."""
     patch_file = None
@@ -199,12 +244,23 @@ def _build_logged(layout: "Layout", bare: Path, tmp: Path, spec: BuildSpec, patc
         patch_file.write_bytes(patch)
     with open(tmp / "build.log", "wb") as log:
         if damaged:
-            log.write(f"[nginx-eval] published build {spec.key} is not intact ({damaged}); "
-                      f"building it again\n".encode())
+            log.write(
+                f"[nginx-eval] published build {spec.key} is not intact ({damaged}); "
+                f"building it again\n".encode()
+            )
         with buildsteps.steps_token(layout.running_build_token(spec.key)) as cpu:
             status, kind, failure = _build_tree(
-                layout, bare, tmp, spec.base_commit, spec.flags, patch_file, origin, kind,
-                build_env(layout, tmp / "tree"), log)
+                layout,
+                bare,
+                tmp,
+                spec.base_commit,
+                spec.flags,
+                patch_file,
+                origin,
+                kind,
+                build_env(layout, tmp / "tree"),
+                log,
+            )
         log.write(f"\n[nginx-eval] {status} ({kind}) in {clock.seconds():.1f} s\n".encode())
     cpu_seconds = None if cpu[0] is None else round(cpu[0], 3)
     return status, kind, failure, cpu_seconds
@@ -215,9 +271,16 @@ def _build_logged(layout: "Layout", bare: Path, tmp: Path, spec: BuildSpec, patc
 _made_here = threading.local()
 
 
-def _build_locked(layout: "Layout", bare: Path, spec: BuildSpec, patch: bytes,
-                  fields: BuildFields, damaged: str | None, origin: BuildRecord | None,
-                  kind: str) -> BuildRecord:
+def _build_locked(
+    layout: "Layout",
+    bare: Path,
+    spec: BuildSpec,
+    patch: bytes,
+    fields: BuildFields,
+    damaged: str | None,
+    origin: BuildRecord | None,
+    kind: str,
+) -> BuildRecord:
     """The build, made under its key's lock from `origin` (or clean), then published, or an
     unpublished env_error."""
     # Another worker published it, or failed it in this process, while we waited.
@@ -225,18 +288,25 @@ def _build_locked(layout: "Layout", bare: Path, spec: BuildSpec, patch: bytes,
     if done:
         return done
     tmp = _fresh_build_dir(layout, spec.key)
-    clock = limits.Stopwatch()      # the build's time, not its waits for a build slot
-    status, kind, failure, cpu = _build_logged(layout, bare, tmp, spec, patch, origin, kind,
-                                               damaged, clock)
-    record: BuildRecord = {**fields, "status": status, "kind": kind,
-                           "seconds": round(clock.seconds(), 3), "cpu_seconds": cpu}
+    clock = limits.Stopwatch()  # the build's time, not its waits for a build slot
+    status, kind, failure, cpu = _build_logged(
+        layout, bare, tmp, spec, patch, origin, kind, damaged, clock
+    )
+    record: BuildRecord = {
+        **fields,
+        "status": status,
+        "kind": kind,
+        "seconds": round(clock.seconds(), 3),
+        "cpu_seconds": cpu,
+    }
     reason = None
     if status != "built":
-        assert failure is not None          # every status but "built" names the failed step
+        assert failure is not None  # every status but "built" names the failed step
         reason = _failure_reason(layout, bare, spec, failure, tmp)
     if reason:
-        log_bytes = ((tmp / "build.log").read_bytes()
-                     + f"[nginx-eval] env_error: {reason}\n".encode())
+        log_bytes = (
+            tmp / "build.log"
+        ).read_bytes() + f"[nginx-eval] env_error: {reason}\n".encode()
         remove_tree(tmp, ignore_errors=True)
         return record_env_error(layout, record, reason, log_bytes)
     publish(layout, tmp, record)
@@ -244,8 +314,14 @@ def _build_locked(layout: "Layout", bare: Path, spec: BuildSpec, patch: bytes,
     return record
 
 
-def _ensure_candidate(layout: "Layout", bare: Path, spec: BuildSpec, patch: bytes,
-                      fields: BuildFields, damaged: str | None) -> BuildRecord:
+def _ensure_candidate(
+    layout: "Layout",
+    bare: Path,
+    spec: BuildSpec,
+    patch: bytes,
+    fields: BuildFields,
+    damaged: str | None,
+) -> BuildRecord:
     """A patch's build: from a copy of its base build, or clean when the patch touches the
     build system."""
     base = None
@@ -257,14 +333,23 @@ def _ensure_candidate(layout: "Layout", bare: Path, spec: BuildSpec, patch: byte
         return _build_locked(layout, bare, spec, patch, fields, damaged, base, "incremental")
 
 
-def _ensure_base(layout: "Layout", bare: Path, spec: BuildSpec, fields: BuildFields,
-                 damaged: str | None, clean: bool) -> BuildRecord:
+def _ensure_base(
+    layout: "Layout",
+    bare: Path,
+    spec: BuildSpec,
+    fields: BuildFields,
+    damaged: str | None,
+    clean: bool,
+) -> BuildRecord:
     """A base build: from the closest published base of another commit with the same build
     system (a sibling), or clean (always when `clean`)."""
     system_id = build_system_id(bare, spec.base_commit)
     fields = {**fields, "build_system": system_id}
-    find = lambda: (find_sibling(layout, bare, spec.base_commit, spec.flags, fields["compiler"],
-                                 system_id) if system_id and not clean else None)
+    find = lambda: (
+        find_sibling(layout, bare, spec.base_commit, spec.flags, fields["compiler"], system_id)
+        if system_id and not clean
+        else None
+    )
     sibling = find()
     with contextlib.ExitStack() as held:
         if system_id and not sibling and not clean:
@@ -278,8 +363,14 @@ def _ensure_base(layout: "Layout", bare: Path, spec: BuildSpec, fields: BuildFie
         return _build_locked(layout, bare, spec, b"", fields, damaged, sibling, "sibling")
 
 
-def ensure_build(layout: "Layout", bare: Path, base_commit: str, flags: Sequence[str],
-                 patch: bytes, clean: bool = False) -> BuildRecord:
+def ensure_build(
+    layout: "Layout",
+    bare: Path,
+    base_commit: str,
+    flags: Sequence[str],
+    patch: bytes,
+    clean: bool = False,
+) -> BuildRecord:
     """The build record of base + patch, building it if needed (safe across processes): the
     published one, or an unpublished one with status "env_error" and a "reason" when the
     environment failed the build (see the module's docstring). clean: no base or sibling to
@@ -292,9 +383,15 @@ def ensure_build(layout: "Layout", bare: Path, base_commit: str, flags: Sequence
     # else changed in its tree).
     damaged = damage(layout, spec.key)
     fields: BuildFields = {
-        "key": spec.key, "kind": None, "seconds": 0.0, "base_commit": base_commit,
-        "configure_flags": list(flags), "patch_sha256": spec.patch_sha,
-        "compiler": compiler_identity(), "build_system": None}
+        "key": spec.key,
+        "kind": None,
+        "seconds": 0.0,
+        "base_commit": base_commit,
+        "configure_flags": list(flags),
+        "patch_sha256": spec.patch_sha,
+        "compiler": compiler_identity(),
+        "build_system": None,
+    }
     refused = _refused(layout, fields)
     if refused:
         return refused
@@ -305,8 +402,10 @@ def ensure_build(layout: "Layout", bare: Path, base_commit: str, flags: Sequence
 
 # -- doit ------------------------------------------------------------------------------------------
 
-def build_task(layout: "Layout", mode_name: str, task: "Task", doit_name: str, config: Any,
-               files: list[str]) -> None:
+
+def build_task(
+    layout: "Layout", mode_name: str, task: "Task", doit_name: str, config: Any, files: list[str]
+) -> None:
     inputs = stamps.inputs_digest(config, files)
     out = layout.build_json(mode_name, task.instance_id)
     # Checked again here (stamps.py): a build takes minutes. With executor=ray the build is in
@@ -314,13 +413,23 @@ def build_task(layout: "Layout", mode_name: str, task: "Task", doit_name: str, c
     # unit is made again: its build is content-addressed, so the cache's (checked against its
     # binary) is taken again, or compiled if `doit clean` removed it.
     current = stamps.made_from(out, inputs)
-    if (current and not forgotten(layout, doit_name)
-            and (executor.is_remote() or build_is_published(layout, current))):
+    if (
+        current
+        and not forgotten(layout, doit_name)
+        and (executor.is_remote() or build_is_published(layout, current))
+    ):
         return
-    executor.run("build", build_unit, layout, mode_name, task.instance_id,
-                 [mode_name, task, inputs], ship_in=["model.patch"],
-                 ship_out=["build.json", "build.log"],
-                 repos=[(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]})])
+    executor.run(
+        "build",
+        build_unit,
+        layout,
+        mode_name,
+        task.instance_id,
+        [mode_name, task, inputs],
+        ship_in=["model.patch"],
+        ship_out=["build.json", "build.log"],
+        repos=[(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]})],
+    )
 
 
 def build_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str) -> None:
@@ -329,21 +438,29 @@ def build_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str) -> N
     start = time.monotonic()
     key = BuildSpec.of(task.base_commit, task.configure_flags, patch).key
     _made_here.keys = set()
-    record = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
-                          task.configure_flags, patch)
+    record = ensure_build(
+        layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, patch
+    )
     reused = record["status"] != "env_error" and key not in _made_here.keys
     _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
-    result: BuildJson = {**record, "inputs": inputs, "reused": reused,
-                         "binary": str(binary_path(layout, record["key"])),
-                         "wait_seconds": round(time.monotonic() - start, 3)}
+    result: BuildJson = {
+        **record,
+        "inputs": inputs,
+        "reused": reused,
+        "binary": str(binary_path(layout, record["key"])),
+        "wait_seconds": round(time.monotonic() - start, 3),
+    }
     jsonio.write_json(layout.build_json(mode_name, task.instance_id), result)
 
 
 def _copy_build_log(layout: "Layout", record: BuildRecord, dest: Path) -> None:
     """The build's log into a task's results; an env_error's is in builds/.failed/ (when the
     disk let us write it)."""
-    source = (layout.failed_build_log(record["key"]) if record["status"] == "env_error"
-              else layout.build_dir(record["key"]) / "build.log")
+    source = (
+        layout.failed_build_log(record["key"])
+        if record["status"] == "env_error"
+        else layout.build_dir(record["key"]) / "build.log"
+    )
     try:
         shutil.copyfile(source, dest)
     except FileNotFoundError:
@@ -381,7 +498,7 @@ def _base_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
             # Both clones first: a task whose commits or test files are missing fails there,
             # before any build starts.
             "task_dep": [repo_task(task.repo), repo_task(task.test_repo)]
-                        + ([parent] if parent else []),
+            + ([parent] if parent else []),
             "uptodate": [(base_build_published, [ctx.layout, task])],
             "clean": [(remove_base_build, [ctx.layout, task])],
         }
@@ -392,18 +509,25 @@ def _unit_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
     compiler = compiler_identity()
     for bench, mode, task in ctx.units():
         iid = task.instance_id
-        config = {"base": task.base_commit, "flags": list(task.configure_flags),
-                  "compiler": compiler}
+        config = {
+            "base": task.base_commit,
+            "flags": list(task.configure_flags),
+            "compiler": compiler,
+        }
         name = unit_name(bench, mode, task)
         yield stamps.stage_task(
-            basename=BUILD, name=name, doc=f"objs/nginx for the {mode.name} patch of {iid}",
-            action=build_task, args=[ctx.layout, mode.name, task, task_name(BUILD, name)],
+            basename=BUILD,
+            name=name,
+            doc=f"objs/nginx for the {mode.name} patch of {iid}",
+            action=build_task,
+            args=[ctx.layout, mode.name, task, task_name(BUILD, name)],
             config=config,
             files=[ctx.layout.model_patch(mode.name, iid)],
             task_dep=[repo_task(task.repo), base_task_name(task), task_name(PATCH, name)],
             targets=[ctx.layout.build_json(mode.name, iid), ctx.layout.build_log(mode.name, iid)],
             also_current=[(unit_build_kept, [ctx.layout, mode.name, iid])],
-            clean=[(remove_task_build, [ctx.layout, mode.name, iid])])
+            clean=[(remove_task_build, [ctx.layout, mode.name, iid])],
+        )
 
 
 def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..core import limits
+from ..core.gitcmd import apply_argv, apply_patch, changed_files, extract_tree
+from ..core.procs import run_limited
 from ..core.records import BuildRecord
 from ..core.trees import set_write_bits
-from .mtimes import stamp_changed, unproven
-from ..core.gitcmd import apply_argv, apply_patch, changed_files, extract_tree
 from ..patch import touched_paths
-from ..core.procs import run_limited
+from .mtimes import stamp_changed, unproven
 from .toolchain import configure_argv, configure_env
 
 if TYPE_CHECKING:
@@ -38,18 +38,22 @@ MIN_FREE_BYTES = 64 << 20
 # or #include text comes after "error: " or is followed by more text, so it cannot forge them.
 COMPILER_KILLED = re.compile(
     r"^[^\s:]+(?::\d+)*: (?:fatal error: Killed signal terminated program \S+"
-    r"|internal compiler error: Killed(?: \(program \S+\))?)$", re.M)
+    r"|internal compiler error: Killed(?: \(program \S+\))?)$",
+    re.M,
+)
 
 # The token file of the build in progress in this thread (steps_token): its steps run through
 # procs.run_limited, in a session of their own, so that an interrupted doit finds and stops them.
-_token_file: contextvars.ContextVar[str | None] = contextvars.ContextVar("build_token_file",
-                                                                         default=None)
+_token_file: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "build_token_file", default=None
+)
 
 
 # The CPU seconds of the build in progress in this thread, summed over its steps (steps_token):
 # what the build costs the machine, whatever else ran beside it (scripts/bench.py's floor).
 _cpu_seconds: contextvars.ContextVar[list[float | None] | None] = contextvars.ContextVar(
-    "build_cpu_seconds", default=None)
+    "build_cpu_seconds", default=None
+)
 
 # The step that failed a build, and its exit code: ("make", 2).
 Failure = tuple[str, int]
@@ -74,17 +78,29 @@ def _count_cpu(seconds: float | None) -> None:
         total[0] = None if seconds is None else total[0] + seconds
 
 
-def _run(argv: Sequence[str], cwd: str | Path, env: Mapping[str, str], log: BinaryIO,
-         timeout: float = BUILD_TIMEOUT,
-         run: Callable[[float], tuple[int, bool]] | None = None) -> int:
+def _run(
+    argv: Sequence[str],
+    cwd: str | Path,
+    env: Mapping[str, str],
+    log: BinaryIO,
+    timeout: float = BUILD_TIMEOUT,
+    run: Callable[[float], tuple[int, bool]] | None = None,
+) -> int:
     """Run the step `argv` (through `run(timeout)` -> (exit code, timed out) when given, else
     procs.run_limited) with its output in the log; its exit code, or TIMED_OUT."""
     log.write(f"$ {' '.join(argv)}\n".encode())
     log.flush()
     try:
         if run is None:
-            outcome = run_limited(argv, cwd=cwd, env=env, timeout=timeout, stdout=log,
-                                  stderr=subprocess.STDOUT, token_file=_token_file.get())
+            outcome = run_limited(
+                argv,
+                cwd=cwd,
+                env=env,
+                timeout=timeout,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                token_file=_token_file.get(),
+            )
             _count_cpu(outcome.cpu_seconds)
             exit_code, timed_out = outcome.exit_code, outcome.timed_out
         else:
@@ -92,7 +108,7 @@ def _run(argv: Sequence[str], cwd: str | Path, env: Mapping[str, str], log: Bina
         if timed_out:
             log.write(f"\n[nginx-eval] timed out after {timeout} s\n".encode())
             return TIMED_OUT
-        assert exit_code is not None        # run_limited's is None only past the limit
+        assert exit_code is not None  # run_limited's is None only past the limit
         return exit_code
     except OSError as e:
         # A patch can delete or unset the executable bit of ./auto/configure: a compile failure.
@@ -108,18 +124,23 @@ def _make(tree: Path, env: Mapping[str, str], log: BinaryIO) -> int:
 
 def _apply(tree: Path, patch_file: Path, env: Mapping[str, str], log: BinaryIO) -> int:
     # git runs through the git module (GitPython), not procs: a patch applies in moments.
-    return _run(apply_argv(patch_file), tree, env, log,
-                run=lambda timeout: apply_patch(tree, patch_file, env, log, timeout))
+    return _run(
+        apply_argv(patch_file),
+        tree,
+        env,
+        log,
+        run=lambda timeout: apply_patch(tree, patch_file, env, log, timeout),
+    )
 
 
-def _configure(layout: "Layout", tree: Path, flags: Iterable[str], env: Mapping[str, str],
-               log: BinaryIO) -> int:
+def _configure(
+    layout: "Layout", tree: Path, flags: Iterable[str], env: Mapping[str, str], log: BinaryIO
+) -> int:
     with limits.slot("build"):
         return _run(configure_argv(flags), tree, configure_env(layout, env), log)
 
 
-def _sync_tree(bare: Path, tree: Path, old_commit: str,
-               new_commit: str) -> list[tuple[str, str]]:
+def _sync_tree(bare: Path, tree: Path, old_commit: str, new_commit: str) -> list[tuple[str, str]]:
     """Turn a build tree of old_commit into one of new_commit: [(status, path)] of the files
     that differ (the caller stamps the written ones, see mtimes.stamp_changed)."""
     changed = changed_files(bare, old_commit, new_commit)
@@ -129,45 +150,66 @@ def _sync_tree(bare: Path, tree: Path, old_commit: str,
     wanted = [path for status, path in changed if status != "D"]
     for i in range(0, len(wanted), 500):
         # touch: changed files must look newer than the objects built from the old commit.
-        extract_tree(bare, new_commit, tree, wanted[i:i + 500], touch=True)
+        extract_tree(bare, new_commit, tree, wanted[i : i + 500], touch=True)
     return changed
 
 
 def _copy_published_tree(layout: "Layout", origin: BuildRecord, tree: Path) -> None:
-    subprocess.run(["cp", "-a", "--reflink=auto", str(layout.build_dir(origin["key"]) / "tree"),
-                    str(tree)], check=True)
-    set_write_bits(tree, True)          # the published tree is read-only
+    subprocess.run(
+        ["cp", "-a", "--reflink=auto", str(layout.build_dir(origin["key"]) / "tree"), str(tree)],
+        check=True,
+    )
+    set_write_bits(tree, True)  # the published tree is read-only
 
 
-def _change_copied_tree(bare: Path, tree: Path, origin: BuildRecord, kind: str, base_commit: str,
-                        patch_file: Path | None, env: Mapping[str, str], log: BinaryIO
-                        ) -> tuple[list[str], None] | tuple[None, tuple[str, Failure]]:
+def _change_copied_tree(
+    bare: Path,
+    tree: Path,
+    origin: BuildRecord,
+    kind: str,
+    base_commit: str,
+    patch_file: Path | None,
+    env: Mapping[str, str],
+    log: BinaryIO,
+) -> tuple[list[str], None] | tuple[None, tuple[str, Failure]]:
     """Bring the copy of `origin` to base_commit (kind "sibling") or apply the patch
     ("incremental"): (the written paths, None), or (None, (status, failure)) when git apply
     failed."""
     if kind == "sibling":
         synced = _sync_tree(bare, tree, origin["base_commit"], base_commit)
-        log.write(f"[nginx-eval] {len(synced)} files differ; configure skipped (same auto/)\n"
-                  .encode())
+        log.write(
+            f"[nginx-eval] {len(synced)} files differ; configure skipped (same auto/)\n".encode()
+        )
         return [path for status, path in synced if status != "D"], None
-    assert patch_file is not None           # an incremental build applies the patch
+    assert patch_file is not None  # an incremental build applies the patch
     code = _apply(tree, patch_file, env, log)
     if code != 0:
         return None, ("patch_failed", ("git apply", code))
     return touched_paths(patch_file.read_bytes()), None
 
 
-def build_from(layout: "Layout", bare: Path, tree: Path, origin: BuildRecord, kind: str,
-               base_commit: str, patch_file: Path | None, env: Mapping[str, str],
-               log: BinaryIO) -> tuple[str, Failure | None] | None:
+def build_from(
+    layout: "Layout",
+    bare: Path,
+    tree: Path,
+    origin: BuildRecord,
+    kind: str,
+    base_commit: str,
+    patch_file: Path | None,
+    env: Mapping[str, str],
+    log: BinaryIO,
+) -> tuple[str, Failure | None] | None:
     """A build that starts from a copy of the published build `origin` (kind "incremental":
     apply the patch; "sibling": sync to base_commit): (status, failure), or None when make's
     work cannot be trusted and a clean build must decide."""
-    log.write(f"[nginx-eval] {kind} build from build {origin['key']} "
-              f"({origin['base_commit'][:12]})\n".encode())
+    log.write(
+        f"[nginx-eval] {kind} build from build {origin['key']} "
+        f"({origin['base_commit'][:12]})\n".encode()
+    )
     _copy_published_tree(layout, origin, tree)
-    changed, failed = _change_copied_tree(bare, tree, origin, kind, base_commit, patch_file,
-                                          env, log)
+    changed, failed = _change_copied_tree(
+        bare, tree, origin, kind, base_commit, patch_file, env, log
+    )
     if failed:
         return failed
     assert changed is not None
@@ -186,9 +228,16 @@ def build_from(layout: "Layout", bare: Path, tree: Path, origin: BuildRecord, ki
     return "built", None
 
 
-def build_clean(layout: "Layout", bare: Path, tree: Path, base_commit: str, flags: Iterable[str],
-                patch_file: Path | None, env: Mapping[str, str],
-                log: BinaryIO) -> tuple[str, Failure | None]:
+def build_clean(
+    layout: "Layout",
+    bare: Path,
+    tree: Path,
+    base_commit: str,
+    flags: Iterable[str],
+    patch_file: Path | None,
+    env: Mapping[str, str],
+    log: BinaryIO,
+) -> tuple[str, Failure | None]:
     """configure and make from the commit's files: (status, failure)."""
     extract_tree(bare, base_commit, tree)
     if patch_file:
@@ -205,6 +254,7 @@ def build_clean(layout: "Layout", bare: Path, tree: Path, base_commit: str, flag
 
 
 # -- what a failed step says about the environment ------------------------------------------------
+
 
 def _free_bytes(path: str | Path) -> int:
     st = os.statvfs(path)

@@ -45,8 +45,11 @@ def compiler_identity() -> dict[str, str]:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
     except OSError:
         version = ""
-    return {"cc": os.path.realpath(cc), "version": version.splitlines()[0] if version else "",
-            "cc_opt": EXTRA_CC_OPT}
+    return {
+        "cc": os.path.realpath(cc),
+        "version": version.splitlines()[0] if version else "",
+        "cc_opt": EXTRA_CC_OPT,
+    }
 
 
 def build_env(layout: "Layout", tree: str | Path) -> dict[str, str]:
@@ -69,8 +72,7 @@ def build_env(layout: "Layout", tree: str | Path) -> dict[str, str]:
 def missing_tool(env: Mapping[str, str]) -> str | None:
     """The first of REQUIRED_TOOLS not on the build environment's PATH, or None. ccache's
     directory does not count: its `cc` only works with a real compiler on PATH."""
-    path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                           if p != CCACHE_WRAPPERS)
+    path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != CCACHE_WRAPPERS)
     return next((tool for tool in REQUIRED_TOOLS if not shutil.which(tool, path=path)), None)
 
 
@@ -113,6 +115,10 @@ def configure_env(layout: "Layout", env: Mapping[str, str]) -> dict[str, str]:
     real_cc = shutil.which("cc", path=os.pathsep.join(path))
     if not real_cc:
         return dict(env, PATH=os.pathsep.join(path))
-    return dict(env, PATH=os.pathsep.join([str(install_feature_test_cc(layout)), *path]),
-                NGINX_EVAL_REAL_CC=real_cc, NGINX_EVAL_FEATURE_TESTS=str(layout.feature_tests),
-                NGINX_EVAL_CC_ID=feature_test_identity())
+    return dict(
+        env,
+        PATH=os.pathsep.join([str(install_feature_test_cc(layout)), *path]),
+        NGINX_EVAL_REAL_CC=real_cc,
+        NGINX_EVAL_FEATURE_TESTS=str(layout.feature_tests),
+        NGINX_EVAL_CC_ID=feature_test_identity(),
+    )

@@ -66,35 +66,62 @@ import tempfile
 from doit.exceptions import TaskFailed
 
 from ..agent import sandbox, selftest
-from ..agent.claude_code import (credentials_problem, is_claude_code, program_version,
-                                 resolve_program)
+from ..agent.claude_code import (
+    credentials_problem,
+    is_claude_code,
+    program_version,
+    resolve_program,
+)
 from ..agent.preflight import program_found
 from ..agent.selftest import endpoint_problem
-from ..run.commandline import command_program
-from ..prove import network as private_network
-from .doctor_report import NOT_CHECKED, SWEBENCH_GRADING, Finding, render
-from ..run.swebench import SWEBENCH
-from ..swebench.stage import grading_problem
 from ..core.gitcmd import file_at
 from ..core.layout import SOURCE_ROOT
+from ..prove import network as private_network
 from ..prove.env import OPENSSL_CONF_FILE
-from ..prove.testsuite import (DAEMON_FILES, DEFAULT_MODULES, LIBRARIES, certificates_made,
-                               daemon_package, flag_for_module, libraries_for_flags,
-                               module_enabled, perl_package, requirements_of_test)
+from ..prove.testsuite import (
+    DAEMON_FILES,
+    DEFAULT_MODULES,
+    LIBRARIES,
+    certificates_made,
+    daemon_package,
+    flag_for_module,
+    libraries_for_flags,
+    module_enabled,
+    perl_package,
+    requirements_of_test,
+)
+from ..run.commandline import command_program
+from ..run.swebench import SWEBENCH
+from ..swebench.stage import grading_problem
+from .doctor_report import NOT_CHECKED, SWEBENCH_GRADING, Finding, render
 
 PACKAGES_FILE = SOURCE_ROOT / "scripts" / "debian-packages.txt"
 
 # (tool, package, required)
-TOOLS = (("cc", "gcc", True), ("make", "make", True), ("git", "git", True), ("perl", "perl", True),
-         ("prove", "perl", True), ("tar", "tar", True), ("ccache", "ccache", False),
-         ("bwrap", "bubblewrap", False), ("socat", "socat", False), ("rg", "ripgrep", False))
-TOOL_NOTES = {"ccache": "builds are not shared between trees", "bwrap": "no agent sandbox",
-              "socat": "no agent sandbox", "rg": "no agent sandbox"}
+TOOLS = (
+    ("cc", "gcc", True),
+    ("make", "make", True),
+    ("git", "git", True),
+    ("perl", "perl", True),
+    ("prove", "perl", True),
+    ("tar", "tar", True),
+    ("ccache", "ccache", False),
+    ("bwrap", "bubblewrap", False),
+    ("socat", "socat", False),
+    ("rg", "ripgrep", False),
+)
+TOOL_NOTES = {
+    "ccache": "builds are not shared between trees",
+    "bwrap": "no agent sandbox",
+    "socat": "no agent sandbox",
+    "rg": "no agent sandbox",
+}
 # What the OpenSSL configuration for tests is there to accept: the certificates of test trees
 # before 2019 (openssl_tests.cnf).
 PIN_CERTIFICATES = (("rsa", 1024), ("digest", "sha1"))
 
 # -- probing the machine ------------------------------------------------------------------------
+
 
 class SystemProbe:
     """What is installed, asked of this machine (tests inject a fake with the same methods)."""
@@ -132,11 +159,18 @@ class SystemProbe:
         """The subset of `modules` that perl can load; one perl process for all unknown ones."""
         todo = sorted(m for m in set(modules) if m not in self._perl)
         if todo:
-            script = ('for my $m (@ARGV) { my $ok = eval "require $m; 1"; '
-                      'print(($ok ? "ok " : "no "), "$m\\n") }')
+            script = (
+                'for my $m (@ARGV) { my $ok = eval "require $m; 1"; '
+                'print(($ok ? "ok " : "no "), "$m\\n") }'
+            )
             try:
-                out = subprocess.run(["perl", "-e", script, *todo], capture_output=True,
-                                     text=True, timeout=120, stdin=subprocess.DEVNULL).stdout
+                out = subprocess.run(
+                    ["perl", "-e", script, *todo],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    stdin=subprocess.DEVNULL,
+                ).stdout
             except (OSError, subprocess.TimeoutExpired):
                 out = ""
             for line in out.splitlines():
@@ -164,30 +198,73 @@ def certificate_trial(spec, conf=OPENSSL_CONF_FILE, timeout=60):
     bits = value if kind == "rsa" else 2048
     env = dict(os.environ, OPENSSL_CONF=str(conf))
     with tempfile.TemporaryDirectory(prefix="nginx-eval-doctor-") as d:
-        conf_text = (f"[ req ]\ndefault_bits = {bits}\nencrypt_key = no\n"
-                     "distinguished_name = req_distinguished_name\n[ req_distinguished_name ]\n")
+        conf_text = (
+            f"[ req ]\ndefault_bits = {bits}\nencrypt_key = no\n"
+            "distinguished_name = req_distinguished_name\n[ req_distinguished_name ]\n"
+        )
         with open(os.path.join(d, "req.conf"), "w") as f:
             f.write(conf_text)
         req = ["openssl", "req", "-config", "req.conf", "-subj"]
         leaf = "/CN=localhost/"
         # The CA has a name of its own: a certificate whose issuer is its subject counts as
         # self-signed, and OpenSSL does not judge the digest of those.
-        steps = ([req + [leaf, "-x509", "-new", "-out", "leaf.crt", "-keyout", "leaf.key"]]
-                 if kind == "rsa" else
-                 [req + ["/CN=root/", "-x509", "-new", "-out", "ca.crt", "-keyout", "ca.key"],
-                  req + [leaf, "-new", "-out", "leaf.csr", "-keyout", "leaf.key"],
-                  ["openssl", "x509", "-req", "-in", "leaf.csr", "-CA", "ca.crt", "-CAkey",
-                   "ca.key", "-set_serial", "1", "-days", "1", f"-{value}", "-out", "leaf.crt"]])
+        steps = (
+            [req + [leaf, "-x509", "-new", "-out", "leaf.crt", "-keyout", "leaf.key"]]
+            if kind == "rsa"
+            else [
+                req + ["/CN=root/", "-x509", "-new", "-out", "ca.crt", "-keyout", "ca.key"],
+                req + [leaf, "-new", "-out", "leaf.csr", "-keyout", "leaf.key"],
+                [
+                    "openssl",
+                    "x509",
+                    "-req",
+                    "-in",
+                    "leaf.csr",
+                    "-CA",
+                    "ca.crt",
+                    "-CAkey",
+                    "ca.key",
+                    "-set_serial",
+                    "1",
+                    "-days",
+                    "1",
+                    f"-{value}",
+                    "-out",
+                    "leaf.crt",
+                ],
+            ]
+        )
         try:
             for argv in steps:
-                made = subprocess.run(argv, cwd=d, env=env, capture_output=True, text=True,
-                                      timeout=timeout, stdin=subprocess.DEVNULL)
+                made = subprocess.run(
+                    argv,
+                    cwd=d,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    stdin=subprocess.DEVNULL,
+                )
                 if made.returncode != 0:
                     return "unknown", f"`{' '.join(argv[:2])}` failed: {_last_line(made.stderr)}"
-            tried = subprocess.run(["openssl", "s_client", "-unix", "no-such-socket", "-cert",
-                                    "leaf.crt", "-key", "leaf.key"], cwd=d, env=env,
-                                   capture_output=True, text=True, timeout=timeout,
-                                   stdin=subprocess.DEVNULL)
+            tried = subprocess.run(
+                [
+                    "openssl",
+                    "s_client",
+                    "-unix",
+                    "no-such-socket",
+                    "-cert",
+                    "leaf.crt",
+                    "-key",
+                    "leaf.key",
+                ],
+                cwd=d,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             return "unknown", str(e)
     out = tried.stdout + tried.stderr
@@ -212,7 +289,10 @@ class TestSource:
         self._cache = {}
 
     def repo_available(self, repo, commit):
-        return self.layout.tests_tree(commit).is_dir() or (self.layout.bare_repo(repo) / "HEAD").exists()
+        return (
+            self.layout.tests_tree(commit).is_dir()
+            or (self.layout.bare_repo(repo) / "HEAD").exists()
+        )
 
     def read(self, repo, commit, path):
         key = (commit, path)
@@ -239,6 +319,7 @@ class TestSource:
 
 # -- diagnosis -----------------------------------------------------------------------------------
 
+
 class _Needs:
     """kind -> key -> (who set, package, description) collected over the tasks."""
 
@@ -246,8 +327,9 @@ class _Needs:
         self.items = {}
 
     def add(self, kind, key, who, package="", what=None):
-        entry = self.items.setdefault((kind, key), {"who": [], "package": package,
-                                                    "what": what or key})
+        entry = self.items.setdefault(
+            (kind, key), {"who": [], "package": package, "what": what or key}
+        )
         if who and who not in entry["who"]:
             entry["who"].append(who)
 
@@ -298,13 +380,22 @@ def _test_file_needs(task, path, source, needs):
     """Add what the test file at `path` needs; [findings] for a missing file or a has() name the
     task's configure flags do not enable."""
     iid = task.instance_id
-    own = dict(task.authored)       # an authored file is read as the task has it
-    text = (own[path].decode(errors="replace") if path in own
-            else source.read(task.test_repo, task.test_commit, path))
+    own = dict(task.authored)  # an authored file is read as the task has it
+    text = (
+        own[path].decode(errors="replace")
+        if path in own
+        else source.read(task.test_repo, task.test_commit, path)
+    )
     if text is None:
-        return [Finding("error", "tests", path, (iid,),
-                        note=f"does not exist at test_commit {task.test_commit[:12]}"
-                             " (field test_files)")]
+        return [
+            Finding(
+                "error",
+                "tests",
+                path,
+                (iid,),
+                note=f"does not exist at test_commit {task.test_commit[:12]} (field test_files)",
+            )
+        ]
     req = requirements_of_test(text)
     who = f"{iid} ({path})"
     for mod in sorted(req["perl_modules"]):
@@ -324,23 +415,47 @@ def _test_file_needs(task, path, source, needs):
 
 def _configure_error(iid, path, name):
     flag = flag_for_module(name)
-    hint = (f"add {flag}" if flag else f"remove {DEFAULT_MODULES[name]}"
-            if name in DEFAULT_MODULES else "no known configure flag provides it")
-    return Finding("error", "configure", name, (iid,),
-                   note=f"task {iid}: field configure_flags: {path} asks for $t->has('{name}'): "
-                        f"{hint}; without it the file skips")
+    hint = (
+        f"add {flag}"
+        if flag
+        else f"remove {DEFAULT_MODULES[name]}"
+        if name in DEFAULT_MODULES
+        else "no known configure flag provides it"
+    )
+    return Finding(
+        "error",
+        "configure",
+        name,
+        (iid,),
+        note=f"task {iid}: field configure_flags: {path} asks for $t->has('{name}'): "
+        f"{hint}; without it the file skips",
+    )
 
 
 def _not_checked(unread, pcre_unknown):
     findings = []
     for repo, iids in sorted(unread.items()):
-        findings.append(Finding("warn", NOT_CHECKED, repo, tuple(iids),
-                                note=f"{repo} is not cloned: test files not checked; "
-                                     "run `doit run repos` (with the same run=/instances=) first"))
+        findings.append(
+            Finding(
+                "warn",
+                NOT_CHECKED,
+                repo,
+                tuple(iids),
+                note=f"{repo} is not cloned: test files not checked; "
+                "run `doit run repos` (with the same run=/instances=) first",
+            )
+        )
     for repo, iids in sorted(pcre_unknown.items()):
-        findings.append(Finding("warn", NOT_CHECKED, repo, tuple(iids),
-                                note=f"{repo} is not cloned: whether a base predates PCRE2 (and "
-                                     "needs old PCRE, pcre.h) not checked"))
+        findings.append(
+            Finding(
+                "warn",
+                NOT_CHECKED,
+                repo,
+                tuple(iids),
+                note=f"{repo} is not cloned: whether a base predates PCRE2 (and "
+                "needs old PCRE, pcre.h) not checked",
+            )
+        )
     return findings
 
 
@@ -350,8 +465,15 @@ def _tool_findings(probe):
         if probe.which(name):
             findings.append(Finding("ok", "tool", name, package=package))
         else:
-            findings.append(Finding("missing" if required else "warn", "tool", name,
-                                    package=package, note=TOOL_NOTES.get(name, "")))
+            findings.append(
+                Finding(
+                    "missing" if required else "warn",
+                    "tool",
+                    name,
+                    package=package,
+                    note=TOOL_NOTES.get(name, ""),
+                )
+            )
     return findings
 
 
@@ -359,16 +481,24 @@ def _isolation_finding(probe):
     problem = probe.private_network_problem()
     if problem is None:
         return Finding("ok", "isolation", "a private network per test file")
-    return Finding("warn", "isolation", "private network",
-                   note=f"tests share the machine's network ({problem}); test trees with "
-                        "fixed ports run one file at a time")
+    return Finding(
+        "warn",
+        "isolation",
+        "private network",
+        note=f"tests share the machine's network ({problem}); test trees with "
+        "fixed ports run one file at a time",
+    )
 
 
 def _sandbox_finding(probe):
     problem = probe.sandbox_problem()
     if problem is None:
-        return Finding("ok", "agent sandbox", "srt runs, and its self-test passed (a phase builds "
-                       "a C server, starts it, reaches it with curl and prove)")
+        return Finding(
+            "ok",
+            "agent sandbox",
+            "srt runs, and its self-test passed (a phase builds "
+            "a C server, starts it, reaches it with curl and prove)",
+        )
     return Finding("warn", "agent sandbox", "srt", note=f"no agent mode can run: {problem}")
 
 
@@ -388,19 +518,29 @@ def _openssl_finding(probe):
     """Whether the OpenSSL configuration for tests is in effect: what it exists to accept is."""
     conf = f"OPENSSL_CONF={_conf_name()}"
     trials = [(spec, probe.certificate_refused(spec)) for spec in PIN_CERTIFICATES]
-    refused = [f"{certificate_text(spec)} ({detail})" for spec, (status, detail) in trials
-               if status == "refused"]
+    refused = [
+        f"{certificate_text(spec)} ({detail})"
+        for spec, (status, detail) in trials
+        if status == "refused"
+    ]
     unknown = [detail for _, (status, detail) in trials if status == "unknown"]
     if refused:
-        return Finding("warn", "openssl", conf,
-                       note=f"OpenSSL for tests: {conf} is not in effect: it refuses "
-                            f"{' and '.join(refused)}; test trees before 2019 cannot start nginx")
+        return Finding(
+            "warn",
+            "openssl",
+            conf,
+            note=f"OpenSSL for tests: {conf} is not in effect: it refuses "
+            f"{' and '.join(refused)}; test trees before 2019 cannot start nginx",
+        )
     if unknown:
-        return Finding("warn", "openssl", conf,
-                       note=f"OpenSSL for tests: {conf} not checked: {unknown[0]}")
-    return Finding("ok", "openssl",
-                   f"{conf} in effect ({' and '.join(map(certificate_text, PIN_CERTIFICATES))} "
-                   "accepted)")
+        return Finding(
+            "warn", "openssl", conf, note=f"OpenSSL for tests: {conf} not checked: {unknown[0]}"
+        )
+    return Finding(
+        "ok",
+        "openssl",
+        f"{conf} in effect ({' and '.join(map(certificate_text, PIN_CERTIFICATES))} accepted)",
+    )
 
 
 def _probed_needs(needs, probe):
@@ -426,9 +566,16 @@ def _need_findings(kind, key, e, probe, have_perl):
         ok = key in have_perl
     else:
         ok = probe.which(key)
-    findings = [Finding("ok" if ok else "missing", kind, e["what"], who, e["package"],
-                        note="" if kind != "perl module" or perl_package(key)[1]
-                        else "package name guessed")]
+    findings = [
+        Finding(
+            "ok" if ok else "missing",
+            kind,
+            e["what"],
+            who,
+            e["package"],
+            note="" if kind != "perl module" or perl_package(key)[1] else "package name guessed",
+        )
+    ]
     if kind == "daemon" and ok and key in DAEMON_FILES:
         patterns, package, what = DAEMON_FILES[key]
         if not any(probe.exists(p) for p in patterns):
@@ -443,25 +590,45 @@ def _certificate_finding(spec, what, who, probe):
     if status == "ok":
         return Finding("ok", "certificate", what, who)
     if status == "refused":
-        return Finding("error", "certificate", what, who,
-                       note=f"OpenSSL under OPENSSL_CONF={_conf_name()} refuses {what} ({detail}), "
-                            "which the test file makes: nginx cannot start for it, at the base "
-                            "or the fix")
-    return Finding("warn", "certificate", what, who,
-                   note=f"whether OpenSSL accepts {what} not checked: {detail}")
+        return Finding(
+            "error",
+            "certificate",
+            what,
+            who,
+            note=f"OpenSSL under OPENSSL_CONF={_conf_name()} refuses {what} ({detail}), "
+            "which the test file makes: nginx cannot start for it, at the base "
+            "or the fix",
+        )
+    return Finding(
+        "warn",
+        "certificate",
+        what,
+        who,
+        note=f"whether OpenSSL accepts {what} not checked: {detail}",
+    )
 
 
 def _unlisted(findings, listed_packages):
     """Warnings for the packages the findings name that scripts/debian-packages.txt does not."""
     unlisted = {}
     for f in findings:
-        if (f.package and f.package not in listed_packages and f.level in ("ok", "missing")
-                and not f.note.endswith("guessed")):
+        if (
+            f.package
+            and f.package not in listed_packages
+            and f.level in ("ok", "missing")
+            and not f.note.endswith("guessed")
+        ):
             unlisted.setdefault(f.package, []).extend(f.who or (f.what,))
-    return [Finding("warn", "setup", package, tuple(dict.fromkeys(who)),
-                    note="not in scripts/debian-packages.txt: add it so setup-debian.sh "
-                         "installs it")
-            for package, who in sorted(unlisted.items())]
+    return [
+        Finding(
+            "warn",
+            "setup",
+            package,
+            tuple(dict.fromkeys(who)),
+            note="not in scripts/debian-packages.txt: add it so setup-debian.sh installs it",
+        )
+        for package, who in sorted(unlisted.items())
+    ]
 
 
 def listed_packages(path=PACKAGES_FILE):
@@ -503,9 +670,16 @@ def agent_findings(layout, modes):
             seen.add(key)
             who = (mode.name,)
             if not path or not program_found(program, env):
-                findings.append(Finding("error", "agent", f"program {program!r}", who,
-                                        note=f"program {program!r} is not on PATH "
-                                             "(scripts/setup-debian.sh installs Claude Code)"))
+                findings.append(
+                    Finding(
+                        "error",
+                        "agent",
+                        f"program {program!r}",
+                        who,
+                        note=f"program {program!r} is not on PATH "
+                        "(scripts/setup-debian.sh installs Claude Code)",
+                    )
+                )
                 continue
             if not is_claude_code(path):
                 findings.append(Finding("ok", "agent", f"{program} (not Claude Code)", who))
@@ -513,16 +687,31 @@ def agent_findings(layout, modes):
             version = program_version(path, env, layout.agent_versions)
             problem = credentials_problem(env) or endpoint_problem(layout, box, env)
             if problem:
-                findings.append(Finding("error", "agent", f"Claude Code at {path}", who,
-                                        note=problem))
+                findings.append(
+                    Finding("error", "agent", f"Claude Code at {path}", who, note=problem)
+                )
                 continue
-            findings.append(Finding("ok", "agent", f"Claude Code {version or '?'}, credentials, "
-                                    f"{selftest.endpoint_url(env)} reachable", who))
+            findings.append(
+                Finding(
+                    "ok",
+                    "agent",
+                    f"Claude Code {version or '?'}, credentials, "
+                    f"{selftest.endpoint_url(env)} reachable",
+                    who,
+                )
+            )
             if pinned and not (version or "").startswith(f"{pinned} "):
-                findings.append(Finding("warn", "agent", f"Claude Code {version}", who,
-                                        note=f"Claude Code at {path} is {version}, not the "
-                                             f"pinned {pinned} (scripts/setup-debian.sh): its "
-                                             "runs are not those of the pinned CLI"))
+                findings.append(
+                    Finding(
+                        "warn",
+                        "agent",
+                        f"Claude Code {version}",
+                        who,
+                        note=f"Claude Code at {path} is {version}, not the "
+                        f"pinned {pinned} (scripts/setup-debian.sh): its "
+                        "runs are not those of the pinned CLI",
+                    )
+                )
     return findings
 
 
@@ -531,31 +720,47 @@ def swebench_finding(problem):
     the swebench package); a warning when not: the agents run here all the same, and the
     results print the command to run where Docker is."""
     if problem is None:
-        return Finding("ok", SWEBENCH_GRADING, "Docker and the swebench package: "
-                       "`doit run <bench>:grade` runs the official harness here")
-    return Finding("warn", SWEBENCH_GRADING, "official harness",
-                   note=f"this machine cannot grade SWE-bench predictions: {problem}; run the "
-                        f"command the results print (report.md repeats it) where Docker is, "
-                        f"and copy its report into results/<run>/evaluation/")
+        return Finding(
+            "ok",
+            SWEBENCH_GRADING,
+            "Docker and the swebench package: "
+            "`doit run <bench>:grade` runs the official harness here",
+        )
+    return Finding(
+        "warn",
+        SWEBENCH_GRADING,
+        "official harness",
+        note=f"this machine cannot grade SWE-bench predictions: {problem}; run the "
+        f"command the results print (report.md repeats it) where Docker is, "
+        f"and copy its report into results/<run>/evaluation/",
+    )
 
 
-def check(layout, tasks, probe=None, out=None, bench=None, modes=(), kind=None,
-          grading=grading_problem):
+def check(
+    layout, tasks, probe=None, out=None, bench=None, modes=(), kind=None, grading=grading_problem
+):
     """Diagnose, print the report; True when nothing required is missing. modes: the selected
     modes; their agent modes are checked too (agent_findings). kind: the benchmark's; a
     SWE-bench benchmark's tasks need nothing of nginx's (libraries, Perl modules, test files),
     and the doctor says whether its grading runs here (`grading`: grading_problem)."""
-    findings = diagnose([t for t in tasks if t.kind != SWEBENCH], TestSource(layout),
-                        probe or SystemProbe(layout), listed_packages())
+    findings = diagnose(
+        [t for t in tasks if t.kind != SWEBENCH],
+        TestSource(layout),
+        probe or SystemProbe(layout),
+        listed_packages(),
+    )
     if kind == SWEBENCH:
         findings.append(swebench_finding(grading()))
     agents = [m for m in modes if m.runs_agent]
     findings += agent_findings(layout, agents)
     isolated = tuple(m.name for m in agents if sandbox.settings(m))
     # No isolated agent can run without its sandbox: for them the sandbox's warning is an error.
-    findings = [Finding("error", "agent", "the agent sandbox", isolated, note=f.note)
-                if isolated and f.kind == "agent sandbox" and f.level == "warn" else f
-                for f in findings]
+    findings = [
+        Finding("error", "agent", "the agent sandbox", isolated, note=f.note)
+        if isolated and f.kind == "agent sandbox" and f.level == "warn"
+        else f
+        for f in findings
+    ]
     text, ok = render(findings, len(tasks), bench)
     print(text, file=out or sys.stdout, flush=True)
     return ok
@@ -570,9 +775,18 @@ def gen_tasks(ctx):
     yield {
         "basename": "doctor",
         "doc": "check tools, libraries, Perl modules and daemons the selected tasks need",
-        "actions": [(doctor_action, [ctx.layout, ctx.tasks, ctx.benchmark.name,
-                                     ctx.group_mode_list(), ctx.benchmark.kind])],
+        "actions": [
+            (
+                doctor_action,
+                [
+                    ctx.layout,
+                    ctx.tasks,
+                    ctx.benchmark.name,
+                    ctx.group_mode_list(),
+                    ctx.benchmark.kind,
+                ],
+            )
+        ],
         "uptodate": [False],
         "verbosity": 2,
     }
-

@@ -9,22 +9,22 @@ from dataclasses import dataclass
 
 from ..core.tasknames import repo_task
 
-NOT_CHECKED = "not checked"      # kind of a warning about something the doctor could not check
+NOT_CHECKED = "not checked"  # kind of a warning about something the doctor could not check
 SWEBENCH_GRADING = "SWE-bench grading"  # kind: whether the official harness runs here
 
 
 @dataclass
 class Finding:
-    level: str          # "ok", "warn", "missing", "error"
-    kind: str           # "tool", "isolation", "agent sandbox", "agent" (an agent mode's
-                        # program, credentials, endpoint), "library", "perl module", "daemon",
-                        # "configure", "tests",
-                        # "openssl" (the configuration for tests), "certificate" (one a test
-                        # file makes), NOT_CHECKED (what: the repository that is not cloned),
-                        # SWEBENCH_GRADING (Docker and the swebench package, for a SWE-bench
-                        # benchmark)
+    level: str  # "ok", "warn", "missing", "error"
+    kind: str  # "tool", "isolation", "agent sandbox", "agent" (an agent mode's
+    # program, credentials, endpoint), "library", "perl module", "daemon",
+    # "configure", "tests",
+    # "openssl" (the configuration for tests), "certificate" (one a test
+    # file makes), NOT_CHECKED (what: the repository that is not cloned),
+    # SWEBENCH_GRADING (Docker and the swebench package, for a SWE-bench
+    # benchmark)
     what: str
-    who: tuple = ()     # task ids / "task (file)"
+    who: tuple = ()  # task ids / "task (file)"
     package: str = ""
     note: str = ""
 
@@ -45,8 +45,10 @@ def verdict(findings, bench=None):
         clone = f"`doit run {' '.join(repo_task(r) for r in repos)}`"
         if bench:
             clone += f" or `doit run {bench}:gold`"
-        parts.append(f"not checked: {', '.join(repos)} not cloned (see WARN above); run {clone} "
-                     "(with the same run=/instances=), then the doctor again")
+        parts.append(
+            f"not checked: {', '.join(repos)} not cloned (see WARN above); run {clone} "
+            "(with the same run=/instances=), then the doctor again"
+        )
     return "doctor: " + ("; ".join(parts) or "all good")
 
 
@@ -76,16 +78,31 @@ def _ok_lines(findings):
     for f in findings:
         if f.level == "ok":
             ok_by_kind.setdefault(f.kind, []).append(f.what)
-    for kind in ("tool", "isolation", "agent sandbox", "agent", "openssl", "library",
-                 "perl module", "daemon", "configure", "certificate", SWEBENCH_GRADING):
+    for kind in (
+        "tool",
+        "isolation",
+        "agent sandbox",
+        "agent",
+        "openssl",
+        "library",
+        "perl module",
+        "daemon",
+        "configure",
+        "certificate",
+        SWEBENCH_GRADING,
+    ):
         if kind in ok_by_kind:
             names = list(dict.fromkeys(ok_by_kind[kind]))
-            label = {"configure": "has() modules enabled by configure_flags",
-                     "library": "libraries", "isolation": "isolation",
-                     "agent sandbox": "agent sandbox", "agent": "agent modes",
-                     "openssl": "OpenSSL for tests", SWEBENCH_GRADING: SWEBENCH_GRADING,
-                     "certificate": "certificates the test files make, accepted by OpenSSL"
-                     }.get(kind, kind + "s")
+            label = {
+                "configure": "has() modules enabled by configure_flags",
+                "library": "libraries",
+                "isolation": "isolation",
+                "agent sandbox": "agent sandbox",
+                "agent": "agent modes",
+                "openssl": "OpenSSL for tests",
+                SWEBENCH_GRADING: SWEBENCH_GRADING,
+                "certificate": "certificates the test files make, accepted by OpenSSL",
+            }.get(kind, kind + "s")
             lines.append(f"OK      {label}: {', '.join(names)}")
     return lines
 
@@ -101,8 +118,11 @@ def _problem_line(f):
             return f"CANNOT RUN {_who(f.who)}: {f.note}"
         if f.kind == "agent":
             return f"CANNOT RUN mode {_who(f.who)}: {f.note}"
-        return (f"TASK ERROR {f.note}" if f.kind == "configure" else
-                f"TASK ERROR {_who(f.who)}: {f.what} {f.note}")
+        return (
+            f"TASK ERROR {f.note}"
+            if f.kind == "configure"
+            else f"TASK ERROR {_who(f.who)}: {f.what} {f.note}"
+        )
     if f.level == "warn":
         if f.kind == "tool":
             return f"WARN    tool {f.what} not found ({f.note}) -> apt-get install {f.package}"

@@ -37,7 +37,7 @@ from ..run.benchmark import unaudited
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|0[xX][0-9A-Fa-f]+|[0-9]+")
 CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(\)")
 CAMEL = re.compile(r"[a-z][A-Z]")
-NAME = re.compile(r"[A-Z][A-Za-z]*")            # capitalized, letters only: a product, a protocol
+NAME = re.compile(r"[A-Z][A-Za-z]*")  # capitalized, letters only: a product, a protocol
 # Words shaped like identifiers that any user writes.
 COMMON_WORDS = frozenset(("macOS", "iOS", "HTTP_"))
 NON_HTTP_AREAS = ("stream", "mail")
@@ -48,26 +48,32 @@ DIRECTIVE = re.compile(r"^\s*([a-z_][a-z0-9_]*)(?:\s+[^#]*?)?\s*[;{}]\s*(?:#.*)?
 BARE_DIRECTIVE = re.compile(r"^([a-z][a-z0-9]*_[a-z0-9_]*)(?:\s+[^#;{]*)?$")
 HEADER_NAME = re.compile(r"(?:^\s*|`)([A-Za-z][A-Za-z0-9-]*):\s", re.M)
 METHODS = "GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|CONNECT|PRI"
-HTTP_LINE = re.compile(rf"^(?:(?:{METHODS})\s+\S+(?:\s+HTTP/[0-9.]+)?|HTTP/[0-9.]+\s+[0-9]{{3}}.*"
-                       r"|:?[A-Za-z][A-Za-z0-9-]*:\s.*)$")
+HTTP_LINE = re.compile(
+    rf"^(?:(?:{METHODS})\s+\S+(?:\s+HTTP/[0-9.]+)?|HTTP/[0-9.]+\s+[0-9]{{3}}.*"
+    r"|:?[A-Za-z][A-Za-z0-9-]*:\s.*)$"
+)
 # A request shown: a method, a backquoted path, curl or s_client, "request /x", "send a ...
 # request", or a connection to a port (a TLS handshake, a stream or mail session).
-REQUEST = re.compile(rf"\b(?:{METHODS})\b|:method|\bcurl\b|\bs_client\b|`/[^`\s]*`"
-                     r"|(?i:\brequest(?:s|ed|ing)?\s+(?:to\s+)?`?/"
-                     r"|\bsend(?:s|ing)?\s+(?:\w+\s+){0,2}requests?\b"
-                     r"|\bconnect\w*\b.{0,200}?\bport\s+[0-9]+)", re.S)
+REQUEST = re.compile(
+    rf"\b(?:{METHODS})\b|:method|\bcurl\b|\bs_client\b|`/[^`\s]*`"
+    r"|(?i:\brequest(?:s|ed|ing)?\s+(?:to\s+)?`?/"
+    r"|\bsend(?:s|ing)?\s+(?:\w+\s+){0,2}requests?\b"
+    r"|\bconnect\w*\b.{0,200}?\bport\s+[0-9]+)",
+    re.S,
+)
 STRING_LITERAL = r'"([^"\\]|\\.)*"'
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"      # git's id of the empty tree
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the empty tree
 MIN_LINE, MIN_LINE_WORDS = 12, 2
 
 
 @dataclass(frozen=True)
 class Evidence:
     """What a task's statement is compared with."""
-    fix_lines: tuple        # lines the gold patch adds
-    test_lines: tuple       # lines the test commit adds to the task's test files (of an
-                            # authored task: every line of its own files, which the project adds)
-    vocabulary: frozenset   # words of the string literals of the base's src/
+
+    fix_lines: tuple  # lines the gold patch adds
+    test_lines: tuple  # lines the test commit adds to the task's test files (of an
+    # authored task: every line of its own files, which the project adds)
+    vocabulary: frozenset  # words of the string literals of the base's src/
 
 
 def words(text):
@@ -76,7 +82,7 @@ def words(text):
 
 def is_distinctive(word):
     if word[0].isdigit():
-        return len(word) >= 6           # 6 digits, or 0x and 4 hex digits
+        return len(word) >= 6  # 6 digits, or 0x and 4 hex digits
     core = word.strip("_")
     if "_" in core:
         return any(c.isalpha() for c in core)
@@ -116,7 +122,7 @@ def code_blocks(text):
             current = None
         if fence:
             if fenced:
-                current.pop()           # the closing fence itself
+                current.pop()  # the closing fence itself
                 blocks.append(current)
                 current = None
             fenced = not fenced
@@ -141,8 +147,11 @@ def is_user_level(line, vocabulary):
     """A test line a user writes too: configuration, an HTTP request, status or header line."""
     text = normalized(line)
     directive = DIRECTIVE.match(text) or BARE_DIRECTIVE.match(text)
-    return (text in ("}", "{") or bool(HTTP_LINE.match(text))
-            or bool(directive and directive.group(1) in vocabulary))
+    return (
+        text in ("}", "{")
+        or bool(HTTP_LINE.match(text))
+        or bool(directive and directive.group(1) in vocabulary)
+    )
 
 
 def cgi_names(statement):
@@ -188,11 +197,15 @@ def check_statement(statement, area, evidence):
     """{"words": {word: [sources]}, "lines": {"fix"|"tests": [lines]}, "warnings": [str]};
     a statement gives the fix away when it has words or lines."""
     tests = [line for line in evidence.test_lines if not is_user_level(line, evidence.vocabulary)]
-    lines = {"fix": shared_lines(statement, evidence.fix_lines),
-             "tests": shared_lines(statement, tests)}
-    return {"words": leaked_words(statement, evidence),
-            "lines": {k: v for k, v in lines.items() if v},
-            "warnings": warnings_for(statement, area)}
+    lines = {
+        "fix": shared_lines(statement, evidence.fix_lines),
+        "tests": shared_lines(statement, tests),
+    }
+    return {
+        "words": leaked_words(statement, evidence),
+        "lines": {k: v for k, v in lines.items() if v},
+        "warnings": warnings_for(statement, area),
+    }
 
 
 def gives_fix_away(result):
@@ -205,22 +218,31 @@ def task_evidence(layout, task):
     nginx, tests = layout.bare_repo(task.repo), layout.bare_repo(task.test_repo)
     literals = matches_in_tree(nginx, task.base_commit, STRING_LITERAL, "src")
     if task.authored:
-        test_lines = [line for _, data in task.authored
-                      for line in data.decode("utf-8", "replace").splitlines()]
+        test_lines = [
+            line
+            for _, data in task.authored
+            for line in data.decode("utf-8", "replace").splitlines()
+        ]
     else:
         parent = first_parent(tests, task.test_commit) or EMPTY_TREE
         test_lines = added_lines(gold_diff(tests, parent, task.test_commit), task.test_files)
     return Evidence(
         fix_lines=tuple(added_lines(gold_diff(nginx, task.base_commit, task.fix_commit))),
-        test_lines=tuple(test_lines), vocabulary=frozenset(words(literals)))
+        test_lines=tuple(test_lines),
+        vocabulary=frozenset(words(literals)),
+    )
 
 
 def finding_lines(instance_id, result):
     """What the lint prints for one task: nothing for a clean statement."""
     out = []
     if result["words"]:
-        out.append(f"{instance_id}: words shared with " + ", ".join(
-            f"{word} ({' and '.join(sources)})" for word, sources in result["words"].items()))
+        out.append(
+            f"{instance_id}: words shared with "
+            + ", ".join(
+                f"{word} ({' and '.join(sources)})" for word, sources in result["words"].items()
+            )
+        )
     for source, lines in result["lines"].items():
         out += [f"{instance_id}: line shared with the {source}: {line}" for line in lines]
     out += [f"{instance_id}: warning: {w}" for w in result["warnings"]]
@@ -241,15 +263,20 @@ def lint(layout, tasks):
     missing = unaudited(tasks)
     for iid in missing:
         print(f"{iid}: no fairness audit (field audit, docs/benchmark.md#the-fairness-audit)")
-    print(f"lint: {len(tasks)} statements, {len(flagged)} give the fix away, "
-          f"{warned} with warnings, {len(missing)} without a fairness audit")
+    print(
+        f"lint: {len(tasks)} statements, {len(flagged)} give the fix away, "
+        f"{warned} with warnings, {len(missing)} without a fairness audit"
+    )
     problems = []
     if flagged:
-        problems.append(f"{len(flagged)} problem statement(s) share words or lines with the "
-                        f"fix or the tests: {', '.join(flagged)}")
+        problems.append(
+            f"{len(flagged)} problem statement(s) share words or lines with the "
+            f"fix or the tests: {', '.join(flagged)}"
+        )
     if missing:
-        problems.append(f"{len(missing)} task(s) without a fairness audit (field audit): "
-                        f"{', '.join(missing)}")
+        problems.append(
+            f"{len(missing)} task(s) without a fairness audit (field audit): {', '.join(missing)}"
+        )
     return UserFailure("; ".join(problems)) if problems else None
 
 

@@ -41,20 +41,28 @@ from collections.abc import Iterator
 import jinja2
 from doit.tools import config_changed
 
+from ..build.stage import ensure_build
 from ..core import jsonio, stamps
 from ..core.console import say
-from ..build.stage import ensure_build
 from ..core.gitcmd import gold_diff
-from ..doitext.backend import forgotten
 from ..core.layout import SOURCE_ROOT
-from ..prove.tap import assertion_number, file_problem, parse_tap
+from ..core.tasknames import (
+    VALIDATE,
+    VALIDATION,
+    base_task_name,
+    repo_task,
+    task_name,
+    tests_task_name,
+    validate_subtask,
+    validate_task_name,
+)
+from ..doitext.backend import forgotten
 from ..prove.stage import run_prove_files
+from ..prove.tap import assertion_number, file_problem, parse_tap
 from ..prove.tree import task_tests_tree
-from ..core.tasknames import (VALIDATE, VALIDATION, base_task_name, repo_task, task_name,
-                              tests_task_name, validate_subtask, validate_task_name)
 
 VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")
-TEMPLATE = "validation.md.j2"       # in templates/; edit it and validation.md is rendered again
+TEMPLATE = "validation.md.j2"  # in templates/; edit it and validation.md is rendered again
 
 
 def run_side(layout, task, binary, out_dir, repeats):
@@ -75,8 +83,9 @@ def run_side(layout, task, binary, out_dir, repeats):
             # A declared assertion that is skipped here says nothing about the fix.
             for ident in list(task.fail_to_pass) + list(task.pass_to_pass):
                 if ident.startswith(f"{name}:") and assertion_number(ident) in fr.skipped:
-                    env_errors.add(f"{name}: {ident} skipped "
-                                   f"({fr.skipped[assertion_number(ident)]})")
+                    env_errors.add(
+                        f"{name}: {ident} skipped ({fr.skipped[assertion_number(ident)]})"
+                    )
             results.update(fr.results)
         runs.append({"seconds": round(time.monotonic() - start, 3), "results": results})
     return runs, sorted(env_errors)
@@ -102,8 +111,9 @@ def _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p):
     if env_errors:
         return "env_error", list(env_errors)
     if flaky:
-        return "flaky", [f"{len(flaky)} assertion(s) change between repeats: "
-                         f"{', '.join(flaky[:5])}"]
+        return "flaky", [
+            f"{len(flaky)} assertion(s) change between repeats: {', '.join(flaky[:5])}"
+        ]
     if not fix_built:
         return "gold_fails", ["the fix does not build"]
     declared = set(task.fail_to_pass) | set(task.pass_to_pass)
@@ -114,8 +124,9 @@ def _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p):
     if not f2p:
         return "not_discriminating", ["no assertion fails without the fix and passes with it"]
     if passing:
-        return "not_discriminating", ["declared fail_to_pass already pass without the fix: "
-                                      f"{', '.join(passing[:5])}"]
+        return "not_discriminating", [
+            f"declared fail_to_pass already pass without the fix: {', '.join(passing[:5])}"
+        ]
     return "valid", []
 
 
@@ -126,20 +137,27 @@ def classify(task, base_runs, fix_runs, fix_built, env_errors):
     # An assertion that changes between runs of the fixed binary, or a graded one that changes
     # anywhere, makes verdicts unreliable. An ungraded one that wobbles only without the fix
     # (say "no alerts" after a crash the bug causes) decides nothing, and is only reported.
-    flaky = [i for i in ids if len(_outcomes(fix_runs, i)) > 1
-             or (i in declared and len(_outcomes(base_runs, i)) > 1)]
+    flaky = [
+        i
+        for i in ids
+        if len(_outcomes(fix_runs, i)) > 1 or (i in declared and len(_outcomes(base_runs, i)) > 1)
+    ]
     unstable_base = [i for i in ids if len(_outcomes(base_runs, i)) > 1 and i not in flaky]
     f2p = [i for i in ids if _always(base_runs, i, False) and _always(fix_runs, i, True)]
     p2p = [i for i in ids if _always(base_runs, i, True) and _always(fix_runs, i, True)]
     regressions = [i for i in ids if _always(base_runs, i, True) and _always(fix_runs, i, False)]
     verdict, reasons = _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p)
     return {
-        "verdict": verdict, "reasons": reasons,
+        "verdict": verdict,
+        "reasons": reasons,
         "derived": {"fail_to_pass": f2p, "pass_to_pass": p2p},
-        "declared_matches": set(f2p) == set(task.fail_to_pass) and set(p2p) == set(task.pass_to_pass),
+        "declared_matches": set(f2p) == set(task.fail_to_pass)
+        and set(p2p) == set(task.pass_to_pass),
         "missing_from_declared": sorted(set(f2p) - set(task.fail_to_pass)),
         "not_derived": sorted(set(task.fail_to_pass) - set(f2p)),
-        "regressions": regressions, "flaky": flaky, "unstable_base": unstable_base,
+        "regressions": regressions,
+        "flaky": flaky,
+        "unstable_base": unstable_base,
         "pass_counts": {"base": pass_counts(base_runs, ids), "fix": pass_counts(fix_runs, ids)},
         "run_counts": {"base": len(base_runs), "fix": len(fix_runs)},
         "env_errors": env_errors,
@@ -148,8 +166,16 @@ def classify(task, base_runs, fix_runs, fix_built, env_errors):
 
 def reclassified(task, done):
     """A finished validation.json with its verdict derived again from its runs."""
-    return dict(done, **classify(task, done["runs"]["base"], done["runs"]["fix"],
-                                 done["build"]["fix"]["status"] == "built", done["env_errors"]))
+    return dict(
+        done,
+        **classify(
+            task,
+            done["runs"]["base"],
+            done["runs"]["fix"],
+            done["build"]["fix"]["status"] == "built",
+            done["env_errors"],
+        ),
+    )
 
 
 def classification_current(layout, task):
@@ -162,7 +188,7 @@ def validate_task(layout, task, repeats, doit_name, config, files):
     out = layout.validation_dir(task.instance_id) / "validation.json"
     inputs = stamps.inputs_digest(config, files)
     done = stamps.made_from(out, inputs)
-    if done and not forgotten(layout, doit_name):      # `doit forget validate:...` runs again
+    if done and not forgotten(layout, doit_name):  # `doit forget validate:...` runs again
         # The runs take minutes; the verdict is always derived again from them.
         record = reclassified(task, done)
         if record != done:
@@ -170,8 +196,13 @@ def validate_task(layout, task, repeats, doit_name, config, files):
         return
     bare = layout.bare_repo(task.repo)
     base = ensure_build(layout, bare, task.base_commit, task.configure_flags, b"")
-    fix = ensure_build(layout, bare, task.base_commit, task.configure_flags,
-                       gold_diff(bare, task.base_commit, task.fix_commit))
+    fix = ensure_build(
+        layout,
+        bare,
+        task.base_commit,
+        task.configure_flags,
+        gold_diff(bare, task.base_commit, task.fix_commit),
+    )
     binary = lambda rec: layout.build_dir(rec["key"]) / "tree" / "objs" / "nginx"
     out_dir = layout.validation_dir(task.instance_id)
     base_runs, fix_runs, env_errors = [], [], []
@@ -184,11 +215,19 @@ def validate_task(layout, task, repeats, doit_name, config, files):
         fix_runs, errs = run_side(layout, task, binary(fix), out_dir / "fix", repeats)
         env_errors += [e for e in errs if e not in env_errors]
     record = classify(task, base_runs, fix_runs, fix["status"] == "built", env_errors)
-    record.update({"inputs": inputs, "instance_id": task.instance_id, "repeats": repeats,
-                   "runs": {"base": base_runs, "fix": fix_runs},
-                   "test_seconds": {side: round(sum(r["seconds"] for r in runs), 3) for side, runs
-                                    in (("base", base_runs), ("fix", fix_runs))},
-                   "build": {"base": base, "fix": fix}})
+    record.update(
+        {
+            "inputs": inputs,
+            "instance_id": task.instance_id,
+            "repeats": repeats,
+            "runs": {"base": base_runs, "fix": fix_runs},
+            "test_seconds": {
+                side: round(sum(r["seconds"] for r in runs), 3)
+                for side, runs in (("base", base_runs), ("fix", fix_runs))
+            },
+            "build": {"base": base, "fix": fix},
+        }
+    )
     jsonio.write_json(out, record)
 
 
@@ -214,12 +253,17 @@ def template_path(templates_dir):
 def render_summary(summary, ntasks, repeats, templates_dir):
     """validation.md: the counts per verdict and a row per task, from validation.json's records."""
     path = template_path(templates_dir)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(path.parent)),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(path.parent)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     counts = {v: sum(1 for r in summary.values() if r["verdict"] == v) for v in VERDICTS}
-    return env.get_template(path.name).render(tasks=ntasks, repeats=repeats, counts=counts,
-                                              summary=summary)
+    return env.get_template(path.name).render(
+        tasks=ntasks, repeats=repeats, counts=counts, summary=summary
+    )
 
 
 def validation_config(task, repeats):
@@ -229,28 +273,40 @@ def validation_config(task, repeats):
 
 
 def gen_tasks(ctx):
-    repeats = ctx.options.repeats          # a whole number >= 1 (options.py)
+    repeats = ctx.options.repeats  # a whole number >= 1 (options.py)
     names = []
     for task in ctx.build_order():
         config = validation_config(task, repeats)
         names.append(validate_task_name(ctx.benchmark.name, task.instance_id))
         yield stamps.stage_task(
-            basename=VALIDATE, name=validate_subtask(ctx.benchmark.name, task.instance_id),
+            basename=VALIDATE,
+            name=validate_subtask(ctx.benchmark.name, task.instance_id),
             doc=f"build base and fix of {task.instance_id}, run its tests {repeats}× each",
-            action=validate_task, config=config,
-            args=[ctx.layout, task, repeats,
-                  validate_task_name(ctx.benchmark.name, task.instance_id)],
-            task_dep=[repo_task(task.repo), tests_task_name(task.tests_tree_id),
-                      base_task_name(task)],
+            action=validate_task,
+            config=config,
+            args=[
+                ctx.layout,
+                task,
+                repeats,
+                validate_task_name(ctx.benchmark.name, task.instance_id),
+            ],
+            task_dep=[
+                repo_task(task.repo),
+                tests_task_name(task.tests_tree_id),
+                base_task_name(task),
+            ],
             targets=[ctx.layout.validation_dir(task.instance_id) / "validation.json"],
-            also_current=[(classification_current, [ctx.layout, task])])
+            also_current=[(classification_current, [ctx.layout, task])],
+        )
     yield {
         "basename": VALIDATION,
         "name": ctx.benchmark.name,
         "doc": "validation.json and validation.md of the run",
         "actions": [(write_summary, [ctx.layout, ctx.tasks, repeats])],
-        "file_dep": [str(ctx.layout.validation_dir(t.instance_id) / "validation.json")
-                     for t in ctx.tasks] + [str(template_path(ctx.layout.templates_dir))],
+        "file_dep": [
+            str(ctx.layout.validation_dir(t.instance_id) / "validation.json") for t in ctx.tasks
+        ]
+        + [str(template_path(ctx.layout.templates_dir))],
         "task_dep": names,
         "targets": [str(ctx.layout.validation_json), str(ctx.layout.validation_md)],
         "uptodate": [config_changed({"tasks": [t.instance_id for t in ctx.tasks]})],

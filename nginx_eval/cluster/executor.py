@@ -22,6 +22,7 @@ makes the build on its node when the node lacks it).
 """
 
 from ..core.errors import UserError
+
 # The work of each kind, for the table above and the checks in run().
 KINDS = ("agent", "build", "prove")
 
@@ -63,5 +64,6 @@ def run(kind, work, layout, mode_name, iid, args, ship_in=(), ship_out=(), repos
         raise ValueError(f"unknown kind of work {kind!r}")
     if not is_remote():
         return work(layout, *args)
-    return _state["backend"].run(kind, work, layout, mode_name, iid, args, list(ship_in),
-                                 list(ship_out), list(repos))
+    return _state["backend"].run(
+        kind, work, layout, mode_name, iid, args, list(ship_in), list(ship_out), list(repos)
+    )

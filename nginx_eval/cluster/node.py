@@ -19,6 +19,8 @@ class UnitLost(Exception):
     def __init__(self, errors):
         super().__init__("; ".join(errors))
         self.errors = list(errors)
+
+
 _node = threading.local()
 
 

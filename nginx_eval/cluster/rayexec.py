@@ -60,15 +60,17 @@ from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ..core import jsonio, limits, procs
-from . import node as nodework
 from ..core.errors import UserError
 from ..core.layout import Layout
 from ..core.outcomes import INFRA_ERROR
 from ..repositories import ensure_repo
+from . import node as nodework
 
-RESOURCES = {"agent": {"num_cpus": 0, "resources": {"agent": 1}},
-             "build": {"num_cpus": 1},
-             "prove": {"num_cpus": 0.5}}
+RESOURCES = {
+    "agent": {"num_cpus": 0, "resources": {"agent": 1}},
+    "build": {"num_cpus": 1},
+    "prove": {"num_cpus": 0.5},
+}
 SYSTEM_RETRIES = 3
 FORWARDED_PREFIXES = ("NGINX_EVAL_", "ANTHROPIC_", "CLAUDE_")
 FORWARDED_NAMES = ("AGENT",)
@@ -78,16 +80,16 @@ FORWARD_VARIABLE = "NGINX_EVAL_FORWARD"
 NODE_ONLY_PREFIX = "NGINX_EVAL_NODE_"
 NODE_CACHE_VARIABLE = "NGINX_EVAL_NODE_CACHE"
 NODE_REPO_URL_VARIABLE = "NGINX_EVAL_NODE_REPO_URL"
-WAIT_SECONDS = 0.2          # how often a waiting coordinator thread looks for an interrupt
+WAIT_SECONDS = 0.2  # how often a waiting coordinator thread looks for an interrupt
 
 
 def is_node_lost(error):
     """A Ray error that says the node or the worker went away, not that the work failed."""
-    return isinstance(error, RayError) and not isinstance(error, (RayTaskError,
-                                                                  TaskCancelledError))
+    return isinstance(error, RayError) and not isinstance(error, (RayTaskError, TaskCancelledError))
 
 
 # -- the slots of the whole cluster -------------------------------------------------------------
+
 
 @ray.remote(num_cpus=0)
 class SlotKeeper:
@@ -95,7 +97,7 @@ class SlotKeeper:
 
     def __init__(self, counts):
         self.counts = dict(counts)
-        self.held = {}          # token -> (kind, node id)
+        self.held = {}  # token -> (kind, node id)
 
     def _in_use(self, kind):
         return sum(1 for k, _ in self.held.values() if k == kind)
@@ -138,11 +140,17 @@ class SharedSlots:
 
 # -- on a node ---------------------------------------------------------------------------------
 
+
 def node_layout(run, coordinator):
-    base = Path(os.environ.get(NODE_CACHE_VARIABLE)
-                or Path.home() / ".cache" / "nginx-eval-node").resolve()
-    return Layout(root=base / "project", cache=base / "cache",
-                  results_root=base / "units" / coordinator, run=run)
+    base = Path(
+        os.environ.get(NODE_CACHE_VARIABLE) or Path.home() / ".cache" / "nginx-eval-node"
+    ).resolve()
+    return Layout(
+        root=base / "project",
+        cache=base / "cache",
+        results_root=base / "units" / coordinator,
+        run=run,
+    )
 
 
 @contextlib.contextmanager
@@ -161,8 +169,9 @@ def _work_environment(environ):
         os.environ.update(saved)
 
 
-def run_on_node(kind, work, run, coordinator, mode_name, iid, args, files_in, ship_out, repos,
-                environ, keeper):
+def run_on_node(
+    kind, work, run, coordinator, mode_name, iid, args, files_in, ship_out, repos, environ, keeper
+):
     """The Ray task of one unit (see RayBackend.run): its return value, output files, the
     lines it printed on stderr, and where and when it ran."""
     started = time.time()
@@ -184,8 +193,15 @@ def run_on_node(kind, work, run, coordinator, mode_name, iid, args, files_in, sh
         finally:
             limits.share_slots(None)
             nodework.set_on_node(False)
-    return {"value": value, "files": files, "stderr": printed.getvalue(), "node": node,
-            "host": socket.gethostname(), "started": started, "ended": time.time()}
+    return {
+        "value": value,
+        "files": files,
+        "stderr": printed.getvalue(),
+        "node": node,
+        "host": socket.gethostname(),
+        "started": started,
+        "ended": time.time(),
+    }
 
 
 # ray's annotations of remote() cover functions of up to ten arguments; run_on_node has twelve.
@@ -194,14 +210,19 @@ _remote_unit = ray.remote(run_on_node)  # type: ignore[arg-type]
 
 # -- at the coordinator ------------------------------------------------------------------------
 
+
 def forwarded_environment(environ=None):
     """What the work sees of the coordinator's environment (see the module's docstring);
     NGINX_EVAL_FORWARD=NAME,NAME adds other variables (an agent program's own settings)."""
     env = os.environ if environ is None else environ
     extra = {n.strip() for n in env.get(FORWARD_VARIABLE, "").split(",") if n.strip()}
-    return {k: v for k, v in env.items()
-            if (k.startswith(FORWARDED_PREFIXES) or k in FORWARDED_NAMES or k in extra)
-            and k not in COORDINATOR_ONLY and not k.startswith(NODE_ONLY_PREFIX)}
+    return {
+        k: v
+        for k, v in env.items()
+        if (k.startswith(FORWARDED_PREFIXES) or k in FORWARDED_NAMES or k in extra)
+        and k not in COORDINATOR_ONLY
+        and not k.startswith(NODE_ONLY_PREFIX)
+    }
 
 
 def cluster_cpus():
@@ -213,7 +234,7 @@ class RayBackend:
 
     def __init__(self, keeper, coordinator, agent_retries, counts):
         self.keeper, self.coordinator, self.agent_retries = keeper, coordinator, agent_retries
-        self.counts = counts        # {kind: slots across the cluster}
+        self.counts = counts  # {kind: slots across the cluster}
         self.log_lock = threading.Lock()
 
     @classmethod
@@ -225,9 +246,11 @@ class RayBackend:
                 init["resources"] = {"agent": limits.chosen_counts(options)["agent"]}
             ray.init(**init)
         if not ray.cluster_resources().get("agent"):
-            raise UserError("the Ray cluster declares no 'agent' resource, so no agent run "
-                            "could start: start its nodes with ray start "
-                            "--resources='{\"agent\": 8}' (as many as the API allows per node)")
+            raise UserError(
+                "the Ray cluster declares no 'agent' resource, so no agent run "
+                "could start: start its nodes with ray start "
+                "--resources='{\"agent\": 8}' (as many as the API allows per node)"
+            )
         counts = limits.chosen_counts(options, cores=cluster_cpus())
         # On the coordinator's node: it lives as long as the run, whichever other node is lost.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
@@ -241,10 +264,23 @@ class RayBackend:
         lost = []
         while True:
             ref = _remote_unit.options(
-                **RESOURCES[kind], max_retries=0 if kind == "agent" else SYSTEM_RETRIES,
+                **RESOURCES[kind],
+                max_retries=0 if kind == "agent" else SYSTEM_RETRIES,
                 retry_exceptions=False,
-            ).remote(kind, work, layout.run, self.coordinator, mode_name, iid, args, files_in,
-                     ship_out, repos, forwarded_environment(), self.keeper)
+            ).remote(
+                kind,
+                work,
+                layout.run,
+                self.coordinator,
+                mode_name,
+                iid,
+                args,
+                files_in,
+                ship_out,
+                repos,
+                forwarded_environment(),
+                self.keeper,
+            )
             try:
                 result = self._wait(ref)
                 break
@@ -261,8 +297,10 @@ class RayBackend:
         value = result["value"]
         if lost and (value.get("record") or {}).get("attempts") is not None:
             # agent.json lists the tries whose node was lost before the one that came back.
-            value["record"]["attempts"][:0] = [{"status": INFRA_ERROR, "error": why,
-                                                "logs": None, "cost_usd": None} for why in lost]
+            value["record"]["attempts"][:0] = [
+                {"status": INFRA_ERROR, "error": why, "logs": None, "cost_usd": None}
+                for why in lost
+            ]
         return value
 
     @staticmethod
@@ -281,9 +319,16 @@ class RayBackend:
                 raise procs.Interrupted()
 
     def _log(self, layout, kind, mode_name, iid, result, lost):
-        row = {"kind": kind, "mode": mode_name, "instance_id": iid, "node": result["node"],
-               "host": result["host"], "started": result["started"], "ended": result["ended"],
-               "lost": lost}
+        row = {
+            "kind": kind,
+            "mode": mode_name,
+            "instance_id": iid,
+            "node": result["node"],
+            "host": result["host"],
+            "started": result["started"],
+            "ended": result["ended"],
+            "lost": lost,
+        }
         with self.log_lock:
             path = layout.ray_units_log
             path.parent.mkdir(parents=True, exist_ok=True)

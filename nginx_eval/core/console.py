@@ -20,6 +20,6 @@ def say_to_the_run(*lines: str) -> None:
     capture of whichever task of verbosity < 2 started last, and a line written there from
     another task is lost."""
     out = sys.__stdout__
-    if lines and out is not None:       # None: started without a stdout
+    if lines and out is not None:  # None: started without a stdout
         out.write("".join(f"{line}\n" for line in lines))
         out.flush()

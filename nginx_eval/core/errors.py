@@ -16,8 +16,15 @@ T = TypeVar("T")
 class UserError(Exception):
     """A problem in the user's input; printed as one line, without a traceback."""
 
-    def __init__(self, message: str, *, file: str | Path | None = None, task: str | None = None,
-                 field: str | None = None, item: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        task: str | None = None,
+        field: str | None = None,
+        item: str | None = None,
+    ) -> None:
         where = []
         if file:
             where.append(str(file))
@@ -61,8 +68,9 @@ def closest(word: str, candidates: Iterable[str]) -> str | None:
     return None
 
 
-def did_you_mean(word: str, candidates: Iterable[str],
-                 show: Callable[[str], str] = lambda c: f"'{c}'") -> str:
-    """"; did you mean 'x'?" for the closest candidate, or ""."""
+def did_you_mean(
+    word: str, candidates: Iterable[str], show: Callable[[str], str] = lambda c: f"'{c}'"
+) -> str:
+    """ "; did you mean 'x'?" for the closest candidate, or ""."""
     match = closest(word, candidates)
     return f"; did you mean {show(match)}?" if match else ""

@@ -40,11 +40,26 @@ if TYPE_CHECKING:
 
 # What `git rev-parse --local-env-vars` lists: variables that choose the repository, its index,
 # objects or configuration. Never inherited; only the functions below set them.
-REPOSITORY_VARS = frozenset((
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
-    "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE",
-    "GIT_GRAFT_FILE", "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE",
-    "GIT_PREFIX", "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR"))
+REPOSITORY_VARS = frozenset(
+    (
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_CONFIG",
+        "GIT_CONFIG_PARAMETERS",
+        "GIT_CONFIG_COUNT",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_IMPLICIT_WORK_TREE",
+        "GIT_GRAFT_FILE",
+        "GIT_INDEX_FILE",
+        "GIT_NO_REPLACE_OBJECTS",
+        "GIT_REPLACE_REF_BASE",
+        "GIT_PREFIX",
+        "GIT_INTERNAL_SUPER_PREFIX",
+        "GIT_SHALLOW_FILE",
+        "GIT_COMMON_DIR",
+    )
+)
 OBJECT_TYPES = ("blob", "tree", "commit", "tag")
 # Record and field separators of the log formats below: no commit subject holds them.
 _RECORD, _FIELD = "\x1e", "\x1f"
@@ -53,25 +68,35 @@ _RECORD, _FIELD = "\x1e", "\x1f"
 class GitError(RuntimeError):
     """A git command that failed; `stderr` is git's message."""
 
-    def __init__(self, args: Iterable[object], returncode: int | str | None,
-                 stderr: str | bytes) -> None:
+    def __init__(
+        self, args: Iterable[object], returncode: int | str | None, stderr: str | bytes
+    ) -> None:
         self.stderr = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
-        super().__init__(f"git {' '.join(map(str, args))} failed (exit code {returncode}): "
-                         f"{self.stderr.strip()}")
+        super().__init__(
+            f"git {' '.join(map(str, args))} failed (exit code {returncode}): {self.stderr.strip()}"
+        )
 
 
 def isolated_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The variables every git command gets on top of what it inherits, and `extra`."""
-    env = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-           "GIT_AUTHOR_NAME": "nginx-eval", "GIT_AUTHOR_EMAIL": "nginx-eval@localhost",
-           "GIT_COMMITTER_NAME": "nginx-eval", "GIT_COMMITTER_EMAIL": "nginx-eval@localhost"}
+    env = {
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_AUTHOR_NAME": "nginx-eval",
+        "GIT_AUTHOR_EMAIL": "nginx-eval@localhost",
+        "GIT_COMMITTER_NAME": "nginx-eval",
+        "GIT_COMMITTER_EMAIL": "nginx-eval@localhost",
+    }
     if extra:
         env.update(extra)
     return env
 
 
-def git_environment(cwd: str | Path | None = None, extra: Mapping[str, str] | None = None,
-                    base: Mapping[str, str] | None = None) -> dict[str, str]:
+def git_environment(
+    cwd: str | Path | None = None,
+    extra: Mapping[str, str] | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The whole environment of a git command run in `cwd` (default: the current directory):
     `base` (default: os.environ) without REPOSITORY_VARS, discovery stopped at `cwd`, and
     isolated_env(extra)."""
@@ -99,6 +124,7 @@ class Result(NamedTuple):
 
 class TextResult(NamedTuple):
     """A Result whose output is text (_query)."""
+
     returncode: int
     stdout: str
     stderr: str
@@ -121,6 +147,7 @@ def _gitpython() -> ModuleType:
     was a tenth of a second of every doit command, `doit list` (which starts no git) included."""
     import git
     import git.exc
+
     return git
 
 
@@ -134,17 +161,26 @@ def _command_layer(cwd: str | Path | None) -> "Git":
     return _gitpython().Git(cwd)
 
 
-def _git(args: Iterable[object], cwd: str | Path | None = None,
-         extra_env: Mapping[str, str] | None = None, input: bytes | None = None,
-         check: bool = True) -> Result:
+def _git(
+    args: Iterable[object],
+    cwd: str | Path | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    input: bytes | None = None,
+    check: bool = True,
+) -> Result:
     """`git args` run in `cwd` with git_environment: a Result, output in bytes (stderr as text).
     check: GitError when git fails."""
     args = [str(a) for a in args]
     with _stdin(input) as istream:
         status, out, err = _command_layer(cwd).execute(
-            ["git", *args], istream=istream, env=git_environment(cwd, extra_env),
-            with_extended_output=True, with_exceptions=False, stdout_as_string=False,
-            strip_newline_in_stdout=False)
+            ["git", *args],
+            istream=istream,
+            env=git_environment(cwd, extra_env),
+            with_extended_output=True,
+            with_exceptions=False,
+            stdout_as_string=False,
+            strip_newline_in_stdout=False,
+        )
     if check and status != 0:
         raise GitError(args, status, err)
     return Result(status, out, err)
@@ -172,7 +208,7 @@ def _stderr_of(error: "GitCommandError") -> str:
     """git's own message in a GitCommandError (GitPython wraps it in "\n  stderr: '...'")."""
     text = str(error.stderr or "").strip()
     if text.startswith("stderr: '") and text.endswith("'"):
-        text = text[len("stderr: '"):-1]
+        text = text[len("stderr: '") : -1]
     return text
 
 
@@ -183,14 +219,17 @@ def _text(git_dir: str | Path, *args: str) -> str:
 
 # -- objects ---------------------------------------------------------------------------------------
 
+
 def lookup_objects(git_dir: str | Path, names: Iterable[str]) -> dict[str, tuple[str, str]]:
     """{name: (type, id)} for each of `names` (any revision: "<commit>:<path>", "<id>^{commit}")
     that names an object, from one `cat-file --batch-check`; the others are left out."""
     names = list(names)
     if not names:
         return {}
-    out = _git([f"--git-dir={git_dir}", "cat-file", "--batch-check"],
-               input="".join(f"{name}\n" for name in names).encode()).stdout
+    out = _git(
+        [f"--git-dir={git_dir}", "cat-file", "--batch-check"],
+        input="".join(f"{name}\n" for name in names).encode(),
+    ).stdout
     found = {}
     for name, line in zip(names, out.decode("utf-8", "replace").splitlines()):
         # "<id> <type> <size>"; otherwise "<name> missing" (or "ambiguous"), the name may hold
@@ -215,15 +254,20 @@ def missing_files(git_dir: str | Path, specs: Sequence[str]) -> list[str]:
 
 def first_parent(git_dir: str | Path, commit: str) -> str | None:
     """The id of the first parent of `commit`, or None (a root commit, or no such commit)."""
-    proc = _git([f"--git-dir={git_dir}", "rev-parse", "--verify", "--quiet", f"{commit}^"],
-                check=False)
+    proc = _git(
+        [f"--git-dir={git_dir}", "rev-parse", "--verify", "--quiet", f"{commit}^"], check=False
+    )
     return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
 
 def is_ancestor(git_dir: str | Path, ancestor: str, commit: str) -> bool:
     """Whether `ancestor` is `commit` or one of its ancestors (False when either is unknown)."""
-    return _git([f"--git-dir={git_dir}", "merge-base", "--is-ancestor", ancestor, commit],
-                check=False).returncode == 0
+    return (
+        _git(
+            [f"--git-dir={git_dir}", "merge-base", "--is-ancestor", ancestor, commit], check=False
+        ).returncode
+        == 0
+    )
 
 
 def file_at(git_dir: str | Path, commit: str, path: str) -> bytes | None:
@@ -235,9 +279,23 @@ def file_at(git_dir: str | Path, commit: str, path: str) -> bytes | None:
 def matches_in_tree(git_dir: str | Path, commit: str, pattern: str, *pathspecs: str) -> str:
     """The parts of lines of `commit`'s files (under `pathspecs`) that match the extended
     regular expression `pattern`, one a line (git grep -o); "" when none does."""
-    proc = _git([f"--git-dir={git_dir}", "grep", "-h", "-o", "-I", "-E", "-e", pattern, commit,
-                 "--", *pathspecs], check=False)
-    if proc.returncode not in (0, 1):           # 1: nothing matched
+    proc = _git(
+        [
+            f"--git-dir={git_dir}",
+            "grep",
+            "-h",
+            "-o",
+            "-I",
+            "-E",
+            "-e",
+            pattern,
+            commit,
+            "--",
+            *pathspecs,
+        ],
+        check=False,
+    )
+    if proc.returncode not in (0, 1):  # 1: nothing matched
         raise GitError(["grep", pattern, commit], proc.returncode, proc.stderr)
     return proc.stdout.decode("utf-8", "replace")
 
@@ -257,6 +315,7 @@ def lines_in_tree(git_dir: str | Path, commit: str, lines: Sequence[str]) -> lis
 
 
 # -- clones and workspaces -------------------------------------------------------------------------
+
 
 def clone_bare(url: str, dest: str | Path) -> None:
     """A bare clone of `url` at `dest`."""
@@ -285,13 +344,20 @@ def init_repository(path: str | Path) -> None:
     _git(["init", "--quiet"], cwd=path)
 
 
-def new_repository_at(path: str | Path, source: str | Path, commit: str, branch: str,
-                      config: Mapping[str, str] | None = None) -> None:
+def new_repository_at(
+    path: str | Path,
+    source: str | Path,
+    commit: str,
+    branch: str,
+    config: Mapping[str, str] | None = None,
+) -> None:
     """Make the empty directory `path` a repository on `branch` at `commit`, fetched from the
     repository `source`: it holds that commit and its ancestors only, and no tag, FETCH_HEAD or
     reflog entry says where they came from. config: {name: value} for its .git/config."""
+
     def run(*args: str | Path) -> None:
         _git(args, cwd=path)
+
     run("init", "--quiet", "--initial-branch", branch)
     run("fetch", "--quiet", "--no-tags", source, commit)
     run("checkout", "--quiet", "-B", branch, commit)
@@ -301,8 +367,13 @@ def new_repository_at(path: str | Path, source: str | Path, commit: str, branch:
     run("reflog", "expire", "--expire=now", "--all")
 
 
-def extract_tree(git_dir: str | Path, commit: str, dest: str | Path,
-                 paths: Iterable[str | Path] = (), touch: bool = False) -> None:
+def extract_tree(
+    git_dir: str | Path,
+    commit: str,
+    dest: str | Path,
+    paths: Iterable[str | Path] = (),
+    touch: bool = False,
+) -> None:
     """Write the files of `commit` (or just `paths`) into `dest` with git archive | tar.
 
     touch=True gives the files the current time instead of the commit's, so make sees them as
@@ -315,7 +386,7 @@ def extract_tree(git_dir: str | Path, commit: str, dest: str | Path,
     # The handle stays referenced until git has ended: dropping it kills git.
     handle = _command_layer(None).execute(["git", *args], as_process=True, env=git_environment())
     archive = handle.proc
-    assert archive and archive.stdout and archive.stderr    # as_process: git is running
+    assert archive and archive.stdout and archive.stderr  # as_process: git is running
     try:
         untar = subprocess.run(tar, stdin=archive.stdout)
     finally:
@@ -329,6 +400,7 @@ def extract_tree(git_dir: str | Path, commit: str, dest: str | Path,
 
 
 # -- diffs -----------------------------------------------------------------------------------------
+
 
 def gold_diff(git_dir: str | Path, base: str, fix: str) -> bytes:
     """The fix's patch: the diff from `base` to `fix`, binary files included, full blob ids."""
@@ -344,10 +416,13 @@ class ScratchIndex:
 
     def __init__(self, git_dir: str | Path, work_tree: str | Path, scratch: str) -> None:
         self.work_tree = str(work_tree)
-        self._env = {"GIT_DIR": str(git_dir), "GIT_WORK_TREE": self.work_tree,
-                     "GIT_INDEX_FILE": os.path.join(scratch, "index"),
-                     "GIT_OBJECT_DIRECTORY": os.path.join(scratch, "objects"),
-                     "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(str(git_dir), "objects")}
+        self._env = {
+            "GIT_DIR": str(git_dir),
+            "GIT_WORK_TREE": self.work_tree,
+            "GIT_INDEX_FILE": os.path.join(scratch, "index"),
+            "GIT_OBJECT_DIRECTORY": os.path.join(scratch, "objects"),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": os.path.join(str(git_dir), "objects"),
+        }
 
     def _run(self, *args: str | bytes, input: bytes | None = None) -> bytes:
         return _git(args, cwd=self.work_tree, extra_env=self._env, input=input).stdout
@@ -355,8 +430,14 @@ class ScratchIndex:
     def untracked(self, *pathspecs: str | bytes, standard_excludes: bool = False) -> list[bytes]:
         """Files of the directory the index does not hold (ignored ones unless
         standard_excludes: .gitignore, info/exclude)."""
-        out = self._run("ls-files", "-z", "--others",
-                        *(["--exclude-standard"] if standard_excludes else []), "--", *pathspecs)
+        out = self._run(
+            "ls-files",
+            "-z",
+            "--others",
+            *(["--exclude-standard"] if standard_excludes else []),
+            "--",
+            *pathspecs,
+        )
         return [p for p in out.split(b"\0") if p]
 
     def modified(self, *pathspecs: str | bytes) -> list[bytes]:
@@ -370,8 +451,13 @@ class ScratchIndex:
 
     def add_new(self, paths: Iterable[bytes]) -> None:
         """Add the files `paths` (bytes, taken literally)."""
-        self._run("--literal-pathspecs", "add", "--pathspec-from-file=-", "--pathspec-file-nul",
-                  input=b"\0".join(paths))
+        self._run(
+            "--literal-pathspecs",
+            "add",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+            input=b"\0".join(paths),
+        )
 
     def diff(self, commit: str) -> bytes:
         """The patch from `commit` to the index, binary files included, full blob ids."""
@@ -379,8 +465,9 @@ class ScratchIndex:
 
 
 @contextmanager
-def scratch_index(git_dir: str | Path, work_tree: str | Path,
-                  commit: str) -> Iterator[ScratchIndex]:
+def scratch_index(
+    git_dir: str | Path, work_tree: str | Path, commit: str
+) -> Iterator[ScratchIndex]:
     """A ScratchIndex holding `commit`, removed on exit; GitError when `commit` cannot be read."""
     with tempfile.TemporaryDirectory(prefix="nginx-eval-index-") as scratch:
         os.makedirs(os.path.join(scratch, "objects"))
@@ -393,6 +480,7 @@ def scratch_index(git_dir: str | Path, work_tree: str | Path,
 # Only the task miner asks these. They stay here all the same: every git command is in this module,
 # in its one environment.
 
+
 def _count(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
@@ -401,26 +489,47 @@ def commit_numstats(git_dir: str | Path, since: str) -> list[dict[str, Any]]:
     """The non-merge commits since `since`, newest first: [{"sha", "time" (committer, epoch s),
     "day" (committer date, YYYY-MM-DD), "subject", "numstat": [(added, removed, path)]}], with
     None for the lines of a binary file; a renamed file is a deletion and an addition."""
-    out = _text(git_dir, "log", "--no-merges", f"--since={since}", "--numstat", "--no-renames",
-                f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%cs{_FIELD}%s")
+    out = _text(
+        git_dir,
+        "log",
+        "--no-merges",
+        f"--since={since}",
+        "--numstat",
+        "--no-renames",
+        f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%cs{_FIELD}%s",
+    )
     commits = []
     for record in out.split(_RECORD)[1:]:
         head, _, body = record.partition("\n")
         sha, time, day, subject = head.split(_FIELD, 3)
-        numstat = [(_count(parts[0]), _count(parts[1]), parts[2])
-                   for parts in (line.split("\t") for line in body.splitlines())
-                   if len(parts) == 3]
-        commits.append({"sha": sha, "time": int(time), "day": day, "subject": subject,
-                        "numstat": numstat})
+        numstat = [
+            (_count(parts[0]), _count(parts[1]), parts[2])
+            for parts in (line.split("\t") for line in body.splitlines())
+            if len(parts) == 3
+        ]
+        commits.append(
+            {"sha": sha, "time": int(time), "day": day, "subject": subject, "numstat": numstat}
+        )
     return commits
 
 
-def commit_patches(git_dir: str | Path, since: str,
-                   *pathspecs: str) -> list[tuple[str, int, str, str]]:
+def commit_patches(
+    git_dir: str | Path, since: str, *pathspecs: str
+) -> list[tuple[str, int, str, str]]:
     """The non-merge commits since `since` that change `pathspecs`, newest first: [(sha, time
     (committer, epoch s), subject, their patch as text)], 3 lines of context, no renames."""
-    out = _text(git_dir, "log", "--no-merges", f"--since={since}", "-p", "--unified=3",
-                "--no-renames", f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%s", "--", *pathspecs)
+    out = _text(
+        git_dir,
+        "log",
+        "--no-merges",
+        f"--since={since}",
+        "-p",
+        "--unified=3",
+        "--no-renames",
+        f"--format={_RECORD}%H{_FIELD}%ct{_FIELD}%s",
+        "--",
+        *pathspecs,
+    )
     commits = []
     for record in out.split(_RECORD)[1:]:
         head, _, body = record.partition("\n")
@@ -431,15 +540,20 @@ def commit_patches(git_dir: str | Path, since: str,
 
 def commit_messages(git_dir: str | Path, since: str) -> dict[str, str]:
     """{id: its message without the subject line} of the non-merge commits since `since`."""
-    out = _text(git_dir, "log", "--no-merges", f"--since={since}",
-                f"--format={_RECORD}%H{_FIELD}%b")
+    out = _text(
+        git_dir, "log", "--no-merges", f"--since={since}", f"--format={_RECORD}%H{_FIELD}%b"
+    )
     return dict(record.split(_FIELD, 1) for record in out.split(_RECORD)[1:])
 
 
 def tag_commits(git_dir: str | Path) -> dict[str, str]:
     """{tag name: id of the commit it names (an annotated tag's target)}."""
-    out = _text(git_dir, "for-each-ref",
-                "--format=%(refname:short) %(*objectname) %(objectname)", "refs/tags")
+    out = _text(
+        git_dir,
+        "for-each-ref",
+        "--format=%(refname:short) %(*objectname) %(objectname)",
+        "refs/tags",
+    )
     tags = {}
     for line in out.splitlines():
         parts = line.split()
@@ -456,13 +570,19 @@ def non_merge_commits(git_dir: str | Path, revs: Iterable[str]) -> list[str]:
     """The ids of the non-merge commits of `git rev-list revs` ("^<rev>" leaves out)."""
     with _repository(git_dir) as repo:
         # GitPython hands a list on to rev-list whole; its annotation names one revision.
-        return [c.hexsha for c in repo.iter_commits(list(revs),  # type: ignore[arg-type]
-                                                    no_merges=True)]
+        return [
+            c.hexsha
+            for c in repo.iter_commits(
+                list(revs),  # type: ignore[arg-type]
+                no_merges=True,
+            )
+        ]
 
 
 def rev_parse(git_dir: str | Path, rev: str) -> str:
     """The id of the commit `rev` names."""
-    from gitdb.exc import BadName, BadObject       # GitPython's own dependency (_gitpython)
+    from gitdb.exc import BadName, BadObject  # GitPython's own dependency (_gitpython)
+
     with _repository(git_dir) as repo:
         try:
             return repo.commit(rev).hexsha
@@ -482,8 +602,12 @@ def first_parent_commits(git_dir: str | Path, old: str, new: str, *pathspecs: st
     """The commits after `old` up to `new` on new's first-parent line that change `pathspecs`,
     oldest first."""
     with _repository(git_dir) as repo:
-        return [c.hexsha for c in repo.iter_commits(f"{old}..{new}", list(pathspecs),
-                                                    first_parent=True, reverse=True)]
+        return [
+            c.hexsha
+            for c in repo.iter_commits(
+                f"{old}..{new}", list(pathspecs), first_parent=True, reverse=True
+            )
+        ]
 
 
 def committer_times(git_dir: str | Path, commits: Iterable[str]) -> dict[str, int]:
@@ -503,8 +627,10 @@ def commit_history(git_dir: str | Path, rev: str = "HEAD") -> list[tuple[str, in
     """[(id, committer time in epoch seconds, committer date in strict ISO 8601)] of `rev` and
     its ancestors, every commit before its parents (--topo-order)."""
     out = _text(git_dir, "log", "--topo-order", f"--format=%H{_FIELD}%ct{_FIELD}%cI", rev)
-    return [(sha, int(time), date) for sha, time, date in
-            (line.split(_FIELD) for line in out.splitlines() if line)]
+    return [
+        (sha, int(time), date)
+        for sha, time, date in (line.split(_FIELD) for line in out.splitlines() if line)
+    ]
 
 
 def commit_facts(git_dir: str | Path, commit: str) -> dict[str, str]:
@@ -517,10 +643,15 @@ def commit_facts(git_dir: str | Path, commit: str) -> dict[str, str]:
 # Queries of the build stage (build/stage.py, build/plan.py): through _git, in git_environment(),
 # for their stdin and stdout.
 
-def _query(git_dir: str | Path, args: Sequence[str], stdin: str | None = None,
-           check: bool = False) -> TextResult:
-    proc = _git([f"--git-dir={git_dir}", *args], check=check,
-                input=stdin.encode() if isinstance(stdin, str) else stdin)
+
+def _query(
+    git_dir: str | Path, args: Sequence[str], stdin: str | None = None, check: bool = False
+) -> TextResult:
+    proc = _git(
+        [f"--git-dir={git_dir}", *args],
+        check=check,
+        input=stdin.encode() if isinstance(stdin, str) else stdin,
+    )
     return TextResult(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr)
 
 
@@ -541,11 +672,13 @@ def tree_ids(git_dir: str | Path, commits: Iterable[str], path: str) -> dict[str
     return {c: object_id for c, (kind, object_id) in trees.items() if kind == "tree"}
 
 
-def paths_changed_between(git_dir: str | Path,
-                          pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
+def paths_changed_between(git_dir: str | Path, pairs: Sequence[tuple[str, str]]) -> list[list[str]]:
     """[the paths that differ between a and b for (a, b) in pairs], from one git call."""
-    out = _query(git_dir, ["diff-tree", "-r", "--name-only", "--always", "--stdin"],
-                 stdin="".join(f"{a} {b}\n" for a, b in pairs)).stdout.splitlines()
+    out = _query(
+        git_dir,
+        ["diff-tree", "-r", "--name-only", "--always", "--stdin"],
+        stdin="".join(f"{a} {b}\n" for a, b in pairs),
+    ).stdout.splitlines()
     # For each pair, in order, diff-tree prints the first commit (--always: even when nothing
     # differs), then the changed paths.
     result: list[list[str]] = []
@@ -562,9 +695,10 @@ def paths_changed_between(git_dir: str | Path,
 def changed_files(git_dir: str | Path, a: str, b: str) -> list[tuple[str, str]]:
     """[(status letter, path)] of the files that differ between commits a and b, a rename as a
     deletion and an addition."""
-    out = _git([f"--git-dir={git_dir}", "diff", "--no-renames", "--name-status", "-z", a,
-                b]).stdout.split(b"\0")
-    pairs = [out[i:i + 2] for i in range(0, len(out) - 1, 2)]
+    out = _git(
+        [f"--git-dir={git_dir}", "diff", "--no-renames", "--name-status", "-z", a, b]
+    ).stdout.split(b"\0")
+    pairs = [out[i : i + 2] for i in range(0, len(out) - 1, 2)]
     return [(status.decode(), os.fsdecode(path)) for status, path in pairs]
 
 
@@ -573,14 +707,21 @@ def apply_argv(patch_file: str | Path) -> list[str]:
     return ["git", "apply", "--whitespace=nowarn", "-p1", str(patch_file)]
 
 
-def apply_patch(tree: str | Path, patch_file: str | Path, env: Mapping[str, str],
-                log: IO[bytes], timeout: float) -> tuple[int, bool]:
+def apply_patch(
+    tree: str | Path, patch_file: str | Path, env: Mapping[str, str], log: IO[bytes], timeout: float
+) -> tuple[int, bool]:
     """Apply the -p1 patch `patch_file` to `tree` in the build's environment `env` (build_env,
     toolchain.py: git_environment of the tree), git's output appended to the binary file `log`;
     killed after `timeout` seconds. (exit code, whether it timed out)."""
     start = time.monotonic()
     status, out, err = _command_layer(tree).execute(
-        apply_argv(patch_file), env=env, kill_after_timeout=timeout, with_extended_output=True,
-        with_exceptions=False, stdout_as_string=False, strip_newline_in_stdout=False)
+        apply_argv(patch_file),
+        env=env,
+        kill_after_timeout=timeout,
+        with_extended_output=True,
+        with_exceptions=False,
+        stdout_as_string=False,
+        strip_newline_in_stdout=False,
+    )
     log.write(out + (err + "\n").encode("utf-8", "surrogateescape") if err else out)
     return status, status != 0 and time.monotonic() - start >= timeout

@@ -39,8 +39,7 @@ def _temporary(path: Path) -> tuple[int, str]:
             continue
 
 
-def write_bytes(path: str | Path, data: bytes, mode: int | None = None,
-                sync: bool = True) -> None:
+def write_bytes(path: str | Path, data: bytes, mode: int | None = None, sync: bool = True) -> None:
     """Write `data` to `path` atomically. `mode`: the file's permission bits (else 0666 less
     the umask); `sync`: fsync before the rename (a page that is rendered again if a crash cuts
     it can skip it)."""

@@ -70,7 +70,7 @@ SOURCE_ROOT = PACKAGE_DIR.parent
 DEFAULT_REPO_URL = "https://github.com/{owner}/{name}.git"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _joined(base: Path, *parts: str) -> Path:
     """base / parts, made once: a run's units ask for the same few paths thousands of times
     (building them anew took a third of a second of every doit command on 173 tasks)."""
@@ -85,8 +85,12 @@ class Layout:
     run: str = "default"
 
     @classmethod
-    def from_env(cls, root: str | Path | None = None, run: str = "default",
-                 environ: Mapping[str, str] | None = None) -> "Layout":
+    def from_env(
+        cls,
+        root: str | Path | None = None,
+        run: str = "default",
+        environ: Mapping[str, str] | None = None,
+    ) -> "Layout":
         env = os.environ if environ is None else environ
         root = Path(env.get("NGINX_EVAL_ROOT") or root or SOURCE_ROOT).resolve()
         cache = Path(env.get("NGINX_EVAL_CACHE") or root / ".cache").resolve()

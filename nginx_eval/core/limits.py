@@ -49,6 +49,7 @@ POLL_SECONDS = (0.05, 0.15)
 
 class SharedSlots(Protocol):
     """The slots of a cluster's run (rayexec.SharedSlots): a token for a free slot, or None."""
+
     def try_take(self, kind: str) -> str | None: ...
     def give_back(self, token: str) -> None: ...
 

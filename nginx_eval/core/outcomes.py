@@ -27,20 +27,36 @@ INFRA_ERROR, NOT_RUN = "infra_error", "not_run"
 AGENT_STATUSES = (COMPLETED, FAILED, TIMEOUT, ERROR, INFRA_ERROR, NOT_RUN)
 # Agent runs that are not finished, and what they mean: nothing of theirs is scored, and the
 # outcome of their task is their status.
-UNFINISHED_AGENT = {INFRA_ERROR: "the API or the network failed",
-                    NOT_RUN: "the run's budget (max_cost) was spent before it started"}
+UNFINISHED_AGENT = {
+    INFRA_ERROR: "the API or the network failed",
+    NOT_RUN: "the run's budget (max_cost) was spent before it started",
+}
 
 # grade.json "status": the verdict of the patch alone (grade.py).
-GRADE_STATUSES = ("resolved", "partially_resolved", "unresolved", "patch_failed", "compile_failed",
-                  "env_error") + tuple(UNFINISHED_AGENT)
+GRADE_STATUSES = (
+    "resolved",
+    "partially_resolved",
+    "unresolved",
+    "patch_failed",
+    "compile_failed",
+    "env_error",
+) + tuple(UNFINISHED_AGENT)
 
 # Outcomes that say nothing of the model: outside a mode's denominator (rates, intervals,
 # comparisons), counted apart.
 CONTAMINATED = "contaminated"
 EVAL_ERROR = "eval_error"
 NOT_SCORED = tuple(UNFINISHED_AGENT) + (CONTAMINATED, EVAL_ERROR)
-OUTCOMES = ("resolved", "partially_resolved", "unresolved", "compile_failed", "patch_failed",
-            "timeout", "agent_error", "env_error") + NOT_SCORED
+OUTCOMES = (
+    "resolved",
+    "partially_resolved",
+    "unresolved",
+    "compile_failed",
+    "patch_failed",
+    "timeout",
+    "agent_error",
+    "env_error",
+) + NOT_SCORED
 # Outcomes in which the run went wrong rather than the patch: the errors of a progress line.
 RUN_ERRORS = ("env_error", "agent_error", "timeout")
 # Outcomes the evaluation could not judge: SWE-bench's error instances (report.json).

@@ -42,8 +42,15 @@ from resource import struct_rusage
 from types import FrameType
 from typing import IO, Any
 
-from .proctree import (GRACE_SECONDS, TOKEN_VAR, kill_command, pids_with_token, stop_children_first,
-                       stop_commands, stop_inside_first)
+from .proctree import (
+    GRACE_SECONDS,
+    TOKEN_VAR,
+    kill_command,
+    pids_with_token,
+    stop_children_first,
+    stop_commands,
+    stop_inside_first,
+)
 
 
 @dataclass
@@ -68,8 +75,14 @@ _running: dict[str, tuple[int, int]] = {}
 # The interrupt handlers' state (stop_on_signals): the running directory of the run, the pid of
 # the doit process, the callback that reports, whether an interrupt is being handled, and a
 # signal whose handling waits for the main thread's command start to be registered.
-_stop: dict[str, Any] = {"dir": None, "main_pid": None, "report": None, "stopping": False,
-                         "starting": False, "deferred": None}
+_stop: dict[str, Any] = {
+    "dir": None,
+    "main_pid": None,
+    "report": None,
+    "stopping": False,
+    "starting": False,
+    "deferred": None,
+}
 # Threads of this process that run a doit task (task_running).
 _busy: set[int] = set()
 # How long an interrupted doit waits for its other threads to finish the task they run.
@@ -122,11 +135,19 @@ def kill_leftovers(token_file: str | Path) -> None:
     Path(token_file).unlink(missing_ok=True)
 
 
-def run_limited(argv: Sequence[str], *, cwd: str | Path | None, env: Mapping[str, str],
-                timeout: float, stdout: int | IO[Any] | None,
-                stderr: int | IO[Any] | None, stdin: int | IO[Any] | None = subprocess.DEVNULL,
-                token_file: str | Path | None = None, children_first: bool = False,
-                inside_first: bool = False) -> Outcome:
+def run_limited(
+    argv: Sequence[str],
+    *,
+    cwd: str | Path | None,
+    env: Mapping[str, str],
+    timeout: float,
+    stdout: int | IO[Any] | None,
+    stderr: int | IO[Any] | None,
+    stdin: int | IO[Any] | None = subprocess.DEVNULL,
+    token_file: str | Path | None = None,
+    children_first: bool = False,
+    inside_first: bool = False,
+) -> Outcome:
     """Run argv with a wall-clock limit; kill its whole process tree at the limit and on exit.
     token_file: where the token stays while the command runs (see kill_leftovers).
     children_first: at the limit, stop what the command started before the command itself, so
@@ -142,18 +163,22 @@ def run_limited(argv: Sequence[str], *, cwd: str | Path | None, env: Mapping[str
     env = dict(env, **{TOKEN_VAR: token})
     token_file = _claim_token_file(token, token_file)
     start = time.monotonic()
-    proc = _start_registered(argv, token, token_file, cwd=cwd, env=env, stdout=stdout,
-                             stderr=stderr, stdin=stdin)
-    timed_out, usage = _wait_limited(proc, token, token_file, timeout, children_first,
-                                     inside_first)
+    proc = _start_registered(
+        argv, token, token_file, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin
+    )
+    timed_out, usage = _wait_limited(proc, token, token_file, timeout, children_first, inside_first)
     # Also on a normal exit: background processes the command left behind must not outlive it.
     _end(proc, token, token_file)
     if _stop["stopping"]:
         raise Interrupted()
     seconds = time.monotonic() - start
     cpu = round(usage.ru_utime + usage.ru_stime, 3) if usage else None
-    return Outcome(exit_code=None if timed_out else proc.returncode, seconds=round(seconds, 3),
-                   timed_out=timed_out, cpu_seconds=cpu)
+    return Outcome(
+        exit_code=None if timed_out else proc.returncode,
+        seconds=round(seconds, 3),
+        timed_out=timed_out,
+        cpu_seconds=cpu,
+    )
 
 
 def _claim_token_file(token: str, token_file: str | Path | None) -> str | Path | None:
@@ -168,8 +193,9 @@ def _claim_token_file(token: str, token_file: str | Path | None) -> str | Path |
     return token_file
 
 
-def _start_registered(argv: Sequence[str], token: str, token_file: str | Path | None,
-                      **popen_args: Any) -> "subprocess.Popen[bytes]":
+def _start_registered(
+    argv: Sequence[str], token: str, token_file: str | Path | None, **popen_args: Any
+) -> "subprocess.Popen[bytes]":
     """Start argv in a session of its own and register it (_running, its token file).
 
     A signal handled while the main thread starts a command waits until the command is
@@ -212,7 +238,7 @@ def _wait_exit(proc: "subprocess.Popen[bytes]", timeout: float) -> struct_rusage
             raise subprocess.TimeoutExpired(proc.args, timeout)
         _, status, usage = os.wait4(proc.pid, 0)
     except ChildProcessError:
-        proc.wait()     # reaped by Popen meanwhile: no usage to read
+        proc.wait()  # reaped by Popen meanwhile: no usage to read
         return None
     finally:
         os.close(fd)
@@ -221,14 +247,19 @@ def _wait_exit(proc: "subprocess.Popen[bytes]", timeout: float) -> struct_rusage
     return usage
 
 
-def _wait_limited(proc: "subprocess.Popen[bytes]", token: str, token_file: str | Path | None,
-                  timeout: float, children_first: bool,
-                  inside_first: bool = False) -> tuple[bool, struct_rusage | None]:
+def _wait_limited(
+    proc: "subprocess.Popen[bytes]",
+    token: str,
+    token_file: str | Path | None,
+    timeout: float,
+    children_first: bool,
+    inside_first: bool = False,
+) -> tuple[bool, struct_rusage | None]:
     """Wait for the command up to `timeout` seconds: (whether it reached the limit, its resource
     usage or None). When anything else ends the wait (Interrupted, KeyboardInterrupt), the
     command is ended first."""
     try:
-        if _stop["stopping"]:       # interrupted while another thread started it
+        if _stop["stopping"]:  # interrupted while another thread started it
             raise Interrupted()
         usage = _wait_exit(proc, timeout)
     except subprocess.TimeoutExpired:
@@ -258,8 +289,8 @@ def _forget(token: str, token_file: str | Path | None) -> None:
 
 # -- interrupts ------------------------------------------------------------------------------
 
-def stop_on_signals(running_dir: str | Path | None,
-                    report: Callable[[int, int], None]) -> None:
+
+def stop_on_signals(running_dir: str | Path | None, report: Callable[[int, int], None]) -> None:
     """Install the SIGINT and SIGTERM handlers of a `doit run` process (see the module's
     docstring). running_dir: the run's directory of token files (None until the tasks are
     loaded, which starts no command). report(signum, stopped) is called in the doit process
@@ -267,11 +298,14 @@ def stop_on_signals(running_dir: str | Path | None,
     commands it stopped. Call it from the main thread of the doit process, before doit starts
     its workers (they inherit the handlers); again to name the directory."""
     if threading.current_thread() is not threading.main_thread():
-        return                      # doit run from a thread of a program of its own: its signals
+        return  # doit run from a thread of a program of its own: its signals
     if _stop["report"] is None:
         atexit.register(_ignore_signals)
-    _stop.update(dir=running_dir and str(running_dir), report=report,
-                 main_pid=os.getpid() if multiprocessing.parent_process() is None else None)
+    _stop.update(
+        dir=running_dir and str(running_dir),
+        report=report,
+        main_pid=os.getpid() if multiprocessing.parent_process() is None else None,
+    )
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _on_signal)
 
@@ -326,7 +360,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         _stop["deferred"] = signum
         return
     if _stop["stopping"] and not _stop["deferred"]:
-        return                      # a second Ctrl-C while the first one is being handled
+        return  # a second Ctrl-C while the first one is being handled
     _stop["stopping"], _stop["deferred"] = True, None
     if os.getpid() != _stop["main_pid"]:
         # A worker process of doit (-P process): its commands, then out, without a result.
@@ -336,7 +370,7 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     commands.update(_token_files().values())
     workers = multiprocessing.active_children()
     for worker in workers:
-        if worker.pid is None:      # never started (active_children lists started ones)
+        if worker.pid is None:  # never started (active_children lists started ones)
             continue
         try:
             os.kill(worker.pid, signal.SIGTERM)

@@ -104,8 +104,9 @@ def kill_command(proc: "subprocess.Popen[Any]", token: str) -> None:
         if sig == signal.SIGTERM:
             deadline = time.monotonic() + GRACE_SECONDS
             # poll() reaps the leader: a zombie leader keeps its group alive for killpg.
-            while time.monotonic() < deadline and (proc.poll() is None or _group_alive(pgid)
-                                                   or pids_with_token(token)):
+            while time.monotonic() < deadline and (
+                proc.poll() is None or _group_alive(pgid) or pids_with_token(token)
+            ):
                 time.sleep(0.05)
 
 
@@ -148,8 +149,9 @@ def _carries(pid: int, needle: bytes) -> bool:
         return False
 
 
-def stop_inside_first(proc: "subprocess.Popen[Any]", token: str,
-                      grace: float = INSIDE_GRACE_SECONDS) -> None:
+def stop_inside_first(
+    proc: "subprocess.Popen[Any]", token: str, grace: float = INSIDE_GRACE_SECONDS
+) -> None:
     """SIGTERM to the agent's processes inside the command's sandbox (those carrying
     INSIDE_VAR), not to the sandbox: bubblewrap, or a process between it and the agent, killed
     first would take the agent with it before it writes what it has. Up to `grace` seconds for

@@ -11,28 +11,31 @@ from typing import NotRequired, TypedDict
 
 class BuildFields(TypedDict):
     """What a build record holds before the build runs (build/stage.py: ensure_build)."""
+
     key: str
-    kind: str | None                # "clean" | "incremental" | "sibling" | None
+    kind: str | None  # "clean" | "incremental" | "sibling" | None
     seconds: float
     base_commit: str
     configure_flags: list[str]
     patch_sha256: str
-    compiler: dict[str, str]         # build/toolchain.py: compiler_identity
+    compiler: dict[str, str]  # build/toolchain.py: compiler_identity
     build_system: str | None
 
 
 class BuildRecord(BuildFields):
     """``<cache>/builds/<key>/build.json``, and ``builds/.failed/<key>.json`` (with "pid")."""
-    status: str                     # "built" | "patch_failed" | "compile_failed" | "env_error"
+
+    status: str  # "built" | "patch_failed" | "compile_failed" | "env_error"
     cpu_seconds: NotRequired[float | None]
-    binary_sha256: NotRequired[str]         # built only
-    binary_stat: NotRequired[list[int]]     # built only: [size, mtime_ns, ctime_ns]
-    reason: NotRequired[str]                # env_error only
-    pid: NotRequired[int]                   # builds/.failed/ only
+    binary_sha256: NotRequired[str]  # built only
+    binary_stat: NotRequired[list[int]]  # built only: [size, mtime_ns, ctime_ns]
+    reason: NotRequired[str]  # env_error only
+    pid: NotRequired[int]  # builds/.failed/ only
 
 
 class BuildJson(BuildRecord):
     """A unit's ``build.json``: the build record, and how this unit came to it."""
+
     inputs: str
     binary: str
     reused: bool
@@ -44,10 +47,11 @@ class BuildJson(BuildRecord):
 
 class ProveRun(TypedDict):
     """The record of one run of a test file."""
+
     tap: str
     stderr: str
     nginx_log: str
-    network: str                    # "private" | "shared"
+    network: str  # "private" | "shared"
     exit_code: int | None
     timed_out: bool
     seconds: float
@@ -66,7 +70,7 @@ class ProveJson(TypedDict):
     reference_key: str | None
     notes: list[str]
     versions: dict[str, str | None] | None
-    reruns: NotRequired[dict[str, ProveRun]]    # rerun_failed=1 only
+    reruns: NotRequired[dict[str, ProveRun]]  # rerun_failed=1 only
 
 
 # -- strict.json (strict/stage.py, strict/sanitizer.py) --------------------------------------------
@@ -74,6 +78,7 @@ class ProveJson(TypedDict):
 
 class Finding(TypedDict):
     """A sanitizer report the reference does not have (strict/sanitizer.py)."""
+
     tool: str
     kind: str
     frame: str | None
@@ -96,13 +101,15 @@ class StrictSeconds(TypedDict):
 
 class StrictBuilds(TypedDict):
     """The builds a patch's strictness is judged by (build keys)."""
-    reference: str                  # "gold" | "base"
+
+    reference: str  # "gold" | "base"
     reference_key: str
     key: str
 
 
 class StrictJudgement(StrictBuilds):
     """strict.json's fields that judging a patch gives (strict/stage.py: judge)."""
+
     strict: bool | None
     reason: str
     retry: bool
@@ -148,7 +155,7 @@ class Split(TypedDict):
 
 class FileFailure(TypedDict):
     file: str
-    kind: str                       # "tampered" | "not_started" | "died" | "skipped" | "killed"
+    kind: str  # "tampered" | "not_started" | "died" | "skipped" | "killed"
     reason: str
 
 
@@ -165,6 +172,7 @@ class RerunFields(TypedDict):
 
 class VerdictBase(TypedDict):
     """What a verdict records of the files before its status (grade.py: _verdict)."""
+
     instance_id: str
     agent_status: str | None
     build_status: str
@@ -176,17 +184,19 @@ class VerdictBase(TypedDict):
 
 class Verdict(VerdictBase):
     """grade.grade's answer."""
-    status: str                     # core/outcomes.py: GRADE_STATUSES
+
+    status: str  # core/outcomes.py: GRADE_STATUSES
     resolved: bool
     fail_to_pass: Split
     pass_to_pass: Split
-    reruns: NotRequired[dict[str, RerunResults]]     # rerun_failed=1 only, as RerunFields
+    reruns: NotRequired[dict[str, RerunResults]]  # rerun_failed=1 only, as RerunFields
     changed_on_rerun: NotRequired[list[str]]
     first_run_status: NotRequired[str]
 
 
 class StrictFields(TypedDict):
     """grade.json's strict verdict (grade.py: strict_fields)."""
+
     strict: bool | None
     strict_reason: str
     regressions: list[str]
@@ -210,7 +220,7 @@ class SkippedFile(TypedDict):
 class LeftOut(TypedDict):
     path: str
     files: int
-    reason: str                     # "harness file" | "build output"
+    reason: str  # "harness file" | "build output"
 
 
 class PatchStats(TypedDict):
@@ -222,7 +232,7 @@ class PatchStats(TypedDict):
 
 class PatchJson(PatchStats):
     inputs: str
-    source: str                     # "workspace" | "gold" | "none" | "predictions"
+    source: str  # "workspace" | "gold" | "none" | "predictions"
     sha256: str
     bytes: int
     skipped_files: list[SkippedFile]
@@ -242,7 +252,7 @@ class SelfTestStep(TypedDict):
 class SelfTest(TypedDict):
     ok: bool
     seconds: float
-    checked: str                    # UTC time, ISO 8601
+    checked: str  # UTC time, ISO 8601
     steps: list[SelfTestStep]
     failed: str | None
 

@@ -68,7 +68,7 @@ def recorded_inputs(path: str | Path) -> str | None:
     except OSError:
         return None
     found = RECORDED_INPUTS.search(data)
-    if found and data.rstrip().endswith(b"}"):     # and the file is whole
+    if found and data.rstrip().endswith(b"}"):  # and the file is whole
         return found.group(1).decode()
     try:
         value = json.loads(data)
@@ -82,10 +82,20 @@ def is_current(output: str | Path, config: Any, files: Iterable[str | Path]) -> 
     return recorded_inputs(output) == inputs_digest(config, files)
 
 
-def stage_task(*, basename: str, name: str, doc: str, action: Callable[..., Any],
-               args: Iterable[Any], config: Any, files: Iterable[str | Path] = (),
-               targets: Sequence[str | Path], task_dep: Iterable[str] = (),
-               also_current: Iterable[Any] = (), **extra: Any) -> TaskDict:
+def stage_task(
+    *,
+    basename: str,
+    name: str,
+    doc: str,
+    action: Callable[..., Any],
+    args: Iterable[Any],
+    config: Any,
+    files: Iterable[str | Path] = (),
+    targets: Sequence[str | Path],
+    task_dep: Iterable[str] = (),
+    also_current: Iterable[Any] = (),
+    **extra: Any,
+) -> TaskDict:
     """The doit task of one unit of a stage.
 
     ``action(*args, config, files)`` does the work and writes ``targets[0]``, a JSON file with
@@ -94,12 +104,15 @@ def stage_task(*, basename: str, name: str, doc: str, action: Callable[..., Any]
     output alone cannot answer (a prove whose grade blamed the environment runs again).
     """
     files = [str(f) for f in files]
-    return dict({
-        "basename": basename,
-        "name": name,
-        "doc": doc,
-        "actions": [(action, [*args, config, files])],
-        "task_dep": list(task_dep),
-        "targets": [str(t) for t in targets],
-        "uptodate": [(is_current, [str(targets[0]), config, files]), *also_current],
-    }, **extra)
+    return dict(
+        {
+            "basename": basename,
+            "name": name,
+            "doc": doc,
+            "actions": [(action, [*args, config, files])],
+            "task_dep": list(task_dep),
+            "targets": [str(t) for t in targets],
+            "uptodate": [(is_current, [str(targets[0]), config, files]), *also_current],
+        },
+        **extra,
+    )

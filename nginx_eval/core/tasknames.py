@@ -9,13 +9,20 @@ from typing import TYPE_CHECKING
 
 from . import jsonio
 
-if TYPE_CHECKING:     # names in annotations only: core imports nothing of the project
+if TYPE_CHECKING:  # names in annotations only: core imports nothing of the project
     from ..run.benchmark import Benchmark, Task
     from ..run.modes import Mode
 
 REPOS, TESTS, BASE = "repos", "tests", "base"
 UNIT_STAGES = WORKSPACE, AGENT, PATCH, BUILD, PROVE, STRICT, GRADE = (
-    "workspace", "agent", "patch", "build", "prove", "strict", "grade")
+    "workspace",
+    "agent",
+    "patch",
+    "build",
+    "prove",
+    "strict",
+    "grade",
+)
 RESULTS, VALIDATE, VALIDATION = "results", "validate", "validation"
 
 

@@ -17,8 +17,12 @@ def set_write_bits(path: str | Path, writable: bool, dirs_only: bool = False) ->
             if stat.S_ISLNK(mode):
                 continue
             mode = stat.S_IMODE(mode)
-            os.chmod(name, mode | stat.S_IWUSR if writable
-                     else mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+            os.chmod(
+                name,
+                mode | stat.S_IWUSR
+                if writable
+                else mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH),
+            )
 
 
 def file_stats(tree: str | Path) -> dict[str, list[int]]:
@@ -30,8 +34,12 @@ def file_stats(tree: str | Path) -> dict[str, list[int]]:
         for name in filenames:
             path = os.path.join(dirpath, name)
             st = os.lstat(path)
-            stats[os.path.relpath(path, tree)] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns,
-                                                  st.st_ino]
+            stats[os.path.relpath(path, tree)] = [
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                st.st_ino,
+            ]
     return stats
 
 

@@ -30,7 +30,6 @@ from pathlib import Path
 
 from doit.dependency import SqliteDB
 
-
 # Rows kept after a read or write: doit asks for one task's keys together, and a results task's
 # row (a state for each of its 591 files) is about 280 KiB decoded.
 RECENT_ROWS = 2
@@ -64,8 +63,10 @@ class DurableDB(SqliteDB):
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(name + suffix):
                     os.replace(name + suffix, aside + suffix)
-            sys.stderr.write(f"nginx-eval: doit database {name} was damaged ({e}); moved to "
-                             f"{aside} and rebuilt from the result files\n")
+            sys.stderr.write(
+                f"nginx-eval: doit database {name} was damaged ({e}); moved to "
+                f"{aside} and rebuilt from the result files\n"
+            )
             super().__init__(name, codec, module_name=module_name)
 
     def _row(self, task_id):
@@ -93,14 +94,17 @@ class DurableDB(SqliteDB):
         data = dict(self._row(task_id))
         data[dependency] = value
         try:
-            self._conn.execute("insert or replace into doit values (?,?)",
-                               (task_id, self.codec.encode(data)))
+            self._conn.execute(
+                "insert or replace into doit values (?,?)", (task_id, self.codec.encode(data))
+            )
             self._conn.commit()
-        except sqlite3.OperationalError as e:    # a full disk: kept in memory as doit would
+        except sqlite3.OperationalError as e:  # a full disk: kept in memory as doit would
             self._conn.rollback()
             if not self._dirty:
-                sys.stderr.write(f"nginx-eval: warning: doit database {self.name}: {e}; "
-                                 "what doit saves is kept in memory until the run ends\n")
+                sys.stderr.write(
+                    f"nginx-eval: warning: doit database {self.name}: {e}; "
+                    "what doit saves is kept in memory until the run ends\n"
+                )
             self._cache[task_id] = data
             self._dirty.add(task_id)
         else:
@@ -109,8 +113,11 @@ class DurableDB(SqliteDB):
             self._remember(task_id, data)
 
     def in_(self, task_id):
-        return task_id in self._cache or self._conn.execute(
-            "select task_id from doit where task_id=?", (task_id,)).fetchone() is not None
+        return (
+            task_id in self._cache
+            or self._conn.execute("select task_id from doit where task_id=?", (task_id,)).fetchone()
+            is not None
+        )
 
     def remove(self, task_id):
         self._recent.pop(task_id, None)
@@ -132,7 +139,7 @@ def forgotten_tasks(layout) -> set[str]:
         try:
             names.add(marker.read_text().strip())
         except OSError:
-            pass        # being answered by another process
+            pass  # being answered by another process
     return names
 
 

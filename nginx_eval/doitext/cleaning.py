@@ -61,8 +61,10 @@ def summary(dryrun=False):
     counts = _tally["counts"]
     parts = [f"{counts[kind]} {kind if counts[kind] == 1 else plural}" for kind, plural in KINDS]
     if dryrun:
-        return (f"nginx-eval: would remove {', '.join(parts)}, {mib(_tally['bytes'])} "
-                "(dry run: nothing removed)")
+        return (
+            f"nginx-eval: would remove {', '.join(parts)}, {mib(_tally['bytes'])} "
+            "(dry run: nothing removed)"
+        )
     return f"nginx-eval: removed {', '.join(parts)}, freed {mib(_tally['bytes'])}"
 
 
@@ -77,6 +79,7 @@ class _Discard:
 def quiet_clean(verbose):
     """Install the summary (and, unless `verbose`, the silence) for this `doit clean`."""
     from doit.cmd_clean import Clean
+
     clean_tasks = getattr(Clean, "clean_tasks", None)
     if clean_tasks is None:
         atexit.register(lambda: print(summary(), flush=True))

@@ -12,9 +12,23 @@ DOIT_COMMANDS = ("run", "clean", "forget", "ignore", "reset-dep", "strace") + RE
 # doit's loader options, which may come before the command name; the first two take a value.
 LOADER_OPTIONS_WITH_VALUE = ("-f", "--file", "-d", "--dir")
 # Options of `doit run` whose value is the next word.
-RUN_OPTIONS_WITH_VALUE = ("-n", "--process", "-P", "--parallel-type", "-o", "--output-file",
-                          "-r", "--reporter", "-v", "--verbosity", "--db-file", "--dep-file",
-                          "--backend", "--check_file_uptodate", "--failure-verbosity")
+RUN_OPTIONS_WITH_VALUE = (
+    "-n",
+    "--process",
+    "-P",
+    "--parallel-type",
+    "-o",
+    "--output-file",
+    "-r",
+    "--reporter",
+    "-v",
+    "--verbosity",
+    "--db-file",
+    "--dep-file",
+    "--backend",
+    "--check_file_uptodate",
+    "--failure-verbosity",
+)
 
 
 def doit_command(argv):
@@ -33,22 +47,30 @@ def doit_command(argv):
     return "run"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def options_with_value(command):
     """The options of doit's `command` (and of its loader) whose value is the next word, read
     from doit's own option tables (`-n` takes a value in `run`, not in `clean`)."""
     from doit.cmd_base import DodoTaskLoader
     from doit.cmdparse import CmdOption
     from doit.doit_cmd import DoitMain
-    found = set(LOADER_OPTIONS_WITH_VALUE) | (set(RUN_OPTIONS_WITH_VALUE) if command == "run"
-                                              else set())
+
+    found = set(LOADER_OPTIONS_WITH_VALUE) | (
+        set(RUN_OPTIONS_WITH_VALUE) if command == "run" else set()
+    )
     cls = {c.get_name(): c for c in DoitMain.DOIT_CMDS}.get(command)
-    for opt in (list(getattr(cls, "base_options", ())) + list(DodoTaskLoader.cmd_options)
-                + list(getattr(cls, "cmd_options", ()))):
+    for opt in (
+        list(getattr(cls, "base_options", ()))
+        + list(DodoTaskLoader.cmd_options)
+        + list(getattr(cls, "cmd_options", ()))
+    ):
         opt = CmdOption(opt)
         if opt.type is not bool:
-            found |= {name for name in (opt.short and f"-{opt.short}",
-                                        opt.long and f"--{opt.long}") if name}
+            found |= {
+                name
+                for name in (opt.short and f"-{opt.short}", opt.long and f"--{opt.long}")
+                if name
+            }
     return frozenset(found)
 
 
@@ -85,7 +107,7 @@ def lists_commands_only(argv: list[str]) -> bool:
         word = words.pop(0)
         if word in LOADER_OPTIONS_WITH_VALUE or word in ("--template", "--sort"):
             if words:
-                words.pop(0)        # its value
+                words.pop(0)  # its value
         elif word.startswith("-") and word.split("=", 1)[0] not in LIST_LAYOUT_OPTIONS:
             return False
     return True
@@ -100,6 +122,7 @@ def command_line_variables():
     doit_cmd.set_var set): doit keeps them in doit_cmd._CMDLINE_VARS and hands them out one at a
     time through get_var."""
     from doit import doit_cmd, get_var
+
     return {name: get_var(name) for name in list(doit_cmd._CMDLINE_VARS or {})}
 
 
@@ -123,6 +146,7 @@ def reachable(tasks, selected, shadow=None):
 def track_tasks():
     """procs.task_running around every task doit executes in this process (idempotent)."""
     from doit.runner import Runner
+
     current = Runner.execute_task
     if hasattr(current, "wrapped"):
         return
@@ -130,5 +154,6 @@ def track_tasks():
     def execute_task(self, task):
         with procs.task_running():
             return current(self, task)
+
     execute_task.wrapped = current
     Runner.execute_task = execute_task

@@ -88,7 +88,7 @@ def _own_answer(d):
                 answers.append(answer)
     except _Unsettled:
         return False
-    except Exception:       # doit will ask again and report it
+    except Exception:  # doit will ask again and report it
         return False
     if not answers or not all(answers):
         return False
@@ -147,9 +147,12 @@ def settling(dicts: list[dict], argv: list[str], default_tasks=()) -> tuple | No
     def is_settled(name):
         if name not in settled:
             d = by_name.get(name)
-            settled[name] = False       # a cycle is doit's to report
-            settled[name] = (d is not None and _own_answer(d)
-                             and all(is_settled(dep) for dep in d.get("task_dep") or ()))
+            settled[name] = False  # a cycle is doit's to report
+            settled[name] = (
+                d is not None
+                and _own_answer(d)
+                and all(is_settled(dep) for dep in d.get("task_dep") or ())
+            )
         return settled[name]
 
     return by_name, reached, is_settled
@@ -168,7 +171,7 @@ def drop_settled(dicts, argv, default_tasks=()):
     dicts = list(dicts)
     found = None if any(a in ALWAYS for a in argv) else settling(dicts, argv, default_tasks)
     if found is None:
-        return dicts, {}        # -a, a pattern, a target file or a group doit makes: as it is
+        return dicts, {}  # -a, a pattern, a target file or a group doit makes: as it is
     _, reached, is_settled = found
     named = set(command_targets(argv) or list(default_tasks))
     dropped = {name for name in reached if name not in named and is_settled(name)}
@@ -177,7 +180,7 @@ def drop_settled(dicts, argv, default_tasks=()):
         name = full_name(d) if "basename" in d else None
         deps = d.get("task_dep") or ()
         if name is not None and name not in reached:
-            continue            # nothing the command runs needs it: doit need not make it
+            continue  # nothing the command runs needs it: doit need not make it
         if name in dropped:
             shadow[name] = list(deps)
             continue

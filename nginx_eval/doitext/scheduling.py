@@ -45,7 +45,7 @@ from .wrapping import wrap_once
 KIND_OF_STAGE = {BASE: "build", BUILD: "build", PROVE: "prove", AGENT: "agent"}
 # {kind: tasks of it handed out at once}; empty: no kind is held back.
 _limits: dict[str, int] = {}
-HOLD_ON = "hold on"     # what the dispatcher says when no task can go until one is processed
+HOLD_ON = "hold on"  # what the dispatcher says when no task can go until one is processed
 
 
 def kind_of(node):
@@ -60,6 +60,7 @@ def _limited(dispatcher_generator):
     node to give a worker, or HOLD_ON. A processed node goes to doit's generator first, and what
     doit's order then hands out (the tasks it just released first) before the nodes held back
     earlier: those go, oldest first, once doit's generator has nothing else ready."""
+
     def limited_dispatcher_generator(self, selected_tasks):
         inner = dispatcher_generator(self, selected_tasks)
         out, held, inbox = Counter(), [], []
@@ -97,6 +98,7 @@ def _limited(dispatcher_generator):
             if kind_of(step):
                 out[kind_of(step)] += 1
             returned((yield step))
+
     limited_dispatcher_generator.wrapped = dispatcher_generator
     return limited_dispatcher_generator
 
@@ -111,6 +113,7 @@ def _released_first(update_waiting):
         released = [ready.pop() for _ in range(len(ready) - before)]
         # pop() took them last first; extendleft reverses again, so they keep their order.
         ready.extendleft(released)
+
     update_waiting_released_first.wrapped = update_waiting
     return update_waiting_released_first
 
@@ -123,6 +126,7 @@ def _selected_first(get_next_node):
             if node:
                 return node
         return get_next_node(self, ready, tasks_to_run)
+
     get_next_node_selected_first.wrapped = get_next_node
     return get_next_node_selected_first
 
@@ -132,6 +136,9 @@ def finish_chains_first(counts=None):
     tasks of each kind handed out at once."""
     _limits.clear()
     _limits.update(counts or {})
-    for name, wrap in (("_update_waiting", _released_first), ("_get_next_node", _selected_first),
-                       ("_dispatcher_generator", _limited)):
+    for name, wrap in (
+        ("_update_waiting", _released_first),
+        ("_get_next_node", _selected_first),
+        ("_dispatcher_generator", _limited),
+    ):
         wrap_once(control.TaskDispatcher, name, wrap)

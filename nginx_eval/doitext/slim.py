@@ -27,13 +27,13 @@ class _Shared:
     """A container kept once for every slim task: changing it is an error."""
 
     def _refuse(self, *args, **kwargs):
-        raise TypeError("a container shared by every slim doit task cannot change "
-                        "(nginx_eval/doitext/slim.py)")
-
+        raise TypeError(
+            "a container shared by every slim doit task cannot change (nginx_eval/doitext/slim.py)"
+        )
 
     def clear(self):
         if self:
-            self._refuse()      # emptying an empty container changes nothing: doit does it
+            self._refuse()  # emptying an empty container changes nothing: doit does it
 
 
 class SharedList(_Shared, list):
@@ -47,7 +47,8 @@ class SharedSet(_Shared, set):
 
     def update(self, *others):
         if any(others):
-            self._refuse()      # adding nothing changes nothing: doit does it
+            self._refuse()  # adding nothing changes nothing: doit does it
+
     difference_update = intersection_update = symmetric_difference_update = _Shared._refuse
     __ior__ = __iand__ = __isub__ = __ixor__ = _Shared._refuse
 
@@ -64,14 +65,32 @@ EMPTY_LIST, EMPTY_SET, EMPTY_DICT = SharedList(), SharedSet(), SharedDict()
 
 # {attribute: its value on the class}: what Task.__init__ gives a task that sets nothing.
 DEFAULTS = {
-    "params": (), "creator_params": EMPTY_LIST, "options": None, "pos_arg": None,
-    "pos_arg_val": None, "setup_tasks": EMPTY_LIST, "io": IOConfig({}),
-    "_action_instances": None, "dep_changed": None, "file_dep": EMPTY_SET,
-    "wild_dep": EMPTY_LIST, "calc_dep": EMPTY_SET, "loader": None,
-    "getargs": EMPTY_DICT, "value_savers": EMPTY_LIST, "subtask_of": None,
-    "has_subtask": False, "result": None,
-    "verbosity": None, "custom_title": None, "cfg_values": None, "_remove_targets": False,
-    "clean_actions": EMPTY_LIST, "teardown": EMPTY_LIST, "watch": (), "meta": None,
+    "params": (),
+    "creator_params": EMPTY_LIST,
+    "options": None,
+    "pos_arg": None,
+    "pos_arg_val": None,
+    "setup_tasks": EMPTY_LIST,
+    "io": IOConfig({}),
+    "_action_instances": None,
+    "dep_changed": None,
+    "file_dep": EMPTY_SET,
+    "wild_dep": EMPTY_LIST,
+    "calc_dep": EMPTY_SET,
+    "loader": None,
+    "getargs": EMPTY_DICT,
+    "value_savers": EMPTY_LIST,
+    "subtask_of": None,
+    "has_subtask": False,
+    "result": None,
+    "verbosity": None,
+    "custom_title": None,
+    "cfg_values": None,
+    "_remove_targets": False,
+    "clean_actions": EMPTY_LIST,
+    "teardown": EMPTY_LIST,
+    "watch": (),
+    "meta": None,
     "executed": False,
 }
 # Not among them: task_dep (TaskControl appends the makers of a task's file_dep to it), uptodate,
@@ -120,8 +139,11 @@ def _is_default(name, value):
     if isinstance(default, IOConfig):
         return isinstance(value, IOConfig) and vars(value) == vars(default)
     if isinstance(default, _CONTAINERS):
-        return isinstance(value, _CONTAINERS) and not value and (
-            isinstance(value, (set, frozenset)) == isinstance(default, (set, frozenset)))
+        return (
+            isinstance(value, _CONTAINERS)
+            and not value
+            and (isinstance(value, (set, frozenset)) == isinstance(default, (set, frozenset)))
+        )
     return value is default
 
 
@@ -132,8 +154,11 @@ def slim(tasks):
     for task in tasks:
         if type(task) is not Task or task.calc_dep:
             continue
-        own = {name: value for name, value in vars(task).items()
-               if name not in DEFAULTS or not _is_default(name, value)}
+        own = {
+            name: value
+            for name, value in vars(task).items()
+            if name not in DEFAULTS or not _is_default(name, value)
+        }
         task.__class__ = SlimTask
         task.__dict__ = own
     return tasks
@@ -147,7 +172,7 @@ def slim(tasks):
 # reads only the node's task and run_status (a node that still waits for it looks at nothing
 # else), so the rest is let go.
 FINAL = ("successful", "up-to-date", "failure", "ignore")
-_ENDED = iter(())       # an exhausted generator: what the node's own would say next (nothing)
+_ENDED = iter(())  # an exhausted generator: what the node's own would say next (nothing)
 
 
 def _lighter_nodes(gen_node):
@@ -157,6 +182,7 @@ def _lighter_nodes(gen_node):
         if made and node is not None and not node.calc_dep and not node.wait_run_calc:
             node.calc_dep = node.wait_run_calc = EMPTY_SET
         return node
+
     gen_node_lighter.wrapped = gen_node
     return gen_node_lighter
 
@@ -164,15 +190,20 @@ def _lighter_nodes(gen_node):
 def _shed_when_final(update_waiting):
     def update_waiting_and_shed(self, processed):
         update_waiting(self, processed)
-        if (processed is not None and processed.run_status in FINAL
-                and not processed.task.setup_tasks and not processed.wait_run
-                and not processed.wait_run_calc):
+        if (
+            processed is not None
+            and processed.run_status in FINAL
+            and not processed.task.setup_tasks
+            and not processed.wait_run
+            and not processed.wait_run_calc
+        ):
             processed.task_dep = processed.ancestors = EMPTY_LIST
             processed.calc_dep = processed.wait_run = processed.wait_run_calc = EMPTY_SET
             processed.waiting_me = EMPTY_SET
             processed.generator = _ENDED
             if processed.run_status != "failure":
                 _let_go(processed.task)
+
     update_waiting_and_shed.wrapped = update_waiting
     return update_waiting_and_shed
 
@@ -183,10 +214,13 @@ def _let_go(task):
     later, for their output), and so do the options and result doit set to nothing. 0.8 KB a
     task that ran, in the instance dictionary doit's run made larger."""
     if type(task) is SlimTask:
-        task.__dict__ = {name: value for name, value in vars(task).items()
-                         if name != "_action_instances"
-                         and not (name == "options" and value == {} and not task.params)
-                         and (name not in DEFAULTS or not _is_default(name, value))}
+        task.__dict__ = {
+            name: value
+            for name, value in vars(task).items()
+            if name != "_action_instances"
+            and not (name == "options" and value == {} and not task.params)
+            and (name not in DEFAULTS or not _is_default(name, value))
+        }
 
 
 def lighter_nodes():

@@ -22,23 +22,32 @@ NAME_RE = re.compile(r'ngx_string\("([a-z][a-z0-9_]*)"\)')
 
 
 def vkey(v):
-    """"X.Y.Z" as a tuple of numbers, to order versions by."""
+    """ "X.Y.Z" as a tuple of numbers, to order versions by."""
     return tuple(int(x) for x in v.split("."))
 
 
 def nginx_commits(git_dir, since):
     """[{sha, date, day, subject, files, add, rem}] for non-merge commits since `since` (day:
     the committer date, YYYY-MM-DD, a task's fix_date)."""
-    return [{"sha": c["sha"], "date": c["time"], "day": c["day"], "subject": c["subject"],
-             "files": [path for _, _, path in c["numstat"]],
-             "add": sum(added or 0 for added, _, _ in c["numstat"]),
-             "rem": sum(removed or 0 for _, removed, _ in c["numstat"])}
-            for c in gitcmd.commit_numstats(git_dir, since)]
+    return [
+        {
+            "sha": c["sha"],
+            "date": c["time"],
+            "day": c["day"],
+            "subject": c["subject"],
+            "files": [path for _, _, path in c["numstat"]],
+            "add": sum(added or 0 for added, _, _ in c["numstat"]),
+            "rem": sum(removed or 0 for _, removed, _ in c["numstat"]),
+        }
+        for c in gitcmd.commit_numstats(git_dir, since)
+    ]
 
 
 def is_code_commit(c):
     s = c["subject"].lower()
-    if re.match(r"^(nginx-[\d.]+-release|version bump|year \d+|style|updated (openssl|pcre|zlib))", s):
+    if re.match(
+        r"^(nginx-[\d.]+-release|version bump|year \d+|style|updated (openssl|pcre|zlib))", s
+    ):
         return False
     if s.startswith(("gh:", "misc:", "contrib:", "readme", "win32:", "configure:")):
         return False
@@ -50,8 +59,11 @@ def is_code_commit(c):
 
 def code_files(c):
     """The C sources a commit touches, nginx.h (the version) left out."""
-    return {f for f in c["files"]
-            if f.startswith("src/") and f.endswith((".c", ".h")) and f != "src/core/nginx.h"}
+    return {
+        f
+        for f in c["files"]
+        if f.startswith("src/") and f.endswith((".c", ".h")) and f != "src/core/nginx.h"
+    }
 
 
 def release_tags(git_dir):
@@ -71,14 +83,19 @@ def version_window(git_dir, tags, version, cache):
     shas = set()
     try:
         if version in tags:
-            merged = [t[len("release-"):] for t in gitcmd.tags_merged_into(
-                git_dir, f"release-{version}", "release-*")]
-            older = sorted((v for v in merged if RELEASE_RE.match("release-" + v)
-                            and vkey(v) < vkey(version)), key=vkey)
+            merged = [
+                t[len("release-") :]
+                for t in gitcmd.tags_merged_into(git_dir, f"release-{version}", "release-*")
+            ]
+            older = sorted(
+                (v for v in merged if RELEASE_RE.match("release-" + v) and vkey(v) < vkey(version)),
+                key=vkey,
+            )
             rng = [f"release-{version}"] + ([f"^release-{older[-1]}"] if older else [])
         else:
-            reach = [t[len("release-"):] for t in gitcmd.tags_merged_into(git_dir, "HEAD",
-                                                                           "release-*")]
+            reach = [
+                t[len("release-") :] for t in gitcmd.tags_merged_into(git_dir, "HEAD", "release-*")
+            ]
             older = sorted((v for v in reach if vkey(v) < vkey(version)), key=vkey)
             rng = ["HEAD"] + ([f"^release-{older[-1]}"] if older else [])
         shas = set(gitcmd.non_merge_commits(git_dir, rng))
@@ -152,7 +169,7 @@ class NginxHistory:
         self.introduced = introduced_names(git_dir, since, commits[-1]["sha"]) if commits else {}
         messages = gitcmd.commit_messages(git_dir, since)
         for c in self.commits:
-            c["told"] = words(messages.get(c["sha"], ""))     # what its message says it does
+            c["told"] = words(messages.get(c["sha"], ""))  # what its message says it does
         self.introduced_at = first_added(self.introduced, commits)
 
     def candidates(self, sig, window_days):
@@ -162,7 +179,7 @@ class NginxHistory:
         named = referenced(sig, self.by_prefix)
         if sig["kind"] == "todo":
             if named:
-                return named            # "fixed in 3afd85e4b": no need to guess
+                return named  # "fixed in 3afd85e4b": no need to guess
             pool = set()
             for v in sig["versions"]:
                 pool |= version_window(self.git_dir, self.tags, v, self._windows)

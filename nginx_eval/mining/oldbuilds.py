@@ -58,8 +58,11 @@ def uses_ssl(flags):
 def legacy_cc_opt(nginx_dir, base, flags):
     """The options `base` needs (a list, empty for a recent base) given its configure flags."""
     ssl = uses_ssl(flags)
-    options = [option for commit, option, builds in LEGACY_OPTIONS
-               if (builds == "all" or ssl) and lacks(nginx_dir, commit, base)]
+    options = [
+        option
+        for commit, option, builds in LEGACY_OPTIONS
+        if (builds == "all" or ssl) and lacks(nginx_dir, commit, base)
+    ]
     return list(dict.fromkeys(options))
 
 
@@ -75,6 +78,6 @@ def with_legacy_options(nginx_dir, base, flags):
     if not options:
         return list(flags)
     # configure keeps only the last --with-cc-opt: the options join the one already there.
-    given = [f[len("--with-cc-opt="):] for f in flags if f.startswith("--with-cc-opt=")]
+    given = [f[len("--with-cc-opt=") :] for f in flags if f.startswith("--with-cc-opt=")]
     flags = [f for f in flags if not f.startswith("--with-cc-opt=")]
     return flags + ["--with-cc-opt=" + " ".join(given[-1:] + options)]

@@ -17,12 +17,17 @@ from nginx_eval.mining.topics import file_topic_words, subject_area, words
 from nginx_eval.prove.areas import AREA_PATHS, test_area
 
 # Subjects of commits that rarely change what a test sees on Linux (epoll) with OpenSSL.
-PORTABILITY_RE = re.compile(r"boringssl|aws-lc|libressl|quictls|win32|windows|msvc|solaris|"
-                            r"freebsd|macos|cygwin|\bselect\b|kqueue|eventport|devpoll|"
-                            r"\bcompat(?:ibility)?\b|compil|\bbuild\b|\btypos?\b", re.I)
-REFACTOR_RE = re.compile(r"refactor|factored out|extracted|changed interface|simplified|"
-                         r"\bmoved\b|renamed|clean ?up|\bstyle\b|\bunified\b|\bcomments?\b",
-                         re.I)
+PORTABILITY_RE = re.compile(
+    r"boringssl|aws-lc|libressl|quictls|win32|windows|msvc|solaris|"
+    r"freebsd|macos|cygwin|\bselect\b|kqueue|eventport|devpoll|"
+    r"\bcompat(?:ibility)?\b|compil|\bbuild\b|\btypos?\b",
+    re.I,
+)
+REFACTOR_RE = re.compile(
+    r"refactor|factored out|extracted|changed interface|simplified|"
+    r"\bmoved\b|renamed|clean ?up|\bstyle\b|\bunified\b|\bcomments?\b",
+    re.I,
+)
 
 
 def commit_words(c):
@@ -53,9 +58,12 @@ def topic_points(sig, c, sig_words):
     s += 2.0 * min(len(hinted), 3) + 1.0 * min(len(extra), 4) + 1.0 * min(len(told), 3)
     reasons = []
     if shared or hinted or extra:
-        reasons.append("words:" + ",".join(sorted(shared)[:6])
-                       + ("/" + ",".join(sorted(hinted)[:3]) if hinted else "")
-                       + ("+" + ",".join(sorted(extra)[:4]) if extra else ""))
+        reasons.append(
+            "words:"
+            + ",".join(sorted(shared)[:6])
+            + ("/" + ",".join(sorted(hinted)[:3]) if hinted else "")
+            + ("+" + ",".join(sorted(extra)[:4]) if extra else "")
+        )
     if told:
         reasons.append("told:" + ",".join(sorted(told)[:3]))
     areas = {test_area(f) for f in sig["files"]}
@@ -117,8 +125,11 @@ def score(sig, c, sig_words, introduced, used):
     evidence_points (`introduced`: the names `c` introduces; `used`: those the test uses)
     and shape_points."""
     total, reasons = 0.0, []
-    for points, why in (topic_points(sig, c, sig_words),
-                        evidence_points(sig, c, introduced, used), shape_points(sig, c)):
+    for points, why in (
+        topic_points(sig, c, sig_words),
+        evidence_points(sig, c, introduced, used),
+        shape_points(sig, c),
+    ):
         total += points
         reasons += why
     return total, reasons
@@ -128,8 +139,11 @@ def signal_words(sig):
     """(primary, guarded, secondary) topic words of a test signal: its commit subject and file
     names describe the topic, the assertions its guards make TODO say what the fix changes,
     its other assertion texts only hint."""
-    return (words(sig["subject"]) | set().union(*map(file_topic_words, sig["files"])),
-            words(sig["guarded_text"]), words(sig["text"]))
+    return (
+        words(sig["subject"]) | set().union(*map(file_topic_words, sig["files"])),
+        words(sig["guarded_text"]),
+        words(sig["text"]),
+    )
 
 
 def top_candidates(sig, cands, history, min_score, per_signal):
@@ -162,8 +176,11 @@ def demote_followups(scored):
     out = []
     for s, c, why in scored:
         files = code_files(c)
-        before = [(s2, a) for s2, a, _ in scored
-                  if a["date"] < c["date"] and s2 >= s - 4.0 and files & code_files(a)]
+        before = [
+            (s2, a)
+            for s2, a, _ in scored
+            if a["date"] < c["date"] and s2 >= s - 4.0 and files & code_files(a)
+        ]
         if before:
             _, likelier = max(before, key=lambda x: x[0])
             s, why = s - 2.0, why + [f"after:{likelier['sha'][:9]}"]
@@ -175,7 +192,7 @@ def best_proposals(signals, history, args):
     """One proposal per fix, best first, at most args.limit (0: all): {"_score", "_sig",
     "_commit", "_why", "_rank"} of the test signal that scores it highest (_rank: its place
     among that signal's candidates, 1 the best)."""
-    proposals = {}                  # (fix, test_commit) -> proposal
+    proposals = {}  # (fix, test_commit) -> proposal
     for sig in signals:
         cands = history.candidates(sig, args.window_days)
         top = top_candidates(sig, cands, history, args.min_score, args.per_signal)
@@ -190,4 +207,4 @@ def best_proposals(signals, history, args):
         if fix not in best or p["_score"] > best[fix]["_score"]:
             best[fix] = p
     ranked = sorted(best.values(), key=lambda p: -p["_score"])
-    return ranked[:args.limit] if args.limit else ranked
+    return ranked[: args.limit] if args.limit else ranked

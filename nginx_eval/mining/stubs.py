@@ -57,10 +57,12 @@ def task_stub(p, nginx_dir, tests_dir):
     tree from before parallel tests (fixed ports) is fine: each prove has a network of its own
     (nginx_eval/prove/network.py)."""
     c, sig = p["_commit"], p["_sig"]
-    notes = (f"score {p['_score']:.1f} ({sig['kind']}"
-             f"{' ' + ','.join(sorted(sig['versions'])) if sig['versions'] else ''}"
-             f", #{p['_rank']} for its test); "
-             f"{' '.join(p['_why'])}; fix: {c['subject']}; test: {sig['subject']}")
+    notes = (
+        f"score {p['_score']:.1f} ({sig['kind']}"
+        f"{' ' + ','.join(sorted(sig['versions'])) if sig['versions'] else ''}"
+        f", #{p['_rank']} for its test); "
+        f"{' '.join(p['_why'])}; fix: {c['subject']}; test: {sig['subject']}"
+    )
     return stub_for(c, sig["commit"], pick_files(sig["files"], c), nginx_dir, tests_dir, notes)
 
 
@@ -73,19 +75,24 @@ def stub_for(c, test_commit, files, nginx_dir, tests_dir, notes):
     flags, perl = needs_of(tests_dir, test_commit, files)
     flags = with_legacy_options(nginx_dir, base, flags)
     if flags is None:
-        return None                     # no compiler option makes it build here
+        return None  # no compiler option makes it build here
     areas = sorted({test_area(f) for f in files})
     return {
         "instance_id": f"nginx__nginx-{c['sha'][:12]}",
-        "repo": "nginx/nginx", "test_repo": "nginx/nginx-tests",
-        "base_commit": base, "fix_commit": c["sha"], "fix_date": c["day"],
+        "repo": "nginx/nginx",
+        "test_repo": "nginx/nginx-tests",
+        "base_commit": base,
+        "fix_commit": c["sha"],
+        "fix_date": c["day"],
         "test_commit": test_commit,
-        "test_files": files, "configure_flags": flags,
-        "fail_to_pass": [], "pass_to_pass": [], "problem_statement": "TODO",
+        "test_files": files,
+        "configure_flags": flags,
+        "fail_to_pass": [],
+        "pass_to_pass": [],
+        "problem_statement": "TODO",
         "perl_modules": perl,
         "area": subject_area(c["subject"]) or (areas[0] if areas else "http"),
-        "gold_size": {"files": len(c["files"]), "lines_added": c["add"],
-                      "lines_removed": c["rem"]},
+        "gold_size": {"files": len(c["files"]), "lines_added": c["add"], "lines_removed": c["rem"]},
         "notes": notes,
     }
 
@@ -95,9 +102,16 @@ def write_candidates(path, stubs):
     # Mining takes a while; a missing directory must not throw its result away.
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump({"name": "nginx-candidates", "candidates": True,
-                   "description": "Task stubs proposed by scripts/mine_tasks.py; unvalidated.",
-                   "tasks": stubs}, fh, indent=1)
+        json.dump(
+            {
+                "name": "nginx-candidates",
+                "candidates": True,
+                "description": "Task stubs proposed by scripts/mine_tasks.py; unvalidated.",
+                "tasks": stubs,
+            },
+            fh,
+            indent=1,
+        )
         fh.write("\n")
 
 
@@ -105,5 +119,7 @@ def print_candidates(stubs, rows):
     """A line per stub: its score, fix, test commit, signal kind, test files and fix subject."""
     print(f"{'#':>3} {'score':>5} {'fix':12} {'test':8} {'kind':6} {'files':28} subject")
     for i, (s, (score_, kind, subject)) in enumerate(zip(stubs, rows), 1):
-        print(f"{i:>3} {score_:5.1f} {s['fix_commit'][:12]} {s['test_commit'][:8]} "
-              f"{kind:6} {','.join(s['test_files'])[:28]:28} {subject[:60]}")
+        print(
+            f"{i:>3} {score_:5.1f} {s['fix_commit'][:12]} {s['test_commit'][:8]} "
+            f"{kind:6} {','.join(s['test_files'])[:28]:28} {subject[:60]}"
+        )

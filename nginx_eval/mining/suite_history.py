@@ -16,13 +16,16 @@ from nginx_eval.core import gitcmd
 VERSION_RE = re.compile(r"has_version\(\s*'(\d+\.\d+\.\d+)'\s*\)")
 GUARD_RE = re.compile(r"\$TODO|todo_skip|todo_alerts|skip_all|TODO")
 TICKET_RE = re.compile(r"ticket\s*#?(\d+)", re.I)
-HASH_RE = re.compile(r"\b([0-9a-f]{9,12})\b")       # "fixed in 3afd85e4b" in test comments
-DESC_RE = re.compile(r"""(?:like|is|isnt|unlike|ok|is_deeply)\s*\(.*?,\s*['"]([^'"]{3,80})['"]\s*\)""")
+HASH_RE = re.compile(r"\b([0-9a-f]{9,12})\b")  # "fixed in 3afd85e4b" in test comments
+DESC_RE = re.compile(
+    r"""(?:like|is|isnt|unlike|ok|is_deeply)\s*\(.*?,\s*['"]([^'"]{3,80})['"]\s*\)"""
+)
 COMMENT_RE = re.compile(r"^\s*#\s*(.+)$")
 # A guard that holds only when nginx is built with another SSL library than OpenSSL, the one the
 # harness builds with: "local $TODO = ... if $t->has_module('AWS-LC') and !$t->has_version(...)".
 FOREIGN_GUARD_RE = re.compile(
-    r"\bif\b.*?(?<!!)\$t->has_module\('[^']*(?:BoringSSL|AWS-LC|LibreSSL)")
+    r"\bif\b.*?(?<!!)\$t->has_module\('[^']*(?:BoringSSL|AWS-LC|LibreSSL)"
+)
 # The names a test's config (a line's first word: a directive) and $variables use.
 CONF_WORD_RE = re.compile(r"^\s*([a-z][a-z0-9_]*)\s", re.M)
 VAR_USE_RE = re.compile(r"\$\{?([a-z][a-z0-9_]*)")
@@ -31,22 +34,24 @@ VAR_USE_RE = re.compile(r"\$\{?([a-z][a-z0-9_]*)")
 @dataclass
 class SuiteChanges:
     """What the patch of one nginx-tests commit does to its test files."""
-    files: set = field(default_factory=set)         # .t files it adds lines to
-    added: set = field(default_factory=set)         # files it creates
+
+    files: set = field(default_factory=set)  # .t files it adds lines to
+    added: set = field(default_factory=set)  # files it creates
     guarded: dict = field(default_factory=lambda: defaultdict(set))  # .t file -> guard versions
-    texts: list = field(default_factory=list)       # assertion descriptions of its added lines
+    texts: list = field(default_factory=list)  # assertion descriptions of its added lines
     guarded_texts: list = field(default_factory=list)  # descriptions, comments its guards cover
-    lines: list = field(default_factory=list)       # its added lines (the config a test uses)
-    refs: set = field(default_factory=set)          # abbreviated hashes in its added lines
-    foreign: bool = False                           # a guard for another SSL library only
+    lines: list = field(default_factory=list)  # its added lines (the config a test uses)
+    refs: set = field(default_factory=set)  # abbreviated hashes in its added lines
+    foreign: bool = False  # a guard for another SSL library only
 
 
 @dataclass
 class _Reading:
     """Where read_test_patch is in one file: the added statement it reads, the comments since
     the last assertion, and whether it is inside a block that a guard makes TODO."""
+
     statement: list = field(default_factory=list)
-    added: bool = False                 # the commit adds a line of that statement
+    added: bool = False  # the commit adds a line of that statement
     comments: list = field(default_factory=list)
     in_guard: bool = False
 
@@ -56,8 +61,10 @@ def guard_version(statement):
     or that continues such a condition from a line before ("or ...has_version(...)"); None for
     any other statement."""
     m = VERSION_RE.search(statement)
-    if m and (GUARD_RE.search(statement)
-              or statement.lstrip().startswith(("or ", "and ", "if ", "unless "))):
+    if m and (
+        GUARD_RE.search(statement)
+        or statement.lstrip().startswith(("or ", "and ", "if ", "unless "))
+    ):
         return m.group(1)
     return None
 
@@ -81,7 +88,7 @@ def read_statement(patch, path, reading):
         patch.foreign = True
     elif version:
         patch.guarded[path].add(version)
-        patch.guarded_texts.extend(reading.comments)    # what the guarded assertions are about
+        patch.guarded_texts.extend(reading.comments)  # what the guarded assertions are about
         reading.in_guard = True
 
 
@@ -104,7 +111,7 @@ def read_line(patch, path, text, reading, added):
     if text.rstrip().endswith((";", "{", "}")) or len(reading.statement) >= 12:
         read_statement(patch, path, reading)
     if text.strip() == "}":
-        reading.in_guard = False                    # the end of a TODO block
+        reading.in_guard = False  # the end of a TODO block
 
 
 def read_test_patch(body):
@@ -121,7 +128,7 @@ def read_test_patch(body):
         elif not (current and current.endswith(".t")) or line.startswith("-"):
             continue
         elif line.startswith("@@"):
-            reading = _Reading()                    # another place in the file
+            reading = _Reading()  # another place in the file
         elif line.startswith(("+", " ")):
             read_line(patch, current, line[1:], reading, line.startswith("+"))
     return patch
@@ -134,19 +141,33 @@ def test_signal(sha, ct, subject, patch):
     if not patch.files or (patch.foreign and not patch.guarded):
         return None
     tickets = set(TICKET_RE.findall(subject))
-    base = {"commit": sha, "date": ct, "subject": subject, "tickets": tickets,
-            "text": " ".join(patch.texts), "guarded_text": " ".join(patch.guarded_texts),
-            "added": "\n".join(patch.lines),
-            "refs": patch.refs | set(HASH_RE.findall(subject))}
+    base = {
+        "commit": sha,
+        "date": ct,
+        "subject": subject,
+        "tickets": tickets,
+        "text": " ".join(patch.texts),
+        "guarded_text": " ".join(patch.guarded_texts),
+        "added": "\n".join(patch.lines),
+        "refs": patch.refs | set(HASH_RE.findall(subject)),
+    }
     if patch.guarded:
-        return dict(base, kind="todo", files={f: v for f, v in patch.guarded.items()},
-                    versions=set().union(*patch.guarded.values()))
+        return dict(
+            base,
+            kind="todo",
+            files={f: v for f, v in patch.guarded.items()},
+            versions=set().union(*patch.guarded.values()),
+        )
     subj = subject.lower()
     if "todo" in subj and "adjust" in subj:
-        return None                      # pure TODO bookkeeping without a version guard
+        return None  # pure TODO bookkeeping without a version guard
     chosen = sorted(patch.added) or sorted(patch.files)
-    return dict(base, kind="ticket" if tickets else "topic",
-                files={f: set() for f in chosen[:3]}, versions=set())
+    return dict(
+        base,
+        kind="ticket" if tickets else "topic",
+        files={f: set() for f in chosen[:3]},
+        versions=set(),
+    )
 
 
 def test_signals(git_dir, since):

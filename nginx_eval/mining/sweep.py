@@ -27,28 +27,35 @@ A flip is a lead, not a task: the commit bisection names may be a feature (the t
 it adds), a flaky assertion or a fix; validation (validate.py, repeats) and a reader decide.
 """
 
-import os
 import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from nginx_eval.build.toolchain import build_env, configure_argv
 from nginx_eval.core import gitcmd
 from nginx_eval.core.gitcmd import commit_facts, first_parent_commits
 from nginx_eval.mining.nginx_history import nginx_commits
 from nginx_eval.mining.stubs import stub_for
 from nginx_eval.prove.stage import run_prove_files
 from nginx_eval.prove.tap import assertion_number, parse_tap
-from nginx_eval.build.toolchain import build_env, configure_argv
 from nginx_eval.prove.testsuite import configure_flags_for, requirements_in_order
 
 # Modules a build here cannot have (no library in setup-debian.sh) or that change every file's
 # startup (perl loads the build's own Perl module).
-LEFT_OUT_FLAGS = frozenset({"--with-http_perl_module", "--with-http_geoip_module",
-                            "--with-stream_geoip_module", "--with-debug",
-                            "--with-http_spdy_module", "--with-file-aio", "--with-compat"})
-FILE_TIMEOUT = 240                  # seconds per test file: the slowest take about 35 s
+LEFT_OUT_FLAGS = frozenset(
+    {
+        "--with-http_perl_module",
+        "--with-http_geoip_module",
+        "--with-stream_geoip_module",
+        "--with-debug",
+        "--with-http_spdy_module",
+        "--with-file-aio",
+        "--with-compat",
+    }
+)
+FILE_TIMEOUT = 240  # seconds per test file: the slowest take about 35 s
 # What bisection steps over: the commits that change nginx's code.
 CODE_PATHS = ("src", "auto")
 
@@ -60,7 +67,8 @@ def suite_flags(tests_dir):
         names += requirements_in_order(path.read_text(errors="replace"))["nginx_modules"]
     flags = configure_flags_for(dict.fromkeys(names))
     return [f for f in flags if f not in LEFT_OUT_FLAGS] + ["--with-threads"] * (
-        "--with-threads" not in flags)
+        "--with-threads" not in flags
+    )
 
 
 def build_nginx(layout, git_dir, commit, builds_dir, flags, log=None):
@@ -76,10 +84,13 @@ def build_nginx(layout, git_dir, commit, builds_dir, flags, log=None):
     gitcmd.extract_tree(git_dir, commit, tree)
     env = build_env(layout, tree)
     with open(tree / "build.log", "wb") as out:
-        if subprocess.run(configure_argv(flags), cwd=tree, env=env, stdout=out,
-                          stderr=subprocess.STDOUT).returncode == 0:
-            subprocess.run(["make", "-j2"], cwd=tree, env=env, stdout=out,
-                           stderr=subprocess.STDOUT)
+        if (
+            subprocess.run(
+                configure_argv(flags), cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT
+            ).returncode
+            == 0
+        ):
+            subprocess.run(["make", "-j2"], cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)
     if log:
         log(f"build {commit[:12]}: {'ok' if binary.is_file() else 'FAILED, see build.log'}")
     return binary if binary.is_file() else None
@@ -91,20 +102,34 @@ def run_files(layout, tests_tree, binary, files, tap_dir, jobs=2):
     tap_dir = Path(tap_dir)
     todo = [f for f in files if not (tap_dir / f"{f}.tap").is_file()]
     with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(lambda f: run_prove_files(layout, Path(tests_tree), binary, [f],
-                                                FILE_TIMEOUT, tap_dir), todo))
+        list(
+            pool.map(
+                lambda f: run_prove_files(
+                    layout, Path(tests_tree), binary, [f], FILE_TIMEOUT, tap_dir
+                ),
+                todo,
+            )
+        )
 
 
 def outcomes(tap_dir, files):
     """{file: FileResult} of the TAP under tap_dir."""
-    return {f: parse_tap(f, (Path(tap_dir) / f"{f}.tap").read_text(errors="replace"))
-            for f in files if (Path(tap_dir) / f"{f}.tap").is_file()}
+    return {
+        f: parse_tap(f, (Path(tap_dir) / f"{f}.tap").read_text(errors="replace"))
+        for f in files
+        if (Path(tap_dir) / f"{f}.tap").is_file()
+    }
 
 
 def runs(result):
     """Whether a file ran to its end with a stream that can be trusted (not skipped whole)."""
-    return (result is not None and result.complete and not result.skip_all
-            and not result.tampered and not result.bailed_out)
+    return (
+        result is not None
+        and result.complete
+        and not result.skip_all
+        and not result.tampered
+        and not result.bailed_out
+    )
 
 
 def starts_running(old, new):
@@ -171,8 +196,9 @@ class Sweep:
 
     def results_at(self, commit, names):
         """{file: FileResult} of `names` at `commit`, or None when the commit does not build."""
-        binary = build_nginx(self.layout, self.nginx, commit, self.work / "builds", self.flags,
-                             self.log)
+        binary = build_nginx(
+            self.layout, self.nginx, commit, self.work / "builds", self.flags, self.log
+        )
         if binary is None:
             return None
         tap_dir = self.work / "tap" / self.tests_commit[:12] / commit[:12]
@@ -184,7 +210,7 @@ class Sweep:
     def probe(self, commit, targets):
         """The (file, assertion) targets that pass at `commit` (bisect's probe)."""
         res = self.results_at(commit, sorted({f for f, _ in targets}))
-        if res is None:                 # a commit that does not build: treat as not yet fixed
+        if res is None:  # a commit that does not build: treat as not yet fixed
             return set()
         return {(f, i) for f, i in targets if f in res and res[f].results.get(i) is True}
 
@@ -202,8 +228,10 @@ class Sweep:
         chain = [lo] + first_parent_commits(self.nginx, lo, hi, *CODE_PATHS)
         chain = chain if chain[-1] == hi else chain + [hi]
         flipped = flips(at_lo, at_hi)
-        self.log(f"{len(flipped)} assertions fail at {lo[:12]} and pass at {hi[:12]}; "
-                 f"bisecting over {len(chain)} code commits")
+        self.log(
+            f"{len(flipped)} assertions fail at {lo[:12]} and pass at {hi[:12]}; "
+            f"bisecting over {len(chain)} code commits"
+        )
         found = {(t, lo): c for t, c in bisect(chain, flipped, self.probe).items()}
         # A file that starts running in this stretch (what it tests arrived): compare it from
         # the commit where it first runs, so that a fix to the new code before `hi` is found.
@@ -211,9 +239,11 @@ class Sweep:
         for start in sorted(set(first_run.values()), key=chain.index):
             names = sorted(f for f, c in first_run.items() if c == start)
             late = flips(self.results_at(start, names), {f: at_hi[f] for f in names})
-            self.log(f"{len(names)} files first run at {start[:12]}: {len(late)} assertions "
-                     f"fail there and pass at {hi[:12]}")
-            sub = chain[chain.index(start):]
+            self.log(
+                f"{len(names)} files first run at {start[:12]}: {len(late)} assertions "
+                f"fail there and pass at {hi[:12]}"
+            )
+            sub = chain[chain.index(start) :]
             found.update({(t, start): c for t, c in bisect(sub, late, self.probe).items()})
             flipped += late
         return found, flipped
@@ -232,14 +262,27 @@ class Sweep:
         leads = {}
         for ((_, ident), _), commit in sorted(found.items(), key=lambda kv: kv[0]):
             facts = commit_facts(self.nginx, commit)
-            lead = leads.setdefault(commit, {"fix_commit": commit, "fix_date": facts["day"],
-                                             "subject": facts["subject"], "assertions": []})
+            lead = leads.setdefault(
+                commit,
+                {
+                    "fix_commit": commit,
+                    "fix_date": facts["day"],
+                    "subject": facts["subject"],
+                    "assertions": [],
+                },
+            )
             if ident not in lead["assertions"]:
                 lead["assertions"].append(ident)
-        return {"old": ends[0], "new": ends[-1], "via": ends[1:-1],
-                "tests_commit": self.tests_commit, "flags": self.flags, "files": len(files),
-                "flipped": len(flipped),
-                "leads": sorted(leads.values(), key=lambda lead: lead["fix_date"])}
+        return {
+            "old": ends[0],
+            "new": ends[-1],
+            "via": ends[1:-1],
+            "tests_commit": self.tests_commit,
+            "flags": self.flags,
+            "files": len(files),
+            "flipped": len(flipped),
+            "leads": sorted(leads.values(), key=lambda lead: lead["fix_date"]),
+        }
 
 
 def candidate_stubs(leads, known, nginx, tests):
@@ -252,9 +295,15 @@ def candidate_stubs(leads, known, nginx, tests):
         if lead["fix_commit"] in known:
             continue
         files = sorted({a.split(":", 1)[0] for a in lead["assertions"]})
-        stub = stub_for(history[lead["fix_commit"]], leads["tests_commit"], files, nginx, tests,
-                        f"suite sweep: {len(lead['assertions'])} assertions turn passing here; "
-                        f"fix: {lead['subject']}")
+        stub = stub_for(
+            history[lead["fix_commit"]],
+            leads["tests_commit"],
+            files,
+            nginx,
+            tests,
+            f"suite sweep: {len(lead['assertions'])} assertions turn passing here; "
+            f"fix: {lead['subject']}",
+        )
         if stub:
             stubs.append(stub)
     return stubs

@@ -10,7 +10,8 @@ import re
 from ..prove.areas import AREA_BY_PREFIX
 
 WORD_RE = re.compile(r"[a-z][a-z0-9_]+")
-STOP = set("""
+STOP = set(
+    """
 a an and the of to in on for with without by from at as is are be been was were it its this that
 these those not no yes or if unless when then than into via per after before more less also only
 test tests tests added add adds adding fixed fix fixes fixing use used using now new old some
@@ -19,19 +20,53 @@ properly improved improve better check checks checking avoid avoided possible po
 nginx ngx http https request requests response responses header headers value values local todo
 yet unless has version adjusted committed keep kept more various work works working make made
 missing correct correctly invalid valid error errors ticket src c h t pl lib
-""".split())
+""".split()
+)
 
 SUBJECT_AREA = {
-    "http/2": "http2", "http/3": "http3", "quic": "quic", "stream": "stream", "mail": "mail",
-    "ssl": "ssl", "ocsp": "ssl", "sni": "ssl", "upstream": "upstream", "cache": "cache",
-    "proxy": "proxy", "grpc": "grpc", "fastcgi": "fastcgi", "scgi": "scgi", "uwsgi": "uwsgi",
-    "range filter": "range", "slice filter": "slice", "gzip": "gzip", "ssi": "ssi",
-    "sub filter": "sub", "dav": "dav", "mp4": "mp4", "image filter": "image", "xslt": "xslt",
-    "perl": "perl", "rewrite": "rewrite", "auth request": "auth", "auth basic": "auth",
-    "geo": "geo", "map": "map", "charset": "charset", "autoindex": "autoindex",
-    "access log": "log", "realip": "realip", "headers filter": "headers", "core": "http",
-    "events": "http", "resolver": "resolver", "tunnel": "tunnel", "split clients": "split",
-    "secure link": "secure", "sticky": "upstream", "upstream keepalive": "upstream",
+    "http/2": "http2",
+    "http/3": "http3",
+    "quic": "quic",
+    "stream": "stream",
+    "mail": "mail",
+    "ssl": "ssl",
+    "ocsp": "ssl",
+    "sni": "ssl",
+    "upstream": "upstream",
+    "cache": "cache",
+    "proxy": "proxy",
+    "grpc": "grpc",
+    "fastcgi": "fastcgi",
+    "scgi": "scgi",
+    "uwsgi": "uwsgi",
+    "range filter": "range",
+    "slice filter": "slice",
+    "gzip": "gzip",
+    "ssi": "ssi",
+    "sub filter": "sub",
+    "dav": "dav",
+    "mp4": "mp4",
+    "image filter": "image",
+    "xslt": "xslt",
+    "perl": "perl",
+    "rewrite": "rewrite",
+    "auth request": "auth",
+    "auth basic": "auth",
+    "geo": "geo",
+    "map": "map",
+    "charset": "charset",
+    "autoindex": "autoindex",
+    "access log": "log",
+    "realip": "realip",
+    "headers filter": "headers",
+    "core": "http",
+    "events": "http",
+    "resolver": "resolver",
+    "tunnel": "tunnel",
+    "split clients": "split",
+    "secure link": "secure",
+    "sticky": "upstream",
+    "upstream keepalive": "upstream",
 }
 
 

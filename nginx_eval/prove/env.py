@@ -31,14 +31,14 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.trees import remove_tree
 from ..core.jsonio import file_digest, install_executable
 from ..core.layout import PACKAGE_DIR
 from ..core.locks import locked
+from ..core.trees import remove_tree
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -97,44 +97,59 @@ def test_globals(environ: Mapping[str, str] | None = None) -> str:
 def tool_versions() -> dict[str, str | None]:
     """{"perl", "openssl"}: the versions prove.json records (see prove/stage.py), once per
     process."""
-    return {"perl": _first_line(["perl", "-e", "print $^V"]),
-            "openssl": _first_line(["openssl", "version"])}
+    return {
+        "perl": _first_line(["perl", "-e", "print $^V"]),
+        "openssl": _first_line(["openssl", "version"]),
+    }
 
 
 def _first_line(argv: list[str]) -> str | None:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                             stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = out.stdout.strip().splitlines()
     return lines[0] if out.returncode == 0 and lines else None
 
 
-@lru_cache(maxsize=None)     # one entry a program: prove and perl alternate
+@cache  # one entry a program: prove and perl alternate
 def _program(name: str) -> str | None:
     found = shutil.which(name)
     return os.path.realpath(found) if found else None
 
 
-def pinned_environment(tests_tree: Path, environ: Mapping[str, str] | None = None
-                       ) -> dict[str, str]:
+def pinned_environment(
+    tests_tree: Path, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The part of a prove's environment that is the same for every binary: recorded in
     prove.json and part of prove's inputs (PATH through the programs it resolves to)."""
     env = os.environ if environ is None else environ
     pinned = {name: env[name] for name in PASSED_THROUGH if name in env and name != "PATH"}
-    pinned.update({"LC_ALL": "C", "LANG": "C", "TEST_NGINX_GLOBALS": test_globals(env),
-                   "OPENSSL_CONF": str(OPENSSL_CONF_FILE),
-                   "PERL5LIB": os.pathsep.join(filter(None, [str(tests_tree / "lib"),
-                                                             env.get("PERL5LIB")]))})
+    pinned.update(
+        {
+            "LC_ALL": "C",
+            "LANG": "C",
+            "TEST_NGINX_GLOBALS": test_globals(env),
+            "OPENSSL_CONF": str(OPENSSL_CONF_FILE),
+            "PERL5LIB": os.pathsep.join(
+                filter(None, [str(tests_tree / "lib"), env.get("PERL5LIB")])
+            ),
+        }
+    )
     return pinned
 
 
 def environment_inputs(tests_tree: Path) -> dict[str, str | None]:
     """prove's inputs of the environment: the pinned variables, the programs PATH resolves to,
     and the content of the OpenSSL configuration (an edit to it proves again)."""
-    return dict(pinned_environment(tests_tree), prove=_program("prove"), perl=_program("perl"),
-                openssl_conf=file_digest(OPENSSL_CONF_FILE))
+    return dict(
+        pinned_environment(tests_tree),
+        prove=_program("prove"),
+        perl=_program("perl"),
+        openssl_conf=file_digest(OPENSSL_CONF_FILE),
+    )
 
 
 def daemon_shims(layout: "Layout", environ: Mapping[str, str] | None = None) -> Path | None:
@@ -144,15 +159,18 @@ def daemon_shims(layout: "Layout", environ: Mapping[str, str] | None = None) -> 
     if os.geteuid() != 0:
         return None
     shim_dir = layout.cache / "daemon-shims"
-    path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                           if p and p != str(shim_dir))
+    path = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if p and p != str(shim_dir)
+    )
     scripts = {}
     for daemon, options in sorted(ROOT_DAEMON_OPTIONS.items()):
         real = shutil.which(daemon, path=path)
         if real:
-            scripts[daemon] = (f"#!/bin/sh\n# nginx-eval: {daemon} refuses to run as root "
-                               f"without {' '.join(options)} (prove/env.py)\n"
-                               f"exec {_sh_quote(real)} {' '.join(options)} \"$@\"\n")
+            scripts[daemon] = (
+                f"#!/bin/sh\n# nginx-eval: {daemon} refuses to run as root "
+                f"without {' '.join(options)} (prove/env.py)\n"
+                f'exec {_sh_quote(real)} {" ".join(options)} "$@"\n'
+            )
     if not scripts:
         return None
     for daemon, script in scripts.items():
@@ -160,13 +178,15 @@ def daemon_shims(layout: "Layout", environ: Mapping[str, str] | None = None) -> 
     return shim_dir
 
 
-def prove_environment(tests_tree: Path, guard: Path, binary: str | Path,
-                      shims: Path | None = None) -> dict[str, str]:
+def prove_environment(
+    tests_tree: Path, guard: Path, binary: str | Path, shims: Path | None = None
+) -> dict[str, str]:
     env = pinned_environment(tests_tree)
     if "PATH" in os.environ:
         env["PATH"] = os.environ["PATH"]
     if shims:
         env["PATH"] = os.pathsep.join(filter(None, [str(shims), env.get("PATH")]))
-    env.update({"TEST_NGINX_BINARY": str(guard),
-                "TEST_NGINX_MODULES": os.path.dirname(str(binary))})
+    env.update(
+        {"TEST_NGINX_BINARY": str(guard), "TEST_NGINX_MODULES": os.path.dirname(str(binary))}
+    )
     return env

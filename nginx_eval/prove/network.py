@@ -34,7 +34,7 @@ from pathlib import Path
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
 IFF_UP = 0x1
-IFREQ = "16sH14x"       # struct ifreq: the interface name, then ifr_flags in the union
+IFREQ = "16sH14x"  # struct ifreq: the interface name, then ifr_flags in the union
 # The exit status of this program when it cannot enter the namespace (as env(1) uses 125).
 CANNOT_ENTER = 125
 # Where fixed-port trees queue without a private network: one file for the machine, since the
@@ -86,11 +86,12 @@ def _probe() -> str | None:
 def uses_fixed_ports(tests_tree: str | Path) -> bool:
     """Whether the nginx-tests tree predates parallel tests: its Test::Nginx has no port()."""
     try:
-        with open(os.path.join(tests_tree, "lib", "Test", "Nginx.pm"), encoding="utf-8",
-                  errors="replace") as f:
+        with open(
+            os.path.join(tests_tree, "lib", "Test", "Nginx.pm"), encoding="utf-8", errors="replace"
+        ) as f:
             return "\nsub port" not in f.read()
     except OSError:
-        return False            # not nginx-tests (a fixture): nothing known about its ports
+        return False  # not nginx-tests (a fixture): nothing known about its ports
 
 
 def main(argv: list[str]) -> int:

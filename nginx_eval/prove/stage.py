@@ -52,21 +52,27 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..build.cache import binary_path, verify_build
+from ..build.stage import ensure_build
 from ..cluster import executor
 from ..cluster.node import on_node
 from ..core import jsonio, limits, locks, stamps
-from . import network as private_network, tree as testtree
-from ..build.stage import ensure_build
-from ..build.cache import binary_path, verify_build
 from ..core.procs import kill_leftovers, run_limited
 from ..core.records import BuildRecord, ProveJson, ProveRun
 from ..core.stamps import TaskDict
-from .tap import needs_reference, parse_tap
-from .env import (OUTPUT_GUARD, daemon_shims, environment_inputs, output_guard, prove_environment,
-                  tool_versions)
-from .tree import task_tests_tree
 from ..core.tasknames import BUILD, PROVE, task_name, tests_task_name, unit_name
-from .tap import FileResult
+from . import network as private_network
+from . import tree as testtree
+from .env import (
+    OUTPUT_GUARD,
+    daemon_shims,
+    environment_inputs,
+    output_guard,
+    prove_environment,
+    tool_versions,
+)
+from .tap import FileResult, needs_reference, parse_tap
+from .tree import task_tests_tree
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -82,16 +88,25 @@ def ports_for(tests_tree: Path, network: str) -> AbstractContextManager[None]:
     return contextlib.nullcontext()
 
 
-def run_prove_files(layout: "Layout", tests_tree: Path, binary: Path, test_files: Sequence[str],
-                    timeout: float, tap_dir: Path, token_file: str | Path | None = None,
-                    suffix: str = "", extra_env: Mapping[str, str] | None = None
-                    ) -> dict[str, ProveRun]:
+def run_prove_files(
+    layout: "Layout",
+    tests_tree: Path,
+    binary: Path,
+    test_files: Sequence[str],
+    timeout: float,
+    tap_dir: Path,
+    token_file: str | Path | None = None,
+    suffix: str = "",
+    extra_env: Mapping[str, str] | None = None,
+) -> dict[str, ProveRun]:
     """Run each file against `binary`; return {file: record}. Output files go to tap_dir, named
     after the file plus `suffix` (".rerun"); token_file: see procs.kill_leftovers; extra_env:
     added to the pinned environment (a sanitizer's options)."""
     tap_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(prove_environment(tests_tree, output_guard(layout, binary), binary,
-                                 daemon_shims(layout)), **(extra_env or {}))
+    env = dict(
+        prove_environment(tests_tree, output_guard(layout, binary), binary, daemon_shims(layout)),
+        **(extra_env or {}),
+    )
     network = "shared" if private_network.problem() else "private"
     files: dict[str, ProveRun] = {}
     for name in test_files:
@@ -99,10 +114,17 @@ def run_prove_files(layout: "Layout", tests_tree: Path, binary: Path, test_files
         tap_path, err_path = tap_dir / f"{stem}.tap", tap_dir / f"{stem}.stderr"
         log_path = tap_dir / f"{stem}.nginx.log"
         # The record of a file that does not exist; a run's outcome replaces its last fields.
-        record: ProveRun = {"tap": tap_path.name, "stderr": err_path.name,
-                            "nginx_log": log_path.name, "network": network, "exit_code": None,
-                            "timed_out": False, "seconds": 0.0, "cpu_seconds": None,
-                            "missing": True}
+        record: ProveRun = {
+            "tap": tap_path.name,
+            "stderr": err_path.name,
+            "nginx_log": log_path.name,
+            "network": network,
+            "exit_code": None,
+            "timed_out": False,
+            "seconds": 0.0,
+            "cpu_seconds": None,
+            "missing": True,
+        }
         if not (tests_tree / name).is_file():
             tap_path.write_text("")
             err_path.write_text(f"[nginx-eval] {name} does not exist at this test commit\n")
@@ -112,36 +134,56 @@ def run_prove_files(layout: "Layout", tests_tree: Path, binary: Path, test_files
         argv = ["prove", "--norc", "-v", name]
         if network == "private":
             argv = private_network.command(argv)
-        with open(tap_path, "wb") as so, open(err_path, "wb") as se, limits.slot("prove"), \
-                ports_for(tests_tree, network):
-            outcome = run_limited(argv, cwd=str(tests_tree),
-                                  env=dict(env, NGINX_EVAL_NGINX_LOG=str(log_path)),
-                                  timeout=timeout, stdout=so, stderr=se, token_file=token_file,
-                                  children_first=True)
+        with (
+            open(tap_path, "wb") as so,
+            open(err_path, "wb") as se,
+            limits.slot("prove"),
+            ports_for(tests_tree, network),
+        ):
+            outcome = run_limited(
+                argv,
+                cwd=str(tests_tree),
+                env=dict(env, NGINX_EVAL_NGINX_LOG=str(log_path)),
+                timeout=timeout,
+                stdout=so,
+                stderr=se,
+                token_file=token_file,
+                children_first=True,
+            )
         if outcome.timed_out:
             with open(err_path, "ab") as se:
                 se.write(f"\n[nginx-eval] killed after {timeout} s\n".encode())
-        files[name] = {**record, "exit_code": outcome.exit_code, "timed_out": outcome.timed_out,
-                       "seconds": outcome.seconds, "cpu_seconds": outcome.cpu_seconds,
-                       "missing": False}
+        files[name] = {
+            **record,
+            "exit_code": outcome.exit_code,
+            "timed_out": outcome.timed_out,
+            "seconds": outcome.seconds,
+            "cpu_seconds": outcome.cpu_seconds,
+            "missing": False,
+        }
     return files
 
 
 def graded_in(task: "Task", name: str) -> list[str]:
     """The graded assertion ids (fail_to_pass, pass_to_pass) of the test file `name`."""
-    return [i for i in list(task.fail_to_pass) + list(task.pass_to_pass)
-            if i.startswith(f"{name}:")]
+    return [
+        i for i in list(task.fail_to_pass) + list(task.pass_to_pass) if i.startswith(f"{name}:")
+    ]
 
 
 def _parsed(tap_dir: Path, name: str, record: ProveRun) -> FileResult:
     return parse_tap(name, (tap_dir / record["tap"]).read_text(errors="replace"))
 
 
-def files_needing_reference(task: "Task", tap_dir: Path, files: Mapping[str, ProveRun]
-                            ) -> list[str]:
+def files_needing_reference(
+    task: "Task", tap_dir: Path, files: Mapping[str, ProveRun]
+) -> list[str]:
     """The files whose problems only a run of the base build can attribute (tapstream)."""
-    return [name for name, record in files.items()
-            if needs_reference(_parsed(tap_dir, name, record), record, graded_in(task, name))]
+    return [
+        name
+        for name, record in files.items()
+        if needs_reference(_parsed(tap_dir, name, record), record, graded_in(task, name))
+    ]
 
 
 def files_to_rerun(task: "Task", tap_dir: Path, files: Mapping[str, ProveRun]) -> list[str]:
@@ -150,31 +192,53 @@ def files_to_rerun(task: "Task", tap_dir: Path, files: Mapping[str, ProveRun]) -
     out = []
     for name, record in files.items():
         if record["missing"]:
-            continue        # nothing to run again: an environment error either way
+            continue  # nothing to run again: an environment error either way
         fr = _parsed(tap_dir, name, record)
         if fr.tampered or not all(fr.results.get(i) is True for i in graded_in(task, name)):
             out.append(name)
     return out
 
 
-def reference_runs(layout: "Layout", task: "Task", build: BuildRecord, names: Sequence[str],
-                   tests_tree: Path, tap_dir: Path, token_file: str | Path | None
-                   ) -> tuple[dict[str, ProveRun] | None, str | None]:
+def reference_runs(
+    layout: "Layout",
+    task: "Task",
+    build: BuildRecord,
+    names: Sequence[str],
+    tests_tree: Path,
+    tap_dir: Path,
+    token_file: str | Path | None,
+) -> tuple[dict[str, ProveRun] | None, str | None]:
     """({file: record} of the base build's runs of `names`, the base build's key); ({}, None)
     when the base does not build here (then the environment is at fault); (None, key) when the
     candidate is the base build itself."""
-    base = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
-                        task.configure_flags, b"")
+    base = ensure_build(
+        layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, b""
+    )
     if base["status"] != "built":
         return {}, None
     if base["key"] == build["key"]:
-        return None, base["key"]        # the candidate is the base: its own runs are the reference
-    files = run_prove_files(layout, tests_tree, binary_path(layout, base["key"]), names,
-                            task.test_timeout, tap_dir / "reference", token_file=token_file)
-    return ({name: {**rec, "tap": f"reference/{rec['tap']}",
-                    "stderr": f"reference/{rec['stderr']}",
-                    "nginx_log": f"reference/{rec['nginx_log']}"}
-             for name, rec in files.items()}, base["key"])
+        return None, base["key"]  # the candidate is the base: its own runs are the reference
+    files = run_prove_files(
+        layout,
+        tests_tree,
+        binary_path(layout, base["key"]),
+        names,
+        task.test_timeout,
+        tap_dir / "reference",
+        token_file=token_file,
+    )
+    return (
+        {
+            name: {
+                **rec,
+                "tap": f"reference/{rec['tap']}",
+                "stderr": f"reference/{rec['stderr']}",
+                "nginx_log": f"reference/{rec['nginx_log']}",
+            }
+            for name, rec in files.items()
+        },
+        base["key"],
+    )
 
 
 def grade_was_env_error(layout: "Layout", mode_name: str, iid: str) -> bool:
@@ -186,8 +250,15 @@ def verdict_kept(layout: "Layout", mode_name: str, iid: str) -> bool:
     return not grade_was_env_error(layout, mode_name, iid)
 
 
-def prove_built(layout: "Layout", task: "Task", build: BuildRecord, record: ProveJson,
-                tap_dir: Path, token_file: str | Path, rerun_failed: bool) -> None:
+def prove_built(
+    layout: "Layout",
+    task: "Task",
+    build: BuildRecord,
+    record: ProveJson,
+    tap_dir: Path,
+    token_file: str | Path,
+    rerun_failed: bool,
+) -> None:
     """Fill `record` (prove.json) with the runs of the built binary, its reruns and the base
     build's reference runs."""
     problem = verify_build(layout, build)
@@ -195,65 +266,102 @@ def prove_built(layout: "Layout", task: "Task", build: BuildRecord, record: Prov
         raise RuntimeError(f"{problem}; `doit run` again rebuilds it")
     tree, notes = task_tests_tree(layout, task)
     binary = binary_path(layout, build["key"])
-    files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout,
-                            tap_dir, token_file=token_file)
-    record.update({"binary": str(binary), "binary_key": build["key"], "files": files,
-                   "notes": notes,
-                   "environment": prove_environment(tree, output_guard(layout, binary), binary,
-                                                    daemon_shims(layout)),
-                   "versions": tool_versions()})
+    files = run_prove_files(
+        layout, tree, binary, task.test_files, task.test_timeout, tap_dir, token_file=token_file
+    )
+    record.update(
+        {
+            "binary": str(binary),
+            "binary_key": build["key"],
+            "files": files,
+            "notes": notes,
+            "environment": prove_environment(
+                tree, output_guard(layout, binary), binary, daemon_shims(layout)
+            ),
+            "versions": tool_versions(),
+        }
+    )
     reruns: dict[str, ProveRun] = {}
     if rerun_failed:
-        reruns = run_prove_files(layout, tree, binary, files_to_rerun(task, tap_dir, files),
-                                 task.test_timeout, tap_dir, token_file=token_file,
-                                 suffix=".rerun")
+        reruns = run_prove_files(
+            layout,
+            tree,
+            binary,
+            files_to_rerun(task, tap_dir, files),
+            task.test_timeout,
+            tap_dir,
+            token_file=token_file,
+            suffix=".rerun",
+        )
         record["reruns"] = reruns
     # The grade decides from the rerun (where there is one): the reference must cover both runs.
-    needing = (set(files_needing_reference(task, tap_dir, files))
-               | set(files_needing_reference(task, tap_dir, reruns)))
+    needing = set(files_needing_reference(task, tap_dir, files)) | set(
+        files_needing_reference(task, tap_dir, reruns)
+    )
     needed = [name for name in files if name in needing]
     if needed:
         refs, key = reference_runs(layout, task, build, needed, tree, tap_dir, token_file)
         decided = dict(files, **reruns)
-        record["reference"] = ({n: decided[n] for n in needed} if refs is None else refs)
+        record["reference"] = {n: decided[n] for n in needed} if refs is None else refs
         record["reference_key"] = key
 
 
-def prove_task(layout: "Layout", mode_name: str, task: "Task", config: dict[str, Any],
-               files: list[str]) -> None:
+def prove_task(
+    layout: "Layout", mode_name: str, task: "Task", config: dict[str, Any], files: list[str]
+) -> None:
     inputs = stamps.inputs_digest(config, files)
-    executor.run("prove", prove_unit, layout, mode_name, task.instance_id,
-                 [mode_name, task, inputs, bool(config.get("rerun_failed"))],
-                 ship_in=["build.json", "model.patch"], ship_out=["prove.json", "tap/"],
-                 repos=[(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]}),
-                        (task.test_repo, {task.test_commit: [[task.instance_id, "test_commit"]]})])
+    executor.run(
+        "prove",
+        prove_unit,
+        layout,
+        mode_name,
+        task.instance_id,
+        [mode_name, task, inputs, bool(config.get("rerun_failed"))],
+        ship_in=["build.json", "model.patch"],
+        ship_out=["prove.json", "tap/"],
+        repos=[
+            (task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]}),
+            (task.test_repo, {task.test_commit: [[task.instance_id, "test_commit"]]}),
+        ],
+    )
 
 
-def _node_build(layout: "Layout", mode_name: str, task: "Task",
-                build: BuildRecord) -> BuildRecord:
+def _node_build(layout: "Layout", mode_name: str, task: "Task", build: BuildRecord) -> BuildRecord:
     """On a node of executor=ray: the unit's build in the node's own cache, made there when
     the node lacks it (the same patch gives the same key)."""
     patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
-    made = ensure_build(layout, layout.bare_repo(task.repo), task.base_commit,
-                        task.configure_flags, patch)
+    made = ensure_build(
+        layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, patch
+    )
     if made["key"] != build["key"] or made["status"] != "built":
-        raise RuntimeError(f"build {build['key']} could not be made on this node: "
-                           f"{made.get('reason') or made['status']}")
+        raise RuntimeError(
+            f"build {build['key']} could not be made on this node: "
+            f"{made.get('reason') or made['status']}"
+        )
     return made
 
 
-def prove_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str,
-               rerun_failed: bool) -> None:
+def prove_unit(
+    layout: "Layout", mode_name: str, task: "Task", inputs: str, rerun_failed: bool
+) -> None:
     """The runs of a unit's test files, and its prove.json and tap/ (executor.py)."""
     build: BuildRecord = jsonio.read_json(layout.build_json(mode_name, task.instance_id))
     token_file = layout.running_token(mode_name, task.instance_id, "prove")
-    kill_leftovers(token_file)          # a test a killed doit left running
+    kill_leftovers(token_file)  # a test a killed doit left running
     tap_dir = layout.tap_dir(mode_name, task.instance_id)
     shutil.rmtree(tap_dir, ignore_errors=True)
     record: ProveJson = {
-        "inputs": inputs, "test_commit": task.test_commit, "binary": None, "binary_key": None,
-        "environment": {}, "files": {}, "reference": {}, "reference_key": None, "notes": [],
-        "versions": None}
+        "inputs": inputs,
+        "test_commit": task.test_commit,
+        "binary": None,
+        "binary_key": None,
+        "environment": {},
+        "files": {},
+        "reference": {},
+        "reference_key": None,
+        "notes": [],
+        "versions": None,
+    }
     if rerun_failed:
         record["reruns"] = {}
     if build["status"] == "built":
@@ -264,18 +372,24 @@ def prove_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str,
 
 
 def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
-    yield from testtree.gen_tasks(ctx)      # the tests:<commit> tasks, before the proves
+    yield from testtree.gen_tasks(ctx)  # the tests:<commit> tasks, before the proves
     guard = jsonio.file_digest(OUTPUT_GUARD)
-    environments = {}       # per test tree: the same for every unit of it
+    environments = {}  # per test tree: the same for every unit of it
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
         if task.tests_tree_id not in environments:
             environments[task.tests_tree_id] = environment_inputs(
-                ctx.layout.tests_tree(task.tests_tree_id))
-        config = {"test_commit": task.test_commit, "test_files": list(task.test_files),
-                  "timeout": task.test_timeout, "base": task.base_commit,
-                  "environment": environments[task.tests_tree_id], "guard": guard}
+                ctx.layout.tests_tree(task.tests_tree_id)
+            )
+        config = {
+            "test_commit": task.test_commit,
+            "test_files": list(task.test_files),
+            "timeout": task.test_timeout,
+            "base": task.base_commit,
+            "environment": environments[task.tests_tree_id],
+            "guard": guard,
+        }
         if task.authored:
             # An edited authored test is a new input (and a new tree): prove again.
             config["authored"] = task.authored_digests
@@ -283,11 +397,15 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
             # Only when on: with it off, prove's inputs digest is what it always was.
             config["rerun_failed"] = 1
         yield stamps.stage_task(
-            basename=PROVE, name=name,
+            basename=PROVE,
+            name=name,
             doc=f"prove {' '.join(task.test_files)} for the {mode.name} patch of {iid}",
-            action=prove_task, args=[ctx.layout, mode.name, task], config=config,
+            action=prove_task,
+            args=[ctx.layout, mode.name, task],
+            config=config,
             files=[ctx.layout.build_json(mode.name, iid)],
             task_dep=[tests_task_name(task.tests_tree_id), task_name(BUILD, name)],
             targets=[ctx.layout.prove_json(mode.name, iid)],
             # An environment error is no verdict to keep: prove again on the next run.
-            also_current=[(verdict_kept, [ctx.layout, mode.name, iid])])
+            also_current=[(verdict_kept, [ctx.layout, mode.name, iid])],
+        )

@@ -22,7 +22,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
 PROVE_SKIPPED = re.compile(r"^(?P<file>\S+) \.+ skipped: ?(?P<reason>.*)$")
 PROVE_BAILOUT = re.compile(r"^Bailout called\.\s+Further testing stopped:?\s*(?P<reason>.*)$")
 
@@ -41,7 +40,7 @@ def assertion_number(ident: str) -> int:
 class FileResult:
     file: str
     planned: int | None = None
-    skip_all: str | None = None                 # the reason, when the whole file skipped
+    skip_all: str | None = None  # the reason, when the whole file skipped
     # id -> True (pass) / False (fail), ran only
     results: dict[str, bool] = field(default_factory=dict)
     # number -> id, of the assertions that ran
@@ -85,8 +84,7 @@ def _read_plan(fr: FileResult, parsed: Any, line: str, expected: int) -> None:
         fr.tampered.append(f"a second plan ({line.strip()})")
     elif expected - 1 > parsed.expected_tests:
         # A plan at the end (done_testing) must cover what came before it.
-        fr.tampered.append(f"assertion {expected - 1} past the plan of "
-                           f"{parsed.expected_tests}")
+        fr.tampered.append(f"assertion {expected - 1} past the plan of {parsed.expected_tests}")
     fr.planned = parsed.expected_tests
     if parsed.expected_tests == 0 and parsed.skip:
         fr.skip_all = parsed.directive.reason or "skipped"
@@ -118,6 +116,7 @@ def parse_tap(file: str, text: str) -> FileResult:
     # Imported here: tap.parser brings yaml and unittest, a third of the time every doit
     # command took to import the harness, and only proves and grades parse a stream.
     from tap.parser import Parser
+
     parser, expected = Parser(), 1
     for raw in text.splitlines():
         line = raw.rstrip("\r")
@@ -138,6 +137,7 @@ def parse_tap(file: str, text: str) -> FileResult:
 class Problem:
     """Why a test file did not run to its end. kind: "env" (never the patch's doing),
     "tampered", "not_started" (no plan, or skipped entirely) or "died"."""
+
     kind: str
     text: str
 
@@ -160,10 +160,13 @@ def file_problem(fr: FileResult, record: Mapping[str, Any]) -> Problem | None:
     if fr.bailed_out:
         return Problem("died", f"bailed out ({fr.bailed_out})")
     if timed_out:
-        return None         # killed at the limit: what it printed counts, the rest fails
+        return None  # killed at the limit: what it printed counts, the rest fails
     if fr.planned is None:
-        return Problem("not_started", "no plan" + (f" after {fr.seen} assertions" if fr.seen
-                                                   else f" and no TAP (exit code {code})"))
+        return Problem(
+            "not_started",
+            "no plan"
+            + (f" after {fr.seen} assertions" if fr.seen else f" and no TAP (exit code {code})"),
+        )
     if not fr.complete:
         return Problem("died", f"died after {fr.seen} of {fr.planned} assertions")
     return None

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 # Perl modules shipped with perl itself (Module::CoreList), as far as nginx-tests style code goes,
 # and the pragmas.
-CORE_MODULES = frozenset("""
+CORE_MODULES = frozenset(
+    """
     Benchmark Carp Config Cwd Data::Dumper Digest::MD5 Digest::SHA Encode Errno Exporter Fcntl
     File::Basename File::Compare File::Copy File::Find File::Glob File::Path File::Spec
     File::Spec::Functions File::Temp File::stat FindBin Getopt::Long Getopt::Std Hash::Util
@@ -39,8 +40,9 @@ CORE_MODULES = frozenset("""
     Text::Wrap Tie::Hash Time::HiRes Time::Local Time::Piece Time::gmtime Time::localtime
     UNIVERSAL Unicode::Normalize Compress::Zlib Compress::Raw::Zlib Encode::Guess
     strict warnings lib
-""".split())
-SUITE_NAMESPACE = "Test::Nginx"          # lib/Test/Nginx.pm and lib/Test/Nginx/*.pm of the suite
+""".split()
+)
+SUITE_NAMESPACE = "Test::Nginx"  # lib/Test/Nginx.pm and lib/Test/Nginx/*.pm of the suite
 PLATFORM_PREFIXES = ("Win32", "VMS::", "OS2::")
 
 PERL_PACKAGES = {
@@ -59,11 +61,16 @@ PERL_PACKAGES = {
 # Module families installed by one package.
 PERL_PREFIX_PACKAGES = {
     "Protocol::WebSocket::": "libprotocol-websocket-perl",
-    "Crypt::AuthEnc::": "libcryptx-perl", "Crypt::PK::": "libcryptx-perl",
-    "Crypt::Mode::": "libcryptx-perl", "Crypt::Stream::": "libcryptx-perl",
-    "Crypt::Mac::": "libcryptx-perl", "Crypt::Digest": "libcryptx-perl",
-    "Crypt::KeyDerivation": "libcryptx-perl", "Crypt::PRNG": "libcryptx-perl",
-    "Authen::SASL::": "libauthen-sasl-perl", "Net::DNS::": "libnet-dns-perl",
+    "Crypt::AuthEnc::": "libcryptx-perl",
+    "Crypt::PK::": "libcryptx-perl",
+    "Crypt::Mode::": "libcryptx-perl",
+    "Crypt::Stream::": "libcryptx-perl",
+    "Crypt::Mac::": "libcryptx-perl",
+    "Crypt::Digest": "libcryptx-perl",
+    "Crypt::KeyDerivation": "libcryptx-perl",
+    "Crypt::PRNG": "libcryptx-perl",
+    "Authen::SASL::": "libauthen-sasl-perl",
+    "Net::DNS::": "libnet-dns-perl",
     "GD::": "libgd-perl",
 }
 
@@ -85,85 +92,156 @@ DAEMON_PACKAGES = {
     "spawn-fcgi": "spawn-fcgi",
 }
 # Files a daemon needs besides its binary: uwsgi tests run a python app (--plugin python3).
-DAEMON_FILES = {"uwsgi": (("/usr/lib/uwsgi/plugins/python3*_plugin.so",), "uwsgi-plugin-python3",
-                          "uwsgi python3 plugin")}
+DAEMON_FILES = {
+    "uwsgi": (
+        ("/usr/lib/uwsgi/plugins/python3*_plugin.so",),
+        "uwsgi-plugin-python3",
+        "uwsgi python3 plugin",
+    )
+}
 
 # has() names of modules nginx builds unless told not to, with the flag that removes them.
-DEFAULT_MODULES = {name: f"--without-http_{name}_module" for name in (
-    "charset gzip ssi mirror userid access auth_basic autoindex geo map referer rewrite proxy "
-    "fastcgi uwsgi scgi grpc memcached limit_conn limit_req empty_gif browser upstream_hash "
-    "upstream_ip_hash upstream_least_conn upstream_random upstream_keepalive upstream_zone "
-    "split_clients tunnel upstream_sticky").split()}
-DEFAULT_MODULES.update({
-    "http": "--without-http", "cache": "--without-http-cache", "pcre": "--without-pcre",
-    "pop3": "--without-mail_pop3_module", "imap": "--without-mail_imap_module",
-    "smtp": "--without-mail_smtp_module",
-})
-DEFAULT_MODULES.update({f"stream_{name}": f"--without-stream_{name}_module" for name in (
-    "access geo limit_conn map pass return set split_clients upstream_hash upstream_least_conn "
-    "upstream_random upstream_zone").split()})
+DEFAULT_MODULES = {
+    name: f"--without-http_{name}_module"
+    for name in (
+        "charset gzip ssi mirror userid access auth_basic autoindex geo map referer rewrite proxy "
+        "fastcgi uwsgi scgi grpc memcached limit_conn limit_req empty_gif browser upstream_hash "
+        "upstream_ip_hash upstream_least_conn upstream_random upstream_keepalive upstream_zone "
+        "split_clients tunnel upstream_sticky"
+    ).split()
+}
+DEFAULT_MODULES.update(
+    {
+        "http": "--without-http",
+        "cache": "--without-http-cache",
+        "pcre": "--without-pcre",
+        "pop3": "--without-mail_pop3_module",
+        "imap": "--without-mail_imap_module",
+        "smtp": "--without-mail_smtp_module",
+    }
+)
+DEFAULT_MODULES.update(
+    {
+        f"stream_{name}": f"--without-stream_{name}_module"
+        for name in (
+            "access geo limit_conn map pass return set split_clients upstream_hash upstream_least_conn "
+            "upstream_random upstream_zone"
+        ).split()
+    }
+)
 # Modules that need a flag: has() name -> the flag (Test::Nginx looks for it in `nginx -V`).
 MODULE_FLAGS = {
-    "mail": "--with-mail", "stream": "--with-stream", "perl": "--with-http_perl_module",
-    "ssl": "--with-http_ssl_module", "http_ssl": "--with-http_ssl_module",
-    "geoip": "--with-http_geoip_module", "--with-debug": "--with-debug", "debug": "--with-debug",
-    "threads": "--with-threads", "compat": "--with-compat", "file_aio": "--with-file-aio",
+    "mail": "--with-mail",
+    "stream": "--with-stream",
+    "perl": "--with-http_perl_module",
+    "ssl": "--with-http_ssl_module",
+    "http_ssl": "--with-http_ssl_module",
+    "geoip": "--with-http_geoip_module",
+    "--with-debug": "--with-debug",
+    "debug": "--with-debug",
+    "threads": "--with-threads",
+    "compat": "--with-compat",
+    "file_aio": "--with-file-aio",
     # SPDY, HTTP/2's predecessor (nginx 1.3.15 to 1.9.4): spdy.t and friends ask for "spdy".
     "spdy": "--with-http_spdy_module",
 }
-MODULE_FLAGS.update({name: f"--with-http_{name}_module" for name in (
-    "v2 v3 flv auth_request realip sub gunzip gzip_static image_filter xslt dav addition slice "
-    "secure_link stub_status random_index mp4 degradation").split()})
-MODULE_FLAGS.update({f"http_{name}": f"--with-http_{name}_module" for name in (
-    "v2 v3 geoip realip sub gunzip image_filter xslt dav addition slice secure_link stub_status "
-    "random_index mp4 flv degradation auth_request perl").split()})
-MODULE_FLAGS.update({name: f"--with-{name}_module" for name in (
-    "mail_ssl stream_ssl stream_ssl_preread stream_realip stream_geoip").split()})
+MODULE_FLAGS.update(
+    {
+        name: f"--with-http_{name}_module"
+        for name in (
+            "v2 v3 flv auth_request realip sub gunzip gzip_static image_filter xslt dav addition slice "
+            "secure_link stub_status random_index mp4 degradation"
+        ).split()
+    }
+)
+MODULE_FLAGS.update(
+    {
+        f"http_{name}": f"--with-http_{name}_module"
+        for name in (
+            "v2 v3 geoip realip sub gunzip image_filter xslt dav addition slice secure_link stub_status "
+            "random_index mp4 flv degradation auth_request perl"
+        ).split()
+    }
+)
+MODULE_FLAGS.update(
+    {
+        name: f"--with-{name}_module"
+        for name in ("mail_ssl stream_ssl stream_ssl_preread stream_realip stream_geoip").split()
+    }
+)
 # A module of the stream or mail server is built only when that server is: the server's flag.
-SERVER_FLAGS = (("stream_", "--with-stream"), ("mail_", "--with-mail"), ("pop3", "--with-mail"),
-                ("imap", "--with-mail"), ("smtp", "--with-mail"))
-SSL_FLAGS = ("--with-http_ssl_module", "--with-stream_ssl_module", "--with-mail_ssl_module",
-             "--with-http_v3_module")
+SERVER_FLAGS = (
+    ("stream_", "--with-stream"),
+    ("mail_", "--with-mail"),
+    ("pop3", "--with-mail"),
+    ("imap", "--with-mail"),
+    ("smtp", "--with-mail"),
+)
+SSL_FLAGS = (
+    "--with-http_ssl_module",
+    "--with-stream_ssl_module",
+    "--with-mail_ssl_module",
+    "--with-http_v3_module",
+)
 
 # -- libraries a build needs -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Library:
-    what: str           # shown to the user
-    paths: tuple[str, ...]      # glob patterns; any one present is enough
+    what: str  # shown to the user
+    paths: tuple[str, ...]  # glob patterns; any one present is enough
     package: str
 
 
 LIBRARIES = {
     "libc": Library("C library headers (stdio.h)", ("/usr/include/stdio.h",), "libc6-dev"),
-    "pcre": Library("PCRE headers (pcre2.h or pcre.h)", ("/usr/include/pcre2.h",
-                                                        "/usr/include/pcre.h"), "libpcre2-dev"),
-    "pcre1": Library("old PCRE headers (pcre.h; this nginx predates PCRE2)",
-                     ("/usr/include/pcre.h",), "libpcre3-dev"),
+    "pcre": Library(
+        "PCRE headers (pcre2.h or pcre.h)",
+        ("/usr/include/pcre2.h", "/usr/include/pcre.h"),
+        "libpcre2-dev",
+    ),
+    "pcre1": Library(
+        "old PCRE headers (pcre.h; this nginx predates PCRE2)",
+        ("/usr/include/pcre.h",),
+        "libpcre3-dev",
+    ),
     "zlib": Library("zlib headers (zlib.h)", ("/usr/include/zlib.h",), "zlib1g-dev"),
-    "openssl": Library("OpenSSL headers (openssl/ssl.h)", ("/usr/include/openssl/ssl.h",),
-                       "libssl-dev"),
+    "openssl": Library(
+        "OpenSSL headers (openssl/ssl.h)", ("/usr/include/openssl/ssl.h",), "libssl-dev"
+    ),
     "gd": Library("GD headers (gd.h)", ("/usr/include/gd.h",), "libgd-dev"),
-    "xslt": Library("libxslt headers (libxslt/xslt.h)", ("/usr/include/libxslt/xslt.h",),
-                    "libxslt1-dev"),
+    "xslt": Library(
+        "libxslt headers (libxslt/xslt.h)", ("/usr/include/libxslt/xslt.h",), "libxslt1-dev"
+    ),
     # libxml2-dev comes with libxslt1-dev, which the setup list names
-    "xml2": Library("libxml2 headers (libxml/parser.h)",
-                    ("/usr/include/libxml2/libxml/parser.h",), "libxslt1-dev"),
+    "xml2": Library(
+        "libxml2 headers (libxml/parser.h)",
+        ("/usr/include/libxml2/libxml/parser.h",),
+        "libxslt1-dev",
+    ),
     "geoip": Library("GeoIP headers (GeoIP.h)", ("/usr/include/GeoIP.h",), "libgeoip-dev"),
-    "perl": Library("libperl for embedding (libperl.so)",
-                    ("/usr/lib/*/libperl.so", "/usr/lib/libperl.so"), "libperl-dev"),
-    "perftools": Library("gperftools headers (gperftools/profiler.h)",
-                         ("/usr/include/gperftools/profiler.h",), "libgoogle-perftools-dev"),
-    "atomic_ops": Library("libatomic_ops headers (atomic_ops.h)", ("/usr/include/atomic_ops.h",),
-                          "libatomic-ops-dev"),
+    "perl": Library(
+        "libperl for embedding (libperl.so)",
+        ("/usr/lib/*/libperl.so", "/usr/lib/libperl.so"),
+        "libperl-dev",
+    ),
+    "perftools": Library(
+        "gperftools headers (gperftools/profiler.h)",
+        ("/usr/include/gperftools/profiler.h",),
+        "libgoogle-perftools-dev",
+    ),
+    "atomic_ops": Library(
+        "libatomic_ops headers (atomic_ops.h)", ("/usr/include/atomic_ops.h",), "libatomic-ops-dev"
+    ),
 }
 
 # -- reading a test file ---------------------------------------------------------------------------
 
 _USE = re.compile(r"(?<![\w$>:])use\s+([A-Z]\w*(?:::\w+)*)(?=\s*(?:;|qw\b|['\"(\d]|$))", re.M)
-_REQUIRE = re.compile(r"(?<![\w$>:])require\s+([A-Z]\w*(?:::\w+)*)(?=\s*(?:;|\}|if\b|unless\b|$|['\"]))",
-                      re.M)
+_REQUIRE = re.compile(
+    r"(?<![\w$>:])require\s+([A-Z]\w*(?:::\w+)*)(?=\s*(?:;|\}|if\b|unless\b|$|['\"]))", re.M
+)
 # A function call or variable named in full: Net::SSLeay::renegotiate(...), $Net::SSLeay::VERSION.
 _QUALIFIED = re.compile(r"([$&]?)\b([A-Z]\w*(?:::\w+)*)::\w+(\s*\()?")
 _LOADING = re.compile(r"\b(?:use|no|require)\s+$")
@@ -189,8 +267,12 @@ def strip_perl(text: str) -> str:
 
 
 def is_ignored_module(name: str) -> bool:
-    return (name in CORE_MODULES or name == SUITE_NAMESPACE
-            or name.startswith(SUITE_NAMESPACE + "::") or name.startswith(PLATFORM_PREFIXES))
+    return (
+        name in CORE_MODULES
+        or name == SUITE_NAMESPACE
+        or name.startswith(SUITE_NAMESPACE + "::")
+        or name.startswith(PLATFORM_PREFIXES)
+    )
 
 
 def has_names(args: str) -> list[str]:
@@ -210,7 +292,7 @@ def _loaded_modules(code: str) -> list[tuple[int, str]]:
     found = [(m.start(), m.group(1)) for rx in (_USE, _REQUIRE) for m in rx.finditer(code)]
     for m in _QUALIFIED.finditer(code):
         sigil, package, call = m.groups()
-        loading = _LOADING.search(code, max(0, m.start() - 16), m.start())    # use X::Y ();
+        loading = _LOADING.search(code, max(0, m.start() - 16), m.start())  # use X::Y ();
         if (sigil or call) and package in PERL_PACKAGES and not loading:
             found.append((m.start(), package))
     return found
@@ -235,9 +317,11 @@ def requirements_in_order(text: str) -> dict[str, list[str]]:
             modules += [(pos, m) for m in FEATURE_PERL_MODULES[feature]]
         elif name not in PLATFORM_FEATURES:
             nginx.append(name)
-    return {"perl_modules": list(dict.fromkeys(m for _, m in sorted(modules, key=lambda x: x[0]))),
-            "daemons": list(dict.fromkeys(_DAEMON.findall(code))),
-            "nginx_modules": list(dict.fromkeys(nginx))}
+    return {
+        "perl_modules": list(dict.fromkeys(m for _, m in sorted(modules, key=lambda x: x[0]))),
+        "daemons": list(dict.fromkeys(_DAEMON.findall(code))),
+        "nginx_modules": list(dict.fromkeys(nginx)),
+    }
 
 
 def requirements_of_test(text: str) -> dict[str, set[str]]:
@@ -262,11 +346,13 @@ def certificates_made(text: str) -> list[tuple[str, int | str]]:
     code = strip_perl(text)
     bits = {int(next(g for g in m.groups() if g)) for m in _RSA_BITS.finditer(code)}
     digests = {next(g for g in m.groups() if g).lower() for m in _CA_DIGEST.finditer(code)}
-    return ([("rsa", b) for b in sorted(bits)]
-            + [("digest", d) for d in sorted(digests - {"default"})])
+    return [("rsa", b) for b in sorted(bits)] + [
+        ("digest", d) for d in sorted(digests - {"default"})
+    ]
 
 
 # -- mappings --------------------------------------------------------------------------------------
+
 
 def perl_package(module: str) -> tuple[str, bool]:
     """(Debian package, known) for a Perl module; unknown ones get the Debian naming convention."""
@@ -285,7 +371,7 @@ def daemon_package(daemon: str) -> str:
 
 
 def _normal_flags(flags: Iterable[str]) -> list[str]:
-    return [f[:-len("=dynamic")] if f.endswith("=dynamic") else f for f in flags]
+    return [f[: -len("=dynamic")] if f.endswith("=dynamic") else f for f in flags]
 
 
 def _needs_ssl(name: str) -> bool:
@@ -296,7 +382,9 @@ def module_enabled(name: str, flags: Iterable[str]) -> bool:
     """Does Test::Nginx's has(name) pass for an nginx configured with `flags`? (Its check reads
     `nginx -V`: configure arguments, "built with OpenSSL ...", "TLS SNI support enabled".)"""
     flags = _normal_flags(flags)
-    ssl = any(f in SSL_FLAGS for f in flags) and not any(f.startswith("--without-openssl") for f in flags)
+    ssl = any(f in SSL_FLAGS for f in flags) and not any(
+        f.startswith("--without-openssl") for f in flags
+    )
     if _needs_ssl(name):
         return ssl
     if name in DEFAULT_MODULES:
@@ -341,8 +429,9 @@ def libraries_for_flags(flags: Iterable[str], pcre2_capable: bool | None = None)
     has = lambda *names: any(f in flags for f in names)
     starts = lambda prefix: any(f.startswith(prefix) for f in flags)
     need = ["libc"]
-    if not has("--without-http", "--without-http_rewrite_module", "--without-pcre") \
-            and not starts("--with-pcre="):
+    if not has("--without-http", "--without-http_rewrite_module", "--without-pcre") and not starts(
+        "--with-pcre="
+    ):
         need.append("pcre1" if pcre2_capable is False else "pcre")
     gzip = not has("--without-http", "--without-http_gzip_module")
     if (gzip or has("--with-http_gunzip_module")) and not starts("--with-zlib="):

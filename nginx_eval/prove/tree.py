@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import jsonio
-from ..core.trees import file_stats, remove_tree, set_write_bits
 from ..core.gitcmd import GitError, extract_tree, scratch_index
 from ..core.locks import locked
 from ..core.stamps import TaskDict
 from ..core.tasknames import TESTS, repo_task, tests_subtask
+from ..core.trees import file_stats, remove_tree, set_write_bits
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 Authored = Sequence[tuple[str, bytes]]
 
 
-def tests_tree_changes(bare: Path, commit: str, tree: str | Path,
-                       authored: Authored = ()) -> list[str]:
+def tests_tree_changes(
+    bare: Path, commit: str, tree: str | Path, authored: Authored = ()
+) -> list[str]:
     """The paths in which `tree` differs from `commit` plus the `authored` files ((name, bytes)):
     edited, removed or added files, from git with a scratch index (the bare clone's objects are
     the reference, not a stamp) and, for the authored files, their contents."""
@@ -71,8 +72,9 @@ def _stamp(repo: str, commit: str, authored: Authored) -> dict[str, Any]:
     return stamp
 
 
-def _extract(layout: "Layout", repo: str, commit: str, authored: Authored = (),
-             tree_id: str | None = None) -> None:
+def _extract(
+    layout: "Layout", repo: str, commit: str, authored: Authored = (), tree_id: str | None = None
+) -> None:
     tree_id = tree_id or commit
     tree = layout.tests_tree(tree_id)
     for stale in tree.parent.glob(f".{tree_id}.tmp*"):
@@ -95,22 +97,26 @@ def _unchanged_since_checked(layout: "Layout", tree_id: str, tree: Path) -> bool
     return files is not None and file_stats(tree) == files
 
 
-def _record_checked(layout: "Layout", repo: str, commit: str, authored: Authored, tree_id: str,
-                    tree: Path) -> None:
+def _record_checked(
+    layout: "Layout", repo: str, commit: str, authored: Authored, tree_id: str, tree: Path
+) -> None:
     """After git found the tree equal to the commit (under the tree's lock): its files' stat."""
-    jsonio.write_json(layout.tests_stamp(tree_id),
-                      dict(_stamp(repo, commit, authored), files=file_stats(tree)))
+    jsonio.write_json(
+        layout.tests_stamp(tree_id), dict(_stamp(repo, commit, authored), files=file_stats(tree))
+    )
 
 
 def tests_tree_present(layout: "Layout", tree_id: str) -> bool:
     """doit uptodate of tests:<tree>: the tree and its stamp are there (a tree is never
     changed in place; verified_tests_tree checks its contents before each prove)."""
-    return (bool(jsonio.read_json(layout.tests_stamp(tree_id)))
-            and layout.tests_tree(tree_id).is_dir())
+    return (
+        bool(jsonio.read_json(layout.tests_stamp(tree_id))) and layout.tests_tree(tree_id).is_dir()
+    )
 
 
-def extract_tests(layout: "Layout", repo: str, commit: str, authored: Authored = (),
-                  tree_id: str | None = None) -> None:
+def extract_tests(
+    layout: "Layout", repo: str, commit: str, authored: Authored = (), tree_id: str | None = None
+) -> None:
     tree_id = tree_id or commit
     if tests_tree_present(layout, tree_id):
         return
@@ -122,8 +128,9 @@ def extract_tests(layout: "Layout", repo: str, commit: str, authored: Authored =
         _extract(layout, repo, commit, authored, tree_id)
 
 
-def verified_tests_tree(layout: "Layout", repo: str, commit: str, authored: Authored = (),
-                        tree_id: str | None = None) -> tuple[Path, list[str]]:
+def verified_tests_tree(
+    layout: "Layout", repo: str, commit: str, authored: Authored = (), tree_id: str | None = None
+) -> tuple[Path, list[str]]:
     """The test tree of `commit` (with an authored task's files: `authored` and its `tree_id`,
     task_tests_tree), extracted again if anything changed it; [notes]."""
     tree_id = tree_id or commit
@@ -133,22 +140,25 @@ def verified_tests_tree(layout: "Layout", repo: str, commit: str, authored: Auth
         return tree, []
     with locked(layout.lock(f"tests-{tree_id}")):
         if _unchanged_since_checked(layout, tree_id, tree):
-            return tree, []         # another prove checked it meanwhile
+            return tree, []  # another prove checked it meanwhile
         changes = tests_tree_changes(layout.bare_repo(repo), commit, tree, authored)
         if changes:
             _extract(layout, repo, commit, authored, tree_id)
         _record_checked(layout, repo, commit, authored, tree_id, tree)
     if not changes:
         return tree, []
-    return tree, [f"the test tree {tree_id[:12]}{' (with authored files)' if authored else ''}"
-                  f" had been changed ({', '.join(changes[:5])}"
-                  f"{', ...' if len(changes) > 5 else ''}); extracted again"]
+    return tree, [
+        f"the test tree {tree_id[:12]}{' (with authored files)' if authored else ''}"
+        f" had been changed ({', '.join(changes[:5])}"
+        f"{', ...' if len(changes) > 5 else ''}); extracted again"
+    ]
 
 
 def task_tests_tree(layout: "Layout", task: "Task") -> tuple[Path, list[str]]:
     """verified_tests_tree of a task's own test tree (its authored files with it)."""
-    return verified_tests_tree(layout, task.test_repo, task.test_commit, task.authored,
-                               task.tests_tree_id)
+    return verified_tests_tree(
+        layout, task.test_repo, task.test_commit, task.authored, task.tests_tree_id
+    )
 
 
 def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
@@ -163,8 +173,9 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
             "basename": TESTS,
             "name": tests_subtask(tree_id),
             "doc": f"{t.test_repo} tree at {t.test_commit}{what}",
-            "actions": [(extract_tests, [ctx.layout, t.test_repo, t.test_commit, t.authored,
-                                         tree_id])],
+            "actions": [
+                (extract_tests, [ctx.layout, t.test_repo, t.test_commit, t.authored, tree_id])
+            ],
             "targets": [str(ctx.layout.tests_stamp(tree_id))],
             "task_dep": [repo_task(t.test_repo)],
             "uptodate": [(tests_tree_present, [ctx.layout, tree_id])],

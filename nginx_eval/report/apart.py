@@ -30,23 +30,36 @@ USER_ERROR = 3
 
 def run_apart(function, *args):
     """function(*args) in a process of its own (see the module's docstring); returns nothing."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")])
+        ),
+    )
     sys.stdout.flush()
     with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stderr:
         pickle.dump((function, args), stdin)
         stdin.seek(0)
-        outcome = procs.run_limited([sys.executable, "-m", __name__], cwd=os.getcwd(), env=env,
-                                    timeout=TIMEOUT_SECONDS, stdin=stdin, stdout=None,
-                                    stderr=stderr)
+        outcome = procs.run_limited(
+            [sys.executable, "-m", __name__],
+            cwd=os.getcwd(),
+            env=env,
+            timeout=TIMEOUT_SECONDS,
+            stdin=stdin,
+            stdout=None,
+            stderr=stderr,
+        )
         stderr.seek(0)
         said = stderr.read().decode(errors="replace")
     if outcome.exit_code == 0:
         return
     if outcome.exit_code == USER_ERROR:
         raise UserError(said.strip())
-    ended = (f"timed out after {TIMEOUT_SECONDS} s" if outcome.timed_out
-             else f"exited with {outcome.exit_code}")
+    ended = (
+        f"timed out after {TIMEOUT_SECONDS} s"
+        if outcome.timed_out
+        else f"exited with {outcome.exit_code}"
+    )
     tail = "\n".join(said.strip().splitlines()[-5:])
     raise RuntimeError(f"{getattr(function, '__name__', function)} {ended}: {tail}")
 

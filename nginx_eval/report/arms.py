@@ -9,9 +9,9 @@ mode (report/modes.py: scored_table).
 
 import statistics
 
-from . import stats
 from ..core.outcomes import NOT_SCORED
 from ..run.benchmark import TEST_SOURCES
+from . import stats
 from .modes import cost_per_resolved, groups, rate_of, rounded, rounded_pair, scored_table
 
 # Modes whose patch does not change from one run to the next: no variance within a task.
@@ -25,8 +25,11 @@ def _arm_scores(members, task_ids):
     table = scored_table(members, task_ids)
     scores = {}
     for i in task_ids:
-        have = [1 if d["outcomes"][i] == "resolved" else 0 for d in members
-                if i in d["outcomes"] and d["outcomes"][i] not in NOT_SCORED]
+        have = [
+            1 if d["outcomes"][i] == "resolved" else 0
+            for d in members
+            if i in d["outcomes"] and d["outcomes"][i] not in NOT_SCORED
+        ]
         if have:
             scores[i] = sum(have) / len(have)
     return table, scores
@@ -36,8 +39,12 @@ def _arm_rate(table, k):
     """(rate, interval, interval method, clustered standard error) of an arm of k repeats."""
     if k == 1:
         resolved = sum(v[0] for v in table.values())
-        return (rate_of(resolved, len(table)), rounded_pair(stats.wilson(resolved, len(table))),
-                "wilson", None)
+        return (
+            rate_of(resolved, len(table)),
+            rounded_pair(stats.wilson(resolved, len(table))),
+            "wilson",
+            None,
+        )
     c = stats.clustered_mean(list(table.values()))
     return rounded(c["mean"]), rounded_pair(c["interval"]), "clustered by task", rounded(c["se"])
 
@@ -51,19 +58,33 @@ def make_arms(mode_data, rows, task_ids, label=None):
         table, scores = _arm_scores(members, task_ids)
         rate, interval, how, se = _arm_rate(table, k)
         deterministic = all(d["kind"] in DETERMINISTIC_KINDS for d in members)
-        within = 0.0 if deterministic else (stats.within_task_variance(list(table.values()))
-                                            if k > 1 else None)
+        within = (
+            0.0
+            if deterministic
+            else (stats.within_task_variance(list(table.values())) if k > 1 else None)
+        )
         name = family if k > 1 else members[0]["name"]
         cost = cost_per_resolved(
             {i: [rows[d["name"]][i] for d in members if i in rows[d["name"]]] for i in task_ids},
-            stats.seed_for("cost", label or "", "arm", name))
-        arms.append({
-            "name": name, "label": f"{name} ({k} repeats)" if k > 1 else name,
-            "modes": [d["name"] for d in members], "repeats": k, "table": table,
-            "scores": scores, "rate": rate, "interval": interval, "interval_method": how,
-            "se": se, "within_variance": within, "cost_per_resolved": cost,
-            "commands": [r for d in members for r in d["ran"]][:1],
-        })
+            stats.seed_for("cost", label or "", "arm", name),
+        )
+        arms.append(
+            {
+                "name": name,
+                "label": f"{name} ({k} repeats)" if k > 1 else name,
+                "modes": [d["name"] for d in members],
+                "repeats": k,
+                "table": table,
+                "scores": scores,
+                "rate": rate,
+                "interval": interval,
+                "interval_method": how,
+                "se": se,
+                "within_variance": within,
+                "cost_per_resolved": cost,
+                "commands": [r for d in members for r in d["ran"]][:1],
+            }
+        )
     return arms
 
 
@@ -91,10 +112,19 @@ def compare_pair(a, b, task_ids, seed_parts, names=None):
     else:
         r = stats.paired_scores(x, y, stats.seed_for(*seed_parts))
     a_name, b_name = names or (a["name"], b["name"])
-    r.update({"a": a_name, "b": b_name, "a_label": a["label"], "b_label": b["label"],
-              "repeats_a": a["repeats"], "repeats_b": b["repeats"],
-              "within_a": a["within_variance"], "within_b": b["within_variance"],
-              "task_ids": common})
+    r.update(
+        {
+            "a": a_name,
+            "b": b_name,
+            "a_label": a["label"],
+            "b_label": b["label"],
+            "repeats_a": a["repeats"],
+            "repeats_b": b["repeats"],
+            "within_a": a["within_variance"],
+            "within_b": b["within_variance"],
+            "task_ids": common,
+        }
+    )
     return r
 
 
@@ -104,8 +134,16 @@ def finish_comparisons(comparisons, total, quote=lambda c, side: f"`{c[side]}`")
     for c, p in zip(comparisons, adjusted):
         c["p_holm"] = p
         c["sentence"] = sentence(c, total, len(comparisons), quote)
-        for key in ("difference", "a_rate", "b_rate", "discordance", "sd", "detectable",
-                    "within_a", "within_b"):
+        for key in (
+            "difference",
+            "a_rate",
+            "b_rate",
+            "discordance",
+            "sd",
+            "detectable",
+            "within_a",
+            "within_b",
+        ):
             if isinstance(c.get(key), float):
                 c[key] = round(c[key], 4)
         for key in ("p_value", "p_holm"):
@@ -119,7 +157,7 @@ def compare_arms(arms, task_ids, baseline_arm=None):
     the others in the order of the modes."""
     pairs = [(a, baseline_arm) for a in arms if baseline_arm and a is not baseline_arm]
     for i, a in enumerate(arms):
-        for b in arms[i + 1:]:
+        for b in arms[i + 1 :]:
             if baseline_arm not in (a, b):
                 pairs.append((a, b))
     out = []
@@ -134,19 +172,25 @@ def sentence(c, total, how_many, quote):
     """The comparison in words, for a reader to quote."""
     a, b = quote(c, "a"), quote(c, "b")
     p_value = stats.fmt_p(c["p_value"])
-    diff = (f"difference {stats.fmt_pp(c['difference'])} pp {_interval_pp(c['interval'])}, "
-            f"p {p_value if p_value.startswith('<') else '= ' + p_value}")
+    diff = (
+        f"difference {stats.fmt_pp(c['difference'])} pp {_interval_pp(c['interval'])}, "
+        f"p {p_value if p_value.startswith('<') else '= ' + p_value}"
+    )
     if how_many > 1:
         diff += f" (Holm: {stats.fmt_p(c['p_holm'])})"
     if c["method"] == "mcnemar":
-        text = (f"{a} resolves {_plural(c['a_only'], 'task')} {b} does not, {b} "
-                f"{c['b_only']} that {a} does not; {diff}")
+        text = (
+            f"{a} resolves {_plural(c['a_only'], 'task')} {b} does not, {b} "
+            f"{c['b_only']} that {a} does not; {diff}"
+        )
     else:
-        text = (f"{a} ({_plural(c['repeats_a'], 'run')} per task) resolves "
-                f"{stats.fmt_pp(c['a_rate'], sign=False)}% of the tasks on average, {b} "
-                f"({_plural(c['repeats_b'], 'run')}) {stats.fmt_pp(c['b_rate'], sign=False)}%; "
-                f"{a} does better on {_plural(c['a_better'], 'task')}, {b} on {c['b_better']}; "
-                f"{diff}")
+        text = (
+            f"{a} ({_plural(c['repeats_a'], 'run')} per task) resolves "
+            f"{stats.fmt_pp(c['a_rate'], sign=False)}% of the tasks on average, {b} "
+            f"({_plural(c['repeats_b'], 'run')}) {stats.fmt_pp(c['b_rate'], sign=False)}%; "
+            f"{a} does better on {_plural(c['a_better'], 'task')}, {b} on {c['b_better']}; "
+            f"{diff}"
+        )
     if c["tasks"] < total:
         text += f"; on the {c['tasks']} of {total} tasks both have results for"
     return text + "."
@@ -155,8 +199,7 @@ def sentence(c, total, how_many, quote):
 def disagreements(c: dict) -> int:
     """The tasks on which the two arms of a comparison disagree: one resolves and the other does
     not (one run per task), or their mean scores differ (repeats)."""
-    return (c["a_only"] + c["b_only"] if c["method"] == "mcnemar"
-            else c["a_better"] + c["b_better"])
+    return c["a_only"] + c["b_only"] if c["method"] == "mcnemar" else c["a_better"] + c["b_better"]
 
 
 def power_summary(comparisons, total):
@@ -164,15 +207,27 @@ def power_summary(comparisons, total):
     "undetectable": the pairs that disagree on some task and still detect no difference (what
     report.md says when no pair detects one), {"a", "b" (labels), "disagree", "tasks"}."""
     found = [c["detectable"] for c in comparisons if c.get("detectable") is not None]
-    return {"power": stats.POWER, "alpha": stats.ALPHA, "tasks": total,
-            "comparisons": len(comparisons), "estimable": len(found),
-            "median_detectable": rounded(statistics.median(found)) if found else None,
-            "min_detectable": rounded(min(found)) if found else None,
-            "max_detectable": rounded(max(found)) if found else None,
-            "disagreeing": sum(1 for c in comparisons if disagreements(c)),
-            "undetectable": [{"a": c["a_label"], "b": c["b_label"], "disagree": disagreements(c),
-                              "tasks": c["tasks"]} for c in comparisons
-                             if c.get("detectable") is None and disagreements(c)]}
+    return {
+        "power": stats.POWER,
+        "alpha": stats.ALPHA,
+        "tasks": total,
+        "comparisons": len(comparisons),
+        "estimable": len(found),
+        "median_detectable": rounded(statistics.median(found)) if found else None,
+        "min_detectable": rounded(min(found)) if found else None,
+        "max_detectable": rounded(max(found)) if found else None,
+        "disagreeing": sum(1 for c in comparisons if disagreements(c)),
+        "undetectable": [
+            {
+                "a": c["a_label"],
+                "b": c["b_label"],
+                "disagree": disagreements(c),
+                "tasks": c["tasks"],
+            }
+            for c in comparisons
+            if c.get("detectable") is None and disagreements(c)
+        ],
+    }
 
 
 def _group_cells(arms, ids):
@@ -181,13 +236,26 @@ def _group_cells(arms, ids):
         scored = [i for i in ids if i in arm["table"]]
         if arm["repeats"] == 1:
             k = sum(arm["table"][i][0] for i in scored)
-            cells.append({"arm": arm["name"], "resolved": k, "tasks": len(scored),
-                          "rate": rate_of(k, len(scored)),
-                          "interval": rounded_pair(stats.wilson(k, len(scored)))})
+            cells.append(
+                {
+                    "arm": arm["name"],
+                    "resolved": k,
+                    "tasks": len(scored),
+                    "rate": rate_of(k, len(scored)),
+                    "interval": rounded_pair(stats.wilson(k, len(scored))),
+                }
+            )
         else:
             c = stats.clustered_mean([arm["table"][i] for i in scored])
-            cells.append({"arm": arm["name"], "resolved": None, "tasks": len(scored),
-                          "rate": rounded(c["mean"]), "interval": rounded_pair(c["interval"])})
+            cells.append(
+                {
+                    "arm": arm["name"],
+                    "resolved": None,
+                    "tasks": len(scored),
+                    "rate": rounded(c["mean"]),
+                    "interval": rounded_pair(c["interval"]),
+                }
+            )
     return cells
 
 
@@ -197,23 +265,33 @@ def breakdowns(arms, tasks, cutoff=None):
     by_area, by_source = {}, {source: [] for source in TEST_SOURCES}
     for t in tasks:
         by_area.setdefault(t.area or "(no area)", []).append(t.instance_id)
-        by_source.setdefault(t.tests, []).append(t.instance_id)     # swe-bench: its own
-    area = [{"label": label, "tasks": len(ids), "cells": _group_cells(arms, ids)}
-            for label, ids in sorted(by_area.items())]
+        by_source.setdefault(t.tests, []).append(t.instance_id)  # swe-bench: its own
+    area = [
+        {"label": label, "tasks": len(ids), "cells": _group_cells(arms, ids)}
+        for label, ids in sorted(by_area.items())
+    ]
     # Authored tests are the project's own: their tasks are kept apart from the suite's, whose
     # tests nginx's developers wrote with the fix.
-    source = [{"label": label, "tasks": len(ids), "cells": _group_cells(arms, ids)}
-              for label, ids in by_source.items() if ids]
+    source = [
+        {"label": label, "tasks": len(ids), "cells": _group_cells(arms, ids)}
+        for label, ids in by_source.items()
+        if ids
+    ]
     groups_by_date = []
     if cutoff:
-        split = {f"fixed before {cutoff}": [], f"fixed on or after {cutoff}": [],
-                 "no fix date": []}
+        split = {f"fixed before {cutoff}": [], f"fixed on or after {cutoff}": [], "no fix date": []}
         for t in tasks:
-            key = ("no fix date" if not t.fix_date else
-                   f"fixed before {cutoff}" if t.fix_date < cutoff else
-                   f"fixed on or after {cutoff}")
+            key = (
+                "no fix date"
+                if not t.fix_date
+                else f"fixed before {cutoff}"
+                if t.fix_date < cutoff
+                else f"fixed on or after {cutoff}"
+            )
             split[key].append(t.instance_id)
-        groups_by_date = [{"label": label, "tasks": len(ids), "cells": _group_cells(arms, ids)}
-                          for label, ids in split.items() if ids]
-    return {"area": area, "tests": source,
-            "fix_date": {"cutoff": cutoff, "groups": groups_by_date}}
+        groups_by_date = [
+            {"label": label, "tasks": len(ids), "cells": _group_cells(arms, ids)}
+            for label, ids in split.items()
+            if ids
+        ]
+    return {"area": area, "tests": source, "fix_date": {"cutoff": cutoff, "groups": groups_by_date}}

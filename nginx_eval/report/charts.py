@@ -31,8 +31,10 @@ def _save(fig, path):
 
 def _pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+
     return plt
 
 
@@ -45,21 +47,39 @@ def draw_chart(data, path):
     names = [a["name"] + (f" (×{a['repeats']})" if a["repeats"] > 1 else "") for a in arms]
     # An arm that scored no task has no rate (None): no bar, and "—" beside where it would be.
     rates = [100 * a["rate"] if a["rate"] is not None else None for a in arms]
-    rate_errors = _errors([(r, [100 * v for v in a["interval"]] if a["interval"] else None)
-                           for r, a in zip(rates, arms)])
+    rate_errors = _errors(
+        [
+            (r, [100 * v for v in a["interval"]] if a["interval"] else None)
+            for r, a in zip(rates, arms)
+        ]
+    )
     known = [a["cost_per_resolved"]["value"] for a in arms]
     with_costs = any(k is not None for k in known)
-    fig, axes = plt.subplots(1, 2 if with_costs else 1, figsize=(9 if with_costs else 4.5, 3.4),
-                             dpi=100, squeeze=False)
+    fig, axes = plt.subplots(
+        1, 2 if with_costs else 1, figsize=(9 if with_costs else 4.5, 3.4), dpi=100, squeeze=False
+    )
     left = axes[0][0]
-    left.bar(names, [r or 0.0 for r in rates], color="#4a7ab5", yerr=rate_errors, capsize=4,
-             ecolor="#222222")
+    left.bar(
+        names,
+        [r or 0.0 for r in rates],
+        color="#4a7ab5",
+        yerr=rate_errors,
+        capsize=4,
+        ecolor="#222222",
+    )
     left.set_ylim(0, 105)
     left.set_ylabel("resolved (%)")
     left.set_title("Resolved rate, 95% interval")
     for x, v in enumerate(rates):
-        left.annotate("—" if v is None else f"{v:.0f}%", (x, v or 0.0), ha="left",
-                      va="bottom", fontsize=8, xytext=(3, 0), textcoords="offset points")
+        left.annotate(
+            "—" if v is None else f"{v:.0f}%",
+            (x, v or 0.0),
+            ha="left",
+            va="bottom",
+            fontsize=8,
+            xytext=(3, 0),
+            textcoords="offset points",
+        )
     if with_costs:
         _cost_panel(axes[0][1], arms, names, known)
     for ax in axes[0]:
@@ -71,20 +91,30 @@ def draw_chart(data, path):
 
 def _cost_panel(ax, arms, names, known):
     costs = [c or 0.0 for c in known]
-    cost_errors = _errors([(a["cost_per_resolved"]["value"], a["cost_per_resolved"]["interval"])
-                           for a in arms])
+    cost_errors = _errors(
+        [(a["cost_per_resolved"]["value"], a["cost_per_resolved"]["interval"]) for a in arms]
+    )
     ax.bar(names, costs, color="#c8803a", yerr=cost_errors, capsize=4, ecolor="#222222")
     top = max([c + e for c, e in zip(costs, cost_errors[1])] + [0.0])
     ax.set_ylim(0, top * 1.2 or 1.0)
     ax.set_ylabel("USD")
     ax.set_title("Cost per resolved task (— none)")
     for x, (v, k) in enumerate(zip(costs, known)):
-        ax.annotate("—" if k is None else f"${v:.2f}", (x, v), ha="left", va="bottom",
-                    fontsize=8, xytext=(3, 0), textcoords="offset points")
+        ax.annotate(
+            "—" if k is None else f"${v:.2f}",
+            (x, v),
+            ha="left",
+            va="bottom",
+            fontsize=8,
+            xytext=(3, 0),
+            textcoords="offset points",
+        )
 
 
-DISTRIBUTION_PANELS = (("seconds_values", "Agent time per task", "seconds"),
-                       ("cost_values", "Agent cost per task", "USD"))
+DISTRIBUTION_PANELS = (
+    ("seconds_values", "Agent time per task", "seconds"),
+    ("cost_values", "Agent cost per task", "USD"),
+)
 
 
 def distribution_panels(data) -> list[tuple[str, str, str]]:
@@ -97,13 +127,15 @@ def draw_distributions(data, path) -> bool:
     for each of the two that some mode has values for. Without either, no figure (and the one
     an earlier rendering left is removed); returns whether it was drawn."""
     import numpy as np
+
     panels = distribution_panels(data)
     if not panels:
         path.unlink(missing_ok=True)
         return False
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), dpi=100,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4.5 * len(panels), 3.4), dpi=100, squeeze=False
+    )
     for ax, (key, title, unit) in zip(axes[0], panels):
         shown = [m for m in data["modes"] if m[key]]
         ax.set_title(title)
@@ -114,8 +146,7 @@ def draw_distributions(data, path) -> bool:
             # Spread the points sideways by rank, not at random: the same files, the same image.
             offsets = np.linspace(-0.15, 0.15, len(vs)) if len(vs) > 1 else [0.0]
             ax.scatter([x + o for o in offsets], vs, s=10, color="#4a7ab5", alpha=0.7, zorder=3)
-        ax.set_xticks(range(1, len(shown) + 1), [m["name"] for m in shown], rotation=30,
-                      fontsize=8)
+        ax.set_xticks(range(1, len(shown) + 1), [m["name"] for m in shown], rotation=30, fontsize=8)
         ax.set_ylim(bottom=0)
     fig.tight_layout()
     _save(fig, path)

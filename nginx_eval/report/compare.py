@@ -9,13 +9,13 @@ import datetime
 
 from .. import __version__
 from ..core import jsonio
-from . import stats
 from ..core.errors import UserError, did_you_mean
+from ..run.record import read_run
+from . import stats
 from .arms import compare_pair, finish_comparisons, make_arms
 from .data import graded_rows
 from .modes import mode_summary
 from .records import modes_on_disk
-from ..run.record import read_run
 
 
 def other_layout(layout, other):
@@ -31,11 +31,16 @@ def check_compare(layout, other):
         raise UserError(f"compare={other}: that is this run; name another run")
     theirs = other_layout(layout, other)
     if not modes_on_disk(theirs, []):
-        runs = sorted(p.name for p in layout.results_root.iterdir()
-                      if p.is_dir() and p.name != layout.run) \
-            if layout.results_root.is_dir() else []
-        raise UserError(f"compare={other}: no results in {theirs.run_dir}"
-                        f"{did_you_mean(other, runs)}")
+        runs = (
+            sorted(
+                p.name for p in layout.results_root.iterdir() if p.is_dir() and p.name != layout.run
+            )
+            if layout.results_root.is_dir()
+            else []
+        )
+        raise UserError(
+            f"compare={other}: no results in {theirs.run_dir}{did_you_mean(other, runs)}"
+        )
 
 
 def _other_tasks(theirs, bench):
@@ -43,11 +48,16 @@ def _other_tasks(theirs, bench):
     run.json or, the version, for an unversioned file)."""
     record = read_run(theirs)
     if record and record["benchmark"] != bench.name:
-        raise UserError(f"compare={theirs.run}: run {theirs.run!r} holds benchmark "
-                        f"{record['benchmark']!r}, this run {bench.name!r}: no tasks in common")
+        raise UserError(
+            f"compare={theirs.run}: run {theirs.run!r} holds benchmark "
+            f"{record['benchmark']!r}, this run {bench.name!r}: no tasks in common"
+        )
     if record:
-        return (set(record["task_ids"]), record.get("benchmark_sha256"),
-                record.get("benchmark_version"))
+        return (
+            set(record["task_ids"]),
+            record.get("benchmark_sha256"),
+            record.get("benchmark_version"),
+        )
     ids = set()
     for m in modes_on_disk(theirs, []):
         ids |= {r["instance_id"] for r in jsonio.read_jsonl(theirs.results_jsonl(m))}
@@ -70,15 +80,23 @@ def _compare_common_arms(sides, common, task_ids, run, other):
     them resolves."""
     comparisons = []
     for name in common:
-        c = compare_pair(sides["here"][name], sides["there"][name], task_ids,
-                         ("runs", run, other, name),
-                         names=(f"{name}@{run}", f"{name}@{other}"))
+        c = compare_pair(
+            sides["here"][name],
+            sides["there"][name],
+            task_ids,
+            ("runs", run, other, name),
+            names=(f"{name}@{run}", f"{name}@{other}"),
+        )
         if c is None:
             continue
         here, there = sides["here"][name]["scores"], sides["there"][name]["scores"]
-        c.update({"arm": name,
-                  "only_here": [i for i in c["task_ids"] if here[i] == 1 and there[i] == 0],
-                  "only_other": [i for i in c["task_ids"] if there[i] == 1 and here[i] == 0]})
+        c.update(
+            {
+                "arm": name,
+                "only_here": [i for i in c["task_ids"] if here[i] == 1 and there[i] == 0],
+                "only_other": [i for i in c["task_ids"] if there[i] == 1 and here[i] == 0],
+            }
+        )
         comparisons.append(c)
     return finish_comparisons(comparisons, len(task_ids))
 
@@ -91,15 +109,34 @@ def collect_comparison(layout, other, bench, tasks, modes):
     sides = _arms_of_both_runs(layout, theirs, task_ids, modes, bench)
     common = [n for n in sides["here"] if n in sides["there"]]
     comparisons = _compare_common_arms(sides, common, task_ids, layout.run, other)
-    arms = {n: {side: {k: sides[side][n][k] for k in ("rate", "interval", "interval_method",
-                                                       "repeats", "modes", "commands")}
-                for side in ("here", "there")} for n in common}
-    only = {"here": [n for n in sides["here"] if n not in common],
-            "there": [n for n in sides["there"] if n not in common]}
-    return {"date": datetime.date.today().isoformat(), "version": __version__,
-            "run": layout.run, "other": other, "benchmark": bench.name,
-            "benchmark_sha256": {layout.run: bench.digest, other: their_sha},
-            "benchmark_version": {layout.run: bench.version, other: their_version},
-            "tasks": task_ids, "run_tasks": len(tasks), "other_tasks": len(their_ids),
-            "arms": arms, "only": only, "comparisons": comparisons,
-            "level": stats.LEVEL, "alpha": stats.ALPHA}
+    arms = {
+        n: {
+            side: {
+                k: sides[side][n][k]
+                for k in ("rate", "interval", "interval_method", "repeats", "modes", "commands")
+            }
+            for side in ("here", "there")
+        }
+        for n in common
+    }
+    only = {
+        "here": [n for n in sides["here"] if n not in common],
+        "there": [n for n in sides["there"] if n not in common],
+    }
+    return {
+        "date": datetime.date.today().isoformat(),
+        "version": __version__,
+        "run": layout.run,
+        "other": other,
+        "benchmark": bench.name,
+        "benchmark_sha256": {layout.run: bench.digest, other: their_sha},
+        "benchmark_version": {layout.run: bench.version, other: their_version},
+        "tasks": task_ids,
+        "run_tasks": len(tasks),
+        "other_tasks": len(their_ids),
+        "arms": arms,
+        "only": only,
+        "comparisons": comparisons,
+        "level": stats.LEVEL,
+        "alpha": stats.ALPHA,
+    }

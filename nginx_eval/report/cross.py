@@ -43,7 +43,7 @@ from .arms import compare_pair, finish_comparisons, make_arms
 from .data import graded_rows
 from .modes import mode_summary, rounded, rounded_pair
 
-BOUNDS = ("gold", "none")      # built-in baselines: in the modes table, not in the pairs
+BOUNDS = ("gold", "none")  # built-in baselines: in the modes table, not in the pairs
 
 
 def other_run(layout: Layout, other: str) -> tuple:
@@ -52,17 +52,25 @@ def other_run(layout: Layout, other: str) -> tuple:
     theirs = dataclasses.replace(layout, run=other)
     record = read_run(theirs)
     if other == layout.run or record is None:
-        raise UserError(f"cross={other}: " + ("that is this run; name a run of the other "
-                                              "benchmark" if other == layout.run else
-                                              f"no run.json in {theirs.run_dir}: not a run"))
+        raise UserError(
+            f"cross={other}: "
+            + (
+                "that is this run; name a run of the other benchmark"
+                if other == layout.run
+                else f"no run.json in {theirs.run_dir}: not a run"
+            )
+        )
     benchmarks = load_benchmarks(layout.tasks_dir)
     if record["benchmark"] not in benchmarks:
-        raise UserError(f"cross={other}: its benchmark {record['benchmark']!r} is not in "
-                        f"{layout.tasks_dir}")
+        raise UserError(
+            f"cross={other}: its benchmark {record['benchmark']!r} is not in {layout.tasks_dir}"
+        )
     mine = read_run(layout)
     if mine and mine["benchmark"] == record["benchmark"]:
-        raise UserError(f"cross={other}: it holds benchmark {record['benchmark']!r}, as this "
-                        f"run does; compare={other} compares two runs of one benchmark")
+        raise UserError(
+            f"cross={other}: it holds benchmark {record['benchmark']!r}, as this "
+            f"run does; compare={other} compares two runs of one benchmark"
+        )
     return theirs, benchmarks[record["benchmark"]], record
 
 
@@ -78,11 +86,17 @@ def side(layout: Layout, bench: Benchmark, tasks: list, modes: dict) -> dict:
     task_ids = [t.instance_id for t in run_tasks(layout, bench, tasks)]
     names, rows, graded_warnings = graded_rows(layout, bench, list(modes), task_ids)
     data = {m: mode_summary(m, rows[m], task_ids, modes, {}) for m in names}
-    arms = {a["name"]: a for a in make_arms(list(data.values()), rows, task_ids,
-                                            label=layout.run)}
-    return {"run": layout.run, "bench": bench, "task_ids": task_ids, "rows": rows,
-            "names": names, "data": data, "arms": arms,
-            "warnings": [f"run {layout.run}: {w}" for w in graded_warnings]}
+    arms = {a["name"]: a for a in make_arms(list(data.values()), rows, task_ids, label=layout.run)}
+    return {
+        "run": layout.run,
+        "bench": bench,
+        "task_ids": task_ids,
+        "rows": rows,
+        "names": names,
+        "data": data,
+        "arms": arms,
+        "warnings": [f"run {layout.run}: {w}" for w in graded_warnings],
+    }
 
 
 def _mean(values):
@@ -94,15 +108,27 @@ def _mode_cell(s, arm):
     """A mode's figures on one side (None when that run has no graded results of it)."""
     cell = {"run": s["run"], "benchmark": s["bench"].name}
     if arm is None:
-        return dict(cell, graded=False, n=0, resolved=None, rate=None, interval=None,
-                    seconds_per_task=None, cost_per_task=None)
+        return dict(
+            cell,
+            graded=False,
+            n=0,
+            resolved=None,
+            rate=None,
+            interval=None,
+            seconds_per_task=None,
+            cost_per_task=None,
+        )
     members = [s["data"][m] for m in arm["modes"]]
-    return dict(cell, graded=True, n=len(arm["table"]),
-                resolved=sum(sum(v) for v in arm["table"].values()) if arm["repeats"] == 1
-                else None,
-                rate=arm["rate"], interval=arm["interval"],
-                seconds_per_task=_mean([v for d in members for v in d["seconds_values"]]),
-                cost_per_task=_mean([v for d in members for v in d["cost_values"]]))
+    return dict(
+        cell,
+        graded=True,
+        n=len(arm["table"]),
+        resolved=sum(sum(v) for v in arm["table"].values()) if arm["repeats"] == 1 else None,
+        rate=arm["rate"],
+        interval=arm["interval"],
+        seconds_per_task=_mean([v for d in members for v in d["seconds_values"]]),
+        cost_per_task=_mean([v for d in members for v in d["cost_values"]]),
+    )
 
 
 def _ratio(s, a, b, key, seed):
@@ -111,12 +137,16 @@ def _ratio(s, a, b, key, seed):
     if s["arms"][a]["repeats"] > 1 or s["arms"][b]["repeats"] > 1:
         return None
     ra, rb = s["rows"][a], s["rows"][b]
-    ids = [i for i in s["task_ids"] if i in ra and i in rb
-           and ra[i].get(key) is not None and rb[i].get(key) is not None]
+    ids = [
+        i
+        for i in s["task_ids"]
+        if i in ra and i in rb and ra[i].get(key) is not None and rb[i].get(key) is not None
+    ]
     if not ids:
         return None
-    value, interval = stats.ratio_interval([ra[i][key] for i in ids], [rb[i][key] for i in ids],
-                                           seed)
+    value, interval = stats.ratio_interval(
+        [ra[i][key] for i in ids], [rb[i][key] for i in ids], seed
+    )
     return {"tasks": len(ids), "ratio": rounded(value), "interval": rounded_pair(interval)}
 
 
@@ -125,11 +155,19 @@ def _pair_cells(sides, a, b):
     cells = []
     for s in sides:
         c = compare_pair(s["arms"][a], s["arms"][b], s["task_ids"], ("cross", s["run"], a, b))
-        cells.append({"run": s["run"], "benchmark": s["bench"].name, "comparison": c,
-                      "time_ratio": _ratio(s, a, b, "agent_seconds",
-                                           stats.seed_for("cross", s["run"], a, b, "time")),
-                      "cost_ratio": _ratio(s, a, b, "cost_usd",
-                                           stats.seed_for("cross", s["run"], a, b, "cost"))})
+        cells.append(
+            {
+                "run": s["run"],
+                "benchmark": s["bench"].name,
+                "comparison": c,
+                "time_ratio": _ratio(
+                    s, a, b, "agent_seconds", stats.seed_for("cross", s["run"], a, b, "time")
+                ),
+                "cost_ratio": _ratio(
+                    s, a, b, "cost_usd", stats.seed_for("cross", s["run"], a, b, "cost")
+                ),
+            }
+        )
     return cells
 
 
@@ -140,8 +178,12 @@ def _pooled(sides, cells, a, b):
         c = cell["comparison"]
         if c is None or c["method"] != "mcnemar":
             return None
-        strata.append(([int(s["arms"][a]["scores"][i]) for i in c["task_ids"]],
-                       [int(s["arms"][b]["scores"][i]) for i in c["task_ids"]]))
+        strata.append(
+            (
+                [int(s["arms"][a]["scores"][i]) for i in c["task_ids"]],
+                [int(s["arms"][b]["scores"][i]) for i in c["task_ids"]],
+            )
+        )
     return stats.cmh_paired(strata)
 
 
@@ -153,8 +195,7 @@ def _finish(sides, pairs):
     pooled = [p["pooled"] for p in pairs if p["pooled"]]
     for pool, adjusted in zip(pooled, stats.holm([q["p_value"] for q in pooled])):
         pool["p_holm"] = round(adjusted, 8)
-        for key in ("difference", "statistic", "p_value", "p_exact", "odds_ratio",
-                    "homogeneity_p"):
+        for key in ("difference", "statistic", "p_value", "p_exact", "odds_ratio", "homogeneity_p"):
             if isinstance(pool.get(key), float):
                 pool[key] = round(pool[key], 8 if key.startswith(("p", "homog")) else 4)
         pool["interval"] = rounded_pair(pool["interval"])
@@ -163,36 +204,67 @@ def _finish(sides, pairs):
 
 def _comparison_fields(c):
     if c is None:
-        return {"tasks": 0, "a_only": None, "b_only": None, "difference": None,
-                "interval": None, "p_value": None, "p_holm": None, "method": None}
-    return {"tasks": c["tasks"], "a_only": c.get("a_only", c.get("a_better")),
-            "b_only": c.get("b_only", c.get("b_better")), "difference": c["difference"],
-            "interval": c["interval"], "p_value": c["p_value"], "p_holm": c["p_holm"],
-            "method": c["method"]}
+        return {
+            "tasks": 0,
+            "a_only": None,
+            "b_only": None,
+            "difference": None,
+            "interval": None,
+            "p_value": None,
+            "p_holm": None,
+            "method": None,
+        }
+    return {
+        "tasks": c["tasks"],
+        "a_only": c.get("a_only", c.get("a_better")),
+        "b_only": c.get("b_only", c.get("b_better")),
+        "difference": c["difference"],
+        "interval": c["interval"],
+        "p_value": c["p_value"],
+        "p_holm": c["p_holm"],
+        "method": c["method"],
+    }
 
 
-def collect_cross(layout: Layout, bench: Benchmark, tasks: list, modes: dict,
-                  other: str) -> dict:
+def collect_cross(layout: Layout, bench: Benchmark, tasks: list, modes: dict, other: str) -> dict:
     """The cross-benchmark section's data (module docstring), this run first."""
     theirs, their_bench, _ = other_run(layout, other)
     sides = [side(layout, bench, tasks, modes), side(theirs, their_bench, [], modes)]
     names = list(dict.fromkeys(n for s in sides for n in s["arms"]))
-    rows = [{"mode": n, "cells": [_mode_cell(s, s["arms"].get(n)) for s in sides]}
-            for n in names]
+    rows = [{"mode": n, "cells": [_mode_cell(s, s["arms"].get(n)) for s in sides]} for n in names]
     pairs = []
     shared = [n for n in names if n not in BOUNDS and all(n in s["arms"] for s in sides)]
     for i, a in enumerate(shared):
-        for b in shared[i + 1:]:
+        for b in shared[i + 1 :]:
             cells = _pair_cells(sides, a, b)
             pairs.append({"a": a, "b": b, "cells": cells, "pooled": _pooled(sides, cells, a, b)})
     _finish(sides, pairs)
     for p in pairs:
-        p["cells"] = [dict({"run": c["run"], "benchmark": c["benchmark"],
-                            "time_ratio": c["time_ratio"], "cost_ratio": c["cost_ratio"]},
-                           **_comparison_fields(c["comparison"])) for c in p["cells"]]
-    return {"run": layout.run, "other": other,
-            "benchmarks": [{"run": s["run"], "benchmark": s["bench"].name,
-                            "kind": s["bench"].kind, "tasks": len(s["task_ids"])}
-                           for s in sides],
-            "modes": rows, "pairs": pairs,
-            "warnings": [w for s in sides[1:] for w in s["warnings"]]}
+        p["cells"] = [
+            dict(
+                {
+                    "run": c["run"],
+                    "benchmark": c["benchmark"],
+                    "time_ratio": c["time_ratio"],
+                    "cost_ratio": c["cost_ratio"],
+                },
+                **_comparison_fields(c["comparison"]),
+            )
+            for c in p["cells"]
+        ]
+    return {
+        "run": layout.run,
+        "other": other,
+        "benchmarks": [
+            {
+                "run": s["run"],
+                "benchmark": s["bench"].name,
+                "kind": s["bench"].kind,
+                "tasks": len(s["task_ids"]),
+            }
+            for s in sides
+        ],
+        "modes": rows,
+        "pairs": pairs,
+        "warnings": [w for s in sides[1:] for w in s["warnings"]],
+    }

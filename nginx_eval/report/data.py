@@ -9,51 +9,74 @@ import os
 
 from .. import __version__
 from ..core import jsonio
-from . import stats
-from .arms import breakdowns, compare_arms, make_arms, power_summary
-from .charts import distribution_panels
-from .modes import families, mode_summary, strict_view
-from .records import gold_files, modes_on_disk, read_rows, toolchain
 from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES, UNFINISHED_AGENT
 from ..run.benchmark import version_key
 from ..run.swebench import SWEBENCH
-from ..swebench.stage import command_for
 from ..swebench.harness import command_line
+from ..swebench.stage import command_for
+from . import stats
+from .arms import breakdowns, compare_arms, make_arms, power_summary
+from .charts import distribution_panels
 from .evaluation import evaluate
+from .modes import families, mode_summary, strict_view
+from .records import gold_files, modes_on_disk, read_rows, toolchain
 
-CELL = {"resolved": "PASS", "partially_resolved": "PART", "unresolved": "FAIL",
-        "compile_failed": "CF", "patch_failed": "PF", "timeout": "TO", "agent_error": "ERR",
-        "env_error": "ENV", "infra_error": "INFRA", "not_run": "BUDGET",
-        "contaminated": "CONTAM", "eval_error": "EVAL"}
+CELL = {
+    "resolved": "PASS",
+    "partially_resolved": "PART",
+    "unresolved": "FAIL",
+    "compile_failed": "CF",
+    "patch_failed": "PF",
+    "timeout": "TO",
+    "agent_error": "ERR",
+    "env_error": "ENV",
+    "infra_error": "INFRA",
+    "not_run": "BUDGET",
+    "contaminated": "CONTAM",
+    "eval_error": "EVAL",
+}
 # How report.md counts the tasks a mode does not score: (one, several).
-NOT_SCORED_WORDS = {"infra_error": ("infra error", "infra errors"),
-                    "not_run": ("left by the budget", "left by the budget"),
-                    "contaminated": ("contaminated", "contaminated"),
-                    "eval_error": ("evaluation error", "evaluation errors")}
+NOT_SCORED_WORDS = {
+    "infra_error": ("infra error", "infra errors"),
+    "not_run": ("left by the budget", "left by the budget"),
+    "contaminated": ("contaminated", "contaminated"),
+    "eval_error": ("evaluation error", "evaluation errors"),
+}
 # Why each is not scored, as the summary's note says it: "tasks ... whose agent run ..."
-NOT_SCORED_WHY = {"infra_error": "ended in an infra error (the API or the network failed, after "
-                                 "every retry)",
-                  "not_run": "was left by the budget (`max_cost`)",
-                  "contaminated": "was contaminated (the fix reached the agent)",
-                  "eval_error": "was not graded: the official harness's evaluation failed"}
+NOT_SCORED_WHY = {
+    "infra_error": "ended in an infra error (the API or the network failed, after every retry)",
+    "not_run": "was left by the budget (`max_cost`)",
+    "contaminated": "was contaminated (the fix reached the agent)",
+    "eval_error": "was not graded: the official harness's evaluation failed",
+}
 RUN_AGAIN_WORDS = {"infra_error": "the infra errors", "not_run": "the tasks left by the budget"}
 SCHEMA_VERSION = 2
 
 
 def method_settings():
     """What the statistics depend on besides the files: part of the report's inputs."""
-    return {"level": stats.LEVEL, "alpha": stats.ALPHA, "power": stats.POWER, "seed": stats.SEED,
-            "resamples": stats.RESAMPLES, "schema": SCHEMA_VERSION}
+    return {
+        "level": stats.LEVEL,
+        "alpha": stats.ALPHA,
+        "power": stats.POWER,
+        "seed": stats.SEED,
+        "resamples": stats.RESAMPLES,
+        "schema": SCHEMA_VERSION,
+    }
 
 
 def _baseline(baseline, names, rows):
     """The mode agent time is compared against: `baseline` when it has results, else the first
     agent mode, else none, else the first mode."""
-    agent_modes = [m for m in names if any(r.get("agent_seconds") is not None
-                                           for r in rows[m].values())]
+    agent_modes = [
+        m for m in names if any(r.get("agent_seconds") is not None for r in rows[m].values())
+    ]
     if baseline not in names:
-        baseline = agent_modes[0] if agent_modes else ("none" if "none" in names else
-                                                       (names[0] if names else None))
+        baseline = (
+            agent_modes[0]
+            if agent_modes
+            else ("none" if "none" in names else (names[0] if names else None))
+        )
     return baseline
 
 
@@ -62,11 +85,11 @@ def _add_speed_vs_baseline(mode_data, baseline):
     base = by_name.get(baseline)
     for d in mode_data:
         mine, theirs = d["seconds"]["mean"], base["seconds"]["mean"] if base else None
-        d["speed_vs_baseline"] = (round(theirs / mine, 2) if mine and theirs else None)
+        d["speed_vs_baseline"] = round(theirs / mine, 2) if mine and theirs else None
 
 
 def not_scored_text(mode):
-    """"1 infra error, 2 left by the budget": a mode's tasks outside its denominator ("0")."""
+    """ "1 infra error, 2 left by the budget": a mode's tasks outside its denominator ("0")."""
     parts = []
     for o in NOT_SCORED:
         n = len(mode["not_scored"][o])
@@ -82,8 +105,11 @@ def not_scored_note(present: list[str]) -> str:
     if not present:
         return ""
     why = [NOT_SCORED_WHY[o] for o in present]
-    text = (f"whose agent run {', '.join(why[:-1])} or {why[-1]}" if len(why) > 1
-            else f"whose agent run {why[0]}")
+    text = (
+        f"whose agent run {', '.join(why[:-1])} or {why[-1]}"
+        if len(why) > 1
+        else f"whose agent run {why[0]}"
+    )
     text += "; they count in no rate, interval or comparison"
     again = [o for o in present if o in UNFINISHED_AGENT]
     if again:
@@ -113,29 +139,41 @@ def _display_facts(mode_data):
     present = [o for o in NOT_SCORED if any(d["not_scored"][o] for d in mode_data)]
     return {
         "outcomes": [o for o in OUTCOMES if o not in NOT_SCORED],
-        "not_scored_outcomes": present, "not_scored_note": not_scored_note(present),
+        "not_scored_outcomes": present,
+        "not_scored_note": not_scored_note(present),
         "not_scored_words": NOT_SCORED_WORDS,
         "agents": any(d["has_agent"] for d in mode_data),
         "resolved_any": any(d["counts"]["resolved"] for d in mode_data),
-        "cache_tokens": any(k in (d["tokens"] or {}) for d in mode_data
-                            for k in ("cache_read", "cache_creation")),
+        "cache_tokens": any(
+            k in (d["tokens"] or {}) for d in mode_data for k in ("cache_read", "cache_creation")
+        ),
         "agent_version": _agent_versions(mode_data),
         "trajectories": any(d["trajectories"] for d in mode_data),
-        "isolation": any(d["isolation"]["isolated"] or d["isolation"]["unisolated"]
-                         for d in mode_data),
+        "isolation": any(
+            d["isolation"]["isolated"] or d["isolation"]["unisolated"] for d in mode_data
+        ),
         "unisolated_modes": [d["name"] for d in mode_data if d["isolation"]["unisolated"]],
         "web_tools_modes": [d["name"] for d in mode_data if d["isolation"]["web_tools"]],
         # Hosts an isolated mode may reach besides the model API (its allow_hosts, as configured)
-        "allowed_hosts": {d["name"]: d["allow_hosts"] for d in mode_data
-                          if d["allow_hosts"] and d["isolation"]["isolated"]},
+        "allowed_hosts": {
+            d["name"]: d["allow_hosts"]
+            for d in mode_data
+            if d["allow_hosts"] and d["isolation"]["isolated"]
+        },
     }
 
 
 def _benchmark_facts(layout, bench, total):
-    return {"name": bench.name, "kind": bench.kind,
-            "file": os.path.relpath(bench.path, layout.root),
-            "sha256": bench.digest, "version": bench.version, "tasks": total,
-            "benchmark_tasks": len(bench.tasks), "subset": total < len(bench.tasks)}
+    return {
+        "name": bench.name,
+        "kind": bench.kind,
+        "file": os.path.relpath(bench.path, layout.root),
+        "sha256": bench.digest,
+        "version": bench.version,
+        "tasks": total,
+        "benchmark_tasks": len(bench.tasks),
+        "subset": total < len(bench.tasks),
+    }
 
 
 def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=None):
@@ -164,34 +202,56 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
         strict_base = next((a for a in strict_arms if baseline in a["modes"]), None)
         strict_comparisons = compare_arms(strict_arms, task_ids, strict_base)
     return {
-        "date": datetime.date.today().isoformat(), "version": __version__, "run": layout.run,
+        "date": datetime.date.today().isoformat(),
+        "version": __version__,
+        "run": layout.run,
         "benchmark": _benchmark_facts(layout, bench, total),
         "repositories": _repositories(tasks),
-        "toolchain": toolchain(layout, names), "baseline": baseline,
+        "toolchain": toolchain(layout, names),
+        "baseline": baseline,
         "baseline_arm": baseline_arm["name"] if baseline_arm else None,
-        **_display_facts(mode_data), "cell": CELL,
-        "modes": mode_data, "task_ids": task_ids,
-        "matrix": [{"instance_id": i, "gold_files": gold.get(i),
-                    "cells": [_cell(d, i, "model.patch" if evaluation else "grade.json")
-                              for d in mode_data]} for i in task_ids],
+        **_display_facts(mode_data),
+        "cell": CELL,
+        "modes": mode_data,
+        "task_ids": task_ids,
+        "matrix": [
+            {
+                "instance_id": i,
+                "gold_files": gold.get(i),
+                "cells": [
+                    _cell(d, i, "model.patch" if evaluation else "grade.json") for d in mode_data
+                ],
+            }
+            for i in task_ids
+        ],
         "families": families(mode_data, task_ids),
-        "arms": arms, "comparisons": comparisons,
-        "strict_judged": strict_judged, "strict_comparisons": strict_comparisons,
+        "arms": arms,
+        "comparisons": comparisons,
+        "strict_judged": strict_judged,
+        "strict_comparisons": strict_comparisons,
         "power": power_summary(comparisons, total),
         "breakdowns": breakdowns(arms, tasks, cutoff),
-        "level": stats.LEVEL, "alpha": stats.ALPHA, "power_target": stats.POWER,
+        "level": stats.LEVEL,
+        "alpha": stats.ALPHA,
+        "power_target": stats.POWER,
         "result_versions": result_versions(rows),
-        "warnings": (_version_warnings(result_versions(rows), bench, layout)
-                     + (evaluation.warnings if evaluation else [])
-                     + _warnings(mode_data, rows, validation, task_ids)),
-        "swebench": swebench_facts(layout, evaluation), "cross": None,
+        "warnings": (
+            _version_warnings(result_versions(rows), bench, layout)
+            + (evaluation.warnings if evaluation else [])
+            + _warnings(mode_data, rows, validation, task_ids)
+        ),
+        "swebench": swebench_facts(layout, evaluation),
+        "cross": None,
         "validation": _verdict_counts(validation, task_ids),
         "chart": layout.report_chart.name,
         "chart_costs": any(a["cost_per_resolved"]["value"] is not None for a in arms),
         # None: no mode has agent time or cost, and no figure is drawn (charts.py)
         "distributions": layout.report_distributions.name if panels else None,
-        "distributions_shows": " and ".join(unit for key, unit in (
-            ("seconds_values", "time"), ("cost_values", "cost")) if key in panels),
+        "distributions_shows": " and ".join(
+            unit
+            for key, unit in (("seconds_values", "time"), ("cost_values", "cost"))
+            if key in panels
+        ),
     }
 
 
@@ -212,8 +272,11 @@ def graded_by_harness(layout, bench, rows: dict):
     nginx run, whose rows are graded already."""
     if bench.kind != SWEBENCH:
         return None
-    commands = {m: command_line(command_for(layout, bench, m)) for m in rows
-                if layout.predictions_jsonl(m).exists()}
+    commands = {
+        m: command_line(command_for(layout, bench, m))
+        for m in rows
+        if layout.predictions_jsonl(m).exists()
+    }
     return evaluate(layout, bench, rows, commands)
 
 
@@ -234,8 +297,10 @@ def swebench_facts(layout, evaluation):
     """What the report says of a SWE-bench run's grading (report-benchmarks.md.j2), or None."""
     if evaluation is None:
         return None
-    return {"evaluation_dir": os.path.relpath(layout.evaluation_dir, layout.run_dir),
-            "modes": evaluation.modes}
+    return {
+        "evaluation_dir": os.path.relpath(layout.evaluation_dir, layout.run_dir),
+        "modes": evaluation.modes,
+    }
 
 
 def _cell(mode, iid, target="grade.json"):
@@ -243,9 +308,13 @@ def _cell(mode, iid, target="grade.json"):
     its patch)."""
     o = mode["outcomes"].get(iid)
     trajectory = mode["trajectories"].get(iid)
-    return {"mode": mode["name"], "outcome": o, "code": CELL[o] if o else "—",
-            "link": f"{mode['name']}/{iid}/{target}" if o else None,
-            "trajectory": f"{mode['name']}/{iid}/{trajectory}" if o and trajectory else None}
+    return {
+        "mode": mode["name"],
+        "outcome": o,
+        "code": CELL[o] if o else "—",
+        "link": f"{mode['name']}/{iid}/{target}" if o else None,
+        "trajectory": f"{mode['name']}/{iid}/{trajectory}" if o and trajectory else None,
+    }
 
 
 def _repositories(tasks):
@@ -253,7 +322,7 @@ def _repositories(tasks):
     for t in tasks:
         r = repos.setdefault(t.repo, {"repo": t.repo, "role": "source", "commits": set()})
         r["commits"].update(c for c in (t.base_commit, t.fix_commit) if c)
-        if not t.test_commit:       # a SWE-bench task: its tests are in its own repository
+        if not t.test_commit:  # a SWE-bench task: its tests are in its own repository
             continue
         tr = repos.setdefault(t.test_repo, {"repo": t.test_repo, "role": "tests", "commits": set()})
         tr["commits"].add(t.test_commit)
@@ -263,8 +332,9 @@ def _repositories(tasks):
 def _verdict_counts(validation, task_ids):
     counts = {}
     for iid in task_ids:
-        verdict = ((validation.get(iid) or {}).get("verdict", "not validated")
-                   if validation else None)
+        verdict = (
+            (validation.get(iid) or {}).get("verdict", "not validated") if validation else None
+        )
         if verdict:
             counts[verdict] = counts.get(verdict, 0) + 1
     return counts
@@ -291,15 +361,19 @@ def _version_warnings(versions, bench, layout):
         return []
     where = "; ".join(
         f"{said(v['version'])} ({', '.join(f'{m}: {n}' for m, n in v['modes'].items())} "
-        f"task{'s' if sum(v['modes'].values()) != 1 else ''})" for v in versions)
+        f"task{'s' if sum(v['modes'].values()) != 1 else ''})"
+        for v in versions
+    )
     file = os.path.relpath(bench.path, layout.root)
     if len(versions) > 1:
         head = f"results graded under {len(versions)} versions of the benchmark: {where}"
     else:
         head = f"results graded under {where}"
-    return [f"{head}; the task file is now {said(bench.version)} (its changelog: `{file}`): "
-            f"they are not results of one benchmark; run the modes again to grade every task "
-            f"under {said(bench.version)}"]
+    return [
+        f"{head}; the task file is now {said(bench.version)} (its changelog: `{file}`): "
+        f"they are not results of one benchmark; run the modes again to grade every task "
+        f"under {said(bench.version)}"
+    ]
 
 
 def _validation_warnings(validation, task_ids):
@@ -307,11 +381,15 @@ def _validation_warnings(validation, task_ids):
     for iid in task_ids:
         v = (validation or {}).get(iid)
         if v and v.get("verdict") != "valid":
-            warnings.append(f"{iid}: validation verdict `{v.get('verdict')}` "
-                            f"({'; '.join(v.get('reasons') or [])}): its cells are not evidence")
+            warnings.append(
+                f"{iid}: validation verdict `{v.get('verdict')}` "
+                f"({'; '.join(v.get('reasons') or [])}): its cells are not evidence"
+            )
         if v and v.get("unstable_base"):
-            warnings.append(f"{iid}: without the fix, ungraded assertions varied across repeats: "
-                            f"{', '.join(v['unstable_base'][:3])}")
+            warnings.append(
+                f"{iid}: without the fix, ungraded assertions varied across repeats: "
+                f"{', '.join(v['unstable_base'][:3])}"
+            )
     return warnings
 
 
@@ -320,17 +398,21 @@ def _row_warnings(mode, iid, row):
     warnings = [f"{mode} / {iid}: environment error: {err}" for err in row.get("env_errors") or []]
     status = row.get("agent_status")
     if row.get("contaminated"):
-        warnings.append(f"{mode} / {iid}: contaminated, not scored: the fix reached the agent "
-                        f"(see agent.json flags)")
+        warnings.append(
+            f"{mode} / {iid}: contaminated, not scored: the fix reached the agent "
+            f"(see agent.json flags)"
+        )
     if status == "infra_error":
-        warnings.append(f"{mode} / {iid}: infra error, not scored: "
-                        f"{row.get('agent_error') or status}")
+        warnings.append(
+            f"{mode} / {iid}: infra error, not scored: {row.get('agent_error') or status}"
+        )
     elif status in ("timeout", "failed", "error"):
         why = row.get("agent_error") or status
         what = "agent timeout" if status == "timeout" else "agent error"
         if row.get("resolved"):
-            warnings.append(f"{mode} / {iid}: resolved although the agent ended "
-                            f"with `{status}` ({why})")
+            warnings.append(
+                f"{mode} / {iid}: resolved although the agent ended with `{status}` ({why})"
+            )
         else:
             warnings.append(f"{mode} / {iid}: {what}: {why}")
     return warnings
@@ -340,25 +422,34 @@ def _warnings(mode_data, rows, validation, task_ids):
     warnings = _validation_warnings(validation, task_ids)
     for d in mode_data:
         if d["missing"]:
-            warnings.append(f"mode {d['name']}: no result for {len(d['missing'])} of "
-                            f"{len(task_ids)} tasks ({', '.join(d['missing'][:5])}"
-                            f"{', ...' if len(d['missing']) > 5 else ''}); counted as not resolved")
+            warnings.append(
+                f"mode {d['name']}: no result for {len(d['missing'])} of "
+                f"{len(task_ids)} tasks ({', '.join(d['missing'][:5])}"
+                f"{', ...' if len(d['missing']) > 5 else ''}); counted as not resolved"
+            )
         if not d["configured"]:
-            warnings.append(f"mode {d['name']}: results on disk from a mode that is not in the "
-                            f"current configuration")
+            warnings.append(
+                f"mode {d['name']}: results on disk from a mode that is not in the "
+                f"current configuration"
+            )
         left = d["not_scored"]["not_run"]
         if left:
-            warnings.append(f"mode {d['name']}: {len(left)} of {len(task_ids)} tasks left by the "
-                            f"budget (max_cost), not scored ({', '.join(left[:5])}"
-                            f"{', ...' if len(left) > 5 else ''})")
+            warnings.append(
+                f"mode {d['name']}: {len(left)} of {len(task_ids)} tasks left by the "
+                f"budget (max_cost), not scored ({', '.join(left[:5])}"
+                f"{', ...' if len(left) > 5 else ''})"
+            )
         changed = d["verdict_changed_on_rerun"]
         if changed:
-            warnings.append(f"mode {d['name']}: {len(changed)} of {len(task_ids)} tasks changed "
-                            f"verdict when a failing test file ran again (rerun_failed=1): "
-                            f"{', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}")
+            warnings.append(
+                f"mode {d['name']}: {len(changed)} of {len(task_ids)} tasks changed "
+                f"verdict when a failing test file ran again (rerun_failed=1): "
+                f"{', '.join(changed[:5])}{', ...' if len(changed) > 5 else ''}"
+            )
         if len(d["ran"]) > 1:
-            warnings.append(f"mode {d['name']}: its tasks ran {len(d['ran'])} different "
-                            f"commands (see Modes)")
+            warnings.append(
+                f"mode {d['name']}: its tasks ran {len(d['ran'])} different commands (see Modes)"
+            )
         for iid, row in rows[d["name"]].items():
             warnings += _row_warnings(d["name"], iid, row)
     return warnings
@@ -375,17 +466,28 @@ def swebench_report(mode):
     empty = sorted(mode["empty_ids"])
     return {
         "total_instances": len(submitted) + len(mode["missing"]),
-        "submitted_instances": len(submitted), "completed_instances": len(completed),
+        "submitted_instances": len(submitted),
+        "completed_instances": len(completed),
         "resolved_instances": len(resolved),
         "unresolved_instances": len(completed) - len(resolved),
-        "empty_patch_instances": len(empty), "error_instances": len(errors),
-        "submitted_ids": submitted, "completed_ids": completed,
-        "incomplete_ids": sorted(mode["missing"]), "resolved_ids": resolved,
+        "empty_patch_instances": len(empty),
+        "error_instances": len(errors),
+        "submitted_ids": submitted,
+        "completed_ids": completed,
+        "incomplete_ids": sorted(mode["missing"]),
+        "resolved_ids": resolved,
         "unresolved_ids": [i for i in completed if i not in resolved],
-        "empty_patch_ids": empty, "error_ids": errors,
+        "empty_patch_ids": empty,
+        "error_ids": errors,
         "outcomes": dict(sorted(mode["outcomes"].items())),
-        "agent_commands": [{"commands": [list(c) for c in r["commands"]], "model": r["model"],
-                            "instance_ids": sorted(r["instance_ids"])} for r in mode["ran"]],
+        "agent_commands": [
+            {
+                "commands": [list(c) for c in r["commands"]],
+                "model": r["model"],
+                "instance_ids": sorted(r["instance_ids"]),
+            }
+            for r in mode["ran"]
+        ],
     }
 
 
@@ -400,13 +502,15 @@ def agent_json(mode):
         out[f"{o}_ids"] = sorted(mode["not_scored"][o])
     out["agent_versions"] = mode["agent_versions"]
     iso = mode["isolation"]
-    out["isolation"] = {"isolated_instances": len(iso["isolated"]),
-                        "unisolated_ids": iso["unisolated"],
-                        "web_tools_ids": iso["web_tools"],
-                        "blocked_connections": sum(iso["blocked"].values()),
-                        "blocked_ids": sorted(iso["blocked"]),
-                        "flagged_ids": sorted(iso["flagged"]),
-                        "contaminated_ids": iso["contaminated"]}
+    out["isolation"] = {
+        "isolated_instances": len(iso["isolated"]),
+        "unisolated_ids": iso["unisolated"],
+        "web_tools_ids": iso["web_tools"],
+        "blocked_connections": sum(iso["blocked"].values()),
+        "blocked_ids": sorted(iso["blocked"]),
+        "flagged_ids": sorted(iso["flagged"]),
+        "contaminated_ids": iso["contaminated"],
+    }
     return out
 
 
@@ -416,57 +520,108 @@ def rerun_json(mode):
     if not mode["reran"]:
         return {}
     changed = sorted(mode["verdict_changed_on_rerun"])
-    return {"verdict_changed_on_rerun_instances": len(changed),
-            "verdict_changed_on_rerun_ids": changed}
+    return {
+        "verdict_changed_on_rerun_instances": len(changed),
+        "verdict_changed_on_rerun_ids": changed,
+    }
 
 
 def mode_json(mode, strict_judged=True):
     """A mode's entry in report.json: SWE-bench's fields plus the report's figures (the strict
     rate only when the run judged strictness: strict_was_judged)."""
     judged = strict_judged and mode["strict"]["judged"]
-    return {**swebench_report(mode),
-            "outcome_counts": {o: n for o, n in mode["counts"].items()
-                               if o not in NOT_SCORED or mode["has_agent"]},
-            **agent_json(mode), **rerun_json(mode),
-            "resolved_rate": mode["resolved_rate"],
-            "resolved_interval": mode["resolved_interval"],
-            "strict_rate": mode["strict"]["rate"] if judged else None,
-            "strict_interval": mode["strict"]["interval"] if judged else None,
-            "not_strict": mode["strict"]["not_strict"],
-            "strict_unjudged": mode["strict"]["unjudged"],
-            "cost_usd": mode["cost_usd"],
-            "cost_per_resolved": {"value": mode["cost_per_resolved"],
-                                  "interval": mode["cost_per_resolved_interval"]},
-            "agent_seconds": mode["seconds"]}
+    return {
+        **swebench_report(mode),
+        "outcome_counts": {
+            o: n for o, n in mode["counts"].items() if o not in NOT_SCORED or mode["has_agent"]
+        },
+        **agent_json(mode),
+        **rerun_json(mode),
+        "resolved_rate": mode["resolved_rate"],
+        "resolved_interval": mode["resolved_interval"],
+        "strict_rate": mode["strict"]["rate"] if judged else None,
+        "strict_interval": mode["strict"]["interval"] if judged else None,
+        "not_strict": mode["strict"]["not_strict"],
+        "strict_unjudged": mode["strict"]["unjudged"],
+        "cost_usd": mode["cost_usd"],
+        "cost_per_resolved": {
+            "value": mode["cost_per_resolved"],
+            "interval": mode["cost_per_resolved_interval"],
+        },
+        "agent_seconds": mode["seconds"],
+    }
 
 
 def json_comparison(c):
     """A comparison's fields that report.json and compare-<OTHER>.json hold."""
-    keep = ("a", "b", "arm", "method", "tasks", "a_rate", "b_rate", "difference", "interval",
-            "interval_method", "p_value", "p_holm", "both", "a_only", "b_only", "neither",
-            "discordance", "a_better", "b_better", "ties", "sd", "detectable", "sentence",
-            "only_here", "only_other", "repeats_a", "repeats_b")
+    keep = (
+        "a",
+        "b",
+        "arm",
+        "method",
+        "tasks",
+        "a_rate",
+        "b_rate",
+        "difference",
+        "interval",
+        "interval_method",
+        "p_value",
+        "p_holm",
+        "both",
+        "a_only",
+        "b_only",
+        "neither",
+        "discordance",
+        "a_better",
+        "b_better",
+        "ties",
+        "sd",
+        "detectable",
+        "sentence",
+        "only_here",
+        "only_other",
+        "repeats_a",
+        "repeats_b",
+    )
     return {k: c[k] for k in keep if k in c}
 
 
 def report_json(layout, bench, inputs, data):
     """report.json from collect()'s data and the digest of the report's inputs."""
-    arms = {a["name"]: {"modes": a["modes"], "repeats": a["repeats"], "rate": a["rate"],
-                        "interval": a["interval"], "interval_method": a["interval_method"],
-                        "cost_per_resolved": {k: a["cost_per_resolved"][k]
-                                              for k in ("value", "interval")}}
-            for a in data["arms"]}
+    arms = {
+        a["name"]: {
+            "modes": a["modes"],
+            "repeats": a["repeats"],
+            "rate": a["rate"],
+            "interval": a["interval"],
+            "interval_method": a["interval_method"],
+            "cost_per_resolved": {k: a["cost_per_resolved"][k] for k in ("value", "interval")},
+        }
+        for a in data["arms"]
+    }
     return {
-        "schema_version": SCHEMA_VERSION, "run": layout.run, "benchmark": bench.name,
-        "benchmark_sha256": bench.digest, "benchmark_version": bench.version,
-        "result_versions": data["result_versions"], "inputs": inputs,
-        "tasks": data["task_ids"], "benchmark_tasks": len(bench.tasks),
-        "level": stats.LEVEL, "alpha": stats.ALPHA, "seed": stats.SEED,
+        "schema_version": SCHEMA_VERSION,
+        "run": layout.run,
+        "benchmark": bench.name,
+        "benchmark_sha256": bench.digest,
+        "benchmark_version": bench.version,
+        "result_versions": data["result_versions"],
+        "inputs": inputs,
+        "tasks": data["task_ids"],
+        "benchmark_tasks": len(bench.tasks),
+        "level": stats.LEVEL,
+        "alpha": stats.ALPHA,
+        "seed": stats.SEED,
         "modes": {d["name"]: mode_json(d, data["strict_judged"]) for d in data["modes"]},
-        "families": data["families"], "arms": arms,
+        "families": data["families"],
+        "arms": arms,
         "comparisons": [json_comparison(c) for c in data["comparisons"]],
-        "power": data["power"], "breakdowns": data["breakdowns"],
-        "figures": figures(data), "swebench": data["swebench"], "cross": data["cross"]}
+        "power": data["power"],
+        "breakdowns": data["breakdowns"],
+        "figures": figures(data),
+        "swebench": data["swebench"],
+        "cross": data["cross"],
+    }
 
 
 def figures(data) -> list[str]:

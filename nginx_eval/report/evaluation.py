@@ -36,8 +36,8 @@ from ..swebench import harness
 
 @dataclass
 class Evaluation:
-    rows: dict                                  # {graded mode: {iid: row, outcome set}}
-    modes: list = field(default_factory=list)   # per mode with predictions: MODE below
+    rows: dict  # {graded mode: {iid: row, outcome set}}
+    modes: list = field(default_factory=list)  # per mode with predictions: MODE below
     warnings: list = field(default_factory=list)
 
     # MODE: {"mode", "model_name_or_path", "predictions", "report": file name | None,
@@ -80,20 +80,34 @@ def _grade_mode(layout, bench, mode, by_id, known, command):
     """(rows with verdicts | None when not graded, MODE, warnings) of one mode."""
     path = layout.predictions_jsonl(mode)
     model = _model_of(layout, mode)
-    info = {"mode": mode, "model_name_or_path": model, "predictions": str(path), "report": None,
-            "command": command, "verdicts": {}, "not_in_tasks": [], "no_verdict": [],
-            "infra_failure_ids": []}
+    info = {
+        "mode": mode,
+        "model_name_or_path": model,
+        "predictions": str(path),
+        "report": None,
+        "command": command,
+        "verdicts": {},
+        "not_in_tasks": [],
+        "no_verdict": [],
+        "infra_failure_ids": [],
+    }
     if model is None:
         return None, info, []
     found = harness.reports_of(layout.evaluation_dir, model)
-    chosen, stale, several = harness.choose_report(found, harness.predictions_digest(path),
-                                                   path.stat().st_mtime)
-    said = [f"mode {mode}: {p.name} is not used: {why}; grade the current predictions "
-            f"again (the command is in the SWE-bench section)" for p, why in stale]
+    chosen, stale, several = harness.choose_report(
+        found, harness.predictions_digest(path), path.stat().st_mtime
+    )
+    said = [
+        f"mode {mode}: {p.name} is not used: {why}; grade the current predictions "
+        f"again (the command is in the SWE-bench section)"
+        for p, why in stale
+    ]
     if several:
-        said.append(f"mode {mode}: {len(several)} reports grade its current predictions "
-                    f"({', '.join(p.name for p in several)}); none is used: remove all but one "
-                    f"from {layout.evaluation_dir}")
+        said.append(
+            f"mode {mode}: {len(several)} reports grade its current predictions "
+            f"({', '.join(p.name for p in several)}); none is used: remove all but one "
+            f"from {layout.evaluation_dir}"
+        )
     if chosen is None:
         return None, info, said
     try:
@@ -101,13 +115,18 @@ def _grade_mode(layout, bench, mode, by_id, known, command):
     except ValueError as e:
         return None, info, said + [f"mode {mode}: {chosen.name} is not used: {e}"]
     verdicts = harness.verdicts(report)
-    info.update(report=chosen.name, command=None,
-                not_in_tasks=sorted(harness.report_ids(report) - known),
-                infra_failure_ids=sorted(set(report.get("infra_failure_ids") or []) & known))
+    info.update(
+        report=chosen.name,
+        command=None,
+        not_in_tasks=sorted(harness.report_ids(report) - known),
+        infra_failure_ids=sorted(set(report.get("infra_failure_ids") or []) & known),
+    )
     if info["not_in_tasks"]:
-        said.append(f"mode {mode}: {chosen.name} names {len(info['not_in_tasks'])} instance(s) "
-                    f"that are not tasks of {bench.path.name}: {_shown(info['not_in_tasks'])}; "
-                    f"not scored")
+        said.append(
+            f"mode {mode}: {chosen.name} names {len(info['not_in_tasks'])} instance(s) "
+            f"that are not tasks of {bench.path.name}: {_shown(info['not_in_tasks'])}; "
+            f"not scored"
+        )
     rows = {}
     for iid, row in by_id.items():
         verdict = verdicts.get(iid)
@@ -115,17 +134,22 @@ def _grade_mode(layout, bench, mode, by_id, known, command):
             info["no_verdict"].append(iid)
             continue
         rows[iid] = judged(row, verdict) if verdict else row
-        info["verdicts"][verdict or row["outcome"]] = info["verdicts"].get(
-            verdict or row["outcome"], 0) + 1
+        info["verdicts"][verdict or row["outcome"]] = (
+            info["verdicts"].get(verdict or row["outcome"], 0) + 1
+        )
     if info["no_verdict"]:
-        said.append(f"mode {mode}: {chosen.name} has no verdict for "
-                    f"{len(info['no_verdict'])} of its predictions "
-                    f"({_shown(info['no_verdict'])}): counted as missing")
+        said.append(
+            f"mode {mode}: {chosen.name} has no verdict for "
+            f"{len(info['no_verdict'])} of its predictions "
+            f"({_shown(info['no_verdict'])}): counted as missing"
+        )
     if info["infra_failure_ids"]:
-        said.append(f"mode {mode}: the harness classed {len(info['infra_failure_ids'])} "
-                    f"instance(s) as likely infrastructure failures "
-                    f"({_shown(info['infra_failure_ids'])}; its failure_reasons); scored as its "
-                    f"lists say")
+        said.append(
+            f"mode {mode}: the harness classed {len(info['infra_failure_ids'])} "
+            f"instance(s) as likely infrastructure failures "
+            f"({_shown(info['infra_failure_ids'])}; its failure_reasons); scored as its "
+            f"lists say"
+        )
     return rows, info, said
 
 
@@ -140,7 +164,9 @@ def evaluate(layout: Layout, bench, rows: dict, commands: dict) -> Evaluation:
         out.warnings += said
         if graded is not None:
             out.rows[mode] = graded
-        elif not said:      # a stale or doubled report already said why
-            out.warnings.append(f"mode {mode}: not graded by the official harness yet; left out "
-                                f"of the tables (its command is in the SWE-bench section)")
+        elif not said:  # a stale or doubled report already said why
+            out.warnings.append(
+                f"mode {mode}: not graded by the official harness yet; left out "
+                f"of the tables (its command is in the SWE-bench section)"
+            )
     return out

@@ -32,15 +32,20 @@ def _ci_usd(interval):
     if not interval:
         return "—"
     low, high = interval
-    return (f"[${low:,.2f}, " if low is not None else "[—, ") + \
-        (f"${high:,.2f}]" if high is not None else "unbounded]")
+    return (f"[${low:,.2f}, " if low is not None else "[—, ") + (
+        f"${high:,.2f}]" if high is not None else "unbounded]"
+    )
 
 
 def render(data, templates_dir, template=TEMPLATE):
     """The markdown of `template` (in templates_dir) filled with `data`."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir)),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["num"] = _fmt
     env.filters["pct"] = lambda v: "—" if v is None else f"{100 * v:.1f}%"
     env.filters["usd"] = lambda v, d=2: "—" if v is None else f"${v:,.{d}f}"
@@ -48,7 +53,8 @@ def render(data, templates_dir, template=TEMPLATE):
     env.filters["ci"] = _ci_pct
     env.filters["ci_usd"] = _ci_usd
     env.filters["pp"] = lambda v, d=1, sign=True: stats.fmt_pp(v, d, sign)
-    env.filters["ci_pp"] = lambda ci, d=1: ("—" if not ci else
-                                            f"[{stats.fmt_pp(ci[0], d)}, {stats.fmt_pp(ci[1], d)}]")
+    env.filters["ci_pp"] = lambda ci, d=1: (
+        "—" if not ci else f"[{stats.fmt_pp(ci[0], d)}, {stats.fmt_pp(ci[1], d)}]"
+    )
     env.filters["p"] = stats.fmt_p
     return env.get_template(template).render(**data)

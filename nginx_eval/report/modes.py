@@ -13,9 +13,9 @@ Numbers are rounded here, once, to what report.json holds (4 decimals for rates,
 
 import statistics
 
+from ..core.outcomes import NOT_SCORED, OUTCOMES
 from . import stats
 from .records import commands_that_ran, row_outcome
-from ..core.outcomes import NOT_SCORED, OUTCOMES
 
 TOKEN_KINDS = ("input", "output")
 CACHE_TOKEN_KINDS = ("cache_read", "cache_creation")
@@ -49,14 +49,27 @@ def family_of(name, modes):
 def _summary_numbers(values):
     values = [v for v in values if v is not None]
     if not values:
-        return {"n": 0, "total": None, "mean": None, "median": None, "min": None, "q1": None,
-                "q3": None, "max": None}
+        return {
+            "n": 0,
+            "total": None,
+            "mean": None,
+            "median": None,
+            "min": None,
+            "q1": None,
+            "q3": None,
+            "max": None,
+        }
     quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-    return {"n": len(values), "total": round(sum(values), 3),
-            "mean": round(statistics.mean(values), 3),
-            "median": round(statistics.median(values), 3), "min": round(min(values), 3),
-            "q1": round(quartiles[0], 3), "q3": round(quartiles[2], 3),
-            "max": round(max(values), 3)}
+    return {
+        "n": len(values),
+        "total": round(sum(values), 3),
+        "mean": round(statistics.mean(values), 3),
+        "median": round(statistics.median(values), 3),
+        "min": round(min(values), 3),
+        "q1": round(quartiles[0], 3),
+        "q3": round(quartiles[2], 3),
+        "max": round(max(values), 3),
+    }
 
 
 def cost_per_resolved(rows_by_task, seed):
@@ -79,9 +92,12 @@ def _described(m, mode, modes):
     """What the mode is: its family and repeat, kind, model and configured commands."""
     family, repeat = family_of(m, modes)
     return {
-        "name": m, "family": family, "repeat": repeat,
-        "kind": mode.kind if mode else ("predictions" if m == "file" else
-                                        m if m in ("gold", "none") else "unknown"),
+        "name": m,
+        "family": family,
+        "repeat": repeat,
+        "kind": mode.kind
+        if mode
+        else ("predictions" if m == "file" else m if m in ("gold", "none") else "unknown"),
         "model": mode.model if mode else "",
         "description": mode.description if mode else "not in the current configuration",
         "commands": [(p.name, p.command) for p in mode.phases] if mode else [],
@@ -93,16 +109,15 @@ def _time_and_cost(m, by_id, resolved):
     """Agent seconds and cost of the mode's rows; `resolved`: how many it resolved."""
     costs = [r.get("cost_usd") for r in by_id.values() if r.get("cost_usd") is not None]
     cost = round(sum(costs), 4) if costs else None
-    per_resolved = cost_per_resolved({i: [r] for i, r in by_id.items()},
-                                     stats.seed_for("cost", m))
+    per_resolved = cost_per_resolved({i: [r] for i, r in by_id.items()}, stats.seed_for("cost", m))
     return {
         "seconds": _summary_numbers([r.get("agent_seconds") for r in by_id.values()]),
         "cost_usd": cost,
-        "seconds_values": [r["agent_seconds"] for r in by_id.values()
-                           if r.get("agent_seconds") is not None],
+        "seconds_values": [
+            r["agent_seconds"] for r in by_id.values() if r.get("agent_seconds") is not None
+        ],
         "cost_values": costs,
-        "cost_per_resolved": (round(cost / resolved, 4)
-                              if cost is not None and resolved else None),
+        "cost_per_resolved": (round(cost / resolved, 4) if cost is not None and resolved else None),
         "cost_per_resolved_interval": per_resolved["interval"],
     }
 
@@ -126,8 +141,11 @@ def scored_table(members, task_ids):
     whose repeats is scored is not in the table."""
     table = {}
     for i in task_ids:
-        scores = [1 if d["outcomes"].get(i) == "resolved" else 0 for d in members
-                  if d["outcomes"].get(i) not in NOT_SCORED]
+        scores = [
+            1 if d["outcomes"].get(i) == "resolved" else 0
+            for d in members
+            if d["outcomes"].get(i) not in NOT_SCORED
+        ]
         if scores:
             table[i] = scores
     return table
@@ -149,7 +167,8 @@ def _patch_figures(by_id, gold):
         "files_touched": sum(len(p.get("files") or []) for p in patches),
         "empty": sum(1 for p in patches if not p.get("files")),
         "gold_overlap": round(statistics.mean(overlaps), 4) if overlaps else None,
-        "covers_gold": covers, "with_gold": len(overlaps),
+        "covers_gold": covers,
+        "with_gold": len(overlaps),
     }
 
 
@@ -159,8 +178,9 @@ def _agent_facts(by_id, outcomes):
     scored ({outcome: [ids]})."""
     return {
         "has_agent": any(r.get("agent_status") is not None for r in by_id.values()),
-        "agent_versions": sorted({r["agent_version"] for r in by_id.values()
-                                  if r.get("agent_version")}),
+        "agent_versions": sorted(
+            {r["agent_version"] for r in by_id.values() if r.get("agent_version")}
+        ),
         "trajectories": {i: r["trajectory"] for i, r in by_id.items() if r.get("trajectory")},
         "not_scored": {o: [i for i, v in outcomes.items() if v == o] for o in NOT_SCORED},
         "isolation": _isolation_facts(by_id),
@@ -188,8 +208,11 @@ def _rerun_facts(by_id):
     rerun of a failing test file changed."""
     return {
         "reran": any("first_run_status" in r for r in by_id.values()),
-        "verdict_changed_on_rerun": [i for i, r in by_id.items() if r.get(
-            "first_run_status", r.get("status")) != r.get("status")],
+        "verdict_changed_on_rerun": [
+            i
+            for i, r in by_id.items()
+            if r.get("first_run_status", r.get("status")) != r.get("status")
+        ],
     }
 
 
@@ -204,10 +227,12 @@ def mode_summary(m, by_id, task_ids, modes, gold):
         **_described(m, mode, modes),
         "ran": commands_that_ran(by_id),
         "configured": mode is not None,
-        "submitted": len(by_id), "missing": [i for i in task_ids if i not in by_id],
-        "empty_ids": [i for i, r in scored_rows.items()
-                      if not (r.get("patch") or {}).get("files")],
-        "outcomes": outcomes, "counts": counts, "scored": total,
+        "submitted": len(by_id),
+        "missing": [i for i in task_ids if i not in by_id],
+        "empty_ids": [i for i, r in scored_rows.items() if not (r.get("patch") or {}).get("files")],
+        "outcomes": outcomes,
+        "counts": counts,
+        "scored": total,
         **_agent_facts(by_id, outcomes),
         **_rerun_facts(by_id),
         "rates": {o: rate_of(n, total) for o, n in counts.items() if o not in NOT_SCORED},
@@ -230,24 +255,35 @@ def _strict_facts(by_id, outcomes, total):
     return {
         # Judged: some resolved patch was (strict=0 leaves them all null), or none resolved
         # and the rows carry the verdict (false: not resolved).
-        "judged": any(by_id[i].get("strict") is not None for i in resolved) or (
-            not resolved and any(r.get("strict") is False for r in by_id.values())),
-        "count": len(strict), "rate": rate_of(len(strict), total),
+        "judged": any(by_id[i].get("strict") is not None for i in resolved)
+        or (not resolved and any(r.get("strict") is False for r in by_id.values())),
+        "count": len(strict),
+        "rate": rate_of(len(strict), total),
         "interval": rounded_pair(stats.wilson(len(strict), total)),
-        "not_strict": [{"instance_id": i, "reason": why(i)} for i in resolved
-                       if by_id[i].get("strict") is False],
-        "unjudged": [{"instance_id": i, "reason": why(i)} for i in resolved
-                     if by_id[i].get("strict") is None],
+        "not_strict": [
+            {"instance_id": i, "reason": why(i)}
+            for i in resolved
+            if by_id[i].get("strict") is False
+        ],
+        "unjudged": [
+            {"instance_id": i, "reason": why(i)} for i in resolved if by_id[i].get("strict") is None
+        ],
     }
 
 
 def strict_view(mode):
     """The mode's data with "resolved" only where the patch is also strict: the report's paired
     comparisons of strict rates run on it."""
-    strict = {i for i in mode["outcomes"] if i not in
-              {e["instance_id"] for e in mode["strict"]["not_strict"] + mode["strict"]["unjudged"]}}
-    outcomes = {i: ("unresolved" if o == "resolved" and i not in strict else o)
-                for i, o in mode["outcomes"].items()}
+    strict = {
+        i
+        for i in mode["outcomes"]
+        if i
+        not in {e["instance_id"] for e in mode["strict"]["not_strict"] + mode["strict"]["unjudged"]}
+    }
+    outcomes = {
+        i: ("unresolved" if o == "resolved" and i not in strict else o)
+        for i, o in mode["outcomes"].items()
+    }
     return dict(mode, outcomes=outcomes)
 
 
@@ -276,12 +312,18 @@ def families(mode_data, task_ids):
         any_resolved = sum(1 for scores in table.values() if any(scores))
         clustered = stats.clustered_mean(list(table.values()))
         out[family] = {
-            "repeats": [d["name"] for d in members], "resolved_rates": rates,
-            "mean": mean, "min": min(known, default=None), "max": max(known, default=None),
-            "stdev": (round(statistics.stdev(known), 4) if len(known) > 1 else
-                      0.0 if known else None),
+            "repeats": [d["name"] for d in members],
+            "resolved_rates": rates,
+            "mean": mean,
+            "min": min(known, default=None),
+            "max": max(known, default=None),
+            "stdev": (
+                round(statistics.stdev(known), 4) if len(known) > 1 else 0.0 if known else None
+            ),
             "pass_at_1": mean,
-            "pass_at_k": rate_of(any_resolved, len(table)), "k": len(members),
-            "se": rounded(clustered["se"]), "interval": rounded_pair(clustered["interval"]),
+            "pass_at_k": rate_of(any_resolved, len(table)),
+            "k": len(members),
+            "se": rounded(clustered["se"]),
+            "interval": rounded_pair(clustered["interval"]),
         }
     return out

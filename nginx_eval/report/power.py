@@ -4,10 +4,10 @@ difference of D percentage points needs to be detected with 80% power (stats.py'
 Prints, writes nothing.
 """
 
-from . import stats
 from ..core.console import say
-from .data import collect
 from ..run.record import run_tasks
+from . import stats
+from .data import collect
 
 PLAN_REPEATS = (1, 2, 3, 5, 10)
 
@@ -25,9 +25,15 @@ def plan(comparison, difference):
     else:
         out["sd"] = c["sd"]
         out["tasks_needed"] = stats.paired_tasks_needed(difference, c["sd"])
-        out["by_repeats"] = stats.paired_plan(c["sd"], c["repeats_a"], c["repeats_b"],
-                                              c["within_a"], c["within_b"], difference,
-                                              PLAN_REPEATS)
+        out["by_repeats"] = stats.paired_plan(
+            c["sd"],
+            c["repeats_a"],
+            c["repeats_b"],
+            c["within_a"],
+            c["within_b"],
+            difference,
+            PLAN_REPEATS,
+        )
     return out
 
 
@@ -35,13 +41,18 @@ def _comparison_line(c):
     """What a comparison observed, and the difference it detects with its tasks now."""
     head = f"{c['a_label']} vs {c['b_label']}"
     if c["method"] == "mcnemar":
-        head += (f": they disagree on {c['a_only'] + c['b_only']} of {c['tasks']} tasks "
-                 f"(discordance {100 * c['discordance']:.0f}%)")
+        head += (
+            f": they disagree on {c['a_only'] + c['b_only']} of {c['tasks']} tasks "
+            f"(discordance {100 * c['discordance']:.0f}%)"
+        )
     else:
         head += f": per-task differences have sd {100 * c['sd']:.0f} pp" if c["sd"] else ""
     now = c.get("detectable")
-    head += (f"; with {c['tasks']} tasks it detects {stats.fmt_pp(now, sign=False)} pp"
-             if now is not None else f"; with {c['tasks']} tasks no difference is detectable")
+    head += (
+        f"; with {c['tasks']} tasks it detects {stats.fmt_pp(now, sign=False)} pp"
+        if now is not None
+        else f"; with {c['tasks']} tasks no difference is detectable"
+    )
     return head
 
 
@@ -49,29 +60,35 @@ def _plan_line(c, difference):
     """The tasks (and repeats) a comparison like `c` needs to detect `difference`."""
     p = plan(c, difference)
     need = p["tasks_needed"]
-    text = (f"  to detect {100 * difference:g} pp: "
-            + (f"about {need} tasks" if need else
-               "cannot tell (no disagreement observed between them)"))
+    text = f"  to detect {100 * difference:g} pp: " + (
+        f"about {need} tasks" if need else "cannot tell (no disagreement observed between them)"
+    )
     if p["by_repeats"]:
         text += "; with k repeats of each: " + ", ".join(
-            f"k={k}: {n} tasks" for k, n in p["by_repeats"].items() if n)
+            f"k={k}: {n} tasks" for k, n in p["by_repeats"].items() if n
+        )
     elif not (c["within_a"] == 0.0 and c["within_b"] == 0.0):
-        once = [c[side] for side, w in (("a", c["within_a"]), ("b", c["within_b"]))
-                if w is None]
-        text += (f"; repeats: cannot tell from one run per task of {' and '.join(once)} "
-                 f"(`repeats = k` in modes.toml measures the variation within a task)")
+        once = [c[side] for side, w in (("a", c["within_a"]), ("b", c["within_b"])) if w is None]
+        text += (
+            f"; repeats: cannot tell from one run per task of {' and '.join(once)} "
+            f"(`repeats = k` in modes.toml measures the variation within a task)"
+        )
     return text
 
 
 def plan_lines(data, differences):
     """The lines `doit run power` prints."""
-    lines = [f"power: run {data['run']}, {data['benchmark']['tasks']} tasks; "
-             f"{100 * stats.POWER:.0f}% power, two-sided {100 * stats.ALPHA:.0f}% "
-             f"(exact McNemar test for modes run once per task; paired t approximation of "
-             f"the per-task mean scores with repeats)"]
+    lines = [
+        f"power: run {data['run']}, {data['benchmark']['tasks']} tasks; "
+        f"{100 * stats.POWER:.0f}% power, two-sided {100 * stats.ALPHA:.0f}% "
+        f"(exact McNemar test for modes run once per task; paired t approximation of "
+        f"the per-task mean scores with repeats)"
+    ]
     if not data["comparisons"]:
-        lines.append("power: no two modes with results for the same tasks in this run: nothing "
-                     "to plan from (run a second mode first)")
+        lines.append(
+            "power: no two modes with results for the same tasks in this run: nothing "
+            "to plan from (run a second mode first)"
+        )
         return lines
     for c in data["comparisons"]:
         lines.append(_comparison_line(c))

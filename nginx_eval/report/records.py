@@ -11,9 +11,9 @@ import dataclasses
 from ..core import jsonio
 from ..core.errors import UserError
 from ..core.gitcmd import GitError
-from ..run.benchmark import gold_patch
-from ..patch import patch_stats
 from ..core.outcomes import OUTCOMES, outcome
+from ..patch import patch_stats
+from ..run.benchmark import gold_patch
 from ..run.record import read_run
 
 
@@ -31,15 +31,20 @@ def commands_that_ran(rows):
             continue
         key = (tuple(tuple(c) for c in r["agent_commands"]), r.get("agent_model"))
         seen.setdefault(key, []).append(iid)
-    return [{"commands": list(k[0]), "model": k[1], "instance_ids": ids}
-            for k, ids in sorted(seen.items(), key=lambda kv: -len(kv[1]))]
+    return [
+        {"commands": list(k[0]), "model": k[1], "instance_ids": ids}
+        for k, ids in sorted(seen.items(), key=lambda kv: -len(kv[1]))
+    ]
 
 
 def modes_on_disk(layout, configured):
     """Modes with a results.jsonl in the run: configured ones first (in their order), then the
     others."""
-    found = {p.parent.name for p in layout.run_dir.glob("*/results.jsonl")} \
-        if layout.run_dir.is_dir() else set()
+    found = (
+        {p.parent.name for p in layout.run_dir.glob("*/results.jsonl")}
+        if layout.run_dir.is_dir()
+        else set()
+    )
     ordered = [m for m in configured if m in found]
     return ordered + sorted(found - set(ordered))
 
@@ -63,8 +68,11 @@ def check_has_results(layout) -> None:
     if has_results(layout):
         return
     others = runs_with_results(layout)
-    known = (f"runs with results: {', '.join(others)}" if others else
-             "no run has results yet (`doit` scores gold and none)")
+    known = (
+        f"runs with results: {', '.join(others)}"
+        if others
+        else "no run has results yet (`doit` scores gold and none)"
+    )
     raise UserError(f"run={layout.run}: no results in {layout.run_dir}; {known}")
 
 
@@ -73,9 +81,14 @@ def read_rows(layout, names, task_ids):
     run's selection (none, since results.jsonl holds only the run's tasks) would change the
     denominator: they are left out."""
     wanted = set(task_ids)
-    return {m: {r["instance_id"]: r for r in jsonio.read_jsonl(layout.results_jsonl(m))
-                if r["instance_id"] in wanted}
-            for m in names}
+    return {
+        m: {
+            r["instance_id"]: r
+            for r in jsonio.read_jsonl(layout.results_jsonl(m))
+            if r["instance_id"] in wanted
+        }
+        for m in names
+    }
 
 
 def toolchain_records(layout, names):
@@ -83,8 +96,12 @@ def toolchain_records(layout, names):
     "compiler", build/stage.py) and prove.json (its "versions" of Perl and OpenSSL,
     prove/stage.py)."""
     # Sorted by their text: comparing thousands of Paths part by part cost a no-op rerun 30 ms.
-    return [p for m in names for record in ("build.json", "prove.json")
-            for p in sorted(layout.mode_dir(m).glob(f"*/{record}"), key=str)]
+    return [
+        p
+        for m in names
+        for record in ("build.json", "prove.json")
+        for p in sorted(layout.mode_dir(m).glob(f"*/{record}"), key=str)
+    ]
 
 
 def toolchain(layout, names):
@@ -120,7 +137,7 @@ def gold_files(layout, bench_tasks):
         if task.instance_id not in files and (bare.is_dir() or not task.fix_commit):
             try:
                 diff = gold_patch(task, bare)
-            except GitError:        # a clone without the fix commit: no overlap figure
+            except GitError:  # a clone without the fix commit: no overlap figure
                 continue
             files[task.instance_id] = patch_stats(diff)["files"]
     return files

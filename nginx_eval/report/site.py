@@ -51,14 +51,14 @@ from .. import __version__
 from ..core import jsonio, stamps
 from ..core.console import say
 from ..core.errors import failing_on_user_error
+from ..run.record import run_tasks
 from .markdown import _ci_pct, _fmt
 from .records import modes_on_disk
 from .site_index import index_context
 from .site_task import page_files, task_context, task_facts
-from ..run.record import run_tasks
 
 SITE_TASK = "site"
-TEMPLATES = "site"                   # templates/site/
+TEMPLATES = "site"  # templates/site/
 INDEX_TEMPLATE = "index.html.j2"
 TASK_TEMPLATE = "task.html.j2"
 ASSETS = ("site.css", "site.js")
@@ -66,7 +66,7 @@ ASSETS = ("site.css", "site.js")
 # command gives cutoff=.
 RECENT_FROM = "2025-01-01"
 MARKER = re.compile(rb'<meta name="nginx-eval-inputs" content="([0-9a-f]{64})">')
-MARKER_BYTES = 2048                  # the marker is in the first lines of the head
+MARKER_BYTES = 2048  # the marker is in the first lines of the head
 
 
 # -- templates ------------------------------------------------------------------------------------
@@ -93,9 +93,13 @@ def _duration(seconds):
 @lru_cache(maxsize=4)
 def environment(templates_dir):
     """The Jinja environment of the site's templates (HTML: everything is escaped)."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(site_templates(templates_dir))),
-                             undefined=jinja2.StrictUndefined, autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(site_templates(templates_dir))),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["num"] = _fmt
     env.filters["pct"] = lambda v: "—" if v is None else f"{100 * v:.1f}%"
     env.filters["usd"] = lambda v: "—" if v is None else f"${v:,.2f}"
@@ -109,8 +113,11 @@ def environment(templates_dir):
 
 
 def render(templates_dir, template, inputs, context):
-    return environment(str(templates_dir)).get_template(template).render(
-        inputs=inputs, version=__version__, **context)
+    return (
+        environment(str(templates_dir))
+        .get_template(template)
+        .render(inputs=inputs, version=__version__, **context)
+    )
 
 
 def write_page(path: Path, text: str) -> None:
@@ -145,18 +152,29 @@ def index_is_current(layout, bench, tasks, configured, templates_dir, cutoff):
     made = recorded_inputs(layout.site_index)
     if made is None:
         return False
-    _, digest = index_inputs(layout, run_tasks(layout, bench, tasks),
-                             modes_on_disk(layout, configured), templates_dir, cutoff)
+    _, digest = index_inputs(
+        layout,
+        run_tasks(layout, bench, tasks),
+        modes_on_disk(layout, configured),
+        templates_dir,
+        cutoff,
+    )
     return made == digest
 
 
 def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=False):
     """site/index.html, site.css and site.js."""
-    context, digest = index_inputs(layout, run_tasks(layout, bench, tasks),
-                                   modes_on_disk(layout, configured), templates_dir, cutoff)
+    context, digest = index_inputs(
+        layout,
+        run_tasks(layout, bench, tasks),
+        modes_on_disk(layout, configured),
+        templates_dir,
+        cutoff,
+    )
     for name in ASSETS:
-        jsonio.write_bytes(layout.site_asset(name),
-                           (site_templates(templates_dir) / name).read_bytes())
+        jsonio.write_bytes(
+            layout.site_asset(name), (site_templates(templates_dir) / name).read_bytes()
+        )
     write_page(layout.site_index, render(templates_dir, INDEX_TEMPLATE, digest, context))
     if not quiet:
         say(f"site: {layout.site_index}")
@@ -171,11 +189,17 @@ def templates_digest(templates_dir):
 def task_inputs(layout, mode, task, modes, templates_dir, templates=None):
     """The digest of what the page of (mode, task) is made from, on disk now. `templates`:
     templates_digest(templates_dir), when the caller checks many pages."""
-    config = {"page": "task", "version": __version__, "run": layout.run, "mode": mode,
-              "modes": list(modes), "task": task_facts(task),
-              # where the gold diff comes from without a gold mode (report_site_task.gold_patch)
-              "clone": layout.bare_repo(task.repo).is_dir(),
-              "templates": templates or templates_digest(templates_dir)}
+    config = {
+        "page": "task",
+        "version": __version__,
+        "run": layout.run,
+        "mode": mode,
+        "modes": list(modes),
+        "task": task_facts(task),
+        # where the gold diff comes from without a gold mode (report_site_task.gold_patch)
+        "clone": layout.bare_repo(task.repo).is_dir(),
+        "templates": templates or templates_digest(templates_dir),
+    }
     return stamps.inputs_digest(config, page_files(layout, mode, task))
 
 
@@ -189,8 +213,10 @@ def write_task_page(layout, mode, task, modes, templates_dir, digest=None):
     # The digest first: a file that changes while the page renders leaves the page stale.
     digest = digest or task_inputs(layout, mode, task, modes, templates_dir)
     context = task_context(layout, mode, task, modes)
-    write_page(layout.site_page(mode, task.instance_id),
-               render(templates_dir, TASK_TEMPLATE, digest, context))
+    write_page(
+        layout.site_page(mode, task.instance_id),
+        render(templates_dir, TASK_TEMPLATE, digest, context),
+    )
 
 
 def units(layout, tasks, modes):
@@ -203,8 +229,15 @@ def units(layout, tasks, modes):
 def site_settings(run, modes, templates, cutoff):
     """What the whole site is rendered for, besides the result files: the package, the run's
     tasks and modes, the templates (their digest), the cutoff."""
-    return jsonio.digest({"version": __version__, "tasks": [t.instance_id for t in run],
-                          "modes": list(modes), "templates": templates, "cutoff": cutoff})
+    return jsonio.digest(
+        {
+            "version": __version__,
+            "tasks": [t.instance_id for t in run],
+            "modes": list(modes),
+            "templates": templates,
+            "cutoff": cutoff,
+        }
+    )
 
 
 def take_completion(layout):
@@ -233,14 +266,23 @@ def write_site(layout, bench, tasks, configured, templates_dir, cutoff=None, unc
     run = run_tasks(layout, bench, tasks)
     modes = modes_on_disk(layout, configured)
     templates = templates_digest(templates_dir)
-    rendered = _render_stale(layout, bench, tasks, configured, templates_dir, cutoff, run,
-                             modes, templates, units(layout, run, modes))
+    rendered = _render_stale(
+        layout,
+        bench,
+        tasks,
+        configured,
+        templates_dir,
+        cutoff,
+        run,
+        modes,
+        templates,
+        units(layout, run, modes),
+    )
     jsonio.write_text(layout.site_complete, site_settings(run, modes, templates, cutoff) + "\n")
     return rendered
 
 
-def site_is_complete(layout, bench, tasks, configured, templates_dir, cutoff=None,
-                     unchanged=None):
+def site_is_complete(layout, bench, tasks, configured, templates_dir, cutoff=None, unchanged=None):
     """write_site's shortcut alone: whether `unchanged` are the settings now and every page
     exists (the record of the complete site is then written again)."""
     if not unchanged:
@@ -255,12 +297,16 @@ def site_is_complete(layout, bench, tasks, configured, templates_dir, cutoff=Non
 
 
 def _all_exist(layout, pages):
-    return (layout.site_index.exists() and all(layout.site_asset(a).exists() for a in ASSETS)
-            and all(layout.site_page(m, t.instance_id).exists() for m, t in pages))
+    return (
+        layout.site_index.exists()
+        and all(layout.site_asset(a).exists() for a in ASSETS)
+        and all(layout.site_page(m, t.instance_id).exists() for m, t in pages)
+    )
 
 
-def _render_stale(layout, bench, tasks, configured, templates_dir, cutoff, run, modes, templates,
-                  pages):
+def _render_stale(
+    layout, bench, tasks, configured, templates_dir, cutoff, run, modes, templates, pages
+):
     stale = []
     for mode, task in pages:
         digest = task_inputs(layout, mode, task, modes, templates_dir, templates)
@@ -280,19 +326,31 @@ def gen_tasks(ctx):
     layout, templates = ctx.layout, ctx.layout.templates_dir
     cutoff = (ctx.options.cutoff if ctx.options else None) or RECENT_FROM
     configured = list(ctx.modes)
-    yield {"basename": SITE_TASK, "name": None,
-           "doc": f"the run's static site {layout.site_index} (runs nothing else)"}
+    yield {
+        "basename": SITE_TASK,
+        "name": None,
+        "doc": f"the run's static site {layout.site_index} (runs nothing else)",
+    }
     index_args = [layout, ctx.benchmark, ctx.tasks, configured, templates, cutoff]
-    yield {"basename": SITE_TASK, "name": "index", "doc": "the site's index (after the report)",
-           "actions": [(failing_on_user_error, [write_index, *index_args])],
-           "uptodate": [(index_is_current, index_args)], "task_dep": ["report:markdown"],
-           "targets": [str(layout.site_index)], "verbosity": 2}
+    yield {
+        "basename": SITE_TASK,
+        "name": "index",
+        "doc": "the site's index (after the report)",
+        "actions": [(failing_on_user_error, [write_index, *index_args])],
+        "uptodate": [(index_is_current, index_args)],
+        "task_dep": ["report:markdown"],
+        "targets": [str(layout.site_index)],
+        "verbosity": 2,
+    }
     # The pages of the results on disk now: the site shows a run, and runs nothing of it.
     modes = modes_on_disk(layout, configured)
     for mode, task in units(layout, run_tasks(layout, ctx.benchmark, ctx.tasks), modes):
         args = [layout, mode, task, modes, templates]
-        yield {"basename": SITE_TASK, "name": f"{mode}/{task.instance_id}",
-               "doc": f"the site's page of {mode} on {task.instance_id}",
-               "actions": [(failing_on_user_error, [write_task_page, *args])],
-               "uptodate": [(task_page_is_current, args)],
-               "targets": [str(layout.site_page(mode, task.instance_id))]}
+        yield {
+            "basename": SITE_TASK,
+            "name": f"{mode}/{task.instance_id}",
+            "doc": f"the site's page of {mode} on {task.instance_id}",
+            "actions": [(failing_on_user_error, [write_task_page, *args])],
+            "uptodate": [(task_page_is_current, args)],
+            "targets": [str(layout.site_page(mode, task.instance_id))],
+        }

@@ -18,9 +18,9 @@ more than one of four), then the number of distinct outcomes.
 """
 
 from ..core import jsonio
+from ..core.outcomes import NOT_SCORED, OUTCOMES
 from .data import CELL
 from .site_task import link, not_scored, strict_verdict
-from ..core.outcomes import NOT_SCORED, OUTCOMES
 
 REFERENCE_MODES = ("gold", "none")
 
@@ -66,15 +66,20 @@ def summary_rows(report, modes):
         if not entry:
             continue
         counts = entry.get("outcome_counts") or {}
-        rows.append({"mode": m, "counts": counts,
-                     "not_scored": sum(counts.get(o, 0) for o in NOT_SCORED),
-                     "scored": entry.get("scored_instances", entry.get("total_instances")),
-                     "total": entry.get("total_instances"),
-                     "missing": len(entry.get("incomplete_ids") or []),
-                     "resolved": entry.get("resolved_instances"),
-                     "rate": entry.get("resolved_rate"),
-                     "interval": entry.get("resolved_interval"),
-                     "cost_usd": entry.get("cost_usd")})
+        rows.append(
+            {
+                "mode": m,
+                "counts": counts,
+                "not_scored": sum(counts.get(o, 0) for o in NOT_SCORED),
+                "scored": entry.get("scored_instances", entry.get("total_instances")),
+                "total": entry.get("total_instances"),
+                "missing": len(entry.get("incomplete_ids") or []),
+                "resolved": entry.get("resolved_instances"),
+                "rate": entry.get("resolved_rate"),
+                "interval": entry.get("resolved_interval"),
+                "cost_usd": entry.get("cost_usd"),
+            }
+        )
     return rows
 
 
@@ -83,8 +88,7 @@ def index_context(layout, tasks, modes, cutoff, report=None):
     JSON-able). `tasks`: the run's tasks; `modes`: the run's modes (those with results);
     `report`: report.json (read from the run when None)."""
     report = jsonio.read_json(layout.report_json) or {} if report is None else report
-    outcomes = {m: ((report.get("modes") or {}).get(m) or {}).get("outcomes") or {}
-                for m in modes}
+    outcomes = {m: ((report.get("modes") or {}).get(m) or {}).get("outcomes") or {} for m in modes}
     compared = compared_modes(modes)
     index = layout.site_index
     rows = []
@@ -99,27 +103,53 @@ def index_context(layout, tasks, modes, cutoff, report=None):
             agent = jsonio.read_json(layout.agent_json(m, iid)) if unit else None
             unscored = not_scored(o, agent)
             strict = None if unscored else strict_verdict(grade)
-            cells.append({"mode": m, "outcome": o, "code": CELL.get(o, "?") if o else "—",
-                          "why": unscored["why"] if unscored else None,
-                          "strict": strict, "strict_code": CELL.get(strict, strict),
-                          "href": link(page, index) if unit else None,
-                          "marks": unit_marks(agent)})
+            cells.append(
+                {
+                    "mode": m,
+                    "outcome": o,
+                    "code": CELL.get(o, "?") if o else "—",
+                    "why": unscored["why"] if unscored else None,
+                    "strict": strict,
+                    "strict_code": CELL.get(strict, strict),
+                    "href": link(page, index) if unit else None,
+                    "marks": unit_marks(agent),
+                }
+            )
         resolved, n, score = disagreement([outcomes[m].get(iid) for m in compared])
-        rows.append({"instance_id": iid, "area": task.area or "(no area)",
-                     "fix_date": task.fix_date, "split": split_of(task, cutoff),
-                     "resolved": resolved, "compared": n, "disagree": score, "cells": cells})
+        rows.append(
+            {
+                "instance_id": iid,
+                "area": task.area or "(no area)",
+                "fix_date": task.fix_date,
+                "split": split_of(task, cutoff),
+                "resolved": resolved,
+                "compared": n,
+                "disagree": score,
+                "cells": cells,
+            }
+        )
     # The scored outcomes that occur (resolved always); the others are one "not scored" column.
-    shown = [o for o in OUTCOMES if o not in NOT_SCORED and (o == "resolved" or any(
-        (r["counts"].get(o) or 0) for r in summary_rows(report, modes)))]
+    shown = [
+        o
+        for o in OUTCOMES
+        if o not in NOT_SCORED
+        and (o == "resolved" or any((r["counts"].get(o) or 0) for r in summary_rows(report, modes)))
+    ]
     return {
-        "run": layout.run, "root": "", "benchmark": report.get("benchmark"),
+        "run": layout.run,
+        "root": "",
+        "benchmark": report.get("benchmark"),
         "level": report.get("level", 0.95),
-        "tasks": len(tasks), "modes": list(modes), "compared": compared, "cutoff": cutoff,
-        "summary": summary_rows(report, modes), "outcomes": shown, "cell": CELL,
+        "tasks": len(tasks),
+        "modes": list(modes),
+        "compared": compared,
+        "cutoff": cutoff,
+        "summary": summary_rows(report, modes),
+        "outcomes": shown,
+        "cell": CELL,
         "not_scored_outcomes": list(NOT_SCORED),
         "areas": sorted({r["area"] for r in rows}),
-        "splits": [s for s in ("recent", "older", "undated") if any(r["split"] == s
-                                                                    for r in rows)],
+        "splits": [s for s in ("recent", "older", "undated") if any(r["split"] == s for r in rows)],
         "rows": rows,
         "report_md": link(layout.report_md, index) if layout.report_md.exists() else None,
         "report_json": link(layout.report_json, index) if layout.report_json.exists() else None,

@@ -27,19 +27,19 @@ from ..core.gitcmd import GitError, gold_diff
 from ..core.outcomes import CONTAMINATED, NOT_SCORED, UNFINISHED_AGENT, outcome
 
 # What a page shows inline at most; the rest is behind a link to the file.
-LOG_TAIL_BYTES = 8_000           # the end of build.log (where a build fails)
-TAP_BYTES = 16_000               # the start of each TAP stream
-DIFF_LINES = 1_500               # lines of each diff
+LOG_TAIL_BYTES = 8_000  # the end of build.log (where a build fails)
+TAP_BYTES = 16_000  # the start of each TAP stream
+DIFF_LINES = 1_500  # lines of each diff
 PROMPT_CHARS = 6_000
-TEXT_CHARS = 3_000               # what the agent says in one block
-INPUT_CHARS = 2_000              # a tool call's input (an edit's old and new text)
+TEXT_CHARS = 3_000  # what the agent says in one block
+INPUT_CHARS = 2_000  # a tool call's input (an edit's old and new text)
 # A tool call's result: its first lines. Results are most of an agent's page, so a page shares
 # a budget among its calls: a short trajectory shows more of each result, a long one the first
 # lines of each (scripts/bench_site.py measures what that makes of a full run's site).
-RESULT_CHARS = 1_500             # at most
-RESULT_CHARS_MIN = 240           # at least (about three lines)
-RESULTS_PER_PAGE = 40_000        # the budget of a page
-COLLAPSE_LINES = 8               # longer texts are collapsed (<details>) behind their first line
+RESULT_CHARS = 1_500  # at most
+RESULT_CHARS_MIN = 240  # at least (about three lines)
+RESULTS_PER_PAGE = 40_000  # the budget of a page
+COLLAPSE_LINES = 8  # longer texts are collapsed (<details>) behind their first line
 COLLAPSE_CHARS = 600
 
 ASSERTION = re.compile(r"^(?P<file>[^:]+):(?P<number>\d+)(?: (?P<description>.*))?$")
@@ -57,9 +57,14 @@ def text_block(text, limit):
     shown = text if len(text) <= limit else text[:limit]
     first = next((line for line in text.splitlines() if line.strip()), "")
     lines = text.count("\n") + 1 if text else 0
-    return {"text": shown, "first": first[:160], "lines": lines, "chars": len(text),
-            "cut": len(text) - len(shown),
-            "long": lines > COLLAPSE_LINES or len(text) > COLLAPSE_CHARS}
+    return {
+        "text": shown,
+        "first": first[:160],
+        "lines": lines,
+        "chars": len(text),
+        "cut": len(text) - len(shown),
+        "long": lines > COLLAPSE_LINES or len(text) > COLLAPSE_CHARS,
+    }
 
 
 def link(path, page):
@@ -131,8 +136,7 @@ def assertions(grade, streams):
         for ident in (group.get("passed") or []) + (group.get("failed") or []):
             m = ASSERTION.match(ident)
             line = lines.get(m.group("file"), {}).get(int(m.group("number"))) if m else None
-            result = ("passed" if ident in passed else "skipped" if ident in skipped
-                      else "failed")
+            result = "passed" if ident in passed else "skipped" if ident in skipped else "failed"
             rows.append({"kind": kind, "id": ident, "result": result, "tap": line})
     order = {"failed": 0, "skipped": 1, "passed": 2}
     return sorted(rows, key=lambda r: (r["kind"] != "fail_to_pass", order[r["result"]]))
@@ -146,17 +150,29 @@ def not_scored(unit_outcome: str | None, agent: dict | None) -> dict | None:
         return None
     agent = agent or {}
     if unit_outcome == CONTAMINATED:
-        detail = next((f.get("detail") for f in agent.get("flags") or []
-                       if isinstance(f, dict) and f.get("kind") == "contamination"), None)
+        detail = next(
+            (
+                f.get("detail")
+                for f in agent.get("flags") or []
+                if isinstance(f, dict) and f.get("kind") == "contamination"
+            ),
+            None,
+        )
         why = f"the fix reached the agent ({detail})" if detail else "the fix reached the agent"
         return {"outcome": unit_outcome, "why": why, "again": False}
     if unit_outcome not in UNFINISHED_AGENT:
         # eval_error: SWE-bench's official harness could not evaluate the patch; a new report
         # of it, not the next doit run, scores it.
-        return {"outcome": unit_outcome, "again": False,
-                "why": "the official harness could not evaluate the patch"}
-    return {"outcome": unit_outcome, "again": True,
-            "why": agent.get("error") or UNFINISHED_AGENT[unit_outcome]}
+        return {
+            "outcome": unit_outcome,
+            "again": False,
+            "why": "the official harness could not evaluate the patch",
+        }
+    return {
+        "outcome": unit_outcome,
+        "again": True,
+        "why": agent.get("error") or UNFINISHED_AGENT[unit_outcome],
+    }
 
 
 def verdict(grade: dict | None, streams: dict, agent: dict | None = None) -> dict | None:
@@ -166,23 +182,41 @@ def verdict(grade: dict | None, streams: dict, agent: dict | None = None) -> dic
         return None
     unit_outcome = outcome(dict(grade, contaminated=(agent or {}).get("contaminated")))
     unscored = not_scored(unit_outcome, agent)
-    return {"status": grade.get("status"), "outcome": unit_outcome, "not_scored": unscored,
-            "resolved": grade.get("resolved"),
-            "strict": None if unscored else strict_verdict(grade),
-            "agent_status": grade.get("agent_status"), "build_status": grade.get("build_status"),
-            "env_errors": grade.get("env_errors") or [],
-            "file_failures": grade.get("file_failures") or [],
-            "timed_out_files": grade.get("timed_out_files") or [],
-            "changed_on_rerun": grade.get("changed_on_rerun") or [],
-            "first_run_status": grade.get("first_run_status"),
-            "assertions": assertions(grade, streams)}
+    return {
+        "status": grade.get("status"),
+        "outcome": unit_outcome,
+        "not_scored": unscored,
+        "resolved": grade.get("resolved"),
+        "strict": None if unscored else strict_verdict(grade),
+        "agent_status": grade.get("agent_status"),
+        "build_status": grade.get("build_status"),
+        "env_errors": grade.get("env_errors") or [],
+        "file_failures": grade.get("file_failures") or [],
+        "timed_out_files": grade.get("timed_out_files") or [],
+        "changed_on_rerun": grade.get("changed_on_rerun") or [],
+        "first_run_status": grade.get("first_run_status"),
+        "assertions": assertions(grade, streams),
+    }
 
 
 # -- the patches -----------------------------------------------------------------------------------
 def diff_kind(line):
-    if line.startswith(("diff --git", "index ", "--- ", "+++ ", "new file", "deleted file",
-                        "similarity", "rename ", "old mode", "new mode", "Binary files",
-                        "GIT binary patch")):
+    if line.startswith(
+        (
+            "diff --git",
+            "index ",
+            "--- ",
+            "+++ ",
+            "new file",
+            "deleted file",
+            "similarity",
+            "rename ",
+            "old mode",
+            "new mode",
+            "Binary files",
+            "GIT binary patch",
+        )
+    ):
         return "meta"
     if line.startswith("@@"):
         return "hunk"
@@ -205,8 +239,9 @@ def diff_view(text, other_files=()):
         total += 1
         if line.startswith("diff --git") or not files:
             path = line.split(" b/", 1)[-1] if line.startswith("diff --git") else ""
-            files.append({"path": path, "in_other": path in other, "added": 0, "removed": 0,
-                          "lines": []})
+            files.append(
+                {"path": path, "in_other": path in other, "added": 0, "removed": 0, "lines": []}
+            )
         f = files[-1]
         kind = diff_kind(line)
         f["added"] += kind == "add"
@@ -214,13 +249,19 @@ def diff_view(text, other_files=()):
         if shown < DIFF_LINES:
             f["lines"].append((kind, line))
             shown += 1
-    return {"files": [f for f in files if f["lines"] or f["path"]], "lines": total,
-            "cut": total - shown}
+    return {
+        "files": [f for f in files if f["lines"] or f["path"]],
+        "lines": total,
+        "cut": total - shown,
+    }
 
 
 def diff_files(text):
-    return [line.split(" b/", 1)[-1] for line in (text or "").splitlines()
-            if line.startswith("diff --git")]
+    return [
+        line.split(" b/", 1)[-1]
+        for line in (text or "").splitlines()
+        if line.startswith("diff --git")
+    ]
 
 
 @lru_cache(maxsize=256)
@@ -237,7 +278,7 @@ def gold_patch(layout, task):
     path = layout.model_patch("gold", task.instance_id)
     if path.exists():
         return path.read_text(encoding="utf-8", errors="replace")
-    if not task.fix_commit:     # a SWE-bench row carries its gold patch (run/swebench.py)
+    if not task.fix_commit:  # a SWE-bench row carries its gold patch (run/swebench.py)
         return task.patch
     bare = layout.bare_repo(task.repo)
     if bare.is_dir():
@@ -251,29 +292,54 @@ def build_view(build, log_path, page):
         return None
     tail, size = read_tail(log_path, LOG_TAIL_BYTES)
     compiler = (build or {}).get("compiler")
-    return {"status": (build or {}).get("status"), "kind": (build or {}).get("kind"),
-            "seconds": (build or {}).get("seconds"), "reused": (build or {}).get("reused"),
-            "flags": (build or {}).get("configure_flags") or [],
-            "compiler": compiler.get("version") if isinstance(compiler, dict) else None,
-            "log": {"text": tail, "bytes": size, "cut": tail is not None and size > len(
-                tail.encode("utf-8", "replace")), "href": link(log_path, page)}
-            if tail is not None else None}
+    return {
+        "status": (build or {}).get("status"),
+        "kind": (build or {}).get("kind"),
+        "seconds": (build or {}).get("seconds"),
+        "reused": (build or {}).get("reused"),
+        "flags": (build or {}).get("configure_flags") or [],
+        "compiler": compiler.get("version") if isinstance(compiler, dict) else None,
+        "log": {
+            "text": tail,
+            "bytes": size,
+            "cut": tail is not None and size > len(tail.encode("utf-8", "replace")),
+            "href": link(log_path, page),
+        }
+        if tail is not None
+        else None,
+    }
 
 
 def test_file_view(name, record, tap_dir, page, label=""):
     """One test file's run: its facts, the start of its TAP stream, links to its output files."""
+
     def path_of(key):
         return tap_dir / record[key] if record.get(key) else None
+
     tap = path_of("tap")
     text, size = read_head(tap, TAP_BYTES) if tap else (None, 0)
-    links = [(what, link(p, page)) for what, p in (("TAP", tap), ("stderr", path_of("stderr")),
-                                                   ("nginx log", path_of("nginx_log")))
-             if p is not None and p.exists()]
-    return {"file": name, "label": label, "exit_code": record.get("exit_code"),
-            "timed_out": record.get("timed_out"), "seconds": record.get("seconds"),
-            "missing": record.get("missing"), "network": record.get("network"),
-            "tap": text, "bytes": size, "cut": text is not None and size > TAP_BYTES,
-            "links": links}
+    links = [
+        (what, link(p, page))
+        for what, p in (
+            ("TAP", tap),
+            ("stderr", path_of("stderr")),
+            ("nginx log", path_of("nginx_log")),
+        )
+        if p is not None and p.exists()
+    ]
+    return {
+        "file": name,
+        "label": label,
+        "exit_code": record.get("exit_code"),
+        "timed_out": record.get("timed_out"),
+        "seconds": record.get("seconds"),
+        "missing": record.get("missing"),
+        "network": record.get("network"),
+        "tap": text,
+        "bytes": size,
+        "cut": text is not None and size > TAP_BYTES,
+        "links": links,
+    }
 
 
 def prove_streams(prove, tap_dir):
@@ -290,8 +356,12 @@ def prove_streams(prove, tap_dir):
 def shown_streams(prove, tap_dir):
     """Every TAP stream prove.json names (runs, reruns, the base build's reference runs): what
     the page shows of the tests."""
-    return [tap_dir / record["tap"] for group in ("files", "reruns", "reference")
-            for record in ((prove or {}).get(group) or {}).values() if record.get("tap")]
+    return [
+        tap_dir / record["tap"]
+        for group in ("files", "reruns", "reference")
+        for record in ((prove or {}).get(group) or {}).values()
+        if record.get("tap")
+    ]
 
 
 def prove_view(prove, tap_dir, page):
@@ -299,7 +369,7 @@ def prove_view(prove, tap_dir, page):
         return None
     runs = []
     for group, label in (("files", ""), ("reruns", "rerun"), ("reference", "base build")):
-        for name, record in sorted(((prove.get(group) or {}).items())):
+        for name, record in sorted((prove.get(group) or {}).items()):
             runs.append(test_file_view(name, record, tap_dir, page, label))
     return {"runs": runs, "notes": prove.get("notes") or [], "versions": prove.get("versions")}
 
@@ -309,10 +379,10 @@ def when(value):
     """A datetime (UTC) of an ISO 8601 string or seconds since the epoch; None otherwise."""
     try:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return datetime.datetime.fromtimestamp(value, datetime.timezone.utc)
+            return datetime.datetime.fromtimestamp(value, datetime.UTC)
         if isinstance(value, str) and value:
             parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)
     except (ValueError, OverflowError, OSError):
         return None
     return None
@@ -359,10 +429,13 @@ def tool_call(block, results):
     else:
         shown = json.dumps(tool_input, indent=1, ensure_ascii=False)
     result = results.get(block.get("id"))
-    return {"name": name, "summary": call_summary(name, tool_input),
-            "input": text_block(shown, INPUT_CHARS),
-            "result": text_block(result[0], RESULT_CHARS) if result else None,
-            "error": bool(result and result[1])}
+    return {
+        "name": name,
+        "summary": call_summary(name, tool_input),
+        "input": text_block(shown, INPUT_CHARS),
+        "result": text_block(result[0], RESULT_CHARS) if result else None,
+        "error": bool(result and result[1]),
+    }
 
 
 def conversation(entries):
@@ -387,8 +460,14 @@ def conversation(entries):
         key = message.get("id") or e.get("requestId") or e.get("uuid")
         turn = by_message.get(key)
         if turn is None:
-            turn = {"n": len(turns) + 1, "time": e.get("timestamp"), "model": message.get("model"),
-                    "texts": [], "calls": [], "blocked": []}
+            turn = {
+                "n": len(turns) + 1,
+                "time": e.get("timestamp"),
+                "model": message.get("model"),
+                "texts": [],
+                "calls": [],
+                "blocked": [],
+            }
             by_message[key] = turn
             turns.append(turn)
         for b in _blocks(e):
@@ -428,35 +507,67 @@ def phase_view(layout, mode, iid, phase, flags, page):
             subagents.setdefault(e["agentId"], []).append(e)
     blocked = [b for b in phase.get("blocked") or [] if isinstance(b, dict)]
     unplaced = mark_blocked(turns, blocked)
-    logs = [(what, link(task_dir / phase[key], page)) for what, key in
-            (("transcript", "transcript"), ("stdout", "stdout"), ("stderr", "stderr"),
-             ("prompt", "prompt_file")) if phase.get(key) and (task_dir / phase[key]).exists()]
+    logs = [
+        (what, link(task_dir / phase[key], page))
+        for what, key in (
+            ("transcript", "transcript"),
+            ("stdout", "stdout"),
+            ("stderr", "stderr"),
+            ("prompt", "prompt_file"),
+        )
+        if phase.get(key) and (task_dir / phase[key]).exists()
+    ]
     return {
-        "name": phase.get("name"), "exit_code": phase.get("exit_code"),
-        "timed_out": phase.get("timed_out"), "wall_seconds": phase.get("wall_seconds"),
-        "cost_usd": phase.get("cost_usd"), "tokens": phase.get("tokens"),
-        "num_turns": phase.get("num_turns"), "session_id": phase.get("session_id"),
-        "terminal_reason": phase.get("terminal_reason"), "model": phase.get("model"),
+        "name": phase.get("name"),
+        "exit_code": phase.get("exit_code"),
+        "timed_out": phase.get("timed_out"),
+        "wall_seconds": phase.get("wall_seconds"),
+        "cost_usd": phase.get("cost_usd"),
+        "tokens": phase.get("tokens"),
+        "num_turns": phase.get("num_turns"),
+        "session_id": phase.get("session_id"),
+        "terminal_reason": phase.get("terminal_reason"),
+        "model": phase.get("model"),
         "command": phase.get("command"),
         "result": text_block(phase["result"], TEXT_CHARS) if phase.get("result") else None,
         "permission_denials": phase.get("permission_denials") or [],
-        "blocked": blocked, "blocked_unplaced": unplaced,
+        "blocked": blocked,
+        "blocked_unplaced": unplaced,
         "flags": [f for f in flags if f.get("phase") == phase.get("name")],
-        "prompt": prompt, "turns": turns, "has_transcript": bool(entries),
-        "subagents": [{"id": agent_id, "turns": conversation(es)[1],
-                       "models": sorted({(e.get("message") or {}).get("model") for e in es
-                                         if e.get("type") == "assistant"} - {None})}
-                      for agent_id, es in subagents.items()],
-        "logs": logs, "transcript_href": next((h for what, h in logs if what == "transcript"),
-                                              None),
+        "prompt": prompt,
+        "turns": turns,
+        "has_transcript": bool(entries),
+        "subagents": [
+            {
+                "id": agent_id,
+                "turns": conversation(es)[1],
+                "models": sorted(
+                    {
+                        (e.get("message") or {}).get("model")
+                        for e in es
+                        if e.get("type") == "assistant"
+                    }
+                    - {None}
+                ),
+            }
+            for agent_id, es in subagents.items()
+        ],
+        "logs": logs,
+        "transcript_href": next((h for what, h in logs if what == "transcript"), None),
     }
 
 
 def share_results(phases):
     """Cut every tool result of the phases (subagents too) to an equal share of the page's
     budget (RESULTS_PER_PAGE), between RESULT_CHARS_MIN and RESULT_CHARS."""
-    calls = [c for p in phases for turns in [p["turns"]] + [s["turns"] for s in p["subagents"]]
-             for t in turns for c in t["calls"] if c["result"]]
+    calls = [
+        c
+        for p in phases
+        for turns in [p["turns"]] + [s["turns"] for s in p["subagents"]]
+        for t in turns
+        for c in t["calls"]
+        if c["result"]
+    ]
     limit = max(RESULT_CHARS_MIN, min(RESULT_CHARS, RESULTS_PER_PAGE // max(1, len(calls))))
     for call in calls:
         result = call["result"]
@@ -472,21 +583,32 @@ def agent_view(layout, mode, iid, agent, page):
     phases = [phase_view(layout, mode, iid, p, flags, page) for p in agent.get("phases") or []]
     share_results(phases)
     named = {p["name"] for p in phases}
-    return {"status": agent.get("status"), "error": agent.get("error"),
-            "version": agent.get("agent_version"), "cost_usd": agent.get("cost_usd"),
-            "tokens": agent.get("tokens"), "wall_seconds": agent.get("wall_seconds"),
-            "attempts": len(agent.get("attempts") or []),
-            "isolation": agent.get("isolation"), "flags": flags,
-            "flags_elsewhere": [f for f in flags if f.get("phase") not in named],
-            "blocked": sum(len(p["blocked"]) for p in phases), "phases": phases}
+    return {
+        "status": agent.get("status"),
+        "error": agent.get("error"),
+        "version": agent.get("agent_version"),
+        "cost_usd": agent.get("cost_usd"),
+        "tokens": agent.get("tokens"),
+        "wall_seconds": agent.get("wall_seconds"),
+        "attempts": len(agent.get("attempts") or []),
+        "isolation": agent.get("isolation"),
+        "flags": flags,
+        "flags_elsewhere": [f for f in flags if f.get("phase") not in named],
+        "blocked": sum(len(p["blocked"]) for p in phases),
+        "phases": phases,
+    }
 
 
 # -- the page --------------------------------------------------------------------------------------
 def agent_files(layout, mode, iid, agent):
     """The agent's files a page is made from besides agent.json: prompts and transcripts."""
     task_dir = layout.task_dir(mode, iid)
-    return [task_dir / p[key] for p in (agent or {}).get("phases") or []
-            for key in ("prompt_file", "transcript") if p.get(key)]
+    return [
+        task_dir / p[key]
+        for p in (agent or {}).get("phases") or []
+        for key in ("prompt_file", "transcript")
+        if p.get(key)
+    ]
 
 
 def page_files(layout, mode, task):
@@ -494,21 +616,37 @@ def page_files(layout, mode, task):
     iid = task.instance_id
     prove = jsonio.read_json(layout.prove_json(mode, iid))
     agent = jsonio.read_json(layout.agent_json(mode, iid))
-    return ([layout.grade_json(mode, iid), layout.agent_json(mode, iid),
-             layout.patch_json(mode, iid), layout.model_patch(mode, iid),
-             layout.build_json(mode, iid), layout.build_log(mode, iid),
-             layout.prove_json(mode, iid), layout.model_patch("gold", iid)]
-            + shown_streams(prove, layout.tap_dir(mode, iid))
-            + agent_files(layout, mode, iid, agent))
+    return (
+        [
+            layout.grade_json(mode, iid),
+            layout.agent_json(mode, iid),
+            layout.patch_json(mode, iid),
+            layout.model_patch(mode, iid),
+            layout.build_json(mode, iid),
+            layout.build_log(mode, iid),
+            layout.prove_json(mode, iid),
+            layout.model_patch("gold", iid),
+        ]
+        + shown_streams(prove, layout.tap_dir(mode, iid))
+        + agent_files(layout, mode, iid, agent)
+    )
 
 
 def task_facts(task):
     """The task's fields a page shows (also part of the page's inputs)."""
-    return {"instance_id": task.instance_id, "repo": task.repo, "test_repo": task.test_repo,
-            "base_commit": task.base_commit, "fix_commit": task.fix_commit,
-            "test_commit": task.test_commit, "test_files": list(task.test_files),
-            "configure_flags": list(task.configure_flags), "area": task.area,
-            "fix_date": task.fix_date, "problem_statement": task.problem_statement}
+    return {
+        "instance_id": task.instance_id,
+        "repo": task.repo,
+        "test_repo": task.test_repo,
+        "base_commit": task.base_commit,
+        "fix_commit": task.fix_commit,
+        "test_commit": task.test_commit,
+        "test_files": list(task.test_files),
+        "configure_flags": list(task.configure_flags),
+        "area": task.area,
+        "fix_date": task.fix_date,
+        "problem_statement": task.problem_statement,
+    }
 
 
 def task_context(layout, mode, task, modes):
@@ -520,17 +658,23 @@ def task_context(layout, mode, task, modes):
     prove = jsonio.read_json(layout.prove_json(mode, iid))
     agent = jsonio.read_json(layout.agent_json(mode, iid))
     tap_dir = layout.tap_dir(mode, iid)
-    streams = {name: read_head(path, 1 << 20)[0]
-               for name, path in prove_streams(prove, tap_dir).items()}
+    streams = {
+        name: read_head(path, 1 << 20)[0] for name, path in prove_streams(prove, tap_dir).items()
+    }
     patch_path = layout.model_patch(mode, iid)
-    patch = (patch_path.read_text(encoding="utf-8", errors="replace")
-             if patch_path.exists() else None)
+    patch = (
+        patch_path.read_text(encoding="utf-8", errors="replace") if patch_path.exists() else None
+    )
     gold = None if mode == "gold" else gold_patch(layout, task)
     return {
-        "run": layout.run, "mode": mode, "task": task_facts(task),
+        "run": layout.run,
+        "mode": mode,
+        "task": task_facts(task),
         "root": link(layout.site_dir, page) + "/",
-        "modes": [{"name": m, "href": link(layout.site_page(m, iid), page), "current": m == mode}
-                  for m in modes],
+        "modes": [
+            {"name": m, "href": link(layout.site_page(m, iid), page), "current": m == mode}
+            for m in modes
+        ],
         "index": link(layout.site_index, page),
         "results_dir": link(layout.task_dir(mode, iid), page) + "/",
         "grade_href": link(layout.grade_json(mode, iid), page) if grade else None,
@@ -539,8 +683,9 @@ def task_context(layout, mode, task, modes):
         "patch_json": jsonio.read_json(layout.patch_json(mode, iid)),
         "patch_href": link(patch_path, page) if patch is not None else None,
         "gold": diff_view(gold, diff_files(patch)),
-        "build": build_view(jsonio.read_json(layout.build_json(mode, iid)),
-                            layout.build_log(mode, iid), page),
+        "build": build_view(
+            jsonio.read_json(layout.build_json(mode, iid)), layout.build_log(mode, iid), page
+        ),
         "prove": prove_view(prove, tap_dir, page),
         "agent": agent_view(layout, mode, iid, agent, page),
     }

@@ -142,18 +142,18 @@ module says what the report is made from, when it is up to date, writes it, and 
 from .. import __version__
 from ..core import jsonio, stamps
 from ..core.console import say
-from .apart import run_apart
 from ..core.errors import failing_on_user_error
+from ..run.record import run_tasks
+from .apart import run_apart
 from .charts import draw_chart, draw_distributions
 from .compare import collect_comparison, other_layout
 from .cross import collect_cross
-from .evaluation import report_files
 from .data import SCHEMA_VERSION, collect, json_comparison, method_settings, report_json
+from .evaluation import report_files
 from .markdown import COMPARE_TEMPLATE, render
 from .power import print_plan
 from .records import modes_on_disk, toolchain_records
 from .site import SITE_TASK
-from ..run.record import run_tasks
 
 
 # -- what the report is made from, and when it is up to date ---------------------------------------
@@ -164,7 +164,7 @@ def input_files(layout, configured, templates_dir):
     if layout.validation_json.exists():
         files.append(layout.validation_json)
     files += toolchain_records(layout, names)
-    files += report_files(layout)       # a SWE-bench run's official reports (evaluation.py)
+    files += report_files(layout)  # a SWE-bench run's official reports (evaluation.py)
     files += sorted(p for p in templates_dir.rglob("report*.j2"))
     return [str(f) for f in files]
 
@@ -172,24 +172,32 @@ def input_files(layout, configured, templates_dir):
 def cross_files(layout, other, configured):
     """What the cross-benchmark section reads of run `other` (cross.py)."""
     theirs = other_layout(layout, other)
-    return [str(f) for f in [theirs.results_jsonl(m) for m in modes_on_disk(theirs, configured)]
-            + [theirs.run_json] + report_files(theirs)]
+    return [
+        str(f)
+        for f in [theirs.results_jsonl(m) for m in modes_on_disk(theirs, configured)]
+        + [theirs.run_json]
+        + report_files(theirs)
+    ]
 
 
-def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None,
-                  cross=None):
+def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None, cross=None):
     """The digest of everything report.json is made from (stored as its "inputs")."""
-    config = {"benchmark_sha256": bench.digest, "baseline": baseline,
-              "tasks": [t.instance_id for t in tasks],
-              "modes": {n: m.to_json() for n, m in sorted(modes.items())}, "version": __version__,
-              "cutoff": cutoff, "methods": method_settings()}
+    config = {
+        "benchmark_sha256": bench.digest,
+        "baseline": baseline,
+        "tasks": [t.instance_id for t in tasks],
+        "modes": {n: m.to_json() for n, m in sorted(modes.items())},
+        "version": __version__,
+        "cutoff": cutoff,
+        "methods": method_settings(),
+    }
     hosts = {n: list(m.allow_hosts) for n, m in sorted(modes.items()) if m.allow_hosts}
     if hosts:
         # The header names them; only when some mode has them, so that other reports keep
         # their digest.
         config["allow_hosts"] = hosts
     files = input_files(layout, list(modes), templates_dir)
-    if cross:       # only then: the digest of a report without it stays what it was
+    if cross:  # only then: the digest of a report without it stays what it was
         config["cross"] = cross
         files += cross_files(layout, cross, list(modes))
     return stamps.inputs_digest(config, files)
@@ -202,14 +210,20 @@ def comparison_inputs(layout, other, bench, tasks, modes, templates_dir):
     files += [theirs.results_jsonl(m) for m in modes_on_disk(theirs, list(modes))]
     files += [theirs.run_json] + report_files(layout) + report_files(theirs)
     files += sorted(p for p in templates_dir.rglob("report*.j2"))
-    config = {"benchmark_sha256": bench.digest, "tasks": [t.instance_id for t in tasks],
-              "other": other, "modes": sorted(modes), "version": __version__,
-              "methods": method_settings()}
+    config = {
+        "benchmark_sha256": bench.digest,
+        "tasks": [t.instance_id for t in tasks],
+        "other": other,
+        "modes": sorted(modes),
+        "version": __version__,
+        "methods": method_settings(),
+    }
     return stamps.inputs_digest(config, [str(f) for f in files])
 
 
-def report_is_fresh(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None,
-                    compare=None, cross=None):
+def report_is_fresh(
+    layout, bench, tasks, modes, baseline, templates_dir, cutoff=None, compare=None, cross=None
+):
     """doit uptodate: report.json was made from exactly what is on disk now, for the run's tasks
     (and the markdown and the figures it shows still exist); with `compare`, the comparison
     too."""
@@ -217,15 +231,19 @@ def report_is_fresh(layout, bench, tasks, modes, baseline, templates_dir, cutoff
     tasks = run_tasks(layout, bench, tasks)
     # The figures report.md shows (report.json's "figures"; before the field, both charts).
     shown = made.get("figures", [layout.report_chart.name, layout.report_distributions.name])
-    fresh = (made.get("inputs") == report_inputs(layout, bench, tasks, modes, baseline,
-                                                 templates_dir, cutoff, cross)
-             and layout.report_md.exists()
-             and all((layout.run_dir / name).exists() for name in shown))
+    fresh = (
+        made.get("inputs")
+        == report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff, cross)
+        and layout.report_md.exists()
+        and all((layout.run_dir / name).exists() for name in shown)
+    )
     if fresh and compare:
         other = jsonio.read_json(layout.compare_json(compare)) or {}
-        fresh = (other.get("inputs") == comparison_inputs(layout, compare, bench, tasks, modes,
-                                                          templates_dir)
-                 and layout.compare_md(compare).exists())
+        fresh = (
+            other.get("inputs")
+            == comparison_inputs(layout, compare, bench, tasks, modes, templates_dir)
+            and layout.compare_md(compare).exists()
+        )
     return fresh
 
 
@@ -236,16 +254,31 @@ def write_comparison(layout, other, bench, tasks, modes, templates_dir):
     inputs = comparison_inputs(layout, other, bench, tasks, modes, templates_dir)
     data = collect_comparison(layout, other, bench, tasks, modes)
     jsonio.write_text(layout.compare_md(other), render(data, templates_dir, COMPARE_TEMPLATE))
-    jsonio.write_json(layout.compare_json(other), {
-        "schema_version": SCHEMA_VERSION, "inputs": inputs,
-        **{k: v for k, v in data.items() if k not in ("date", "comparisons")},
-        "comparisons": [json_comparison(c) for c in data["comparisons"]]})
+    jsonio.write_json(
+        layout.compare_json(other),
+        {
+            "schema_version": SCHEMA_VERSION,
+            "inputs": inputs,
+            **{k: v for k, v in data.items() if k not in ("date", "comparisons")},
+            "comparisons": [json_comparison(c) for c in data["comparisons"]],
+        },
+    )
     say(f"comparison: {layout.compare_md(other)}")
     return data
 
 
-def write_report(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None,
-                 compare=None, cross=None, quiet=False):
+def write_report(
+    layout,
+    bench,
+    tasks,
+    modes,
+    baseline,
+    templates_dir,
+    cutoff=None,
+    compare=None,
+    cross=None,
+    quiet=False,
+):
     """report.md, report.json and the charts (and the comparison with run `compare`; with
     `cross`, the section over this run's benchmark and run `cross`'s, cross.py). tasks: the
     command's selection, for a run without run.json; otherwise the run's tasks."""
@@ -257,7 +290,7 @@ def write_report(layout, bench, tasks, modes, baseline, templates_dir, cutoff=No
         data["warnings"] += data["cross"]["warnings"]
     layout.run_dir.mkdir(parents=True, exist_ok=True)
     draw_chart(data, layout.report_chart)
-    draw_distributions(data, layout.report_distributions)       # none without agent figures
+    draw_distributions(data, layout.report_distributions)  # none without agent figures
     jsonio.write_text(layout.report_md, render(data, templates_dir))
     jsonio.write_json(layout.report_json, report_json(layout, bench, inputs, data))
     if not quiet:
@@ -277,12 +310,21 @@ def gen_tasks(ctx):
     """``report:markdown``, ``report`` (it and the site), ``<bench>:report`` (after every mode of
     the benchmark; the site then comes at the end of the run, progress.py) and ``power``."""
     options = ctx.options
-    baseline = options.baseline if options else None   # checked against the run's modes
+    baseline = options.baseline if options else None  # checked against the run's modes
     cutoff = options.cutoff if options else None
     compare = options.compare if options else None
     cross = options.cross if options else None
-    args = [ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes, baseline, ctx.layout.templates_dir,
-            cutoff, compare, cross]
+    args = [
+        ctx.layout,
+        ctx.benchmark,
+        ctx.tasks,
+        ctx.modes,
+        baseline,
+        ctx.layout.templates_dir,
+        cutoff,
+        compare,
+        cross,
+    ]
     fresh = (report_is_fresh, list(args))
     # The official SWE-bench reports the report reads, in the run's evaluation directory (and
     # the cross run's): no task makes them, so they are file dependencies; a report that comes
@@ -290,25 +332,57 @@ def gen_tasks(ctx):
     # modes' tasks, and a file_dep on them would make `doit run report` run the modes.
     # Freshness is the digest check above, evaluated when the task is reached, after its
     # task_dep.
-    reports = report_files(ctx.layout) + (report_files(other_layout(ctx.layout, cross))
-                                          if cross else [])
-    common = {"actions": [(failing_on_user_error, [render_report, *args])], "uptodate": [fresh],
-              "file_dep": [str(f) for f in reports], "verbosity": 2}
-    yield dict(common, basename="report", name="markdown",
-               doc="render results/<run>/report.md from the run's result files (runs nothing else)")
+    reports = report_files(ctx.layout) + (
+        report_files(other_layout(ctx.layout, cross)) if cross else []
+    )
+    common = {
+        "actions": [(failing_on_user_error, [render_report, *args])],
+        "uptodate": [fresh],
+        "file_dep": [str(f) for f in reports],
+        "verbosity": 2,
+    }
+    yield dict(
+        common,
+        basename="report",
+        name="markdown",
+        doc="render results/<run>/report.md from the run's result files (runs nothing else)",
+    )
     # What users run: the report, then the site that shows it (report/site.py), whose index
     # reads report.json. Yielded after its subtask, it replaces the group doit made of it.
-    yield {"basename": "report", "name": None, "task_dep": ["report:markdown", SITE_TASK],
-           "doc": "render results/<run>/report.md and the site results/<run>/site/ from the "
-                  "run's result files (runs nothing else)"}
-    yield dict(common, basename=ctx.benchmark.name, name="report",
-               doc=f"the report, after every mode of {ctx.benchmark.name}",
-               task_dep=[f"{ctx.benchmark.name}:{m.name}" for m in ctx.group_mode_list()])
+    yield {
+        "basename": "report",
+        "name": None,
+        "task_dep": ["report:markdown", SITE_TASK],
+        "doc": "render results/<run>/report.md and the site results/<run>/site/ from the "
+        "run's result files (runs nothing else)",
+    }
+    yield dict(
+        common,
+        basename=ctx.benchmark.name,
+        name="report",
+        doc=f"the report, after every mode of {ctx.benchmark.name}",
+        task_dep=[f"{ctx.benchmark.name}:{m.name}" for m in ctx.group_mode_list()],
+    )
     detect = tuple(d / 100 for d in (options.detect if options and options.detect else ()))
-    yield {"basename": "power",
-           "doc": "how many tasks (or repeats) a difference of detect=D points needs, from "
-                  "this run's results (runs nothing else)",
-           "actions": [(failing_on_user_error,
-                        [run_apart, print_plan, ctx.layout, ctx.benchmark, ctx.tasks, ctx.modes,
-                         baseline, detect])],
-           "uptodate": [False], "verbosity": 2}
+    yield {
+        "basename": "power",
+        "doc": "how many tasks (or repeats) a difference of detect=D points needs, from "
+        "this run's results (runs nothing else)",
+        "actions": [
+            (
+                failing_on_user_error,
+                [
+                    run_apart,
+                    print_plan,
+                    ctx.layout,
+                    ctx.benchmark,
+                    ctx.tasks,
+                    ctx.modes,
+                    baseline,
+                    detect,
+                ],
+            )
+        ],
+        "uptodate": [False],
+        "verbosity": 2,
+    }

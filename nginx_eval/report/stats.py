@@ -48,24 +48,24 @@ import warnings
 from functools import lru_cache
 
 
-
 class _Numpy:
     """numpy, imported on first use: every doit command imports this module (through the
     report), and only the ones that render a report compute anything."""
 
     def __getattr__(self, name):
         import numpy
+
         return getattr(numpy, name)
 
 
 np = _Numpy()
 
-LEVEL = 0.95            # interval coverage
-ALPHA = 0.05            # test level
-POWER = 0.80            # for detectable differences and sample sizes
-SEED = 20240917         # the root of every seed (seed_for)
-RESAMPLES = 9999        # bootstrap and permutation resamples
-BIG = 1e300             # stands for an unbounded ratio inside a bootstrap
+LEVEL = 0.95  # interval coverage
+ALPHA = 0.05  # test level
+POWER = 0.80  # for detectable differences and sample sizes
+SEED = 20240917  # the root of every seed (seed_for)
+RESAMPLES = 9999  # bootstrap and permutation resamples
+BIG = 1e300  # stands for an unbounded ratio inside a bootstrap
 
 
 def seed_for(*parts):
@@ -86,6 +86,7 @@ def _quiet():
 
 def _z(level):
     from scipy.stats import norm
+
     return float(norm.ppf(0.5 + level / 2))
 
 
@@ -99,6 +100,7 @@ def wilson(k, n, level=LEVEL):
     if not n:
         return None
     from scipy.stats import binomtest
+
     ci = binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
     return float(ci.low), float(ci.high)
 
@@ -115,18 +117,19 @@ def clustered_mean(table, level=LEVEL):
     if not obs:
         return {"mean": None, "se": None, "interval": None, "tasks": 0, "observations": 0}
     mean = float(np.mean(obs))
-    out = {"mean": mean, "se": None, "interval": None, "tasks": len(rows),
-           "observations": len(obs)}
+    out = {"mean": mean, "se": None, "interval": None, "tasks": len(rows), "observations": len(obs)}
     if len(rows) < 2:
         return out
     if max(obs) == min(obs):
         se = 0.0
     else:
         from statsmodels.regression.linear_model import OLS
+
         groups = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
         with _quiet():
             fit = OLS(np.asarray(obs), np.ones(len(obs))).fit(
-                cov_type="cluster", cov_kwds={"groups": groups})
+                cov_type="cluster", cov_kwds={"groups": groups}
+            )
         se = float(fit.bse[0])
     z = _z(level)
     out.update(se=se, interval=(_clip(mean - z * se), _clip(mean + z * se)))
@@ -147,6 +150,7 @@ def mcnemar_exact(b, c):
     if b + c == 0:
         return 1.0
     from statsmodels.stats.contingency_tables import mcnemar
+
     return float(min(1.0, mcnemar([[0, b], [c, 0]], exact=True).pvalue))
 
 
@@ -167,10 +171,10 @@ def newcombe_paired(both, x_only, y_only, neither, level=LEVEL):
         a = a - n / 2 if a > n / 2 else (0.0 if a >= 0 else a)
         phi = a / math.sqrt(margins)
     d = p1 - p2
-    low = d - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2)
-                            + (u2 - p2) ** 2))
-    high = d + math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1)
-                             + (u1 - p1) ** 2))
+    low = d - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    high = d + math.sqrt(
+        max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2)
+    )
     return max(-1.0, low), min(1.0, high)
 
 
@@ -182,13 +186,21 @@ def paired_binary(x, y, level=LEVEL, alpha=ALPHA, power=POWER):
     both, b, c, neither = discordance_table(x, y)
     n = len(x)
     psi = (b + c) / n if n else 0.0
-    return {"method": "mcnemar", "tasks": n, "both": both, "a_only": b, "b_only": c,
-            "neither": neither, "a_rate": (both + b) / n if n else None,
-            "b_rate": (both + c) / n if n else None,
-            "difference": (b - c) / n if n else None,
-            "interval": newcombe_paired(both, b, c, neither, level),
-            "p_value": mcnemar_exact(b, c), "discordance": psi,
-            "detectable": mcnemar_detectable(n, psi, alpha, power)}
+    return {
+        "method": "mcnemar",
+        "tasks": n,
+        "both": both,
+        "a_only": b,
+        "b_only": c,
+        "neither": neither,
+        "a_rate": (both + b) / n if n else None,
+        "b_rate": (both + c) / n if n else None,
+        "difference": (b - c) / n if n else None,
+        "interval": newcombe_paired(both, b, c, neither, level),
+        "p_value": mcnemar_exact(b, c),
+        "discordance": psi,
+        "detectable": mcnemar_detectable(n, psi, alpha, power),
+    }
 
 
 def bootstrap_mean(values, seed, level=LEVEL):
@@ -200,11 +212,18 @@ def bootstrap_mean(values, seed, level=LEVEL):
     if np.ptp(values) == 0:
         return (float(values[0]), float(values[0])), "degenerate: every value is the same"
     from scipy.stats import bootstrap
+
     with _quiet():
         for method in ("BCa", "percentile"):
-            res = bootstrap((values,), np.mean, vectorized=True, n_resamples=RESAMPLES,
-                            confidence_level=level, method=method,
-                            rng=np.random.default_rng(seed))
+            res = bootstrap(
+                (values,),
+                np.mean,
+                vectorized=True,
+                n_resamples=RESAMPLES,
+                confidence_level=level,
+                method=method,
+                rng=np.random.default_rng(seed),
+            )
             low, high = res.confidence_interval
             if np.isfinite(low) and np.isfinite(high):
                 return (float(low), float(high)), f"bootstrap {method}"
@@ -220,10 +239,17 @@ def sign_flip_p(x, y, seed):
 
     def mean_difference(a, b, axis):
         return np.mean(a - b, axis=axis)
+
     with _quiet():
-        res = permutation_test((x, y), mean_difference, permutation_type="samples",
-                               vectorized=True, n_resamples=RESAMPLES, alternative="two-sided",
-                               rng=np.random.default_rng(seed))
+        res = permutation_test(
+            (x, y),
+            mean_difference,
+            permutation_type="samples",
+            vectorized=True,
+            n_resamples=RESAMPLES,
+            alternative="two-sided",
+            rng=np.random.default_rng(seed),
+        )
     return float(min(1.0, res.pvalue))
 
 
@@ -237,12 +263,21 @@ def paired_scores(x, y, seed, level=LEVEL, alpha=ALPHA, power=POWER):
     d = x - y
     interval, how = bootstrap_mean(d, seed, level)
     sd = float(np.std(d, ddof=1)) if n > 1 else None
-    return {"method": "permutation", "tasks": n, "a_better": int(np.sum(d > 0)),
-            "b_better": int(np.sum(d < 0)), "ties": int(np.sum(d == 0)),
-            "a_rate": float(np.mean(x)) if n else None, "b_rate": float(np.mean(y)) if n else None,
-            "difference": float(np.mean(d)) if n else None, "interval": interval,
-            "interval_method": how, "p_value": sign_flip_p(x, y, seed), "sd": sd,
-            "detectable": paired_detectable(n, sd, alpha, power)}
+    return {
+        "method": "permutation",
+        "tasks": n,
+        "a_better": int(np.sum(d > 0)),
+        "b_better": int(np.sum(d < 0)),
+        "ties": int(np.sum(d == 0)),
+        "a_rate": float(np.mean(x)) if n else None,
+        "b_rate": float(np.mean(y)) if n else None,
+        "difference": float(np.mean(d)) if n else None,
+        "interval": interval,
+        "interval_method": how,
+        "p_value": sign_flip_p(x, y, seed),
+        "sd": sd,
+        "detectable": paired_detectable(n, sd, alpha, power),
+    }
 
 
 def holm(p_values):
@@ -250,6 +285,7 @@ def holm(p_values):
     if not p_values:
         return []
     from statsmodels.stats.multitest import multipletests
+
     return [float(p) for p in multipletests(list(p_values), method="holm")[1]]
 
 
@@ -259,10 +295,11 @@ def _mcnemar_cutoffs(n, alpha):
     """For m = 0..n discordant pairs, the largest r such that b <= r (or b >= m - r) gives an
     exact McNemar p <= alpha; -1 where no b can."""
     from scipy.stats import binom
+
     m = np.arange(n + 1)
     with _quiet():
         r = np.nan_to_num(binom.ppf(alpha / 2, m, 0.5), nan=-1).astype(int)
-        for _ in range(3):      # ppf lands within a step of the answer: settle it
+        for _ in range(3):  # ppf lands within a step of the answer: settle it
             too_far = (r >= 0) & (2 * binom.cdf(r, m, 0.5) > alpha)
             r = np.where(too_far, r - 1, r)
             room = (r + 1 <= m) & (2 * binom.cdf(r + 1, m, 0.5) <= alpha)
@@ -278,6 +315,7 @@ def mcnemar_power(n, discordance, difference, alpha=ALPHA):
     `difference` (|difference| <= discordance): the probability of rejecting, summed over the
     binomial distribution of the number of discordant tasks."""
     from scipy.stats import binom
+
     psi, delta = float(discordance), abs(float(difference))
     n = int(n)
     if n < 1 or psi <= 0 or delta > psi + 1e-12:
@@ -288,7 +326,7 @@ def mcnemar_power(n, discordance, difference, alpha=ALPHA):
     with _quiet():
         weights = binom.pmf(m, n, psi)
         use = r >= 0
-        reject = (binom.cdf(r[use], m[use], p_b) + binom.sf(m[use] - r[use] - 1, m[use], p_b))
+        reject = binom.cdf(r[use], m[use], p_b) + binom.sf(m[use] - r[use] - 1, m[use], p_b)
     return float(min(1.0, np.sum(weights[use] * reject)))
 
 
@@ -320,6 +358,7 @@ def mcnemar_tasks_needed(difference, discordance, alpha=ALPHA, power=POWER, most
 
     def enough(n):
         return mcnemar_power(n, psi, delta, alpha) >= power
+
     high = 8
     while not enough(high):
         if high >= most:
@@ -341,9 +380,11 @@ def paired_detectable(n, sd, alpha=ALPHA, power=POWER):
     if not sd or n is None or n < 2:
         return None
     from statsmodels.stats.power import TTestPower
+
     with _quiet():
-        effect = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power,
-                                          alternative="two-sided")
+        effect = TTestPower().solve_power(
+            effect_size=None, nobs=n, alpha=alpha, power=power, alternative="two-sided"
+        )
     return float(effect) * sd
 
 
@@ -352,9 +393,15 @@ def paired_tasks_needed(difference, sd, alpha=ALPHA, power=POWER):
     if not sd or not difference:
         return None
     from statsmodels.stats.power import TTestPower
+
     with _quiet():
-        n = TTestPower().solve_power(effect_size=abs(difference) / sd, nobs=None, alpha=alpha,
-                                     power=power, alternative="two-sided")
+        n = TTestPower().solve_power(
+            effect_size=abs(difference) / sd,
+            nobs=None,
+            alpha=alpha,
+            power=power,
+            alternative="two-sided",
+        )
     return int(math.ceil(float(np.atleast_1d(n)[0])))
 
 
@@ -367,17 +414,30 @@ def within_task_variance(table):
     return float(np.mean([np.var(np.asarray(r, dtype=float), ddof=1) for r in rows]))
 
 
-def paired_plan(differences_sd, k_a, k_b, within_a, within_b, difference, repeats=(1, 2, 3, 5, 10),
-                alpha=ALPHA, power=POWER):
+def paired_plan(
+    differences_sd,
+    k_a,
+    k_b,
+    within_a,
+    within_b,
+    difference,
+    repeats=(1, 2, 3, 5, 10),
+    alpha=ALPHA,
+    power=POWER,
+):
     """{k: tasks needed} to detect `difference` with k repeats of each mode, from a run with
     k_a and k_b repeats: the variance of the per-task differences less the part the repeats
     average out (within_x / k_x) is the part between tasks, which repeats do not shrink.
     None when a side has no within-task variance (it ran once)."""
     if differences_sd is None or within_a is None or within_b is None:
         return None
-    between = max(0.0, differences_sd ** 2 - within_a / k_a - within_b / k_b)
-    return {k: paired_tasks_needed(difference, math.sqrt(between + (within_a + within_b) / k),
-                                   alpha, power) for k in repeats}
+    between = max(0.0, differences_sd**2 - within_a / k_a - within_b / k_b)
+    return {
+        k: paired_tasks_needed(
+            difference, math.sqrt(between + (within_a + within_b) / k), alpha, power
+        )
+        for k in repeats
+    }
 
 
 # -- across benchmarks ---------------------------------------------------------------------------
@@ -405,23 +465,34 @@ def cmh_paired(strata: list, level: float = LEVEL) -> dict:
         tables += [[[a, 1 - a], [b, 1 - b]] for a, b in zip(x, y)]
     both, a_only, b_only, neither = counts
     n = sum(counts)
-    out = {"tasks": n, "both": both, "a_only": a_only, "b_only": b_only, "neither": neither,
-           "difference": (a_only - b_only) / n if n else None,
-           "interval": newcombe_paired(both, a_only, b_only, neither, level),
-           "statistic": None, "p_value": 1.0, "p_exact": mcnemar_exact(a_only, b_only),
-           "odds_ratio": None, "odds_ratio_interval": None,
-           "homogeneity_p": _homogeneity([t for t in per if sum(t)])}
+    out = {
+        "tasks": n,
+        "both": both,
+        "a_only": a_only,
+        "b_only": b_only,
+        "neither": neither,
+        "difference": (a_only - b_only) / n if n else None,
+        "interval": newcombe_paired(both, a_only, b_only, neither, level),
+        "statistic": None,
+        "p_value": 1.0,
+        "p_exact": mcnemar_exact(a_only, b_only),
+        "odds_ratio": None,
+        "odds_ratio_interval": None,
+        "homogeneity_p": _homogeneity([t for t in per if sum(t)]),
+    }
     if not a_only + b_only:
         return out
     from statsmodels.stats.contingency_tables import StratifiedTable
+
     with _quiet():
         st = StratifiedTable(np.asarray(tables, dtype=float).transpose(1, 2, 0))
         test = st.test_null_odds(correction=False)
         out.update(statistic=float(test.statistic), p_value=float(min(1.0, test.pvalue)))
         if a_only and b_only:
             low, high = st.oddsratio_pooled_confint(alpha=1 - level)
-            out.update(odds_ratio=float(st.oddsratio_pooled),
-                       odds_ratio_interval=(float(low), float(high)))
+            out.update(
+                odds_ratio=float(st.oddsratio_pooled), odds_ratio_interval=(float(low), float(high))
+            )
     return out
 
 
@@ -431,6 +502,7 @@ def _homogeneity(discordant):
     if len(discordant) < 2:
         return None
     from scipy.stats import chi2_contingency, fisher_exact
+
     with _quiet():
         if len(discordant) == 2:
             return float(fisher_exact([list(t) for t in discordant]).pvalue)
@@ -455,10 +527,18 @@ def ratio_interval(numerators, denominators, seed, level=LEVEL):
     def ratio(a, b, axis):
         top, bottom = np.sum(a, axis=axis), np.sum(b, axis=axis)
         return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), BIG)
+
     with _quiet():
-        res = bootstrap((num, den), ratio, paired=True, vectorized=True, n_resamples=RESAMPLES,
-                        confidence_level=level, method="percentile",
-                        rng=np.random.default_rng(seed))
+        res = bootstrap(
+            (num, den),
+            ratio,
+            paired=True,
+            vectorized=True,
+            n_resamples=RESAMPLES,
+            confidence_level=level,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
     low, high = (float(v) for v in res.confidence_interval)
     return estimate, (low if low < BIG / 2 else None, high if high < BIG / 2 else None)
 
@@ -480,5 +560,5 @@ def fmt_pp(value, digits=0, sign=True):
         return "—"
     v = round(100 * value, digits)
     if v == 0:
-        return f"{0.0:.{digits}f}"      # neither "+0" nor "-0"
+        return f"{0.0:.{digits}f}"  # neither "+0" nor "-0"
     return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"

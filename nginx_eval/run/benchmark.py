@@ -92,12 +92,16 @@ REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 BENCHMARK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")
-CHANGELOG_FIELDS = {"version": (str, "a string"), "date": (str, "a string"),
-                    "tasks": (int, "a whole number"), "changes": (str, "a string")}
+CHANGELOG_FIELDS = {
+    "version": (str, "a string"),
+    "date": (str, "a string"),
+    "tasks": (int, "a whole number"),
+    "changes": (str, "a string"),
+}
 DEFAULT_TEST_TIMEOUT = 180
-TEST_SOURCES = ("nginx-tests", "authored")     # a task's "tests"; the first is the default
-AUTHORED_DIR = "tests"                        # authored test files, beside the benchmark file
-PLACEHOLDER_STATEMENT = "TODO"      # what the miner writes until a human writes the statement
+TEST_SOURCES = ("nginx-tests", "authored")  # a task's "tests"; the first is the default
+AUTHORED_DIR = "tests"  # authored test files, beside the benchmark file
+PLACEHOLDER_STATEMENT = "TODO"  # what the miner writes until a human writes the statement
 
 REQUIRED = {
     "instance_id": str,
@@ -122,8 +126,13 @@ OPTIONAL = {
     "audit": dict,
     "tests": str,
 }
-AUDIT_FIELDS = {"date": str, "statement_sufficient": bool, "tests_fair": bool,
-                "over_strict": list, "changes": list}
+AUDIT_FIELDS = {
+    "date": str,
+    "statement_sufficient": bool,
+    "tests_fair": bool,
+    "over_strict": list,
+    "changes": list,
+}
 AUDIT_OPTIONAL = {"alternative": dict, "notes": str}
 AUDIT_FIXES = ("statement", "dropped")
 AUDIT_CHANGED_FIELDS = ("problem_statement", "fail_to_pass")
@@ -145,14 +154,14 @@ class Task:
     perl_modules: tuple = ()
     test_timeout: float = DEFAULT_TEST_TIMEOUT
     area: str = ""
-    fix_date: str = ""          # YYYY-MM-DD, or "" when the task file does not say
+    fix_date: str = ""  # YYYY-MM-DD, or "" when the task file does not say
     gold_size: dict = field(default_factory=dict, compare=False, hash=False)
-    audit: dict = field(default=None, compare=False, hash=False)   # None: not audited
+    audit: dict = field(default=None, compare=False, hash=False)  # None: not audited
     tests: str = TEST_SOURCES[0]
-    authored: tuple = ()        # ((file name, its bytes), ...) of an authored task's own files
+    authored: tuple = ()  # ((file name, its bytes), ...) of an authored task's own files
 
-    kind = NGINX                # the benchmark kind (a SWE-bench task: run/swebench.SweTask)
-    templates = ""              # its prompts: templates/ itself
+    kind = NGINX  # the benchmark kind (a SWE-bench task: run/swebench.SweTask)
+    templates = ""  # its prompts: templates/ itself
 
     @property
     def authored_digests(self):
@@ -170,13 +179,20 @@ class Task:
 
     def to_json(self):
         out = {
-            "instance_id": self.instance_id, "repo": self.repo, "test_repo": self.test_repo,
-            "base_commit": self.base_commit, "fix_commit": self.fix_commit,
-            "test_commit": self.test_commit, "test_files": list(self.test_files),
+            "instance_id": self.instance_id,
+            "repo": self.repo,
+            "test_repo": self.test_repo,
+            "base_commit": self.base_commit,
+            "fix_commit": self.fix_commit,
+            "test_commit": self.test_commit,
+            "test_files": list(self.test_files),
             "configure_flags": list(self.configure_flags),
-            "fail_to_pass": list(self.fail_to_pass), "pass_to_pass": list(self.pass_to_pass),
-            "problem_statement": self.problem_statement, "perl_modules": list(self.perl_modules),
-            "test_timeout": self.test_timeout, "area": self.area,
+            "fail_to_pass": list(self.fail_to_pass),
+            "pass_to_pass": list(self.pass_to_pass),
+            "problem_statement": self.problem_statement,
+            "perl_modules": list(self.perl_modules),
+            "test_timeout": self.test_timeout,
+            "area": self.area,
         }
         if self.tests != TEST_SOURCES[0]:
             # Only then: the digests of every nginx-tests task's records stay what they were.
@@ -190,10 +206,10 @@ class Benchmark:
     path: Path
     tasks: tuple
     digest: str
-    candidates: bool = False        # a candidates file (module docstring): validation only
-    version: str = None             # "MAJOR.MINOR", None for an unversioned file
-    changelog: tuple = ()           # its entries (dicts), newest first
-    kind: str = NGINX               # "nginx", or "swebench" (run/swebench.py)
+    candidates: bool = False  # a candidates file (module docstring): validation only
+    version: str = None  # "MAJOR.MINOR", None for an unversioned file
+    changelog: tuple = ()  # its entries (dicts), newest first
+    kind: str = NGINX  # "nginx", or "swebench" (run/swebench.py)
     dataset: dict = field(default=None, compare=False, hash=False)  # swebench: {"name", "split"}
 
     def refuse_candidates(self, target):
@@ -203,7 +219,9 @@ class Benchmark:
             raise UserError(
                 f"is a candidates file (mined tasks to be validated with `doit run "
                 f"{self.name}:validate`, then promoted into a benchmark with "
-                f"scripts/promote_tasks.py); '{target}' does not run on it", file=self.path)
+                f"scripts/promote_tasks.py); '{target}' does not run on it",
+                file=self.path,
+            )
 
     def select(self, instances=None, limit=None):
         tasks = list(self.tasks)
@@ -211,8 +229,11 @@ class Benchmark:
             known = {t.instance_id for t in tasks}
             unknown = [i for i in instances if i not in known]
             if unknown:
-                raise UserError(f"unknown instance id(s) {', '.join(unknown)}", file=self.path,
-                                field="instances")
+                raise UserError(
+                    f"unknown instance id(s) {', '.join(unknown)}",
+                    file=self.path,
+                    field="instances",
+                )
             tasks = [t for t in tasks if t.instance_id in set(instances)]
         if limit is not None:
             tasks = tasks[:limit]
@@ -249,42 +270,66 @@ def _check_version(data, path, ntasks):
         return None, ()
     version, changelog = data.get("version"), data.get("changelog")
     if version is None:
-        raise UserError("is missing: a file with a changelog names its version (the newest "
-                        "entry's)", file=path, field="version")
+        raise UserError(
+            "is missing: a file with a changelog names its version (the newest entry's)",
+            file=path,
+            field="version",
+        )
     if not isinstance(version, str) or not VERSION.match(version):
-        raise UserError(f'must be "MAJOR.MINOR" (e.g. "1.0"), got {version!r}', file=path,
-                        field="version")
+        raise UserError(
+            f'must be "MAJOR.MINOR" (e.g. "1.0"), got {version!r}', file=path, field="version"
+        )
     if not isinstance(changelog, list) or not changelog:
-        raise UserError("must be a non-empty list of entries {version, date, tasks, changes}, "
-                        "newest first, when the file has a version", file=path, field="changelog")
+        raise UserError(
+            "must be a non-empty list of entries {version, date, tasks, changes}, "
+            "newest first, when the file has a version",
+            file=path,
+            field="changelog",
+        )
     for i, entry in enumerate(changelog):
         _check_changelog_entry(entry, path, i)
     for i, (newer, older) in enumerate(zip(changelog, changelog[1:]), 1):
         item = f"changelog entry {i} (version {older['version']})"
         if version_key(older["version"]) >= version_key(newer["version"]):
-            raise UserError(f"must be older than the entry before it ({newer['version']}): "
-                            "entries go newest first, each version once", file=path, item=item,
-                            field="version")
+            raise UserError(
+                f"must be older than the entry before it ({newer['version']}): "
+                "entries go newest first, each version once",
+                file=path,
+                item=item,
+                field="version",
+            )
         if older["date"] > newer["date"]:
-            raise UserError(f"is later than that of the newer entry {newer['version']} "
-                            f"({newer['date']})", file=path, item=item, field="date")
+            raise UserError(
+                f"is later than that of the newer entry {newer['version']} ({newer['date']})",
+                file=path,
+                item=item,
+                field="date",
+            )
     newest = changelog[0]
     if newest["version"] != version:
-        raise UserError(f"is {version!r}, but the newest changelog entry is "
-                        f"{newest['version']!r}: add an entry for this version", file=path,
-                        field="version")
+        raise UserError(
+            f"is {version!r}, but the newest changelog entry is "
+            f"{newest['version']!r}: add an entry for this version",
+            file=path,
+            field="version",
+        )
     if newest["tasks"] != ntasks:
-        raise UserError(f"the newest entry (version {version}) says {newest['tasks']} tasks, the "
-                        f"file has {ntasks}: tasks were added or dropped without a new version; "
-                        "add a changelog entry and raise version", file=path, field="changelog")
+        raise UserError(
+            f"the newest entry (version {version}) says {newest['tasks']} tasks, the "
+            f"file has {ntasks}: tasks were added or dropped without a new version; "
+            "add a changelog entry and raise version",
+            file=path,
+            field="changelog",
+        )
     return version, tuple(changelog)
 
 
 def _check_changelog_entry(entry, path, index):
     item = f"changelog entry {index}"
     if not isinstance(entry, dict):
-        raise UserError("must be a JSON object {version, date, tasks, changes}", file=path,
-                        item=item)
+        raise UserError(
+            "must be a JSON object {version, date, tasks, changes}", file=path, item=item
+        )
     if isinstance(entry.get("version"), str):
         item += f" (version {entry['version']})"
     for name, (kind, words) in CHANGELOG_FIELDS.items():
@@ -292,17 +337,23 @@ def _check_changelog_entry(entry, path, index):
             raise UserError("is missing", file=path, item=item, field=name)
         value = entry[name]
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise UserError(f"must be {words}, got {json.dumps(value)}", file=path, item=item,
-                            field=name)
+            raise UserError(
+                f"must be {words}, got {json.dumps(value)}", file=path, item=item, field=name
+            )
     unknown = set(entry) - set(CHANGELOG_FIELDS)
     if unknown:
         raise UserError(f"unknown field(s) {', '.join(sorted(unknown))}", file=path, item=item)
     if not VERSION.match(entry["version"]):
-        raise UserError(f'must be "MAJOR.MINOR", got {entry["version"]!r}', file=path, item=item,
-                        field="version")
+        raise UserError(
+            f'must be "MAJOR.MINOR", got {entry["version"]!r}',
+            file=path,
+            item=item,
+            field="version",
+        )
     if not is_date(entry["date"]):
-        raise UserError(f"must be a date YYYY-MM-DD, got {entry['date']!r}", file=path,
-                        item=item, field="date")
+        raise UserError(
+            f"must be a date YYYY-MM-DD, got {entry['date']!r}", file=path, item=item, field="date"
+        )
     if entry["tasks"] < 0:
         raise UserError("must not be negative", file=path, item=item, field="tasks")
     if not entry["changes"].strip():
@@ -337,12 +388,20 @@ def _check_fields(raw, path, index):
         if name not in raw:
             raise UserError("is missing", file=path, task=where, field=name)
         if not isinstance(raw[name], kind):
-            raise UserError(f"must be a {kind.__name__}, got {type(raw[name]).__name__}",
-                            file=path, task=where, field=name)
+            raise UserError(
+                f"must be a {kind.__name__}, got {type(raw[name]).__name__}",
+                file=path,
+                task=where,
+                field=name,
+            )
     for name, kind in OPTIONAL.items():
         if name in raw and not isinstance(raw[name], kind):
-            raise UserError(f"has the wrong type ({type(raw[name]).__name__})",
-                            file=path, task=where, field=name)
+            raise UserError(
+                f"has the wrong type ({type(raw[name]).__name__})",
+                file=path,
+                task=where,
+                field=name,
+            )
     unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
     if unknown:
         raise UserError(f"unknown field(s) {', '.join(sorted(unknown))}", file=path, task=where)
@@ -356,11 +415,17 @@ def _check_repos_and_commits(raw, path, iid):
     the fix is not the base."""
     for name in ("repo", "test_repo"):
         if not REPO.match(raw[name]):
-            raise UserError(f"must be owner/name, got {raw[name]!r}", file=path, task=iid, field=name)
+            raise UserError(
+                f"must be owner/name, got {raw[name]!r}", file=path, task=iid, field=name
+            )
     for name in ("base_commit", "fix_commit", "test_commit"):
         if not HEX40.match(raw[name]):
-            raise UserError(f"must be a full 40-hex commit hash, got {raw[name]!r}",
-                            file=path, task=iid, field=name)
+            raise UserError(
+                f"must be a full 40-hex commit hash, got {raw[name]!r}",
+                file=path,
+                task=iid,
+                field=name,
+            )
     if raw["base_commit"] == raw["fix_commit"]:
         raise UserError("equals base_commit", file=path, task=iid, field="fix_commit")
 
@@ -372,22 +437,32 @@ def _check_tests(raw, path, iid, candidates):
     _check_str_list(raw["test_files"], path, iid, "test_files", nonempty=True, unique=True)
     for f in raw["test_files"]:
         if f.startswith("/") or ".." in f.split("/") or not f.endswith(".t"):
-            raise UserError(f"{f!r} must be a relative path to a .t file", file=path, task=iid,
-                            field="test_files")
+            raise UserError(
+                f"{f!r} must be a relative path to a .t file",
+                file=path,
+                task=iid,
+                field="test_files",
+            )
     _check_str_list(raw["configure_flags"], path, iid, "configure_flags")
-    _check_str_list(raw["fail_to_pass"], path, iid, "fail_to_pass", nonempty=not candidates,
-                    unique=True)
+    _check_str_list(
+        raw["fail_to_pass"], path, iid, "fail_to_pass", nonempty=not candidates, unique=True
+    )
     _check_str_list(raw["pass_to_pass"], path, iid, "pass_to_pass", unique=True)
     both = set(raw["fail_to_pass"]) & set(raw["pass_to_pass"])
     if both:
-        raise UserError(f"also listed in fail_to_pass: {sorted(both)[:3]}", file=path, task=iid,
-                        field="pass_to_pass")
+        raise UserError(
+            f"also listed in fail_to_pass: {sorted(both)[:3]}",
+            file=path,
+            task=iid,
+            field="pass_to_pass",
+        )
     files = set(raw["test_files"])
     for name in ("fail_to_pass", "pass_to_pass"):
         for ident in raw[name]:
             if ident.split(":", 1)[0] not in files:
-                raise UserError(f"{ident!r} names no file in test_files", file=path, task=iid,
-                                field=name)
+                raise UserError(
+                    f"{ident!r} names no file in test_files", file=path, task=iid, field=name
+                )
 
 
 def _check_optional_values(raw, path, iid, candidates):
@@ -397,14 +472,19 @@ def _check_optional_values(raw, path, iid, candidates):
     if not statement and not candidates:
         raise UserError("must not be empty", file=path, task=iid, field="problem_statement")
     if statement == PLACEHOLDER_STATEMENT and not candidates:
-        raise UserError(f"is the miner's placeholder {PLACEHOLDER_STATEMENT!r}: write the bug "
-                        "report (scripts/promote_tasks.py takes statements from a file)",
-                        file=path, task=iid, field="problem_statement")
+        raise UserError(
+            f"is the miner's placeholder {PLACEHOLDER_STATEMENT!r}: write the bug "
+            "report (scripts/promote_tasks.py takes statements from a file)",
+            file=path,
+            task=iid,
+            field="problem_statement",
+        )
     _check_str_list(raw.get("perl_modules", []), path, iid, "perl_modules")
     fix_date = raw.get("fix_date", "")
     if fix_date and not is_date(fix_date):
-        raise UserError(f"must be a date YYYY-MM-DD, got {fix_date!r}", file=path, task=iid,
-                        field="fix_date")
+        raise UserError(
+            f"must be a date YYYY-MM-DD, got {fix_date!r}", file=path, task=iid, field="fix_date"
+        )
     if raw.get("test_timeout", DEFAULT_TEST_TIMEOUT) <= 0:
         raise UserError("must be positive", file=path, task=iid, field="test_timeout")
 
@@ -422,8 +502,12 @@ def _check_audit_entry(entry, path, iid, where, required, optional=()):
             raise _audit_error("is missing", path, iid, f"{where}.{name}")
         value = entry[name]
         if not isinstance(value, kind):
-            raise _audit_error(f"must be {_kind_words(kind)}, got {json.dumps(value)}",
-                               path, iid, f"{where}.{name}")
+            raise _audit_error(
+                f"must be {_kind_words(kind)}, got {json.dumps(value)}",
+                path,
+                iid,
+                f"{where}.{name}",
+            )
         if kind is str and not value.strip():
             raise _audit_error("must not be empty", path, iid, f"{where}.{name}")
     unknown = set(entry) - set(required) - set(optional)
@@ -443,54 +527,87 @@ def _check_audit(raw, path, iid):
         return
     _check_audit_entry(audit, path, iid, "", AUDIT_FIELDS, AUDIT_OPTIONAL)
     if not is_date(audit["date"]):
-        raise _audit_error(f"must be a date YYYY-MM-DD, got {audit['date']!r}", path, iid,
-                           ".date")
+        raise _audit_error(f"must be a date YYYY-MM-DD, got {audit['date']!r}", path, iid, ".date")
     changed, dropped = set(), set()
     for i, change in enumerate(audit["changes"]):
         where = f".changes[{i}]"
         kind = change.get("field") if isinstance(change, dict) else None
         if kind not in AUDIT_CHANGED_FIELDS:
-            raise _audit_error(f"must name the field changed, one of "
-                               f"{', '.join(AUDIT_CHANGED_FIELDS)}", path, iid, where + ".field")
+            raise _audit_error(
+                f"must name the field changed, one of {', '.join(AUDIT_CHANGED_FIELDS)}",
+                path,
+                iid,
+                where + ".field",
+            )
         extra = {"dropped": list} if kind == "fail_to_pass" else {}
         _check_audit_entry(change, path, iid, where, {"field": str, "why": str, **extra})
         for ident in change.get("dropped", []):
             if not isinstance(ident, str) or ident.split(":", 1)[0] not in raw["test_files"]:
-                raise _audit_error(f"{ident!r} names no assertion of a file in test_files",
-                                   path, iid, where + ".dropped")
+                raise _audit_error(
+                    f"{ident!r} names no assertion of a file in test_files",
+                    path,
+                    iid,
+                    where + ".dropped",
+                )
             if ident in raw["fail_to_pass"] or ident in raw["pass_to_pass"]:
-                raise _audit_error(f"{ident!r} is dropped but still graded", path, iid,
-                                   where + ".dropped")
+                raise _audit_error(
+                    f"{ident!r} is dropped but still graded", path, iid, where + ".dropped"
+                )
         if kind == "fail_to_pass" and not change["dropped"]:
             raise _audit_error("must name the assertions dropped", path, iid, where + ".dropped")
         changed.add(kind)
         dropped.update(change.get("dropped", []))
     if not audit["statement_sufficient"] and "problem_statement" not in changed:
-        raise _audit_error("is false, but no change amends the problem_statement", path, iid,
-                           ".statement_sufficient")
+        raise _audit_error(
+            "is false, but no change amends the problem_statement",
+            path,
+            iid,
+            ".statement_sufficient",
+        )
     for i, finding in enumerate(audit["over_strict"]):
         where = f".over_strict[{i}]"
-        _check_audit_entry(finding, path, iid, where,
-                           {"assertion": str, "why": str, "fixed_by": str})
+        _check_audit_entry(
+            finding, path, iid, where, {"assertion": str, "why": str, "fixed_by": str}
+        )
         ident, fixed_by = finding["assertion"], finding["fixed_by"]
         if fixed_by not in AUDIT_FIXES:
-            raise _audit_error(f"must be one of {', '.join(AUDIT_FIXES)}, got {fixed_by!r}",
-                               path, iid, where + ".fixed_by")
+            raise _audit_error(
+                f"must be one of {', '.join(AUDIT_FIXES)}, got {fixed_by!r}",
+                path,
+                iid,
+                where + ".fixed_by",
+            )
         if fixed_by == "dropped" and ident not in dropped:
-            raise _audit_error(f"{ident!r} is fixed by dropping it, but no fail_to_pass change "
-                               "drops it", path, iid, where + ".assertion")
-        if fixed_by == "statement" and (ident not in raw["fail_to_pass"]
-                                        or "problem_statement" not in changed):
-            raise _audit_error(f"{ident!r} is fixed by the statement: it must be in "
-                               "fail_to_pass and a change must amend the problem_statement",
-                               path, iid, where + ".assertion")
+            raise _audit_error(
+                f"{ident!r} is fixed by dropping it, but no fail_to_pass change drops it",
+                path,
+                iid,
+                where + ".assertion",
+            )
+        if fixed_by == "statement" and (
+            ident not in raw["fail_to_pass"] or "problem_statement" not in changed
+        ):
+            raise _audit_error(
+                f"{ident!r} is fixed by the statement: it must be in "
+                "fail_to_pass and a change must amend the problem_statement",
+                path,
+                iid,
+                where + ".assertion",
+            )
     if audit["tests_fair"] == bool(audit["over_strict"]):
-        raise _audit_error("must be false exactly when over_strict names assertions", path, iid,
-                           ".tests_fair")
+        raise _audit_error(
+            "must be false exactly when over_strict names assertions", path, iid, ".tests_fair"
+        )
     if "alternative" in audit:
         alternative = audit["alternative"]
-        _check_audit_entry(alternative, path, iid, ".alternative",
-                           {"resolved_before": bool, "resolved": bool}, ("strict",))
+        _check_audit_entry(
+            alternative,
+            path,
+            iid,
+            ".alternative",
+            {"resolved_before": bool, "resolved": bool},
+            ("strict",),
+        )
         if not isinstance(alternative.get("strict"), (bool, type(None))):
             raise _audit_error("must be true, false or null", path, iid, ".alternative.strict")
 
@@ -501,8 +618,12 @@ def authored_files(raw, path, iid):
     or when an authored task has no file in the authored directory."""
     source = raw.get("tests", TEST_SOURCES[0])
     if source not in TEST_SOURCES:
-        raise UserError(f"must be one of {', '.join(map(repr, TEST_SOURCES))}, got {source!r}",
-                        file=path, task=iid, field="tests")
+        raise UserError(
+            f"must be one of {', '.join(map(repr, TEST_SOURCES))}, got {source!r}",
+            file=path,
+            task=iid,
+            field="tests",
+        )
     if source != "authored":
         return ()
     folder = Path(path).parent / AUTHORED_DIR
@@ -513,12 +634,21 @@ def authored_files(raw, path, iid):
             try:
                 found.append((name, candidate.read_bytes()))
             except OSError as e:
-                raise UserError(f"cannot read the authored test file {candidate}: {e.strerror}",
-                                file=path, task=iid, field="test_files")
+                raise UserError(
+                    f"cannot read the authored test file {candidate}: {e.strerror}",
+                    file=path,
+                    task=iid,
+                    field="test_files",
+                )
     if not found:
-        raise UserError(f'is "authored", but none of test_files ({", ".join(raw["test_files"])}) '
-                        f"is in {folder}: an authored task grades with at least one file of "
-                        "its own there", file=path, task=iid, field="tests")
+        raise UserError(
+            f'is "authored", but none of test_files ({", ".join(raw["test_files"])}) '
+            f"is in {folder}: an authored task grades with at least one file of "
+            "its own there",
+            file=path,
+            task=iid,
+            field="tests",
+        )
     return tuple(found)
 
 
@@ -532,16 +662,25 @@ def parse_task(raw, path, index, candidates=False):
     _check_audit(raw, path, iid)
     authored = authored_files(raw, path, iid)
     return Task(
-        instance_id=iid, repo=raw["repo"], test_repo=raw["test_repo"],
-        base_commit=raw["base_commit"], fix_commit=raw["fix_commit"],
-        test_commit=raw["test_commit"], test_files=tuple(raw["test_files"]),
-        configure_flags=tuple(raw["configure_flags"]), fail_to_pass=tuple(raw["fail_to_pass"]),
-        pass_to_pass=tuple(raw["pass_to_pass"]), problem_statement=raw["problem_statement"],
+        instance_id=iid,
+        repo=raw["repo"],
+        test_repo=raw["test_repo"],
+        base_commit=raw["base_commit"],
+        fix_commit=raw["fix_commit"],
+        test_commit=raw["test_commit"],
+        test_files=tuple(raw["test_files"]),
+        configure_flags=tuple(raw["configure_flags"]),
+        fail_to_pass=tuple(raw["fail_to_pass"]),
+        pass_to_pass=tuple(raw["pass_to_pass"]),
+        problem_statement=raw["problem_statement"],
         perl_modules=tuple(raw.get("perl_modules", ())),
-        test_timeout=raw.get("test_timeout", DEFAULT_TEST_TIMEOUT), area=raw.get("area", ""),
-        fix_date=raw.get("fix_date", ""), gold_size=raw.get("gold_size", {}),
+        test_timeout=raw.get("test_timeout", DEFAULT_TEST_TIMEOUT),
+        area=raw.get("area", ""),
+        fix_date=raw.get("fix_date", ""),
+        gold_size=raw.get("gold_size", {}),
         audit=raw.get("audit"),
-        tests=raw.get("tests", TEST_SOURCES[0]), authored=authored,
+        tests=raw.get("tests", TEST_SOURCES[0]),
+        authored=authored,
     )
 
 
@@ -570,19 +709,25 @@ def load_benchmark(path):
         raise UserError('expected {"tasks": [...]} or a list of tasks', file=path, field="tasks")
     kind = data.get("kind", NGINX) if isinstance(data, dict) else NGINX
     if kind not in (NGINX, SWEBENCH):
-        raise UserError(f"must be {NGINX!r} or {SWEBENCH!r}, got {kind!r}", file=path,
-                        field="kind")
+        raise UserError(f"must be {NGINX!r} or {SWEBENCH!r}, got {kind!r}", file=path, field="kind")
     if kind == SWEBENCH:
         return _swebench_benchmark(name, path, text, data, raw_tasks)
     candidates = data.get("candidates", False) if isinstance(data, dict) else False
     if not isinstance(candidates, bool):
-        raise UserError(f"must be true or false, got {candidates!r}", file=path,
-                        field="candidates")
-    tasks = _unique_tasks(path, (parse_task(raw, path, i, candidates)
-                                 for i, raw in enumerate(raw_tasks)))
+        raise UserError(f"must be true or false, got {candidates!r}", file=path, field="candidates")
+    tasks = _unique_tasks(
+        path, (parse_task(raw, path, i, candidates) for i, raw in enumerate(raw_tasks))
+    )
     version, changelog = _check_version(data, path, len(tasks))
-    return Benchmark(name=name, path=path, tasks=tuple(tasks), digest=_digest(text, tasks),
-                     candidates=candidates, version=version, changelog=changelog)
+    return Benchmark(
+        name=name,
+        path=path,
+        tasks=tuple(tasks),
+        digest=_digest(text, tasks),
+        candidates=candidates,
+        version=version,
+        changelog=changelog,
+    )
 
 
 def _unique_tasks(path, parsed) -> list:
@@ -590,8 +735,9 @@ def _unique_tasks(path, parsed) -> list:
     tasks, seen = [], set()
     for task in parsed:
         if task.instance_id in seen:
-            raise UserError("duplicate instance_id", file=path, task=task.instance_id,
-                            field="instance_id")
+            raise UserError(
+                "duplicate instance_id", file=path, task=task.instance_id, field="instance_id"
+            )
         seen.add(task.instance_id)
         tasks.append(task)
     return tasks
@@ -599,12 +745,20 @@ def _unique_tasks(path, parsed) -> list:
 
 def _swebench_benchmark(name, path, text, data, raw_tasks):
     """A task file of SWE-bench rows (run/swebench.py)."""
-    tasks = _unique_tasks(path, (swebench.parse_task(raw, path, i)
-                                 for i, raw in enumerate(raw_tasks)))
+    tasks = _unique_tasks(
+        path, (swebench.parse_task(raw, path, i) for i, raw in enumerate(raw_tasks))
+    )
     version, changelog = _check_version(data, path, len(tasks))
-    return Benchmark(name=name, path=path, tasks=tuple(tasks), digest=_digest(text, tasks),
-                     version=version, changelog=changelog, kind=SWEBENCH,
-                     dataset=swebench.dataset_of(data, path))
+    return Benchmark(
+        name=name,
+        path=path,
+        tasks=tuple(tasks),
+        digest=_digest(text, tasks),
+        version=version,
+        changelog=changelog,
+        kind=SWEBENCH,
+        dataset=swebench.dataset_of(data, path),
+    )
 
 
 def gold_patch(task, bare) -> bytes:

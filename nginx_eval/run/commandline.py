@@ -24,8 +24,16 @@ from typing import Any
 
 from ..core.errors import UserError
 
-PLACEHOLDERS = ("workspace", "issue_file", "prompt", "prompt_file", "model", "instance_id",
-                "log_dir", "phase")
+PLACEHOLDERS = (
+    "workspace",
+    "issue_file",
+    "prompt",
+    "prompt_file",
+    "model",
+    "instance_id",
+    "log_dir",
+    "phase",
+)
 AGENT_VARIABLE = "AGENT"
 
 
@@ -36,8 +44,10 @@ PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 # $VAR, ${VAR}, ${VAR:-default}, ${VAR-default} (and := / =): what mode commands use to let the
 # environment choose the agent. No nesting, no other expansions. Matched in a command before its
 # placeholders are filled: a default may hold {model}.
-COMMAND_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])((?:\{[a-z_]+\}|[^}])*))?\}"
-                              r"|\$([A-Za-z_][A-Za-z0-9_]*)")
+COMMAND_VARIABLE = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=])((?:\{[a-z_]+\}|[^}])*))?\}"
+    r"|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
 PROGRAM_UNKNOWN = re.compile(r"[$`(){}<>|;&*?\[\]]")
 SENTINEL = "NGINXEVALPLACEHOLDER"
 
@@ -52,8 +62,9 @@ def agent_words(value: str) -> str:
     try:
         words = shlex.split(value)
     except ValueError as e:
-        raise UserError(f"AGENT={value!r} is not a command line a shell can read: {e}",
-                        field="AGENT")
+        raise UserError(
+            f"AGENT={value!r} is not a command line a shell can read: {e}", field="AGENT"
+        )
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -87,9 +98,13 @@ def _default_applies(op: str | None, value: str | None) -> bool:
     return bool(op and (value is None or (op.startswith(":") and value == "")))
 
 
-def render_command(command: str, environ: Mapping[str, str],
-                   values: Mapping[str, Any] | None = None,
-                   shown: Mapping[str, str] | None = None, record: bool = False) -> str:
+def render_command(
+    command: str,
+    environ: Mapping[str, str],
+    values: Mapping[str, Any] | None = None,
+    shown: Mapping[str, str] | None = None,
+    record: bool = False,
+) -> str:
     """A phase command with AGENT's words in place of each unquoted $AGENT / ${AGENT...} (the
     default's text when AGENT is unset, or empty with ``:-``) and placeholders filled.
 
@@ -98,6 +113,7 @@ def render_command(command: str, environ: Mapping[str, str],
     placeholder texts put in as they are (a record shows the prompt as its file). record: for a
     reader, not for bash: the other variables' values are put in too (as text; names that look
     secret stay as written)."""
+
     def one(m: re.Match[str]) -> str:
         name = m.group(1)
         if shown and name in shown:
@@ -106,13 +122,14 @@ def render_command(command: str, environ: Mapping[str, str],
 
     def fill(text: str) -> str:
         return PLACEHOLDER.sub(one, text)
+
     out, pos = [], 0
     for m, quoted in variable_references(command):
         name, op, default = m.group(1) or m.group(4), m.group(2), m.group(3)
         is_agent = name == AGENT_VARIABLE and not quoted
         if not is_agent and not record:
-            continue            # bash expands it
-        out.append(fill(command[pos:m.start()]))
+            continue  # bash expands it
+        out.append(fill(command[pos : m.start()]))
         pos = m.end()
         value = environ.get(name)
         if not is_agent and SECRET_NAME.search(name):
@@ -137,8 +154,9 @@ def command_program(command: str, environ: Mapping[str, str]) -> str | None:
         words = shlex.split(text)
     except ValueError:
         return None
-    while words and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0])
-                     or words[0] in ("exec", "command")):
+    while words and (
+        re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]) or words[0] in ("exec", "command")
+    ):
         words.pop(0)
     if not words or SENTINEL in words[0] or PROGRAM_UNKNOWN.search(words[0]):
         return None
@@ -168,8 +186,9 @@ def _word_end(text: str, i: int, end: int) -> int | None:
     return min(i, end)
 
 
-def program_word_end(command: str, environ: Mapping[str, str], start: int = 0,
-                     end: int | None = None) -> int | None:
+def program_word_end(
+    command: str, environ: Mapping[str, str], start: int = 0, end: int | None = None
+) -> int | None:
     """The index in `command` where the word that names its program ends (as command_program
     finds it: VAR=value words, exec and command skipped; the default of an unquoted ${AGENT:-...}
     when AGENT is unset), or None when that word is not the command's own text: AGENT's value, a

@@ -69,9 +69,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .commandline import PLACEHOLDER, PLACEHOLDERS
 from ..core.errors import UserError
 from ..core.layout import SOURCE_ROOT
+from .commandline import PLACEHOLDER, PLACEHOLDERS
 
 if TYPE_CHECKING:
     from .benchmark import Benchmark
@@ -87,13 +87,26 @@ DEFAULT_TIMEOUT = 1800
 
 # The keys parse_modes reads, at each level: anything else is a typo (unknown_key).
 KEYS = ("modes",)
-MODE_KEYS = ("description", "model", "env", "isolation", "allow_hosts", "sandbox_binds",
-             "web_tools", "tests", "repeats", "commands", "agent_home", "phases", "predictions")
+MODE_KEYS = (
+    "description",
+    "model",
+    "env",
+    "isolation",
+    "allow_hosts",
+    "sandbox_binds",
+    "web_tools",
+    "tests",
+    "repeats",
+    "commands",
+    "agent_home",
+    "phases",
+    "predictions",
+)
 # What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit (suite.py).
 TESTS = ("base",)
 # Keys of the bubblewrap sandbox that isolation replaced: an error that says what to write now.
 REPLACED_KEYS = {
-    "sandbox": "every agent mode runs isolated now; remove it (isolation = \"none\" opts out)",
+    "sandbox": 'every agent mode runs isolated now; remove it (isolation = "none" opts out)',
     "network": "an isolated agent reaches the model API and allow_hosts only; remove it",
 }
 PHASE_KEYS = ("name", "prompt", "timeout", "command")
@@ -110,33 +123,33 @@ class Phase:
     name: str
     command: str
     timeout: float = DEFAULT_TIMEOUT
-    prompt: str = ""        # template file name, "" for none
+    prompt: str = ""  # template file name, "" for none
 
 
 @dataclass(frozen=True)
 class Mode:
     name: str
-    kind: str                       # "agent", "gold", "none" or "predictions"
+    kind: str  # "agent", "gold", "none" or "predictions"
     phases: tuple[Phase, ...] = ()
     model: str = ""
     description: str = ""
-    env: tuple[tuple[str, str], ...] = ()       # sorted (name, value) pairs
+    env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs
     predictions: str = ""
-    base_name: str = ""             # for repeats: the configured mode ("raw" for "raw-r2")
-    repeat: int = 1                 # 1..repeats
-    isolation: str = "srt"          # "srt" (sandbox.py) or "none": unisolated
-    allow_hosts: tuple[str, ...] = ()   # isolated: hosts the agent may reach besides the API
-    sandbox_binds: tuple[str, ...] = ()     # isolated: extra read-write paths
+    base_name: str = ""  # for repeats: the configured mode ("raw" for "raw-r2")
+    repeat: int = 1  # 1..repeats
+    isolation: str = "srt"  # "srt" (sandbox.py) or "none": unisolated
+    allow_hosts: tuple[str, ...] = ()  # isolated: hosts the agent may reach besides the API
+    sandbox_binds: tuple[str, ...] = ()  # isolated: extra read-write paths
     # predictions: the instance ids the file has a row for (the only tasks the mode scores);
     # None: every selected task
     instances: tuple[str, ...] | None = None
     # (file name, text) of each file of `commands`, in order
     command_files: tuple[tuple[str, str], ...] = ()
-    web_tools: bool = False         # isolated: Claude Code's WebSearch and WebFetch allowed
-    agent_home: str = ""            # the folder of templates/agent-homes/ named, "" for none
+    web_tools: bool = False  # isolated: Claude Code's WebSearch and WebFetch allowed
+    agent_home: str = ""  # the folder of templates/agent-homes/ named, "" for none
     # (relative path, text) of each file of that folder, sorted
     home_files: tuple[tuple[str, str], ...] = ()
-    tests: str = ""                 # "base": nginx-tests as of the base commit (suite.py); "": none
+    tests: str = ""  # "base": nginx-tests as of the base commit (suite.py); "": none
 
     @property
     def family(self) -> str:
@@ -148,8 +161,12 @@ class Mode:
 
     def fingerprint(self) -> dict[str, object]:
         """What decides whether an agent run is still valid (not the description)."""
-        fingerprint = {"phases": [vars(p) for p in self.phases], "model": self.model,
-                       "env": [list(e) for e in self.env], "repeat": self.repeat}
+        fingerprint = {
+            "phases": [vars(p) for p in self.phases],
+            "model": self.model,
+            "env": [list(e) for e in self.env],
+            "repeat": self.repeat,
+        }
         if self.sandbox_binds:
             # Only when set, so that modes without them keep the runs they have. The isolation
             # itself is in the agent's inputs (sandbox.settings).
@@ -170,11 +187,17 @@ class Mode:
         return self.instances is None or instance_id in self.instances
 
     def to_json(self) -> dict[str, object]:
-        data = {"name": self.name, "family": self.family, "repeat": self.repeat,
-                "kind": self.kind, "model": self.model,
-                "isolation": self.isolation if self.kind == "agent" else None,
-                "description": self.description, "predictions": self.predictions,
-                "commands": [p.command for p in self.phases]}
+        data = {
+            "name": self.name,
+            "family": self.family,
+            "repeat": self.repeat,
+            "kind": self.kind,
+            "model": self.model,
+            "isolation": self.isolation if self.kind == "agent" else None,
+            "description": self.description,
+            "predictions": self.predictions,
+            "commands": [p.command for p in self.phases],
+        }
         if self.instances is not None:
             data["instances"] = list(self.instances)
         if self.command_files:
@@ -197,20 +220,25 @@ BUILTIN_MODES = {
 def _check_template(command: str, path: str | Path, where: str) -> None:
     for n in PLACEHOLDER.findall(command):
         if n not in PLACEHOLDERS:
-            raise UserError(f"unknown placeholder {{{n}}}; known: {', '.join(PLACEHOLDERS)}",
-                            file=path, item=where, field="command")
+            raise UserError(
+                f"unknown placeholder {{{n}}}; known: {', '.join(PLACEHOLDERS)}",
+                file=path,
+                item=where,
+                field="command",
+            )
 
 
-def check_keys(table: Iterable[str], known: Sequence[str], path: str | Path,
-               where: str | None = None) -> None:
+def check_keys(
+    table: Iterable[str], known: Sequence[str], path: str | Path, where: str | None = None
+) -> None:
     """UserError for the first key of `table` that is not in `known`, with the closest one."""
     for key in table:
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-            hint = (f"did you mean '{close[0]}'?" if close else
-                    f"known keys: {', '.join(known)}")
-            raise UserError(f"{where + ': ' if where else ''}unknown key '{key}'; {hint}",
-                            file=path)
+            hint = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(known)}"
+            raise UserError(
+                f"{where + ': ' if where else ''}unknown key '{key}'; {hint}", file=path
+            )
 
 
 def _mode_settings(raw: dict[str, Any], path: str | Path, where: str) -> dict[str, Any]:
@@ -220,8 +248,12 @@ def _mode_settings(raw: dict[str, Any], path: str | Path, where: str) -> dict[st
         raise UserError("must be a table of strings", file=path, item=where, field="env")
     isolation = raw.get("isolation", "srt")
     if isolation not in ISOLATIONS:
-        raise UserError(f"must be one of {', '.join(map(repr, ISOLATIONS))}", file=path,
-                        item=where, field="isolation")
+        raise UserError(
+            f"must be one of {', '.join(map(repr, ISOLATIONS))}",
+            file=path,
+            item=where,
+            field="isolation",
+        )
     binds = raw.get("sandbox_binds", [])
     if not isinstance(binds, list) or not all(isinstance(b, str) and b for b in binds):
         raise UserError("must be a list of paths", file=path, item=where, field="sandbox_binds")
@@ -229,29 +261,49 @@ def _mode_settings(raw: dict[str, Any], path: str | Path, where: str) -> dict[st
     if not isinstance(web_tools, bool):
         raise UserError("must be true or false", file=path, item=where, field="web_tools")
     hosts = raw.get("allow_hosts", [])
-    if not isinstance(hosts, list) or not all(isinstance(h, str) and HOST.fullmatch(h)
-                                              for h in hosts):
-        raise UserError("must be a list of host names, each optionally with :port "
-                        "(no scheme, no path)", file=path, item=where, field="allow_hosts")
+    if not isinstance(hosts, list) or not all(
+        isinstance(h, str) and HOST.fullmatch(h) for h in hosts
+    ):
+        raise UserError(
+            "must be a list of host names, each optionally with :port (no scheme, no path)",
+            file=path,
+            item=where,
+            field="allow_hosts",
+        )
     tests = raw.get("tests", "")
     if tests not in ("",) + TESTS:
-        raise UserError(f"must be one of {', '.join(map(repr, TESTS))} (or left out)", file=path,
-                        item=where, field="tests")
-    return dict(model=str(raw.get("model", "")), description=str(raw.get("description", "")),
-                env=tuple(sorted(env.items())), isolation=isolation,
-                allow_hosts=tuple(hosts), sandbox_binds=tuple(binds), web_tools=web_tools,
-                tests=tests)
+        raise UserError(
+            f"must be one of {', '.join(map(repr, TESTS))} (or left out)",
+            file=path,
+            item=where,
+            field="tests",
+        )
+    return dict(
+        model=str(raw.get("model", "")),
+        description=str(raw.get("description", "")),
+        env=tuple(sorted(env.items())),
+        isolation=isolation,
+        allow_hosts=tuple(hosts),
+        sandbox_binds=tuple(binds),
+        web_tools=web_tools,
+        tests=tests,
+    )
 
 
-def _command_files(raw: dict[str, Any], path: str | Path, where: str,
-                   templates_dir: str | Path) -> tuple[tuple[str, str], ...]:
+def _command_files(
+    raw: dict[str, Any], path: str | Path, where: str, templates_dir: str | Path
+) -> tuple[tuple[str, str], ...]:
     """((name, text), ...) of the files the mode's `commands` key names, read from
     templates_dir/commands/; UserError naming the mode and the key for a name that is not a
     plain file name there."""
     names = raw.get("commands", [])
     if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
-        raise UserError("must be a list of file names in templates/commands/", file=path,
-                        item=where, field="commands")
+        raise UserError(
+            "must be a list of file names in templates/commands/",
+            file=path,
+            item=where,
+            field="commands",
+        )
     folder = Path(templates_dir) / COMMANDS_DIR
     files = []
     for name in dict.fromkeys(names):
@@ -260,15 +312,20 @@ def _command_files(raw: dict[str, Any], path: str | Path, where: str,
         if Path(name).name != name or name in (".", "..") or not source.is_file():
             known = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
             close = difflib.get_close_matches(name, known, n=1)
-            raise UserError(f"no command file {name!r} in {folder}"
-                            f"{f'; did you mean {close[0]!r}?' if close else ''}",
-                            file=path, item=where, field="commands")
+            raise UserError(
+                f"no command file {name!r} in {folder}"
+                f"{f'; did you mean {close[0]!r}?' if close else ''}",
+                file=path,
+                item=where,
+                field="commands",
+            )
         files.append((name, source.read_text(encoding="utf-8")))
     return tuple(files)
 
 
-def _home_files(raw: dict[str, Any], path: str | Path, where: str,
-                templates_dir: str | Path) -> tuple[str, tuple[tuple[str, str], ...]]:
+def _home_files(
+    raw: dict[str, Any], path: str | Path, where: str, templates_dir: str | Path
+) -> tuple[str, tuple[tuple[str, str], ...]]:
     """(name, ((relative path, text), ...)) of the folder of templates/agent-homes/ that the
     mode's `agent_home` key names (("", ()) without one); UserError naming the mode and the key
     for a name that is not a folder there, or a file that is not UTF-8 text."""
@@ -276,32 +333,42 @@ def _home_files(raw: dict[str, Any], path: str | Path, where: str,
         return "", ()
     name, parent = raw["agent_home"], Path(templates_dir) / AGENT_HOMES_DIR
     if not isinstance(name, str) or not name:
-        raise UserError(f"must be the name of a folder in {parent}", file=path, item=where,
-                        field="agent_home")
+        raise UserError(
+            f"must be the name of a folder in {parent}", file=path, item=where, field="agent_home"
+        )
     folder = parent / name
     if Path(name).name != name or name in (".", "..") or not folder.is_dir():
         known = sorted(p.name for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []
         close = difflib.get_close_matches(name, known, n=1)
-        raise UserError(f"no folder {name!r} in {parent}"
-                        f"{f'; did you mean {close[0]!r}?' if close else ''}",
-                        file=path, item=where, field="agent_home")
+        raise UserError(
+            f"no folder {name!r} in {parent}{f'; did you mean {close[0]!r}?' if close else ''}",
+            file=path,
+            item=where,
+            field="agent_home",
+        )
     files = []
     for source in sorted(p for p in folder.rglob("*") if p.is_file()):
         relative = source.relative_to(folder).as_posix()
         if relative == CREDENTIALS_FILE:
-            raise UserError(f"{source}: the agent's credentials are the user's, copied in by the "
-                            f"harness; remove this file", file=path, item=where,
-                            field="agent_home")
+            raise UserError(
+                f"{source}: the agent's credentials are the user's, copied in by the "
+                f"harness; remove this file",
+                file=path,
+                item=where,
+                field="agent_home",
+            )
         try:
             files.append((relative, source.read_text(encoding="utf-8")))
         except UnicodeDecodeError:
-            raise UserError(f"{source} is not UTF-8 text", file=path, item=where,
-                            field="agent_home")
+            raise UserError(
+                f"{source} is not UTF-8 text", file=path, item=where, field="agent_home"
+            )
     return name, tuple(files)
 
 
-def _predictions_mode(name: str, raw: dict[str, Any], path: str | Path, where: str,
-                      settings: dict[str, Any]) -> Mode:
+def _predictions_mode(
+    name: str, raw: dict[str, Any], path: str | Path, where: str, settings: dict[str, Any]
+) -> Mode:
     pred = raw["predictions"]
     if not isinstance(pred, str) or not pred:
         raise UserError("must be a file path", file=path, item=where, field="predictions")
@@ -322,34 +389,47 @@ def _phase(p: Any, i: int, path: str | Path, where: str) -> Phase:
     _check_template(p["command"], path, pwhere)
     timeout = p.get("timeout", DEFAULT_TIMEOUT)
     if not isinstance(timeout, (int, float)) or timeout <= 0:
-        raise UserError("must be a positive number of seconds", file=path, item=pwhere,
-                        field="timeout")
+        raise UserError(
+            "must be a positive number of seconds", file=path, item=pwhere, field="timeout"
+        )
     prompt = p.get("prompt", "")
     if not isinstance(prompt, str):
         raise UserError("must be a template file name", file=path, item=pwhere, field="prompt")
-    return Phase(name=str(p.get("name", f"phase{i + 1}")), command=p["command"],
-                 timeout=float(timeout), prompt=prompt)
+    return Phase(
+        name=str(p.get("name", f"phase{i + 1}")),
+        command=p["command"],
+        timeout=float(timeout),
+        prompt=prompt,
+    )
 
 
-def _agent_modes(name: str, raw: dict[str, Any], path: str | Path, where: str,
-                 settings: dict[str, Any]) -> dict[str, Mode]:
+def _agent_modes(
+    name: str, raw: dict[str, Any], path: str | Path, where: str, settings: dict[str, Any]
+) -> dict[str, Mode]:
     """{name: Mode} of an agent mode and its repeats (``<name>-r2``, ...)."""
     phases_raw = raw.get("phases")
     if not isinstance(phases_raw, list) or not phases_raw:
-        raise UserError("needs at least one [[phases]] entry (or a predictions file)",
-                        file=path, item=where, field="phases")
+        raise UserError(
+            "needs at least one [[phases]] entry (or a predictions file)",
+            file=path,
+            item=where,
+            field="phases",
+        )
     phases = tuple(_phase(p, i, path, where) for i, p in enumerate(phases_raw))
     repeats = raw.get("repeats", 1)
     if not isinstance(repeats, int) or repeats < 1:
         raise UserError("must be a whole number >= 1", file=path, item=where, field="repeats")
     # Repeat 1 keeps the plain name, so adding repeats never re-runs the first one.
     names = [name if i == 1 else f"{name}-r{i}" for i in range(1, repeats + 1)]
-    return {rname: Mode(rname, "agent", phases=phases, base_name=name, repeat=i, **settings)
-            for i, rname in enumerate(names, 1)}
+    return {
+        rname: Mode(rname, "agent", phases=phases, base_name=name, repeat=i, **settings)
+        for i, rname in enumerate(names, 1)
+    }
 
 
-def parse_modes(data: dict[str, Any], path: str | Path,
-                templates_dir: str | Path | None = None) -> dict[str, Mode]:
+def parse_modes(
+    data: dict[str, Any], path: str | Path, templates_dir: str | Path | None = None
+) -> dict[str, Mode]:
     """All modes: the built-ins plus those of `data` (modes.toml's table, read from `path`).
     templates_dir: where `commands` files are (default: the project's own templates/)."""
     modes = dict(BUILTIN_MODES)
@@ -360,8 +440,9 @@ def parse_modes(data: dict[str, Any], path: str | Path,
     for name, raw in table.items():
         where = f"mode {name}"
         if name in BUILTIN or name in ("validate", "file", "report", "doctor", "grade"):
-            raise UserError(f"'{name}' is built in or reserved and cannot be a mode name",
-                            file=path, item=where)
+            raise UserError(
+                f"'{name}' is built in or reserved and cannot be a mode name", file=path, item=where
+            )
         if not isinstance(raw, dict):
             raise UserError("must be a table", file=path, item=where)
         for key, why in REPLACED_KEYS.items():
@@ -413,19 +494,23 @@ def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
                 rows.append((f"line {n}", json.loads(line)))
             except json.JSONDecodeError as e:
                 # json counts lines within the one line it was given: say the file's own.
-                raise UserError(f"malformed JSON: {e.msg} (column {e.colno})", file=path,
-                                item=f"line {n}")
+                raise UserError(
+                    f"malformed JSON: {e.msg} (column {e.colno})", file=path, item=f"line {n}"
+                )
     found = {}
     for where, row in rows:
         if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
             raise UserError("must be an object with a string instance_id", file=path, item=where)
         if not isinstance(row.get("model_patch") or "", str):
-            raise UserError("must be a string (a diff) or null", file=path, item=where,
-                            field="model_patch")
+            raise UserError(
+                "must be a string (a diff) or null", file=path, item=where, field="model_patch"
+            )
         if row["instance_id"] in found:
             raise UserError(f"duplicate instance_id {row['instance_id']}", file=path, item=where)
-        found[row["instance_id"]] = (row.get("model_patch") or "",
-                                     str(row.get("model_name_or_path") or ""))
+        found[row["instance_id"]] = (
+            row.get("model_patch") or "",
+            str(row.get("model_name_or_path") or ""),
+        )
     return found
 
 
@@ -439,8 +524,15 @@ def extra_modes(spec: str | None, path: str = "command line") -> dict[str, Mode]
         raise UserError(f"predictions file {spec} does not exist", file=path, field="predictions")
     # A malformed file is an error now, not when its patches are made.
     ids = tuple(read_predictions(p))
-    return {"file": Mode("file", "predictions", predictions=str(p), instances=ids,
-                         description=f"predictions from {p.name}")}
+    return {
+        "file": Mode(
+            "file",
+            "predictions",
+            predictions=str(p),
+            instances=ids,
+            description=f"predictions from {p.name}",
+        )
+    }
 
 
 def unknown_prediction_ids(mode: Mode | None, bench: "Benchmark") -> str | None:
@@ -453,5 +545,7 @@ def unknown_prediction_ids(mode: Mode | None, bench: "Benchmark") -> str | None:
     if not unknown:
         return None
     shown = ", ".join(unknown[:10]) + (", ..." if len(unknown) > 10 else "")
-    return (f"{Path(mode.predictions).name}: {len(unknown)} instance "
-            f"id{'s' if len(unknown) != 1 else ''} not in benchmark {bench.name}: {shown}")
+    return (
+        f"{Path(mode.predictions).name}: {len(unknown)} instance "
+        f"id{'s' if len(unknown) != 1 else ''} not in benchmark {bench.name}: {shown}"
+    )

@@ -90,8 +90,13 @@ def _text(name: str, value: str) -> str | None:
     return value.strip() or None
 
 
-def _checked(name: str, value: str, accept: Callable[[str], object], why: str,
-             convert: Callable[[str], Any] = str) -> Any:
+def _checked(
+    name: str,
+    value: str,
+    accept: Callable[[str], object],
+    why: str,
+    convert: Callable[[str], Any] = str,
+) -> Any:
     """A value that must pass `accept` (after stripping), converted; None when empty."""
     text = value.strip()
     if not text:
@@ -102,21 +107,30 @@ def _checked(name: str, value: str, accept: Callable[[str], object], why: str,
 
 
 def _count(name: str, value: str) -> int | None:
-    return _checked(name, value, lambda t: re.fullmatch(r"[0-9]+", t) and int(t) >= 1,
-                    "must be a whole number >= 1", int)
+    return _checked(
+        name,
+        value,
+        lambda t: re.fullmatch(r"[0-9]+", t) and int(t) >= 1,
+        "must be a whole number >= 1",
+        int,
+    )
 
 
 def _count_or_zero(name: str, value: str) -> int | None:
-    return _checked(name, value, lambda t: re.fullmatch(r"[0-9]+", t),
-                    "must be a whole number >= 0", int)
+    return _checked(
+        name, value, lambda t: re.fullmatch(r"[0-9]+", t), "must be a whole number >= 0", int
+    )
 
 
 def _dollars(name: str, value: str) -> float | None:
     # Digits and one point only: "inf", "nan" and "1e3" are no budget a reader can check.
-    return _checked(name, value,
-                    lambda t: re.fullmatch(r"[0-9]*\.?[0-9]+|[0-9]+\.", t) and float(t) > 0,
-                    "must be an amount of US dollars above 0 (max_cost=5 or max_cost=2.50)",
-                    float)
+    return _checked(
+        name,
+        value,
+        lambda t: re.fullmatch(r"[0-9]*\.?[0-9]+|[0-9]+\.", t) and float(t) > 0,
+        "must be an amount of US dollars above 0 (max_cost=5 or max_cost=2.50)",
+        float,
+    )
 
 
 def _level(name: str, value: str) -> int | None:
@@ -128,12 +142,12 @@ def _switch(name: str, value: str) -> int | None:
 
 
 def _executor(name: str, value: str) -> str | None:
-    return _checked(name, value, lambda t: t in EXECUTORS,
-                    f"must be one of {', '.join(EXECUTORS)}")
+    return _checked(name, value, lambda t: t in EXECUTORS, f"must be one of {', '.join(EXECUTORS)}")
 
 
 def _date(name: str, value: str) -> str | None:
     from .benchmark import is_date
+
     return _checked(name, value, is_date, "must be a date YYYY-MM-DD")
 
 
@@ -146,8 +160,11 @@ def _points(name: str, value: str) -> tuple[float, ...]:
         except ValueError:
             number = None
         if number is None or not 0 < number < 100:
-            raise _error(name, value, "must be percentage points above 0 and below 100, "
-                                      "comma-separated (detect=5,10)")
+            raise _error(
+                name,
+                value,
+                "must be percentage points above 0 and below 100, comma-separated (detect=5,10)",
+            )
         out.append(number)
     return tuple(out)
 
@@ -160,54 +177,86 @@ def _names(name: str, value: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Variable:
-    parse: Callable[[str, str], Any]    # (name, text) -> value, or None for the default;
-                                        # raises UserError
+    parse: Callable[[str, str], Any]  # (name, text) -> value, or None for the default;
+    # raises UserError
     help: str
 
 
 VARIABLES = {
     "run": Variable(_plain_name, "results/<run>/ holds the run (default: default)"),
-    "bench": Variable(_text, "the benchmark, tasks/<bench>.json (default: the one the task names, "
-                             "the run's, nginx, or the only one)"),
+    "bench": Variable(
+        _text,
+        "the benchmark, tasks/<bench>.json (default: the one the task names, "
+        "the run's, nginx, or the only one)",
+    ),
     "instances": Variable(_names, "comma-separated instance ids: only these tasks"),
     "limit": Variable(_count, "only the first N tasks (after instances=), N >= 1"),
     "modes": Variable(_names, "comma-separated modes that `doit run <bench>` runs (default: all)"),
-    "baseline": Variable(_text, "the mode the report compares agent time against "
-                                "(default: the first agent mode)"),
+    "baseline": Variable(
+        _text, "the mode the report compares agent time against (default: the first agent mode)"
+    ),
     "predictions": Variable(_text, "a SWE-bench predictions file, scored as mode `file`"),
-    "repeats": Variable(_count, "<bench>:validate runs base and fix N times each, N >= 1 "
-                                "(default: 5)"),
-    "verbosity": Variable(_level, "doit clean: 2 prints a line per removed item "
-                                  "(default: one summary line)"),
-    "cutoff": Variable(_date, "the report splits tasks by fix date, before and on or after "
-                              "this YYYY-MM-DD"),
-    "compare": Variable(_plain_name, "doit run report: compare each mode with the same mode in "
-                                     "this other run"),
-    "cross": Variable(_plain_name, "the report sets this run beside that run of another "
-                                   "benchmark (nginx and SWE-bench): one section over both"),
-    "detect": Variable(_points, "doit run power: differences to plan for, in percentage points "
-                                "(default: 5,10)"),
-    "max_cost": Variable(_dollars, "the run's agent budget in US dollars: once spent, no new "
-                                   "agent starts (default: none)"),
-    "agent_retries": Variable(_count_or_zero, "times an agent run that failed for the API or "
-                                              "the network is tried again, N >= 0 (default: 2)"),
+    "repeats": Variable(
+        _count, "<bench>:validate runs base and fix N times each, N >= 1 (default: 5)"
+    ),
+    "verbosity": Variable(
+        _level, "doit clean: 2 prints a line per removed item (default: one summary line)"
+    ),
+    "cutoff": Variable(
+        _date, "the report splits tasks by fix date, before and on or after this YYYY-MM-DD"
+    ),
+    "compare": Variable(
+        _plain_name, "doit run report: compare each mode with the same mode in this other run"
+    ),
+    "cross": Variable(
+        _plain_name,
+        "the report sets this run beside that run of another "
+        "benchmark (nginx and SWE-bench): one section over both",
+    ),
+    "detect": Variable(
+        _points, "doit run power: differences to plan for, in percentage points (default: 5,10)"
+    ),
+    "max_cost": Variable(
+        _dollars,
+        "the run's agent budget in US dollars: once spent, no new agent starts (default: none)",
+    ),
+    "agent_retries": Variable(
+        _count_or_zero,
+        "times an agent run that failed for the API or "
+        "the network is tried again, N >= 0 (default: 2)",
+    ),
     "agents": Variable(_count, "agent phases running at once, N >= 1 (default: 8)"),
-    "builds": Variable(_count, "builds (configure, make) running at once, N >= 1 "
-                               "(default: the cores, at least 2)"),
-    "proves": Variable(_count, "prove file runs at once, N >= 1 (default: four times the "
-                               "cores)"),
-    "executor": Variable(_executor, "where agent runs, builds and proves run: local (default) or "
-                                    "ray (the cluster of RAY_ADDRESS, or a local one)"),
-    "rerun_failed": Variable(_switch, "1: run a test file with a failing graded assertion once "
-                                      "more, and grade the rerun (default: 0)"),
-    "strict": Variable(_switch, "0: no strict verdict (regression files and sanitizer build of "
-                                "a resolved patch; default: 1)"),
-    "strict_files": Variable(_count, "regression files per patch of the strict verdict, N >= 1 "
-                                     "(default: 6)"),
-    "keep_workspaces": Variable(_switch, "1: an agent's workspace stays after its patch is taken "
-                                         "(default: 0, it is removed)"),
-    "dry_run": Variable(_switch, "1: doit run prints what it would do and what its agents would "
-                                 "cost, and starts and writes nothing (default: 0)"),
+    "builds": Variable(
+        _count, "builds (configure, make) running at once, N >= 1 (default: the cores, at least 2)"
+    ),
+    "proves": Variable(_count, "prove file runs at once, N >= 1 (default: four times the cores)"),
+    "executor": Variable(
+        _executor,
+        "where agent runs, builds and proves run: local (default) or "
+        "ray (the cluster of RAY_ADDRESS, or a local one)",
+    ),
+    "rerun_failed": Variable(
+        _switch,
+        "1: run a test file with a failing graded assertion once "
+        "more, and grade the rerun (default: 0)",
+    ),
+    "strict": Variable(
+        _switch,
+        "0: no strict verdict (regression files and sanitizer build of "
+        "a resolved patch; default: 1)",
+    ),
+    "strict_files": Variable(
+        _count, "regression files per patch of the strict verdict, N >= 1 (default: 6)"
+    ),
+    "keep_workspaces": Variable(
+        _switch,
+        "1: an agent's workspace stays after its patch is taken (default: 0, it is removed)",
+    ),
+    "dry_run": Variable(
+        _switch,
+        "1: doit run prints what it would do and what its agents would "
+        "cost, and starts and writes nothing (default: 0)",
+    ),
 }
 
 
@@ -225,6 +274,7 @@ def _example(name: str, value: str, argv: Sequence[str] | None) -> str:
 @dataclass(frozen=True)
 class Options:
     """The command line's variables, parsed (see the table above)."""
+
     run: str = "default"
     bench: str | None = None
     instances: tuple[str, ...] = ()
@@ -240,12 +290,12 @@ class Options:
     detect: tuple[float, ...] = ()
     max_cost: float | None = None
     agent_retries: int = 2
-    agents: int | None = None       # None: limits.default_counts
+    agents: int | None = None  # None: limits.default_counts
     builds: int | None = None
     proves: int | None = None
     rerun_failed: int = 0
     strict: int = 1
-    strict_files: int | None = None     # None: strict/stage.DEFAULT_FILES
+    strict_files: int | None = None  # None: strict/stage.DEFAULT_FILES
     keep_workspaces: int = 0
     dry_run: int = 0
     executor: str = "local"
@@ -253,8 +303,7 @@ class Options:
     given: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @classmethod
-    def parse(cls, variables: Mapping[str, object],
-              argv: Sequence[str] | None = None) -> "Options":
+    def parse(cls, variables: Mapping[str, object], argv: Sequence[str] | None = None) -> "Options":
         """Options from {name: value} (doit's command-line variables); UserError on an unknown
         name, an environment variable, or a bad value. `argv` only shapes the hint for an
         environment variable."""
@@ -262,48 +311,77 @@ class Options:
         for name, value in variables.items():
             value = "" if value is None else str(value)
             if is_environment_only(name):
-                raise UserError(f"{name} is an environment variable, not a doit variable: set it "
-                                f"before the command, as in {_example(name, value, argv)}")
+                raise UserError(
+                    f"{name} is an environment variable, not a doit variable: set it "
+                    f"before the command, as in {_example(name, value, argv)}"
+                )
             if name not in VARIABLES:
                 hint = did_you_mean(name, VARIABLES, show=lambda c: f"{c}=")
                 if not hint and re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
-                    hint = (f"; an environment variable goes before the command, as in "
-                            f"{_example(name, value, argv)}")
-                raise UserError(f"unknown variable {name}={value}{hint} "
-                                f"(known: {', '.join(sorted(VARIABLES))})")
+                    hint = (
+                        f"; an environment variable goes before the command, as in "
+                        f"{_example(name, value, argv)}"
+                    )
+                raise UserError(
+                    f"unknown variable {name}={value}{hint} (known: {', '.join(sorted(VARIABLES))})"
+                )
             parsed = VARIABLES[name].parse(name, value)
             if parsed is not None and parsed != ():
                 values[name] = parsed
-        return cls(**values, given=tuple((n, "" if v is None else str(v))
-                                         for n, v in variables.items()))
+        return cls(
+            **values, given=tuple((n, "" if v is None else str(v)) for n, v in variables.items())
+        )
 
     def raw(self, name: str) -> str:
         """The value of `name` as given on the command line ("" when not given)."""
         return dict(self.given).get(name, "")
 
-    def _all_known(self, variable: str, wanted: Iterable[str], known: Collection[str],
-                   unknown: Callable[[str], str], tail: str = "") -> None:
+    def _all_known(
+        self,
+        variable: str,
+        wanted: Iterable[str],
+        known: Collection[str],
+        unknown: Callable[[str], str],
+        tail: str = "",
+    ) -> None:
         """Every name in `wanted` (from `variable`) is one of `known`; else the one-line error
         `unknown(name)`, the closest known name and `tail`."""
         for name in wanted:
             if name not in known:
-                raise _error(variable, self.raw(variable),
-                             f"{unknown(name)}{did_you_mean(name, known)}{tail}")
+                raise _error(
+                    variable,
+                    self.raw(variable),
+                    f"{unknown(name)}{did_you_mean(name, known)}{tail}",
+                )
 
     def check_instances(self, bench: "Benchmark") -> None:
         """Every id of instances= is a task of `bench`."""
-        self._all_known("instances", self.instances, [t.instance_id for t in bench.tasks],
-                        lambda iid: f"no task '{iid}' in benchmark {bench.name}")
+        self._all_known(
+            "instances",
+            self.instances,
+            [t.instance_id for t in bench.tasks],
+            lambda iid: f"no task '{iid}' in benchmark {bench.name}",
+        )
 
     def check_modes(self, modes: Collection[str]) -> None:
         """Every mode of modes= exists."""
-        self._all_known("modes", self.modes, modes, lambda name: f"unknown mode '{name}'",
-                        f" (known modes: {', '.join(sorted(modes))})")
+        self._all_known(
+            "modes",
+            self.modes,
+            modes,
+            lambda name: f"unknown mode '{name}'",
+            f" (known modes: {', '.join(sorted(modes))})",
+        )
 
     def check_baseline(self, run_modes: Collection[str]) -> None:
         """baseline= names a mode of the run (configured, recorded in run.json or on disk)."""
-        self._all_known("baseline", [self.baseline] if self.baseline else [], run_modes,
-                        lambda name: f"no mode '{name}' in run '{self.run}'",
-                        f" (known modes: {', '.join(sorted(run_modes))})")
+        self._all_known(
+            "baseline",
+            [self.baseline] if self.baseline else [],
+            run_modes,
+            lambda name: f"no mode '{name}' in run '{self.run}'",
+            f" (known modes: {', '.join(sorted(run_modes))})",
+        )
+
 
 assert set(VARIABLES) == {f.name for f in fields(Options)} - {"given"}

@@ -58,39 +58,65 @@ def check_benchmark(layout: "Layout", bench_name: str) -> None:
     """A command for benchmark `bench_name` in this run: refused if the run holds another."""
     record = read_run(layout)
     if record and record["benchmark"] != bench_name:
-        raise UserError(f"run {layout.run!r} holds results of benchmark "
-                        f"{record['benchmark']!r} ({record['benchmark_file']}), not "
-                        f"{bench_name!r}: choose another run name (run=NAME)", field="run")
+        raise UserError(
+            f"run {layout.run!r} holds results of benchmark "
+            f"{record['benchmark']!r} ({record['benchmark_file']}), not "
+            f"{bench_name!r}: choose another run name (run=NAME)",
+            field="run",
+        )
 
 
-def bind_run(layout: "Layout", bench: "Benchmark", tasks: Iterable["Task"], modes: Iterable[str],
-             instances: Iterable[str] | None = None, limit: int | None = None,
-             predictions: str | None = None, *, selects: bool = True) -> RunJson:
+def bind_run(
+    layout: "Layout",
+    bench: "Benchmark",
+    tasks: Iterable["Task"],
+    modes: Iterable[str],
+    instances: Iterable[str] | None = None,
+    limit: int | None = None,
+    predictions: str | None = None,
+    *,
+    selects: bool = True,
+) -> RunJson:
     """Record that this command runs `tasks` (and `modes`) of `bench` in the run; return the
     record. selects=False (a task named directly): only the run's benchmark is recorded, and
     its selection, tasks and modes stay. Raises UserError when the run belongs to another
     benchmark."""
     check_benchmark(layout, bench.name)
-    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    record = read_run(layout) or cast(RunJson, {     # a new run's: the rest follows below
-        "schema_version": SCHEMA_VERSION, "run": layout.run, "benchmark": bench.name,
-        "benchmark_file": os.path.relpath(bench.path, layout.root), "created": now,
-        "selections": [], "task_ids": [], "modes": []})
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    record = read_run(layout) or cast(
+        RunJson,
+        {  # a new run's: the rest follows below
+            "schema_version": SCHEMA_VERSION,
+            "run": layout.run,
+            "benchmark": bench.name,
+            "benchmark_file": os.path.relpath(bench.path, layout.root),
+            "created": now,
+            "selections": [],
+            "task_ids": [],
+            "modes": [],
+        },
+    )
     before = dict(record)
-    record.update({"benchmark_sha256": bench.digest, "benchmark_version": bench.version,
-                   "harness_version": __version__})
+    record.update(
+        {
+            "benchmark_sha256": bench.digest,
+            "benchmark_version": bench.version,
+            "harness_version": __version__,
+        }
+    )
     if selects:
-        selection: Selection = {"instances": list(instances) if instances else None,
-                                "limit": limit}
+        selection: Selection = {"instances": list(instances) if instances else None, "limit": limit}
         if predictions:
             selection["predictions"] = os.path.basename(predictions)
         chosen = set(record["task_ids"]) | {t.instance_id for t in tasks}
-        record.update({
-            "selections": record["selections"] + (
-                [selection] if selection not in record["selections"] else []),
-            "task_ids": [t.instance_id for t in bench.tasks if t.instance_id in chosen],
-            "modes": sorted(set(record["modes"]) | set(modes)),
-        })
+        record.update(
+            {
+                "selections": record["selections"]
+                + ([selection] if selection not in record["selections"] else []),
+                "task_ids": [t.instance_id for t in bench.tasks if t.instance_id in chosen],
+                "modes": sorted(set(record["modes"]) | set(modes)),
+            }
+        )
     if record != before:
         record["updated"] = now
         jsonio.write_json(layout.run_json, record)

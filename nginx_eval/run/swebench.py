@@ -35,11 +35,21 @@ from pathlib import Path
 
 from ..core.errors import UserError
 
-NGINX, SWEBENCH = "nginx", "swebench"      # Benchmark.kind
+NGINX, SWEBENCH = "nginx", "swebench"  # Benchmark.kind
 # Prompt templates and slash commands of SWE-bench tasks, under the templates directory.
 TEMPLATES = "swebench"
-REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "version", "FAIL_TO_PASS",
-            "PASS_TO_PASS", "patch", "test_patch", "environment_setup_commit")
+REQUIRED = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "version",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "patch",
+    "test_patch",
+    "environment_setup_commit",
+)
 OPTIONAL = ("created_at",)
 LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 DEFAULT_DATASET = {"name": "SWE-bench/SWE-bench_Verified", "split": "test"}
@@ -57,8 +67,8 @@ class SweTask:
     version: str
     fail_to_pass: tuple
     pass_to_pass: tuple
-    patch: str = field(repr=False)              # gold: never the agent's
-    test_patch: str = field(repr=False)         # the harness's: never the agent's
+    patch: str = field(repr=False)  # gold: never the agent's
+    test_patch: str = field(repr=False)  # the harness's: never the agent's
     environment_setup_commit: str = ""
     created_at: str = ""
 
@@ -68,7 +78,7 @@ class SweTask:
     # commit (the gold patch is the row's), no test repository, files, flags or audit.
     fix_commit = test_commit = ""
     test_files = configure_flags = authored = ()
-    tests = "swe-bench"         # the report's split by test source: the dataset's tests
+    tests = "swe-bench"  # the report's split by test source: the dataset's tests
     audit = None
 
     @property
@@ -85,8 +95,12 @@ class SweTask:
         return self.created_at[:10]
 
     def to_json(self) -> dict:
-        return {"instance_id": self.instance_id, "repo": self.repo,
-                "base_commit": self.base_commit, "version": self.version}
+        return {
+            "instance_id": self.instance_id,
+            "repo": self.repo,
+            "base_commit": self.base_commit,
+            "version": self.version,
+        }
 
 
 def _list_field(raw, name, where):
@@ -96,8 +110,7 @@ def _list_field(raw, name, where):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise UserError("must be a list of test names (or its JSON text)", **where,
-                            field=name)
+            raise UserError("must be a list of test names (or its JSON text)", **where, field=name)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UserError("must be a list of test names", **where, field=name)
     return value
@@ -115,16 +128,18 @@ def check_row(raw: dict, where: dict) -> dict:
         if name not in raw or raw[name] is None:
             raise UserError("is missing", **where, field=name)
         if name not in LISTS and not isinstance(raw[name], str):
-            raise UserError(f"must be a string, got {type(raw[name]).__name__}", **where,
-                            field=name)
+            raise UserError(
+                f"must be a string, got {type(raw[name]).__name__}", **where, field=name
+            )
     if not INSTANCE_ID.match(str(iid)):
         raise UserError("must match [A-Za-z0-9_.-]+", **where, field="instance_id")
     if not REPO.match(raw["repo"]):
         raise UserError(f"must be owner/name, got {raw['repo']!r}", **where, field="repo")
     for name in ("base_commit", "environment_setup_commit"):
         if not HEX40.match(raw[name]):
-            raise UserError(f"must be a full 40-hex commit hash, got {raw[name]!r}", **where,
-                            field=name)
+            raise UserError(
+                f"must be a full 40-hex commit hash, got {raw[name]!r}", **where, field=name
+            )
     if not raw["problem_statement"].strip():
         raise UserError("must not be empty", **where, field="problem_statement")
     row = {name: raw[name] for name in REQUIRED}
@@ -142,24 +157,33 @@ def parse_task(raw: dict, path: Path, index: int) -> SweTask:
     row = check_row(raw, {"file": path, "task": f"#{index}"})
     unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
     if unknown:
-        raise UserError(f"unknown field(s) {', '.join(sorted(unknown))}", file=path,
-                        task=row["instance_id"])
+        raise UserError(
+            f"unknown field(s) {', '.join(sorted(unknown))}", file=path, task=row["instance_id"]
+        )
     return SweTask(
-        instance_id=row["instance_id"], repo=row["repo"], base_commit=row["base_commit"],
-        problem_statement=row["problem_statement"], version=row["version"],
-        fail_to_pass=tuple(row["FAIL_TO_PASS"]), pass_to_pass=tuple(row["PASS_TO_PASS"]),
-        patch=row["patch"], test_patch=row["test_patch"],
+        instance_id=row["instance_id"],
+        repo=row["repo"],
+        base_commit=row["base_commit"],
+        problem_statement=row["problem_statement"],
+        version=row["version"],
+        fail_to_pass=tuple(row["FAIL_TO_PASS"]),
+        pass_to_pass=tuple(row["PASS_TO_PASS"]),
+        patch=row["patch"],
+        test_patch=row["test_patch"],
         environment_setup_commit=row["environment_setup_commit"],
-        created_at=row.get("created_at", ""))
+        created_at=row.get("created_at", ""),
+    )
 
 
 def dataset_of(data: dict, path: Path) -> dict:
     """The file's "dataset" ({"name", "split"}: what the official harness grades against)."""
     dataset = data.get("dataset", DEFAULT_DATASET)
-    if (not isinstance(dataset, dict) or set(dataset) != {"name", "split"}
-            or not all(isinstance(v, str) and v for v in dataset.values())):
-        raise UserError('must be {"name": <dataset>, "split": <split>}', file=path,
-                        field="dataset")
+    if (
+        not isinstance(dataset, dict)
+        or set(dataset) != {"name", "split"}
+        or not all(isinstance(v, str) and v for v in dataset.values())
+    ):
+        raise UserError('must be {"name": <dataset>, "split": <split>}', file=path, field="dataset")
     return dict(dataset)
 
 
@@ -173,17 +197,24 @@ def adapt_mode(mode, templates_dir: Path, modes_file: Path | None):
     folder = Path(templates_dir) / TEMPLATES
     for phase in mode.phases:
         if phase.prompt and not (folder / phase.prompt).is_file():
-            raise UserError(f"has no SWE-bench version of its prompt: {folder / phase.prompt} "
-                            f"is missing (the nginx prompts name nginx; a SWE-bench task gets "
-                            f"the prompts of {folder})", file=modes_file,
-                            item=f"mode {mode.name} phase {phase.name}", field="prompt")
+            raise UserError(
+                f"has no SWE-bench version of its prompt: {folder / phase.prompt} "
+                f"is missing (the nginx prompts name nginx; a SWE-bench task gets "
+                f"the prompts of {folder})",
+                file=modes_file,
+                item=f"mode {mode.name} phase {phase.name}",
+                field="prompt",
+            )
     commands = []
     for name, _ in mode.command_files:
         source = folder / "commands" / name
         if not source.is_file():
-            raise UserError(f"has no SWE-bench version of the command {name!r}: {source} is "
-                            "missing", file=modes_file, item=f"mode {mode.name}",
-                            field="commands")
+            raise UserError(
+                f"has no SWE-bench version of the command {name!r}: {source} is missing",
+                file=modes_file,
+                item=f"mode {mode.name}",
+                field="commands",
+            )
         commands.append((name, source.read_text(encoding="utf-8")))
     return replace(mode, tests="", command_files=tuple(commands))
 

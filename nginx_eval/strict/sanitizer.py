@@ -27,12 +27,31 @@ from pathlib import Path
 CC_OPT = "-fsanitize=address,undefined -fno-omit-frame-pointer -DNGX_DEBUG_PALLOC=1"
 LD_OPT = "-fsanitize=address,undefined"
 # Frames in nginx's allocators say where memory came from, not who lost it: skipped for leaks.
-ALLOCATORS = {"ngx_alloc", "ngx_calloc", "ngx_memalign", "ngx_palloc", "ngx_pnalloc",
-              "ngx_pcalloc", "ngx_palloc_small", "ngx_palloc_large", "ngx_palloc_block",
-              "ngx_create_pool", "ngx_array_create", "ngx_array_push", "ngx_array_push_n",
-              "ngx_list_create", "ngx_list_push", "ngx_create_temp_buf", "ngx_pstrdup",
-              "ngx_array_init", "ngx_list_init", "ngx_hash_init", "ngx_slab_alloc",
-              "ngx_slab_alloc_locked", "ngx_shm_alloc"}
+ALLOCATORS = {
+    "ngx_alloc",
+    "ngx_calloc",
+    "ngx_memalign",
+    "ngx_palloc",
+    "ngx_pnalloc",
+    "ngx_pcalloc",
+    "ngx_palloc_small",
+    "ngx_palloc_large",
+    "ngx_palloc_block",
+    "ngx_create_pool",
+    "ngx_array_create",
+    "ngx_array_push",
+    "ngx_array_push_n",
+    "ngx_list_create",
+    "ngx_list_push",
+    "ngx_create_temp_buf",
+    "ngx_pstrdup",
+    "ngx_array_init",
+    "ngx_list_init",
+    "ngx_hash_init",
+    "ngx_slab_alloc",
+    "ngx_slab_alloc_locked",
+    "ngx_shm_alloc",
+}
 
 ERROR_LINE = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer): ([\w-]+)")
 LEAK_LINE = re.compile(r"^(Direct|Indirect) leak of")
@@ -61,20 +80,22 @@ def sanitizer_flags(flags: Iterable[str]) -> list[str]:
 def environment(log_dir: str | Path) -> dict[str, str]:
     """The sanitizers' options for a test run whose reports go to `log_dir`. Errors do not stop
     the process (a worker that dies would change what the test sees next); leaks are checked."""
-    return {"ASAN_OPTIONS": f"log_path={log_dir}/asan:detect_leaks=1:halt_on_error=0:"
-                            f"abort_on_error=0",
-            "UBSAN_OPTIONS": f"log_path={log_dir}/ubsan:print_stacktrace=1:halt_on_error=0"}
+    return {
+        "ASAN_OPTIONS": f"log_path={log_dir}/asan:detect_leaks=1:halt_on_error=0:abort_on_error=0",
+        "UBSAN_OPTIONS": f"log_path={log_dir}/ubsan:print_stacktrace=1:halt_on_error=0",
+    }
 
 
 def _short(path: str) -> str:
-    return path[path.index("src/"):] if "src/" in path else path
+    return path[path.index("src/") :] if "src/" in path else path
 
 
 def _in_nginx(location: str) -> bool:
     """Whether a frame's location is nginx's code: a source file of its tree, or the binary
     itself when there is no line information (objs/nginx+0x...)."""
-    return ("/objs/nginx" in location or location.startswith("src/") or "/src/" in location) \
-        and "libsanitizer" not in location
+    return (
+        "/objs/nginx" in location or location.startswith("src/") or "/src/" in location
+    ) and "libsanitizer" not in location
 
 
 def _first_frame(lines: Sequence[str], skip: Collection[str] = ()) -> str | None:
@@ -93,13 +114,18 @@ def parse_report(text: str) -> list[Report]:
     for i, line in enumerate(lines):
         m = ERROR_LINE.search(line)
         if m and m.group(1) == "AddressSanitizer":
-            found.append(("AddressSanitizer", m.group(2), _first_frame(lines[i + 1:])))
+            found.append(("AddressSanitizer", m.group(2), _first_frame(lines[i + 1 :])))
         elif LEAK_LINE.match(line):
-            found.append(("LeakSanitizer", "leak", _first_frame(lines[i + 1:i + 40], ALLOCATORS)))
+            found.append(("LeakSanitizer", "leak", _first_frame(lines[i + 1 : i + 40], ALLOCATORS)))
         u = UBSAN_LINE.search(line)
         if u:
-            found.append(("UndefinedBehaviorSanitizer", u.group(3).strip(),
-                          f"{_short(u.group(1))}:{u.group(2)}"))
+            found.append(
+                (
+                    "UndefinedBehaviorSanitizer",
+                    u.group(3).strip(),
+                    f"{_short(u.group(1))}:{u.group(2)}",
+                )
+            )
     return found
 
 

@@ -46,8 +46,16 @@ from ..cluster import executor
 from ..core import gitcmd, jsonio, limits, stamps
 from ..core.locks import locked
 from ..core.procs import kill_leftovers
-from ..core.records import (BuildRecord, Finding, ProveRun, SanitizerPart, StrictBuilds,
-                            StrictJson, StrictJudgement, StrictSeconds)
+from ..core.records import (
+    BuildRecord,
+    Finding,
+    ProveRun,
+    SanitizerPart,
+    StrictBuilds,
+    StrictJson,
+    StrictJudgement,
+    StrictSeconds,
+)
 from ..core.stamps import TaskDict
 from ..core.tasknames import BUILD, PROVE, STRICT, task_name, tests_subtask, unit_name
 from ..patch import touched_paths
@@ -83,8 +91,9 @@ def named_assertions_pass(task: "Task", prove_record: Mapping[str, Any], tap_dir
         if not record or not record.get("tap"):
             return False
         fr = parse_tap(name, (tap_dir / record["tap"]).read_text(errors="replace"))
-        if file_problem(fr, record) or not all(fr.results.get(i) is True
-                                               for i in graded_in(task, name)):
+        if file_problem(fr, record) or not all(
+            fr.results.get(i) is True for i in graded_in(task, name)
+        ):
             return False
     return True
 
@@ -112,13 +121,28 @@ def _results(tap_dir: Path, name: str, record: ProveRun) -> dict[str, bool]:
     return {} if fr.tampered else {i: r for i, r in fr.results.items()}
 
 
-def candidate_runs(layout: "Layout", tree: Path, binary: Path, files: Sequence[str],
-                   task: "Task", out_dir: Path, token_file: str | Path) -> Runs:
+def candidate_runs(
+    layout: "Layout",
+    tree: Path,
+    binary: Path,
+    files: Sequence[str],
+    task: "Task",
+    out_dir: Path,
+    token_file: str | Path,
+) -> Runs:
     """[{file: {assertion id: passed}}] of RUNS runs of `files` against `binary`."""
     runs = []
     for n in range(1, RUNS + 1):
-        records = run_prove_files(layout, tree, binary, files, task.test_timeout, out_dir,
-                                  token_file=token_file, suffix=f".run{n}")
+        records = run_prove_files(
+            layout,
+            tree,
+            binary,
+            files,
+            task.test_timeout,
+            out_dir,
+            token_file=token_file,
+            suffix=f".run{n}",
+        )
         runs.append({f: _results(out_dir, f, rec) for f, rec in records.items()})
     return runs
 
@@ -127,8 +151,14 @@ def _env_id(tree: Path) -> str:
     return jsonio.digest(environment_inputs(tree))[:12]
 
 
-def reference_runs(layout: "Layout", key: str, tree: Path, files: Sequence[str], task: "Task",
-                   token_file: str | Path) -> Runs:
+def reference_runs(
+    layout: "Layout",
+    key: str,
+    tree: Path,
+    files: Sequence[str],
+    task: "Task",
+    token_file: str | Path,
+) -> Runs:
     """candidate_runs of the reference build `key`, kept in the cache and shared: a file's runs
     are made once per build, test commit and test environment."""
     out_dir = layout.strict_runs(key, task.tests_tree_id) / _env_id(tree)
@@ -138,10 +168,19 @@ def reference_runs(layout: "Layout", key: str, tree: Path, files: Sequence[str],
             kept = out_dir / f"{name}.json"
             records: list[ProveRun] = jsonio.read_json(kept)
             if not records:
-                records = [run_prove_files(layout, tree, binary_path(layout, key), [name],
-                                           task.test_timeout, out_dir, token_file=token_file,
-                                           suffix=f".run{n}")[name]
-                           for n in range(1, RUNS + 1)]
+                records = [
+                    run_prove_files(
+                        layout,
+                        tree,
+                        binary_path(layout, key),
+                        [name],
+                        task.test_timeout,
+                        out_dir,
+                        token_file=token_file,
+                        suffix=f".run{n}",
+                    )[name]
+                    for n in range(1, RUNS + 1)
+                ]
                 jsonio.write_json(kept, records)
             for n, rec in enumerate(records):
                 runs[n][name] = _results(out_dir, name, rec)
@@ -175,30 +214,51 @@ def _built(record: BuildRecord, what: str) -> Problem | None:
     return f"{what} does not build ({record['status']})", False
 
 
-def sanitizer_runs(layout: "Layout", tree: Path, key: str, files: Sequence[str], task: "Task",
-                   out_dir: Path,
-                   token_file: str | Path) -> list[tuple[str, str, str | None, Path, str]]:
+def sanitizer_runs(
+    layout: "Layout",
+    tree: Path,
+    key: str,
+    files: Sequence[str],
+    task: "Task",
+    out_dir: Path,
+    token_file: str | Path,
+) -> list[tuple[str, str, str | None, Path, str]]:
     """[(tool, kind, frame, report path, test file)] of one run of each file under the
     sanitizer build `key`, reports under out_dir/<file>/."""
     found = []
     for name in files:
         log_dir = out_dir / name
         if log_dir.is_dir() and (log_dir / "done").exists():
-            pass                        # a reference's runs, kept
+            pass  # a reference's runs, kept
         else:
             log_dir.mkdir(parents=True, exist_ok=True)
             for old in log_dir.glob("*san.*"):
                 old.unlink()
-            run_prove_files(layout, tree, binary_path(layout, key), [name], task.test_timeout,
-                            log_dir, token_file=token_file, extra_env=sanitizer.environment(log_dir))
+            run_prove_files(
+                layout,
+                tree,
+                binary_path(layout, key),
+                [name],
+                task.test_timeout,
+                log_dir,
+                token_file=token_file,
+                extra_env=sanitizer.environment(log_dir),
+            )
             (log_dir / "done").write_text("")
         found += [(*r, name) for r in sanitizer.reports(log_dir)]
     return found
 
 
-def sanitizer_part(layout: "Layout", task: "Task", patch: bytes, ref_patch: bytes,
-                   files: list[str], out_dir: Path, tree: Path, token_file: str | Path
-                   ) -> tuple[list[Finding], int, SanitizerPart, Problem | None]:
+def sanitizer_part(
+    layout: "Layout",
+    task: "Task",
+    patch: bytes,
+    ref_patch: bytes,
+    files: list[str],
+    out_dir: Path,
+    tree: Path,
+    token_file: str | Path,
+) -> tuple[list[Finding], int, SanitizerPart, Problem | None]:
     """(findings, reference report count, record, problem): the sanitizer half (see above)."""
     bare, flags = layout.bare_repo(task.repo), sanitizer.sanitizer_flags(task.configure_flags)
     cand = ensure_build(layout, bare, task.base_commit, flags, patch)
@@ -220,32 +280,50 @@ def sanitizer_part(layout: "Layout", task: "Task", patch: bytes, ref_patch: byte
         sig = sanitizer.signature(tool, kind, frame)
         if sig in known:
             continue
-        finding = findings.setdefault(sig, {
-            "tool": tool, "kind": kind, "frame": frame, "file": name, "files": [],
-            "report": str(path.relative_to(out_dir.parent.parent))})
+        finding = findings.setdefault(
+            sig,
+            {
+                "tool": tool,
+                "kind": kind,
+                "frame": frame,
+                "file": name,
+                "files": [],
+                "report": str(path.relative_to(out_dir.parent.parent)),
+            },
+        )
         if name not in finding["files"]:
             finding["files"].append(name)
     return list(findings.values()), len(reference), record, None
 
 
-def judge(layout: "Layout", mode_name: str, mode_kind: str, task: "Task", build: BuildRecord,
-          cap: int, out_dir: Path, token_file: str | Path) -> StrictJudgement:
+def judge(
+    layout: "Layout",
+    mode_name: str,
+    mode_kind: str,
+    task: "Task",
+    build: BuildRecord,
+    cap: int,
+    out_dir: Path,
+    token_file: str | Path,
+) -> StrictJudgement:
     """strict.json's fields for a patch whose named assertions pass (see the module docstring)."""
-    clock = limits.Stopwatch()      # the stage's own time: not its waits for build/prove slots
+    clock = limits.Stopwatch()  # the stage's own time: not its waits for build/prove slots
     label, ref_patch = reference_patch(layout, mode_kind, task)
     bare = layout.bare_repo(task.repo)
     ref = ensure_build(layout, bare, task.base_commit, task.configure_flags, ref_patch)
     fields: StrictBuilds = {"reference": label, "reference_key": ref["key"], "key": build["key"]}
     problem = _built(ref, f"the {label} build") or (
-        verify_build(layout, build) and (f"the candidate's build changed: "
-                                         f"{verify_build(layout, build)}", True))
+        verify_build(layout, build)
+        and (f"the candidate's build changed: {verify_build(layout, build)}", True)
+    )
     if problem:
         return {**fields, "strict": None, "reason": problem[0], "retry": problem[1]}
     tree, _ = task_tests_tree(layout, task)
     patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
     files = regression_files(task, tree, patch, cap)
-    candidate = candidate_runs(layout, tree, binary_path(layout, build["key"]), files, task,
-                               out_dir, token_file)
+    candidate = candidate_runs(
+        layout, tree, binary_path(layout, build["key"]), files, task, out_dir, token_file
+    )
     reference = reference_runs(layout, ref["key"], tree, files, task, token_file)
     regressions, unstable, flaky = compare(candidate, reference)
     gold_only = []
@@ -260,40 +338,75 @@ def judge(layout: "Layout", mode_name: str, mode_kind: str, task: "Task", build:
             regressions = [i for i in regressions if i in passes_without]
     middle = clock.seconds()
     findings, ref_reports, san, problem = sanitizer_part(
-        layout, task, patch, ref_patch, list(task.test_files) + files, out_dir / "san", tree,
-        token_file)
+        layout,
+        task,
+        patch,
+        ref_patch,
+        list(task.test_files) + files,
+        out_dir / "san",
+        tree,
+        token_file,
+    )
     end = clock.seconds()
-    seconds: StrictSeconds = {"regressions": round(middle, 3),
-                              "sanitizer": round(end - middle, 3), "total": round(end, 3)}
+    seconds: StrictSeconds = {
+        "regressions": round(middle, 3),
+        "sanitizer": round(end - middle, 3),
+        "total": round(end, 3),
+    }
     verdict: StrictJudgement = {
-        **fields, "strict": None, "reason": "", "retry": False, "files": files, "runs": RUNS,
-        "regressions": regressions, "reference_not_passing": unstable, "candidate_flaky": flaky,
-        "gold_only": gold_only, "sanitizer": san, "sanitizer_findings": findings,
-        "reference_reports": ref_reports, "seconds": seconds}
+        **fields,
+        "strict": None,
+        "reason": "",
+        "retry": False,
+        "files": files,
+        "runs": RUNS,
+        "regressions": regressions,
+        "reference_not_passing": unstable,
+        "candidate_flaky": flaky,
+        "gold_only": gold_only,
+        "sanitizer": san,
+        "sanitizer_findings": findings,
+        "reference_reports": ref_reports,
+        "seconds": seconds,
+    }
     if problem and not regressions:
         return {**verdict, "strict": None, "reason": problem[0], "retry": problem[1]}
     why = []
     if regressions:
         why.append(f"{len(regressions)} regression(s): {', '.join(regressions[:3])}")
     if findings:
-        why.append(f"{len(findings)} sanitizer finding(s): " + ", ".join(
-            f"{f['tool']} {f['kind']} in {f['frame']} ({f['file']})" for f in findings[:3]))
+        why.append(
+            f"{len(findings)} sanitizer finding(s): "
+            + ", ".join(
+                f"{f['tool']} {f['kind']} in {f['frame']} ({f['file']})" for f in findings[:3]
+            )
+        )
     return {**verdict, "strict": not why, "reason": "; ".join(why), "retry": False}
 
 
-def strict_unit(layout: "Layout", mode_name: str, mode_kind: str, task: "Task", inputs: str,
-                cap: int) -> None:
+def strict_unit(
+    layout: "Layout", mode_name: str, mode_kind: str, task: "Task", inputs: str, cap: int
+) -> None:
     """The unit's strict.json and strict/ (executor.py)."""
     iid = task.instance_id
     out_dir = layout.strict_dir(mode_name, iid)
     token_file = layout.running_token(mode_name, iid, STRICT)
     kill_leftovers(token_file)
-    record: StrictJson = {"inputs": inputs, "strict": False, "reason": "", "retry": False,
-                          "sanitizer_findings": [], "regressions": []}
+    record: StrictJson = {
+        "inputs": inputs,
+        "strict": False,
+        "reason": "",
+        "retry": False,
+        "sanitizer_findings": [],
+        "regressions": [],
+    }
     build: BuildRecord | None = jsonio.read_json(layout.build_json(mode_name, iid))
     prove = jsonio.read_json(layout.prove_json(mode_name, iid)) or {}
-    if not build or build.get("status") != "built" or not named_assertions_pass(
-            task, prove, layout.tap_dir(mode_name, iid)):
+    if (
+        not build
+        or build.get("status") != "built"
+        or not named_assertions_pass(task, prove, layout.tap_dir(mode_name, iid))
+    ):
         record["reason"] = "the named assertions do not all pass"
     else:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -301,16 +414,35 @@ def strict_unit(layout: "Layout", mode_name: str, mode_kind: str, task: "Task", 
     jsonio.write_json(layout.strict_json(mode_name, iid), record)
 
 
-def strict_task(layout: "Layout", mode_name: str, mode_kind: str, task: "Task",
-                config: dict[str, Any], files: list[str]) -> None:
+def strict_task(
+    layout: "Layout",
+    mode_name: str,
+    mode_kind: str,
+    task: "Task",
+    config: dict[str, Any],
+    files: list[str],
+) -> None:
     inputs = stamps.inputs_digest(config, files)
-    executor.run("prove", strict_unit, layout, mode_name, task.instance_id,
-                 [mode_name, mode_kind, task, inputs, config["files_cap"]],
-                 ship_in=["build.json", "prove.json", "tap/", "model.patch"],
-                 ship_out=["strict.json", "strict/"],
-                 repos=[(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]],
-                                     task.fix_commit: [[task.instance_id, "fix_commit"]]}),
-                        (task.test_repo, {task.test_commit: [[task.instance_id, "test_commit"]]})])
+    executor.run(
+        "prove",
+        strict_unit,
+        layout,
+        mode_name,
+        task.instance_id,
+        [mode_name, mode_kind, task, inputs, config["files_cap"]],
+        ship_in=["build.json", "prove.json", "tap/", "model.patch"],
+        ship_out=["strict.json", "strict/"],
+        repos=[
+            (
+                task.repo,
+                {
+                    task.base_commit: [[task.instance_id, "base_commit"]],
+                    task.fix_commit: [[task.instance_id, "fix_commit"]],
+                },
+            ),
+            (task.test_repo, {task.test_commit: [[task.instance_id, "test_commit"]]}),
+        ],
+    )
 
 
 def judged(layout: "Layout", mode_name: str, iid: str) -> bool:
@@ -330,13 +462,21 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
             continue
         name = unit_name(bench, mode, task)
         iid = task.instance_id
-        config = {"files_cap": ctx.options.strict_files or DEFAULT_FILES, "runs": RUNS,
-                  "fix": task.fix_commit, "cc_opt": sanitizer.CC_OPT}
+        config = {
+            "files_cap": ctx.options.strict_files or DEFAULT_FILES,
+            "runs": RUNS,
+            "fix": task.fix_commit,
+            "cc_opt": sanitizer.CC_OPT,
+        }
         yield stamps.stage_task(
-            basename=STRICT, name=name,
+            basename=STRICT,
+            name=name,
             doc=f"regression files and sanitizer build for the {mode.name} patch of {iid}",
-            action=strict_task, args=[ctx.layout, mode.name, mode.kind, task], config=config,
+            action=strict_task,
+            args=[ctx.layout, mode.name, mode.kind, task],
+            config=config,
             files=[ctx.layout.prove_json(mode.name, iid), ctx.layout.build_json(mode.name, iid)],
             task_dep=[task_name(PROVE, name), task_name(BUILD, name)],
             targets=[ctx.layout.strict_json(mode.name, iid)],
-            also_current=[(judged, [ctx.layout, mode.name, iid])])
+            also_current=[(judged, [ctx.layout, mode.name, iid])],
+        )

@@ -52,8 +52,13 @@ RUN_ID_PREFIX = "nginx-eval"
 DIGEST_CHARS = 12
 OUR_RUN_ID = re.compile(r"^%s\..+\.([0-9a-f]{%d})$" % (RUN_ID_PREFIX, DIGEST_CHARS))
 # The id lists a report must have (make_run_report writes them all, every version).
-REPORT_ID_FIELDS = ("submitted_ids", "resolved_ids", "unresolved_ids", "empty_patch_ids",
-                    "error_ids")
+REPORT_ID_FIELDS = (
+    "submitted_ids",
+    "resolved_ids",
+    "unresolved_ids",
+    "empty_patch_ids",
+    "error_ids",
+)
 # Verdicts of one instance (verdicts()).
 RESOLVED, UNRESOLVED, EMPTY_PATCH, ERROR = "resolved", "unresolved", "empty_patch", "error"
 
@@ -94,13 +99,32 @@ def default_workers() -> int:
     return max(1, (os.cpu_count() or 1) * 3 // 4)
 
 
-def grading_command(dataset: dict, predictions: Path, rid: str, report_dir: Path,
-                    workers: int, python: str = "python") -> list[str]:
+def grading_command(
+    dataset: dict,
+    predictions: Path,
+    rid: str,
+    report_dir: Path,
+    workers: int,
+    python: str = "python",
+) -> list[str]:
     """The words of the command that grades `predictions` (see the module docstring)."""
-    return [python, "-m", MODULE, "--dataset_name", dataset["name"], "--split",
-            dataset["split"], "--predictions_path", str(Path(predictions).resolve()),
-            "--max_workers", str(workers), "--run_id", rid, "--report_dir",
-            str(Path(report_dir).resolve())]
+    return [
+        python,
+        "-m",
+        MODULE,
+        "--dataset_name",
+        dataset["name"],
+        "--split",
+        dataset["split"],
+        "--predictions_path",
+        str(Path(predictions).resolve()),
+        "--max_workers",
+        str(workers),
+        "--run_id",
+        rid,
+        "--report_dir",
+        str(Path(report_dir).resolve()),
+    ]
 
 
 def command_line(words: list[str]) -> str:
@@ -118,8 +142,11 @@ def reports_of(report_dir, model_name: str) -> list[tuple[Path, str]]:
     folder = Path(report_dir)
     if not folder.is_dir():
         return []
-    return [(p, p.name[len(prefix):-len(".json")]) for p in sorted(folder.glob("*.json"))
-            if p.name.startswith(prefix) and len(p.name) > len(prefix) + len(".json")]
+    return [
+        (p, p.name[len(prefix) : -len(".json")])
+        for p in sorted(folder.glob("*.json"))
+        if p.name.startswith(prefix) and len(p.name) > len(prefix) + len(".json")
+    ]
 
 
 def digest_of_run_id(rid: str) -> str | None:
@@ -139,8 +166,9 @@ def read_report(path) -> dict:
     for name in REPORT_ID_FIELDS:
         ids = report.get(name)
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise ValueError(f"no list of ids {name!r}: not a report of "
-                             f"swebench.harness.run_evaluation")
+            raise ValueError(
+                f"no list of ids {name!r}: not a report of swebench.harness.run_evaluation"
+            )
     return report
 
 
@@ -149,8 +177,12 @@ def verdicts(report: dict) -> dict[str, str]:
     An id in two lists takes the first of error, empty patch, resolved, unresolved (the
     harness never writes one twice; a hand-edited report may)."""
     out = {}
-    for name, verdict in (("unresolved_ids", UNRESOLVED), ("resolved_ids", RESOLVED),
-                          ("empty_patch_ids", EMPTY_PATCH), ("error_ids", ERROR)):
+    for name, verdict in (
+        ("unresolved_ids", UNRESOLVED),
+        ("resolved_ids", RESOLVED),
+        ("empty_patch_ids", EMPTY_PATCH),
+        ("error_ids", ERROR),
+    ):
         for iid in report.get(name) or []:
             out[iid] = verdict
     return out
@@ -172,8 +204,9 @@ def choose_report(found: list[tuple[Path, str]], digest: str, predictions_mtime:
     for path, rid in found:
         theirs = digest_of_run_id(rid)
         if theirs is not None and theirs != digest:
-            stale.append((path, f"its run id {rid} names other predictions than the current "
-                                f"ones ({digest})"))
+            stale.append(
+                (path, f"its run id {rid} names other predictions than the current ones ({digest})")
+            )
         elif theirs is None and path.stat().st_mtime < predictions_mtime:
             stale.append((path, "it is older than the predictions file"))
         else:

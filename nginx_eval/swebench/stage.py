@@ -30,25 +30,34 @@ from doit.tools import config_changed
 from ..core import jsonio
 from ..core.console import say, say_to_the_run
 from ..core.errors import UserError, failing_on_user_error
+from ..core.layout import Layout
 from ..core.outcomes import CONTAMINATED, UNFINISHED_AGENT
 from ..core.tasknames import AGENT, PATCH, RESULTS, results_subtask, task_name, unit_name
-from ..core.layout import Layout
 from ..results import model_name, prediction, unit_fields
 from ..run.benchmark import Benchmark
 from ..run.modes import Mode
 from ..run.swebench import SweTask
 from . import harness
 
-GRADE_SUBTASK = "grade"     # <bench>:grade
+GRADE_SUBTASK = "grade"  # <bench>:grade
 
 
 def result_row(layout: Layout, mode: Mode, task: SweTask, version: str | None = None) -> dict:
     """The results.jsonl row of a SWE-bench unit (module docstring); version: the task file's,
     which the row is written under (there is no grade.json to stamp it)."""
-    row = dict(unit_fields(layout, mode, task.instance_id), status=None, resolved=None,
-               graded_by="swebench")
-    unscored = (row["agent_status"] if row["agent_status"] in UNFINISHED_AGENT else
-                CONTAMINATED if row["contaminated"] else None)
+    row = dict(
+        unit_fields(layout, mode, task.instance_id),
+        status=None,
+        resolved=None,
+        graded_by="swebench",
+    )
+    unscored = (
+        row["agent_status"]
+        if row["agent_status"] in UNFINISHED_AGENT
+        else CONTAMINATED
+        if row["contaminated"]
+        else None
+    )
     return dict(row, outcome=unscored, benchmark_version=version)
 
 
@@ -67,18 +76,22 @@ def command_for(layout: Layout, bench: Benchmark, mode: str, python: str = "pyth
     """The command that grades the predictions of mode `mode` as they are now (harness.py)."""
     path = layout.predictions_jsonl(mode)
     rid = harness.run_id(layout.run, mode, harness.predictions_digest(path))
-    return harness.grading_command(bench.dataset, path, rid, layout.evaluation_dir,
-                                   harness.default_workers(), python)
+    return harness.grading_command(
+        bench.dataset, path, rid, layout.evaluation_dir, harness.default_workers(), python
+    )
 
 
 def write_summary(layout: Layout, mode: Mode, bench: Benchmark) -> None:
     """results.jsonl and predictions.jsonl of a SWE-bench mode, from the per-task files of every
     task it has a patch for in the run; then the line of the command that grades them."""
-    rows = [result_row(layout, mode, t, bench.version) for t in bench.tasks
-            if mode.covers(t.instance_id) and layout.patch_json(mode.name, t.instance_id).exists()]
+    rows = [
+        result_row(layout, mode, t, bench.version)
+        for t in bench.tasks
+        if mode.covers(t.instance_id) and layout.patch_json(mode.name, t.instance_id).exists()
+    ]
     preds = predictions_of(layout, mode, bench.tasks)
     problems = harness.prediction_problems(preds)
-    if problems:        # our own rows: a bug here, not the user's
+    if problems:  # our own rows: a bug here, not the user's
         raise RuntimeError(f"predictions of {mode.name} the harness would refuse: {problems[0]}")
     jsonio.write_jsonl(layout.results_jsonl(mode.name), rows)
     path = layout.predictions_jsonl(mode.name)
@@ -87,9 +100,11 @@ def write_summary(layout: Layout, mode: Mode, bench: Benchmark) -> None:
     # predictions it graded (harness.choose_report).
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         jsonio.write_text(path, text)
-    say_to_the_run(f"{bench.name}:{mode.name}: {len(preds)} prediction(s) in {path}; grade "
-                   f"them where Docker is: "
-                   f"{harness.command_line(command_for(layout, bench, mode.name))}")
+    say_to_the_run(
+        f"{bench.name}:{mode.name}: {len(preds)} prediction(s) in {path}; grade "
+        f"them where Docker is: "
+        f"{harness.command_line(command_for(layout, bench, mode.name))}"
+    )
 
 
 def results_tasks(ctx):
@@ -103,15 +118,27 @@ def results_tasks(ctx):
                 files.append(str(ctx.layout.agent_json(mode.name, t.instance_id)))
                 deps.append(task_name(AGENT, unit))
         yield {
-            "basename": RESULTS, "name": results_subtask(bench.name, mode.name),
+            "basename": RESULTS,
+            "name": results_subtask(bench.name, mode.name),
             "doc": f"results.jsonl and predictions.jsonl of {mode.name} (SWE-bench)",
             "actions": [(write_summary, [ctx.layout, mode, bench])],
-            "file_dep": files, "task_dep": deps, "verbosity": 2,
-            "targets": [str(ctx.layout.results_jsonl(mode.name)),
-                        str(ctx.layout.predictions_jsonl(mode.name))],
-            "uptodate": [config_changed({"tasks": [t.instance_id for t in tasks],
-                                         "model": model_name(mode), "kind": bench.kind,
-                                         "version": bench.version})],
+            "file_dep": files,
+            "task_dep": deps,
+            "verbosity": 2,
+            "targets": [
+                str(ctx.layout.results_jsonl(mode.name)),
+                str(ctx.layout.predictions_jsonl(mode.name)),
+            ],
+            "uptodate": [
+                config_changed(
+                    {
+                        "tasks": [t.instance_id for t in tasks],
+                        "model": model_name(mode),
+                        "kind": bench.kind,
+                        "version": bench.version,
+                    }
+                )
+            ],
         }
 
 
@@ -124,10 +151,11 @@ def docker_problem(environ: dict | None = None) -> str | None:
         return "no Docker engine (DOCKER_HOST is unset and /var/run/docker.sock does not exist)"
     try:
         import docker
+
         docker.from_env(timeout=5).ping()
     except ImportError:
         return "the Python package docker is not installed (pip install docker)"
-    except Exception as e:      # the engine, not us: say what it said
+    except Exception as e:  # the engine, not us: say what it said
         return f"the Docker engine at {host or '/var/run/docker.sock'} does not answer ({e})"
     return None
 
@@ -136,8 +164,7 @@ def grading_problem(environ: dict | None = None) -> str | None:
     """Why this machine cannot run the official harness, or None: the swebench package (in this
     Python) and a Docker engine."""
     if importlib.util.find_spec("swebench") is None:
-        return (f"the swebench package is not installed in {sys.executable} "
-                "(pip install swebench)")
+        return f"the swebench package is not installed in {sys.executable} (pip install swebench)"
     return docker_problem(environ)
 
 
@@ -148,8 +175,9 @@ def graded(layout: Layout, bench: Benchmark, modes: list) -> bool:
         if not path.exists():
             return False
         found = harness.reports_of(layout.evaluation_dir, model_name(mode))
-        chosen, _, _ = harness.choose_report(found, harness.predictions_digest(path),
-                                             path.stat().st_mtime)
+        chosen, _, _ = harness.choose_report(
+            found, harness.predictions_digest(path), path.stat().st_mtime
+        )
         if chosen is None:
             return False
     return True
@@ -166,8 +194,10 @@ def grade_modes(layout: Layout, bench: Benchmark, modes: list) -> None:
         say(f"{bench.name}:{mode.name}: {harness.command_line(words)}")
         done = subprocess.run(words, cwd=layout.evaluation_dir)
         if done.returncode != 0:
-            raise UserError(f"the official harness exited with {done.returncode} for mode "
-                            f"{mode.name} (its logs: {layout.evaluation_dir / 'logs'})")
+            raise UserError(
+                f"the official harness exited with {done.returncode} for mode "
+                f"{mode.name} (its logs: {layout.evaluation_dir / 'logs'})"
+            )
 
 
 def grade_task(ctx):
@@ -175,13 +205,18 @@ def grade_task(ctx):
     modes = [m for m in ctx.group_mode_list()]
     if grading_problem() is not None:
         return
-    yield {"basename": ctx.benchmark.name, "name": GRADE_SUBTASK,
-           "doc": f"grade {ctx.benchmark.name}'s predictions with the official SWE-bench "
-                  "harness (Docker)",
-           "actions": [(failing_on_user_error, [grade_modes, ctx.layout, ctx.benchmark, modes])],
-           "task_dep": [task_name(RESULTS, results_subtask(ctx.benchmark.name, m.name))
-                        for m in modes],
-           "uptodate": [(graded, [ctx.layout, ctx.benchmark, modes])], "verbosity": 2}
+    yield {
+        "basename": ctx.benchmark.name,
+        "name": GRADE_SUBTASK,
+        "doc": f"grade {ctx.benchmark.name}'s predictions with the official SWE-bench "
+        "harness (Docker)",
+        "actions": [(failing_on_user_error, [grade_modes, ctx.layout, ctx.benchmark, modes])],
+        "task_dep": [
+            task_name(RESULTS, results_subtask(ctx.benchmark.name, m.name)) for m in modes
+        ],
+        "uptodate": [(graded, [ctx.layout, ctx.benchmark, modes])],
+        "verbosity": 2,
+    }
 
 
 def gen_tasks(ctx):

@@ -4,10 +4,10 @@ Task names (``doit list --all``; plain ``doit list`` shows only what users run f
 ``<bench>:<mode>``, ``<bench>``, ``<bench>:validate``, ``<bench>:lint`` (statements.py),
 ``report``, ``doctor``, see arrange_listing)::
 
-    repos:<owner>+<name>                 bare clone         (repositories.py)
+    repos:<owner>+<name>                 bare clone         (repositories/stage.py)
     tests:<commit12>                     nginx-tests tree   (prove/tree.py)
     workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
-    results:<bench>/<mode>               results.jsonl + predictions.jsonl (results.py; a
+    results:<bench>/<mode>               results.jsonl + predictions.jsonl (results/stage.py; a
                                          SWE-bench benchmark's: swebench/stage.py)
     <bench>:grade                        SWE-bench: the official harness, where Docker is
     report:markdown, <bench>:report      results/<run>/report.md (report/stage.py)
@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from doit.loader import generate_tasks
 from doit.task import Task
 
-from . import grade, patch, repositories, results, suite, workspace
 from .agent import stage as agent
 from .build import plan as buildplan
 from .build import stage as build
@@ -76,12 +75,16 @@ from .doitext.invocation import (
 )
 from .doitext.pruning import drop_settled, full_name
 from .doitext.slim import slim
+from .grade import stage as grade
+from .patch import stage as patch
 from .prove import stage as prove
 from .report import site as report_site
 from .report import stage as report
 from .report.compare import check_compare
 from .report.cross import check_cross
 from .report.records import modes_on_disk
+from .repositories import stage as repositories
+from .results import stage as results
 from .run.benchmark import Benchmark, load_benchmarks
 from .run.benchmark import Task as BenchmarkTask
 from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
@@ -89,7 +92,9 @@ from .run.options import Options
 from .run.record import read_run
 from .run.swebench import SWEBENCH, adapt_mode
 from .strict import stage as strict
+from .suite import stage as suite
 from .swebench import stage as swebench
+from .workspace import stage as workspace
 
 STAGES = (
     repositories,

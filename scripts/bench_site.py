@@ -34,11 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nginx_eval import results as summary  # noqa: E402
 from nginx_eval.core import jsonio  # noqa: E402
 from nginx_eval.core.layout import Layout  # noqa: E402
 from nginx_eval.report import site as report_site  # noqa: E402
 from nginx_eval.report import stage as report  # noqa: E402
+from nginx_eval.results import stage as summary  # noqa: E402
 from nginx_eval.run.benchmark import load_benchmark  # noqa: E402
 from nginx_eval.run.modes import load_modes  # noqa: E402
 from nginx_eval.run.record import bind_run  # noqa: E402

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nginx_eval.core.errors import UserError  # noqa: E402
 from nginx_eval.core.layout import SOURCE_ROOT, Layout  # noqa: E402
 from nginx_eval.run.benchmark import TEST_SOURCES, is_date, load_benchmark  # noqa: E402
-from nginx_eval.suite import already_standing  # noqa: E402
+from nginx_eval.suite.stage import already_standing  # noqa: E402
 
 TEMPLATE = SOURCE_ROOT / "templates" / "benchmark_card.md.j2"
 DEFAULT_CUTOFF = "2025-01-01"

@@ -1,5 +1,5 @@
 """What the real Claude Code CLI printed and wrote, captured against the Anthropic stand-in, for
-the unit tests of the modules that read it (claude_code.py, agent/transcript.py,
+the unit tests of the modules that read it (claude_code.py, transcript/files.py,
 trajectory.py): they are tested on real output only, never on JSON written by hand.
 
 ``Recorder(program, api, base).run(prompt, *flags)`` runs the CLI in a git workspace with its
@@ -19,7 +19,7 @@ import claude_cli
 from anthropic_standin import call, say
 from claude_cli import SONNET, TOOLS
 
-from nginx_eval.agent import transcript as ct
+from nginx_eval.transcript import files as ct
 
 
 def session_with_subagent(marker, sub_marker, last="All done."):

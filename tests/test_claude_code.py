@@ -1,4 +1,4 @@
-"""claude_code.py and agent/transcript.py on what the real Claude Code CLI printed and wrote
+"""claude_code.py and transcript/files.py on what the real Claude Code CLI printed and wrote
 against the Anthropic stand-in (tests/claude_captures.py): result JSON, costs, sessions,
 transcripts, slash commands and the status of a phase."""
 
@@ -12,8 +12,8 @@ from claude_captures import Recorder
 from claude_cli import SONNET, sonnet_cost, summed
 
 from nginx_eval.agent import claude_code as cc
-from nginx_eval.agent import transcript as ct
 from nginx_eval.core import outcomes
+from nginx_eval.transcript import files as ct
 
 NO_RETRIES = {"CLAUDE_CODE_MAX_RETRIES": "0"}
 SCRIPT = {

@@ -1,10 +1,10 @@
-"""grade.py: verdicts from what real `prove -v` printed (conftest.prove_v), with and without the
+"""grade/stage.py: verdicts from what real `prove -v` printed (conftest.prove_v), with and without the
 base build's reference run."""
 
 from dataclasses import dataclass
 
 from nginx_eval.core.outcomes import GRADE_STATUSES, UNFINISHED_AGENT
-from nginx_eval.grade import grade, strict_fields
+from nginx_eval.grade.stage import grade, strict_fields
 
 OK = {"exit_code": 0, "timed_out": False}
 FAILED = {"exit_code": 1, "timed_out": False}

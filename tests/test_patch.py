@@ -1,4 +1,4 @@
-"""Unit tests of patch.py on small real git repositories: what an agent's workspace diff leaves
+"""Unit tests of patch/stage.py on small real git repositories: what an agent's workspace diff leaves
 out, which paths a patch touches as `git apply -p1` reads it, and a patch's statistics."""
 
 import json
@@ -10,10 +10,16 @@ import pytest
 from nginx_eval.build.stage import touches_build_system
 from nginx_eval.core.gitcmd import isolated_env
 from nginx_eval.core.layout import Layout
-from nginx_eval.patch import patch_stats, take_patch, touched_paths, workspace_diff, write_patch
+from nginx_eval.patch.stage import (
+    patch_stats,
+    take_patch,
+    touched_paths,
+    workspace_diff,
+    write_patch,
+)
 from nginx_eval.run.benchmark import Task
 from nginx_eval.run.modes import Mode
-from nginx_eval.workspace import create_workspace, mark_agent_started
+from nginx_eval.workspace.stage import create_workspace, mark_agent_started
 
 REPO = "nginx/nginx"
 # An object file as make leaves it: not text, and bigger than any source change.

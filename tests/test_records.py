@@ -11,10 +11,10 @@ import pytest
 from conftest import SOURCE_ROOT, section, table_row
 from test_authored import authored_task
 
-from nginx_eval import results
 from nginx_eval.core import outcomes
 from nginx_eval.core.errors import UserError
 from nginx_eval.report import records as report_records
+from nginx_eval.results import stage as results
 from nginx_eval.run.modes import load_modes, parse_modes
 
 

@@ -270,7 +270,9 @@ def finish_differently(project, layout, tasks):
     """Give the fake agents' records a CLI version and a trajectory, turn UNFINISHED's into
     what an infra error and the budget leave, and run the stages after the agent on them
     (patch, grade, results: their own functions, on the files on disk)."""
-    from nginx_eval import grade, patch, results
+    from nginx_eval.grade import stage as grade
+    from nginx_eval.patch import stage as patch
+    from nginx_eval.results import stage as results
     from nginx_eval.run.modes import load_modes
 
     modes = load_modes(project.root / "modes.toml")
@@ -676,7 +678,7 @@ def test_a_mode_that_scored_no_task_has_no_rate(project):
 
 
 def write_rows(project, rows_by_mode, run=RUN):
-    """results.jsonl of each mode, as results.py writes its rows (the fields the report reads)."""
+    """results.jsonl of each mode, as results/stage.py writes its rows (the fields the report reads)."""
     for mode, rows in rows_by_mode.items():
         (project.results / run / mode).mkdir(parents=True, exist_ok=True)
         (project.results / run / mode / "results.jsonl").write_text(

@@ -1,4 +1,4 @@
-"""suite.py: the agent's nginx-tests tree as of the base commit (the last commit not after its
+"""suite/stage.py: the agent's nginx-tests tree as of the base commit (the last commit not after its
 committer date), extracted without .git, read-only, checked before use; and which tasks' graded
 assertions already stand in it (the benchmark card's count)."""
 
@@ -7,11 +7,11 @@ import os
 import fixture_repos
 import pytest
 
-from nginx_eval import suite
 from nginx_eval.core import gitcmd
 from nginx_eval.core.errors import UserError
 from nginx_eval.core.layout import Layout
 from nginx_eval.run.benchmark import Task
+from nginx_eval.suite import stage as suite
 
 LATER = "2099-01-01T00:00:00+0000"  # after every base commit of acme/tiny (made now)
 
@@ -185,7 +185,7 @@ def test_the_tree_is_an_agent_input_and_a_mode_without_tests_keeps_its_digest(tm
     from nginx_eval.core import jsonio
     from nginx_eval.core.layout import SOURCE_ROOT
     from nginx_eval.run.modes import parse_modes
-    from nginx_eval.workspace import workspace_inputs
+    from nginx_eval.workspace.stage import workspace_inputs
 
     layout, commits = cloned(tmp_path)
     task = tiny_task(commits)

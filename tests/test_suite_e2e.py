@@ -1,5 +1,5 @@
 """End to end: a mode with `tests = "base"` gives its agent nginx-tests as of the base commit
-(suite.py), named in its prompts, recorded in agent.json; in the sandbox, as a phase runs, a test
+(suite/stage.py), named in its prompts, recorded in agent.json; in the sandbox, as a phase runs, a test
 file of that tree runs green against the fixture program built there, and the tree cannot be
 written. Real doit, git, cc, make, prove and srt on the fixture repositories."""
 
@@ -11,11 +11,11 @@ import tempfile
 import fixture_repos
 from test_sandbox import needs_srt
 
-from nginx_eval import suite
 from nginx_eval.agent import sandbox
 from nginx_eval.core.layout import Layout
 from nginx_eval.run.benchmark import load_benchmark
-from nginx_eval.workspace import create_workspace
+from nginx_eval.suite import stage as suite
+from nginx_eval.workspace.stage import create_workspace
 
 LATER = "2099-01-01T00:00:00+0000"  # after every base commit of acme/tiny (made now)
 

@@ -1,4 +1,4 @@
-"""workspace.py: the mode's custom slash commands written where Claude Code reads a project's
+"""workspace/stage.py: the mode's custom slash commands written where Claude Code reads a project's
 commands (``.claude/commands/``), kept out of git's view and of the patch; and the shipped
 /fix-issue command run by the real CLI (tests/claude_cli.py) against the Anthropic stand-in."""
 
@@ -12,9 +12,9 @@ from anthropic_standin import call, say
 from test_patch import REPO, harness_workspace, write
 
 from nginx_eval.core.layout import SOURCE_ROOT
-from nginx_eval.patch import patch_stats, workspace_diff
+from nginx_eval.patch.stage import patch_stats, workspace_diff
 from nginx_eval.run.modes import load_modes
-from nginx_eval.workspace import install_commands
+from nginx_eval.workspace.stage import install_commands
 
 SHIPPED = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ..core.blocks import content_blocks, result_text
+from ..transcript.blocks import content_blocks, result_text
 
 DETAIL_CHARS = 200
 HASH_CHARS = 12

@@ -1,6 +1,6 @@
 """What the Claude Code CLI's outputs mean: its result JSON, the cost and tokens of a phase (from
 the result or its transcript), its sessions and slash commands, and the status of a phase that
-ran it. Where its transcripts are and how to read them is agent/transcript.py's.
+ran it. Where its transcripts are and how to read them is transcript/files.py's.
 
 Pure functions, except the few that read the CLI's own files (command files) or run
 ``<program> --version``. Every fact below was measured with the pinned CLI (2.1.330, the version
@@ -18,7 +18,7 @@ pins them, tests/test_claude_code.py runs these functions on what that CLI print
   also after an error), while ``usage`` is the call's own: a phase's figures are the difference
   from the previous phase of the same ``session_id``. ``--continue`` where no session exists
   silently starts a new one (exit 0): only the session id tells.
-- Transcripts (agent/transcript.py): one line per content block, each assistant line carrying
+- Transcripts (transcript/files.py): one line per content block, each assistant line carrying
   its message's ``usage`` (so messages are counted once, by id). A run that ends normally, or on
   SIGTERM, appends a ``cost-state`` line (``totalCostUSD``, ``modelUsage``: cumulative for the
   session too); SIGKILL leaves only the per-message usage. Killed, the CLI prints no JSON.
@@ -42,7 +42,7 @@ from typing import Any, TypedDict
 
 from ..core import jsonio
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, TIMEOUT
-from .transcript import command_ran
+from ..transcript.files import command_ran
 
 PROGRAM_NAMES = ("claude", "claude.exe")
 CONTINUE_FLAGS = ("--continue", "-c")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..core import jsonio
 from ..core.trees import remove_tree
-from .transcript import config_dir
+from ..transcript.files import config_dir
 
 CREDENTIALS = ".credentials.json"
 SETTINGS = "settings.json"

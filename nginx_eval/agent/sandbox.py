@@ -9,7 +9,7 @@ proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the 
   refused, each refusal a line of its debug log (blocked_connections reads them);
 - reads: the system (/usr, /etc, /opt, /bin, /lib...), the directories on PATH and those of the
   programs the phase starts, the agent's own paths below, and with a mode's ``tests = "base"``
-  its nginx-tests tree as of the base (suite.py, read-only); nothing else of the machine. The
+  its nginx-tests tree as of the base (suite/stage.py, read-only); nothing else of the machine. The
   harness's directories (cache with its bare clones, test trees, other workspaces and builds;
   the results; the project root; local mirrors) and the user's own Claude Code state
   (agent/home.user_state) are hidden even under a readable directory, but for the agent's tests
@@ -304,7 +304,7 @@ def srt_settings(
     write_support's directory (readable inside, for the loopback proxy); private: the user's
     own Claude Code state (home.user_state), hidden but for a program the phase runs from it;
     readable: read-only paths the agent is given even inside a hidden directory (its tests
-    tree, suite.py)."""
+    tree, suite/stage.py)."""
     mirror = local_mirror_root(environ)
     # Nothing of the machine is readable but the system, the tools and the agent's own paths
     # (a cache or a checkout elsewhere, other runs' files in /tmp stay out of sight); the

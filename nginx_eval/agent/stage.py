@@ -38,7 +38,7 @@ Output ``agent.json``::
                                    # attempt's (attempts.py); "contamination" ones included
      "contaminated": bool,         # the fix reached the agent: the outcome is "contaminated"
      "tests_tree": {"repo", "commit", "date", "notes"} | null}   # the nginx-tests tree the
-                                   # agent had (a mode's tests = "base", suite.py): its commit,
+                                   # agent had (a mode's tests = "base", suite/stage.py): its commit,
                                    # that commit's committer date, and a note per attempt that
                                    # found it changed and extracted it again; null: none
 
@@ -80,7 +80,6 @@ from functools import lru_cache
 
 import jinja2
 
-from .. import suite
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
 from ..core import gitcmd, jsonio, limits, stamps
@@ -94,7 +93,9 @@ from ..run.benchmark import gold_patch
 from ..run.commandline import command_program, render_command, with_program_option
 from ..run.modes import Mode, Phase
 from ..run.swebench import prompt_dir
-from ..workspace import (
+from ..suite import stage as suite
+from ..transcript import files as ct
+from ..workspace.stage import (
     ISSUE_FILE,
     ensure_fresh_workspace,
     install_commands,
@@ -106,7 +107,6 @@ from . import attempts as attempts_module
 from . import claude_code as cc
 from . import home as agent_home
 from . import sandbox, trajectory
-from . import transcript as ct
 from .gate import (
     CredentialsRefused,
     backoff_seconds,
@@ -118,7 +118,7 @@ from .gate import (
     wait_interruptibly,
 )
 
-# Prompts name the agent's tests tree (suite.py), `{{ tests_dir }}`, by this mark; the tree's
+# Prompts name the agent's tests tree (suite/stage.py), `{{ tests_dir }}`, by this mark; the tree's
 # path on the machine the agent runs on replaces it as a phase starts (AgentRun.run_phase): a
 # cache elsewhere, or a Ray node's, is not another agent input.
 TESTS_DIR_MARK = "<nginx-eval:tests_dir>"

@@ -9,7 +9,7 @@ what a reader skims to see what the agent did. Pure: entries in, Markdown out.
 
 import json
 
-from ..core.blocks import content_blocks, result_text
+from ..transcript.blocks import content_blocks, result_text
 
 PROMPT_CHARS = 400
 TEXT_CHARS = 300

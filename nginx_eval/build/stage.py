@@ -74,7 +74,7 @@ from ..core.tasknames import (
 )
 from ..core.trees import remove_tree
 from ..doitext.backend import forgotten
-from ..patch import touched_paths
+from ..patch.stage import touched_paths
 from . import steps as buildsteps
 from .cache import (
     BuildSpec,

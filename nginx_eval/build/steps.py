@@ -20,7 +20,7 @@ from ..core.gitcmd import apply_argv, apply_patch, changed_files, extract_tree
 from ..core.procs import run_limited
 from ..core.records import BuildRecord
 from ..core.trees import set_write_bits
-from ..patch import touched_paths
+from ..patch.stage import touched_paths
 from .mtimes import stamp_changed, unproven
 from .toolchain import configure_argv, configure_env
 

@@ -63,7 +63,7 @@ from ..core import jsonio, limits, procs
 from ..core.errors import UserError
 from ..core.layout import Layout
 from ..core.outcomes import INFRA_ERROR
-from ..repositories import ensure_repo
+from ..repositories.stage import ensure_repo
 from . import node as nodework
 
 RESOURCES = {

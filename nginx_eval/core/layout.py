@@ -16,7 +16,7 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
                                 (prove/tree.py); tests/<test_commit>+<digest>/ the same with an
                                 authored task's files (run/benchmark.Task.tests_tree_id)
     agent-tests/<commit>/       nginx-tests as of a base commit, the tree an agent of a mode with
-                                `tests = "base"` may read (suite.py); never a grading tree
+                                `tests = "base"` may read (suite/stage.py); never a grading tree
     workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
     agent-homes/<run>/<mode>/<instance_id>/  the agent's Claude Code configuration directory
                                 (CLAUDE_CONFIG_DIR), made afresh for each attempt and removed
@@ -46,13 +46,13 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
 
 Per task results, ``results/<run>/<mode>/<instance_id>/``:
     agent.json, agent/          agent status and logs        (agent/stage.py)
-    model.patch, patch.json     the candidate patch          (patch.py)
+    model.patch, patch.json     the candidate patch          (patch/stage.py)
     build.json, build.log       the build verdict            (build/stage.py)
     prove.json, tap/<file>.tap  raw TAP per test file        (prove/stage.py)
     tap/<file>.rerun.tap        second runs, rerun_failed=1  (prove/stage.py)
     strict.json, strict/        the strict stage's record and test output (strict/stage.py)
-    grade.json                  the verdict                  (grade.py)
-Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (results.py).
+    grade.json                  the verdict                  (grade/stage.py)
+Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (results/stage.py).
 Per run of a SWE-bench benchmark: ``results/<run>/evaluation/``, the official harness's reports
 (``<model>.<run_id>.json``) and, when ``<bench>:grade`` ran here, its ``logs/`` (swebench/).
 Per run: ``results/<run>/run.json``, the benchmark and tasks the run is of (run/record.py).
@@ -126,7 +126,7 @@ class Layout:
         return self.cache / "tests" / f"{tree_id}.json"
 
     def agent_tests_tree(self, commit: str) -> Path:
-        """The read-only nginx-tests tree of `commit` an agent is given (suite.py), apart from
+        """The read-only nginx-tests tree of `commit` an agent is given (suite/stage.py), apart from
         the grading trees: what an agent could do to it never reaches a verdict."""
         return self.cache / "agent-tests" / commit
 
@@ -148,7 +148,7 @@ class Layout:
         return self.cache / "agent-homes" / self.run / mode / instance_id
 
     def remote_diff(self, mode: str, instance_id: str) -> Path:
-        """executor=ray: the agent's workspace diff, made on the node that ran it (patch.py)."""
+        """executor=ray: the agent's workspace diff, made on the node that ran it (patch/stage.py)."""
         return self.cache / "workspaces" / self.run / mode / f"{instance_id}.remote.json"
 
     @property

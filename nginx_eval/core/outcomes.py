@@ -32,7 +32,7 @@ UNFINISHED_AGENT = {
     NOT_RUN: "the run's budget (max_cost) was spent before it started",
 }
 
-# grade.json "status": the verdict of the patch alone (grade.py).
+# grade.json "status": the verdict of the patch alone (grade/stage.py).
 GRADE_STATUSES = (
     "resolved",
     "partially_resolved",

@@ -145,7 +145,7 @@ class StrictJson(TypedDict):
     seconds: NotRequired[StrictSeconds]
 
 
-# -- grade.json (grade.py) -------------------------------------------------------------------------
+# -- grade.json (grade/stage.py) -------------------------------------------------------------------------
 
 
 class Split(TypedDict):
@@ -171,7 +171,7 @@ class RerunFields(TypedDict):
 
 
 class VerdictBase(TypedDict):
-    """What a verdict records of the files before its status (grade.py: _verdict)."""
+    """What a verdict records of the files before its status (grade/stage.py: _verdict)."""
 
     instance_id: str
     agent_status: str | None
@@ -195,7 +195,7 @@ class Verdict(VerdictBase):
 
 
 class StrictFields(TypedDict):
-    """grade.json's strict verdict (grade.py: strict_fields)."""
+    """grade.json's strict verdict (grade/stage.py: strict_fields)."""
 
     strict: bool | None
     strict_reason: str
@@ -209,7 +209,7 @@ class GradeJson(Verdict, StrictFields):
     benchmark_version: NotRequired[str]
 
 
-# -- patch.json (patch.py) -------------------------------------------------------------------------
+# -- patch.json (patch/stage.py) -------------------------------------------------------------------------
 
 
 class SkippedFile(TypedDict):

@@ -9,14 +9,14 @@ group, so a hanging test and the nginx it started are killed. The output of each
 
 When a file did not run to its end (it skipped entirely, printed no plan, died, bailed out, or
 its stream was tampered with) or skipped a graded assertion, the same file runs once more against
-the task's base build (``reference``, ``tap/reference/``): grade.py decides from that run whether
+the task's base build (``reference``, ``tap/reference/``): grade/stage.py decides from that run whether
 the patch or the environment is at fault. A prove whose grade was an environment error is not
 kept: the next ``doit run`` proves again.
 
 With ``rerun_failed=1`` (options.py; then, and only then, part of prove's config), a file with a
 graded assertion that failed or did not run runs once more against the same binary, and both
 streams are kept: ``tap/<file>.tap`` (the first run) and ``tap/<file>.rerun.tap`` (with
-``.rerun.stderr`` and ``.rerun.nginx.log``). grade.py takes the rerun's verdict and records both.
+``.rerun.stderr`` and ``.rerun.nginx.log``). grade/stage.py takes the rerun's verdict and records both.
 The reference run, when needed, covers a file if either of its runs needs one.
 
 ``prove.json``::

@@ -2,7 +2,7 @@
 results.jsonl rows, what each row's agent ran, the toolchain the records name, and the files each
 task's fix touches. Nothing here computes a statistic; report/modes.py does, from these rows.
 
-Rows are results.jsonl rows (results.py's schema); a row's outcome is core/outcomes.py's outcome(),
+Rows are results.jsonl rows (results/stage.py's schema); a row's outcome is core/outcomes.py's outcome(),
 the one definition, for rows written before the field existed too.
 """
 
@@ -12,7 +12,7 @@ from ..core import jsonio
 from ..core.errors import UserError
 from ..core.gitcmd import GitError
 from ..core.outcomes import OUTCOMES, outcome
-from ..patch import patch_stats
+from ..patch.stage import patch_stats
 from ..run.benchmark import gold_patch
 from ..run.record import read_run
 

@@ -22,9 +22,9 @@ import re
 from functools import lru_cache
 
 from ..core import jsonio
-from ..core.blocks import content_blocks, result_text
 from ..core.gitcmd import GitError, gold_diff
 from ..core.outcomes import CONTAMINATED, NOT_SCORED, UNFINISHED_AGENT, outcome
+from ..transcript.blocks import content_blocks, result_text
 
 # What a page shows inline at most; the rest is behind a link to the file.
 LOG_TAIL_BYTES = 8_000  # the end of build.log (where a build fails)

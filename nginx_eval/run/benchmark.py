@@ -32,7 +32,7 @@ TASK fields (all required unless marked optional):
     base_commit, fix_commit, test_commit     full 40-hex hashes (no HEAD, branches, short hashes)
     test_files         non-empty list of .t paths relative to the test repository
     configure_flags    list of str for ./auto/configure
-    fail_to_pass       non-empty list of assertion ids ("<file>:<n> <description>", see grade.py)
+    fail_to_pass       non-empty list of assertion ids ("<file>:<n> <description>", see grade/stage.py)
     pass_to_pass       list of assertion ids
     problem_statement  non-empty str, the bug as a user reports it (not the placeholder "TODO")
     perl_modules       optional list of Perl module names the tests need
@@ -72,7 +72,7 @@ authored. Its test tree is the nginx-tests tree of test_commit plus its authored
 edited test file makes a new tree that is extracted, proved and validated again. The files'
 contents are read when the benchmark loads and travel with the Task (a node of executor=ray
 writes the tree from them). An authored file may not have the name of a file of nginx-tests at
-test_commit (repositories.py checks it).
+test_commit (repositories/stage.py checks it).
 """
 
 import datetime

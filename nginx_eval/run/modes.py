@@ -11,7 +11,7 @@ Schema::
     allow_hosts = ["example.org"]    # optional, isolated: more hosts the agent may reach
     sandbox_binds = ["~/.npm"]       # optional, isolated: more read-write paths
     tests = "base"                   # optional: a read-only nginx-tests tree as of the base
-                                     # commit beside the workspace (suite.py); prompts name it
+                                     # commit beside the workspace (suite/stage.py); prompts name it
                                      # as {{ tests_dir }}
 
     web_tools = true                 # optional, isolated: let Claude Code use WebSearch and
@@ -102,7 +102,7 @@ MODE_KEYS = (
     "phases",
     "predictions",
 )
-# What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit (suite.py).
+# What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit (suite/stage.py).
 TESTS = ("base",)
 # Keys of the bubblewrap sandbox that isolation replaced: an error that says what to write now.
 REPLACED_KEYS = {
@@ -149,7 +149,7 @@ class Mode:
     agent_home: str = ""  # the folder of templates/agent-homes/ named, "" for none
     # (relative path, text) of each file of that folder, sorted
     home_files: tuple[tuple[str, str], ...] = ()
-    tests: str = ""  # "base": nginx-tests as of the base commit (suite.py); "": none
+    tests: str = ""  # "base": nginx-tests as of the base commit (suite/stage.py); "": none
 
     @property
     def family(self) -> str:

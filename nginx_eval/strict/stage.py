@@ -1,6 +1,6 @@
 """The strict stage: does a resolved patch break the rest of nginx, or add memory errors?
 
-It runs for a patch whose named assertions all pass (prove.json's TAP; grade.py decides the
+It runs for a patch whose named assertions all pass (prove.json's TAP; grade/stage.py decides the
 rest), in two parts, each against a reference: the gold build for a candidate, the base build
 for the gold patch itself (so that gold's own strictness means something).
 
@@ -58,7 +58,7 @@ from ..core.records import (
 )
 from ..core.stamps import TaskDict
 from ..core.tasknames import BUILD, PROVE, STRICT, task_name, tests_subtask, unit_name
-from ..patch import touched_paths
+from ..patch.stage import touched_paths
 from ..prove.areas import area_files
 from ..prove.env import environment_inputs
 from ..prove.stage import graded_in, run_prove_files

@@ -8,7 +8,7 @@ report (harness.py), which the report reads (report/evaluation.py). The results 
 command that grades each mode's predictions (one line, with its exact arguments); the report
 repeats it for each mode not graded yet.
 
-``results.jsonl`` row of a SWE-bench unit: results.py's row without the fields of a grade::
+``results.jsonl`` row of a SWE-bench unit: results/stage.py's row without the fields of a grade::
 
     {"instance_id", "mode", "run", "benchmark_version", "graded_by": "swebench",
      "outcome": "infra_error" | "not_run" | "contaminated"  # the agent's run is not scored
@@ -33,7 +33,7 @@ from ..core.errors import UserError, failing_on_user_error
 from ..core.layout import Layout
 from ..core.outcomes import CONTAMINATED, UNFINISHED_AGENT
 from ..core.tasknames import AGENT, PATCH, RESULTS, results_subtask, task_name, unit_name
-from ..results import model_name, prediction, unit_fields
+from ..results.stage import model_name, prediction, unit_fields
 from ..run.benchmark import Benchmark
 from ..run.modes import Mode
 from ..run.swebench import SweTask

@@ -26,10 +26,10 @@ Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
 - a build that failed because of the environment (build/stage.py) is an environment error;
 - an agent run that did not finish (agent status ``infra_error``: the API or the network failed;
   ``not_run``: the run's budget was spent first) has no verdict of its own: its patch is empty
-  (patch.py), the status is the agent's, never ``unresolved``, and no assertion is graded (the
+  (patch/stage.py), the status is the agent's, never ``unresolved``, and no assertion is graded (the
   tests ran on the unchanged base: their TAP says what the base does, which is not this mode's
   answer, so calling an assertion failed would contradict it); nor is it judged strict.
-  results.py keeps such tasks out of the mode's denominator.
+  results/stage.py keeps such tasks out of the mode's denominator.
 
 ``grade.json``::
 
@@ -62,9 +62,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .core import jsonio, stamps
-from .core.outcomes import UNFINISHED_AGENT
-from .core.records import (
+from ..core import jsonio, stamps
+from ..core.outcomes import UNFINISHED_AGENT
+from ..core.records import (
     BuildJson,
     FileFailure,
     GradeJson,
@@ -78,15 +78,15 @@ from .core.records import (
     Verdict,
     VerdictBase,
 )
-from .core.stamps import TaskDict
-from .core.tasknames import AGENT, BUILD, GRADE, PROVE, STRICT, task_name, unit_name
-from .prove.tap import FileResult, Problem, assertion_number, file_problem, parse_tap
-from .strict.stage import applies
+from ..core.stamps import TaskDict
+from ..core.tasknames import AGENT, BUILD, GRADE, PROVE, STRICT, task_name, unit_name
+from ..prove.tap import FileResult, Problem, assertion_number, file_problem, parse_tap
+from ..strict.stage import applies
 
 if TYPE_CHECKING:
-    from .core.layout import Layout
-    from .pipeline import Context
-    from .run.benchmark import Task
+    from ..core.layout import Layout
+    from ..pipeline import Context
+    from ..run.benchmark import Task
 
 # A prove.json record of a file's run, or {"missing": True} for a file prove.json lacks.
 RunRecord = Mapping[str, Any]

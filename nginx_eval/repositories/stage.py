@@ -13,9 +13,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .core import jsonio, stamps
-from .core.errors import UserError, failing_on_user_error
-from .core.gitcmd import (
+from ..core import jsonio, stamps
+from ..core.errors import UserError, failing_on_user_error
+from ..core.gitcmd import (
     GitError,
     clone_bare,
     fetch,
@@ -24,15 +24,15 @@ from .core.gitcmd import (
     missing_files,
     set_config,
 )
-from .core.layout import repo_url
-from .core.locks import locked
-from .core.stamps import TaskDict
-from .core.tasknames import REPOS, repo_subtask
+from ..core.layout import repo_url
+from ..core.locks import locked
+from ..core.stamps import TaskDict
+from ..core.tasknames import REPOS, repo_subtask
 
 if TYPE_CHECKING:
-    from .core.layout import Layout
-    from .pipeline import Context
-    from .run.benchmark import Benchmark, Task
+    from ..core.layout import Layout
+    from ..pipeline import Context
+    from ..run.benchmark import Benchmark, Task
 
 # {commit: [[instance id, field], ...]}: the tasks that pin each commit of a repository.
 Commits = Mapping[str, list[list[str]]]

@@ -34,23 +34,23 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .core import jsonio, stamps
-from .core.errors import UserError, failing_on_user_error
-from .core.gitcmd import ScratchIndex, scratch_index
-from .core.outcomes import UNFINISHED_AGENT
-from .core.records import LeftOut, PatchJson, PatchStats, SkippedFile
-from .core.stamps import TaskDict
-from .core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
-from .run.benchmark import gold_patch
-from .run.modes import read_predictions
-from .run.swebench import NGINX, SWEBENCH
-from .workspace import BUILD_OUTPUTS, HARNESS_FILES, PYTHON_OUTPUTS, release_workspace
+from ..core import jsonio, stamps
+from ..core.errors import UserError, failing_on_user_error
+from ..core.gitcmd import ScratchIndex, scratch_index
+from ..core.outcomes import UNFINISHED_AGENT
+from ..core.records import LeftOut, PatchJson, PatchStats, SkippedFile
+from ..core.stamps import TaskDict
+from ..core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
+from ..run.benchmark import gold_patch
+from ..run.modes import read_predictions
+from ..run.swebench import NGINX, SWEBENCH
+from ..workspace.stage import BUILD_OUTPUTS, HARNESS_FILES, PYTHON_OUTPUTS, release_workspace
 
 if TYPE_CHECKING:
-    from .core.layout import Layout
-    from .pipeline import Context
-    from .run.benchmark import Task
-    from .run.modes import Mode
+    from ..core.layout import Layout
+    from ..pipeline import Context
+    from ..run.benchmark import Task
+    from ..run.modes import Mode
 
 # An agent mode's patch: (patch, skipped new files, left-out paths, note).
 AgentPatch = tuple[bytes, list[SkippedFile], list[LeftOut], str]

@@ -5,13 +5,13 @@ The agent must not be able to find the answer, so the workspace is not a worktre
 commit and its ancestors are fetched: no later commit exists in it as an object, ref or reflog entry,
 and nginx-tests is elsewhere. The problem statement is written to ``.issue.md``. For a mode with
 ``tests = "base"`` the workspace task also makes the agent's nginx-tests tree as of the base
-(suite.py), outside the workspace.
+(suite/stage.py), outside the workspace.
 
 Before an agent starts, ``install_commands`` writes the mode's custom slash commands (modes.toml's
 ``commands``, read from templates/commands/) to ``.claude/commands/<name>``, where Claude Code
 reads the commands of the project it runs in; the user's own ``~/.claude`` is never touched.
 ``.issue.md``, ``.plan.md`` and ``.claude/`` are the harness's files: excluded in
-``.git/info/exclude`` and never part of the agent's patch (patch.py), nor are a build's outputs
+``.git/info/exclude`` and never part of the agent's patch (patch/stage.py), nor are a build's outputs
 (build_outputs: nginx's ``Makefile`` and ``objs/``; for a SWE-bench task, Python's caches).
 """
 
@@ -19,21 +19,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import suite
-from .core import jsonio, stamps
-from .core.errors import failing_on_user_error
-from .core.gitcmd import new_repository_at
-from .core.stamps import TaskDict
-from .core.tasknames import AGENT, WORKSPACE, repo_task, task_name, unit_name
-from .core.trees import remove_tree
-from .doitext import cleaning
-from .run.swebench import SWEBENCH
+from ..core import jsonio, stamps
+from ..core.errors import failing_on_user_error
+from ..core.gitcmd import new_repository_at
+from ..core.stamps import TaskDict
+from ..core.tasknames import AGENT, WORKSPACE, repo_task, task_name, unit_name
+from ..core.trees import remove_tree
+from ..doitext import cleaning
+from ..run.swebench import SWEBENCH
+from ..suite import stage as suite
 
 if TYPE_CHECKING:
-    from .core.layout import Layout
-    from .pipeline import Context
-    from .run.benchmark import Task
-    from .run.modes import Mode
+    from ..core.layout import Layout
+    from ..pipeline import Context
+    from ..run.benchmark import Task
+    from ..run.modes import Mode
 
 # suite.as_of, or pipeline.Context.tests_tree: the tests tree of a task as of its base.
 TestsTreeOf = Callable[["Layout", "Task"], "suite.TestsTree | None"]
@@ -148,7 +148,7 @@ def workspace_current(layout: "Layout", mode: str, task: "Task") -> bool:
 
 
 def tests_tree_ready(layout: "Layout", mode: "Mode", task: "Task", tests_tree: TestsTreeOf) -> bool:
-    """A mode without `tests`, or its tree for the task is there (suite.py). tests_tree:
+    """A mode without `tests`, or its tree for the task is there (suite/stage.py). tests_tree:
     suite.as_of, or pipeline.Context.tests_tree (the same, asked once per command)."""
     if not mode.tests:
         return True

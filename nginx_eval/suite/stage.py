@@ -26,13 +26,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TypedDict
 
-from .core import jsonio
-from .core.errors import UserError
-from .core.gitcmd import commit_history, committer_times, extract_tree, file_at
-from .core.layout import Layout
-from .core.locks import locked
-from .core.trees import file_stats, remove_tree, set_write_bits
-from .run.benchmark import Task
+from ..core import jsonio
+from ..core.errors import UserError
+from ..core.gitcmd import commit_history, committer_times, extract_tree, file_at
+from ..core.layout import Layout
+from ..core.locks import locked
+from ..core.trees import file_stats, remove_tree, set_write_bits
+from ..run.benchmark import Task
 
 
 class TestsTree(TypedDict):

@@ -10,7 +10,7 @@ results.jsonl row::
                                         # under (null: unversioned, or graded before versions)
      "outcome": one of OUTCOMES,        # the task's outcome (core/outcomes.py), the
                                         # vocabulary of report.json and report.md too
-     "status",                          # grade.json's verdict of the patch alone (grade.py)
+     "status",                          # grade.json's verdict of the patch alone (grade/stage.py)
      "resolved", "agent_status", "build_status",
      "agent_error": str | null,         # agent.json's error: why the agent did not complete
      "agent_commands": [[phase, command]] | null,   # agent.json's command_template per phase:
@@ -43,9 +43,9 @@ predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
 
 from doit.tools import config_changed
 
-from .core import jsonio
-from .core.outcomes import outcome
-from .core.tasknames import RESULTS, results_subtask
+from ..core import jsonio
+from ..core.outcomes import outcome
+from ..core.tasknames import RESULTS, results_subtask
 
 
 def _flag_counts(agent):

@@ -94,9 +94,14 @@ class SanitizerPart(TypedDict):
 
 
 class StrictSeconds(TypedDict):
-    regressions: float
-    sanitizer: float
+    builds: float
+    runs: float
     total: float
+
+
+class StrictFloor(TypedDict):
+    build: float
+    tests: float
 
 
 class StrictBuilds(TypedDict):
@@ -114,15 +119,16 @@ class StrictJudgement(StrictBuilds):
     reason: str
     retry: bool
     files: NotRequired[list[str]]
-    runs: NotRequired[int]
+    rerun: NotRequired[list[str]]
     regressions: NotRequired[list[str]]
     reference_not_passing: NotRequired[list[str]]
     candidate_flaky: NotRequired[list[str]]
     gold_only: NotRequired[list[str]]
-    sanitizer: NotRequired[SanitizerPart]
+    sanitizer: NotRequired[SanitizerPart | None]
     sanitizer_findings: NotRequired[list[Finding]]
     reference_reports: NotRequired[int]
     seconds: NotRequired[StrictSeconds]
+    floor: NotRequired[StrictFloor]
 
 
 class StrictJson(TypedDict):
@@ -136,13 +142,14 @@ class StrictJson(TypedDict):
     reference_key: NotRequired[str]
     key: NotRequired[str]
     files: NotRequired[list[str]]
-    runs: NotRequired[int]
+    rerun: NotRequired[list[str]]
     reference_not_passing: NotRequired[list[str]]
     candidate_flaky: NotRequired[list[str]]
     gold_only: NotRequired[list[str]]
-    sanitizer: NotRequired[SanitizerPart]
+    sanitizer: NotRequired[SanitizerPart | None]
     reference_reports: NotRequired[int]
     seconds: NotRequired[StrictSeconds]
+    floor: NotRequired[StrictFloor]
 
 
 # -- grade.json (grade/stage.py) -------------------------------------------------------------------------

@@ -40,6 +40,8 @@ harness takes its settings from ``ctx.options`` and never asks doit.
                                           assertion runs once more against the same binary, and
                                           the rerun decides (prove/stage.py, grade/stage.py; default 0)
     strict       0 or 1                   0: no strict verdict (strict/stage.py; default 1)
+    strict_gold  0 or 1                   1: the gold patches' strict verdict too (default 0:
+                                          the benchmark card states it)
     strict_files whole number >= 1        regression files per patch (default 6)
     keep_workspaces 0 or 1                1: an agent's workspace stays after its patch is
                                           taken (default 0: it goes, patch.take_patch)
@@ -245,6 +247,10 @@ VARIABLES = {
         "0: no strict verdict (regression files and sanitizer build of "
         "a resolved patch; default: 1)",
     ),
+    "strict_gold": Variable(
+        _switch,
+        "1: judge the gold patches' strictness too (default: 0, the benchmark card states it)",
+    ),
     "strict_files": Variable(
         _count, "regression files per patch of the strict verdict, N >= 1 (default: 6)"
     ),
@@ -295,6 +301,7 @@ class Options:
     proves: int | None = None
     rerun_failed: int = 0
     strict: int = 1
+    strict_gold: int = 0
     strict_files: int | None = None  # None: strict/stage.DEFAULT_FILES
     keep_workspaces: int = 0
     dry_run: int = 0

@@ -287,8 +287,9 @@ def describe(name, f):
         f"  processors idle {idle(f['idle'])} overall, {idle(f['idle_proves_alone'])} while "
         f"proves ran without a build ({f['seconds_proves_alone']:.0f} s); a test file used "
         f"{f['test_cpu_per_wall']} CPU s per wall second",
-        f"  the run's processes used {idle(f.get('share_ours'))} of the processors (the rest "
-        f"of what was not idle: other programs on the machine)",
+        f"  the run's processes used {idle(f.get('share_ours'))} of the processors, "
+        f"{f.get('cpu', 0):.0f} CPU s (the rest of what was not idle: other programs on the "
+        f"machine)",
     ]
 
 
@@ -400,6 +401,7 @@ class Bench:
         records = Records(layout, target.split(":")[1], self.tasks, start, time.time(), keys_before)
         figures = where_it_went(records, seconds, self.proves, self.cores, sampler)
         figures["share_ours"] = round(self.last_cpu / (seconds * self.cores), 3)
+        figures["cpu"] = round(self.last_cpu, 1)
         self.figures[key] = figures
         for line in describe(label, figures):
             print(line, flush=True)

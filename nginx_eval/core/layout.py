@@ -38,8 +38,9 @@ Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
     running/<run>/.other/<token> the same for a command without a file of its own (during a run)
     running/<run>.agent-stop    why no agent of <run> may start (an auth error), until the next
                                 `doit run` (agent/stage.py)
-    strict-runs/<key>/<test tree>/   reference runs of the strict stage: a build's runs of
-                                regression files, shared by every mode (strict/stage.py)
+    strict-runs/<key>/<test tree>/   the strict stage's runs of test files against build
+                                <key> (a candidate's, gold's, the base's), shared by every
+                                mode and patch (strict/stage.py)
     agent-versions/<hash>.json  `<program> --version` per program file, mtime and size
                                 (agent/stage.py)
     doit/<run>.db               doit's database for that run (a disposable cache)

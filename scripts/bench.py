@@ -41,7 +41,8 @@ Needs local mirrors: NGINX_EVAL_REPO_URL=/path/{owner}+{name}/repo. Everything i
                             [--cold-only] [--batch [--skip-naive]] [--strict-only]
 
 --noop-only measures (c) and (d) alone, in a --workdir where an earlier run made the builds.
---strict-only measures (g) alone in a --workdir where a run with strict=0 made the normal builds:
+--strict-only measures (g) alone in a --workdir where a run with strict=0 made the normal builds
+(--warm-only: the warm run alone, where a strict run made the bases' sanitizer builds):
 `nginx:gold` with strict_gold=1 cold (the sanitizer builds and the reference runs are new), then
 warm (the sanitizer builds of the bases and their runs kept, as an agent mode finds them). The
 floor of such a run also counts one run of each strict test file, divided by the proves.
@@ -561,14 +562,15 @@ class Bench:
         self.variables += ["strict=1", "strict_gold=1"]
         remove_tree(self.layout.mode_dir("gold"), ignore_errors=True)
         n = len(self.tasks)
-        self.scoring_run(
-            "e",
-            f"`doit run nginx:gold strict_gold=1`, normal builds kept, sanitizer builds cold, "
-            f"{n} tasks",
-            "nginx:gold",
-            self.layout,
-        )
-        self.strict_row("g cold", "cold (sanitizer builds and reference runs new)")
+        if not self.args.warm_only:
+            self.scoring_run(
+                "e",
+                f"`doit run nginx:gold strict_gold=1`, normal builds kept, sanitizer builds "
+                f"cold, {n} tasks",
+                "nginx:gold",
+                self.layout,
+            )
+            self.strict_row("g cold", "cold (sanitizer builds and reference runs new)")
         self.forget_gold_builds()
         self.scoring_run(
             "f",
@@ -804,6 +806,12 @@ def main():
         "--noop-only",
         action="store_true",
         help="only (c) and (d), in a --workdir where a run made the builds",
+    )
+    ap.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="with --strict-only: only the warm run, in a --workdir where a strict run made the "
+        "bases' sanitizer builds",
     )
     ap.add_argument(
         "--strict-only",

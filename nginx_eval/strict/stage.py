@@ -20,6 +20,7 @@ them answers both questions:
 Runs are kept in the cache by build key (Side: ``strict-runs/<key>/<test tree>/<env>/<file>/
 run<n>/``, the test tree: benchmark.Task.tests_tree_id) and shared by every mode and patch: the
 base's and gold's runs are made once per task, and a build only when a run it needs is missing.
+A side's missing runs go RUNS_AT_ONCE at a time, each in a prove slot.
 When a sanitizer build cannot be made, the plain builds answer for the regressions alone.
 
 ``strict.json``::
@@ -46,8 +47,11 @@ nginx log; the sanitizers' reports under ``san/``).
 """
 
 import os
+import queue
 import shutil
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,6 +95,9 @@ if TYPE_CHECKING:
 DEFAULT_FILES = 6
 # Runs of a file at most, per side: the second only when the first found a suspect.
 RUNS = 2
+# Test files of one side that run at once, each in a prove slot: a test file mostly waits on
+# timers and sockets, and one after another they were most of a patch's judging time.
+RUNS_AT_ONCE = 4
 # A file's runs, the first first: {file: [{assertion id: passed}]}.
 FileRuns = dict[str, list[dict[str, bool]]]
 
@@ -194,6 +201,7 @@ class Side:
         self.store = layout.strict_runs(self.key, task.tests_tree_id) / env_id
         self.build: BuildRecord | None = None
         self.build_seconds = 0.0  # this stage's own time making the build
+        self.waited = 0.0  # its runs' waits for prove slots (_make_runs)
 
     def _run_dir(self, name: str, n: int) -> Path:
         return self.store / _stem(name) / f"run{n}"
@@ -211,7 +219,8 @@ class Side:
             self.build_seconds += clock.seconds()
         _check_built(self.build, self.what)
 
-    def _make_run(self, name: str, n: int) -> None:
+    def _make_run(self, name: str, n: int, token_file: str | Path) -> float:
+        """Run n of file `name`, kept; its wall time."""
         final = self._run_dir(name, n)
         tmp = final.with_name(f".run{n}.tmp")
         remove_tree(tmp, ignore_errors=True)  # a killed run's, under the lock
@@ -223,12 +232,41 @@ class Side:
             [name],
             self.task.test_timeout,
             tmp,
-            token_file=self.token_file,
+            token_file=token_file,
             extra_env=sanitizer.environment(tmp / "san") if self.sanitized else None,
         )[name]
         jsonio.write_json(tmp / "run.json", record)
         remove_tree(final, ignore_errors=True)
         os.replace(tmp, final)
+        return record["seconds"]
+
+    def _make_runs(self, missing: Sequence[tuple[str, int]]) -> None:
+        """The runs `missing` ([(file, n)]), RUNS_AT_ONCE at a time, each in a prove slot and
+        with a token file of its own (worker_token); the time in which none of them ran (their
+        waits for a slot) is added to self.waited."""
+        todo: queue.SimpleQueue[tuple[str, int]] = queue.SimpleQueue()
+        for item in missing:
+            todo.put(item)
+        spans: list[tuple[float, float]] = []
+
+        def worker(index: int) -> None:
+            while True:
+                try:
+                    name, n = todo.get_nowait()
+                except queue.Empty:
+                    return
+                seconds = self._make_run(name, n, worker_token(self.token_file, index))
+                end = time.monotonic()
+                spans.append((end - seconds, end))
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(min(RUNS_AT_ONCE, len(missing))) as pool:
+            list(pool.map(worker, range(min(RUNS_AT_ONCE, len(missing)))))
+        covered, last = 0.0, start
+        for begin, end in sorted(spans):
+            covered += max(0.0, end - max(begin, last))
+            last = max(last, end)
+        self.waited += max(0.0, time.monotonic() - start - covered)
 
     def _read_run(self, name: str, n: int) -> Run:
         directory = self._run_dir(name, n)
@@ -249,12 +287,17 @@ class Side:
             ]
             if missing:
                 self._ensure_built()
-            for name, n in missing:
-                self._make_run(name, n)
+            if missing:
+                self._make_runs(missing)
             return {
                 name: [self._read_run(name, n) for n in range(1, count + 1)]
                 for name, count in wanted.items()
             }
+
+
+def worker_token(token_file: str | Path, index: int) -> str:
+    """The token file of the index-th run at once of a unit (procs.kill_leftovers)."""
+    return str(token_file) if index == 0 else f"{token_file}.{index}"
 
 
 def results_of(runs: Mapping[str, Sequence[Run]]) -> FileRuns:
@@ -408,7 +451,7 @@ def judge(
     if san is not None:
         findings, ref_reports = sanitizer_findings(candidate, reference, out_dir)
     _copy_runs(candidate, out_dir)
-    total = clock.seconds()
+    total = clock.seconds() - sum(s.waited for s in sides)
     builds = sum(s.build_seconds for s in sides)
     cand_build = cand.build or jsonio.read_json(layout.build_dir(cand.key) / "build.json") or {}
     seconds: StrictSeconds = {
@@ -459,7 +502,8 @@ def strict_unit(
     iid = task.instance_id
     out_dir = layout.strict_dir(mode_name, iid)
     token_file = layout.running_token(mode_name, iid, STRICT)
-    kill_leftovers(token_file)
+    for index in range(RUNS_AT_ONCE):
+        kill_leftovers(worker_token(token_file, index))
     record: StrictJson = {
         "inputs": inputs,
         "strict": False,

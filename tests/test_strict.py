@@ -232,6 +232,46 @@ def test_a_regression_file_runs_twice_only_when_it_fails(project, tmp_path):
     assert {p: p.stat().st_mtime_ns for p in ref_runs} == made
 
 
+def no_sanitizer_build(work):
+    """The patch compiles only without AddressSanitizer."""
+    calc = work / "src" / "core" / "calc.c"
+    calc.write_text(
+        calc.read_text() + "#ifdef __SANITIZE_ADDRESS__\n#error not with the sanitizers\n#endif\n"
+    )
+
+
+def test_without_a_sanitizer_build_the_plain_builds_judge_the_regressions(project, tmp_path):
+    """A patch whose sanitizer build fails: its regression files run under the plain builds by
+    the same rule; a regression makes it not strict, and without one it is not judged."""
+    preds = predictions(
+        tmp_path / "p.jsonl",
+        {
+            "tiny-add": patched(
+                project,
+                tmp_path,
+                "tiny-add",
+                lambda work: (break_version_output(work), no_sanitizer_build(work)),
+            ),
+            "tiny-mul": patched(project, tmp_path, "tiny-mul", no_sanitizer_build),
+        },
+    )
+    project.doit("run", "tiny:file", f"predictions={preds}", FEW)
+    add = project.read("file", "tiny-add", "strict.json")
+    assert (add["strict"], add["regressions"], add["sanitizer"]) == (
+        False,
+        ["version.t:1 version output"],
+        None,
+    )
+    assert add["rerun"] == ["version.t"]
+    mul = project.read("file", "tiny-mul", "strict.json")
+    assert (mul["strict"], mul["reason"], mul["retry"]) == (
+        None,
+        "the sanitizer build does not build (compile_failed)",
+        False,
+    )
+    assert project.read("file", "tiny-mul", "grade.json")["strict"] is None
+
+
 def test_strict_0_leaves_the_verdict_unjudged(project):
     project.doit("run", "tiny:gold", "strict=0", "instances=tiny-add")
     grade = project.read("gold", "tiny-add", "grade.json")

@@ -287,7 +287,6 @@ class Side:
             ]
             if missing:
                 self._ensure_built()
-            if missing:
                 self._make_runs(missing)
             return {
                 name: [self._read_run(name, n) for n in range(1, count + 1)]
@@ -300,8 +299,13 @@ def worker_token(token_file: str | Path, index: int) -> str:
     return str(token_file) if index == 0 else f"{token_file}.{index}"
 
 
-def results_of(runs: Mapping[str, Sequence[Run]]) -> FileRuns:
-    return {name: [r.results for r in file_runs] for name, file_runs in runs.items()}
+def results_of(runs: Mapping[str, Sequence[Run]], only: Sequence[str] | None = None) -> FileRuns:
+    """The results of `runs` ({file: runs}), of the files `only` when given."""
+    return {
+        name: [r.results for r in file_runs]
+        for name, file_runs in runs.items()
+        if only is None or name in only
+    }
 
 
 def suspects(candidate: FileRuns, reference: FileRuns) -> list[str]:
@@ -422,14 +426,18 @@ def judge(
             sides += [cand, ref]
             first = dict.fromkeys(files, 1)
             candidate, reference = cand.runs(first), ref.runs(first)
-        again = dict.fromkeys(suspects(results_of(candidate), results_of(reference)), RUNS)
+        # The task's own files are not compared (prove graded them): only regression files
+        # run again.
+        again = dict.fromkeys(
+            suspects(results_of(candidate, files), results_of(reference, files)), RUNS
+        )
         if again:
             candidate.update(cand.runs(again))
             reference.update(ref.runs(again))
     except Unjudged as e:
         return {**fields, "strict": None, "reason": e.reason, "retry": e.retry}
     regressions, unstable, flaky = compare(
-        results_of({f: candidate[f] for f in files}), results_of({f: reference[f] for f in files})
+        results_of(candidate, files), results_of(reference, files)
     )
     gold_only: list[str] = []
     if label == "gold" and regressions:
@@ -443,7 +451,7 @@ def judge(
         except Unjudged:
             pass  # the base does not build here: every regression counts, as gold's
         else:
-            passes_without = set(compare(results_of({f: candidate[f] for f in hit}), without)[0])
+            passes_without = set(compare(results_of(candidate, hit), without)[0])
             gold_only = [i for i in regressions if i not in passes_without]
             regressions = [i for i in regressions if i in passes_without]
     findings: list[Finding] = []

@@ -54,7 +54,7 @@ def report_tasks(ctx) -> tuple[str, str]:
 
 
 def duration(seconds):
-    """3 s, 40 s, 3 m, 1 h 5 m."""
+    """``3 s``, ``40 s``, ``3 m``, ``1 h 5 m``: `seconds`, as a progress line shows it."""
     seconds = max(0, int(round(seconds)))
     if seconds < 60:
         return f"{seconds} s"

@@ -417,9 +417,9 @@ def take_patch(
     files: list[str],
 ) -> None:
     """The doit action: write_patch, then, for a finished agent run, its workspace goes. What is
-    scored of it is in model.patch, and workspaces add up: 78 MiB each (the history up to the
-    base), a run of 4 agent modes on the 196 shipped tasks would hold 61 GB of them and fill the
-    disk before it ends. keep_workspace (``keep_workspaces=1``): left for a look at what the
+    scored of it is in model.patch, and workspaces add up: each holds the history up to the base,
+    and a run of several agent modes on the shipped tasks would fill the disk with them before it
+    ends (docs/performance.md). keep_workspace (``keep_workspaces=1``): left for a look at what the
     agent left behind, until ``doit clean``."""
     write_patch(layout, mode, task, config, files)
     if mode.runs_agent and not keep_workspace and not unfinished_agent_note(layout, mode, task):

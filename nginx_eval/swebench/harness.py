@@ -95,7 +95,7 @@ def run_id(run: str, mode: str, digest: str) -> str:
 
 
 def default_workers() -> int:
-    """--max_workers: the harness's own advice, at most 75% of the cores."""
+    """--max_workers: the harness's own advice, at most three quarters of the cores."""
     return max(1, (os.cpu_count() or 1) * 3 // 4)
 
 

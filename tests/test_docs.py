@@ -91,6 +91,33 @@ def test_readme_commands_are_ci_s():
     assert f"{setup[0]} && doit run nginx:gold" in readme
 
 
+def test_running_md_names_every_command_line_variable():
+    """docs/running.md's table of command-line variables is the one description of them: it
+    names every variable run/options.py parses, and no other."""
+    from nginx_eval.run.options import VARIABLES
+
+    text = (SOURCE_ROOT / "docs" / "running.md").read_text()
+    table = text.split("## Command-line variables", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE)
+    assert sorted(named) == sorted(VARIABLES)
+    assert len(named) == len(set(named))
+
+
+def test_benchmark_md_names_every_field_of_a_task():
+    """docs/benchmark.md's table of a task's fields is the one description of the task file: it
+    names every field run/benchmark.py accepts, and no other."""
+    from nginx_eval.run.benchmark import OPTIONAL, REQUIRED
+
+    text = (SOURCE_ROOT / "docs" / "benchmark.md").read_text()
+    table = text.split("## The task file", 1)[1].split("\n## ", 1)[0]
+    named = [
+        field
+        for row in re.findall(r"^\| (`.*?) \|", table, re.MULTILINE)
+        for field in re.findall(r"`([a-z_]+)`", row)
+    ]
+    assert sorted(named) == sorted([*REQUIRED, *OPTIONAL])
+
+
 def outcome_table_script():
     path = SOURCE_ROOT / "scripts" / "outcome_table.py"
     spec = importlib.util.spec_from_file_location("outcome_table", path)

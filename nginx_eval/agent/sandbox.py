@@ -120,7 +120,7 @@ class Box(TypedDict):
 
 def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | None:
     """The isolation of a mode's agent, or None (isolation = "none"): what an agent run's inputs
-    record. Without isolation the inputs are those of runs made before isolation existed."""
+    record. Without isolation the inputs hold no box, so such runs keep their digest."""
     if mode.isolation == "none":
         return None
     env = dict(os.environ if environ is None else environ, **dict(mode.env))

@@ -162,7 +162,7 @@ def report_interrupt(signum, stopped):
 
 
 def all_agents_failed(agent_tasks):
-    """The line for a run whose agents all ended in infra_error (nothing was measured), or
+    """The line for a run whose agents all ended in infra_error (nothing was scored), or
     None. agent_tasks: the agent tasks doit ran in this run (their targets: agent.json)."""
     statuses = [
         (jsonio.read_json(Path(t.targets[0])) or {}).get("status") for t in agent_tasks if t.targets
@@ -260,8 +260,8 @@ MALLOC_ARENAS = 2
 def few_malloc_arenas():
     """Threads that allocate at once each get a malloc arena of their own from glibc, up to
     8 per core, and every arena keeps what it once held: doit's twenty-odd worker threads
-    raised the process's peak memory by a tenth (a run of 15 agent units: 80.8 MiB, 74.5 MiB
-    with two arenas). Called before doit starts its threads; elsewhere than glibc, nothing."""
+    raise the process's peak memory by a tenth (docs/performance.md).
+    Called before doit starts its threads; elsewhere than glibc, nothing."""
     if os.environ.get("MALLOC_ARENA_MAX"):
         return  # the user's own setting
     try:

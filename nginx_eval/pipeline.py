@@ -1,12 +1,12 @@
 """Wiring: turns the project's inputs into doit tasks. dodo.py calls ``doit_tasks()``.
 
-Task names (``doit list --all``; plain ``doit list`` shows only what users run first:
-``<bench>:<mode>``, ``<bench>``, ``<bench>:validate``, ``<bench>:lint`` (statements.py),
-``report``, ``doctor``, see arrange_listing)::
+Task names (``doit list --all``; plain ``doit list`` shows what users run first: arrange_listing)::
 
     repos:<owner>+<name>                 bare clone         (repositories/stage.py)
     tests:<commit12>                     nginx-tests tree   (prove/tree.py)
-    workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
+    base:<owner>+<name>/<commit12>-<flags>   a base build   (build/plan.py)
+    workspace|agent|patch|build|prove|strict|grade:<bench>/<mode>/<instance_id>
+    validate:<bench>/<instance_id>, validation:<bench>   task validation (checks/validate.py)
     results:<bench>/<mode>               results.jsonl + predictions.jsonl (results/stage.py; a
                                          SWE-bench benchmark's: swebench/stage.py)
     <bench>:grade                        SWE-bench: the official harness, where Docker is
@@ -16,27 +16,13 @@ Task names (``doit list --all``; plain ``doit list`` shows only what users run f
     power                                tasks and repeats a difference needs (report/power.py)
     <bench>:<mode>                       what users run: `doit run nginx:raw`
     <bench>                              every mode plus the report: `doit run nginx`
+    <bench>:validate, <bench>:lint, doctor   checks/: validate.py, statements.py, doctor.py
     default                              what a bare `doit` runs: <bench>:gold, <bench>:none,
                                          then the report; never an agent
 
-Command-line variables (parsed and checked once: nginx_eval/run/options.py): ``run=NAME`` (default
-"default"), ``instances=ID,ID``, ``limit=N``, ``modes=a,b`` (modes of `doit run nginx`; default:
-every configured mode), ``baseline=MODE`` (the report's time comparison), ``repeats=N``
-(validation), ``predictions=PATH``
-(adds a mode ``file`` scored from a SWE-bench predictions file; the command's tasks are the
-selected tasks the file has a row for, predictions_tasks; `doit run <bench>` then scores that mode
-alone, plus any named in ``modes=``, and the report; ids of the file not in the benchmark are one
-warning line), ``bench=NAME``,
-``cutoff=YYYY-MM-DD`` (the report's split by fix date), ``compare=RUN`` (`doit run report`: a
-paired comparison with another run), ``cross=RUN`` (the report: a section over this run's
-benchmark and that run's, report/cross.py), ``detect=D,D`` (`doit run power`: percentage
-points).
-
-A run evaluates one benchmark: the one named on the command line (``doit run nginx:raw``), or
-``bench=NAME``, or ``nginx``, or the only file in tasks/. On a candidates file (benchmark.py)
-`doit run` runs only its validation (check_candidates). A SWE-bench benchmark (run/swebench.py)
-runs its tasks through the same stages up to the patch, with its modes adapted (adapt_mode), and
-no build, prove, strict, grade or validation (STAGES_OF_KIND).
+A run evaluates one benchmark (run/record.py); a candidates file gets only its validation
+(check_candidates), a SWE-bench benchmark no build, prove, strict, grade or validation
+(STAGES_OF_KIND).
 """
 
 import gc
@@ -430,7 +416,7 @@ UNLISTED_BENCH_SUBTASKS = ("report",)
 def handed_over(dicts):
     """The task dicts `dicts` (a list, or any iterable) one by one, first to last; a list forgets
     each as it is handed over, so that a dict does not outlive the Task doit makes of it (all the
-    dicts and all the Tasks at once were the doit process's peak memory in a large run)."""
+    dicts and all the Tasks at once would be the doit process's peak memory in a large run)."""
     if not isinstance(dicts, list):
         yield from dicts
         return

@@ -22,8 +22,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
+from ..core.records import Flag
 from ..transcript.blocks import content_blocks, result_text
 
 DETAIL_CHARS = 200
@@ -60,14 +61,6 @@ SYSTEM_DIRS = (
 # An absolute path as a word of a command: at its start or after a blank, quote, = or a shell
 # operator (not "s/a/b/" of sed, not the "/x" of "${VAR:-/x}").
 ABSOLUTE_PATH = re.compile(r"(?<![^\s'\"=(<>|;&])(/[A-Za-z0-9._+@%-][^\s'\"`;|&<>(){}$*?]*)")
-
-
-class Flag(TypedDict):
-    """An entry of agent.json's flags (see the module docstring)."""
-
-    kind: str
-    phase: str
-    detail: str
 
 
 def cut(text: object, limit: int = DETAIL_CHARS) -> str:

@@ -2,30 +2,25 @@
 
 ``srt`` (npm ``@anthropic-ai/sandbox-runtime``, pinned in scripts/setup-debian.sh) puts the
 command in bubblewrap with no network of its own; its only way out is a pair of filtering
-proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the rest. We give it:
+proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the rest. We give it
+(srt_settings; the whole table: docs/sandbox.md):
 
 - network: the model endpoint (host and port of ``ANTHROPIC_BASE_URL``, else api.anthropic.com:443)
-  plus the mode's ``allow_hosts``; GitHub, nginx.org, registries and every other local port are
-  refused, each refusal a line of its debug log (blocked_connections reads them);
-- reads: the system (/usr, /etc, /opt, /bin, /lib...), the directories on PATH and those of the
-  programs the phase starts, the agent's own paths below, and with a mode's ``tests = "base"``
-  its nginx-tests tree as of the base (suite/stage.py, read-only); nothing else of the machine. The
-  harness's directories (cache with its bare clones, test trees, other workspaces and builds;
-  the results; the project root; local mirrors) and the user's own Claude Code state
-  (agent/home.user_state) are hidden even under a readable directory, but for the agent's tests
-  tree in the cache;
+  plus the mode's ``allow_hosts``; each refusal is a line of srt's debug log (blocked_connections);
+- reads: the system, the directories on PATH and of the programs the phase starts, the agent's
+  own paths below, and with a mode's ``tests = "base"`` its nginx-tests tree (read-only). The
+  harness's directories and the user's own Claude Code state (agent/home.user_state) are hidden
+  even under a readable directory, but for that tests tree;
 - writes: the workspace, the phase's log directory, a private temporary directory, the agent's
-  state (``$CLAUDE_CONFIG_DIR``: the agent's home, agent/home.py; else ``~/.claude`` and
-  ``~/.claude.json``) and the mode's ``sandbox_binds``.
+  home (agent/home.py) and the mode's ``sandbox_binds``.
 
 A mode opts out with ``isolation = "none"``: its runs are marked unisolated everywhere. There is
 no fallback: where srt cannot start, the run stops before any agent starts (cli's preflight).
 
 Inside, the sandbox's loopback is the agent's: the proxy variables name loopback.py's proxy,
 which sends a loopback request to a server the agent started in the sandbox and everything else
-(the model endpoint included) to srt's proxy, where any other host port is refused on the
-record. ``NO_PROXY`` stays unset so that the choice is always the proxy's. The agent is an
-ordinary user inside (bwrap_agent_user.sh, write_agent_user): srt's user namespace maps uid 0
+to srt's proxy. ``NO_PROXY`` stays unset so that the choice is always the proxy's. The agent is
+an ordinary user inside (bwrap_agent_user.sh, write_agent_user): srt's user namespace maps uid 0
 alone, where nginx started as root cannot switch its workers to ``nobody``.
 """
 
@@ -46,6 +41,7 @@ from urllib.parse import urlsplit
 
 from ..core import jsonio
 from ..core.errors import UserError
+from ..core.records import Blocked
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -122,17 +118,9 @@ class Box(TypedDict):
     binds: list[str]
 
 
-class Blocked(TypedDict):
-    """A connection the sandbox refused (agent.json's phases' "blocked")."""
-
-    host: str
-    port: int
-    time: str  # UTC, as the debug log stamped it
-
-
 def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | None:
     """The isolation of a mode's agent, or None (isolation = "none"): what an agent run's inputs
-    record. Without isolation the inputs are those of runs made before isolation existed."""
+    record. Without isolation the inputs hold no box, so such runs keep their digest."""
     if mode.isolation == "none":
         return None
     env = dict(os.environ if environ is None else environ, **dict(mode.env))

@@ -157,8 +157,8 @@ def endpoint_problem(
 ) -> str | None:
     """Why the model endpoint cannot be reached the way a phase reaches it (from its sandbox,
     or for box None from this machine), one line, or None: checked before any agent starts, so
-    that a URL or a network that cannot reach it fails in seconds, not after the CLI's retries
-    (about 3.5 min per attempt, three attempts)."""
+    that a URL or a network that cannot reach it fails in seconds, not after the CLI's own
+    retries, which take minutes per attempt."""
     url = endpoint_url(environ)
     script = ENDPOINT_SCRIPT.replace('"$1"', shlex.quote(url))
     if box:

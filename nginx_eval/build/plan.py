@@ -289,8 +289,8 @@ def build_plans(
 ) -> tuple[list["Task"], BasePlan]:
     """(interleave_by_build_group(layout, tasks), base_build_plan(layout, tasks)), kept in the
     cache (layout.build_plans) once the clones hold every commit of `tasks`: both follow from
-    those commits alone (and this module's code, in the key), and asking git for them took
-    0.4 s of every doit command on the 173 tasks of the shipped benchmark. keep=False (a dry
+    those commits alone (and this module's code, in the key), and asking git for them would
+    cost every doit command on the shipped benchmark (docs/performance.md). keep=False (a dry
     run, which writes nothing): made or read, never written."""
     key = _plans_key(layout, tasks)
     by_id = {t.instance_id: t for t in tasks}

@@ -1,51 +1,27 @@
 """Stage 5, build: ``objs/nginx`` for base + patch, addressed by content.
 
 A build is keyed by (base commit, configure flags, patch bytes, compiler identity) and lives in
-``<cache>/builds/<key>/``::
+``<cache>/builds/<key>/``: ``tree/`` (the patched source and tree/objs/nginx), ``build.log``
+(configure, make and patch output) and ``build.json`` (core/records.py: BuildRecord)::
 
-    tree/           the source with the patch applied, and tree/objs/nginx
-    build.log       configure, make (and patch) output
-    build.json      {"key", "status": "built"|"patch_failed"|"compile_failed"|"env_error",
-                     "kind": "clean"|"incremental"|"sibling"|null, "seconds",
-                     "cpu_seconds" (user + system time of its steps and their children: what
-                     the build costs the machine, whatever ran beside it; null: unknown),
-                     "base_commit",
-                     "configure_flags", "patch_sha256", "compiler", "build_system",
-                     "binary_sha256", "binary_stat" (built only: sha256 of tree/objs/nginx,
-                     and its [size, mtime_ns, ctime_ns] for a quick check that it is unchanged),
-                     "reason" (env_error only: one line)}
-
-Identical patches from any mode or run share one build, and the empty patch is the base build. The
-first patch on a (base, flags) pair pays for one clean base build; every later patch starts from a
-copy of it (mtimes kept) and make recompiles only what the patch touches and what depends on it. A
-patch that touches the build system (auto/, configure) gets a clean build. A base build starts
-from the published base build of the nearest other commit with the same auto/ and configure (a
-"sibling"): configure would write the same files, so only the changed sources are recompiled.
-Builds happen in a private temporary directory and are published by renaming it, under a per-key
-lock: no reader ever sees half a build, and a killed build leaves only a temporary directory that
-is discarded. Failed builds are published too, with their log, so a broken patch is not rebuilt.
-
-Timestamps are not trusted: before make, the files a patch or a sibling sync changed get an mtime
-later than every other file of the copied tree; after make, each changed source must be older than
-the objects that read it and than objs/nginx, or the build falls back to a clean one
-(build/mtimes.py). A published tree is read-only and its build.json records the binary's sha256
-(cache.verify_build): a tampered base is rebuilt clean before anything starts from it.
-
-Only the patch's failures are verdicts. A build that fails where the base (empty patch) builds is
-``compile_failed`` (or ``patch_failed``) and published. A failure of the environment (a tool not on
-PATH, a build step or the compiler killed by a signal, a full disk), a failing base build, and any
-build of a base that does not build are ``env_error``: never published, the record and log go to
-``<cache>/builds/.failed/<key>.json|.log`` and the next doit run tries again (within one process a
-failed build is not tried again).
-A clean build's configure finds its test programs in ``<cache>/feature-tests/`` when an earlier
-configure built the same ones (feature_test_cc.sh); make compiles through ccache (toolchain.py).
+    {"key", "status": "built"|"patch_failed"|"compile_failed"|"env_error",
+     "kind": "clean"|"incremental"|"sibling"|null, "seconds", "cpu_seconds", "base_commit",
+     "configure_flags", "patch_sha256", "compiler", "build_system",
+     "binary_sha256", "binary_stat",      # built only
+     "reason"}                            # env_error only: one line
 
 Per task, ``results/<run>/<mode>/<id>/build.json`` is the build record plus {"inputs", "binary",
-"reused", "wait_seconds"} (status "env_error" with its "reason" included) and ``build.log`` is a
-copy of the log.
+"reused", "wait_seconds"} (records.BuildJson) and ``build.log`` a copy of the log.
 
-This module decides which build to make and from what, and what a failure means; the steps are
-in build/steps.py, the cache in build/cache.py, the order builds start in build/plan.py.
+Identical patches share one build, and the empty patch is the base build; a later patch starts
+from a copy of its base's build and make recompiles only what it touches, a patch of the build
+system (auto/, configure) gets a clean one, and a base build may start from a "sibling" base
+with the same auto/ and configure. Builds are made in a private temporary directory and
+published by renaming it under a per-key lock; a published tree is read-only and its binary's
+sha256 is checked before anything starts from it (cache.verify_build). Only the patch's failures
+are verdicts (``compile_failed``, ``patch_failed``, published with their log); a failure of the
+environment is ``env_error``, never published (docs/verdicts.md#build). The steps are in
+build/steps.py, the cache in build/cache.py, mtimes in build/mtimes.py, the order in build/plan.py.
 """
 
 import contextlib
@@ -373,7 +349,7 @@ def ensure_build(
 ) -> BuildRecord:
     """The build record of base + patch, building it if needed (safe across processes): the
     published one, or an unpublished one with status "env_error" and a "reason" when the
-    environment failed the build (see the module's docstring). clean: no base or sibling to
+    environment failed the build (docs/verdicts.md#build). clean: no base or sibling to
     start from (a tampered base build is rebuilt so)."""
     spec = BuildSpec.of(base_commit, flags, patch)
     record = published_build(layout, spec.key)

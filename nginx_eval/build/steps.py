@@ -280,7 +280,7 @@ def first_error(log_text: str) -> str:
 def environment_fault(failure: Failure, log_text: str, directory: str | Path) -> str | None:
     """Why a failed build step (failure: (step, return code)) was the environment's doing, or
     None. A step killed by a signal, the compiler killed (gcc's own lines, see COMPILER_KILLED),
-    a full disk (measured, never read from a log a patch writes)."""
+    a full disk (free space asked of the file system, never read from a log a patch writes)."""
     step, code = failure
     if code < 0:
         return f"{step} was killed by signal {-code}"

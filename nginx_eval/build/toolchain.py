@@ -109,7 +109,7 @@ def install_feature_test_cc(layout: "Layout") -> Path:
 
 def configure_env(layout: "Layout", env: Mapping[str, str]) -> dict[str, str]:
     """configure's environment: feature_test_cc.sh as `cc`, and no ccache, which cannot cache a
-    link and only adds a process to each test (0.23 s per configure). The Makefile configure
+    link and only adds a process to each test (docs/performance.md). The Makefile configure
     writes says `cc`, which make, with build_env's PATH, finds in ccache's directory."""
     path = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != CCACHE_WRAPPERS]
     real_cc = shutil.which("cc", path=os.pathsep.join(path))

@@ -1,53 +1,16 @@
 """The doctor: is this machine ready to run the selected tasks? ``doit run doctor [instances=...]``
 (any selection of the pipeline: run=, bench=, limit=).
 
-What it checks, and how a problem is reported:
-
-    tools          cc, make, git, perl, prove, tar (required); ccache, and bwrap, socat, rg for
-                   the agent sandbox (warnings only)
-    agent sandbox  whether srt starts an isolated command here (agent/sandbox.py) and its
-                   self-test passes (agent/selftest.py); a warning when not, since gold and none
-                   need none, but no agent mode can run
-    agent modes    for each selected agent mode's phase programs (agent_findings): on PATH;
-                   Claude Code's version against scripts/setup-debian.sh's pin (a warning), its
-                   credentials and the model endpoint reached as a phase reaches it (errors:
-                   ``CANNOT RUN mode <name>: ...``); the sandbox's problem is an error then
-    isolation      whether tests get a network namespace of their own (prove/network.py); a
-                   warning when not: they share the machine's ports, fixed-port test trees
-                   queue for one machine-wide slot
-    libraries      headers/libraries of the task's configure flags: libc, PCRE (unless
-                   --without-http_rewrite_module), zlib (gzip), OpenSSL (ssl modules), gd, libxslt,
-                   GeoIP, libperl, ...; an nginx base commit without PCRE2 support needs old PCRE
-    perl modules   from each test file's ``use X`` / ``require X`` lines (core modules and the
-                   suite's own lib/ are skipped), its calls of known non-core modules' functions
-                   (``Net::SSLeay::renegotiate(...)``), from features its ``$t->has`` asks for
-                   (socket_ssl → IO::Socket::SSL, cryptx → Crypt::Misc), and the task's perl_modules;
-                   checked with one ``perl -e`` run
-    daemons        ``$t->has_daemon('x')``: x on PATH (and uwsgi's python3 plugin)
-    configure      every name in ``$t->has(...)`` must be enabled by the task's configure_flags,
-                   judged as Test::Nginx judges it from ``nginx -V``: a missing flag makes the file
-                   skip, so it is a task error (field configure_flags), with no package to install
-    openssl        the harness's OpenSSL configuration for tests (testenv.OPENSSL_CONF_FILE) is in
-                   effect: under it, OpenSSL's TLS library accepts a 1024-bit RSA key and a SHA-1
-                   signed certificate (what test trees before 2019 make); a warning when not
-    certificates   each RSA key size and CA digest a test file makes its certificates with
-                   (testsuite.certificates_made) is accepted under that configuration, tried as
-                   nginx loads a certificate (``openssl s_client -cert``); one refused means nginx
-                   cannot start for that file at the base or the fix: ``CANNOT RUN``, no package
+It checks the tools, the agent sandbox, each selected agent mode's programs, credentials and model
+endpoint, the tests' network isolation, and what each selected test file needs: the libraries of
+its task's configure flags, Perl modules, daemons, the configure flags its ``$t->has`` asks for,
+the harness's OpenSSL configuration and the certificates the file makes. What each check asks and
+how the report reads: docs/running.md#the-doctor.
 
 Test files are read from the extracted tree (``tests:<commit>``) or the bare clone of the test
 repository; with neither, the doctor checks everything else and its verdict is "not checked"
-(never "all good"), naming what to run first (``doit run repos:<owner>+<name>`` or
-``doit run <bench>:gold``). Without the nginx clone, whether a base predates PCRE2 (and needs
-old PCRE) is not checked either.
-
-Output (doctor_report.py): OK lines collapsed per kind; one ``MISSING <what> (needed by <who>) ->
-apt-get install <pkg>`` line per missing thing; ``TASK ERROR`` and ``CANNOT RUN`` lines;
-warnings; one ``apt-get install ...`` line with every missing package; and last the verdict:
-``doctor: all good``, ``doctor: N problem(s)``, and ``not checked: ...`` when a clone was missing.
-A package the doctor asks for that scripts/debian-packages.txt does not list is a warning, so the
-setup script stays the full set. Any MISSING, TASK ERROR or CANNOT RUN fails (the doit action
-returns False, so doit exits non-zero).
+(never "all good"), naming what to run first. Any MISSING, TASK ERROR or CANNOT RUN fails the
+doit action, so doit exits non-zero.
 
 What a test file needs and which package provides it (the tables, the reading of ``use``,
 ``require``, ``has`` and ``has_daemon``) is testsuite.py, shared with scripts/mine_tasks.py; this

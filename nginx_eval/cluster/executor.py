@@ -12,7 +12,7 @@ signature ``work(layout, *args)`` that reads and writes only its unit's results 
     build    build.build_unit      model.patch                 build.json, build.log
     prove    prove.prove_unit      build.json, model.patch     prove.json, tap/
 
-``run`` calls it. Locally: in this process, on the run's layout, as before. On Ray: on some node,
+``run`` calls it. Locally: in this process, on the run's layout. On Ray: on some node,
 on that node's own layout (its own clones, content-addressed builds and test trees, and a scratch
 results directory), with the unit's input files sent as bytes and its output files sent back and
 written here; nothing assumes a file system shared between the machines. The same keys give the

@@ -144,7 +144,8 @@ def _stdin(data: bytes | None) -> Iterator[BinaryIO | None]:
 
 def _gitpython() -> ModuleType:
     """GitPython, imported when the first git command runs, not with this module: its import
-    was a tenth of a second of every doit command, `doit list` (which starts no git) included."""
+    would cost every doit command, `doit list` (which starts no git) included
+    (docs/performance.md)."""
     import git
     import git.exc
 

@@ -225,7 +225,7 @@ def _wait_exit(proc: "subprocess.Popen[bytes]", timeout: float) -> struct_rusage
     """Wait up to `timeout` seconds for the command to exit and reap it: its resource usage
     (os.wait4), or None when it was reaped without one. Raises subprocess.TimeoutExpired.
 
-    Popen.wait(timeout) polls with sleeps of up to 50 ms, which every prove file and build step
+    Popen.wait(timeout) polls with sleeps, the last of which every prove file and build step
     would add to its time; a pidfd wakes the wait the moment the command exits. Where the kernel
     has no pidfd (before Linux 5.3), Popen.wait does it."""
     try:

@@ -6,9 +6,8 @@ build/cache.py's remove_task_build and remove_base_build) record here what they 
 on disk; the loader (cli.load_dodo) installs ``quiet_clean`` for the ``clean`` command, which hides
 doit's per-action lines and the actions' own lines unless the command line has ``verbosity=2``
 (``doit clean`` has no ``-v`` option, and doit parses a command's options before it reads dodo.py),
-and prints one line when cleaning is done::
-
-    nginx-eval: removed 2 workspaces, 11 builds, freed 214 MiB
+and prints one line when cleaning is done: ``nginx-eval: removed 2 workspaces, 11 builds, freed
+214 MiB``.
 
 With ``-n``/``--dry-run`` the actions remove nothing and the line says what would go.
 

@@ -1,9 +1,9 @@
 """`doit run` hands doit only the tasks that may have work to do.
 
-A no-op rerun of every mode on the shipped benchmark is some 6,000 tasks, and doit spends about
-0.15 ms on each up-to-date task of its own (the Task, the dispatcher's node, a signature
-inspected for every uptodate callable, the reporter), a second in all before any check of ours.
-So before doit sees them, ``drop_settled`` asks each task dict the question doit would ask, with
+A no-op rerun of every mode on the shipped benchmark is thousands of tasks, and doit spends time
+on each up-to-date task of its own (the Task, the dispatcher's node, a signature inspected for
+every uptodate callable, the reporter) before any check of ours (docs/performance.md). So
+before doit sees them, ``drop_settled`` asks each task dict the question doit would ask, with
 the same functions, and leaves out those whose answer is already known to be "up to date":
 
 - a task is *settled* when it has actions, no file_dep (doit's database would decide those), at
@@ -15,8 +15,8 @@ the same functions, and leaves out those whose answer is already known to be "up
 - settled tasks the command reaches are dropped, unless the command line names them, and the
   task_dep lists of the others forget them. Tasks the command does not reach (through task_dep,
   a group doit makes of a basename's subtasks, or a file_dep on another task's target) are
-  dropped too: doit would make a Task of each (the site's 1,177 pages in a run of six modes)
-  and never run it. `doit run -a`, a pattern, a target file or a group that doit makes from
+  dropped too: doit would make a Task of each (the site's pages: one per unit) and never run
+  it. `doit run -a`, a pattern, a target file or a group that doit makes from
   subtasks (`doit run build`) drops nothing.
 
 Freshness is still decided in one place, the stages' uptodate functions (stamps.py): this only

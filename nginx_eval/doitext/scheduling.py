@@ -1,33 +1,23 @@
 """The order in which doit's workers pick tasks: finish a started chain before opening a new one.
 
 doit's dispatcher explores the task graph breadth first, from a first-in first-out queue, and
-stops exploring while a task that could run waits for a free worker. Two consequences cost a
-cold run of the shipped benchmark tens of seconds with the processors idle:
+stops exploring while a task that could run waits for a free worker, which leaves the processors
+of a cold run idle. ``finish_chains_first(counts)`` changes three things:
 
-- A task whose last dependency has just finished goes to the back of the queue, behind every
-  base build queued at the start: every prove waited until the last build was done, and then the
-  workers only waited for nginx-tests. ``finish_chains_first`` puts such a task at the front, so
-  the builds and proves of a base start as soon as it is published, and a prove (which mostly
-  waits on sockets and timers) overlaps the next clean build.
-- Several selected tasks (``doit run nginx:gold nginx:none nginx:file``) are explored one after
-  the other, the second only once the queue of the first is empty, that is after the first
-  mode's last clean base build has started: the other modes' proves of already published bases
-  could not start before. ``finish_chains_first`` explores all selected tasks first.
+- a task whose last dependency has just finished goes to the front of the queue, not behind every
+  base build queued at the start: the builds and proves of a base start as soon as it is
+  published, and a prove (which mostly waits on sockets and timers) overlaps the next clean build;
+- every selected task (``doit run nginx:gold nginx:none nginx:file``) is explored first, not each
+  only once the queue of the one before it is empty;
+- a worker gets a task of a limited kind (base and unit builds, proves, agents: KIND_OF_STAGE)
+  only while fewer of that kind are out than its limit (limits.py); the next ready task of another
+  kind goes first, and a task held back waits behind those a finished task releases (a base's
+  siblings and gold builds), so that no worker queues for a slot while a prove could run.
 
-- A worker that takes a build while the builds= slots are full waits for one (limits.py): with
-  one worker per slot (cli.use_the_machine), the builds ready at the start of a cold run took
-  every worker, and the proves of a finished base waited behind them on idle processors.
-  ``finish_chains_first(counts)`` hands a worker a task of a limited kind (base and unit builds,
-  proves, agents: KIND_OF_STAGE) only while fewer of that kind are out than its limit; the next
-  ready task of another kind goes first, and a task held back waits behind those a finished
-  task releases (a base's siblings and gold builds), so that started chains still finish
-  first. The slots still hold the limits; this keeps workers from queueing for them.
-
-The set of tasks that runs and every dependency stay as they were; only the choice among tasks
-that are ready changes. This module only makes doit keep an order; which order is the build
-plan's policy, in build/plan.py: the order builds start in (interleave_by_build_group), the base
-builds' spanning tree (base_build_plan) and the order of the results task's dependencies
-(start_order).
+The set of tasks that runs and every dependency stay as they are; only the choice among tasks
+that are ready changes. Which order is the build plan's policy, in build/plan.py: the order
+builds start in (interleave_by_build_group), the base builds' spanning tree (base_build_plan) and
+the order of the results task's dependencies (start_order).
 
 doit offers no hook for this, so it wraps three methods of ``TaskDispatcher`` (doit 0.37; the
 pin is checked by tests/test_doit_pin.py) and reads its ``ready`` queue. If a later doit lacks

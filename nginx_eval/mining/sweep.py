@@ -1,20 +1,18 @@
 """Finding fixes by running the whole test suite across the nginx history: the third source of
 candidates, beside test signals (suite_history.py) and topic matches (scoring.py).
 
-Why: those sources pair an nginx commit with the test commit that came with it. A fix whose
-test landed without a TODO guard, under an unrelated subject, or in a file that an older commit
-created, is never paired, and most 2025+ fixes are such. Running one test tree (normally the
-newest) against nginx at two commits and comparing every assertion finds each assertion the
-history between them turned from failing to passing, whatever the commits say; bisecting over
-the code commits in between then names the commit that turned it.
+Why: those sources pair an nginx commit with the test commit that came with it. A fix whose test
+landed without a TODO guard, under an unrelated subject, or in a file an older commit created, is
+never paired, and most recent fixes are such. Running one test tree (normally the newest) against
+nginx at two commits finds each assertion the history between them turned from failing to
+passing, whatever the commits say; bisecting over the code commits in between names the commit.
 
 The steps, each a plain function:
 
     suite_flags(tests_dir)          configure flags that let as many files as possible run
     build_nginx(git_dir, commit, builds_dir, flags)   objs/nginx of a commit (ccache, reused)
     run_files(layout, tests_tree, binary, files, tap_dir, jobs)   prove -v each file, as the
-                                    harness does (prove.run_prove_files: pinned environment,
-                                    output guard, a private network per file)
+                                    harness does (prove.run_prove_files)
     outcomes(tap_dir, files)        {file: FileResult} of the TAP written
     flips(old, new)                 assertions that fail at the old commit and pass at the new
     starts_running(old, new)        files that run at the new commit only (a feature arrived)

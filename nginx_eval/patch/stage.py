@@ -1,20 +1,17 @@
 """Stage 4, patch: the candidate patch of one (mode, task) as ``model.patch`` + ``patch.json``.
 
-Agent modes: the diff of the workspace's files against the base commit, new files included. It is
-computed with the bare clone's objects and a throw-away index, never with the workspace's own .git,
-so an agent that commits, branches, rewrites history or deletes .git still yields the diff of what
-is on disk. Ignored files are left out, and so are, .gitignore or not, tracked or not, the harness's
-files (workspace.HARNESS_FILES: .issue.md, .plan.md, .claude/) and what configure and make write
-(workspace.BUILD_OUTPUTS; for a SWE-bench task what running Python leaves at any depth instead,
-workspace.PYTHON_OUTPUTS), listed in patch.json as left out, and any new file over
-MAX_NEW_FILE_BYTES (listed as skipped). An agent run that did not finish (agent.json's status
-``infra_error`` or ``not_run``: the API failed, or the budget was spent) has an empty patch and a
-note saying so: its work is not scored, and `doit run` runs it again.
-Built-ins: ``gold`` is ``git diff base fix`` from the bare clone (a SWE-bench row's own
-``patch``); ``none`` is empty.
-Predictions modes: the ``model_patch`` of the task's row in the predictions file.
+Agent modes: the diff of the workspace's files against the base commit, new files included,
+computed with the bare clone's objects and a throw-away index, never with the workspace's own
+.git, so an agent that commits, rewrites history or deletes .git still yields the diff of what is
+on disk. Left out: ignored files; the harness's files (workspace.HARNESS_FILES) and what configure
+and make write (workspace.BUILD_OUTPUTS; for a SWE-bench task what running Python leaves,
+workspace.PYTHON_OUTPUTS), .gitignore or not, listed in patch.json as left out; any new file over
+MAX_NEW_FILE_BYTES, listed as skipped. An agent run that did not finish (``infra_error``,
+``not_run``) has an empty patch and a note saying so: its work is not scored, and `doit run` runs
+it again. Built-ins: ``gold`` is ``git diff base fix`` from the bare clone (a SWE-bench row's own
+``patch``); ``none`` is empty. Predictions modes: the ``model_patch`` of the task's row.
 
-``patch.json``::
+``patch.json`` (core/records.py: PatchJson)::
 
     {"inputs", "source": "workspace"|"gold"|"none"|"predictions", "sha256", "bytes",
      "files": [paths], "lines_added", "lines_removed", "binary": bool,
@@ -417,9 +414,9 @@ def take_patch(
     files: list[str],
 ) -> None:
     """The doit action: write_patch, then, for a finished agent run, its workspace goes. What is
-    scored of it is in model.patch, and workspaces add up: 78 MiB each (the history up to the
-    base), a run of 4 agent modes on the 196 shipped tasks would hold 61 GB of them and fill the
-    disk before it ends. keep_workspace (``keep_workspaces=1``): left for a look at what the
+    scored of it is in model.patch, and workspaces add up: each holds the history up to the base,
+    and a run of several agent modes on the shipped tasks would fill the disk with them before it
+    ends (docs/performance.md). keep_workspace (``keep_workspaces=1``): left for a look at what the
     agent left behind, until ``doit clean``."""
     write_patch(layout, mode, task, config, files)
     if mode.runs_agent and not keep_workspace and not unfinished_agent_note(layout, mode, task):

@@ -1,21 +1,18 @@
 """The environment a test process gets: pinned, not inherited, and an output guard before nginx.
 
-What the test sees is pinned, not inherited: prove runs with ``--norc`` (no ~/.proverc) in an
-environment the harness builds (``prove_environment``): PATH, HOME, TMPDIR, USER, LOGNAME and
-PERL5LIB pass through, no inherited ``TEST_NGINX_*`` does (``TEST_NGINX_UNSAFE`` alone adds
-assertions). ``TEST_NGINX_GLOBALS`` is ``NGINX_EVAL_TEST_GLOBALS`` plus, as root, ``user root;``
-unless that already names a user (nginx refuses two; as root its workers would otherwise switch
-to ``nobody`` and fail on the test's private temp directory). The environment is recorded in
-prove.json and is part of prove's inputs (prove/stage.py).
+prove runs with ``--norc`` (no ~/.proverc) in an environment the harness builds
+(``prove_environment``): PATH, HOME, TMPDIR, USER, LOGNAME and PERL5LIB pass through, no
+inherited ``TEST_NGINX_*`` does (``TEST_NGINX_UNSAFE`` alone adds assertions).
+``TEST_NGINX_GLOBALS`` is ``NGINX_EVAL_TEST_GLOBALS`` plus, as root, ``user root;`` unless that
+already names a user (nginx refuses two; as root its workers would otherwise switch to ``nobody``
+and fail on the test's private temp directory). The environment is recorded in prove.json and is
+part of prove's inputs (prove/stage.py).
 
 ``TEST_NGINX_BINARY`` is an output guard (nginx_output_guard.sh) in front of the real binary:
 Test::Nginx starts nginx with the test's stdout, which is the TAP stream, so nginx run as a server
-writes to ``tap/<file>.nginx.log`` instead. ``TEST_NGINX_MODULES`` names the build's objs/.
-
-As root, ``TEST_NGINX_GLOBALS`` is not enough: memcached refuses to start as root unless told
-which user to be ("can't run as root without the -u switch"), and nginx-tests start it without
-one, so every memcached test file died before its plan. ``daemon_shims`` puts a directory first
-on the test's PATH holding a `memcached` that runs the real one with ``-u root``.
+writes to ``tap/<file>.nginx.log`` instead. ``TEST_NGINX_MODULES`` names the build's objs/. As
+root, ``daemon_shims`` puts first on PATH a `memcached` that runs the real one with ``-u root``:
+memcached refuses to start as root without it, and nginx-tests start it without one.
 
 ``OPENSSL_CONF`` is the harness's own OpenSSL configuration (openssl_tests.cnf: security level 0),
 never the system's: Debian's default level 2 refuses the 1024-bit keys and SHA-1 signatures the

@@ -6,9 +6,9 @@ or removed file gets the tree extracted again and a note in prove.json (prove/st
 checks/validate.py checks it the same way). The check compares the tree with the test commit in
 the bare clone (git, a scratch index), once: its stamp (``tests/<tree>.json``) then records each
 file's size, mtime, ctime and inode, and a tree whose files all still have those is unchanged
-without git. Writing a file changes its ctime, which nobody can set back (the binaries' quick
-check in build/cache.py rests on the same); git hashed every file of the tree, 0.12 to 0.16 s of
-CPU before every prove.
+without git, which would hash every file of the tree before every prove (docs/performance.md).
+Writing a file changes its ctime, which nobody can set back (the binaries' quick check in
+build/cache.py rests on the same).
 
 An authored task's tree (run/benchmark.py) is the tree of its test commit plus its authored
 files, a tree of its own named by ``Task.tests_tree_id`` (``tests:<commit>+<digest>``): the check

@@ -2,8 +2,8 @@
 results.jsonl rows, what each row's agent ran, the toolchain the records name, and the files each
 task's fix touches. Nothing here computes a statistic; report/modes.py does, from these rows.
 
-Rows are results.jsonl rows (results/stage.py's schema); a row's outcome is core/outcomes.py's outcome(),
-the one definition, for rows written before the field existed too.
+Rows are results.jsonl rows (core/records.py: ResultRow); a row's outcome is core/outcomes.py's
+outcome(), the one definition, for rows without the field too.
 """
 
 import dataclasses
@@ -107,7 +107,7 @@ def toolchain_records(layout, names):
 def toolchain(layout, names):
     """{"compiler", "perl", "openssl"}: what built nginx and ran the tests, as the run's records
     say (never asked of this machine: a report rendered elsewhere names the same), each distinct
-    value once, "; " between; "not recorded" when no record has it (records from before the field),
+    value once, "; " between; "not recorded" when no record has it (records without the field),
     "not found" when the records say the program did not answer."""
     values = {"compiler": [], "perl": [], "openssl": []}
     for path in toolchain_records(layout, names):

@@ -1,78 +1,27 @@
 """Benchmark files: ``tasks/<name>.json`` → a validated list of Task.
 
-File schema::
+The file's schema, each task's fields and the fairness audit's are docs/benchmark.md's "The task
+file" (tests/test_docs.py checks that its table names REQUIRED and OPTIONAL); the version and
+changelog rules are docs/benchmark-versions.md. Loading checks all of them, and a mistake is one
+UserError naming the file, the task and the field. A file with ``"kind": "swebench"`` holds
+SWE-bench rows instead (run/swebench.py); the default kind, "nginx", is this module's.
 
-    {"name": "nginx", "description": "...", "version": "4.19",
-     "changelog": [{"version": "4.19", "date": "YYYY-MM-DD", "tasks": 173, "changes": "..."},
-                   ...],                                            # newest first
-     "tasks": [TASK, ...]}                    (a bare list of tasks is accepted, unversioned)
-
-A file with ``"kind": "swebench"`` at the top holds SWE-bench rows instead (run/swebench.py); the
-default kind, "nginx", is what this docstring describes.
-
-``version`` names the file's tasks as they are: results made with two versions are not results
-of one benchmark (run.json and the report record it; grade.json stamps it, and the report warns
-when a run's results carry two). It is "MAJOR.MINOR": MINOR goes up when tasks are only added or
-removed (or informative fields change), MAJOR when a task that stays changes what an agent sees
-or how it is graded (statement, commits, flags, test files, assertions). Each change adds an
-entry to ``changelog``, newest first: its version, date, the number of tasks after it, and what
-changed. Both fields are optional (test fixtures, candidates files), but go together; the newest
+``version`` names the file's tasks as they are: results made with two versions are not results of
+one benchmark (run.json and the report record it; grade.json stamps it). The newest changelog
 entry must name ``version`` and the file's task count, so adding or dropping tasks without an
-entry is refused (scripts/promote_tasks.py writes the entry when it adds tasks).
+entry is refused (_check_version). A task's ``audit`` must record a change that fixes each of its
+findings (_check_audit); ``doit run <bench>:lint`` refuses a task without one.
 
-A *candidates file* (``"candidates": true`` at the top, written by scripts/mine_tasks.py) holds
-mined task stubs awaiting validation: its tasks may leave fail_to_pass empty and keep the
-placeholder problem statement ("TODO"), and only its validation (``doit run <name>:validate``)
-runs on it (pipeline.check_candidates); scripts/promote_tasks.py then copies the valid ones, with
-their derived assertions and a statement, into a benchmark file. A benchmark file refuses both.
-
-TASK fields (all required unless marked optional):
-    instance_id        str, unique in the file, [A-Za-z0-9_.-]
-    repo, test_repo    "owner/name"
-    base_commit, fix_commit, test_commit     full 40-hex hashes (no HEAD, branches, short hashes)
-    test_files         non-empty list of .t paths relative to the test repository
-    configure_flags    list of str for ./auto/configure
-    fail_to_pass       non-empty list of assertion ids ("<file>:<n> <description>", see grade/stage.py)
-    pass_to_pass       list of assertion ids
-    problem_statement  non-empty str, the bug as a user reports it (not the placeholder "TODO")
-    perl_modules       optional list of Perl module names the tests need
-    test_timeout       optional seconds per test file (default 180)
-    fix_date           optional "YYYY-MM-DD": the fix commit's committer date (the report's
-                       split by date, ``cutoff=``); informative only, not an input of any stage
-    area, gold_size, notes     optional, informative only (area: the report's breakdown)
-    audit              optional here, required by ``doit run <bench>:lint``: the fairness audit
-                       of the task (docs/benchmark.md#the-fairness-audit), informative only
-    tests              optional "nginx-tests" (the default) or "authored": where the task's
-                       assertions come from (the report and the card split rates by it)
-
-AUDIT fields (all required unless marked optional)::
-
-    {"date": "YYYY-MM-DD",
-     "statement_sufficient": bool,  # as found: the statement alone says what behaviour is wanted
-     "tests_fair": bool,            # as found: every fail_to_pass assertion checks only what the
-                                    # statement states or what any correct fix must do
-     "over_strict": [{"assertion": ID, "why": str, "fixed_by": "statement" | "dropped"}],
-     "changes": [{"field": "problem_statement", "why": str}
-                 | {"field": "fail_to_pass", "dropped": [ID, ...], "why": str}],
-     "alternative": {"resolved_before": bool, "resolved": bool,      # optional: the task has a
-                     "strict": bool | null},                         # row in tasks/alternatives.jsonl
-     "notes": str}                                                    # optional
-
-``tests_fair`` is false exactly when ``over_strict`` names assertions. A finding is fixed by a
-change: a statement that was not sufficient, or an over-strict assertion fixed by "statement",
-needs a problem_statement change; one fixed by "dropped" is no longer in fail_to_pass and a
-fail_to_pass change lists it. ``alternative`` records an alternative fix run through the harness
-against the task as it was (``resolved_before``) and as it is (``resolved``, ``strict``).
+A *candidates file* (``"candidates": true``, scripts/mine_tasks.py) holds mined stubs awaiting
+validation: fail_to_pass may be empty and the statement the placeholder, and only its validation
+runs on it (pipeline.check_candidates). A benchmark file refuses both.
 
 An *authored* task (``"tests": "authored"``) grades with test files the project writes, kept
-beside the benchmark file in ``tests/`` (``tasks/tests/<file>.t``): each of its test_files found
-there is authored, the others come from nginx-tests at test_commit, and at least one must be
-authored. Its test tree is the nginx-tests tree of test_commit plus its authored files
-(prove/tree.py), named by a digest of their names and contents (``Task.tests_tree_id``), so an
-edited test file makes a new tree that is extracted, proved and validated again. The files'
-contents are read when the benchmark loads and travel with the Task (a node of executor=ray
-writes the tree from them). An authored file may not have the name of a file of nginx-tests at
-test_commit (repositories/stage.py checks it).
+beside the benchmark file (``tasks/tests/<file>.t``): each of its test_files found there is
+authored, the others come from nginx-tests at test_commit, and at least one must be authored. Its
+test tree is the nginx-tests tree plus its authored files, named by a digest of their names and
+contents (``Task.tests_tree_id``), so an edited file makes a new tree; the files' contents are
+read when the benchmark loads and travel with the Task (a node of executor=ray writes the tree).
 """
 
 import datetime
@@ -520,7 +469,7 @@ def _kind_words(kind):
 
 
 def _check_audit(raw, path, iid):
-    """The task's audit (module docstring), when it has one: its fields, and that every finding
+    """The task's audit (docs/benchmark.md#the-fairness-audit), when it has one: its fields, and that every finding
     is fixed by a change that the task as it stands reflects."""
     audit = raw.get("audit")
     if audit is None:

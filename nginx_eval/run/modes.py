@@ -1,63 +1,26 @@
 """Agent modes, from ``modes.toml`` at the project root, plus the built-in baselines.
 
-Schema::
+The schema is the header of the shipped modes.toml, which documents every key of a mode
+(MODE_KEYS) and of a phase (PHASE_KEYS); tests/test_records.py checks that it names them all. A
+mode is one or more phases (``[[modes.<name>.phases]]``: name, command run with bash -c in the
+workspace, timeout in seconds past which the whole process group is killed, prompt template), or
+instead a SWE-bench ``predictions`` file scored as it is. Any other key, at any level, is an error
+naming the file, the mode, the phase and the key, with the closest known key.
 
-    [modes.<name>]
-    description = "..."              # optional, shown in the report
-    model = "..."                    # optional, fills {model}
-    env = { VAR = "value" }          # optional, extra environment for every phase
-    isolation = "none"               # optional: run the agent unisolated (default "srt": the
-                                     # sandbox of sandbox.py, network only to the model API)
-    allow_hosts = ["example.org"]    # optional, isolated: more hosts the agent may reach
-    sandbox_binds = ["~/.npm"]       # optional, isolated: more read-write paths
-    tests = "base"                   # optional: a read-only nginx-tests tree as of the base
-                                     # commit beside the workspace (suite/stage.py); prompts name it
-                                     # as {{ tests_dir }}
-
-    web_tools = true                 # optional, isolated: let Claude Code use WebSearch and
-                                     # WebFetch (default: --disallowedTools=WebSearch,WebFetch)
-
-    repeats = 3                      # optional: also runs <name>-r2, <name>-r3 (for pass@k)
-    commands = ["fix-issue.md"]      # optional: files of templates/commands/ (custom slash
-                                     # commands) written to <workspace>/.claude/commands/
-    agent_home = "name"              # optional: the files of templates/agent-homes/<name>/,
-                                     # copied into the agent's own CLAUDE_CONFIG_DIR
-
-    [[modes.<name>.phases]]          # one or more, run in order in the same workspace
-    name = "solve"
-    command = "claude -p {prompt} ..."   # run with bash -c in the workspace
-    timeout = 1800                   # seconds; the whole process group is killed past it
-    prompt = "prompt.md.j2"          # optional template in templates/, fills {prompt} / {prompt_file}
-
-    [modes.<name>]                   # or: score a SWE-bench predictions file made elsewhere
-    predictions = "path/to/predictions.jsonl"   # relative to modes.toml; only its rows' tasks
-    description = "..."              # optional (model, env and the sandbox keys are accepted too)
-
-Any other key, at any level, is an error naming the file, the mode, the phase and the key, with
-the closest known key (KEYS, MODE_KEYS, PHASE_KEYS).
-
-``commands``: each name is a file of ``templates/commands/`` (Layout.templates_dir), read when the
-modes are loaded (a missing one is an error naming the mode and the key). Their text is part of
-``Mode.command_files`` and so of ``fingerprint()``: editing a command runs the mode's agents again.
-workspace.install_commands writes them where Claude Code reads a project's custom slash
-commands, ``<workspace>/.claude/commands/<name>``, never in the user's own ``~/.claude``.
-
-``agent_home``: every phase runs with a Claude Code configuration directory of the harness's
-(``CLAUDE_CONFIG_DIR``, agent/home.py) holding the user's credentials and nothing else of theirs:
-no CLAUDE.md, settings, hooks, MCP servers, agents or skills of the operator reach the agent. What
-a mode wants there (a CLAUDE.md, a settings.json, agents/...) is a folder of
-``templates/agent-homes/``, read when the modes are loaded into ``Mode.home_files``; its files'
-text is part of ``fingerprint()``, so editing one runs the mode's agents again.
+``commands`` and ``agent_home`` are read when the modes are loaded: the files of
+``templates/commands/`` (written by workspace.install_commands to the workspace's
+``.claude/commands/``, never the user's ``~/.claude``) and of ``templates/agent-homes/<name>/``
+(copied into the agent's own CLAUDE_CONFIG_DIR, agent/home.py). Their text is part of
+``Mode.command_files``, ``Mode.home_files`` and so of ``fingerprint()``: editing one runs the
+mode's agents again.
 
 ``web_tools``: no sandbox on this machine can stop a search the model API runs on its side, so in
 an isolated mode a Claude Code phase's command gets ``--disallowedTools=WebSearch,WebFetch``
-(agent/stage.py's phase_command). ``web_tools = true`` leaves them allowed, as they were before,
-and marks the runs (agent.json's ``web_tools``). It is not in the fingerprint: such a mode runs
-what it ran before.
+(agent/stage.py's phase_command); ``web_tools = true`` leaves them open and marks the runs
+(agent.json's ``web_tools``). It is not in the fingerprint.
 
-Placeholders ({prompt}, {model}, ...) and ``$AGENT`` in commands: commandline.py.
-
-Built-in modes need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
+Placeholders ({prompt}, {model}, ...) and ``$AGENT`` in commands: commandline.py. Built-in modes
+need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
 """
 
 import difflib

@@ -6,19 +6,14 @@ same run name would share the modes' directories and the report's denominator. A
 names another benchmark than the run's is refused, with one line, before any work; a new run name
 costs nothing.
 
-``benchmark_sha256`` and ``benchmark_version`` are those of the benchmark the run's latest
-command used; each grade.json records the version it was graded under, and the report warns
-when the run's results carry two (report/data.py).
-
 Every command that scores or validates the benchmark (``doit run nginx:raw``, ``doit run nginx``,
 a bare ``doit``, ``nginx:validate``) adds its selection (``instances=``, ``limit=``, or the rows
 of ``predictions=``; the whole benchmark without them) to the run's: the run's tasks are every
-task some such command selected, and that is the report's denominator ("12 of 26 tasks
-selected" when it is not the whole benchmark). A task named directly (``doit run
-prove:nginx/gold/ID``, a stage such as ``doit run build``) selects nothing: it binds a new run to
-its benchmark and leaves the selection as it was, so that redoing one unit never widens the run.
+task some such command selected, and that is the report's denominator. A task named directly
+(``doit run prove:nginx/gold/ID``, a stage such as ``doit run build``) selects nothing, so that
+redoing one unit never widens the run (docs/running.md#a-run).
 
-``run.json``::
+``run.json`` (core/records.py: RunJson)::
 
     {"schema_version": 1, "run", "benchmark": name, "benchmark_file": path relative to the
      project, "benchmark_sha256", "benchmark_version": the file's version | null (unversioned),
@@ -26,8 +21,8 @@ its benchmark and leaves the selection as it was, so that redoing one unit never
      "selections": [{"instances": [ids] | null, "limit": n | null,
                      "predictions": file name, only with predictions=}],   # as given, each once
      "task_ids": [ids, in the benchmark's order], "modes": [names],
-     "sandbox_self_test": the last self-test of the agents' sandbox (agent/selftest.py's
-                          schema), absent before the run's first isolated agent}
+     "sandbox_self_test": the last self-test of the agents' sandbox (records.SelfTest), absent
+                          before the run's first isolated agent}
 """
 
 import datetime

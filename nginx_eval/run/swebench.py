@@ -17,15 +17,12 @@ ROW fields (REQUIRED, each a string unless marked)::
     and read as lists), patch (the gold patch), test_patch, environment_setup_commit;
     created_at optional (the report's date split reads its day as the task's fix_date)
 
-Such a task runs through the same agent stage as an nginx task: a workspace holding only the
-base commit, the same modes and isolation, the agent home, limits, cost accounting and patch
-extraction. What the agent is told comes from ``templates/swebench/`` (adapt_modes): the nginx
-prompts name nginx and its build, and their text is part of every nginx agent run's inputs, so
-they stay as they are and this kind gets prompts of its own. ``patch`` and ``test_patch`` stay in
-the task file, which the agent's sandbox hides; ``patch`` is the ``gold`` mode's patch and the
-evidence of contamination. The nginx stages (build, prove, strict, grade, validation, lint) and
-the nginx-tests tree of ``tests = "base"`` do not apply: grading is the official harness's
-(nginx_eval/swebench/).
+Such a task runs through the same agent stage as an nginx task, with prompts of its own from
+``templates/swebench/`` (adapt_mode: the nginx prompts name nginx, and their text is an input of
+every nginx agent run). ``patch`` (the ``gold`` mode's patch and the evidence of contamination)
+and ``test_patch`` stay in the task file, which the agent's sandbox hides. No build, prove,
+strict, grade, validation or lint: grading is the official harness's (nginx_eval/swebench/;
+docs/benchmark.md#swe-bench-verified).
 """
 
 import json

@@ -2,38 +2,27 @@
 
 It runs for a patch whose named assertions all pass (prove.json's TAP; grade/stage.py decides the
 rest), in two parts, each against a reference: the gold build for a candidate, the base build
-for the gold patch itself (so that gold's own strictness means something).
+for the gold patch itself (so that gold's own strictness means something). docs/verdicts.md#strict
+says it for users.
 
 - **Regressions.** More test files of the task's test tree (regression_files: the files of the
   areas the patch touches, up to ``strict_files=N``) run twice against the candidate and twice
-  against the reference. A regression is an assertion that passes in both reference runs and
-  fails (or does not run) in both candidate runs. Assertions that fail or wobble under the
-  reference are not counted (``reference_not_passing``); one that fails once under the candidate
-  is ``candidate_flaky``, not a regression.
+  against the reference. A regression passes in both reference runs and fails (or does not run)
+  in both candidate runs (compare); what wobbles is recorded and not counted.
 - **Sanitizers.** The patched tree is built again as a sanitizer build (sanitizer.py) and the
   task's own files plus the regression files run once under it, and under the reference's
   sanitizer build. Each report the reference does not also produce is a finding.
 
-The reference's runs are kept in the cache (``strict-runs/<build key>/<test tree>/<env>/``, the
-test tree: benchmark.Task.tests_tree_id)
-and shared by every mode: the gold build and its runs are made once per task.
+The reference's runs are kept in the cache (``strict-runs/<build key>/<test tree>/<env>/``) and
+shared by every mode: the gold build and its runs are made once per task. The candidate's
+output: ``strict/<file>.run<n>.tap`` and ``strict/san/<file>/``.
 
-``strict.json``::
+``strict.json`` (core/records.py: StrictJson, where each field is explained)::
 
-    {"inputs", "strict": true | false | null, "reason": str,   # null: not judged, and why
-     "retry": bool,                     # the environment stopped it: run again next time
-     "reference": "gold" | "base", "reference_key", "key",      # build keys
-     "files": [regression files], "runs": 2,
-     "regressions": [assertion ids], "reference_not_passing": [ids], "candidate_flaky": [ids],
-     "gold_only": [ids],                # failed by the candidate, passed by gold but not by the
-                                        # base either: what only the upstream fix adds, not counted
-     "sanitizer": {"key", "reference_key", "files": [...]} | null,
-     "sanitizer_findings": [finding (sanitizer.py)], "reference_reports": int,
-     "seconds": {"regressions", "sanitizer", "total"}}   # wall time less the waits for
-                                        # build and prove slots (a mode waiting on another's
-                                        # reference runs of the same build counts that wait)
-
-Output of the candidate's runs: ``strict/<file>.run<n>.tap`` and ``strict/san/<file>/``.
+    {"inputs", "strict": true | false | null, "reason", "retry", "reference": "gold" | "base",
+     "reference_key", "key", "files", "runs", "regressions", "reference_not_passing",
+     "candidate_flaky", "gold_only", "sanitizer": {"key", "reference_key", "files"},
+     "sanitizer_findings": [finding], "reference_reports", "seconds"}
 """
 
 from collections.abc import Iterator, Mapping, Sequence

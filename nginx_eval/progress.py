@@ -3,8 +3,8 @@
 A *unit* is one task in one mode; it is finished when its ``grade:<bench>/<mode>/<id>`` task is
 done (run, or up to date), or failed when any of its stages fails. A SWE-bench unit, graded by
 the official harness elsewhere, is finished with its ``patch:`` task: its line says "patch
-taken" (or why the agent did not complete) and counts no resolved units. While `doit run` works, each
-unit that finishes in this command prints one line on stdout::
+taken" (or why the agent did not complete) and counts no resolved units. While `doit run` works,
+each unit that finishes in this command prints one line on stdout::
 
     [37/104] gold 25 resolved · 0 errors · ETA 3 m · nginx__nginx-f35475c083d4 resolved
 

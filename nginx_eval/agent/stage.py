@@ -38,9 +38,9 @@ Output ``agent.json``::
                                    # attempt's (attempts.py); "contamination" ones included
      "contaminated": bool,         # the fix reached the agent: the outcome is "contaminated"
      "tests_tree": {"repo", "commit", "date", "notes"} | null}   # the nginx-tests tree the
-                                   # agent had (a mode's tests = "base", suite/stage.py): its commit,
-                                   # that commit's committer date, and a note per attempt that
-                                   # found it changed and extracted it again; null: none
+                                   # agent had (a mode's tests = "base", suite/stage.py): its
+                                   # commit, that commit's committer date, and a note per attempt
+                                   # that found it changed and extracted it again; null: none
 
 Each phase also has ``"blocked": [{"host", "port", "time"}]`` (connections the sandbox refused;
 null unisolated) and ``"sandbox_log"`` (srt's debug log, null unisolated); its settings are in
@@ -334,7 +334,7 @@ class AgentRun:
             "rendered": [],
             "flags": [],
         }
-        for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts), 1):
+        for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts, strict=True), 1):
             if not self.ws.is_dir():
                 # An earlier phase deleted the workspace: nothing to run the next phase in.
                 state.update(

@@ -21,8 +21,8 @@ What it checks, and how a problem is reported:
     perl modules   from each test file's ``use X`` / ``require X`` lines (core modules and the
                    suite's own lib/ are skipped), its calls of known non-core modules' functions
                    (``Net::SSLeay::renegotiate(...)``), from features its ``$t->has`` asks for
-                   (socket_ssl → IO::Socket::SSL, cryptx → Crypt::Misc), and the task's perl_modules;
-                   checked with one ``perl -e`` run
+                   (socket_ssl → IO::Socket::SSL, cryptx → Crypt::Misc), and the task's
+                   perl_modules; checked with one ``perl -e`` run
     daemons        ``$t->has_daemon('x')``: x on PATH (and uwsgi's python3 plugin)
     configure      every name in ``$t->has(...)`` must be enabled by the task's configure_flags,
                    judged as Test::Nginx judges it from ``nginx -V``: a missing flag makes the file

@@ -17,9 +17,10 @@ processes (default ``~/.cache/nginx-eval-node``): ``cache/`` (clones, builds, te
 workspaces; the same content keys as anywhere) and ``units/<coordinator>/`` (the scratch results
 directory of the units it runs for one coordinator). The work's environment is the node's with
 the coordinator's ``NGINX_EVAL_*``, ``ANTHROPIC_*``, ``CLAUDE_*`` and ``AGENT`` on top, except
-the three that name the coordinator's directories and the node's own ``NGINX_EVAL_NODE_*``, and the variables ``NGINX_EVAL_FORWARD``
-names (comma-separated: an agent program's own settings); ``NGINX_EVAL_NODE_REPO_URL`` on a node
-replaces the coordinator's repository URL template there (a node with its own mirrors).
+the three that name the coordinator's directories and the node's own ``NGINX_EVAL_NODE_*``, and
+the variables ``NGINX_EVAL_FORWARD`` names (comma-separated: an agent program's own settings);
+``NGINX_EVAL_NODE_REPO_URL`` on a node replaces the coordinator's repository URL template there
+(a node with its own mirrors).
 
 **Limits across the cluster** (``SlotKeeper``): ``agents=``, ``builds=`` and ``proves=`` (limits.py)
 hold for the whole cluster: one actor, started by the coordinator, hands out the slots that the
@@ -289,7 +290,7 @@ class RayBackend:
                     raise
                 lost.append(f"the node running it was lost: {str(e).strip().splitlines()[0]}")
                 if len(lost) > self.agent_retries:
-                    raise nodework.UnitLost(lost)
+                    raise nodework.UnitLost(lost) from e
         sys.stderr.write(result["stderr"])
         sys.stderr.flush()
         nodework.write_unit_files(unit_dir, ship_out, result["files"])

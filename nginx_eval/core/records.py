@@ -145,7 +145,7 @@ class StrictJson(TypedDict):
     seconds: NotRequired[StrictSeconds]
 
 
-# -- grade.json (grade/stage.py) -------------------------------------------------------------------------
+# -- grade.json (grade/stage.py) -------------------------------------------------------------------
 
 
 class Split(TypedDict):
@@ -209,7 +209,7 @@ class GradeJson(Verdict, StrictFields):
     benchmark_version: NotRequired[str]
 
 
-# -- patch.json (patch/stage.py) -------------------------------------------------------------------------
+# -- patch.json (patch/stage.py) -------------------------------------------------------------------
 
 
 class SkippedFile(TypedDict):

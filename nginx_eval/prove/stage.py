@@ -3,21 +3,22 @@
 The tests run in the nginx-tests tree of the task's test commit (with an authored task's own
 files), checked before each prove (prove/tree.py: an edited, added or removed file gets the tree
 extracted again and a note in prove.json), and in an environment the harness pins, with an output
-guard in front of nginx (prove/env.py). Each file runs with its own time limit (task.test_timeout) in its own process
-group, so a hanging test and the nginx it started are killed. The output of each file is kept in
-``tap/<file>.tap`` (stdout, the TAP stream), ``tap/<file>.stderr`` and ``tap/<file>.nginx.log``.
+guard in front of nginx (prove/env.py). Each file runs with its own time limit (task.test_timeout)
+in its own process group, so a hanging test and the nginx it started are killed. The output of
+each file is kept in ``tap/<file>.tap`` (stdout, the TAP stream), ``tap/<file>.stderr`` and
+``tap/<file>.nginx.log``.
 
 When a file did not run to its end (it skipped entirely, printed no plan, died, bailed out, or
 its stream was tampered with) or skipped a graded assertion, the same file runs once more against
-the task's base build (``reference``, ``tap/reference/``): grade/stage.py decides from that run whether
-the patch or the environment is at fault. A prove whose grade was an environment error is not
-kept: the next ``doit run`` proves again.
+the task's base build (``reference``, ``tap/reference/``): grade/stage.py decides from that run
+whether the patch or the environment is at fault. A prove whose grade was an environment error is
+not kept: the next ``doit run`` proves again.
 
 With ``rerun_failed=1`` (options.py; then, and only then, part of prove's config), a file with a
 graded assertion that failed or did not run runs once more against the same binary, and both
 streams are kept: ``tap/<file>.tap`` (the first run) and ``tap/<file>.rerun.tap`` (with
-``.rerun.stderr`` and ``.rerun.nginx.log``). grade/stage.py takes the rerun's verdict and records both.
-The reference run, when needed, covers a file if either of its runs needs one.
+``.rerun.stderr`` and ``.rerun.nginx.log``). grade/stage.py takes the rerun's verdict and records
+both. The reference run, when needed, covers a file if either of its runs needs one.
 
 ``prove.json``::
 

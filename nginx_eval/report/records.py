@@ -2,8 +2,8 @@
 results.jsonl rows, what each row's agent ran, the toolchain the records name, and the files each
 task's fix touches. Nothing here computes a statistic; report/modes.py does, from these rows.
 
-Rows are results.jsonl rows (results/stage.py's schema); a row's outcome is core/outcomes.py's outcome(),
-the one definition, for rows written before the field existed too.
+Rows are results.jsonl rows (results/stage.py's schema); a row's outcome is core/outcomes.py's
+outcome(), the one definition, for rows written before the field existed too.
 """
 
 import dataclasses

@@ -122,15 +122,16 @@ those that are not); an instance of a report's error_ids is ``eval_error`` (EVAL
 with "a" and "b" the two runs' arm, plus "arm", "only_here": [ids], "only_other": [ids]]}.
 
 In SWE-bench's terms an *error* is an instance the evaluation could not judge: here env_error,
-patch_failed, infra_error and not_run (the last two also outside the resolved rate's denominator). A task with no row in a mode's results.jsonl is counted in total_instances only
+patch_failed, infra_error and not_run (the last two also outside the resolved rate's
+denominator). A task with no row in a mode's results.jsonl is counted in total_instances only
 (``incomplete_ids``): a ``predictions=`` file without a row for it, or a task not run yet.
 
 The report's warnings list results graded under more than one version of the benchmark (or
-another than the task file's now), and, by mode and task, every agent that did not complete (agent error,
-timeout, infra error, with agent.json's reason; per mode, the tasks left by the budget),
-environment errors, tasks not validated as valid, modes
-with missing tasks, modes whose tasks ran different commands, and modes with tasks whose verdict a
-rerun of a failing test file changed (rerun_failed=1).
+another than the task file's now), and, by mode and task, every agent that did not complete
+(agent error, timeout, infra error, with agent.json's reason; per mode, the tasks left by the
+budget), environment errors, tasks not validated as valid, modes with missing tasks, modes whose
+tasks ran different commands, and modes with tasks whose verdict a rerun of a failing test file
+changed (rerun_failed=1).
 
 Where each part lives: report/records.py reads the run's records; report/modes.py computes each
 mode's and family's figures; report/arms.py the arms, comparisons, power summary and breakdowns;

@@ -32,7 +32,8 @@ TASK fields (all required unless marked optional):
     base_commit, fix_commit, test_commit     full 40-hex hashes (no HEAD, branches, short hashes)
     test_files         non-empty list of .t paths relative to the test repository
     configure_flags    list of str for ./auto/configure
-    fail_to_pass       non-empty list of assertion ids ("<file>:<n> <description>", see grade/stage.py)
+    fail_to_pass       non-empty list of assertion ids ("<file>:<n> <description>",
+                       see grade/stage.py)
     pass_to_pass       list of assertion ids
     problem_statement  non-empty str, the bug as a user reports it (not the placeholder "TODO")
     perl_modules       optional list of Perl module names the tests need
@@ -54,8 +55,9 @@ AUDIT fields (all required unless marked optional)::
      "over_strict": [{"assertion": ID, "why": str, "fixed_by": "statement" | "dropped"}],
      "changes": [{"field": "problem_statement", "why": str}
                  | {"field": "fail_to_pass", "dropped": [ID, ...], "why": str}],
-     "alternative": {"resolved_before": bool, "resolved": bool,      # optional: the task has a
-                     "strict": bool | null},                         # row in tasks/alternatives.jsonl
+     "alternative": {"resolved_before": bool, "resolved": bool,      # optional: the task has
+                     "strict": bool | null},                         # a row in
+                                                                     # tasks/alternatives.jsonl
      "notes": str}                                                    # optional
 
 ``tests_fair`` is false exactly when ``over_strict`` names assertions. A finding is fixed by a
@@ -80,6 +82,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from ..core.errors import UserError
@@ -288,7 +291,7 @@ def _check_version(data, path, ntasks):
         )
     for i, entry in enumerate(changelog):
         _check_changelog_entry(entry, path, i)
-    for i, (newer, older) in enumerate(zip(changelog, changelog[1:]), 1):
+    for i, (newer, older) in enumerate(pairwise(changelog), 1):
         item = f"changelog entry {i} (version {older['version']})"
         if version_key(older["version"]) >= version_key(newer["version"]):
             raise UserError(
@@ -639,7 +642,7 @@ def authored_files(raw, path, iid):
                     file=path,
                     task=iid,
                     field="test_files",
-                )
+                ) from None
     if not found:
         raise UserError(
             f'is "authored", but none of test_files ({", ".join(raw["test_files"])}) '
@@ -699,11 +702,13 @@ def load_benchmark(path):
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise UserError(f"cannot read: {e.strerror}", file=path)
+        raise UserError(f"cannot read: {e.strerror}", file=path) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise UserError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=path)
+        raise UserError(
+            f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=path
+        ) from None
     raw_tasks = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(raw_tasks, list):
         raise UserError('expected {"tasks": [...]} or a list of tasks', file=path, field="tasks")

@@ -27,7 +27,8 @@ Schema::
     name = "solve"
     command = "claude -p {prompt} ..."   # run with bash -c in the workspace
     timeout = 1800                   # seconds; the whole process group is killed past it
-    prompt = "prompt.md.j2"          # optional template in templates/, fills {prompt} / {prompt_file}
+    prompt = "prompt.md.j2"          # optional template in templates/, fills {prompt} and
+                                     # {prompt_file}
 
     [modes.<name>]                   # or: score a SWE-bench predictions file made elsewhere
     predictions = "path/to/predictions.jsonl"   # relative to modes.toml; only its rows' tasks
@@ -57,7 +58,8 @@ what it ran before.
 
 Placeholders ({prompt}, {model}, ...) and ``$AGENT`` in commands: commandline.py.
 
-Built-in modes need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
+Built-in modes need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes
+nothing.
 """
 
 import difflib
@@ -102,7 +104,8 @@ MODE_KEYS = (
     "phases",
     "predictions",
 )
-# What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit (suite/stage.py).
+# What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit
+# (suite/stage.py).
 TESTS = ("base",)
 # Keys of the bubblewrap sandbox that isolation replaced: an error that says what to write now.
 REPLACED_KEYS = {
@@ -362,7 +365,7 @@ def _home_files(
         except UnicodeDecodeError:
             raise UserError(
                 f"{source} is not UTF-8 text", file=path, item=where, field="agent_home"
-            )
+            ) from None
     return name, tuple(files)
 
 
@@ -469,7 +472,7 @@ def load_modes(path: str | Path, templates_dir: str | Path | None = None) -> dic
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
-        raise UserError(f"malformed TOML: {e}", file=path)
+        raise UserError(f"malformed TOML: {e}", file=path) from None
     return parse_modes(data, path, templates_dir)
 
 
@@ -479,12 +482,12 @@ def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read: {e}", file=path)
+        raise UserError(f"cannot read: {e}", file=path) from None
     if text.lstrip().startswith("["):
         try:
             rows = [(f"row {n}", row) for n, row in enumerate(json.loads(text), 1)]
         except json.JSONDecodeError as e:
-            raise UserError(f"malformed JSON: {e}", file=path)
+            raise UserError(f"malformed JSON: {e}", file=path) from None
     else:
         rows = []
         for n, line in enumerate(text.splitlines(), 1):
@@ -496,7 +499,7 @@ def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
                 # json counts lines within the one line it was given: say the file's own.
                 raise UserError(
                     f"malformed JSON: {e.msg} (column {e.colno})", file=path, item=f"line {n}"
-                )
+                ) from None
     found = {}
     for where, row in rows:
         if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):

@@ -1,4 +1,5 @@
-"""Command-line variables: every ``name=value`` word of a doit command line, read once, checked once.
+"""Command-line variables: every ``name=value`` word of a doit command line, read once, checked
+once.
 
 pipeline.load_context parses all of them (doitext/invocation.py's command_line_variables), so
 that a name the harness does not know is an error instead of being ignored; the rest of the
@@ -38,7 +39,8 @@ harness takes its settings from ``ctx.options`` and never asks doit.
                                           local one): executor.py, rayexec.py
     rerun_failed 0 or 1                   1: a test file with a failing or missing graded
                                           assertion runs once more against the same binary, and
-                                          the rerun decides (prove/stage.py, grade/stage.py; default 0)
+                                          the rerun decides (prove/stage.py, grade/stage.py;
+                                          default 0)
     strict       0 or 1                   0: no strict verdict (strict/stage.py; default 1)
     strict_files whole number >= 1        regression files per patch (default 6)
     keep_workspaces 0 or 1                1: an agent's workspace stays after its patch is

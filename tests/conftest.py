@@ -210,6 +210,6 @@ def claude_program():
 
     program, problem = claude_cli.find_or_install()
     if problem:
-        warnings.warn(f"SKIPPING the tests that run Claude Code: {problem}")
+        warnings.warn(f"SKIPPING the tests that run Claude Code: {problem}", stacklevel=1)
         pytest.skip(problem)
     return program

@@ -1,6 +1,7 @@
 """Command-line variables (nginx_eval/run/options.py): parsed and checked once, each mistake one
 ``nginx-eval: error:`` line naming the variable; unknown task names; what a bare `doit` runs."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -95,7 +96,7 @@ def test_executor_is_local_or_ray():
 
 
 def test_options_are_frozen_and_every_variable_has_help():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         Options().limit = 3
     assert all(v.help for v in VARIABLES.values())
 

@@ -81,7 +81,7 @@ class FixEvidence:
     lines: frozenset[str] = field(default_factory=frozenset)
 
     def hash_in(self, text: str) -> str | None:
-        for word in re.findall(r"\b[0-9a-f]{%d,40}\b" % HASH_CHARS, text):
+        for word in re.findall(rf"\b[0-9a-f]{{{HASH_CHARS},40}}\b", text):
             # Digits alone are numbers (sizes, times), not a commit id.
             if self.commit.startswith(word) and not word.isdigit():
                 return word

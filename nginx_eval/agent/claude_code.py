@@ -49,10 +49,15 @@ USAGE_KEYS = dict(
     zip(
         TOKENS,
         ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"),
+        strict=True,
     )
 )
 MODEL_USAGE_KEYS = dict(
-    zip(TOKENS, ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens"))
+    zip(
+        TOKENS,
+        ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens"),
+        strict=True,
+    )
 )
 # "Not logged in · Please run /login": no key and no login, answered at once with no request.
 AUTH_TEXTS = ("Invalid API key", "Failed to authenticate", "Not logged in")
@@ -116,7 +121,8 @@ def program_version(
     path: str | None, environ: Mapping[str, str], cache_dir: str | Path
 ) -> str | None:
     """``<path> --version`` ("2.1.330 (Claude Code)") of a Claude Code program, or None. Cached in
-    `cache_dir` per resolved file, mtime and size, so that a run with nothing to do starts no CLI."""
+    `cache_dir` per resolved file, mtime and size, so that a run with nothing to do starts no
+    CLI."""
     if not path or not is_claude_code(path):
         return None
     real = os.path.realpath(path)

@@ -96,7 +96,8 @@ if [ -n "${HTTP_PROXY:-}" ]; then
                 GRPC_PROXY grpc_proxy DOCKER_HTTP_PROXY DOCKER_HTTPS_PROXY; do
         value=${!name:-}
         case $value in
-            http://*"$srt_proxy"|http://*"$srt_proxy"/) export "$name=${value/"$srt_proxy"/127.0.0.1:$port}";;
+            http://*"$srt_proxy"|http://*"$srt_proxy"/)
+                export "$name=${value/"$srt_proxy"/127.0.0.1:$port}";;
         esac
     done
 fi

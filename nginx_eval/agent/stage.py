@@ -290,7 +290,7 @@ class AgentRun:
             "rendered": [],
             "flags": [],
         }
-        for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts), 1):
+        for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts, strict=True), 1):
             if not self.ws.is_dir():
                 # An earlier phase deleted the workspace: nothing to run the next phase in.
                 state.update(

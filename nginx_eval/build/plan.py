@@ -103,12 +103,15 @@ def fixes_touching_headers(layout: "Layout", tasks: Sequence["Task"]) -> set[str
     heavy: set[str] = set()
     for repo in {t.repo for t in tasks}:
         mine = [t for t in tasks if t.repo == repo]
-        changed = (
-            changed_paths(layout.bare_repo(repo), [(t.base_commit, t.fix_commit) for t in mine])
-            or []
+        changed = changed_paths(
+            layout.bare_repo(repo), [(t.base_commit, t.fix_commit) for t in mine]
         )
+        if changed is None:
+            continue
         heavy.update(
-            t.instance_id for t, paths in zip(mine, changed) if any(p.endswith(".h") for p in paths)
+            t.instance_id
+            for t, paths in zip(mine, changed, strict=True)
+            if any(p.endswith(".h") for p in paths)
         )
     return heavy
 
@@ -191,7 +194,7 @@ def sibling_tree(bare: Path, commits: list[str]) -> dict[str, str]:
     if changed is None:
         return {}
     cost = {}
-    for (a, b), paths in zip(pairs, changed):
+    for (a, b), paths in zip(pairs, changed, strict=True):
         cost[a, b] = cost[b, a] = rebuild_cost(paths)
     parents, attached, rest = {}, commits[:1], commits[1:]
     while rest:

@@ -36,8 +36,8 @@ def configure(layout, options):
     if name == "ray":
         try:
             from . import rayexec
-        except ImportError:
-            raise UserError("executor=ray needs Ray: pip install -e '.[ray]'")
+        except ImportError as e:
+            raise UserError("executor=ray needs Ray: pip install -e '.[ray]'") from e
         _state.update(name="ray", backend=rayexec.RayBackend.connect(layout, options))
     else:
         _state.update(name="local", backend=None)

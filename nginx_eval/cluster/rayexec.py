@@ -273,7 +273,7 @@ class RayBackend:
                     raise
                 lost.append(f"the node running it was lost: {str(e).strip().splitlines()[0]}")
                 if len(lost) > self.agent_retries:
-                    raise nodework.UnitLost(lost)
+                    raise nodework.UnitLost(lost) from e
         sys.stderr.write(result["stderr"])
         sys.stderr.flush()
         nodework.write_unit_files(unit_dir, ship_out, result["files"])

@@ -98,7 +98,8 @@ class Layout:
         return self.cache / "agent-homes" / self.run / mode / instance_id
 
     def remote_diff(self, mode: str, instance_id: str) -> Path:
-        """executor=ray: the agent's workspace diff, made on the node that ran it (patch/stage.py)."""
+        """executor=ray: the agent's workspace diff, made on the node that ran it
+        (patch/stage.py)."""
         return self.cache / "workspaces" / self.run / mode / f"{instance_id}.remote.json"
 
     @property
@@ -288,7 +289,8 @@ class Layout:
 
 
 def repo_url(repo: str, environ: Mapping[str, str] | None = None) -> str:
-    """The clone URL of `owner/name`, from NGINX_EVAL_REPO_URL (a template with {owner} and {name})."""
+    """The clone URL of `owner/name`, from NGINX_EVAL_REPO_URL (a template with {owner} and
+    {name})."""
     env = os.environ if environ is None else environ
     owner, name = repo.split("/", 1)
     return (env.get("NGINX_EVAL_REPO_URL") or DEFAULT_REPO_URL).format(owner=owner, name=name)

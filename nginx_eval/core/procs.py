@@ -1,8 +1,8 @@
 """Running untrusted or long commands: a time limit, and nothing left running afterwards.
 
 Each command starts in a new session (its own process group) and carries a unique token in its
-environment. At the limit the group gets SIGTERM, then SIGKILL; then every process that still carries
-the token (children that escaped with setsid, daemons started by an agent) is killed too
+environment. At the limit the group gets SIGTERM, then SIGKILL; then every process that still
+carries the token (children that escaped with setsid, daemons started by an agent) is killed too
 (proctree.py finds and stops them; this module decides which commands, and when).
 
 When doit itself is killed (kill -9, a lost machine session), nobody is left to do that. So a caller

@@ -166,10 +166,10 @@ def slim(tasks):
 # -- doit's dispatcher nodes ---------------------------------------------------------------------
 # doit's dispatcher makes an ExecNode for every task it reaches, at the start of a run nearly all
 # of them, about 2 KB each (four sets, four lists, two suspended generators): 12 MiB at the start
-# of that run (tracemalloc), kept to its end. A node whose task has no calc_dep never adds to its calc_dep or
-# wait_run_calc, so those two are shared from the start; once its task has a final status, doit
-# reads only the node's task and run_status (a node that still waits for it looks at nothing
-# else), so the rest is let go.
+# of that run (tracemalloc), kept to its end. A node whose task has no calc_dep never adds to its
+# calc_dep or wait_run_calc, so those two are shared from the start; once its task has a final
+# status, doit reads only the node's task and run_status (a node that still waits for it looks at
+# nothing else), so the rest is let go.
 FINAL = ("successful", "up-to-date", "failure", "ignore")
 _ENDED = iter(())  # an exhausted generator: what the node's own would say next (nothing)
 

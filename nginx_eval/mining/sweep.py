@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 
 from nginx_eval.build.toolchain import build_env, configure_argv
@@ -250,7 +251,7 @@ class Sweep:
         """leads.json of a sweep over the stretches between neighbours of `ends` (commit ids,
         oldest first): per fix commit its date, subject and the assertions it turned passing."""
         found, flipped = {}, []
-        for lo, hi in zip(ends, ends[1:]):
+        for lo, hi in pairwise(ends):
             result = self.stretch(lo, hi, files)
             if result is None:
                 self.log(f"{lo[:12]} or {hi[:12]} does not build: stretch skipped")

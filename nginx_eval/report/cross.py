@@ -167,7 +167,7 @@ def _pair_cells(sides, a, b):
 def _pooled(sides, cells, a, b):
     """stats.cmh_paired over both sides, or None for a family or a side without a comparison."""
     strata = []
-    for s, cell in zip(sides, cells):
+    for s, cell in zip(sides, cells, strict=True):
         c = cell["comparison"]
         if c is None or c["method"] != "mcnemar":
             return None
@@ -186,7 +186,7 @@ def _finish(sides, pairs):
         done = [p["cells"][k]["comparison"] for p in pairs if p["cells"][k]["comparison"]]
         finish_comparisons(done, len(s["task_ids"]))
     pooled = [p["pooled"] for p in pairs if p["pooled"]]
-    for pool, adjusted in zip(pooled, stats.holm([q["p_value"] for q in pooled])):
+    for pool, adjusted in zip(pooled, stats.holm([q["p_value"] for q in pooled]), strict=True):
         pool["p_holm"] = round(adjusted, 8)
         for key in ("difference", "statistic", "p_value", "p_exact", "odds_ratio", "homogeneity_p"):
             if isinstance(pool.get(key), float):

@@ -125,9 +125,9 @@ def clustered_mean(table, level=LEVEL):
 # -- two modes -------------------------------------------------------------------------------------
 def discordance_table(x, y):
     """(both, x only, y only, neither) for two aligned 0/1 sequences."""
-    both = sum(1 for a, b in zip(x, y) if a and b)
-    x_only = sum(1 for a, b in zip(x, y) if a and not b)
-    y_only = sum(1 for a, b in zip(x, y) if b and not a)
+    both = sum(1 for a, b in zip(x, y, strict=True) if a and b)
+    x_only = sum(1 for a, b in zip(x, y, strict=True) if a and not b)
+    y_only = sum(1 for a, b in zip(x, y, strict=True) if b and not a)
     return both, x_only, y_only, len(x) - both - x_only - y_only
 
 
@@ -446,9 +446,9 @@ def cmh_paired(strata: list, level: float = LEVEL) -> dict:
     tables, counts, per = [], [0, 0, 0, 0], []
     for x, y in strata:
         table = discordance_table(x, y)
-        counts = [c + t for c, t in zip(counts, table)]
+        counts = [c + t for c, t in zip(counts, table, strict=True)]
         per.append(table[1:3])
-        tables += [[[a, 1 - a], [b, 1 - b]] for a, b in zip(x, y)]
+        tables += [[[a, 1 - a], [b, 1 - b]] for a, b in zip(x, y, strict=True)]
     both, a_only, b_only, neither = counts
     n = sum(counts)
     out = {

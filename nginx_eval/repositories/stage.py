@@ -103,7 +103,7 @@ def ensure_repo(
             try:
                 clone_bare(url, tmp)
             except GitError as e:
-                raise UserError(f"cannot clone {url}: {e.stderr.strip()}", field="repo")
+                raise UserError(f"cannot clone {url}: {e.stderr.strip()}", field="repo") from None
             os.replace(tmp, path)
         # Workspaces fetch single commits from this clone by hash.
         set_config(path, "uploadpack.allowAnySHA1InWant", "true")

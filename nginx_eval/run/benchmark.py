@@ -29,6 +29,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 from ..core.errors import UserError
@@ -237,7 +238,7 @@ def _check_version(data, path, ntasks):
         )
     for i, entry in enumerate(changelog):
         _check_changelog_entry(entry, path, i)
-    for i, (newer, older) in enumerate(zip(changelog, changelog[1:]), 1):
+    for i, (newer, older) in enumerate(pairwise(changelog), 1):
         item = f"changelog entry {i} (version {older['version']})"
         if version_key(older["version"]) >= version_key(newer["version"]):
             raise UserError(
@@ -469,8 +470,8 @@ def _kind_words(kind):
 
 
 def _check_audit(raw, path, iid):
-    """The task's audit (docs/benchmark.md#the-fairness-audit), when it has one: its fields, and that every finding
-    is fixed by a change that the task as it stands reflects."""
+    """The task's audit (docs/benchmark.md#the-fairness-audit), when it has one: its fields, and
+    that every finding is fixed by a change that the task as it stands reflects."""
     audit = raw.get("audit")
     if audit is None:
         return
@@ -588,7 +589,7 @@ def authored_files(raw, path, iid):
                     file=path,
                     task=iid,
                     field="test_files",
-                )
+                ) from None
     if not found:
         raise UserError(
             f'is "authored", but none of test_files ({", ".join(raw["test_files"])}) '
@@ -648,11 +649,13 @@ def load_benchmark(path):
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise UserError(f"cannot read: {e.strerror}", file=path)
+        raise UserError(f"cannot read: {e.strerror}", file=path) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise UserError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=path)
+        raise UserError(
+            f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=path
+        ) from None
     raw_tasks = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(raw_tasks, list):
         raise UserError('expected {"tasks": [...]} or a list of tasks', file=path, field="tasks")

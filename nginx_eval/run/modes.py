@@ -65,7 +65,8 @@ MODE_KEYS = (
     "phases",
     "predictions",
 )
-# What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit (suite/stage.py).
+# What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit
+# (suite/stage.py).
 TESTS = ("base",)
 # Keys of the bubblewrap sandbox that isolation replaced: an error that says what to write now.
 REPLACED_KEYS = {
@@ -325,7 +326,7 @@ def _home_files(
         except UnicodeDecodeError:
             raise UserError(
                 f"{source} is not UTF-8 text", file=path, item=where, field="agent_home"
-            )
+            ) from None
     return name, tuple(files)
 
 
@@ -432,7 +433,7 @@ def load_modes(path: str | Path, templates_dir: str | Path | None = None) -> dic
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
-        raise UserError(f"malformed TOML: {e}", file=path)
+        raise UserError(f"malformed TOML: {e}", file=path) from None
     return parse_modes(data, path, templates_dir)
 
 
@@ -442,12 +443,12 @@ def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read: {e}", file=path)
+        raise UserError(f"cannot read: {e}", file=path) from None
     if text.lstrip().startswith("["):
         try:
             rows = [(f"row {n}", row) for n, row in enumerate(json.loads(text), 1)]
         except json.JSONDecodeError as e:
-            raise UserError(f"malformed JSON: {e}", file=path)
+            raise UserError(f"malformed JSON: {e}", file=path) from None
     else:
         rows = []
         for n, line in enumerate(text.splitlines(), 1):
@@ -459,7 +460,7 @@ def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
                 # json counts lines within the one line it was given: say the file's own.
                 raise UserError(
                     f"malformed JSON: {e.msg} (column {e.colno})", file=path, item=f"line {n}"
-                )
+                ) from None
     found = {}
     for where, row in rows:
         if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):

@@ -107,7 +107,9 @@ def _list_field(raw, name, where):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise UserError("must be a list of test names (or its JSON text)", **where, field=name)
+            raise UserError(
+                "must be a list of test names (or its JSON text)", **where, field=name
+            ) from None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UserError("must be a list of test names", **where, field=name)
     return value

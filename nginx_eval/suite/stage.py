@@ -201,22 +201,25 @@ def already_standing(layout: Layout, tasks: Iterable[Task]) -> dict[str, bool | 
             standing[t.instance_id] = None
             continue
         bare, own = layout.bare_repo(tree["repo"]), dict(t.authored)
-        graded = lambda name: (
-            own[name].decode("utf-8", "replace")
-            if name in own
-            else _read(bare, t.test_commit, name)
-        )
         standing[t.instance_id] = all(
             assertion_stands(
                 ident,
                 _read(bare, tree["commit"], name),
-                graded(name),
+                _graded(bare, t.test_commit, own, name),
                 _read(bare, tree["commit"], LIBRARY),
             )
             for ident in t.fail_to_pass
             for name in [ident.split(":", 1)[0]]
         )
     return standing
+
+
+def _graded(bare: Path, test_commit: str, own: dict[str, bytes], name: str) -> str | None:
+    """The test file `name` a task is graded with: the task's own copy (Task.authored), else the
+    file as of its test commit."""
+    if name in own:
+        return own[name].decode("utf-8", "replace")
+    return _read(bare, test_commit, name)
 
 
 @lru_cache(maxsize=1024)

@@ -35,7 +35,7 @@ PREDICTION_FIELDS = ("instance_id", "model_name_or_path", "model_patch")
 MODULE = "swebench.harness.run_evaluation"
 RUN_ID_PREFIX = "nginx-eval"
 DIGEST_CHARS = 12
-OUR_RUN_ID = re.compile(r"^%s\..+\.([0-9a-f]{%d})$" % (RUN_ID_PREFIX, DIGEST_CHARS))
+OUR_RUN_ID = re.compile(rf"^{RUN_ID_PREFIX}\..+\.([0-9a-f]{{{DIGEST_CHARS}}})$")
 # The id lists a report must have (make_run_report writes them all, every version).
 REPORT_ID_FIELDS = (
     "submitted_ids",
@@ -145,7 +145,7 @@ def read_report(path) -> dict:
     try:
         report = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"not a readable JSON file ({e})")
+        raise ValueError(f"not a readable JSON file ({e})") from None
     if not isinstance(report, dict):
         raise ValueError("not a JSON object")
     for name in REPORT_ID_FIELDS:

@@ -2,17 +2,18 @@
 
 The agent must not be able to find the answer, so the workspace is not a worktree of the bare clone
 (that would share every object, the fix included). It is a new repository into which only the base
-commit and its ancestors are fetched: no later commit exists in it as an object, ref or reflog entry,
-and nginx-tests is elsewhere. The problem statement is written to ``.issue.md``. For a mode with
-``tests = "base"`` the workspace task also makes the agent's nginx-tests tree as of the base
+commit and its ancestors are fetched: no later commit exists in it as an object, ref or reflog
+entry, and nginx-tests is elsewhere. The problem statement is written to ``.issue.md``. For a mode
+with ``tests = "base"`` the workspace task also makes the agent's nginx-tests tree as of the base
 (suite/stage.py), outside the workspace.
 
 Before an agent starts, ``install_commands`` writes the mode's custom slash commands (modes.toml's
 ``commands``, read from templates/commands/) to ``.claude/commands/<name>``, where Claude Code
 reads the commands of the project it runs in; the user's own ``~/.claude`` is never touched.
 ``.issue.md``, ``.plan.md`` and ``.claude/`` are the harness's files: excluded in
-``.git/info/exclude`` and never part of the agent's patch (patch/stage.py), nor are a build's outputs
-(build_outputs: nginx's ``Makefile`` and ``objs/``; for a SWE-bench task, Python's caches).
+``.git/info/exclude`` and never part of the agent's patch (patch/stage.py), nor are a build's
+outputs (build_outputs: nginx's ``Makefile`` and ``objs/``; for a SWE-bench task, Python's
+caches).
 """
 
 from collections.abc import Callable, Iterator

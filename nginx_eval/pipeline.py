@@ -303,7 +303,7 @@ def run_modes(layout, record, modes):
 def load_context(root=None, argv=None, options=None):
     """The Context of this command; `options` defaults to doit's command-line variables."""
     argv = sys.argv[1:] if argv is None else argv
-    options = Options.parse(command_line_variables(), argv) if options is None else options
+    options = Options.parse(command_line_variables(argv), argv) if options is None else options
     layout = Layout.from_env(root=root, run=options.run)
     benchmarks = load_benchmarks(layout.tasks_dir)
     record = read_run(layout) or {}

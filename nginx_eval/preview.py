@@ -28,7 +28,7 @@ from .core.limits import chosen_counts
 from .core.outcomes import UNFINISHED_AGENT
 from .core.tasknames import AGENT, BASE, BUILD, TESTS, VALIDATE, WORKSPACE
 from .doitext.invocation import LOADER_OPTIONS_WITH_VALUE, command_targets
-from .doitext.pruning import ALWAYS, full_name, own_answer, settling
+from .doitext.pruning import ALWAYS, Wants, full_name, own_answer, settling
 from .pipeline import DEFAULT_TASK, Context, expand_default, redo_forgotten, stage_dicts
 
 if TYPE_CHECKING:
@@ -114,6 +114,7 @@ def classify(ctx: Context, argv: list[str]) -> tuple[dict, dict]:
     always = any(a in ALWAYS for a in argv)
     stages: dict[str, StageCounts] = {}
     agents: dict[str, int] = {}
+    wants: Wants = {}  # what own_answer learns of the uptodate functions, kept for every task
     bench = cast("Benchmark", ctx.benchmark)  # pipeline.Context declares it an object
     for d in dicts:
         name = full_name(d) if "basename" in d else None
@@ -122,9 +123,9 @@ def classify(ctx: Context, argv: list[str]) -> tuple[dict, dict]:
         # The report's task is named after the benchmark (<bench>:report) or `default`.
         stage = "report" if d["basename"] in (bench.name, DEFAULT_TASK) else d["basename"]
         counts = stages.setdefault(stage, StageCounts())
-        if always and not (d["basename"] in CHECKS_ITSELF and own_answer(d)):
+        if always and not (d["basename"] in CHECKS_ITSELF and own_answer(d, wants)):
             state = "run"
-        elif is_settled(name) or (d["basename"] == AGENT and own_answer(d)):
+        elif is_settled(name) or (d["basename"] == AGENT and own_answer(d, wants)):
             # An agent run's inputs (agent_inputs) are known before anything runs: what it
             # says now it says after the tasks before it, which would only make its workspace.
             state = "done"

@@ -6,8 +6,10 @@ A work function runs either in the doit process or on a node for a coordinator e
 directory: bytes}`` (``read_unit_files``, ``write_unit_files``).
 """
 
+import contextlib
+import contextvars
 import shutil
-import threading
+from collections.abc import Iterator
 
 from ..core import jsonio
 
@@ -21,16 +23,23 @@ class UnitLost(Exception):
         self.errors = list(errors)
 
 
-_node = threading.local()
+# Whether this call works on a unit for a coordinator elsewhere (working_on_node).
+_on_node: contextvars.ContextVar[bool] = contextvars.ContextVar("on_node", default=False)
 
 
-def on_node():
+def on_node() -> bool:
     """True inside a work function run for a coordinator on another machine (rayexec)."""
-    return getattr(_node, "active", False)
+    return _on_node.get()
 
 
-def set_on_node(active):
-    _node.active = active
+@contextlib.contextmanager
+def working_on_node() -> Iterator[None]:
+    """While the block runs a unit's work for a coordinator elsewhere (rayexec.run_on_node)."""
+    token = _on_node.set(True)
+    try:
+        yield
+    finally:
+        _on_node.reset(token)
 
 
 def read_unit_files(unit_dir, names):

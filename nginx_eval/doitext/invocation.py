@@ -3,6 +3,7 @@ variables `argv` gives (from doit's own option tables and variables), the tasks 
 reaches, and a hook around every task doit executes."""
 
 import functools
+from collections.abc import Sequence
 
 from ..core import procs
 
@@ -117,13 +118,16 @@ def lists_commands_only(argv: list[str]) -> bool:
 TASK_COMMANDS = ("run", "info", "list", "forget", "clean", "ignore", "reset-dep")
 
 
-def command_line_variables():
-    """{name: value} of every ``name=value`` word of doit's command line (or those
-    doit_cmd.set_var set): doit keeps them in doit_cmd._CMDLINE_VARS and hands them out one at a
-    time through get_var."""
-    from doit import doit_cmd, get_var
+def command_line_variables(argv: Sequence[str]) -> dict[str, str]:
+    """{name: value} of every variable doit took from its command line `argv` (without the
+    program name), in the order given, read through doit's public get_var. doit lists them
+    nowhere, so the names are those of the words it may take for one (no leading "-", a "=");
+    a name it holds no value of (the value of an option, `argv` not read by doit) is left out."""
+    from doit import get_var
 
-    return {name: get_var(name) for name in list(doit_cmd._CMDLINE_VARS or {})}
+    names = dict.fromkeys(w.split("=", 1)[0] for w in argv if not w.startswith("-") and "=" in w)
+    found = {name: get_var(name) for name in names}
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def reachable(tasks, selected, shadow=None):

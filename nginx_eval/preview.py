@@ -20,7 +20,6 @@ import os
 import statistics
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
 
 from .core import jsonio
 from .core.errors import UserError
@@ -30,9 +29,6 @@ from .core.tasknames import AGENT, BASE, BUILD, TESTS, VALIDATE, WORKSPACE
 from .doitext.invocation import LOADER_OPTIONS_WITH_VALUE, command_targets
 from .doitext.pruning import ALWAYS, Wants, full_name, own_answer, settling
 from .pipeline import DEFAULT_TASK, Context, expand_default, redo_forgotten, stage_dicts
-
-if TYPE_CHECKING:
-    from .run.benchmark import Benchmark
 
 # Stages whose actions check their output again when doit runs them anyway (`-a`): an agent
 # and a build are never paid for twice (stamps.py), a workspace, test tree or base build that
@@ -115,7 +111,7 @@ def classify(ctx: Context, argv: list[str]) -> tuple[dict, dict]:
     stages: dict[str, StageCounts] = {}
     agents: dict[str, int] = {}
     wants: Wants = {}  # what own_answer learns of the uptodate functions, kept for every task
-    bench = cast("Benchmark", ctx.benchmark)  # pipeline.Context declares it an object
+    bench = ctx.benchmark
     for d in dicts:
         name = full_name(d) if "basename" in d else None
         if name is None or name not in reached or not d.get("actions"):
@@ -157,7 +153,7 @@ def preview_lines(ctx: Context, argv: list[str]) -> list[str]:
     """What `doit run argv dry_run=1` prints."""
     stages, agents = classify(ctx, argv)
     targets = expand_default(ctx, command_targets(argv))
-    bench = cast("Benchmark", ctx.benchmark)  # pipeline.Context declares it an object
+    bench = ctx.benchmark
     modes = sorted(
         {
             t.split(":", 1)[1]

@@ -515,7 +515,7 @@ def _base_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
 def _unit_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
     """A task per unit: the build of the mode's patch for the task."""
     compiler = compiler_identity()
-    for bench, mode, task in ctx.units():
+    for bench, mode, task in ctx.nginx_units():
         iid = task.instance_id
         config = {
             "base": task.base_commit,

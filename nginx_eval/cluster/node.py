@@ -9,7 +9,8 @@ directory: bytes}`` (``read_unit_files``, ``write_unit_files``).
 import contextlib
 import contextvars
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 from ..core import jsonio
 
@@ -18,7 +19,7 @@ class UnitLost(Exception):
     """An agent run whose node was lost on every try (rayexec.RayBackend.run); errors: why,
     per try."""
 
-    def __init__(self, errors):
+    def __init__(self, errors: Sequence[str]) -> None:
         super().__init__("; ".join(errors))
         self.errors = list(errors)
 
@@ -42,7 +43,7 @@ def working_on_node() -> Iterator[None]:
         _on_node.reset(token)
 
 
-def read_unit_files(unit_dir, names):
+def read_unit_files(unit_dir: Path, names: Iterable[str]) -> dict[str, bytes]:
     """{relative path: bytes} of `names` under unit_dir, directories walked; absent ones left
     out (the work sees them absent too)."""
     out = {}
@@ -56,7 +57,7 @@ def read_unit_files(unit_dir, names):
     return out
 
 
-def write_unit_files(unit_dir, names, files):
+def write_unit_files(unit_dir: Path, names: Iterable[str], files: Mapping[str, bytes]) -> None:
     """Replace `names` under unit_dir by `files` ({relative path: bytes}): what a node made
     replaces what was here, and nothing of an older run stays beside it."""
     for name in names:

@@ -1,6 +1,7 @@
 """A run's state lives on one object (core/runstate.py), not in the modules' globals: the package
-is scanned for module-level mutable values, caches and `global` statements, each one left named
-below with its reason; and two runs in one process start clean."""
+is scanned for module-level mutable values, functools caches, `global` statements, mutable
+default arguments and constants changed in place, each one left named below with its reason; and
+two runs in one process start clean."""
 
 import ast
 import dataclasses
@@ -184,6 +185,18 @@ def test_every_cache_of_a_function_is_named_with_its_reason():
                     if dotted(call) in CACHE_DECORATORS:
                         found.add((module, node.name))
     assert found == set(CACHED)
+
+
+def test_no_function_keeps_state_in_a_default_argument():
+    found = [
+        (module, node.name if not isinstance(node, ast.Lambda) else "lambda", node.lineno)
+        for module, tree in modules()
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
+        if mutable(default)
+    ]
+    assert found == []
 
 
 def constants():

@@ -33,7 +33,7 @@ from doit.reporter import ConsoleReporter
 from . import progress
 from .agent.preflight import preflight
 from .cluster import executor
-from .core import jsonio, limits, procs
+from .core import jsonio, limits, procs, runstate
 from .core.errors import UserError, UserFailure, fail
 from .core.locks import Busy, hold_until_exit
 from .core.outcomes import INFRA_ERROR
@@ -142,16 +142,13 @@ def take_run_locks(layout):
     _hold(layout.lock(f"run-{layout.run}"))
 
 
-# Tasks with actions that doit executed successfully in this process: what an interrupt keeps.
-_finished = {"tasks": 0}
-
-
 def report_interrupt(signum, stopped):
     """The one line of a `doit run` stopped by SIGINT or SIGTERM (procs.stop_on_signals), on the
-    real stderr (doit captures sys.stderr while an action runs)."""
+    real stderr (doit captures sys.stderr while an action runs): the tasks the run finished
+    (its state counts them, core/runstate.py) and the commands stopped."""
     line = (
-        f"nginx-eval: interrupted; {_finished['tasks']} units finished and kept, "
-        f"{stopped} stopped\n"
+        f"nginx-eval: interrupted; {runstate.current().finished_tasks} units finished and "
+        f"kept, {stopped} stopped\n"
     )
     for stream in (sys.__stdout__, sys.__stderr__):
         try:
@@ -194,7 +191,7 @@ def reporter_for(ctx, command):
         def add_success(self, task):
             super().add_success(task)
             if task.actions:
-                _finished["tasks"] += 1
+                runstate.current().finished_tasks += 1
             if task.name.startswith(f"{AGENT}:"):
                 self.agents.append(task)
 
@@ -297,6 +294,7 @@ def dry_run(namespace: dict, command: str) -> None:
 def load_dodo(root=None):
     from .pipeline import doit_tasks
 
+    runstate.begin()  # this doit invocation's state: nothing of an earlier one in the process
     command = doit_command(sys.argv[1:])
     if command == "run":
         few_malloc_arenas()

@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import fixture_repos  # noqa: E402
 
+from nginx_eval.core import runstate  # noqa: E402
 from nginx_eval.core.outcomes import AGENT_STATUSES, GRADE_STATUSES  # noqa: E402
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
@@ -150,6 +151,13 @@ def pytest_runtest_setup(item):
 def pytest_runtest_call(item):
     with _guard(item):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _a_run_of_its_own():
+    """Each test in a run state of its own (core/runstate.py), as each doit invocation: nothing
+    a test configures (limits, the executor, an interrupt) reaches the next one."""
+    runstate.begin()
 
 
 def prove_verbose(directory, name, body, env=None):

@@ -24,7 +24,7 @@ from .stage import agent_finished
 if TYPE_CHECKING:
     from ..core.layout import Layout
     from ..pipeline import Context
-    from ..run.benchmark import Task
+    from ..run.benchmark import AnyTask
     from ..run.modes import Mode
     from .sandbox import Box
 
@@ -42,7 +42,7 @@ def program_found(program: str, env: Mapping[str, str]) -> bool:
 
 def agents_to_run(
     ctx: "Context", tasks: Mapping[str, Any], selected: Iterable[str]
-) -> Iterator[tuple["Mode", "Task"]]:
+) -> Iterator[tuple["Mode", "AnyTask"]]:
     """(mode, task) of every agent task doit is about to run: reachable from the selected tasks,
     and without a finished agent.json for its current inputs (or forgotten)."""
     reachable_names = reachable(tasks, selected)

@@ -25,8 +25,8 @@ build/steps.py, the cache in build/cache.py, mtimes in build/mtimes.py, the orde
 """
 
 import contextlib
+import contextvars
 import shutil
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -242,9 +242,11 @@ def _build_logged(
     return status, kind, failure, cpu_seconds
 
 
-# The keys this thread built and published (build_unit's "reused": a build another worker
-# published while this one waited for its lock is reused too).
-_made_here = threading.local()
+# The keys this call of build_unit built and published (its "reused": a build another worker
+# published while this one waited for its lock is reused too); None outside build_unit.
+_made_here: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
+    "made_here", default=None
+)
 
 
 def _build_locked(
@@ -286,7 +288,9 @@ def _build_locked(
         remove_tree(tmp, ignore_errors=True)
         return record_env_error(layout, record, reason, log_bytes)
     publish(layout, tmp, record)
-    _made_here.keys = getattr(_made_here, "keys", set()) | {spec.key}
+    made = _made_here.get()
+    if made is not None:
+        made.add(spec.key)
     return record
 
 
@@ -413,11 +417,15 @@ def build_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str) -> N
     patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
     start = time.monotonic()
     key = BuildSpec.of(task.base_commit, task.configure_flags, patch).key
-    _made_here.keys = set()
-    record = ensure_build(
-        layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, patch
-    )
-    reused = record["status"] != "env_error" and key not in _made_here.keys
+    made: set[str] = set()
+    token = _made_here.set(made)
+    try:
+        record = ensure_build(
+            layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, patch
+        )
+    finally:
+        _made_here.reset(token)
+    reused = record["status"] != "env_error" and key not in made
     _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
     result: BuildJson = {
         **record,
@@ -483,7 +491,7 @@ def _base_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
 def _unit_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
     """A task per unit: the build of the mode's patch for the task."""
     compiler = compiler_identity()
-    for bench, mode, task in ctx.units():
+    for bench, mode, task in ctx.nginx_units():
         iid = task.instance_id
         config = {
             "base": task.base_commit,

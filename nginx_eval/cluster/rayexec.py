@@ -160,21 +160,20 @@ def run_on_node(
     node = ray.get_runtime_context().get_node_id()
     layout = node_layout(run, coordinator)
     printed = io.StringIO()
-    with _work_environment(environ), contextlib.redirect_stderr(printed):
-        nodework.set_on_node(True)
-        limits.share_slots(SharedSlots(keeper, node))
-        try:
-            for repo, commits in repos:
-                ensure_repo(layout, repo, commits)
-            unit = layout.task_dir(mode_name, iid)
-            shutil.rmtree(unit, ignore_errors=True)
-            unit.mkdir(parents=True)
-            nodework.write_unit_files(unit, [], files_in)
-            value = work(layout, *args)
-            files = nodework.read_unit_files(unit, ship_out)
-        finally:
-            limits.share_slots(None)
-            nodework.set_on_node(False)
+    with (
+        _work_environment(environ),
+        contextlib.redirect_stderr(printed),
+        nodework.working_on_node(),
+        limits.shared_slots(SharedSlots(keeper, node)),
+    ):
+        for repo, commits in repos:
+            ensure_repo(layout, repo, commits)
+        unit = layout.task_dir(mode_name, iid)
+        shutil.rmtree(unit, ignore_errors=True)
+        unit.mkdir(parents=True)
+        nodework.write_unit_files(unit, [], files_in)
+        value = work(layout, *args)
+        files = nodework.read_unit_files(unit, ship_out)
     return {
         "value": value,
         "files": files,

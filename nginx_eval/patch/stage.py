@@ -40,7 +40,7 @@ from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
 from ..run.benchmark import gold_patch
 from ..run.modes import read_predictions
-from ..run.swebench import NGINX, SWEBENCH
+from ..run.swebench import NGINX, SWEBENCH, SweTask
 from ..workspace.stage import BUILD_OUTPUTS, HARNESS_FILES, PYTHON_OUTPUTS, release_workspace
 
 if TYPE_CHECKING:
@@ -429,7 +429,7 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
         name = unit_name(bench, mode, task)
         iid = task.instance_id
         # The test repository's clone too: its checks come before the first build.
-        files = []
+        files: list[str | Path] = []
         task_dep = list(dict.fromkeys([repo_task(task.repo), repo_task(task.test_repo)]))
         slice_ = {"kind": mode.kind, "base": task.base_commit}
         if mode.runs_agent:
@@ -437,7 +437,9 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
             task_dep.append(task_name(AGENT, name))
         elif mode.kind == "gold":
             # A SWE-bench row's gold patch is its own (no fix commit): its digest.
-            slice_["fix"] = task.fix_commit or jsonio.digest(task.patch)
+            slice_["fix"] = (
+                jsonio.digest(task.patch) if isinstance(task, SweTask) else task.fix_commit
+            )
         elif mode.kind == "predictions":
             files.append(mode.predictions)
         yield stamps.stage_task(

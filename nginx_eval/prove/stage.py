@@ -355,7 +355,7 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
     yield from testtree.gen_tasks(ctx)  # the tests:<commit> tasks, before the proves
     guard = jsonio.file_digest(OUTPUT_GUARD)
     environments = {}  # per test tree: the same for every unit of it
-    for bench, mode, task in ctx.units():
+    for bench, mode, task in ctx.nginx_units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
         if task.tests_tree_id not in environments:

@@ -30,11 +30,11 @@ from ..core.locks import locked
 from ..core.stamps import TaskDict
 from ..core.tasknames import TESTS, repo_task, tests_subtask
 from ..core.trees import file_stats, remove_tree, set_write_bits
+from ..run.benchmark import Task
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
     from ..pipeline import Context
-    from ..run.benchmark import Task
 
 # An authored task's own test files: ((name, contents), ...) (run/benchmark.py: Task.authored).
 Authored = Sequence[tuple[str, bytes]]
@@ -166,7 +166,8 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
     and per set of authored files (prove/stage.gen_tasks yields them before its own)."""
     trees: dict[str, Task] = {}
     for t in ctx.tasks:
-        trees.setdefault(t.tests_tree_id, t)
+        if isinstance(t, Task):  # a SWE-bench task has no tree here (pipeline.STAGES_OF_KIND)
+            trees.setdefault(t.tests_tree_id, t)
     for tree_id, t in sorted(trees.items()):
         what = f" with {', '.join(n for n, _ in t.authored)}" if t.authored else ""
         yield {

@@ -37,7 +37,7 @@ from ..core.records import RunJson, Selection, SelfTest
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from .benchmark import Benchmark, Task
+    from .benchmark import AnyTask, Benchmark
 
 SCHEMA_VERSION = 1
 
@@ -64,7 +64,7 @@ def check_benchmark(layout: "Layout", bench_name: str) -> None:
 def bind_run(
     layout: "Layout",
     bench: "Benchmark",
-    tasks: Iterable["Task"],
+    tasks: Iterable["AnyTask"],
     modes: Iterable[str],
     instances: Iterable[str] | None = None,
     limit: int | None = None,
@@ -118,7 +118,9 @@ def bind_run(
     return record
 
 
-def run_tasks(layout: "Layout", bench: "Benchmark", fallback: Iterable["Task"]) -> list["Task"]:
+def run_tasks(
+    layout: "Layout", bench: "Benchmark", fallback: Iterable["AnyTask"]
+) -> list["AnyTask"]:
     """The tasks of the run (its record's task_ids, in the benchmark's order); `fallback` for a
     run that has none yet."""
     record = read_run(layout)

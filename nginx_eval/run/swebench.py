@@ -29,8 +29,12 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.errors import UserError
+
+if TYPE_CHECKING:
+    from .modes import Mode
 
 NGINX, SWEBENCH = "nginx", "swebench"  # Benchmark.kind
 # Prompt templates and slash commands of SWE-bench tasks, under the templates directory.
@@ -100,7 +104,7 @@ class SweTask:
         }
 
 
-def _list_field(raw, name, where):
+def _list_field(raw: dict, name: str, where: dict) -> list[str]:
     """A FAIL_TO_PASS or PASS_TO_PASS value as a list (the dataset stores JSON strings)."""
     value = raw[name]
     if isinstance(value, str):
@@ -187,7 +191,7 @@ def dataset_of(data: dict, path: Path) -> dict:
 
 
 # -- what the agent is told (modes adapted to this kind) ------------------------------------------
-def adapt_mode(mode, templates_dir: Path, modes_file: Path | None):
+def adapt_mode(mode: "Mode", templates_dir: Path, modes_file: Path | None) -> "Mode":
     """`mode` (run/modes.Mode) as it runs on a SWE-bench task: no nginx-tests tree (``tests``
     does not apply), and its slash commands read from templates/swebench/commands/; UserError
     naming the mode when a prompt or command it needs has no SWE-bench version there."""
@@ -218,7 +222,7 @@ def adapt_mode(mode, templates_dir: Path, modes_file: Path | None):
     return replace(mode, tests="", command_files=tuple(commands))
 
 
-def prompt_dir(templates_dir: Path, task) -> Path:
+def prompt_dir(templates_dir: Path, task: object) -> Path:
     """Where the prompt templates of `task` are: templates/ for nginx, templates/swebench/."""
     kind_dir = getattr(task, "templates", "")
     return Path(templates_dir) / kind_dir if kind_dir else Path(templates_dir)

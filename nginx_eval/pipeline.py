@@ -409,7 +409,9 @@ def predictions_group(
     the benchmark. None (every mode) without it."""
     if "file" not in modes:
         return None
-    warning = unknown_prediction_ids(modes["file"], bench)
+    warning = unknown_prediction_ids(
+        modes["file"], bench.name, [t.instance_id for t in bench.tasks]
+    )
     if warning:
         sys.stderr.write(f"nginx-eval: warning: {warning}\n")
         sys.stderr.flush()

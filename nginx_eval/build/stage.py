@@ -72,8 +72,8 @@ from .toolchain import build_env, compiler_identity, missing_tool
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
 
 BUILD_SYSTEM_PATHS = ("auto/", "configure", "Makefile", "objs/")
 
@@ -471,7 +471,7 @@ def unit_build_kept(layout: "Layout", mode_name: str, iid: str) -> bool:
     return result_build_ok(layout, mode_name, iid)
 
 
-def _base_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
+def _base_task_dicts(ctx: "StageContext") -> Iterator[TaskDict]:
     """A task per base build, in buildplan's order, each after the base it starts from."""
     for _, task, parent in ctx.base_build_plan():
         yield {
@@ -488,7 +488,7 @@ def _base_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
         }
 
 
-def _unit_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
+def _unit_task_dicts(ctx: "StageContext") -> Iterator[TaskDict]:
     """A task per unit: the build of the mode's patch for the task."""
     compiler = compiler_identity()
     for bench, mode, task in ctx.nginx_units():
@@ -514,6 +514,6 @@ def _unit_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
         )
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     yield from _base_task_dicts(ctx)
     yield from _unit_task_dicts(ctx)

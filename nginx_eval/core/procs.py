@@ -14,15 +14,15 @@ environment and leaves its session escapes all of this; only a sandbox with its 
 **Interrupts.** ``stop_on_signals`` (cli.py, for ``doit run``) makes SIGINT and SIGTERM stop
 everything the run started, in every parallel mode of doit. Each process keeps a registry of the
 commands it runs (token, process group; in the run's state, core/runstate.py), and while the
-handlers are installed every command has a token file that also names its process group and the
-doit process it belongs to (commands without a token file of their own get one under
-``<running>/.other/``). The doit process, on a signal: stops its worker processes (which, on SIGTERM or on a terminal's SIGINT, stop their own
-commands and exit at once: they never write a result after their command was stopped), stops
-every command of its registry and of its token files as the time limit does (SIGTERM to the
-process group and to the token's carriers, SIGKILL after GRACE_SECONDS), and exits through
-SystemExit: doit closes its database, nothing of the interrupted units is written (a thread
-whose command was stopped gets ``Interrupted``, and no new command starts), and what finished
-stays.
+handlers are installed every command has a token file that also names its process group and the doit
+process it belongs to (commands without a token file of their own get one under
+``<running>/.other/``). The doit process, on a signal: stops its worker processes (which, on SIGTERM
+or on a terminal's SIGINT, stop their own commands and exit at once: they never write a result after
+their command was stopped), stops every command of its registry and of its token files as the time
+limit does (SIGTERM to the process group and to the token's carriers, SIGKILL after GRACE_SECONDS),
+and exits through SystemExit: doit closes its database, nothing of the interrupted units is written
+(a thread whose command was stopped gets ``Interrupted``, and no new command starts), and what
+finished stays.
 """
 
 import atexit

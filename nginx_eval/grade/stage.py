@@ -52,8 +52,8 @@ from ..strict.stage import applies
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
 
 # A prove.json record of a file's run, or {"missing": True} for a file prove.json lacks.
 RunRecord = Mapping[str, Any]
@@ -343,7 +343,7 @@ def strict_fields(verdict: Verdict, judged: object, record: StrictJson | None) -
     }
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id

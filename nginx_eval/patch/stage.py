@@ -45,8 +45,8 @@ from ..workspace.stage import BUILD_OUTPUTS, HARNESS_FILES, PYTHON_OUTPUTS, rele
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
     from ..run.modes import Mode
 
 # An agent mode's patch: (patch, skipped new files, left-out paths, note).
@@ -423,7 +423,7 @@ def take_patch(
         release_workspace(layout, mode.name, task)
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     keep = bool(ctx.options and ctx.options.keep_workspaces)
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)

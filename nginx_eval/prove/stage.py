@@ -56,8 +56,8 @@ from .tree import task_tests_tree
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
 
 
 def ports_for(tests_tree: Path, network: str) -> AbstractContextManager[None]:
@@ -351,7 +351,7 @@ def prove_unit(
     jsonio.write_json(layout.prove_json(mode_name, task.instance_id), record)
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     yield from testtree.gen_tasks(ctx)  # the tests:<commit> tasks, before the proves
     guard = jsonio.file_digest(OUTPUT_GUARD)
     environments = {}  # per test tree: the same for every unit of it

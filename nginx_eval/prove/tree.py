@@ -34,7 +34,7 @@ from ..run.benchmark import Task
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
+    from ..run.context import StageContext
 
 # An authored task's own test files: ((name, contents), ...) (run/benchmark.py: Task.authored).
 Authored = Sequence[tuple[str, bytes]]
@@ -161,7 +161,7 @@ def task_tests_tree(layout: "Layout", task: "Task") -> tuple[Path, list[str]]:
     )
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     """The `tests:<tree>` tasks, one per test tree of the benchmark: per pinned test commit,
     and per set of authored files (prove/stage.gen_tasks yields them before its own)."""
     trees: dict[str, Task] = {}

@@ -31,8 +31,8 @@ from ..core.tasknames import REPOS, repo_subtask
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import AnyTask
+    from ..run.context import StageContext
 
 # {commit: [[instance id, field], ...]}: the tasks that pin each commit of a repository.
 Commits = Mapping[str, list[list[str]]]
@@ -167,7 +167,7 @@ def clone_task(
     )
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     files, own = needed_files(ctx.tasks), needed_files(ctx.tasks, authored=True)
     benchmark = ctx.benchmark
     for repo, commits in sorted(needed_commits(ctx.tasks).items()):

@@ -27,17 +27,14 @@ import difflib
 import json
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.errors import UserError
 from ..core.layout import SOURCE_ROOT
 from .commandline import PLACEHOLDER, PLACEHOLDERS
-
-if TYPE_CHECKING:
-    from .benchmark import Benchmark
 
 BUILTIN = ("gold", "none")
 # How an agent mode's agents run: "srt", isolated (agent/sandbox.py); "none", unisolated.
@@ -499,17 +496,19 @@ def extra_modes(spec: str | None, path: str = "command line") -> dict[str, Mode]
     }
 
 
-def unknown_prediction_ids(mode: Mode | None, bench: "Benchmark") -> str | None:
-    """A warning for the ids of a predictions mode's file that are not tasks of `bench` (they
-    are not scored), or None."""
+def unknown_prediction_ids(
+    mode: Mode | None, bench_name: str, task_ids: Collection[str]
+) -> str | None:
+    """A warning for the ids of a predictions mode's file that are not among `task_ids`, the
+    tasks of benchmark `bench_name` (they are not scored), or None."""
     if mode is None or mode.instances is None:
         return None
-    known = {t.instance_id for t in bench.tasks}
+    known = set(task_ids)
     unknown = [i for i in mode.instances if i not in known]
     if not unknown:
         return None
     shown = ", ".join(unknown[:10]) + (", ..." if len(unknown) > 10 else "")
     return (
         f"{Path(mode.predictions).name}: {len(unknown)} instance "
-        f"id{'s' if len(unknown) != 1 else ''} not in benchmark {bench.name}: {shown}"
+        f"id{'s' if len(unknown) != 1 else ''} not in benchmark {bench_name}: {shown}"
     )

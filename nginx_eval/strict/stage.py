@@ -57,8 +57,8 @@ from . import sanitizer
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
     from ..run.modes import Mode
 
 # Regression files per patch: the median stage cost per patch stays under 60 s on 2 cores with
@@ -439,13 +439,13 @@ def judged(layout: "Layout", mode_name: str, iid: str) -> bool:
     return not (jsonio.read_json(layout.strict_json(mode_name, iid)) or {}).get("retry")
 
 
-def applies(ctx: "Context", mode: "Mode") -> bool:
+def applies(ctx: "StageContext", mode: "Mode") -> bool:
     """Whether units of `mode` get the strict stage: on (strict=1) and a mode with a patch of
     its own to judge (never none)."""
     return bool(ctx.options.strict) and mode.kind != "none"
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.units():
         if not applies(ctx, mode):
             continue

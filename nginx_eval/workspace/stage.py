@@ -32,13 +32,13 @@ from ..suite import stage as suite
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
     from ..run.modes import Mode
 
-# suite.as_of, or pipeline.Context.tests_tree: the tests tree of a task as of its base.
+# suite.as_of, or the context's tests_tree: the tests tree of a task as of its base.
 TestsTreeOf = Callable[["Layout", "Task"], "suite.TestsTree | None"]
-# agent.agent_finished (through pipeline.Context): (layout, mode, task, agent task name).
+# agent.agent_finished (through the StageContext): (layout, mode, task, agent task name).
 AgentFinished = Callable[["Layout", "Mode", "Task", str], bool]
 
 ISSUE_FILE = ".issue.md"
@@ -150,7 +150,7 @@ def workspace_current(layout: "Layout", mode: str, task: "Task") -> bool:
 
 def tests_tree_ready(layout: "Layout", mode: "Mode", task: "Task", tests_tree: TestsTreeOf) -> bool:
     """A mode without `tests`, or its tree for the task is there (suite/stage.py). tests_tree:
-    suite.as_of, or pipeline.Context.tests_tree (the same, asked once per command)."""
+    suite.as_of, or the context's tests_tree (the same, asked once per command)."""
     if not mode.tests:
         return True
     tree = tests_tree(layout, task)
@@ -213,7 +213,7 @@ def remove_workspace(layout: "Layout", mode: str, task: "Task", dryrun: bool = F
     remove_tree(layout.agent_home(mode, task.instance_id))
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.agent_units():
         name = unit_name(bench, mode, task)
         agent_name = task_name(AGENT, name)

@@ -14,6 +14,9 @@ Besides loading the tasks, the loader guards the run before doit opens its datab
   about to run must be able to start its program. Only doit's reporter sees which tasks were
   selected before the first one starts, so the check lives in ``Reporter.initialize`` (another
   ``--reporter`` skips it).
+- **The toolchain.** Before the first task of ``doit run`` that builds or tests, the pinned
+  toolchain (core/rootfs.py) must be there and match its manifest, or the command stops with one
+  line: how to make it, or ``NGINX_EVAL_TOOLCHAIN=host`` for this machine's own tools.
 - **Errors in tasks.** A task that fails on a user mistake (an unknown commit, a missing test file)
   is printed as one ``nginx-eval: error:`` line instead of a traceback.
 - **Interrupts.** ``doit run`` installs SIGINT and SIGTERM handlers before it loads the tasks
@@ -33,17 +36,18 @@ from doit.reporter import ConsoleReporter
 from . import progress
 from .agent.preflight import preflight
 from .cluster import executor
-from .core import jsonio, limits, procs, runstate
+from .core import jsonio, limits, procs, rootfs, runstate
 from .core.errors import UserError, UserFailure, fail
 from .core.locks import Busy, hold_until_exit
 from .core.outcomes import INFRA_ERROR
-from .core.tasknames import AGENT, task_name
+from .core.tasknames import AGENT, BASE, BUILD, PROVE, STRICT, VALIDATE, task_name
 from .doitext import cleaning, scheduling, slim
 from .doitext.invocation import (
     READ_ONLY_COMMANDS,
     TASK_COMMANDS,
     command_targets,
     doit_command,
+    reachable,
     track_tasks,
 )
 from .report import site as report_site
@@ -172,6 +176,22 @@ def all_agents_failed(agent_tasks):
     return None
 
 
+# Stages whose tasks run commands in the toolchain (core/rootfs.py).
+TOOLCHAIN_STAGES = frozenset({BASE, BUILD, PROVE, STRICT, VALIDATE})
+
+
+def toolchain_preflight(tasks, selected):
+    """Before the first task of `doit run`: when a build or a test is about to run, the pinned
+    toolchain can be used (never a silent fallback to the host's own tools), or the command
+    stops with one line saying how to make it or switch the pin off."""
+    names = reachable(tasks, selected)
+    if not any(name.split(":", 1)[0] in TOOLCHAIN_STAGES for name in names):
+        return
+    problem = rootfs.problem(rootfs.current())
+    if problem:
+        raise UserError(f"the pinned toolchain: {problem}")
+
+
 def reporter_for(ctx, command):
     class Reporter(ConsoleReporter):
         """doit's console output, plus the preflight and one-line user errors."""
@@ -184,6 +204,7 @@ def reporter_for(ctx, command):
             super().initialize(tasks, selected_tasks)
             if command == "run":
                 try:
+                    toolchain_preflight(tasks, selected_tasks)
                     preflight(ctx, tasks, selected_tasks)
                 except UserError as e:
                     fail(e)

@@ -33,6 +33,7 @@ import jinja2
 
 # The nginx_eval next to this script, whichever one is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from nginx_eval.core import rootfs  # noqa: E402
 from nginx_eval.core.errors import UserError  # noqa: E402
 from nginx_eval.core.layout import SOURCE_ROOT, Layout  # noqa: E402
 from nginx_eval.run.benchmark import TEST_SOURCES, is_date, load_benchmark  # noqa: E402
@@ -230,6 +231,22 @@ def changing_assertions(record):
     return [(i, shown("base", i), shown("fix", i)) for i in ids]
 
 
+def toolchains_of(builds):
+    """The toolchains (core/rootfs.describe) that made `builds` (build records: their compiler's
+    "toolchain", the pinned root filesystem's digest or "host"), each once, sorted; "not
+    recorded" for a record from before the field."""
+    names = set()
+    for build in builds:
+        key = (build.get("compiler") or {}).get("toolchain")
+        if not key:
+            names.add("not recorded")
+        elif key == rootfs.HOST:
+            names.add(rootfs.describe({"name": rootfs.HOST, "digest": None}))
+        else:
+            names.add(rootfs.describe({"name": rootfs.SUITE, "digest": key}))
+    return sorted(names)
+
+
 def validation_figures(summary, bench):
     """What the card says about a run's validation (validation.json: {instance_id: record})."""
     shipped = [t.instance_id for t in bench.tasks]
@@ -253,6 +270,9 @@ def validation_figures(summary, bench):
             for i in shipped
             if i in summary and changing_assertions(summary[i])
         ],
+        "toolchains": toolchains_of(
+            b for r in summary.values() for b in (r.get("build") or {}).values() if b
+        ),
         **_time_spent(summary),
     }
 
@@ -287,7 +307,9 @@ def gold_strict_figures(results_file):
         (not_judged if row.get("strict") is None else not_strict).append(
             (row["instance_id"], reason or "no reason recorded")
         )
+    builds = [Path(results_file).parent / row["instance_id"] / "build.json" for row in rows]
     return {
+        "toolchains": toolchains_of(json.loads(b.read_text()) for b in builds if b.exists()),
         "file": "/".join(Path(results_file).parts[-4:]),
         "patches": len(rows),
         "strict": sum(1 for r in rows if r.get("strict") is True),

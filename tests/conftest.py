@@ -73,8 +73,17 @@ def project(tmp_path):
     return Project(tmp_path)
 
 
+# NGINX_EVAL_TOOLCHAIN as the session found it: the pinned toolchain's tests (test_rootfs.py) use
+# the directory it names, if any.
+SESSION_TOOLCHAIN = os.environ.get("NGINX_EVAL_TOOLCHAIN")
+
+
 def pytest_configure(config):
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    # The tests run with the host's compiler and Perl unless NGINX_EVAL_TOOLCHAIN names a root
+    # filesystem: what most of them check does not depend on which toolchain builds and proves
+    # (test_rootfs.py runs the pipeline in the pinned one).
+    os.environ.setdefault("NGINX_EVAL_TOOLCHAIN", "host")
 
 
 # -- the inner loop: `pytest -m "not e2e"` runs no doit, make, prove, sandbox or CLI --------------

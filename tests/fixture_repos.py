@@ -514,6 +514,8 @@ def make_fixture(base_dir):
             "NGINX_EVAL_REPO_URL": str(mirrors) + "/{owner}+{name}",
             "FAKE_AGENT_LOG": str(base_dir / "agent-calls.log"),
             "FLAKY_COUNTER": str(base_dir / "flaky-counter"),
+            # The toolchain the test session runs with (conftest.py: the host's unless told).
+            "NGINX_EVAL_TOOLCHAIN": os.environ.get("NGINX_EVAL_TOOLCHAIN", "host"),
         }
     )
     return {

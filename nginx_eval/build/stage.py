@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..cluster import executor
-from ..core import jsonio, limits, stamps
+from ..core import jsonio, limits, rootfs, stamps
 from ..core.locks import locked
 from ..core.records import BuildFields, BuildJson, BuildRecord
 from ..core.stamps import TaskDict
@@ -68,7 +68,7 @@ from .cache import (
 )
 from .plan import build_system_id, find_sibling
 from .steps import Failure
-from .toolchain import build_env, compiler_identity, missing_tool
+from .toolchain import build_env, compiler_identity, missing_tool, toolchain_line
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -123,12 +123,13 @@ def _base_does_not_build(layout: "Layout", fields: BuildFields, base: BuildRecor
 
 
 def _refused(layout: "Layout", fields: BuildFields) -> BuildRecord | None:
-    """The env_error of a build that cannot start, or None: a tool is missing (checked each
-    time, it costs nothing: once the tool is installed, the build goes ahead), or the build
-    failed earlier in this process."""
-    tool = missing_tool(build_env(layout, layout.build_dir(fields["key"])))
-    if tool:
-        reason = f"{tool} is not on PATH"
+    """The env_error of a build that cannot start, or None: the pinned toolchain cannot be used
+    or a tool is missing (checked each time, it costs nothing: once the tool is installed, the
+    build goes ahead), or the build failed earlier in this process."""
+    unusable = rootfs.problem(rootfs.current())
+    tool = None if unusable else missing_tool(build_env(layout, layout.build_dir(fields["key"])))
+    if unusable or tool:
+        reason = f"the pinned toolchain: {unusable}" if unusable else f"{tool} is not on PATH"
         return record_env_error(
             layout, fields, reason, f"[nginx-eval] {reason}\n".encode(), remember=False
         )
@@ -219,6 +220,7 @@ def _build_logged(
         patch_file = tmp / "model.patch"
         patch_file.write_bytes(patch)
     with open(tmp / "build.log", "wb") as log:
+        log.write(f"[nginx-eval] toolchain: {toolchain_line()}\n".encode())
         if damaged:
             log.write(
                 f"[nginx-eval] published build {spec.key} is not intact ({damaged}); "

@@ -13,7 +13,7 @@ from typing import Any, NotRequired, TypedDict
 class BuildFields(TypedDict):
     """What a build record holds before the build runs (build/stage.py: ensure_build)."""
 
-    key: str  # build/cache.py: BuildSpec.key (base commit, flags, patch bytes, compiler)
+    key: str  # build/cache.py: BuildSpec.key (base commit, flags, patch bytes, compiler, toolchain)
     kind: str | None  # "clean" | "incremental" | "sibling" | None
     seconds: float
     base_commit: str
@@ -44,6 +44,16 @@ class BuildJson(BuildRecord):
     binary: str
     reused: bool  # the build was in the cache
     wait_seconds: float  # for the build's lock and slots
+
+
+# -- the toolchain (core/rootfs.py): in prove.json and run.json ----------------------------------
+
+
+class ToolchainRecord(TypedDict):
+    """Which toolchain made a verdict."""
+
+    name: str  # "debian-12" (the pinned root filesystem), or "host" (the pin off)
+    digest: str | None  # sha256 of the root filesystem's manifest; None for the host
 
 
 # -- prove.json (prove/stage.py) -------------------------------------------------------------------
@@ -81,6 +91,8 @@ class ProveJson(TypedDict):
     # {"perl": `perl -e 'print $^V'`, "openssl": `openssl version`'s first line}, each None when
     # the program did not answer; None: no test ran. Not an input: the report names them.
     versions: dict[str, str | None] | None
+    # the toolchain the tests ran in (core/rootfs.py); its digest is also an input
+    toolchain: ToolchainRecord
     reruns: NotRequired[dict[str, ProveRun]]  # rerun_failed=1 only: tap/<file>.rerun.tap
 
 
@@ -301,6 +313,8 @@ class RunJson(TypedDict):
     selections: list[Selection]
     task_ids: list[str]
     modes: list[str]
+    toolchain: NotRequired[ToolchainRecord]  # absent in runs from before the pinned toolchain
+    toolchains: NotRequired[list[ToolchainRecord]]
     sandbox_self_test: NotRequired[SelfTest]
 
 

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from pathlib import Path
 
-from nginx_eval.build.toolchain import build_env, configure_argv
+from nginx_eval.build.toolchain import build_env, configure_argv, in_toolchain
 from nginx_eval.core import gitcmd
 from nginx_eval.core.gitcmd import commit_facts, first_parent_commits
 from nginx_eval.mining.nginx_history import nginx_commits
@@ -82,14 +82,18 @@ def build_nginx(layout, git_dir, commit, builds_dir, flags, log=None):
         shutil.rmtree(tree)
     gitcmd.extract_tree(git_dir, commit, tree)
     env = build_env(layout, tree)
+    # Each step in the toolchain the harness builds with (build/toolchain.py: in_toolchain).
+    configure, configure_env = in_toolchain(configure_argv(flags), tree, env)
+    make, make_env = in_toolchain(["make", "-j2"], tree, env)
     with open(tree / "build.log", "wb") as out:
-        if (
-            subprocess.run(
-                configure_argv(flags), cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT
+
+        def run(argv, step_env):
+            return subprocess.run(
+                argv, cwd=tree, env=step_env, stdout=out, stderr=subprocess.STDOUT
             ).returncode
-            == 0
-        ):
-            subprocess.run(["make", "-j2"], cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+        if run(configure, configure_env) == 0:
+            run(make, make_env)
     if log:
         log(f"build {commit[:12]}: {'ok' if binary.is_file() else 'FAILED, see build.log'}")
     return binary if binary.is_file() else None

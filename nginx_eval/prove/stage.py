@@ -2,8 +2,8 @@
 
 The tests run in the nginx-tests tree of the task's test commit (with an authored task's own
 files), checked before each prove (prove/tree.py), in an environment the harness pins, with an
-output guard in front of nginx (prove/env.py), and each file in a network of its own
-(prove/network.py). Each file runs with its own time limit (task.test_timeout) in its own process
+output guard in front of nginx (prove/env.py), each file in a network of its own
+(prove/network.py) and, with the pinned toolchain, in its root filesystem (core/rootfs.py). Each file runs with its own time limit (task.test_timeout) in its own process
 group, so a hanging test and the nginx it started are killed. Its output is kept in
 ``tap/<file>.tap`` (the TAP stream), ``tap/<file>.stderr`` and ``tap/<file>.nginx.log``.
 
@@ -22,7 +22,7 @@ not kept: the next ``doit run`` proves again.
                           "nginx_log", "missing", "network": "private" | "shared"}},
      "reference": {"<file>": the same record}, "reference_key",
      "reruns": {"<file>": the same record},   # rerun_failed=1 only
-     "notes": [str], "versions": {"perl", "openssl"} | null}
+     "notes": [str], "versions": {"perl", "openssl"} | null, "toolchain": {"name", "digest"}}
 """
 
 import contextlib
@@ -36,7 +36,7 @@ from ..build.cache import binary_path, verify_build
 from ..build.stage import ensure_build
 from ..cluster import executor
 from ..cluster.node import on_node
-from ..core import jsonio, limits, locks, stamps
+from ..core import jsonio, limits, locks, rootfs, stamps
 from ..core.procs import kill_leftovers, run_limited
 from ..core.records import BuildRecord, ProveJson, ProveRun
 from ..core.stamps import TaskDict
@@ -44,6 +44,7 @@ from ..core.tasknames import BUILD, PROVE, task_name, tests_task_name, unit_name
 from . import network as private_network
 from . import tree as testtree
 from .env import (
+    OPENSSL_CONF_FILE,
     OUTPUT_GUARD,
     daemon_shims,
     environment_inputs,
@@ -83,11 +84,13 @@ def run_prove_files(
     after the file plus `suffix` (".rerun"); token_file: see procs.kill_leftovers; extra_env:
     added to the pinned environment (a sanitizer's options)."""
     tap_dir.mkdir(parents=True, exist_ok=True)
+    guard = output_guard(layout, binary)
     env = dict(
-        prove_environment(tests_tree, output_guard(layout, binary), binary, daemon_shims(layout)),
+        prove_environment(tests_tree, guard, binary, daemon_shims(layout)),
         **(extra_env or {}),
     )
     network = "shared" if private_network.problem() else "private"
+    toolchain = rootfs.current()
     files: dict[str, ProveRun] = {}
     for name in test_files:
         stem = name.replace("/", "__") + suffix
@@ -112,7 +115,18 @@ def run_prove_files(
             continue
         log_path.write_bytes(b"")
         argv = ["prove", "--norc", "-v", name]
-        if network == "private":
+        if toolchain.pinned:
+            # The tests, the build's tree (the binary, objs/src for Perl modules) and the guard
+            # read-only; only where the output goes is writable. bwrap gives the loopback.
+            argv = rootfs.command(
+                toolchain,
+                argv,
+                cwd=tests_tree,
+                readable=[tests_tree, Path(binary).parent.parent, guard.parent, OPENSSL_CONF_FILE],
+                writable=[tap_dir],
+                network=network == "shared",
+            )
+        elif network == "private":
             argv = private_network.command(argv)
         with (
             open(tap_path, "wb") as so,
@@ -259,6 +273,7 @@ def prove_built(
                 tree, output_guard(layout, binary), binary, daemon_shims(layout)
             ),
             "versions": tool_versions(),
+            "toolchain": rootfs.record(rootfs.current()),
         }
     )
     reruns: dict[str, ProveRun] = {}
@@ -341,6 +356,7 @@ def prove_unit(
         "reference_key": None,
         "notes": [],
         "versions": None,
+        "toolchain": rootfs.record(rootfs.current()),
     }
     if rerun_failed:
         record["reruns"] = {}

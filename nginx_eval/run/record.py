@@ -1,10 +1,8 @@
 """What a run is: ``results/<run>/run.json``, written when a run first starts.
 
-A run belongs to one benchmark. Its results are laid out per mode (``results/<run>/<mode>/``)
-and its report compares the modes on one set of tasks, so results of a second benchmark under the
-same run name would share the modes' directories and the report's denominator. A command that
-names another benchmark than the run's is refused, with one line, before any work; a new run name
-costs nothing.
+A run belongs to one benchmark: results of a second benchmark under the same run name would
+share the modes' directories and the report's denominator, so a command that names another
+benchmark than the run's is refused, with one line, before any work.
 
 Every command that scores or validates the benchmark (``doit run nginx:raw``, ``doit run nginx``,
 a bare ``doit``, ``nginx:validate``) adds its selection (``instances=``, ``limit=``, or the rows
@@ -21,6 +19,8 @@ redoing one unit never widens the run (docs/running.md#a-run).
      "selections": [{"instances": [ids] | null, "limit": n | null,
                      "predictions": file name, only with predictions=}],   # as given, each once
      "task_ids": [ids, in the benchmark's order], "modes": [names],
+     "toolchain": {"name", "digest"}, the toolchain of the run's latest command (core/rootfs.py),
+     "toolchains": [the same, every toolchain a command of the run used, each once],
      "sandbox_self_test": the last self-test of the agents' sandbox (records.SelfTest), absent
                           before the run's first isolated agent}
 """
@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
 
 from .. import __version__
-from ..core import jsonio
+from ..core import jsonio, rootfs
 from ..core.errors import UserError
 from ..core.records import RunJson, Selection, SelfTest
 
@@ -92,11 +92,15 @@ def bind_run(
         },
     )
     before = dict(record)
+    toolchain = rootfs.record(rootfs.current())
     record.update(
         {
             "benchmark_sha256": bench.digest,
             "benchmark_version": bench.version,
             "harness_version": __version__,
+            "toolchain": toolchain,
+            "toolchains": record.get("toolchains", [])
+            + ([toolchain] if toolchain not in record.get("toolchains", []) else []),
         }
     )
     if selects:

@@ -21,9 +21,11 @@ Inside, the sandbox's loopback is the agent's: the proxy variables name loopback
 which sends a loopback request to a server the agent started in the sandbox and everything else
 to srt's proxy. ``NO_PROXY`` stays unset so that the choice is always the proxy's. The agent is
 an ordinary user inside (bwrap_agent_user.sh, write_agent_user): srt's user namespace maps uid 0
-alone, where nginx started as root cannot switch its workers to ``nobody``.
+alone, where nginx started as root cannot switch its workers to ``nobody``. With the pinned
+toolchain the sandbox shows its root filesystem's /usr (bwrap_agent_user.sh, docs/toolchain.md).
 """
 
+import contextlib
 import json
 import os
 import re
@@ -39,9 +41,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypedDict
 from urllib.parse import urlsplit
 
-from ..core import jsonio
+from ..core import jsonio, rootfs
 from ..core.errors import UserError
-from ..core.records import Blocked
+from ..core.records import Blocked, ToolchainRecord
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -392,14 +394,31 @@ def _write_if_changed(path: str, data: bytes) -> None:
 
 def write_support(directory: str | Path) -> str:
     """What a phase's sandbox needs of the harness, in `directory` (returned): the loopback
-    proxy (loopback.py) and, when the harness runs as root, the agent's account
-    (write_agent_user). Phases running side by side may write it at once: each file is
-    replaced whole, and only when it changed."""
+    proxy (loopback.py), when the harness runs as root the agent's account (write_agent_user),
+    and ``toolchain``, the root filesystem of the pinned toolchain whose /usr the sandbox shows
+    (bwrap_agent_user.sh; removed with the pin off or the toolchain unusable: sandbox_toolchain).
+    Phases running side by side may write it at once: each file is replaced whole, and only
+    when it changed."""
     os.makedirs(directory, exist_ok=True)
     _write_if_changed(os.path.join(directory, LOOPBACK_PROXY.name), LOOPBACK_PROXY.read_bytes())
     if os.geteuid() == 0:
         write_agent_user(directory)
+    toolchain = rootfs.current()
+    chosen = os.path.join(directory, "toolchain")
+    if sandbox_toolchain(toolchain)["name"] == rootfs.HOST:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(chosen)
+    else:
+        _write_if_changed(chosen, f"{toolchain.root}\n".encode())
     return str(directory)
+
+
+def sandbox_toolchain(toolchain: rootfs.Toolchain) -> ToolchainRecord:
+    """The toolchain an agent's sandbox shows (agent.json's "toolchain"): the pinned one when it
+    can be used, else the host's."""
+    if toolchain.pinned and rootfs.problem(toolchain) is None:
+        return rootfs.record(toolchain)
+    return {"name": rootfs.HOST, "digest": None}
 
 
 def write_agent_user(directory: str | Path) -> None:

@@ -5,7 +5,7 @@ Output ``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts
     {"inputs", "mode", "instance_id", "status", "error", "attempts": [...], "agent_version",
      "wall_seconds", "phases": [{"name", "command", "command_template", "model", "exit_code",
      "timed_out", ..., "cost_usd", "tokens", "transcript", "blocked", "sandbox_log"}],
-     "cost_usd", "tokens", "trajectory", "isolation", "web_tools", "flags", "contaminated",
+     "cost_usd", "tokens", "trajectory", "isolation", "toolchain", "web_tools", "flags", "contaminated",
      "tests_tree"}
 
 What the CLI's outputs mean (status, cost, sessions, transcripts, slash commands) is
@@ -38,7 +38,7 @@ import jinja2
 
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
-from ..core import gitcmd, jsonio, limits, stamps
+from ..core import gitcmd, jsonio, limits, rootfs, stamps
 from ..core.errors import failing_on_user_error
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
 from ..core.procs import kill_leftovers, run_limited
@@ -583,6 +583,11 @@ def agent_record(inputs, run, attempts, version):
         "tokens": cc.summed_tokens(phases),
         "trajectory": last["trajectory"],
         "isolation": "srt" if run.box else "none",
+        "toolchain": (
+            sandbox.sandbox_toolchain(rootfs.current())
+            if run.box
+            else {"name": rootfs.HOST, "digest": None}
+        ),
         "web_tools": web_tools_open(run.mode, run.env),
         "flags": flags,
         "contaminated": any(f["kind"] == "contamination" for f in flags),

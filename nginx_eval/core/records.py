@@ -416,6 +416,9 @@ class AgentJson(TypedDict):
     tokens: Tokens | None
     trajectory: str | None  # "agent/trajectory.md"
     isolation: str  # "srt" | "none" (the mode's isolation = "none")
+    # what the agent built and tested with: the pinned toolchain its sandbox showed, or the
+    # host's (unisolated, the pin off); not an input: a paid run is not repeated for it
+    toolchain: NotRequired[ToolchainRecord]
     # Claude Code's WebSearch/WebFetch were open to the agent (web_tools = true, or
     # unisolated); None: no phase ran Claude Code
     web_tools: bool | None

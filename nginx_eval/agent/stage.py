@@ -5,8 +5,8 @@ Output ``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts
     {"inputs", "mode", "instance_id", "status", "error", "attempts": [...], "agent_version",
      "wall_seconds", "phases": [{"name", "command", "command_template", "model", "exit_code",
      "timed_out", ..., "cost_usd", "tokens", "transcript", "blocked", "sandbox_log"}],
-     "cost_usd", "tokens", "trajectory", "isolation", "toolchain", "web_tools", "flags", "contaminated",
-     "tests_tree"}
+     "cost_usd", "tokens", "trajectory", "isolation", "toolchain", "web_tools", "flags",
+     "contaminated", "tests_tree"}
 
 What the CLI's outputs mean (status, cost, sessions, transcripts, slash commands) is
 claude_code.py's; what holds an agent back (refused credentials, the budget, the backoff) is

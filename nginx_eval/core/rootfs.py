@@ -12,9 +12,9 @@ run.json. ``NGINX_EVAL_TOOLCHAIN=host`` switches the pin off: the host's own too
 A command runs as the root filesystem's account ACCOUNT (uid and gid 1000: an ordinary user, as
 nginx-tests expect), with the root filesystem read-only at /, /proc, /dev, a private /tmp, no
 network or a loopback of its own, and the given directories bound at their own paths. It keeps
-the host's process namespace (one of its own kept the command's process group alive for 1.7 s
-after the command ended, which procs.run_limited waits out): what a command leaves running is
-found by its token, as on the host. The root filesystem's manifest is read from its dpkg
+the host's process namespace (one of its own kept the command's process group alive well after
+the command ended, which procs.run_limited waits out; docs/performance.md): what a command leaves
+running is found by its token, as on the host. The root filesystem's manifest is read from its dpkg
 database and compared with the recorded one before anything runs in it.
 """
 

@@ -8,10 +8,10 @@ already names a user (nginx refuses two; as root its workers would otherwise swi
 and fail on the test's private temp directory). The environment is recorded in prove.json and is
 part of prove's inputs (prove/stage.py).
 
-``TEST_NGINX_BINARY`` is an output guard (nginx_output_guard.sh): nginx run as a server writes
-to ``tap/<file>.nginx.log``, not to the test's stdout, the TAP stream. ``TEST_NGINX_MODULES`` names the build's objs/. As
-root, ``daemon_shims`` puts first on PATH a `memcached` that runs the real one with ``-u root``:
-memcached refuses to start as root without it, and nginx-tests start it without one.
+``TEST_NGINX_BINARY`` is an output guard (nginx_output_guard.sh): nginx run as a server writes to
+``tap/<file>.nginx.log``, not to the TAP stream. ``TEST_NGINX_MODULES`` names the build's objs/.
+As root, ``daemon_shims`` puts first on PATH a `memcached` that runs the real one with ``-u
+root``, without which memcached refuses to start as root.
 
 ``OPENSSL_CONF`` is the harness's own OpenSSL configuration (openssl_tests.cnf: security level 0),
 never the system's: Debian's default level 2 refuses the 1024-bit keys and SHA-1 signatures the

@@ -1,11 +1,11 @@
 """Stage 6, prove: run the task's test files with ``prove -v`` against the built binary.
 
-The tests run in the nginx-tests tree of the task's test commit (with an authored task's own
-files), checked before each prove (prove/tree.py), in an environment the harness pins, with an
-output guard in front of nginx (prove/env.py), each file in a network of its own
-(prove/network.py) and, with the pinned toolchain, in its root filesystem (core/rootfs.py). Each file runs with its own time limit (task.test_timeout) in its own process
-group, so a hanging test and the nginx it started are killed. Its output is kept in
-``tap/<file>.tap`` (the TAP stream), ``tap/<file>.stderr`` and ``tap/<file>.nginx.log``.
+The tests run in the nginx-tests tree of the task's test commit (with an authored task's own files),
+checked before each prove (prove/tree.py), in an environment the harness pins, with an output guard
+in front of nginx (prove/env.py), each file in a network of its own (prove/network.py) and, with the
+pinned toolchain, in its root filesystem (core/rootfs.py). Each file runs with its own time limit
+(task.test_timeout) in its own process group, so a hanging test and the nginx it started are killed.
+Its output: ``tap/<file>.tap`` (the TAP stream), ``.stderr`` and ``.nginx.log``.
 
 A file that did not run to its end (skipped entirely, no plan, died, bailed out, a tampered
 stream) or skipped a graded assertion, in either run, runs once more against the task's base build

@@ -4,14 +4,14 @@ when some mode has agent time or cost, ``report-distributions.png``; with ``comp
 
 Rendered from result files only, never by running anything: every mode of the run that has a
 ``results.jsonl`` (the modes of this invocation and any other mode dir on disk), the run's
-``validation.json`` if there is one, the per-task ``build.json`` and ``prove.json`` (the
-toolchain, compiler, Perl and OpenSSL: records.toolchain), a SWE-bench run's official reports
-(evaluation.py), and the templates (``templates/report*.j2``). Two doit tasks render it: ``report:markdown`` (`doit run
-report run=NAME`; ``report`` is it and then the site) and ``<bench>:report`` (part of `doit run
+``validation.json`` if there is one, the per-task ``build.json`` and ``prove.json`` (the toolchain,
+compiler, Perl and OpenSSL: records.toolchain), a SWE-bench run's official reports (evaluation.py),
+and the templates (``templates/report*.j2``). Two doit tasks render it: ``report:markdown`` (`doit
+run report run=NAME`; ``report`` is it and then the site) and ``<bench>:report`` (part of `doit run
 nginx`); a `doit run` of some modes renders it at its end too (progress.py), and ``power`` prints
-how many tasks or repeats a difference needs (power.py). They are up to date when the digest of
-what the report is made from (report_inputs) equals the ``inputs`` stored in report.json, so
-editing a template re-renders the report and nothing else.
+how many tasks or repeats a difference needs (power.py). They are up to date when the digest of what
+the report is made from (report_inputs) equals the ``inputs`` stored in report.json, so editing a
+template re-renders the report and nothing else.
 
 Schemas: core/records.py's ReportJson (``report.json``, the outcomes of core/outcomes.py) and
 CompareJson (``compare-<OTHER>.json``); report.json's ``cross`` is report/cross.py's.

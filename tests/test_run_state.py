@@ -42,10 +42,14 @@ CACHED = {
     "program and PATH",
     ("agent/stage.py", "prompt_environment"): "a Jinja environment per templates directory "
     "(Jinja reloads a changed template)",
-    ("build/toolchain.py", "compiler_identity"): "this machine's compiler and its version",
+    ("build/toolchain.py", "_compiler_identity"): "a toolchain's compiler and its version, keyed "
+    "by the toolchain (its directory, or the host's)",
+    ("core/rootfs.py", "first_line"): "what a query prints in a toolchain's root filesystem, keyed "
+    "by the toolchain and the query",
     ("core/layout.py", "_joined"): "base / parts: a pure function of its arguments",
     ("doitext/invocation.py", "options_with_value"): "doit's option tables, fixed for the process",
-    ("prove/env.py", "tool_versions"): "this machine's perl and openssl versions",
+    ("prove/env.py", "_tool_versions"): "a toolchain's perl and openssl versions, keyed by the "
+    "toolchain",
     ("prove/env.py", "_program"): "where this machine's PATH finds prove and perl",
     ("prove/network.py", "_probe"): "whether this machine's kernel gives a network namespace",
     ("report/site.py", "environment"): "a Jinja environment per templates directory",

@@ -1,4 +1,5 @@
-"""doit entry point: `doit run nginx:raw run=NAME` (see nginx_eval/pipeline.py for the task names)."""
+"""doit entry point: `doit run nginx:raw run=NAME` (see nginx_eval/pipeline.py for the task
+names)."""
 
 import os
 import sys

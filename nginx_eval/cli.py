@@ -14,6 +14,9 @@ Besides loading the tasks, the loader guards the run before doit opens its datab
   about to run must be able to start its program. Only doit's reporter sees which tasks were
   selected before the first one starts, so the check lives in ``Reporter.initialize`` (another
   ``--reporter`` skips it).
+- **The toolchain.** Before the first task of ``doit run`` that builds or tests, the pinned
+  toolchain (core/rootfs.py) must be there and match its manifest, or the command stops with one
+  line: how to make it, or ``NGINX_EVAL_TOOLCHAIN=host`` for this machine's own tools.
 - **Errors in tasks.** A task that fails on a user mistake (an unknown commit, a missing test file)
   is printed as one ``nginx-eval: error:`` line instead of a traceback.
 - **Interrupts.** ``doit run`` installs SIGINT and SIGTERM handlers before it loads the tasks
@@ -33,17 +36,18 @@ from doit.reporter import ConsoleReporter
 from . import progress
 from .agent.preflight import preflight
 from .cluster import executor
-from .core import jsonio, limits, procs
+from .core import jsonio, limits, procs, rootfs, runstate
 from .core.errors import UserError, UserFailure, fail
 from .core.locks import Busy, hold_until_exit
 from .core.outcomes import INFRA_ERROR
-from .core.tasknames import AGENT, task_name
+from .core.tasknames import AGENT, BASE, BUILD, PROVE, STRICT, VALIDATE, task_name
 from .doitext import cleaning, scheduling, slim
 from .doitext.invocation import (
     READ_ONLY_COMMANDS,
     TASK_COMMANDS,
     command_targets,
     doit_command,
+    reachable,
     track_tasks,
 )
 from .report import site as report_site
@@ -142,16 +146,13 @@ def take_run_locks(layout):
     _hold(layout.lock(f"run-{layout.run}"))
 
 
-# Tasks with actions that doit executed successfully in this process: what an interrupt keeps.
-_finished = {"tasks": 0}
-
-
 def report_interrupt(signum, stopped):
     """The one line of a `doit run` stopped by SIGINT or SIGTERM (procs.stop_on_signals), on the
-    real stderr (doit captures sys.stderr while an action runs)."""
+    real stderr (doit captures sys.stderr while an action runs): the tasks the run finished
+    (its state counts them, core/runstate.py) and the commands stopped."""
     line = (
-        f"nginx-eval: interrupted; {_finished['tasks']} units finished and kept, "
-        f"{stopped} stopped\n"
+        f"nginx-eval: interrupted; {runstate.current().finished_tasks} units finished and "
+        f"kept, {stopped} stopped\n"
     )
     for stream in (sys.__stdout__, sys.__stderr__):
         try:
@@ -162,7 +163,7 @@ def report_interrupt(signum, stopped):
 
 
 def all_agents_failed(agent_tasks):
-    """The line for a run whose agents all ended in infra_error (nothing was measured), or
+    """The line for a run whose agents all ended in infra_error (nothing was scored), or
     None. agent_tasks: the agent tasks doit ran in this run (their targets: agent.json)."""
     statuses = [
         (jsonio.read_json(Path(t.targets[0])) or {}).get("status") for t in agent_tasks if t.targets
@@ -173,6 +174,22 @@ def all_agents_failed(agent_tasks):
             f"(see the agent lines above): nothing was measured"
         )
     return None
+
+
+# Stages whose tasks run commands in the toolchain (core/rootfs.py).
+TOOLCHAIN_STAGES = frozenset({BASE, BUILD, PROVE, STRICT, VALIDATE})
+
+
+def toolchain_preflight(tasks, selected):
+    """Before the first task of `doit run`: when a build or a test is about to run, the pinned
+    toolchain can be used (never a silent fallback to the host's own tools), or the command
+    stops with one line saying how to make it or switch the pin off."""
+    names = reachable(tasks, selected)
+    if not any(name.split(":", 1)[0] in TOOLCHAIN_STAGES for name in names):
+        return
+    problem = rootfs.problem(rootfs.current())
+    if problem:
+        raise UserError(f"the pinned toolchain: {problem}")
 
 
 def reporter_for(ctx, command):
@@ -187,6 +204,7 @@ def reporter_for(ctx, command):
             super().initialize(tasks, selected_tasks)
             if command == "run":
                 try:
+                    toolchain_preflight(tasks, selected_tasks)
                     preflight(ctx, tasks, selected_tasks)
                 except UserError as e:
                     fail(e)
@@ -194,7 +212,7 @@ def reporter_for(ctx, command):
         def add_success(self, task):
             super().add_success(task)
             if task.actions:
-                _finished["tasks"] += 1
+                runstate.current().finished_tasks += 1
             if task.name.startswith(f"{AGENT}:"):
                 self.agents.append(task)
 
@@ -260,8 +278,8 @@ MALLOC_ARENAS = 2
 def few_malloc_arenas():
     """Threads that allocate at once each get a malloc arena of their own from glibc, up to
     8 per core, and every arena keeps what it once held: doit's twenty-odd worker threads
-    raised the process's peak memory by a tenth (a run of 15 agent units: 80.8 MiB, 74.5 MiB
-    with two arenas). Called before doit starts its threads; elsewhere than glibc, nothing."""
+    raise the process's peak memory by a tenth (docs/performance.md).
+    Called before doit starts its threads; elsewhere than glibc, nothing."""
     if os.environ.get("MALLOC_ARENA_MAX"):
         return  # the user's own setting
     try:
@@ -297,6 +315,7 @@ def dry_run(namespace: dict, command: str) -> None:
 def load_dodo(root=None):
     from .pipeline import doit_tasks
 
+    runstate.begin()  # this doit invocation's state: nothing of an earlier one in the process
     command = doit_command(sys.argv[1:])
     if command == "run":
         few_malloc_arenas()

@@ -1,12 +1,12 @@
 """Wiring: turns the project's inputs into doit tasks. dodo.py calls ``doit_tasks()``.
 
-Task names (``doit list --all``; plain ``doit list`` shows only what users run first:
-``<bench>:<mode>``, ``<bench>``, ``<bench>:validate``, ``<bench>:lint`` (statements.py),
-``report``, ``doctor``, see arrange_listing)::
+Task names (``doit list --all``; plain ``doit list`` shows what users run first: arrange_listing)::
 
     repos:<owner>+<name>                 bare clone         (repositories/stage.py)
     tests:<commit12>                     nginx-tests tree   (prove/tree.py)
-    workspace|agent|patch|build|prove|grade:<bench>/<mode>/<instance_id>
+    base:<owner>+<name>/<commit12>-<flags>   a base build   (build/plan.py)
+    workspace|agent|patch|build|prove|strict|grade:<bench>/<mode>/<instance_id>
+    validate:<bench>/<instance_id>, validation:<bench>   task validation (checks/validate.py)
     results:<bench>/<mode>               results.jsonl + predictions.jsonl (results/stage.py; a
                                          SWE-bench benchmark's: swebench/stage.py)
     <bench>:grade                        SWE-bench: the official harness, where Docker is
@@ -16,34 +16,22 @@ Task names (``doit list --all``; plain ``doit list`` shows only what users run f
     power                                tasks and repeats a difference needs (report/power.py)
     <bench>:<mode>                       what users run: `doit run nginx:raw`
     <bench>                              every mode plus the report: `doit run nginx`
+    <bench>:validate, <bench>:lint, doctor   checks/: validate.py, statements.py, doctor.py
     default                              what a bare `doit` runs: <bench>:gold, <bench>:none,
                                          then the report; never an agent
 
-Command-line variables (parsed and checked once: nginx_eval/run/options.py): ``run=NAME`` (default
-"default"), ``instances=ID,ID``, ``limit=N``, ``modes=a,b`` (modes of `doit run nginx`; default:
-every configured mode), ``baseline=MODE`` (the report's time comparison), ``repeats=N``
-(validation), ``predictions=PATH``
-(adds a mode ``file`` scored from a SWE-bench predictions file; the command's tasks are the
-selected tasks the file has a row for, predictions_tasks; `doit run <bench>` then scores that mode
-alone, plus any named in ``modes=``, and the report; ids of the file not in the benchmark are one
-warning line), ``bench=NAME``,
-``cutoff=YYYY-MM-DD`` (the report's split by fix date), ``compare=RUN`` (`doit run report`: a
-paired comparison with another run), ``cross=RUN`` (the report: a section over this run's
-benchmark and that run's, report/cross.py), ``detect=D,D`` (`doit run power`: percentage
-points).
-
-A run evaluates one benchmark: the one named on the command line (``doit run nginx:raw``), or
-``bench=NAME``, or ``nginx``, or the only file in tasks/. On a candidates file (benchmark.py)
-`doit run` runs only its validation (check_candidates). A SWE-bench benchmark (run/swebench.py)
-runs its tasks through the same stages up to the patch, with its modes adapted (adapt_mode), and
-no build, prove, strict, grade or validation (STAGES_OF_KIND).
+A run evaluates one benchmark (run/record.py); a candidates file gets only its validation
+(check_candidates), a SWE-bench benchmark no build, prove, strict, grade or validation
+(STAGES_OF_KIND).
 """
 
 import gc
 import os
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from doit.loader import generate_tasks
 from doit.task import Task
@@ -51,9 +39,12 @@ from doit.task import Task
 from .agent import stage as agent
 from .build import plan as buildplan
 from .build import stage as build
+from .build.plan import BasePlan
 from .checks import doctor, statements, validate
 from .core.errors import UserError, did_you_mean
 from .core.layout import Layout
+from .core.records import Selection
+from .core.stamps import TaskDict
 from .core.tasknames import (
     BASE,
     REPOS,
@@ -85,7 +76,7 @@ from .report.cross import check_cross
 from .report.records import modes_on_disk
 from .repositories import stage as repositories
 from .results import stage as results
-from .run.benchmark import Benchmark, load_benchmarks
+from .run.benchmark import AnyTask, Benchmark, load_benchmarks
 from .run.benchmark import Task as BenchmarkTask
 from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
 from .run.options import Options
@@ -93,6 +84,7 @@ from .run.record import read_run
 from .run.swebench import SWEBENCH, adapt_mode
 from .strict import stage as strict
 from .suite import stage as suite
+from .suite.stage import TestsTree
 from .swebench import stage as swebench
 from .workspace import stage as workspace
 
@@ -125,30 +117,44 @@ STAGES_OF_KIND: dict[str, tuple] = {
 @dataclass
 class Context:
     layout: Layout
-    benchmark: object
-    tasks: list
-    modes: dict
-    selection: dict = None  # instances= and limit= as given
-    group: tuple = None  # the modes `doit run <bench>` scores; None: every mode
-    options: Options = None  # the command line's variables (options.py)
-    benchmark_names: tuple = ()  # every benchmark in tasks/
+    benchmark: Benchmark
+    tasks: list[AnyTask]  # the command's tasks of the benchmark (instances=, limit=)
+    modes: dict[str, Mode]
+    options: Options  # the command line's variables (options.py)
+    selection: Selection | None = None  # instances= and limit= as given
+    group: tuple[str, ...] | None = None  # the modes `doit run <bench>` scores; None: every mode
+    benchmark_names: tuple[str, ...] = ()  # every benchmark in tasks/
     # `doit run`: {task name: task_dep} of the tasks left out of doit's list as settled, and of
     # those whose task_dep lost them (doitext/pruning.py).
-    shadow: dict = None
+    shadow: dict[str, list[str]] | None = None
+    # What the command works out once (unit_agent_inputs, tests_tree, _build_plans).
+    _agent_inputs: dict[tuple[str, str], tuple[list[str], str | None]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _mode_inputs: dict[str, Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _tests_trees: dict[str, TestsTree] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _plans: tuple[list[BenchmarkTask], BasePlan] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
-    def agent_finished(self, layout, mode, task, agent_task_name):
+    def agent_finished(
+        self, layout: Layout, mode: Mode, task: AnyTask, agent_task_name: str
+    ) -> bool:
         """The workspace stage asks whether an agent run is finished (its workspace is then not
         needed); the agent stage answers, and the earlier stage does not import the later one."""
         return agent.agent_finished(
             layout, mode, task, agent_task_name, self.unit_agent_inputs(mode, task)[1]
         )
 
-    def unit_agent_inputs(self, mode, task):
+    def unit_agent_inputs(self, mode: Mode, task: AnyTask) -> tuple[list[str], str | None]:
         """(the rendered prompts, agent.agent_inputs) of an agent unit, made once per command:
         the workspace's and the agent's tasks both ask, and the mode's part is the same for
         every task of the mode."""
-        memo = self.__dict__.setdefault("_agent_inputs", {})
-        of_mode = self.__dict__.setdefault("_mode_inputs", {})
+        memo, of_mode = self._agent_inputs, self._mode_inputs
         key = (mode.name, task.instance_id)
         if key not in memo:
             if mode.name not in of_mode:
@@ -161,12 +167,12 @@ class Context:
             )
         return memo[key]
 
-    def tests_tree(self, layout, task):
+    def tests_tree(self, layout: Layout, task: AnyTask) -> TestsTree | None:
         """suite.as_of of a task, found for every task of the command at once (two git calls
         per repository); None while the clones are missing, asked again then."""
-        memo = self.__dict__.setdefault("_tests_trees", {})
+        memo = self._tests_trees
         if task.instance_id not in memo:
-            found = suite.trees_as_of(layout, self.tasks)
+            found = suite.trees_as_of(layout, self.nginx_tasks())
             memo.update((iid, tree) for iid, tree in found.items() if tree)
         return memo.get(task.instance_id)
 
@@ -174,51 +180,62 @@ class Context:
     # patch stage takes it; the agent stage gets the rule here, for the same reason.
     workspace_diff = staticmethod(patch.workspace_diff)
 
-    def mode_list(self):
+    def nginx_tasks(self) -> list[BenchmarkTask]:
+        """The command's tasks, of an nginx benchmark: the stages after the patch, and a mode's
+        nginx-tests tree, have no SWE-bench task (STAGES_OF_KIND, run/swebench.adapt_mode)."""
+        return [t for t in self.tasks if isinstance(t, BenchmarkTask)]
+
+    def mode_list(self) -> list[Mode]:
         return [self.modes[m] for m in sorted(self.modes)]
 
-    def group_mode_list(self):
+    def group_mode_list(self) -> list[Mode]:
         """The modes `doit run <bench>` (and <bench>:report) runs."""
         return [m for m in self.mode_list() if self.in_group(m.name)]
 
-    def in_group(self, name):
+    def in_group(self, name: str) -> bool:
         return self.group is None or name in self.group
 
-    def mode_tasks(self, mode):
+    def mode_tasks(self, mode: Mode) -> list[AnyTask]:
         """The selected tasks the mode scores (a predictions mode: those with a row)."""
         return [t for t in self.tasks if mode.covers(t.instance_id)]
 
-    def units(self):
+    def units(self) -> Iterator[tuple[Benchmark, Mode, AnyTask]]:
         for mode in self.mode_list():
             for task in self.mode_tasks(mode):
                 yield self.benchmark, mode, task
 
-    def agent_units(self):
+    def nginx_units(self) -> Iterator[tuple[Benchmark, Mode, BenchmarkTask]]:
+        """units() of an nginx benchmark, for the stages after the patch (nginx_tasks)."""
+        for bench, mode, task in self.units():
+            if isinstance(task, BenchmarkTask):
+                yield bench, mode, task
+
+    def agent_units(self) -> Iterator[tuple[Benchmark, Mode, AnyTask]]:
         return ((b, m, t) for b, m, t in self.units() if m.runs_agent)
 
-    def build_order(self):
+    def build_order(self) -> list[BenchmarkTask]:
         """ctx.tasks in the order their builds should start (buildplan.interleave_by_build_group);
         stages that fan out over tasks list their dependencies in this order, which is the
         order doit starts them."""
         return self._build_plans()[0]
 
-    def base_build_plan(self):
+    def base_build_plan(self) -> BasePlan:
         """buildplan.base_build_plan of ctx.tasks."""
         return self._build_plans()[1]
 
-    def _build_plans(self):
+    def _build_plans(self) -> tuple[list[BenchmarkTask], BasePlan]:
         """Both, made once per doit invocation (or read from the cache: buildplan.build_plans)."""
-        if not hasattr(self, "_plans"):
+        if self._plans is None:
             self._plans = buildplan.build_plans(
-                self.layout, self.tasks, keep=not (self.options and self.options.dry_run)
+                self.layout, self.nginx_tasks(), keep=not self.options.dry_run
             )
         return self._plans
 
-    def mode_groups(self):
+    def mode_groups(self) -> Iterator[tuple[Benchmark, Mode, list[AnyTask]]]:
         for mode in self.mode_list():
             yield self.benchmark, mode, self.mode_tasks(mode)
 
-    def start_order(self, bench, mode, ids):
+    def start_order(self, bench: Benchmark, mode: Mode, ids: Collection[str]) -> list[str]:
         """The results task's dependencies, in the order doit should start them (the policy is
         build/plan.py's start_order)."""
         units = [unit_name(bench, mode, t) for t in self.build_order() if t.instance_id in ids]
@@ -227,7 +244,9 @@ class Context:
         )
 
 
-def named_benchmark(benchmarks, argv, requested=None):
+def named_benchmark(
+    benchmarks: Mapping[str, Benchmark], argv: Sequence[str], requested: str | None = None
+) -> Benchmark | None:
     """The benchmark the command line names (``bench=NAME`` or ``doit run NAME:...``), or None."""
     if requested:
         return pick_benchmark(benchmarks, argv, requested)
@@ -238,10 +257,20 @@ def named_benchmark(benchmarks, argv, requested=None):
     return None
 
 
-def pick_benchmark(benchmarks, argv, requested=None, run_benchmark=None):
+def pick_benchmark(
+    benchmarks: Mapping[str, Benchmark],
+    argv: Sequence[str],
+    requested: str | None = None,
+    run_benchmark: str | None = None,
+) -> Benchmark:
     """The benchmark of this command: the one named, else the run's (run.json), else nginx, else
     the only one."""
-    if run_benchmark in benchmarks and not requested and not named_benchmark(benchmarks, argv):
+    if (
+        run_benchmark is not None
+        and run_benchmark in benchmarks
+        and not requested
+        and not named_benchmark(benchmarks, argv)
+    ):
         return benchmarks[run_benchmark]
     if requested:
         if requested not in benchmarks:
@@ -270,7 +299,9 @@ def pick_benchmark(benchmarks, argv, requested=None, run_benchmark=None):
 GROUP_SUBTASKS = ("validate", "lint", "report", "grade")  # subtasks of a group, not modes
 
 
-def check_requested_modes(bench, modes, argv, kind=None):
+def check_requested_modes(
+    bench: str, modes: Collection[str], argv: Sequence[str], kind: str | None = None
+) -> None:
     """`doit run nginx:bogus` names a mode that does not exist: say which ones do. A SWE-bench
     benchmark's `:grade` where this machine cannot run the official harness: say why."""
     for arg in argv:
@@ -295,18 +326,22 @@ def check_requested_modes(bench, modes, argv, kind=None):
             )
 
 
-def run_modes(layout, record, modes):
+def run_modes(layout: Layout, record: Mapping[str, Any], modes: Iterable[str]) -> set[str]:
     """The modes of the run: configured (`modes`), recorded in run.json, or with results."""
     return set(modes) | set(record.get("modes") or []) | set(modes_on_disk(layout, []))
 
 
-def load_context(root=None, argv=None, options=None):
+def load_context(
+    root: str | Path | None = None,
+    argv: Sequence[str] | None = None,
+    options: Options | None = None,
+) -> Context:
     """The Context of this command; `options` defaults to doit's command-line variables."""
     argv = sys.argv[1:] if argv is None else argv
-    options = Options.parse(command_line_variables(), argv) if options is None else options
+    options = Options.parse(command_line_variables(argv), argv) if options is None else options
     layout = Layout.from_env(root=root, run=options.run)
     benchmarks = load_benchmarks(layout.tasks_dir)
-    record = read_run(layout) or {}
+    record: Mapping[str, Any] = read_run(layout) or {}
     bench = pick_benchmark(benchmarks, argv, options.bench, record.get("benchmark"))
     options.check_instances(bench)
     instances = list(options.instances)
@@ -325,7 +360,7 @@ def load_context(root=None, argv=None, options=None):
     wanted = list(options.modes)
     if wanted:
         modes = {k: v for k, v in modes.items() if k in wanted or k == "file"}
-    selection = {"instances": instances or None, "limit": options.limit}
+    selection: Selection = {"instances": instances or None, "limit": options.limit}
     if options.predictions:
         tasks = predictions_tasks(bench, tasks, modes["file"], options)
         selection["predictions"] = options.predictions
@@ -343,8 +378,8 @@ def load_context(root=None, argv=None, options=None):
 
 
 def predictions_tasks(
-    bench: Benchmark, tasks: list[BenchmarkTask], mode: Mode, options: Options
-) -> list[BenchmarkTask]:
+    bench: Benchmark, tasks: list[AnyTask], mode: Mode, options: Options
+) -> list[AnyTask]:
     """With ``predictions=FILE`` the command's tasks are the selected tasks the file has a row
     for, as in SWE-bench: no clone, test tree or base build is prepared for the others, and the
     run's denominator is these. A file with a row for none of them is an error naming it
@@ -366,20 +401,24 @@ def predictions_tasks(
     return chosen
 
 
-def predictions_group(bench, modes, wanted):
+def predictions_group(
+    bench: Benchmark, modes: Mapping[str, Mode], wanted: Sequence[str]
+) -> tuple[str, ...] | None:
     """With ``predictions=FILE`` (mode ``file``): the modes `doit run <bench>` scores, the file
     and those named in modes=, and one warning line for the file's ids that are not tasks of
     the benchmark. None (every mode) without it."""
     if "file" not in modes:
         return None
-    warning = unknown_prediction_ids(modes["file"], bench)
+    warning = unknown_prediction_ids(
+        modes["file"], bench.name, [t.instance_id for t in bench.tasks]
+    )
     if warning:
         sys.stderr.write(f"nginx-eval: warning: {warning}\n")
         sys.stderr.flush()
     return ("file",) + tuple(m for m in wanted if m != "file")
 
 
-def group_tasks(ctx, extra_group_deps=()):
+def group_tasks(ctx: Context, extra_group_deps: Sequence[str] = ()) -> Iterator[TaskDict]:
     """`<bench>:<mode>` for each mode, and `<bench>` for those of the group plus the report."""
     bench = ctx.benchmark.name
     subtasks = []
@@ -427,10 +466,10 @@ STAGES_GROUP = "_stages"
 UNLISTED_BENCH_SUBTASKS = ("report",)
 
 
-def handed_over(dicts):
+def handed_over(dicts: Iterable[TaskDict]) -> Iterator[TaskDict]:
     """The task dicts `dicts` (a list, or any iterable) one by one, first to last; a list forgets
     each as it is handed over, so that a dict does not outlive the Task doit makes of it (all the
-    dicts and all the Tasks at once were the doit process's peak memory in a large run)."""
+    dicts and all the Tasks at once would be the doit process's peak memory in a large run)."""
     if not isinstance(dicts, list):
         yield from dicts
         return
@@ -439,7 +478,7 @@ def handed_over(dicts):
         yield dicts.pop()
 
 
-def arrange_listing(tasks, bench):
+def arrange_listing(tasks: Iterable[Task], bench: str) -> Iterator[Task]:
     """doit's Tasks for `doit list`, which shows only tasks that are no subtask, and a group
     task (one per basename) with its generator's docstring: the commands a user runs first
     (`<bench>:<mode>`, `<bench>:validate` made top-level tasks, `<bench>`, `report`, `doctor`),
@@ -469,7 +508,7 @@ DEFAULT_TASK = "default"
 DEFAULT_MODES = ("gold", "none", "file")  # file: only with predictions=
 
 
-def default_selection(ctx):
+def default_selection(ctx: Context) -> list[str]:
     """The modes' tasks the default task runs: gold and none (and a predictions= file), never
     an agent mode."""
     return [
@@ -479,7 +518,7 @@ def default_selection(ctx):
     ]
 
 
-def default_task(ctx):
+def default_task(ctx: Context) -> TaskDict:
     """`default`: the default modes of the benchmark, then the report (report/stage.py's
     `report:markdown` task, after them; the site follows at the end of the run, progress.py)."""
     rendering = next(
@@ -499,7 +538,7 @@ def default_task(ctx):
     )
 
 
-def expand_default(ctx, targets):
+def expand_default(ctx: Context, targets: Sequence[str]) -> list[str]:
     """The command's targets, with doit's default (no target, or `default`) spelled out."""
     out = []
     for t in targets or [DEFAULT_TASK]:
@@ -512,7 +551,7 @@ def expand_default(ctx, targets):
 CANDIDATE_STAGES = (VALIDATE, VALIDATION, REPOS, TESTS, BASE, "doctor")
 
 
-def check_candidates(ctx, targets):
+def check_candidates(ctx: Context, targets: Iterable[str]) -> None:
     """A candidates benchmark is validated and nothing else: any other target is one line."""
     for target in targets:
         if (
@@ -522,7 +561,7 @@ def check_candidates(ctx, targets):
             ctx.benchmark.refuse_candidates(target)
 
 
-def check_requested_tasks(ctx, tasks, selectors):
+def check_requested_tasks(ctx: Context, tasks: Iterable[Task], selectors: Iterable[str]) -> None:
     """Every name the command line gives doit is a task, a group, a target or a pattern (`*`):
     otherwise one line naming the closest task, instead of doit's error or traceback."""
     names = {t.name for t in tasks}
@@ -552,7 +591,7 @@ NOT_FORGOTTEN = {
 }
 
 
-def redo_forgotten(dicts: Iterable[dict], layout: Layout) -> Iterator[dict]:
+def redo_forgotten(dicts: Iterable[TaskDict], layout: Layout) -> Iterator[TaskDict]:
     """`dicts`, with each task that `doit forget` asked for (and no run has redone yet) out of
     date, and an action after its own that answers the request. Freshness is each stage's
     stamp (stamps.py), which forgetting doit's row does not touch; this is what makes
@@ -603,7 +642,7 @@ def check_forget(tasks: list[Task], argv: list[str]) -> None:
             )
 
 
-def stage_dicts(ctx: Context) -> Iterator[dict]:
+def stage_dicts(ctx: Context) -> Iterator[TaskDict]:
     """The task dict of every task of the pipeline, stage by stage (those of its benchmark's
     kind: STAGES_OF_KIND)."""
     for stage in STAGES_OF_KIND.get(ctx.benchmark.kind, STAGES):
@@ -612,11 +651,11 @@ def stage_dicts(ctx: Context) -> Iterator[dict]:
     yield default_task(ctx)
 
 
-def doit_tasks(root=None):
+def doit_tasks(root: str | Path | None = None) -> dict[str, Any]:
     """The dict of ``task_*`` generators and DOIT_CONFIG for dodo.py's globals()."""
     ctx = load_context(root)
 
-    def listed_dicts():
+    def listed_dicts() -> Iterator[TaskDict]:
         """What a plain `doit list` prints, and nothing else: the unit stages' thousands of
         tasks (a listing of the shipped benchmark spent most of its second making them) are
         never made. The same dicts as stage_dicts yields for those names."""
@@ -634,16 +673,19 @@ def doit_tasks(root=None):
         yield from group_tasks(ctx, extra_group_deps=(f"{bench}:report",))
         yield default_task(ctx)
 
-    made = []  # doit's Tasks, made once: cli.load_dodo checks the names the command gives
+    made: list[Task] = []  # doit's Tasks, made once: cli.load_dodo checks the names given
 
-    def task_stages():
+    def task_stages() -> Iterator[Task]:
         """every task of the pipeline (nginx_eval/pipeline.py)"""
         if not made:
             argv = sys.argv[1:]
-            dicts = listed_dicts() if lists_commands_only(argv) else stage_dicts(ctx)
+            dicts: Iterable[TaskDict] = (
+                listed_dicts() if lists_commands_only(argv) else stage_dicts(ctx)
+            )
             if doit_command(argv) == "run":
-                dicts = redo_forgotten(dicts, ctx.layout)
-                dicts, ctx.shadow = drop_settled(dicts, argv, [DEFAULT_TASK])
+                dicts, ctx.shadow = drop_settled(
+                    redo_forgotten(dicts, ctx.layout), argv, [DEFAULT_TASK]
+                )
             made.extend(
                 slim(
                     arrange_listing(

@@ -20,7 +20,6 @@ import os
 import statistics
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
 
 from .core import jsonio
 from .core.errors import UserError
@@ -28,11 +27,8 @@ from .core.limits import chosen_counts
 from .core.outcomes import UNFINISHED_AGENT
 from .core.tasknames import AGENT, BASE, BUILD, TESTS, VALIDATE, WORKSPACE
 from .doitext.invocation import LOADER_OPTIONS_WITH_VALUE, command_targets
-from .doitext.pruning import ALWAYS, full_name, own_answer, settling
+from .doitext.pruning import ALWAYS, Wants, full_name, own_answer, settling
 from .pipeline import DEFAULT_TASK, Context, expand_default, redo_forgotten, stage_dicts
-
-if TYPE_CHECKING:
-    from .run.benchmark import Benchmark
 
 # Stages whose actions check their output again when doit runs them anyway (`-a`): an agent
 # and a build are never paid for twice (stamps.py), a workspace, test tree or base build that
@@ -114,7 +110,8 @@ def classify(ctx: Context, argv: list[str]) -> tuple[dict, dict]:
     always = any(a in ALWAYS for a in argv)
     stages: dict[str, StageCounts] = {}
     agents: dict[str, int] = {}
-    bench = cast("Benchmark", ctx.benchmark)  # pipeline.Context declares it an object
+    wants: Wants = {}  # what own_answer learns of the uptodate functions, kept for every task
+    bench = ctx.benchmark
     for d in dicts:
         name = full_name(d) if "basename" in d else None
         if name is None or name not in reached or not d.get("actions"):
@@ -122,9 +119,9 @@ def classify(ctx: Context, argv: list[str]) -> tuple[dict, dict]:
         # The report's task is named after the benchmark (<bench>:report) or `default`.
         stage = "report" if d["basename"] in (bench.name, DEFAULT_TASK) else d["basename"]
         counts = stages.setdefault(stage, StageCounts())
-        if always and not (d["basename"] in CHECKS_ITSELF and own_answer(d)):
+        if always and not (d["basename"] in CHECKS_ITSELF and own_answer(d, wants)):
             state = "run"
-        elif is_settled(name) or (d["basename"] == AGENT and own_answer(d)):
+        elif is_settled(name) or (d["basename"] == AGENT and own_answer(d, wants)):
             # An agent run's inputs (agent_inputs) are known before anything runs: what it
             # says now it says after the tasks before it, which would only make its workspace.
             state = "done"
@@ -156,7 +153,7 @@ def preview_lines(ctx: Context, argv: list[str]) -> list[str]:
     """What `doit run argv dry_run=1` prints."""
     stages, agents = classify(ctx, argv)
     targets = expand_default(ctx, command_targets(argv))
-    bench = cast("Benchmark", ctx.benchmark)  # pipeline.Context declares it an object
+    bench = ctx.benchmark
     modes = sorted(
         {
             t.split(":", 1)[1]

@@ -3,29 +3,24 @@
 A *unit* is one task in one mode; it is finished when its ``grade:<bench>/<mode>/<id>`` task is
 done (run, or up to date), or failed when any of its stages fails. A SWE-bench unit, graded by
 the official harness elsewhere, is finished with its ``patch:`` task: its line says "patch
-taken" (or why the agent did not complete) and counts no resolved units. While `doit run` works, each
-unit that finishes in this command prints one line on stdout::
+taken" (or why the agent did not complete) and counts no resolved units. Each unit that finishes
+in this command prints one line on stdout (docs/running.md#watching-a-run)::
 
     [37/104] gold 25 resolved · 0 errors · ETA 3 m · nginx__nginx-f35475c083d4 resolved
 
-    [finished/units of the command] mode, its resolved units and errors so far (env_error,
-    agent_error, timeout, or a failed stage), the estimated time left (finished units per
-    second of this command so far), the unit and its outcome
+    [finished/units of the command] mode, its resolved units and errors so far (RUN_ERRORS, or
+    a failed stage), the estimated time left (finished units per second of this command so
+    far), the unit and its outcome
 
-Units that were already done count in the numbers but print no line, and nothing is rewritten
-in place (no carriage returns): a CI log gets one line per unit, a terminal the same.
+Units already done count in the numbers but print no line, and nothing is rewritten in place: a
+CI log gets one line per unit, a terminal the same.
 
 At the end of a `doit run` that ran any mode (not after an interrupt), the modes it ran get a
-summary table on stdout (resolved with its 95% interval and the other outcomes) and the run's
-report is rendered if what it is made from changed (``report.write_report``, the same as
-`doit run report`), and then the pages of the run's site that are not up to date
-(``report/site.write_site``), so `doit run nginx:gold` ends with ``results/<run>/report.md`` and
-``results/<run>/site/index.html`` too. The
-report has every mode of the run, as `doit run report` renders it (a report that dropped
-modes when one mode was run again would differ from the one its files give); the summary
-shows the modes of this command.
-
-``watching(Reporter, ctx, command)`` adds this to doit's reporter (cli.reporter_for).
+summary table on stdout; the run's report is rendered if what it is made from changed
+(report.write_report), then the pages of the run's site that are not up to date
+(report/site.write_site). The report has every mode of the run, as `doit run report` renders it;
+the summary shows the modes of this command. ``watching(Reporter, ctx, command)`` adds this to
+doit's reporter (cli.reporter_for).
 """
 
 import functools
@@ -54,7 +49,7 @@ def report_tasks(ctx) -> tuple[str, str]:
 
 
 def duration(seconds):
-    """3 s, 40 s, 3 m, 1 h 5 m."""
+    """``3 s``, ``40 s``, ``3 m``, ``1 h 5 m``: `seconds`, as a progress line shows it."""
     seconds = max(0, int(round(seconds)))
     if seconds < 60:
         return f"{seconds} s"

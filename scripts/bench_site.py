@@ -9,8 +9,9 @@ model.patch (the gold mode's patch is the "fix"), build.json and a build.log of 
 configure and make print about that much), prove.json with a TAP stream, stderr and nginx log per
 test file, and for agent modes agent.json with its phases and a Claude Code transcript per phase
 (15 to 60 turns, tool results of 100 B to 20 KB, plus the CLI's bookkeeping lines: 0.2 to 0.7 MB;
-the real CLI's 3-turn transcript in the test suite is 0.28 MB, mostly bookkeeping). results.jsonl and the report are then made by the harness's own code
-(summary.write_summary, report.write_report), and the site by report_site.write_site.
+the real CLI's 3-turn transcript in the test suite is 0.28 MB, mostly bookkeeping). results.jsonl
+and the report are then made by the harness's own code (summary.write_summary,
+report.write_report), and the site by report_site.write_site.
 
 Measured: (a) rendering the whole site cold, (b) the no-op (every page up to date), (c) after one
 grade changed (two pages: its own and the index), (d) `doit run report` no-op and (e) after one
@@ -188,7 +189,7 @@ class Synth:
             return "resolved"
         if mode == "none":
             return "unresolved"
-        names, weights = zip(*AGENT_OUTCOMES)
+        names, weights = zip(*AGENT_OUTCOMES, strict=True)
         return self.rng.choices(names, weights)[0]
 
     def unit(self, mode, task):

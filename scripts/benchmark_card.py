@@ -10,10 +10,11 @@ audit (each task's ``audit``; tasks the audit dropped are rows of ``<name>-dropp
 the task file: {"instance_id", "date", "version", "why"}) and the alternative fixes run against
 the tasks, and, given ``results/<run>/validation.json``, that run's verdicts (per test source
 too) and the assertions that changed between its runs, and, given the results.jsonl of a gold
-mode run with its strict verdict on (``strict_gold=1``), how many gold patches are strict and why the others are not,
-and, with ``--clones``, the tasks whose fail_to_pass assertions already stand in nginx-tests as
-of their base commit (suite.already_standing: what an agent of a mode with ``tests = "base"``
-can read), from the bare clones in the cache (``doit run repos`` makes them). The text is
+mode run with its strict verdict on (``strict_gold=1``), how many gold patches are strict and
+why the others are not, and, with ``--clones``, the tasks whose fail_to_pass assertions already
+stand in nginx-tests as of their base commit (suite.already_standing: what an agent of a mode
+with ``tests = "base"`` can read), from the bare clones in the cache (``doit run repos`` makes
+them). The text is
 ``templates/benchmark_card.md.j2``; the card is generated, never edited.
 
 Usage:
@@ -33,6 +34,7 @@ import jinja2
 
 # The nginx_eval next to this script, whichever one is installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from nginx_eval.core import rootfs  # noqa: E402
 from nginx_eval.core.errors import UserError  # noqa: E402
 from nginx_eval.core.layout import SOURCE_ROOT, Layout  # noqa: E402
 from nginx_eval.run.benchmark import TEST_SOURCES, is_date, load_benchmark  # noqa: E402
@@ -230,6 +232,22 @@ def changing_assertions(record):
     return [(i, shown("base", i), shown("fix", i)) for i in ids]
 
 
+def toolchains_of(builds):
+    """The toolchains (core/rootfs.describe) that made `builds` (build records: their compiler's
+    "toolchain", the pinned root filesystem's digest or "host"), each once, sorted; "not
+    recorded" for a record from before the field."""
+    names = set()
+    for build in builds:
+        key = (build.get("compiler") or {}).get("toolchain")
+        if not key:
+            names.add("not recorded")
+        elif key == rootfs.HOST:
+            names.add(rootfs.describe({"name": rootfs.HOST, "digest": None}))
+        else:
+            names.add(rootfs.describe({"name": rootfs.SUITE, "digest": key}))
+    return sorted(names)
+
+
 def validation_figures(summary, bench):
     """What the card says about a run's validation (validation.json: {instance_id: record})."""
     shipped = [t.instance_id for t in bench.tasks]
@@ -253,6 +271,9 @@ def validation_figures(summary, bench):
             for i in shipped
             if i in summary and changing_assertions(summary[i])
         ],
+        "toolchains": toolchains_of(
+            b for r in summary.values() for b in (r.get("build") or {}).values() if b
+        ),
         **_time_spent(summary),
     }
 
@@ -287,7 +308,9 @@ def gold_strict_figures(results_file):
         (not_judged if row.get("strict") is None else not_strict).append(
             (row["instance_id"], reason or "no reason recorded")
         )
+    builds = [Path(results_file).parent / row["instance_id"] / "build.json" for row in rows]
     return {
+        "toolchains": toolchains_of(json.loads(b.read_text()) for b in builds if b.exists()),
         "file": "/".join(Path(results_file).parts[-4:]),
         "patches": len(rows),
         "strict": sum(1 for r in rows if r.get("strict") is True),

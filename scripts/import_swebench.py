@@ -49,17 +49,17 @@ def read_rows(path: Path) -> list:
             raise UserError(
                 f"reading parquet needs pandas and pyarrow ({e}); or export the rows as JSON lines",
                 file=path,
-            )
+            ) from None
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise UserError(f"cannot read: {e.strerror}", file=path)
+        raise UserError(f"cannot read: {e.strerror}", file=path) from None
     try:
         if text.lstrip().startswith("["):
             return json.loads(text)
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     except json.JSONDecodeError as e:
-        raise UserError(f"malformed JSON at line {e.lineno}: {e.msg}", file=path)
+        raise UserError(f"malformed JSON at line {e.lineno}: {e.msg}", file=path) from None
 
 
 def convert(rows: list, path: Path, instances=None, limit=None) -> tuple[list, list]:

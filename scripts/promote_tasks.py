@@ -77,9 +77,11 @@ def read_statements(path):
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as e:
-        raise UserError(f"cannot read: {e.strerror}", file=path)
+        raise UserError(f"cannot read: {e.strerror}", file=path) from None
     except json.JSONDecodeError as e:
-        raise UserError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=path)
+        raise UserError(
+            f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=path
+        ) from None
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise UserError('expected {"<instance_id>": "<statement>", ...}', file=path)
     return data
@@ -132,7 +134,7 @@ def promote(raw_candidates, tasks, records, statements, bench_tasks, replace=Fal
     raw tasks. Replaced tasks keep their place; new ones follow, by fix_date, then id."""
     position = {t["instance_id"]: i for i, t in enumerate(bench_tasks)}
     kept, new, lines = list(bench_tasks), [], []
-    for raw, task in zip(raw_candidates, tasks):
+    for raw, task in zip(raw_candidates, tasks, strict=True):
         iid, record = task.instance_id, records.get(task.instance_id)
         why = why_skipped(task, record, statements.get(iid), iid in position, replace)
         if why:

@@ -19,6 +19,12 @@ else
     fi
 fi
 
+# The pinned toolchain: the Debian 12 root filesystem every build and prove runs in
+# (docs/toolchain.md). NGINX_EVAL_TOOLCHAIN=host skips it (builds and proves then use this
+# machine's own compiler, libraries and Perl, and every record says so).
+$sudo env NGINX_EVAL_TOOLCHAIN="${NGINX_EVAL_TOOLCHAIN:-}" \
+    NGINX_EVAL_DEBIAN_MIRROR="${NGINX_EVAL_DEBIAN_MIRROR:-}" sh "$here/scripts/make-toolchain.sh"
+
 # npm_install_pinned PREFIX PACKAGE@VERSION LOG: the package at exactly that version, in a
 # prefix of its own (not npm's global directory), npm's output in LOG. Node.js and npm come from
 # Debian first when missing: they are needed only to install the two packages below.

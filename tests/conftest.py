@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import fixture_repos  # noqa: E402
 
+from nginx_eval.core import runstate  # noqa: E402
 from nginx_eval.core.outcomes import AGENT_STATUSES, GRADE_STATUSES  # noqa: E402
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
@@ -72,8 +73,17 @@ def project(tmp_path):
     return Project(tmp_path)
 
 
+# NGINX_EVAL_TOOLCHAIN as the session found it: the pinned toolchain's tests (test_rootfs.py) use
+# the directory it names, if any.
+SESSION_TOOLCHAIN = os.environ.get("NGINX_EVAL_TOOLCHAIN")
+
+
 def pytest_configure(config):
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    # The tests run with the host's compiler and Perl unless NGINX_EVAL_TOOLCHAIN names a root
+    # filesystem: what most of them check does not depend on which toolchain builds and proves
+    # (test_rootfs.py runs the pipeline in the pinned one).
+    os.environ.setdefault("NGINX_EVAL_TOOLCHAIN", "host")
 
 
 # -- the inner loop: `pytest -m "not e2e"` runs no doit, make, prove, sandbox or CLI --------------
@@ -152,6 +162,13 @@ def pytest_runtest_call(item):
         yield
 
 
+@pytest.fixture(autouse=True)
+def _a_run_of_its_own():
+    """Each test in a run state of its own (core/runstate.py), as each doit invocation: nothing
+    a test configures (limits, the executor, an interrupt) reaches the next one."""
+    runstate.begin()
+
+
 def prove_verbose(directory, name, body, env=None):
     """What real `prove -v` prints for a Test::More file `name` with `body` (after the `use`
     lines), run in `directory`: grading tests read this, never hand-written TAP."""
@@ -210,6 +227,6 @@ def claude_program():
 
     program, problem = claude_cli.find_or_install()
     if problem:
-        warnings.warn(f"SKIPPING the tests that run Claude Code: {problem}")
+        warnings.warn(f"SKIPPING the tests that run Claude Code: {problem}", stacklevel=1)
         pytest.skip(problem)
     return program

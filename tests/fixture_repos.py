@@ -9,9 +9,10 @@ and ``objs/Makefile``; ``make`` builds ``objs/nginx``; ``objs/nginx -V`` prints 
     c_mul_fix   mul() fixed                        (fix of tiny-mul)
     c_later     an unrelated later change
 
-``acme/tiny-tests`` holds Test::More ``.t`` files that run $ENV{TEST_NGINX_BINARY}, like nginx-tests,
-in one commit dated TESTS_DATE, before every commit of acme/tiny (made now): the tests tree as of
-any base commit (suite/stage.py) is that commit. add_later_test adds a test dated after the bases.
+``acme/tiny-tests`` holds Test::More ``.t`` files that run $ENV{TEST_NGINX_BINARY}, like
+nginx-tests, in one commit dated TESTS_DATE, before every commit of acme/tiny (made now): the tests
+tree as of any base commit (suite/stage.py) is that commit. add_later_test adds a test dated after
+the bases.
 ``objs/nginx -p DIR -c FILE`` is the "server": it prints a line and exits 0, and server.t and
 server_die.t start it with the test's stdout inherited, as Test::Nginx starts nginx. When FILE
 (relative to DIR) says ``listen [127.0.0.1:]PORT;`` it also serves HTTP on 127.0.0.1:PORT in the
@@ -513,6 +514,8 @@ def make_fixture(base_dir):
             "NGINX_EVAL_REPO_URL": str(mirrors) + "/{owner}+{name}",
             "FAKE_AGENT_LOG": str(base_dir / "agent-calls.log"),
             "FLAKY_COUNTER": str(base_dir / "flaky-counter"),
+            # The toolchain the test session runs with (conftest.py: the host's unless told).
+            "NGINX_EVAL_TOOLCHAIN": os.environ.get("NGINX_EVAL_TOOLCHAIN", "host"),
         }
     )
     return {

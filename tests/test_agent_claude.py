@@ -130,7 +130,7 @@ def test_every_shipped_mode_resolves_a_task_with_the_real_cli(claude):
         assert [a["status"] for a in agent["attempts"]] == ["completed"]
         sessions = {p["session_id"] for p in agent["phases"]}
         assert len(sessions) == 1 and None not in sessions, mode  # --continue kept it
-        for phase, marker in zip(agent["phases"], phase_markers):
+        for phase, marker in zip(agent["phases"], phase_markers, strict=True):
             assert (phase["is_error"], phase["terminal_reason"], phase["api_error_status"]) == (
                 False,
                 "completed",

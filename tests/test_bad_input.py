@@ -1,6 +1,6 @@
-"""Bad input: each mistake gives one ``nginx-eval: error:`` line naming where it is, a non-zero exit,
-no agent run and nothing under results/. Field-by-field validation of task files is unit-tested in
-test_benchmark.py; these run the real doit on the fixture project."""
+"""Bad input: each mistake gives one ``nginx-eval: error:`` line naming where it is, a non-zero
+exit, no agent run and nothing under results/. Field-by-field validation of task files is
+unit-tested in test_benchmark.py; these run the real doit on the fixture project."""
 
 import json
 

@@ -181,16 +181,18 @@ def test_the_shipped_file_has_a_version_and_a_changelog_of_its_task_counts():
         ),
         (
             lambda d: d["changelog"][0].update(tasks=5),
-            "bench.json, field changelog: the newest entry (version 1.1) says 5 tasks, the file has 1",
+            "bench.json, field changelog: the newest entry (version 1.1) says 5 tasks, "
+            "the file has 1",
         ),
         (
             lambda d: d["changelog"][1].update(date="2026-12-01"),
-            "bench.json, changelog entry 1 (version 1.0), field date: is later than that of the newer "
-            "entry 1.1",
+            "bench.json, changelog entry 1 (version 1.0), field date: is later than that of the "
+            "newer entry 1.1",
         ),
         (
             lambda d: d["changelog"][1].update(version="1.1"),
-            "changelog entry 1 (version 1.1), field version: must be older than the entry before it",
+            "changelog entry 1 (version 1.1), field version: must be older than the entry "
+            "before it",
         ),
         (
             lambda d: d["changelog"][1].update(date="22.11.2026"),
@@ -270,7 +272,8 @@ def test_an_audit_is_optional_when_loading_and_kept_on_the_task(tmp_path):
         (lambda a: a.update(tests_fair=True), "field audit.tests_fair: must be false exactly when"),
         (
             lambda a: a["changes"].pop(0),
-            "field audit.statement_sufficient: is false, but no change amends the problem_statement",
+            "field audit.statement_sufficient: is false, but no change amends the "
+            "problem_statement",
         ),
         (
             lambda a: a["changes"][1].update(dropped=[]),

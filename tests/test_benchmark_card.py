@@ -113,6 +113,8 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     assert all(r["test_seconds"]["base"] > 0 for r in summary.values())
     assert "The 4 distinct builds took" in shipped and "the test runs" in shipped
     assert "Wall time of the validation: 12 s on 2 cores." in shipped
+    # The fixture session builds with the pin off (conftest.py): the card says so.
+    assert "Built and proved with the toolchain: host (pin off)" in shipped
 
     # With a strict run of the gold patches: counted, and the one not judged named with why.
     assert "No strict run of the gold patches" in section(
@@ -139,6 +141,7 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     strict = section(out.read_text(), "The gold patches under the strict verdict")
     assert "From `results/default/gold/results.jsonl`" in strict
     assert "2 of 2 gold patches are strict" in strict and "- not" not in strict
+    assert "Toolchain: host (pin off)." in strict
     # A patch judged not strict is named with its grade's reason.
     rows = [json.loads(line) for line in gold.read_text().splitlines()]
     rows[0]["strict"] = False

@@ -388,7 +388,7 @@ def test_published_tree_is_read_only_with_the_binarys_digest(repo):
     rec = repo.build("c_later")
     binary = buildcache.binary_path(repo.layout, rec["key"])
     assert rec["binary_sha256"] == jsonio.file_digest(binary)
-    for dirpath, dirnames, filenames in os.walk(repo.tree(rec)):
+    for dirpath, _dirnames, filenames in os.walk(repo.tree(rec)):
         for name in [dirpath] + [os.path.join(dirpath, f) for f in filenames]:
             assert not os.lstat(name).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), name
     buildcache.remove_build(repo.layout, rec["key"])

@@ -1,6 +1,7 @@
 """The documentation stays in shape: a short README that links every page of docs/, relative
 links (and their #anchors) that resolve, and setup and test commands that are CI's own."""
 
+import importlib.util
 import re
 
 from conftest import SOURCE_ROOT
@@ -88,6 +89,63 @@ def test_readme_commands_are_ci_s():
     assert setup == ["sh scripts/setup-debian.sh"] and len(pytest_cmd) == 1
     assert f"{setup[0]} && {pytest_cmd[0]}" in readme
     assert f"{setup[0]} && doit run nginx:gold" in readme
+
+
+def test_running_md_names_every_command_line_variable():
+    """docs/running.md's table of command-line variables is the one description of them: it
+    names every variable run/options.py parses, and no other."""
+    from nginx_eval.run.options import VARIABLES
+
+    text = (SOURCE_ROOT / "docs" / "running.md").read_text()
+    table = text.split("## Command-line variables", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE)
+    assert sorted(named) == sorted(VARIABLES)
+    assert len(named) == len(set(named))
+
+
+def test_benchmark_md_names_every_field_of_a_task():
+    """docs/benchmark.md's table of a task's fields is the one description of the task file: it
+    names every field run/benchmark.py accepts, and no other."""
+    from nginx_eval.run.benchmark import OPTIONAL, REQUIRED
+
+    text = (SOURCE_ROOT / "docs" / "benchmark.md").read_text()
+    table = text.split("## The task file", 1)[1].split("\n## ", 1)[0]
+    named = [
+        field
+        for row in re.findall(r"^\| (`.*?) \|", table, re.MULTILINE)
+        for field in re.findall(r"`([a-z_]+)`", row)
+    ]
+    assert sorted(named) == sorted([*REQUIRED, *OPTIONAL])
+
+
+def outcome_table_script():
+    path = SOURCE_ROOT / "scripts" / "outcome_table.py"
+    spec = importlib.util.spec_from_file_location("outcome_table", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_outcome_table_is_core_outcomes():
+    """The README's table of outcomes is core/outcomes.py's TABLE, row for row, in its order;
+    `python scripts/outcome_table.py --write` renders it again."""
+    script = outcome_table_script()
+    readme = (SOURCE_ROOT / "README.md").read_text()
+    lines = readme.splitlines()
+    start = lines.index(script.HEADER[0])
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    assert lines[start:end] == script.table_lines(), "run: python3 scripts/outcome_table.py --write"
+    assert script.replace_table(readme) == readme
+
+
+def test_outcome_table_check_sees_a_changed_meaning():
+    script = outcome_table_script()
+    readme = (SOURCE_ROOT / "README.md").read_text()
+    changed = readme.replace("| `timeout` | TO | the agent hit", "| `timeout` | TO | the agent met")
+    assert changed != readme
+    assert script.replace_table(changed) == readme
 
 
 def test_checker_finds_broken_links(tmp_path):

@@ -153,7 +153,7 @@ def test_report_warns_when_tests_share_the_network():
         "(unshare(CLONE_NEWNET): Operation not permitted); test trees with fixed ports run "
         "one file at a time"
     ) in text.splitlines()
-    assert "isolation" not in "".join(l for l in text.splitlines() if l.startswith("OK"))
+    assert "isolation" not in "".join(line for line in text.splitlines() if line.startswith("OK"))
 
 
 def test_report_names_missing_things_and_packages():
@@ -193,25 +193,26 @@ def test_report_names_missing_things_and_packages():
         "MISSING daemon memcached (needed by t-ssl (stream_x.t)) -> apt-get install memcached"
     ) in lines
     assert any(
-        l.startswith(
+        line.startswith(
             "MISSING library zlib headers (zlib.h) (needed by t-fcgi, t-ssl) -> "
             "apt-get install zlib1g-dev"
         )
-        for l in lines
+        for line in lines
     )
     assert any(
-        l.startswith("MISSING library OpenSSL headers")
-        and "t-fcgi" not in l
-        and l.endswith("libssl-dev")
-        for l in lines
+        line.startswith("MISSING library OpenSSL headers")
+        and "t-fcgi" not in line
+        and line.endswith("libssl-dev")
+        for line in lines
     )
     assert "WARN    tool ccache not found" in text and "WARN    tool bwrap not found" in text
-    assert not any("Net::SSLeay" in l for l in lines if l.startswith("MISSING"))
+    assert not any("Net::SSLeay" in line for line in lines if line.startswith("MISSING"))
     assert "package libscgi-perl" not in text  # nobody needs it
     assert any(
-        l.startswith("WARN    package libssl-dev") and "debian-packages.txt" in l for l in lines
+        line.startswith("WARN    package libssl-dev") and "debian-packages.txt" in line
+        for line in lines
     )
-    install = [l for l in lines if l.startswith("To install everything missing:")]
+    install = [line for line in lines if line.startswith("To install everything missing:")]
     assert len(install) == 1
     packages = install[0].split("apt-get install ", 1)[1].split()
     assert set(packages) == {
@@ -238,7 +239,7 @@ def test_report_configure_flags_that_make_a_file_skip():
     ]
     text, ok = report(tasks, {"fastcgi_x.t": FASTCGI, "stream_x.t": STREAM_SSL}, probe)
     assert not ok
-    errors = [l for l in text.splitlines() if l.startswith("TASK ERROR")]
+    errors = [line for line in text.splitlines() if line.startswith("TASK ERROR")]
     assert (
         "TASK ERROR task t-ssl: field configure_flags: stream_x.t asks for "
         "$t->has('stream_ssl'): add --with-stream_ssl_module; without it the file skips" in errors
@@ -287,12 +288,14 @@ def test_report_predicts_a_task_whose_certificates_openssl_refuses():
         "effect: it refuses an RSA key of 1024 bits (ee key too small) and a certificate "
         "signed with sha1 (ca md too weak); test trees before 2019 cannot start nginx"
     ) in lines
-    cannot = [l for l in lines if l.startswith("CANNOT RUN")]
+    cannot = [line for line in lines if line.startswith("CANNOT RUN")]
     assert cannot == [
-        "CANNOT RUN t-mail (mail_x.t): OpenSSL under OPENSSL_CONF=nginx_eval/prove/openssl_tests.cnf "
+        "CANNOT RUN t-mail (mail_x.t): OpenSSL under "
+        "OPENSSL_CONF=nginx_eval/prove/openssl_tests.cnf "
         "refuses a certificate signed with sha1 (ca md too weak), which the test file makes: "
         "nginx cannot start for it, at the base or the fix",
-        "CANNOT RUN t-mail (mail_x.t): OpenSSL under OPENSSL_CONF=nginx_eval/prove/openssl_tests.cnf "
+        "CANNOT RUN t-mail (mail_x.t): OpenSSL under "
+        "OPENSSL_CONF=nginx_eval/prove/openssl_tests.cnf "
         "refuses an RSA key of 1024 bits (ee key too small), which the test file makes: nginx "
         "cannot start for it, at the base or the fix",
     ]
@@ -403,7 +406,9 @@ def test_doit_doctor_fails_on_missing_perl_module(project):
         "MISSING perl module Other::Missing::Module (needed by tiny-mul (perl_modules))"
         in proc.stdout
     )
-    install = [l for l in proc.stdout.splitlines() if l.startswith("To install everything")]
+    install = [
+        line for line in proc.stdout.splitlines() if line.startswith("To install everything")
+    ]
     assert "libno-such-module-perl libother-missing-module-perl" in install[0]
     out, _ = project.doit("run", "doctor", "instances=tiny-mul", check=False)
     assert out.returncode != 0 and "No::Such::Module" not in out.stdout

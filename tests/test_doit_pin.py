@@ -9,7 +9,8 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
-from doit import cmd_clean, control, dependency, runner
+import pytest
+from doit import cmd_clean, control, dependency, doit_cmd, runner
 from packaging.specifiers import SpecifierSet
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
@@ -111,3 +112,30 @@ def test_the_task_and_node_attributes_slim_keeps_once():
         "run_status",
     } <= set(vars(node))
     assert "next(self.generator)" in inspect.getsource(control.ExecNode.step)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["list", "run=a", "limit=2", "limit=3", "instances=x, y"],
+        ["-f", "{dodo}", "list", "bench=tiny", "--all"],
+        ["-d", "{dir}", "list", "=odd", "empty="],
+        ["list", "-f", "{dodo}", "run=b"],  # after the command, -f is no loader option
+    ],
+)
+def test_the_variables_doit_takes_are_those_invocation_reads(tmp_path, monkeypatch, capsys, argv):
+    # command_line_variables asks doit's public get_var about the name of every word that may be
+    # a variable: doit holds exactly those it took, whatever its command line looked like.
+    from doit.cmd_base import DodoTaskLoader
+    from doit.doit_cmd import DoitMain
+
+    from nginx_eval.doitext.invocation import command_line_variables
+
+    dodo = tmp_path / "dodo.py"
+    dodo.write_text("def task_a():\n    return {'actions': None}\n")
+    argv = [w.format(dodo=dodo, dir=tmp_path) for w in argv]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(doit_cmd, "_CMDLINE_VARS", None)  # doit's own, restored after the test
+    assert DoitMain(DodoTaskLoader()).run(argv) == 0
+    assert command_line_variables(argv) == doit_cmd._CMDLINE_VARS
+    assert list(command_line_variables(argv)) == list(doit_cmd._CMDLINE_VARS)

@@ -217,7 +217,7 @@ command = "{project.agent}"
     }
 
 
-# -- hostile agents ---------------------------------------------------------------------------------
+# -- hostile agents --------------------------------------------------------------------------------
 
 
 def run_hostile(reference, behaviour, marker, **extra_env):
@@ -336,7 +336,7 @@ def test_compile_failure_is_a_verdict(reference, marker):
     assert "error" in (project.task_dir("fake", "tiny-add", "break") / "build.log").read_text()
 
 
-# -- patches that must not apply, tests that hang, prove that crashes -------------------------------
+# -- patches that must not apply, tests that hang, prove that crashes ------------------------------
 
 
 def predictions(project, path, patches):
@@ -580,7 +580,7 @@ def test_a_patch_whose_program_kills_prove_is_the_patchs_fault(reference, tmp_pa
     assert not any(e.startswith(("prove:", "grade:")) for e in executed)
 
 
-# -- kill -9 of doit in the middle of every stage ----------------------------------------------------
+# -- kill -9 of doit in the middle of every stage --------------------------------------------------
 
 # Where each kill lands: the path of the harness's next write when doit is killed (see
 # pausing_dodo.py); "agent" kills while the agent of tiny-mul is running.

@@ -29,10 +29,14 @@ case "$1" in
 *"Check your fix"*)
     BUILD
     prefix="$TMPDIR/verify"; mkdir -p "$prefix/logs"
-    printf 'events {}\nhttp { server { listen 127.0.0.1:18080; location / { return 200 "nginx here\\n"; } } }\n' \
-        > "$prefix/nginx.conf"
+    {
+        printf 'events {}\nhttp { server { listen 127.0.0.1:18080;\n'
+        printf '    location / { return 200 "nginx here\\n"; } } }\n'
+    } > "$prefix/nginx.conf"
     objs/nginx -p "$prefix" -c nginx.conf && echo "started"
-    for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/18080) 2>/dev/null && break; sleep 0.05; done
+    for _ in $(seq 100); do
+        (exec 3<>/dev/tcp/127.0.0.1/18080) 2>/dev/null && break; sleep 0.05
+    done
     echo "answer: $(curl -s http://127.0.0.1:18080/)"
     echo "host: $(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$STAND_IN_HOST_PORT/fix.diff)"
     objs/nginx -p "$prefix" -c nginx.conf -s stop && echo "stopped"

@@ -1,5 +1,5 @@
-"""grade/stage.py: verdicts from what real `prove -v` printed (conftest.prove_v), with and without the
-base build's reference run."""
+"""grade/stage.py: verdicts from what real `prove -v` printed (conftest.prove_v), with and without
+the base build's reference run."""
 
 from dataclasses import dataclass
 
@@ -18,12 +18,15 @@ class Task:
     pass_to_pass: tuple = ("h2.t:1 first", "h2.t:2", "h2.t:4 no alerts")
 
 
+TASK = Task()
+
+
 H2 = "plan(tests => 4);\nok(1, 'first'); ok(1); {body}\nok(1, 'no alerts');\n"
 BASE = H2.format(body="TODO: { local $TODO = 'not yet'; ok(0, 'body'); }")
 FIXED = H2.format(body="ok(1, 'body');")
 
 
-def verdict(prove_v, body, record=OK, reference=None, task=Task()):
+def verdict(prove_v, body, record=OK, reference=None, task=TASK):
     out, _ = prove_v("h2.t", body)
     ref = None
     if reference is not None:

@@ -16,7 +16,7 @@ from test_faults import marker, processes_with, start_doit, wait_until  # noqa: 
 from test_interrupt import assert_one_line, interrupt
 
 from nginx_eval import cli
-from nginx_eval.core import limits, procs
+from nginx_eval.core import limits, procs, runstate
 from nginx_eval.core.errors import UserError
 from nginx_eval.core.layout import Layout
 from nginx_eval.run.options import Options
@@ -29,8 +29,8 @@ IDS = ("tiny-add", "tiny-mul")
 
 @pytest.fixture
 def configured(tmp_path, monkeypatch):
-    """configured(**counts): the limits of a run in tmp_path, as cli.py turns them on."""
-    monkeypatch.setattr(limits, "_config", {"layout": None, "counts": {}})
+    """configured(**counts): the limits of a run in tmp_path, as cli.py turns them on (in the
+    test's own run: conftest.py)."""
     layout = Layout(
         root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results", run="limits"
     )
@@ -162,7 +162,7 @@ def test_an_interrupt_stops_a_waiter_at_once(configured, monkeypatch):
     waiter = threading.Thread(target=wait)
     waiter.start()
     time.sleep(0.3)
-    monkeypatch.setitem(procs._stop, "stopping", True)
+    monkeypatch.setattr(runstate.current().interrupt, "stopping", True)
     stopped = time.monotonic()
     waiter.join(5)
     release.set()

@@ -38,7 +38,7 @@ def test_modes_parse_and_errors(tmp_path):
         parse_modes({"modes": {"gold": {"phases": [{"command": "x"}]}}}, "m.toml")
 
 
-# -- commands: custom slash commands the harness installs in the workspace --------------------------
+# -- commands: custom slash commands the harness installs in the workspace -------------------------
 
 
 def command_mode(commands, repeats=1):

@@ -1,5 +1,7 @@
 """cluster/node.py: a unit's files as they travel between the coordinator and a node."""
 
+import threading
+
 import pytest
 
 from nginx_eval.cluster import node as nodework
@@ -38,10 +40,13 @@ def test_a_file_outside_the_unit_is_refused(tmp_path):
     assert not (tmp_path / "escape.json").exists()
 
 
-def test_the_node_flag_is_per_thread():
+def test_the_node_flag_is_per_call_and_per_thread():
     assert not nodework.on_node()
-    nodework.set_on_node(True)
-    try:
+    seen = []
+    with nodework.working_on_node():
         assert nodework.on_node()
-    finally:
-        nodework.set_on_node(False)
+        other = threading.Thread(target=lambda: seen.append(nodework.on_node()))
+        other.start()
+        other.join()
+    assert seen == [False]
+    assert not nodework.on_node()

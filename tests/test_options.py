@@ -1,6 +1,7 @@
 """Command-line variables (nginx_eval/run/options.py): parsed and checked once, each mistake one
 ``nginx-eval: error:`` line naming the variable; unknown task names; what a bare `doit` runs."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -8,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from doit import doit_cmd
+from doit.doit_cmd import DoitMain
 from test_bad_input import assert_refused
 
 from nginx_eval.core.errors import UserError
@@ -95,7 +97,7 @@ def test_executor_is_local_or_ray():
 
 
 def test_options_are_frozen_and_every_variable_has_help():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         Options().limit = 3
     assert all(v.help for v in VARIABLES.values())
 
@@ -194,14 +196,21 @@ def test_checks_against_the_benchmark_and_the_modes():
         parse(baseline="nope").check_baseline(set(modes))
 
 
+def doit_read(monkeypatch, argv):
+    """argv, with doit's variables as doit takes them from it (restored after the test)."""
+    monkeypatch.setattr(doit_cmd, "_CMDLINE_VARS", None)
+    DoitMain().process_args(argv)
+    return argv
+
+
 def test_every_command_line_variable_is_read(monkeypatch):
-    monkeypatch.setattr(doit_cmd, "_CMDLINE_VARS", {"limit": "2", "instances": "a, b"})
-    assert Options.parse(command_line_variables()) == Options(
+    argv = doit_read(monkeypatch, ["run", "limit=2", "tiny", "instances=a, b"])
+    assert Options.parse(command_line_variables(argv)) == Options(
         limit=2, instances=("a", "b"), given=(("limit", "2"), ("instances", "a, b"))
     )
-    monkeypatch.setattr(doit_cmd, "_CMDLINE_VARS", {"limit": "2", "limt": "3"})
+    argv = doit_read(monkeypatch, ["limit=2", "limt=3"])
     with pytest.raises(UserError, match="unknown variable limt=3"):
-        Options.parse(command_line_variables())
+        Options.parse(command_line_variables(argv))
 
 
 def test_only_the_doit_invocation_reads_doit_variables():

@@ -1,5 +1,5 @@
-"""Unit tests of patch/stage.py on small real git repositories: what an agent's workspace diff leaves
-out, which paths a patch touches as `git apply -p1` reads it, and a patch's statistics."""
+"""Unit tests of patch/stage.py on small real git repositories: what an agent's workspace diff
+leaves out, which paths a patch touches as `git apply -p1` reads it, and a patch's statistics."""
 
 import json
 import os

@@ -36,8 +36,8 @@ def test_gold_none_and_agent_verdicts(project):
     assert agent["status"] == "completed" and agent["cost_usd"] == 0.25
     assert agent["tokens"]["input"] == 1000
     preds = [
-        json.loads(l)
-        for l in (project.results / "default" / "gold" / "predictions.jsonl")
+        json.loads(line)
+        for line in (project.results / "default" / "gold" / "predictions.jsonl")
         .read_text()
         .splitlines()
     ]

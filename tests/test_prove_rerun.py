@@ -1,6 +1,7 @@
-"""rerun_failed=1 (prove/stage.py, grade/stage.py): a test file with a graded assertion that did not pass
-runs once more against the same binary; the rerun decides, both outcomes are kept. Real prove
-output, and a fixture run with a test file that fails its first run and passes every later one."""
+"""rerun_failed=1 (prove/stage.py, grade/stage.py): a test file with a graded assertion that did not
+pass runs once more against the same binary; the rerun decides, both outcomes are kept. Real
+prove output, and a fixture run with a test file that fails its first run and passes every later
+one."""
 
 import json
 from dataclasses import dataclass

@@ -151,7 +151,7 @@ def test_a_rerun_hands_doit_only_the_units_with_work(project):
         "grade:tiny/gold/tiny-add"
     ]
     # Its progress line counts the settled units as finished: [N/N], all of the command's.
-    line = next(l for l in proc.stdout.splitlines() if l.endswith("tiny-add resolved"))
+    line = next(ln for ln in proc.stdout.splitlines() if ln.endswith("tiny-add resolved"))
     done, total = line[1 : line.index("]")].split("/")
     assert done == total and int(total) > 2
     proc, executed = project.doit("run", "grade:tiny/none/tiny-mul")

@@ -46,7 +46,7 @@ def lines(text, prefix):
     return [line for line in text.splitlines() if line.startswith(prefix)]
 
 
-# -- 1. predictions= scores the file, and only its rows ---------------------------------------------
+# -- 1. predictions= scores the file, and only its rows --------------------------------------------
 
 
 def test_predictions_score_the_file_alone_and_only_the_tasks_it_has_rows_for(project, tmp_path):
@@ -127,7 +127,7 @@ def test_no_warning_when_every_row_is_a_task(project, tmp_path):
     assert "warning" not in proc.stderr
 
 
-# -- 2. a failed agent: one console line, one outcome everywhere ------------------------------------
+# -- 2. a failed agent: one console line, one outcome everywhere -----------------------------------
 
 
 def test_failed_and_timed_out_agents_are_said_once_and_agent_errors_everywhere(project):
@@ -210,7 +210,7 @@ def test_a_progress_line_calls_a_contaminated_unit_contaminated(tmp_path):
     assert Progress(SimpleNamespace(layout=layout), None).outcome("raw", "t-1") == "contaminated"
 
 
-# -- 2 and 3. AGENT is read as a shell reads it; records say what ran -------------------------------
+# -- 2 and 3. AGENT is read as a shell reads it; records say what ran ------------------------------
 
 DUMP_ARGV = "import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"
 
@@ -313,7 +313,7 @@ def test_render_command():
     )
 
 
-# -- 4. modes.toml: unknown keys are errors; the header documents every key -------------------------
+# -- 4. modes.toml: unknown keys are errors; the header documents every key ------------------------
 
 
 @pytest.mark.parametrize(

@@ -80,7 +80,7 @@ def test_report_of_four_modes_matches_the_result_files(project, tmp_path):
         r = rows(project, mode)
         assert set(r) == set(ids)
         expected = {}
-        for iid, row in r.items():
+        for iid in r:
             grade = json.loads((run_dir / mode / iid / "grade.json").read_text())
             agent = run_dir / mode / iid / "agent.json"
             agent_status = json.loads(agent.read_text())["status"] if agent.exists() else None
@@ -244,7 +244,7 @@ def test_repeats_show_mean_spread_and_pass_at_k(project):
     assert row[7:] == ["16.7 pp", "[17.3, 82.7]"]
 
 
-# -- agent runs that did not finish, agent versions, cache tokens, trajectories ---------------------
+# -- agent runs that did not finish, agent versions, cache tokens, trajectories --------------------
 
 VERSIONS = {"fake": "2.1.330 (Claude Code)", "fake2": "2.1.331 (Claude Code)"}
 # (mode, task) -> the agent.json a real run that did not finish leaves (issue 14's contract).
@@ -678,7 +678,8 @@ def test_a_mode_that_scored_no_task_has_no_rate(project):
 
 
 def write_rows(project, rows_by_mode, run=RUN):
-    """results.jsonl of each mode, as results/stage.py writes its rows (the fields the report reads)."""
+    """results.jsonl of each mode, as results/stage.py writes its rows (the fields the report
+    reads)."""
     for mode, rows in rows_by_mode.items():
         (project.results / run / mode).mkdir(parents=True, exist_ok=True)
         (project.results / run / mode / "results.jsonl").write_text(

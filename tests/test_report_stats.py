@@ -192,7 +192,7 @@ def test_three_modes_with_known_outcomes(trio):
     assert adjusted == pytest.approx([54 / 256, 0.5, 0.5])
     table = section(md, "Paired comparisons")
     for c, ((a, b), (both, a_only, b_only, neither)), p, ph in zip(
-        comparisons, expected.items(), p_values, adjusted
+        comparisons, expected.items(), p_values, adjusted, strict=True
     ):
         assert (c["both"], c["a_only"], c["b_only"], c["neither"]) == (
             both,
@@ -260,7 +260,7 @@ def test_three_modes_with_known_outcomes(trio):
     for label, ids in (("core", IDS[:6]), ("http", IDS[6:])):
         row = table_row(by_area, label)
         assert row[0] == "6"
-        for cell, mode in zip(row[1:], RESOLVES):
+        for cell, mode in zip(row[1:], RESOLVES, strict=True):
             k = len(set(RESOLVES[mode]) & set(ids))
             assert cell == f"{k}/6, {100 * k / 6:.1f}% {ci(wilson(k, 6))}", (label, mode, cell)
     dates = data["breakdowns"]["fix_date"]
@@ -452,13 +452,13 @@ def test_a_mode_with_repeats_is_compared_on_per_task_means(tmp_path):
     assert (c["a"], c["b"], c["method"], c["tasks"]) == ("alpha", "fake", "permutation", 12)
     means = [sum(i in resolved[m] for m in ("fake", "fake-r2", "fake-r3")) / 3 for i in IDS]
     alpha = [1.0 if i in resolved["alpha"] else 0.0 for i in IDS]
-    d = [a - b for a, b in zip(alpha, means)]
+    d = [a - b for a, b in zip(alpha, means, strict=True)]
     assert c["difference"] == pytest.approx(sum(d) / 12, abs=1e-4)
     assert (c["a_better"], c["b_better"]) == (sum(v > 0 for v in d), sum(v < 0 for v in d))
     extreme = sum(
         1
         for signs in itertools.product((1, -1), repeat=12)
-        if abs(sum(s * v for s, v in zip(signs, d))) >= abs(sum(d)) - 1e-9
+        if abs(sum(s * v for s, v in zip(signs, d, strict=True))) >= abs(sum(d)) - 1e-9
     )
     assert c["p_value"] == pytest.approx(extreme / 2**12, abs=1e-8)
     assert c["interval"][0] < c["difference"] < c["interval"][1]

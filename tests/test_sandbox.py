@@ -51,7 +51,10 @@ def spy_project(project, sandbox, find=True):
         textwrap.dedent(f"""\
         [modes.spy]
         isolation = "{"srt" if sandbox else "none"}"
-        env = {{ SPY_FIX = "{fix}", SPY_PATHS = "{" ".join(map(str, paths))}", SPY_FIND = "{int(find)}" }}
+        [modes.spy.env]
+        SPY_FIX = "{fix}"
+        SPY_PATHS = "{" ".join(map(str, paths))}"
+        SPY_FIND = "{int(find)}"
         [[modes.spy.phases]]
         name = "look"
         timeout = 120
@@ -99,9 +102,9 @@ def test_nothing_the_agent_is_given_contains_the_fix(project):
     project.doit("run", "tiny:spy", "tiny:gold", "instances=tiny-add", "keep_workspaces=1")
     gold = (project.task_dir("gold", "tiny-add") / "model.patch").read_text()
     added = [
-        l[1:].strip()
-        for l in gold.splitlines()
-        if l.startswith("+") and not l.startswith("+++") and l[1:].strip()
+        line[1:].strip()
+        for line in gold.splitlines()
+        if line.startswith("+") and not line.startswith("+++") and line[1:].strip()
     ]
     assert added
     ws = project.cache / "workspaces" / "default" / "spy" / "tiny-add"

@@ -156,7 +156,13 @@ def nginx_mirror():
 
 NGINX_IN_THE_SANDBOX = r"""
 set -u
-conf() { mkdir -p "$TMPDIR/$1/logs"; printf '%s\nevents {}\nhttp { server { listen 127.0.0.1:%s; location / { return 200 "%s\\n"; } } }\n' "$2" "$3" "$1" > "$TMPDIR/$1/nginx.conf"; }
+conf() {
+    mkdir -p "$TMPDIR/$1/logs"
+    {
+        printf '%s\nevents {}\nhttp { server { listen 127.0.0.1:%s;\n' "$2" "$3"
+        printf '    location / { return 200 "%s\\n"; } } }\n' "$1"
+    } > "$TMPDIR/$1/nginx.conf"
+}
 for case in plain:18090: user:18091:'user nobody;'; do
     name=${case%%:*}; rest=${case#*:}; port=${rest%%:*}; directive=${rest#*:}
     conf "$name" "$directive" "$port"

@@ -114,13 +114,13 @@ def test_holm_adjustment_by_hand():
 def test_sign_flip_permutation_test_is_exact_for_small_samples():
     x = [1.0, 2 / 3, 1.0, 1 / 3, 0.0, 1.0, 2 / 3, 1.0]
     y = [0.0, 1 / 3, 1.0, 0.0, 1 / 3, 0.0, 2 / 3, 1 / 3]
-    d = [a - b for a, b in zip(x, y)]
+    d = [a - b for a, b in zip(x, y, strict=True)]
     observed = abs(sum(d))
     # Every one of the 2^8 sign patterns, by hand.
     as_extreme = sum(
         1
         for signs in itertools.product((1, -1), repeat=len(d))
-        if abs(sum(s * v for s, v in zip(signs, d))) >= observed - 1e-12
+        if abs(sum(s * v for s, v in zip(signs, d, strict=True))) >= observed - 1e-12
     )
     assert stats.sign_flip_p(x, y, seed=1) == pytest.approx(as_extreme / 2 ** len(d))
     assert stats.sign_flip_p(x, y, seed=2) == stats.sign_flip_p(x, y, seed=1)  # exact

@@ -1,6 +1,6 @@
 """End to end: a mode with `tests = "base"` gives its agent nginx-tests as of the base commit
-(suite/stage.py), named in its prompts, recorded in agent.json; in the sandbox, as a phase runs, a test
-file of that tree runs green against the fixture program built there, and the tree cannot be
+(suite/stage.py), named in its prompts, recorded in agent.json; in the sandbox, as a phase runs, a
+test file of that tree runs green against the fixture program built there, and the tree cannot be
 written. Real doit, git, cc, make, prove and srt on the fixture repositories."""
 
 import json

@@ -328,7 +328,7 @@ def test_the_doctor_says_whether_this_machine_can_grade(capsys):
         ),
     ):
         text = doctor.render([doctor.swebench_finding(problem)])[0]
-        assert any(l.startswith(line) for l in text.splitlines()), text
+        assert any(ln.startswith(line) for ln in text.splitlines()), text
 
 
 # -- end to end -----------------------------------------------------------------------------

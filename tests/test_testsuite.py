@@ -51,7 +51,7 @@ FASTCGI = HEAD + textwrap.dedent("""\
     plan(skip_all => 'FCGI not installed') if $@;
 
     my $t = Test::Nginx->new()->has(qw/http fastcgi rewrite/)->plan(4)
-    	->write_file_expand('nginx.conf', <<'EOF');
+    \t->write_file_expand('nginx.conf', <<'EOF');
 
     %%TEST_GLOBALS%%
 
@@ -76,9 +76,9 @@ STREAM_SSL = HEAD + textwrap.dedent("""\
     eval "use Net::SSLeay 1.80; 1" or plan(skip_all => 'Net::SSLeay');
 
     my $t = Test::Nginx->new()
-    	->has(qw/stream stream_ssl
-    		stream_return sni socket_ssl_alpn unix/)
-    	->has_daemon('openssl')->has_daemon("memcached");
+    \t->has(qw/stream stream_ssl
+    \t\tstream_return sni socket_ssl_alpn unix/)
+    \t->has_daemon('openssl')->has_daemon("memcached");
     $t->has('http', "http_v3", 'cryptx');
 
     # require Commented::Out;

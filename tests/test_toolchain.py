@@ -18,7 +18,13 @@ CC = {
     "version": "cc (Elsewhere 12.2.0-14) 12.2.0",
     "cc_opt": "-g0 -MD",
 }
-NOT_RECORDED = {"compiler": "not recorded", "perl": "not recorded", "openssl": "not recorded"}
+NOT_RECORDED = {
+    "toolchain": "not recorded",
+    "compiler": "not recorded",
+    "perl": "not recorded",
+    "openssl": "not recorded",
+}
+DIGEST = "158a4c4d38774fa2cb53822e9f6ea9fd4eeb440f3e745ce33926c909d387b4c3"
 
 
 def _write(layout, mode, iid, name, data):
@@ -40,15 +46,26 @@ def test_toolchain_is_read_from_build_and_prove_records(tmp_path, monkeypatch):
         root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results", run=RUN
     )
     assert report_records.toolchain(layout, ["gold"]) == NOT_RECORDED
-    _write(layout, "gold", "t-1", "build.json", {"status": "built", "compiler": CC})
+    _write(
+        layout,
+        "gold",
+        "t-1",
+        "build.json",
+        {"status": "built", "compiler": CC | {"toolchain": DIGEST}},
+    )
     _write(
         layout,
         "gold",
         "t-1",
         "prove.json",
-        {"files": {}, "versions": {"perl": "v5.36.0", "openssl": "OpenSSL 3.0.22 25 Aug 2026"}},
+        {
+            "files": {},
+            "versions": {"perl": "v5.36.0", "openssl": "OpenSSL 3.0.22 25 Aug 2026"},
+            "toolchain": {"name": "debian-12", "digest": DIGEST},
+        },
     )
     assert report_records.toolchain(layout, ["gold"]) == {
+        "toolchain": "debian-12 root filesystem 158a4c4d3877",
         "compiler": "cc (Elsewhere 12.2.0-14) 12.2.0",
         "perl": "v5.36.0",
         "openssl": "OpenSSL 3.0.22 25 Aug 2026",
@@ -60,6 +77,19 @@ def test_toolchain_is_read_from_build_and_prove_records(tmp_path, monkeypatch):
     assert report_records.toolchain(layout, ["none"]) == dict(
         NOT_RECORDED, compiler="cc (Elsewhere 12.2.0-14) 12.2.0"
     )
+    # A prove with the pin off says so; a report over both names both.
+    _write(
+        layout,
+        "none",
+        "t-1",
+        "prove.json",
+        {"files": {}, "toolchain": {"name": "host", "digest": None}},
+    )
+    assert report_records.toolchain(layout, ["none"])["toolchain"] == "host (pin off)"
+    assert report_records.toolchain(layout, ["gold", "none"])["toolchain"] == (
+        "debian-12 root filesystem 158a4c4d3877; host (pin off)"
+    )
+    _write(layout, "none", "t-1", "prove.json", {"files": {}})
     _write(
         layout,
         "none",
@@ -69,6 +99,7 @@ def test_toolchain_is_read_from_build_and_prove_records(tmp_path, monkeypatch):
     )
     _write(layout, "none", "t-2", "prove.json", {"versions": {"perl": "v5.36.0", "openssl": None}})
     assert report_records.toolchain(layout, ["none"]) == {
+        "toolchain": "not recorded",
         "compiler": "cc (Elsewhere 12.2.0-14) 12.2.0; cc (Other) 13.1.0",
         "perl": "v5.36.0",
         "openssl": "not found",
@@ -95,6 +126,10 @@ def test_prove_records_perl_and_openssl_and_the_report_names_what_built(project)
     assert prove["versions"] == tool_versions() and prove["versions"]["perl"].startswith("v5.")
     build = json.loads((run_dir / "gold" / iid / "build.json").read_text())
     md = (run_dir / "report.md").read_text()
+    # The fixture session runs with the pin off (conftest.py), and every record says so.
+    assert build["compiler"]["toolchain"] == "host"
+    assert prove["toolchain"] == {"name": "host", "digest": None}
+    assert "| toolchain | host (pin off) (builds and proves; docs/toolchain.md) |" in md
     assert f"| compiler | {build['compiler']['version']} |" in md
     assert f"| Perl | {prove['versions']['perl']} |" in md
     assert f"| OpenSSL | {prove['versions']['openssl']} |" in md

@@ -1,13 +1,25 @@
 """mypy finds no error in the package, with pyproject.toml's configuration: the modules annotated
-whole (disallow_untyped_defs) stay so, and a new function there comes typed."""
+whole (disallow_untyped_defs) stay so, and a new function there comes typed. ruff (its
+[tool.ruff]) finds nothing to report and nothing to reformat in the code .ci/run checks, and
+each of its two commands fails on a tree with a file it does not accept."""
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 from conftest import SOURCE_ROOT
+
+# What .ci/run hands ruff: the package, the tests, the scripts and the doit entry point.
+RUFF_PATHS = ("nginx_eval", "tests", "scripts", "dodo.py")
+RUFF_COMMANDS = {"check": ("check",), "format": ("format", "--check")}
+# A module ruff check refuses (B905: zip without strict=) that is formatted as ruff formats.
+NOT_LINT_CLEAN = "PAIRS = list(zip([1, 2], [3, 4]))\n"
+# A module ruff check accepts (no selected rule looks at the spaces) that ruff would reformat.
+NOT_FORMATTED = "PAIRS = list(zip([1, 2],[3, 4], strict=True))\n"
+CLEAN = '"""A module ruff accepts as it is."""\n'
 
 
 def test_mypy_finds_no_error_in_the_package():
@@ -25,3 +37,62 @@ def test_mypy_finds_no_error_in_the_package():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Success: no issues found" in proc.stdout, proc.stdout
+
+
+def ruff(root, command):
+    """`python3 -m ruff <command> RUFF_PATHS` in `root`, with the pyproject.toml found there."""
+    if importlib.util.find_spec("ruff") is None:
+        pytest.skip("ruff is not installed: pip install -e '.[test]' (scripts/setup-debian.sh)")
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *RUFF_COMMANDS[command], "--no-cache", *RUFF_PATHS],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_ci_runs_both_ruff_commands_on_these_paths():
+    ci = (SOURCE_ROOT / ".ci" / "run").read_text()
+    for args in RUFF_COMMANDS.values():
+        assert f"python3 -m ruff {' '.join(args + RUFF_PATHS)}\n" in ci, args
+
+
+@pytest.mark.parametrize("command", sorted(RUFF_COMMANDS))
+def test_ruff_accepts_the_tree(command):
+    proc = ruff(SOURCE_ROOT, command)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def tree_with(tmp_path, where, text):
+    """A copy of the project's ruff configuration with a clean file in each of RUFF_PATHS and
+    `text` as the file at `where`."""
+    shutil.copy(SOURCE_ROOT / "pyproject.toml", tmp_path)
+    for path in RUFF_PATHS:
+        if path.endswith(".py"):
+            (tmp_path / path).write_text(CLEAN)
+        else:
+            (tmp_path / path).mkdir()
+            (tmp_path / path / "clean.py").write_text(CLEAN)
+    target = tmp_path / where
+    target.write_text(text)
+    return tmp_path, target.relative_to(tmp_path)
+
+
+@pytest.mark.parametrize("where", ["nginx_eval/bad.py", "tests/test_bad.py", "scripts/bad.py"])
+def test_ruff_check_fails_on_a_file_it_refuses(tmp_path, where):
+    root, bad = tree_with(tmp_path, where, NOT_LINT_CLEAN)
+    proc = ruff(root, "check")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"{bad}:1:" in proc.stdout and "B905" in proc.stdout, proc.stdout
+    # The other command has nothing to say about it: each catches its own kind of fault.
+    assert ruff(root, "format").returncode == 0
+
+
+@pytest.mark.parametrize("where", ["nginx_eval/bad.py", "tests/test_bad.py", "dodo.py"])
+def test_ruff_format_check_fails_on_a_file_it_would_reformat(tmp_path, where):
+    root, bad = tree_with(tmp_path, where, NOT_FORMATTED)
+    proc = ruff(root, "format")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert str(bad) in proc.stdout and "1 file would be reformatted" in proc.stdout, proc.stdout
+    assert ruff(root, "check").returncode == 0

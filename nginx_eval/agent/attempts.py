@@ -22,8 +22,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
+from ..core.records import Flag
 from ..transcript.blocks import content_blocks, result_text
 
 DETAIL_CHARS = 200
@@ -62,14 +63,6 @@ SYSTEM_DIRS = (
 ABSOLUTE_PATH = re.compile(r"(?<![^\s'\"=(<>|;&])(/[A-Za-z0-9._+@%-][^\s'\"`;|&<>(){}$*?]*)")
 
 
-class Flag(TypedDict):
-    """An entry of agent.json's flags (see the module docstring)."""
-
-    kind: str
-    phase: str
-    detail: str
-
-
 def cut(text: object, limit: int = DETAIL_CHARS) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -88,7 +81,7 @@ class FixEvidence:
     lines: frozenset[str] = field(default_factory=frozenset)
 
     def hash_in(self, text: str) -> str | None:
-        for word in re.findall(r"\b[0-9a-f]{%d,40}\b" % HASH_CHARS, text):
+        for word in re.findall(rf"\b[0-9a-f]{{{HASH_CHARS},40}}\b", text):
             # Digits alone are numbers (sizes, times), not a commit id.
             if self.commit.startswith(word) and not word.isdigit():
                 return word

@@ -3,30 +3,26 @@ the result or its transcript), its sessions and slash commands, and the status o
 ran it. Where its transcripts are and how to read them is transcript/files.py's.
 
 Pure functions, except the few that read the CLI's own files (command files) or run
-``<program> --version``. Every fact below was measured with the pinned CLI (2.1.330, the version
-scripts/setup-debian.sh installs) against tests/anthropic_standin.py; tests/test_claude_cli.py
-pins them, tests/test_claude_code.py runs these functions on what that CLI printed and wrote.
+``<program> --version``. What they rely on, tests/test_claude_cli.py pins for the CLI that
+scripts/setup-debian.sh installs (against tests/anthropic_standin.py):
 
-- ``--output-format json`` prints one object, ``{"type": "result", "subtype": "success", ...}``,
-  also on errors; the exit code is 1 exactly when ``is_error``. An API error (after the CLI's own
-  retries) has ``api_error_status`` (500, 529, 429, 401, ...; null for a refused connection, whose
-  ``result`` names ECONNREFUSED), ``terminal_reason: "api_error"`` and ``result: "API Error: ..."``.
-  A bad key: 401, ``"Invalid API key · ..."`` or ``"Failed to authenticate. ..."``.
-- ``usage`` covers the main model only; ``modelUsage`` has every model (a subagent on haiku shows
-  up only there) with its ``costUSD``; ``total_cost_usd`` is their sum.
-- With ``--continue``, ``total_cost_usd`` and ``modelUsage`` are the session's so far (cumulative;
-  also after an error), while ``usage`` is the call's own: a phase's figures are the difference
-  from the previous phase of the same ``session_id``. ``--continue`` where no session exists
-  silently starts a new one (exit 0): only the session id tells.
-- Transcripts (transcript/files.py): one line per content block, each assistant line carrying
-  its message's ``usage`` (so messages are counted once, by id). A run that ends normally, or on
-  SIGTERM, appends a ``cost-state`` line (``totalCostUSD``, ``modelUsage``: cumulative for the
-  session too); SIGKILL leaves only the per-message usage. Killed, the CLI prints no JSON.
-- A slash-command prompt (``/fix-issue ARGS``) whose Markdown file is in the workspace's
-  ``.claude/commands/`` or ``$CLAUDE_CONFIG_DIR/commands/`` is expanded: the transcript's user
-  message holds ``<command-name>/fix-issue</command-name>``. Without the file the pinned CLI sends
-  the text to the model as a plain prompt (exit 0, one turn, paid); earlier 2.1.x answered
-  ``Unknown command: /fix-issue`` with no API call.
+- ``--output-format json`` prints one object, ``{"type": "result", ...}``, also on errors; the exit
+  code is 1 exactly when ``is_error``. An API error (after the CLI's own retries) has
+  ``api_error_status`` (null for a refused connection, whose ``result`` names ECONNREFUSED),
+  ``terminal_reason: "api_error"`` and ``result: "API Error: ..."``; a bad key: 401, AUTH_TEXTS.
+- ``usage`` covers the main model only; ``modelUsage`` has every model (subagents too) with its
+  ``costUSD``; ``total_cost_usd`` is their sum.
+- With ``--continue``, ``total_cost_usd`` and ``modelUsage`` are the session's so far, while
+  ``usage`` is the call's own: a phase's figures are the difference from the previous phase of
+  the same ``session_id``. ``--continue`` where no session exists silently starts a new one.
+- Transcripts: a line per content block, each assistant line with its message's ``usage``
+  (messages counted once, by id); a run that ends normally, or on SIGTERM, appends a
+  ``cost-state`` line (cumulative for the session); SIGKILL leaves only the per-message usage,
+  and no JSON is printed.
+- A slash-command prompt (``/fix-issue ARGS``) whose file is in the workspace's
+  ``.claude/commands/`` or ``$CLAUDE_CONFIG_DIR/commands/`` is expanded (the transcript's user
+  message holds ``<command-name>/fix-issue</command-name>``); without the file the CLI sends the
+  text to the model as a plain prompt (exit 0, one turn, paid).
 """
 
 import json
@@ -53,10 +49,15 @@ USAGE_KEYS = dict(
     zip(
         TOKENS,
         ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"),
+        strict=True,
     )
 )
 MODEL_USAGE_KEYS = dict(
-    zip(TOKENS, ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens"))
+    zip(
+        TOKENS,
+        ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens"),
+        strict=True,
+    )
 )
 # "Not logged in · Please run /login": no key and no login, answered at once with no request.
 AUTH_TEXTS = ("Invalid API key", "Failed to authenticate", "Not logged in")
@@ -120,7 +121,8 @@ def program_version(
     path: str | None, environ: Mapping[str, str], cache_dir: str | Path
 ) -> str | None:
     """``<path> --version`` ("2.1.330 (Claude Code)") of a Claude Code program, or None. Cached in
-    `cache_dir` per resolved file, mtime and size, so that a run with nothing to do starts no CLI."""
+    `cache_dir` per resolved file, mtime and size, so that a run with nothing to do starts no
+    CLI."""
     if not path or not is_claude_code(path):
         return None
     real = os.path.realpath(path)

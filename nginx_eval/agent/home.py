@@ -6,15 +6,11 @@ agents, skills, MCP servers or output styles. It is made afresh for each attempt
 the attempt's phases (``--continue`` finds the session there) and removed when the attempt ends
 (its transcripts are copied to the logs first).
 
-Measured with the pinned CLI (2.1.330) under strace against tests/anthropic_standin.py, with a
-HOME holding ``~/.claude/`` (CLAUDE.md, settings.json with env and a hook, agents, skills,
-commands, output styles) and ``~/.claude.json`` (an MCP server): without CLAUDE_CONFIG_DIR each
-of them reached the model's requests; with it pointing at an empty directory the CLI opened
-nothing of ``~/.claude`` but ``~/.claude/state/unattended-serving-consent.json`` (absent), never
-``~/.claude.json``, and no request held any of them. So the directory alone closes the user's
-configuration; ``--setting-sources`` and ``--strict-mcp-config`` are not needed. Of HOME it
-still looks at ``~/.config/anthropic/`` (a credentials profile store) and, for its Bash tool,
-``~/.bashrc`` and ``~/.profile`` (hidden when isolated, like the rest of HOME).
+With CLAUDE_CONFIG_DIR set, the pinned CLI reads none of the user's configuration in
+``~/.claude`` or ``~/.claude.json`` (docs/agents.md#the-agents-home; tests/test_agent_home.py),
+so the directory alone closes it: ``--setting-sources`` and ``--strict-mcp-config`` are not
+needed. Of HOME it still looks at ``~/.config/anthropic/`` (a credentials profile store) and,
+for its Bash tool, ``~/.bashrc`` and ``~/.profile`` (hidden when isolated, like the rest of HOME).
 
 Credentials: the environment's (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN,
 CLAUDE_CODE_OAUTH_TOKEN) pass through; a subscription login, ``.credentials.json`` of the user's

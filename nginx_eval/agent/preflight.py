@@ -23,8 +23,8 @@ from .stage import agent_finished
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
-    from ..run.benchmark import Task
+    from ..run.benchmark import AnyTask
+    from ..run.context import StageContext
     from ..run.modes import Mode
     from .sandbox import Box
 
@@ -41,8 +41,8 @@ def program_found(program: str, env: Mapping[str, str]) -> bool:
 
 
 def agents_to_run(
-    ctx: "Context", tasks: Mapping[str, Any], selected: Iterable[str]
-) -> Iterator[tuple["Mode", "Task"]]:
+    ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[str]
+) -> Iterator[tuple["Mode", "AnyTask"]]:
     """(mode, task) of every agent task doit is about to run: reachable from the selected tasks,
     and without a finished agent.json for its current inputs (or forgotten)."""
     reachable_names = reachable(tasks, selected)
@@ -111,7 +111,7 @@ def self_test(layout: "Layout", box: "Box", env: Mapping[str, str]) -> None:
         raise UserError(f"{result['failed']}; no agent started (docs/sandbox.md)")
 
 
-def preflight(ctx: "Context", tasks: Mapping[str, Any], selected: Iterable[str]) -> None:
+def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[str]) -> None:
     """Every agent phase about to run starts a program that exists and runs
     (commandline.command_program), in its sandbox if it has one, after the sandbox's self-test
     (selftest.py) passed once."""

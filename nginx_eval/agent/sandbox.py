@@ -2,33 +2,30 @@
 
 ``srt`` (npm ``@anthropic-ai/sandbox-runtime``, pinned in scripts/setup-debian.sh) puts the
 command in bubblewrap with no network of its own; its only way out is a pair of filtering
-proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the rest. We give it:
+proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the rest. We give it
+(srt_settings; the whole table: docs/sandbox.md):
 
 - network: the model endpoint (host and port of ``ANTHROPIC_BASE_URL``, else api.anthropic.com:443)
-  plus the mode's ``allow_hosts``; GitHub, nginx.org, registries and every other local port are
-  refused, each refusal a line of its debug log (blocked_connections reads them);
-- reads: the system (/usr, /etc, /opt, /bin, /lib...), the directories on PATH and those of the
-  programs the phase starts, the agent's own paths below, and with a mode's ``tests = "base"``
-  its nginx-tests tree as of the base (suite/stage.py, read-only); nothing else of the machine. The
-  harness's directories (cache with its bare clones, test trees, other workspaces and builds;
-  the results; the project root; local mirrors) and the user's own Claude Code state
-  (agent/home.user_state) are hidden even under a readable directory, but for the agent's tests
-  tree in the cache;
+  plus the mode's ``allow_hosts``; each refusal is a line of srt's debug log (blocked_connections);
+- reads: the system, the directories on PATH and of the programs the phase starts, the agent's
+  own paths below, and with a mode's ``tests = "base"`` its nginx-tests tree (read-only). The
+  harness's directories and the user's own Claude Code state (agent/home.user_state) are hidden
+  even under a readable directory, but for that tests tree;
 - writes: the workspace, the phase's log directory, a private temporary directory, the agent's
-  state (``$CLAUDE_CONFIG_DIR``: the agent's home, agent/home.py; else ``~/.claude`` and
-  ``~/.claude.json``) and the mode's ``sandbox_binds``.
+  home (agent/home.py) and the mode's ``sandbox_binds``.
 
 A mode opts out with ``isolation = "none"``: its runs are marked unisolated everywhere. There is
 no fallback: where srt cannot start, the run stops before any agent starts (cli's preflight).
 
 Inside, the sandbox's loopback is the agent's: the proxy variables name loopback.py's proxy,
 which sends a loopback request to a server the agent started in the sandbox and everything else
-(the model endpoint included) to srt's proxy, where any other host port is refused on the
-record. ``NO_PROXY`` stays unset so that the choice is always the proxy's. The agent is an
-ordinary user inside (bwrap_agent_user.sh, write_agent_user): srt's user namespace maps uid 0
-alone, where nginx started as root cannot switch its workers to ``nobody``.
+to srt's proxy. ``NO_PROXY`` stays unset so that the choice is always the proxy's. The agent is
+an ordinary user inside (bwrap_agent_user.sh, write_agent_user): srt's user namespace maps uid 0
+alone, where nginx started as root cannot switch its workers to ``nobody``. With the pinned
+toolchain the sandbox shows its root filesystem's /usr (bwrap_agent_user.sh, docs/toolchain.md).
 """
 
+import contextlib
 import json
 import os
 import re
@@ -44,8 +41,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypedDict
 from urllib.parse import urlsplit
 
-from ..core import jsonio
+from ..core import jsonio, rootfs
 from ..core.errors import UserError
+from ..core.records import Blocked, ToolchainRecord
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -100,7 +98,8 @@ if [ -n "${HTTP_PROXY:-}" ]; then
                 GRPC_PROXY grpc_proxy DOCKER_HTTP_PROXY DOCKER_HTTPS_PROXY; do
         value=${!name:-}
         case $value in
-            http://*"$srt_proxy"|http://*"$srt_proxy"/) export "$name=${value/"$srt_proxy"/127.0.0.1:$port}";;
+            http://*"$srt_proxy"|http://*"$srt_proxy"/)
+                export "$name=${value/"$srt_proxy"/127.0.0.1:$port}";;
         esac
     done
 fi
@@ -122,17 +121,9 @@ class Box(TypedDict):
     binds: list[str]
 
 
-class Blocked(TypedDict):
-    """A connection the sandbox refused (agent.json's phases' "blocked")."""
-
-    host: str
-    port: int
-    time: str  # UTC, as the debug log stamped it
-
-
 def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | None:
     """The isolation of a mode's agent, or None (isolation = "none"): what an agent run's inputs
-    record. Without isolation the inputs are those of runs made before isolation existed."""
+    record. Without isolation the inputs hold no box, so such runs keep their digest."""
     if mode.isolation == "none":
         return None
     env = dict(os.environ if environ is None else environ, **dict(mode.env))
@@ -403,14 +394,31 @@ def _write_if_changed(path: str, data: bytes) -> None:
 
 def write_support(directory: str | Path) -> str:
     """What a phase's sandbox needs of the harness, in `directory` (returned): the loopback
-    proxy (loopback.py) and, when the harness runs as root, the agent's account
-    (write_agent_user). Phases running side by side may write it at once: each file is
-    replaced whole, and only when it changed."""
+    proxy (loopback.py), when the harness runs as root the agent's account (write_agent_user),
+    and ``toolchain``, the root filesystem of the pinned toolchain whose /usr the sandbox shows
+    (bwrap_agent_user.sh; removed with the pin off or the toolchain unusable: sandbox_toolchain).
+    Phases running side by side may write it at once: each file is replaced whole, and only
+    when it changed."""
     os.makedirs(directory, exist_ok=True)
     _write_if_changed(os.path.join(directory, LOOPBACK_PROXY.name), LOOPBACK_PROXY.read_bytes())
     if os.geteuid() == 0:
         write_agent_user(directory)
+    toolchain = rootfs.current()
+    chosen = os.path.join(directory, "toolchain")
+    if sandbox_toolchain(toolchain)["name"] == rootfs.HOST:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(chosen)
+    else:
+        _write_if_changed(chosen, f"{toolchain.root}\n".encode())
     return str(directory)
+
+
+def sandbox_toolchain(toolchain: rootfs.Toolchain) -> ToolchainRecord:
+    """The toolchain an agent's sandbox shows (agent.json's "toolchain"): the pinned one when it
+    can be used, else the host's."""
+    if toolchain.pinned and rootfs.problem(toolchain) is None:
+        return rootfs.record(toolchain)
+    return {"name": rootfs.HOST, "digest": None}
 
 
 def write_agent_user(directory: str | Path) -> None:

@@ -47,16 +47,22 @@ TIMEOUT = 120
 # ends the script.
 SCRIPT = r"""
 set -u
-say() { if [ "$1" = 0 ]; then echo "ok $2"; else echo "not ok $2: $(tail -n 1 out.txt)"; exit 1; fi; }
+say() {
+    if [ "$1" = 0 ]; then echo "ok $2"; else echo "not ok $2: $(tail -n 1 out.txt)"; exit 1; fi
+}
 [ "$(id -u)" != 0 ] > out.txt 2>&1 || echo "uid $(id -u) ($(id -un 2>/dev/null))" > out.txt
 say $? account
 cc -Wall -Werror -o server server.c > out.txt 2>&1; say $? build
 ./server > port.txt 2> out.txt & server=$!
-for _ in $(seq 100); do [ -s port.txt ] && break; kill -0 $server 2>/dev/null || break; sleep 0.05; done
+for _ in $(seq 100); do
+    [ -s port.txt ] && break; kill -0 $server 2>/dev/null || break; sleep 0.05
+done
 port=$(cat port.txt 2>/dev/null)
-[ -n "$port" ] && [ -d client_body_temp ] || { [ -s out.txt ] || echo "no port printed" > out.txt; false; }
+[ -n "$port" ] && [ -d client_body_temp ] \
+    || { [ -s out.txt ] || echo "no port printed" > out.txt; false; }
 say $? server
-{ curl -sS --max-time 10 "http://127.0.0.1:$port/" && curl -sS --max-time 10 "http://localhost:$port/"; } > out.txt 2>&1 \
+{ curl -sS --max-time 10 "http://127.0.0.1:$port/" \
+    && curl -sS --max-time 10 "http://localhost:$port/"; } > out.txt 2>&1 \
     && [ "$(grep -c 'nginx-eval self-test' out.txt)" = 2 ]
 say $? curl
 SELFTEST_PORT=$port prove reach.t > out.txt 2>&1; say $? prove
@@ -157,8 +163,8 @@ def endpoint_problem(
 ) -> str | None:
     """Why the model endpoint cannot be reached the way a phase reaches it (from its sandbox,
     or for box None from this machine), one line, or None: checked before any agent starts, so
-    that a URL or a network that cannot reach it fails in seconds, not after the CLI's retries
-    (about 3.5 min per attempt, three attempts)."""
+    that a URL or a network that cannot reach it fails in seconds, not after the CLI's own
+    retries, which take minutes per attempt."""
     url = endpoint_url(environ)
     script = ENDPOINT_SCRIPT.replace('"$1"', shlex.quote(url))
     if box:

@@ -1,72 +1,28 @@
 """Stage 3, agent: run a mode's phases in the workspace, under time limits.
 
-Output ``agent.json``::
+Output ``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts, transcripts)::
 
-    {"inputs": sha256, "mode": str, "instance_id": str,
-     "status": "completed" | "failed" | "timeout" | "error" | "infra_error" | "not_run",
-     "error": str,                 # one line, for every status but "completed" ("" then):
-                                   # "phase solve: exit code 3", "phase solve: timed out after
-                                   # 1800 s", "phase solve: command not found (exit 127)", "phase
-                                   # solve: exit code 1: API Error: 500 ...", "phase implement:
-                                   # --continue started session ... instead of continuing ...",
-                                   # "phase solve: /fix-issue is not defined ..."
-     "attempts": [{"status", "error", "cost_usd", "logs"}],   # one per try (the last is this
-                                   # record's; earlier ones' logs moved to agent/attempt-<n>/)
-     "agent_version": str | null,  # `<program> --version` of a Claude Code program
-     "wall_seconds": float,        # the phases' own time, over every attempt
-     "phases": [{"name",
-                 "command",        # what ran: $AGENT's words and the other variables' values
-                                   # put in (secret-looking names stay as written), {prompt}
-                                   # shown as "$(cat <prompt file>)", the harness's
-                                   # --disallowedTools=WebSearch,WebFetch in (phase_command)
-                 "command_template",   # {model} filled, other placeholders as written
-                 "model",          # the mode's model if the command names {model}, else null
-                 "exit_code", "timed_out", "wall_seconds", "stdout", "stderr", "prompt_file",
-                 "session_id", "is_error", "api_error_status", "terminal_reason",
-                 "permission_denials", "result", "num_turns",   # the CLI's result (null when
-                                   # it printed none: killed, or an agent that is not Claude Code)
-                 "cost_usd", "tokens": {...}, "models": {model: {"cost_usd", tokens...}},
-                 "cost_source": "result" | "transcript" | null,
-                 "transcript": "agent/<i>-<phase>.transcript.jsonl" | null}],
-     "cost_usd": float | null, "tokens": {"input", "output", "cache_read", "cache_creation"} | null,
-                                   # over phases and attempts, every model (subagents too)
-     "trajectory": "agent/trajectory.md" | null,
-     "isolation": "srt" | "none",  # "none": the mode ran unisolated (isolation = "none")
-     "web_tools": bool | null,     # Claude Code's WebSearch/WebFetch were open to the agent
-                                   # (web_tools = true, or unisolated); null: no Claude Code
-     "flags": [{"kind", "phase", "detail"}],   # attempts to look beyond the task, every
-                                   # attempt's (attempts.py); "contamination" ones included
-     "contaminated": bool,         # the fix reached the agent: the outcome is "contaminated"
-     "tests_tree": {"repo", "commit", "date", "notes"} | null}   # the nginx-tests tree the
-                                   # agent had (a mode's tests = "base", suite/stage.py): its commit,
-                                   # that commit's committer date, and a note per attempt that
-                                   # found it changed and extracted it again; null: none
-
-Each phase also has ``"blocked": [{"host", "port", "time"}]`` (connections the sandbox refused;
-null unisolated) and ``"sandbox_log"`` (srt's debug log, null unisolated); its settings are in
-``agent/<i>-<phase>.srt.json``.
+    {"inputs", "mode", "instance_id", "status", "error", "attempts": [...], "agent_version",
+     "wall_seconds", "phases": [{"name", "command", "command_template", "model", "exit_code",
+     "timed_out", ..., "cost_usd", "tokens", "transcript", "blocked", "sandbox_log"}],
+     "cost_usd", "tokens", "trajectory", "isolation", "toolchain", "web_tools", "flags",
+     "contaminated", "tests_tree"}
 
 What the CLI's outputs mean (status, cost, sessions, transcripts, slash commands) is
-claude_code.py's; what holds an agent back (a run stopped by refused credentials, the budget,
-the backoff) is agent/gate.py's. A run that ends in ``infra_error`` is tried again in a fresh
-workspace up to ``agent_retries`` times; credentials refused (401/403) write no agent.json and
-stop the run with one line; with ``max_cost`` spent an agent is ``not_run``. ``infra_error``
-and ``not_run`` records are not finished: the next ``doit run`` tries again. A failed phase is
-one line on stderr when it happens: ``nginx-eval: agent <mode>/<instance> failed: exit code 3
-(log: <the phase's stderr file>)``.
+claude_code.py's; what holds an agent back (refused credentials, the budget, the backoff) is
+agent/gate.py's. A run that ends in ``infra_error`` is tried again in a fresh workspace up to
+``agent_retries`` times; refused credentials (401/403) write no agent.json and stop the run with
+one line; with ``max_cost`` spent an agent is ``not_run``. ``infra_error`` and ``not_run`` records
+are not finished: the next ``doit run`` tries again. A failed phase is one line on stderr when it
+happens (docs/agents.md#when-an-agent-fails). Every phase runs with the agent's own Claude Code
+configuration directory (agent/home.py): ``CLAUDE_CONFIG_DIR`` is Layout.agent_home.
 
-Every phase runs with the agent's own Claude Code configuration directory (agent/home.py):
-``CLAUDE_CONFIG_DIR`` is Layout.agent_home, whatever the environment says; the user's is only
-where the credentials come from.
-
-An agent run costs money, so it is repeated only when its inputs change (mode command, prompt,
-model, problem statement, the values of environment variables its command names, the slash
-command files, the agent home's files, the web tools closed, the Claude Code version, the mode's
-``tests`` and its tree's commit) or after ``doit forget`` (see doitext/backend.py). The inputs
-digest is stored in agent.json; an action that finds a finished agent.json of the same inputs
-returns at once, even when doit's database was lost. Adding the Claude Code version to the inputs
-changed the digest of the Claude Code runs made before it, once; closing the web tools did the
-same for isolated Claude Code runs.
+An agent run costs money, so it is repeated only when its inputs change (agent_inputs: the mode's
+command, prompt, model and ``tests`` tree, the problem statement, the values of the environment
+variables its command names, the slash commands, the agent home's files, the web tools closed,
+the Claude Code version) or after ``doit forget`` (doitext/backend.py). The inputs digest is
+stored in agent.json; an action that finds a finished agent.json of the same inputs returns at
+once, even when doit's database was lost.
 """
 
 import base64
@@ -82,7 +38,7 @@ import jinja2
 
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
-from ..core import gitcmd, jsonio, limits, stamps
+from ..core import gitcmd, jsonio, limits, rootfs, stamps
 from ..core.errors import failing_on_user_error
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
 from ..core.procs import kill_leftovers, run_limited
@@ -179,7 +135,7 @@ def phase_command(mode: Mode, phase: Phase, environ: dict) -> tuple[str, bool | 
     """(the command a phase runs, whether Claude Code's web tools are open to it; None: its
     program is not Claude Code). In an isolated mode without ``web_tools = true`` a Claude Code
     command gets NO_WEB_TOOLS after its program word; AGENT's own command line is left as it is
-    (commandline.with_program_option), and so are unisolated modes, as they were."""
+    (commandline.with_program_option), and so is an unisolated mode's."""
     program = cc.resolve_program(command_program(phase.command, environ), environ)
     if not cc.is_claude_code(program):
         return phase.command, None
@@ -212,7 +168,7 @@ def agent_version(layout, mode):
 
 def mode_inputs(layout, mode):
     """The part of agent_inputs that is the mode's, the same for each of its tasks (asked once
-    per mode: resolving its programs for each of 173 tasks took most of a second)."""
+    per mode: resolving its programs for each task is a cost of every doit command)."""
     inputs = {"mode": mode.fingerprint(), "environment": referenced_environment(mode)}
     box = sandbox.settings(mode)
     if box:  # only when on, so that runs made without a sandbox keep their digest
@@ -334,7 +290,7 @@ class AgentRun:
             "rendered": [],
             "flags": [],
         }
-        for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts), 1):
+        for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts, strict=True), 1):
             if not self.ws.is_dir():
                 # An earlier phase deleted the workspace: nothing to run the next phase in.
                 state.update(
@@ -627,6 +583,11 @@ def agent_record(inputs, run, attempts, version):
         "tokens": cc.summed_tokens(phases),
         "trajectory": last["trajectory"],
         "isolation": "srt" if run.box else "none",
+        "toolchain": (
+            sandbox.sandbox_toolchain(rootfs.current())
+            if run.box
+            else {"name": rootfs.HOST, "digest": None}
+        ),
         "web_tools": web_tools_open(run.mode, run.env),
         "flags": flags,
         "contaminated": any(f["kind"] == "contamination" for f in flags),

@@ -8,7 +8,7 @@ is in build/stage.py's docstring). Builds are made in ``builds/.tmp/`` and publi
 records the binary's sha256 and stat (verify_build, binary_intact): a changed binary is noticed
 before anything runs it or starts from it. A build that failed because of the environment is never
 published: its record and log go to ``builds/.failed/<key>.json|.log`` (record_env_error), and this
-process does not try it again (failed_here), the next one does.
+run does not try it again (failed_here), the next one does.
 """
 
 import os
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core import jsonio
+from ..core import jsonio, runstate
 from ..core.records import BuildFields, BuildRecord
 from ..core.trees import remove_tree, set_write_bits
 from ..doitext import cleaning
@@ -168,21 +168,21 @@ def result_build_ok(layout: "Layout", mode_name: str, iid: str) -> bool:
 
 # -- env_error records: never published, tried again by the next process ---------------------------
 
-# {(cache, key): env_error record} of the builds that failed in this process: the next doit run
-# tries them again, this one does not (every candidate of a base that does not build would).
-_failed_here: dict[tuple[str, str], BuildRecord] = {}
+# The env_error records of the builds that failed in this run are kept in the run's state
+# (core/runstate.py): the next doit run tries them again, this one does not (every candidate of
+# a base that does not build would).
 
 
 def failed_here(layout: "Layout", key: str) -> BuildRecord | None:
-    """The env_error record of build `key` if it failed in this process, else None."""
-    return _failed_here.get((str(layout.cache), key))
+    """The env_error record of build `key` if it failed in this run, else None."""
+    return runstate.current().failed_builds.get((str(layout.cache), key))
 
 
 def record_env_error(
     layout: "Layout", fields: BuildFields, reason: str, log_bytes: bytes, remember: bool = True
 ) -> BuildRecord:
     """An env_error record, not published: its record and log go to builds/.failed/ for the
-    task's result, and (remember) this process does not try the build again. fields: the
+    task's result, and (remember) this run does not try the build again. fields: the
     build's record, or what it holds before the build ran."""
     record: BuildRecord = {**fields, "status": "env_error", "reason": reason}
     try:
@@ -191,7 +191,7 @@ def record_env_error(
     except OSError:
         pass  # a full disk: the reason still reaches the task's result
     if remember:
-        _failed_here[str(layout.cache), record["key"]] = record
+        runstate.current().failed_builds[str(layout.cache), record["key"]] = record
     print(
         f"nginx-eval: warning: build {record['key']} of {record['base_commit'][:12]}: "
         f"environment error: {reason}",

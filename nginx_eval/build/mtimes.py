@@ -4,8 +4,8 @@ Timestamps are not trusted: a copied tree (``cp -a`` of a published one, mtimes 
 objects dated after the sources a patch changes (a clock stepped back, a cache from another host).
 Before make, the files a patch or a sibling sync changed are dated after every other file of the
 tree and before anything make writes (stamp_changed); after make, each changed source must be
-older than the objects that read it and than objs/nginx (unproven), or build/stage.py falls back to a
-clean build.
+older than the objects that read it and than objs/nginx (unproven), or build/stage.py falls back
+to a clean build.
 """
 
 import os

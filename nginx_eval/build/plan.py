@@ -103,12 +103,15 @@ def fixes_touching_headers(layout: "Layout", tasks: Sequence["Task"]) -> set[str
     heavy: set[str] = set()
     for repo in {t.repo for t in tasks}:
         mine = [t for t in tasks if t.repo == repo]
-        changed = (
-            changed_paths(layout.bare_repo(repo), [(t.base_commit, t.fix_commit) for t in mine])
-            or []
+        changed = changed_paths(
+            layout.bare_repo(repo), [(t.base_commit, t.fix_commit) for t in mine]
         )
+        if changed is None:
+            continue
         heavy.update(
-            t.instance_id for t, paths in zip(mine, changed) if any(p.endswith(".h") for p in paths)
+            t.instance_id
+            for t, paths in zip(mine, changed, strict=True)
+            if any(p.endswith(".h") for p in paths)
         )
     return heavy
 
@@ -191,7 +194,7 @@ def sibling_tree(bare: Path, commits: list[str]) -> dict[str, str]:
     if changed is None:
         return {}
     cost = {}
-    for (a, b), paths in zip(pairs, changed):
+    for (a, b), paths in zip(pairs, changed, strict=True):
         cost[a, b] = cost[b, a] = rebuild_cost(paths)
     parents, attached, rest = {}, commits[:1], commits[1:]
     while rest:
@@ -289,8 +292,8 @@ def build_plans(
 ) -> tuple[list["Task"], BasePlan]:
     """(interleave_by_build_group(layout, tasks), base_build_plan(layout, tasks)), kept in the
     cache (layout.build_plans) once the clones hold every commit of `tasks`: both follow from
-    those commits alone (and this module's code, in the key), and asking git for them took
-    0.4 s of every doit command on the 173 tasks of the shipped benchmark. keep=False (a dry
+    those commits alone (and this module's code, in the key), and asking git for them would
+    cost every doit command on the shipped benchmark (docs/performance.md). keep=False (a dry
     run, which writes nothing): made or read, never written."""
     key = _plans_key(layout, tasks)
     by_id = {t.instance_id: t for t in tasks}

@@ -1,56 +1,32 @@
 """Stage 5, build: ``objs/nginx`` for base + patch, addressed by content.
 
 A build is keyed by (base commit, configure flags, patch bytes, compiler identity) and lives in
-``<cache>/builds/<key>/``::
+``<cache>/builds/<key>/``: ``tree/`` (the patched source and tree/objs/nginx), ``build.log``
+(configure, make and patch output) and ``build.json`` (core/records.py: BuildRecord)::
 
-    tree/           the source with the patch applied, and tree/objs/nginx
-    build.log       configure, make (and patch) output
-    build.json      {"key", "status": "built"|"patch_failed"|"compile_failed"|"env_error",
-                     "kind": "clean"|"incremental"|"sibling"|null, "seconds",
-                     "cpu_seconds" (user + system time of its steps and their children: what
-                     the build costs the machine, whatever ran beside it; null: unknown),
-                     "base_commit",
-                     "configure_flags", "patch_sha256", "compiler", "build_system",
-                     "binary_sha256", "binary_stat" (built only: sha256 of tree/objs/nginx,
-                     and its [size, mtime_ns, ctime_ns] for a quick check that it is unchanged),
-                     "reason" (env_error only: one line)}
-
-Identical patches from any mode or run share one build, and the empty patch is the base build. The
-first patch on a (base, flags) pair pays for one clean base build; every later patch starts from a
-copy of it (mtimes kept) and make recompiles only what the patch touches and what depends on it. A
-patch that touches the build system (auto/, configure) gets a clean build. A base build starts
-from the published base build of the nearest other commit with the same auto/ and configure (a
-"sibling"): configure would write the same files, so only the changed sources are recompiled.
-Builds happen in a private temporary directory and are published by renaming it, under a per-key
-lock: no reader ever sees half a build, and a killed build leaves only a temporary directory that
-is discarded. Failed builds are published too, with their log, so a broken patch is not rebuilt.
-
-Timestamps are not trusted: before make, the files a patch or a sibling sync changed get an mtime
-later than every other file of the copied tree; after make, each changed source must be older than
-the objects that read it and than objs/nginx, or the build falls back to a clean one
-(build/mtimes.py). A published tree is read-only and its build.json records the binary's sha256
-(cache.verify_build): a tampered base is rebuilt clean before anything starts from it.
-
-Only the patch's failures are verdicts. A build that fails where the base (empty patch) builds is
-``compile_failed`` (or ``patch_failed``) and published. A failure of the environment (a tool not on
-PATH, a build step or the compiler killed by a signal, a full disk), a failing base build, and any
-build of a base that does not build are ``env_error``: never published, the record and log go to
-``<cache>/builds/.failed/<key>.json|.log`` and the next doit run tries again (within one process a
-failed build is not tried again).
-A clean build's configure finds its test programs in ``<cache>/feature-tests/`` when an earlier
-configure built the same ones (feature_test_cc.sh); make compiles through ccache (toolchain.py).
+    {"key", "status": "built"|"patch_failed"|"compile_failed"|"env_error",
+     "kind": "clean"|"incremental"|"sibling"|null, "seconds", "cpu_seconds", "base_commit",
+     "configure_flags", "patch_sha256", "compiler", "build_system",
+     "binary_sha256", "binary_stat",      # built only
+     "reason"}                            # env_error only: one line
 
 Per task, ``results/<run>/<mode>/<id>/build.json`` is the build record plus {"inputs", "binary",
-"reused", "wait_seconds"} (status "env_error" with its "reason" included) and ``build.log`` is a
-copy of the log.
+"reused", "wait_seconds"} (records.BuildJson) and ``build.log`` a copy of the log.
 
-This module decides which build to make and from what, and what a failure means; the steps are
-in build/steps.py, the cache in build/cache.py, the order builds start in build/plan.py.
+Identical patches share one build, and the empty patch is the base build; a later patch starts
+from a copy of its base's build and make recompiles only what it touches, a patch of the build
+system (auto/, configure) gets a clean one, and a base build may start from a "sibling" base
+with the same auto/ and configure. Builds are made in a private temporary directory and
+published by renaming it under a per-key lock; a published tree is read-only and its binary's
+sha256 is checked before anything starts from it (cache.verify_build). Only the patch's failures
+are verdicts (``compile_failed``, ``patch_failed``, published with their log); a failure of the
+environment is ``env_error``, never published (docs/verdicts.md#build). The steps are in
+build/steps.py, the cache in build/cache.py, mtimes in build/mtimes.py, the order in build/plan.py.
 """
 
 import contextlib
+import contextvars
 import shutil
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -58,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..cluster import executor
-from ..core import jsonio, limits, stamps
+from ..core import jsonio, limits, rootfs, stamps
 from ..core.locks import locked
 from ..core.records import BuildFields, BuildJson, BuildRecord
 from ..core.stamps import TaskDict
@@ -92,12 +68,12 @@ from .cache import (
 )
 from .plan import build_system_id, find_sibling
 from .steps import Failure
-from .toolchain import build_env, compiler_identity, missing_tool
+from .toolchain import build_env, compiler_identity, missing_tool, toolchain_line
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
 
 BUILD_SYSTEM_PATHS = ("auto/", "configure", "Makefile", "objs/")
 
@@ -147,12 +123,13 @@ def _base_does_not_build(layout: "Layout", fields: BuildFields, base: BuildRecor
 
 
 def _refused(layout: "Layout", fields: BuildFields) -> BuildRecord | None:
-    """The env_error of a build that cannot start, or None: a tool is missing (checked each
-    time, it costs nothing: once the tool is installed, the build goes ahead), or the build
-    failed earlier in this process."""
-    tool = missing_tool(build_env(layout, layout.build_dir(fields["key"])))
-    if tool:
-        reason = f"{tool} is not on PATH"
+    """The env_error of a build that cannot start, or None: the pinned toolchain cannot be used
+    or a tool is missing (checked each time, it costs nothing: once the tool is installed, the
+    build goes ahead), or the build failed earlier in this process."""
+    unusable = rootfs.problem(rootfs.current())
+    tool = None if unusable else missing_tool(build_env(layout, layout.build_dir(fields["key"])))
+    if unusable or tool:
+        reason = f"the pinned toolchain: {unusable}" if unusable else f"{tool} is not on PATH"
         return record_env_error(
             layout, fields, reason, f"[nginx-eval] {reason}\n".encode(), remember=False
         )
@@ -243,6 +220,7 @@ def _build_logged(
         patch_file = tmp / "model.patch"
         patch_file.write_bytes(patch)
     with open(tmp / "build.log", "wb") as log:
+        log.write(f"[nginx-eval] toolchain: {toolchain_line()}\n".encode())
         if damaged:
             log.write(
                 f"[nginx-eval] published build {spec.key} is not intact ({damaged}); "
@@ -266,9 +244,11 @@ def _build_logged(
     return status, kind, failure, cpu_seconds
 
 
-# The keys this thread built and published (build_unit's "reused": a build another worker
-# published while this one waited for its lock is reused too).
-_made_here = threading.local()
+# The keys this call of build_unit built and published (its "reused": a build another worker
+# published while this one waited for its lock is reused too); None outside build_unit.
+_made_here: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
+    "made_here", default=None
+)
 
 
 def _build_locked(
@@ -310,7 +290,9 @@ def _build_locked(
         remove_tree(tmp, ignore_errors=True)
         return record_env_error(layout, record, reason, log_bytes)
     publish(layout, tmp, record)
-    _made_here.keys = getattr(_made_here, "keys", set()) | {spec.key}
+    made = _made_here.get()
+    if made is not None:
+        made.add(spec.key)
     return record
 
 
@@ -373,7 +355,7 @@ def ensure_build(
 ) -> BuildRecord:
     """The build record of base + patch, building it if needed (safe across processes): the
     published one, or an unpublished one with status "env_error" and a "reason" when the
-    environment failed the build (see the module's docstring). clean: no base or sibling to
+    environment failed the build (docs/verdicts.md#build). clean: no base or sibling to
     start from (a tampered base build is rebuilt so)."""
     spec = BuildSpec.of(base_commit, flags, patch)
     record = published_build(layout, spec.key)
@@ -437,11 +419,15 @@ def build_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str) -> N
     patch = layout.model_patch(mode_name, task.instance_id).read_bytes()
     start = time.monotonic()
     key = BuildSpec.of(task.base_commit, task.configure_flags, patch).key
-    _made_here.keys = set()
-    record = ensure_build(
-        layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, patch
-    )
-    reused = record["status"] != "env_error" and key not in _made_here.keys
+    made: set[str] = set()
+    token = _made_here.set(made)
+    try:
+        record = ensure_build(
+            layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, patch
+        )
+    finally:
+        _made_here.reset(token)
+    reused = record["status"] != "env_error" and key not in made
     _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
     result: BuildJson = {
         **record,
@@ -487,7 +473,7 @@ def unit_build_kept(layout: "Layout", mode_name: str, iid: str) -> bool:
     return result_build_ok(layout, mode_name, iid)
 
 
-def _base_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
+def _base_task_dicts(ctx: "StageContext") -> Iterator[TaskDict]:
     """A task per base build, in buildplan's order, each after the base it starts from."""
     for _, task, parent in ctx.base_build_plan():
         yield {
@@ -504,10 +490,10 @@ def _base_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
         }
 
 
-def _unit_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
+def _unit_task_dicts(ctx: "StageContext") -> Iterator[TaskDict]:
     """A task per unit: the build of the mode's patch for the task."""
     compiler = compiler_identity()
-    for bench, mode, task in ctx.units():
+    for bench, mode, task in ctx.nginx_units():
         iid = task.instance_id
         config = {
             "base": task.base_commit,
@@ -530,6 +516,6 @@ def _unit_task_dicts(ctx: "Context") -> Iterator[TaskDict]:
         )
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     yield from _base_task_dicts(ctx)
     yield from _unit_task_dicts(ctx)

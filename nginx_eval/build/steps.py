@@ -22,7 +22,7 @@ from ..core.records import BuildRecord
 from ..core.trees import set_write_bits
 from ..patch.stage import touched_paths
 from .mtimes import stamp_changed, unproven
-from .toolchain import configure_argv, configure_env
+from .toolchain import configure_argv, configure_env, in_toolchain
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -85,10 +85,12 @@ def _run(
     log: BinaryIO,
     timeout: float = BUILD_TIMEOUT,
     run: Callable[[float], tuple[int, bool]] | None = None,
+    shown: Sequence[str] | None = None,
 ) -> int:
     """Run the step `argv` (through `run(timeout)` -> (exit code, timed out) when given, else
-    procs.run_limited) with its output in the log; its exit code, or TIMED_OUT."""
-    log.write(f"$ {' '.join(argv)}\n".encode())
+    procs.run_limited) with its output in the log; its exit code, or TIMED_OUT. shown: the
+    command the log names (the step itself, not the bwrap around it)."""
+    log.write(f"$ {' '.join(shown or argv)}\n".encode())
     log.flush()
     try:
         if run is None:
@@ -118,8 +120,10 @@ def _run(
 
 def _make(tree: Path, env: Mapping[str, str], log: BinaryIO) -> int:
     # Compiling is what builds= limits (limits.py); applying a patch or copying a tree is not.
+    make = ["make", f"-j{os.cpu_count() or 2}"]
+    argv, step_env = in_toolchain(make, tree, env)
     with limits.slot("build"):
-        return _run(["make", f"-j{os.cpu_count() or 2}"], tree, env, log)
+        return _run(argv, tree, step_env, log, shown=make)
 
 
 def _apply(tree: Path, patch_file: Path, env: Mapping[str, str], log: BinaryIO) -> int:
@@ -136,8 +140,10 @@ def _apply(tree: Path, patch_file: Path, env: Mapping[str, str], log: BinaryIO) 
 def _configure(
     layout: "Layout", tree: Path, flags: Iterable[str], env: Mapping[str, str], log: BinaryIO
 ) -> int:
+    configure = configure_argv(flags)
+    argv, step_env = in_toolchain(configure, tree, configure_env(layout, env))
     with limits.slot("build"):
-        return _run(configure_argv(flags), tree, configure_env(layout, env), log)
+        return _run(argv, tree, step_env, log, shown=configure)
 
 
 def _sync_tree(bare: Path, tree: Path, old_commit: str, new_commit: str) -> list[tuple[str, str]]:
@@ -280,7 +286,7 @@ def first_error(log_text: str) -> str:
 def environment_fault(failure: Failure, log_text: str, directory: str | Path) -> str | None:
     """Why a failed build step (failure: (step, return code)) was the environment's doing, or
     None. A step killed by a signal, the compiler killed (gcc's own lines, see COMPILER_KILLED),
-    a full disk (measured, never read from a log a patch writes)."""
+    a full disk (free space asked of the file system, never read from a log a patch writes)."""
     step, code = failure
     if code < 0:
         return f"{step} was killed by signal {-code}"

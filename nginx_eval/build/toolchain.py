@@ -1,6 +1,8 @@
-"""The tools a build runs, and how: the compiler's identity (part of every build key),
-configure's command line and environment (feature_test_cc.sh, no ccache), make's environment
-(ccache) and the programs a build cannot do without.
+"""The tools a build runs, and how: the compiler's identity (part of every build key, with the
+toolchain's digest), configure's command line and environment (feature_test_cc.sh, no ccache),
+make's environment (ccache), the programs a build cannot do without, and where a step runs: in the
+pinned toolchain's root filesystem under bubblewrap (core/rootfs.py; `in_toolchain`), or with the
+host's own tools when NGINX_EVAL_TOOLCHAIN=host.
 
 build/stage.py runs the steps; this module only says which programs, with which flags and variables.
 """
@@ -13,15 +15,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core import jsonio
+from ..core import jsonio, rootfs
 from ..core.gitcmd import git_environment
 from ..core.layout import PACKAGE_DIR
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
 
-# Programs a build runs; a missing one is the environment's fault, found before building.
+# Programs a build runs; a missing one is the environment's fault, found before building. With
+# the pinned toolchain the compiler and make are the root filesystem's, the rest the host's
+# (the harness copies trees and applies patches itself).
 REQUIRED_TOOLS = ("make", "cc", "tar", "git", "cp")
+TOOLCHAIN_TOOLS = ("make", "cc")
 CCACHE_WRAPPERS = "/usr/lib/ccache"
 # Added to every build's --with-cc-opt:
 # -g0: nginx compiles with -g. Debug information never changes the code GCC generates (GCC checks
@@ -37,26 +42,53 @@ FEATURE_TEST_CC = PACKAGE_DIR / "build" / "feature_test_cc.sh"
 PACKAGE_DATABASE = "/var/lib/dpkg/status"
 
 
-@lru_cache(maxsize=1)
 def compiler_identity() -> dict[str, str]:
-    """What makes two builds of the same source different: the compiler and its version."""
+    """What makes two builds of the same source different: the toolchain (its digest, or
+    "host"), the compiler and its version."""
+    return _compiler_identity(rootfs.current())
+
+
+@lru_cache(maxsize=2)
+def _compiler_identity(toolchain: rootfs.Toolchain) -> dict[str, str]:
+    if toolchain.pinned:
+        cc = rootfs.which(toolchain, "cc") if rootfs.problem(toolchain) is None else None
+        version = rootfs.first_line(toolchain, ("cc", "--version")) if cc else None
+        return {
+            "toolchain": rootfs.key_part(toolchain),
+            "cc": cc or "",
+            "version": version or "",
+            "cc_opt": EXTRA_CC_OPT,
+        }
     cc = shutil.which("cc") or "cc"
     try:
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
     except OSError:
-        version = ""
+        out = ""
     return {
+        "toolchain": rootfs.HOST,
         "cc": os.path.realpath(cc),
-        "version": version.splitlines()[0] if version else "",
+        "version": out.splitlines()[0] if out else "",
         "cc_opt": EXTRA_CC_OPT,
     }
 
 
+def toolchain_line() -> str:
+    """The toolchain a build ran in, for its log: "debian-12 root filesystem 158a4c4d3877
+    (/opt/nginx-eval/toolchain)" or "host (pin off)"."""
+    toolchain = rootfs.current()
+    where = f" ({toolchain.directory})" if toolchain.directory else ""
+    return rootfs.describe(rootfs.record(toolchain)) + where
+
+
 def build_env(layout: "Layout", tree: str | Path) -> dict[str, str]:
-    """The environment of every step of a build in `tree`: make compiles through ccache."""
+    """The environment of every step of a build in `tree`: make compiles through ccache (the
+    host's, when it has one; always in the pinned toolchain, which carries it). A step in the
+    toolchain gets what `in_toolchain` keeps of it."""
     env = dict(os.environ)
-    if os.path.isdir(CCACHE_WRAPPERS) and shutil.which("ccache"):
-        env["PATH"] = CCACHE_WRAPPERS + os.pathsep + env.get("PATH", "")
+    pinned = rootfs.current().pinned
+    if pinned or (os.path.isdir(CCACHE_WRAPPERS) and shutil.which("ccache")):
+        if not pinned:
+            env["PATH"] = CCACHE_WRAPPERS + os.pathsep + env.get("PATH", "")
         env["CCACHE_DIR"] = str(layout.ccache_dir)
         # Every build has its own directory: paths relative to it let builds share cache hits.
         env["CCACHE_BASEDIR"] = str(tree)
@@ -70,10 +102,59 @@ def build_env(layout: "Layout", tree: str | Path) -> dict[str, str]:
 
 
 def missing_tool(env: Mapping[str, str]) -> str | None:
-    """The first of REQUIRED_TOOLS not on the build environment's PATH, or None. ccache's
-    directory does not count: its `cc` only works with a real compiler on PATH."""
+    """The first of REQUIRED_TOOLS not on the build environment's PATH (the compiler and make in
+    the pinned toolchain's root filesystem), or None. ccache's directory does not count: its
+    `cc` only works with a real compiler on PATH."""
+    toolchain = rootfs.current()
     path = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != CCACHE_WRAPPERS)
-    return next((tool for tool in REQUIRED_TOOLS if not shutil.which(tool, path=path)), None)
+    for tool in REQUIRED_TOOLS:
+        if toolchain.pinned and tool in TOOLCHAIN_TOOLS:
+            if not rootfs.which(toolchain, tool):
+                return f"{tool} (in the toolchain's root filesystem {toolchain.root})"
+        elif not shutil.which(tool, path=path):
+            return tool
+    return None
+
+
+# What a build step in the toolchain keeps of the build's environment (build_env, configure_env).
+STEP_VARIABLES = (
+    "CCACHE_DIR",
+    "CCACHE_BASEDIR",
+    "CCACHE_NOHASHDIR",
+    "CCACHE_DEPEND",
+    "NGINX_EVAL_REAL_CC",
+    "NGINX_EVAL_FEATURE_TESTS",
+    "NGINX_EVAL_CC_ID",
+)
+
+
+def in_toolchain(
+    argv: list[str], tree: str | Path, env: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) that run a build step (configure, make) in `tree`: unchanged with the
+    host's toolchain; in the pinned one, bwrap in its root filesystem with the build's directory
+    (the tree's parent), ccache's store and configure's kept test programs bound read-write, no
+    network, and the root filesystem's PATH (ccache's compilers first, or configure_env's `cc`)."""
+    toolchain = rootfs.current()
+    if not toolchain.pinned:
+        return argv, dict(env)
+    writable = [Path(tree).parent] + [
+        env[name] for name in ("CCACHE_DIR", "NGINX_EVAL_FEATURE_TESTS") if env.get(name)
+    ]
+    feature_bin = env.get("NGINX_EVAL_FEATURE_TESTS")
+    path = (
+        f"{feature_bin}/bin:{rootfs.PATH}"
+        if env.get("NGINX_EVAL_REAL_CC")
+        else f"{rootfs.CCACHE_PATH}:{rootfs.PATH}"
+    )
+    kept = {name: env[name] for name in STEP_VARIABLES if name in env}
+    for name in ("CCACHE_DIR", "NGINX_EVAL_FEATURE_TESTS"):
+        if name in kept:
+            Path(kept[name]).mkdir(parents=True, exist_ok=True)
+    return (
+        rootfs.command(toolchain, argv, cwd=tree, writable=writable),
+        rootfs.environment(kept, path=path),
+    )
 
 
 def configure_argv(flags: Iterable[str]) -> list[str]:
@@ -91,11 +172,14 @@ def configure_argv(flags: Iterable[str]) -> list[str]:
 
 def feature_test_identity() -> str:
     """What configure's cached test programs depend on besides their command line and source:
-    the compiler, and the system's libraries and headers (any package change starts afresh)."""
-    try:
-        packages = os.stat(PACKAGE_DATABASE).st_mtime_ns
-    except OSError:
-        packages = None
+    the compiler, and the system's libraries and headers (any package change starts afresh;
+    the pinned toolchain's are its digest, part of the compiler's identity)."""
+    packages = None
+    if not rootfs.current().pinned:
+        try:
+            packages = os.stat(PACKAGE_DATABASE).st_mtime_ns
+        except OSError:
+            pass
     return jsonio.digest({"compiler": compiler_identity(), "packages": packages})
 
 
@@ -109,10 +193,15 @@ def install_feature_test_cc(layout: "Layout") -> Path:
 
 def configure_env(layout: "Layout", env: Mapping[str, str]) -> dict[str, str]:
     """configure's environment: feature_test_cc.sh as `cc`, and no ccache, which cannot cache a
-    link and only adds a process to each test (0.23 s per configure). The Makefile configure
-    writes says `cc`, which make, with build_env's PATH, finds in ccache's directory."""
+    link and only adds a process to each test (docs/performance.md). The Makefile configure
+    writes says `cc`, which make, with build_env's PATH, finds in ccache's directory. With the
+    pinned toolchain the real compiler is the root filesystem's (in_toolchain sets PATH)."""
     path = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != CCACHE_WRAPPERS]
-    real_cc = shutil.which("cc", path=os.pathsep.join(path))
+    toolchain = rootfs.current()
+    if toolchain.pinned:
+        real_cc = rootfs.which(toolchain, "cc") and "/usr/bin/cc"
+    else:
+        real_cc = shutil.which("cc", path=os.pathsep.join(path))
     if not real_cc:
         return dict(env, PATH=os.pathsep.join(path))
     return dict(

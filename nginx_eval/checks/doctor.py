@@ -1,53 +1,19 @@
 """The doctor: is this machine ready to run the selected tasks? ``doit run doctor [instances=...]``
 (any selection of the pipeline: run=, bench=, limit=).
 
-What it checks, and how a problem is reported:
-
-    tools          cc, make, git, perl, prove, tar (required); ccache, and bwrap, socat, rg for
-                   the agent sandbox (warnings only)
-    agent sandbox  whether srt starts an isolated command here (agent/sandbox.py) and its
-                   self-test passes (agent/selftest.py); a warning when not, since gold and none
-                   need none, but no agent mode can run
-    agent modes    for each selected agent mode's phase programs (agent_findings): on PATH;
-                   Claude Code's version against scripts/setup-debian.sh's pin (a warning), its
-                   credentials and the model endpoint reached as a phase reaches it (errors:
-                   ``CANNOT RUN mode <name>: ...``); the sandbox's problem is an error then
-    isolation      whether tests get a network namespace of their own (prove/network.py); a
-                   warning when not: they share the machine's ports, fixed-port test trees
-                   queue for one machine-wide slot
-    libraries      headers/libraries of the task's configure flags: libc, PCRE (unless
-                   --without-http_rewrite_module), zlib (gzip), OpenSSL (ssl modules), gd, libxslt,
-                   GeoIP, libperl, ...; an nginx base commit without PCRE2 support needs old PCRE
-    perl modules   from each test file's ``use X`` / ``require X`` lines (core modules and the
-                   suite's own lib/ are skipped), its calls of known non-core modules' functions
-                   (``Net::SSLeay::renegotiate(...)``), from features its ``$t->has`` asks for
-                   (socket_ssl → IO::Socket::SSL, cryptx → Crypt::Misc), and the task's perl_modules;
-                   checked with one ``perl -e`` run
-    daemons        ``$t->has_daemon('x')``: x on PATH (and uwsgi's python3 plugin)
-    configure      every name in ``$t->has(...)`` must be enabled by the task's configure_flags,
-                   judged as Test::Nginx judges it from ``nginx -V``: a missing flag makes the file
-                   skip, so it is a task error (field configure_flags), with no package to install
-    openssl        the harness's OpenSSL configuration for tests (testenv.OPENSSL_CONF_FILE) is in
-                   effect: under it, OpenSSL's TLS library accepts a 1024-bit RSA key and a SHA-1
-                   signed certificate (what test trees before 2019 make); a warning when not
-    certificates   each RSA key size and CA digest a test file makes its certificates with
-                   (testsuite.certificates_made) is accepted under that configuration, tried as
-                   nginx loads a certificate (``openssl s_client -cert``); one refused means nginx
-                   cannot start for that file at the base or the fix: ``CANNOT RUN``, no package
+It checks the pinned toolchain's root filesystem against its manifest (core/rootfs.py: a
+``TOOLCHAIN`` line per package added, removed or changed; with NGINX_EVAL_TOOLCHAIN=host, a
+warning), the tools, the agent sandbox, each selected agent mode's programs, credentials and model
+endpoint, the tests' network isolation, and what each selected test file needs: the libraries of
+its task's configure flags, Perl modules, daemons, the configure flags its ``$t->has`` asks for,
+the harness's OpenSSL configuration and the certificates the file makes. With the pin on, what
+builds and tests use is looked for in the root filesystem (SystemProbe.inside), the harness's own
+tools on the host. What each check asks and how the report reads: docs/running.md#the-doctor.
 
 Test files are read from the extracted tree (``tests:<commit>``) or the bare clone of the test
 repository; with neither, the doctor checks everything else and its verdict is "not checked"
-(never "all good"), naming what to run first (``doit run repos:<owner>+<name>`` or
-``doit run <bench>:gold``). Without the nginx clone, whether a base predates PCRE2 (and needs
-old PCRE) is not checked either.
-
-Output (doctor_report.py): OK lines collapsed per kind; one ``MISSING <what> (needed by <who>) ->
-apt-get install <pkg>`` line per missing thing; ``TASK ERROR`` and ``CANNOT RUN`` lines;
-warnings; one ``apt-get install ...`` line with every missing package; and last the verdict:
-``doctor: all good``, ``doctor: N problem(s)``, and ``not checked: ...`` when a clone was missing.
-A package the doctor asks for that scripts/debian-packages.txt does not list is a warning, so the
-setup script stays the full set. Any MISSING, TASK ERROR or CANNOT RUN fails (the doit action
-returns False, so doit exits non-zero).
+(never "all good"), naming what to run first. Any MISSING, TASK ERROR, CANNOT RUN or TOOLCHAIN
+line fails the doit action, so doit exits non-zero.
 
 What a test file needs and which package provides it (the tables, the reading of ``use``,
 ``require``, ``has`` and ``has_daemon``) is testsuite.py, shared with scripts/mine_tasks.py; this
@@ -74,6 +40,7 @@ from ..agent.claude_code import (
 )
 from ..agent.preflight import program_found
 from ..agent.selftest import endpoint_problem
+from ..core import rootfs
 from ..core.gitcmd import file_at
 from ..core.layout import SOURCE_ROOT
 from ..prove import network as private_network
@@ -96,6 +63,12 @@ from ..swebench.stage import grading_problem
 from .doctor_report import NOT_CHECKED, SWEBENCH_GRADING, Finding, render
 
 PACKAGES_FILE = SOURCE_ROOT / "scripts" / "debian-packages.txt"
+TOOLCHAIN_PACKAGES_FILE = SOURCE_ROOT / "scripts" / "toolchain-packages.txt"
+MAKE_TOOLCHAIN = "scripts/make-toolchain.sh"
+# What the harness runs itself, on the host even with the pin on; everything else a build or a
+# test runs is looked for in the toolchain's root filesystem.
+HOST_TOOLS = frozenset({"git", "tar", "bwrap", "socat", "rg"})
+TOOLCHAIN_KINDS = frozenset({"tool", "library", "perl module", "daemon"})
 
 # (tool, package, required)
 TOOLS = (
@@ -124,13 +97,21 @@ PIN_CERTIFICATES = (("rsa", 1024), ("digest", "sha1"))
 
 
 class SystemProbe:
-    """What is installed, asked of this machine (tests inject a fake with the same methods)."""
+    """What is installed, asked of this machine, or of the pinned toolchain's root filesystem
+    for what builds and tests run (tests inject a fake with the same methods)."""
 
-    def __init__(self, layout=None):
+    def __init__(self, layout=None, toolchain=None):
         self._perl, self._certificates = {}, {}
         self.layout = layout
+        self.toolchain = toolchain or rootfs.current()
+
+    def inside(self, kind, name=""):
+        """Whether `name` of `kind` is looked for in the toolchain's root filesystem."""
+        return self.toolchain.pinned and not (kind == "tool" and name in HOST_TOOLS)
 
     def which(self, name):
+        if self.inside("tool", name):
+            return rootfs.which(self.toolchain, name) is not None
         return shutil.which(name) is not None
 
     def private_network_problem(self):
@@ -146,13 +127,15 @@ class SystemProbe:
         return selftest.run(self.layout, box, dict(os.environ))["failed"]
 
     def exists(self, pattern):
+        if self.inside("library"):
+            return rootfs.exists(self.toolchain, pattern)
         return bool(glob.glob(pattern))
 
     def certificate_refused(self, spec):
         """("ok" | "refused" | "unknown", detail) for a certificate made as `spec` says (see
         certificate_trial), once per spec."""
         if spec not in self._certificates:
-            self._certificates[spec] = certificate_trial(spec)
+            self._certificates[spec] = certificate_trial(spec, toolchain=self.toolchain)
         return self._certificates[spec]
 
     def perl_modules(self, modules):
@@ -163,14 +146,14 @@ class SystemProbe:
                 'for my $m (@ARGV) { my $ok = eval "require $m; 1"; '
                 'print(($ok ? "ok " : "no "), "$m\\n") }'
             )
+            argv = ["perl", "-e", script, *todo]
             try:
-                out = subprocess.run(
-                    ["perl", "-e", script, *todo],
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    stdin=subprocess.DEVNULL,
-                ).stdout
+                if self.inside("perl module"):
+                    out = rootfs.run(self.toolchain, argv, timeout=120).stdout
+                else:
+                    out = subprocess.run(
+                        argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+                    ).stdout
             except (OSError, subprocess.TimeoutExpired):
                 out = ""
             for line in out.splitlines():
@@ -184,20 +167,30 @@ class SystemProbe:
 _OPENSSL_REASON = re.compile(r":error:[0-9A-Fa-f]+:[^:]*:[^:]*:([^:]+):")
 
 
-def certificate_trial(spec, conf=OPENSSL_CONF_FILE, timeout=60):
+def certificate_trial(spec, conf=OPENSSL_CONF_FILE, timeout=60, toolchain=None):
     """Does OpenSSL's TLS library, under the OpenSSL configuration `conf`, accept a certificate
     made as `spec` says: ("rsa", bits), self-signed with a key of that size; ("digest", name), a
     2048-bit one signed by a CA with that digest? Made as nginx-tests make them (``openssl req``
     with a config of their own) and loaded as nginx loads one (SSL_CTX_use_certificate, which
     applies the security level), by ``openssl s_client -cert`` aimed at a socket that is not
     there: it gets to connecting only when the certificate was accepted. Returns ("ok", ""),
-    ("refused", OpenSSL's reason, e.g. "ee key too small") or ("unknown", why not checked)."""
-    if not shutil.which("openssl"):
+    ("refused", OpenSSL's reason, e.g. "ee key too small") or ("unknown", why not checked).
+    toolchain: the pinned one (rootfs.Toolchain) runs the root filesystem's openssl."""
+    pinned = toolchain is not None and toolchain.pinned
+    if not (rootfs.which(toolchain, "openssl") if pinned else shutil.which("openssl")):
         return "unknown", "the openssl program is not installed"
     kind, value = spec
     bits = value if kind == "rsa" else 2048
     env = dict(os.environ, OPENSSL_CONF=str(conf))
+    if pinned:
+        env = rootfs.environment({"OPENSSL_CONF": str(conf)})
     with tempfile.TemporaryDirectory(prefix="nginx-eval-doctor-") as d:
+
+        def inside(argv):
+            if pinned:
+                return rootfs.command(toolchain, argv, cwd=d, writable=[d], readable=[conf])
+            return argv
+
         conf_text = (
             f"[ req ]\ndefault_bits = {bits}\nencrypt_key = no\n"
             "distinguished_name = req_distinguished_name\n[ req_distinguished_name ]\n"
@@ -237,7 +230,7 @@ def certificate_trial(spec, conf=OPENSSL_CONF_FILE, timeout=60):
         try:
             for argv in steps:
                 made = subprocess.run(
-                    argv,
+                    inside(argv),
                     cwd=d,
                     env=env,
                     capture_output=True,
@@ -248,16 +241,18 @@ def certificate_trial(spec, conf=OPENSSL_CONF_FILE, timeout=60):
                 if made.returncode != 0:
                     return "unknown", f"`{' '.join(argv[:2])}` failed: {_last_line(made.stderr)}"
             tried = subprocess.run(
-                [
-                    "openssl",
-                    "s_client",
-                    "-unix",
-                    "no-such-socket",
-                    "-cert",
-                    "leaf.crt",
-                    "-key",
-                    "leaf.key",
-                ],
+                inside(
+                    [
+                        "openssl",
+                        "s_client",
+                        "-unix",
+                        "no-such-socket",
+                        "-cert",
+                        "leaf.crt",
+                        "-key",
+                        "leaf.key",
+                    ]
+                ),
                 cwd=d,
                 env=env,
                 capture_output=True,
@@ -334,13 +329,15 @@ class _Needs:
             entry["who"].append(who)
 
 
-def diagnose(tasks, source, probe, listed_packages=None):
+def diagnose(tasks, source, probe, listed_packages=None, toolchain_packages=None):
     """The findings for `tasks` (a list of benchmark Task). `source` has read(repo, commit, path)
     and repo_available(repo, commit), pcre2_capable(repo, commit); `probe` has which(name),
     exists(glob), perl_modules(names) -> the loadable ones, private_network_problem() -> why
     tests cannot have a network of their own, or None, certificate_refused(spec) -> (status,
     detail) of certificate_trial. listed_packages: the set from
-    scripts/debian-packages.txt (None: do not compare)."""
+    scripts/debian-packages.txt (None: do not compare); toolchain_packages: the set from
+    scripts/toolchain-packages.txt, which what the probe looks for in the pinned toolchain
+    (probe.inside(kind, name)) is compared with instead."""
     findings, needs = [], _Needs()
     unread, pcre_unknown = {}, {}
     for task in tasks:
@@ -358,8 +355,18 @@ def diagnose(tasks, source, probe, listed_packages=None):
     findings.append(_sandbox_finding(probe))
     findings.append(_openssl_finding(probe))
     findings += _probed_needs(needs, probe)
+    inside = getattr(probe, "inside", None)
+    for f in findings:
+        if inside and f.package and f.kind in TOOLCHAIN_KINDS and inside(f.kind, f.what):
+            f.toolchain = True
     if listed_packages is not None:
-        findings += _unlisted(findings, listed_packages)
+        findings += _unlisted(
+            [f for f in findings if not f.toolchain], listed_packages, PACKAGES_FILE.name
+        )
+    if toolchain_packages is not None:
+        findings += _unlisted(
+            [f for f in findings if f.toolchain], toolchain_packages, TOOLCHAIN_PACKAGES_FILE.name
+        )
     return findings
 
 
@@ -608,8 +615,9 @@ def _certificate_finding(spec, what, who, probe):
     )
 
 
-def _unlisted(findings, listed_packages):
-    """Warnings for the packages the findings name that scripts/debian-packages.txt does not."""
+def _unlisted(findings, listed_packages, listed_in=PACKAGES_FILE.name):
+    """Warnings for the packages the findings name that the list (scripts/`listed_in`) does
+    not."""
     unlisted = {}
     for f in findings:
         if (
@@ -625,10 +633,84 @@ def _unlisted(findings, listed_packages):
             "setup",
             package,
             tuple(dict.fromkeys(who)),
-            note="not in scripts/debian-packages.txt: add it so setup-debian.sh installs it",
+            note=f"not in scripts/{listed_in}: add it so "
+            + (
+                "the toolchain's root filesystem has it"
+                if listed_in == TOOLCHAIN_PACKAGES_FILE.name
+                else "setup-debian.sh installs it"
+            ),
         )
         for package, who in sorted(unlisted.items())
     ]
+
+
+def toolchain_findings(toolchain, packages_file=TOOLCHAIN_PACKAGES_FILE):
+    """The toolchain's findings (kind "toolchain"): with the pin off, a warning; with it on,
+    whether the root filesystem is there, its packages against its manifest (a line per
+    difference) and against the package list."""
+    if not toolchain.pinned:
+        return [
+            Finding(
+                "warn",
+                "toolchain",
+                rootfs.HOST,
+                note=f"the pin is off ({rootfs.ENV_VAR}={rootfs.HOST}): builds and proves use "
+                "this machine's own compiler, libraries and Perl, and their records say "
+                '"host"; verdicts may differ from those of the pinned toolchain',
+            )
+        ]
+    remake = f"run {MAKE_TOOLCHAIN} (part of scripts/setup-debian.sh)"
+    if not toolchain.root.is_dir():
+        return [
+            Finding(
+                "error",
+                "toolchain",
+                "missing",
+                note=f"no root filesystem at {toolchain.root} -> {remake}, or "
+                f"{rootfs.ENV_VAR}={rootfs.HOST} to use this machine's own tools",
+            )
+        ]
+    recorded = rootfs.recorded_manifest(toolchain)
+    if recorded is None:
+        return [
+            Finding(
+                "error",
+                "toolchain",
+                "manifest",
+                note=f"{toolchain.manifest_file} is missing: nothing to check {toolchain.root} "
+                f"against -> {remake}",
+            )
+        ]
+    installed = rootfs.installed_packages(toolchain.root)
+    findings = [
+        Finding(
+            "error",
+            "toolchain",
+            "differs",
+            note=f"{toolchain.root} differs from its manifest: {change} -> {remake}",
+        )
+        for change in rootfs.differences(recorded, installed)
+    ]
+    names = {line.partition("=")[0] for line in installed}
+    findings += [
+        Finding(
+            "error",
+            "toolchain",
+            package,
+            note=f"{packages_file.name} names {package}, which {toolchain.root} lacks -> {remake}",
+        )
+        for package in sorted((listed_packages(packages_file) or set()) - names)
+    ]
+    if not findings:
+        findings.append(
+            Finding(
+                "ok",
+                "toolchain",
+                f"{rootfs.describe(rootfs.record(toolchain))} at {toolchain.root}, "
+                f"{len(installed)} packages as its manifest says",
+            )
+        )
+    return findings
 
 
 def listed_packages(path=PACKAGES_FILE):
@@ -743,11 +825,14 @@ def check(
     modes; their agent modes are checked too (agent_findings). kind: the benchmark's; a
     SWE-bench benchmark's tasks need nothing of nginx's (libraries, Perl modules, test files),
     and the doctor says whether its grading runs here (`grading`: grading_problem)."""
-    findings = diagnose(
+    toolchain = rootfs.current()
+    findings = toolchain_findings(toolchain)
+    findings += diagnose(
         [t for t in tasks if t.kind != SWEBENCH],
         TestSource(layout),
-        probe or SystemProbe(layout),
+        probe or SystemProbe(layout, toolchain),
         listed_packages(),
+        listed_packages(TOOLCHAIN_PACKAGES_FILE) if toolchain.pinned else None,
     )
     if kind == SWEBENCH:
         findings.append(swebench_finding(grading()))

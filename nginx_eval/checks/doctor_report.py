@@ -11,6 +11,7 @@ from ..core.tasknames import repo_task
 
 NOT_CHECKED = "not checked"  # kind of a warning about something the doctor could not check
 SWEBENCH_GRADING = "SWE-bench grading"  # kind: whether the official harness runs here
+TOOLCHAIN_LIST = "scripts/toolchain-packages.txt"
 
 
 @dataclass
@@ -22,11 +23,12 @@ class Finding:
     # "openssl" (the configuration for tests), "certificate" (one a test
     # file makes), NOT_CHECKED (what: the repository that is not cloned),
     # SWEBENCH_GRADING (Docker and the swebench package, for a SWE-bench
-    # benchmark)
+    # benchmark), "toolchain" (the pinned root filesystem, core/rootfs.py)
     what: str
     who: tuple = ()  # task ids / "task (file)"
     package: str = ""
     note: str = ""
+    toolchain: bool = False  # looked for in the pinned toolchain's root filesystem
 
 
 def _who(who, limit=4):
@@ -57,17 +59,23 @@ def render(findings, ntasks=None, bench=None):
     the verdict. ok: nothing is missing or wrong (what was not checked does not count)."""
     lines = [f"doctor: checking {ntasks} task(s)"] if ntasks is not None else []
     lines += _ok_lines(findings)
-    packages = []
+    packages, toolchain = [], []
     for f in findings:
         line = _problem_line(f)
         if line:
             lines.append(line)
         if f.level == "missing":
-            packages.append(f.package)
+            (toolchain if f.toolchain else packages).append(f.package)
     problems = [f for f in findings if f.level in ("missing", "error")]
     packages = list(dict.fromkeys(packages))
     if packages:
         lines.append("To install everything missing: apt-get install " + " ".join(packages))
+    toolchain = list(dict.fromkeys(toolchain))
+    if toolchain:
+        lines.append(
+            f"To add everything missing to the toolchain: add {' '.join(toolchain)} to "
+            f"{TOOLCHAIN_LIST}, then run scripts/make-toolchain.sh"
+        )
     lines.append(verdict(findings, bench))
     return "\n".join(lines), not problems
 
@@ -79,6 +87,7 @@ def _ok_lines(findings):
         if f.level == "ok":
             ok_by_kind.setdefault(f.kind, []).append(f.what)
     for kind in (
+        "toolchain",
         "tool",
         "isolation",
         "agent sandbox",
@@ -96,6 +105,7 @@ def _ok_lines(findings):
             label = {
                 "configure": "has() modules enabled by configure_flags",
                 "library": "libraries",
+                "toolchain": "toolchain",
                 "isolation": "isolation",
                 "agent sandbox": "agent sandbox",
                 "agent": "agent modes",
@@ -112,7 +122,14 @@ def _problem_line(f):
     needed = f" (needed by {_who(f.who)})" if f.who else ""
     if f.level == "missing":
         note = f"; {f.note}" if f.note else ""
+        if f.toolchain:
+            return (
+                f"MISSING {f.kind} {f.what}{needed} in the toolchain -> add {f.package} to "
+                f"{TOOLCHAIN_LIST} and run scripts/make-toolchain.sh{note}"
+            )
         return f"MISSING {f.kind} {f.what}{needed} -> apt-get install {f.package}{note}"
+    if f.kind == "toolchain" and f.level in ("error", "warn"):
+        return f"TOOLCHAIN {f.note}" if f.level == "error" else f"WARN    {f.note}"
     if f.level == "error":
         if f.kind == "certificate":
             return f"CANNOT RUN {_who(f.who)}: {f.note}"
@@ -125,7 +142,10 @@ def _problem_line(f):
         )
     if f.level == "warn":
         if f.kind == "tool":
-            return f"WARN    tool {f.what} not found ({f.note}) -> apt-get install {f.package}"
+            where = " in the toolchain" if f.toolchain else ""
+            return (
+                f"WARN    tool {f.what} not found{where} ({f.note}) -> apt-get install {f.package}"
+            )
         if f.kind == "isolation":
             return f"WARN    no {f.what}: {f.note}"
         if f.kind == "setup":

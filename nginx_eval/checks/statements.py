@@ -20,10 +20,8 @@ Lines of the tests that are configuration (their first word is a name the base k
 comment) or HTTP (a request, status or header line) are not compared.
 
 Warnings (a heuristic; they never fail the check): the statement of an HTTP task (a task whose
-area is given and is not stream or mail) has no configuration block, or shows no request.
-
-The lint also fails for a task that carries no fairness audit (its ``audit`` field,
-run/benchmark.py): every shipped task is audited before it is graded.
+area is given and is not stream or mail) has no configuration block, or shows no request. The
+lint also fails for a task without a fairness audit (its ``audit`` field, run/benchmark.py).
 """
 
 import re

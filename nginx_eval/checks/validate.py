@@ -5,33 +5,23 @@ fails must show) builds base and fix (the same content-addressed builds the ``no
 modes use), runs the task's test files `repeats` times against each, counts the runs each
 assertion passed on each side, and derives from the assertions stable on every run
 fail_to_pass (fails in every base run, passes in every fix run) and pass_to_pass (passes in every
-run of both). Verdicts, first match wins:
+run of both). The verdict (classify, a pure function; first match wins): ``env_error``,
+``flaky``, ``gold_fails``, ``not_discriminating``, else ``valid``; when each applies:
+docs/benchmark.md#validation.
 
-    env_error          a test file skipped entirely, is missing, or produced no TAP
-    flaky              an assertion's result differs between repeats with the fix, or a graded
-                       (declared) assertion's result differs between repeats of either binary
-    gold_fails         the fix does not build, or a declared fail_to_pass / pass_to_pass assertion
-                       fails with the fix
-    not_discriminating no assertion fails without the fix and passes with it, or a declared
-                       fail_to_pass assertion already passes without the fix
-    valid              otherwise
-
-Per task ``results/<run>/validate/<id>/validation.json``::
+Per task ``results/<run>/validate/<id>/validation.json`` (core/records.py: ValidationJson)::
 
     {"inputs", "instance_id", "verdict", "reasons": [str], "repeats",
      "derived": {"fail_to_pass": [...], "pass_to_pass": [...]},
      "declared_matches": bool, "missing_from_declared": [...], "not_derived": [...],
-     "regressions": [ids ok without the fix, failing with it],
-     "flaky": [ids], "unstable_base": [ungraded ids that differ only without the fix],
+     "regressions": [...], "flaky": [...], "unstable_base": [...],
      "pass_counts": {"base": {id: runs it passed}, "fix": {id: n}},
-     "run_counts": {"base": runs, "fix": runs},
-     "env_errors": [...],
+     "run_counts": {"base": runs, "fix": runs}, "env_errors": [...],
      "runs": {"base": [{"seconds", "results": {id: bool}}], "fix": [...]},
-     "test_seconds": {"base": seconds of its runs in all, "fix": ...},
-     "build": {"base": build record, "fix": build record}}
+     "test_seconds": {"base": seconds, "fix": seconds}, "build": {"base": record, "fix": record}}
 
-Summary: ``results/<run>/validation.json`` ({instance_id: per-task record without "runs"}) and
-``validation.md`` (a table, rendered from validation.json's records by
+Summary: ``results/<run>/validation.json`` ({instance_id: the record without "inputs" and
+"runs"}: records.ValidationRecord) and ``validation.md`` (rendered by
 ``templates/validation.md.j2``, with the pass counts of the assertions that changed between runs).
 """
 
@@ -107,7 +97,7 @@ def pass_counts(runs, ids):
 
 
 def _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p):
-    """(verdict, reasons): the first rule of the module's docstring that matches."""
+    """(verdict, reasons): the first rule that matches (docs/benchmark.md#validation)."""
     if env_errors:
         return "env_error", list(env_errors)
     if flaky:

@@ -6,8 +6,11 @@ A work function runs either in the doit process or on a node for a coordinator e
 directory: bytes}`` (``read_unit_files``, ``write_unit_files``).
 """
 
+import contextlib
+import contextvars
 import shutil
-import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 from ..core import jsonio
 
@@ -16,24 +19,31 @@ class UnitLost(Exception):
     """An agent run whose node was lost on every try (rayexec.RayBackend.run); errors: why,
     per try."""
 
-    def __init__(self, errors):
+    def __init__(self, errors: Sequence[str]) -> None:
         super().__init__("; ".join(errors))
         self.errors = list(errors)
 
 
-_node = threading.local()
+# Whether this call works on a unit for a coordinator elsewhere (working_on_node).
+_on_node: contextvars.ContextVar[bool] = contextvars.ContextVar("on_node", default=False)
 
 
-def on_node():
+def on_node() -> bool:
     """True inside a work function run for a coordinator on another machine (rayexec)."""
-    return getattr(_node, "active", False)
+    return _on_node.get()
 
 
-def set_on_node(active):
-    _node.active = active
+@contextlib.contextmanager
+def working_on_node() -> Iterator[None]:
+    """While the block runs a unit's work for a coordinator elsewhere (rayexec.run_on_node)."""
+    token = _on_node.set(True)
+    try:
+        yield
+    finally:
+        _on_node.reset(token)
 
 
-def read_unit_files(unit_dir, names):
+def read_unit_files(unit_dir: Path, names: Iterable[str]) -> dict[str, bytes]:
     """{relative path: bytes} of `names` under unit_dir, directories walked; absent ones left
     out (the work sees them absent too)."""
     out = {}
@@ -47,7 +57,7 @@ def read_unit_files(unit_dir, names):
     return out
 
 
-def write_unit_files(unit_dir, names, files):
+def write_unit_files(unit_dir: Path, names: Iterable[str], files: Mapping[str, bytes]) -> None:
     """Replace `names` under unit_dir by `files` ({relative path: bytes}): what a node made
     replaces what was here, and nothing of an older run stays beside it."""
     for name in names:

@@ -1,43 +1,25 @@
 """``executor=ray``: each unit's agent run, build and prove as a Ray task, on any node.
 
-Only executor.py imports this module, and only when the run asks for Ray (``pip install -e
-'.[ray]'``); without it nothing here is loaded.
+Only executor.py imports this module, only when the run asks for Ray (``pip install -e
+'.[ray]'``). ``ray.init()`` joins the cluster of ``RAY_ADDRESS`` or starts a local one; the doit
+process stays the coordinator. Setting up a cluster: docs/running.md's "More than one machine".
 
-**The cluster.** ``ray.init()`` joins the cluster of ``RAY_ADDRESS`` (``ray start --head`` on one
-machine, ``ray start --address=<head>:6379`` on the others, or KubeRay), or starts a local one.
-The doit process is the driver and stays the coordinator (executor.py).
+- ``RESOURCES``: what a unit asks of its node. An agent run waits on the API: one ``agent`` (a
+  custom resource each node declares as the API account allows) and no CPU; a build one CPU; a
+  prove, which mostly waits on sockets and timers, half a CPU.
+- ``node_layout``: a node's own files under ``$NGINX_EVAL_NODE_CACHE``: ``cache/`` (the same
+  content keys as anywhere) and ``units/<coordinator>/`` (the scratch results of the units it
+  runs for one coordinator); the work's environment is the node's with the coordinator's
+  ``forwarded_environment`` on top.
+- ``SlotKeeper``: one actor, started by the coordinator, hands out the slots of ``agents=``,
+  ``builds=`` and ``proves=`` (limits.py) across the cluster, as the slot files do on one
+  machine; slots of a node that died are taken back.
+- Lost nodes: a build or prove is run again by Ray elsewhere (``SYSTEM_RETRIES``: repeatable, no
+  money); an agent run becomes an ``infra_error`` attempt, tried again by agent/stage.py.
+- Ctrl-C (procs.stop_on_signals) cancels the units in flight: Ray raises KeyboardInterrupt in the
+  work, and procs.run_limited kills the command's process group on the node.
 
-**What a unit asks of its node** (``RESOURCES``). An agent run waits on the API: one ``agent``,
-a custom resource each node declares in the amount the API account allows (``ray start
---resources='{"agent": 8}'``), and no CPU. A build compiles: one CPU. A prove mostly waits on
-sockets and timers: half a CPU.
-
-**A node's own files** (``node_layout``): under ``$NGINX_EVAL_NODE_CACHE`` of the node's Ray
-processes (default ``~/.cache/nginx-eval-node``): ``cache/`` (clones, builds, test trees,
-workspaces; the same content keys as anywhere) and ``units/<coordinator>/`` (the scratch results
-directory of the units it runs for one coordinator). The work's environment is the node's with
-the coordinator's ``NGINX_EVAL_*``, ``ANTHROPIC_*``, ``CLAUDE_*`` and ``AGENT`` on top, except
-the three that name the coordinator's directories and the node's own ``NGINX_EVAL_NODE_*``, and the variables ``NGINX_EVAL_FORWARD``
-names (comma-separated: an agent program's own settings); ``NGINX_EVAL_NODE_REPO_URL`` on a node
-replaces the coordinator's repository URL template there (a node with its own mirrors).
-
-**Limits across the cluster** (``SlotKeeper``): ``agents=``, ``builds=`` and ``proves=`` (limits.py)
-hold for the whole cluster: one actor, started by the coordinator, hands out the slots that the
-work's steps ask for (each configure and make, each prove file, each agent phase), as the slot
-files do on one machine. Slots of a node that died are taken back. The defaults count the
-cluster's CPUs instead of this machine's cores.
-
-**Lost nodes.** A build or prove whose node dies is run again by Ray on another node
-(``SYSTEM_RETRIES``): it is repeatable and costs no money. An agent run whose node dies is an
-``infra_error`` attempt: it runs again elsewhere up to ``agent_retries=`` times (agent/stage.py),
-each lost attempt listed in agent.json's ``attempts``; an agent run that came back is never run
-again.
-
-**Stopping.** Ctrl-C (procs.stop_on_signals) cancels the units in flight: Ray raises
-KeyboardInterrupt in the work, and procs.run_limited kills the command's process group on the
-node, as it does here.
-
-**Where each unit ran**: ``results/<run>/ray-units.jsonl``, a row per unit run::
+``results/<run>/ray-units.jsonl``, a row per unit run::
 
     {"kind", "mode", "instance_id", "node", "host", "started", "ended",   # the node's clock
      "lost": [str]}                   # the errors of earlier tries whose node died
@@ -178,21 +160,20 @@ def run_on_node(
     node = ray.get_runtime_context().get_node_id()
     layout = node_layout(run, coordinator)
     printed = io.StringIO()
-    with _work_environment(environ), contextlib.redirect_stderr(printed):
-        nodework.set_on_node(True)
-        limits.share_slots(SharedSlots(keeper, node))
-        try:
-            for repo, commits in repos:
-                ensure_repo(layout, repo, commits)
-            unit = layout.task_dir(mode_name, iid)
-            shutil.rmtree(unit, ignore_errors=True)
-            unit.mkdir(parents=True)
-            nodework.write_unit_files(unit, [], files_in)
-            value = work(layout, *args)
-            files = nodework.read_unit_files(unit, ship_out)
-        finally:
-            limits.share_slots(None)
-            nodework.set_on_node(False)
+    with (
+        _work_environment(environ),
+        contextlib.redirect_stderr(printed),
+        nodework.working_on_node(),
+        limits.shared_slots(SharedSlots(keeper, node)),
+    ):
+        for repo, commits in repos:
+            ensure_repo(layout, repo, commits)
+        unit = layout.task_dir(mode_name, iid)
+        shutil.rmtree(unit, ignore_errors=True)
+        unit.mkdir(parents=True)
+        nodework.write_unit_files(unit, [], files_in)
+        value = work(layout, *args)
+        files = nodework.read_unit_files(unit, ship_out)
     return {
         "value": value,
         "files": files,
@@ -212,8 +193,10 @@ _remote_unit = ray.remote(run_on_node)  # type: ignore[arg-type]
 
 
 def forwarded_environment(environ=None):
-    """What the work sees of the coordinator's environment (see the module's docstring);
-    NGINX_EVAL_FORWARD=NAME,NAME adds other variables (an agent program's own settings)."""
+    """What the work sees of the coordinator's environment: its ``NGINX_EVAL_*``,
+    ``ANTHROPIC_*``, ``CLAUDE_*`` and ``AGENT``, except the three that name the coordinator's
+    directories and the node's own ``NGINX_EVAL_NODE_*``; NGINX_EVAL_FORWARD=NAME,NAME adds
+    other variables (an agent program's own settings)."""
     env = os.environ if environ is None else environ
     extra = {n.strip() for n in env.get(FORWARD_VARIABLE, "").split(",") if n.strip()}
     return {
@@ -289,7 +272,7 @@ class RayBackend:
                     raise
                 lost.append(f"the node running it was lost: {str(e).strip().splitlines()[0]}")
                 if len(lost) > self.agent_retries:
-                    raise nodework.UnitLost(lost)
+                    raise nodework.UnitLost(lost) from e
         sys.stderr.write(result["stderr"])
         sys.stderr.flush()
         nodework.write_unit_files(unit_dir, ship_out, result["files"])

@@ -144,7 +144,8 @@ def _stdin(data: bytes | None) -> Iterator[BinaryIO | None]:
 
 def _gitpython() -> ModuleType:
     """GitPython, imported when the first git command runs, not with this module: its import
-    was a tenth of a second of every doit command, `doit list` (which starts no git) included."""
+    would cost every doit command, `doit list` (which starts no git) included
+    (docs/performance.md)."""
     import git
     import git.exc
 
@@ -231,7 +232,7 @@ def lookup_objects(git_dir: str | Path, names: Iterable[str]) -> dict[str, tuple
         input="".join(f"{name}\n" for name in names).encode(),
     ).stdout
     found = {}
-    for name, line in zip(names, out.decode("utf-8", "replace").splitlines()):
+    for name, line in zip(names, out.decode("utf-8", "replace").splitlines(), strict=True):
         # "<id> <type> <size>"; otherwise "<name> missing" (or "ambiguous"), the name may hold
         # spaces.
         fields = line.split()
@@ -637,7 +638,9 @@ def commit_facts(git_dir: str | Path, commit: str) -> dict[str, str]:
     """{"day": committer date YYYY-MM-DD, "time": committer time in strict ISO 8601, "subject"}
     of `commit`."""
     out = _text(git_dir, "log", "-1", f"--format=%cs{_FIELD}%cI{_FIELD}%s", commit).strip()
-    return dict(zip(("day", "time", "subject"), out.split(_FIELD, 2)))
+    # Not strict: strip() also takes the separator before an empty subject (to Python, "\x1f" is
+    # whitespace), which leaves the subject out.
+    return dict(zip(("day", "time", "subject"), out.split(_FIELD, 2), strict=False))
 
 
 # Queries of the build stage (build/stage.py, build/plan.py): through _git, in git_environment(),

@@ -76,7 +76,8 @@ def write_jsonl(path: str | Path, rows: Iterable[Any]) -> None:
 
 
 def read_json(path: str | Path, default: Any = None) -> Any:
-    """Read a JSON file; `default` when it is missing or unreadable (a damaged file counts as absent)."""
+    """Read a JSON file; `default` when it is missing or unreadable (a damaged file counts as
+    absent)."""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)

@@ -1,62 +1,11 @@
 """Where everything lives. The only module that builds cache and result paths.
 
-Project root (``NGINX_EVAL_ROOT``, default: the directory of dodo.py):
-    tasks/<benchmark>.json      benchmark files; each one becomes a doit group
-    modes.toml                  agent modes
-    templates/                  prompt and report templates
-    results/<run>/              run output (``NGINX_EVAL_RESULTS`` moves it); report.md,
-                                report.json, report-chart.png, report-distributions.png,
-                                compare-<other run>.md|.json (report/stage.py)
-    results/<run>/site/         the run's static site (report/site.py): index.html, site.css,
-                                site.js, <mode>/<instance_id>.html
-
-Cache (``NGINX_EVAL_CACHE``, default ``<root>/.cache``):
-    repos/<owner>+<name>.git    bare clones
-    tests/<test_commit>/        nginx-tests trees, one per pinned commit, shared by all runs
-                                (prove/tree.py); tests/<test_commit>+<digest>/ the same with an
-                                authored task's files (run/benchmark.Task.tests_tree_id)
-    agent-tests/<commit>/       nginx-tests as of a base commit, the tree an agent of a mode with
-                                `tests = "base"` may read (suite/stage.py); never a grading tree
-    workspaces/<run>/<mode>/<instance_id>/   the agent's worktree
-    agent-homes/<run>/<mode>/<instance_id>/  the agent's Claude Code configuration directory
-                                (CLAUDE_CONFIG_DIR), made afresh for each attempt and removed
-                                when it ends (agent/home.py)
-    builds/<key>/               content-addressed builds (see build/stage.py)
-    builds/.tmp/<key>.<pid>/    a build in progress (or a killed one's leftovers)
-    builds/.failed/<key>.json|.log   an env_error build's record and log, never a verdict
-    guards/<hash>/nginx         the output guard in front of a build's binary (prove/env.py)
-    ccache/                     ccache's store, shared by all builds
-    plans/<key>.json            the build order and base build plan of a set of tasks
-                                (build/plan.py)
-    feature-tests/              executables of configure's test programs (feature_test_cc.sh),
-                                feature-tests/bin/cc the compiler configure runs
-    locks/                      advisory locks for shared cache entries, and run-<run>.lock,
-                                held by the doit process running <run> (cli.py);
-                                slots-<run>/<kind>-<i>.lock, the per-kind limits (limits.py)
-    running/<run>/<mode>/<instance_id>.<stage>   token of a command still running (procs.py)
-    running/<run>/.builds/<key>  the same for the step (configure, make...) of a build in progress
-    running/<run>/.other/<token> the same for a command without a file of its own (during a run)
-    running/<run>.agent-stop    why no agent of <run> may start (an auth error), until the next
-                                `doit run` (agent/stage.py)
-    strict-runs/<key>/<test tree>/   the strict stage's runs of test files against build
-                                <key> (a candidate's, gold's, the base's), shared by every
-                                mode and patch (strict/stage.py)
-    agent-versions/<hash>.json  `<program> --version` per program file, mtime and size
-                                (agent/stage.py)
-    doit/<run>.db               doit's database for that run (a disposable cache)
-
-Per task results, ``results/<run>/<mode>/<instance_id>/``:
-    agent.json, agent/          agent status and logs        (agent/stage.py)
-    model.patch, patch.json     the candidate patch          (patch/stage.py)
-    build.json, build.log       the build verdict            (build/stage.py)
-    prove.json, tap/<file>.tap  raw TAP per test file        (prove/stage.py)
-    tap/<file>.rerun.tap        second runs, rerun_failed=1  (prove/stage.py)
-    strict.json, strict/        the strict stage's record and test output (strict/stage.py)
-    grade.json                  the verdict                  (grade/stage.py)
-Per mode: ``results/<run>/<mode>/results.jsonl`` and ``predictions.jsonl`` (results/stage.py).
-Per run of a SWE-bench benchmark: ``results/<run>/evaluation/``, the official harness's reports
-(``<model>.<run_id>.json``) and, when ``<bench>:grade`` ran here, its ``logs/`` (swebench/).
-Per run: ``results/<run>/run.json``, the benchmark and tasks the run is of (run/record.py).
+Three roots: the project (``NGINX_EVAL_ROOT``, default the directory of dodo.py: the benchmark
+files in tasks/, modes.toml, templates/), the results (``NGINX_EVAL_RESULTS``, default
+``<root>/results``: a directory per run, a directory per mode and task in it) and the cache
+(``NGINX_EVAL_CACHE``, default ``<root>/.cache``: clones, test trees, workspaces, builds, locks,
+doit's database). Each path is a method or property of Layout; the map of the whole tree, with
+the module that writes each file, is ARCHITECTURE.md's "Files on disk".
 """
 
 import functools
@@ -73,8 +22,8 @@ DEFAULT_REPO_URL = "https://github.com/{owner}/{name}.git"
 
 @functools.cache
 def _joined(base: Path, *parts: str) -> Path:
-    """base / parts, made once: a run's units ask for the same few paths thousands of times
-    (building them anew took a third of a second of every doit command on 173 tasks)."""
+    """base / parts, made once: a run's units ask for the same few paths thousands of times, and
+    building them anew is a cost of every doit command (docs/performance.md)."""
     return base.joinpath(*parts)
 
 
@@ -149,7 +98,8 @@ class Layout:
         return self.cache / "agent-homes" / self.run / mode / instance_id
 
     def remote_diff(self, mode: str, instance_id: str) -> Path:
-        """executor=ray: the agent's workspace diff, made on the node that ran it (patch/stage.py)."""
+        """executor=ray: the agent's workspace diff, made on the node that ran it
+        (patch/stage.py)."""
         return self.cache / "workspaces" / self.run / mode / f"{instance_id}.remote.json"
 
     @property
@@ -339,7 +289,8 @@ class Layout:
 
 
 def repo_url(repo: str, environ: Mapping[str, str] | None = None) -> str:
-    """The clone URL of `owner/name`, from NGINX_EVAL_REPO_URL (a template with {owner} and {name})."""
+    """The clone URL of `owner/name`, from NGINX_EVAL_REPO_URL (a template with {owner} and
+    {name})."""
     env = os.environ if environ is None else environ
     owner, name = repo.split("/", 1)
     return (env.get("NGINX_EVAL_REPO_URL") or DEFAULT_REPO_URL).format(owner=owner, name=name)

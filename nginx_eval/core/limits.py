@@ -21,21 +21,21 @@ wall time minus this thread's waits for slots (build/stage.py's ``seconds``).
 
 Outside ``doit run`` (unit tests calling a stage's functions, scripts/bench.py's naive loop)
 nothing is configured and ``slot`` limits nothing. With ``executor=ray`` the work runs on the
-cluster's nodes, and their slots come from one keeper for the whole cluster (``share_slots``,
+cluster's nodes, and their slots come from one keeper for the whole cluster (``shared_slots``,
 rayexec.SlotKeeper).
 """
 
 import contextlib
+import contextvars
 import fcntl
 import os
 import random
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypedDict
+from typing import TYPE_CHECKING, Protocol
 
-from . import procs
+from . import procs, runstate
 
 if TYPE_CHECKING:
     from ..run.options import Options
@@ -54,16 +54,12 @@ class SharedSlots(Protocol):
     def give_back(self, token: str) -> None: ...
 
 
-class _Config(TypedDict):
-    layout: "Layout | None"
-    counts: dict[str, int]
-    shared: SharedSlots | None
-
-
-# The run's slots: the run's Layout and {kind: count}; None outside `doit run`.
-_config: _Config = {"layout": None, "counts": {}, "shared": None}
-# Seconds each thread has spent waiting for slots so far (Stopwatch).
-_waits = threading.local()
+# The cluster's slots while a node works on one unit (shared_slots); None: the run's own.
+_shared: contextvars.ContextVar[SharedSlots | None] = contextvars.ContextVar(
+    "shared_slots", default=None
+)
+# Seconds this thread (its context) has spent waiting for slots so far (Stopwatch).
+_waited: contextvars.ContextVar[float] = contextvars.ContextVar("waited_seconds", default=0.0)
 
 
 # The processors a test file of the shipped benchmark keeps busy while it runs: measured, its
@@ -111,19 +107,26 @@ def worker_count(counts: dict[str, int]) -> int:
 
 def configure(layout: "Layout", options: "Options") -> None:
     """Turn the limits on for this doit process and the workers it forks (cli.py, `doit run`)."""
-    _config["layout"], _config["counts"] = layout, chosen_counts(options)
+    run = runstate.current()
+    run.slots_layout, run.slot_counts = layout, chosen_counts(options)
 
 
-def share_slots(shared: SharedSlots | None) -> None:
-    """On a node of executor=ray (rayexec.py), for one unit: take the slots from `shared` (its
-    try_take(kind) -> token or None, give_back(token)), the run's slots across the cluster;
-    None turns that off again."""
-    _config["shared"] = shared
+@contextlib.contextmanager
+def shared_slots(shared: SharedSlots) -> Iterator[None]:
+    """On a node of executor=ray (rayexec.py), while it works on one unit: take the slots from
+    `shared` (its try_take(kind) -> token or None, give_back(token)), the run's slots across
+    the cluster."""
+    token = _shared.set(shared)
+    try:
+        yield
+    finally:
+        _shared.reset(token)
 
 
 def counts() -> dict[str, int]:
     """{kind: count} of this run; {} outside `doit run`."""
-    return dict(_config["counts"]) if _config["layout"] else {}
+    run = runstate.current()
+    return dict(run.slot_counts) if run.slots_layout else {}
 
 
 def slot_path(layout: "Layout", kind: str, index: int) -> Path:
@@ -144,7 +147,7 @@ def _try_slot(path: Path) -> int | None:
 def _acquire(layout: "Layout", kind: str) -> int:
     """The descriptor of a free slot of `kind`, once there is one; Interrupted if the run is
     interrupted first."""
-    count = _config["counts"][kind]
+    count = runstate.current().slot_counts[kind]
     paths = [slot_path(layout, kind, i) for i in range(count)]
     os.makedirs(paths[0].parent, exist_ok=True)
     while True:
@@ -159,7 +162,7 @@ def _acquire(layout: "Layout", kind: str) -> int:
 
 def waited_seconds() -> float:
     """The seconds this thread has waited for slots, in total (see Stopwatch)."""
-    return getattr(_waits, "seconds", 0.0)
+    return _waited.get()
 
 
 @contextlib.contextmanager
@@ -169,18 +172,18 @@ def slot(kind: str) -> Iterator[None]:
     waits."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind of work {kind!r} (known: {', '.join(KINDS)})")
-    shared = _config.get("shared")
+    shared = _shared.get()
     if shared:
         with _shared_slot(shared, kind):
             yield
         return
-    layout = _config["layout"]
+    layout = runstate.current().slots_layout
     if not layout:
         yield
         return
     start = time.monotonic()
     fd = _acquire(layout, kind)
-    _waits.seconds = waited_seconds() + time.monotonic() - start
+    _waited.set(waited_seconds() + time.monotonic() - start)
     try:
         yield
     finally:
@@ -191,14 +194,14 @@ def slot(kind: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _shared_slot(shared: SharedSlots, kind: str) -> Iterator[None]:
-    """A slot of the cluster's (share_slots), polled like the slot files."""
+    """A slot of the cluster's (shared_slots), polled like the slot files."""
     start = time.monotonic()
     while True:
         token = shared.try_take(kind)
         if token is not None:
             break
         time.sleep(random.uniform(*POLL_SECONDS))
-    _waits.seconds = waited_seconds() + time.monotonic() - start
+    _waited.set(waited_seconds() + time.monotonic() - start)
     try:
         yield
     finally:

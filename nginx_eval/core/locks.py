@@ -48,7 +48,7 @@ def hold_until_exit(path: str | Path) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise Busy(path, holder_pid(path))
+        raise Busy(path, holder_pid(path)) from None
     _held[key] = fd
 
 

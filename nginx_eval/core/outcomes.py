@@ -1,25 +1,14 @@
 """How a unit ended, in the words every stage and the report share: agent.json's status,
-grade.json's status, and the outcome of a task in a mode (results.jsonl, report.json).
+grade.json's status, and the outcome of a task in a mode (results.jsonl, report.json, report.md).
 
-Outcome of a task in a mode (first match wins)::
-
-    infra_error          the agent's run ended because the API or the network failed (after
-                         its retries): not the model's answer, not scored
-    contaminated         the fix reached the agent (agent/attempts.py): not its own answer, not
-                         scored
-    not_run              the run's budget (max_cost) was spent before the agent started: not
-                         scored
-    eval_error           (SWE-bench) the official harness could not evaluate the prediction (its
-                         report's error_ids): not scored; only report/evaluation.py gives it
-    resolved             the patch resolves the task (even after an agent timeout or failure)
-    env_error            the tests could not say (skipped file, missing module): untrusted
-    timeout              the agent hit its time limit
-    agent_error          the agent failed (non-zero exit, workspace gone) or could not start
-    patch_failed, compile_failed, partially_resolved, unresolved: grade.json's status
+TABLE is the one list of outcomes: each one's name, its short form in report.md's per-task
+matrix and the site, whether a mode's rates count it, and what it means. The README's table
+"What the verdicts mean" is rendered from it (scripts/outcome_table.py; tests/test_docs.py
+fails when they differ). outcome() decides a row's outcome.
 """
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 # agent.json "status" (agent/stage.py).
 COMPLETED, FAILED, ERROR, TIMEOUT = "completed", "failed", "error", "timeout"
@@ -41,22 +30,70 @@ GRADE_STATUSES = (
     "compile_failed",
     "env_error",
 ) + tuple(UNFINISHED_AGENT)
+# Outcomes of a task that are neither an agent's status nor a grade's.
+CONTAMINATED, EVAL_ERROR = "contaminated", "eval_error"
 
-# Outcomes that say nothing of the model: outside a mode's denominator (rates, intervals,
-# comparisons), counted apart.
-CONTAMINATED = "contaminated"
-EVAL_ERROR = "eval_error"
-NOT_SCORED = tuple(UNFINISHED_AGENT) + (CONTAMINATED, EVAL_ERROR)
-OUTCOMES = (
-    "resolved",
-    "partially_resolved",
-    "unresolved",
-    "compile_failed",
-    "patch_failed",
-    "timeout",
-    "agent_error",
-    "env_error",
-) + NOT_SCORED
+
+class Outcome(NamedTuple):
+    """One outcome of a task in a mode."""
+
+    name: str
+    cell: str  # its short form in report.md's per-task matrix and the site's
+    scored: bool  # False: outside a mode's denominator (rates, intervals, comparisons)
+    meaning: str
+
+
+# In the order of the report's columns. A meaning is one line of the README's table.
+TABLE = (
+    Outcome(
+        "resolved",
+        "PASS",
+        True,
+        "every fail_to_pass and pass_to_pass assertion passes (even after a timeout)",
+    ),
+    Outcome("partially_resolved", "PART", True, "some but not all fail_to_pass assertions pass"),
+    Outcome(
+        "unresolved",
+        "FAIL",
+        True,
+        "otherwise; also a tampered TAP stream or a file the patch kept from running",
+    ),
+    Outcome("compile_failed", "CF", True, "the patched tree does not build where the base builds"),
+    Outcome(
+        "patch_failed", "PF", True, "the patch does not apply, or reaches outside the source tree"
+    ),
+    Outcome(
+        "timeout",
+        "TO",
+        True,
+        "the agent hit its time limit (and its patch does not resolve the task)",
+    ),
+    Outcome("agent_error", "ERR", True, "the agent failed or could not start"),
+    Outcome(
+        "env_error",
+        "ENV",
+        True,
+        "the tests could not say (a test file the base cannot run either, a missing tool): "
+        "untrusted, never kept, run again next time",
+    ),
+    Outcome(INFRA_ERROR, "INFRA", False, "the API or the network failed after every retry"),
+    Outcome(
+        NOT_RUN,
+        "BUDGET",
+        False,
+        "the run's `max_cost=` budget was spent before the agent started",
+    ),
+    Outcome(CONTAMINATED, "CONTAM", False, "the fix reached the agent (see Isolation)"),
+    Outcome(
+        EVAL_ERROR,
+        "EVAL",
+        False,
+        "SWE-bench's official harness could not evaluate the patch",
+    ),
+)
+OUTCOMES = tuple(o.name for o in TABLE)
+# Outcomes that say nothing of the model: outside a mode's denominator, counted apart.
+NOT_SCORED = tuple(o.name for o in TABLE if not o.scored)
 # Outcomes in which the run went wrong rather than the patch: the errors of a progress line.
 RUN_ERRORS = ("env_error", "agent_error", "timeout")
 # Outcomes the evaluation could not judge: SWE-bench's error instances (report.json).
@@ -64,7 +101,12 @@ NOT_JUDGED = ("env_error", "patch_failed") + NOT_SCORED
 
 
 def outcome(row: Mapping[str, Any]) -> str:
-    """The outcome of a results.jsonl row (or a row without the field, from its other fields)."""
+    """The outcome of a results.jsonl row (or a row without the field, from its other fields).
+
+    First match wins: an unfinished agent (infra_error, not_run), contaminated, resolved (even
+    after an agent timeout or failure), env_error, timeout, agent_error, then grade.json's status.
+    eval_error is report/evaluation.py's, from the official harness's report.
+    """
     if row.get("agent_status") in UNFINISHED_AGENT:
         return row["agent_status"]
     if row.get("contaminated"):

@@ -1,8 +1,8 @@
 """Running untrusted or long commands: a time limit, and nothing left running afterwards.
 
 Each command starts in a new session (its own process group) and carries a unique token in its
-environment. At the limit the group gets SIGTERM, then SIGKILL; then every process that still carries
-the token (children that escaped with setsid, daemons started by an agent) is killed too
+environment. At the limit the group gets SIGTERM, then SIGKILL; then every process that still
+carries the token (children that escaped with setsid, daemons started by an agent) is killed too
 (proctree.py finds and stops them; this module decides which commands, and when).
 
 When doit itself is killed (kill -9, a lost machine session), nobody is left to do that. So a caller
@@ -13,16 +13,16 @@ environment and leaves its session escapes all of this; only a sandbox with its 
 
 **Interrupts.** ``stop_on_signals`` (cli.py, for ``doit run``) makes SIGINT and SIGTERM stop
 everything the run started, in every parallel mode of doit. Each process keeps a registry of the
-commands it runs (token, process group), and while the handlers are installed every command has a
-token file that also names its process group and the doit process it belongs to (commands
-without a token file of their own get one under ``<running>/.other/``). The doit process, on a
-signal: stops its worker processes (which, on SIGTERM or on a terminal's SIGINT, stop their own
-commands and exit at once: they never write a result after their command was stopped), stops
-every command of its registry and of its token files as the time limit does (SIGTERM to the
-process group and to the token's carriers, SIGKILL after GRACE_SECONDS), and exits through
-SystemExit: doit closes its database, nothing of the interrupted units is written (a thread
-whose command was stopped gets ``Interrupted``, and no new command starts), and what finished
-stays.
+commands it runs (token, process group; in the run's state, core/runstate.py), and while the
+handlers are installed every command has a token file that also names its process group and the doit
+process it belongs to (commands without a token file of their own get one under
+``<running>/.other/``). The doit process, on a signal: stops its worker processes (which, on SIGTERM
+or on a terminal's SIGINT, stop their own commands and exit at once: they never write a result after
+their command was stopped), stops every command of its registry and of its token files as the time
+limit does (SIGTERM to the process group and to the token's carriers, SIGKILL after GRACE_SECONDS),
+and exits through SystemExit: doit closes its database, nothing of the interrupted units is written
+(a thread whose command was stopped gets ``Interrupted``, and no new command starts), and what
+finished stays.
 """
 
 import atexit
@@ -42,6 +42,7 @@ from resource import struct_rusage
 from types import FrameType
 from typing import IO, Any
 
+from . import runstate
 from .proctree import (
     GRACE_SECONDS,
     TOKEN_VAR,
@@ -69,29 +70,13 @@ class Interrupted(KeyboardInterrupt):
     take it quietly, like the KeyboardInterrupt it is."""
 
 
-# Commands this process runs: {token: (process group, pid of the process that started it)}.
-# A worker process forked by doit inherits its parent's entries: only its own are its to stop.
-_running: dict[str, tuple[int, int]] = {}
-# The interrupt handlers' state (stop_on_signals): the running directory of the run, the pid of
-# the doit process, the callback that reports, whether an interrupt is being handled, and a
-# signal whose handling waits for the main thread's command start to be registered.
-_stop: dict[str, Any] = {
-    "dir": None,
-    "main_pid": None,
-    "report": None,
-    "stopping": False,
-    "starting": False,
-    "deferred": None,
-}
-# Threads of this process that run a doit task (task_running).
-_busy: set[int] = set()
 # How long an interrupted doit waits for its other threads to finish the task they run.
 THREAD_GRACE_SECONDS = 5
 
 
 def interrupted() -> bool:
     """Whether this process is stopping on SIGINT or SIGTERM (stop_on_signals)."""
-    return _stop["stopping"]
+    return runstate.current().interrupt.stopping
 
 
 def _write_token_file(path: str | Path, token: str, pgid: int | None = None) -> None:
@@ -99,7 +84,7 @@ def _write_token_file(path: str | Path, token: str, pgid: int | None = None) -> 
     the pid of the doit process it belongs to. Written whole (rename), so that a reader never
     sees half of it."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    owner = _stop["main_pid"] or os.getpid()
+    owner = runstate.current().interrupt.main_pid or os.getpid()
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     with open(tmp, "w", encoding="ascii") as f:
         f.write(f"{token} {pgid or '-'} {owner}\n")
@@ -157,7 +142,7 @@ def run_limited(
     (proctree.stop_inside_first).
     After an interrupt (stop_on_signals) it starts nothing and raises Interrupted instead of
     returning: the caller must not take a stopped command's outcome for a result."""
-    if _stop["stopping"]:
+    if interrupted():
         raise Interrupted()
     token = uuid.uuid4().hex
     env = dict(env, **{TOKEN_VAR: token})
@@ -169,7 +154,7 @@ def run_limited(
     timed_out, usage = _wait_limited(proc, token, token_file, timeout, children_first, inside_first)
     # Also on a normal exit: background processes the command left behind must not outlive it.
     _end(proc, token, token_file)
-    if _stop["stopping"]:
+    if interrupted():
         raise Interrupted()
     seconds = time.monotonic() - start
     cpu = round(usage.ru_utime + usage.ru_stime, 3) if usage else None
@@ -185,8 +170,9 @@ def _claim_token_file(token: str, token_file: str | Path | None) -> str | Path |
     """The token file of a command about to start, holding its token: `token_file`, or one under
     the run's running directory while the interrupt handlers are installed, or None. Whatever
     an earlier, killed run left under that name is killed first."""
-    if token_file is None and _stop["dir"]:
-        token_file = os.path.join(_stop["dir"], ".other", token)
+    running_dir = runstate.current().interrupt.running_dir
+    if token_file is None and running_dir:
+        token_file = os.path.join(running_dir, ".other", token)
     if token_file:
         kill_leftovers(token_file)
         _write_token_file(token_file, token)
@@ -196,28 +182,29 @@ def _claim_token_file(token: str, token_file: str | Path | None) -> str | Path |
 def _start_registered(
     argv: Sequence[str], token: str, token_file: str | Path | None, **popen_args: Any
 ) -> "subprocess.Popen[bytes]":
-    """Start argv in a session of its own and register it (_running, its token file).
+    """Start argv in a session of its own and register it (the run's commands, its token file).
 
     A signal handled while the main thread starts a command waits until the command is
     registered (_on_signal): between fork and exec it carries no token yet, nobody could find it."""
+    run = runstate.current()
     main_thread = threading.current_thread() is threading.main_thread()
     try:
         if main_thread:
-            _stop["starting"] = True
+            run.interrupt.starting = True
         try:
             proc = subprocess.Popen(argv, start_new_session=True, **popen_args)
         except BaseException:
             if token_file:
                 Path(token_file).unlink(missing_ok=True)
             raise
-        _running[token] = (proc.pid, os.getpid())
+        run.commands[token] = (proc.pid, os.getpid())
         if token_file:
             _write_token_file(token_file, token, proc.pid)
     finally:
         if main_thread:
-            _stop["starting"] = False
-            if _stop["deferred"]:
-                _on_signal(_stop["deferred"], None)
+            run.interrupt.starting = False
+            if run.interrupt.deferred:
+                _on_signal(run.interrupt.deferred, None)
     return proc
 
 
@@ -225,7 +212,7 @@ def _wait_exit(proc: "subprocess.Popen[bytes]", timeout: float) -> struct_rusage
     """Wait up to `timeout` seconds for the command to exit and reap it: its resource usage
     (os.wait4), or None when it was reaped without one. Raises subprocess.TimeoutExpired.
 
-    Popen.wait(timeout) polls with sleeps of up to 50 ms, which every prove file and build step
+    Popen.wait(timeout) polls with sleeps, the last of which every prove file and build step
     would add to its time; a pidfd wakes the wait the moment the command exits. Where the kernel
     has no pidfd (before Linux 5.3), Popen.wait does it."""
     try:
@@ -259,7 +246,7 @@ def _wait_limited(
     usage or None). When anything else ends the wait (Interrupted, KeyboardInterrupt), the
     command is ended first."""
     try:
-        if _stop["stopping"]:  # interrupted while another thread started it
+        if interrupted():  # interrupted while another thread started it
             raise Interrupted()
         usage = _wait_exit(proc, timeout)
     except subprocess.TimeoutExpired:
@@ -282,7 +269,7 @@ def _end(proc: "subprocess.Popen[bytes]", token: str, token_file: str | Path | N
 
 
 def _forget(token: str, token_file: str | Path | None) -> None:
-    _running.pop(token, None)
+    runstate.current().commands.pop(token, None)
     if token_file:
         Path(token_file).unlink(missing_ok=True)
 
@@ -299,13 +286,12 @@ def stop_on_signals(running_dir: str | Path | None, report: Callable[[int, int],
     its workers (they inherit the handlers); again to name the directory."""
     if threading.current_thread() is not threading.main_thread():
         return  # doit run from a thread of a program of its own: its signals
-    if _stop["report"] is None:
+    if signal.getsignal(signal.SIGINT) is not _on_signal:
         atexit.register(_ignore_signals)
-    _stop.update(
-        dir=running_dir and str(running_dir),
-        report=report,
-        main_pid=os.getpid() if multiprocessing.parent_process() is None else None,
-    )
+    stop = runstate.current().interrupt
+    stop.running_dir = str(running_dir) if running_dir else None
+    stop.report = report
+    stop.main_pid = os.getpid() if multiprocessing.parent_process() is None else None
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _on_signal)
 
@@ -325,24 +311,25 @@ def task_running() -> Iterator[None]:
     end at once (Interrupted); the others write a finished unit. A thread still running at exit
     is stopped wherever it is, which a C++ library (matplotlib, drawing the report's chart)
     answers with abort()."""
-    ident = threading.get_ident()
-    _busy.add(ident)
+    ident, busy = threading.get_ident(), runstate.current().busy_threads
+    busy.add(ident)
     try:
         yield
     finally:
-        _busy.discard(ident)
+        busy.discard(ident)
 
 
 def _own_commands() -> dict[str, int | None]:
     """{token: pgid} of the commands this process started and still runs."""
-    return {token: pgid for token, (pgid, pid) in dict(_running).items() if pid == os.getpid()}
+    commands = dict(runstate.current().commands)
+    return {token: pgid for token, (pgid, pid) in commands.items() if pid == os.getpid()}
 
 
 def _token_files() -> dict[str, tuple[str, int | None]]:
     """{path: (token, pgid)} of the token files of commands of this doit process (its threads and
     its workers): those of an earlier, killed doit are left to kill_leftovers."""
     found = {}
-    for dirpath, _, names in os.walk(_stop["dir"] or "/nonexistent"):
+    for dirpath, _, names in os.walk(runstate.current().interrupt.running_dir or "/nonexistent"):
         for name in names:
             if name.endswith(".tmp"):
                 continue
@@ -354,15 +341,17 @@ def _token_files() -> dict[str, tuple[str, int | None]]:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    if _stop["starting"] and threading.current_thread() is threading.main_thread():
+    run = runstate.current()
+    stop = run.interrupt
+    if stop.starting and threading.current_thread() is threading.main_thread():
         # The main thread is starting a command (run_limited): handled once it is registered.
-        _stop["stopping"] = True
-        _stop["deferred"] = signum
+        stop.stopping = True
+        stop.deferred = signum
         return
-    if _stop["stopping"] and not _stop["deferred"]:
+    if stop.stopping and not stop.deferred:
         return  # a second Ctrl-C while the first one is being handled
-    _stop["stopping"], _stop["deferred"] = True, None
-    if os.getpid() != _stop["main_pid"]:
+    stop.stopping, stop.deferred = True, None
+    if os.getpid() != stop.main_pid:
         # A worker process of doit (-P process): its commands, then out, without a result.
         stop_commands(_own_commands())
         os._exit(128 + signum)
@@ -390,8 +379,8 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     for path in files:
         Path(path).unlink(missing_ok=True)
     deadline = time.monotonic() + THREAD_GRACE_SECONDS
-    while _busy - {threading.get_ident()} and time.monotonic() < deadline:
+    while run.busy_threads - {threading.get_ident()} and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _stop["report"]:
-        _stop["report"](signum, len(set(commands) | set(late)))
+    if stop.report:
+        stop.report(signum, len(set(commands) | set(late)))
     raise SystemExit(128 + signum)

@@ -1,10 +1,11 @@
 """The JSON records the stages hand to each other, as types mypy checks: one TypedDict per file,
-named after it. The schema and what each field means are in the docstring of the module that
-writes the file (named below); what a reader may rely on is here. Here in core/, so that every
-reader (the report too, which may not import the stages) can name them.
+named after it (the module that writes it is named beside). The docstring of that module gives
+the schema in short, or points here when the schema is long; then the comments here say what
+each field means. Here in core/, so that every reader (the report too, which may not import the
+stages) can name them. tests/test_record_schemas.py checks real records against them.
 """
 
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 # -- build.json (build/stage.py) -------------------------------------------------------------------
 
@@ -12,7 +13,7 @@ from typing import NotRequired, TypedDict
 class BuildFields(TypedDict):
     """What a build record holds before the build runs (build/stage.py: ensure_build)."""
 
-    key: str
+    key: str  # build/cache.py: BuildSpec.key (base commit, flags, patch bytes, compiler, toolchain)
     kind: str | None  # "clean" | "incremental" | "sibling" | None
     seconds: float
     base_commit: str
@@ -26,10 +27,13 @@ class BuildRecord(BuildFields):
     """``<cache>/builds/<key>/build.json``, and ``builds/.failed/<key>.json`` (with "pid")."""
 
     status: str  # "built" | "patch_failed" | "compile_failed" | "env_error"
+    # user + system time of its steps and their children: what the build costs the machine,
+    # whatever ran beside it; None: unknown
     cpu_seconds: NotRequired[float | None]
-    binary_sha256: NotRequired[str]  # built only
-    binary_stat: NotRequired[list[int]]  # built only: [size, mtime_ns, ctime_ns]
-    reason: NotRequired[str]  # env_error only
+    binary_sha256: NotRequired[str]  # built only: sha256 of tree/objs/nginx
+    # built only: [size, mtime_ns, ctime_ns] of the binary, a quick check that it is unchanged
+    binary_stat: NotRequired[list[int]]
+    reason: NotRequired[str]  # env_error only: one line
     pid: NotRequired[int]  # builds/.failed/ only
 
 
@@ -38,8 +42,18 @@ class BuildJson(BuildRecord):
 
     inputs: str
     binary: str
-    reused: bool
-    wait_seconds: float
+    reused: bool  # the build was in the cache
+    wait_seconds: float  # for the build's lock and slots
+
+
+# -- the toolchain (core/rootfs.py): in prove.json and run.json ----------------------------------
+
+
+class ToolchainRecord(TypedDict):
+    """Which toolchain made a verdict."""
+
+    name: str  # "debian-12" (the pinned root filesystem), or "host" (the pin off)
+    digest: str | None  # sha256 of the root filesystem's manifest; None for the host
 
 
 # -- prove.json (prove/stage.py) -------------------------------------------------------------------
@@ -48,15 +62,18 @@ class BuildJson(BuildRecord):
 class ProveRun(TypedDict):
     """The record of one run of a test file."""
 
-    tap: str
+    tap: str  # tap/<file>.tap, relative to the task's results
     stderr: str
-    nginx_log: str
-    network: str  # "private" | "shared"
+    nginx_log: str  # what nginx run as a server wrote (prove/env.py's output guard)
+    # "private": in a network namespace of its own (prove/network.py); "shared": on the
+    # machine's network (no namespace here, or NGINX_EVAL_PRIVATE_NETWORK=0). Not an input.
+    network: str
     exit_code: int | None
     timed_out: bool
     seconds: float
+    # user + system time of prove and what it waited for (nginx); None: unknown or missing
     cpu_seconds: float | None
-    missing: bool
+    missing: bool  # the file does not exist at the test commit
 
 
 class ProveJson(TypedDict):
@@ -64,13 +81,19 @@ class ProveJson(TypedDict):
     test_commit: str
     binary: str | None
     binary_key: str | None
-    environment: dict[str, str]
+    environment: dict[str, str]  # what the test process saw (prove/env.py), an input
     files: dict[str, ProveRun]
+    # the same files run against the task's base build, paths under tap/reference/: those that
+    # did not run to their end, or skipped a graded assertion (grade/stage.py decides)
     reference: dict[str, ProveRun]
     reference_key: str | None
-    notes: list[str]
+    notes: list[str]  # e.g. a test tree found changed and extracted again
+    # {"perl": `perl -e 'print $^V'`, "openssl": `openssl version`'s first line}, each None when
+    # the program did not answer; None: no test ran. Not an input: the report names them.
     versions: dict[str, str | None] | None
-    reruns: NotRequired[dict[str, ProveRun]]  # rerun_failed=1 only
+    # the toolchain the tests ran in (core/rootfs.py); its digest is also an input
+    toolchain: ToolchainRecord
+    reruns: NotRequired[dict[str, ProveRun]]  # rerun_failed=1 only: tap/<file>.rerun.tap
 
 
 # -- strict.json (strict/stage.py, strict/sanitizer.py) --------------------------------------------
@@ -88,20 +111,28 @@ class Finding(TypedDict):
 
 
 class SanitizerPart(TypedDict):
+    """The sanitizer builds both sides ran under (build keys), and the files that ran."""
+
     key: str
     reference_key: str
-    files: list[str]
+    files: list[str]  # the task's own files and the regression files
 
 
 class StrictSeconds(TypedDict):
-    builds: float
-    runs: float
+    """The stage's own time: wall time less its waits for build and prove slots (a mode waiting
+    on another's runs of the same build counts that wait)."""
+
+    builds: float  # making the sanitizer builds (or none: kept)
+    runs: float  # running the test files, RUNS_AT_ONCE at a time
     total: float
 
 
 class StrictFloor(TypedDict):
+    """What judging the patch must cost: its sanitizer build's own time (when it was made) and
+    one run of each of its test files."""
+
     build: float
-    tests: float
+    tests: float  # the sum of the files' first runs' wall time
 
 
 class StrictBuilds(TypedDict):
@@ -133,26 +164,32 @@ class StrictJudgement(StrictBuilds):
 
 class StrictJson(TypedDict):
     inputs: str
-    strict: bool | None
+    strict: bool | None  # None: not judged, and `reason` says why
     reason: str
-    retry: bool
-    regressions: list[str]
+    retry: bool  # the environment stopped it: run again next time
+    regressions: list[str]  # assertion ids: pass in every reference run, fail in every one of ours
     sanitizer_findings: list[Finding]
-    reference: NotRequired[str]
+    reference: NotRequired[str]  # "gold" for a candidate, "base" for the gold patch
+    # the plain builds' keys: the unit's own, and the reference's (made only when needed)
     reference_key: NotRequired[str]
     key: NotRequired[str]
-    files: NotRequired[list[str]]
+    files: NotRequired[list[str]]  # the regression files (strict/stage.py: regression_files)
+    # the regression files that ran a second time on both sides: their first candidate run
+    # failed an assertion the reference's first run passed
     rerun: NotRequired[list[str]]
-    reference_not_passing: NotRequired[list[str]]
-    candidate_flaky: NotRequired[list[str]]
+    reference_not_passing: NotRequired[list[str]]  # not passed in every reference run: not counted
+    candidate_flaky: NotRequired[list[str]]  # failed once under the candidate: not counted
+    # failed by the candidate, passed by gold but not by the base either: what only the
+    # upstream fix adds, not counted
     gold_only: NotRequired[list[str]]
+    # None: a sanitizer build could not be made, the plain builds judged the regressions
     sanitizer: NotRequired[SanitizerPart | None]
-    reference_reports: NotRequired[int]
+    reference_reports: NotRequired[int]  # sanitizer reports of the reference's first runs
     seconds: NotRequired[StrictSeconds]
     floor: NotRequired[StrictFloor]
 
 
-# -- grade.json (grade/stage.py) -------------------------------------------------------------------------
+# -- grade.json (grade/stage.py) -------------------------------------------------------------------
 
 
 class Split(TypedDict):
@@ -183,29 +220,33 @@ class VerdictBase(TypedDict):
     instance_id: str
     agent_status: str | None
     build_status: str
-    env_errors: list[str]
-    file_failures: list[FileFailure]
+    env_errors: list[str]  # why the environment, not the patch, decided
+    file_failures: list[FileFailure]  # files the patch broke, decided by the base's run
     timed_out_files: list[str]
-    skipped_assertions: list[str]
+    skipped_assertions: list[str]  # graded ids that did not run: skipped
 
 
 class Verdict(VerdictBase):
     """grade.grade's answer."""
 
-    status: str  # core/outcomes.py: GRADE_STATUSES
+    status: str  # core/outcomes.py: GRADE_STATUSES; an unfinished agent's status is its own
     resolved: bool
-    fail_to_pass: Split
+    fail_to_pass: Split  # both empty when the agent did not finish: nothing was graded
     pass_to_pass: Split
-    reruns: NotRequired[dict[str, RerunResults]]  # rerun_failed=1 only, as RerunFields
+    # only when prove.json has "reruns" (rerun_failed=1): both runs' result of each graded id,
+    # the ids whose result differs, and the status the first runs alone would give
+    reruns: NotRequired[dict[str, RerunResults]]
     changed_on_rerun: NotRequired[list[str]]
     first_run_status: NotRequired[str]
 
 
 class StrictFields(TypedDict):
-    """grade.json's strict verdict (grade/stage.py: strict_fields)."""
+    """grade.json's strict verdict (grade/stage.py: strict_fields, from strict.json)."""
 
+    # True: resolved, no regression, no sanitizer finding; False: not resolved, or either;
+    # None: not judged (strict=0, a reference not built here, an unfinished agent)
     strict: bool | None
-    strict_reason: str
+    strict_reason: str  # why not True ("" when True)
     regressions: list[str]
     sanitizer_findings: list[Finding]
 
@@ -213,10 +254,10 @@ class StrictFields(TypedDict):
 class GradeJson(Verdict, StrictFields):
     inputs: str
     mode: str
-    benchmark_version: NotRequired[str]
+    benchmark_version: NotRequired[str]  # the task file's version it was graded under
 
 
-# -- patch.json (patch/stage.py) -------------------------------------------------------------------------
+# -- patch.json (patch/stage.py) -------------------------------------------------------------------
 
 
 class SkippedFile(TypedDict):
@@ -277,7 +318,9 @@ class RunJson(TypedDict):
     schema_version: int
     run: str
     benchmark: str
-    benchmark_file: str
+    benchmark_file: str  # relative to the project
+    # of the benchmark the run's latest command used; each grade.json records the version it
+    # was graded under, and the report warns when a run's results carry two
     benchmark_sha256: str
     benchmark_version: str | None
     harness_version: str
@@ -286,4 +329,485 @@ class RunJson(TypedDict):
     selections: list[Selection]
     task_ids: list[str]
     modes: list[str]
+    toolchain: NotRequired[ToolchainRecord]  # absent in runs from before the pinned toolchain
+    toolchains: NotRequired[list[ToolchainRecord]]
     sandbox_self_test: NotRequired[SelfTest]
+
+
+# -- agent.json (agent/stage.py) -------------------------------------------------------------------
+
+
+class Flag(TypedDict):
+    """An attempt to look beyond the task, from a scan of its transcripts (agent/attempts.py)."""
+
+    kind: str  # "fetch" | "web" | "outside_read" | "contamination"
+    phase: str
+    detail: str
+
+
+class Blocked(TypedDict):
+    """A connection the sandbox refused (agent/sandbox.py: blocked_connections)."""
+
+    host: str
+    port: int
+    time: str  # UTC, as the debug log stamped it
+
+
+class Tokens(TypedDict):
+    input: int
+    output: int
+    cache_read: int
+    cache_creation: int
+
+
+class TestsTree(TypedDict):
+    """A tests tree as of a base commit (suite/stage.py), and its stamp's head."""
+
+    repo: str  # the test repository, owner/name
+    commit: str  # its last commit not after the base commit's committer date
+    date: str  # that commit's committer date, strict ISO 8601
+
+
+class AgentTestsTree(TestsTree):
+    notes: list[str]  # a note per attempt that found the tree changed and extracted it again
+
+
+class AgentAttempt(TypedDict):
+    """One try of an agent run; an earlier try's logs are moved to agent/attempt-<n>/."""
+
+    status: str
+    error: str
+    cost_usd: float | None
+    logs: str
+
+
+class AgentPhase(TypedDict):
+    """One phase of the attempt agent.json records."""
+
+    name: str
+    # what ran: $AGENT's words and the other variables' values put in (secret-looking names
+    # stay as written), {prompt} shown as "$(cat <prompt file>)", the harness's
+    # --disallowedTools=WebSearch,WebFetch in (agent/stage.py: phase_command)
+    command: str
+    command_template: str  # {model} filled, other placeholders as written
+    model: str | None  # the mode's model if the command names {model}
+    exit_code: int | None
+    timed_out: bool
+    wall_seconds: float
+    stdout: str  # paths relative to the task's results
+    stderr: str
+    prompt_file: str
+    # the Claude Code CLI's result (None where it printed none: killed, or another agent;
+    # agent/claude_code.py: result_fields)
+    session_id: str | None
+    is_error: bool | None
+    api_error_status: int | None
+    terminal_reason: str | None
+    permission_denials: list[Any] | None
+    result: str | None
+    num_turns: int | None
+    cost_usd: float | None
+    tokens: Tokens | None
+    models: dict[str, dict[str, Any]]  # {model: {"cost_usd", tokens...}}, subagents' too
+    cost_source: str | None  # "result" | "transcript" | None
+    transcript: str | None  # "agent/<i>-<phase>.transcript.jsonl"
+    blocked: list[Blocked] | None  # None: unisolated
+    sandbox_log: str | None  # srt's debug log; its settings: agent/<i>-<phase>.srt.json
+
+
+class AgentJson(TypedDict):
+    inputs: str  # the digest of everything the run depends on (agent/stage.py: agent_inputs)
+    mode: str
+    instance_id: str
+    status: str  # core/outcomes.py: AGENT_STATUSES
+    # one line, for every status but "completed" ("" then): "phase solve: exit code 3",
+    # "phase solve: timed out after <limit>", "phase solve: command not found (exit 127)",
+    # "phase solve: exit code 1: API Error: 500 ...", ...
+    error: str
+    attempts: list[AgentAttempt]  # one per try, the last being this record's
+    agent_version: str | None  # `<program> --version` of a Claude Code program
+    wall_seconds: float  # the phases' own time, over every attempt
+    phases: list[AgentPhase]  # the last attempt's
+    cost_usd: float | None  # over phases and attempts, every model
+    tokens: Tokens | None
+    trajectory: str | None  # "agent/trajectory.md"
+    isolation: str  # "srt" | "none" (the mode's isolation = "none")
+    # what the agent built and tested with: the pinned toolchain its sandbox showed, or the
+    # host's (unisolated, the pin off); not an input: a paid run is not repeated for it
+    toolchain: NotRequired[ToolchainRecord]
+    # Claude Code's WebSearch/WebFetch were open to the agent (web_tools = true, or
+    # unisolated); None: no phase ran Claude Code
+    web_tools: bool | None
+    flags: list[Flag]  # every attempt's, "contamination" ones included
+    contaminated: bool  # the fix reached the agent: the outcome is "contaminated"
+    tests_tree: AgentTestsTree | None  # the nginx-tests tree the agent had (tests = "base")
+
+
+# -- results.jsonl, predictions.jsonl (results/stage.py, swebench/stage.py) ------------------------
+
+
+class PatchFigures(TypedDict):
+    sha256: str | None
+    files: list[str] | None
+    lines_added: int | None
+    lines_removed: int | None
+
+
+class UnitFields(TypedDict):
+    """A row's fields from agent.json, patch.json and build.json: a SWE-bench row is these."""
+
+    instance_id: str
+    mode: str
+    run: str
+    agent_status: str | None
+    build_status: str | None
+    agent_error: str | None  # agent.json's error: why the agent did not complete
+    # agent.json's command_template per phase, [[phase, command]]: what ran (None: no agent)
+    agent_commands: list[list[str]] | None
+    agent_model: str | None  # agent.json's model (None: not passed, or no agent)
+    agent_version: str | None
+    trajectory: str | None  # relative to the task's results dir
+    isolation: str | None  # agent.json's (None: no agent)
+    # agent.json's; a record without the field: True for a Claude Code run, None otherwise
+    web_tools: bool | None
+    contaminated: bool
+    flags: dict[str, int] | None  # agent.json's flags, counted by kind
+    blocked: int | None  # connections the sandbox refused, every phase
+    build_kind: str | None
+    build_seconds: float | None
+    agent_seconds: float | None
+    cost_usd: float | None
+    tokens: Tokens | None
+    patch: PatchFigures
+
+
+class Counts(TypedDict):
+    passed: int
+    failed: int
+
+
+class ResultRow(UnitFields):
+    """A row of an nginx benchmark's results.jsonl."""
+
+    benchmark_version: str | None  # grade.json's (None: unversioned)
+    outcome: str  # core/outcomes.py: OUTCOMES, the vocabulary of report.json and report.md
+    status: str  # grade.json's verdict of the patch alone
+    resolved: bool
+    strict: bool | None
+    strict_reason: str | None
+    fail_to_pass: Counts
+    pass_to_pass: Counts
+    env_errors: list[str]
+    first_run_status: NotRequired[str]  # only when the grade had reruns (rerun_failed=1)
+    changed_on_rerun: NotRequired[list[str]]
+
+
+class SwebenchRow(UnitFields):
+    """A row of a SWE-bench benchmark's results.jsonl (swebench/stage.py): no grade here."""
+
+    benchmark_version: str | None  # the task file's
+    graded_by: str  # "swebench": the official harness's report decides
+    # "infra_error" | "not_run" | "contaminated": the agent's run is not scored; else None
+    outcome: str | None
+    status: None
+    resolved: None
+
+
+class Prediction(TypedDict):
+    """A predictions.jsonl row: what the official SWE-bench harness reads."""
+
+    instance_id: str
+    model_name_or_path: str
+    model_patch: str
+
+
+# -- validation.json (checks/validate.py) ----------------------------------------------------------
+
+
+class BaseAndFix(TypedDict):
+    base: Any
+    fix: Any
+
+
+class ValidationRun(TypedDict):
+    seconds: float
+    results: dict[str, bool]  # {assertion id: passed}
+
+
+class ValidationRecord(TypedDict):
+    """A task's record in results/<run>/validation.json ({instance_id: record})."""
+
+    instance_id: str
+    verdict: str  # "valid" | "flaky" | "gold_fails" | "not_discriminating" | "env_error"
+    reasons: list[str]
+    repeats: int
+    derived: dict[str, list[str]]  # {"fail_to_pass": [ids], "pass_to_pass": [ids]}
+    declared_matches: bool
+    missing_from_declared: list[str]
+    not_derived: list[str]
+    regressions: list[str]  # ids ok without the fix, failing with it
+    flaky: list[str]
+    unstable_base: list[str]  # ungraded ids that differ only without the fix
+    pass_counts: BaseAndFix  # {"base": {id: runs it passed}, "fix": {id: n}}
+    run_counts: BaseAndFix  # {"base": runs, "fix": runs}
+    env_errors: list[str]
+    test_seconds: BaseAndFix  # seconds of each side's runs in all
+    build: BaseAndFix  # each side's build record
+
+
+class ValidationJson(ValidationRecord):
+    """results/<run>/validate/<id>/validation.json."""
+
+    inputs: str
+    runs: dict[str, list[ValidationRun]]  # {"base": [...], "fix": [...]}
+
+
+# -- report.json, compare-<other>.json (report/stage.py, report/data.py) ---------------------------
+
+
+class CostPerResolved(TypedDict):
+    value: float | None
+    # seeded bootstrap over tasks; [low, None]: unbounded (a resample without a resolved task)
+    interval: list[float | None] | None
+
+
+class AgentCommands(TypedDict):
+    """One distinct command line of a mode's agents (agent.json's command_template)."""
+
+    commands: list[list[str]]  # [[phase, command]]
+    model: str | None
+    instance_ids: list[str]
+
+
+class ModeIsolation(TypedDict):
+    isolated_instances: int
+    unisolated_ids: list[str]
+    web_tools_ids: list[str]
+    blocked_connections: int
+    blocked_ids: list[str]
+    flagged_ids: list[str]
+    contaminated_ids: list[str]
+
+
+class ReportMode(TypedDict):
+    """A mode of report.json: SWE-bench's run report fields, then the report's figures."""
+
+    total_instances: int  # the run's tasks, as every total_instances counts them
+    submitted_instances: int
+    completed_instances: int
+    resolved_instances: int
+    unresolved_instances: int
+    empty_patch_instances: int
+    # in SWE-bench's terms an instance the evaluation could not judge (outcomes.NOT_JUDGED)
+    error_instances: int
+    submitted_ids: list[str]
+    completed_ids: list[str]
+    incomplete_ids: list[str]  # no row in results.jsonl: not in a predictions file, not run yet
+    resolved_ids: list[str]
+    unresolved_ids: list[str]
+    empty_patch_ids: list[str]
+    error_ids: list[str]
+    outcomes: dict[str, str]  # {instance_id: outcome}
+    agent_commands: list[AgentCommands]  # [] for a mode without an agent
+    outcome_counts: dict[str, int]  # {outcome: n}; the not scored ones: agent modes only
+    # agent modes only: the rate's denominator, each not scored outcome's count and ids
+    # (<outcome>_instances, <outcome>_ids for each of outcomes.NOT_SCORED), the CLI versions
+    # and the isolation of its runs
+    scored_instances: NotRequired[int]
+    infra_error_instances: NotRequired[int]
+    infra_error_ids: NotRequired[list[str]]
+    not_run_instances: NotRequired[int]
+    not_run_ids: NotRequired[list[str]]
+    contaminated_instances: NotRequired[int]
+    contaminated_ids: NotRequired[list[str]]
+    eval_error_instances: NotRequired[int]
+    eval_error_ids: NotRequired[list[str]]
+    agent_versions: NotRequired[list[str]]
+    isolation: NotRequired[ModeIsolation]
+    # graded with rerun_failed=1 only: the tasks whose verdict a rerun changed
+    verdict_changed_on_rerun_instances: NotRequired[int]
+    verdict_changed_on_rerun_ids: NotRequired[list[str]]
+    resolved_rate: float | None  # resolved / scored tasks; None: none scored
+    resolved_interval: list[float] | None  # Wilson
+    strict_rate: float | None  # None: the run judged no strictness
+    strict_interval: list[float] | None
+    not_strict: list[dict[str, str]]  # [{"instance_id", "reason"}]
+    strict_unjudged: list[dict[str, str]]
+    cost_usd: float | None  # the mode's total
+    cost_per_resolved: CostPerResolved
+    # {"n", "total", "mean", "median", "min", "q1", "q3", "max"}, None each without agents
+    agent_seconds: dict[str, float | None]
+
+
+class Family(TypedDict):
+    """A mode and its repeats (repeats = k in modes.toml)."""
+
+    repeats: list[str]  # the modes
+    resolved_rates: list[float | None]
+    mean: float | None
+    min: float | None
+    max: float | None
+    stdev: float | None
+    pass_at_1: float | None
+    pass_at_k: float | None
+    k: int
+    se: float | None  # the standard error clustered by task (report/stats.py: clustered_mean)
+    interval: list[float] | None
+
+
+class Arm(TypedDict):
+    """What comparisons compare: a mode, or a family taken together."""
+
+    modes: list[str]
+    repeats: int
+    rate: float | None
+    interval: list[float] | None
+    interval_method: str  # "wilson" | "clustered by task"
+    cost_per_resolved: CostPerResolved
+
+
+class Comparison(TypedDict):
+    """A pair of arms; difference = rate(a) - rate(b) on the tasks both have results for."""
+
+    a: str
+    b: str
+    method: str  # "mcnemar" (one run per task each) | "permutation" (repeats)
+    tasks: int
+    a_rate: float | None
+    b_rate: float | None
+    difference: float | None
+    interval: list[float] | None
+    interval_method: str  # "newcombe" | "bootstrap BCa" | ...
+    p_value: float | None
+    p_holm: float | None  # Holm's adjustment over all pairs
+    detectable: float | None  # the smallest difference detected with 80% power
+    sentence: str  # the comparison in words
+    repeats_a: int
+    repeats_b: int
+    # mcnemar: the discordant counts
+    both: NotRequired[int]
+    a_only: NotRequired[int]
+    b_only: NotRequired[int]
+    neither: NotRequired[int]
+    discordance: NotRequired[float]
+    # permutation: per-task means compared
+    a_better: NotRequired[int]
+    b_better: NotRequired[int]
+    ties: NotRequired[int]
+    sd: NotRequired[float | None]
+    # compare-<other>.json: "a" and "b" are the arm in the two runs
+    arm: NotRequired[str]
+    only_here: NotRequired[list[str]]
+    only_other: NotRequired[list[str]]
+
+
+class Undetectable(TypedDict):
+    a: str
+    b: str
+    disagree: int
+    tasks: int
+
+
+class PowerSummary(TypedDict):
+    power: float
+    alpha: float
+    tasks: int
+    median_detectable: float | None
+    min_detectable: float | None
+    max_detectable: float | None
+    comparisons: int
+    estimable: int
+    disagreeing: int  # pairs that disagree on some task
+    undetectable: list[Undetectable]  # pairs that disagree and detect nothing
+
+
+class BreakdownCell(TypedDict):
+    arm: str
+    resolved: int | None  # one run per task only
+    tasks: int  # the group's tasks the arm scores
+    rate: float | None
+    interval: list[float] | None
+
+
+class BreakdownGroup(TypedDict):
+    label: str
+    tasks: int
+    cells: list[BreakdownCell]
+
+
+class FixDateBreakdown(TypedDict):
+    cutoff: str | None  # "YYYY-MM-DD", cutoff=
+    groups: list[BreakdownGroup]
+
+
+class Breakdowns(TypedDict):
+    area: list[BreakdownGroup]
+    tests: list[BreakdownGroup]  # label "nginx-tests" | "authored"; only sources with tasks
+    fix_date: FixDateBreakdown
+
+
+class ResultVersions(TypedDict):
+    version: str | None
+    modes: dict[str, int]  # {mode: tasks}
+
+
+class SwebenchSection(TypedDict):
+    """A SWE-bench run's grading (report/evaluation.py)."""
+
+    evaluation_dir: str
+    modes: list[dict[str, Any]]  # report/evaluation.py: Evaluation.modes
+
+
+class ReportJson(TypedDict):
+    schema_version: int
+    run: str
+    benchmark: str
+    benchmark_sha256: str
+    benchmark_version: str | None  # None: unversioned
+    # the versions the results were graded under, oldest first (report/data.result_versions)
+    result_versions: list[ResultVersions]
+    inputs: str  # the digest of what the report is made from (report/stage.py: report_inputs)
+    tasks: list[str]  # the run's task ids: every total_instances counts these
+    benchmark_tasks: int
+    level: float  # report/stats.py: LEVEL, ALPHA, SEED
+    alpha: float
+    seed: int
+    modes: dict[str, ReportMode]
+    families: dict[str, Family]
+    arms: dict[str, Arm]
+    comparisons: list[Comparison]
+    power: PowerSummary
+    breakdowns: Breakdowns
+    figures: list[str]  # the figure files report.md shows, beside it
+    swebench: SwebenchSection | None
+    cross: dict[str, Any] | None  # cross=RUN: report/cross.py's docstring
+
+
+class CompareArm(TypedDict):
+    rate: float | None
+    interval: list[float] | None
+    interval_method: str
+    repeats: int
+    modes: list[str]
+    commands: Any
+
+
+class CompareJson(TypedDict):
+    """compare-<other>.json (``doit run report run=A compare=B``; report/compare.py)."""
+
+    schema_version: int
+    inputs: str
+    version: str  # the harness's
+    run: str
+    other: str
+    benchmark: str
+    benchmark_sha256: dict[str, str]  # {run: sha256}
+    benchmark_version: dict[str, str | None]  # {run: version}, run.json's
+    tasks: list[str]  # ids in both runs
+    run_tasks: int
+    other_tasks: int
+    arms: dict[str, dict[str, CompareArm]]  # {arm: {"here": ..., "there": ...}}
+    only: dict[str, list[str]]  # {"here": [arms], "there": [arms]}: in one run only
+    comparisons: list[Comparison]
+    level: float
+    alpha: float

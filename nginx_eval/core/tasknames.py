@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from . import jsonio
 
 if TYPE_CHECKING:  # names in annotations only: core imports nothing of the project
-    from ..run.benchmark import Benchmark, Task
+    from ..run.benchmark import AnyTask, Benchmark, Task
     from ..run.modes import Mode
 
 REPOS, TESTS, BASE = "repos", "tests", "base"
@@ -66,7 +66,7 @@ def base_task_name(task: "Task") -> str:
     return task_name(BASE, base_subtask(task))
 
 
-def unit_name(bench: "Benchmark", mode: "Mode", task: "Task") -> str:
+def unit_name(bench: "Benchmark", mode: "Mode", task: "AnyTask") -> str:
     return f"{bench.name}/{mode.name}/{task.instance_id}"
 
 

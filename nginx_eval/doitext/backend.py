@@ -2,7 +2,7 @@
 
 The database is a disposable cache: every task's freshness is read from its own output
 (stamps.py), so losing it, or a kill -9 before doit saved it, repeats nothing. This backend is
-doit's SQLite one with two additions:
+doit's SQLite one with three changes:
 
 - a damaged file is moved aside and started afresh, with one line saying so, instead of stopping
   every command;
@@ -11,13 +11,12 @@ doit's SQLite one with two additions:
   pipeline.redo_forgotten makes a forgotten task out of date and answers the marker once its
   actions succeed; the agent and build stages, which trust their output even against
   ``doit run -a``, ask ``forgotten`` too;
-- what doit saves of a task is written to the file as it comes (one row, committed at once:
-  16 us with WAL and synchronous=off), and neither what it saves nor what it reads is kept in
-  memory: doit's SqliteDB keeps every task's row in a dict until the run ends (7,266 rows, 5.5 MiB
-  decoded, after a run of six modes on the shipped benchmark), and it lost them all to a kill.
-  The last 2 rows read or written are kept (doit asks for a task's keys one at a time). A row
-  that cannot be written (a full disk) is kept in memory, with one warning, and written when
-  doit closes the database, as doit's own backend does.
+- what doit saves of a task is written to the file as it comes (one row, committed at once,
+  with WAL and synchronous=off), and neither what it saves nor what it reads is kept in memory:
+  doit's SqliteDB keeps every task's row in a dict until the run ends, and loses them all to a
+  kill (docs/performance.md). The last 2 rows read or written are kept (doit asks for a task's
+  keys one at a time). A row that cannot be written (a full disk) is kept in memory, with one
+  warning, and written when doit closes the database, as doit's own backend does.
 """
 
 import hashlib

@@ -6,9 +6,8 @@ build/cache.py's remove_task_build and remove_base_build) record here what they 
 on disk; the loader (cli.load_dodo) installs ``quiet_clean`` for the ``clean`` command, which hides
 doit's per-action lines and the actions' own lines unless the command line has ``verbosity=2``
 (``doit clean`` has no ``-v`` option, and doit parses a command's options before it reads dodo.py),
-and prints one line when cleaning is done::
-
-    nginx-eval: removed 2 workspaces, 11 builds, freed 214 MiB
+and prints one line when cleaning is done: ``nginx-eval: removed 2 workspaces, 11 builds, freed
+214 MiB``.
 
 With ``-n``/``--dry-run`` the actions remove nothing and the line says what would go.
 
@@ -19,12 +18,15 @@ lacks it, doit's own lines stay and the summary is printed at exit.
 import atexit
 import os
 import sys
+from pathlib import Path
+from typing import Any
+
+from ..core import runstate
 
 KINDS = (("workspace", "workspaces"), ("build", "builds"))
-_tally = {"counts": {kind: 0 for kind, _ in KINDS}, "bytes": 0, "seen": set()}
 
 
-def disk_usage(path):
+def disk_usage(path: str | Path) -> int:
     """Bytes the tree at `path` takes on disk (allocated blocks; each inode once), as du counts."""
     total, inodes = 0, set()
     for dirpath, dirnames, filenames in os.walk(path):
@@ -40,43 +42,46 @@ def disk_usage(path):
     return total
 
 
-def record(kind, path):
+def record(kind: str, path: str | Path) -> str | None:
     """Count `path` (a directory about to be removed) as one `kind` ("workspace" or "build")
-    and return the line to print for it; None when it does not exist or was counted already."""
-    if not os.path.isdir(path) or str(path) in _tally["seen"]:
+    in the run's tally (core/runstate.py) and return the line to print for it; None when it
+    does not exist or was counted already."""
+    tally = runstate.current().cleaned
+    if not os.path.isdir(path) or str(path) in tally.seen:
         return None
     size = disk_usage(path)
-    _tally["seen"].add(str(path))
-    _tally["counts"][kind] += 1
-    _tally["bytes"] += size
+    tally.seen.add(str(path))
+    tally.counts[kind] = tally.counts.get(kind, 0) + 1
+    tally.bytes += size
     return f"{kind} {path} ({mib(size)})"
 
 
-def mib(size):
+def mib(size: float) -> str:
     value = size / 2**20
     return f"{value:.0f} MiB" if value >= 10 or value == 0 else f"{value:.1f} MiB"
 
 
-def summary(dryrun=False):
-    counts = _tally["counts"]
+def summary(dryrun: bool = False) -> str:
+    tally = runstate.current().cleaned
+    counts = {kind: tally.counts.get(kind, 0) for kind, _ in KINDS}
     parts = [f"{counts[kind]} {kind if counts[kind] == 1 else plural}" for kind, plural in KINDS]
     if dryrun:
         return (
-            f"nginx-eval: would remove {', '.join(parts)}, {mib(_tally['bytes'])} "
+            f"nginx-eval: would remove {', '.join(parts)}, {mib(tally.bytes)} "
             "(dry run: nothing removed)"
         )
-    return f"nginx-eval: removed {', '.join(parts)}, freed {mib(_tally['bytes'])}"
+    return f"nginx-eval: removed {', '.join(parts)}, freed {mib(tally.bytes)}"
 
 
 class _Discard:
-    def write(self, text):
+    def write(self, text: str) -> int:
         return len(text)
 
-    def flush(self):
+    def flush(self) -> None:
         pass
 
 
-def quiet_clean(verbose):
+def quiet_clean(verbose: bool) -> None:
     """Install the summary (and, unless `verbose`, the silence) for this `doit clean`."""
     from doit.cmd_clean import Clean
 
@@ -86,7 +91,7 @@ def quiet_clean(verbose):
         return
     original = getattr(clean_tasks, "wrapped", clean_tasks)
 
-    def clean_tasks_quietly(self, tasks, dryrun, cleanforget):
+    def clean_tasks_quietly(self: Any, tasks: Any, dryrun: bool, cleanforget: bool) -> None:
         out = self.outstream
         if not verbose:
             self.outstream = _Discard()
@@ -97,11 +102,11 @@ def quiet_clean(verbose):
         out.write(summary(dryrun) + "\n")
         out.flush()
 
-    clean_tasks_quietly.wrapped = original
+    clean_tasks_quietly.wrapped = original  # type: ignore[attr-defined]
     Clean.clean_tasks = clean_tasks_quietly
 
 
-def say(line, dryrun):
+def say(line: str | None, dryrun: bool) -> None:
     """A clean action's line for one removed item (shown with verbosity=2)."""
     if line:
         print(f"nginx-eval: {'would remove' if dryrun else 'removed'} {line}", file=sys.stdout)

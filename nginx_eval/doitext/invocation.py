@@ -3,6 +3,8 @@ variables `argv` gives (from doit's own option tables and variables), the tasks 
 reaches, and a hook around every task doit executes."""
 
 import functools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..core import procs
 
@@ -31,7 +33,7 @@ RUN_OPTIONS_WITH_VALUE = (
 )
 
 
-def doit_command(argv):
+def doit_command(argv: Sequence[str]) -> str:
     """The doit command that `argv` (without the program name) runs; "run" when none is named,
     as doit decides."""
     args = list(argv)
@@ -48,7 +50,7 @@ def doit_command(argv):
 
 
 @functools.cache
-def options_with_value(command):
+def options_with_value(command: str) -> frozenset[str]:
     """The options of doit's `command` (and of its loader) whose value is the next word, read
     from doit's own option tables (`-n` takes a value in `run`, not in `clean`)."""
     from doit.cmd_base import DodoTaskLoader
@@ -74,7 +76,7 @@ def options_with_value(command):
     return frozenset(found)
 
 
-def command_targets(argv):
+def command_targets(argv: Sequence[str]) -> list[str]:
     """The task names `argv` (without the program name) asks doit to run: its words after the
     command that are neither options nor name=value."""
     args, targets, command = list(argv), [], None
@@ -117,33 +119,44 @@ def lists_commands_only(argv: list[str]) -> bool:
 TASK_COMMANDS = ("run", "info", "list", "forget", "clean", "ignore", "reset-dep")
 
 
-def command_line_variables():
-    """{name: value} of every ``name=value`` word of doit's command line (or those
-    doit_cmd.set_var set): doit keeps them in doit_cmd._CMDLINE_VARS and hands them out one at a
-    time through get_var."""
-    from doit import doit_cmd, get_var
+def command_line_variables(argv: Sequence[str]) -> dict[str, str]:
+    """{name: value} of every variable doit took from its command line `argv` (without the
+    program name), in the order given, read through doit's public get_var. doit lists them
+    nowhere, so the names are those of the words it may take for one (no leading "-", a "=");
+    a name it holds no value of (the value of an option, `argv` not read by doit) is left out."""
+    from doit import get_var
 
-    return {name: get_var(name) for name in list(doit_cmd._CMDLINE_VARS or {})}
+    names = dict.fromkeys(w.split("=", 1)[0] for w in argv if not w.startswith("-") and "=" in w)
+    found = {name: get_var(name) for name in names}
+    return {name: value for name, value in found.items() if value is not None}
 
 
-def reachable(tasks, selected, shadow=None):
+def reachable(
+    tasks: Mapping[str, Any],
+    selected: Iterable[str],
+    shadow: Mapping[str, Sequence[str]] | None = None,
+) -> set[str]:
     """The names of the doit tasks `selected` reaches through task_dep and setup_tasks
     (tasks: doit's {name: Task}); shadow: {name: task_dep} of tasks left out of doit's list or
     changed (pruning.drop_settled), whose names count too."""
     shadow = shadow or {}
-    seen, todo = set(), list(selected)
+    seen: set[str] = set()
+    todo = list(selected)
     while todo:
         name = todo.pop()
         if name in seen or (name not in tasks and name not in shadow):
             continue
         seen.add(name)
         task = tasks.get(name)
-        todo += list(shadow[name] if name in shadow else task.task_dep)
+        if name in shadow:
+            todo += list(shadow[name])
+        elif task is not None:
+            todo += list(task.task_dep)
         todo += list(task.setup_tasks) if task else []
     return seen
 
 
-def track_tasks():
+def track_tasks() -> None:
     """procs.task_running around every task doit executes in this process (idempotent)."""
     from doit.runner import Runner
 
@@ -151,9 +164,9 @@ def track_tasks():
     if hasattr(current, "wrapped"):
         return
 
-    def execute_task(self, task):
+    def execute_task(self: Any, task: Any) -> Any:
         with procs.task_running():
             return current(self, task)
 
-    execute_task.wrapped = current
+    execute_task.wrapped = current  # type: ignore[attr-defined]
     Runner.execute_task = execute_task

@@ -1,33 +1,23 @@
 """The order in which doit's workers pick tasks: finish a started chain before opening a new one.
 
 doit's dispatcher explores the task graph breadth first, from a first-in first-out queue, and
-stops exploring while a task that could run waits for a free worker. Two consequences cost a
-cold run of the shipped benchmark tens of seconds with the processors idle:
+stops exploring while a task that could run waits for a free worker, which leaves the processors
+of a cold run idle. ``finish_chains_first(counts)`` changes three things:
 
-- A task whose last dependency has just finished goes to the back of the queue, behind every
-  base build queued at the start: every prove waited until the last build was done, and then the
-  workers only waited for nginx-tests. ``finish_chains_first`` puts such a task at the front, so
-  the builds and proves of a base start as soon as it is published, and a prove (which mostly
-  waits on sockets and timers) overlaps the next clean build.
-- Several selected tasks (``doit run nginx:gold nginx:none nginx:file``) are explored one after
-  the other, the second only once the queue of the first is empty, that is after the first
-  mode's last clean base build has started: the other modes' proves of already published bases
-  could not start before. ``finish_chains_first`` explores all selected tasks first.
+- a task whose last dependency has just finished goes to the front of the queue, not behind every
+  base build queued at the start: the builds and proves of a base start as soon as it is
+  published, and a prove (which mostly waits on sockets and timers) overlaps the next clean build;
+- every selected task (``doit run nginx:gold nginx:none nginx:file``) is explored first, not each
+  only once the queue of the one before it is empty;
+- a worker gets a task of a limited kind (base and unit builds, proves, agents: KIND_OF_STAGE)
+  only while fewer of that kind are out than its limit (limits.py); the next ready task of another
+  kind goes first, and a task held back waits behind those a finished task releases (a base's
+  siblings and gold builds), so that no worker queues for a slot while a prove could run.
 
-- A worker that takes a build while the builds= slots are full waits for one (limits.py): with
-  one worker per slot (cli.use_the_machine), the builds ready at the start of a cold run took
-  every worker, and the proves of a finished base waited behind them on idle processors.
-  ``finish_chains_first(counts)`` hands a worker a task of a limited kind (base and unit builds,
-  proves, agents: KIND_OF_STAGE) only while fewer of that kind are out than its limit; the next
-  ready task of another kind goes first, and a task held back waits behind those a finished
-  task releases (a base's siblings and gold builds), so that started chains still finish
-  first. The slots still hold the limits; this keeps workers from queueing for them.
-
-The set of tasks that runs and every dependency stay as they were; only the choice among tasks
-that are ready changes. This module only makes doit keep an order; which order is the build
-plan's policy, in build/plan.py: the order builds start in (interleave_by_build_group), the base
-builds' spanning tree (base_build_plan) and the order of the results task's dependencies
-(start_order).
+The set of tasks that runs and every dependency stay as they are; only the choice among tasks
+that are ready changes. Which order is the build plan's policy, in build/plan.py: the order
+builds start in (interleave_by_build_group), the base builds' spanning tree (base_build_plan) and
+the order of the results task's dependencies (start_order).
 
 doit offers no hook for this, so it wraps three methods of ``TaskDispatcher`` (doit 0.37; the
 pin is checked by tests/test_doit_pin.py) and reads its ``ready`` queue. If a later doit lacks
@@ -35,38 +25,51 @@ them, doit's own order stays in place.
 """
 
 from collections import Counter
+from collections.abc import Callable, Generator
+from typing import Any
 
 from doit import control
 
+from ..core import runstate
 from ..core.tasknames import AGENT, BASE, BUILD, PROVE
 from .wrapping import wrap_once
 
 # The kind of work (limits.KINDS) of a task, by its basename.
 KIND_OF_STAGE = {BASE: "build", BUILD: "build", PROVE: "prove", AGENT: "agent"}
-# {kind: tasks of it handed out at once}; empty: no kind is held back.
-_limits: dict[str, int] = {}
 HOLD_ON = "hold on"  # what the dispatcher says when no task can go until one is processed
 
 
-def kind_of(node):
+def kind_of(node: Any) -> str | None:
     return KIND_OF_STAGE.get(node.task.name.partition(":")[0])
 
 
-def _limited(dispatcher_generator):
-    """doit's dispatcher, holding back a task whose kind has _limits[kind] tasks out (handed to
-    a worker and not processed yet) until one of them is: other tasks go first meanwhile.
+# doit's TaskDispatcher methods, as scheduling wraps them.
+Method = Callable[..., Any]
+
+
+def _limited(dispatcher_generator: Method) -> Method:
+    """doit's dispatcher, holding back a task whose kind has as many tasks out (handed to a
+    worker and not processed yet) as the run's dispatch_limits[kind] (core/runstate.py) until
+    one of them is: other tasks go first meanwhile.
 
     doit's protocol: the runner sends the generator a processed node (or None) and gets the next
     node to give a worker, or HOLD_ON. A processed node goes to doit's generator first, and what
     doit's order then hands out (the tasks it just released first) before the nodes held back
     earlier: those go, oldest first, once doit's generator has nothing else ready."""
 
-    def limited_dispatcher_generator(self, selected_tasks):
+    def limited_dispatcher_generator(self: Any, selected_tasks: Any) -> Generator[Any, Any, None]:
         inner = dispatcher_generator(self, selected_tasks)
-        out, held, inbox = Counter(), [], []
+        limits = runstate.current().dispatch_limits
+        out: Counter[str | None] = Counter()
+        held: list[Any] = []
+        inbox: list[Any] = []
         inner_waits = inner_done = False
 
-        def returned(processed):
+        def has_room(node: Any) -> bool:
+            kind = kind_of(node)
+            return kind is None or kind not in limits or out[kind] < limits[kind]
+
+        def returned(processed: Any) -> None:
             if isinstance(processed, control.ExecNode) and kind_of(processed):
                 out[kind_of(processed)] -= 1
             if processed is not None and not inner_done:
@@ -83,11 +86,11 @@ def _limited(dispatcher_generator):
                 if inner_waits:
                     continue
                 kind = kind_of(step)
-                if kind in _limits and out[kind] >= _limits[kind]:
+                if kind in limits and out[kind] >= limits[kind]:
                     held.append(step)
                     continue
             else:
-                step = next((n for n in held if out[kind_of(n)] < _limits[kind_of(n)]), None)
+                step = next((n for n in held if has_room(n)), None)
                 if step is not None:
                     held.remove(step)
                 elif inner_done and not held:
@@ -99,13 +102,13 @@ def _limited(dispatcher_generator):
                 out[kind_of(step)] += 1
             returned((yield step))
 
-    limited_dispatcher_generator.wrapped = dispatcher_generator
+    limited_dispatcher_generator.wrapped = dispatcher_generator  # type: ignore[attr-defined]
     return limited_dispatcher_generator
 
 
-def _released_first(update_waiting):
-    def update_waiting_released_first(self, processed):
-        ready = getattr(self, "ready", None)
+def _released_first(update_waiting: Method) -> Method:
+    def update_waiting_released_first(self: Any, processed: Any) -> None:
+        ready: Any = getattr(self, "ready", None)
         before = len(ready) if ready is not None else None
         update_waiting(self, processed)
         if before is None or not hasattr(ready, "extendleft"):
@@ -114,12 +117,12 @@ def _released_first(update_waiting):
         # pop() took them last first; extendleft reverses again, so they keep their order.
         ready.extendleft(released)
 
-    update_waiting_released_first.wrapped = update_waiting
+    update_waiting_released_first.wrapped = update_waiting  # type: ignore[attr-defined]
     return update_waiting_released_first
 
 
-def _selected_first(get_next_node):
-    def get_next_node_selected_first(self, ready, tasks_to_run):
+def _selected_first(get_next_node: Method) -> Method:
+    def get_next_node_selected_first(self: Any, ready: Any, tasks_to_run: list[str]) -> Any:
         # tasks_to_run holds the selected tasks not explored yet, the next one last.
         while tasks_to_run:
             node = self._gen_node(None, tasks_to_run.pop())
@@ -127,15 +130,14 @@ def _selected_first(get_next_node):
                 return node
         return get_next_node(self, ready, tasks_to_run)
 
-    get_next_node_selected_first.wrapped = get_next_node
+    get_next_node_selected_first.wrapped = get_next_node  # type: ignore[attr-defined]
     return get_next_node_selected_first
 
 
-def finish_chains_first(counts=None):
+def finish_chains_first(counts: dict[str, int] | None = None) -> None:
     """Install the policy (idempotent); counts: {kind: limit} of the run (limits.py), the most
-    tasks of each kind handed out at once."""
-    _limits.clear()
-    _limits.update(counts or {})
+    tasks of each kind handed out at once, kept in the run's state."""
+    runstate.current().dispatch_limits = dict(counts or {})
     for name, wrap in (
         ("_update_waiting", _released_first),
         ("_get_next_node", _selected_first),

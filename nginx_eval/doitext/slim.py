@@ -1,13 +1,12 @@
 """doit's Task objects, with what every task of the pipeline has alike kept once.
 
-A run of six modes on the shipped benchmark hands doit some 7,300 tasks, and doit's Task keeps
-34 attributes in each instance: a dictionary of 1.6 KB, and next to it nine empty lists, sets
-and dicts and an IOConfig, about 2.5 KB a task before anything of ours. Most of those attributes
-are the same for every task here: no clean or teardown actions, no parameters, no calc_dep,
-output captured. ``slim`` makes each Task a ``SlimTask``, which keeps those values on the class,
-and gives the instance a dictionary of only what differs (name, actions, dependencies, targets,
-uptodate, doc, values): the first 40 s of a fresh run of six modes peaked at 91.0 MiB instead of
-99.1 MiB (the doit process's peak memory must stay under 100 MiB).
+A run of six modes on the shipped benchmark hands doit thousands of tasks, and doit's Task keeps
+34 attributes in each instance: a dictionary, and next to it nine empty lists, sets and dicts
+and an IOConfig, before anything of ours. Most of those attributes are the same for every task
+here: no clean or teardown actions, no parameters, no calc_dep, output captured. ``slim`` makes
+each Task a ``SlimTask``, which keeps those values on the class, and gives the instance a
+dictionary of only what differs (name, actions, dependencies, targets, uptodate, doc, values),
+so that the doit process's peak memory stays under its target (docs/performance.md).
 
 What is kept once must never change under doit. doit changes a task's file_dep, calc_dep and
 wild_dep only through calc_dep results (Task.update_deps), so a task with calc_dep keeps them
@@ -167,10 +166,10 @@ def slim(tasks):
 # -- doit's dispatcher nodes ---------------------------------------------------------------------
 # doit's dispatcher makes an ExecNode for every task it reaches, at the start of a run nearly all
 # of them, about 2 KB each (four sets, four lists, two suspended generators): 12 MiB at the start
-# of that run (tracemalloc), kept to its end. A node whose task has no calc_dep never adds to its calc_dep or
-# wait_run_calc, so those two are shared from the start; once its task has a final status, doit
-# reads only the node's task and run_status (a node that still waits for it looks at nothing
-# else), so the rest is let go.
+# of that run (tracemalloc), kept to its end. A node whose task has no calc_dep never adds to its
+# calc_dep or wait_run_calc, so those two are shared from the start; once its task has a final
+# status, doit reads only the node's task and run_status (a node that still waits for it looks at
+# nothing else), so the rest is let go.
 FINAL = ("successful", "up-to-date", "failure", "ignore")
 _ENDED = iter(())  # an exhausted generator: what the node's own would say next (nothing)
 
@@ -211,8 +210,8 @@ def _shed_when_final(update_waiting):
 def _let_go(task):
     """A slim task that ran keeps what it had before, and its result and values: its action
     instances go (doit makes them again from _actions if asked; only a failed task's are read
-    later, for their output), and so do the options and result doit set to nothing. 0.8 KB a
-    task that ran, in the instance dictionary doit's run made larger."""
+    later, for their output), and so do the options and result doit set to nothing: what doit's
+    run added to the instance dictionary."""
     if type(task) is SlimTask:
         task.__dict__ = {
             name: value

@@ -1,61 +1,28 @@
 """Stage 7, grade: a pure function from TAP output and a task to a verdict.
 
-Assertion ids are ``"<file>:<number> <description>"`` (see prove/tap.py). Rules:
+Assertion ids are ``"<file>:<number> <description>"`` (prove/tap.py). Resolved: every fail_to_pass
+and pass_to_pass assertion printed ``ok`` (``not ok ... # TODO`` and an assertion that did not run
+fail). The rules: docs/verdicts.md#grade; those that decide whose fault a failure is:
 
-- ``ok`` (also ``ok ... # TODO``, an unexpected pass) passes; ``not ok`` fails, and so does
-  ``not ok ... # TODO`` (prove counts it as passing; we must not); an assertion that did not
-  run fails;
-- a file whose TAP stream was written to by someone else (a number repeated, out of sequence or
-  past the plan, a second plan: prove/tap.py) is ``tampered``: its graded assertions fail and
-  the verdict is ``unresolved``, whatever it printed;
-- **whose fault is it**: when a file skips entirely, prints no plan, bails out or dies before
-  its plan is complete, or skips a graded assertion (``ok N # skip``), the reference run of the
-  unpatched base build of the same task decides (prove/stage.py runs it in the same environment). If
-  the base runs the file and every graded assertion in it, the patch broke nginx: its graded
-  assertions fail and the reason is recorded (``nginx did not start``, ``test file died``,
-  ``graded assertion skipped``). Only when the base cannot run them either is the file an
-  environment error (a missing Perl module, daemon or configure flag), with its reason;
-- a file that does not exist at the test commit is an environment error; one whose prove was
-  killed by a signal other than at the time limit is the patch's fault (``killed``) when the
-  base build's run of it ends normally (a patched nginx that kills its test runner), else an
-  environment error;
-- a file killed at its time limit keeps the assertions it printed; the rest fail;
-- a file that prove/stage.py ran a second time (``rerun_failed=1``: a graded assertion of its first
-  run did not pass) is judged by its rerun alone; both runs' results of its graded assertions are
-  recorded, with the ids whose result differs and the verdict the first runs alone would give;
-- a build that failed because of the environment (build/stage.py) is an environment error;
-- an agent run that did not finish (agent status ``infra_error``: the API or the network failed;
-  ``not_run``: the run's budget was spent first) has no verdict of its own: its patch is empty
-  (patch/stage.py), the status is the agent's, never ``unresolved``, and no assertion is graded (the
-  tests ran on the unchanged base: their TAP says what the base does, which is not this mode's
-  answer, so calling an assertion failed would contradict it); nor is it judged strict.
-  results/stage.py keeps such tasks out of the mode's denominator.
+- a tampered TAP stream (prove/tap.py) fails its graded assertions: ``unresolved``;
+- a file that did not run to its end, or skipped a graded assertion, is judged by the reference
+  run of the unpatched base build (prove/stage.py): if the base runs it, the patch broke nginx
+  (``file_failures``); only when the base cannot either is it an environment error;
+- a file missing at the test commit, and a build that failed because of the environment, are
+  environment errors; a prove killed by a signal (not at its time limit) is the patch's fault
+  (``killed``) when the base's run ends normally; a file killed at its time limit keeps what it
+  printed;
+- a file run a second time (``rerun_failed=1``) is judged by its rerun alone, both runs recorded;
+- an agent run that did not finish (``infra_error``, ``not_run``) has no verdict of its own: the
+  agent's status, no graded assertion, not judged strict, not scored.
 
-``grade.json``::
+``grade.json`` (core/records.py: GradeJson, where each field is explained)::
 
-    {"inputs", "instance_id", "mode",
-     "benchmark_version": the task file's version it was graded under (absent: unversioned),
-     "status": "resolved" | "partially_resolved" | "unresolved" | "patch_failed" |
-               "compile_failed" | "env_error" | "infra_error" | "not_run",
-     "resolved": bool,
-     "fail_to_pass": {"passed": [...], "failed": [...]},   # both empty when the agent did
-     "pass_to_pass": {"passed": [...], "failed": [...]},   # not finish: nothing was graded
-     "env_errors": [str],               # why the environment, not the patch, decided
-     "file_failures": [{"file", "kind": "tampered" | "not_started" | "died" | "skipped" |
-                                "killed",
-                        "reason"}],     # files the patch broke, decided by the base's run
-     "timed_out_files": [...], "skipped_assertions": [graded ids that did not run: skipped],
-     "agent_status": str | null, "build_status": str,
-     # only when prove.json has "reruns" (rerun_failed=1):
-     "reruns": {"<file>": {"first": {id: passed}, "rerun": {id: passed}}},   # graded ids
-     "changed_on_rerun": [graded ids whose result differs between the two runs],
-     "first_run_status": the status the first runs alone would give,
-     # the strict verdict (strict/stage.py's strict.json):
-     "strict": true | false | null,     # true: resolved, no regressions, no sanitizer findings;
-                                        # false: not resolved, or either; null: not judged (also
-                                        # when the agent did not finish: not scored)
-     "strict_reason": str,              # why not true ("" when true)
-     "regressions": [assertion ids], "sanitizer_findings": [finding]}
+    {"inputs", "instance_id", "mode", "benchmark_version", "status", "resolved",
+     "fail_to_pass": {"passed", "failed"}, "pass_to_pass": {...}, "env_errors", "file_failures",
+     "timed_out_files", "skipped_assertions", "agent_status", "build_status",
+     "reruns", "changed_on_rerun", "first_run_status",          # rerun_failed=1 only
+     "strict", "strict_reason", "regressions", "sanitizer_findings"}   # strict/stage.py's
 """
 
 from collections.abc import Iterator, Mapping, Sequence
@@ -85,8 +52,8 @@ from ..strict.stage import applies, switched_off
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
 
 # A prove.json record of a file's run, or {"missing": True} for a file prove.json lacks.
 RunRecord = Mapping[str, Any]
@@ -379,7 +346,7 @@ def strict_fields(
     }
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id

@@ -6,11 +6,9 @@ bug. Each entry names the nginx commit that made its option unnecessary; a base 
 contain that commit gets the option in the task's ``--with-cc-opt``. The options only silence
 a warning class or take the portable code path, so the task's bug and its fix compile the same.
 
-Measured on this machine: a 2017-09 base with ssl, http_v2, stream and mail builds with
-``-Wno-cast-function-type -DNGX_HAVE_GNU_CRYPT_R=0 -Wno-deprecated-declarations``; a 2015-06
-base also needs ``-Wno-implicit-fallthrough`` and, for the MD5 code in its core,
-``-Wno-deprecated-declarations``; so does a 2014-05 base. Bases before 2013-06-26 (982f4de9f)
-include <sys/sysctl.h>, which glibc no longer has: no option helps, and the miner proposes none.
+Bases before nginx 982f4de9f include <sys/sysctl.h>, which today's glibc lacks: no option helps,
+and the miner proposes none (BUILDABLE_FROM). Which options bases of which age needed:
+docs/benchmark.md#old-bases.
 """
 
 from nginx_eval.core import gitcmd

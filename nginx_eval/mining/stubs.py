@@ -118,7 +118,7 @@ def write_candidates(path, stubs):
 def print_candidates(stubs, rows):
     """A line per stub: its score, fix, test commit, signal kind, test files and fix subject."""
     print(f"{'#':>3} {'score':>5} {'fix':12} {'test':8} {'kind':6} {'files':28} subject")
-    for i, (s, (score_, kind, subject)) in enumerate(zip(stubs, rows), 1):
+    for i, (s, (score_, kind, subject)) in enumerate(zip(stubs, rows, strict=True), 1):
         print(
             f"{i:>3} {score_:5.1f} {s['fix_commit'][:12]} {s['test_commit'][:8]} "
             f"{kind:6} {','.join(s['test_files'])[:28]:28} {subject[:60]}"

@@ -1,20 +1,18 @@
 """Finding fixes by running the whole test suite across the nginx history: the third source of
 candidates, beside test signals (suite_history.py) and topic matches (scoring.py).
 
-Why: those sources pair an nginx commit with the test commit that came with it. A fix whose
-test landed without a TODO guard, under an unrelated subject, or in a file that an older commit
-created, is never paired, and most 2025+ fixes are such. Running one test tree (normally the
-newest) against nginx at two commits and comparing every assertion finds each assertion the
-history between them turned from failing to passing, whatever the commits say; bisecting over
-the code commits in between then names the commit that turned it.
+Why: those sources pair an nginx commit with the test commit that came with it. A fix whose test
+landed without a TODO guard, under an unrelated subject, or in a file an older commit created, is
+never paired, and most recent fixes are such. Running one test tree (normally the newest) against
+nginx at two commits finds each assertion the history between them turned from failing to
+passing, whatever the commits say; bisecting over the code commits in between names the commit.
 
 The steps, each a plain function:
 
     suite_flags(tests_dir)          configure flags that let as many files as possible run
     build_nginx(git_dir, commit, builds_dir, flags)   objs/nginx of a commit (ccache, reused)
     run_files(layout, tests_tree, binary, files, tap_dir, jobs)   prove -v each file, as the
-                                    harness does (prove.run_prove_files: pinned environment,
-                                    output guard, a private network per file)
+                                    harness does (prove.run_prove_files)
     outcomes(tap_dir, files)        {file: FileResult} of the TAP written
     flips(old, new)                 assertions that fail at the old commit and pass at the new
     starts_running(old, new)        files that run at the new commit only (a feature arrived)
@@ -31,9 +29,10 @@ import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 
-from nginx_eval.build.toolchain import build_env, configure_argv
+from nginx_eval.build.toolchain import build_env, configure_argv, in_toolchain
 from nginx_eval.core import gitcmd
 from nginx_eval.core.gitcmd import commit_facts, first_parent_commits
 from nginx_eval.mining.nginx_history import nginx_commits
@@ -83,14 +82,18 @@ def build_nginx(layout, git_dir, commit, builds_dir, flags, log=None):
         shutil.rmtree(tree)
     gitcmd.extract_tree(git_dir, commit, tree)
     env = build_env(layout, tree)
+    # Each step in the toolchain the harness builds with (build/toolchain.py: in_toolchain).
+    configure, configure_env = in_toolchain(configure_argv(flags), tree, env)
+    make, make_env = in_toolchain(["make", "-j2"], tree, env)
     with open(tree / "build.log", "wb") as out:
-        if (
-            subprocess.run(
-                configure_argv(flags), cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT
+
+        def run(argv, step_env):
+            return subprocess.run(
+                argv, cwd=tree, env=step_env, stdout=out, stderr=subprocess.STDOUT
             ).returncode
-            == 0
-        ):
-            subprocess.run(["make", "-j2"], cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+        if run(configure, configure_env) == 0:
+            run(make, make_env)
     if log:
         log(f"build {commit[:12]}: {'ok' if binary.is_file() else 'FAILED, see build.log'}")
     return binary if binary.is_file() else None
@@ -252,7 +255,7 @@ class Sweep:
         """leads.json of a sweep over the stretches between neighbours of `ends` (commit ids,
         oldest first): per fix commit its date, subject and the assertions it turned passing."""
         found, flipped = {}, []
-        for lo, hi in zip(ends, ends[1:]):
+        for lo, hi in pairwise(ends):
             result = self.stretch(lo, hi, files)
             if result is None:
                 self.log(f"{lo[:12]} or {hi[:12]} does not build: stretch skipped")

@@ -1,20 +1,17 @@
 """Stage 4, patch: the candidate patch of one (mode, task) as ``model.patch`` + ``patch.json``.
 
-Agent modes: the diff of the workspace's files against the base commit, new files included. It is
-computed with the bare clone's objects and a throw-away index, never with the workspace's own .git,
-so an agent that commits, branches, rewrites history or deletes .git still yields the diff of what
-is on disk. Ignored files are left out, and so are, .gitignore or not, tracked or not, the harness's
-files (workspace.HARNESS_FILES: .issue.md, .plan.md, .claude/) and what configure and make write
-(workspace.BUILD_OUTPUTS; for a SWE-bench task what running Python leaves at any depth instead,
-workspace.PYTHON_OUTPUTS), listed in patch.json as left out, and any new file over
-MAX_NEW_FILE_BYTES (listed as skipped). An agent run that did not finish (agent.json's status
-``infra_error`` or ``not_run``: the API failed, or the budget was spent) has an empty patch and a
-note saying so: its work is not scored, and `doit run` runs it again.
-Built-ins: ``gold`` is ``git diff base fix`` from the bare clone (a SWE-bench row's own
-``patch``); ``none`` is empty.
-Predictions modes: the ``model_patch`` of the task's row in the predictions file.
+Agent modes: the diff of the workspace's files against the base commit, new files included,
+computed with the bare clone's objects and a throw-away index, never with the workspace's own
+.git, so an agent that commits, rewrites history or deletes .git still yields the diff of what is
+on disk. Left out: ignored files; the harness's files (workspace.HARNESS_FILES) and what configure
+and make write (workspace.BUILD_OUTPUTS; for a SWE-bench task what running Python leaves,
+workspace.PYTHON_OUTPUTS), .gitignore or not, listed in patch.json as left out; any new file over
+MAX_NEW_FILE_BYTES, listed as skipped. An agent run that did not finish (``infra_error``,
+``not_run``) has an empty patch and a note saying so: its work is not scored, and `doit run` runs
+it again. Built-ins: ``gold`` is ``git diff base fix`` from the bare clone (a SWE-bench row's own
+``patch``); ``none`` is empty. Predictions modes: the ``model_patch`` of the task's row.
 
-``patch.json``::
+``patch.json`` (core/records.py: PatchJson)::
 
     {"inputs", "source": "workspace"|"gold"|"none"|"predictions", "sha256", "bytes",
      "files": [paths], "lines_added", "lines_removed", "binary": bool,
@@ -43,13 +40,13 @@ from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
 from ..run.benchmark import gold_patch
 from ..run.modes import read_predictions
-from ..run.swebench import NGINX, SWEBENCH
+from ..run.swebench import NGINX, SWEBENCH, SweTask
 from ..workspace.stage import BUILD_OUTPUTS, HARNESS_FILES, PYTHON_OUTPUTS, release_workspace
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
     from ..run.modes import Mode
 
 # An agent mode's patch: (patch, skipped new files, left-out paths, note).
@@ -417,22 +414,22 @@ def take_patch(
     files: list[str],
 ) -> None:
     """The doit action: write_patch, then, for a finished agent run, its workspace goes. What is
-    scored of it is in model.patch, and workspaces add up: 78 MiB each (the history up to the
-    base), a run of 4 agent modes on the 196 shipped tasks would hold 61 GB of them and fill the
-    disk before it ends. keep_workspace (``keep_workspaces=1``): left for a look at what the
+    scored of it is in model.patch, and workspaces add up: each holds the history up to the base,
+    and a run of several agent modes on the shipped tasks would fill the disk with them before it
+    ends (docs/performance.md). keep_workspace (``keep_workspaces=1``): left for a look at what the
     agent left behind, until ``doit clean``."""
     write_patch(layout, mode, task, config, files)
     if mode.runs_agent and not keep_workspace and not unfinished_agent_note(layout, mode, task):
         release_workspace(layout, mode.name, task)
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     keep = bool(ctx.options and ctx.options.keep_workspaces)
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
         # The test repository's clone too: its checks come before the first build.
-        files = []
+        files: list[str | Path] = []
         task_dep = list(dict.fromkeys([repo_task(task.repo), repo_task(task.test_repo)]))
         slice_ = {"kind": mode.kind, "base": task.base_commit}
         if mode.runs_agent:
@@ -440,7 +437,9 @@ def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
             task_dep.append(task_name(AGENT, name))
         elif mode.kind == "gold":
             # A SWE-bench row's gold patch is its own (no fix commit): its digest.
-            slice_["fix"] = task.fix_commit or jsonio.digest(task.patch)
+            slice_["fix"] = (
+                jsonio.digest(task.patch) if isinstance(task, SweTask) else task.fix_commit
+            )
         elif mode.kind == "predictions":
             files.append(mode.predictions)
         yield stamps.stage_task(

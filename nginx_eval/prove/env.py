@@ -1,21 +1,17 @@
 """The environment a test process gets: pinned, not inherited, and an output guard before nginx.
 
-What the test sees is pinned, not inherited: prove runs with ``--norc`` (no ~/.proverc) in an
-environment the harness builds (``prove_environment``): PATH, HOME, TMPDIR, USER, LOGNAME and
-PERL5LIB pass through, no inherited ``TEST_NGINX_*`` does (``TEST_NGINX_UNSAFE`` alone adds
-assertions). ``TEST_NGINX_GLOBALS`` is ``NGINX_EVAL_TEST_GLOBALS`` plus, as root, ``user root;``
-unless that already names a user (nginx refuses two; as root its workers would otherwise switch
-to ``nobody`` and fail on the test's private temp directory). The environment is recorded in
-prove.json and is part of prove's inputs (prove/stage.py).
+prove runs with ``--norc`` (no ~/.proverc) in an environment the harness builds
+(``prove_environment``): PATH, HOME, TMPDIR, USER, LOGNAME and PERL5LIB pass through, no
+inherited ``TEST_NGINX_*`` does (``TEST_NGINX_UNSAFE`` alone adds assertions).
+``TEST_NGINX_GLOBALS`` is ``NGINX_EVAL_TEST_GLOBALS`` plus, as root, ``user root;`` unless that
+already names a user (nginx refuses two; as root its workers would otherwise switch to ``nobody``
+and fail on the test's private temp directory). The environment is recorded in prove.json and is
+part of prove's inputs (prove/stage.py).
 
-``TEST_NGINX_BINARY`` is an output guard (nginx_output_guard.sh) in front of the real binary:
-Test::Nginx starts nginx with the test's stdout, which is the TAP stream, so nginx run as a server
-writes to ``tap/<file>.nginx.log`` instead. ``TEST_NGINX_MODULES`` names the build's objs/.
-
-As root, ``TEST_NGINX_GLOBALS`` is not enough: memcached refuses to start as root unless told
-which user to be ("can't run as root without the -u switch"), and nginx-tests start it without
-one, so every memcached test file died before its plan. ``daemon_shims`` puts a directory first
-on the test's PATH holding a `memcached` that runs the real one with ``-u root``.
+``TEST_NGINX_BINARY`` is an output guard (nginx_output_guard.sh): nginx run as a server writes to
+``tap/<file>.nginx.log``, not to the TAP stream. ``TEST_NGINX_MODULES`` names the build's objs/.
+As root, ``daemon_shims`` puts first on PATH a `memcached` that runs the real one with ``-u
+root``, without which memcached refuses to start as root.
 
 ``OPENSSL_CONF`` is the harness's own OpenSSL configuration (openssl_tests.cnf: security level 0),
 never the system's: Debian's default level 2 refuses the 1024-bit keys and SHA-1 signatures the
@@ -23,8 +19,10 @@ older test trees make certificates with, in nginx as well as in the tests' clien
 file could not start nginx at the base or the fix. The file's digest is one of prove's inputs;
 the doctor checks the certificates the selected test files make against it (doctor.py).
 
-``tool_versions`` names the perl that runs the tests and the openssl they make their certificates
-with: prove.json's ``versions`` (see prove/stage.py).
+``tool_versions`` names the perl and openssl of prove.json's ``versions``. With the pinned
+toolchain (core/rootfs.py) a test runs in its root filesystem as its ordinary account: its HOME,
+TMPDIR, USER, LOGNAME and PATH, PERL5LIB the test tree's lib/ alone, no ``user root;`` and no
+daemon shims; the toolchain's digest is one of prove's inputs.
 """
 
 import os
@@ -35,6 +33,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core import rootfs
 from ..core.jsonio import file_digest, install_executable
 from ..core.layout import PACKAGE_DIR
 from ..core.locks import locked
@@ -82,21 +81,36 @@ def _sh_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
+def tests_run_as_root() -> bool:
+    """Whether test processes run as root: the harness's user, but never in the pinned
+    toolchain (its account is an ordinary one)."""
+    return os.geteuid() == 0 and not rootfs.current().pinned
+
+
 def test_globals(environ: Mapping[str, str] | None = None) -> str:
     """TEST_NGINX_GLOBALS: the user's extra globals, and `user root;` as root unless they name
     a user already."""
     env = os.environ if environ is None else environ
     extra = env.get(GLOBALS_VAR, "").strip()
     names_user = any(part.split()[:1] == ["user"] for part in extra.split(";"))
-    if os.geteuid() == 0 and not names_user:
+    if tests_run_as_root() and not names_user:
         extra = " ".join(filter(None, ["user root;", extra]))
     return extra
 
 
-@lru_cache(maxsize=1)
 def tool_versions() -> dict[str, str | None]:
     """{"perl", "openssl"}: the versions prove.json records (see prove/stage.py), once per
-    process."""
+    process and toolchain."""
+    return _tool_versions(rootfs.current())
+
+
+@lru_cache(maxsize=2)
+def _tool_versions(toolchain: rootfs.Toolchain) -> dict[str, str | None]:
+    if toolchain.pinned:
+        return {
+            "perl": rootfs.first_line(toolchain, ("perl", "-e", "print $^V")),
+            "openssl": rootfs.first_line(toolchain, ("openssl", "version")),
+        }
     return {
         "perl": _first_line(["perl", "-e", "print $^V"]),
         "openssl": _first_line(["openssl", "version"]),
@@ -126,7 +140,9 @@ def pinned_environment(
     """The part of a prove's environment that is the same for every binary: recorded in
     prove.json and part of prove's inputs (PATH through the programs it resolves to)."""
     env = os.environ if environ is None else environ
-    pinned = {name: env[name] for name in PASSED_THROUGH if name in env and name != "PATH"}
+    inside = rootfs.current().pinned
+    source = rootfs.environment() if inside else env
+    pinned = {name: source[name] for name in PASSED_THROUGH if name in source and name != "PATH"}
     pinned.update(
         {
             "LC_ALL": "C",
@@ -134,7 +150,7 @@ def pinned_environment(
             "TEST_NGINX_GLOBALS": test_globals(env),
             "OPENSSL_CONF": str(OPENSSL_CONF_FILE),
             "PERL5LIB": os.pathsep.join(
-                filter(None, [str(tests_tree / "lib"), env.get("PERL5LIB")])
+                filter(None, [str(tests_tree / "lib"), None if inside else env.get("PERL5LIB")])
             ),
         }
     )
@@ -143,12 +159,16 @@ def pinned_environment(
 
 def environment_inputs(tests_tree: Path) -> dict[str, str | None]:
     """prove's inputs of the environment: the pinned variables, the programs PATH resolves to,
-    and the content of the OpenSSL configuration (an edit to it proves again)."""
+    the content of the OpenSSL configuration (an edit to it proves again) and the toolchain (its
+    digest, or "host")."""
+    toolchain = rootfs.current()
+    find = (lambda name: rootfs.which(toolchain, name)) if toolchain.pinned else _program
     return dict(
         pinned_environment(tests_tree),
-        prove=_program("prove"),
-        perl=_program("perl"),
+        prove=find("prove"),
+        perl=find("perl"),
         openssl_conf=file_digest(OPENSSL_CONF_FILE),
+        toolchain=rootfs.key_part(toolchain),
     )
 
 
@@ -156,7 +176,7 @@ def daemon_shims(layout: "Layout", environ: Mapping[str, str] | None = None) -> 
     """As root, a directory of wrappers for the installed daemons of ROOT_DAEMON_OPTIONS, each
     running the real program with those options; None when not root or none is installed."""
     env = os.environ if environ is None else environ
-    if os.geteuid() != 0:
+    if not tests_run_as_root():
         return None
     shim_dir = layout.cache / "daemon-shims"
     path = os.pathsep.join(
@@ -182,7 +202,9 @@ def prove_environment(
     tests_tree: Path, guard: Path, binary: str | Path, shims: Path | None = None
 ) -> dict[str, str]:
     env = pinned_environment(tests_tree)
-    if "PATH" in os.environ:
+    if rootfs.current().pinned:
+        env["PATH"] = rootfs.PATH
+    elif "PATH" in os.environ:
         env["PATH"] = os.environ["PATH"]
     if shims:
         env["PATH"] = os.pathsep.join(filter(None, [str(shims), env.get("PATH")]))

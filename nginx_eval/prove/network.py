@@ -1,7 +1,7 @@
 """Run a test file in a network namespace of its own, whose only interface is an up loopback.
 
 Why: nginx-tests listen on 127.0.0.1. Test trees older than nginx-tests d66bb70 ("parallel tests
-support", 2016-06-21) listen on fixed ports (8080, 8081, ...); newer ones pick a random port in
+support") listen on fixed ports (8080, 8081, ...); newer ones pick a random port in
 8000-8999 after a bind probe, which another process can still take before nginx binds it. Two
 proves at once (parallel doit workers, validation's repeats, a second run on the machine) then
 fail each other with "bind() ... failed" or talk to each other's servers, and that is graded as
@@ -58,8 +58,8 @@ def enter() -> None:
 
 def command(argv: Sequence[str]) -> list[str]:
     """`argv` run in a private network. Python starts isolated and without site (-I -S): this
-    program needs the standard library alone, and site's import of the editable install took
-    most of the 40 ms that Python took to start, before every test file."""
+    program needs the standard library alone, and site's import of the editable install is
+    most of Python's start, paid before every test file (docs/performance.md)."""
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), *argv]
 
 

@@ -1,48 +1,28 @@
 """Stage 6, prove: run the task's test files with ``prove -v`` against the built binary.
 
-The tests run in the nginx-tests tree of the task's test commit (with an authored task's own
-files), checked before each prove (prove/tree.py: an edited, added or removed file gets the tree
-extracted again and a note in prove.json), and in an environment the harness pins, with an output
-guard in front of nginx (prove/env.py). Each file runs with its own time limit (task.test_timeout) in its own process
-group, so a hanging test and the nginx it started are killed. The output of each file is kept in
-``tap/<file>.tap`` (stdout, the TAP stream), ``tap/<file>.stderr`` and ``tap/<file>.nginx.log``.
+The tests run in the nginx-tests tree of the task's test commit (with an authored task's own files),
+checked before each prove (prove/tree.py), in an environment the harness pins, with an output guard
+in front of nginx (prove/env.py), each file in a network of its own (prove/network.py) and, with the
+pinned toolchain, in its root filesystem (core/rootfs.py). Each file runs with its own time limit
+(task.test_timeout) in its own process group, so a hanging test and the nginx it started are killed.
+Its output: ``tap/<file>.tap`` (the TAP stream), ``.stderr`` and ``.nginx.log``.
 
-When a file did not run to its end (it skipped entirely, printed no plan, died, bailed out, or
-its stream was tampered with) or skipped a graded assertion, the same file runs once more against
-the task's base build (``reference``, ``tap/reference/``): grade/stage.py decides from that run whether
-the patch or the environment is at fault. A prove whose grade was an environment error is not
-kept: the next ``doit run`` proves again.
+A file that did not run to its end (skipped entirely, no plan, died, bailed out, a tampered
+stream) or skipped a graded assertion, in either run, runs once more against the task's base build
+(``reference``, ``tap/reference/``): grade/stage.py decides from it whose fault that was. With
+``rerun_failed=1`` (then, and only then, part of prove's config) a file with a graded assertion
+that failed or did not run runs once more against the same binary (``tap/<file>.rerun.tap``),
+and grade/stage.py takes the rerun's verdict. A prove whose grade was an environment error is
+not kept: the next ``doit run`` proves again.
 
-With ``rerun_failed=1`` (options.py; then, and only then, part of prove's config), a file with a
-graded assertion that failed or did not run runs once more against the same binary, and both
-streams are kept: ``tap/<file>.tap`` (the first run) and ``tap/<file>.rerun.tap`` (with
-``.rerun.stderr`` and ``.rerun.nginx.log``). grade/stage.py takes the rerun's verdict and records both.
-The reference run, when needed, covers a file if either of its runs needs one.
-
-``prove.json``::
+``prove.json`` (core/records.py: ProveJson, where each field is explained)::
 
     {"inputs", "binary", "binary_key", "test_commit", "environment": {name: value},
-     "files": {"<file>": {"exit_code", "timed_out", "seconds", "tap", "stderr", "nginx_log",
-                          "missing": bool, "network": "private" | "shared",
-                          "cpu_seconds": user + system time of prove and what it waited
-                                         for (nginx), null when unknown or missing}},
-     "reference": {"<file>": the same record, paths under tap/reference/}, "reference_key",
-     "reruns": {"<file>": the same record, of tap/<file>.rerun.tap},   # rerun_failed=1 only
-     "notes": [str],
-     "versions": {"perl": `perl -e 'print $^V'` ("v5.36.0"), "openssl": `openssl version`'s
-                  first line} | null}
-
-``network`` says where the file ran: "private", in a network namespace of its own (every port
-its own, prove/network.py), or "shared", on the machine's network where the kernel refuses a
-namespace or NGINX_EVAL_PRIVATE_NETWORK=0 (then a fixed-port test tree runs one file at a time on
-the machine). It is not one of prove's inputs: either way a file that ran alone gives the same
-result.
-
-``versions`` names the perl that ran the tests and the openssl program they made their
-certificates with, each asked once per process (null: the program did not answer; the whole
-field null: no test ran, the build failed). It is not one of prove's inputs: the report
-(report/records.py) reads it, so that a report rendered elsewhere names the Perl and OpenSSL
-of the run.
+     "files": {"<file>": {"exit_code", "timed_out", "seconds", "cpu_seconds", "tap", "stderr",
+                          "nginx_log", "missing", "network": "private" | "shared"}},
+     "reference": {"<file>": the same record}, "reference_key",
+     "reruns": {"<file>": the same record},   # rerun_failed=1 only
+     "notes": [str], "versions": {"perl", "openssl"} | null, "toolchain": {"name", "digest"}}
 """
 
 import contextlib
@@ -56,7 +36,7 @@ from ..build.cache import binary_path, verify_build
 from ..build.stage import ensure_build
 from ..cluster import executor
 from ..cluster.node import on_node
-from ..core import jsonio, limits, locks, stamps
+from ..core import jsonio, limits, locks, rootfs, stamps
 from ..core.procs import kill_leftovers, run_limited
 from ..core.records import BuildRecord, ProveJson, ProveRun
 from ..core.stamps import TaskDict
@@ -64,6 +44,7 @@ from ..core.tasknames import BUILD, PROVE, task_name, tests_task_name, unit_name
 from . import network as private_network
 from . import tree as testtree
 from .env import (
+    OPENSSL_CONF_FILE,
     OUTPUT_GUARD,
     daemon_shims,
     environment_inputs,
@@ -76,8 +57,8 @@ from .tree import task_tests_tree
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
 
 
 def ports_for(tests_tree: Path, network: str) -> AbstractContextManager[None]:
@@ -103,11 +84,13 @@ def run_prove_files(
     after the file plus `suffix` (".rerun"); token_file: see procs.kill_leftovers; extra_env:
     added to the pinned environment (a sanitizer's options)."""
     tap_dir.mkdir(parents=True, exist_ok=True)
+    guard = output_guard(layout, binary)
     env = dict(
-        prove_environment(tests_tree, output_guard(layout, binary), binary, daemon_shims(layout)),
+        prove_environment(tests_tree, guard, binary, daemon_shims(layout)),
         **(extra_env or {}),
     )
     network = "shared" if private_network.problem() else "private"
+    toolchain = rootfs.current()
     files: dict[str, ProveRun] = {}
     for name in test_files:
         stem = name.replace("/", "__") + suffix
@@ -132,7 +115,18 @@ def run_prove_files(
             continue
         log_path.write_bytes(b"")
         argv = ["prove", "--norc", "-v", name]
-        if network == "private":
+        if toolchain.pinned:
+            # The tests, the build's tree (the binary, objs/src for Perl modules) and the guard
+            # read-only; only where the output goes is writable. bwrap gives the loopback.
+            argv = rootfs.command(
+                toolchain,
+                argv,
+                cwd=tests_tree,
+                readable=[tests_tree, Path(binary).parent.parent, guard.parent, OPENSSL_CONF_FILE],
+                writable=[tap_dir],
+                network=network == "shared",
+            )
+        elif network == "private":
             argv = private_network.command(argv)
         with (
             open(tap_path, "wb") as so,
@@ -279,6 +273,7 @@ def prove_built(
                 tree, output_guard(layout, binary), binary, daemon_shims(layout)
             ),
             "versions": tool_versions(),
+            "toolchain": rootfs.record(rootfs.current()),
         }
     )
     reruns: dict[str, ProveRun] = {}
@@ -361,6 +356,7 @@ def prove_unit(
         "reference_key": None,
         "notes": [],
         "versions": None,
+        "toolchain": rootfs.record(rootfs.current()),
     }
     if rerun_failed:
         record["reruns"] = {}
@@ -371,11 +367,11 @@ def prove_unit(
     jsonio.write_json(layout.prove_json(mode_name, task.instance_id), record)
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     yield from testtree.gen_tasks(ctx)  # the tests:<commit> tasks, before the proves
     guard = jsonio.file_digest(OUTPUT_GUARD)
     environments = {}  # per test tree: the same for every unit of it
-    for bench, mode, task in ctx.units():
+    for bench, mode, task in ctx.nginx_units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
         if task.tests_tree_id not in environments:

@@ -36,9 +36,9 @@ CORE_MODULES = frozenset(
     IO::Uncompress::Inflate IO::Uncompress::RawInflate IO::Uncompress::Unzip IO::Zlib IPC::Cmd
     IPC::Open2 IPC::Open3 JSON::PP List::Util MIME::Base64 MIME::QuotedPrint Math::BigInt
     Math::BigFloat Net::Domain Net::hostent POSIX Scalar::Util Socket Storable Symbol Sys::Hostname
-    Term::ANSIColor Test::Builder Test::Harness Test::More Test::Simple Text::Abbrev Text::ParseWords
-    Text::Wrap Tie::Hash Time::HiRes Time::Local Time::Piece Time::gmtime Time::localtime
-    UNIVERSAL Unicode::Normalize Compress::Zlib Compress::Raw::Zlib Encode::Guess
+    Term::ANSIColor Test::Builder Test::Harness Test::More Test::Simple Text::Abbrev
+    Text::ParseWords Text::Wrap Tie::Hash Time::HiRes Time::Local Time::Piece Time::gmtime
+    Time::localtime UNIVERSAL Unicode::Normalize Compress::Zlib Compress::Raw::Zlib Encode::Guess
     strict warnings lib
 """.split()
 )
@@ -124,8 +124,8 @@ DEFAULT_MODULES.update(
     {
         f"stream_{name}": f"--without-stream_{name}_module"
         for name in (
-            "access geo limit_conn map pass return set split_clients upstream_hash upstream_least_conn "
-            "upstream_random upstream_zone"
+            "access geo limit_conn map pass return set split_clients upstream_hash "
+            "upstream_least_conn upstream_random upstream_zone"
         ).split()
     }
 )
@@ -149,8 +149,8 @@ MODULE_FLAGS.update(
     {
         name: f"--with-http_{name}_module"
         for name in (
-            "v2 v3 flv auth_request realip sub gunzip gzip_static image_filter xslt dav addition slice "
-            "secure_link stub_status random_index mp4 degradation"
+            "v2 v3 flv auth_request realip sub gunzip gzip_static image_filter xslt dav addition "
+            "slice secure_link stub_status random_index mp4 degradation"
         ).split()
     }
 )
@@ -158,8 +158,8 @@ MODULE_FLAGS.update(
     {
         f"http_{name}": f"--with-http_{name}_module"
         for name in (
-            "v2 v3 geoip realip sub gunzip image_filter xslt dav addition slice secure_link stub_status "
-            "random_index mp4 flv degradation auth_request perl"
+            "v2 v3 geoip realip sub gunzip image_filter xslt dav addition slice secure_link "
+            "stub_status random_index mp4 flv degradation auth_request perl"
         ).split()
     }
 )

@@ -6,9 +6,9 @@ or removed file gets the tree extracted again and a note in prove.json (prove/st
 checks/validate.py checks it the same way). The check compares the tree with the test commit in
 the bare clone (git, a scratch index), once: its stamp (``tests/<tree>.json``) then records each
 file's size, mtime, ctime and inode, and a tree whose files all still have those is unchanged
-without git. Writing a file changes its ctime, which nobody can set back (the binaries' quick
-check in build/cache.py rests on the same); git hashed every file of the tree, 0.12 to 0.16 s of
-CPU before every prove.
+without git, which would hash every file of the tree before every prove (docs/performance.md).
+Writing a file changes its ctime, which nobody can set back (the binaries' quick check in
+build/cache.py rests on the same).
 
 An authored task's tree (run/benchmark.py) is the tree of its test commit plus its authored
 files, a tree of its own named by ``Task.tests_tree_id`` (``tests:<commit>+<digest>``): the check
@@ -30,11 +30,11 @@ from ..core.locks import locked
 from ..core.stamps import TaskDict
 from ..core.tasknames import TESTS, repo_task, tests_subtask
 from ..core.trees import file_stats, remove_tree, set_write_bits
+from ..run.benchmark import Task
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
-    from ..run.benchmark import Task
+    from ..run.context import StageContext
 
 # An authored task's own test files: ((name, contents), ...) (run/benchmark.py: Task.authored).
 Authored = Sequence[tuple[str, bytes]]
@@ -161,12 +161,13 @@ def task_tests_tree(layout: "Layout", task: "Task") -> tuple[Path, list[str]]:
     )
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     """The `tests:<tree>` tasks, one per test tree of the benchmark: per pinned test commit,
     and per set of authored files (prove/stage.gen_tasks yields them before its own)."""
     trees: dict[str, Task] = {}
     for t in ctx.tasks:
-        trees.setdefault(t.tests_tree_id, t)
+        if isinstance(t, Task):  # a SWE-bench task has no tree here (pipeline.STAGES_OF_KIND)
+            trees.setdefault(t.tests_tree_id, t)
     for tree_id, t in sorted(trees.items()):
         what = f" with {', '.join(n for n, _ in t.authored)}" if t.authored else ""
         yield {

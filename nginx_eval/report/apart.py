@@ -1,11 +1,12 @@
 """Rendering in a process of its own: the report's statistics and charts stay out of doit.
 
 The report imports scipy, statsmodels and matplotlib (stats.py, charts.py). Imported into the doit
-process, they stay there for the rest of the run: its peak memory went from 93 to 190 MiB, and a
-worker thread still drawing at exit died in matplotlib's abort(). ``run_apart(function, *args)``
-calls ``function(*args)`` in a new Python process of this same package instead, as a command of
-the run (procs.run_limited: stopped on Ctrl-C like a build). Its arguments travel pickled on
-stdin; a function of the package is pickled by its name, so the child runs this package's code.
+process, they would stay there for the rest of the run, doubling its peak memory
+(docs/performance.md), and a worker thread still drawing at exit dies in matplotlib's abort().
+``run_apart(function, *args)`` calls ``function(*args)`` in a new Python process of this same
+package instead, as a command of the run (procs.run_limited: stopped on Ctrl-C like a build).
+Its arguments travel pickled on stdin; a function of the package is pickled by its name, so the
+child runs this package's code.
 
 What the function prints goes to the caller's stdout. A UserError in the child is raised again in
 the caller with its message (one ``nginx-eval: error:`` line, as in this process); any other

@@ -131,7 +131,7 @@ def compare_pair(a, b, task_ids, seed_parts, names=None):
 def finish_comparisons(comparisons, total, quote=lambda c, side: f"`{c[side]}`"):
     """Holm-adjusted p-values and a sentence for each comparison."""
     adjusted = stats.holm([c["p_value"] for c in comparisons])
-    for c, p in zip(comparisons, adjusted):
+    for c, p in zip(comparisons, adjusted, strict=True):
         c["p_holm"] = p
         c["sentence"] = sentence(c, total, len(comparisons), quote)
         for key in (

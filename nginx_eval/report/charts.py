@@ -50,7 +50,7 @@ def draw_chart(data, path):
     rate_errors = _errors(
         [
             (r, [100 * v for v in a["interval"]] if a["interval"] else None)
-            for r, a in zip(rates, arms)
+            for r, a in zip(rates, arms, strict=True)
         ]
     )
     known = [a["cost_per_resolved"]["value"] for a in arms]
@@ -95,11 +95,11 @@ def _cost_panel(ax, arms, names, known):
         [(a["cost_per_resolved"]["value"], a["cost_per_resolved"]["interval"]) for a in arms]
     )
     ax.bar(names, costs, color="#c8803a", yerr=cost_errors, capsize=4, ecolor="#222222")
-    top = max([c + e for c, e in zip(costs, cost_errors[1])] + [0.0])
+    top = max([c + e for c, e in zip(costs, cost_errors[1], strict=True)] + [0.0])
     ax.set_ylim(0, top * 1.2 or 1.0)
     ax.set_ylabel("USD")
     ax.set_title("Cost per resolved task (— none)")
-    for x, (v, k) in enumerate(zip(costs, known)):
+    for x, (v, k) in enumerate(zip(costs, known, strict=True)):
         ax.annotate(
             "—" if k is None else f"${v:.2f}",
             (x, v),
@@ -136,7 +136,7 @@ def draw_distributions(data, path) -> bool:
     fig, axes = plt.subplots(
         1, len(panels), figsize=(4.5 * len(panels), 3.4), dpi=100, squeeze=False
     )
-    for ax, (key, title, unit) in zip(axes[0], panels):
+    for ax, (key, title, unit) in zip(axes[0], panels, strict=True):
         shown = [m for m in data["modes"] if m[key]]
         ax.set_title(title)
         ax.set_ylabel(unit)

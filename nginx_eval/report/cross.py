@@ -1,21 +1,14 @@
 """One report over two benchmarks: ``doit run report run=A cross=B``.
 
-A run belongs to one benchmark (run/record.py): its modes' directories, its denominator and its
-report are that benchmark's. Two benchmarks are two runs, made with the same modes.toml (e.g.
-``doit run nginx run=A`` and ``doit run swebench-verified run=B``); ``cross=B`` adds to run A's
-report.md and report.json a section that sets them side by side. Either side may be either kind;
-a SWE-bench side is read with the official harness's verdicts (evaluation.py), and its modes not
-graded yet are left out, as in its own report.
-
-Per mode, each benchmark: the resolved rate with its Wilson interval over n scored tasks, the
-mean agent time and cost per task. Per pair of modes both runs have (not gold and none, the
-bounds), each benchmark: the paired comparison of the report (arms.compare_pair: McNemar and
-Newcombe; Holm over that benchmark's pairs), the ratios of mean agent time and of mean cost,
-A over B, on the tasks both modes have a figure for, each with a seeded paired bootstrap
-interval (stats.ratio_interval); and pooled over the two benchmarks, the Cochran-Mantel-Haenszel
-test with each task a stratum (stats.cmh_paired, Holm over the pairs), the Mantel-Haenszel odds
-ratio, the pooled difference and a test of the same effect in both. A mode family with repeats
-is compared per benchmark only (the pooled test takes one run per task).
+A run belongs to one benchmark (run/record.py); two benchmarks are two runs made with the same
+modes.toml, and ``cross=B`` adds to run A's report.md and report.json a section that sets them
+side by side (docs/report.md#two-benchmarks). Either side may be either kind; a SWE-bench side is
+read with the official harness's verdicts (evaluation.py), its modes not graded yet left out.
+Per mode and benchmark: the resolved rate (Wilson) over the scored tasks, the mean agent time
+and cost per task. Per pair of modes both runs have (not gold and none, the bounds): within each
+benchmark the report's paired comparison (arms.compare_pair; Holm over that benchmark's pairs)
+and the ratios of mean agent time and cost (stats.ratio_interval); pooled over both,
+stats.cmh_paired (Holm over the pairs). A family with repeats is compared per benchmark only.
 
 report.json's ``cross`` (null without cross=)::
 
@@ -174,7 +167,7 @@ def _pair_cells(sides, a, b):
 def _pooled(sides, cells, a, b):
     """stats.cmh_paired over both sides, or None for a family or a side without a comparison."""
     strata = []
-    for s, cell in zip(sides, cells):
+    for s, cell in zip(sides, cells, strict=True):
         c = cell["comparison"]
         if c is None or c["method"] != "mcnemar":
             return None
@@ -193,7 +186,7 @@ def _finish(sides, pairs):
         done = [p["cells"][k]["comparison"] for p in pairs if p["cells"][k]["comparison"]]
         finish_comparisons(done, len(s["task_ids"]))
     pooled = [p["pooled"] for p in pairs if p["pooled"]]
-    for pool, adjusted in zip(pooled, stats.holm([q["p_value"] for q in pooled])):
+    for pool, adjusted in zip(pooled, stats.holm([q["p_value"] for q in pooled]), strict=True):
         pool["p_holm"] = round(adjusted, 8)
         for key in ("difference", "statistic", "p_value", "p_exact", "odds_ratio", "homogeneity_p"):
             if isinstance(pool.get(key), float):

@@ -9,7 +9,7 @@ import os
 
 from .. import __version__
 from ..core import jsonio
-from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES, UNFINISHED_AGENT
+from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES, TABLE, UNFINISHED_AGENT
 from ..run.benchmark import version_key
 from ..run.swebench import SWEBENCH
 from ..swebench.harness import command_line
@@ -21,20 +21,8 @@ from .evaluation import evaluate
 from .modes import families, mode_summary, strict_view
 from .records import gold_files, modes_on_disk, read_rows, toolchain
 
-CELL = {
-    "resolved": "PASS",
-    "partially_resolved": "PART",
-    "unresolved": "FAIL",
-    "compile_failed": "CF",
-    "patch_failed": "PF",
-    "timeout": "TO",
-    "agent_error": "ERR",
-    "env_error": "ENV",
-    "infra_error": "INFRA",
-    "not_run": "BUDGET",
-    "contaminated": "CONTAM",
-    "eval_error": "EVAL",
-}
+# The short form of each outcome: the per-task matrix's cells.
+CELL = {o.name: o.cell for o in TABLE}
 # How report.md counts the tasks a mode does not score: (one, several).
 NOT_SCORED_WORDS = {
     "infra_error": ("infra error", "infra errors"),
@@ -261,7 +249,7 @@ def strict_was_judged(mode_data) -> bool:
     """Whether the run judged strictness: some mode has a strict verdict, and the resolved
     patches were not all left unjudged by strict=0 or strict_gold=0 (whose unresolved rows
     still say "not strict": a report would compare a strict rate of 0 with rates nobody
-    measured)."""
+    judged)."""
     off = ("not judged (strict=0)", "not judged (strict_gold=0)")
     resolved = [e for d in mode_data for e in d["strict"]["unjudged"] + d["strict"]["not_strict"]]
     strict = sum(d["strict"]["count"] for d in mode_data)

@@ -14,16 +14,11 @@ outcome (infra_error, not_run, contaminated); an instance of the report's error_
 are unresolved), and a task that is not resolved after an agent timeout or failure is
 ``timeout`` or ``agent_error``, as for nginx.
 
-Bad input, one warning line each, and nothing else of the report lost:
-
-- a mode with predictions and no report: not graded (its command is in the report), left out
-  of the tables;
-- a report of other or older predictions than the current ones: not used;
-- a mode with two reports of its current predictions: neither is used;
-- a report that is not one (no id lists): not used;
-- report ids that are not tasks of the task file: not scored;
-- a prediction the report has no verdict for: counted as missing (scores 0, as a task without
-  a result does).
+Bad input is one warning line each, and nothing else of the report is lost: a mode with
+predictions and no report is not graded (its command is in the report); a report of other or
+older predictions, two reports of the current ones (neither), and a file that is no report (no
+id lists) are not used; report ids that are not tasks of the task file are not scored; a prediction
+the report has no verdict for counts as missing (scores 0, as a task without a result does).
 """
 
 from dataclasses import dataclass, field

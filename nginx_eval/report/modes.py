@@ -6,7 +6,7 @@ with the gold patch; per family, the spread of the repeats' rates and pass@k.
 A mode's denominator is the run's tasks less those whose outcome is not scored
 (outcomes.NOT_SCORED: the agent's run ended in an infra error, or the budget left it not run):
 those count in no rate, interval or comparison, and are counted apart. A task without a result
-stays in the denominator and scores 0. A rate over no task is None (shown "—"), never 0%.
+stays in the denominator and scores 0. A rate over no task is None (shown "—"), never a rate of 0.
 
 Numbers are rounded here, once, to what report.json holds (4 decimals for rates, 3 for seconds).
 """

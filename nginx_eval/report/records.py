@@ -2,13 +2,13 @@
 results.jsonl rows, what each row's agent ran, the toolchain the records name, and the files each
 task's fix touches. Nothing here computes a statistic; report/modes.py does, from these rows.
 
-Rows are results.jsonl rows (results/stage.py's schema); a row's outcome is core/outcomes.py's outcome(),
-the one definition, for rows written before the field existed too.
+Rows are results.jsonl rows (core/records.py: ResultRow); a row's outcome is core/outcomes.py's
+outcome(), the one definition, for rows without the field too.
 """
 
 import dataclasses
 
-from ..core import jsonio
+from ..core import jsonio, rootfs
 from ..core.errors import UserError
 from ..core.gitcmd import GitError
 from ..core.outcomes import OUTCOMES, outcome
@@ -105,18 +105,32 @@ def toolchain_records(layout, names):
 
 
 def toolchain(layout, names):
-    """{"compiler", "perl", "openssl"}: what built nginx and ran the tests, as the run's records
-    say (never asked of this machine: a report rendered elsewhere names the same), each distinct
-    value once, "; " between; "not recorded" when no record has it (records from before the field),
-    "not found" when the records say the program did not answer."""
-    values = {"compiler": [], "perl": [], "openssl": []}
+    """{"toolchain", "compiler", "perl", "openssl"}: what built nginx and ran the tests, as the
+    run's records say (never asked of this machine: a report rendered elsewhere names the same),
+    each distinct value once, "; " between; "not recorded" when no record has it (records without
+    the field), "not found" when the records say the program did not answer. "toolchain" is the
+    pinned root filesystem's digest or "host (pin off)" (core/rootfs.py), from prove.json and
+    build.json's compiler."""
+    values = {"toolchain": [], "compiler": [], "perl": [], "openssl": []}
     for path in toolchain_records(layout, names):
         rec = jsonio.read_json(path) or {}
         if path.name == "build.json" and isinstance(rec.get("compiler"), dict):
             values["compiler"].append(rec["compiler"].get("version") or rec["compiler"].get("cc"))
-        elif path.name == "prove.json" and isinstance(rec.get("versions"), dict):
-            for key in ("perl", "openssl"):
-                values[key].append(rec["versions"].get(key))
+            key = rec["compiler"].get("toolchain")
+            if key:
+                values["toolchain"].append(
+                    rootfs.describe(
+                        {"name": rootfs.HOST, "digest": None}
+                        if key == rootfs.HOST
+                        else {"name": rootfs.SUITE, "digest": key}
+                    )
+                )
+        elif path.name == "prove.json":
+            if isinstance(rec.get("versions"), dict):
+                for key in ("perl", "openssl"):
+                    values[key].append(rec["versions"].get(key))
+            if isinstance(rec.get("toolchain"), dict):
+                values["toolchain"].append(rootfs.describe(rec["toolchain"]))
     out = {}
     for key, found in values.items():
         known = list(dict.fromkeys(v for v in found if v))

@@ -1,44 +1,27 @@
 """Stage 9, site: ``results/<run>/site/``, a static view of the run that opens from the file system
 (no server, no network, no JavaScript framework: one small script, site.js, filters and sorts
 the index). Rendered with Jinja2 from ``templates/site/``, from result files only, like the report
-beside it, which stays the paper-ready summary::
+beside it; what the pages show: docs/viewer.md.
 
-    site/index.html                   the report's summary table (report.json) and a matrix of
-                                      tasks by modes, each cell the outcome (and the strict
-                                      verdict when grade.json has one) linking to its page;
-                                      filters by area, fix-date split and outcome, a sort by
-                                      "modes disagree" (site_index.py)
-    site/<mode>/<instance_id>.html    one mode on one task: the statement, the verdict with every
-                                      graded assertion and its TAP line, the patch beside the
-                                      gold diff, build and prove logs, cost, tokens and time,
-                                      the agent's trajectory (site_task.py)
-    site/site.css, site/site.js       shared by every page, copied from templates/site/ with the
-                                      index
+    site/index.html                   the summary and the matrix of tasks by modes (site_index.py)
+    site/<mode>/<instance_id>.html    one mode on one task (site_task.py)
+    site/site.css, site/site.js       shared by every page, copied from templates/site/
 
-Long logs are cut and linked (``../../<mode>/<instance_id>/build.log``), never inlined whole.
-
-Freshness (the protocol of stamps.py, with the digest in the page): every page records the digest
-of what it is made from in its head, ``<meta name="nginx-eval-inputs" content="<sha256>">``, and
-is up to date when that equals stamps.inputs_digest of its config and input files on disk now:
-
-    index                 config: everything the index shows (its data, as JSON: report.json's
-                          figures, the outcomes, strict verdicts, marks); files: the templates
-    <mode>/<instance_id>  config: the task's fields, the mode, the run's modes; files: the unit's
-                          grade.json, agent.json, patch.json, model.patch, build.json, build.log,
-                          prove.json, the TAP streams it names, the agent's prompts and
-                          transcripts, the gold mode's model.patch; and the templates
-
-So a changed grade re-renders the page of its unit, and the index when what the index shows of
-it (the outcome, the strict verdict) changed; editing report.md.j2 re-renders no page.
+Freshness (stamps.py's protocol, the digest in the page): every page records the digest of what
+it is made from in its head, ``<meta name="nginx-eval-inputs" content="<sha256>">``, and is up to
+date when that equals stamps.inputs_digest of its config and input files on disk now: for the
+index, everything it shows (its data as JSON) and the templates; for a task's page, the task, the
+mode, the run's modes, the unit's records, logs, TAP streams, prompts and transcripts, the gold
+patch and the templates. So a changed grade re-renders the page of its unit, and the index only
+when what the index shows of it changed; editing report.md.j2 re-renders no page.
 
 Tasks: ``site:index`` (after ``report:markdown``, whose report.json it reads) and
-``site:<mode>/<instance_id>`` for every mode with results and task of the run; ``site`` runs them
-all and ``report`` runs report:markdown and then ``site``. Like ``report`` they run nothing else.
-A `doit run` of modes (`doit run nginx`, `doit run nginx:gold`, a bare `doit`) renders the stale
-pages at its end, after the report (progress.py, write_site), and then records the settings of
-that complete site in ``site/.complete``. Every command that may change results removes that
-record as it starts (cli.py); a run that executed no task and rendered no report, and finds the
-settings unchanged, only checks that every page exists.
+``site:<mode>/<instance_id>``; ``site`` runs them all, ``report`` runs report:markdown and then
+``site``. A `doit run` of modes renders the stale pages at its end, after the report
+(progress.py, write_site), and records the settings of that complete site in ``site/.complete``.
+Every command that may change results removes that record as it starts (cli.py); a run that
+executed no task and rendered no report, and finds the settings unchanged, only checks that
+every page exists.
 """
 
 import re

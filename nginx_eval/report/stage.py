@@ -1,142 +1,26 @@
 """Stage 9, report: ``results/<run>/report.md``, ``report.json``, ``report-chart.png`` and,
 when some mode has agent time or cost, ``report-distributions.png``; with ``compare=OTHER``, also
-``compare-<OTHER>.md|.json``.
+``compare-<OTHER>.md|.json``. What they hold, and their statistics: docs/report.md.
 
 Rendered from result files only, never by running anything: every mode of the run that has a
-``results.jsonl`` (the modes of this invocation and any other mode dir on disk, such as an earlier
-``predictions=`` run), the run's ``validation.json`` if there is one, the per-task ``build.json``
-and ``prove.json`` (the compiler that built, the Perl and OpenSSL the tests ran with:
-toolchain()), and the templates (``templates/report*.j2``). Two doit tasks render it:
-``report:markdown`` (`doit run report run=NAME`, no dependencies; ``report`` is it and then the
-run's site, report/site.py) and ``<bench>:report`` (part of `doit run nginx`, after every mode); a
-`doit run` of some modes (`doit run nginx:gold`) renders it and the site at its end too
-(progress.py), and ``power`` (`doit run power detect=10`) prints how many tasks or repeats a
-difference needs. They are up to date when the digest of what the report is made from equals the
-``inputs`` stored in report.json, so editing a template re-renders the report and nothing else.
+``results.jsonl`` (the modes of this invocation and any other mode dir on disk), the run's
+``validation.json`` if there is one, the per-task ``build.json`` and ``prove.json`` (the toolchain,
+compiler, Perl and OpenSSL: records.toolchain), a SWE-bench run's official reports (evaluation.py),
+and the templates (``templates/report*.j2``). Two doit tasks render it: ``report:markdown`` (`doit
+run report run=NAME`; ``report`` is it and then the site) and ``<bench>:report`` (part of `doit run
+nginx`); a `doit run` of some modes renders it at its end too (progress.py), and ``power`` prints
+how many tasks or repeats a difference needs (power.py). They are up to date when the digest of what
+the report is made from (report_inputs) equals the ``inputs`` stored in report.json, so editing a
+template re-renders the report and nothing else.
 
-Outcome of a cell: the ``outcome`` of the row in results.jsonl (core/outcomes.py's outcome(), the
-one definition; computed from the row's other fields for rows written before it existed)::
+Schemas: core/records.py's ReportJson (``report.json``, the outcomes of core/outcomes.py) and
+CompareJson (``compare-<OTHER>.json``); report.json's ``cross`` is report/cross.py's.
 
-    PASS  resolved             the agent's patch resolves the task (even after a timeout)
-    ENV   env_error            the tests could not say (skipped file, missing module): untrusted
-    TO    timeout              the agent hit its time limit
-    ERR   agent_error          the agent failed or could not start
-    PF    patch_failed         the patch does not apply
-    CF    compile_failed       the patched tree does not build
-    PART  partially_resolved   some but not all fail_to_pass assertions pass
-    FAIL  unresolved
-    INFRA  infra_error         not scored: the API or the network failed (after every retry)
-    BUDGET not_run             not scored: the run's budget (max_cost) was spent before it started
-    CONTAM contaminated        not scored: the fix reached the agent
-
-A cell links to the task's grade.json and, when agent.json names one, to the agent's trajectory
-(``<mode>/<id>/agent/trajectory.md``). The header names the agent CLI version(s) the run's agent
-records name (agent.json's ``agent_version``); the time and cost table shows the tokens read from
-and written to the prompt cache apart from the other input tokens when the records have them.
-
-Statistics (stats.py names the methods and the libraries): a task scores 1 when resolved, else 0.
-A mode's resolved rate counts every task of the run (a missing result scores 0) except those it
-does not score (outcomes.NOT_SCORED: infra_error, not_run), which are counted apart and are in no
-rate, interval or comparison, as SWE-bench leaves its error ids out; it has a Wilson 95%
-interval. An *arm* is what comparisons compare: a mode, or a mode family (``raw``, ``raw-r2``,
-..., from ``repeats = k`` in modes.toml) taken together, whose per-task score is the mean over its
-repeats and whose interval uses the standard error clustered by task. Every pair of arms is
-compared on the tasks both have results for (pairs with the baseline first, the baseline second);
-p-values are adjusted with Holm's method over all pairs. ``cutoff=YYYY-MM-DD`` splits tasks by
-their ``fix_date``; ``compare=OTHER`` compares each arm with the same arm in run OTHER;
-``cross=OTHER`` sets this run beside run OTHER of the other benchmark (report/cross.py).
-
-A SWE-bench run's rows get their outcome from the official harness's reports (report/
-evaluation.py, which also says which report each mode is graded by and the grading command of
-those that are not); an instance of a report's error_ids is ``eval_error`` (EVAL), not scored.
-
-``report.json``::
-
-    {"schema_version": 2, "run", "benchmark", "benchmark_sha256",
-     "benchmark_version": the task file's version | null (unversioned),
-     "result_versions": [{"version": str | null, "modes": {mode: tasks}}],   # the versions the
-                        # results were graded under, oldest first (report_data.result_versions)
-     "inputs",
-     "tasks": [the run's task ids: every total_instances counts these], "benchmark_tasks": n,
-     "level": 0.95, "alpha": 0.05, "seed": stats.SEED,
-     "modes": {mode: {SWE-bench run report fields: "total_instances", "submitted_instances",
-                      "completed_instances", "resolved_instances", "unresolved_instances",
-                      "empty_patch_instances", "error_instances", "submitted_ids",
-                      "completed_ids", "incomplete_ids", "resolved_ids", "unresolved_ids",
-                      "empty_patch_ids", "error_ids"; and "outcomes": {instance_id: outcome},
-                      "outcome_counts": {outcome: n},   # infra_error and not_run: agent
-                                                        # modes only
-                      agent modes only: "scored_instances" (the rate's denominator),
-                      "infra_error_instances", "infra_error_ids", "not_run_instances",
-                      "not_run_ids", "agent_versions": [str],
-                      graded with rerun_failed=1 only: "verdict_changed_on_rerun_instances",
-                      "verdict_changed_on_rerun_ids" (tasks whose verdict a rerun changed),
-                      "resolved_rate": resolved / scored tasks | null (none scored),
-                      "resolved_interval": [low, high] | null,     # Wilson, 95%
-                      "cost_usd": total | null,
-                      "cost_per_resolved": {"value": usd | null,
-                                            "interval": [low, high | null] | null},
-                                            # seeded bootstrap over tasks; high null: unbounded
-                      "agent_seconds": {"n", "total", "mean", "median", "min", "q1", "q3", "max"},
-                      "agent_commands": [{"commands": [[phase, command]], "model": str | null,
-                                          "instance_ids": [...]}]}},
-                      # the commands that ran (agent.json's command_template, via
-                      # results.jsonl), one entry per distinct command line; [] for modes
-                      # without an agent or records from before the field
-     "families": {family: {"repeats", "resolved_rates", "mean", "min", "max", "stdev",
-                           "pass_at_1", "pass_at_k", "k",
-                           "se": clustered standard error | null,   # by task (Miller 2024)
-                           "interval": [low, high] | null}},
-     "arms": {arm: {"modes": [mode names], "repeats": k, "rate", "interval": [low, high] | null,
-                    "interval_method": "wilson" | "clustered by task",
-                    "cost_per_resolved": {"value", "interval"}}},
-     "comparisons": [{"a", "b",               # arms; difference = rate(a) - rate(b)
-                      "method": "mcnemar" (one run per task each) | "permutation" (repeats),
-                      "tasks": n compared (both have results), "a_rate", "b_rate",
-                      "difference", "interval": [low, high] | null,
-                      "interval_method": "newcombe" | "bootstrap BCa" | ...,
-                      "p_value", "p_holm",
-                      mcnemar: "both", "a_only", "b_only", "neither", "discordance";
-                      permutation: "a_better", "b_better", "ties", "sd",
-                      "detectable": smallest difference detected with 80% power | null,
-                      "sentence": the comparison in words}],
-     "power": {"power": 0.8, "alpha": 0.05, "tasks", "median_detectable" | null,
-               "min_detectable", "max_detectable", "comparisons": n, "estimable": n,
-               "disagreeing": pairs that disagree on some task,
-               "undetectable": [{"a", "b", "disagree", "tasks"}]},   # pairs that disagree
-                                                                       # and detect nothing
-     "swebench": null | {"evaluation_dir", "modes": [...]},   # a SWE-bench run's grading
-                                        # (report/evaluation.py: Evaluation.modes)
-     "cross": null | {...},             # cross=RUN: the section over two benchmarks (cross.py)
-     "breakdowns": {"area": [{"label", "tasks", "cells": [{"arm", "resolved" (one run),
-                                                            "rate", "interval"}]}],
-                    "tests": [same as area, label "nginx-tests" | "authored"; only sources
-                              with tasks],
-                    "fix_date": {"cutoff": "YYYY-MM-DD" | null, "groups": [same as area]}},
-     "figures": [the figure files report.md shows, beside it]}
-
-``compare-<OTHER>.json`` (``doit run report run=A compare=B``): {"schema_version": 2, "run",
-"other", "benchmark", "inputs", "tasks": [ids in both runs], "benchmark_sha256": {run: sha},
-"benchmark_version": {run: version | null} (run.json's),
-"arms": {arm: {run: {"rate", "interval", "repeats", "commands"}}}, "comparisons": [as above,
-with "a" and "b" the two runs' arm, plus "arm", "only_here": [ids], "only_other": [ids]]}.
-
-In SWE-bench's terms an *error* is an instance the evaluation could not judge: here env_error,
-patch_failed, infra_error and not_run (the last two also outside the resolved rate's denominator). A task with no row in a mode's results.jsonl is counted in total_instances only
-(``incomplete_ids``): a ``predictions=`` file without a row for it, or a task not run yet.
-
-The report's warnings list results graded under more than one version of the benchmark (or
-another than the task file's now), and, by mode and task, every agent that did not complete (agent error,
-timeout, infra error, with agent.json's reason; per mode, the tasks left by the budget),
-environment errors, tasks not validated as valid, modes
-with missing tasks, modes whose tasks ran different commands, and modes with tasks whose verdict a
-rerun of a failing test file changed (rerun_failed=1).
-
-Where each part lives: report/records.py reads the run's records; report/modes.py computes each
-mode's and family's figures; report/arms.py the arms, comparisons, power summary and breakdowns;
-report/data.py assembles what report.md shows and what report.json holds; report/markdown.py and
-report/charts.py render it; report/compare.py compares two runs; report/power.py plans power. This
-module says what the report is made from, when it is up to date, writes it, and yields its tasks.
+Where each part lives: records.py reads the run's records; modes.py computes each mode's and
+family's figures; arms.py the arms, comparisons, power summary and breakdowns; data.py assembles
+what report.md shows and what report.json holds; markdown.py and charts.py render it; compare.py
+compares two runs. This module says what the report is made from, when it is up to date, writes
+it, and yields its tasks.
 """
 
 from .. import __version__

@@ -2,43 +2,26 @@
 
 Everything here is computed with scipy.stats and statsmodels (imported when first needed: a
 report pays for them, `doit list` does not); this module chooses the methods and puts them
-together. Every random procedure takes a seed (``seed_for``): the same result files give the
-same report.
+together, and each function's docstring names its method. Every random procedure takes a seed
+(``seed_for``): the same result files give the same report. Unless a caller says otherwise,
+intervals are 95% intervals and tests are two-sided at the 5% level (LEVEL, ALPHA).
 
-Methods (95% intervals, two-sided tests at 5% unless a caller says otherwise):
+- One mode: ``wilson`` (one run per task: the Wilson score interval); ``clustered_mean`` (k
+  repeats per task, a mode family: the standard error clustered by task, Miller 2024).
+- Two modes, one run per task each: ``paired_binary`` (the discordant counts, Newcombe's hybrid
+  score interval for paired proportions, the exact McNemar p-value).
+- Two modes, at least one with repeats: ``paired_scores`` (the mean per-task difference, a seeded
+  paired bootstrap interval and a seeded sign-flip permutation test).
+- Many comparisons: ``holm`` (Holm's step-down adjustment).
+- Power (at 80% power, POWER; no multiplicity adjustment): ``mcnemar_power``,
+  ``mcnemar_detectable`` and ``mcnemar_tasks_needed`` (the exact power of the exact McNemar test,
+  given the tasks and the observed discordance); with repeats the paired t approximation
+  (``paired_detectable``, ``paired_plan``: the per-task variance split between tasks and within).
+- Two modes over two benchmarks: ``cmh_paired`` (Cochran-Mantel-Haenszel, each task a stratum).
+- Cost per resolved task, time and cost ratios: ``ratio_interval`` (a seeded percentile
+  bootstrap over tasks; an unbounded upper end is None).
 
-- **Resolved rate, one run per task**: Wilson score interval (``wilson``;
-  ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``).
-- **Resolved rate, k repeats per task** (a mode family ``raw``, ``raw-r2``, ...): the mean over
-  every (task, repeat) with the standard error clustered by task (Miller 2024, "Adding Error
-  Bars to Evals", section 2.2; statsmodels OLS on a constant with ``cov_type="cluster"``, whose
-  small-sample factor G/(G-1) makes it the sample standard deviation of the per-task means over
-  sqrt(tasks)); interval mean +- z * SE, clipped to [0, 1] (``clustered_mean``).
-- **Two modes, one run per task each** (``paired_binary``): the discordant counts (A only,
-  B only), the difference in resolved rate (b - c) / n with Newcombe's hybrid score interval for
-  paired proportions (Newcombe 1998, method 10, built on the Wilson intervals of the two rates),
-  and the exact (conditional, binomial) McNemar p-value (statsmodels ``mcnemar(exact=True)``).
-- **Two modes, at least one with repeats** (``paired_scores``): per task, the mean score over the
-  repeats of each side; the mean of the per-task differences, with a seeded paired bootstrap
-  interval (``scipy.stats.bootstrap``, BCa; percentile when BCa is undefined) and a seeded
-  sign-flip permutation test (``scipy.stats.permutation_test`` with
-  ``permutation_type="samples"``: exact when 2^tasks <= the number of resamples).
-- **Many comparisons**: Holm's step-down adjustment (statsmodels ``multipletests``).
-- **Power** (80%, two-sided 5%, no multiplicity adjustment): for one run per task, the exact
-  power of the exact McNemar test, given the tasks and the observed discordance (the share of
-  tasks on which the two modes disagree), summed over the binomial distribution of the number of
-  discordant tasks (``mcnemar_power``; the smallest detectable difference by bisection, the tasks
-  needed by search); with repeats, the paired t approximation on the per-task differences
-  (statsmodels ``TTestPower``), with the per-task variance split into a part between tasks and a
-  part within (from the repeats), which more repeats shrink (``paired_plan``).
-- **Two modes over two benchmarks** (``cmh_paired``, the report's cross-benchmark section): the
-  Cochran-Mantel-Haenszel test with each task a stratum (statsmodels ``StratifiedTable``), the
-  Mantel-Haenszel odds ratio, the pooled difference with Newcombe's interval, and Fisher's exact
-  test of the same effect in each benchmark; time and cost ratios per benchmark with
-  ``ratio_interval``.
-- **Cost per resolved task**: total cost over resolved tasks, with a seeded percentile bootstrap
-  over tasks (a resample without a resolved task has no finite ratio: the interval's upper end is
-  then None, unbounded) (``ratio_interval``).
+What the report says with them: docs/report.md#error-bars-paired-comparisons-and-power.
 """
 
 import contextlib
@@ -108,7 +91,10 @@ def wilson(k, n, level=LEVEL):
 def clustered_mean(table, level=LEVEL):
     """Mean of a tasks x repeats table of scores (a list per task; lists may differ in length
     when unscored runs, infra errors or budget skips, are left out), with the standard error
-    clustered by task (Miller 2024).
+    clustered by task (Miller 2024, "Adding Error Bars to Evals", section 2.2): statsmodels OLS
+    on a constant with ``cov_type="cluster"``, whose small-sample factor G/(G-1) makes it the
+    sample standard deviation of the per-task means over sqrt(tasks); the interval is
+    mean +- z * SE, clipped to [0, 1].
 
     Returns {"mean", "se", "interval": (low, high) | None, "tasks", "observations"}; se and
     interval are None with fewer than two tasks."""
@@ -139,9 +125,9 @@ def clustered_mean(table, level=LEVEL):
 # -- two modes -------------------------------------------------------------------------------------
 def discordance_table(x, y):
     """(both, x only, y only, neither) for two aligned 0/1 sequences."""
-    both = sum(1 for a, b in zip(x, y) if a and b)
-    x_only = sum(1 for a, b in zip(x, y) if a and not b)
-    y_only = sum(1 for a, b in zip(x, y) if b and not a)
+    both = sum(1 for a, b in zip(x, y, strict=True) if a and b)
+    x_only = sum(1 for a, b in zip(x, y, strict=True) if a and not b)
+    y_only = sum(1 for a, b in zip(x, y, strict=True) if b and not a)
     return both, x_only, y_only, len(x) - both - x_only - y_only
 
 
@@ -460,9 +446,9 @@ def cmh_paired(strata: list, level: float = LEVEL) -> dict:
     tables, counts, per = [], [0, 0, 0, 0], []
     for x, y in strata:
         table = discordance_table(x, y)
-        counts = [c + t for c, t in zip(counts, table)]
+        counts = [c + t for c, t in zip(counts, table, strict=True)]
         per.append(table[1:3])
-        tables += [[[a, 1 - a], [b, 1 - b]] for a, b in zip(x, y)]
+        tables += [[[a, 1 - a], [b, 1 - b]] for a, b in zip(x, y, strict=True)]
     both, a_only, b_only, neither = counts
     n = sum(counts)
     out = {

@@ -11,7 +11,7 @@ import os
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..core import jsonio, stamps
 from ..core.errors import UserError, failing_on_user_error
@@ -31,8 +31,8 @@ from ..core.tasknames import REPOS, repo_subtask
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
-    from ..run.benchmark import Benchmark, Task
+    from ..run.benchmark import AnyTask
+    from ..run.context import StageContext
 
 # {commit: [[instance id, field], ...]}: the tasks that pin each commit of a repository.
 Commits = Mapping[str, list[list[str]]]
@@ -40,7 +40,7 @@ Commits = Mapping[str, list[list[str]]]
 Files = Mapping[str, list[str]]
 
 
-def needed_commits(tasks: Iterable["Task"]) -> dict[str, dict[str, list[list[str]]]]:
+def needed_commits(tasks: Iterable["AnyTask"]) -> dict[str, dict[str, list[list[str]]]]:
     """{repo: {commit: [[instance id, field], ...]}} for every commit the tasks pin."""
     need: dict[str, dict[str, list[list[str]]]] = {}
     for t in tasks:
@@ -58,7 +58,7 @@ def needed_commits(tasks: Iterable["Task"]) -> dict[str, dict[str, list[list[str
 
 
 def needed_files(
-    tasks: Iterable["Task"], authored: bool = False
+    tasks: Iterable["AnyTask"], authored: bool = False
 ) -> dict[str, dict[str, list[str]]]:
     """{test repo: {"<test commit>:<test file>": [instance ids]}}: what prove will run from the
     test repository; with `authored`, the tasks' authored files instead, which must not be
@@ -103,7 +103,7 @@ def ensure_repo(
             try:
                 clone_bare(url, tmp)
             except GitError as e:
-                raise UserError(f"cannot clone {url}: {e.stderr.strip()}", field="repo")
+                raise UserError(f"cannot clone {url}: {e.stderr.strip()}", field="repo") from None
             os.replace(tmp, path)
         # Workspaces fetch single commits from this clone by hash.
         set_config(path, "uploadpack.allowAnySHA1InWant", "true")
@@ -167,9 +167,9 @@ def clone_task(
     )
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     files, own = needed_files(ctx.tasks), needed_files(ctx.tasks, authored=True)
-    benchmark = cast("Benchmark", ctx.benchmark)  # pipeline.Context declares it an object
+    benchmark = ctx.benchmark
     for repo, commits in sorted(needed_commits(ctx.tasks).items()):
         repo_files, repo_own = files.get(repo, {}), own.get(repo, {})
         config = {"url": repo_url(repo), "commits": sorted(commits), "files": sorted(repo_files)}

@@ -1,44 +1,23 @@
 """Per mode: ``results.jsonl`` (a row per task) and SWE-bench ``predictions.jsonl``.
 
 Both are rebuilt from the per-task files of the run's benchmark (a row for every task the mode
-graded in this run, in the benchmark's order), never from the command's selection alone.
+graded in this run, in the benchmark's order), never from the command's selection alone. A
+predictions mode has rows only for the tasks its file has a row for (modes.Mode.instances). A
+SWE-bench benchmark's results tasks are swebench/stage.py's.
 
-results.jsonl row::
+results.jsonl row (core/records.py: ResultRow, where each field is explained)::
 
-    {"instance_id", "mode", "run",
-     "benchmark_version": str | null,   # grade.json's: the task file's version it was graded
-                                        # under (null: unversioned, or graded before versions)
-     "outcome": one of OUTCOMES,        # the task's outcome (core/outcomes.py), the
-                                        # vocabulary of report.json and report.md too
-     "status",                          # grade.json's verdict of the patch alone (grade/stage.py)
-     "resolved", "agent_status", "build_status",
-     "agent_error": str | null,         # agent.json's error: why the agent did not complete
-     "agent_commands": [[phase, command]] | null,   # agent.json's command_template per phase:
-                                        # what ran (null: no agent, or a record without it)
-     "agent_model": str | null,         # agent.json's model (null: not passed, or no agent)
-     "agent_version": str | null,       # agent.json's agent_version (`<program> --version`)
-     "strict": true | false | null, "strict_reason": str,   # grade.json's strict verdict
-     "isolation": "srt" | "none" | null,    # agent.json's isolation (null: no agent)
-     "web_tools": bool | null,          # agent.json's: Claude Code's WebSearch/WebFetch open to
-                                        # the agent (a record made before the field: true for a
-                                        # Claude Code run, which had them; null: another agent)
-     "contaminated": bool,              # agent.json's: the fix reached the agent
-     "flags": {kind: n} | null,         # agent.json's flags, counted by kind
-     "blocked": int | null,             # connections the sandbox refused, every phase
-     "trajectory": str | null,          # agent.json's trajectory, relative to the task's
-                                        # results dir ("agent/trajectory.md")
-     "build_kind", "build_seconds", "agent_seconds", "cost_usd",
-     "tokens": {"input", "output", "cache_read", "cache_creation"} | null,  # agent.json's
+    {"instance_id", "mode", "run", "benchmark_version",
+     "outcome",                         # core/outcomes.py: the task's outcome in the mode
+     "status", "resolved", "strict", "strict_reason",      # grade.json's
+     "agent_status", "agent_error", "agent_commands", "agent_model", "agent_version",
+     "isolation", "web_tools", "contaminated", "flags", "blocked", "trajectory",   # agent.json's
+     "build_status", "build_kind", "build_seconds", "agent_seconds", "cost_usd", "tokens",
      "fail_to_pass": {"passed": n, "failed": n}, "pass_to_pass": {...},
      "patch": {"sha256", "files", "lines_added", "lines_removed"}, "env_errors": [...],
-     # only when the grade had reruns (rerun_failed=1), from grade.json:
-     "first_run_status": str, "changed_on_rerun": [ids]}
+     "first_run_status", "changed_on_rerun"}          # only when the grade had reruns
 
-A predictions mode has rows only for the tasks its file has a row for (modes.Mode.instances).
-A SWE-bench benchmark's results tasks are swebench/stage.py's (no grade: its rows are these
-fields without it, graded by the official harness).
-
-predictions.jsonl row: {"instance_id", "model_name_or_path", "model_patch"}.
+predictions.jsonl row (records.Prediction): {"instance_id", "model_name_or_path", "model_patch"}.
 """
 
 from doit.tools import config_changed

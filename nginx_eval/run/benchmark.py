@@ -1,86 +1,38 @@
 """Benchmark files: ``tasks/<name>.json`` → a validated list of Task.
 
-File schema::
+The file's schema, each task's fields and the fairness audit's are docs/benchmark.md's "The task
+file" (tests/test_docs.py checks that its table names REQUIRED and OPTIONAL); the version and
+changelog rules are docs/benchmark-versions.md. Loading checks all of them, and a mistake is one
+UserError naming the file, the task and the field. A file with ``"kind": "swebench"`` holds
+SWE-bench rows instead (run/swebench.py); the default kind, "nginx", is this module's.
 
-    {"name": "nginx", "description": "...", "version": "4.19",
-     "changelog": [{"version": "4.19", "date": "YYYY-MM-DD", "tasks": 173, "changes": "..."},
-                   ...],                                            # newest first
-     "tasks": [TASK, ...]}                    (a bare list of tasks is accepted, unversioned)
-
-A file with ``"kind": "swebench"`` at the top holds SWE-bench rows instead (run/swebench.py); the
-default kind, "nginx", is what this docstring describes.
-
-``version`` names the file's tasks as they are: results made with two versions are not results
-of one benchmark (run.json and the report record it; grade.json stamps it, and the report warns
-when a run's results carry two). It is "MAJOR.MINOR": MINOR goes up when tasks are only added or
-removed (or informative fields change), MAJOR when a task that stays changes what an agent sees
-or how it is graded (statement, commits, flags, test files, assertions). Each change adds an
-entry to ``changelog``, newest first: its version, date, the number of tasks after it, and what
-changed. Both fields are optional (test fixtures, candidates files), but go together; the newest
+``version`` names the file's tasks as they are: results made with two versions are not results of
+one benchmark (run.json and the report record it; grade.json stamps it). The newest changelog
 entry must name ``version`` and the file's task count, so adding or dropping tasks without an
-entry is refused (scripts/promote_tasks.py writes the entry when it adds tasks).
+entry is refused (_check_version). A task's ``audit`` must record a change that fixes each of its
+findings (_check_audit); ``doit run <bench>:lint`` refuses a task without one.
 
-A *candidates file* (``"candidates": true`` at the top, written by scripts/mine_tasks.py) holds
-mined task stubs awaiting validation: its tasks may leave fail_to_pass empty and keep the
-placeholder problem statement ("TODO"), and only its validation (``doit run <name>:validate``)
-runs on it (pipeline.check_candidates); scripts/promote_tasks.py then copies the valid ones, with
-their derived assertions and a statement, into a benchmark file. A benchmark file refuses both.
-
-TASK fields (all required unless marked optional):
-    instance_id        str, unique in the file, [A-Za-z0-9_.-]
-    repo, test_repo    "owner/name"
-    base_commit, fix_commit, test_commit     full 40-hex hashes (no HEAD, branches, short hashes)
-    test_files         non-empty list of .t paths relative to the test repository
-    configure_flags    list of str for ./auto/configure
-    fail_to_pass       non-empty list of assertion ids ("<file>:<n> <description>", see grade/stage.py)
-    pass_to_pass       list of assertion ids
-    problem_statement  non-empty str, the bug as a user reports it (not the placeholder "TODO")
-    perl_modules       optional list of Perl module names the tests need
-    test_timeout       optional seconds per test file (default 180)
-    fix_date           optional "YYYY-MM-DD": the fix commit's committer date (the report's
-                       split by date, ``cutoff=``); informative only, not an input of any stage
-    area, gold_size, notes     optional, informative only (area: the report's breakdown)
-    audit              optional here, required by ``doit run <bench>:lint``: the fairness audit
-                       of the task (docs/benchmark.md#the-fairness-audit), informative only
-    tests              optional "nginx-tests" (the default) or "authored": where the task's
-                       assertions come from (the report and the card split rates by it)
-
-AUDIT fields (all required unless marked optional)::
-
-    {"date": "YYYY-MM-DD",
-     "statement_sufficient": bool,  # as found: the statement alone says what behaviour is wanted
-     "tests_fair": bool,            # as found: every fail_to_pass assertion checks only what the
-                                    # statement states or what any correct fix must do
-     "over_strict": [{"assertion": ID, "why": str, "fixed_by": "statement" | "dropped"}],
-     "changes": [{"field": "problem_statement", "why": str}
-                 | {"field": "fail_to_pass", "dropped": [ID, ...], "why": str}],
-     "alternative": {"resolved_before": bool, "resolved": bool,      # optional: the task has a
-                     "strict": bool | null},                         # row in tasks/alternatives.jsonl
-     "notes": str}                                                    # optional
-
-``tests_fair`` is false exactly when ``over_strict`` names assertions. A finding is fixed by a
-change: a statement that was not sufficient, or an over-strict assertion fixed by "statement",
-needs a problem_statement change; one fixed by "dropped" is no longer in fail_to_pass and a
-fail_to_pass change lists it. ``alternative`` records an alternative fix run through the harness
-against the task as it was (``resolved_before``) and as it is (``resolved``, ``strict``).
+A *candidates file* (``"candidates": true``, scripts/mine_tasks.py) holds mined stubs awaiting
+validation: fail_to_pass may be empty and the statement the placeholder, and only its validation
+runs on it (pipeline.check_candidates). A benchmark file refuses both.
 
 An *authored* task (``"tests": "authored"``) grades with test files the project writes, kept
-beside the benchmark file in ``tests/`` (``tasks/tests/<file>.t``): each of its test_files found
-there is authored, the others come from nginx-tests at test_commit, and at least one must be
-authored. Its test tree is the nginx-tests tree of test_commit plus its authored files
-(prove/tree.py), named by a digest of their names and contents (``Task.tests_tree_id``), so an
-edited test file makes a new tree that is extracted, proved and validated again. The files'
-contents are read when the benchmark loads and travel with the Task (a node of executor=ray
-writes the tree from them). An authored file may not have the name of a file of nginx-tests at
-test_commit (repositories/stage.py checks it).
+beside the benchmark file (``tasks/tests/<file>.t``): each of its test_files found there is
+authored, the others come from nginx-tests at test_commit, and at least one must be authored. Its
+test tree is the nginx-tests tree plus its authored files, named by a digest of their names and
+contents (``Task.tests_tree_id``), so an edited file makes a new tree; the files' contents are
+read when the benchmark loads and travel with the Task (a node of executor=ray writes the tree).
 """
 
 import datetime
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import UserError
 from ..core.gitcmd import gold_diff
@@ -103,7 +55,7 @@ TEST_SOURCES = ("nginx-tests", "authored")  # a task's "tests"; the first is the
 AUTHORED_DIR = "tests"  # authored test files, beside the benchmark file
 PLACEHOLDER_STATEMENT = "TODO"  # what the miner writes until a human writes the statement
 
-REQUIRED = {
+REQUIRED: dict[str, type] = {
     "instance_id": str,
     "repo": str,
     "test_repo": str,
@@ -116,7 +68,7 @@ REQUIRED = {
     "pass_to_pass": list,
     "problem_statement": str,
 }
-OPTIONAL = {
+OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "perl_modules": list,
     "test_timeout": (int, float),
     "area": str,
@@ -126,16 +78,18 @@ OPTIONAL = {
     "audit": dict,
     "tests": str,
 }
-AUDIT_FIELDS = {
+AUDIT_FIELDS: dict[str, type] = {
     "date": str,
     "statement_sufficient": bool,
     "tests_fair": bool,
     "over_strict": list,
     "changes": list,
 }
-AUDIT_OPTIONAL = {"alternative": dict, "notes": str}
+AUDIT_OPTIONAL: dict[str, type] = {"alternative": dict, "notes": str}
 AUDIT_FIXES = ("statement", "dropped")
 AUDIT_CHANGED_FIELDS = ("problem_statement", "fail_to_pass")
+# A task's object in the file, once _check_fields has found it one.
+Raw = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -146,30 +100,32 @@ class Task:
     base_commit: str
     fix_commit: str
     test_commit: str
-    test_files: tuple
-    configure_flags: tuple
-    fail_to_pass: tuple
-    pass_to_pass: tuple
+    test_files: tuple[str, ...]
+    configure_flags: tuple[str, ...]
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
     problem_statement: str
-    perl_modules: tuple = ()
+    perl_modules: tuple[str, ...] = ()
     test_timeout: float = DEFAULT_TEST_TIMEOUT
     area: str = ""
     fix_date: str = ""  # YYYY-MM-DD, or "" when the task file does not say
-    gold_size: dict = field(default_factory=dict, compare=False, hash=False)
-    audit: dict = field(default=None, compare=False, hash=False)  # None: not audited
+    gold_size: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # The fairness audit (module docstring); None: not audited.
+    audit: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     tests: str = TEST_SOURCES[0]
-    authored: tuple = ()  # ((file name, its bytes), ...) of an authored task's own files
+    # ((file name, its bytes), ...) of an authored task's own files
+    authored: tuple[tuple[str, bytes], ...] = ()
 
     kind = NGINX  # the benchmark kind (a SWE-bench task: run/swebench.SweTask)
     templates = ""  # its prompts: templates/ itself
 
     @property
-    def authored_digests(self):
+    def authored_digests(self) -> dict[str, str]:
         """{authored file: sha256 of its content}."""
         return {name: hashlib.sha256(data).hexdigest() for name, data in self.authored}
 
     @property
-    def tests_tree_id(self):
+    def tests_tree_id(self) -> str:
         """The name of the task's test tree: its test commit, followed for an authored task by
         a digest of its files' names and contents (another content, another tree)."""
         if not self.authored:
@@ -177,8 +133,8 @@ class Task:
         digest = hashlib.sha256(json.dumps(sorted(self.authored_digests.items())).encode())
         return f"{self.test_commit}+{digest.hexdigest()[:16]}"
 
-    def to_json(self):
-        out = {
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "instance_id": self.instance_id,
             "repo": self.repo,
             "test_repo": self.test_repo,
@@ -200,19 +156,24 @@ class Task:
         return out
 
 
+# A task of either kind of benchmark: the stages up to the patch take both.
+AnyTask = Task | swebench.SweTask
+
+
 @dataclass(frozen=True)
 class Benchmark:
     name: str
     path: Path
-    tasks: tuple
+    tasks: "tuple[AnyTask, ...]"
     digest: str
     candidates: bool = False  # a candidates file (module docstring): validation only
-    version: str = None  # "MAJOR.MINOR", None for an unversioned file
-    changelog: tuple = ()  # its entries (dicts), newest first
+    version: str | None = None  # "MAJOR.MINOR", None for an unversioned file
+    changelog: tuple[dict[str, Any], ...] = ()  # its entries, newest first
     kind: str = NGINX  # "nginx", or "swebench" (run/swebench.py)
-    dataset: dict = field(default=None, compare=False, hash=False)  # swebench: {"name", "split"}
+    # A SWE-bench benchmark's dataset, {"name", "split"}; None for nginx.
+    dataset: dict[str, str] | None = field(default=None, compare=False, hash=False)
 
-    def refuse_candidates(self, target):
+    def refuse_candidates(self, target: str) -> None:
         """UserError naming the file when it is a candidates file, which `target` (a doit task
         name) may not run on."""
         if self.candidates:
@@ -223,7 +184,9 @@ class Benchmark:
                 file=self.path,
             )
 
-    def select(self, instances=None, limit=None):
+    def select(
+        self, instances: Sequence[str] | None = None, limit: int | None = None
+    ) -> "list[AnyTask]":
         tasks = list(self.tasks)
         if instances:
             known = {t.instance_id for t in tasks}
@@ -240,7 +203,7 @@ class Benchmark:
         return tasks
 
 
-def is_date(text):
+def is_date(text: object) -> bool:
     """Whether `text` is a calendar date written YYYY-MM-DD."""
     if not isinstance(text, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
         return False
@@ -251,19 +214,21 @@ def is_date(text):
     return True
 
 
-def version_key(version):
+def version_key(version: str) -> tuple[int, int]:
     """(MAJOR, MINOR) of a version string "MAJOR.MINOR"."""
     major, minor = version.split(".")
     return int(major), int(minor)
 
 
-def next_version(version, major=False):
+def next_version(version: str, major: bool = False) -> str:
     """The version after `version`: the next MINOR, or with `major` the next MAJOR (".0")."""
     ma, mi = version_key(version)
     return f"{ma + 1}.0" if major else f"{ma}.{mi + 1}"
 
 
-def _check_version(data, path, ntasks):
+def _check_version(
+    data: object, path: Path, ntasks: int
+) -> tuple[str | None, tuple[dict[str, Any], ...]]:
     """(version, changelog entries) of a file's top-level object; UserError naming the file,
     the changelog entry and the field at fault."""
     if not isinstance(data, dict) or ("version" not in data and "changelog" not in data):
@@ -288,7 +253,7 @@ def _check_version(data, path, ntasks):
         )
     for i, entry in enumerate(changelog):
         _check_changelog_entry(entry, path, i)
-    for i, (newer, older) in enumerate(zip(changelog, changelog[1:]), 1):
+    for i, (newer, older) in enumerate(pairwise(changelog), 1):
         item = f"changelog entry {i} (version {older['version']})"
         if version_key(older["version"]) >= version_key(newer["version"]):
             raise UserError(
@@ -324,7 +289,7 @@ def _check_version(data, path, ntasks):
     return version, tuple(changelog)
 
 
-def _check_changelog_entry(entry, path, index):
+def _check_changelog_entry(entry: object, path: Path, index: int) -> None:
     item = f"changelog entry {index}"
     if not isinstance(entry, dict):
         raise UserError(
@@ -360,7 +325,15 @@ def _check_changelog_entry(entry, path, index):
         raise UserError("must say what changed", file=path, item=item, field="changes")
 
 
-def _check_str_list(value, path, iid, name, *, nonempty=False, unique=False):
+def _check_str_list(
+    value: list[Any],
+    path: Path,
+    iid: str,
+    name: str,
+    *,
+    nonempty: bool = False,
+    unique: bool = False,
+) -> None:
     if not all(isinstance(v, str) and v.strip() for v in value):
         raise UserError("must be a list of non-empty strings", file=path, task=iid, field=name)
     if nonempty and not value:
@@ -375,7 +348,7 @@ def _check_str_list(value, path, iid, name, *, nonempty=False, unique=False):
             raise UserError(f"duplicate entries {dups[:3]}", file=path, task=iid, field=name)
 
 
-def _check_fields(raw, path, index):
+def _check_fields(raw: Any, path: Path, index: int) -> str:
     """Check that `raw` is an object with every required field, each of its type, and no unknown
     field; return its instance_id. Until the id is known good, errors name the task by position."""
     where = f"#{index}"
@@ -394,8 +367,8 @@ def _check_fields(raw, path, index):
                 task=where,
                 field=name,
             )
-    for name, kind in OPTIONAL.items():
-        if name in raw and not isinstance(raw[name], kind):
+    for name, kinds in OPTIONAL.items():
+        if name in raw and not isinstance(raw[name], kinds):
             raise UserError(
                 f"has the wrong type ({type(raw[name]).__name__})",
                 file=path,
@@ -405,12 +378,13 @@ def _check_fields(raw, path, index):
     unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
     if unknown:
         raise UserError(f"unknown field(s) {', '.join(sorted(unknown))}", file=path, task=where)
+    iid = raw["instance_id"]  # a string: REQUIRED
     if not INSTANCE_ID.match(iid):
         raise UserError("must match [A-Za-z0-9_.-]+", file=path, task=where, field="instance_id")
     return iid
 
 
-def _check_repos_and_commits(raw, path, iid):
+def _check_repos_and_commits(raw: Raw, path: Path, iid: str) -> None:
     """Repositories are owner/name; commits are full hashes (a branch or HEAD would move), and
     the fix is not the base."""
     for name in ("repo", "test_repo"):
@@ -430,7 +404,7 @@ def _check_repos_and_commits(raw, path, iid):
         raise UserError("equals base_commit", file=path, task=iid, field="fix_commit")
 
 
-def _check_tests(raw, path, iid, candidates):
+def _check_tests(raw: Raw, path: Path, iid: str, candidates: bool) -> None:
     """The test files are relative .t paths; every assertion id names one of them, and none is
     both fail_to_pass and pass_to_pass (it cannot both fail and pass without the fix). A
     candidate's fail_to_pass may be empty: its validation derives it."""
@@ -465,7 +439,7 @@ def _check_tests(raw, path, iid, candidates):
                 )
 
 
-def _check_optional_values(raw, path, iid, candidates):
+def _check_optional_values(raw: Raw, path: Path, iid: str, candidates: bool) -> None:
     """The problem statement says something (a candidate's may still be the placeholder); the
     optional fields hold sensible values."""
     statement = raw["problem_statement"].strip()
@@ -489,11 +463,18 @@ def _check_optional_values(raw, path, iid, candidates):
         raise UserError("must be positive", file=path, task=iid, field="test_timeout")
 
 
-def _audit_error(message, path, iid, where=""):
+def _audit_error(message: str, path: Path, iid: str, where: str = "") -> UserError:
     return UserError(message, file=path, task=iid, field="audit" + where)
 
 
-def _check_audit_entry(entry, path, iid, where, required, optional=()):
+def _check_audit_entry(
+    entry: Any,
+    path: Path,
+    iid: str,
+    where: str,
+    required: Mapping[str, type],
+    optional: Iterable[str] = (),
+) -> None:
     """An audit object or list entry: a dict with its required string/bool/list fields."""
     if not isinstance(entry, dict):
         raise _audit_error("must be a JSON object", path, iid, where)
@@ -508,20 +489,20 @@ def _check_audit_entry(entry, path, iid, where, required, optional=()):
                 iid,
                 f"{where}.{name}",
             )
-        if kind is str and not value.strip():
+        if isinstance(value, str) and not value.strip():
             raise _audit_error("must not be empty", path, iid, f"{where}.{name}")
     unknown = set(entry) - set(required) - set(optional)
     if unknown:
         raise _audit_error(f"unknown field(s) {', '.join(sorted(unknown))}", path, iid, where)
 
 
-def _kind_words(kind):
+def _kind_words(kind: type) -> str:
     return {str: "a string", bool: "true or false", list: "a list", dict: "an object"}[kind]
 
 
-def _check_audit(raw, path, iid):
-    """The task's audit (module docstring), when it has one: its fields, and that every finding
-    is fixed by a change that the task as it stands reflects."""
+def _check_audit(raw: Raw, path: Path, iid: str) -> None:
+    """The task's audit (docs/benchmark.md#the-fairness-audit), when it has one: its fields, and
+    that every finding is fixed by a change that the task as it stands reflects."""
     audit = raw.get("audit")
     if audit is None:
         return
@@ -612,7 +593,7 @@ def _check_audit(raw, path, iid):
             raise _audit_error("must be true, false or null", path, iid, ".alternative.strict")
 
 
-def authored_files(raw, path, iid):
+def authored_files(raw: Raw, path: str | Path, iid: str) -> tuple[tuple[str, bytes], ...]:
     """((name, bytes), ...) of the task's authored test files (module docstring), () for a task
     of nginx-tests; UserError naming the file, the task and the field when "tests" is neither,
     or when an authored task has no file in the authored directory."""
@@ -639,7 +620,7 @@ def authored_files(raw, path, iid):
                     file=path,
                     task=iid,
                     field="test_files",
-                )
+                ) from None
     if not found:
         raise UserError(
             f'is "authored", but none of test_files ({", ".join(raw["test_files"])}) '
@@ -652,7 +633,7 @@ def authored_files(raw, path, iid):
     return tuple(found)
 
 
-def parse_task(raw, path, index, candidates=False):
+def parse_task(raw: Any, path: Path, index: int, candidates: bool = False) -> Task:
     """The Task of entry `index` of a benchmark file (of a candidates file: `candidates`); its
     first mistake raises UserError naming the file, the task and the field."""
     iid = _check_fields(raw, path, index)
@@ -684,13 +665,13 @@ def parse_task(raw, path, index, candidates=False):
     )
 
 
-def unaudited(tasks):
+def unaudited(tasks: "Iterable[AnyTask]") -> list[str]:
     """The ids of the tasks that carry no fairness audit (``doit run <bench>:lint`` refuses
     them)."""
     return [t.instance_id for t in tasks if t.audit is None]
 
 
-def load_benchmark(path):
+def load_benchmark(path: str | Path) -> "Benchmark":
     """Load and validate one benchmark file; UserError names the file, task and field at fault."""
     path = Path(path)
     name = path.stem
@@ -699,11 +680,13 @@ def load_benchmark(path):
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
-        raise UserError(f"cannot read: {e.strerror}", file=path)
+        raise UserError(f"cannot read: {e.strerror}", file=path) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise UserError(f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=path)
+        raise UserError(
+            f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=path
+        ) from None
     raw_tasks = data.get("tasks") if isinstance(data, dict) else data
     if not isinstance(raw_tasks, list):
         raise UserError('expected {"tasks": [...]} or a list of tasks', file=path, field="tasks")
@@ -730,7 +713,7 @@ def load_benchmark(path):
     )
 
 
-def _unique_tasks(path, parsed) -> list:
+def _unique_tasks(path: Path, parsed: "Iterable[AnyTask]") -> "list[AnyTask]":
     """The parsed tasks of a task file, in order; UserError at the first instance_id seen twice."""
     tasks, seen = [], set()
     for task in parsed:
@@ -743,7 +726,9 @@ def _unique_tasks(path, parsed) -> list:
     return tasks
 
 
-def _swebench_benchmark(name, path, text, data, raw_tasks):
+def _swebench_benchmark(
+    name: str, path: Path, text: str, data: Any, raw_tasks: list[Any]
+) -> "Benchmark":
     """A task file of SWE-bench rows (run/swebench.py)."""
     tasks = _unique_tasks(
         path, (swebench.parse_task(raw, path, i) for i, raw in enumerate(raw_tasks))
@@ -761,23 +746,25 @@ def _swebench_benchmark(name, path, text, data, raw_tasks):
     )
 
 
-def gold_patch(task, bare) -> bytes:
+def gold_patch(task: "AnyTask", bare: str | Path) -> bytes:
     """The fix's diff: a SWE-bench row carries it (its patch); an nginx task's is the diff from
     its base to its fix commit in the bare clone `bare`."""
-    if task.kind == SWEBENCH:
+    if isinstance(task, swebench.SweTask):
         return task.patch.encode("utf-8")
     return gold_diff(bare, task.base_commit, task.fix_commit)
 
 
-def _digest(text, tasks):
+def _digest(text: str, tasks: "Sequence[AnyTask]") -> str:
     """The benchmark's sha256: of its file, and of its authored test files when it has any (an
     edited test changes what the benchmark grades; a file without them keeps its plain digest)."""
-    authored = {t.instance_id: t.authored_digests for t in tasks if t.authored}
+    authored = {
+        t.instance_id: t.authored_digests for t in tasks if isinstance(t, Task) and t.authored
+    }
     if authored:
         text += "\n" + json.dumps(authored, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def load_benchmarks(tasks_dir):
+def load_benchmarks(tasks_dir: str | Path) -> dict[str, "Benchmark"]:
     """Every ``*.json`` benchmark in `tasks_dir`, by name."""
     return {p.stem: load_benchmark(p) for p in sorted(Path(tasks_dir).glob("*.json"))}

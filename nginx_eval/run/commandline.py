@@ -64,7 +64,7 @@ def agent_words(value: str) -> str:
     except ValueError as e:
         raise UserError(
             f"AGENT={value!r} is not a command line a shell can read: {e}", field="AGENT"
-        )
+        ) from None
     return " ".join(shlex.quote(w) for w in words)
 
 

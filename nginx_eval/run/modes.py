@@ -1,80 +1,40 @@
 """Agent modes, from ``modes.toml`` at the project root, plus the built-in baselines.
 
-Schema::
+The schema is the header of the shipped modes.toml, which documents every key of a mode
+(MODE_KEYS) and of a phase (PHASE_KEYS); tests/test_records.py checks that it names them all. A
+mode is one or more phases (``[[modes.<name>.phases]]``: name, command run with bash -c in the
+workspace, timeout in seconds past which the whole process group is killed, prompt template), or
+instead a SWE-bench ``predictions`` file scored as it is. Any other key, at any level, is an error
+naming the file, the mode, the phase and the key, with the closest known key.
 
-    [modes.<name>]
-    description = "..."              # optional, shown in the report
-    model = "..."                    # optional, fills {model}
-    env = { VAR = "value" }          # optional, extra environment for every phase
-    isolation = "none"               # optional: run the agent unisolated (default "srt": the
-                                     # sandbox of sandbox.py, network only to the model API)
-    allow_hosts = ["example.org"]    # optional, isolated: more hosts the agent may reach
-    sandbox_binds = ["~/.npm"]       # optional, isolated: more read-write paths
-    tests = "base"                   # optional: a read-only nginx-tests tree as of the base
-                                     # commit beside the workspace (suite/stage.py); prompts name it
-                                     # as {{ tests_dir }}
-
-    web_tools = true                 # optional, isolated: let Claude Code use WebSearch and
-                                     # WebFetch (default: --disallowedTools=WebSearch,WebFetch)
-
-    repeats = 3                      # optional: also runs <name>-r2, <name>-r3 (for pass@k)
-    commands = ["fix-issue.md"]      # optional: files of templates/commands/ (custom slash
-                                     # commands) written to <workspace>/.claude/commands/
-    agent_home = "name"              # optional: the files of templates/agent-homes/<name>/,
-                                     # copied into the agent's own CLAUDE_CONFIG_DIR
-
-    [[modes.<name>.phases]]          # one or more, run in order in the same workspace
-    name = "solve"
-    command = "claude -p {prompt} ..."   # run with bash -c in the workspace
-    timeout = 1800                   # seconds; the whole process group is killed past it
-    prompt = "prompt.md.j2"          # optional template in templates/, fills {prompt} / {prompt_file}
-
-    [modes.<name>]                   # or: score a SWE-bench predictions file made elsewhere
-    predictions = "path/to/predictions.jsonl"   # relative to modes.toml; only its rows' tasks
-    description = "..."              # optional (model, env and the sandbox keys are accepted too)
-
-Any other key, at any level, is an error naming the file, the mode, the phase and the key, with
-the closest known key (KEYS, MODE_KEYS, PHASE_KEYS).
-
-``commands``: each name is a file of ``templates/commands/`` (Layout.templates_dir), read when the
-modes are loaded (a missing one is an error naming the mode and the key). Their text is part of
-``Mode.command_files`` and so of ``fingerprint()``: editing a command runs the mode's agents again.
-workspace.install_commands writes them where Claude Code reads a project's custom slash
-commands, ``<workspace>/.claude/commands/<name>``, never in the user's own ``~/.claude``.
-
-``agent_home``: every phase runs with a Claude Code configuration directory of the harness's
-(``CLAUDE_CONFIG_DIR``, agent/home.py) holding the user's credentials and nothing else of theirs:
-no CLAUDE.md, settings, hooks, MCP servers, agents or skills of the operator reach the agent. What
-a mode wants there (a CLAUDE.md, a settings.json, agents/...) is a folder of
-``templates/agent-homes/``, read when the modes are loaded into ``Mode.home_files``; its files'
-text is part of ``fingerprint()``, so editing one runs the mode's agents again.
+``commands`` and ``agent_home`` are read when the modes are loaded: the files of
+``templates/commands/`` (written by workspace.install_commands to the workspace's
+``.claude/commands/``, never the user's ``~/.claude``) and of ``templates/agent-homes/<name>/``
+(copied into the agent's own CLAUDE_CONFIG_DIR, agent/home.py). Their text is part of
+``Mode.command_files``, ``Mode.home_files`` and so of ``fingerprint()``: editing one runs the
+mode's agents again.
 
 ``web_tools``: no sandbox on this machine can stop a search the model API runs on its side, so in
 an isolated mode a Claude Code phase's command gets ``--disallowedTools=WebSearch,WebFetch``
-(agent/stage.py's phase_command). ``web_tools = true`` leaves them allowed, as they were before,
-and marks the runs (agent.json's ``web_tools``). It is not in the fingerprint: such a mode runs
-what it ran before.
+(agent/stage.py's phase_command); ``web_tools = true`` leaves them open and marks the runs
+(agent.json's ``web_tools``). It is not in the fingerprint.
 
-Placeholders ({prompt}, {model}, ...) and ``$AGENT`` in commands: commandline.py.
-
-Built-in modes need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
+Placeholders ({prompt}, {model}, ...) and ``$AGENT`` in commands: commandline.py. Built-in modes
+need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
 """
 
 import difflib
 import json
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.errors import UserError
 from ..core.layout import SOURCE_ROOT
 from .commandline import PLACEHOLDER, PLACEHOLDERS
-
-if TYPE_CHECKING:
-    from .benchmark import Benchmark
 
 BUILTIN = ("gold", "none")
 # How an agent mode's agents run: "srt", isolated (agent/sandbox.py); "none", unisolated.
@@ -102,7 +62,8 @@ MODE_KEYS = (
     "phases",
     "predictions",
 )
-# What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit (suite/stage.py).
+# What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit
+# (suite/stage.py).
 TESTS = ("base",)
 # Keys of the bubblewrap sandbox that isolation replaced: an error that says what to write now.
 REPLACED_KEYS = {
@@ -362,7 +323,7 @@ def _home_files(
         except UnicodeDecodeError:
             raise UserError(
                 f"{source} is not UTF-8 text", file=path, item=where, field="agent_home"
-            )
+            ) from None
     return name, tuple(files)
 
 
@@ -469,7 +430,7 @@ def load_modes(path: str | Path, templates_dir: str | Path | None = None) -> dic
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
-        raise UserError(f"malformed TOML: {e}", file=path)
+        raise UserError(f"malformed TOML: {e}", file=path) from None
     return parse_modes(data, path, templates_dir)
 
 
@@ -479,12 +440,12 @@ def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read: {e}", file=path)
+        raise UserError(f"cannot read: {e}", file=path) from None
     if text.lstrip().startswith("["):
         try:
             rows = [(f"row {n}", row) for n, row in enumerate(json.loads(text), 1)]
         except json.JSONDecodeError as e:
-            raise UserError(f"malformed JSON: {e}", file=path)
+            raise UserError(f"malformed JSON: {e}", file=path) from None
     else:
         rows = []
         for n, line in enumerate(text.splitlines(), 1):
@@ -496,7 +457,7 @@ def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
                 # json counts lines within the one line it was given: say the file's own.
                 raise UserError(
                     f"malformed JSON: {e.msg} (column {e.colno})", file=path, item=f"line {n}"
-                )
+                ) from None
     found = {}
     for where, row in rows:
         if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
@@ -535,17 +496,19 @@ def extra_modes(spec: str | None, path: str = "command line") -> dict[str, Mode]
     }
 
 
-def unknown_prediction_ids(mode: Mode | None, bench: "Benchmark") -> str | None:
-    """A warning for the ids of a predictions mode's file that are not tasks of `bench` (they
-    are not scored), or None."""
+def unknown_prediction_ids(
+    mode: Mode | None, bench_name: str, task_ids: Collection[str]
+) -> str | None:
+    """A warning for the ids of a predictions mode's file that are not among `task_ids`, the
+    tasks of benchmark `bench_name` (they are not scored), or None."""
     if mode is None or mode.instances is None:
         return None
-    known = {t.instance_id for t in bench.tasks}
+    known = set(task_ids)
     unknown = [i for i in mode.instances if i not in known]
     if not unknown:
         return None
     shown = ", ".join(unknown[:10]) + (", ..." if len(unknown) > 10 else "")
     return (
         f"{Path(mode.predictions).name}: {len(unknown)} instance "
-        f"id{'s' if len(unknown) != 1 else ''} not in benchmark {bench.name}: {shown}"
+        f"id{'s' if len(unknown) != 1 else ''} not in benchmark {bench_name}: {shown}"
     )

@@ -1,53 +1,10 @@
-"""Command-line variables: every ``name=value`` word of a doit command line, read once, checked once.
+"""Command-line variables: every ``name=value`` word of a doit command line, read and checked once.
 
 pipeline.load_context parses all of them (doitext/invocation.py's command_line_variables), so
 that a name the harness does not know is an error instead of being ignored; the rest of the
-harness takes its settings from ``ctx.options`` and never asks doit.
-
-    name         value                    meaning
-    run          plain name               results/<run>/ (default "default")
-    bench        benchmark name           tasks/<bench>.json (default: the one the task names,
-                                          the run's, nginx, or the only one)
-    instances    id,id,...                only these tasks (spaces around the commas are fine)
-    limit        whole number >= 1        only the first N tasks (after instances=)
-    modes        mode,mode,...            the modes of ``doit run <bench>`` (default: every mode)
-    baseline     a mode of the run        the report's time comparison (default: the first agent
-                                          mode)
-    predictions  file path                a SWE-bench predictions file, scored as mode ``file``
-    repeats      whole number >= 1        ``<bench>:validate``: runs of base and fix (default 5)
-    verbosity    0, 1 or 2                ``doit clean``: 2 prints a line per removed item
-    cutoff       YYYY-MM-DD               the report splits tasks by fix date: before it, on or
-                                          after it (e.g. a model's training cutoff)
-    compare      another run's name       ``doit run report``: also compare-<run>.md, each mode
-                                          against the same mode in that run (paired)
-    cross        a run of another         the report gains a section over both benchmarks,
-                 benchmark                this run's and that run's (report/cross.py)
-    detect       points,points,...        ``doit run power``: the differences (percentage points,
-                                          0 < D < 100) to plan for (default 5,10)
-    max_cost     US dollars > 0           the run's budget for agents: once their recorded cost
-                                          reaches it, no new agent starts (default: none)
-    agent_retries whole number >= 0       times an agent run that ends in ``infra_error`` (the
-                                          API or the network failed) is tried again (default 2)
-    agents       whole number >= 1        agent phases running at once (default 8)
-    builds       whole number >= 1        builds (configure, make) running at once (default:
-                                          the cores, at least 2)
-    proves       whole number >= 1        prove file runs at once (default: four times the cores);
-                                          these three: limits.py, under doit's -n
-    executor     local or ray             where agent runs, builds and proves run: in this process
-                                          (default) or on the Ray cluster of RAY_ADDRESS (or a
-                                          local one): executor.py, rayexec.py
-    rerun_failed 0 or 1                   1: a test file with a failing or missing graded
-                                          assertion runs once more against the same binary, and
-                                          the rerun decides (prove/stage.py, grade/stage.py; default 0)
-    strict       0 or 1                   0: no strict verdict (strict/stage.py; default 1)
-    strict_gold  0 or 1                   1: the gold patches' strict verdict too (default 0:
-                                          the benchmark card states it)
-    strict_files whole number >= 1        regression files per patch (default 6)
-    keep_workspaces 0 or 1                1: an agent's workspace stays after its patch is
-                                          taken (default 0: it goes, patch.take_patch)
-    dry_run      0 or 1                   1: `doit run` prints what it would do, stage by stage,
-                                          and the agent runs it would start with their expected
-                                          cost; it starts and writes nothing (preview.py)
+harness takes its settings from ``ctx.options`` and never asks doit. VARIABLES names each one
+and its parser, Options holds the values and defaults; what each means is the table of
+docs/running.md#command-line-variables (tests/test_docs.py checks that it names them all).
 
 Checks that need the benchmark or the modes (an instance id that is not in the benchmark, a mode
 that does not exist) are methods here too, called by pipeline.load_context once those are loaded.
@@ -279,7 +236,7 @@ def _example(name: str, value: str, argv: Sequence[str] | None) -> str:
 
 @dataclass(frozen=True)
 class Options:
-    """The command line's variables, parsed (see the table above)."""
+    """The command line's variables, parsed (docs/running.md#command-line-variables)."""
 
     run: str = "default"
     bench: str | None = None

@@ -1,24 +1,17 @@
 """What a run is: ``results/<run>/run.json``, written when a run first starts.
 
-A run belongs to one benchmark. Its results are laid out per mode (``results/<run>/<mode>/``)
-and its report compares the modes on one set of tasks, so results of a second benchmark under the
-same run name would share the modes' directories and the report's denominator. A command that
-names another benchmark than the run's is refused, with one line, before any work; a new run name
-costs nothing.
-
-``benchmark_sha256`` and ``benchmark_version`` are those of the benchmark the run's latest
-command used; each grade.json records the version it was graded under, and the report warns
-when the run's results carry two (report/data.py).
+A run belongs to one benchmark: results of a second benchmark under the same run name would
+share the modes' directories and the report's denominator, so a command that names another
+benchmark than the run's is refused, with one line, before any work.
 
 Every command that scores or validates the benchmark (``doit run nginx:raw``, ``doit run nginx``,
 a bare ``doit``, ``nginx:validate``) adds its selection (``instances=``, ``limit=``, or the rows
 of ``predictions=``; the whole benchmark without them) to the run's: the run's tasks are every
-task some such command selected, and that is the report's denominator ("12 of 26 tasks
-selected" when it is not the whole benchmark). A task named directly (``doit run
-prove:nginx/gold/ID``, a stage such as ``doit run build``) selects nothing: it binds a new run to
-its benchmark and leaves the selection as it was, so that redoing one unit never widens the run.
+task some such command selected, and that is the report's denominator. A task named directly
+(``doit run prove:nginx/gold/ID``, a stage such as ``doit run build``) selects nothing, so that
+redoing one unit never widens the run (docs/running.md#a-run).
 
-``run.json``::
+``run.json`` (core/records.py: RunJson)::
 
     {"schema_version": 1, "run", "benchmark": name, "benchmark_file": path relative to the
      project, "benchmark_sha256", "benchmark_version": the file's version | null (unversioned),
@@ -26,8 +19,10 @@ its benchmark and leaves the selection as it was, so that redoing one unit never
      "selections": [{"instances": [ids] | null, "limit": n | null,
                      "predictions": file name, only with predictions=}],   # as given, each once
      "task_ids": [ids, in the benchmark's order], "modes": [names],
-     "sandbox_self_test": the last self-test of the agents' sandbox (agent/selftest.py's
-                          schema), absent before the run's first isolated agent}
+     "toolchain": {"name", "digest"}, the toolchain of the run's latest command (core/rootfs.py),
+     "toolchains": [the same, every toolchain a command of the run used, each once],
+     "sandbox_self_test": the last self-test of the agents' sandbox (records.SelfTest), absent
+                          before the run's first isolated agent}
 """
 
 import datetime
@@ -36,13 +31,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
 
 from .. import __version__
-from ..core import jsonio
+from ..core import jsonio, rootfs
 from ..core.errors import UserError
 from ..core.records import RunJson, Selection, SelfTest
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from .benchmark import Benchmark, Task
+    from .benchmark import AnyTask, Benchmark
 
 SCHEMA_VERSION = 1
 
@@ -69,7 +64,7 @@ def check_benchmark(layout: "Layout", bench_name: str) -> None:
 def bind_run(
     layout: "Layout",
     bench: "Benchmark",
-    tasks: Iterable["Task"],
+    tasks: Iterable["AnyTask"],
     modes: Iterable[str],
     instances: Iterable[str] | None = None,
     limit: int | None = None,
@@ -97,11 +92,15 @@ def bind_run(
         },
     )
     before = dict(record)
+    toolchain = rootfs.record(rootfs.current())
     record.update(
         {
             "benchmark_sha256": bench.digest,
             "benchmark_version": bench.version,
             "harness_version": __version__,
+            "toolchain": toolchain,
+            "toolchains": record.get("toolchains", [])
+            + ([toolchain] if toolchain not in record.get("toolchains", []) else []),
         }
     )
     if selects:
@@ -123,7 +122,9 @@ def bind_run(
     return record
 
 
-def run_tasks(layout: "Layout", bench: "Benchmark", fallback: Iterable["Task"]) -> list["Task"]:
+def run_tasks(
+    layout: "Layout", bench: "Benchmark", fallback: Iterable["AnyTask"]
+) -> list["AnyTask"]:
     """The tasks of the run (its record's task_ids, in the benchmark's order); `fallback` for a
     run that has none yet."""
     record = read_run(layout)

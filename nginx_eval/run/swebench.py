@@ -17,23 +17,24 @@ ROW fields (REQUIRED, each a string unless marked)::
     and read as lists), patch (the gold patch), test_patch, environment_setup_commit;
     created_at optional (the report's date split reads its day as the task's fix_date)
 
-Such a task runs through the same agent stage as an nginx task: a workspace holding only the
-base commit, the same modes and isolation, the agent home, limits, cost accounting and patch
-extraction. What the agent is told comes from ``templates/swebench/`` (adapt_modes): the nginx
-prompts name nginx and its build, and their text is part of every nginx agent run's inputs, so
-they stay as they are and this kind gets prompts of its own. ``patch`` and ``test_patch`` stay in
-the task file, which the agent's sandbox hides; ``patch`` is the ``gold`` mode's patch and the
-evidence of contamination. The nginx stages (build, prove, strict, grade, validation, lint) and
-the nginx-tests tree of ``tests = "base"`` do not apply: grading is the official harness's
-(nginx_eval/swebench/).
+Such a task runs through the same agent stage as an nginx task, with prompts of its own from
+``templates/swebench/`` (adapt_mode: the nginx prompts name nginx, and their text is an input of
+every nginx agent run). ``patch`` (the ``gold`` mode's patch and the evidence of contamination)
+and ``test_patch`` stay in the task file, which the agent's sandbox hides. No build, prove,
+strict, grade, validation or lint: grading is the official harness's (nginx_eval/swebench/;
+docs/benchmark.md#swe-bench-verified).
 """
 
 import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.errors import UserError
+
+if TYPE_CHECKING:
+    from .modes import Mode
 
 NGINX, SWEBENCH = "nginx", "swebench"  # Benchmark.kind
 # Prompt templates and slash commands of SWE-bench tasks, under the templates directory.
@@ -103,14 +104,16 @@ class SweTask:
         }
 
 
-def _list_field(raw, name, where):
+def _list_field(raw: dict, name: str, where: dict) -> list[str]:
     """A FAIL_TO_PASS or PASS_TO_PASS value as a list (the dataset stores JSON strings)."""
     value = raw[name]
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise UserError("must be a list of test names (or its JSON text)", **where, field=name)
+            raise UserError(
+                "must be a list of test names (or its JSON text)", **where, field=name
+            ) from None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UserError("must be a list of test names", **where, field=name)
     return value
@@ -188,7 +191,7 @@ def dataset_of(data: dict, path: Path) -> dict:
 
 
 # -- what the agent is told (modes adapted to this kind) ------------------------------------------
-def adapt_mode(mode, templates_dir: Path, modes_file: Path | None):
+def adapt_mode(mode: "Mode", templates_dir: Path, modes_file: Path | None) -> "Mode":
     """`mode` (run/modes.Mode) as it runs on a SWE-bench task: no nginx-tests tree (``tests``
     does not apply), and its slash commands read from templates/swebench/commands/; UserError
     naming the mode when a prompt or command it needs has no SWE-bench version there."""
@@ -219,7 +222,7 @@ def adapt_mode(mode, templates_dir: Path, modes_file: Path | None):
     return replace(mode, tests="", command_files=tuple(commands))
 
 
-def prompt_dir(templates_dir: Path, task) -> Path:
+def prompt_dir(templates_dir: Path, task: object) -> Path:
     """Where the prompt templates of `task` are: templates/ for nginx, templates/swebench/."""
     kind_dir = getattr(task, "templates", "")
     return Path(templates_dir) / kind_dir if kind_dir else Path(templates_dir)

@@ -1,49 +1,28 @@
 """The strict stage: does a resolved patch break the rest of nginx, or add memory errors?
 
-It runs for a patch whose named assertions all pass (prove.json's TAP; grade/stage.py decides the
-rest), against a reference: the gold patch for a candidate, the base for the gold patch itself
-(with ``strict_gold=1`` only: by default gold is not judged, the benchmark card states how many
-gold patches are strict). Both are built again as sanitizer builds (sanitizer.py; a patch's from
-the base's sanitizer build, as every patch from its base), and one run of each test file under
-them answers both questions:
+It runs for a patch whose named assertions all pass, against a reference: the gold patch for a
+candidate, the base for the gold patch itself (only with ``strict_gold=1``: gold's strictness is
+the benchmark card's). Both sides are built as sanitizer builds (sanitizer.py), and one run of
+each test file under them answers both questions (docs/verdicts.md#strict says it for users):
 
-- **Regressions.** The regression files (the files of the areas the patch touches, the task's
-  own left out, up to ``strict_files=N``). A regression is an assertion that passes in both
-  reference runs and fails (or does not run) in both candidate runs. A file runs a second time,
-  on both sides, only when its first candidate run fails an assertion that the reference's first
-  run passes; one that passes then is ``candidate_flaky``, and one the reference does not pass
-  every time is ``reference_not_passing``: neither counts. For a candidate a regression must
-  also pass under the base: one that only gold passes is ``gold_only``.
+- **Regressions.** regression_files run once; a file runs again on both sides only when its
+  first candidate run fails what the reference's passes (suspects). A regression passes in
+  every reference run and fails in every candidate run (compare); what wobbles is not counted.
 - **Sanitizers.** The task's own files and the regression files: a report of the candidate's
-  first runs whose signature the reference's first runs do not give is a finding.
+  first runs that the reference's first runs do not give is a finding.
 
-Runs are kept in the cache by build key (Side: ``strict-runs/<key>/<test tree>/<env>/<file>/
-run<n>/``, the test tree: benchmark.Task.tests_tree_id) and shared by every mode and patch: the
-base's and gold's runs are made once per task, and a build only when a run it needs is missing.
-A side's missing runs go RUNS_AT_ONCE at a time, each in a prove slot.
-When a sanitizer build cannot be made, the plain builds answer for the regressions alone.
+Every side's runs are kept in the cache by build key (Side: ``strict-runs/<key>/<test tree>/
+<env>/<file>/run<n>/``) and shared by every mode and patch; a build is made only when a run it
+needs is missing, and a side's missing runs go RUNS_AT_ONCE at a time. Without a sanitizer
+build, the plain builds judge the regressions. The candidate's runs are copied to
+``strict/<file>/run<n>/``.
 
-``strict.json``::
+``strict.json`` (core/records.py: StrictJson, where each field is explained)::
 
-    {"inputs", "strict": true | false | null, "reason": str,   # null: not judged, and why
-     "retry": bool,                     # the environment stopped it: run again next time
-     "reference": "gold" | "base", "reference_key", "key",      # plain build keys: the unit's
-                                        # own, and the reference's (made only when needed)
-     "files": [regression files], "rerun": [files that ran twice on both sides],
-     "regressions": [assertion ids], "reference_not_passing": [ids], "candidate_flaky": [ids],
-     "gold_only": [ids],                # failed by the candidate, passed by gold but not by the
-                                        # base either: what only the upstream fix adds, not counted
-     "sanitizer": {"key", "reference_key", "files"} | null,   # null: the plain builds ran
-     "sanitizer_findings": [finding (sanitizer.py)], "reference_reports": int,
-     "seconds": {"builds", "runs", "total"},   # the stage's wall time less its waits for
-                                        # build and prove slots (a mode waiting on another's
-                                        # runs of the same build counts that wait)
-     "floor": {"build", "tests"}}       # what judging the patch must cost: its sanitizer
-                                        # build's own time (when it was made) and the wall time
-                                        # of its first run of each file
-
-Output of the candidate's runs (copies of the cache's): ``strict/<file>/run<n>/`` (TAP, stderr,
-nginx log; the sanitizers' reports under ``san/``).
+    {"inputs", "strict": true | false | null, "reason", "retry", "reference": "gold" | "base",
+     "reference_key", "key", "files", "rerun", "regressions", "reference_not_passing",
+     "candidate_flaky", "gold_only", "sanitizer": {"key", "reference_key", "files"} | null,
+     "sanitizer_findings": [finding], "reference_reports", "seconds", "floor"}
 """
 
 import os
@@ -87,8 +66,8 @@ from . import sanitizer
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
     from ..run.modes import Mode
 
 # Regression files per patch (docs/verdicts.md, scripts/bench.py).
@@ -570,13 +549,13 @@ def judged(layout: "Layout", mode_name: str, iid: str) -> bool:
     return not (jsonio.read_json(layout.strict_json(mode_name, iid)) or {}).get("retry")
 
 
-def applies(ctx: "Context", mode: "Mode") -> bool:
+def applies(ctx: "StageContext", mode: "Mode") -> bool:
     """Whether units of `mode` get the strict stage: on (strict=1) and a mode with a patch of
     its own to judge (never none; gold with strict_gold=1 only)."""
     return not switched_off(ctx, mode) and mode.kind != "none"
 
 
-def switched_off(ctx: "Context", mode: "Mode") -> str | None:
+def switched_off(ctx: "StageContext", mode: "Mode") -> str | None:
     """The variable that leaves the strict verdict of `mode` unjudged ("strict=0",
     "strict_gold=0"), or None. Gold's strictness is a property of the benchmark (its card
     states it), and judging it costs a sanitizer build of every base: by default not judged."""
@@ -587,7 +566,7 @@ def switched_off(ctx: "Context", mode: "Mode") -> str | None:
     return None
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.units():
         if not applies(ctx, mode):
             continue

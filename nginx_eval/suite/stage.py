@@ -6,9 +6,9 @@ nothing nginx-tests learnt later, so none of the task's new assertions, unless t
 before the fix (nginx-tests sometimes adds a test under a TODO guard first; the benchmark card
 counts those tasks). An authored task gets the same: nginx-tests as of its base.
 
-The tree is extracted once per nginx-tests commit into the cache (``Layout.agent_tests_tree``), shared
-by every mode and task that has it, and never the grading tree (prove/tree.py), so nothing an
-agent did to it reaches a verdict. It has no .git (git archive), so no later history can be read
+The tree is extracted once per nginx-tests commit into the cache (``Layout.agent_tests_tree``),
+shared by every mode and task that has it, and never the grading tree (prove/tree.py), so nothing
+an agent did to it reaches a verdict. It has no .git (git archive), so no later history can be read
 from it; its write bits are off, and in the sandbox it is readable and not writable while the
 rest of the cache stays hidden (agent/sandbox.srt_settings). Its path lies outside the
 workspace, so it never enters the patch.
@@ -24,24 +24,15 @@ import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import TypedDict
 
 from ..core import jsonio
 from ..core.errors import UserError
 from ..core.gitcmd import commit_history, committer_times, extract_tree, file_at
 from ..core.layout import Layout
 from ..core.locks import locked
+from ..core.records import TestsTree
 from ..core.trees import file_stats, remove_tree, set_write_bits
 from ..run.benchmark import Task
-
-
-class TestsTree(TypedDict):
-    """A tests tree as of a base commit: agent.json's "tests_tree" (with "notes"), the stamp's
-    head."""
-
-    repo: str  # the test repository, owner/name
-    commit: str  # its last commit not after the base commit's committer date
-    date: str  # that commit's committer date, strict ISO 8601
 
 
 def last_commit_by(history: list[tuple[str, int, str]], moment: int) -> tuple[str, int, str] | None:
@@ -210,22 +201,25 @@ def already_standing(layout: Layout, tasks: Iterable[Task]) -> dict[str, bool | 
             standing[t.instance_id] = None
             continue
         bare, own = layout.bare_repo(tree["repo"]), dict(t.authored)
-        graded = lambda name: (
-            own[name].decode("utf-8", "replace")
-            if name in own
-            else _read(bare, t.test_commit, name)
-        )
         standing[t.instance_id] = all(
             assertion_stands(
                 ident,
                 _read(bare, tree["commit"], name),
-                graded(name),
+                _graded(bare, t.test_commit, own, name),
                 _read(bare, tree["commit"], LIBRARY),
             )
             for ident in t.fail_to_pass
             for name in [ident.split(":", 1)[0]]
         )
     return standing
+
+
+def _graded(bare: Path, test_commit: str, own: dict[str, bytes], name: str) -> str | None:
+    """The test file `name` a task is graded with: the task's own copy (Task.authored), else the
+    file as of its test commit."""
+    if name in own:
+        return own[name].decode("utf-8", "replace")
+    return _read(bare, test_commit, name)
 
 
 @lru_cache(maxsize=1024)

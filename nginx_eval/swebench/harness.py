@@ -5,38 +5,23 @@ the source of ``swebench`` 5.0.2 (``harness/utils.py: get_predictions_from_file`
 make_run_report``), which runs only where Docker does: the project never imports it.
 
 Predictions (``results/<run>/<mode>/predictions.jsonl``, written by swebench/stage.py): JSON
-lines, each an object with exactly PREDICTION_FIELDS::
+lines, each an object with exactly PREDICTION_FIELDS: ``instance_id`` (a task of the dataset),
+``model_name_or_path`` (names the report file and log folders, "/" read as "__") and
+``model_patch`` (a diff the harness applies with `git apply`; "" is an empty patch, never run).
 
-    {"instance_id": str,            # a task of the dataset
-     "model_name_or_path": str,     # names the report file and log folders ("/" read as "__")
-     "model_patch": str}            # a diff the harness applies with `git apply`; "" is an
-                                    # empty patch (empty_patch_ids: never run)
+The command (grading_command) runs ``swebench.harness.run_evaluation`` on the task file's dataset
+and split with ``--run_id nginx-eval.<run>.<mode>.<digest>``, ``<digest>`` the first 12 hex
+digits of the predictions file's sha256, and ``--report_dir results/<run>/evaluation``: the name
+of the report it writes, ``<model_name_or_path, / as __>.<run_id>.json``, says which predictions
+it graded, by content, not by a file time (a run id the harness did not choose falls back to
+times).
 
-The command (grading_command)::
-
-    python -m swebench.harness.run_evaluation --dataset_name <task file's dataset.name>
-        --split <dataset.split> --predictions_path <abs predictions.jsonl> --max_workers <N>
-        --run_id nginx-eval.<run>.<mode>.<digest> --report_dir <abs results/<run>/evaluation>
-
-``<digest>`` is the first 12 hex digits of the predictions file's sha256, so the name of the
-report the command writes, ``<model_name_or_path, / as __>.<run_id>.json`` in the report
-directory, says which predictions it graded: a report of other predictions is known by content,
-not by a file time (a report whose run id the harness did not choose falls back to times).
-
-The report (make_run_report; schema_version 2, older reports lack the infra_failure,
-ambiguous_failure and failure_reasons fields and schema_version)::
-
-    {"total_instances", "submitted_instances", "completed_instances", "resolved_instances",
-     "unresolved_instances", "infra_failure_instances", "ambiguous_failure_instances",
-     "empty_patch_instances", "error_instances": int,
-     "completed_ids", "incomplete_ids", "empty_patch_ids", "submitted_ids", "resolved_ids",
-     "unresolved_ids", "infra_failure_ids", "ambiguous_failure_ids", "error_ids": [ids],
-     "failure_reasons": {id: reason}, "schema_version": 2}
-
-How this project scores its ids (verdicts): resolved_ids resolved; unresolved_ids and
-empty_patch_ids unresolved (an empty patch fixes nothing); error_ids not scored (the harness could
-not judge the prediction: outcome ``eval_error``, outside every rate, as infra_error is);
-incomplete_ids are the dataset's instances without a prediction, not ours to score.
+The report (make_run_report, schema_version 2; older reports lack the infra_failure, ambiguous
+and failure_reasons fields) holds counts (``total_instances``, ``resolved_instances``, ...) and
+id lists, REPORT_ID_FIELDS among them. How this project scores its ids: resolved_ids resolved;
+unresolved_ids and empty_patch_ids unresolved (an empty patch fixes nothing); error_ids not scored
+(outcome ``eval_error``, outside every rate, as infra_error is); incomplete_ids are the dataset's
+instances without a prediction, not ours to score.
 """
 
 import hashlib
@@ -50,7 +35,7 @@ PREDICTION_FIELDS = ("instance_id", "model_name_or_path", "model_patch")
 MODULE = "swebench.harness.run_evaluation"
 RUN_ID_PREFIX = "nginx-eval"
 DIGEST_CHARS = 12
-OUR_RUN_ID = re.compile(r"^%s\..+\.([0-9a-f]{%d})$" % (RUN_ID_PREFIX, DIGEST_CHARS))
+OUR_RUN_ID = re.compile(rf"^{RUN_ID_PREFIX}\..+\.([0-9a-f]{{{DIGEST_CHARS}}})$")
 # The id lists a report must have (make_run_report writes them all, every version).
 REPORT_ID_FIELDS = (
     "submitted_ids",
@@ -95,7 +80,7 @@ def run_id(run: str, mode: str, digest: str) -> str:
 
 
 def default_workers() -> int:
-    """--max_workers: the harness's own advice, at most 75% of the cores."""
+    """--max_workers: the harness's own advice, at most three quarters of the cores."""
     return max(1, (os.cpu_count() or 1) * 3 // 4)
 
 
@@ -160,7 +145,7 @@ def read_report(path) -> dict:
     try:
         report = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"not a readable JSON file ({e})")
+        raise ValueError(f"not a readable JSON file ({e})") from None
     if not isinstance(report, dict):
         raise ValueError("not a JSON object")
     for name in REPORT_ID_FIELDS:

@@ -76,6 +76,7 @@ def command_for(layout: Layout, bench: Benchmark, mode: str, python: str = "pyth
     """The command that grades the predictions of mode `mode` as they are now (harness.py)."""
     path = layout.predictions_jsonl(mode)
     rid = harness.run_id(layout.run, mode, harness.predictions_digest(path))
+    assert bench.dataset is not None  # a SWE-bench benchmark names its dataset (benchmark.py)
     return harness.grading_command(
         bench.dataset, path, rid, layout.evaluation_dir, harness.default_workers(), python
     )
@@ -87,7 +88,9 @@ def write_summary(layout: Layout, mode: Mode, bench: Benchmark) -> None:
     rows = [
         result_row(layout, mode, t, bench.version)
         for t in bench.tasks
-        if mode.covers(t.instance_id) and layout.patch_json(mode.name, t.instance_id).exists()
+        if isinstance(t, SweTask)  # every task of a SWE-bench benchmark
+        and mode.covers(t.instance_id)
+        and layout.patch_json(mode.name, t.instance_id).exists()
     ]
     preds = predictions_of(layout, mode, bench.tasks)
     problems = harness.prediction_problems(preds)

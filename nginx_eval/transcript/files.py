@@ -1,11 +1,11 @@
 """Claude Code's session transcripts: where the CLI keeps them, the lines a phase added (its
 subagents' too), and what they say about sessions and slash commands.
 
-Measured with the pinned CLI (see claude_code.py): ``$CLAUDE_CONFIG_DIR/projects/<cwd, every
-character that is not a letter or digit turned into ->/<session>.jsonl`` (a name past 200
-characters is cut and given a hash suffix), a subagent's in ``<session>/subagents/agent-*.jsonl``
-with ``agentId`` on every line. ``--continue`` appends to the session's file, so a phase's lines
-are what the files grew by while it ran.
+Where the pinned CLI keeps them (tests/test_claude_cli.py): ``$CLAUDE_CONFIG_DIR/projects/<cwd,
+every character that is not a letter or digit turned into ->/<session>.jsonl`` (a name past 200
+characters is cut and given a hash suffix), a subagent's in
+``<session>/subagents/agent-*.jsonl`` with ``agentId`` on every line. ``--continue`` appends to
+the session's file, so a phase's lines are what the files grew by while it ran.
 """
 
 import json

@@ -2,17 +2,18 @@
 
 The agent must not be able to find the answer, so the workspace is not a worktree of the bare clone
 (that would share every object, the fix included). It is a new repository into which only the base
-commit and its ancestors are fetched: no later commit exists in it as an object, ref or reflog entry,
-and nginx-tests is elsewhere. The problem statement is written to ``.issue.md``. For a mode with
-``tests = "base"`` the workspace task also makes the agent's nginx-tests tree as of the base
+commit and its ancestors are fetched: no later commit exists in it as an object, ref or reflog
+entry, and nginx-tests is elsewhere. The problem statement is written to ``.issue.md``. For a mode
+with ``tests = "base"`` the workspace task also makes the agent's nginx-tests tree as of the base
 (suite/stage.py), outside the workspace.
 
 Before an agent starts, ``install_commands`` writes the mode's custom slash commands (modes.toml's
 ``commands``, read from templates/commands/) to ``.claude/commands/<name>``, where Claude Code
 reads the commands of the project it runs in; the user's own ``~/.claude`` is never touched.
 ``.issue.md``, ``.plan.md`` and ``.claude/`` are the harness's files: excluded in
-``.git/info/exclude`` and never part of the agent's patch (patch/stage.py), nor are a build's outputs
-(build_outputs: nginx's ``Makefile`` and ``objs/``; for a SWE-bench task, Python's caches).
+``.git/info/exclude`` and never part of the agent's patch (patch/stage.py), nor are a build's
+outputs (build_outputs: nginx's ``Makefile`` and ``objs/``; for a SWE-bench task, Python's
+caches).
 """
 
 from collections.abc import Callable, Iterator
@@ -31,13 +32,13 @@ from ..suite import stage as suite
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..pipeline import Context
     from ..run.benchmark import Task
+    from ..run.context import StageContext
     from ..run.modes import Mode
 
-# suite.as_of, or pipeline.Context.tests_tree: the tests tree of a task as of its base.
+# suite.as_of, or the context's tests_tree: the tests tree of a task as of its base.
 TestsTreeOf = Callable[["Layout", "Task"], "suite.TestsTree | None"]
-# agent.agent_finished (through pipeline.Context): (layout, mode, task, agent task name).
+# agent.agent_finished (through the StageContext): (layout, mode, task, agent task name).
 AgentFinished = Callable[["Layout", "Mode", "Task", str], bool]
 
 ISSUE_FILE = ".issue.md"
@@ -149,7 +150,7 @@ def workspace_current(layout: "Layout", mode: str, task: "Task") -> bool:
 
 def tests_tree_ready(layout: "Layout", mode: "Mode", task: "Task", tests_tree: TestsTreeOf) -> bool:
     """A mode without `tests`, or its tree for the task is there (suite/stage.py). tests_tree:
-    suite.as_of, or pipeline.Context.tests_tree (the same, asked once per command)."""
+    suite.as_of, or the context's tests_tree (the same, asked once per command)."""
     if not mode.tests:
         return True
     tree = tests_tree(layout, task)
@@ -212,7 +213,7 @@ def remove_workspace(layout: "Layout", mode: str, task: "Task", dryrun: bool = F
     remove_tree(layout.agent_home(mode, task.instance_id))
 
 
-def gen_tasks(ctx: "Context") -> Iterator[TaskDict]:
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.agent_units():
         name = unit_name(bench, mode, task)
         agent_name = task_name(AGENT, name)

@@ -11,9 +11,12 @@ Measures, in one work directory:
   (c) the no-op rerun of every mode on every task (after `doit run nginx` with AGENT=true, a
       stand-in agent that changes nothing: no API calls);
   (d) the doit process's peak memory (not the compilers and tests it starts), over every run;
-  (g) after (e) and after (f), when the run judged strictness (strict=1, the default): the strict
-      stages' cost per gold patch (strict.json's seconds.total; median and 90th percentile) and
-      how many gold patches are strict, not strict, or not judged (with the reasons);
+  (g) after (e) and after (f), when the run judged gold's strictness (strict_gold=1: not the
+      README's command, whose gold is not judged; --strict-only): the strict stages' cost per
+      gold patch (strict.json's seconds.total; median and 90th percentile) beside its floor
+      (strict.json's floor: the patch's sanitizer build, made once, plus one run of each of its
+      test files), a line per patch, and how many gold patches are strict, not strict, or not
+      judged (with the reasons);
   with --batch also (b): gold, none and a one-file candidate per task in one cold run, in a cache
   of its own, against the naive loop (clean configure, make and prove for each patch, one after
   another; --skip-naive leaves it out).
@@ -38,9 +41,11 @@ Needs local mirrors: NGINX_EVAL_REPO_URL=/path/{owner}+{name}/repo. Everything i
                             [--cold-only] [--batch [--skip-naive]] [--strict-only]
 
 --noop-only measures (c) and (d) alone, in a --workdir where an earlier run made the builds.
---strict-only measures (g) alone in a --workdir where a run with strict=0 made the normal builds:
-`nginx:gold` with strict=1 cold (the sanitizer builds and the reference runs are new), then warm
-(the sanitizer builds of the bases kept, as an agent mode finds them).
+--strict-only measures (g) alone in a --workdir where a run with strict=0 made the normal builds
+(--warm-only: the warm run alone, where a strict run made the bases' sanitizer builds):
+`nginx:gold` with strict_gold=1 cold (the sanitizer builds and the reference runs are new), then
+warm (the sanitizer builds of the bases and their runs kept, as an agent mode finds them). The
+floor of such a run also counts one run of each strict test file, divided by the proves.
 """
 
 import argparse
@@ -193,6 +198,13 @@ class Records:
                     path = tap / f["tap"]
                     ended = path.stat().st_mtime if path.exists() else prove_json.stat().st_mtime
                     self.files.append(dict(f, part=part, name=name, ended=ended))
+        # The strict stages that ran: their floor's test files, run once.
+        self.strict_tests = 0.0
+        for t in tasks:
+            strict_json = layout.strict_json(mode, t.instance_id)
+            if strict_json.exists() and strict_json.stat().st_mtime >= start:
+                floor = (jsonio.read_json(strict_json) or {}).get("floor") or {}
+                self.strict_tests += floor.get("tests") or 0.0
 
     def build_seconds(self):
         return sum(b.get("seconds") or 0 for b in self.builds)
@@ -228,7 +240,8 @@ class Records:
 
 def where_it_went(records, wall, proves, cores, sampler):
     """{figure: value} of a scoring run: the floor, the shares of its wall time, idle shares."""
-    tests, build_cpu = records.test_seconds(), records.build_cpu()
+    graded, build_cpu = records.test_seconds(), records.build_cpu()
+    tests = graded + records.strict_tests
     floor = tests / proves + build_cpu / cores
     builds, tests_running = records.intervals()
     anything = union(builds + tests_running)
@@ -244,7 +257,8 @@ def where_it_went(records, wall, proves, cores, sampler):
         "cores": cores,
         "build_seconds": round(records.build_seconds(), 1),
         "builds": {k or "none": [n, round(s, 1)] for k, (n, s) in records.kinds().items()},
-        "reference_and_reruns": round(test_wall - tests, 1),
+        "reference_and_reruns": round(test_wall - graded, 1),
+        "strict_tests": round(records.strict_tests, 1),
         "longest_file": list(records.longest_file()),
         "share_builds": round(length(builds) / wall, 3),
         "share_proves": round(length(tests_running) / wall, 3),
@@ -267,7 +281,12 @@ def describe(name, f):
     return [
         f"{name}: {f['seconds']:.1f} s, floor {f['floor']:.1f} s ({f['ratio']:.2f}x): tests "
         f"{f['tests']:.1f} s / {f['proves']} proves + builds {f['build_cpu']:.1f} CPU s / "
-        f"{f['cores']} cores",
+        f"{f['cores']} cores"
+        + (
+            f" (the tests include {f['strict_tests']:.1f} s of strict test files, run once)"
+            if f.get("strict_tests")
+            else ""
+        ),
         f"  builds made: {kinds or 'none'} (wall {f['build_seconds']:.0f} s); reference runs "
         f"and reruns {f['reference_and_reruns']:.1f} s; longest file {f['longest_file'][1]} "
         f"{f['longest_file'][0]:.1f} s",
@@ -276,21 +295,24 @@ def describe(name, f):
         f"  processors idle {idle(f['idle'])} overall, {idle(f['idle_proves_alone'])} while "
         f"proves ran without a build ({f['seconds_proves_alone']:.0f} s); a test file used "
         f"{f['test_cpu_per_wall']} CPU s per wall second",
-        f"  the run's processes used {idle(f.get('share_ours'))} of the processors (the rest "
-        f"of what was not idle: other programs on the machine)",
+        f"  the run's processes used {idle(f.get('share_ours'))} of the processors, "
+        f"{f.get('cpu', 0):.0f} CPU s (the rest of what was not idle: other programs on the "
+        f"machine)",
     ]
 
 
 def strict_costs(layout, mode, tasks):
-    """[seconds] of the strict stage per patch of `mode` it judged (strict.json's
-    ``seconds.total``: the regression runs and the sanitizer builds and runs, its waits for slots
-    left out)."""
+    """[(instance id, seconds, floor)] of the strict stage per patch of `mode` it judged:
+    strict.json's ``seconds.total`` (the sanitizer builds and the test runs, its waits for slots
+    left out) and its ``floor`` (the patch's sanitizer build's own time plus one run of each of
+    its test files; None in a record without one)."""
     costs = []
     for t in tasks:
         record = jsonio.read_json(layout.strict_json(mode, t.instance_id)) or {}
         total = (record.get("seconds") or {}).get("total")
+        floor = record.get("floor")
         if isinstance(total, (int, float)):
-            costs.append(total)
+            costs.append((t.instance_id, total, floor["build"] + floor["tests"] if floor else None))
     return costs
 
 
@@ -387,6 +409,7 @@ class Bench:
         records = Records(layout, target.split(":")[1], self.tasks, start, time.time(), keys_before)
         figures = where_it_went(records, seconds, self.proves, self.cores, sampler)
         figures["share_ours"] = round(self.last_cpu / (seconds * self.cores), 3)
+        figures["cpu"] = round(self.last_cpu, 1)
         self.figures[key] = figures
         for line in describe(label, figures):
             print(line, flush=True)
@@ -494,41 +517,64 @@ class Bench:
     def strict_row(self, key, label):
         """(g): the strict stages' cost per gold patch of the run that just ended, and its
         verdicts."""
-        costs = strict_costs(self.layout, "gold", self.tasks)
+        rows = strict_costs(self.layout, "gold", self.tasks)
         counts, reasons = strict_verdicts(self.layout, "gold", self.tasks)
-        if not costs:
-            print(f"  ({key}) strict stages: no strict.json records a cost (strict=0?)", flush=True)
+        if not rows:
+            print(
+                f"  ({key}) strict stages: no strict.json records a cost (gold not judged: "
+                "strict_gold=0?)",
+                flush=True,
+            )
             return
+        costs = [total for _, total, _ in rows]
+        floors = [floor for _, _, floor in rows if floor is not None]
+        for iid, total, floor in rows:
+            ratio = f" ({total / floor:.2f}x)" if floor else ""
+            print(f"      {iid}: {total:.1f} s, floor {floor or 0:.1f} s{ratio}", flush=True)
+        ratios = [total / floor for _, total, floor in rows if floor]
+        self.figures[key] = {
+            "median": statistics.median(costs),
+            "p90": percentile(costs, 90),
+            "floor_median": statistics.median(floors) if floors else None,
+            "ratio_median": statistics.median(ratios) if ratios else None,
+            "patches": {iid: [total, floor] for iid, total, floor in rows},
+        }
         self.row(
             key,
             f"strict stages per gold patch, {label} (median of {len(costs)}; "
-            f"90th percentile {percentile(costs, 90):.1f} s; gold strict "
-            f"{counts['strict']}, not strict {counts['not strict']}, not judged "
-            f"{counts['not judged']})",
+            f"90th percentile {percentile(costs, 90):.1f} s; median of the patches' "
+            f"multiples of their floor "
+            + (f"{statistics.median(ratios):.2f}x" if ratios else "-")
+            + f"; gold strict {counts['strict']}, not strict {counts['not strict']}, not "
+            f"judged {counts['not judged']})",
             f"{statistics.median(costs):.1f} s",
-            "",
-            "median ≤ 60 s",
+            f"{statistics.median(floors):.1f} s" if floors else "",
+            "warm: median ≤ 1.3× floor and ≤ 12 s" if key.endswith("warm") else "",
         )
         for reason, n in sorted(reasons.items(), key=lambda r: -r[1]):
             print(f"      {n} × {reason}", flush=True)
 
     def strict_only(self):
         """(g) alone, over the normal builds a strict=0 run left in the workdir."""
-        self.variables = [v for v in self.variables if not v.startswith("strict=")]
-        self.variables.append("strict=1")
+        self.variables = [
+            v for v in self.variables if not v.startswith(("strict=", "strict_gold="))
+        ]
+        self.variables += ["strict=1", "strict_gold=1"]
         remove_tree(self.layout.mode_dir("gold"), ignore_errors=True)
         n = len(self.tasks)
-        self.scoring_run(
-            "e",
-            f"`doit run nginx:gold` strict=1, normal builds kept, sanitizer builds cold, {n} tasks",
-            "nginx:gold",
-            self.layout,
-        )
-        self.strict_row("g cold", "cold (sanitizer builds and reference runs new)")
+        if not self.args.warm_only:
+            self.scoring_run(
+                "e",
+                f"`doit run nginx:gold strict_gold=1`, normal builds kept, sanitizer builds "
+                f"cold, {n} tasks",
+                "nginx:gold",
+                self.layout,
+            )
+            self.strict_row("g cold", "cold (sanitizer builds and reference runs new)")
         self.forget_gold_builds()
         self.scoring_run(
             "f",
-            f"warm `doit run nginx:gold` strict=1 (bases built), {n} tasks",
+            f"warm `doit run nginx:gold strict_gold=1` (bases built), {n} tasks",
             "nginx:gold",
             self.layout,
         )
@@ -552,11 +598,13 @@ class Bench:
         return load_modes(self.layout.modes_file, self.layout.templates_dir).values()
 
     def forget_gold_builds(self):
-        """The cache as an agent mode finds it: base builds kept; the gold builds, the gold
-        results and the ccache gone (an agent's patch is new to the cache)."""
+        """The cache as an agent mode finds it: base builds and their strict runs kept; the gold
+        builds, their strict runs, the gold results and the ccache gone (an agent's patch is
+        new to the cache)."""
         for path in self.layout.builds.glob("*/build.json"):
             if (jsonio.read_json(path) or {}).get("patch_sha256") != EMPTY_PATCH_SHA:
                 remove_tree(path.parent)
+                remove_tree(self.layout.cache / "strict-runs" / path.parent.name)
         remove_tree(self.layout.mode_dir("gold"), ignore_errors=True)
         remove_tree(self.layout.ccache_dir, ignore_errors=True)
 
@@ -758,6 +806,12 @@ def main():
         "--noop-only",
         action="store_true",
         help="only (c) and (d), in a --workdir where a run made the builds",
+    )
+    ap.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="with --strict-only: only the warm run, in a --workdir where a strict run made the "
+        "bases' sanitizer builds",
     )
     ap.add_argument(
         "--strict-only",

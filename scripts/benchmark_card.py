@@ -10,10 +10,11 @@ audit (each task's ``audit``; tasks the audit dropped are rows of ``<name>-dropp
 the task file: {"instance_id", "date", "version", "why"}) and the alternative fixes run against
 the tasks, and, given ``results/<run>/validation.json``, that run's verdicts (per test source
 too) and the assertions that changed between its runs, and, given the results.jsonl of a gold
-mode run with the strict verdict on, how many gold patches are strict and why the others are not,
-and, with ``--clones``, the tasks whose fail_to_pass assertions already stand in nginx-tests as
-of their base commit (suite.already_standing: what an agent of a mode with ``tests = "base"``
-can read), from the bare clones in the cache (``doit run repos`` makes them). The text is
+mode run with its strict verdict on (``strict_gold=1``), how many gold patches are strict and
+why the others are not, and, with ``--clones``, the tasks whose fail_to_pass assertions already
+stand in nginx-tests as of their base commit (suite.already_standing: what an agent of a mode
+with ``tests = "base"`` can read), from the bare clones in the cache (``doit run repos`` makes
+them). The text is
 ``templates/benchmark_card.md.j2``; the card is generated, never edited.
 
 Usage:
@@ -381,7 +382,7 @@ def parse_args(argv):
     ap.add_argument(
         "--gold-results",
         default=None,
-        help="results/<run>/gold/results.jsonl of `doit run nginx:gold` with the strict verdict on",
+        help="results/<run>/gold/results.jsonl of `doit run nginx:gold strict_gold=1`",
     )
     ap.add_argument(
         "--clones",

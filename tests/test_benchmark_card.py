@@ -122,7 +122,7 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     )
     bench["tasks"] = [add, mul]  # the planted coin would make gold's verdict vary
     project.write_benchmark(bench)
-    project.doit("run", "tiny:gold", "strict=1", "strict_files=1")
+    project.doit("run", "tiny:gold", "strict_gold=1", "strict_files=1")
     gold = project.results / "default" / "gold" / "results.jsonl"
     subprocess.run(
         [

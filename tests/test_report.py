@@ -787,6 +787,47 @@ def test_sentences_that_would_be_false_of_these_result_files(project):
     assert "TAP output and agent logs are next to it" in section(md, "Per task")
 
 
+def test_a_mode_left_unjudged_has_no_strict_rate_and_no_strict_comparison(project):
+    """gold unjudged by default (strict_gold=0) beside a judged agent mode: gold's strict cell
+    is "—", the report says why, and neither the table of patches that are not strict nor the
+    paired comparisons of strict rates count its patches as not strict."""
+    resolved = {"status": "resolved", "resolved": True}
+    write_rows(
+        project,
+        {
+            "gold": [
+                dict(
+                    resolved,
+                    instance_id=i,
+                    strict=None,
+                    strict_reason="not judged (strict_gold=0)",
+                )
+                for i in ("tiny-add", "tiny-mul")
+            ],
+            "fake": [
+                dict(resolved, instance_id="tiny-add", strict=True, strict_reason=""),
+                dict(
+                    resolved,
+                    instance_id="tiny-mul",
+                    strict=False,
+                    strict_reason="1 regression(s): version.t:1 version output",
+                ),
+            ],
+        },
+    )
+    project.doit("run", "report", f"run={RUN}")
+    md = (project.results / RUN / "report.md").read_text()
+    summary = section(md, "Summary")
+    assert table_row(summary, "`gold`")[-1] == "—"
+    assert "`gold` is not judged (strict_gold=0)." in summary
+    strict = section(md, "Strict")
+    assert "tiny-mul" in strict and "not judged" not in strict
+    assert "`gold` | `fake`" not in strict and "`fake` | `gold`" not in strict
+    report = json.loads((project.results / RUN / "report.json").read_text())
+    assert report["modes"]["gold"]["strict_rate"] is None
+    assert report["modes"]["fake"]["strict_rate"] == 0.5
+
+
 @pytest.mark.e2e
 def test_an_up_to_date_report_says_so_and_a_run_without_results_is_an_error(gold_none):
     proc, executed = gold_none.doit("run", "report", f"run={RUN}")

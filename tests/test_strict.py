@@ -1,6 +1,7 @@
-"""The strict verdict on the fixture benchmark (nginx_eval/strict/): regression files against the
-reference build, twice each, and a sanitizer build. The fixture's configure honours --with-cc-opt
-and --with-ld-opt, so its sanitizer build is a real AddressSanitizer build."""
+"""The strict verdict on the fixture benchmark (nginx_eval/strict/): regression files and the
+task's own under sanitizer builds of the patch and of its reference, a file twice only when its
+first run fails. The fixture's configure honours --with-cc-opt and --with-ld-opt, so its
+sanitizer build is a real AddressSanitizer build."""
 
 import json
 import subprocess
@@ -9,13 +10,15 @@ import pytest
 from conftest import DODO
 
 from nginx_eval.strict.sanitizer import CC_OPT, LD_OPT, parse_report, sanitizer_flags
-from nginx_eval.strict.stage import compare
+from nginx_eval.strict.stage import compare, suspects
 
 pytestmark = pytest.mark.slow
 
 # Two regression files a patch: the fixture's files all lie in one area, and hang.t would take
 # its whole time limit in every run.
 FEW = "strict_files=2"
+# Gold is judged only when asked.
+GOLD = "strict_gold=1"
 
 VERSION_C = """#include <stdio.h>
 #include "ngx_auto_config.h"
@@ -104,7 +107,7 @@ def predictions(path, patches):
 
 
 def test_gold_is_strict_and_the_report_shows_both_rates(project):
-    project.doit("run", "tiny:gold", "tiny:none", FEW)
+    project.doit("run", "tiny:gold", "tiny:none", FEW, GOLD)
     for iid in ("tiny-add", "tiny-mul"):
         grade = project.read("gold", iid, "grade.json")
         assert (grade["resolved"], grade["strict"], grade["strict_reason"]) == (True, True, "")
@@ -122,8 +125,8 @@ def test_gold_is_strict_and_the_report_shows_both_rates(project):
     assert data["modes"]["gold"]["strict_rate"] == 1.0
     assert data["modes"]["none"]["strict_rate"] == 0.0
     # Nothing to do the second time.
-    _, executed = project.doit("run", "tiny:gold", FEW)
-    assert not any(e.startswith("strict:") for e in executed)
+    _, executed = project.doit("run", "tiny:gold", FEW, GOLD)
+    assert not any(e.startswith(("strict:", "grade:")) for e in executed)
 
 
 def test_a_patch_that_breaks_another_feature_is_resolved_but_not_strict(project, tmp_path):
@@ -165,6 +168,110 @@ def test_a_patch_that_reads_out_of_bounds_is_resolved_but_not_strict(project, tm
     assert ("AddressSanitizer", "heap-buffer-overflow") == parse_report(report.read_text())[0][:2]
 
 
+def test_gold_is_not_judged_unless_asked(project):
+    """`doit run tiny:gold`, strict on (the default): no strict stage for gold, whose strictness
+    the benchmark card states; its grade says which variable judges it, and the report shows
+    no strict rate."""
+    _, executed = project.doit("run", "tiny:gold", "strict=1")
+    assert not any(e.startswith("strict:") for e in executed)
+    for iid in ("tiny-add", "tiny-mul"):
+        grade = project.read("gold", iid, "grade.json")
+        assert grade["resolved"]
+        assert (grade["strict"], grade["strict_reason"]) == (None, "not judged (strict_gold=0)")
+        assert not project.task_dir("gold", iid).joinpath("strict.json").exists()
+    assert not (project.cache / "strict-runs").exists()
+    data = json.loads((project.results / "default" / "report.json").read_text())
+    assert data["modes"]["gold"]["strict_rate"] is None
+
+
+def test_a_regression_file_runs_twice_only_when_it_fails(project, tmp_path):
+    """A candidate that breaks version.t: that file runs a second time on both sides, and the
+    files that pass run once; the reference's runs (gold's) are kept and shared: a second
+    candidate judged against gold runs none of them again."""
+    preds = predictions(
+        tmp_path / "p.jsonl",
+        {"tiny-add": patched(project, tmp_path, "tiny-add", break_version_output)},
+    )
+    project.doit("run", "tiny:file", f"predictions={preds}", FEW, "instances=tiny-add")
+    strict = project.read("file", "tiny-add", "strict.json")
+    assert strict["regressions"] == ["version.t:1 version output"]
+    assert strict["rerun"] == ["version.t"]
+    out = project.task_dir("file", "tiny-add") / "strict"
+    assert sorted(p.relative_to(out).as_posix() for p in out.glob("*/run*")) == [
+        "calc_add.t/run1",
+        "calc_mul.t/run1",
+        "version.t/run1",
+        "version.t/run2",
+    ]
+    ref_runs = sorted(
+        project.cache.glob(f"strict-runs/{strict['sanitizer']['reference_key']}/*/*/*/run*")
+    )
+    assert [f"{p.parent.name}/{p.name}" for p in ref_runs] == [
+        "calc_add.t/run1",
+        "calc_mul.t/run1",
+        "version.t/run1",
+        "version.t/run2",
+    ]
+    made = {p: p.stat().st_mtime_ns for p in ref_runs}
+    # The gold patch as a candidate: it passes every file the first time, nothing runs twice,
+    # and gold's runs are its own as well as the reference's.
+    task = next(t for t in project.tasks if t["instance_id"] == "tiny-add")
+    diff = git(
+        project.mirrors / "acme+tiny",
+        "diff",
+        "--binary",
+        "--full-index",
+        task["base_commit"],
+        task["fix_commit"],
+    )
+    gold = predictions(tmp_path / "g.jsonl", {"tiny-add": diff})
+    project.doit("run", "tiny:file", f"predictions={gold}", FEW, "instances=tiny-add", "run=again")
+    again = project.read("file", "tiny-add", "strict.json", run="again")
+    assert (again["strict"], again["rerun"], again["regressions"]) == (True, [], [])
+    assert again["sanitizer"]["key"] == again["sanitizer"]["reference_key"]
+    assert {p: p.stat().st_mtime_ns for p in ref_runs} == made
+
+
+def no_sanitizer_build(work):
+    """The patch compiles only without AddressSanitizer."""
+    calc = work / "src" / "core" / "calc.c"
+    calc.write_text(
+        calc.read_text() + "#ifdef __SANITIZE_ADDRESS__\n#error not with the sanitizers\n#endif\n"
+    )
+
+
+def test_without_a_sanitizer_build_the_plain_builds_judge_the_regressions(project, tmp_path):
+    """A patch whose sanitizer build fails: its regression files run under the plain builds by
+    the same rule; a regression makes it not strict, and without one it is not judged."""
+    preds = predictions(
+        tmp_path / "p.jsonl",
+        {
+            "tiny-add": patched(
+                project,
+                tmp_path,
+                "tiny-add",
+                lambda work: (break_version_output(work), no_sanitizer_build(work)),
+            ),
+            "tiny-mul": patched(project, tmp_path, "tiny-mul", no_sanitizer_build),
+        },
+    )
+    project.doit("run", "tiny:file", f"predictions={preds}", FEW)
+    add = project.read("file", "tiny-add", "strict.json")
+    assert (add["strict"], add["regressions"], add["sanitizer"]) == (
+        False,
+        ["version.t:1 version output"],
+        None,
+    )
+    assert add["rerun"] == ["version.t"]
+    mul = project.read("file", "tiny-mul", "strict.json")
+    assert (mul["strict"], mul["reason"], mul["retry"]) == (
+        None,
+        "the sanitizer build does not build (compile_failed)",
+        False,
+    )
+    assert project.read("file", "tiny-mul", "grade.json")["strict"] is None
+
+
 def test_strict_0_leaves_the_verdict_unjudged(project):
     project.doit("run", "tiny:gold", "strict=0", "instances=tiny-add")
     grade = project.read("gold", "tiny-add", "grade.json")
@@ -173,12 +280,33 @@ def test_strict_0_leaves_the_verdict_unjudged(project):
 
 
 def test_a_regression_is_a_pass_under_the_reference_and_a_failure_twice_under_the_candidate():
-    ref = [{"a.t": {"a.t:1 x": True, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": True}}] * 2
-    cand = [
-        {"a.t": {"a.t:1 x": False, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": False}},
-        {"a.t": {"a.t:1 x": False, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": True}},
-    ]
+    ref = {"a.t": [{"a.t:1 x": True, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": True}] * 2}
+    cand = {
+        "a.t": [
+            {"a.t:1 x": False, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": False},
+            {"a.t:1 x": False, "a.t:2 y": True, "a.t:3 z": False, "a.t:4 w": True},
+        ]
+    }
     assert compare(cand, ref) == (["a.t:1 x"], ["a.t:3 z"], ["a.t:4 w"])
+    # One that the reference's second run fails is not counted; a file the candidate's run
+    # lacks fails every assertion.
+    wobbly = {"a.t": [{"a.t:1 x": True}, {"a.t:1 x": False}], "b.t": [{"b.t:1 v": True}]}
+    assert compare({"a.t": [{}, {}]}, wobbly) == (["b.t:1 v"], ["a.t:1 x"], [])
+
+
+def test_a_file_runs_again_only_when_its_first_run_fails_what_the_reference_passes():
+    ref = {
+        "a.t": [{"a.t:1 x": True, "a.t:2 y": False}],
+        "b.t": [{"b.t:1 v": True}],
+        "c.t": [{"c.t:1 w": True}],
+    }
+    cand = {
+        "a.t": [{"a.t:1 x": True, "a.t:2 y": False}],  # fails only what the reference fails
+        "b.t": [{"b.t:1 v": False}],
+        "c.t": [{}],  # did not run (died, or does not exist for it)
+    }
+    assert suspects(cand, ref) == ["b.t", "c.t"]
+    assert suspects(ref, ref) == []
 
 
 def test_the_sanitizers_join_a_tasks_own_compiler_options():
@@ -218,7 +346,7 @@ def test_the_strict_cost_leaves_out_waits_for_a_slot(project):
                 "3",
                 "tiny:gold",
                 FEW,
-                "strict=1",
+                GOLD,
                 "proves=1",
             ],
             env=project.env,

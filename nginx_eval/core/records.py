@@ -111,18 +111,28 @@ class Finding(TypedDict):
 
 
 class SanitizerPart(TypedDict):
+    """The sanitizer builds both sides ran under (build keys), and the files that ran."""
+
     key: str
     reference_key: str
-    files: list[str]
+    files: list[str]  # the task's own files and the regression files
 
 
 class StrictSeconds(TypedDict):
     """The stage's own time: wall time less its waits for build and prove slots (a mode waiting
-    on another's reference runs of the same build counts that wait)."""
+    on another's runs of the same build counts that wait)."""
 
-    regressions: float
-    sanitizer: float
+    builds: float  # making the sanitizer builds (or none: kept)
+    runs: float  # running the test files, RUNS_AT_ONCE at a time
     total: float
+
+
+class StrictFloor(TypedDict):
+    """What judging the patch must cost: its sanitizer build's own time (when it was made) and
+    one run of each of its test files."""
+
+    build: float
+    tests: float  # the sum of the files' first runs' wall time
 
 
 class StrictBuilds(TypedDict):
@@ -140,15 +150,16 @@ class StrictJudgement(StrictBuilds):
     reason: str
     retry: bool
     files: NotRequired[list[str]]
-    runs: NotRequired[int]
+    rerun: NotRequired[list[str]]
     regressions: NotRequired[list[str]]
     reference_not_passing: NotRequired[list[str]]
     candidate_flaky: NotRequired[list[str]]
     gold_only: NotRequired[list[str]]
-    sanitizer: NotRequired[SanitizerPart]
+    sanitizer: NotRequired[SanitizerPart | None]
     sanitizer_findings: NotRequired[list[Finding]]
     reference_reports: NotRequired[int]
     seconds: NotRequired[StrictSeconds]
+    floor: NotRequired[StrictFloor]
 
 
 class StrictJson(TypedDict):
@@ -156,21 +167,26 @@ class StrictJson(TypedDict):
     strict: bool | None  # None: not judged, and `reason` says why
     reason: str
     retry: bool  # the environment stopped it: run again next time
-    regressions: list[str]  # assertion ids: pass in both reference runs, fail in both of ours
+    regressions: list[str]  # assertion ids: pass in every reference run, fail in every one of ours
     sanitizer_findings: list[Finding]
     reference: NotRequired[str]  # "gold" for a candidate, "base" for the gold patch
+    # the plain builds' keys: the unit's own, and the reference's (made only when needed)
     reference_key: NotRequired[str]
     key: NotRequired[str]
     files: NotRequired[list[str]]  # the regression files (strict/stage.py: regression_files)
-    runs: NotRequired[int]  # runs of each side
-    reference_not_passing: NotRequired[list[str]]  # not counted
+    # the regression files that ran a second time on both sides: their first candidate run
+    # failed an assertion the reference's first run passed
+    rerun: NotRequired[list[str]]
+    reference_not_passing: NotRequired[list[str]]  # not passed in every reference run: not counted
     candidate_flaky: NotRequired[list[str]]  # failed once under the candidate: not counted
     # failed by the candidate, passed by gold but not by the base either: what only the
     # upstream fix adds, not counted
     gold_only: NotRequired[list[str]]
-    sanitizer: NotRequired[SanitizerPart]
-    reference_reports: NotRequired[int]  # sanitizer reports of the reference's runs
+    # None: a sanitizer build could not be made, the plain builds judged the regressions
+    sanitizer: NotRequired[SanitizerPart | None]
+    reference_reports: NotRequired[int]  # sanitizer reports of the reference's first runs
     seconds: NotRequired[StrictSeconds]
+    floor: NotRequired[StrictFloor]
 
 
 # -- grade.json (grade/stage.py) -------------------------------------------------------------------

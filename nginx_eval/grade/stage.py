@@ -48,7 +48,7 @@ from ..core.records import (
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, BUILD, GRADE, PROVE, STRICT, task_name, unit_name
 from ..prove.tap import FileResult, Problem, assertion_number, file_problem, parse_tap
-from ..strict.stage import applies
+from ..strict.stage import applies, switched_off
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -304,7 +304,7 @@ def grade_task(
     )
     record: GradeJson = {
         **verdict,
-        **strict_fields(verdict, config.get("strict"), strict),
+        **strict_fields(verdict, config.get("strict"), strict, config.get("strict_off")),
         "inputs": inputs,
         "mode": mode_name,
     }
@@ -313,9 +313,12 @@ def grade_task(
     jsonio.write_json(out, record)
 
 
-def strict_fields(verdict: Verdict, judged: object, record: StrictJson | None) -> StrictFields:
+def strict_fields(
+    verdict: Verdict, judged: object, record: StrictJson | None, off: str | None = None
+) -> StrictFields:
     """grade.json's strict verdict from the strict stage's record (judged: the stage ran for
-    this unit; record: its strict.json)."""
+    this unit; record: its strict.json; off: the variable that left it unjudged,
+    strict_stage.switched_off)."""
     fields: StrictFields = {
         "strict": False,
         "strict_reason": "",
@@ -331,7 +334,7 @@ def strict_fields(verdict: Verdict, judged: object, record: StrictJson | None) -
     if not verdict["resolved"]:
         return {**fields, "strict_reason": "not resolved"}
     if not judged:
-        return {**fields, "strict": None, "strict_reason": "not judged (strict=0)"}
+        return {**fields, "strict": None, "strict_reason": f"not judged ({off or 'strict=0'})"}
     if not record:
         return {**fields, "strict": None, "strict_reason": "no strict record"}
     return {
@@ -348,12 +351,14 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
         name = unit_name(bench, mode, task)
         iid = task.instance_id
         judged = applies(ctx, mode)
-        config = {
+        config: dict[str, Any] = {
             "f2p": list(task.fail_to_pass),
             "p2p": list(task.pass_to_pass),
             "files": list(task.test_files),
             "strict": judged,
         }
+        if not judged and mode.kind != "none":
+            config["strict_off"] = switched_off(ctx, mode)
         if bench.version:
             # A new version grades again (milliseconds; nothing before the grade reruns unless
             # its own inputs changed), so every grade.json names the version it holds for.

@@ -186,7 +186,9 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
     panels = [key for key, _, _ in distribution_panels({"modes": mode_data})]
     strict_comparisons = []
     if strict_judged:
-        strict_arms = make_arms([strict_view(d) for d in mode_data], rows, task_ids, "strict")
+        # A mode left unjudged (gold by default) has no strict rate to compare.
+        judged = [strict_view(d) for d in mode_data if d["strict"]["judged"]]
+        strict_arms = make_arms(judged, rows, task_ids, "strict")
         strict_base = next((a for a in strict_arms if baseline in a["modes"]), None)
         strict_comparisons = compare_arms(strict_arms, task_ids, strict_base)
     return {
@@ -245,12 +247,13 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
 
 def strict_was_judged(mode_data) -> bool:
     """Whether the run judged strictness: some mode has a strict verdict, and the resolved
-    patches were not all left unjudged by strict=0 (whose unresolved rows still say "not
-    strict": a report would compare a strict rate of 0 with rates nobody judged)."""
-    off = "not judged (strict=0)"
+    patches were not all left unjudged by strict=0 or strict_gold=0 (whose unresolved rows
+    still say "not strict": a report would compare a strict rate of 0 with rates nobody
+    judged)."""
+    off = ("not judged (strict=0)", "not judged (strict_gold=0)")
     resolved = [e for d in mode_data for e in d["strict"]["unjudged"] + d["strict"]["not_strict"]]
     strict = sum(d["strict"]["count"] for d in mode_data)
-    if not strict and resolved and all(e["reason"] == off for e in resolved):
+    if not strict and resolved and all(e["reason"] in off for e in resolved):
         return False
     return any(d["strict"]["judged"] for d in mode_data)
 

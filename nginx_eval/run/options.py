@@ -204,6 +204,10 @@ VARIABLES = {
         "0: no strict verdict (regression files and sanitizer build of "
         "a resolved patch; default: 1)",
     ),
+    "strict_gold": Variable(
+        _switch,
+        "1: judge the gold patches' strictness too (default: 0, the benchmark card states it)",
+    ),
     "strict_files": Variable(
         _count, "regression files per patch of the strict verdict, N >= 1 (default: 6)"
     ),
@@ -254,6 +258,7 @@ class Options:
     proves: int | None = None
     rerun_failed: int = 0
     strict: int = 1
+    strict_gold: int = 0
     strict_files: int | None = None  # None: strict/stage.DEFAULT_FILES
     keep_workspaces: int = 0
     dry_run: int = 0

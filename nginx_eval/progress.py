@@ -176,6 +176,12 @@ class Progress:
             self.say_report_current()
             return
         options = ctx.options
+        if options and not options.report:
+            self.write(
+                f"report: not rendered (report=0); `doit run report run={ctx.layout.run}` "
+                "renders it"
+            )
+            return
         args = [
             ctx.layout,
             ctx.benchmark,

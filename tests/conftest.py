@@ -1,3 +1,4 @@
+import compileall
 import contextlib
 import json
 import os
@@ -21,18 +22,31 @@ DODO = SOURCE_ROOT / "dodo.py"
 class Project:
     """A fixture project: repositories, tasks/tiny.json, modes.toml, and a doit runner."""
 
-    def __init__(self, base):
+    def __init__(self, base, reports=False):
         fx = fixture_repos.make_fixture(base)
         self.__dict__.update(fx)
         self.results = self.root / "results"
         self.cache = base / "cache"
+        self.reports = reports
 
-    def doit(self, *args, check=True, env=None, timeout=600):
-        """Run `doit` for real; returns (CompletedProcess, names of the tasks it executed)."""
-        if args and args[0] == "run" and not any(str(a).startswith("strict") for a in args):
+    def run_args(self, args):
+        """`args` of a `doit run` with the costs the test does not look at switched off."""
+        if not args or args[0] != "run":
+            return tuple(args)
+        words = [str(a) for a in args]
+        if not any(w.startswith("strict") for w in words):
             # The strict verdict costs a sanitizer build and more test runs per patch: the
             # tests of other features leave it off; tests/test_strict.py turns it on.
             args = (*args, "strict=0")
+        if not self.reports and not any(w.startswith("report") for w in words):
+            # The report's statistics and charts cost two seconds of a processor per run:
+            # only the tests that read a report or the site (marked `reports`) render them.
+            args = (*args, "report=0")
+        return tuple(args)
+
+    def doit(self, *args, check=True, env=None, timeout=600):
+        """Run `doit` for real; returns (CompletedProcess, names of the tasks it executed)."""
+        args = self.run_args(args)
         proc = subprocess.run(
             [sys.executable, "-m", "doit", "-f", str(DODO), *args],
             env=dict(self.env, **(env or {})),
@@ -68,9 +82,14 @@ class Project:
         return log.read_text().split() if log.exists() else []
 
 
+def renders_reports(request):
+    """Whether the test (or the module of a module-scoped fixture) is marked `reports`."""
+    return request.node.get_closest_marker("reports") is not None
+
+
 @pytest.fixture
-def project(tmp_path):
-    return Project(tmp_path)
+def project(request, tmp_path):
+    return Project(tmp_path, reports=renders_reports(request))
 
 
 # NGINX_EVAL_TOOLCHAIN as the session found it: the pinned toolchain's tests (test_rootfs.py) use
@@ -80,6 +99,11 @@ SESSION_TOOLCHAIN = os.environ.get("NGINX_EVAL_TOOLCHAIN")
 
 def pytest_configure(config):
     os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    if not hasattr(config, "workerinput"):  # once per session, in the controller
+        # Every doit the tests start, and every report it renders, imports the package afresh:
+        # without its bytecode each process compiles the package again (a third of a doit's
+        # start), as PYTHONDONTWRITEBYTECODE keeps any of them from writing it.
+        compileall.compile_dir(SOURCE_ROOT / "nginx_eval", quiet=1)
     # The tests run with the host's compiler and Perl unless NGINX_EVAL_TOOLCHAIN names a root
     # filesystem: what most of them check does not depend on which toolchain builds and proves
     # (test_rootfs.py runs the pipeline in the pinned one).

@@ -205,6 +205,7 @@ def results_row(project, mode):
     return row
 
 
+@pytest.mark.reports
 def test_an_api_error_that_persists_is_an_infra_error_retried_and_not_scored(claude):
     claude.api.faults = [Fault(status=529)]
     proc, _ = claude.run("tiny:raw", "agent_retries=2", check=False)

@@ -100,6 +100,7 @@ def env_results(requests):
     return out
 
 
+@pytest.mark.reports
 def test_no_mode_sees_the_operators_configuration_and_web_tools_are_closed(operator):
     claude = operator
     # The CLI also reads a CLAUDE.md in every directory above its working directory: one above
@@ -151,6 +152,7 @@ def test_no_mode_sees_the_operators_configuration_and_web_tools_are_closed(opera
 HOUSE_RULE = "HOUSE-RULE-7: keep the diff small."
 
 
+@pytest.mark.reports
 def test_a_modes_own_home_reaches_the_agent_and_open_web_tools_are_marked(operator):
     """Here the operator's configuration is only where the CLI looks by default: ~/.claude."""
     claude = operator

@@ -299,7 +299,7 @@ def test_a_dry_run_says_what_would_run_and_what_its_agents_cost_and_does_nothing
 
     out = dry("tiny:fake", "limit=1")
     assert out[0] == (
-        "nginx-eval: dry run of `doit run tiny:fake limit=1 strict=0` in run "
+        "nginx-eval: dry run of `doit run tiny:fake limit=1 strict=0 report=0` in run "
         "default: benchmark tiny, 1 task, modes fake; nothing is started or written"
     )
     table = preview_table(out)

@@ -112,8 +112,7 @@ def wait_for(path, proc, seconds=60):
 
 def start_doit(project, *args, env=None, dodo=DODO):
     """doit in a session of its own, so that a test can kill it and its workers at once."""
-    if args and args[0] == "run":
-        args = (*args, "strict=0")  # as conftest.Project.doit
+    args = project.run_args(args)  # as conftest.Project.doit
     return subprocess.Popen(
         [sys.executable, "-m", "doit", "-f", str(dodo), *args],
         env=dict(project.env, **(env or {})),

@@ -86,6 +86,7 @@ def kinds(agent):
     return sorted({f["kind"] for f in agent["flags"]})
 
 
+@pytest.mark.reports
 def test_an_isolated_agent_reaches_only_the_model_and_its_attempts_are_on_the_record(hostile):
     claude, github, paths = hostile
     claude.run("tiny:raw")
@@ -116,6 +117,7 @@ def test_an_isolated_agent_reaches_only_the_model_and_its_attempts_are_on_the_re
     assert "## Isolation" in report and "every agent isolated" in report
 
 
+@pytest.mark.reports
 def test_unisolated_the_same_agent_gets_the_fix_and_the_run_is_contaminated(hostile):
     """The control: the hostile script does reach the fake GitHub without isolation, so the
     silence above means something."""

@@ -6,6 +6,8 @@ task of `doit run -a` stay."""
 import os
 import re
 
+import pytest
+
 from nginx_eval.doitext.pruning import drop_settled
 
 ARGV = ["run", "all"]
@@ -136,6 +138,7 @@ def test_always_a_pattern_a_target_or_a_group_doit_makes_drop_nothing(tmp_path):
         assert names(drop_settled(dicts, argv)[0]) == ["a:x", "a:y"], argv
 
 
+@pytest.mark.reports
 def test_a_rerun_hands_doit_only_the_units_with_work(project):
     project.doit("run", "tiny")
     proc, executed = project.doit("run", "tiny")

@@ -159,8 +159,7 @@ def wait_for(predicate, timeout=120, what="it"):
 
 
 def start_doit(project, env, *args):
-    if args and args[0] == "run":
-        args = (*args, "strict=0")  # as conftest.Project.doit
+    args = project.run_args(args)  # as conftest.Project.doit
     return subprocess.Popen(
         [sys.executable, "-m", "doit", "-f", str(DODO), *args],
         env=env,

@@ -49,6 +49,7 @@ def lines(text, prefix):
 # -- 1. predictions= scores the file, and only its rows --------------------------------------------
 
 
+@pytest.mark.reports
 def test_predictions_score_the_file_alone_and_only_the_tasks_it_has_rows_for(project, tmp_path):
     authored_task(project)  # tiny-own: a test tree of its own, which no row asks for
     preds = tmp_path / "preds.jsonl"
@@ -130,6 +131,7 @@ def test_no_warning_when_every_row_is_a_task(project, tmp_path):
 # -- 2. a failed agent: one console line, one outcome everywhere -----------------------------------
 
 
+@pytest.mark.reports
 def test_failed_and_timed_out_agents_are_said_once_and_agent_errors_everywhere(project):
     modes = project.root / "modes.toml"
     modes.write_text(modes.read_text().replace("timeout = 20", "timeout = 2"))
@@ -268,6 +270,7 @@ def test_agent_with_quotes_runs_as_a_shell_reads_it_and_records_say_what_ran(pro
     assert "mode fake: its tasks ran 2 different commands" in section(md, "Warnings")
 
 
+@pytest.mark.reports
 def test_one_command_for_every_task_is_shown_once_with_its_model(project):
     agent_mode(project)
     project.doit("run", "tiny", "modes=fake")

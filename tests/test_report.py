@@ -13,6 +13,9 @@ from conftest import SOURCE_ROOT, Project, section, table_row
 
 from nginx_eval.report import stats
 
+# Every test here reads a report or the site: its runs render them (conftest.py).
+pytestmark = pytest.mark.reports
+
 RUN = "rep"
 
 
@@ -176,6 +179,24 @@ def test_editing_a_template_rerenders_the_report_and_nothing_else(project):
     assert executed == ["report:markdown"]
     _, executed = project.doit("run", "report", f"run={RUN}")
     assert executed == []
+
+
+def test_report_0_leaves_the_report_to_doit_run_report(project):
+    """report=0: the run scores and stops; report.md and the site are as they were until `doit
+    run report` renders them, and a later run with report=0 leaves that report alone."""
+    report = project.results / RUN / "report.md"
+    proc, executed = project.doit("run", "tiny", "modes=gold,none", f"run={RUN}", "report=0")
+    assert "grade:tiny/gold/tiny-add" in executed and not report.exists()
+    assert not (project.results / RUN / "site").exists()
+    assert proc.stdout.splitlines()[-1] == (
+        f"report: not rendered (report=0); `doit run report run={RUN}` renders it"
+    )
+    _, executed = project.doit("run", "report", f"run={RUN}")
+    assert "report:markdown" in executed and "| `gold` | 2 (100.0%) |" in report.read_text()
+    before = report.read_bytes()
+    project.task_dir("gold", "tiny-add", RUN).joinpath("grade.json").unlink()
+    _, executed = project.doit("run", "tiny", "modes=gold,none", f"run={RUN}", "report=0")
+    assert "grade:tiny/gold/tiny-add" in executed and report.read_bytes() == before
 
 
 def test_report_never_runs_a_stage(project):
@@ -580,7 +601,7 @@ UMASK = 0o002  # not the usual 022: the files' bits must come from it, not be fi
 def gold_none(tmp_path_factory):
     """A run of gold and none (strict=0), as a newcomer's first `doit`, under UMASK: gold
     resolves both tasks, none neither."""
-    project = Project(tmp_path_factory.mktemp("gold-none"))
+    project = Project(tmp_path_factory.mktemp("gold-none"), reports=True)
     before = os.umask(UMASK)
     try:
         project.doit("run", "tiny:gold", "tiny:none", f"run={RUN}")

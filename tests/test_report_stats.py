@@ -16,6 +16,9 @@ from nginx_eval.core.errors import UserError
 from nginx_eval.report import stats
 from nginx_eval.run.options import Options
 
+# Every test here reads a report or the site: its runs render them (conftest.py).
+pytestmark = pytest.mark.reports
+
 # Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
 E2E = True
 
@@ -95,7 +98,7 @@ def write_predictions(project, resolves):
 def trio_project(tmp_path):
     """tasks/trio.json: 12 copies of the fixture's tasks, areas core (t01-t06) and http, fixed in
     2020 (t01-t04) or 2024; modes alpha, beta and gamma score predictions files."""
-    project = Project(tmp_path)
+    project = Project(tmp_path, reports=True)
     add, mul = project.tasks
     tasks = [
         dict(
@@ -346,7 +349,7 @@ def test_two_runs_compared_mode_by_mode(trio):
 
 
 def test_newcomer_run_shows_progress_and_ends_with_a_summary_and_a_report(tmp_path):
-    project = Project(tmp_path)
+    project = Project(tmp_path, reports=True)
     proc, _ = project.doit("run", "tiny:gold")
     lines = proc.stdout.splitlines()
     progress = [line for line in lines if line.startswith("[")]
@@ -503,7 +506,7 @@ def test_fix_date_is_an_optional_checked_field(tmp_path):
 
     shipped = load_benchmark(SOURCE_ROOT / "tasks" / "nginx.json")
     assert all(re.fullmatch(r"20\d\d-\d\d-\d\d", t.fix_date) for t in shipped.tasks)
-    project = Project(tmp_path)
+    project = Project(tmp_path, reports=True)
     data = project.benchmark()
     data["tasks"][0]["fix_date"] = "2024-02-30"
     project.write_benchmark(data)

@@ -4,7 +4,11 @@ would run them, with every results.jsonl row and report count checked after each
 import json
 import re
 
+import pytest
 from conftest import Project
+
+# Every test here reads a report or the site: its runs render them (conftest.py).
+pytestmark = pytest.mark.reports
 
 # Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
 E2E = True
@@ -22,7 +26,7 @@ def report(project, run):
 
 
 def test_two_benchmarks_and_subsets_in_one_results_tree(tmp_path):
-    project = Project(tmp_path)
+    project = Project(tmp_path, reports=True)
     add, mul = project.tasks
     other = [
         dict(add, instance_id="o-add"),
@@ -81,7 +85,7 @@ def test_two_benchmarks_and_subsets_in_one_results_tree(tmp_path):
 def test_a_unit_named_directly_leaves_the_run_s_selection_alone(tmp_path):
     """Redoing one unit (any stage, with or without -a) must not widen the run: only a command
     for the benchmark, with instances=/limit= or without, selects tasks (issue 37)."""
-    project = Project(tmp_path)
+    project = Project(tmp_path, reports=True)
     project.doit("run", "tiny:gold", "run=sub", "instances=tiny-add")
     run_json = project.results / "sub" / "run.json"
     before = run_json.read_bytes()

@@ -21,6 +21,9 @@ from nginx_eval.report import site as report_site
 from nginx_eval.report import site_index as report_site_index
 from nginx_eval.report import site_task as report_site_task
 
+# Every test here reads a report or the site: its runs render them (conftest.py).
+pytestmark = pytest.mark.reports
+
 RUN = site_run.RUN
 
 
@@ -58,7 +61,7 @@ def site_tasks(executed):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """One run of gold, none and fake (site_run.py), without the Claude Code CLI."""
-    project = Project(tmp_path_factory.mktemp("site"))
+    project = Project(tmp_path_factory.mktemp("site"), reports=True)
     site_run.make_run(project)
     return project, project.results / RUN / "site"
 

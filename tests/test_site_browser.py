@@ -21,11 +21,15 @@ from conftest import Project
 # Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
 E2E = True
 
-pytestmark = pytest.mark.skipif(
-    find_chromium() is None,
-    reason="no chromium on PATH: the browser check needs Debian's `chromium` "
-    "(scripts/debian-packages.txt; setup-debian.sh and CI install it)",
-)
+# Every test here reads a report or the site: its runs render them (conftest.py).
+pytestmark = [
+    pytest.mark.reports,
+    pytest.mark.skipif(
+        find_chromium() is None,
+        reason="no chromium on PATH: the browser check needs Debian's `chromium` "
+        "(scripts/debian-packages.txt; setup-debian.sh and CI install it)",
+    ),
+]
 
 SIZE = (1000, 700)
 
@@ -33,7 +37,7 @@ SIZE = (1000, 700)
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """gold, none, fake, and raw with the real Claude Code CLI when it is installed."""
-    project = Project(tmp_path_factory.mktemp("site-browser"))
+    project = Project(tmp_path_factory.mktemp("site-browser"), reports=True)
     modes = site_run.make_run(project, site_run.available_claude())
     return project.results / site_run.RUN / "site", modes
 

@@ -106,6 +106,7 @@ def predictions(path, patches):
     return path
 
 
+@pytest.mark.reports
 def test_gold_is_strict_and_the_report_shows_both_rates(project):
     project.doit("run", "tiny:gold", "tiny:none", FEW, GOLD)
     for iid in ("tiny-add", "tiny-mul"):
@@ -129,6 +130,7 @@ def test_gold_is_strict_and_the_report_shows_both_rates(project):
     assert not any(e.startswith(("strict:", "grade:")) for e in executed)
 
 
+@pytest.mark.reports
 def test_a_patch_that_breaks_another_feature_is_resolved_but_not_strict(project, tmp_path):
     preds = predictions(
         tmp_path / "p.jsonl",
@@ -168,6 +170,7 @@ def test_a_patch_that_reads_out_of_bounds_is_resolved_but_not_strict(project, tm
     assert ("AddressSanitizer", "heap-buffer-overflow") == parse_report(report.read_text())[0][:2]
 
 
+@pytest.mark.reports
 def test_gold_is_not_judged_unless_asked(project):
     """`doit run tiny:gold`, strict on (the default): no strict stage for gold, whose strictness
     the benchmark card states; its grade says which variable judges it, and the report shows

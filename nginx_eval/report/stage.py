@@ -240,12 +240,20 @@ def gen_tasks(ctx):
         "doc": "render results/<run>/report.md and the site results/<run>/site/ from the "
         "run's result files (runs nothing else)",
     }
-    yield dict(
-        common,
-        basename=ctx.benchmark.name,
-        name="report",
-        doc=f"the report, after every mode of {ctx.benchmark.name}",
-        task_dep=[f"{ctx.benchmark.name}:{m.name}" for m in ctx.group_mode_list()],
+    after_modes = {
+        "basename": ctx.benchmark.name,
+        "name": "report",
+        "doc": f"the report, after every mode of {ctx.benchmark.name}",
+        "task_dep": [f"{ctx.benchmark.name}:{m.name}" for m in ctx.group_mode_list()],
+    }
+    # report=0: the run ends with its modes; `doit run report` renders the report later.
+    yield (
+        dict(common, **after_modes)
+        if not options or options.report
+        else {
+            **after_modes,
+            "actions": [],
+        }
     )
     detect = tuple(d / 100 for d in (options.detect if options and options.detect else ()))
     yield {

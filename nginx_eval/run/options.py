@@ -211,6 +211,11 @@ VARIABLES = {
     "strict_files": Variable(
         _count, "regression files per patch of the strict verdict, N >= 1 (default: 6)"
     ),
+    "report": Variable(
+        _switch,
+        "0: the run leaves report.md and the site as they are; `doit run report` renders them "
+        "(default: 1)",
+    ),
     "keep_workspaces": Variable(
         _switch,
         "1: an agent's workspace stays after its patch is taken (default: 0, it is removed)",
@@ -260,6 +265,7 @@ class Options:
     strict: int = 1
     strict_gold: int = 0
     strict_files: int | None = None  # None: strict/stage.DEFAULT_FILES
+    report: int = 1
     keep_workspaces: int = 0
     dry_run: int = 0
     executor: str = "local"

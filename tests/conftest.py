@@ -112,25 +112,36 @@ def pytest_configure(config):
 
 # -- the inner loop: `pytest -m "not e2e"` runs no doit, make, prove, sandbox or CLI --------------
 
-# Programs whose start makes a test end to end (seconds each, not milliseconds).
-E2E_PROGRAMS = ("doit", "make", "prove", "srt", "bwrap", "claude")
+# Programs whose start makes a test end to end (seconds each, not milliseconds); raylet is the
+# node of a Ray cluster.
+E2E_PROGRAMS = ("doit", "make", "prove", "srt", "bwrap", "claude", "raylet")
 # Fixtures that start them: a test using one is marked e2e at collection.
-E2E_FIXTURES = {"project", "claude", "claude_program", "anthropic_api", "prove_v", "hostile"}
+E2E_FIXTURES = {
+    "project",
+    "claude",
+    "claude_program",
+    "anthropic_api",
+    "prove_v",
+    "hostile",
+    "cluster",
+    "shared_cluster",
+}
+# How far into a command line a wrapper may put the program (the prove stage's network wrapper:
+# python -I -S network.py prove ...).
+E2E_WORDS = 6
 
 
 def e2e_program(argv):
-    """The E2E_PROGRAMS name `argv` starts (``python -m doit`` included), or None."""
+    """The E2E_PROGRAMS name `argv` starts (``python -m doit`` and wrappers included), or None."""
     if isinstance(argv, (str, bytes)):
         argv = [argv]
-    words = [os.path.basename(str(a)) for a in list(argv)[:3]]
-    if not words:
-        return None
-    if words[0] in E2E_PROGRAMS:
-        return words[0]
-    if words[0] in ("bash", "sh") and len(words) > 1 and words[1] == "-c":
-        first = str(list(argv)[2]).split()[:1] if len(argv) > 2 else []
-        return first[0] if first and first[0] in E2E_PROGRAMS else None
-    if words[0].startswith("python") and words[1:2] == ["-m"] and words[2:3] == ["doit"]:
+    argv = [str(a) for a in list(argv)[:E2E_WORDS]]
+    if argv[:1] and os.path.basename(argv[0]) in ("bash", "sh") and argv[1:2] == ["-c"]:
+        argv = argv[2].split()[:1] if len(argv) > 2 else []  # the command the shell starts
+    for word in argv:
+        if os.path.basename(word) in E2E_PROGRAMS:
+            return os.path.basename(word)
+    if argv[:1] and os.path.basename(argv[0]).startswith("python") and argv[1:3] == ["-m", "doit"]:
         return "doit"
     return None
 

@@ -365,6 +365,9 @@ def test_an_interrupt_stops_a_run_whose_agent_waits_for_its_turn(
     env = {"FAKE_AGENT": "hang", "FAKE_AGENT_MARKER": marker}
     for iid in IDS:
         env[f"FAKE_AGENT_GATE_{iid.replace('-', '_')}"] = str(tmp_path / f"gate-{iid}")
+    # What the agents do not wait for is done first: else the free worker may be in a clone or
+    # a base build when the interrupt comes, a second command stopped.
+    project.doit("run", "repos", "tests", "base")
     proc = start_doit(project, "run", "-n", "2", *parallel, "tiny:fake", "agents=1", env=env)
     prompts = lambda: [
         iid

@@ -140,6 +140,7 @@ def test_fixed_port_trees_are_told_by_their_test_library(tmp_path):
     assert not private_network.uses_fixed_ports(tmp_path / "no-tree")
 
 
+@pytest.mark.e2e
 def test_two_proves_of_one_fixed_port_both_pass_in_private_networks(tmp_path):
     tree, log, _ = holding_tree(tmp_path, FIXED_PORT_LIBRARY)
     results, passed = run_two_at_once(tmp_path, tree)

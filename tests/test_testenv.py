@@ -69,6 +69,7 @@ def run_memcached_test(tmp_path, layout):
     )
 
 
+@pytest.mark.e2e
 @memcached_test
 def test_memcached_runs_as_root_in_a_test(tmp_path):
     layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
@@ -78,6 +79,7 @@ def test_memcached_runs_as_root_in_a_test(tmp_path):
     assert shim.read_text().endswith(f"exec '{shutil.which('memcached')}' -u root \"$@\"\n")
 
 
+@pytest.mark.e2e
 @memcached_test
 def test_without_the_shim_memcached_refuses_root(tmp_path, monkeypatch):
     # The hazard is real: the same file, with no shim on PATH, does not get an answer.
@@ -126,6 +128,7 @@ def run_old_certificate_test(tmp_path, conf):
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not shutil.which("openssl"), reason="needs the openssl program")
 def test_a_test_file_runs_under_the_harness_openssl_configuration(tmp_path):
     results, stderr = run_old_certificate_test(tmp_path, OPENSSL_CONF_FILE)
@@ -135,6 +138,7 @@ def test_a_test_file_runs_under_the_harness_openssl_configuration(tmp_path):
     }, stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not shutil.which("openssl"), reason="needs the openssl program")
 def test_at_debians_default_level_the_old_certificate_is_refused(tmp_path, monkeypatch):
     # The hazard is real: the same file under security level 2 (Debian 12's default).

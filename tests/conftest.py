@@ -152,6 +152,11 @@ def pytest_collection_modifyitems(config, items):
             item.module, "E2E", False
         ):
             item.add_marker(pytest.mark.e2e)
+    # Modules with end-to-end tests first, each whole and in its order: pytest-xdist's loadfile
+    # hands out modules in this order, so the quick modules fill the workers at the end instead
+    # of a module of minutes starting last.
+    end_to_end = {item.module.__name__ for item in items if item.get_closest_marker("e2e")}
+    items.sort(key=lambda item: item.module.__name__ not in end_to_end)
 
 
 _GUARD = {"on": False}  # during the setup and call of a test not marked e2e

@@ -20,9 +20,12 @@ background, as nginx does, answering ``tiny: 2 + 3 = <add(2, 3)>``, and writes D
 ``objs/nginx -p DIR -s stop`` stops it.
 """
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -454,12 +457,28 @@ def task(iid, base, fix, test_commit, files, f2p, p2p, flags=()):
     }
 
 
+# The two repositories as this process first made them, copied for each project: a project's
+# repositories are its own to change, and a copy costs a fraction of the git commands.
+_MIRRORS = {}
+
+
+def copy_of_mirrors(mirrors):
+    """acme+tiny and acme+tiny-tests in `mirrors`; returns their commits (see the docstring)."""
+    if not _MIRRORS:
+        template = Path(tempfile.mkdtemp(prefix="tiny-mirrors-"))
+        atexit.register(shutil.rmtree, template, True)
+        commits = make_upstream(template / "acme+tiny")
+        commits.update(make_tests_repo(template / "acme+tiny-tests"))
+        _MIRRORS.update(template=template, commits=commits)
+    shutil.copytree(_MIRRORS["template"], mirrors, symlinks=True)
+    return dict(_MIRRORS["commits"])
+
+
 def make_fixture(base_dir):
     """Repositories, a project root with tasks/tiny.json and modes.toml, and the environment."""
     base_dir = Path(base_dir)
     mirrors = base_dir / "mirrors"
-    commits = make_upstream(mirrors / "acme+tiny")
-    commits.update(make_tests_repo(mirrors / "acme+tiny-tests"))
+    commits = copy_of_mirrors(mirrors)
     root = base_dir / "project"
     (root / "tasks").mkdir(parents=True)
     agent = base_dir / "fake_agent.py"

@@ -79,7 +79,7 @@ def cluster(tmp_path):
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory):
     """One cluster for the tests that neither remove a node nor look at builds: a cluster
-    starts in 5 to 10 s. Every test has its own fixture project (new commits, its own results)."""
+    starts in 5 to 10 s. Every test has its own fixture project (its own results)."""
     nodes = TwoNodes(tmp_path_factory.mktemp("ray"))
     try:
         yield nodes

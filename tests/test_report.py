@@ -59,7 +59,7 @@ def test_report_of_four_modes_matches_the_result_files(project, tmp_path):
     ids = [t["instance_id"] for t in project.benchmark()["tasks"]]
     # fake fixes the first task and breaks the build of the second.
     env = {"FAKE_AGENT_" + ids[1].replace("-", "_"): "break"}
-    project.doit("run", "tiny", f"run={RUN}", env=env)
+    project.doit("run", "tiny", f"run={RUN}", "report=0", env=env)  # rendered below
     preds = predictions_file(project, tmp_path)
     # With predictions=, `doit run tiny` scores the file alone; the report has every mode.
     _, executed = project.doit("run", "tiny", f"run={RUN}", f"predictions={preds}", env=env)
@@ -317,7 +317,7 @@ def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):
     modes_toml = project.root / "modes.toml"
     text = modes_toml.read_text()
     modes_toml.write_text(text + text.replace("modes.fake", "modes.fake2"))
-    project.doit("run", "tiny", f"run={RUN}")
+    project.doit("run", "tiny", f"run={RUN}", "report=0")  # rendered once the files are changed
     layout = Layout(root=project.root, cache=project.cache, results_root=project.results, run=RUN)
     tasks = {t.instance_id: t for t in load_benchmark(project.root / "tasks/tiny.json").tasks}
     finish_differently(project, layout, tasks)

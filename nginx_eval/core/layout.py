@@ -4,8 +4,8 @@ Three roots: the project (``NGINX_EVAL_ROOT``, default the directory of dodo.py:
 files in tasks/, modes.toml, templates/), the results (``NGINX_EVAL_RESULTS``, default
 ``<root>/results``: a directory per run, a directory per mode and task in it) and the cache
 (``NGINX_EVAL_CACHE``, default ``<root>/.cache``: clones, test trees, workspaces, builds, locks,
-doit's database). Each path is a method or property of Layout; the map of the whole tree, with
-the module that writes each file, is ARCHITECTURE.md's "Files on disk".
+compiled templates, doit's database). Each path is a method or property of Layout; the map of
+the whole tree, with the module that writes each file, is ARCHITECTURE.md's "Files on disk".
 """
 
 import functools
@@ -125,6 +125,11 @@ class Layout:
     @property
     def ccache_dir(self) -> Path:
         return self.cache / "ccache"
+
+    @property
+    def compiled_templates(self) -> Path:
+        """Jinja's compiled report and site templates, each checked against its source."""
+        return self.cache / "templates"
 
     @property
     def feature_tests(self) -> Path:

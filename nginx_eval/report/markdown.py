@@ -4,6 +4,7 @@ percentage points, p-values). A missing value shows as "—" everywhere.
 """
 
 import math
+from pathlib import Path
 
 import jinja2
 
@@ -37,10 +38,21 @@ def _ci_usd(interval):
     )
 
 
-def render(data, templates_dir, template=TEMPLATE):
-    """The markdown of `template` (in templates_dir) filled with `data`."""
+def compiled_cache(directory: Path | None) -> jinja2.BytecodeCache | None:
+    """Jinja's cache of compiled templates in `directory` (None: none): compiling the report's
+    templates costs more than rendering them, and a run renders them again after every batch."""
+    if directory is None:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    return jinja2.FileSystemBytecodeCache(str(directory))
+
+
+def render(data, templates_dir, template=TEMPLATE, compiled: Path | None = None):
+    """The markdown of `template` (in templates_dir) filled with `data`; `compiled`: the
+    directory of compiled templates (Layout.compiled_templates)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir)),
+        bytecode_cache=compiled_cache(compiled),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

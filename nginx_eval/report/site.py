@@ -35,7 +35,7 @@ from ..core import jsonio, stamps
 from ..core.console import say
 from ..core.errors import failing_on_user_error
 from ..run.record import run_tasks
-from .markdown import _ci_pct, _fmt
+from .markdown import _ci_pct, _fmt, compiled_cache
 from .records import modes_on_disk
 from .site_index import index_context
 from .site_task import page_files, task_context, task_facts
@@ -74,10 +74,12 @@ def _duration(seconds):
 
 
 @lru_cache(maxsize=4)
-def environment(templates_dir):
-    """The Jinja environment of the site's templates (HTML: everything is escaped)."""
+def environment(templates_dir, compiled=None):
+    """The Jinja environment of the site's templates (HTML: everything is escaped); compiled:
+    the directory of compiled templates (Layout.compiled_templates)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(site_templates(templates_dir))),
+        bytecode_cache=compiled_cache(compiled),
         undefined=jinja2.StrictUndefined,
         autoescape=True,
         trim_blocks=True,
@@ -95,9 +97,9 @@ def environment(templates_dir):
     return env
 
 
-def render(templates_dir, template, inputs, context):
+def render(templates_dir, template, inputs, context, compiled=None):
     return (
-        environment(str(templates_dir))
+        environment(str(templates_dir), compiled)
         .get_template(template)
         .render(inputs=inputs, version=__version__, **context)
     )
@@ -158,7 +160,10 @@ def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=F
         jsonio.write_bytes(
             layout.site_asset(name), (site_templates(templates_dir) / name).read_bytes()
         )
-    write_page(layout.site_index, render(templates_dir, INDEX_TEMPLATE, digest, context))
+    write_page(
+        layout.site_index,
+        render(templates_dir, INDEX_TEMPLATE, digest, context, layout.compiled_templates),
+    )
     if not quiet:
         say(f"site: {layout.site_index}")
 
@@ -198,7 +203,7 @@ def write_task_page(layout, mode, task, modes, templates_dir, digest=None):
     context = task_context(layout, mode, task, modes)
     write_page(
         layout.site_page(mode, task.instance_id),
-        render(templates_dir, TASK_TEMPLATE, digest, context),
+        render(templates_dir, TASK_TEMPLATE, digest, context, layout.compiled_templates),
     )
 
 

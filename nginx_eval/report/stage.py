@@ -137,7 +137,10 @@ def write_comparison(layout, other, bench, tasks, modes, templates_dir):
     tasks = run_tasks(layout, bench, tasks)
     inputs = comparison_inputs(layout, other, bench, tasks, modes, templates_dir)
     data = collect_comparison(layout, other, bench, tasks, modes)
-    jsonio.write_text(layout.compare_md(other), render(data, templates_dir, COMPARE_TEMPLATE))
+    jsonio.write_text(
+        layout.compare_md(other),
+        render(data, templates_dir, COMPARE_TEMPLATE, layout.compiled_templates),
+    )
     jsonio.write_json(
         layout.compare_json(other),
         {
@@ -175,7 +178,9 @@ def write_report(
     layout.run_dir.mkdir(parents=True, exist_ok=True)
     draw_chart(data, layout.report_chart)
     draw_distributions(data, layout.report_distributions)  # none without agent figures
-    jsonio.write_text(layout.report_md, render(data, templates_dir))
+    jsonio.write_text(
+        layout.report_md, render(data, templates_dir, compiled=layout.compiled_templates)
+    )
     jsonio.write_json(layout.report_json, report_json(layout, bench, inputs, data))
     if not quiet:
         say(f"report: {layout.report_md}")

@@ -391,7 +391,7 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     its report, written by the harness's own code, is read by `doit run report`, which with
     cross= renders the section over both benchmarks; a new report re-renders the report and
     nothing else."""
-    swe.doit("run", f"{BENCH}:raw", f"{BENCH}:impl", "run=swe")
+    swe.doit("run", f"{BENCH}:raw", f"{BENCH}:impl", "run=swe", "report=0")  # rendered below
     pred = swe.results / "swe" / "raw" / "predictions.jsonl"
     rows = read_jsonl(pred)
     assert harness.prediction_problems(rows) == []
@@ -424,7 +424,7 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     )
     assert report_json(swe, "swe")["modes"]["impl"]["resolved_ids"] == [sf.IID]
     # The nginx benchmark with the same modes, and one report over both.
-    swe.doit("run", "tiny:raw", "tiny:impl", "run=ngx")
+    swe.doit("run", "tiny:raw", "tiny:impl", "run=ngx", "report=0")
     _, executed = swe.doit("run", "report", "run=ngx", "cross=swe")
     assert "report:markdown" in executed
     cross = report_json(swe, "ngx")["cross"]

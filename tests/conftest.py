@@ -61,6 +61,11 @@ class Project:
         executed = [line[3:].strip() for line in proc.stdout.splitlines() if line.startswith(".  ")]
         return proc, executed
 
+    def gold_patch(self, iid):
+        """The fix of fixture task `iid` as a diff (fixture_repos.gold_diff)."""
+        task = next(t for t in self.tasks if t["instance_id"] == iid)
+        return fixture_repos.gold_diff(self.mirrors, task)
+
     def task_dir(self, mode, iid, run="default"):
         return self.results / run / mode / iid
 

@@ -285,6 +285,19 @@ def git(cwd, *args):
     ).stdout.strip()
 
 
+def gold_diff(mirrors, task):
+    """The diff of `task`'s fix in the acme+tiny of `mirrors`, as a predictions file carries it
+    (binary, full index, its last newline kept)."""
+    return subprocess.run(
+        ["git", "diff", "--binary", "--full-index", task["base_commit"], task["fix_commit"]],
+        cwd=Path(mirrors) / "acme+tiny",
+        env=dict(os.environ, **ENV),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
 def commit(repo, message, date=None):
     """Commit everything; date: its author and committer date (git's formats), else now."""
     git(repo, "add", "-A")

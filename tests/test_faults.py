@@ -134,18 +134,6 @@ def git(cwd, *args):
     ).stdout
 
 
-def gold_patch(project, iid):
-    task = next(t for t in project.tasks if t["instance_id"] == iid)
-    return git(
-        project.mirrors / "acme+tiny",
-        "diff",
-        "--binary",
-        "--full-index",
-        task["base_commit"],
-        task["fix_commit"],
-    )
-
-
 # -- the clean run, and a project shared by the tests that add runs of their own -------------------
 
 
@@ -394,7 +382,7 @@ def test_patches_that_do_not_apply_or_reach_outside_the_tree(reference, tmp_path
         project,
         tmp_path / "preds.jsonl",
         {
-            "tiny-mul": gold_patch(project, "tiny-mul"),
+            "tiny-mul": project.gold_patch("tiny-mul"),
             "p-bogus": bogus,
             "p-binary": binary_patch(project, tmp_path),
             "p-outside": new_file_patch("../../escape-outside.txt", "escaped"),
@@ -434,7 +422,7 @@ def test_hanging_test_file_is_killed_at_its_limit(reference, tmp_path, marker):
     preds = predictions(
         project,
         tmp_path / "preds.jsonl",
-        {"t-hang": gold_patch(project, "tiny-add"), "tiny-mul": gold_patch(project, "tiny-mul")},
+        {"t-hang": project.gold_patch("tiny-add"), "tiny-mul": project.gold_patch("tiny-mul")},
     )
     start = time.monotonic()
     project.doit(
@@ -482,7 +470,7 @@ def test_prove_crash_is_an_environment_error(reference, tmp_path):
     preds = predictions(
         project,
         tmp_path / "preds.jsonl",
-        {"t-crash": gold_patch(project, "tiny-add"), "tiny-mul": gold_patch(project, "tiny-mul")},
+        {"t-crash": project.gold_patch("tiny-add"), "tiny-mul": project.gold_patch("tiny-mul")},
     )
     project.doit(
         "run",

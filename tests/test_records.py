@@ -4,7 +4,6 @@ which command and model ran, and which keys modes.toml knows."""
 import json
 import re
 import shlex
-import subprocess
 import sys
 
 import pytest
@@ -31,17 +30,6 @@ def report_md(project, run="default"):
     return (project.results / run / "report.md").read_text()
 
 
-def gold_patch(project, iid):
-    task = next(t for t in project.tasks if t["instance_id"] == iid)
-    return subprocess.run(
-        ["git", "diff", "--binary", "--full-index", task["base_commit"], task["fix_commit"]],
-        cwd=project.mirrors / "acme+tiny",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
 def lines(text, prefix):
     return [line for line in text.splitlines() if line.startswith(prefix)]
 
@@ -59,7 +47,7 @@ def test_predictions_score_the_file_alone_and_only_the_tasks_it_has_rows_for(pro
                 {"instance_id": iid, "model_patch": patch, "model_name_or_path": "elsewhere"}
             )
             + "\n"
-            for iid, patch in (("tiny-add", gold_patch(project, "tiny-add")), ("x", ""), ("y", ""))
+            for iid, patch in (("tiny-add", project.gold_patch("tiny-add")), ("x", ""), ("y", ""))
         )
     )
     proc, executed = project.doit("run", "tiny", f"predictions={preds}")

@@ -7,8 +7,8 @@ and what a newcomer's `doit run tiny:gold` prints."""
 import json
 import math
 import re
-import subprocess
 
+import fixture_repos
 import pytest
 from conftest import Project
 
@@ -68,16 +68,6 @@ def holm(ps):
     return out
 
 
-def gold_patch(project, task):
-    return subprocess.run(
-        ["git", "diff", "--binary", "--full-index", task["base_commit"], task["fix_commit"]],
-        cwd=project.mirrors / "acme+tiny",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
 def write_predictions(project, resolves):
     tasks = {
         t["instance_id"]: t
@@ -88,7 +78,9 @@ def write_predictions(project, resolves):
             {
                 "instance_id": i,
                 "model_name_or_path": mode,
-                "model_patch": gold_patch(project, tasks[i]) if i in ids else "",
+                "model_patch": fixture_repos.gold_diff(project.mirrors, tasks[i])
+                if i in ids
+                else "",
             }
             for i in IDS
         ]

@@ -218,16 +218,7 @@ def test_a_regression_file_runs_twice_only_when_it_fails(project, tmp_path):
     made = {p: p.stat().st_mtime_ns for p in ref_runs}
     # The gold patch as a candidate: it passes every file the first time, nothing runs twice,
     # and gold's runs are its own as well as the reference's.
-    task = next(t for t in project.tasks if t["instance_id"] == "tiny-add")
-    diff = git(
-        project.mirrors / "acme+tiny",
-        "diff",
-        "--binary",
-        "--full-index",
-        task["base_commit"],
-        task["fix_commit"],
-    )
-    gold = predictions(tmp_path / "g.jsonl", {"tiny-add": diff})
+    gold = predictions(tmp_path / "g.jsonl", {"tiny-add": project.gold_patch("tiny-add")})
     project.doit("run", "tiny:file", f"predictions={gold}", FEW, "instances=tiny-add", "run=again")
     again = project.read("file", "tiny-add", "strict.json", run="again")
     assert (again["strict"], again["rerun"], again["regressions"]) == (True, [], [])

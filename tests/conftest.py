@@ -61,6 +61,48 @@ class Project:
         executed = [line[3:].strip() for line in proc.stdout.splitlines() if line.startswith(".  ")]
         return proc, executed
 
+    def render(self, *words, site=False):
+        """What `doit run report <words>` renders, rendered in this process: report.md,
+        report.json and the charts (report/stage.write_report; with `compare=`, the comparison),
+        and with `site` the site (report/site.write_site), for the Context doit would load.
+
+        For the tests of what a report says: a rendering in its own process pays the statistics'
+        and charts' imports each time (1.3 of its 1.5 s of a processor), here once per worker.
+        How doit renders (after a run, `doit run report`, up to date or not) is tested through
+        doit (test_report.py, test_site.py)."""
+        from nginx_eval import pipeline
+        from nginx_eval.report import site as report_site
+        from nginx_eval.report import stage as report_stage
+        from nginx_eval.run.options import Options
+
+        argv = ["run", "report", *map(str, words)]
+        variables = dict(w.split("=", 1) for w in argv if "=" in w)
+        with patched_environ(self.env):
+            ctx = pipeline.load_context(argv=argv, options=Options.parse(variables, argv))
+            o = ctx.options
+            report_stage.write_report(
+                ctx.layout,
+                ctx.benchmark,
+                ctx.tasks,
+                ctx.modes,
+                o.baseline,
+                ctx.layout.templates_dir,
+                o.cutoff,
+                o.compare,
+                o.cross,
+                quiet=True,
+            )
+            if site:
+                report_site.write_site(
+                    ctx.layout,
+                    ctx.benchmark,
+                    ctx.tasks,
+                    list(ctx.modes),
+                    ctx.layout.templates_dir,
+                    o.cutoff,
+                )
+        return ctx.layout.run_dir
+
     def gold_patch(self, iid):
         """The fix of fixture task `iid` as a diff (fixture_repos.gold_diff)."""
         task = next(t for t in self.tasks if t["instance_id"] == iid)
@@ -85,6 +127,18 @@ class Project:
     def agent_calls(self):
         log = self.base / "agent-calls.log"
         return log.read_text().split() if log.exists() else []
+
+
+@contextlib.contextmanager
+def patched_environ(values):
+    """os.environ updated with `values` for the block, as it was after it."""
+    saved = dict(os.environ)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def renders_reports(request):

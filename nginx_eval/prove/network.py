@@ -13,17 +13,11 @@ why, proves run on the shared network, and the
 files of a fixed-port tree take a machine-wide lock so that no two of them run at once
 (`fixed_port_lock`); the doctor reports which of the two applies.
 
-Also a program: ``python3 prove/network.py COMMAND [ARG...]`` enters a new namespace, brings
-its loopback up and execs COMMAND (same process, so the caller's process group, session and
-environment token still find it). It imports nothing from the package, so it runs wherever the
-harness's Python runs, whether or not the package is installed.
+The namespace is entered by prove/netns.py, a program of its own in front of each test file
+(`command`).
 """
 
-import ctypes
-import fcntl
 import os
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -31,36 +25,19 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-CLONE_NEWNET = 0x40000000
-SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
-IFF_UP = 0x1
-IFREQ = "16sH14x"  # struct ifreq: the interface name, then ifr_flags in the union
-# The exit status of this program when it cannot enter the namespace (as env(1) uses 125).
-CANNOT_ENTER = 125
-# Where fixed-port trees queue without a private network: one file for the machine, since the
-# ports they bind are the machine's.
 # NGINX_EVAL_PRIVATE_NETWORK=0 runs tests on the machine's network (to watch them with tcpdump).
 ENV_OFF = "NGINX_EVAL_PRIVATE_NETWORK"
+NETNS_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns.py")
+# Where fixed-port trees queue without a private network: one file for the machine, since the
+# ports they bind are the machine's.
 FIXED_PORT_LOCK = os.path.join(tempfile.gettempdir(), "nginx-eval-fixed-ports.lock")
-
-
-def enter() -> None:
-    """Move this process into a new network namespace and bring its loopback up."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"unshare(CLONE_NEWNET): {os.strerror(err)}")
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        current = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack(IFREQ, b"lo", 0))
-        flags = struct.unpack(IFREQ, current)[1]
-        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack(IFREQ, b"lo", flags | IFF_UP))
 
 
 def command(argv: Sequence[str]) -> list[str]:
     """`argv` run in a private network. Python starts isolated and without site (-I -S): this
     program needs the standard library alone, and site's import of the editable install is
     most of Python's start, paid before every test file (docs/performance.md)."""
-    return [sys.executable, "-I", "-S", os.path.abspath(__file__), *argv]
+    return [sys.executable, "-I", "-S", NETNS_PROGRAM, *argv]
 
 
 def problem(environ: Mapping[str, str] | None = None) -> str | None:
@@ -92,19 +69,3 @@ def uses_fixed_ports(tests_tree: str | Path) -> bool:
             return "\nsub port" not in f.read()
     except OSError:
         return False  # not nginx-tests (a fixture): nothing known about its ports
-
-
-def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: prove/network.py COMMAND [ARG...]", file=sys.stderr)
-        return 2
-    try:
-        enter()
-    except OSError as e:
-        print(f"no private network: {e.strerror or e}", file=sys.stderr)
-        return CANNOT_ENTER
-    os.execvp(argv[0], argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

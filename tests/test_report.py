@@ -13,7 +13,9 @@ from conftest import SOURCE_ROOT, Project, section, table_row
 
 from nginx_eval.report import stats
 
-# Every test here reads a report or the site: its runs render them (conftest.py).
+# Every test here reads a report or the site: its runs render them (conftest.py). The tests of
+# what a report says, not of how doit renders it, pass report=0 and render it in their own
+# process (conftest.Project.render): a tenth of the processor time of a rendering through doit.
 pytestmark = pytest.mark.reports
 
 RUN = "rep"
@@ -62,8 +64,12 @@ def test_report_of_four_modes_matches_the_result_files(project, tmp_path):
     project.doit("run", "tiny", f"run={RUN}", "report=0", env=env)  # rendered below
     preds = predictions_file(project, tmp_path)
     # With predictions=, `doit run tiny` scores the file alone; the report has every mode.
-    _, executed = project.doit("run", "tiny", f"run={RUN}", f"predictions={preds}", env=env)
+    _, executed = project.doit(
+        "run", "tiny", f"run={RUN}", f"predictions={preds}", "report=0", env=env
+    )
     assert not [t for t in executed if t.startswith("results:") and t != "results:tiny/file"]
+    # What this test reads is what the report says: rendered here (conftest.Project.render).
+    project.render(f"run={RUN}", f"predictions={preds}")
 
     run_dir = project.results / RUN
     md = (run_dir / "report.md").read_text()
@@ -407,7 +413,8 @@ def test_a_run_without_agents_shows_none_of_the_agent_columns(project):
     """A run of gold and none renders as before issue 14: no agent CLI row, no "not scored"
     column or legend, no cache token columns, no trajectory links, no agent fields in
     report.json (byte-identical reports: the summary row and the table headers as they were)."""
-    project.doit("run", "tiny", "modes=gold,none", f"run={RUN}")
+    project.doit("run", "tiny", "modes=gold,none", f"run={RUN}", "report=0")
+    project.render("modes=gold,none", f"run={RUN}")
     md = (project.results / RUN / "report.md").read_text()
     for absent in ("agent CLI", "not scored", "cache read", "trajectory", "INFRA", "BUDGET"):
         assert absent not in md, absent
@@ -471,7 +478,7 @@ def test_a_repeat_that_ended_in_an_infra_error_is_left_out_of_its_family(project
                 for i in ids
             )
         )
-    project.doit("run", "report", f"run={RUN}")
+    project.render(f"run={RUN}")
     report = json.loads((run_dir / "report.json").read_text())
     family = report["families"]["fake"]
     assert family["resolved_rates"] == [0.5, 1.0, 0.0]
@@ -492,7 +499,9 @@ def test_results_graded_under_two_benchmark_versions_are_said_in_the_header_and_
     }
     bench.update(version="1.0", changelog=[entry("1.0", "2026-11-20", "first")])
     project.write_benchmark(bench)
-    project.doit("run", "tiny:gold", "run=ver")
+    # Each run's report is rendered here, as the run would (conftest.Project.render).
+    project.doit("run", "tiny:gold", "run=ver", "report=0")
+    project.render("run=ver")
     # a run left at 1.0, compared at the end (its own report is not read)
     project.doit("run", "tiny:gold", "run=old", "report=0")
     run_dir = project.results / "ver"
@@ -510,7 +519,8 @@ def test_results_graded_under_two_benchmark_versions_are_said_in_the_header_and_
         + bench["changelog"],
     )
     project.write_benchmark(bench)
-    project.doit("run", "tiny:none", "run=ver")
+    project.doit("run", "tiny:none", "run=ver", "report=0")
+    project.render("run=ver")
     assert json.loads((run_dir / "run.json").read_text())["benchmark_version"] == "2.0"
     md = (run_dir / "report.md").read_text()
     assert (
@@ -533,16 +543,17 @@ def test_results_graded_under_two_benchmark_versions_are_said_in_the_header_and_
     assert rows(project, "gold", run="ver")[ids[0]]["benchmark_version"] == "1.0"
 
     # gold again: a new version grades again, and nothing before the grade runs again.
-    _, executed = project.doit("run", "tiny:gold", "run=ver")
+    _, executed = project.doit("run", "tiny:gold", "run=ver", "report=0")
     assert sorted(t for t in executed if t.startswith("grade:")) == sorted(
         f"grade:tiny/gold/{i}" for i in ids
     )
     assert not [t for t in executed if t.startswith(("prove:", "build:", "patch:"))]
+    project.render("run=ver")
     md = (run_dir / "report.md").read_text()
     assert "results graded under" not in md and "version 2.0 (2 tasks)" in md
 
     # Compared with the run left at 1.0: the comparison says so.
-    project.doit("run", "report", "run=ver", "compare=old")
+    project.render("run=ver", "compare=old")
     compared = json.loads((run_dir / "compare-old.json").read_text())
     assert compared["benchmark_version"] == {"ver": "2.0", "old": "1.0"}
     assert (
@@ -772,7 +783,7 @@ def test_sentences_that_would_be_false_of_these_result_files(project):
             ],
         },
     )
-    project.doit("run", "report", f"run={RUN}")
+    project.render(f"run={RUN}")
     md = (project.results / RUN / "report.md").read_text()
     # The header: the host fake may reach besides the model API.
     assert (
@@ -837,7 +848,7 @@ def test_a_mode_left_unjudged_has_no_strict_rate_and_no_strict_comparison(projec
             ],
         },
     )
-    project.doit("run", "report", f"run={RUN}")
+    project.render(f"run={RUN}")
     md = (project.results / RUN / "report.md").read_text()
     summary = section(md, "Summary")
     assert table_row(summary, "`gold`")[-1] == "—"

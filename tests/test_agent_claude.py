@@ -74,6 +74,11 @@ class ClaudeProject:
         )
         return proc, executed
 
+    def render(self, *targets):
+        """What `run(*targets)` renders after its modes, rendered in this process
+        (conftest.Project.render)."""
+        return self.project.render(*targets, "instances=tiny-add")
+
     def agent(self, mode):
         return self.project.read(mode, "tiny-add", "agent.json")
 
@@ -234,9 +239,10 @@ def test_an_api_error_that_persists_is_an_infra_error_retried_and_not_scored(cla
     report = json.loads((claude.project.results / "default" / "report.json").read_text())
     raw = report["modes"]["raw"]
     assert (raw["infra_error_ids"], raw["scored_instances"]) == (["tiny-add"], 0)
-    # Not finished: the next run tries again, and this time the API answers.
+    # Not finished: the next run tries again, and this time the API answers (its report is not
+    # read: report=0).
     claude.api.faults = []
-    claude.run("tiny:raw")
+    claude.run("tiny:raw", "report=0")
     assert claude.agent("raw")["status"] == "completed"
     assert claude.project.read("raw", "tiny-add", "grade.json")["status"] == "resolved"
 

@@ -100,7 +100,6 @@ def env_results(requests):
     return out
 
 
-@pytest.mark.reports
 def test_no_mode_sees_the_operators_configuration_and_web_tools_are_closed(operator):
     claude = operator
     # The CLI also reads a CLAUDE.md in every directory above its working directory: one above
@@ -116,6 +115,7 @@ def test_no_mode_sees_the_operators_configuration_and_web_tools_are_closed(opera
         "nlcmd": [COMMAND],
     }
     claude.run(*(f"tiny:{m}" for m in modes))
+    claude.render(*(f"tiny:{m}" for m in modes))
     requests = claude.api.messages_requests()
     assert len(requests) >= 16
     assert leaks_in(requests) == []
@@ -152,7 +152,6 @@ def test_no_mode_sees_the_operators_configuration_and_web_tools_are_closed(opera
 HOUSE_RULE = "HOUSE-RULE-7: keep the diff small."
 
 
-@pytest.mark.reports
 def test_a_modes_own_home_reaches_the_agent_and_open_web_tools_are_marked(operator):
     """Here the operator's configuration is only where the CLI looks by default: ~/.claude."""
     claude = operator
@@ -174,6 +173,7 @@ def test_a_modes_own_home_reaches_the_agent_and_open_web_tools_are_marked(operat
             f'name = "solve"\nprompt = "prompt_raw.md.j2"\ncommand = "{command}"\n'
         )
     claude.run("tiny:house", "tiny:open")
+    claude.render("tiny:house", "tiny:open")
     requests = claude.api.messages_requests()
     assert leaks_in(requests) == []
     shells = env_results(requests).values()

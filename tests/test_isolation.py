@@ -86,10 +86,10 @@ def kinds(agent):
     return sorted({f["kind"] for f in agent["flags"]})
 
 
-@pytest.mark.reports
 def test_an_isolated_agent_reaches_only_the_model_and_its_attempts_are_on_the_record(hostile):
     claude, github, paths = hostile
     claude.run("tiny:raw")
+    claude.render("tiny:raw")
     agent = claude.agent("raw")
     (phase,) = agent["phases"]
     # The model calls went through; nothing reached the fake GitHub.
@@ -117,7 +117,6 @@ def test_an_isolated_agent_reaches_only_the_model_and_its_attempts_are_on_the_re
     assert "## Isolation" in report and "every agent isolated" in report
 
 
-@pytest.mark.reports
 def test_unisolated_the_same_agent_gets_the_fix_and_the_run_is_contaminated(hostile):
     """The control: the hostile script does reach the fake GitHub without isolation, so the
     silence above means something."""
@@ -129,6 +128,7 @@ def test_unisolated_the_same_agent_gets_the_fix_and_the_run_is_contaminated(host
         "--output-format json --model {model} -p {prompt}'\n"
     )
     claude.run("tiny:open")
+    claude.render("tiny:open")
     agent = claude.agent("open")
     assert any(p.endswith(".diff") for p in github.paths)
     assert any("/nginx/nginx.git/" in p for p in github.paths)  # git clone came

@@ -103,7 +103,9 @@ def test_predictions_score_the_file_alone_and_only_the_tasks_it_has_rows_for(pro
     ]
 
     # A mode named with modes= is scored too, and only that one, on the same tasks.
-    _, executed = project.doit("run", "tiny", f"predictions={preds}", "modes=none", "run=named")
+    named = ("tiny", f"predictions={preds}", "modes=none", "run=named")
+    project.doit("run", *named, "report=0")
+    project.render(*named)
     assert set(report_json(project, "named")["modes"]) == {"file", "none"}
     assert set(rows(project, "none", "named")) == {"tiny-add"}
     assert project.agent_calls() == []
@@ -119,12 +121,12 @@ def test_no_warning_when_every_row_is_a_task(project, tmp_path):
 # -- 2. a failed agent: one console line, one outcome everywhere -----------------------------------
 
 
-@pytest.mark.reports
 def test_failed_and_timed_out_agents_are_said_once_and_agent_errors_everywhere(project):
     modes = project.root / "modes.toml"
     modes.write_text(modes.read_text().replace("timeout = 20", "timeout = 2"))
     env = {"FAKE_AGENT_tiny_add": "fail", "FAKE_AGENT_tiny_mul": "hang"}
     proc, _ = project.doit("run", "tiny", "modes=fake", env=env)
+    project.render("tiny", "modes=fake")
     logs = {
         iid: project.task_dir("fake", iid) / "agent" / "1-solve.stderr"
         for iid in ("tiny-add", "tiny-mul")
@@ -160,8 +162,8 @@ def test_failed_and_timed_out_agents_are_said_once_and_agent_errors_everywhere(p
     assert "- fake / tiny-add: agent error: phase solve: exit code 3" in warnings
     assert "- fake / tiny-mul: agent timeout: phase solve: timed out after 2 s" in warnings
 
-    # Nothing runs again, and nothing is said again.
-    proc, executed = project.doit("run", "tiny", "modes=fake", env=env)
+    # Nothing runs again, and nothing is said again: the report (report=1) is up to date too.
+    proc, executed = project.doit("run", "tiny", "modes=fake", "report=1", env=env)
     assert executed == [] and lines(proc.stderr, "nginx-eval: agent ") == []
 
 
@@ -239,7 +241,7 @@ def test_agent_with_quotes_runs_as_a_shell_reads_it_and_records_say_what_ran(pro
     assert record["phases"][0]["command_template"] == f"{project.agent} --model fake-1 {{prompt}}"
     assert record["phases"][0]["model"] == "fake-1"
 
-    project.doit("run", "report")
+    project.render()
     ran = report_json(project)["modes"]["fake"]["agent_commands"]
     assert sorted((r["commands"], r["model"], r["instance_ids"]) for r in ran) == sorted(
         [
@@ -258,10 +260,10 @@ def test_agent_with_quotes_runs_as_a_shell_reads_it_and_records_say_what_ran(pro
     assert "mode fake: its tasks ran 2 different commands" in section(md, "Warnings")
 
 
-@pytest.mark.reports
 def test_one_command_for_every_task_is_shown_once_with_its_model(project):
     agent_mode(project)
     project.doit("run", "tiny", "modes=fake")
+    project.render("tiny", "modes=fake")
     model, command = table_row(section(report_md(project), "Modes"), "`fake`")[1:3]
     assert model == "fake-1"
     assert command == f"solve: `{project.agent} --model fake-1 {{prompt}}`"

@@ -306,9 +306,8 @@ def test_two_runs_compared_mode_by_mode(trio):
     project, _ = trio
     # Run B: alpha resolves only t01-t04; beta and gamma as in run A.
     write_predictions(project, {"alpha": IDS[:4]})
-    project.doit(
-        "run", "-n", "2", "-P", "thread", "trio:alpha", "trio:beta", "trio:gamma", "run=B", "report=0"
-    )  # B's own report is not read
+    modes = ("trio:alpha", "trio:beta", "trio:gamma")
+    project.doit("run", "-n", "2", "-P", "thread", *modes, "run=B", "report=0")  # B's not read
     write_predictions(project, {"alpha": RESOLVES["alpha"]})
     proc, executed = project.doit("run", "report", "run=A", "compare=B")
     # and the site's index, whose fix-date split (cutoff=) this command does not give

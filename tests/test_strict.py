@@ -106,9 +106,9 @@ def predictions(path, patches):
     return path
 
 
-@pytest.mark.reports
 def test_gold_is_strict_and_the_report_shows_both_rates(project):
     project.doit("run", "tiny:gold", "tiny:none", FEW, GOLD)
+    project.render("tiny:gold", "tiny:none", FEW, GOLD)
     for iid in ("tiny-add", "tiny-mul"):
         grade = project.read("gold", iid, "grade.json")
         assert (grade["resolved"], grade["strict"], grade["strict_reason"]) == (True, True, "")
@@ -130,13 +130,13 @@ def test_gold_is_strict_and_the_report_shows_both_rates(project):
     assert not any(e.startswith(("strict:", "grade:")) for e in executed)
 
 
-@pytest.mark.reports
 def test_a_patch_that_breaks_another_feature_is_resolved_but_not_strict(project, tmp_path):
     preds = predictions(
         tmp_path / "p.jsonl",
         {"tiny-add": patched(project, tmp_path, "tiny-add", break_version_output)},
     )
     project.doit("run", "tiny:file", f"predictions={preds}", FEW)
+    project.render("tiny:file", f"predictions={preds}", FEW)
     grade = project.read("file", "tiny-add", "grade.json")
     assert grade["resolved"] and grade["strict"] is False
     assert grade["regressions"] == ["version.t:1 version output"]
@@ -170,12 +170,12 @@ def test_a_patch_that_reads_out_of_bounds_is_resolved_but_not_strict(project, tm
     assert ("AddressSanitizer", "heap-buffer-overflow") == parse_report(report.read_text())[0][:2]
 
 
-@pytest.mark.reports
 def test_gold_is_not_judged_unless_asked(project):
     """`doit run tiny:gold`, strict on (the default): no strict stage for gold, whose strictness
     the benchmark card states; its grade says which variable judges it, and the report shows
     no strict rate."""
     _, executed = project.doit("run", "tiny:gold", "strict=1")
+    project.render("tiny:gold", "strict=1")
     assert not any(e.startswith("strict:") for e in executed)
     for iid in ("tiny-add", "tiny-mul"):
         grade = project.read("gold", iid, "grade.json")

@@ -452,14 +452,14 @@ def test_bad_evaluation_input_is_one_line_each_and_nothing_else_is_lost(swe):
     gold = grade(swe, "gold", run="b")
     none = grade(swe, "none", run="b")
     assert json.loads(none.read_text())["empty_patch_ids"] == [sf.IID]
-    swe.doit("run", "report", "run=b")
+    swe.render("run=b")
     made = report_json(swe, "b")
     assert made["modes"]["gold"]["resolved_ids"] == [sf.IID]
     # An empty patch counts as unresolved (scored, in the denominator).
     assert made["modes"]["none"]["outcomes"] == {sf.IID: "unresolved"}
 
     def warnings():
-        swe.doit("run", "report", "run=b")
+        swe.render("run=b")
         md = (swe.results / "b" / "report.md").read_text()
         return [line[2:] for line in section(md, "Warnings").splitlines() if line.startswith("- ")]
 
@@ -572,7 +572,7 @@ def test_the_cross_benchmark_section_pools_the_mode_differences(swe):
     swe.doit("run", f"{BENCH}:pa", f"{BENCH}:pb", "run=swe")
     grade(swe, "pa", run="swe")
     grade(swe, "pb", run="swe")
-    swe.doit("run", "report", "run=ngx", "cross=swe")
+    swe.render("run=ngx", "cross=swe")
     cross = report_json(swe, "ngx")["cross"]
     (pair,) = cross["pairs"]
     assert (pair["a"], pair["b"]) == ("pa", "pb")

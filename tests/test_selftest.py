@@ -57,9 +57,16 @@ def test_failure_names_the_first_step_that_failed_or_did_not_report():
 @needs_srt
 def test_the_self_test_passes_every_step_here(tmp_path):
     layout = Layout.from_env(root=tmp_path, environ={"NGINX_EVAL_CACHE": str(tmp_path / "c")})
-    result = selftest.run(layout, BOX, dict(os.environ))
+    # The preflight's checks ride on the same sandbox start, in order, up to the first that fails.
+    checks = {
+        "program bash": selftest.probe_condition(["bash", "-c", 'type -t -- "$1"', "bash", "cc"]),
+        "program none": selftest.probe_condition(["bash", "-c", "true"]),  # prints nothing
+        "after": "true",
+    }
+    result, passed = selftest.run_with_checks(layout, BOX, dict(os.environ), checks)
     assert [(s["step"], s["ok"]) for s in result["steps"]] == [(s, True) for s in selftest.STEPS]
     assert result["ok"] and result["failed"] is None and 0 < result["seconds"] < 60
+    assert passed == {"program bash"}
 
 
 @pytest.mark.e2e
@@ -69,8 +76,10 @@ def test_a_broken_compiler_fails_the_build_step_with_its_own_words(tmp_path):
     layout = Layout.from_env(
         root=tmp_path / "project", environ={"NGINX_EVAL_CACHE": str(tmp_path / "c")}
     )
-    result = selftest.run(layout, BOX, dict(os.environ, PATH=broken_compiler(tmp_path)))
+    env = dict(os.environ, PATH=broken_compiler(tmp_path))
+    result, passed = selftest.run_with_checks(layout, BOX, env, {"after": "true"})
     assert not result["ok"] and [s["step"] for s in result["steps"]] == ["account", "build"]
+    assert passed == set()  # no check runs after a failed self-test
     assert result["failed"] == (
         "the sandbox self-test could not build a C program with cc: "
         "cc: this toolchain is broken on purpose"

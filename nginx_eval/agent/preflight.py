@@ -60,11 +60,13 @@ def program_problem(
     env: Mapping[str, str],
     box: "Box | None",
     reached: set[tuple[str, str]] | None = None,
+    probed: set[tuple[str, str, str | None]] | None = None,
 ) -> str | None:
     """Why `program` cannot start as a phase of a mode with sandbox settings `box` starts it,
     or None. A problem that is the machine's, not the mode's (no credentials, a model endpoint
     out of reach), is raised as a UserError of its own. reached: the (sandbox, endpoint) pairs
-    already found reachable in this preflight, added to."""
+    already found reachable in this preflight, added to; probed: the probe_key of the programs
+    already found starting in their sandbox (folded_checks)."""
     if not program_found(program, env):
         return f"program {program!r} is not on PATH"
     path = resolve_program(program, env)
@@ -74,14 +76,11 @@ def program_problem(
         # Not a mistake of modes.toml: said without naming a place in it.
         raise UserError(refused)
     if box and (path or "/" not in program):
-        # A Claude Code program has a path (is_claude_code).
-        probe = (
-            [path, "--version"]
-            if claude and path
-            else ["bash", "-c", 'type -t -- "$1"', "bash", program]
-        )
+        if probe_key(box, program, path) in (probed or set()):
+            endpoint_checked(layout, box, env, claude, reached)
+            return None
         problem = sandbox.start_problem(
-            probe,
+            probe_argv(program, path, claude),
             hidden=sandbox.hidden_paths(layout),
             box=box,
             environ=env,
@@ -92,23 +91,90 @@ def program_problem(
             return f"program {program!r} does not start in the sandbox: {problem}"
     elif claude and not program_version(path, env, layout.agent_versions):
         return f"program {program!r} does not run: `{program} --version` printed no version"
-    key = (repr(box), selftest.endpoint_url(env))
+    endpoint_checked(layout, box, env, claude, reached)
+    return None
+
+
+def endpoint_checked(
+    layout: "Layout",
+    box: "Box | None",
+    env: Mapping[str, str],
+    claude: bool,
+    reached: set[tuple[str, str]] | None,
+) -> None:
+    """For a Claude Code program, the model endpoint reachable from `box` (UserError if not),
+    unless `reached` holds it; then it does."""
+    key = endpoint_key(box, env)
     if claude and key not in (reached if reached is not None else set()):
         problem = endpoint_problem(layout, box, env)
         if problem:
             raise UserError(f"{problem}; no agent started")
         if reached is not None:
             reached.add(key)
-    return None
 
 
-def self_test(layout: "Layout", box: "Box", env: Mapping[str, str]) -> None:
-    """selftest.run, kept in run.json; UserError when it failed: an agent that could not build,
-    run and reach what it changed would be scored on the sandbox."""
-    result = selftest.run(layout, box, env)
+def endpoint_key(box: "Box | None", env: Mapping[str, str]) -> tuple[str, str]:
+    return (repr(box), selftest.endpoint_url(env))
+
+
+def probe_key(box: "Box", program: str, path: str | None) -> tuple[str, str, str | None]:
+    return (repr(box), program, path)
+
+
+def probe_argv(program: str, path: str | None, claude: bool) -> list[str]:
+    """What the preflight runs in the sandbox to see `program` start: Claude Code's
+    ``--version`` (a Claude Code program has a path, is_claude_code), bash's ``type`` for
+    another program, which is never run."""
+    if claude and path:
+        return [path, "--version"]
+    return ["bash", "-c", 'type -t -- "$1"', "bash", program]
+
+
+def folded_checks(
+    modes: Iterable["Mode"], box: "Box", env: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, Any], list[str]]:
+    """The sandbox checks program_problem would make for the phases of `modes` (all with the
+    sandbox `box` and the environment `env`), to run in the self-test's sandbox start
+    (selftest.run_with_checks) instead of a start each: ({name: bash condition}, {name: the
+    probed or reached key it stands for}, the programs' paths). A program that is not found
+    or lacks credentials is left to program_problem, which says so."""
+    conditions: dict[str, str] = {}
+    keys: dict[str, Any] = {}
+    paths: list[str] = []
+    for mode in modes:
+        for phase in mode.phases:
+            program = command_program(phase.command, env)
+            if not program or not program_found(program, env):
+                continue
+            path = resolve_program(program, env)
+            claude = is_claude_code(path)
+            if (claude and credentials_problem(env)) or not (path or "/" not in program):
+                continue
+            name = f"program {program}"
+            conditions[name] = selftest.probe_condition(probe_argv(program, path, claude))
+            keys[name] = probe_key(box, program, path)
+            paths += [path] if path and path not in paths else []
+            if claude:
+                conditions["endpoint"] = selftest.endpoint_condition(env)
+                keys["endpoint"] = endpoint_key(box, env)
+    return conditions, keys, paths
+
+
+def self_test(
+    layout: "Layout",
+    box: "Box",
+    env: Mapping[str, str],
+    checks: Mapping[str, str] | None = None,
+    programs: Iterable[str] = (),
+) -> set[str]:
+    """selftest.run_with_checks, kept in run.json; UserError when it failed: an agent that
+    could not build, run and reach what it changed would be scored on the sandbox. Returns the
+    names of `checks` that passed."""
+    result, passed = selftest.run_with_checks(layout, box, env, checks or {}, programs)
     note_self_test(layout, result)
     if not result["ok"]:
         raise UserError(f"{result['failed']}; no agent started (docs/sandbox.md)")
+    return passed
 
 
 def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[str]) -> None:
@@ -116,24 +182,34 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
     (commandline.command_program), in its sandbox if it has one, after the sandbox's self-test
     (selftest.py) passed once."""
     clear_stop(ctx.layout)
-    checked: set[str] = set()
-    reached: set[tuple[str, str]] = set()
-    tested = False
+    families: dict[str, Mode] = {}
     for mode, _task in agents_to_run(ctx, tasks, selected):
-        if mode.family in checked:
-            continue
-        checked.add(mode.family)
+        families.setdefault(mode.family, mode)
+    reached: set[tuple[str, str]] = set()
+    probed: set[tuple[str, str, str | None]] = set()
+    tested = False
+    for mode in families.values():
         box = sandbox.settings(mode)
         env = dict(os.environ, **dict(mode.env))
         if box:
             # Never a fallback to an unisolated run: no agent starts without its sandbox.
             sandbox.check_available(mode, ctx.layout.modes_file)
             if not tested:
-                self_test(ctx.layout, box, env)
+                alike = [
+                    m
+                    for m in families.values()
+                    if sandbox.settings(m) == box and dict(m.env) == dict(mode.env)
+                ]
+                checks, keys, paths = folded_checks(alike, box, env)
+                for name in self_test(ctx.layout, box, env, checks, paths):
+                    if name == "endpoint":
+                        reached.add(keys[name])
+                    else:
+                        probed.add(keys[name])
                 tested = True
         for phase in mode.phases:
             program = command_program(phase.command, env)
-            problem = program and program_problem(ctx.layout, program, env, box, reached)
+            problem = program and program_problem(ctx.layout, program, env, box, reached, probed)
             if problem:
                 raise UserError(
                     problem,

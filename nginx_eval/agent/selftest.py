@@ -14,17 +14,20 @@ The result, kept in run.json as ``sandbox_self_test``::
      "failed": "the sandbox self-test could not <what>: <the step's last line>" | null}
 
 cli's preflight runs it once per ``doit run`` that is about to start an isolated agent, and no
-agent starts when it fails; ``doit run doctor`` reports it.
+agent starts when it fails; ``doit run doctor`` reports it. The preflight's checks of the same
+sandbox (each phase program starts, the model endpoint answers) run in its sandbox start after
+it (run_with_checks); a check that fails there is made again on its own, which says why.
 """
 
 import datetime
 import json
+import re
 import shlex
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,6 +80,7 @@ def run_inside(
     script: str,
     files: Path | None = None,
     timeout: float = TIMEOUT,
+    programs: Iterable[str] = (),
 ) -> tuple[str, str]:
     """`script` (bash) in a sandbox of `box` (sandbox.settings), made as `environ` would make a
     phase's, in a scratch workspace holding a copy of `files`: (stdout, what it or srt said
@@ -98,6 +102,7 @@ def run_inside(
                     hidden=sandbox.hidden_paths(layout),
                     environ=environ,
                     support=support,
+                    programs=programs,
                 )
             )
         )
@@ -135,16 +140,54 @@ def run_inside(
 
 def run(layout: "Layout", box: sandbox.Box, environ: Mapping[str, str]) -> SelfTest:
     """The self-test in a sandbox of `box` (sandbox.settings) as `environ` would run a phase."""
+    return run_with_checks(layout, box, environ, {})[0]
+
+
+def run_with_checks(
+    layout: "Layout",
+    box: sandbox.Box,
+    environ: Mapping[str, str],
+    checks: Mapping[str, str],
+    programs: Iterable[str] = (),
+) -> tuple[SelfTest, set[str]]:
+    """run, and in the same sandbox start once the self-test passed, `checks`: {name: a bash
+    condition} (probe_condition, endpoint_condition). The preflight's checks of a box ride on
+    its self-test so that they cost no sandbox start of their own; they run in order up to the
+    first that fails. programs: the programs the checks start (readable inside, as in a
+    phase). Returns (the self-test, the names of the checks that passed)."""
     start = time.monotonic()
-    stdout, said = run_inside(layout, box, environ, SCRIPT, FILES)
+    names = list(checks)
+    script = SCRIPT + "".join(
+        f"if {checks[name]}; then echo 'passed {i}'; else exit 0; fi\n"
+        for i, name in enumerate(names)
+    )
+    stdout, said = run_inside(layout, box, environ, script, FILES, programs=programs)
     steps = read_steps(stdout)
-    return {
+    passed = {names[int(line[7:])] for line in stdout.splitlines() if PASSED.fullmatch(line)}
+    result: SelfTest = {
         "ok": len(steps) == len(STEPS) and all(s["ok"] for s in steps),
         "seconds": round(time.monotonic() - start, 3),
         "checked": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "steps": steps,
         "failed": failure(steps, said),
     }
+    return result, passed
+
+
+PASSED = re.compile(r"passed \d+")
+
+
+def probe_condition(argv: Sequence[str]) -> str:
+    """A bash condition true when `argv` exits 0 having printed something (start_problem's
+    test in sandbox.py)."""
+    command = " ".join(shlex.quote(a) for a in argv)
+    return f'{{ out=$({command} 2>/dev/null </dev/null) && [ -n "$out" ]; }}'
+
+
+def endpoint_condition(environ: Mapping[str, str]) -> str:
+    """A bash condition true when the model endpoint answers (endpoint_problem's test)."""
+    script = ENDPOINT_SCRIPT.replace('"$1"', shlex.quote(endpoint_url(environ)))
+    return f'{{ code=$({script} 2>/dev/null); [ -n "$code" ] && [ "$code" != 000 ]; }}'
 
 
 # curl with --proxytunnel asks the proxies for a tunnel to the endpoint as Claude Code does

@@ -7,6 +7,7 @@ when Ray is not installed (`pip install -e '.[ray]'`).
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,13 +63,21 @@ class TwoNodes:
     def node_cache(self, worker):
         return self.base / ("node-a" if worker is self.workers[0] else "node-b")
 
+    def fresh(self):
+        """Its nodes' caches and the compiler log emptied, as on a cluster just started (its
+        Ray processes stay: starting a cluster costs 10 s of processor)."""
+        for name in ("node-a", "node-b"):
+            shutil.rmtree(self.base / name, ignore_errors=True)
+        self.cc_log.unlink(missing_ok=True)
+        return self
+
     def shutdown(self):
         self.cluster.shutdown()
 
 
 @pytest.fixture
 def cluster(tmp_path):
-    """A cluster of the test's own: its nodes' caches start empty (and it may lose a node)."""
+    """A cluster of the test's own, for a test that removes a node."""
     nodes = TwoNodes(tmp_path / "ray")
     try:
         yield nodes
@@ -78,13 +87,19 @@ def cluster(tmp_path):
 
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory):
-    """One cluster for the tests that neither remove a node nor look at builds: a cluster
-    starts in 5 to 10 s. Every test has its own fixture project (its own results)."""
+    """One cluster for the tests that do not remove a node: a cluster starts in 5 to 10 s.
+    Every test has its own fixture project (its own results)."""
     nodes = TwoNodes(tmp_path_factory.mktemp("ray"))
     try:
         yield nodes
     finally:
         nodes.shutdown()
+
+
+@pytest.fixture
+def fresh_cluster(shared_cluster):
+    """The shared cluster with its nodes' caches empty, for a test that looks at builds."""
+    return shared_cluster.fresh()
 
 
 def ray_env(project, nodes, **extra):
@@ -121,7 +136,8 @@ def without_inputs(grade):
     return {k: v for k, v in grade.items() if k != "inputs"}
 
 
-def test_ray_scores_like_local_on_both_nodes(project, cluster):
+def test_ray_scores_like_local_on_both_nodes(project, fresh_cluster):
+    cluster = fresh_cluster
     project.doit("run", "-n", "4", "tiny", "run=local")
     builds_here = sorted((project.cache / "builds").glob("*/build.json"))
     project.doit(
@@ -234,10 +250,11 @@ def concurrent_trees(cc_log):
     return most, len({t for _, _, t in calls})
 
 
-def test_builds_limit_holds_in_a_run_on_the_cluster(project, cluster):
+def test_builds_limit_holds_in_a_run_on_the_cluster(project, fresh_cluster):
     """builds=1 with a CPU free on each node: never two builds compiling at once, as the
     compiler calls' own start and end times show. (doit hands out one build at a time here;
     that the nodes' slots come from one keeper is the next test's.)"""
+    cluster = fresh_cluster
     project.doit(
         "run",
         "-n",
@@ -263,10 +280,11 @@ def hold_a_build_slot(layout, seconds):
         return {"start": start, "end": time.time()}
 
 
-def test_one_keeper_holds_the_builds_slots_of_every_node(cluster, tmp_path, monkeypatch):
+def test_one_keeper_holds_the_builds_slots_of_every_node(fresh_cluster, tmp_path, monkeypatch):
     """Two build units sent at once with builds=1: each needs a whole CPU and each node has
     one, so Ray starts them on the two nodes together; the run's keeper lets one hold the slot
     at a time."""
+    cluster = fresh_cluster
     import threading
     from types import SimpleNamespace
 

@@ -295,3 +295,21 @@ def test_each_refused_connection_is_read_from_srts_log_with_its_time(tmp_path):
     blocked = sandbox.blocked_connections((tmp_path / "srt.log").read_text())
     assert [(b["host"], b["port"]) for b in blocked] == [("127.0.0.1", 9), ("github.com", 443)]
     assert all(len(b["time"]) == 20 and b["time"].endswith("Z") for b in blocked)
+
+
+@needs_srt
+def test_an_srt_that_cannot_start_a_sandbox_stops_the_run_with_its_own_words(project):
+    """srt's start is not probed apart from the self-test; when the self-test shows no step,
+    what srt says on its own start is the one line."""
+    spy_project(project, sandbox=True)
+    stub = project.base / "bin" / "srt"
+    stub.write_text("#!/bin/sh\necho 'srt: no user namespaces here' >&2\nexit 1\n")
+    stub.chmod(0o755)
+    project.env["NGINX_EVAL_SRT"] = str(stub)
+    proc, executed = project.doit("run", "tiny:spy", "instances=tiny-add", check=False)
+    assert proc.returncode != 0 and not [t for t in executed if t.startswith("agent:")]
+    (line,) = proc.stderr.splitlines()
+    assert line == (
+        f"nginx-eval: error: {project.root / 'modes.toml'}, mode spy, field isolation: "
+        "srt cannot start a sandbox here: srt: no user namespaces here"
+    )

@@ -166,11 +166,17 @@ def self_test(
     env: Mapping[str, str],
     checks: Mapping[str, str] | None = None,
     programs: Iterable[str] = (),
+    mode: "Mode | None" = None,
 ) -> set[str]:
     """selftest.run_with_checks, kept in run.json; UserError when it failed: an agent that
     could not build, run and reach what it changed would be scored on the sandbox. Returns the
     names of `checks` that passed."""
     result, passed = selftest.run_with_checks(layout, box, env, checks or {}, programs)
+    if result["steps"]:
+        sandbox.note_started(env)
+    elif mode is not None:
+        # Not one step: if srt cannot start a sandbox here at all, that is the one line to say.
+        sandbox.check_available(mode, layout.modes_file)
     note_self_test(layout, result)
     if not result["ok"]:
         raise UserError(f"{result['failed']}; no agent started (docs/sandbox.md)")
@@ -192,8 +198,9 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
         box = sandbox.settings(mode)
         env = dict(os.environ, **dict(mode.env))
         if box:
-            # Never a fallback to an unisolated run: no agent starts without its sandbox.
-            sandbox.check_available(mode, ctx.layout.modes_file)
+            # Never a fallback to an unisolated run: no agent starts without its sandbox. Whether
+            # srt starts here at all is the self-test's first sign (self_test).
+            sandbox.check_available(mode, ctx.layout.modes_file, start=tested)
             if not tested:
                 alike = [
                     m
@@ -201,7 +208,7 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
                     if sandbox.settings(m) == box and dict(m.env) == dict(mode.env)
                 ]
                 checks, keys, paths = folded_checks(alike, box, env)
-                for name in self_test(ctx.layout, box, env, checks, paths):
+                for name in self_test(ctx.layout, box, env, checks, paths, mode):
                     if name == "endpoint":
                         reached.add(keys[name])
                     else:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypedDict
 from urllib.parse import urlsplit
 
-from ..core import jsonio, rootfs
+from ..core import jsonio, rootfs, runstate
 from ..core.errors import UserError
 from ..core.records import Blocked, ToolchainRecord
 
@@ -206,20 +206,34 @@ def _start_problem(program: str, path: str) -> str | None:
     return f"srt cannot start a sandbox here: {said}"
 
 
-def sandbox_problem(environ: Mapping[str, str] | None = None) -> str | None:
-    """Why no agent can run isolated on this machine (one line), or None."""
+def sandbox_problem(environ: Mapping[str, str] | None = None, start: bool = True) -> str | None:
+    """Why no agent can run isolated on this machine (one line), or None. start=False: what is
+    missing only, without starting srt to see it start (the self-test will)."""
     env = os.environ if environ is None else environ
     missing = missing_tools(env)
     program = srt_program(env)
     if missing or program is None:  # no srt is one of missing_tools
         return f"the agent sandbox needs {', '.join(missing)}: {install_hint()}"
-    return _start_problem(program, env.get("PATH", os.defpath))
+    started = (program, env.get("PATH", os.defpath))
+    if not start or started in runstate.current().srt_started:
+        return None
+    return _start_problem(*started)
+
+
+def note_started(environ: Mapping[str, str]) -> None:
+    """A sandbox started with `environ`'s srt: later checks of this run need not start one."""
+    program = srt_program(environ)
+    if program:
+        runstate.current().srt_started.add((program, environ.get("PATH", os.defpath)))
 
 
 def check_available(
-    mode: "Mode", modes_file: str | Path | None = None, environ: Mapping[str, str] | None = None
+    mode: "Mode",
+    modes_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    start: bool = True,
 ) -> None:
-    problem = sandbox_problem(environ)
+    problem = sandbox_problem(environ, start)
     if problem:
         raise UserError(problem, file=modes_file, item=f"mode {mode.name}", field="isolation")
 

@@ -299,7 +299,7 @@ class SelfTestStep(TypedDict):
 
 class SelfTest(TypedDict):
     ok: bool
-    seconds: float
+    seconds: float  # its sandbox start, with the preflight's checks run in it (selftest.py)
     checked: str  # UTC time, ISO 8601
     steps: list[SelfTestStep]
     failed: str | None

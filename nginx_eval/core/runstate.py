@@ -88,6 +88,9 @@ class RunState:
     failed_builds: dict[tuple[str, str], BuildRecord] = field(default_factory=dict)
     # cli.py: tasks with actions that doit executed successfully (what an interrupt keeps).
     finished_tasks: int = 0
+    # agent/sandbox.py: (srt program, PATH) pairs a sandbox of this run started with (the
+    # preflight's self-test): no other start of theirs needs probing (sandbox_problem).
+    srt_started: set[tuple[str, str]] = field(default_factory=set)
 
 
 # The run of this process: the one module-level reference to a run's state (begin replaces it).

@@ -11,9 +11,11 @@ import pytest
 from test_agent_claude import claude  # noqa: F401 (a fixture)
 from test_testsuite import FASTCGI, OLD_CERTIFICATES, STREAM_SSL
 
+from nginx_eval.agent import sandbox
 from nginx_eval.checks import doctor
 from nginx_eval.checks.doctor import diagnose, listed_packages
 from nginx_eval.checks.doctor_report import render
+from nginx_eval.core.layout import Layout
 from nginx_eval.prove.env import OPENSSL_CONF_FILE
 from nginx_eval.run.benchmark import Task
 
@@ -358,6 +360,23 @@ def test_system_probe_asks_perl_once(tmp_path, monkeypatch):
     assert probe.perl_modules(["POSIX", "File::Spec"]) == {"POSIX", "File::Spec"}
     assert runs() == 2  # File::Spec alone was asked
     assert probe.which("sh") and not probe.which("no-such-tool-here")
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(
+    sandbox.sandbox_problem(start=False) is not None, reason="srt, bwrap, socat or rg is missing"
+)
+def test_the_sandbox_finding_of_an_srt_that_cannot_start_says_so_in_srts_words(
+    tmp_path, monkeypatch
+):
+    """The self-test shows whether srt starts; when it shows no step, srt's own words say why."""
+    stub = tmp_path / "srt"
+    stub.write_text("#!/bin/sh\necho 'srt: no user namespaces here' >&2\nexit 1\n")
+    stub.chmod(0o755)
+    monkeypatch.setenv("NGINX_EVAL_SRT", str(stub))
+    layout = Layout.from_env(root=tmp_path, environ={"NGINX_EVAL_CACHE": str(tmp_path / "c")})
+    problem = doctor.SystemProbe(layout).sandbox_problem()
+    assert problem == "srt cannot start a sandbox here: srt: no user namespaces here"
 
 
 # -- end to end on the fixture project -------------------------------------------------------------

@@ -120,11 +120,15 @@ class SystemProbe:
     def sandbox_problem(self):
         """Why no agent can run isolated here: srt missing or not starting, else its self-test
         (agent/selftest.py: build, serve, curl, prove inside it) failing; None when it passed."""
-        problem = sandbox.sandbox_problem()
-        if problem or self.layout is None:
+        if self.layout is None:
+            return sandbox.sandbox_problem()
+        problem = sandbox.sandbox_problem(start=False)
+        if problem:
             return problem
         box = {"endpoint": sandbox.model_endpoint(os.environ), "allow_hosts": [], "binds": []}
-        return selftest.run(self.layout, box, dict(os.environ))["failed"]
+        result = selftest.run(self.layout, box, dict(os.environ))
+        # Not one step: whether srt starts here at all says it best (as the preflight does).
+        return (not result["steps"] and sandbox.sandbox_problem()) or result["failed"]
 
     def exists(self, pattern):
         if self.inside("library"):

@@ -104,7 +104,7 @@ def test_a_runs_records_match_their_schemas(project):
     project.doit("run", "tiny", "strict=1", "strict_files=1", "rerun_failed=1")
     project.doit("run", "tiny:validate", "repeats=1")
     project.doit("run", "tiny:gold", "run=other")
-    project.doit("run", "report", "compare=other")
+    project.render("compare=other")
     run = project.results / "default"
     found = []
 

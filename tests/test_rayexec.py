@@ -43,7 +43,16 @@ class TwoNodes:
         (wrappers / "cc").chmod(0o755)
         self.cc_log = base / "cc.log"
         # No dashboard: nothing here reads it, and it is a sixth of a cluster's start.
-        head = {"num_cpus": 0, "env_vars": self.node_env("head"), "include_dashboard": False}
+        # No workers started ahead of a task: most would never run one here.
+        head = {
+            "num_cpus": 0,
+            "env_vars": self.node_env("head"),
+            "include_dashboard": False,
+            "_system_config": {
+                "enable_worker_prestart": False,
+                "prestart_worker_first_driver": False,
+            },
+        }
         self.cluster = Cluster(initialize_head=True, head_node_args=head)
         self.workers = [
             self.cluster.add_node(num_cpus=1, resources={"agent": 2}, env_vars=self.node_env(name))

@@ -264,11 +264,18 @@ ok(1, 'after the hang');
     + """
 plan(tests => 2);
 is(run('add', 2, 3), '5', 'add two numbers');
-# Fails on every other run: a counter file next to the test tree decides.
-my $counter = ($ENV{FLAKY_COUNTER} || '/tmp/nginx-eval-flaky') ;
-my $n = 0;
-if (open my $fh, '<', $counter) { $n = <$fh> || 0; close $fh; }
-open my $fh, '>', $counter or die; print $fh $n + 1; close $fh;
+# Passes on every other run of the same binary: a counter file per binary decides, locked, as
+# the runs of a base and its fix may overlap (so each side's count is the same in any order).
+use Digest::MD5 qw(md5_hex);
+use Fcntl qw(:flock);
+my $counter = ($ENV{FLAKY_COUNTER} || '/tmp/nginx-eval-flaky') . '.' . md5_hex($bin);
+open my $fh, '+>>', $counter or die "$counter: $!";
+flock($fh, LOCK_EX) or die "$counter: $!";
+seek($fh, 0, 0);
+my $n = <$fh> || 0;
+truncate($fh, 0);
+print $fh $n + 1;
+close $fh;
 ok($n % 2 == 0, 'coin');
 """,
 }

@@ -384,3 +384,22 @@ def test_patch_stats_read_plain_unified_diffs_too():
     assert (stats["lines_added"], stats["lines_removed"]) == (1, 1)
     git = b"diff --git a/q.c b/q.c\nindex 1..2 100644\n--- a/q.c\n+++ b/q.c\n@@ -1 +1 @@\n-a\n+b\n"
     assert patch_stats(git)["files"] == ["q.c"]
+
+
+def test_a_left_out_name_is_a_path_not_a_prefix(tmp_path):
+    """Makefile.am and objsx/ are the agent's work; Makefile and objs/ are left out (counted in
+    one listing, file by file as git's literal pathspecs match them)."""
+    layout, task, ws = harness_workspace(tmp_path)
+    write(ws / "Makefile", "generated\n")
+    write(ws / "Makefile.am", "new rules\n")
+    write(ws / "objs" / "a.o", OBJECT_BYTES)
+    write(ws / "objs" / "sub" / "b.o", OBJECT_BYTES)
+    write(ws / "objsx" / "notes.txt", "kept\n")
+
+    patch, skipped, left_out = workspace_diff(layout.bare_repo(REPO), ws, task.base_commit)
+
+    assert patch_stats(patch)["files"] == ["Makefile.am", "objsx/notes.txt"]
+    assert [e for e in left_out if e["reason"] == "build output"] == [
+        {"path": "Makefile", "files": 1, "reason": "build output"},
+        {"path": "objs/", "files": 2, "reason": "build output"},
+    ]

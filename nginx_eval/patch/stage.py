@@ -71,14 +71,33 @@ def left_out_of(kind: str) -> list:
 def _left_out(index: ScratchIndex, kind: str = NGINX) -> list[LeftOut]:
     """The entries of left_out_of(kind) under which the workspace differs from the base (the
     scratch index still holds the base's version there), with the number of files."""
+    table = left_out_of(kind)
+    specs = [f":(top,{magic}){pattern}" for _, _, magic, pattern in table]
+    # Ignored files count too: on a base with a .gitignore the record says the same. One
+    # listing for every entry: each git command reads the whole workspace.
+    found = index.untracked(*specs) + index.modified(*specs)
     entries: list[LeftOut] = []
-    for name, reason, magic, pattern in left_out_of(kind):
-        spec = f":(top,{magic}){pattern}"
-        # Ignored files count too: on a base with a .gitignore the record says the same.
-        files = len(index.untracked(spec)) + len(index.modified(spec))
+    for (name, reason, magic, _), spec in zip(table, specs, strict=True):
+        if not found:
+            break
+        if magic == "literal":
+            files = sum(1 for path in found if _under_literal(path, name))
+        else:  # a glob: git's own matching
+            files = len(index.untracked(spec)) + len(index.modified(spec))
         if files:
             entries.append({"path": name, "files": files, "reason": reason})
     return entries
+
+
+def _under_literal(path: bytes, name: str) -> bool:
+    """Whether git's literal pathspec `name` (top-relative; a trailing / for a directory)
+    matches `path`."""
+    prefix = os.fsencode(name)
+    return (
+        path.startswith(prefix)
+        if name.endswith("/")
+        else (path == prefix or path.startswith(prefix + b"/"))
+    )
 
 
 def workspace_diff(

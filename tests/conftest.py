@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+import doit_server  # noqa: E402
 import fixture_repos  # noqa: E402
 
 from nginx_eval.core import runstate  # noqa: E402
@@ -45,15 +46,17 @@ class Project:
         return tuple(args)
 
     def doit(self, *args, check=True, env=None, timeout=600):
-        """Run `doit` for real; returns (CompletedProcess, names of the tasks it executed)."""
+        """Run `doit` for real; returns (CompletedProcess, names of the tasks it executed).
+
+        Forked from this worker's doit server (doit_server.py): the same program as
+        `python -m doit`, without starting Python and importing doit and the package each time."""
         args = self.run_args(args)
-        proc = subprocess.run(
-            [sys.executable, "-m", "doit", "-f", str(DODO), *args],
-            env=dict(self.env, **(env or {})),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+        argv = [sys.executable, "-m", "doit", "-f", str(DODO), *args]
+        _refuse_outside_e2e(argv)
+        returncode, stdout, stderr = doit_server.server(SOURCE_ROOT).run(
+            argv[3:], env=dict(self.env, **(env or {})), timeout=timeout
         )
+        proc = subprocess.CompletedProcess(argv, returncode, stdout, stderr)
         if check and proc.returncode != 0:
             raise AssertionError(
                 f"doit {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
@@ -221,15 +224,19 @@ def pytest_collection_modifyitems(config, items):
 _GUARD = {"on": False}  # during the setup and call of a test not marked e2e
 
 
+def _refuse_outside_e2e(argv):
+    program = e2e_program(argv) if _GUARD["on"] else None
+    if program:
+        raise AssertionError(
+            f"this test starts {program}, so it is end to end: give it one of "
+            f"conftest.E2E_FIXTURES, or E2E = True in its module, so that "
+            f'`pytest -m "not e2e"` stays the quick loop'
+        )
+
+
 class _Guarded(subprocess.Popen):
     def __init__(self, args, *rest, **kwargs):
-        program = e2e_program(args) if _GUARD["on"] else None
-        if program:
-            raise AssertionError(
-                f"this test starts {program}, so it is end to end: give it one of "
-                f"conftest.E2E_FIXTURES, or E2E = True in its module, so that "
-                f'`pytest -m "not e2e"` stays the quick loop'
-            )
+        _refuse_outside_e2e(args)
         super().__init__(args, *rest, **kwargs)
 
 

@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+# pytest keeps a test module's rewritten assertions as bytecode only where Python may write it:
+# with PYTHONDONTWRITEBYTECODE (set on these machines) every pytest process, each worker
+# included, rewrote every test module again (2 to 3 s of a processor each).
+sys.dont_write_bytecode = False
 sys.path.insert(0, str(Path(__file__).parent))
 import doit_server  # noqa: E402
 import fixture_repos  # noqa: E402

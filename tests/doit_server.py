@@ -12,11 +12,12 @@ starts no thread, so a fork of it is a clean process.
 
 Protocol, one JSON line each way per message: the worker sends a request
 ``{"argv", "env", "cwd", "umask", "stdout", "stderr"}``; the server answers ``{"pid"}`` once the
-child runs and ``{"status"}`` (the waitpid status) once it has ended. The worker's copy of the
-protocol closes the server at exit.
+child runs and ``{"status", "cpu"}`` once it has ended (the wait status; the processor seconds of
+the child and what it reaped). The worker closes its end of the protocol at exit; the server ends.
 """
 
 import atexit
+import gc
 import json
 import os
 import select
@@ -55,8 +56,9 @@ def _serve(requests, replies):
             return request
         replies.write(json.dumps({"pid": pid}) + "\n")
         replies.flush()
-        _, status = os.waitpid(pid, 0)
-        replies.write(json.dumps({"status": status}) + "\n")
+        _, status, usage = os.wait4(pid, 0)
+        cpu = usage.ru_utime + usage.ru_stime
+        replies.write(json.dumps({"status": status, "cpu": cpu}) + "\n")
         replies.flush()
 
 
@@ -87,6 +89,7 @@ def main(source_root, requests_fd, replies_fd):
     replies = os.fdopen(int(replies_fd), "w")
     for stream in (requests, replies):
         os.set_inheritable(stream.fileno(), False)
+    gc.freeze()  # the preloaded modules stay shared with the children: no collection touches them
     request = _serve(requests, replies)
     _become(dict(request, source_root=source_root))
     import runpy
@@ -114,6 +117,9 @@ class DoitServer:
         self._requests = os.fdopen(self._requests_w, "w")
         self._replies = os.fdopen(self._replies_r, "r")
         self._lock = threading.Lock()
+        # The processor time of the doits run so far: the worker does not reap them, the server
+        # does, so the worker's own accounting of its children leaves them out.
+        self.cpu_seconds = 0.0
 
     def _reply(self, timeout=None):
         if timeout is not None and not select.select([self._replies], [], [], timeout)[0]:
@@ -148,6 +154,7 @@ class DoitServer:
                 raise subprocess.TimeoutExpired(
                     ["doit", *argv], timeout, output=out.read_text(), stderr=err.read_text()
                 )
+            self.cpu_seconds += ended["cpu"]
             status = os.waitstatus_to_exitcode(ended["status"])
             return status, out.read_text(), err.read_text()
 

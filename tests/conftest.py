@@ -1,10 +1,13 @@
+import atexit
 import compileall
 import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,7 @@ class Project:
         self.results = self.root / "results"
         self.cache = base / "cache"
         self.reports = reports
+        shutil.copytree(compiled_templates(), self.cache / "templates")
 
     def run_args(self, args):
         """`args` of a `doit run` with the costs the test does not look at switched off."""
@@ -66,6 +70,7 @@ class Project:
                 f"doit {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
             )
         executed = [line[3:].strip() for line in proc.stdout.splitlines() if line.startswith(".  ")]
+        self.keep_compiled_templates()
         return proc, executed
 
     def render(self, *words, site=False):
@@ -108,7 +113,16 @@ class Project:
                     ctx.layout.templates_dir,
                     o.cutoff,
                 )
+        self.keep_compiled_templates()
         return ctx.layout.run_dir
+
+    def keep_compiled_templates(self):
+        """What this project's renderings compiled, for the projects after it."""
+        kept = compiled_templates()
+        for compiled in (self.cache / "templates").glob("*"):
+            if not (kept / compiled.name).exists():
+                shutil.copyfile(compiled, kept / f".{compiled.name}.tmp")
+                os.replace(kept / f".{compiled.name}.tmp", kept / compiled.name)
 
     def gold_patch(self, iid):
         """The fix of fixture task `iid` as a diff (fixture_repos.gold_diff)."""
@@ -134,6 +148,21 @@ class Project:
     def agent_calls(self):
         log = self.base / "agent-calls.log"
         return log.read_text().split() if log.exists() else []
+
+
+_COMPILED_TEMPLATES = {}
+
+
+def compiled_templates():
+    """This process's copy of Jinja's compiled report and site templates
+    (Layout.compiled_templates), which every project starts with, as a user's cache holds them
+    after a first report: compiling is 0.28 s of a first rendering's processor time.
+    tests/test_markdown.py compiles them from nothing."""
+    if "path" not in _COMPILED_TEMPLATES:
+        path = Path(tempfile.mkdtemp(prefix="compiled-templates-"))
+        atexit.register(shutil.rmtree, path, True)
+        _COMPILED_TEMPLATES["path"] = path
+    return _COMPILED_TEMPLATES["path"]
 
 
 @contextlib.contextmanager

@@ -7,9 +7,9 @@
 
 Each run is the command docs/development.md names (the whole suite's is .ci/run's), in a
 process of its own; the figures are its wall time, the processor time of everything it started
-(user + system, from the kernel's accounting of reaped children), the load average around it
-and pytest's counts. Targets (issue 38): quick loop under 60 s, whole suite at most 300 s, on a
-quiet 2-core machine. Exits 1 when a measured median misses its target.
+(user + system, from the kernel's accounting of reaped children), the load average around it,
+pytest's counts and the tests that failed. Targets (issue 38): quick loop under 60 s, whole
+suite at most 300 s, on a quiet 2-core machine. Exits 1 when a measured median misses its target.
 """
 
 import argparse
@@ -49,12 +49,14 @@ def measure(argv: list[str]) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     counts = COUNTS.search(proc.stdout)
+    failures = [ln for ln in proc.stdout.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
     return {
         "wall": wall,
         "cpu": cpu,
         "load": (load, os.getloadavg()[0]),
         "status": proc.returncode,
         "counts": counts.group(1) if counts else proc.stdout.strip().splitlines()[-1:],
+        "failures": failures,
     }
 
 
@@ -72,6 +74,8 @@ def report(name: str, runs: list[dict]) -> bool:
             f"  {r['wall']:7.1f} s wall {r['cpu']:7.1f} s processor, load {r['load'][0]:.1f} -> "
             f"{r['load'][1]:.1f}, exit {r['status']}: {r['counts']}"
         )
+        for line in r["failures"]:
+            print(f"    {line}")
     return met
 
 

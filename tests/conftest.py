@@ -36,7 +36,6 @@ class Project:
         self.results = self.root / "results"
         self.cache = base / "cache"
         self.reports = reports
-        shutil.copytree(compiled_templates(), self.cache / "templates")
 
     def run_args(self, args):
         """`args` of a `doit run` with the costs the test does not look at switched off."""
@@ -59,6 +58,8 @@ class Project:
         Forked from this worker's doit server (doit_server.py): the same program as
         `python -m doit`, without starting Python and importing doit and the package each time."""
         args = self.run_args(args)
+        if "report=0" not in args:
+            self.seed_compiled_templates()
         argv = [sys.executable, "-m", "doit", "-f", str(DODO), *args]
         _refuse_outside_e2e(argv)
         returncode, stdout, stderr = doit_server.server(SOURCE_ROOT).run(
@@ -87,6 +88,7 @@ class Project:
         from nginx_eval.report import stage as report_stage
         from nginx_eval.run.options import Options
 
+        self.seed_compiled_templates()
         argv = ["run", "report", *map(str, words)]
         variables = dict(w.split("=", 1) for w in argv if "=" in w)
         with patched_environ(self.env):
@@ -115,6 +117,12 @@ class Project:
                 )
         self.keep_compiled_templates()
         return ctx.layout.run_dir
+
+    def seed_compiled_templates(self):
+        """Before a rendering: the compiled templates of the projects before it (only then: a
+        project that renders nothing has no cache/templates)."""
+        if any(compiled_templates().iterdir()):
+            shutil.copytree(compiled_templates(), self.cache / "templates", dirs_exist_ok=True)
 
     def keep_compiled_templates(self):
         """What this project's renderings compiled, for the projects after it."""

@@ -206,7 +206,7 @@ def test_validation_report_and_card_split_by_test_source(project):
     assert sorted(derived["pass_to_pass"]) == sorted(OWN_P2P + ["calc_add.t:2 add zeros"])
 
     project.doit("run", "tiny:gold", "tiny:none")
-    project.doit("run", "report")
+    project.render()
     md = (project.results / "default" / "report.md").read_text()
     by_source = section(md, "By test source")
     assert table_row(by_source, "nginx-tests")[:1] == ["2"]

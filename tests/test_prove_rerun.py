@@ -131,7 +131,7 @@ def test_a_flaky_file_resolves_with_rerun_failed_and_not_without(project, tmp_pa
     assert executed == []
     # A mode graded without reruns, for the report (its runs leave the marker: it goes last).
     project.doit("run", "tiny:none", "instances=tiny-flaky")
-    project.doit("run", "report")
+    project.render()
     report = json.loads((project.results / "default" / "report.json").read_text())
     gold = report["modes"]["gold"]
     assert (gold["verdict_changed_on_rerun_instances"], gold["verdict_changed_on_rerun_ids"]) == (

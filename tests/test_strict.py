@@ -342,6 +342,7 @@ def test_the_strict_cost_leaves_out_waits_for_a_slot(project):
                 FEW,
                 GOLD,
                 "proves=1",
+                "report=0",
             ],
             env=project.env,
             stdout=subprocess.PIPE,

@@ -14,6 +14,17 @@ Protocol, one JSON line each way per message: the worker sends a request
 ``{"argv", "env", "cwd", "umask", "stdout", "stderr"}``; the server answers ``{"pid"}`` once the
 child runs and ``{"status", "cpu"}`` once it has ended (the wait status; the processor seconds of
 the child and what it reaped). The worker closes its end of the protocol at exit; the server ends.
+
+The report and the site render in a process of their own (report/apart.py: ``python -m
+nginx_eval.report.apart``), which imports the statistics and charts each time, most of its
+processor time. The server has imported them too, and forks that process itself: a doit of the
+server asks for it on a socket it got at its fork (report/apart.py's ``procs.run_limited``,
+replaced), with the rendering's stdin, stdout and stderr passed along, its environment, working
+directory and umask; the server forks a child that runs ``report/apart.py: main`` and ends with its
+exit status, answers ``{"pid"}``, then ``{"status"}`` once it has ended, while it waits for the
+doit. The doit kills it at its time limit, as core/procs.py would; the server kills what a killed
+doit left rendering. A doit runs tasks in threads: a fork of the doit itself could copy a lock
+another thread held.
 """
 
 import atexit
@@ -22,10 +33,13 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+import traceback
 from pathlib import Path
 
 # What `python -m doit -f dodo.py run ...` imports before it runs anything.
@@ -37,29 +51,148 @@ PRELOAD = (
     "gitdb.exc",
     "tap.parser",
 )
+# What a rendering of the report imports (report/stats.py, report/charts.py).
+RENDERING = (
+    "scipy.stats",
+    "statsmodels.regression.linear_model",
+    "statsmodels.stats.contingency_tables",
+    "statsmodels.stats.multitest",
+    "statsmodels.stats.power",
+    "matplotlib.pyplot",
+)
+APART = "nginx_eval.report.apart"
+# What report/apart.py tells core/procs.py's run_limited of its command.
+RENDERING_OPTIONS = {"cwd", "env", "timeout", "stdin", "stdout", "stderr"}
 
 
 # -- the server -------------------------------------------------------------------------------
 
 
 def _serve(requests, replies):
-    """Fork a child per request; returns the request in the child only."""
+    """Fork a child per request; returns (request, its end of the rendering channel) in the
+    child only."""
     while True:
         line = requests.readline()
         if not line:
             sys.exit(0)
         request = json.loads(line)
+        renderings, channel = socket.socketpair()
         pid = os.fork()
         if pid == 0:
             requests.close()
             replies.close()
-            return request
+            renderings.close()
+            return request, channel
+        channel.close()
         replies.write(json.dumps({"pid": pid}) + "\n")
         replies.flush()
-        _, status, usage = os.wait4(pid, 0)
-        cpu = usage.ru_utime + usage.ru_stime
+        status, cpu = _wait_serving_renderings(pid, renderings, (requests, replies))
         replies.write(json.dumps({"status": status, "cpu": cpu}) + "\n")
         replies.flush()
+
+
+def _wait_serving_renderings(pid, renderings, server_files):
+    """Wait for the doit `pid`, forking the renderings it asks for on `renderings` meanwhile;
+    returns its wait status and the processor seconds of it and its renderings."""
+    doit = os.pidfd_open(pid)
+    watched = [doit, renderings]
+    running = {}  # pidfd -> (pid, the rendering's reply socket)
+    cpu = 0.0
+    while True:
+        ready = select.select([*watched, *running], [], [])[0]
+        for pidfd in set(ready) & set(running):
+            rendering, reply = running.pop(pidfd)
+            os.close(pidfd)
+            _, status, usage = os.wait4(rendering, 0)
+            cpu += usage.ru_utime + usage.ru_stime
+            with reply:
+                reply.sendall(json.dumps({"status": status}).encode())
+        if renderings in ready:
+            asked = _fork_rendering(renderings, server_files)
+            if asked:
+                running[os.pidfd_open(asked[0])] = asked
+            else:  # the doit closed its end: it is ending
+                watched.remove(renderings)
+        if doit in ready:
+            break
+    for pidfd, (rendering, reply) in running.items():  # a doit killed while it rendered
+        os.kill(rendering, signal.SIGKILL)
+        _, _, usage = os.wait4(rendering, 0)
+        cpu += usage.ru_utime + usage.ru_stime
+        os.close(pidfd)
+        reply.close()
+    renderings.close()
+    os.close(doit)
+    _, status, usage = os.wait4(pid, 0)
+    return status, cpu + usage.ru_utime + usage.ru_stime
+
+
+def _fork_rendering(renderings, server_files):
+    """Start the rendering a doit asked for: (pid, reply socket), or None when the doit ended."""
+    message, fds, _, _ = socket.recv_fds(renderings, 1 << 20, 4)
+    if not message:
+        return None
+    reply = socket.socket(fileno=fds[0])
+    pid = os.fork()
+    if pid == 0:
+        renderings.close()
+        reply.close()
+        for stream in server_files:
+            stream.close()
+        _render(json.loads(message), *fds[1:])
+    for fd in fds[1:]:
+        os.close(fd)
+    reply.sendall(json.dumps({"pid": pid}).encode())
+    return pid, reply
+
+
+def _render(request, stdin, stdout, stderr):
+    """The forked rendering: report/apart.py's main with the command's files and environment."""
+
+    def render():
+        os.chdir(request["cwd"])
+        os.umask(request["umask"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 (fd 0 stays open)
+        from nginx_eval.report import apart
+
+        return apart.main()
+
+    _run_and_exit(render)
+
+
+def _run_and_exit(program):
+    """Run `program` and end this process as Python ends on what it returned or raised: the
+    same exit status and traceback, other threads joined, atexit handlers run, stdout and stderr
+    flushed; then os._exit. Python's own exit would go on to tear down every module, writing to
+    each page of the objects it shares with the server: a copy of most of the server's memory,
+    for each doit."""
+    try:
+        status = _exit_status(program())
+    except SystemExit as e:
+        status = _exit_status(e.code)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    try:
+        threading._shutdown()  # what Python calls first at its exit: joins non-daemon threads
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(status)
+
+
+def _exit_status(code):
+    """The exit status of a Python that ends on SystemExit(code)."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
 
 
 def _become(request):
@@ -80,18 +213,86 @@ def _become(request):
     sys.argv = [sys.argv[0], *request["argv"]]
 
 
+class RenderingsOfTheServer:
+    """report/apart.py's ``procs`` in a doit of the server: its ``python -m
+    nginx_eval.report.apart`` forked by the server (see the module docstring); every other
+    attribute is core/procs.py's."""
+
+    def __init__(self, procs, channel):
+        self._procs = procs
+        self._channel = channel
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name):
+        return getattr(self._procs, name)
+
+    def run_limited(self, argv, **how):
+        if list(argv[1:]) != ["-m", APART] or set(how) - RENDERING_OPTIONS:
+            return self._procs.run_limited(argv, **how)
+        return self._rendered(**how)
+
+    def _rendered(self, cwd, env, timeout, stdin, stdout, stderr):
+        """run_limited's Outcome of the rendering the server forked."""
+        if self._procs.interrupted():
+            raise self._procs.Interrupted()
+        start = time.monotonic()
+        umask = os.umask(0)
+        os.umask(umask)
+        request = json.dumps({"cwd": str(cwd), "env": dict(env), "umask": umask}).encode()
+        files = [_fileno(stdin, 0), _fileno(stdout, 1), _fileno(stderr, 2)]
+        mine, theirs = socket.socketpair()
+        with mine:
+            with self._lock, theirs:
+                socket.send_fds(self._channel, [request], [theirs.fileno(), *files])
+            pid = json.loads(mine.recv(1 << 16))["pid"]
+            mine.settimeout(timeout)
+            try:
+                ended = mine.recv(1 << 16)
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                mine.settimeout(None)
+                mine.recv(1 << 16)
+                ended = None
+        return self._procs.Outcome(
+            exit_code=os.waitstatus_to_exitcode(json.loads(ended)["status"]) if ended else None,
+            seconds=round(time.monotonic() - start, 3),
+            timed_out=ended is None,
+            cpu_seconds=None,  # the server reaps it, and counts it with the doit
+        )
+
+
+def _fileno(stream, default):
+    """The descriptor a child gets for `stream` (a file, a descriptor, or None: this process's)."""
+    if stream is None:
+        return default
+    return stream if isinstance(stream, int) else stream.fileno()
+
+
 def main(source_root, requests_fd, replies_fd):
     sys.argv = ["-m"]  # as `python -m` has it while it imports (doit names itself after it)
     sys.path.insert(1, source_root)  # the package next to dodo.py, as dodo.py imports it
     for name in PRELOAD:
+        __import__(name)
+    import matplotlib
+
+    matplotlib.use("Agg")  # as report/charts.py sets it before it imports pyplot
+    for name in RENDERING:
         __import__(name)
     requests = os.fdopen(int(requests_fd), "r")
     replies = os.fdopen(int(replies_fd), "w")
     for stream in (requests, replies):
         os.set_inheritable(stream.fileno(), False)
     gc.freeze()  # the preloaded modules stay shared with the children: no collection touches them
-    request = _serve(requests, replies)
+    request, channel = _serve(requests, replies)
     _become(dict(request, source_root=source_root))
+    from nginx_eval.report import apart
+
+    apart.procs = RenderingsOfTheServer(apart.procs, channel)
+    _run_and_exit(_doit)
+
+
+def _doit():
+    """`python -m doit` once its imports are done."""
     import runpy
 
     runpy.run_module("doit", run_name="__main__", alter_sys=True)

@@ -72,3 +72,89 @@ def test_a_doit_past_its_time_is_killed(server, tmp_path, monkeypatch):
         server.run(["-f", "dodo.py", "--db-file", ".db", "sleep"], dict(os.environ), timeout=1)
     # The server took the killed child's status and serves the next command.
     assert server.run(["-f", "dodo.py", "--db-file", ".db", "fail"], dict(os.environ), 60)[0] == 1
+
+
+RENDERING_DODO = textwrap.dedent(
+    """
+    import os
+    from nginx_eval.report import apart
+
+    def rendering(code, timeout=None):
+        def action():
+            if timeout:
+                apart.TIMEOUT_SECONDS = timeout
+            print("doit", os.getpid(), flush=True)
+            apart.run_apart(exec, code)
+        return {"actions": [action], "verbosity": 2}
+
+    def task_prints():
+        return rendering("import os; print('rendered in', os.getcwd(), os.environ['SEEN'])")
+
+    def task_parent():
+        return rendering("import os; print('parent', os.getppid())")
+
+    def task_refuses():
+        return rendering("from nginx_eval.core.errors import UserError; raise UserError('no')")
+
+    def task_fails():
+        return rendering("import sys; print('said', file=sys.stderr); sys.exit(5)")
+
+    def task_hangs():
+        code = "import os, time; print('hung', os.getpid(), flush=True); time.sleep(60)"
+        return rendering(code, 1)
+
+    def task_outlives():
+        code = "import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(60)"
+        return rendering(code)
+    """
+)
+
+
+def without_pids(text):
+    return "\n".join(
+        w for w in text.splitlines() if not w.startswith(("doit ", "parent ", "hung "))
+    )
+
+
+def test_a_rendering_forked_by_the_server_does_what_python_m_apart_does(
+    server, tmp_path, monkeypatch
+):
+    """report/apart.py's child, forked by the server instead of started: the same output,
+    errors, exit status and time limit as `python -m nginx_eval.report.apart` under
+    `python -m doit`; its parent is the server."""
+    (tmp_path / "dodo.py").write_text(RENDERING_DODO)
+    monkeypatch.chdir(tmp_path)
+    env = dict(os.environ, SEEN="seen")
+    forked = {}
+    for task in ("prints", "refuses", "fails", "hangs"):
+        argv = ["-f", "dodo.py", "--db-file", ".db", task]
+        forked[task], started = server.run(argv, env, timeout=60), as_subprocess(argv, env)
+        assert forked[task][0] == started[0], task
+        assert without_pids(forked[task][1]) == without_pids(started[1]), task
+        assert forked[task][2] == started[2], task
+    assert forked["prints"][0] == 0 and f"rendered in {tmp_path} seen\n" in forked["prints"][1]
+    # doit says a task's exception on its stdout.
+    status, out, _ = forked["refuses"]
+    assert status == 2 and "nginx_eval.core.errors.UserError: no\n" in out, out
+    assert "RuntimeError: exec exited with 5: said\n" in forked["fails"][1]
+    out = forked["hangs"][1]
+    assert "RuntimeError: exec timed out after 1 s: \n" in out, out
+    hung = int(next(w for w in out.splitlines() if w.startswith("hung ")).split()[1])
+    with pytest.raises(ProcessLookupError):
+        os.kill(hung, 0)
+    _, out, _ = server.run(["-f", "dodo.py", "--db-file", ".db", "parent"], env, 60)
+    words = dict(line.split() for line in out.splitlines() if line.startswith(("doit", "parent")))
+    assert words["parent"] != words["doit"]
+    _, out, _ = as_subprocess(["-f", "dodo.py", "--db-file", ".db", "parent"], env)
+    words = dict(line.split() for line in out.splitlines() if line.startswith(("doit", "parent")))
+    assert words["parent"] == words["doit"]
+
+
+def test_a_rendering_ends_with_its_doit(server, tmp_path, monkeypatch):
+    (tmp_path / "dodo.py").write_text(RENDERING_DODO)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(subprocess.TimeoutExpired):
+        server.run(["-f", "dodo.py", "--db-file", ".db", "outlives"], dict(os.environ), timeout=3)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "pid").read_text()), 0)
+    assert server.run(["-f", "dodo.py", "--db-file", ".db", "parent"], dict(os.environ), 60)[0] == 0

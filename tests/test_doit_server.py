@@ -31,8 +31,9 @@ DODO = textwrap.dedent(
 )
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server():
+    """One server for the module's tests (its start imports the statistics and charts)."""
     started = DoitServer(SOURCE_ROOT)
     yield started
     started.close()

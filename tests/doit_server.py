@@ -76,7 +76,7 @@ def _serve(requests, replies):
         if not line:
             sys.exit(0)
         request = json.loads(line)
-        renderings, channel = socket.socketpair()
+        renderings, channel = _message_pair()
         pid = os.fork()
         if pid == 0:
             requests.close()
@@ -240,7 +240,7 @@ class RenderingsOfTheServer:
         os.umask(umask)
         request = json.dumps({"cwd": str(cwd), "env": dict(env), "umask": umask}).encode()
         files = [_fileno(stdin, 0), _fileno(stdout, 1), _fileno(stderr, 2)]
-        mine, theirs = socket.socketpair()
+        mine, theirs = _message_pair()
         with mine:
             with self._lock, theirs:
                 socket.send_fds(self._channel, [request], [theirs.fileno(), *files])
@@ -259,6 +259,13 @@ class RenderingsOfTheServer:
             timed_out=ended is None,
             cpu_seconds=None,  # the server reaps it, and counts it with the doit
         )
+
+
+def _message_pair():
+    """Two connected sockets that keep each message whole (a request and its descriptors, a
+    reply): on a stream, a pid and an exit status sent one after the other could arrive as
+    one read."""
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
 
 def _fileno(stream, default):

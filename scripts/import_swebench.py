@@ -8,12 +8,16 @@ FAIL_TO_PASS, PASS_TO_PASS, patch, test_patch, environment_setup_commit (created
 present; other fields are not). The task file's schema is nginx_eval/run/swebench.py's; it loads as
 a benchmark before it is written, atomically.
 
-A row that lacks a field, or holds a bad value, is one line on stderr naming the file, the row,
-the task and the field; then nothing is written (the task file stays as it was) and the exit
-status is 1, unless ``--skip-bad`` writes the other rows. ``--instances`` and ``--limit`` take a
-part of the rows. Writing over a versioned task file adds a changelog entry (the next MINOR
-version when tasks were only added or removed, the next MAJOR when a task that stays changed);
-a new file starts at version 1.0.
+FAIL_TO_PASS and PASS_TO_PASS may be JSON text (as the Hugging Face export has them) or real
+lists (as pyarrow and the datasets library write parquet list columns).
+
+A row that lacks a field, holds a bad value, or repeats an earlier row's instance_id, is one line
+on stderr naming the file, the row ("line N" of JSON lines, "row N" of a list or parquet), the
+task and the field; then nothing is written (the task file stays as it was) and the exit status
+is 1, unless ``--skip-bad`` writes the other rows (of a repeated instance_id, the first row).
+``--instances`` and ``--limit`` take a part of the rows. Writing over a versioned task file adds
+a changelog entry (the next MINOR version when tasks were only added or removed, the next MAJOR
+when a task that stays changed); a new file starts at version 1.0.
 
 Usage:
     python scripts/import_swebench.py --rows verified.jsonl [--out tasks/swebench-verified.json]
@@ -38,46 +42,82 @@ from nginx_eval.run.swebench import DEFAULT_DATASET, SWEBENCH, check_row  # noqa
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tasks" / "swebench-verified.json"
 
 
-def read_rows(path: Path) -> list:
-    """The rows of an export: a JSON list, JSON lines, or parquet; UserError naming the file."""
+def read_rows(path: Path) -> list[tuple[str, object]]:
+    """[(where, row)] of an export, `where` naming the row as the file has it: "line N" of JSON
+    lines (blank lines counted), "row N" of a JSON list or a parquet file. UserError naming the
+    file (and for JSON lines the line) when it cannot be read."""
     if path.suffix == ".parquet":
         try:
-            import pandas
-
-            return pandas.read_parquet(path).to_dict(orient="records")
+            import pyarrow.parquet
         except ImportError as e:
             raise UserError(
-                f"reading parquet needs pandas and pyarrow ({e}); or export the rows as JSON lines",
+                f"reading parquet needs pyarrow ({e}); or export the rows as JSON lines",
                 file=path,
             ) from None
+        try:
+            # to_pylist: string columns as str, list columns as lists.
+            rows = pyarrow.parquet.read_table(path).to_pylist()
+        except (OSError, pyarrow.ArrowException) as e:
+            raise UserError(f"cannot read as parquet: {e}", file=path) from None
+        return [(f"row {n}", row) for n, row in enumerate(rows, 1)]
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"cannot read: {e.strerror}", file=path) from None
-    try:
-        if text.lstrip().startswith("["):
-            return json.loads(text)
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as e:
-        raise UserError(f"malformed JSON at line {e.lineno}: {e.msg}", file=path) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read: {e}", file=path) from None
+    if text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise UserError(
+                f"malformed JSON at line {e.lineno} column {e.colno}: {e.msg}", file=path
+            ) from None
+        return [(f"row {n}", row) for n, row in enumerate(rows, 1)]
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((f"line {n}", json.loads(line)))
+        except json.JSONDecodeError as e:
+            # json counts lines within the one line it was given: say the file's own.
+            raise UserError(
+                f"malformed JSON (column {e.colno}): {e.msg}", file=path, item=f"line {n}"
+            ) from None
+    return out
 
 
 def convert(rows: list, path: Path, instances=None, limit=None) -> tuple[list, list]:
-    """(task file rows, one line per bad row) of the export's rows, in their order."""
+    """(task file rows, one line per bad row) of the export's rows ([(where, row)] of
+    read_rows), in their order. A row whose instance_id an earlier row has is bad (the task
+    file holds each task once): the first one is kept."""
     good, bad = [], []
     wanted = set(instances or ())
-    for n, raw in enumerate(rows, 1):
+    first: dict[str, str] = {}  # instance_id: where its first row is
+    for where, raw in rows:
         if wanted and not (isinstance(raw, dict) and raw.get("instance_id") in wanted):
             continue
         try:
-            good.append(check_row(raw, {"file": path, "item": f"row {n}"}))
+            row = check_row(raw, {"file": path, "item": where})
         except UserError as e:
             bad.append(str(e))
-    missing = (
-        wanted
-        - {r["instance_id"] for r in good}
-        - {r.get("instance_id") for r in rows if isinstance(r, dict)}
-    )
+            continue
+        iid = row["instance_id"]
+        if iid in first:
+            bad.append(
+                str(
+                    UserError(
+                        f"instance_id {iid} again (first at {first[iid]}): skipped",
+                        file=path,
+                        task=iid,
+                        item=where,
+                        field="instance_id",
+                    )
+                )
+            )
+            continue
+        first[iid] = where
+        good.append(row)
+    missing = wanted - {r.get("instance_id") for _, r in rows if isinstance(r, dict)}
     bad += [f"{path}: no row for instance {iid}" for iid in sorted(missing)]
     return (good[:limit] if limit else good), bad
 
@@ -131,12 +171,19 @@ def task_file(tasks: list, dataset: dict, old: dict | None, name: str) -> dict:
 
 
 def write_checked(out: Path, data: dict) -> None:
-    """Write `data` to `out` once it loads as a benchmark (a temporary copy is loaded first)."""
+    """Write `data` to `out` once it loads as a benchmark (a temporary copy is loaded first;
+    an error names `out`, the file it would have been, not the copy)."""
     text = json.dumps(data, indent=1) + "\n"
     with tempfile.TemporaryDirectory() as tmp:
         trial = Path(tmp) / out.name
         trial.write_text(text, encoding="utf-8")
-        load_benchmark(trial)
+        try:
+            load_benchmark(trial)
+        except UserError as e:
+            raise UserError(
+                f"the task file would not load, so it is not written: "
+                f"{str(e).replace(str(trial), str(out))}"
+            ) from None
     jsonio.write_text(out, text)
 
 

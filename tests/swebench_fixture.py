@@ -24,7 +24,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fixture_repos import commit, git, write
+
+# The real rows of SWE-bench Verified (shared/data/README.md beside the project): the folder
+# SHARED_DATA_DIR names, else shared/data beside the project's checkout (as CI lays it out).
+SHARED_DATA = Path(
+    os.environ.get("SHARED_DATA_DIR")
+    or Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+)
+VERIFIED = SHARED_DATA / "swebench-verified.parquet"
+needs_verified = pytest.mark.skipif(
+    not VERIFIED.is_file(),
+    reason=f"no {VERIFIED}: the rows of SWE-bench Verified are in shared/data beside the "
+    f"project (or set SHARED_DATA_DIR to their folder)",
+)
 
 IID = "acme__pycalc-1"
 CALC = "def add(a, b):\n    return {}\n\n\ndef mul(a, b):\n    return a * b\n"

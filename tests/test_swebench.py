@@ -22,12 +22,13 @@ from test_sandbox import needs_srt
 from nginx_eval.agent.stage import rendered_prompts
 from nginx_eval.checks import doctor
 from nginx_eval.core.errors import UserError
+from nginx_eval.core.layout import Layout
 from nginx_eval.core.outcomes import EVAL_ERROR, NOT_SCORED
 from nginx_eval.report import stats
 from nginx_eval.report.evaluation import judged
 from nginx_eval.run.benchmark import load_benchmark
-from nginx_eval.run.modes import load_modes
-from nginx_eval.run.swebench import adapt_mode
+from nginx_eval.run.modes import load_modes, read_predictions
+from nginx_eval.run.swebench import SweTask, adapt_mode
 from nginx_eval.swebench import harness
 from nginx_eval.swebench import stage as swe_stage
 
@@ -124,7 +125,7 @@ def test_a_dataset_row_missing_a_field_is_one_line_and_nothing_is_written(tmp_pa
     assert done.returncode == 1 and not out.exists()
     first, last = done.stderr.splitlines()
     assert first == (
-        f"import_swebench: {tmp_path / 'rows.jsonl'}, task acme__pycalc-2, row 2, "
+        f"import_swebench: {tmp_path / 'rows.jsonl'}, task acme__pycalc-2, line 2, "
         f"field FAIL_TO_PASS: is missing"
     )
     assert last.startswith("import_swebench: 1 bad row(s);")
@@ -158,6 +159,10 @@ def test_the_shipped_modes_tell_a_swebench_agent_nothing_of_nginx(tmp_path, comm
         prompts = rendered_prompts(templates, mode, task)
         assert all("nginx" not in p.lower() for p in prompts), (name, prompts)
         assert all("nginx" not in text.lower() for _, text in mode.command_files), name
+        assert "nginx" not in mode.description.lower(), (name, mode.description)
+    gold = adapt_mode(modes["gold"], templates, None)
+    assert gold.description == "the dataset's gold patch (the row's `patch`; upper bound)"
+    assert modes["gold"].description == "the fix commit's own diff (upper bound)"  # nginx's
     raw = rendered_prompts(templates, adapt_mode(modes["raw"], templates, None), task)[0]
     assert sf.STATEMENT in raw and "acme/pycalc" in raw and task.patch not in raw
     assert task.test_patch not in raw and "test_add" not in raw
@@ -212,6 +217,79 @@ def test_the_grading_command_names_dataset_predictions_run_id_and_workers(tmp_pa
     assert harness.report_name("nginx-eval/raw/m", "rid") == "nginx-eval__raw__m.rid.json"
     assert harness.digest_of_run_id("nginx-eval.r.raw.0123456789ab") == "0123456789ab"
     assert harness.digest_of_run_id("my-run") is None
+
+
+def test_a_file_with_a_report_s_name_that_is_no_report_is_set_aside_first(tmp_path):
+    """It was chosen by name before it was read: beside a real report it made two "current"
+    reports, and neither was used."""
+    real = tmp_path / "m.nginx-eval.r.raw.aaaaaaaaaaaa.json"
+    real.write_text(json.dumps({name: [] for name in harness.REPORT_ID_FIELDS}))
+    (tmp_path / "m.notes.json").write_text('{"note": "graded elsewhere"}')
+    (tmp_path / "m.copy.json").write_text("{not json")
+    found, reports, unusable = harness.usable_reports(harness.reports_of(tmp_path, "m"))
+    assert [(p.name, why.split(" (")[0]) for p, why in unusable] == [
+        ("m.copy.json", "not a readable JSON file"),
+        (
+            "m.notes.json",
+            "no list of ids 'submitted_ids': not a report of swebench.harness.run_evaluation",
+        ),
+    ]
+    chosen, stale, several = harness.choose_report(found, "aaaaaaaaaaaa", time.time() - 60)
+    assert (chosen, stale, several) == (real, [], []) and reports[real]["resolved_ids"] == []
+
+
+def test_a_predictions_row_without_model_patch_is_an_error(tmp_path):
+    """It was scored as an empty patch, silently; "" and null still are empty patches."""
+    path = tmp_path / "preds.jsonl"
+    path.write_text(
+        '{"instance_id": "a", "model_patch": ""}\n{"instance_id": "b", "model_patch": null}\n'
+        '\n{"instance_id": "c", "model_name_or_path": "m"}\n'
+    )
+    with pytest.raises(UserError) as e:
+        read_predictions(path)
+    assert str(e.value) == (
+        f'{path}, task c, line 4, field model_patch: is missing (an empty patch is "" or null)'
+    )
+    path.write_text('[{"instance_id": "a", "model_patch": null}, {"instance_id": "c"}]')
+    with pytest.raises(UserError, match=r", task c, row 2, field model_patch: is missing"):
+        read_predictions(path)
+    path.write_text(
+        '{"instance_id": "a", "model_patch": ""}\n{"instance_id": "b", "model_patch": null}\n'
+    )
+    assert read_predictions(path) == {"a": ("", ""), "b": ("", "")}
+
+
+def swe_task(iid, repo):
+    return SweTask(iid, repo, "0" * 40, "It fails.", "1.0", ("t",), (), "", "")
+
+
+def test_the_doctor_says_whether_each_swebench_repository_can_be_cloned(
+    tmp_path, monkeypatch, commits
+):
+    """It said "all good" for a benchmark whose repository could not be cloned."""
+    monkeypatch.setenv("NGINX_EVAL_REPO_URL", str(tmp_path / "{owner}+{name}"))
+    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
+    (layout.bare_repo("acme/cached") / "HEAD").parent.mkdir(parents=True)
+    (layout.bare_repo("acme/cached") / "HEAD").write_text("ref: refs/heads/main\n")
+    tasks = [
+        swe_task("acme__pycalc-1", "acme/pycalc"),  # the fixture's repository (`commits`)
+        swe_task("acme__cached-1", "acme/cached"),
+        swe_task("acme__gone-1", "acme/gone"),
+        swe_task("acme__gone-2", "acme/gone"),
+    ]
+    findings = doctor.repository_findings(layout, tasks)
+    text, ok = doctor.render(findings, len(tasks), BENCH)
+    assert not ok
+    assert text.splitlines() == [
+        "doctor: checking 4 task(s)",
+        f"OK      repositories of the SWE-bench tasks: acme/cached (cloned), acme/pycalc "
+        f"(reachable at {tmp_path / 'acme+pycalc'})",
+        f"CANNOT CLONE acme/gone (needed by acme__gone-1, acme__gone-2): "
+        f"{tmp_path / 'acme+gone'}: fatal: '{tmp_path / 'acme+gone'}' does not appear to be a "
+        f"git repository (set NGINX_EVAL_REPO_URL to a mirror that has it; "
+        f"docs/benchmark.md#swe-bench-verified)",
+        "doctor: 1 problem(s)",
+    ]
 
 
 def test_the_report_s_verdicts_become_outcomes():
@@ -375,13 +453,16 @@ def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(swe):
     # The line of each mode's grading command, with the exact arguments.
     pred = swe.results / "default" / "raw" / "predictions.jsonl"
     rid = f"nginx-eval.default.raw.{harness.predictions_digest(pred)}"
+    # --max_workers: the harness's own default, said to be one, not this machine's cores.
     assert (
         f"{BENCH}:raw: 1 prediction(s) in {pred}; grade them where Docker is: python -m "
         f"swebench.harness.run_evaluation --dataset_name SWE-bench/SWE-bench_Verified "
-        f"--split test --predictions_path {pred} --max_workers "
-        f"{harness.default_workers()} --run_id {rid} --report_dir "
-        f"{swe.results / 'default' / 'evaluation'}"
+        f"--split test --predictions_path {pred} --max_workers 4 --run_id {rid} --report_dir "
+        f"{swe.results / 'default' / 'evaluation'} (--max_workers 4 is the harness's default; "
+        f"give at most three quarters of the grading machine's cores)"
     ) in proc.stdout.splitlines()
+    # AGENT= ran the stand-in, not the mode's model: the predictions do not claim it.
+    assert {r["model_name_or_path"] for r in read_jsonl(pred)} == {"nginx-eval/raw"}
 
 
 @pytest.mark.slow
@@ -413,7 +494,22 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     assert table_row(grading, "`raw`")[:2] == [f"`{report.name}`", "1 resolved"]
     assert table_row(grading, "`impl`")[0] == "not graded yet"
     assert "--run_id nginx-eval.swe.impl." in grading
+    assert (
+        "In these commands, --max_workers 4 is the harness's default; give at most three "
+        "quarters of the grading machine's cores." in grading
+    )
     assert table_row(section(md, "Per task"), sf.IID) == [f"[PASS](raw/{sf.IID}/model.patch)"]
+    # SWE-bench's words: one mode graded and one awaiting grading is not "one mode"; a cell
+    # links to the patch the harness graded, not to a grade, build log or TAP.
+    assert section(md, "Paired comparisons").strip() == (
+        "Only `raw` is graded by the official harness yet: nothing to compare until another "
+        "is. Awaiting grading: `impl` (the commands are in SWE-bench grading below)."
+    )
+    legend = section(md, "Per task").strip().splitlines()[0]
+    assert "Each cell links to that task's patch (`model.patch`, what the official harness " in (
+        legend
+    )
+    assert not any(w in legend for w in ("build log", "TAP", "grade;"))
     # Nothing changed: nothing runs. A new report: the report again, and nothing else.
     _, executed = swe.doit("run", "report", "run=swe")
     assert executed == []
@@ -440,7 +536,7 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     assert [c["time_ratio"]["tasks"] for c in pair["cells"]] == [2, 1]
     assert pair["pooled"]["tasks"] == 3 and pair["pooled"]["p_value"] == 1.0
     text = section((swe.results / "ngx" / "report.md").read_text(), "Across benchmarks")
-    assert "`tiny` (nginx, 2 tasks) and `swebench-verified` (swebench, 1 tasks)" in text
+    assert "`tiny` (nginx, 2 tasks) and `swebench-verified` (swebench, 1 task)" in text
     assert table_row(text, "`raw`")[0] == "100.0% [34.2, 100.0]"
 
 
@@ -480,6 +576,24 @@ def test_bad_evaluation_input_is_one_line_each_and_nothing_else_is_lost(swe):
     )
     assert warnings() == [ghost]
     assert report_json(swe, "b")["modes"]["gold"]["resolved_ids"] == [sf.IID]
+    # A stray file with a report's name beside it: set aside before a report is chosen (it made
+    # the real one "one of 2 reports", and unused).
+    stray = gold.with_name("nginx-eval__gold.notes.json")
+    stray.write_text('{"note": "graded on the big machine"}\n')
+    assert warnings() == [
+        f"mode gold: {stray.name} is not used: no list of ids 'submitted_ids': not a report "
+        f"of swebench.harness.run_evaluation",
+        ghost,
+    ]
+    assert report_json(swe, "b")["modes"]["gold"]["resolved_ids"] == [sf.IID]
+    stray.unlink()
+    # gold is the row's gold patch here, not a fix commit's diff.
+    md = (swe.results / "b" / "report.md").read_text()
+    assert table_row(section(md, "Modes"), "`gold`") == [
+        "gold",
+        "—",
+        "the dataset's gold patch (the row's `patch`; upper bound)",
+    ]
     # A second report of the same predictions: one line, the mode not graded; none is kept.
     second = gold.with_name(gold.name.split(".nginx-eval.")[0] + ".my-own-run.json")
     shutil.copy(gold, second)

@@ -10,10 +10,14 @@ the harness's OpenSSL configuration and the certificates the file makes. With th
 builds and tests use is looked for in the root filesystem (SystemProbe.inside), the harness's own
 tools on the host. What each check asks and how the report reads: docs/running.md#the-doctor.
 
+For a SWE-bench benchmark, none of nginx's needs: each task repository's bare clone, or else
+whether its URL answers ``git ls-remote`` (a ``CANNOT CLONE`` line when not), and whether the
+official harness can grade here.
+
 Test files are read from the extracted tree (``tests:<commit>``) or the bare clone of the test
 repository; with neither, the doctor checks everything else and its verdict is "not checked"
 (never "all good"), naming what to run first. Any MISSING, TASK ERROR, CANNOT RUN or TOOLCHAIN
-line fails the doit action, so doit exits non-zero.
+line (and CANNOT CLONE) fails the doit action, so doit exits non-zero.
 
 What a test file needs and which package provides it (the tables, the reading of ``use``,
 ``require``, ``has`` and ``has_daemon``) is testsuite.py, shared with scripts/mine_tasks.py; this
@@ -28,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 from doit.exceptions import TaskFailed
 
@@ -41,8 +46,8 @@ from ..agent.claude_code import (
 from ..agent.preflight import program_found
 from ..agent.selftest import endpoint_problem
 from ..core import rootfs
-from ..core.gitcmd import file_at
-from ..core.layout import SOURCE_ROOT
+from ..core.gitcmd import file_at, remote_problem
+from ..core.layout import SOURCE_ROOT, repo_url
 from ..prove import network as private_network
 from ..prove.env import OPENSSL_CONF_FILE
 from ..prove.testsuite import (
@@ -60,7 +65,7 @@ from ..prove.testsuite import (
 from ..run.commandline import command_program
 from ..run.swebench import SWEBENCH
 from ..swebench.stage import grading_problem
-from .doctor_report import NOT_CHECKED, SWEBENCH_GRADING, Finding, render
+from .doctor_report import NOT_CHECKED, REPOSITORY, SWEBENCH_GRADING, Finding, render
 
 PACKAGES_FILE = SOURCE_ROOT / "scripts" / "debian-packages.txt"
 TOOLCHAIN_PACKAGES_FILE = SOURCE_ROOT / "scripts" / "toolchain-packages.txt"
@@ -822,13 +827,55 @@ def swebench_finding(problem):
     )
 
 
+def repository_findings(layout, tasks, problem=remote_problem) -> list[Finding]:
+    """Whether the repository of each SWE-bench task can be had: its bare clone in the cache
+    (the repositories stage made it), else whether `git ls-remote` lists its URL (layout.repo_url:
+    NGINX_EVAL_REPO_URL, else GitHub); an error naming the repository, its URL and git's message
+    when neither. problem: gitcmd.remote_problem (tests inject another)."""
+    by_repo: dict = {}
+    for t in tasks:
+        by_repo.setdefault(t.repo, []).append(t.instance_id)
+    pending = {r: repo_url(r) for r in by_repo if not (layout.bare_repo(r) / "HEAD").exists()}
+    with ThreadPoolExecutor(max_workers=min(8, len(pending) or 1)) as pool:
+        problems = dict(zip(pending, pool.map(problem, pending.values()), strict=True))
+    findings = []
+    for repo, ids in sorted(by_repo.items()):
+        if repo not in pending:
+            findings.append(Finding("ok", REPOSITORY, f"{repo} (cloned)", tuple(ids)))
+        elif problems[repo] is None:
+            findings.append(
+                Finding("ok", REPOSITORY, f"{repo} (reachable at {pending[repo]})", tuple(ids))
+            )
+        else:
+            findings.append(
+                Finding(
+                    "error",
+                    REPOSITORY,
+                    repo,
+                    tuple(ids),
+                    note=f"{pending[repo]}: {problems[repo]} (set NGINX_EVAL_REPO_URL to a "
+                    "mirror that has it; docs/benchmark.md#swe-bench-verified)",
+                )
+            )
+    return findings
+
+
 def check(
-    layout, tasks, probe=None, out=None, bench=None, modes=(), kind=None, grading=grading_problem
+    layout,
+    tasks,
+    probe=None,
+    out=None,
+    bench=None,
+    modes=(),
+    kind=None,
+    grading=grading_problem,
+    remote=remote_problem,
 ):
     """Diagnose, print the report; True when nothing required is missing. modes: the selected
     modes; their agent modes are checked too (agent_findings). kind: the benchmark's; a
     SWE-bench benchmark's tasks need nothing of nginx's (libraries, Perl modules, test files),
-    and the doctor says whether its grading runs here (`grading`: grading_problem)."""
+    and the doctor says whether its repositories can be cloned (repository_findings; `remote`:
+    gitcmd.remote_problem) and whether its grading runs here (`grading`: grading_problem)."""
     toolchain = rootfs.current()
     findings = toolchain_findings(toolchain)
     findings += diagnose(
@@ -839,6 +886,7 @@ def check(
         listed_packages(TOOLCHAIN_PACKAGES_FILE) if toolchain.pinned else None,
     )
     if kind == SWEBENCH:
+        findings += repository_findings(layout, [t for t in tasks if t.kind == SWEBENCH], remote)
         findings.append(swebench_finding(grading()))
     agents = [m for m in modes if m.runs_agent]
     findings += agent_findings(layout, agents)

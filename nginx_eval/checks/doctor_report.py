@@ -11,6 +11,7 @@ from ..core.tasknames import repo_task
 
 NOT_CHECKED = "not checked"  # kind of a warning about something the doctor could not check
 SWEBENCH_GRADING = "SWE-bench grading"  # kind: whether the official harness runs here
+REPOSITORY = "repository"  # kind: a SWE-bench task's repository, cloned or reachable
 TOOLCHAIN_LIST = "scripts/toolchain-packages.txt"
 
 
@@ -23,7 +24,9 @@ class Finding:
     # "openssl" (the configuration for tests), "certificate" (one a test
     # file makes), NOT_CHECKED (what: the repository that is not cloned),
     # SWEBENCH_GRADING (Docker and the swebench package, for a SWE-bench
-    # benchmark), "toolchain" (the pinned root filesystem, core/rootfs.py)
+    # benchmark), REPOSITORY (what: a SWE-bench task's owner/name; note:
+    # how it is had, or why it cannot be cloned), "toolchain" (the pinned
+    # root filesystem, core/rootfs.py)
     what: str
     who: tuple = ()  # task ids / "task (file)"
     package: str = ""
@@ -98,6 +101,7 @@ def _ok_lines(findings):
         "daemon",
         "configure",
         "certificate",
+        REPOSITORY,
         SWEBENCH_GRADING,
     ):
         if kind in ok_by_kind:
@@ -111,6 +115,7 @@ def _ok_lines(findings):
                 "agent": "agent modes",
                 "openssl": "OpenSSL for tests",
                 SWEBENCH_GRADING: SWEBENCH_GRADING,
+                REPOSITORY: "repositories of the SWE-bench tasks",
                 "certificate": "certificates the test files make, accepted by OpenSSL",
             }.get(kind, kind + "s")
             lines.append(f"OK      {label}: {', '.join(names)}")
@@ -131,6 +136,8 @@ def _problem_line(f):
     if f.kind == "toolchain" and f.level in ("error", "warn"):
         return f"TOOLCHAIN {f.note}" if f.level == "error" else f"WARN    {f.note}"
     if f.level == "error":
+        if f.kind == REPOSITORY:
+            return f"CANNOT CLONE {f.what}{needed}: {f.note}"
         if f.kind == "certificate":
             return f"CANNOT RUN {_who(f.who)}: {f.note}"
         if f.kind == "agent":

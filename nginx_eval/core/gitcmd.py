@@ -331,6 +331,27 @@ def clone_bare(url: str, dest: str | Path) -> None:
         raise GitError(e.command[1:], e.status, _stderr_of(e)) from None
 
 
+def remote_problem(url: str, timeout: float = 60) -> str | None:
+    """Why `git ls-remote` cannot list the branches of `url` (git's first "fatal:" line), or
+    None: whether a clone of `url` would start."""
+    with tempfile.TemporaryDirectory() as where:  # no repository around it to be found
+        try:
+            status, _, err = _command_layer(where).execute(
+                ["git", "ls-remote", "--heads", url],
+                env=git_environment(where),
+                with_extended_output=True,
+                with_exceptions=False,
+                kill_after_timeout=timeout,
+            )
+        except OSError as e:
+            return str(e)
+    if status == 0:
+        return None
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    fatal = [line for line in lines if line.startswith("fatal:")]
+    return (fatal or lines or [f"git ls-remote exited with {status}"])[0]
+
+
 def fetch(git_dir: str | Path, source: str | Path, refspecs: Iterable[str]) -> None:
     """Fetch `refspecs` (commit ids too, where `source` allows it) from `source`."""
     _git([f"--git-dir={git_dir}", "fetch", "--quiet", source, *refspecs])

@@ -12,12 +12,12 @@ from ..core import jsonio
 from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES, TABLE, UNFINISHED_AGENT
 from ..run.benchmark import version_key
 from ..run.swebench import SWEBENCH
-from ..swebench.harness import command_line
+from ..swebench.harness import WORKERS_NOTE, command_line
 from ..swebench.stage import command_for
 from . import stats
 from .arms import breakdowns, compare_arms, make_arms, power_summary
 from .charts import distribution_panels
-from .evaluation import evaluate
+from .evaluation import SCORED_OUTCOMES, evaluate
 from .modes import families, mode_summary, strict_view
 from .records import gold_files, modes_on_disk, read_rows, toolchain
 
@@ -118,15 +118,26 @@ def _agent_versions(mode_data):
     return "; ".join(f"{v} ({', '.join(ms)})" for v, ms in sorted(modes_of.items()))
 
 
-def _display_facts(mode_data):
+def _display_facts(mode_data, kind=None):
     """What report.md shows only when the run has it (so that a run without agents renders as
     before): the outcomes it does not score, cache token columns, the agent CLI versions,
-    trajectory links; and each mode's "not_scored_text" for the summary table."""
+    trajectory links; and each mode's "not_scored_text" for the summary table. kind: the
+    benchmark's; a SWE-bench run's columns are the outcomes its rows can have (evaluation.py's
+    SCORED_OUTCOMES: no build, prove or partial credit here), and any other one a row has."""
     for d in mode_data:
         d["not_scored_text"] = not_scored_text(d)
     present = [o for o in NOT_SCORED if any(d["not_scored"][o] for d in mode_data)]
     return {
-        "outcomes": [o for o in OUTCOMES if o not in NOT_SCORED],
+        "outcomes": [
+            o
+            for o in OUTCOMES
+            if o not in NOT_SCORED
+            and (
+                kind != SWEBENCH
+                or o in SCORED_OUTCOMES
+                or any(d["counts"].get(o) for d in mode_data)
+            )
+        ],
         "not_scored_outcomes": present,
         "not_scored_note": not_scored_note(present),
         "not_scored_words": NOT_SCORED_WORDS,
@@ -200,7 +211,7 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
         "toolchain": toolchain(layout, names),
         "baseline": baseline,
         "baseline_arm": baseline_arm["name"] if baseline_arm else None,
-        **_display_facts(mode_data),
+        **_display_facts(mode_data, bench.kind),
         "cell": CELL,
         "modes": mode_data,
         "task_ids": task_ids,
@@ -291,6 +302,7 @@ def swebench_facts(layout, evaluation):
     return {
         "evaluation_dir": os.path.relpath(layout.evaluation_dir, layout.run_dir),
         "modes": evaluation.modes,
+        "workers_note": WORKERS_NOTE,
     }
 
 

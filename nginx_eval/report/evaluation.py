@@ -15,18 +15,23 @@ are unresolved), and a task that is not resolved after an agent timeout or failu
 ``timeout`` or ``agent_error``, as for nginx.
 
 Bad input is one warning line each, and nothing else of the report is lost: a mode with
-predictions and no report is not graded (its command is in the report); a report of other or
-older predictions, two reports of the current ones (neither), and a file that is no report (no
-id lists) are not used; report ids that are not tasks of the task file are not scored; a prediction
-the report has no verdict for counts as missing (scores 0, as a task without a result does).
+predictions and no report is not graded (its command is in the report); a file with a report's
+name that is no report (no id lists) is not used, and is set aside before a report is chosen,
+so it never keeps a real one from being used; a report of other or older predictions, and two
+reports of the current ones (neither), are not used; report ids that are not tasks of the task
+file are not scored; a prediction the report has no verdict for counts as missing (scores 0, as
+a task without a result does).
 """
 
 from dataclasses import dataclass, field
 
-from ..core import jsonio
 from ..core.layout import Layout
 from ..core.outcomes import EVAL_ERROR, NOT_SCORED, outcome
 from ..swebench import harness
+
+# The outcomes a scored SWE-bench row can have (the report's columns for such a run): the
+# harness's verdict, or the agent's timeout or failure when it did not resolve the task.
+SCORED_OUTCOMES = ("resolved", "unresolved", "timeout", "agent_error")
 
 
 @dataclass
@@ -57,14 +62,10 @@ def judged(row: dict, verdict: str) -> dict:
     return dict(graded, outcome=outcome(graded))
 
 
-def _model_of(layout, mode):
-    """The model_name_or_path of a mode's predictions (what its reports are named after)."""
-    path = layout.predictions_jsonl(mode)
-    try:
-        first = next(iter(jsonio.read_jsonl(path)), None)
-    except (OSError, ValueError):
-        return None
-    return first.get("model_name_or_path") if isinstance(first, dict) else None
+_NOT_GRADED = (
+    "mode {mode}: not graded by the official harness yet; left out of the tables (its command "
+    "is in the SWE-bench section)"
+)
 
 
 def _shown(ids, most=5):
@@ -74,7 +75,7 @@ def _shown(ids, most=5):
 def _grade_mode(layout, bench, mode, by_id, known, command):
     """(rows with verdicts | None when not graded, MODE, warnings) of one mode."""
     path = layout.predictions_jsonl(mode)
-    model = _model_of(layout, mode)
+    model = harness.predictions_model(path)
     info = {
         "mode": mode,
         "model_name_or_path": model,
@@ -88,11 +89,14 @@ def _grade_mode(layout, bench, mode, by_id, known, command):
     }
     if model is None:
         return None, info, []
-    found = harness.reports_of(layout.evaluation_dir, model)
+    found, reports, unusable = harness.usable_reports(
+        harness.reports_of(layout.evaluation_dir, model)
+    )
     chosen, stale, several = harness.choose_report(
         found, harness.predictions_digest(path), path.stat().st_mtime
     )
-    said = [
+    said = [f"mode {mode}: {p.name} is not used: {why}" for p, why in unusable]
+    said += [
         f"mode {mode}: {p.name} is not used: {why}; grade the current predictions "
         f"again (the command is in the SWE-bench section)"
         for p, why in stale
@@ -104,11 +108,10 @@ def _grade_mode(layout, bench, mode, by_id, known, command):
             f"from {layout.evaluation_dir}"
         )
     if chosen is None:
+        if not (stale or several):  # nothing above says why the mode has no verdicts
+            said.append(_NOT_GRADED.format(mode=mode))
         return None, info, said
-    try:
-        report = harness.read_report(chosen)
-    except ValueError as e:
-        return None, info, said + [f"mode {mode}: {chosen.name} is not used: {e}"]
+    report = reports[chosen]
     verdicts = harness.verdicts(report)
     info.update(
         report=chosen.name,
@@ -159,9 +162,6 @@ def evaluate(layout: Layout, bench, rows: dict, commands: dict) -> Evaluation:
         out.warnings += said
         if graded is not None:
             out.rows[mode] = graded
-        elif not said:  # a stale or doubled report already said why
-            out.warnings.append(
-                f"mode {mode}: not graded by the official harness yet; left out "
-                f"of the tables (its command is in the SWE-bench section)"
-            )
+        elif not said:
+            out.warnings.append(_NOT_GRADED.format(mode=mode))
     return out

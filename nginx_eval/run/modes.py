@@ -436,7 +436,9 @@ def load_modes(path: str | Path, templates_dir: str | Path | None = None) -> dic
 
 def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
     """{instance_id: (model_patch, model_name_or_path)} of a SWE-bench predictions file (JSON
-    lines, or one JSON list); UserError naming the file and the line (or list row) at fault."""
+    lines, or one JSON list); UserError naming the file and the line (or list row) at fault. A
+    row needs instance_id and model_patch (a diff; "" or null is an empty patch: the task is
+    scored, unresolved); a row without model_patch is an error, not an empty patch."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -462,6 +464,16 @@ def read_predictions(path: str | Path) -> dict[str, tuple[str, str]]:
     for where, row in rows:
         if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
             raise UserError("must be an object with a string instance_id", file=path, item=where)
+        if "model_patch" not in row:
+            # The harness would score it as an empty patch; a row that lost its patch is far
+            # likelier a broken export than a deliberate "no change" (which is "" or null).
+            raise UserError(
+                'is missing (an empty patch is "" or null)',
+                file=path,
+                task=row["instance_id"],
+                item=where,
+                field="model_patch",
+            )
         if not isinstance(row.get("model_patch") or "", str):
             raise UserError(
                 "must be a string (a diff) or null", file=path, item=where, field="model_patch"

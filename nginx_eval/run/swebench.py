@@ -54,6 +54,8 @@ REQUIRED = (
 OPTIONAL = ("created_at",)
 LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 DEFAULT_DATASET = {"name": "SWE-bench/SWE-bench_Verified", "split": "test"}
+# What the built-in gold mode (run/modes.py) applies on a SWE-bench task.
+GOLD_DESCRIPTION = "the dataset's gold patch (the row's `patch`; upper bound)"
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
 REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 INSTANCE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -105,7 +107,9 @@ class SweTask:
 
 
 def _list_field(raw: dict, name: str, where: dict) -> list[str]:
-    """A FAIL_TO_PASS or PASS_TO_PASS value as a list (the dataset stores JSON strings)."""
+    """A FAIL_TO_PASS or PASS_TO_PASS value as a list. The Hugging Face export stores JSON
+    strings; other exports real lists: a parquet list column read by pyarrow is a list, by
+    pandas a numpy array (read through its ``tolist``)."""
     value = raw[name]
     if isinstance(value, str):
         try:
@@ -114,9 +118,13 @@ def _list_field(raw: dict, name: str, where: dict) -> list[str]:
             raise UserError(
                 "must be a list of test names (or its JSON text)", **where, field=name
             ) from None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise UserError("must be a list of test names", **where, field=name)
-    return value
+    elif not isinstance(value, (list, tuple, dict)) and callable(getattr(value, "tolist", None)):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise UserError(
+            f"must be a list of test names, got {type(value).__name__}", **where, field=name
+        )
+    return list(value)
 
 
 def check_row(raw: dict, where: dict) -> dict:
@@ -194,7 +202,11 @@ def dataset_of(data: dict, path: Path) -> dict:
 def adapt_mode(mode: "Mode", templates_dir: Path, modes_file: Path | None) -> "Mode":
     """`mode` (run/modes.Mode) as it runs on a SWE-bench task: no nginx-tests tree (``tests``
     does not apply), and its slash commands read from templates/swebench/commands/; UserError
-    naming the mode when a prompt or command it needs has no SWE-bench version there."""
+    naming the mode when a prompt or command it needs has no SWE-bench version there. The
+    built-in ``gold`` says what its patch is here: the row's gold patch, not a fix commit's
+    diff."""
+    if mode.kind == "gold":
+        return replace(mode, description=GOLD_DESCRIPTION)
     if not mode.runs_agent:
         return mode
     folder = Path(templates_dir) / TEMPLATES

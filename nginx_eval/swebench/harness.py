@@ -6,8 +6,9 @@ make_run_report``), which runs only where Docker does: the project never imports
 
 Predictions (``results/<run>/<mode>/predictions.jsonl``, written by swebench/stage.py): JSON
 lines, each an object with exactly PREDICTION_FIELDS: ``instance_id`` (a task of the dataset),
-``model_name_or_path`` (names the report file and log folders, "/" read as "__") and
-``model_patch`` (a diff the harness applies with `git apply`; "" is an empty patch, never run).
+``model_name_or_path`` (names the report file and log folders, "/" read as "__"; stage.py's
+predictions_name) and ``model_patch`` (a diff the harness applies with `git apply`; "" is an
+empty patch, never run).
 
 The command (grading_command) runs ``swebench.harness.run_evaluation`` on the task file's dataset
 and split with ``--run_id nginx-eval.<run>.<mode>.<digest>``, ``<digest>`` the first 12 hex
@@ -35,6 +36,13 @@ PREDICTION_FIELDS = ("instance_id", "model_name_or_path", "model_patch")
 MODULE = "swebench.harness.run_evaluation"
 RUN_ID_PREFIX = "nginx-eval"
 DIGEST_CHARS = 12
+# --max_workers of a command printed to run on another machine: run_evaluation's own default
+# (its help: "should be <= 75% of CPU cores" of the machine that grades, which is not this one).
+PRINTED_WORKERS = 4
+WORKERS_NOTE = (
+    f"--max_workers {PRINTED_WORKERS} is the harness's default; give at most three quarters "
+    "of the grading machine's cores"
+)
 OUR_RUN_ID = re.compile(rf"^{RUN_ID_PREFIX}\..+\.([0-9a-f]{{{DIGEST_CHARS}}})$")
 # The id lists a report must have (make_run_report writes them all, every version).
 REPORT_ID_FIELDS = (
@@ -79,8 +87,9 @@ def run_id(run: str, mode: str, digest: str) -> str:
     return f"{RUN_ID_PREFIX}.{run}.{mode}.{digest}"
 
 
-def default_workers() -> int:
-    """--max_workers: the harness's own advice, at most three quarters of the cores."""
+def local_workers() -> int:
+    """--max_workers when the harness runs on this machine (<bench>:grade): the harness's own
+    advice, at most three quarters of the cores."""
     return max(1, (os.cpu_count() or 1) * 3 // 4)
 
 
@@ -179,9 +188,38 @@ def report_ids(report: dict) -> set[str]:
     return {i for name in REPORT_ID_FIELDS + ("completed_ids",) for i in report.get(name) or []}
 
 
+def predictions_model(path) -> str | None:
+    """The model_name_or_path of a predictions file (its first row's: what the harness names
+    its report after), or None when it has no readable first row."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            line = next((line for line in f if line.strip()), "")
+        first = json.loads(line) if line else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    model = first.get("model_name_or_path") if isinstance(first, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def usable_reports(found: list[tuple[Path, str]]):
+    """(the reports of `found` (reports_of) that read as run reports, {path: report}, [(file,
+    why it is no report)]): a file that only has a report's name is never chosen, so it cannot
+    keep a real report from being used."""
+    usable, reports, unusable = [], {}, []
+    for path, rid in found:
+        try:
+            reports[path] = read_report(path)
+        except ValueError as e:
+            unusable.append((path, str(e)))
+            continue
+        usable.append((path, rid))
+    return usable, reports, unusable
+
+
 def choose_report(found: list[tuple[Path, str]], digest: str, predictions_mtime: float):
     """(the report that grades the current predictions or None, [(report, why it is stale)],
-    [reports that grade them, when more than one]) of a mode's reports `found` (reports_of).
+    [reports that grade them, when more than one]) of a mode's reports `found` (reports_of,
+    after usable_reports).
     A report of other predictions (its run id's digest; for a run id of another's choosing, a
     file time before the predictions') is stale; of several current ones none is chosen: which
     one holds is the user's call."""

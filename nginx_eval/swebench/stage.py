@@ -61,25 +61,51 @@ def result_row(layout: Layout, mode: Mode, task: SweTask, version: str | None = 
     return dict(row, outcome=unscored, benchmark_version=version)
 
 
+def predictions_name(layout: Layout, mode: Mode, ids) -> str:
+    """The model_name_or_path of a mode's predictions (the official report and its log folders
+    are named after it): ``nginx-eval/<mode>``, then the model the agents of tasks `ids` were
+    given, as their agent.json records it (a phase's ``model``: set only when the command that
+    ran passed the mode's model); several models are joined with "+". No model when no command
+    passed one: with ``AGENT=`` the mode's configured model never ran, and the name does not
+    claim it."""
+    models: set[str] = set()
+    for iid in ids:
+        agent = jsonio.read_json(layout.agent_json(mode.name, iid)) or {}
+        models.update(p["model"] for p in agent.get("phases") or [] if p.get("model"))
+    return f"nginx-eval/{mode.name}" + (f"/{'+'.join(sorted(models))}" if models else "")
+
+
 def predictions_of(layout: Layout, mode: Mode, tasks) -> list[dict]:
-    """predictions.jsonl's rows: every task of the mode with a patch, in the benchmark's order."""
+    """predictions.jsonl's rows: every task of the mode with a patch, in the benchmark's order,
+    named by predictions_name."""
+    ids = [
+        t.instance_id
+        for t in tasks
+        if mode.covers(t.instance_id) and layout.patch_json(mode.name, t.instance_id).exists()
+    ]
+    name = predictions_name(layout, mode, ids)
     rows = []
-    for task in tasks:
-        iid = task.instance_id
+    for iid in ids:
         path = layout.model_patch(mode.name, iid)
-        if mode.covers(iid) and layout.patch_json(mode.name, iid).exists():
-            rows.append(prediction(mode, iid, path.read_bytes() if path.exists() else b""))
+        patch = path.read_bytes() if path.exists() else b""
+        rows.append(dict(prediction(mode, iid, patch), model_name_or_path=name))
     return rows
 
 
-def command_for(layout: Layout, bench: Benchmark, mode: str, python: str = "python") -> list[str]:
-    """The command that grades the predictions of mode `mode` as they are now (harness.py)."""
+def command_for(
+    layout: Layout,
+    bench: Benchmark,
+    mode: str,
+    python: str = "python",
+    workers: int = harness.PRINTED_WORKERS,
+) -> list[str]:
+    """The command that grades the predictions of mode `mode` as they are now (harness.py).
+    workers: --max_workers; printed for another machine, the harness's own default (this
+    machine's cores say nothing of the grading machine's)."""
     path = layout.predictions_jsonl(mode)
     rid = harness.run_id(layout.run, mode, harness.predictions_digest(path))
     assert bench.dataset is not None  # a SWE-bench benchmark names its dataset (benchmark.py)
-    return harness.grading_command(
-        bench.dataset, path, rid, layout.evaluation_dir, harness.default_workers(), python
-    )
+    return harness.grading_command(bench.dataset, path, rid, layout.evaluation_dir, workers, python)
 
 
 def write_summary(layout: Layout, mode: Mode, bench: Benchmark) -> None:
@@ -106,7 +132,8 @@ def write_summary(layout: Layout, mode: Mode, bench: Benchmark) -> None:
     say_to_the_run(
         f"{bench.name}:{mode.name}: {len(preds)} prediction(s) in {path}; grade "
         f"them where Docker is: "
-        f"{harness.command_line(command_for(layout, bench, mode.name))}"
+        f"{harness.command_line(command_for(layout, bench, mode.name))} "
+        f"({harness.WORKERS_NOTE})"
     )
 
 
@@ -177,7 +204,10 @@ def graded(layout: Layout, bench: Benchmark, modes: list) -> bool:
         path = layout.predictions_jsonl(mode.name)
         if not path.exists():
             return False
-        found = harness.reports_of(layout.evaluation_dir, model_name(mode))
+        model = harness.predictions_model(path)
+        if model is None:
+            return False
+        found, _, _ = harness.usable_reports(harness.reports_of(layout.evaluation_dir, model))
         chosen, _, _ = harness.choose_report(
             found, harness.predictions_digest(path), path.stat().st_mtime
         )
@@ -193,7 +223,9 @@ def grade_modes(layout: Layout, bench: Benchmark, modes: list) -> None:
     for mode in modes:
         if graded(layout, bench, [mode]):
             continue
-        words = command_for(layout, bench, mode.name, python=sys.executable)
+        words = command_for(
+            layout, bench, mode.name, python=sys.executable, workers=harness.local_workers()
+        )
         say(f"{bench.name}:{mode.name}: {harness.command_line(words)}")
         done = subprocess.run(words, cwd=layout.evaluation_dir)
         if done.returncode != 0:

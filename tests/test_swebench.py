@@ -133,6 +133,17 @@ def test_a_dataset_row_missing_a_field_is_one_line_and_nothing_is_written(tmp_pa
     assert done.returncode == 1 and [t.instance_id for t in load_benchmark(out).tasks] == [sf.IID]
 
 
+def test_a_task_file_that_would_not_load_is_named_as_the_user_s_file(tmp_path, commits):
+    """The importer loads a temporary copy before it writes: its errors named the copy."""
+    out = tmp_path / "swebench-verified.json"
+    done = import_rows([sf.dataset_row(commits)], out, "--dataset-name", "")
+    assert (done.returncode, out.exists()) == (2, False)
+    assert done.stderr.splitlines() == [
+        f"import_swebench: the task file would not load, so it is not written: {out}, field "
+        f'dataset: must be {{"name": <dataset>, "split": <split>}}'
+    ]
+
+
 def test_a_task_file_row_missing_a_field_is_one_error_line(tmp_path, commits):
     row = {
         k: v

@@ -662,8 +662,12 @@ def test_the_real_cli_on_a_swebench_task_its_prompt_its_cost_its_patch(claude, t
     assert agent["cost_usd"] == pytest.approx(sonnet_cost(claude.usages(RAW)), rel=1e-6)
     (row,) = read_jsonl(project.results / "default" / "raw" / "results.jsonl")
     assert row["cost_usd"] == agent["cost_usd"] and row["tokens"] == agent["tokens"]
+    # The command that ran was given the mode's model: the predictions name it.
+    (pred,) = read_jsonl(project.results / "default" / "raw" / "predictions.jsonl")
+    assert pred["model_name_or_path"] == "nginx-eval/raw/claude-sonnet-4-5"
     report = grade(project, "raw")
     assert json.loads(report.read_text())["resolved_ids"] == [sf.IID]
+    assert report.name.startswith("nginx-eval__raw__claude-sonnet-4-5.nginx-eval.default.raw.")
 
 
 @pytest.mark.slow

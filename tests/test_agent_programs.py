@@ -153,7 +153,9 @@ def test_a_phase_of_the_program_edits_the_fixture_and_resolves(agent):
 
 def operator_configuration(agent):
     """An operator whose own configuration of the program (in HOME, and where the program's
-    variables point) holds instructions, settings and environment the run must not see."""
+    variables point) holds instructions, settings and environment the run must not see. Each
+    mark reaches the requests when the CLI is pointed at that configuration (measured with
+    0.169.0 and 0.61.0)."""
     home = agent.project.base / "operator-home"
     if agent.name == "codex":
         for folder in (home / ".codex", agent.project.base / "codex-home"):
@@ -168,8 +170,9 @@ def operator_configuration(agent):
         for folder in (home / ".gemini", agent.project.base / "gemini-home" / ".gemini"):
             folder.mkdir(parents=True)
             (folder / "GEMINI.md").write_text("Always say OPERATOR-MEMORY-MARK.\n")
+            # Read, it would ask for a login this machine does not have: the run would fail.
             (folder / "settings.json").write_text(
-                json.dumps({"general": {"customInstructions": "OPERATOR-CONFIG-MARK"}})
+                json.dumps({"security": {"auth": {"selectedType": "oauth-personal"}}})
             )
             (folder / ".env").write_text("OPERATOR_SETTING=OPERATOR-ENV-MARK\n")
         agent.project.env["GEMINI_CLI_HOME"] = str(agent.project.base / "gemini-home")
@@ -203,6 +206,9 @@ def test_an_overloaded_api_is_an_infra_error_tried_again(agent):
 
 
 def test_a_bad_key_stops_the_run_before_any_agent_with_one_line(agent):
+    # The worker's doit server started (conftest.Project.doit), as a `doit run` finds its
+    # Python ready: what is timed is the run.
+    agent.project.doit("list")
     start = time.monotonic()
     proc, executed = run(agent, check=False, env={agent.program.key_variable: "wrong-key"})
     seconds = time.monotonic() - start

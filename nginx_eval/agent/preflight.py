@@ -201,6 +201,28 @@ def folded_checks(
     return conditions, keys, paths
 
 
+def credentials_checked(ctx: "StageContext", modes: Iterable["Mode"]) -> None:
+    """First of all, in seconds: every phase names a program the harness knows, and each agent
+    program a phase starts has credentials its API takes (key_problem, asked from this
+    machine); UserError naming the program otherwise."""
+    asked: set[tuple[str, str]] = set()
+    for mode in modes:
+        env = dict(os.environ, **dict(mode.env))
+        for phase in mode.phases:
+            where = f"mode {mode.name} phase {phase.name}"
+            registry.of_phase(phase, ctx.layout.modes_file, where)
+            known = registry.running(phase, phase.command, env)
+            if known is None or (known.name, repr(known.key_probe(env))) in asked:
+                continue
+            asked.add((known.name, repr(known.key_probe(env))))
+            missing = known.credentials_problem(env)
+            if missing:
+                raise UserError(missing)  # the machine's, not modes.toml's
+            refused = key_problem(known, env)
+            if refused:
+                raise UserError(f"{refused}; no agent started")
+
+
 def self_test(
     layout: "Layout",
     box: "Box",
@@ -232,6 +254,7 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
     families: dict[str, Mode] = {}
     for mode, _task in agents_to_run(ctx, tasks, selected):
         families.setdefault(mode.family, mode)
+    credentials_checked(ctx, families.values())
     reached: set[tuple[str, str]] = set()
     probed: set[tuple[str, str, str | None]] = set()
     tested = False
@@ -256,8 +279,6 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
                         probed.add(keys[name])
                 tested = True
         for phase in mode.phases:
-            where = f"mode {mode.name} phase {phase.name}"
-            registry.of_phase(phase, ctx.layout.modes_file, where)
             program = command_program(phase.command, env)
             problem = program and program_problem(ctx.layout, program, env, box, reached, probed)
             if problem:

@@ -53,7 +53,9 @@ from .base import (
 PROVIDER = "nginx-eval"
 AUTH_FILE = "auth.json"
 STATUS = re.compile(r"(?:unexpected status|last status:)\s*(\d{3})")
-OVERLOADED = ("high demand", "overloaded", "temporarily unavailable")
+# How 0.169.0 words a 5xx it retried no more: "We're currently experiencing high demand" (500),
+# "Selected model is at capacity" (503).
+OVERLOADED = ("high demand", "at capacity", "overloaded", "temporarily unavailable")
 
 
 def config_toml(base_url: str, web_tools: bool, retries: int | None = None) -> str:

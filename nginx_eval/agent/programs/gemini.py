@@ -110,6 +110,20 @@ class Gemini(Program):
     credentials_hint = "GEMINI_API_KEY"
     result_streams = ("stdout", "stderr")
 
+    def version(
+        self, path: str | None, environ: Mapping[str, str], cache_dir: str | Path
+    ) -> str | None:
+        """Its package's version (what ``--version`` prints), read from the package.json above
+        the file npm links to: the CLI itself takes seconds to start, and a run's inputs ask for
+        its version before anything else."""
+        if not path or not self.identifies(path):
+            return None
+        for folder in Path(os.path.realpath(path)).parents:
+            data = jsonio.read_json(folder / "package.json")
+            if isinstance(data, dict) and data.get("name") == self.package:
+                return str(data.get("version") or "") or None
+        return super().version(path, environ, cache_dir)
+
     def version_matches(self, version: str | None, pinned: str) -> bool:
         return (version or "").strip() == pinned
 

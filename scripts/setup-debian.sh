@@ -27,7 +27,7 @@ $sudo env NGINX_EVAL_TOOLCHAIN="${NGINX_EVAL_TOOLCHAIN:-}" \
 
 # npm_install_pinned PREFIX PACKAGE@VERSION LOG: the package at exactly that version, in a
 # prefix of its own (not npm's global directory), npm's output in LOG. Node.js and npm come from
-# Debian first when missing: they are needed only to install the two packages below.
+# Debian first when missing: they are needed only to install the packages below.
 npm_install_pinned() {
     if ! command -v npm >/dev/null; then
         echo "setup: installing Node.js and npm"
@@ -64,6 +64,35 @@ else
              "from npm themselves, or are skipped where npm cannot be reached" >&2
     fi
 fi
+
+# The other agent programs a phase may name (modes.toml's `program`, nginx_eval/agent/programs/),
+# each pinned in a prefix of its own as Claude Code is (tests/agent_clis.py reads these lines).
+# npm_install_program NAME VERSION PREFIX PACKAGE EXECUTABLE
+npm_install_program() {
+    program="$3/node_modules/.bin/$5"
+    if "$program" --version 2>/dev/null | grep -q "$2\$"; then
+        echo "setup: $1 $2 present ($program)"
+        return
+    fi
+    echo "setup: installing $1 $2 into $3"
+    log=$(mktemp)
+    npm_install_pinned "$3" "$4@$2" "$log" || true
+    if "$program" --version 2>/dev/null | grep -q "$2\$"; then
+        echo "setup: $1 $("$program" --version) at $program"
+    else
+        tail -n 15 "$log"
+        echo "setup: warning: $1 not installed; the tests that run it install it from npm" \
+             "themselves, or are skipped where npm cannot be reached" >&2
+    fi
+}
+CODEX_VERSION=0.169.0
+NGINX_EVAL_CODEX_PREFIX=${NGINX_EVAL_CODEX_PREFIX:-/opt/nginx-eval/codex}
+npm_install_program "Codex CLI" "$CODEX_VERSION" "$NGINX_EVAL_CODEX_PREFIX" \
+    @openai/codex codex
+GEMINI_CLI_VERSION=0.61.0
+NGINX_EVAL_GEMINI_PREFIX=${NGINX_EVAL_GEMINI_PREFIX:-/opt/nginx-eval/gemini-cli}
+npm_install_program "Gemini CLI" "$GEMINI_CLI_VERSION" \
+    "$NGINX_EVAL_GEMINI_PREFIX" @google/gemini-cli gemini
 
 # Anthropic's sandbox runtime (srt), which every agent phase runs in (nginx_eval/sandbox.py),
 # pinned, in a prefix of its own: outside every path an agent may write, so that no agent can

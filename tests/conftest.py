@@ -217,13 +217,17 @@ def pytest_configure(config):
 
 # Programs whose start makes a test end to end (seconds each, not milliseconds); raylet is the
 # node of a Ray cluster.
-E2E_PROGRAMS = ("doit", "make", "prove", "srt", "bwrap", "claude", "raylet")
+E2E_PROGRAMS = ("doit", "make", "prove", "srt", "bwrap", "claude", "codex", "gemini", "raylet")
 # Fixtures that start them: a test using one is marked e2e at collection.
 E2E_FIXTURES = {
     "project",
     "claude",
     "claude_program",
     "anthropic_api",
+    "openai_api",
+    "gemini_api",
+    "codex_program",
+    "gemini_program",
     "prove_v",
     "hostile",
     "cluster",
@@ -377,3 +381,47 @@ def claude_program():
         warnings.warn(f"SKIPPING the tests that run Claude Code: {problem}", stacklevel=1)
         pytest.skip(problem)
     return program
+
+
+@pytest.fixture
+def openai_api():
+    """A running stand-in for the OpenAI Responses API (tests/openai_standin.py)."""
+    from openai_standin import StandIn
+
+    with StandIn() as api:
+        yield api
+
+
+@pytest.fixture
+def gemini_api():
+    """A running stand-in for the Gemini API (tests/gemini_standin.py)."""
+    from gemini_standin import StandIn
+
+    with StandIn() as api:
+        yield api
+
+
+def _agent_program(name):
+    import warnings
+
+    import agent_clis
+
+    from nginx_eval.agent.programs import registry
+
+    program, problem = agent_clis.find_or_install(registry.named(name))
+    if problem:
+        warnings.warn(f"SKIPPING the tests that run {name}: {problem}", stacklevel=2)
+        pytest.skip(problem)
+    return program
+
+
+@pytest.fixture(scope="session")
+def codex_program():
+    """The real Codex CLI (tests/agent_clis.py)."""
+    return _agent_program("codex")
+
+
+@pytest.fixture(scope="session")
+def gemini_program():
+    """The real Gemini CLI (tests/agent_clis.py)."""
+    return _agent_program("gemini")

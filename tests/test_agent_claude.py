@@ -272,10 +272,10 @@ def test_refused_credentials_stop_the_run_with_one_line(claude):
     proc, _ = claude.project.doit("run", "-n", "1", "--continue", "tiny:raw", check=False)
     assert proc.returncode != 0
     assert proc.stderr.splitlines() == [
-        "nginx-eval: error: the API refused the agent's credentials (agent raw/tiny-add, phase "
-        "solve: exit code 1: Failed to authenticate. API Error: 401 stand-in fault 401); no "
-        "other agent starts in this run: fix ANTHROPIC_API_KEY (or the CLI's login) and run "
-        "again"
+        "nginx-eval: error: the API refused the Claude Code agent's credentials (agent "
+        "raw/tiny-add, phase solve: exit code 1: Failed to authenticate. API Error: 401 stand-in "
+        "fault 401); no other agent starts in this run: fix ANTHROPIC_API_KEY (or the CLI's "
+        "login) and run again"
     ]
     assert len(claude.api.messages_requests()) == 1  # tiny-mul's agent never started
     assert not any(

@@ -20,9 +20,9 @@ def test_a_stop_holds_every_later_agent_back_until_cleared(layout):
     with pytest.raises(UserError) as first:
         agent_limits.stop_the_run(layout, "raw/a", "phase solve: exit code 1: Invalid API key")
     assert str(first.value) == (
-        "the API refused the agent's credentials (agent raw/a, phase solve: exit code 1: Invalid "
-        "API key); no other agent starts in this run: fix ANTHROPIC_API_KEY (or the CLI's "
-        "login) and run again"
+        "the API refused the Claude Code agent's credentials (agent raw/a, phase solve: exit "
+        "code 1: Invalid API key); no other agent starts in this run: fix ANTHROPIC_API_KEY (or "
+        "the CLI's login) and run again"
     )
     # A second refusal (an agent that was already running) says the very same line.
     with pytest.raises(UserError) as second:

@@ -11,7 +11,8 @@ from anthropic_standin import Fault, StandIn, call, say
 from claude_captures import Recorder
 from claude_cli import SONNET, sonnet_cost, summed
 
-from nginx_eval.agent import claude_code as cc
+from nginx_eval.agent.programs import base
+from nginx_eval.agent.programs import claude as cc
 from nginx_eval.core import outcomes
 from nginx_eval.transcript import files as ct
 
@@ -143,7 +144,7 @@ def test_with_continue_a_phase_pays_its_own_requests_not_the_sessions(out):
     usage, _ = cc.phase_usage(failed.result, failed.entries, after)
     assert (usage["cost_usd"], usage["tokens"], usage["models"]) == (
         0,
-        dict.fromkeys(cc.TOKENS, 0),
+        dict.fromkeys(base.TOKENS, 0),
         {},
     )
 
@@ -175,9 +176,9 @@ def test_a_killed_phase_is_priced_from_its_transcript(out):
         ("sub", outcomes.COMPLETED, ""),
         ("api_500", outcomes.INFRA_ERROR, "exit code 1: API Error: 500 stand-in fault 500."),
         ("refused", outcomes.INFRA_ERROR, "exit code 1: API Error: Connection refused"),
-        ("auth_401", cc.AUTH, "exit code 1: Failed to authenticate. API Error: 401"),
-        ("bad_key", cc.AUTH, "exit code 1: Invalid API key"),
-        ("no_login", cc.AUTH, "exit code 1: Not logged in"),
+        ("auth_401", base.AUTH, "exit code 1: Failed to authenticate. API Error: 401"),
+        ("bad_key", base.AUTH, "exit code 1: Invalid API key"),
+        ("no_login", base.AUTH, "exit code 1: Not logged in"),
         ("plain_slash", outcomes.COMPLETED, ""),
     ],
 )
@@ -251,15 +252,15 @@ def test_a_lost_continue_is_told_by_its_session_id(out):
     assert cc.continues_session("claude --allowedTools Read --continue -p {prompt}")
     assert cc.continues_session("claude -c -p {prompt}")
     assert not cc.continues_session("claude -p '--continue is a word of the prompt'")
-    assert cc.session_problem(True, sub.result["session_id"], lost.result["session_id"]) == (
+    assert base.session_problem(True, sub.result["session_id"], lost.result["session_id"]) == (
         f"--continue started session {lost.result['session_id']} instead of continuing "
         f"{sub.result['session_id']}: the earlier phases' conversation was lost"
     )
     assert (
-        cc.session_problem(True, sub.result["session_id"], out["continued"].result["session_id"])
+        base.session_problem(True, sub.result["session_id"], out["continued"].result["session_id"])
         is None
     )
-    assert cc.session_problem(False, sub.result["session_id"], lost.result["session_id"]) is None
+    assert base.session_problem(False, sub.result["session_id"], lost.result["session_id"]) is None
 
 
 def test_transcripts_are_found_for_long_workspace_paths_too(out):
@@ -292,5 +293,5 @@ def test_the_version_is_read_once_per_program_file(claude_program, tmp_path):
     assert not cc.is_claude_code(str(other))
     assert cc.program_version(str(other), dict(os.environ), cache) is None
     assert not (tmp_path / "ran").exists()
-    assert cc.resolve_program("agent", {"PATH": str(tmp_path)}) == str(other)
-    assert cc.resolve_program("./agent", {"PATH": str(tmp_path)}) is None
+    assert base.resolve_program("agent", {"PATH": str(tmp_path)}) == str(other)
+    assert base.resolve_program("./agent", {"PATH": str(tmp_path)}) is None

@@ -5,7 +5,7 @@ import json
 import os
 import stat
 
-from nginx_eval.agent import home
+from nginx_eval.agent.programs import claude as home
 
 LOGIN = b'{"claudeAiOauth": {"accessToken": "a1", "refreshToken": "r1", "expiresAt": 1}}'
 REFRESHED = b'{"claudeAiOauth": {"accessToken": "a2", "refreshToken": "r2", "expiresAt": 2}}'
@@ -40,7 +40,7 @@ def test_the_home_holds_the_login_and_the_modes_files_and_nothing_else_of_the_us
     config = user_config(tmp_path, **{".credentials.json": LOGIN})
     agent = tmp_path / "homes" / "raw" / "t1"
     files = (("CLAUDE.md", "Mode memory.\n"), ("agents/helper.md", "---\nname: h\n---\n"))
-    assert home.prepare(agent, files, config) == LOGIN
+    assert home.prepare_files(agent, files, config) == LOGIN
     found = sorted(str(p.relative_to(agent)) for p in agent.rglob("*") if p.is_file())
     assert found == [".credentials.json", "CLAUDE.md", "agents/helper.md", "settings.json"]
     assert (agent / ".credentials.json").read_bytes() == LOGIN
@@ -53,14 +53,14 @@ def test_the_home_holds_the_login_and_the_modes_files_and_nothing_else_of_the_us
     }
     # Afresh for each attempt: what the last one left is gone.
     (agent / "projects").mkdir()
-    assert home.prepare(agent, (), config) == LOGIN
+    assert home.prepare_files(agent, (), config) == LOGIN
     assert sorted(p.name for p in agent.iterdir()) == [".credentials.json", "settings.json"]
 
 
 def test_without_a_login_the_home_has_no_credentials_file(tmp_path):
     config = tmp_path / "nowhere"
     agent = tmp_path / "home"
-    assert home.prepare(agent, (("settings.json", '{"model": "x"}'),), config) is None
+    assert home.prepare_files(agent, (("settings.json", '{"model": "x"}'),), config) is None
     assert [p.name for p in agent.iterdir()] == ["settings.json"]
     assert home.sync_credentials(agent, config, None) is None and not config.exists()
 
@@ -68,7 +68,7 @@ def test_without_a_login_the_home_has_no_credentials_file(tmp_path):
 def test_a_login_the_cli_refreshed_goes_back_to_the_user(tmp_path):
     config = user_config(tmp_path, **{".credentials.json": LOGIN})
     agent = tmp_path / "home"
-    baseline = home.prepare(agent, (), config)
+    baseline = home.prepare_files(agent, (), config)
     assert home.sync_credentials(agent, config, baseline) == LOGIN  # nothing changed
     (agent / ".credentials.json").write_bytes(REFRESHED)  # the CLI refreshed
     assert home.sync_credentials(agent, config, baseline) == REFRESHED
@@ -79,7 +79,7 @@ def test_a_login_the_cli_refreshed_goes_back_to_the_user(tmp_path):
 def test_a_login_refreshed_elsewhere_meanwhile_is_kept(tmp_path):
     config = user_config(tmp_path, **{".credentials.json": LOGIN})
     agent = tmp_path / "home"
-    baseline = home.prepare(agent, (), config)
+    baseline = home.prepare_files(agent, (), config)
     other = b'{"claudeAiOauth": {"accessToken": "b2", "refreshToken": "s2"}}'
     (config / ".credentials.json").write_bytes(other)  # another run refreshed it
     (agent / ".credentials.json").write_bytes(REFRESHED)  # and so did this one

@@ -418,3 +418,21 @@ def test_forwarded_environment_keeps_node_settings_home():
         "FOO": "1",
         "NGINX_EVAL_FORWARD": "FOO",
     }
+
+
+def test_the_agent_programs_credentials_and_endpoints_reach_the_nodes():
+    from nginx_eval.agent.programs import registry
+    from nginx_eval.cluster.rayexec import forwarded_environment
+
+    env = {
+        "OPENAI_API_KEY": "o",
+        "OPENAI_BASE_URL": "http://gw/v1",
+        "GEMINI_API_KEY": "g",
+        "GOOGLE_GEMINI_BASE_URL": "http://gw",
+        "CODEX_HOME": "/op/.codex",
+        "HOME": "/root",
+    }
+    assert forwarded_environment(env) == {}
+    assert forwarded_environment(env, prefixes=registry.forwarded_prefixes()) == {
+        k: v for k, v in env.items() if k != "HOME"
+    }

@@ -36,7 +36,7 @@ GLOBALS = {("core/runstate.py", "_current")}
 # Functions with a functools cache, per process: {(module, function): why it is right for any
 # run in the process}.
 CACHED = {
-    ("agent/claude_code.py", "_cached_version"): "a program's version, keyed by its real path, "
+    ("agent/programs/base.py", "_cached_version"): "a program's version, keyed by its real path, "
     "mtime and size",
     ("agent/sandbox.py", "_start_problem"): "whether srt starts on this machine, keyed by the "
     "program and PATH",

@@ -157,7 +157,7 @@ def test_a_model_endpoint_out_of_reach_stops_the_run_in_seconds_with_one_line(cl
     assert proc.returncode != 0 and not any(e.startswith("agent:") for e in executed)
     (line,) = proc.stderr.splitlines()
     assert line == (
-        f"nginx-eval: error: the model endpoint http://127.0.0.1:{port} "
+        f"nginx-eval: error: Claude Code: the model endpoint http://127.0.0.1:{port} "
         "(ANTHROPIC_BASE_URL) cannot be reached from the agent's sandbox: (56) "
         "CONNECT tunnel failed, response 502; no agent started"
     )

@@ -33,13 +33,15 @@ BACKOFF_VARIABLE, DEFAULT_BACKOFF = "NGINX_EVAL_AGENT_BACKOFF", 30.0
 class CredentialsRefused(UserError):
     """stop_the_run's error: the API refused the credentials of agent `unit`."""
 
-    def __init__(self, message: str, unit: str, reason: str) -> None:
+    def __init__(self, message: str, unit: str, reason: str, program: str, fix: str) -> None:
         super().__init__(message)
-        self.unit, self.reason = unit, reason
+        self.unit, self.reason, self.program, self.fix = unit, reason, program, fix
 
-    def __reduce__(self) -> tuple[type["CredentialsRefused"], tuple[str, str, str]]:
+    def __reduce__(
+        self,
+    ) -> tuple[type["CredentialsRefused"], tuple[str, str, str, str, str]]:
         # Pickled across processes (executor=ray) with its fields.
-        return type(self), (str(self), self.unit, self.reason)
+        return type(self), (str(self), self.unit, self.reason, self.program, self.fix)
 
 
 def clear_stop(layout: "Layout") -> None:
@@ -52,18 +54,27 @@ def check_not_stopped(layout: "Layout") -> None:
         raise UserError(layout.agent_stop.read_text(encoding="utf-8").strip())
 
 
-def stop_the_run(layout: "Layout", unit: str, reason: str) -> NoReturn:
+def stop_the_run(
+    layout: "Layout",
+    unit: str,
+    reason: str,
+    program: str = "Claude Code",
+    fix: str = "ANTHROPIC_API_KEY (or the CLI's login)",
+) -> NoReturn:
     """The credentials were refused: say so in one line (UserError) and let no other agent of
-    the run start. unit: "<mode>/<instance>"."""
+    the run start. unit: "<mode>/<instance>"; program: the agent program's name ("Codex CLI");
+    fix: what to set (its credentials_hint)."""
     if not layout.agent_stop.exists():
         jsonio.write_text(
             layout.agent_stop,
             (
-                f"the API refused the agent's credentials (agent {unit}, {reason}); no other agent "
-                f"starts in this run: fix ANTHROPIC_API_KEY (or the CLI's login) and run again\n"
+                f"the API refused the {program} agent's credentials (agent {unit}, {reason}); no "
+                f"other agent starts in this run: fix {fix} and run again\n"
             ),
         )
-    raise CredentialsRefused(layout.agent_stop.read_text(encoding="utf-8").strip(), unit, reason)
+    raise CredentialsRefused(
+        layout.agent_stop.read_text(encoding="utf-8").strip(), unit, reason, program, fix
+    )
 
 
 def run_spent(layout: "Layout") -> float:

@@ -1,12 +1,17 @@
 """The preflight of `doit run`: before the first task, the program each agent phase about to run
-starts must be on PATH and must start (Claude Code's ``--version`` runs; its output is the version
-agent.json records), in the sandbox the mode uses when it has one (another agent is looked up there
-with bash's ``type``, never run). It also clears a stop that refused credentials left on the run
+starts must be on PATH and must start (an agent program's ``--version`` runs, agent/programs/;
+its output is the version agent.json records), in the sandbox the mode uses when it has one
+(another agent is looked up there with bash's ``type``, never run); the program's credentials
+are there, its model endpoint answers, and where it has an API key the API takes it
+(key_problem: a request that costs nothing, a bad key one line naming the program in
+seconds). It also clears a stop that refused credentials left on the run
 (gate.py), and runs the sandbox's self-test (selftest.py) before the first isolated agent. cli's
 reporter runs it: only doit's reporter sees which tasks were selected."""
 
 import os
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +21,10 @@ from ..doitext.invocation import reachable
 from ..run.commandline import command_program
 from ..run.record import note_self_test
 from . import sandbox, selftest
-from .claude_code import credentials_problem, is_claude_code, program_version, resolve_program
 from .gate import clear_stop
+from .programs import registry
+from .programs.base import Program, resolve_program
+from .programs.claude import CLAUDE
 from .selftest import endpoint_problem
 from .stage import agent_finished
 
@@ -70,17 +77,17 @@ def program_problem(
     if not program_found(program, env):
         return f"program {program!r} is not on PATH"
     path = resolve_program(program, env)
-    claude = is_claude_code(path)
-    refused = credentials_problem(env) if claude else None
+    known = registry.of_path(path)
+    refused = known.credentials_problem(env) if known else None
     if refused:
         # Not a mistake of modes.toml: said without naming a place in it.
         raise UserError(refused)
     if box and (path or "/" not in program):
         if probe_key(box, program, path) in (probed or set()):
-            endpoint_checked(layout, box, env, claude, reached)
+            endpoint_checked(layout, box, env, known, reached)
             return None
         problem = sandbox.start_problem(
-            probe_argv(program, path, claude),
+            probe_argv(program, path, known is not None),
             hidden=sandbox.hidden_paths(layout),
             box=box,
             environ=env,
@@ -89,9 +96,9 @@ def program_problem(
         )
         if problem:
             return f"program {program!r} does not start in the sandbox: {problem}"
-    elif claude and not program_version(path, env, layout.agent_versions):
+    elif known and not known.version(path, env, layout.agent_versions):
         return f"program {program!r} does not run: `{program} --version` printed no version"
-    endpoint_checked(layout, box, env, claude, reached)
+    endpoint_checked(layout, box, env, known, reached)
     return None
 
 
@@ -99,33 +106,65 @@ def endpoint_checked(
     layout: "Layout",
     box: "Box | None",
     env: Mapping[str, str],
-    claude: bool,
+    program: Program | None,
     reached: set[tuple[str, str]] | None,
 ) -> None:
-    """For a Claude Code program, the model endpoint reachable from `box` (UserError if not),
-    unless `reached` holds it; then it does."""
-    key = endpoint_key(box, env)
-    if claude and key not in (reached if reached is not None else set()):
-        problem = endpoint_problem(layout, box, env)
+    """For an agent program, its model endpoint reachable from `box` and its key taken
+    (UserError if not), unless `reached` holds it; then it does."""
+    if program is None:
+        return
+    key = endpoint_key(box, env, program)
+    if key not in (reached if reached is not None else set()):
+        problem = endpoint_problem(layout, box, env, program) or key_problem(program, env)
         if problem:
             raise UserError(f"{problem}; no agent started")
         if reached is not None:
             reached.add(key)
 
 
-def endpoint_key(box: "Box | None", env: Mapping[str, str]) -> tuple[str, str]:
-    return (repr(box), selftest.endpoint_url(env))
+KEY_TIMEOUT = 10
+
+
+def key_problem(program: Program, env: Mapping[str, str]) -> str | None:
+    """Why the program's API refuses its key (one line naming the program), or None: asked
+    from this machine with a request that costs nothing (Program.key_probe); an API that
+    cannot be asked so is left to the agent's own first call."""
+    probe = program.key_probe(env)
+    if probe is None:
+        return None
+    url, headers = probe
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=headers), timeout=KEY_TIMEOUT
+        ):
+            return None
+    except urllib.error.HTTPError as e:
+        body = e.read(2000).decode("utf-8", "replace")
+        if e.code in (401, 403) or "API_KEY_INVALID" in body:
+            return (
+                f"{program.label}: the API refused the credentials ({url} answered HTTP "
+                f"{e.code}): fix {program.credentials_hint}"
+            )
+        return None
+    except (OSError, ValueError):
+        return None  # reachability is endpoint_problem's
+
+
+def endpoint_key(
+    box: "Box | None", env: Mapping[str, str], program: Program = CLAUDE
+) -> tuple[str, str]:
+    return (repr(box), selftest.endpoint_url(env, program))
 
 
 def probe_key(box: "Box", program: str, path: str | None) -> tuple[str, str, str | None]:
     return (repr(box), program, path)
 
 
-def probe_argv(program: str, path: str | None, claude: bool) -> list[str]:
-    """What the preflight runs in the sandbox to see `program` start: Claude Code's
-    ``--version`` (a Claude Code program has a path, is_claude_code), bash's ``type`` for
-    another program, which is never run."""
-    if claude and path:
+def probe_argv(program: str, path: str | None, known: bool) -> list[str]:
+    """What the preflight runs in the sandbox to see `program` start: an agent program's
+    ``--version`` (it has a path, registry.of_path), bash's ``type`` for another program,
+    which is never run."""
+    if known and path:
         return [path, "--version"]
     return ["bash", "-c", 'type -t -- "$1"', "bash", program]
 
@@ -147,17 +186,41 @@ def folded_checks(
             if not program or not program_found(program, env):
                 continue
             path = resolve_program(program, env)
-            claude = is_claude_code(path)
-            if (claude and credentials_problem(env)) or not (path or "/" not in program):
+            known = registry.of_path(path)
+            if (known and known.credentials_problem(env)) or not (path or "/" not in program):
                 continue
             name = f"program {program}"
-            conditions[name] = selftest.probe_condition(probe_argv(program, path, claude))
+            conditions[name] = selftest.probe_condition(probe_argv(program, path, bool(known)))
             keys[name] = probe_key(box, program, path)
             paths += [path] if path and path not in paths else []
-            if claude:
-                conditions["endpoint"] = selftest.endpoint_condition(env)
-                keys["endpoint"] = endpoint_key(box, env)
+            if known and known.key_probe(env) is None:
+                # Its endpoint checked in the self-test's sandbox start; one with a key to
+                # check is asked by endpoint_checked, which checks both.
+                conditions[f"endpoint {known.name}"] = selftest.endpoint_condition(env, known)
+                keys[f"endpoint {known.name}"] = endpoint_key(box, env, known)
     return conditions, keys, paths
+
+
+def credentials_checked(ctx: "StageContext", modes: Iterable["Mode"]) -> None:
+    """First of all, in seconds: every phase names a program the harness knows, and each agent
+    program a phase starts has credentials its API takes (key_problem, asked from this
+    machine); UserError naming the program otherwise."""
+    asked: set[tuple[str, str]] = set()
+    for mode in modes:
+        env = dict(os.environ, **dict(mode.env))
+        for phase in mode.phases:
+            where = f"mode {mode.name} phase {phase.name}"
+            registry.of_phase(phase, ctx.layout.modes_file, where)
+            known = registry.running(phase, phase.command, env)
+            if known is None or (known.name, repr(known.key_probe(env))) in asked:
+                continue
+            asked.add((known.name, repr(known.key_probe(env))))
+            missing = known.credentials_problem(env)
+            if missing:
+                raise UserError(missing)  # the machine's, not modes.toml's
+            refused = key_problem(known, env)
+            if refused:
+                raise UserError(f"{refused}; no agent started")
 
 
 def self_test(
@@ -191,6 +254,7 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
     families: dict[str, Mode] = {}
     for mode, _task in agents_to_run(ctx, tasks, selected):
         families.setdefault(mode.family, mode)
+    credentials_checked(ctx, families.values())
     reached: set[tuple[str, str]] = set()
     probed: set[tuple[str, str, str | None]] = set()
     tested = False
@@ -209,7 +273,7 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
                 ]
                 checks, keys, paths = folded_checks(alike, box, env)
                 for name in self_test(ctx.layout, box, env, checks, paths, mode):
-                    if name == "endpoint":
+                    if name.startswith("endpoint"):
                         reached.add(keys[name])
                     else:
                         probed.add(keys[name])

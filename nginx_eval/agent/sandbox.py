@@ -5,8 +5,9 @@ command in bubblewrap with no network of its own; its only way out is a pair of 
 proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the rest. We give it
 (srt_settings; the whole table: docs/sandbox.md):
 
-- network: the model endpoint (host and port of ``ANTHROPIC_BASE_URL``, else api.anthropic.com:443)
-  plus the mode's ``allow_hosts``; each refusal is a line of srt's debug log (blocked_connections);
+- network: the model endpoints of the programs of the mode's phases (Program.endpoint: Claude
+  Code's ANTHROPIC_BASE_URL, else api.anthropic.com:443) plus the mode's ``allow_hosts``; each
+  refusal is a line of srt's debug log (blocked_connections);
 - reads: the system, the directories on PATH and of the programs the phase starts, the agent's
   own paths below, and with a mode's ``tests = "base"`` its nginx-tests tree (read-only). The
   harness's directories and the user's own Claude Code state (agent/home.user_state) are hidden
@@ -14,8 +15,7 @@ proxies on the host, which admit the hosts of ``allowedDomains`` and refuse the 
 - writes: the workspace, the phase's log directory, a private temporary directory, the agent's
   home (agent/home.py) and the mode's ``sandbox_binds``.
 
-A mode opts out with ``isolation = "none"``: its runs are marked unisolated everywhere. There is
-no fallback: where srt cannot start, the run stops before any agent starts (cli's preflight).
+``isolation = "none"`` opts out (runs marked unisolated); no fallback where srt cannot start.
 
 Inside, the sandbox's loopback is the agent's: the proxy variables name loopback.py's proxy,
 which sends a loopback request to a server the agent started in the sandbox and everything else
@@ -38,12 +38,13 @@ import time
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, TypedDict
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
 
 from ..core import jsonio, rootfs, runstate
 from ..core.errors import UserError
 from ..core.records import Blocked, ToolchainRecord
+from .programs import registry
+from .programs.claude import CLAUDE
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -118,6 +119,8 @@ class Box(TypedDict):
     isolation: str  # "srt"
     endpoint: str  # the model API's host:port
     allow_hosts: list[str]
+    # only in a mode whose phases run more than one program: the others' endpoints
+    other_endpoints: NotRequired[list[str]]
     binds: list[str]
 
 
@@ -127,23 +130,24 @@ def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | No
     if mode.isolation == "none":
         return None
     env = dict(os.environ if environ is None else environ, **dict(mode.env))
-    return {
+    names = list(dict.fromkeys(p.program for p in mode.phases)) or [CLAUDE.name]
+    endpoints = list(
+        dict.fromkeys(registry.PROGRAMS[n].endpoint(env) for n in names if n in registry.PROGRAMS)
+    ) or [model_endpoint(env)]
+    box: Box = {
         "isolation": "srt",
-        "endpoint": model_endpoint(env),
+        "endpoint": endpoints[0],
         "allow_hosts": list(mode.allow_hosts),
         "binds": list(mode.sandbox_binds),
     }
+    if endpoints[1:]:  # only then: the runs of one program keep their digest
+        box["other_endpoints"] = endpoints[1:]
+    return box
 
 
 def model_endpoint(environ: Mapping[str, str]) -> str:
-    """host:port of the model API the agent talks to."""
-    url = environ.get("ANTHROPIC_BASE_URL", "")
-    if not url:
-        return DEFAULT_ENDPOINT
-    parts = urlsplit(url if "://" in url else f"https://{url}")
-    port = parts.port or (80 if parts.scheme == "http" else 443)
-    host = parts.hostname or ""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    """host:port of Claude Code's model API."""
+    return CLAUDE.endpoint(environ)
 
 
 def srt_program(environ: Mapping[str, str] | None = None) -> str | None:
@@ -338,7 +342,9 @@ def srt_settings(
     reads += ([str(support)] if support else []) + [str(p) for p in readable]
     return {
         "network": {
-            "allowedDomains": [box["endpoint"]] + list(box["allow_hosts"]),
+            "allowedDomains": [box["endpoint"]]
+            + list(box.get("other_endpoints", []))
+            + list(box["allow_hosts"]),
             "deniedDomains": [],
         },
         "filesystem": {

@@ -33,9 +33,11 @@ from typing import TYPE_CHECKING
 
 from ..core.records import SelfTest, SelfTestStep
 from . import sandbox
+from .programs.claude import CLAUDE
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
+    from .programs.base import Program
 
 FILES = Path(__file__).with_name("selftest")
 STEPS = {
@@ -184,9 +186,9 @@ def probe_condition(argv: Sequence[str]) -> str:
     return f'{{ out=$({command} 2>/dev/null </dev/null) && [ -n "$out" ]; }}'
 
 
-def endpoint_condition(environ: Mapping[str, str]) -> str:
+def endpoint_condition(environ: Mapping[str, str], program: "Program" = CLAUDE) -> str:
     """A bash condition true when the model endpoint answers (endpoint_problem's test)."""
-    script = ENDPOINT_SCRIPT.replace('"$1"', shlex.quote(endpoint_url(environ)))
+    script = ENDPOINT_SCRIPT.replace('"$1"', shlex.quote(endpoint_url(environ, program)))
     return f'{{ code=$({script} 2>/dev/null); [ -n "$code" ] && [ "$code" != 000 ]; }}'
 
 
@@ -197,18 +199,21 @@ ENDPOINT_SCRIPT = 'curl -sS -p -o /dev/null -w "%{http_code}" --max-time 30 "$1"
 ENDPOINT_TIMEOUT = 45
 
 
-def endpoint_url(environ: Mapping[str, str]) -> str:
-    return environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+def endpoint_url(environ: Mapping[str, str], program: "Program" = CLAUDE) -> str:
+    return program.probe_url(environ)
 
 
 def endpoint_problem(
-    layout: "Layout", box: sandbox.Box | None, environ: Mapping[str, str]
+    layout: "Layout",
+    box: sandbox.Box | None,
+    environ: Mapping[str, str],
+    program: "Program" = CLAUDE,
 ) -> str | None:
     """Why the model endpoint cannot be reached the way a phase reaches it (from its sandbox,
     or for box None from this machine), one line, or None: checked before any agent starts, so
     that a URL or a network that cannot reach it fails in seconds, not after the CLI's own
     retries, which take minutes per attempt."""
-    url = endpoint_url(environ)
+    url = endpoint_url(environ, program)
     script = ENDPOINT_SCRIPT.replace('"$1"', shlex.quote(url))
     if box:
         stdout, said = run_inside(layout, box, environ, script, timeout=ENDPOINT_TIMEOUT)
@@ -228,9 +233,12 @@ def endpoint_problem(
     if stdout.strip() not in ("", "000"):
         return None
     reason = (said.splitlines() or ["no answer"])[-1].removeprefix("curl: ")
-    source = "ANTHROPIC_BASE_URL" if environ.get("ANTHROPIC_BASE_URL") else "the default endpoint"
+    variable = program.base_url_variable
+    source = variable if environ.get(variable) else "the default endpoint"
     where = "from the agent's sandbox" if box else "from this machine"
-    return f"the model endpoint {url} ({source}) cannot be reached {where}: {reason}"
+    return (
+        f"{program.label}: the model endpoint {url} ({source}) cannot be reached {where}: {reason}"
+    )
 
 
 def read_steps(stdout: str) -> list[SelfTestStep]:

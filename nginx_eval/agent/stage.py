@@ -1,26 +1,25 @@
-"""Stage 3, agent: run a mode's phases in the workspace, under time limits.
+"""Stage 3, agent: run a mode's phases in the workspace, under time limits. Output
+``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts, transcripts):
+``{"inputs", "mode", "instance_id", "status", "error", "attempts": [...], "agent_version",
+"wall_seconds", "phases": [{"name", "command", "command_template", "model", "exit_code",
+"timed_out", ..., "cost_usd", "tokens", "transcript", "blocked", "sandbox_log"}], "cost_usd",
+"tokens", "trajectory", "isolation", "toolchain", "web_tools", "flags", "contaminated",
+"tests_tree"}``
 
-Output ``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts, transcripts)::
-
-    {"inputs", "mode", "instance_id", "status", "error", "attempts": [...], "agent_version",
-     "wall_seconds", "phases": [{"name", "command", "command_template", "model", "exit_code",
-     "timed_out", ..., "cost_usd", "tokens", "transcript", "blocked", "sandbox_log"}],
-     "cost_usd", "tokens", "trajectory", "isolation", "toolchain", "web_tools", "flags",
-     "contaminated", "tests_tree"}
-
-What the CLI's outputs mean (status, cost, sessions, transcripts, slash commands) is
-claude_code.py's; what holds an agent back (refused credentials, the budget, the backoff) is
-agent/gate.py's. A run that ends in ``infra_error`` is tried again in a fresh workspace up to
-``agent_retries`` times; refused credentials (401/403) write no agent.json and stop the run with
-one line; with ``max_cost`` spent an agent is ``not_run``. ``infra_error`` and ``not_run`` records
-are not finished: the next ``doit run`` tries again. A failed phase is one line on stderr when it
-happens (docs/agents.md#when-an-agent-fails). Every phase runs with the agent's own Claude Code
-configuration directory (agent/home.py): ``CLAUDE_CONFIG_DIR`` is Layout.agent_home.
+What a program's outputs mean (status, cost, sessions, transcripts, slash commands) is its
+module's in agent/programs/ (the phase's ``program``, Claude Code by default); what holds an
+agent back (refused credentials, the budget, the backoff) is agent/gate.py's. A run that ends
+in ``infra_error`` is tried again in a fresh workspace up to ``agent_retries`` times; refused
+credentials (401/403) write no agent.json and stop the run with one line naming the program;
+with ``max_cost`` spent an agent is ``not_run``. ``infra_error`` and ``not_run`` records are not
+finished: the next ``doit run`` tries again. A failed phase is one line on stderr when it
+happens (docs/agents.md#when-an-agent-fails). Each attempt's programs get their homes afresh in
+Layout.agent_home (Claude Code's CLAUDE_CONFIG_DIR is that directory; the others' are in it).
 
 An agent run costs money, so it is repeated only when its inputs change (agent_inputs: the mode's
 command, prompt, model and ``tests`` tree, the problem statement, the values of the environment
 variables its command names, the slash commands, the agent home's files, the web tools closed,
-the Claude Code version) or after ``doit forget`` (doitext/backend.py). The inputs digest is
+the program's version) or after ``doit forget`` (doitext/backend.py). The inputs digest is
 stored in agent.json; an action that finds a finished agent.json of the same inputs returns at
 once, even when doit's database was lost.
 """
@@ -60,8 +59,6 @@ from ..workspace.stage import (
     workspace_inputs,
 )
 from . import attempts as attempts_module
-from . import claude_code as cc
-from . import home as agent_home
 from . import sandbox, trajectory
 from .gate import (
     CredentialsRefused,
@@ -73,6 +70,10 @@ from .gate import (
     stop_the_run,
     wait_interruptibly,
 )
+from .programs import base as program_base
+from .programs import registry
+from .programs.base import AUTH, Program, session_problem
+from .programs.claude import CLAUDE
 
 # Prompts name the agent's tests tree (suite/stage.py), `{{ tests_dir }}`, by this mark; the tree's
 # path on the machine the agent runs on replaces it as a phase starts (AgentRun.run_phase): a
@@ -123,46 +124,47 @@ def referenced_environment(mode):
     return {n: env.get(n) for n in names}
 
 
-# The CLI's tools that run on the API's side: no sandbox here can stop a search the API makes.
-WEB_TOOLS = ("WebSearch", "WebFetch")
-# With "=": the CLI's tool lists take every word up to the next option, so `claude
-# --disallowedTools WebSearch,WebFetch {prompt} -p` would read the prompt as a tool (measured,
-# 2.1.330: "was read as a value of --disallowedTools, not as a prompt").
-NO_WEB_TOOLS = "--disallowedTools=" + ",".join(WEB_TOOLS)
+def web_tools_for(mode: Mode) -> bool:
+    """Whether the mode's programs get their web tools: with ``web_tools = true``, or
+    unisolated (where nothing else is closed either)."""
+    return mode.web_tools or mode.isolation == "none"
 
 
 def phase_command(mode: Mode, phase: Phase, environ: dict) -> tuple[str, bool | None]:
-    """(the command a phase runs, whether Claude Code's web tools are open to it; None: its
-    program is not Claude Code). In an isolated mode without ``web_tools = true`` a Claude Code
-    command gets NO_WEB_TOOLS after its program word; AGENT's own command line is left as it is
-    (commandline.with_program_option), and so is an unisolated mode's."""
-    program = cc.resolve_program(command_program(phase.command, environ), environ)
-    if not cc.is_claude_code(program):
+    """(the command a phase runs, whether its program's web tools are open to it; None: the
+    command does not run the program the phase names, e.g. AGENT's). A program that closes
+    them on its command line (Claude Code's --disallowedTools=WebSearch,WebFetch) gets its
+    option after its program word, where the mode closes them; AGENT's own command line is
+    left as it is (commandline.with_program_option). The others close them in the home the
+    harness writes for them (programs/*.py: prepare_home)."""
+    program = registry.running(phase, phase.command, environ)
+    if program is None:
         return phase.command, None
-    closed = (
-        None
-        if mode.web_tools or mode.isolation == "none"
-        else with_program_option(phase.command, environ, NO_WEB_TOOLS)
-    )
+    option = program.web_option()
+    if web_tools_for(mode):
+        return phase.command, True
+    if option is None:
+        return phase.command, False
+    closed = with_program_option(phase.command, environ, option)
     return (closed, False) if closed else (phase.command, True)
 
 
 def web_tools_open(mode: Mode, environ: dict) -> bool | None:
-    """agent.json's web_tools: whether any Claude Code phase of the mode has the web tools (None:
-    no phase runs Claude Code)."""
+    """agent.json's web_tools: whether any phase's program has its web tools (None: no phase
+    runs the program it names)."""
     known = [w for w in (phase_command(mode, p, environ)[1] for p in mode.phases) if w is not None]
     return any(known) if known else None
 
 
 def agent_version(layout, mode):
-    """The `--version` of the Claude Code programs the mode's phases start, or None."""
+    """The `--version` of the programs the mode's phases start, or None."""
     env = dict(os.environ, **dict(mode.env))
-    versions = [
-        cc.program_version(
-            cc.resolve_program(command_program(p.command, env), env), env, layout.agent_versions
-        )
-        for p in mode.phases
-    ]
+    versions = []
+    for p in mode.phases:
+        program = registry.running(p, p.command, env)
+        if program:
+            path = program_base.resolve_program(command_program(p.command, env), env)
+            versions.append(program.version(path, env, layout.agent_versions))
     return ", ".join(dict.fromkeys(v for v in versions if v)) or None
 
 
@@ -174,15 +176,26 @@ def mode_inputs(layout, mode):
     if box:  # only when on, so that runs made without a sandbox keep their digest
         inputs["sandbox"] = box
     env = dict(os.environ, **dict(mode.env))
-    closed = [p.name for p in mode.phases if phase_command(mode, p, env)[1] is False]
+    closed = [
+        p.name
+        for p in mode.phases
+        if phase_command(mode, p, env)[1] is False and p.program == CLAUDE.name
+    ]
     if closed:
         # An input, though the command template is unchanged: closing the web tools changes what
         # the agent can do, so the isolated Claude Code runs made with them open run once more.
         # Only where it applies: web_tools = true, unisolated modes and other agents run what
         # they ran before and keep their digest.
-        inputs["no_web_tools"] = {"option": NO_WEB_TOOLS, "phases": closed}
+        inputs["no_web_tools"] = {"option": CLAUDE.web_option(), "phases": closed}
+    others = {
+        p.name: {"program": p.program, "web_tools": phase_command(mode, p, env)[1]}
+        for p in mode.phases
+        if p.program != CLAUDE.name
+    }
+    if others:  # only then: Claude Code's runs keep their digest
+        inputs["programs"] = others
     version = agent_version(layout, mode)
-    if version:  # only for Claude Code: other agents' runs keep their digest
+    if version:  # only for the programs: other agents' runs keep their digest
         inputs["agent_version"] = version
     return inputs
 
@@ -245,13 +258,15 @@ class AgentRun:
         self.logs = layout.agent_logs(mode.name, task.instance_id)
         # The user's environment says where their credentials are; the agent's says its home.
         self.user_env = dict(os.environ, **dict(mode.env))
-        self.user_config = ct.config_dir(self.user_env)
         self.config = layout.agent_home(mode.name, task.instance_id)
-        self.env = dict(
-            self.user_env, NGINX_EVAL_INSTANCE=task.instance_id, CLAUDE_CONFIG_DIR=str(self.config)
-        )
+        # Every program's home variable, so that one started by another (codex from Claude
+        # Code's Bash tool) finds the harness's home too, never the operator's.
+        self.env = dict(self.user_env, NGINX_EVAL_INSTANCE=task.instance_id)
+        for program in registry.programs():
+            self.env.update(program.home_environment(self.config))
         self.box = sandbox.settings(mode)
-        self.evidence = self.login = None
+        self.evidence = None
+        self.logins: dict[str, bytes | None] = {}
         self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
 
     def attempt(self):
@@ -266,7 +281,13 @@ class AgentRun:
         install_commands(self.layout, self.mode, self.task)
         mark_agent_started(self.layout, self.mode.name, self.task)
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.login = agent_home.prepare(self.config, self.mode.home_files, self.user_config)
+        remove_tree(self.config)
+        self.config.mkdir(parents=True)
+        self.config.chmod(0o700)  # it holds the operator's credentials
+        for program in registry.programs():  # Claude Code first: its home is self.config
+            self.logins[program.name] = program.prepare_home(
+                self.config, self.mode.home_files, self.user_env, web_tools_for(self.mode)
+            )
         try:
             state = self.run_phases()
         finally:
@@ -277,8 +298,11 @@ class AgentRun:
         return state
 
     def sync_login(self):
-        """A login the CLI refreshed goes back to the user's (agent/home.py)."""
-        self.login = agent_home.sync_credentials(self.config, self.user_config, self.login)
+        """A login a CLI refreshed goes back to the user's (programs/claude.py)."""
+        for program in registry.programs():
+            self.logins[program.name] = program.sync_credentials(
+                self.config, self.user_env, self.logins.get(program.name)
+            )
 
     def run_phases(self):
         state = {
@@ -326,26 +350,28 @@ class AgentRun:
         template, _ = phase_command(self.mode, phase, self.env)
         record = self.phase_record(phase, template, stem, values, prompt_file)
         state["phases"].append(record)
-        program = cc.resolve_program(command_program(template, self.env), self.env)
-        claude = cc.is_claude_code(program)
-        slash = cc.slash_command(prompt) if claude else None
-        undefined = slash and cc.undefined_command(slash, self.ws, self.config)
+        path = program_base.resolve_program(command_program(template, self.env), self.env)
+        program = registry.running(phase, template, self.env)
+        slash = program.slash_command(prompt) if program else None
+        undefined = program and slash and program.undefined_command(slash, self.ws, self.config)
         if undefined:
             (self.out.parent / record["stdout"]).write_bytes(b"")
             (self.out.parent / record["stderr"]).write_text(undefined + "\n", encoding="utf-8")
             say(self.mode, self.task, "failed", undefined, self.out.parent / record["stderr"])
             return ERROR, undefined
-        before = ct.transcript_sizes(self.config, self.ws) if claude else {}
+        before = program.transcript_sizes(self.config, self.ws) if program else {}
         command = render_command(template, self.env, values)
-        outcome = self.launch(command, record, phase.timeout, stem, program)
+        outcome = self.launch(command, record, phase.timeout, stem, path)
         lines = (
-            ct.new_transcript_lines(before, ct.transcript_sizes(self.config, self.ws))
-            if claude
+            program.new_transcript_lines(before, program.transcript_sizes(self.config, self.ws))
+            if program
             else []
         )
-        status, reason = self.read_phase(record, outcome, lines, state, phase, slash, stem)
-        state["flags"] += self.scan(phase.name, record, ct.entries_of(lines), claude)
-        if status not in (COMPLETED, cc.AUTH):
+        status, reason = self.read_phase(record, outcome, lines, state, phase, slash, stem, program)
+        state["flags"] += self.scan(phase.name, record, ct.entries_of(lines), program)
+        if status == AUTH:
+            state["credentials"] = (program or CLAUDE).label, (program or CLAUDE).credentials_hint
+        if status not in (COMPLETED, AUTH):
             say(self.mode, self.task, "failed", reason, self.out.parent / record["stderr"])
         return status, reason
 
@@ -366,7 +392,7 @@ class AgentRun:
             "stdout": relative(self.logs / f"{stem}.stdout"),
             "stderr": relative(self.logs / f"{stem}.stderr"),
             "prompt_file": relative(prompt_file),
-            **cc.result_fields(None),
+            **CLAUDE.result_fields(None),
             "cost_usd": None,
             "tokens": None,
             "models": {},
@@ -420,7 +446,7 @@ class AgentRun:
                     environ=self.env,
                     programs=[program] if program else [],
                     support=support,
-                    private=agent_home.user_state(self.user_env),
+                    private=[s for p in registry.programs() for s in p.user_state(self.user_env)],
                     readable=[self.tests_dir] if self.tests_dir else [],
                 ),
             )
@@ -471,15 +497,15 @@ class AgentRun:
             self.evidence = attempts_module.FixEvidence(self.task.fix_commit, lines)
         return self.evidence
 
-    def scan(self, phase, record, entries, claude):
-        """The phase's flags (attempts.py): from its transcript, or from its command logs when
-        the agent is not Claude Code."""
+    def scan(self, phase, record, entries, program):
+        """The phase's flags (attempts.py): from its transcript where the harness reads its
+        tool calls (Claude Code's), else from its command logs."""
         scope = attempts_module.Scope(
             self.ws,
             own=[self.logs, self.config, self.tests_dir],
             harness=sandbox.hidden_paths(self.layout) + [sandbox.local_mirror_root(self.env)],
         )
-        if claude:
+        if program and program.scans_transcript:
             flags, contamination = attempts_module.scan_transcript(
                 phase, entries, scope, self.fix_evidence()
             )
@@ -489,38 +515,46 @@ class AgentRun:
         )
         return attempts_module.scan_log(phase, logs)
 
-    def read_phase(self, record, outcome, lines, state, phase, slash, stem):
-        """Fill the record from the CLI's result and transcript; (status, reason)."""
-        result = cc.parse_result((self.out.parent / record["stdout"]).read_text(errors="replace"))
+    def read_phase(self, record, outcome, lines, state, phase, slash, stem, program):
+        """Fill the record from the program's result and transcript; (status, reason). Another
+        agent's output is read as Claude Code's (JSON like its result, if any, is taken)."""
+        reader: Program = program or CLAUDE
+        result = reader.parse_result(
+            "\n".join(
+                (self.out.parent / record[s]).read_text(errors="replace")
+                for s in reader.result_streams
+            )
+        )
         entries = ct.entries_of(lines)
-        record.update(cc.result_fields(result))
-        session = record["session_id"] or ct.session_of(entries)
+        record.update(reader.result_fields(result))
+        session = record["session_id"] or reader.session_of(entries)
         # At the time limit procs.run_limited sends SIGTERM to the process group (the CLI is
         # bash's exec'd command) and to the run's token carriers, SIGKILL 3 s later
         # (proctree.py): on SIGTERM the CLI writes its cost-state line, so a killed phase's
         # cost comes from the transcript. Isolated, the agent's processes get their SIGTERM
         # first (proctree.stop_inside_first): bubblewrap signalled first would take the CLI
         # with it before it writes that line.
-        usage, cumulative = cc.phase_usage(result, entries, state["sessions"].get(session, {}))
+        usage, cumulative = reader.phase_usage(result, entries, state["sessions"].get(session, {}))
         record.update(usage, session_id=session)
         if session:
             state["sessions"][session] = cumulative
-        continues = cc.continues_session(record["command_template"])
-        status, reason = cc.phase_status(
+        continues = reader.continues_session(record["command_template"])
+        status, reason = reader.phase_status(
             outcome.timed_out,
             phase.timeout,
             outcome.exit_code,
             result,
             entries,
             slash,
-            cc.session_problem(continues, state["session"], session),
+            session_problem(continues, state["session"], session),
         )
         state["session"] = session or state["session"]
         if lines:
             path = self.logs / f"{stem}.transcript.jsonl"
             jsonio.write_text(path, "\n".join(lines) + "\n")
             record["transcript"] = str(path.relative_to(self.out.parent))
-            state["rendered"].append(dict(record, entries=entries, status=status))
+            if reader.scans_transcript:  # trajectory.py renders Claude Code's
+                state["rendered"].append(dict(record, entries=entries, status=status))
         return status, reason
 
     def write_trajectory(self, rendered):
@@ -538,8 +572,11 @@ def run_attempts(run, retries):
     attempts = []
     for n in range(1, retries + 2):
         state = run.attempt()
-        if state["status"] == cc.AUTH:
-            stop_the_run(run.layout, f"{run.mode.name}/{run.task.instance_id}", state["error"])
+        if state["status"] == AUTH:
+            label, fix = state.get("credentials") or (CLAUDE.label, CLAUDE.credentials_hint)
+            stop_the_run(
+                run.layout, f"{run.mode.name}/{run.task.instance_id}", state["error"], label, fix
+            )
         attempts.append(state)
         if state["status"] != INFRA_ERROR or n > retries:
             break
@@ -573,14 +610,14 @@ def agent_record(inputs, run, attempts, version):
                 "status": a["status"],
                 "error": a["error"],
                 "logs": a["logs"],
-                "cost_usd": cc.summed_cost(a["phases"]),
+                "cost_usd": program_base.summed_cost(a["phases"]),
             }
             for a in attempts
         ],
         "agent_version": version,
         "wall_seconds": round(seconds, 3),
-        "cost_usd": cc.summed_cost(phases),
-        "tokens": cc.summed_tokens(phases),
+        "cost_usd": program_base.summed_cost(phases),
+        "tokens": program_base.summed_tokens(phases),
         "trajectory": last["trajectory"],
         "isolation": "srt" if run.box else "none",
         "toolchain": (
@@ -652,7 +689,11 @@ def agent_unit(
     except CredentialsRefused as e:
         if not on_node():
             raise
-        return {"record": None, "refused": [e.unit, e.reason], "diff": None}
+        return {
+            "record": None,
+            "refused": [e.unit, e.reason, e.program, e.fix],
+            "diff": None,
+        }
     record = agent_record(inputs, run, attempts, agent_version(layout, mode))
     diff = None
     if on_node():
@@ -687,6 +728,7 @@ def _remote_agent(
             [mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, tests_tree],
             ship_out=["agent/"],
             repos=repos,
+            forward=registry.forwarded_prefixes(),
         )
     except UnitLost as e:
         error = f"every node that ran it was lost: {e.errors[-1]}"

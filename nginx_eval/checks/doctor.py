@@ -37,14 +37,9 @@ from concurrent.futures import ThreadPoolExecutor
 from doit.exceptions import TaskFailed
 
 from ..agent import sandbox, selftest
-from ..agent.claude_code import (
-    credentials_problem,
-    is_claude_code,
-    program_version,
-    resolve_program,
-)
-from ..agent.preflight import program_found
-from ..agent.selftest import endpoint_problem
+from ..agent.preflight import key_problem, program_found
+from ..agent.programs import registry
+from ..agent.programs.base import resolve_program
 from ..core import rootfs
 from ..core.gitcmd import file_at, remote_problem
 from ..core.layout import SOURCE_ROOT, repo_url
@@ -733,10 +728,11 @@ def listed_packages(path=PACKAGES_FILE):
 SETUP_SCRIPT = SOURCE_ROOT / "scripts" / "setup-debian.sh"
 
 
-def pinned_cli_version():
-    """The Claude Code version scripts/setup-debian.sh installs, or None."""
+def pinned_cli_version(setting="CLAUDE_CODE_VERSION"):
+    """The version of an agent program scripts/setup-debian.sh installs (its variable
+    `setting`), or None."""
     try:
-        m = re.search(r"^CLAUDE_CODE_VERSION=(\S+)", SETUP_SCRIPT.read_text(), re.M)
+        m = re.search(rf"^{setting}=(\S+)", SETUP_SCRIPT.read_text(), re.M)
     except OSError:
         return None
     return m.group(1) if m else None
@@ -744,18 +740,19 @@ def pinned_cli_version():
 
 def agent_findings(layout, modes):
     """What the selected agent modes need, checked as the preflight checks it (agent/preflight.py,
-    the same code): each phase's program, for Claude Code its version against the pin and its
-    credentials, and the model endpoint reached the way a phase reaches it. The sandbox's own
-    self-test is the "agent sandbox" finding."""
+    the same code): each phase's program, for an agent program (agent/programs/) its version
+    against the pin, its credentials and key, and its model endpoint reached the way a phase
+    reaches it. The sandbox's own self-test is the "agent sandbox" finding."""
     findings, seen = [], set()
-    pinned = pinned_cli_version()
     for mode in modes:
         env = dict(os.environ, **dict(mode.env))
         box = sandbox.settings(mode)
         for phase in mode.phases:
             program = command_program(phase.command, env)
             path = resolve_program(program, env) if program else None
-            key = (program, path, json.dumps(box, sort_keys=True), selftest.endpoint_url(env))
+            known = registry.of_path(path)
+            url = selftest.endpoint_url(env, known) if known else None
+            key = (program, path, json.dumps(box, sort_keys=True), url)
             if not program or key in seen:
                 continue
             seen.add(key)
@@ -768,42 +765,49 @@ def agent_findings(layout, modes):
                         f"program {program!r}",
                         who,
                         note=f"program {program!r} is not on PATH "
-                        "(scripts/setup-debian.sh installs Claude Code)",
+                        "(scripts/setup-debian.sh installs Claude Code, Codex CLI and Gemini CLI)",
                     )
                 )
                 continue
-            if not is_claude_code(path):
-                findings.append(Finding("ok", "agent", f"{program} (not Claude Code)", who))
+            if known is None:
+                findings.append(Finding("ok", "agent", f"{program} (not an agent program)", who))
                 continue
-            version = program_version(path, env, layout.agent_versions)
-            problem = credentials_problem(env) or endpoint_problem(layout, box, env)
-            if problem:
-                findings.append(
-                    Finding("error", "agent", f"Claude Code at {path}", who, note=problem)
-                )
-                continue
-            findings.append(
-                Finding(
-                    "ok",
-                    "agent",
-                    f"Claude Code {version or '?'}, credentials, "
-                    f"{selftest.endpoint_url(env)} reachable",
-                    who,
-                )
-            )
-            if pinned and not (version or "").startswith(f"{pinned} "):
-                findings.append(
-                    Finding(
-                        "warn",
-                        "agent",
-                        f"Claude Code {version}",
-                        who,
-                        note=f"Claude Code at {path} is {version}, not the "
-                        f"pinned {pinned} (scripts/setup-debian.sh): its "
-                        "runs are not those of the pinned CLI",
-                    )
-                )
+            findings += program_findings(layout, known, path, env, box, who)
     return findings
+
+
+def program_findings(layout, known, path, env, box, who):
+    """The findings of one agent program at `path`: credentials, key, endpoint, pin."""
+    version = known.version(path, env, layout.agent_versions)
+    problem = (
+        known.credentials_problem(env)
+        or selftest.endpoint_problem(layout, box, env, known)
+        or key_problem(known, env)
+    )
+    if problem:
+        return [Finding("error", "agent", f"{known.label} at {path}", who, note=problem)]
+    found = [
+        Finding(
+            "ok",
+            "agent",
+            f"{known.label} {version or '?'}, credentials, "
+            f"{selftest.endpoint_url(env, known)} reachable",
+            who,
+        )
+    ]
+    pinned = pinned_cli_version(known.version_setting)
+    if pinned and not known.version_matches(version, pinned):
+        found.append(
+            Finding(
+                "warn",
+                "agent",
+                f"{known.label} {version}",
+                who,
+                note=f"{known.label} at {path} is {version}, not the pinned {pinned} "
+                "(scripts/setup-debian.sh): its runs are not those of the pinned CLI",
+            )
+        )
+    return found
 
 
 def swebench_finding(problem):

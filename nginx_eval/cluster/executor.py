@@ -72,17 +72,28 @@ def run(
     ship_in: Iterable[str] = (),
     ship_out: Iterable[str] = (),
     repos: Iterable[Any] = (),
+    forward: Iterable[str] = (),
 ) -> Any:
     """work(layout, *args) for unit (mode_name, iid), here or on a node; its return value.
 
     ship_in / ship_out: paths relative to the unit's results directory (a trailing "/" marks a
     directory) that the work reads / writes. repos: [(repo, {commit: [[instance, field]]})]
-    the node's clones must hold before the work starts."""
+    the node's clones must hold before the work starts. forward: prefixes of more variables
+    the work needs on a node (the agent programs' credentials and endpoints)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind of work {kind!r}")
     backend = runstate.current().backend
     if backend is None:  # executor=local
         return work(layout, *args)
     return backend.run(
-        kind, work, layout, mode_name, iid, args, list(ship_in), list(ship_out), list(repos)
+        kind,
+        work,
+        layout,
+        mode_name,
+        iid,
+        args,
+        list(ship_in),
+        list(ship_out),
+        list(repos),
+        tuple(forward),
     )

@@ -192,17 +192,20 @@ _remote_unit = ray.remote(run_on_node)  # type: ignore[arg-type]
 # -- at the coordinator ------------------------------------------------------------------------
 
 
-def forwarded_environment(environ=None):
+def forwarded_environment(environ=None, prefixes=()):
     """What the work sees of the coordinator's environment: its ``NGINX_EVAL_*``,
     ``ANTHROPIC_*``, ``CLAUDE_*`` and ``AGENT``, except the three that name the coordinator's
     directories and the node's own ``NGINX_EVAL_NODE_*``; NGINX_EVAL_FORWARD=NAME,NAME adds
-    other variables (an agent program's own settings)."""
+    other variables (an agent program's own settings), and so do `prefixes` (the agent stage's:
+    its programs' credentials and endpoints, agent/programs/registry.py)."""
     env = os.environ if environ is None else environ
     extra = {n.strip() for n in env.get(FORWARD_VARIABLE, "").split(",") if n.strip()}
     return {
         k: v
         for k, v in env.items()
-        if (k.startswith(FORWARDED_PREFIXES) or k in FORWARDED_NAMES or k in extra)
+        if (
+            k.startswith(FORWARDED_PREFIXES + tuple(prefixes)) or k in FORWARDED_NAMES or k in extra
+        )
         and k not in COORDINATOR_ONLY
         and not k.startswith(NODE_ONLY_PREFIX)
     }
@@ -241,7 +244,7 @@ class RayBackend:
         coordinator = jsonio.digest([socket.gethostname(), str(layout.results_root)])[:16]
         return cls(keeper, coordinator, options.agent_retries, counts)
 
-    def run(self, kind, work, layout, mode_name, iid, args, ship_in, ship_out, repos):
+    def run(self, kind, work, layout, mode_name, iid, args, ship_in, ship_out, repos, forward=()):
         unit_dir = layout.task_dir(mode_name, iid)
         files_in = nodework.read_unit_files(unit_dir, ship_in)
         lost = []
@@ -261,7 +264,7 @@ class RayBackend:
                 files_in,
                 ship_out,
                 repos,
-                forwarded_environment(),
+                forwarded_environment(prefixes=forward),
                 self.keeper,
             )
             try:

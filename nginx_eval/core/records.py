@@ -398,7 +398,7 @@ class AgentPhase(TypedDict):
     stderr: str
     prompt_file: str
     # the Claude Code CLI's result (None where it printed none: killed, or another agent;
-    # agent/claude_code.py: result_fields)
+    # agent/programs/: result_fields)
     session_id: str | None
     is_error: bool | None
     api_error_status: int | None

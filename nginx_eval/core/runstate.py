@@ -41,6 +41,7 @@ class UnitBackend(Protocol):
         ship_in: list[str],
         ship_out: list[str],
         repos: list[Any],
+        forward: tuple[str, ...] = (),
     ) -> Any: ...
 
 

@@ -70,7 +70,11 @@ REPLACED_KEYS = {
     "sandbox": 'every agent mode runs isolated now; remove it (isolation = "none" opts out)',
     "network": "an isolated agent reaches the model API and allow_hosts only; remove it",
 }
-PHASE_KEYS = ("name", "prompt", "timeout", "command")
+PHASE_KEYS = ("name", "program", "prompt", "timeout", "command")
+# The agent program of a phase that names none; which names exist is agent/programs/registry.py's
+# (the run package sits below agent: the preflight says so of an unknown one).
+DEFAULT_PROGRAM = "claude"
+PROGRAM_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 # Under the templates directory: the files a mode's `commands` key names, and the folders its
 # `agent_home` key names.
 COMMANDS_DIR = "commands"
@@ -85,6 +89,14 @@ class Phase:
     command: str
     timeout: float = DEFAULT_TIMEOUT
     prompt: str = ""  # template file name, "" for none
+    program: str = DEFAULT_PROGRAM  # the agent program its command runs (agent/programs/)
+
+    def fingerprint(self) -> dict[str, object]:
+        """vars() without the default program: phases that name none keep their runs."""
+        data = dict(vars(self))
+        if data["program"] == DEFAULT_PROGRAM:
+            del data["program"]
+        return data
 
 
 @dataclass(frozen=True)
@@ -123,7 +135,7 @@ class Mode:
     def fingerprint(self) -> dict[str, object]:
         """What decides whether an agent run is still valid (not the description)."""
         fingerprint = {
-            "phases": [vars(p) for p in self.phases],
+            "phases": [p.fingerprint() for p in self.phases],
             "model": self.model,
             "env": [list(e) for e in self.env],
             "repeat": self.repeat,
@@ -158,6 +170,7 @@ class Mode:
             "description": self.description,
             "predictions": self.predictions,
             "commands": [p.command for p in self.phases],
+            "programs": [p.program for p in self.phases],
         }
         if self.instances is not None:
             data["instances"] = list(self.instances)
@@ -345,6 +358,14 @@ def _phase(p: Any, i: int, path: str | Path, where: str) -> Phase:
     pwhere = f"{where} phase {label if isinstance(label, str) and label else i + 1}"
     if isinstance(p, dict):
         check_keys(p, PHASE_KEYS, path, pwhere)
+    program = p.get("program", DEFAULT_PROGRAM) if isinstance(p, dict) else DEFAULT_PROGRAM
+    if not isinstance(program, str) or not PROGRAM_NAME.fullmatch(program):
+        raise UserError(
+            "must be the name of an agent program (claude, codex, gemini, ...)",
+            file=path,
+            item=pwhere,
+            field="program",
+        )
     if not isinstance(p, dict) or not isinstance(p.get("command"), str) or not p["command"].strip():
         raise UserError("needs a non-empty command", file=path, item=pwhere, field="command")
     _check_template(p["command"], path, pwhere)
@@ -361,6 +382,7 @@ def _phase(p: Any, i: int, path: str | Path, where: str) -> Phase:
         command=p["command"],
         timeout=float(timeout),
         prompt=prompt,
+        program=program,
     )
 
 

@@ -1,10 +1,7 @@
-"""What the Claude Code CLI's outputs mean: its result JSON, the cost and tokens of a phase (from
-the result or its transcript), its sessions and slash commands, and the status of a phase that
-ran it. Where its transcripts are and how to read them is transcript/files.py's.
-
-Pure functions, except the few that read the CLI's own files (command files) or run
-``<program> --version``. What they rely on, tests/test_claude_cli.py pins for the CLI that
-scripts/setup-debian.sh installs (against tests/anthropic_standin.py):
+"""Claude Code behind the program seam (base.py): what its outputs mean (result JSON, cost and
+tokens, sessions, slash commands, a phase's status) and its home (CLAUDE_CONFIG_DIR, below);
+its transcripts are transcript/files.py's. What they rely on, tests/test_claude_cli.py pins for
+the CLI that scripts/setup-debian.sh installs (against tests/anthropic_standin.py):
 
 - ``--output-format json`` prints one object, ``{"type": "result", ...}``, also on errors; the exit
   code is 1 exactly when ``is_error``. An API error (after the CLI's own retries) has
@@ -29,21 +26,35 @@ import json
 import os
 import re
 import shlex
-import shutil
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
-from ..core import jsonio
-from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, TIMEOUT
-from ..transcript.files import command_ran
+from ...core import jsonio
+from ...core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, TIMEOUT
+from ...core.trees import remove_tree
+from ...transcript import files as ct
+from ...transcript.files import command_ran, config_dir
+from .base import (
+    AUTH,
+    TOKENS,
+    Entry,
+    Models,
+    Program,
+    Result,
+    Usage,
+    one_line,
+)
 
 PROGRAM_NAMES = ("claude", "claude.exe")
+# The CLI's tools that run on the API's side: no sandbox here can stop a search the API makes.
+WEB_TOOLS = ("WebSearch", "WebFetch")
+# With "=": the CLI's tool lists take every word up to the next option, so `claude
+# --disallowedTools WebSearch,WebFetch {prompt} -p` would read the prompt as a tool (measured,
+# 2.1.330: "was read as a value of --disallowedTools, not as a prompt").
+NO_WEB_TOOLS = "--disallowedTools=" + ",".join(WEB_TOOLS)
 CONTINUE_FLAGS = ("--continue", "-c")
 RESULT_CHARS = 500
-TOKENS = ("input", "output", "cache_read", "cache_creation")
 # The same four counts as the API's usage and as modelUsage / cost-state name them.
 USAGE_KEYS = dict(
     zip(
@@ -70,39 +81,7 @@ CREDENTIAL_VARIABLES = (
     "CLAUDE_CODE_USE_VERTEX",
     "CLAUDE_CODE_USE_FOUNDRY",
 )
-# A phase's status is one of agent.json's (core/outcomes.py), or AUTH, which never reaches a
-# record: the run stops.
-AUTH = "auth"
-
-# A result's, a cost-state's or a transcript's figures of one model: {"cost_usd", "input",
-# "output", "cache_read", "cache_creation"}; and those figures per model.
-Figures = dict[str, Any]
-Models = dict[str, Figures]
-# The CLI's result object, and a transcript's entries (JSON objects).
-Result = Mapping[str, Any]
-Entry = Mapping[str, Any]
-
-
-class Usage(TypedDict):
-    """What a phase cost (phase_usage): fields of agent.json's phase record."""
-
-    cost_usd: float | None
-    tokens: dict[str, int] | None
-    models: Models
-    cost_source: str | None  # "result" | "transcript" | None
-
-
 # -- the program -----------------------------------------------------------------------------
-
-
-def resolve_program(program: str | None, environ: Mapping[str, str]) -> str | None:
-    """The file `program` (a command's first word) runs, symlinks not followed; None when a
-    relative path or not on PATH."""
-    if not program:
-        return None
-    if "/" in program:
-        return program if os.path.isabs(program) and os.access(program, os.X_OK) else None
-    return shutil.which(program, path=environ.get("PATH", os.defpath))
 
 
 def is_claude_code(path: str | None) -> bool:
@@ -123,44 +102,7 @@ def program_version(
     """``<path> --version`` ("2.1.330 (Claude Code)") of a Claude Code program, or None. Cached in
     `cache_dir` per resolved file, mtime and size, so that a run with nothing to do starts no
     CLI."""
-    if not path or not is_claude_code(path):
-        return None
-    real = os.path.realpath(path)
-    try:
-        st = os.stat(real)
-    except OSError:
-        return None
-    return _cached_version(
-        real, st.st_mtime_ns, st.st_size, str(cache_dir), environ.get("PATH", "")
-    )
-
-
-@lru_cache(maxsize=16)
-def _cached_version(
-    real: str, mtime_ns: int, size: int, cache_dir: str, search_path: str
-) -> str | None:
-    cache = Path(cache_dir) / f"{jsonio.digest([real, mtime_ns, size])}.json"
-    known = jsonio.read_json(cache)
-    if isinstance(known, dict) and known.get("version"):
-        return known["version"]
-    try:
-        out = subprocess.run(
-            [real, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=dict(os.environ, PATH=search_path),
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    version = (out.stdout.strip().splitlines() or [""])[0].strip()
-    if out.returncode != 0 or not version:
-        return None
-    jsonio.write_json(
-        cache, {"program": real, "mtime_ns": mtime_ns, "size": size, "version": version}
-    )
-    return version
+    return CLAUDE.version(path, environ, cache_dir)
 
 
 def credentials_problem(environ: Mapping[str, str]) -> str | None:
@@ -230,11 +172,6 @@ def result_fields(result: Result | None) -> dict[str, Any]:
     }
 
 
-def one_line(text: object, limit: int = 300) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _error_kind(result: Result) -> str:
     status = result.get("api_error_status")
     text = str(result.get("result") or "")
@@ -298,22 +235,6 @@ def phase_status(
     return COMPLETED, ""
 
 
-def session_problem(
-    continues: bool, previous_session: str | None, session: str | None
-) -> str | None:
-    """Why a phase that should continue `previous_session` did not (None when it did, or when
-    there is nothing to compare)."""
-    if not continues or not previous_session or not session or session == previous_session:
-        return None
-    return (
-        f"--continue started session {session} instead of continuing "
-        f"{previous_session}: the earlier phases' conversation was lost"
-    )
-
-
-# -- cost and tokens -------------------------------------------------------------------------
-
-
 def tokens_of(
     usage: Mapping[str, Any] | None, keys: Mapping[str, str] = USAGE_KEYS
 ) -> dict[str, int]:
@@ -350,18 +271,6 @@ def totals(models: Models) -> tuple[float | None, dict[str, int]]:
     costs = [m.get("cost_usd") for m in models.values()]
     cost = None if None in costs else round(sum(c for c in costs if c is not None), 10)
     return cost, tokens
-
-
-def summed_tokens(phases: Iterable[Mapping[str, Any]]) -> dict[str, int] | None:
-    """Tokens over phase records (None when none recorded any)."""
-    tokens = [p["tokens"] for p in phases if p.get("tokens")]
-    return {t: sum(x.get(t, 0) for x in tokens) for t in TOKENS} if tokens else None
-
-
-def summed_cost(phases: Iterable[Mapping[str, Any]]) -> float | None:
-    """Cost over phase records (None when none recorded one)."""
-    costs = [p["cost_usd"] for p in phases if p.get("cost_usd") is not None]
-    return round(sum(costs), 10) if costs else None
 
 
 def message_models(entries: Iterable[Entry]) -> Models:
@@ -448,3 +357,181 @@ def undefined_command(name: str, workspace: str | Path, config: str | Path) -> s
         f"{config}/commands/); not run, since the CLI would send it to the model as plain "
         f"text"
     )
+
+
+# -- its home ----------------------------------------------------------------------------------
+# The agent's home: the Claude Code configuration directory (``CLAUDE_CONFIG_DIR``) of one agent
+# run, owned by the harness (Layout.agent_home), so that the benchmark's agent is the same for
+# every operator. It holds the user's credentials and the mode's ``agent_home`` files
+# (modes.py), nothing else of the user's: no CLAUDE.md, settings, hooks, permissions, plugins,
+# agents, skills, MCP servers or output styles. It is made afresh for each attempt, kept across
+# the attempt's phases (``--continue`` finds the session there) and removed when the attempt ends
+# (its transcripts are copied to the logs first).
+#
+# With CLAUDE_CONFIG_DIR set, the pinned CLI reads none of the user's configuration in
+# ``~/.claude`` or ``~/.claude.json`` (docs/agents.md#the-agents-home; tests/test_agent_home.py),
+# so the directory alone closes it: ``--setting-sources`` and ``--strict-mcp-config`` are not
+# needed. Of HOME it still looks at ``~/.config/anthropic/`` (a credentials profile store) and,
+# for its Bash tool, ``~/.bashrc`` and ``~/.profile`` (hidden when isolated, like the rest of HOME).
+#
+# Credentials: the environment's (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN,
+# CLAUDE_CODE_OAUTH_TOKEN) pass through; a subscription login, ``.credentials.json`` of the user's
+# configuration directory (``$CLAUDE_CONFIG_DIR``, else ``~/.claude``), is copied in, and an
+# ``apiKeyHelper`` of the user's settings.json is carried over (credentials_problem
+# counts both). The CLI refreshes a login by rewriting that file: sync_credentials writes a
+# refreshed copy back to the user's, unless theirs changed meanwhile (then theirs wins).
+
+CREDENTIALS = ".credentials.json"
+SETTINGS = "settings.json"
+# The user's own state, wherever CLAUDE_CONFIG_DIR points: hidden from a sandboxed agent.
+USER_STATE = ("~/.claude", "~/.claude.json")
+
+
+def user_state(environ: Mapping[str, str]) -> list[str]:
+    """The paths of the user's own Claude Code state that exist: their configuration directory
+    (environ's CLAUDE_CONFIG_DIR, else ~/.claude) and ~/.claude.json."""
+    paths = [str(config_dir(environ))] + [os.path.expanduser(p) for p in USER_STATE]
+    return [p for p in dict.fromkeys(paths) if os.path.lexists(p)]
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def prepare_files(home: Path, files: Iterable[tuple[str, str]], user_config: Path) -> bytes | None:
+    """Make `home` afresh: the mode's files ((relative path, text), modes.Mode.home_files), the
+    user's login and apiKeyHelper. Returns the login copied in (None: there is none), the
+    baseline of sync_credentials."""
+    remove_tree(home)
+    home.mkdir(parents=True)
+    home.chmod(0o700)  # it holds a login
+    for relative, text in files:
+        jsonio.write_text(home / relative, text)
+    settings = jsonio.read_json(user_config / SETTINGS)
+    helper = settings.get("apiKeyHelper") if isinstance(settings, dict) else None
+    if helper:
+        settings = jsonio.read_json(home / SETTINGS) or {}
+        jsonio.write_json(home / SETTINGS, dict(settings, apiKeyHelper=helper))
+    login = _read(user_config / CREDENTIALS)
+    if login is not None:
+        jsonio.write_bytes(home / CREDENTIALS, login, mode=0o600)
+    return login
+
+
+def sync_credentials(home: Path, user_config: Path, baseline: bytes | None) -> bytes | None:
+    """Between phases and at the end of an attempt: a login the CLI refreshed in `home` goes
+    back to the user's file if that still holds `baseline` (what was copied in); one refreshed
+    in the user's file meanwhile (another run) comes in if the home's is unchanged. Returns the
+    new baseline."""
+    if baseline is None:
+        return None
+    ours, theirs = _read(home / CREDENTIALS), _read(user_config / CREDENTIALS)
+    if ours is not None and ours != baseline and theirs == baseline:
+        jsonio.write_bytes(user_config / CREDENTIALS, ours, mode=0o600)
+        return ours
+    if ours == baseline and theirs is not None and theirs != baseline:
+        jsonio.write_bytes(home / CREDENTIALS, theirs, mode=0o600)
+        return theirs
+    return baseline
+
+
+class ClaudeCode(Program):
+    """Claude Code (npm @anthropic-ai/claude-code), the default program of a phase."""
+
+    name, api, label = "claude", "anthropic", "Claude Code"
+    package = "@anthropic-ai/claude-code"
+    version_setting, prefix_variable = "CLAUDE_CODE_VERSION", "NGINX_EVAL_CLAUDE_PREFIX"
+    default_prefix = "/opt/nginx-eval/claude-code"
+    executables = PROGRAM_NAMES
+    home_variable, home_subdir = "CLAUDE_CONFIG_DIR", ""
+    base_url_variable, default_upstream = "ANTHROPIC_BASE_URL", "https://api.anthropic.com"
+    key_variable, credential_variables = "ANTHROPIC_API_KEY", CREDENTIAL_VARIABLES
+    forwarded_prefixes = ("ANTHROPIC_", "CLAUDE_")
+    own_paths = (".claude",)
+    scans_transcript = True
+    credentials_hint = "ANTHROPIC_API_KEY (or the CLI's login)"
+
+    def version_matches(self, version: str | None, pinned: str) -> bool:
+        return (version or "").startswith(f"{pinned} ")
+
+    def credentials_problem(self, environ: Mapping[str, str]) -> str | None:
+        return credentials_problem(environ)
+
+    def user_state(self, environ: Mapping[str, str]) -> list[str]:
+        return user_state(environ)
+
+    def prepare_home(
+        self,
+        attempt_home: Path,
+        files: Iterable[tuple[str, str]],
+        user_env: Mapping[str, str],
+        web_tools: bool,
+    ) -> bytes | None:
+        return prepare_files(attempt_home, files, config_dir(user_env))
+
+    def sync_credentials(
+        self, attempt_home: Path, user_env: Mapping[str, str], baseline: bytes | None
+    ) -> bytes | None:
+        return sync_credentials(attempt_home, config_dir(user_env), baseline)
+
+    def command(self, continues: bool) -> str:
+        again = " --continue" if continues else ""
+        return (
+            "${AGENT:-claude --allowedTools Bash,Read,Edit,Write,Glob,Grep --output-format json "
+            f"--model {{model}}{again} -p}} {{prompt}}"
+        )
+
+    def web_option(self) -> str | None:
+        return NO_WEB_TOOLS
+
+    def continues_session(self, command: str) -> bool:
+        return continues_session(command)
+
+    def slash_command(self, prompt: str | None) -> str | None:
+        return slash_command(prompt)
+
+    def undefined_command(self, name: str, workspace: str | Path, attempt_home: Path) -> str | None:
+        return undefined_command(name, workspace, attempt_home)
+
+    def parse_result(self, stdout_text: str) -> dict[str, Any] | None:
+        return parse_result(stdout_text)
+
+    def result_fields(self, result: Result | None) -> dict[str, Any]:
+        return result_fields(result)
+
+    def classify(self, result: Result | None, exit_code: int | None) -> tuple[str, str]:
+        return classify(result, exit_code)
+
+    def phase_status(
+        self,
+        timed_out: bool,
+        timeout: float,
+        exit_code: int | None,
+        result: Result | None,
+        entries: Sequence[Entry],
+        slash: str | None,
+        session_problem: str | None,
+    ) -> tuple[str, str]:
+        return phase_status(timed_out, timeout, exit_code, result, entries, slash, session_problem)
+
+    def phase_usage(
+        self, result: Result | None, entries: Sequence[Entry], before: Models
+    ) -> tuple[Usage, Models]:
+        return phase_usage(result, entries, before)
+
+    def transcript_sizes(self, attempt_home: Path, workspace: Path) -> dict[str, int]:
+        return ct.transcript_sizes(attempt_home, workspace)
+
+    def new_transcript_lines(
+        self, before: Mapping[str, int], after: Mapping[str, int]
+    ) -> list[str]:
+        return ct.new_transcript_lines(before, after)
+
+    def session_of(self, entries: Sequence[Entry]) -> str | None:
+        return ct.session_of(entries)
+
+
+CLAUDE = ClaudeCode()

@@ -1,0 +1,221 @@
+"""Codex CLI and Gemini CLI end to end (issue 49): the real pinned programs (tests/agent_clis.py)
+in the sandbox, against their stand-in APIs (tests/openai_standin.py, tests/gemini_standin.py),
+through `doit run` on the fixture benchmark, each phase naming its program in modes.toml.
+
+Each stand-in answers the shipped raw prompt with a call of the program's own shell tool that
+fixes the fixture task's bug, then a text. Checked per program: the task resolves; the tokens
+agent.json records are the stand-in's usage (cached tokens apart from input, reasoning inside
+output); the web tools are gone from every request; the operator's own configuration,
+instructions and environment reach neither the model nor the agent's shell; an overloaded API
+is an infra error tried again; a bad key stops the run before any agent, in seconds, with one
+line naming the program.
+"""
+
+import json
+import os
+import shutil
+import time
+
+import gemini_standin
+import openai_standin
+import pytest
+from conftest import SOURCE_ROOT
+from test_agent_claude import FIX, RAW, needs_srt
+
+from nginx_eval.agent.programs import registry
+
+pytestmark = needs_srt
+
+MODELS = {"codex": "gpt-5-codex", "gemini": "gemini-2.5-pro"}
+LEAKS = ("OPERATOR-MEMORY-MARK", "OPERATOR-CONFIG-MARK", "OPERATOR-ENV-MARK")
+
+
+class Program:
+    """A program's side of a test: its stand-in module, how it calls its shell tool, the
+    environment pointing it at the stand-in, the tokens a stand-in usage is recorded as."""
+
+    def __init__(self, name, api, path):
+        self.name, self.api, self.path = name, api, path
+        self.program = registry.named(name)
+        self.standin = openai_standin if name == "codex" else gemini_standin
+
+    def shell(self, command):
+        if self.name == "codex":
+            return openai_standin.call("exec_command", cmd=command)
+        return gemini_standin.call("run_shell_command", command=command)
+
+    def env(self):
+        url = self.api.url + ("/v1" if self.name == "codex" else "")
+        return {self.program.base_url_variable: url, self.program.key_variable: self.api.api_key}
+
+    def requests(self):
+        if self.name == "codex":
+            return self.api.responses_requests()
+        return self.api.stream_requests()
+
+    def tools(self, request):
+        body = request["body"]
+        if self.name == "codex":
+            return [t.get("name") or t.get("type") for t in body.get("tools", [])]
+        return [f["name"] for t in body.get("tools", []) for f in t.get("functionDeclarations", [])]
+
+    def tokens(self, usage):
+        if self.name == "codex":
+            cached = usage["input_tokens_details"]["cached_tokens"]
+            return {
+                "input": usage["input_tokens"] - cached,
+                "output": usage["output_tokens"],
+                "cache_read": cached,
+                "cache_creation": 0,
+            }
+        cached = usage["cachedContentTokenCount"]
+        return {
+            "input": usage["promptTokenCount"] - cached,
+            "output": usage["candidatesTokenCount"] + usage["thoughtsTokenCount"],
+            "cache_read": cached,
+            "cache_creation": 0,
+        }
+
+
+@pytest.fixture(params=["codex", "gemini"])
+def agent(request, project):
+    """The fixture project with a mode `<program>` whose one phase names the program, the real
+    CLI first on PATH, its stand-in as its API (no other API's variables set)."""
+    name = request.param
+    path = request.getfixturevalue(f"{name}_program")
+    api = request.getfixturevalue("openai_api" if name == "codex" else "gemini_api")
+    program = Program(name, api, path)
+    bin_dir = project.base / f"{name}-bin"
+    bin_dir.mkdir()
+    (bin_dir / name).symlink_to(path)
+    for variable in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
+        project.env.pop(variable, None)
+    project.env.update(program.env())
+    project.env.update(
+        PATH=f"{bin_dir}{os.pathsep}{project.env['PATH']}",
+        NGINX_EVAL_AGENT_BACKOFF="0.05",
+        NGINX_EVAL_AGENT_MAX_RETRIES="0",
+    )
+    shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
+    command = program.program.command(False).replace('"', '\\"')
+    with open(project.root / "modes.toml", "a") as f:
+        f.write(
+            f'\n[modes.{name}]\nmodel = "{MODELS[name]}"\n[[modes.{name}.phases]]\n'
+            f'name = "solve"\nprogram = "{name}"\nprompt = "prompt_raw.md.j2"\n'
+            f'command = "{command}"\n'
+        )
+    api.script = {
+        RAW: [
+            [program.standin.say("Fixing it."), program.shell(FIX)],
+            [program.standin.say("Fixed.")],
+        ]
+    }
+    program.project = project
+    return program
+
+
+def run(agent, *args, check=True, env=None):
+    return agent.project.doit(
+        "run", f"tiny:{agent.name}", "instances=tiny-add", *args, check=check, env=env
+    )
+
+
+def test_a_phase_of_the_program_edits_the_fixture_and_resolves(agent):
+    start = time.monotonic()
+    run(agent)
+    seconds = time.monotonic() - start
+    record = agent.project.read(agent.name, "tiny-add", "agent.json")
+    assert record["status"] == "completed", record["error"]
+    assert agent.project.read(agent.name, "tiny-add", "grade.json")["status"] == "resolved"
+    requests = agent.requests()
+    assert len(requests) >= 2 and all(r["status"] == 200 for r in requests)
+    # Its web tools are gone from every request; its shell tool is there.
+    web = {"codex": {"web_search"}, "gemini": {"google_web_search", "web_fetch"}}[agent.name]
+    shell = {"codex": "exec_command", "gemini": "run_shell_command"}[agent.name]
+    for r in requests:
+        assert shell in agent.tools(r) and not web & set(agent.tools(r)), agent.tools(r)
+    assert record["web_tools"] is False and record["isolation"] == "srt"
+    # The tokens recorded are the stand-in's usage, added up.
+    expected = {k: sum(agent.tokens(r["usage"])[k] for r in requests) for k in record["tokens"]}
+    assert record["tokens"] == expected
+    (phase,) = record["phases"]
+    assert phase["tokens"] == expected and phase["cost_usd"] is None
+    pinned = agent.program.version_setting
+    from claude_cli import setup_setting
+
+    assert setup_setting(pinned) in record["agent_version"]
+    # The program's version is an agent input: another version, another run.
+    print(
+        f"\n{agent.name}: {seconds:.1f} s; first request tools: {agent.tools(requests[0])}; "
+        f"paths: {sorted({(r['method'], r['path']) for r in agent.api.requests})}"
+    )
+
+
+def operator_configuration(agent):
+    """An operator whose own configuration of the program (in HOME, and where the program's
+    variables point) holds instructions, settings and environment the run must not see. Each
+    mark reaches the requests when the CLI is pointed at that configuration (measured with
+    0.169.0 and 0.61.0)."""
+    home = agent.project.base / "operator-home"
+    if agent.name == "codex":
+        for folder in (home / ".codex", agent.project.base / "codex-home"):
+            folder.mkdir(parents=True)
+            (folder / "AGENTS.md").write_text("Always say OPERATOR-MEMORY-MARK.\n")
+            (folder / "config.toml").write_text(
+                'developer_instructions = "Say OPERATOR-CONFIG-MARK."\n'
+                '[shell_environment_policy]\nset = { OPERATOR_SETTING = "OPERATOR-ENV-MARK" }\n'
+            )
+        agent.project.env["CODEX_HOME"] = str(agent.project.base / "codex-home")
+    else:
+        for folder in (home / ".gemini", agent.project.base / "gemini-home" / ".gemini"):
+            folder.mkdir(parents=True)
+            (folder / "GEMINI.md").write_text("Always say OPERATOR-MEMORY-MARK.\n")
+            # Read, it would ask for a login this machine does not have: the run would fail.
+            (folder / "settings.json").write_text(
+                json.dumps({"security": {"auth": {"selectedType": "oauth-personal"}}})
+            )
+            (folder / ".env").write_text("OPERATOR_SETTING=OPERATOR-ENV-MARK\n")
+        agent.project.env["GEMINI_CLI_HOME"] = str(agent.project.base / "gemini-home")
+    agent.project.env["HOME"] = str(home)
+
+
+def test_the_operators_own_configuration_reaches_neither_the_model_nor_the_shell(agent):
+    operator_configuration(agent)
+    shell = f"env | sort; {FIX}"
+    agent.api.script = {
+        RAW: [[agent.standin.say("Looking."), agent.shell(shell)], [agent.standin.say("Done.")]]
+    }
+    run(agent)
+    record = agent.project.read(agent.name, "tiny-add", "agent.json")
+    assert record["status"] == "completed", record["error"]
+    text = json.dumps([r["body"] for r in agent.api.requests])
+    assert [m for m in LEAKS if m in text] == []
+    # The agent's shell ran (its output is in the second request) with the harness's home.
+    assert "NGINX_EVAL_INSTANCE=tiny-add" in text
+    assert f"{agent.program.home_variable}=" in text and "agent-homes" in text
+    assert agent.project.read(agent.name, "tiny-add", "grade.json")["status"] == "resolved"
+
+
+def test_an_overloaded_api_is_an_infra_error_tried_again(agent):
+    status = 503
+    agent.api.faults = [agent.standin.Fault(status=status, times=1)]
+    run(agent, "agent_retries=2")
+    record = agent.project.read(agent.name, "tiny-add", "agent.json")
+    assert [a["status"] for a in record["attempts"]] == ["infra_error", "completed"], record
+    assert agent.project.read(agent.name, "tiny-add", "grade.json")["status"] == "resolved"
+
+
+def test_a_bad_key_stops_the_run_before_any_agent_with_one_line(agent):
+    # The worker's doit server started (conftest.Project.doit), as a `doit run` finds its
+    # Python ready: what is timed is the run.
+    agent.project.doit("list")
+    start = time.monotonic()
+    proc, executed = run(agent, check=False, env={agent.program.key_variable: "wrong-key"})
+    seconds = time.monotonic() - start
+    assert proc.returncode != 0 and not any(e.startswith("agent:") for e in executed)
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"nginx-eval: error: {agent.program.label}: the API refused the ")
+    assert agent.program.key_variable in line
+    assert agent.requests() == []
+    assert seconds < 10, seconds
+    print(f"\n{agent.name}: bad key stopped the run in {seconds:.1f} s: {line}")

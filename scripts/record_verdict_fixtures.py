@@ -139,6 +139,9 @@ int calc_peek(int n)
 }
 """
 
+# A patch that compiles only without the sanitizers.
+NO_SANITIZERS = "#ifdef __SANITIZE_ADDRESS__\n#error not with the sanitizers\n#endif\n"
+
 VERSION_C = """#include <stdio.h>
 #include "ngx_auto_config.h"
 
@@ -315,7 +318,10 @@ def record_tiny(work, out):
         server("tiny-server-nostart", "server.t"),
         server("tiny-server-killer", "server.t"),
         server("tiny-server-die", "server_die.t"),
+        server("tiny-server-spoof", "server.t"),
         tiny_task("tiny-add-broken", add, add_fix, t, add_files, add_f2p, add_p2p),
+        tiny_task("tiny-add-nosan", add, add_fix, t, add_files, add_f2p, add_p2p),
+        tiny_task("tiny-add-nosan-regression", add, add_fix, t, add_files, add_f2p, add_p2p),
         tiny_task("tiny-add-overread", add, add_fix, t, add_files, add_f2p, add_p2p),
         tiny_task("tiny-add-regression", add, add_fix, t, add_files, add_f2p, add_p2p),
         tiny_task(
@@ -351,6 +357,14 @@ def record_tiny(work, out):
         "tiny-server-nostart": {nginx_c: serving("        return 1;\n")},
         "tiny-server-killer": {nginx_c: serving(KILL_PROVE_C + SERVING)},
         "tiny-server-die": {nginx_c: serving("        return 1;\n")},
+        # Prints on its own stdout as a server: the output guard sends it to the nginx log.
+        "tiny-server-spoof": {nginx_c: serving(f'        printf("{spoof}");\n' + SERVING)},
+        "tiny-add-nosan": {calc_c: lambda s: fix_add(s) + NO_SANITIZERS},
+        "tiny-add-nosan-regression": {
+            calc_c: lambda s: fix_add(s) + NO_SANITIZERS,
+            nginx_c: version_elsewhere,
+            "src/core/version.c": lambda _: VERSION_C,
+        },
         "tiny-add-broken": {calc_c: lambda s: fix_add(s) + "int broken(void) { return }\n"},
         "tiny-add-overread": {calc_c: lambda s: over_read_in_mul(fix_add(s))},
         "tiny-add-regression": {
@@ -365,7 +379,7 @@ def record_tiny(work, out):
     }
     diffs = {}
     for iid, edits in patches.items():
-        if iid.startswith("tiny-server"):
+        if iid.startswith("tiny-server") and iid != "tiny-server-spoof":
             edits = {calc_c: fix_add, **edits}
         diffs[iid] = tiny_patch(mirrors, add, edits)
     env = dict(fx["env"], NGINX_EVAL_RESULTS=str(work / "results"))
@@ -373,6 +387,9 @@ def record_tiny(work, out):
     doit(env, "run", "tiny:gold", "tiny:none", f"instances={','.join(plain)}", "report=0")
     preds = predictions(work / "predictions.jsonl", diffs)
     doit(env, "run", "tiny:file", f"predictions={preds}", "strict_files=2", "report=0")
+    # Gold judged strict against the base (only when asked: strict_gold=1).
+    strict_gold = ("run=strict-gold", "strict_gold=1", "strict_files=2", "report=0")
+    doit(env, "run", "tiny:gold", "instances=tiny-add,tiny-mul", *strict_gold)
     # flaky.t passes on every other run of a binary: its first (above) passed, so here the first
     # run fails and its rerun passes.
     doit(env, "run", "tiny:gold", "instances=tiny-flaky", "run=rerun", "rerun_failed=1", "report=0")

@@ -650,3 +650,73 @@ def test_a_regression_is_a_pass_under_the_reference_and_a_failure_twice_under_th
     assert compare(cand, wobbly) == ([], ["version.t:1 version output"], [])
     assert compare({}, ref)[0] == ["version.t:1 version output"]
     assert suspects(cand, ref) == ["version.t"] and suspects(ref, ref) == []
+
+
+def test_tap_printed_by_the_server_stays_out_of_the_stream():
+    """The output guard sends what nginx started as a server prints to tap/<file>.nginx.log."""
+    u = unit("tiny/default/file/tiny-server-spoof")
+    assert "ok 1 - add after start" not in u.tap("server.t").splitlines()
+    log = (u.tap_dir / u.record("server.t")["nginx_log"]).read_text()
+    assert "ok 1 - add after start" in log.splitlines()
+    v = u.verdict()
+    assert v["status"] == "unresolved" and v["fail_to_pass"]["failed"] == [
+        "server.t:1 add after start"
+    ]
+    assert v["file_failures"] == [] and u.prove["reference"] == {}
+
+
+def test_only_files_with_a_graded_assertion_that_did_not_pass_run_again():
+    """rerun_failed=1: a graded failure, a graded assertion that never ran, or a tampered stream
+    runs again; a file whose only failures are ungraded, or that is missing, does not."""
+    none, hang = unit("tiny/default/none/tiny-add"), unit("tiny/default/gold/tiny-hang")
+    assert files_to_rerun(none.task, none.tap_dir, none.prove["files"]) == ["calc_add.t"]
+    ungraded = none.task.__class__(
+        **{**none.task.__dict__, "fail_to_pass": ("calc_add.t:2 add zeros",), "pass_to_pass": ()}
+    )
+    assert files_to_rerun(ungraded, none.tap_dir, none.prove["files"]) == []
+    assert files_to_rerun(hang.task, hang.tap_dir, hang.prove["files"]) == ["hang.t"]
+    tamper = unit("tiny/default/file/tiny-server-tamper-after")
+    assert files_to_rerun(tamper.task, tamper.tap_dir, tamper.prove["files"]) == ["server.t"]
+    missing = {"calc_add.t": dict(none.record("calc_add.t"), missing=True)}
+    assert files_to_rerun(none.task, none.tap_dir, missing) == []
+
+
+def test_gold_is_judged_against_the_base_and_only_when_asked():
+    for iid in ("tiny-add", "tiny-mul"):
+        judged = unit(f"tiny/strict-gold/gold/{iid}")
+        strict = judged.json("strict.json")
+        assert strict["reference"] == "base" and strict["strict"] is True
+        assert strict["sanitizer"]["key"] != strict["key"]  # a build of its own
+        grade_json = judged.json("grade.json")
+        assert (grade_json["strict"], grade_json["strict_reason"]) == (True, "")
+        plain = unit(f"tiny/default/gold/{iid}")
+        assert plain.json("strict.json") is None
+        assert (plain.json("grade.json")["strict"], plain.json("grade.json")["strict_reason"]) == (
+            None,
+            "not judged (strict_gold=0)",
+        )
+        # strict=0: the same verdict, not judged.
+        fields = strict_fields(plain.verdict(), False, None)
+        assert (fields["strict"], fields["strict_reason"]) == (None, "not judged (strict=0)")
+    # The base fails the bug's assertions: not counted, and not among the regression files'.
+    none = unit("tiny/default/none/tiny-add").verdict()
+    assert none["fail_to_pass"]["failed"] == ["calc_add.t:1 add two numbers"]
+    assert unit("tiny/strict-gold/gold/tiny-add").json("strict.json")["regressions"] == []
+
+
+def test_without_a_sanitizer_build_the_plain_builds_judge_the_regressions():
+    broken = unit("tiny/default/file/tiny-add-nosan-regression").json("strict.json")
+    assert (broken["strict"], broken["sanitizer"], broken["regressions"]) == (
+        False,
+        None,
+        ["version.t:1 version output"],
+    )
+    assert broken["rerun"] == ["version.t"]
+    clean = unit("tiny/default/file/tiny-add-nosan")
+    strict = clean.json("strict.json")
+    assert (strict["strict"], strict["reason"], strict["retry"]) == (
+        None,
+        "the sanitizer build does not build (compile_failed)",
+        False,
+    )
+    assert clean.json("grade.json")["strict"] is None and clean.json("grade.json")["resolved"]

@@ -9,9 +9,9 @@ stage that writes another format fails the schema check until the fixtures are r
 import json
 from functools import cache
 from pathlib import Path
+from typing import get_type_hints, is_typeddict
 
 import pytest
-from test_record_schemas import mismatches
 
 from nginx_eval.core import records
 from nginx_eval.core.outcomes import GRADE_STATUSES, UNFINISHED_AGENT
@@ -124,6 +124,31 @@ def test_the_prove_stages_choices_are_what_it_makes_of_the_recorded_streams(path
     assert needing == set(prove["reference"])
     if "reruns" in prove:
         assert files_to_rerun(u.task, u.tap_dir, prove["files"]) == list(reruns)
+
+
+def mismatches(value, schema, where="$"):
+    """The keys where a record departs from its TypedDict, and from those of the TypedDicts
+    and {name: TypedDict} it holds (tests/test_record_schemas.py checks the values' types on
+    a real run's records)."""
+    if not is_typeddict(schema):
+        inner = getattr(schema, "__args__", ())
+        if isinstance(value, dict) and inner and is_typeddict(inner[-1]):
+            return [m for k, v in value.items() for m in mismatches(v, inner[-1], f"{where}.{k}")]
+        return []
+    hints = get_type_hints(schema)
+    found = [f"{where}: no {k!r}" for k in sorted(schema.__required_keys__ - value.keys())]
+    found += [f"{where}: {k!r} unknown" for k in sorted(value.keys() - hints.keys())]
+    for key in sorted(value.keys() & hints.keys()):
+        if isinstance(value[key], dict):
+            found += mismatches(value[key], hints[key], f"{where}.{key}")
+    return found
+
+
+def test_mismatches_names_missing_and_unknown_keys():
+    run = {"tap": "a.t.tap"}
+    found = mismatches({"files": {"a.t": run}, "other": 1}, records.ProveJson)
+    assert "$: 'other' unknown" in found and "$: no 'inputs'" in found
+    assert "$.files.a.t: no 'exit_code'" in found
 
 
 @pytest.mark.parametrize("path", unit_dirs(), ids=unit_id)

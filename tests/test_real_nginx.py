@@ -13,6 +13,8 @@ import pytest
 from conftest import DODO, SOURCE_ROOT
 
 URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
+# Each test starts doit itself (conftest.py): end to end, out of `pytest -m "not e2e"`.
+E2E = True
 
 
 def mirror_ok(repo):

@@ -274,22 +274,21 @@ def read_texts(tap_dir: Path, records: Mapping[str, ProveRun]) -> dict[str, str]
     return texts
 
 
-def grade_task(
-    layout: "Layout", mode_name: str, task: "Task", config: dict[str, Any], files: list[str]
-) -> None:
-    inputs = stamps.inputs_digest(config, files)
-    out = layout.grade_json(mode_name, task.instance_id)
-    iid = task.instance_id
-    build: BuildJson = jsonio.read_json(layout.build_json(mode_name, iid))
-    prove: ProveJson = jsonio.read_json(layout.prove_json(mode_name, iid))
-    agent = jsonio.read_json(layout.agent_json(mode_name, iid))
-    tap_dir = layout.tap_dir(mode_name, iid)
+def grade_records(
+    task: "Task",
+    build: BuildJson,
+    prove: ProveJson,
+    agent: Mapping[str, Any] | None,
+    tap_dir: Path,
+) -> Verdict:
+    """grade() of what a unit's stages wrote: its build.json, prove.json, agent.json (None: the
+    mode runs no agent) and the test output prove.json names in `tap_dir`."""
     texts = read_texts(tap_dir, prove["files"])
     references = prove.get("reference") or {}
     reference_texts = read_texts(tap_dir, references)
     reruns = prove.get("reruns")  # absent: rerun_failed was off
     rerun_texts = read_texts(tap_dir, reruns or {})
-    verdict = grade(
+    return grade(
         task,
         build["status"],
         prove["files"],
@@ -298,6 +297,21 @@ def grade_task(
         reference={f: (rec, reference_texts[f]) for f, rec in references.items()},
         build_reason=build.get("reason"),
         reruns=None if reruns is None else {f: (rec, rerun_texts[f]) for f, rec in reruns.items()},
+    )
+
+
+def grade_task(
+    layout: "Layout", mode_name: str, task: "Task", config: dict[str, Any], files: list[str]
+) -> None:
+    inputs = stamps.inputs_digest(config, files)
+    out = layout.grade_json(mode_name, task.instance_id)
+    iid = task.instance_id
+    verdict = grade_records(
+        task,
+        jsonio.read_json(layout.build_json(mode_name, iid)),
+        jsonio.read_json(layout.prove_json(mode_name, iid)),
+        jsonio.read_json(layout.agent_json(mode_name, iid)),
+        layout.tap_dir(mode_name, iid),
     )
     strict: StrictJson | None = (
         jsonio.read_json(layout.strict_json(mode_name, iid)) if config.get("strict") else None

@@ -145,6 +145,14 @@ class Run:
         return sanitizer.reports(self.directory / "san")
 
 
+def read_run(directory: Path, name: str) -> Run:
+    """The kept run of test file `name` in `directory` (Side's run<n>/): a tampered stream's
+    assertions count for nothing."""
+    record: ProveRun = jsonio.read_json(directory / "run.json")
+    fr = parse_tap(name, (directory / record["tap"]).read_text(errors="replace"))
+    return Run({} if fr.tampered else dict(fr.results), record["seconds"], directory)
+
+
 def _stem(name: str) -> str:
     return name.replace("/", "__")
 
@@ -248,10 +256,7 @@ class Side:
         self.waited += max(0.0, time.monotonic() - start - covered)
 
     def _read_run(self, name: str, n: int) -> Run:
-        directory = self._run_dir(name, n)
-        record: ProveRun = jsonio.read_json(directory / "run.json")
-        fr = parse_tap(name, (directory / record["tap"]).read_text(errors="replace"))
-        return Run({} if fr.tampered else dict(fr.results), record["seconds"], directory)
+        return read_run(self._run_dir(name, n), name)
 
     def runs(self, wanted: Mapping[str, int]) -> dict[str, list[Run]]:
         """{file: its first n runs} for {file: n}, making the runs not kept yet (and, for them,

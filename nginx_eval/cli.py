@@ -51,7 +51,7 @@ from .doitext.invocation import (
     track_tasks,
 )
 from .report import site as report_site
-from .report.records import check_has_results
+from .report.records import check_has_results, check_is_run
 from .run.record import bind_run, check_benchmark, read_run
 
 
@@ -92,7 +92,7 @@ def bind_to_run(ctx, argv):
     stages = {t.split(":", 1)[0] for t in targets}
     if stages <= set(NON_SCORING_TARGETS):
         if stages & set(READING_TARGETS):
-            check_has_results(ctx.layout)
+            check_has_results(ctx.layout, ctx.benchmark.name)
         return
     bench = ctx.benchmark.name
     selecting = selecting_targets(ctx, targets)
@@ -349,6 +349,11 @@ def load_dodo(root=None):
         except UserError as e:
             fail(e)
     else:
+        if command == "clean":
+            try:
+                check_is_run(ctx.layout)  # before the lock creates results/<run>/
+            except UserError as e:
+                fail(e)
         take_run_locks(ctx.layout)
         # From here the command may change result files: the site's record of a complete
         # rendering goes, and only a run that changed none may trust it (progress.py).

@@ -19,7 +19,7 @@ from . import sandbox, selftest
 from .claude_code import credentials_problem, is_claude_code, program_version, resolve_program
 from .gate import clear_stop
 from .selftest import endpoint_problem
-from .stage import agent_finished
+from .stage import agent_finished, missing_prompt
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -189,7 +189,10 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
     (selftest.py) passed once."""
     clear_stop(ctx.layout)
     families: dict[str, Mode] = {}
-    for mode, _task in agents_to_run(ctx, tasks, selected):
+    for mode, task in agents_to_run(ctx, tasks, selected):
+        missing = missing_prompt(ctx.layout.templates_dir, mode, task)
+        if missing:
+            raise missing
         families.setdefault(mode.family, mode)
     reached: set[tuple[str, str]] = set()
     probed: set[tuple[str, str, str | None]] = set()

@@ -741,63 +741,68 @@ def agent_findings(layout, modes):
     """What the selected agent modes need, checked as the preflight checks it (agent/preflight.py,
     the same code): each phase's program, for Claude Code its version against the pin and its
     credentials, and the model endpoint reached the way a phase reaches it. The sandbox's own
-    self-test is the "agent sandbox" finding."""
-    findings, seen = [], set()
+    self-test is the "agent sandbox" finding. A program that several modes run is checked once
+    and its finding names every one of them: without `claude` on PATH, raw, impl, full and nlcmd
+    all cannot run."""
+    findings = []
     pinned = pinned_cli_version()
+    # {key: (program, path, env, box, [mode names])}, in the order first met.
+    programs: dict = {}
     for mode in modes:
         env = dict(os.environ, **dict(mode.env))
         box = sandbox.settings(mode)
         for phase in mode.phases:
             program = command_program(phase.command, env)
-            path = resolve_program(program, env) if program else None
+            if not program:
+                continue
+            path = resolve_program(program, env)
             key = (program, path, json.dumps(box, sort_keys=True), selftest.endpoint_url(env))
-            if not program or key in seen:
-                continue
-            seen.add(key)
-            who = (mode.name,)
-            if not path or not program_found(program, env):
-                findings.append(
-                    Finding(
-                        "error",
-                        "agent",
-                        f"program {program!r}",
-                        who,
-                        note=f"program {program!r} is not on PATH "
-                        "(scripts/setup-debian.sh installs Claude Code)",
-                    )
-                )
-                continue
-            if not is_claude_code(path):
-                findings.append(Finding("ok", "agent", f"{program} (not Claude Code)", who))
-                continue
-            version = program_version(path, env, layout.agent_versions)
-            problem = credentials_problem(env) or endpoint_problem(layout, box, env)
-            if problem:
-                findings.append(
-                    Finding("error", "agent", f"Claude Code at {path}", who, note=problem)
-                )
-                continue
+            entry = programs.setdefault(key, (program, path, env, box, []))
+            if mode.name not in entry[4]:
+                entry[4].append(mode.name)
+    for program, path, env, box, names in programs.values():
+        who = tuple(names)
+        if not path or not program_found(program, env):
             findings.append(
                 Finding(
-                    "ok",
+                    "error",
                     "agent",
-                    f"Claude Code {version or '?'}, credentials, "
-                    f"{selftest.endpoint_url(env)} reachable",
+                    f"program {program!r}",
                     who,
+                    note=f"program {program!r} is not on PATH "
+                    "(scripts/setup-debian.sh installs Claude Code)",
                 )
             )
-            if pinned and not (version or "").startswith(f"{pinned} "):
-                findings.append(
-                    Finding(
-                        "warn",
-                        "agent",
-                        f"Claude Code {version}",
-                        who,
-                        note=f"Claude Code at {path} is {version}, not the "
-                        f"pinned {pinned} (scripts/setup-debian.sh): its "
-                        "runs are not those of the pinned CLI",
-                    )
+            continue
+        if not is_claude_code(path):
+            findings.append(Finding("ok", "agent", f"{program} (not Claude Code)", who))
+            continue
+        version = program_version(path, env, layout.agent_versions)
+        problem = credentials_problem(env) or endpoint_problem(layout, box, env)
+        if problem:
+            findings.append(Finding("error", "agent", f"Claude Code at {path}", who, note=problem))
+            continue
+        findings.append(
+            Finding(
+                "ok",
+                "agent",
+                f"Claude Code {version or '?'}, credentials, "
+                f"{selftest.endpoint_url(env)} reachable",
+                who,
+            )
+        )
+        if pinned and not (version or "").startswith(f"{pinned} "):
+            findings.append(
+                Finding(
+                    "warn",
+                    "agent",
+                    f"Claude Code {version}",
+                    who,
+                    note=f"Claude Code at {path} is {version}, not the "
+                    f"pinned {pinned} (scripts/setup-debian.sh): its "
+                    "runs are not those of the pinned CLI",
                 )
+            )
     return findings
 
 

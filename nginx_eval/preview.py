@@ -197,6 +197,17 @@ def preview_lines(ctx: Context, argv: list[str]) -> list[str]:
         lines.append("  (to check: doit's database decides; milliseconds each)")
     if not any(c.run for c in stages.values()):
         lines.append("nothing to run: every unit of the command is done")
+    cache = ctx.layout.cache
+    lines.append(
+        f"cache: {cache} ("
+        + (
+            "NGINX_EVAL_CACHE"
+            if os.environ.get("NGINX_EVAL_CACHE")
+            else "the default; NGINX_EVAL_CACHE moves it"
+        )
+        + ("" if cache.is_dir() else "; empty: every clone and build is made there")
+        + f"), results: {ctx.layout.run_dir}"
+    )
     total = sum(agents.values())
     lines.append(f"agent runs to start: {total}")
     at_once = chosen_counts(ctx.options)["agent"]

@@ -18,7 +18,8 @@ Bad input is one warning line each, and nothing else of the report is lost: a mo
 predictions and no report is not graded (its command is in the report); a report of other or
 older predictions, two reports of the current ones (neither), and a file that is no report (no
 id lists) are not used; report ids that are not tasks of the task file are not scored; a prediction
-the report has no verdict for counts as missing (scores 0, as a task without a result does).
+the report has no verdict for counts as missing (no result: in no rate, as a task without a
+result).
 """
 
 from dataclasses import dataclass, field
@@ -136,7 +137,7 @@ def _grade_mode(layout, bench, mode, by_id, known, command):
         said.append(
             f"mode {mode}: {chosen.name} has no verdict for "
             f"{len(info['no_verdict'])} of its predictions "
-            f"({_shown(info['no_verdict'])}): counted as missing"
+            f"({_shown(info['no_verdict'])}): counted as missing (no result, in no rate)"
         )
     if info["infra_failure_ids"]:
         said.append(

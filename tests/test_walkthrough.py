@@ -74,26 +74,27 @@ def test_the_walkthrough_runs_as_written(project):
     ran = 0
     server = doit_server.server(SOURCE_ROOT)
     for cs, shown in page:
-        out = ""
+        out = ""  # what the block's commands print, one after the other
         for command in cs:
             if not command.startswith("doit "):
                 continue
             words = [w.replace("nginx:", "tiny:") for w in command.split()[1:]]
             # As a user types it: no strict=0 or report=0 that project.doit adds.
             project.seed_compiled_templates()
-            code, out, err = server.run(
+            code, printed, err = server.run(
                 ["-f", str(SOURCE_ROOT / "dodo.py"), *words], env=project.env, timeout=600
             )
             project.keep_compiled_templates()
-            assert code == 0, f"{command}:\n{out}\n{err}"
+            assert code == 0, f"{command}:\n{printed}\n{err}"
+            out += printed
             ran += 1
         if shown is None:
             continue
-        printed = out.splitlines()
+        lines = out.splitlines()
         for line in shown.splitlines():
             if line.strip() in ("", "..."):
                 continue
-            assert any(pattern(line).fullmatch(p) for p in printed), (
+            assert any(pattern(line).fullmatch(p) for p in lines), (
                 f"{cs[-1]}: the page shows\n{line}\nwhich it does not print:\n{out}"
             )
     assert ran >= 6

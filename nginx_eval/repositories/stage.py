@@ -5,6 +5,10 @@ fetch, a test file that does not exist at its task's test commit, and an authore
 (benchmark.py) that has the name of a file at its test commit, are user errors naming the task
 and the field. Workspaces depend on the clones of both repositories, so these errors stop a run
 before any agent starts.
+
+The stamp (layout.repo_stamp) records every commit and test file a clone was found to hold, over
+every command; a unit is current while that covers what the selected tasks pin (holds_all), so
+another limit=, instances=, run= or URL leaves it, and what follows it, as it is.
 """
 
 import os

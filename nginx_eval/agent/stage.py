@@ -111,8 +111,9 @@ def missing_prompt(templates_dir, mode, task):
     cannot run: the preflight (and a dry run) say this line before any work, and the commands
     that do not run it (`doit run nginx:gold`) run as ever."""
     where = prompt_dir(templates_dir, task)
+    absent = _absent_templates(str(where), tuple(p.prompt for p in mode.phases if p.prompt))
     for phase in mode.phases:
-        if phase.prompt and not (where / phase.prompt).is_file():
+        if phase.prompt in absent:
             known = sorted(p.name for p in where.glob("prompt*.j2")) if where.is_dir() else []
             return UserError(
                 f"no template {phase.prompt!r} in {where}: mode {mode.name} cannot run (the "
@@ -122,6 +123,13 @@ def missing_prompt(templates_dir, mode, task):
                 field="prompt",
             )
     return None
+
+
+@lru_cache(maxsize=64)
+def _absent_templates(where, names):
+    """The template files of `names` that are not in the directory `where`; asked once per
+    command for each mode (a no-op rerun asks it of every agent unit, several times)."""
+    return tuple(n for n in names if not os.path.isfile(os.path.join(where, n)))
 
 
 def refuse_missing_prompt(error):

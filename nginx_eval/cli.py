@@ -51,7 +51,8 @@ from .doitext.invocation import (
     track_tasks,
 )
 from .report import site as report_site
-from .report.records import check_has_results
+from .report.records import check_has_results, check_is_run
+from .run.options import check_environment
 from .run.record import bind_run, check_benchmark, read_run
 
 
@@ -70,6 +71,20 @@ def check_task_names(namespace, command, argv):
 NON_SCORING_TARGETS = ("report", "doctor", "power", "site")
 # Of those, the ones that show a run: they need one with results (report/records.py).
 READING_TARGETS = ("report", "power", "site")
+# Of those, the ones that neither read nor write the run: the doctor checks the machine for the
+# selected tasks of any benchmark (`doit run doctor bench=swebench-verified` after `doit run
+# nginx:gold` in run default), so the run's benchmark does not bind it.
+MACHINE_TARGETS = ("doctor",)
+
+
+def check_run_benchmark(ctx, command, argv):
+    """check_benchmark, unless the command only asks the doctor (MACHINE_TARGETS)."""
+    from .pipeline import expand_default
+
+    targets = expand_default(ctx, command_targets(argv)) if command == "run" else []
+    if targets and {t.split(":", 1)[0] for t in targets} <= set(MACHINE_TARGETS):
+        return
+    check_benchmark(ctx.layout, ctx.benchmark.name)
 
 
 def selecting_targets(ctx, targets: list[str]) -> list[str]:
@@ -92,7 +107,7 @@ def bind_to_run(ctx, argv):
     stages = {t.split(":", 1)[0] for t in targets}
     if stages <= set(NON_SCORING_TARGETS):
         if stages & set(READING_TARGETS):
-            check_has_results(ctx.layout)
+            check_has_results(ctx.layout, ctx.benchmark.name)
         return
     bench = ctx.benchmark.name
     selecting = selecting_targets(ctx, targets)
@@ -299,7 +314,7 @@ def dry_run(namespace: dict, command: str) -> None:
                 f"dry_run=1 is a variable of `doit run`, not of `doit {command}`"
                 + (" (`doit clean -n` only counts)" if command == "clean" else "")
             )
-        check_benchmark(ctx.layout, ctx.benchmark.name)
+        check_run_benchmark(ctx, command, sys.argv[1:])
         check_task_names(namespace, command, sys.argv[1:])
         from .pipeline import check_candidates, expand_default
 
@@ -323,6 +338,7 @@ def load_dodo(root=None):
         # directory of token files is known once the tasks are loaded.
         procs.stop_on_signals(None, report_interrupt)
     try:
+        check_environment(os.environ)
         namespace = doit_tasks(root)
     except UserError as e:
         fail(e)
@@ -349,12 +365,17 @@ def load_dodo(root=None):
         except UserError as e:
             fail(e)
     else:
+        if command == "clean":
+            try:
+                check_is_run(ctx.layout)  # before the lock creates results/<run>/
+            except UserError as e:
+                fail(e)
         take_run_locks(ctx.layout)
         # From here the command may change result files: the site's record of a complete
         # rendering goes, and only a run that changed none may trust it (progress.py).
         ctx.site_unchanged = report_site.take_completion(ctx.layout)
         try:
-            check_benchmark(ctx.layout, ctx.benchmark.name)
+            check_run_benchmark(ctx, command, sys.argv[1:])
             check_task_names(namespace, command, sys.argv[1:])
             if command == "run":
                 bind_to_run(ctx, sys.argv[1:])

@@ -146,6 +146,8 @@ class Context:
     ) -> bool:
         """The workspace stage asks whether an agent run is finished (its workspace is then not
         needed); the agent stage answers, and the earlier stage does not import the later one."""
+        if agent.missing_prompt(layout.templates_dir, mode, task):
+            return False  # it cannot run: the preflight says why
         return agent.agent_finished(
             layout, mode, task, agent_task_name, self.unit_agent_inputs(mode, task)[1]
         )

@@ -21,11 +21,12 @@ import statistics
 import sys
 from dataclasses import dataclass
 
+from .agent.stage import missing_prompt
 from .core import jsonio
 from .core.errors import UserError
 from .core.limits import chosen_counts
 from .core.outcomes import UNFINISHED_AGENT
-from .core.tasknames import AGENT, BASE, BUILD, TESTS, VALIDATE, WORKSPACE
+from .core.tasknames import AGENT, BASE, BUILD, TESTS, VALIDATE, WORKSPACE, task_name, unit_name
 from .doitext.invocation import LOADER_OPTIONS_WITH_VALUE, command_targets
 from .doitext.pruning import ALWAYS, Wants, full_name, own_answer, settling
 from .pipeline import DEFAULT_TASK, Context, expand_default, redo_forgotten, stage_dicts
@@ -110,6 +111,7 @@ def classify(ctx: Context, argv: list[str]) -> tuple[dict, dict]:
     always = any(a in ALWAYS for a in argv)
     stages: dict[str, StageCounts] = {}
     agents: dict[str, int] = {}
+    starting: set[str] = set()
     wants: Wants = {}  # what own_answer learns of the uptodate functions, kept for every task
     bench = ctx.benchmark
     for d in dicts:
@@ -133,6 +135,13 @@ def classify(ctx: Context, argv: list[str]) -> tuple[dict, dict]:
         if d["basename"] == AGENT and state == "run":
             mode = name.split(":", 1)[1].split("/")[1]
             agents[mode] = agents.get(mode, 0) + 1
+            starting.add(name)
+    # An agent run whose mode lacks a prompt template: the run's preflight would refuse it.
+    for unit_bench, unit_mode, task in ctx.agent_units():
+        if task_name(AGENT, unit_name(unit_bench, unit_mode, task)) in starting:
+            missing = missing_prompt(ctx.layout.templates_dir, unit_mode, task)
+            if missing:
+                raise missing
     return stages, agents
 
 
@@ -186,6 +195,19 @@ def preview_lines(ctx: Context, argv: list[str]) -> list[str]:
         )
     if any(c.check for c in stages.values()):
         lines.append("  (to check: doit's database decides; milliseconds each)")
+    if not any(c.run for c in stages.values()):
+        lines.append("nothing to run: every unit of the command is done")
+    cache = ctx.layout.cache
+    lines.append(
+        f"cache: {cache} ("
+        + (
+            "NGINX_EVAL_CACHE"
+            if os.environ.get("NGINX_EVAL_CACHE")
+            else "the default; NGINX_EVAL_CACHE moves it"
+        )
+        + ("" if cache.is_dir() else "; empty: every clone and build is made there")
+        + f"), results: {ctx.layout.run_dir}"
+    )
     total = sum(agents.values())
     lines.append(f"agent runs to start: {total}")
     at_once = chosen_counts(ctx.options)["agent"]

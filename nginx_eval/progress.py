@@ -13,7 +13,8 @@ in this command prints one line on stdout (docs/running.md#watching-a-run)::
     far), the unit and its outcome
 
 Units already done count in the numbers but print no line, and nothing is rewritten in place: a
-CI log gets one line per unit, a terminal the same.
+CI log gets one line per unit, a terminal the same; so does each base build the command makes,
+when the first starts and as each is done (docs/running.md#watching-a-run).
 
 At the end of a `doit run` that ran any mode (not after an interrupt), the modes it ran get a
 summary table on stdout; the run's report is rendered if what it is made from changed
@@ -29,7 +30,7 @@ import time
 
 from .core import jsonio, procs
 from .core.outcomes import RUN_ERRORS, outcome
-from .core.tasknames import GRADE, PATCH, unit_of
+from .core.tasknames import BASE, GRADE, PATCH, unit_of
 from .doitext.invocation import reachable
 from .report import site as report_site
 from .report import stage as report
@@ -64,6 +65,9 @@ class Progress:
         self.units = {}  # (mode, iid) -> outcome once finished, None before
         self.order = []  # modes, in the order of the configuration
         self.started = None
+        self.bases = 0  # base builds handed to doit (settled ones are not: pruning.py)
+        self.bases_done = 0  # of those, built or found up to date
+        self.base_started = {}  # base task name -> time.monotonic() when it started
         self.ran = 0  # units finished by this command (not already done)
         self.executed = False  # whether doit executed any task (it may have written results)
         self.report_was_current = False  # doit found a report task up to date
@@ -84,10 +88,33 @@ class Progress:
                 unit = unit_of(name)
                 if unit:
                     self.units[unit] = SETTLED if name not in tasks else None
+        self.bases = sum(
+            1 for name in reachable(tasks, selected, shadow) if name.startswith(f"{BASE}:")
+        )
         modes = {m for m, _ in self.units}
         self.order = [m for m in self.ctx.modes if m in modes] + sorted(modes - set(self.ctx.modes))
         self.report_asked = any(n.split(":", 1)[0] == "report" for n in selected)
         self.started = time.monotonic()
+
+    def base_starts(self, name):
+        """A base build starts: the first one says what the units wait for."""
+        if not self.base_started:
+            many = "s" if self.bases != 1 else ""
+            self.write(
+                f"nginx-eval: building up to {self.bases} base{many} first; each unit starts "
+                "once its base is built"
+            )
+        self.base_started[name] = time.monotonic()
+
+    def base_finished(self, name, built=True):
+        """A base build is done (built, or found up to date: counted, not printed)."""
+        self.bases_done += 1
+        if built and name in self.base_started:
+            took = duration(time.monotonic() - self.base_started[name])
+            self.write(
+                f"[base {self.bases_done}/{self.bases}] {name.split(':', 1)[1].rsplit('-', 1)[0]}"
+                f" built in {took}"
+            )
 
     def outcome(self, mode, iid):
         """The unit's outcome, from its result files (as results.jsonl will say it)."""
@@ -261,7 +288,7 @@ def summary_lines(made, modes, layout):
         others = [f"{n} {o.replace('_', ' ')}" for o, n in counts.items() if n and o != "resolved"]
         missing = len(entry.get("incomplete_ids") or [])
         if missing:
-            others.append(f"{missing} missing")
+            others.append(f"{missing} no result")
         rows.append(
             (m, f"{resolved} of {scored}" if scored else "—", rate, interval, ", ".join(others))
         )
@@ -303,6 +330,8 @@ def watching(base, ctx, command):
 
         def execute_task(self, task):
             super().execute_task(task)
+            if task.name.startswith(f"{BASE}:") and task.actions:
+                self.progress.base_starts(task.name)
             if task.actions:  # doit "executes" a group task too: it does nothing
                 self.progress.executed = True
                 if task.name in report_tasks(ctx):
@@ -310,10 +339,14 @@ def watching(base, ctx, command):
 
         def add_success(self, task):
             super().add_success(task)
+            if task.name.startswith(f"{BASE}:") and task.actions:
+                self.progress.base_finished(task.name)
             self.progress.finished(task.name)
 
         def skip_uptodate(self, task):
             super().skip_uptodate(task)
+            if task.name.startswith(f"{BASE}:"):
+                self.progress.base_finished(task.name, built=False)
             if task.name in report_tasks(ctx):
                 self.progress.report_was_current = True
             self.progress.finished(task.name, already=True)

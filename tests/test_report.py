@@ -678,7 +678,10 @@ def test_every_sentence_of_a_gold_and_none_report_is_true_of_its_data(gold_none)
     # What the cells link to, and which tasks the run has.
     assert "the build log and TAP output are next to it." in section(md, "Per task")
     assert "written for this benchmark" not in section(md, "Breakdowns")
-    assert '"Resolved, 95% CI" is the\nresolved rate\'s interval' in section(md, "Summary")
+    assert (
+        '"Resolved, 95% CI" is the resolved rate\'s interval (Wilson score interval) over\n'
+        "the same tasks."
+    ) in section(md, "Summary")
 
 
 def test_a_mode_that_scored_no_task_has_no_rate(project):
@@ -793,14 +796,15 @@ def test_sentences_that_would_be_false_of_these_result_files(project):
     # Not scored: the kinds this run has, and only the infra error runs again.
     summary = section(md, "Summary")
     assert (
-        ' less those\nin "not scored", whose agent run ended in an infra error (the API or '
+        ' less those in "not\nscored", whose agent run ended in an infra error (the API or '
         "the network failed, after every retry) or was contaminated (the fix reached the "
         "agent); they count in no rate, interval or comparison, and the next `doit run` "
-        "runs the infra errors again)"
+        "runs the infra errors again). A row adds up to the 2 tasks."
     ) in summary
     assert "budget" not in summary
     # The last column is the strict rate's, not the resolved rate's.
-    assert summary.splitlines()[5].endswith("| resolved, 95% CI | strict, 95% CI |")
+    head = next(line for line in summary.splitlines() if line.startswith("| mode |"))
+    assert head.endswith("| resolved, 95% CI | strict, 95% CI |")
     assert "The last column" not in summary and '"Resolved, 95% CI" is the' in summary
     assert table_row(summary, "`fake`")[:2] == ["0 (—)", "0 (—)"]
     # Two modes, and nothing to compare: not "one mode".

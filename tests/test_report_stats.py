@@ -345,7 +345,7 @@ def test_newcomer_run_shows_progress_and_ends_with_a_summary_and_a_report(tmp_pa
     project = Project(tmp_path, reports=True)
     proc, _ = project.doit("run", "tiny:gold")
     lines = proc.stdout.splitlines()
-    progress = [line for line in lines if line.startswith("[")]
+    progress = [line for line in lines if line.startswith("[") and not line.startswith("[base ")]
     assert len(progress) == 2
     assert re.fullmatch(
         r"\[1/2\] gold 1 resolved · 0 errors · ETA \d+ [sm] · tiny-\w+ resolved", progress[0]

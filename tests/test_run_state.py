@@ -42,6 +42,8 @@ CACHED = {
     "program and PATH",
     ("agent/stage.py", "prompt_environment"): "a Jinja environment per templates directory "
     "(Jinja reloads a changed template)",
+    ("agent/stage.py", "_absent_templates"): "which of a mode's prompt templates a directory "
+    "lacks: a command's modes are read once, and a template made during it is used next time",
     ("build/toolchain.py", "_compiler_identity"): "a toolchain's compiler and its version, keyed "
     "by the toolchain (its directory, or the host's)",
     ("core/rootfs.py", "first_line"): "what a query prints in a toolchain's root filesystem, keyed "

@@ -26,7 +26,7 @@ from .programs import registry
 from .programs.base import Program, resolve_program
 from .programs.claude import CLAUDE
 from .selftest import endpoint_problem
-from .stage import agent_finished
+from .stage import agent_finished, missing_prompt
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -252,7 +252,10 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
     (selftest.py) passed once."""
     clear_stop(ctx.layout)
     families: dict[str, Mode] = {}
-    for mode, _task in agents_to_run(ctx, tasks, selected):
+    for mode, task in agents_to_run(ctx, tasks, selected):
+        missing = missing_prompt(ctx.layout.templates_dir, mode, task)
+        if missing:
+            raise missing
         families.setdefault(mode.family, mode)
     credentials_checked(ctx, families.values())
     reached: set[tuple[str, str]] = set()

@@ -38,7 +38,7 @@ import jinja2
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
 from ..core import gitcmd, jsonio, limits, rootfs, stamps
-from ..core.errors import failing_on_user_error
+from ..core.errors import UserError, did_you_mean, failing_on_user_error
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
 from ..core.procs import kill_leftovers, run_limited
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
@@ -104,6 +104,38 @@ def render_prompt(templates_dir, template_name, task, mode, phase):
         instance_id=task.instance_id,
         tests_dir=TESTS_DIR_MARK if mode.tests else "",
     )
+
+
+def missing_prompt(templates_dir, mode, task):
+    """A UserError naming the first phase of `mode` whose prompt template does not exist for
+    `task` (templates/, or templates/swebench/ for a SWE-bench task), or None. Such a mode
+    cannot run: the preflight (and a dry run) say this line before any work, and the commands
+    that do not run it (`doit run nginx:gold`) run as ever."""
+    where = prompt_dir(templates_dir, task)
+    absent = _absent_templates(str(where), tuple(p.prompt for p in mode.phases if p.prompt))
+    for phase in mode.phases:
+        if phase.prompt in absent:
+            known = sorted(p.name for p in where.glob("prompt*.j2")) if where.is_dir() else []
+            return UserError(
+                f"no template {phase.prompt!r} in {where}: mode {mode.name} cannot run (the "
+                f"commands without it still do){did_you_mean(phase.prompt, known)}",
+                file="modes.toml",
+                item=f"mode {mode.name} phase {phase.name}",
+                field="prompt",
+            )
+    return None
+
+
+@lru_cache(maxsize=64)
+def _absent_templates(where, names):
+    """The template files of `names` that are not in the directory `where`; asked once per
+    command for each mode (a no-op rerun asks it of every agent unit, several times)."""
+    return tuple(n for n in names if not os.path.isfile(os.path.join(where, n)))
+
+
+def refuse_missing_prompt(error):
+    """The action of an agent task whose mode lacks a prompt template: its one line."""
+    raise error
 
 
 def rendered_prompts(templates_dir, mode, task):
@@ -228,6 +260,8 @@ def agent_finished(layout, mode, task, agent_task_name, inputs=None):
     unit, when the caller has them."""
     if forgotten(layout, agent_task_name):
         return False
+    if missing_prompt(layout.templates_dir, mode, task):
+        return False  # it cannot run; the preflight says why
     if inputs is None:
         inputs = agent_inputs(
             layout, mode, task, rendered_prompts(layout.templates_dir, mode, task)
@@ -800,9 +834,22 @@ def run_agent(
 
 def gen_tasks(ctx):
     for bench, mode, task in ctx.agent_units():
-        prompts, inputs = ctx.unit_agent_inputs(mode, task)
         name = unit_name(bench, mode, task)
         agent_task = task_name(AGENT, name)
+        missing = missing_prompt(ctx.layout.templates_dir, mode, task)
+        if missing:
+            # Never current, and its action is the error's line (the preflight says it first).
+            yield {
+                "basename": AGENT,
+                "name": name,
+                "doc": f"run mode {mode.name} on {task.instance_id}",
+                "actions": [(failing_on_user_error, [refuse_missing_prompt, missing])],
+                "targets": [str(ctx.layout.agent_json(mode.name, task.instance_id))],
+                "task_dep": [task_name(WORKSPACE, name)],
+                "uptodate": [False],
+            }
+            continue
+        prompts, inputs = ctx.unit_agent_inputs(mode, task)
         yield {
             "basename": AGENT,
             "name": name,

@@ -742,37 +742,44 @@ def agent_findings(layout, modes):
     """What the selected agent modes need, checked as the preflight checks it (agent/preflight.py,
     the same code): each phase's program, for an agent program (agent/programs/) its version
     against the pin, its credentials and key, and its model endpoint reached the way a phase
-    reaches it. The sandbox's own self-test is the "agent sandbox" finding."""
-    findings, seen = [], set()
+    reaches it. The sandbox's own self-test is the "agent sandbox" finding. A program that several
+    modes run is checked once and its finding names every one of them: without `claude` on PATH,
+    raw, impl, full and nlcmd all cannot run."""
+    findings = []
+    # {key: (program, path, known, env, box, [mode names])}, in the order first met.
+    programs: dict = {}
     for mode in modes:
         env = dict(os.environ, **dict(mode.env))
         box = sandbox.settings(mode)
         for phase in mode.phases:
             program = command_program(phase.command, env)
-            path = resolve_program(program, env) if program else None
+            if not program:
+                continue
+            path = resolve_program(program, env)
             known = registry.of_path(path)
             url = selftest.endpoint_url(env, known) if known else None
             key = (program, path, json.dumps(box, sort_keys=True), url)
-            if not program or key in seen:
-                continue
-            seen.add(key)
-            who = (mode.name,)
-            if not path or not program_found(program, env):
-                findings.append(
-                    Finding(
-                        "error",
-                        "agent",
-                        f"program {program!r}",
-                        who,
-                        note=f"program {program!r} is not on PATH "
-                        "(scripts/setup-debian.sh installs Claude Code, Codex CLI and Gemini CLI)",
-                    )
+            entry = programs.setdefault(key, (program, path, known, env, box, []))
+            if mode.name not in entry[5]:
+                entry[5].append(mode.name)
+    for program, path, known, env, box, names in programs.values():
+        who = tuple(names)
+        if not path or not program_found(program, env):
+            findings.append(
+                Finding(
+                    "error",
+                    "agent",
+                    f"program {program!r}",
+                    who,
+                    note=f"program {program!r} is not on PATH "
+                    "(scripts/setup-debian.sh installs Claude Code, Codex CLI and Gemini CLI)",
                 )
-                continue
-            if known is None:
-                findings.append(Finding("ok", "agent", f"{program} (not an agent program)", who))
-                continue
-            findings += program_findings(layout, known, path, env, box, who)
+            )
+            continue
+        if known is None:
+            findings.append(Finding("ok", "agent", f"{program} (not an agent program)", who))
+            continue
+        findings += program_findings(layout, known, path, env, box, who)
     return findings
 
 

@@ -141,7 +141,8 @@ def _problem_line(f):
         if f.kind == "certificate":
             return f"CANNOT RUN {_who(f.who)}: {f.note}"
         if f.kind == "agent":
-            return f"CANNOT RUN mode {_who(f.who)}: {f.note}"
+            # Every mode the problem stops, named in full: each is a command that would fail.
+            return f"CANNOT RUN mode{'s' if len(f.who) > 1 else ''} {', '.join(f.who)}: {f.note}"
         return (
             f"TASK ERROR {f.note}"
             if f.kind == "configure"

@@ -808,6 +808,8 @@ class CompareJson(TypedDict):
     other_tasks: int
     arms: dict[str, dict[str, CompareArm]]  # {arm: {"here": ..., "there": ...}}
     only: dict[str, list[str]]  # {"here": [arms], "there": [arms]}: in one run only
+    # Arms with results in both runs but on no task both have results for: nothing to pair.
+    unpaired: list[str]
     comparisons: list[Comparison]
     level: float
     alpha: float

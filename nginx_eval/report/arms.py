@@ -19,8 +19,8 @@ DETERMINISTIC_KINDS = ("gold", "none", "predictions")
 
 
 def _arm_scores(members, task_ids):
-    """table: {iid: [1/0 per scored repeat]} over the tasks of the run (a missing result scores
-    0, as in the resolved rate; scored_table); scores: {iid: mean over the repeats that have a
+    """table: {iid: [1/0 per scored repeat]} over the tasks of the run (a missing result is left
+    out, as in the resolved rate; scored_table); scores: {iid: mean over the repeats that have a
     scored result}, for the tasks with at least one (what pairs are compared on)."""
     table = scored_table(members, task_ids)
     scores = {}

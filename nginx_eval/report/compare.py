@@ -109,6 +109,7 @@ def collect_comparison(layout, other, bench, tasks, modes):
     sides = _arms_of_both_runs(layout, theirs, task_ids, modes, bench)
     common = [n for n in sides["here"] if n in sides["there"]]
     comparisons = _compare_common_arms(sides, common, task_ids, layout.run, other)
+    paired = {c["arm"] for c in comparisons}
     arms = {
         n: {
             side: {
@@ -136,6 +137,7 @@ def collect_comparison(layout, other, bench, tasks, modes):
         "other_tasks": len(their_ids),
         "arms": arms,
         "only": only,
+        "unpaired": [n for n in common if n not in paired],
         "comparisons": comparisons,
         "level": stats.LEVEL,
         "alpha": stats.ALPHA,

@@ -141,6 +141,8 @@ def _display_facts(mode_data, kind=None):
         "not_scored_outcomes": present,
         "not_scored_note": not_scored_note(present),
         "not_scored_words": NOT_SCORED_WORDS,
+        # A mode has no result for some of the run's tasks (not run yet): the "no result" column.
+        "no_result": any(d["missing"] for d in mode_data),
         "agents": any(d["has_agent"] for d in mode_data),
         "resolved_any": any(d["counts"]["resolved"] for d in mode_data),
         "cache_tokens": any(
@@ -428,7 +430,8 @@ def _warnings(mode_data, rows, validation, task_ids):
             warnings.append(
                 f"mode {d['name']}: no result for {len(d['missing'])} of "
                 f"{len(task_ids)} tasks ({', '.join(d['missing'][:5])}"
-                f"{', ...' if len(d['missing']) > 5 else ''}); counted as not resolved"
+                f"{', ...' if len(d['missing']) > 5 else ''}): not run in this run, so "
+                f'in none of its rates, intervals or breakdowns ("no result" in Summary)'
             )
         if not d["configured"]:
             warnings.append(

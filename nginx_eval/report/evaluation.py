@@ -19,8 +19,8 @@ predictions and no report is not graded (its command is in the report); a file w
 name that is no report (no id lists) is not used, and is set aside before a report is chosen,
 so it never keeps a real one from being used; a report of other or older predictions, and two
 reports of the current ones (neither), are not used; report ids that are not tasks of the task
-file are not scored; a prediction the report has no verdict for counts as missing (scores 0, as
-a task without a result does).
+file are not scored; a prediction the report has no verdict for counts as missing (no result:
+in no rate, as a task without a result).
 """
 
 from dataclasses import dataclass, field
@@ -139,7 +139,7 @@ def _grade_mode(layout, bench, mode, by_id, known, command):
         said.append(
             f"mode {mode}: {chosen.name} has no verdict for "
             f"{len(info['no_verdict'])} of its predictions "
-            f"({_shown(info['no_verdict'])}): counted as missing"
+            f"({_shown(info['no_verdict'])}): counted as missing (no result, in no rate)"
         )
     if info["infra_failure_ids"]:
         said.append(

@@ -5,8 +5,11 @@ with the gold patch; per family, the spread of the repeats' rates and pass@k.
 
 A mode's denominator is the run's tasks less those whose outcome is not scored
 (outcomes.NOT_SCORED: the agent's run ended in an infra error, or the budget left it not run):
-those count in no rate, interval or comparison, and are counted apart. A task without a result
-stays in the denominator and scores 0. A rate over no task is None (shown "—"), never a rate of 0.
+those count in no rate, interval or comparison, and are counted apart. So does a task the mode
+has no result for (not run yet in this run: `limit=1` after another mode's `limit=3`; a SWE-bench
+prediction the official report gives no verdict): it says nothing of the mode, and scoring it 0
+would read as failures the tasks the mode never tried (docs/report.md: the denominator).
+A rate over no task is None (shown "—"), never a rate of 0.
 
 Numbers are rounded here, once, to what report.json holds (4 decimals for rates, 3 for seconds).
 """
@@ -137,14 +140,14 @@ def _token_totals(by_id):
 
 def scored_table(members, task_ids):
     """{iid: [1 or 0 per repeat whose outcome is scored]} of mode data `members` (a mode and its
-    repeats): a missing result scores 0, a NOT_SCORED outcome is left out, and a task none of
-    whose repeats is scored is not in the table."""
+    repeats): a missing result and a NOT_SCORED outcome are left out, and a task none of whose
+    repeats is scored is not in the table."""
     table = {}
     for i in task_ids:
         scores = [
-            1 if d["outcomes"].get(i) == "resolved" else 0
+            1 if d["outcomes"][i] == "resolved" else 0
             for d in members
-            if d["outcomes"].get(i) not in NOT_SCORED
+            if i in d["outcomes"] and d["outcomes"][i] not in NOT_SCORED
         ]
         if scores:
             table[i] = scores
@@ -221,7 +224,8 @@ def mode_summary(m, by_id, task_ids, modes, gold):
     outcomes = {i: row_outcome(r) for i, r in by_id.items()}
     counts = {o: sum(1 for v in outcomes.values() if v == o) for o in OUTCOMES}
     scored_rows = {i: r for i, r in by_id.items() if outcomes[i] not in NOT_SCORED}
-    total = len(task_ids) - (len(by_id) - len(scored_rows))
+    # The tasks the mode has a scored result for (see the module's docstring).
+    total = len(scored_rows)
     mode = modes.get(m)
     return {
         **_described(m, mode, modes),

@@ -50,8 +50,17 @@ def modes_on_disk(layout, configured):
 
 
 def has_results(layout) -> bool:
-    """Whether the run has anything to show: its record (run.json) or a mode's results."""
-    return read_run(layout) is not None or bool(modes_on_disk(layout, []))
+    """Whether a mode of the run has results (a results.jsonl): what a report compares."""
+    return bool(modes_on_disk(layout, []))
+
+
+def is_run(layout) -> bool:
+    """Whether the run exists: its record (run.json), a mode's results, or its workspaces."""
+    return (
+        read_run(layout) is not None
+        or has_results(layout)
+        or (layout.cache / "workspaces" / layout.run).is_dir()
+    )
 
 
 def runs_with_results(layout) -> list[str]:
@@ -61,19 +70,39 @@ def runs_with_results(layout) -> list[str]:
     return [n for n in names if has_results(dataclasses.replace(layout, run=n))]
 
 
-def check_has_results(layout) -> None:
-    """A command that only reads the run (report, site, power) names a run with results, or
-    fails with one line naming it and the runs that have results: rendering a report of an
-    empty run would create the run with it."""
-    if has_results(layout):
-        return
+def _others(layout) -> str:
     others = runs_with_results(layout)
-    known = (
+    return (
         f"runs with results: {', '.join(others)}"
         if others
         else "no run has results yet (`doit` scores gold and none)"
     )
-    raise UserError(f"run={layout.run}: no results in {layout.run_dir}; {known}")
+
+
+def check_has_results(layout, bench_name: str = "nginx") -> None:
+    """A command that only reads the run (report, site, power) names a run in which some mode
+    has results, or fails with one line naming it and the runs that have results: rendering a
+    report of an empty run would create the run with it, and a run that holds only its task
+    validation (`doit run <bench>:validate`) has no mode to show, compare or plan for."""
+    if has_results(layout):
+        return
+    if read_run(layout) is not None:
+        validated = " (it holds a task validation only)" if layout.validation_json.exists() else ""
+        raise UserError(
+            f"run={layout.run}: no mode has results in {layout.run_dir}{validated}: a report "
+            f"compares modes; score one first (`doit run {bench_name}:gold run={layout.run}`)"
+        )
+    raise UserError(f"run={layout.run}: no results in {layout.run_dir}; {_others(layout)}")
+
+
+def check_is_run(layout) -> None:
+    """`doit clean run=NAME` names a run that exists (is_run), as report and power do: a typo
+    would otherwise clean nothing and say "removed 0 workspaces"."""
+    if not is_run(layout):
+        raise UserError(
+            f"run={layout.run}: no such run (nothing in {layout.run_dir} or its cache); "
+            f"{_others(layout)}"
+        )
 
 
 def read_rows(layout, names, task_ids):

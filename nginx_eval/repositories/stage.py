@@ -5,6 +5,10 @@ fetch, a test file that does not exist at its task's test commit, and an authore
 (benchmark.py) that has the name of a file at its test commit, are user errors naming the task
 and the field. Workspaces depend on the clones of both repositories, so these errors stop a run
 before any agent starts.
+
+The stamp (layout.repo_stamp) records every commit and test file a clone was found to hold, over
+every command; a unit is current while that covers what the selected tasks pin (holds_all), so
+another limit=, instances=, run= or URL leaves it, and what follows it, as it is.
 """
 
 import os
@@ -97,7 +101,8 @@ def ensure_repo(
     url = repo_url(repo)
     files, authored = files or {}, authored or {}
     with locked(layout.lock("repo-" + repo.replace("/", "+"))):
-        if not (path / "HEAD").exists():
+        existed = (path / "HEAD").exists()
+        if not existed:
             tmp = path.with_name(path.name + f".tmp{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             try:
@@ -145,9 +150,49 @@ def ensure_repo(
                 task=", ".join(sorted(set(authored[present[0]]))),
                 field="test_files",
             )
+    # What the clone is known to hold: this command's commits and files and those of every
+    # command before (a clone only gains commits), so that a later selection of fewer or other
+    # tasks finds them recorded (holds_all) and neither the clone nor what follows it is stale.
+    before = _recorded(layout, repo) if existed else {}
     jsonio.write_json(
         layout.repo_stamp(repo),
-        {"repo": repo, "url": url, "inputs": inputs, "commits": sorted(commits)},
+        {
+            "repo": repo,
+            "url": url,
+            "inputs": inputs,
+            "commits": sorted(set(before.get("commits", ())) | set(commits)),
+            "files": sorted(set(before.get("files", ())) | set(files)),
+            "authored": sorted(set(before.get("authored", ())) | set(authored)),
+        },
+    )
+
+
+def _recorded(layout: "Layout", repo: str) -> dict[str, list[str]]:
+    """The commits, test files and authored names the stamp of `repo` records as checked."""
+    stamp = jsonio.read_json(layout.repo_stamp(repo))
+    if not isinstance(stamp, dict):
+        return {}
+    return {key: [str(v) for v in stamp.get(key) or ()] for key in ("commits", "files", "authored")}
+
+
+def holds_all(
+    layout: "Layout",
+    repo: str,
+    commits: Iterable[str],
+    files: Iterable[str],
+    authored: Iterable[str],
+) -> bool:
+    """doit uptodate of repos:<owner>+<name>: the clone is there and its stamp records every
+    commit and test file the selected tasks need as present, and every authored file's name as
+    absent. A change of limit=, instances=, run= or NGINX_EVAL_REPO_URL that needs nothing new
+    leaves it current (where to fetch from matters only for what is missing)."""
+    if not layout_has_repo(layout, repo):
+        return False
+    known = _recorded(layout, repo)
+    return (
+        set(commits) <= set(known.get("commits", ()))
+        and set(files) <= set(known.get("files", ()))
+        and set(authored) <= set(known.get("authored", ()))
     )
 
 
@@ -175,7 +220,7 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
         config = {"url": repo_url(repo), "commits": sorted(commits), "files": sorted(repo_files)}
         if repo_own:
             config["authored"] = sorted(repo_own)
-        yield stamps.stage_task(
+        task = stamps.stage_task(
             basename=REPOS,
             name=repo_subtask(repo),
             doc=f"bare clone of {repo} with every pinned commit",
@@ -183,9 +228,16 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
             args=[clone_task, ctx.layout, repo, commits, repo_files, repo_own, benchmark.path],
             config=config,
             targets=[ctx.layout.repo_stamp(repo)],
-            also_current=[(layout_has_repo, [ctx.layout, repo])],
             verbosity=2,
         )
+        # Not the stamp's digest of this selection (stamps.is_current): what the clone holds.
+        task["uptodate"] = [
+            (
+                holds_all,
+                [ctx.layout, repo, sorted(commits), sorted(repo_files), sorted(repo_own)],
+            )
+        ]
+        yield task
 
 
 def layout_has_repo(layout: "Layout", repo: str) -> bool:

@@ -228,6 +228,61 @@ VARIABLES = {
 }
 
 
+# The NGINX_EVAL_ variables a user sets (docs/running.md#environment-variables; tests/test_docs.py
+# checks that its table names each) ...
+ENVIRONMENT = (
+    "NGINX_EVAL_REPO_URL",
+    "NGINX_EVAL_CACHE",
+    "NGINX_EVAL_RESULTS",
+    "NGINX_EVAL_ROOT",
+    "NGINX_EVAL_SRT",
+    "NGINX_EVAL_SRT_PREFIX",
+    "NGINX_EVAL_AGENT_BACKOFF",
+    "NGINX_EVAL_TOOLCHAIN",
+    "NGINX_EVAL_DEBIAN_MIRROR",
+    "NGINX_EVAL_DEBIAN_SECURITY_MIRROR",
+    "NGINX_EVAL_PRIVATE_NETWORK",
+    "NGINX_EVAL_CLAUDE_PREFIX",
+    "NGINX_EVAL_CLAUDE",
+    "NGINX_EVAL_FORWARD",
+    "NGINX_EVAL_NODE_CACHE",
+    "NGINX_EVAL_NODE_REPO_URL",
+)
+# ... and those the harness sets for the programs it starts, or its tests and scripts for theirs
+# (a doit started under them, e.g. by a test, must not be refused).
+INTERNAL_ENVIRONMENT = (
+    "NGINX_EVAL_REAL_CC",
+    "NGINX_EVAL_FEATURE_TESTS",
+    "NGINX_EVAL_CC_ID",
+    "NGINX_EVAL_SANDBOX_SUPPORT",
+    "NGINX_EVAL_INSTANCE",
+    "NGINX_EVAL_INSIDE",
+    "NGINX_EVAL_NGINX_LOG",
+    "NGINX_EVAL_PROC_TOKEN",
+    "NGINX_EVAL_TEST_GLOBALS",
+    "NGINX_EVAL_TEST_PAUSE_AT",
+    "NGINX_EVAL_TEST_PAUSE_MARKER",
+    "NGINX_EVAL_SCREENSHOTS",
+    "NGINX_EVAL_TOOLCHAIN_BOOKWORM",
+)
+
+
+def check_environment(environ: Mapping[str, str]) -> None:
+    """Every NGINX_EVAL_ variable of `environ` is one the harness reads or sets; else one
+    UserError naming the closest known one. A misspelt variable would be ignored without a
+    word: `NGINX_EVAL_CAHCE=/big/disk` would build everything again in the default cache."""
+    known = set(ENVIRONMENT) | set(INTERNAL_ENVIRONMENT)
+    for name in sorted(environ):
+        if name.startswith("NGINX_EVAL_") and name not in known:
+            hint = did_you_mean(name, ENVIRONMENT, show=lambda c: c) or (
+                f" (known: {', '.join(ENVIRONMENT)})"
+            )
+            raise UserError(
+                f"unknown environment variable {name}, which nothing would read{hint}: "
+                f"correct its name or unset it (`unset {name}`)"
+            )
+
+
 def is_environment_only(name: str) -> bool:
     return name in ENVIRONMENT_ONLY or name.startswith(ENVIRONMENT_PREFIXES)
 

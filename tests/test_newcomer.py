@@ -26,7 +26,7 @@ def test_the_doctor_names_every_mode_that_cannot_run_without_claude(tmp_path, mo
     assert not ok
     assert text.splitlines() == [
         "CANNOT RUN modes raw, impl, full, nlcmd: program 'claude' is not on PATH "
-        "(scripts/setup-debian.sh installs Claude Code)",
+        "(scripts/setup-debian.sh installs Claude Code, Codex CLI and Gemini CLI)",
         "doctor: 1 problem(s)",
     ]
 

@@ -1,4 +1,4 @@
-"""The machine kept busy while ``<bench>:validate load=cpu`` proves, and the conditions measured.
+"""The machine kept busy while ``<bench>:validate load=cpu`` proves, and the conditions it ran under.
 
 A test can race with nginx: an assertion that an earlier state of nginx can also satisfy or fail
 (a reload not finished, a worker of the old configuration still answering, a log line not yet
@@ -118,7 +118,7 @@ class _Keeper(threading.Thread):
         finally:
             self._give_back()
 
-    def measured(self) -> dict[str, Any]:
+    def sampled(self) -> dict[str, Any]:
         return {
             "load_coverage": round(self.covered / self.samples, 3)
             if self.count and self.samples
@@ -139,9 +139,9 @@ def conditions(repeats: int, load: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def busy(layout: "Layout", load: str, measured: dict[str, Any]) -> Iterator[None]:
+def busy(layout: "Layout", load: str, into: dict[str, Any]) -> Iterator[None]:
     """While the block runs: the run's load kept (by this unit or another) and the machine
-    sampled; `measured` gets load_coverage and loadavg when it ends."""
+    sampled; `into` gets load_coverage and loadavg when it ends."""
     keeper = _Keeper(layout, load)
     keeper.start()
     try:
@@ -149,4 +149,4 @@ def busy(layout: "Layout", load: str, measured: dict[str, Any]) -> Iterator[None
     finally:
         keeper.done.set()
         keeper.join()
-        measured.update(keeper.measured())
+        into.update(keeper.sampled())

@@ -1,38 +1,24 @@
 """Task validation: does each task tell the fix from no fix, every time?
 
-``doit run nginx:validate [repeats=N]`` (N from options.py, 5 by default: one run in five that
-fails must show) builds base and fix (the same content-addressed builds the ``none`` and ``gold``
-modes use), runs the task's test files `repeats` times against each, counts the runs each
-assertion passed on each side, and derives from the assertions stable on every run
+``doit run nginx:validate [repeats=N] [load=cpu]`` (N from options.py, 5 by default: one run in
+five that fails must show) builds base and fix (the same content-addressed builds the ``none``
+and ``gold`` modes use), runs the task's test files `repeats` times against each, counts the runs
+each assertion passed on each side, and derives from the assertions stable on every run
 fail_to_pass (fails in every base run, passes in every fix run) and pass_to_pass (passes in every
 run of both). The verdict (classify, a pure function; first match wins): ``env_error``,
 ``flaky``, ``gold_fails``, ``not_discriminating``, else ``valid``; when each applies:
-docs/benchmark.md#validation.
+docs/benchmark.md#validation. Each run is also graded as a patch would be (flake_rates: the
+fix's runs that fail a graded assertion, the base's runs that pass them all), and a task is
+admitted (admission) when it is valid and its fix failed no run. ``load=cpu`` proves while the
+machine is busy (load.py); each record keeps the conditions it ran under.
 
-Each run is also graded as a patch would be (flake_rates): the fix's runs that fail a graded
-assertion and the base's runs that pass them all. A task is admitted (admission) when it is
-valid and its fix failed no run. ``load=cpu`` proves while the machine is busy (load.py), and
-each record keeps the conditions it ran under (docs/benchmark.md#validation-under-load).
-
-Per task ``results/<run>/validate/<id>/validation.json`` (core/records.py: ValidationJson)::
-
-    {"inputs", "instance_id", "verdict", "reasons": [str], "admitted": bool,
-     "not_admitted": [str], "flake": {"gold_failures", "gold_runs", "none_passes", "none_runs",
-     "gold_failing": {id: fix runs it failed}}, "repeats",
-     "conditions": {"date", "repeats", "load", "load_processes", "cores", "load_coverage",
-                    "loadavg"},
-     "derived": {"fail_to_pass": [...], "pass_to_pass": [...]},
-     "declared_matches": bool, "missing_from_declared": [...], "not_derived": [...],
-     "regressions": [...], "flaky": [...], "unstable_base": [...],
-     "pass_counts": {"base": {id: runs it passed}, "fix": {id: n}},
-     "run_counts": {"base": runs, "fix": runs}, "env_errors": [...],
-     "runs": {"base": [{"seconds", "results": {id: bool}}], "fix": [...]},
-     "test_seconds": {"base": seconds, "fix": seconds}, "build": {"base": record, "fix": record}}
-
-Summary: ``results/<run>/validation.json`` ({instance_id: the record without "inputs" and
-"runs"}: records.ValidationRecord) and ``validation.md`` (rendered by
-``templates/validation.md.j2``, with the pass counts of the assertions that changed between runs,
-the conditions, and each task's flake rates and admission).
+Per task ``results/<run>/validate/<id>/validation.json`` (its fields: core/records.py,
+ValidationJson): the verdict and its reasons, admission, flake rates, conditions, derived lists,
+pass counts and the runs' results {id: bool}, test seconds, and both builds' records. Summary:
+``results/<run>/validation.json`` ({instance_id: the record without "inputs" and "runs"}:
+records.ValidationRecord) and ``validation.md`` (rendered by ``templates/validation.md.j2``: the
+conditions, each task's verdict with the pass counts of the assertions that changed between
+runs, and its flake rates and admission).
 """
 
 import time
@@ -326,7 +312,7 @@ def render_summary(summary, ntasks, repeats, templates_dir):
 def conditions_summary(summary):
     """[{"repeats", "load", "load_processes", "cores", "tasks", "dates", "coverage",
     "loadavg"}]: the records' conditions grouped by what was asked (repeats, load, cores), with
-    the dates and the range of what was measured; records from before conditions are left out."""
+    the dates and the range of what was sampled; records from before conditions are left out."""
     groups: dict[tuple, list[dict]] = {}
     for r in summary.values():
         c = r.get("conditions")

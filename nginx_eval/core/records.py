@@ -545,7 +545,7 @@ class ValidationFlake(TypedDict):
 
 
 class ValidationConditions(TypedDict):
-    """What a validation ran under (checks/load.py): asked for, and measured while it proved."""
+    """What a validation ran under (checks/load.py): asked for, and sampled while it proved."""
 
     date: str  # YYYY-MM-DD, UTC, when its proves started
     repeats: int

@@ -1,4 +1,4 @@
-"""The machine kept busy while ``<bench>:validate load=cpu`` proves, and the conditions it ran under.
+"""The machine kept busy while ``<bench>:validate load=cpu`` proves; the conditions recorded.
 
 A test can race with nginx: an assertion that an earlier state of nginx can also satisfy or fail
 (a reload not finished, a worker of the old configuration still answering, a log line not yet

@@ -314,7 +314,7 @@ def last_validations(bench):
     if not rows:
         return None
     source = {t.instance_id: t.tests for t in bench.tasks}
-    ordered = [(t.instance_id, source[t.instance_id], rows[t.instance_id]) for t in bench.tasks]
+    ordered = [(t.instance_id, source[t.instance_id], rows.get(t.instance_id)) for t in bench.tasks]
     ordered = [(i, s, r) for i, s, r in ordered if r]
     groups: dict[tuple, list[dict]] = {}
     for _, _, r in ordered:

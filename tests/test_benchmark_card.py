@@ -367,3 +367,51 @@ def test_the_tasks_whose_assertions_stand_before_the_fix_are_counted_and_named(p
     standing = section(out.read_text(), "Assertions that stand before the fix")
     assert "In 2 of 3 tasks every\nfail_to_pass assertion already stands" in standing
     assert "\ntiny-add, tiny-mul.\n" in standing and "Not known" not in standing
+
+
+def test_last_validations_name_the_tasks_without_a_row(tmp_path):
+    """The rows of <name>-validation.jsonl as scripts/record_validation.py writes them, for one
+    task of two: the other is named as not validated, and the groups count the row's runs."""
+    card = card_module()
+    tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"][:2]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"tasks": tasks}))
+    row = {
+        "instance_id": tasks[1]["instance_id"],
+        "version": None,
+        "run": "r",
+        "date": "2026-11-28",
+        "repeats": 10,
+        "load": "cpu",
+        "load_processes": 2,
+        "cores": 2,
+        "load_coverage": 1.0,
+        "loadavg": 20.5,
+        "verdict": "valid",
+        "admitted": True,
+        "gold_failures": 0,
+        "gold_runs": 10,
+        "none_passes": 0,
+        "none_runs": 10,
+    }
+    (tmp_path / "two-validation.jsonl").write_text(json.dumps(row) + "\n")
+    last = card.last_validations(load_benchmark(path))
+    assert last["missing"] == [tasks[0]["instance_id"]]
+    assert [i for i, _, _ in last["rows"]] == [tasks[1]["instance_id"]]
+    assert last["groups"] == [
+        {
+            "repeats": 10,
+            "load": "cpu",
+            "load_processes": 2,
+            "cores": 2,
+            "tasks": 1,
+            "dates": ["2026-11-28"],
+            "admitted": 1,
+            "gold_failures": 0,
+            "gold_runs": 10,
+            "none_passes": 0,
+            "none_runs": 10,
+        }
+    ]
+    (tmp_path / "two-validation.jsonl").unlink()
+    assert card.last_validations(load_benchmark(path)) is None

@@ -32,8 +32,11 @@ from pathlib import Path
 
 import jinja2
 
-# The nginx_eval next to this script, whichever one is installed.
+# The nginx_eval next to this script, whichever one is installed, and the scripts beside it.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from record_validation import read_rows, rows_path  # noqa: E402
+
 from nginx_eval.core import rootfs  # noqa: E402
 from nginx_eval.core.errors import UserError  # noqa: E402
 from nginx_eval.core.layout import SOURCE_ROOT, Layout  # noqa: E402
@@ -265,6 +268,14 @@ def validation_figures(summary, bench):
             if i in summary and summary[i]["verdict"] != "valid"
         ],
         "repeats": sorted({r.get("repeats") for r in summary.values() if r.get("repeats")}),
+        # Records from before admission say nothing of it.
+        "judged": sum(1 for i in shipped if "admitted" in summary.get(i, {})),
+        "admitted": sum(1 for i in shipped if summary.get(i, {}).get("admitted")),
+        "not_admitted": [
+            (i, "; ".join(summary[i]["not_admitted"]))
+            for i in shipped
+            if summary.get(i, {}).get("admitted") is False
+        ],
         "declared_match": sum(1 for i in shipped if summary.get(i, {}).get("declared_matches")),
         "changing": [
             (i, changing_assertions(summary[i]))
@@ -292,6 +303,43 @@ def _time_spent(summary):
         "builds": len(builds),
         "build_seconds": round(sum(builds.values()), 1),
         "test_seconds": round(sum(tests), 1) if tests else None,
+    }
+
+
+def last_validations(bench):
+    """What the card says of each task's last validation, from ``<name>-validation.jsonl``
+    beside the task file (scripts/record_validation.py), or None when there is none: the rows in
+    the file's order, the tasks without one, and the rows grouped by conditions."""
+    rows = read_rows(bench.path)
+    if not rows:
+        return None
+    source = {t.instance_id: t.tests for t in bench.tasks}
+    ordered = [(t.instance_id, source[t.instance_id], rows.get(t.instance_id)) for t in bench.tasks]
+    ordered = [(i, s, r) for i, s, r in ordered if r]
+    groups: dict[tuple, list[dict]] = {}
+    for _, _, r in ordered:
+        groups.setdefault((r["repeats"], r["load"], r["load_processes"], r["cores"]), []).append(r)
+    return {
+        "file": rows_path(bench.path).name,
+        "rows": ordered,
+        "missing": [t.instance_id for t in bench.tasks if t.instance_id not in rows],
+        "versions": sorted({r["version"] for _, _, r in ordered if r["version"]}),
+        "groups": [
+            {
+                "repeats": key[0],
+                "load": key[1],
+                "load_processes": key[2],
+                "cores": key[3],
+                "tasks": len(rs),
+                "dates": sorted({r["date"] for r in rs}),
+                "admitted": sum(1 for r in rs if r["admitted"]),
+                "gold_failures": sum(r["gold_failures"] for r in rs),
+                "gold_runs": sum(r["gold_runs"] for r in rs),
+                "none_passes": sum(r["none_passes"] for r in rs),
+                "none_runs": sum(r["none_runs"] for r in rs),
+            }
+            for key, rs in sorted(groups.items(), key=lambda kv: (-kv[0][0], kv[0][1:]))
+        ],
     }
 
 
@@ -356,7 +404,16 @@ def render_card(
         validation=validation_figures(summary, bench) if summary is not None else None,
         gold_strict=gold_strict_figures(gold_results) if gold_results else None,
         standing=standing_figures(standing, bench) if standing is not None else None,
+        last=last_validations(bench),
     )
+
+
+def _shown(paths):
+    """The validation.json files as the card names them: the file's name, or with several runs
+    each with its run's directory (results/<run>/validation.json)."""
+    if len(paths) == 1:
+        return Path(paths[0]).name
+    return "`, `".join(f"{Path(p).parent.name}/{Path(p).name}" for p in paths)
 
 
 def bench_description(path):
@@ -370,8 +427,10 @@ def parse_args(argv):
     ap.add_argument("--out", default=None, help="the card (default: README.md beside --tasks)")
     ap.add_argument(
         "--validation",
+        action="append",
         default=None,
-        help="results/<run>/validation.json of a validation of this file",
+        help="results/<run>/validation.json of a validation of this file (repeatable: runs of "
+        "parts of it; a later run's record of a task wins)",
     )
     # validation.json records what each build and run took, not how long the command ran.
     ap.add_argument(
@@ -412,14 +471,16 @@ def main(argv=None):
     except UserError as e:
         print(f"benchmark_card: {e}", file=sys.stderr)
         return 2
-    summary = json.loads(Path(args.validation).read_text()) if args.validation else None
+    summary = None
+    for path in args.validation or []:
+        summary = dict(summary or {}, **json.loads(Path(path).read_text()))
     out = Path(args.out) if args.out else Path(args.tasks).with_name("README.md")
     text = render_card(
         bench,
         Path(args.tasks).name,
         args.cutoff,
         summary,
-        args.validation and Path(args.validation).name,
+        args.validation and _shown(args.validation),
         args.wall_time,
         args.gold_results,
         standing,
@@ -427,7 +488,7 @@ def main(argv=None):
     out.write_text(text, encoding="utf-8")
     print(
         f"{out}: {len(bench.tasks)} tasks"
-        + (f", validation {args.validation}" if args.validation else "")
+        + (f", validation {', '.join(args.validation)}" if args.validation else "")
     )
     return 0
 

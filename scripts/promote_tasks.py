@@ -11,16 +11,16 @@ statement filled in. Every other field is the candidate's as it stands.
 
 A candidate is skipped, with one line saying why, when its validation record is missing, is of
 another version of the candidate (its ``inputs`` digest differs: validate again), has another
-verdict, when no statement (or the placeholder "TODO") is given for it, or when the benchmark
-already has its id (``--replace`` replaces that task in place). The benchmark's tasks keep their
-order; new ones are appended by fix_date, then id. The result must load as a benchmark
-(nginx_eval/run/benchmark.py) before it is written, atomically; the benchmark's own top-level fields
-stay, and the candidates flag is never copied. A versioned benchmark file gets a changelog entry
-for the change (run/benchmark.py): the next MINOR version when tasks were only added, the next MAJOR
-when one was replaced (what it grades may differ), dated today, with the task count and ``--changes
-TEXT`` (default: the ids added and replaced). The benchmark card (tasks/README.md) is then out of
-date: the last lines say how to regenerate it (scripts/benchmark_card.py) and check the new
-statements (``doit run <bench>:lint``).
+verdict or is not admitted (its fix failed a run: validate.admission), when no statement (or the
+placeholder "TODO") is given for it, or when the benchmark already has its id (``--replace``
+replaces that task in place). The benchmark's tasks keep their order; new ones are appended by
+fix_date, then id. The result must load as a benchmark (nginx_eval/run/benchmark.py) before it is
+written, atomically; the benchmark's own top-level fields stay, and the candidates flag is never
+copied. A versioned benchmark file gets a changelog entry for the change (run/benchmark.py): the
+next MINOR version when tasks were only added, the next MAJOR when one was replaced (what it grades
+may differ), dated today, with the task count and ``--changes TEXT`` (default: the ids added and
+replaced). The benchmark card (tasks/README.md) is then out of date: the last lines say how to
+regenerate it (scripts/benchmark_card.py) and check the new statements (``doit run <bench>:lint``).
 
 Usage:
     python scripts/promote_tasks.py --candidates tasks/candidates.json --statements st.json \
@@ -97,8 +97,9 @@ def read_validations(layout, tasks):
 
 def validated_as_is(task, record):
     """Whether `record` validated `task` as the candidates file has it now (validate.py's
-    inputs digest of the task and the record's repeats)."""
-    inputs = stamps.inputs_digest(validation_config(task, record.get("repeats")))
+    inputs digest of the task, the record's repeats and its load)."""
+    load = (record.get("conditions") or {}).get("load", "none")
+    inputs = stamps.inputs_digest(validation_config(task, record.get("repeats"), load))
     return record.get("inputs") == inputs
 
 
@@ -111,6 +112,8 @@ def why_skipped(task, record, statement, present, replace):
     if record["verdict"] != "valid":
         reasons = "; ".join(record.get("reasons") or [])
         return f"not valid ({record['verdict']}{': ' + reasons if reasons else ''})"
+    if record.get("admitted") is False:  # records from before admission have none
+        return f"not admitted ({'; '.join(record.get('not_admitted') or [])})"
     if not (statement or "").strip() or statement.strip() == PLACEHOLDER_STATEMENT:
         return "no statement"
     if present and not replace:

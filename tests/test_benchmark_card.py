@@ -3,6 +3,7 @@ and tasks/README.md is the card of the shipped tasks/nginx.json."""
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
@@ -71,6 +72,7 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     assert table_row(sizes, "1–5") == ["1"] and table_row(sizes, "3 or more") == ["1"]
     assert "doit run tiny:lint" in section(md, "How the tasks were mined")
     assert "No validation summary was given" in section(md, "Validation of the shipped file")
+    assert "No validation has been recorded" in section(md, "Last validation of each task")
 
     # With the summary of a real validation (base and fix built, tests run twice each), of the
     # two tasks and one whose coin assertion passes every other run.
@@ -115,6 +117,63 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     assert "Wall time of the validation: 12 s on 2 cores." in shipped
     # The fixture session builds with the pin off (conftest.py): the card says so.
     assert "Built and proved with the toolchain: host (pin off)" in shipped
+    assert "Admitted (valid, and the fix passed every graded assertion in every run): 2 of 3." in (
+        shipped
+    )
+    assert "| plant-flaky | the fix failed 1 of 2 runs: flaky.t:2 coin (1/2) |" in shipped
+
+    # Each task's last validation, recorded beside the task file: this run's for all three, then
+    # a run under load of one of them, which replaces that one's row only.
+    record = SOURCE_ROOT / "scripts" / "record_validation.py"
+    recorded = lambda *runs: (
+        subprocess.run(
+            [sys.executable, str(record), "--tasks", str(tasks_file)]
+            + [w for r in runs for w in ("--validation", str(r))],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    assert "tiny-validation.jsonl: 3 of 3 tasks" in recorded(validation)
+    project.doit(
+        "run", "tiny:validate", "repeats=3", "load=cpu", "run=loaded", "instances=tiny-add"
+    )
+    loaded = project.results / "loaded" / "validation.json"
+    assert "tiny-validation.jsonl: 3 of 3 tasks" in recorded(loaded)
+    rows = [json.loads(line) for line in (tasks_file.parent / "tiny-validation.jsonl").open()]
+    assert [(r["instance_id"], r["run"], r["repeats"], r["load"]) for r in rows] == [
+        ("tiny-add", "loaded", 3, "cpu"),
+        ("tiny-mul", "default", 2, "none"),
+        ("plant-flaky", "default", 2, "none"),
+    ]
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--tasks", str(tasks_file), "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    last = section(out.read_text(), "Last validation of each task")
+    assert "3 of 3 tasks have a recorded validation" in last
+    cores = os.cpu_count()
+    assert table_row(last, f"3 repeats, load=cpu ({cores} CPU-bound processes), {cores} cores")[
+        2:
+    ] == ["1", "0 of 3 runs", "0 of 3 runs"]
+    assert table_row(last, f"2 repeats, no load, {cores} cores")[2:] == [
+        "1",
+        "1 of 4 runs",
+        "0 of 4 runs",
+    ]
+    add_row = table_row(last, "tiny-add")
+    assert add_row[2:5] == ["3", f"cpu ({cores})", str(cores)] and add_row[-3:] == [
+        "0/3",
+        "0/3",
+        "yes",
+    ]
+    assert add_row[5].endswith("%") and float(add_row[5][:-1]) > 0
+    assert table_row(last, "plant-flaky")[-3:] == ["1/2", "0/2", "no"]
+    # A record of the task as it was is not taken: the row stays the run's that validated it.
+    bench["tasks"][0]["problem_statement"] += " Changed."
+    project.write_benchmark(bench)
+    assert "tiny-add: run loaded validated it as it was, not as it is" in recorded(loaded)
 
     # With a strict run of the gold patches: counted, and the one not judged named with why.
     assert "No strict run of the gold patches" in section(
@@ -308,3 +367,51 @@ def test_the_tasks_whose_assertions_stand_before_the_fix_are_counted_and_named(p
     standing = section(out.read_text(), "Assertions that stand before the fix")
     assert "In 2 of 3 tasks every\nfail_to_pass assertion already stands" in standing
     assert "\ntiny-add, tiny-mul.\n" in standing and "Not known" not in standing
+
+
+def test_last_validations_name_the_tasks_without_a_row(tmp_path):
+    """The rows of <name>-validation.jsonl as scripts/record_validation.py writes them, for one
+    task of two: the other is named as not validated, and the groups count the row's runs."""
+    card = card_module()
+    tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"][:2]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"tasks": tasks}))
+    row = {
+        "instance_id": tasks[1]["instance_id"],
+        "version": None,
+        "run": "r",
+        "date": "2026-11-28",
+        "repeats": 10,
+        "load": "cpu",
+        "load_processes": 2,
+        "cores": 2,
+        "load_coverage": 1.0,
+        "loadavg": 20.5,
+        "verdict": "valid",
+        "admitted": True,
+        "gold_failures": 0,
+        "gold_runs": 10,
+        "none_passes": 0,
+        "none_runs": 10,
+    }
+    (tmp_path / "two-validation.jsonl").write_text(json.dumps(row) + "\n")
+    last = card.last_validations(load_benchmark(path))
+    assert last["missing"] == [tasks[0]["instance_id"]]
+    assert [i for i, _, _ in last["rows"]] == [tasks[1]["instance_id"]]
+    assert last["groups"] == [
+        {
+            "repeats": 10,
+            "load": "cpu",
+            "load_processes": 2,
+            "cores": 2,
+            "tasks": 1,
+            "dates": ["2026-11-28"],
+            "admitted": 1,
+            "gold_failures": 0,
+            "gold_runs": 10,
+            "none_passes": 0,
+            "none_runs": 10,
+        }
+    ]
+    (tmp_path / "two-validation.jsonl").unlink()
+    assert card.last_validations(load_benchmark(path)) is None

@@ -1,11 +1,19 @@
 """Validation labels planted bad tasks in a fixture benchmark correctly."""
 
+import datetime
 import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
+import validation_captures
+
+from nginx_eval.checks import load
 from nginx_eval.checks.validate import classify, write_summary
 from nginx_eval.core import jsonio
-from nginx_eval.core.layout import Layout
+from nginx_eval.core.layout import SOURCE_ROOT, Layout
 from nginx_eval.prove.tap import parse_tap
 from nginx_eval.run.benchmark import load_benchmark
 
@@ -297,3 +305,182 @@ def test_validation_md_from_the_template(tmp_path, capsys):
         "| task | verdict | fail_to_pass | pass_to_pass | declared = derived | notes |\n"
         "|---|---|---|---|---|---|\n"
     )
+
+
+def _geo_task():
+    """nginx__nginx-0de6e878ba43 of the shipped file, graded on geo_include_mask.t alone (the
+    file the captures are of)."""
+    task = next(
+        t
+        for t in load_benchmark(SOURCE_ROOT / "tasks" / "nginx.json").tasks
+        if t.instance_id == "nginx__nginx-0de6e878ba43"
+    )
+    mine = lambda ids: tuple(i for i in ids if i.startswith("geo_include_mask.t:"))
+    return replace(
+        task,
+        test_files=("geo_include_mask.t",),
+        fail_to_pass=mine(task.fail_to_pass),
+        pass_to_pass=mine(task.pass_to_pass),
+    )
+
+
+def _runs(taps):
+    return [
+        {"seconds": 1.0, "results": parse_tap("geo_include_mask.t", tap).results} for tap in taps
+    ]
+
+
+def test_a_gold_that_fails_once_in_twelve_recorded_runs_is_not_admitted():
+    task = _geo_task()
+    base, fix = _runs([validation_captures.BASE_RUN]), _runs(validation_captures.FIX_RUNS)
+    r = classify(task, base, fix, True, [])
+    assert r["flake"] == {
+        "gold_failures": 1,
+        "gold_runs": 12,
+        "none_passes": 0,
+        "none_runs": 1,
+        "gold_failing": {
+            "geo_include_mask.t:3 first file of the mask": 1,
+            "geo_include_mask.t:4 second file of the mask": 1,
+            "geo_include_mask.t:5 single file": 1,
+        },
+    }
+    assert r["verdict"] == "flaky" and not r["admitted"]
+    assert r["not_admitted"] == [
+        "the fix failed 1 of 12 runs: geo_include_mask.t:3 first file of the mask (1/12), "
+        "geo_include_mask.t:4 second file of the mask (1/12), geo_include_mask.t:5 single file "
+        "(1/12)"
+    ]
+    # The eleven runs that passed alone: valid and admitted, no run of either side flaked.
+    passed = [t for t in validation_captures.FIX_RUNS if "Result: PASS" in t]
+    r = classify(task, base, _runs(passed), True, [])
+    assert (r["verdict"], r["admitted"], r["not_admitted"]) == ("valid", True, [])
+    assert (r["flake"]["gold_failures"], r["flake"]["gold_runs"]) == (0, 11)
+    # The base's run passes no fix's graded assertions (the reload was refused): a none
+    # pass would be a base run passing all of them, which the recorded fix runs do.
+    r = classify(task, _runs(passed[:2]), _runs(passed), True, [])
+    assert (r["flake"]["none_passes"], r["flake"]["none_runs"]) == (2, 2)
+    assert r["verdict"] == "not_discriminating" and not r["admitted"]
+    assert r["not_admitted"] == ["verdict not_discriminating"]
+
+
+def test_flake_rates_of_a_candidate_from_real_prove_runs(tmp_path, prove_v):
+    """A candidate declares nothing: a fix's run fails when an assertion that passed in another
+    of its runs fails, a base's run passes when it passes all of those."""
+    p = tmp_path / "c.json"
+    stub = {
+        "instance_id": "t",
+        "repo": "a/b",
+        "test_repo": "a/c",
+        "base_commit": "a" * 40,
+        "fix_commit": "b" * 40,
+        "test_commit": "c" * 40,
+        "test_files": ["x.t"],
+        "configure_flags": [],
+        "fail_to_pass": [],
+        "pass_to_pass": [],
+        "problem_statement": "TODO",
+    }
+    p.write_text(json.dumps({"candidates": True, "tasks": [stub]}))
+    task = load_benchmark(p).tasks[0]
+    base, fix = five_prove_runs(prove_v, "base", 0), five_prove_runs(prove_v, "fix", 2)
+    r = classify(task, base, fix, True, [])
+    assert r["flake"] == {
+        "gold_failures": 1,
+        "gold_runs": 5,
+        "none_passes": 0,
+        "none_runs": 5,
+        "gold_failing": {"x.t:2 control": 1},
+    }
+    assert not r["admitted"]
+
+
+def test_load_keeps_one_process_per_core_for_the_run(tmp_path):
+    """Two units proving at once under load=cpu: one set of load processes (the run's lock),
+    children of this process, at its niceness, gone when the units end."""
+    layout = Layout(
+        root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results", run="x"
+    )
+    pids_file = layout.lock("load-x").with_suffix(".pids")
+    first, second = {}, {}
+    with load.busy(layout, "cpu", first), load.busy(layout, "cpu", second):
+        for _ in range(100):
+            if pids_file.exists():
+                break
+            time.sleep(0.05)
+        time.sleep(3 * load.POLL_SECONDS)
+        pids = [int(p) for p in pids_file.read_text().split()]
+        assert len(pids) == load.load_processes("cpu") == os.cpu_count()
+        for pid in pids:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            assert int(stat[1]) == os.getpid()  # the parent
+            assert int(stat[16]) == os.nice(0)  # the niceness
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    for measured in (first, second):
+        assert 0 < measured["load_coverage"] <= 1 and measured["loadavg"] >= 0
+    quiet = {}
+    with load.busy(layout, "none", quiet):
+        time.sleep(load.POLL_SECONDS)
+    assert quiet["load_coverage"] is None and quiet["loadavg"] >= 0
+    assert load.conditions(10, "cpu") == {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        "repeats": 10,
+        "load": "cpu",
+        "load_processes": os.cpu_count(),
+        "cores": os.cpu_count(),
+    }
+
+
+def test_a_flaky_gold_under_load_is_not_admitted(project):
+    """flaky.t's coin fails every other run of the fix: validation under load=cpu catches it,
+    keeps the task out with the failing assertion, and records the conditions it ran under."""
+    bench = project.benchmark()
+    add = bench["tasks"][0]
+    bench["tasks"] = [
+        add,
+        dict(
+            add,
+            instance_id="plant-flaky",
+            test_files=["flaky.t"],
+            fail_to_pass=["flaky.t:1 add two numbers"],
+            pass_to_pass=["flaky.t:2 coin"],
+        ),
+    ]
+    project.write_benchmark(bench)
+    project.doit("run", "tiny:validate", "repeats=4", "load=cpu")
+    summary = json.loads((project.results / "default" / "validation.json").read_text())
+    flaky, good = summary["plant-flaky"], summary["tiny-add"]
+    assert flaky["flake"] == {
+        "gold_failures": 2,
+        "gold_runs": 4,
+        "none_passes": 0,
+        "none_runs": 4,
+        "gold_failing": {"flaky.t:2 coin": 2},
+    }
+    assert not flaky["admitted"] and flaky["verdict"] == "flaky"
+    assert flaky["not_admitted"] == ["the fix failed 2 of 4 runs: flaky.t:2 coin (2/4)"]
+    assert good["admitted"] and good["flake"]["gold_failures"] == 0
+    for record in (flaky, good):
+        c = record["conditions"]
+        assert (c["repeats"], c["load"], c["load_processes"], c["cores"]) == (
+            4,
+            "cpu",
+            os.cpu_count(),
+            os.cpu_count(),
+        )
+        assert c["date"] == datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+        # The load ran while the task proved (sampled every half second).
+        assert 0 < c["load_coverage"] <= 1
+    md = (project.results / "default" / "validation.md").read_text()
+    assert "Admitted: 1 of 2 " in md
+    assert f"| 4 repeats, load=cpu: {os.cpu_count()} CPU-bound processes, " in md
+    assert (
+        "| plant-flaky | no: the fix failed 2 of 4 runs: flaky.t:2 coin (2/4) | 2/4 | 0/4 "
+        "| 4, cpu |" in md
+    )
+    # Validated again without load, the same task is another validation (its config says so).
+    _, executed = project.doit("run", "tiny:validate", "repeats=4")
+    assert "validate:tiny/plant-flaky" in executed
+    summary = json.loads((project.results / "default" / "validation.json").read_text())
+    assert summary["plant-flaky"]["conditions"]["load"] == "none"
+    assert summary["plant-flaky"]["conditions"]["load_coverage"] is None

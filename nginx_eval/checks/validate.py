@@ -1,28 +1,24 @@
 """Task validation: does each task tell the fix from no fix, every time?
 
-``doit run nginx:validate [repeats=N]`` (N from options.py, 5 by default: one run in five that
-fails must show) builds base and fix (the same content-addressed builds the ``none`` and ``gold``
-modes use), runs the task's test files `repeats` times against each, counts the runs each
-assertion passed on each side, and derives from the assertions stable on every run
+``doit run nginx:validate [repeats=N] [load=cpu]`` (N from options.py, 5 by default: one run in
+five that fails must show) builds base and fix (the same content-addressed builds the ``none``
+and ``gold`` modes use), runs the task's test files `repeats` times against each, counts the runs
+each assertion passed on each side, and derives from the assertions stable on every run
 fail_to_pass (fails in every base run, passes in every fix run) and pass_to_pass (passes in every
 run of both). The verdict (classify, a pure function; first match wins): ``env_error``,
 ``flaky``, ``gold_fails``, ``not_discriminating``, else ``valid``; when each applies:
-docs/benchmark.md#validation.
+docs/benchmark.md#validation. Each run is also graded as a patch would be (flake_rates: the
+fix's runs that fail a graded assertion, the base's runs that pass them all), and a task is
+admitted (admission) when it is valid and its fix failed no run. ``load=cpu`` proves while the
+machine is busy (load.py); each record keeps the conditions it ran under.
 
-Per task ``results/<run>/validate/<id>/validation.json`` (core/records.py: ValidationJson)::
-
-    {"inputs", "instance_id", "verdict", "reasons": [str], "repeats",
-     "derived": {"fail_to_pass": [...], "pass_to_pass": [...]},
-     "declared_matches": bool, "missing_from_declared": [...], "not_derived": [...],
-     "regressions": [...], "flaky": [...], "unstable_base": [...],
-     "pass_counts": {"base": {id: runs it passed}, "fix": {id: n}},
-     "run_counts": {"base": runs, "fix": runs}, "env_errors": [...],
-     "runs": {"base": [{"seconds", "results": {id: bool}}], "fix": [...]},
-     "test_seconds": {"base": seconds, "fix": seconds}, "build": {"base": record, "fix": record}}
-
-Summary: ``results/<run>/validation.json`` ({instance_id: the record without "inputs" and
-"runs"}: records.ValidationRecord) and ``validation.md`` (rendered by
-``templates/validation.md.j2``, with the pass counts of the assertions that changed between runs).
+Per task ``results/<run>/validate/<id>/validation.json`` (its fields: core/records.py,
+ValidationJson): the verdict and its reasons, admission, flake rates, conditions, derived lists,
+pass counts and the runs' results {id: bool}, test seconds, and both builds' records. Summary:
+``results/<run>/validation.json`` ({instance_id: the record without "inputs" and "runs"}:
+records.ValidationRecord) and ``validation.md`` (rendered by ``templates/validation.md.j2``: the
+conditions, each task's verdict with the pass counts of the assertions that changed between
+runs, and its flake rates and admission).
 """
 
 import time
@@ -50,6 +46,7 @@ from ..doitext.backend import forgotten
 from ..prove.stage import run_prove_files
 from ..prove.tap import assertion_number, file_problem, parse_tap
 from ..prove.tree import task_tests_tree
+from .load import busy, conditions
 
 VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")
 TEMPLATE = "validation.md.j2"  # in templates/; edit it and validation.md is rendered again
@@ -120,6 +117,49 @@ def _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p):
     return "valid", []
 
 
+def graded_ids(task, fix_runs):
+    """The assertions a run of the task is graded on: the declared ones, or for a candidate
+    that declares none yet, every assertion that passed in a run of the fix."""
+    declared = list(task.fail_to_pass) + list(task.pass_to_pass)
+    if task.fail_to_pass:
+        return sorted(set(declared))
+    return sorted({i for run in fix_runs for i, ok in run["results"].items() if ok})
+
+
+def flake_rates(task, base_runs, fix_runs):
+    """Each run graded as a patch would be: the fix's runs that fail a graded assertion (gold
+    failures), the base's runs that pass them all (none passes), and per graded assertion the
+    fix's runs it failed."""
+    graded = graded_ids(task, fix_runs)
+    resolved = lambda run: bool(graded) and all(run["results"].get(i, False) for i in graded)
+    failing = {i: sum(1 for r in fix_runs if not r["results"].get(i, False)) for i in graded}
+    return {
+        "gold_failures": sum(1 for r in fix_runs if not resolved(r)),
+        "gold_runs": len(fix_runs),
+        "none_passes": sum(1 for r in base_runs if resolved(r)),
+        "none_runs": len(base_runs),
+        "gold_failing": {i: n for i, n in failing.items() if n},
+    }
+
+
+def admission(verdict, flake):
+    """(admitted, why not): a task is admitted when it is valid and its fix passed every graded
+    assertion in every run; a single gold failure keeps it out until its test is fixed."""
+    why = []
+    if flake["gold_failures"]:
+        # The first few: a file that did not run fails every assertion of it (gold_failing
+        # keeps them all).
+        items = list(flake["gold_failing"].items())
+        failing = ", ".join(f"{i} ({n}/{flake['gold_runs']})" for i, n in items[:5])
+        failing += f" and {len(items) - 5} more" if len(items) > 5 else ""
+        why.append(
+            f"the fix failed {flake['gold_failures']} of {flake['gold_runs']} runs: {failing}"
+        )
+    if verdict != "valid" and not why:
+        why.append(f"verdict {verdict}")
+    return not why, why
+
+
 def classify(task, base_runs, fix_runs, fix_built, env_errors):
     """The verdict and its evidence, from per-repeat results {id: bool} of base and fix."""
     ids = sorted({i for run in base_runs + fix_runs for i in run["results"]})
@@ -137,9 +177,14 @@ def classify(task, base_runs, fix_runs, fix_built, env_errors):
     p2p = [i for i in ids if _always(base_runs, i, True) and _always(fix_runs, i, True)]
     regressions = [i for i in ids if _always(base_runs, i, True) and _always(fix_runs, i, False)]
     verdict, reasons = _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p)
+    flake = flake_rates(task, base_runs, fix_runs)
+    admitted, not_admitted = admission(verdict, flake)
     return {
         "verdict": verdict,
         "reasons": reasons,
+        "admitted": admitted,
+        "not_admitted": not_admitted,
+        "flake": flake,
         "derived": {"fail_to_pass": f2p, "pass_to_pass": p2p},
         "declared_matches": set(f2p) == set(task.fail_to_pass)
         and set(p2p) == set(task.pass_to_pass),
@@ -196,20 +241,24 @@ def validate_task(layout, task, repeats, doit_name, config, files):
     binary = lambda rec: layout.build_dir(rec["key"]) / "tree" / "objs" / "nginx"
     out_dir = layout.validation_dir(task.instance_id)
     base_runs, fix_runs, env_errors = [], [], []
-    if base["status"] == "built":
-        base_runs, errs = run_side(layout, task, binary(base), out_dir / "base", repeats)
-        env_errors += errs
-    else:
-        env_errors.append(f"the base commit does not build ({base['status']})")
-    if fix["status"] == "built":
-        fix_runs, errs = run_side(layout, task, binary(fix), out_dir / "fix", repeats)
-        env_errors += [e for e in errs if e not in env_errors]
+    load = config.get("load", "none")  # validation_config
+    measured = conditions(repeats, load)
+    with busy(layout, load, measured):
+        if base["status"] == "built":
+            base_runs, errs = run_side(layout, task, binary(base), out_dir / "base", repeats)
+            env_errors += errs
+        else:
+            env_errors.append(f"the base commit does not build ({base['status']})")
+        if fix["status"] == "built":
+            fix_runs, errs = run_side(layout, task, binary(fix), out_dir / "fix", repeats)
+            env_errors += [e for e in errs if e not in env_errors]
     record = classify(task, base_runs, fix_runs, fix["status"] == "built", env_errors)
     record.update(
         {
             "inputs": inputs,
             "instance_id": task.instance_id,
             "repeats": repeats,
+            "conditions": measured,
             "runs": {"base": base_runs, "fix": fix_runs},
             "test_seconds": {
                 side: round(sum(r["seconds"] for r in runs), 3)
@@ -252,26 +301,61 @@ def render_summary(summary, ntasks, repeats, templates_dir):
     )
     counts = {v: sum(1 for r in summary.values() if r["verdict"] == v) for v in VERDICTS}
     return env.get_template(path.name).render(
-        tasks=ntasks, repeats=repeats, counts=counts, summary=summary
+        tasks=ntasks,
+        repeats=repeats,
+        counts=counts,
+        summary=summary,
+        conditions=conditions_summary(summary),
+        admitted=sum(1 for r in summary.values() if r.get("admitted")),
+        judged=sum(1 for r in summary.values() if "admitted" in r),
     )
 
 
-def validation_config(task, repeats):
+def conditions_summary(summary):
+    """[{"repeats", "load", "load_processes", "cores", "tasks", "dates", "coverage",
+    "loadavg"}]: the records' conditions grouped by what was asked (repeats, load, cores), with
+    the dates and the range of what was sampled; records from before conditions are left out."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in summary.values():
+        c = r.get("conditions")
+        if c:
+            key = (c["repeats"], c["load"], c["load_processes"], c["cores"])
+            groups.setdefault(key, []).append(c)
+    spread = lambda xs: (min(xs), max(xs)) if xs else None
+    return [
+        {
+            "repeats": key[0],
+            "load": key[1],
+            "load_processes": key[2],
+            "cores": key[3],
+            "tasks": len(cs),
+            "dates": sorted({c["date"] for c in cs}),
+            "coverage": spread([c["load_coverage"] for c in cs if c["load_coverage"] is not None]),
+            "loadavg": spread([c["loadavg"] for c in cs if c["loadavg"] is not None]),
+        }
+        for key, cs in sorted(groups.items())
+    ]
+
+
+def validation_config(task, repeats, load="none"):
     """The config a task's validation.json records the digest of ("inputs", stamps.py): what
-    says the record is of this task as it is now (scripts/promote_tasks.py checks it too)."""
-    return {"task": task.to_json(), "repeats": repeats}
+    says the record is of this task as it is now (scripts/promote_tasks.py checks it too). A
+    validation under load is another one; without, the config is what it was before load=."""
+    return {"task": task.to_json(), "repeats": repeats} | ({"load": load} if load != "none" else {})
 
 
 def gen_tasks(ctx):
     repeats = ctx.options.repeats  # a whole number >= 1 (options.py)
+    load = ctx.options.load
     names = []
     for task in ctx.build_order():
-        config = validation_config(task, repeats)
+        config = validation_config(task, repeats, load)
         names.append(validate_task_name(ctx.benchmark.name, task.instance_id))
         yield stamps.stage_task(
             basename=VALIDATE,
             name=validate_subtask(ctx.benchmark.name, task.instance_id),
-            doc=f"build base and fix of {task.instance_id}, run its tests {repeats}× each",
+            doc=f"build base and fix of {task.instance_id}, run its tests {repeats}× each"
+            + (f", under load={load}" if load != "none" else ""),
             action=validate_task,
             config=config,
             args=[

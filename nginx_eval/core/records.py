@@ -534,13 +534,39 @@ class ValidationRun(TypedDict):
     results: dict[str, bool]  # {assertion id: passed}
 
 
+class ValidationFlake(TypedDict):
+    """Each run graded as a patch is (checks/validate.py: flake_rates)."""
+
+    gold_failures: int  # runs of the fix that failed a graded assertion
+    gold_runs: int
+    none_passes: int  # runs of the base that passed every graded assertion
+    none_runs: int
+    gold_failing: dict[str, int]  # {graded id: runs of the fix it failed}, the failing ones
+
+
+class ValidationConditions(TypedDict):
+    """What a validation ran under (checks/load.py): asked for, and sampled while it proved."""
+
+    date: str  # YYYY-MM-DD, UTC, when its proves started
+    repeats: int
+    load: str  # "none" | "cpu"
+    load_processes: int  # CPU-bound processes of load=cpu (one per core), else 0
+    cores: int  # os.cpu_count()
+    load_coverage: float | None  # share of samples with every load process alive; None: no load
+    loadavg: float | None  # mean one-minute load average over its proves
+
+
 class ValidationRecord(TypedDict):
     """A task's record in results/<run>/validation.json ({instance_id: record})."""
 
     instance_id: str
     verdict: str  # "valid" | "flaky" | "gold_fails" | "not_discriminating" | "env_error"
     reasons: list[str]
+    admitted: bool  # valid, and the fix passed every graded assertion in every run
+    not_admitted: list[str]  # why not: the fix's failing runs and assertions, or the verdict
+    flake: ValidationFlake
     repeats: int
+    conditions: NotRequired[ValidationConditions]  # records from before load= have none
     derived: dict[str, list[str]]  # {"fail_to_pass": [ids], "pass_to_pass": [ids]}
     declared_matches: bool
     missing_from_declared: list[str]

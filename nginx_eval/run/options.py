@@ -30,6 +30,8 @@ ENVIRONMENT_ONLY = ("AGENT",)
 ENVIRONMENT_PREFIXES = ("NGINX_EVAL_", "ANTHROPIC_")
 # Where a unit's heavy work runs (cluster/executor.py).
 EXECUTORS = ("local", "ray")
+# What else keeps the machine busy while <bench>:validate proves (checks/load.py).
+LOADS = ("none", "cpu")
 
 
 def _error(name: str, value: str, message: str) -> UserError:
@@ -104,6 +106,10 @@ def _executor(name: str, value: str) -> str | None:
     return _checked(name, value, lambda t: t in EXECUTORS, f"must be one of {', '.join(EXECUTORS)}")
 
 
+def _load(name: str, value: str) -> str | None:
+    return _checked(name, value, lambda t: t in LOADS, f"must be one of {', '.join(LOADS)}")
+
+
 def _date(name: str, value: str) -> str | None:
     from .benchmark import is_date
 
@@ -157,6 +163,11 @@ VARIABLES = {
     "predictions": Variable(_text, "a SWE-bench predictions file, scored as mode `file`"),
     "repeats": Variable(
         _count, "<bench>:validate runs base and fix N times each, N >= 1 (default: 5)"
+    ),
+    "load": Variable(
+        _load,
+        "<bench>:validate: cpu keeps one CPU-bound process per core running while it proves "
+        "(default: none)",
     ),
     "verbosity": Variable(
         _level, "doit clean: 2 prints a line per removed item (default: one summary line)"
@@ -306,6 +317,7 @@ class Options:
     baseline: str | None = None
     predictions: str | None = None
     repeats: int = 5
+    load: str = "none"
     verbosity: int | None = None
     cutoff: str | None = None
     compare: str | None = None

@@ -1,6 +1,8 @@
+import ast
 import atexit
 import compileall
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -8,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -269,14 +272,111 @@ def pytest_collection_modifyitems(config, items):
 _GUARD = {"on": False}  # during the setup and call of a test not marked e2e
 
 
+def _end_to_end(what):
+    return AssertionError(
+        f"this test {what}, so it is end to end: give it one of "
+        f"conftest.E2E_FIXTURES, or E2E = True in its module, so that "
+        f'`pytest -m "not e2e"` stays the quick loop'
+    )
+
+
 def _refuse_outside_e2e(argv):
     program = e2e_program(argv) if _GUARD["on"] else None
     if program:
-        raise AssertionError(
-            f"this test starts {program}, so it is end to end: give it one of "
-            f"conftest.E2E_FIXTURES, or E2E = True in its module, so that "
-            f'`pytest -m "not e2e"` stays the quick loop'
-        )
+        raise _end_to_end(f"starts {program}")
+
+
+# The guard's static half. The guard above sees only what a test starts where it runs; a test
+# that skips here (no mirrors of nginx, no sandbox) passes the quick loop, and fails it where it
+# runs. So a command line written out in a test, or in a function of tests/ it calls by name,
+# that starts one of E2E_PROGRAMS makes it end to end too, whether it runs or skips.
+STARTING_CALLS = {"run", "Popen", "call", "check_call", "check_output"}
+TESTS_DIR = Path(__file__).resolve().parent
+_WRITTEN = {}
+
+
+def _command_words(node, assigned):
+    """The words of a command line written as a list or tuple (a word that is not a string
+    constant is '', sys.executable is 'python'), or None."""
+    if isinstance(node, ast.Name) and node.id in assigned:
+        node = assigned[node.id]
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        return None
+    return [
+        e.value
+        if isinstance(e, ast.Constant) and isinstance(e.value, str)
+        else "python"
+        if ast.unparse(e) == "sys.executable"
+        else ""
+        for e in node.elts
+    ]
+
+
+def written_e2e_start(function, _seen=None):
+    """(program, "file:line") of a command line written out in `function`, or in a function of
+    tests/ it calls by name, that starts an E2E_PROGRAMS program; None if none does. A start
+    inside `with pytest.raises(...)` is one the test expects refused, and does not count."""
+    seen = set() if _seen is None else _seen
+    if function in _WRITTEN or function in seen:
+        return _WRITTEN.get(function)
+    seen.add(function)
+    try:
+        lines, first = inspect.getsourcelines(function)
+        path = Path(inspect.getsourcefile(function)).resolve()
+    except (OSError, TypeError):
+        return None
+    found = None
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    refused = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.With)
+        and any("raises" in ast.unparse(item.context_expr) for item in node.items)
+        for inner in ast.walk(node)
+    }
+    assigned = {
+        target.id: node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    for node in ast.walk(tree):
+        if found or not isinstance(node, ast.Call) or id(node) in refused:
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        if isinstance(node.func, ast.Name):
+            called = node.func.id
+            callee = function.__globals__.get(called)
+            if inspect.isfunction(callee) and _in_tests(callee):
+                found = written_e2e_start(callee, seen)
+        if called in STARTING_CALLS:
+            argument = node.args[0] if node.args else None
+            argument = next((k.value for k in node.keywords if k.arg == "args"), argument)
+            words = _command_words(argument, assigned)
+            program = e2e_program(words) if words else None
+            if program:
+                found = (program, f"{path.name}:{first + node.lineno - 1}")
+    _WRITTEN[function] = found
+    return found
+
+
+def _in_tests(function):
+    try:
+        return Path(inspect.getsourcefile(function)).resolve().parent == TESTS_DIR
+    except TypeError:
+        return False
+
+
+def _refuse_written_start(item):
+    """Fails a test outside the e2e marker whose code writes out a start of doit, make, prove, the
+    sandbox, the CLI or a Ray node (written_e2e_start), before its skip marks are looked at."""
+    function = getattr(item, "function", None)
+    if function is None or item.get_closest_marker("e2e"):
+        return
+    written = written_e2e_start(function)
+    if written:
+        raise _end_to_end(f"starts {written[0]} ({written[1]})")
 
 
 class _Guarded(subprocess.Popen):
@@ -303,6 +403,7 @@ def _guard(item):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):
+    _refuse_written_start(item)  # before the skip marks: a test that skips here fails too
     with _guard(item):
         yield
 

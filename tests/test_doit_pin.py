@@ -5,6 +5,7 @@ shape, or when a module outside doitext/ starts to lean on one."""
 import ast
 import inspect
 import re
+import sys
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -114,6 +115,21 @@ def test_the_task_and_node_attributes_slim_keeps_once():
     assert "next(self.generator)" in inspect.getsource(control.ExecNode.step)
 
 
+@pytest.fixture
+def own_dodo_module(monkeypatch):
+    """doit imports a dodo file as the module `dodo` (importlib.import_module) and puts its
+    directory first on sys.path: a case of its own imports its own dodo.py, and leaves neither
+    behind. Without this every case after the first ran the first case's module, whose file
+    pytest had removed with its passed test's directory (`inspect` then cannot read the task
+    functions' source; pytest 9.0 happened to hand the next case a directory of the same name)."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = sys.modules.pop("dodo", None)
+    yield
+    sys.modules.pop("dodo", None)
+    if before is not None:
+        sys.modules["dodo"] = before
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -123,7 +139,9 @@ def test_the_task_and_node_attributes_slim_keeps_once():
         ["list", "-f", "{dodo}", "run=b"],  # after the command, -f is no loader option
     ],
 )
-def test_the_variables_doit_takes_are_those_invocation_reads(tmp_path, monkeypatch, capsys, argv):
+def test_the_variables_doit_takes_are_those_invocation_reads(
+    tmp_path, monkeypatch, capsys, request, own_dodo_module, argv
+):
     # command_line_variables asks doit's public get_var about the name of every word that may be
     # a variable: doit holds exactly those it took, whatever its command line looked like.
     from doit.cmd_base import DodoTaskLoader
@@ -132,10 +150,13 @@ def test_the_variables_doit_takes_are_those_invocation_reads(tmp_path, monkeypat
     from nginx_eval.doitext.invocation import command_line_variables
 
     dodo = tmp_path / "dodo.py"
-    dodo.write_text("def task_a():\n    return {'actions': None}\n")
+    # A task named after the case: the case lists its own dodo.py, not one doit imported before.
+    task = "case_" + request.node.callspec.id
+    dodo.write_text(f"def task_{task}():\n    return {{'actions': None}}\n")
     argv = [w.format(dodo=dodo, dir=tmp_path) for w in argv]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(doit_cmd, "_CMDLINE_VARS", None)  # doit's own, restored after the test
     assert DoitMain(DodoTaskLoader()).run(argv) == 0
+    assert capsys.readouterr().out.split() == [task]
     assert command_line_variables(argv) == doit_cmd._CMDLINE_VARS
     assert list(command_line_variables(argv)) == list(doit_cmd._CMDLINE_VARS)

@@ -18,6 +18,9 @@ from local_http import serve
 from test_agent_claude import VERIFY, claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
 
+# Every test here starts doit (the fixture with `project`, real nginx without it): end to end.
+E2E = True
+
 pytestmark = needs_srt
 
 # Answers each shipped prompt by a phrase of it (templates/prompt_*.md.j2); the verify phase

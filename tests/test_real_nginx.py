@@ -1,16 +1,23 @@
 """The pipeline on real nginx and nginx-tests: runs only with local mirrors configured.
 
 NGINX_EVAL_REPO_URL='/srv/mirrors/{owner}+{name}/repo' python -m pytest tests/test_real_nginx.py
+
+The tests share one cache (`nginx_cache`), as a user's runs do: the clones, the bases' builds
+and their test runs are made once for the module; each test has results of its own.
 """
 
 import difflib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 from conftest import DODO, SOURCE_ROOT
+
+# Every test here starts doit on real nginx (minutes): end to end (conftest.py).
+E2E = True
 
 URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
 # Each test starts doit itself (conftest.py): end to end, out of `pytest -m "not e2e"`.
@@ -30,31 +37,36 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path):
-    tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
-    # The task with the fewest configure flags builds fastest.
-    task = min(tasks, key=lambda t: len(t["configure_flags"]))
+@pytest.fixture(scope="module")
+def nginx_cache(tmp_path_factory):
+    """NGINX_EVAL_CACHE of every test here."""
+    return tmp_path_factory.mktemp("nginx-cache")
+
+
+def doit_run(tmp_path, cache, *words, timeout=900):
+    """`doit run WORDS` with the module's cache and the test's own results (tmp_path/results)."""
     env = dict(
-        os.environ,
-        NGINX_EVAL_CACHE=str(tmp_path / "cache"),
-        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
+        os.environ, NGINX_EVAL_CACHE=str(cache), NGINX_EVAL_RESULTS=str(tmp_path / "results")
     )
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "doit",
-            "-f",
-            str(DODO),
-            "run",
-            "nginx:gold",
-            "nginx:none",
-            f"instances={task['instance_id']}",
-        ],
+        [sys.executable, "-m", "doit", "-f", str(DODO), "run", *words],
         env=env,
         check=True,
         capture_output=True,
-        timeout=900,
+        timeout=timeout,
+    )
+
+
+def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path, nginx_cache):
+    tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
+    # The task with the fewest configure flags builds fastest.
+    task = min(tasks, key=lambda t: len(t["configure_flags"]))
+    doit_run(
+        tmp_path,
+        nginx_cache,
+        "nginx:gold",
+        "nginx:none",
+        f"instances={task['instance_id']}",
     )
     grade = lambda mode: json.loads(
         (tmp_path / "results" / "default" / mode / task["instance_id"] / "grade.json").read_text()
@@ -64,32 +76,17 @@ def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path):
     assert grade("none")["fail_to_pass"]["failed"] == task["fail_to_pass"]
 
 
-def test_a_2017_task_with_1024_bit_certificates_runs_under_the_openssl_pin(tmp_path):
+def test_a_2017_task_with_1024_bit_certificates_runs_under_the_openssl_pin(tmp_path, nginx_cache):
     """mail_capability.t of 2017 makes a 1024-bit certificate; at Debian 12's default security
     level nginx refused it at the base and the fix alike (gold graded env_error). Under the
     harness's OpenSSL configuration the task tells the fix from no fix."""
     iid = "nginx__nginx-fbe9759e4b8d"
-    env = dict(
-        os.environ,
-        NGINX_EVAL_CACHE=str(tmp_path / "cache"),
-        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
-    )
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "doit",
-            "-f",
-            str(DODO),
-            "run",
-            "nginx:gold",
-            "nginx:none",
-            f"instances={iid}",
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=900,
+    doit_run(
+        tmp_path,
+        nginx_cache,
+        "nginx:gold",
+        "nginx:none",
+        f"instances={iid}",
     )
     result = lambda mode, name: json.loads(
         (tmp_path / "results" / "default" / mode / iid / name).read_text()
@@ -129,7 +126,7 @@ def main_c_patch(base_commit, insertion):
     )
 
 
-def score_prediction(tmp_path, task, patch, run):
+def score_prediction(tmp_path, cache, task, patch, run):
     preds = tmp_path / f"{run}.jsonl"
     preds.write_text(
         json.dumps(
@@ -137,34 +134,19 @@ def score_prediction(tmp_path, task, patch, run):
         )
         + "\n"
     )
-    env = dict(
-        os.environ,
-        NGINX_EVAL_CACHE=str(tmp_path / "cache"),
-        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
-    )
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "doit",
-            "-f",
-            str(DODO),
-            "run",
-            "nginx:file",
-            f"predictions={preds}",
-            f"instances={task['instance_id']}",
-            f"run={run}",
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=900,
+    doit_run(
+        tmp_path,
+        cache,
+        "nginx:file",
+        f"predictions={preds}",
+        f"instances={task['instance_id']}",
+        f"run={run}",
     )
     task_dir = tmp_path / "results" / run / "file" / task["instance_id"]
     return json.loads((task_dir / "grade.json").read_text()), task_dir
 
 
-def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(tmp_path):
+def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(tmp_path, nginx_cache):
     tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
     task = next(t for t in tasks if t["instance_id"] == "nginx__nginx-f35475c083d4")
     # Started as a server, the patched nginx prints a pass for every fail_to_pass assertion.
@@ -176,7 +158,7 @@ def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(tmp_pat
         task["base_commit"],
         f'    if (!ngx_test_config) {{\n        ngx_write_stdout("{lines}");\n    }}\n\n',
     )
-    grade, task_dir = score_prediction(tmp_path, task, spoof, "spoof")
+    grade, task_dir = score_prediction(tmp_path, nginx_cache, task, spoof, "spoof")
     assert grade["status"] == "unresolved"
     assert grade["fail_to_pass"]["failed"] == task["fail_to_pass"]
     log = (task_dir / "tap" / "range_clearing.t.nginx.log").read_text()
@@ -186,7 +168,7 @@ def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(tmp_pat
     nostart = main_c_patch(
         task["base_commit"], "    if (!ngx_test_config) {\n        return 1;\n    }\n\n"
     )
-    grade, _ = score_prediction(tmp_path, task, nostart, "nostart")
+    grade, _ = score_prediction(tmp_path, nginx_cache, task, nostart, "nostart")
     assert grade["status"] == "unresolved" and grade["env_errors"] == []
     assert grade["file_failures"][0]["kind"] == "not_started"
     assert "nginx did not start" in grade["file_failures"][0]["reason"]
@@ -251,12 +233,12 @@ def range_task():
     return next(t for t in tasks if t["instance_id"] == "nginx__nginx-f35475c083d4")
 
 
-def strict_prediction(tmp_path, task, patch, run):
-    grade, task_dir = score_prediction(tmp_path, task, patch, run)
+def strict_prediction(tmp_path, cache, task, patch, run):
+    grade, task_dir = score_prediction(tmp_path, cache, task, patch, run)
     return grade, json.loads((task_dir / "strict.json").read_text())
 
 
-def test_the_fix_plus_gzip_switched_off_is_resolved_but_not_strict(tmp_path):
+def test_the_fix_plus_gzip_switched_off_is_resolved_but_not_strict(tmp_path, nginx_cache):
     """range_clearing.t never asks for gzip; the regression files of a patch that touches the
     gzip filter (gzip*.t) do."""
     task = range_task()
@@ -266,14 +248,16 @@ def test_the_fix_plus_gzip_switched_off_is_resolved_but_not_strict(tmp_path):
         GZIP,
         lambda text: text.replace("    if (!conf->enable\n", "    if (1 || !conf->enable\n", 1),
     )
-    grade, strict = strict_prediction(tmp_path, task, patch, "nogzip")
+    grade, strict = strict_prediction(tmp_path, nginx_cache, task, patch, "nogzip")
     assert grade["resolved"] and grade["strict"] is False
     assert "gzip.t" in strict["files"] and strict["reference"] == "gold"
     assert grade["regressions"] and all(i.startswith("gzip") for i in grade["regressions"])
     assert grade["strict_reason"].startswith(f"{len(grade['regressions'])} regression(s): gzip")
 
 
-def test_the_fix_plus_an_over_read_on_the_gzip_path_is_resolved_but_not_strict(tmp_path):
+def test_the_fix_plus_an_over_read_on_the_gzip_path_is_resolved_but_not_strict(
+    tmp_path, nginx_cache
+):
     task = range_task()
     patch = gold_plus(
         task,
@@ -286,7 +270,7 @@ def test_the_fix_plus_an_over_read_on_the_gzip_path_is_resolved_but_not_strict(t
             "    if (!conf->enable\n", "    ngx_http_gzip_peek(r);\n\n    if (!conf->enable\n", 1
         ),
     )
-    grade, strict = strict_prediction(tmp_path, task, patch, "overread")
+    grade, strict = strict_prediction(tmp_path, nginx_cache, task, patch, "overread")
     assert grade["resolved"] and grade["strict"] is False and grade["regressions"] == []
     kinds = {(f["tool"], f["kind"], f["frame"].split(" ")[0]) for f in grade["sanitizer_findings"]}
     # The compiler inlines the static helper: its caller may be the first frame.
@@ -296,27 +280,15 @@ def test_the_fix_plus_an_over_read_on_the_gzip_path_is_resolved_but_not_strict(t
     }
 
 
-def test_gold_of_the_range_task_is_strict(tmp_path):
+def test_gold_of_the_range_task_is_strict(tmp_path, nginx_cache):
     task = range_task()
-    env = dict(
-        os.environ,
-        NGINX_EVAL_CACHE=str(tmp_path / "cache"),
-        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
-    )
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "doit",
-            "-f",
-            str(DODO),
-            "run",
-            "nginx:gold",
-            f"instances={task['instance_id']}",
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
+    doit_run(
+        tmp_path,
+        nginx_cache,
+        "nginx:gold",
+        f"instances={task['instance_id']}",
+        # Gold is judged strictly only when asked (docs/verdicts.md).
+        "strict_gold=1",
         timeout=1800,
     )
     grade = json.loads(
@@ -325,37 +297,60 @@ def test_gold_of_the_range_task_is_strict(tmp_path):
     assert (grade["resolved"], grade["strict"], grade["strict_reason"]) == (True, True, "")
 
 
-# Kills every process named prove, once nginx starts serving.
+# Kills the prove that runs its test file (its nearest ancestor named prove), once nginx starts
+# serving: only that one, not the prove of another test or another run on the machine.
 KILL_PROVE = """    if (!ngx_test_config) {
-        DIR            *proc;
-        FILE           *f;
-        struct dirent  *e;
-        char            path[300], comm[64];
+        FILE  *f;
+        char   path[64], comm[64];
+        int    pid, parent;
 
-        proc = opendir("/proc");
-        while (proc && (e = readdir(proc)) != NULL) {
-            snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+        pid = (int) getppid();
+
+        while (pid > 1) {
+            snprintf(path, sizeof(path), "/proc/%d/comm", pid);
             f = fopen(path, "r");
-            if (f) {
-                if (fgets(comm, sizeof(comm), f) && strcmp(comm, "prove\\n") == 0) {
-                    kill(atoi(e->d_name), SIGKILL);
-                }
-                fclose(f);
+            if (f == NULL) {
+                break;
             }
-        }
-        if (proc) {
-            closedir(proc);
+            if (fgets(comm, sizeof(comm), f) == NULL) {
+                comm[0] = '\\0';
+            }
+            fclose(f);
+
+            if (strcmp(comm, "prove\\n") == 0) {
+                kill(pid, SIGKILL);
+                break;
+            }
+
+            snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+            f = fopen(path, "r");
+            if (f == NULL) {
+                break;
+            }
+            if (fscanf(f, "%*d (%*[^)]) %*c %d", &parent) != 1) {
+                parent = 0;
+            }
+            fclose(f);
+            pid = parent;
         }
     }
 
 """
 
 
-def test_an_nginx_that_kills_prove_is_the_patchs_fault(tmp_path):
+def test_an_nginx_that_kills_prove_is_the_patchs_fault(tmp_path, nginx_cache):
     task = range_task()
-    grade, _ = score_prediction(
-        tmp_path, task, main_c_patch(task["base_commit"], KILL_PROVE), "killer"
-    )
+    # Another prove on the machine (a sleep by that name) lives on: the patch kills its own.
+    (tmp_path / "prove").symlink_to(shutil.which("sleep"))
+    other = subprocess.Popen([str(tmp_path / "prove"), "1800"])
+    try:
+        grade, _ = score_prediction(
+            tmp_path, nginx_cache, task, main_c_patch(task["base_commit"], KILL_PROVE), "killer"
+        )
+        assert other.poll() is None, f"the other prove ended ({other.returncode})"
+    finally:
+        other.kill()
+        other.wait()
     assert grade["status"] == "unresolved" and grade["env_errors"] == []
     (failure,) = grade["file_failures"]
     assert (failure["file"], failure["kind"]) == ("range_clearing.t", "killed")

@@ -109,7 +109,6 @@ def mirrors():
     reason="needs local mirrors of nginx and nginx-tests: set "
     "NGINX_EVAL_REPO_URL (e.g. '/srv/mirrors/{owner}+{name}/repo')",
 )
-@pytest.mark.e2e  # starts doit itself, with none of conftest.E2E_FIXTURES
 def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host_server):
     tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
     task = min(

@@ -20,8 +20,6 @@ from conftest import DODO, SOURCE_ROOT
 E2E = True
 
 URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
-# Each test starts doit itself (conftest.py): end to end, out of `pytest -m "not e2e"`.
-E2E = True
 
 
 def mirror_ok(repo):

@@ -108,7 +108,7 @@ def test_a_command_that_is_not_there_names_the_mode_and_the_key(tmp_path, comman
     assert str(e.value) == f"m.toml, mode a, field commands: {message.format(folder=folder)}"
 
 
-def test_the_shipped_nlcmd_mode_installs_fix_issue_and_sends_the_slash_command():
+def test_the_fix_command_mode_installs_fix_issue_and_sends_the_slash_command():
     import jinja2
 
     from nginx_eval.core.layout import SOURCE_ROOT
@@ -116,10 +116,10 @@ def test_the_shipped_nlcmd_mode_installs_fix_issue_and_sends_the_slash_command()
 
     modes = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")
     shipped = (SOURCE_ROOT / "templates" / "commands" / "fix-issue.md").read_text()
-    assert modes["nlcmd"].command_files == (("fix-issue.md", shipped),)
+    assert modes["fix-command"].command_files == (("fix-issue.md", shipped),)
     assert "$ARGUMENTS" in shipped and shipped.startswith("---\ndescription: ")
-    assert all(not modes[m].command_files for m in ("raw", "impl", "full"))
-    (phase,) = modes["nlcmd"].phases
+    assert all(not modes[m].command_files for m in ("raw", "plan-implement", "plan-verify"))
+    (phase,) = modes["fix-command"].phases
     template = jinja2.Environment(
         loader=jinja2.FileSystemLoader(SOURCE_ROOT / "templates"), keep_trailing_newline=True
     ).get_template(phase.prompt)

@@ -68,6 +68,8 @@ def unit_fields(layout, mode, iid) -> dict:
         "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),
         "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
+        "score": mode.score if mode.runs_agent else None,
+        "loop": agent.get("loop"),
     }
 
 

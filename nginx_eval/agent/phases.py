@@ -176,7 +176,7 @@ def run_group(run: Any, members: list[tuple[int, Phase, str]], state: dict) -> t
         try:
 
             def member(k: int) -> tuple[str, str]:
-                run.parallel.slot_held = True
+                run.parallel.slot_held, run.parallel.member = True, k + 1
                 i, phase, prompt = members[k]
                 text = fill(prompt, before)
                 return run_one(
@@ -217,6 +217,20 @@ def own_transcripts(
     session = (program.parse_result(text) or {}).get("session_id") if program else None
     mine = {p: n for p, n in sizes.items() if session and str(session) in Path(p).name}
     return mine or dict(sizes)
+
+
+def token_file(run: Any) -> Path:
+    """Where a phase's command keeps its token (core/procs.py: claiming one kills what holds it):
+    the run's, or one of each group member's own beside it."""
+    member = getattr(getattr(run, "parallel", None), "member", None)
+    return Path(f"{run.token_file}-{member}") if member else Path(run.token_file)
+
+
+def token_files(run: Any) -> list[Path]:
+    """The run's token file and its group members' (what a killed doit may have left running)."""
+    return [Path(run.token_file)] + sorted(
+        Path(run.token_file).parent.glob(f"{Path(run.token_file).name}-*")
+    )
 
 
 def holds_slot(run: Any) -> Any:

@@ -277,7 +277,8 @@ class AgentRun:
         """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory"}."""
         # An agent of a killed doit may still be running in this workspace: stop it before the
         # workspace is recreated under it.
-        kill_leftovers(self.token_file)
+        for token_file in phases.token_files(self):
+            kill_leftovers(token_file)
         ensure_fresh_workspace(self.layout, self.mode.name, self.task)
         if self.tests_tree:
             self.tests_dir, notes = suite.verified_tree(self.layout, self.tests_tree)
@@ -420,7 +421,7 @@ class AgentRun:
                     timeout=timeout,
                     stdout=so,
                     stderr=se,
-                    token_file=self.token_file,
+                    token_file=phases.token_file(self),
                 )
         record.update(
             exit_code=outcome.exit_code, timed_out=outcome.timed_out, wall_seconds=outcome.seconds
@@ -474,7 +475,7 @@ class AgentRun:
                     timeout=timeout,
                     stdout=so,
                     stderr=log.fd,
-                    token_file=self.token_file,
+                    token_file=phases.token_file(self),
                     inside_first=True,
                 )
             if self.ws.is_dir():

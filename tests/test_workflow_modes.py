@@ -239,6 +239,18 @@ def test_full_plans_in_five_calls_with_two_at_once_then_loops(workflow_codex, co
     assert agent["loop"]["ended"] == "marker" and agent["loop"]["iterations"] == 2
     assert min(c[2] for c in workflow_codex.calls([iteration(1)])) > max(c[3] for c in calls)
     assert workflow_codex.project.read("full", "tiny-add", "grade.json")["status"] == "resolved"
+    # The report names the consensus that ran, the planner's share and how the loop ended.
+    run_dir = workflow_codex.project.render("instances=tiny-add")
+    report = json.loads((run_dir / "report.json").read_text())
+    (facts,) = report["workflow"]["modes"]
+    consensus = next(p for p in facts["phases"] if p["name"] == "consensus")
+    if codex_fails:
+        assert consensus["ran"] == {f"codex {CODEX}": 1, f"claude {OPUS}": 1}
+    else:
+        assert consensus["ran"] == {f"codex {CODEX}": 1}
+    assert 0 < facts["planner"]["time_share"] < 1 and facts["loops"]["ended"] == {"marker": 1}
+    md = (run_dir / "report.md").read_text()
+    assert "## Phases and loops" in md and f"codex {CODEX} ×1" in md
     print(
         f"\nfull ({'fallback' if codex_fails else 'codex'}): {names}; critique and reducer "
         f"overlapped: {critique[2]:.2f}-{critique[3]:.2f} / {reduce[2]:.2f}-{reduce[3]:.2f}"
@@ -379,3 +391,53 @@ def test_a_loop_ends_on_the_marker_at_its_limit_or_without_progress(
         # What the loop left on disk is scored by default; the harness's .tmp/ never is.
         assert on_disk["files"] == ["step-1.txt", "step-2.txt", "step-3.txt"]
         assert finished["files"] == [] and "not scored" in finished["note"]
+
+
+def test_the_report_gives_the_users_ratios_with_intervals():
+    from nginx_eval.report.workflow import workflow_facts
+
+    def row(seconds, cost, resolved=True, marker=True):
+        return {
+            "agent_seconds": seconds,
+            "cost_usd": cost,
+            "resolved": resolved,
+            "loop": {"iterations": 2, "ended": "marker" if marker else "limit", "marker": marker},
+            "phase_figures": [
+                {
+                    "name": "plan",
+                    "program": "claude",
+                    "model": OPUS,
+                    "seconds": seconds / 2,
+                    "cost_usd": cost / 2,
+                    "loop": False,
+                },
+                {
+                    "name": "implement",
+                    "program": "claude",
+                    "model": SONNET,
+                    "seconds": seconds / 2,
+                    "cost_usd": cost / 2,
+                    "loop": True,
+                },
+            ],
+        }
+
+    rows = {
+        "full": {f"t{i}": row(100 + i, 1.0 + i) for i in range(5)},
+        "nlcmd": {f"t{i}": row(260 + 3 * i, 2.0 + i, marker=i != 0) for i in range(5)},
+        "impl": {f"t{i}": row(50 + i, 0.5) for i in range(5)},
+    }
+    facts = workflow_facts(rows, ["impl", "full", "nlcmd"])
+    pairs = {(p["a"], p["b"]): p for p in facts["pairs"]}
+    nlcmd_full = pairs[("nlcmd", "full")]
+    assert nlcmd_full["time"]["tasks"] == 5
+    assert nlcmd_full["time"]["ratio"] == pytest.approx(
+        sum(260 + 3 * i for i in range(5)) / 510, abs=1e-4
+    )
+    low, high = nlcmd_full["time"]["interval"]
+    assert low < nlcmd_full["time"]["ratio"] < high
+    assert pairs[("full", "impl")]["cost"]["ratio"] == pytest.approx(15 / 2.5, abs=1e-4)
+    nlcmd = next(m for m in facts["modes"] if m["name"] == "nlcmd")
+    assert nlcmd["planner"]["time_share"] == 0.5
+    assert nlcmd["loops"]["ended"] == {"limit": 1, "marker": 4}
+    assert nlcmd["loops"]["resolved_without_marker"] == ["t0"]

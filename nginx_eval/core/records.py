@@ -521,6 +521,9 @@ class UnitFields(TypedDict):
     # the mode's `score` (run/modes.py: SCORES): "on_disk" or "finished"; None: no agent
     score: NotRequired[str | None]
     loop: NotRequired[LoopRecord | None]  # agent.json's loop
+    # per call of the last attempt: name, program, model, seconds, cost_usd, fallback, loop
+    # (a loop's iteration); None: no agent (report/workflow.py reads them)
+    phase_figures: NotRequired[list[dict[str, Any]] | None]
 
 
 class Counts(TypedDict):
@@ -823,6 +826,9 @@ class ReportJson(TypedDict):
     figures: list[str]  # the figure files report.md shows, beside it
     swebench: SwebenchSection | None
     cross: dict[str, Any] | None  # cross=RUN: report/cross.py's docstring
+    # modes with several phases or a loop: per phase time and cost, loops, the users' ratios
+    # (report/workflow.py's docstring)
+    workflow: NotRequired[dict[str, Any]]
 
 
 class CompareArm(TypedDict):

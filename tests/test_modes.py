@@ -209,3 +209,77 @@ def test_an_agent_home_may_not_bring_credentials(tmp_path):
     (house / ".credentials.json").write_text("{}")
     with pytest.raises(UserError, match="the agent's credentials are the user's"):
         parse_modes(home_mode(agent_home="house"), "m.toml", templates)
+
+
+def workflow_mode(**phase):
+    return {
+        "modes": {
+            "w": {
+                "models": {"opus": "claude-opus-4-5", "sonnet": "claude-sonnet-4-5"},
+                "model": "sonnet",
+                "phases": [
+                    {"name": "a", "command": "x {model}", "model": "opus", "group": "g"},
+                    {"name": "b", "command": "x", "group": "g"},
+                    {"name": "c", "command": "x", **phase},
+                ],
+            }
+        }
+    }
+
+
+def test_a_workflows_keys_are_checked_by_mode_phase_and_key(monkeypatch):
+    monkeypatch.delenv("NGINX_EVAL_MODELS", raising=False)
+    mode = parse_modes(workflow_mode(loop={"max": 2}, share="rest"), "m.toml")["w"]
+    a, b, c = mode.phases
+    assert (a.model, mode.model, a.group, b.group) == (
+        "claude-opus-4-5",
+        "claude-sonnet-4-5",
+        "g",
+        "g",
+    )
+    assert c.loop.max == 2 and c.loop.no_progress == 3 and c.share == "rest"
+    for phase, message in (
+        (
+            {"loop": {"mxa": 2}},
+            "m.toml: mode w phase c loop: unknown key 'mxa'; did you mean 'max'?",
+        ),
+        (
+            {"fallback": {"program": "claude", "modle": "x", "command": "y"}},
+            "m.toml: mode w phase c fallback: unknown key 'modle'; did you mean 'model'?",
+        ),
+        ({"share": 2}, "m.toml, mode w phase c, field share: must be a fraction"),
+        ({"loop": {"max": 0}}, "m.toml, mode w phase c, field loop.max: must be a whole number"),
+        (
+            {"group": "g", "loop": {}},
+            "m.toml, mode w phase c, field group: a loop phase runs alone",
+        ),
+    ):
+        with pytest.raises(UserError) as e:
+            parse_modes(workflow_mode(**phase), "m.toml")
+        assert str(e.value).startswith(message), str(e.value)
+    # A group's phases follow one another.
+    data = workflow_mode(group="g")
+    data["modes"]["w"]["phases"].insert(2, {"name": "d", "command": "x"})
+    with pytest.raises(UserError, match="must follow one another"):
+        parse_modes(data, "m.toml")
+
+
+def test_one_variable_changes_every_stage_model(monkeypatch):
+    monkeypatch.setenv("NGINX_EVAL_MODELS", "opus=claude-x")
+    mode = parse_modes(workflow_mode(), "m.toml")["w"]
+    assert [p.model for p in mode.phases] == [
+        "claude-x",
+        "",
+        "",
+    ] and mode.model == "claude-sonnet-4-5"
+    monkeypatch.setenv("NGINX_EVAL_MODELS", "claude-y")
+    changed = parse_modes(workflow_mode(), "m.toml")["w"]
+    assert changed.phases[0].model == changed.model == "claude-y"
+    assert changed.fingerprint() != mode.fingerprint()
+    # The shipped full mode: every stage's model comes from its table.
+    from nginx_eval.core.layout import SOURCE_ROOT
+    from nginx_eval.run.modes import load_modes
+
+    monkeypatch.setenv("NGINX_EVAL_MODELS", "opus=claude-sonnet-4-5")
+    full = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")["full"]
+    assert {p.model for p in full.every_phase} == {"claude-sonnet-4-5", "gpt-5.2-codex"}

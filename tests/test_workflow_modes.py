@@ -32,6 +32,10 @@ CONSENSUS = "Planning stage 5 of 5, the consensus"
 COMMAND = "coordinator of a planning pipeline"
 
 
+# GitHub's CLI and git's remote commands, as a planner that reports to GitHub would use them.
+REMOTE = "gh issue comment 1 --body done; echo gh=$?; git -C . push origin HEAD; echo push=$?"
+
+
 def iteration(n):
     return f"this is call {n} of at most"
 
@@ -44,7 +48,7 @@ def loop_script(plan_text=None):
         iteration(1): [
             [
                 say("Fixing it."),
-                call("Bash", command=f"{FIX} && {message}.tmp/commit-message-1.txt"),
+                call("Bash", command=f"{FIX} && {message}.tmp/commit-message-1.txt && {REMOTE}"),
             ],
             [say("FIRST-CALL-OUTPUT: the sum is fixed.")],
         ],
@@ -147,6 +151,11 @@ def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(workflow):
     second = workflow.api.messages_requests(iteration(2))
     sessions = {r["headers"].get("x-claude-code-session-id") for r in first + second}
     assert len(sessions) == 2 and calls[0]["session_id"] != calls[1]["session_id"]
+    # gh succeeded without reaching anything; the push was refused (agent/stubs.py).
+    shell = json.dumps(first[-1]["body"]["messages"][-1])
+    assert "gh=0" in shell and "push=1" in shell and "refused by the benchmark harness" in shell, (
+        shell
+    )
     prompt = json.dumps(second[0]["body"]["messages"][0])
     assert "FIRST-CALL-OUTPUT: the sum is fixed." in prompt and "Make add() add" in prompt
     loop = agent["loop"]

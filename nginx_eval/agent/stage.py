@@ -59,7 +59,7 @@ from ..workspace.stage import (
     workspace_inputs,
 )
 from . import attempts as attempts_module
-from . import phases, sandbox, trajectory
+from . import phases, sandbox, stubs, trajectory
 from .gate import (
     CredentialsRefused,
     backoff_seconds,
@@ -267,6 +267,10 @@ class AgentRun:
         self.env = dict(self.user_env, NGINX_EVAL_INSTANCE=task.instance_id)
         for program in registry.programs():
             self.env.update(program.home_environment(self.config))
+        # gh and git's remote commands stubbed (stubs.py), first on every phase's PATH.
+        self.env["PATH"] = os.pathsep.join(
+            [str(stubs.stub_dir(self.config)), self.env.get("PATH", os.defpath)]
+        )
         self.box = sandbox.settings(mode)
         self.evidence = None
         self.logins: dict[str, bytes | None] = {}
@@ -293,6 +297,7 @@ class AgentRun:
             self.logins[program.name] = program.prepare_home(
                 self.config, self.mode.home_files, self.user_env, web_tools_for(self.mode)
             )
+        stubs.write_stubs(self.config, self.user_env)  # after the homes: Claude Code's is this
         try:
             state = self.run_phases()
         finally:

@@ -450,3 +450,58 @@ def test_the_report_gives_the_users_ratios_with_intervals():
     assert nlcmd["planner"]["time_share"] == 0.5
     assert nlcmd["loops"]["ended"] == {"limit": 1, "marker": 4}
     assert nlcmd["loops"]["resolved_without_marker"] == ["t0"]
+
+
+PLUGIN_COMMAND = "Review this checkout with the kit's two reviewers"
+
+
+@needs_srt
+def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_models(workflow):
+    """A mode's agent home holding a Claude Code plugin tree unchanged: its command runs, and
+    its two subagents, called by their plugin-qualified names, reach the API with their own
+    models."""
+    templates = workflow.project.root / "templates"
+    shutil.copytree(SOURCE_ROOT / "templates", templates)
+    plugin = templates / "agent-homes" / "kit" / "plugins" / "review-kit"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text(
+        json.dumps({"name": "review-kit", "version": "0.1.0", "description": "two reviewers"})
+    )
+    (plugin / "commands").mkdir()
+    (plugin / "commands" / "review.md").write_text(
+        f"---\ndescription: review\n---\n{PLUGIN_COMMAND}: $ARGUMENTS\n"
+    )
+    (plugin / "agents").mkdir()
+    for name, model in (("fast", "haiku"), ("deep", "opus")):
+        (plugin / "agents" / f"{name}.md").write_text(
+            f"---\nname: {name}\ndescription: the {name} reviewer\ntools: Read, Grep\n"
+            f"model: {model}\n---\nYou review code {name}ly.\n"
+        )
+    (templates / "prompt_review.md.j2").write_text("/review-kit:review {{ issue_file }}\n")
+    with open(workflow.project.root / "modes.toml", "a") as f:
+        f.write(
+            '\n[modes.kit]\nmodel = "claude-sonnet-4-5"\nagent_home = "kit"\n'
+            '[[modes.kit.phases]]\nname = "review"\nprompt = "prompt_review.md.j2"\n'
+            'command = "claude --plugin-dir {agent_home}/plugins --allowedTools '
+            'Agent,Read,Grep --output-format json --model {model} -p {prompt}"\n'
+        )
+    workflow.api.script = {
+        PLUGIN_COMMAND: [
+            [
+                agent_call("review-kit:fast", "SUB-FAST-MARK"),
+                agent_call("review-kit:deep", "SUB-DEEP-MARK"),
+            ],
+            [say("Reviewed.")],
+        ],
+        "SUB-FAST-MARK": [[say("fast review")]],
+        "SUB-DEEP-MARK": [[say("deep review")]],
+    }
+    workflow.run("kit")
+    agent = workflow.agent("kit")
+    assert agent["status"] == "completed", agent["error"]
+    fast = workflow.api.messages_requests("SUB-FAST-MARK")
+    deep = workflow.api.messages_requests("SUB-DEEP-MARK")
+    assert fast and deep, [r["marker"] for r in workflow.api.messages_requests()]
+    assert "haiku" in fast[0]["model"] and "opus" in deep[0]["model"]
+    assert {r["model"] for r in workflow.api.messages_requests(PLUGIN_COMMAND)} == {SONNET}
+    print(f"\nplugin subagents: fast {fast[0]['model']}, deep {deep[0]['model']}")

@@ -352,6 +352,9 @@ class AgentRun:
             "instance_id": self.task.instance_id,
             "log_dir": str(self.logs),
             "phase": phase.name,
+            # The attempt's home (Claude Code's CLAUDE_CONFIG_DIR) holding the mode's
+            # agent_home files: e.g. --plugin-dir {agent_home}/plugins loads a plugin tree.
+            "agent_home": str(self.config),
         }
         template, _ = phase_command(self.mode, phase, self.env)
         record = self.phase_record(phase, template, stem, values, prompt_file)

@@ -24,7 +24,8 @@ writes the system prompt and tools to the cache, each later one reads what the o
 wrote and writes the previous assistant turn; the new user message is plain input (tokens are
 characters / 4). ``api.requests`` records every request: time (monotonic), method, path, query,
 model, stream, headers (lower-cased), body, the marker and turn it matched, the status and usage
-answered; ``api.messages_requests(marker)`` picks those of /v1/messages.
+answered, and when the answer ended (``answered``, monotonic: with ``time``, which requests were
+in flight at once); ``api.messages_requests(marker)`` picks those of /v1/messages.
 
 Faults (``Fault``) apply to the requests they match (all, or one marker, or one turn of it), the
 first ``times`` of them or always: an HTTP error status with the API's error body, an ``error``
@@ -243,6 +244,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_error_json(404, "not found")
 
     def do_POST(self):
+        self.current = None
+        try:
+            self.post()
+        finally:
+            # When the answer was written (or the request given up): with "time", what shows
+            # which requests were in flight at once.
+            if self.current is not None:
+                self.current["answered"] = time.monotonic()
+
+    def post(self):
         length = int(self.headers.get("Content-Length") or 0)
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
@@ -291,9 +302,11 @@ class _Handler(BaseHTTPRequestHandler):
             "turn": None,
             "status": None,
             "usage": None,
+            "answered": None,
         }
         with api.lock:
             api.requests.append(record)
+        self.current = record
         return record
 
     def send_json(self, status, data, record=None, headers=()):

@@ -118,12 +118,12 @@ def assert_phase_paid_what_the_api_billed(phase, usages):
 
 
 def test_every_shipped_mode_resolves_a_task_with_the_real_cli(claude):
-    claude.run("tiny:raw", "tiny:impl", "tiny:full", "tiny:nlcmd")
+    claude.run("tiny:raw", "tiny:plan-implement", "tiny:plan-verify", "tiny:fix-command")
     markers = {
         "raw": [RAW],
-        "impl": [PLAN, IMPLEMENT],
-        "full": [PLAN, IMPLEMENT, VERIFY],
-        "nlcmd": [COMMAND],
+        "plan-implement": [PLAN, IMPLEMENT],
+        "plan-verify": [PLAN, IMPLEMENT, VERIFY],
+        "fix-command": [COMMAND],
     }
     for mode, phase_markers in markers.items():
         agent = claude.agent(mode)
@@ -154,14 +154,16 @@ def test_every_shipped_mode_resolves_a_task_with_the_real_cli(claude):
         assert "**Bash** command: `sed -i" in trajectory and "Fixing it." in trajectory
         # The same environment for all four: nginx-tests as of the base, beside the workspace.
         assert agent["tests_tree"]["commit"] == claude.project.commits["t_head"], mode
-    verify = claude.path("full", claude.agent("full")["phases"][2]["prompt_file"]).read_text()
+    verify = claude.path(
+        "plan-verify", claude.agent("plan-verify")["phases"][2]["prompt_file"]
+    ).read_text()
     tree = claude.project.cache / "agent-tests" / claude.project.commits["t_head"]
     assert f"`TEST_NGINX_BINARY=$PWD/objs/nginx prove -v -I {tree}/lib {tree}/<file>.t`" in verify
-    transcript = claude.path("nlcmd", claude.agent("nlcmd")["phases"][0]["transcript"])
+    transcript = claude.path("fix-command", claude.agent("fix-command")["phases"][0]["transcript"])
     assert "<command-name>/fix-issue</command-name>" in transcript.read_text()
     # Its workspace went once the patch was taken (patch.take_patch); the transcript above
     # shows the command was there for the CLI.
-    ws = claude.project.cache / "workspaces" / "default" / "nlcmd" / "tiny-add"
+    ws = claude.project.cache / "workspaces" / "default" / "fix-command" / "tiny-add"
     assert not ws.exists() and not ws.with_suffix(".json").exists()
     # Nothing to do: no CLI starts (no request, no --version), well under a second of work.
     requests, versions = (
@@ -169,7 +171,9 @@ def test_every_shipped_mode_resolves_a_task_with_the_real_cli(claude):
         list((claude.project.cache / "agent-versions").iterdir()),
     )
     start = time.monotonic()
-    _, executed = claude.run("tiny:raw", "tiny:impl", "tiny:full", "tiny:nlcmd")
+    _, executed = claude.run(
+        "tiny:raw", "tiny:plan-implement", "tiny:plan-verify", "tiny:fix-command"
+    )
     assert executed == [] and len(claude.api.requests) == requests
     assert list((claude.project.cache / "agent-versions").iterdir()) == versions
     print(f"no-op rerun of four modes: {time.monotonic() - start:.2f} s")
@@ -408,14 +412,14 @@ def npm_like_install(claude_program, prefix):
 def test_in_the_sandbox_an_npm_installed_cli_runs_and_continues_its_session(claude, claude_program):
     bin_dir = npm_like_install(claude_program, claude.project.base / "npm-prefix")
     claude.project.env["PATH"] = f"{bin_dir}{os.pathsep}{claude.project.env['PATH']}"
-    claude.run("tiny:impl")
-    agent = claude.agent("impl")
+    claude.run("tiny:plan-implement")
+    agent = claude.agent("plan-implement")
     plan, implement = agent["phases"]
     assert agent["status"] == "completed" and agent["agent_version"] == VERSION
     assert plan["session_id"] == implement["session_id"]  # its home was writable
     assert (
         implement["transcript"]
-        and claude.project.read("impl", "tiny-add", "grade.json")["status"] == "resolved"
+        and claude.project.read("plan-implement", "tiny-add", "grade.json")["status"] == "resolved"
     )
 
 

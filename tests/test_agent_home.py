@@ -110,9 +110,9 @@ def test_no_mode_sees_the_operators_configuration_and_web_tools_are_closed(opera
     claude.api.script = env_first(f"{ENV}; cat {files} 2>&1")
     modes = {
         "raw": [RAW],
-        "impl": [PLAN, IMPLEMENT],
-        "full": [PLAN, IMPLEMENT, VERIFY],
-        "nlcmd": [COMMAND],
+        "plan-implement": [PLAN, IMPLEMENT],
+        "plan-verify": [PLAN, IMPLEMENT, VERIFY],
+        "fix-command": [COMMAND],
     }
     claude.run(*(f"tiny:{m}" for m in modes))
     claude.render(*(f"tiny:{m}" for m in modes))

@@ -80,17 +80,17 @@ def test_full_starts_the_program_it_built_and_reaches_it_but_not_the_host(projec
     port = host_server.server_address[1]
     project.doit(
         "run",
-        "tiny:full",
+        "tiny:plan-verify",
         "instances=tiny-add",
         env={"AGENT": agent, "STAND_IN_HOST_PORT": str(port)},
     )
-    task_dir = project.task_dir("full", "tiny-add")
+    task_dir = project.task_dir("plan-verify", "tiny-add")
     verify, out = verify_phase(task_dir / "agent.json", task_dir / "agent" / "3-verify.stdout")
     # The fixture's server answers with its add(2, 3): the agent sees its own fix at work.
     assert "started" in out and "answer: tiny: 2 + 3 = 5" in out and "stopped" in out, out
     assert "host: 403" in out and host_server.paths == []
     assert [(b["host"], b["port"]) for b in verify["blocked"]] == [("127.0.0.1", port)]
-    assert project.read("full", "tiny-add", "grade.json")["status"] == "resolved"
+    assert project.read("plan-verify", "tiny-add", "grade.json")["status"] == "resolved"
 
 
 URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
@@ -153,7 +153,7 @@ def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host
             "-f",
             str(DODO),
             "run",
-            "nginx:full",
+            "nginx:plan-verify",
             f"instances={task['instance_id']}",
             "strict=0",
         ],
@@ -162,7 +162,7 @@ def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host
         capture_output=True,
         timeout=1800,
     )
-    task_dir = tmp_path / "results" / "default" / "full" / task["instance_id"]
+    task_dir = tmp_path / "results" / "default" / "plan-verify" / task["instance_id"]
     verify, out = verify_phase(task_dir / "agent.json", task_dir / "agent" / "3-verify.stdout")
     assert "started" in out and "answer: nginx here" in out and "stopped" in out, out
     assert "host: 403" in out and host_server.paths == []
@@ -203,14 +203,14 @@ def test_full_with_the_real_cli_builds_starts_reaches_and_proves_inside_the_sand
         ],
         [say("Verified: it builds, answers 5 and the test file passes.")],
     ]
-    claude.run("tiny:full")
-    agent = claude.agent("full")
+    claude.run("tiny:plan-verify")
+    agent = claude.agent("plan-verify")
     assert agent["status"] == "completed" and agent["isolation"] == "srt", agent["error"]
     verify = agent["phases"][2]
     assert verify["name"] == "verify" and verify["blocked"] == []
     results = [
         block
-        for line in claude.path("full", verify["transcript"]).read_text().splitlines()
+        for line in claude.path("plan-verify", verify["transcript"]).read_text().splitlines()
         for block in tool_results(json.loads(line))
     ]
     assert len(results) == 4 and not any(r["is_error"] for r in results), results
@@ -218,7 +218,7 @@ def test_full_with_the_real_cli_builds_starts_reaches_and_proves_inside_the_sand
     assert "BUILT-OK" in built and "tiny: 2 + 3 = 5" in answered
     assert "ok 1 - add two numbers" in proved and "Result: PASS" in proved
     assert "CLEAN-OK" in cleaned
-    assert claude.project.read("full", "tiny-add", "grade.json")["status"] == "resolved"
+    assert claude.project.read("plan-verify", "tiny-add", "grade.json")["status"] == "resolved"
     print(
         f"\nreal-CLI full: verify phase {verify['wall_seconds']:.1f} s, "
         f"agent {agent['wall_seconds']:.1f} s over {len(agent['phases'])} phases"

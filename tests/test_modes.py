@@ -108,7 +108,7 @@ def test_a_command_that_is_not_there_names_the_mode_and_the_key(tmp_path, comman
     assert str(e.value) == f"m.toml, mode a, field commands: {message.format(folder=folder)}"
 
 
-def test_the_shipped_nlcmd_mode_installs_fix_issue_and_sends_the_slash_command():
+def test_the_fix_command_mode_installs_fix_issue_and_sends_the_slash_command():
     import jinja2
 
     from nginx_eval.core.layout import SOURCE_ROOT
@@ -116,10 +116,10 @@ def test_the_shipped_nlcmd_mode_installs_fix_issue_and_sends_the_slash_command()
 
     modes = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")
     shipped = (SOURCE_ROOT / "templates" / "commands" / "fix-issue.md").read_text()
-    assert modes["nlcmd"].command_files == (("fix-issue.md", shipped),)
+    assert modes["fix-command"].command_files == (("fix-issue.md", shipped),)
     assert "$ARGUMENTS" in shipped and shipped.startswith("---\ndescription: ")
-    assert all(not modes[m].command_files for m in ("raw", "impl", "full"))
-    (phase,) = modes["nlcmd"].phases
+    assert all(not modes[m].command_files for m in ("raw", "plan-implement", "plan-verify"))
+    (phase,) = modes["fix-command"].phases
     template = jinja2.Environment(
         loader=jinja2.FileSystemLoader(SOURCE_ROOT / "templates"), keep_trailing_newline=True
     ).get_template(phase.prompt)
@@ -209,3 +209,77 @@ def test_an_agent_home_may_not_bring_credentials(tmp_path):
     (house / ".credentials.json").write_text("{}")
     with pytest.raises(UserError, match="the agent's credentials are the user's"):
         parse_modes(home_mode(agent_home="house"), "m.toml", templates)
+
+
+def workflow_mode(**phase):
+    return {
+        "modes": {
+            "w": {
+                "models": {"opus": "claude-opus-4-5", "sonnet": "claude-sonnet-4-5"},
+                "model": "sonnet",
+                "phases": [
+                    {"name": "a", "command": "x {model}", "model": "opus", "group": "g"},
+                    {"name": "b", "command": "x", "group": "g"},
+                    {"name": "c", "command": "x", **phase},
+                ],
+            }
+        }
+    }
+
+
+def test_a_workflows_keys_are_checked_by_mode_phase_and_key(monkeypatch):
+    monkeypatch.delenv("NGINX_EVAL_MODELS", raising=False)
+    mode = parse_modes(workflow_mode(loop={"max": 2}, share="rest"), "m.toml")["w"]
+    a, b, c = mode.phases
+    assert (a.model, mode.model, a.group, b.group) == (
+        "claude-opus-4-5",
+        "claude-sonnet-4-5",
+        "g",
+        "g",
+    )
+    assert c.loop.max == 2 and c.loop.no_progress == 3 and c.share == "rest"
+    for phase, message in (
+        (
+            {"loop": {"mxa": 2}},
+            "m.toml: mode w phase c loop: unknown key 'mxa'; did you mean 'max'?",
+        ),
+        (
+            {"fallback": {"program": "claude", "modle": "x", "command": "y"}},
+            "m.toml: mode w phase c fallback: unknown key 'modle'; did you mean 'model'?",
+        ),
+        ({"share": 2}, "m.toml, mode w phase c, field share: must be a fraction"),
+        ({"loop": {"max": 0}}, "m.toml, mode w phase c, field loop.max: must be a whole number"),
+        (
+            {"group": "g", "loop": {}},
+            "m.toml, mode w phase c, field group: a loop phase runs alone",
+        ),
+    ):
+        with pytest.raises(UserError) as e:
+            parse_modes(workflow_mode(**phase), "m.toml")
+        assert str(e.value).startswith(message), str(e.value)
+    # A group's phases follow one another.
+    data = workflow_mode(group="g")
+    data["modes"]["w"]["phases"].insert(2, {"name": "d", "command": "x"})
+    with pytest.raises(UserError, match="must follow one another"):
+        parse_modes(data, "m.toml")
+
+
+def test_one_variable_changes_every_stage_model(monkeypatch):
+    monkeypatch.setenv("NGINX_EVAL_MODELS", "opus=claude-x")
+    mode = parse_modes(workflow_mode(), "m.toml")["w"]
+    assert [p.model for p in mode.phases] == [
+        "claude-x",
+        "",
+        "",
+    ] and mode.model == "claude-sonnet-4-5"
+    monkeypatch.setenv("NGINX_EVAL_MODELS", "claude-y")
+    changed = parse_modes(workflow_mode(), "m.toml")["w"]
+    assert changed.phases[0].model == changed.model == "claude-y"
+    assert changed.fingerprint() != mode.fingerprint()
+    # The shipped full mode: every stage's model comes from its table.
+    from nginx_eval.core.layout import SOURCE_ROOT
+    from nginx_eval.run.modes import load_modes
+
+    monkeypatch.setenv("NGINX_EVAL_MODELS", "opus=claude-sonnet-4-5")
+    full = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")["full"]
+    assert {p.model for p in full.every_phase} == {"claude-sonnet-4-5", "gpt-5.2-codex"}

@@ -164,7 +164,7 @@ def test_the_shipped_modes_tell_a_swebench_agent_nothing_of_nginx(tmp_path, comm
     (task,) = load_benchmark(out).tasks
     templates = SOURCE_ROOT / "templates"
     modes = load_modes(SOURCE_ROOT / "modes.toml", templates)
-    for name in ("raw", "impl", "full", "nlcmd"):
+    for name in ("raw", "impl", "full", "nlcmd", "plan-implement", "plan-verify", "fix-command"):
         mode = adapt_mode(modes[name], templates, SOURCE_ROOT / "modes.toml")
         assert modes[name].tests == "base" and mode.tests == ""  # no nginx-tests tree
         prompts = rendered_prompts(templates, mode, task)
@@ -424,7 +424,7 @@ def test_the_doctor_says_whether_this_machine_can_grade(capsys):
 @pytest.mark.slow
 @needs_srt
 def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(swe):
-    modes = ("raw", "impl", "full", "nlcmd")
+    modes = ("raw", "plan-implement", "plan-verify", "fix-command")
     proc, executed = swe.doit("run", *(f"{BENCH}:{m}" for m in modes), "keep_workspaces=1")
     # The nginx stages do not run for this kind: no build, prove, strict or grade.
     assert not [
@@ -443,7 +443,8 @@ def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(swe):
             prompt = (swe.task_dir(mode, sf.IID) / phase["prompt_file"]).read_text()
             assert "nginx" not in prompt.lower(), (mode, prompt)
         out = (
-            swe.task_dir(mode, sf.IID) / agent["phases"][-1 if mode != "full" else 1]["stdout"]
+            swe.task_dir(mode, sf.IID)
+            / agent["phases"][-1 if mode != "plan-verify" else 1]["stdout"]
         ).read_text()
         assert "task file hidden" in out and "TASK FILE READ" not in out, (mode, out)
         patch = swe.read(mode, sf.IID, "patch.json")
@@ -458,7 +459,7 @@ def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(swe):
             "completed",
         )
         assert row["agent_seconds"] > 0 and row["isolation"] == "srt"
-    command = swe.cache / "workspaces" / "default" / "nlcmd" / sf.IID / ".claude" / "commands"
+    command = swe.cache / "workspaces" / "default" / "fix-command" / sf.IID / ".claude" / "commands"
     text = (command / "fix-issue.md").read_text()
     assert "nginx" not in text.lower() and "Fix the bug that a user reported" in text
     # The line of each mode's grading command, with the exact arguments.
@@ -483,7 +484,9 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     its report, written by the harness's own code, is read by `doit run report`, which with
     cross= renders the section over both benchmarks; a new report re-renders the report and
     nothing else."""
-    swe.doit("run", f"{BENCH}:raw", f"{BENCH}:impl", "run=swe", "report=0")  # rendered below
+    swe.doit(
+        "run", f"{BENCH}:raw", f"{BENCH}:plan-implement", "run=swe", "report=0"
+    )  # rendered below
     pred = swe.results / "swe" / "raw" / "predictions.jsonl"
     rows = read_jsonl(pred)
     assert harness.prediction_problems(rows) == []
@@ -499,12 +502,14 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     _, executed = swe.doit("run", "report", "run=swe")
     assert "report:markdown" in executed
     made = report_json(swe, "swe")
-    assert made["modes"]["raw"]["resolved_ids"] == [sf.IID] and "impl" not in made["modes"]
+    assert (
+        made["modes"]["raw"]["resolved_ids"] == [sf.IID] and "plan-implement" not in made["modes"]
+    )
     md = (swe.results / "swe" / "report.md").read_text()
     grading = section(md, "SWE-bench grading")
     assert table_row(grading, "`raw`")[:2] == [f"`{report.name}`", "1 resolved"]
-    assert table_row(grading, "`impl`")[0] == "not graded yet"
-    assert "--run_id nginx-eval.swe.impl." in grading
+    assert table_row(grading, "`plan-implement`")[0] == "not graded yet"
+    assert "--run_id nginx-eval.swe.plan-implement." in grading
     assert (
         "In these commands, --max_workers 4 is the harness's default; give at most three "
         "quarters of the grading machine's cores." in grading
@@ -514,7 +519,7 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     # links to the patch the harness graded, not to a grade, build log or TAP.
     assert section(md, "Paired comparisons").strip() == (
         "Only `raw` is graded by the official harness yet: nothing to compare until another "
-        "is. Awaiting grading: `impl` (the commands are in SWE-bench grading below)."
+        "is. Awaiting grading: `plan-implement` (the commands are in SWE-bench grading below)."
     )
     legend = section(md, "Per task").strip().splitlines()[0]
     assert "Each cell links to that task's patch (`model.patch`, what the official harness " in (
@@ -524,14 +529,14 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     # Nothing changed: nothing runs. A new report: the report again, and nothing else.
     _, executed = swe.doit("run", "report", "run=swe")
     assert executed == []
-    grade(swe, "impl", run="swe")
+    grade(swe, "plan-implement", run="swe")
     _, executed = swe.doit("run", "report", "run=swe")
     assert executed[0] == "report:markdown" and all(
         t.startswith(("report", "site")) for t in executed
     )
-    assert report_json(swe, "swe")["modes"]["impl"]["resolved_ids"] == [sf.IID]
+    assert report_json(swe, "swe")["modes"]["plan-implement"]["resolved_ids"] == [sf.IID]
     # The nginx benchmark with the same modes, and one report over both.
-    swe.doit("run", "tiny:raw", "tiny:impl", "run=ngx", "report=0")
+    swe.doit("run", "tiny:raw", "tiny:plan-implement", "run=ngx", "report=0")
     _, executed = swe.doit("run", "report", "run=ngx", "cross=swe")
     assert "report:markdown" in executed
     cross = report_json(swe, "ngx")["cross"]
@@ -543,7 +548,7 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     assert [(c["n"], c["rate"]) for c in raw["cells"]] == [(2, 1.0), (1, 1.0)]
     assert all(c["seconds_per_task"] > 0 for c in raw["cells"])
     (pair,) = cross["pairs"]
-    assert (pair["a"], pair["b"]) == ("raw", "impl")
+    assert (pair["a"], pair["b"]) == ("raw", "plan-implement")
     assert [c["time_ratio"]["tasks"] for c in pair["cells"]] == [2, 1]
     assert pair["pooled"]["tasks"] == 3 and pair["pooled"]["p_value"] == 1.0
     text = section((swe.results / "ngx" / "report.md").read_text(), "Across benchmarks")

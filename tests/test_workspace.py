@@ -26,7 +26,7 @@ def shipped(name):
 
 def nlcmd_prompt():
     """The prompt of the shipped nlcmd mode, rendered as the agent stage renders it."""
-    (phase,) = SHIPPED["nlcmd"].phases
+    (phase,) = SHIPPED["fix-command"].phases
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(SOURCE_ROOT / "templates"), keep_trailing_newline=True
     )
@@ -35,7 +35,7 @@ def nlcmd_prompt():
 
 def test_commands_are_installed_in_the_workspace_and_kept_out_of_the_patch(tmp_path):
     layout, task, ws = harness_workspace(tmp_path)
-    written = install_commands(layout, shipped("nlcmd"), task)
+    written = install_commands(layout, shipped("fix-command"), task)
     assert written == [ws / ".claude" / "commands" / "fix-issue.md"]
     assert written[0].read_text() == (SOURCE_ROOT / "templates/commands/fix-issue.md").read_text()
     assert "/.claude/\n" in (ws / ".git" / "info" / "exclude").read_text()
@@ -67,7 +67,7 @@ def test_the_real_cli_runs_the_installed_fix_issue_command_on_the_issue_file(
     to the installed command's text with the issue file as $ARGUMENTS, the model's edit is the
     patch, and the command (in the workspace, not the CLI's config directory) is not."""
     layout, task, ws = harness_workspace(tmp_path)
-    install_commands(layout, shipped("nlcmd"), task)
+    install_commands(layout, shipped("fix-command"), task)
     source = ws / "src/core/ngx_string.c"
     marker = "reported in the issue file `.issue.md`"
     anthropic_api.script = {

@@ -181,7 +181,7 @@ def folded_checks(
     keys: dict[str, Any] = {}
     paths: list[str] = []
     for mode in modes:
-        for phase in mode.phases:
+        for phase in mode.every_phase:
             program = command_program(phase.command, env)
             if not program or not program_found(program, env):
                 continue
@@ -208,7 +208,7 @@ def credentials_checked(ctx: "StageContext", modes: Iterable["Mode"]) -> None:
     asked: set[tuple[str, str]] = set()
     for mode in modes:
         env = dict(os.environ, **dict(mode.env))
-        for phase in mode.phases:
+        for phase in mode.every_phase:
             where = f"mode {mode.name} phase {phase.name}"
             registry.of_phase(phase, ctx.layout.modes_file, where)
             known = registry.running(phase, phase.command, env)
@@ -281,7 +281,7 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
                     else:
                         probed.add(keys[name])
                 tested = True
-        for phase in mode.phases:
+        for phase in mode.every_phase:
             program = command_program(phase.command, env)
             problem = program and program_problem(ctx.layout, program, env, box, reached, probed)
             if problem:

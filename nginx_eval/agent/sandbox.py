@@ -130,7 +130,7 @@ def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | No
     if mode.isolation == "none":
         return None
     env = dict(os.environ if environ is None else environ, **dict(mode.env))
-    names = list(dict.fromkeys(p.program for p in mode.phases)) or [CLAUDE.name]
+    names = list(dict.fromkeys(p.program for p in mode.every_phase)) or [CLAUDE.name]
     endpoints = list(
         dict.fromkeys(registry.PROGRAMS[n].endpoint(env) for n in names if n in registry.PROGRAMS)
     ) or [model_endpoint(env)]

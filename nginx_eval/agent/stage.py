@@ -37,7 +37,7 @@ import jinja2
 
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
-from ..core import gitcmd, jsonio, limits, rootfs, stamps
+from ..core import gitcmd, jsonio, rootfs, stamps
 from ..core.errors import UserError, did_you_mean, failing_on_user_error
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
 from ..core.procs import kill_leftovers, run_limited
@@ -59,7 +59,7 @@ from ..workspace.stage import (
     workspace_inputs,
 )
 from . import attempts as attempts_module
-from . import sandbox, trajectory
+from . import phases, sandbox, stubs, trajectory
 from .gate import (
     CredentialsRefused,
     backoff_seconds,
@@ -103,6 +103,7 @@ def render_prompt(templates_dir, template_name, task, mode, phase):
         issue_file=ISSUE_FILE,
         instance_id=task.instance_id,
         tests_dir=TESTS_DIR_MARK if mode.tests else "",
+        **phases.template_values(mode, phase),
     )
 
 
@@ -151,7 +152,7 @@ ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 def referenced_environment(mode):
     """Values of the environment variables the mode's commands use ($AGENT, ${AGENT:-...}): a
     command that means another agent under another AGENT must not reuse the old agent's runs."""
-    names = sorted({n for p in mode.phases for n in ENV_REFERENCE.findall(p.command)})
+    names = sorted({n for p in mode.every_phase for n in ENV_REFERENCE.findall(p.command)})
     env = dict(os.environ, **dict(mode.env))
     return {n: env.get(n) for n in names}
 
@@ -184,7 +185,9 @@ def phase_command(mode: Mode, phase: Phase, environ: dict) -> tuple[str, bool | 
 def web_tools_open(mode: Mode, environ: dict) -> bool | None:
     """agent.json's web_tools: whether any phase's program has its web tools (None: no phase
     runs the program it names)."""
-    known = [w for w in (phase_command(mode, p, environ)[1] for p in mode.phases) if w is not None]
+    known = [
+        w for w in (phase_command(mode, p, environ)[1] for p in mode.every_phase) if w is not None
+    ]
     return any(known) if known else None
 
 
@@ -192,7 +195,7 @@ def agent_version(layout, mode):
     """The `--version` of the programs the mode's phases start, or None."""
     env = dict(os.environ, **dict(mode.env))
     versions = []
-    for p in mode.phases:
+    for p in mode.every_phase:
         program = registry.running(p, p.command, env)
         if program:
             path = program_base.resolve_program(command_program(p.command, env), env)
@@ -210,7 +213,7 @@ def mode_inputs(layout, mode):
     env = dict(os.environ, **dict(mode.env))
     closed = [
         p.name
-        for p in mode.phases
+        for p in mode.every_phase
         if phase_command(mode, p, env)[1] is False and p.program == CLAUDE.name
     ]
     if closed:
@@ -221,7 +224,7 @@ def mode_inputs(layout, mode):
         inputs["no_web_tools"] = {"option": CLAUDE.web_option(), "phases": closed}
     others = {
         p.name: {"program": p.program, "web_tools": phase_command(mode, p, env)[1]}
-        for p in mode.phases
+        for p in mode.every_phase
         if p.program != CLAUDE.name
     }
     if others:  # only then: Claude Code's runs keep their digest
@@ -298,16 +301,22 @@ class AgentRun:
         self.env = dict(self.user_env, NGINX_EVAL_INSTANCE=task.instance_id)
         for program in registry.programs():
             self.env.update(program.home_environment(self.config))
+        # gh and git's remote commands stubbed (stubs.py), first on every phase's PATH.
+        self.env["PATH"] = os.pathsep.join(
+            [str(stubs.stub_dir(self.config)), self.env.get("PATH", os.defpath)]
+        )
         self.box = sandbox.settings(mode)
         self.evidence = None
         self.logins: dict[str, bytes | None] = {}
         self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
+        self.parallel = None  # while a group runs: its threads' state (agent/phases.py)
 
     def attempt(self):
         """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory"}."""
         # An agent of a killed doit may still be running in this workspace: stop it before the
         # workspace is recreated under it.
-        kill_leftovers(self.token_file)
+        for token_file in phases.token_files(self):
+            kill_leftovers(token_file)
         ensure_fresh_workspace(self.layout, self.mode.name, self.task)
         if self.tests_tree:
             self.tests_dir, notes = suite.verified_tree(self.layout, self.tests_tree)
@@ -322,6 +331,7 @@ class AgentRun:
             self.logins[program.name] = program.prepare_home(
                 self.config, self.mode.home_files, self.user_env, web_tools_for(self.mode)
             )
+        stubs.write_stubs(self.config, self.user_env)  # after the homes: Claude Code's is this
         try:
             state = self.run_phases()
         finally:
@@ -339,6 +349,7 @@ class AgentRun:
             )
 
     def run_phases(self):
+        """The mode's phases as agent/phases.py sequences them."""
         state = {
             "status": COMPLETED,
             "error": "",
@@ -348,25 +359,20 @@ class AgentRun:
             "rendered": [],
             "flags": [],
         }
-        for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts, strict=True), 1):
-            if not self.ws.is_dir():
-                # An earlier phase deleted the workspace: nothing to run the next phase in.
-                state.update(
-                    status=FAILED, error=f"phase {phase.name}: the workspace no longer exists"
-                )
-                last = state["phases"][-1]["stderr"] if state["phases"] else None
-                say(self.mode, self.task, "failed", state["error"], last and self.out.parent / last)
-                break
-            status, reason = self.run_phase(i, phase, prompt, state)
-            self.sync_login()
-            if status != COMPLETED:
-                state.update(status=status, error=f"phase {phase.name}: {reason}")
-                break
+        return phases.run_all(self, state)
+
+    def workspace_gone(self, phase, state):
+        """An earlier phase deleted the workspace: nothing to run the next phase in."""
+        state.update(status=FAILED, error=f"phase {phase.name}: the workspace no longer exists")
+        last = state["phases"][-1]["stderr"] if state["phases"] else None
+        say(self.mode, self.task, "failed", state["error"], last and self.out.parent / last)
         return state
 
-    def run_phase(self, i, phase, prompt, state):
-        """Run one phase, add its record to `state`; (status, reason)."""
-        stem = f"{i}-{phase.name}"
+    def run_phase(self, i, phase, prompt, state, timeout=None, stem=None):
+        """Run one phase, add its record to `state`; (status, reason). timeout: its limit
+        (default its own), stem: its logs' names (default <i>-<name>)."""
+        stem = stem or f"{i}-{phase.name}"
+        timeout = phase.timeout if timeout is None else timeout
         if self.tests_dir:
             prompt = prompt.replace(TESTS_DIR_MARK, str(self.tests_dir))
         prompt_file = self.logs / f"{stem}.prompt.md"
@@ -376,10 +382,13 @@ class AgentRun:
             "issue_file": str(self.ws / ISSUE_FILE),
             "prompt": prompt,
             "prompt_file": str(prompt_file),
-            "model": self.mode.model,
+            "model": phase.model or self.mode.model,
             "instance_id": self.task.instance_id,
             "log_dir": str(self.logs),
             "phase": phase.name,
+            # The attempt's home (Claude Code's CLAUDE_CONFIG_DIR) holding the mode's
+            # agent_home files: e.g. --plugin-dir {agent_home}/plugins loads a plugin tree.
+            "agent_home": str(self.config),
         }
         template, _ = phase_command(self.mode, phase, self.env)
         record = self.phase_record(phase, template, stem, values, prompt_file)
@@ -395,13 +404,16 @@ class AgentRun:
             return ERROR, undefined
         before = program.transcript_sizes(self.config, self.ws) if program else {}
         command = render_command(template, self.env, values)
-        outcome = self.launch(command, record, phase.timeout, stem, path)
-        lines = (
-            program.new_transcript_lines(before, program.transcript_sizes(self.config, self.ws))
-            if program
-            else []
+        outcome = self.launch(command, record, timeout, stem, path)
+        after = program.transcript_sizes(self.config, self.ws) if program else {}
+        if getattr(self, "parallel", None) is not None:
+            # Phases running at once grow each other's transcripts: its own are named by its
+            # session.
+            after = phases.own_transcripts(after, self, record, program)
+        lines = program.new_transcript_lines(before, after) if program else []
+        status, reason = self.read_phase(
+            record, outcome, lines, state, phase, slash, stem, program, timeout
         )
-        status, reason = self.read_phase(record, outcome, lines, state, phase, slash, stem, program)
         state["flags"] += self.scan(phase.name, record, ct.entries_of(lines), program)
         if status == AUTH:
             state["credentials"] = (program or CLAUDE).label, (program or CLAUDE).credentials_hint
@@ -411,15 +423,14 @@ class AgentRun:
 
     def phase_record(self, phase, template, stem, values, prompt_file):
         names_model = "{model}" in render_command(template, self.env, record=True)
+        model = phase.model or self.mode.model
         shown = {"prompt": f'"$(cat {shlex.quote(str(prompt_file))})"'}
         relative = lambda p: str(p.relative_to(self.out.parent))
         return {
             "name": phase.name,
             "command": render_command(template, self.env, values, shown, record=True),
-            "command_template": render_command(
-                template, self.env, {"model": self.mode.model}, record=True
-            ),
-            "model": (self.mode.model or None) if names_model else None,
+            "command_template": render_command(template, self.env, {"model": model}, record=True),
+            "model": (model or None) if names_model else None,
             "exit_code": None,
             "timed_out": False,
             "wall_seconds": 0.0,
@@ -443,7 +454,7 @@ class AgentRun:
             with (
                 open(self.out.parent / record["stdout"], "wb") as so,
                 open(self.out.parent / record["stderr"], "wb") as se,
-                limits.slot("agent"),
+                phases.holds_slot(self),
             ):
                 outcome = run_limited(
                     ["bash", "-c", command],
@@ -452,7 +463,7 @@ class AgentRun:
                     timeout=timeout,
                     stdout=so,
                     stderr=se,
-                    token_file=self.token_file,
+                    token_file=phases.token_file(self),
                 )
         record.update(
             exit_code=outcome.exit_code, timed_out=outcome.timed_out, wall_seconds=outcome.seconds
@@ -497,7 +508,7 @@ class AgentRun:
             with (
                 open(self.out.parent / record["stdout"], "wb") as so,
                 sandbox.TimestampedLog(log_file) as log,
-                limits.slot("agent"),
+                phases.holds_slot(self),
             ):
                 outcome = run_limited(
                     argv,
@@ -506,7 +517,7 @@ class AgentRun:
                     timeout=timeout,
                     stdout=so,
                     stderr=log.fd,
-                    token_file=self.token_file,
+                    token_file=phases.token_file(self),
                     inside_first=True,
                 )
             if self.ws.is_dir():
@@ -549,7 +560,7 @@ class AgentRun:
         )
         return attempts_module.scan_log(phase, logs)
 
-    def read_phase(self, record, outcome, lines, state, phase, slash, stem, program):
+    def read_phase(self, record, outcome, lines, state, phase, slash, stem, program, timeout):
         """Fill the record from the program's result and transcript; (status, reason). Another
         agent's output is read as Claude Code's (JSON like its result, if any, is taken)."""
         reader: Program = program or CLAUDE
@@ -575,7 +586,7 @@ class AgentRun:
         continues = reader.continues_session(record["command_template"])
         status, reason = reader.phase_status(
             outcome.timed_out,
-            phase.timeout,
+            timeout,
             outcome.exit_code,
             result,
             entries,
@@ -645,6 +656,7 @@ def agent_record(inputs, run, attempts, version):
                 "error": a["error"],
                 "logs": a["logs"],
                 "cost_usd": program_base.summed_cost(a["phases"]),
+                **({"loop": a["loop"]} if "loop" in a else {}),
             }
             for a in attempts
         ],
@@ -663,6 +675,7 @@ def agent_record(inputs, run, attempts, version):
         "flags": flags,
         "contaminated": any(f["kind"] == "contamination" for f in flags),
         "tests_tree": run.tests_tree,
+        **({"loop": last["loop"]} if "loop" in last else {}),
     }
 
 

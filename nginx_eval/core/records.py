@@ -5,6 +5,7 @@ each field means. Here in core/, so that every reader (the report too, which may
 stages) can name them. tests/test_record_schemas.py checks real records against them.
 """
 
+from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
 # -- build.json (build/stage.py) -------------------------------------------------------------------
@@ -372,6 +373,27 @@ class AgentTestsTree(TestsTree):
     notes: list[str]  # a note per attempt that found the tree changed and extracted it again
 
 
+class LoopEnd(StrEnum):
+    """How a loop phase ended (agent/loop.py)."""
+
+    MARKER = "marker"  # the marker file held the marker line: the loop finished
+    LIMIT = "limit"  # its `max` iterations ran without the marker
+    NO_PROGRESS = "no_progress"  # `no_progress` iterations in a row changed nothing
+    TIME = "time"  # the phase's time ran out
+    ERROR = "error"  # a call failed (its status is the attempt's)
+
+
+class LoopRecord(TypedDict):
+    """A loop phase's run in one attempt (agent/loop.py)."""
+
+    phase: str
+    iterations: int  # calls made
+    ended: LoopEnd
+    commits: int  # iterations that changed something, each committed by the harness
+    marker: bool  # the marker file held the marker line when the loop ended
+    max: int
+
+
 class AgentAttempt(TypedDict):
     """One try of an agent run; an earlier try's logs are moved to agent/attempt-<n>/."""
 
@@ -379,6 +401,7 @@ class AgentAttempt(TypedDict):
     error: str
     cost_usd: float | None
     logs: str
+    loop: NotRequired[LoopRecord | None]  # a mode with a loop phase: how its loop went
 
 
 class AgentPhase(TypedDict):
@@ -413,6 +436,21 @@ class AgentPhase(TypedDict):
     transcript: str | None  # "agent/<i>-<phase>.transcript.jsonl"
     blocked: list[Blocked] | None  # None: unisolated
     sandbox_log: str | None  # srt's debug log; its settings: agent/<i>-<phase>.srt.json
+    # agent/phases.py: the program that ran; this record is a fallback's run; the fallback
+    # that replaced this failed phase ("<program> <model>"); its group; its start and end in
+    # seconds since the attempt began; its artifact (agent/artifacts/<phase>.md) and where that
+    # came from (the workspace file, or "result"); in a loop (agent/loop.py), its iteration and
+    # the commit the harness made of it (None: nothing changed)
+    program: NotRequired[str | None]
+    fallback: NotRequired[bool]
+    replaced_by: NotRequired[str]
+    group: NotRequired[str]
+    started: NotRequired[float]
+    ended: NotRequired[float]
+    artifact: NotRequired[str]
+    artifact_source: NotRequired[str | None]
+    iteration: NotRequired[int]
+    commit: NotRequired[str | None]
 
 
 class AgentJson(TypedDict):
@@ -441,6 +479,7 @@ class AgentJson(TypedDict):
     flags: list[Flag]  # every attempt's, "contamination" ones included
     contaminated: bool  # the fix reached the agent: the outcome is "contaminated"
     tests_tree: AgentTestsTree | None  # the nginx-tests tree the agent had (tests = "base")
+    loop: NotRequired[LoopRecord | None]  # the last attempt's loop (a mode with a loop phase)
 
 
 # -- results.jsonl, predictions.jsonl (results/stage.py, swebench/stage.py) ------------------------
@@ -479,6 +518,12 @@ class UnitFields(TypedDict):
     cost_usd: float | None
     tokens: Tokens | None
     patch: PatchFigures
+    # the mode's `score` (run/modes.py: SCORES): "on_disk" or "finished"; None: no agent
+    score: NotRequired[str | None]
+    loop: NotRequired[LoopRecord | None]  # agent.json's loop
+    # per call of the last attempt: name, program, model, seconds, cost_usd, fallback, loop
+    # (a loop's iteration); None: no agent (report/workflow.py reads them)
+    phase_figures: NotRequired[list[dict[str, Any]] | None]
 
 
 class Counts(TypedDict):
@@ -807,6 +852,9 @@ class ReportJson(TypedDict):
     figures: list[str]  # the figure files report.md shows, beside it
     swebench: SwebenchSection | None
     cross: dict[str, Any] | None  # cross=RUN: report/cross.py's docstring
+    # modes with several phases or a loop: per phase time and cost, loops, the users' ratios
+    # (report/workflow.py's docstring)
+    workflow: NotRequired[dict[str, Any]]
 
 
 class CompareArm(TypedDict):

@@ -36,7 +36,7 @@ from ..agent.programs import registry
 from ..core import jsonio, stamps
 from ..core.errors import UserError, failing_on_user_error
 from ..core.gitcmd import ScratchIndex, scratch_index
-from ..core.outcomes import UNFINISHED_AGENT
+from ..core.outcomes import COMPLETED, UNFINISHED_AGENT
 from ..core.records import LeftOut, PatchJson, PatchStats, SkippedFile
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
@@ -339,6 +339,20 @@ def unfinished_agent_note(layout: "Layout", mode: "Mode", task: "Task") -> str:
     )
 
 
+def unscored_note(layout: "Layout", mode: "Mode", task: "Task") -> str:
+    """Why a mode that scores only finished attempts (``score = "finished"``) scores nothing
+    of this run, or "" (its status is completed, or the mode scores what is on disk)."""
+    if mode.score != "finished":
+        return ""
+    agent = jsonio.read_json(layout.agent_json(mode.name, task.instance_id)) or {}
+    if agent.get("status") == COMPLETED:
+        return ""
+    return (
+        f"not scored: mode {mode.name} scores only attempts that finished (score = "
+        f'"finished"), and this one ended in {agent.get("status")} ({agent.get("error")})'
+    )
+
+
 def remote_agent_diff(layout: "Layout", mode: "Mode", task: "Task") -> AgentPatch | None:
     """With executor=ray, (patch, skipped, left_out, note) as the node that ran the agent took
     them from its workspace (agent._remote_agent), when made for this agent.json; else None."""
@@ -365,7 +379,7 @@ def _skipped_note(skipped: Sequence[SkippedFile]) -> str:
 def agent_patch(layout: "Layout", mode: "Mode", task: "Task", out: Path) -> AgentPatch:
     """(patch, skipped, left_out, note) of an agent mode: the workspace's diff; the patch kept
     from an earlier diff when the workspace is gone; nothing for a run that did not finish."""
-    note = unfinished_agent_note(layout, mode, task)
+    note = unfinished_agent_note(layout, mode, task) or unscored_note(layout, mode, task)
     if note:
         return b"", [], [], note
     remote = remote_agent_diff(layout, mode, task)
@@ -463,6 +477,8 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
         files: list[str | Path] = []
         task_dep = list(dict.fromkeys([repo_task(task.repo), repo_task(task.test_repo)]))
         slice_ = {"kind": mode.kind, "base": task.base_commit}
+        if mode.score != "on_disk":  # only then: the other modes' patches keep their inputs
+            slice_["score"] = mode.score
         if mode.runs_agent:
             files.append(ctx.layout.agent_json(mode.name, iid))
             task_dep.append(task_name(AGENT, name))

@@ -20,6 +20,7 @@ from .charts import distribution_panels
 from .evaluation import SCORED_OUTCOMES, evaluate
 from .modes import families, mode_summary, strict_view
 from .records import gold_files, modes_on_disk, read_rows, toolchain
+from .workflow import workflow_facts
 
 # The short form of each outcome: the per-task matrix's cells.
 CELL = {o.name: o.cell for o in TABLE}
@@ -244,6 +245,7 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
             + _warnings(mode_data, rows, validation, task_ids)
         ),
         "swebench": swebench_facts(layout, evaluation),
+        "workflow": workflow_facts(rows, names),
         "cross": None,
         "validation": _verdict_counts(validation, task_ids),
         "chart": layout.report_chart.name,
@@ -627,6 +629,7 @@ def report_json(layout, bench, inputs, data):
         "figures": figures(data),
         "swebench": data["swebench"],
         "cross": data["cross"],
+        **({"workflow": data["workflow"]} if data.get("workflow") else {}),
     }
 
 

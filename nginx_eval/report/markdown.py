@@ -29,6 +29,16 @@ def _ci_pct(interval, digits=1):
     return f"[{100 * interval[0]:.{digits}f}, {100 * interval[1]:.{digits}f}]"
 
 
+def _ci_ratio(interval):
+    """[low, high] of a ratio of times or costs ("unbounded": a resample with nothing below)."""
+    if not interval:
+        return "—"
+    low, high = interval
+    return (f"[{low:,.2f}×, " if low is not None else "[—, ") + (
+        f"{high:,.2f}×]" if high is not None else "unbounded]"
+    )
+
+
 def _ci_usd(interval):
     if not interval:
         return "—"
@@ -64,6 +74,7 @@ def render(data, templates_dir, template=TEMPLATE, compiled: Path | None = None)
     env.filters["cellsafe"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
     env.filters["ci"] = _ci_pct
     env.filters["ci_usd"] = _ci_usd
+    env.filters["ci_ratio"] = _ci_ratio
     env.filters["pp"] = lambda v, d=1, sign=True: stats.fmt_pp(v, d, sign)
     env.filters["ci_pp"] = lambda ci, d=1: (
         "—" if not ci else f"[{stats.fmt_pp(ci[0], d)}, {stats.fmt_pp(ci[1], d)}]"

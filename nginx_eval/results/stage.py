@@ -68,6 +68,21 @@ def unit_fields(layout, mode, iid) -> dict:
         "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),
         "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
+        "score": mode.score if mode.runs_agent else None,
+        "loop": agent.get("loop"),
+        "phase_figures": [
+            {
+                "name": p["name"],
+                "program": p.get("program"),
+                "model": p.get("model"),
+                "seconds": p.get("wall_seconds"),
+                "cost_usd": p.get("cost_usd"),
+                "fallback": bool(p.get("fallback")),
+                "loop": "iteration" in p,
+            }
+            for p in phases
+        ]
+        or None,
     }
 
 

@@ -33,6 +33,7 @@ PLACEHOLDERS = (
     "instance_id",
     "log_dir",
     "phase",
+    "agent_home",
 )
 AGENT_VARIABLE = "AGENT"
 

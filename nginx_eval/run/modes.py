@@ -25,6 +25,7 @@ need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes 
 
 import difflib
 import json
+import os
 import re
 import tomllib
 from collections.abc import Collection, Iterable, Sequence
@@ -61,7 +62,19 @@ MODE_KEYS = (
     "agent_home",
     "phases",
     "predictions",
+    "timeout",
+    "score",
+    "models",
 )
+# What a mode's `score` key may say: "on_disk", the workspace's diff whatever the agent's status
+# (the default); "finished", only the diff of an attempt whose status is completed (a loop that
+# ended on its marker), as the benchmark's users score.
+SCORES = ("on_disk", "finished")
+# The variable that replaces entries of every mode's `models` table: "opus=m1,sonnet=m2", or one
+# model name for every entry. Read when the modes are loaded: it changes their fingerprints.
+MODELS_VARIABLE = "NGINX_EVAL_MODELS"
+# A phase whose time is a share of the mode's gets at least this many seconds.
+MIN_SHARE_SECONDS = 60.0
 # What a mode's `tests` may give its agent: "base", nginx-tests as of the base commit
 # (suite/stage.py).
 TESTS = ("base",)
@@ -70,7 +83,21 @@ REPLACED_KEYS = {
     "sandbox": 'every agent mode runs isolated now; remove it (isolation = "none" opts out)',
     "network": "an isolated agent reaches the model API and allow_hosts only; remove it",
 }
-PHASE_KEYS = ("name", "program", "prompt", "timeout", "command")
+PHASE_KEYS = (
+    "name",
+    "program",
+    "prompt",
+    "timeout",
+    "command",
+    "model",
+    "share",
+    "group",
+    "output",
+    "loop",
+    "fallback",
+)
+LOOP_KEYS = ("max", "marker_file", "marker", "no_progress", "message_file")
+FALLBACK_KEYS = ("program", "model", "command")
 # The agent program of a phase that names none; which names exist is agent/programs/registry.py's
 # (the run package sits below agent: the preflight says so of an unknown one).
 DEFAULT_PROGRAM = "claude"
@@ -84,19 +111,52 @@ CREDENTIALS_FILE = ".credentials.json"
 
 
 @dataclass(frozen=True)
+class Loop:
+    """A loop phase's settings (agent/loop.py): fresh calls until `marker_file` holds a line
+    `marker`, at most `max`, or until `no_progress` calls in a row changed nothing; each call
+    writes its commit message to `message_file` ({iteration} is the call's number)."""
+
+    max: int = 10
+    marker_file: str = ".tmp/finalize.txt"
+    marker: str = "Issue resolved"
+    no_progress: int = 3
+    message_file: str = ".tmp/commit-message-{iteration}.txt"
+
+
+@dataclass(frozen=True)
 class Phase:
     name: str
     command: str
     timeout: float = DEFAULT_TIMEOUT
     prompt: str = ""  # template file name, "" for none
     program: str = DEFAULT_PROGRAM  # the agent program its command runs (agent/programs/)
+    model: str = ""  # fills {model}; "" for the mode's
+    # its time as a share of the mode's `timeout` (0 < share <= 1), or "rest": what the phases
+    # before it left of it; at least MIN_SHARE_SECONDS. None: `timeout`.
+    share: float | str | None = None
+    group: str = ""  # consecutive phases of one group run at the same time (agent/phases.py)
+    output: str = ""  # the file (a glob: the newest match) that is its artifact, "" for its result
+    loop: Loop | None = None
+    fallback: "Phase | None" = None  # run instead when this one fails for a reason of its own
 
     def fingerprint(self) -> dict[str, object]:
-        """vars() without the default program: phases that name none keep their runs."""
+        """vars() without the defaults: phases that name none of the newer keys keep their
+        runs."""
         data = dict(vars(self))
-        if data["program"] == DEFAULT_PROGRAM:
-            del data["program"]
+        defaults = {"program": DEFAULT_PROGRAM, "model": "", "share": None, "group": ""}
+        defaults.update(output="", loop=None, fallback=None)
+        for key, value in defaults.items():
+            if data[key] == value:
+                del data[key]
+        if self.loop is not None:
+            data["loop"] = dict(vars(self.loop))
+        if self.fallback is not None:
+            data["fallback"] = self.fallback.fingerprint()
         return data
+
+    def every(self) -> tuple["Phase", ...]:
+        """This phase and its fallback: the programs it may start."""
+        return (self,) + ((self.fallback,) if self.fallback else ())
 
 
 @dataclass(frozen=True)
@@ -123,6 +183,13 @@ class Mode:
     # (relative path, text) of each file of that folder, sorted
     home_files: tuple[tuple[str, str], ...] = ()
     tests: str = ""  # "base": nginx-tests as of the base commit (suite/stage.py); "": none
+    timeout: float = DEFAULT_TIMEOUT  # the whole run's time, which phases' shares divide
+    score: str = "on_disk"  # SCORES
+
+    @property
+    def every_phase(self) -> tuple[Phase, ...]:
+        """Every phase with its fallback: the programs the mode may start."""
+        return tuple(f for p in self.phases for f in p.every())
 
     @property
     def family(self) -> str:
@@ -153,6 +220,8 @@ class Mode:
         if self.tests:
             # Likewise; the tree's commit, which depends on the task, is agent.agent_inputs'.
             fingerprint["tests"] = self.tests
+        if any(p.share is not None for p in self.phases):
+            fingerprint["timeout"] = self.timeout
         return fingerprint
 
     def covers(self, instance_id: str) -> bool:
@@ -182,6 +251,8 @@ class Mode:
             data["web_tools"] = True
         if self.tests:
             data["tests"] = self.tests
+        if self.kind == "agent":
+            data["score"] = self.score
         return data
 
 
@@ -252,8 +323,20 @@ def _mode_settings(raw: dict[str, Any], path: str | Path, where: str) -> dict[st
             item=where,
             field="tests",
         )
+    timeout = raw.get("timeout", DEFAULT_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise UserError(
+            "must be a positive number of seconds", file=path, item=where, field="timeout"
+        )
+    score = raw.get("score", "on_disk")
+    if score not in SCORES:
+        raise UserError(
+            f"must be one of {', '.join(map(repr, SCORES))}", file=path, item=where, field="score"
+        )
     return dict(
         model=str(raw.get("model", "")),
+        timeout=float(timeout),
+        score=score,
         description=str(raw.get("description", "")),
         env=tuple(sorted(env.items())),
         isolation=isolation,
@@ -352,8 +435,69 @@ def _predictions_mode(
     return Mode(name, "predictions", predictions=str(pred_path), instances=ids, **settings)
 
 
-def _phase(p: Any, i: int, path: str | Path, where: str) -> Phase:
-    """Phase i (0-based) of a mode, checked."""
+def model_table(raw: dict[str, Any], path: str | Path, where: str, environ: dict) -> dict:
+    """The mode's `models` table ({role: model}) with MODELS_VARIABLE's entries put in."""
+    table = raw.get("models", {})
+    if not isinstance(table, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in table.items()
+    ):
+        raise UserError("must be a table of model names", file=path, item=where, field="models")
+    table = dict(table)
+    value = environ.get(MODELS_VARIABLE, "").strip()
+    for entry in filter(None, (e.strip() for e in value.split(","))):
+        if "=" not in entry:
+            table = dict.fromkeys(table, entry)
+            continue
+        role, model = (x.strip() for x in entry.split("=", 1))
+        if role in table and model:
+            table[role] = model
+    return table
+
+
+def _loop(raw: Any, path: str | Path, where: str) -> Loop:
+    if not isinstance(raw, dict):
+        raise UserError(
+            "must be a table (max, marker_file, marker, no_progress, message_file)",
+            file=path,
+            item=where,
+            field="loop",
+        )
+    check_keys(raw, LOOP_KEYS, path, f"{where} loop")
+    for key in ("max", "no_progress"):
+        value = raw.get(key, getattr(Loop, key))
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(
+                "must be a whole number >= 1", file=path, item=where, field=f"loop.{key}"
+            )
+    for key in ("marker_file", "marker", "message_file"):
+        value = raw.get(key, getattr(Loop, key))
+        if not isinstance(value, str) or not value.strip():
+            raise UserError(
+                "must be a non-empty string", file=path, item=where, field=f"loop.{key}"
+            )
+        if key != "marker" and (Path(value).is_absolute() or ".." in Path(value).parts):
+            raise UserError(
+                "must be a path inside the workspace", file=path, item=where, field=f"loop.{key}"
+            )
+    return Loop(**{k: raw[k] for k in LOOP_KEYS if k in raw})
+
+
+def _share(raw: Any, path: str | Path, where: str) -> float | str:
+    if raw == "rest":
+        return "rest"
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 < raw <= 1:
+        raise UserError(
+            'must be a fraction of the mode\'s timeout (0 < share <= 1) or "rest"',
+            file=path,
+            item=where,
+            field="share",
+        )
+    return float(raw)
+
+
+def _phase(p: Any, i: int, path: str | Path, where: str, models: dict | None = None) -> Phase:
+    """Phase i (0-based) of a mode, checked; models: the mode's table of model roles."""
+    models = models or {}
     label = p.get("name") if isinstance(p, dict) else None
     pwhere = f"{where} phase {label if isinstance(label, str) and label else i + 1}"
     if isinstance(p, dict):
@@ -374,16 +518,84 @@ def _phase(p: Any, i: int, path: str | Path, where: str) -> Phase:
         raise UserError(
             "must be a positive number of seconds", file=path, item=pwhere, field="timeout"
         )
+    if "timeout" in p and "share" in p:
+        raise UserError(
+            "a phase has a timeout or a share of the mode's, not both",
+            file=path,
+            item=pwhere,
+            field="share",
+        )
     prompt = p.get("prompt", "")
     if not isinstance(prompt, str):
         raise UserError("must be a template file name", file=path, item=pwhere, field="prompt")
+    for key in ("model", "group", "output"):
+        if not isinstance(p.get(key, ""), str):
+            raise UserError("must be a string", file=path, item=pwhere, field=key)
+    model = p.get("model", "")
+    fallback = None
+    if "fallback" in p:
+        raw = p["fallback"]
+        fwhere = f"{pwhere} fallback"
+        if not isinstance(raw, dict):
+            raise UserError(
+                "must be a table (program, model, command)",
+                file=path,
+                item=pwhere,
+                field="fallback",
+            )
+        check_keys(raw, FALLBACK_KEYS, path, fwhere)
+        fallback = _phase(
+            dict(
+                {k: p[k] for k in ("name", "prompt", "output") if k in p},
+                **{k: raw[k] for k in FALLBACK_KEYS if k in raw},
+            ),
+            i,
+            path,
+            where,
+            models,
+        )
     return Phase(
         name=str(p.get("name", f"phase{i + 1}")),
         command=p["command"],
         timeout=float(timeout),
         prompt=prompt,
         program=program,
+        model=str(models.get(model, model)),
+        share=_share(p["share"], path, pwhere) if "share" in p else None,
+        group=p.get("group", ""),
+        output=p.get("output", ""),
+        loop=_loop(p["loop"], path, pwhere) if "loop" in p else None,
+        fallback=fallback,
     )
+
+
+def _check_sequence(phases: Sequence[Phase], path: str | Path, where: str) -> None:
+    """A group's phases are consecutive and no loop; phase names are unique (they name the
+    artifacts prompts include)."""
+    seen: set[str] = set()
+    closed: set[str] = set()
+    previous = ""
+    for phase in phases:
+        pwhere = f"{where} phase {phase.name}"
+        if phase.name in seen:
+            raise UserError(
+                "two phases of a mode have this name", file=path, item=pwhere, field="name"
+            )
+        seen.add(phase.name)
+        if phase.group and phase.loop:
+            raise UserError(
+                "a loop phase runs alone, in no group", file=path, item=pwhere, field="group"
+            )
+        if phase.group != previous and previous:
+            closed.add(previous)
+        if phase.group and phase.group in closed:
+            raise UserError(
+                "the phases of a group must follow one another",
+                file=path,
+                item=pwhere,
+                field="group",
+            )
+        previous = phase.group
 
 
 def _agent_modes(
@@ -398,7 +610,10 @@ def _agent_modes(
             item=where,
             field="phases",
         )
-    phases = tuple(_phase(p, i, path, where) for i, p in enumerate(phases_raw))
+    models = model_table(raw, path, where, dict(os.environ))
+    phases = tuple(_phase(p, i, path, where, models) for i, p in enumerate(phases_raw))
+    _check_sequence(phases, path, where)
+    settings = dict(settings, model=models.get(settings["model"], settings["model"]))
     repeats = raw.get("repeats", 1)
     if not isinstance(repeats, int) or repeats < 1:
         raise UserError("must be a whole number >= 1", file=path, item=where, field="repeats")

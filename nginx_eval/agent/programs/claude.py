@@ -338,6 +338,10 @@ def slash_command(prompt: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+# Where a mode's agent_home keeps Claude Code plugin trees, one folder per plugin.
+PLUGINS_DIR = "plugins"
+
+
 def command_file(name: str, workspace: str | Path, config: str | Path) -> Path | None:
     """The Markdown file that defines /name for a CLI run in `workspace`, or None. A name with
     colons is a file in subdirectories (/frontend:test is frontend/test.md)."""
@@ -345,7 +349,11 @@ def command_file(name: str, workspace: str | Path, config: str | Path) -> Path |
     for folder in (Path(workspace) / ".claude" / "commands", Path(config) / "commands"):
         if (folder / relative).is_file():
             return folder / relative
-    return None
+    # A plugin's command (/plugin:command) of a plugin tree in the home (loaded with
+    # --plugin-dir <home>/plugins, modes.toml's {agent_home}).
+    plugin, _, command = name.partition(":")
+    found = Path(config) / PLUGINS_DIR / plugin / "commands" / f"{command}.md"
+    return found if command and found.is_file() else None
 
 
 def undefined_command(name: str, workspace: str | Path, config: str | Path) -> str | None:

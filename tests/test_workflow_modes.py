@@ -1,0 +1,507 @@
+"""The four modes as the benchmark's users run them (issue 50), through `doit run` on the fixture
+benchmark: impl's loop, full's scripted planner with critique and reducer at once and its
+consensus on Codex falling back to Claude, nlcmd's one planner call driving subagents.
+
+The shipped modes run the real Claude Code and Codex CLIs against the stand-ins
+(tests/anthropic_standin.py, tests/openai_standin.py); what is asserted is the stand-ins'
+request logs: the calls in order, each one's model, which were in flight at once. How a loop
+ends (marker, limit, no progress) and `score = "finished"` are checked with a scripted agent
+(a Python script as the phase's command, unisolated), which costs no CLI start.
+"""
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+
+import claude_cli
+import openai_standin
+import pytest
+from anthropic_standin import Fault, call, say
+from conftest import SOURCE_ROOT
+from test_agent_claude import FIX, needs_srt
+
+OPUS, SONNET, CODEX = "claude-opus-4-5", "claude-sonnet-4-5", "gpt-5.2-codex"
+# Phrases of the shipped prompts (templates/), one per stage.
+UNDERSTAND = "Planning stage 1 of 5, the understander"
+PROPOSE = "Planning stage 2 of 5, the bold proposer"
+CRITIQUE = "Planning stage 3 of 5, the critic"
+REDUCE = "Planning stage 3 of 5, the reducer"
+CONSENSUS = "Planning stage 5 of 5, the consensus"
+COMMAND = "coordinator of a planning pipeline"
+
+
+# GitHub's CLI and git's remote commands, as a planner that reports to GitHub would use them.
+REMOTE = "gh issue comment 1 --body done; echo gh=$?; git -C . push origin HEAD; echo push=$?"
+
+
+def iteration(n):
+    return f"this is call {n} of at most"
+
+
+def loop_script(plan_text=None):
+    """impl's loop: call 1 fixes the bug and writes its commit message; call 2 writes the
+    marker (and changes nothing else)."""
+    message = "mkdir -p .tmp && printf 'Make add() add\\n\\nThe sum used a minus.\\n' > "
+    return {
+        iteration(1): [
+            [
+                say("Fixing it."),
+                call("Bash", command=f"{FIX} && {message}.tmp/commit-message-1.txt && {REMOTE}"),
+            ],
+            [say("FIRST-CALL-OUTPUT: the sum is fixed.")],
+        ],
+        iteration(2): [
+            [
+                call(
+                    "Bash",
+                    command="printf 'Fix add\\nISSUE FIXED\\nadd() adds.\\n' > .tmp/finalize.txt",
+                )
+            ],
+            [say("Finalized.")],
+        ],
+    }
+
+
+class Workflow:
+    """The fixture project with the shipped modes.toml, the real CLIs first on PATH, the
+    stand-ins as their APIs."""
+
+    def __init__(self, project, claude_program, api, codex_program=None, openai_api=None):
+        self.project, self.api, self.openai = project, api, openai_api
+        shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
+        bin_dir = project.base / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "claude").symlink_to(claude_program)
+        if codex_program:
+            (bin_dir / "codex").symlink_to(codex_program)
+        config = project.base / "claude-config"
+        config.mkdir()
+        cli_env = claude_cli.environment(api, config, CLAUDE_CODE_MAX_RETRIES="0")
+        project.env.update({k: v for k, v in cli_env.items() if os.environ.get(k) != v})
+        project.env.update(
+            PATH=f"{bin_dir}{os.pathsep}{project.env['PATH']}",
+            NGINX_EVAL_AGENT_BACKOFF="0.05",
+            NGINX_EVAL_AGENT_MAX_RETRIES="0",
+        )
+        if openai_api:
+            project.env.update(
+                OPENAI_BASE_URL=openai_api.url + "/v1", OPENAI_API_KEY=openai_api.api_key
+            )
+
+    def run(self, *modes, env=None, check=True):
+        return self.project.doit(
+            "run", *(f"tiny:{m}" for m in modes), "instances=tiny-add", env=env, check=check
+        )
+
+    def agent(self, mode):
+        return self.project.read(mode, "tiny-add", "agent.json")
+
+    def calls(self, markers):
+        """[(marker, model, first request time, last answer time)] of each marker's requests
+        at the Anthropic stand-in, in the order they began."""
+        out = []
+        for marker in markers:
+            requests = self.api.messages_requests(marker)
+            if requests:
+                out.append(
+                    (
+                        marker,
+                        requests[0]["model"],
+                        min(r["time"] for r in requests),
+                        max(r["answered"] or r["time"] for r in requests),
+                    )
+                )
+        return sorted(out, key=lambda c: c[2])
+
+
+@pytest.fixture
+def workflow(project, claude_program, anthropic_api):
+    return Workflow(project, claude_program, anthropic_api)
+
+
+@pytest.fixture
+def workflow_codex(project, claude_program, anthropic_api, codex_program, openai_api):
+    return Workflow(project, claude_program, anthropic_api, codex_program, openai_api)
+
+
+def overlapped(a, b):
+    return a[2] < b[3] and b[2] < a[3]
+
+
+@needs_srt
+def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(workflow):
+    workflow.api.script = loop_script()
+    workflow.run("raw", "impl")
+    # raw: one call.
+    assert {r["marker"] for r in workflow.api.messages_requests() if r["marker"]} >= {
+        iteration(1),
+        iteration(2),
+    }
+    agent = workflow.agent("impl")
+    assert agent["status"] == "completed", agent["error"]
+    calls = agent["phases"]
+    assert [(p["name"], p.get("iteration"), p["model"]) for p in calls] == [
+        ("implement", 1, SONNET),
+        ("implement", 2, SONNET),
+    ]
+    # Fresh calls: two sessions; the second's prompt carries the first's output and message.
+    first = workflow.api.messages_requests(iteration(1))
+    second = workflow.api.messages_requests(iteration(2))
+    sessions = {r["headers"].get("x-claude-code-session-id") for r in first + second}
+    assert len(sessions) == 2 and calls[0]["session_id"] != calls[1]["session_id"]
+    # gh succeeded without reaching anything; the push was refused (agent/stubs.py).
+    shell = json.dumps(first[-1]["body"]["messages"][-1])
+    assert "gh=0" in shell and "push=1" in shell and "refused by the benchmark harness" in shell, (
+        shell
+    )
+    prompt = json.dumps(second[0]["body"]["messages"][0])
+    assert "FIRST-CALL-OUTPUT: the sum is fixed." in prompt and "Make add() add" in prompt
+    loop = agent["loop"]
+    assert loop == {
+        "phase": "implement",
+        "iterations": 2,
+        "ended": "marker",
+        "commits": 1,
+        "marker": True,
+        "max": 10,
+    }
+    assert agent["attempts"][-1]["loop"] == loop
+    # The harness committed call 1 with the agent's message; call 2 changed nothing.
+    assert calls[0]["commit"] and calls[1]["commit"] is None
+    patch = workflow.project.read("impl", "tiny-add", "patch.json")
+    assert patch["files"] == ["src/core/calc.c"]
+    assert workflow.project.read("impl", "tiny-add", "grade.json")["status"] == "resolved"
+    (row,) = [
+        json.loads(line)
+        for line in (workflow.project.results / "default" / "impl" / "results.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    assert row["score"] == "on_disk" and row["loop"]["ended"] == "marker"
+    print(f"\nimpl: {[(p['name'], p['iteration'], p['model']) for p in calls]}, loop {loop}")
+
+
+PLANNER_SCRIPT = {
+    UNDERSTAND: [[say("MAP: add() in src/core/calc.c subtracts.")]],
+    PROPOSE: [[say("PROPOSAL: make add() add.")]],
+    CRITIQUE: [[say("CRITIQUE: the proposal holds.")]],
+    REDUCE: [[say("REDUCTION: one character.")]],
+    CONSENSUS: [[say("PLAN-BY-OPUS: replace a - b by a + b.")]],
+}
+
+
+def full_run(workflow, codex_fails):
+    workflow.api.script = dict(PLANNER_SCRIPT, **loop_script())
+    # Critique and reducer each wait a second at the API: run one after the other, neither
+    # would be in flight while the other is.
+    workflow.api.faults = [
+        Fault(delay=1.5, marker=CRITIQUE),
+        Fault(delay=1.5, marker=REDUCE),
+    ]
+    workflow.openai.script = {CONSENSUS: [[openai_standin.say("PLAN-BY-CODEX: a + b.")]]}
+    if codex_fails:
+        workflow.openai.faults = [openai_standin.Fault(status=500)]
+    workflow.run("full")
+    return workflow.agent("full")
+
+
+@needs_srt
+@pytest.mark.parametrize("codex_fails", [False, True], ids=["codex", "fallback"])
+def test_full_plans_in_five_calls_with_two_at_once_then_loops(workflow_codex, codex_fails):
+    agent = full_run(workflow_codex, codex_fails)
+    assert agent["status"] == "completed", agent["error"]
+    calls = workflow_codex.calls([UNDERSTAND, PROPOSE, CRITIQUE, REDUCE, CONSENSUS])
+    claude_calls = [(c[0], c[1]) for c in calls]
+    expected = [(UNDERSTAND, SONNET), (PROPOSE, OPUS)]
+    assert claude_calls[:2] == expected
+    assert {c[0]: c[1] for c in calls[2:4]} == {CRITIQUE: OPUS, REDUCE: OPUS}
+    critique, reduce = (next(c for c in calls if c[0] == m) for m in (CRITIQUE, REDUCE))
+    assert overlapped(critique, reduce), calls
+    codex = workflow_codex.openai.responses_requests(CONSENSUS)
+    assert codex and all(r["model"] == CODEX for r in codex)
+    # The consensus read all four reports.
+    text = json.dumps(codex[0]["body"])
+    for mark in ("MAP:", "PROPOSAL:", "CRITIQUE:", "REDUCTION:"):
+        assert mark in text
+    names = [
+        (p["name"], p.get("program"), p["model"], p.get("fallback", False)) for p in agent["phases"]
+    ]
+    if codex_fails:
+        assert claude_calls[4:] == [(CONSENSUS, OPUS)]
+        assert names[4:6] == [
+            ("consensus", "codex", CODEX, False),
+            ("consensus", "claude", OPUS, True),
+        ]
+        assert agent["phases"][4]["replaced_by"] == f"claude {OPUS}"
+        plan = "PLAN-BY-OPUS"
+    else:
+        assert len(claude_calls) == 4 and names[4] == ("consensus", "codex", CODEX, False)
+        plan = "PLAN-BY-CODEX"
+    assert [n[0] for n in names] == ["understander", "proposer", "critique", "reducer"] + [
+        "consensus"
+    ] * (2 if codex_fails else 1) + ["implement", "implement"]
+    # The loop got the plan.
+    loop_prompt = json.dumps(workflow_codex.api.messages_requests(iteration(1))[0]["body"])
+    assert plan in loop_prompt
+    assert agent["loop"]["ended"] == "marker" and agent["loop"]["iterations"] == 2
+    assert min(c[2] for c in workflow_codex.calls([iteration(1)])) > max(c[3] for c in calls)
+    assert workflow_codex.project.read("full", "tiny-add", "grade.json")["status"] == "resolved"
+    # The report names the consensus that ran, the planner's share and how the loop ended.
+    run_dir = workflow_codex.project.render("instances=tiny-add")
+    report = json.loads((run_dir / "report.json").read_text())
+    (facts,) = report["workflow"]["modes"]
+    consensus = next(p for p in facts["phases"] if p["name"] == "consensus")
+    if codex_fails:
+        assert consensus["ran"] == {f"codex {CODEX}": 1, f"claude {OPUS}": 1}
+    else:
+        assert consensus["ran"] == {f"codex {CODEX}": 1}
+    assert 0 < facts["planner"]["time_share"] < 1 and facts["loops"]["ended"] == {"marker": 1}
+    md = (run_dir / "report.md").read_text()
+    assert "## Phases and loops" in md and f"codex {CODEX} ×1" in md
+    print(
+        f"\nfull ({'fallback' if codex_fails else 'codex'}): {names}; critique and reducer "
+        f"overlapped: {critique[2]:.2f}-{critique[3]:.2f} / {reduce[2]:.2f}-{reduce[3]:.2f}"
+    )
+
+
+def agent_call(kind, marker):
+    return call(
+        "Agent",
+        description=f"{kind} stage",
+        prompt=f"{marker} for the report in .issue.md",
+        subagent_type=kind,
+    )
+
+
+@needs_srt
+def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow):
+    subs = {k: f"SUB-{k.upper()}-MARK" for k in ("understander", "proposer", "critic", "reducer")}
+    subs["consensus"] = "SUB-CONSENSUS-MARK"
+    write = "mkdir -p .tmp && printf 'PLAN-OF-SUBAGENTS: a + b\\n' > .tmp/4-consensus.md"
+    workflow.api.script = dict(
+        {
+            COMMAND: [
+                [agent_call("understander", subs["understander"])],
+                [agent_call("proposer", subs["proposer"])],
+                [agent_call("critic", subs["critic"]), agent_call("reducer", subs["reducer"])],
+                [agent_call("consensus", subs["consensus"])],
+                [say("The plan is in .tmp/4-consensus.md.")],
+            ],
+            subs["understander"]: [[say("map")]],
+            subs["proposer"]: [[say("proposal")]],
+            subs["critic"]: [[say("critique")]],
+            subs["reducer"]: [[say("reduction")]],
+            subs["consensus"]: [[call("Bash", command=write)], [say("written")]],
+        },
+        **loop_script(),
+    )
+    workflow.api.faults = [
+        Fault(delay=1.5, marker=subs["critic"]),
+        Fault(delay=1.5, marker=subs["reducer"]),
+    ]
+    workflow.run("nlcmd")
+    agent = workflow.agent("nlcmd")
+    assert agent["status"] == "completed", agent["error"]
+    plan = agent["phases"][0]
+    assert (plan["name"], plan["model"]) == ("plan", OPUS)
+    assert plan["artifact_source"] == ".tmp/4-consensus.md"
+    top = workflow.api.messages_requests(COMMAND)
+    assert {r["model"] for r in top} == {OPUS}
+    calls = workflow.calls(list(subs.values()))
+    assert [c[0] for c in calls[:2]] == [subs["understander"], subs["proposer"]]
+    assert {c[0] for c in calls[2:4]} == {subs["critic"], subs["reducer"]}
+    assert calls[4][0] == subs["consensus"]
+    models = {c[0]: c[1] for c in calls}
+    assert "sonnet" in models[subs["understander"]]
+    assert all("opus" in models[subs[k]] for k in ("proposer", "critic", "reducer", "consensus"))
+    assert overlapped(calls[2], calls[3]), calls
+    loop_prompt = json.dumps(workflow.api.messages_requests(iteration(1))[0]["body"])
+    assert "PLAN-OF-SUBAGENTS" in loop_prompt
+    assert agent["loop"]["ended"] == "marker"
+    # Half the mode's time for the plan (1800 s), the rest for the loop.
+    assert "--model " + OPUS in plan["command"]
+    assert workflow.project.read("nlcmd", "tiny-add", "grade.json")["status"] == "resolved"
+    print(f"\nnlcmd: plan on {OPUS}; subagents {[(c[0], c[1]) for c in calls]}")
+
+
+# -- the loop's endings and score = "finished", with a scripted agent --------------------------
+
+SCRIPTED = textwrap.dedent(
+    """\
+    import os, re, subprocess, sys
+    prompt = open(sys.argv[1]).read()
+    n = int(re.search(r"this is call (\\d+) of", prompt).group(1))
+    how = os.environ["LOOP_SCENARIO"]
+    os.makedirs(".tmp", exist_ok=True)
+    if how != "idle":
+        with open(f".tmp/commit-message-{n}.txt", "w") as f:
+            f.write(f"step {n}\\n")
+    if how == "marker" and n == 1:
+        subprocess.run(["sed", "-i", "s/a - b/a + b/", "src/core/calc.c"], check=True)
+    if how == "marker" and n == 2:
+        open(".tmp/finalize.txt", "w").write("title\\nIssue resolved\\n")
+    if how == "limit":
+        open(f"step-{n}.txt", "w").write("x\\n")
+    print("output of call", n)
+    """
+)
+
+
+@pytest.fixture
+def scripted(project):
+    script = project.base / "agent.py"
+    script.write_text(SCRIPTED)
+    shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
+    with open(project.root / "modes.toml", "a") as f:
+        for name, score in (("loopy", "on_disk"), ("loopy-done", "finished")):
+            f.write(
+                f'\n[modes.{name}]\nisolation = "none"\nscore = "{score}"\ntimeout = 600\n'
+                f'[[modes.{name}.phases]]\nname = "implement"\nprompt = "prompt_loop.md.j2"\n'
+                f'share = "rest"\nloop = {{ max = 3, no_progress = 2 }}\n'
+                f'command = "{sys.executable} {script} {{prompt_file}}"\n'
+            )
+    return project
+
+
+@pytest.mark.parametrize(
+    "scenario, ended, iterations, commits",
+    [("marker", "marker", 2, 1), ("limit", "limit", 3, 3), ("idle", "no_progress", 2, 0)],
+)
+def test_a_loop_ends_on_the_marker_at_its_limit_or_without_progress(
+    scripted, scenario, ended, iterations, commits
+):
+    scripted.doit(
+        "run",
+        "tiny:loopy",
+        "tiny:loopy-done",
+        "instances=tiny-add",
+        env={"LOOP_SCENARIO": scenario},
+    )
+    for mode in ("loopy", "loopy-done"):
+        agent = scripted.read(mode, "tiny-add", "agent.json")
+        assert agent["loop"]["ended"] == ended and agent["loop"]["iterations"] == iterations
+        assert agent["loop"]["commits"] == commits
+        assert agent["status"] == ("completed" if ended == "marker" else "failed")
+        assert [p["iteration"] for p in agent["phases"]] == list(range(1, iterations + 1))
+    # Each call after the first is told what the one before printed, and the feedback.
+    prompt = (
+        scripted.task_dir("loopy", "tiny-add") / "agent" / "1-implement-2.prompt.md"
+    ).read_text()
+    assert "output of call 1" in prompt
+    if scenario == "idle":
+        assert "wrote no commit message" in prompt and "changed nothing" in prompt
+    on_disk = scripted.read("loopy", "tiny-add", "patch.json")
+    finished = scripted.read("loopy-done", "tiny-add", "patch.json")
+    if scenario == "marker":
+        assert on_disk["files"] == finished["files"] == ["src/core/calc.c"]
+    elif scenario == "limit":
+        # What the loop left on disk is scored by default; the harness's .tmp/ never is.
+        assert on_disk["files"] == ["step-1.txt", "step-2.txt", "step-3.txt"]
+        assert finished["files"] == [] and "not scored" in finished["note"]
+
+
+def test_the_report_gives_the_users_ratios_with_intervals():
+    from nginx_eval.report.workflow import workflow_facts
+
+    def row(seconds, cost, resolved=True, marker=True):
+        return {
+            "agent_seconds": seconds,
+            "cost_usd": cost,
+            "resolved": resolved,
+            "loop": {"iterations": 2, "ended": "marker" if marker else "limit", "marker": marker},
+            "phase_figures": [
+                {
+                    "name": "plan",
+                    "program": "claude",
+                    "model": OPUS,
+                    "seconds": seconds / 2,
+                    "cost_usd": cost / 2,
+                    "loop": False,
+                },
+                {
+                    "name": "implement",
+                    "program": "claude",
+                    "model": SONNET,
+                    "seconds": seconds / 2,
+                    "cost_usd": cost / 2,
+                    "loop": True,
+                },
+            ],
+        }
+
+    rows = {
+        "full": {f"t{i}": row(100 + i, 1.0 + i) for i in range(5)},
+        "nlcmd": {f"t{i}": row(260 + 3 * i, 2.0 + i, marker=i != 0) for i in range(5)},
+        "impl": {f"t{i}": row(50 + i, 0.5) for i in range(5)},
+    }
+    facts = workflow_facts(rows, ["impl", "full", "nlcmd"])
+    pairs = {(p["a"], p["b"]): p for p in facts["pairs"]}
+    nlcmd_full = pairs[("nlcmd", "full")]
+    assert nlcmd_full["time"]["tasks"] == 5
+    assert nlcmd_full["time"]["ratio"] == pytest.approx(
+        sum(260 + 3 * i for i in range(5)) / 510, abs=1e-4
+    )
+    low, high = nlcmd_full["time"]["interval"]
+    assert low < nlcmd_full["time"]["ratio"] < high
+    assert pairs[("full", "impl")]["cost"]["ratio"] == pytest.approx(15 / 2.5, abs=1e-4)
+    nlcmd = next(m for m in facts["modes"] if m["name"] == "nlcmd")
+    assert nlcmd["planner"]["time_share"] == 0.5
+    assert nlcmd["loops"]["ended"] == {"limit": 1, "marker": 4}
+    assert nlcmd["loops"]["resolved_without_marker"] == ["t0"]
+
+
+PLUGIN_COMMAND = "Review this checkout with the kit's two reviewers"
+
+
+@needs_srt
+def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_models(workflow):
+    """A mode's agent home holding a Claude Code plugin tree unchanged: its command runs, and
+    its two subagents, called by their plugin-qualified names, reach the API with their own
+    models."""
+    templates = workflow.project.root / "templates"
+    shutil.copytree(SOURCE_ROOT / "templates", templates)
+    plugin = templates / "agent-homes" / "kit" / "plugins" / "review-kit"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text(
+        json.dumps({"name": "review-kit", "version": "0.1.0", "description": "two reviewers"})
+    )
+    (plugin / "commands").mkdir()
+    (plugin / "commands" / "review.md").write_text(
+        f"---\ndescription: review\n---\n{PLUGIN_COMMAND}: $ARGUMENTS\n"
+    )
+    (plugin / "agents").mkdir()
+    for name, model in (("fast", "haiku"), ("deep", "opus")):
+        (plugin / "agents" / f"{name}.md").write_text(
+            f"---\nname: {name}\ndescription: the {name} reviewer\ntools: Read, Grep\n"
+            f"model: {model}\n---\nYou review code {name}ly.\n"
+        )
+    (templates / "prompt_review.md.j2").write_text("/review-kit:review {{ issue_file }}\n")
+    with open(workflow.project.root / "modes.toml", "a") as f:
+        f.write(
+            '\n[modes.kit]\nmodel = "claude-sonnet-4-5"\nagent_home = "kit"\n'
+            '[[modes.kit.phases]]\nname = "review"\nprompt = "prompt_review.md.j2"\n'
+            'command = "claude --plugin-dir {agent_home}/plugins --allowedTools '
+            'Agent,Read,Grep --output-format json --model {model} -p {prompt}"\n'
+        )
+    workflow.api.script = {
+        PLUGIN_COMMAND: [
+            [
+                agent_call("review-kit:fast", "SUB-FAST-MARK"),
+                agent_call("review-kit:deep", "SUB-DEEP-MARK"),
+            ],
+            [say("Reviewed.")],
+        ],
+        "SUB-FAST-MARK": [[say("fast review")]],
+        "SUB-DEEP-MARK": [[say("deep review")]],
+    }
+    workflow.run("kit")
+    agent = workflow.agent("kit")
+    assert agent["status"] == "completed", agent["error"]
+    fast = workflow.api.messages_requests("SUB-FAST-MARK")
+    deep = workflow.api.messages_requests("SUB-DEEP-MARK")
+    assert fast and deep, [r["marker"] for r in workflow.api.messages_requests()]
+    assert "haiku" in fast[0]["model"] and "opus" in deep[0]["model"]
+    assert {r["model"] for r in workflow.api.messages_requests(PLUGIN_COMMAND)} == {SONNET}
+    print(f"\nplugin subagents: fast {fast[0]['model']}, deep {deep[0]['model']}")

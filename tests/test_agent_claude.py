@@ -343,7 +343,9 @@ def test_a_subagents_tokens_and_cost_are_counted(claude):
     assert phase["cost_usd"] == pytest.approx(
         sonnet_cost(claude.usages(RAW)) + phase["models"][haiku]["cost_usd"], rel=1e-6
     )
-    assert agent["tokens"] == phase["tokens"]
+    # The proxy's count (reasoning apart, none here) is the CLI's.
+    assert agent["tokens"] == dict(phase["tokens"], reasoning=0)
+    assert agent["cost_source"] == "metered"
     transcript = claude.path("quick", phase["transcript"]).read_text()
     assert '"agentId"' in transcript and "from the subagent" in transcript
     trajectory = claude.path("quick", agent["trajectory"]).read_text()

@@ -45,11 +45,15 @@ from ..core.procs import kill_leftovers, run_limited
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.trees import remove_tree
 from ..doitext.backend import consume_forgotten, forgotten
+from ..meter import pricing
+from ..meter import summary as metered
+from ..meter.proxy import MeterProxy
 from ..run.benchmark import gold_patch
 from ..run.commandline import command_program, render_command, with_program_option
 from ..run.modes import Mode, Phase
 from ..run.swebench import prompt_dir
 from ..suite import stage as suite
+from ..transcript import atif
 from ..transcript import files as ct
 from ..workspace.stage import (
     ISSUE_FILE,
@@ -63,6 +67,7 @@ from . import attempts as attempts_module
 from . import claude_code as cc
 from . import home as agent_home
 from . import sandbox, trajectory
+from .endpoints import registered_programs
 from .gate import (
     CredentialsRefused,
     backoff_seconds,
@@ -247,9 +252,15 @@ class AgentRun:
         self.user_env = dict(os.environ, **dict(mode.env))
         self.user_config = ct.config_dir(self.user_env)
         self.config = layout.agent_home(mode.name, task.instance_id)
-        self.env = dict(
+        self.base_env = dict(
             self.user_env, NGINX_EVAL_INSTANCE=task.instance_id, CLAUDE_CONFIG_DIR=str(self.config)
         )
+        # Every program's base URL names the attempt's proxy (start_meter): a program that
+        # another starts (Codex from Claude Code's Bash) is counted too.
+        self.env = dict(self.base_env)
+        self.programs = registered_programs()
+        self.meter = None
+        self.attempts_made = 0
         self.box = sandbox.settings(mode)
         self.evidence = self.login = None
         self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
@@ -267,14 +278,50 @@ class AgentRun:
         mark_agent_started(self.layout, self.mode.name, self.task)
         self.logs.mkdir(parents=True, exist_ok=True)
         self.login = agent_home.prepare(self.config, self.mode.home_files, self.user_config)
+        meter = self.start_meter()
         try:
             state = self.run_phases()
         finally:
+            meter.stop()
             # Its transcripts are in the logs by now; the home holds a copy of the login.
             self.sync_login()
             remove_tree(self.config)
+        state["calls"] = list(meter.calls)
+        for record in state["phases"]:
+            record["metered"] = metered.totals(
+                c for c in state["calls"] if c.get("phase") == record["name"]
+            )
         state["trajectory"] = self.write_trajectory(state["rendered"])
+        state["atif"] = self.write_atif(state)
         return state
+
+    def start_meter(self) -> MeterProxy:
+        """The attempt's metering proxy (meter/proxy.py), started, every program's base URL
+        pointed at it; the upstream of each API is the operator's (their environment and the
+        mode's env), the first program's API the default."""
+        self.attempts_made += 1
+        upstreams: dict[str, str] = {}
+        for program in self.programs:
+            upstreams.setdefault(program.api, program.upstream(self.user_env))
+        calls = self.layout.agent_calls(self.mode.name, self.task.instance_id)
+        bodies = self.layout.agent_call_bodies(self.mode.name, self.task.instance_id)
+        for path in (calls, bodies):  # a killed run's, never appended to
+            path.unlink(missing_ok=True)
+        self.meter = MeterProxy(
+            upstreams,
+            {
+                "run": self.layout.run,
+                "mode": self.mode.name,
+                "task": self.task.instance_id,
+                "attempt": self.attempts_made,
+            },
+            calls,
+            bodies,
+        ).start()
+        self.env = dict(self.base_env)
+        for program in self.programs:
+            self.env.update(program.endpoint_environment(self.meter.base_url(program.api)))
+        return self.meter
 
     def sync_login(self):
         """A login the CLI refreshed goes back to the user's (agent/home.py)."""
@@ -289,6 +336,7 @@ class AgentRun:
             "session": None,
             "rendered": [],
             "flags": [],
+            "statuses": {},
         }
         for i, (phase, prompt) in enumerate(zip(self.mode.phases, self.prompts, strict=True), 1):
             if not self.ws.is_dir():
@@ -300,6 +348,7 @@ class AgentRun:
                 say(self.mode, self.task, "failed", state["error"], last and self.out.parent / last)
                 break
             status, reason = self.run_phase(i, phase, prompt, state)
+            state["statuses"][phase.name] = status
             self.sync_login()
             if status != COMPLETED:
                 state.update(status=status, error=f"phase {phase.name}: {reason}")
@@ -337,6 +386,8 @@ class AgentRun:
             return ERROR, undefined
         before = ct.transcript_sizes(self.config, self.ws) if claude else {}
         command = render_command(template, self.env, values)
+        if self.meter is not None:
+            self.meter.phase = phase.name
         outcome = self.launch(command, record, phase.timeout, stem, program)
         lines = (
             ct.new_transcript_lines(before, ct.transcript_sizes(self.config, self.ws))
@@ -410,10 +461,12 @@ class AgentRun:
         tmp = tempfile.mkdtemp(prefix="nginx-eval-agent-tmp-")
         support = sandbox.write_support(self.layout.sandbox_support)
         try:
+            # The one model endpoint the sandbox lets through is the attempt's proxy.
+            box = dict(self.box, endpoint=self.meter.endpoint) if self.meter else self.box
             jsonio.write_json(
                 settings_file,
                 sandbox.srt_settings(
-                    self.box,
+                    box,
                     workspace=self.ws,
                     writable=[self.logs, tmp],
                     hidden=sandbox.hidden_paths(self.layout),
@@ -431,7 +484,7 @@ class AgentRun:
                 stderr_file=stderr_file,
                 environ=env,
                 support=support,
-                endpoint=self.box["endpoint"],
+                endpoint=box["endpoint"],
             )
             before = sandbox.present_mount_points(self.ws)
             with (
@@ -523,6 +576,42 @@ class AgentRun:
             state["rendered"].append(dict(record, entries=entries, status=status))
         return status, reason
 
+    def prompt_text(self, record):
+        return (self.out.parent / record["prompt_file"]).read_text(errors="replace")
+
+    def write_atif(self, state):
+        """agent/trajectory.atif.json (transcript/atif.py): every phase that ran, its
+        conversation read from its transcript, each answer's metrics from the proxy."""
+        rendered = {r["name"]: r for r in state["rendered"]}
+        version = agent_version(self.layout, self.mode)
+        phases = []
+        for record in state["phases"]:
+            seen = rendered.get(record["name"])
+            phases.append(
+                {
+                    "name": record["name"],
+                    "status": state["statuses"].get(record["name"]),
+                    "prompt": self.prompt_text(record),
+                    "result": record.get("result"),
+                    "conversation": atif.claude_conversation(seen["entries"]) if seen else None,
+                    "version": version,
+                }
+            )
+        path = self.layout.agent_atif(self.mode.name, self.task.instance_id)
+        session = (
+            f"{self.layout.run}/{self.mode.name}/{self.task.instance_id}/"
+            f"attempt-{self.attempts_made}"
+        )
+        agent = {
+            "name": f"nginx-eval mode {self.mode.name}",
+            "version": version or "unknown",
+            "model_name": self.mode.model or None,
+        }
+        jsonio.write_text(
+            path, atif.dumps(atif.attempt_trajectory(session, agent, phases, state["calls"]))
+        )
+        return str(path.relative_to(self.out.parent))
+
     def write_trajectory(self, rendered):
         if not rendered:
             return None
@@ -556,8 +645,50 @@ def run_attempts(run, retries):
     return attempts
 
 
+def agent_tokens(tokens):
+    """The proxy's token counts in agent.json's vocabulary (records.Tokens): Anthropic's
+    cache_creation for the cache writes."""
+    return {
+        "input": tokens["input"],
+        "output": tokens["output"],
+        "cache_read": tokens["cache_read"],
+        "cache_creation": tokens["cache_write"],
+        "reasoning": tokens["reasoning"],
+    }
+
+
+def cost_and_tokens(calls, phases):
+    """(cost_usd, tokens, cost_source) of attempts: the metered figures when the proxy saw
+    calls and priced them all; else what the program said of itself (Claude Code's result or
+    transcript); else the metered tokens without a cost, or nothing."""
+    seen = metered.totals(calls)
+    own_cost, own_tokens = cc.summed_cost(phases), cc.summed_tokens(phases)
+    if seen["calls"] and seen["cost_usd"] is not None:
+        return seen["cost_usd"], agent_tokens(seen["tokens"]), "metered"
+    if own_cost is not None or own_tokens:
+        return own_cost, own_tokens, "self-reported"
+    if seen["calls"]:
+        return None, agent_tokens(seen["tokens"]), "metered"
+    return None, None, None
+
+
+def metered_record(calls, phases):
+    """agent.json's "metered" (records.Metered): the proxy's totals, the price table, and how
+    far the program's own cost is from them."""
+    seen = metered.totals(calls)
+    own = cc.summed_cost(phases)
+    return dict(
+        seen,
+        price_table=pricing.table(),
+        self_reported_cost_usd=own,
+        difference=metered.relative_difference(seen["cost_usd"], own),
+    )
+
+
 def agent_record(inputs, run, attempts, version):
     last, phases = attempts[-1], [p for a in attempts for p in a["phases"]]
+    calls = [c for a in attempts for c in a.get("calls", [])]
+    cost, tokens, source = cost_and_tokens(calls, phases)
     flags = attempts_module.dedupe([f for a in attempts for f in a.get("flags", [])])
     # The phases' own time: no workspace set-up, no wait for a slot or between attempts.
     seconds = sum(p["wall_seconds"] or 0 for p in phases)
@@ -573,15 +704,23 @@ def agent_record(inputs, run, attempts, version):
                 "status": a["status"],
                 "error": a["error"],
                 "logs": a["logs"],
-                "cost_usd": cc.summed_cost(a["phases"]),
+                "cost_usd": cost_and_tokens(a.get("calls", []), a["phases"])[0],
+                "calls": len(a.get("calls", [])),
             }
             for a in attempts
         ],
         "agent_version": version,
         "wall_seconds": round(seconds, 3),
-        "cost_usd": cc.summed_cost(phases),
-        "tokens": cc.summed_tokens(phases),
+        "cost_usd": cost,
+        "tokens": tokens,
+        "cost_source": source,
+        "metered": metered_record(calls, phases),
+        "self_reported": {
+            "cost_usd": cc.summed_cost(phases),
+            "tokens": cc.summed_tokens(phases),
+        },
         "trajectory": last["trajectory"],
+        "atif": last.get("atif"),
         "isolation": "srt" if run.box else "none",
         "toolchain": (
             sandbox.sandbox_toolchain(rootfs.current())
@@ -616,7 +755,11 @@ def not_run_record(inputs, mode, task, max_cost, spent):
         "phases": [],
         "cost_usd": None,
         "tokens": None,
+        "cost_source": None,
+        "metered": None,
+        "self_reported": None,
         "trajectory": None,
+        "atif": None,
         "isolation": "srt" if sandbox.settings(mode) else "none",
         "web_tools": None,
         "flags": [],

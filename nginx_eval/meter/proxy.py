@@ -28,6 +28,7 @@ of their values that shows up anywhere else in a record is cut out of it.
 import gzip
 import http.client
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -267,6 +268,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the records are the log, with their credentials taken out
 
+    def setup(self) -> None:
+        super().setup()
+        # A stream is many small writes: none may wait for the one before it to be acknowledged.
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def finish(self) -> None:
         super().finish()
         if self.upstream is not None:
@@ -443,6 +449,9 @@ class _Handler(BaseHTTPRequestHandler):
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
+            # Done with it: read1 leaves a response of known length open at its end, and
+            # the kept-alive connection cannot send the next request until it is closed.
+            response.close()
         except (OSError, http.client.HTTPException) as e:
             # The client hung up (a CLI killed at its limit) or the upstream broke off.
             record["error"] = f"stream cut: {type(e).__name__}"

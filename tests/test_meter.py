@@ -491,3 +491,15 @@ def test_totals_never_pass_a_partial_sum_for_the_whole():
     assert summary.totals(calls[:1])["cost_usd"] == 0.5
     assert summary.relative_difference(1.0, 1.02) == pytest.approx(0.02)
     assert summary.relative_difference(None, 1.0) is None
+
+
+def test_the_report_warns_when_a_programs_own_cost_is_over_one_percent_off():
+    from nginx_eval.report.data import _row_warnings
+
+    row = {"cost_usd": 0.100000, "self_reported_cost_usd": 0.102, "cost_difference": 0.02}
+    assert _row_warnings("raw", "tiny-add", row) == [
+        "raw / tiny-add: the metered cost 0.100000 USD and the agent's own 0.102000 USD differ "
+        "by 2.0% (over 1%); the report counts the metered one"
+    ]
+    assert _row_warnings("raw", "tiny-add", dict(row, cost_difference=0.009)) == []
+    assert _row_warnings("raw", "tiny-add", dict(row, cost_difference=None)) == []

@@ -5,8 +5,8 @@ Output ``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts
     {"inputs", "mode", "instance_id", "status", "error", "attempts": [...], "agent_version",
      "wall_seconds", "phases": [{"name", "command", "command_template", "model", "exit_code",
      "timed_out", ..., "cost_usd", "tokens", "transcript", "blocked", "sandbox_log"}],
-     "cost_usd", "tokens", "trajectory", "isolation", "toolchain", "web_tools", "flags",
-     "contaminated", "tests_tree"}
+     "cost_usd", "tokens", "cost_source", "metered", "self_reported", "trajectory", "atif",
+     "isolation", "toolchain", "web_tools", "flags", "contaminated", "tests_tree"}
 
 What the CLI's outputs mean (status, cost, sessions, transcripts, slash commands) is
 claude_code.py's; what holds an agent back (refused credentials, the budget, the backoff) is
@@ -266,7 +266,10 @@ class AgentRun:
         self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
 
     def attempt(self):
-        """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory"}."""
+        """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory",
+        "atif", "calls"}. The attempt's model calls go through a metering proxy of its own
+        (start_meter), whose records become each phase's "metered" and the run's cost and
+        tokens (cost_and_tokens)."""
         # An agent of a killed doit may still be running in this workspace: stop it before the
         # workspace is recreated under it.
         kill_leftovers(self.token_file)

@@ -28,10 +28,13 @@ of their values that shows up anywhere else in a record is cut out of it.
 import gzip
 import http.client
 import json
+import queue
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -151,9 +154,28 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+@dataclass
+class Exchange:
+    """One call as it went by: its record so far and its raw bytes, made into the call's lines
+    by the meter's writer (MeterProxy.finish), off the call's path."""
+
+    record: dict[str, Any]
+    api: str
+    path: str  # as sent, credentials and all: never written
+    shown_path: str
+    request_headers: dict[str, str]
+    body: bytes
+    secrets: set[str]
+    close: Callable[[], None]
+    received: list[bytes] = field(default_factory=list)
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
+
+
 class MeterProxy:
     """The proxy of one attempt. ``start()`` it before the attempt's first phase, set ``phase``
-    before each phase, ``stop()`` it after the last; ``calls`` holds the records so far.
+    before each phase, ``stop()`` it after the last; ``calls`` holds the records so far (a
+    call's record is made by a writer thread once its answer has been passed on, so that
+    reading, pricing and compressing it never delay a call).
 
     upstreams: {api: the operator's base URL for it} (the first is where other paths go);
     attribution: {run, mode, task, attempt} put in every record; calls_file, bodies_file: where
@@ -175,8 +197,10 @@ class MeterProxy:
         self.calls: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.numbers = iter(range(1, 1 << 62))
-        self.in_flight: dict[int, tuple[dict[str, Any], Callable[[], None]]] = {}
+        self.in_flight: dict[int, Exchange] = {}
         self.closed = False
+        self.finished: queue.Queue[Exchange | None] = queue.Queue()
+        self.writer = threading.Thread(target=self._write_all, daemon=True, name="meter-writer")
         self.server = _Server((host, 0), _Handler)
         self.server.meter = self
         self.host, self.port = host, self.server.server_address[1]
@@ -198,22 +222,28 @@ class MeterProxy:
         return self.url + BASE_PATH[api]
 
     def start(self) -> "MeterProxy":
+        self.writer.start()
         self.thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop serving; a call still open (a CLI killed mid-answer, an upstream that never
-        answered) is recorded as it stands, its upstream connection closed."""
+        """Stop serving, and return once every call is recorded; a call still open (a CLI
+        killed mid-answer, an upstream that never answered) is recorded as it stands, its
+        upstream connection closed."""
         self.server.shutdown()
         self.server.server_close()
         with self.lock:
             self.closed = True
             left = list(self.in_flight.values())
             self.in_flight.clear()
-        for record, close in left:
-            close()
-            record.update(ended=now_iso(), error=record.get("error") or "unfinished")
-            self._write(record, None)
+        for exchange in left:
+            exchange.close()
+            exchange.record.update(
+                ended=now_iso(), error=exchange.record.get("error") or "unfinished"
+            )
+            self.finished.put(exchange)
+        self.finished.put(None)
+        self.writer.join()
 
     def __enter__(self) -> "MeterProxy":
         return self.start()
@@ -223,31 +253,76 @@ class MeterProxy:
 
     # -- records ---------------------------------------------------------------------------
 
-    def open_call(self, record: dict[str, Any], close: Callable[[], None]) -> int:
+    def open_call(self, exchange: Exchange) -> None:
         with self.lock:
-            number = next(self.numbers)
-            record["call"] = number
-            self.in_flight[number] = (record, close)
-        return number
+            exchange.record["call"] = next(self.numbers)
+            self.in_flight[exchange.record["call"]] = exchange
 
-    def close_call(self, number: int, record: dict[str, Any], bodies: dict[str, Any]) -> None:
+    def close_call(self, exchange: Exchange) -> None:
         with self.lock:
-            if self.in_flight.pop(number, None) is None:
-                return  # stop() recorded it already
-        self._write(record, bodies)
+            if self.in_flight.pop(exchange.record["call"], None) is None:
+                return  # stop() has it already
+        self.finished.put(exchange)
 
-    def _write(self, record: dict[str, Any], bodies: dict[str, Any] | None) -> None:
-        secrets = record.pop("_secrets", set())
-        line = scrub(json.dumps(record, sort_keys=True), secrets)
+    def _write_all(self) -> None:
+        while True:
+            exchange = self.finished.get()
+            if exchange is None:
+                return
+            try:
+                self.finish(exchange)
+            except Exception as e:  # a record lost is told, never the proxy's end
+                print(
+                    f"nginx-eval: warning: the meter could not record a call: {e!r}",
+                    file=sys.stderr,
+                )
+
+    def finish(self, x: Exchange) -> None:
+        """The call's record completed from its bytes (usage.py, pricing.py) and written."""
+        record, content = x.record, b"".join(x.received)
+        names = {k.lower(): v for k, v in x.response_headers}
+        parsed = usage.parse_call(
+            x.api, x.path, content, names.get("content-type"), names.get("content-encoding")
+        )
+        model = parsed.model or usage.request_model(x.api, x.path, x.body)
+        started = datetime.fromisoformat(record["started"].replace("Z", "+00:00"))
+        cost, source = pricing.price(x.api, model, parsed.usage, started)
+        record.update(
+            model=model,
+            stream=usage.request_streams(x.body),
+            response_id=parsed.response_id,
+            tokens=parsed.tokens,
+            cost_usd=cost,
+            price_source=source if parsed.usage else None,
+        )
+        if parsed.errors and not record["error"]:
+            record["error"] = ", ".join(parsed.errors)
+        bodies = {
+            "call": record["call"],
+            "request": {
+                "method": record["method"],
+                "path": x.shown_path,
+                "headers": x.request_headers,
+                "body": x.body.decode("utf-8", "replace"),
+            },
+            "response": {
+                "status": record["status"],
+                "headers": redacted_headers(x.response_headers, x.secrets),
+                "body": usage.decoded(content, names.get("content-encoding")).decode(
+                    "utf-8", "replace"
+                ),
+            },
+        }
+        line = scrub(json.dumps(record, sort_keys=True), x.secrets)
+        text = scrub(json.dumps(bodies, sort_keys=True), x.secrets)
+        if self.calls_file:
+            with gzip.open(self.calls_file, "ab") as f:
+                f.write(line.encode() + b"\n")
+        if self.bodies_file:
+            with gzip.open(self.bodies_file, "ab") as f:
+                f.write(text.encode() + b"\n")
         with self.lock:
             self.calls.append(json.loads(line))
-            if self.calls_file:
-                with gzip.open(self.calls_file, "ab") as f:
-                    f.write(line.encode() + b"\n")
-            if self.bodies_file and bodies is not None:
-                text = scrub(json.dumps(bodies, sort_keys=True), secrets)
-                with gzip.open(self.bodies_file, "ab") as f:
-                    f.write(text.encode() + b"\n")
 
 
 class _Server(ThreadingHTTPServer):
@@ -317,7 +392,7 @@ class _Handler(BaseHTTPRequestHandler):
         secrets: set[str] = set()
         request_headers = redacted_headers(self.headers.items(), secrets)
         shown_path = redact_query(self.path, secrets)
-        started, clock = now_iso(), time.monotonic()
+        clock = time.monotonic()
         record: dict[str, Any] = dict(
             meter.attribution,
             phase=meter.phase,
@@ -325,9 +400,9 @@ class _Handler(BaseHTTPRequestHandler):
             api=api,
             method=self.command,
             path=shown_path,
-            model=usage.request_model(api, self.path, body),
-            stream=usage.request_streams(body),
-            started=started,
+            model=None,
+            stream=False,
+            started=now_iso(),
             ended=None,
             status=None,
             first_byte_ms=None,
@@ -339,16 +414,16 @@ class _Handler(BaseHTTPRequestHandler):
             cost_usd=None,
             price_source=None,
             error=None,
-            _secrets=secrets,
+        )
+        exchange = Exchange(
+            record, api, self.path, shown_path, request_headers, body, secrets, self.close_upstream
         )
         scheme, netloc, target = upstream_target(meter.upstreams[api], api, self.path)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
         headers["Host"] = netloc
         if body or self.command in ("POST", "PUT", "PATCH"):
             headers["Content-Length"] = str(len(body))
-        number = meter.open_call(record, self.close_upstream)
-        received: list[bytes] = []
-        response_headers: list[tuple[str, str]] = []
+        meter.open_call(exchange)
         try:
             response = self.send_upstream(scheme, netloc, target, body, headers)
         except (OSError, http.client.HTTPException) as e:
@@ -356,42 +431,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.answer_unreachable(api, str(e))
         else:
             record["status"] = response.status
-            response_headers = response.getheaders()
-            self.pass_on(response, received, record, clock)
+            exchange.response_headers = response.getheaders()
+            self.pass_on(response, exchange.received, record, clock)
         record.update(ended=now_iso(), seconds=round(time.monotonic() - clock, 4))
-        content = b"".join(received)
-        names = {k.lower(): v for k, v in response_headers}
-        parsed = usage.parse_call(
-            api, self.path, content, names.get("content-type"), names.get("content-encoding")
-        )
-        model = parsed.model or record["model"]
-        cost, source = pricing.price(api, model, parsed.usage, datetime.now(UTC))
-        record.update(
-            model=model,
-            response_id=parsed.response_id,
-            tokens=parsed.tokens,
-            cost_usd=cost,
-            price_source=source if parsed.usage else None,
-        )
-        if parsed.errors and not record["error"]:
-            record["error"] = ", ".join(parsed.errors)
-        bodies = {
-            "call": record["call"],
-            "request": {
-                "method": self.command,
-                "path": shown_path,
-                "headers": request_headers,
-                "body": body.decode("utf-8", "replace"),
-            },
-            "response": {
-                "status": record["status"],
-                "headers": redacted_headers(response_headers, secrets),
-                "body": usage.decoded(content, names.get("content-encoding")).decode(
-                    "utf-8", "replace"
-                ),
-            },
-        }
-        meter.close_call(number, record, bodies)
+        meter.close_call(exchange)
 
     def send_upstream(
         self, scheme: str, netloc: str, target: str, body: bytes, headers: dict[str, str]

@@ -212,3 +212,10 @@ def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(cla
     agent_step = next(s for s in implement_t["steps"] if s.get("tool_calls"))
     (result,) = agent_step["observation"]["results"]
     assert result["subagent_trajectory_ref"] == [{"trajectory_id": sub["trajectory_id"]}]
+
+    # The report counts the metered figures; the CLI's own agree, so no warning.
+    claude.render("tiny:impl")
+    report = json.loads((claude.project.results / "default" / "report.json").read_text())
+    shown = report["modes"]["impl"]
+    assert shown["cost_usd"] == round(agent["cost_usd"], 4)
+    assert "differ by" not in (claude.project.results / "default" / "report.md").read_text()

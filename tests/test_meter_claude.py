@@ -18,7 +18,9 @@ from anthropic_standin import call, say
 from claude_cli import SONNET, SONNET_PRICES
 from harbor.utils.trajectory_validator import TrajectoryValidator
 from test_agent_claude import FIX, IMPLEMENT, PLAN, SUBTASK, ClaudeProject
+from test_record_schemas import mismatches
 
+from nginx_eval.core import records
 from nginx_eval.meter import summary, usage
 
 # genai-prices 0.2.3's published prices (USD per million tokens) of the models the CLI asks
@@ -138,6 +140,8 @@ def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(cla
     # The record: a line per call, attributed; streams passed on as they came.
     calls = summary.read_calls(claude.path("impl", "agent/calls.jsonl.gz"))
     assert len(calls) == metered["calls"]
+    assert mismatches(agent, records.AgentJson) == []  # the schemas of core/records.py
+    assert [m for c in calls for m in mismatches(c, records.CallRecord)] == []
     assert {(c["run"], c["mode"], c["task"], c["attempt"]) for c in calls} == {
         ("default", "impl", "tiny-add", 1)
     }

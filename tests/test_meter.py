@@ -503,3 +503,52 @@ def test_the_report_warns_when_a_programs_own_cost_is_over_one_percent_off():
     ]
     assert _row_warnings("raw", "tiny-add", dict(row, cost_difference=0.009)) == []
     assert _row_warnings("raw", "tiny-add", dict(row, cost_difference=None)) == []
+
+
+def test_an_error_in_the_middle_of_a_stream_is_passed_on_and_recorded(meter_of):
+    with StandIn({}, faults=[Fault(mid_stream="overloaded_error")], api_key=SECRET) as api:
+        meter = meter_of({"anthropic": api.url})
+        conn = http.client.HTTPConnection("127.0.0.1", meter.port)
+        conn.request("POST", "/v1/messages", messages_body(True), {"x-api-key": SECRET})
+        r = conn.getresponse()
+        text = r.read()
+        meter.stop()
+    assert r.status == 200 and b"event: error" in text and b"overloaded_error" in text
+    (call,) = meter.calls
+    assert (call["status"], call["error"]) == (200, "overloaded_error")
+    # What message_start counted: the input, and the one output token it announced.
+    assert call["tokens"]["output"] == 1 and call["tokens"]["input"] > 0
+
+
+def test_an_https_upstream_is_reached_through_the_operators_proxy():
+    connects = []
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+
+    def operator_proxy():
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            connects.append(client.recv(4096).split(b"\r\n", 1)[0])
+            client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+            client.close()
+
+    threading.Thread(target=operator_proxy, daemon=True).start()
+    port = listener.getsockname()[1]
+    try:
+        environ = {"HTTPS_PROXY": f"http://127.0.0.1:{port}", "NO_PROXY": "localhost,.internal"}
+        meter = MeterProxy({"anthropic": "https://api.anthropic.example"}, WHO, environ=environ)
+        meter.start()
+        conn = http.client.HTTPConnection("127.0.0.1", meter.port)
+        conn.request("POST", "/v1/messages", messages_body(True))
+        r = conn.getresponse()
+        assert r.status == 502 and b"Tunnel connection failed: 403" in r.read()
+        meter.stop()
+        assert [c.rsplit(b" ", 1)[0] for c in connects] == [b"CONNECT api.anthropic.example:443"]
+        assert meter.outbound_proxy("https", "gw.internal:443") is None  # NO_PROXY
+        assert meter.outbound_proxy("http", "api.anthropic.example") is None
+    finally:
+        listener.close()

@@ -320,6 +320,7 @@ class AgentRun:
             },
             calls,
             bodies,
+            environ=self.user_env,
         ).start()
         self.env = dict(self.base_env)
         for program in self.programs:

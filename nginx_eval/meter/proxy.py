@@ -8,21 +8,19 @@ URL is ``base_url(api)``: OpenAI's clients add ``/responses`` to a base that end
 others add the whole path, so OpenAI's base here is ``<proxy>/v1`` and that ``/v1`` is replaced
 by the upstream's own base (``https://api.openai.com/v1``, or a gateway's URL and its path).
 
-Forwarding (stdlib ``http.server`` towards the client, ``http.client`` towards the upstream,
-each on threads): HTTP/1.1 with keep-alive on both sides (a client connection keeps one
-upstream connection), request bodies by length or chunked, the answer passed on as it arrives
-(``read1``: each piece the upstream sent is written and flushed at once, so a stream is not held
-back), with its status, headers and body unchanged (a 429, a 5xx or a 401 reaches the CLI as the
-API sent it, ``retry-after`` and ``x-should-retry`` too; a gzip body stays gzip). Only the
-hop-by-hop headers are the proxy's own; a body of unknown length goes on chunked. An upstream
-that cannot be reached is a 502 with an error body of the API's shape.
+Forwarding (stdlib ``http.server`` to the client, ``http.client`` to the upstream, threads):
+HTTP/1.1 keep-alive on both sides, request bodies by length or chunked, the answer passed on
+piece by piece as it arrives (``read1``, flushed at once: a stream is not held back), status,
+headers and body unchanged (a 429, 5xx or 401 reaches the CLI as the API sent it, its
+``retry-after`` and ``x-should-retry`` too; gzip stays gzip); only hop-by-hop headers are the
+proxy's own. An unreachable upstream is a 502 in the API's error shape. An ``https`` upstream is
+reached through the operator's ``HTTPS_PROXY`` (CONNECT), unless ``NO_PROXY`` names it.
 
-The record (records.py: CallRecord), written as each call ends: a line per call in
-``calls.jsonl.gz`` and its request and response in ``calls.bodies.jsonl.gz``, each line a gzip
-member of its own (a run killed mid-attempt leaves every finished call readable). Credentials
-never reach either: the headers that carry them (``authorization``, ``x-api-key``,
-``x-goog-api-key``, cookies) are replaced by ``[redacted]``, a ``key=`` in a query too, and any
-of their values that shows up anywhere else in a record is cut out of it.
+The record (records.py: CallRecord): a line per call in ``calls.jsonl.gz``, its request and
+response in ``calls.bodies.jsonl.gz``, each line a gzip member of its own (a killed run leaves
+every finished call readable). No credential reaches either: the headers that carry them
+(``authorization``, ``x-api-key``, ``x-goog-api-key``, cookies) and a query's ``key=`` become
+``[redacted]``, and their values are cut out of everything else in the record.
 """
 
 import gzip
@@ -144,6 +142,17 @@ def redacted_headers(headers: Mapping[str, str] | list[tuple[str, str]], secrets
     return out
 
 
+def no_proxy(host: str, names: str) -> bool:
+    """Whether NO_PROXY's `names` (comma-separated: hosts, .domains, host:port, *) name `host`."""
+    host = host.lower().strip("[]")
+    for name in (n.strip().lower() for n in names.split(",")):
+        name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+        name = name.lstrip("*").lstrip(".") if name != "*" else name
+        if name == "*" or (name and (host == name or host.endswith("." + name))):
+            return True
+    return False
+
+
 def scrub(text: str, secrets: set[str]) -> str:
     for s in sorted((s for s in secrets if len(s) >= 8), key=len, reverse=True):
         text = text.replace(s, REDACTED)
@@ -179,7 +188,8 @@ class MeterProxy:
 
     upstreams: {api: the operator's base URL for it} (the first is where other paths go);
     attribution: {run, mode, task, attempt} put in every record; calls_file, bodies_file: where
-    the records go (None: kept in memory only)."""
+    the records go (None: kept in memory only); environ: the operator's, for their HTTPS proxy
+    (outbound_proxy)."""
 
     def __init__(
         self,
@@ -188,8 +198,10 @@ class MeterProxy:
         calls_file: str | Path | None = None,
         bodies_file: str | Path | None = None,
         host: str = "127.0.0.1",
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.upstreams = dict(upstreams)
+        self.environ = dict(environ or {})
         self.default_api = next(iter(self.upstreams), ANTHROPIC)
         self.attribution = dict(attribution)
         self.calls_file, self.bodies_file = calls_file, bodies_file
@@ -220,6 +232,20 @@ class MeterProxy:
     def base_url(self, api: str) -> str:
         """The base URL a program of `api` is given (see the module docstring)."""
         return self.url + BASE_PATH[api]
+
+    def outbound_proxy(self, scheme: str, netloc: str) -> str | None:
+        """host:port of the operator's HTTPS proxy (HTTPS_PROXY of their environment, unless
+        NO_PROXY names the host) for an https upstream, as the CLI itself would have used it;
+        None: connect directly (an http upstream, a gateway on their network, always does)."""
+        env = {k.lower(): v for k, v in self.environ.items()}
+        url = env.get("https_proxy") or env.get("all_proxy")
+        if scheme != "https" or not url:
+            return None
+        host = urlsplit(f"//{netloc}").hostname or ""
+        if no_proxy(host, env.get("no_proxy", "")):
+            return None
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        return f"{parts.hostname}:{parts.port or 80}" if parts.hostname else None
 
     def start(self) -> "MeterProxy":
         self.writer.start()
@@ -376,8 +402,15 @@ class _Handler(BaseHTTPRequestHandler):
         if self.upstream is None or self.upstream_key != (scheme, netloc):
             if self.upstream is not None:
                 self.upstream.close()
-            kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-            self.upstream = kind(netloc, timeout=UPSTREAM_TIMEOUT)
+            through = self.server.meter.outbound_proxy(scheme, netloc)
+            if scheme == "https":
+                self.upstream = http.client.HTTPSConnection(
+                    through or netloc, timeout=UPSTREAM_TIMEOUT
+                )
+                if through:  # CONNECT through the operator's proxy, TLS with the API inside
+                    self.upstream.set_tunnel(netloc)
+            else:
+                self.upstream = http.client.HTTPConnection(netloc, timeout=UPSTREAM_TIMEOUT)
             self.upstream_key = (scheme, netloc)
         return self.upstream
 

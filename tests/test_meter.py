@@ -498,11 +498,13 @@ def test_the_report_warns_when_a_programs_own_cost_is_over_one_percent_off():
 
     row = {"cost_usd": 0.100000, "self_reported_cost_usd": 0.102, "cost_difference": 0.02}
     assert _row_warnings("raw", "tiny-add", row) == [
-        "raw / tiny-add: the metered cost 0.100000 USD and the agent's own 0.102000 USD differ "
-        "by 2.0% (over 1%); the report counts the metered one"
+        "raw / tiny-add: the metered cost (0.100000 USD) and the agent's own (0.102000 USD) "
+        "differ by 2.0% (over 1%); the report counts the metered one"
     ]
     assert _row_warnings("raw", "tiny-add", dict(row, cost_difference=0.009)) == []
     assert _row_warnings("raw", "tiny-add", dict(row, cost_difference=None)) == []
+    (unknown,) = _row_warnings("raw", "tiny-add", dict(row, self_reported_cost_usd=None))
+    assert "agent's own (an unknown)" in unknown
 
 
 def test_an_error_in_the_middle_of_a_stream_is_passed_on_and_recorded(meter_of):

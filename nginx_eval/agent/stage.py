@@ -681,11 +681,14 @@ def metered_record(calls, phases):
     far the program's own cost is from them."""
     seen = metered.totals(calls)
     own = cc.summed_cost(phases)
+    # Nothing to compare when the proxy saw no billed call: a program that reports a cost of
+    # its own without a call through it (another agent's JSON, a stand-in) is not metered.
+    compared = seen["billed_calls"] > 0
     return dict(
         seen,
         price_table=pricing.table(),
         self_reported_cost_usd=own,
-        difference=metered.relative_difference(seen["cost_usd"], own),
+        difference=metered.relative_difference(seen["cost_usd"], own) if compared else None,
     )
 
 

@@ -435,7 +435,9 @@ class MeteredRun(Metered):
 
     price_table: str  # "genai-prices 0.2.3"
     self_reported_cost_usd: float | None  # what the program said of itself (Claude Code)
-    difference: float | None  # |metered - self-reported| / metered; over 0.01 the report warns
+    # |metered - self-reported| / metered; over 0.01 the report warns. None: either unknown, or
+    # no billed call went through the proxy (nothing metered to compare with)
+    difference: float | None
 
 
 class SelfReported(TypedDict):

@@ -395,9 +395,10 @@ def _row_warnings(mode, iid, row):
     warnings = [f"{mode} / {iid}: environment error: {err}" for err in row.get("env_errors") or []]
     difference = row.get("cost_difference")
     if difference is not None and difference > COST_TOLERANCE:
+        usd = lambda v: "an unknown" if v is None else f"{v:.6f} USD"
         warnings.append(
-            f"{mode} / {iid}: the metered cost {row.get('cost_usd'):.6f} USD and the agent's own "
-            f"{row.get('self_reported_cost_usd'):.6f} USD differ by {difference:.1%} (over "
+            f"{mode} / {iid}: the metered cost ({usd(row.get('cost_usd'))}) and the agent's own "
+            f"({usd(row.get('self_reported_cost_usd'))}) differ by {difference:.1%} (over "
             f"{COST_TOLERANCE:.0%}); the report counts the metered one"
         )
     status = row.get("agent_status")

@@ -18,6 +18,7 @@ from claude_cli import SONNET, sonnet_cost, summed
 from conftest import SOURCE_ROOT
 
 from nginx_eval.agent.sandbox import sandbox_problem
+from nginx_eval.meter.summary import read_calls
 
 needs_srt = pytest.mark.skipif(
     sandbox_problem() is not None, reason=f"no usable agent sandbox: {sandbox_problem()}"
@@ -258,6 +259,11 @@ def test_an_api_error_that_clears_on_the_retry_completes(claude):
     ]
     assert agent["attempts"][0]["error"].startswith("phase solve: exit code 1: API Error: 500")
     assert agent["cost_usd"] == pytest.approx(sonnet_cost(claude.usages(RAW)), rel=1e-6)
+    # Each attempt's proxy recorded its own calls, the failed one's kept with its logs.
+    first = read_calls(claude.path("raw", "agent/attempt-1/calls.jsonl.gz"))
+    assert [(c["attempt"], c["status"]) for c in first if c["method"] == "POST"] == [(1, 500)]
+    assert {c["attempt"] for c in read_calls(claude.path("raw", "agent/calls.jsonl.gz"))} == {2}
+    assert [a["calls"] for a in agent["attempts"]][0] == len(first)
     assert claude.project.read("raw", "tiny-add", "grade.json")["status"] == "resolved"
     # A completed run is never repeated.
     requests = len(claude.api.requests)
@@ -343,7 +349,9 @@ def test_a_subagents_tokens_and_cost_are_counted(claude):
     assert phase["cost_usd"] == pytest.approx(
         sonnet_cost(claude.usages(RAW)) + phase["models"][haiku]["cost_usd"], rel=1e-6
     )
-    assert agent["tokens"] == phase["tokens"]
+    # The proxy's count (reasoning apart, none here) is the CLI's.
+    assert agent["tokens"] == dict(phase["tokens"], reasoning=0)
+    assert agent["cost_source"] == "metered"
     transcript = claude.path("quick", phase["transcript"]).read_text()
     assert '"agentId"' in transcript and "from the subagent" in transcript
     trajectory = claude.path("quick", agent["trajectory"]).read_text()

@@ -192,3 +192,9 @@ def test_gemini_settings_close_its_web_tools():
     assert closed["security"]["auth"]["selectedType"] == "gemini-api-key"
     assert closed["general"]["maxAttempts"] == 1
     assert "tools" not in settings(web_tools=True, login=True)
+
+
+def test_every_programs_own_folder_stays_out_of_the_patch():
+    from nginx_eval.workspace.stage import HARNESS_FILES
+
+    assert all(f"{path}/" in HARNESS_FILES for p in registry.programs() for path in p.own_paths)

@@ -390,9 +390,13 @@ def test_nlcmd_without_its_command_file_is_an_error_and_costs_nothing(claude):
         "phase solve: /fix-issue is not defined (no fix-issue.md in "
         "the workspace's .claude/commands/ or in "
     )
-    # Not a single model request, not paid: the one request is the preflight's GET of the
-    # endpoint, to know it is reachable (agent/selftest.py: endpoint_problem).
-    assert [(q["method"], q["path"]) for q in claude.api.requests] == [("GET", "/")]
+    # Not a single model request, not paid: the requests are the preflight's, the key's
+    # (agent/preflight.py: key_problem) and the endpoint's, to know it is reachable
+    # (agent/selftest.py: endpoint_problem).
+    assert [(q["method"], q["path"]) for q in claude.api.requests] == [
+        ("GET", "/v1/models"),
+        ("GET", "/"),
+    ]
     assert "nginx-eval: agent nocmd/tiny-add failed: /fix-issue is not defined" in proc.stderr
     assert results_row(claude.project, "nocmd")["agent_status"] == "error"
 
@@ -435,7 +439,7 @@ def test_the_preflight_runs_the_cli_in_the_sandbox_it_will_use(claude, claude_pr
     (hidden_bin / "claude").symlink_to(claude_program)
     claude.project.env["PATH"] = f"{hidden_bin}{os.pathsep}{claude.project.env['PATH']}"
     proc, executed = claude.run("tiny:raw", check=False)
-    assert proc.returncode == 2 and executed == [] and claude.api.requests == []
+    assert proc.returncode == 2 and executed == [] and claude.api.messages_requests() == []
     (line,) = proc.stderr.splitlines()
     assert line.startswith(
         f"nginx-eval: error: {claude.project.root / 'modes.toml'}, mode raw "

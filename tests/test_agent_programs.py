@@ -219,3 +219,22 @@ def test_a_bad_key_stops_the_run_before_any_agent_with_one_line(agent):
     assert agent.requests() == []
     assert seconds < 10, seconds
     print(f"\n{agent.name}: bad key stopped the run in {seconds:.1f} s: {line}")
+
+
+def test_the_doctor_checks_the_programs_version_credentials_key_and_endpoint(agent):
+    from claude_cli import setup_setting
+
+    proc, _ = agent.project.doit("run", "doctor", f"modes={agent.name}")
+    version = setup_setting(agent.program.version_setting)
+    (line,) = [x for x in proc.stdout.splitlines() if agent.program.label in x]
+    assert line.startswith(f"OK      agent modes: {agent.program.label} ") and version in line
+    assert f"credentials, {agent.program.probe_url(agent.project.env)} reachable" in line
+    proc, _ = agent.project.doit(
+        "run",
+        "doctor",
+        f"modes={agent.name}",
+        check=False,
+        env={agent.program.key_variable: "wrong-key"},
+    )
+    assert proc.returncode != 0
+    assert f"CANNOT RUN mode {agent.name}: {agent.program.label}: the API refused" in proc.stdout

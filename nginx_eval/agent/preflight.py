@@ -109,13 +109,13 @@ def endpoint_checked(
     program: Program | None,
     reached: set[tuple[str, str]] | None,
 ) -> None:
-    """For an agent program, its model endpoint reachable from `box` and its key taken
-    (UserError if not), unless `reached` holds it; then it does."""
+    """For an agent program, its model endpoint reachable from `box` (UserError if not),
+    unless `reached` holds it; then it does. Its key: credentials_checked."""
     if program is None:
         return
     key = endpoint_key(box, env, program)
     if key not in (reached if reached is not None else set()):
-        problem = endpoint_problem(layout, box, env, program) or key_problem(program, env)
+        problem = endpoint_problem(layout, box, env, program)
         if problem:
             raise UserError(f"{problem}; no agent started")
         if reached is not None:
@@ -193,9 +193,7 @@ def folded_checks(
             conditions[name] = selftest.probe_condition(probe_argv(program, path, bool(known)))
             keys[name] = probe_key(box, program, path)
             paths += [path] if path and path not in paths else []
-            if known and known.key_probe(env) is None:
-                # Its endpoint checked in the self-test's sandbox start; one with a key to
-                # check is asked by endpoint_checked, which checks both.
+            if known:
                 conditions[f"endpoint {known.name}"] = selftest.endpoint_condition(env, known)
                 keys[f"endpoint {known.name}"] = endpoint_key(box, env, known)
     return conditions, keys, paths

@@ -4,7 +4,8 @@ starting a subagent on another model. Every call goes through the attempt's prox
 tokens and cost are the stand-in's usage priced by hand at genai-prices' published prices; the
 CLI's own cost agrees within 1%; its streams pass through; the key it was given is in no file the
 run wrote; the attempt's ATIF trajectory passes harbor's own validator. The usage parsing is
-checked on the bodies the CLI and the stand-in exchanged (calls.bodies.jsonl.gz)."""
+checked on the bodies the CLI and the stand-in exchanged (calls.bodies.jsonl.gz). A Codex CLI run
+from Claude Code's Bash tool goes through the same proxy and is counted under its phase."""
 
 import gzip
 import json
@@ -18,6 +19,8 @@ from anthropic_standin import call, say
 from claude_cli import SONNET, SONNET_PRICES
 from harbor.utils.trajectory_validator import TrajectoryValidator
 from test_agent_claude import FIX, IMPLEMENT, PLAN, SUBTASK, ClaudeProject
+from test_meter_apis import GPT5
+from test_meter_apis import by_hand as by_hand_openai
 from test_record_schemas import mismatches
 
 from nginx_eval.core import records
@@ -223,3 +226,65 @@ def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(cla
     shown = report["modes"]["impl"]
     assert shown["cost_usd"] == round(agent["cost_usd"], 4)
     assert "differ by" not in (claude.project.results / "default" / "report.md").read_text()
+
+
+NESTED = "CODEX-NESTED-CALL"
+
+
+def test_a_codex_run_from_claude_codes_bash_is_counted_under_its_phase(
+    claude, openai_api, codex_program
+):
+    """The implement phase's Bash tool runs `codex exec`: both programs' calls go through the
+    attempt's proxy (Codex by its home's config.toml, which names the proxy), each priced, the
+    nested one attributed to the phase under program codex."""
+    import openai_standin
+
+    claude.project.env.update(
+        OPENAI_BASE_URL=openai_api.url + "/v1", OPENAI_API_KEY=openai_api.api_key
+    )
+    openai_api.script = {NESTED: [[openai_standin.say("Nested and done.")]]}
+    nested = (
+        f"{codex_program} exec --json --skip-git-repo-check -s danger-full-access -m gpt-5 "
+        f"'{NESTED} please' </dev/null"
+    )
+    claude.api.script[IMPLEMENT] = [
+        [call("Bash", command=nested)],
+        [call("Bash", command=FIX)],
+        [say("Implemented.")],
+    ]
+    claude.run("tiny:impl")
+    agent = claude.agent("impl")
+    assert agent["status"] == "completed", agent["error"]
+    answered = [r for r in claude.api.messages_requests() if r["usage"]]
+    codex_answers = [r for r in openai_api.responses_requests(NESTED) if r.get("usage")]
+    assert len(codex_answers) == 1, openai_api.requests
+    calls = summary.read_calls(claude.path("impl", "agent/calls.jsonl.gz"))
+    billed = [c for c in calls if c["tokens"]]
+    nested_calls = [c for c in billed if c["program"] == "codex"]
+    assert [(c["phase"], c["api"], c["model"]) for c in nested_calls] == [
+        ("implement", "openai-responses", "gpt-5")
+    ]
+    (u,) = [r["usage"] for r in codex_answers]
+    cached = u["input_tokens_details"]["cached_tokens"]
+    codex_tokens = {
+        "input": u["input_tokens"] - cached,
+        "cache_read": cached,
+        "cache_write": 0,
+        "output": u["output_tokens"],
+        "reasoning": u["output_tokens_details"]["reasoning_tokens"],
+    }
+    assert nested_calls[0]["tokens"] == codex_tokens
+    codex_cost = by_hand_openai(codex_tokens, GPT5)
+    assert nested_calls[0]["cost_usd"] == pytest.approx(codex_cost, rel=1e-12)
+    # The run's cost is both programs'; the implement phase's models name each program.
+    assert agent["cost_usd"] == pytest.approx(by_hand(answered) + codex_cost, rel=1e-9)
+    implement = agent["phases"][1]
+    programs = {m: v["program"] for m, v in implement["metered"]["models"].items()}
+    assert programs["gpt-5"] == "codex" and set(programs.values()) == {"claude", "codex"}
+    # Claude Code's own cost leaves Codex out: the difference is the nested call's.
+    own = agent["metered"]["self_reported_cost_usd"]
+    assert own == pytest.approx(by_hand(answered), rel=0.01)
+    print(
+        f"\nnested codex: {codex_cost:.8f} USD metered under phase implement, program codex; "
+        f"run {agent['cost_usd']:.8f} USD"
+    )

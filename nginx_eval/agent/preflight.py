@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import UserError
 from ..core.tasknames import AGENT, task_name, unit_name
 from ..doitext.invocation import reachable
+from ..meter.proxy import MeterProxy
 from ..run.commandline import command_program
 from ..run.record import note_self_test
 from . import sandbox, selftest
@@ -256,21 +257,71 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
             raise missing
         families.setdefault(mode.family, mode)
     credentials_checked(ctx, families.values())
+    meters: dict[str, MeterProxy] = {}
+    try:
+        sandbox_checks(ctx, families.values(), meters)
+    finally:
+        for meter in meters.values():
+            meter.stop()
+    upstream_checked(meters.values())
+
+
+def preflight_meter(meters: dict[str, MeterProxy], env: Mapping[str, str]) -> MeterProxy:
+    """A metering proxy of the preflight's own (no record written) in front of the upstreams
+    `env` names, one per set of them: an isolated phase reaches its model only through the
+    attempt's proxy (stage.AgentRun.start_meter), so the sandbox checks go that way too."""
+    upstreams: dict[str, str] = {}
+    for program in registry.programs():
+        upstreams.setdefault(program.api, program.upstream(env))
+    key = repr(sorted(upstreams.items()))
+    if key not in meters:
+        meters[key] = MeterProxy(upstreams, {"preflight": True}, environ=env).start()
+    return meters[key]
+
+
+def upstream_checked(meters: Iterable[MeterProxy]) -> None:
+    """The upstream leg of the sandbox's endpoint checks: a call the preflight's proxy could not
+    forward (its own 502) means the upstream is out of this machine's reach; UserError."""
+    for meter in meters:
+        for call in meter.calls:
+            if str(call.get("error") or "").startswith("upstream unreachable"):
+                program = registry.named(str(call.get("program")))
+                raise UserError(
+                    f"{program.label}: the model endpoint {meter.upstreams[call['api']]} cannot "
+                    f"be reached from this machine ({call['error']}); no agent started"
+                )
+
+
+def sandbox_checks(
+    ctx: "StageContext", modes: Iterable["Mode"], meters: dict[str, MeterProxy]
+) -> None:
+    """preflight's checks of each mode's programs and endpoints, in its sandbox (through a
+    preflight proxy, as its phases run) or on this machine."""
+    families = list(modes)
     reached: set[tuple[str, str]] = set()
     probed: set[tuple[str, str, str | None]] = set()
     tested = False
-    for mode in families.values():
+    for mode in families:
         box = sandbox.settings(mode)
         env = dict(os.environ, **dict(mode.env))
         if box:
+            meter = preflight_meter(meters, env)
+            proxied = sandbox.through_proxy(box, meter.endpoint)
+            endpoints = {
+                k: v
+                for p in registry.programs()
+                for k, v in p.endpoint_environment(meter.base_url(p.api)).items()
+            }
             # Never a fallback to an unisolated run: no agent starts without its sandbox. Whether
             # srt starts here at all is the self-test's first sign (self_test).
             sandbox.check_available(mode, ctx.layout.modes_file, start=tested)
+            box, env = proxied, dict(env, **endpoints)
             if not tested:
                 alike = [
                     m
-                    for m in families.values()
-                    if sandbox.settings(m) == box and dict(m.env) == dict(mode.env)
+                    for m in families
+                    if sandbox.settings(m) == sandbox.settings(mode)
+                    and dict(m.env) == dict(mode.env)
                 ]
                 checks, keys, paths = folded_checks(alike, box, env)
                 for name in self_test(ctx.layout, box, env, checks, paths, mode):

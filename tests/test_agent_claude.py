@@ -296,6 +296,21 @@ def test_refused_credentials_stop_the_run_with_one_line(claude):
     } == {"tiny-add": "completed", "tiny-mul": "completed"}
 
 
+def test_a_bad_key_stops_the_run_before_any_agent_in_seconds_with_one_line(claude):
+    # The worker's doit server started (conftest.Project.doit): what is timed is the run.
+    claude.project.doit("list")
+    start = time.monotonic()
+    proc, executed = claude.run("tiny:raw", check=False, env={"ANTHROPIC_API_KEY": "wrong-key"})
+    seconds = time.monotonic() - start
+    assert proc.returncode != 0 and not any(e.startswith("agent:") for e in executed)
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("nginx-eval: error: Claude Code: the API refused the credentials ")
+    assert "ANTHROPIC_API_KEY" in line and line.endswith("; no agent started")
+    assert claude.api.messages_requests() == []
+    assert seconds < 10, seconds
+    print(f"\nclaude: bad key stopped the run in {seconds:.1f} s: {line}")
+
+
 def test_a_phase_killed_at_its_time_limit_keeps_its_cost_from_the_transcript(claude):
     # The limit leaves the CLI time for its first turn (the fix) on a loaded machine.
     claude.add_mode(quick_mode("quick", timeout=10))

@@ -20,6 +20,7 @@ import gemini_standin
 import openai_standin
 import pytest
 from conftest import SOURCE_ROOT
+from harbor.utils.trajectory_validator import TrajectoryValidator
 from test_agent_claude import FIX, RAW, needs_srt
 from test_meter_apis import GEMINI_PRO, GPT5, by_hand
 
@@ -162,6 +163,20 @@ def test_a_phase_of_the_program_edits_the_fixture_and_resolves(agent):
     assert {k: phase["tokens"][k] for k in own} == own and phase["cost_usd"] is None
     assert phase["metered"]["cost_usd"] == pytest.approx(cost, rel=1e-9)
     assert record["self_reported"]["cost_usd"] is None
+    # The attempt as ATIF, read from the proxy's record of the calls, valid by harbor's own
+    # validator: a step per answer, the shell call and its result, the metered cost per step.
+    path = agent.project.task_dir(agent.name, "tiny-add") / record["atif"]
+    validator = TrajectoryValidator()
+    assert validator.validate(path), validator.get_errors()
+    (solve,) = json.loads(path.read_text())["subagent_trajectories"]
+    steps = [s for s in solve["steps"] if s["source"] == "agent"]
+    assert len(steps) == len(requests)
+    (ran,) = [c for s in steps for c in s.get("tool_calls", [])]
+    assert ran["function_name"] == shell and FIX in ran["arguments"].values()
+    (result,) = next(s for s in steps if s.get("tool_calls"))["observation"]["results"]
+    assert result["source_call_id"] == ran["tool_call_id"] and result["content"]
+    assert sum(s["metrics"]["cost_usd"] for s in steps) == pytest.approx(cost, rel=1e-9)
+    assert steps[-1]["message"] == "Fixed."
     pinned = agent.program.version_setting
     from claude_cli import setup_setting
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import UserError
 from ..core.tasknames import AGENT, task_name, unit_name
 from ..doitext.invocation import reachable
-from ..meter.proxy import MeterProxy
+from ..meter.proxy import PROGRAM_OF_API, MeterProxy
 from ..run.commandline import command_program
 from ..run.record import note_self_test
 from . import sandbox, selftest
@@ -263,7 +263,7 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
     finally:
         for meter in meters.values():
             meter.stop()
-    upstream_checked(meters.values())
+    upstream_checked(ctx.layout, meters.values())
 
 
 def preflight_meter(meters: dict[str, MeterProxy], env: Mapping[str, str]) -> MeterProxy:
@@ -279,17 +279,20 @@ def preflight_meter(meters: dict[str, MeterProxy], env: Mapping[str, str]) -> Me
     return meters[key]
 
 
-def upstream_checked(meters: Iterable[MeterProxy]) -> None:
+def upstream_checked(layout: "Layout", meters: Iterable[MeterProxy]) -> None:
     """The upstream leg of the sandbox's endpoint checks: a call the preflight's proxy could not
-    forward (its own 502) means the upstream is out of this machine's reach; UserError."""
+    forward (its own 502) is an upstream out of this machine's reach, where the proxy runs;
+    UserError, in endpoint_problem's words."""
     for meter in meters:
         for call in meter.calls:
-            if str(call.get("error") or "").startswith("upstream unreachable"):
-                program = registry.named(str(call.get("program")))
-                raise UserError(
-                    f"{program.label}: the model endpoint {meter.upstreams[call['api']]} cannot "
-                    f"be reached from this machine ({call['error']}); no agent started"
-                )
+            if not str(call.get("error") or "").startswith("upstream unreachable"):
+                continue
+            program = registry.named(PROGRAM_OF_API[call["api"]])
+            problem = endpoint_problem(layout, None, meter.environ, program) or (
+                f"{program.label}: the model endpoint {meter.upstreams[call['api']]} cannot be "
+                f"reached from this machine: {call['error']}"
+            )
+            raise UserError(f"{problem}; no agent started")
 
 
 def sandbox_checks(

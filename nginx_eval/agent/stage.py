@@ -1,18 +1,10 @@
 """Stage 3, agent: run a mode's phases in the workspace, under time limits. Output
-``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts, transcripts):
-``{"inputs", "mode", "instance_id", "status", "error", "attempts": [...], "agent_version",
-"wall_seconds", "phases": [{"name", "command", "command_template", "model", "exit_code",
-"timed_out", ..., "cost_usd", "tokens", "transcript", "blocked", "sandbox_log"}], "cost_usd",
-"tokens", "trajectory", "isolation", "toolchain", "web_tools", "flags", "contaminated",
-"tests_tree"}``
-
-Output ``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts, transcripts)::
-
-    {"inputs", "mode", "instance_id", "status", "error", "attempts": [...], "agent_version",
-     "wall_seconds", "phases": [{"name", "command", "command_template", "model", "exit_code",
-     "timed_out", ..., "cost_usd", "tokens", "transcript", "blocked", "sandbox_log"}],
-     "cost_usd", "tokens", "cost_source", "metered", "self_reported", "trajectory", "atif",
-     "isolation", "toolchain", "web_tools", "flags", "contaminated", "tests_tree"}
+``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts, transcripts, the
+metering proxy's calls): ``{"inputs", "mode", "instance_id", "status", "error", "attempts":
+[...], "agent_version", "wall_seconds", "phases": [{"name", "command", "command_template",
+"model", "exit_code", "timed_out", ..., "cost_usd", "tokens", "transcript", "blocked",
+"sandbox_log"}], "cost_usd", "tokens", "cost_source", "metered", "self_reported", "trajectory",
+"atif", "isolation", "toolchain", "web_tools", "flags", "contaminated", "tests_tree"}``
 
 What a program's outputs mean (status, cost, sessions, transcripts, slash commands) is its
 module's in agent/programs/ (the phase's ``program``, Claude Code by default); what holds an
@@ -71,7 +63,7 @@ from ..workspace.stage import (
     workspace_inputs,
 )
 from . import attempts as attempts_module
-from . import sandbox, trajectory
+from . import sandbox, trajectory, wire
 from .gate import (
     CredentialsRefused,
     backoff_seconds,
@@ -669,16 +661,33 @@ class AgentRun:
         conversation read from its transcript, each answer's metrics from the proxy."""
         rendered = {r["name"]: r for r in state["rendered"]}
         version = agent_version(self.layout, self.mode)
+        bodies = wire.read_bodies(
+            self.layout.agent_call_bodies(self.mode.name, self.task.instance_id)
+        )
+        programs = {p.name: p.program for p in self.mode.phases}
         phases = []
         for record in state["phases"]:
             seen = rendered.get(record["name"])
+            program = registry.PROGRAMS.get(programs.get(record["name"], ""))
+            if seen:
+                conversation = atif.claude_conversation(seen["entries"])
+            elif program and program is not CLAUDE:
+                # Its own session logs are not read: the proxy's record of its calls is.
+                calls = [
+                    c
+                    for c in state["calls"]
+                    if c.get("phase") == record["name"] and c.get("program") == program.name
+                ]
+                conversation = wire.conversation(program.name, program.api, calls, bodies)
+            else:
+                conversation = None
             phases.append(
                 {
                     "name": record["name"],
                     "status": state["statuses"].get(record["name"]),
                     "prompt": self.prompt_text(record),
                     "result": record.get("result"),
-                    "conversation": atif.claude_conversation(seen["entries"]) if seen else None,
+                    "conversation": conversation,
                     "version": version,
                 }
             )

@@ -279,20 +279,53 @@ def preflight_meter(meters: dict[str, MeterProxy], env: Mapping[str, str]) -> Me
     return meters[key]
 
 
-def upstream_checked(layout: "Layout", meters: Iterable[MeterProxy]) -> None:
-    """The upstream leg of the sandbox's endpoint checks: a call the preflight's proxy could not
-    forward (its own 502) is an upstream out of this machine's reach, where the proxy runs;
-    UserError, in endpoint_problem's words."""
+def upstream_problem(layout: "Layout", meters: Iterable[MeterProxy]) -> str | None:
+    """The upstream leg of the sandbox's endpoint checks: a call a preflight proxy could not
+    forward (its own 502) is an upstream out of this machine's reach, where the proxy runs; one
+    line in endpoint_problem's words, or None."""
     for meter in meters:
         for call in meter.calls:
             if not str(call.get("error") or "").startswith("upstream unreachable"):
                 continue
             program = registry.named(PROGRAM_OF_API[call["api"]])
-            problem = endpoint_problem(layout, None, meter.environ, program) or (
+            return endpoint_problem(layout, None, meter.environ, program) or (
                 f"{program.label}: the model endpoint {meter.upstreams[call['api']]} cannot be "
                 f"reached from this machine: {call['error']}"
             )
-            raise UserError(f"{problem}; no agent started")
+    return None
+
+
+def upstream_checked(layout: "Layout", meters: Iterable[MeterProxy]) -> None:
+    problem = upstream_problem(layout, meters)
+    if problem:
+        raise UserError(f"{problem}; no agent started")
+
+
+def proxy_environment(meter: MeterProxy) -> dict[str, str]:
+    """Every program's endpoint variables pointed at `meter`, as a phase's are."""
+    return {
+        k: v
+        for p in registry.programs()
+        for k, v in p.endpoint_environment(meter.base_url(p.api)).items()
+    }
+
+
+def reached_problem(
+    layout: "Layout", box: "Box | None", env: Mapping[str, str], program: Program
+) -> str | None:
+    """endpoint_problem the way a phase reaches the endpoint: from `box` through a metering
+    proxy of its own, which reaches the upstream from this machine (`doit run doctor`)."""
+    if not box:
+        return endpoint_problem(layout, None, env, program)
+    meters: dict[str, MeterProxy] = {}
+    try:
+        meter = preflight_meter(meters, env)
+        proxied = sandbox.through_proxy(box, meter.endpoint)
+        problem = endpoint_problem(layout, proxied, dict(env, **proxy_environment(meter)), program)
+    finally:
+        for m in meters.values():
+            m.stop()
+    return problem or upstream_problem(layout, meters.values())
 
 
 def sandbox_checks(
@@ -310,11 +343,7 @@ def sandbox_checks(
         if box:
             meter = preflight_meter(meters, env)
             proxied = sandbox.through_proxy(box, meter.endpoint)
-            endpoints = {
-                k: v
-                for p in registry.programs()
-                for k, v in p.endpoint_environment(meter.base_url(p.api)).items()
-            }
+            endpoints = proxy_environment(meter)
             # Never a fallback to an unisolated run: no agent starts without its sandbox. Whether
             # srt starts here at all is the self-test's first sign (self_test).
             sandbox.check_available(mode, ctx.layout.modes_file, start=tested)

@@ -116,5 +116,11 @@ fi
 
 python3 -m pip install -q --disable-pip-version-check -e "$here[test]" 2>&1 \
     | grep -v "Running pip as the 'root' user" || true
-python3 -c "import doit, jinja2, tap, matplotlib, scipy, statsmodels" \
+# harbor's ATIF validator (the test extra's harbor, pyproject.toml) on a Python it does not
+# declare: the same pinned version, without its dependencies (the validator needs pydantic alone).
+if [ "$(python3 -c 'import sys; print(sys.version_info < (3, 12))')" = True ]; then
+    python3 -m pip install -q --disable-pip-version-check --no-deps --ignore-requires-python \
+        "harbor==0.25.0" 2>&1 | grep -v "Running pip as the 'root' user" || true
+fi
+python3 -c "import doit, jinja2, tap, matplotlib, scipy, statsmodels, genai_prices" \
     && echo "setup: Python packages ready"

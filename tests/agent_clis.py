@@ -27,8 +27,8 @@ def prefix(program):
 def installed(program):
     if os.environ.get(named_variable(program)):
         return shutil.which(os.environ[named_variable(program)])
-    path = prefix(program) / "node_modules" / ".bin" / program.executables[0]
-    return str(path) if os.access(path, os.X_OK) else shutil.which(program.executables[0])
+    found = program.installed({program.prefix_variable: str(prefix(program))})
+    return found or shutil.which(program.executables[0])
 
 
 def find_or_install(program):

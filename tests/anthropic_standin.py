@@ -240,8 +240,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_GET(self):
-        self.record({})
-        self.send_error_json(404, "not found")
+        record = self.record({})
+        api = self.server.standin
+        if record["path"].split("?")[0] != "/v1/models":
+            return self.send_error_json(404, "not found")
+        # The model list, as the API answers it: 401 for a key it does not take (the
+        # preflight's check of the key, agent/preflight.py: key_problem).
+        if (
+            self.headers.get("x-api-key", "") != api.api_key
+            and self.headers.get("authorization", "") != f"Bearer {api.api_key}"
+        ):
+            return self.send_error_json(401, "invalid x-api-key", record)
+        # It answers any model asked for: the list names none.
+        return self.send_json(200, {"data": [], "has_more": False}, record)
 
     def do_POST(self):
         self.current = None

@@ -18,6 +18,7 @@ from claude_cli import SONNET, sonnet_cost, summed
 from conftest import SOURCE_ROOT
 
 from nginx_eval.agent.sandbox import sandbox_problem
+from nginx_eval.meter.summary import read_calls
 
 needs_srt = pytest.mark.skipif(
     sandbox_problem() is not None, reason=f"no usable agent sandbox: {sandbox_problem()}"
@@ -262,6 +263,11 @@ def test_an_api_error_that_clears_on_the_retry_completes(claude):
     ]
     assert agent["attempts"][0]["error"].startswith("phase solve: exit code 1: API Error: 500")
     assert agent["cost_usd"] == pytest.approx(sonnet_cost(claude.usages(RAW)), rel=1e-6)
+    # Each attempt's proxy recorded its own calls, the failed one's kept with its logs.
+    first = read_calls(claude.path("raw", "agent/attempt-1/calls.jsonl.gz"))
+    assert [(c["attempt"], c["status"]) for c in first if c["method"] == "POST"] == [(1, 500)]
+    assert {c["attempt"] for c in read_calls(claude.path("raw", "agent/calls.jsonl.gz"))} == {2}
+    assert [a["calls"] for a in agent["attempts"]][0] == len(first)
     assert claude.project.read("raw", "tiny-add", "grade.json")["status"] == "resolved"
     # A completed run is never repeated.
     requests = len(claude.api.requests)
@@ -292,6 +298,21 @@ def test_refused_credentials_stop_the_run_with_one_line(claude):
     assert {
         i: claude.project.read("raw", i, "agent.json")["status"] for i in ("tiny-add", "tiny-mul")
     } == {"tiny-add": "completed", "tiny-mul": "completed"}
+
+
+def test_a_bad_key_stops_the_run_before_any_agent_in_seconds_with_one_line(claude):
+    # The worker's doit server started (conftest.Project.doit): what is timed is the run.
+    claude.project.doit("list")
+    start = time.monotonic()
+    proc, executed = claude.run("tiny:raw", check=False, env={"ANTHROPIC_API_KEY": "wrong-key"})
+    seconds = time.monotonic() - start
+    assert proc.returncode != 0 and not any(e.startswith("agent:") for e in executed)
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("nginx-eval: error: Claude Code: the API refused the credentials ")
+    assert "ANTHROPIC_API_KEY" in line and line.endswith("; no agent started")
+    assert claude.api.messages_requests() == []
+    assert seconds < 10, seconds
+    print(f"\nclaude: bad key stopped the run in {seconds:.1f} s: {line}")
 
 
 def test_a_phase_killed_at_its_time_limit_keeps_its_cost_from_the_transcript(claude):
@@ -347,7 +368,9 @@ def test_a_subagents_tokens_and_cost_are_counted(claude):
     assert phase["cost_usd"] == pytest.approx(
         sonnet_cost(claude.usages(RAW)) + phase["models"][haiku]["cost_usd"], rel=1e-6
     )
-    assert agent["tokens"] == phase["tokens"]
+    # The proxy's count (reasoning apart, none here) is the CLI's.
+    assert agent["tokens"] == dict(phase["tokens"], reasoning=0)
+    assert agent["cost_source"] == "metered"
     transcript = claude.path("quick", phase["transcript"]).read_text()
     assert '"agentId"' in transcript and "from the subagent" in transcript
     trajectory = claude.path("quick", agent["trajectory"]).read_text()
@@ -386,9 +409,13 @@ def test_nlcmd_without_its_command_file_is_an_error_and_costs_nothing(claude):
         "phase solve: /fix-issue is not defined (no fix-issue.md in "
         "the workspace's .claude/commands/ or in "
     )
-    # Not a single model request, not paid: the one request is the preflight's GET of the
-    # endpoint, to know it is reachable (agent/selftest.py: endpoint_problem).
-    assert [(q["method"], q["path"]) for q in claude.api.requests] == [("GET", "/")]
+    # Not a single model request, not paid: the requests are the preflight's, the key's
+    # (agent/preflight.py: key_problem) and the endpoint's, to know it is reachable
+    # (agent/selftest.py: endpoint_problem).
+    assert [(q["method"], q["path"]) for q in claude.api.requests] == [
+        ("GET", "/v1/models"),
+        ("GET", "/"),
+    ]
     assert "nginx-eval: agent nocmd/tiny-add failed: /fix-issue is not defined" in proc.stderr
     assert results_row(claude.project, "nocmd")["agent_status"] == "error"
 
@@ -431,7 +458,7 @@ def test_the_preflight_runs_the_cli_in_the_sandbox_it_will_use(claude, claude_pr
     (hidden_bin / "claude").symlink_to(claude_program)
     claude.project.env["PATH"] = f"{hidden_bin}{os.pathsep}{claude.project.env['PATH']}"
     proc, executed = claude.run("tiny:raw", check=False)
-    assert proc.returncode == 2 and executed == [] and claude.api.requests == []
+    assert proc.returncode == 2 and executed == [] and claude.api.messages_requests() == []
     (line,) = proc.stderr.splitlines()
     assert line.startswith(
         f"nginx-eval: error: {claude.project.root / 'modes.toml'}, mode raw "

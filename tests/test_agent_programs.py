@@ -20,13 +20,17 @@ import gemini_standin
 import openai_standin
 import pytest
 from conftest import SOURCE_ROOT
+from harbor.utils.trajectory_validator import TrajectoryValidator
 from test_agent_claude import FIX, RAW, needs_srt
+from test_meter_apis import GEMINI_PRO, GPT5, by_hand
 
 from nginx_eval.agent.programs import registry
+from nginx_eval.meter import summary
 
 pytestmark = needs_srt
 
 MODELS = {"codex": "gpt-5-codex", "gemini": "gemini-2.5-pro"}
+CALLS = "agent/calls.jsonl.gz"
 LEAKS = ("OPERATOR-MEMORY-MARK", "OPERATOR-CONFIG-MARK", "OPERATOR-ENV-MARK")
 
 
@@ -67,6 +71,7 @@ class Program:
                 "output": usage["output_tokens"],
                 "cache_read": cached,
                 "cache_creation": 0,
+                "reasoning": usage["output_tokens_details"]["reasoning_tokens"],
             }
         cached = usage["cachedContentTokenCount"]
         return {
@@ -74,7 +79,14 @@ class Program:
             "output": usage["candidatesTokenCount"] + usage["thoughtsTokenCount"],
             "cache_read": cached,
             "cache_creation": 0,
+            "reasoning": usage["thoughtsTokenCount"],
         }
+
+    def cost_by_hand(self, requests):
+        """USD of the stand-in's answers at genai-prices' published prices (gpt-5-codex is
+        priced as gpt-5; gemini-2.5-pro's prompts here are under its 200k-token tier)."""
+        prices = GPT5 if self.name == "codex" else GEMINI_PRO
+        return sum(by_hand(self.tokens(r["usage"]), prices) for r in requests)
 
 
 @pytest.fixture(params=["codex", "gemini"])
@@ -135,18 +147,44 @@ def test_a_phase_of_the_program_edits_the_fixture_and_resolves(agent):
     for r in requests:
         assert shell in agent.tools(r) and not web & set(agent.tools(r)), agent.tools(r)
     assert record["web_tools"] is False and record["isolation"] == "srt"
-    # The tokens recorded are the stand-in's usage, added up.
+    # The tokens recorded are the stand-in's usage, added up: metered, every call through the
+    # attempt's proxy (the home's config.toml names it, not the stand-in), priced by hand.
     expected = {k: sum(agent.tokens(r["usage"])[k] for r in requests) for k in record["tokens"]}
-    assert record["tokens"] == expected
+    assert record["tokens"] == expected and record["cost_source"] == "metered"
+    cost = agent.cost_by_hand(requests)
+    assert record["cost_usd"] == pytest.approx(cost, rel=1e-9)
+    assert record["metered"]["billed_calls"] == len(requests)
+    calls = summary.read_calls(agent.project.task_dir(agent.name, "tiny-add") / CALLS)
+    billed = [c for c in calls if c["tokens"]]
+    assert {(c["program"], c["phase"]) for c in billed} == {(agent.name, "solve")}
     (phase,) = record["phases"]
-    assert phase["tokens"] == expected and phase["cost_usd"] is None
+    # The CLI's own count, kept as it said it (it says no cost).
+    own = {k: v for k, v in expected.items() if k != "reasoning"}
+    assert {k: phase["tokens"][k] for k in own} == own and phase["cost_usd"] is None
+    assert phase["metered"]["cost_usd"] == pytest.approx(cost, rel=1e-9)
+    assert record["self_reported"]["cost_usd"] is None
+    # The attempt as ATIF, read from the proxy's record of the calls, valid by harbor's own
+    # validator: a step per answer, the shell call and its result, the metered cost per step.
+    path = agent.project.task_dir(agent.name, "tiny-add") / record["atif"]
+    validator = TrajectoryValidator()
+    assert validator.validate(path), validator.get_errors()
+    (solve,) = json.loads(path.read_text())["subagent_trajectories"]
+    steps = [s for s in solve["steps"] if s["source"] == "agent"]
+    assert len(steps) == len(requests)
+    (ran,) = [c for s in steps for c in s.get("tool_calls", [])]
+    assert ran["function_name"] == shell and FIX in ran["arguments"].values()
+    (result,) = next(s for s in steps if s.get("tool_calls"))["observation"]["results"]
+    assert result["source_call_id"] == ran["tool_call_id"] and result["content"]
+    assert sum(s["metrics"]["cost_usd"] for s in steps) == pytest.approx(cost, rel=1e-9)
+    assert steps[-1]["message"] == "Fixed."
     pinned = agent.program.version_setting
     from claude_cli import setup_setting
 
     assert setup_setting(pinned) in record["agent_version"]
     # The program's version is an agent input: another version, another run.
     print(
-        f"\n{agent.name}: {seconds:.1f} s; first request tools: {agent.tools(requests[0])}; "
+        f"\n{agent.name}: {seconds:.1f} s; metered {record['cost_usd']:.8f} USD, by hand "
+        f"{cost:.8f} USD; first request tools: {agent.tools(requests[0])}; "
         f"paths: {sorted({(r['method'], r['path']) for r in agent.api.requests})}"
     )
 
@@ -219,3 +257,22 @@ def test_a_bad_key_stops_the_run_before_any_agent_with_one_line(agent):
     assert agent.requests() == []
     assert seconds < 10, seconds
     print(f"\n{agent.name}: bad key stopped the run in {seconds:.1f} s: {line}")
+
+
+def test_the_doctor_checks_the_programs_version_credentials_key_and_endpoint(agent):
+    from claude_cli import setup_setting
+
+    proc, _ = agent.project.doit("run", "doctor", f"modes={agent.name}")
+    version = setup_setting(agent.program.version_setting)
+    (line,) = [x for x in proc.stdout.splitlines() if agent.program.label in x]
+    assert line.startswith(f"OK      agent modes: {agent.program.label} ") and version in line
+    assert f"credentials, {agent.program.probe_url(agent.project.env)} reachable" in line
+    proc, _ = agent.project.doit(
+        "run",
+        "doctor",
+        f"modes={agent.name}",
+        check=False,
+        env={agent.program.key_variable: "wrong-key"},
+    )
+    assert proc.returncode != 0
+    assert f"CANNOT RUN mode {agent.name}: {agent.program.label}: the API refused" in proc.stdout

@@ -174,4 +174,5 @@ def test_without_the_sandbox_tool_no_agent_starts(hostile):
         "field isolation: the agent sandbox needs srt (npm @anthropic-ai/sandbox-runtime)" in line
         and "scripts/setup-debian.sh" in line
     )
-    assert claude.api.requests == []
+    # The preflight's check of the key (agent/preflight.py: key_problem), no model request.
+    assert [q["path"] for q in claude.api.requests] == ["/v1/models"]

@@ -192,3 +192,27 @@ def test_gemini_settings_close_its_web_tools():
     assert closed["security"]["auth"]["selectedType"] == "gemini-api-key"
     assert closed["general"]["maxAttempts"] == 1
     assert "tools" not in settings(web_tools=True, login=True)
+
+
+def test_every_programs_own_folder_stays_out_of_the_patch():
+    from nginx_eval.workspace.stage import HARNESS_FILES
+
+    assert all(f"{path}/" in HARNESS_FILES for p in registry.programs() for path in p.own_paths)
+
+
+def test_each_program_asks_for_its_key_with_a_request_that_costs_nothing():
+    env = {
+        "ANTHROPIC_API_KEY": "a",
+        "OPENAI_API_KEY": "o",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+        "GEMINI_API_KEY": "g",
+    }
+    assert [p.key_probe(env) for p in registry.programs()] == [
+        (
+            "https://api.anthropic.com/v1/models",
+            {"x-api-key": "a", "anthropic-version": "2023-06-01"},
+        ),
+        ("http://127.0.0.1:9/v1/models", {"Authorization": "Bearer o"}),
+        ("https://generativelanguage.googleapis.com/v1beta/models", {"x-goog-api-key": "g"}),
+    ]
+    assert [p.key_probe({}) for p in registry.programs()] == [None, None, None]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import UserError
 from ..core.tasknames import AGENT, task_name, unit_name
 from ..doitext.invocation import reachable
+from ..meter.proxy import PROGRAM_OF_API, MeterProxy
 from ..run.commandline import command_program
 from ..run.record import note_self_test
 from . import sandbox, selftest
@@ -109,13 +110,13 @@ def endpoint_checked(
     program: Program | None,
     reached: set[tuple[str, str]] | None,
 ) -> None:
-    """For an agent program, its model endpoint reachable from `box` and its key taken
-    (UserError if not), unless `reached` holds it; then it does."""
+    """For an agent program, its model endpoint reachable from `box` (UserError if not),
+    unless `reached` holds it; then it does. Its key: credentials_checked."""
     if program is None:
         return
     key = endpoint_key(box, env, program)
     if key not in (reached if reached is not None else set()):
-        problem = endpoint_problem(layout, box, env, program) or key_problem(program, env)
+        problem = endpoint_problem(layout, box, env, program)
         if problem:
             raise UserError(f"{problem}; no agent started")
         if reached is not None:
@@ -193,9 +194,7 @@ def folded_checks(
             conditions[name] = selftest.probe_condition(probe_argv(program, path, bool(known)))
             keys[name] = probe_key(box, program, path)
             paths += [path] if path and path not in paths else []
-            if known and known.key_probe(env) is None:
-                # Its endpoint checked in the self-test's sandbox start; one with a key to
-                # check is asked by endpoint_checked, which checks both.
+            if known:
                 conditions[f"endpoint {known.name}"] = selftest.endpoint_condition(env, known)
                 keys[f"endpoint {known.name}"] = endpoint_key(box, env, known)
     return conditions, keys, paths
@@ -258,21 +257,103 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
             raise missing
         families.setdefault(mode.family, mode)
     credentials_checked(ctx, families.values())
+    meters: dict[str, MeterProxy] = {}
+    try:
+        sandbox_checks(ctx, families.values(), meters)
+    finally:
+        for meter in meters.values():
+            meter.stop()
+    upstream_checked(ctx.layout, meters.values())
+
+
+def preflight_meter(meters: dict[str, MeterProxy], env: Mapping[str, str]) -> MeterProxy:
+    """A metering proxy of the preflight's own (no record written) in front of the upstreams
+    `env` names, one per set of them: an isolated phase reaches its model only through the
+    attempt's proxy (stage.AgentRun.start_meter), so the sandbox checks go that way too."""
+    upstreams: dict[str, str] = {}
+    for program in registry.programs():
+        upstreams.setdefault(program.api, program.upstream(env))
+    key = repr(sorted(upstreams.items()))
+    if key not in meters:
+        meters[key] = MeterProxy(upstreams, {"preflight": True}, environ=env).start()
+    return meters[key]
+
+
+def upstream_problem(layout: "Layout", meters: Iterable[MeterProxy]) -> str | None:
+    """The upstream leg of the sandbox's endpoint checks: a call a preflight proxy could not
+    forward (its own 502) is an upstream out of this machine's reach, where the proxy runs; one
+    line in endpoint_problem's words, or None."""
+    for meter in meters:
+        for call in meter.calls:
+            if not str(call.get("error") or "").startswith("upstream unreachable"):
+                continue
+            program = registry.named(PROGRAM_OF_API[call["api"]])
+            return endpoint_problem(layout, None, meter.environ, program) or (
+                f"{program.label}: the model endpoint {meter.upstreams[call['api']]} cannot be "
+                f"reached from this machine: {call['error']}"
+            )
+    return None
+
+
+def upstream_checked(layout: "Layout", meters: Iterable[MeterProxy]) -> None:
+    problem = upstream_problem(layout, meters)
+    if problem:
+        raise UserError(f"{problem}; no agent started")
+
+
+def proxy_environment(meter: MeterProxy) -> dict[str, str]:
+    """Every program's endpoint variables pointed at `meter`, as a phase's are."""
+    return {
+        k: v
+        for p in registry.programs()
+        for k, v in p.endpoint_environment(meter.base_url(p.api)).items()
+    }
+
+
+def reached_problem(
+    layout: "Layout", box: "Box | None", env: Mapping[str, str], program: Program
+) -> str | None:
+    """endpoint_problem the way a phase reaches the endpoint: from `box` through a metering
+    proxy of its own, which reaches the upstream from this machine (`doit run doctor`)."""
+    if not box:
+        return endpoint_problem(layout, None, env, program)
+    meters: dict[str, MeterProxy] = {}
+    try:
+        meter = preflight_meter(meters, env)
+        proxied = sandbox.through_proxy(box, meter.endpoint)
+        problem = endpoint_problem(layout, proxied, dict(env, **proxy_environment(meter)), program)
+    finally:
+        for m in meters.values():
+            m.stop()
+    return problem or upstream_problem(layout, meters.values())
+
+
+def sandbox_checks(
+    ctx: "StageContext", modes: Iterable["Mode"], meters: dict[str, MeterProxy]
+) -> None:
+    """preflight's checks of each mode's programs and endpoints, in its sandbox (through a
+    preflight proxy, as its phases run) or on this machine."""
+    families = list(modes)
     reached: set[tuple[str, str]] = set()
     probed: set[tuple[str, str, str | None]] = set()
     tested = False
-    for mode in families.values():
+    for mode in families:
         box = sandbox.settings(mode)
         env = dict(os.environ, **dict(mode.env))
         if box:
+            meter = preflight_meter(meters, env)
+            proxied = sandbox.through_proxy(box, meter.endpoint)
+            endpoints = proxy_environment(meter)
             # Never a fallback to an unisolated run: no agent starts without its sandbox. Whether
             # srt starts here at all is the self-test's first sign (self_test).
             sandbox.check_available(mode, ctx.layout.modes_file, start=tested)
+            box, env = proxied, dict(env, **endpoints)
             if not tested:
                 alike = [
                     m
-                    for m in families.values()
-                    if sandbox.settings(m) == box and dict(m.env) == dict(mode.env)
+                    for m in families
+                    if sandbox.settings(m) == sandbox.settings(mode)
+                    and dict(m.env) == dict(mode.env)
                 ]
                 checks, keys, paths = folded_checks(alike, box, env)
                 for name in self_test(ctx.layout, box, env, checks, paths, mode):

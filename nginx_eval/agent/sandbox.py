@@ -145,6 +145,18 @@ def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | No
     return box
 
 
+def through_proxy(box: Box, endpoint: str) -> Box:
+    """`box` with `endpoint` (host:port of the attempt's metering proxy) its one model endpoint:
+    every program's base URL names the proxy, so no program's upstream is let through."""
+    proxied: Box = {
+        "isolation": box["isolation"],
+        "endpoint": endpoint,
+        "allow_hosts": box["allow_hosts"],
+        "binds": box["binds"],
+    }
+    return proxied
+
+
 def model_endpoint(environ: Mapping[str, str]) -> str:
     """host:port of Claude Code's model API."""
     return CLAUDE.endpoint(environ)

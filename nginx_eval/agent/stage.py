@@ -1,10 +1,10 @@
 """Stage 3, agent: run a mode's phases in the workspace, under time limits. Output
-``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts, transcripts):
-``{"inputs", "mode", "instance_id", "status", "error", "attempts": [...], "agent_version",
-"wall_seconds", "phases": [{"name", "command", "command_template", "model", "exit_code",
-"timed_out", ..., "cost_usd", "tokens", "transcript", "blocked", "sandbox_log"}], "cost_usd",
-"tokens", "trajectory", "isolation", "toolchain", "web_tools", "flags", "contaminated",
-"tests_tree"}``
+``agent.json`` (core/records.py: AgentJson) and ``agent/`` (logs, prompts, transcripts, the
+metering proxy's calls): ``{"inputs", "mode", "instance_id", "status", "error", "attempts":
+[...], "agent_version", "wall_seconds", "phases": [{"name", "command", "command_template",
+"model", "exit_code", "timed_out", ..., "cost_usd", "tokens", "transcript", "blocked",
+"sandbox_log"}], "cost_usd", "tokens", "cost_source", "metered", "self_reported", "trajectory",
+"atif", "isolation", "toolchain", "web_tools", "flags", "contaminated", "tests_tree"}``
 
 What a program's outputs mean (status, cost, sessions, transcripts, slash commands) is its
 module's in agent/programs/ (the phase's ``program``, Claude Code by default); what holds an
@@ -44,11 +44,15 @@ from ..core.procs import kill_leftovers, run_limited
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.trees import remove_tree
 from ..doitext.backend import consume_forgotten, forgotten
+from ..meter import pricing
+from ..meter import summary as metered
+from ..meter.proxy import MeterProxy
 from ..run.benchmark import gold_patch
 from ..run.commandline import command_program, render_command, with_program_option
 from ..run.modes import Mode, Phase
 from ..run.swebench import prompt_dir
 from ..suite import stage as suite
+from ..transcript import atif
 from ..transcript import files as ct
 from ..workspace.stage import (
     ISSUE_FILE,
@@ -59,7 +63,7 @@ from ..workspace.stage import (
     workspace_inputs,
 )
 from . import attempts as attempts_module
-from . import phases, sandbox, stubs, trajectory
+from . import phases, sandbox, stubs, trajectory, wire
 from .gate import (
     CredentialsRefused,
     backoff_seconds,
@@ -298,13 +302,20 @@ class AgentRun:
         self.config = layout.agent_home(mode.name, task.instance_id)
         # Every program's home variable, so that one started by another (codex from Claude
         # Code's Bash tool) finds the harness's home too, never the operator's.
-        self.env = dict(self.user_env, NGINX_EVAL_INSTANCE=task.instance_id)
+        self.base_env = dict(self.user_env, NGINX_EVAL_INSTANCE=task.instance_id)
         for program in registry.programs():
-            self.env.update(program.home_environment(self.config))
+            self.base_env.update(program.home_environment(self.config))
         # gh and git's remote commands stubbed (stubs.py), first on every phase's PATH.
-        self.env["PATH"] = os.pathsep.join(
-            [str(stubs.stub_dir(self.config)), self.env.get("PATH", os.defpath)]
+        self.base_env["PATH"] = os.pathsep.join(
+            [str(stubs.stub_dir(self.config)), self.base_env.get("PATH", os.defpath)]
         )
+        # Every program's base URL names the attempt's proxy (start_meter): a program that
+        # another starts (Codex from Claude Code's Bash) is counted too.
+        self.env = dict(self.base_env)
+        self.programs = list(registry.programs())
+        self.meter: MeterProxy | None = None
+        self.endpoint_env: dict[str, str] = {}
+        self.attempts_made = 0
         self.box = sandbox.settings(mode)
         self.evidence = None
         self.logins: dict[str, bytes | None] = {}
@@ -312,7 +323,10 @@ class AgentRun:
         self.parallel = None  # while a group runs: its threads' state (agent/phases.py)
 
     def attempt(self):
-        """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory"}."""
+        """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory",
+        "atif", "calls"}. The attempt's model calls go through a metering proxy of its own
+        (start_meter), whose records become each phase's "metered" and the run's cost and
+        tokens (cost_and_tokens)."""
         # An agent of a killed doit may still be running in this workspace: stop it before the
         # workspace is recreated under it.
         for token_file in phases.token_files(self):
@@ -324,22 +338,78 @@ class AgentRun:
         install_commands(self.layout, self.mode, self.task)
         mark_agent_started(self.layout, self.mode.name, self.task)
         self.logs.mkdir(parents=True, exist_ok=True)
+        meter = self.start_meter()
         remove_tree(self.config)
         self.config.mkdir(parents=True)
         self.config.chmod(0o700)  # it holds the operator's credentials
-        for program in registry.programs():  # Claude Code first: its home is self.config
-            self.logins[program.name] = program.prepare_home(
-                self.config, self.mode.home_files, self.user_env, web_tools_for(self.mode)
-            )
-        stubs.write_stubs(self.config, self.user_env)  # after the homes: Claude Code's is this
+        # The homes are written once the proxy listens: a program whose home names its endpoint
+        # (Codex's config.toml base_url) is given the proxy's, as the variables are.
+        endpoints = dict(self.user_env, **self.endpoint_env)
         try:
+            for program in self.programs:  # Claude Code first: its home is self.config
+                self.logins[program.name] = program.prepare_home(
+                    self.config, self.mode.home_files, endpoints, web_tools_for(self.mode)
+                )
+            stubs.write_stubs(self.config, self.user_env)  # after the homes: Claude Code's is this
             state = self.run_phases()
         finally:
+            meter.stop()
             # Its transcripts are in the logs by now; the home holds a copy of the login.
             self.sync_login()
             remove_tree(self.config)
+        state["calls"] = list(meter.calls)
+        for record in state["phases"]:
+            record["metered"] = metered.totals(
+                c for c in state["calls"] if c.get("phase") == record["name"]
+            )
         state["trajectory"] = self.write_trajectory(state["rendered"])
+        state["atif"] = self.write_atif(state)
         return state
+
+    def start_meter(self) -> MeterProxy:
+        """The attempt's metering proxy (meter/proxy.py), started, every program's base URL
+        pointed at it; the upstream of each API is the operator's (their environment and the
+        mode's env), the first program's API the default."""
+        self.attempts_made += 1
+        upstreams: dict[str, str] = {}
+        for program in self.programs:
+            upstreams.setdefault(program.api, program.upstream(self.user_env))
+        calls = self.layout.agent_calls(self.mode.name, self.task.instance_id)
+        bodies = self.layout.agent_call_bodies(self.mode.name, self.task.instance_id)
+        for path in (calls, bodies):  # a killed run's, never appended to
+            path.unlink(missing_ok=True)
+        self.meter = MeterProxy(
+            upstreams,
+            {
+                "run": self.layout.run,
+                "mode": self.mode.name,
+                "task": self.task.instance_id,
+                "attempt": self.attempts_made,
+            },
+            calls,
+            bodies,
+            environ=self.user_env,
+        ).start()
+        self.endpoint_env = {}
+        for program in self.programs:
+            self.endpoint_env.update(program.endpoint_environment(self.meter.base_url(program.api)))
+        self.env = dict(self.base_env, **self.endpoint_env)
+        return self.meter
+
+    def phase_endpoints(self, name: str) -> dict[str, str]:
+        """Every program's base URL with the proxy's prefix naming phase `name`
+        (meter/proxy.py: PHASE_PREFIX)."""
+        assert self.meter is not None
+        out: dict[str, str] = {}
+        for program in self.programs:
+            out.update(program.endpoint_environment(self.meter.phase_base_url(program.api, name)))
+        return out
+
+    def phase_env(self) -> dict[str, str]:
+        """The environment of the phase this thread runs: a group member's own, else the
+        attempt's."""
+        local = getattr(self, "parallel", None)
+        return getattr(local, "env", None) or self.env
 
     def sync_login(self):
         """A login a CLI refreshed goes back to the user's (programs/claude.py)."""
@@ -358,6 +428,7 @@ class AgentRun:
             "session": None,
             "rendered": [],
             "flags": [],
+            "statuses": {},
         }
         return phases.run_all(self, state)
 
@@ -404,6 +475,12 @@ class AgentRun:
             return ERROR, undefined
         before = program.transcript_sizes(self.config, self.ws) if program else {}
         command = render_command(template, self.env, values)
+        if self.meter is not None:
+            self.meter.phase = phase.name
+        if getattr(self, "parallel", None) is not None:
+            # Phases running at once: each names itself in its base URLs (the proxy's phase
+            # prefix), so that every call is counted under the phase that made it.
+            self.parallel.env = dict(self.env, **self.phase_endpoints(phase.name))
         outcome = self.launch(command, record, timeout, stem, path)
         after = program.transcript_sizes(self.config, self.ws) if program else {}
         if getattr(self, "parallel", None) is not None:
@@ -414,6 +491,7 @@ class AgentRun:
         status, reason = self.read_phase(
             record, outcome, lines, state, phase, slash, stem, program, timeout
         )
+        state["statuses"][phase.name] = status
         state["flags"] += self.scan(phase.name, record, ct.entries_of(lines), program)
         if status == AUTH:
             state["credentials"] = (program or CLAUDE).label, (program or CLAUDE).credentials_hint
@@ -459,7 +537,7 @@ class AgentRun:
                 outcome = run_limited(
                     ["bash", "-c", command],
                     cwd=str(self.ws),
-                    env=self.env,
+                    env=self.phase_env(),
                     timeout=timeout,
                     stdout=so,
                     stderr=se,
@@ -481,10 +559,13 @@ class AgentRun:
         tmp = tempfile.mkdtemp(prefix="nginx-eval-agent-tmp-")
         support = sandbox.write_support(self.layout.sandbox_support)
         try:
+            # The one model endpoint the sandbox lets through is the attempt's proxy.
+            # The others' upstreams are not: every program's calls go through it.
+            box = sandbox.through_proxy(self.box, self.meter.endpoint) if self.meter else self.box
             jsonio.write_json(
                 settings_file,
                 sandbox.srt_settings(
-                    self.box,
+                    box,
                     workspace=self.ws,
                     writable=[self.logs, tmp],
                     hidden=sandbox.hidden_paths(self.layout),
@@ -495,14 +576,14 @@ class AgentRun:
                     readable=[self.tests_dir] if self.tests_dir else [],
                 ),
             )
-            env = sandbox.phase_environment(self.env, tmp, support)
+            env = sandbox.phase_environment(self.phase_env(), tmp, support)
             argv = sandbox.wrap(
                 command,
                 settings_file=settings_file,
                 stderr_file=stderr_file,
                 environ=env,
                 support=support,
-                endpoint=self.box["endpoint"],
+                endpoint=box["endpoint"],
             )
             before = sandbox.present_mount_points(self.ws)
             with (
@@ -602,6 +683,59 @@ class AgentRun:
                 state["rendered"].append(dict(record, entries=entries, status=status))
         return status, reason
 
+    def prompt_text(self, record):
+        return (self.out.parent / record["prompt_file"]).read_text(errors="replace")
+
+    def write_atif(self, state):
+        """agent/trajectory.atif.json (transcript/atif.py): every phase that ran, its
+        conversation read from its transcript, each answer's metrics from the proxy."""
+        rendered = {r["name"]: r for r in state["rendered"]}
+        version = agent_version(self.layout, self.mode)
+        bodies = wire.read_bodies(
+            self.layout.agent_call_bodies(self.mode.name, self.task.instance_id)
+        )
+        programs = {p.name: p.program for p in self.mode.phases}
+        phases = []
+        for record in state["phases"]:
+            seen = rendered.get(record["name"])
+            program = registry.PROGRAMS.get(programs.get(record["name"], ""))
+            if seen:
+                conversation = atif.claude_conversation(seen["entries"])
+            elif program and program is not CLAUDE:
+                # Its own session logs are not read: the proxy's record of its calls is.
+                calls = [
+                    c
+                    for c in state["calls"]
+                    if c.get("phase") == record["name"] and c.get("program") == program.name
+                ]
+                conversation = wire.conversation(program.name, program.api, calls, bodies)
+            else:
+                conversation = None
+            phases.append(
+                {
+                    "name": record["name"],
+                    "status": state["statuses"].get(record["name"]),
+                    "prompt": self.prompt_text(record),
+                    "result": record.get("result"),
+                    "conversation": conversation,
+                    "version": version,
+                }
+            )
+        path = self.layout.agent_atif(self.mode.name, self.task.instance_id)
+        session = (
+            f"{self.layout.run}/{self.mode.name}/{self.task.instance_id}/"
+            f"attempt-{self.attempts_made}"
+        )
+        agent = {
+            "name": f"nginx-eval mode {self.mode.name}",
+            "version": version or "unknown",
+            "model_name": self.mode.model or None,
+        }
+        jsonio.write_text(
+            path, atif.dumps(atif.attempt_trajectory(session, agent, phases, state["calls"]))
+        )
+        return str(path.relative_to(self.out.parent))
+
     def write_trajectory(self, rendered):
         if not rendered:
             return None
@@ -638,8 +772,53 @@ def run_attempts(run, retries):
     return attempts
 
 
+def agent_tokens(tokens):
+    """The proxy's token counts in agent.json's vocabulary (records.Tokens): Anthropic's
+    cache_creation for the cache writes."""
+    return {
+        "input": tokens["input"],
+        "output": tokens["output"],
+        "cache_read": tokens["cache_read"],
+        "cache_creation": tokens["cache_write"],
+        "reasoning": tokens["reasoning"],
+    }
+
+
+def cost_and_tokens(calls, phases):
+    """(cost_usd, tokens, cost_source) of attempts: the metered figures when the proxy saw
+    calls and priced them all; else what the program said of itself (Claude Code's result or
+    transcript); else the metered tokens without a cost, or nothing."""
+    seen = metered.totals(calls)
+    own_cost, own_tokens = program_base.summed_cost(phases), program_base.summed_tokens(phases)
+    if seen["calls"] and seen["cost_usd"] is not None:
+        return seen["cost_usd"], agent_tokens(seen["tokens"]), "metered"
+    if own_cost is not None or own_tokens:
+        return own_cost, own_tokens, "self-reported"
+    if seen["calls"]:
+        return None, agent_tokens(seen["tokens"]), "metered"
+    return None, None, None
+
+
+def metered_record(calls, phases):
+    """agent.json's "metered" (records.Metered): the proxy's totals, the price table, and how
+    far the program's own cost is from them."""
+    seen = metered.totals(calls)
+    own = program_base.summed_cost(phases)
+    # Nothing to compare when the proxy saw no billed call: a program that reports a cost of
+    # its own without a call through it (another agent's JSON, a stand-in) is not metered.
+    compared = seen["billed_calls"] > 0
+    return dict(
+        seen,
+        price_table=pricing.table(),
+        self_reported_cost_usd=own,
+        difference=metered.relative_difference(seen["cost_usd"], own) if compared else None,
+    )
+
+
 def agent_record(inputs, run, attempts, version):
     last, phases = attempts[-1], [p for a in attempts for p in a["phases"]]
+    calls = [c for a in attempts for c in a.get("calls", [])]
+    cost, tokens, source = cost_and_tokens(calls, phases)
     flags = attempts_module.dedupe([f for a in attempts for f in a.get("flags", [])])
     # The phases' own time: no workspace set-up, no wait for a slot or between attempts.
     seconds = sum(p["wall_seconds"] or 0 for p in phases)
@@ -655,16 +834,24 @@ def agent_record(inputs, run, attempts, version):
                 "status": a["status"],
                 "error": a["error"],
                 "logs": a["logs"],
-                "cost_usd": program_base.summed_cost(a["phases"]),
+                "cost_usd": cost_and_tokens(a.get("calls", []), a["phases"])[0],
+                "calls": len(a.get("calls", [])),
                 **({"loop": a["loop"]} if "loop" in a else {}),
             }
             for a in attempts
         ],
         "agent_version": version,
         "wall_seconds": round(seconds, 3),
-        "cost_usd": program_base.summed_cost(phases),
-        "tokens": program_base.summed_tokens(phases),
+        "cost_usd": cost,
+        "tokens": tokens,
+        "cost_source": source,
+        "metered": metered_record(calls, phases),
+        "self_reported": {
+            "cost_usd": program_base.summed_cost(phases),
+            "tokens": program_base.summed_tokens(phases),
+        },
         "trajectory": last["trajectory"],
+        "atif": last.get("atif"),
         "isolation": "srt" if run.box else "none",
         "toolchain": (
             sandbox.sandbox_toolchain(rootfs.current())
@@ -700,7 +887,11 @@ def not_run_record(inputs, mode, task, max_cost, spent):
         "phases": [],
         "cost_usd": None,
         "tokens": None,
+        "cost_source": None,
+        "metered": None,
+        "self_reported": None,
         "trajectory": None,
+        "atif": None,
         "isolation": "srt" if sandbox.settings(mode) else "none",
         "web_tools": None,
         "flags": [],

@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from doit.exceptions import TaskFailed
 
 from ..agent import sandbox, selftest
-from ..agent.preflight import key_problem, program_found
+from ..agent.preflight import key_problem, program_found, reached_problem
 from ..agent.programs import registry
 from ..agent.programs.base import resolve_program
 from ..core import rootfs
@@ -788,7 +788,7 @@ def program_findings(layout, known, path, env, box, who):
     version = known.version(path, env, layout.agent_versions)
     problem = (
         known.credentials_problem(env)
-        or selftest.endpoint_problem(layout, box, env, known)
+        or reached_problem(layout, box, env, known)
         or key_problem(known, env)
     )
     if problem:

@@ -183,6 +183,19 @@ class Layout:
     def agent_logs(self, mode: str, iid: str) -> Path:
         return _joined(self.results_root, self.run, mode, iid, "agent")
 
+    def agent_calls(self, mode: str, iid: str) -> Path:
+        """The metering proxy's record of the attempt's model calls (meter/proxy.py), a line
+        per call; an earlier attempt's moves to agent/attempt-<n>/ with its other logs."""
+        return _joined(self.results_root, self.run, mode, iid, "agent", "calls.jsonl.gz")
+
+    def agent_call_bodies(self, mode: str, iid: str) -> Path:
+        """Each call's request and response, credentials taken out (meter/proxy.py)."""
+        return _joined(self.results_root, self.run, mode, iid, "agent", "calls.bodies.jsonl.gz")
+
+    def agent_atif(self, mode: str, iid: str) -> Path:
+        """The attempt as an ATIF trajectory (transcript/atif.py)."""
+        return _joined(self.results_root, self.run, mode, iid, "agent", "trajectory.atif.json")
+
     def agent_records(self) -> list[Path]:
         """Every agent.json of the run, whatever its mode and task."""
         return sorted(self.run_dir.glob("*/*/agent.json"))

@@ -355,10 +355,97 @@ class Blocked(TypedDict):
 
 
 class Tokens(TypedDict):
+    """DISJOINT counts: input is the uncached input (Anthropic's sense, whatever the API)."""
+
     input: int
-    output: int
+    output: int  # every billed output token, reasoning included
     cache_read: int
-    cache_creation: int
+    cache_creation: int  # cache writes
+    reasoning: NotRequired[int]  # the part of output that was reasoning (metered figures only)
+
+
+# -- agent/calls.jsonl.gz (meter/proxy.py) ---------------------------------------------------------
+
+
+class CallTokens(TypedDict):
+    """A call's tokens in one vocabulary for every API, DISJOINT (meter/usage.py): Anthropic's
+    counts as they are; OpenAI's and Gemini's cached tokens taken out of their input."""
+
+    input: int
+    output: int  # reasoning included (Gemini's thoughts added to its candidates)
+    cache_read: int
+    cache_write: int
+    reasoning: int  # the part of output that was reasoning
+
+
+class CallRecord(TypedDict):
+    """A line of ``agent/calls.jsonl.gz``: one model call through the attempt's metering proxy.
+    Its request and response are the line of the same ``call`` in ``calls.bodies.jsonl.gz``
+    ({"call", "request": {"method", "path", "headers", "body"}, "response": {"status",
+    "headers", "body"}}). No credential is in either: those headers and a query's key are
+    "[redacted]", and their values are cut out of everything else."""
+
+    call: int  # 1, 2, ... in the order the calls started
+    run: str
+    mode: str
+    task: str
+    attempt: int  # 1 for the first try of the agent run
+    phase: str | None  # the phase running when the call started
+    program: str  # from the API path: "claude" | "codex" | "gemini"
+    api: str  # "anthropic" | "openai-responses" | "gemini"
+    method: str
+    path: str  # as the program sent it (query keys redacted)
+    model: str | None  # the answer's model, else the request's
+    stream: bool  # the request asked for a stream
+    started: str  # UTC, ISO 8601 with milliseconds
+    ended: str | None
+    status: int | None  # the upstream's HTTP status, passed on unchanged; 502: unreachable
+    first_byte_ms: float | None  # from the request's arrival to the upstream's first body byte
+    seconds: float | None
+    request_bytes: int
+    response_bytes: int  # as received (compressed if the upstream compressed it)
+    response_id: str | None  # the API's id of the answer (a transcript's message id)
+    tokens: CallTokens | None  # None: no usage on the wire (an error, a probe, a count)
+    cost_usd: float | None  # None: no usage, or no price for the model
+    price_source: str | None  # "genai-prices 0.2.3 (anthropic/claude-sonnet-4-5)", or why none
+    # "unfinished" (still open when the attempt ended), "stream cut: ...", "upstream
+    # unreachable: ...", or the error type the API answered with
+    error: str | None
+
+
+class ModelMetered(CallTokens):
+    program: str | None
+    calls: int
+    cost_usd: float | None
+    unpriced_calls: int
+
+
+class Metered(TypedDict):
+    """What the proxy counted (meter/summary.py: totals), for a phase or over an agent run."""
+
+    calls: int
+    billed_calls: int  # calls with usage
+    unpriced_calls: int  # billed calls the price table had no price for
+    cost_usd: float | None  # None when any billed call is unpriced: never a partial sum
+    tokens: CallTokens
+    models: dict[str, ModelMetered]
+
+
+class MeteredRun(Metered):
+    """agent.json's "metered": over every attempt."""
+
+    price_table: str  # "genai-prices 0.2.3"
+    self_reported_cost_usd: float | None  # what the program said of itself (Claude Code)
+    # |metered - self-reported| / metered; over 0.01 the report warns. None: either unknown, or
+    # no billed call went through the proxy (nothing metered to compare with)
+    difference: float | None
+
+
+class SelfReported(TypedDict):
+    """The program's own figures (Claude Code's result or transcript), over every attempt."""
+
+    cost_usd: float | None
+    tokens: Tokens | None
 
 
 class TestsTree(TypedDict):
@@ -399,9 +486,10 @@ class AgentAttempt(TypedDict):
 
     status: str
     error: str
-    cost_usd: float | None
+    cost_usd: float | None  # metered, else self-reported (AgentJson.cost_source)
     logs: str
     loop: NotRequired[LoopRecord | None]  # a mode with a loop phase: how its loop went
+    calls: NotRequired[int]  # the model calls its proxy recorded
 
 
 class AgentPhase(TypedDict):
@@ -429,10 +517,12 @@ class AgentPhase(TypedDict):
     permission_denials: list[Any] | None
     result: str | None
     num_turns: int | None
+    # what the program said of itself (Claude Code's result, else its transcript)
     cost_usd: float | None
     tokens: Tokens | None
     models: dict[str, dict[str, Any]]  # {model: {"cost_usd", tokens...}}, subagents' too
     cost_source: str | None  # "result" | "transcript" | None
+    metered: NotRequired[Metered]  # the proxy's calls made while the phase ran
     transcript: str | None  # "agent/<i>-<phase>.transcript.jsonl"
     blocked: list[Blocked] | None  # None: unisolated
     sandbox_log: str | None  # srt's debug log; its settings: agent/<i>-<phase>.srt.json
@@ -466,9 +556,15 @@ class AgentJson(TypedDict):
     agent_version: str | None  # `<program> --version` of a Claude Code program
     wall_seconds: float  # the phases' own time, over every attempt
     phases: list[AgentPhase]  # the last attempt's
-    cost_usd: float | None  # over phases and attempts, every model
+    # over phases and attempts, every model: the metered figures when the proxy saw calls and
+    # priced them all, else the program's own (cost_source says which)
+    cost_usd: float | None
     tokens: Tokens | None
+    cost_source: NotRequired[str | None]  # "metered" | "self-reported" | None
+    metered: NotRequired[MeteredRun | None]  # None: no agent ran (not_run)
+    self_reported: NotRequired[SelfReported | None]
     trajectory: str | None  # "agent/trajectory.md"
+    atif: NotRequired[str | None]  # "agent/trajectory.atif.json" (transcript/atif.py)
     isolation: str  # "srt" | "none" (the mode's isolation = "none")
     # what the agent built and tested with: the pinned toolchain its sandbox showed, or the
     # host's (unisolated, the pin off); not an input: a paid run is not repeated for it
@@ -515,8 +611,13 @@ class UnitFields(TypedDict):
     build_kind: str | None
     build_seconds: float | None
     agent_seconds: float | None
-    cost_usd: float | None
+    cost_usd: float | None  # agent.json's: metered, else self-reported
     tokens: Tokens | None
+    cost_source: NotRequired[str | None]  # agent.json's
+    # the program's own cost (agent.json's metered.self_reported_cost_usd) and its relative
+    # difference from the metered one; the report warns over 1%
+    self_reported_cost_usd: NotRequired[float | None]
+    cost_difference: NotRequired[float | None]
     patch: PatchFigures
     # the mode's `score` (run/modes.py: SCORES): "on_disk" or "finished"; None: no agent
     score: NotRequired[str | None]

@@ -3,8 +3,7 @@
 Agent modes: the diff of the workspace's files against the base commit, new files included,
 computed with the bare clone's objects and a throw-away index, never with the workspace's own
 .git, so an agent that commits, rewrites history or deletes .git still yields the diff of what is
-on disk. Left out: ignored files; the harness's files (workspace.HARNESS_FILES, and the agent
-programs' own folders) and what configure
+on disk. Left out: ignored files; the harness's files (workspace.HARNESS_FILES) and what configure
 and make write (workspace.BUILD_OUTPUTS; for a SWE-bench task what running Python leaves,
 workspace.PYTHON_OUTPUTS), .gitignore or not, listed in patch.json as left out; any new file over
 MAX_NEW_FILE_BYTES, listed as skipped. An agent run that did not finish (``infra_error``,
@@ -32,7 +31,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..agent.programs import registry
 from ..core import jsonio, stamps
 from ..core.errors import UserError, failing_on_user_error
 from ..core.gitcmd import ScratchIndex, scratch_index
@@ -57,20 +55,10 @@ AgentPatch = tuple[bytes, list[SkippedFile], list[LeftOut], str]
 MAX_NEW_FILE_BYTES = 1 << 20
 # Never part of an agent's patch, whatever the base's .gitignore says: (name, reason, pathspec
 # magic, pattern): top-level paths, and for a SWE-bench task Python's outputs at any depth.
-# The agent programs' own folders in a workspace (.claude/, .codex/, .gemini/) count as the
-# harness's files.
-OWN_FILES = HARNESS_FILES + tuple(
-    dict.fromkeys(
-        f"{path}/"
-        for p in registry.programs()
-        for path in p.own_paths
-        if f"{path}/" not in HARNESS_FILES
-    )
-)
-LEFT_OUT = [(name, "harness file", "literal", name) for name in OWN_FILES] + [
+LEFT_OUT = [(name, "harness file", "literal", name) for name in HARNESS_FILES] + [
     (name, "build output", "literal", name) for name in BUILD_OUTPUTS
 ]
-LEFT_OUT_PYTHON = [(name, "harness file", "literal", name) for name in OWN_FILES] + [
+LEFT_OUT_PYTHON = [(name, "harness file", "literal", name) for name in HARNESS_FILES] + [
     (name, "build output", "glob", "**/" + name + ("**" if name.endswith("/") else ""))
     for name in PYTHON_OUTPUTS
 ]

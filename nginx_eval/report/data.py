@@ -400,9 +400,23 @@ def _validation_warnings(validation, task_ids):
     return warnings
 
 
+# The metered cost and the one the program reports of itself may differ by rounding; more than
+# this is a price or a count one of them has wrong.
+COST_TOLERANCE = 0.01
+
+
 def _row_warnings(mode, iid, row):
-    """Environment errors of a row, and an agent that did not complete."""
+    """Environment errors of a row, an agent that did not complete, and a program's own cost
+    that is not the metered one."""
     warnings = [f"{mode} / {iid}: environment error: {err}" for err in row.get("env_errors") or []]
+    difference = row.get("cost_difference")
+    if difference is not None and difference > COST_TOLERANCE:
+        usd = lambda v: "an unknown" if v is None else f"{v:.6f} USD"
+        warnings.append(
+            f"{mode} / {iid}: the metered cost ({usd(row.get('cost_usd'))}) and the agent's own "
+            f"({usd(row.get('self_reported_cost_usd'))}) differ by {difference:.1%} (over "
+            f"{COST_TOLERANCE:.0%}); the report counts the metered one"
+        )
     status = row.get("agent_status")
     if row.get("contaminated"):
         warnings.append(

@@ -13,6 +13,7 @@ results.jsonl row (core/records.py: ResultRow, where each field is explained)::
      "agent_status", "agent_error", "agent_commands", "agent_model", "agent_version",
      "isolation", "web_tools", "contaminated", "flags", "blocked", "trajectory",   # agent.json's
      "build_status", "build_kind", "build_seconds", "agent_seconds", "cost_usd", "tokens",
+     "cost_source", "self_reported_cost_usd", "cost_difference",          # agent.json's
      "fail_to_pass": {"passed": n, "failed": n}, "pass_to_pass": {...},
      "patch": {"sha256", "files", "lines_added", "lines_removed"}, "env_errors": [...],
      "first_run_status", "changed_on_rerun"}          # only when the grade had reruns
@@ -67,6 +68,9 @@ def unit_fields(layout, mode, iid) -> dict:
         "agent_seconds": agent.get("wall_seconds"),
         "cost_usd": agent.get("cost_usd"),
         "tokens": agent.get("tokens"),
+        "cost_source": agent.get("cost_source"),
+        "self_reported_cost_usd": (agent.get("metered") or {}).get("self_reported_cost_usd"),
+        "cost_difference": (agent.get("metered") or {}).get("difference"),
         "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
         "score": mode.score if mode.runs_agent else None,
         "loop": agent.get("loop"),

@@ -17,7 +17,8 @@ mode's agents again.
 ``web_tools``: no sandbox on this machine can stop a search the model API runs on its side, so in
 an isolated mode a Claude Code phase's command gets ``--disallowedTools=WebSearch,WebFetch``
 (agent/stage.py's phase_command); ``web_tools = true`` leaves them open and marks the runs
-(agent.json's ``web_tools``). It is not in the fingerprint.
+(agent.json's ``web_tools``; other programs close theirs in their homes). It is not in the
+fingerprint. A phase's ``program`` (Claude Code by default) is, unless it is the default.
 
 Placeholders ({prompt}, {model}, ...) and ``$AGENT`` in commands: commandline.py. Built-in modes
 need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.

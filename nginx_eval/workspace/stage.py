@@ -50,8 +50,10 @@ COMMANDS_DIR = CLAUDE_DIR + "commands"
 # Files the harness puts in a workspace or asks the agent for: never part of the agent's patch.
 # A trailing / marks a directory.
 # .tmp/: the agents' scratch directory (loop phases write their commit messages and marker there).
+# The agent programs' own folders too (agent/programs/: own_paths; tests/test_programs.py checks
+# that each is here).
 TMP_DIR = ".tmp/"
-HARNESS_FILES = (ISSUE_FILE, PLAN_FILE, CLAUDE_DIR, TMP_DIR)
+HARNESS_FILES = (ISSUE_FILE, PLAN_FILE, CLAUDE_DIR, TMP_DIR, ".codex/", ".gemini/")
 # What ./auto/configure and make write at the top of the tree. Half of the nginx bases have no
 # .gitignore, so nothing else keeps them out of the agent's patch. A trailing / marks a directory.
 BUILD_OUTPUTS = ("Makefile", "objs/")

@@ -152,6 +152,9 @@ class Program:
 
     name: str = ""  # "claude" | "codex" | "gemini": modes.toml's `program`
     api: str = ""  # "anthropic" | "openai-responses" | "gemini"
+    # A path of its API below upstream() that answers a GET without a key (with 401 at most);
+    # "": the upstream itself (meter/proxy.py routes what it does not know to Anthropic's).
+    probe_path: str = ""
     label: str = ""  # how a line names it: "Claude Code"
     package: str = ""  # its npm package
     # setup-debian.sh's variables: the pinned version, and the prefix it installs into.
@@ -240,8 +243,10 @@ class Program:
         return host_port(self.upstream(environ))
 
     def probe_url(self, environ: Mapping[str, str]) -> str:
-        """What the preflight asks of the endpoint (any HTTP answer means reachable)."""
-        return self.upstream(environ)
+        """What the preflight asks of the endpoint (any HTTP answer means reachable): a path of
+        its API (probe_path), so that the metering proxy in front of it routes the probe to it."""
+        upstream = self.upstream(environ)
+        return upstream.rstrip("/") + self.probe_path if self.probe_path else upstream
 
     # -- its configuration home ---------------------------------------------------------------
 

@@ -471,6 +471,13 @@ class ClaudeCode(Program):
     def user_state(self, environ: Mapping[str, str]) -> list[str]:
         return user_state(environ)
 
+    def key_probe(self, environ: Mapping[str, str]) -> tuple[str, dict[str, str]] | None:
+        key = environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            return None  # a token or a login: left to the CLI's first call
+        url = self.upstream(environ).rstrip("/") + "/v1/models"
+        return url, {"x-api-key": key, "anthropic-version": "2023-06-01"}
+
     def prepare_home(
         self,
         attempt_home: Path,

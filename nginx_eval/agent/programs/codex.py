@@ -119,6 +119,7 @@ class Codex(Program):
     executables = ("codex",)
     home_variable, home_subdir = "CODEX_HOME", "codex"
     base_url_variable, default_upstream = "OPENAI_BASE_URL", "https://api.openai.com/v1"
+    probe_path = "/models"
     key_variable, credential_variables = "OPENAI_API_KEY", ("OPENAI_API_KEY",)
     forwarded_prefixes = ("OPENAI_", "CODEX_")
     own_paths = (".codex",)

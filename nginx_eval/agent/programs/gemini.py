@@ -102,6 +102,7 @@ class Gemini(Program):
     executables = ("gemini",)
     home_variable, home_subdir = "GEMINI_CLI_HOME", "gemini"
     base_url_variable = "GOOGLE_GEMINI_BASE_URL"
+    probe_path = "/v1beta/models"
     default_upstream = "https://generativelanguage.googleapis.com"
     key_variable = "GEMINI_API_KEY"
     credential_variables = ("GEMINI_API_KEY", "GOOGLE_API_KEY")

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 # Claude Code first: the default program, and the one whose home is the attempt's home itself
 # (its preparation makes that directory afresh before the others put theirs inside).
 PROGRAMS: dict[str, Program] = {p.name: p for p in (CLAUDE, CODEX, GEMINI)}
-DEFAULT = CLAUDE.name
 
 
 def named(name: str) -> Program:
@@ -32,12 +31,6 @@ def programs() -> Iterator[Program]:
 def of_path(path: str | None) -> Program | None:
     """The program a resolved path is, or None (another agent)."""
     return next((p for p in PROGRAMS.values() if p.identifies(path)), None)
-
-
-def of_command(program_word: str | None, environ: Mapping[str, str]) -> Program | None:
-    """The program a phase command's first word starts (commandline.command_program), or None:
-    AGENT naming another agent, a word only running the command would tell."""
-    return of_path(resolve_program(program_word, environ))
 
 
 def forwarded_prefixes() -> tuple[str, ...]:

@@ -1,0 +1,292 @@
+"""The metering proxy with the real Claude Code CLI (tests/claude_cli.py) against the Anthropic
+stand-in, through the harness (issue 49): the shipped `impl` mode, isolated, its implement phase
+starting a subagent on another model. Every call goes through the attempt's proxy; its metered
+tokens and cost are the stand-in's usage priced by hand at genai-prices' published prices; the
+CLI's own cost agrees within 1%; its streams pass through; the key it was given is in no file the
+run wrote; the attempt's ATIF trajectory passes harbor's own validator. The usage parsing is
+checked on the bodies the CLI and the stand-in exchanged (calls.bodies.jsonl.gz). A Codex CLI run
+from Claude Code's Bash tool goes through the same proxy and is counted under its phase."""
+
+import gzip
+import json
+import os
+import secrets
+import subprocess
+import sys
+
+import pytest
+from anthropic_standin import call, say
+from claude_cli import SONNET, SONNET_PRICES
+from harbor.utils.trajectory_validator import TrajectoryValidator
+from test_agent_claude import FIX, IMPLEMENT, PLAN, SUBTASK, ClaudeProject
+from test_meter_apis import GPT5
+from test_meter_apis import by_hand as by_hand_openai
+from test_record_schemas import mismatches
+
+from nginx_eval.core import records
+from nginx_eval.meter import summary, usage
+
+# genai-prices 0.2.3's published prices (USD per million tokens) of the models the CLI asks
+# for: the mode's, and its subagent's (the pinned CLI's "haiku"); the stand-in answers as asked.
+PRICES = {
+    SONNET: SONNET_PRICES,
+    "claude-haiku-5-5": {
+        "input_tokens": 0.10,
+        "output_tokens": 0.50,
+        "cache_creation_input_tokens": 0.125,
+        "cache_read_input_tokens": 0.01,
+    },
+}
+
+
+@pytest.fixture
+def claude(project, claude_program, anthropic_api):
+    return ClaudeProject(project, claude_program, anthropic_api)
+
+
+def by_hand(requests):
+    """USD of the stand-in's answers, at each model's published prices."""
+    total = 0.0
+    for r in requests:
+        total += sum(r["usage"][k] * p for k, p in PRICES[r["model"]].items()) / 1e6
+    return total
+
+
+def tokens_of(requests):
+    return {
+        "input": sum(r["usage"]["input_tokens"] for r in requests),
+        "output": sum(r["usage"]["output_tokens"] for r in requests),
+        "cache_read": sum(r["usage"]["cache_read_input_tokens"] for r in requests),
+        "cache_creation": sum(r["usage"]["cache_creation_input_tokens"] for r in requests),
+        "reasoning": 0,
+    }
+
+
+def files_holding(root, needle):
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            try:
+                data = open(path, "rb").read()
+            except OSError:
+                continue
+            if needle in data or (path.endswith(".gz") and needle in _gunzip(data)):
+                found.append(path)
+    return found
+
+
+def _gunzip(data):
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError):
+        return b""
+
+
+def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(claude):
+    key = f"sk-ant-meter-{secrets.token_hex(12)}"
+    claude.api.api_key = key
+    claude.project.env["ANTHROPIC_API_KEY"] = key
+    claude.api.script[IMPLEMENT] = [
+        [
+            say("Asking for help."),
+            call(
+                "Agent",
+                description="look around",
+                prompt=f"Please do {SUBTASK}",
+                subagent_type="general-purpose",
+                model="haiku",
+                run_in_background=False,
+            ),
+        ],
+        [call("Bash", command=FIX)],
+        [say("Implemented.")],
+    ]
+    claude.api.script[SUBTASK] = [[call("Bash", command="echo from the subagent")], [say("Done.")]]
+    proc, _ = claude.run("tiny:impl")
+    agent = claude.agent("impl")
+    assert agent["status"] == "completed" and agent["isolation"] == "srt"
+    answered = [r for r in claude.api.messages_requests() if r["usage"]]
+    assert {r["marker"] for r in answered} == {PLAN, IMPLEMENT, SUBTASK}
+
+    # Metered: the stand-in's usage, priced by hand; the run's figures are the metered ones.
+    assert agent["cost_source"] == "metered"
+    assert agent["cost_usd"] == pytest.approx(by_hand(answered), rel=1e-9)
+    assert agent["tokens"] == tokens_of(answered)
+    metered = agent["metered"]
+    assert (metered["calls"], metered["billed_calls"], metered["unpriced_calls"]) == (
+        # all but the preflight's two: the key's from this machine, the endpoint's from the
+        # sandbox through a proxy of the preflight's own
+        len(claude.api.requests) - 2,
+        len(answered),
+        0,
+    )
+    assert metered["price_table"] == "genai-prices 0.2.3"
+    plan, implement = agent["phases"]
+    assert plan["metered"]["cost_usd"] == pytest.approx(
+        by_hand([r for r in answered if r["marker"] == PLAN]), rel=1e-9
+    )
+    assert implement["metered"]["cost_usd"] == pytest.approx(
+        by_hand([r for r in answered if r["marker"] != PLAN]), rel=1e-9
+    )
+    assert {m["program"] for m in implement["metered"]["models"].values()} == {"claude"}
+    assert len(implement["metered"]["models"]) == 2  # the subagent's model apart
+    # The CLI's own report agrees within 1% (both kept; the report warns past 1%).
+    assert metered["self_reported_cost_usd"] == pytest.approx(
+        sum(p["cost_usd"] for p in agent["phases"]), rel=1e-9
+    )
+    assert metered["difference"] <= 0.01, metered
+    assert agent["self_reported"]["cost_usd"] == metered["self_reported_cost_usd"]
+    print(
+        f"metered {agent['cost_usd']:.6f} USD, Claude Code's own "
+        f"{metered['self_reported_cost_usd']:.6f} USD (difference {metered['difference']:.2e})"
+    )
+
+    # The record: a line per call, attributed; streams passed on as they came.
+    calls = summary.read_calls(claude.path("impl", "agent/calls.jsonl.gz"))
+    assert len(calls) == metered["calls"]
+    assert mismatches(agent, records.AgentJson) == []  # the schemas of core/records.py
+    assert [m for c in calls for m in mismatches(c, records.CallRecord)] == []
+    assert {(c["run"], c["mode"], c["task"], c["attempt"]) for c in calls} == {
+        ("default", "impl", "tiny-add", 1)
+    }
+    assert [c["phase"] for c in calls] == sorted(
+        (c["phase"] for c in calls), key=["plan", "implement"].index
+    )
+    streamed = [c for c in calls if c["tokens"]]
+    assert all(c["stream"] and c["status"] == 200 and c["program"] == "claude" for c in streamed)
+    assert all(0 < c["first_byte_ms"] <= c["seconds"] * 1000 for c in streamed)
+
+    # Each API body the CLI got says what the stand-in billed (usage.py on captured bodies).
+    bodies = [
+        json.loads(line)
+        for line in gzip.decompress(
+            claude.path("impl", "agent/calls.bodies.jsonl.gz").read_bytes()
+        ).splitlines()
+    ]
+    parsed = []
+    for b in bodies:
+        response = b["response"]
+        assert b["request"]["headers"].get("x-api-key") in (None, "[redacted]")
+        if response["status"] == 200 and b["request"]["method"] == "POST":
+            parsed.append(
+                usage.parse_call(
+                    "anthropic",
+                    b["request"]["path"],
+                    response["body"].encode(),
+                    response["headers"].get("content-type"),
+                )
+            )
+    as_sent = sorted(json.dumps([r["model"], r["usage"]], sort_keys=True) for r in answered)
+    assert sorted(json.dumps([p.model, p.usage], sort_keys=True) for p in parsed) == as_sent
+    assert {p.response_id for p in parsed} == {c["response_id"] for c in streamed}
+
+    # The key reached the stand-in, and no file of the run: results, cache, project, logs.
+    assert all(r["headers"].get("x-api-key") == key for r in claude.api.messages_requests())
+    assert files_holding(claude.project.base, key.encode()) == []
+    assert key not in proc.stdout + proc.stderr
+
+    # The attempt as ATIF, valid by harbor's own validator (its API and its command line).
+    path = claude.path("impl", agent["atif"])
+    validator = TrajectoryValidator()
+    assert validator.validate(path), validator.get_errors()
+    checked = subprocess.run(
+        [sys.executable, "-m", "harbor.utils.trajectory_validator", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stderr
+    root = json.loads(path.read_text())
+    assert root["schema_version"] == "ATIF-v1.7"
+    assert [s["message"] for s in root["steps"]] == [
+        "phase 1, plan: completed",
+        "phase 2, implement: completed",
+    ]
+    assert root["final_metrics"]["total_cost_usd"] == pytest.approx(agent["cost_usd"], rel=1e-9)
+    plan_t, implement_t = root["subagent_trajectories"]
+    (sub,) = implement_t["subagent_trajectories"]
+    assert "haiku" in sub["agent"]["model_name"]
+    steps = [s for t in (plan_t, implement_t, sub) for s in t["steps"]]
+    measured = [s for s in steps if s.get("metrics", {}).get("cost_usd") is not None]
+    assert len(measured) == len(answered)
+    assert sum(s["metrics"]["cost_usd"] for s in measured) == pytest.approx(
+        agent["cost_usd"], rel=1e-9
+    )
+    assert implement_t["final_metrics"]["total_cost_usd"] == pytest.approx(
+        implement["metered"]["cost_usd"], rel=1e-9
+    )
+    ran = [c for s in implement_t["steps"] for c in s.get("tool_calls", [])]
+    assert [c["function_name"] for c in ran] == ["Agent", "Bash"]
+    assert ran[1]["arguments"] == {"command": FIX}
+    agent_step = next(s for s in implement_t["steps"] if s.get("tool_calls"))
+    (result,) = agent_step["observation"]["results"]
+    assert result["subagent_trajectory_ref"] == [{"trajectory_id": sub["trajectory_id"]}]
+
+    # The report counts the metered figures; the CLI's own agree, so no warning.
+    claude.render("tiny:impl")
+    report = json.loads((claude.project.results / "default" / "report.json").read_text())
+    shown = report["modes"]["impl"]
+    assert shown["cost_usd"] == round(agent["cost_usd"], 4)
+    assert "differ by" not in (claude.project.results / "default" / "report.md").read_text()
+
+
+NESTED = "CODEX-NESTED-CALL"
+
+
+def test_a_codex_run_from_claude_codes_bash_is_counted_under_its_phase(
+    claude, openai_api, codex_program
+):
+    """The implement phase's Bash tool runs `codex exec`: both programs' calls go through the
+    attempt's proxy (Codex by its home's config.toml, which names the proxy), each priced, the
+    nested one attributed to the phase under program codex."""
+    import openai_standin
+
+    claude.project.env.update(
+        OPENAI_BASE_URL=openai_api.url + "/v1", OPENAI_API_KEY=openai_api.api_key
+    )
+    openai_api.script = {NESTED: [[openai_standin.say("Nested and done.")]]}
+    nested = (
+        f"{codex_program} exec --json --skip-git-repo-check -s danger-full-access -m gpt-5 "
+        f"'{NESTED} please' </dev/null"
+    )
+    claude.api.script[IMPLEMENT] = [
+        [call("Bash", command=nested)],
+        [call("Bash", command=FIX)],
+        [say("Implemented.")],
+    ]
+    claude.run("tiny:impl")
+    agent = claude.agent("impl")
+    assert agent["status"] == "completed", agent["error"]
+    answered = [r for r in claude.api.messages_requests() if r["usage"]]
+    codex_answers = [r for r in openai_api.responses_requests(NESTED) if r.get("usage")]
+    assert len(codex_answers) == 1, openai_api.requests
+    calls = summary.read_calls(claude.path("impl", "agent/calls.jsonl.gz"))
+    billed = [c for c in calls if c["tokens"]]
+    nested_calls = [c for c in billed if c["program"] == "codex"]
+    assert [(c["phase"], c["api"], c["model"]) for c in nested_calls] == [
+        ("implement", "openai-responses", "gpt-5")
+    ]
+    (u,) = [r["usage"] for r in codex_answers]
+    cached = u["input_tokens_details"]["cached_tokens"]
+    codex_tokens = {
+        "input": u["input_tokens"] - cached,
+        "cache_read": cached,
+        "cache_write": 0,
+        "output": u["output_tokens"],
+        "reasoning": u["output_tokens_details"]["reasoning_tokens"],
+    }
+    assert nested_calls[0]["tokens"] == codex_tokens
+    codex_cost = by_hand_openai(codex_tokens, GPT5)
+    assert nested_calls[0]["cost_usd"] == pytest.approx(codex_cost, rel=1e-12)
+    # The run's cost is both programs'; the implement phase's models name each program.
+    assert agent["cost_usd"] == pytest.approx(by_hand(answered) + codex_cost, rel=1e-9)
+    implement = agent["phases"][1]
+    programs = {m: v["program"] for m, v in implement["metered"]["models"].items()}
+    assert programs["gpt-5"] == "codex" and set(programs.values()) == {"claude", "codex"}
+    # Claude Code's own cost leaves Codex out: the difference is the nested call's.
+    own = agent["metered"]["self_reported_cost_usd"]
+    assert own == pytest.approx(by_hand(answered), rel=0.01)
+    print(
+        f"\nnested codex: {codex_cost:.8f} USD metered under phase implement, program codex; "
+        f"run {agent['cost_usd']:.8f} USD"
+    )

@@ -15,8 +15,9 @@ from nginx_eval.run.modes import load_modes
 
 
 def test_the_doctor_names_every_mode_that_cannot_run_without_claude(tmp_path, monkeypatch):
-    """Finding 10: raw, impl, full and nlcmd all run `claude`; without it on PATH the doctor
-    names each of them, not only the first mode that asked."""
+    """Finding 10: every shipped agent mode runs `claude` (full also `codex`, for its
+    consensus); without them on PATH the doctor names each mode a program stops, not only the
+    first mode that asked, whatever the modes' sandboxes."""
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("AGENT", raising=False)
     modes = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")
@@ -24,10 +25,12 @@ def test_the_doctor_names_every_mode_that_cannot_run_without_claude(tmp_path, mo
     findings = doctor.agent_findings(None, agents)
     text, ok = doctor_report.render(findings)
     assert not ok
+    setup = "(scripts/setup-debian.sh installs Claude Code, Codex CLI and Gemini CLI)"
     assert text.splitlines() == [
-        "CANNOT RUN modes raw, impl, full, nlcmd: program 'claude' is not on PATH "
-        "(scripts/setup-debian.sh installs Claude Code, Codex CLI and Gemini CLI)",
-        "doctor: 1 problem(s)",
+        "CANNOT RUN modes raw, impl, full, nlcmd, plan-implement, plan-verify, fix-command: "
+        f"program 'claude' is not on PATH {setup}",
+        f"CANNOT RUN mode full: program 'codex' is not on PATH {setup}",
+        "doctor: 2 problem(s)",
     ]
 
 

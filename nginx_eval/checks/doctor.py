@@ -762,24 +762,26 @@ def agent_findings(layout, modes):
             entry = programs.setdefault(key, (program, path, known, env, box, []))
             if mode.name not in entry[5]:
                 entry[5].append(mode.name)
+    # A program not on PATH is one finding naming every mode it stops, whatever their sandboxes.
+    missing: dict[str, list[str]] = {}
     for program, path, known, env, box, names in programs.values():
         who = tuple(names)
         if not path or not program_found(program, env):
-            findings.append(
-                Finding(
-                    "error",
-                    "agent",
-                    f"program {program!r}",
-                    who,
-                    note=f"program {program!r} is not on PATH "
-                    "(scripts/setup-debian.sh installs Claude Code, Codex CLI and Gemini CLI)",
-                )
-            )
+            stopped = missing.setdefault(program, [])
+            stopped += [n for n in names if n not in stopped]
             continue
         if known is None:
             findings.append(Finding("ok", "agent", f"{program} (not an agent program)", who))
             continue
         findings += program_findings(layout, known, path, env, box, who)
+    order = {mode.name: i for i, mode in enumerate(modes)}
+    for program, names in missing.items():
+        names.sort(key=order.__getitem__)
+        note = (
+            f"program {program!r} is not on PATH "
+            "(scripts/setup-debian.sh installs Claude Code, Codex CLI and Gemini CLI)"
+        )
+        findings.append(Finding("error", "agent", f"program {program!r}", tuple(names), note=note))
     return findings
 
 

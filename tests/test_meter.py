@@ -17,7 +17,7 @@ import pytest
 from anthropic_standin import Fault, StandIn, say
 
 from nginx_eval.meter import pricing, summary, usage
-from nginx_eval.meter.proxy import MeterProxy, redact_query, route, upstream_target
+from nginx_eval.meter.proxy import MeterProxy, redact_query, route, split_phase, upstream_target
 
 SECRET = "sk-ant-meter-secret-0123456789"
 WHO = {"run": "default", "mode": "raw", "task": "tiny-add", "attempt": 1}
@@ -437,6 +437,13 @@ def test_routes_and_upstream_paths():
         "gw:4000",
         "/anthropic/v1/messages?beta=true",
     )
+    # Phases that run at once name themselves in their base URLs; the rest is routed as before.
+    assert split_phase("/phase/critique/v1/messages?beta=true", "x") == (
+        "critique",
+        "/v1/messages?beta=true",
+    )
+    assert split_phase("/phase/a%20b/v1/responses", None) == ("a b", "/v1/responses")
+    assert split_phase("/v1/messages", "implement") == ("implement", "/v1/messages")
     secrets = set()
     assert redact_query("/m:gen?alt=sse&key=abc", secrets) == "/m:gen?alt=sse&key=%5Bredacted%5D"
     assert secrets == {"abc"}

@@ -1,5 +1,5 @@
 """The metering proxy with the real Claude Code CLI (tests/claude_cli.py) against the Anthropic
-stand-in, through the harness (issue 49): the shipped `impl` mode, isolated, its implement phase
+stand-in, through the harness (issue 49): the shipped `plan-implement` mode, isolated, its implement phase
 starting a subagent on another model. Every call goes through the attempt's proxy; its metered
 tokens and cost are the stand-in's usage priced by hand at genai-prices' published prices; the
 CLI's own cost agrees within 1%; its streams pass through; the key it was given is in no file the
@@ -103,8 +103,8 @@ def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(cla
         [say("Implemented.")],
     ]
     claude.api.script[SUBTASK] = [[call("Bash", command="echo from the subagent")], [say("Done.")]]
-    proc, _ = claude.run("tiny:impl")
-    agent = claude.agent("impl")
+    proc, _ = claude.run("tiny:plan-implement")
+    agent = claude.agent("plan-implement")
     assert agent["status"] == "completed" and agent["isolation"] == "srt"
     answered = [r for r in claude.api.messages_requests() if r["usage"]]
     assert {r["marker"] for r in answered} == {PLAN, IMPLEMENT, SUBTASK}
@@ -143,12 +143,12 @@ def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(cla
     )
 
     # The record: a line per call, attributed; streams passed on as they came.
-    calls = summary.read_calls(claude.path("impl", "agent/calls.jsonl.gz"))
+    calls = summary.read_calls(claude.path("plan-implement", "agent/calls.jsonl.gz"))
     assert len(calls) == metered["calls"]
     assert mismatches(agent, records.AgentJson) == []  # the schemas of core/records.py
     assert [m for c in calls for m in mismatches(c, records.CallRecord)] == []
     assert {(c["run"], c["mode"], c["task"], c["attempt"]) for c in calls} == {
-        ("default", "impl", "tiny-add", 1)
+        ("default", "plan-implement", "tiny-add", 1)
     }
     assert [c["phase"] for c in calls] == sorted(
         (c["phase"] for c in calls), key=["plan", "implement"].index
@@ -161,7 +161,7 @@ def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(cla
     bodies = [
         json.loads(line)
         for line in gzip.decompress(
-            claude.path("impl", "agent/calls.bodies.jsonl.gz").read_bytes()
+            claude.path("plan-implement", "agent/calls.bodies.jsonl.gz").read_bytes()
         ).splitlines()
     ]
     parsed = []
@@ -187,7 +187,7 @@ def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(cla
     assert key not in proc.stdout + proc.stderr
 
     # The attempt as ATIF, valid by harbor's own validator (its API and its command line).
-    path = claude.path("impl", agent["atif"])
+    path = claude.path("plan-implement", agent["atif"])
     validator = TrajectoryValidator()
     assert validator.validate(path), validator.get_errors()
     checked = subprocess.run(
@@ -223,9 +223,9 @@ def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(cla
     assert result["subagent_trajectory_ref"] == [{"trajectory_id": sub["trajectory_id"]}]
 
     # The report counts the metered figures; the CLI's own agree, so no warning.
-    claude.render("tiny:impl")
+    claude.render("tiny:plan-implement")
     report = json.loads((claude.project.results / "default" / "report.json").read_text())
-    shown = report["modes"]["impl"]
+    shown = report["modes"]["plan-implement"]
     assert shown["cost_usd"] == round(agent["cost_usd"], 4)
     assert "differ by" not in (claude.project.results / "default" / "report.md").read_text()
 
@@ -254,13 +254,13 @@ def test_a_codex_run_from_claude_codes_bash_is_counted_under_its_phase(
         [call("Bash", command=FIX)],
         [say("Implemented.")],
     ]
-    claude.run("tiny:impl")
-    agent = claude.agent("impl")
+    claude.run("tiny:plan-implement")
+    agent = claude.agent("plan-implement")
     assert agent["status"] == "completed", agent["error"]
     answered = [r for r in claude.api.messages_requests() if r["usage"]]
     codex_answers = [r for r in openai_api.responses_requests(NESTED) if r.get("usage")]
     assert len(codex_answers) == 1, openai_api.requests
-    calls = summary.read_calls(claude.path("impl", "agent/calls.jsonl.gz"))
+    calls = summary.read_calls(claude.path("plan-implement", "agent/calls.jsonl.gz"))
     billed = [c for c in calls if c["tokens"]]
     nested_calls = [c for c in billed if c["program"] == "codex"]
     assert [(c["phase"], c["api"], c["model"]) for c in nested_calls] == [

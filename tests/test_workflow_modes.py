@@ -219,6 +219,9 @@ def test_full_plans_in_five_calls_with_two_at_once_then_loops(workflow_codex, co
     assert {c[0]: c[1] for c in calls[2:4]} == {CRITIQUE: OPUS, REDUCE: OPUS}
     critique, reduce = (next(c for c in calls if c[0] == m) for m in (CRITIQUE, REDUCE))
     assert overlapped(critique, reduce), calls
+    # The metering proxy counts each of the two under its own phase, though they ran at once.
+    metered = {p["name"]: p["metered"] for p in agent["phases"]}
+    assert metered["critique"]["calls"] >= 1 and metered["reducer"]["calls"] >= 1, metered
     codex = workflow_codex.openai.responses_requests(CONSENSUS)
     assert codex and all(r["model"] == CODEX for r in codex)
     # The consensus read all four reports.

@@ -3,9 +3,11 @@
 tests that need real nginx run instead of skipping.
 
     python3 scripts/mirrors_url.py [CHECKOUT]
+    python3 scripts/mirrors_url.py --data [CHECKOUT]
 
 prints `<folder>/{owner}+{name}/repo` for the first folder of mirrors found, or nothing when
-there is none. It looks, in this order, for:
+there is none; with --data, the shared data folder found the same way (../shared/data: the real
+SWE-bench rows the importer's tests read, as SHARED_DATA_DIR). It looks, in this order, for:
 1. the folder NGINX_EVAL_MIRRORS names (an error when it names no folder);
 2. ../shared/mirrors beside CHECKOUT's root (default: the checkout this script is in);
 3. ../shared/mirrors beside the repository the checkout comes from: a worktree's main checkout,
@@ -20,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BESIDE = Path("..", "shared", "mirrors")
+DATA_BESIDE = Path("..", "shared", "data")
 TEMPLATE = "{owner}+{name}/repo"
 
 
@@ -59,6 +62,14 @@ def mirrors_folder(checkout: Path, environ: Mapping[str, str]) -> Path | None:
     return None
 
 
+def data_folder(checkout: Path) -> Path | None:
+    """The shared data folder beside `checkout` or a repository it comes from, or None."""
+    for root in roots(checkout):
+        if (root / DATA_BESIDE).is_dir():
+            return (root / DATA_BESIDE).resolve()
+    return None
+
+
 def mirrors_url(checkout: Path, environ: Mapping[str, str]) -> str | None:
     """NGINX_EVAL_REPO_URL for the folder of mirrors, or None."""
     folder = mirrors_folder(checkout, environ)
@@ -66,6 +77,11 @@ def mirrors_url(checkout: Path, environ: Mapping[str, str]) -> str | None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--data"]:
+        folder = data_folder(Path(argv[1]) if argv[1:] else ROOT)
+        if folder:
+            print(folder)
+        return 0
     checkout = Path(argv[0]) if argv else ROOT
     try:
         url = mirrors_url(checkout, os.environ)

@@ -70,6 +70,18 @@ def test_nginx_eval_mirrors_comes_first_and_must_be_a_folder(site, tmp_path_fact
         mirrors_url.mirrors_url(site / "main", missing)
 
 
+def test_the_shared_data_beside_the_origin_of_a_temporary_clone(site, tmp_path_factory, capsys):
+    """The real SWE-bench rows (SHARED_DATA_DIR for tests/test_swebench_rows.py) are found as the
+    mirrors are: a temporary clone has none beside it, its origin has."""
+    (site / "shared" / "data").mkdir()
+    clone = tmp_path_factory.mktemp("ci") / "checkout"
+    git("clone", "-q", str(site / "main"), str(clone), cwd=site)
+    assert mirrors_url.data_folder(clone) == (site / "shared" / "data").resolve()
+    assert mirrors_url.main(["--data", str(clone)]) == 0
+    assert capsys.readouterr().out == f"{(site / 'shared' / 'data').resolve()}\n"
+    assert mirrors_url.data_folder(tmp_path_factory.mktemp("alone")) is None
+
+
 def test_none_without_mirrors(tmp_path):
     (tmp_path / "alone").mkdir()
     assert mirrors_url.mirrors_url(tmp_path / "alone", {}) is None

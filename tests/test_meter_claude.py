@@ -1,11 +1,12 @@
 """The metering proxy with the real Claude Code CLI (tests/claude_cli.py) against the Anthropic
-stand-in, through the harness (issue 49): the shipped `plan-implement` mode, isolated, its implement phase
-starting a subagent on another model. Every call goes through the attempt's proxy; its metered
-tokens and cost are the stand-in's usage priced by hand at genai-prices' published prices; the
-CLI's own cost agrees within 1%; its streams pass through; the key it was given is in no file the
-run wrote; the attempt's ATIF trajectory passes harbor's own validator. The usage parsing is
-checked on the bodies the CLI and the stand-in exchanged (calls.bodies.jsonl.gz). A Codex CLI run
-from Claude Code's Bash tool goes through the same proxy and is counted under its phase."""
+stand-in, through the harness (issue 49): the shipped `plan-implement` mode, isolated, its
+implement phase starting a subagent on another model. Every call goes through the attempt's
+proxy; its metered tokens and cost are the stand-in's usage priced by hand at genai-prices'
+published prices; the CLI's own cost agrees within 1%; its streams pass through; the key it was
+given is in no file the run wrote; the attempt's ATIF trajectory passes harbor's own validator.
+The usage parsing is checked on the bodies the CLI and the stand-in exchanged
+(calls.bodies.jsonl.gz). A Codex CLI run from Claude Code's Bash tool goes through the same
+proxy and is counted under its phase."""
 
 import gzip
 import json

@@ -72,6 +72,9 @@ class Fault:
     status: HTTP error status to answer with (500, 529, 429, 401, ...), or None;
     mid_stream: answer 200, then an ``error`` event of this type ("overloaded_error") mid-stream;
     delay: seconds to wait before answering (also before an error);
+    until: with delay, answer as soon as a request of this script marker has arrived, waiting at
+      most delay seconds: two calls that hold each other so are in flight at once exactly when
+      the program made them at the same time, however slowly each started;
     should_retry: sends ``x-should-retry: true/false`` with the error (None: no such header);
       the CLI honours it, e.g. a 401 without it is retried like a 5xx;
     times: how many matching requests it hits (None: every one);
@@ -85,6 +88,7 @@ class Fault:
     times: int = None
     marker: str = None
     turn: int = None
+    until: str = None
     hits: int = 0
 
     def takes(self, marker, turn):
@@ -191,6 +195,16 @@ class StandIn:
         with self.lock:
             return f"{prefix}_standin{next(self.ids):05d}"
 
+    def held(self, fault):
+        """Wait as `fault` says (delay, until); True: the stand-in is stopping."""
+        deadline = time.monotonic() + fault.delay
+        while fault.until is not None and time.monotonic() < deadline:
+            if any(r.get("marker") == fault.until for r in list(self.requests)):
+                return False
+            if self.stopping.wait(0.05):
+                return True
+        return fault.until is None and self.stopping.wait(fault.delay)
+
     def fault_for(self, marker, turn):
         with self.lock:
             for fault in self.faults:
@@ -285,7 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
         marker, turn = locate(api.script, body.get("messages") or [])
         record.update(marker=marker, turn=turn)
         fault = api.fault_for(marker, turn)
-        if fault and fault.delay and api.stopping.wait(fault.delay):
+        if fault and fault.delay and api.held(fault):
             return
         if fault and fault.status:
             return self.send_error_json(

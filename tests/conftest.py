@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -526,3 +527,14 @@ def codex_program():
 def gemini_program():
     """The real Gemini CLI (tests/agent_clis.py)."""
     return _agent_program("gemini")
+
+
+def without_timings(row: dict, dropped: Iterable[str]) -> dict:
+    """A results.jsonl row without the fields named in `dropped` and without the wall times of
+    its phase_figures (each call's "seconds"), which differ between two runs of the same work."""
+    out = {k: v for k, v in row.items() if k not in dropped}
+    if out.get("phase_figures"):
+        out["phase_figures"] = [
+            {k: v for k, v in call.items() if k != "seconds"} for call in out["phase_figures"]
+        ]
+    return out

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import DODO, Project
+from conftest import DODO, Project, without_timings
 
 # Every test here starts doit, make, prove, the sandbox or the CLI (conftest.py).
 E2E = True
@@ -36,9 +36,7 @@ def outcome(project, run="default", modes=MODES):
         mode_dir = project.results / run / mode
         for line in (mode_dir / "results.jsonl").read_text().splitlines():
             row = json.loads(line)
-            rows[(mode, row["instance_id"])] = {
-                k: v for k, v in row.items() if k not in NOT_COMPARED
-            }
+            rows[(mode, row["instance_id"])] = without_timings(row, NOT_COMPARED)
         for path in mode_dir.glob("*/grade.json"):
             grade = json.loads(path.read_text())
             grade.pop("inputs")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import DODO
+from conftest import DODO, without_timings
 
 ray = pytest.importorskip("ray", reason="executor=ray needs Ray: pip install -e '.[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -123,7 +123,7 @@ def ray_env(project, nodes, **extra):
 def rows(project, run, mode):
     path = project.results / run / mode / "results.jsonl"
     return [
-        {k: v for k, v in json.loads(line).items() if k not in TIMINGS and k != "run"}
+        without_timings(json.loads(line), TIMINGS | {"run"})
         for line in path.read_text().splitlines()
     ]
 

@@ -194,11 +194,11 @@ PLANNER_SCRIPT = {
 
 def full_run(workflow, codex_fails):
     workflow.api.script = dict(PLANNER_SCRIPT, **loop_script())
-    # Critique and reducer each wait a second at the API: run one after the other, neither
-    # would be in flight while the other is.
+    # Critique and reducer each wait at the API until the other has arrived (at most 30 s): run
+    # one after the other, the first would be answered before the second was sent.
     workflow.api.faults = [
-        Fault(delay=1.5, marker=CRITIQUE),
-        Fault(delay=1.5, marker=REDUCE),
+        Fault(delay=30, marker=CRITIQUE, until=REDUCE),
+        Fault(delay=30, marker=REDUCE, until=CRITIQUE),
     ]
     workflow.openai.script = {CONSENSUS: [[openai_standin.say("PLAN-BY-CODEX: a + b.")]]}
     if codex_fails:
@@ -301,8 +301,8 @@ def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow):
         **loop_script(),
     )
     workflow.api.faults = [
-        Fault(delay=1.5, marker=subs["critic"]),
-        Fault(delay=1.5, marker=subs["reducer"]),
+        Fault(delay=30, marker=subs["critic"], until=subs["reducer"]),
+        Fault(delay=30, marker=subs["reducer"], until=subs["critic"]),
     ]
     workflow.run("nlcmd")
     agent = workflow.agent("nlcmd")

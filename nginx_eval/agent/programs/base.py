@@ -18,6 +18,7 @@ their programs subtract) and output counting reasoning tokens.
 """
 
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -144,6 +145,29 @@ def summed_cost(phases: Iterable[Mapping[str, Any]]) -> float | None:
     """Cost over phase records (None when none recorded one)."""
     costs = [p["cost_usd"] for p in phases if p.get("cost_usd") is not None]
     return round(sum(costs), 10) if costs else None
+
+
+def command_words(command: str) -> list[str]:
+    """A command line's words as a shell splits them; on unbalanced quotes, at spaces."""
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def result_fields(result: Result | None) -> dict[str, Any]:
+    """The phase record's fields that a result states (each None when it does not)."""
+    result = result or {}
+    text = result.get("result")
+    return {
+        "session_id": result.get("session_id"),
+        "is_error": result.get("is_error"),
+        "api_error_status": result.get("api_error_status"),
+        "terminal_reason": result.get("terminal_reason"),
+        "permission_denials": list(result.get("permission_denials") or []),
+        "result": text[:RESULT_CHARS] if isinstance(text, str) else None,
+        "num_turns": result.get("num_turns"),
+    }
 
 
 class Program:
@@ -306,17 +330,7 @@ class Program:
 
     def result_fields(self, result: Result | None) -> dict[str, Any]:
         """The phase record's fields that the result states (each None when it does not)."""
-        result = result or {}
-        text = result.get("result")
-        return {
-            "session_id": result.get("session_id"),
-            "is_error": result.get("is_error"),
-            "api_error_status": result.get("api_error_status"),
-            "terminal_reason": result.get("terminal_reason"),
-            "permission_denials": list(result.get("permission_denials") or []),
-            "result": text[:RESULT_CHARS] if isinstance(text, str) else None,
-            "num_turns": result.get("num_turns"),
-        }
+        return result_fields(result)
 
     def error_kind(self, result: Result) -> str:
         """AUTH, INFRA_ERROR, ERROR or FAILED of a result that is an error, from its

@@ -25,7 +25,6 @@ the CLI that scripts/setup-debian.sh installs (against tests/anthropic_standin.p
 import json
 import os
 import re
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,9 @@ from .base import (
     Program,
     Result,
     Usage,
+    command_words,
     one_line,
+    result_fields,
 )
 
 PROGRAM_NAMES = ("claude", "claude.exe")
@@ -54,7 +55,6 @@ WEB_TOOLS = ("WebSearch", "WebFetch")
 # 2.1.330: "was read as a value of --disallowedTools, not as a prompt").
 NO_WEB_TOOLS = "--disallowedTools=" + ",".join(WEB_TOOLS)
 CONTINUE_FLAGS = ("--continue", "-c")
-RESULT_CHARS = 500
 # The same four counts as the API's usage and as modelUsage / cost-state name them.
 USAGE_KEYS = dict(
     zip(
@@ -125,11 +125,7 @@ def credentials_problem(environ: Mapping[str, str]) -> str | None:
 
 def continues_session(command: str) -> bool:
     """Whether a command line asks the CLI to continue the latest session."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    return any(w in CONTINUE_FLAGS for w in words)
+    return any(w in CONTINUE_FLAGS for w in command_words(command))
 
 
 # -- the result JSON -------------------------------------------------------------------------
@@ -155,21 +151,6 @@ def _result_object(text: str) -> dict[str, Any] | None:
     if isinstance(data, dict) and ("total_cost_usd" in data or "usage" in data):
         return data
     return None
-
-
-def result_fields(result: Result | None) -> dict[str, Any]:
-    """The phase record's fields that the result states (each None when it does not)."""
-    result = result or {}
-    text = result.get("result")
-    return {
-        "session_id": result.get("session_id"),
-        "is_error": result.get("is_error"),
-        "api_error_status": result.get("api_error_status"),
-        "terminal_reason": result.get("terminal_reason"),
-        "permission_denials": list(result.get("permission_denials") or []),
-        "result": text[:RESULT_CHARS] if isinstance(text, str) else None,
-        "num_turns": result.get("num_turns"),
-    }
 
 
 def _error_kind(result: Result) -> str:

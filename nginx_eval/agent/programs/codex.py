@@ -26,7 +26,6 @@ installs (against tests/openai_standin.py):
 import json
 import os
 import re
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from .base import (
     Program,
     Result,
     Usage,
+    command_words,
     empty_usage,
     figures_usage,
     max_retries,
@@ -173,10 +173,7 @@ class Codex(Program):
         )
 
     def continues_session(self, command: str) -> bool:
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            words = command.split()
+        words = command_words(command)
         return "resume" in words
 
     def parse_result(self, stdout_text: str) -> dict[str, Any] | None:

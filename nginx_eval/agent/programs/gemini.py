@@ -22,7 +22,6 @@ installs (against tests/gemini_standin.py):
 
 import json
 import os
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from .base import (
     Program,
     Result,
     Usage,
+    command_words,
     empty_usage,
     figures_usage,
     max_retries,
@@ -190,10 +190,7 @@ class Gemini(Program):
         )
 
     def continues_session(self, command: str) -> bool:
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            words = command.split()
+        words = command_words(command)
         return "--resume" in words or "-r" in words
 
     def parse_result(self, stdout_text: str) -> dict[str, Any] | None:

@@ -275,6 +275,7 @@ def agent_call(kind, marker):
         description=f"{kind} stage",
         prompt=f"{marker} for the report in .issue.md",
         subagent_type=kind,
+        run_in_background=False,
     )
 
 
@@ -313,9 +314,13 @@ def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow):
     top = workflow.api.messages_requests(COMMAND)
     assert {r["model"] for r in top} == {OPUS}
     calls = workflow.calls(list(subs.values()))
-    assert [c[0] for c in calls[:2]] == [subs["understander"], subs["proposer"]]
-    assert {c[0] for c in calls[2:4]} == {subs["critic"], subs["reducer"]}
-    assert calls[4][0] == subs["consensus"]
+    assert [c[0] for c in calls[:2]] == [subs["understander"], subs["proposer"]], calls
+    assert {c[0] for c in calls[2:4]} == {subs["critic"], subs["reducer"]}, calls
+    assert calls[4][0] == subs["consensus"], calls
+    # Each stage began after the ones it reads had answered (foreground subagents, as the
+    # command asks: Claude Code starts them in the background unless told otherwise).
+    assert calls[0][3] <= calls[1][2] <= min(calls[2][2], calls[3][2]), calls
+    assert max(calls[2][3], calls[3][3]) <= calls[4][2], calls
     models = {c[0]: c[1] for c in calls}
     assert "sonnet" in models[subs["understander"]]
     assert all("opus" in models[subs[k]] for k in ("proposer", "critic", "reducer", "consensus"))

@@ -15,6 +15,7 @@ import pytest
 from anthropic_standin import call, say
 from conftest import DODO, SOURCE_ROOT
 from local_http import serve
+from nginx_mirrors import SMALL_BUILD, mirror, needs_mirrors
 from test_agent_claude import VERIFY, claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
 
@@ -93,22 +94,7 @@ def test_full_starts_the_program_it_built_and_reaches_it_but_not_the_host(projec
     assert project.read("plan-verify", "tiny-add", "grade.json")["status"] == "resolved"
 
 
-URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
-
-
-def mirrors():
-    urls = [URL.format(owner="nginx", name=n) for n in ("nginx", "nginx-tests")] if URL else []
-    return bool(urls) and all(
-        subprocess.run(["git", "ls-remote", "--heads", u], capture_output=True).returncode == 0
-        for u in urls
-    )
-
-
-@pytest.mark.skipif(
-    not mirrors(),
-    reason="needs local mirrors of nginx and nginx-tests: set "
-    "NGINX_EVAL_REPO_URL (e.g. '/srv/mirrors/{owner}+{name}/repo')",
-)
+@needs_mirrors("nginx/nginx", "nginx/nginx-tests")
 def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host_server):
     tasks = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
     task = min(
@@ -120,7 +106,7 @@ def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host
         [
             "git",
             "-C",
-            URL.format(owner="nginx", name="nginx"),
+            str(mirror("nginx/nginx")),
             "diff",
             task["base_commit"],
             task["fix_commit"],
@@ -132,7 +118,7 @@ def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host
     agent = stand_in(
         tmp_path,
         f"git apply {tmp_path / 'gold.diff'}",
-        "./auto/configure --without-http_gzip_module >/dev/null && make -j2 >/dev/null",
+        SMALL_BUILD,
         "rm -rf objs Makefile",
     )
     port = host_server.server_address[1]
@@ -153,9 +139,8 @@ def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host
             "-f",
             str(DODO),
             "run",
-            "nginx:plan-verify",
-            f"instances={task['instance_id']}",
-            "strict=0",
+            # The agent's attempt alone: what is asked of it happens there, not in grading.
+            f"agent:nginx/plan-verify/{task['instance_id']}",
         ],
         env=env,
         check=True,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from local_http import serve
+from nginx_mirrors import SMALL_BUILD, mirror, needs_mirrors
 from test_sandbox import needs_srt
 
 from nginx_eval.agent import sandbox
@@ -140,18 +141,6 @@ def test_the_agent_is_an_ordinary_user_inside_and_its_files_belong_to_the_harnes
     assert made.stat().st_uid == 0 and made.stat().st_gid == 0
 
 
-URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
-
-
-def nginx_mirror():
-    url = URL.format(owner="nginx", name="nginx") if URL else ""
-    if (
-        url
-        and subprocess.run(["git", "ls-remote", "--heads", url], capture_output=True).returncode
-        == 0
-    ):
-        return url
-    return None
 
 
 NGINX_IN_THE_SANDBOX = r"""
@@ -175,21 +164,11 @@ done
 """
 
 
-@pytest.mark.skipif(
-    nginx_mirror() is None,
-    reason="needs a local mirror of nginx: set NGINX_EVAL_REPO_URL "
-    "(e.g. '/srv/mirrors/{owner}+{name}/repo')",
-)
+@needs_mirrors("nginx/nginx")
 def test_a_real_nginx_starts_serves_and_stops_inside_with_and_without_a_user_directive(tmp_path):
     src = tmp_path / "nginx"
-    subprocess.run(["git", "clone", "-q", "--depth", "1", nginx_mirror(), str(src)], check=True)
-    subprocess.run(
-        "./auto/configure --without-http_gzip_module >/dev/null && make -j2 >/dev/null",
-        shell=True,
-        cwd=src,
-        check=True,
-        timeout=900,
-    )
+    subprocess.run(["git", "clone", "-q", str(mirror("nginx/nginx")), str(src)], check=True)
+    subprocess.run(SMALL_BUILD, shell=True, cwd=src, check=True, timeout=900)
     binary = str(src / "objs" / "nginx")
     code, out, err, blocked = run_phase(
         tmp_path, NGINX_IN_THE_SANDBOX.replace("NGINX", binary), programs=[binary]

@@ -1,0 +1,56 @@
+"""The local mirrors of nginx and nginx-tests that the real-nginx tests run against, and the
+small nginx build those that only need a server make.
+
+NGINX_EVAL_REPO_URL names them (e.g. '/srv/mirrors/{owner}+{name}/repo'); `.ci/run` finds
+../shared/mirrors itself (scripts/mirrors_url.py). Without them those tests skip, saying why.
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
+
+
+def mirror(repo: str) -> Path | None:
+    """The local git directory NGINX_EVAL_REPO_URL names for `repo` ("nginx/nginx"), or None."""
+    owner, name = repo.split("/")
+    path = URL.format(owner=owner, name=name)
+    ok = (
+        URL
+        and subprocess.run(
+            ["git", "--git-dir", path, "rev-parse", "--git-dir"], capture_output=True
+        ).returncode
+        == 0
+    )
+    return Path(path) if ok else None
+
+
+def needs_mirrors(*repos: str) -> pytest.MarkDecorator:
+    """Skip unless every one of `repos` has a local mirror."""
+    missing = [r for r in repos if mirror(r) is None]
+    return pytest.mark.skipif(
+        bool(missing),
+        reason=f"needs local git mirrors of {' and '.join(repos)}: set NGINX_EVAL_REPO_URL "
+        "(e.g. '/srv/mirrors/{owner}+{name}/repo')",
+    )
+
+
+# An nginx that serves `return 200 "...";` and little else: the tests that start a real server
+# build this, with the modules they never load left out and no optimisation, in about half the
+# processor time of the default build (docs/development.md).
+SMALL_BUILD = (
+    "./auto/configure --with-cc-opt=-O0 "
+    + " ".join(
+        f"--without-http_{m}_module"
+        for m in (
+            "gzip charset ssi userid access auth_basic mirror autoindex geo map split_clients "
+            "referer proxy fastcgi uwsgi scgi grpc memcached limit_conn limit_req empty_gif "
+            "browser upstream_hash upstream_ip_hash upstream_least_conn upstream_random "
+            "upstream_keepalive upstream_zone"
+        ).split()
+    )
+    + " >/dev/null && make -j2 >/dev/null"
+)

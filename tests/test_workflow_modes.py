@@ -170,6 +170,14 @@ def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(workflow):
     assert agent["attempts"][-1]["loop"] == loop
     # The harness committed call 1 with the agent's message; call 2 changed nothing.
     assert calls[0]["commit"] and calls[1]["commit"] is None
+    # The attempt's trajectory: each iteration a phase with its own conversation, stamped with
+    # the time it began.
+    task_dir = workflow.project.task_dir("impl", "tiny-add")
+    trajectory = json.loads((task_dir / agent["atif"]).read_text())
+    first, second = (json.dumps(t) for t in trajectory["subagent_trajectories"])
+    assert iteration(1) in first and iteration(2) not in first and iteration(2) in second
+    began = [s["timestamp"] for s in trajectory["steps"]]
+    assert began[0] < began[1], began
     patch = workflow.project.read("impl", "tiny-add", "patch.json")
     assert patch["files"] == ["src/core/calc.c"]
     assert workflow.project.read("impl", "tiny-add", "grade.json")["status"] == "resolved"

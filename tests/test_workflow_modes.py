@@ -271,6 +271,15 @@ def test_full_plans_in_five_calls_with_two_at_once_then_loops(workflow_codex, co
     assert 0 < facts["planner"]["time_share"] < 1 and facts["loops"]["ended"] == {"marker": 1}
     md = (run_dir / "report.md").read_text()
     assert "## Phases and loops" in md and f"codex {CODEX} ×1" in md
+    # What the agent did, from its trajectory: the loop's first call edited calc.c with sed,
+    # nothing built or tested; the edit came while that call ran.
+    (process,) = report["process"]["modes"]
+    did = {b["name"]: b["attempts"] for b in process["behaviours"]}
+    assert did == {"built": 0, "tested": 0, "failed_test_before_edit": 0, "edited": 1}
+    first, edit = agent["phases"][0], process["first_edit"]["median"]
+    fixing = next(p for p in agent["phases"] if p.get("iteration") == 1)
+    assert fixing["started"] - 0.01 <= first["started"] + edit <= fixing["ended"] + 0.01
+    assert "## What the agents did" in md
     print(
         f"\nfull ({'fallback' if codex_fails else 'codex'}): {names}; critique and reducer "
         f"overlapped: {critique[2]:.2f}-{critique[3]:.2f} / {reduce[2]:.2f}-{reduce[3]:.2f}"

@@ -882,3 +882,85 @@ def test_an_up_to_date_report_says_so_and_a_run_without_results_is_an_error(gold
         ], proc.stderr
         assert sorted(p.name for p in gold_none.results.iterdir()) == [RUN]
         assert not (gold_none.cache / "doit" / "nosuchrun.db").exists()
+
+
+def write_trajectory(project, mode, iid, turns, run=RUN):
+    """The task's agent/trajectory.atif.json as agent/stage.py writes it (transcript/atif.py):
+    one Claude Code phase begun at second 0, `turns` its answers."""
+    from test_process import AGENT, at
+
+    from nginx_eval.core.layout import Layout
+    from nginx_eval.transcript.atif import Conversation, Turn, attempt_trajectory, dumps
+
+    conversation = Conversation("claude-code", "s", [Turn("user", "Fix it.", at(0.0)), *turns])
+    phase = {"name": "solve", "status": "completed", "conversation": conversation}
+    path = Layout(project.root, project.cache, project.results, run).agent_atif(mode, iid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(attempt_trajectory("r", AGENT, [dict(phase, started_at=at(0.0))], [])))
+
+
+def test_the_process_figures_and_the_marginal_cost_come_from_the_tasks_trajectories(project):
+    """raw resolves tiny-add after reproducing its bug with a failed prove, and not tiny-mul,
+    which it edits without a test; impl resolves both, testing first in neither. raw to impl:
+    2 dollars more for 1 task more."""
+    from test_process import FAILED, agent_turn, shell
+
+    def edit(seconds):
+        return agent_turn("claude", seconds, ("Edit", {"file_path": "/ws/src/a.c"}, "ok"))
+
+    prove = shell("claude", "prove -v t/a.t", FAILED["claude"])
+    write_rows(
+        project,
+        {
+            "raw": [
+                {
+                    "instance_id": "tiny-add",
+                    "status": "resolved",
+                    "resolved": True,
+                    "cost_usd": 0.5,
+                },
+                {
+                    "instance_id": "tiny-mul",
+                    "status": "unresolved",
+                    "resolved": False,
+                    "cost_usd": 0.5,
+                },
+            ],
+            "impl": [
+                {"instance_id": i, "status": "resolved", "resolved": True, "cost_usd": 1.5}
+                for i in ("tiny-add", "tiny-mul")
+            ],
+        },
+    )
+    write_trajectory(project, "raw", "tiny-add", [agent_turn("claude", 4.0, prove), edit(12.0)])
+    write_trajectory(project, "raw", "tiny-mul", [edit(30.0)])
+    write_trajectory(project, "impl", "tiny-add", [edit(6.0)])
+    write_trajectory(project, "impl", "tiny-mul", [edit(10.0), agent_turn("claude", 11.0, prove)])
+    project.render(f"run={RUN}")
+    md = (project.results / RUN / "report.md").read_text()
+    did = section(md, "What the agents did")
+    lines = [line for line in did.splitlines() if line.startswith("| `raw` |")]
+    assert (
+        "| `raw` | 2 | a test failed before the first edit | 1 (50.0%) | 100.0% | 0.0% | 1 |"
+        in (lines)
+    )
+    assert "| `raw` | 2 | edited a source file | 2 (100.0%) | 50.0% | — | — |" in lines
+    assert table_row(did, "`impl`")[:6] == ["2", "built nginx", "0 (0.0%)", "—", "100.0%", "—"]
+    edits = did.split("| mode | attempts that edited |", 1)[1]
+    # One time against one: Mann-Whitney's p is 1.
+    assert table_row(edits, "`raw`") == ["2", "21.0 s", "12.0 s", "30.0 s", "1"]
+    assert table_row(edits, "`impl`") == ["2", "8.0 s", "8.0 s", "—", "—"]
+    phases = section(md, "Phases and loops")
+    assert "Per mode whose agent ran several phases" not in phases
+    assert table_row(phases, "`raw`") == [
+        "`impl`",
+        "2",
+        "1 → 2",
+        "$1.00 → $3.00",
+        "$1.00 → $1.50",
+        "$2.00 [$1.00, unbounded]",
+    ]
+    report = json.loads((project.results / RUN / "report.json").read_text())
+    assert [m["name"] for m in report["process"]["modes"]] == ["impl", "raw"]
+    (step,) = report["workflow"]["marginal"]
+    assert (step["a"], step["b"], step["marginal"]) == ("raw", "impl", 2.0)

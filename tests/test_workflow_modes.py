@@ -170,6 +170,14 @@ def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(workflow):
     assert agent["attempts"][-1]["loop"] == loop
     # The harness committed call 1 with the agent's message; call 2 changed nothing.
     assert calls[0]["commit"] and calls[1]["commit"] is None
+    # The attempt's trajectory: each iteration a phase with its own conversation, stamped with
+    # the time it began.
+    task_dir = workflow.project.task_dir("impl", "tiny-add")
+    trajectory = json.loads((task_dir / agent["atif"]).read_text())
+    first, second = (json.dumps(t) for t in trajectory["subagent_trajectories"])
+    assert iteration(1) in first and iteration(2) not in first and iteration(2) in second
+    began = [s["timestamp"] for s in trajectory["steps"]]
+    assert began[0] < began[1], began
     patch = workflow.project.read("impl", "tiny-add", "patch.json")
     assert patch["files"] == ["src/core/calc.c"]
     assert workflow.project.read("impl", "tiny-add", "grade.json")["status"] == "resolved"
@@ -263,6 +271,15 @@ def test_full_plans_in_five_calls_with_two_at_once_then_loops(workflow_codex, co
     assert 0 < facts["planner"]["time_share"] < 1 and facts["loops"]["ended"] == {"marker": 1}
     md = (run_dir / "report.md").read_text()
     assert "## Phases and loops" in md and f"codex {CODEX} ×1" in md
+    # What the agent did, from its trajectory: the loop's first call edited calc.c with sed,
+    # nothing built or tested; the edit came while that call ran.
+    (process,) = report["process"]["modes"]
+    did = {b["name"]: b["attempts"] for b in process["behaviours"]}
+    assert did == {"built": 0, "tested": 0, "failed_test_before_edit": 0, "edited": 1}
+    first, edit = agent["phases"][0], process["first_edit"]["median"]
+    fixing = next(p for p in agent["phases"] if p.get("iteration") == 1)
+    assert fixing["started"] - 0.01 <= first["started"] + edit <= fixing["ended"] + 0.01
+    assert "## What the agents did" in md
     print(
         f"\nfull ({'fallback' if codex_fails else 'codex'}): {names}; critique and reducer "
         f"overlapped: {critique[2]:.2f}-{critique[3]:.2f} / {reduce[2]:.2f}-{reduce[3]:.2f}"

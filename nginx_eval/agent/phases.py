@@ -263,6 +263,8 @@ def run_all(run: Any, state: dict) -> dict:
     from . import loop  # loop.py uses this module's run_one
 
     state.setdefault("started", time.monotonic())
+    # The same moment by the clock, for the trajectory's timestamps (agent/stage.py: write_atif)
+    state.setdefault("started_at", time.time())
     state.setdefault("artifacts", {})
     for unit in units(run.mode, run.prompts):
         if not run.ws.is_dir():

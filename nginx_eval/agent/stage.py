@@ -25,6 +25,7 @@ once, even when doit's database was lost.
 """
 
 import base64
+import datetime
 import os
 import re
 import shlex
@@ -689,7 +690,8 @@ class AgentRun:
     def write_atif(self, state):
         """agent/trajectory.atif.json (transcript/atif.py): every phase that ran, its
         conversation read from its transcript, each answer's metrics from the proxy."""
-        rendered = {r["name"]: r for r in state["rendered"]}
+        # By the phase's log: a loop's iterations share its name, each with a transcript of its own.
+        rendered = {r["stdout"]: r for r in state["rendered"]}
         version = agent_version(self.layout, self.mode)
         bodies = wire.read_bodies(
             self.layout.agent_call_bodies(self.mode.name, self.task.instance_id)
@@ -697,16 +699,25 @@ class AgentRun:
         programs = {p.name: p.program for p in self.mode.phases}
         phases = []
         for record in state["phases"]:
-            seen = rendered.get(record["name"])
+            seen = rendered.get(record["stdout"])
             program = registry.PROGRAMS.get(programs.get(record["name"], ""))
+            began = phase_time(state.get("started_at"), record.get("started"))
             if seen:
                 conversation = atif.claude_conversation(seen["entries"])
             elif program and program is not CLAUDE:
-                # Its own session logs are not read: the proxy's record of its calls is.
+                # Its own session logs are not read: the proxy's record of its calls is; the
+                # calls of a loop's iteration are those made while it ran.
+                ended = phase_time(state.get("started_at"), record.get("ended"))
                 calls = [
                     c
                     for c in state["calls"]
-                    if c.get("phase") == record["name"] and c.get("program") == program.name
+                    if c.get("phase") == record["name"]
+                    and c.get("program") == program.name
+                    and (
+                        "iteration" not in record
+                        or not (began and ended)
+                        or began <= str(c.get("started")) <= ended
+                    )
                 ]
                 conversation = wire.conversation(program.name, program.api, calls, bodies)
             else:
@@ -719,6 +730,7 @@ class AgentRun:
                     "result": record.get("result"),
                     "conversation": conversation,
                     "version": version,
+                    "started_at": began,
                 }
             )
         path = self.layout.agent_atif(self.mode.name, self.task.instance_id)
@@ -744,6 +756,16 @@ class AgentRun:
             path, trajectory.render(f"{self.mode.name}/{self.task.instance_id}", rendered)
         )
         return str(path.relative_to(self.out.parent))
+
+
+def phase_time(attempt_began: float | None, offset: float | None) -> str | None:
+    """The time `offset` seconds into an attempt that began at `attempt_began` (epoch seconds),
+    as the metering proxy writes its calls' (ISO 8601, UTC, milliseconds): None if either is
+    unknown."""
+    if attempt_began is None or offset is None:
+        return None
+    moment = datetime.datetime.fromtimestamp(attempt_began + offset, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def run_attempts(run, retries):

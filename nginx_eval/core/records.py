@@ -930,6 +930,39 @@ class SwebenchSection(TypedDict):
     modes: list[dict[str, Any]]  # report/evaluation.py: Evaluation.modes
 
 
+class ProcessBehaviour(TypedDict):
+    """How often a mode's attempts did one thing (report/process.py's docstring)."""
+
+    name: str  # "built" | "tested" | "failed_test_before_edit" | "edited"
+    attempts: int  # the attempts that did it
+    share: float | None  # of the mode's attempts
+    resolved_with: float | None  # the resolved rate of the attempts that did it
+    resolved_without: float | None  # ... and of those that did not
+    p: float | None  # Fisher's exact test, two-sided (None: no test, a margin is 0)
+
+
+class ProcessFirstEdit(TypedDict):
+    """Seconds from an attempt's start to its first edit, over the attempts that edited."""
+
+    attempts: int
+    median: float | None
+    median_resolved: float | None
+    median_unresolved: float | None
+    p: float | None  # Mann-Whitney U, resolved against unresolved, two-sided
+
+
+class ModeProcess(TypedDict):
+    name: str
+    attempts: int  # scored tasks whose trajectory was read
+    resolved: int
+    behaviours: list[ProcessBehaviour]
+    first_edit: ProcessFirstEdit
+
+
+class ProcessSection(TypedDict):
+    modes: list[ModeProcess]
+
+
 class ReportJson(TypedDict):
     schema_version: int
     run: str
@@ -956,6 +989,8 @@ class ReportJson(TypedDict):
     # modes with several phases or a loop: per phase time and cost, loops, the users' ratios
     # (report/workflow.py's docstring)
     workflow: NotRequired[dict[str, Any]]
+    # modes whose agents left trajectories: what they did, and its association with resolving
+    process: NotRequired[ProcessSection]
 
 
 class CompareArm(TypedDict):

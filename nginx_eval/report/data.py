@@ -19,6 +19,7 @@ from .arms import breakdowns, compare_arms, make_arms, power_summary
 from .charts import distribution_panels
 from .evaluation import SCORED_OUTCOMES, evaluate
 from .modes import families, mode_summary, strict_view
+from .process import process_facts, read_processes
 from .records import gold_files, modes_on_disk, read_rows, toolchain
 from .workflow import workflow_facts
 
@@ -246,6 +247,7 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
         ),
         "swebench": swebench_facts(layout, evaluation),
         "workflow": workflow_facts(rows, names),
+        "process": process_facts(rows, names, read_processes(layout, rows)),
         "cross": None,
         "validation": _verdict_counts(validation, task_ids),
         "chart": layout.report_chart.name,
@@ -644,6 +646,7 @@ def report_json(layout, bench, inputs, data):
         "swebench": data["swebench"],
         "cross": data["cross"],
         **({"workflow": data["workflow"]} if data.get("workflow") else {}),
+        **({"process": data["process"]} if data.get("process") else {}),
     }
 
 

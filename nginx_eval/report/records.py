@@ -1,6 +1,7 @@
 """Reading a run's records for the report (stage 9): which modes have results, their
-results.jsonl rows, what each row's agent ran, the toolchain the records name, and the files each
-task's fix touches. Nothing here computes a statistic; report/modes.py does, from these rows.
+results.jsonl rows, what each row's agent ran, the toolchain the records name, where the tasks'
+trajectories are, and the files each task's fix touches. Nothing here computes a statistic;
+report/modes.py does, from these rows.
 
 Rows are results.jsonl rows (core/records.py: ResultRow); a row's outcome is core/outcomes.py's
 outcome(), the one definition, for rows without the field too.
@@ -131,6 +132,13 @@ def toolchain_records(layout, names):
         for record in ("build.json", "prove.json")
         for p in sorted(layout.mode_dir(m).glob(f"*/{record}"), key=str)
     ]
+
+
+def trajectory_records(layout, names):
+    """Every task's ATIF trajectory of every mode in `names` (transcript/atif.py): what the
+    process figures are read from (process.py)."""
+    pattern = {m: str(layout.agent_atif(m, "*").relative_to(layout.mode_dir(m))) for m in names}
+    return [p for m in names for p in sorted(layout.mode_dir(m).glob(pattern[m]), key=str)]
 
 
 def toolchain(layout, names):

@@ -5,7 +5,8 @@ when some mode has agent time or cost, ``report-distributions.png``; with ``comp
 Rendered from result files only, never by running anything: every mode of the run that has a
 ``results.jsonl`` (the modes of this invocation and any other mode dir on disk), the run's
 ``validation.json`` if there is one, the per-task ``build.json`` and ``prove.json`` (the toolchain,
-compiler, Perl and OpenSSL: records.toolchain), a SWE-bench run's official reports (evaluation.py),
+compiler, Perl and OpenSSL: records.toolchain) and ``agent/trajectory.atif.json`` (what the
+agents did: process.py), a SWE-bench run's official reports (evaluation.py),
 and the templates (``templates/report*.j2``). Two doit tasks render it: ``report:markdown`` (`doit
 run report run=NAME`; ``report`` is it and then the site) and ``<bench>:report`` (part of `doit run
 nginx`); a `doit run` of some modes renders it at its end too (progress.py), and ``power`` prints
@@ -36,7 +37,7 @@ from .data import SCHEMA_VERSION, collect, json_comparison, method_settings, rep
 from .evaluation import report_files
 from .markdown import COMPARE_TEMPLATE, render
 from .power import print_plan
-from .records import modes_on_disk, toolchain_records
+from .records import modes_on_disk, toolchain_records, trajectory_records
 from .site import SITE_TASK
 
 
@@ -48,6 +49,7 @@ def input_files(layout, configured, templates_dir):
     if layout.validation_json.exists():
         files.append(layout.validation_json)
     files += toolchain_records(layout, names)
+    files += trajectory_records(layout, names)  # the process figures' (process.py)
     files += report_files(layout)  # a SWE-bench run's official reports (evaluation.py)
     files += sorted(p for p in templates_dir.rglob("report*.j2"))
     return [str(f) for f in files]

@@ -2,7 +2,11 @@
 a loop, its time and cost per phase (the planner's share: every phase but the loop's), its loop
 statistics (iterations, how loops ended, tasks resolved without the marker ever written), and the
 time and cost ratios between the users' modes (nlcmd over full, full over impl) on the tasks
-both ran, with a seeded bootstrap interval over tasks (stats.ratio_interval, scipy.stats).
+both ran, with a seeded bootstrap interval over tasks (stats.ratio_interval, scipy.stats); and
+for each step up the users' ladder (raw to impl, impl to full, full to nlcmd) each mode's cost
+per resolved task and the marginal cost per extra resolved task, (cost_b - cost_a) /
+(resolved_b - resolved_a) summed over the tasks both scored with a cost, with the same
+bootstrap (undefined, "no extra task resolved", when b resolved no more than a).
 
 Read from results.jsonl rows: ``phase_figures`` (one entry per call: name, program, model,
 seconds, cost_usd, fallback, loop) and ``loop`` (agent.json's, core/records.py: LoopRecord).
@@ -11,11 +15,15 @@ seconds, cost_usd, fallback, loop) and ``loop`` (agent.json's, core/records.py: 
 from collections import Counter
 from typing import Any
 
+from ..core.outcomes import NOT_SCORED
 from . import stats
-from .modes import rounded, rounded_pair
+from .modes import cost_per_resolved, rounded, rounded_pair
+from .records import row_outcome
 
 # (a, b): a's time and cost over b's, the comparisons the users' own reports make.
 PAIRS = (("nlcmd", "full"), ("full", "impl"))
+# (a, b): what b's extra resolved tasks cost over a's, the cheaper mode first.
+STEPS = (("raw", "impl"), ("impl", "full"), ("full", "nlcmd"))
 
 
 def _sum(values: list) -> float | None:
@@ -109,6 +117,51 @@ def _ratio(ra: dict, rb: dict, key: str, seed: int) -> dict[str, Any] | None:
     return {"tasks": len(ids), "ratio": rounded(value), "interval": rounded_pair(interval)}
 
 
+def _resolved(row: dict) -> int:
+    return int(row_outcome(row) == "resolved")
+
+
+def marginal_cost(a: str, b: str, ra: dict, rb: dict) -> dict[str, Any] | None:
+    """b over a on the tasks both scored with a cost: their costs, resolved tasks, costs per
+    resolved task and the marginal cost per extra resolved task (module docstring); None when
+    no task is shared."""
+    ids = sorted(
+        i
+        for i in ra
+        if i in rb
+        and all(
+            r[i].get("cost_usd") is not None and row_outcome(r[i]) not in NOT_SCORED
+            for r in (ra, rb)
+        )
+    )
+    if not ids:
+        return None
+    cost_a = [ra[i]["cost_usd"] for i in ids]
+    cost_b = [rb[i]["cost_usd"] for i in ids]
+    extra = [_resolved(rb[i]) - _resolved(ra[i]) for i in ids]
+    value, interval = stats.ratio_interval(
+        [y - x for x, y in zip(cost_a, cost_b, strict=True)],
+        extra,
+        stats.seed_for("marginal", a, b),
+    )
+    per_a = cost_per_resolved({i: [ra[i]] for i in ids}, stats.seed_for("marginal", a, b, a))
+    per_b = cost_per_resolved({i: [rb[i]] for i in ids}, stats.seed_for("marginal", a, b, b))
+    return {
+        "a": a,
+        "b": b,
+        "tasks": len(ids),
+        "cost_a": rounded(sum(cost_a), 6),
+        "cost_b": rounded(sum(cost_b), 6),
+        "resolved_a": sum(_resolved(ra[i]) for i in ids),
+        "resolved_b": sum(_resolved(rb[i]) for i in ids),
+        "per_resolved_a": {k: per_a[k] for k in ("value", "interval")},
+        "per_resolved_b": {k: per_b[k] for k in ("value", "interval")},
+        "extra_resolved": sum(extra),
+        "marginal": rounded(value),
+        "marginal_interval": rounded_pair(interval),
+    }
+
+
 def workflow_facts(rows: dict[str, dict[str, dict]], names: list[str]) -> dict[str, Any] | None:
     """The section's data (module docstring), or None when no mode has phases to show."""
     modes = [w for w in (mode_workflow(m, rows[m]) for m in names) if w]
@@ -119,6 +172,13 @@ def workflow_facts(rows: dict[str, dict[str, dict]], names: list[str]) -> dict[s
             cost = _ratio(rows[a], rows[b], "cost_usd", stats.seed_for("workflow", a, b, "c"))
             if time or cost:
                 pairs.append({"a": a, "b": b, "time": time, "cost": cost})
-    if not modes and not pairs:
+    steps = [
+        m
+        for a, b in STEPS
+        if a in rows and b in rows
+        for m in [marginal_cost(a, b, rows[a], rows[b])]
+        if m
+    ]
+    if not modes and not pairs and not steps:
         return None
-    return {"modes": modes, "pairs": pairs}
+    return {"modes": modes, "pairs": pairs, "marginal": steps}

@@ -1,16 +1,17 @@
 """An agent attempt as an ATIF trajectory (Harbor's Agent Trajectory Interchange Format, v1.7):
 ``agent/trajectory.atif.json``, written beside agent.json (agent/stage.py).
 
-The root trajectory is the attempt: a ``system`` step per phase, whose observation refers to the
-phase's own trajectory, embedded in the root's ``subagent_trajectories``; a Claude Code subagent
-is in turn embedded in its phase's trajectory and referred to from the observation of the tool
-call that started it. Steps: the prompt (``user``), then one ``agent`` step per model answer
-(its text, reasoning and tool calls, with the tool results as its observation). Each agent step's
-metrics are the metering proxy's record of the call that produced it (records.py: CallRecord,
-matched by the response's id: prompt tokens include the cached ones, as ATIF counts them, and the
-cost is the metered one); an answer the proxy did not see keeps the transcript's own usage,
-without a cost. The root's ``final_metrics`` are every call of the attempt, retries and calls no
-transcript shows included.
+The root trajectory is the attempt: a ``system`` step per phase, stamped with the time the phase
+began (report/process.py counts an attempt's seconds from its first), whose observation refers
+to the phase's own trajectory, embedded in the root's ``subagent_trajectories``; a Claude Code
+subagent is in turn embedded in its phase's trajectory and referred to from the observation of
+the tool call that started it. Steps: the prompt (``user``), then one ``agent`` step per model
+answer (its text, reasoning and tool calls, with the tool results as its observation). Each
+agent step's metrics are the metering proxy's record of the call that produced it (records.py:
+CallRecord, matched by the response's id: prompt tokens include the cached ones, as ATIF counts
+them, and the cost is the metered one); an answer the proxy did not see keeps the transcript's
+own usage, without a cost. The root's ``final_metrics`` are every call of the attempt, retries
+and calls no transcript shows included.
 
 A program's transcripts become a ``Conversation`` (turns, subagents), the one thing a reader of
 another program's session logs has to produce: ``claude_conversation`` reads Claude Code's; the
@@ -260,8 +261,9 @@ def attempt_trajectory(
     calls: Sequence[Mapping[str, Any]],
 ) -> dict[str, Any]:
     """The root trajectory of an attempt. agent: {"name", "version", "model_name"}; phases:
-    {"name", "status", "prompt", "result", "conversation": Conversation or None, "version"};
-    calls: every record of the attempt's proxy."""
+    {"name", "status", "prompt", "result", "conversation": Conversation or None, "version",
+    "started_at": when it began (ISO 8601), the timestamp of its step}; calls: every record of
+    the attempt's proxy."""
     by_response = {str(c["response_id"]): c for c in calls if c.get("response_id")}
     embedded, steps = [], []
     for i, phase in enumerate(phases, 1):
@@ -278,14 +280,14 @@ def attempt_trajectory(
         if sub.get("session_id"):
             ref["session_id"] = sub["session_id"]
         outcome = {"content": phase.get("result") or "", "subagent_trajectory_ref": [ref]}
-        steps.append(
-            {
-                "step_id": i,
-                "source": "system",
-                "message": f"phase {i}, {phase['name']}: {phase.get('status') or 'not run'}",
-                "observation": {"results": [outcome]},
-            }
-        )
+        step: dict[str, Any] = {
+            "step_id": i,
+            "source": "system",
+            "message": f"phase {i}, {phase['name']}: {phase.get('status') or 'not run'}",
+        }
+        if phase.get("started_at"):
+            step["timestamp"] = phase["started_at"]
+        steps.append(dict(step, observation={"results": [outcome]}))
     if not steps:
         steps = [{"step_id": 1, "source": "system", "message": "no phase ran"}]
     billed = [c for c in calls if c.get("tokens")]

@@ -215,6 +215,9 @@ def pytest_configure(config):
     # filesystem: what most of them check does not depend on which toolchain builds and proves
     # (test_rootfs.py runs the pipeline in the pinned one).
     os.environ.setdefault("NGINX_EVAL_TOOLCHAIN", "host")
+    # pytest-xdist hands out modules (--dist loadfile) in collection order, which
+    # pytest_collection_modifyitems below sets, not sorted by how many tests each has.
+    config.option.loadscopereorder = False
 
 
 # -- the inner loop: `pytest -m "not e2e"` runs no doit, make, prove, sandbox or CLI --------------
@@ -263,11 +266,38 @@ def pytest_collection_modifyitems(config, items):
             item.module, "E2E", False
         ):
             item.add_marker(pytest.mark.e2e)
-    # Modules with end-to-end tests first, each whole and in its order: pytest-xdist's loadfile
-    # hands out modules in this order, so the quick modules fill the workers at the end instead
-    # of a module of minutes starting last.
+    # The longest modules first, then the other modules with end-to-end tests, each whole and in
+    # its order: pytest-xdist's loadfile hands out modules in this order, so the quick modules
+    # fill the workers at the end instead of a module of minutes starting last.
     end_to_end = {item.module.__name__ for item in items if item.get_closest_marker("e2e")}
-    items.sort(key=lambda item: item.module.__name__ not in end_to_end)
+    items.sort(
+        key=lambda item: (
+            LONGEST.index(item.module.__name__)
+            if item.module.__name__ in LONGEST
+            else len(LONGEST),
+            item.module.__name__ not in end_to_end,
+        )
+    )
+
+
+# The modules of the longest wall time (a sum over their tests, measured with the whole suite on
+# four workers: docs/development.md), longest first.
+LONGEST = (
+    "test_real_nginx",
+    "test_rayexec",
+    "test_agent_claude",
+    "test_workflow_modes",
+    "test_faults",
+    "test_agent_programs",
+    "test_full_mode",
+    "test_swebench",
+    "test_claude_cli",
+    "test_pipeline",
+    "test_openssl_pin",
+    "test_report",
+    "test_sandbox_servers",
+    "test_limits",
+)
 
 
 _GUARD = {"on": False}  # during the setup and call of a test not marked e2e

@@ -7,9 +7,11 @@ NGINX_EVAL_REPO_URL names them (e.g. '/srv/mirrors/{owner}+{name}/repo'); `.ci/r
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import DODO
 
 URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
 
@@ -35,6 +37,20 @@ def needs_mirrors(*repos: str) -> pytest.MarkDecorator:
         bool(missing),
         reason=f"needs local git mirrors of {' and '.join(repos)}: set NGINX_EVAL_REPO_URL "
         "(e.g. '/srv/mirrors/{owner}+{name}/repo')",
+    )
+
+
+def doit_run(tmp_path: Path, cache: Path, *words: str, timeout: float = 900) -> None:
+    """`doit run WORDS` with the cache `cache` and the test's own results (tmp_path/results)."""
+    env = dict(
+        os.environ, NGINX_EVAL_CACHE=str(cache), NGINX_EVAL_RESULTS=str(tmp_path / "results")
+    )
+    subprocess.run(
+        [sys.executable, "-m", "doit", "-f", str(DODO), "run", *words],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=timeout,
     )
 
 

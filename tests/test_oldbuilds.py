@@ -1,35 +1,20 @@
 """Compiler options for old nginx bases (nginx_eval/mining/oldbuilds.py)."""
 
-import os
 import subprocess
-from pathlib import Path
 
 import pytest
+from nginx_mirrors import mirror, needs_mirrors
 
 from nginx_eval.mining.oldbuilds import legacy_cc_opt, with_legacy_options
 
-URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
-
 
 def git_mirror(name):
-    """The local mirror of github.com/nginx/<name> NGINX_EVAL_REPO_URL names, or None. (Not
-    named test*: pytest would collect it as a test.)"""
-    path = URL.format(owner="nginx", name=name)
-    ok = (
-        URL
-        and subprocess.run(
-            ["git", "--git-dir", path, "rev-parse", "--git-dir"], capture_output=True
-        ).returncode
-        == 0
-    )
-    return Path(path) if ok else None
+    """The local mirror of github.com/nginx/<name>, or None. (Not named test*: pytest would
+    collect it as a test.)"""
+    return mirror(f"nginx/{name}")
 
 
-needs_mirror = pytest.mark.skipif(
-    git_mirror("nginx") is None,
-    reason="needs a local git mirror of nginx: set NGINX_EVAL_REPO_URL "
-    "(e.g. '/srv/mirrors/{owner}+{name}/repo')",
-)
+needs_mirror = needs_mirrors("nginx/nginx")
 
 
 def test_a_history_that_is_not_nginx_gets_no_options(tmp_path):
@@ -106,11 +91,7 @@ def test_options_follow_the_base(base, flags, expected):
     assert with_legacy_options(git_mirror("nginx"), base, flags) == expected
 
 
-@pytest.mark.skipif(
-    git_mirror("nginx-tests") is None,
-    reason="needs a local git mirror of nginx-tests: set "
-    "NGINX_EVAL_REPO_URL (e.g. '/srv/mirrors/{owner}+{name}/repo')",
-)
+@needs_mirrors("nginx/nginx-tests")
 @pytest.mark.parametrize(
     "commit, fixed",
     [

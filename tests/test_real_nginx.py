@@ -8,51 +8,25 @@ and their test runs are made once for the module; each test has results of its o
 
 import difflib
 import json
-import os
 import shutil
 import subprocess
-import sys
 
+import nginx_mirrors
 import pytest
-from conftest import DODO, SOURCE_ROOT
+from conftest import SOURCE_ROOT
+from nginx_mirrors import doit_run
 
 # Every test here starts doit on real nginx (minutes): end to end (conftest.py).
 E2E = True
 
-URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
-
-
-def mirror_ok(repo):
-    owner, name = repo.split("/")
-    url = URL.format(owner=owner, name=name)
-    return subprocess.run(["git", "ls-remote", "--heads", url], capture_output=True).returncode == 0
-
-
-pytestmark = pytest.mark.skipif(
-    not URL or not (mirror_ok("nginx/nginx") and mirror_ok("nginx/nginx-tests")),
-    reason="needs local mirrors of nginx and nginx-tests: set NGINX_EVAL_REPO_URL "
-    "(e.g. '/srv/mirrors/{owner}+{name}/repo')",
-)
+URL = nginx_mirrors.URL
+pytestmark = nginx_mirrors.needs_mirrors("nginx/nginx", "nginx/nginx-tests")
 
 
 @pytest.fixture(scope="module")
 def nginx_cache(tmp_path_factory):
     """NGINX_EVAL_CACHE of every test here."""
     return tmp_path_factory.mktemp("nginx-cache")
-
-
-def doit_run(tmp_path, cache, *words, timeout=900):
-    """`doit run WORDS` with the module's cache and the test's own results (tmp_path/results)."""
-    env = dict(
-        os.environ, NGINX_EVAL_CACHE=str(cache), NGINX_EVAL_RESULTS=str(tmp_path / "results")
-    )
-    subprocess.run(
-        [sys.executable, "-m", "doit", "-f", str(DODO), "run", *words],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=timeout,
-    )
 
 
 def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path, nginx_cache):
@@ -72,33 +46,6 @@ def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path, nginx_cache):
     assert grade("gold")["status"] == "resolved"
     assert grade("none")["status"] == "unresolved"
     assert grade("none")["fail_to_pass"]["failed"] == task["fail_to_pass"]
-
-
-def test_a_2017_task_with_1024_bit_certificates_runs_under_the_openssl_pin(tmp_path, nginx_cache):
-    """mail_capability.t of 2017 makes a 1024-bit certificate; at Debian 12's default security
-    level nginx refused it at the base and the fix alike (gold graded env_error). Under the
-    harness's OpenSSL configuration the task tells the fix from no fix."""
-    iid = "nginx__nginx-fbe9759e4b8d"
-    doit_run(
-        tmp_path,
-        nginx_cache,
-        "nginx:gold",
-        "nginx:none",
-        f"instances={iid}",
-    )
-    result = lambda mode, name: json.loads(
-        (tmp_path / "results" / "default" / mode / iid / name).read_text()
-    )
-    assert result("gold", "grade.json")["status"] == "resolved"
-    assert result("none", "grade.json")["status"] == "unresolved"
-    assert result("none", "grade.json")["fail_to_pass"]["failed"] == [
-        "mail_pop3.t:8 auth capabilities"
-    ]
-    tap = tmp_path / "results" / "default" / "gold" / iid / "tap" / "mail_capability.t.tap"
-    assert "All tests successful" in tap.read_text()
-    assert result("gold", "prove.json")["environment"]["OPENSSL_CONF"].endswith(
-        "nginx_eval/prove/openssl_tests.cnf"
-    )
 
 
 def main_c_patch(base_commit, insertion):

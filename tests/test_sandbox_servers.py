@@ -141,8 +141,6 @@ def test_the_agent_is_an_ordinary_user_inside_and_its_files_belong_to_the_harnes
     assert made.stat().st_uid == 0 and made.stat().st_gid == 0
 
 
-
-
 NGINX_IN_THE_SANDBOX = r"""
 set -u
 conf() {

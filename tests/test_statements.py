@@ -3,12 +3,9 @@ passes; on crafted evidence, on the fixture repositories (`doit run tiny:lint`) 
 tasks/nginx.json (with local mirrors of nginx and nginx-tests)."""
 
 import json
-import os
-import subprocess
-from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
+import nginx_mirrors
 from conftest import SOURCE_ROOT
 
 from nginx_eval.checks.statements import (
@@ -219,29 +216,8 @@ AUDIT = {
 }
 
 
-URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
-
-
-def mirror(repo):
-    """The local git directory NGINX_EVAL_REPO_URL names for `repo`, or None."""
-    owner, name = repo.split("/")
-    path = URL.format(owner=owner, name=name)
-    ok = (
-        URL
-        and subprocess.run(
-            ["git", "--git-dir", path, "rev-parse", "--git-dir"], capture_output=True
-        ).returncode
-        == 0
-    )
-    return Path(path) if ok else None
-
-
-needs_mirrors = pytest.mark.skipif(
-    not (mirror("nginx/nginx") and mirror("nginx/nginx-tests")),
-    reason="needs local git mirrors of nginx and nginx-tests: set NGINX_EVAL_REPO_URL "
-    "(e.g. '/srv/mirrors/{owner}+{name}/repo')",
-)
-MIRRORS = SimpleNamespace(bare_repo=mirror)
+needs_mirrors = nginx_mirrors.needs_mirrors("nginx/nginx", "nginx/nginx-tests")
+MIRRORS = SimpleNamespace(bare_repo=nginx_mirrors.mirror)
 
 
 @needs_mirrors

@@ -392,6 +392,7 @@ def test_codex_and_claude_phases_at_once_are_each_metered_under_their_own_phase(
     billed = [c for c in calls if c["tokens"]]
     assert {c["phase"] for c in billed if c["program"] == "claude"} == {"claude-raw"}
     assert {c["phase"] for c in billed if c["program"] == "codex"} == {"codex-raw", "codex-plan"}
+    assert {c["priced_as"] for c in billed if c["program"] == "codex"} == {"openai/gpt-5.2"}
     metered = {p["name"]: p["metered"] for p in agent["phases"]}
     answered = {
         "codex-raw": [r for r in openai_api.responses_requests(RAW) if r.get("usage")],

@@ -327,14 +327,16 @@ class MeterProxy:
         )
         model = parsed.model or usage.request_model(x.api, x.path, x.body)
         started = datetime.fromisoformat(record["started"].replace("Z", "+00:00"))
-        cost, source = pricing.price(x.api, model, parsed.usage, started)
+        priced = pricing.price(x.api, model, parsed.usage, started)
         record.update(
             model=model,
             stream=usage.request_streams(x.body),
             response_id=parsed.response_id,
             tokens=parsed.tokens,
-            cost_usd=cost,
-            price_source=source if parsed.usage else None,
+            cost_usd=priced.cost_usd,
+            price_source=priced.source if parsed.usage else None,
+            priced_as=priced.priced_as,
+            price_match=priced.match,
         )
         if parsed.errors and not record["error"]:
             record["error"] = ", ".join(parsed.errors)
@@ -462,6 +464,8 @@ class _Handler(BaseHTTPRequestHandler):
             tokens=None,
             cost_usd=None,
             price_source=None,
+            priced_as=None,
+            price_match=None,
             error=None,
         )
         exchange = Exchange(

@@ -8,10 +8,8 @@ installs (against tests/openai_standin.py):
   operator's OPENAI_BASE_URL or api.openai.com, the key from OPENAI_API_KEY), analytics and
   update checks off, and ``web_search = "disabled"`` unless the mode opens the web tools: else
   every request offers the hosted ``web_search`` tool, which the API runs outside any sandbox.
-  That base_url is read from the home alone (OPENAI_BASE_URL moves only the built-in provider,
-  which 0.169.0 does not reach over plain HTTP): a phase that names its own endpoint (the
-  metering proxy's phase prefix, phases that share the home running at once) overrides it on
-  its command line, ``codex -c model_providers.nginx-eval.base_url="..."`` (endpoint_option).
+  That base_url is read from the home alone: a phase that names its own overrides it on its
+  command line (endpoint_option).
   A login (``auth.json`` of the operator's CODEX_HOME or ~/.codex) is copied in; nothing else
   of theirs (config.toml, AGENTS.md, prompts, skills) is.
 - ``codex exec --json`` prints one event per line: ``thread.started`` (thread_id),
@@ -172,8 +170,9 @@ class Codex(Program):
 
     def endpoint_option(self, base_url: str) -> str:
         """``-c`` overriding its provider's config.toml base_url for this one process: the
-        provider's endpoint is read from the home alone (OPENAI_BASE_URL is the built-in
-        provider's), and phases that run at once share the home."""
+        provider's endpoint is read from the home alone (OPENAI_BASE_URL moves only the built-in
+        provider, which 0.169.0 does not reach over plain HTTP), and phases that run at once
+        share the home, each with its own base URL (the metering proxy's phase prefix)."""
         return "-c " + shlex.quote(f"model_providers.{PROVIDER}.base_url={json.dumps(base_url)}")
 
     def command(self, continues: bool) -> str:

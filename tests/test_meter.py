@@ -18,7 +18,14 @@ from anthropic_standin import Fault, StandIn, say
 from test_meter_apis import GPT52
 
 from nginx_eval.meter import pricing, summary, usage
-from nginx_eval.meter.proxy import MeterProxy, redact_query, route, split_phase, upstream_target
+from nginx_eval.meter.proxy import (
+    PHASE_HEADER,
+    MeterProxy,
+    redact_query,
+    route,
+    split_phase,
+    upstream_target,
+)
 
 SECRET = "sk-ant-meter-secret-0123456789"
 WHO = {"run": "default", "mode": "raw", "task": "tiny-add", "attempt": 1}
@@ -520,6 +527,35 @@ def test_routes_and_upstream_paths():
     secrets = set()
     assert redact_query("/m:gen?alt=sse&key=abc", secrets) == "/m:gen?alt=sse&key=%5Bredacted%5D"
     assert secrets == {"abc"}
+
+
+def test_a_call_names_its_phase_by_its_path_else_by_the_base_url_header(meter_of):
+    """The phase prefix of the path first; without one, the phase of the base URL a program
+    sends in PHASE_HEADER (Codex, whose home names the proxy without a phase); without either,
+    the attempt's current phase. The header is the proxy's: the upstream never sees it."""
+    answer = json.dumps({"id": "resp_1", "model": "gpt-5", "output": [], "usage": None})
+    upstream = Upstream(lambda handler, body: send(handler, 200, answer.encode()))
+    try:
+        meter = meter_of({"openai-responses": upstream.url + "/v1"})
+        meter.phase = "current"
+        named = f"http://127.0.0.1:{meter.port}/phase/from%20header/v1"
+        conn = http.client.HTTPConnection("127.0.0.1", meter.port)
+        for path, headers in (
+            ("/phase/from-path/v1/responses", {PHASE_HEADER: named}),
+            ("/v1/responses", {PHASE_HEADER: named}),
+            ("/v1/responses", {PHASE_HEADER: f"http://127.0.0.1:{meter.port}/v1"}),
+            ("/v1/responses", {}),
+        ):
+            conn.request("POST", path, json.dumps({"model": "gpt-5", "input": "x"}), headers)
+            assert conn.getresponse().read() == answer.encode()
+        meter.stop()
+    finally:
+        upstream.close()
+    assert [c["phase"] for c in meter.calls] == ["from-path", "from header", "current", "current"]
+    assert [r["path"] for r in upstream.requests] == ["/v1/responses"] * 4
+    assert not any(PHASE_HEADER in {k.lower() for k in r["headers"]} for r in upstream.requests), (
+        upstream.requests
+    )
 
 
 def test_a_call_open_when_the_attempt_ends_is_recorded_unfinished(meter_of):

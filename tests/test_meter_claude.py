@@ -414,3 +414,67 @@ def test_codex_and_claude_phases_at_once_are_each_metered_under_their_own_phase(
             for n in ("codex-raw", "codex-plan", "claude-raw")
         )
     )
+
+
+NESTED_GROUP_MODE = """
+[modes.nested]
+model = "sonnet"
+models = {{ sonnet = "{sonnet}" }}
+[[modes.nested.phases]]
+name = "nest"
+group = "both"
+prompt = "prompt_raw.md.j2"
+command = "{bash_command}"
+[[modes.nested.phases]]
+name = "other"
+group = "both"
+prompt = "prompt_plan.md.j2"
+command = "${{AGENT:-claude --output-format json --model {{model}} -p}} {{prompt}}"
+"""
+
+
+def test_a_codex_run_from_bash_in_a_parallel_group_is_counted_under_its_phase(
+    claude, openai_api, codex_program
+):
+    """Two Claude Code phases at once; one's Bash tool runs `codex exec` (no -c of its phase:
+    the home's config.toml names the proxy without a phase) while the other is still waiting
+    for its answer: the Codex call is counted under the phase that started it, by the base URL
+    its environment gave it (sent in the proxy's header), not under the phase that started
+    last."""
+    import openai_standin
+
+    claude.project.env.update(
+        OPENAI_BASE_URL=openai_api.url + "/v1", OPENAI_API_KEY=openai_api.api_key
+    )
+    bash_command = (
+        "${AGENT:-claude --allowedTools Bash,Read --output-format json --model {model} -p} {prompt}"
+    )
+    claude.add_mode(NESTED_GROUP_MODE.format(sonnet=SONNET, bash_command=bash_command))
+    openai_api.script = {NESTED: [[openai_standin.say("Nested and done.")]]}
+    nested = (
+        f"{codex_program} exec --json --skip-git-repo-check -s danger-full-access -m gpt-5 "
+        f"'{NESTED} please' </dev/null"
+    )
+    claude.api.script = {
+        RAW: [[call("Bash", command=nested)], [say("Nested done.")]],
+        PLAN: [[say("PLAN: a + b.")]],
+    }
+    claude.api.faults = [
+        # Both phases have started before the nested call; the other waits until it is made.
+        Fault(delay=60, marker=RAW, turn=0, until=PLAN),
+        Fault(delay=60, marker=PLAN, until=lambda: openai_api.responses_requests(NESTED)),
+    ]
+    claude.run("tiny:nested")
+    agent = claude.agent("nested")
+    assert agent["status"] == "completed", agent["error"]
+    assert [r for r in openai_api.responses_requests(NESTED) if r.get("usage")]
+    calls = summary.read_calls(claude.path("nested", "agent/calls.jsonl.gz"))
+    billed = [c for c in calls if c["tokens"]]
+    assert [(c["phase"], c["model"]) for c in billed if c["program"] == "codex"] == [
+        ("nest", "gpt-5")
+    ]
+    metered = {p["name"]: p["metered"] for p in agent["phases"]}
+    assert metered["nest"]["models"]["gpt-5"]["program"] == "codex"
+    assert "gpt-5" not in metered["other"]["models"]
+    plan_answers = [r for r in claude.api.messages_requests(PLAN) if r["usage"]]
+    assert metered["other"]["billed_calls"] == len(plan_answers)

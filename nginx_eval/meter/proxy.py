@@ -42,8 +42,14 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 from . import pricing, usage
 from .usage import ANTHROPIC, GEMINI, OPENAI
 
+# A program whose home names its endpoint (Codex's config.toml) sends the base URL of its
+# environment in this header (programs/codex.py): the phase it names counts a call whose path
+# has no phase prefix (a Codex that another program started, in a phase running beside others).
+# The proxy's own: it goes no further.
+PHASE_HEADER = "x-nginx-eval-base-url"
 HOP_HEADERS = frozenset(
     (
+        PHASE_HEADER,
         "connection",
         "keep-alive",
         "proxy-authenticate",
@@ -433,7 +439,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def forward(self) -> None:
         meter = self.server.meter
-        phase, self.path = split_phase(self.path, meter.phase)
+        phase, self.path = split_phase(self.path, None)
+        if phase is None:  # else the base URL its environment gave it names it, if any
+            named = urlsplit(self.headers.get(PHASE_HEADER) or "").path
+            phase = split_phase(named, None)[0]
+        phase = phase or meter.phase
         body = self.request_body()
         api = route(
             urlsplit(self.path).path,

@@ -74,7 +74,8 @@ class Fault:
     delay: seconds to wait before answering (also before an error);
     until: with delay, answer as soon as a request of this script marker has arrived, waiting at
       most delay seconds: two calls that hold each other so are in flight at once exactly when
-      the program made them at the same time, however slowly each started;
+      the program made them at the same time, however slowly each started; or a function,
+      answer as soon as it returns true (a request that arrived at another stand-in);
     should_retry: sends ``x-should-retry: true/false`` with the error (None: no such header);
       the CLI honours it, e.g. a 401 without it is retried like a 5xx;
     times: how many matching requests it hits (None: every one);
@@ -97,6 +98,20 @@ class Fault:
         if self.turn is not None and self.turn != turn:
             return False
         return self.times is None or self.hits < self.times
+
+
+def held(standin, fault):
+    """Wait as `fault` says (delay, until) at `standin`; True: the stand-in is stopping."""
+    deadline = time.monotonic() + fault.delay
+    while fault.until is not None and time.monotonic() < deadline:
+        if callable(fault.until):
+            if fault.until():
+                return False
+        elif any(r.get("marker") == fault.until for r in list(standin.requests)):
+            return False
+        if standin.stopping.wait(0.05):
+            return True
+    return fault.until is None and standin.stopping.wait(fault.delay)
 
 
 def tokens(obj):
@@ -196,14 +211,7 @@ class StandIn:
             return f"{prefix}_standin{next(self.ids):05d}"
 
     def held(self, fault):
-        """Wait as `fault` says (delay, until); True: the stand-in is stopping."""
-        deadline = time.monotonic() + fault.delay
-        while fault.until is not None and time.monotonic() < deadline:
-            if any(r.get("marker") == fault.until for r in list(self.requests)):
-                return False
-            if self.stopping.wait(0.05):
-                return True
-        return fault.until is None and self.stopping.wait(fault.delay)
+        return held(self, fault)
 
     def fault_for(self, marker, turn):
         with self.lock:

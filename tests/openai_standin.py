@@ -20,7 +20,8 @@ second request of a conversation on (as a prompt cache would); ``output_tokens``
 
 Faults (anthropic_standin.Fault): an HTTP status with the API's error body (429 with
 ``retry-after: 0``), a ``mid_stream`` error event (``response.failed`` after
-``response.created``), a delay. A bearer token other than ``api_key`` gets the API's 401.
+``response.created``), a delay (``until`` as anthropic_standin's). A bearer token other than
+``api_key`` gets the API's 401.
 ``api.requests`` records every request as anthropic_standin's does.
 """
 
@@ -31,7 +32,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
-from anthropic_standin import DONE_TEXT, Fault, _Server, tokens
+from anthropic_standin import DONE_TEXT, Fault, _Server, held, tokens
 
 __all__ = ["DONE_TEXT", "Fault", "StandIn", "call", "locate", "say"]
 
@@ -205,7 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
         marker, turn = locate(api.script, body.get("input") or [])
         record.update(marker=marker, turn=turn)
         fault = api.fault_for(marker, turn)
-        if fault and fault.delay and api.stopping.wait(fault.delay):
+        if fault and fault.delay and held(api, fault):
             return
         if fault and fault.status:
             return self.send_error_json(fault.status, f"stand-in fault {fault.status}", record)

@@ -15,9 +15,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from anthropic_standin import Fault, StandIn, say
+from test_meter_apis import GPT52
 
 from nginx_eval.meter import pricing, summary, usage
-from nginx_eval.meter.proxy import MeterProxy, redact_query, route, split_phase, upstream_target
+from nginx_eval.meter.proxy import (
+    PHASE_HEADER,
+    MeterProxy,
+    redact_query,
+    route,
+    split_phase,
+    upstream_target,
+)
 
 SECRET = "sk-ant-meter-secret-0123456789"
 WHO = {"run": "default", "mode": "raw", "task": "tiny-add", "attempt": 1}
@@ -148,6 +156,7 @@ def test_calls_are_forwarded_recorded_and_priced_by_hand(meter_of, tmp_path):
         ) / 1e6
         assert call["cost_usd"] == pytest.approx(by_hand, rel=1e-12)
         assert call["price_source"] == "genai-prices 0.2.3 (anthropic/claude-sonnet-4-5)"
+        assert (call["priced_as"], call["price_match"]) == ("anthropic/claude-sonnet-4-5", "exact")
         assert call["model"] == "claude-sonnet-4-5" and call["response_id"].startswith("msg_")
     assert meter.calls[0]["stream"] and not meter.calls[1]["stream"]
     # The files hold the same records, and each call's request and response.
@@ -202,14 +211,14 @@ def test_usage_of_each_api_counts_cached_tokens_once():
     }
     # Priced by hand from the published prices: Anthropic's four counts apart; OpenAI's and
     # Gemini's cached tokens at the cache price and only there, reasoning as output.
-    cost, source = pricing.price("anthropic", "claude-sonnet-4-5", anthropic)
+    cost, source, _, _ = pricing.price("anthropic", "claude-sonnet-4-5", anthropic)
     assert cost == pytest.approx((100 * 3 + 1000 * 0.3 + 200 * 3.75 + 50 * 15) / 1e6, rel=1e-12)
     assert source == "genai-prices 0.2.3 (anthropic/claude-sonnet-4-5)"
-    cost, _ = pricing.price("openai-responses", "gpt-5", openai)
+    cost = pricing.price("openai-responses", "gpt-5", openai).cost_usd
     assert cost == pytest.approx(
         (300 * GPT5["input"] + 1000 * GPT5["cache_read"] + 50 * GPT5["output"]) / 1e6, rel=1e-12
     )
-    cost, _ = pricing.price("gemini", "gemini-2.5-pro", gemini)
+    cost = pricing.price("gemini", "gemini-2.5-pro", gemini).cost_usd
     assert cost == pytest.approx(
         (300 * GEMINI_PRO["input"] + 1000 * GEMINI_PRO["cache_read"] + 50 * GEMINI_PRO["output"])
         / 1e6,
@@ -221,7 +230,78 @@ def test_usage_of_each_api_counts_cached_tokens_once():
         (100 * 3 + 1000 * 0.3 + 200 * 6.0 + 50 * 15) / 1e6, rel=1e-12
     )
     unknown = pricing.price("anthropic", "no-such-model-7", anthropic)
-    assert unknown[0] is None and "no-such-model-7" in unknown[1]
+    assert unknown.cost_usd is None and "no-such-model-7" in unknown.source
+
+
+def shipped_models():
+    """Every model the shipped modes.toml names: its modes' `models` tables (which
+    NGINX_EVAL_MODELS replaces) and the phases' model names that are no role."""
+    import tomllib
+
+    from conftest import SOURCE_ROOT
+
+    modes = tomllib.loads((SOURCE_ROOT / "modes.toml").read_text())["modes"]
+    names = set()
+    for mode in modes.values():
+        roles = mode.get("models", {})
+        names |= set(roles.values())
+        for m in [mode.get("model")] + [p.get("model") for p in mode.get("phases", [])]:
+            if m and m not in roles:
+                names.add(m)
+    return names
+
+
+def test_each_model_is_priced_by_its_own_entry_or_says_which_priced_it():
+    """Exact first through genai-prices' match clauses: a model with an entry of its own is
+    priced by it; one the table lists under another entry by name (gpt-5.2-codex under gpt-5.2,
+    at that entry's published prices) says so in priced_as and price_match "alias"; a dated
+    snapshot the table takes by a prefix says "pattern"; an unknown model is unpriced, the
+    source saying the table has no entry for it. The shipped modes' models are all priced."""
+    openai = {
+        "input_tokens": 1300,
+        "input_tokens_details": {"cached_tokens": 1000},
+        "output_tokens": 50,
+        "output_tokens_details": {"reasoning_tokens": 20},
+    }
+    anthropic = {"input_tokens": 100, "output_tokens": 50}
+    by_hand = {
+        "gpt-5.2-codex": (300 * GPT52["input"] + 1000 * GPT52["cache_read"] + 50 * GPT52["output"])
+        / 1e6,
+        "claude-sonnet-4-5": (100 * SONNET["input"] + 50 * SONNET["output"]) / 1e6,
+        "claude-opus-4-5": (100 * 5.0 + 50 * 25.0) / 1e6,
+    }
+    expected = {
+        "gpt-5.2-codex": ("openai/gpt-5.2", "alias"),
+        "claude-sonnet-4-5": ("anthropic/claude-sonnet-4-5", "exact"),
+        "claude-opus-4-5": ("anthropic/claude-opus-4-5", "exact"),
+    }
+    assert shipped_models() == set(expected)
+    for model, (entry, match) in expected.items():
+        api, u = ("openai-responses", openai) if "gpt" in model else ("anthropic", anthropic)
+        p = pricing.price(api, model, u)
+        assert (p.priced_as, p.match) == (entry, match), (model, p)
+        assert p.cost_usd == pytest.approx(by_hand[model], rel=1e-12), model
+        assert p.source == f"{pricing.table()} ({entry})"
+    # The test stand-ins' models: gpt-5-codex is listed under gpt-5, at gpt-5's prices.
+    p = pricing.price("openai-responses", "gpt-5-codex", openai)
+    assert (p.priced_as, p.match) == ("openai/gpt-5", "alias")
+    assert p.cost_usd == pytest.approx(
+        (300 * GPT5["input"] + 1000 * GPT5["cache_read"] + 50 * GPT5["output"]) / 1e6, rel=1e-12
+    )
+    assert pricing.price("openai-responses", "gpt-5", openai).match == "exact"
+    assert pricing.price("gemini", "gemini-2.5-pro", {"promptTokenCount": 10})[2:] == (
+        "google/gemini-2.5-pro",
+        "exact",
+    )
+    # What the Anthropic API answers with: the dated snapshot, priced by the entry's prefix.
+    dated = pricing.price("anthropic", "claude-sonnet-4-5-20250929", anthropic)
+    assert (dated.priced_as, dated.match) == ("anthropic/claude-sonnet-4-5", "pattern")
+    assert dated.cost_usd == pytest.approx(by_hand["claude-sonnet-4-5"], rel=1e-12)
+    # No entry at all: unpriced, and the record says why, never another model's price.
+    for api, model in (("openai-responses", "gpt-5-codex-mini"), ("anthropic", "claude-nova-9")):
+        p = pricing.price(api, model, openai if "gpt" in model else anthropic)
+        assert (p.cost_usd, p.priced_as, p.match) == (None, None, None)
+        assert p.source.endswith(f"no entry for model {model!r} ({api.split('-')[0]})")
 
 
 def test_a_stream_passes_through_as_it_comes(meter_of):
@@ -447,6 +527,35 @@ def test_routes_and_upstream_paths():
     secrets = set()
     assert redact_query("/m:gen?alt=sse&key=abc", secrets) == "/m:gen?alt=sse&key=%5Bredacted%5D"
     assert secrets == {"abc"}
+
+
+def test_a_call_names_its_phase_by_its_path_else_by_the_base_url_header(meter_of):
+    """The phase prefix of the path first; without one, the phase of the base URL a program
+    sends in PHASE_HEADER (Codex, whose home names the proxy without a phase); without either,
+    the attempt's current phase. The header is the proxy's: the upstream never sees it."""
+    answer = json.dumps({"id": "resp_1", "model": "gpt-5", "output": [], "usage": None})
+    upstream = Upstream(lambda handler, body: send(handler, 200, answer.encode()))
+    try:
+        meter = meter_of({"openai-responses": upstream.url + "/v1"})
+        meter.phase = "current"
+        named = f"http://127.0.0.1:{meter.port}/phase/from%20header/v1"
+        conn = http.client.HTTPConnection("127.0.0.1", meter.port)
+        for path, headers in (
+            ("/phase/from-path/v1/responses", {PHASE_HEADER: named}),
+            ("/v1/responses", {PHASE_HEADER: named}),
+            ("/v1/responses", {PHASE_HEADER: f"http://127.0.0.1:{meter.port}/v1"}),
+            ("/v1/responses", {}),
+        ):
+            conn.request("POST", path, json.dumps({"model": "gpt-5", "input": "x"}), headers)
+            assert conn.getresponse().read() == answer.encode()
+        meter.stop()
+    finally:
+        upstream.close()
+    assert [c["phase"] for c in meter.calls] == ["from-path", "from header", "current", "current"]
+    assert [r["path"] for r in upstream.requests] == ["/v1/responses"] * 4
+    assert not any(PHASE_HEADER in {k.lower() for k in r["headers"]} for r in upstream.requests), (
+        upstream.requests
+    )
 
 
 def test_a_call_open_when_the_attempt_ends_is_recorded_unfinished(meter_of):

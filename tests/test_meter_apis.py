@@ -27,6 +27,7 @@ PROGRAMS = {
 }
 # genai-prices 0.2.3's published prices, USD per million tokens.
 GPT5 = {"input": 1.25, "cache_read": 0.125, "output": 10.0}
+GPT52 = {"input": 1.75, "cache_read": 0.175, "output": 14.0}  # gpt-5.2 and gpt-5.2-codex
 GEMINI_PRO = {"input": 1.25, "cache_read": 0.125, "output": 10.0}
 WHO = {"run": "default", "mode": "m", "task": "t", "attempt": 1}
 

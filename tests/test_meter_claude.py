@@ -6,7 +6,8 @@ published prices; the CLI's own cost agrees within 1%; its streams pass through;
 given is in no file the run wrote; the attempt's ATIF trajectory passes harbor's own validator.
 The usage parsing is checked on the bodies the CLI and the stand-in exchanged
 (calls.bodies.jsonl.gz). A Codex CLI run from Claude Code's Bash tool goes through the same
-proxy and is counted under its phase."""
+proxy and is counted under its phase; phases that run at once (two Codex phases sharing one
+home, and a Claude Code phase) are each metered under their own."""
 
 import gzip
 import json
@@ -16,14 +17,15 @@ import subprocess
 import sys
 
 import pytest
-from anthropic_standin import call, say
+from anthropic_standin import Fault, call, say
 from claude_cli import SONNET, SONNET_PRICES
 from harbor.utils.trajectory_validator import TrajectoryValidator
-from test_agent_claude import FIX, IMPLEMENT, PLAN, SUBTASK, ClaudeProject
-from test_meter_apis import GPT5
+from test_agent_claude import FIX, IMPLEMENT, PLAN, RAW, SUBTASK, ClaudeProject
+from test_meter_apis import GPT5, GPT52
 from test_meter_apis import by_hand as by_hand_openai
 from test_record_schemas import mismatches
 
+from nginx_eval.agent.programs.codex import CODEX
 from nginx_eval.core import records
 from nginx_eval.meter import summary, usage
 
@@ -291,3 +293,188 @@ def test_a_codex_run_from_claude_codes_bash_is_counted_under_its_phase(
         f"\nnested codex: {codex_cost:.8f} USD metered under phase implement, program codex; "
         f"run {agent['cost_usd']:.8f} USD"
     )
+
+
+GROUP_MODE = """
+[modes.trio]
+model = "sonnet"
+models = {{ sonnet = "{sonnet}", codex = "gpt-5.2-codex" }}
+[[modes.trio.phases]]
+name = "codex-raw"
+group = "all"
+program = "codex"
+model = "codex"
+prompt = "prompt_raw.md.j2"
+command = "{codex}"
+[[modes.trio.phases]]
+name = "codex-plan"
+group = "all"
+program = "codex"
+model = "codex"
+prompt = "prompt_plan.md.j2"
+command = "{codex}"
+[[modes.trio.phases]]
+name = "claude-raw"
+group = "all"
+prompt = "prompt_raw.md.j2"
+command = "${{AGENT:-claude --output-format json --model {{model}} -p}} {{prompt}}"
+"""
+
+
+def openai_cost(requests):
+    """USD of the OpenAI stand-in's answers to `requests` at gpt-5.2's published prices."""
+    total = 0.0
+    for r in requests:
+        cached = r["usage"]["input_tokens_details"]["cached_tokens"]
+        tokens = {
+            "input": r["usage"]["input_tokens"] - cached,
+            "cache_read": cached,
+            "output": r["usage"]["output_tokens"],
+        }
+        total += by_hand_openai(tokens, GPT52)
+    return total
+
+
+def test_codex_and_claude_phases_at_once_are_each_metered_under_their_own_phase(
+    claude, openai_api, codex_program
+):
+    """A parallel group of two Codex phases (one home, one config.toml) and a Claude Code
+    phase, each call held at its stand-in until the other phases' calls have arrived (so all
+    are in flight at once): every call is counted under the phase that made it (each Codex
+    phase's base URL names its phase on its command line), each phase's metered cost is its
+    own calls' at the published prices (gpt-5.2-codex at gpt-5.2's, the table's entry for
+    it)."""
+    import openai_standin
+
+    bin_dir = claude.project.base / "codex-bin"
+    bin_dir.mkdir()
+    (bin_dir / "codex").symlink_to(codex_program)
+    claude.project.env.update(
+        OPENAI_BASE_URL=openai_api.url + "/v1",
+        OPENAI_API_KEY=openai_api.api_key,
+        NGINX_EVAL_AGENT_MAX_RETRIES="0",
+        PATH=f"{bin_dir}{os.pathsep}{claude.project.env['PATH']}",
+    )
+    command = CODEX.command(False).replace('"', '\\"')
+    claude.add_mode(GROUP_MODE.format(sonnet=SONNET, codex=command))
+    arrivals = {
+        "codex-raw": lambda: openai_api.responses_requests(RAW),
+        "codex-plan": lambda: openai_api.responses_requests(PLAN),
+        "claude-raw": lambda: claude.api.messages_requests(RAW),
+    }
+    released = set()
+
+    def others_arrived(name):
+        def check():
+            if all(arrived() for other, arrived in arrivals.items() if other != name):
+                released.add(name)
+                return True
+            return False
+
+        return check
+
+    claude.api.script = {RAW: [[say("CLAUDE-RAW done.")]]}
+    openai_api.script = {
+        RAW: [[openai_standin.say("CODEX-RAW done.")]],
+        PLAN: [[openai_standin.say("CODEX-PLAN: the plan is a + b.")]],
+    }
+    claude.api.faults = [Fault(delay=60, marker=RAW, until=others_arrived("claude-raw"))]
+    openai_api.faults = [
+        Fault(delay=60, marker=RAW, until=others_arrived("codex-raw")),
+        Fault(delay=60, marker=PLAN, until=others_arrived("codex-plan")),
+    ]
+    claude.run("tiny:trio")
+    agent = claude.agent("trio")
+    assert agent["status"] == "completed", agent["error"]
+    # Each call waited for the other two phases' first calls: all were in flight at once.
+    assert released == set(arrivals)
+    calls = summary.read_calls(claude.path("trio", "agent/calls.jsonl.gz"))
+    billed = [c for c in calls if c["tokens"]]
+    assert {c["phase"] for c in billed if c["program"] == "claude"} == {"claude-raw"}
+    assert {c["phase"] for c in billed if c["program"] == "codex"} == {"codex-raw", "codex-plan"}
+    assert {c["priced_as"] for c in billed if c["program"] == "codex"} == {"openai/gpt-5.2"}
+    metered = {p["name"]: p["metered"] for p in agent["phases"]}
+    answered = {
+        "codex-raw": [r for r in openai_api.responses_requests(RAW) if r.get("usage")],
+        "codex-plan": [r for r in openai_api.responses_requests(PLAN) if r.get("usage")],
+    }
+    for name, requests in answered.items():
+        assert metered[name]["billed_calls"] == len(requests) == 1, (name, metered[name])
+        assert metered[name]["cost_usd"] == pytest.approx(openai_cost(requests), rel=1e-9)
+        assert set(metered[name]["models"]) == {"gpt-5.2-codex"}
+    # The two Codex phases' prompts differ: so do their costs, each its own.
+    assert metered["codex-raw"]["cost_usd"] != metered["codex-plan"]["cost_usd"]
+    claude_answers = [r for r in claude.api.messages_requests() if r["usage"]]
+    assert metered["claude-raw"]["cost_usd"] == pytest.approx(by_hand(claude_answers), rel=1e-9)
+    assert metered["claude-raw"]["billed_calls"] == len(claude_answers)
+    print(
+        "\nparallel group: "
+        + ", ".join(
+            f"{n} {metered[n]['billed_calls']} calls {metered[n]['cost_usd']:.8f} USD"
+            for n in ("codex-raw", "codex-plan", "claude-raw")
+        )
+    )
+
+
+NESTED_GROUP_MODE = """
+[modes.nested]
+model = "sonnet"
+models = {{ sonnet = "{sonnet}" }}
+[[modes.nested.phases]]
+name = "nest"
+group = "both"
+prompt = "prompt_raw.md.j2"
+command = "{bash_command}"
+[[modes.nested.phases]]
+name = "other"
+group = "both"
+prompt = "prompt_plan.md.j2"
+command = "${{AGENT:-claude --output-format json --model {{model}} -p}} {{prompt}}"
+"""
+
+
+def test_a_codex_run_from_bash_in_a_parallel_group_is_counted_under_its_phase(
+    claude, openai_api, codex_program
+):
+    """Two Claude Code phases at once; one's Bash tool runs `codex exec` (no -c of its phase:
+    the home's config.toml names the proxy without a phase) while the other is still waiting
+    for its answer: the Codex call is counted under the phase that started it, by the base URL
+    its environment gave it (sent in the proxy's header), not under the phase that started
+    last."""
+    import openai_standin
+
+    claude.project.env.update(
+        OPENAI_BASE_URL=openai_api.url + "/v1", OPENAI_API_KEY=openai_api.api_key
+    )
+    bash_command = (
+        "${AGENT:-claude --allowedTools Bash,Read --output-format json --model {model} -p} {prompt}"
+    )
+    claude.add_mode(NESTED_GROUP_MODE.format(sonnet=SONNET, bash_command=bash_command))
+    openai_api.script = {NESTED: [[openai_standin.say("Nested and done.")]]}
+    nested = (
+        f"{codex_program} exec --json --skip-git-repo-check -s danger-full-access -m gpt-5 "
+        f"'{NESTED} please' </dev/null"
+    )
+    claude.api.script = {
+        RAW: [[call("Bash", command=nested)], [say("Nested done.")]],
+        PLAN: [[say("PLAN: a + b.")]],
+    }
+    claude.api.faults = [
+        # Both phases have started before the nested call; the other waits until it is made.
+        Fault(delay=60, marker=RAW, turn=0, until=PLAN),
+        Fault(delay=60, marker=PLAN, until=lambda: openai_api.responses_requests(NESTED)),
+    ]
+    claude.run("tiny:nested")
+    agent = claude.agent("nested")
+    assert agent["status"] == "completed", agent["error"]
+    assert [r for r in openai_api.responses_requests(NESTED) if r.get("usage")]
+    calls = summary.read_calls(claude.path("nested", "agent/calls.jsonl.gz"))
+    billed = [c for c in calls if c["tokens"]]
+    assert [(c["phase"], c["model"]) for c in billed if c["program"] == "codex"] == [
+        ("nest", "gpt-5")
+    ]
+    metered = {p["name"]: p["metered"] for p in agent["phases"]}
+    assert metered["nest"]["models"]["gpt-5"]["program"] == "codex"
+    assert "gpt-5" not in metered["other"]["models"]
+    plan_answers = [r for r in claude.api.messages_requests(PLAN) if r["usage"]]
+    assert metered["other"]["billed_calls"] == len(plan_answers)

@@ -406,6 +406,19 @@ class AgentRun:
             out.update(program.endpoint_environment(self.meter.phase_base_url(program.api, name)))
         return out
 
+    def phase_endpoint_option(self, template: str, program, name: str) -> str:
+        """`template` with its program's endpoint_option naming phase `name` after its program
+        word (as it is when the program has none, or the command does not name its
+        program itself: AGENT's)."""
+        option = (
+            program.endpoint_option(self.meter.phase_base_url(program.api, name))
+            if program is not None and self.meter is not None
+            else None
+        )
+        if option is None:
+            return template
+        return with_program_option(template, self.env, option) or template
+
     def phase_env(self) -> dict[str, str]:
         """The environment of the phase this thread runs: a group member's own, else the
         attempt's."""
@@ -475,13 +488,15 @@ class AgentRun:
             say(self.mode, self.task, "failed", undefined, self.out.parent / record["stderr"])
             return ERROR, undefined
         before = program.transcript_sizes(self.config, self.ws) if program else {}
-        command = render_command(template, self.env, values)
         if self.meter is not None:
             self.meter.phase = phase.name
         if getattr(self, "parallel", None) is not None:
             # Phases running at once: each names itself in its base URLs (the proxy's phase
-            # prefix), so that every call is counted under the phase that made it.
+            # prefix), so that every call is counted under the phase that made it; a program
+            # whose home names its endpoint is given its phase's on its command line.
             self.parallel.env = dict(self.env, **self.phase_endpoints(phase.name))
+            template = self.phase_endpoint_option(template, program, phase.name)
+        command = render_command(template, self.env, values)
         outcome = self.launch(command, record, timeout, stem, path)
         after = program.transcript_sizes(self.config, self.ws) if program else {}
         if getattr(self, "parallel", None) is not None:

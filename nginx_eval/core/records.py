@@ -408,6 +408,11 @@ class CallRecord(TypedDict):
     tokens: CallTokens | None  # None: no usage on the wire (an error, a probe, a count)
     cost_usd: float | None  # None: no usage, or no price for the model
     price_source: str | None  # "genai-prices 0.2.3 (anthropic/claude-sonnet-4-5)", or why none
+    # The table's entry that priced it ("openai/gpt-5.2" for gpt-5.2-codex), and how it was found
+    # (meter/pricing.py): "exact" (the model's own), "alias" (an entry naming the model among its
+    # names), "pattern" (an entry whose prefix or regex takes it); None: unpriced
+    priced_as: str | None
+    price_match: str | None
     # "unfinished" (still open when the attempt ended), "stream cut: ...", "upstream
     # unreachable: ...", or the error type the API answered with
     error: str | None
@@ -418,6 +423,8 @@ class ModelMetered(CallTokens):
     calls: int
     cost_usd: float | None
     unpriced_calls: int
+    priced_as: str | None  # CallRecord's, of its priced calls (None: none priced)
+    price_match: str | None
 
 
 class Metered(TypedDict):

@@ -42,8 +42,14 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 from . import pricing, usage
 from .usage import ANTHROPIC, GEMINI, OPENAI
 
+# A program whose home names its endpoint (Codex's config.toml) sends the base URL of its
+# environment in this header (programs/codex.py): the phase it names counts a call whose path
+# has no phase prefix (a Codex that another program started, in a phase running beside others).
+# The proxy's own: it goes no further.
+PHASE_HEADER = "x-nginx-eval-base-url"
 HOP_HEADERS = frozenset(
     (
+        PHASE_HEADER,
         "connection",
         "keep-alive",
         "proxy-authenticate",
@@ -327,14 +333,16 @@ class MeterProxy:
         )
         model = parsed.model or usage.request_model(x.api, x.path, x.body)
         started = datetime.fromisoformat(record["started"].replace("Z", "+00:00"))
-        cost, source = pricing.price(x.api, model, parsed.usage, started)
+        priced = pricing.price(x.api, model, parsed.usage, started)
         record.update(
             model=model,
             stream=usage.request_streams(x.body),
             response_id=parsed.response_id,
             tokens=parsed.tokens,
-            cost_usd=cost,
-            price_source=source if parsed.usage else None,
+            cost_usd=priced.cost_usd,
+            price_source=priced.source if parsed.usage else None,
+            priced_as=priced.priced_as,
+            price_match=priced.match,
         )
         if parsed.errors and not record["error"]:
             record["error"] = ", ".join(parsed.errors)
@@ -431,7 +439,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def forward(self) -> None:
         meter = self.server.meter
-        phase, self.path = split_phase(self.path, meter.phase)
+        phase, self.path = split_phase(self.path, None)
+        if phase is None:  # else the base URL its environment gave it names it, if any
+            named = urlsplit(self.headers.get(PHASE_HEADER) or "").path
+            phase = split_phase(named, None)[0]
+        phase = phase or meter.phase
         body = self.request_body()
         api = route(
             urlsplit(self.path).path,
@@ -462,6 +474,8 @@ class _Handler(BaseHTTPRequestHandler):
             tokens=None,
             cost_usd=None,
             price_source=None,
+            priced_as=None,
+            price_match=None,
             error=None,
         )
         exchange = Exchange(

@@ -14,7 +14,7 @@ def totals(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """{"calls", "billed_calls", "unpriced_calls", "cost_usd", "tokens", "models"} of the
     records: cost None when a call with tokens has no price (a model the table does not know),
     so that a partial sum never passes for the whole; "models": the same figures per model and
-    program."""
+    program, and the price table's entry that priced the model (pricing.py)."""
     calls = list(calls)
     billed = [c for c in calls if c.get("tokens")]
     unpriced = [c for c in billed if c.get("cost_usd") is None]
@@ -23,9 +23,12 @@ def totals(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         m = models.setdefault(
             str(c.get("model")),
             {"program": c.get("program"), "calls": 0, "cost_usd": 0.0, "unpriced_calls": 0}
+            | {"priced_as": None, "price_match": None}
             | {k: 0 for k in TOKEN_KINDS},
         )
         m["calls"] += 1
+        if c.get("priced_as") and not m["priced_as"]:
+            m["priced_as"], m["price_match"] = c["priced_as"], c.get("price_match")
         for k in TOKEN_KINDS:
             m[k] += int(c["tokens"].get(k) or 0)
         if c.get("cost_usd") is None:

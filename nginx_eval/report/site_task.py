@@ -6,7 +6,9 @@ write them; nothing here runs a stage or computes a statistic.
 
 Everything long is cut to a limit and links to the file that holds it whole: the page is what a
 reader skims, the result files stay the record. Transcripts are Claude Code's (agent.py copies
-them next to agent.json); only their ``user`` and ``assistant`` lines say what happened.
+them next to agent.json); only their ``user`` and ``assistant`` lines say what happened. A phase
+of another program (Codex, Gemini CLI) is shown from its trajectory in the attempt's ATIF file
+(agent.json's ``atif``, transcript/atif.py), which each attempt's line links.
 
 agent.json may also hold what isolation recorded (when the sandbox records it; older records have
 none of it, and the page then says nothing of it): ``"isolation": "srt" | "none"``, per phase
@@ -51,8 +53,8 @@ TAP_LINE = re.compile(r"^(?:not ok|ok)\b\s*(?P<number>\d+)")
 
 # -- small shapes the template shows ---------------------------------------------------------------
 def text_block(text, limit):
-    """{"text", "first", "lines", "chars", "cut", "long"}: `text` up to `limit` characters; long
-    texts are collapsed behind their first line."""
+    """{"text", "first", "lines", "chars", "cut", "long", "reasoning"}: `text` up to `limit`
+    characters; long texts are collapsed behind their first line."""
     text = str(text or "")
     shown = text if len(text) <= limit else text[:limit]
     first = next((line for line in text.splitlines() if line.strip()), "")
@@ -64,6 +66,7 @@ def text_block(text, limit):
         "chars": len(text),
         "cut": len(text) - len(shown),
         "long": lines > COLLAPSE_LINES or len(text) > COLLAPSE_CHARS,
+        "reasoning": False,  # a model's reasoning rather than what it said (ATIF's)
     }
 
 
@@ -415,24 +418,32 @@ def _blocks(entry):
 
 def call_summary(name, tool_input):
     """One line naming what a tool call acts on (its command, file, pattern...)."""
-    for key in ("command", "file_path", "path", "pattern", "description", "url", "query"):
+    for key in ("command", "cmd", "file_path", "path", "pattern", "description", "url", "query"):
         if isinstance(tool_input.get(key), str) and tool_input[key].strip():
             return " ".join(tool_input[key].split())[:160]
     return ""
 
 
+# The shell tools of the programs (Claude Code's Bash, Codex's exec_command, Gemini CLI's
+# run_shell_command) and the argument that holds the command: shown as the command itself.
+SHELL_TOOLS = {"Bash": "command", "exec_command": "cmd", "run_shell_command": "command"}
+
+
 def tool_call(block, results):
+    """{"name", "summary", "input", "shell", "result", "error"} of a tool call ({"id", "name",
+    "input"}); results: {call id: (text, is_error)}."""
     tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
     name = block.get("name") or "?"
-    if name == "Bash" and isinstance(tool_input.get("command"), str):
-        shown = tool_input["command"]
-    else:
+    command = tool_input.get(SHELL_TOOLS.get(name, ""))
+    shown = command if isinstance(command, str) else None
+    if shown is None:
         shown = json.dumps(tool_input, indent=1, ensure_ascii=False)
     result = results.get(block.get("id"))
     return {
         "name": name,
         "summary": call_summary(name, tool_input),
         "input": text_block(shown, INPUT_CHARS),
+        "shell": isinstance(command, str),
         "result": text_block(result[0], RESULT_CHARS) if result else None,
         "error": bool(result and result[1]),
     }
@@ -478,6 +489,91 @@ def conversation(entries):
     return prompt, turns
 
 
+# -- ATIF trajectories (transcript/atif.py): the phases of programs whose sessions are not read --
+
+
+def atif_phases(path):
+    """{phase number (1-based): its trajectory} of an attempt's ATIF file (the root's embedded
+    trajectories, ``<session>/phase-<n>-<name>``); {} when there is none."""
+    root = jsonio.read_json(path) if path else None
+    out = {}
+    for sub in (root or {}).get("subagent_trajectories") or []:
+        m = re.search(r"/phase-(\d+)-[^/]*$", str(sub.get("trajectory_id") or ""))
+        if m:
+            out[int(m.group(1))] = sub
+    return out
+
+
+def _content(value):
+    """An observation's content as text (ATIF allows a string or a list of parts)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(
+            p.get("text", "") if isinstance(p, dict) else str(p) for p in value if p is not None
+        )
+    return "" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def atif_conversation(trajectory):
+    """(prompt, turns, subagents) of an ATIF trajectory in conversation()'s shapes: its first
+    user step the prompt, each agent step a turn (its message, reasoning collapsed, tool calls
+    with the observation's results by call id), embedded trajectories subagents."""
+    steps = [s for s in trajectory.get("steps") or [] if isinstance(s, dict)]
+    prompt = next(
+        (text_block(s.get("message"), PROMPT_CHARS) for s in steps if s.get("source") == "user"),
+        None,
+    )
+    turns = []
+    for step in steps:
+        if step.get("source") != "agent":
+            continue
+        results = {
+            r.get("source_call_id"): (_content(r.get("content")), False)
+            for r in (step.get("observation") or {}).get("results") or []
+            if isinstance(r, dict)
+        }
+        texts = []
+        if str(step.get("reasoning_content") or "").strip():
+            texts.append(dict(text_block(step["reasoning_content"], TEXT_CHARS), reasoning=True))
+        message = _content(step.get("message"))
+        if message.strip():
+            texts.append(text_block(message, TEXT_CHARS))
+        calls = [
+            tool_call(
+                {
+                    "id": c.get("tool_call_id"),
+                    "name": c.get("function_name"),
+                    "input": c.get("arguments"),
+                },
+                results,
+            )
+            for c in step.get("tool_calls") or []
+            if isinstance(c, dict)
+        ]
+        turns.append(
+            {
+                "n": len(turns) + 1,
+                "time": step.get("timestamp"),
+                "model": step.get("model_name"),
+                "texts": texts,
+                "calls": calls,
+                "blocked": [],
+            }
+        )
+    subagents = []
+    for sub in trajectory.get("subagent_trajectories") or []:
+        _, sub_turns, _ = atif_conversation(sub)
+        subagents.append(
+            {
+                "id": str(sub.get("trajectory_id") or "").rsplit("/", 1)[-1],
+                "turns": sub_turns,
+                "models": sorted({t["model"] for t in sub_turns if t["model"]}),
+            }
+        )
+    return prompt, turns, subagents
+
+
 def mark_blocked(turns, blocked):
     """Put each blocked attempt on the turn it happened in: the last that started before it.
     Returns those whose time places them on no turn (no time, or before the first)."""
@@ -493,11 +589,19 @@ def mark_blocked(turns, blocked):
     return unplaced
 
 
-def phase_view(layout, mode, iid, phase, flags, page):
+def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None):
+    """What the page shows of one phase: its steps from its transcript (Claude Code's), else
+    from `atif`, its trajectory in the attempt's ATIF file (Codex's, Gemini CLI's: read from the
+    proxy's record of the calls), linked as atif_href."""
     task_dir = layout.task_dir(mode, iid)
     transcript = task_dir / phase["transcript"] if phase.get("transcript") else None
     entries = transcript_entries(transcript) if transcript else []
     prompt, turns = conversation([e for e in entries if not e.get("agentId")])
+    subagent_views = []
+    steps_from = "transcript" if entries else None
+    if not entries and atif and any(s.get("source") == "agent" for s in atif.get("steps") or []):
+        prompt, turns, subagent_views = atif_conversation(atif)
+        steps_from = "atif"
     if prompt is None and phase.get("prompt_file"):
         text, _ = read_head(task_dir / phase["prompt_file"], PROMPT_CHARS + 1)
         prompt = text_block(text, PROMPT_CHARS) if text is not None else None
@@ -517,8 +621,11 @@ def phase_view(layout, mode, iid, phase, flags, page):
         )
         if phase.get(key) and (task_dir / phase[key]).exists()
     ]
+    if steps_from == "atif" and atif_href:
+        logs.insert(0, ("ATIF trajectory", atif_href))
     return {
         "name": phase.get("name"),
+        "program": phase.get("program"),
         "exit_code": phase.get("exit_code"),
         "timed_out": phase.get("timed_out"),
         "wall_seconds": phase.get("wall_seconds"),
@@ -536,8 +643,10 @@ def phase_view(layout, mode, iid, phase, flags, page):
         "flags": [f for f in flags if f.get("phase") == phase.get("name")],
         "prompt": prompt,
         "turns": turns,
-        "has_transcript": bool(entries),
-        "subagents": [
+        "has_transcript": bool(steps_from),
+        "steps_from": steps_from,
+        "subagents": subagent_views
+        + [
             {
                 "id": agent_id,
                 "turns": conversation(es)[1],
@@ -553,8 +662,29 @@ def phase_view(layout, mode, iid, phase, flags, page):
             for agent_id, es in subagents.items()
         ],
         "logs": logs,
-        "transcript_href": next((h for what, h in logs if what == "transcript"), None),
+        "transcript_href": next(
+            (h for what, h in logs if what in ("transcript", "ATIF trajectory")), None
+        ),
     }
+
+
+def attempt_atifs(task_dir, agent, name):
+    """[(attempt number, the ATIF file's path)] of every attempt that left one: the last's is
+    agent.json's ``atif``; an earlier one's, `name`, moved with its logs (``attempts[i].logs``)."""
+    attempts = [a for a in agent.get("attempts") or [] if isinstance(a, dict)]
+    out = []
+    for n, a in enumerate(attempts, 1):
+        if n == len(attempts) and agent.get("atif"):
+            path = task_dir / agent["atif"]
+        elif a.get("logs"):
+            path = task_dir / a["logs"] / name
+        else:
+            continue
+        if path.is_file():
+            out.append((n, path))
+    if not attempts and agent.get("atif") and (task_dir / agent["atif"]).is_file():
+        out.append((1, task_dir / agent["atif"]))
+    return out
 
 
 def share_results(phases):
@@ -580,7 +710,14 @@ def agent_view(layout, mode, iid, agent, page):
     if not agent:
         return None
     flags = [f for f in agent.get("flags") or [] if isinstance(f, dict)]
-    phases = [phase_view(layout, mode, iid, p, flags, page) for p in agent.get("phases") or []]
+    task_dir = layout.task_dir(mode, iid)
+    atif_path = task_dir / agent["atif"] if agent.get("atif") else None
+    atif_href = link(atif_path, page) if atif_path and atif_path.is_file() else None
+    trajectories = atif_phases(atif_path) if atif_href else {}
+    phases = [
+        phase_view(layout, mode, iid, p, flags, page, trajectories.get(n), atif_href)
+        for n, p in enumerate(agent.get("phases") or [], 1)
+    ]
     share_results(phases)
     named = {p["name"] for p in phases}
     return {
@@ -596,19 +733,24 @@ def agent_view(layout, mode, iid, agent, page):
         "flags_elsewhere": [f for f in flags if f.get("phase") not in named],
         "blocked": sum(len(p["blocked"]) for p in phases),
         "phases": phases,
+        "atifs": [
+            (n, link(path, page))
+            for n, path in attempt_atifs(task_dir, agent, layout.agent_atif(mode, iid).name)
+        ],
     }
 
 
 # -- the page --------------------------------------------------------------------------------------
 def agent_files(layout, mode, iid, agent):
-    """The agent's files a page is made from besides agent.json: prompts and transcripts."""
+    """The agent's files a page is made from besides agent.json: prompts, transcripts and the
+    attempt's ATIF file."""
     task_dir = layout.task_dir(mode, iid)
     return [
         task_dir / p[key]
         for p in (agent or {}).get("phases") or []
         for key in ("prompt_file", "transcript")
         if p.get(key)
-    ]
+    ] + ([task_dir / agent["atif"]] if (agent or {}).get("atif") else [])
 
 
 def page_files(layout, mode, task):

@@ -10,7 +10,9 @@ line (``command``: model, permissions, output format; ``web_option``: its web to
 its output read into the phase record's common fields (``parse_result``, ``result_fields``,
 ``classify``, ``phase_usage``) and its transcripts (``transcript_sizes``,
 ``new_transcript_lines``). The metering proxy (nginx_eval/meter/) needs ``name``, ``api``,
-``upstream`` and ``endpoint_environment`` of every registered program (registry.py).
+``upstream`` and ``endpoint_environment`` of every registered program (registry.py), and
+``endpoint_option`` of the one a phase starts, when its home rather than a variable names its
+endpoint.
 
 Common fields: ``tokens`` is {"input", "output", "cache_read", "cache_creation"} with input NOT
 counting cached tokens (Anthropic's convention: OpenAI and Gemini count them inside input, so
@@ -261,6 +263,12 @@ class Program:
     def endpoint_environment(self, base_url: str) -> dict[str, str]:
         """The variables that point the CLI at `base_url`."""
         return {self.base_url_variable: base_url}
+
+    def endpoint_option(self, base_url: str) -> str | None:
+        """An option of its command line (shell text) that points the CLI at `base_url` where
+        the variables of endpoint_environment do not (a program whose home names its endpoint:
+        Codex's config.toml); None when they do."""
+        return None
 
     def endpoint(self, environ: Mapping[str, str]) -> str:
         """host:port the sandbox lets the CLI reach."""

@@ -8,6 +8,8 @@ installs (against tests/openai_standin.py):
   operator's OPENAI_BASE_URL or api.openai.com, the key from OPENAI_API_KEY), analytics and
   update checks off, and ``web_search = "disabled"`` unless the mode opens the web tools: else
   every request offers the hosted ``web_search`` tool, which the API runs outside any sandbox.
+  Its base_url is the home's alone: a phase's own is given by endpoint_option, and each call
+  sends OPENAI_BASE_URL in a header for the proxy (env_http_headers, proxy.PHASE_HEADER).
   A login (``auth.json`` of the operator's CODEX_HOME or ~/.codex) is copied in; nothing else
   of theirs (config.toml, AGENTS.md, prompts, skills) is.
 - ``codex exec --json`` prints one event per line: ``thread.started`` (thread_id),
@@ -26,11 +28,13 @@ installs (against tests/openai_standin.py):
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ...core import jsonio
+from ...meter.proxy import PHASE_HEADER
 from .base import (
     AUTH,
     COMPLETED,
@@ -77,6 +81,9 @@ def config_toml(base_url: str, web_tools: bool, retries: int | None = None) -> s
         f"base_url = {json.dumps(base_url)}",
         'env_key = "OPENAI_API_KEY"',
         'wire_api = "responses"',
+        # The phase's base URL, as the other programs get it (a Codex started by another
+        # program in a phase running beside others has no -c of its phase: meter/proxy.py).
+        f'env_http_headers = {{ "{PHASE_HEADER}" = "OPENAI_BASE_URL" }}',
     ]
     if retries is not None:
         lines += [f"request_max_retries = {retries}", f"stream_max_retries = {retries}"]
@@ -164,6 +171,13 @@ class Codex(Program):
             return None
         jsonio.write_bytes(home / AUTH_FILE, login, mode=0o600)
         return None  # a copy: Codex refreshes its login in place, the operator's is theirs
+
+    def endpoint_option(self, base_url: str) -> str:
+        """``-c`` overriding its provider's config.toml base_url for this one process: the
+        provider's endpoint is read from the home alone (OPENAI_BASE_URL moves only the built-in
+        provider, which 0.169.0 does not reach over plain HTTP), and phases that run at once
+        share the home, each with its own base URL (the metering proxy's phase prefix)."""
+        return "-c " + shlex.quote(f"model_providers.{PROVIDER}.base_url={json.dumps(base_url)}")
 
     def command(self, continues: bool) -> str:
         again = " resume --last" if continues else ""

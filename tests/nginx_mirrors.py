@@ -8,6 +8,7 @@ NGINX_EVAL_REPO_URL names them (e.g. '/srv/mirrors/{owner}+{name}/repo'); `.ci/r
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -40,18 +41,29 @@ def needs_mirrors(*repos: str) -> pytest.MarkDecorator:
     )
 
 
-def doit_run(tmp_path: Path, cache: Path, *words: str, timeout: float = 900) -> None:
-    """`doit run WORDS` with the cache `cache` and the test's own results (tmp_path/results)."""
+def doit_run(
+    tmp_path: Path,
+    cache: Path,
+    *words: str,
+    timeout: float = 900,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """`doit run WORDS` with the cache `cache` and the test's own results (tmp_path/results), in
+    `env` (default this process's environment)."""
     env = dict(
-        os.environ, NGINX_EVAL_CACHE=str(cache), NGINX_EVAL_RESULTS=str(tmp_path / "results")
+        os.environ if env is None else env,
+        NGINX_EVAL_CACHE=str(cache),
+        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
     )
-    subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "doit", "-f", str(DODO), "run", *words],
         env=env,
-        check=True,
         capture_output=True,
+        text=True,
         timeout=timeout,
     )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return proc
 
 
 # An nginx that serves `return 200 "...";` and little else: the tests that start a real server

@@ -25,3 +25,16 @@ def test_without_a_directory_nothing_is_kept(tmp_path):
     (tmp_path / "t.md.j2").write_text("{{ missing }}\n")
     with pytest.raises(jinja2.UndefinedError):  # the environment stays strict either way
         render({}, tmp_path, "t.md.j2")
+
+
+def test_dollars_show_cents_and_under_a_dollar_a_hundredth_of_a_cent():
+    from nginx_eval.report.markdown import usd
+
+    assert [usd(v) for v in (None, 0, 0.0213661, 0.10088265, 1, 1234.567)] == [
+        "—",
+        "$0.00",
+        "$0.0214",
+        "$0.1009",
+        "$1.00",
+        "$1,234.57",
+    ]

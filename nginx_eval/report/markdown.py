@@ -39,12 +39,20 @@ def _ci_ratio(interval):
     )
 
 
+def usd(value: float | None) -> str:
+    """Dollars to the cent, and to a hundredth of a cent under a dollar: an agent call of a few
+    cents, or a task's cost with a cheap model, would otherwise show as $0.02 or $0.00."""
+    if value is None:
+        return "—"
+    return f"${value:,.2f}" if abs(value) >= 1 or value == 0 else f"${value:,.4f}"
+
+
 def _ci_usd(interval):
     if not interval:
         return "—"
     low, high = interval
-    return (f"[${low:,.2f}, " if low is not None else "[—, ") + (
-        f"${high:,.2f}]" if high is not None else "unbounded]"
+    return (f"[{usd(low)}, " if low is not None else "[—, ") + (
+        f"{usd(high)}]" if high is not None else "unbounded]"
     )
 
 
@@ -70,7 +78,7 @@ def render(data, templates_dir, template=TEMPLATE, compiled: Path | None = None)
     )
     env.filters["num"] = _fmt
     env.filters["pct"] = lambda v: "—" if v is None else f"{100 * v:.1f}%"
-    env.filters["usd"] = lambda v, d=2: "—" if v is None else f"${v:,.{d}f}"
+    env.filters["usd"] = usd
     env.filters["cellsafe"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
     env.filters["ci"] = _ci_pct
     env.filters["ci_usd"] = _ci_usd

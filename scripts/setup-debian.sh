@@ -19,21 +19,33 @@ else
     fi
 fi
 
+# Node.js and npm, from Debian when missing: needed only to install the agent programs below.
+if ! command -v npm >/dev/null; then
+    echo "setup: installing Node.js and npm"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
+fi
+
+# What follows (the toolchain, each npm package, the Python packages) waits on the network and
+# the disk, each on its own: all run at once, each into a log of its own that is printed whole
+# when it ends (a fresh machine's setup takes about as long as its longest part, not their sum).
+logs=$(mktemp -d)
+pids=""
+# in_background NAME COMMAND...: COMMAND in the background, its output in $logs/NAME.
+in_background() {
+    name=$1; shift
+    ( "$@" ) >"$logs/$name" 2>&1 &
+    pids="$pids $name:$!"
+}
 # The pinned toolchain: the Debian 12 root filesystem every build and prove runs in
 # (docs/toolchain.md). NGINX_EVAL_TOOLCHAIN=host skips it (builds and proves then use this
 # machine's own compiler, libraries and Perl, and every record says so).
-$sudo env NGINX_EVAL_TOOLCHAIN="${NGINX_EVAL_TOOLCHAIN:-}" \
+in_background toolchain $sudo env NGINX_EVAL_TOOLCHAIN="${NGINX_EVAL_TOOLCHAIN:-}" \
     NGINX_EVAL_DEBIAN_MIRROR="${NGINX_EVAL_DEBIAN_MIRROR:-}" sh "$here/scripts/make-toolchain.sh"
 
 # npm_install_pinned PREFIX PACKAGE@VERSION LOG: the package at exactly that version, in a
-# prefix of its own (not npm's global directory), npm's output in LOG. Node.js and npm come from
-# Debian first when missing: they are needed only to install the packages below.
+# prefix of its own (not npm's global directory), npm's output in LOG.
 npm_install_pinned() {
-    if ! command -v npm >/dev/null; then
-        echo "setup: installing Node.js and npm"
-        $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nodejs npm >/dev/null
-    fi
     $sudo mkdir -p "$1"
     $sudo npm install --prefix "$1" --no-fund --no-audit --save-exact "$2" >"$3" 2>&1
 }
@@ -44,26 +56,29 @@ npm_install_pinned() {
 CLAUDE_CODE_VERSION=2.1.330
 NGINX_EVAL_CLAUDE_PREFIX=${NGINX_EVAL_CLAUDE_PREFIX:-/opt/nginx-eval/claude-code}
 claude="$NGINX_EVAL_CLAUDE_PREFIX/node_modules/.bin/claude"
-if "$claude" --version 2>/dev/null | grep -q "^$CLAUDE_CODE_VERSION "; then
-    echo "setup: Claude Code $CLAUDE_CODE_VERSION present ($claude)"
-else
-    echo "setup: installing Claude Code $CLAUDE_CODE_VERSION into $NGINX_EVAL_CLAUDE_PREFIX"
-    log=$(mktemp)
-    if npm_install_pinned "$NGINX_EVAL_CLAUDE_PREFIX" \
-           "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "$log"; then
-        # An npm that holds back install scripts leaves a stub where the binary goes.
-        package="$NGINX_EVAL_CLAUDE_PREFIX/node_modules/@anthropic-ai/claude-code"
-        "$claude" --version >/dev/null 2>&1 \
-            || (cd "$package" && $sudo node install.cjs) >>"$log" 2>&1 || true
-    fi
+install_claude() {
     if "$claude" --version 2>/dev/null | grep -q "^$CLAUDE_CODE_VERSION "; then
-        echo "setup: Claude Code $("$claude" --version) at $claude"
+        echo "setup: Claude Code $CLAUDE_CODE_VERSION present ($claude)"
     else
-        tail -n 15 "$log"
-        echo "setup: warning: Claude Code not installed; the tests that run it install it" \
-             "from npm themselves, or are skipped where npm cannot be reached" >&2
+        echo "setup: installing Claude Code $CLAUDE_CODE_VERSION into $NGINX_EVAL_CLAUDE_PREFIX"
+        log=$(mktemp)
+        if npm_install_pinned "$NGINX_EVAL_CLAUDE_PREFIX" \
+               "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "$log"; then
+            # An npm that holds back install scripts leaves a stub where the binary goes.
+            package="$NGINX_EVAL_CLAUDE_PREFIX/node_modules/@anthropic-ai/claude-code"
+            "$claude" --version >/dev/null 2>&1 \
+                || (cd "$package" && $sudo node install.cjs) >>"$log" 2>&1 || true
+        fi
+        if "$claude" --version 2>/dev/null | grep -q "^$CLAUDE_CODE_VERSION "; then
+            echo "setup: Claude Code $("$claude" --version) at $claude"
+        else
+            tail -n 15 "$log"
+            echo "setup: warning: Claude Code not installed; the tests that run it install it" \
+                 "from npm themselves, or are skipped where npm cannot be reached" >&2
+        fi
     fi
-fi
+}
+in_background claude install_claude
 
 # The other agent programs a phase may name (modes.toml's `program`, nginx_eval/agent/programs/),
 # each pinned in a prefix of its own as Claude Code is (tests/agent_clis.py reads these lines).
@@ -87,11 +102,11 @@ npm_install_program() {
 }
 CODEX_VERSION=0.169.0
 NGINX_EVAL_CODEX_PREFIX=${NGINX_EVAL_CODEX_PREFIX:-/opt/nginx-eval/codex}
-npm_install_program "Codex CLI" "$CODEX_VERSION" "$NGINX_EVAL_CODEX_PREFIX" \
+in_background codex npm_install_program "Codex CLI" "$CODEX_VERSION" "$NGINX_EVAL_CODEX_PREFIX" \
     @openai/codex codex
 GEMINI_CLI_VERSION=0.61.0
 NGINX_EVAL_GEMINI_PREFIX=${NGINX_EVAL_GEMINI_PREFIX:-/opt/nginx-eval/gemini-cli}
-npm_install_program "Gemini CLI" "$GEMINI_CLI_VERSION" \
+in_background gemini npm_install_program "Gemini CLI" "$GEMINI_CLI_VERSION" \
     "$NGINX_EVAL_GEMINI_PREFIX" @google/gemini-cli gemini
 
 # Anthropic's sandbox runtime (srt), which every agent phase runs in (nginx_eval/sandbox.py),
@@ -101,26 +116,48 @@ npm_install_program "Gemini CLI" "$GEMINI_CLI_VERSION" \
 SANDBOX_RUNTIME_VERSION=0.0.83
 NGINX_EVAL_SRT_PREFIX=${NGINX_EVAL_SRT_PREFIX:-/opt/nginx-eval/sandbox-runtime}
 srt="$NGINX_EVAL_SRT_PREFIX/node_modules/.bin/srt"
-if "$srt" --version 2>/dev/null | grep -qx "$SANDBOX_RUNTIME_VERSION"; then
-    echo "setup: sandbox runtime $SANDBOX_RUNTIME_VERSION present ($srt)"
-else
-    echo "setup: installing the sandbox runtime $SANDBOX_RUNTIME_VERSION into $NGINX_EVAL_SRT_PREFIX"
-    log=$(mktemp)
-    if ! npm_install_pinned "$NGINX_EVAL_SRT_PREFIX" \
-           "@anthropic-ai/sandbox-runtime@$SANDBOX_RUNTIME_VERSION" "$log" \
-       || ! "$srt" --version >/dev/null 2>&1; then
-        tail -n 15 "$log"; echo "setup: the sandbox runtime did not install" >&2; exit 1
+install_srt() {
+    if "$srt" --version 2>/dev/null | grep -qx "$SANDBOX_RUNTIME_VERSION"; then
+        echo "setup: sandbox runtime $SANDBOX_RUNTIME_VERSION present ($srt)"
+    else
+        echo "setup: installing the sandbox runtime $SANDBOX_RUNTIME_VERSION into $NGINX_EVAL_SRT_PREFIX"
+        log=$(mktemp)
+        if ! npm_install_pinned "$NGINX_EVAL_SRT_PREFIX" \
+               "@anthropic-ai/sandbox-runtime@$SANDBOX_RUNTIME_VERSION" "$log" \
+           || ! "$srt" --version >/dev/null 2>&1; then
+            tail -n 15 "$log"; echo "setup: the sandbox runtime did not install" >&2; exit 1
+        fi
+        echo "setup: sandbox runtime $("$srt" --version) at $srt"
     fi
-    echo "setup: sandbox runtime $("$srt" --version) at $srt"
-fi
+}
+in_background srt install_srt
 
-python3 -m pip install -q --disable-pip-version-check -e "$here[test]" 2>&1 \
-    | grep -v "Running pip as the 'root' user" || true
-# harbor's ATIF validator (the test extra's harbor, pyproject.toml) on a Python it does not
-# declare: the same pinned version, without its dependencies (the validator needs pydantic alone).
-if [ "$(python3 -c 'import sys; print(sys.version_info < (3, 12))')" = True ]; then
-    python3 -m pip install -q --disable-pip-version-check --no-deps --ignore-requires-python \
-        "harbor==0.25.0" 2>&1 | grep -v "Running pip as the 'root' user" || true
+install_python() {
+    python3 -m pip install -q --disable-pip-version-check -e "$here[test]" 2>&1 \
+        | grep -v "Running pip as the 'root' user" || true
+    # harbor's ATIF validator (the test extra's harbor, pyproject.toml) on a Python it does not
+    # declare: the same pinned version, without its dependencies (the validator needs pydantic alone).
+    if [ "$(python3 -c 'import sys; print(sys.version_info < (3, 12))')" = True ]; then
+        python3 -m pip install -q --disable-pip-version-check --no-deps --ignore-requires-python \
+            "harbor==0.25.0" 2>&1 | grep -v "Running pip as the 'root' user" || true
+    fi
+}
+in_background python install_python
+
+# Each part's output in a fixed order; the toolchain, the sandbox runtime and the Python packages
+# are required (their failure fails the setup), the agent programs are not.
+failed=""
+for entry in $pids; do
+    name=${entry%%:*}
+    if ! wait "${entry#*:}"; then
+        failed="$failed $name"
+    fi
+    cat "$logs/$name"
+done
+rm -rf "$logs"
+if [ -n "$failed" ]; then
+    echo "setup: failed:$failed" >&2
+    exit 1
 fi
 python3 -c "import doit, jinja2, tap, matplotlib, scipy, statsmodels, genai_prices" \
     && echo "setup: Python packages ready"

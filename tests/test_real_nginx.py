@@ -335,6 +335,7 @@ def test_a_mode_per_program_resolves_a_real_task_at_its_metered_cost(
     metering proxy, and the report's cost of each mode is the stand-in's usage priced by hand."""
     import claude_cli
     from anthropic_standin import call, say
+    from harbor.utils.trajectory_validator import TrajectoryValidator
     from test_agent_claude import RAW
     from test_agent_programs import Program
     from test_meter_claude import by_hand
@@ -409,4 +410,7 @@ def test_a_mode_per_program_resolves_a_real_task_at_its_metered_cost(
         assert agent["cost_usd"] == pytest.approx(usd, rel=1e-9)
         assert report["modes"][mode]["cost_usd"] == round(usd, 4)
         assert f"${usd:.4f}" in report_md, (name, usd)
+        atif = results / mode / task["instance_id"] / agent["atif"]
+        validator = TrajectoryValidator()
+        assert validator.validate(atif), validator.get_errors()
         print(f"\n{mode}: metered {agent['cost_usd']:.8f} USD, by hand {usd:.8f} USD")

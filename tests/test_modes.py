@@ -283,3 +283,31 @@ def test_one_variable_changes_every_stage_model(monkeypatch):
     monkeypatch.setenv("NGINX_EVAL_MODELS", "opus=claude-sonnet-4-5")
     full = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")["full"]
     assert {p.model for p in full.every_phase} == {"claude-sonnet-4-5", "gpt-5.2-codex"}
+
+
+def test_a_subagent_naming_a_model_role_gets_the_modes_model(tmp_path, monkeypatch):
+    templates = tmp_path / "templates"
+    house = templates / "agent-homes" / "house"
+    (house / "agents").mkdir(parents=True)
+    (house / "plugins" / "kit" / "agents").mkdir(parents=True)
+    front = "---\nname: {0}\nmodel: {1}\ntools: Read\n---\nThe body says model: {1}.\n"
+    (house / "agents" / "scout.md").write_text(front.format("scout", "sonnet"))
+    (house / "plugins" / "kit" / "agents" / "judge.md").write_text(front.format("judge", "opus"))
+    (house / "agents" / "own.md").write_text(front.format("own", "haiku"))
+    (house / "notes.md").write_text("model: sonnet\n")
+    table = {"sonnet": "claude-sonnet-4-5", "opus": "claude-opus-4-5"}
+    data = home_mode(agent_home="house")
+    data["modes"]["a"]["models"] = table
+    monkeypatch.delenv("NGINX_EVAL_MODELS", raising=False)
+    files = dict(parse_modes(data, "m.toml", templates)["a"].home_files)
+    # Only the front matter's model, only of a role the table has, only under agents/.
+    assert files["agents/scout.md"] == front.format("scout", "claude-sonnet-4-5").replace(
+        "says model: claude-sonnet-4-5", "says model: sonnet"
+    )
+    assert "model: claude-opus-4-5\n" in files["plugins/kit/agents/judge.md"]
+    assert files["agents/own.md"] == front.format("own", "haiku")
+    assert files["notes.md"] == "model: sonnet\n"
+    # NGINX_EVAL_MODELS reaches the subagents too, and so the mode's fingerprint.
+    monkeypatch.setenv("NGINX_EVAL_MODELS", "sonnet=claude-haiku-4-5")
+    other = parse_modes(data, "m.toml", templates)["a"]
+    assert "model: claude-haiku-4-5\n" in dict(other.home_files)["agents/scout.md"]

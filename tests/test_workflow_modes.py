@@ -339,8 +339,9 @@ def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow):
     assert calls[0][3] <= calls[1][2] <= min(calls[2][2], calls[3][2]), calls
     assert max(calls[2][3], calls[3][3]) <= calls[4][2], calls
     models = {c[0]: c[1] for c in calls}
-    assert "sonnet" in models[subs["understander"]]
-    assert all("opus" in models[subs[k]] for k in ("proposer", "critic", "reducer", "consensus"))
+    # The mode's models, not the CLI's own newest sonnet (claude-sonnet-5-5 for `model: sonnet`).
+    assert models[subs["understander"]] == SONNET
+    assert all(models[subs[k]] == OPUS for k in ("proposer", "critic", "reducer", "consensus"))
     assert overlapped(calls[2], calls[3]), calls
     loop_prompt = json.dumps(workflow.api.messages_requests(iteration(1))[0]["body"])
     assert "PLAN-OF-SUBAGENTS" in loop_prompt

@@ -424,6 +424,36 @@ def _home_files(
     return name, tuple(files)
 
 
+def subagent_models(
+    files: tuple[tuple[str, str], ...], models: dict[str, str]
+) -> tuple[tuple[str, str], ...]:
+    """The agent home's files with each subagent definition (a Markdown file under an `agents`
+    folder, a plugin's included) whose front matter says `model: <role>` of the mode's models
+    table set to that role's model: Claude Code would read `sonnet` or `opus` as its own newest
+    model of that name (2.1.330: claude-sonnet-5-5), not the mode's, and NGINX_EVAL_MODELS would
+    not reach the subagents."""
+    out = []
+    for relative, text in files:
+        if "agents" in Path(relative).parts[:-1] and relative.endswith(".md"):
+            text = _front_matter_model(text, models)
+        out.append((relative, text))
+    return tuple(out)
+
+
+def _front_matter_model(text: str, models: dict[str, str]) -> str:
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return text
+    for i, line in enumerate(lines[1:], 1):
+        if line.strip() == "---":
+            break
+        key, colon, value = line.partition(":")
+        if colon and key.strip() == "model" and value.strip() in models:
+            ending = line[len(line.rstrip("\r\n")) :]
+            lines[i] = f"model: {models[value.strip()]}{ending}"
+    return "".join(lines)
+
+
 def _predictions_mode(
     name: str, raw: dict[str, Any], path: str | Path, where: str, settings: dict[str, Any]
 ) -> Mode:
@@ -654,7 +684,9 @@ def parse_modes(
             continue
         templates = templates_dir or SOURCE_ROOT / "templates"
         settings["command_files"] = _command_files(raw, path, where, templates)
-        settings["agent_home"], settings["home_files"] = _home_files(raw, path, where, templates)
+        home, files = _home_files(raw, path, where, templates)
+        models = model_table(raw, path, where, dict(os.environ))
+        settings["agent_home"], settings["home_files"] = home, subagent_models(files, models)
         modes.update(_agent_modes(name, raw, path, where, settings))
     return modes
 

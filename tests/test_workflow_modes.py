@@ -22,6 +22,8 @@ from anthropic_standin import Fault, call, say
 from conftest import SOURCE_ROOT
 from test_agent_claude import FIX, needs_srt
 
+from nginx_eval.meter import summary
+
 OPUS, SONNET, CODEX = "claude-opus-4-5", "claude-sonnet-4-5", "gpt-5.2-codex"
 # Phrases of the shipped prompts (templates/), one per stage.
 UNDERSTAND = "Planning stage 1 of 5, the understander"
@@ -296,11 +298,20 @@ def agent_call(kind, marker):
     )
 
 
+CALLS = "agent/calls.jsonl.gz"
+NLCMD_CODEX = "CODEX-CONSENSUS-OF-THE-COMMAND"
+
+
 @needs_srt
-def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow):
+def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow_codex):
+    """The consensus subagent asks Codex from its Bash tool, as its definition says
+    (templates/agent-homes/planner/agents/consensus.md): metered under the plan phase."""
+    workflow = workflow_codex
     subs = {k: f"SUB-{k.upper()}-MARK" for k in ("understander", "proposer", "critic", "reducer")}
     subs["consensus"] = "SUB-CONSENSUS-MARK"
+    ask = f"codex exec -s read-only '{NLCMD_CODEX}: the reports' </dev/null > .tmp/codex.txt"
     write = "mkdir -p .tmp && printf 'PLAN-OF-SUBAGENTS: a + b\\n' > .tmp/4-consensus.md"
+    workflow.openai.script = {NLCMD_CODEX: [[openai_standin.say("PLAN-BY-CODEX: a + b.")]]}
     workflow.api.script = dict(
         {
             COMMAND: [
@@ -314,7 +325,11 @@ def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow):
             subs["proposer"]: [[say("proposal")]],
             subs["critic"]: [[say("critique")]],
             subs["reducer"]: [[say("reduction")]],
-            subs["consensus"]: [[call("Bash", command=write)], [say("written")]],
+            subs["consensus"]: [
+                [call("Bash", command="mkdir -p .tmp && " + ask)],
+                [call("Bash", command=write)],
+                [say("written")],
+            ],
         },
         **loop_script(),
     )
@@ -346,10 +361,21 @@ def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow):
     loop_prompt = json.dumps(workflow.api.messages_requests(iteration(1))[0]["body"])
     assert "PLAN-OF-SUBAGENTS" in loop_prompt
     assert agent["loop"]["ended"] == "marker"
+    (asked,) = [r for r in workflow.openai.responses_requests(NLCMD_CODEX) if r.get("usage")]
+    calls_of_codex = [
+        c
+        for c in summary.read_calls(workflow.project.task_dir("nlcmd", "tiny-add") / CALLS)
+        if c["program"] == "codex" and c["tokens"]
+    ]
+    assert [(c["phase"], c["model"]) for c in calls_of_codex] == [("plan", asked["model"])]
+    assert plan["metered"]["models"][asked["model"]]["program"] == "codex"
     # Half the mode's time for the plan (1800 s), the rest for the loop.
     assert "--model " + OPUS in plan["command"]
     assert workflow.project.read("nlcmd", "tiny-add", "grade.json")["status"] == "resolved"
-    print(f"\nnlcmd: plan on {OPUS}; subagents {[(c[0], c[1]) for c in calls]}")
+    print(
+        f"\nnlcmd: plan on {OPUS}; subagents {[(c[0], c[1]) for c in calls]}; the consensus's "
+        f"Codex: {asked['model']}, phase plan, {calls_of_codex[0]['cost_usd']:.8f} USD"
+    )
 
 
 # -- the loop's endings and score = "finished", with a scripted agent --------------------------

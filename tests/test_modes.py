@@ -295,6 +295,7 @@ def test_a_subagent_naming_a_model_role_gets_the_modes_model(tmp_path, monkeypat
     (house / "plugins" / "kit" / "agents" / "judge.md").write_text(front.format("judge", "opus"))
     (house / "agents" / "own.md").write_text(front.format("own", "haiku"))
     (house / "notes.md").write_text("model: sonnet\n")
+    (house / "agents" / "asker.md").write_text("Ask `tool -m {models.opus}` ({models.nope}).\n")
     table = {"sonnet": "claude-sonnet-4-5", "opus": "claude-opus-4-5"}
     data = home_mode(agent_home="house")
     data["modes"]["a"]["models"] = table
@@ -307,6 +308,7 @@ def test_a_subagent_naming_a_model_role_gets_the_modes_model(tmp_path, monkeypat
     assert "model: claude-opus-4-5\n" in files["plugins/kit/agents/judge.md"]
     assert files["agents/own.md"] == front.format("own", "haiku")
     assert files["notes.md"] == "model: sonnet\n"
+    assert files["agents/asker.md"] == "Ask `tool -m claude-opus-4-5` ({models.nope}).\n"
     # NGINX_EVAL_MODELS reaches the subagents too, and so the mode's fingerprint.
     monkeypatch.setenv("NGINX_EVAL_MODELS", "sonnet=claude-haiku-4-5")
     other = parse_modes(data, "m.toml", templates)["a"]

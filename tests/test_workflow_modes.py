@@ -309,7 +309,10 @@ def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow_codex):
     workflow = workflow_codex
     subs = {k: f"SUB-{k.upper()}-MARK" for k in ("understander", "proposer", "critic", "reducer")}
     subs["consensus"] = "SUB-CONSENSUS-MARK"
-    ask = f"codex exec -s read-only '{NLCMD_CODEX}: the reports' </dev/null > .tmp/codex.txt"
+    ask = (
+        f"codex exec -s read-only -m {CODEX} -c model_reasoning_effort=xhigh "
+        f"'{NLCMD_CODEX}: the reports' </dev/null > .tmp/codex.txt"
+    )
     write = "mkdir -p .tmp && printf 'PLAN-OF-SUBAGENTS: a + b\\n' > .tmp/4-consensus.md"
     workflow.openai.script = {NLCMD_CODEX: [[openai_standin.say("PLAN-BY-CODEX: a + b.")]]}
     workflow.api.script = dict(
@@ -367,7 +370,10 @@ def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow_codex):
         for c in summary.read_calls(workflow.project.task_dir("nlcmd", "tiny-add") / CALLS)
         if c["program"] == "codex" and c["tokens"]
     ]
-    assert [(c["phase"], c["model"]) for c in calls_of_codex] == [("plan", asked["model"])]
+    # The consensus's definition names the mode's codex model, which the model was told.
+    told = json.dumps(workflow.api.messages_requests(subs["consensus"])[0]["body"]["system"])
+    assert f"-m {CODEX}" in told and asked["model"] == CODEX
+    assert [(c["phase"], c["model"]) for c in calls_of_codex] == [("plan", CODEX)]
     assert plan["metered"]["models"][asked["model"]]["program"] == "codex"
     # Half the mode's time for the plan (1800 s), the rest for the loop.
     assert "--model " + OPUS in plan["command"]

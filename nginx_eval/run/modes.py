@@ -429,15 +429,20 @@ def subagent_models(
 ) -> tuple[tuple[str, str], ...]:
     """The agent home's files with each subagent definition (a Markdown file under an `agents`
     folder, a plugin's included) whose front matter says `model: <role>` of the mode's models
-    table set to that role's model: Claude Code would read `sonnet` or `opus` as its own newest
-    model of that name (2.1.330: claude-sonnet-5-5), not the mode's, and NGINX_EVAL_MODELS would
-    not reach the subagents."""
+    table set to that role's model, and `{models.<role>}` in its text to that model: Claude
+    Code would read `sonnet` or `opus` as its own newest model of that name (2.1.330:
+    claude-sonnet-5-5), not the mode's, and NGINX_EVAL_MODELS would not reach the subagents."""
     out = []
     for relative, text in files:
         if "agents" in Path(relative).parts[:-1] and relative.endswith(".md"):
             text = _front_matter_model(text, models)
+            # `{models.<role>}` in its text: that role's model (for a Codex it starts, say).
+            text = MODEL_ROLE_TOKEN.sub(lambda m: models.get(m.group(1), m.group(0)), text)
         out.append((relative, text))
     return tuple(out)
+
+
+MODEL_ROLE_TOKEN = re.compile(r"\{models\.([A-Za-z0-9_-]+)\}")
 
 
 def _front_matter_model(text: str, models: dict[str, str]) -> str:

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 from nginx_eval.agent import sandbox
 from nginx_eval.agent import stage as agent_stage
+from nginx_eval.build.cache import BuildSpec
 from nginx_eval.checks import validate
-from nginx_eval.core import jsonio
+from nginx_eval.core import inputs, jsonio, stamps
 from nginx_eval.core.layout import Layout
 from nginx_eval.grade import stage as grade_stage
 from nginx_eval.patch import stage as patch_stage
@@ -307,3 +308,27 @@ def test_digests_are_as_before(tmp_path, monkeypatch):
     found = {k: v[:16] for k, v in found.items()}  # 64 bits: no change goes unseen
     changed = sorted(k for k in found.keys() | EXPECTED.keys() if found.get(k) != EXPECTED.get(k))
     assert not changed, f"digests changed: {changed}"
+
+
+def test_canonical_drops_only_optional_fields_at_their_default():
+    defaults = {"share": None, "rerun_failed": 0, "authored": {}}
+    fields = {"base": None, "share": None, "rerun_failed": 0, "authored": {"a.t": "x"}}
+    assert inputs.canonical(fields, defaults) == {"base": None, "authored": {"a.t": "x"}}
+    # equal but of another type is not the default: False is no 0, 0.0 no 0
+    assert inputs.canonical({"rerun_failed": False}, defaults) == {"rerun_failed": False}
+    assert inputs.canonical({"rerun_failed": 0.0}, defaults) == {"rerun_failed": 0.0}
+
+
+def test_a_new_field_at_its_default_keeps_the_digest():
+    before = inputs.digest({"base": "a"})
+    assert inputs.digest({"base": "a", "new": []}, {"new": []}) == before
+    assert inputs.digest({"base": "a", "new": ["x"]}, {"new": []}) != before
+    # version 1 is left out: a digest is the plain one of the fields
+    assert before == jsonio.digest({"base": "a"})
+
+
+def test_another_inputs_version_changes_every_digest(monkeypatch):
+    before = stamps.inputs_digest({"base": "a"}), BuildSpec.of("a", ["--x"]).key
+    monkeypatch.setattr(inputs, "INPUTS_VERSION", 2)
+    after = stamps.inputs_digest({"base": "a"}), BuildSpec.of("a", ["--x"]).key
+    assert before[0] != after[0] and before[1] != after[1]

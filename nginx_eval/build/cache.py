@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core import jsonio, runstate
+from ..core import inputs, jsonio, runstate
 from ..core.records import BuildFields, BuildRecord
 from ..core.trees import remove_tree, set_write_bits
 from ..doitext import cleaning
@@ -55,7 +55,7 @@ class BuildSpec:
 
     @property
     def key(self) -> str:
-        return jsonio.digest(
+        return inputs.digest(
             {
                 "base": self.base_commit,
                 "flags": list(self.flags),

@@ -28,7 +28,7 @@ import jinja2
 from doit.tools import config_changed
 
 from ..build.stage import ensure_build
-from ..core import jsonio, stamps
+from ..core import inputs, jsonio, stamps
 from ..core.console import say
 from ..core.gitcmd import gold_diff
 from ..core.layout import SOURCE_ROOT
@@ -341,7 +341,9 @@ def validation_config(task, repeats, load="none"):
     """The config a task's validation.json records the digest of ("inputs", stamps.py): what
     says the record is of this task as it is now (scripts/promote_tasks.py checks it too). A
     validation under load is another one; without, the config is what it was before load=."""
-    return {"task": task.to_json(), "repeats": repeats} | ({"load": load} if load != "none" else {})
+    return inputs.canonical(
+        {"task": task.to_json(), "repeats": repeats, "load": load}, {"load": "none"}
+    )
 
 
 def gen_tasks(ctx):

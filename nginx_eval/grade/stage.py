@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import jsonio, stamps
+from ..core import inputs, jsonio, stamps
 from ..core.outcomes import UNFINISHED_AGENT
 from ..core.records import (
     BuildJson,
@@ -360,23 +360,28 @@ def strict_fields(
     }
 
 
+# grade's optional inputs at the value that leaves them out (core/inputs.py): strictness judged,
+# an unversioned benchmark.
+GRADE_INPUT_DEFAULTS: dict[str, Any] = {"strict_off": None, "benchmark_version": None}
+
+
 def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
         judged = applies(ctx, mode)
-        config: dict[str, Any] = {
+        fields: dict[str, Any] = {
             "f2p": list(task.fail_to_pass),
             "p2p": list(task.pass_to_pass),
             "files": list(task.test_files),
             "strict": judged,
-        }
-        if not judged and mode.kind != "none":
-            config["strict_off"] = switched_off(ctx, mode)
-        if bench.version:
+            # what left it unjudged (None: judged), for every patch but the empty one
+            "strict_off": None if mode.kind == "none" else switched_off(ctx, mode),
             # A new version grades again (milliseconds; nothing before the grade reruns unless
             # its own inputs changed), so every grade.json names the version it holds for.
-            config["benchmark_version"] = bench.version
+            "benchmark_version": bench.version,
+        }
+        config = inputs.canonical(fields, GRADE_INPUT_DEFAULTS)
         files = [ctx.layout.build_json(mode.name, iid), ctx.layout.prove_json(mode.name, iid)]
         task_dep = [task_name(BUILD, name), task_name(PROVE, name)]
         if judged:

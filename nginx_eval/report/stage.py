@@ -24,8 +24,10 @@ compares two runs. This module says what the report is made from, when it is up 
 it, and yields its tasks.
 """
 
+from typing import Any
+
 from .. import __version__
-from ..core import jsonio, stamps
+from ..core import inputs, jsonio, stamps
 from ..core.console import say
 from ..core.errors import failing_on_user_error
 from ..run.record import run_tasks
@@ -66,6 +68,11 @@ def cross_files(layout, other, configured):
     ]
 
 
+# report_inputs' optional fields at the value that leaves them out (core/inputs.py): no mode
+# allows a host, no cross-benchmark section.
+REPORT_INPUT_DEFAULTS: dict[str, Any] = {"allow_hosts": {}, "cross": None}
+
+
 def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None, cross=None):
     """The digest of everything report.json is made from (stored as its "inputs")."""
     config = {
@@ -76,17 +83,14 @@ def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=N
         "version": __version__,
         "cutoff": cutoff,
         "methods": method_settings(),
+        # the header names them
+        "allow_hosts": {n: list(m.allow_hosts) for n, m in sorted(modes.items()) if m.allow_hosts},
+        "cross": cross or None,
     }
-    hosts = {n: list(m.allow_hosts) for n, m in sorted(modes.items()) if m.allow_hosts}
-    if hosts:
-        # The header names them; only when some mode has them, so that other reports keep
-        # their digest.
-        config["allow_hosts"] = hosts
     files = input_files(layout, list(modes), templates_dir)
-    if cross:  # only then: the digest of a report without it stays what it was
-        config["cross"] = cross
+    if cross:
         files += cross_files(layout, cross, list(modes))
-    return stamps.inputs_digest(config, files)
+    return stamps.inputs_digest(inputs.canonical(config, REPORT_INPUT_DEFAULTS), files)
 
 
 def comparison_inputs(layout, other, bench, tasks, modes, templates_dir):

@@ -43,6 +43,7 @@ from ..core import gitcmd, inputs, jsonio, rootfs, stamps
 from ..core.errors import UserError, did_you_mean, failing_on_user_error
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
 from ..core.procs import kill_leftovers, run_limited
+from ..core.records import write_record
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.trees import remove_tree
 from ..doitext.backend import consume_forgotten, forgotten
@@ -1082,7 +1083,7 @@ def run_agent(
     # `doit forget` is answered once a new record replaces the old one: a run stopped before
     # (refused credentials, Ctrl-C) leaves the request pending.
     consume_forgotten(layout, agent_task_name)
-    jsonio.write_json(out, record)
+    write_record(out, record)
 
 
 def gen_tasks(ctx):

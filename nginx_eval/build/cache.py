@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import inputs, jsonio, runstate
-from ..core.records import BuildFields, BuildRecord
+from ..core.records import BuildFields, BuildRecord, write_record
 from ..core.trees import remove_tree, set_write_bits
 from ..doitext import cleaning
 from .toolchain import compiler_identity
@@ -134,7 +134,7 @@ def publish(layout: "Layout", tmp: Path, record: BuildRecord) -> None:
     else:
         # Keep the log, drop the tree: a failed build is cached as its verdict.
         remove_tree(tree, ignore_errors=True)
-    jsonio.write_json(tmp / "build.json", record)
+    write_record(tmp / "build.json", record)
     final = layout.build_dir(record["key"])
     remove_tree(final, ignore_errors=True)
     os.replace(tmp, final)
@@ -187,7 +187,7 @@ def record_env_error(
     record: BuildRecord = {**fields, "status": "env_error", "reason": reason}
     try:
         jsonio.write_bytes(layout.failed_build_log(record["key"]), log_bytes)
-        jsonio.write_json(layout.failed_build_json(record["key"]), {**record, "pid": os.getpid()})
+        write_record(layout.failed_build_json(record["key"]), {**record, "pid": os.getpid()})
     except OSError:
         pass  # a full disk: the reason still reaches the task's result
     if remember:

@@ -32,6 +32,7 @@ from ..core import inputs, jsonio, stamps
 from ..core.console import say
 from ..core.gitcmd import gold_diff
 from ..core.layout import SOURCE_ROOT
+from ..core.records import write_record
 from ..core.tasknames import (
     VALIDATE,
     VALIDATION,
@@ -227,7 +228,7 @@ def validate_task(layout, task, repeats, doit_name, config, files):
         # The runs take minutes; the verdict is always derived again from them.
         record = reclassified(task, done)
         if record != done:
-            jsonio.write_json(out, record)
+            write_record(out, record)
         return
     bare = layout.bare_repo(task.repo)
     base = ensure_build(layout, bare, task.base_commit, task.configure_flags, b"")
@@ -267,7 +268,7 @@ def validate_task(layout, task, repeats, doit_name, config, files):
             "build": {"base": base, "fix": fix},
         }
     )
-    jsonio.write_json(out, record)
+    write_record(out, record)
 
 
 def write_summary(layout, tasks, repeats):

@@ -35,7 +35,7 @@ from ..core import inputs, jsonio, stamps
 from ..core.errors import UserError, failing_on_user_error
 from ..core.gitcmd import ScratchIndex, scratch_index
 from ..core.outcomes import COMPLETED, UNFINISHED_AGENT
-from ..core.records import LeftOut, PatchJson, PatchStats, SkippedFile
+from ..core.records import LeftOut, PatchJson, PatchStats, SkippedFile, write_record
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
 from ..run.benchmark import gold_patch
@@ -435,7 +435,7 @@ def write_patch(
         "note": note,
         **patch_stats(patch),
     }
-    jsonio.write_json(out, record)
+    write_record(out, record)
 
 
 def take_patch(

@@ -38,7 +38,7 @@ from ..cluster import executor
 from ..cluster.node import on_node
 from ..core import inputs, jsonio, limits, locks, rootfs, stamps
 from ..core.procs import kill_leftovers, run_limited
-from ..core.records import BuildRecord, ProveJson, ProveRun
+from ..core.records import BuildRecord, ProveJson, ProveRun, write_record
 from ..core.stamps import TaskDict
 from ..core.tasknames import BUILD, PROVE, task_name, tests_task_name, unit_name
 from . import network as private_network
@@ -364,7 +364,7 @@ def prove_unit(
         if on_node():
             build = _node_build(layout, mode_name, task, build)
         prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed)
-    jsonio.write_json(layout.prove_json(mode_name, task.instance_id), record)
+    write_record(layout.prove_json(mode_name, task.instance_id), record)
 
 
 # prove's optional inputs at the value that leaves them out (core/inputs.py): a task of

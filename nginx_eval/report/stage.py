@@ -30,6 +30,7 @@ from .. import __version__
 from ..core import inputs, jsonio, stamps
 from ..core.console import say
 from ..core.errors import failing_on_user_error
+from ..core.records import read_record, write_record
 from ..run.record import run_tasks
 from .apart import run_apart
 from .charts import draw_chart, draw_distributions
@@ -117,7 +118,7 @@ def report_is_fresh(
     """doit uptodate: report.json was made from exactly what is on disk now, for the run's tasks
     (and the markdown and the figures it shows still exist); with `compare`, the comparison
     too."""
-    made = jsonio.read_json(layout.report_json) or {}
+    made = read_record(layout.report_json) or {}
     tasks = run_tasks(layout, bench, tasks)
     # The figures report.md shows (report.json's "figures"; before the field, both charts).
     shown = made.get("figures", [layout.report_chart.name, layout.report_distributions.name])
@@ -128,7 +129,7 @@ def report_is_fresh(
         and all((layout.run_dir / name).exists() for name in shown)
     )
     if fresh and compare:
-        other = jsonio.read_json(layout.compare_json(compare)) or {}
+        other = read_record(layout.compare_json(compare)) or {}
         fresh = (
             other.get("inputs")
             == comparison_inputs(layout, compare, bench, tasks, modes, templates_dir)
@@ -147,7 +148,7 @@ def write_comparison(layout, other, bench, tasks, modes, templates_dir):
         layout.compare_md(other),
         render(data, templates_dir, COMPARE_TEMPLATE, layout.compiled_templates),
     )
-    jsonio.write_json(
+    write_record(
         layout.compare_json(other),
         {
             "schema_version": SCHEMA_VERSION,
@@ -187,7 +188,7 @@ def write_report(
     jsonio.write_text(
         layout.report_md, render(data, templates_dir, compiled=layout.compiled_templates)
     )
-    jsonio.write_json(layout.report_json, report_json(layout, bench, inputs, data))
+    write_record(layout.report_json, report_json(layout, bench, inputs, data))
     if not quiet:
         say(f"report: {layout.report_md}")
     if compare:

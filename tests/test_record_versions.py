@@ -3,6 +3,7 @@ a record from before the field is of version 1; one of a later version is refuse
 naming the file, where records are read back."""
 
 import collections
+import json
 import re
 
 import pytest
@@ -92,3 +93,21 @@ def test_every_record_is_written_through_write_record():
         if n:
             found[str(path.relative_to(package))] = n
     assert dict(found) == NOT_RECORDS
+
+
+def test_a_run_refuses_a_record_a_later_version_wrote(project):
+    """Through doit: the results of a mode whose grade.json a later nginx-eval wrote stop at one
+    ``nginx-eval: error:`` line naming the file; the record is left as it is."""
+    project.doit("run", "tiny:gold")
+    grade = project.results / "default" / "gold" / "tiny-add" / "grade.json"
+    later = records.FORMAT_VERSION + 1
+    grade.write_text(json.dumps(dict(json.loads(grade.read_text()), format_version=later)))
+    proc, _ = project.doit("run", "tiny:gold", check=False)
+    line = (
+        f"nginx-eval: error: {grade}: written by format version {later}, "
+        f"this nginx-eval reads up to {records.FORMAT_VERSION}"
+    )
+    assert proc.returncode != 0
+    assert line in proc.stderr.splitlines(), proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert json.loads(grade.read_text())["format_version"] == later

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import inputs, jsonio, runstate
-from ..core.records import BuildFields, BuildRecord, write_record
+from ..core.records import FORMAT_VERSION, BuildFields, BuildRecord, write_record
 from ..core.trees import remove_tree, set_write_bits
 from ..doitext import cleaning
 from .toolchain import compiler_identity
@@ -134,6 +134,8 @@ def publish(layout: "Layout", tmp: Path, record: BuildRecord) -> None:
     else:
         # Keep the log, drop the tree: a failed build is cached as its verdict.
         remove_tree(tree, ignore_errors=True)
+    # in the record the caller returns too: a build made now is the one a later reader finds
+    record["format_version"] = FORMAT_VERSION
     write_record(tmp / "build.json", record)
     final = layout.build_dir(record["key"])
     remove_tree(final, ignore_errors=True)
@@ -184,7 +186,12 @@ def record_env_error(
     """An env_error record, not published: its record and log go to builds/.failed/ for the
     task's result, and (remember) this run does not try the build again. fields: the
     build's record, or what it holds before the build ran."""
-    record: BuildRecord = {**fields, "status": "env_error", "reason": reason}
+    record: BuildRecord = {
+        **fields,
+        "status": "env_error",
+        "reason": reason,
+        "format_version": FORMAT_VERSION,
+    }
     try:
         jsonio.write_bytes(layout.failed_build_log(record["key"]), log_bytes)
         write_record(layout.failed_build_json(record["key"]), {**record, "pid": os.getpid()})

@@ -4,13 +4,13 @@ the schema in short, or points here when the schema is long; then the comments h
 each field means. Here in core/, so that every reader (the report too, which may not import the
 stages) can name them. tests/test_record_schemas.py checks real records against them.
 
-Every record the harness writes (write_record) carries ``format_version``: FORMAT_VERSION, the
-one version of all of them, raised when a record's format changes so that an older nginx-eval
-cannot read it (a field renamed, removed, or its meaning changed; a field added is no change).
-A record written before the field existed is of version 1 (record_version). read_record, used
-where records are read back (results, grade, report), refuses a record of a later version in
-one line, naming the file. A record of ``{instance_id: record}`` (the run's validation.json)
-has the version in each entry.
+Every record the harness writes (write_record; a line of a .jsonl: versioned) carries
+``format_version``: FORMAT_VERSION, the one version of all of them, raised when a record's format
+changes so that an older nginx-eval cannot read it (a field renamed, removed, or its meaning
+changed; a field added is no change). A record written before the field existed is of version 1
+(record_version). read_record, used where records are read back (results, grade, report),
+refuses a record of a later version in one line, naming the file. A record of ``{instance_id:
+record}`` (the run's validation.json) has the version in each entry.
 """
 
 from collections.abc import Mapping
@@ -445,6 +445,7 @@ class CallRecord(TypedDict):
     "headers", "body"}}). No credential is in either: those headers and a query's key are
     "[redacted]", and their values are cut out of everything else."""
 
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     call: int  # 1, 2, ... in the order the calls started
     run: str
     mode: str

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, cast
 from .. import __version__
 from ..core import rootfs
 from ..core.errors import UserError
-from ..core.records import RunJson, Selection, SelfTest, read_record, write_record
+from ..core.records import FORMAT_VERSION, RunJson, Selection, SelfTest, read_record, write_record
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -82,6 +82,7 @@ def bind_run(
         RunJson,
         {  # a new run's: the rest follows below
             "schema_version": SCHEMA_VERSION,
+            "format_version": FORMAT_VERSION,
             "run": layout.run,
             "benchmark": bench.name,
             "benchmark_file": os.path.relpath(bench.path, layout.root),

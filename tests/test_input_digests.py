@@ -15,6 +15,7 @@ from nginx_eval.core.layout import Layout
 from nginx_eval.grade import stage as grade_stage
 from nginx_eval.patch import stage as patch_stage
 from nginx_eval.prove import stage as prove_stage
+from nginx_eval.prove import tree as prove_tree
 from nginx_eval.report import stage as report_stage
 from nginx_eval.repositories import stage as repos_stage
 from nginx_eval.run import benchmark
@@ -188,6 +189,8 @@ EXPECTED: dict[str, str] = {
     "sandbox.settings/plain": "1f3fb9552e1e3404",
     "sandbox.settings/predictions": "1f3fb9552e1e3404",
     "sandbox.settings/rich": "b0477aa0d2c56b1a",
+    "tests_stamp/0": "3a84491fa08b3754",
+    "tests_stamp/1": "89a4cc3e93f0045e",
     "task.to_json/nginx-1/0": "1b78d2335045f790",
     "task.to_json/nginx-1/1": "1b78d2335045f790",
     "task.to_json/nginx-2/0": "7db450f2efe5c02e",
@@ -259,6 +262,9 @@ def computed(tmp_path, monkeypatch) -> dict[str, str]:
             out[f"validation/{task.instance_id}/{len(task.authored)}/{load}"] = jsonio.digest(
                 validate.validation_config(task, 3, load)
             )
+    for task in (TASK, AUTHORED):
+        stamp = prove_tree._stamp(task.test_repo, task.test_commit, task.authored)
+        out[f"tests_stamp/{len(task.authored)}"] = jsonio.digest(stamp)
     out["benchmark._digest/plain"] = benchmark._digest("{}", [TASK])
     out["benchmark._digest/authored"] = benchmark._digest("{}", [TASK, AUTHORED])
     out.update(_configs(patch_stage.gen_tasks(_ctx(tmp_path, MODES.values()))))

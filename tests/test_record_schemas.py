@@ -111,6 +111,9 @@ def test_a_runs_records_match_their_schemas(project):
     def check(path, tp, value=None):
         value = json.loads(path.read_text()) if value is None else value
         found.extend(f"{path.relative_to(run)}: {m}" for m in mismatches(value, tp))
+        # every record the harness writes says its format version (core/records.py)
+        if tp is not records.Prediction and value.get("format_version") != records.FORMAT_VERSION:
+            found.append(f"{path.relative_to(run)}: format_version {value.get('format_version')}")
 
     checked = set()
     for mode in ("gold", "none", "fake"):

@@ -38,9 +38,9 @@ import time
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict, cast
 
-from ..core import jsonio, rootfs, runstate
+from ..core import inputs, jsonio, rootfs, runstate
 from ..core.errors import UserError
 from ..core.records import Blocked, ToolchainRecord
 from .programs import registry
@@ -113,6 +113,10 @@ SUPPORT_VAR = "NGINX_EVAL_SANDBOX_SUPPORT"
 BLOCKED_LINE = re.compile(r"(?:Connection|HTTP request) blocked to (\S+):(\d+)\s*$")
 
 
+# Box's optional fields at the value that leaves them out of an agent run's inputs (core/inputs.py).
+BOX_DEFAULTS: dict[str, Any] = {"other_endpoints": []}
+
+
 class Box(TypedDict):
     """The isolation of a mode's agent (settings): part of an agent run's inputs."""
 
@@ -126,7 +130,7 @@ class Box(TypedDict):
 
 def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | None:
     """The isolation of a mode's agent, or None (isolation = "none"): what an agent run's inputs
-    record. Without isolation the inputs hold no box, so such runs keep their digest."""
+    record."""
     if mode.isolation == "none":
         return None
     env = dict(os.environ if environ is None else environ, **dict(mode.env))
@@ -134,15 +138,14 @@ def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | No
     endpoints = list(
         dict.fromkeys(registry.PROGRAMS[n].endpoint(env) for n in names if n in registry.PROGRAMS)
     ) or [model_endpoint(env)]
-    box: Box = {
+    fields = {
         "isolation": "srt",
         "endpoint": endpoints[0],
         "allow_hosts": list(mode.allow_hosts),
         "binds": list(mode.sandbox_binds),
+        "other_endpoints": endpoints[1:],
     }
-    if endpoints[1:]:  # only then: the runs of one program keep their digest
-        box["other_endpoints"] = endpoints[1:]
-    return box
+    return cast(Box, inputs.canonical(fields, BOX_DEFAULTS))
 
 
 def through_proxy(box: Box, endpoint: str) -> Box:

@@ -33,15 +33,17 @@ import shutil
 import sys
 import tempfile
 from functools import lru_cache
+from typing import Any
 
 import jinja2
 
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
-from ..core import gitcmd, jsonio, rootfs, stamps
+from ..core import gitcmd, inputs, jsonio, rootfs, stamps
 from ..core.errors import UserError, did_you_mean, failing_on_user_error
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
 from ..core.procs import kill_leftovers, run_limited
+from ..core.records import write_record
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.trees import remove_tree
 from ..doitext.backend import consume_forgotten, forgotten
@@ -208,52 +210,63 @@ def agent_version(layout, mode):
     return ", ".join(dict.fromkeys(v for v in versions if v)) or None
 
 
+# agent_inputs' optional fields at the value that leaves them out (core/inputs.py): no sandbox
+# (isolation = "none"), no Claude Code phase with its web tools closed, no other program, no
+# program that answers `--version`, no tests tree (a mode without `tests`).
+AGENT_INPUT_DEFAULTS: dict[str, Any] = {
+    "sandbox": None,
+    "no_web_tools": {"option": CLAUDE.web_option(), "phases": []},
+    "programs": {},
+    "agent_version": None,
+    "tests_tree": None,
+}
+
+
 def mode_inputs(layout, mode):
     """The part of agent_inputs that is the mode's, the same for each of its tasks (asked once
     per mode: resolving its programs for each task is a cost of every doit command)."""
-    inputs = {"mode": mode.fingerprint(), "environment": referenced_environment(mode)}
-    box = sandbox.settings(mode)
-    if box:  # only when on, so that runs made without a sandbox keep their digest
-        inputs["sandbox"] = box
     env = dict(os.environ, **dict(mode.env))
-    closed = [
-        p.name
-        for p in mode.every_phase
-        if phase_command(mode, p, env)[1] is False and p.program == CLAUDE.name
-    ]
-    if closed:
-        # An input, though the command template is unchanged: closing the web tools changes what
-        # the agent can do, so the isolated Claude Code runs made with them open run once more.
-        # Only where it applies: web_tools = true, unisolated modes and other agents run what
-        # they ran before and keep their digest.
-        inputs["no_web_tools"] = {"option": CLAUDE.web_option(), "phases": closed}
-    others = {
-        p.name: {"program": p.program, "web_tools": phase_command(mode, p, env)[1]}
-        for p in mode.every_phase
-        if p.program != CLAUDE.name
+    fields = {
+        "mode": mode.fingerprint(),
+        "environment": referenced_environment(mode),
+        "sandbox": sandbox.settings(mode),
+        # An input, though the command template is unchanged: closing the web tools changes
+        # what the agent can do, so the isolated Claude Code runs made with them open run once
+        # more.
+        "no_web_tools": {
+            "option": CLAUDE.web_option(),
+            "phases": [
+                p.name
+                for p in mode.every_phase
+                if phase_command(mode, p, env)[1] is False and p.program == CLAUDE.name
+            ],
+        },
+        "programs": {
+            p.name: {"program": p.program, "web_tools": phase_command(mode, p, env)[1]}
+            for p in mode.every_phase
+            if p.program != CLAUDE.name
+        },
+        "agent_version": agent_version(layout, mode),
     }
-    if others:  # only then: Claude Code's runs keep their digest
-        inputs["programs"] = others
-    version = agent_version(layout, mode)
-    if version:  # only for the programs: other agents' runs keep their digest
-        inputs["agent_version"] = version
-    return inputs
+    return inputs.canonical(fields, AGENT_INPUT_DEFAULTS)
 
 
 def agent_inputs(layout, mode, task, prompts, of_mode=None, tests_tree=None):
     """The digest of an agent run's inputs, or None while a mode with `tests` cannot know its
     tree (suite.as_of: the clones are not there yet); of_mode: mode_inputs(layout, mode), and
     tests_tree: suite.as_of of the task, if known."""
-    inputs = dict(
-        of_mode or mode_inputs(layout, mode), prompts=prompts, workspace=workspace_inputs(task)
-    )
+    tree = None
     if mode.tests:
-        # Only then: the runs of modes without it keep their digest.
         tree = tests_tree or suite.as_of(layout, task)
         if tree is None:
             return None
-        inputs["tests_tree"] = tree["commit"]
-    return jsonio.digest(inputs)
+    fields = dict(
+        of_mode or mode_inputs(layout, mode),
+        prompts=prompts,
+        workspace=workspace_inputs(task),
+        tests_tree=None if tree is None else tree["commit"],
+    )
+    return inputs.digest(fields, AGENT_INPUT_DEFAULTS)
 
 
 def is_finished(record):
@@ -1070,7 +1083,7 @@ def run_agent(
     # `doit forget` is answered once a new record replaces the old one: a run stopped before
     # (refused credentials, Ctrl-C) leaves the request pending.
     consume_forgotten(layout, agent_task_name)
-    jsonio.write_json(out, record)
+    write_record(out, record)
 
 
 def gen_tasks(ctx):

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core import jsonio, runstate
-from ..core.records import BuildFields, BuildRecord
+from ..core import inputs, jsonio, runstate
+from ..core.records import FORMAT_VERSION, BuildFields, BuildRecord, write_record
 from ..core.trees import remove_tree, set_write_bits
 from ..doitext import cleaning
 from .toolchain import compiler_identity
@@ -55,7 +55,7 @@ class BuildSpec:
 
     @property
     def key(self) -> str:
-        return jsonio.digest(
+        return inputs.digest(
             {
                 "base": self.base_commit,
                 "flags": list(self.flags),
@@ -134,7 +134,9 @@ def publish(layout: "Layout", tmp: Path, record: BuildRecord) -> None:
     else:
         # Keep the log, drop the tree: a failed build is cached as its verdict.
         remove_tree(tree, ignore_errors=True)
-    jsonio.write_json(tmp / "build.json", record)
+    # in the record the caller returns too: a build made now is the one a later reader finds
+    record["format_version"] = FORMAT_VERSION
+    write_record(tmp / "build.json", record)
     final = layout.build_dir(record["key"])
     remove_tree(final, ignore_errors=True)
     os.replace(tmp, final)
@@ -184,10 +186,15 @@ def record_env_error(
     """An env_error record, not published: its record and log go to builds/.failed/ for the
     task's result, and (remember) this run does not try the build again. fields: the
     build's record, or what it holds before the build ran."""
-    record: BuildRecord = {**fields, "status": "env_error", "reason": reason}
+    record: BuildRecord = {
+        **fields,
+        "status": "env_error",
+        "reason": reason,
+        "format_version": FORMAT_VERSION,
+    }
     try:
         jsonio.write_bytes(layout.failed_build_log(record["key"]), log_bytes)
-        jsonio.write_json(layout.failed_build_json(record["key"]), {**record, "pid": os.getpid()})
+        write_record(layout.failed_build_json(record["key"]), {**record, "pid": os.getpid()})
     except OSError:
         pass  # a full disk: the reason still reaches the task's result
     if remember:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ..cluster import executor
 from ..core import jsonio, limits, rootfs, stamps
 from ..core.locks import locked
-from ..core.records import BuildFields, BuildJson, BuildRecord
+from ..core.records import BuildFields, BuildJson, BuildRecord, write_record
 from ..core.stamps import TaskDict
 from ..core.tasknames import (
     BASE,
@@ -436,7 +436,7 @@ def build_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str) -> N
         "binary": str(binary_path(layout, record["key"])),
         "wait_seconds": round(time.monotonic() - start, 3),
     }
-    jsonio.write_json(layout.build_json(mode_name, task.instance_id), result)
+    write_record(layout.build_json(mode_name, task.instance_id), result)
 
 
 def _copy_build_log(layout: "Layout", record: BuildRecord, dest: Path) -> None:

@@ -28,10 +28,11 @@ import jinja2
 from doit.tools import config_changed
 
 from ..build.stage import ensure_build
-from ..core import jsonio, stamps
+from ..core import inputs, jsonio, stamps
 from ..core.console import say
 from ..core.gitcmd import gold_diff
 from ..core.layout import SOURCE_ROOT
+from ..core.records import write_record
 from ..core.tasknames import (
     VALIDATE,
     VALIDATION,
@@ -227,7 +228,7 @@ def validate_task(layout, task, repeats, doit_name, config, files):
         # The runs take minutes; the verdict is always derived again from them.
         record = reclassified(task, done)
         if record != done:
-            jsonio.write_json(out, record)
+            write_record(out, record)
         return
     bare = layout.bare_repo(task.repo)
     base = ensure_build(layout, bare, task.base_commit, task.configure_flags, b"")
@@ -267,7 +268,7 @@ def validate_task(layout, task, repeats, doit_name, config, files):
             "build": {"base": base, "fix": fix},
         }
     )
-    jsonio.write_json(out, record)
+    write_record(out, record)
 
 
 def write_summary(layout, tasks, repeats):
@@ -341,7 +342,9 @@ def validation_config(task, repeats, load="none"):
     """The config a task's validation.json records the digest of ("inputs", stamps.py): what
     says the record is of this task as it is now (scripts/promote_tasks.py checks it too). A
     validation under load is another one; without, the config is what it was before load=."""
-    return {"task": task.to_json(), "repeats": repeats} | ({"load": load} if load != "none" else {})
+    return inputs.canonical(
+        {"task": task.to_json(), "repeats": repeats, "load": load}, {"load": "none"}
+    )
 
 
 def gen_tasks(ctx):

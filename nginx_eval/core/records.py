@@ -3,10 +3,63 @@ named after it (the module that writes it is named beside). The docstring of tha
 the schema in short, or points here when the schema is long; then the comments here say what
 each field means. Here in core/, so that every reader (the report too, which may not import the
 stages) can name them. tests/test_record_schemas.py checks real records against them.
+
+Every record the harness writes (write_record; a line of a .jsonl: versioned) carries
+``format_version``: FORMAT_VERSION, the one version of all of them, raised when a record's format
+changes so that an older nginx-eval cannot read it (a field renamed, removed, or its meaning
+changed; a field added is no change). A record written before the field existed is of version 1
+(record_version). read_record, used where records are read back (results, grade, report),
+refuses a record of a later version in one line, naming the file. A record of ``{instance_id:
+record}`` (the run's validation.json) has the version in each entry.
 """
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, NotRequired, TypedDict
+from pathlib import Path
+from typing import Any, NotRequired, TypedDict, TypeVar, cast
+
+from . import jsonio
+from .errors import UserError
+
+FORMAT_FIELD = "format_version"
+FORMAT_VERSION = 1
+UNVERSIONED = 1  # the version of a record written before format_version existed
+
+R = TypeVar("R", bound=Mapping[str, object])
+
+
+def versioned(record: R) -> R:
+    """`record` with this nginx-eval's format version."""
+    return cast(R, {**record, FORMAT_FIELD: FORMAT_VERSION})
+
+
+def write_record(path: str | Path, record: Mapping[str, object]) -> None:
+    """Write a record (jsonio.write_json: atomic, keys sorted) with its format version."""
+    jsonio.write_json(path, versioned(record))
+
+
+def record_version(path: str | Path, record: Mapping[str, Any]) -> int:
+    """The format version that wrote `record` (read from `path`); UserError naming the file
+    when it is one this nginx-eval cannot read."""
+    version = record.get(FORMAT_FIELD, UNVERSIONED)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UserError(f"format_version {version!r} is not a version (1, 2, ...)", file=path)
+    if version > FORMAT_VERSION:
+        raise UserError(
+            f"written by format version {version}, this nginx-eval reads up to {FORMAT_VERSION}",
+            file=path,
+        )
+    return version
+
+
+def read_record(path: str | Path, default: Any = None) -> Any:
+    """The record at `path` (jsonio.read_json: `default` when absent or not whole), after
+    record_version has checked that this nginx-eval can read it."""
+    data = jsonio.read_json(path, default)
+    if isinstance(data, dict) and data is not default:
+        record_version(path, data)
+    return data
+
 
 # -- build.json (build/stage.py) -------------------------------------------------------------------
 
@@ -27,6 +80,7 @@ class BuildFields(TypedDict):
 class BuildRecord(BuildFields):
     """``<cache>/builds/<key>/build.json``, and ``builds/.failed/<key>.json`` (with "pid")."""
 
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     status: str  # "built" | "patch_failed" | "compile_failed" | "env_error"
     # user + system time of its steps and their children: what the build costs the machine,
     # whatever ran beside it; None: unknown
@@ -63,6 +117,7 @@ class ToolchainRecord(TypedDict):
 class ProveRun(TypedDict):
     """The record of one run of a test file."""
 
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     tap: str  # tap/<file>.tap, relative to the task's results
     stderr: str
     nginx_log: str  # what nginx run as a server wrote (prove/env.py's output guard)
@@ -78,6 +133,7 @@ class ProveRun(TypedDict):
 
 
 class ProveJson(TypedDict):
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     inputs: str
     test_commit: str
     binary: str | None
@@ -164,6 +220,7 @@ class StrictJudgement(StrictBuilds):
 
 
 class StrictJson(TypedDict):
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     inputs: str
     strict: bool | None  # None: not judged, and `reason` says why
     reason: str
@@ -253,6 +310,7 @@ class StrictFields(TypedDict):
 
 
 class GradeJson(Verdict, StrictFields):
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     inputs: str
     mode: str
     benchmark_version: NotRequired[str]  # the task file's version it was graded under
@@ -280,6 +338,7 @@ class PatchStats(TypedDict):
 
 
 class PatchJson(PatchStats):
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     inputs: str
     source: str  # "workspace" | "gold" | "none" | "predictions"
     sha256: str
@@ -316,6 +375,7 @@ class Selection(TypedDict):
 
 
 class RunJson(TypedDict):
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     schema_version: int
     run: str
     benchmark: str
@@ -385,6 +445,7 @@ class CallRecord(TypedDict):
     "headers", "body"}}). No credential is in either: those headers and a query's key are
     "[redacted]", and their values are cut out of everything else."""
 
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     call: int  # 1, 2, ... in the order the calls started
     run: str
     mode: str
@@ -551,6 +612,7 @@ class AgentPhase(TypedDict):
 
 
 class AgentJson(TypedDict):
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     inputs: str  # the digest of everything the run depends on (agent/stage.py: agent_inputs)
     mode: str
     instance_id: str
@@ -598,6 +660,7 @@ class PatchFigures(TypedDict):
 class UnitFields(TypedDict):
     """A row's fields from agent.json, patch.json and build.json: a SWE-bench row is these."""
 
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     instance_id: str
     mode: str
     run: str
@@ -712,6 +775,7 @@ class ValidationConditions(TypedDict):
 class ValidationRecord(TypedDict):
     """A task's record in results/<run>/validation.json ({instance_id: record})."""
 
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     instance_id: str
     verdict: str  # "valid" | "flaky" | "gold_fails" | "not_discriminating" | "env_error"
     reasons: list[str]
@@ -971,6 +1035,7 @@ class ProcessSection(TypedDict):
 
 
 class ReportJson(TypedDict):
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     schema_version: int
     run: str
     benchmark: str
@@ -1012,6 +1077,7 @@ class CompareArm(TypedDict):
 class CompareJson(TypedDict):
     """compare-<other>.json (``doit run report run=A compare=B``; report/compare.py)."""
 
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
     schema_version: int
     inputs: str
     version: str  # the harness's

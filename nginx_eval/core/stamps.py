@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import jsonio
+from . import inputs, jsonio
 from .jsonio import file_digest
 
 # A doit task as a stage's generator yields it (doit's task dict: basename, name, actions, ...).
@@ -42,7 +42,7 @@ def inputs_digest(config: Any, files: Iterable[str | Path] = ()) -> str:
             contents[str(f)] = file_digest(f)
         except FileNotFoundError:
             contents[str(f)] = None
-    return jsonio.digest({"config": config, "files": contents})
+    return inputs.digest({"config": config, "files": contents})
 
 
 def made_from(path: str | Path, inputs: str) -> Any:

@@ -29,7 +29,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import jsonio, stamps
+from ..core import inputs, stamps
+from ..core.errors import failing_on_user_error
 from ..core.outcomes import UNFINISHED_AGENT
 from ..core.records import (
     BuildJson,
@@ -44,6 +45,8 @@ from ..core.records import (
     StrictJson,
     Verdict,
     VerdictBase,
+    read_record,
+    write_record,
 )
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, BUILD, GRADE, PROVE, STRICT, task_name, unit_name
@@ -308,13 +311,13 @@ def grade_task(
     iid = task.instance_id
     verdict = grade_records(
         task,
-        jsonio.read_json(layout.build_json(mode_name, iid)),
-        jsonio.read_json(layout.prove_json(mode_name, iid)),
-        jsonio.read_json(layout.agent_json(mode_name, iid)),
+        read_record(layout.build_json(mode_name, iid)),
+        read_record(layout.prove_json(mode_name, iid)),
+        read_record(layout.agent_json(mode_name, iid)),
         layout.tap_dir(mode_name, iid),
     )
     strict: StrictJson | None = (
-        jsonio.read_json(layout.strict_json(mode_name, iid)) if config.get("strict") else None
+        read_record(layout.strict_json(mode_name, iid)) if config.get("strict") else None
     )
     record: GradeJson = {
         **verdict,
@@ -324,7 +327,7 @@ def grade_task(
     }
     if "benchmark_version" in config:
         record["benchmark_version"] = config["benchmark_version"]
-    jsonio.write_json(out, record)
+    write_record(out, record)
 
 
 def strict_fields(
@@ -360,23 +363,28 @@ def strict_fields(
     }
 
 
+# grade's optional inputs at the value that leaves them out (core/inputs.py): strictness judged,
+# an unversioned benchmark.
+GRADE_INPUT_DEFAULTS: dict[str, Any] = {"strict_off": None, "benchmark_version": None}
+
+
 def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.units():
         name = unit_name(bench, mode, task)
         iid = task.instance_id
         judged = applies(ctx, mode)
-        config: dict[str, Any] = {
+        fields: dict[str, Any] = {
             "f2p": list(task.fail_to_pass),
             "p2p": list(task.pass_to_pass),
             "files": list(task.test_files),
             "strict": judged,
-        }
-        if not judged and mode.kind != "none":
-            config["strict_off"] = switched_off(ctx, mode)
-        if bench.version:
+            # what left it unjudged (None: judged), for every patch but the empty one
+            "strict_off": None if mode.kind == "none" else switched_off(ctx, mode),
             # A new version grades again (milliseconds; nothing before the grade reruns unless
             # its own inputs changed), so every grade.json names the version it holds for.
-            config["benchmark_version"] = bench.version
+            "benchmark_version": bench.version,
+        }
+        config = inputs.canonical(fields, GRADE_INPUT_DEFAULTS)
         files = [ctx.layout.build_json(mode.name, iid), ctx.layout.prove_json(mode.name, iid)]
         task_dep = [task_name(BUILD, name), task_name(PROVE, name)]
         if judged:
@@ -389,8 +397,8 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
             basename=GRADE,
             name=name,
             doc=f"verdict for the {mode.name} patch of {iid}",
-            action=grade_task,
-            args=[ctx.layout, mode.name, task],
+            action=failing_on_user_error,  # a record it cannot read: one line
+            args=[grade_task, ctx.layout, mode.name, task],
             config=config,
             files=files,
             targets=[ctx.layout.grade_json(mode.name, iid)],

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
+from ..core.records import versioned
 from . import pricing, usage
 from .usage import ANTHROPIC, GEMINI, OPENAI
 
@@ -362,7 +363,7 @@ class MeterProxy:
                 ),
             },
         }
-        line = scrub(json.dumps(record, sort_keys=True), x.secrets)
+        line = scrub(json.dumps(versioned(record), sort_keys=True), x.secrets)
         text = scrub(json.dumps(bodies, sort_keys=True), x.secrets)
         if self.calls_file:
             with gzip.open(self.calls_file, "ab") as f:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..core.records import record_version
 from .usage import TOKEN_KINDS
 
 
@@ -57,9 +58,11 @@ def read_calls(path: str | Path) -> list[dict[str, Any]]:
     out = []
     for line in text.splitlines():
         try:
-            out.append(json.loads(line))
+            call = json.loads(line)
         except ValueError:
             continue
+        record_version(path, call)  # one a later nginx-eval wrote: refused
+        out.append(call)
     return out
 
 

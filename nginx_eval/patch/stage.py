@@ -31,11 +31,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import jsonio, stamps
+from ..core import inputs, jsonio, stamps
 from ..core.errors import UserError, failing_on_user_error
 from ..core.gitcmd import ScratchIndex, scratch_index
 from ..core.outcomes import COMPLETED, UNFINISHED_AGENT
-from ..core.records import LeftOut, PatchJson, PatchStats, SkippedFile
+from ..core.records import LeftOut, PatchJson, PatchStats, SkippedFile, write_record
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
 from ..run.benchmark import gold_patch
@@ -45,7 +45,7 @@ from ..workspace.stage import BUILD_OUTPUTS, HARNESS_FILES, PYTHON_OUTPUTS, rele
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..run.benchmark import Task
+    from ..run.benchmark import AnyTask, Task
     from ..run.context import StageContext
     from ..run.modes import Mode
 
@@ -435,7 +435,7 @@ def write_patch(
         "note": note,
         **patch_stats(patch),
     }
-    jsonio.write_json(out, record)
+    write_record(out, record)
 
 
 def take_patch(
@@ -456,6 +456,16 @@ def take_patch(
         release_workspace(layout, mode.name, task)
 
 
+# The patch task's optional inputs at the value that leaves them out (core/inputs.py): a mode
+# scored on what is on disk, a patch that is not gold's.
+PATCH_INPUT_DEFAULTS: dict[str, Any] = {"score": "on_disk", "fix": None}
+
+
+def gold_fix(task: "AnyTask") -> str:
+    """What names a gold patch: an nginx task's fix commit, a SWE-bench row's patch's digest."""
+    return jsonio.digest(task.patch) if isinstance(task, SweTask) else task.fix_commit
+
+
 def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     keep = bool(ctx.options and ctx.options.keep_workspaces)
     for bench, mode, task in ctx.units():
@@ -464,17 +474,17 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
         # The test repository's clone too: its checks come before the first build.
         files: list[str | Path] = []
         task_dep = list(dict.fromkeys([repo_task(task.repo), repo_task(task.test_repo)]))
-        slice_ = {"kind": mode.kind, "base": task.base_commit}
-        if mode.score != "on_disk":  # only then: the other modes' patches keep their inputs
-            slice_["score"] = mode.score
+        fields = {
+            "kind": mode.kind,
+            "base": task.base_commit,
+            "score": mode.score,
+            # A SWE-bench row's gold patch is its own (no fix commit): its digest.
+            "fix": gold_fix(task) if mode.kind == "gold" else None,
+        }
+        slice_ = inputs.canonical(fields, PATCH_INPUT_DEFAULTS)
         if mode.runs_agent:
             files.append(ctx.layout.agent_json(mode.name, iid))
             task_dep.append(task_name(AGENT, name))
-        elif mode.kind == "gold":
-            # A SWE-bench row's gold patch is its own (no fix commit): its digest.
-            slice_["fix"] = (
-                jsonio.digest(task.patch) if isinstance(task, SweTask) else task.fix_commit
-            )
         elif mode.kind == "predictions":
             files.append(mode.predictions)
         yield stamps.stage_task(

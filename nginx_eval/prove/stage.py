@@ -36,9 +36,9 @@ from ..build.cache import binary_path, verify_build
 from ..build.stage import ensure_build
 from ..cluster import executor
 from ..cluster.node import on_node
-from ..core import jsonio, limits, locks, rootfs, stamps
+from ..core import inputs, jsonio, limits, locks, rootfs, stamps
 from ..core.procs import kill_leftovers, run_limited
-from ..core.records import BuildRecord, ProveJson, ProveRun
+from ..core.records import BuildRecord, ProveJson, ProveRun, write_record
 from ..core.stamps import TaskDict
 from ..core.tasknames import BUILD, PROVE, task_name, tests_task_name, unit_name
 from . import network as private_network
@@ -364,7 +364,12 @@ def prove_unit(
         if on_node():
             build = _node_build(layout, mode_name, task, build)
         prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed)
-    jsonio.write_json(layout.prove_json(mode_name, task.instance_id), record)
+    write_record(layout.prove_json(mode_name, task.instance_id), record)
+
+
+# prove's optional inputs at the value that leaves them out (core/inputs.py): a task of
+# nginx-tests only, rerun_failed off.
+PROVE_INPUT_DEFAULTS: dict[str, Any] = {"authored": {}, "rerun_failed": 0}
 
 
 def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
@@ -385,20 +390,17 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
             "base": task.base_commit,
             "environment": environments[task.tests_tree_id],
             "guard": guard,
-        }
-        if task.authored:
             # An edited authored test is a new input (and a new tree): prove again.
-            config["authored"] = task.authored_digests
-        if ctx.options.rerun_failed:
-            # Only when on: with it off, prove's inputs digest is what it always was.
-            config["rerun_failed"] = 1
+            "authored": task.authored_digests,
+            "rerun_failed": 1 if ctx.options.rerun_failed else 0,
+        }
         yield stamps.stage_task(
             basename=PROVE,
             name=name,
             doc=f"prove {' '.join(task.test_files)} for the {mode.name} patch of {iid}",
             action=prove_task,
             args=[ctx.layout, mode.name, task],
-            config=config,
+            config=inputs.canonical(config, PROVE_INPUT_DEFAULTS),
             files=[ctx.layout.build_json(mode.name, iid)],
             task_dep=[tests_task_name(task.tests_tree_id), task_name(BUILD, name)],
             targets=[ctx.layout.prove_json(mode.name, iid)],

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import jsonio
+from ..core import inputs, jsonio
 from ..core.gitcmd import GitError, extract_tree, scratch_index
 from ..core.locks import locked
 from ..core.stamps import TaskDict
@@ -66,10 +66,9 @@ def tests_tree_changes(
 
 
 def _stamp(repo: str, commit: str, authored: Authored) -> dict[str, Any]:
-    stamp: dict[str, Any] = {"repo": repo, "commit": commit}
-    if authored:
-        stamp["authored"] = {name: jsonio.digest(data) for name, data in authored}
-    return stamp
+    authored_digests = {name: jsonio.digest(data) for name, data in authored}
+    fields = {"repo": repo, "commit": commit, "authored": authored_digests}
+    return inputs.canonical(fields, {"authored": {}})  # core/inputs.py
 
 
 def _extract(

@@ -10,6 +10,7 @@ import os
 from .. import __version__
 from ..core import jsonio
 from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES, TABLE, UNFINISHED_AGENT
+from ..core.records import record_version
 from ..run.benchmark import version_key
 from ..run.swebench import SWEBENCH
 from ..swebench.harness import WORKERS_NOTE, command_line
@@ -191,6 +192,8 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
     gold = gold_files(layout, tasks)
     if validation is None:
         validation = jsonio.read_json(layout.validation_json) or {}
+        for entry in validation.values():  # {instance_id: record}, each with its version
+            record_version(layout.validation_json, entry)
     baseline = _baseline(baseline, names, rows)
     mode_data = [mode_summary(m, rows[m], task_ids, modes, gold) for m in names]
     _add_speed_vs_baseline(mode_data, baseline)

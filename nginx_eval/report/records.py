@@ -13,6 +13,7 @@ from ..core import jsonio, rootfs
 from ..core.errors import UserError
 from ..core.gitcmd import GitError
 from ..core.outcomes import OUTCOMES, outcome
+from ..core.records import read_record, record_version
 from ..patch.stage import patch_stats
 from ..run.benchmark import gold_patch
 from ..run.record import read_run
@@ -115,7 +116,7 @@ def read_rows(layout, names, task_ids):
         m: {
             r["instance_id"]: r
             for r in jsonio.read_jsonl(layout.results_jsonl(m))
-            if r["instance_id"] in wanted
+            if r["instance_id"] in wanted and record_version(layout.results_jsonl(m), r)
         }
         for m in names
     }
@@ -150,7 +151,7 @@ def toolchain(layout, names):
     build.json's compiler."""
     values = {"toolchain": [], "compiler": [], "perl": [], "openssl": []}
     for path in toolchain_records(layout, names):
-        rec = jsonio.read_json(path) or {}
+        rec = read_record(path) or {}
         if path.name == "build.json" and isinstance(rec.get("compiler"), dict):
             values["compiler"].append(rec["compiler"].get("version") or rec["compiler"].get("cc"))
             key = rec["compiler"].get("toolchain")

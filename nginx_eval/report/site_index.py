@@ -19,6 +19,7 @@ more than one of four), then the number of distinct outcomes.
 
 from ..core import jsonio
 from ..core.outcomes import NOT_SCORED, OUTCOMES
+from ..core.records import read_record
 from .data import CELL
 from .site_task import link, not_scored, strict_verdict
 
@@ -99,8 +100,8 @@ def index_context(layout, tasks, modes, cutoff, report=None):
             o = outcomes[m].get(iid)
             page = layout.site_page(m, iid)
             unit = layout.task_dir(m, iid).is_dir()
-            grade = jsonio.read_json(layout.grade_json(m, iid)) if unit else None
-            agent = jsonio.read_json(layout.agent_json(m, iid)) if unit else None
+            grade = read_record(layout.grade_json(m, iid)) if unit else None
+            agent = read_record(layout.agent_json(m, iid)) if unit else None
             unscored = not_scored(o, agent)
             strict = None if unscored else strict_verdict(grade)
             cells.append(

@@ -26,6 +26,7 @@ from functools import lru_cache
 from ..core import jsonio
 from ..core.gitcmd import GitError, gold_diff
 from ..core.outcomes import CONTAMINATED, NOT_SCORED, UNFINISHED_AGENT, outcome
+from ..core.records import read_record
 from ..transcript.blocks import content_blocks, result_text
 
 # What a page shows inline at most; the rest is behind a link to the file.
@@ -756,8 +757,8 @@ def agent_files(layout, mode, iid, agent):
 def page_files(layout, mode, task):
     """Every file the task page of (mode, task) is made from."""
     iid = task.instance_id
-    prove = jsonio.read_json(layout.prove_json(mode, iid))
-    agent = jsonio.read_json(layout.agent_json(mode, iid))
+    prove = read_record(layout.prove_json(mode, iid))
+    agent = read_record(layout.agent_json(mode, iid))
     return (
         [
             layout.grade_json(mode, iid),
@@ -796,9 +797,9 @@ def task_context(layout, mode, task, modes):
     to the same task in each)."""
     iid = task.instance_id
     page = layout.site_page(mode, iid)
-    grade = jsonio.read_json(layout.grade_json(mode, iid))
-    prove = jsonio.read_json(layout.prove_json(mode, iid))
-    agent = jsonio.read_json(layout.agent_json(mode, iid))
+    grade = read_record(layout.grade_json(mode, iid))
+    prove = read_record(layout.prove_json(mode, iid))
+    agent = read_record(layout.agent_json(mode, iid))
     tap_dir = layout.tap_dir(mode, iid)
     streams = {
         name: read_head(path, 1 << 20)[0] for name, path in prove_streams(prove, tap_dir).items()
@@ -822,11 +823,11 @@ def task_context(layout, mode, task, modes):
         "grade_href": link(layout.grade_json(mode, iid), page) if grade else None,
         "verdict": verdict(grade, streams, agent),
         "patch": diff_view(patch, diff_files(gold)),
-        "patch_json": jsonio.read_json(layout.patch_json(mode, iid)),
+        "patch_json": read_record(layout.patch_json(mode, iid)),
         "patch_href": link(patch_path, page) if patch is not None else None,
         "gold": diff_view(gold, diff_files(patch)),
         "build": build_view(
-            jsonio.read_json(layout.build_json(mode, iid)), layout.build_log(mode, iid), page
+            read_record(layout.build_json(mode, iid)), layout.build_log(mode, iid), page
         ),
         "prove": prove_view(prove, tap_dir, page),
         "agent": agent_view(layout, mode, iid, agent, page),

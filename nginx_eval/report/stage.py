@@ -24,10 +24,13 @@ compares two runs. This module says what the report is made from, when it is up 
 it, and yields its tasks.
 """
 
+from typing import Any
+
 from .. import __version__
-from ..core import jsonio, stamps
+from ..core import inputs, jsonio, stamps
 from ..core.console import say
 from ..core.errors import failing_on_user_error
+from ..core.records import read_record, write_record
 from ..run.record import run_tasks
 from .apart import run_apart
 from .charts import draw_chart, draw_distributions
@@ -66,6 +69,11 @@ def cross_files(layout, other, configured):
     ]
 
 
+# report_inputs' optional fields at the value that leaves them out (core/inputs.py): no mode
+# allows a host, no cross-benchmark section.
+REPORT_INPUT_DEFAULTS: dict[str, Any] = {"allow_hosts": {}, "cross": None}
+
+
 def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None, cross=None):
     """The digest of everything report.json is made from (stored as its "inputs")."""
     config = {
@@ -76,17 +84,14 @@ def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=N
         "version": __version__,
         "cutoff": cutoff,
         "methods": method_settings(),
+        # the header names them
+        "allow_hosts": {n: list(m.allow_hosts) for n, m in sorted(modes.items()) if m.allow_hosts},
+        "cross": cross or None,
     }
-    hosts = {n: list(m.allow_hosts) for n, m in sorted(modes.items()) if m.allow_hosts}
-    if hosts:
-        # The header names them; only when some mode has them, so that other reports keep
-        # their digest.
-        config["allow_hosts"] = hosts
     files = input_files(layout, list(modes), templates_dir)
-    if cross:  # only then: the digest of a report without it stays what it was
-        config["cross"] = cross
+    if cross:
         files += cross_files(layout, cross, list(modes))
-    return stamps.inputs_digest(config, files)
+    return stamps.inputs_digest(inputs.canonical(config, REPORT_INPUT_DEFAULTS), files)
 
 
 def comparison_inputs(layout, other, bench, tasks, modes, templates_dir):
@@ -113,7 +118,7 @@ def report_is_fresh(
     """doit uptodate: report.json was made from exactly what is on disk now, for the run's tasks
     (and the markdown and the figures it shows still exist); with `compare`, the comparison
     too."""
-    made = jsonio.read_json(layout.report_json) or {}
+    made = read_record(layout.report_json) or {}
     tasks = run_tasks(layout, bench, tasks)
     # The figures report.md shows (report.json's "figures"; before the field, both charts).
     shown = made.get("figures", [layout.report_chart.name, layout.report_distributions.name])
@@ -124,7 +129,7 @@ def report_is_fresh(
         and all((layout.run_dir / name).exists() for name in shown)
     )
     if fresh and compare:
-        other = jsonio.read_json(layout.compare_json(compare)) or {}
+        other = read_record(layout.compare_json(compare)) or {}
         fresh = (
             other.get("inputs")
             == comparison_inputs(layout, compare, bench, tasks, modes, templates_dir)
@@ -143,7 +148,7 @@ def write_comparison(layout, other, bench, tasks, modes, templates_dir):
         layout.compare_md(other),
         render(data, templates_dir, COMPARE_TEMPLATE, layout.compiled_templates),
     )
-    jsonio.write_json(
+    write_record(
         layout.compare_json(other),
         {
             "schema_version": SCHEMA_VERSION,
@@ -183,7 +188,7 @@ def write_report(
     jsonio.write_text(
         layout.report_md, render(data, templates_dir, compiled=layout.compiled_templates)
     )
-    jsonio.write_json(layout.report_json, report_json(layout, bench, inputs, data))
+    write_record(layout.report_json, report_json(layout, bench, inputs, data))
     if not quiet:
         say(f"report: {layout.report_md}")
     if compare:

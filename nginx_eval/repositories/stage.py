@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import jsonio, stamps
+from ..core import inputs, jsonio, stamps
 from ..core.errors import UserError, failing_on_user_error
 from ..core.gitcmd import (
     GitError,
@@ -217,9 +217,13 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     benchmark = ctx.benchmark
     for repo, commits in sorted(needed_commits(ctx.tasks).items()):
         repo_files, repo_own = files.get(repo, {}), own.get(repo, {})
-        config = {"url": repo_url(repo), "commits": sorted(commits), "files": sorted(repo_files)}
-        if repo_own:
-            config["authored"] = sorted(repo_own)
+        fields = {
+            "url": repo_url(repo),
+            "commits": sorted(commits),
+            "files": sorted(repo_files),
+            "authored": sorted(repo_own),
+        }
+        config = inputs.canonical(fields, {"authored": []})  # core/inputs.py
         task = stamps.stage_task(
             basename=REPOS,
             name=repo_subtask(repo),

@@ -24,7 +24,9 @@ predictions.jsonl row (records.Prediction): {"instance_id", "model_name_or_path"
 from doit.tools import config_changed
 
 from ..core import jsonio
+from ..core.errors import failing_on_user_error
 from ..core.outcomes import outcome
+from ..core.records import read_record, versioned
 from ..core.tasknames import RESULTS, results_subtask
 
 
@@ -38,9 +40,9 @@ def _flag_counts(agent):
 def unit_fields(layout, mode, iid) -> dict:
     """The fields of a row that come from the unit's agent.json, patch.json and build.json (a
     SWE-bench row has these and no grade: swebench/stage.py)."""
-    build = jsonio.read_json(layout.build_json(mode.name, iid)) or {}
-    patch = jsonio.read_json(layout.patch_json(mode.name, iid)) or {}
-    agent = jsonio.read_json(layout.agent_json(mode.name, iid)) or {}
+    build = read_record(layout.build_json(mode.name, iid)) or {}
+    patch = read_record(layout.patch_json(mode.name, iid)) or {}
+    agent = read_record(layout.agent_json(mode.name, iid)) or {}
     phases = agent.get("phases") or []
     commands = [[p["name"], p["command_template"]] for p in phases if "command_template" in p]
     return {
@@ -92,7 +94,7 @@ def unit_fields(layout, mode, iid) -> dict:
 
 def result_row(layout, mode, task):
     iid = task.instance_id
-    grade = jsonio.read_json(layout.grade_json(mode.name, iid))
+    grade = read_record(layout.grade_json(mode.name, iid))
     row = dict(
         unit_fields(layout, mode, iid),
         status=grade["status"],
@@ -140,7 +142,7 @@ def write_summary(layout, mode, bench_tasks):
             continue  # a predictions file without this task: reported as missing
         if not layout.grade_json(mode.name, task.instance_id).exists():
             continue
-        rows.append(result_row(layout, mode, task))
+        rows.append(versioned(result_row(layout, mode, task)))
         patch_path = layout.model_patch(mode.name, task.instance_id)
         patch = patch_path.read_bytes() if patch_path.exists() else b""
         preds.append(prediction(mode, task.instance_id, patch))
@@ -162,7 +164,8 @@ def gen_tasks(ctx):
             "basename": RESULTS,
             "name": results_subtask(bench.name, mode.name),
             "doc": f"results.jsonl and predictions.jsonl of {mode.name}",
-            "actions": [(write_summary, [ctx.layout, mode, bench.tasks])],
+            # a record it cannot read: one line
+            "actions": [(failing_on_user_error, [write_summary, ctx.layout, mode, bench.tasks])],
             "file_dep": deps,
             # The order tasks start in follows this list (see scheduling.py).
             "task_dep": ctx.start_order(bench, mode, ids),

@@ -34,6 +34,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from ..core import inputs
 from ..core.errors import UserError
 from ..core.gitcmd import gold_diff
 from . import swebench
@@ -90,6 +91,10 @@ AUDIT_FIXES = ("statement", "dropped")
 AUDIT_CHANGED_FIELDS = ("problem_statement", "fail_to_pass")
 # A task's object in the file, once _check_fields has found it one.
 Raw = dict[str, Any]
+
+
+# Task.to_json's optional keys at the value that leaves them out (core/inputs.py).
+TASK_DEFAULTS: dict[str, Any] = {"tests": TEST_SOURCES[0], "authored": None}
 
 
 @dataclass(frozen=True)
@@ -149,11 +154,11 @@ class Task:
             "perl_modules": list(self.perl_modules),
             "test_timeout": self.test_timeout,
             "area": self.area,
+            "tests": self.tests,
+            # an authored task's own files (a task of nginx-tests runs none of them)
+            "authored": None if self.tests == TEST_SOURCES[0] else self.authored_digests,
         }
-        if self.tests != TEST_SOURCES[0]:
-            # Only then: the digests of every nginx-tests task's records stay what they were.
-            out.update(tests=self.tests, authored=self.authored_digests)
-        return out
+        return inputs.canonical(out, TASK_DEFAULTS)
 
 
 # A task of either kind of benchmark: the stages up to the patch take both.

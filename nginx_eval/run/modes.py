@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core import inputs
 from ..core.errors import UserError
 from ..core.layout import SOURCE_ROOT
 from .commandline import PLACEHOLDER, PLACEHOLDERS
@@ -124,6 +125,34 @@ class Loop:
     message_file: str = ".tmp/commit-message-{iteration}.txt"
 
 
+# The optional keys of Phase.fingerprint, Mode.fingerprint and Mode.to_json, at the value that
+# leaves them out (core/inputs.py): the value a mode written before the key existed has.
+PHASE_DEFAULTS: dict[str, Any] = {
+    "program": DEFAULT_PROGRAM,
+    "model": "",
+    "share": None,
+    "group": "",
+    "output": "",
+    "loop": None,
+    "fallback": None,
+}
+MODE_DEFAULTS: dict[str, Any] = {
+    "sandbox": {"binds": []},
+    "commands": [],
+    "agent_home": [],
+    "tests": "",
+    "timeout": None,
+}
+MODE_JSON_DEFAULTS: dict[str, Any] = {
+    "instances": None,
+    "command_files": [],
+    "agent_home": "",
+    "web_tools": False,
+    "tests": "",
+    "score": None,
+}
+
+
 @dataclass(frozen=True)
 class Phase:
     name: str
@@ -141,19 +170,13 @@ class Phase:
     fallback: "Phase | None" = None  # run instead when this one fails for a reason of its own
 
     def fingerprint(self) -> dict[str, object]:
-        """vars() without the defaults: phases that name none of the newer keys keep their
-        runs."""
-        data = dict(vars(self))
-        defaults = {"program": DEFAULT_PROGRAM, "model": "", "share": None, "group": ""}
-        defaults.update(output="", loop=None, fallback=None)
-        for key, value in defaults.items():
-            if data[key] == value:
-                del data[key]
-        if self.loop is not None:
-            data["loop"] = dict(vars(self.loop))
-        if self.fallback is not None:
-            data["fallback"] = self.fallback.fingerprint()
-        return data
+        """vars(), its optional keys at their default left out (core/inputs.py)."""
+        data = dict(
+            vars(self),
+            loop=None if self.loop is None else dict(vars(self.loop)),
+            fallback=None if self.fallback is None else self.fallback.fingerprint(),
+        )
+        return inputs.canonical(data, PHASE_DEFAULTS)
 
     def every(self) -> tuple["Phase", ...]:
         """This phase and its fallback: the programs it may start."""
@@ -201,35 +224,32 @@ class Mode:
         return self.kind == "agent"
 
     def fingerprint(self) -> dict[str, object]:
-        """What decides whether an agent run is still valid (not the description)."""
+        """What decides whether an agent run is still valid (not the description), its
+        optional keys at their default left out (core/inputs.py)."""
         fingerprint = {
             "phases": [p.fingerprint() for p in self.phases],
             "model": self.model,
             "env": [list(e) for e in self.env],
             "repeat": self.repeat,
+            # The isolation itself is in the agent's inputs (sandbox.settings).
+            "sandbox": {"binds": list(self.sandbox_binds)},
+            # The text, not the name: an edited command is another agent input.
+            "commands": [list(c) for c in self.command_files],
+            "agent_home": [list(f) for f in self.home_files],
+            # The tree's commit, which depends on the task, is agent.agent_inputs'.
+            "tests": self.tests,
+            # The whole run's time decides a phase's only when some phase has a share of it.
+            "timeout": self.timeout if any(p.share is not None for p in self.phases) else None,
         }
-        if self.sandbox_binds:
-            # Only when set, so that modes without them keep the runs they have. The isolation
-            # itself is in the agent's inputs (sandbox.settings).
-            fingerprint["sandbox"] = {"binds": list(self.sandbox_binds)}
-        if self.command_files:
-            # Likewise; the text, not the name: an edited command is another agent input.
-            fingerprint["commands"] = [list(c) for c in self.command_files]
-        if self.home_files:
-            # Likewise: a mode without agent_home keeps its fingerprint.
-            fingerprint["agent_home"] = [list(f) for f in self.home_files]
-        if self.tests:
-            # Likewise; the tree's commit, which depends on the task, is agent.agent_inputs'.
-            fingerprint["tests"] = self.tests
-        if any(p.share is not None for p in self.phases):
-            fingerprint["timeout"] = self.timeout
-        return fingerprint
+        return inputs.canonical(fingerprint, MODE_DEFAULTS)
 
     def covers(self, instance_id: str) -> bool:
         """Whether the mode scores this task (a predictions mode: only the file's rows)."""
         return self.instances is None or instance_id in self.instances
 
     def to_json(self) -> dict[str, object]:
+        """The mode as the report states it (an input of report.json), its optional keys at
+        their default left out (core/inputs.py)."""
         data = {
             "name": self.name,
             "family": self.family,
@@ -241,20 +261,14 @@ class Mode:
             "predictions": self.predictions,
             "commands": [p.command for p in self.phases],
             "programs": [p.program for p in self.phases],
+            "instances": None if self.instances is None else list(self.instances),
+            "command_files": [name for name, _ in self.command_files],
+            "agent_home": self.agent_home,
+            "web_tools": self.web_tools,
+            "tests": self.tests,
+            "score": self.score if self.kind == "agent" else None,
         }
-        if self.instances is not None:
-            data["instances"] = list(self.instances)
-        if self.command_files:
-            data["command_files"] = [name for name, _ in self.command_files]
-        if self.agent_home:
-            data["agent_home"] = self.agent_home
-        if self.web_tools:
-            data["web_tools"] = True
-        if self.tests:
-            data["tests"] = self.tests
-        if self.kind == "agent":
-            data["score"] = self.score
-        return data
+        return inputs.canonical(data, MODE_JSON_DEFAULTS)
 
 
 BUILTIN_MODES = {

@@ -31,9 +31,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
 
 from .. import __version__
-from ..core import jsonio, rootfs
+from ..core import rootfs
 from ..core.errors import UserError
-from ..core.records import RunJson, Selection, SelfTest
+from ..core.records import FORMAT_VERSION, RunJson, Selection, SelfTest, read_record, write_record
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -44,7 +44,7 @@ SCHEMA_VERSION = 1
 
 def read_run(layout: "Layout") -> RunJson | None:
     """The run's record, or None before its first command."""
-    record = jsonio.read_json(layout.run_json)
+    record = read_record(layout.run_json)
     # A record of the run is a JSON object with a benchmark: RunJson from here on.
     return cast(RunJson, record) if isinstance(record, dict) and record.get("benchmark") else None
 
@@ -82,6 +82,7 @@ def bind_run(
         RunJson,
         {  # a new run's: the rest follows below
             "schema_version": SCHEMA_VERSION,
+            "format_version": FORMAT_VERSION,
             "run": layout.run,
             "benchmark": bench.name,
             "benchmark_file": os.path.relpath(bench.path, layout.root),
@@ -118,7 +119,7 @@ def bind_run(
         )
     if record != before:
         record["updated"] = now
-        jsonio.write_json(layout.run_json, record)
+        write_record(layout.run_json, record)
     return record
 
 
@@ -138,4 +139,4 @@ def note_self_test(layout: "Layout", result: SelfTest) -> None:
     """Keep the sandbox's latest self-test in run.json (before any agent of the command)."""
     record = read_run(layout)
     if record is not None:
-        jsonio.write_json(layout.run_json, {**record, "sandbox_self_test": result})
+        write_record(layout.run_json, {**record, "sandbox_self_test": result})

@@ -39,6 +39,7 @@ from ..build.cache import BuildSpec, binary_path
 from ..build.stage import ensure_build
 from ..cluster import executor
 from ..core import jsonio, limits, stamps
+from ..core.errors import failing_on_user_error
 from ..core.gitcmd import gold_diff
 from ..core.locks import locked
 from ..core.procs import kill_leftovers
@@ -52,6 +53,8 @@ from ..core.records import (
     StrictJson,
     StrictJudgement,
     StrictSeconds,
+    read_record,
+    write_record,
 )
 from ..core.stamps import TaskDict
 from ..core.tasknames import BUILD, PROVE, STRICT, task_name, tests_subtask, unit_name
@@ -222,7 +225,7 @@ class Side:
             token_file=token_file,
             extra_env=sanitizer.environment(tmp / "san") if self.sanitized else None,
         )[name]
-        jsonio.write_json(tmp / "run.json", record)
+        write_record(tmp / "run.json", record)
         remove_tree(final, ignore_errors=True)
         os.replace(tmp, final)
         return record["seconds"]
@@ -504,8 +507,8 @@ def strict_unit(
         "sanitizer_findings": [],
         "regressions": [],
     }
-    build: BuildRecord | None = jsonio.read_json(layout.build_json(mode_name, iid))
-    prove = jsonio.read_json(layout.prove_json(mode_name, iid)) or {}
+    build: BuildRecord | None = read_record(layout.build_json(mode_name, iid))
+    prove = read_record(layout.prove_json(mode_name, iid)) or {}
     if (
         not build
         or build.get("status") != "built"
@@ -515,7 +518,7 @@ def strict_unit(
     else:
         out_dir.mkdir(parents=True, exist_ok=True)
         record.update(judge(layout, mode_name, mode_kind, task, build, cap, out_dir, token_file))
-    jsonio.write_json(layout.strict_json(mode_name, iid), record)
+    write_record(layout.strict_json(mode_name, iid), record)
 
 
 def strict_task(
@@ -588,8 +591,8 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
             basename=STRICT,
             name=name,
             doc=f"regression files and sanitizer build for the {mode.name} patch of {iid}",
-            action=strict_task,
-            args=[ctx.layout, mode.name, mode.kind, task],
+            action=failing_on_user_error,  # a record it cannot read: one line
+            args=[strict_task, ctx.layout, mode.name, mode.kind, task],
             config=config,
             files=[ctx.layout.prove_json(mode.name, iid), ctx.layout.build_json(mode.name, iid)],
             task_dep=[task_name(PROVE, name), task_name(BUILD, name)],

@@ -32,6 +32,7 @@ from ..core.console import say, say_to_the_run
 from ..core.errors import UserError, failing_on_user_error
 from ..core.layout import Layout
 from ..core.outcomes import CONTAMINATED, UNFINISHED_AGENT
+from ..core.records import read_record, versioned
 from ..core.tasknames import AGENT, PATCH, RESULTS, results_subtask, task_name, unit_name
 from ..results.stage import model_name, prediction, unit_fields
 from ..run.benchmark import Benchmark
@@ -70,7 +71,7 @@ def predictions_name(layout: Layout, mode: Mode, ids) -> str:
     claim it."""
     models: set[str] = set()
     for iid in ids:
-        agent = jsonio.read_json(layout.agent_json(mode.name, iid)) or {}
+        agent = read_record(layout.agent_json(mode.name, iid)) or {}
         models.update(p["model"] for p in agent.get("phases") or [] if p.get("model"))
     return f"nginx-eval/{mode.name}" + (f"/{'+'.join(sorted(models))}" if models else "")
 
@@ -112,7 +113,7 @@ def write_summary(layout: Layout, mode: Mode, bench: Benchmark) -> None:
     """results.jsonl and predictions.jsonl of a SWE-bench mode, from the per-task files of every
     task it has a patch for in the run; then the line of the command that grades them."""
     rows = [
-        result_row(layout, mode, t, bench.version)
+        versioned(result_row(layout, mode, t, bench.version))
         for t in bench.tasks
         if isinstance(t, SweTask)  # every task of a SWE-bench benchmark
         and mode.covers(t.instance_id)
@@ -151,7 +152,7 @@ def results_tasks(ctx):
             "basename": RESULTS,
             "name": results_subtask(bench.name, mode.name),
             "doc": f"results.jsonl and predictions.jsonl of {mode.name} (SWE-bench)",
-            "actions": [(write_summary, [ctx.layout, mode, bench])],
+            "actions": [(failing_on_user_error, [write_summary, ctx.layout, mode, bench])],
             "file_dep": files,
             "task_dep": deps,
             "verbosity": 2,

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core import jsonio, stamps
+from ..core import inputs, jsonio, stamps
 from ..core.errors import failing_on_user_error
 from ..core.gitcmd import new_repository_at
 from ..core.stamps import TaskDict
@@ -77,7 +77,7 @@ def excluded_lines(kind: str) -> str:
 
 
 def workspace_inputs(task: "Task") -> str:
-    return jsonio.digest({"base": task.base_commit, "statement": task.problem_statement})
+    return inputs.digest({"base": task.base_commit, "statement": task.problem_statement})
 
 
 def create_workspace(layout: "Layout", mode: str, task: "Task") -> None:

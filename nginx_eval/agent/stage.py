@@ -33,6 +33,8 @@ import shutil
 import sys
 import tempfile
 from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -279,7 +281,7 @@ def agent_finished(layout, mode, task, agent_task_name, inputs=None):
     )
 
 
-def say(mode, task, what, reason, log=None):
+def say(mode, task, what, reason, log=None) -> None:
     """The console line of an agent that failed or did not run, printed when it happens."""
     where = f" (log: {log})" if log else ""
     print(
@@ -292,9 +294,10 @@ def say(mode, task, what, reason, log=None):
 class AgentRun:
     """One agent run of (mode, task): its attempts, each in a fresh workspace, phase by phase."""
 
-    def __init__(self, layout, mode, task, prompts, tests_tree=None):
+    def __init__(self, layout, mode, task, prompts, tests_tree=None) -> None:
         self.layout, self.mode, self.task, self.prompts = layout, mode, task, prompts
-        self.tests_tree, self.tests_dir = tests_tree, None
+        self.tests_tree = tests_tree
+        self.tests_dir: Path | None = None
         self.out = layout.agent_json(mode.name, task.instance_id)
         self.ws = layout.workspace(mode.name, task.instance_id)
         self.logs = layout.agent_logs(mode.name, task.instance_id)
@@ -318,10 +321,11 @@ class AgentRun:
         self.endpoint_env: dict[str, str] = {}
         self.attempts_made = 0
         self.box = sandbox.settings(mode)
-        self.evidence = None
+        self.evidence: attempts_module.FixEvidence | None = None
         self.logins: dict[str, bytes | None] = {}
         self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
-        self.parallel = None  # while a group runs: its threads' state (agent/phases.py)
+        # While a group runs: its threads' state (agent/phases.py), a threading.local.
+        self.parallel: Any = None
 
     def attempt(self):
         """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory",
@@ -425,7 +429,7 @@ class AgentRun:
         local = getattr(self, "parallel", None)
         return getattr(local, "env", None) or self.env
 
-    def sync_login(self):
+    def sync_login(self) -> None:
         """A login a CLI refreshed goes back to the user's (programs/claude.py)."""
         for program in registry.programs():
             self.logins[program.name] = program.sync_credentials(
@@ -434,7 +438,7 @@ class AgentRun:
 
     def run_phases(self):
         """The mode's phases as agent/phases.py sequences them."""
-        state = {
+        state: dict[str, Any] = {
             "status": COMPLETED,
             "error": "",
             "phases": [],
@@ -543,7 +547,7 @@ class AgentRun:
 
     def launch(self, command, record, timeout, stem, program):
         if self.box:
-            outcome = self.launch_isolated(command, record, timeout, stem, program)
+            outcome = self.launch_isolated(self.box, command, record, timeout, stem, program)
         else:
             with (
                 open(self.out.parent / record["stdout"], "wb") as so,
@@ -564,7 +568,7 @@ class AgentRun:
         )
         return outcome
 
-    def launch_isolated(self, command, record, timeout, stem, program):
+    def launch_isolated(self, box, command, record, timeout, stem, program):
         """The phase in srt (sandbox.py): its settings and debug log beside its other logs, each
         refused connection in record["blocked"]."""
         settings_file = self.logs / f"{stem}.srt.json"
@@ -577,7 +581,7 @@ class AgentRun:
         try:
             # The one model endpoint the sandbox lets through is the attempt's proxy.
             # The others' upstreams are not: every program's calls go through it.
-            box = sandbox.through_proxy(self.box, self.meter.endpoint) if self.meter else self.box
+            box = sandbox.through_proxy(box, self.meter.endpoint) if self.meter else box
             jsonio.write_json(
                 settings_file,
                 sandbox.srt_settings(
@@ -1040,7 +1044,7 @@ def run_agent(
     retries=2,
     workspace_diff=None,
     keep_workspace=False,
-):
+) -> None:
     out = layout.agent_json(mode.name, task.instance_id)
     if (
         inputs is not None

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from doit.exceptions import TaskFailed
 
@@ -100,8 +101,9 @@ class SystemProbe:
     """What is installed, asked of this machine, or of the pinned toolchain's root filesystem
     for what builds and tests run (tests inject a fake with the same methods)."""
 
-    def __init__(self, layout=None, toolchain=None):
-        self._perl, self._certificates = {}, {}
+    def __init__(self, layout=None, toolchain=None) -> None:
+        self._perl: dict[str, Any] = {}
+        self._certificates: dict[str, Any] = {}
         self.layout = layout
         self.toolchain = toolchain or rootfs.current()
 
@@ -109,7 +111,7 @@ class SystemProbe:
         """Whether `name` of `kind` is looked for in the toolchain's root filesystem."""
         return self.toolchain.pinned and not (kind == "tool" and name in HOST_TOOLS)
 
-    def which(self, name):
+    def which(self, name) -> bool:
         if self.inside("tool", name):
             return rootfs.which(self.toolchain, name) is not None
         return shutil.which(name) is not None
@@ -125,7 +127,12 @@ class SystemProbe:
         problem = sandbox.sandbox_problem(start=False)
         if problem:
             return problem
-        box = {"endpoint": sandbox.model_endpoint(os.environ), "allow_hosts": [], "binds": []}
+        box: sandbox.Box = {
+            "isolation": "srt",
+            "endpoint": sandbox.model_endpoint(os.environ),
+            "allow_hosts": [],
+            "binds": [],
+        }
         result = selftest.run(self.layout, box, dict(os.environ))
         # Not one step: whether srt starts here at all says it best (as the preflight does).
         return (not result["steps"] and sandbox.sandbox_problem()) or result["failed"]
@@ -283,9 +290,9 @@ def _last_line(text):
 class TestSource:
     """Reads a test file at a commit: the extracted tree, else the bare clone, else None."""
 
-    def __init__(self, layout):
+    def __init__(self, layout) -> None:
         self.layout = layout
-        self._cache = {}
+        self._cache: dict[Any, Any] = {}
 
     def repo_available(self, repo, commit):
         return (
@@ -322,10 +329,10 @@ class TestSource:
 class _Needs:
     """kind -> key -> (who set, package, description) collected over the tasks."""
 
-    def __init__(self):
-        self.items = {}
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def add(self, kind, key, who, package="", what=None):
+    def add(self, kind, key, who, package="", what=None) -> None:
         entry = self.items.setdefault(
             (kind, key), {"who": [], "package": package, "what": what or key}
         )
@@ -343,7 +350,8 @@ def diagnose(tasks, source, probe, listed_packages=None, toolchain_packages=None
     scripts/toolchain-packages.txt, which what the probe looks for in the pinned toolchain
     (probe.inside(kind, name)) is compared with instead."""
     findings, needs = [], _Needs()
-    unread, pcre_unknown = {}, {}
+    unread: dict[str, list[str]] = {}
+    pcre_unknown: dict[str, list[str]] = {}
     for task in tasks:
         iid = task.instance_id
         if _task_needs(task, source, needs):
@@ -374,7 +382,7 @@ def diagnose(tasks, source, probe, listed_packages=None, toolchain_packages=None
     return findings
 
 
-def _task_needs(task, source, needs):
+def _task_needs(task, source, needs) -> bool:
     """Add the libraries of the task's configure flags and its perl_modules; True when whether
     the base needs old PCRE could not be checked (no nginx clone)."""
     iid = task.instance_id
@@ -622,7 +630,7 @@ def _certificate_finding(spec, what, who, probe):
 def _unlisted(findings, listed_packages, listed_in=PACKAGES_FILE.name):
     """Warnings for the packages the findings name that the list (scripts/`listed_in`) does
     not."""
-    unlisted = {}
+    unlisted: dict[str, list[Any]] = {}
     for f in findings:
         if (
             f.package

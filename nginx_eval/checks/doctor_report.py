@@ -62,7 +62,8 @@ def render(findings, ntasks=None, bench=None):
     the verdict. ok: nothing is missing or wrong (what was not checked does not count)."""
     lines = [f"doctor: checking {ntasks} task(s)"] if ntasks is not None else []
     lines += _ok_lines(findings)
-    packages, toolchain = [], []
+    packages: list[str] = []
+    toolchain: list[str] = []
     for f in findings:
         line = _problem_line(f)
         if line:
@@ -85,7 +86,8 @@ def render(findings, ntasks=None, bench=None):
 
 def _ok_lines(findings):
     """One OK line per kind, naming everything of that kind that was found."""
-    ok_by_kind, lines = {}, []
+    ok_by_kind: dict[str, list[str]] = {}
+    lines: list[str] = []
     for f in findings:
         if f.level == "ok":
             ok_by_kind.setdefault(f.kind, []).append(f.what)

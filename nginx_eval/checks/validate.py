@@ -219,7 +219,7 @@ def classification_current(layout, task):
     return isinstance(done, dict) and "runs" in done and reclassified(task, done) == done
 
 
-def validate_task(layout, task, repeats, doit_name, config, files):
+def validate_task(layout, task, repeats, doit_name, config, files) -> None:
     out = layout.validation_dir(task.instance_id) / "validation.json"
     inputs = stamps.inputs_digest(config, files)
     done = stamps.made_from(out, inputs)
@@ -270,7 +270,7 @@ def validate_task(layout, task, repeats, doit_name, config, files):
     jsonio.write_json(out, record)
 
 
-def write_summary(layout, tasks, repeats):
+def write_summary(layout, tasks, repeats) -> None:
     summary = {}
     for t in tasks:
         rec = jsonio.read_json(layout.validation_dir(t.instance_id) / "validation.json")

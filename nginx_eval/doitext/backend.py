@@ -26,6 +26,7 @@ import sys
 import time
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from doit.dependency import SqliteDB
 
@@ -45,8 +46,8 @@ def _marker(db_path, task_id):
 class DurableDB(SqliteDB):
     desc = "SQLite, rebuilt when damaged, remembers forgotten agents (nginx-eval)"
 
-    def __init__(self, name, codec, *, module_name=None):
-        self._recent = OrderedDict()
+    def __init__(self, name, codec, *, module_name=None) -> None:
+        self._recent: OrderedDict[str, Any] = OrderedDict()
         os.makedirs(os.path.dirname(os.path.abspath(name)) or ".", exist_ok=True)
         try:
             super().__init__(name, codec, module_name=module_name)
@@ -89,7 +90,7 @@ class DurableDB(SqliteDB):
     def get(self, task_id, dependency):
         return self._row(task_id).get(dependency)
 
-    def set(self, task_id, dependency, value):
+    def set(self, task_id, dependency, value) -> None:
         data = dict(self._row(task_id))
         data[dependency] = value
         try:
@@ -111,14 +112,14 @@ class DurableDB(SqliteDB):
             self._dirty.discard(task_id)
             self._remember(task_id, data)
 
-    def in_(self, task_id):
+    def in_(self, task_id) -> bool:
         return (
             task_id in self._cache
             or self._conn.execute("select task_id from doit where task_id=?", (task_id,)).fetchone()
             is not None
         )
 
-    def remove(self, task_id):
+    def remove(self, task_id) -> None:
         self._recent.pop(task_id, None)
         super().remove(task_id)
         self._conn.commit()
@@ -153,7 +154,7 @@ def forgotten(layout, task_id):
     return _marker(layout.doit_db, task_id).exists()
 
 
-def consume_forgotten(layout, task_id):
+def consume_forgotten(layout, task_id) -> bool:
     """True once after ``doit forget task_id``."""
     marker = _marker(layout.doit_db, task_id)
     try:

@@ -9,6 +9,7 @@ commits that may be the fix a test signal (nginx_eval/mining/suite_history.py) t
 
 import math
 import re
+from typing import Any
 
 from nginx_eval.core import gitcmd
 from nginx_eval.mining.topics import words
@@ -43,7 +44,7 @@ def nginx_commits(git_dir, since):
     ]
 
 
-def is_code_commit(c):
+def is_code_commit(c) -> bool:
     s = c["subject"].lower()
     if re.match(
         r"^(nginx-[\d.]+-release|version bump|year \d+|style|updated (openssl|pcre|zlib))", s
@@ -135,7 +136,7 @@ def introduced_names(git_dir, since, oldest):
 def first_added(introduced, commits):
     """{name: the time of the first of `commits` to add it} for the names of `introduced`."""
     times = {c["sha"]: c["date"] for c in commits}
-    first = {}
+    first: dict[str, float] = {}
     for sha, names in introduced.items():
         for name in names:
             first[name] = min(times.get(sha, math.inf), first.get(name, math.inf))
@@ -158,14 +159,14 @@ class NginxHistory:
     window asked of git once; the directives and variables each commit adds, and when each
     name first came."""
 
-    def __init__(self, git_dir, since):
+    def __init__(self, git_dir, since) -> None:
         self.git_dir = git_dir
         commits = nginx_commits(git_dir, since)
         self.commits = [c for c in commits if is_code_commit(c)]
         self.by_sha = {c["sha"]: c for c in self.commits}
         self.by_prefix = {c["sha"][:9]: c for c in self.commits}
         self.tags = release_tags(git_dir)
-        self._windows = {}
+        self._windows: dict[Any, Any] = {}
         self.introduced = introduced_names(git_dir, since, commits[-1]["sha"]) if commits else {}
         messages = gitcmd.commit_messages(git_dir, since)
         for c in self.commits:

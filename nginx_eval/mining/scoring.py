@@ -10,6 +10,7 @@ keeps one proposal per fix, from the signal that scores it highest."""
 
 import math
 import re
+from typing import Any
 
 from nginx_eval.mining.nginx_history import code_files
 from nginx_eval.mining.suite_history import TICKET_RE, names_used
@@ -192,7 +193,7 @@ def best_proposals(signals, history, args):
     """One proposal per fix, best first, at most args.limit (0: all): {"_score", "_sig",
     "_commit", "_why", "_rank"} of the test signal that scores it highest (_rank: its place
     among that signal's candidates, 1 the best)."""
-    proposals = {}  # (fix, test_commit) -> proposal
+    proposals: dict[tuple[str, str], dict[str, Any]] = {}  # (fix, test_commit) -> proposal
     for sig in signals:
         cands = history.candidates(sig, args.window_days)
         top = top_candidates(sig, cands, history, args.min_score, args.per_signal)
@@ -202,7 +203,7 @@ def best_proposals(signals, history, args):
                 continue
             proposals[key] = {"_score": s, "_sig": sig, "_commit": c, "_why": why, "_rank": rank}
     # one stub per fix: the best-scoring test signal wins
-    best = {}
+    best: dict[str, dict[str, Any]] = {}
     for (fix, _), p in proposals.items():
         if fix not in best or p["_score"] > best[fix]["_score"]:
             best[fix] = p

@@ -97,7 +97,7 @@ def stub_for(c, test_commit, files, nginx_dir, tests_dir, notes):
     }
 
 
-def write_candidates(path, stubs):
+def write_candidates(path, stubs) -> None:
     """Write `stubs` to `path` as a candidates file (``"candidates": true``)."""
     # Mining takes a while; a missing directory must not throw its result away.
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -115,7 +115,7 @@ def write_candidates(path, stubs):
         fh.write("\n")
 
 
-def print_candidates(stubs, rows):
+def print_candidates(stubs, rows) -> None:
     """A line per stub: its score, fix, test commit, signal kind, test files and fix subject."""
     print(f"{'#':>3} {'score':>5} {'fix':12} {'test':8} {'kind':6} {'files':28} subject")
     for i, (s, (score_, kind, subject)) in enumerate(zip(stubs, rows, strict=True), 1):

@@ -69,7 +69,7 @@ def guard_version(statement):
     return None
 
 
-def read_statement(patch, path, reading):
+def read_statement(patch, path, reading) -> None:
     """Take in the statement `reading` holds, now complete: its assertion descriptions (those
     of an added statement count as the commit's), and the guard an added statement sets. A
     guard for another SSL library only marks the patch: built with OpenSSL, nginx passes or
@@ -92,7 +92,7 @@ def read_statement(patch, path, reading):
         reading.in_guard = True
 
 
-def read_line(patch, path, text, reading, added):
+def read_line(patch, path, text, reading, added) -> None:
     """Take in one line of test file `path` (without its diff mark) that the commit adds or,
     not `added`, keeps: a kept line only tells what an added guard is about."""
     if added:

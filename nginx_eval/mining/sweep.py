@@ -31,6 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from nginx_eval.build.toolchain import build_env, configure_argv, in_toolchain
 from nginx_eval.core import gitcmd
@@ -99,7 +100,7 @@ def build_nginx(layout, git_dir, commit, builds_dir, flags, log=None):
     return binary if binary.is_file() else None
 
 
-def run_files(layout, tests_tree, binary, files, tap_dir, jobs=2):
+def run_files(layout, tests_tree, binary, files, tap_dir, jobs=2) -> None:
     """prove -v each of `files` against `binary`, `jobs` at a time; TAP under tap_dir. Files
     whose TAP is already there are not run again."""
     tap_dir = Path(tap_dir)
@@ -171,7 +172,7 @@ def bisect(commits, targets, probe):
     at the same commit cost one search."""
     found = {}
 
-    def search(lo, hi, group):
+    def search(lo, hi, group) -> None:
         if not group:
             return
         if hi - lo <= 1:
@@ -192,7 +193,7 @@ class Sweep:
     git directory `nginx`, built with `flags` under work/builds/, TAP under work/tap/ (kept: a
     rerun only runs what is missing)."""
 
-    def __init__(self, layout, nginx, tests_tree, tests_commit, work, flags, jobs, log):
+    def __init__(self, layout, nginx, tests_tree, tests_commit, work, flags, jobs, log) -> None:
         self.layout, self.nginx, self.tests_tree = layout, nginx, tests_tree
         self.tests_commit, self.work, self.flags = tests_commit, Path(work), flags
         self.jobs, self.log = jobs, log
@@ -262,7 +263,7 @@ class Sweep:
                 continue
             found.update(result[0])
             flipped += result[1]
-        leads = {}
+        leads: dict[str, dict[str, Any]] = {}
         for ((_, ident), _), commit in sorted(found.items(), key=lambda kv: kv[0]):
             facts = commit_facts(self.nginx, commit)
             lead = leads.setdefault(

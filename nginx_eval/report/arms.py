@@ -92,7 +92,7 @@ def _plural(n, word):
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _interval_pp(interval):
+def _interval_pp(interval) -> str:
     if interval is None:
         return "[—]"
     return f"[{stats.fmt_pp(interval[0])}, {stats.fmt_pp(interval[1])}]"
@@ -262,7 +262,8 @@ def _group_cells(arms, ids):
 def breakdowns(arms, tasks, cutoff=None):
     """Resolved rates with intervals per area, per test source, and before / on or after
     `cutoff` by fix date."""
-    by_area, by_source = {}, {source: [] for source in TEST_SOURCES}
+    by_area: dict[str, list[str]] = {}
+    by_source: dict[str, list[str]] = {source: [] for source in TEST_SOURCES}
     for t in tasks:
         by_area.setdefault(t.area or "(no area)", []).append(t.instance_id)
         by_source.setdefault(t.tests, []).append(t.instance_id)  # swe-bench: its own
@@ -279,7 +280,11 @@ def breakdowns(arms, tasks, cutoff=None):
     ]
     groups_by_date = []
     if cutoff:
-        split = {f"fixed before {cutoff}": [], f"fixed on or after {cutoff}": [], "no fix date": []}
+        split: dict[str, list[str]] = {
+            f"fixed before {cutoff}": [],
+            f"fixed on or after {cutoff}": [],
+            "no fix date": [],
+        }
         for t in tasks:
             key = (
                 "no fix date"

@@ -23,7 +23,7 @@ def _errors(values):
     return [low, high]
 
 
-def _save(fig, path):
+def _save(fig, path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     fig.savefig(tmp, format="png", metadata={"Software": None})
     os.replace(tmp, path)
@@ -38,7 +38,7 @@ def _pyplot():
     return plt
 
 
-def draw_chart(data, path):
+def draw_chart(data, path) -> None:
     """Resolved rate per arm with its 95% interval, and beside it cost per resolved task with
     its interval, as a PNG (no timestamp in it). Without a cost per resolved task in any arm (a
     run of gold and none) the cost panel would be empty: the chart is the rate panel alone."""
@@ -89,7 +89,7 @@ def draw_chart(data, path):
     plt.close(fig)
 
 
-def _cost_panel(ax, arms, names, known):
+def _cost_panel(ax, arms, names, known) -> None:
     costs = [c or 0.0 for c in known]
     cost_errors = _errors(
         [(a["cost_per_resolved"]["value"], a["cost_per_resolved"]["interval"]) for a in arms]

@@ -180,7 +180,7 @@ def _pooled(sides, cells, a, b):
     return stats.cmh_paired(strata)
 
 
-def _finish(sides, pairs):
+def _finish(sides, pairs) -> None:
     """Holm over each side's comparisons and over the pooled tests; numbers rounded once."""
     for k, s in enumerate(sides):
         done = [p["cells"][k]["comparison"] for p in pairs if p["cells"][k]["comparison"]]

@@ -6,6 +6,7 @@ and family) and report_arms (comparisons, power, breakdowns).
 
 import datetime
 import os
+from typing import Any
 
 from .. import __version__
 from ..core import jsonio
@@ -70,7 +71,7 @@ def _baseline(baseline, names, rows):
     return baseline
 
 
-def _add_speed_vs_baseline(mode_data, baseline):
+def _add_speed_vs_baseline(mode_data, baseline) -> None:
     by_name = {d["name"]: d for d in mode_data}
     base = by_name.get(baseline)
     for d in mode_data:
@@ -111,7 +112,7 @@ def not_scored_note(present: list[str]) -> str:
 def _agent_versions(mode_data):
     """The agent CLI versions the run's agent records name: "v" when one, else "v (modes)"
     joined by "; "; None when no record names one."""
-    modes_of = {}
+    modes_of: dict[str, list[str]] = {}
     for d in mode_data:
         for v in d["agent_versions"]:
             modes_of.setdefault(v, []).append(d["name"])
@@ -327,7 +328,7 @@ def _cell(mode, iid, target="grade.json"):
 
 
 def _repositories(tasks):
-    repos = {}
+    repos: dict[str, dict[str, Any]] = {}
     for t in tasks:
         r = repos.setdefault(t.repo, {"repo": t.repo, "role": "source", "commits": set()})
         r["commits"].update(c for c in (t.base_commit, t.fix_commit) if c)
@@ -339,7 +340,7 @@ def _repositories(tasks):
 
 
 def _verdict_counts(validation, task_ids):
-    counts = {}
+    counts: dict[str, int] = {}
     for iid in task_ids:
         verdict = (
             (validation.get(iid) or {}).get("verdict", "not validated") if validation else None
@@ -353,7 +354,7 @@ def result_versions(rows):
     """[{"version", "modes": {mode: tasks}}]: the benchmark versions the results were graded
     under (grade.json's, through results.jsonl; None: unversioned, or graded before the file had
     a version), oldest first."""
-    found = {}
+    found: dict[str | None, dict[str, int]] = {}
     for mode, by_id in rows.items():
         for row in by_id.values():
             modes = found.setdefault(row.get("benchmark_version"), {})

@@ -15,6 +15,7 @@ Numbers are rounded here, once, to what report.json holds (4 decimals for rates,
 """
 
 import statistics
+from typing import Any
 
 from ..core.outcomes import NOT_SCORED, OUTCOMES
 from . import stats
@@ -293,7 +294,7 @@ def strict_view(mode):
 
 def groups(mode_data):
     """{family: [mode data, by repeat]}, in the order of their first mode."""
-    out = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for d in mode_data:
         out.setdefault(d["family"], []).append(d)
     for members in out.values():

@@ -8,6 +8,7 @@ outcome(), the one definition, for rows without the field too.
 """
 
 import dataclasses
+from typing import Any
 
 from ..core import jsonio, rootfs
 from ..core.errors import UserError
@@ -26,7 +27,7 @@ def row_outcome(row):
 def commands_that_ran(rows):
     """[{"commands": [(phase, command)], "model", "instance_ids"}] for each distinct command line
     (and model) the rows' agents ran, the most common first."""
-    seen = {}
+    seen: dict[Any, Any] = {}
     for iid, r in rows.items():
         if not r.get("agent_commands"):
             continue
@@ -148,7 +149,7 @@ def toolchain(layout, names):
     the field), "not found" when the records say the program did not answer. "toolchain" is the
     pinned root filesystem's digest or "host (pin off)" (core/rootfs.py), from prove.json and
     build.json's compiler."""
-    values = {"toolchain": [], "compiler": [], "perl": [], "openssl": []}
+    values: dict[str, list[Any]] = {"toolchain": [], "compiler": [], "perl": [], "openssl": []}
     for path in toolchain_records(layout, names):
         rec = jsonio.read_json(path) or {}
         if path.name == "build.json" and isinstance(rec.get("compiler"), dict):

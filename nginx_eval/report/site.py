@@ -147,7 +147,7 @@ def index_is_current(layout, bench, tasks, configured, templates_dir, cutoff):
     return made == digest
 
 
-def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=False):
+def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=False) -> None:
     """site/index.html, site.css and site.js."""
     context, digest = index_inputs(
         layout,
@@ -196,7 +196,7 @@ def task_page_is_current(layout, mode, task, modes, templates_dir):
     return made is not None and made == task_inputs(layout, mode, task, modes, templates_dir)
 
 
-def write_task_page(layout, mode, task, modes, templates_dir, digest=None):
+def write_task_page(layout, mode, task, modes, templates_dir, digest=None) -> None:
     """The page of (mode, task). `digest`: its inputs', when the caller has just computed it."""
     # The digest first: a file that changes while the page renders leaves the page stale.
     digest = digest or task_inputs(layout, mode, task, modes, templates_dir)
@@ -270,7 +270,9 @@ def write_site(layout, bench, tasks, configured, templates_dir, cutoff=None, unc
     return rendered
 
 
-def site_is_complete(layout, bench, tasks, configured, templates_dir, cutoff=None, unchanged=None):
+def site_is_complete(
+    layout, bench, tasks, configured, templates_dir, cutoff=None, unchanged=None
+) -> bool:
     """write_site's shortcut alone: whether `unchanged` are the settings now and every page
     exists (the record of the complete site is then written again)."""
     if not unchanged:

@@ -22,6 +22,7 @@ import json
 import os
 import re
 from functools import lru_cache
+from typing import Any
 
 from ..core import jsonio
 from ..core.gitcmd import GitError, gold_diff
@@ -102,7 +103,7 @@ def read_tail(path, limit):
 def tap_lines(text):
     """{assertion number: its line} of a TAP stream (`prove -v` output; the first line of each
     number, subtests' indented lines left out)."""
-    found = {}
+    found: dict[int, str] = {}
     for line in (text or "").splitlines():
         m = TAP_LINE.match(line)
         if m:
@@ -203,7 +204,7 @@ def verdict(grade: dict | None, streams: dict, agent: dict | None = None) -> dic
 
 
 # -- the patches -----------------------------------------------------------------------------------
-def diff_kind(line):
+def diff_kind(line) -> str:
     if line.startswith(
         (
             "diff --git",
@@ -236,7 +237,8 @@ def diff_view(text, other_files=()):
     `in_other`: the other patch (the gold fix, or the model's) touches the file too."""
     if text is None:
         return None
-    files, shown, total = [], 0, 0
+    files: list[dict[str, Any]] = []
+    shown, total = 0, 0
     other = set(other_files)
     for line in text.splitlines():
         total += 1
@@ -394,7 +396,7 @@ def when(value):
 def transcript_entries(path):
     """The user and assistant entries of a transcript file, in order (its other lines are the
     CLI's bookkeeping)."""
-    entries = []
+    entries: list[dict[str, Any]] = []
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except OSError:
@@ -459,7 +461,9 @@ def conversation(entries):
             for b in _blocks(e):
                 if b.get("type") == "tool_result":
                     results[b.get("tool_use_id")] = (result_text(b), b.get("is_error"))
-    prompt, turns, by_message = None, [], {}
+    prompt = None
+    turns: list[dict[str, Any]] = []
+    by_message: dict[str, Any] = {}
     for e in entries:
         if e.get("type") == "user":
             if prompt is None:
@@ -524,7 +528,7 @@ def atif_conversation(trajectory):
         (text_block(s.get("message"), PROMPT_CHARS) for s in steps if s.get("source") == "user"),
         None,
     )
-    turns = []
+    turns: list[dict[str, Any]] = []
     for step in steps:
         if step.get("source") != "agent":
             continue
@@ -605,7 +609,7 @@ def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None)
     if prompt is None and phase.get("prompt_file"):
         text, _ = read_head(task_dir / phase["prompt_file"], PROMPT_CHARS + 1)
         prompt = text_block(text, PROMPT_CHARS) if text is not None else None
-    subagents = {}
+    subagents: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
         if e.get("agentId"):
             subagents.setdefault(e["agentId"], []).append(e)
@@ -687,7 +691,7 @@ def attempt_atifs(task_dir, agent, name):
     return out
 
 
-def share_results(phases):
+def share_results(phases) -> None:
     """Cut every tool result of the phases (subagents too) to an equal share of the page's
     budget (RESULTS_PER_PAGE), between RESULT_CHARS_MIN and RESULT_CHARS."""
     calls = [

@@ -191,7 +191,7 @@ def write_report(
     return data
 
 
-def render_report(*args):
+def render_report(*args) -> None:
     """doit action: write_report in a process of its own (apart.py: the statistics and charts
     stay out of doit), returning nothing (a dict would go to doit's database)."""
     run_apart(write_report, *args)

@@ -29,7 +29,7 @@ from ..core.tasknames import RESULTS, results_subtask
 
 
 def _flag_counts(agent):
-    counts = {}
+    counts: dict[str, int] = {}
     for f in agent.get("flags") or []:
         counts[f["kind"]] = counts.get(f["kind"], 0) + 1
     return counts
@@ -131,7 +131,7 @@ def prediction(mode, iid, patch: bytes) -> dict:
     }
 
 
-def write_summary(layout, mode, bench_tasks):
+def write_summary(layout, mode, bench_tasks) -> None:
     """Both files, rebuilt from the per-task files of every task of the benchmark that this mode
     has graded in the run: a command that scored a few tasks never drops the others' rows."""
     rows, preds = [], []

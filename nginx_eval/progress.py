@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .core import jsonio, procs
 from .core.layout import Layout
-from .core.outcomes import RUN_ERRORS, outcome
+from .core.outcomes import RESOLVED, RUN_ERRORS, UNRESOLVED, outcome
 from .core.tasknames import BASE, GRADE, PATCH, unit_of
 from .doitext.invocation import reachable
 from .report import site as report_site
@@ -157,7 +157,7 @@ class Progress:
                 "contaminated": agent.get("contaminated"),
             }
         )
-        return "patch_taken" if said == "unresolved" else said
+        return "patch_taken" if said == UNRESOLVED else said
 
     def _outcome_or_unknown(self, unit: tuple[str, str]) -> str:
         try:
@@ -185,7 +185,7 @@ class Progress:
         done = sum(1 for v in self.units.values() if v is not None)
         total = len(self.units)
         mine = [v for (m, _), v in self.units.items() if m == mode and v is not None]
-        resolved = sum(1 for v in mine if v == "resolved")
+        resolved = sum(1 for v in mine if v == RESOLVED)
         errors = sum(1 for v in mine if v in ERRORS)
         elapsed = time.monotonic() - self.started
         left = total - done
@@ -294,7 +294,7 @@ def summary_lines(made: Mapping[str, Any], modes: Iterable[str], layout: Layout)
             else f"{100 * entry['resolved_rate']:.1f}%"
         )
         interval = f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "—"
-        others = [f"{n} {o.replace('_', ' ')}" for o, n in counts.items() if n and o != "resolved"]
+        others = [f"{n} {o.replace('_', ' ')}" for o, n in counts.items() if n and o != RESOLVED]
         missing = len(entry.get("incomplete_ids") or [])
         if missing:
             others.append(f"{missing} no result")

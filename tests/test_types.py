@@ -10,9 +10,12 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import typing
 
 import pytest
 from conftest import SOURCE_ROOT
+
+from nginx_eval.core import outcomes
 
 # What .ci/run hands ruff: the package, the tests, the scripts and the doit entry point.
 RUFF_PATHS = ("nginx_eval", "tests", "scripts", "dodo.py")
@@ -173,3 +176,15 @@ def test_ruff_format_check_fails_on_a_file_it_would_reformat(tmp_path, where):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert str(bad) in proc.stdout and "1 file would be reformatted" in proc.stdout, proc.stdout
     assert ruff(root, "check").returncode == 0
+
+
+def test_each_vocabulary_is_its_type():
+    """core/outcomes.py's word lists and the Literal types that annotate fields holding them
+    name the same words (OUTCOMES in the order of the report's columns)."""
+    assert outcomes.OUTCOMES == typing.get_args(outcomes.OutcomeName)
+    assert tuple(outcomes.UNFINISHED_AGENT) == typing.get_args(outcomes.UnfinishedStatus)
+    assert set(outcomes.UNFINISHED_AGENT) <= set(outcomes.AGENT_STATUSES)
+    assert set(outcomes.UNFINISHED_AGENT) <= set(outcomes.GRADE_STATUSES)
+    assert set(outcomes.GRADE_STATUSES) <= set(outcomes.OUTCOMES)
+    build = set(typing.get_args(outcomes.BuildStatus)) - {outcomes.BUILT}
+    assert build <= set(outcomes.GRADE_STATUSES)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import jsonio, runstate
+from ..core.outcomes import ENV_ERROR
 from ..core.records import BuildFields, BuildRecord
 from ..core.trees import remove_tree, set_write_bits
 from ..doitext import cleaning
@@ -146,7 +147,7 @@ def build_is_published(layout: "Layout", record: BuildRecord) -> bool:
     """A result's build is usable if its cache entry still exists (the cache may be cleaned) and,
     when built, still has the binary it was published with. An env_error never is: the next
     run tries again."""
-    if record["status"] == "env_error":
+    if record["status"] == ENV_ERROR:
         return False
     published = jsonio.read_json(layout.build_dir(record["key"]) / "build.json")
     if not published:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ..cluster import executor
 from ..core import jsonio, limits, rootfs, stamps
 from ..core.locks import locked
+from ..core.outcomes import ENV_ERROR, BuildStatus
 from ..core.records import BuildFields, BuildJson, BuildRecord
 from ..core.stamps import TaskDict
 from ..core.tasknames import (
@@ -171,7 +172,7 @@ def _build_tree(
     kind: str,
     env: dict[str, str],
     log: BinaryIO,
-) -> tuple[str, str, Failure | None]:
+) -> tuple[BuildStatus, str, Failure | None]:
     """Build in tmp/tree, from `origin` if it is trusted, else clean: (status, kind, failure),
     failure the (step, return code) of the step that failed."""
     tree = tmp / "tree"
@@ -212,7 +213,7 @@ def _build_logged(
     kind: str,
     damaged: str | None,
     clock: limits.Stopwatch,
-) -> tuple[str, str, Failure | None, float | None]:
+) -> tuple[BuildStatus, str, Failure | None, float | None]:
     """_build_tree in tmp, its output in tmp/build.log: (status, kind, failure, CPU seconds of
     its steps)."""
     patch_file = None
@@ -427,7 +428,7 @@ def build_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str) -> N
         )
     finally:
         _made_here.reset(token)
-    reused = record["status"] != "env_error" and key not in made
+    reused = record["status"] != ENV_ERROR and key not in made
     _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
     result: BuildJson = {
         **record,
@@ -444,7 +445,7 @@ def _copy_build_log(layout: "Layout", record: BuildRecord, dest: Path) -> None:
     disk let us write it)."""
     source = (
         layout.failed_build_log(record["key"])
-        if record["status"] == "env_error"
+        if record["status"] == ENV_ERROR
         else layout.build_dir(record["key"]) / "build.log"
     )
     try:
@@ -469,7 +470,7 @@ def unit_build_kept(layout: "Layout", mode_name: str, iid: str) -> bool:
     executor=ray, in a node's cache: the record says whether it was built)."""
     if executor.is_remote():
         record = jsonio.read_json(layout.build_json(mode_name, iid))
-        return bool(record) and record.get("status") != "env_error"
+        return bool(record) and record.get("status") != ENV_ERROR
     return result_build_ok(layout, mode_name, iid)
 
 

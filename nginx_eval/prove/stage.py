@@ -37,6 +37,7 @@ from ..build.stage import ensure_build
 from ..cluster import executor
 from ..cluster.node import on_node
 from ..core import jsonio, limits, locks, rootfs, stamps
+from ..core.outcomes import ENV_ERROR
 from ..core.procs import kill_leftovers, run_limited
 from ..core.records import BuildRecord, ProveJson, ProveRun
 from ..core.stamps import TaskDict
@@ -236,7 +237,7 @@ def reference_runs(
 
 
 def grade_was_env_error(layout: "Layout", mode_name: str, iid: str) -> bool:
-    return (jsonio.read_json(layout.grade_json(mode_name, iid)) or {}).get("status") == "env_error"
+    return (jsonio.read_json(layout.grade_json(mode_name, iid)) or {}).get("status") == ENV_ERROR
 
 
 def verdict_kept(layout: "Layout", mode_name: str, iid: str) -> bool:

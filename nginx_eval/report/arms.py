@@ -9,7 +9,7 @@ mode (report/modes.py: scored_table).
 
 import statistics
 
-from ..core.outcomes import NOT_SCORED
+from ..core.outcomes import NOT_SCORED, RESOLVED
 from ..run.benchmark import TEST_SOURCES
 from . import stats
 from .modes import cost_per_resolved, groups, rate_of, rounded, rounded_pair, scored_table
@@ -26,7 +26,7 @@ def _arm_scores(members, task_ids):
     scores = {}
     for i in task_ids:
         have = [
-            1 if d["outcomes"][i] == "resolved" else 0
+            1 if d["outcomes"][i] == RESOLVED else 0
             for d in members
             if i in d["outcomes"] and d["outcomes"][i] not in NOT_SCORED
         ]

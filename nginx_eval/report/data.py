@@ -6,11 +6,22 @@ and family) and report_arms (comparisons, power, breakdowns).
 
 import datetime
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from .. import __version__
 from ..core import jsonio
-from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES, TABLE, UNFINISHED_AGENT
+from ..core.outcomes import (
+    ERROR,
+    FAILED,
+    INFRA_ERROR,
+    NOT_JUDGED,
+    NOT_SCORED,
+    OUTCOMES,
+    TABLE,
+    TIMEOUT,
+    UNFINISHED_AGENT,
+)
 from ..run.benchmark import version_key
 from ..run.swebench import SWEBENCH
 from ..swebench.harness import WORKERS_NOTE, command_line
@@ -89,7 +100,7 @@ def not_scored_text(mode):
     return ", ".join(parts) or "0"
 
 
-def not_scored_note(present: list[str]) -> str:
+def not_scored_note(present: Sequence[str]) -> str:
     """Why the tasks of "not scored" are left out, for the outcomes `present` in the run only,
     and which of them the next `doit run` runs again (infra errors and the budget's, never a
     contaminated run: outcomes.UNFINISHED_AGENT)."""
@@ -426,13 +437,13 @@ def _row_warnings(mode, iid, row):
             f"{mode} / {iid}: contaminated, not scored: the fix reached the agent "
             f"(see agent.json flags)"
         )
-    if status == "infra_error":
+    if status == INFRA_ERROR:
         warnings.append(
             f"{mode} / {iid}: infra error, not scored: {row.get('agent_error') or status}"
         )
-    elif status in ("timeout", "failed", "error"):
+    elif status in (TIMEOUT, FAILED, ERROR):
         why = row.get("agent_error") or status
-        what = "agent timeout" if status == "timeout" else "agent error"
+        what = "agent timeout" if status == TIMEOUT else "agent error"
         if row.get("resolved"):
             warnings.append(
                 f"{mode} / {iid}: resolved although the agent ended with `{status}` ({why})"

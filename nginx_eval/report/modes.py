@@ -17,7 +17,7 @@ Numbers are rounded here, once, to what report.json holds (4 decimals for rates,
 import statistics
 from typing import Any
 
-from ..core.outcomes import NOT_SCORED, OUTCOMES
+from ..core.outcomes import NOT_SCORED, OUTCOMES, RESOLVED, UNRESOLVED
 from . import stats
 from .records import commands_that_ran, row_outcome
 
@@ -85,7 +85,7 @@ def cost_per_resolved(rows_by_task, seed):
         if not known:
             continue
         costs.append(sum(r["cost_usd"] for r in known))
-        resolved.append(sum(1 for r in known if row_outcome(r) == "resolved"))
+        resolved.append(sum(1 for r in known if row_outcome(r) == RESOLVED))
     if not costs:
         return {"value": None, "interval": None, "tasks": 0}
     value, interval = stats.ratio_interval(costs, resolved, seed)
@@ -146,7 +146,7 @@ def scored_table(members, task_ids):
     table = {}
     for i in task_ids:
         scores = [
-            1 if d["outcomes"][i] == "resolved" else 0
+            1 if d["outcomes"][i] == RESOLVED else 0
             for d in members
             if i in d["outcomes"] and d["outcomes"][i] not in NOT_SCORED
         ]
@@ -254,7 +254,7 @@ def _strict_facts(by_id, outcomes, total):
     """The strict verdict of the mode's rows (grade.json's strict, results.jsonl): whether any
     was judged, the strict rate over the same denominator as the resolved rate, and the
     resolved tasks that are not strict or could not be judged, with why."""
-    resolved = [i for i, o in outcomes.items() if o == "resolved"]
+    resolved = [i for i, o in outcomes.items() if o == RESOLVED]
     strict = [i for i in resolved if by_id[i].get("strict") is True]
     why = lambda i: by_id[i].get("strict_reason") or ""
     return {
@@ -286,7 +286,7 @@ def strict_view(mode):
         not in {e["instance_id"] for e in mode["strict"]["not_strict"] + mode["strict"]["unjudged"]}
     }
     outcomes = {
-        i: ("unresolved" if o == "resolved" and i not in strict else o)
+        i: (UNRESOLVED if o == RESOLVED and i not in strict else o)
         for i, o in mode["outcomes"].items()
     }
     return dict(mode, outcomes=outcomes)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core import jsonio
 from ..core.layout import Layout
-from ..core.outcomes import NOT_SCORED, OUTCOMES
+from ..core.outcomes import NOT_SCORED, OUTCOMES, RESOLVED
 from ..run.benchmark import AnyTask
 from .data import CELL
 from .site_task import link, not_scored, strict_verdict
@@ -47,7 +47,7 @@ def disagreement(outcomes: Iterable[str | None]) -> tuple[int, int, int]:
     missing outcomes are left out. score: 0 when the modes agree, else (the smaller side, the
     number of distinct outcomes) folded into one sortable number."""
     scored = [o for o in outcomes if o and o not in NOT_SCORED]
-    resolved = sum(o == "resolved" for o in scored)
+    resolved = sum(o == RESOLVED for o in scored)
     smaller = min(resolved, len(scored) - resolved)
     return resolved, len(scored), (smaller * 100 + len(set(scored))) if smaller else 0
 
@@ -144,7 +144,7 @@ def index_context(
         o
         for o in OUTCOMES
         if o not in NOT_SCORED
-        and (o == "resolved" or any((r["counts"].get(o) or 0) for r in summary_rows(report, modes)))
+        and (o == RESOLVED or any((r["counts"].get(o) or 0) for r in summary_rows(report, modes)))
     ]
     return {
         "run": layout.run,

@@ -41,6 +41,7 @@ from ..cluster import executor
 from ..core import jsonio, limits, stamps
 from ..core.gitcmd import gold_diff
 from ..core.locks import locked
+from ..core.outcomes import ENV_ERROR
 from ..core.procs import kill_leftovers
 from ..core.records import (
     BuildRecord,
@@ -126,7 +127,7 @@ def reference_patch(layout: "Layout", mode_kind: str, task: "Task") -> tuple[str
 
 def _check_built(record: BuildRecord, what: str) -> None:
     """Unjudged unless `record` is a usable build."""
-    if record["status"] == "env_error":
+    if record["status"] == ENV_ERROR:
         raise Unjudged(f"{what} could not be built here: {record.get('reason')}", True)
     if record["status"] != "built":
         raise Unjudged(f"{what} does not build ({record['status']})", False)

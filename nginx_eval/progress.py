@@ -218,7 +218,7 @@ class Progress:
                 "renders it"
             )
             return
-        args = [
+        args: list[Any] = [
             ctx.layout,
             ctx.benchmark,
             ctx.tasks,

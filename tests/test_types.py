@@ -54,24 +54,15 @@ WAITING = frozenset(
     {
         "nginx_eval.agent.stage",
         "nginx_eval.checks.doctor",
-        "nginx_eval.checks.doctor_report",
         "nginx_eval.checks.validate",
         "nginx_eval.doitext.backend",
-        "nginx_eval.mining.nginx_history",
-        "nginx_eval.mining.scoring",
-        "nginx_eval.mining.stubs",
-        "nginx_eval.mining.suite_history",
         "nginx_eval.mining.sweep",
         "nginx_eval.report.arms",
-        "nginx_eval.report.charts",
-        "nginx_eval.report.cross",
         "nginx_eval.report.data",
         "nginx_eval.report.modes",
         "nginx_eval.report.records",
         "nginx_eval.report.site",
         "nginx_eval.report.site_task",
-        "nginx_eval.report.stage",
-        "nginx_eval.results.stage",
     }
 )
 

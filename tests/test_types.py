@@ -55,12 +55,8 @@ WAITING = frozenset(
         "nginx_eval.agent.stage",
         "nginx_eval.checks.doctor",
         "nginx_eval.checks.validate",
-        "nginx_eval.doitext.backend",
         "nginx_eval.mining.sweep",
-        "nginx_eval.report.arms",
         "nginx_eval.report.data",
-        "nginx_eval.report.modes",
-        "nginx_eval.report.records",
         "nginx_eval.report.site",
         "nginx_eval.report.site_task",
     }

@@ -6,7 +6,7 @@ docstring).
 
 import dataclasses
 import datetime
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import __version__
@@ -14,6 +14,7 @@ from ..core import jsonio
 from ..core.errors import UserError, did_you_mean
 from ..core.layout import Layout
 from ..run.benchmark import AnyTask, Benchmark
+from ..run.modes import Mode
 from ..run.record import read_run
 from . import stats
 from .arms import compare_pair, finish_comparisons, make_arms
@@ -69,7 +70,11 @@ def _other_tasks(theirs: Layout, bench: Benchmark) -> tuple[set[str], str | None
 
 
 def _arms_of_both_runs(
-    layout: Layout, theirs: Layout, task_ids: list[str], modes: Iterable[str], bench: Benchmark
+    layout: Layout,
+    theirs: Layout,
+    task_ids: list[str],
+    modes: Mapping[str, Mode],
+    bench: Benchmark,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """{"here": {arm name: arm}, "there": {...}} on the tasks both runs have (of a SWE-bench
     benchmark: the modes the official harness graded, evaluation.py)."""
@@ -114,7 +119,11 @@ def _compare_common_arms(
 
 
 def collect_comparison(
-    layout: Layout, other: str, bench: Benchmark, tasks: Sequence[AnyTask], modes: Iterable[str]
+    layout: Layout,
+    other: str,
+    bench: Benchmark,
+    tasks: Sequence[AnyTask],
+    modes: Mapping[str, Mode],
 ) -> dict[str, Any]:
     """The same arms in this run and run `other`, paired on the tasks both runs have."""
     theirs = other_layout(layout, other)

@@ -174,7 +174,7 @@ def write_comparison(
     other: str,
     bench: Benchmark,
     tasks: Sequence[AnyTask],
-    modes: Iterable[str],
+    modes: Mapping[str, Mode],
     templates_dir: Path,
 ) -> dict[str, Any]:
     """compare-<other>.md and .json: this run's arms against run `other`'s."""

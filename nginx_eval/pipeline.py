@@ -129,7 +129,7 @@ class Context:
     shadow: dict[str, list[str]] | None = None
     # The settings of the site's last complete rendering, taken as a command that may change
     # results starts (cli.py, report/site.py's take_completion); progress.py reads them.
-    site_unchanged: dict[str, Any] | None = None
+    site_unchanged: str | None = None
     # What the command works out once (unit_agent_inputs, tests_tree, _build_plans).
     _agent_inputs: dict[tuple[str, str], tuple[list[str], str | None]] = field(
         default_factory=dict, init=False, repr=False, compare=False

@@ -54,10 +54,6 @@ WAITING = frozenset(
     {
         "nginx_eval.agent.stage",
         "nginx_eval.checks.doctor",
-        "nginx_eval.checks.validate",
-        "nginx_eval.mining.sweep",
-        "nginx_eval.report.data",
-        "nginx_eval.report.site",
         "nginx_eval.report.site_task",
     }
 )

@@ -4,12 +4,13 @@ difference of D percentage points needs to be detected with 80% power (stats.py'
 Prints, writes nothing.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.console import say
 from ..core.layout import Layout
 from ..run.benchmark import AnyTask, Benchmark
+from ..run.modes import Mode
 from ..run.record import run_tasks
 from . import stats
 from .data import collect
@@ -110,7 +111,7 @@ def print_plan(
     layout: Layout,
     bench: Benchmark,
     tasks: Iterable[AnyTask],
-    modes: Iterable[str],
+    modes: Mapping[str, Mode],
     baseline: str | None,
     differences: Sequence[float],
 ) -> None:

@@ -53,8 +53,6 @@ def mypy_config():
 WAITING = frozenset(
     {
         "nginx_eval.agent.stage",
-        "nginx_eval.checks.doctor",
-        "nginx_eval.report.site_task",
     }
 )
 

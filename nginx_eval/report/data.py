@@ -38,7 +38,7 @@ from .records import gold_files, modes_on_disk, read_rows, toolchain
 from .workflow import workflow_facts
 
 # The short form of each outcome: the per-task matrix's cells.
-CELL = {o.name: o.cell for o in TABLE}
+CELL: dict[str, str] = {o.name: o.cell for o in TABLE}
 # How report.md counts the tasks a mode does not score: (one, several).
 NOT_SCORED_WORDS = {
     "infra_error": ("infra error", "infra errors"),

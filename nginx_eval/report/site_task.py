@@ -21,14 +21,23 @@ import datetime
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from ..core import jsonio
 from ..core.gitcmd import GitError, gold_diff
+from ..core.layout import Layout
 from ..core.outcomes import CONTAMINATED, NOT_SCORED, UNFINISHED_AGENT, outcome
+from ..run.benchmark import AnyTask
+from ..run.swebench import SweTask
 from ..transcript.blocks import content_blocks, result_text
 
+# A record read from JSON (agent.json, grade.json, prove.json, a transcript entry, ...), and what
+# a page is given of it.
+Record = Mapping[str, Any]
+View = dict[str, Any]
 # What a page shows inline at most; the rest is behind a link to the file.
 LOG_TAIL_BYTES = 8_000  # the end of build.log (where a build fails)
 TAP_BYTES = 16_000  # the start of each TAP stream
@@ -53,7 +62,7 @@ TAP_LINE = re.compile(r"^(?:not ok|ok)\b\s*(?P<number>\d+)")
 
 
 # -- small shapes the template shows ---------------------------------------------------------------
-def text_block(text, limit):
+def text_block(text: object, limit: int) -> View:
     """{"text", "first", "lines", "chars", "cut", "long", "reasoning"}: `text` up to `limit`
     characters; long texts are collapsed behind their first line."""
     text = str(text or "")
@@ -71,12 +80,12 @@ def text_block(text, limit):
     }
 
 
-def link(path, page):
+def link(path: str | Path, page: str | Path) -> str:
     """The relative link from the page file `page` to `path` (a result file), "/" separated."""
     return os.path.relpath(path, os.path.dirname(page)).replace(os.sep, "/")
 
 
-def read_head(path, limit):
+def read_head(path: str | Path, limit: int) -> tuple[str | None, int]:
     """(text of the first `limit` bytes, size in bytes) of a file; (None, 0) if it is missing."""
     try:
         with open(path, "rb") as f:
@@ -87,7 +96,7 @@ def read_head(path, limit):
     return data.decode("utf-8", "replace"), size
 
 
-def read_tail(path, limit):
+def read_tail(path: str | Path, limit: int) -> tuple[str | None, int]:
     """(text of the last `limit` bytes, size in bytes) of a file; (None, 0) if it is missing."""
     try:
         with open(path, "rb") as f:
@@ -100,7 +109,7 @@ def read_tail(path, limit):
 
 
 # -- the verdict -----------------------------------------------------------------------------------
-def tap_lines(text):
+def tap_lines(text: str | None) -> dict[int, str]:
     """{assertion number: its line} of a TAP stream (`prove -v` output; the first line of each
     number, subtests' indented lines left out)."""
     found: dict[int, str] = {}
@@ -111,7 +120,7 @@ def tap_lines(text):
     return found
 
 
-def strict_verdict(grade):
+def strict_verdict(grade: Record | None) -> str | None:
     """grade.json's "strict" verdict, when the grade has one, as a status word: it may be a string
     or {"status" | "verdict" | "resolved"}; None when absent."""
     strict = (grade or {}).get("strict")
@@ -127,7 +136,7 @@ def strict_verdict(grade):
     return str(strict)
 
 
-def assertions(grade, streams):
+def assertions(grade: Record, streams: Mapping[str, str | None]) -> list[View]:
     """Every graded assertion: {"kind": "fail_to_pass" | "pass_to_pass", "id", "result": "passed"
     | "failed" | "skipped", "tap": its TAP line or None}. `streams`: {test file: TAP text} of
     the stream each file was judged by (the rerun's, with rerun_failed=1)."""
@@ -204,7 +213,7 @@ def verdict(grade: dict | None, streams: dict, agent: dict | None = None) -> dic
 
 
 # -- the patches -----------------------------------------------------------------------------------
-def diff_kind(line) -> str:
+def diff_kind(line: str) -> str:
     if line.startswith(
         (
             "diff --git",
@@ -231,7 +240,7 @@ def diff_kind(line) -> str:
     return "ctx"
 
 
-def diff_view(text, other_files=()):
+def diff_view(text: str | None, other_files: Iterable[str] = ()) -> View | None:
     """A unified diff, highlighted: {"files": [{"path", "in_other", "added", "removed",
     "lines": [(kind, line)]}], "lines", "cut"}, at most DIFF_LINES lines; None for no text.
     `in_other`: the other patch (the gold fix, or the model's) touches the file too."""
@@ -261,7 +270,7 @@ def diff_view(text, other_files=()):
     }
 
 
-def diff_files(text):
+def diff_files(text: str | None) -> list[str]:
     return [
         line.split(" b/", 1)[-1]
         for line in (text or "").splitlines()
@@ -270,20 +279,21 @@ def diff_files(text):
 
 
 @lru_cache(maxsize=256)
-def _gold_from_clone(bare, base, fix):
+def _gold_from_clone(bare: str, base: str, fix: str) -> str | None:
     try:
         return gold_diff(bare, base, fix).decode("utf-8", "replace")
     except GitError:
         return None
 
 
-def gold_patch(layout, task):
+def gold_patch(layout: Layout, task: AnyTask) -> str | None:
     """The fix's diff: the gold mode's model.patch of this run, else from the bare clone in the
     cache; None when neither is there."""
     path = layout.model_patch("gold", task.instance_id)
     if path.exists():
         return path.read_text(encoding="utf-8", errors="replace")
-    if not task.fix_commit:  # a SWE-bench row carries its gold patch (run/swebench.py)
+    # A SWE-bench row carries its gold patch (run/swebench.py).
+    if not task.fix_commit and isinstance(task, SweTask):
         return task.patch
     bare = layout.bare_repo(task.repo)
     if bare.is_dir():
@@ -292,7 +302,7 @@ def gold_patch(layout, task):
 
 
 # -- build and prove -------------------------------------------------------------------------------
-def build_view(build, log_path, page):
+def build_view(build: Record | None, log_path: Path, page: Path) -> View | None:
     if not build and not log_path.exists():
         return None
     tail, size = read_tail(log_path, LOG_TAIL_BYTES)
@@ -315,10 +325,10 @@ def build_view(build, log_path, page):
     }
 
 
-def test_file_view(name, record, tap_dir, page, label=""):
+def test_file_view(name: str, record: Record, tap_dir: Path, page: Path, label: str = "") -> View:
     """One test file's run: its facts, the start of its TAP stream, links to its output files."""
 
-    def path_of(key):
+    def path_of(key: str) -> Path | None:
         return tap_dir / record[key] if record.get(key) else None
 
     tap = path_of("tap")
@@ -347,7 +357,7 @@ def test_file_view(name, record, tap_dir, page, label=""):
     }
 
 
-def prove_streams(prove, tap_dir):
+def prove_streams(prove: Record, tap_dir: Path) -> dict[str, Path]:
     """{test file: path of the TAP stream the grade judged it by}: a file's rerun, when it had one
     (rerun_failed=1), else its run."""
     streams = {}
@@ -358,7 +368,7 @@ def prove_streams(prove, tap_dir):
     return streams
 
 
-def shown_streams(prove, tap_dir):
+def shown_streams(prove: Record | None, tap_dir: Path) -> list[Path]:
     """Every TAP stream prove.json names (runs, reruns, the base build's reference runs): what
     the page shows of the tests."""
     return [
@@ -369,7 +379,7 @@ def shown_streams(prove, tap_dir):
     ]
 
 
-def prove_view(prove, tap_dir, page):
+def prove_view(prove: Record | None, tap_dir: Path, page: Path) -> View | None:
     if not prove:
         return None
     runs = []
@@ -380,7 +390,7 @@ def prove_view(prove, tap_dir, page):
 
 
 # -- the agent -------------------------------------------------------------------------------------
-def when(value):
+def when(value: object) -> datetime.datetime | None:
     """A datetime (UTC) of an ISO 8601 string or seconds since the epoch; None otherwise."""
     try:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -393,7 +403,7 @@ def when(value):
     return None
 
 
-def transcript_entries(path):
+def transcript_entries(path: str | Path) -> list[dict[str, Any]]:
     """The user and assistant entries of a transcript file, in order (its other lines are the
     CLI's bookkeeping)."""
     entries: list[dict[str, Any]] = []
@@ -414,11 +424,11 @@ def transcript_entries(path):
     return entries
 
 
-def _blocks(entry):
+def _blocks(entry: Record) -> list[dict[str, Any]]:
     return content_blocks((entry.get("message") or {}).get("content"))
 
 
-def call_summary(name, tool_input):
+def call_summary(name: str, tool_input: Record) -> str:
     """One line naming what a tool call acts on (its command, file, pattern...)."""
     for key in ("command", "cmd", "file_path", "path", "pattern", "description", "url", "query"):
         if isinstance(tool_input.get(key), str) and tool_input[key].strip():
@@ -431,10 +441,10 @@ def call_summary(name, tool_input):
 SHELL_TOOLS = {"Bash": "command", "exec_command": "cmd", "run_shell_command": "command"}
 
 
-def tool_call(block, results):
+def tool_call(block: Record, results: Mapping[Any, tuple[str, Any]]) -> View:
     """{"name", "summary", "input", "shell", "result", "error"} of a tool call ({"id", "name",
     "input"}); results: {call id: (text, is_error)}."""
-    tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+    tool_input: Record = block["input"] if isinstance(block.get("input"), dict) else {}
     name = block.get("name") or "?"
     command = tool_input.get(SHELL_TOOLS.get(name, ""))
     shown = command if isinstance(command, str) else None
@@ -451,7 +461,7 @@ def tool_call(block, results):
     }
 
 
-def conversation(entries):
+def conversation(entries: Iterable[Record]) -> tuple[View | None, list[View]]:
     """(prompt, turns) of the entries of one conversation (the main one, or a subagent's). A turn
     is one answer of the model (the assistant entries of one message) with the tool calls it made
     and their results: {"n", "time", "model", "texts": [text_block], "calls": [tool_call]}."""
@@ -463,7 +473,7 @@ def conversation(entries):
                     results[b.get("tool_use_id")] = (result_text(b), b.get("is_error"))
     prompt = None
     turns: list[dict[str, Any]] = []
-    by_message: dict[str, Any] = {}
+    by_message: dict[Any, Any] = {}
     for e in entries:
         if e.get("type") == "user":
             if prompt is None:
@@ -496,7 +506,7 @@ def conversation(entries):
 # -- ATIF trajectories (transcript/atif.py): the phases of programs whose sessions are not read --
 
 
-def atif_phases(path):
+def atif_phases(path: str | Path | None) -> dict[int, dict[str, Any]]:
     """{phase number (1-based): its trajectory} of an attempt's ATIF file (the root's embedded
     trajectories, ``<session>/phase-<n>-<name>``); {} when there is none."""
     root = jsonio.read_json(path) if path else None
@@ -508,7 +518,7 @@ def atif_phases(path):
     return out
 
 
-def _content(value):
+def _content(value: object) -> str:
     """An observation's content as text (ATIF allows a string or a list of parts)."""
     if isinstance(value, str):
         return value
@@ -519,7 +529,9 @@ def _content(value):
     return "" if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def atif_conversation(trajectory):
+def atif_conversation(
+    trajectory: Record,
+) -> tuple[View | None, list[View], list[View]]:
     """(prompt, turns, subagents) of an ATIF trajectory in conversation()'s shapes: its first
     user step the prompt, each agent step a turn (its message, reasoning collapsed, tool calls
     with the observation's results by call id), embedded trajectories subagents."""
@@ -565,7 +577,7 @@ def atif_conversation(trajectory):
                 "blocked": [],
             }
         )
-    subagents = []
+    subagents: list[View] = []
     for sub in trajectory.get("subagent_trajectories") or []:
         _, sub_turns, _ = atif_conversation(sub)
         subagents.append(
@@ -578,7 +590,7 @@ def atif_conversation(trajectory):
     return prompt, turns, subagents
 
 
-def mark_blocked(turns, blocked):
+def mark_blocked(turns: Sequence[View], blocked: Iterable[Record]) -> list[Record]:
     """Put each blocked attempt on the turn it happened in: the last that started before it.
     Returns those whose time places them on no turn (no time, or before the first)."""
     unplaced = []
@@ -593,7 +605,16 @@ def mark_blocked(turns, blocked):
     return unplaced
 
 
-def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None):
+def phase_view(
+    layout: Layout,
+    mode: str,
+    iid: str,
+    phase: Record,
+    flags: Sequence[Record],
+    page: Path,
+    atif: Record | None = None,
+    atif_href: str | None = None,
+) -> View:
     """What the page shows of one phase: its steps from its transcript (Claude Code's), else
     from `atif`, its trajectory in the attempt's ATIF file (Codex's, Gemini CLI's: read from the
     proxy's record of the calls), linked as atif_href."""
@@ -601,7 +622,7 @@ def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None)
     transcript = task_dir / phase["transcript"] if phase.get("transcript") else None
     entries = transcript_entries(transcript) if transcript else []
     prompt, turns = conversation([e for e in entries if not e.get("agentId")])
-    subagent_views = []
+    subagent_views: list[View] = []
     steps_from = "transcript" if entries else None
     if not entries and atif and any(s.get("source") == "agent" for s in atif.get("steps") or []):
         prompt, turns, subagent_views = atif_conversation(atif)
@@ -656,11 +677,11 @@ def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None)
                 "turns": conversation(es)[1],
                 "models": sorted(
                     {
-                        (e.get("message") or {}).get("model")
+                        model
                         for e in es
                         if e.get("type") == "assistant"
+                        and (model := (e.get("message") or {}).get("model")) is not None
                     }
-                    - {None}
                 ),
             }
             for agent_id, es in subagents.items()
@@ -672,7 +693,7 @@ def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None)
     }
 
 
-def attempt_atifs(task_dir, agent, name):
+def attempt_atifs(task_dir: Path, agent: Record, name: str) -> list[tuple[int, Path]]:
     """[(attempt number, the ATIF file's path)] of every attempt that left one: the last's is
     agent.json's ``atif``; an earlier one's, `name`, moved with its logs (``attempts[i].logs``)."""
     attempts = [a for a in agent.get("attempts") or [] if isinstance(a, dict)]
@@ -691,7 +712,7 @@ def attempt_atifs(task_dir, agent, name):
     return out
 
 
-def share_results(phases) -> None:
+def share_results(phases: Sequence[View]) -> None:
     """Cut every tool result of the phases (subagents too) to an equal share of the page's
     budget (RESULTS_PER_PAGE), between RESULT_CHARS_MIN and RESULT_CHARS."""
     calls = [
@@ -710,7 +731,9 @@ def share_results(phases) -> None:
             result["cut"] = result["chars"] - limit
 
 
-def agent_view(layout, mode, iid, agent, page):
+def agent_view(
+    layout: Layout, mode: str, iid: str, agent: Record | None, page: Path
+) -> View | None:
     if not agent:
         return None
     flags = [f for f in agent.get("flags") or [] if isinstance(f, dict)]
@@ -745,7 +768,7 @@ def agent_view(layout, mode, iid, agent, page):
 
 
 # -- the page --------------------------------------------------------------------------------------
-def agent_files(layout, mode, iid, agent):
+def agent_files(layout: Layout, mode: str, iid: str, agent: Record | None) -> list[Path]:
     """The agent's files a page is made from besides agent.json: prompts, transcripts and the
     attempt's ATIF file."""
     task_dir = layout.task_dir(mode, iid)
@@ -754,10 +777,10 @@ def agent_files(layout, mode, iid, agent):
         for p in (agent or {}).get("phases") or []
         for key in ("prompt_file", "transcript")
         if p.get(key)
-    ] + ([task_dir / agent["atif"]] if (agent or {}).get("atif") else [])
+    ] + ([task_dir / agent["atif"]] if agent and agent.get("atif") else [])
 
 
-def page_files(layout, mode, task):
+def page_files(layout: Layout, mode: str, task: AnyTask) -> list[Path]:
     """Every file the task page of (mode, task) is made from."""
     iid = task.instance_id
     prove = jsonio.read_json(layout.prove_json(mode, iid))
@@ -778,7 +801,7 @@ def page_files(layout, mode, task):
     )
 
 
-def task_facts(task):
+def task_facts(task: AnyTask) -> dict[str, Any]:
     """The task's fields a page shows (also part of the page's inputs)."""
     return {
         "instance_id": task.instance_id,
@@ -795,7 +818,7 @@ def task_facts(task):
     }
 
 
-def task_context(layout, mode, task, modes):
+def task_context(layout: Layout, mode: str, task: AnyTask, modes: Sequence[str]) -> View:
     """What templates/site/task.html.j2 shows of (mode, task); `modes`: the run's modes (links
     to the same task in each)."""
     iid = task.instance_id

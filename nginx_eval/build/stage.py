@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ..cluster import executor
 from ..core import jsonio, limits, rootfs, stamps
 from ..core.locks import locked
-from ..core.outcomes import ENV_ERROR, BuildStatus
+from ..core.outcomes import BUILT, ENV_ERROR, BuildStatus
 from ..core.records import BuildFields, BuildJson, BuildRecord
 from ..core.stamps import TaskDict
 from ..core.tasknames import (
@@ -108,7 +108,7 @@ def _failure_reason(
             f"{buildsteps.first_error(log_text)})"
         )
     base = ensure_build(layout, bare, spec.base_commit, spec.flags, b"")
-    if base["status"] != "built":
+    if base["status"] != BUILT:
         return f"the base commit does not build here: {base.get('reason')}"
     return None
 
@@ -158,7 +158,7 @@ def _checked_origin(
     rebuilt = ensure_build(
         layout, bare, origin["base_commit"], origin["configure_flags"], b"", clean=True
     )
-    return rebuilt if rebuilt["status"] == "built" else None
+    return rebuilt if rebuilt["status"] == BUILT else None
 
 
 def _build_tree(
@@ -188,7 +188,7 @@ def _build_tree(
     status, failure = buildsteps.build_clean(
         layout, bare, tree, base_commit, flags, patch_file, env, log
     )
-    if status == "built" and not (tree / "objs" / "nginx").is_file():
+    if status == BUILT and not (tree / "objs" / "nginx").is_file():
         status, failure = "compile_failed", ("make", 0)
     return status, "clean", failure
 
@@ -281,7 +281,7 @@ def _build_locked(
         "cpu_seconds": cpu,
     }
     reason = None
-    if status != "built":
+    if status != BUILT:
         assert failure is not None  # every status but "built" names the failed step
         reason = _failure_reason(layout, bare, spec, failure, tmp)
     if reason:
@@ -310,7 +310,7 @@ def _ensure_candidate(
     base = None
     if not touches_build_system(touched_paths(patch)):
         base = ensure_build(layout, bare, spec.base_commit, spec.flags, b"")
-        if base["status"] != "built":
+        if base["status"] != BUILT:
             return _base_does_not_build(layout, fields, base)
     with _key_lock(layout, spec.key):
         return _build_locked(layout, bare, spec, patch, fields, damaged, base, "incremental")

@@ -34,6 +34,7 @@ from ..core import jsonio, stamps
 from ..core.console import say
 from ..core.gitcmd import gold_diff
 from ..core.layout import SOURCE_ROOT, Layout
+from ..core.outcomes import BUILT
 from ..core.stamps import TaskDict
 from ..core.tasknames import (
     VALIDATE,
@@ -237,7 +238,7 @@ def reclassified(task: Task, done: Mapping[str, Any]) -> dict[str, Any]:
             task,
             done["runs"]["base"],
             done["runs"]["fix"],
-            done["build"]["fix"]["status"] == "built",
+            done["build"]["fix"]["status"] == BUILT,
             done["env_errors"],
         ),
     )
@@ -283,15 +284,15 @@ def validate_task(
     load = config.get("load", "none")  # validation_config
     measured = conditions(repeats, load)
     with busy(layout, load, measured):
-        if base["status"] == "built":
+        if base["status"] == BUILT:
             base_runs, errs = run_side(layout, task, binary(base), out_dir / "base", repeats)
             env_errors += errs
         else:
             env_errors.append(f"the base commit does not build ({base['status']})")
-        if fix["status"] == "built":
+        if fix["status"] == BUILT:
             fix_runs, errs = run_side(layout, task, binary(fix), out_dir / "fix", repeats)
             env_errors += [e for e in errs if e not in env_errors]
-    record = classify(task, base_runs, fix_runs, fix["status"] == "built", env_errors)
+    record = classify(task, base_runs, fix_runs, fix["status"] == BUILT, env_errors)
     record.update(
         {
             "inputs": inputs,

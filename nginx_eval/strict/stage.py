@@ -41,7 +41,7 @@ from ..cluster import executor
 from ..core import jsonio, limits, stamps
 from ..core.gitcmd import gold_diff
 from ..core.locks import locked
-from ..core.outcomes import ENV_ERROR
+from ..core.outcomes import BUILT, ENV_ERROR
 from ..core.procs import kill_leftovers
 from ..core.records import (
     BuildRecord,
@@ -129,7 +129,7 @@ def _check_built(record: BuildRecord, what: str) -> None:
     """Unjudged unless `record` is a usable build."""
     if record["status"] == ENV_ERROR:
         raise Unjudged(f"{what} could not be built here: {record.get('reason')}", True)
-    if record["status"] != "built":
+    if record["status"] != BUILT:
         raise Unjudged(f"{what} does not build ({record['status']})", False)
 
 
@@ -509,7 +509,7 @@ def strict_unit(
     prove = jsonio.read_json(layout.prove_json(mode_name, iid)) or {}
     if (
         not build
-        or build.get("status") != "built"
+        or build.get("status") != BUILT
         or not named_assertions_pass(task, prove, layout.tap_dir(mode_name, iid))
     ):
         record["reason"] = "the named assertions do not all pass"

@@ -29,7 +29,9 @@ import atexit
 import ctypes
 import os
 import sys
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from doit.reporter import ConsoleReporter
 
@@ -55,8 +57,14 @@ from .report.records import check_has_results, check_is_run
 from .run.options import check_environment
 from .run.record import bind_run, check_benchmark, read_run
 
+if TYPE_CHECKING:
+    from doit.task import Task
 
-def check_task_names(namespace, command, argv):
+    from .core.layout import Layout
+    from .pipeline import Context
+
+
+def check_task_names(namespace: Mapping[str, Any], command: str, argv: list[str]) -> None:
     """A name the command gives doit that is no task is one line, before doit sees it."""
     from .pipeline import check_requested_tasks
 
@@ -77,7 +85,7 @@ READING_TARGETS = ("report", "power", "site")
 MACHINE_TARGETS = ("doctor",)
 
 
-def check_run_benchmark(ctx, command, argv):
+def check_run_benchmark(ctx: "Context", command: str, argv: list[str]) -> None:
     """check_benchmark, unless the command only asks the doctor (MACHINE_TARGETS)."""
     from .pipeline import expand_default
 
@@ -87,7 +95,7 @@ def check_run_benchmark(ctx, command, argv):
     check_benchmark(ctx.layout, ctx.benchmark.name)
 
 
-def selecting_targets(ctx, targets: list[str]) -> list[str]:
+def selecting_targets(ctx: "Context", targets: list[str]) -> list[str]:
     """The targets that select tasks for the run: the benchmark's own commands (`nginx`,
     `nginx:raw`, `nginx:validate`; a bare `doit` is spelled out as such by expand_default). A
     task named directly (`prove:nginx/gold/ID`, a stage such as `build`, a pattern) runs what
@@ -95,7 +103,7 @@ def selecting_targets(ctx, targets: list[str]) -> list[str]:
     return [t for t in targets if t.split(":", 1)[0] == ctx.benchmark.name]
 
 
-def bind_to_run(ctx, argv):
+def bind_to_run(ctx: "Context", argv: list[str]) -> None:
     """Before any work of `doit run`: the run belongs to this benchmark (or the command is
     refused), and its record gains this command's selection, tasks and modes when the command
     selects (run/record.py). A candidates file runs only its validation
@@ -122,7 +130,9 @@ def bind_to_run(ctx, argv):
         ctx.benchmark,
         ctx.tasks,
         modes,
-        **(ctx.selection or {}),
+        instances=ctx.selection["instances"] if ctx.selection else None,
+        limit=ctx.selection["limit"] if ctx.selection else None,
+        predictions=ctx.selection.get("predictions") if ctx.selection else None,
         selects=bool(selecting),
     )
     if new:
@@ -130,20 +140,20 @@ def bind_to_run(ctx, argv):
         atexit.register(_remove_if_alone, ctx.layout.run_json)
 
 
-def _remove_if_alone(record):
+def _remove_if_alone(record: Path) -> None:
     if record.exists() and [p.name for p in record.parent.iterdir()] == [record.name]:
         record.unlink()
         _remove_if_empty(record.parent)
 
 
-def _remove_if_empty(path):
+def _remove_if_empty(path: Path) -> None:
     try:
         path.rmdir()
     except OSError:
         pass
 
 
-def _hold(path):
+def _hold(path: Path) -> None:
     try:
         hold_until_exit(path)
     except Busy as busy:
@@ -151,7 +161,7 @@ def _hold(path):
         fail(f"another doit process is using {path} (pid {pid}); wait for it or stop it")
 
 
-def take_run_locks(layout):
+def take_run_locks(layout: "Layout") -> None:
     created = not layout.run_dir.exists()
     layout.run_dir.mkdir(parents=True, exist_ok=True)
     _hold(layout.run_dir)
@@ -161,7 +171,7 @@ def take_run_locks(layout):
     _hold(layout.lock(f"run-{layout.run}"))
 
 
-def report_interrupt(signum, stopped):
+def report_interrupt(signum: int, stopped: int) -> None:
     """The one line of a `doit run` stopped by SIGINT or SIGTERM (procs.stop_on_signals), on the
     real stderr (doit captures sys.stderr while an action runs): the tasks the run finished
     (its state counts them, core/runstate.py) and the commands stopped."""
@@ -171,13 +181,14 @@ def report_interrupt(signum, stopped):
     )
     for stream in (sys.__stdout__, sys.__stderr__):
         try:
-            stream.flush()
+            if stream is not None:
+                stream.flush()
         except (RuntimeError, OSError, ValueError):
             pass  # the handler interrupted a write to it
     os.write(2, line.encode())
 
 
-def all_agents_failed(agent_tasks):
+def all_agents_failed(agent_tasks: Iterable["Task"]) -> str | None:
     """The line for a run whose agents all ended in infra_error (nothing was scored), or
     None. agent_tasks: the agent tasks doit ran in this run (their targets: agent.json)."""
     statuses = [
@@ -195,7 +206,7 @@ def all_agents_failed(agent_tasks):
 TOOLCHAIN_STAGES = frozenset({BASE, BUILD, PROVE, STRICT, VALIDATE})
 
 
-def toolchain_preflight(tasks, selected):
+def toolchain_preflight(tasks: Mapping[str, "Task"], selected: Collection[str]) -> None:
     """Before the first task of `doit run`: when a build or a test is about to run, the pinned
     toolchain can be used (never a silent fallback to the host's own tools), or the command
     stops with one line saying how to make it or switch the pin off."""
@@ -207,15 +218,16 @@ def toolchain_preflight(tasks, selected):
         raise UserError(f"the pinned toolchain: {problem}")
 
 
-def reporter_for(ctx, command):
+def reporter_for(ctx: "Context", command: str) -> type:
     class Reporter(ConsoleReporter):
         """doit's console output, plus the preflight and one-line user errors."""
 
-        def __init__(self, outstream, options):
+        def __init__(self, outstream: Any, options: Any) -> None:
             super().__init__(outstream, options)
-            self.printed, self.agents = set(), []
+            self.printed: set[str] = set()
+            self.agents: list[Task] = []
 
-        def initialize(self, tasks, selected_tasks):
+        def initialize(self, tasks: Mapping[str, "Task"], selected_tasks: Collection[str]) -> None:
             super().initialize(tasks, selected_tasks)
             if command == "run":
                 try:
@@ -224,14 +236,14 @@ def reporter_for(ctx, command):
                 except UserError as e:
                     fail(e)
 
-        def add_success(self, task):
+        def add_success(self, task: "Task") -> None:
             super().add_success(task)
             if task.actions:
                 runstate.current().finished_tasks += 1
             if task.name.startswith(f"{AGENT}:"):
                 self.agents.append(task)
 
-        def add_failure(self, task, fail_info):
+        def add_failure(self, task: "Task", fail_info: Any) -> None:
             if procs.interrupted():
                 return  # a task the interrupt stopped: report_interrupt said it
             if isinstance(fail_info, UserFailure):
@@ -243,16 +255,18 @@ def reporter_for(ctx, command):
                 return
             super().add_failure(task, fail_info)
 
-        def runtime_error(self, msg):
+        def runtime_error(self, msg: str) -> None:
             if not procs.interrupted():
                 super().runtime_error(msg)
 
-        def complete_run(self):
+        def complete_run(self) -> None:
             if not procs.interrupted():
                 super().complete_run()
 
-    class Checked(progress.watching(Reporter, ctx, command)):
-        def complete_run(self):
+    watched: Any = progress.watching(Reporter, ctx, command)
+
+    class Checked(watched):
+        def complete_run(self) -> None:
             super().complete_run()  # the summary lines first
             failed = not procs.interrupted() and all_agents_failed(self.agents)
             if failed:
@@ -263,7 +277,7 @@ def reporter_for(ctx, command):
     return Checked
 
 
-def _refuse_processes(argv):
+def _refuse_processes(argv: list[str]) -> None:
     for i, word in enumerate(argv):
         value = (
             argv[i + 1]
@@ -276,7 +290,7 @@ def _refuse_processes(argv):
             raise UserError(f"executor=ray runs doit's workers as threads: drop -P {value}")
 
 
-def use_the_machine(config, counts):
+def use_the_machine(config: dict[str, Any], counts: dict[str, int]) -> None:
     """doit's defaults for `doit run` without -n and -P (DOIT_CONFIG; the command line's -n and
     -P still win, so -n 1 runs one unit at a time): as many workers as the limits per kind of
     work have slots ({kind: count}), as threads. The stages spend their time in the commands
@@ -290,7 +304,7 @@ M_ARENA_MAX = -8
 MALLOC_ARENAS = 2
 
 
-def few_malloc_arenas():
+def few_malloc_arenas() -> None:
     """Threads that allocate at once each get a malloc arena of their own from glibc, up to
     8 per core, and every arena keeps what it once held: doit's twenty-odd worker threads
     raise the process's peak memory by a tenth (docs/performance.md).
@@ -327,7 +341,7 @@ def dry_run(namespace: dict, command: str) -> None:
     raise SystemExit(0)
 
 
-def load_dodo(root=None):
+def load_dodo(root: str | Path | None = None) -> dict[str, Any]:
     from .pipeline import doit_tasks
 
     runstate.begin()  # this doit invocation's state: nothing of an earlier one in the process

@@ -43,7 +43,7 @@ from .build.plan import BasePlan
 from .checks import doctor, statements, validate
 from .core.errors import UserError, did_you_mean
 from .core.layout import Layout
-from .core.records import Selection
+from .core.records import LeftOut, Selection, SkippedFile
 from .core.stamps import TaskDict
 from .core.tasknames import (
     BASE,
@@ -81,7 +81,7 @@ from .run.benchmark import Task as BenchmarkTask
 from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
 from .run.options import Options
 from .run.record import read_run
-from .run.swebench import SWEBENCH, adapt_mode
+from .run.swebench import NGINX, SWEBENCH, adapt_mode
 from .strict import stage as strict
 from .suite import stage as suite
 from .suite.stage import TestsTree
@@ -127,6 +127,9 @@ class Context:
     # `doit run`: {task name: task_dep} of the tasks left out of doit's list as settled, and of
     # those whose task_dep lost them (doitext/pruning.py).
     shadow: dict[str, list[str]] | None = None
+    # The settings of the site's last complete rendering, taken as a command that may change
+    # results starts (cli.py, report/site.py's take_completion); progress.py reads them.
+    site_unchanged: str | None = None
     # What the command works out once (unit_agent_inputs, tests_tree, _build_plans).
     _agent_inputs: dict[tuple[str, str], tuple[list[str], str | None]] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -180,7 +183,11 @@ class Context:
 
     # With executor=ray an agent runs on a node, which sends back its workspace's diff as the
     # patch stage takes it; the agent stage gets the rule here, for the same reason.
-    workspace_diff = staticmethod(patch.workspace_diff)
+    @staticmethod
+    def workspace_diff(
+        bare: str | Path, workspace: str | Path, base: str, kind: str = NGINX
+    ) -> tuple[bytes, list[SkippedFile], list[LeftOut]]:
+        return patch.workspace_diff(bare, workspace, base, kind)
 
     def nginx_tasks(self) -> list[BenchmarkTask]:
         """The command's tasks, of an nginx benchmark: the stages after the patch, and a mode's

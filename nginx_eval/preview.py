@@ -53,7 +53,7 @@ class Earlier:
     seconds: list
 
 
-def earlier_runs(results_root, mode_name: str) -> Earlier:
+def earlier_runs(results_root: str | os.PathLike[str], mode_name: str) -> Earlier:
     """Finished agent runs of `mode_name` in every run of `results_root`: the count, and the
     costs and wall seconds they recorded (an agent CLI that reports no cost has none)."""
     costs, seconds, runs = [], [], 0

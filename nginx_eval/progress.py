@@ -27,15 +27,21 @@ doit's reporter (cli.reporter_for).
 import functools
 import sys
 import time
+from collections.abc import Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .core import jsonio, procs
-from .core.outcomes import RUN_ERRORS, outcome
+from .core.layout import Layout
+from .core.outcomes import RESOLVED, RUN_ERRORS, UNRESOLVED, outcome
 from .core.tasknames import BASE, GRADE, PATCH, unit_of
 from .doitext.invocation import reachable
 from .report import site as report_site
 from .report import stage as report
 from .report.apart import run_apart
 from .run.swebench import SWEBENCH
+
+if TYPE_CHECKING:
+    from .run.context import StageContext
 
 # What a progress line counts as errors: the run's (RUN_ERRORS), and a unit whose task failed.
 ERRORS = RUN_ERRORS + ("failed",)
@@ -44,30 +50,33 @@ ERRORS = RUN_ERRORS + ("failed",)
 SETTLED = object()
 
 
-def report_tasks(ctx) -> tuple[str, str]:
+def report_tasks(ctx: "StageContext") -> tuple[str, str]:
     """The names of the tasks that render the run's report."""
     return f"{ctx.benchmark.name}:report", "report:markdown"
 
 
-def duration(seconds):
+def duration(seconds: float) -> str:
     """``3 s``, ``40 s``, ``3 m``, ``1 h 5 m``: `seconds`, as a progress line shows it."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{round(seconds / 60)} m"
-    return f"{seconds // 3600} h {round(seconds % 3600 / 60)} m"
+    whole = max(0, int(round(seconds)))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{round(whole / 60)} m"
+    return f"{whole // 3600} h {round(whole % 3600 / 60)} m"
 
 
 class Progress:
-    def __init__(self, ctx, out):
+    def __init__(self, ctx: "StageContext", out: TextIO) -> None:
         self.ctx, self.out = ctx, out
-        self.units = {}  # (mode, iid) -> outcome once finished, None before
-        self.order = []  # modes, in the order of the configuration
-        self.started = None
+        # (mode, iid) -> outcome once finished, None before (SETTLED: read when needed)
+        self.units: dict[tuple[str, str], Any] = {}
+        self.order: list[str] = []  # modes, in the order of the configuration
+        self.started = time.monotonic()  # set again as doit starts (start)
         self.bases = 0  # base builds handed to doit (settled ones are not: pruning.py)
         self.bases_done = 0  # of those, built or found up to date
-        self.base_started = {}  # base task name -> time.monotonic() when it started
+        self.base_started: dict[
+            str, float
+        ] = {}  # base task name -> time.monotonic() when it started
         self.ran = 0  # units finished by this command (not already done)
         self.executed = False  # whether doit executed any task (it may have written results)
         self.report_was_current = False  # doit found a report task up to date
@@ -78,7 +87,7 @@ class Progress:
         self.swebench = getattr(getattr(ctx, "benchmark", None), "kind", None) == SWEBENCH
         self.last = PATCH if self.swebench else GRADE
 
-    def start(self, tasks, selected):
+    def start(self, tasks: Mapping[str, Any], selected: Collection[str]) -> None:
         """The units the command will finish: the grade (or patch) tasks reachable from
         `selected`, those left out of doit's list as settled (pruning.py) too: they are
         finished already."""
@@ -96,7 +105,7 @@ class Progress:
         self.report_asked = any(n.split(":", 1)[0] == "report" for n in selected)
         self.started = time.monotonic()
 
-    def base_starts(self, name):
+    def base_starts(self, name: str) -> None:
         """A base build starts: the first one says what the units wait for."""
         if not self.base_started:
             many = "s" if self.bases != 1 else ""
@@ -106,7 +115,7 @@ class Progress:
             )
         self.base_started[name] = time.monotonic()
 
-    def base_finished(self, name, built=True):
+    def base_finished(self, name: str, built: bool = True) -> None:
         """A base build is done (built, or found up to date: counted, not printed)."""
         self.bases_done += 1
         if built and name in self.base_started:
@@ -116,7 +125,7 @@ class Progress:
                 f" built in {took}"
             )
 
-    def outcome(self, mode, iid):
+    def outcome(self, mode: str, iid: str) -> str:
         """The unit's outcome, from its result files (as results.jsonl will say it)."""
         layout = self.ctx.layout
         if self.swebench:
@@ -134,7 +143,7 @@ class Progress:
             }
         )
 
-    def patch_outcome(self, mode, iid):
+    def patch_outcome(self, mode: str, iid: str) -> str:
         """A SWE-bench unit's word: its agent's outcome when it did not complete, else that
         its patch is taken (the official harness grades it)."""
         layout = self.ctx.layout
@@ -148,15 +157,15 @@ class Progress:
                 "contaminated": agent.get("contaminated"),
             }
         )
-        return "patch_taken" if said == "unresolved" else said
+        return "patch_taken" if said == UNRESOLVED else said
 
-    def _outcome_or_unknown(self, unit):
+    def _outcome_or_unknown(self, unit: tuple[str, str]) -> str:
         try:
             return self.outcome(*unit)
         except Exception:  # a damaged file: the report will say; the line must not stop doit
             return "unknown"
 
-    def finished(self, name, failed=False, already=False):
+    def finished(self, name: str, failed: bool = False, already: bool = False) -> None:
         unit = unit_of(name)
         if unit not in self.units or self.units[unit] is not None:
             return
@@ -168,7 +177,7 @@ class Progress:
         self.ran += 1
         self.line(unit)
 
-    def line(self, unit):
+    def line(self, unit: tuple[str, str]) -> None:
         mode, iid = unit
         for other, value in self.units.items():
             if value is SETTLED:  # read once a line needs the counts
@@ -176,7 +185,7 @@ class Progress:
         done = sum(1 for v in self.units.values() if v is not None)
         total = len(self.units)
         mine = [v for (m, _), v in self.units.items() if m == mode and v is not None]
-        resolved = sum(1 for v in mine if v == "resolved")
+        resolved = sum(1 for v in mine if v == RESOLVED)
         errors = sum(1 for v in mine if v in ERRORS)
         elapsed = time.monotonic() - self.started
         left = total - done
@@ -188,14 +197,14 @@ class Progress:
             f"error{'s' if errors != 1 else ''} · {eta} · {iid} {outcome}"
         )
 
-    def write(self, text):
+    def write(self, text: str) -> None:
         try:
             self.out.write(text + "\n")
             self.out.flush()
         except (OSError, ValueError):
             pass
 
-    def finish(self):
+    def finish(self) -> None:
         """The summary of the modes this command ran, and the report if it is not up to date."""
         ctx = self.ctx
         modes = [m for m in self.order if ctx.layout.results_jsonl(m).exists()]
@@ -209,7 +218,7 @@ class Progress:
                 "renders it"
             )
             return
-        args = [
+        args: list[Any] = [
             ctx.layout,
             ctx.benchmark,
             ctx.tasks,
@@ -233,15 +242,15 @@ class Progress:
             sys.stderr.flush()
             return
         try:
-            site_args = [
+            site_args = (
                 ctx.layout,
                 ctx.benchmark,
                 ctx.tasks,
                 list(ctx.modes),
                 ctx.layout.templates_dir,
                 args[6],
-            ]
-            if not report_site.site_is_complete(*site_args, unchanged):
+            )
+            if not report_site.site_is_complete(*site_args, unchanged=unchanged):
                 # In a process of its own: a thousand pages rendered here would stay in doit's
                 # heap for the rest of the run, and the run's peak memory with them.
                 run_apart(report_site.write_site, *site_args)
@@ -252,7 +261,7 @@ class Progress:
         for line in summary_lines(made, modes, ctx.layout):
             self.write(line)
 
-    def say_report_current(self):
+    def say_report_current(self) -> None:
         """One line for `doit run report` when the report was up to date (doit, which is not
         handed a settled task, would print nothing: pruning.py)."""
         if not self.report_asked or self.report_ran:
@@ -265,10 +274,10 @@ class Progress:
         )
 
 
-def summary_lines(made, modes, layout):
+def summary_lines(made: Mapping[str, Any], modes: Iterable[str], layout: Layout) -> list[str]:
     """The table printed at the end of a run: the modes of the command, from report.json."""
     total = len(made.get("tasks") or [])
-    rows = []
+    rows: list[tuple[str, str, str, str, str]] = []
     for m in modes:
         entry = (made.get("modes") or {}).get(m)
         if not entry:
@@ -285,7 +294,7 @@ def summary_lines(made, modes, layout):
             else f"{100 * entry['resolved_rate']:.1f}%"
         )
         interval = f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "—"
-        others = [f"{n} {o.replace('_', ' ')}" for o, n in counts.items() if n and o != "resolved"]
+        others = [f"{n} {o.replace('_', ' ')}" for o, n in counts.items() if n and o != RESOLVED]
         missing = len(entry.get("incomplete_ids") or [])
         if missing:
             others.append(f"{missing} no result")
@@ -317,18 +326,18 @@ def summary_lines(made, modes, layout):
     return lines
 
 
-def watching(base, ctx, command):
+def watching(base: Any, ctx: "StageContext", command: str) -> Any:
     """doit's reporter class `base`, with progress lines and the final summary for `doit run`."""
     if command != "run":
         return base
 
     class Watching(base):
-        def initialize(self, tasks, selected_tasks):
+        def initialize(self, tasks: Mapping[str, Any], selected_tasks: Collection[str]) -> None:
             super().initialize(tasks, selected_tasks)
             self.progress = Progress(ctx, self.outstream)
             self.progress.start(tasks, selected_tasks)
 
-        def execute_task(self, task):
+        def execute_task(self, task: Any) -> None:
             super().execute_task(task)
             if task.name.startswith(f"{BASE}:") and task.actions:
                 self.progress.base_starts(task.name)
@@ -337,13 +346,13 @@ def watching(base, ctx, command):
                 if task.name in report_tasks(ctx):
                     self.progress.report_ran = True
 
-        def add_success(self, task):
+        def add_success(self, task: Any) -> None:
             super().add_success(task)
             if task.name.startswith(f"{BASE}:") and task.actions:
                 self.progress.base_finished(task.name)
             self.progress.finished(task.name)
 
-        def skip_uptodate(self, task):
+        def skip_uptodate(self, task: Any) -> None:
             super().skip_uptodate(task)
             if task.name.startswith(f"{BASE}:"):
                 self.progress.base_finished(task.name, built=False)
@@ -351,12 +360,12 @@ def watching(base, ctx, command):
                 self.progress.report_was_current = True
             self.progress.finished(task.name, already=True)
 
-        def add_failure(self, task, fail_info):
+        def add_failure(self, task: Any, fail_info: Any) -> None:
             super().add_failure(task, fail_info)
             if not procs.interrupted():
                 self.progress.finished(task.name, failed=True)
 
-        def complete_run(self):
+        def complete_run(self) -> None:
             super().complete_run()
             if not procs.interrupted() and hasattr(self, "progress"):
                 self.progress.finish()

@@ -1,5 +1,6 @@
-"""mypy finds no error in the package, with pyproject.toml's configuration: the modules annotated
-whole (disallow_untyped_defs) stay so, and a new function there comes typed. ruff (its
+"""mypy finds no error in the package, with pyproject.toml's configuration: every function comes
+typed (disallow_untyped_defs, for the whole package: no override exempts a module), and every
+body is checked (check_untyped_defs). ruff (its
 [tool.ruff]) finds nothing to report and nothing to reformat in the code .ci/run checks, and
 each of its two commands fails on a tree with a file it does not accept."""
 
@@ -8,9 +9,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
+import typing
 
 import pytest
 from conftest import SOURCE_ROOT
+
+from nginx_eval.core import outcomes
 
 # What .ci/run hands ruff: the package, the tests, the scripts and the doit entry point.
 RUFF_PATHS = ("nginx_eval", "tests", "scripts", "dodo.py")
@@ -37,6 +42,53 @@ def test_mypy_finds_no_error_in_the_package():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Success: no issues found" in proc.stdout, proc.stdout
+
+
+def mypy_config():
+    return tomllib.loads((SOURCE_ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+
+
+def test_every_function_is_typed_and_every_body_checked():
+    config = mypy_config()
+    for setting in ("disallow_untyped_defs", "disallow_incomplete_defs", "check_untyped_defs"):
+        assert config.get(setting) is True, setting
+    exempt = set()
+    for override in config.get("overrides", []):
+        assert override.get("check_untyped_defs", True) is True, override["module"]
+        if override.get("disallow_untyped_defs", True) is False or (
+            override.get("disallow_incomplete_defs", True) is False
+        ):
+            modules = override["module"]
+            exempt |= {modules} if isinstance(modules, str) else set(modules)
+    assert not exempt, sorted(exempt)
+
+
+def test_mypy_refuses_a_new_unannotated_function(tmp_path):
+    """A module the package gains, with one function that has no annotations: mypy, run with the
+    project's configuration as the test above runs it, names it."""
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed: pip install -e '.[test]' (scripts/setup-debian.sh)")
+    shutil.copy(SOURCE_ROOT / "pyproject.toml", tmp_path)
+    package = tmp_path / "nginx_eval"
+    package.mkdir()
+    (package / "__init__.py").write_text('"""The package."""\n')
+    (package / "added.py").write_text(
+        '"""A new module."""\n\n\ndef typed(x: int) -> int:\n    return x\n\n\n'
+        "def untyped(x):\n    return x\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), "nginx_eval"],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "nginx_eval/added.py:8: error: Function is missing a type annotation" in proc.stdout, (
+        proc.stdout
+    )
+    assert "Found 1 error in 1 file" in proc.stdout, proc.stdout
 
 
 def ruff(root, command):
@@ -96,3 +148,15 @@ def test_ruff_format_check_fails_on_a_file_it_would_reformat(tmp_path, where):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert str(bad) in proc.stdout and "1 file would be reformatted" in proc.stdout, proc.stdout
     assert ruff(root, "check").returncode == 0
+
+
+def test_each_vocabulary_is_its_type():
+    """core/outcomes.py's word lists and the Literal types that annotate fields holding them
+    name the same words (OUTCOMES in the order of the report's columns)."""
+    assert outcomes.OUTCOMES == typing.get_args(outcomes.OutcomeName)
+    assert tuple(outcomes.UNFINISHED_AGENT) == typing.get_args(outcomes.UnfinishedStatus)
+    assert set(outcomes.UNFINISHED_AGENT) <= set(outcomes.AGENT_STATUSES)
+    assert set(outcomes.UNFINISHED_AGENT) <= set(outcomes.GRADE_STATUSES)
+    assert set(outcomes.GRADE_STATUSES) <= set(outcomes.OUTCOMES)
+    build = set(typing.get_args(outcomes.BuildStatus)) - {outcomes.BUILT}
+    assert build <= set(outcomes.GRADE_STATUSES)

@@ -32,8 +32,10 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
@@ -41,16 +43,25 @@ from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
 from ..core import gitcmd, inputs, jsonio, rootfs, stamps
 from ..core.errors import UserError, did_you_mean, failing_on_user_error
-from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, NOT_RUN, UNFINISHED_AGENT
-from ..core.procs import kill_leftovers, run_limited
+from ..core.layout import Layout
+from ..core.outcomes import (
+    COMPLETED,
+    ERROR,
+    FAILED,
+    INFRA_ERROR,
+    NOT_RUN,
+    is_unfinished,
+)
+from ..core.procs import Outcome, kill_leftovers, run_limited
 from ..core.records import write_record
+from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.trees import remove_tree
 from ..doitext.backend import consume_forgotten, forgotten
 from ..meter import pricing
 from ..meter import summary as metered
 from ..meter.proxy import MeterProxy
-from ..run.benchmark import gold_patch
+from ..run.benchmark import AnyTask, gold_patch
 from ..run.commandline import command_program, render_command, with_program_option
 from ..run.modes import Mode, Phase
 from ..run.swebench import prompt_dir
@@ -82,14 +93,23 @@ from .programs import registry
 from .programs.base import AUTH, Program, session_problem
 from .programs.claude import CLAUDE
 
+if TYPE_CHECKING:
+    from ..run.context import StageContext
+
 # Prompts name the agent's tests tree (suite/stage.py), `{{ tests_dir }}`, by this mark; the tree's
 # path on the machine the agent runs on replaces it as a phase starts (AgentRun.run_phase): a
 # cache elsewhere, or a Ray node's, is not another agent input.
 TESTS_DIR_MARK = "<nginx-eval:tests_dir>"
 
 
+# An attempt's state as its phases run (status, error, phases, sessions, ...), a phase's record
+# in agent.json, and agent.json's record (core/records.py: AgentJson) as this module builds them.
+State = dict[str, Any]
+Record = dict[str, Any]
+
+
 @lru_cache(maxsize=8)
-def prompt_environment(templates_dir):
+def prompt_environment(templates_dir: str | Path) -> jinja2.Environment:
     # One per directory: each template is compiled once, not once per task (the no-op run
     # renders every prompt to check that agent runs are still current).
     return jinja2.Environment(
@@ -99,7 +119,9 @@ def prompt_environment(templates_dir):
     )
 
 
-def render_prompt(templates_dir, template_name, task, mode, phase):
+def render_prompt(
+    templates_dir: Path, template_name: str, task: AnyTask, mode: Mode, phase: Phase
+) -> str:
     # A SWE-bench task's prompts are its own (templates/swebench/): nginx's name nginx.
     env = prompt_environment(str(prompt_dir(templates_dir, task)))
     return env.get_template(template_name).render(
@@ -114,7 +136,7 @@ def render_prompt(templates_dir, template_name, task, mode, phase):
     )
 
 
-def missing_prompt(templates_dir, mode, task):
+def missing_prompt(templates_dir: Path, mode: Mode, task: AnyTask) -> UserError | None:
     """A UserError naming the first phase of `mode` whose prompt template does not exist for
     `task` (templates/, or templates/swebench/ for a SWE-bench task), or None. Such a mode
     cannot run: the preflight (and a dry run) say this line before any work, and the commands
@@ -135,18 +157,18 @@ def missing_prompt(templates_dir, mode, task):
 
 
 @lru_cache(maxsize=64)
-def _absent_templates(where, names):
+def _absent_templates(where: str, names: tuple[str, ...]) -> tuple[str, ...]:
     """The template files of `names` that are not in the directory `where`; asked once per
     command for each mode (a no-op rerun asks it of every agent unit, several times)."""
     return tuple(n for n in names if not os.path.isfile(os.path.join(where, n)))
 
 
-def refuse_missing_prompt(error):
+def refuse_missing_prompt(error: UserError) -> None:
     """The action of an agent task whose mode lacks a prompt template: its one line."""
     raise error
 
 
-def rendered_prompts(templates_dir, mode, task):
+def rendered_prompts(templates_dir: Path, mode: Mode, task: AnyTask) -> list[str]:
     return [
         render_prompt(templates_dir, p.prompt, task, mode, p) if p.prompt else ""
         for p in mode.phases
@@ -156,7 +178,7 @@ def rendered_prompts(templates_dir, mode, task):
 ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def referenced_environment(mode):
+def referenced_environment(mode: Mode) -> dict[str, str | None]:
     """Values of the environment variables the mode's commands use ($AGENT, ${AGENT:-...}): a
     command that means another agent under another AGENT must not reuse the old agent's runs."""
     names = sorted({n for p in mode.every_phase for n in ENV_REFERENCE.findall(p.command)})
@@ -198,7 +220,7 @@ def web_tools_open(mode: Mode, environ: dict) -> bool | None:
     return any(known) if known else None
 
 
-def agent_version(layout, mode):
+def agent_version(layout: Layout, mode: Mode) -> str | None:
     """The `--version` of the programs the mode's phases start, or None."""
     env = dict(os.environ, **dict(mode.env))
     versions = []
@@ -222,7 +244,7 @@ AGENT_INPUT_DEFAULTS: dict[str, Any] = {
 }
 
 
-def mode_inputs(layout, mode):
+def mode_inputs(layout: Layout, mode: Mode) -> dict[str, Any]:
     """The part of agent_inputs that is the mode's, the same for each of its tasks (asked once
     per mode: resolving its programs for each task is a cost of every doit command)."""
     env = dict(os.environ, **dict(mode.env))
@@ -251,7 +273,14 @@ def mode_inputs(layout, mode):
     return inputs.canonical(fields, AGENT_INPUT_DEFAULTS)
 
 
-def agent_inputs(layout, mode, task, prompts, of_mode=None, tests_tree=None):
+def agent_inputs(
+    layout: Layout,
+    mode: Mode,
+    task: AnyTask,
+    prompts: Sequence[str],
+    of_mode: Mapping[str, Any] | None = None,
+    tests_tree: Mapping[str, Any] | None = None,
+) -> str | None:
     """The digest of an agent run's inputs, or None while a mode with `tests` cannot know its
     tree (suite.as_of: the clones are not there yet); of_mode: mode_inputs(layout, mode), and
     tests_tree: suite.as_of of the task, if known."""
@@ -269,12 +298,14 @@ def agent_inputs(layout, mode, task, prompts, of_mode=None, tests_tree=None):
     return inputs.digest(fields, AGENT_INPUT_DEFAULTS)
 
 
-def is_finished(record):
+def is_finished(record: Mapping[str, Any] | None) -> bool:
     """A record that says the run is over (not an infra error or a run the budget held back)."""
-    return bool(record) and record.get("status") not in UNFINISHED_AGENT
+    return record is not None and bool(record) and not is_unfinished(record.get("status"))
 
 
-def agent_finished(layout, mode, task, agent_task_name, inputs=None):
+def agent_finished(
+    layout: Layout, mode: Mode, task: AnyTask, agent_task_name: str, inputs: str | None = None
+) -> bool:
     """The agent run of (mode, task) is finished for its current inputs (its agent.json was made
     from them) and not forgotten: it will not run again, so it needs no workspace (`doit clean`
     removed it; patch.write_patch keeps the patch taken from it). inputs: agent_inputs of the
@@ -292,7 +323,7 @@ def agent_finished(layout, mode, task, agent_task_name, inputs=None):
     )
 
 
-def say(mode, task, what, reason, log=None):
+def say(mode: Mode, task: AnyTask, what: str, reason: str, log: Path | None = None) -> None:
     """The console line of an agent that failed or did not run, printed when it happens."""
     where = f" (log: {log})" if log else ""
     print(
@@ -305,9 +336,17 @@ def say(mode, task, what, reason, log=None):
 class AgentRun:
     """One agent run of (mode, task): its attempts, each in a fresh workspace, phase by phase."""
 
-    def __init__(self, layout, mode, task, prompts, tests_tree=None):
+    def __init__(
+        self,
+        layout: Layout,
+        mode: Mode,
+        task: AnyTask,
+        prompts: Sequence[str],
+        tests_tree: Any = None,
+    ) -> None:
         self.layout, self.mode, self.task, self.prompts = layout, mode, task, prompts
-        self.tests_tree, self.tests_dir = tests_tree, None
+        self.tests_tree = tests_tree
+        self.tests_dir: Path | None = None
         self.out = layout.agent_json(mode.name, task.instance_id)
         self.ws = layout.workspace(mode.name, task.instance_id)
         self.logs = layout.agent_logs(mode.name, task.instance_id)
@@ -331,12 +370,13 @@ class AgentRun:
         self.endpoint_env: dict[str, str] = {}
         self.attempts_made = 0
         self.box = sandbox.settings(mode)
-        self.evidence = None
+        self.evidence: attempts_module.FixEvidence | None = None
         self.logins: dict[str, bytes | None] = {}
         self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
-        self.parallel = None  # while a group runs: its threads' state (agent/phases.py)
+        # While a group runs: its threads' state (agent/phases.py), a threading.local.
+        self.parallel: Any = None
 
-    def attempt(self):
+    def attempt(self) -> State:
         """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory",
         "atif", "calls"}. The attempt's model calls go through a metering proxy of its own
         (start_meter), whose records become each phase's "metered" and the run's cost and
@@ -419,7 +459,7 @@ class AgentRun:
             out.update(program.endpoint_environment(self.meter.phase_base_url(program.api, name)))
         return out
 
-    def phase_endpoint_option(self, template: str, program, name: str) -> str:
+    def phase_endpoint_option(self, template: str, program: Program | None, name: str) -> str:
         """`template` with its program's endpoint_option naming phase `name` after its program
         word (as it is when the program has none, or the command does not name its
         program itself: AGENT's)."""
@@ -438,16 +478,16 @@ class AgentRun:
         local = getattr(self, "parallel", None)
         return getattr(local, "env", None) or self.env
 
-    def sync_login(self):
+    def sync_login(self) -> None:
         """A login a CLI refreshed goes back to the user's (programs/claude.py)."""
         for program in registry.programs():
             self.logins[program.name] = program.sync_credentials(
                 self.config, self.user_env, self.logins.get(program.name)
             )
 
-    def run_phases(self):
+    def run_phases(self) -> State:
         """The mode's phases as agent/phases.py sequences them."""
-        state = {
+        state: dict[str, Any] = {
             "status": COMPLETED,
             "error": "",
             "phases": [],
@@ -459,14 +499,22 @@ class AgentRun:
         }
         return phases.run_all(self, state)
 
-    def workspace_gone(self, phase, state):
+    def workspace_gone(self, phase: Phase, state: State) -> State:
         """An earlier phase deleted the workspace: nothing to run the next phase in."""
         state.update(status=FAILED, error=f"phase {phase.name}: the workspace no longer exists")
         last = state["phases"][-1]["stderr"] if state["phases"] else None
         say(self.mode, self.task, "failed", state["error"], last and self.out.parent / last)
         return state
 
-    def run_phase(self, i, phase, prompt, state, timeout=None, stem=None):
+    def run_phase(
+        self,
+        i: int,
+        phase: Phase,
+        prompt: str,
+        state: State,
+        timeout: float | None = None,
+        stem: str | None = None,
+    ) -> tuple[str, str]:
         """Run one phase, add its record to `state`; (status, reason). timeout: its limit
         (default its own), stem: its logs' names (default <i>-<name>)."""
         stem = stem or f"{i}-{phase.name}"
@@ -528,7 +576,9 @@ class AgentRun:
             say(self.mode, self.task, "failed", reason, self.out.parent / record["stderr"])
         return status, reason
 
-    def phase_record(self, phase, template, stem, values, prompt_file):
+    def phase_record(
+        self, phase: Phase, template: str, stem: str, values: Mapping[str, str], prompt_file: Path
+    ) -> Record:
         names_model = "{model}" in render_command(template, self.env, record=True)
         model = phase.model or self.mode.model
         shown = {"prompt": f'"$(cat {shlex.quote(str(prompt_file))})"'}
@@ -554,9 +604,11 @@ class AgentRun:
             "sandbox_log": None,
         }
 
-    def launch(self, command, record, timeout, stem, program):
+    def launch(
+        self, command: str, record: Record, timeout: float, stem: str, program: str | None
+    ) -> Outcome:
         if self.box:
-            outcome = self.launch_isolated(command, record, timeout, stem, program)
+            outcome = self.launch_isolated(self.box, command, record, timeout, stem, program)
         else:
             with (
                 open(self.out.parent / record["stdout"], "wb") as so,
@@ -577,7 +629,15 @@ class AgentRun:
         )
         return outcome
 
-    def launch_isolated(self, command, record, timeout, stem, program):
+    def launch_isolated(
+        self,
+        box: sandbox.Box,
+        command: str,
+        record: Record,
+        timeout: float,
+        stem: str,
+        program: str | None,
+    ) -> Outcome:
         """The phase in srt (sandbox.py): its settings and debug log beside its other logs, each
         refused connection in record["blocked"]."""
         settings_file = self.logs / f"{stem}.srt.json"
@@ -590,7 +650,7 @@ class AgentRun:
         try:
             # The one model endpoint the sandbox lets through is the attempt's proxy.
             # The others' upstreams are not: every program's calls go through it.
-            box = sandbox.through_proxy(self.box, self.meter.endpoint) if self.meter else self.box
+            box = sandbox.through_proxy(box, self.meter.endpoint) if self.meter else box
             jsonio.write_json(
                 settings_file,
                 sandbox.srt_settings(
@@ -640,7 +700,7 @@ class AgentRun:
         )
         return outcome
 
-    def fix_evidence(self):
+    def fix_evidence(self) -> attempts_module.FixEvidence:
         """What would show the fix reached the agent (attempts_module.FixEvidence), once per run."""
         if self.evidence is None:
             bare = self.layout.bare_repo(self.task.repo)
@@ -652,7 +712,9 @@ class AgentRun:
             self.evidence = attempts_module.FixEvidence(self.task.fix_commit, lines)
         return self.evidence
 
-    def scan(self, phase, record, entries, program):
+    def scan(
+        self, phase: str, record: Record, entries: list[dict[str, Any]], program: Program | None
+    ) -> list[Any]:
         """The phase's flags (attempts.py): from its transcript where the harness reads its
         tool calls (Claude Code's), else from its command logs."""
         scope = attempts_module.Scope(
@@ -670,7 +732,18 @@ class AgentRun:
         )
         return attempts_module.scan_log(phase, logs)
 
-    def read_phase(self, record, outcome, lines, state, phase, slash, stem, program, timeout):
+    def read_phase(
+        self,
+        record: Record,
+        outcome: Outcome,
+        lines: Any,
+        state: State,
+        phase: Phase,
+        slash: Any,
+        stem: str,
+        program: Program | None,
+        timeout: float,
+    ) -> tuple[str, str]:
         """Fill the record from the program's result and transcript; (status, reason). Another
         agent's output is read as Claude Code's (JSON like its result, if any, is taken)."""
         reader: Program = program or CLAUDE
@@ -712,10 +785,10 @@ class AgentRun:
                 state["rendered"].append(dict(record, entries=entries, status=status))
         return status, reason
 
-    def prompt_text(self, record):
+    def prompt_text(self, record: Record) -> str:
         return (self.out.parent / record["prompt_file"]).read_text(errors="replace")
 
-    def write_atif(self, state):
+    def write_atif(self, state: State) -> Any:
         """agent/trajectory.atif.json (transcript/atif.py): every phase that ran, its
         conversation read from its transcript, each answer's metrics from the proxy."""
         # By the phase's log: a loop's iterations share its name, each with a transcript of its own.
@@ -776,7 +849,7 @@ class AgentRun:
         )
         return str(path.relative_to(self.out.parent))
 
-    def write_trajectory(self, rendered):
+    def write_trajectory(self, rendered: list[dict[str, Any]]) -> Any:
         if not rendered:
             return None
         path = self.logs / "trajectory.md"
@@ -796,7 +869,7 @@ def phase_time(attempt_began: float | None, offset: float | None) -> str | None:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def run_attempts(run, retries):
+def run_attempts(run: AgentRun, retries: int) -> list[State]:
     """The attempts of a run: again after an infra_error, up to `retries` more times."""
     attempts = []
     for n in range(1, retries + 2):
@@ -822,7 +895,7 @@ def run_attempts(run, retries):
     return attempts
 
 
-def agent_tokens(tokens):
+def agent_tokens(tokens: Mapping[str, Any]) -> dict[str, Any]:
     """The proxy's token counts in agent.json's vocabulary (records.Tokens): Anthropic's
     cache_creation for the cache writes."""
     return {
@@ -834,7 +907,9 @@ def agent_tokens(tokens):
     }
 
 
-def cost_and_tokens(calls, phases):
+def cost_and_tokens(
+    calls: Sequence[Mapping[str, Any]], phases: Sequence[Mapping[str, Any]]
+) -> tuple[float | None, dict[str, Any] | None, str | None]:
     """(cost_usd, tokens, cost_source) of attempts: the metered figures when the proxy saw
     calls and priced them all; else what the program said of itself (Claude Code's result or
     transcript); else the metered tokens without a cost, or nothing."""
@@ -849,7 +924,9 @@ def cost_and_tokens(calls, phases):
     return None, None, None
 
 
-def metered_record(calls, phases):
+def metered_record(
+    calls: Sequence[Mapping[str, Any]], phases: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
     """agent.json's "metered" (records.Metered): the proxy's totals, the price table, and how
     far the program's own cost is from them."""
     seen = metered.totals(calls)
@@ -865,7 +942,9 @@ def metered_record(calls, phases):
     )
 
 
-def agent_record(inputs, run, attempts, version):
+def agent_record(
+    inputs: str | None, run: AgentRun, attempts: Sequence[State], version: str | None
+) -> Record:
     last, phases = attempts[-1], [p for a in attempts for p in a["phases"]]
     calls = [c for a in attempts for c in a.get("calls", [])]
     cost, tokens, source = cost_and_tokens(calls, phases)
@@ -916,7 +995,9 @@ def agent_record(inputs, run, attempts, version):
     }
 
 
-def not_run_record(inputs, mode, task, max_cost, spent):
+def not_run_record(
+    inputs: str | None, mode: Mode, task: AnyTask, max_cost: float | None, spent: float
+) -> Record:
     error = (
         (
             f"the run's budget max_cost={max_cost:g} USD was spent ({spent:.2f} USD recorded) "
@@ -951,16 +1032,16 @@ def not_run_record(inputs, mode, task, max_cost, spent):
 
 
 def agent_unit(
-    layout,
-    mode,
-    task,
-    prompts,
-    inputs,
-    retries,
-    workspace_diff,
-    keep_workspace=False,
-    tests_tree=None,
-):
+    layout: Layout,
+    mode: Mode,
+    task: AnyTask,
+    prompts: Sequence[str],
+    inputs: str | None,
+    retries: int,
+    workspace_diff: Callable[..., Any] | None,
+    keep_workspace: bool = False,
+    tests_tree: Any = None,
+) -> dict[str, Any]:
     """The agent run of (mode, task), with its tests tree (suite.as_of, made here if missing,
     a Ray node's own): its attempts and logs (agent/), and {"record": agent.json's
     record, "refused": [unit, reason] when the credentials were refused, "diff": the workspace's
@@ -985,6 +1066,8 @@ def agent_unit(
     record = agent_record(inputs, run, attempts, agent_version(layout, mode))
     diff = None
     if on_node():
+        # On a node the caller hands the patch stage's rule (pipeline.Context.workspace_diff).
+        assert workspace_diff is not None
         patch, skipped, left_out = workspace_diff(
             layout.bare_repo(task.repo), run.ws, task.base_commit, task.kind
         )
@@ -999,8 +1082,16 @@ def agent_unit(
 
 
 def _remote_agent(
-    layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, tests_tree
-):
+    layout: Layout,
+    mode: Mode,
+    task: AnyTask,
+    prompts: Sequence[str],
+    inputs: str | None,
+    retries: int,
+    workspace_diff: Callable[..., Any] | None,
+    keep_workspace: bool,
+    tests_tree: Any,
+) -> Record:
     """agent_unit on a node; its diff kept for the patch stage (patch.agent_patch), since the
     workspace here is not the one the agent changed."""
     repos = [(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]})]
@@ -1043,17 +1134,17 @@ def _remote_agent(
 
 
 def run_agent(
-    layout,
-    mode,
-    task,
-    prompts,
-    inputs,
-    agent_task_name,
-    max_cost=None,
-    retries=2,
-    workspace_diff=None,
-    keep_workspace=False,
-):
+    layout: Layout,
+    mode: Mode,
+    task: AnyTask,
+    prompts: Sequence[str],
+    inputs: str | None,
+    agent_task_name: str,
+    max_cost: float | None = None,
+    retries: int = 2,
+    workspace_diff: Callable[..., Any] | None = None,
+    keep_workspace: bool = False,
+) -> None:
     out = layout.agent_json(mode.name, task.instance_id)
     if (
         inputs is not None
@@ -1065,6 +1156,8 @@ def run_agent(
     if inputs is None:
         # Not known when the tasks were made (the clones came later in this command): now.
         inputs = agent_inputs(layout, mode, task, prompts, tests_tree=tests_tree)
+        # Its tests tree is known here (or needed() refused): the digest is there.
+        assert inputs is not None
         if not forgotten(layout, agent_task_name) and is_finished(stamps.made_from(out, inputs)):
             return
     check_not_stopped(layout)
@@ -1086,7 +1179,7 @@ def run_agent(
     write_record(out, record)
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, task in ctx.agent_units():
         name = unit_name(bench, mode, task)
         agent_task = task_name(AGENT, name)

@@ -8,6 +8,8 @@ what a reader skims to see what the agent did. Pure: entries in, Markdown out.
 """
 
 import json
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..transcript.blocks import content_blocks, result_text
 
@@ -17,18 +19,18 @@ INPUT_CHARS = 160
 RESULT_CHARS = 200
 
 
-def cut(text, limit):
+def cut(text: object, limit: int) -> str:
     """`text` on one line, at most `limit` characters (… marks a cut)."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def code(text):
+def code(text: str) -> str:
     """An inline code span for any text (backticks inside would end it)."""
     return "`" + text.replace("`", "'") + "`" if text else "``"
 
 
-def tool_call(block):
+def tool_call(block: Mapping[str, Any]) -> str:
     """One line for a tool call: its name and each input field, cut."""
     fields = block.get("input") or {}
     shown = ", ".join(
@@ -38,10 +40,10 @@ def tool_call(block):
     return f"- **{block.get('name', '?')}** {shown}".rstrip()
 
 
-def entry_lines(entry, prompt_seen):
+def entry_lines(entry: Mapping[str, Any], prompt_seen: bool) -> list[str]:
     """Markdown lines of one transcript entry (a user or an assistant line; others say nothing)."""
     message = entry.get("message") or {}
-    lines = []
+    lines: list[str] = []
     for block in content_blocks(message.get("content")):
         kind = block.get("type")
         if entry.get("type") == "assistant" and kind == "text" and block.get("text", "").strip():
@@ -56,8 +58,9 @@ def entry_lines(entry, prompt_seen):
     return lines
 
 
-def conversation(entries):
-    lines, prompt_seen = [], False
+def conversation(entries: Iterable[Mapping[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    prompt_seen = False
     for entry in entries:
         new = entry_lines(entry, prompt_seen)
         prompt_seen = prompt_seen or any(line.startswith("**Prompt**") for line in new)
@@ -65,7 +68,7 @@ def conversation(entries):
     return lines
 
 
-def phase_section(index, phase):
+def phase_section(index: int, phase: Mapping[str, Any]) -> list[str]:
     """The section of one phase: {"name", "entries", "session_id", "num_turns", "cost_usd",
     "status"}."""
     facts = [
@@ -78,21 +81,25 @@ def phase_section(index, phase):
     lines = [f"## {index}. {phase['name']}", "", said[:1].upper() + said[1:] + ".", ""]
     main = [e for e in phase["entries"] if not e.get("agentId")]
     lines += conversation(main) or ["(no transcript entries)"]
-    subagents = {}
+    subagents: dict[str, list[Mapping[str, Any]]] = {}
     for e in phase["entries"]:
         if e.get("agentId"):
             subagents.setdefault(e["agentId"], []).append(e)
     for agent_id, entries in subagents.items():
         models = sorted(
-            {(e.get("message") or {}).get("model") for e in entries if e.get("type") == "assistant"}
-            - {None}
+            {
+                model
+                for e in entries
+                if e.get("type") == "assistant"
+                and (model := (e.get("message") or {}).get("model")) is not None
+            }
         )
         lines += ["", f"### Subagent {agent_id} ({', '.join(models) or 'no answer'})", ""]
         lines += conversation(entries)
     return lines + [""]
 
 
-def render(title, phases):
+def render(title: str, phases: Iterable[Mapping[str, Any]]) -> str:
     """trajectory.md for the phases of one agent run (see phase_section)."""
     lines = [
         f"# Trajectory: {title}",

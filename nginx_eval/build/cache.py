@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import inputs, jsonio, runstate
+from ..core.outcomes import BUILT, ENV_ERROR
 from ..core.records import FORMAT_VERSION, BuildFields, BuildRecord, write_record
 from ..core.trees import remove_tree, set_write_bits
 from ..doitext import cleaning
@@ -108,9 +109,9 @@ def published_build(layout: "Layout", key: str) -> BuildRecord | None:
     record: BuildRecord | None = jsonio.read_json(layout.build_dir(key) / "build.json")
     if not record:
         return None
-    if record["status"] == "built" and not binary_intact(layout, record):
+    if record["status"] == BUILT and not binary_intact(layout, record):
         return None
-    if record["status"] != "built" and record.get("patch_sha256") == EMPTY_PATCH_SHA:
+    if record["status"] != BUILT and record.get("patch_sha256") == EMPTY_PATCH_SHA:
         return None
     return record
 
@@ -118,7 +119,7 @@ def published_build(layout: "Layout", key: str) -> BuildRecord | None:
 def damage(layout: "Layout", key: str) -> str | None:
     """Why the published build `key` cannot be trusted although it was built, or None."""
     record = jsonio.read_json(layout.build_dir(key) / "build.json")
-    if record and record["status"] == "built":
+    if record and record["status"] == BUILT:
         return verify_build(layout, record)
     return None
 
@@ -126,7 +127,7 @@ def damage(layout: "Layout", key: str) -> str | None:
 def publish(layout: "Layout", tmp: Path, record: BuildRecord) -> None:
     """Make tmp, a finished build, the published build of record["key"]."""
     tree = tmp / "tree"
-    if record["status"] == "built":
+    if record["status"] == BUILT:
         record["binary_sha256"] = jsonio.file_digest(tree / "objs" / "nginx")
         # Read-only: builds that start from it copy it, proves run it; nobody writes to it.
         set_write_bits(tree, False)
@@ -148,12 +149,12 @@ def build_is_published(layout: "Layout", record: BuildRecord) -> bool:
     """A result's build is usable if its cache entry still exists (the cache may be cleaned) and,
     when built, still has the binary it was published with. An env_error never is: the next
     run tries again."""
-    if record["status"] == "env_error":
+    if record["status"] == ENV_ERROR:
         return False
     published = jsonio.read_json(layout.build_dir(record["key"]) / "build.json")
     if not published:
         return False
-    if record["status"] != "built":
+    if record["status"] != BUILT:
         return True
     if published.get("binary_sha256") == record.get("binary_sha256"):
         # The cache's own record knows the binary's stat now: after the entry was made again

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ..core import jsonio
 from ..core.gitcmd import changed_files, paths_changed_between, tree_id, tree_ids
+from ..core.outcomes import BUILT
 from ..core.records import BuildRecord
 from ..core.tasknames import BUILD, GRADE, PATCH, PROVE, base_task_name, task_name
 from .cache import EMPTY_PATCH_SHA, binary_path
@@ -168,7 +169,7 @@ def find_sibling(
         rec = jsonio.read_json(record_path)
         if (
             not rec
-            or rec.get("status") != "built"
+            or rec.get("status") != BUILT
             or rec.get("patch_sha256") != EMPTY_PATCH_SHA
             or rec.get("configure_flags") != list(flags)
             or rec.get("compiler") != compiler

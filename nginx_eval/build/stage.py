@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ..cluster import executor
 from ..core import jsonio, limits, rootfs, stamps
 from ..core.locks import locked
+from ..core.outcomes import BUILT, ENV_ERROR, BuildStatus
 from ..core.records import BuildFields, BuildJson, BuildRecord, write_record
 from ..core.stamps import TaskDict
 from ..core.tasknames import (
@@ -107,7 +108,7 @@ def _failure_reason(
             f"{buildsteps.first_error(log_text)})"
         )
     base = ensure_build(layout, bare, spec.base_commit, spec.flags, b"")
-    if base["status"] != "built":
+    if base["status"] != BUILT:
         return f"the base commit does not build here: {base.get('reason')}"
     return None
 
@@ -157,7 +158,7 @@ def _checked_origin(
     rebuilt = ensure_build(
         layout, bare, origin["base_commit"], origin["configure_flags"], b"", clean=True
     )
-    return rebuilt if rebuilt["status"] == "built" else None
+    return rebuilt if rebuilt["status"] == BUILT else None
 
 
 def _build_tree(
@@ -171,7 +172,7 @@ def _build_tree(
     kind: str,
     env: dict[str, str],
     log: BinaryIO,
-) -> tuple[str, str, Failure | None]:
+) -> tuple[BuildStatus, str, Failure | None]:
     """Build in tmp/tree, from `origin` if it is trusted, else clean: (status, kind, failure),
     failure the (step, return code) of the step that failed."""
     tree = tmp / "tree"
@@ -187,7 +188,7 @@ def _build_tree(
     status, failure = buildsteps.build_clean(
         layout, bare, tree, base_commit, flags, patch_file, env, log
     )
-    if status == "built" and not (tree / "objs" / "nginx").is_file():
+    if status == BUILT and not (tree / "objs" / "nginx").is_file():
         status, failure = "compile_failed", ("make", 0)
     return status, "clean", failure
 
@@ -212,7 +213,7 @@ def _build_logged(
     kind: str,
     damaged: str | None,
     clock: limits.Stopwatch,
-) -> tuple[str, str, Failure | None, float | None]:
+) -> tuple[BuildStatus, str, Failure | None, float | None]:
     """_build_tree in tmp, its output in tmp/build.log: (status, kind, failure, CPU seconds of
     its steps)."""
     patch_file = None
@@ -280,7 +281,7 @@ def _build_locked(
         "cpu_seconds": cpu,
     }
     reason = None
-    if status != "built":
+    if status != BUILT:
         assert failure is not None  # every status but "built" names the failed step
         reason = _failure_reason(layout, bare, spec, failure, tmp)
     if reason:
@@ -309,7 +310,7 @@ def _ensure_candidate(
     base = None
     if not touches_build_system(touched_paths(patch)):
         base = ensure_build(layout, bare, spec.base_commit, spec.flags, b"")
-        if base["status"] != "built":
+        if base["status"] != BUILT:
             return _base_does_not_build(layout, fields, base)
     with _key_lock(layout, spec.key):
         return _build_locked(layout, bare, spec, patch, fields, damaged, base, "incremental")
@@ -427,7 +428,7 @@ def build_unit(layout: "Layout", mode_name: str, task: "Task", inputs: str) -> N
         )
     finally:
         _made_here.reset(token)
-    reused = record["status"] != "env_error" and key not in made
+    reused = record["status"] != ENV_ERROR and key not in made
     _copy_build_log(layout, record, layout.build_log(mode_name, task.instance_id))
     result: BuildJson = {
         **record,
@@ -444,7 +445,7 @@ def _copy_build_log(layout: "Layout", record: BuildRecord, dest: Path) -> None:
     disk let us write it)."""
     source = (
         layout.failed_build_log(record["key"])
-        if record["status"] == "env_error"
+        if record["status"] == ENV_ERROR
         else layout.build_dir(record["key"]) / "build.log"
     )
     try:
@@ -469,7 +470,7 @@ def unit_build_kept(layout: "Layout", mode_name: str, iid: str) -> bool:
     executor=ray, in a node's cache: the record says whether it was built)."""
     if executor.is_remote():
         record = jsonio.read_json(layout.build_json(mode_name, iid))
-        return bool(record) and record.get("status") != "env_error"
+        return bool(record) and record.get("status") != ENV_ERROR
     return result_build_ok(layout, mode_name, iid)
 
 

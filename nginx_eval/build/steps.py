@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ..core import limits
 from ..core.gitcmd import apply_argv, apply_patch, changed_files, extract_tree
+from ..core.outcomes import BuildStatus
 from ..core.procs import run_limited
 from ..core.records import BuildRecord
 from ..core.trees import set_write_bits
@@ -177,7 +178,7 @@ def _change_copied_tree(
     patch_file: Path | None,
     env: Mapping[str, str],
     log: BinaryIO,
-) -> tuple[list[str], None] | tuple[None, tuple[str, Failure]]:
+) -> tuple[list[str], None] | tuple[None, tuple[BuildStatus, Failure]]:
     """Bring the copy of `origin` to base_commit (kind "sibling") or apply the patch
     ("incremental"): (the written paths, None), or (None, (status, failure)) when git apply
     failed."""
@@ -204,7 +205,7 @@ def build_from(
     patch_file: Path | None,
     env: Mapping[str, str],
     log: BinaryIO,
-) -> tuple[str, Failure | None] | None:
+) -> tuple[BuildStatus, Failure | None] | None:
     """A build that starts from a copy of the published build `origin` (kind "incremental":
     apply the patch; "sibling": sync to base_commit): (status, failure), or None when make's
     work cannot be trusted and a clean build must decide."""
@@ -243,7 +244,7 @@ def build_clean(
     patch_file: Path | None,
     env: Mapping[str, str],
     log: BinaryIO,
-) -> tuple[str, Failure | None]:
+) -> tuple[BuildStatus, Failure | None]:
     """configure and make from the commit's files: (status, failure)."""
     extract_tree(bare, base_commit, tree)
     if patch_file:

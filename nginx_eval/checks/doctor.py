@@ -32,17 +32,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 from doit.exceptions import TaskFailed
 
 from ..agent import sandbox, selftest
 from ..agent.preflight import key_problem, program_found, reached_problem
 from ..agent.programs import registry
-from ..agent.programs.base import resolve_program
+from ..agent.programs.base import Program, resolve_program
 from ..core import rootfs
 from ..core.gitcmd import file_at, remote_problem
-from ..core.layout import SOURCE_ROOT, repo_url
+from ..core.layout import SOURCE_ROOT, Layout, repo_url
+from ..core.stamps import TaskDict
 from ..prove import network as private_network
 from ..prove.env import OPENSSL_CONF_FILE
 from ..prove.testsuite import (
@@ -57,11 +61,18 @@ from ..prove.testsuite import (
     perl_package,
     requirements_of_test,
 )
+from ..run.benchmark import AnyTask, Task
 from ..run.commandline import command_program
+from ..run.modes import Mode
 from ..run.swebench import SWEBENCH
 from ..swebench.stage import grading_problem
 from .doctor_report import NOT_CHECKED, REPOSITORY, SWEBENCH_GRADING, Finding, render
 
+if TYPE_CHECKING:
+    from ..run.context import StageContext
+
+# How a certificate is made (certificate_trial): ("rsa", bits) or ("digest", name).
+CertificateSpec = tuple[str, Any]
 PACKAGES_FILE = SOURCE_ROOT / "scripts" / "debian-packages.txt"
 TOOLCHAIN_PACKAGES_FILE = SOURCE_ROOT / "scripts" / "toolchain-packages.txt"
 MAKE_TOOLCHAIN = "scripts/make-toolchain.sh"
@@ -100,24 +111,27 @@ class SystemProbe:
     """What is installed, asked of this machine, or of the pinned toolchain's root filesystem
     for what builds and tests run (tests inject a fake with the same methods)."""
 
-    def __init__(self, layout=None, toolchain=None):
-        self._perl, self._certificates = {}, {}
+    def __init__(
+        self, layout: Layout | None = None, toolchain: rootfs.Toolchain | None = None
+    ) -> None:
+        self._perl: dict[str, Any] = {}
+        self._certificates: dict[CertificateSpec, tuple[str, str]] = {}
         self.layout = layout
         self.toolchain = toolchain or rootfs.current()
 
-    def inside(self, kind, name=""):
+    def inside(self, kind: str, name: str = "") -> bool:
         """Whether `name` of `kind` is looked for in the toolchain's root filesystem."""
         return self.toolchain.pinned and not (kind == "tool" and name in HOST_TOOLS)
 
-    def which(self, name):
+    def which(self, name: str) -> bool:
         if self.inside("tool", name):
             return rootfs.which(self.toolchain, name) is not None
         return shutil.which(name) is not None
 
-    def private_network_problem(self):
+    def private_network_problem(self) -> str | None:
         return private_network.problem()
 
-    def sandbox_problem(self):
+    def sandbox_problem(self) -> str | None:
         """Why no agent can run isolated here: srt missing or not starting, else its self-test
         (agent/selftest.py: build, serve, curl, prove inside it) failing; None when it passed."""
         if self.layout is None:
@@ -125,24 +139,29 @@ class SystemProbe:
         problem = sandbox.sandbox_problem(start=False)
         if problem:
             return problem
-        box = {"endpoint": sandbox.model_endpoint(os.environ), "allow_hosts": [], "binds": []}
+        box: sandbox.Box = {
+            "isolation": "srt",
+            "endpoint": sandbox.model_endpoint(os.environ),
+            "allow_hosts": [],
+            "binds": [],
+        }
         result = selftest.run(self.layout, box, dict(os.environ))
         # Not one step: whether srt starts here at all says it best (as the preflight does).
         return (not result["steps"] and sandbox.sandbox_problem()) or result["failed"]
 
-    def exists(self, pattern):
+    def exists(self, pattern: str) -> bool:
         if self.inside("library"):
             return rootfs.exists(self.toolchain, pattern)
         return bool(glob.glob(pattern))
 
-    def certificate_refused(self, spec):
+    def certificate_refused(self, spec: CertificateSpec) -> tuple[str, str]:
         """("ok" | "refused" | "unknown", detail) for a certificate made as `spec` says (see
         certificate_trial), once per spec."""
         if spec not in self._certificates:
             self._certificates[spec] = certificate_trial(spec, toolchain=self.toolchain)
         return self._certificates[spec]
 
-    def perl_modules(self, modules):
+    def perl_modules(self, modules: Iterable[str]) -> set[str]:
         """The subset of `modules` that perl can load; one perl process for all unknown ones."""
         todo = sorted(m for m in set(modules) if m not in self._perl)
         if todo:
@@ -171,7 +190,12 @@ class SystemProbe:
 _OPENSSL_REASON = re.compile(r":error:[0-9A-Fa-f]+:[^:]*:[^:]*:([^:]+):")
 
 
-def certificate_trial(spec, conf=OPENSSL_CONF_FILE, timeout=60, toolchain=None):
+def certificate_trial(
+    spec: CertificateSpec,
+    conf: Path = OPENSSL_CONF_FILE,
+    timeout: float = 60,
+    toolchain: rootfs.Toolchain | None = None,
+) -> tuple[str, str]:
     """Does OpenSSL's TLS library, under the OpenSSL configuration `conf`, accept a certificate
     made as `spec` says: ("rsa", bits), self-signed with a key of that size; ("digest", name), a
     2048-bit one signed by a CA with that digest? Made as nginx-tests make them (``openssl req``
@@ -180,8 +204,8 @@ def certificate_trial(spec, conf=OPENSSL_CONF_FILE, timeout=60, toolchain=None):
     there: it gets to connecting only when the certificate was accepted. Returns ("ok", ""),
     ("refused", OpenSSL's reason, e.g. "ee key too small") or ("unknown", why not checked).
     toolchain: the pinned one (rootfs.Toolchain) runs the root filesystem's openssl."""
-    pinned = toolchain is not None and toolchain.pinned
-    if not (rootfs.which(toolchain, "openssl") if pinned else shutil.which("openssl")):
+    pinned = toolchain if toolchain is not None and toolchain.pinned else None
+    if not (rootfs.which(pinned, "openssl") if pinned else shutil.which("openssl")):
         return "unknown", "the openssl program is not installed"
     kind, value = spec
     bits = value if kind == "rsa" else 2048
@@ -190,9 +214,9 @@ def certificate_trial(spec, conf=OPENSSL_CONF_FILE, timeout=60, toolchain=None):
         env = rootfs.environment({"OPENSSL_CONF": str(conf)})
     with tempfile.TemporaryDirectory(prefix="nginx-eval-doctor-") as d:
 
-        def inside(argv):
+        def inside(argv: list[str]) -> list[str]:
             if pinned:
-                return rootfs.command(toolchain, argv, cwd=d, writable=[d], readable=[conf])
+                return rootfs.command(pinned, argv, cwd=d, writable=[d], readable=[conf])
             return argv
 
         conf_text = (
@@ -275,7 +299,7 @@ def certificate_trial(spec, conf=OPENSSL_CONF_FILE, timeout=60, toolchain=None):
     return "unknown", f"`openssl s_client` said: {_last_line(out)}"
 
 
-def _last_line(text):
+def _last_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[-1] if lines else "(nothing)"
 
@@ -283,23 +307,23 @@ def _last_line(text):
 class TestSource:
     """Reads a test file at a commit: the extracted tree, else the bare clone, else None."""
 
-    def __init__(self, layout):
+    def __init__(self, layout: Layout) -> None:
         self.layout = layout
-        self._cache = {}
+        self._cache: dict[Any, Any] = {}
 
-    def repo_available(self, repo, commit):
+    def repo_available(self, repo: str, commit: str) -> bool:
         return (
             self.layout.tests_tree(commit).is_dir()
             or (self.layout.bare_repo(repo) / "HEAD").exists()
         )
 
-    def read(self, repo, commit, path):
+    def read(self, repo: str, commit: str, path: str) -> str | None:
         key = (commit, path)
         if key not in self._cache:
             self._cache[key] = self._read(repo, commit, path)
         return self._cache[key]
 
-    def _read(self, repo, commit, path):
+    def _read(self, repo: str, commit: str, path: str) -> str | None:
         tree = self.layout.tests_tree(commit)
         if self.layout.tests_stamp(commit).exists() and tree.is_dir():
             f = tree / path
@@ -307,7 +331,7 @@ class TestSource:
         data = file_at(self.layout.bare_repo(repo), commit, path)
         return None if data is None else data.decode(errors="replace")
 
-    def pcre2_capable(self, repo, commit):
+    def pcre2_capable(self, repo: str, commit: str) -> bool | None:
         """Does nginx at `commit` know PCRE2 (1.21.5+)? None when the clone is not there."""
         bare = self.layout.bare_repo(repo)
         if not (bare / "HEAD").exists():
@@ -322,10 +346,12 @@ class TestSource:
 class _Needs:
     """kind -> key -> (who set, package, description) collected over the tasks."""
 
-    def __init__(self):
-        self.items = {}
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, Any], dict[str, Any]] = {}
 
-    def add(self, kind, key, who, package="", what=None):
+    def add(
+        self, kind: str, key: Any, who: str, package: str = "", what: str | None = None
+    ) -> None:
         entry = self.items.setdefault(
             (kind, key), {"who": [], "package": package, "what": what or key}
         )
@@ -333,7 +359,13 @@ class _Needs:
             entry["who"].append(who)
 
 
-def diagnose(tasks, source, probe, listed_packages=None, toolchain_packages=None):
+def diagnose(
+    tasks: Iterable[Task],
+    source: TestSource,
+    probe: SystemProbe,
+    listed_packages: set[str] | None = None,
+    toolchain_packages: set[str] | None = None,
+) -> list[Finding]:
     """The findings for `tasks` (a list of benchmark Task). `source` has read(repo, commit, path)
     and repo_available(repo, commit), pcre2_capable(repo, commit); `probe` has which(name),
     exists(glob), perl_modules(names) -> the loadable ones, private_network_problem() -> why
@@ -343,7 +375,8 @@ def diagnose(tasks, source, probe, listed_packages=None, toolchain_packages=None
     scripts/toolchain-packages.txt, which what the probe looks for in the pinned toolchain
     (probe.inside(kind, name)) is compared with instead."""
     findings, needs = [], _Needs()
-    unread, pcre_unknown = {}, {}
+    unread: dict[str, list[str]] = {}
+    pcre_unknown: dict[str, list[str]] = {}
     for task in tasks:
         iid = task.instance_id
         if _task_needs(task, source, needs):
@@ -374,7 +407,7 @@ def diagnose(tasks, source, probe, listed_packages=None, toolchain_packages=None
     return findings
 
 
-def _task_needs(task, source, needs):
+def _task_needs(task: Task, source: TestSource, needs: _Needs) -> bool:
     """Add the libraries of the task's configure flags and its perl_modules; True when whether
     the base needs old PCRE could not be checked (no nginx clone)."""
     iid = task.instance_id
@@ -387,7 +420,7 @@ def _task_needs(task, source, needs):
     return "pcre" in libraries and not source.repo_available(task.repo, task.base_commit)
 
 
-def _test_file_needs(task, path, source, needs):
+def _test_file_needs(task: Task, path: str, source: TestSource, needs: _Needs) -> list[Finding]:
     """Add what the test file at `path` needs; [findings] for a missing file or a has() name the
     task's configure flags do not enable."""
     iid = task.instance_id
@@ -424,7 +457,7 @@ def _test_file_needs(task, path, source, needs):
     return findings
 
 
-def _configure_error(iid, path, name):
+def _configure_error(iid: str, path: str, name: str) -> Finding:
     flag = flag_for_module(name)
     hint = (
         f"add {flag}"
@@ -443,7 +476,9 @@ def _configure_error(iid, path, name):
     )
 
 
-def _not_checked(unread, pcre_unknown):
+def _not_checked(
+    unread: Mapping[str, list[str]], pcre_unknown: Mapping[str, list[str]]
+) -> list[Finding]:
     findings = []
     for repo, iids in sorted(unread.items()):
         findings.append(
@@ -470,7 +505,7 @@ def _not_checked(unread, pcre_unknown):
     return findings
 
 
-def _tool_findings(probe):
+def _tool_findings(probe: SystemProbe) -> list[Finding]:
     findings = []
     for name, package, required in TOOLS:
         if probe.which(name):
@@ -488,7 +523,7 @@ def _tool_findings(probe):
     return findings
 
 
-def _isolation_finding(probe):
+def _isolation_finding(probe: SystemProbe) -> Finding:
     problem = probe.private_network_problem()
     if problem is None:
         return Finding("ok", "isolation", "a private network per test file")
@@ -501,7 +536,7 @@ def _isolation_finding(probe):
     )
 
 
-def _sandbox_finding(probe):
+def _sandbox_finding(probe: SystemProbe) -> Finding:
     problem = probe.sandbox_problem()
     if problem is None:
         return Finding(
@@ -513,19 +548,19 @@ def _sandbox_finding(probe):
     return Finding("warn", "agent sandbox", "srt", note=f"no agent mode can run: {problem}")
 
 
-def certificate_text(spec):
+def certificate_text(spec: CertificateSpec) -> str:
     kind, value = spec
     return f"an RSA key of {value} bits" if kind == "rsa" else f"a certificate signed with {value}"
 
 
-def _conf_name():
+def _conf_name() -> str:
     try:
         return str(OPENSSL_CONF_FILE.relative_to(SOURCE_ROOT))
     except ValueError:
         return str(OPENSSL_CONF_FILE)
 
 
-def _openssl_finding(probe):
+def _openssl_finding(probe: SystemProbe) -> Finding:
     """Whether the OpenSSL configuration for tests is in effect: what it exists to accept is."""
     conf = f"OPENSSL_CONF={_conf_name()}"
     trials = [(spec, probe.certificate_refused(spec)) for spec in PIN_CERTIFICATES]
@@ -554,7 +589,7 @@ def _openssl_finding(probe):
     )
 
 
-def _probed_needs(needs, probe):
+def _probed_needs(needs: _Needs, probe: SystemProbe) -> list[Finding]:
     """A finding per collected need, asked of `probe` (all Perl modules in one call)."""
     entries = needs.items
     perl_wanted = [key for (kind, key) in entries if kind == "perl module"]
@@ -565,7 +600,9 @@ def _probed_needs(needs, probe):
     return findings
 
 
-def _need_findings(kind, key, e, probe, have_perl):
+def _need_findings(
+    kind: str, key: Any, e: Mapping[str, Any], probe: SystemProbe, have_perl: set[str]
+) -> list[Finding]:
     who = tuple(e["who"])
     if kind == "configure":
         return [Finding("ok", kind, key, who)]
@@ -594,7 +631,9 @@ def _need_findings(kind, key, e, probe, have_perl):
     return findings
 
 
-def _certificate_finding(spec, what, who, probe):
+def _certificate_finding(
+    spec: CertificateSpec, what: str, who: tuple[str, ...], probe: SystemProbe
+) -> Finding:
     """A test file makes certificates nginx refuses under the harness's OpenSSL configuration:
     nginx does not start for it, at the base or the fix, so the task cannot run here."""
     status, detail = probe.certificate_refused(spec)
@@ -619,10 +658,12 @@ def _certificate_finding(spec, what, who, probe):
     )
 
 
-def _unlisted(findings, listed_packages, listed_in=PACKAGES_FILE.name):
+def _unlisted(
+    findings: Iterable[Finding], listed_packages: set[str], listed_in: str = PACKAGES_FILE.name
+) -> list[Finding]:
     """Warnings for the packages the findings name that the list (scripts/`listed_in`) does
     not."""
-    unlisted = {}
+    unlisted: dict[str, list[Any]] = {}
     for f in findings:
         if (
             f.package
@@ -648,7 +689,9 @@ def _unlisted(findings, listed_packages, listed_in=PACKAGES_FILE.name):
     ]
 
 
-def toolchain_findings(toolchain, packages_file=TOOLCHAIN_PACKAGES_FILE):
+def toolchain_findings(
+    toolchain: rootfs.Toolchain, packages_file: Path = TOOLCHAIN_PACKAGES_FILE
+) -> list[Finding]:
     """The toolchain's findings (kind "toolchain"): with the pin off, a warning; with it on,
     whether the root filesystem is there, its packages against its manifest (a line per
     difference) and against the package list."""
@@ -717,7 +760,7 @@ def toolchain_findings(toolchain, packages_file=TOOLCHAIN_PACKAGES_FILE):
     return findings
 
 
-def listed_packages(path=PACKAGES_FILE):
+def listed_packages(path: Path = PACKAGES_FILE) -> set[str] | None:
     try:
         lines = path.read_text().splitlines()
     except OSError:
@@ -728,7 +771,7 @@ def listed_packages(path=PACKAGES_FILE):
 SETUP_SCRIPT = SOURCE_ROOT / "scripts" / "setup-debian.sh"
 
 
-def pinned_cli_version(setting="CLAUDE_CODE_VERSION"):
+def pinned_cli_version(setting: str = "CLAUDE_CODE_VERSION") -> str | None:
     """The version of an agent program scripts/setup-debian.sh installs (its variable
     `setting`), or None."""
     try:
@@ -738,14 +781,14 @@ def pinned_cli_version(setting="CLAUDE_CODE_VERSION"):
     return m.group(1) if m else None
 
 
-def agent_findings(layout, modes):
+def agent_findings(layout: Layout, modes: Iterable[Mode]) -> list[Finding]:
     """What the selected agent modes need, checked as the preflight checks it (agent/preflight.py,
     the same code): each phase's program, for an agent program (agent/programs/) its version
     against the pin, its credentials and key, and its model endpoint reached the way a phase
     reaches it. The sandbox's own self-test is the "agent sandbox" finding. A program that several
     modes run is checked once and its finding names every one of them: without `claude` on PATH,
     raw, impl, full and nlcmd all cannot run."""
-    findings = []
+    findings: list[Finding] = []
     # {key: (program, path, known, env, box, [mode names])}, in the order first met.
     programs: dict = {}
     for mode in modes:
@@ -785,7 +828,14 @@ def agent_findings(layout, modes):
     return findings
 
 
-def program_findings(layout, known, path, env, box, who):
+def program_findings(
+    layout: Layout,
+    known: Program,
+    path: str,
+    env: Mapping[str, str],
+    box: sandbox.Box | None,
+    who: tuple[str, ...],
+) -> list[Finding]:
     """The findings of one agent program at `path`: credentials, key, endpoint, pin."""
     version = known.version(path, env, layout.agent_versions)
     problem = (
@@ -819,7 +869,7 @@ def program_findings(layout, known, path, env, box, who):
     return found
 
 
-def swebench_finding(problem):
+def swebench_finding(problem: str | None) -> Finding:
     """Whether this machine can grade SWE-bench predictions (the official harness: Docker and
     the swebench package); a warning when not: the agents run here all the same, and the
     results print the command to run where Docker is."""
@@ -840,7 +890,9 @@ def swebench_finding(problem):
     )
 
 
-def repository_findings(layout, tasks, problem=remote_problem) -> list[Finding]:
+def repository_findings(
+    layout: Layout, tasks: Iterable[AnyTask], problem: Callable[[str], str | None] = remote_problem
+) -> list[Finding]:
     """Whether the repository of each SWE-bench task can be had: its bare clone in the cache
     (the repositories stage made it), else whether `git ls-remote` lists its URL (layout.repo_url:
     NGINX_EVAL_REPO_URL, else GitHub); an error naming the repository, its URL and git's message
@@ -874,16 +926,16 @@ def repository_findings(layout, tasks, problem=remote_problem) -> list[Finding]:
 
 
 def check(
-    layout,
-    tasks,
-    probe=None,
-    out=None,
-    bench=None,
-    modes=(),
-    kind=None,
-    grading=grading_problem,
-    remote=remote_problem,
-):
+    layout: Layout,
+    tasks: Sequence[AnyTask],
+    probe: SystemProbe | None = None,
+    out: IO[str] | None = None,
+    bench: str | None = None,
+    modes: Iterable[Mode] = (),
+    kind: str | None = None,
+    grading: Callable[[], str | None] = grading_problem,
+    remote: Callable[[str], str | None] = remote_problem,
+) -> bool:
     """Diagnose, print the report; True when nothing required is missing. modes: the selected
     modes; their agent modes are checked too (agent_findings). kind: the benchmark's; a
     SWE-bench benchmark's tasks need nothing of nginx's (libraries, Perl modules, test files),
@@ -892,7 +944,7 @@ def check(
     toolchain = rootfs.current()
     findings = toolchain_findings(toolchain)
     findings += diagnose(
-        [t for t in tasks if t.kind != SWEBENCH],
+        [t for t in tasks if isinstance(t, Task) and t.kind != SWEBENCH],
         TestSource(layout),
         probe or SystemProbe(layout, toolchain),
         listed_packages(),
@@ -916,12 +968,19 @@ def check(
     return ok
 
 
-def doctor_action(layout, tasks, bench=None, modes=(), kind=None):
+def doctor_action(
+    layout: Layout,
+    tasks: Sequence[AnyTask],
+    bench: str | None = None,
+    modes: Iterable[Mode] = (),
+    kind: str | None = None,
+) -> TaskFailed | None:
     if not check(layout, tasks, bench=bench, modes=modes, kind=kind):
         return TaskFailed("the machine is not ready for the selected tasks (see the report above)")
+    return None
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     yield {
         "basename": "doctor",
         "doc": "check tools, libraries, Perl modules and daemons the selected tasks need",

@@ -5,7 +5,9 @@ formats doctor.py's docstring shows beside what the doctor checks; doctor.py fin
 writes.
 """
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from ..core.tasknames import repo_task
 
@@ -15,9 +17,13 @@ REPOSITORY = "repository"  # kind: a SWE-bench task's repository, cloned or reac
 TOOLCHAIN_LIST = "scripts/toolchain-packages.txt"
 
 
+# How a finding stands: checked and fine, a warning, something missing, something wrong.
+Level = Literal["ok", "warn", "missing", "error"]
+
+
 @dataclass
 class Finding:
-    level: str  # "ok", "warn", "missing", "error"
+    level: Level
     kind: str  # "tool", "isolation", "agent sandbox", "agent" (an agent mode's
     # program, credentials, endpoint), "library", "perl module", "daemon",
     # "configure", "tests",
@@ -28,20 +34,20 @@ class Finding:
     # how it is had, or why it cannot be cloned), "toolchain" (the pinned
     # root filesystem, core/rootfs.py)
     what: str
-    who: tuple = ()  # task ids / "task (file)"
+    who: tuple[str, ...] = ()  # task ids / "task (file)"
     package: str = ""
     note: str = ""
     toolchain: bool = False  # looked for in the pinned toolchain's root filesystem
 
 
-def _who(who, limit=4):
+def _who(who: Iterable[str], limit: int = 4) -> str:
     """The first `limit` of `who`, and how many more."""
-    who = list(who)
-    text = ", ".join(who[:limit])
-    return text + (f" and {len(who) - limit} more" if len(who) > limit else "")
+    names = list(who)
+    text = ", ".join(names[:limit])
+    return text + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def verdict(findings, bench=None):
+def verdict(findings: Sequence[Finding], bench: str | None = None) -> str:
     """The last line: "all good" only when everything was checked and nothing is wrong."""
     problems = [f for f in findings if f.level in ("missing", "error")]
     parts = [f"{len(problems)} problem(s)"] if problems else []
@@ -57,12 +63,15 @@ def verdict(findings, bench=None):
     return "doctor: " + ("; ".join(parts) or "all good")
 
 
-def render(findings, ntasks=None, bench=None):
+def render(
+    findings: Sequence[Finding], ntasks: int | None = None, bench: str | None = None
+) -> tuple[str, bool]:
     """(report text, ok): OK lines collapsed per kind, one line per problem, the install line,
     the verdict. ok: nothing is missing or wrong (what was not checked does not count)."""
     lines = [f"doctor: checking {ntasks} task(s)"] if ntasks is not None else []
     lines += _ok_lines(findings)
-    packages, toolchain = [], []
+    packages: list[str] = []
+    toolchain: list[str] = []
     for f in findings:
         line = _problem_line(f)
         if line:
@@ -83,9 +92,10 @@ def render(findings, ntasks=None, bench=None):
     return "\n".join(lines), not problems
 
 
-def _ok_lines(findings):
+def _ok_lines(findings: Sequence[Finding]) -> list[str]:
     """One OK line per kind, naming everything of that kind that was found."""
-    ok_by_kind, lines = {}, []
+    ok_by_kind: dict[str, list[str]] = {}
+    lines: list[str] = []
     for f in findings:
         if f.level == "ok":
             ok_by_kind.setdefault(f.kind, []).append(f.what)
@@ -122,7 +132,7 @@ def _ok_lines(findings):
     return lines
 
 
-def _problem_line(f):
+def _problem_line(f: Finding) -> str | None:
     """The MISSING, TASK ERROR or WARN line of a finding (None for an OK one)."""
     needed = f" (needed by {_who(f.who)})" if f.who else ""
     if f.level == "missing":

@@ -25,12 +25,19 @@ lint also fails for a task without a fairness audit (its ``audit`` field, run/be
 """
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import UserFailure
 from ..core.gitcmd import first_parent, gold_diff, matches_in_tree
+from ..core.layout import Layout
+from ..core.stamps import TaskDict
 from ..core.tasknames import repo_task
-from ..run.benchmark import unaudited
+from ..run.benchmark import Task, unaudited
+
+if TYPE_CHECKING:
+    from ..run.context import StageContext
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|0[xX][0-9A-Fa-f]+|[0-9]+")
 CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(\)")
@@ -68,17 +75,17 @@ MIN_LINE, MIN_LINE_WORDS = 12, 2
 class Evidence:
     """What a task's statement is compared with."""
 
-    fix_lines: tuple  # lines the gold patch adds
-    test_lines: tuple  # lines the test commit adds to the task's test files (of an
+    fix_lines: tuple[str, ...]  # lines the gold patch adds
+    test_lines: tuple[str, ...]  # lines the test commit adds to the task's test files (of an
     # authored task: every line of its own files, which the project adds)
-    vocabulary: frozenset  # words of the string literals of the base's src/
+    vocabulary: frozenset[str]  # words of the string literals of the base's src/
 
 
-def words(text):
+def words(text: str) -> set[str]:
     return set(WORD.findall(text))
 
 
-def is_distinctive(word):
+def is_distinctive(word: str) -> bool:
     if word[0].isdigit():
         return len(word) >= 6  # 6 digits, or 0x and 4 hex digits
     core = word.strip("_")
@@ -87,13 +94,14 @@ def is_distinctive(word):
     return bool(CAMEL.search(word)) and not NAME.fullmatch(word)
 
 
-def distinctive_words(text):
+def distinctive_words(text: str) -> set[str]:
     return {w for w in words(text) if is_distinctive(w)} | set(CALL.findall(text))
 
 
-def added_lines(diff, paths=None):
+def added_lines(diff: bytes, paths: Iterable[str] | None = None) -> list[str]:
     """The lines a git diff (bytes) adds, of the files `paths` only when given."""
-    lines, keep, in_header = [], True, False
+    lines: list[str] = []
+    keep, in_header = True, False
     for raw in diff.decode("utf-8", "replace").splitlines():
         if raw.startswith("diff --git "):
             keep = paths is None or any(raw.endswith(f" b/{p}") for p in paths)
@@ -105,10 +113,12 @@ def added_lines(diff, paths=None):
     return lines
 
 
-def code_blocks(text):
+def code_blocks(text: str) -> list[list[str]]:
     """The code blocks of a markdown text, each a list of lines: fenced ones, and runs of lines
     indented by 4 spaces or a tab that follow a blank line."""
-    blocks, current, fenced, prev_blank = [], None, False, True
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    fenced, prev_blank = False, True
     for line in text.splitlines():
         fence = line.lstrip().startswith(("```", "~~~"))
         indented = line.startswith(("    ", "\t")) and (prev_blank or current is not None)
@@ -119,7 +129,7 @@ def code_blocks(text):
             blocks.append(current or [])
             current = None
         if fence:
-            if fenced:
+            if fenced and current is not None:
                 current.pop()  # the closing fence itself
                 blocks.append(current)
                 current = None
@@ -129,19 +139,19 @@ def code_blocks(text):
     return [b for b in blocks if any(line.strip() for line in b)]
 
 
-def config_blocks(text):
+def config_blocks(text: str) -> list[list[str]]:
     """The code blocks that hold nginx configuration (a line `name [args];` or `name ... {`)."""
     return [b for b in code_blocks(text) if any(DIRECTIVE.match(line) for line in b)]
 
 
-def normalized(line):
+def normalized(line: str) -> str:
     """A line without its comment markers, backquotes and repeated spaces."""
     text = line.strip().replace("`", "")
     text = re.sub(r"^(?:/\*+|\*+/?|//+|#+)\s*", "", text)
     return " ".join(re.sub(r"\s*\*+/$", "", text).split())
 
 
-def is_user_level(line, vocabulary):
+def is_user_level(line: str, vocabulary: frozenset[str]) -> bool:
     """A test line a user writes too: configuration, an HTTP request, status or header line."""
     text = normalized(line)
     directive = DIRECTIVE.match(text) or BARE_DIRECTIVE.match(text)
@@ -152,15 +162,15 @@ def is_user_level(line, vocabulary):
     )
 
 
-def cgi_names(statement):
+def cgi_names(statement: str) -> set[str]:
     """HTTP_<NAME> of each header `Name: value` the statement shows."""
     return {"HTTP_" + name.upper().replace("-", "_") for name in HEADER_NAME.findall(statement)}
 
 
-def shared_lines(statement, lines):
+def shared_lines(statement: str, lines: Iterable[str]) -> list[str]:
     """The lines of `lines` (normalized) that the statement holds whole."""
     mine = [normalized(line) for line in statement.splitlines()]
-    found = set()
+    found: set[str] = set()
     for line in {normalized(line) for line in lines}:
         if len(line) < MIN_LINE or len(WORD.findall(line)) < MIN_LINE_WORDS:
             continue
@@ -170,13 +180,13 @@ def shared_lines(statement, lines):
     return sorted(found)
 
 
-def leaked_words(statement, evidence):
+def leaked_words(statement: str, evidence: Evidence) -> dict[str, list[str]]:
     """{word: ["fix", "tests"]}: the statement's distinctive words a user does not see that the
     fix's or the tests' added lines hold."""
     exempt = evidence.vocabulary | COMMON_WORDS | cgi_names(statement)
     configuration = words("\n".join(line for b in config_blocks(statement) for line in b))
     mine = distinctive_words(statement) - exempt
-    leaks = {}
+    leaks: dict[str, list[str]] = {}
     for word in sorted(mine & words("\n".join(evidence.fix_lines))):
         leaks.setdefault(word, []).append("fix")
     for word in sorted((mine - configuration) & words("\n".join(evidence.test_lines))):
@@ -184,14 +194,14 @@ def leaked_words(statement, evidence):
     return leaks
 
 
-def warnings_for(statement, area):
+def warnings_for(statement: str, area: str | None) -> list[str]:
     if not area or area in NON_HTTP_AREAS:
         return []
     missing = [] if config_blocks(statement) else ["no configuration block"]
     return missing + ([] if REQUEST.search(statement) else ["no request"])
 
 
-def check_statement(statement, area, evidence):
+def check_statement(statement: str, area: str | None, evidence: Evidence) -> dict[str, Any]:
     """{"words": {word: [sources]}, "lines": {"fix"|"tests": [lines]}, "warnings": [str]};
     a statement gives the fix away when it has words or lines."""
     tests = [line for line in evidence.test_lines if not is_user_level(line, evidence.vocabulary)]
@@ -206,11 +216,11 @@ def check_statement(statement, area, evidence):
     }
 
 
-def gives_fix_away(result):
+def gives_fix_away(result: dict[str, Any]) -> bool:
     return bool(result["words"] or result["lines"])
 
 
-def task_evidence(layout, task):
+def task_evidence(layout: Layout, task: Task) -> Evidence:
     """The Evidence of a task, from the bare clones of its repositories (and an authored task's
     own files: the nginx-tests files it shares were not written for its fix)."""
     nginx, tests = layout.bare_repo(task.repo), layout.bare_repo(task.test_repo)
@@ -231,9 +241,9 @@ def task_evidence(layout, task):
     )
 
 
-def finding_lines(instance_id, result):
+def finding_lines(instance_id: str, result: dict[str, Any]) -> list[str]:
     """What the lint prints for one task: nothing for a clean statement."""
-    out = []
+    out: list[str] = []
     if result["words"]:
         out.append(
             f"{instance_id}: words shared with "
@@ -247,11 +257,12 @@ def finding_lines(instance_id, result):
     return out
 
 
-def lint(layout, tasks):
+def lint(layout: Layout, tasks: Sequence[Task]) -> UserFailure | None:
     """The doit action of <bench>:lint: a line per finding, a summary line; a UserFailure naming
     the tasks whose statements give the fix away, and the tasks without a fairness audit
     (field audit, benchmark.py); warnings alone pass."""
-    flagged, warned = [], 0
+    flagged: list[str] = []
+    warned = 0
     for task in tasks:
         result = check_statement(task.problem_statement, task.area, task_evidence(layout, task))
         for line in finding_lines(task.instance_id, result):
@@ -278,7 +289,7 @@ def lint(layout, tasks):
     return UserFailure("; ".join(problems)) if problems else None
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     repos = sorted({t.repo for t in ctx.tasks} | {t.test_repo for t in ctx.tasks})
     yield {
         "basename": ctx.benchmark.name,

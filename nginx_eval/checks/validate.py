@@ -22,7 +22,9 @@ runs, and its flake rates and admission).
 """
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import jinja2
 from doit.tools import config_changed
@@ -31,8 +33,10 @@ from ..build.stage import ensure_build
 from ..core import inputs, jsonio, stamps
 from ..core.console import say
 from ..core.gitcmd import gold_diff
-from ..core.layout import SOURCE_ROOT
+from ..core.layout import SOURCE_ROOT, Layout
+from ..core.outcomes import BUILT
 from ..core.records import write_record
+from ..core.stamps import TaskDict
 from ..core.tasknames import (
     VALIDATE,
     VALIDATION,
@@ -47,20 +51,31 @@ from ..doitext.backend import forgotten
 from ..prove.stage import run_prove_files
 from ..prove.tap import assertion_number, file_problem, parse_tap
 from ..prove.tree import task_tests_tree
+from ..run.benchmark import Task
 from .load import busy, conditions
 
-VERDICTS = ("valid", "gold_fails", "not_discriminating", "flaky", "env_error")
+if TYPE_CHECKING:
+    from ..run.context import StageContext
+
+# A task's validation verdict (docs/benchmark.md#validation).
+Verdict = Literal["valid", "gold_fails", "not_discriminating", "flaky", "env_error"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+# One repeat of a side: {"seconds", "results": {assertion id: passed}}.
+Run = dict[str, Any]
 TEMPLATE = "validation.md.j2"  # in templates/; edit it and validation.md is rendered again
 
 
-def run_side(layout, task, binary, out_dir, repeats):
-    runs, env_errors = [], set()
+def run_side(
+    layout: Layout, task: Task, binary: Path, out_dir: Path, repeats: int
+) -> tuple[list[Run], list[str]]:
+    runs: list[Run] = []
+    env_errors: set[str] = set()
     tree, _ = task_tests_tree(layout, task)
     for r in range(1, repeats + 1):
         tap_dir = out_dir / f"r{r}"
         start = time.monotonic()
         files = run_prove_files(layout, tree, binary, task.test_files, task.test_timeout, tap_dir)
-        results = {}
+        results: dict[str, bool] = {}
         for name, record in files.items():
             fr = parse_tap(name, (tap_dir / record["tap"]).read_text(errors="replace"))
             problem = file_problem(fr, record)
@@ -79,22 +94,30 @@ def run_side(layout, task, binary, out_dir, repeats):
     return runs, sorted(env_errors)
 
 
-def _outcomes(runs, ident):
+def _outcomes(runs: Iterable[Run], ident: str) -> set[bool]:
     """The results `ident` had over `runs` (an assertion a run does not report failed there)."""
     return {run["results"].get(ident, False) for run in runs}
 
 
-def _always(runs, ident, value):
+def _always(runs: Sequence[Run], ident: str, value: bool) -> bool:
     """Whether there were runs and `ident` had `value` in every one of them."""
     return bool(runs) and _outcomes(runs, ident) == {value}
 
 
-def pass_counts(runs, ids):
+def pass_counts(runs: Sequence[Run], ids: Iterable[str]) -> dict[str, int]:
     """{id: the number of `runs` in which it passed} (a run that does not report it: failed)."""
     return {i: sum(1 for run in runs if run["results"].get(i, False)) for i in ids}
 
 
-def _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p):
+def _verdict(
+    task: Task,
+    base_runs: Sequence[Run],
+    fix_runs: Sequence[Run],
+    fix_built: bool,
+    env_errors: Sequence[str],
+    flaky: Sequence[str],
+    f2p: Sequence[str],
+) -> tuple[Verdict, list[str]]:
     """(verdict, reasons): the first rule that matches (docs/benchmark.md#validation)."""
     if env_errors:
         return "env_error", list(env_errors)
@@ -118,7 +141,7 @@ def _verdict(task, base_runs, fix_runs, fix_built, env_errors, flaky, f2p):
     return "valid", []
 
 
-def graded_ids(task, fix_runs):
+def graded_ids(task: Task, fix_runs: Iterable[Run]) -> list[str]:
     """The assertions a run of the task is graded on: the declared ones, or for a candidate
     that declares none yet, every assertion that passed in a run of the fix."""
     declared = list(task.fail_to_pass) + list(task.pass_to_pass)
@@ -127,12 +150,14 @@ def graded_ids(task, fix_runs):
     return sorted({i for run in fix_runs for i, ok in run["results"].items() if ok})
 
 
-def flake_rates(task, base_runs, fix_runs):
+def flake_rates(task: Task, base_runs: Sequence[Run], fix_runs: Sequence[Run]) -> dict[str, Any]:
     """Each run graded as a patch would be: the fix's runs that fail a graded assertion (gold
     failures), the base's runs that pass them all (none passes), and per graded assertion the
     fix's runs it failed."""
     graded = graded_ids(task, fix_runs)
-    resolved = lambda run: bool(graded) and all(run["results"].get(i, False) for i in graded)
+    resolved: Callable[[Run], bool] = lambda run: (
+        bool(graded) and all(run["results"].get(i, False) for i in graded)
+    )
     failing = {i: sum(1 for r in fix_runs if not r["results"].get(i, False)) for i in graded}
     return {
         "gold_failures": sum(1 for r in fix_runs if not resolved(r)),
@@ -143,10 +168,10 @@ def flake_rates(task, base_runs, fix_runs):
     }
 
 
-def admission(verdict, flake):
+def admission(verdict: Verdict, flake: Mapping[str, Any]) -> tuple[bool, list[str]]:
     """(admitted, why not): a task is admitted when it is valid and its fix passed every graded
     assertion in every run; a single gold failure keeps it out until its test is fixed."""
-    why = []
+    why: list[str] = []
     if flake["gold_failures"]:
         # The first few: a file that did not run fails every assertion of it (gold_failing
         # keeps them all).
@@ -161,7 +186,13 @@ def admission(verdict, flake):
     return not why, why
 
 
-def classify(task, base_runs, fix_runs, fix_built, env_errors):
+def classify(
+    task: Task,
+    base_runs: list[Run],
+    fix_runs: list[Run],
+    fix_built: bool,
+    env_errors: Sequence[str],
+) -> dict[str, Any]:
     """The verdict and its evidence, from per-repeat results {id: bool} of base and fix."""
     ids = sorted({i for run in base_runs + fix_runs for i in run["results"]})
     declared = set(task.fail_to_pass) | set(task.pass_to_pass)
@@ -200,7 +231,7 @@ def classify(task, base_runs, fix_runs, fix_built, env_errors):
     }
 
 
-def reclassified(task, done):
+def reclassified(task: Task, done: Mapping[str, Any]) -> dict[str, Any]:
     """A finished validation.json with its verdict derived again from its runs."""
     return dict(
         done,
@@ -208,19 +239,26 @@ def reclassified(task, done):
             task,
             done["runs"]["base"],
             done["runs"]["fix"],
-            done["build"]["fix"]["status"] == "built",
+            done["build"]["fix"]["status"] == BUILT,
             done["env_errors"],
         ),
     )
 
 
-def classification_current(layout, task):
+def classification_current(layout: Layout, task: Task) -> bool:
     """doit uptodate (beside stamps.is_current): the verdict is what today's classifier says."""
     done = jsonio.read_json(layout.validation_dir(task.instance_id) / "validation.json")
     return isinstance(done, dict) and "runs" in done and reclassified(task, done) == done
 
 
-def validate_task(layout, task, repeats, doit_name, config, files):
+def validate_task(
+    layout: Layout,
+    task: Task,
+    repeats: int,
+    doit_name: str,
+    config: Mapping[str, Any],
+    files: Iterable[str],
+) -> None:
     out = layout.validation_dir(task.instance_id) / "validation.json"
     inputs = stamps.inputs_digest(config, files)
     done = stamps.made_from(out, inputs)
@@ -241,19 +279,21 @@ def validate_task(layout, task, repeats, doit_name, config, files):
     )
     binary = lambda rec: layout.build_dir(rec["key"]) / "tree" / "objs" / "nginx"
     out_dir = layout.validation_dir(task.instance_id)
-    base_runs, fix_runs, env_errors = [], [], []
+    base_runs: list[Run] = []
+    fix_runs: list[Run] = []
+    env_errors: list[str] = []
     load = config.get("load", "none")  # validation_config
     measured = conditions(repeats, load)
     with busy(layout, load, measured):
-        if base["status"] == "built":
+        if base["status"] == BUILT:
             base_runs, errs = run_side(layout, task, binary(base), out_dir / "base", repeats)
             env_errors += errs
         else:
             env_errors.append(f"the base commit does not build ({base['status']})")
-        if fix["status"] == "built":
+        if fix["status"] == BUILT:
             fix_runs, errs = run_side(layout, task, binary(fix), out_dir / "fix", repeats)
             env_errors += [e for e in errs if e not in env_errors]
-    record = classify(task, base_runs, fix_runs, fix["status"] == "built", env_errors)
+    record = classify(task, base_runs, fix_runs, fix["status"] == BUILT, env_errors)
     record.update(
         {
             "inputs": inputs,
@@ -271,8 +311,8 @@ def validate_task(layout, task, repeats, doit_name, config, files):
     write_record(out, record)
 
 
-def write_summary(layout, tasks, repeats):
-    summary = {}
+def write_summary(layout: Layout, tasks: Sequence[Task], repeats: int) -> None:
+    summary: dict[str, Any] = {}
     for t in tasks:
         rec = jsonio.read_json(layout.validation_dir(t.instance_id) / "validation.json")
         rec.pop("runs", None)
@@ -284,13 +324,15 @@ def write_summary(layout, tasks, repeats):
     say(*text.splitlines()[:3])
 
 
-def template_path(templates_dir):
+def template_path(templates_dir: Path) -> Path:
     """validation.md.j2 of the project's templates, else the harness's own."""
     own = templates_dir / TEMPLATE
     return own if own.is_file() else SOURCE_ROOT / "templates" / TEMPLATE
 
 
-def render_summary(summary, ntasks, repeats, templates_dir):
+def render_summary(
+    summary: Mapping[str, Mapping[str, Any]], ntasks: int, repeats: int, templates_dir: Path
+) -> str:
     """validation.md: the counts per verdict and a row per task, from validation.json's records."""
     path = template_path(templates_dir)
     env = jinja2.Environment(
@@ -312,7 +354,7 @@ def render_summary(summary, ntasks, repeats, templates_dir):
     )
 
 
-def conditions_summary(summary):
+def conditions_summary(summary: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """[{"repeats", "load", "load_processes", "cores", "tasks", "dates", "coverage",
     "loadavg"}]: the records' conditions grouped by what was asked (repeats, load, cores), with
     the dates and the range of what was sampled; records from before conditions are left out."""
@@ -338,7 +380,7 @@ def conditions_summary(summary):
     ]
 
 
-def validation_config(task, repeats, load="none"):
+def validation_config(task: Task, repeats: int, load: str = "none") -> dict[str, Any]:
     """The config a task's validation.json records the digest of ("inputs", stamps.py): what
     says the record is of this task as it is now (scripts/promote_tasks.py checks it too). A
     validation under load is another one; without, the config is what it was before load=."""
@@ -347,7 +389,7 @@ def validation_config(task, repeats, load="none"):
     )
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     repeats = ctx.options.repeats  # a whole number >= 1 (options.py)
     load = ctx.options.load
     names = []
@@ -392,7 +434,7 @@ def gen_tasks(ctx):
     yield from command_tasks(ctx)
 
 
-def command_tasks(ctx) -> Iterator[dict]:
+def command_tasks(ctx: "StageContext") -> Iterator[dict]:
     """`<bench>:validate`, what users run; alone for a plain `doit list`, which then needs
     neither the units nor their build order (git, when the plan is not in the cache)."""
     yield {

@@ -35,7 +35,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import ray
 from ray.exceptions import RayError, RayTaskError, TaskCancelledError
@@ -46,9 +48,10 @@ from ..core.errors import UserError
 from ..core.layout import Layout
 from ..core.outcomes import INFRA_ERROR
 from ..repositories.stage import ensure_repo
+from ..run.options import Options
 from . import node as nodework
 
-RESOURCES = {
+RESOURCES: dict[str, dict[str, Any]] = {
     "agent": {"num_cpus": 0, "resources": {"agent": 1}},
     "build": {"num_cpus": 1},
     "prove": {"num_cpus": 0.5},
@@ -65,7 +68,7 @@ NODE_REPO_URL_VARIABLE = "NGINX_EVAL_NODE_REPO_URL"
 WAIT_SECONDS = 0.2  # how often a waiting coordinator thread looks for an interrupt
 
 
-def is_node_lost(error):
+def is_node_lost(error: BaseException) -> bool:
     """A Ray error that says the node or the worker went away, not that the work failed."""
     return isinstance(error, RayError) and not isinstance(error, (RayTaskError, TaskCancelledError))
 
@@ -77,20 +80,20 @@ def is_node_lost(error):
 class SlotKeeper:
     """The agents=, builds= and proves= slots of one run, for every node."""
 
-    def __init__(self, counts):
+    def __init__(self, counts: Mapping[str, int]) -> None:
         self.counts = dict(counts)
-        self.held = {}  # token -> (kind, node id)
+        self.held: dict[str, tuple[str, str]] = {}  # token -> (kind, node id)
 
-    def _in_use(self, kind):
+    def _in_use(self, kind: str) -> int:
         return sum(1 for k, _ in self.held.values() if k == kind)
 
-    def _free_dead_nodes(self):
+    def _free_dead_nodes(self) -> None:
         alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
         for token, (_, node) in list(self.held.items()):
             if node not in alive:
                 del self.held[token]
 
-    def take(self, kind, node):
+    def take(self, kind: str, node: str) -> str | None:
         """A token for a free slot of `kind`, or None."""
         if self._in_use(kind) >= self.counts[kind]:
             self._free_dead_nodes()
@@ -100,30 +103,30 @@ class SlotKeeper:
         self.held[token] = (kind, node)
         return token
 
-    def give_back(self, token):
+    def give_back(self, token: str) -> None:
         self.held.pop(token, None)
 
-    def counts_in_use(self):
+    def counts_in_use(self) -> dict[str, int]:
         return {kind: self._in_use(kind) for kind in self.counts}
 
 
 class SharedSlots:
     """limits.py's slots, asked of the run's SlotKeeper (on a node)."""
 
-    def __init__(self, keeper, node):
+    def __init__(self, keeper: Any, node: str) -> None:
         self.keeper, self.node = keeper, node
 
-    def try_take(self, kind):
+    def try_take(self, kind: str) -> str | None:
         return ray.get(self.keeper.take.remote(kind, self.node))
 
-    def give_back(self, token):
+    def give_back(self, token: str) -> None:
         ray.get(self.keeper.give_back.remote(token))
 
 
 # -- on a node ---------------------------------------------------------------------------------
 
 
-def node_layout(run, coordinator):
+def node_layout(run: str, coordinator: str) -> Layout:
     base = Path(
         os.environ.get(NODE_CACHE_VARIABLE) or Path.home() / ".cache" / "nginx-eval-node"
     ).resolve()
@@ -136,7 +139,7 @@ def node_layout(run, coordinator):
 
 
 @contextlib.contextmanager
-def _work_environment(environ):
+def _work_environment(environ: Mapping[str, str]) -> Iterator[None]:
     """The node's environment with the coordinator's forwarded variables, for one unit (a Ray
     worker runs one task at a time), and the node's own repository URL template if it has one."""
     saved = dict(os.environ)
@@ -152,8 +155,19 @@ def _work_environment(environ):
 
 
 def run_on_node(
-    kind, work, run, coordinator, mode_name, iid, args, files_in, ship_out, repos, environ, keeper
-):
+    kind: str,
+    work: Callable[..., Any],
+    run: str,
+    coordinator: str,
+    mode_name: str,
+    iid: str,
+    args: Sequence[Any],
+    files_in: Mapping[str, bytes],
+    ship_out: Iterable[str],
+    repos: Iterable[Any],
+    environ: Mapping[str, str],
+    keeper: Any,
+) -> dict[str, Any]:
     """The Ray task of one unit (see RayBackend.run): its return value, output files, the
     lines it printed on stderr, and where and when it ran."""
     started = time.time()
@@ -186,13 +200,15 @@ def run_on_node(
 
 
 # ray's annotations of remote() cover functions of up to ten arguments; run_on_node has twelve.
-_remote_unit = ray.remote(run_on_node)  # type: ignore[arg-type]
+_remote_unit: Any = ray.remote(run_on_node)  # type: ignore[arg-type]
 
 
 # -- at the coordinator ------------------------------------------------------------------------
 
 
-def forwarded_environment(environ=None, prefixes=()):
+def forwarded_environment(
+    environ: Mapping[str, str] | None = None, prefixes: Iterable[str] = ()
+) -> dict[str, str]:
     """What the work sees of the coordinator's environment: its ``NGINX_EVAL_*``,
     ``ANTHROPIC_*``, ``CLAUDE_*`` and ``AGENT``, except the three that name the coordinator's
     directories and the node's own ``NGINX_EVAL_NODE_*``; NGINX_EVAL_FORWARD=NAME,NAME adds
@@ -211,22 +227,26 @@ def forwarded_environment(environ=None, prefixes=()):
     }
 
 
-def cluster_cpus():
+def cluster_cpus() -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
 class RayBackend:
     """executor.py's backend for executor=ray: sends units to the cluster, one Ray task each."""
 
-    def __init__(self, keeper, coordinator, agent_retries, counts):
+    def __init__(
+        self, keeper: Any, coordinator: str, agent_retries: int, counts: dict[str, int]
+    ) -> None:
         self.keeper, self.coordinator, self.agent_retries = keeper, coordinator, agent_retries
         self.counts = counts  # {kind: slots across the cluster}
         self.log_lock = threading.Lock()
 
     @classmethod
-    def connect(cls, layout, options):
+    def connect(cls, layout: Layout, options: Options) -> "RayBackend":
         if not ray.is_initialized():
-            init = dict(log_to_driver=False, include_dashboard=False, logging_level="warning")
+            init: dict[str, Any] = dict(
+                log_to_driver=False, include_dashboard=False, logging_level="warning"
+            )
             if not os.environ.get("RAY_ADDRESS"):
                 # A cluster of this machine alone: as many agent slots as agents= allows.
                 init["resources"] = {"agent": limits.chosen_counts(options)["agent"]}
@@ -240,14 +260,27 @@ class RayBackend:
         counts = limits.chosen_counts(options, cores=cluster_cpus())
         # On the coordinator's node: it lives as long as the run, whichever other node is lost.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        keeper = SlotKeeper.options(scheduling_strategy=here).remote(counts)
+        # ray.remote made the class an actor class, which its annotations do not say.
+        keeper = SlotKeeper.options(scheduling_strategy=here).remote(counts)  # type: ignore[attr-defined]
         coordinator = jsonio.digest([socket.gethostname(), str(layout.results_root)])[:16]
         return cls(keeper, coordinator, options.agent_retries, counts)
 
-    def run(self, kind, work, layout, mode_name, iid, args, ship_in, ship_out, repos, forward=()):
+    def run(
+        self,
+        kind: str,
+        work: Callable[..., Any],
+        layout: Layout,
+        mode_name: str,
+        iid: str,
+        args: Sequence[Any],
+        ship_in: Iterable[str],
+        ship_out: Iterable[str],
+        repos: Iterable[Any],
+        forward: Iterable[str] = (),
+    ) -> Any:
         unit_dir = layout.task_dir(mode_name, iid)
         files_in = nodework.read_unit_files(unit_dir, ship_in)
-        lost = []
+        lost: list[str] = []
         while True:
             ref = _remote_unit.options(
                 **RESOURCES[kind],
@@ -290,7 +323,7 @@ class RayBackend:
         return value
 
     @staticmethod
-    def _wait(ref):
+    def _wait(ref: Any) -> Any:
         while True:
             ready, _ = ray.wait([ref], timeout=WAIT_SECONDS)
             if ready:
@@ -304,7 +337,15 @@ class RayBackend:
                 ray.cancel(ref, recursive=True)
                 raise procs.Interrupted()
 
-    def _log(self, layout, kind, mode_name, iid, result, lost):
+    def _log(
+        self,
+        layout: Layout,
+        kind: str,
+        mode_name: str,
+        iid: str,
+        result: Mapping[str, Any],
+        lost: list[str],
+    ) -> None:
         row = {
             "kind": kind,
             "mode": mode_name,

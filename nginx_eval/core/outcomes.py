@@ -8,36 +8,81 @@ fails when they differ). outcome() decides a row's outcome.
 """
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, TypeGuard, get_args
 
+# The vocabularies below as types: a field that holds one is annotated with its type, and the
+# tuples the code checks values against are read from these (one place for each word list).
 # agent.json "status" (agent/stage.py).
-COMPLETED, FAILED, ERROR, TIMEOUT = "completed", "failed", "error", "timeout"
-INFRA_ERROR, NOT_RUN = "infra_error", "not_run"
-AGENT_STATUSES = (COMPLETED, FAILED, TIMEOUT, ERROR, INFRA_ERROR, NOT_RUN)
-# Agent runs that are not finished, and what they mean: nothing of theirs is scored, and the
-# outcome of their task is their status.
-UNFINISHED_AGENT = {
-    INFRA_ERROR: "the API or the network failed",
-    NOT_RUN: "the run's budget (max_cost) was spent before it started",
-}
-
-# grade.json "status": the verdict of the patch alone (grade/stage.py).
-GRADE_STATUSES = (
+AgentStatus = Literal["completed", "failed", "timeout", "error", "infra_error", "not_run"]
+# grade.json "status": the verdict of the patch alone (grade/stage.py); an unfinished agent's
+# status is its own.
+GradeStatus = Literal[
     "resolved",
     "partially_resolved",
     "unresolved",
     "patch_failed",
     "compile_failed",
     "env_error",
-) + tuple(UNFINISHED_AGENT)
+    "infra_error",
+    "not_run",
+]
+# build.json "status" (build/stage.py).
+BuildStatus = Literal["built", "patch_failed", "compile_failed", "env_error"]
+# The outcome of a task in a mode (TABLE below, in its order).
+OutcomeName = Literal[
+    "resolved",
+    "partially_resolved",
+    "unresolved",
+    "compile_failed",
+    "patch_failed",
+    "timeout",
+    "agent_error",
+    "env_error",
+    "infra_error",
+    "not_run",
+    "contaminated",
+    "eval_error",
+]
+
+COMPLETED: Final = "completed"
+FAILED: Final = "failed"
+ERROR: Final = "error"
+TIMEOUT: Final = "timeout"
+INFRA_ERROR: Final = "infra_error"
+NOT_RUN: Final = "not_run"
+AGENT_STATUSES: tuple[AgentStatus, ...] = get_args(AgentStatus)
+# Agent runs that are not finished, and what they mean: nothing of theirs is scored, and the
+# outcome of their task is their status.
+UnfinishedStatus = Literal["infra_error", "not_run"]
+UNFINISHED_AGENT: dict[UnfinishedStatus, str] = {
+    INFRA_ERROR: "the API or the network failed",
+    NOT_RUN: "the run's budget (max_cost) was spent before it started",
+}
+
+
+def is_unfinished(status: object) -> TypeGuard[UnfinishedStatus]:
+    """Whether an agent.json status is one of UNFINISHED_AGENT's."""
+    return status in UNFINISHED_AGENT
+
+
+RESOLVED: Final = "resolved"
+PARTIALLY_RESOLVED: Final = "partially_resolved"
+UNRESOLVED: Final = "unresolved"
+PATCH_FAILED: Final = "patch_failed"
+COMPILE_FAILED: Final = "compile_failed"
+ENV_ERROR: Final = "env_error"
+BUILT: Final = "built"  # build.json's status of a build that made nginx
+GRADE_STATUSES: tuple[GradeStatus, ...] = get_args(GradeStatus)
 # Outcomes of a task that are neither an agent's status nor a grade's.
-CONTAMINATED, EVAL_ERROR = "contaminated", "eval_error"
+AGENT_ERROR: Final = "agent_error"
+CONTAMINATED: Final = "contaminated"
+EVAL_ERROR: Final = "eval_error"
 
 
 class Outcome(NamedTuple):
     """One outcome of a task in a mode."""
 
-    name: str
+    name: OutcomeName
     cell: str  # its short form in report.md's per-task matrix and the site's
     scored: bool  # False: outside a mode's denominator (rates, intervals, comparisons)
     meaning: str
@@ -91,16 +136,16 @@ TABLE = (
         "SWE-bench's official harness could not evaluate the patch",
     ),
 )
-OUTCOMES = tuple(o.name for o in TABLE)
+OUTCOMES: tuple[OutcomeName, ...] = tuple(o.name for o in TABLE)
 # Outcomes that say nothing of the model: outside a mode's denominator, counted apart.
-NOT_SCORED = tuple(o.name for o in TABLE if not o.scored)
+NOT_SCORED: tuple[OutcomeName, ...] = tuple(o.name for o in TABLE if not o.scored)
 # Outcomes in which the run went wrong rather than the patch: the errors of a progress line.
-RUN_ERRORS = ("env_error", "agent_error", "timeout")
+RUN_ERRORS: tuple[OutcomeName, ...] = (ENV_ERROR, AGENT_ERROR, TIMEOUT)
 # Outcomes the evaluation could not judge: SWE-bench's error instances (report.json).
-NOT_JUDGED = ("env_error", "patch_failed") + NOT_SCORED
+NOT_JUDGED: tuple[OutcomeName, ...] = (ENV_ERROR, PATCH_FAILED) + NOT_SCORED
 
 
-def outcome(row: Mapping[str, Any]) -> str:
+def outcome(row: Mapping[str, Any]) -> OutcomeName:
     """The outcome of a results.jsonl row (or a row without the field, from its other fields).
 
     First match wins: an unfinished agent (infra_error, not_run), contaminated, resolved (even
@@ -112,13 +157,13 @@ def outcome(row: Mapping[str, Any]) -> str:
     if row.get("contaminated"):
         return CONTAMINATED
     if row.get("resolved"):
-        return "resolved"
-    if row.get("status") == "env_error":
-        return "env_error"
+        return RESOLVED
+    if row.get("status") == ENV_ERROR:
+        return ENV_ERROR
     if row.get("agent_status") == TIMEOUT:
-        return "timeout"
+        return TIMEOUT
     if row.get("agent_status") in (FAILED, ERROR):
-        return "agent_error"
+        return AGENT_ERROR
     if row.get("status") in OUTCOMES:
         return row["status"]
-    return "unresolved"
+    return UNRESOLVED

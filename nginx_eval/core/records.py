@@ -20,6 +20,7 @@ from typing import Any, NotRequired, TypedDict, TypeVar, cast
 
 from . import jsonio
 from .errors import UserError
+from .outcomes import AgentStatus, BuildStatus, GradeStatus, OutcomeName
 
 FORMAT_FIELD = "format_version"
 FORMAT_VERSION = 1
@@ -81,7 +82,7 @@ class BuildRecord(BuildFields):
     """``<cache>/builds/<key>/build.json``, and ``builds/.failed/<key>.json`` (with "pid")."""
 
     format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
-    status: str  # "built" | "patch_failed" | "compile_failed" | "env_error"
+    status: BuildStatus
     # user + system time of its steps and their children: what the build costs the machine,
     # whatever ran beside it; None: unknown
     cpu_seconds: NotRequired[float | None]
@@ -287,7 +288,7 @@ class VerdictBase(TypedDict):
 class Verdict(VerdictBase):
     """grade.grade's answer."""
 
-    status: str  # core/outcomes.py: GRADE_STATUSES; an unfinished agent's status is its own
+    status: GradeStatus  # an unfinished agent's status is its own
     resolved: bool
     fail_to_pass: Split  # both empty when the agent did not finish: nothing was graded
     pass_to_pass: Split
@@ -616,7 +617,7 @@ class AgentJson(TypedDict):
     inputs: str  # the digest of everything the run depends on (agent/stage.py: agent_inputs)
     mode: str
     instance_id: str
-    status: str  # core/outcomes.py: AGENT_STATUSES
+    status: AgentStatus
     # one line, for every status but "completed" ("" then): "phase solve: exit code 3",
     # "phase solve: timed out after <limit>", "phase solve: command not found (exit 127)",
     # "phase solve: exit code 1: API Error: 500 ...", ...
@@ -706,8 +707,8 @@ class ResultRow(UnitFields):
     """A row of an nginx benchmark's results.jsonl."""
 
     benchmark_version: str | None  # grade.json's (None: unversioned)
-    outcome: str  # core/outcomes.py: OUTCOMES, the vocabulary of report.json and report.md
-    status: str  # grade.json's verdict of the patch alone
+    outcome: OutcomeName  # the vocabulary of report.json and report.md
+    status: GradeStatus  # grade.json's verdict of the patch alone
     resolved: bool
     strict: bool | None
     strict_reason: str | None

@@ -26,27 +26,31 @@ import sys
 import time
 from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from doit.dependency import SqliteDB
+
+if TYPE_CHECKING:
+    from ..core.layout import Layout
 
 # Rows kept after a read or write: doit asks for one task's keys together, and a results task's
 # row (a state for each of its 591 files) is about 280 KiB decoded.
 RECENT_ROWS = 2
 
 
-def _marker_dir(db_path):
+def _marker_dir(db_path: str | Path) -> Path:
     return Path(str(db_path) + ".forgotten")
 
 
-def _marker(db_path, task_id):
+def _marker(db_path: str | Path, task_id: str) -> Path:
     return _marker_dir(db_path) / hashlib.sha256(task_id.encode()).hexdigest()
 
 
 class DurableDB(SqliteDB):
     desc = "SQLite, rebuilt when damaged, remembers forgotten agents (nginx-eval)"
 
-    def __init__(self, name, codec, *, module_name=None):
-        self._recent = OrderedDict()
+    def __init__(self, name: str, codec: Any, *, module_name: str | None = None) -> None:
+        self._recent: OrderedDict[str, dict[str, Any]] = OrderedDict()
         os.makedirs(os.path.dirname(os.path.abspath(name)) or ".", exist_ok=True)
         try:
             super().__init__(name, codec, module_name=module_name)
@@ -68,7 +72,7 @@ class DurableDB(SqliteDB):
             )
             super().__init__(name, codec, module_name=module_name)
 
-    def _row(self, task_id):
+    def _row(self, task_id: str) -> dict[str, Any]:
         """A task's row: unwritten (in _cache), read lately, or read now and remembered a while:
         doit asks for a task's keys one after the other (one per file_dep), and decoding the row
         for each made a rerun quadratic in a results task's thousand files."""
@@ -79,17 +83,17 @@ class DurableDB(SqliteDB):
             data = self._remember(task_id, self._get_task_data(task_id))
         return data
 
-    def _remember(self, task_id, data):
+    def _remember(self, task_id: str, data: dict[str, Any]) -> dict[str, Any]:
         self._recent[task_id] = data
         self._recent.move_to_end(task_id)
         while len(self._recent) > RECENT_ROWS:
             self._recent.popitem(last=False)
         return data
 
-    def get(self, task_id, dependency):
+    def get(self, task_id: str, dependency: str) -> Any:
         return self._row(task_id).get(dependency)
 
-    def set(self, task_id, dependency, value):
+    def set(self, task_id: str, dependency: str, value: Any) -> None:
         data = dict(self._row(task_id))
         data[dependency] = value
         try:
@@ -111,14 +115,14 @@ class DurableDB(SqliteDB):
             self._dirty.discard(task_id)
             self._remember(task_id, data)
 
-    def in_(self, task_id):
+    def in_(self, task_id: str) -> bool:
         return (
             task_id in self._cache
             or self._conn.execute("select task_id from doit where task_id=?", (task_id,)).fetchone()
             is not None
         )
 
-    def remove(self, task_id):
+    def remove(self, task_id: str) -> None:
         self._recent.pop(task_id, None)
         super().remove(task_id)
         self._conn.commit()
@@ -127,7 +131,7 @@ class DurableDB(SqliteDB):
         marker.write_text(task_id + "\n")
 
 
-def forgotten_tasks(layout) -> set[str]:
+def forgotten_tasks(layout: "Layout") -> set[str]:
     """The names of the tasks that ``doit forget`` asked for and no run has redone yet."""
     names: set[str] = set()
     try:
@@ -142,18 +146,18 @@ def forgotten_tasks(layout) -> set[str]:
     return names
 
 
-def answer_forgotten(layout, task_id: str) -> None:
+def answer_forgotten(layout: "Layout", task_id: str) -> None:
     """A doit action after a forgotten task's own: the request is answered (None: doit takes
     False for a failure)."""
     consume_forgotten(layout, task_id)
 
 
-def forgotten(layout, task_id):
+def forgotten(layout: "Layout", task_id: str) -> bool:
     """Whether ``doit forget task_id`` is pending (without consuming it)."""
     return _marker(layout.doit_db, task_id).exists()
 
 
-def consume_forgotten(layout, task_id):
+def consume_forgotten(layout: "Layout", task_id: str) -> bool:
     """True once after ``doit forget task_id``."""
     marker = _marker(layout.doit_db, task_id)
     try:

@@ -16,21 +16,27 @@ share a change between tasks). ``values``, which doit fills as a task runs, stay
 The attributes are doit 0.37's (tests/test_doit_pin.py pins that version).
 """
 
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn
+
 from doit import control
 from doit.task import IOConfig, Task
 
 from .wrapping import wrap_once
 
+# A method of doit's TaskDispatcher, and what replaces it.
+Method = Callable[..., Any]
+
 
 class _Shared:
     """A container kept once for every slim task: changing it is an error."""
 
-    def _refuse(self, *args, **kwargs):
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError(
             "a container shared by every slim doit task cannot change (nginx_eval/doitext/slim.py)"
         )
 
-    def clear(self):
+    def clear(self) -> None:
         if self:
             self._refuse()  # emptying an empty container changes nothing: doit does it
 
@@ -44,7 +50,7 @@ class SharedSet(_Shared, set):
     # set.copy() of it is a plain set (doit's ExecNode copies calc_dep, then changes its copy).
     add = discard = remove = pop = _Shared._refuse
 
-    def update(self, *others):
+    def update(self, *others: Iterable[Any]) -> None:
         if any(others):
             self._refuse()  # adding nothing changes nothing: doit does it
 
@@ -55,7 +61,7 @@ class SharedSet(_Shared, set):
 class SharedDict(_Shared, dict):
     pop = popitem = setdefault = __setitem__ = __delitem__ = __ior__ = _Shared._refuse
 
-    def update(self, *others, **more):
+    def update(self, *others: Any, **more: Any) -> None:
         if any(others) or more:
             self._refuse()
 
@@ -100,20 +106,20 @@ _CONTAINERS = (list, tuple, set, dict)
 class SlimTask(Task):
     """A doit Task whose attributes equal to DEFAULTS live on the class (see the module)."""
 
-    def unslimmed(self):
+    def unslimmed(self) -> Task:
         """A plain doit Task with every attribute in its instance, as doit made it: for doit's
         code that reads a task's __dict__ (pickling for `-P process`)."""
         task = Task.__new__(Task)
         task.__dict__ = dict(DEFAULTS, **self.__dict__)
         return task
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return self.unslimmed().__getstate__()
 
-    def pickle_safe_dict(self):
+    def pickle_safe_dict(self) -> dict[str, Any]:
         return self.unslimmed().pickle_safe_dict()
 
-    def update_from_pickle(self, pickle_obj):
+    def update_from_pickle(self, pickle_obj: dict[str, Any]) -> None:
         # doit's runners hand a worker the task as pickle_safe_dict() and write it back with
         # __dict__.update: every attribute in the instance again, the task as large as before.
         for name, value in pickle_obj.items():
@@ -122,7 +128,7 @@ class SlimTask(Task):
             else:
                 setattr(self, name, value)
 
-    def update_deps(self, deps):
+    def update_deps(self, deps: dict[str, Any]) -> None:
         for name, kind in (("file_dep", set), ("calc_dep", set), ("wild_dep", list)):
             if name not in self.__dict__:
                 setattr(self, name, kind())
@@ -133,7 +139,7 @@ for _name, _value in DEFAULTS.items():
     setattr(SlimTask, _name, _value)
 
 
-def _is_default(name, value):
+def _is_default(name: str, value: object) -> bool:
     default = DEFAULTS[name]
     if isinstance(default, IOConfig):
         return isinstance(value, IOConfig) and vars(value) == vars(default)
@@ -146,7 +152,7 @@ def _is_default(name, value):
     return value is default
 
 
-def slim(tasks):
+def slim(tasks: Iterable[Task]) -> list[Task]:
     """The doit Tasks `tasks` (an iterable), each made a SlimTask in place, as a list. A task
     with calc_dep, or of a class other than doit's Task, is left as it is."""
     tasks = list(tasks)
@@ -174,20 +180,20 @@ FINAL = ("successful", "up-to-date", "failure", "ignore")
 _ENDED = iter(())  # an exhausted generator: what the node's own would say next (nothing)
 
 
-def _lighter_nodes(gen_node):
-    def gen_node_lighter(self, parent, task_name):
+def _lighter_nodes(gen_node: Method) -> Method:
+    def gen_node_lighter(self: Any, parent: Any, task_name: str) -> Any:
         made = task_name not in self.nodes
         node = gen_node(self, parent, task_name)
         if made and node is not None and not node.calc_dep and not node.wait_run_calc:
             node.calc_dep = node.wait_run_calc = EMPTY_SET
         return node
 
-    gen_node_lighter.wrapped = gen_node
+    gen_node_lighter.wrapped = gen_node  # type: ignore[attr-defined]
     return gen_node_lighter
 
 
-def _shed_when_final(update_waiting):
-    def update_waiting_and_shed(self, processed):
+def _shed_when_final(update_waiting: Method) -> Method:
+    def update_waiting_and_shed(self: Any, processed: Any) -> None:
         update_waiting(self, processed)
         if (
             processed is not None
@@ -203,11 +209,11 @@ def _shed_when_final(update_waiting):
             if processed.run_status != "failure":
                 _let_go(processed.task)
 
-    update_waiting_and_shed.wrapped = update_waiting
+    update_waiting_and_shed.wrapped = update_waiting  # type: ignore[attr-defined]
     return update_waiting_and_shed
 
 
-def _let_go(task):
+def _let_go(task: Task) -> None:
     """A slim task that ran keeps what it had before, and its result and values: its action
     instances go (doit makes them again from _actions if asked; only a failed task's are read
     later, for their output), and so do the options and result doit set to nothing: what doit's
@@ -222,7 +228,7 @@ def _let_go(task):
         }
 
 
-def lighter_nodes():
+def lighter_nodes() -> None:
     """Install the two wrappers above on doit's TaskDispatcher (idempotent)."""
     wrap_once(control.TaskDispatcher, "_gen_node", _lighter_nodes)
     wrap_once(control.TaskDispatcher, "_update_waiting", _shed_when_final)

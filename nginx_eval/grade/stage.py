@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import inputs, stamps
 from ..core.errors import failing_on_user_error
-from ..core.outcomes import UNFINISHED_AGENT
+from ..core.outcomes import (
+    BUILT,
+    ENV_ERROR,
+    UNFINISHED_AGENT,
+    AgentStatus,
+    BuildStatus,
+    GradeStatus,
+    is_unfinished,
+)
 from ..core.records import (
     BuildJson,
     FileFailure,
@@ -114,7 +122,7 @@ def split(ids: Sequence[str], results: Mapping[str, bool]) -> Split:
     return {"passed": passed, "failed": [i for i in ids if results.get(i) is not True]}
 
 
-def _without_tests(verdict: VerdictBase, task: "Task", status: str) -> Verdict:
+def _without_tests(verdict: VerdictBase, task: "Task", status: GradeStatus) -> Verdict:
     """The verdict `status` when no test result counts: no graded assertion passed."""
     return {
         **verdict,
@@ -127,10 +135,10 @@ def _without_tests(verdict: VerdictBase, task: "Task", status: str) -> Verdict:
 
 def grade(
     task: "Task",
-    build_status: str,
+    build_status: BuildStatus,
     prove_files: Mapping[str, ProveRun],
     tap_texts: Mapping[str, str],
-    agent_status: str | None = None,
+    agent_status: AgentStatus | None = None,
     reference: Mapping[str, Reference] | None = None,
     build_reason: str | None = None,
     reruns: Mapping[str, Reference] | None = None,
@@ -186,10 +194,10 @@ def rerun_fields(
 
 def _verdict(
     task: "Task",
-    build_status: str,
+    build_status: BuildStatus,
     prove_files: Mapping[str, ProveRun],
     tap_texts: Mapping[str, str],
-    agent_status: str | None,
+    agent_status: AgentStatus | None,
     reference: Mapping[str, Reference] | None,
     build_reason: str | None,
 ) -> Verdict:
@@ -203,7 +211,7 @@ def _verdict(
         "timed_out_files": [],
         "skipped_assertions": [],
     }
-    if agent_status in UNFINISHED_AGENT:
+    if is_unfinished(agent_status):
         # No verdict to give: the agent did not finish, and its (empty) patch is not its answer.
         return {
             **verdict,
@@ -212,14 +220,15 @@ def _verdict(
             "fail_to_pass": {"passed": [], "failed": []},
             "pass_to_pass": {"passed": [], "failed": []},
         }
-    if build_status != "built":
-        if build_status == "env_error":
+    if build_status != BUILT:
+        if build_status == ENV_ERROR:
             verdict["env_errors"].append(f"build: {build_reason or 'failed in this environment'}")
         return _without_tests(verdict, task, build_status)
     results = _judge_files(task, prove_files, tap_texts, reference, verdict)
     f2p, p2p = split(task.fail_to_pass, results), split(task.pass_to_pass, results)
     resolved = not f2p["failed"] and not p2p["failed"] and not verdict["env_errors"]
     tampered = any(f["kind"] == "tampered" for f in verdict["file_failures"])
+    status: GradeStatus
     if verdict["env_errors"]:
         status = "env_error"
     elif resolved:

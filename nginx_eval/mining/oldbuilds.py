@@ -11,6 +11,9 @@ and the miner proposes none (BUILDABLE_FROM). Which options bases of which age n
 docs/benchmark.md#old-bases.
 """
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from nginx_eval.core import gitcmd
 
 # (nginx commit that made the option unnecessary, the option, which builds need it)
@@ -41,7 +44,7 @@ OPENSSL_11_READY = "218c8d493"
 SSL_FLAG_WORDS = ("ssl", "http_v3")
 
 
-def lacks(nginx_dir, commit, base):
+def lacks(nginx_dir: str | Path, commit: str, base: str) -> bool:
     """Whether `base` predates `commit`. A repository without `commit` (a fixture, a fork
     with another history) is not nginx's: none of these rules applies to it."""
     if gitcmd.missing_commits(nginx_dir, [commit]):
@@ -49,11 +52,11 @@ def lacks(nginx_dir, commit, base):
     return not gitcmd.is_ancestor(nginx_dir, commit, base)
 
 
-def uses_ssl(flags):
+def uses_ssl(flags: Sequence[str]) -> bool:
     return any(word in flag for flag in flags for word in SSL_FLAG_WORDS)
 
 
-def legacy_cc_opt(nginx_dir, base, flags):
+def legacy_cc_opt(nginx_dir: str | Path, base: str, flags: Sequence[str]) -> list[str]:
     """The options `base` needs (a list, empty for a recent base) given its configure flags."""
     ssl = uses_ssl(flags)
     options = [
@@ -64,7 +67,7 @@ def legacy_cc_opt(nginx_dir, base, flags):
     return list(dict.fromkeys(options))
 
 
-def with_legacy_options(nginx_dir, base, flags):
+def with_legacy_options(nginx_dir: str | Path, base: str, flags: Sequence[str]) -> list[str] | None:
     """`flags` with the options `base` needs added to its --with-cc-opt, or None when no
     option can make it build here (a base older than BUILDABLE_FROM, or an SSL build of a
     base older than OpenSSL 1.1 support)."""

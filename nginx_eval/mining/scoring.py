@@ -8,10 +8,13 @@ apart, size, ports and refactorings). ``top_candidates`` keeps the best commits 
 dropping those older than a name the test uses and demoting follow-ups; ``best_proposals``
 keeps one proposal per fix, from the signal that scores it highest."""
 
+import argparse
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from nginx_eval.mining.nginx_history import code_files
+from nginx_eval.mining.nginx_history import NginxHistory, code_files
 from nginx_eval.mining.suite_history import TICKET_RE, names_used
 from nginx_eval.mining.topics import file_topic_words, subject_area, words
 from nginx_eval.prove.areas import AREA_PATHS, test_area
@@ -23,6 +26,12 @@ PORTABILITY_RE = re.compile(
     r"\bcompat(?:ibility)?\b|compil|\bbuild\b|\btypos?\b",
     re.I,
 )
+# A commit of nginx or a signal of nginx-tests, as nginx_history.py and suite_history.py read them.
+Record = Mapping[str, Any]
+# (score, commit, reasons) of a candidate fix for a signal.
+Scored = tuple[float, Record, list[str]]
+# (primary, guarded, secondary) topic words of a signal (signal_words).
+SignalWords = tuple[set[str], set[str], set[str]]
 REFACTOR_RE = re.compile(
     r"refactor|factored out|extracted|changed interface|simplified|"
     r"\bmoved\b|renamed|clean ?up|\bstyle\b|\bunified\b|\bcomments?\b",
@@ -30,19 +39,19 @@ REFACTOR_RE = re.compile(
 )
 
 
-def commit_words(c):
+def commit_words(c: Record) -> set[str]:
     """The topic words of an nginx commit: its subject and the names of the files it touches."""
     return words(c["subject"]) | words(" ".join(p.rsplit("/", 1)[-1] for p in c["files"]))
 
 
-def area_focus(areas, c):
+def area_focus(areas: Iterable[str], c: Record) -> float:
     """The share of a commit's C sources that lie in the test files' areas (AREA_PATHS)."""
     code = code_files(c)
     frags = [frag for a in areas for frag in AREA_PATHS.get(a, []) if frag]
     return sum(any(frag in f for frag in frags) for f in code) / len(code) if code else 0.0
 
 
-def topic_points(sig, c, sig_words):
+def topic_points(sig: Record, c: Record, sig_words: SignalWords) -> tuple[float, list[str]]:
     """Points for the topic a commit shares with a test signal: words of the test's subject
     and file names (3 each), of what its guards make TODO (2 each, at most 3), of its other
     assertions (1 each, at most 4) in the commit's subject and file names; words of the
@@ -78,7 +87,9 @@ def topic_points(sig, c, sig_words):
     return s, reasons
 
 
-def evidence_points(sig, c, introduced, used):
+def evidence_points(
+    sig: Record, c: Record, introduced: set[str], used: Mapping[str, float]
+) -> tuple[float, list[str]]:
     """Points for what ties a commit to a test signal beyond the topic: the test names its
     hash (15) or shares a ticket (12); the commit introduces a directive or variable the test
     uses (6), or only ones the test does not use (-5: a feature the test does not exercise)."""
@@ -98,7 +109,7 @@ def evidence_points(sig, c, introduced, used):
     return s, reasons
 
 
-def shape_points(sig, c):
+def shape_points(sig: Record, c: Record) -> tuple[float, list[str]]:
     """Points for the shape of the change: near the test commit in time (weakly so within a
     TODO guard's release window, where the fix may sit anywhere), small (small fixes are more
     typical for benchmark tasks than large features), and by its subject neither a port to
@@ -120,7 +131,9 @@ def shape_points(sig, c):
     return s, reasons
 
 
-def score(sig, c, sig_words, introduced, used):
+def score(
+    sig: Record, c: Record, sig_words: SignalWords, introduced: set[str], used: Mapping[str, float]
+) -> tuple[float, list[str]]:
     """(points, reasons) of nginx commit `c` as the fix a test signal tests: topic_points,
     evidence_points (`introduced`: the names `c` introduces; `used`: those the test uses)
     and shape_points."""
@@ -135,7 +148,7 @@ def score(sig, c, sig_words, introduced, used):
     return total, reasons
 
 
-def signal_words(sig):
+def signal_words(sig: Record) -> SignalWords:
     """(primary, guarded, secondary) topic words of a test signal: its commit subject and file
     names describe the topic, the assertions its guards make TODO say what the fix changes,
     its other assertion texts only hint."""
@@ -146,7 +159,13 @@ def signal_words(sig):
     )
 
 
-def top_candidates(sig, cands, history, min_score, per_signal):
+def top_candidates(
+    sig: Record,
+    cands: Iterable[Record],
+    history: NginxHistory,
+    min_score: float,
+    per_signal: int,
+) -> list[Scored]:
     """The best `per_signal` (score, commit, reasons) of `cands` for a test signal that score
     at least `min_score`, best first. A TODO guard is strong evidence; a ticket signal whose
     ticket the commit does not name is weak. A commit older than a directive or variable the
@@ -169,7 +188,7 @@ def top_candidates(sig, cands, history, min_score, per_signal):
     return scored[:per_signal]
 
 
-def demote_followups(scored):
+def demote_followups(scored: Sequence[Scored]) -> list[Scored]:
     """`scored` with 2 points off each commit that an earlier one, scoring at most 4 points
     less, precedes in the same sources: the earlier is the likelier fix, and the later one's
     base (its parent) would already hold it, so its test could not tell the two apart."""
@@ -188,11 +207,13 @@ def demote_followups(scored):
     return out
 
 
-def best_proposals(signals, history, args):
+def best_proposals(
+    signals: Iterable[Record], history: NginxHistory, args: argparse.Namespace
+) -> list[dict[str, Any]]:
     """One proposal per fix, best first, at most args.limit (0: all): {"_score", "_sig",
     "_commit", "_why", "_rank"} of the test signal that scores it highest (_rank: its place
     among that signal's candidates, 1 the best)."""
-    proposals = {}  # (fix, test_commit) -> proposal
+    proposals: dict[tuple[str, str], dict[str, Any]] = {}  # (fix, test_commit) -> proposal
     for sig in signals:
         cands = history.candidates(sig, args.window_days)
         top = top_candidates(sig, cands, history, args.min_score, args.per_signal)
@@ -202,7 +223,7 @@ def best_proposals(signals, history, args):
                 continue
             proposals[key] = {"_score": s, "_sig": sig, "_commit": c, "_why": why, "_rank": rank}
     # one stub per fix: the best-scoring test signal wins
-    best = {}
+    best: dict[str, dict[str, Any]] = {}
     for (fix, _), p in proposals.items():
         if fix not in best or p["_score"] > best[fix]["_score"]:
             best[fix] = p

@@ -9,6 +9,9 @@ doctor reads them); fail_to_pass, pass_to_pass and the problem statement are lef
 
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from nginx_eval.core import gitcmd
 from nginx_eval.mining.oldbuilds import with_legacy_options
@@ -17,13 +20,13 @@ from nginx_eval.prove.areas import AREA_PATHS, test_area
 from nginx_eval.prove.testsuite import configure_flags_for, requirements_in_order
 
 
-def pick_files(files, c):
+def pick_files(files: Iterable[str], c: Mapping[str, Any]) -> list[str]:
     """The test files of a signal most related to fix commit `c` (at most two)."""
     fix_words = words(c["subject"]) | words(" ".join(p.rsplit("/", 1)[-1] for p in c["files"]))
     sarea = subject_area(c["subject"])
     paths = " ".join(c["files"])
 
-    def rel(f):
+    def rel(f: str) -> int:
         area = test_area(f)
         r = len(words(f[:-2]) & fix_words)
         r += 2 if area == sarea else 0
@@ -35,11 +38,12 @@ def pick_files(files, c):
     return [f for f in ranked if rel(f) == top][:2]
 
 
-def needs_of(git_dir, commit, files):
+def needs_of(git_dir: str | Path, commit: str, files: Iterable[str]) -> tuple[list[str], list[str]]:
     """(configure flags, Perl modules) the test files need at `commit`, as the doctor reads them
     (nginx_eval/prove/testsuite.py): the flags that build every module their has() calls name, the
     non-core modules they load or call."""
-    names, perl = [], []
+    names: list[str] = []
+    perl: list[str] = []
     for f in files:
         data = gitcmd.file_at(git_dir, commit, f)
         if data is None:
@@ -50,7 +54,9 @@ def needs_of(git_dir, commit, files):
     return configure_flags_for(dict.fromkeys(names)), list(dict.fromkeys(perl))
 
 
-def task_stub(p, nginx_dir, tests_dir):
+def task_stub(
+    p: Mapping[str, Any], nginx_dir: str | Path, tests_dir: str | Path
+) -> dict[str, Any] | None:
     """The benchmark task a proposal suggests (fail_to_pass, pass_to_pass and the problem
     statement left to a human), or None when its fix has no parent to be the base or the
     base cannot be built here with what its tests need (nginx_eval/mining/oldbuilds.py). A test
@@ -66,14 +72,21 @@ def task_stub(p, nginx_dir, tests_dir):
     return stub_for(c, sig["commit"], pick_files(sig["files"], c), nginx_dir, tests_dir, notes)
 
 
-def stub_for(c, test_commit, files, nginx_dir, tests_dir, notes):
+def stub_for(
+    c: Mapping[str, Any],
+    test_commit: str,
+    files: list[str],
+    nginx_dir: str | Path,
+    tests_dir: str | Path,
+    notes: str,
+) -> dict[str, Any] | None:
     """The task stub of fix commit `c` ({sha, day, subject, files, add, rem}) tested by `files`
     of nginx-tests `test_commit`, or None (see task_stub)."""
     base = gitcmd.first_parent(nginx_dir, c["sha"])
     if base is None:
         return None
-    flags, perl = needs_of(tests_dir, test_commit, files)
-    flags = with_legacy_options(nginx_dir, base, flags)
+    needed, perl = needs_of(tests_dir, test_commit, files)
+    flags = with_legacy_options(nginx_dir, base, needed)
     if flags is None:
         return None  # no compiler option makes it build here
     areas = sorted({test_area(f) for f in files})
@@ -97,7 +110,7 @@ def stub_for(c, test_commit, files, nginx_dir, tests_dir, notes):
     }
 
 
-def write_candidates(path, stubs):
+def write_candidates(path: str | Path, stubs: Sequence[Mapping[str, Any]]) -> None:
     """Write `stubs` to `path` as a candidates file (``"candidates": true``)."""
     # Mining takes a while; a missing directory must not throw its result away.
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -115,7 +128,9 @@ def write_candidates(path, stubs):
         fh.write("\n")
 
 
-def print_candidates(stubs, rows):
+def print_candidates(
+    stubs: Sequence[Mapping[str, Any]], rows: Sequence[tuple[float, str, str]]
+) -> None:
     """A line per stub: its score, fix, test commit, signal kind, test files and fix subject."""
     print(f"{'#':>3} {'score':>5} {'fix':12} {'test':8} {'kind':6} {'files':28} subject")
     for i, (s, (score_, kind, subject)) in enumerate(zip(stubs, rows, strict=True), 1):

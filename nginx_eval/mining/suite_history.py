@@ -9,7 +9,10 @@ a guard that holds only with another SSL library than OpenSSL marks the patch as
 
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from nginx_eval.core import gitcmd
 
@@ -35,13 +38,15 @@ VAR_USE_RE = re.compile(r"\$\{?([a-z][a-z0-9_]*)")
 class SuiteChanges:
     """What the patch of one nginx-tests commit does to its test files."""
 
-    files: set = field(default_factory=set)  # .t files it adds lines to
-    added: set = field(default_factory=set)  # files it creates
-    guarded: dict = field(default_factory=lambda: defaultdict(set))  # .t file -> guard versions
-    texts: list = field(default_factory=list)  # assertion descriptions of its added lines
-    guarded_texts: list = field(default_factory=list)  # descriptions, comments its guards cover
-    lines: list = field(default_factory=list)  # its added lines (the config a test uses)
-    refs: set = field(default_factory=set)  # abbreviated hashes in its added lines
+    files: set[str] = field(default_factory=set)  # .t files it adds lines to
+    added: set[str] = field(default_factory=set)  # files it creates
+    # .t file -> guard versions
+    guarded: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    texts: list[str] = field(default_factory=list)  # assertion descriptions of its added lines
+    # descriptions, comments its guards cover
+    guarded_texts: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # its added lines (the config a test uses)
+    refs: set[str] = field(default_factory=set)  # abbreviated hashes in its added lines
     foreign: bool = False  # a guard for another SSL library only
 
 
@@ -50,13 +55,13 @@ class _Reading:
     """Where read_test_patch is in one file: the added statement it reads, the comments since
     the last assertion, and whether it is inside a block that a guard makes TODO."""
 
-    statement: list = field(default_factory=list)
+    statement: list[str] = field(default_factory=list)
     added: bool = False  # the commit adds a line of that statement
-    comments: list = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
     in_guard: bool = False
 
 
-def guard_version(statement):
+def guard_version(statement: str) -> str | None:
     """The X.Y.Z of an added statement that makes assertions TODO unless has_version('X.Y.Z'),
     or that continues such a condition from a line before ("or ...has_version(...)"); None for
     any other statement."""
@@ -69,7 +74,7 @@ def guard_version(statement):
     return None
 
 
-def read_statement(patch, path, reading):
+def read_statement(patch: SuiteChanges, path: str, reading: _Reading) -> None:
     """Take in the statement `reading` holds, now complete: its assertion descriptions (those
     of an added statement count as the commit's), and the guard an added statement sets. A
     guard for another SSL library only marks the patch: built with OpenSSL, nginx passes or
@@ -92,7 +97,7 @@ def read_statement(patch, path, reading):
         reading.in_guard = True
 
 
-def read_line(patch, path, text, reading, added):
+def read_line(patch: SuiteChanges, path: str, text: str, reading: _Reading, added: bool) -> None:
     """Take in one line of test file `path` (without its diff mark) that the commit adds or,
     not `added`, keeps: a kept line only tells what an added guard is about."""
     if added:
@@ -114,9 +119,11 @@ def read_line(patch, path, text, reading, added):
         reading.in_guard = False  # the end of a TODO block
 
 
-def read_test_patch(body):
+def read_test_patch(body: str) -> SuiteChanges:
     """The SuiteChanges of a commit's patch (the text after its log line)."""
-    patch, current, creates, reading = SuiteChanges(), None, None, _Reading()
+    patch, reading = SuiteChanges(), _Reading()
+    current: str | None = None
+    creates: bool | None = None
     for line in body.splitlines():
         if line.startswith("diff --git "):
             current, creates, reading = line.split(" b/", 1)[-1], None, _Reading()
@@ -134,14 +141,14 @@ def read_test_patch(body):
     return patch
 
 
-def test_signal(sha, ct, subject, patch):
+def test_signal(sha: str, ct: int, subject: str, patch: SuiteChanges) -> dict[str, Any] | None:
     """The signal of one nginx-tests commit (see test_signals), or None when it adds no test
     lines, only adjusts TODOs without a version guard, or guards only for another SSL
     library."""
     if not patch.files or (patch.foreign and not patch.guarded):
         return None
     tickets = set(TICKET_RE.findall(subject))
-    base = {
+    base: dict[str, Any] = {
         "commit": sha,
         "date": ct,
         "subject": subject,
@@ -170,10 +177,10 @@ def test_signal(sha, ct, subject, patch):
     )
 
 
-def test_signals(git_dir, since):
+def test_signals(git_dir: str | Path, since: str) -> list[dict[str, Any]]:
     """Scan nginx-tests commits. Returns a list of signals: {kind, commit, date, subject,
     files: {file: set(versions)}, versions, text, guarded_text, added, tickets, refs}"""
-    signals = []
+    signals: list[dict[str, Any]] = []
     for sha, ct, subject, body in gitcmd.commit_patches(git_dir, since, "*.t"):
         signal = test_signal(sha, ct, subject, read_test_patch(body))
         if signal:
@@ -181,7 +188,7 @@ def test_signals(git_dir, since):
     return signals
 
 
-def names_used(text, introduced_at):
+def names_used(text: str, introduced_at: Mapping[str, float]) -> dict[str, float]:
     """{name: when it was introduced} of the names of `introduced_at` that a test's text uses:
     a config line's first word (a directive), a $variable."""
     used = set(CONF_WORD_RE.findall(text)) | set(VAR_USE_RE.findall(text))

@@ -28,17 +28,20 @@ it adds), a flaky assertion or a fix; validation (validate.py, repeats) and a re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from pathlib import Path
+from typing import Any, TypeGuard
 
 from nginx_eval.build.toolchain import build_env, configure_argv, in_toolchain
 from nginx_eval.core import gitcmd
 from nginx_eval.core.gitcmd import commit_facts, first_parent_commits
+from nginx_eval.core.layout import Layout
 from nginx_eval.mining.nginx_history import nginx_commits
 from nginx_eval.mining.stubs import stub_for
 from nginx_eval.prove.stage import run_prove_files
-from nginx_eval.prove.tap import assertion_number, parse_tap
+from nginx_eval.prove.tap import FileResult, assertion_number, parse_tap
 from nginx_eval.prove.testsuite import configure_flags_for, requirements_in_order
 
 # Modules a build here cannot have (no library in setup-debian.sh) or that change every file's
@@ -59,9 +62,14 @@ FILE_TIMEOUT = 240  # seconds per test file: the slowest take about 35 s
 CODE_PATHS = ("src", "auto")
 
 
-def suite_flags(tests_dir):
+# A file's assertion ("file.t:N name"), and what a sweep prints its progress with.
+Target = tuple[str, str]
+Log = Callable[[str], None]
+
+
+def suite_flags(tests_dir: str | Path) -> list[str]:
     """Configure flags for every module the suite's files ask for with has(), less LEFT_OUT."""
-    names = []
+    names: list[str] = []
     for path in sorted(Path(tests_dir).glob("*.t")):
         names += requirements_in_order(path.read_text(errors="replace"))["nginx_modules"]
     flags = configure_flags_for(dict.fromkeys(names))
@@ -70,7 +78,14 @@ def suite_flags(tests_dir):
     )
 
 
-def build_nginx(layout, git_dir, commit, builds_dir, flags, log=None):
+def build_nginx(
+    layout: Layout,
+    git_dir: str | Path,
+    commit: str,
+    builds_dir: str | Path,
+    flags: Sequence[str],
+    log: Log | None = None,
+) -> Path | None:
     """objs/nginx of `commit` configured with `flags`, built once under builds_dir/<commit> with
     the harness's toolchain (toolchain.py: configure's command line, make through ccache); None
     when it does not build (builds_dir/<commit>/build.log says why)."""
@@ -87,7 +102,7 @@ def build_nginx(layout, git_dir, commit, builds_dir, flags, log=None):
     make, make_env = in_toolchain(["make", "-j2"], tree, env)
     with open(tree / "build.log", "wb") as out:
 
-        def run(argv, step_env):
+        def run(argv: list[str], step_env: Mapping[str, str]) -> int:
             return subprocess.run(
                 argv, cwd=tree, env=step_env, stdout=out, stderr=subprocess.STDOUT
             ).returncode
@@ -99,23 +114,28 @@ def build_nginx(layout, git_dir, commit, builds_dir, flags, log=None):
     return binary if binary.is_file() else None
 
 
-def run_files(layout, tests_tree, binary, files, tap_dir, jobs=2):
+def run_files(
+    layout: Layout,
+    tests_tree: str | Path,
+    binary: Path,
+    files: Iterable[str],
+    tap_dir: str | Path,
+    jobs: int = 2,
+) -> None:
     """prove -v each of `files` against `binary`, `jobs` at a time; TAP under tap_dir. Files
     whose TAP is already there are not run again."""
-    tap_dir = Path(tap_dir)
-    todo = [f for f in files if not (tap_dir / f"{f}.tap").is_file()]
+    out = Path(tap_dir)
+    todo = [f for f in files if not (out / f"{f}.tap").is_file()]
     with ThreadPoolExecutor(jobs) as pool:
         list(
             pool.map(
-                lambda f: run_prove_files(
-                    layout, Path(tests_tree), binary, [f], FILE_TIMEOUT, tap_dir
-                ),
+                lambda f: run_prove_files(layout, Path(tests_tree), binary, [f], FILE_TIMEOUT, out),
                 todo,
             )
         )
 
 
-def outcomes(tap_dir, files):
+def outcomes(tap_dir: str | Path, files: Iterable[str]) -> dict[str, FileResult]:
     """{file: FileResult} of the TAP under tap_dir."""
     return {
         f: parse_tap(f, (Path(tap_dir) / f"{f}.tap").read_text(errors="replace"))
@@ -124,7 +144,7 @@ def outcomes(tap_dir, files):
     }
 
 
-def runs(result):
+def runs(result: FileResult | None) -> TypeGuard[FileResult]:
     """Whether a file ran to its end with a stream that can be trusted (not skipped whole)."""
     return (
         result is not None
@@ -135,7 +155,7 @@ def runs(result):
     )
 
 
-def starts_running(old, new):
+def starts_running(old: Mapping[str, FileResult], new: Mapping[str, FileResult]) -> list[str]:
     """Files that did not run at the old commit (skipped: what they test did not exist yet; or
     died) and ran at the new one. Their assertions are no flips of these two commits, but a bug
     in what arrived in between, fixed before the new commit, is a flip from the commit where
@@ -143,11 +163,11 @@ def starts_running(old, new):
     return sorted(f for f, after in new.items() if runs(after) and f in old and not runs(old[f]))
 
 
-def flips(old, new):
+def flips(old: Mapping[str, FileResult], new: Mapping[str, FileResult]) -> list[Target]:
     """[(file, assertion id)] that failed at the old commit (ran and failed, TODO or not, or was
     a todo_skip) and passed at the new one. A file must have run to its end at both, and the id
     (number and name) must be the same at both: the same assertion, not a renumbered file."""
-    found = []
+    found: list[Target] = []
     for f, before in sorted(old.items()):
         after = new.get(f)
         if not runs(before) or not runs(after):
@@ -164,14 +184,18 @@ def flips(old, new):
     return found
 
 
-def bisect(commits, targets, probe):
+def bisect(
+    commits: Sequence[str],
+    targets: Iterable[Any],
+    probe: Callable[[str, list[Any]], Collection[Any]],
+) -> dict[Any, str]:
     """{target: the first commit of `commits` at which it holds}, for targets that do not hold
     at commits[0] and hold at commits[-1]. probe(commit, targets) -> the set of targets that hold
     at that commit; one probe answers for every target in the range, so targets that flipped
     at the same commit cost one search."""
-    found = {}
+    found: dict[Any, str] = {}
 
-    def search(lo, hi, group):
+    def search(lo: int, hi: int, group: list[Any]) -> None:
         if not group:
             return
         if hi - lo <= 1:
@@ -192,12 +216,22 @@ class Sweep:
     git directory `nginx`, built with `flags` under work/builds/, TAP under work/tap/ (kept: a
     rerun only runs what is missing)."""
 
-    def __init__(self, layout, nginx, tests_tree, tests_commit, work, flags, jobs, log):
+    def __init__(
+        self,
+        layout: Layout,
+        nginx: str | Path,
+        tests_tree: str | Path,
+        tests_commit: str,
+        work: str | Path,
+        flags: Sequence[str],
+        jobs: int,
+        log: Log,
+    ) -> None:
         self.layout, self.nginx, self.tests_tree = layout, nginx, tests_tree
         self.tests_commit, self.work, self.flags = tests_commit, Path(work), flags
         self.jobs, self.log = jobs, log
 
-    def results_at(self, commit, names):
+    def results_at(self, commit: str, names: Sequence[str]) -> dict[str, FileResult] | None:
         """{file: FileResult} of `names` at `commit`, or None when the commit does not build."""
         binary = build_nginx(
             self.layout, self.nginx, commit, self.work / "builds", self.flags, self.log
@@ -210,19 +244,21 @@ class Sweep:
         self.log(f"{commit[:12]}: {len(names)} files in {time.time() - t0:.0f} s")
         return outcomes(tap_dir, names)
 
-    def probe(self, commit, targets):
+    def probe(self, commit: str, targets: Iterable[Target]) -> set[Target]:
         """The (file, assertion) targets that pass at `commit` (bisect's probe)."""
         res = self.results_at(commit, sorted({f for f, _ in targets}))
         if res is None:  # a commit that does not build: treat as not yet fixed
             return set()
         return {(f, i) for f, i in targets if f in res and res[f].results.get(i) is True}
 
-    def running_at(self, commit, names):
+    def running_at(self, commit: str, names: Iterable[str]) -> set[str]:
         """The files of `names` that run at `commit` (bisect's probe for starts_running)."""
         res = self.results_at(commit, sorted(names))
         return set() if res is None else {f for f in names if runs(res.get(f))}
 
-    def stretch(self, lo, hi, files):
+    def stretch(
+        self, lo: str, hi: str, files: Sequence[str]
+    ) -> tuple[dict[tuple[Target, str], str], list[Target]] | None:
         """({(target, lo or the commit a file first runs at): fix commit}, flipped targets) of
         the code commits from `lo` to `hi`; None when either end does not build."""
         at_lo, at_hi = self.results_at(lo, files), self.results_at(hi, files)
@@ -241,7 +277,10 @@ class Sweep:
         first_run = bisect(chain, starts_running(at_lo, at_hi), self.running_at)
         for start in sorted(set(first_run.values()), key=chain.index):
             names = sorted(f for f, c in first_run.items() if c == start)
-            late = flips(self.results_at(start, names), {f: at_hi[f] for f in names})
+            at_start = self.results_at(start, names)
+            # The files run at `start` (running_at found them running there): it builds.
+            assert at_start is not None
+            late = flips(at_start, {f: at_hi[f] for f in names})
             self.log(
                 f"{len(names)} files first run at {start[:12]}: {len(late)} assertions "
                 f"fail there and pass at {hi[:12]}"
@@ -251,10 +290,11 @@ class Sweep:
             flipped += late
         return found, flipped
 
-    def run(self, ends, files):
+    def run(self, ends: Sequence[str], files: Sequence[str]) -> dict[str, Any]:
         """leads.json of a sweep over the stretches between neighbours of `ends` (commit ids,
         oldest first): per fix commit its date, subject and the assertions it turned passing."""
-        found, flipped = {}, []
+        found: dict[tuple[Target, str], str] = {}
+        flipped: list[Target] = []
         for lo, hi in pairwise(ends):
             result = self.stretch(lo, hi, files)
             if result is None:
@@ -262,7 +302,7 @@ class Sweep:
                 continue
             found.update(result[0])
             flipped += result[1]
-        leads = {}
+        leads: dict[str, dict[str, Any]] = {}
         for ((_, ident), _), commit in sorted(found.items(), key=lambda kv: kv[0]):
             facts = commit_facts(self.nginx, commit)
             lead = leads.setdefault(
@@ -288,12 +328,14 @@ class Sweep:
         }
 
 
-def candidate_stubs(leads, known, nginx, tests):
+def candidate_stubs(
+    leads: Mapping[str, Any], known: Collection[str], nginx: str | Path, tests: str | Path
+) -> list[dict[str, Any]]:
     """Task stubs (stubs.stub_for) of the leads whose fix is not in `known` (fix commits): base
     the fix's first parent, the sweep's test commit, the files of its flipped assertions."""
     since = commit_facts(nginx, leads["old"])["time"]
     history = {c["sha"]: c for c in nginx_commits(nginx, since)}
-    stubs = []
+    stubs: list[dict[str, Any]] = []
     for lead in leads["leads"]:
         if lead["fix_commit"] in known:
             continue

@@ -70,7 +70,7 @@ SUBJECT_AREA = {
 }
 
 
-def words(text):
+def words(text: str) -> set[str]:
     """The topic words of `text`: lower-case words and their parts split at "_", STOP words and
     words under three letters left out, a plural's final "s" dropped."""
     out = set()
@@ -83,13 +83,13 @@ def words(text):
     return out
 
 
-def subject_area(subject):
+def subject_area(subject: str) -> str:
     """The area a commit subject's prefix names ("HTTP/2: ..."), or "" for none known."""
     head = subject.split(":", 1)[0].strip().lower() if ":" in subject[:30] else ""
     return SUBJECT_AREA.get(head, "")
 
 
-def file_topic_words(name):
+def file_topic_words(name: str) -> set[str]:
     """The topic words of a test file's name, less those of its area prefix ("proxy_" of
     proxy_connection_headers.t): the area is scored apart, and its word would match every
     commit of the area."""

@@ -37,6 +37,7 @@ from ..build.stage import ensure_build
 from ..cluster import executor
 from ..cluster.node import on_node
 from ..core import inputs, jsonio, limits, locks, rootfs, stamps
+from ..core.outcomes import BUILT, ENV_ERROR
 from ..core.procs import kill_leftovers, run_limited
 from ..core.records import BuildRecord, ProveJson, ProveRun, write_record
 from ..core.stamps import TaskDict
@@ -208,7 +209,7 @@ def reference_runs(
     base = ensure_build(
         layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, b""
     )
-    if base["status"] != "built":
+    if base["status"] != BUILT:
         return {}, None
     if base["key"] == build["key"]:
         return None, base["key"]  # the candidate is the base: its own runs are the reference
@@ -236,7 +237,7 @@ def reference_runs(
 
 
 def grade_was_env_error(layout: "Layout", mode_name: str, iid: str) -> bool:
-    return (jsonio.read_json(layout.grade_json(mode_name, iid)) or {}).get("status") == "env_error"
+    return (jsonio.read_json(layout.grade_json(mode_name, iid)) or {}).get("status") == ENV_ERROR
 
 
 def verdict_kept(layout: "Layout", mode_name: str, iid: str) -> bool:
@@ -328,7 +329,7 @@ def _node_build(layout: "Layout", mode_name: str, task: "Task", build: BuildReco
     made = ensure_build(
         layout, layout.bare_repo(task.repo), task.base_commit, task.configure_flags, patch
     )
-    if made["key"] != build["key"] or made["status"] != "built":
+    if made["key"] != build["key"] or made["status"] != BUILT:
         raise RuntimeError(
             f"build {build['key']} could not be made on this node: "
             f"{made.get('reason') or made['status']}"
@@ -360,7 +361,7 @@ def prove_unit(
     }
     if rerun_failed:
         record["reruns"] = {}
-    if build["status"] == "built":
+    if build["status"] == BUILT:
         if on_node():
             build = _node_build(layout, mode_name, task, build)
         prove_built(layout, task, build, record, tap_dir, token_file, rerun_failed)

@@ -18,6 +18,8 @@ import pickle
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 from ..core import procs
 from ..core.errors import UserError
@@ -29,7 +31,7 @@ TIMEOUT_SECONDS = 3600
 USER_ERROR = 3
 
 
-def run_apart(function, *args):
+def run_apart(function: Callable[..., object], *args: Any) -> None:
     """function(*args) in a process of its own (see the module's docstring); returns nothing."""
     env = dict(
         os.environ,
@@ -65,7 +67,7 @@ def run_apart(function, *args):
     raise RuntimeError(f"{getattr(function, '__name__', function)} {ended}: {tail}")
 
 
-def main():
+def main() -> int:
     function, args = pickle.load(sys.stdin.buffer)
     try:
         function(*args)

@@ -8,25 +8,33 @@ mode (report/modes.py: scored_table).
 """
 
 import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from ..core.outcomes import NOT_SCORED
-from ..run.benchmark import TEST_SOURCES
+from ..core.outcomes import NOT_SCORED, RESOLVED
+from ..run.benchmark import TEST_SOURCES, AnyTask
 from . import stats
 from .modes import cost_per_resolved, groups, rate_of, rounded, rounded_pair, scored_table
 
 # Modes whose patch does not change from one run to the next: no variance within a task.
 DETERMINISTIC_KINDS = ("gold", "none", "predictions")
+# A mode's figures (modes.py: mode_summary), an arm (make_arms), a comparison (compare_pair).
+Data = Mapping[str, Any]
+# How a sentence quotes side "a" or "b" of a comparison.
+Quote = Callable[[Data, str], str]
 
 
-def _arm_scores(members, task_ids):
+def _arm_scores(
+    members: Sequence[Data], task_ids: Iterable[str]
+) -> tuple[dict[str, list[int]], dict[str, float]]:
     """table: {iid: [1/0 per scored repeat]} over the tasks of the run (a missing result is left
     out, as in the resolved rate; scored_table); scores: {iid: mean over the repeats that have a
     scored result}, for the tasks with at least one (what pairs are compared on)."""
     table = scored_table(members, task_ids)
-    scores = {}
+    scores: dict[str, float] = {}
     for i in task_ids:
         have = [
-            1 if d["outcomes"][i] == "resolved" else 0
+            1 if d["outcomes"][i] == RESOLVED else 0
             for d in members
             if i in d["outcomes"] and d["outcomes"][i] not in NOT_SCORED
         ]
@@ -35,7 +43,9 @@ def _arm_scores(members, task_ids):
     return table, scores
 
 
-def _arm_rate(table, k):
+def _arm_rate(
+    table: Mapping[str, Sequence[int]], k: int
+) -> tuple[float | None, Any, str, float | None]:
     """(rate, interval, interval method, clustered standard error) of an arm of k repeats."""
     if k == 1:
         resolved = sum(v[0] for v in table.values())
@@ -49,10 +59,15 @@ def _arm_rate(table, k):
     return rounded(c["mean"]), rounded_pair(c["interval"]), "clustered by task", rounded(c["se"])
 
 
-def make_arms(mode_data, rows, task_ids, label=None):
+def make_arms(
+    mode_data: Sequence[Data],
+    rows: Mapping[str, Mapping[str, Data]],
+    task_ids: Sequence[str],
+    label: str | None = None,
+) -> list[dict[str, Any]]:
     """What comparisons compare: each mode family (a mode and its repeats) as one arm; `label`
     (a run's name) keeps the seeds of two runs' arms apart."""
-    arms = []
+    arms: list[dict[str, Any]] = []
     for family, members in groups(mode_data).items():
         k = len(members)
         table, scores = _arm_scores(members, task_ids)
@@ -88,17 +103,23 @@ def make_arms(mode_data, rows, task_ids, label=None):
     return arms
 
 
-def _plural(n, word):
+def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _interval_pp(interval):
+def _interval_pp(interval: Sequence[float] | None) -> str:
     if interval is None:
         return "[—]"
     return f"[{stats.fmt_pp(interval[0])}, {stats.fmt_pp(interval[1])}]"
 
 
-def compare_pair(a, b, task_ids, seed_parts, names=None):
+def compare_pair(
+    a: Data,
+    b: Data,
+    task_ids: Iterable[str],
+    seed_parts: Sequence[object],
+    names: tuple[str, str] | None = None,
+) -> dict[str, Any] | None:
     """The paired comparison of arms a and b (rate(a) - rate(b)) on the tasks both have scores
     for; None when they share no task."""
     common = [i for i in task_ids if i in a["scores"] and i in b["scores"]]
@@ -128,7 +149,11 @@ def compare_pair(a, b, task_ids, seed_parts, names=None):
     return r
 
 
-def finish_comparisons(comparisons, total, quote=lambda c, side: f"`{c[side]}`"):
+def finish_comparisons(
+    comparisons: list[dict[str, Any]],
+    total: int,
+    quote: Quote = lambda c, side: f"`{c[side]}`",
+) -> list[dict[str, Any]]:
     """Holm-adjusted p-values and a sentence for each comparison."""
     adjusted = stats.holm([c["p_value"] for c in comparisons])
     for c, p in zip(comparisons, adjusted, strict=True):
@@ -152,10 +177,14 @@ def finish_comparisons(comparisons, total, quote=lambda c, side: f"`{c[side]}`")
     return comparisons
 
 
-def compare_arms(arms, task_ids, baseline_arm=None):
+def compare_arms(
+    arms: Sequence[Data], task_ids: Sequence[str], baseline_arm: Data | None = None
+) -> list[dict[str, Any]]:
     """Every pair of arms: those with the baseline first (the baseline second in each), then
     the others in the order of the modes."""
-    pairs = [(a, baseline_arm) for a in arms if baseline_arm and a is not baseline_arm]
+    pairs: list[tuple[Data, Data]] = [
+        (a, baseline_arm) for a in arms if baseline_arm and a is not baseline_arm
+    ]
     for i, a in enumerate(arms):
         for b in arms[i + 1 :]:
             if baseline_arm not in (a, b):
@@ -168,7 +197,7 @@ def compare_arms(arms, task_ids, baseline_arm=None):
     return finish_comparisons(out, len(task_ids))
 
 
-def sentence(c, total, how_many, quote):
+def sentence(c: Data, total: int, how_many: int, quote: Quote) -> str:
     """The comparison in words, for a reader to quote."""
     a, b = quote(c, "a"), quote(c, "b")
     p_value = stats.fmt_p(c["p_value"])
@@ -196,13 +225,13 @@ def sentence(c, total, how_many, quote):
     return text + "."
 
 
-def disagreements(c: dict) -> int:
+def disagreements(c: Data) -> int:
     """The tasks on which the two arms of a comparison disagree: one resolves and the other does
     not (one run per task), or their mean scores differ (repeats)."""
     return c["a_only"] + c["b_only"] if c["method"] == "mcnemar" else c["a_better"] + c["b_better"]
 
 
-def power_summary(comparisons, total):
+def power_summary(comparisons: Sequence[Data], total: int) -> dict[str, Any]:
     """The smallest differences the comparisons detect with the target power, summarised;
     "undetectable": the pairs that disagree on some task and still detect no difference (what
     report.md says when no pair detects one), {"a", "b" (labels), "disagree", "tasks"}."""
@@ -230,8 +259,8 @@ def power_summary(comparisons, total):
     }
 
 
-def _group_cells(arms, ids):
-    cells = []
+def _group_cells(arms: Sequence[Data], ids: Sequence[str]) -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = []
     for arm in arms:
         scored = [i for i in ids if i in arm["table"]]
         if arm["repeats"] == 1:
@@ -259,10 +288,13 @@ def _group_cells(arms, ids):
     return cells
 
 
-def breakdowns(arms, tasks, cutoff=None):
+def breakdowns(
+    arms: Sequence[Data], tasks: Iterable[AnyTask], cutoff: str | None = None
+) -> dict[str, Any]:
     """Resolved rates with intervals per area, per test source, and before / on or after
     `cutoff` by fix date."""
-    by_area, by_source = {}, {source: [] for source in TEST_SOURCES}
+    by_area: dict[str, list[str]] = {}
+    by_source: dict[str, list[str]] = {source: [] for source in TEST_SOURCES}
     for t in tasks:
         by_area.setdefault(t.area or "(no area)", []).append(t.instance_id)
         by_source.setdefault(t.tests, []).append(t.instance_id)  # swe-bench: its own
@@ -279,7 +311,11 @@ def breakdowns(arms, tasks, cutoff=None):
     ]
     groups_by_date = []
     if cutoff:
-        split = {f"fixed before {cutoff}": [], f"fixed on or after {cutoff}": [], "no fix date": []}
+        split: dict[str, list[str]] = {
+            f"fixed before {cutoff}": [],
+            f"fixed on or after {cutoff}": [],
+            "no fix date": [],
+        }
         for t in tasks:
             key = (
                 "no fix date"

@@ -8,11 +8,17 @@ no timestamp or software tag, so the same result files give the same bytes.
 """
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 
-def _errors(values):
+def _errors(
+    values: Iterable[tuple[float | None, Sequence[Any] | None]],
+) -> list[list[float]]:
     """Asymmetric error bar lengths for matplotlib from (value, interval) pairs."""
-    low, high = [], []
+    low: list[float] = []
+    high: list[float] = []
     for v, ci in values:
         if v is None or ci is None:
             low.append(0.0)
@@ -23,13 +29,13 @@ def _errors(values):
     return [low, high]
 
 
-def _save(fig, path):
+def _save(fig: Any, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     fig.savefig(tmp, format="png", metadata={"Software": None})
     os.replace(tmp, path)
 
 
-def _pyplot():
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -38,7 +44,7 @@ def _pyplot():
     return plt
 
 
-def draw_chart(data, path):
+def draw_chart(data: Mapping[str, Any], path: Path) -> None:
     """Resolved rate per arm with its 95% interval, and beside it cost per resolved task with
     its interval, as a PNG (no timestamp in it). Without a cost per resolved task in any arm (a
     run of gold and none) the cost panel would be empty: the chart is the rate panel alone."""
@@ -89,7 +95,12 @@ def draw_chart(data, path):
     plt.close(fig)
 
 
-def _cost_panel(ax, arms, names, known):
+def _cost_panel(
+    ax: Any,
+    arms: Sequence[Mapping[str, Any]],
+    names: Sequence[str],
+    known: Sequence[float | None],
+) -> None:
     costs = [c or 0.0 for c in known]
     cost_errors = _errors(
         [(a["cost_per_resolved"]["value"], a["cost_per_resolved"]["interval"]) for a in arms]
@@ -117,12 +128,12 @@ DISTRIBUTION_PANELS = (
 )
 
 
-def distribution_panels(data) -> list[tuple[str, str, str]]:
+def distribution_panels(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """The panels of report-distributions.png that some mode has values for (none: no figure)."""
     return [p for p in DISTRIBUTION_PANELS if any(m[p[0]] for m in data["modes"])]
 
 
-def draw_distributions(data, path) -> bool:
+def draw_distributions(data: Mapping[str, Any], path: Path) -> bool:
     """Agent time and cost per task, per mode: a box plot with every task as a point, one panel
     for each of the two that some mode has values for. Without either, no figure (and the one
     an earlier rendering left is removed); returns whether it was drawn."""

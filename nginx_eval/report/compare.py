@@ -6,10 +6,15 @@ docstring).
 
 import dataclasses
 import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .. import __version__
 from ..core import jsonio
 from ..core.errors import UserError, did_you_mean
+from ..core.layout import Layout
+from ..run.benchmark import AnyTask, Benchmark
+from ..run.modes import Mode
 from ..run.record import read_run
 from . import stats
 from .arms import compare_pair, finish_comparisons, make_arms
@@ -18,12 +23,12 @@ from .modes import mode_summary
 from .records import modes_on_disk
 
 
-def other_layout(layout, other):
+def other_layout(layout: Layout, other: str) -> Layout:
     """The layout of run `other` (same results root and cache)."""
     return dataclasses.replace(layout, run=other)
 
 
-def check_compare(layout, other):
+def check_compare(layout: Layout, other: str | None) -> None:
     """compare=OTHER names another run with results."""
     if not other:
         return
@@ -43,7 +48,7 @@ def check_compare(layout, other):
         )
 
 
-def _other_tasks(theirs, bench):
+def _other_tasks(theirs: Layout, bench: Benchmark) -> tuple[set[str], str | None, str | None]:
     """(the task ids of run `theirs`, its benchmark's sha256 and version, each None without
     run.json or, the version, for an unversioned file)."""
     record = read_run(theirs)
@@ -58,16 +63,22 @@ def _other_tasks(theirs, bench):
             record.get("benchmark_sha256"),
             record.get("benchmark_version"),
         )
-    ids = set()
+    ids: set[str] = set()
     for m in modes_on_disk(theirs, []):
         ids |= {r["instance_id"] for r in jsonio.read_jsonl(theirs.results_jsonl(m))}
     return ids, None, None
 
 
-def _arms_of_both_runs(layout, theirs, task_ids, modes, bench):
+def _arms_of_both_runs(
+    layout: Layout,
+    theirs: Layout,
+    task_ids: list[str],
+    modes: Mapping[str, Mode],
+    bench: Benchmark,
+) -> dict[str, dict[str, dict[str, Any]]]:
     """{"here": {arm name: arm}, "there": {...}} on the tasks both runs have (of a SWE-bench
     benchmark: the modes the official harness graded, evaluation.py)."""
-    sides = {}
+    sides: dict[str, dict[str, dict[str, Any]]] = {}
     for side, lay in (("here", layout), ("there", theirs)):
         names, rows, _ = graded_rows(lay, bench, list(modes), task_ids)
         data = [mode_summary(m, rows[m], task_ids, modes, {}) for m in names]
@@ -75,7 +86,13 @@ def _arms_of_both_runs(layout, theirs, task_ids, modes, bench):
     return sides
 
 
-def _compare_common_arms(sides, common, task_ids, run, other):
+def _compare_common_arms(
+    sides: dict[str, dict[str, dict[str, Any]]],
+    common: Sequence[str],
+    task_ids: list[str],
+    run: str,
+    other: str,
+) -> list[dict[str, Any]]:
     """Each arm both runs have, this run's against run `other`'s, with the tasks only one of
     them resolves."""
     comparisons = []
@@ -101,7 +118,13 @@ def _compare_common_arms(sides, common, task_ids, run, other):
     return finish_comparisons(comparisons, len(task_ids))
 
 
-def collect_comparison(layout, other, bench, tasks, modes):
+def collect_comparison(
+    layout: Layout,
+    other: str,
+    bench: Benchmark,
+    tasks: Sequence[AnyTask],
+    modes: Mapping[str, Mode],
+) -> dict[str, Any]:
     """The same arms in this run and run `other`, paired on the tasks both runs have."""
     theirs = other_layout(layout, other)
     their_ids, their_sha, their_version = _other_tasks(theirs, bench)

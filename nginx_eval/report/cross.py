@@ -26,6 +26,8 @@ report.json's ``cross`` (null without cross=)::
 """
 
 import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..core.errors import UserError
 from ..core.layout import Layout
@@ -73,7 +75,7 @@ def check_cross(layout: Layout, other: str | None) -> None:
         other_run(layout, other)
 
 
-def side(layout: Layout, bench: Benchmark, tasks: list, modes: dict) -> dict:
+def side(layout: Layout, bench: Benchmark, tasks: list, modes: Mapping) -> dict:
     """One benchmark's side: {"run", "bench", "task_ids", "rows", "names", "data", "arms",
     "warnings"}, a SWE-bench run's rows graded by the official harness's reports."""
     task_ids = [t.instance_id for t in run_tasks(layout, bench, tasks)]
@@ -92,14 +94,14 @@ def side(layout: Layout, bench: Benchmark, tasks: list, modes: dict) -> dict:
     }
 
 
-def _mean(values):
-    values = [v for v in values if v is not None]
-    return round(sum(values) / len(values), 4) if values else None
+def _mean(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(sum(known) / len(known), 4) if known else None
 
 
-def _mode_cell(s, arm):
+def _mode_cell(s: Mapping[str, Any], arm: Mapping[str, Any] | None) -> dict[str, Any]:
     """A mode's figures on one side (None when that run has no graded results of it)."""
-    cell = {"run": s["run"], "benchmark": s["bench"].name}
+    cell: dict[str, Any] = {"run": s["run"], "benchmark": s["bench"].name}
     if arm is None:
         return dict(
             cell,
@@ -124,7 +126,7 @@ def _mode_cell(s, arm):
     )
 
 
-def _ratio(s, a, b, key, seed):
+def _ratio(s: Mapping[str, Any], a: str, b: str, key: str, seed: int) -> dict[str, Any] | None:
     """Mean `key` (agent_seconds, cost_usd) of mode a over mode b on one side, on the tasks
     both have it for, with its bootstrap interval; None for a family or without such tasks."""
     if s["arms"][a]["repeats"] > 1 or s["arms"][b]["repeats"] > 1:
@@ -143,7 +145,7 @@ def _ratio(s, a, b, key, seed):
     return {"tasks": len(ids), "ratio": rounded(value), "interval": rounded_pair(interval)}
 
 
-def _pair_cells(sides, a, b):
+def _pair_cells(sides: Sequence[Mapping[str, Any]], a: str, b: str) -> list[dict[str, Any]]:
     """Per side: the paired comparison (or None) and the time and cost ratios."""
     cells = []
     for s in sides:
@@ -164,9 +166,11 @@ def _pair_cells(sides, a, b):
     return cells
 
 
-def _pooled(sides, cells, a, b):
+def _pooled(
+    sides: Sequence[Mapping[str, Any]], cells: Sequence[Mapping[str, Any]], a: str, b: str
+) -> dict[str, Any] | None:
     """stats.cmh_paired over both sides, or None for a family or a side without a comparison."""
-    strata = []
+    strata: list[tuple[list[int], list[int]]] = []
     for s, cell in zip(sides, cells, strict=True):
         c = cell["comparison"]
         if c is None or c["method"] != "mcnemar":
@@ -180,7 +184,7 @@ def _pooled(sides, cells, a, b):
     return stats.cmh_paired(strata)
 
 
-def _finish(sides, pairs):
+def _finish(sides: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]]) -> None:
     """Holm over each side's comparisons and over the pooled tests; numbers rounded once."""
     for k, s in enumerate(sides):
         done = [p["cells"][k]["comparison"] for p in pairs if p["cells"][k]["comparison"]]
@@ -195,7 +199,7 @@ def _finish(sides, pairs):
         pool["odds_ratio_interval"] = rounded_pair(pool["odds_ratio_interval"])
 
 
-def _comparison_fields(c):
+def _comparison_fields(c: Mapping[str, Any] | None) -> dict[str, Any]:
     if c is None:
         return {
             "tasks": 0,
@@ -219,7 +223,9 @@ def _comparison_fields(c):
     }
 
 
-def collect_cross(layout: Layout, bench: Benchmark, tasks: list, modes: dict, other: str) -> dict:
+def collect_cross(
+    layout: Layout, bench: Benchmark, tasks: list, modes: Mapping, other: str
+) -> dict:
     """The cross-benchmark section's data (module docstring), this run first."""
     theirs, their_bench, _ = other_run(layout, other)
     sides = [side(layout, bench, tasks, modes), side(theirs, their_bench, [], modes)]

@@ -6,26 +6,40 @@ and family) and report_arms (comparisons, power, breakdowns).
 
 import datetime
 import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from .. import __version__
 from ..core import jsonio
-from ..core.outcomes import NOT_JUDGED, NOT_SCORED, OUTCOMES, TABLE, UNFINISHED_AGENT
+from ..core.layout import Layout
+from ..core.outcomes import (
+    ERROR,
+    FAILED,
+    INFRA_ERROR,
+    NOT_JUDGED,
+    NOT_SCORED,
+    OUTCOMES,
+    TABLE,
+    TIMEOUT,
+    UNFINISHED_AGENT,
+)
 from ..core.records import record_version
-from ..run.benchmark import version_key
+from ..run.benchmark import AnyTask, Benchmark, version_key
+from ..run.modes import Mode
 from ..run.swebench import SWEBENCH
 from ..swebench.harness import WORKERS_NOTE, command_line
 from ..swebench.stage import command_for
 from . import stats
 from .arms import breakdowns, compare_arms, make_arms, power_summary
 from .charts import distribution_panels
-from .evaluation import SCORED_OUTCOMES, evaluate
+from .evaluation import SCORED_OUTCOMES, Evaluation, evaluate
 from .modes import families, mode_summary, strict_view
 from .process import process_facts, read_processes
 from .records import gold_files, modes_on_disk, read_rows, toolchain
 from .workflow import workflow_facts
 
 # The short form of each outcome: the per-task matrix's cells.
-CELL = {o.name: o.cell for o in TABLE}
+CELL: dict[str, str] = {o.name: o.cell for o in TABLE}
 # How report.md counts the tasks a mode does not score: (one, several).
 NOT_SCORED_WORDS = {
     "infra_error": ("infra error", "infra errors"),
@@ -44,7 +58,12 @@ RUN_AGAIN_WORDS = {"infra_error": "the infra errors", "not_run": "the tasks left
 SCHEMA_VERSION = 2
 
 
-def method_settings():
+# A mode's figures (modes.py: mode_summary, with what collect adds), a results.jsonl row.
+Data = Mapping[str, Any]
+Row = Mapping[str, Any]
+
+
+def method_settings() -> dict[str, Any]:
     """What the statistics depend on besides the files: part of the report's inputs."""
     return {
         "level": stats.LEVEL,
@@ -56,7 +75,9 @@ def method_settings():
     }
 
 
-def _baseline(baseline, names, rows):
+def _baseline(
+    baseline: str | None, names: Sequence[str], rows: Mapping[str, Mapping[str, Row]]
+) -> str | None:
     """The mode agent time is compared against: `baseline` when it has results, else the first
     agent mode, else none, else the first mode."""
     agent_modes = [
@@ -71,7 +92,7 @@ def _baseline(baseline, names, rows):
     return baseline
 
 
-def _add_speed_vs_baseline(mode_data, baseline):
+def _add_speed_vs_baseline(mode_data: Sequence[dict[str, Any]], baseline: str | None) -> None:
     by_name = {d["name"]: d for d in mode_data}
     base = by_name.get(baseline)
     for d in mode_data:
@@ -79,7 +100,7 @@ def _add_speed_vs_baseline(mode_data, baseline):
         d["speed_vs_baseline"] = round(theirs / mine, 2) if mine and theirs else None
 
 
-def not_scored_text(mode):
+def not_scored_text(mode: Data) -> str:
     """ "1 infra error, 2 left by the budget": a mode's tasks outside its denominator ("0")."""
     parts = []
     for o in NOT_SCORED:
@@ -89,7 +110,7 @@ def not_scored_text(mode):
     return ", ".join(parts) or "0"
 
 
-def not_scored_note(present: list[str]) -> str:
+def not_scored_note(present: Sequence[str]) -> str:
     """Why the tasks of "not scored" are left out, for the outcomes `present` in the run only,
     and which of them the next `doit run` runs again (infra errors and the budget's, never a
     contaminated run: outcomes.UNFINISHED_AGENT)."""
@@ -109,10 +130,10 @@ def not_scored_note(present: list[str]) -> str:
     return text
 
 
-def _agent_versions(mode_data):
+def _agent_versions(mode_data: Iterable[Data]) -> str | None:
     """The agent CLI versions the run's agent records name: "v" when one, else "v (modes)"
     joined by "; "; None when no record names one."""
-    modes_of = {}
+    modes_of: dict[str, list[str]] = {}
     for d in mode_data:
         for v in d["agent_versions"]:
             modes_of.setdefault(v, []).append(d["name"])
@@ -121,7 +142,7 @@ def _agent_versions(mode_data):
     return "; ".join(f"{v} ({', '.join(ms)})" for v, ms in sorted(modes_of.items()))
 
 
-def _display_facts(mode_data, kind=None):
+def _display_facts(mode_data: Sequence[dict[str, Any]], kind: str | None = None) -> dict[str, Any]:
     """What report.md shows only when the run has it (so that a run without agents renders as
     before): the outcomes it does not score, cache token columns, the agent CLI versions,
     trajectory links; and each mode's "not_scored_text" for the summary table. kind: the
@@ -167,7 +188,7 @@ def _display_facts(mode_data, kind=None):
     }
 
 
-def _benchmark_facts(layout, bench, total):
+def _benchmark_facts(layout: Layout, bench: Benchmark, total: int) -> dict[str, Any]:
     return {
         "name": bench.name,
         "kind": bench.kind,
@@ -180,7 +201,15 @@ def _benchmark_facts(layout, bench, total):
     }
 
 
-def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=None):
+def collect(
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Sequence[AnyTask],
+    modes: Mapping[str, Mode],
+    baseline: str | None = None,
+    validation: Mapping[str, Any] | None = None,
+    cutoff: str | None = None,
+) -> dict[str, Any]:
     """Everything the template shows, as plain data (also what the tests check)."""
     names = modes_on_disk(layout, list(modes))
     task_ids = [t.instance_id for t in tasks]
@@ -265,7 +294,7 @@ def collect(layout, bench, tasks, modes, baseline=None, validation=None, cutoff=
     }
 
 
-def strict_was_judged(mode_data) -> bool:
+def strict_was_judged(mode_data: Sequence[Data]) -> bool:
     """Whether the run judged strictness: some mode has a strict verdict, and the resolved
     patches were not all left unjudged by strict=0 or strict_gold=0 (whose unresolved rows
     still say "not strict": a report would compare a strict rate of 0 with rates nobody
@@ -278,7 +307,7 @@ def strict_was_judged(mode_data) -> bool:
     return any(d["strict"]["judged"] for d in mode_data)
 
 
-def graded_by_harness(layout, bench, rows: dict):
+def graded_by_harness(layout: Layout, bench: Benchmark, rows: dict) -> Evaluation | None:
     """A SWE-bench run's rows with the official harness's verdicts (evaluation.py); None for an
     nginx run, whose rows are graded already."""
     if bench.kind != SWEBENCH:
@@ -291,7 +320,9 @@ def graded_by_harness(layout, bench, rows: dict):
     return evaluate(layout, bench, rows, commands)
 
 
-def graded_rows(layout, bench, modes: list, task_ids: list) -> tuple:
+def graded_rows(
+    layout: Layout, bench: Benchmark, modes: list, task_ids: list
+) -> tuple[list[str], dict[str, dict[str, dict[str, Any]]], list[str]]:
     """(names, rows, warnings): the modes of `modes` with results in the run of `layout`, their
     rows of `task_ids` as the report reads them (a SWE-bench run's graded by the official
     harness's reports, graded_by_harness, with only the modes those reports grade), and the
@@ -304,7 +335,7 @@ def graded_rows(layout, bench, modes: list, task_ids: list) -> tuple:
     return [n for n in names if n in rows], rows, list(evaluation.warnings if evaluation else [])
 
 
-def swebench_facts(layout, evaluation):
+def swebench_facts(layout: Layout, evaluation: Evaluation | None) -> dict[str, Any] | None:
     """What the report says of a SWE-bench run's grading (report-benchmarks.md.j2), or None."""
     if evaluation is None:
         return None
@@ -315,7 +346,7 @@ def swebench_facts(layout, evaluation):
     }
 
 
-def _cell(mode, iid, target="grade.json"):
+def _cell(mode: Data, iid: str, target: str = "grade.json") -> dict[str, Any]:
     """A matrix cell; target: the file it links to (a SWE-bench unit has no grade.json here:
     its patch)."""
     o = mode["outcomes"].get(iid)
@@ -329,8 +360,8 @@ def _cell(mode, iid, target="grade.json"):
     }
 
 
-def _repositories(tasks):
-    repos = {}
+def _repositories(tasks: Iterable[AnyTask]) -> list[dict[str, Any]]:
+    repos: dict[str, dict[str, Any]] = {}
     for t in tasks:
         r = repos.setdefault(t.repo, {"repo": t.repo, "role": "source", "commits": set()})
         r["commits"].update(c for c in (t.base_commit, t.fix_commit) if c)
@@ -341,8 +372,10 @@ def _repositories(tasks):
     return [dict(r, commits=len(r["commits"])) for r in repos.values()]
 
 
-def _verdict_counts(validation, task_ids):
-    counts = {}
+def _verdict_counts(
+    validation: Mapping[str, Any] | None, task_ids: Iterable[str]
+) -> dict[str, int]:
+    counts: dict[str, int] = {}
     for iid in task_ids:
         verdict = (
             (validation.get(iid) or {}).get("verdict", "not validated") if validation else None
@@ -352,11 +385,11 @@ def _verdict_counts(validation, task_ids):
     return counts
 
 
-def result_versions(rows):
+def result_versions(rows: Mapping[str, Mapping[str, Row]]) -> list[dict[str, Any]]:
     """[{"version", "modes": {mode: tasks}}]: the benchmark versions the results were graded
     under (grade.json's, through results.jsonl; None: unversioned, or graded before the file had
     a version), oldest first."""
-    found = {}
+    found: dict[str | None, dict[str, int]] = {}
     for mode, by_id in rows.items():
         for row in by_id.values():
             modes = found.setdefault(row.get("benchmark_version"), {})
@@ -365,7 +398,9 @@ def result_versions(rows):
     return [{"version": v, "modes": found[v]} for v in order]
 
 
-def _version_warnings(versions, bench, layout):
+def _version_warnings(
+    versions: Sequence[Mapping[str, Any]], bench: Benchmark, layout: Layout
+) -> list[str]:
     """One warning when the results were graded under more than one version of the benchmark,
     or under another version than the task file's now: they are not results of one benchmark."""
     said = lambda v: f"version {v}" if v else "an unversioned task file"
@@ -388,8 +423,10 @@ def _version_warnings(versions, bench, layout):
     ]
 
 
-def _validation_warnings(validation, task_ids):
-    warnings = []
+def _validation_warnings(
+    validation: Mapping[str, Any] | None, task_ids: Iterable[str]
+) -> list[str]:
+    warnings: list[str] = []
     for iid in task_ids:
         v = (validation or {}).get(iid)
         if v and v.get("verdict") != "valid":
@@ -410,7 +447,7 @@ def _validation_warnings(validation, task_ids):
 COST_TOLERANCE = 0.01
 
 
-def _row_warnings(mode, iid, row):
+def _row_warnings(mode: str, iid: str, row: Row) -> list[str]:
     """Environment errors of a row, an agent that did not complete, and a program's own cost
     that is not the metered one."""
     warnings = [f"{mode} / {iid}: environment error: {err}" for err in row.get("env_errors") or []]
@@ -428,13 +465,13 @@ def _row_warnings(mode, iid, row):
             f"{mode} / {iid}: contaminated, not scored: the fix reached the agent "
             f"(see agent.json flags)"
         )
-    if status == "infra_error":
+    if status == INFRA_ERROR:
         warnings.append(
             f"{mode} / {iid}: infra error, not scored: {row.get('agent_error') or status}"
         )
-    elif status in ("timeout", "failed", "error"):
+    elif status in (TIMEOUT, FAILED, ERROR):
         why = row.get("agent_error") or status
-        what = "agent timeout" if status == "timeout" else "agent error"
+        what = "agent timeout" if status == TIMEOUT else "agent error"
         if row.get("resolved"):
             warnings.append(
                 f"{mode} / {iid}: resolved although the agent ended with `{status}` ({why})"
@@ -444,7 +481,12 @@ def _row_warnings(mode, iid, row):
     return warnings
 
 
-def _warnings(mode_data, rows, validation, task_ids):
+def _warnings(
+    mode_data: Sequence[Data],
+    rows: Mapping[str, Mapping[str, Row]],
+    validation: Mapping[str, Any] | None,
+    task_ids: Sequence[str],
+) -> list[str]:
     warnings = _validation_warnings(validation, task_ids)
     for d in mode_data:
         if d["missing"]:
@@ -483,7 +525,7 @@ def _warnings(mode_data, rows, validation, task_ids):
 
 
 # -- report.json -----------------------------------------------------------------------------------
-def swebench_report(mode):
+def swebench_report(mode: Data) -> dict[str, Any]:
     """A mode's counts and ids under the names of SWE-bench's run report."""
     ids = lambda *os_: sorted(i for i, o in mode["outcomes"].items() if o in os_)
     submitted = sorted(mode["outcomes"])
@@ -518,7 +560,7 @@ def swebench_report(mode):
     }
 
 
-def agent_json(mode):
+def agent_json(mode: Data) -> dict[str, Any]:
     """A mode's agent figures in report.json, for a mode whose rows come from an agent: the
     denominator, the tasks it does not score (counted apart), the CLI versions."""
     if not mode["has_agent"]:
@@ -541,7 +583,7 @@ def agent_json(mode):
     return out
 
 
-def rerun_json(mode):
+def rerun_json(mode: Data) -> dict[str, Any]:
     """A mode graded with rerun_failed=1: how many of its tasks the rerun changed the verdict
     of, and which."""
     if not mode["reran"]:
@@ -553,7 +595,7 @@ def rerun_json(mode):
     }
 
 
-def mode_json(mode, strict_judged=True):
+def mode_json(mode: Data, strict_judged: bool = True) -> dict[str, Any]:
     """A mode's entry in report.json: SWE-bench's fields plus the report's figures (the strict
     rate only when the run judged strictness: strict_was_judged)."""
     judged = strict_judged and mode["strict"]["judged"]
@@ -579,7 +621,7 @@ def mode_json(mode, strict_judged=True):
     }
 
 
-def json_comparison(c):
+def json_comparison(c: Data) -> dict[str, Any]:
     """A comparison's fields that report.json and compare-<OTHER>.json hold."""
     keep = (
         "a",
@@ -613,7 +655,7 @@ def json_comparison(c):
     return {k: c[k] for k in keep if k in c}
 
 
-def report_json(layout, bench, inputs, data):
+def report_json(layout: Layout, bench: Benchmark, inputs: str, data: Data) -> dict[str, Any]:
     """report.json from collect()'s data and the digest of the report's inputs."""
     arms = {
         a["name"]: {
@@ -653,6 +695,6 @@ def report_json(layout, bench, inputs, data):
     }
 
 
-def figures(data) -> list[str]:
+def figures(data: Data) -> list[str]:
     """The names of the figures report.md shows (files beside it)."""
     return [data["chart"]] + ([data["distributions"]] if data["distributions"] else [])

@@ -24,9 +24,11 @@ in no rate, as a task without a result).
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core.layout import Layout
 from ..core.outcomes import EVAL_ERROR, NOT_SCORED, outcome
+from ..run.benchmark import Benchmark
 from ..swebench import harness
 
 # The outcomes a scored SWE-bench row can have (the report's columns for such a run): the
@@ -68,15 +70,22 @@ _NOT_GRADED = (
 )
 
 
-def _shown(ids, most=5):
+def _shown(ids: list[str], most: int = 5) -> str:
     return ", ".join(ids[:most]) + (", ..." if len(ids) > most else "")
 
 
-def _grade_mode(layout, bench, mode, by_id, known, command):
+def _grade_mode(
+    layout: Layout,
+    bench: Benchmark,
+    mode: str,
+    by_id: dict[str, dict],
+    known: set[str],
+    command: str | None,
+) -> tuple[dict[str, dict] | None, dict[str, Any], list[str]]:
     """(rows with verdicts | None when not graded, MODE, warnings) of one mode."""
     path = layout.predictions_jsonl(mode)
     model = harness.predictions_model(path)
-    info = {
+    info: dict[str, Any] = {
         "mode": mode,
         "model_name_or_path": model,
         "predictions": str(path),
@@ -125,7 +134,7 @@ def _grade_mode(layout, bench, mode, by_id, known, command):
             f"that are not tasks of {bench.path.name}: {_shown(info['not_in_tasks'])}; "
             f"not scored"
         )
-    rows = {}
+    rows: dict[str, dict] = {}
     for iid, row in by_id.items():
         verdict = verdicts.get(iid)
         if verdict is None and row.get("outcome") not in NOT_SCORED:
@@ -151,7 +160,7 @@ def _grade_mode(layout, bench, mode, by_id, known, command):
     return rows, info, said
 
 
-def evaluate(layout: Layout, bench, rows: dict, commands: dict) -> Evaluation:
+def evaluate(layout: Layout, bench: Benchmark, rows: dict, commands: dict) -> Evaluation:
     """The graded rows of a SWE-bench run (module docstring). rows: {mode: {iid: row}} as
     results.jsonl holds them; commands: {mode: the grading command of its predictions now}."""
     known = {t.instance_id for t in bench.tasks}

@@ -4,7 +4,9 @@ percentage points, p-values). A missing value shows as "—" everywhere.
 """
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -14,7 +16,7 @@ TEMPLATE = "report.md.j2"
 COMPARE_TEMPLATE = "report-compare.md.j2"
 
 
-def _fmt(value, unit="", digits=1):
+def _fmt(value: float | None, unit: str = "", digits: int = 1) -> str:
     if value is None:
         return "—"
     if isinstance(value, float) and math.isnan(value):
@@ -22,14 +24,14 @@ def _fmt(value, unit="", digits=1):
     return f"{value:,.{digits}f}{unit}" if isinstance(value, float) else f"{value:,}{unit}"
 
 
-def _ci_pct(interval, digits=1):
+def _ci_pct(interval: Sequence[float] | None, digits: int = 1) -> str:
     """[low, high] of a rate, in percent."""
     if not interval:
         return "—"
     return f"[{100 * interval[0]:.{digits}f}, {100 * interval[1]:.{digits}f}]"
 
 
-def _ci_ratio(interval):
+def _ci_ratio(interval: Sequence[float | None] | None) -> str:
     """[low, high] of a ratio of times or costs ("unbounded": a resample with nothing below)."""
     if not interval:
         return "—"
@@ -47,7 +49,7 @@ def usd(value: float | None) -> str:
     return f"${value:,.2f}" if abs(value) >= 1 or value == 0 else f"${value:,.4f}"
 
 
-def _ci_usd(interval):
+def _ci_usd(interval: Sequence[float | None] | None) -> str:
     if not interval:
         return "—"
     low, high = interval
@@ -65,7 +67,12 @@ def compiled_cache(directory: Path | None) -> jinja2.BytecodeCache | None:
     return jinja2.FileSystemBytecodeCache(str(directory))
 
 
-def render(data, templates_dir, template=TEMPLATE, compiled: Path | None = None):
+def render(
+    data: dict[str, Any],
+    templates_dir: str | Path,
+    template: str = TEMPLATE,
+    compiled: Path | None = None,
+) -> str:
     """The markdown of `template` (in templates_dir) filled with `data`; `compiled`: the
     directory of compiled templates (Layout.compiled_templates)."""
     env = jinja2.Environment(

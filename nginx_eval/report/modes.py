@@ -15,10 +15,18 @@ Numbers are rounded here, once, to what report.json holds (4 decimals for rates,
 """
 
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from ..core.outcomes import NOT_SCORED, OUTCOMES
+from ..core.outcomes import NOT_SCORED, OUTCOMES, RESOLVED, UNRESOLVED
+from ..run.modes import Mode
 from . import stats
 from .records import commands_that_ran, row_outcome
+
+# A results.jsonl row; a mode's rows by instance id; a mode's figures (mode_summary).
+Row = Mapping[str, Any]
+Rows = Mapping[str, Row]
+Data = Mapping[str, Any]
 
 TOKEN_KINDS = ("input", "output")
 CACHE_TOKEN_KINDS = ("cache_read", "cache_creation")
@@ -29,17 +37,19 @@ def rate_of(n: int, total: int) -> float | None:
     return round(n / total, 4) if total else None
 
 
-def rounded(value, digits=4):
+def rounded(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
-def rounded_pair(interval, digits=4):
+def rounded_pair(
+    interval: Sequence[float | None] | None, digits: int = 4
+) -> list[float | None] | None:
     if interval is None:
         return None
     return [rounded(v, digits) for v in interval]
 
 
-def family_of(name, modes):
+def family_of(name: str, modes: Mapping[str, Mode]) -> tuple[str, int]:
     """(family, repeat) of a mode: from its configuration, else from its name (``raw-r2``)."""
     if name in modes:
         return modes[name].family, modes[name].repeat
@@ -49,9 +59,9 @@ def family_of(name, modes):
     return name, 1
 
 
-def _summary_numbers(values):
-    values = [v for v in values if v is not None]
-    if not values:
+def _summary_numbers(values: Sequence[float | None]) -> dict[str, Any]:
+    known = [v for v in values if v is not None]
+    if not known:
         return {
             "n": 0,
             "total": None,
@@ -62,36 +72,37 @@ def _summary_numbers(values):
             "q3": None,
             "max": None,
         }
-    quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    quartiles = statistics.quantiles(known, n=4) if len(known) > 1 else [known[0]] * 3
     return {
-        "n": len(values),
-        "total": round(sum(values), 3),
-        "mean": round(statistics.mean(values), 3),
-        "median": round(statistics.median(values), 3),
-        "min": round(min(values), 3),
+        "n": len(known),
+        "total": round(sum(known), 3),
+        "mean": round(statistics.mean(known), 3),
+        "median": round(statistics.median(known), 3),
+        "min": round(min(known), 3),
         "q1": round(quartiles[0], 3),
         "q3": round(quartiles[2], 3),
-        "max": round(max(values), 3),
+        "max": round(max(known), 3),
     }
 
 
-def cost_per_resolved(rows_by_task, seed):
+def cost_per_resolved(rows_by_task: Mapping[str, Sequence[Row]], seed: int) -> dict[str, Any]:
     """Cost per resolved task over the tasks with a cost, with its bootstrap interval. rows_by_task:
     {iid: [rows]} (the repeats of an arm, or one row)."""
-    costs, resolved = [], []
+    costs: list[float] = []
+    resolved: list[float] = []
     for rows in rows_by_task.values():
         known = [r for r in rows if r.get("cost_usd") is not None]
         if not known:
             continue
         costs.append(sum(r["cost_usd"] for r in known))
-        resolved.append(sum(1 for r in known if row_outcome(r) == "resolved"))
+        resolved.append(sum(1 for r in known if row_outcome(r) == RESOLVED))
     if not costs:
         return {"value": None, "interval": None, "tasks": 0}
     value, interval = stats.ratio_interval(costs, resolved, seed)
     return {"value": rounded(value), "interval": rounded_pair(interval), "tasks": len(costs)}
 
 
-def _described(m, mode, modes):
+def _described(m: str, mode: Mode | None, modes: Mapping[str, Mode]) -> dict[str, Any]:
     """What the mode is: its family and repeat, kind, model and configured commands."""
     family, repeat = family_of(m, modes)
     return {
@@ -108,9 +119,9 @@ def _described(m, mode, modes):
     }
 
 
-def _time_and_cost(m, by_id, resolved):
+def _time_and_cost(m: str, by_id: Rows, resolved: int) -> dict[str, Any]:
     """Agent seconds and cost of the mode's rows; `resolved`: how many it resolved."""
-    costs = [r.get("cost_usd") for r in by_id.values() if r.get("cost_usd") is not None]
+    costs: list[float] = [r["cost_usd"] for r in by_id.values() if r.get("cost_usd") is not None]
     cost = round(sum(costs), 4) if costs else None
     per_resolved = cost_per_resolved({i: [r] for i, r in by_id.items()}, stats.seed_for("cost", m))
     return {
@@ -125,7 +136,7 @@ def _time_and_cost(m, by_id, resolved):
     }
 
 
-def _token_totals(by_id):
+def _token_totals(by_id: Rows) -> dict[str, int] | None:
     """{"input", "output"} summed over the rows that report them, plus "cache_read" and
     "cache_creation" when any row reports those; None when no row reports tokens."""
     tokens, has_tokens = {k: 0 for k in TOKEN_KINDS}, False
@@ -138,14 +149,14 @@ def _token_totals(by_id):
     return tokens if has_tokens else None
 
 
-def scored_table(members, task_ids):
+def scored_table(members: Iterable[Data], task_ids: Iterable[str]) -> dict[str, list[int]]:
     """{iid: [1 or 0 per repeat whose outcome is scored]} of mode data `members` (a mode and its
     repeats): a missing result and a NOT_SCORED outcome are left out, and a task none of whose
     repeats is scored is not in the table."""
-    table = {}
+    table: dict[str, list[int]] = {}
     for i in task_ids:
         scores = [
-            1 if d["outcomes"][i] == "resolved" else 0
+            1 if d["outcomes"][i] == RESOLVED else 0
             for d in members
             if i in d["outcomes"] and d["outcomes"][i] not in NOT_SCORED
         ]
@@ -154,7 +165,7 @@ def scored_table(members, task_ids):
     return table
 
 
-def _patch_figures(by_id, gold):
+def _patch_figures(by_id: Rows, gold: Mapping[str, Sequence[str]]) -> dict[str, Any]:
     """Sizes of the mode's patches, and how far they touch the files the gold patch touches."""
     patches = [r.get("patch") or {} for r in by_id.values()]
     overlaps, covers = [], 0
@@ -175,7 +186,7 @@ def _patch_figures(by_id, gold):
     }
 
 
-def _agent_facts(by_id, outcomes):
+def _agent_facts(by_id: Rows, outcomes: Mapping[str, str]) -> dict[str, Any]:
     """Whether the mode's rows come from an agent, the CLI versions they name, their
     trajectories ({iid: path in the task's results dir}), and the tasks whose outcome is not
     scored ({outcome: [ids]})."""
@@ -190,7 +201,7 @@ def _agent_facts(by_id, outcomes):
     }
 
 
-def _isolation_facts(by_id):
+def _isolation_facts(by_id: Rows) -> dict[str, Any]:
     """What the mode's agents could reach and tried (agent.json's isolation, web_tools, blocked,
     flags): runs isolated and not, isolated runs whose web tools were open, refused connections
     per task, tasks flagged, tasks contaminated."""
@@ -206,7 +217,7 @@ def _isolation_facts(by_id):
     }
 
 
-def _rerun_facts(by_id):
+def _rerun_facts(by_id: Rows) -> dict[str, Any]:
     """Whether the mode was graded with reruns (rerun_failed=1), and the tasks whose verdict the
     rerun of a failing test file changed."""
     return {
@@ -219,7 +230,13 @@ def _rerun_facts(by_id):
     }
 
 
-def mode_summary(m, by_id, task_ids, modes, gold):
+def mode_summary(
+    m: str,
+    by_id: Rows,
+    task_ids: Sequence[str],
+    modes: Mapping[str, Mode],
+    gold: Mapping[str, Sequence[str]],
+) -> dict[str, Any]:
     """The report's figures for one mode, from its rows."""
     outcomes = {i: row_outcome(r) for i, r in by_id.items()}
     counts = {o: sum(1 for v in outcomes.values() if v == o) for o in OUTCOMES}
@@ -249,11 +266,11 @@ def mode_summary(m, by_id, task_ids, modes, gold):
     }
 
 
-def _strict_facts(by_id, outcomes, total):
+def _strict_facts(by_id: Rows, outcomes: Mapping[str, str], total: int) -> dict[str, Any]:
     """The strict verdict of the mode's rows (grade.json's strict, results.jsonl): whether any
     was judged, the strict rate over the same denominator as the resolved rate, and the
     resolved tasks that are not strict or could not be judged, with why."""
-    resolved = [i for i, o in outcomes.items() if o == "resolved"]
+    resolved = [i for i, o in outcomes.items() if o == RESOLVED]
     strict = [i for i in resolved if by_id[i].get("strict") is True]
     why = lambda i: by_id[i].get("strict_reason") or ""
     return {
@@ -275,7 +292,7 @@ def _strict_facts(by_id, outcomes, total):
     }
 
 
-def strict_view(mode):
+def strict_view(mode: Data) -> dict[str, Any]:
     """The mode's data with "resolved" only where the patch is also strict: the report's paired
     comparisons of strict rates run on it."""
     strict = {
@@ -285,15 +302,15 @@ def strict_view(mode):
         not in {e["instance_id"] for e in mode["strict"]["not_strict"] + mode["strict"]["unjudged"]}
     }
     outcomes = {
-        i: ("unresolved" if o == "resolved" and i not in strict else o)
+        i: (UNRESOLVED if o == RESOLVED and i not in strict else o)
         for i, o in mode["outcomes"].items()
     }
     return dict(mode, outcomes=outcomes)
 
 
-def groups(mode_data):
+def groups(mode_data: Iterable[Data]) -> dict[str, list[Data]]:
     """{family: [mode data, by repeat]}, in the order of their first mode."""
-    out = {}
+    out: dict[str, list[Data]] = {}
     for d in mode_data:
         out.setdefault(d["family"], []).append(d)
     for members in out.values():
@@ -301,10 +318,10 @@ def groups(mode_data):
     return out
 
 
-def families(mode_data, task_ids):
+def families(mode_data: Iterable[Data], task_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
     """{family: the spread of its repeats' resolved rates, pass@k, the clustered interval} for
     each family with more than one repeat."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for family, members in groups(mode_data).items():
         if len(members) < 2:
             continue

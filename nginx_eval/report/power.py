@@ -4,7 +4,13 @@ difference of D percentage points needs to be detected with 80% power (stats.py'
 Prints, writes nothing.
 """
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 from ..core.console import say
+from ..core.layout import Layout
+from ..run.benchmark import AnyTask, Benchmark
+from ..run.modes import Mode
 from ..run.record import run_tasks
 from . import stats
 from .data import collect
@@ -12,11 +18,16 @@ from .data import collect
 PLAN_REPEATS = (1, 2, 3, 5, 10)
 
 
-def plan(comparison, difference):
+def plan(comparison: dict[str, Any], difference: float) -> dict[str, Any]:
     """How many tasks (and, where the repeats tell the variance within a task, how many repeats)
     a comparison like this one needs to detect `difference` (a rate difference, 0.1 = 10 pp)."""
     c = comparison
-    out = {"a": c["a"], "b": c["b"], "difference": difference, "tasks_now": c["tasks"]}
+    out: dict[str, Any] = {
+        "a": c["a"],
+        "b": c["b"],
+        "difference": difference,
+        "tasks_now": c["tasks"],
+    }
     if c["method"] == "mcnemar":
         out["discordance"] = c["discordance"]
         out["tasks_needed"] = stats.mcnemar_tasks_needed(difference, c["discordance"])
@@ -37,7 +48,7 @@ def plan(comparison, difference):
     return out
 
 
-def _comparison_line(c):
+def _comparison_line(c: dict[str, Any]) -> str:
     """What a comparison observed, and the difference it detects with its tasks now."""
     head = f"{c['a_label']} vs {c['b_label']}"
     if c["method"] == "mcnemar":
@@ -56,7 +67,7 @@ def _comparison_line(c):
     return head
 
 
-def _plan_line(c, difference):
+def _plan_line(c: dict[str, Any], difference: float) -> str:
     """The tasks (and repeats) a comparison like `c` needs to detect `difference`."""
     p = plan(c, difference)
     need = p["tasks_needed"]
@@ -76,7 +87,7 @@ def _plan_line(c, difference):
     return text
 
 
-def plan_lines(data, differences):
+def plan_lines(data: dict[str, Any], differences: Sequence[float]) -> list[str]:
     """The lines `doit run power` prints."""
     lines = [
         f"power: run {data['run']}, {data['benchmark']['tasks']} tasks; "
@@ -96,7 +107,14 @@ def plan_lines(data, differences):
     return lines
 
 
-def print_plan(layout, bench, tasks, modes, baseline, differences):
+def print_plan(
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Iterable[AnyTask],
+    modes: Mapping[str, Mode],
+    baseline: str | None,
+    differences: Sequence[float],
+) -> None:
     """doit action of ``power``: the plan for `differences` (default 5 and 10 pp)."""
     tasks = run_tasks(layout, bench, tasks)
     data = collect(layout, bench, tasks, modes, baseline)

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, TypedDict
 
 from ..core import jsonio
-from ..core.outcomes import NOT_SCORED
+from ..core.outcomes import NOT_SCORED, RESOLVED
 from ..core.records import ModeProcess, ProcessBehaviour, ProcessFirstEdit, ProcessSection
 from .modes import rate_of, rounded
 from .records import row_outcome
@@ -299,7 +299,7 @@ def mode_process(
     """One mode's process figures over its scored tasks with a trajectory (`found`: each task's
     attempt_process), or None when there is none."""
     figures: Figures = [
-        (found[iid], row_outcome(row) == "resolved")
+        (found[iid], row_outcome(row) == RESOLVED)
         for iid, row in sorted(by_id.items())
         if iid in found and row_outcome(row) not in NOT_SCORED
     ]

@@ -8,26 +8,30 @@ outcome(), the one definition, for rows without the field too.
 """
 
 import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from ..core import jsonio, rootfs
 from ..core.errors import UserError
 from ..core.gitcmd import GitError
-from ..core.outcomes import OUTCOMES, outcome
+from ..core.layout import Layout
+from ..core.outcomes import OUTCOMES, OutcomeName, outcome
 from ..core.records import read_record, record_version
 from ..patch.stage import patch_stats
-from ..run.benchmark import gold_patch
+from ..run.benchmark import AnyTask, gold_patch
 from ..run.record import read_run
 
 
-def row_outcome(row):
+def row_outcome(row: Mapping[str, Any]) -> OutcomeName:
     """The row's outcome as results.jsonl states it (older rows: computed the same way)."""
     return row["outcome"] if row.get("outcome") in OUTCOMES else outcome(row)
 
 
-def commands_that_ran(rows):
+def commands_that_ran(rows: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """[{"commands": [(phase, command)], "model", "instance_ids"}] for each distinct command line
     (and model) the rows' agents ran, the most common first."""
-    seen = {}
+    seen: dict[tuple[tuple[tuple[str, ...], ...], str | None], list[str]] = {}
     for iid, r in rows.items():
         if not r.get("agent_commands"):
             continue
@@ -39,7 +43,7 @@ def commands_that_ran(rows):
     ]
 
 
-def modes_on_disk(layout, configured):
+def modes_on_disk(layout: Layout, configured: Iterable[str]) -> list[str]:
     """Modes with a results.jsonl in the run: configured ones first (in their order), then the
     others."""
     found = (
@@ -51,12 +55,12 @@ def modes_on_disk(layout, configured):
     return ordered + sorted(found - set(ordered))
 
 
-def has_results(layout) -> bool:
+def has_results(layout: Layout) -> bool:
     """Whether a mode of the run has results (a results.jsonl): what a report compares."""
     return bool(modes_on_disk(layout, []))
 
 
-def is_run(layout) -> bool:
+def is_run(layout: Layout) -> bool:
     """Whether the run exists: its record (run.json), a mode's results, or its workspaces."""
     return (
         read_run(layout) is not None
@@ -65,14 +69,14 @@ def is_run(layout) -> bool:
     )
 
 
-def runs_with_results(layout) -> list[str]:
+def runs_with_results(layout: Layout) -> list[str]:
     """The names of the runs under the results root that have results, this one too."""
     root = layout.results_root
     names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
     return [n for n in names if has_results(dataclasses.replace(layout, run=n))]
 
 
-def _others(layout) -> str:
+def _others(layout: Layout) -> str:
     others = runs_with_results(layout)
     return (
         f"runs with results: {', '.join(others)}"
@@ -81,7 +85,7 @@ def _others(layout) -> str:
     )
 
 
-def check_has_results(layout, bench_name: str = "nginx") -> None:
+def check_has_results(layout: Layout, bench_name: str = "nginx") -> None:
     """A command that only reads the run (report, site, power) names a run in which some mode
     has results, or fails with one line naming it and the runs that have results: rendering a
     report of an empty run would create the run with it, and a run that holds only its task
@@ -97,7 +101,7 @@ def check_has_results(layout, bench_name: str = "nginx") -> None:
     raise UserError(f"run={layout.run}: no results in {layout.run_dir}; {_others(layout)}")
 
 
-def check_is_run(layout) -> None:
+def check_is_run(layout: Layout) -> None:
     """`doit clean run=NAME` names a run that exists (is_run), as report and power do: a typo
     would otherwise clean nothing and say "removed 0 workspaces"."""
     if not is_run(layout):
@@ -107,7 +111,9 @@ def check_is_run(layout) -> None:
         )
 
 
-def read_rows(layout, names, task_ids):
+def read_rows(
+    layout: Layout, names: Iterable[str], task_ids: Iterable[str]
+) -> dict[str, dict[str, dict[str, Any]]]:
     """{mode: {instance_id: results.jsonl row}} for the run's tasks. Rows of tasks outside the
     run's selection (none, since results.jsonl holds only the run's tasks) would change the
     denominator: they are left out."""
@@ -122,7 +128,7 @@ def read_rows(layout, names, task_ids):
     }
 
 
-def toolchain_records(layout, names):
+def toolchain_records(layout: Layout, names: Iterable[str]) -> list[Path]:
     """The per-task records the toolchain comes from, of every mode in `names`: build.json (its
     "compiler", build/stage.py) and prove.json (its "versions" of Perl and OpenSSL,
     prove/stage.py)."""
@@ -135,21 +141,21 @@ def toolchain_records(layout, names):
     ]
 
 
-def trajectory_records(layout, names):
+def trajectory_records(layout: Layout, names: Sequence[str]) -> list[Path]:
     """Every task's ATIF trajectory of every mode in `names` (transcript/atif.py): what the
     process figures are read from (process.py)."""
     pattern = {m: str(layout.agent_atif(m, "*").relative_to(layout.mode_dir(m))) for m in names}
     return [p for m in names for p in sorted(layout.mode_dir(m).glob(pattern[m]), key=str)]
 
 
-def toolchain(layout, names):
+def toolchain(layout: Layout, names: Iterable[str]) -> dict[str, str]:
     """{"toolchain", "compiler", "perl", "openssl"}: what built nginx and ran the tests, as the
     run's records say (never asked of this machine: a report rendered elsewhere names the same),
     each distinct value once, "; " between; "not recorded" when no record has it (records without
     the field), "not found" when the records say the program did not answer. "toolchain" is the
     pinned root filesystem's digest or "host (pin off)" (core/rootfs.py), from prove.json and
     build.json's compiler."""
-    values = {"toolchain": [], "compiler": [], "perl": [], "openssl": []}
+    values: dict[str, list[Any]] = {"toolchain": [], "compiler": [], "perl": [], "openssl": []}
     for path in toolchain_records(layout, names):
         rec = read_record(path) or {}
         if path.name == "build.json" and isinstance(rec.get("compiler"), dict):
@@ -169,17 +175,17 @@ def toolchain(layout, names):
                     values[key].append(rec["versions"].get(key))
             if isinstance(rec.get("toolchain"), dict):
                 values["toolchain"].append(rootfs.describe(rec["toolchain"]))
-    out = {}
+    out: dict[str, str] = {}
     for key, found in values.items():
         known = list(dict.fromkeys(v for v in found if v))
         out[key] = "; ".join(known) if known else ("not found" if found else "not recorded")
     return out
 
 
-def gold_files(layout, bench_tasks):
+def gold_files(layout: Layout, bench_tasks: Iterable[AnyTask]) -> dict[str, list[str]]:
     """{instance_id: files the fix commit touches}, from the gold mode's results if it ran, else
     from the bare clone."""
-    files = {}
+    files: dict[str, list[str]] = {}
     gold = layout.results_jsonl("gold")
     if gold.exists():
         for row in jsonio.read_jsonl(gold):

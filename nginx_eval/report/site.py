@@ -25,8 +25,10 @@ every page exists.
 """
 
 import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
@@ -34,12 +36,20 @@ from .. import __version__
 from ..core import jsonio, stamps
 from ..core.console import say
 from ..core.errors import failing_on_user_error
+from ..core.layout import Layout
+from ..core.stamps import TaskDict
+from ..run.benchmark import AnyTask, Benchmark
 from ..run.record import run_tasks
 from .markdown import _ci_pct, _fmt, compiled_cache
 from .records import modes_on_disk
 from .site_index import index_context
 from .site_task import page_files, task_context, task_facts
 
+if TYPE_CHECKING:
+    from ..run.context import StageContext
+
+# A page of a task: (mode name, task).
+Unit = tuple[str, AnyTask]
 SITE_TASK = "site"
 TEMPLATES = "site"  # templates/site/
 INDEX_TEMPLATE = "index.html.j2"
@@ -53,28 +63,28 @@ MARKER_BYTES = 2048  # the marker is in the first lines of the head
 
 
 # -- templates ------------------------------------------------------------------------------------
-def site_templates(templates_dir):
+def site_templates(templates_dir: str | Path) -> Path:
     return Path(templates_dir) / TEMPLATES
 
 
-def template_files(templates_dir):
+def template_files(templates_dir: str | Path) -> list[Path]:
     """Every file of templates/site/: part of every page's inputs."""
     folder = site_templates(templates_dir)
     return sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
 
 
-def _duration(seconds):
+def _duration(seconds: float | str | None) -> str:
     if seconds is None:
         return "—"
-    seconds = float(seconds)
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(round(seconds)), 60)
+    value = float(seconds)
+    if value < 60:
+        return f"{value:.1f} s"
+    minutes, rest = divmod(int(round(value)), 60)
     return f"{minutes} min {rest} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
 
 
 @lru_cache(maxsize=4)
-def environment(templates_dir, compiled=None):
+def environment(templates_dir: str, compiled: Path | None = None) -> jinja2.Environment:
     """The Jinja environment of the site's templates (HTML: everything is escaped); compiled:
     the directory of compiled templates (Layout.compiled_templates)."""
     env = jinja2.Environment(
@@ -97,7 +107,13 @@ def environment(templates_dir, compiled=None):
     return env
 
 
-def render(templates_dir, template, inputs, context, compiled=None):
+def render(
+    templates_dir: str | Path,
+    template: str,
+    inputs: str,
+    context: Mapping[str, Any],
+    compiled: Path | None = None,
+) -> str:
     return (
         environment(str(templates_dir), compiled)
         .get_template(template)
@@ -112,7 +128,7 @@ def write_page(path: Path, text: str) -> None:
     jsonio.write_bytes(path, text.encode("utf-8"), sync=False)
 
 
-def recorded_inputs(page):
+def recorded_inputs(page: str | Path) -> str | None:
     """The digest a page was made from (its marker), or None (no page, or no marker)."""
     try:
         with open(page, "rb") as f:
@@ -123,14 +139,27 @@ def recorded_inputs(page):
 
 
 # -- the index ------------------------------------------------------------------------------------
-def index_inputs(layout, tasks, modes, templates_dir, cutoff):
+def index_inputs(
+    layout: Layout,
+    tasks: Sequence[AnyTask],
+    modes: Sequence[str],
+    templates_dir: str | Path,
+    cutoff: str,
+) -> tuple[dict[str, Any], str]:
     """(context, digest) of the index now."""
     context = index_context(layout, tasks, modes, cutoff)
     config = {"page": "index", "version": __version__, "context": context}
     return context, stamps.inputs_digest(config, template_files(templates_dir))
 
 
-def index_is_current(layout, bench, tasks, configured, templates_dir, cutoff):
+def index_is_current(
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Iterable[AnyTask],
+    configured: Sequence[str],
+    templates_dir: str | Path,
+    cutoff: str,
+) -> bool:
     """doit uptodate: the index and the shared files were made from what is on disk now."""
     if not all(layout.site_asset(a).exists() for a in ASSETS):
         return False
@@ -147,7 +176,15 @@ def index_is_current(layout, bench, tasks, configured, templates_dir, cutoff):
     return made == digest
 
 
-def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=False):
+def write_index(
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Iterable[AnyTask],
+    configured: Sequence[str],
+    templates_dir: str | Path,
+    cutoff: str,
+    quiet: bool = False,
+) -> None:
     """site/index.html, site.css and site.js."""
     context, digest = index_inputs(
         layout,
@@ -169,12 +206,19 @@ def write_index(layout, bench, tasks, configured, templates_dir, cutoff, quiet=F
 
 
 # -- the task pages -------------------------------------------------------------------------------
-def templates_digest(templates_dir):
+def templates_digest(templates_dir: str | Path) -> str:
     """The digest of templates/site/ as it is now: part of every page's inputs."""
     return stamps.inputs_digest({"templates": TEMPLATES}, template_files(templates_dir))
 
 
-def task_inputs(layout, mode, task, modes, templates_dir, templates=None):
+def task_inputs(
+    layout: Layout,
+    mode: str,
+    task: AnyTask,
+    modes: Sequence[str],
+    templates_dir: str | Path,
+    templates: str | None = None,
+) -> str:
     """The digest of what the page of (mode, task) is made from, on disk now. `templates`:
     templates_digest(templates_dir), when the caller checks many pages."""
     config = {
@@ -191,12 +235,21 @@ def task_inputs(layout, mode, task, modes, templates_dir, templates=None):
     return stamps.inputs_digest(config, page_files(layout, mode, task))
 
 
-def task_page_is_current(layout, mode, task, modes, templates_dir):
+def task_page_is_current(
+    layout: Layout, mode: str, task: AnyTask, modes: Sequence[str], templates_dir: str | Path
+) -> bool:
     made = recorded_inputs(layout.site_page(mode, task.instance_id))
     return made is not None and made == task_inputs(layout, mode, task, modes, templates_dir)
 
 
-def write_task_page(layout, mode, task, modes, templates_dir, digest=None):
+def write_task_page(
+    layout: Layout,
+    mode: str,
+    task: AnyTask,
+    modes: Sequence[str],
+    templates_dir: str | Path,
+    digest: str | None = None,
+) -> None:
     """The page of (mode, task). `digest`: its inputs', when the caller has just computed it."""
     # The digest first: a file that changes while the page renders leaves the page stale.
     digest = digest or task_inputs(layout, mode, task, modes, templates_dir)
@@ -207,14 +260,14 @@ def write_task_page(layout, mode, task, modes, templates_dir, digest=None):
     )
 
 
-def units(layout, tasks, modes):
+def units(layout: Layout, tasks: Sequence[AnyTask], modes: Iterable[str]) -> list[Unit]:
     """(mode, task) of every page: each mode with results, each task of the run it has a
     results folder for."""
     return [(m, t) for m in modes for t in tasks if layout.task_dir(m, t.instance_id).is_dir()]
 
 
 # -- the whole site (the end of a run) ------------------------------------------------------------
-def site_settings(run, modes, templates, cutoff):
+def site_settings(run: Iterable[AnyTask], modes: Iterable[str], templates: str, cutoff: str) -> str:
     """What the whole site is rendered for, besides the result files: the package, the run's
     tasks and modes, the templates (their digest), the cutoff."""
     return jsonio.digest(
@@ -228,7 +281,7 @@ def site_settings(run, modes, templates, cutoff):
     )
 
 
-def take_completion(layout):
+def take_completion(layout: Layout) -> str | None:
     """The settings of the last complete rendering of the whole site (site_complete), or None;
     the record is removed. Called as a command that may change results starts (cli.py): a run
     that stops before its end leaves none, and the next one checks every page."""
@@ -241,7 +294,15 @@ def take_completion(layout):
     return settings or None
 
 
-def write_site(layout, bench, tasks, configured, templates_dir, cutoff=None, unchanged=None):
+def write_site(
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Iterable[AnyTask],
+    configured: Sequence[str],
+    templates_dir: str | Path,
+    cutoff: str | None = None,
+    unchanged: str | None = None,
+) -> list[str]:
     """Render every page that is not up to date; returns their names ("index", "<mode>/<id>").
 
     `unchanged`: take_completion's settings, when nothing wrote a result file since (the run
@@ -270,7 +331,15 @@ def write_site(layout, bench, tasks, configured, templates_dir, cutoff=None, unc
     return rendered
 
 
-def site_is_complete(layout, bench, tasks, configured, templates_dir, cutoff=None, unchanged=None):
+def site_is_complete(
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Iterable[AnyTask],
+    configured: Sequence[str],
+    templates_dir: str | Path,
+    cutoff: str | None = None,
+    unchanged: str | None = None,
+) -> bool:
     """write_site's shortcut alone: whether `unchanged` are the settings now and every page
     exists (the record of the complete site is then written again)."""
     if not unchanged:
@@ -284,7 +353,7 @@ def site_is_complete(layout, bench, tasks, configured, templates_dir, cutoff=Non
     return True
 
 
-def _all_exist(layout, pages):
+def _all_exist(layout: Layout, pages: Iterable[Unit]) -> bool:
     return (
         layout.site_index.exists()
         and all(layout.site_asset(a).exists() for a in ASSETS)
@@ -293,9 +362,18 @@ def _all_exist(layout, pages):
 
 
 def _render_stale(
-    layout, bench, tasks, configured, templates_dir, cutoff, run, modes, templates, pages
-):
-    stale = []
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Iterable[AnyTask],
+    configured: Sequence[str],
+    templates_dir: str | Path,
+    cutoff: str,
+    run: Sequence[AnyTask],
+    modes: Sequence[str],
+    templates: str,
+    pages: Iterable[Unit],
+) -> list[str]:
+    stale: list[tuple[Layout, str, AnyTask, Sequence[str], str | Path, str]] = []
     for mode, task in pages:
         digest = task_inputs(layout, mode, task, modes, templates_dir, templates)
         if recorded_inputs(layout.site_page(mode, task.instance_id)) != digest:
@@ -309,7 +387,7 @@ def _render_stale(
     return rendered
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     """``site`` (every page), ``site:index`` and ``site:<mode>/<instance_id>``."""
     layout, templates = ctx.layout, ctx.layout.templates_dir
     cutoff = (ctx.options.cutoff if ctx.options else None) or RECENT_FROM

@@ -17,40 +17,45 @@ disagreement of a task is the smaller of the two sides (two of four modes resolv
 more than one of four), then the number of distinct outcomes.
 """
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 from ..core import jsonio
-from ..core.outcomes import NOT_SCORED, OUTCOMES
+from ..core.layout import Layout
+from ..core.outcomes import NOT_SCORED, OUTCOMES, RESOLVED
 from ..core.records import read_record
+from ..run.benchmark import AnyTask
 from .data import CELL
 from .site_task import link, not_scored, strict_verdict
 
 REFERENCE_MODES = ("gold", "none")
 
 
-def split_of(task, cutoff):
+def split_of(task: AnyTask, cutoff: str) -> str:
     if not task.fix_date:
         return "undated"
     return "recent" if task.fix_date >= cutoff else "older"
 
 
-def compared_modes(modes):
+def compared_modes(modes: Sequence[str]) -> list[str]:
     """The modes whose disagreement sorts the matrix (see the module docstring)."""
     others = [m for m in modes if m not in REFERENCE_MODES]
     return others if len(others) >= 2 else list(modes)
 
 
-def disagreement(outcomes):
+def disagreement(outcomes: Iterable[str | None]) -> tuple[int, int, int]:
     """(resolved, compared, score) of a task's outcomes in the compared modes; unscored and
     missing outcomes are left out. score: 0 when the modes agree, else (the smaller side, the
     number of distinct outcomes) folded into one sortable number."""
     scored = [o for o in outcomes if o and o not in NOT_SCORED]
-    resolved = sum(o == "resolved" for o in scored)
+    resolved = sum(o == RESOLVED for o in scored)
     smaller = min(resolved, len(scored) - resolved)
     return resolved, len(scored), (smaller * 100 + len(set(scored))) if smaller else 0
 
 
-def unit_marks(agent):
+def unit_marks(agent: Mapping[str, Any] | None) -> list[str]:
     """Marks of a unit's agent record: "flags" and "blocked" when isolation recorded any."""
-    marks = []
+    marks: list[str] = []
     if (agent or {}).get("flags"):
         marks.append("flags")
     if any(p.get("blocked") for p in (agent or {}).get("phases") or [] if isinstance(p, dict)):
@@ -58,10 +63,10 @@ def unit_marks(agent):
     return marks
 
 
-def summary_rows(report, modes):
+def summary_rows(report: Mapping[str, Any], modes: Iterable[str]) -> list[dict[str, Any]]:
     """One row per mode, from report.json: counts per outcome, not scored, the resolved rate and
     its interval, the cost."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for m in modes:
         entry = (report.get("modes") or {}).get(m)
         if not entry:
@@ -84,7 +89,13 @@ def summary_rows(report, modes):
     return rows
 
 
-def index_context(layout, tasks, modes, cutoff, report=None):
+def index_context(
+    layout: Layout,
+    tasks: Sequence[AnyTask],
+    modes: Sequence[str],
+    cutoff: str,
+    report: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """What templates/site/index.html.j2 shows (also the index's inputs: every value here is
     JSON-able). `tasks`: the run's tasks; `modes`: the run's modes (those with results);
     `report`: report.json (read from the run when None)."""
@@ -92,10 +103,10 @@ def index_context(layout, tasks, modes, cutoff, report=None):
     outcomes = {m: ((report.get("modes") or {}).get(m) or {}).get("outcomes") or {} for m in modes}
     compared = compared_modes(modes)
     index = layout.site_index
-    rows = []
+    rows: list[dict[str, Any]] = []
     for task in tasks:
         iid = task.instance_id
-        cells = []
+        cells: list[dict[str, Any]] = []
         for m in modes:
             o = outcomes[m].get(iid)
             page = layout.site_page(m, iid)
@@ -111,7 +122,7 @@ def index_context(layout, tasks, modes, cutoff, report=None):
                     "code": CELL.get(o, "?") if o else "—",
                     "why": unscored["why"] if unscored else None,
                     "strict": strict,
-                    "strict_code": CELL.get(strict, strict),
+                    "strict_code": CELL.get(strict, strict) if strict is not None else None,
                     "href": link(page, index) if unit else None,
                     "marks": unit_marks(agent),
                 }
@@ -134,7 +145,7 @@ def index_context(layout, tasks, modes, cutoff, report=None):
         o
         for o in OUTCOMES
         if o not in NOT_SCORED
-        and (o == "resolved" or any((r["counts"].get(o) or 0) for r in summary_rows(report, modes)))
+        and (o == RESOLVED or any((r["counts"].get(o) or 0) for r in summary_rows(report, modes)))
     ]
     return {
         "run": layout.run,

@@ -21,14 +21,24 @@ import datetime
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
 from ..core import jsonio
 from ..core.gitcmd import GitError, gold_diff
+from ..core.layout import Layout
 from ..core.outcomes import CONTAMINATED, NOT_SCORED, UNFINISHED_AGENT, outcome
 from ..core.records import read_record
+from ..run.benchmark import AnyTask
+from ..run.swebench import SweTask
 from ..transcript.blocks import content_blocks, result_text
 
+# A record read from JSON (agent.json, grade.json, prove.json, a transcript entry, ...), and what
+# a page is given of it.
+Record = Mapping[str, Any]
+View = dict[str, Any]
 # What a page shows inline at most; the rest is behind a link to the file.
 LOG_TAIL_BYTES = 8_000  # the end of build.log (where a build fails)
 TAP_BYTES = 16_000  # the start of each TAP stream
@@ -53,7 +63,7 @@ TAP_LINE = re.compile(r"^(?:not ok|ok)\b\s*(?P<number>\d+)")
 
 
 # -- small shapes the template shows ---------------------------------------------------------------
-def text_block(text, limit):
+def text_block(text: object, limit: int) -> View:
     """{"text", "first", "lines", "chars", "cut", "long", "reasoning"}: `text` up to `limit`
     characters; long texts are collapsed behind their first line."""
     text = str(text or "")
@@ -71,12 +81,12 @@ def text_block(text, limit):
     }
 
 
-def link(path, page):
+def link(path: str | Path, page: str | Path) -> str:
     """The relative link from the page file `page` to `path` (a result file), "/" separated."""
     return os.path.relpath(path, os.path.dirname(page)).replace(os.sep, "/")
 
 
-def read_head(path, limit):
+def read_head(path: str | Path, limit: int) -> tuple[str | None, int]:
     """(text of the first `limit` bytes, size in bytes) of a file; (None, 0) if it is missing."""
     try:
         with open(path, "rb") as f:
@@ -87,7 +97,7 @@ def read_head(path, limit):
     return data.decode("utf-8", "replace"), size
 
 
-def read_tail(path, limit):
+def read_tail(path: str | Path, limit: int) -> tuple[str | None, int]:
     """(text of the last `limit` bytes, size in bytes) of a file; (None, 0) if it is missing."""
     try:
         with open(path, "rb") as f:
@@ -100,10 +110,10 @@ def read_tail(path, limit):
 
 
 # -- the verdict -----------------------------------------------------------------------------------
-def tap_lines(text):
+def tap_lines(text: str | None) -> dict[int, str]:
     """{assertion number: its line} of a TAP stream (`prove -v` output; the first line of each
     number, subtests' indented lines left out)."""
-    found = {}
+    found: dict[int, str] = {}
     for line in (text or "").splitlines():
         m = TAP_LINE.match(line)
         if m:
@@ -111,7 +121,7 @@ def tap_lines(text):
     return found
 
 
-def strict_verdict(grade):
+def strict_verdict(grade: Record | None) -> str | None:
     """grade.json's "strict" verdict, when the grade has one, as a status word: it may be a string
     or {"status" | "verdict" | "resolved"}; None when absent."""
     strict = (grade or {}).get("strict")
@@ -127,7 +137,7 @@ def strict_verdict(grade):
     return str(strict)
 
 
-def assertions(grade, streams):
+def assertions(grade: Record, streams: Mapping[str, str | None]) -> list[View]:
     """Every graded assertion: {"kind": "fail_to_pass" | "pass_to_pass", "id", "result": "passed"
     | "failed" | "skipped", "tap": its TAP line or None}. `streams`: {test file: TAP text} of
     the stream each file was judged by (the rerun's, with rerun_failed=1)."""
@@ -204,7 +214,7 @@ def verdict(grade: dict | None, streams: dict, agent: dict | None = None) -> dic
 
 
 # -- the patches -----------------------------------------------------------------------------------
-def diff_kind(line):
+def diff_kind(line: str) -> str:
     if line.startswith(
         (
             "diff --git",
@@ -231,13 +241,14 @@ def diff_kind(line):
     return "ctx"
 
 
-def diff_view(text, other_files=()):
+def diff_view(text: str | None, other_files: Iterable[str] = ()) -> View | None:
     """A unified diff, highlighted: {"files": [{"path", "in_other", "added", "removed",
     "lines": [(kind, line)]}], "lines", "cut"}, at most DIFF_LINES lines; None for no text.
     `in_other`: the other patch (the gold fix, or the model's) touches the file too."""
     if text is None:
         return None
-    files, shown, total = [], 0, 0
+    files: list[dict[str, Any]] = []
+    shown, total = 0, 0
     other = set(other_files)
     for line in text.splitlines():
         total += 1
@@ -260,7 +271,7 @@ def diff_view(text, other_files=()):
     }
 
 
-def diff_files(text):
+def diff_files(text: str | None) -> list[str]:
     return [
         line.split(" b/", 1)[-1]
         for line in (text or "").splitlines()
@@ -269,20 +280,21 @@ def diff_files(text):
 
 
 @lru_cache(maxsize=256)
-def _gold_from_clone(bare, base, fix):
+def _gold_from_clone(bare: str, base: str, fix: str) -> str | None:
     try:
         return gold_diff(bare, base, fix).decode("utf-8", "replace")
     except GitError:
         return None
 
 
-def gold_patch(layout, task):
+def gold_patch(layout: Layout, task: AnyTask) -> str | None:
     """The fix's diff: the gold mode's model.patch of this run, else from the bare clone in the
     cache; None when neither is there."""
     path = layout.model_patch("gold", task.instance_id)
     if path.exists():
         return path.read_text(encoding="utf-8", errors="replace")
-    if not task.fix_commit:  # a SWE-bench row carries its gold patch (run/swebench.py)
+    # A SWE-bench row carries its gold patch (run/swebench.py).
+    if not task.fix_commit and isinstance(task, SweTask):
         return task.patch
     bare = layout.bare_repo(task.repo)
     if bare.is_dir():
@@ -291,7 +303,7 @@ def gold_patch(layout, task):
 
 
 # -- build and prove -------------------------------------------------------------------------------
-def build_view(build, log_path, page):
+def build_view(build: Record | None, log_path: Path, page: Path) -> View | None:
     if not build and not log_path.exists():
         return None
     tail, size = read_tail(log_path, LOG_TAIL_BYTES)
@@ -314,10 +326,10 @@ def build_view(build, log_path, page):
     }
 
 
-def test_file_view(name, record, tap_dir, page, label=""):
+def test_file_view(name: str, record: Record, tap_dir: Path, page: Path, label: str = "") -> View:
     """One test file's run: its facts, the start of its TAP stream, links to its output files."""
 
-    def path_of(key):
+    def path_of(key: str) -> Path | None:
         return tap_dir / record[key] if record.get(key) else None
 
     tap = path_of("tap")
@@ -346,7 +358,7 @@ def test_file_view(name, record, tap_dir, page, label=""):
     }
 
 
-def prove_streams(prove, tap_dir):
+def prove_streams(prove: Record, tap_dir: Path) -> dict[str, Path]:
     """{test file: path of the TAP stream the grade judged it by}: a file's rerun, when it had one
     (rerun_failed=1), else its run."""
     streams = {}
@@ -357,7 +369,7 @@ def prove_streams(prove, tap_dir):
     return streams
 
 
-def shown_streams(prove, tap_dir):
+def shown_streams(prove: Record | None, tap_dir: Path) -> list[Path]:
     """Every TAP stream prove.json names (runs, reruns, the base build's reference runs): what
     the page shows of the tests."""
     return [
@@ -368,7 +380,7 @@ def shown_streams(prove, tap_dir):
     ]
 
 
-def prove_view(prove, tap_dir, page):
+def prove_view(prove: Record | None, tap_dir: Path, page: Path) -> View | None:
     if not prove:
         return None
     runs = []
@@ -379,7 +391,7 @@ def prove_view(prove, tap_dir, page):
 
 
 # -- the agent -------------------------------------------------------------------------------------
-def when(value):
+def when(value: object) -> datetime.datetime | None:
     """A datetime (UTC) of an ISO 8601 string or seconds since the epoch; None otherwise."""
     try:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -392,10 +404,10 @@ def when(value):
     return None
 
 
-def transcript_entries(path):
+def transcript_entries(path: str | Path) -> list[dict[str, Any]]:
     """The user and assistant entries of a transcript file, in order (its other lines are the
     CLI's bookkeeping)."""
-    entries = []
+    entries: list[dict[str, Any]] = []
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except OSError:
@@ -413,11 +425,11 @@ def transcript_entries(path):
     return entries
 
 
-def _blocks(entry):
+def _blocks(entry: Record) -> list[dict[str, Any]]:
     return content_blocks((entry.get("message") or {}).get("content"))
 
 
-def call_summary(name, tool_input):
+def call_summary(name: str, tool_input: Record) -> str:
     """One line naming what a tool call acts on (its command, file, pattern...)."""
     for key in ("command", "cmd", "file_path", "path", "pattern", "description", "url", "query"):
         if isinstance(tool_input.get(key), str) and tool_input[key].strip():
@@ -430,10 +442,10 @@ def call_summary(name, tool_input):
 SHELL_TOOLS = {"Bash": "command", "exec_command": "cmd", "run_shell_command": "command"}
 
 
-def tool_call(block, results):
+def tool_call(block: Record, results: Mapping[Any, tuple[str, Any]]) -> View:
     """{"name", "summary", "input", "shell", "result", "error"} of a tool call ({"id", "name",
     "input"}); results: {call id: (text, is_error)}."""
-    tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+    tool_input: Record = block["input"] if isinstance(block.get("input"), dict) else {}
     name = block.get("name") or "?"
     command = tool_input.get(SHELL_TOOLS.get(name, ""))
     shown = command if isinstance(command, str) else None
@@ -450,7 +462,7 @@ def tool_call(block, results):
     }
 
 
-def conversation(entries):
+def conversation(entries: Iterable[Record]) -> tuple[View | None, list[View]]:
     """(prompt, turns) of the entries of one conversation (the main one, or a subagent's). A turn
     is one answer of the model (the assistant entries of one message) with the tool calls it made
     and their results: {"n", "time", "model", "texts": [text_block], "calls": [tool_call]}."""
@@ -460,7 +472,9 @@ def conversation(entries):
             for b in _blocks(e):
                 if b.get("type") == "tool_result":
                     results[b.get("tool_use_id")] = (result_text(b), b.get("is_error"))
-    prompt, turns, by_message = None, [], {}
+    prompt = None
+    turns: list[dict[str, Any]] = []
+    by_message: dict[Any, Any] = {}
     for e in entries:
         if e.get("type") == "user":
             if prompt is None:
@@ -493,7 +507,7 @@ def conversation(entries):
 # -- ATIF trajectories (transcript/atif.py): the phases of programs whose sessions are not read --
 
 
-def atif_phases(path):
+def atif_phases(path: str | Path | None) -> dict[int, dict[str, Any]]:
     """{phase number (1-based): its trajectory} of an attempt's ATIF file (the root's embedded
     trajectories, ``<session>/phase-<n>-<name>``); {} when there is none."""
     root = jsonio.read_json(path) if path else None
@@ -505,7 +519,7 @@ def atif_phases(path):
     return out
 
 
-def _content(value):
+def _content(value: object) -> str:
     """An observation's content as text (ATIF allows a string or a list of parts)."""
     if isinstance(value, str):
         return value
@@ -516,7 +530,9 @@ def _content(value):
     return "" if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def atif_conversation(trajectory):
+def atif_conversation(
+    trajectory: Record,
+) -> tuple[View | None, list[View], list[View]]:
     """(prompt, turns, subagents) of an ATIF trajectory in conversation()'s shapes: its first
     user step the prompt, each agent step a turn (its message, reasoning collapsed, tool calls
     with the observation's results by call id), embedded trajectories subagents."""
@@ -525,7 +541,7 @@ def atif_conversation(trajectory):
         (text_block(s.get("message"), PROMPT_CHARS) for s in steps if s.get("source") == "user"),
         None,
     )
-    turns = []
+    turns: list[dict[str, Any]] = []
     for step in steps:
         if step.get("source") != "agent":
             continue
@@ -562,7 +578,7 @@ def atif_conversation(trajectory):
                 "blocked": [],
             }
         )
-    subagents = []
+    subagents: list[View] = []
     for sub in trajectory.get("subagent_trajectories") or []:
         _, sub_turns, _ = atif_conversation(sub)
         subagents.append(
@@ -575,7 +591,7 @@ def atif_conversation(trajectory):
     return prompt, turns, subagents
 
 
-def mark_blocked(turns, blocked):
+def mark_blocked(turns: Sequence[View], blocked: Iterable[Record]) -> list[Record]:
     """Put each blocked attempt on the turn it happened in: the last that started before it.
     Returns those whose time places them on no turn (no time, or before the first)."""
     unplaced = []
@@ -590,7 +606,16 @@ def mark_blocked(turns, blocked):
     return unplaced
 
 
-def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None):
+def phase_view(
+    layout: Layout,
+    mode: str,
+    iid: str,
+    phase: Record,
+    flags: Sequence[Record],
+    page: Path,
+    atif: Record | None = None,
+    atif_href: str | None = None,
+) -> View:
     """What the page shows of one phase: its steps from its transcript (Claude Code's), else
     from `atif`, its trajectory in the attempt's ATIF file (Codex's, Gemini CLI's: read from the
     proxy's record of the calls), linked as atif_href."""
@@ -598,7 +623,7 @@ def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None)
     transcript = task_dir / phase["transcript"] if phase.get("transcript") else None
     entries = transcript_entries(transcript) if transcript else []
     prompt, turns = conversation([e for e in entries if not e.get("agentId")])
-    subagent_views = []
+    subagent_views: list[View] = []
     steps_from = "transcript" if entries else None
     if not entries and atif and any(s.get("source") == "agent" for s in atif.get("steps") or []):
         prompt, turns, subagent_views = atif_conversation(atif)
@@ -606,7 +631,7 @@ def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None)
     if prompt is None and phase.get("prompt_file"):
         text, _ = read_head(task_dir / phase["prompt_file"], PROMPT_CHARS + 1)
         prompt = text_block(text, PROMPT_CHARS) if text is not None else None
-    subagents = {}
+    subagents: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
         if e.get("agentId"):
             subagents.setdefault(e["agentId"], []).append(e)
@@ -653,11 +678,11 @@ def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None)
                 "turns": conversation(es)[1],
                 "models": sorted(
                     {
-                        (e.get("message") or {}).get("model")
+                        model
                         for e in es
                         if e.get("type") == "assistant"
+                        and (model := (e.get("message") or {}).get("model")) is not None
                     }
-                    - {None}
                 ),
             }
             for agent_id, es in subagents.items()
@@ -669,7 +694,7 @@ def phase_view(layout, mode, iid, phase, flags, page, atif=None, atif_href=None)
     }
 
 
-def attempt_atifs(task_dir, agent, name):
+def attempt_atifs(task_dir: Path, agent: Record, name: str) -> list[tuple[int, Path]]:
     """[(attempt number, the ATIF file's path)] of every attempt that left one: the last's is
     agent.json's ``atif``; an earlier one's, `name`, moved with its logs (``attempts[i].logs``)."""
     attempts = [a for a in agent.get("attempts") or [] if isinstance(a, dict)]
@@ -688,7 +713,7 @@ def attempt_atifs(task_dir, agent, name):
     return out
 
 
-def share_results(phases):
+def share_results(phases: Sequence[View]) -> None:
     """Cut every tool result of the phases (subagents too) to an equal share of the page's
     budget (RESULTS_PER_PAGE), between RESULT_CHARS_MIN and RESULT_CHARS."""
     calls = [
@@ -707,7 +732,9 @@ def share_results(phases):
             result["cut"] = result["chars"] - limit
 
 
-def agent_view(layout, mode, iid, agent, page):
+def agent_view(
+    layout: Layout, mode: str, iid: str, agent: Record | None, page: Path
+) -> View | None:
     if not agent:
         return None
     flags = [f for f in agent.get("flags") or [] if isinstance(f, dict)]
@@ -742,7 +769,7 @@ def agent_view(layout, mode, iid, agent, page):
 
 
 # -- the page --------------------------------------------------------------------------------------
-def agent_files(layout, mode, iid, agent):
+def agent_files(layout: Layout, mode: str, iid: str, agent: Record | None) -> list[Path]:
     """The agent's files a page is made from besides agent.json: prompts, transcripts and the
     attempt's ATIF file."""
     task_dir = layout.task_dir(mode, iid)
@@ -751,10 +778,10 @@ def agent_files(layout, mode, iid, agent):
         for p in (agent or {}).get("phases") or []
         for key in ("prompt_file", "transcript")
         if p.get(key)
-    ] + ([task_dir / agent["atif"]] if (agent or {}).get("atif") else [])
+    ] + ([task_dir / agent["atif"]] if agent and agent.get("atif") else [])
 
 
-def page_files(layout, mode, task):
+def page_files(layout: Layout, mode: str, task: AnyTask) -> list[Path]:
     """Every file the task page of (mode, task) is made from."""
     iid = task.instance_id
     prove = read_record(layout.prove_json(mode, iid))
@@ -775,7 +802,7 @@ def page_files(layout, mode, task):
     )
 
 
-def task_facts(task):
+def task_facts(task: AnyTask) -> dict[str, Any]:
     """The task's fields a page shows (also part of the page's inputs)."""
     return {
         "instance_id": task.instance_id,
@@ -792,7 +819,7 @@ def task_facts(task):
     }
 
 
-def task_context(layout, mode, task, modes):
+def task_context(layout: Layout, mode: str, task: AnyTask, modes: Sequence[str]) -> View:
     """What templates/site/task.html.j2 shows of (mode, task); `modes`: the run's modes (links
     to the same task in each)."""
     iid = task.instance_id

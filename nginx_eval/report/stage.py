@@ -24,13 +24,19 @@ compares two runs. This module says what the report is made from, when it is up 
 it, and yields its tasks.
 """
 
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..core import inputs, jsonio, stamps
 from ..core.console import say
 from ..core.errors import failing_on_user_error
+from ..core.layout import Layout
 from ..core.records import read_record, write_record
+from ..core.stamps import TaskDict
+from ..run.benchmark import AnyTask, Benchmark
+from ..run.modes import Mode
 from ..run.record import run_tasks
 from .apart import run_apart
 from .charts import draw_chart, draw_distributions
@@ -43,9 +49,12 @@ from .power import print_plan
 from .records import modes_on_disk, toolchain_records, trajectory_records
 from .site import SITE_TASK
 
+if TYPE_CHECKING:
+    from ..run.context import StageContext
+
 
 # -- what the report is made from, and when it is up to date ---------------------------------------
-def input_files(layout, configured, templates_dir):
+def input_files(layout: Layout, configured: Sequence[str], templates_dir: Path) -> list[str]:
     """Every file the report is made from (the digest's input)."""
     names = modes_on_disk(layout, configured)
     files = [layout.results_jsonl(m) for m in names]
@@ -58,7 +67,7 @@ def input_files(layout, configured, templates_dir):
     return [str(f) for f in files]
 
 
-def cross_files(layout, other, configured):
+def cross_files(layout: Layout, other: str, configured: Sequence[str]) -> list[str]:
     """What the cross-benchmark section reads of run `other` (cross.py)."""
     theirs = other_layout(layout, other)
     return [
@@ -74,9 +83,18 @@ def cross_files(layout, other, configured):
 REPORT_INPUT_DEFAULTS: dict[str, Any] = {"allow_hosts": {}, "cross": None}
 
 
-def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=None, cross=None):
+def report_inputs(
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Iterable[AnyTask],
+    modes: Mapping[str, Mode],
+    baseline: str | None,
+    templates_dir: Path,
+    cutoff: str | None = None,
+    cross: str | None = None,
+) -> str:
     """The digest of everything report.json is made from (stored as its "inputs")."""
-    config = {
+    config: dict[str, Any] = {
         "benchmark_sha256": bench.digest,
         "baseline": baseline,
         "tasks": [t.instance_id for t in tasks],
@@ -94,7 +112,14 @@ def report_inputs(layout, bench, tasks, modes, baseline, templates_dir, cutoff=N
     return stamps.inputs_digest(inputs.canonical(config, REPORT_INPUT_DEFAULTS), files)
 
 
-def comparison_inputs(layout, other, bench, tasks, modes, templates_dir):
+def comparison_inputs(
+    layout: Layout,
+    other: str,
+    bench: Benchmark,
+    tasks: Iterable[AnyTask],
+    modes: Iterable[str],
+    templates_dir: Path,
+) -> str:
     """The digest of everything compare-<other>.json is made from (stored as its "inputs")."""
     theirs = other_layout(layout, other)
     files = [layout.results_jsonl(m) for m in modes_on_disk(layout, list(modes))]
@@ -113,8 +138,16 @@ def comparison_inputs(layout, other, bench, tasks, modes, templates_dir):
 
 
 def report_is_fresh(
-    layout, bench, tasks, modes, baseline, templates_dir, cutoff=None, compare=None, cross=None
-):
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Sequence[AnyTask],
+    modes: Mapping[str, Mode],
+    baseline: str | None,
+    templates_dir: Path,
+    cutoff: str | None = None,
+    compare: str | None = None,
+    cross: str | None = None,
+) -> bool:
     """doit uptodate: report.json was made from exactly what is on disk now, for the run's tasks
     (and the markdown and the figures it shows still exist); with `compare`, the comparison
     too."""
@@ -139,7 +172,14 @@ def report_is_fresh(
 
 
 # -- writing --------------------------------------------------------------------------------------
-def write_comparison(layout, other, bench, tasks, modes, templates_dir):
+def write_comparison(
+    layout: Layout,
+    other: str,
+    bench: Benchmark,
+    tasks: Sequence[AnyTask],
+    modes: Mapping[str, Mode],
+    templates_dir: Path,
+) -> dict[str, Any]:
     """compare-<other>.md and .json: this run's arms against run `other`'s."""
     tasks = run_tasks(layout, bench, tasks)
     inputs = comparison_inputs(layout, other, bench, tasks, modes, templates_dir)
@@ -162,17 +202,17 @@ def write_comparison(layout, other, bench, tasks, modes, templates_dir):
 
 
 def write_report(
-    layout,
-    bench,
-    tasks,
-    modes,
-    baseline,
-    templates_dir,
-    cutoff=None,
-    compare=None,
-    cross=None,
-    quiet=False,
-):
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Sequence[AnyTask],
+    modes: Mapping[str, Mode],
+    baseline: str | None,
+    templates_dir: Path,
+    cutoff: str | None = None,
+    compare: str | None = None,
+    cross: str | None = None,
+    quiet: bool = False,
+) -> dict[str, Any]:
     """report.md, report.json and the charts (and the comparison with run `compare`; with
     `cross`, the section over this run's benchmark and run `cross`'s, cross.py). tasks: the
     command's selection, for a run without run.json; otherwise the run's tasks."""
@@ -196,13 +236,13 @@ def write_report(
     return data
 
 
-def render_report(*args):
+def render_report(*args: Any) -> None:
     """doit action: write_report in a process of its own (apart.py: the statistics and charts
     stay out of doit), returning nothing (a dict would go to doit's database)."""
     run_apart(write_report, *args)
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     """``report:markdown``, ``report`` (it and the site), ``<bench>:report`` (after every mode of
     the benchmark; the site then comes at the end of the run, progress.py) and ``power``."""
     options = ctx.options

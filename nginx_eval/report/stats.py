@@ -28,14 +28,19 @@ import contextlib
 import hashlib
 import math
 import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
+from typing import Any
+
+# (low, high) of an interval; an unbounded side of a ratio's is None.
+Interval = tuple[float, float]
 
 
 class _Numpy:
     """numpy, imported on first use: every doit command imports this module (through the
     report), and only the ones that render a report compute anything."""
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         import numpy
 
         return getattr(numpy, name)
@@ -51,14 +56,14 @@ RESAMPLES = 9999  # bootstrap and permutation resamples
 BIG = 1e300  # stands for an unbounded ratio inside a bootstrap
 
 
-def seed_for(*parts):
+def seed_for(*parts: object) -> int:
     """A seed of its own for each procedure (e.g. a pair of modes), stable across runs."""
     text = "\0".join([str(SEED)] + [str(p) for p in parts])
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
 @contextlib.contextmanager
-def _quiet():
+def _quiet() -> Iterator[None]:
     """Warnings from scipy and numpy on degenerate samples would reach stderr: the callers
     handle those cases themselves."""
     with warnings.catch_warnings():
@@ -67,18 +72,18 @@ def _quiet():
             yield
 
 
-def _z(level):
+def _z(level: float) -> float:
     from scipy.stats import norm
 
     return float(norm.ppf(0.5 + level / 2))
 
 
-def _clip(value):
+def _clip(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
 # -- one mode --------------------------------------------------------------------------------------
-def wilson(k, n, level=LEVEL):
+def wilson(k: int, n: int, level: float = LEVEL) -> Interval | None:
     """(low, high) of the Wilson score interval for k successes in n trials; None for n = 0."""
     if not n:
         return None
@@ -88,7 +93,7 @@ def wilson(k, n, level=LEVEL):
     return float(ci.low), float(ci.high)
 
 
-def clustered_mean(table, level=LEVEL):
+def clustered_mean(table: Iterable[Sequence[float]], level: float = LEVEL) -> dict[str, Any]:
     """Mean of a tasks x repeats table of scores (a list per task; lists may differ in length
     when unscored runs, infra errors or budget skips, are left out), with the standard error
     clustered by task (Miller 2024, "Adding Error Bars to Evals", section 2.2): statsmodels OLS
@@ -103,7 +108,13 @@ def clustered_mean(table, level=LEVEL):
     if not obs:
         return {"mean": None, "se": None, "interval": None, "tasks": 0, "observations": 0}
     mean = float(np.mean(obs))
-    out = {"mean": mean, "se": None, "interval": None, "tasks": len(rows), "observations": len(obs)}
+    out: dict[str, Any] = {
+        "mean": mean,
+        "se": None,
+        "interval": None,
+        "tasks": len(rows),
+        "observations": len(obs),
+    }
     if len(rows) < 2:
         return out
     if max(obs) == min(obs):
@@ -123,7 +134,7 @@ def clustered_mean(table, level=LEVEL):
 
 
 # -- two modes -------------------------------------------------------------------------------------
-def discordance_table(x, y):
+def discordance_table(x: Sequence[int], y: Sequence[int]) -> tuple[int, int, int, int]:
     """(both, x only, y only, neither) for two aligned 0/1 sequences."""
     both = sum(1 for a, b in zip(x, y, strict=True) if a and b)
     x_only = sum(1 for a, b in zip(x, y, strict=True) if a and not b)
@@ -131,7 +142,7 @@ def discordance_table(x, y):
     return both, x_only, y_only, len(x) - both - x_only - y_only
 
 
-def mcnemar_exact(b, c):
+def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided p-value of the exact (conditional) McNemar test on b and c discordant pairs."""
     if b + c == 0:
         return 1.0
@@ -140,19 +151,23 @@ def mcnemar_exact(b, c):
     return float(min(1.0, mcnemar([[0, b], [c, 0]], exact=True).pvalue))
 
 
-def newcombe_paired(both, x_only, y_only, neither, level=LEVEL):
+def newcombe_paired(
+    both: int, x_only: int, y_only: int, neither: int, level: float = LEVEL
+) -> Interval | None:
     """(low, high) of Newcombe's hybrid score interval (1998, method 10) for the difference of
     two paired proportions, rate(x) - rate(y); None for an empty table."""
     n = both + x_only + y_only + neither
     if not n:
         return None
     p1, p2 = (both + x_only) / n, (both + y_only) / n
-    l1, u1 = wilson(both + x_only, n, level)
-    l2, u2 = wilson(both + y_only, n, level)
+    first, second = wilson(both + x_only, n, level), wilson(both + y_only, n, level)
+    assert first is not None and second is not None  # n > 0
+    l1, u1 = first
+    l2, u2 = second
     margins = (both + x_only) * (y_only + neither) * (both + y_only) * (x_only + neither)
     phi = 0.0
     if margins:
-        a = both * neither - x_only * y_only
+        a: float = both * neither - x_only * y_only
         # Newcombe's correction of the correlation for a positive association
         a = a - n / 2 if a > n / 2 else (0.0 if a >= 0 else a)
         phi = a / math.sqrt(margins)
@@ -164,7 +179,13 @@ def newcombe_paired(both, x_only, y_only, neither, level=LEVEL):
     return max(-1.0, low), min(1.0, high)
 
 
-def paired_binary(x, y, level=LEVEL, alpha=ALPHA, power=POWER):
+def paired_binary(
+    x: Sequence[int],
+    y: Sequence[int],
+    level: float = LEVEL,
+    alpha: float = ALPHA,
+    power: float = POWER,
+) -> dict[str, Any]:
     """Two modes with one run per task: x, y aligned 0/1 scores (resolved or not) per task.
 
     Returns {"method": "mcnemar", "tasks", "both", "a_only", "b_only", "neither", "a_rate",
@@ -189,7 +210,9 @@ def paired_binary(x, y, level=LEVEL, alpha=ALPHA, power=POWER):
     }
 
 
-def bootstrap_mean(values, seed, level=LEVEL):
+def bootstrap_mean(
+    values: Sequence[float] | Any, seed: int, level: float = LEVEL
+) -> tuple[Interval, str] | tuple[None, None]:
     """((low, high), method) of a seeded bootstrap interval for the mean of `values`: BCa,
     percentile where BCa is undefined, the value itself when every value is the same."""
     values = np.asarray(values, dtype=float)
@@ -216,14 +239,14 @@ def bootstrap_mean(values, seed, level=LEVEL):
     return None, None
 
 
-def sign_flip_p(x, y, seed):
+def sign_flip_p(x: Sequence[float] | Any, y: Sequence[float] | Any, seed: int) -> float:
     """Two-sided p-value of the paired permutation (sign-flip) test of mean(x - y) = 0."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) == 0 or np.all(x == y):
         return 1.0
     from scipy.stats import permutation_test
 
-    def mean_difference(a, b, axis):
+    def mean_difference(a: Any, b: Any, axis: int) -> Any:
         return np.mean(a - b, axis=axis)
 
     with _quiet():
@@ -239,14 +262,21 @@ def sign_flip_p(x, y, seed):
     return float(min(1.0, res.pvalue))
 
 
-def paired_scores(x, y, seed, level=LEVEL, alpha=ALPHA, power=POWER):
+def paired_scores(
+    x: Sequence[float],
+    y: Sequence[float],
+    seed: int,
+    level: float = LEVEL,
+    alpha: float = ALPHA,
+    power: float = POWER,
+) -> dict[str, Any]:
     """Two modes, at least one with repeats: x, y aligned per-task mean scores in [0, 1].
 
     Returns {"method": "permutation", "tasks", "a_better", "b_better", "ties", "a_rate",
     "b_rate", "difference", "interval", "interval_method", "p_value", "sd", "detectable"}."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    n = len(x)
-    d = x - y
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    n = len(xs)
+    d = xs - ys
     interval, how = bootstrap_mean(d, seed, level)
     sd = float(np.std(d, ddof=1)) if n > 1 else None
     return {
@@ -255,18 +285,18 @@ def paired_scores(x, y, seed, level=LEVEL, alpha=ALPHA, power=POWER):
         "a_better": int(np.sum(d > 0)),
         "b_better": int(np.sum(d < 0)),
         "ties": int(np.sum(d == 0)),
-        "a_rate": float(np.mean(x)) if n else None,
-        "b_rate": float(np.mean(y)) if n else None,
+        "a_rate": float(np.mean(xs)) if n else None,
+        "b_rate": float(np.mean(ys)) if n else None,
         "difference": float(np.mean(d)) if n else None,
         "interval": interval,
         "interval_method": how,
-        "p_value": sign_flip_p(x, y, seed),
+        "p_value": sign_flip_p(xs, ys, seed),
         "sd": sd,
         "detectable": paired_detectable(n, sd, alpha, power),
     }
 
 
-def holm(p_values):
+def holm(p_values: Sequence[float]) -> list[float]:
     """Holm-adjusted p-values, in the order given."""
     if not p_values:
         return []
@@ -277,7 +307,7 @@ def holm(p_values):
 
 # -- power -----------------------------------------------------------------------------------------
 @lru_cache(maxsize=64)
-def _mcnemar_cutoffs(n, alpha):
+def _mcnemar_cutoffs(n: int, alpha: float) -> Any:
     """For m = 0..n discordant pairs, the largest r such that b <= r (or b >= m - r) gives an
     exact McNemar p <= alpha; -1 where no b can."""
     from scipy.stats import binom
@@ -295,7 +325,7 @@ def _mcnemar_cutoffs(n, alpha):
     return r
 
 
-def mcnemar_power(n, discordance, difference, alpha=ALPHA):
+def mcnemar_power(n: int, discordance: float, difference: float, alpha: float = ALPHA) -> float:
     """Exact power of the two-sided exact McNemar test at level alpha with n tasks, when a share
     `discordance` of tasks is resolved by exactly one of the two modes and the rates differ by
     `difference` (|difference| <= discordance): the probability of rejecting, summed over the
@@ -316,7 +346,9 @@ def mcnemar_power(n, discordance, difference, alpha=ALPHA):
     return float(min(1.0, np.sum(weights[use] * reject)))
 
 
-def mcnemar_detectable(n, discordance, alpha=ALPHA, power=POWER):
+def mcnemar_detectable(
+    n: int, discordance: float, alpha: float = ALPHA, power: float = POWER
+) -> float | None:
     """The smallest difference in resolved rate the exact McNemar test detects with `power`
     (n tasks, the given discordance); None when even a difference equal to the discordance
     (every discordant task favouring one mode) is not detected that often, or no discordance."""
@@ -333,7 +365,13 @@ def mcnemar_detectable(n, discordance, alpha=ALPHA, power=POWER):
     return high
 
 
-def mcnemar_tasks_needed(difference, discordance, alpha=ALPHA, power=POWER, most=100000):
+def mcnemar_tasks_needed(
+    difference: float,
+    discordance: float,
+    alpha: float = ALPHA,
+    power: float = POWER,
+    most: int = 100000,
+) -> int | None:
     """About how many tasks the exact McNemar test needs to detect `difference` with `power`
     when the modes disagree on a share `discordance` of tasks (at least the difference); None
     without discordance or beyond `most`."""
@@ -342,7 +380,7 @@ def mcnemar_tasks_needed(difference, discordance, alpha=ALPHA, power=POWER, most
     if delta <= 0 or psi <= 0:
         return None
 
-    def enough(n):
+    def enough(n: int) -> bool:
         return mcnemar_power(n, psi, delta, alpha) >= power
 
     high = 8
@@ -360,7 +398,9 @@ def mcnemar_tasks_needed(difference, discordance, alpha=ALPHA, power=POWER, most
     return high
 
 
-def paired_detectable(n, sd, alpha=ALPHA, power=POWER):
+def paired_detectable(
+    n: int | None, sd: float | None, alpha: float = ALPHA, power: float = POWER
+) -> float | None:
     """Smallest mean per-task difference a paired t test on n tasks detects with `power`, when
     per-task differences have standard deviation sd; None for n < 2 or sd 0/unknown."""
     if not sd or n is None or n < 2:
@@ -374,7 +414,9 @@ def paired_detectable(n, sd, alpha=ALPHA, power=POWER):
     return float(effect) * sd
 
 
-def paired_tasks_needed(difference, sd, alpha=ALPHA, power=POWER):
+def paired_tasks_needed(
+    difference: float, sd: float | None, alpha: float = ALPHA, power: float = POWER
+) -> int | None:
     """Tasks a paired t test needs to detect a mean per-task `difference` with `power`."""
     if not sd or not difference:
         return None
@@ -391,7 +433,7 @@ def paired_tasks_needed(difference, sd, alpha=ALPHA, power=POWER):
     return int(math.ceil(float(np.atleast_1d(n)[0])))
 
 
-def within_task_variance(table):
+def within_task_variance(table: Iterable[Sequence[float]]) -> float | None:
     """Mean over tasks of the sample variance of a task's repeated scores (tasks x repeats,
     at least two repeats); None with fewer."""
     rows = [r for r in table if len(r) >= 2]
@@ -401,16 +443,16 @@ def within_task_variance(table):
 
 
 def paired_plan(
-    differences_sd,
-    k_a,
-    k_b,
-    within_a,
-    within_b,
-    difference,
-    repeats=(1, 2, 3, 5, 10),
-    alpha=ALPHA,
-    power=POWER,
-):
+    differences_sd: float | None,
+    k_a: float,
+    k_b: float,
+    within_a: float | None,
+    within_b: float | None,
+    difference: float,
+    repeats: Iterable[int] = (1, 2, 3, 5, 10),
+    alpha: float = ALPHA,
+    power: float = POWER,
+) -> dict[int, int | None] | None:
     """{k: tasks needed} to detect `difference` with k repeats of each mode, from a run with
     k_a and k_b repeats: the variance of the per-task differences less the part the repeats
     average out (within_x / k_x) is the part between tasks, which repeats do not shrink.
@@ -482,7 +524,7 @@ def cmh_paired(strata: list, level: float = LEVEL) -> dict:
     return out
 
 
-def _homogeneity(discordant):
+def _homogeneity(discordant: Sequence[Sequence[int]]) -> float | None:
     """p of "the two modes' discordant tasks split alike in every benchmark", or None with
     fewer than two benchmarks that have any."""
     if len(discordant) < 2:
@@ -496,7 +538,9 @@ def _homogeneity(discordant):
 
 
 # -- cost ------------------------------------------------------------------------------------------
-def ratio_interval(numerators, denominators, seed, level=LEVEL):
+def ratio_interval(
+    numerators: Sequence[float], denominators: Sequence[float], seed: int, level: float = LEVEL
+) -> tuple[float | None, tuple[float | None, float | None] | None]:
     """sum(numerators) / sum(denominators) over tasks (e.g. cost per resolved task), with a
     seeded percentile bootstrap over tasks. Returns (estimate | None, (low, high | None) | None):
     no estimate when nothing is in the denominator; high None when resamples without one
@@ -510,7 +554,7 @@ def ratio_interval(numerators, denominators, seed, level=LEVEL):
         return estimate, None
     from scipy.stats import bootstrap
 
-    def ratio(a, b, axis):
+    def ratio(a: Any, b: Any, axis: int) -> Any:
         top, bottom = np.sum(a, axis=axis), np.sum(b, axis=axis)
         return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), BIG)
 
@@ -530,7 +574,7 @@ def ratio_interval(numerators, denominators, seed, level=LEVEL):
 
 
 # -- text ------------------------------------------------------------------------------------------
-def fmt_p(p):
+def fmt_p(p: float | None) -> str:
     """A p-value as a reader quotes it: two significant digits, "< 0.001" below."""
     if p is None:
         return "—"
@@ -540,7 +584,7 @@ def fmt_p(p):
     return "1" if text in ("1", "1.0") else text
 
 
-def fmt_pp(value, digits=0, sign=True):
+def fmt_pp(value: float | None, digits: int = 0, sign: bool = True) -> str:
     """A difference of rates in percentage points: +7, -3, 0."""
     if value is None:
         return "—"

@@ -15,7 +15,7 @@ seconds, cost_usd, fallback, loop) and ``loop`` (agent.json's, core/records.py: 
 from collections import Counter
 from typing import Any
 
-from ..core.outcomes import NOT_SCORED
+from ..core.outcomes import NOT_SCORED, RESOLVED
 from . import stats
 from .modes import cost_per_resolved, rounded, rounded_pair
 from .records import row_outcome
@@ -118,7 +118,7 @@ def _ratio(ra: dict, rb: dict, key: str, seed: int) -> dict[str, Any] | None:
 
 
 def _resolved(row: dict) -> int:
-    return int(row_outcome(row) == "resolved")
+    return int(row_outcome(row) == RESOLVED)
 
 
 def marginal_cost(a: str, b: str, ra: dict, rb: dict) -> dict[str, Any] | None:

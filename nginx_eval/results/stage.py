@@ -21,23 +21,33 @@ results.jsonl row (core/records.py: ResultRow, where each field is explained)::
 predictions.jsonl row (records.Prediction): {"instance_id", "model_name_or_path", "model_patch"}.
 """
 
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
 from doit.tools import config_changed
 
 from ..core import jsonio
 from ..core.errors import failing_on_user_error
+from ..core.layout import Layout
 from ..core.outcomes import outcome
 from ..core.records import read_record, versioned
+from ..core.stamps import TaskDict
 from ..core.tasknames import RESULTS, results_subtask
+from ..run.benchmark import AnyTask
+from ..run.modes import Mode
+
+if TYPE_CHECKING:
+    from ..run.context import StageContext
 
 
-def _flag_counts(agent):
-    counts = {}
+def _flag_counts(agent: Mapping[str, Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
     for f in agent.get("flags") or []:
         counts[f["kind"]] = counts.get(f["kind"], 0) + 1
     return counts
 
 
-def unit_fields(layout, mode, iid) -> dict:
+def unit_fields(layout: Layout, mode: Mode, iid: str) -> dict:
     """The fields of a row that come from the unit's agent.json, patch.json and build.json (a
     SWE-bench row has these and no grade: swebench/stage.py)."""
     build = read_record(layout.build_json(mode.name, iid)) or {}
@@ -92,7 +102,7 @@ def unit_fields(layout, mode, iid) -> dict:
     }
 
 
-def result_row(layout, mode, task):
+def result_row(layout: Layout, mode: Mode, task: AnyTask) -> dict[str, Any]:
     iid = task.instance_id
     grade = read_record(layout.grade_json(mode.name, iid))
     row = dict(
@@ -119,12 +129,12 @@ def result_row(layout, mode, task):
     }
 
 
-def model_name(mode):
+def model_name(mode: Mode) -> str:
     """predictions.jsonl's model_name_or_path (the official SWE-bench report is named after it)."""
     return f"nginx-eval/{mode.name}" + (f"/{mode.model}" if mode.model else "")
 
 
-def prediction(mode, iid, patch: bytes) -> dict:
+def prediction(mode: Mode, iid: str, patch: bytes) -> dict:
     """A predictions.jsonl row (swebench/harness.py: PREDICTION_FIELDS)."""
     return {
         "instance_id": iid,
@@ -133,10 +143,11 @@ def prediction(mode, iid, patch: bytes) -> dict:
     }
 
 
-def write_summary(layout, mode, bench_tasks):
+def write_summary(layout: Layout, mode: Mode, bench_tasks: Iterable[AnyTask]) -> None:
     """Both files, rebuilt from the per-task files of every task of the benchmark that this mode
     has graded in the run: a command that scored a few tasks never drops the others' rows."""
-    rows, preds = [], []
+    rows: list[dict[str, Any]] = []
+    preds: list[dict] = []
     for task in bench_tasks:
         if not mode.covers(task.instance_id):
             continue  # a predictions file without this task: reported as missing
@@ -150,10 +161,10 @@ def write_summary(layout, mode, bench_tasks):
     jsonio.write_jsonl(layout.predictions_jsonl(mode.name), preds)
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, tasks in ctx.mode_groups():
         ids = {t.instance_id for t in tasks}
-        deps = []
+        deps: list[str] = []
         for t in tasks:
             deps += [
                 str(ctx.layout.grade_json(mode.name, t.instance_id)),

@@ -42,6 +42,7 @@ from ..core import jsonio, limits, stamps
 from ..core.errors import failing_on_user_error
 from ..core.gitcmd import gold_diff
 from ..core.locks import locked
+from ..core.outcomes import BUILT, ENV_ERROR
 from ..core.procs import kill_leftovers
 from ..core.records import (
     BuildRecord,
@@ -129,9 +130,9 @@ def reference_patch(layout: "Layout", mode_kind: str, task: "Task") -> tuple[str
 
 def _check_built(record: BuildRecord, what: str) -> None:
     """Unjudged unless `record` is a usable build."""
-    if record["status"] == "env_error":
+    if record["status"] == ENV_ERROR:
         raise Unjudged(f"{what} could not be built here: {record.get('reason')}", True)
-    if record["status"] != "built":
+    if record["status"] != BUILT:
         raise Unjudged(f"{what} does not build ({record['status']})", False)
 
 
@@ -511,7 +512,7 @@ def strict_unit(
     prove = read_record(layout.prove_json(mode_name, iid)) or {}
     if (
         not build
-        or build.get("status") != "built"
+        or build.get("status") != BUILT
         or not named_assertions_pass(task, prove, layout.tap_dir(mode_name, iid))
     ):
         record["reason"] = "the named assertions do not all pass"

@@ -32,7 +32,7 @@ from ..core.layout import Layout
 from ..core.locks import locked
 from ..core.records import TestsTree
 from ..core.trees import file_stats, remove_tree, set_write_bits
-from ..run.benchmark import Task
+from ..run.benchmark import AnyTask, Task
 
 
 def last_commit_by(history: list[tuple[str, int, str]], moment: int) -> tuple[str, int, str] | None:
@@ -46,7 +46,7 @@ def last_commit_by(history: list[tuple[str, int, str]], moment: int) -> tuple[st
     return best
 
 
-def trees_as_of(layout: Layout, tasks: Iterable[Task]) -> dict[str, TestsTree | None]:
+def trees_as_of(layout: Layout, tasks: Iterable[AnyTask]) -> dict[str, TestsTree | None]:
     """{instance id: {"repo", "commit", "date"}, the tree of its test repository as of its base
     commit, or None while a bare clone (or the base commit in it) is missing}: two git calls per
     repository, whatever the number of tasks. UserError for a task whose test repository has no
@@ -81,12 +81,12 @@ def trees_as_of(layout: Layout, tasks: Iterable[Task]) -> dict[str, TestsTree | 
     return found
 
 
-def as_of(layout: Layout, task: Task) -> TestsTree | None:
+def as_of(layout: Layout, task: AnyTask) -> TestsTree | None:
     """trees_as_of of one task."""
     return trees_as_of(layout, [task])[task.instance_id]
 
 
-def needed(tree: TestsTree | None, task: Task) -> TestsTree:
+def needed(tree: TestsTree | None, task: AnyTask) -> TestsTree:
     """`tree` (a trees_as_of value of `task`); UserError when it is None: an agent of a mode
     with `tests` never starts without its tree."""
     if tree is None:

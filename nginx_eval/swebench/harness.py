@@ -78,7 +78,7 @@ def prediction_problems(rows: list) -> list[str]:
     return problems
 
 
-def predictions_digest(path) -> str:
+def predictions_digest(path: str | Path) -> str:
     """The first DIGEST_CHARS hex digits of the sha256 of a predictions file's bytes."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:DIGEST_CHARS]
 
@@ -130,7 +130,7 @@ def report_name(model_name: str, rid: str) -> str:
     return f"{model_name.replace('/', '__')}.{rid}.json"
 
 
-def reports_of(report_dir, model_name: str) -> list[tuple[Path, str]]:
+def reports_of(report_dir: str | Path, model_name: str) -> list[tuple[Path, str]]:
     """[(report file, its run id)] in `report_dir` for `model_name`, by name."""
     prefix = model_name.replace("/", "__") + "."
     folder = Path(report_dir)
@@ -149,7 +149,7 @@ def digest_of_run_id(rid: str) -> str | None:
     return m.group(1) if m else None
 
 
-def read_report(path) -> dict:
+def read_report(path: str | Path) -> dict:
     """A run report, its id lists checked; ValueError saying what is wrong with it."""
     try:
         report = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -188,7 +188,7 @@ def report_ids(report: dict) -> set[str]:
     return {i for name in REPORT_ID_FIELDS + ("completed_ids",) for i in report.get(name) or []}
 
 
-def predictions_model(path) -> str | None:
+def predictions_model(path: str | Path) -> str | None:
     """The model_name_or_path of a predictions file (its first row's: what the harness names
     its report after), or None when it has no readable first row."""
     try:
@@ -201,7 +201,9 @@ def predictions_model(path) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def usable_reports(found: list[tuple[Path, str]]):
+def usable_reports(
+    found: list[tuple[Path, str]],
+) -> tuple[list[tuple[Path, str]], dict[Path, dict], list[tuple[Path, str]]]:
     """(the reports of `found` (reports_of) that read as run reports, {path: report}, [(file,
     why it is no report)]): a file that only has a report's name is never chosen, so it cannot
     keep a real report from being used."""
@@ -216,7 +218,9 @@ def usable_reports(found: list[tuple[Path, str]]):
     return usable, reports, unusable
 
 
-def choose_report(found: list[tuple[Path, str]], digest: str, predictions_mtime: float):
+def choose_report(
+    found: list[tuple[Path, str]], digest: str, predictions_mtime: float
+) -> tuple[Path | None, list[tuple[Path, str]], list[Path]]:
     """(the report that grades the current predictions or None, [(report, why it is stale)],
     [reports that grade them, when more than one]) of a mode's reports `found` (reports_of,
     after usable_reports).

@@ -23,7 +23,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from doit.tools import config_changed
 
@@ -33,12 +35,16 @@ from ..core.errors import UserError, failing_on_user_error
 from ..core.layout import Layout
 from ..core.outcomes import CONTAMINATED, UNFINISHED_AGENT
 from ..core.records import read_record, versioned
+from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, PATCH, RESULTS, results_subtask, task_name, unit_name
 from ..results.stage import model_name, prediction, unit_fields
-from ..run.benchmark import Benchmark
+from ..run.benchmark import AnyTask, Benchmark
 from ..run.modes import Mode
 from ..run.swebench import SweTask
 from . import harness
+
+if TYPE_CHECKING:
+    from ..run.context import StageContext
 
 GRADE_SUBTASK = "grade"  # <bench>:grade
 
@@ -62,7 +68,7 @@ def result_row(layout: Layout, mode: Mode, task: SweTask, version: str | None = 
     return dict(row, outcome=unscored, benchmark_version=version)
 
 
-def predictions_name(layout: Layout, mode: Mode, ids) -> str:
+def predictions_name(layout: Layout, mode: Mode, ids: Iterable[str]) -> str:
     """The model_name_or_path of a mode's predictions (the official report and its log folders
     are named after it): ``nginx-eval/<mode>``, then the model the agents of tasks `ids` were
     given, as their agent.json records it (a phase's ``model``: set only when the command that
@@ -76,7 +82,7 @@ def predictions_name(layout: Layout, mode: Mode, ids) -> str:
     return f"nginx-eval/{mode.name}" + (f"/{'+'.join(sorted(models))}" if models else "")
 
 
-def predictions_of(layout: Layout, mode: Mode, tasks) -> list[dict]:
+def predictions_of(layout: Layout, mode: Mode, tasks: Iterable[AnyTask]) -> list[dict]:
     """predictions.jsonl's rows: every task of the mode with a patch, in the benchmark's order,
     named by predictions_name."""
     ids = [
@@ -138,7 +144,7 @@ def write_summary(layout: Layout, mode: Mode, bench: Benchmark) -> None:
     )
 
 
-def results_tasks(ctx):
+def results_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     for bench, mode, tasks in ctx.mode_groups():
         files, deps = [], []
         for t in tasks:
@@ -236,7 +242,7 @@ def grade_modes(layout: Layout, bench: Benchmark, modes: list) -> None:
             )
 
 
-def grade_task(ctx):
+def grade_task(ctx: "StageContext") -> Iterator[TaskDict]:
     """``<bench>:grade``, only where grading_problem() is None."""
     modes = [m for m in ctx.group_mode_list()]
     if grading_problem() is not None:
@@ -255,6 +261,6 @@ def grade_task(ctx):
     }
 
 
-def gen_tasks(ctx):
+def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     yield from results_tasks(ctx)
     yield from grade_task(ctx)

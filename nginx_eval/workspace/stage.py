@@ -32,7 +32,7 @@ from ..suite import stage as suite
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..run.benchmark import Task
+    from ..run.benchmark import AnyTask, Task
     from ..run.context import StageContext
     from ..run.modes import Mode
 
@@ -76,11 +76,11 @@ def excluded_lines(kind: str) -> str:
     return "".join(f"/{name}\n" for name in top) + "".join(f"{name}\n" for name in anywhere)
 
 
-def workspace_inputs(task: "Task") -> str:
+def workspace_inputs(task: "AnyTask") -> str:
     return inputs.digest({"base": task.base_commit, "statement": task.problem_statement})
 
 
-def create_workspace(layout: "Layout", mode: str, task: "Task") -> None:
+def create_workspace(layout: "Layout", mode: str, task: "AnyTask") -> None:
     """(Re)create the workspace of (mode, task) from scratch and write its stamp (mode: its
     name)."""
     ws = layout.workspace(mode, task.instance_id)
@@ -110,7 +110,7 @@ def create_workspace(layout: "Layout", mode: str, task: "Task") -> None:
     )
 
 
-def install_commands(layout: "Layout", mode: "Mode", task: "Task") -> list[Path]:
+def install_commands(layout: "Layout", mode: "Mode", task: "AnyTask") -> list[Path]:
     """Write the custom slash commands of `mode` (a modes.Mode; its command_files, the text read
     when the modes were loaded, which is what the agent's inputs digest covers) into the
     workspace of (mode, task); the agent stage calls it after ensure_fresh_workspace, before the
@@ -126,14 +126,14 @@ def install_commands(layout: "Layout", mode: "Mode", task: "Task") -> list[Path]
     return written
 
 
-def mark_agent_started(layout: "Layout", mode: str, task: "Task") -> None:
+def mark_agent_started(layout: "Layout", mode: str, task: "AnyTask") -> None:
     stamp = layout.workspace_stamp(mode, task.instance_id)
     data = jsonio.read_json(stamp, {})
     data["agent_started"] = True
     jsonio.write_json(stamp, data)
 
 
-def ensure_fresh_workspace(layout: "Layout", mode: str, task: "Task") -> None:
+def ensure_fresh_workspace(layout: "Layout", mode: str, task: "AnyTask") -> None:
     """Before an agent run: a workspace no earlier agent has touched."""
     stamp = stamps.made_from(layout.workspace_stamp(mode, task.instance_id), workspace_inputs(task))
     if (
@@ -197,7 +197,7 @@ def prepare_workspace(
         suite.ensure_tree(layout, suite.needed(tests_tree(layout, task), task))
 
 
-def release_workspace(layout: "Layout", mode: str, task: "Task") -> None:
+def release_workspace(layout: "Layout", mode: str, task: "AnyTask") -> None:
     """After the patch stage took the agent's diff: the workspace and its stamp go. Its stamp
     goes too, so that patch.agent_patch keeps that diff instead of taking one of nothing."""
     remove_tree(layout.workspace(mode, task.instance_id))

@@ -5,7 +5,16 @@ type they give."""
 import json
 import types
 import typing
-from typing import Any, NotRequired, TypedDict, Union, get_args, get_origin, get_type_hints
+from typing import (
+    Any,
+    Literal,
+    NotRequired,
+    TypedDict,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from nginx_eval.core import records
 
@@ -26,6 +35,8 @@ def mismatches(value, tp, where="$"):
         for key in sorted(value.keys() & hints.keys()):
             found += mismatches(value[key], hints[key], f"{where}.{key}")
         return found
+    if origin is Literal:
+        return [] if value in args else [f"{where}: {value!r}, not one of {list(args)}"]
     if origin in (Union, types.UnionType):
         tries = [mismatches(value, arm, where) for arm in args]
         return [] if any(not t for t in tries) else min(tries, key=len)

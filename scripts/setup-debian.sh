@@ -55,44 +55,26 @@ npm_install_pinned() {
 # install it: the package carries a native binary that node_modules/.bin/claude links to.
 CLAUDE_CODE_VERSION=2.1.330
 NGINX_EVAL_CLAUDE_PREFIX=${NGINX_EVAL_CLAUDE_PREFIX:-/opt/nginx-eval/claude-code}
-claude="$NGINX_EVAL_CLAUDE_PREFIX/node_modules/.bin/claude"
-install_claude() {
-    if "$claude" --version 2>/dev/null | grep -q "^$CLAUDE_CODE_VERSION "; then
-        echo "setup: Claude Code $CLAUDE_CODE_VERSION present ($claude)"
-    else
-        echo "setup: installing Claude Code $CLAUDE_CODE_VERSION into $NGINX_EVAL_CLAUDE_PREFIX"
-        log=$(mktemp)
-        if npm_install_pinned "$NGINX_EVAL_CLAUDE_PREFIX" \
-               "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "$log"; then
-            # An npm that holds back install scripts leaves a stub where the binary goes.
-            package="$NGINX_EVAL_CLAUDE_PREFIX/node_modules/@anthropic-ai/claude-code"
-            "$claude" --version >/dev/null 2>&1 \
-                || (cd "$package" && $sudo node install.cjs) >>"$log" 2>&1 || true
-        fi
-        if "$claude" --version 2>/dev/null | grep -q "^$CLAUDE_CODE_VERSION "; then
-            echo "setup: Claude Code $("$claude" --version) at $claude"
-        else
-            tail -n 15 "$log"
-            echo "setup: warning: Claude Code not installed; the tests that run it install it" \
-                 "from npm themselves, or are skipped where npm cannot be reached" >&2
-        fi
-    fi
-}
-in_background claude install_claude
 
-# The other agent programs a phase may name (modes.toml's `program`, nginx_eval/agent/programs/),
-# each pinned in a prefix of its own as Claude Code is (tests/agent_clis.py reads these lines).
+# Each agent program a phase may name (modes.toml's `program`, nginx_eval/agent/programs/) is
+# pinned in a prefix of its own (tests/claude_cli.py and tests/agent_clis.py read these lines).
 # npm_install_program NAME VERSION PREFIX PACKAGE EXECUTABLE
 npm_install_program() {
     program="$3/node_modules/.bin/$5"
-    if "$program" --version 2>/dev/null | grep -q "$2\$"; then
+    if "$program" --version 2>/dev/null | grep -Eq "(^| )$2( |\$)"; then
         echo "setup: $1 $2 present ($program)"
         return
     fi
     echo "setup: installing $1 $2 into $3"
     log=$(mktemp)
-    npm_install_pinned "$3" "$4@$2" "$log" || true
-    if "$program" --version 2>/dev/null | grep -q "$2\$"; then
+    if npm_install_pinned "$3" "$4@$2" "$log"; then
+        # An npm that holds back install scripts leaves a stub where a native binary goes.
+        if [ -f "$3/node_modules/$4/install.cjs" ]; then
+            "$program" --version >/dev/null 2>&1 \
+                || (cd "$3/node_modules/$4" && $sudo node install.cjs) >>"$log" 2>&1 || true
+        fi
+    fi
+    if "$program" --version 2>/dev/null | grep -Eq "(^| )$2( |\$)"; then
         echo "setup: $1 $("$program" --version) at $program"
     else
         tail -n 15 "$log"
@@ -100,6 +82,9 @@ npm_install_program() {
              "themselves, or are skipped where npm cannot be reached" >&2
     fi
 }
+in_background claude npm_install_program "Claude Code" "$CLAUDE_CODE_VERSION" \
+    "$NGINX_EVAL_CLAUDE_PREFIX" @anthropic-ai/claude-code claude
+
 CODEX_VERSION=0.169.0
 NGINX_EVAL_CODEX_PREFIX=${NGINX_EVAL_CODEX_PREFIX:-/opt/nginx-eval/codex}
 in_background codex npm_install_program "Codex CLI" "$CODEX_VERSION" "$NGINX_EVAL_CODEX_PREFIX" \

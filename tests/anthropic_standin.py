@@ -164,10 +164,12 @@ def cached_usage(body, content):
     }
 
 
-class StandIn:
-    """The server (see the module docstring). Use as a context manager, or start() and stop()."""
+class Server:
+    """What every stand-in API here shares: a server on 127.0.0.1 at a free port answering with
+    `handler`, its script, faults, key and records, ids, and how faults are taken. Use as a
+    context manager, or start() and stop()."""
 
-    def __init__(self, script=None, faults=(), api_key="sk-ant-standin-key"):
+    def __init__(self, handler, name, script=None, faults=(), api_key=""):
         self.script = dict(script or {})
         self.faults = list(faults)
         self.api_key = api_key
@@ -175,12 +177,12 @@ class StandIn:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.ids = itertools.count(1)
-        self.server = _Server(("127.0.0.1", 0), _Handler)
+        self.server = _Server(("127.0.0.1", 0), handler)
         self.server.standin = self
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         # A short poll: stop() waits for it, once per test.
         self.thread = threading.Thread(
-            target=self.server.serve_forever, args=(0.05,), daemon=True, name="anthropic-standin"
+            target=self.server.serve_forever, args=(0.05,), daemon=True, name=name
         )
 
     def start(self):
@@ -198,14 +200,6 @@ class StandIn:
     def __exit__(self, *exc):
         self.stop()
 
-    def messages_requests(self, marker=...):
-        """The recorded POSTs to /v1/messages, optionally only those of one marker."""
-        return [
-            r
-            for r in list(self.requests)
-            if r["path"] == "/v1/messages" and (marker is ... or r["marker"] == marker)
-        ]
-
     def next_id(self, prefix):
         with self.lock:
             return f"{prefix}_standin{next(self.ids):05d}"
@@ -220,6 +214,21 @@ class StandIn:
                     fault.hits += 1
                     return fault
         return None
+
+
+class StandIn(Server):
+    """The Anthropic API's stand-in (see the module docstring)."""
+
+    def __init__(self, script=None, faults=(), api_key="sk-ant-standin-key"):
+        super().__init__(_Handler, "anthropic-standin", script, faults, api_key)
+
+    def messages_requests(self, marker=...):
+        """The recorded POSTs to /v1/messages, optionally only those of one marker."""
+        return [
+            r
+            for r in list(self.requests)
+            if r["path"] == "/v1/messages" and (marker is ... or r["marker"] == marker)
+        ]
 
     def answer(self, body, marker, turn):
         """The assistant message for a request: its content, stop reason and usage."""

@@ -22,14 +22,12 @@ Faults (anthropic_standin.Fault): an HTTP status with the API's error body (503:
 ``key`` query) gets the API's 400 API_KEY_INVALID, as the real API answers a bad key.
 """
 
-import itertools
 import json
-import threading
 import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
-from anthropic_standin import DONE_TEXT, Fault, _Server, tokens
+from anthropic_standin import DONE_TEXT, Fault, Server, tokens
 
 __all__ = ["DONE_TEXT", "Fault", "SIDE_ANSWER", "StandIn", "call", "locate", "say"]
 
@@ -100,38 +98,11 @@ def usage_of(body, parts):
     }
 
 
-class StandIn:
+class StandIn(Server):
     """The server (see the module docstring). Use as a context manager."""
 
     def __init__(self, script=None, faults=(), api_key="gemini-standin-key"):
-        self.script = dict(script or {})
-        self.faults = list(faults)
-        self.api_key = api_key
-        self.requests = []
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.ids = itertools.count(1)
-        self.server = _Server(("127.0.0.1", 0), _Handler)
-        self.server.standin = self
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, args=(0.05,), daemon=True, name="gemini-standin"
-        )
-
-    def start(self):
-        self.thread.start()
-        return self
-
-    def stop(self):
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+        super().__init__(_Handler, "gemini-standin", script, faults, api_key)
 
     def stream_requests(self, marker=...):
         return [
@@ -143,14 +114,6 @@ class StandIn:
 
     def side_requests(self):
         return [r for r in list(self.requests) if r["method_name"] != "streamGenerateContent"]
-
-    def fault_for(self, marker, turn):
-        with self.lock:
-            for fault in self.faults:
-                if fault.takes(marker, turn):
-                    fault.hits += 1
-                    return fault
-        return None
 
     def answer(self, body, marker, turn):
         turns = self.script.get(marker, [])

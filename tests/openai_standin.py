@@ -27,12 +27,11 @@ Faults (anthropic_standin.Fault): an HTTP status with the API's error body (429 
 
 import itertools
 import json
-import threading
 import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
-from anthropic_standin import DONE_TEXT, Fault, _Server, held, tokens
+from anthropic_standin import DONE_TEXT, Fault, Server, held, tokens
 
 __all__ = ["DONE_TEXT", "Fault", "StandIn", "call", "locate", "say"]
 
@@ -90,38 +89,11 @@ def usage_of(body, output):
     }
 
 
-class StandIn:
+class StandIn(Server):
     """The server (see the module docstring). Use as a context manager."""
 
     def __init__(self, script=None, faults=(), api_key="sk-openai-standin-key"):
-        self.script = dict(script or {})
-        self.faults = list(faults)
-        self.api_key = api_key
-        self.requests = []
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.ids = itertools.count(1)
-        self.server = _Server(("127.0.0.1", 0), _Handler)
-        self.server.standin = self
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, args=(0.05,), daemon=True, name="openai-standin"
-        )
-
-    def start(self):
-        self.thread.start()
-        return self
-
-    def stop(self):
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+        super().__init__(_Handler, "openai-standin", script, faults, api_key)
 
     def responses_requests(self, marker=...):
         return [
@@ -129,18 +101,6 @@ class StandIn:
             for r in list(self.requests)
             if r["path"] == "/v1/responses" and (marker is ... or r["marker"] == marker)
         ]
-
-    def next_id(self, prefix):
-        with self.lock:
-            return f"{prefix}_standin{next(self.ids):05d}"
-
-    def fault_for(self, marker, turn):
-        with self.lock:
-            for fault in self.faults:
-                if fault.takes(marker, turn):
-                    fault.hits += 1
-                    return fault
-        return None
 
     def answer(self, body, marker, turn):
         turns = self.script.get(marker, [])

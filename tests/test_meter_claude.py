@@ -295,30 +295,19 @@ def test_a_codex_run_from_claude_codes_bash_is_counted_under_its_phase(
     )
 
 
-GROUP_MODE = """
-[modes.trio]
-model = "sonnet"
-models = {{ sonnet = "{sonnet}", codex = "gpt-5.2-codex" }}
-[[modes.trio.phases]]
-name = "codex-raw"
-group = "all"
-program = "codex"
-model = "codex"
-prompt = "prompt_raw.md.j2"
-command = "{codex}"
-[[modes.trio.phases]]
-name = "codex-plan"
-group = "all"
-program = "codex"
-model = "codex"
-prompt = "prompt_plan.md.j2"
-command = "{codex}"
-[[modes.trio.phases]]
-name = "claude-raw"
-group = "all"
-prompt = "prompt_raw.md.j2"
-command = "${{AGENT:-claude --output-format json --model {{model}} -p}} {{prompt}}"
-"""
+CLAUDE_PHASE = "${AGENT:-claude --output-format json --model {model} -p} {prompt}"
+
+
+def group_mode(mode, models, group, phases):
+    """modes.toml's text of a mode (model role sonnet) whose `phases` ({key: value} each) run
+    at once in one group."""
+    roles = ", ".join(f"{role} = {json.dumps(model)}" for role, model in models.items())
+    text = f'\n[modes.{mode}]\nmodel = "sonnet"\nmodels = {{ {roles} }}\n'
+    for phase in phases:
+        text += f"[[modes.{mode}.phases]]\n" + "".join(
+            f"{key} = {json.dumps(value)}\n" for key, value in dict(phase, group=group).items()
+        )
+    return text
 
 
 def openai_cost(requests):
@@ -355,8 +344,19 @@ def test_codex_and_claude_phases_at_once_are_each_metered_under_their_own_phase(
         NGINX_EVAL_AGENT_MAX_RETRIES="0",
         PATH=f"{bin_dir}{os.pathsep}{claude.project.env['PATH']}",
     )
-    command = CODEX.command(False).replace('"', '\\"')
-    claude.add_mode(GROUP_MODE.format(sonnet=SONNET, codex=command))
+    codex = dict(program="codex", model="codex", command=CODEX.command(False))
+    claude.add_mode(
+        group_mode(
+            "trio",
+            {"sonnet": SONNET, "codex": "gpt-5.2-codex"},
+            "all",
+            [
+                dict(codex, name="codex-raw", prompt="prompt_raw.md.j2"),
+                dict(codex, name="codex-plan", prompt="prompt_plan.md.j2"),
+                dict(name="claude-raw", prompt="prompt_raw.md.j2", command=CLAUDE_PHASE),
+            ],
+        )
+    )
     arrivals = {
         "codex-raw": lambda: openai_api.responses_requests(RAW),
         "codex-plan": lambda: openai_api.responses_requests(PLAN),
@@ -416,23 +416,6 @@ def test_codex_and_claude_phases_at_once_are_each_metered_under_their_own_phase(
     )
 
 
-NESTED_GROUP_MODE = """
-[modes.nested]
-model = "sonnet"
-models = {{ sonnet = "{sonnet}" }}
-[[modes.nested.phases]]
-name = "nest"
-group = "both"
-prompt = "prompt_raw.md.j2"
-command = "{bash_command}"
-[[modes.nested.phases]]
-name = "other"
-group = "both"
-prompt = "prompt_plan.md.j2"
-command = "${{AGENT:-claude --output-format json --model {{model}} -p}} {{prompt}}"
-"""
-
-
 def test_a_codex_run_from_bash_in_a_parallel_group_is_counted_under_its_phase(
     claude, openai_api, codex_program
 ):
@@ -449,7 +432,17 @@ def test_a_codex_run_from_bash_in_a_parallel_group_is_counted_under_its_phase(
     bash_command = (
         "${AGENT:-claude --allowedTools Bash,Read --output-format json --model {model} -p} {prompt}"
     )
-    claude.add_mode(NESTED_GROUP_MODE.format(sonnet=SONNET, bash_command=bash_command))
+    claude.add_mode(
+        group_mode(
+            "nested",
+            {"sonnet": SONNET},
+            "both",
+            [
+                dict(name="nest", prompt="prompt_raw.md.j2", command=bash_command),
+                dict(name="other", prompt="prompt_plan.md.j2", command=CLAUDE_PHASE),
+            ],
+        )
+    )
     openai_api.script = {NESTED: [[openai_standin.say("Nested and done.")]]}
     nested = (
         f"{codex_program} exec --json --skip-git-repo-check -s danger-full-access -m gpt-5 "

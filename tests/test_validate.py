@@ -95,30 +95,28 @@ def test_validation_labels_planted_tasks(project):
     assert all(project.read(m, "tiny-add", "build.json")["reused"] for m in ("gold", "none"))
 
 
+def one_task(tmp_path, candidates=False, fail_to_pass=(), pass_to_pass=()):
+    """The one task of a benchmark file written for the test (a candidate declares no lists)."""
+    task = {
+        "instance_id": "t",
+        "repo": "a/b",
+        "test_repo": "a/c",
+        "base_commit": "a" * 40,
+        "fix_commit": "b" * 40,
+        "test_commit": "c" * 40,
+        "test_files": ["x.t"],
+        "configure_flags": [],
+        "fail_to_pass": list(fail_to_pass),
+        "pass_to_pass": list(pass_to_pass),
+        "problem_statement": "TODO" if candidates else "p",
+    }
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"candidates": candidates, "tasks": [task]}))
+    return load_benchmark(path).tasks[0]
+
+
 def test_classify_derives_lists_from_repeats(tmp_path):
-    p = tmp_path / "b.json"
-    p.write_text(
-        json.dumps(
-            {
-                "tasks": [
-                    {
-                        "instance_id": "t",
-                        "repo": "a/b",
-                        "test_repo": "a/c",
-                        "base_commit": "a" * 40,
-                        "fix_commit": "b" * 40,
-                        "test_commit": "c" * 40,
-                        "test_files": ["x.t"],
-                        "configure_flags": [],
-                        "fail_to_pass": ["x.t:1"],
-                        "pass_to_pass": ["x.t:2"],
-                        "problem_statement": "p",
-                    }
-                ]
-            }
-        )
-    )
-    task = load_benchmark(p).tasks[0]
+    task = one_task(tmp_path, fail_to_pass=["x.t:1"], pass_to_pass=["x.t:2"])
     run = lambda **r: {"seconds": 1, "results": {k.replace("_", "."): v for k, v in r.items()}}
     ok = classify(
         task,
@@ -141,29 +139,7 @@ def test_classify_derives_lists_from_repeats(tmp_path):
 
 
 def test_ungraded_assertion_unstable_only_without_the_fix_is_reported_not_flaky(tmp_path):
-    p = tmp_path / "b.json"
-    p.write_text(
-        json.dumps(
-            {
-                "tasks": [
-                    {
-                        "instance_id": "t",
-                        "repo": "a/b",
-                        "test_repo": "a/c",
-                        "base_commit": "a" * 40,
-                        "fix_commit": "b" * 40,
-                        "test_commit": "c" * 40,
-                        "test_files": ["x.t"],
-                        "configure_flags": [],
-                        "fail_to_pass": ["x.t:1"],
-                        "pass_to_pass": [],
-                        "problem_statement": "p",
-                    }
-                ]
-            }
-        )
-    )
-    task = load_benchmark(p).tasks[0]
+    task = one_task(tmp_path, fail_to_pass=["x.t:1"], pass_to_pass=[])
     base = [{"results": {"x.t:1": False, "x.t:2 no alerts": v}} for v in (True, False, True)]
     fix = [{"results": {"x.t:1": True, "x.t:2 no alerts": True}}] * 3
     r = classify(task, base, fix, True, [])
@@ -196,29 +172,9 @@ def five_prove_runs(prove_v, side, bad_run):
 
 
 def test_pass_counts_and_stable_lists_from_five_real_prove_runs(tmp_path, prove_v):
-    p = tmp_path / "b.json"
-    p.write_text(
-        json.dumps(
-            {
-                "tasks": [
-                    {
-                        "instance_id": "t",
-                        "repo": "a/b",
-                        "test_repo": "a/c",
-                        "base_commit": "a" * 40,
-                        "fix_commit": "b" * 40,
-                        "test_commit": "c" * 40,
-                        "test_files": ["x.t"],
-                        "configure_flags": [],
-                        "fail_to_pass": ["x.t:1 fixed"],
-                        "pass_to_pass": ["x.t:2 control", "x.t:3 stable"],
-                        "problem_statement": "p",
-                    }
-                ]
-            }
-        )
+    task = one_task(
+        tmp_path, fail_to_pass=["x.t:1 fixed"], pass_to_pass=["x.t:2 control", "x.t:3 stable"]
     )
-    task = load_benchmark(p).tasks[0]
     # The control assertion fails one run in five on both sides (as proxy_h2_keepalive.t:49 did).
     base, fix = five_prove_runs(prove_v, "base", 3), five_prove_runs(prove_v, "fix", 5)
     r = classify(task, base, fix, True, [])
@@ -367,22 +323,7 @@ def test_a_gold_that_fails_once_in_twelve_recorded_runs_is_not_admitted():
 def test_flake_rates_of_a_candidate_from_real_prove_runs(tmp_path, prove_v):
     """A candidate declares nothing: a fix's run fails when an assertion that passed in another
     of its runs fails, a base's run passes when it passes all of those."""
-    p = tmp_path / "c.json"
-    stub = {
-        "instance_id": "t",
-        "repo": "a/b",
-        "test_repo": "a/c",
-        "base_commit": "a" * 40,
-        "fix_commit": "b" * 40,
-        "test_commit": "c" * 40,
-        "test_files": ["x.t"],
-        "configure_flags": [],
-        "fail_to_pass": [],
-        "pass_to_pass": [],
-        "problem_statement": "TODO",
-    }
-    p.write_text(json.dumps({"candidates": True, "tasks": [stub]}))
-    task = load_benchmark(p).tasks[0]
+    task = one_task(tmp_path, candidates=True)
     base, fix = five_prove_runs(prove_v, "base", 0), five_prove_runs(prove_v, "fix", 2)
     r = classify(task, base, fix, True, [])
     assert r["flake"] == {

@@ -26,7 +26,6 @@ a heap block, one that breaks `-V`.
 """
 
 import argparse
-import difflib
 import gzip
 import json
 import os
@@ -40,6 +39,7 @@ SOURCE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(SOURCE))
 sys.path.insert(0, str(SOURCE / "tests"))
 import fixture_repos  # noqa: E402
+from nginx_mirrors import GZIP, GZIP_OVER_READ, nginx_file, unified  # noqa: E402
 
 from nginx_eval.core import jsonio  # noqa: E402
 
@@ -403,45 +403,6 @@ PLAIN_TINY = ("tiny-add", "tiny-mul", "tiny-hang", "tiny-skip", "tiny-partial-gr
 
 RANGE = "nginx__nginx-f35475c083d4"  # range_clearing.t, default modules, 2022
 TODO_TASK = "nginx__nginx-c8c7beb96f61"  # http_host.t: TODOs that fail at the base and the fix
-GZIP = "src/http/modules/ngx_http_gzip_filter_module.c"
-# One byte past an 8-byte heap block, read on every response the gzip filter sees.
-GZIP_OVER_READ = """
-static void
-ngx_http_gzip_peek(ngx_http_request_t *r)
-{
-    u_char           *p;
-    volatile u_char   c;
-
-    p = ngx_alloc(8, r->connection->log);
-    if (p) {
-        c = p[8 + (r->headers_out.status == 0)];
-        (void) c;
-        ngx_free(p);
-    }
-}
-
-
-static ngx_int_t
-ngx_http_gzip_header_filter(ngx_http_request_t *r)
-{"""
-
-
-def nginx_file(repo, commit, path):
-    return subprocess.run(
-        ["git", "--git-dir", repo, "show", f"{commit}:{path}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
-def unified(path, before, after):
-    assert before != after, path
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"
-        )
-    )
 
 
 def main_c_patch(repo, base, insertion):

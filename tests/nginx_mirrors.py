@@ -5,6 +5,7 @@ NGINX_EVAL_REPO_URL names them (e.g. '/srv/mirrors/{owner}+{name}/repo'); `.ci/r
 ../shared/mirrors itself (scripts/mirrors_url.py). Without them those tests skip, saying why.
 """
 
+import difflib
 import os
 import subprocess
 import sys
@@ -82,3 +83,47 @@ SMALL_BUILD = (
     )
     + " >/dev/null && make -j2 >/dev/null"
 )
+
+
+# What the real-nginx tests and scripts/record_verdict_fixtures.py patch nginx with.
+GZIP = "src/http/modules/ngx_http_gzip_filter_module.c"
+# One byte past an 8-byte heap block, read on every response the gzip filter sees.
+GZIP_OVER_READ = """
+static void
+ngx_http_gzip_peek(ngx_http_request_t *r)
+{
+    u_char           *p;
+    volatile u_char   c;
+
+    p = ngx_alloc(8, r->connection->log);
+    if (p) {
+        c = p[8 + (r->headers_out.status == 0)];
+        (void) c;
+        ngx_free(p);
+    }
+}
+
+
+static ngx_int_t
+ngx_http_gzip_header_filter(ngx_http_request_t *r)
+{"""
+
+
+def nginx_file(repo: str | Path, commit: str, path: str) -> str:
+    """`path` at `commit` of the nginx repository `repo`."""
+    return subprocess.run(
+        ["git", "--git-dir", str(repo), "show", f"{commit}:{path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def unified(path: str, before: str, after: str) -> str:
+    """The unified diff of `path` from `before` to `after` (which must differ)."""
+    assert before != after, path
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"
+        )
+    )

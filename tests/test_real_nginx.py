@@ -6,7 +6,6 @@ The tests share one cache (`nginx_cache`), as a user's runs do: the clones, the 
 and their test runs are made once for the module; each test has results of its own.
 """
 
-import difflib
 import json
 import os
 import shutil
@@ -15,7 +14,7 @@ import subprocess
 import nginx_mirrors
 import pytest
 from conftest import SOURCE_ROOT
-from nginx_mirrors import doit_run
+from nginx_mirrors import GZIP, GZIP_OVER_READ, doit_run, nginx_file, unified
 
 # Every test here starts doit on real nginx (minutes): end to end (conftest.py).
 E2E = True
@@ -52,24 +51,10 @@ def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path, nginx_cache):
 def main_c_patch(base_commit, insertion):
     """A patch of src/core/nginx.c at `base_commit` that runs `insertion` in main() before
     ngx_time_init() (after -V and -v have answered)."""
-    repo = URL.format(owner="nginx", name="nginx")
-    before = subprocess.run(
-        ["git", "--git-dir", repo, "show", f"{base_commit}:src/core/nginx.c"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    anchor = "    ngx_time_init();\n"
+    path, anchor = "src/core/nginx.c", "    ngx_time_init();\n"
+    before = nginx_file(URL.format(owner="nginx", name="nginx"), base_commit, path)
     assert anchor in before
-    after = before.replace(anchor, insertion + anchor, 1)
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(True),
-            after.splitlines(True),
-            "a/src/core/nginx.c",
-            "b/src/core/nginx.c",
-        )
-    )
+    return unified(path, before, before.replace(anchor, insertion + anchor, 1))
 
 
 def score_prediction(tmp_path, cache, task, patch, run):
@@ -122,20 +107,8 @@ def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(tmp_pat
 
 def file_patch(base_commit, path, edit):
     """A unified diff of `path` at `base_commit` changed by edit(text) -> text."""
-    repo = URL.format(owner="nginx", name="nginx")
-    before = subprocess.run(
-        ["git", "--git-dir", repo, "show", f"{base_commit}:{path}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    after = edit(before)
-    assert after != before
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"
-        )
-    )
+    before = nginx_file(URL.format(owner="nginx", name="nginx"), base_commit, path)
+    return unified(path, before, edit(before))
 
 
 def gold_plus(task, path, edit):
@@ -148,30 +121,6 @@ def gold_plus(task, path, edit):
         check=True,
     ).stdout
     return gold + file_patch(task["base_commit"], path, edit)
-
-
-GZIP = "src/http/modules/ngx_http_gzip_filter_module.c"
-# One byte past an 8-byte heap block, read on every response the gzip filter sees; the index
-# comes from the request so that the compiler cannot see it coming.
-OVER_READ = """
-static void
-ngx_http_gzip_peek(ngx_http_request_t *r)
-{
-    u_char           *p;
-    volatile u_char   c;
-
-    p = ngx_alloc(8, r->connection->log);
-    if (p) {
-        c = p[8 + (r->headers_out.status == 0)];
-        (void) c;
-        ngx_free(p);
-    }
-}
-
-
-static ngx_int_t
-ngx_http_gzip_header_filter(ngx_http_request_t *r)
-{"""
 
 
 def range_task():
@@ -210,7 +159,7 @@ def test_the_fix_plus_an_over_read_on_the_gzip_path_is_resolved_but_not_strict(
         GZIP,
         lambda text: text.replace(
             "\nstatic ngx_int_t\nngx_http_gzip_header_filter(ngx_http_request_t *r)\n{",
-            OVER_READ,
+            GZIP_OVER_READ,
             1,
         ).replace(
             "    if (!conf->enable\n", "    ngx_http_gzip_peek(r);\n\n    if (!conf->enable\n", 1

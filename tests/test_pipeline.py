@@ -328,3 +328,30 @@ def test_unknown_mode_and_bad_task_file_fail_before_any_work(project):
         "field base_commit: must be a full 40-hex commit hash, got 'HEAD'"
     )
     assert not project.results.exists()
+
+
+def test_before_any_clone_no_unit_asks_git_for_the_tests_trees(tmp_path, monkeypatch):
+    """The shipped benchmark's units, made on a fresh cache: no clone, so no tests tree to find;
+    asking git (suite.trees_as_of) for all tasks once per unit made the load quadratic."""
+    from conftest import SOURCE_ROOT
+
+    from nginx_eval import pipeline
+    from nginx_eval.suite import stage as suite
+
+    monkeypatch.setenv("NGINX_EVAL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("NGINX_EVAL_RESULTS", str(tmp_path / "results"))
+    asked = []  # how many tasks each call asked about
+
+    def trees_as_of(layout, tasks):
+        tasks = list(tasks)
+        asked.append(len(tasks))
+        return {t.instance_id: None for t in tasks}
+
+    monkeypatch.setattr(suite, "trees_as_of", trees_as_of)
+    ctx = pipeline.load_context(SOURCE_ROOT, argv=["run", "nginx"])
+    mode = next(m for m in ctx.mode_list() if m.tests)
+    assert [ctx.tests_tree(ctx.layout, t) for t in ctx.tasks[:50]] == [None] * 50
+    assert asked == []
+    agent_units = [ctx.unit_agent_inputs(mode, t) for t in ctx.tasks[:50]]
+    # One task at a time (agent.agent_inputs asks for its own), never the benchmark's 196.
+    assert len(agent_units) == 50 and set(asked) == {1}

@@ -27,10 +27,11 @@ lint also fails for a task without a fairness audit (its ``audit`` field, run/be
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import UserFailure
-from ..core.gitcmd import first_parent, gold_diff, matches_in_tree
+from ..core.gitcmd import blobs_in_tree, first_parent, gold_diff, read_blobs
 from ..core.layout import Layout
 from ..core.stamps import TaskDict
 from ..core.tasknames import repo_task
@@ -66,7 +67,7 @@ REQUEST = re.compile(
     r"|\bconnect\w*\b.{0,200}?\bport\s+[0-9]+)",
     re.S,
 )
-STRING_LITERAL = r'"([^"\\]|\\.)*"'
+STRING_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"')  # on one line
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the empty tree
 MIN_LINE, MIN_LINE_WORDS = 12, 2
 
@@ -220,11 +221,36 @@ def gives_fix_away(result: dict[str, Any]) -> bool:
     return bool(result["words"] or result["lines"])
 
 
-def task_evidence(layout: Layout, task: Task) -> Evidence:
+def literal_words(data: bytes) -> frozenset[str]:
+    """The words of the string literals of a file's lines; none in a binary file (a NUL in its
+    first 8000 bytes, as git decides)."""
+    if b"\0" in data[:8000]:
+        return frozenset()
+    text = data.decode("utf-8", "replace")
+    return frozenset(w for m in STRING_LITERAL.finditer(text) for w in WORD.findall(m.group(0)))
+
+
+class SourceVocabulary:
+    """The words of the string literals in a commit's source files, each version of a file read
+    once: the base commits of a benchmark's tasks share most of their files (linting 196 tasks
+    read 196 whole trees, 18 s of a processor, docs/performance.md)."""
+
+    def __init__(self) -> None:
+        self._of_blob: dict[str, frozenset[str]] = {}
+
+    def words_at(self, git_dir: str | Path, commit: str, *pathspecs: str) -> frozenset[str]:
+        blobs = blobs_in_tree(git_dir, commit, *pathspecs).values()
+        unread = [oid for oid in blobs if oid not in self._of_blob]
+        for oid, data in read_blobs(git_dir, unread).items():
+            self._of_blob[oid] = literal_words(data)
+        return frozenset().union(*(self._of_blob[oid] for oid in blobs))
+
+
+def task_evidence(layout: Layout, task: Task, sources: SourceVocabulary | None = None) -> Evidence:
     """The Evidence of a task, from the bare clones of its repositories (and an authored task's
     own files: the nginx-tests files it shares were not written for its fix)."""
     nginx, tests = layout.bare_repo(task.repo), layout.bare_repo(task.test_repo)
-    literals = matches_in_tree(nginx, task.base_commit, STRING_LITERAL, "src")
+    vocabulary = (sources or SourceVocabulary()).words_at(nginx, task.base_commit, "src")
     if task.authored:
         test_lines = [
             line
@@ -237,7 +263,7 @@ def task_evidence(layout: Layout, task: Task) -> Evidence:
     return Evidence(
         fix_lines=tuple(added_lines(gold_diff(nginx, task.base_commit, task.fix_commit))),
         test_lines=tuple(test_lines),
-        vocabulary=frozenset(words(literals)),
+        vocabulary=vocabulary,
     )
 
 
@@ -263,8 +289,10 @@ def lint(layout: Layout, tasks: Sequence[Task]) -> UserFailure | None:
     (field audit, benchmark.py); warnings alone pass."""
     flagged: list[str] = []
     warned = 0
+    sources = SourceVocabulary()
     for task in tasks:
-        result = check_statement(task.problem_statement, task.area, task_evidence(layout, task))
+        evidence = task_evidence(layout, task, sources)
+        result = check_statement(task.problem_statement, task.area, evidence)
         for line in finding_lines(task.instance_id, result):
             print(line)
         flagged += [task.instance_id] if gives_fix_away(result) else []

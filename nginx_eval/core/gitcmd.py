@@ -241,6 +241,42 @@ def lookup_objects(git_dir: str | Path, names: Iterable[str]) -> dict[str, tuple
     return found
 
 
+def blobs_in_tree(git_dir: str | Path, commit: str, *pathspecs: str) -> dict[str, str]:
+    """{path: blob id} of the files of `commit` (under `pathspecs`), from one `ls-tree -r`."""
+    out = _git(
+        [f"--git-dir={git_dir}", "ls-tree", "-r", "-z", "--full-tree", commit, "--", *pathspecs]
+    ).stdout
+    found = {}
+    for entry in out.split(b"\0"):
+        if entry:
+            info, _, path = entry.partition(b"\t")
+            _mode, kind, oid = info.decode().split()
+            if kind == "blob":
+                found[path.decode("utf-8", "replace")] = oid
+    return found
+
+
+def read_blobs(git_dir: str | Path, ids: Iterable[str]) -> dict[str, bytes]:
+    """{id: contents} of the blobs `ids`, from one `cat-file --batch`."""
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        return {}
+    out = _git(
+        [f"--git-dir={git_dir}", "cat-file", "--batch"],
+        input="".join(f"{oid}\n" for oid in ids).encode(),
+    ).stdout
+    found, at = {}, 0
+    for oid in ids:
+        end = out.index(b"\n", at)
+        header = out[at:end].split()  # "<id> <type> <size>", or "<id> missing"
+        if len(header) != 3:
+            raise GitError(["cat-file", "--batch", oid], 128, f"no object {oid}")
+        size = int(header[2])
+        found[oid] = out[end + 1 : end + 1 + size]
+        at = end + 1 + size + 1  # the contents end with a newline of their own
+    return found
+
+
 def missing_commits(git_dir: str | Path, commits: Sequence[str]) -> list[str]:
     """The ids of `commits` that name no commit in the repository, in one git call."""
     found = lookup_objects(git_dir, [f"{c}^{{commit}}" for c in commits])

@@ -232,8 +232,8 @@ def literal_words(data: bytes) -> frozenset[str]:
 
 class SourceVocabulary:
     """The words of the string literals in a commit's source files, each version of a file read
-    once: the base commits of a benchmark's tasks share most of their files (linting 196 tasks
-    read 196 whole trees, 18 s of a processor, docs/performance.md)."""
+    once: the base commits of a benchmark's tasks share most of their files (docs/performance.md,
+    "String literals by blob")."""
 
     def __init__(self) -> None:
         self._of_blob: dict[str, frozenset[str]] = {}

@@ -117,9 +117,23 @@ install_srt() {
 }
 in_background srt install_srt
 
+# uv (from PyPI) installs the same versions as pip, in 15 s instead of 108 s into an empty
+# environment (docs/performance.md): on a fresh machine the Python packages were the longest part
+# of the setup. pip installs them where uv cannot run.
 install_python() {
-    python3 -m pip install -q --disable-pip-version-check -e "$here[test]" 2>&1 \
-        | grep -v "Running pip as the 'root' user" || true
+    python=$(python3 -c 'import sys; print(sys.executable)')
+    log=$(mktemp)
+    if python3 -m pip install -q --disable-pip-version-check uv >"$log" 2>&1 \
+       && python3 -m uv pip install -q --system --python "$python" -e "$here[test]" >>"$log" 2>&1
+    then
+        grep -v "Running pip as the 'root' user" "$log" || true
+    else
+        cat "$log"
+        echo "setup: uv did not install the Python packages; pip does"
+        python3 -m pip install -q --disable-pip-version-check -e "$here[test]" 2>&1 \
+            | grep -v "Running pip as the 'root' user" || true
+    fi
+    rm -f "$log"
     # harbor's ATIF validator (the test extra's harbor, pyproject.toml) on a Python it does not
     # declare: the same pinned version, without its dependencies (the validator needs pydantic alone).
     if [ "$(python3 -c 'import sys; print(sys.version_info < (3, 12))')" = True ]; then

@@ -36,6 +36,7 @@ from typing import Any
 from doit.loader import generate_tasks
 from doit.task import Task
 
+from .agent import prompts
 from .agent import stage as agent
 from .build import plan as buildplan
 from .build import stage as build
@@ -149,7 +150,7 @@ class Context:
     ) -> bool:
         """The workspace stage asks whether an agent run is finished (its workspace is then not
         needed); the agent stage answers, and the earlier stage does not import the later one."""
-        if agent.missing_prompt(layout.templates_dir, mode, task):
+        if prompts.missing_prompt(layout.templates_dir, mode, task):
             return False  # it cannot run: the preflight says why
         return agent.agent_finished(
             layout, mode, task, agent_task_name, self.unit_agent_inputs(mode, task)[1]
@@ -164,11 +165,11 @@ class Context:
         if key not in memo:
             if mode.name not in of_mode:
                 of_mode[mode.name] = agent.mode_inputs(self.layout, mode)
-            prompts = agent.rendered_prompts(self.layout.templates_dir, mode, task)
+            texts = prompts.rendered_prompts(self.layout.templates_dir, mode, task)
             tree = self.tests_tree(self.layout, task) if mode.tests else None
             memo[key] = (
-                prompts,
-                agent.agent_inputs(self.layout, mode, task, prompts, of_mode[mode.name], tree),
+                texts,
+                agent.agent_inputs(self.layout, mode, task, texts, of_mode[mode.name], tree),
             )
         return memo[key]
 

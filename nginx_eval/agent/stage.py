@@ -66,8 +66,7 @@ from ..transcript import atif
 from ..transcript import files as ct
 from ..workspace.stage import (
     ISSUE_FILE,
-    ensure_fresh_workspace,
-    install_commands,
+    hand_to_agent,
     mark_agent_started,
     release_workspace,
     workspace_inputs,
@@ -309,12 +308,11 @@ class AgentRun:
         # workspace is recreated under it.
         for token_file in phases.token_files(self):
             kill_leftovers(token_file)
-        ensure_fresh_workspace(self.layout, self.mode.name, self.task)
+        self.ws, self.tests_dir, notes = hand_to_agent(
+            self.layout, self.mode, self.task, self.tests_tree
+        )
         if self.tests_tree:
-            self.tests_dir, notes = suite.verified_tree(self.layout, self.tests_tree)
             self.tests_tree = dict(self.tests_tree, notes=self.tests_tree.get("notes", []) + notes)
-        install_commands(self.layout, self.mode, self.task)
-        mark_agent_started(self.layout, self.mode.name, self.task)
         self.logs.mkdir(parents=True, exist_ok=True)
         meter = self.start_meter()
         remove_tree(self.config)

@@ -11,11 +11,6 @@ task some such command selected, and that is the report's denominator. A task na
 (``doit run prove:nginx/gold/ID``, a stage such as ``doit run build``) selects nothing, so that
 redoing one unit never widens the run (docs/running.md#a-run).
 
-What is on disk of a run, and of the runs a command's options name, is read here too, so that
-those options are checked before the pipeline is built (check_options, from
-pipeline.load_context; check_is_run and check_has_results, from cli.load_dodo): which modes have
-results (modes_on_disk), whether a run exists, ``baseline=``, ``compare=`` and ``cross=``.
-
 ``run.json`` (core/records.py: RunJson)::
 
     {"schema_version": 1, "run", "benchmark": name, "benchmark_file": path relative to the
@@ -150,7 +145,9 @@ def note_self_test(layout: "Layout", result: SelfTest) -> None:
         write_record(layout.run_json, {**record, "sandbox_self_test": result})
 
 
-# -- what a command's options name of the runs on disk: checked before the pipeline is built ---
+# -- What is on disk of a run and of the runs its options name (modes_on_disk, is_run), so that
+# baseline=, compare=, cross= and run= are checked before the pipeline is built: check_options
+# (pipeline.load_context), check_is_run and check_has_results (cli.load_dodo).
 def check_options(
     layout: "Layout", options: "Options", record: Mapping[str, Any], modes: Iterable[str]
 ) -> None:

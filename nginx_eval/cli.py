@@ -53,9 +53,8 @@ from .doitext.invocation import (
     track_tasks,
 )
 from .report import site as report_site
-from .report.records import check_has_results, check_is_run
 from .run.options import check_environment
-from .run.record import bind_run, check_benchmark, read_run
+from .run.record import bind_run, check_benchmark, check_has_results, check_is_run, read_run
 
 if TYPE_CHECKING:
     from doit.task import Task
@@ -77,7 +76,7 @@ def check_task_names(namespace: Mapping[str, Any], command: str, argv: list[str]
 # Targets that read a run or the machine and score nothing: they do not add to the run's record
 # (nor do their subtasks: report:markdown, site:index).
 NON_SCORING_TARGETS = ("report", "doctor", "power", "site")
-# Of those, the ones that show a run: they need one with results (report/records.py).
+# Of those, the ones that show a run: they need one with results (run/record.py).
 READING_TARGETS = ("report", "power", "site")
 # Of those, the ones that neither read nor write the run: the doctor checks the machine for the
 # selected tasks of any benchmark (`doit run doctor bench=swebench-verified` after `doit run

@@ -36,6 +36,7 @@ from typing import Any
 from doit.loader import generate_tasks
 from doit.task import Task
 
+from .agent import prompts
 from .agent import stage as agent
 from .build import plan as buildplan
 from .build import stage as build
@@ -71,16 +72,13 @@ from .patch import stage as patch
 from .prove import stage as prove
 from .report import site as report_site
 from .report import stage as report
-from .report.compare import check_compare
-from .report.cross import check_cross
-from .report.records import modes_on_disk
 from .repositories import stage as repositories
 from .results import stage as results
 from .run.benchmark import AnyTask, Benchmark, load_benchmarks
 from .run.benchmark import Task as BenchmarkTask
 from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
 from .run.options import Options
-from .run.record import read_run
+from .run.record import check_options, read_run
 from .run.swebench import NGINX, SWEBENCH, adapt_mode
 from .strict import stage as strict
 from .suite import stage as suite
@@ -149,7 +147,7 @@ class Context:
     ) -> bool:
         """The workspace stage asks whether an agent run is finished (its workspace is then not
         needed); the agent stage answers, and the earlier stage does not import the later one."""
-        if agent.missing_prompt(layout.templates_dir, mode, task):
+        if prompts.missing_prompt(layout.templates_dir, mode, task):
             return False  # it cannot run: the preflight says why
         return agent.agent_finished(
             layout, mode, task, agent_task_name, self.unit_agent_inputs(mode, task)[1]
@@ -164,11 +162,11 @@ class Context:
         if key not in memo:
             if mode.name not in of_mode:
                 of_mode[mode.name] = agent.mode_inputs(self.layout, mode)
-            prompts = agent.rendered_prompts(self.layout.templates_dir, mode, task)
+            texts = prompts.rendered_prompts(self.layout.templates_dir, mode, task)
             tree = self.tests_tree(self.layout, task) if mode.tests else None
             memo[key] = (
-                prompts,
-                agent.agent_inputs(self.layout, mode, task, prompts, of_mode[mode.name], tree),
+                texts,
+                agent.agent_inputs(self.layout, mode, task, texts, of_mode[mode.name], tree),
             )
         return memo[key]
 
@@ -341,11 +339,6 @@ def check_requested_modes(
             )
 
 
-def run_modes(layout: Layout, record: Mapping[str, Any], modes: Iterable[str]) -> set[str]:
-    """The modes of the run: configured (`modes`), recorded in run.json, or with results."""
-    return set(modes) | set(record.get("modes") or []) | set(modes_on_disk(layout, []))
-
-
 def load_context(
     root: str | Path | None = None,
     argv: Sequence[str] | None = None,
@@ -369,9 +362,7 @@ def load_context(
         }
     check_requested_modes(bench.name, modes, argv, bench.kind)
     options.check_modes(modes)
-    options.check_baseline(run_modes(layout, record, modes))
-    check_compare(layout, options.compare)
-    check_cross(layout, options.cross)
+    check_options(layout, options, record, modes)
     wanted = list(options.modes)
     if wanted:
         modes = {k: v for k, v in modes.items() if k in wanted or k == "file"}

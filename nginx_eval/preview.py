@@ -21,7 +21,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-from .agent.stage import missing_prompt
+from .agent.prompts import missing_prompt
 from .core import jsonio
 from .core.errors import UserError
 from .core.limits import chosen_counts

@@ -36,7 +36,7 @@ loses points (its base would already hold that fix). The top few per test signal
 a stub's notes give its rank among its test's candidates ("#1 for its test").
 
 A stub's configure_flags and perl_modules are what its test files need, read by
-nginx_eval/prove/testsuite.py as the doctor reads them: the flags that build every module their
+nginx_eval/mining/testsuite.py as the doctor reads them: the flags that build every module their
 has() calls name (with --with-stream / --with-mail for a stream or mail module), the non-core Perl
 modules they load or call.
 

@@ -40,9 +40,9 @@ CACHED = {
     "mtime and size",
     ("agent/sandbox.py", "_start_problem"): "whether srt starts on this machine, keyed by the "
     "program and PATH",
-    ("agent/stage.py", "prompt_environment"): "a Jinja environment per templates directory "
+    ("agent/prompts.py", "prompt_environment"): "a Jinja environment per templates directory "
     "(Jinja reloads a changed template)",
-    ("agent/stage.py", "_absent_templates"): "which of a mode's prompt templates a directory "
+    ("agent/prompts.py", "_absent_templates"): "which of a mode's prompt templates a directory "
     "lacks: a command's modes are read once, and a template made during it is used next time",
     ("build/toolchain.py", "_compiler_identity"): "a toolchain's compiler and its version, keyed "
     "by the toolchain (its directory, or the host's)",

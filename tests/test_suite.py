@@ -181,6 +181,7 @@ def test_tasks_whose_assertions_stand_as_of_the_base(tmp_path):
 
 
 def test_the_tree_is_an_agent_input_and_a_mode_without_tests_keeps_its_digest(tmp_path):
+    from nginx_eval.agent import prompts
     from nginx_eval.agent import stage as agent
     from nginx_eval.core import jsonio
     from nginx_eval.core.layout import SOURCE_ROOT
@@ -195,10 +196,10 @@ def test_the_tree_is_an_agent_input_and_a_mode_without_tests_keeps_its_digest(tm
         "m.toml",
     )
     templates = SOURCE_ROOT / "templates"
-    (plain,) = agent.rendered_prompts(templates, modes["plain"], task)
-    (given,) = agent.rendered_prompts(templates, modes["given"], task)
-    assert agent.TESTS_DIR_MARK not in plain and "nginx-tests" not in plain
-    assert f"as of this checkout is in {agent.TESTS_DIR_MARK} (read-only)" in given
+    (plain,) = prompts.rendered_prompts(templates, modes["plain"], task)
+    (given,) = prompts.rendered_prompts(templates, modes["given"], task)
+    assert prompts.TESTS_DIR_MARK not in plain and "nginx-tests" not in plain
+    assert f"as of this checkout is in {prompts.TESTS_DIR_MARK} (read-only)" in given
     # Without the key: the digest of the inputs as they were before the key existed.
     assert agent.agent_inputs(layout, modes["plain"], task, [plain]) == jsonio.digest(
         dict(

@@ -19,7 +19,7 @@ from conftest import SOURCE_ROOT, section, table_row
 from test_agent_claude import RAW, claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
 
-from nginx_eval.agent.stage import rendered_prompts
+from nginx_eval.agent.prompts import rendered_prompts
 from nginx_eval.checks import doctor
 from nginx_eval.core.errors import UserError
 from nginx_eval.core.layout import Layout

@@ -5,9 +5,8 @@ import textwrap
 
 import fixture_repos
 
-from nginx_eval.mining import nginx_history, scoring, stubs, suite_history, topics
-from nginx_eval.prove import testsuite
-from nginx_eval.prove.testsuite import (
+from nginx_eval.mining import nginx_history, scoring, stubs, suite_history, testsuite, topics
+from nginx_eval.mining.testsuite import (
     certificates_made,
     configure_flags_for,
     daemon_package,

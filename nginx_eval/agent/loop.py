@@ -27,7 +27,7 @@ from typing import Any
 from ..core.outcomes import COMPLETED, FAILED, TIMEOUT
 from ..core.records import LoopEnd, LoopRecord
 from ..run.modes import Loop, Phase
-from . import phases
+from . import phases, prompts
 
 GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false"]
 
@@ -84,7 +84,7 @@ def run_loop(run: Any, i: int, phase: Phase, prompt: str, state: dict) -> tuple[
             break
         message_file = spec.message_file.replace("{iteration}", str(n))
         (run.ws / message_file).unlink(missing_ok=True)
-        text = phases.fill(
+        text = prompts.fill(
             prompt,
             state["artifacts"],
             dict(values, iteration=str(n), message_file=message_file),

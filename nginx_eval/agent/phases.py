@@ -6,8 +6,8 @@ Artifacts: each phase's output, named by the phase: the newest file its ``output
 in the workspace, else the text its program's result ended with. A later phase's prompt includes
 one as ``{{ artifacts.<phase> }}``. Prompts are rendered before the run (their text is an agent
 input, agent/stage.py: agent_inputs), so what only the run knows (artifacts, a loop's iteration
-and its previous output) is rendered as a mark (``<<artifact:NAME>>``,
-``<<loop:NAME>>``) and put in as the phase starts (fill). Each artifact is also kept in
+and its previous output) is rendered as a mark and put in as the phase starts (agent/prompts.py:
+fill). Each artifact is also kept in
 ``agent/artifacts/<phase>.md`` and named by its phase record's ``artifact``.
 
 A phase record (core/records.py: AgentPhase) gains ``program``, ``fallback`` (this record is
@@ -18,7 +18,6 @@ and ``commit``.
 
 import glob
 import os
-import re
 import threading
 import time
 from collections.abc import Mapping
@@ -33,44 +32,13 @@ from ..run.modes import MIN_SHARE_SECONDS, Mode, Phase
 from .programs import registry
 from .programs.base import AUTH
 from .programs.claude import CLAUDE
+from .prompts import fill
 
-ARTIFACT_MARK = "<<artifact:{}>>"
-LOOP_MARK = "<<loop:{}>>"
-# What a loop iteration's prompt may name besides the loop's settings (loop.py fills them).
-LOOP_VALUES = ("iteration", "previous_output", "previous_message", "feedback", "message_file")
 # A phase that ends so is the program's doing, not the task's: its fallback runs (a timeout is
 # the task's; a 401 of a program whose fallback is another's need not stop the run).
 FALLBACK_STATUSES = (INFRA_ERROR, AUTH, ERROR, FAILED)
 # What of a program's printed output is an artifact when the harness cannot read its result.
 OUTPUT_CHARS = 20000
-# An artifact of a phase that did not run (a later one, or one that failed).
-UNMADE_ARTIFACT = re.compile(r"<<artifact:[^<>]*>>")
-
-
-def template_values(mode: Mode, phase: Phase) -> dict[str, Any]:
-    """What a phase's prompt template gets besides the task's: ``artifacts`` (every phase's,
-    as marks), ``phase_model``, and a loop phase's ``loop`` (its settings) with the marks of
-    LOOP_VALUES."""
-    values: dict[str, Any] = {
-        "artifacts": {p.name: ARTIFACT_MARK.format(p.name) for p in mode.phases},
-        "phase_model": phase.model or mode.model,
-    }
-    values.update({name: LOOP_MARK.format(name) for name in LOOP_VALUES})
-    values["loop"] = phase.loop
-    return values
-
-
-def fill(
-    prompt: str, artifacts: Mapping[str, str], loop_values: Mapping[str, str] | None = None
-) -> str:
-    """The prompt with the run's values in place of their marks (an artifact not made: "")."""
-    loop_values = loop_values or {}
-    for name, text in artifacts.items():
-        prompt = prompt.replace(ARTIFACT_MARK.format(name), text)
-    prompt = UNMADE_ARTIFACT.sub("", prompt)
-    for name in LOOP_VALUES:
-        prompt = prompt.replace(LOOP_MARK.format(name), str(loop_values.get(name, "")))
-    return prompt
 
 
 def phase_timeout(mode: Mode, phase: Phase, started: float) -> float:

@@ -26,8 +26,9 @@ from .gate import clear_stop
 from .programs import registry
 from .programs.base import Program, resolve_program
 from .programs.claude import CLAUDE
+from .prompts import missing_prompt
 from .selftest import endpoint_problem
-from .stage import agent_finished, missing_prompt
+from .stage import agent_finished
 
 if TYPE_CHECKING:
     from ..core.layout import Layout

@@ -33,16 +33,13 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import jinja2
 
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
 from ..core import gitcmd, inputs, jsonio, rootfs, stamps
-from ..core.errors import UserError, did_you_mean, failing_on_user_error
+from ..core.errors import failing_on_user_error
 from ..core.layout import Layout
 from ..core.outcomes import (
     COMPLETED,
@@ -64,14 +61,12 @@ from ..meter.proxy import MeterProxy
 from ..run.benchmark import AnyTask, gold_patch
 from ..run.commandline import command_program, render_command, with_program_option
 from ..run.modes import Mode, Phase
-from ..run.swebench import prompt_dir
 from ..suite import stage as suite
 from ..transcript import atif
 from ..transcript import files as ct
 from ..workspace.stage import (
     ISSUE_FILE,
-    ensure_fresh_workspace,
-    install_commands,
+    hand_to_agent,
     mark_agent_started,
     release_workspace,
     workspace_inputs,
@@ -92,87 +87,15 @@ from .programs import base as program_base
 from .programs import registry
 from .programs.base import AUTH, Program, session_problem
 from .programs.claude import CLAUDE
+from .prompts import missing_prompt, refuse_missing_prompt, rendered_prompts, with_tests_dir
 
 if TYPE_CHECKING:
     from ..run.context import StageContext
-
-# Prompts name the agent's tests tree (suite/stage.py), `{{ tests_dir }}`, by this mark; the tree's
-# path on the machine the agent runs on replaces it as a phase starts (AgentRun.run_phase): a
-# cache elsewhere, or a Ray node's, is not another agent input.
-TESTS_DIR_MARK = "<nginx-eval:tests_dir>"
-
 
 # An attempt's state as its phases run (status, error, phases, sessions, ...), a phase's record
 # in agent.json, and agent.json's record (core/records.py: AgentJson) as this module builds them.
 State = dict[str, Any]
 Record = dict[str, Any]
-
-
-@lru_cache(maxsize=8)
-def prompt_environment(templates_dir: str | Path) -> jinja2.Environment:
-    # One per directory: each template is compiled once, not once per task (the no-op run
-    # renders every prompt to check that agent runs are still current).
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-
-
-def render_prompt(
-    templates_dir: Path, template_name: str, task: AnyTask, mode: Mode, phase: Phase
-) -> str:
-    # A SWE-bench task's prompts are its own (templates/swebench/): nginx's name nginx.
-    env = prompt_environment(str(prompt_dir(templates_dir, task)))
-    return env.get_template(template_name).render(
-        task=task,
-        mode=mode,
-        phase=phase,
-        problem_statement=task.problem_statement,
-        issue_file=ISSUE_FILE,
-        instance_id=task.instance_id,
-        tests_dir=TESTS_DIR_MARK if mode.tests else "",
-        **phases.template_values(mode, phase),
-    )
-
-
-def missing_prompt(templates_dir: Path, mode: Mode, task: AnyTask) -> UserError | None:
-    """A UserError naming the first phase of `mode` whose prompt template does not exist for
-    `task` (templates/, or templates/swebench/ for a SWE-bench task), or None. Such a mode
-    cannot run: the preflight (and a dry run) say this line before any work, and the commands
-    that do not run it (`doit run nginx:gold`) run as ever."""
-    where = prompt_dir(templates_dir, task)
-    absent = _absent_templates(str(where), tuple(p.prompt for p in mode.phases if p.prompt))
-    for phase in mode.phases:
-        if phase.prompt in absent:
-            known = sorted(p.name for p in where.glob("prompt*.j2")) if where.is_dir() else []
-            return UserError(
-                f"no template {phase.prompt!r} in {where}: mode {mode.name} cannot run (the "
-                f"commands without it still do){did_you_mean(phase.prompt, known)}",
-                file="modes.toml",
-                item=f"mode {mode.name} phase {phase.name}",
-                field="prompt",
-            )
-    return None
-
-
-@lru_cache(maxsize=64)
-def _absent_templates(where: str, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The template files of `names` that are not in the directory `where`; asked once per
-    command for each mode (a no-op rerun asks it of every agent unit, several times)."""
-    return tuple(n for n in names if not os.path.isfile(os.path.join(where, n)))
-
-
-def refuse_missing_prompt(error: UserError) -> None:
-    """The action of an agent task whose mode lacks a prompt template: its one line."""
-    raise error
-
-
-def rendered_prompts(templates_dir: Path, mode: Mode, task: AnyTask) -> list[str]:
-    return [
-        render_prompt(templates_dir, p.prompt, task, mode, p) if p.prompt else ""
-        for p in mode.phases
-    ]
 
 
 ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
@@ -385,12 +308,11 @@ class AgentRun:
         # workspace is recreated under it.
         for token_file in phases.token_files(self):
             kill_leftovers(token_file)
-        ensure_fresh_workspace(self.layout, self.mode.name, self.task)
+        self.ws, self.tests_dir, notes = hand_to_agent(
+            self.layout, self.mode, self.task, self.tests_tree
+        )
         if self.tests_tree:
-            self.tests_dir, notes = suite.verified_tree(self.layout, self.tests_tree)
             self.tests_tree = dict(self.tests_tree, notes=self.tests_tree.get("notes", []) + notes)
-        install_commands(self.layout, self.mode, self.task)
-        mark_agent_started(self.layout, self.mode.name, self.task)
         self.logs.mkdir(parents=True, exist_ok=True)
         meter = self.start_meter()
         remove_tree(self.config)
@@ -519,8 +441,7 @@ class AgentRun:
         (default its own), stem: its logs' names (default <i>-<name>)."""
         stem = stem or f"{i}-{phase.name}"
         timeout = phase.timeout if timeout is None else timeout
-        if self.tests_dir:
-            prompt = prompt.replace(TESTS_DIR_MARK, str(self.tests_dir))
+        prompt = with_tests_dir(prompt, self.tests_dir)
         prompt_file = self.logs / f"{stem}.prompt.md"
         prompt_file.write_text(prompt, encoding="utf-8")
         values = {

@@ -20,7 +20,7 @@ repository; with neither, the doctor checks everything else and its verdict is "
 line (and CANNOT CLONE) fails the doit action, so doit exits non-zero.
 
 What a test file needs and which package provides it (the tables, the reading of ``use``,
-``require``, ``has`` and ``has_daemon``) is testsuite.py, shared with scripts/mine_tasks.py; this
+``require``, ``has`` and ``has_daemon``) is mining/testsuite.py, shared with the task miner; this
 module asks the machine (SystemProbe, TestSource) and compares; doctor_report.py renders.
 """
 
@@ -47,9 +47,7 @@ from ..core import rootfs
 from ..core.gitcmd import file_at, remote_problem
 from ..core.layout import SOURCE_ROOT, Layout, repo_url
 from ..core.stamps import TaskDict
-from ..prove import network as private_network
-from ..prove.env import OPENSSL_CONF_FILE
-from ..prove.testsuite import (
+from ..mining.testsuite import (
     DAEMON_FILES,
     DEFAULT_MODULES,
     LIBRARIES,
@@ -61,6 +59,8 @@ from ..prove.testsuite import (
     perl_package,
     requirements_of_test,
 )
+from ..prove import network as private_network
+from ..prove.env import OPENSSL_CONF_FILE
 from ..run.benchmark import AnyTask, Task
 from ..run.commandline import command_program
 from ..run.modes import Mode

@@ -38,13 +38,24 @@ from typing import TYPE_CHECKING, Protocol
 from . import procs, runstate
 
 if TYPE_CHECKING:
-    from ..run.options import Options
     from .layout import Layout
 
 # Kind of work -> the command-line variable that limits it.
 KINDS = {"agent": "agents", "build": "builds", "prove": "proves"}
 # How often a waiter asks the slots again (a little random: waiters do not move in step).
 POLL_SECONDS = (0.05, 0.15)
+
+
+class Given(Protocol):
+    """The command line's limits (run/options.Options): agents=, builds=, proves=, None where
+    not given. Core names no type of a higher layer."""
+
+    @property
+    def agents(self) -> int | None: ...
+    @property
+    def builds(self) -> int | None: ...
+    @property
+    def proves(self) -> int | None: ...
 
 
 class SharedSlots(Protocol):
@@ -83,7 +94,7 @@ def default_counts(cores: int | None = None) -> dict[str, int]:
     return {"agents": 8, "builds": max(2, cores), "proves": round(cores / PROVE_CPU_SHARE)}
 
 
-def chosen_counts(options: "Options", cores: int | None = None) -> dict[str, int]:
+def chosen_counts(options: Given, cores: int | None = None) -> dict[str, int]:
     """{kind: count}: those of `options` (agents=, builds=, proves=), the defaults of `cores`
     for those not given."""
     defaults = default_counts(cores)
@@ -105,7 +116,7 @@ def worker_count(counts: dict[str, int]) -> int:
     return sum(counts.values()) + SPARE_WORKERS
 
 
-def configure(layout: "Layout", options: "Options") -> None:
+def configure(layout: "Layout", options: Given) -> None:
     """Turn the limits on for this doit process and the workers it forks (cli.py, `doit run`)."""
     run = runstate.current()
     run.slots_layout, run.slot_counts = layout, chosen_counts(options)

@@ -5,13 +5,9 @@ each of UNIT_STAGES has a task per unit: ``task_name(GRADE, unit)`` is ``grade:n
 
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from . import jsonio
-
-if TYPE_CHECKING:  # names in annotations only: core imports nothing of the project
-    from ..run.benchmark import AnyTask, Benchmark, Task
-    from ..run.modes import Mode
 
 REPOS, TESTS, BASE = "repos", "tests", "base"
 UNIT_STAGES = WORKSPACE, AGENT, PATCH, BUILD, PROVE, STRICT, GRADE = (
@@ -24,6 +20,40 @@ UNIT_STAGES = WORKSPACE, AGENT, PATCH, BUILD, PROVE, STRICT, GRADE = (
     "grade",
 )
 RESULTS, VALIDATE, VALIDATION = "results", "validate", "validation"
+
+
+# What a name is made of, as the run's types (run/benchmark.py, run/modes.py) have it: core
+# names no type of a higher layer.
+class Named(Protocol):
+    """A benchmark or a mode: its name."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class Instance(Protocol):
+    """A task of either kind: its instance id."""
+
+    @property
+    def instance_id(self) -> str: ...
+
+
+class HasTestsTree(Protocol):
+    """A task whose test files run from a tests tree (benchmark.Task)."""
+
+    @property
+    def tests_tree_id(self) -> str: ...
+
+
+class BaseBuild(Protocol):
+    """A task with a base build: its repository, base commit and configure flags."""
+
+    @property
+    def repo(self) -> str: ...
+    @property
+    def base_commit(self) -> str: ...
+    @property
+    def configure_flags(self) -> Iterable[str]: ...
 
 
 def task_name(basename: str, name: str) -> str:
@@ -51,22 +81,22 @@ def tests_task_name(tree_id: str) -> str:
     return task_name(TESTS, tests_subtask(tree_id))
 
 
-def tests_task_names(tasks: Iterable["Task"]) -> list[str]:
+def tests_task_names(tasks: Iterable[HasTestsTree]) -> list[str]:
     """The names of the test-tree tasks of `tasks`, each once, in their order."""
     return list(dict.fromkeys(tests_task_name(t.tests_tree_id) for t in tasks))
 
 
-def base_subtask(task: "Task") -> str:
+def base_subtask(task: BaseBuild) -> str:
     """The base build of `task`: its commit and configure flags."""
     flags = jsonio.digest(list(task.configure_flags))[:8]
     return f"{repo_subtask(task.repo)}/{task.base_commit[:12]}-{flags}"
 
 
-def base_task_name(task: "Task") -> str:
+def base_task_name(task: BaseBuild) -> str:
     return task_name(BASE, base_subtask(task))
 
 
-def unit_name(bench: "Benchmark", mode: "Mode", task: "AnyTask") -> str:
+def unit_name(bench: Named, mode: Named, task: Instance) -> str:
     return f"{bench.name}/{mode.name}/{task.instance_id}"
 
 

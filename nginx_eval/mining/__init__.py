@@ -7,6 +7,8 @@ the candidates file it writes is validated by ``doit run <name>:validate``.
 - ``nginx_history``: reading the nginx history (code commits, release windows, what a commit adds).
 - ``scoring``: scoring commits against a test signal, and pairing each fix with its best test.
 - ``stubs``: writing the proposals as task stubs (a candidates file).
+- ``testsuite``: what an nginx-tests file needs (configure flags, Perl modules, daemons) and which
+  Debian package provides it; the doctor (checks/doctor.py) reads test files with it too.
 - ``sweep``: the other way in (scripts/sweep_suite.py): one test tree run whole against nginx at
   two commits and stops between, each assertion that turned passing bisected to its commit.
 """

@@ -2,7 +2,7 @@
 
 ``task_stub`` turns a proposal (nginx_eval/mining/scoring.py) into a task whose base is the
 fix's first parent, with the test files most related to the fix (``pick_files``) and what they
-need (``needs_of``: configure flags and Perl modules, read by nginx_eval/prove/testsuite.py as the
+need (``needs_of``: configure flags and Perl modules, read by nginx_eval/mining/testsuite.py as the
 doctor reads them); fail_to_pass, pass_to_pass and the problem statement are left to a human.
 ``write_candidates`` writes them under ``"candidates": true`` (see nginx_eval/run/benchmark.py),
 ``print_candidates`` a line per stub."""
@@ -15,9 +15,9 @@ from typing import Any
 
 from nginx_eval.core import gitcmd
 from nginx_eval.mining.oldbuilds import with_legacy_options
+from nginx_eval.mining.testsuite import configure_flags_for, requirements_in_order
 from nginx_eval.mining.topics import subject_area, words
 from nginx_eval.prove.areas import AREA_PATHS, test_area
-from nginx_eval.prove.testsuite import configure_flags_for, requirements_in_order
 
 
 def pick_files(files: Iterable[str], c: Mapping[str, Any]) -> list[str]:
@@ -40,7 +40,7 @@ def pick_files(files: Iterable[str], c: Mapping[str, Any]) -> list[str]:
 
 def needs_of(git_dir: str | Path, commit: str, files: Iterable[str]) -> tuple[list[str], list[str]]:
     """(configure flags, Perl modules) the test files need at `commit`, as the doctor reads them
-    (nginx_eval/prove/testsuite.py): the flags that build every module their has() calls name, the
+    (nginx_eval/mining/testsuite.py): the flags that build every module their has() calls name, the
     non-core modules they load or call."""
     names: list[str] = []
     perl: list[str] = []

@@ -40,9 +40,9 @@ from nginx_eval.core.gitcmd import commit_facts, first_parent_commits
 from nginx_eval.core.layout import Layout
 from nginx_eval.mining.nginx_history import nginx_commits
 from nginx_eval.mining.stubs import stub_for
+from nginx_eval.mining.testsuite import configure_flags_for, requirements_in_order
 from nginx_eval.prove.stage import run_prove_files
 from nginx_eval.prove.tap import FileResult, assertion_number, parse_tap
-from nginx_eval.prove.testsuite import configure_flags_for, requirements_in_order
 
 # Modules a build here cannot have (no library in setup-debian.sh) or that change every file's
 # startup (perl loads the build's own Perl module).

@@ -4,48 +4,21 @@ only one run resolves. report/stage.py writes it as ``compare-<OTHER>.md|.json``
 docstring).
 """
 
-import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import __version__
 from ..core import jsonio
-from ..core.errors import UserError, did_you_mean
+from ..core.errors import UserError
 from ..core.layout import Layout
 from ..run.benchmark import AnyTask, Benchmark
 from ..run.modes import Mode
-from ..run.record import read_run
+from ..run.record import modes_on_disk, other_layout, read_run
 from . import stats
 from .arms import compare_pair, finish_comparisons, make_arms
 from .data import graded_rows
 from .modes import mode_summary
-from .records import modes_on_disk
-
-
-def other_layout(layout: Layout, other: str) -> Layout:
-    """The layout of run `other` (same results root and cache)."""
-    return dataclasses.replace(layout, run=other)
-
-
-def check_compare(layout: Layout, other: str | None) -> None:
-    """compare=OTHER names another run with results."""
-    if not other:
-        return
-    if other == layout.run:
-        raise UserError(f"compare={other}: that is this run; name another run")
-    theirs = other_layout(layout, other)
-    if not modes_on_disk(theirs, []):
-        runs = (
-            sorted(
-                p.name for p in layout.results_root.iterdir() if p.is_dir() and p.name != layout.run
-            )
-            if layout.results_root.is_dir()
-            else []
-        )
-        raise UserError(
-            f"compare={other}: no results in {theirs.run_dir}{did_you_mean(other, runs)}"
-        )
 
 
 def _other_tasks(theirs: Layout, bench: Benchmark) -> tuple[set[str], str | None, str | None]:

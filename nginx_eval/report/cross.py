@@ -25,54 +25,18 @@ report.json's ``cross`` (null without cross=)::
      "warnings": [str]}
 """
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..core.errors import UserError
 from ..core.layout import Layout
-from ..run.benchmark import Benchmark, load_benchmarks
-from ..run.record import read_run, run_tasks
+from ..run.benchmark import Benchmark
+from ..run.record import other_run, run_tasks
 from . import stats
 from .arms import compare_pair, finish_comparisons, make_arms
 from .data import graded_rows
 from .modes import mode_summary, rounded, rounded_pair
 
 BOUNDS = ("gold", "none")  # built-in baselines: in the modes table, not in the pairs
-
-
-def other_run(layout: Layout, other: str) -> tuple:
-    """(layout, benchmark, record) of run `other`; UserError when it has no record or holds the
-    same benchmark as this run (compare=OTHER compares two runs of one benchmark)."""
-    theirs = dataclasses.replace(layout, run=other)
-    record = read_run(theirs)
-    if other == layout.run or record is None:
-        raise UserError(
-            f"cross={other}: "
-            + (
-                "that is this run; name a run of the other benchmark"
-                if other == layout.run
-                else f"no run.json in {theirs.run_dir}: not a run"
-            )
-        )
-    benchmarks = load_benchmarks(layout.tasks_dir)
-    if record["benchmark"] not in benchmarks:
-        raise UserError(
-            f"cross={other}: its benchmark {record['benchmark']!r} is not in {layout.tasks_dir}"
-        )
-    mine = read_run(layout)
-    if mine and mine["benchmark"] == record["benchmark"]:
-        raise UserError(
-            f"cross={other}: it holds benchmark {record['benchmark']!r}, as this "
-            f"run does; compare={other} compares two runs of one benchmark"
-        )
-    return theirs, benchmarks[record["benchmark"]], record
-
-
-def check_cross(layout: Layout, other: str | None) -> None:
-    """cross=OTHER names a run of another benchmark (before any work)."""
-    if other:
-        other_run(layout, other)
 
 
 def side(layout: Layout, bench: Benchmark, tasks: list, modes: Mapping) -> dict:

@@ -26,6 +26,7 @@ from ..core.outcomes import (
 from ..core.records import record_version
 from ..run.benchmark import AnyTask, Benchmark, version_key
 from ..run.modes import Mode
+from ..run.record import modes_on_disk
 from ..run.swebench import SWEBENCH
 from ..swebench.harness import WORKERS_NOTE, command_line
 from ..swebench.stage import command_for
@@ -35,7 +36,7 @@ from .charts import distribution_panels
 from .evaluation import SCORED_OUTCOMES, Evaluation, evaluate
 from .modes import families, mode_summary, strict_view
 from .process import process_facts, read_processes
-from .records import gold_files, modes_on_disk, read_rows, toolchain
+from .records import gold_files, read_rows, toolchain
 from .workflow import workflow_facts
 
 # The short form of each outcome: the per-task matrix's cells.

@@ -1,26 +1,23 @@
-"""Reading a run's records for the report (stage 9): which modes have results, their
-results.jsonl rows, what each row's agent ran, the toolchain the records name, where the tasks'
-trajectories are, and the files each task's fix touches. Nothing here computes a statistic;
-report/modes.py does, from these rows.
+"""Reading a run's records for the report (stage 9): the results.jsonl rows of the modes that
+have results (run/record.py: modes_on_disk), what each row's agent ran, the toolchain the
+records name, where the tasks' trajectories are, and the files each task's fix touches.
+Nothing here computes a statistic; report/modes.py does, from these rows.
 
 Rows are results.jsonl rows (core/records.py: ResultRow); a row's outcome is core/outcomes.py's
 outcome(), the one definition, for rows without the field too.
 """
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..core import jsonio, rootfs
-from ..core.errors import UserError
 from ..core.gitcmd import GitError
 from ..core.layout import Layout
 from ..core.outcomes import OUTCOMES, OutcomeName, outcome
 from ..core.records import read_record, record_version
 from ..patch.stage import patch_stats
 from ..run.benchmark import AnyTask, gold_patch
-from ..run.record import read_run
 
 
 def row_outcome(row: Mapping[str, Any]) -> OutcomeName:
@@ -41,74 +38,6 @@ def commands_that_ran(rows: Mapping[str, Mapping[str, Any]]) -> list[dict[str, A
         {"commands": list(k[0]), "model": k[1], "instance_ids": ids}
         for k, ids in sorted(seen.items(), key=lambda kv: -len(kv[1]))
     ]
-
-
-def modes_on_disk(layout: Layout, configured: Iterable[str]) -> list[str]:
-    """Modes with a results.jsonl in the run: configured ones first (in their order), then the
-    others."""
-    found = (
-        {p.parent.name for p in layout.run_dir.glob("*/results.jsonl")}
-        if layout.run_dir.is_dir()
-        else set()
-    )
-    ordered = [m for m in configured if m in found]
-    return ordered + sorted(found - set(ordered))
-
-
-def has_results(layout: Layout) -> bool:
-    """Whether a mode of the run has results (a results.jsonl): what a report compares."""
-    return bool(modes_on_disk(layout, []))
-
-
-def is_run(layout: Layout) -> bool:
-    """Whether the run exists: its record (run.json), a mode's results, or its workspaces."""
-    return (
-        read_run(layout) is not None
-        or has_results(layout)
-        or (layout.cache / "workspaces" / layout.run).is_dir()
-    )
-
-
-def runs_with_results(layout: Layout) -> list[str]:
-    """The names of the runs under the results root that have results, this one too."""
-    root = layout.results_root
-    names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    return [n for n in names if has_results(dataclasses.replace(layout, run=n))]
-
-
-def _others(layout: Layout) -> str:
-    others = runs_with_results(layout)
-    return (
-        f"runs with results: {', '.join(others)}"
-        if others
-        else "no run has results yet (`doit` scores gold and none)"
-    )
-
-
-def check_has_results(layout: Layout, bench_name: str = "nginx") -> None:
-    """A command that only reads the run (report, site, power) names a run in which some mode
-    has results, or fails with one line naming it and the runs that have results: rendering a
-    report of an empty run would create the run with it, and a run that holds only its task
-    validation (`doit run <bench>:validate`) has no mode to show, compare or plan for."""
-    if has_results(layout):
-        return
-    if read_run(layout) is not None:
-        validated = " (it holds a task validation only)" if layout.validation_json.exists() else ""
-        raise UserError(
-            f"run={layout.run}: no mode has results in {layout.run_dir}{validated}: a report "
-            f"compares modes; score one first (`doit run {bench_name}:gold run={layout.run}`)"
-        )
-    raise UserError(f"run={layout.run}: no results in {layout.run_dir}; {_others(layout)}")
-
-
-def check_is_run(layout: Layout) -> None:
-    """`doit clean run=NAME` names a run that exists (is_run), as report and power do: a typo
-    would otherwise clean nothing and say "removed 0 workspaces"."""
-    if not is_run(layout):
-        raise UserError(
-            f"run={layout.run}: no such run (nothing in {layout.run_dir} or its cache); "
-            f"{_others(layout)}"
-        )
 
 
 def read_rows(

@@ -39,9 +39,8 @@ from ..core.errors import failing_on_user_error
 from ..core.layout import Layout
 from ..core.stamps import TaskDict
 from ..run.benchmark import AnyTask, Benchmark
-from ..run.record import run_tasks
+from ..run.record import modes_on_disk, run_tasks
 from .markdown import _ci_pct, _fmt, compiled_cache
-from .records import modes_on_disk
 from .site_index import index_context
 from .site_task import page_files, task_context, task_facts
 

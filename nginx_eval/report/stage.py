@@ -37,16 +37,16 @@ from ..core.records import read_record, write_record
 from ..core.stamps import TaskDict
 from ..run.benchmark import AnyTask, Benchmark
 from ..run.modes import Mode
-from ..run.record import run_tasks
+from ..run.record import modes_on_disk, other_layout, run_tasks
 from .apart import run_apart
 from .charts import draw_chart, draw_distributions
-from .compare import collect_comparison, other_layout
+from .compare import collect_comparison
 from .cross import collect_cross
 from .data import SCHEMA_VERSION, collect, json_comparison, method_settings, report_json
 from .evaluation import report_files
 from .markdown import COMPARE_TEMPLATE, render
 from .power import print_plan
-from .records import modes_on_disk, toolchain_records, trajectory_records
+from .records import toolchain_records, trajectory_records
 from .site import SITE_TASK
 
 if TYPE_CHECKING:

@@ -25,19 +25,22 @@ redoing one unit never widens the run (docs/running.md#a-run).
                           before the run's first isolated agent}
 """
 
+import dataclasses
 import datetime
 import os
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, cast
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import __version__
 from ..core import rootfs
-from ..core.errors import UserError
+from ..core.errors import UserError, did_you_mean
 from ..core.records import FORMAT_VERSION, RunJson, Selection, SelfTest, read_record, write_record
+from .benchmark import load_benchmarks
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
     from .benchmark import AnyTask, Benchmark
+    from .options import Options
 
 SCHEMA_VERSION = 1
 
@@ -140,3 +143,150 @@ def note_self_test(layout: "Layout", result: SelfTest) -> None:
     record = read_run(layout)
     if record is not None:
         write_record(layout.run_json, {**record, "sandbox_self_test": result})
+
+
+# -- What is on disk of a run and of the runs its options name (modes_on_disk, is_run), so that
+# baseline=, compare=, cross= and run= are checked before the pipeline is built: check_options
+# (pipeline.load_context), check_is_run and check_has_results (cli.load_dodo).
+def check_options(
+    layout: "Layout", options: "Options", record: Mapping[str, Any], modes: Iterable[str]
+) -> None:
+    """The options that name a run, or a mode of one, hold for what is on disk: baseline= a mode
+    of this run (run_modes: `modes` configured, recorded in `record`, with results), compare=
+    another run with results, cross= a run of another benchmark. One line for the first that
+    does not."""
+    options.check_baseline(run_modes(layout, record, modes))
+    check_compare(layout, options.compare)
+    check_cross(layout, options.cross)
+
+
+def run_modes(layout: "Layout", record: Mapping[str, Any], modes: Iterable[str]) -> set[str]:
+    """The modes of the run: configured (`modes`), recorded in run.json, or with results."""
+    return set(modes) | set(record.get("modes") or []) | set(modes_on_disk(layout, []))
+
+
+def modes_on_disk(layout: "Layout", configured: Iterable[str]) -> list[str]:
+    """Modes with a results.jsonl in the run: configured ones first (in their order), then the
+    others."""
+    found = (
+        {p.parent.name for p in layout.run_dir.glob("*/results.jsonl")}
+        if layout.run_dir.is_dir()
+        else set()
+    )
+    ordered = [m for m in configured if m in found]
+    return ordered + sorted(found - set(ordered))
+
+
+def has_results(layout: "Layout") -> bool:
+    """Whether a mode of the run has results (a results.jsonl): what a report compares."""
+    return bool(modes_on_disk(layout, []))
+
+
+def is_run(layout: "Layout") -> bool:
+    """Whether the run exists: its record (run.json), a mode's results, or its workspaces."""
+    return (
+        read_run(layout) is not None
+        or has_results(layout)
+        or (layout.cache / "workspaces" / layout.run).is_dir()
+    )
+
+
+def runs_with_results(layout: "Layout") -> list[str]:
+    """The names of the runs under the results root that have results, this one too."""
+    root = layout.results_root
+    names = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    return [n for n in names if has_results(dataclasses.replace(layout, run=n))]
+
+
+def _others(layout: "Layout") -> str:
+    others = runs_with_results(layout)
+    return (
+        f"runs with results: {', '.join(others)}"
+        if others
+        else "no run has results yet (`doit` scores gold and none)"
+    )
+
+
+def check_has_results(layout: "Layout", bench_name: str = "nginx") -> None:
+    """A command that only reads the run (report, site, power) names a run in which some mode
+    has results, or fails with one line naming it and the runs that have results: rendering a
+    report of an empty run would create the run with it, and a run that holds only its task
+    validation (`doit run <bench>:validate`) has no mode to show, compare or plan for."""
+    if has_results(layout):
+        return
+    if read_run(layout) is not None:
+        validated = " (it holds a task validation only)" if layout.validation_json.exists() else ""
+        raise UserError(
+            f"run={layout.run}: no mode has results in {layout.run_dir}{validated}: a report "
+            f"compares modes; score one first (`doit run {bench_name}:gold run={layout.run}`)"
+        )
+    raise UserError(f"run={layout.run}: no results in {layout.run_dir}; {_others(layout)}")
+
+
+def check_is_run(layout: "Layout") -> None:
+    """`doit clean run=NAME` names a run that exists (is_run), as report and power do: a typo
+    would otherwise clean nothing and say "removed 0 workspaces"."""
+    if not is_run(layout):
+        raise UserError(
+            f"run={layout.run}: no such run (nothing in {layout.run_dir} or its cache); "
+            f"{_others(layout)}"
+        )
+
+
+def other_layout(layout: "Layout", other: str) -> "Layout":
+    """The layout of run `other` (same results root and cache)."""
+    return dataclasses.replace(layout, run=other)
+
+
+def check_compare(layout: "Layout", other: str | None) -> None:
+    """compare=OTHER names another run with results."""
+    if not other:
+        return
+    if other == layout.run:
+        raise UserError(f"compare={other}: that is this run; name another run")
+    theirs = other_layout(layout, other)
+    if not modes_on_disk(theirs, []):
+        runs = (
+            sorted(
+                p.name for p in layout.results_root.iterdir() if p.is_dir() and p.name != layout.run
+            )
+            if layout.results_root.is_dir()
+            else []
+        )
+        raise UserError(
+            f"compare={other}: no results in {theirs.run_dir}{did_you_mean(other, runs)}"
+        )
+
+
+def other_run(layout: "Layout", other: str) -> tuple["Layout", "Benchmark", RunJson]:
+    """(layout, benchmark, record) of run `other`; UserError when it has no record or holds the
+    same benchmark as this run (compare=OTHER compares two runs of one benchmark)."""
+    theirs = dataclasses.replace(layout, run=other)
+    record = read_run(theirs)
+    if other == layout.run or record is None:
+        raise UserError(
+            f"cross={other}: "
+            + (
+                "that is this run; name a run of the other benchmark"
+                if other == layout.run
+                else f"no run.json in {theirs.run_dir}: not a run"
+            )
+        )
+    benchmarks = load_benchmarks(layout.tasks_dir)
+    if record["benchmark"] not in benchmarks:
+        raise UserError(
+            f"cross={other}: its benchmark {record['benchmark']!r} is not in {layout.tasks_dir}"
+        )
+    mine = read_run(layout)
+    if mine and mine["benchmark"] == record["benchmark"]:
+        raise UserError(
+            f"cross={other}: it holds benchmark {record['benchmark']!r}, as this "
+            f"run does; compare={other} compares two runs of one benchmark"
+        )
+    return theirs, benchmarks[record["benchmark"]], record
+
+
+def check_cross(layout: "Layout", other: str | None) -> None:
+    """cross=OTHER names a run of another benchmark (before any work)."""
+    if other:
+        other_run(layout, other)

@@ -232,9 +232,3 @@ def adapt_mode(mode: "Mode", templates_dir: Path, modes_file: Path | None) -> "M
             )
         commands.append((name, source.read_text(encoding="utf-8")))
     return replace(mode, tests="", command_files=tuple(commands))
-
-
-def prompt_dir(templates_dir: Path, task: object) -> Path:
-    """Where the prompt templates of `task` are: templates/ for nginx, templates/swebench/."""
-    kind_dir = getattr(task, "templates", "")
-    return Path(templates_dir) / kind_dir if kind_dir else Path(templates_dir)

@@ -7,7 +7,9 @@ entry, and nginx-tests is elsewhere. The problem statement is written to ``.issu
 with ``tests = "base"`` the workspace task also makes the agent's nginx-tests tree as of the base
 (suite/stage.py), outside the workspace.
 
-Before an agent starts, ``install_commands`` writes the mode's custom slash commands (modes.toml's
+Before each agent attempt the agent stage asks this stage once (``hand_to_agent``) for all it
+needs of it: a workspace no agent has touched, its tests tree checked, and the mode's commands:
+``install_commands`` writes the mode's custom slash commands (modes.toml's
 ``commands``, read from templates/commands/) to ``.claude/commands/<name>``, where Claude Code
 reads the commands of the project it runs in; the user's own ``~/.claude`` is never touched.
 ``.issue.md``, ``.plan.md`` and ``.claude/`` are the harness's files: excluded in
@@ -18,7 +20,7 @@ caches).
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..core import inputs, jsonio, stamps
 from ..core.errors import failing_on_user_error
@@ -113,7 +115,7 @@ def create_workspace(layout: "Layout", mode: str, task: "AnyTask") -> None:
 def install_commands(layout: "Layout", mode: "Mode", task: "AnyTask") -> list[Path]:
     """Write the custom slash commands of `mode` (a modes.Mode; its command_files, the text read
     when the modes were loaded, which is what the agent's inputs digest covers) into the
-    workspace of (mode, task); the agent stage calls it after ensure_fresh_workspace, before the
+    workspace of (mode, task); hand_to_agent calls it after ensure_fresh_workspace, before the
     first phase. Returns the paths written ([] for a mode without commands)."""
     if not mode.command_files:
         return []
@@ -142,6 +144,29 @@ def ensure_fresh_workspace(layout: "Layout", mode: str, task: "AnyTask") -> None
         or not layout.workspace(mode, task.instance_id).is_dir()
     ):
         create_workspace(layout, mode, task)
+
+
+class Handed(NamedTuple):
+    """What an agent attempt gets of this stage (hand_to_agent): its workspace, and for a mode
+    with `tests` its tests tree's path on this machine and the notes of its check."""
+
+    workspace: Path
+    tests_dir: Path | None
+    notes: list[str]
+
+
+def hand_to_agent(
+    layout: "Layout", mode: "Mode", task: "AnyTask", tests_tree: "suite.TestsTree | None"
+) -> Handed:
+    """Before an agent attempt, all it needs of this stage at once: a workspace no earlier agent
+    has touched (ensure_fresh_workspace), the tests tree of a mode with `tests` checked
+    (suite.verified_tree), the mode's slash commands in the workspace (install_commands), and
+    the workspace marked as the agent's (mark_agent_started: the next attempt makes it anew)."""
+    ensure_fresh_workspace(layout, mode.name, task)
+    tests_dir, notes = suite.verified_tree(layout, tests_tree) if tests_tree else (None, [])
+    install_commands(layout, mode, task)
+    mark_agent_started(layout, mode.name, task)
+    return Handed(layout.workspace(mode.name, task.instance_id), tests_dir, notes)
 
 
 def workspace_current(layout: "Layout", mode: str, task: "Task") -> bool:

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Turn rows of the SWE-bench Verified dataset into a task file (``tasks/swebench-verified.json``).
+"""Turn rows of the SWE-bench Verified dataset into a task file (``tasks/swebench-verified.json``),
+or with ``--pro`` rows of SWE-bench Pro (public) into ``tasks/swebench-pro.json``.
 
 The rows are an export of the dataset made where Hugging Face is reachable (docs/benchmark.md,
 "SWE-bench Verified"): a JSON list, JSON lines, or a parquet file (which needs pyarrow), each row
@@ -7,6 +8,10 @@ with the dataset's own fields: instance_id, repo, base_commit, problem_statement
 FAIL_TO_PASS, PASS_TO_PASS, patch, test_patch, environment_setup_commit (created_at is kept when
 present; other fields are not). The task file's schema is nginx_eval/run/swebench.py's; it loads as
 a benchmark before it is written, atomically.
+
+A Pro row has the Pro dataset's fields instead (nginx_eval/run/swebench_pro.py: repo_language,
+fail_to_pass, pass_to_pass, before_repo_set_cmd, selected_test_files_to_run, requirements,
+interface, ...); a CSV export (the form the Pro harness reads) is read too.
 
 FAIL_TO_PASS and PASS_TO_PASS may be JSON text (as the Hugging Face export has them) or real
 lists (as pyarrow and the datasets library write parquet list columns).
@@ -23,9 +28,12 @@ Usage:
     python scripts/import_swebench.py --rows verified.jsonl [--out tasks/swebench-verified.json]
         [--dataset-name SWE-bench/SWE-bench_Verified] [--split test] [--instances ID,ID]
         [--limit N] [--skip-bad]
+    python scripts/import_swebench.py --pro --rows pro.jsonl [--out tasks/swebench-pro.json]
+        [--languages python,go] [--limit N] ...
 """
 
 import argparse
+import csv
 import datetime
 import json
 import sys
@@ -36,10 +44,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nginx_eval.core import jsonio  # noqa: E402
 from nginx_eval.core.errors import UserError  # noqa: E402
+from nginx_eval.run import swebench_pro  # noqa: E402
 from nginx_eval.run.benchmark import load_benchmark, next_version  # noqa: E402
 from nginx_eval.run.swebench import DEFAULT_DATASET, SWEBENCH, check_row  # noqa: E402
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tasks" / "swebench-verified.json"
+TASKS = Path(__file__).resolve().parent.parent / "tasks"
+DEFAULT_OUT = TASKS / "swebench-verified.json"
+PRO_OUT = TASKS / "swebench-pro.json"
 
 
 def read_rows(path: Path) -> list[tuple[str, object]]:
@@ -60,6 +71,14 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
         except (OSError, pyarrow.ArrowException) as e:
             raise UserError(f"cannot read as parquet: {e}", file=path) from None
         return [(f"row {n}", row) for n, row in enumerate(rows, 1)]
+    if path.suffix == ".csv":
+        try:
+            with open(path, encoding="utf-8", newline="") as f:
+                # Cells hold whole patches: no field size limit of csv's own.
+                csv.field_size_limit(sys.maxsize)
+                return [(f"row {n}", row) for n, row in enumerate(csv.DictReader(f), 1)]
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            raise UserError(f"cannot read as CSV: {e}", file=path) from None
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -86,10 +105,14 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
     return out
 
 
-def convert(rows: list, path: Path, instances=None, limit=None) -> tuple[list, list]:
+def convert(
+    rows: list, path: Path, instances=None, limit=None, check=check_row, languages=()
+) -> tuple[list, list]:
     """(task file rows, one line per bad row) of the export's rows ([(where, row)] of
     read_rows), in their order. A row whose instance_id an earlier row has is bad (the task
-    file holds each task once): the first one is kept."""
+    file holds each task once): the first one is kept. check: the row check of the dataset
+    (Verified's, or swebench_pro.check_row); languages: the Pro rows' repo_language to keep
+    (all when empty)."""
     good, bad = [], []
     wanted = set(instances or ())
     first: dict[str, str] = {}  # instance_id: where its first row is
@@ -97,9 +120,11 @@ def convert(rows: list, path: Path, instances=None, limit=None) -> tuple[list, l
         if wanted and not (isinstance(raw, dict) and raw.get("instance_id") in wanted):
             continue
         try:
-            row = check_row(raw, {"file": path, "item": where})
+            row = check(raw, {"file": path, "item": where})
         except UserError as e:
             bad.append(str(e))
+            continue
+        if languages and row.get("repo_language") not in languages:
             continue
         iid = row["instance_id"]
         if iid in first:
@@ -122,7 +147,7 @@ def convert(rows: list, path: Path, instances=None, limit=None) -> tuple[list, l
     return (good[:limit] if limit else good), bad
 
 
-def changelog_entry(old: dict | None, tasks: list) -> tuple[str, list]:
+def changelog_entry(old: dict | None, tasks: list, name: str = "SWE-bench") -> tuple[str, list]:
     """(version, changelog) of the new file: 1.0 for a new one, else the next version with an
     entry saying what changed."""
     today = datetime.date.today().isoformat()
@@ -132,7 +157,7 @@ def changelog_entry(old: dict | None, tasks: list) -> tuple[str, list]:
                 "version": "1.0",
                 "date": today,
                 "tasks": len(tasks),
-                "changes": f"imported {len(tasks)} rows of SWE-bench",
+                "changes": f"imported {len(tasks)} rows of {name}",
             }
         ]
     before = {t["instance_id"]: t for t in old.get("tasks", [])}
@@ -151,18 +176,23 @@ def changelog_entry(old: dict | None, tasks: list) -> tuple[str, list]:
         "version": version,
         "date": today,
         "tasks": len(tasks),
-        "changes": "re-imported from SWE-bench: " + ", ".join(words),
+        "changes": f"re-imported from {name}: " + ", ".join(words),
     }
     return version, [entry] + list(old["changelog"])
 
 
 def task_file(tasks: list, dataset: dict, old: dict | None, name: str) -> dict:
-    version, changelog = changelog_entry(old, tasks)
+    pro = swebench_pro.is_pro(dataset)
+    version, changelog = changelog_entry(old, tasks, "SWE-bench Pro" if pro else "SWE-bench")
     return {
         "name": name,
         "kind": SWEBENCH,
         "description": (old or {}).get("description")
-        or "SWE-bench Verified tasks (scripts/import_swebench.py)",
+        or (
+            "SWE-bench Pro (public) tasks (scripts/import_swebench.py --pro)"
+            if pro
+            else "SWE-bench Verified tasks (scripts/import_swebench.py)"
+        ),
         "dataset": dataset,
         "version": version,
         "changelog": changelog,
@@ -190,13 +220,18 @@ def write_checked(out: Path, data: dict) -> None:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", required=True, type=Path, help="the dataset export")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--pro", action="store_true", help="rows of SWE-bench Pro (public)")
+    p.add_argument("--out", type=Path, default=None, help=f"default {DEFAULT_OUT} ({PRO_OUT})")
     p.add_argument(
         "--dataset-name",
-        default=DEFAULT_DATASET["name"],
-        help="what the official harness is given as --dataset_name",
+        default=None,
+        help=f"what the official harness is given as --dataset_name (default "
+        f"{DEFAULT_DATASET['name']}; {swebench_pro.DATASET['name']})",
     )
     p.add_argument("--split", default=DEFAULT_DATASET["split"])
+    p.add_argument(
+        "--languages", default="", help="Pro: comma-separated repo_language values to keep"
+    )
     p.add_argument("--instances", default="", help="comma-separated instance ids")
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--skip-bad", action="store_true", help="write the good rows anyway")
@@ -205,7 +240,14 @@ def parse_args(argv=None):
 
 def run(args) -> int:
     instances = [i.strip() for i in args.instances.split(",") if i.strip()]
-    tasks, bad = convert(read_rows(args.rows), args.rows, instances, args.limit)
+    languages = {w.strip() for w in args.languages.split(",") if w.strip()}
+    args.out = args.out or (PRO_OUT if args.pro else DEFAULT_OUT)
+    dataset = dict(swebench_pro.DATASET) if args.pro else dict(DEFAULT_DATASET)
+    dataset.update(split=args.split)
+    if args.dataset_name:
+        dataset.update(name=args.dataset_name)
+    check = swebench_pro.check_row if args.pro else check_row
+    tasks, bad = convert(read_rows(args.rows), args.rows, instances, args.limit, check, languages)
     for line in bad:
         print(f"import_swebench: {line}", file=sys.stderr)
     if bad and not args.skip_bad:
@@ -216,7 +258,7 @@ def run(args) -> int:
         )
         return 1
     old = jsonio.read_json(args.out) if args.out.exists() else None
-    data = task_file(tasks, {"name": args.dataset_name, "split": args.split}, old, args.out.stem)
+    data = task_file(tasks, dataset, old, args.out.stem)
     write_checked(args.out, data)
     print(f"import_swebench: {len(tasks)} task(s) in {args.out} (version {data['version']})")
     return 1 if bad else 0

@@ -20,9 +20,11 @@ importable, else field for field as swebench 5.0.2's reporting.py writes them
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from time import time_ns
 
 import pytest
 from fixture_repos import commit, git, write
@@ -317,3 +319,128 @@ def swebench_importable():
         return True
     except ImportError:
         return False
+
+
+# -- SWE-bench Pro: the same bug as a Pro row, and its harness's evaluation without Docker ---------
+# The real rows of SWE-bench Pro (public) are not in shared/data: SWEBENCH_PRO_ROWS names an export
+# of them (docs/benchmark.md#swe-bench-pro: 100 real rows from a public mirror).
+PRO_ROWS = Path(os.environ.get("SWEBENCH_PRO_ROWS") or "/nonexistent/swebench-pro.jsonl")
+needs_pro_rows = pytest.mark.skipif(
+    not PRO_ROWS.is_file(),
+    reason="no rows of SWE-bench Pro: set SWEBENCH_PRO_ROWS to an export of them "
+    "(docs/benchmark.md#swe-bench-pro says where the public rows are)",
+)
+PRO_IID = "instance_acme__pycalc-" + "0" * 40 + "-vnan"
+PRO_LINE = re.compile(r"^(tests/\S+)\s+(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)")
+
+
+def add_pro_tests_commit(mirror, commits):
+    """The fix with its tests, a commit no branch holds (a Pro row's before_repo_set_cmd checks
+    the task's test files out of its fix commit)."""
+    write(mirror / "tests" / "test_calc.py", TEST_ADD)
+    git(mirror, "add", "tests/test_calc.py")
+    tree = git(mirror, "write-tree").strip()
+    sha = git(mirror, "commit-tree", tree, "-p", commits["p_fix"], "-m", "Fix add, with tests")
+    git(mirror, "reset", "-q", "--hard")
+    return sha.strip()
+
+
+def pro_row(commits, tests_commit):
+    """The task's row as the SWE-bench Pro export has it (lists as Python literals, as most of
+    the real rows have them)."""
+    base = commits["p_base"]
+    return {
+        "repo": "acme/pycalc",
+        "instance_id": PRO_IID,
+        "base_commit": base,
+        "patch": commits["gold"],
+        "test_patch": commits["test_patch"],
+        "problem_statement": STATEMENT,
+        "requirements": "- `add(a, b)` must return the sum of `a` and `b`.",
+        "interface": "No new interfaces are introduced.",
+        "repo_language": "python",
+        "fail_to_pass": "['tests/test_calc.py::test_add']",
+        "pass_to_pass": '["tests/test_calc.py::test_mul"]',
+        "issue_specificity": '["minor_bug"]',
+        "issue_categories": '["back_end_knowledge"]',
+        "before_repo_set_cmd": f"git reset --hard {base}\ngit clean -fd \ngit checkout {base} \n"
+        f"git checkout {tests_commit} -- tests/test_calc.py",
+        "selected_test_files_to_run": '["tests/test_calc.py"]',
+        "dockerhub_tag": "acme.pycalc-acme__pycalc-" + "0" * 40,
+    }
+
+
+def add_swebench_pro(project, commits):
+    """tasks/swebench-pro.json of the fixture project, imported from an export of pro_row;
+    the row."""
+    row = pro_row(commits, add_pro_tests_commit(project.mirrors / "acme+pycalc", commits))
+    rows = project.base / "pro.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).parent.parent / "scripts" / "import_swebench.py"),
+            "--pro",
+            "--rows",
+            str(rows),
+            "--out",
+            str(project.root / "tasks" / "swebench-pro.json"),
+        ],
+        check=True,
+        capture_output=True,
+        env=project.env,
+    )
+    return row
+
+
+def grade_pro_locally(samples_path, patches_path, output_dir, mirror, work, errors=()):
+    """Evaluate patches.json as swe_bench_pro_eval.py does (its entry script: reset to the base,
+    `git apply` the patch, the last line of before_repo_set_cmd, the selected test files run, the
+    output parsed as its Python parser.py does: `tests/...  PASSED` lines of pytest -v), without
+    Docker: `<output_dir>/<id>/<prefix>_output.json` and eval_results.json ({id: every
+    fail_to_pass and pass_to_pass test passed}). `errors`: ids whose run yields no output (the
+    harness's None). The eval_results.json path."""
+    output_dir, work = Path(output_dir), Path(work)
+    samples = {
+        s["instance_id"]: s for s in map(json.loads, Path(samples_path).read_text().splitlines())
+    }
+    results = {}
+    for entry in json.loads(Path(patches_path).read_text()):
+        iid, sample = entry["instance_id"], samples[entry["instance_id"]]
+        if iid in errors:
+            results[iid] = False
+            continue
+        tree = work / f"tree-{iid}-{time_ns()}"
+        subprocess.run(["git", "clone", "-q", str(mirror), str(tree)], check=True)
+        subprocess.run(["git", "-C", str(tree), "reset", "-q", "--hard", sample["base_commit"]])
+        subprocess.run(
+            ["git", "-C", str(tree), "apply", "-v", "-"],
+            input=entry["patch"].encode(),
+            capture_output=True,
+        )
+        last = sample["before_repo_set_cmd"].strip().split("\n")[-1]
+        subprocess.run(["bash", "-c", last], cwd=tree, check=True, capture_output=True)
+        files = json.loads(sample["selected_test_files_to_run"])
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *files],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+        )
+        tests = []
+        for line in run.stdout.splitlines():
+            m = PRO_LINE.match(line)
+            if m:
+                status = {"XFAIL": "PASSED", "XPASS": "FAILED"}.get(m.group(2), m.group(2))
+                tests.append({"name": m.group(1), "status": status})
+        (output_dir / iid).mkdir(parents=True, exist_ok=True)
+        (output_dir / iid / f"{entry['prefix']}_output.json").write_text(
+            json.dumps({"tests": tests})
+        )
+        passed = {t["name"] for t in tests if t["status"] == "PASSED"}
+        wanted = set(json.loads(sample["fail_to_pass"])) | set(json.loads(sample["pass_to_pass"]))
+        results[iid] = wanted <= passed
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "eval_results.json").write_text(json.dumps(results))
+    return output_dir / "eval_results.json"

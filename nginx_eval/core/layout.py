@@ -236,6 +236,14 @@ class Layout:
     def predictions_jsonl(self, mode: str) -> Path:
         return self.mode_dir(mode) / "predictions.jsonl"
 
+    def pro_patches_json(self, mode: str) -> Path:
+        """A SWE-bench Pro mode's patches in its harness's --patch_path format (swebench/pro.py)."""
+        return self.mode_dir(mode) / "patches.json"
+
+    def pro_samples_jsonl(self, mode: str) -> Path:
+        """A SWE-bench Pro mode's tasks as its harness's --raw_sample_path (swebench/pro.py)."""
+        return self.mode_dir(mode) / "samples.jsonl"
+
     @property
     def evaluation_dir(self) -> Path:
         """The official SWE-bench harness's run reports of the run's modes (swebench/harness.py):

@@ -28,7 +28,11 @@ from ..run.benchmark import AnyTask, Benchmark, version_key
 from ..run.modes import Mode
 from ..run.record import modes_on_disk
 from ..run.swebench import SWEBENCH
+from ..run.swebench_pro import is_pro
 from ..swebench.harness import WORKERS_NOTE, command_line
+from ..swebench.pro import HARNESS_COMMIT as PRO_COMMIT
+from ..swebench.pro import HARNESS_REPO as PRO_REPO
+from ..swebench.pro import WORKERS_NOTE as PRO_WORKERS_NOTE
 from ..swebench.stage import command_for
 from . import stats
 from .arms import breakdowns, compare_arms, make_arms, power_summary
@@ -278,7 +282,7 @@ def collect(
             + (evaluation.warnings if evaluation else [])
             + _warnings(mode_data, rows, validation, task_ids)
         ),
-        "swebench": swebench_facts(layout, evaluation),
+        "swebench": swebench_facts(layout, evaluation, bench),
         "workflow": workflow_facts(rows, names),
         "process": process_facts(rows, names, read_processes(layout, rows)),
         "cross": None,
@@ -336,14 +340,20 @@ def graded_rows(
     return [n for n in names if n in rows], rows, list(evaluation.warnings if evaluation else [])
 
 
-def swebench_facts(layout: Layout, evaluation: Evaluation | None) -> dict[str, Any] | None:
-    """What the report says of a SWE-bench run's grading (report-benchmarks.md.j2), or None."""
+def swebench_facts(
+    layout: Layout, evaluation: Evaluation | None, bench: Benchmark | None = None
+) -> dict[str, Any] | None:
+    """What the report says of a SWE-bench run's grading (report-benchmarks.md.j2), or None;
+    "pro": graded by the SWE-bench Pro harness (swebench/pro.py)."""
     if evaluation is None:
         return None
+    pro = bench is not None and is_pro(bench.dataset)
     return {
         "evaluation_dir": os.path.relpath(layout.evaluation_dir, layout.run_dir),
         "modes": evaluation.modes,
-        "workers_note": WORKERS_NOTE,
+        "workers_note": PRO_WORKERS_NOTE if pro else WORKERS_NOTE,
+        "pro": pro,
+        "harness_repo": f"{PRO_REPO} at {PRO_COMMIT[:7]}",
     }
 
 

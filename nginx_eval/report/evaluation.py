@@ -24,12 +24,14 @@ in no rate, as a task without a result).
 """
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..core.layout import Layout
 from ..core.outcomes import EVAL_ERROR, NOT_SCORED, outcome
 from ..run.benchmark import Benchmark
-from ..swebench import harness
+from ..run.swebench_pro import is_pro
+from ..swebench import harness, pro
 
 # The outcomes a scored SWE-bench row can have (the report's columns for such a run): the
 # harness's verdict, or the agent's timeout or failure when it did not resolve the task.
@@ -70,6 +72,11 @@ _NOT_GRADED = (
 )
 
 
+def _file(path: Path) -> str:
+    """A report's name in a warning: a Pro grading's eval_results.json with its folder."""
+    return f"{path.parent.name}/{path.name}" if path.name == pro.RESULTS else path.name
+
+
 def _shown(ids: list[str], most: int = 5) -> str:
     return ", ".join(ids[:most]) + (", ..." if len(ids) > most else "")
 
@@ -85,6 +92,9 @@ def _grade_mode(
     """(rows with verdicts | None when not graded, MODE, warnings) of one mode."""
     path = layout.predictions_jsonl(mode)
     model = harness.predictions_model(path)
+    if is_pro(bench.dataset):  # graded by the Pro harness (swebench/pro.py): its patches.json
+        path = layout.pro_patches_json(mode)
+        model = pro.prefix(layout.run, mode) if path.exists() else None
     info: dict[str, Any] = {
         "mode": mode,
         "model_name_or_path": model,
@@ -98,22 +108,24 @@ def _grade_mode(
     }
     if model is None:
         return None, info, []
-    found, reports, unusable = harness.usable_reports(
-        harness.reports_of(layout.evaluation_dir, model)
+    found, reports, unusable = (
+        pro.usable_results(layout.evaluation_dir, layout.run, mode)
+        if is_pro(bench.dataset)
+        else harness.usable_reports(harness.reports_of(layout.evaluation_dir, model))
     )
     chosen, stale, several = harness.choose_report(
         found, harness.predictions_digest(path), path.stat().st_mtime
     )
-    said = [f"mode {mode}: {p.name} is not used: {why}" for p, why in unusable]
+    said = [f"mode {mode}: {_file(p)} is not used: {why}" for p, why in unusable]
     said += [
-        f"mode {mode}: {p.name} is not used: {why}; grade the current predictions "
+        f"mode {mode}: {_file(p)} is not used: {why}; grade the current predictions "
         f"again (the command is in the SWE-bench section)"
         for p, why in stale
     ]
     if several:
         said.append(
             f"mode {mode}: {len(several)} reports grade its current predictions "
-            f"({', '.join(p.name for p in several)}); none is used: remove all but one "
+            f"({', '.join(_file(p) for p in several)}); none is used: remove all but one "
             f"from {layout.evaluation_dir}"
         )
     if chosen is None:
@@ -123,14 +135,14 @@ def _grade_mode(
     report = reports[chosen]
     verdicts = harness.verdicts(report)
     info.update(
-        report=chosen.name,
+        report=_file(chosen),
         command=None,
         not_in_tasks=sorted(harness.report_ids(report) - known),
         infra_failure_ids=sorted(set(report.get("infra_failure_ids") or []) & known),
     )
     if info["not_in_tasks"]:
         said.append(
-            f"mode {mode}: {chosen.name} names {len(info['not_in_tasks'])} instance(s) "
+            f"mode {mode}: {_file(chosen)} names {len(info['not_in_tasks'])} instance(s) "
             f"that are not tasks of {bench.path.name}: {_shown(info['not_in_tasks'])}; "
             f"not scored"
         )
@@ -146,7 +158,7 @@ def _grade_mode(
         )
     if info["no_verdict"]:
         said.append(
-            f"mode {mode}: {chosen.name} has no verdict for "
+            f"mode {mode}: {_file(chosen)} has no verdict for "
             f"{len(info['no_verdict'])} of its predictions "
             f"({_shown(info['no_verdict'])}): counted as missing (no result, in no rate)"
         )

@@ -37,7 +37,7 @@ from typing import Any
 from ..core import inputs
 from ..core.errors import UserError
 from ..core.gitcmd import gold_diff
-from . import swebench
+from . import swebench, swebench_pro
 from .swebench import NGINX, SWEBENCH
 
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -175,7 +175,8 @@ class Benchmark:
     version: str | None = None  # "MAJOR.MINOR", None for an unversioned file
     changelog: tuple[dict[str, Any], ...] = ()  # its entries, newest first
     kind: str = NGINX  # "nginx", or "swebench" (run/swebench.py)
-    # A SWE-bench benchmark's dataset, {"name", "split"}; None for nginx.
+    # A SWE-bench benchmark's dataset, {"name", "split"} (and "harness" for SWE-bench Pro,
+    # run/swebench_pro.py); None for nginx.
     dataset: dict[str, str] | None = field(default=None, compare=False, hash=False)
 
     def refuse_candidates(self, target: str) -> None:
@@ -734,10 +735,10 @@ def _unique_tasks(path: Path, parsed: "Iterable[AnyTask]") -> "list[AnyTask]":
 def _swebench_benchmark(
     name: str, path: Path, text: str, data: Any, raw_tasks: list[Any]
 ) -> "Benchmark":
-    """A task file of SWE-bench rows (run/swebench.py)."""
-    tasks = _unique_tasks(
-        path, (swebench.parse_task(raw, path, i) for i, raw in enumerate(raw_tasks))
-    )
+    """A task file of SWE-bench rows (run/swebench.py; SWE-bench Pro's: run/swebench_pro.py)."""
+    dataset = swebench.dataset_of(data, path)
+    parse = swebench_pro.parse_task if swebench_pro.is_pro(dataset) else swebench.parse_task
+    tasks = _unique_tasks(path, (parse(raw, path, i) for i, raw in enumerate(raw_tasks)))
     version, changelog = _check_version(data, path, len(tasks))
     return Benchmark(
         name=name,
@@ -747,7 +748,7 @@ def _swebench_benchmark(
         version=version,
         changelog=changelog,
         kind=SWEBENCH,
-        dataset=swebench.dataset_of(data, path),
+        dataset=dataset,
     )
 
 

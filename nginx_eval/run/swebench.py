@@ -74,6 +74,11 @@ class SweTask:
     test_patch: str = field(repr=False)  # the harness's: never the agent's
     environment_setup_commit: str = ""
     created_at: str = ""
+    # A SWE-bench Pro row's (run/swebench_pro.py): what its harness's raw samples hold.
+    language: str = ""
+    before_repo_set_cmd: str = field(default="", repr=False)
+    selected_test_files: tuple = field(default=(), repr=False)
+    dockerhub_tag: str = ""
 
     kind = SWEBENCH
     templates = TEMPLATES
@@ -187,14 +192,21 @@ def parse_task(raw: dict, path: Path, index: int) -> SweTask:
 
 
 def dataset_of(data: dict, path: Path) -> dict:
-    """The file's "dataset" ({"name", "split"}: what the official harness grades against)."""
+    """The file's "dataset" ({"name", "split"}: what the official harness grades against; and
+    "harness": "swe-bench-pro" for a SWE-bench Pro file, run/swebench_pro.py)."""
     dataset = data.get("dataset", DEFAULT_DATASET)
     if (
         not isinstance(dataset, dict)
-        or set(dataset) != {"name", "split"}
+        or not {"name", "split"} <= set(dataset) <= {"name", "split", "harness"}
         or not all(isinstance(v, str) and v for v in dataset.values())
+        or dataset.get("harness", "swe-bench-pro") != "swe-bench-pro"
     ):
-        raise UserError('must be {"name": <dataset>, "split": <split>}', file=path, field="dataset")
+        raise UserError(
+            'must be {"name": <dataset>, "split": <split>} (and "harness": "swe-bench-pro" '
+            "for SWE-bench Pro)",
+            file=path,
+            field="dataset",
+        )
     return dict(dataset)
 
 

@@ -41,7 +41,8 @@ from ..results.stage import model_name, prediction, unit_fields
 from ..run.benchmark import AnyTask, Benchmark
 from ..run.modes import Mode
 from ..run.swebench import SweTask
-from . import harness
+from ..run.swebench_pro import is_pro
+from . import harness, pro
 
 if TYPE_CHECKING:
     from ..run.context import StageContext
@@ -106,9 +107,16 @@ def command_for(
     python: str = "python",
     workers: int = harness.PRINTED_WORKERS,
 ) -> list[str]:
-    """The command that grades the predictions of mode `mode` as they are now (harness.py).
-    workers: --max_workers; printed for another machine, the harness's own default (this
-    machine's cores say nothing of the grading machine's)."""
+    """The command that grades the predictions of mode `mode` as they are now (harness.py; for
+    SWE-bench Pro, its patches.json: pro.py). workers: --max_workers; printed for another
+    machine, the harness's own default (this machine's cores say nothing of the grading
+    machine's)."""
+    if is_pro(bench.dataset):
+        patches = layout.pro_patches_json(mode)
+        out = pro.output_name(layout.run, mode, harness.predictions_digest(patches))
+        return pro.grading_command(
+            layout.pro_samples_jsonl(mode), patches, layout.evaluation_dir / out, python=python
+        )
     path = layout.predictions_jsonl(mode)
     rid = harness.run_id(layout.run, mode, harness.predictions_digest(path))
     assert bench.dataset is not None  # a SWE-bench benchmark names its dataset (benchmark.py)
@@ -131,16 +139,49 @@ def write_summary(layout: Layout, mode: Mode, bench: Benchmark) -> None:
         raise RuntimeError(f"predictions of {mode.name} the harness would refuse: {problems[0]}")
     jsonio.write_jsonl(layout.results_jsonl(mode.name), rows)
     path = layout.predictions_jsonl(mode.name)
-    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in preds)
-    # Rewritten only when it changes: a report of the official harness is current for the
-    # predictions it graded (harness.choose_report).
-    if not path.exists() or path.read_text(encoding="utf-8") != text:
-        jsonio.write_text(path, text)
+    _write_if_changed(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in preds))
+    if is_pro(bench.dataset):
+        write_pro_files(layout, mode, bench, preds)
+        say_to_the_run(
+            f"{bench.name}:{mode.name}: {len(preds)} patch(es) in "
+            f"{layout.pro_patches_json(mode.name)}; grade them where Docker or Modal is, in a "
+            f"checkout of {pro.HARNESS_REPO} (commit {pro.HARNESS_COMMIT[:7]}): "
+            f"{harness.command_line(command_for(layout, bench, mode.name))} "
+            f"({pro.WORKERS_NOTE})"
+        )
+        return
     say_to_the_run(
         f"{bench.name}:{mode.name}: {len(preds)} prediction(s) in {path}; grade "
         f"them where Docker is: "
         f"{harness.command_line(command_for(layout, bench, mode.name))} "
         f"({harness.WORKERS_NOTE})"
+    )
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Rewritten only when it changes: a report of the official harness is current for the
+    predictions it graded (harness.choose_report)."""
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        jsonio.write_text(path, text)
+
+
+def write_pro_files(layout: Layout, mode: Mode, bench: Benchmark, preds: list[dict]) -> None:
+    """patches.json and samples.jsonl of a SWE-bench Pro mode (pro.py), from its predictions."""
+    tag = pro.prefix(layout.run, mode.name)
+    patches = [
+        {"instance_id": p["instance_id"], "patch": p["model_patch"], "prefix": tag} for p in preds
+    ]
+    problems = pro.patch_problems(patches)
+    if problems:  # our own rows: a bug here, not the user's
+        raise RuntimeError(f"patches of {mode.name} the Pro harness would refuse: {problems[0]}")
+    ids = {p["instance_id"] for p in preds}
+    samples = [
+        pro.sample(t) for t in bench.tasks if isinstance(t, SweTask) and t.instance_id in ids
+    ]
+    _write_if_changed(layout.pro_patches_json(mode.name), json.dumps(patches, indent=1) + "\n")
+    _write_if_changed(
+        layout.pro_samples_jsonl(mode.name),
+        "".join(json.dumps(s, sort_keys=True) + "\n" for s in samples),
     )
 
 
@@ -165,7 +206,15 @@ def results_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
             "targets": [
                 str(ctx.layout.results_jsonl(mode.name)),
                 str(ctx.layout.predictions_jsonl(mode.name)),
-            ],
+            ]
+            + (
+                [
+                    str(ctx.layout.pro_patches_json(mode.name)),
+                    str(ctx.layout.pro_samples_jsonl(mode.name)),
+                ]
+                if is_pro(bench.dataset)
+                else []
+            ),
             "uptodate": [
                 config_changed(
                     {
@@ -243,9 +292,10 @@ def grade_modes(layout: Layout, bench: Benchmark, modes: list) -> None:
 
 
 def grade_task(ctx: "StageContext") -> Iterator[TaskDict]:
-    """``<bench>:grade``, only where grading_problem() is None."""
+    """``<bench>:grade``, only where grading_problem() is None; none for SWE-bench Pro, whose
+    harness runs in a checkout of its own repository (its printed command)."""
     modes = [m for m in ctx.group_mode_list()]
-    if grading_problem() is not None:
+    if is_pro(ctx.benchmark.dataset) or grading_problem() is not None:
         return
     yield {
         "basename": ctx.benchmark.name,

@@ -1,0 +1,158 @@
+"""SWE-bench Pro (public) task files: rows of ScaleAI/SWE-bench_Pro beside SWE-bench Verified's.
+
+A Pro task file is a SWE-bench task file (run/swebench.py, ``"kind": "swebench"``) whose
+``dataset`` names the Pro harness::
+
+    "dataset": {"name": "ScaleAI/SWE-bench_Pro", "split": "test", "harness": "swe-bench-pro"}
+
+and whose rows keep the Pro dataset's own field names (scripts/import_swebench.py --pro makes it
+from an export of the dataset)::
+
+    instance_id, repo ("owner/name"), base_commit (40 hex), problem_statement, requirements,
+    interface, repo_language (python | go | js | ts), fail_to_pass, pass_to_pass (lists of test
+    names; the dataset's text, JSON or a Python list literal as the harness's eval() reads it,
+    is accepted), patch (gold), test_patch, before_repo_set_cmd (shell lines; the harness runs
+    the last), selected_test_files_to_run (list, as the test lists);
+    optional: dockerhub_tag (the task's image tag in jefzda/sweap-images), issue_specificity,
+    issue_categories (kept as the dataset's text)
+
+The agent is told what the official SWE-agent scaffold tells it (the harness's
+helper_code/create_problem_statement.py): the problem statement, then "Requirements:" and "New
+interfaces introduced:". Everything else of the row is the grader's: the sandbox hides the file.
+Grading is the Pro harness's (swebench/pro.py).
+"""
+
+import ast
+import json
+from pathlib import Path
+
+from ..core.errors import UserError
+from .swebench import HEX40, INSTANCE_ID, REPO, SweTask
+
+HARNESS = "swe-bench-pro"  # dataset["harness"] of a Pro task file
+DATASET = {"name": "ScaleAI/SWE-bench_Pro", "split": "test", "harness": HARNESS}
+LANGUAGES = ("python", "go", "js", "ts")
+LISTS = ("fail_to_pass", "pass_to_pass", "selected_test_files_to_run")
+REQUIRED = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "requirements",
+    "interface",
+    "repo_language",
+    "patch",
+    "test_patch",
+    "before_repo_set_cmd",
+) + LISTS
+OPTIONAL = ("dockerhub_tag", "issue_specificity", "issue_categories")
+
+
+def is_pro(dataset: dict | None) -> bool:
+    """Whether a benchmark's dataset (Benchmark.dataset) is graded by the Pro harness."""
+    return bool(dataset) and dataset.get("harness") == HARNESS  # type: ignore[union-attr]
+
+
+def _list(raw: dict, name: str, where: dict) -> list[str]:
+    """A list field: a list, or its text as the dataset stores it (the harness eval()s it; a
+    Python literal is read with ast.literal_eval, which runs nothing)."""
+    value = raw[name]
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            try:
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                raise UserError(
+                    "must be a list of strings (or its JSON or Python text)", **where, field=name
+                ) from None
+    elif not isinstance(value, (list, tuple)) and callable(getattr(value, "tolist", None)):
+        value = value.tolist()  # a parquet list column read by pandas
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise UserError(
+            f"must be a list of strings, got {type(value).__name__}", **where, field=name
+        )
+    return list(value)
+
+
+def check_row(raw: object, where: dict) -> dict:
+    """A Pro dataset row reduced to the task file's fields (REQUIRED, OPTIONAL present), the
+    lists as lists; UserError naming `where` (file, row), the task and the field at fault."""
+    if not isinstance(raw, dict):
+        raise UserError("must be a JSON object", **where)
+    iid = raw.get("instance_id")
+    if isinstance(iid, str) and iid:
+        where = dict(where, task=iid)
+    for name in REQUIRED:
+        if name not in raw or raw[name] is None:
+            raise UserError("is missing", **where, field=name)
+        if name not in LISTS and not isinstance(raw[name], str):
+            raise UserError(
+                f"must be a string, got {type(raw[name]).__name__}", **where, field=name
+            )
+    if not INSTANCE_ID.match(str(iid)):
+        raise UserError("must match [A-Za-z0-9_.-]+", **where, field="instance_id")
+    if not REPO.match(raw["repo"]):
+        raise UserError(f"must be owner/name, got {raw['repo']!r}", **where, field="repo")
+    if not HEX40.match(raw["base_commit"]):
+        raise UserError(
+            f"must be a full 40-hex commit hash, got {raw['base_commit']!r}",
+            **where,
+            field="base_commit",
+        )
+    if raw["repo_language"] not in LANGUAGES:
+        raise UserError(
+            f"must be one of {', '.join(LANGUAGES)}, got {raw['repo_language']!r}",
+            **where,
+            field="repo_language",
+        )
+    for name in ("problem_statement", "patch", "before_repo_set_cmd"):
+        if not raw[name].strip():
+            raise UserError("must not be empty", **where, field=name)
+    row = {name: raw[name] for name in REQUIRED}
+    row.update({name: _list(raw, name, where) for name in LISTS})
+    for name in ("fail_to_pass", "selected_test_files_to_run"):
+        if not row[name]:
+            raise UserError("must name at least one test", **where, field=name)
+    for name in OPTIONAL:
+        if raw.get(name) is not None:
+            if not isinstance(raw[name], str):
+                raise UserError(
+                    f"must be a string, got {type(raw[name]).__name__}", **where, field=name
+                )
+            row[name] = raw[name]
+    return row
+
+
+def statement(row: dict) -> str:
+    """What the agent is given: the official scaffold's problem statement of a row."""
+    return (
+        f"{row['problem_statement']}\n\nRequirements:\n{row['requirements']}\n\n"
+        f"New interfaces introduced:\n{row['interface']}"
+    )
+
+
+def parse_task(raw: dict, path: Path, index: int) -> SweTask:
+    """The SweTask of entry `index` of a Pro task file; UserError naming file, task and field."""
+    row = check_row(raw, {"file": path, "task": f"#{index}"})
+    unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
+    if unknown:
+        raise UserError(
+            f"unknown field(s) {', '.join(sorted(unknown))}", file=path, task=row["instance_id"]
+        )
+    return SweTask(
+        instance_id=row["instance_id"],
+        repo=row["repo"],
+        base_commit=row["base_commit"],
+        problem_statement=statement(row),
+        version=row["repo_language"],
+        fail_to_pass=tuple(row["fail_to_pass"]),
+        pass_to_pass=tuple(row["pass_to_pass"]),
+        patch=row["patch"],
+        test_patch=row["test_patch"],
+        language=row["repo_language"],
+        before_repo_set_cmd=row["before_repo_set_cmd"],
+        selected_test_files=tuple(row["selected_test_files_to_run"]),
+        dockerhub_tag=row.get("dockerhub_tag", ""),
+    )

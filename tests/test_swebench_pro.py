@@ -1,0 +1,244 @@
+"""SWE-bench Pro (public) beside SWE-bench Verified (issue 52, item 3): the importer on real rows
+(where SWEBENCH_PRO_ROWS names an export of them) and on bad ones, the files and command of the
+Pro harness, its results read back, and on the fixture project (tests/swebench_fixture.py's
+acme/pycalc as a Pro row) the agent stage with the stand-in agent, the harness's evaluation
+without Docker, the report and the cross-benchmark section beside nginx."""
+
+import collections
+import csv
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import swebench_fixture as sf
+from conftest import SOURCE_ROOT, section, table_row
+
+from nginx_eval.report.evaluation import evaluate
+from nginx_eval.run.benchmark import load_benchmark
+from nginx_eval.run.swebench_pro import DATASET, statement
+from nginx_eval.swebench import harness, pro
+
+IMPORT = SOURCE_ROOT / "scripts" / "import_swebench.py"
+BENCH = "swebench-pro"
+# The 100 public rows of data/swebench_pro_sample_100.jsonl (docs/benchmark.md#swe-bench-pro).
+REAL_SHA256 = "945f20ade30e555b3d0d98b850e3e84f8f9e9d316bc79fe5e558b94b52a71e14"
+REAL_LANGUAGES = {"python": 42, "go": 36, "js": 17, "ts": 5}
+
+
+def run_import(rows_path, out, *extra):
+    return subprocess.run(
+        [sys.executable, str(IMPORT), "--pro", "--rows", str(rows_path), "--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def real_rows():
+    if not sf.PRO_ROWS.is_file():
+        pytest.skip(sf.needs_pro_rows.kwargs["reason"])
+    return [json.loads(line) for line in sf.PRO_ROWS.read_text().splitlines() if line.strip()]
+
+
+def test_the_real_rows_import_whole_by_language(tmp_path, real_rows):
+    """Every real row maps onto a task; the agent's statement is the official scaffold's."""
+    out = tmp_path / "swebench-pro.json"
+    done = run_import(sf.PRO_ROWS, out)
+    assert done.returncode == 0, done.stderr
+    bench = load_benchmark(out)
+    assert bench.dataset == DATASET and len(bench.tasks) == len(real_rows)
+    by_language = collections.Counter(t.language for t in bench.tasks)
+    if hashlib.sha256(sf.PRO_ROWS.read_bytes()).hexdigest() == REAL_SHA256:
+        assert by_language == REAL_LANGUAGES
+    assert set(by_language) <= {"python", "go", "js", "ts"}
+    row, task = real_rows[0], bench.tasks[0]
+    assert task.problem_statement == statement(row)
+    assert task.problem_statement.startswith(row["problem_statement"])
+    assert "\n\nNew interfaces introduced:\n" in task.problem_statement
+    assert list(task.selected_test_files) and task.before_repo_set_cmd.startswith("git reset")
+    # The same rows as the CSV the harness reads import the same; --languages keeps a part.
+    path = tmp_path / "rows.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(real_rows[0]))
+        writer.writeheader()
+        writer.writerows(real_rows)
+    again = tmp_path / "again.json"
+    assert run_import(path, again).returncode == 0
+    assert json.loads(again.read_text())["tasks"] == json.loads(out.read_text())["tasks"]
+    go = tmp_path / "go.json"
+    assert run_import(sf.PRO_ROWS, go, "--languages", "go").returncode == 0
+    assert len(load_benchmark(go).tasks) == by_language["go"]
+
+
+@pytest.mark.parametrize(
+    "field, value, said",
+    [
+        ("repo_language", "rust", "must be one of python, go, js, ts, got 'rust'"),
+        ("fail_to_pass", "[tests/x", "must be a list of strings (or its JSON or Python text)"),
+        ("fail_to_pass", "[]", "must name at least one test"),
+        ("before_repo_set_cmd", None, "is missing"),
+        ("selected_test_files_to_run", "[1]", "must be a list of strings, got list"),
+        ("base_commit", "abc", "must be a full 40-hex commit hash, got 'abc'"),
+    ],
+)
+def test_a_bad_row_is_one_line_naming_file_row_and_field(tmp_path, field, value, said):
+    """Of real rows where present, else the fixture's: one bad row is one line naming the file,
+    the row, the task and the field; nothing is written."""
+    row = (
+        json.loads(sf.PRO_ROWS.read_text().splitlines()[0])
+        if sf.PRO_ROWS.is_file()
+        else sf.pro_row({"p_base": "a" * 40, "gold": "diff", "test_patch": ""}, "b" * 40)
+    )
+    bad = dict(row, **{field: value})
+    if value is None:
+        del bad[field]
+    path = tmp_path / "pro.jsonl"
+    path.write_text(json.dumps(row) + "\n" + json.dumps(bad) + "\n")
+    out = tmp_path / "swebench-pro.json"
+    done = run_import(path, out)
+    assert done.returncode == 1 and not out.exists()
+    first = done.stderr.splitlines()[0]
+    assert first.startswith(f"import_swebench: {path}") and "line 2" in first
+    assert f"field {field}" in first or f"{field}:" in first or field in first
+    assert said in first and row["instance_id"] in first
+
+
+def test_the_harness_files_command_and_results(tmp_path):
+    """patches.json's rows, the command's words, and eval_results.json read as a report: false
+    with an output is unresolved, false without one an evaluation error."""
+    assert pro.patch_problems([{"instance_id": "a", "patch": "", "prefix": "p"}]) == []
+    assert pro.patch_problems([{"instance_id": "a", "model_patch": ""}])[0].startswith("row 1")
+    out = tmp_path / "evaluation" / "nginx-eval.r.raw.0123456789ab"
+    words = pro.grading_command(tmp_path / "s.jsonl", tmp_path / "p.json", out)
+    assert words == [
+        "python",
+        "swe_bench_pro_eval.py",
+        f"--raw_sample_path={tmp_path / 's.jsonl'}",
+        f"--patch_path={tmp_path / 'p.json'}",
+        f"--output_dir={out}",
+        "--scripts_dir=run_scripts",
+        "--num_workers=4",
+        "--dockerhub_username=jefzda",
+    ]
+    out.mkdir(parents=True)
+    (out / "eval_results.json").write_text(json.dumps({"a": True, "b": False, "c": False}))
+    (out / "b").mkdir()
+    (out / "b" / "nginx-eval.r.raw_output.json").write_text('{"tests": []}')
+    found = pro.results_of(tmp_path / "evaluation", "r", "raw")
+    assert found == [(out / "eval_results.json", out.name)]
+    assert harness.digest_of_run_id(out.name) == "0123456789ab"
+    report = pro.read_results(out / "eval_results.json")
+    assert harness.verdicts(report) == {"a": "resolved", "b": "unresolved", "c": "error"}
+    (out / "eval_results.json").write_text('{"a": "yes"}')
+    with pytest.raises(ValueError, match="not the eval_results.json of swe_bench_pro_eval.py"):
+        pro.read_results(out / "eval_results.json")
+
+
+@pytest.fixture
+def pro_project(project):
+    """The fixture project with the Pro task, the shipped modes and the stand-in agent."""
+    project.swe_commits = sf.make_pycalc(project.mirrors / "acme+pycalc")
+    project.pro = sf.add_swebench_pro(project, project.swe_commits)
+    shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
+    project.env["AGENT"] = sf.stand_in_agent(
+        project.base, project.root / "tasks" / "swebench-pro.json"
+    )
+    return project
+
+
+def test_pro_runs_to_the_harness_s_files_and_reads_back_beside_nginx(pro_project):
+    """`doit run swebench-pro:raw` with the stand-in agent: the agent gets the scaffold's
+    statement, patches.json and samples.jsonl are what swe_bench_pro_eval.py reads and the exact
+    command is printed; the harness's results (its flow, without Docker) are read by the report,
+    and cross= sets the Pro run beside an nginx run."""
+    p = pro_project
+    proc, _ = p.doit("run", f"{BENCH}:raw", f"{BENCH}:gold", "run=pro", "report=0")
+    mode = p.results / "pro" / "raw"
+    patches = json.loads((mode / "patches.json").read_text())
+    assert pro.patch_problems(patches) == []
+    assert [(e["instance_id"], e["prefix"]) for e in patches] == [
+        (sf.PRO_IID, "nginx-eval.pro.raw")
+    ]
+    assert "a + b" in patches[0]["patch"] and "__pycache__" not in patches[0]["patch"]
+    (sample,) = [json.loads(line) for line in (mode / "samples.jsonl").read_text().splitlines()]
+    assert set(sample) == set(pro.SAMPLE_FIELDS)
+    assert json.loads(sample["fail_to_pass"]) == ["tests/test_calc.py::test_add"]
+    assert sample["before_repo_set_cmd"] == p.pro["before_repo_set_cmd"]
+    digest = harness.predictions_digest(mode / "patches.json")
+    out = p.results / "pro" / "evaluation" / f"nginx-eval.pro.raw.{digest}"
+    command = harness.command_line(
+        pro.grading_command(mode / "samples.jsonl", mode / "patches.json", out)
+    )
+    assert command in proc.stdout + proc.stderr
+    agent = json.loads((mode / sf.PRO_IID / "agent.json").read_text())
+    assert agent["status"] == "completed", agent["error"]
+    prompt = (mode / sf.PRO_IID / agent["phases"][0]["prompt_file"]).read_text()
+    assert "Requirements:\n- `add(a, b)` must return the sum" in prompt
+    assert "task file hidden" in (mode / sf.PRO_IID / agent["phases"][0]["stdout"]).read_text()
+    # Graded as the harness grades (raw resolves; gold is graded with an error), read back.
+    sf.grade_pro_locally(
+        mode / "samples.jsonl", mode / "patches.json", out, p.mirrors / "acme+pycalc", p.base
+    )
+    assert json.loads((out / "eval_results.json").read_text()) == {sf.PRO_IID: True}
+    gold = p.results / "pro" / "gold"
+    gold_out = (
+        p.results
+        / "pro"
+        / "evaluation"
+        / f"nginx-eval.pro.gold.{harness.predictions_digest(gold / 'patches.json')}"
+    )
+    sf.grade_pro_locally(
+        gold / "samples.jsonl",
+        gold / "patches.json",
+        gold_out,
+        p.mirrors / "acme+pycalc",
+        p.base,
+        errors={sf.PRO_IID},
+    )
+    p.doit("run", "report", "run=pro")
+    made = json.loads((p.results / "pro" / "report.json").read_text())
+    assert made["modes"]["raw"]["resolved_ids"] == [sf.PRO_IID]
+    assert made["modes"]["gold"]["error_ids"] == [sf.PRO_IID]
+    md = (p.results / "pro" / "report.md").read_text()
+    grading = section(md, "SWE-bench grading")
+    assert "SWE-bench Pro rows" in grading and "swe_bench_pro_eval.py" in grading
+    assert table_row(grading, "`raw`")[:2] == [f"`{out.name}/eval_results.json`", "1 resolved"]
+    # One report over nginx and Pro.
+    p.doit("run", "tiny:raw", "run=ngx", "report=0")
+    p.doit("run", "report", "run=ngx", "cross=pro")
+    cross = json.loads((p.results / "ngx" / "report.json").read_text())["cross"]
+    assert [(b["benchmark"], b["kind"], b["tasks"]) for b in cross["benchmarks"]] == [
+        ("tiny", "nginx", 2),
+        (BENCH, "swebench", 1),
+    ]
+    raw = next(m for m in cross["modes"] if m["mode"] == "raw")
+    assert [(c["benchmark"], c["n"], c["rate"]) for c in raw["cells"]] == [
+        ("tiny", 2, 1.0),
+        (BENCH, 1, 1.0),
+    ]
+
+
+def test_evaluate_reads_a_pro_mode_by_its_patches_digest(tmp_path):
+    """A grading of other patches than the current ones is stale: not used, and said."""
+    from nginx_eval.core.layout import Layout
+
+    layout = Layout(tmp_path, tmp_path / "cache", tmp_path / "results", "r")
+    mode = layout.mode_dir("raw")
+    mode.mkdir(parents=True)
+    (mode / "predictions.jsonl").write_text("")
+    (mode / "patches.json").write_text('[{"instance_id": "a", "patch": "", "prefix": "x"}]\n')
+    stale = layout.evaluation_dir / "nginx-eval.r.raw.000000000000"
+    stale.mkdir(parents=True)
+    (stale / "eval_results.json").write_text('{"a": true}')
+    bench = type("B", (), {"dataset": DATASET, "tasks": (), "path": tmp_path / "t.json"})()
+    got = evaluate(layout, bench, {"raw": {"a": {"outcome": None}}}, {"raw": "cmd"})  # type: ignore[arg-type]
+    assert got.rows == {}
+    assert got.warnings == [
+        f"mode raw: {stale.name}/eval_results.json is not used: its run id {stale.name} names "
+        f"other predictions than the current ones "
+        f"({harness.predictions_digest(mode / 'patches.json')}); grade the current predictions "
+        f"again (the command is in the SWE-bench section)"
+    ]

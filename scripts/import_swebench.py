@@ -29,10 +29,11 @@ Usage:
         [--dataset-name SWE-bench/SWE-bench_Verified] [--split test] [--instances ID,ID]
         [--limit N] [--skip-bad]
     python scripts/import_swebench.py --pro --rows pro.jsonl [--out tasks/swebench-pro.json]
-        [--languages python,go] [--limit N] ...
+        [--languages python,go] [--per-language N] [--limit N] ...
 """
 
 import argparse
+import collections
 import csv
 import datetime
 import json
@@ -232,6 +233,12 @@ def parse_args(argv=None):
     p.add_argument(
         "--languages", default="", help="Pro: comma-separated repo_language values to keep"
     )
+    p.add_argument(
+        "--per-language",
+        type=int,
+        default=None,
+        help="Pro: the first N rows of each repo_language (a subset of every language)",
+    )
     p.add_argument("--instances", default="", help="comma-separated instance ids")
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--skip-bad", action="store_true", help="write the good rows anyway")
@@ -244,10 +251,16 @@ def run(args) -> int:
     args.out = args.out or (PRO_OUT if args.pro else DEFAULT_OUT)
     dataset = dict(swebench_pro.DATASET) if args.pro else dict(DEFAULT_DATASET)
     dataset.update(split=args.split)
-    if args.dataset_name:
+    if args.dataset_name is not None:
         dataset.update(name=args.dataset_name)
     check = swebench_pro.check_row if args.pro else check_row
     tasks, bad = convert(read_rows(args.rows), args.rows, instances, args.limit, check, languages)
+    if args.per_language:
+        kept: collections.Counter = collections.Counter()
+        for t in tasks:
+            kept[t["repo_language"]] += 1
+            t["_keep"] = kept[t["repo_language"]] <= args.per_language
+        tasks = [t for t in tasks if t.pop("_keep")]
     for line in bad:
         print(f"import_swebench: {line}", file=sys.stderr)
     if bad and not args.skip_bad:

@@ -140,7 +140,8 @@ def test_a_task_file_that_would_not_load_is_named_as_the_user_s_file(tmp_path, c
     assert (done.returncode, out.exists()) == (2, False)
     assert done.stderr.splitlines() == [
         f"import_swebench: the task file would not load, so it is not written: {out}, field "
-        f'dataset: must be {{"name": <dataset>, "split": <split>}}'
+        f'dataset: must be {{"name": <dataset>, "split": <split>}} (and "harness": '
+        f'"swe-bench-pro" for SWE-bench Pro)'
     ]
 
 

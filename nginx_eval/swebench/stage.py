@@ -295,7 +295,7 @@ def grade_task(ctx: "StageContext") -> Iterator[TaskDict]:
     """``<bench>:grade``, only where grading_problem() is None; none for SWE-bench Pro, whose
     harness runs in a checkout of its own repository (its printed command)."""
     modes = [m for m in ctx.group_mode_list()]
-    if is_pro(ctx.benchmark.dataset) or grading_problem() is not None:
+    if is_pro(getattr(ctx.benchmark, "dataset", None)) or grading_problem() is not None:
         return
     yield {
         "basename": ctx.benchmark.name,

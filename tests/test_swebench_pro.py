@@ -206,18 +206,51 @@ def test_pro_runs_to_the_harness_s_files_and_reads_back_beside_nginx(pro_project
     grading = section(md, "SWE-bench grading")
     assert "SWE-bench Pro rows" in grading and "swe_bench_pro_eval.py" in grading
     assert table_row(grading, "`raw`")[:2] == [f"`{out.name}/eval_results.json`", "1 resolved"]
-    # One report over nginx and Pro.
+    # One report over nginx, Verified (the same bug as a Verified row, graded in its official
+    # format) and Pro.
+    rows = p.base / "verified.jsonl"
+    rows.write_text(json.dumps(sf.dataset_row(p.swe_commits)) + "\n")
+    verified = p.root / "tasks" / "swebench-verified.json"
+    done = subprocess.run(
+        [sys.executable, str(IMPORT), "--rows", str(rows), "--out", str(verified)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    p.doit("run", "swebench-verified:raw", "run=swe", "report=0")
+    pred = p.results / "swe" / "raw" / "predictions.jsonl"
+    sf.grade_locally(
+        pred,
+        [sf.dataset_row(p.swe_commits)],
+        harness.run_id("swe", "raw", harness.predictions_digest(pred)),
+        p.results / "swe" / "evaluation",
+        p.mirrors / "acme+pycalc",
+        p.base / "grading-swe",
+    )
     p.doit("run", "tiny:raw", "run=ngx", "report=0")
-    p.doit("run", "report", "run=ngx", "cross=pro")
+    p.doit("run", "report", "run=ngx", "cross=swe,pro")
     cross = json.loads((p.results / "ngx" / "report.json").read_text())["cross"]
     assert [(b["benchmark"], b["kind"], b["tasks"]) for b in cross["benchmarks"]] == [
         ("tiny", "nginx", 2),
+        ("swebench-verified", "swebench", 1),
         (BENCH, "swebench", 1),
     ]
     raw = next(m for m in cross["modes"] if m["mode"] == "raw")
     assert [(c["benchmark"], c["n"], c["rate"]) for c in raw["cells"]] == [
         ("tiny", 2, 1.0),
+        ("swebench-verified", 1, 1.0),
         (BENCH, 1, 1.0),
+    ]
+    text = section((p.results / "ngx" / "report.md").read_text(), "Across benchmarks")
+    assert text.strip().startswith(
+        "Run `ngx` beside runs `swe,pro`: `tiny` (nginx, 2 tasks), `swebench-verified` "
+        "(swebench, 1 task) and `swebench-pro` (swebench, 1 task),"
+    )
+    # Two runs of one benchmark are refused, naming both.
+    proc, _ = p.doit("run", "report", "run=ngx", "cross=pro,pro", check=False)
+    assert proc.returncode != 0 and proc.stderr.splitlines() == [
+        "nginx-eval: error: cross=pro,pro: runs pro and pro both hold benchmark "
+        "'swebench-pro'; name one run of each other benchmark"
     ]
 
 

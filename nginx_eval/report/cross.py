@@ -1,9 +1,11 @@
-"""One report over two benchmarks: ``doit run report run=A cross=B``.
+"""One report over two or three benchmarks: ``doit run report run=A cross=B`` (or ``cross=B,C``).
 
 A run belongs to one benchmark (run/record.py); two benchmarks are two runs made with the same
 modes.toml, and ``cross=B`` adds to run A's report.md and report.json a section that sets them
-side by side (docs/report.md#two-benchmarks). Either side may be either kind; a SWE-bench side is
-read with the official harness's verdicts (evaluation.py), its modes not graded yet left out.
+side by side (docs/report.md#two-benchmarks); ``cross=B,C`` sets three side by side (nginx,
+SWE-bench Verified and SWE-bench Pro), each pair of modes pooled over all of them. Either side
+may be either kind; a SWE-bench side is read with the official harness's verdicts
+(evaluation.py), its modes not graded yet left out.
 Per mode and benchmark: the resolved rate (Wilson) over the scored tasks, the mean agent time
 and cost per task. Per pair of modes both runs have (not gold and none, the bounds): within each
 benchmark the report's paired comparison (arms.compare_pair; Holm over that benchmark's pairs)
@@ -30,7 +32,7 @@ from typing import Any
 
 from ..core.layout import Layout
 from ..run.benchmark import Benchmark
-from ..run.record import other_run, run_tasks
+from ..run.record import cross_runs, other_run, run_tasks
 from . import stats
 from .arms import compare_pair, finish_comparisons, make_arms
 from .data import graded_rows
@@ -133,7 +135,7 @@ def _pair_cells(sides: Sequence[Mapping[str, Any]], a: str, b: str) -> list[dict
 def _pooled(
     sides: Sequence[Mapping[str, Any]], cells: Sequence[Mapping[str, Any]], a: str, b: str
 ) -> dict[str, Any] | None:
-    """stats.cmh_paired over both sides, or None for a family or a side without a comparison."""
+    """stats.cmh_paired over all sides, or None for a family or a side without a comparison."""
     strata: list[tuple[list[int], list[int]]] = []
     for s, cell in zip(sides, cells, strict=True):
         c = cell["comparison"]
@@ -191,8 +193,10 @@ def collect_cross(
     layout: Layout, bench: Benchmark, tasks: list, modes: Mapping, other: str
 ) -> dict:
     """The cross-benchmark section's data (module docstring), this run first."""
-    theirs, their_bench, _ = other_run(layout, other)
-    sides = [side(layout, bench, tasks, modes), side(theirs, their_bench, [], modes)]
+    sides = [side(layout, bench, tasks, modes)]
+    for run in cross_runs(other):
+        theirs, their_bench, _ = other_run(layout, run)
+        sides.append(side(theirs, their_bench, [], modes))
     names = list(dict.fromkeys(n for s in sides for n in s["arms"]))
     rows = [{"mode": n, "cells": [_mode_cell(s, s["arms"].get(n)) for s in sides]} for n in names]
     pairs = []

@@ -50,9 +50,12 @@ class Evaluation:
 
 
 def report_files(layout: Layout) -> list:
-    """The official reports of the run (the report's inputs and file dependencies)."""
+    """The official reports of the run (the report's inputs and file dependencies): Verified's
+    run reports, and the eval_results.json of each SWE-bench Pro output folder (swebench/pro.py)."""
     folder = layout.evaluation_dir
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob("*.json")) + sorted(folder.glob(f"*/{pro.RESULTS}"))
 
 
 def judged(row: dict, verdict: str) -> dict:

@@ -37,7 +37,7 @@ from ..core.records import read_record, write_record
 from ..core.stamps import TaskDict
 from ..run.benchmark import AnyTask, Benchmark
 from ..run.modes import Mode
-from ..run.record import modes_on_disk, other_layout, run_tasks
+from ..run.record import cross_runs, modes_on_disk, other_layout, run_tasks
 from .apart import run_apart
 from .charts import draw_chart, draw_distributions
 from .compare import collect_comparison
@@ -68,14 +68,13 @@ def input_files(layout: Layout, configured: Sequence[str], templates_dir: Path) 
 
 
 def cross_files(layout: Layout, other: str, configured: Sequence[str]) -> list[str]:
-    """What the cross-benchmark section reads of run `other` (cross.py)."""
-    theirs = other_layout(layout, other)
-    return [
-        str(f)
-        for f in [theirs.results_jsonl(m) for m in modes_on_disk(theirs, configured)]
-        + [theirs.run_json]
-        + report_files(theirs)
-    ]
+    """What the cross-benchmark section reads of the runs of cross=`other` (cross.py)."""
+    files = []
+    for run in cross_runs(other):
+        theirs = other_layout(layout, run)
+        files += [theirs.results_jsonl(m) for m in modes_on_disk(theirs, configured)]
+        files += [theirs.run_json] + report_files(theirs)
+    return [str(f) for f in files]
 
 
 # report_inputs' optional fields at the value that leaves them out (core/inputs.py): no mode
@@ -268,9 +267,9 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
     # modes' tasks, and a file_dep on them would make `doit run report` run the modes.
     # Freshness is the digest check above, evaluated when the task is reached, after its
     # task_dep.
-    reports = report_files(ctx.layout) + (
-        report_files(other_layout(ctx.layout, cross)) if cross else []
-    )
+    reports = report_files(ctx.layout) + [
+        f for run in cross_runs(cross) for f in report_files(other_layout(ctx.layout, run))
+    ]
     common = {
         "actions": [(failing_on_user_error, [render_report, *args])],
         "uptodate": [fresh],

@@ -47,6 +47,16 @@ def _plain_name(name: str, value: str) -> str | None:
     return value
 
 
+def _plain_names(name: str, value: str) -> str | None:
+    """One plain name, or a comma-separated list of them (cross=B,C)."""
+    words = [w.strip() for w in value.split(",")]
+    if not value.strip():
+        return None
+    if not all(words) or not all(_plain_name(name, w) for w in words):
+        raise _error(name, value, "must be plain names separated by commas")
+    return ",".join(words)
+
+
 def _text(name: str, value: str) -> str | None:
     return value.strip() or None
 
@@ -179,9 +189,9 @@ VARIABLES = {
         _plain_name, "doit run report: compare each mode with the same mode in this other run"
     ),
     "cross": Variable(
-        _plain_name,
-        "the report sets this run beside that run of another "
-        "benchmark (nginx and SWE-bench): one section over both",
+        _plain_names,
+        "the report sets this run beside that run (or runs B,C) of other "
+        "benchmarks (nginx, SWE-bench Verified, SWE-bench Pro): one section over them",
     ),
     "detect": Variable(
         _points, "doit run power: differences to plan for, in percentage points (default: 5,10)"

@@ -286,7 +286,20 @@ def other_run(layout: "Layout", other: str) -> tuple["Layout", "Benchmark", RunJ
     return theirs, benchmarks[record["benchmark"]], record
 
 
+def cross_runs(other: str | None) -> list[str]:
+    """The runs of cross=B or cross=B,C (one report over two or three benchmarks)."""
+    return [o.strip() for o in (other or "").split(",") if o.strip()]
+
+
 def check_cross(layout: "Layout", other: str | None) -> None:
-    """cross=OTHER names a run of another benchmark (before any work)."""
-    if other:
-        other_run(layout, other)
+    """cross=OTHER[,OTHER] names runs of other benchmarks than this run's and each other's
+    (before any work)."""
+    held: dict[str, str] = {}
+    for run in cross_runs(other):
+        _, bench, _ = other_run(layout, run)
+        if bench.name in held:
+            raise UserError(
+                f"cross={other}: runs {held[bench.name]} and {run} both hold benchmark "
+                f"{bench.name!r}; name one run of each other benchmark"
+            )
+        held[bench.name] = run

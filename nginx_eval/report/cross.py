@@ -1,15 +1,13 @@
 """One report over two or three benchmarks: ``doit run report run=A cross=B`` (or ``cross=B,C``).
 
-A run belongs to one benchmark (run/record.py); two benchmarks are two runs made with the same
-modes.toml, and ``cross=B`` adds to run A's report.md and report.json a section that sets them
-side by side (docs/report.md#two-benchmarks); ``cross=B,C`` sets three side by side (nginx,
-SWE-bench Verified and SWE-bench Pro), each pair of modes pooled over all of them. Either side
-may be either kind; a SWE-bench side is read with the official harness's verdicts
-(evaluation.py), its modes not graded yet left out.
+A run belongs to one benchmark (run/record.py); ``cross=B`` (``B,C``: nginx, Verified and Pro)
+adds to run A's report.md and report.json a section that sets the runs side by side
+(docs/report.md#two-benchmarks). A side may be either kind; a SWE-bench side is read with the
+official harness's verdicts (evaluation.py), its modes not graded yet left out.
 Per mode and benchmark: the resolved rate (Wilson) over the scored tasks, the mean agent time
 and cost per task. Per pair of modes both runs have (not gold and none, the bounds): within each
 benchmark the report's paired comparison (arms.compare_pair; Holm over that benchmark's pairs)
-and the ratios of mean agent time and cost (stats.ratio_interval); pooled over both,
+and the ratios of mean agent time and cost (stats.ratio_interval); pooled over all,
 stats.cmh_paired (Holm over the pairs). A family with repeats is compared per benchmark only.
 
 report.json's ``cross`` (null without cross=)::

@@ -275,3 +275,24 @@ def test_evaluate_reads_a_pro_mode_by_its_patches_digest(tmp_path):
         f"({harness.predictions_digest(mode / 'patches.json')}); grade the current predictions "
         f"again (the command is in the SWE-bench section)"
     ]
+
+
+@pytest.mark.e2e  # the doctor starts the sandbox to check it (under a second)
+def test_the_doctor_says_where_pro_is_graded(tmp_path):
+    """A Pro benchmark's doctor names the Pro harness, not Docker and the swebench package."""
+    import io
+
+    from nginx_eval.checks import doctor
+    from nginx_eval.core.layout import Layout
+
+    commits = {"p_base": "a" * 40, "gold": "diff", "test_patch": ""}
+    rows = tmp_path / "pro.jsonl"
+    rows.write_text(json.dumps(sf.pro_row(commits, "b" * 40)) + "\n")
+    assert run_import(rows, tmp_path / "swebench-pro.json").returncode == 0
+    bench = load_benchmark(tmp_path / "swebench-pro.json")
+    out = io.StringIO()
+    layout = Layout(tmp_path, tmp_path / "cache", tmp_path / "results")
+    doctor.check(layout, bench.tasks, out=out, bench=BENCH, kind="swebench", remote=lambda u: None)
+    said = [line for line in out.getvalue().splitlines() if "SWE-bench Pro" in line]
+    assert said == [f"WARN    {doctor.PRO_FINDING.note}"]
+    assert "swe_bench_pro_eval.py in a checkout of scaleapi/SWE-bench_Pro-os" in said[0]

@@ -64,7 +64,7 @@ from ..prove.env import OPENSSL_CONF_FILE
 from ..run.benchmark import AnyTask, Task
 from ..run.commandline import command_program
 from ..run.modes import Mode
-from ..run.swebench import SWEBENCH
+from ..run.swebench import SWEBENCH, SweTask
 from ..swebench.stage import grading_problem
 from .doctor_report import NOT_CHECKED, REPOSITORY, SWEBENCH_GRADING, Finding, render
 
@@ -869,6 +869,17 @@ def program_findings(
     return found
 
 
+# SWE-bench Pro's harness runs in a checkout of its own repository, never here (swebench/pro.py).
+PRO_FINDING = Finding(
+    "warn",
+    SWEBENCH_GRADING,
+    "SWE-bench Pro harness",
+    note="SWE-bench Pro is graded by swe_bench_pro_eval.py in a checkout of "
+    "scaleapi/SWE-bench_Pro-os where Docker or Modal is: run the command the results print "
+    "(report.md repeats it) there, and copy its output folder into results/<run>/evaluation/",
+)
+
+
 def swebench_finding(problem: str | None) -> Finding:
     """Whether this machine can grade SWE-bench predictions (the official harness: Docker and
     the swebench package); a warning when not: the agents run here all the same, and the
@@ -952,7 +963,8 @@ def check(
     )
     if kind == SWEBENCH:
         findings += repository_findings(layout, [t for t in tasks if t.kind == SWEBENCH], remote)
-        findings.append(swebench_finding(grading()))
+        pro = any(isinstance(t, SweTask) and t.language for t in tasks)
+        findings.append(PRO_FINDING if pro else swebench_finding(grading()))
     agents = [m for m in modes if m.runs_agent]
     findings += agent_findings(layout, agents)
     isolated = tuple(m.name for m in agents if sandbox.settings(m))

@@ -74,6 +74,7 @@ from .report import site as report_site
 from .report import stage as report
 from .repositories import stage as repositories
 from .results import stage as results
+from .run import swebench_pro
 from .run.benchmark import AnyTask, Benchmark, load_benchmarks
 from .run.benchmark import Task as BenchmarkTask
 from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
@@ -313,12 +314,23 @@ GROUP_SUBTASKS = ("validate", "lint", "report", "grade")  # subtasks of a group,
 
 
 def check_requested_modes(
-    bench: str, modes: Collection[str], argv: Sequence[str], kind: str | None = None
+    bench: str,
+    modes: Collection[str],
+    argv: Sequence[str],
+    kind: str | None = None,
+    pro: bool = False,
 ) -> None:
     """`doit run nginx:bogus` names a mode that does not exist: say which ones do. A SWE-bench
-    benchmark's `:grade` where this machine cannot run the official harness: say why."""
+    benchmark's `:grade` where this machine cannot run the official harness: say why (SWE-bench
+    Pro's `pro`: never here, swebench/pro.py)."""
     for arg in argv:
         head, _, tail = arg.partition(":")
+        if head == bench and tail == swebench.GRADE_SUBTASK and pro:
+            raise UserError(
+                f"no task '{arg}': SWE-bench Pro is graded by swe_bench_pro_eval.py in a "
+                f"checkout of scaleapi/SWE-bench_Pro-os; run the command the results print "
+                f"(and report.md repeats) there"
+            )
         if head == bench and tail == swebench.GRADE_SUBTASK and kind == SWEBENCH:
             problem = swebench.grading_problem()
             if problem:
@@ -360,7 +372,9 @@ def load_context(
         modes = {
             n: adapt_mode(m, layout.templates_dir, layout.modes_file) for n, m in modes.items()
         }
-    check_requested_modes(bench.name, modes, argv, bench.kind)
+    check_requested_modes(
+        bench.name, modes, argv, bench.kind, pro=swebench_pro.is_pro(bench.dataset)
+    )
     options.check_modes(modes)
     check_options(layout, options, record, modes)
     wanted = list(options.modes)

@@ -14,10 +14,13 @@ import sys
 
 import pytest
 import swebench_fixture as sf
-from conftest import SOURCE_ROOT, section, table_row
+from conftest import SOURCE_ROOT, patched_environ, section, table_row
 
+from nginx_eval.core.errors import UserError
+from nginx_eval.core.layout import Layout
 from nginx_eval.report.evaluation import evaluate
 from nginx_eval.run.benchmark import load_benchmark
+from nginx_eval.run.record import check_cross
 from nginx_eval.run.swebench_pro import DATASET, statement
 from nginx_eval.swebench import harness, pro
 
@@ -198,7 +201,7 @@ def test_pro_runs_to_the_harness_s_files_and_reads_back_beside_nginx(pro_project
         p.base,
         errors={sf.PRO_IID},
     )
-    p.doit("run", "report", "run=pro")
+    p.render("run=pro")
     made = json.loads((p.results / "pro" / "report.json").read_text())
     assert made["modes"]["raw"]["resolved_ids"] == [sf.PRO_IID]
     assert made["modes"]["gold"]["error_ids"] == [sf.PRO_IID]
@@ -228,7 +231,7 @@ def test_pro_runs_to_the_harness_s_files_and_reads_back_beside_nginx(pro_project
         p.base / "grading-swe",
     )
     p.doit("run", "tiny:raw", "run=ngx", "report=0")
-    p.doit("run", "report", "run=ngx", "cross=swe,pro")
+    p.render("run=ngx", "cross=swe,pro")
     cross = json.loads((p.results / "ngx" / "report.json").read_text())["cross"]
     assert [(b["benchmark"], b["kind"], b["tasks"]) for b in cross["benchmarks"]] == [
         ("tiny", "nginx", 2),
@@ -246,18 +249,18 @@ def test_pro_runs_to_the_harness_s_files_and_reads_back_beside_nginx(pro_project
         "Run `ngx` beside runs `swe,pro`: `tiny` (nginx, 2 tasks), `swebench-verified` "
         "(swebench, 1 task) and `swebench-pro` (swebench, 1 task),"
     )
-    # Two runs of one benchmark are refused, naming both.
-    proc, _ = p.doit("run", "report", "run=ngx", "cross=pro,pro", check=False)
-    assert proc.returncode != 0 and proc.stderr.splitlines() == [
-        "nginx-eval: error: cross=pro,pro: runs pro and pro both hold benchmark "
-        "'swebench-pro'; name one run of each other benchmark"
-    ]
+    # Two runs of one benchmark are refused, naming both (before any work: run/record.py).
+    layout = Layout(p.root, p.cache, p.results, "ngx")
+    with patched_environ(p.env), pytest.raises(UserError) as refused:
+        check_cross(layout, "pro,pro")
+    assert str(refused.value) == (
+        "cross=pro,pro: runs pro and pro both hold benchmark 'swebench-pro'; name one run of "
+        "each other benchmark"
+    )
 
 
 def test_evaluate_reads_a_pro_mode_by_its_patches_digest(tmp_path):
     """A grading of other patches than the current ones is stale: not used, and said."""
-    from nginx_eval.core.layout import Layout
-
     layout = Layout(tmp_path, tmp_path / "cache", tmp_path / "results", "r")
     mode = layout.mode_dir("raw")
     mode.mkdir(parents=True)
@@ -283,7 +286,6 @@ def test_the_doctor_says_where_pro_is_graded(tmp_path):
     import io
 
     from nginx_eval.checks import doctor
-    from nginx_eval.core.layout import Layout
 
     commits = {"p_base": "a" * 40, "gold": "diff", "test_patch": ""}
     rows = tmp_path / "pro.jsonl"

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent.parent
@@ -179,7 +180,7 @@ def deviations(r: dict) -> list[str]:
     elif r["mode"] == "full":
         review = [("critique", "claude", ws.OPUS), ("reducer", "claude", ws.OPUS)]
         want = [("understander", "claude", ws.SONNET), ("proposer", "claude", ws.OPUS)]
-        want += sorted(calls[2:4]) if sorted(calls[2:4]) == review else review
+        want += calls[2:4] if sorted(calls[2:4]) == review else review  # either order
         want += [("consensus", "codex", ws.CODEX)]
         want += [("consensus", "claude", ws.OPUS)] if r["codex_fails"] else []
         want += loop
@@ -194,7 +195,7 @@ def deviations(r: dict) -> list[str]:
         subagents = [(f"subagent {k}", "claude", m) for k, m in sub.items()]
         review = sorted(subagents[2:4])
         want = [("plan (/plan-issue)", "claude", ws.OPUS), *subagents[:2]]
-        want += sorted(calls[3:5]) if sorted(calls[3:5]) == review else subagents[2:4]
+        want += calls[3:5] if sorted(calls[3:5]) == review else subagents[2:4]
         want += [subagents[4], ("codex exec of the consensus subagent", "codex", ws.CODEX)]
         want += loop
         if frozenset(("subagent critic", "subagent reducer")) not in pairs:
@@ -301,12 +302,59 @@ def show(r: dict) -> str:
     return "\n".join(lines)
 
 
+def markdown(figures: dict) -> str:
+    """A table per scenario of a --out file: each call (program, model) with its requests' span
+    on each task, in seconds from the attempt's start; then overlaps, loop endings, verdicts."""
+    ids = figures["tasks"]
+    short = [i.rsplit("-", 1)[-1] for i in ids]
+    out = []
+    for scenario, _, _ in SCENARIOS:
+        runs = {r["task"]: r for r in figures["runs"] if r["scenario"] == scenario}
+        if not runs:
+            continue
+        first = runs[ids[0]]
+        out += [f"**{scenario}**", ""]
+        out.append("| call | program | model | " + " | ".join(short) + " |")
+        out.append("|---|---|---|" + "---|" * len(ids))
+        for n, c in enumerate(first["calls"]):
+            spans = []
+            for iid in ids:
+                calls = runs[iid]["calls"]
+                same = calls[n] if n < len(calls) and calls[n]["call"] == c["call"] else None
+                if same is None:  # a pair that ran at once, in the other order
+                    same = next((d for d in calls if d["call"] == c["call"]), None)
+                spans.append(f"{same['start']:.1f}–{same['end']:.1f}" if same else "—")
+            name = c["call"] + (f" (in {c['within']})" if "within" in c else "")
+            out.append(f"| {name} | {c['program']} | {c['model']} | " + " | ".join(spans) + " |")
+        overlaps = sorted({" & ".join(sorted(p)) for r in runs.values() for p in r["overlaps"]})
+        loops = Counter((r["loop"] or {}).get("ended", "no loop") for r in runs.values())
+        verdicts = Counter(r["verdict"] for r in runs.values())
+        out += [
+            "",
+            f"Overlapped: {'; '.join(overlaps) or 'none'}. Loop: "
+            + ", ".join(f"{k} ×{v}" for k, v in loops.items())
+            + ". Verdicts: "
+            + ", ".join(f"{k} ×{v}" for k, v in verdicts.items())
+            + ". `doit run` wall time per task: "
+            + ", ".join(f"{runs[i]['wall_seconds']:.0f}" for i in ids)
+            + " s.",
+            "",
+        ]
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS))
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--work", type=Path, help="the project's cache and results (default: new)")
+    parser.add_argument(
+        "--markdown", type=Path, help="print the tables of a --out file made before, and stop"
+    )
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(jsonio.read_json(args.markdown)))
+        return
     url = os.environ.get("NGINX_EVAL_REPO_URL", "")
     if "{owner}" not in url:
         sys.exit("nginx-eval: error: NGINX_EVAL_REPO_URL must name the mirrors ({owner}+{name})")

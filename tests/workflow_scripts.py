@@ -30,10 +30,8 @@ STAGES = (UNDERSTAND, PROPOSE, CRITIQUE, REDUCE, CONSENSUS)
 # What the command's consensus subagent asks Codex with (its Bash tool), and the subagents'
 # prompts, which the command's scripted answer writes.
 NLCMD_CODEX = "CODEX-CONSENSUS-OF-THE-COMMAND"
-SUBAGENTS = {
-    k: f"SUB-{k.upper()}-MARK"
-    for k in ("understander", "proposer", "critic", "reducer", "consensus")
-}
+STAGE_NAMES = ("understander", "proposer", "critic", "reducer", "consensus")
+SUBAGENTS = {k: f"SUB-{k.upper()}-MARK" for k in STAGE_NAMES}
 HOLD = 30
 
 # GitHub's CLI and git's remote commands, as a planner that reports to GitHub would use them.

@@ -304,7 +304,8 @@ def show(r: dict) -> str:
 
 def markdown(figures: dict) -> str:
     """A table per scenario of a --out file: each call (program, model) with its requests' span
-    on each task, in seconds from the attempt's start; then overlaps, loop endings, verdicts."""
+    on each task, in seconds from the attempt's start, and in brackets its phase's (the
+    program's start to its exit); then overlaps, loop endings, verdicts."""
     ids = figures["tasks"]
     short = [i.rsplit("-", 1)[-1] for i in ids]
     out = []
@@ -323,8 +324,12 @@ def markdown(figures: dict) -> str:
                 same = calls[n] if n < len(calls) and calls[n]["call"] == c["call"] else None
                 if same is None:  # a pair that ran at once, in the other order
                     same = next((d for d in calls if d["call"] == c["call"]), None)
-                spans.append(f"{same['start']:.1f}–{same['end']:.1f}" if same else "—")
-            name = c["call"] + (f" (in {c['within']})" if "within" in c else "")
+                span = f"{same['start']:.1f}–{same['end']:.1f}" if same else "—"
+                if same and same.get("phase"):
+                    span += " [{:.1f}–{:.1f}]".format(*same["phase"])
+                spans.append(span)
+            depth = len(ancestors(next(m for m, n in NAMES.items() if n == c["call"])))
+            name = "↳ " * depth + c["call"]
             out.append(f"| {name} | {c['program']} | {c['model']} | " + " | ".join(spans) + " |")
         overlaps = sorted({" & ".join(sorted(p)) for r in runs.values() for p in r["overlaps"]})
         loops = Counter((r["loop"] or {}).get("ended", "no loop") for r in runs.values())

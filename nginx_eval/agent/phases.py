@@ -28,7 +28,7 @@ from typing import Any
 
 from ..core import jsonio, limits
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR
-from ..run.modes import MIN_SHARE_SECONDS, Mode, Phase
+from ..run.modes import MIN_SHARE_SECONDS, AgentMode, Phase
 from .programs import registry
 from .programs.base import AUTH
 from .programs.claude import CLAUDE
@@ -41,7 +41,7 @@ FALLBACK_STATUSES = (INFRA_ERROR, AUTH, ERROR, FAILED)
 OUTPUT_CHARS = 20000
 
 
-def phase_timeout(mode: Mode, phase: Phase, started: float) -> float:
+def phase_timeout(mode: AgentMode, phase: Phase, started: float) -> float:
     """The phase's time limit: its own, or its share of the mode's (at least
     MIN_SHARE_SECONDS), "rest" being what the phases before it left."""
     if phase.share is None:
@@ -213,7 +213,7 @@ def holds_slot(run: Any) -> Any:
     return limits.slot("agent")
 
 
-def units(mode: Mode, prompts: list[str]) -> list[list[tuple[int, Phase, str]]]:
+def units(mode: AgentMode, prompts: list[str]) -> list[list[tuple[int, Phase, str]]]:
     """The mode's phases (1-based index, phase, prompt) in the order they run: a group's as
     one unit."""
     out: list[list[tuple[int, Phase, str]]] = []

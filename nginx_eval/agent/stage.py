@@ -60,7 +60,7 @@ from ..meter import summary as metered
 from ..meter.proxy import MeterProxy
 from ..run.benchmark import AnyTask, gold_patch
 from ..run.commandline import command_program, render_command, with_program_option
-from ..run.modes import Mode, Phase
+from ..run.modes import AgentMode, Phase
 from ..suite import stage as suite
 from ..transcript import atif
 from ..transcript import files as ct
@@ -101,7 +101,7 @@ Record = dict[str, Any]
 ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def referenced_environment(mode: Mode) -> dict[str, str | None]:
+def referenced_environment(mode: AgentMode) -> dict[str, str | None]:
     """Values of the environment variables the mode's commands use ($AGENT, ${AGENT:-...}): a
     command that means another agent under another AGENT must not reuse the old agent's runs."""
     names = sorted({n for p in mode.every_phase for n in ENV_REFERENCE.findall(p.command)})
@@ -109,13 +109,13 @@ def referenced_environment(mode: Mode) -> dict[str, str | None]:
     return {n: env.get(n) for n in names}
 
 
-def web_tools_for(mode: Mode) -> bool:
+def web_tools_for(mode: AgentMode) -> bool:
     """Whether the mode's programs get their web tools: with ``web_tools = true``, or
     unisolated (where nothing else is closed either)."""
     return mode.web_tools or mode.isolation == "none"
 
 
-def phase_command(mode: Mode, phase: Phase, environ: dict) -> tuple[str, bool | None]:
+def phase_command(mode: AgentMode, phase: Phase, environ: dict) -> tuple[str, bool | None]:
     """(the command a phase runs, whether its program's web tools are open to it; None: the
     command does not run the program the phase names, e.g. AGENT's). A program that closes
     them on its command line (Claude Code's --disallowedTools=WebSearch,WebFetch) gets its
@@ -134,7 +134,7 @@ def phase_command(mode: Mode, phase: Phase, environ: dict) -> tuple[str, bool | 
     return (closed, False) if closed else (phase.command, True)
 
 
-def web_tools_open(mode: Mode, environ: dict) -> bool | None:
+def web_tools_open(mode: AgentMode, environ: dict) -> bool | None:
     """agent.json's web_tools: whether any phase's program has its web tools (None: no phase
     runs the program it names)."""
     known = [
@@ -143,7 +143,7 @@ def web_tools_open(mode: Mode, environ: dict) -> bool | None:
     return any(known) if known else None
 
 
-def agent_version(layout: Layout, mode: Mode) -> str | None:
+def agent_version(layout: Layout, mode: AgentMode) -> str | None:
     """The `--version` of the programs the mode's phases start, or None."""
     env = dict(os.environ, **dict(mode.env))
     versions = []
@@ -167,7 +167,7 @@ AGENT_INPUT_DEFAULTS: dict[str, Any] = {
 }
 
 
-def mode_inputs(layout: Layout, mode: Mode) -> dict[str, Any]:
+def mode_inputs(layout: Layout, mode: AgentMode) -> dict[str, Any]:
     """The part of agent_inputs that is the mode's, the same for each of its tasks (asked once
     per mode: resolving its programs for each task is a cost of every doit command)."""
     env = dict(os.environ, **dict(mode.env))
@@ -198,7 +198,7 @@ def mode_inputs(layout: Layout, mode: Mode) -> dict[str, Any]:
 
 def agent_inputs(
     layout: Layout,
-    mode: Mode,
+    mode: AgentMode,
     task: AnyTask,
     prompts: Sequence[str],
     of_mode: Mapping[str, Any] | None = None,
@@ -227,7 +227,7 @@ def is_finished(record: Mapping[str, Any] | None) -> bool:
 
 
 def agent_finished(
-    layout: Layout, mode: Mode, task: AnyTask, agent_task_name: str, inputs: str | None = None
+    layout: Layout, mode: AgentMode, task: AnyTask, agent_task_name: str, inputs: str | None = None
 ) -> bool:
     """The agent run of (mode, task) is finished for its current inputs (its agent.json was made
     from them) and not forgotten: it will not run again, so it needs no workspace (`doit clean`
@@ -246,7 +246,7 @@ def agent_finished(
     )
 
 
-def say(mode: Mode, task: AnyTask, what: str, reason: str, log: Path | None = None) -> None:
+def say(mode: AgentMode, task: AnyTask, what: str, reason: str, log: Path | None = None) -> None:
     """The console line of an agent that failed or did not run, printed when it happens."""
     where = f" (log: {log})" if log else ""
     print(
@@ -262,7 +262,7 @@ class AgentRun:
     def __init__(
         self,
         layout: Layout,
-        mode: Mode,
+        mode: AgentMode,
         task: AnyTask,
         prompts: Sequence[str],
         tests_tree: Any = None,
@@ -917,7 +917,7 @@ def agent_record(
 
 
 def not_run_record(
-    inputs: str | None, mode: Mode, task: AnyTask, max_cost: float | None, spent: float
+    inputs: str | None, mode: AgentMode, task: AnyTask, max_cost: float | None, spent: float
 ) -> Record:
     error = (
         (
@@ -954,7 +954,7 @@ def not_run_record(
 
 def agent_unit(
     layout: Layout,
-    mode: Mode,
+    mode: AgentMode,
     task: AnyTask,
     prompts: Sequence[str],
     inputs: str | None,
@@ -1004,7 +1004,7 @@ def agent_unit(
 
 def _remote_agent(
     layout: Layout,
-    mode: Mode,
+    mode: AgentMode,
     task: AnyTask,
     prompts: Sequence[str],
     inputs: str | None,
@@ -1056,7 +1056,7 @@ def _remote_agent(
 
 def run_agent(
     layout: Layout,
-    mode: Mode,
+    mode: AgentMode,
     task: AnyTask,
     prompts: Sequence[str],
     inputs: str | None,

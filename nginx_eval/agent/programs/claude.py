@@ -391,7 +391,7 @@ def _read(path: Path) -> bytes | None:
 
 
 def prepare_files(home: Path, files: Iterable[tuple[str, str]], user_config: Path) -> bytes | None:
-    """Make `home` afresh: the mode's files ((relative path, text), modes.Mode.home_files), the
+    """Make `home` afresh: the mode's files ((relative path, text), modes.AgentMode.home_files), the
     user's login and apiKeyHelper. Returns the login copied in (None: there is none), the
     baseline of sync_credentials."""
     remove_tree(home)

@@ -50,7 +50,7 @@ from ..core.outcomes import (
     is_unfinished,
 )
 from ..core.procs import Outcome, kill_leftovers, run_limited
-from ..core.records import write_record
+from ..core.records import AgentPhase, write_record
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.trees import remove_tree
@@ -83,6 +83,7 @@ from .gate import (
     stop_the_run,
     wait_interruptibly,
 )
+from .phases import Attempt
 from .programs import base as program_base
 from .programs import registry
 from .programs.base import AUTH, Program, session_problem
@@ -92,9 +93,8 @@ from .prompts import missing_prompt, refuse_missing_prompt, rendered_prompts, wi
 if TYPE_CHECKING:
     from ..run.context import StageContext
 
-# An attempt's state as its phases run (status, error, phases, sessions, ...), a phase's record
-# in agent.json, and agent.json's record (core/records.py: AgentJson) as this module builds them.
-State = dict[str, Any]
+# agent.json's record (core/records.py: AgentJson) as this module builds it; an attempt's state
+# is a phases.Attempt, a phase's record an AgentPhase.
 Record = dict[str, Any]
 
 
@@ -299,9 +299,9 @@ class AgentRun:
         # While a group runs: its threads' state (agent/phases.py), a threading.local.
         self.parallel: Any = None
 
-    def attempt(self) -> State:
-        """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory",
-        "atif", "calls"}. The attempt's model calls go through a metering proxy of its own
+    def attempt(self) -> Attempt:
+        """Every phase once in a fresh workspace: its status, error, phases, trajectory, atif
+        and calls. The attempt's model calls go through a metering proxy of its own
         (start_meter), whose records become each phase's "metered" and the run's cost and
         tokens (cost_and_tokens)."""
         # An agent of a killed doit may still be running in this workspace: stop it before the
@@ -333,13 +333,13 @@ class AgentRun:
             # Its transcripts are in the logs by now; the home holds a copy of the login.
             self.sync_login()
             remove_tree(self.config)
-        state["calls"] = list(meter.calls)
-        for record in state["phases"]:
+        state.calls = list(meter.calls)
+        for record in state.phases:
             record["metered"] = metered.totals(
-                c for c in state["calls"] if c.get("phase") == record["name"]
+                c for c in state.calls if c.get("phase") == record["name"]
             )
-        state["trajectory"] = self.write_trajectory(state["rendered"])
-        state["atif"] = self.write_atif(state)
+        state.trajectory = self.write_trajectory(state.rendered)
+        state.atif = self.write_atif(state)
         return state
 
     def start_meter(self) -> MeterProxy:
@@ -407,25 +407,16 @@ class AgentRun:
                 self.config, self.user_env, self.logins.get(program.name)
             )
 
-    def run_phases(self) -> State:
+    def run_phases(self) -> Attempt:
         """The mode's phases as agent/phases.py sequences them."""
-        state: dict[str, Any] = {
-            "status": COMPLETED,
-            "error": "",
-            "phases": [],
-            "sessions": {},
-            "session": None,
-            "rendered": [],
-            "flags": [],
-            "statuses": {},
-        }
-        return phases.run_all(self, state)
+        return phases.run_all(self, Attempt())
 
-    def workspace_gone(self, phase: Phase, state: State) -> State:
+    def workspace_gone(self, phase: Phase, state: Attempt) -> Attempt:
         """An earlier phase deleted the workspace: nothing to run the next phase in."""
-        state.update(status=FAILED, error=f"phase {phase.name}: the workspace no longer exists")
-        last = state["phases"][-1]["stderr"] if state["phases"] else None
-        say(self.mode, self.task, "failed", state["error"], last and self.out.parent / last)
+        state.status = FAILED
+        state.error = f"phase {phase.name}: the workspace no longer exists"
+        last = state.phases[-1]["stderr"] if state.phases else None
+        say(self.mode, self.task, "failed", state.error, self.out.parent / last if last else None)
         return state
 
     def run_phase(
@@ -433,7 +424,7 @@ class AgentRun:
         i: int,
         phase: Phase,
         prompt: str,
-        state: State,
+        state: Attempt,
         timeout: float | None = None,
         stem: str | None = None,
     ) -> tuple[str, str]:
@@ -459,7 +450,7 @@ class AgentRun:
         }
         template, _ = phase_command(self.mode, phase, self.env)
         record = self.phase_record(phase, template, stem, values, prompt_file)
-        state["phases"].append(record)
+        state.phases.append(record)
         path = program_base.resolve_program(command_program(template, self.env), self.env)
         program = registry.running(phase, template, self.env)
         slash = program.slash_command(prompt) if program else None
@@ -489,17 +480,17 @@ class AgentRun:
         status, reason = self.read_phase(
             record, outcome, lines, state, phase, slash, stem, program, timeout
         )
-        state["statuses"][phase.name] = status
-        state["flags"] += self.scan(phase.name, record, ct.entries_of(lines), program)
+        state.statuses[phase.name] = status
+        state.flags += self.scan(phase.name, record, ct.entries_of(lines), program)
         if status == AUTH:
-            state["credentials"] = (program or CLAUDE).label, (program or CLAUDE).credentials_hint
+            state.credentials = (program or CLAUDE).label, (program or CLAUDE).credentials_hint
         if status not in (COMPLETED, AUTH):
             say(self.mode, self.task, "failed", reason, self.out.parent / record["stderr"])
         return status, reason
 
     def phase_record(
         self, phase: Phase, template: str, stem: str, values: Mapping[str, str], prompt_file: Path
-    ) -> Record:
+    ) -> AgentPhase:
         names_model = "{model}" in render_command(template, self.env, record=True)
         model = phase.model or self.mode.model
         shown = {"prompt": f'"$(cat {shlex.quote(str(prompt_file))})"'}
@@ -526,7 +517,7 @@ class AgentRun:
         }
 
     def launch(
-        self, command: str, record: Record, timeout: float, stem: str, program: str | None
+        self, command: str, record: AgentPhase, timeout: float, stem: str, program: str | None
     ) -> Outcome:
         if self.box:
             outcome = self.launch_isolated(self.box, command, record, timeout, stem, program)
@@ -545,16 +536,16 @@ class AgentRun:
                     stderr=se,
                     token_file=phases.token_file(self),
                 )
-        record.update(
-            exit_code=outcome.exit_code, timed_out=outcome.timed_out, wall_seconds=outcome.seconds
-        )
+        record["exit_code"] = outcome.exit_code
+        record["timed_out"] = outcome.timed_out
+        record["wall_seconds"] = outcome.seconds
         return outcome
 
     def launch_isolated(
         self,
         box: sandbox.Box,
         command: str,
-        record: Record,
+        record: AgentPhase,
         timeout: float,
         stem: str,
         program: str | None,
@@ -615,10 +606,8 @@ class AgentRun:
                 sandbox.remove_mount_points(self.ws, before)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        record.update(
-            blocked=sandbox.blocked_connections(log_file.read_text(errors="replace")),
-            sandbox_log=str(log_file.relative_to(self.out.parent)),
-        )
+        record["blocked"] = sandbox.blocked_connections(log_file.read_text(errors="replace"))
+        record["sandbox_log"] = str(log_file.relative_to(self.out.parent))
         return outcome
 
     def fix_evidence(self) -> attempts_module.FixEvidence:
@@ -634,7 +623,7 @@ class AgentRun:
         return self.evidence
 
     def scan(
-        self, phase: str, record: Record, entries: list[dict[str, Any]], program: Program | None
+        self, phase: str, record: AgentPhase, entries: list[dict[str, Any]], program: Program | None
     ) -> list[Any]:
         """The phase's flags (attempts.py): from its transcript where the harness reads its
         tool calls (Claude Code's), else from its command logs."""
@@ -655,10 +644,10 @@ class AgentRun:
 
     def read_phase(
         self,
-        record: Record,
+        record: AgentPhase,
         outcome: Outcome,
         lines: Any,
-        state: State,
+        state: Attempt,
         phase: Phase,
         slash: Any,
         stem: str,
@@ -668,9 +657,10 @@ class AgentRun:
         """Fill the record from the program's result and transcript; (status, reason). Another
         agent's output is read as Claude Code's (JSON like its result, if any, is taken)."""
         reader: Program = program or CLAUDE
+        logs: Mapping[str, Any] = record  # the program's result_streams name its log fields
         result = reader.parse_result(
             "\n".join(
-                (self.out.parent / record[s]).read_text(errors="replace")
+                (self.out.parent / logs[s]).read_text(errors="replace")
                 for s in reader.result_streams
             )
         )
@@ -683,10 +673,12 @@ class AgentRun:
         # cost comes from the transcript. Isolated, the agent's processes get their SIGTERM
         # first (proctree.stop_inside_first): bubblewrap signalled first would take the CLI
         # with it before it writes that line.
-        usage, cumulative = reader.phase_usage(result, entries, state["sessions"].get(session, {}))
-        record.update(usage, session_id=session)
+        before = state.sessions.get(session, {}) if session else {}
+        usage, cumulative = reader.phase_usage(result, entries, before)
+        record.update(usage)
+        record["session_id"] = session
         if session:
-            state["sessions"][session] = cumulative
+            state.sessions[session] = cumulative
         continues = reader.continues_session(record["command_template"])
         status, reason = reader.phase_status(
             outcome.timed_out,
@@ -695,44 +687,44 @@ class AgentRun:
             result,
             entries,
             slash,
-            session_problem(continues, state["session"], session),
+            session_problem(continues, state.session, session),
         )
-        state["session"] = session or state["session"]
+        state.session = session or state.session
         if lines:
             path = self.logs / f"{stem}.transcript.jsonl"
             jsonio.write_text(path, "\n".join(lines) + "\n")
             record["transcript"] = str(path.relative_to(self.out.parent))
             if reader.scans_transcript:  # trajectory.py renders Claude Code's
-                state["rendered"].append(dict(record, entries=entries, status=status))
+                state.rendered.append({**record, "entries": entries, "status": status})
         return status, reason
 
-    def prompt_text(self, record: Record) -> str:
+    def prompt_text(self, record: AgentPhase) -> str:
         return (self.out.parent / record["prompt_file"]).read_text(errors="replace")
 
-    def write_atif(self, state: State) -> Any:
+    def write_atif(self, state: Attempt) -> Any:
         """agent/trajectory.atif.json (transcript/atif.py): every phase that ran, its
         conversation read from its transcript, each answer's metrics from the proxy."""
         # By the phase's log: a loop's iterations share its name, each with a transcript of its own.
-        rendered = {r["stdout"]: r for r in state["rendered"]}
+        rendered = {r["stdout"]: r for r in state.rendered}
         version = agent_version(self.layout, self.mode)
         bodies = wire.read_bodies(
             self.layout.agent_call_bodies(self.mode.name, self.task.instance_id)
         )
         programs = {p.name: p.program for p in self.mode.phases}
         phases = []
-        for record in state["phases"]:
+        for record in state.phases:
             seen = rendered.get(record["stdout"])
             program = registry.PROGRAMS.get(programs.get(record["name"], ""))
-            began = phase_time(state.get("started_at"), record.get("started"))
+            began = phase_time(state.started_at, record.get("started"))
             if seen:
                 conversation = atif.claude_conversation(seen["entries"])
             elif program and program is not CLAUDE:
                 # Its own session logs are not read: the proxy's record of its calls is; the
                 # calls of a loop's iteration are those made while it ran.
-                ended = phase_time(state.get("started_at"), record.get("ended"))
+                ended = phase_time(state.started_at, record.get("ended"))
                 calls = [
                     c
-                    for c in state["calls"]
+                    for c in state.calls
                     if c.get("phase") == record["name"]
                     and c.get("program") == program.name
                     and (
@@ -747,7 +739,7 @@ class AgentRun:
             phases.append(
                 {
                     "name": record["name"],
-                    "status": state["statuses"].get(record["name"]),
+                    "status": state.statuses.get(record["name"]),
                     "prompt": self.prompt_text(record),
                     "result": record.get("result"),
                     "conversation": conversation,
@@ -766,7 +758,7 @@ class AgentRun:
             "model_name": self.mode.model or None,
         }
         jsonio.write_text(
-            path, atif.dumps(atif.attempt_trajectory(session, agent, phases, state["calls"]))
+            path, atif.dumps(atif.attempt_trajectory(session, agent, phases, state.calls))
         )
         return str(path.relative_to(self.out.parent))
 
@@ -790,20 +782,20 @@ def phase_time(attempt_began: float | None, offset: float | None) -> str | None:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def run_attempts(run: AgentRun, retries: int) -> list[State]:
+def run_attempts(run: AgentRun, retries: int) -> list[Attempt]:
     """The attempts of a run: again after an infra_error, up to `retries` more times."""
     attempts = []
     for n in range(1, retries + 2):
         state = run.attempt()
-        if state["status"] == AUTH:
-            label, fix = state.get("credentials") or (CLAUDE.label, CLAUDE.credentials_hint)
+        if state.status == AUTH:
+            label, fix = state.credentials or (CLAUDE.label, CLAUDE.credentials_hint)
             stop_the_run(
-                run.layout, f"{run.mode.name}/{run.task.instance_id}", state["error"], label, fix
+                run.layout, f"{run.mode.name}/{run.task.instance_id}", state.error, label, fix
             )
         attempts.append(state)
-        if state["status"] != INFRA_ERROR or n > retries:
+        if state.status != INFRA_ERROR or n > retries:
             break
-        state["logs"] = str(keep_attempt_logs(run.logs, n).relative_to(run.out.parent))
+        state.logs = str(keep_attempt_logs(run.logs, n).relative_to(run.out.parent))
         wait = backoff_seconds(n)
         say(
             run.mode,
@@ -812,7 +804,7 @@ def run_attempts(run: AgentRun, retries: int) -> list[State]:
             f"attempt {n} of {retries + 1} ended in infra_error; attempt {n + 1} in {wait:g} s",
         )
         wait_interruptibly(wait)
-    attempts[-1]["logs"] = str(run.logs.relative_to(run.out.parent))
+    attempts[-1].logs = str(run.logs.relative_to(run.out.parent))
     return attempts
 
 
@@ -864,29 +856,29 @@ def metered_record(
 
 
 def agent_record(
-    inputs: str | None, run: AgentRun, attempts: Sequence[State], version: str | None
+    inputs: str | None, run: AgentRun, attempts: Sequence[Attempt], version: str | None
 ) -> Record:
-    last, phases = attempts[-1], [p for a in attempts for p in a["phases"]]
-    calls = [c for a in attempts for c in a.get("calls", [])]
+    last, phases = attempts[-1], [p for a in attempts for p in a.phases]
+    calls = [c for a in attempts for c in a.calls]
     cost, tokens, source = cost_and_tokens(calls, phases)
-    flags = attempts_module.dedupe([f for a in attempts for f in a.get("flags", [])])
+    flags = attempts_module.dedupe([f for a in attempts for f in a.flags])
     # The phases' own time: no workspace set-up, no wait for a slot or between attempts.
     seconds = sum(p["wall_seconds"] or 0 for p in phases)
     return {
         "inputs": inputs,
         "mode": run.mode.name,
         "instance_id": run.task.instance_id,
-        "status": last["status"],
-        "error": last["error"],
-        "phases": last["phases"],
+        "status": last.status,
+        "error": last.error,
+        "phases": last.phases,
         "attempts": [
             {
-                "status": a["status"],
-                "error": a["error"],
-                "logs": a["logs"],
-                "cost_usd": cost_and_tokens(a.get("calls", []), a["phases"])[0],
-                "calls": len(a.get("calls", [])),
-                **({"loop": a["loop"]} if "loop" in a else {}),
+                "status": a.status,
+                "error": a.error,
+                "logs": a.logs,
+                "cost_usd": cost_and_tokens(a.calls, a.phases)[0],
+                "calls": len(a.calls),
+                **({"loop": a.loop} if a.loop is not None else {}),
             }
             for a in attempts
         ],
@@ -900,8 +892,8 @@ def agent_record(
             "cost_usd": program_base.summed_cost(phases),
             "tokens": program_base.summed_tokens(phases),
         },
-        "trajectory": last["trajectory"],
-        "atif": last.get("atif"),
+        "trajectory": last.trajectory,
+        "atif": last.atif,
         "isolation": "srt" if run.box else "none",
         "toolchain": (
             sandbox.sandbox_toolchain(rootfs.current())
@@ -912,7 +904,7 @@ def agent_record(
         "flags": flags,
         "contaminated": any(f["kind"] == "contamination" for f in flags),
         "tests_tree": run.tests_tree,
-        **({"loop": last["loop"]} if "loop" in last else {}),
+        **({"loop": last.loop} if last.loop is not None else {}),
     }
 
 

@@ -77,7 +77,14 @@ from .results import stage as results
 from .run import swebench_pro
 from .run.benchmark import AnyTask, Benchmark, load_benchmarks
 from .run.benchmark import Task as BenchmarkTask
-from .run.modes import Mode, extra_modes, load_modes, unknown_prediction_ids
+from .run.modes import (
+    AgentMode,
+    Mode,
+    PredictionsMode,
+    extra_modes,
+    load_modes,
+    unknown_prediction_ids,
+)
 from .run.options import Options
 from .run.record import check_options, read_run
 from .run.swebench import NGINX, SWEBENCH, adapt_mode
@@ -144,7 +151,7 @@ class Context:
     )
 
     def agent_finished(
-        self, layout: Layout, mode: Mode, task: AnyTask, agent_task_name: str
+        self, layout: Layout, mode: AgentMode, task: AnyTask, agent_task_name: str
     ) -> bool:
         """The workspace stage asks whether an agent run is finished (its workspace is then not
         needed); the agent stage answers, and the earlier stage does not import the later one."""
@@ -154,7 +161,7 @@ class Context:
             layout, mode, task, agent_task_name, self.unit_agent_inputs(mode, task)[1]
         )
 
-    def unit_agent_inputs(self, mode: Mode, task: AnyTask) -> tuple[list[str], str | None]:
+    def unit_agent_inputs(self, mode: AgentMode, task: AnyTask) -> tuple[list[str], str | None]:
         """(the rendered prompts, agent.agent_inputs) of an agent unit, made once per command:
         the workspace's and the agent's tasks both ask, and the mode's part is the same for
         every task of the mode."""
@@ -224,8 +231,8 @@ class Context:
             if isinstance(task, BenchmarkTask):
                 yield bench, mode, task
 
-    def agent_units(self) -> Iterator[tuple[Benchmark, Mode, AnyTask]]:
-        return ((b, m, t) for b, m, t in self.units() if m.runs_agent)
+    def agent_units(self) -> Iterator[tuple[Benchmark, AgentMode, AnyTask]]:
+        return ((b, m, t) for b, m, t in self.units() if isinstance(m, AgentMode))
 
     def build_order(self) -> list[BenchmarkTask]:
         """ctx.tasks in the order their builds should start (buildplan.interleave_by_build_group);
@@ -404,7 +411,7 @@ def predictions_tasks(
     for, as in SWE-bench: no clone, test tree or base build is prepared for the others, and the
     run's denominator is these. A file with a row for none of them is an error naming it
     (scoring nothing and exiting 0 looked like a result)."""
-    ids = mode.instances or ()
+    ids = (mode.instances if isinstance(mode, PredictionsMode) else None) or ()
     shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
     rows = f"its {len(ids)} row{'s' if len(ids) != 1 else ''}: {shown}" if ids else "no rows"
     if not any(mode.covers(t.instance_id) for t in bench.tasks):
@@ -534,7 +541,7 @@ def default_selection(ctx: Context) -> list[str]:
     return [
         f"{ctx.benchmark.name}:{m}"
         for m in DEFAULT_MODES
-        if m in ctx.modes and not ctx.modes[m].runs_agent
+        if m in ctx.modes and not isinstance(ctx.modes[m], AgentMode)
     ]
 
 

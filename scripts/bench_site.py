@@ -41,7 +41,7 @@ from nginx_eval.report import site as report_site  # noqa: E402
 from nginx_eval.report import stage as report  # noqa: E402
 from nginx_eval.results import stage as summary  # noqa: E402
 from nginx_eval.run.benchmark import load_benchmark  # noqa: E402
-from nginx_eval.run.modes import load_modes  # noqa: E402
+from nginx_eval.run.modes import AgentMode, load_modes  # noqa: E402
 from nginx_eval.run.record import bind_run  # noqa: E402
 
 RUN = "bench"
@@ -276,7 +276,7 @@ class Synth:
                 },
             )
         agent_status = None
-        if self.modes[mode].runs_agent:
+        if isinstance(self.modes[mode], AgentMode):
             agent_status = {
                 "timeout": "timeout",
                 "agent_error": "failed",

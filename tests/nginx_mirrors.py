@@ -12,8 +12,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import doit_server
 import pytest
-from conftest import DODO
+from conftest import DODO, SOURCE_ROOT
 
 URL = os.environ.get("NGINX_EVAL_REPO_URL", "")
 
@@ -56,13 +57,11 @@ def doit_run(
         NGINX_EVAL_CACHE=str(cache),
         NGINX_EVAL_RESULTS=str(tmp_path / "results"),
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "doit", "-f", str(DODO), "run", *words],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    # Forked from the worker's doit server (doit_server.py), as conftest.Project.doit is: the
+    # imports of doit, the package and the report's statistics are made once per worker.
+    argv = ["-f", str(DODO), "run", *words]
+    status, out, err = doit_server.server(SOURCE_ROOT).run(argv, env=env, timeout=timeout)
+    proc = subprocess.CompletedProcess([sys.executable, "-m", "doit", *argv], status, out, err)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return proc
 

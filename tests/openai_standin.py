@@ -22,7 +22,7 @@ Faults (anthropic_standin.Fault): an HTTP status with the API's error body (429 
 ``retry-after: 0``), a ``mid_stream`` error event (``response.failed`` after
 ``response.created``), a delay (``until`` as anthropic_standin's). A bearer token other than
 ``api_key`` gets the API's 401.
-``api.requests`` records every request as anthropic_standin's does.
+``api.requests`` records every request as anthropic_standin's does (``answered`` too).
 """
 
 import itertools
@@ -152,6 +152,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_error_json(404, f"no such path {record['path']}", record)
 
     def do_POST(self):
+        self.current = None
+        try:
+            self.post()
+        finally:
+            # When the answer was written (or the request given up), as anthropic_standin's.
+            if self.current is not None:
+                self.current["answered"] = time.monotonic()
+
+    def post(self):
         length = int(self.headers.get("Content-Length") or 0)
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
@@ -193,9 +202,11 @@ class _Handler(BaseHTTPRequestHandler):
             "turn": None,
             "status": None,
             "usage": None,
+            "answered": None,
         }
         with api.lock:
             api.requests.append(record)
+        self.current = record
         return record
 
     def send_json(self, status, data, record=None, headers=()):

@@ -20,7 +20,15 @@ from nginx_eval.report import stage as report_stage
 from nginx_eval.repositories import stage as repos_stage
 from nginx_eval.run import benchmark
 from nginx_eval.run.benchmark import Benchmark, Task
-from nginx_eval.run.modes import Loop, Mode, Phase
+from nginx_eval.run.modes import (
+    AgentMode,
+    GoldMode,
+    Loop,
+    Mode,
+    NoneMode,
+    Phase,
+    PredictionsMode,
+)
 
 TASK = Task(
     instance_id="nginx-1",
@@ -51,11 +59,10 @@ AUTHORED_NO_FILES = Task(**{**vars(AUTHORED), "authored": ()})
 NGINX_WITH_FILES = Task(**{**vars(TASK), "authored": (("own.t", b"x"),)})
 
 SOLVE = Phase("solve", "claude -p {prompt}", prompt="solve.j2")
-MODES = {
-    "plain": Mode("plain", "agent", phases=(SOLVE,)),
-    "rich": Mode(
+MODES: dict[str, Mode] = {
+    "plain": AgentMode("plain", phases=(SOLVE,)),
+    "rich": AgentMode(
         "rich",
-        "agent",
         phases=(
             Phase("plan", "codex exec {prompt}", program="codex", model="gpt-5", share=0.3),
             Phase(
@@ -80,12 +87,14 @@ MODES = {
         tests="base",
         timeout=900.0,
         score="finished",
-        instances=("nginx-1",),
     ),
-    "open": Mode("open", "agent", phases=(SOLVE,), isolation="none"),
-    "gold": Mode("gold", "gold"),
-    "none": Mode("none", "none"),
-    "predictions": Mode("predictions", "predictions", predictions="p.jsonl"),
+    "open": AgentMode("open", phases=(SOLVE,), isolation="none"),
+    "gold": GoldMode("gold"),
+    "none": NoneMode("none"),
+    "predictions": PredictionsMode("predictions", predictions="p.jsonl"),
+    "rows": PredictionsMode(
+        "rows", predictions="p.jsonl", instances=("nginx-1",), model="m", description="d"
+    ),
 }
 ENV = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:1", "OPENAI_BASE_URL": "http://127.0.0.1:2"}
 
@@ -146,18 +155,22 @@ EXPECTED: dict[str, str] = {
     "grade:b/rich/nginx-2/strict=0,0/1.2": "99db950c494e80de",
     "grade:b/rich/nginx-2/strict=1,0/None": "edef64c2ab178501",
     "grade:b/rich/nginx-2/strict=1,1/1.2": "d174655f5481ebeb",
-    "mode.fingerprint/gold": "a75abacba53d6bfa",
-    "mode.fingerprint/none": "a75abacba53d6bfa",
+    "grade:b/rows/nginx-1/strict=0,0/1.2": "4cc080f78e5b3263",
+    "grade:b/rows/nginx-1/strict=1,0/None": "2ed4628bc0a43140",
+    "grade:b/rows/nginx-1/strict=1,1/1.2": "2c71e206d7b31ffd",
+    "grade:b/rows/nginx-2/strict=0,0/1.2": "99db950c494e80de",
+    "grade:b/rows/nginx-2/strict=1,0/None": "edef64c2ab178501",
+    "grade:b/rows/nginx-2/strict=1,1/1.2": "d174655f5481ebeb",
     "mode.fingerprint/open": "0d4129fa324b74ab",
     "mode.fingerprint/plain": "0d4129fa324b74ab",
-    "mode.fingerprint/predictions": "a75abacba53d6bfa",
     "mode.fingerprint/rich": "2e82562db3047156",
     "mode.to_json/gold": "4f2bde5df05b6a8d",
     "mode.to_json/none": "2d6bc25da74b13a1",
     "mode.to_json/open": "d85efdd7555e38c3",
     "mode.to_json/plain": "fdf6ad52267dd1ea",
     "mode.to_json/predictions": "9164c22e106829ca",
-    "mode.to_json/rich": "38355b0915b5d075",
+    "mode.to_json/rich": "5fc4286cd9e9e1db",
+    "mode.to_json/rows": "2bcd1342a6f4f9a0",
     "patch:b/gold/nginx-1": "08dc695238c65587",
     "patch:b/gold/nginx-2": "08dc695238c65587",
     "patch:b/none/nginx-1": "765eb412be0ef01d",
@@ -170,6 +183,8 @@ EXPECTED: dict[str, str] = {
     "patch:b/predictions/nginx-2": "6d76f6f1dd607354",
     "patch:b/rich/nginx-1": "44f5b73807e9f1c9",
     "patch:b/rich/nginx-2": "44f5b73807e9f1c9",
+    "patch:b/rows/nginx-1": "6d76f6f1dd607354",
+    "patch:b/rows/nginx-2": "6d76f6f1dd607354",
     "phase.fingerprint/solve": "dc8aa53ffb575efa",
     "prove:b/plain/nginx-1/rerun=0": "af9e189424598bc9",
     "prove:b/plain/nginx-1/rerun=1": "9e1acdaab1373e37",
@@ -177,24 +192,21 @@ EXPECTED: dict[str, str] = {
     "prove:b/plain/nginx-2/rerun=1": "ba376f014f6ae488",
     "report_inputs/plain+gold/None": "c6c42c01f44880b1",
     "report_inputs/plain+gold/other": "454d18a2443382cf",
-    "report_inputs/rich+plain+gold/None": "441aae2b8c4fd78b",
-    "report_inputs/rich+plain+gold/other": "ddfbb20701e2fabd",
+    "report_inputs/rich+plain+gold/None": "814d9fafcaea979d",
+    "report_inputs/rich+plain+gold/other": "04ad0afac1625429",
     "repos:nginx+nginx-tests/1": "23cca7a4ebf5577e",
     "repos:nginx+nginx-tests/2": "936d4feaa6440608",
     "repos:nginx+nginx/1": "44ee65d4ee28ab78",
     "repos:nginx+nginx/2": "44ee65d4ee28ab78",
-    "sandbox.settings/gold": "1f3fb9552e1e3404",
-    "sandbox.settings/none": "1f3fb9552e1e3404",
     "sandbox.settings/open": "74234e98afe7498f",
     "sandbox.settings/plain": "1f3fb9552e1e3404",
-    "sandbox.settings/predictions": "1f3fb9552e1e3404",
     "sandbox.settings/rich": "b0477aa0d2c56b1a",
-    "tests_stamp/0": "3a84491fa08b3754",
-    "tests_stamp/1": "89a4cc3e93f0045e",
     "task.to_json/nginx-1/0": "1b78d2335045f790",
     "task.to_json/nginx-1/1": "1b78d2335045f790",
     "task.to_json/nginx-2/0": "7db450f2efe5c02e",
     "task.to_json/nginx-2/1": "65b68ab95d231766",
+    "tests_stamp/0": "3a84491fa08b3754",
+    "tests_stamp/1": "89a4cc3e93f0045e",
     "validation/nginx-1/0/cpu": "43603ebad02c9fb2",
     "validation/nginx-1/0/none": "b9911a07a7dce559",
     "validation/nginx-1/1/cpu": "43603ebad02c9fb2",
@@ -240,20 +252,23 @@ def computed(tmp_path, monkeypatch) -> dict[str, str]:
     monkeypatch.setenv("NGINX_EVAL_REPO_URL", "/mirrors/{owner}+{name}")
     out = {}
     for name, mode in MODES.items():
-        out[f"mode.fingerprint/{name}"] = jsonio.digest(mode.fingerprint())
         out[f"mode.to_json/{name}"] = jsonio.digest(mode.to_json())
-        out[f"sandbox.settings/{name}"] = jsonio.digest(sandbox.settings(mode, ENV))
+        if isinstance(mode, AgentMode):
+            out[f"mode.fingerprint/{name}"] = jsonio.digest(mode.fingerprint())
+            out[f"sandbox.settings/{name}"] = jsonio.digest(sandbox.settings(mode, ENV))
     out["phase.fingerprint/solve"] = jsonio.digest(SOLVE.fingerprint())
     layout = Layout(tmp_path, tmp_path / "cache", tmp_path / "results")
     for version in (None, "claude 2.0"):
         monkeypatch.setattr(agent_stage, "agent_version", lambda layout, mode, v=version: v)
-        for name in ("plain", "rich", "open"):
-            of_mode = agent_stage.mode_inputs(layout, MODES[name])
+        for name, mode in MODES.items():
+            if not isinstance(mode, AgentMode):
+                continue
+            of_mode = agent_stage.mode_inputs(layout, mode)
             out[f"agent.mode_inputs/{name}/{version}"] = jsonio.digest(of_mode)
             for task in (TASK, AUTHORED):
                 out[f"agent.agent_inputs/{name}/{task.instance_id}/{version}"] = (
                     agent_stage.agent_inputs(
-                        layout, MODES[name], task, ["prompt"], of_mode, {"commit": "e" * 40}
+                        layout, mode, task, ["prompt"], of_mode, {"commit": "e" * 40}
                     )
                 )
     for task in (TASK, AUTHORED, AUTHORED_NO_FILES, NGINX_WITH_FILES):

@@ -5,7 +5,7 @@ import pytest
 
 from nginx_eval.core.errors import UserError
 from nginx_eval.run.commandline import render_command
-from nginx_eval.run.modes import parse_modes
+from nginx_eval.run.modes import AgentMode, GoldMode, NoneMode, PredictionsMode, parse_modes
 
 
 def test_modes_parse_and_errors(tmp_path):
@@ -36,6 +36,31 @@ def test_modes_parse_and_errors(tmp_path):
         parse_modes({"modes": {"a": {"phases": [{"command": "x {promt}"}]}}}, "m.toml")
     with pytest.raises(UserError, match="built in"):
         parse_modes({"modes": {"gold": {"phases": [{"command": "x"}]}}}, "m.toml")
+
+
+def test_each_kind_of_mode_is_its_own_type_and_keeps_only_its_own_settings(tmp_path):
+    """A predictions mode's agent settings are checked (a wrong one is still an error) but not
+    kept: nothing of it runs an agent, and its report entry says no tests or score."""
+    (tmp_path / "p.jsonl").write_text('{"instance_id": "t-1", "model_patch": ""}\n')
+    agent = {"phases": [{"command": "x"}], "score": "finished", "tests": "base"}
+    rows = {"predictions": "p.jsonl", "model": "m", "score": "finished", "tests": "base"}
+    modes = parse_modes({"modes": {"a": agent, "rows": rows}}, tmp_path / "m.toml")
+    kinds = {n: (type(m), m.kind) for n, m in modes.items()}
+    assert kinds == {
+        "a": (AgentMode, "agent"),
+        "rows": (PredictionsMode, "predictions"),
+        "gold": (GoldMode, "gold"),
+        "none": (NoneMode, "none"),
+    }
+    rows_mode = modes["rows"]
+    assert isinstance(rows_mode, PredictionsMode)
+    assert rows_mode.instances == ("t-1",) and rows_mode.model == "m"
+    assert not hasattr(rows_mode, "score") and not hasattr(rows_mode, "phases")
+    assert "score" not in rows_mode.to_json() and "tests" not in rows_mode.to_json()
+    assert modes["a"].to_json()["score"] == "finished"
+    assert modes["a"].covers("anything") and not rows_mode.covers("t-2")
+    with pytest.raises(UserError, match="score"):
+        parse_modes({"modes": {"rows": dict(rows, score="best")}}, tmp_path / "m.toml")
 
 
 # -- commands: custom slash commands the harness installs in the workspace -------------------------

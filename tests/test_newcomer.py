@@ -11,7 +11,7 @@ from test_commands import preview_table
 from nginx_eval.checks import doctor, doctor_report
 from nginx_eval.core.errors import UserError
 from nginx_eval.run import options
-from nginx_eval.run.modes import load_modes
+from nginx_eval.run.modes import AgentMode, load_modes
 
 
 def test_the_doctor_names_every_mode_that_cannot_run_without_claude(tmp_path, monkeypatch):
@@ -21,7 +21,7 @@ def test_the_doctor_names_every_mode_that_cannot_run_without_claude(tmp_path, mo
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("AGENT", raising=False)
     modes = load_modes(SOURCE_ROOT / "modes.toml", SOURCE_ROOT / "templates")
-    agents = [m for m in modes.values() if m.runs_agent]
+    agents = [m for m in modes.values() if isinstance(m, AgentMode)]
     findings = doctor.agent_findings(None, agents)
     text, ok = doctor_report.render(findings)
     assert not ok

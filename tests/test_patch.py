@@ -18,7 +18,7 @@ from nginx_eval.patch.stage import (
     write_patch,
 )
 from nginx_eval.run.benchmark import Task
-from nginx_eval.run.modes import Mode
+from nginx_eval.run.modes import AgentMode
 from nginx_eval.workspace.stage import create_workspace, mark_agent_started
 
 REPO = "nginx/nginx"
@@ -178,7 +178,7 @@ def test_patch_json_lists_what_was_left_out(tmp_path):
     write(ws / "src/core/nginx.c", "int main(void)\n{\n    return 1;\n}\n")
     write(ws / "core.dump", b"\0" * ((1 << 20) + 1))
 
-    write_patch(layout, Mode(name="agent", kind="agent"), task, {}, [])
+    write_patch(layout, AgentMode(name="agent"), task, {}, [])
 
     record = json.loads(layout.patch_json("agent", task.instance_id).read_text())
     assert record["files"] == ["src/core/nginx.c"]
@@ -210,7 +210,7 @@ def test_an_agent_run_that_did_not_finish_has_an_empty_patch(tmp_path, status, e
     agent_json = layout.agent_json("agent", task.instance_id)
     agent_json.parent.mkdir(parents=True, exist_ok=True)
     agent_json.write_text(json.dumps({"status": status, "error": error}))
-    mode = Mode(name="agent", kind="agent")
+    mode = AgentMode(name="agent")
 
     write_patch(layout, mode, task, {}, [])
 
@@ -242,7 +242,7 @@ def test_take_patch_removes_a_finished_agent_s_workspace(tmp_path, status, keep,
     agent_json = layout.agent_json("agent", task.instance_id)
     agent_json.parent.mkdir(parents=True, exist_ok=True)
     agent_json.write_text(json.dumps({"status": status, "error": ""}))
-    mode = Mode(name="agent", kind="agent")
+    mode = AgentMode(name="agent")
 
     take_patch(layout, mode, task, keep, {}, [])
 

@@ -12,6 +12,7 @@ import pytest
 from harbor.utils.trajectory_validator import TrajectoryValidator
 
 from nginx_eval.agent.stage import phase_time
+from nginx_eval.core.layout import Layout
 from nginx_eval.report import process
 from nginx_eval.report.workflow import marginal_cost, workflow_facts
 from nginx_eval.transcript.atif import Conversation, Turn, attempt_trajectory
@@ -281,8 +282,6 @@ def test_a_mode_without_trajectories_has_no_process_figures():
 
 
 def test_a_file_that_is_not_a_trajectory_is_left_out(tmp_path):
-    from nginx_eval.core.layout import Layout
-
     layout = Layout(tmp_path, tmp_path / "cache", tmp_path / "results", "r")
     good = trajectory(("solve", 0.0, Conversation("codex", None, [])))
     for iid, text in (("a", json.dumps(good)), ("b", "[1, 2]")):
@@ -290,6 +289,46 @@ def test_a_file_that_is_not_a_trajectory_is_left_out(tmp_path):
         layout.agent_atif("m", iid).write_text(text)
     found = process.read_processes(layout, {"m": {"a": {}, "b": {}, "c": {}}})
     assert list(found["m"]) == ["a"] and found["m"]["a"]["edited"] is False
+
+
+def test_a_rendering_reads_only_the_trajectories_that_changed(tmp_path, monkeypatch):
+    """What the report read of each trajectory is kept by the file's size and time: a second
+    rendering reads none, a rewritten file is read again, and figures under other rules
+    (another process.py) are read anew."""
+    layout = Layout(tmp_path, tmp_path / "cache", tmp_path / "results", "r")
+    quiet = trajectory(("solve", 0.0, Conversation("codex", None, [])))
+    edit = trajectory(
+        (
+            "solve",
+            0.0,
+            Conversation(
+                "codex",
+                None,
+                [agent_turn("codex", 2.0, shell("codex", "sed -i s/a/b/ src/x.c", "Exit code: 0"))],
+            ),
+        )
+    )
+    for iid in ("a", "b"):
+        layout.agent_atif("m", iid).parent.mkdir(parents=True)
+        layout.agent_atif("m", iid).write_text(json.dumps(quiet))
+    rows = {"m": {"a": {}, "b": {}}}
+    read = []
+    real = process._read_attempt
+    monkeypatch.setattr(
+        process, "_read_attempt", lambda path: read.append(path.parent.parent.name) or real(path)
+    )
+    first = process.read_processes(layout, rows)
+    assert sorted(read) == ["a", "b"] and first["m"]["b"]["edited"] is False
+    read.clear()
+    assert process.read_processes(layout, rows) == first and read == []
+    layout.agent_atif("m", "b").write_text(json.dumps(edit, indent=1))
+    again = process.read_processes(layout, rows)
+    assert (
+        read == ["b"] and again["m"]["b"]["edited"] is True and again["m"]["a"] == first["m"]["a"]
+    )
+    read.clear()
+    monkeypatch.setattr(process, "RULES", "other rules")
+    assert process.read_processes(layout, rows) == again and sorted(read) == ["a", "b"]
 
 
 def row(cost, resolved):

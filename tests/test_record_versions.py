@@ -14,7 +14,7 @@ from nginx_eval.core.errors import UserError, UserFailure, failing_on_user_error
 from nginx_eval.core.layout import Layout
 from nginx_eval.results import stage as results
 from nginx_eval.run.benchmark import Task
-from nginx_eval.run.modes import Mode
+from nginx_eval.run.modes import GoldMode
 
 # The files that write JSON the harness does not read back as a record: a program's settings
 # and version cache, the sandbox's settings, a remote agent's diff, the build plans' cache, the
@@ -29,6 +29,7 @@ NOT_RECORDS = {
     "checks/validate.py": 1,
     "core/records.py": 1,  # write_record itself
     "prove/tree.py": 2,
+    "report/process.py": 1,  # a cache, under its rules' digest rather than a version
     "repositories/stage.py": 1,
     "suite/stage.py": 1,
     "workspace/stage.py": 2,
@@ -69,7 +70,7 @@ def test_results_refuse_a_grade_of_a_later_version(tmp_path):
     """results.jsonl is made from the records: a grade.json a later nginx-eval wrote stops it
     with the one line (a doit action: a UserFailure, no traceback)."""
     layout = Layout(tmp_path, tmp_path / "cache", tmp_path / "results")
-    mode, task = Mode("gold", "gold"), Task(**{**vars(_task()), "instance_id": "t-1"})
+    mode, task = GoldMode("gold"), Task(**{**vars(_task()), "instance_id": "t-1"})
     path = layout.grade_json(mode.name, task.instance_id)
     path.parent.mkdir(parents=True)
     jsonio.write_json(path, {"status": "resolved", "format_version": 99})

@@ -10,60 +10,38 @@ ends (marker, limit, no progress) and `score = "finished"` are checked with a sc
 """
 
 import json
-import os
 import shutil
 import sys
 import textwrap
 
-import claude_cli
 import openai_standin
 import pytest
-from anthropic_standin import Fault, call, say
+from anthropic_standin import say
 from conftest import SOURCE_ROOT
 from test_agent_claude import FIX, needs_srt
+from workflow_scripts import (
+    CODEX,
+    COMMAND,
+    CONSENSUS,
+    CRITIQUE,
+    NLCMD_CODEX,
+    OPUS,
+    PROPOSE,
+    REDUCE,
+    SONNET,
+    SUBAGENTS,
+    UNDERSTAND,
+    agent_call,
+    cli_environment,
+    full_scripts,
+    iteration,
+    loop_script,
+    nlcmd_scripts,
+    overlapped,
+)
+from workflow_scripts import calls as standin_calls
 
 from nginx_eval.meter import summary
-
-OPUS, SONNET, CODEX = "claude-opus-4-5", "claude-sonnet-4-5", "gpt-5.2-codex"
-# Phrases of the shipped prompts (templates/), one per stage.
-UNDERSTAND = "Planning stage 1 of 5, the understander"
-PROPOSE = "Planning stage 2 of 5, the bold proposer"
-CRITIQUE = "Planning stage 3 of 5, the critic"
-REDUCE = "Planning stage 3 of 5, the reducer"
-CONSENSUS = "Planning stage 5 of 5, the consensus"
-COMMAND = "coordinator of a planning pipeline"
-
-
-# GitHub's CLI and git's remote commands, as a planner that reports to GitHub would use them.
-REMOTE = "gh issue comment 1 --body done; echo gh=$?; git -C . push origin HEAD; echo push=$?"
-
-
-def iteration(n):
-    return f"this is call {n} of at most"
-
-
-def loop_script(plan_text=None):
-    """impl's loop: call 1 fixes the bug and writes its commit message; call 2 writes the
-    marker (and changes nothing else)."""
-    message = "mkdir -p .tmp && printf 'Make add() add\\n\\nThe sum used a minus.\\n' > "
-    return {
-        iteration(1): [
-            [
-                say("Fixing it."),
-                call("Bash", command=f"{FIX} && {message}.tmp/commit-message-1.txt && {REMOTE}"),
-            ],
-            [say("FIRST-CALL-OUTPUT: the sum is fixed.")],
-        ],
-        iteration(2): [
-            [
-                call(
-                    "Bash",
-                    command="printf 'Fix add\\nISSUE FIXED\\nadd() adds.\\n' > .tmp/finalize.txt",
-                )
-            ],
-            [say("Finalized.")],
-        ],
-    }
 
 
 class Workflow:
@@ -73,24 +51,9 @@ class Workflow:
     def __init__(self, project, claude_program, api, codex_program=None, openai_api=None):
         self.project, self.api, self.openai = project, api, openai_api
         shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
-        bin_dir = project.base / "bin"
-        bin_dir.mkdir()
-        (bin_dir / "claude").symlink_to(claude_program)
-        if codex_program:
-            (bin_dir / "codex").symlink_to(codex_program)
-        config = project.base / "claude-config"
-        config.mkdir()
-        cli_env = claude_cli.environment(api, config, CLAUDE_CODE_MAX_RETRIES="0")
-        project.env.update({k: v for k, v in cli_env.items() if os.environ.get(k) != v})
-        project.env.update(
-            PATH=f"{bin_dir}{os.pathsep}{project.env['PATH']}",
-            NGINX_EVAL_AGENT_BACKOFF="0.05",
-            NGINX_EVAL_AGENT_MAX_RETRIES="0",
+        project.env = cli_environment(
+            project.base, project.env, claude_program, api, codex_program, openai_api
         )
-        if openai_api:
-            project.env.update(
-                OPENAI_BASE_URL=openai_api.url + "/v1", OPENAI_API_KEY=openai_api.api_key
-            )
 
     def run(self, *modes, env=None, check=True):
         return self.project.doit(
@@ -103,19 +66,7 @@ class Workflow:
     def calls(self, markers):
         """[(marker, model, first request time, last answer time)] of each marker's requests
         at the Anthropic stand-in, in the order they began."""
-        out = []
-        for marker in markers:
-            requests = self.api.messages_requests(marker)
-            if requests:
-                out.append(
-                    (
-                        marker,
-                        requests[0]["model"],
-                        min(r["time"] for r in requests),
-                        max(r["answered"] or r["time"] for r in requests),
-                    )
-                )
-        return sorted(out, key=lambda c: c[2])
+        return [c[:4] for c in standin_calls(self.api, markers)]
 
 
 @pytest.fixture
@@ -128,13 +79,9 @@ def workflow_codex(project, claude_program, anthropic_api, codex_program, openai
     return Workflow(project, claude_program, anthropic_api, codex_program, openai_api)
 
 
-def overlapped(a, b):
-    return a[2] < b[3] and b[2] < a[3]
-
-
 @needs_srt
 def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(workflow):
-    workflow.api.script = loop_script()
+    workflow.api.script = loop_script(FIX)
     workflow.run("raw", "impl")
     # raw: one call.
     assert {r["marker"] for r in workflow.api.messages_requests() if r["marker"]} >= {
@@ -159,7 +106,7 @@ def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(workflow):
         shell
     )
     prompt = json.dumps(second[0]["body"]["messages"][0])
-    assert "FIRST-CALL-OUTPUT: the sum is fixed." in prompt and "Make add() add" in prompt
+    assert "FIRST-CALL-OUTPUT: the fix is in." in prompt and "Make add() add" in prompt
     loop = agent["loop"]
     assert loop == {
         "phase": "implement",
@@ -193,24 +140,8 @@ def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(workflow):
     print(f"\nimpl: {[(p['name'], p['iteration'], p['model']) for p in calls]}, loop {loop}")
 
 
-PLANNER_SCRIPT = {
-    UNDERSTAND: [[say("MAP: add() in src/core/calc.c subtracts.")]],
-    PROPOSE: [[say("PROPOSAL: make add() add.")]],
-    CRITIQUE: [[say("CRITIQUE: the proposal holds.")]],
-    REDUCE: [[say("REDUCTION: one character.")]],
-    CONSENSUS: [[say("PLAN-BY-OPUS: replace a - b by a + b.")]],
-}
-
-
 def full_run(workflow, codex_fails):
-    workflow.api.script = dict(PLANNER_SCRIPT, **loop_script())
-    # Critique and reducer each wait at the API until the other has arrived (at most 30 s): run
-    # one after the other, the first would be answered before the second was sent.
-    workflow.api.faults = [
-        Fault(delay=30, marker=CRITIQUE, until=REDUCE),
-        Fault(delay=30, marker=REDUCE, until=CRITIQUE),
-    ]
-    workflow.openai.script = {CONSENSUS: [[openai_standin.say("PLAN-BY-CODEX: a + b.")]]}
+    workflow.api.script, workflow.api.faults, workflow.openai.script = full_scripts(FIX)
     if codex_fails:
         workflow.openai.faults = [openai_standin.Fault(status=500)]
     workflow.run("full")
@@ -288,18 +219,7 @@ def test_full_plans_in_five_calls_with_two_at_once_then_loops(workflow_codex, co
     )
 
 
-def agent_call(kind, marker):
-    return call(
-        "Agent",
-        description=f"{kind} stage",
-        prompt=f"{marker} for the report in .issue.md",
-        subagent_type=kind,
-        run_in_background=False,
-    )
-
-
 CALLS = "agent/calls.jsonl.gz"
-NLCMD_CODEX = "CODEX-CONSENSUS-OF-THE-COMMAND"
 
 
 @needs_srt
@@ -307,39 +227,8 @@ def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow_codex):
     """The consensus subagent asks Codex from its Bash tool, as its definition says
     (templates/agent-homes/planner/agents/consensus.md): metered under the plan phase."""
     workflow = workflow_codex
-    subs = {k: f"SUB-{k.upper()}-MARK" for k in ("understander", "proposer", "critic", "reducer")}
-    subs["consensus"] = "SUB-CONSENSUS-MARK"
-    ask = (
-        f"codex exec -s read-only -m {CODEX} -c model_reasoning_effort=xhigh "
-        f"'{NLCMD_CODEX}: the reports' </dev/null > .tmp/codex.txt"
-    )
-    write = "mkdir -p .tmp && printf 'PLAN-OF-SUBAGENTS: a + b\\n' > .tmp/4-consensus.md"
-    workflow.openai.script = {NLCMD_CODEX: [[openai_standin.say("PLAN-BY-CODEX: a + b.")]]}
-    workflow.api.script = dict(
-        {
-            COMMAND: [
-                [agent_call("understander", subs["understander"])],
-                [agent_call("proposer", subs["proposer"])],
-                [agent_call("critic", subs["critic"]), agent_call("reducer", subs["reducer"])],
-                [agent_call("consensus", subs["consensus"])],
-                [say("The plan is in .tmp/4-consensus.md.")],
-            ],
-            subs["understander"]: [[say("map")]],
-            subs["proposer"]: [[say("proposal")]],
-            subs["critic"]: [[say("critique")]],
-            subs["reducer"]: [[say("reduction")]],
-            subs["consensus"]: [
-                [call("Bash", command="mkdir -p .tmp && " + ask)],
-                [call("Bash", command=write)],
-                [say("written")],
-            ],
-        },
-        **loop_script(),
-    )
-    workflow.api.faults = [
-        Fault(delay=30, marker=subs["critic"], until=subs["reducer"]),
-        Fault(delay=30, marker=subs["reducer"], until=subs["critic"]),
-    ]
+    subs = SUBAGENTS
+    workflow.api.script, workflow.api.faults, workflow.openai.script = nlcmd_scripts(FIX)
     workflow.run("nlcmd")
     agent = workflow.agent("nlcmd")
     assert agent["status"] == "completed", agent["error"]

@@ -58,11 +58,11 @@ def marker_written(ws: Path, spec: Loop) -> bool:
     return any(line.strip() == spec.marker for line in lines)
 
 
-def run_loop(run: Any, i: int, phase: Phase, prompt: str, state: dict) -> tuple[str, str]:
-    """The loop (module docstring); its record in state["loop"]; (status, reason)."""
+def run_loop(run: Any, i: int, phase: Phase, prompt: str, state: phases.Attempt) -> tuple[str, str]:
+    """The loop (module docstring); its record in state.loop; (status, reason)."""
     assert phase.loop is not None
     spec = phase.loop
-    limit = phases.phase_timeout(run.mode, phase, state["started"])
+    limit = phases.phase_timeout(run.mode, phase, state.started)
     deadline = time.monotonic() + limit
     record: LoopRecord = {
         "phase": phase.name,
@@ -72,7 +72,7 @@ def run_loop(run: Any, i: int, phase: Phase, prompt: str, state: dict) -> tuple[
         "marker": False,
         "max": spec.max,
     }
-    state["loop"] = record
+    state.loop = record
     values = {"previous_output": "", "previous_message": "", "feedback": ""}
     quiet = 0
     status, reason = COMPLETED, ""
@@ -86,14 +86,14 @@ def run_loop(run: Any, i: int, phase: Phase, prompt: str, state: dict) -> tuple[
         (run.ws / message_file).unlink(missing_ok=True)
         text = prompts.fill(
             prompt,
-            state["artifacts"],
+            state.artifacts,
             dict(values, iteration=str(n), message_file=message_file),
         )
         record["iterations"] = n
         status, reason = phases.run_one(
             run, i, phase, text, state, left, stem=f"{i}-{phase.name}-{n}"
         )
-        call = state["phases"][-1]
+        call = state.phases[-1]
         call["iteration"] = n
         if status == TIMEOUT:
             record["ended"] = LoopEnd.TIME
@@ -121,7 +121,7 @@ def run_loop(run: Any, i: int, phase: Phase, prompt: str, state: dict) -> tuple[
         if not sha:
             feedback.append(f"Iteration {n} changed nothing.")
         values = {
-            "previous_output": state["artifacts"].get(phase.name, ""),
+            "previous_output": state.artifacts.get(phase.name, ""),
             "previous_message": message,
             "feedback": " ".join(feedback),
         }

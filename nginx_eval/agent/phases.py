@@ -23,14 +23,16 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..core import jsonio, limits
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR
-from ..run.modes import MIN_SHARE_SECONDS, Mode, Phase
+from ..core.records import AgentPhase, Flag, LoopRecord
+from ..run.modes import MIN_SHARE_SECONDS, AgentMode, Phase
 from .programs import registry
-from .programs.base import AUTH
+from .programs.base import AUTH, Models
 from .programs.claude import CLAUDE
 from .prompts import fill
 
@@ -41,7 +43,34 @@ FALLBACK_STATUSES = (INFRA_ERROR, AUTH, ERROR, FAILED)
 OUTPUT_CHARS = 20000
 
 
-def phase_timeout(mode: Mode, phase: Phase, started: float) -> float:
+@dataclass
+class Attempt:
+    """An attempt's state: what its phases leave as they run (AgentRun.run_phases makes it,
+    run_all fills it), then what AgentRun.attempt adds; agent/stage.py's agent_record makes
+    agent.json of the attempts."""
+
+    status: str = COMPLETED  # agent.json's status, or AUTH (programs/base.py: the run stops)
+    error: str = ""  # "phase <name>: <reason>", "" while every phase completes
+    phases: list[AgentPhase] = field(default_factory=list)  # the records, in the order run
+    sessions: dict[str, Models] = field(default_factory=dict)  # {session: its models so far}
+    session: str | None = None  # the last phase's session: the one a --continue continues
+    # phase records with their transcript entries and status, for trajectory.md
+    rendered: list[dict[str, Any]] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+    statuses: dict[str, str] = field(default_factory=dict)  # {phase name: its status}
+    artifacts: dict[str, str] = field(default_factory=dict)  # {phase name: its artifact}
+    started: float = field(default_factory=time.monotonic)  # for the phases' times
+    started_at: float = field(default_factory=time.time)  # the same moment by the clock
+    # (label, hint) of the program whose credentials were refused (status AUTH)
+    credentials: tuple[str, str] | None = None
+    loop: LoopRecord | None = None  # loop.py's record, when a loop phase ran
+    calls: list[dict[str, Any]] = field(default_factory=list)  # the metering proxy's records
+    trajectory: str | None = None  # "agent/trajectory.md", None without Claude Code's
+    atif: str | None = None  # "agent/trajectory.atif.json"
+    logs: str = ""  # its logs' folder, relative to the task's results
+
+
+def phase_timeout(mode: AgentMode, phase: Phase, started: float) -> float:
     """The phase's time limit: its own, or its share of the mode's (at least
     MIN_SHARE_SECONDS), "rest" being what the phases before it left."""
     if phase.share is None:
@@ -68,7 +97,7 @@ def result_text(run: Any, record: Mapping[str, Any], phase: Phase) -> str:
     return str(result.get("result") or "") if not result.get("is_error") else ""
 
 
-def artifact_of(run: Any, phase: Phase, record: dict) -> str:
+def artifact_of(run: Any, phase: Phase, record: AgentPhase) -> str:
     """The phase's artifact (module docstring), kept in agent/artifacts/<phase>.md."""
     text = ""
     if phase.output:
@@ -96,52 +125,57 @@ def run_one(
     i: int,
     phase: Phase,
     prompt: str,
-    state: dict,
+    state: Attempt,
     timeout: float,
     stem: str | None = None,
 ) -> tuple[str, str]:
     """The phase once, then its fallback if it failed for a reason of its own; (status,
     reason) of the one that ran last."""
-    start = time.monotonic() - state["started"]
+    start = time.monotonic() - state.started
     status, reason = run.run_phase(i, phase, prompt, state, timeout=timeout, stem=stem)
-    record = state["phases"][-1]
-    record.update(
-        program=program_name(run, phase),
-        started=round(start, 3),
-        ended=round(time.monotonic() - state["started"], 3),
-    )
+    record = state.phases[-1]
+    record["program"] = program_name(run, phase)
+    record["started"] = round(start, 3)
+    record["ended"] = round(time.monotonic() - state.started, 3)
     if status in FALLBACK_STATUSES and phase.fallback is not None:
         fallback = phase.fallback
         record["replaced_by"] = f"{fallback.program} {fallback.model or run.mode.model}".strip()
-        state.pop("credentials", None)
-        start = time.monotonic() - state["started"]
-        left = max(1.0, timeout - (time.monotonic() - state["started"] - record["started"]))
+        state.credentials = None
+        start = time.monotonic() - state.started
+        left = max(1.0, timeout - (time.monotonic() - state.started - record["started"]))
         status, reason = run.run_phase(
             i, fallback, prompt, state, timeout=left, stem=f"{stem or f'{i}-{phase.name}'}-fallback"
         )
-        state["phases"][-1].update(
-            program=program_name(run, fallback),
-            fallback=True,
-            started=round(start, 3),
-            ended=round(time.monotonic() - state["started"], 3),
-        )
+        last = state.phases[-1]
+        last["program"] = program_name(run, fallback)
+        last["fallback"] = True
+        last["started"] = round(start, 3)
+        last["ended"] = round(time.monotonic() - state.started, 3)
         phase = fallback
     if status == COMPLETED:
-        state["artifacts"][phase.name] = artifact_of(run, phase, state["phases"][-1])
+        state.artifacts[phase.name] = artifact_of(run, phase, state.phases[-1])
     return status, reason
 
 
-def run_group(run: Any, members: list[tuple[int, Phase, str]], state: dict) -> tuple[str, str, str]:
+def run_group(
+    run: Any, members: list[tuple[int, Phase, str]], state: Attempt
+) -> tuple[str, str, str]:
     """A group's phases at once on the workspace as it is, one agent slot for all of them;
     their records in the order of modes.toml; the first failure's (status, reason)."""
-    subs = []
-    for _ in members:
-        sub = dict(state, phases=[], rendered=[], flags=[], sessions=dict(state["sessions"]))
-        subs.append(sub)
-    # Artifacts of earlier phases only: a member never waits for another's.
-    before = dict(state["artifacts"])
-    for sub in subs:
-        sub["artifacts"] = dict(before)
+    # Artifacts of earlier phases only: a member never waits for another's. Their statuses
+    # are the attempt's own dict, shared.
+    before = dict(state.artifacts)
+    subs = [
+        replace(
+            state,
+            phases=[],
+            rendered=[],
+            flags=[],
+            sessions=dict(state.sessions),
+            artifacts=dict(before),
+        )
+        for _ in members
+    ]
     with limits.slot("agent"):
         run.parallel = threading.local()
         try:
@@ -151,7 +185,7 @@ def run_group(run: Any, members: list[tuple[int, Phase, str]], state: dict) -> t
                 i, phase, prompt = members[k]
                 text = fill(prompt, before)
                 return run_one(
-                    run, i, phase, text, subs[k], phase_timeout(run.mode, phase, state["started"])
+                    run, i, phase, text, subs[k], phase_timeout(run.mode, phase, state.started)
                 )
 
             with ThreadPoolExecutor(max_workers=len(members)) as pool:
@@ -159,14 +193,14 @@ def run_group(run: Any, members: list[tuple[int, Phase, str]], state: dict) -> t
         finally:
             run.parallel = None
     for (_, phase, _), sub in zip(members, subs, strict=True):
-        state["phases"] += sub["phases"]
-        state["rendered"] += sub["rendered"]
-        state["flags"] += sub["flags"]
-        state["sessions"].update(sub["sessions"])
-        state["artifacts"].update({k: v for k, v in sub["artifacts"].items() if k not in before})
-        if sub.get("credentials"):
-            state["credentials"] = sub["credentials"]
-        for record in sub["phases"]:
+        state.phases += sub.phases
+        state.rendered += sub.rendered
+        state.flags += sub.flags
+        state.sessions.update(sub.sessions)
+        state.artifacts.update({k: v for k, v in sub.artifacts.items() if k not in before})
+        if sub.credentials:
+            state.credentials = sub.credentials
+        for record in sub.phases:
             record["group"] = phase.group
     for (_, phase, _), (status, reason) in zip(members, outcomes, strict=True):
         if status != COMPLETED:
@@ -213,7 +247,7 @@ def holds_slot(run: Any) -> Any:
     return limits.slot("agent")
 
 
-def units(mode: Mode, prompts: list[str]) -> list[list[tuple[int, Phase, str]]]:
+def units(mode: AgentMode, prompts: list[str]) -> list[list[tuple[int, Phase, str]]]:
     """The mode's phases (1-based index, phase, prompt) in the order they run: a group's as
     one unit."""
     out: list[list[tuple[int, Phase, str]]] = []
@@ -225,15 +259,11 @@ def units(mode: Mode, prompts: list[str]) -> list[list[tuple[int, Phase, str]]]:
     return out
 
 
-def run_all(run: Any, state: dict) -> dict:
+def run_all(run: Any, state: Attempt) -> Attempt:
     """Every unit of the mode (units) in turn, until one fails; state as AgentRun.run_phases
     makes it, with ``loop`` (loop.py's record of a loop phase) when one ran."""
     from . import loop  # loop.py uses this module's run_one
 
-    state.setdefault("started", time.monotonic())
-    # The same moment by the clock, for the trajectory's timestamps (agent/stage.py: write_atif)
-    state.setdefault("started_at", time.time())
-    state.setdefault("artifacts", {})
     for unit in units(run.mode, run.prompts):
         if not run.ws.is_dir():
             return run.workspace_gone(unit[0][1], state)
@@ -244,13 +274,11 @@ def run_all(run: Any, state: dict) -> dict:
             status, reason = loop.run_loop(run, i, phase, prompt, state)
             name = phase.name
         else:
-            timeout = phase_timeout(run.mode, phase, state["started"])
-            status, reason = run_one(
-                run, i, phase, fill(prompt, state["artifacts"]), state, timeout
-            )
+            timeout = phase_timeout(run.mode, phase, state.started)
+            status, reason = run_one(run, i, phase, fill(prompt, state.artifacts), state, timeout)
             name = phase.name
         run.sync_login()
         if status != COMPLETED:
-            state.update(status=status, error=f"phase {name}: {reason}")
+            state.status, state.error = status, f"phase {name}: {reason}"
             break
     return state

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..core.layout import Layout
     from ..run.benchmark import AnyTask
     from ..run.context import StageContext
-    from ..run.modes import Mode
+    from ..run.modes import AgentMode
     from .sandbox import Box
 
 
@@ -51,7 +51,7 @@ def program_found(program: str, env: Mapping[str, str]) -> bool:
 
 def agents_to_run(
     ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[str]
-) -> Iterator[tuple["Mode", "AnyTask"]]:
+) -> Iterator[tuple["AgentMode", "AnyTask"]]:
     """(mode, task) of every agent task doit is about to run: reachable from the selected tasks,
     and without a finished agent.json for its current inputs (or forgotten)."""
     reachable_names = reachable(tasks, selected)
@@ -172,7 +172,7 @@ def probe_argv(program: str, path: str | None, known: bool) -> list[str]:
 
 
 def folded_checks(
-    modes: Iterable["Mode"], box: "Box", env: Mapping[str, str]
+    modes: Iterable["AgentMode"], box: "Box", env: Mapping[str, str]
 ) -> tuple[dict[str, str], dict[str, Any], list[str]]:
     """The sandbox checks program_problem would make for the phases of `modes` (all with the
     sandbox `box` and the environment `env`), to run in the self-test's sandbox start
@@ -201,7 +201,7 @@ def folded_checks(
     return conditions, keys, paths
 
 
-def credentials_checked(ctx: "StageContext", modes: Iterable["Mode"]) -> None:
+def credentials_checked(ctx: "StageContext", modes: Iterable["AgentMode"]) -> None:
     """First of all, in seconds: every phase names a program the harness knows, and each agent
     program a phase starts has credentials its API takes (key_problem, asked from this
     machine); UserError naming the program otherwise."""
@@ -229,7 +229,7 @@ def self_test(
     env: Mapping[str, str],
     checks: Mapping[str, str] | None = None,
     programs: Iterable[str] = (),
-    mode: "Mode | None" = None,
+    mode: "AgentMode | None" = None,
 ) -> set[str]:
     """selftest.run_with_checks, kept in run.json; UserError when it failed: an agent that
     could not build, run and reach what it changed would be scored on the sandbox. Returns the
@@ -251,7 +251,7 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
     (commandline.command_program), in its sandbox if it has one, after the sandbox's self-test
     (selftest.py) passed once."""
     clear_stop(ctx.layout)
-    families: dict[str, Mode] = {}
+    families: dict[str, AgentMode] = {}
     for mode, task in agents_to_run(ctx, tasks, selected):
         missing = missing_prompt(ctx.layout.templates_dir, mode, task)
         if missing:
@@ -330,7 +330,7 @@ def reached_problem(
 
 
 def sandbox_checks(
-    ctx: "StageContext", modes: Iterable["Mode"], meters: dict[str, MeterProxy]
+    ctx: "StageContext", modes: Iterable["AgentMode"], meters: dict[str, MeterProxy]
 ) -> None:
     """preflight's checks of each mode's programs and endpoints, in its sandbox (through a
     preflight proxy, as its phases run) or on this machine."""

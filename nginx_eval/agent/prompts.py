@@ -34,7 +34,7 @@ import jinja2
 
 from ..core.errors import UserError, did_you_mean
 from ..run.benchmark import AnyTask
-from ..run.modes import Mode, Phase
+from ..run.modes import AgentMode, Phase
 from ..workspace.stage import ISSUE_FILE
 
 # The agent's tests tree in a prompt (`{{ tests_dir }}`), until the phase starts.
@@ -64,7 +64,7 @@ def prompt_environment(templates_dir: str | Path) -> jinja2.Environment:
     )
 
 
-def template_values(mode: Mode, phase: Phase) -> dict[str, Any]:
+def template_values(mode: AgentMode, phase: Phase) -> dict[str, Any]:
     """What a phase's prompt template gets besides the task's: ``artifacts`` (every phase's,
     as marks), ``phase_model``, and a loop phase's ``loop`` (its settings) with the marks of
     LOOP_VALUES."""
@@ -78,7 +78,7 @@ def template_values(mode: Mode, phase: Phase) -> dict[str, Any]:
 
 
 def render_prompt(
-    templates_dir: Path, template_name: str, task: AnyTask, mode: Mode, phase: Phase
+    templates_dir: Path, template_name: str, task: AnyTask, mode: AgentMode, phase: Phase
 ) -> str:
     env = prompt_environment(str(prompt_dir(templates_dir, task)))
     return env.get_template(template_name).render(
@@ -93,7 +93,7 @@ def render_prompt(
     )
 
 
-def rendered_prompts(templates_dir: Path, mode: Mode, task: AnyTask) -> list[str]:
+def rendered_prompts(templates_dir: Path, mode: AgentMode, task: AnyTask) -> list[str]:
     """The prompt of each phase of `mode` for `task` ("" for a phase without one)."""
     return [
         render_prompt(templates_dir, p.prompt, task, mode, p) if p.prompt else ""
@@ -101,7 +101,7 @@ def rendered_prompts(templates_dir: Path, mode: Mode, task: AnyTask) -> list[str
     ]
 
 
-def missing_prompt(templates_dir: Path, mode: Mode, task: AnyTask) -> UserError | None:
+def missing_prompt(templates_dir: Path, mode: AgentMode, task: AnyTask) -> UserError | None:
     """A UserError naming the first phase of `mode` whose prompt template does not exist for
     `task` (templates/, or templates/swebench/ for a SWE-bench task), or None. Such a mode
     cannot run: the preflight (and a dry run) say this line before any work, and the commands

@@ -48,7 +48,7 @@ from .programs.claude import CLAUDE
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
-    from ..run.modes import Mode
+    from ..run.modes import AgentMode
 
 SRT_PACKAGE = "@anthropic-ai/sandbox-runtime"
 SRT_PREFIX_VAR, SRT_PROGRAM_VAR = "NGINX_EVAL_SRT_PREFIX", "NGINX_EVAL_SRT"
@@ -128,7 +128,7 @@ class Box(TypedDict):
     binds: list[str]
 
 
-def settings(mode: "Mode", environ: Mapping[str, str] | None = None) -> Box | None:
+def settings(mode: "AgentMode", environ: Mapping[str, str] | None = None) -> Box | None:
     """The isolation of a mode's agent, or None (isolation = "none"): what an agent run's inputs
     record."""
     if mode.isolation == "none":
@@ -247,7 +247,7 @@ def note_started(environ: Mapping[str, str]) -> None:
 
 
 def check_available(
-    mode: "Mode",
+    mode: "AgentMode",
     modes_file: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
     start: bool = True,

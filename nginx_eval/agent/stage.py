@@ -50,7 +50,7 @@ from ..core.outcomes import (
     is_unfinished,
 )
 from ..core.procs import Outcome, kill_leftovers, run_limited
-from ..core.records import write_record
+from ..core.records import AgentPhase, write_record
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.trees import remove_tree
@@ -60,7 +60,7 @@ from ..meter import summary as metered
 from ..meter.proxy import MeterProxy
 from ..run.benchmark import AnyTask, gold_patch
 from ..run.commandline import command_program, render_command, with_program_option
-from ..run.modes import Mode, Phase
+from ..run.modes import AgentMode, Phase
 from ..suite import stage as suite
 from ..transcript import atif
 from ..transcript import files as ct
@@ -83,6 +83,7 @@ from .gate import (
     stop_the_run,
     wait_interruptibly,
 )
+from .phases import Attempt
 from .programs import base as program_base
 from .programs import registry
 from .programs.base import AUTH, Program, session_problem
@@ -92,16 +93,15 @@ from .prompts import missing_prompt, refuse_missing_prompt, rendered_prompts, wi
 if TYPE_CHECKING:
     from ..run.context import StageContext
 
-# An attempt's state as its phases run (status, error, phases, sessions, ...), a phase's record
-# in agent.json, and agent.json's record (core/records.py: AgentJson) as this module builds them.
-State = dict[str, Any]
+# agent.json's record (core/records.py: AgentJson) as this module builds it; an attempt's state
+# is a phases.Attempt, a phase's record an AgentPhase.
 Record = dict[str, Any]
 
 
 ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def referenced_environment(mode: Mode) -> dict[str, str | None]:
+def referenced_environment(mode: AgentMode) -> dict[str, str | None]:
     """Values of the environment variables the mode's commands use ($AGENT, ${AGENT:-...}): a
     command that means another agent under another AGENT must not reuse the old agent's runs."""
     names = sorted({n for p in mode.every_phase for n in ENV_REFERENCE.findall(p.command)})
@@ -109,13 +109,13 @@ def referenced_environment(mode: Mode) -> dict[str, str | None]:
     return {n: env.get(n) for n in names}
 
 
-def web_tools_for(mode: Mode) -> bool:
+def web_tools_for(mode: AgentMode) -> bool:
     """Whether the mode's programs get their web tools: with ``web_tools = true``, or
     unisolated (where nothing else is closed either)."""
     return mode.web_tools or mode.isolation == "none"
 
 
-def phase_command(mode: Mode, phase: Phase, environ: dict) -> tuple[str, bool | None]:
+def phase_command(mode: AgentMode, phase: Phase, environ: dict) -> tuple[str, bool | None]:
     """(the command a phase runs, whether its program's web tools are open to it; None: the
     command does not run the program the phase names, e.g. AGENT's). A program that closes
     them on its command line (Claude Code's --disallowedTools=WebSearch,WebFetch) gets its
@@ -134,7 +134,7 @@ def phase_command(mode: Mode, phase: Phase, environ: dict) -> tuple[str, bool | 
     return (closed, False) if closed else (phase.command, True)
 
 
-def web_tools_open(mode: Mode, environ: dict) -> bool | None:
+def web_tools_open(mode: AgentMode, environ: dict) -> bool | None:
     """agent.json's web_tools: whether any phase's program has its web tools (None: no phase
     runs the program it names)."""
     known = [
@@ -143,7 +143,7 @@ def web_tools_open(mode: Mode, environ: dict) -> bool | None:
     return any(known) if known else None
 
 
-def agent_version(layout: Layout, mode: Mode) -> str | None:
+def agent_version(layout: Layout, mode: AgentMode) -> str | None:
     """The `--version` of the programs the mode's phases start, or None."""
     env = dict(os.environ, **dict(mode.env))
     versions = []
@@ -167,7 +167,7 @@ AGENT_INPUT_DEFAULTS: dict[str, Any] = {
 }
 
 
-def mode_inputs(layout: Layout, mode: Mode) -> dict[str, Any]:
+def mode_inputs(layout: Layout, mode: AgentMode) -> dict[str, Any]:
     """The part of agent_inputs that is the mode's, the same for each of its tasks (asked once
     per mode: resolving its programs for each task is a cost of every doit command)."""
     env = dict(os.environ, **dict(mode.env))
@@ -198,7 +198,7 @@ def mode_inputs(layout: Layout, mode: Mode) -> dict[str, Any]:
 
 def agent_inputs(
     layout: Layout,
-    mode: Mode,
+    mode: AgentMode,
     task: AnyTask,
     prompts: Sequence[str],
     of_mode: Mapping[str, Any] | None = None,
@@ -227,7 +227,7 @@ def is_finished(record: Mapping[str, Any] | None) -> bool:
 
 
 def agent_finished(
-    layout: Layout, mode: Mode, task: AnyTask, agent_task_name: str, inputs: str | None = None
+    layout: Layout, mode: AgentMode, task: AnyTask, agent_task_name: str, inputs: str | None = None
 ) -> bool:
     """The agent run of (mode, task) is finished for its current inputs (its agent.json was made
     from them) and not forgotten: it will not run again, so it needs no workspace (`doit clean`
@@ -246,7 +246,7 @@ def agent_finished(
     )
 
 
-def say(mode: Mode, task: AnyTask, what: str, reason: str, log: Path | None = None) -> None:
+def say(mode: AgentMode, task: AnyTask, what: str, reason: str, log: Path | None = None) -> None:
     """The console line of an agent that failed or did not run, printed when it happens."""
     where = f" (log: {log})" if log else ""
     print(
@@ -262,7 +262,7 @@ class AgentRun:
     def __init__(
         self,
         layout: Layout,
-        mode: Mode,
+        mode: AgentMode,
         task: AnyTask,
         prompts: Sequence[str],
         tests_tree: Any = None,
@@ -299,9 +299,9 @@ class AgentRun:
         # While a group runs: its threads' state (agent/phases.py), a threading.local.
         self.parallel: Any = None
 
-    def attempt(self) -> State:
-        """Every phase once in a fresh workspace: {"status", "error", "phases", "trajectory",
-        "atif", "calls"}. The attempt's model calls go through a metering proxy of its own
+    def attempt(self) -> Attempt:
+        """Every phase once in a fresh workspace: its status, error, phases, trajectory, atif
+        and calls. The attempt's model calls go through a metering proxy of its own
         (start_meter), whose records become each phase's "metered" and the run's cost and
         tokens (cost_and_tokens)."""
         # An agent of a killed doit may still be running in this workspace: stop it before the
@@ -333,13 +333,13 @@ class AgentRun:
             # Its transcripts are in the logs by now; the home holds a copy of the login.
             self.sync_login()
             remove_tree(self.config)
-        state["calls"] = list(meter.calls)
-        for record in state["phases"]:
+        state.calls = list(meter.calls)
+        for record in state.phases:
             record["metered"] = metered.totals(
-                c for c in state["calls"] if c.get("phase") == record["name"]
+                c for c in state.calls if c.get("phase") == record["name"]
             )
-        state["trajectory"] = self.write_trajectory(state["rendered"])
-        state["atif"] = self.write_atif(state)
+        state.trajectory = self.write_trajectory(state.rendered)
+        state.atif = self.write_atif(state)
         return state
 
     def start_meter(self) -> MeterProxy:
@@ -407,25 +407,16 @@ class AgentRun:
                 self.config, self.user_env, self.logins.get(program.name)
             )
 
-    def run_phases(self) -> State:
+    def run_phases(self) -> Attempt:
         """The mode's phases as agent/phases.py sequences them."""
-        state: dict[str, Any] = {
-            "status": COMPLETED,
-            "error": "",
-            "phases": [],
-            "sessions": {},
-            "session": None,
-            "rendered": [],
-            "flags": [],
-            "statuses": {},
-        }
-        return phases.run_all(self, state)
+        return phases.run_all(self, Attempt())
 
-    def workspace_gone(self, phase: Phase, state: State) -> State:
+    def workspace_gone(self, phase: Phase, state: Attempt) -> Attempt:
         """An earlier phase deleted the workspace: nothing to run the next phase in."""
-        state.update(status=FAILED, error=f"phase {phase.name}: the workspace no longer exists")
-        last = state["phases"][-1]["stderr"] if state["phases"] else None
-        say(self.mode, self.task, "failed", state["error"], last and self.out.parent / last)
+        state.status = FAILED
+        state.error = f"phase {phase.name}: the workspace no longer exists"
+        last = state.phases[-1]["stderr"] if state.phases else None
+        say(self.mode, self.task, "failed", state.error, self.out.parent / last if last else None)
         return state
 
     def run_phase(
@@ -433,7 +424,7 @@ class AgentRun:
         i: int,
         phase: Phase,
         prompt: str,
-        state: State,
+        state: Attempt,
         timeout: float | None = None,
         stem: str | None = None,
     ) -> tuple[str, str]:
@@ -459,7 +450,7 @@ class AgentRun:
         }
         template, _ = phase_command(self.mode, phase, self.env)
         record = self.phase_record(phase, template, stem, values, prompt_file)
-        state["phases"].append(record)
+        state.phases.append(record)
         path = program_base.resolve_program(command_program(template, self.env), self.env)
         program = registry.running(phase, template, self.env)
         slash = program.slash_command(prompt) if program else None
@@ -489,17 +480,17 @@ class AgentRun:
         status, reason = self.read_phase(
             record, outcome, lines, state, phase, slash, stem, program, timeout
         )
-        state["statuses"][phase.name] = status
-        state["flags"] += self.scan(phase.name, record, ct.entries_of(lines), program)
+        state.statuses[phase.name] = status
+        state.flags += self.scan(phase.name, record, ct.entries_of(lines), program)
         if status == AUTH:
-            state["credentials"] = (program or CLAUDE).label, (program or CLAUDE).credentials_hint
+            state.credentials = (program or CLAUDE).label, (program or CLAUDE).credentials_hint
         if status not in (COMPLETED, AUTH):
             say(self.mode, self.task, "failed", reason, self.out.parent / record["stderr"])
         return status, reason
 
     def phase_record(
         self, phase: Phase, template: str, stem: str, values: Mapping[str, str], prompt_file: Path
-    ) -> Record:
+    ) -> AgentPhase:
         names_model = "{model}" in render_command(template, self.env, record=True)
         model = phase.model or self.mode.model
         shown = {"prompt": f'"$(cat {shlex.quote(str(prompt_file))})"'}
@@ -526,7 +517,7 @@ class AgentRun:
         }
 
     def launch(
-        self, command: str, record: Record, timeout: float, stem: str, program: str | None
+        self, command: str, record: AgentPhase, timeout: float, stem: str, program: str | None
     ) -> Outcome:
         if self.box:
             outcome = self.launch_isolated(self.box, command, record, timeout, stem, program)
@@ -545,16 +536,16 @@ class AgentRun:
                     stderr=se,
                     token_file=phases.token_file(self),
                 )
-        record.update(
-            exit_code=outcome.exit_code, timed_out=outcome.timed_out, wall_seconds=outcome.seconds
-        )
+        record["exit_code"] = outcome.exit_code
+        record["timed_out"] = outcome.timed_out
+        record["wall_seconds"] = outcome.seconds
         return outcome
 
     def launch_isolated(
         self,
         box: sandbox.Box,
         command: str,
-        record: Record,
+        record: AgentPhase,
         timeout: float,
         stem: str,
         program: str | None,
@@ -615,10 +606,8 @@ class AgentRun:
                 sandbox.remove_mount_points(self.ws, before)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        record.update(
-            blocked=sandbox.blocked_connections(log_file.read_text(errors="replace")),
-            sandbox_log=str(log_file.relative_to(self.out.parent)),
-        )
+        record["blocked"] = sandbox.blocked_connections(log_file.read_text(errors="replace"))
+        record["sandbox_log"] = str(log_file.relative_to(self.out.parent))
         return outcome
 
     def fix_evidence(self) -> attempts_module.FixEvidence:
@@ -634,7 +623,7 @@ class AgentRun:
         return self.evidence
 
     def scan(
-        self, phase: str, record: Record, entries: list[dict[str, Any]], program: Program | None
+        self, phase: str, record: AgentPhase, entries: list[dict[str, Any]], program: Program | None
     ) -> list[Any]:
         """The phase's flags (attempts.py): from its transcript where the harness reads its
         tool calls (Claude Code's), else from its command logs."""
@@ -655,10 +644,10 @@ class AgentRun:
 
     def read_phase(
         self,
-        record: Record,
+        record: AgentPhase,
         outcome: Outcome,
         lines: Any,
-        state: State,
+        state: Attempt,
         phase: Phase,
         slash: Any,
         stem: str,
@@ -668,9 +657,10 @@ class AgentRun:
         """Fill the record from the program's result and transcript; (status, reason). Another
         agent's output is read as Claude Code's (JSON like its result, if any, is taken)."""
         reader: Program = program or CLAUDE
+        logs: Mapping[str, Any] = record  # the program's result_streams name its log fields
         result = reader.parse_result(
             "\n".join(
-                (self.out.parent / record[s]).read_text(errors="replace")
+                (self.out.parent / logs[s]).read_text(errors="replace")
                 for s in reader.result_streams
             )
         )
@@ -683,10 +673,12 @@ class AgentRun:
         # cost comes from the transcript. Isolated, the agent's processes get their SIGTERM
         # first (proctree.stop_inside_first): bubblewrap signalled first would take the CLI
         # with it before it writes that line.
-        usage, cumulative = reader.phase_usage(result, entries, state["sessions"].get(session, {}))
-        record.update(usage, session_id=session)
+        before = state.sessions.get(session, {}) if session else {}
+        usage, cumulative = reader.phase_usage(result, entries, before)
+        record.update(usage)
+        record["session_id"] = session
         if session:
-            state["sessions"][session] = cumulative
+            state.sessions[session] = cumulative
         continues = reader.continues_session(record["command_template"])
         status, reason = reader.phase_status(
             outcome.timed_out,
@@ -695,44 +687,44 @@ class AgentRun:
             result,
             entries,
             slash,
-            session_problem(continues, state["session"], session),
+            session_problem(continues, state.session, session),
         )
-        state["session"] = session or state["session"]
+        state.session = session or state.session
         if lines:
             path = self.logs / f"{stem}.transcript.jsonl"
             jsonio.write_text(path, "\n".join(lines) + "\n")
             record["transcript"] = str(path.relative_to(self.out.parent))
             if reader.scans_transcript:  # trajectory.py renders Claude Code's
-                state["rendered"].append(dict(record, entries=entries, status=status))
+                state.rendered.append({**record, "entries": entries, "status": status})
         return status, reason
 
-    def prompt_text(self, record: Record) -> str:
+    def prompt_text(self, record: AgentPhase) -> str:
         return (self.out.parent / record["prompt_file"]).read_text(errors="replace")
 
-    def write_atif(self, state: State) -> Any:
+    def write_atif(self, state: Attempt) -> Any:
         """agent/trajectory.atif.json (transcript/atif.py): every phase that ran, its
         conversation read from its transcript, each answer's metrics from the proxy."""
         # By the phase's log: a loop's iterations share its name, each with a transcript of its own.
-        rendered = {r["stdout"]: r for r in state["rendered"]}
+        rendered = {r["stdout"]: r for r in state.rendered}
         version = agent_version(self.layout, self.mode)
         bodies = wire.read_bodies(
             self.layout.agent_call_bodies(self.mode.name, self.task.instance_id)
         )
         programs = {p.name: p.program for p in self.mode.phases}
         phases = []
-        for record in state["phases"]:
+        for record in state.phases:
             seen = rendered.get(record["stdout"])
             program = registry.PROGRAMS.get(programs.get(record["name"], ""))
-            began = phase_time(state.get("started_at"), record.get("started"))
+            began = phase_time(state.started_at, record.get("started"))
             if seen:
                 conversation = atif.claude_conversation(seen["entries"])
             elif program and program is not CLAUDE:
                 # Its own session logs are not read: the proxy's record of its calls is; the
                 # calls of a loop's iteration are those made while it ran.
-                ended = phase_time(state.get("started_at"), record.get("ended"))
+                ended = phase_time(state.started_at, record.get("ended"))
                 calls = [
                     c
-                    for c in state["calls"]
+                    for c in state.calls
                     if c.get("phase") == record["name"]
                     and c.get("program") == program.name
                     and (
@@ -747,7 +739,7 @@ class AgentRun:
             phases.append(
                 {
                     "name": record["name"],
-                    "status": state["statuses"].get(record["name"]),
+                    "status": state.statuses.get(record["name"]),
                     "prompt": self.prompt_text(record),
                     "result": record.get("result"),
                     "conversation": conversation,
@@ -766,7 +758,7 @@ class AgentRun:
             "model_name": self.mode.model or None,
         }
         jsonio.write_text(
-            path, atif.dumps(atif.attempt_trajectory(session, agent, phases, state["calls"]))
+            path, atif.dumps(atif.attempt_trajectory(session, agent, phases, state.calls))
         )
         return str(path.relative_to(self.out.parent))
 
@@ -790,20 +782,20 @@ def phase_time(attempt_began: float | None, offset: float | None) -> str | None:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def run_attempts(run: AgentRun, retries: int) -> list[State]:
+def run_attempts(run: AgentRun, retries: int) -> list[Attempt]:
     """The attempts of a run: again after an infra_error, up to `retries` more times."""
     attempts = []
     for n in range(1, retries + 2):
         state = run.attempt()
-        if state["status"] == AUTH:
-            label, fix = state.get("credentials") or (CLAUDE.label, CLAUDE.credentials_hint)
+        if state.status == AUTH:
+            label, fix = state.credentials or (CLAUDE.label, CLAUDE.credentials_hint)
             stop_the_run(
-                run.layout, f"{run.mode.name}/{run.task.instance_id}", state["error"], label, fix
+                run.layout, f"{run.mode.name}/{run.task.instance_id}", state.error, label, fix
             )
         attempts.append(state)
-        if state["status"] != INFRA_ERROR or n > retries:
+        if state.status != INFRA_ERROR or n > retries:
             break
-        state["logs"] = str(keep_attempt_logs(run.logs, n).relative_to(run.out.parent))
+        state.logs = str(keep_attempt_logs(run.logs, n).relative_to(run.out.parent))
         wait = backoff_seconds(n)
         say(
             run.mode,
@@ -812,7 +804,7 @@ def run_attempts(run: AgentRun, retries: int) -> list[State]:
             f"attempt {n} of {retries + 1} ended in infra_error; attempt {n + 1} in {wait:g} s",
         )
         wait_interruptibly(wait)
-    attempts[-1]["logs"] = str(run.logs.relative_to(run.out.parent))
+    attempts[-1].logs = str(run.logs.relative_to(run.out.parent))
     return attempts
 
 
@@ -864,29 +856,29 @@ def metered_record(
 
 
 def agent_record(
-    inputs: str | None, run: AgentRun, attempts: Sequence[State], version: str | None
+    inputs: str | None, run: AgentRun, attempts: Sequence[Attempt], version: str | None
 ) -> Record:
-    last, phases = attempts[-1], [p for a in attempts for p in a["phases"]]
-    calls = [c for a in attempts for c in a.get("calls", [])]
+    last, phases = attempts[-1], [p for a in attempts for p in a.phases]
+    calls = [c for a in attempts for c in a.calls]
     cost, tokens, source = cost_and_tokens(calls, phases)
-    flags = attempts_module.dedupe([f for a in attempts for f in a.get("flags", [])])
+    flags = attempts_module.dedupe([f for a in attempts for f in a.flags])
     # The phases' own time: no workspace set-up, no wait for a slot or between attempts.
     seconds = sum(p["wall_seconds"] or 0 for p in phases)
     return {
         "inputs": inputs,
         "mode": run.mode.name,
         "instance_id": run.task.instance_id,
-        "status": last["status"],
-        "error": last["error"],
-        "phases": last["phases"],
+        "status": last.status,
+        "error": last.error,
+        "phases": last.phases,
         "attempts": [
             {
-                "status": a["status"],
-                "error": a["error"],
-                "logs": a["logs"],
-                "cost_usd": cost_and_tokens(a.get("calls", []), a["phases"])[0],
-                "calls": len(a.get("calls", [])),
-                **({"loop": a["loop"]} if "loop" in a else {}),
+                "status": a.status,
+                "error": a.error,
+                "logs": a.logs,
+                "cost_usd": cost_and_tokens(a.calls, a.phases)[0],
+                "calls": len(a.calls),
+                **({"loop": a.loop} if a.loop is not None else {}),
             }
             for a in attempts
         ],
@@ -900,8 +892,8 @@ def agent_record(
             "cost_usd": program_base.summed_cost(phases),
             "tokens": program_base.summed_tokens(phases),
         },
-        "trajectory": last["trajectory"],
-        "atif": last.get("atif"),
+        "trajectory": last.trajectory,
+        "atif": last.atif,
         "isolation": "srt" if run.box else "none",
         "toolchain": (
             sandbox.sandbox_toolchain(rootfs.current())
@@ -912,12 +904,12 @@ def agent_record(
         "flags": flags,
         "contaminated": any(f["kind"] == "contamination" for f in flags),
         "tests_tree": run.tests_tree,
-        **({"loop": last["loop"]} if "loop" in last else {}),
+        **({"loop": last.loop} if last.loop is not None else {}),
     }
 
 
 def not_run_record(
-    inputs: str | None, mode: Mode, task: AnyTask, max_cost: float | None, spent: float
+    inputs: str | None, mode: AgentMode, task: AnyTask, max_cost: float | None, spent: float
 ) -> Record:
     error = (
         (
@@ -954,7 +946,7 @@ def not_run_record(
 
 def agent_unit(
     layout: Layout,
-    mode: Mode,
+    mode: AgentMode,
     task: AnyTask,
     prompts: Sequence[str],
     inputs: str | None,
@@ -1004,7 +996,7 @@ def agent_unit(
 
 def _remote_agent(
     layout: Layout,
-    mode: Mode,
+    mode: AgentMode,
     task: AnyTask,
     prompts: Sequence[str],
     inputs: str | None,
@@ -1056,7 +1048,7 @@ def _remote_agent(
 
 def run_agent(
     layout: Layout,
-    mode: Mode,
+    mode: AgentMode,
     task: AnyTask,
     prompts: Sequence[str],
     inputs: str | None,

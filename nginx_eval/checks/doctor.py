@@ -63,7 +63,7 @@ from ..prove import network as private_network
 from ..prove.env import OPENSSL_CONF_FILE
 from ..run.benchmark import AnyTask, Task
 from ..run.commandline import command_program
-from ..run.modes import Mode
+from ..run.modes import AgentMode, Mode
 from ..run.swebench import SWEBENCH, SweTask
 from ..swebench.stage import grading_problem
 from .doctor_report import NOT_CHECKED, REPOSITORY, SWEBENCH_GRADING, Finding, render
@@ -781,7 +781,7 @@ def pinned_cli_version(setting: str = "CLAUDE_CODE_VERSION") -> str | None:
     return m.group(1) if m else None
 
 
-def agent_findings(layout: Layout, modes: Iterable[Mode]) -> list[Finding]:
+def agent_findings(layout: Layout, modes: Iterable[AgentMode]) -> list[Finding]:
     """What the selected agent modes need, checked as the preflight checks it (agent/preflight.py,
     the same code): each phase's program, for an agent program (agent/programs/) its version
     against the pin, its credentials and key, and its model endpoint reached the way a phase
@@ -965,7 +965,7 @@ def check(
         findings += repository_findings(layout, [t for t in tasks if t.kind == SWEBENCH], remote)
         pro = any(isinstance(t, SweTask) and t.language for t in tasks)
         findings.append(PRO_FINDING if pro else swebench_finding(grading()))
-    agents = [m for m in modes if m.runs_agent]
+    agents = [m for m in modes if isinstance(m, AgentMode)]
     findings += agent_findings(layout, agents)
     isolated = tuple(m.name for m in agents if sandbox.settings(m))
     # No isolated agent can run without its sandbox: for them the sandbox's warning is an error.

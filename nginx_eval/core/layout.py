@@ -127,6 +127,12 @@ class Layout:
         return self.cache / "ccache"
 
     @property
+    def process_figures(self) -> Path:
+        """What the report read of each attempt's trajectory in this run (report/process.py),
+        kept by the file's size and time so that a rendering reads only what changed."""
+        return self.cache / "report" / f"process-{self.run}.json"
+
+    @property
     def compiled_templates(self) -> Path:
         """Jinja's compiled report and site templates, each checked against its source."""
         return self.cache / "templates"

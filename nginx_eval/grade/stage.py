@@ -59,6 +59,7 @@ from ..core.records import (
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, BUILD, GRADE, PROVE, STRICT, task_name, unit_name
 from ..prove.tap import FileResult, Problem, assertion_number, file_problem, parse_tap
+from ..run.modes import AgentMode, NoneMode
 from ..strict.stage import applies, switched_off
 
 if TYPE_CHECKING:
@@ -388,7 +389,7 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
             "files": list(task.test_files),
             "strict": judged,
             # what left it unjudged (None: judged), for every patch but the empty one
-            "strict_off": None if mode.kind == "none" else switched_off(ctx, mode),
+            "strict_off": None if isinstance(mode, NoneMode) else switched_off(ctx, mode),
             # A new version grades again (milliseconds; nothing before the grade reruns unless
             # its own inputs changed), so every grade.json names the version it holds for.
             "benchmark_version": bench.version,
@@ -399,7 +400,7 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
         if judged:
             files.append(ctx.layout.strict_json(mode.name, iid))
             task_dep.append(task_name(STRICT, name))
-        if mode.runs_agent:
+        if isinstance(mode, AgentMode):
             files.append(ctx.layout.agent_json(mode.name, iid))
             task_dep.append(task_name(AGENT, name))
         yield stamps.stage_task(

@@ -5,13 +5,13 @@ import gzip
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from ..core.records import record_version
+from ..core.records import Metered, record_version
 from .usage import TOKEN_KINDS
 
 
-def totals(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def totals(calls: Iterable[Mapping[str, Any]]) -> Metered:
     """{"calls", "billed_calls", "unpriced_calls", "cost_usd", "tokens", "models"} of the
     records: cost None when a call with tokens has no price (a model the table does not know),
     so that a partial sum never passes for the whole; "models": the same figures per model and
@@ -39,14 +39,18 @@ def totals(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     for m in models.values():
         if m["unpriced_calls"]:
             m["cost_usd"] = None
-    return {
-        "calls": len(calls),
-        "billed_calls": len(billed),
-        "unpriced_calls": len(unpriced),
-        "cost_usd": None if unpriced else round(sum(c["cost_usd"] for c in billed), 10),
-        "tokens": {k: sum(int(c["tokens"].get(k) or 0) for c in billed) for k in TOKEN_KINDS},
-        "models": models,
-    }
+    # Metered's fields; its token and model figures are built by kind (TOKEN_KINDS) above.
+    return cast(
+        Metered,
+        {
+            "calls": len(calls),
+            "billed_calls": len(billed),
+            "unpriced_calls": len(unpriced),
+            "cost_usd": None if unpriced else round(sum(c["cost_usd"] for c in billed), 10),
+            "tokens": {k: sum(int(c["tokens"].get(k) or 0) for c in billed) for k in TOKEN_KINDS},
+            "models": models,
+        },
+    )
 
 
 def read_calls(path: str | Path) -> list[dict[str, Any]]:

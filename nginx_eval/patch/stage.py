@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from ..core import inputs, jsonio, stamps
 from ..core.errors import UserError, failing_on_user_error
@@ -39,7 +39,7 @@ from ..core.records import LeftOut, PatchJson, PatchStats, SkippedFile, write_re
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, PATCH, repo_task, task_name, unit_name
 from ..run.benchmark import gold_patch
-from ..run.modes import read_predictions
+from ..run.modes import AgentMode, GoldMode, Mode, NoneMode, PredictionsMode, read_predictions
 from ..run.swebench import NGINX, SWEBENCH, SweTask
 from ..workspace.stage import BUILD_OUTPUTS, HARNESS_FILES, PYTHON_OUTPUTS, release_workspace
 
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from ..core.layout import Layout
     from ..run.benchmark import AnyTask, Task
     from ..run.context import StageContext
-    from ..run.modes import Mode
 
 # An agent mode's patch: (patch, skipped new files, left-out paths, note).
 AgentPatch = tuple[bytes, list[SkippedFile], list[LeftOut], str]
@@ -315,7 +314,7 @@ def prediction_for(predictions_path: str | Path, instance_id: str) -> tuple[byte
     return row[0].encode("utf-8"), row[1]
 
 
-def unfinished_agent_note(layout: "Layout", mode: "Mode", task: "Task") -> str:
+def unfinished_agent_note(layout: "Layout", mode: AgentMode, task: "Task") -> str:
     """Why the agent run of (mode, task) has no patch to score, or "" when it finished."""
     agent = jsonio.read_json(layout.agent_json(mode.name, task.instance_id)) or {}
     why = UNFINISHED_AGENT.get(agent.get("status", ""))
@@ -327,7 +326,7 @@ def unfinished_agent_note(layout: "Layout", mode: "Mode", task: "Task") -> str:
     )
 
 
-def unscored_note(layout: "Layout", mode: "Mode", task: "Task") -> str:
+def unscored_note(layout: "Layout", mode: AgentMode, task: "Task") -> str:
     """Why a mode that scores only finished attempts (``score = "finished"``) scores nothing
     of this run, or "" (its status is completed, or the mode scores what is on disk)."""
     if mode.score != "finished":
@@ -341,7 +340,7 @@ def unscored_note(layout: "Layout", mode: "Mode", task: "Task") -> str:
     )
 
 
-def remote_agent_diff(layout: "Layout", mode: "Mode", task: "Task") -> AgentPatch | None:
+def remote_agent_diff(layout: "Layout", mode: AgentMode, task: "Task") -> AgentPatch | None:
     """With executor=ray, (patch, skipped, left_out, note) as the node that ran the agent took
     them from its workspace (agent._remote_agent), when made for this agent.json; else None."""
     kept = jsonio.read_json(layout.remote_diff(mode.name, task.instance_id))
@@ -364,7 +363,7 @@ def _skipped_note(skipped: Sequence[SkippedFile]) -> str:
     )
 
 
-def agent_patch(layout: "Layout", mode: "Mode", task: "Task", out: Path) -> AgentPatch:
+def agent_patch(layout: "Layout", mode: AgentMode, task: "Task", out: Path) -> AgentPatch:
     """(patch, skipped, left_out, note) of an agent mode: the workspace's diff; the patch kept
     from an earlier diff when the workspace is gone; nothing for a run that did not finish."""
     note = unfinished_agent_note(layout, mode, task) or unscored_note(layout, mode, task)
@@ -404,30 +403,31 @@ def agent_patch(layout: "Layout", mode: "Mode", task: "Task", out: Path) -> Agen
     return patch, skipped, left_out, _skipped_note(skipped)
 
 
-def write_patch(
-    layout: "Layout", mode: "Mode", task: "Task", config: Any, files: list[str]
-) -> None:
+def write_patch(layout: "Layout", mode: Mode, task: "Task", config: Any, files: list[str]) -> None:
     inputs = stamps.inputs_digest(config, files)
     out = layout.patch_json(mode.name, task.instance_id)
     skipped: list[SkippedFile] = []
     left_out: list[LeftOut] = []
     note = ""
-    if mode.kind == "gold":
-        patch = gold_patch(task, layout.bare_repo(task.repo))
-    elif mode.kind == "none":
-        patch = b""
-    elif mode.kind == "predictions":
-        predicted, _ = prediction_for(mode.predictions, task.instance_id)
-        if predicted is None:
-            patch, note = b"", "no prediction for this instance"
-        else:
-            patch = predicted
-    else:
-        patch, skipped, left_out, note = agent_patch(layout, mode, task, out)
+    match mode:
+        case GoldMode():
+            patch = gold_patch(task, layout.bare_repo(task.repo))
+        case NoneMode():
+            patch = b""
+        case PredictionsMode():
+            predicted, _ = prediction_for(mode.predictions, task.instance_id)
+            if predicted is None:
+                patch, note = b"", "no prediction for this instance"
+            else:
+                patch = predicted
+        case AgentMode():
+            patch, skipped, left_out, note = agent_patch(layout, mode, task, out)
+        case _:
+            assert_never(mode)
     jsonio.write_bytes(layout.model_patch(mode.name, task.instance_id), patch)
     record: PatchJson = {
         "inputs": inputs,
-        "source": "workspace" if mode.runs_agent else mode.kind,
+        "source": "workspace" if isinstance(mode, AgentMode) else mode.kind,
         "sha256": jsonio.digest(patch),
         "bytes": len(patch),
         "skipped_files": skipped,
@@ -440,7 +440,7 @@ def write_patch(
 
 def take_patch(
     layout: "Layout",
-    mode: "Mode",
+    mode: Mode,
     task: "Task",
     keep_workspace: bool,
     config: Any,
@@ -452,7 +452,11 @@ def take_patch(
     ends (docs/performance.md). keep_workspace (``keep_workspaces=1``): left for a look at what the
     agent left behind, until ``doit clean``."""
     write_patch(layout, mode, task, config, files)
-    if mode.runs_agent and not keep_workspace and not unfinished_agent_note(layout, mode, task):
+    if (
+        isinstance(mode, AgentMode)
+        and not keep_workspace
+        and not unfinished_agent_note(layout, mode, task)
+    ):
         release_workspace(layout, mode.name, task)
 
 
@@ -477,15 +481,15 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
         fields = {
             "kind": mode.kind,
             "base": task.base_commit,
-            "score": mode.score,
+            "score": mode.score if isinstance(mode, AgentMode) else "on_disk",
             # A SWE-bench row's gold patch is its own (no fix commit): its digest.
-            "fix": gold_fix(task) if mode.kind == "gold" else None,
+            "fix": gold_fix(task) if isinstance(mode, GoldMode) else None,
         }
         slice_ = inputs.canonical(fields, PATCH_INPUT_DEFAULTS)
-        if mode.runs_agent:
+        if isinstance(mode, AgentMode):
             files.append(ctx.layout.agent_json(mode.name, iid))
             task_dep.append(task_name(AGENT, name))
-        elif mode.kind == "predictions":
+        elif isinstance(mode, PredictionsMode):
             files.append(mode.predictions)
         yield stamps.stage_task(
             basename=PATCH,

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.outcomes import NOT_SCORED, OUTCOMES, RESOLVED, UNRESOLVED
-from ..run.modes import Mode
+from ..run.modes import AgentMode, Mode
 from . import stats
 from .records import commands_that_ran, row_outcome
 
@@ -114,8 +114,10 @@ def _described(m: str, mode: Mode | None, modes: Mapping[str, Mode]) -> dict[str
         else ("predictions" if m == "file" else m if m in ("gold", "none") else "unknown"),
         "model": mode.model if mode else "",
         "description": mode.description if mode else "not in the current configuration",
-        "commands": [(p.name, p.command) for p in mode.phases] if mode else [],
-        "allow_hosts": list(mode.allow_hosts) if mode else [],
+        "commands": [(p.name, p.command) for p in mode.phases]
+        if isinstance(mode, AgentMode)
+        else [],
+        "allow_hosts": list(mode.allow_hosts) if isinstance(mode, AgentMode) else [],
     }
 
 

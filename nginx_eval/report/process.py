@@ -22,9 +22,12 @@ Mann-Whitney U test between them (scipy.stats.mannwhitneyu); both two-sided.
 """
 
 import datetime
+import hashlib
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, TypedDict
 
 from ..core import jsonio
@@ -314,18 +317,45 @@ def mode_process(
     }
 
 
+# The rules above, as this file states them: figures kept under other rules are read again.
+RULES = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def _read_attempt(path: Path) -> AttemptProcess | None:
+    trajectory = jsonio.read_json(path)
+    if isinstance(trajectory, dict) and isinstance(trajectory.get("steps"), list):
+        return attempt_process(trajectory)
+    return None
+
+
 def read_processes(
     layout: Any, rows: Mapping[str, Mapping[str, Mapping[str, Any]]]
 ) -> dict[str, dict[str, AttemptProcess]]:
     """{mode: {instance_id: attempt_process}} of the rows whose attempt left a trajectory (the
     last attempt's, as the row's other agent figures are); a file that is not a trajectory is
-    left out, as a missing one is."""
+    left out, as a missing one is. Each trajectory is read once while its size and time stay
+    (layout.process_figures: {"rules", "attempts": {path: {"stamp": [size, mtime_ns],
+    "process": AttemptProcess | None}}}): a rendering re-reads only the attempts that changed."""
+    kept = jsonio.read_json(layout.process_figures) or {}
+    known = kept.get("attempts", {}) if kept.get("rules") == RULES else {}
+    seen: dict[str, Any] = {}
     out: dict[str, dict[str, AttemptProcess]] = {}
     for mode, by_id in rows.items():
         for iid in by_id:
-            trajectory = jsonio.read_json(layout.agent_atif(mode, iid))
-            if isinstance(trajectory, dict) and isinstance(trajectory.get("steps"), list):
-                out.setdefault(mode, {})[iid] = attempt_process(trajectory)
+            path = layout.agent_atif(mode, iid)
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            stamp = [info.st_size, info.st_mtime_ns]
+            entry = known.get(str(path))
+            if not (isinstance(entry, dict) and entry.get("stamp") == stamp):
+                entry = {"stamp": stamp, "process": _read_attempt(path)}
+            seen[str(path)] = entry
+            if entry["process"]:
+                out.setdefault(mode, {})[iid] = entry["process"]
+    if seen != known:
+        jsonio.write_json(layout.process_figures, {"rules": RULES, "attempts": seen})
     return out
 
 

@@ -36,7 +36,7 @@ from ..core.layout import Layout
 from ..core.records import read_record, write_record
 from ..core.stamps import TaskDict
 from ..run.benchmark import AnyTask, Benchmark
-from ..run.modes import Mode
+from ..run.modes import AgentMode, Mode
 from ..run.record import cross_runs, modes_on_disk, other_layout, run_tasks
 from .apart import run_apart
 from .charts import draw_chart, draw_distributions
@@ -102,7 +102,11 @@ def report_inputs(
         "cutoff": cutoff,
         "methods": method_settings(),
         # the header names them
-        "allow_hosts": {n: list(m.allow_hosts) for n, m in sorted(modes.items()) if m.allow_hosts},
+        "allow_hosts": {
+            n: list(m.allow_hosts)
+            for n, m in sorted(modes.items())
+            if isinstance(m, AgentMode) and m.allow_hosts
+        },
         "cross": cross or None,
     }
     files = input_files(layout, list(modes), templates_dir)

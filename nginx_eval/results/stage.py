@@ -2,7 +2,7 @@
 
 Both are rebuilt from the per-task files of the run's benchmark (a row for every task the mode
 graded in this run, in the benchmark's order), never from the command's selection alone. A
-predictions mode has rows only for the tasks its file has a row for (modes.Mode.instances). A
+predictions mode has rows only for the tasks its file has a row for (its ``instances``). A
 SWE-bench benchmark's results tasks are swebench/stage.py's.
 
 results.jsonl row (core/records.py: ResultRow, where each field is explained)::
@@ -34,7 +34,7 @@ from ..core.records import read_record, versioned
 from ..core.stamps import TaskDict
 from ..core.tasknames import RESULTS, results_subtask
 from ..run.benchmark import AnyTask
-from ..run.modes import Mode
+from ..run.modes import AgentMode, Mode
 
 if TYPE_CHECKING:
     from ..run.context import StageContext
@@ -84,7 +84,7 @@ def unit_fields(layout: Layout, mode: Mode, iid: str) -> dict:
         "self_reported_cost_usd": (agent.get("metered") or {}).get("self_reported_cost_usd"),
         "cost_difference": (agent.get("metered") or {}).get("difference"),
         "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
-        "score": mode.score if mode.runs_agent else None,
+        "score": mode.score if isinstance(mode, AgentMode) else None,
         "loop": agent.get("loop"),
         "phase_figures": [
             {

@@ -12,7 +12,7 @@ from typing import Protocol
 from ..core.layout import Layout
 from ..core.records import LeftOut, Selection, SkippedFile, TestsTree
 from .benchmark import AnyTask, Benchmark, Task
-from .modes import Mode
+from .modes import AgentMode, Mode
 from .options import Options
 
 
@@ -28,10 +28,10 @@ class StageContext(Protocol):
     shadow: dict[str, list[str]] | None
 
     def agent_finished(
-        self, layout: Layout, mode: Mode, task: AnyTask, agent_task_name: str
+        self, layout: Layout, mode: AgentMode, task: AnyTask, agent_task_name: str
     ) -> bool: ...
 
-    def unit_agent_inputs(self, mode: Mode, task: AnyTask) -> tuple[list[str], str | None]: ...
+    def unit_agent_inputs(self, mode: AgentMode, task: AnyTask) -> tuple[list[str], str | None]: ...
 
     def tests_tree(self, layout: Layout, task: AnyTask) -> TestsTree | None: ...
 
@@ -54,7 +54,7 @@ class StageContext(Protocol):
 
     def nginx_units(self) -> Iterator[tuple[Benchmark, Mode, Task]]: ...
 
-    def agent_units(self) -> Iterator[tuple[Benchmark, Mode, AnyTask]]: ...
+    def agent_units(self) -> Iterator[tuple[Benchmark, AgentMode, AnyTask]]: ...
 
     def build_order(self) -> list[Task]: ...
 

@@ -11,8 +11,8 @@ naming the file, the mode, the phase and the key, with the closest known key.
 ``templates/commands/`` (written by workspace.install_commands to the workspace's
 ``.claude/commands/``, never the user's ``~/.claude``) and of ``templates/agent-homes/<name>/``
 (copied into the agent's own CLAUDE_CONFIG_DIR, agent/home.py). Their text is part of
-``Mode.command_files``, ``Mode.home_files`` and so of ``fingerprint()``: editing one runs the
-mode's agents again.
+``AgentMode.command_files``, ``AgentMode.home_files`` and so of ``fingerprint()``: editing one
+runs the mode's agents again.
 
 ``web_tools``: no sandbox on this machine can stop a search the model API runs on its side, so in
 an isolated mode a Claude Code phase's command gets ``--disallowedTools=WebSearch,WebFetch``
@@ -32,7 +32,7 @@ import tomllib
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from ..core import inputs
 from ..core.errors import UserError
@@ -183,23 +183,68 @@ class Phase:
         return (self,) + ((self.fallback,) if self.fallback else ())
 
 
+Kind = Literal["agent", "gold", "none", "predictions"]
+
+
 @dataclass(frozen=True)
-class Mode:
+class ModeBase:
+    """What every kind of mode has: its name, what the report says of it, the model it names
+    (results/stage.py's model_name_or_path) and, for an agent mode's repeats, its family."""
+
+    kind: ClassVar[Kind]
     name: str
-    kind: str  # "agent", "gold", "none" or "predictions"
-    phases: tuple[Phase, ...] = ()
-    model: str = ""
     description: str = ""
-    env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs
-    predictions: str = ""
+    model: str = ""
     base_name: str = ""  # for repeats: the configured mode ("raw" for "raw-r2")
     repeat: int = 1  # 1..repeats
+
+    @property
+    def family(self) -> str:
+        return self.base_name or self.name
+
+    def covers(self, instance_id: str) -> bool:
+        """Whether the mode scores this task (a predictions mode: only the file's rows)."""
+        return True
+
+    def json_fields(self) -> dict[str, object]:
+        """The keys of to_json this kind of mode sets to other than their default."""
+        return {}
+
+    def to_json(self) -> dict[str, object]:
+        """The mode as the report states it (an input of report.json), its optional keys at
+        their default left out (core/inputs.py)."""
+        data: dict[str, object] = {
+            "name": self.name,
+            "family": self.family,
+            "repeat": self.repeat,
+            "kind": self.kind,
+            "model": self.model,
+            "isolation": None,
+            "description": self.description,
+            "predictions": "",
+            "commands": [],
+            "programs": [],
+            "instances": None,
+            "command_files": [],
+            "agent_home": "",
+            "web_tools": False,
+            "tests": "",
+            "score": None,
+        }
+        data.update(self.json_fields())
+        return inputs.canonical(data, MODE_JSON_DEFAULTS)
+
+
+@dataclass(frozen=True)
+class AgentMode(ModeBase):
+    """A mode whose agents make the patch: its phases and the settings they run with."""
+
+    kind: ClassVar[Literal["agent"]] = "agent"
+    phases: tuple[Phase, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs
     isolation: str = "srt"  # "srt" (sandbox.py) or "none": unisolated
     allow_hosts: tuple[str, ...] = ()  # isolated: hosts the agent may reach besides the API
     sandbox_binds: tuple[str, ...] = ()  # isolated: extra read-write paths
-    # predictions: the instance ids the file has a row for (the only tasks the mode scores);
-    # None: every selected task
-    instances: tuple[str, ...] | None = None
     # (file name, text) of each file of `commands`, in order
     command_files: tuple[tuple[str, str], ...] = ()
     web_tools: bool = False  # isolated: Claude Code's WebSearch and WebFetch allowed
@@ -214,14 +259,6 @@ class Mode:
     def every_phase(self) -> tuple[Phase, ...]:
         """Every phase with its fallback: the programs the mode may start."""
         return tuple(f for p in self.phases for f in p.every())
-
-    @property
-    def family(self) -> str:
-        return self.base_name or self.name
-
-    @property
-    def runs_agent(self) -> bool:
-        return self.kind == "agent"
 
     def fingerprint(self) -> dict[str, object]:
         """What decides whether an agent run is still valid (not the description), its
@@ -243,37 +280,61 @@ class Mode:
         }
         return inputs.canonical(fingerprint, MODE_DEFAULTS)
 
-    def covers(self, instance_id: str) -> bool:
-        """Whether the mode scores this task (a predictions mode: only the file's rows)."""
-        return self.instances is None or instance_id in self.instances
-
-    def to_json(self) -> dict[str, object]:
-        """The mode as the report states it (an input of report.json), its optional keys at
-        their default left out (core/inputs.py)."""
-        data = {
-            "name": self.name,
-            "family": self.family,
-            "repeat": self.repeat,
-            "kind": self.kind,
-            "model": self.model,
-            "isolation": self.isolation if self.kind == "agent" else None,
-            "description": self.description,
-            "predictions": self.predictions,
+    def json_fields(self) -> dict[str, object]:
+        return {
+            "isolation": self.isolation,
             "commands": [p.command for p in self.phases],
             "programs": [p.program for p in self.phases],
-            "instances": None if self.instances is None else list(self.instances),
             "command_files": [name for name, _ in self.command_files],
             "agent_home": self.agent_home,
             "web_tools": self.web_tools,
             "tests": self.tests,
-            "score": self.score if self.kind == "agent" else None,
+            "score": self.score,
         }
-        return inputs.canonical(data, MODE_JSON_DEFAULTS)
 
 
-BUILTIN_MODES = {
-    "gold": Mode("gold", "gold", description="the fix commit's own diff (upper bound)"),
-    "none": Mode("none", "none", description="an empty patch (lower bound)"),
+@dataclass(frozen=True)
+class GoldMode(ModeBase):
+    """The built-in upper bound: the fix commit's own diff."""
+
+    kind: ClassVar[Literal["gold"]] = "gold"
+
+
+@dataclass(frozen=True)
+class NoneMode(ModeBase):
+    """The built-in lower bound: an empty patch."""
+
+    kind: ClassVar[Literal["none"]] = "none"
+
+
+@dataclass(frozen=True)
+class PredictionsMode(ModeBase):
+    """A SWE-bench predictions file, scored as it is."""
+
+    kind: ClassVar[Literal["predictions"]] = "predictions"
+    predictions: str = ""  # the file's path
+    # the instance ids the file has a row for (the only tasks the mode scores); None: every
+    # selected task
+    instances: tuple[str, ...] | None = None
+
+    def covers(self, instance_id: str) -> bool:
+        return self.instances is None or instance_id in self.instances
+
+    def json_fields(self) -> dict[str, object]:
+        return {
+            "predictions": self.predictions,
+            "instances": None if self.instances is None else list(self.instances),
+        }
+
+
+# Code that reads a field of one kind narrows to its type first (isinstance or match), so that
+# mypy catches an agent's field read of a baseline.
+Mode = AgentMode | GoldMode | NoneMode | PredictionsMode
+
+
+BUILTIN_MODES: dict[str, Mode] = {
+    "gold": GoldMode("gold", description="the fix commit's own diff (upper bound)"),
+    "none": NoneMode("none", description="an empty patch (lower bound)"),
 }
 
 
@@ -475,14 +536,21 @@ def _front_matter_model(text: str, models: dict[str, str]) -> str:
 
 def _predictions_mode(
     name: str, raw: dict[str, Any], path: str | Path, where: str, settings: dict[str, Any]
-) -> Mode:
+) -> PredictionsMode:
     pred = raw["predictions"]
     if not isinstance(pred, str) or not pred:
         raise UserError("must be a file path", file=path, item=where, field="predictions")
     pred_path = Path(pred) if Path(pred).is_absolute() else Path(path).parent / pred
     # Only the tasks the file has a row for (a file not there yet fails at its patches).
     ids = tuple(read_predictions(pred_path)) if pred_path.exists() else None
-    return Mode(name, "predictions", predictions=str(pred_path), instances=ids, **settings)
+    # The agents' settings (env, isolation, tests, score, ...) have nothing to act on here.
+    return PredictionsMode(
+        name,
+        description=settings["description"],
+        model=settings["model"],
+        predictions=str(pred_path),
+        instances=ids,
+    )
 
 
 def model_table(raw: dict[str, Any], path: str | Path, where: str, environ: dict) -> dict:
@@ -650,8 +718,8 @@ def _check_sequence(phases: Sequence[Phase], path: str | Path, where: str) -> No
 
 def _agent_modes(
     name: str, raw: dict[str, Any], path: str | Path, where: str, settings: dict[str, Any]
-) -> dict[str, Mode]:
-    """{name: Mode} of an agent mode and its repeats (``<name>-r2``, ...)."""
+) -> dict[str, AgentMode]:
+    """{name: AgentMode} of an agent mode and its repeats (``<name>-r2``, ...)."""
     phases_raw = raw.get("phases")
     if not isinstance(phases_raw, list) or not phases_raw:
         raise UserError(
@@ -670,7 +738,7 @@ def _agent_modes(
     # Repeat 1 keeps the plain name, so adding repeats never re-runs the first one.
     names = [name if i == 1 else f"{name}-r{i}" for i in range(1, repeats + 1)]
     return {
-        rname: Mode(rname, "agent", phases=phases, base_name=name, repeat=i, **settings)
+        rname: AgentMode(rname, phases=phases, base_name=name, repeat=i, **settings)
         for i, rname in enumerate(names, 1)
     }
 
@@ -787,9 +855,8 @@ def extra_modes(spec: str | None, path: str = "command line") -> dict[str, Mode]
     # A malformed file is an error now, not when its patches are made.
     ids = tuple(read_predictions(p))
     return {
-        "file": Mode(
+        "file": PredictionsMode(
             "file",
-            "predictions",
             predictions=str(p),
             instances=ids,
             description=f"predictions from {p.name}",
@@ -802,7 +869,7 @@ def unknown_prediction_ids(
 ) -> str | None:
     """A warning for the ids of a predictions mode's file that are not among `task_ids`, the
     tasks of benchmark `bench_name` (they are not scored), or None."""
-    if mode is None or mode.instances is None:
+    if not isinstance(mode, PredictionsMode) or mode.instances is None:
         return None
     known = set(task_ids)
     unknown = [i for i in mode.instances if i not in known]

@@ -29,12 +29,9 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..core.errors import UserError
-
-if TYPE_CHECKING:
-    from .modes import Mode
+from .modes import AgentMode, GoldMode, Mode
 
 NGINX, SWEBENCH = "nginx", "swebench"  # Benchmark.kind
 # Prompt templates and slash commands of SWE-bench tasks, under the templates directory.
@@ -211,15 +208,15 @@ def dataset_of(data: dict, path: Path) -> dict:
 
 
 # -- what the agent is told (modes adapted to this kind) ------------------------------------------
-def adapt_mode(mode: "Mode", templates_dir: Path, modes_file: Path | None) -> "Mode":
-    """`mode` (run/modes.Mode) as it runs on a SWE-bench task: no nginx-tests tree (``tests``
+def adapt_mode(mode: Mode, templates_dir: Path, modes_file: Path | None) -> Mode:
+    """`mode` (run/modes.py) as it runs on a SWE-bench task: no nginx-tests tree (``tests``
     does not apply), and its slash commands read from templates/swebench/commands/; UserError
     naming the mode when a prompt or command it needs has no SWE-bench version there. The
     built-in ``gold`` says what its patch is here: the row's gold patch, not a fix commit's
     diff."""
-    if mode.kind == "gold":
+    if isinstance(mode, GoldMode):
         return replace(mode, description=GOLD_DESCRIPTION)
-    if not mode.runs_agent:
+    if not isinstance(mode, AgentMode):
         return mode
     folder = Path(templates_dir) / TEMPLATES
     for phase in mode.phases:

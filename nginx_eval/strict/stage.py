@@ -66,13 +66,14 @@ from ..prove.env import environment_inputs
 from ..prove.stage import graded_in, run_prove_files
 from ..prove.tap import file_problem, parse_tap
 from ..prove.tree import task_tests_tree
+from ..run.modes import GoldMode, NoneMode
 from . import sanitizer
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
     from ..run.benchmark import Task
     from ..run.context import StageContext
-    from ..run.modes import Mode
+    from ..run.modes import Kind, Mode
 
 # Regression files per patch (docs/verdicts.md, scripts/bench.py).
 DEFAULT_FILES = 6
@@ -121,7 +122,7 @@ def regression_files(task: "Task", tree: Path, patch: bytes, cap: int) -> list[s
     return [f for f in area_files(test_files(tree), touched_paths(patch)) if f not in own][:cap]
 
 
-def reference_patch(layout: "Layout", mode_kind: str, task: "Task") -> tuple[str, bytes]:
+def reference_patch(layout: "Layout", mode_kind: "Kind", task: "Task") -> tuple[str, bytes]:
     """("gold", the fix's diff) for a candidate, ("base", b"") for the gold patch itself."""
     if mode_kind == "gold":
         return "base", b""
@@ -371,7 +372,7 @@ def _copy_runs(runs: Mapping[str, Sequence[Run]], out_dir: Path) -> None:
 def judge(
     layout: "Layout",
     mode_name: str,
-    mode_kind: str,
+    mode_kind: "Kind",
     task: "Task",
     build: BuildRecord,
     cap: int,
@@ -492,7 +493,7 @@ def judge(
 
 
 def strict_unit(
-    layout: "Layout", mode_name: str, mode_kind: str, task: "Task", inputs: str, cap: int
+    layout: "Layout", mode_name: str, mode_kind: "Kind", task: "Task", inputs: str, cap: int
 ) -> None:
     """The unit's strict.json and strict/ (executor.py)."""
     iid = task.instance_id
@@ -525,7 +526,7 @@ def strict_unit(
 def strict_task(
     layout: "Layout",
     mode_name: str,
-    mode_kind: str,
+    mode_kind: "Kind",
     task: "Task",
     config: dict[str, Any],
     files: list[str],
@@ -561,7 +562,7 @@ def judged(layout: "Layout", mode_name: str, iid: str) -> bool:
 def applies(ctx: "StageContext", mode: "Mode") -> bool:
     """Whether units of `mode` get the strict stage: on (strict=1) and a mode with a patch of
     its own to judge (never none; gold with strict_gold=1 only)."""
-    return not switched_off(ctx, mode) and mode.kind != "none"
+    return not switched_off(ctx, mode) and not isinstance(mode, NoneMode)
 
 
 def switched_off(ctx: "StageContext", mode: "Mode") -> str | None:
@@ -570,7 +571,7 @@ def switched_off(ctx: "StageContext", mode: "Mode") -> str | None:
     states it), and judging it costs a sanitizer build of every base: by default not judged."""
     if not ctx.options.strict:
         return "strict=0"
-    if mode.kind == "gold" and not ctx.options.strict_gold:
+    if isinstance(mode, GoldMode) and not ctx.options.strict_gold:
         return "strict_gold=0"
     return None
 

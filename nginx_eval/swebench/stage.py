@@ -39,7 +39,7 @@ from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, PATCH, RESULTS, results_subtask, task_name, unit_name
 from ..results.stage import model_name, prediction, unit_fields
 from ..run.benchmark import AnyTask, Benchmark
-from ..run.modes import Mode
+from ..run.modes import AgentMode, Mode
 from ..run.swebench import SweTask
 from ..run.swebench_pro import is_pro
 from . import harness, pro
@@ -192,7 +192,7 @@ def results_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
             unit = unit_name(bench, mode, t)
             files.append(str(ctx.layout.patch_json(mode.name, t.instance_id)))
             deps.append(task_name(PATCH, unit))
-            if mode.runs_agent:
+            if isinstance(mode, AgentMode):
                 files.append(str(ctx.layout.agent_json(mode.name, t.instance_id)))
                 deps.append(task_name(AGENT, unit))
         yield {

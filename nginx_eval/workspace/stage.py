@@ -36,12 +36,12 @@ if TYPE_CHECKING:
     from ..core.layout import Layout
     from ..run.benchmark import AnyTask, Task
     from ..run.context import StageContext
-    from ..run.modes import Mode
+    from ..run.modes import AgentMode
 
 # suite.as_of, or the context's tests_tree: the tests tree of a task as of its base.
 TestsTreeOf = Callable[["Layout", "Task"], "suite.TestsTree | None"]
 # agent.agent_finished (through the StageContext): (layout, mode, task, agent task name).
-AgentFinished = Callable[["Layout", "Mode", "Task", str], bool]
+AgentFinished = Callable[["Layout", "AgentMode", "Task", str], bool]
 
 ISSUE_FILE = ".issue.md"
 # templates/prompt_plan.md.j2 asks the agent for its plan in this file (by this name).
@@ -112,9 +112,9 @@ def create_workspace(layout: "Layout", mode: str, task: "AnyTask") -> None:
     )
 
 
-def install_commands(layout: "Layout", mode: "Mode", task: "AnyTask") -> list[Path]:
-    """Write the custom slash commands of `mode` (a modes.Mode; its command_files, the text read
-    when the modes were loaded, which is what the agent's inputs digest covers) into the
+def install_commands(layout: "Layout", mode: "AgentMode", task: "AnyTask") -> list[Path]:
+    """Write the custom slash commands of `mode` (its command_files, the text read when the
+    modes were loaded, which is what the agent's inputs digest covers) into the
     workspace of (mode, task); hand_to_agent calls it after ensure_fresh_workspace, before the
     first phase. Returns the paths written ([] for a mode without commands)."""
     if not mode.command_files:
@@ -156,7 +156,7 @@ class Handed(NamedTuple):
 
 
 def hand_to_agent(
-    layout: "Layout", mode: "Mode", task: "AnyTask", tests_tree: "suite.TestsTree | None"
+    layout: "Layout", mode: "AgentMode", task: "AnyTask", tests_tree: "suite.TestsTree | None"
 ) -> Handed:
     """Before an agent attempt, all it needs of this stage at once: a workspace no earlier agent
     has touched (ensure_fresh_workspace), the tests tree of a mode with `tests` checked
@@ -177,7 +177,9 @@ def workspace_current(layout: "Layout", mode: str, task: "Task") -> bool:
     )
 
 
-def tests_tree_ready(layout: "Layout", mode: "Mode", task: "Task", tests_tree: TestsTreeOf) -> bool:
+def tests_tree_ready(
+    layout: "Layout", mode: "AgentMode", task: "Task", tests_tree: TestsTreeOf
+) -> bool:
     """A mode without `tests`, or its tree for the task is there (suite/stage.py). tests_tree:
     suite.as_of, or the context's tests_tree (the same, asked once per command)."""
     if not mode.tests:
@@ -188,7 +190,7 @@ def tests_tree_ready(layout: "Layout", mode: "Mode", task: "Task", tests_tree: T
 
 def workspace_up_to_date(
     layout: "Layout",
-    mode: "Mode",
+    mode: "AgentMode",
     task: "Task",
     agent_finished: AgentFinished,
     agent_task_name: str,
@@ -206,7 +208,7 @@ def workspace_up_to_date(
 
 def prepare_workspace(
     layout: "Layout",
-    mode: "Mode",
+    mode: "AgentMode",
     task: "Task",
     agent_finished: AgentFinished,
     agent_task_name: str,

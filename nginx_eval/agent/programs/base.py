@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from ...core import jsonio
 from ...core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, TIMEOUT
+from ...core.records import Tokens
 
 RESULT_CHARS = 500
 TOKENS = ("input", "output", "cache_read", "cache_creation")
@@ -51,9 +52,31 @@ class Usage(TypedDict):
     """What a phase cost (phase_usage): fields of agent.json's phase record."""
 
     cost_usd: float | None
-    tokens: dict[str, int] | None
+    tokens: Tokens | None
     models: Models
     cost_source: str | None  # "result" | "transcript" | None
+
+
+class ResultFields(TypedDict):
+    """What a program's result states (result_fields): fields of agent.json's phase record."""
+
+    session_id: str | None
+    is_error: bool | None
+    api_error_status: int | None
+    terminal_reason: str | None
+    permission_denials: list[Any] | None
+    result: str | None
+    num_turns: int | None
+
+
+def as_tokens(counts: Mapping[str, int]) -> Tokens:
+    """Counts of the TOKENS kinds (a mapping of at least them) as a phase record's tokens."""
+    return {
+        "input": counts["input"],
+        "output": counts["output"],
+        "cache_read": counts["cache_read"],
+        "cache_creation": counts["cache_creation"],
+    }
 
 
 def resolve_program(program: str | None, environ: Mapping[str, str]) -> str | None:
@@ -95,7 +118,7 @@ def empty_usage() -> Usage:
 
 def figures_usage(models: Models, source: str | None) -> Usage:
     """Usage of per-model figures: tokens summed, cost None when a model's is unknown."""
-    tokens = {t: sum(m[t] for m in models.values()) for t in TOKENS}
+    tokens = as_tokens({t: sum(m[t] for m in models.values()) for t in TOKENS})
     costs = [m.get("cost_usd") for m in models.values()]
     cost = None if None in costs else round(sum(c for c in costs if c is not None), 10)
     return {"cost_usd": cost, "tokens": tokens, "models": models, "cost_source": source}
@@ -157,7 +180,7 @@ def command_words(command: str) -> list[str]:
         return command.split()
 
 
-def result_fields(result: Result | None) -> dict[str, Any]:
+def result_fields(result: Result | None) -> ResultFields:
     """The phase record's fields that a result states (each None when it does not)."""
     result = result or {}
     text = result.get("result")
@@ -336,7 +359,7 @@ class Program:
     def parse_result(self, stdout_text: str) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def result_fields(self, result: Result | None) -> dict[str, Any]:
+    def result_fields(self, result: Result | None) -> ResultFields:
         """The phase record's fields that the result states (each None when it does not)."""
         return result_fields(result)
 

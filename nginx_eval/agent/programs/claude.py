@@ -41,7 +41,9 @@ from .base import (
     Models,
     Program,
     Result,
+    ResultFields,
     Usage,
+    as_tokens,
     command_words,
     one_line,
     result_fields,
@@ -287,7 +289,7 @@ def phase_usage(
         now = models_of(result["modelUsage"])
         return _figures(minus(now, before), "result"), now
     if result is not None:  # another agent printing Claude-like JSON: take it as it is
-        tokens = tokens_of(result.get("usage"))
+        tokens = as_tokens(tokens_of(result.get("usage")))
         return {
             "cost_usd": result.get("total_cost_usd"),
             "tokens": tokens,
@@ -305,7 +307,12 @@ def phase_usage(
 
 def _figures(models: Models, source: str) -> Usage:
     cost, tokens = totals(models)
-    return {"cost_usd": cost, "tokens": tokens, "models": models, "cost_source": source}
+    return {
+        "cost_usd": cost,
+        "tokens": as_tokens(tokens),
+        "models": models,
+        "cost_source": source,
+    }
 
 
 # -- slash commands --------------------------------------------------------------------------
@@ -391,7 +398,7 @@ def _read(path: Path) -> bytes | None:
 
 
 def prepare_files(home: Path, files: Iterable[tuple[str, str]], user_config: Path) -> bytes | None:
-    """Make `home` afresh: the mode's files ((relative path, text), modes.Mode.home_files), the
+    """Make `home` afresh: the mode's files ((relative path, text), modes.AgentMode.home_files), the
     user's login and apiKeyHelper. Returns the login copied in (None: there is none), the
     baseline of sync_credentials."""
     remove_tree(home)
@@ -495,7 +502,7 @@ class ClaudeCode(Program):
     def parse_result(self, stdout_text: str) -> dict[str, Any] | None:
         return parse_result(stdout_text)
 
-    def result_fields(self, result: Result | None) -> dict[str, Any]:
+    def result_fields(self, result: Result | None) -> ResultFields:
         return result_fields(result)
 
     def classify(self, result: Result | None, exit_code: int | None) -> tuple[str, str]:

@@ -25,6 +25,7 @@ strict, grade, validation or lint: grading is the official harness's (nginx_eval
 docs/benchmark.md#swe-bench-verified).
 """
 
+import ast
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -108,39 +109,56 @@ class SweTask:
         }
 
 
-def _list_field(raw: dict, name: str, where: dict) -> list[str]:
-    """A FAIL_TO_PASS or PASS_TO_PASS value as a list. The Hugging Face export stores JSON
-    strings; other exports real lists: a parquet list column read by pyarrow is a list, by
-    pandas a numpy array (read through its ``tolist``)."""
+def list_field(
+    raw: dict, name: str, where: dict, what: str = "test names", literals: bool = False
+) -> list[str]:
+    """A list-of-strings field (`what` names its items in an error) as a list. The Hugging Face
+    export stores JSON strings; other exports real lists: a parquet list column read by pyarrow
+    is a list, by pandas a numpy array (read through its ``tolist``). `literals`: a Python list
+    literal too (SWE-bench Pro's harness eval()s its text; ast.literal_eval runs nothing)."""
     value = raw[name]
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise UserError(
-                "must be a list of test names (or its JSON text)", **where, field=name
-            ) from None
+            try:
+                if not literals:
+                    raise ValueError(name)
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                text = "JSON or Python text" if literals else "JSON text"
+                raise UserError(
+                    f"must be a list of {what} (or its {text})", **where, field=name
+                ) from None
     elif not isinstance(value, (list, tuple, dict)) and callable(getattr(value, "tolist", None)):
         value = value.tolist()
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise UserError(
-            f"must be a list of test names, got {type(value).__name__}", **where, field=name
+            f"must be a list of {what}, got {type(value).__name__}", **where, field=name
         )
     return list(value)
 
 
-def check_row(raw: dict, where: dict) -> dict:
-    """A dataset row reduced to the task file's fields (REQUIRED, OPTIONAL), the lists as lists;
-    UserError naming `where` (file, task) and the field at fault."""
+def checked_fields(
+    raw: object,
+    where: dict,
+    required: tuple[str, ...],
+    lists: tuple[str, ...],
+    commits: tuple[str, ...],
+) -> tuple[dict, dict]:
+    """(raw, where with the task's id) once `raw` is an object whose `required` fields are there
+    (strings but for `lists`), its instance_id and repo well formed and its `commits` full
+    hashes; UserError naming `where` and the field at fault otherwise. What the rows of every
+    SWE-bench dataset share (this module's check_row, swebench_pro.check_row)."""
     if not isinstance(raw, dict):
         raise UserError("must be a JSON object", **where)
     iid = raw.get("instance_id")
     if isinstance(iid, str) and iid:
         where = dict(where, task=iid)
-    for name in REQUIRED:
+    for name in required:
         if name not in raw or raw[name] is None:
             raise UserError("is missing", **where, field=name)
-        if name not in LISTS and not isinstance(raw[name], str):
+        if name not in lists and not isinstance(raw[name], str):
             raise UserError(
                 f"must be a string, got {type(raw[name]).__name__}", **where, field=name
             )
@@ -148,15 +166,24 @@ def check_row(raw: dict, where: dict) -> dict:
         raise UserError("must match [A-Za-z0-9_.-]+", **where, field="instance_id")
     if not REPO.match(raw["repo"]):
         raise UserError(f"must be owner/name, got {raw['repo']!r}", **where, field="repo")
-    for name in ("base_commit", "environment_setup_commit"):
+    for name in commits:
         if not HEX40.match(raw[name]):
             raise UserError(
                 f"must be a full 40-hex commit hash, got {raw[name]!r}", **where, field=name
             )
+    return raw, where
+
+
+def check_row(raw: dict, where: dict) -> dict:
+    """A dataset row reduced to the task file's fields (REQUIRED, OPTIONAL), the lists as lists;
+    UserError naming `where` (file, task) and the field at fault."""
+    raw, where = checked_fields(
+        raw, where, REQUIRED, LISTS, ("base_commit", "environment_setup_commit")
+    )
     if not raw["problem_statement"].strip():
         raise UserError("must not be empty", **where, field="problem_statement")
     row = {name: raw[name] for name in REQUIRED}
-    row.update({name: _list_field(raw, name, where) for name in LISTS})
+    row.update({name: list_field(raw, name, where) for name in LISTS})
     if not row["FAIL_TO_PASS"]:
         raise UserError("must name at least one test", **where, field="FAIL_TO_PASS")
     for name in OPTIONAL:

@@ -22,12 +22,10 @@ interfaces introduced:". Everything else of the row is the grader's: the sandbox
 Grading is the Pro harness's (swebench/pro.py).
 """
 
-import ast
-import json
 from pathlib import Path
 
 from ..core.errors import UserError
-from .swebench import HEX40, INSTANCE_ID, REPO, SweTask
+from .swebench import SweTask, checked_fields, list_field
 
 HARNESS = "swe-bench-pro"  # dataset["harness"] of a Pro task file
 DATASET = {"name": "ScaleAI/SWE-bench_Pro", "split": "test", "harness": HARNESS}
@@ -53,54 +51,10 @@ def is_pro(dataset: dict | None) -> bool:
     return bool(dataset) and dataset.get("harness") == HARNESS  # type: ignore[union-attr]
 
 
-def _list(raw: dict, name: str, where: dict) -> list[str]:
-    """A list field: a list, or its text as the dataset stores it (the harness eval()s it; a
-    Python literal is read with ast.literal_eval, which runs nothing)."""
-    value = raw[name]
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            try:
-                value = ast.literal_eval(value)
-            except (ValueError, SyntaxError):
-                raise UserError(
-                    "must be a list of strings (or its JSON or Python text)", **where, field=name
-                ) from None
-    elif not isinstance(value, (list, tuple)) and callable(getattr(value, "tolist", None)):
-        value = value.tolist()  # a parquet list column read by pandas
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise UserError(
-            f"must be a list of strings, got {type(value).__name__}", **where, field=name
-        )
-    return list(value)
-
-
 def check_row(raw: object, where: dict) -> dict:
     """A Pro dataset row reduced to the task file's fields (REQUIRED, OPTIONAL present), the
     lists as lists; UserError naming `where` (file, row), the task and the field at fault."""
-    if not isinstance(raw, dict):
-        raise UserError("must be a JSON object", **where)
-    iid = raw.get("instance_id")
-    if isinstance(iid, str) and iid:
-        where = dict(where, task=iid)
-    for name in REQUIRED:
-        if name not in raw or raw[name] is None:
-            raise UserError("is missing", **where, field=name)
-        if name not in LISTS and not isinstance(raw[name], str):
-            raise UserError(
-                f"must be a string, got {type(raw[name]).__name__}", **where, field=name
-            )
-    if not INSTANCE_ID.match(str(iid)):
-        raise UserError("must match [A-Za-z0-9_.-]+", **where, field="instance_id")
-    if not REPO.match(raw["repo"]):
-        raise UserError(f"must be owner/name, got {raw['repo']!r}", **where, field="repo")
-    if not HEX40.match(raw["base_commit"]):
-        raise UserError(
-            f"must be a full 40-hex commit hash, got {raw['base_commit']!r}",
-            **where,
-            field="base_commit",
-        )
+    raw, where = checked_fields(raw, where, REQUIRED, LISTS, ("base_commit",))
     if raw["repo_language"] not in LANGUAGES:
         raise UserError(
             f"must be one of {', '.join(LANGUAGES)}, got {raw['repo_language']!r}",
@@ -111,7 +65,7 @@ def check_row(raw: object, where: dict) -> dict:
         if not raw[name].strip():
             raise UserError("must not be empty", **where, field=name)
     row = {name: raw[name] for name in REQUIRED}
-    row.update({name: _list(raw, name, where) for name in LISTS})
+    row.update({name: list_field(raw, name, where, "strings", literals=True) for name in LISTS})
     for name in ("fail_to_pass", "selected_test_files_to_run"):
         if not row[name]:
             raise UserError("must name at least one test", **where, field=name)

@@ -258,7 +258,23 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class AnsweredHandler(BaseHTTPRequestHandler):
+    """A stand-in's handler whose POST (`post`, setting `current` to the request's record)
+    records when its answer was written or the request given up: with "time", what shows which
+    requests were in flight at once."""
+
+    current: dict | None = None
+
+    def do_POST(self):
+        self.current = None
+        try:
+            self.post()
+        finally:
+            if self.current is not None:
+                self.current["answered"] = time.monotonic()
+
+
+class _Handler(AnsweredHandler):
     """One request; the response ends when the connection closes (HTTP/1.0 semantics)."""
 
     def log_message(self, *args):
@@ -284,16 +300,6 @@ class _Handler(BaseHTTPRequestHandler):
             return self.send_error_json(401, "invalid x-api-key", record)
         # It answers any model asked for: the list names none.
         return self.send_json(200, {"data": [], "has_more": False}, record)
-
-    def do_POST(self):
-        self.current = None
-        try:
-            self.post()
-        finally:
-            # When the answer was written (or the request given up): with "time", what shows
-            # which requests were in flight at once.
-            if self.current is not None:
-                self.current["answered"] = time.monotonic()
 
     def post(self):
         length = int(self.headers.get("Content-Length") or 0)

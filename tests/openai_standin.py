@@ -28,10 +28,9 @@ Faults (anthropic_standin.Fault): an HTTP status with the API's error body (429 
 import itertools
 import json
 import time
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import urlsplit
 
-from anthropic_standin import DONE_TEXT, Fault, Server, held, tokens
+from anthropic_standin import DONE_TEXT, AnsweredHandler, Fault, Server, held, tokens
 
 __all__ = ["DONE_TEXT", "Fault", "StandIn", "call", "locate", "say"]
 
@@ -139,7 +138,7 @@ class StandIn(Server):
         }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(AnsweredHandler):
     def log_message(self, *args):
         pass
 
@@ -150,15 +149,6 @@ class _Handler(BaseHTTPRequestHandler):
         if record["path"] == "/v1/models":
             return self.send_json(200, {"object": "list", "data": [], "models": []}, record)
         self.send_error_json(404, f"no such path {record['path']}", record)
-
-    def do_POST(self):
-        self.current = None
-        try:
-            self.post()
-        finally:
-            # When the answer was written (or the request given up), as anthropic_standin's.
-            if self.current is not None:
-                self.current["answered"] = time.monotonic()
 
     def post(self):
         length = int(self.headers.get("Content-Length") or 0)

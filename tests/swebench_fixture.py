@@ -118,20 +118,27 @@ def add_swebench(project):
     commits = make_pycalc(project.mirrors / "acme+pycalc")
     rows = project.base / "verified.jsonl"
     rows.write_text(json.dumps(dataset_row(commits)) + "\n")
+    import_rows(project, rows, "swebench-verified.json")
+    return commits
+
+
+def import_rows(project, rows, task_file, *options):
+    """scripts/import_swebench.py OPTIONS on the rows file `rows`, into the project's
+    tasks/`task_file`."""
     subprocess.run(
         [
             sys.executable,
             str(Path(__file__).parent.parent / "scripts" / "import_swebench.py"),
+            *options,
             "--rows",
             str(rows),
             "--out",
-            str(project.root / "tasks" / "swebench-verified.json"),
+            str(project.root / "tasks" / task_file),
         ],
         check=True,
         capture_output=True,
         env=project.env,
     )
-    return commits
 
 
 def stand_in_agent(directory, task_file="/nonexistent"):
@@ -376,20 +383,7 @@ def add_swebench_pro(project, commits):
     row = pro_row(commits, add_pro_tests_commit(project.mirrors / "acme+pycalc", commits))
     rows = project.base / "pro.jsonl"
     rows.write_text(json.dumps(row) + "\n")
-    subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).parent.parent / "scripts" / "import_swebench.py"),
-            "--pro",
-            "--rows",
-            str(rows),
-            "--out",
-            str(project.root / "tasks" / "swebench-pro.json"),
-        ],
-        check=True,
-        capture_output=True,
-        env=project.env,
-    )
+    import_rows(project, rows, "swebench-pro.json", "--pro")
     return row
 
 

@@ -32,16 +32,21 @@ def test_mypy_finds_no_error_in_the_package():
         pytest.skip("mypy is not installed: pip install -e '.[test]' (scripts/setup-debian.sh)")
     # Its cache (.mypy_cache/ at the root, ignored by git) makes a run after the first one take
     # seconds; the first takes about half a minute.
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "nginx_eval"],
-        cwd=SOURCE_ROOT,
-        env=dict(os.environ, PYTHONPATH=str(SOURCE_ROOT)),
+    proc = mypy_on(SOURCE_ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Success: no issues found" in proc.stdout, proc.stdout
+
+
+def mypy_on(root, *options):
+    """`mypy OPTIONS nginx_eval` in `root`, with its pyproject.toml and its package first."""
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", *options, "nginx_eval"],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root)),
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Success: no issues found" in proc.stdout, proc.stdout
 
 
 def mypy_config():
@@ -76,14 +81,7 @@ def test_mypy_refuses_a_new_unannotated_function(tmp_path):
         '"""A new module."""\n\n\ndef typed(x: int) -> int:\n    return x\n\n\n'
         "def untyped(x):\n    return x\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), "nginx_eval"],
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(tmp_path)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = mypy_on(tmp_path, "--cache-dir", str(tmp_path / "cache"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "nginx_eval/added.py:8: error: Function is missing a type annotation" in proc.stdout, (
         proc.stdout

@@ -561,8 +561,21 @@ class AgentAttempt(TypedDict):
     calls: NotRequired[int]  # the model calls its proxy recorded
 
 
-class AgentPhase(TypedDict):
-    """One phase of the attempt agent.json records."""
+class ResultFields(TypedDict):
+    """What a program's result states (agent/programs/: result_fields; None where it printed
+    none: killed, or another agent), fields of agent.json's phase record (AgentPhase)."""
+
+    session_id: str | None
+    is_error: bool | None
+    api_error_status: int | None
+    terminal_reason: str | None
+    permission_denials: list[Any] | None
+    result: str | None
+    num_turns: int | None
+
+
+class AgentPhase(ResultFields):
+    """One phase of the attempt agent.json records (with its program's ResultFields)."""
 
     name: str
     # what ran: $AGENT's words and the other variables' values put in (secret-looking names
@@ -577,15 +590,6 @@ class AgentPhase(TypedDict):
     stdout: str  # paths relative to the task's results
     stderr: str
     prompt_file: str
-    # the Claude Code CLI's result (None where it printed none: killed, or another agent;
-    # agent/programs/: result_fields)
-    session_id: str | None
-    is_error: bool | None
-    api_error_status: int | None
-    terminal_reason: str | None
-    permission_denials: list[Any] | None
-    result: str | None
-    num_turns: int | None
     # what the program said of itself (Claude Code's result, else its transcript)
     cost_usd: float | None
     tokens: Tokens | None

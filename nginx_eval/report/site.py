@@ -310,10 +310,9 @@ def write_site(
     spent half its time checking 1,177 pages otherwise."""
     if site_is_complete(layout, bench, tasks, configured, templates_dir, cutoff, unchanged):
         return []
-    cutoff = cutoff or RECENT_FROM
-    run = run_tasks(layout, bench, tasks)
-    modes = modes_on_disk(layout, configured)
-    templates = templates_digest(templates_dir)
+    run, modes, templates, cutoff = _site_inputs(
+        layout, bench, tasks, configured, templates_dir, cutoff
+    )
     rendered = _render_stale(
         layout,
         bench,
@@ -343,13 +342,29 @@ def site_is_complete(
     exists (the record of the complete site is then written again)."""
     if not unchanged:
         return False
-    run = run_tasks(layout, bench, tasks)
-    modes = modes_on_disk(layout, configured)
-    settings = site_settings(run, modes, templates_digest(templates_dir), cutoff or RECENT_FROM)
+    run, modes, templates, cutoff = _site_inputs(
+        layout, bench, tasks, configured, templates_dir, cutoff
+    )
+    settings = site_settings(run, modes, templates, cutoff)
     if unchanged != settings or not _all_exist(layout, units(layout, run, modes)):
         return False
     jsonio.write_text(layout.site_complete, settings + "\n")
     return True
+
+
+def _site_inputs(
+    layout: Layout,
+    bench: Benchmark,
+    tasks: Iterable[AnyTask],
+    configured: Sequence[str],
+    templates_dir: str | Path,
+    cutoff: str | None,
+) -> tuple[list[AnyTask], list[str], str, str]:
+    """(the run's tasks, the modes with results, the templates' digest, the cutoff): what the
+    pages are made from, for write_site and site_is_complete alike."""
+    run = run_tasks(layout, bench, tasks)
+    modes = modes_on_disk(layout, configured)
+    return run, modes, templates_digest(templates_dir), cutoff or RECENT_FROM
 
 
 def _all_exist(layout: Layout, pages: Iterable[Unit]) -> bool:

@@ -24,6 +24,7 @@ Placeholders ({prompt}, {model}, ...) and ``$AGENT`` in commands: commandline.py
 need no configuration: ``gold`` applies the fix commit's diff, ``none`` changes nothing.
 """
 
+import copy
 import difflib
 import json
 import os
@@ -224,12 +225,7 @@ class ModeBase:
             "predictions": "",
             "commands": [],
             "programs": [],
-            "instances": None,
-            "command_files": [],
-            "agent_home": "",
-            "web_tools": False,
-            "tests": "",
-            "score": None,
+            **copy.deepcopy(MODE_JSON_DEFAULTS),
         }
         data.update(self.json_fields())
         return inputs.canonical(data, MODE_JSON_DEFAULTS)

@@ -28,6 +28,7 @@ docs/benchmark.md#swe-bench-verified).
 import ast
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -192,14 +193,27 @@ def check_row(raw: dict, where: dict) -> dict:
     return row
 
 
-def parse_task(raw: dict, path: Path, index: int) -> SweTask:
-    """The SweTask of entry `index` of a task file; UserError naming the file, task and field."""
-    row = check_row(raw, {"file": path, "task": f"#{index}"})
-    unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
+def known_row(
+    raw: dict,
+    path: Path,
+    index: int,
+    check: Callable[[dict, dict], dict],
+    known: tuple[str, ...],
+) -> dict:
+    """Entry `index` of a task file checked by `check` (a check_row), its fields all `known`;
+    UserError naming the file, task and field. What Verified's and Pro's parse_task share."""
+    row = check(raw, {"file": path, "task": f"#{index}"})
+    unknown = set(raw) - set(known)
     if unknown:
         raise UserError(
             f"unknown field(s) {', '.join(sorted(unknown))}", file=path, task=row["instance_id"]
         )
+    return row
+
+
+def parse_task(raw: dict, path: Path, index: int) -> SweTask:
+    """The SweTask of entry `index` of a task file; UserError naming the file, task and field."""
+    row = known_row(raw, path, index, check_row, REQUIRED + OPTIONAL)
     return SweTask(
         instance_id=row["instance_id"],
         repo=row["repo"],

@@ -25,7 +25,7 @@ Grading is the Pro harness's (swebench/pro.py).
 from pathlib import Path
 
 from ..core.errors import UserError
-from .swebench import SweTask, checked_fields, list_field
+from .swebench import SweTask, checked_fields, known_row, list_field
 
 HARNESS = "swe-bench-pro"  # dataset["harness"] of a Pro task file
 DATASET = {"name": "ScaleAI/SWE-bench_Pro", "split": "test", "harness": HARNESS}
@@ -89,12 +89,7 @@ def statement(row: dict) -> str:
 
 def parse_task(raw: dict, path: Path, index: int) -> SweTask:
     """The SweTask of entry `index` of a Pro task file; UserError naming file, task and field."""
-    row = check_row(raw, {"file": path, "task": f"#{index}"})
-    unknown = set(raw) - set(REQUIRED) - set(OPTIONAL)
-    if unknown:
-        raise UserError(
-            f"unknown field(s) {', '.join(sorted(unknown))}", file=path, task=row["instance_id"]
-        )
+    row = known_row(raw, path, index, check_row, REQUIRED + OPTIONAL)
     return SweTask(
         instance_id=row["instance_id"],
         repo=row["repo"],

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 PREDICTION_FIELDS = ("instance_id", "model_name_or_path", "model_patch")
@@ -203,6 +204,7 @@ def predictions_model(path: str | Path) -> str | None:
 
 def usable_reports(
     found: list[tuple[Path, str]],
+    read: Callable[[Path], dict] = read_report,
 ) -> tuple[list[tuple[Path, str]], dict[Path, dict], list[tuple[Path, str]]]:
     """(the reports of `found` (reports_of) that read as run reports, {path: report}, [(file,
     why it is no report)]): a file that only has a report's name is never chosen, so it cannot
@@ -210,7 +212,7 @@ def usable_reports(
     usable, reports, unusable = [], {}, []
     for path, rid in found:
         try:
-            reports[path] = read_report(path)
+            reports[path] = read(path)
         except ValueError as e:
             unusable.append((path, str(e)))
             continue

@@ -159,12 +159,4 @@ def usable_results(
     evaluation_dir: str | Path, run: str, mode: str
 ) -> tuple[list[tuple[Path, str]], dict[Path, dict], list[tuple[Path, str]]]:
     """harness.usable_reports for a Pro mode's gradings: (usable, {path: report}, unusable)."""
-    usable, reports, unusable = [], {}, []
-    for path, rid in results_of(evaluation_dir, run, mode):
-        try:
-            reports[path] = read_results(path)
-        except ValueError as e:
-            unusable.append((path, str(e)))
-            continue
-        usable.append((path, rid))
-    return usable, reports, unusable
+    return harness.usable_reports(results_of(evaluation_dir, run, mode), read_results)

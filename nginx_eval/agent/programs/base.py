@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from ...core import jsonio
 from ...core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, TIMEOUT
-from ...core.records import Tokens
+from ...core.records import ResultFields, Tokens
 
 RESULT_CHARS = 500
 TOKENS = ("input", "output", "cache_read", "cache_creation")
@@ -55,18 +55,6 @@ class Usage(TypedDict):
     tokens: Tokens | None
     models: Models
     cost_source: str | None  # "result" | "transcript" | None
-
-
-class ResultFields(TypedDict):
-    """What a program's result states (result_fields): fields of agent.json's phase record."""
-
-    session_id: str | None
-    is_error: bool | None
-    api_error_status: int | None
-    terminal_reason: str | None
-    permission_denials: list[Any] | None
-    result: str | None
-    num_turns: int | None
 
 
 def as_tokens(counts: Mapping[str, int]) -> Tokens:

@@ -20,7 +20,11 @@ A row that lacks a field, holds a bad value, or repeats an earlier row's instanc
 on stderr naming the file, the row ("line N" of JSON lines, "row N" of a list or parquet), the
 task and the field; then nothing is written (the task file stays as it was) and the exit status
 is 1, unless ``--skip-bad`` writes the other rows (of a repeated instance_id, the first row).
-``--instances`` and ``--limit`` take a part of the rows. Writing over a versioned task file adds
+Rows that leave no task write nothing (a task file without tasks, written over one, would drop
+them all), nor does an ``--out`` that is no task file (its version and changelog would be lost);
+a mistake on the command line is one line naming the option. Each of these is one line starting
+``import_swebench:``. ``--instances`` and ``--limit`` take a part of the rows. Writing over a
+versioned task file adds
 a changelog entry (the next MINOR version when tasks were only added or removed, the next MAJOR
 when a task that stays changed); a new file starts at version 1.0.
 

@@ -63,6 +63,21 @@ def read_record(path: str | Path, default: Any = None) -> Any:
     return data
 
 
+# -- workspace.json (workspace/stage.py; read by agent/ and patch/) ------------------------------
+
+
+class WorkspaceStamp(TypedDict):
+    """Layout.workspace_stamp: the workspace made for (mode, task), and whether an agent ran in
+    it (alone when the workspace was made on a node: agent/stage.py, executor=ray)."""
+
+    inputs: NotRequired[str]  # workspace/stage.py: workspace_inputs
+    path: NotRequired[str]
+    base_commit: NotRequired[str]
+    # an agent ran in it (agent/stage.py): the next attempt makes it anew, and a workspace
+    # without it is not the agent's (patch/stage.py)
+    agent_started: bool
+
+
 # -- build.json (build/stage.py) -------------------------------------------------------------------
 
 

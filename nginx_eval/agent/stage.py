@@ -56,9 +56,13 @@ from ..core.records import (
     AgentJson,
     AgentPhase,
     AgentTestsTree,
+    CallTokens,
+    Flag,
+    LeftOut,
     MeteredRun,
     RemoteDiff,
     RemoteDiffJson,
+    SkippedFile,
     TestsTree,
     Tokens,
     write_record,
@@ -104,6 +108,12 @@ from .prompts import missing_prompt, refuse_missing_prompt, rendered_prompts, wi
 
 if TYPE_CHECKING:
     from ..run.context import StageContext
+
+# patch/stage.py's workspace_diff (bare clone, workspace, base commit, task kind): (patch bytes,
+# skipped new files, left-out paths); passed in, since it is a later stage's rule.
+WorkspaceDiff = Callable[
+    [str | Path, str | Path, str, str], tuple[bytes, list[SkippedFile], list[LeftOut]]
+]
 
 
 class UnitAnswer(TypedDict):
@@ -642,7 +652,7 @@ class AgentRun:
 
     def scan(
         self, phase: str, record: AgentPhase, entries: list[dict[str, Any]], program: Program | None
-    ) -> list[Any]:
+    ) -> list[Flag]:
         """The phase's flags (attempts.py): from its transcript where the harness reads its
         tool calls (Claude Code's), else from its command logs."""
         scope = attempts_module.Scope(
@@ -664,10 +674,10 @@ class AgentRun:
         self,
         record: AgentPhase,
         outcome: Outcome,
-        lines: Any,
+        lines: list[str],
         state: Attempt,
         phase: Phase,
-        slash: Any,
+        slash: str | None,
         stem: str,
         program: Program | None,
         timeout: float,
@@ -719,7 +729,7 @@ class AgentRun:
     def prompt_text(self, record: AgentPhase) -> str:
         return (self.out.parent / record["prompt_file"]).read_text(errors="replace")
 
-    def write_atif(self, state: Attempt) -> Any:
+    def write_atif(self, state: Attempt) -> str:
         """agent/trajectory.atif.json (transcript/atif.py): every phase that ran, its
         conversation read from its transcript, each answer's metrics from the proxy."""
         # By the phase's log: a loop's iterations share its name, each with a transcript of its own.
@@ -780,7 +790,7 @@ class AgentRun:
         )
         return str(path.relative_to(self.out.parent))
 
-    def write_trajectory(self, rendered: list[dict[str, Any]]) -> Any:
+    def write_trajectory(self, rendered: list[dict[str, Any]]) -> str | None:
         if not rendered:
             return None
         path = self.logs / "trajectory.md"
@@ -826,7 +836,7 @@ def run_attempts(run: AgentRun, retries: int) -> list[Attempt]:
     return attempts
 
 
-def agent_tokens(tokens: Mapping[str, Any]) -> Tokens:
+def agent_tokens(tokens: CallTokens) -> Tokens:
     """The proxy's token counts in agent.json's vocabulary (records.Tokens): Anthropic's
     cache_creation for the cache writes."""
     return {
@@ -977,7 +987,7 @@ def agent_unit(
     prompts: Sequence[str],
     inputs: str,
     retries: int,
-    workspace_diff: Callable[..., Any] | None,
+    workspace_diff: WorkspaceDiff | None,
     keep_workspace: bool = False,
     tests_tree: TestsTree | None = None,
 ) -> UnitAnswer:
@@ -1027,7 +1037,7 @@ def _remote_agent(
     prompts: Sequence[str],
     inputs: str,
     retries: int,
-    workspace_diff: Callable[..., Any] | None,
+    workspace_diff: WorkspaceDiff | None,
     keep_workspace: bool,
     tests_tree: TestsTree | None,
 ) -> AgentJson:
@@ -1080,7 +1090,7 @@ def run_agent(
     agent_task_name: str,
     max_cost: float | None = None,
     retries: int = 2,
-    workspace_diff: Callable[..., Any] | None = None,
+    workspace_diff: WorkspaceDiff | None = None,
     keep_workspace: bool = False,
 ) -> None:
     out = layout.agent_json(mode.name, task.instance_id)

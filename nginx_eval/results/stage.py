@@ -61,11 +61,12 @@ def _flag_counts(agent: Mapping[str, Any]) -> dict[str, int]:
 
 
 def patch_figures(patch: PatchJson | None) -> PatchFigures:
+    """The row's figures of patch.json (None each without one)."""
     return {
-        "sha256": patch["sha256"] if patch else None,
-        "files": patch["files"] if patch else None,
-        "lines_added": patch["lines_added"] if patch else None,
-        "lines_removed": patch["lines_removed"] if patch else None,
+        "sha256": patch.get("sha256") if patch else None,
+        "files": patch.get("files") if patch else None,
+        "lines_added": patch.get("lines_added") if patch else None,
+        "lines_removed": patch.get("lines_removed") if patch else None,
     }
 
 

@@ -20,7 +20,11 @@ A row that lacks a field, holds a bad value, or repeats an earlier row's instanc
 on stderr naming the file, the row ("line N" of JSON lines, "row N" of a list or parquet), the
 task and the field; then nothing is written (the task file stays as it was) and the exit status
 is 1, unless ``--skip-bad`` writes the other rows (of a repeated instance_id, the first row).
-``--instances`` and ``--limit`` take a part of the rows. Writing over a versioned task file adds
+Rows that leave no task write nothing (a task file without tasks, written over one, would drop
+them all), nor does an ``--out`` that is no task file (its version and changelog would be lost);
+a mistake on the command line is one line naming the option. Each of these is one line starting
+``import_swebench:``. ``--instances`` and ``--limit`` take a part of the rows. Writing over a
+versioned task file adds
 a changelog entry (the next MINOR version when tasks were only added or removed, the next MAJOR
 when a task that stays changed); a new file starts at version 1.0.
 
@@ -144,7 +148,10 @@ def convert(
         first[iid] = where
         good.append(row)
     missing = wanted - {r.get("instance_id") for _, r in rows if isinstance(r, dict)}
-    bad += [f"{path}: no row for instance {iid}" for iid in sorted(missing)]
+    bad += [
+        str(UserError("no row has this instance_id", file=path, task=iid, field="--instances"))
+        for iid in sorted(missing)
+    ]
     return (good[:limit] if limit else good), bad
 
 
@@ -182,6 +189,29 @@ def changelog_entry(old: dict | None, tasks: list, name: str = "SWE-bench") -> t
     return version, [entry] + list(old["changelog"])
 
 
+def old_task_file(out: Path) -> dict | None:
+    """The task file `out` that the import writes over (None when there is none); UserError
+    naming it when it is no task file, so that its version and changelog are never lost."""
+    if not out.exists():
+        return None
+    if not out.is_file():
+        raise UserError("is not a file", file=out)
+    old = jsonio.read_json(out)
+    if not isinstance(old, dict) or not isinstance(old.get("tasks", []), list):
+        raise UserError("is not a task file to write over (not a JSON object with tasks)", file=out)
+    for n, task in enumerate(old.get("tasks", []), 1):
+        if not isinstance(task, dict) or not isinstance(task.get("instance_id"), str):
+            raise UserError(
+                "is not a task file to write over (no instance_id)",
+                file=out,
+                item=f"task {n}",
+                field="instance_id",
+            )
+    if "version" in old and not isinstance(old.get("changelog"), list):
+        raise UserError("has a version but no changelog list", file=out, field="changelog")
+    return old
+
+
 def task_file(tasks: list, dataset: dict, old: dict | None, name: str) -> dict:
     pro = swebench_pro.is_pro(dataset)
     version, changelog = changelog_entry(old, tasks, "SWE-bench Pro" if pro else "SWE-bench")
@@ -215,11 +245,24 @@ def write_checked(out: Path, data: dict) -> None:
                 f"the task file would not load, so it is not written: "
                 f"{str(e).replace(str(trial), str(out))}"
             ) from None
-    jsonio.write_text(out, text)
+    try:
+        jsonio.write_text(out, text)
+    except OSError as e:
+        where = f": {e.filename}" if e.filename and str(e.filename) != str(out) else ""
+        raise UserError(f"cannot write: {e.strerror or e}{where}", file=out) from None
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's, but a mistake on the command line is one ``import_swebench:`` line naming
+    the option (no usage text before it)."""
+
+    def error(self, message: str):
+        print(f"import_swebench: {message} (--help says more)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser(prog="import_swebench.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", required=True, type=Path, help="the dataset export")
     p.add_argument("--pro", action="store_true", help="rows of SWE-bench Pro (public)")
     p.add_argument("--out", type=Path, default=None, help=f"default {DEFAULT_OUT} ({PRO_OUT})")
@@ -242,19 +285,39 @@ def parse_args(argv=None):
     p.add_argument("--instances", default="", help="comma-separated instance ids")
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--skip-bad", action="store_true", help="write the good rows anyway")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name in ("limit", "per_language"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            p.error(f"argument --{name.replace('_', '-')}: must be 1 or more, got {value}")
+    if not args.pro:
+        for name in ("languages", "per_language"):
+            if getattr(args, name):
+                p.error(f"argument --{name.replace('_', '-')}: only with --pro")
+    unknown = sorted(set(languages_of(args)) - set(swebench_pro.LANGUAGES))
+    if unknown:
+        p.error(
+            f"argument --languages: {', '.join(unknown)} not one of "
+            f"{', '.join(swebench_pro.LANGUAGES)}"
+        )
+    return args
+
+
+def languages_of(args) -> set[str]:
+    return {w.strip() for w in args.languages.split(",") if w.strip()}
 
 
 def run(args) -> int:
     instances = [i.strip() for i in args.instances.split(",") if i.strip()]
-    languages = {w.strip() for w in args.languages.split(",") if w.strip()}
+    languages = languages_of(args)
     args.out = args.out or (PRO_OUT if args.pro else DEFAULT_OUT)
     dataset = dict(swebench_pro.DATASET) if args.pro else dict(DEFAULT_DATASET)
     dataset.update(split=args.split)
     if args.dataset_name is not None:
         dataset.update(name=args.dataset_name)
     check = swebench_pro.check_row if args.pro else check_row
-    tasks, bad = convert(read_rows(args.rows), args.rows, instances, args.limit, check, languages)
+    rows = read_rows(args.rows)
+    tasks, bad = convert(rows, args.rows, instances, args.limit, check, languages)
     if args.per_language:
         kept: collections.Counter = collections.Counter()
         for t in tasks:
@@ -270,7 +333,14 @@ def run(args) -> int:
             file=sys.stderr,
         )
         return 1
-    old = jsonio.read_json(args.out) if args.out.exists() else None
+    if not tasks:
+        # A task file without tasks, written over one, would drop every task it had.
+        raise UserError(
+            f"no task to write ({len(rows)} row(s) read, {len(bad)} bad, none kept); "
+            f"{args.out} not written",
+            file=args.rows,
+        )
+    old = old_task_file(args.out)
     data = task_file(tasks, dataset, old, args.out.stem)
     write_checked(args.out, data)
     print(f"import_swebench: {len(tasks)} task(s) in {args.out} (version {data['version']})")

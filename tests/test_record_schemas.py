@@ -160,3 +160,17 @@ def test_a_runs_records_match_their_schemas(project):
         "agent.json",
     }
     assert found == []
+
+
+def test_report_json_names_each_outcome_it_does_not_score():
+    """report/data.py writes <outcome>_instances and <outcome>_ids of each NOT_SCORED outcome by
+    name (records.NotScoredFigures, so that mypy checks them): the two lists stay one."""
+    from nginx_eval.core.outcomes import NOT_SCORED
+    from nginx_eval.report.data import not_scored_json
+
+    named = {f"{o}_{what}" for o in NOT_SCORED for what in ("instances", "ids")}
+    assert records.NotScoredFigures.__required_keys__ == named
+    assert named <= records.ReportMode.__optional_keys__
+    figures = not_scored_json({o: [f"{o}-2", f"{o}-1"] for o in NOT_SCORED})
+    assert figures["eval_error_ids"] == ["eval_error-1", "eval_error-2"]
+    assert not mismatches(figures, records.NotScoredFigures)

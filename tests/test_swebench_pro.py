@@ -209,6 +209,9 @@ def test_pro_runs_to_the_harness_s_files_and_reads_back_beside_nginx(pro_project
     grading = section(md, "SWE-bench grading")
     assert "SWE-bench Pro rows" in grading and "swe_bench_pro_eval.py" in grading
     assert table_row(grading, "`raw`")[:2] == [f"`{out.name}/eval_results.json`", "1 resolved"]
+    # Pro mixes bug fixes and features: its tasks are not all called fixes.
+    assert "tests of their SWE-bench Pro rows (fail_to_pass" in md
+    assert "wrote with their fixes" not in md
     # One report over nginx, Verified (the same bug as a Verified row, graded in its official
     # format) and Pro.
     rows = p.base / "verified.jsonl"
@@ -298,3 +301,37 @@ def test_the_doctor_says_where_pro_is_graded(tmp_path):
     said = [line for line in out.getvalue().splitlines() if "SWE-bench Pro" in line]
     assert said == [f"WARN    {doctor.PRO_FINDING.note}"]
     assert "swe_bench_pro_eval.py in a checkout of scaleapi/SWE-bench_Pro-os" in said[0]
+
+
+def test_the_doctor_points_a_pro_repository_to_pro_s_section(tmp_path, monkeypatch):
+    """A Pro task's repository that could not be cloned was sent to Verified's section."""
+    import dataclasses
+
+    from test_docs import anchors
+
+    from nginx_eval.checks import doctor
+    from nginx_eval.run.swebench import SweTask
+
+    monkeypatch.setenv("NGINX_EVAL_REPO_URL", str(tmp_path / "{owner}+{name}"))
+    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
+    verified = SweTask(
+        "acme__gone-1", "acme/gone", "0" * 40, "It fails.", "1.0", ("t",), (), "", ""
+    )
+    go = dataclasses.replace(verified, instance_id="acme__lost-1", repo="acme/lost", language="go")
+    found = doctor.repository_findings(layout, [verified, go], lambda url: "unreachable")
+    assert [(f.what, f.note) for f in found] == [
+        (
+            "acme/gone",
+            f"{tmp_path / 'acme+gone'}: unreachable (set NGINX_EVAL_REPO_URL to a mirror that "
+            "has it; docs/benchmark.md#swe-bench-verified)",
+        ),
+        (
+            "acme/lost",
+            f"{tmp_path / 'acme+lost'}: unreachable (set NGINX_EVAL_REPO_URL to a mirror that "
+            "has it; docs/benchmark.md#swe-bench-pro)",
+        ),
+    ]
+    sections = anchors((SOURCE_ROOT / "docs" / "benchmark.md").read_text())
+    assert {"swe-bench-verified", "swe-bench-pro"} <= sections
+    pro_text = (SOURCE_ROOT / "docs" / "benchmark.md").read_text().split("## SWE-bench Pro")[1]
+    assert "CANNOT\nCLONE" in pro_text or "CANNOT CLONE" in pro_text

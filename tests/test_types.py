@@ -89,6 +89,32 @@ def test_mypy_refuses_a_new_unannotated_function(tmp_path):
     assert "Found 1 error in 1 file" in proc.stdout, proc.stdout
 
 
+def test_mypy_refuses_a_record_written_as_a_plain_dict(tmp_path):
+    """core/records.write_record takes only the records' TypedDicts: a stage that writes a dict
+    of its own, or misspells a field of one, fails mypy (before, any mapping passed)."""
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed: pip install -e '.[test]' (scripts/setup-debian.sh)")
+    (tmp_path / "stage.py").write_text(
+        "from nginx_eval.core.records import PatchJson, write_record\n\n"
+        'write_record("patch.json", {"inputs": "x"})\n'
+        "def write(record: PatchJson) -> None:\n"
+        '    write_record("patch.json", {**record, "sha": "x"})\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "", "--ignore-missing-imports"]
+        + ["--cache-dir", str(tmp_path / "cache"), "stage.py"],
+        cwd=tmp_path,
+        env=dict(os.environ, MYPYPATH=str(SOURCE_ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert 'stage.py:3: error: Argument 2 to "write_record" has incompatible type' in proc.stdout
+    assert "stage.py:5: error:" in proc.stdout, proc.stdout
+    assert "Found 2 errors in 1 file" in proc.stdout, proc.stdout
+
+
 def ruff(root, command):
     """`python3 -m ruff <command> RUFF_PATHS` in `root`, with the pyproject.toml found there."""
     if importlib.util.find_spec("ruff") is None:

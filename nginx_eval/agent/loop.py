@@ -22,7 +22,6 @@ out; a call that failed ends the loop with the call's status.
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 from ..core.outcomes import COMPLETED, FAILED, TIMEOUT
 from ..core.records import LoopEnd, LoopRecord
@@ -58,7 +57,9 @@ def marker_written(ws: Path, spec: Loop) -> bool:
     return any(line.strip() == spec.marker for line in lines)
 
 
-def run_loop(run: Any, i: int, phase: Phase, prompt: str, state: phases.Attempt) -> tuple[str, str]:
+def run_loop(
+    run: phases.PhaseRunner, i: int, phase: Phase, prompt: str, state: phases.Attempt
+) -> tuple[str, str]:
     """The loop (module docstring); its record in state.loop; (status, reason)."""
     assert phase.loop is not None
     spec = phase.loop

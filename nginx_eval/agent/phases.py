@@ -20,19 +20,19 @@ import glob
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..core import jsonio, limits
 from ..core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR
 from ..core.records import AgentPhase, Flag, LoopRecord
 from ..run.modes import MIN_SHARE_SECONDS, AgentMode, Phase
 from .programs import registry
-from .programs.base import AUTH, Models
+from .programs.base import AUTH, Models, Program
 from .programs.claude import CLAUDE
 from .prompts import fill
 
@@ -70,6 +70,41 @@ class Attempt:
     logs: str = ""  # its logs' folder, relative to the task's results
 
 
+class GroupThread(threading.local):
+    """While a group runs (run_group): each member thread's own values."""
+
+    slot_held: bool = False  # the group holds the agent slot for its members (holds_slot)
+    member: int | None = None  # 1, 2, ...: its token file's suffix (token_file)
+    env: dict[str, str] | None = None  # its phase's environment (agent/stage.py: phase_env)
+
+
+class PhaseRunner(Protocol):
+    """What sequencing the phases asks of an agent run (agent/stage.py: AgentRun)."""
+
+    mode: AgentMode
+    prompts: Sequence[str]
+    env: dict[str, str]  # the attempt's environment of a phase's command
+    out: Path  # agent.json: its folder is the task's results
+    ws: Path
+    logs: Path
+    token_file: Path
+    parallel: GroupThread | None  # set while a group runs
+
+    def run_phase(
+        self,
+        i: int,
+        phase: Phase,
+        prompt: str,
+        state: "Attempt",
+        timeout: float | None = None,
+        stem: str | None = None,
+    ) -> tuple[str, str]: ...
+
+    def workspace_gone(self, phase: Phase, state: "Attempt") -> "Attempt": ...
+
+    def sync_login(self) -> None: ...
+
+
 def phase_timeout(mode: AgentMode, phase: Phase, started: float) -> float:
     """The phase's time limit: its own, or its share of the mode's (at least
     MIN_SHARE_SECONDS), "rest" being what the phases before it left."""
@@ -81,7 +116,7 @@ def phase_timeout(mode: AgentMode, phase: Phase, started: float) -> float:
     return max(MIN_SHARE_SECONDS, mode.timeout * float(phase.share))
 
 
-def result_text(run: Any, record: Mapping[str, Any], phase: Phase) -> str:
+def result_text(run: PhaseRunner, record: Mapping[str, Any], phase: Phase) -> str:
     """The whole text the phase's program ended with (the record keeps its first characters)."""
     reader = registry.running(phase, phase.command, run.env) or CLAUDE
     try:
@@ -97,7 +132,7 @@ def result_text(run: Any, record: Mapping[str, Any], phase: Phase) -> str:
     return str(result.get("result") or "") if not result.get("is_error") else ""
 
 
-def artifact_of(run: Any, phase: Phase, record: AgentPhase) -> str:
+def artifact_of(run: PhaseRunner, phase: Phase, record: AgentPhase) -> str:
     """The phase's artifact (module docstring), kept in agent/artifacts/<phase>.md."""
     text = ""
     if phase.output:
@@ -114,14 +149,14 @@ def artifact_of(run: Any, phase: Phase, record: AgentPhase) -> str:
     return text
 
 
-def program_name(run: Any, phase: Phase) -> str | None:
+def program_name(run: PhaseRunner, phase: Phase) -> str | None:
     """The program the phase's command ran (None: another agent's, e.g. AGENT's)."""
     program = registry.running(phase, phase.command, run.env)
     return program.name if program else None
 
 
 def run_one(
-    run: Any,
+    run: PhaseRunner,
     i: int,
     phase: Phase,
     prompt: str,
@@ -158,7 +193,7 @@ def run_one(
 
 
 def run_group(
-    run: Any, members: list[tuple[int, Phase, str]], state: Attempt
+    run: PhaseRunner, members: list[tuple[int, Phase, str]], state: Attempt
 ) -> tuple[str, str, str]:
     """A group's phases at once on the workspace as it is, one agent slot for all of them;
     their records in the order of modes.toml; the first failure's (status, reason)."""
@@ -177,11 +212,11 @@ def run_group(
         for _ in members
     ]
     with limits.slot("agent"):
-        run.parallel = threading.local()
+        local = run.parallel = GroupThread()
         try:
 
             def member(k: int) -> tuple[str, str]:
-                run.parallel.slot_held, run.parallel.member = True, k + 1
+                local.slot_held, local.member = True, k + 1
                 i, phase, prompt = members[k]
                 text = fill(prompt, before)
                 return run_one(
@@ -209,12 +244,12 @@ def run_group(
 
 
 def own_transcripts(
-    sizes: Mapping[str, int], run: Any, record: Mapping[str, Any], program: Any
+    sizes: Mapping[str, int], run: PhaseRunner, record: Mapping[str, Any], program: Program | None
 ) -> dict[str, int]:
     """Of the transcripts that grew while phases ran at once, those of this phase's session
     (their file names carry the session id: Claude Code's <session>.jsonl, Codex's
     rollout-...-<thread>.jsonl); all of them when its session is not known."""
-    streams = getattr(program, "result_streams", ("stdout",))
+    streams = program.result_streams if program else ("stdout",)
     try:
         text = "\n".join((run.out.parent / record[s]).read_text(errors="replace") for s in streams)
     except (OSError, KeyError):
@@ -224,30 +259,29 @@ def own_transcripts(
     return mine or dict(sizes)
 
 
-def token_file(run: Any) -> Path:
+def token_file(run: PhaseRunner) -> Path:
     """Where a phase's command keeps its token (core/procs.py: claiming one kills what holds it):
     the run's, or one of each group member's own beside it."""
-    member = getattr(getattr(run, "parallel", None), "member", None)
+    member = run.parallel.member if run.parallel is not None else None
     return Path(f"{run.token_file}-{member}") if member else Path(run.token_file)
 
 
-def token_files(run: Any) -> list[Path]:
+def token_files(run: PhaseRunner) -> list[Path]:
     """The run's token file and its group members' (what a killed doit may have left running)."""
     return [Path(run.token_file)] + sorted(
         Path(run.token_file).parent.glob(f"{Path(run.token_file).name}-*")
     )
 
 
-def holds_slot(run: Any) -> Any:
+def holds_slot(run: PhaseRunner) -> AbstractContextManager[object]:
     """The agent slot a phase takes to run: none inside a group, whose slot is held for all
     its members (a machine with one agent slot would otherwise run them one by one)."""
-    local = getattr(run, "parallel", None)
-    if local is not None and getattr(local, "slot_held", False):
+    if run.parallel is not None and run.parallel.slot_held:
         return nullcontext()
     return limits.slot("agent")
 
 
-def units(mode: AgentMode, prompts: list[str]) -> list[list[tuple[int, Phase, str]]]:
+def units(mode: AgentMode, prompts: Sequence[str]) -> list[list[tuple[int, Phase, str]]]:
     """The mode's phases (1-based index, phase, prompt) in the order they run: a group's as
     one unit."""
     out: list[list[tuple[int, Phase, str]]] = []
@@ -259,7 +293,7 @@ def units(mode: AgentMode, prompts: list[str]) -> list[list[tuple[int, Phase, st
     return out
 
 
-def run_all(run: Any, state: Attempt) -> Attempt:
+def run_all(run: PhaseRunner, state: Attempt) -> Attempt:
     """Every unit of the mode (units) in turn, until one fails; state as AgentRun.run_phases
     makes it, with ``loop`` (loop.py's record of a loop phase) when one ran."""
     from . import loop  # loop.py uses this module's run_one

@@ -34,7 +34,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
@@ -47,10 +47,26 @@ from ..core.outcomes import (
     FAILED,
     INFRA_ERROR,
     NOT_RUN,
+    is_agent_status,
     is_unfinished,
 )
 from ..core.procs import Outcome, kill_leftovers, run_limited
-from ..core.records import AgentPhase, write_record
+from ..core.records import (
+    AgentAttempt,
+    AgentJson,
+    AgentPhase,
+    AgentTestsTree,
+    CallTokens,
+    Flag,
+    LeftOut,
+    MeteredRun,
+    RemoteDiff,
+    RemoteDiffJson,
+    SkippedFile,
+    TestsTree,
+    Tokens,
+    write_record,
+)
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.trees import remove_tree
@@ -93,9 +109,19 @@ from .prompts import missing_prompt, refuse_missing_prompt, rendered_prompts, wi
 if TYPE_CHECKING:
     from ..run.context import StageContext
 
-# agent.json's record (core/records.py: AgentJson) as this module builds it; an attempt's state
-# is a phases.Attempt, a phase's record an AgentPhase.
-Record = dict[str, Any]
+# patch/stage.py's workspace_diff (bare clone, workspace, base commit, task kind): (patch bytes,
+# skipped new files, left-out paths); passed in, since it is a later stage's rule.
+WorkspaceDiff = Callable[
+    [str | Path, str | Path, str, str], tuple[bytes, list[SkippedFile], list[LeftOut]]
+]
+
+
+class UnitAnswer(TypedDict):
+    """What agent_unit answers (from a node too: executor.py)."""
+
+    record: AgentJson | None  # None: the credentials were refused
+    refused: list[str] | None  # [unit, reason, program label, fix]
+    diff: RemoteDiff | None  # on a node only
 
 
 ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
@@ -265,10 +291,13 @@ class AgentRun:
         mode: AgentMode,
         task: AnyTask,
         prompts: Sequence[str],
-        tests_tree: Any = None,
+        tests_tree: TestsTree | None = None,
     ) -> None:
         self.layout, self.mode, self.task, self.prompts = layout, mode, task, prompts
-        self.tests_tree = tests_tree
+        # agent.json's: the tree, and a note of each attempt that extracted it again
+        self.tests_tree: AgentTestsTree | None = (
+            {**tests_tree, "notes": []} if tests_tree is not None else None
+        )
         self.tests_dir: Path | None = None
         self.out = layout.agent_json(mode.name, task.instance_id)
         self.ws = layout.workspace(mode.name, task.instance_id)
@@ -296,8 +325,8 @@ class AgentRun:
         self.evidence: attempts_module.FixEvidence | None = None
         self.logins: dict[str, bytes | None] = {}
         self.token_file = layout.running_token(mode.name, task.instance_id, "agent")
-        # While a group runs: its threads' state (agent/phases.py), a threading.local.
-        self.parallel: Any = None
+        # While a group runs: its threads' state (agent/phases.py).
+        self.parallel: phases.GroupThread | None = None
 
     def attempt(self) -> Attempt:
         """Every phase once in a fresh workspace: its status, error, phases, trajectory, atif
@@ -312,7 +341,7 @@ class AgentRun:
             self.layout, self.mode, self.task, self.tests_tree
         )
         if self.tests_tree:
-            self.tests_tree = dict(self.tests_tree, notes=self.tests_tree.get("notes", []) + notes)
+            self.tests_tree = {**self.tests_tree, "notes": self.tests_tree["notes"] + notes}
         self.logs.mkdir(parents=True, exist_ok=True)
         meter = self.start_meter()
         remove_tree(self.config)
@@ -397,8 +426,7 @@ class AgentRun:
     def phase_env(self) -> dict[str, str]:
         """The environment of the phase this thread runs: a group member's own, else the
         attempt's."""
-        local = getattr(self, "parallel", None)
-        return getattr(local, "env", None) or self.env
+        return (self.parallel.env if self.parallel is not None else None) or self.env
 
     def sync_login(self) -> None:
         """A login a CLI refreshed goes back to the user's (programs/claude.py)."""
@@ -463,7 +491,7 @@ class AgentRun:
         before = program.transcript_sizes(self.config, self.ws) if program else {}
         if self.meter is not None:
             self.meter.phase = phase.name
-        if getattr(self, "parallel", None) is not None:
+        if self.parallel is not None:
             # Phases running at once: each names itself in its base URLs (the proxy's phase
             # prefix), so that every call is counted under the phase that made it; a program
             # whose home names its endpoint is given its phase's on its command line.
@@ -472,7 +500,7 @@ class AgentRun:
         command = render_command(template, self.env, values)
         outcome = self.launch(command, record, timeout, stem, path)
         after = program.transcript_sizes(self.config, self.ws) if program else {}
-        if getattr(self, "parallel", None) is not None:
+        if self.parallel is not None:
             # Phases running at once grow each other's transcripts: its own are named by its
             # session.
             after = phases.own_transcripts(after, self, record, program)
@@ -624,7 +652,7 @@ class AgentRun:
 
     def scan(
         self, phase: str, record: AgentPhase, entries: list[dict[str, Any]], program: Program | None
-    ) -> list[Any]:
+    ) -> list[Flag]:
         """The phase's flags (attempts.py): from its transcript where the harness reads its
         tool calls (Claude Code's), else from its command logs."""
         scope = attempts_module.Scope(
@@ -646,10 +674,10 @@ class AgentRun:
         self,
         record: AgentPhase,
         outcome: Outcome,
-        lines: Any,
+        lines: list[str],
         state: Attempt,
         phase: Phase,
-        slash: Any,
+        slash: str | None,
         stem: str,
         program: Program | None,
         timeout: float,
@@ -701,7 +729,7 @@ class AgentRun:
     def prompt_text(self, record: AgentPhase) -> str:
         return (self.out.parent / record["prompt_file"]).read_text(errors="replace")
 
-    def write_atif(self, state: Attempt) -> Any:
+    def write_atif(self, state: Attempt) -> str:
         """agent/trajectory.atif.json (transcript/atif.py): every phase that ran, its
         conversation read from its transcript, each answer's metrics from the proxy."""
         # By the phase's log: a loop's iterations share its name, each with a transcript of its own.
@@ -762,7 +790,7 @@ class AgentRun:
         )
         return str(path.relative_to(self.out.parent))
 
-    def write_trajectory(self, rendered: list[dict[str, Any]]) -> Any:
+    def write_trajectory(self, rendered: list[dict[str, Any]]) -> str | None:
         if not rendered:
             return None
         path = self.logs / "trajectory.md"
@@ -808,7 +836,7 @@ def run_attempts(run: AgentRun, retries: int) -> list[Attempt]:
     return attempts
 
 
-def agent_tokens(tokens: Mapping[str, Any]) -> dict[str, Any]:
+def agent_tokens(tokens: CallTokens) -> Tokens:
     """The proxy's token counts in agent.json's vocabulary (records.Tokens): Anthropic's
     cache_creation for the cache writes."""
     return {
@@ -822,7 +850,7 @@ def agent_tokens(tokens: Mapping[str, Any]) -> dict[str, Any]:
 
 def cost_and_tokens(
     calls: Sequence[Mapping[str, Any]], phases: Sequence[Mapping[str, Any]]
-) -> tuple[float | None, dict[str, Any] | None, str | None]:
+) -> tuple[float | None, Tokens | None, str | None]:
     """(cost_usd, tokens, cost_source) of attempts: the metered figures when the proxy saw
     calls and priced them all; else what the program said of itself (Claude Code's result or
     transcript); else the metered tokens without a cost, or nothing."""
@@ -839,49 +867,55 @@ def cost_and_tokens(
 
 def metered_record(
     calls: Sequence[Mapping[str, Any]], phases: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
-    """agent.json's "metered" (records.Metered): the proxy's totals, the price table, and how
+) -> MeteredRun:
+    """agent.json's "metered" (records.MeteredRun): the proxy's totals, the price table, and how
     far the program's own cost is from them."""
     seen = metered.totals(calls)
     own = program_base.summed_cost(phases)
     # Nothing to compare when the proxy saw no billed call: a program that reports a cost of
     # its own without a call through it (another agent's JSON, a stand-in) is not metered.
     compared = seen["billed_calls"] > 0
-    return dict(
-        seen,
-        price_table=pricing.table(),
-        self_reported_cost_usd=own,
-        difference=metered.relative_difference(seen["cost_usd"], own) if compared else None,
-    )
+    return {
+        **seen,
+        "price_table": pricing.table(),
+        "self_reported_cost_usd": own,
+        "difference": metered.relative_difference(seen["cost_usd"], own) if compared else None,
+    }
+
+
+def attempt_record(attempt: Attempt) -> AgentAttempt:
+    """agent.json's record of one attempt."""
+    record: AgentAttempt = {
+        "status": attempt.status,
+        "error": attempt.error,
+        "logs": attempt.logs,
+        "cost_usd": cost_and_tokens(attempt.calls, attempt.phases)[0],
+        "calls": len(attempt.calls),
+    }
+    if attempt.loop is not None:
+        record["loop"] = attempt.loop
+    return record
 
 
 def agent_record(
-    inputs: str | None, run: AgentRun, attempts: Sequence[Attempt], version: str | None
-) -> Record:
+    inputs: str, run: AgentRun, attempts: Sequence[Attempt], version: str | None
+) -> AgentJson:
     last, phases = attempts[-1], [p for a in attempts for p in a.phases]
+    # An attempt whose credentials were refused (AUTH) stopped the run before: no record.
+    assert is_agent_status(last.status), last.status
     calls = [c for a in attempts for c in a.calls]
     cost, tokens, source = cost_and_tokens(calls, phases)
     flags = attempts_module.dedupe([f for a in attempts for f in a.flags])
     # The phases' own time: no workspace set-up, no wait for a slot or between attempts.
     seconds = sum(p["wall_seconds"] or 0 for p in phases)
-    return {
+    record: AgentJson = {
         "inputs": inputs,
         "mode": run.mode.name,
         "instance_id": run.task.instance_id,
         "status": last.status,
         "error": last.error,
         "phases": last.phases,
-        "attempts": [
-            {
-                "status": a.status,
-                "error": a.error,
-                "logs": a.logs,
-                "cost_usd": cost_and_tokens(a.calls, a.phases)[0],
-                "calls": len(a.calls),
-                **({"loop": a.loop} if a.loop is not None else {}),
-            }
-            for a in attempts
-        ],
+        "attempts": [attempt_record(a) for a in attempts],
         "agent_version": version,
         "wall_seconds": round(seconds, 3),
         "cost_usd": cost,
@@ -904,13 +938,15 @@ def agent_record(
         "flags": flags,
         "contaminated": any(f["kind"] == "contamination" for f in flags),
         "tests_tree": run.tests_tree,
-        **({"loop": last.loop} if last.loop is not None else {}),
     }
+    if last.loop is not None:
+        record["loop"] = last.loop
+    return record
 
 
 def not_run_record(
-    inputs: str | None, mode: AgentMode, task: AnyTask, max_cost: float | None, spent: float
-) -> Record:
+    inputs: str, mode: AgentMode, task: AnyTask, max_cost: float | None, spent: float
+) -> AgentJson:
     error = (
         (
             f"the run's budget max_cost={max_cost:g} USD was spent ({spent:.2f} USD recorded) "
@@ -949,12 +985,12 @@ def agent_unit(
     mode: AgentMode,
     task: AnyTask,
     prompts: Sequence[str],
-    inputs: str | None,
+    inputs: str,
     retries: int,
-    workspace_diff: Callable[..., Any] | None,
+    workspace_diff: WorkspaceDiff | None,
     keep_workspace: bool = False,
-    tests_tree: Any = None,
-) -> dict[str, Any]:
+    tests_tree: TestsTree | None = None,
+) -> UnitAnswer:
     """The agent run of (mode, task), with its tests tree (suite.as_of, made here if missing,
     a Ray node's own): its attempts and logs (agent/), and {"record": agent.json's
     record, "refused": [unit, reason] when the credentials were refused, "diff": the workspace's
@@ -977,7 +1013,7 @@ def agent_unit(
             "diff": None,
         }
     record = agent_record(inputs, run, attempts, agent_version(layout, mode))
-    diff = None
+    diff: RemoteDiff | None = None
     if on_node():
         # On a node the caller hands the patch stage's rule (pipeline.Context.workspace_diff).
         assert workspace_diff is not None
@@ -999,19 +1035,19 @@ def _remote_agent(
     mode: AgentMode,
     task: AnyTask,
     prompts: Sequence[str],
-    inputs: str | None,
+    inputs: str,
     retries: int,
-    workspace_diff: Callable[..., Any] | None,
+    workspace_diff: WorkspaceDiff | None,
     keep_workspace: bool,
-    tests_tree: Any,
-) -> Record:
+    tests_tree: TestsTree | None,
+) -> AgentJson:
     """agent_unit on a node; its diff kept for the patch stage (patch.agent_patch), since the
     workspace here is not the one the agent changed."""
     repos = [(task.repo, {task.base_commit: [[task.instance_id, "base_commit"]]})]
     if tests_tree:
         repos.append((tests_tree["repo"], {tests_tree["commit"]: [[task.instance_id, "tests"]]}))
     try:
-        value = executor.run(
+        value: UnitAnswer = executor.run(
             "agent",
             agent_unit,
             layout,
@@ -1024,25 +1060,24 @@ def _remote_agent(
         )
     except UnitLost as e:
         error = f"every node that ran it was lost: {e.errors[-1]}"
-        record = dict(
-            not_run_record(inputs, mode, task, None, 0),
-            status=INFRA_ERROR,
-            error=error,
-            attempts=[
+        record: AgentJson = {
+            **not_run_record(inputs, mode, task, None, 0),
+            "status": INFRA_ERROR,
+            "error": error,
+            "attempts": [
                 {"status": INFRA_ERROR, "error": why, "logs": None, "cost_usd": None}
                 for why in e.errors
             ],
-        )
+        }
         say(mode, task, "failed", error)
         return record
     if value["refused"]:
         stop_the_run(layout, *value["refused"])
     if value["diff"] is not None:
-        jsonio.write_json(
-            layout.remote_diff(mode.name, task.instance_id),
-            dict(value["diff"], agent_inputs=inputs),
-        )
+        kept: RemoteDiffJson = {**value["diff"], "agent_inputs": inputs}
+        jsonio.write_json(layout.remote_diff(mode.name, task.instance_id), kept)
         mark_agent_started(layout, mode.name, task)
+    assert value["record"] is not None  # refused credentials stopped the run above
     return value["record"]
 
 
@@ -1055,7 +1090,7 @@ def run_agent(
     agent_task_name: str,
     max_cost: float | None = None,
     retries: int = 2,
-    workspace_diff: Callable[..., Any] | None = None,
+    workspace_diff: WorkspaceDiff | None = None,
     keep_workspace: bool = False,
 ) -> None:
     out = layout.agent_json(mode.name, task.instance_id)
@@ -1083,9 +1118,11 @@ def run_agent(
             layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, tests_tree
         )
     else:
-        record = agent_unit(
+        answer = agent_unit(
             layout, mode, task, prompts, inputs, retries, None, tests_tree=tests_tree
-        )["record"]
+        )
+        assert answer["record"] is not None  # refused credentials raise here
+        record = answer["record"]
     # `doit forget` is answered once a new record replaces the old one: a run stopped before
     # (refused credentials, Ctrl-C) leaves the request pending.
     consume_forgotten(layout, agent_task_name)

@@ -902,15 +902,18 @@ def swebench_finding(problem: str | None) -> Finding:
 
 
 def repository_findings(
-    layout: Layout, tasks: Iterable[AnyTask], problem: Callable[[str], str | None] = remote_problem
+    layout: Layout, tasks: Iterable[SweTask], problem: Callable[[str], str | None] = remote_problem
 ) -> list[Finding]:
     """Whether the repository of each SWE-bench task can be had: its bare clone in the cache
     (the repositories stage made it), else whether `git ls-remote` lists its URL (layout.repo_url:
-    NGINX_EVAL_REPO_URL, else GitHub); an error naming the repository, its URL and git's message
-    when neither. problem: gitcmd.remote_problem (tests inject another)."""
-    by_repo: dict = {}
+    NGINX_EVAL_REPO_URL, else GitHub); an error naming the repository, its URL, git's message
+    and the docs of its tasks' dataset (Verified's or Pro's) when neither. problem:
+    gitcmd.remote_problem (tests inject another)."""
+    by_repo: dict[str, list[str]] = {}
+    docs: dict[str, str] = {}
     for t in tasks:
         by_repo.setdefault(t.repo, []).append(t.instance_id)
+        docs.setdefault(t.repo, t.docs)
     pending = {r: repo_url(r) for r in by_repo if not (layout.bare_repo(r) / "HEAD").exists()}
     with ThreadPoolExecutor(max_workers=min(8, len(pending) or 1)) as pool:
         problems = dict(zip(pending, pool.map(problem, pending.values()), strict=True))
@@ -930,7 +933,7 @@ def repository_findings(
                     repo,
                     tuple(ids),
                     note=f"{pending[repo]}: {problems[repo]} (set NGINX_EVAL_REPO_URL to a "
-                    "mirror that has it; docs/benchmark.md#swe-bench-verified)",
+                    f"mirror that has it; {docs[repo]})",
                 )
             )
     return findings
@@ -962,8 +965,9 @@ def check(
         listed_packages(TOOLCHAIN_PACKAGES_FILE) if toolchain.pinned else None,
     )
     if kind == SWEBENCH:
-        findings += repository_findings(layout, [t for t in tasks if t.kind == SWEBENCH], remote)
-        pro = any(isinstance(t, SweTask) and t.language for t in tasks)
+        swe = [t for t in tasks if isinstance(t, SweTask)]
+        findings += repository_findings(layout, swe, remote)
+        pro = any(t.pro for t in swe)
         findings.append(PRO_FINDING if pro else swebench_finding(grading()))
     agents = [m for m in modes if isinstance(m, AgentMode)]
     findings += agent_findings(layout, agents)

@@ -30,7 +30,9 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..core.records import ValidationConditions
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
@@ -118,28 +120,30 @@ class _Keeper(threading.Thread):
         finally:
             self._give_back()
 
-    def sampled(self) -> dict[str, Any]:
-        return {
-            "load_coverage": round(self.covered / self.samples, 3)
-            if self.count and self.samples
-            else None,
-            "loadavg": round(sum(self.loadavg) / len(self.loadavg), 2) if self.loadavg else None,
-        }
+    def sampled(self) -> tuple[float | None, float | None]:
+        """(load_coverage, loadavg) of ValidationConditions."""
+        return (
+            round(self.covered / self.samples, 3) if self.count and self.samples else None,
+            round(sum(self.loadavg) / len(self.loadavg), 2) if self.loadavg else None,
+        )
 
 
-def conditions(repeats: int, load: str) -> dict[str, Any]:
-    """A validation's conditions before its proves: what was asked, and of which machine."""
+def conditions(repeats: int, load: str) -> ValidationConditions:
+    """A validation's conditions before its proves: what was asked, and of which machine (what
+    is sampled while it proves None until busy ends)."""
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "repeats": repeats,
         "load": load,
         "load_processes": load_processes(load),
         "cores": os.cpu_count() or 1,
+        "load_coverage": None,
+        "loadavg": None,
     }
 
 
 @contextlib.contextmanager
-def busy(layout: "Layout", load: str, into: dict[str, Any]) -> Iterator[None]:
+def busy(layout: "Layout", load: str, into: ValidationConditions) -> Iterator[None]:
     """While the block runs: the run's load kept (by this unit or another) and the machine
     sampled; `into` gets load_coverage and loadavg when it ends."""
     keeper = _Keeper(layout, load)
@@ -149,4 +153,4 @@ def busy(layout: "Layout", load: str, into: dict[str, Any]) -> Iterator[None]:
     finally:
         keeper.done.set()
         keeper.join()
-        into.update(keeper.sampled())
+        into["load_coverage"], into["loadavg"] = keeper.sampled()

@@ -35,7 +35,13 @@ from ..core.console import say
 from ..core.gitcmd import gold_diff
 from ..core.layout import SOURCE_ROOT, Layout
 from ..core.outcomes import BUILT
-from ..core.records import write_record
+from ..core.records import (
+    ValidationFlake,
+    ValidationJson,
+    ValidationRun,
+    ValidationVerdict,
+    write_record,
+)
 from ..core.stamps import TaskDict
 from ..core.tasknames import (
     VALIDATE,
@@ -61,7 +67,7 @@ if TYPE_CHECKING:
 Verdict = Literal["valid", "gold_fails", "not_discriminating", "flaky", "env_error"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 # One repeat of a side: {"seconds", "results": {assertion id: passed}}.
-Run = dict[str, Any]
+Run = ValidationRun
 TEMPLATE = "validation.md.j2"  # in templates/; edit it and validation.md is rendered again
 
 
@@ -150,7 +156,7 @@ def graded_ids(task: Task, fix_runs: Iterable[Run]) -> list[str]:
     return sorted({i for run in fix_runs for i, ok in run["results"].items() if ok})
 
 
-def flake_rates(task: Task, base_runs: Sequence[Run], fix_runs: Sequence[Run]) -> dict[str, Any]:
+def flake_rates(task: Task, base_runs: Sequence[Run], fix_runs: Sequence[Run]) -> ValidationFlake:
     """Each run graded as a patch would be: the fix's runs that fail a graded assertion (gold
     failures), the base's runs that pass them all (none passes), and per graded assertion the
     fix's runs it failed."""
@@ -168,7 +174,7 @@ def flake_rates(task: Task, base_runs: Sequence[Run], fix_runs: Sequence[Run]) -
     }
 
 
-def admission(verdict: Verdict, flake: Mapping[str, Any]) -> tuple[bool, list[str]]:
+def admission(verdict: Verdict, flake: ValidationFlake) -> tuple[bool, list[str]]:
     """(admitted, why not): a task is admitted when it is valid and its fix passed every graded
     assertion in every run; a single gold failure keeps it out until its test is fixed."""
     why: list[str] = []
@@ -192,7 +198,7 @@ def classify(
     fix_runs: list[Run],
     fix_built: bool,
     env_errors: Sequence[str],
-) -> dict[str, Any]:
+) -> ValidationVerdict:
     """The verdict and its evidence, from per-repeat results {id: bool} of base and fix."""
     ids = sorted({i for run in base_runs + fix_runs for i in run["results"]})
     declared = set(task.fail_to_pass) | set(task.pass_to_pass)
@@ -227,27 +233,27 @@ def classify(
         "unstable_base": unstable_base,
         "pass_counts": {"base": pass_counts(base_runs, ids), "fix": pass_counts(fix_runs, ids)},
         "run_counts": {"base": len(base_runs), "fix": len(fix_runs)},
-        "env_errors": env_errors,
+        "env_errors": list(env_errors),
     }
 
 
-def reclassified(task: Task, done: Mapping[str, Any]) -> dict[str, Any]:
+def reclassified(task: Task, done: ValidationJson) -> ValidationJson:
     """A finished validation.json with its verdict derived again from its runs."""
-    return dict(
-        done,
-        **classify(
-            task,
-            done["runs"]["base"],
-            done["runs"]["fix"],
-            done["build"]["fix"]["status"] == BUILT,
-            done["env_errors"],
-        ),
+    verdict = classify(
+        task,
+        done["runs"]["base"],
+        done["runs"]["fix"],
+        done["build"]["fix"]["status"] == BUILT,
+        done["env_errors"],
     )
+    return {**done, **verdict}
 
 
 def classification_current(layout: Layout, task: Task) -> bool:
     """doit uptodate (beside stamps.is_current): the verdict is what today's classifier says."""
-    done = jsonio.read_json(layout.validation_dir(task.instance_id) / "validation.json")
+    done: ValidationJson | None = jsonio.read_json(
+        layout.validation_dir(task.instance_id) / "validation.json"
+    )
     return isinstance(done, dict) and "runs" in done and reclassified(task, done) == done
 
 
@@ -261,12 +267,12 @@ def validate_task(
 ) -> None:
     out = layout.validation_dir(task.instance_id) / "validation.json"
     inputs = stamps.inputs_digest(config, files)
-    done = stamps.made_from(out, inputs)
+    done: ValidationJson | None = stamps.made_from(out, inputs)
     if done and not forgotten(layout, doit_name):  # `doit forget validate:...` runs again
         # The runs take minutes; the verdict is always derived again from them.
-        record = reclassified(task, done)
-        if record != done:
-            write_record(out, record)
+        again = reclassified(task, done)
+        if again != done:
+            write_record(out, again)
         return
     bare = layout.bare_repo(task.repo)
     base = ensure_build(layout, bare, task.base_commit, task.configure_flags, b"")
@@ -293,21 +299,19 @@ def validate_task(
         if fix["status"] == BUILT:
             fix_runs, errs = run_side(layout, task, binary(fix), out_dir / "fix", repeats)
             env_errors += [e for e in errs if e not in env_errors]
-    record = classify(task, base_runs, fix_runs, fix["status"] == BUILT, env_errors)
-    record.update(
-        {
-            "inputs": inputs,
-            "instance_id": task.instance_id,
-            "repeats": repeats,
-            "conditions": measured,
-            "runs": {"base": base_runs, "fix": fix_runs},
-            "test_seconds": {
-                side: round(sum(r["seconds"] for r in runs), 3)
-                for side, runs in (("base", base_runs), ("fix", fix_runs))
-            },
-            "build": {"base": base, "fix": fix},
-        }
-    )
+    record: ValidationJson = {
+        **classify(task, base_runs, fix_runs, fix["status"] == BUILT, env_errors),
+        "inputs": inputs,
+        "instance_id": task.instance_id,
+        "repeats": repeats,
+        "conditions": measured,
+        "runs": {"base": base_runs, "fix": fix_runs},
+        "test_seconds": {
+            "base": round(sum(r["seconds"] for r in base_runs), 3),
+            "fix": round(sum(r["seconds"] for r in fix_runs), 3),
+        },
+        "build": {"base": base, "fix": fix},
+    }
     write_record(out, record)
 
 

@@ -60,6 +60,12 @@ UNFINISHED_AGENT: dict[UnfinishedStatus, str] = {
 }
 
 
+def is_agent_status(status: object) -> TypeGuard[AgentStatus]:
+    """Whether `status` is one an agent.json may record (an attempt's may also be a program's
+    refused credentials, which stop the run before a record is written)."""
+    return status in AGENT_STATUSES
+
+
 def is_unfinished(status: object) -> TypeGuard[UnfinishedStatus]:
     """Whether an agent.json status is one of UNFINISHED_AGENT's."""
     return status in UNFINISHED_AGENT

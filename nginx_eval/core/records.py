@@ -34,8 +34,9 @@ def versioned(record: R) -> R:
     return cast(R, {**record, FORMAT_FIELD: FORMAT_VERSION})
 
 
-def write_record(path: str | Path, record: Mapping[str, object]) -> None:
-    """Write a record (jsonio.write_json: atomic, keys sorted) with its format version."""
+def write_record(path: str | Path, record: "Record") -> None:
+    """Write a record (jsonio.write_json: atomic, keys sorted) with its format version; only
+    one of the record types below (Record), so that mypy checks every field a stage writes."""
     jsonio.write_json(path, versioned(record))
 
 
@@ -60,6 +61,21 @@ def read_record(path: str | Path, default: Any = None) -> Any:
     if isinstance(data, dict) and data is not default:
         record_version(path, data)
     return data
+
+
+# -- workspace.json (workspace/stage.py; read by agent/ and patch/) ------------------------------
+
+
+class WorkspaceStamp(TypedDict):
+    """Layout.workspace_stamp: the workspace made for (mode, task), and whether an agent ran in
+    it (alone when the workspace was made on a node: agent/stage.py, executor=ray)."""
+
+    inputs: NotRequired[str]  # workspace/stage.py: workspace_inputs
+    path: NotRequired[str]
+    base_commit: NotRequired[str]
+    # an agent ran in it (agent/stage.py): the next attempt makes it anew, and a workspace
+    # without it is not the agent's (patch/stage.py)
+    agent_started: bool
 
 
 # -- build.json (build/stage.py) -------------------------------------------------------------------
@@ -556,7 +572,7 @@ class AgentAttempt(TypedDict):
     status: str
     error: str
     cost_usd: float | None  # metered, else self-reported (AgentJson.cost_source)
-    logs: str
+    logs: str | None  # its logs' folder, relative to the task's results; None: its node was lost
     loop: NotRequired[LoopRecord | None]  # a mode with a loop phase: how its loop went
     calls: NotRequired[int]  # the model calls its proxy recorded
 
@@ -650,6 +666,21 @@ class AgentJson(TypedDict):
     contaminated: bool  # the fix reached the agent: the outcome is "contaminated"
     tests_tree: AgentTestsTree | None  # the nginx-tests tree the agent had (tests = "base")
     loop: NotRequired[LoopRecord | None]  # the last attempt's loop (a mode with a loop phase)
+
+
+class RemoteDiff(TypedDict):
+    """With executor=ray, the diff of the workspace a node's agent changed (agent/stage.py:
+    agent_unit; patch/stage.py: remote_agent_diff), patch/stage.py: workspace_diff's parts."""
+
+    patch_base64: str
+    skipped: list[SkippedFile]
+    left_out: list[LeftOut]
+
+
+class RemoteDiffJson(RemoteDiff):
+    """Layout.remote_diff: a RemoteDiff, and the inputs of the agent.json it was taken for."""
+
+    agent_inputs: str
 
 
 # -- results.jsonl, predictions.jsonl (results/stage.py, swebench/stage.py) ------------------------
@@ -777,18 +808,14 @@ class ValidationConditions(TypedDict):
     loadavg: float | None  # mean one-minute load average over its proves
 
 
-class ValidationRecord(TypedDict):
-    """A task's record in results/<run>/validation.json ({instance_id: record})."""
+class ValidationVerdict(TypedDict):
+    """What a task's runs give (checks/validate.py: classify)."""
 
-    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
-    instance_id: str
     verdict: str  # "valid" | "flaky" | "gold_fails" | "not_discriminating" | "env_error"
     reasons: list[str]
     admitted: bool  # valid, and the fix passed every graded assertion in every run
     not_admitted: list[str]  # why not: the fix's failing runs and assertions, or the verdict
     flake: ValidationFlake
-    repeats: int
-    conditions: NotRequired[ValidationConditions]  # records from before load= have none
     derived: dict[str, list[str]]  # {"fail_to_pass": [ids], "pass_to_pass": [ids]}
     declared_matches: bool
     missing_from_declared: list[str]
@@ -799,6 +826,15 @@ class ValidationRecord(TypedDict):
     pass_counts: BaseAndFix  # {"base": {id: runs it passed}, "fix": {id: n}}
     run_counts: BaseAndFix  # {"base": runs, "fix": runs}
     env_errors: list[str]
+
+
+class ValidationRecord(ValidationVerdict):
+    """A task's record in results/<run>/validation.json ({instance_id: record})."""
+
+    format_version: NotRequired[int]  # FORMAT_VERSION; absent: written before it, 1
+    instance_id: str
+    repeats: int
+    conditions: NotRequired[ValidationConditions]  # records from before load= have none
     test_seconds: BaseAndFix  # seconds of each side's runs in all
     build: BaseAndFix  # each side's build record
 
@@ -837,8 +873,9 @@ class ModeIsolation(TypedDict):
     contaminated_ids: list[str]
 
 
-class ReportMode(TypedDict):
-    """A mode of report.json: SWE-bench's run report fields, then the report's figures."""
+class SwebenchReportFields(TypedDict):
+    """A mode's counts and ids under the names of SWE-bench's run report (report/data.py:
+    swebench_report)."""
 
     total_instances: int  # the run's tasks, as every total_instances counts them
     submitted_instances: int
@@ -857,10 +894,43 @@ class ReportMode(TypedDict):
     error_ids: list[str]
     outcomes: dict[str, str]  # {instance_id: outcome}
     agent_commands: list[AgentCommands]  # [] for a mode without an agent
+
+
+class NotScoredFigures(TypedDict):
+    """Each not scored outcome's count and ids: <outcome>_instances, <outcome>_ids for each of
+    outcomes.NOT_SCORED (tests/test_records.py keeps the two lists the same)."""
+
+    infra_error_instances: int
+    infra_error_ids: list[str]
+    not_run_instances: int
+    not_run_ids: list[str]
+    contaminated_instances: int
+    contaminated_ids: list[str]
+    eval_error_instances: int
+    eval_error_ids: list[str]
+
+
+class AgentFigures(NotScoredFigures):
+    """A mode with agents: the rate's denominator, the tasks it does not score, the CLI
+    versions and the isolation of its runs (report/data.py: agent_json)."""
+
+    scored_instances: int
+    agent_versions: list[str]
+    isolation: ModeIsolation
+
+
+class RerunFigures(TypedDict):
+    """Graded with rerun_failed=1 only: the tasks whose verdict a rerun changed."""
+
+    verdict_changed_on_rerun_instances: int
+    verdict_changed_on_rerun_ids: list[str]
+
+
+class ReportMode(SwebenchReportFields):
+    """A mode of report.json: SWE-bench's run report fields, then the report's figures."""
+
     outcome_counts: dict[str, int]  # {outcome: n}; the not scored ones: agent modes only
-    # agent modes only: the rate's denominator, each not scored outcome's count and ids
-    # (<outcome>_instances, <outcome>_ids for each of outcomes.NOT_SCORED), the CLI versions
-    # and the isolation of its runs
+    # agent modes only (AgentFigures)
     scored_instances: NotRequired[int]
     infra_error_instances: NotRequired[int]
     infra_error_ids: NotRequired[list[str]]
@@ -872,7 +942,7 @@ class ReportMode(TypedDict):
     eval_error_ids: NotRequired[list[str]]
     agent_versions: NotRequired[list[str]]
     isolation: NotRequired[ModeIsolation]
-    # graded with rerun_failed=1 only: the tasks whose verdict a rerun changed
+    # graded with rerun_failed=1 only (RerunFigures)
     verdict_changed_on_rerun_instances: NotRequired[int]
     verdict_changed_on_rerun_ids: NotRequired[list[str]]
     resolved_rate: float | None  # resolved / scored tasks; None: none scored
@@ -1101,3 +1171,21 @@ class CompareJson(TypedDict):
     comparisons: list[Comparison]
     level: float
     alpha: float
+
+
+# The records write_record writes: a stage that builds one as a plain dict fails mypy.
+Record = (
+    BuildRecord
+    | BuildJson
+    | ProveRun
+    | ProveJson
+    | StrictJson
+    | GradeJson
+    | PatchJson
+    | RunJson
+    | AgentJson
+    | ValidationRecord
+    | ValidationJson
+    | ReportJson
+    | CompareJson
+)

@@ -7,7 +7,7 @@ and family) and report_arms (comparisons, power, breakdowns).
 import datetime
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .. import __version__
 from ..core import jsonio
@@ -23,7 +23,17 @@ from ..core.outcomes import (
     TIMEOUT,
     UNFINISHED_AGENT,
 )
-from ..core.records import record_version
+from ..core.records import (
+    AgentFigures,
+    Arm,
+    Comparison,
+    NotScoredFigures,
+    ReportJson,
+    ReportMode,
+    RerunFigures,
+    SwebenchReportFields,
+    record_version,
+)
 from ..run.benchmark import AnyTask, Benchmark, version_key
 from ..run.modes import Mode
 from ..run.record import modes_on_disk
@@ -536,7 +546,7 @@ def _warnings(
 
 
 # -- report.json -----------------------------------------------------------------------------------
-def swebench_report(mode: Data) -> dict[str, Any]:
+def swebench_report(mode: Data) -> SwebenchReportFields:
     """A mode's counts and ids under the names of SWE-bench's run report."""
     ids = lambda *os_: sorted(i for i, o in mode["outcomes"].items() if o in os_)
     submitted = sorted(mode["outcomes"])
@@ -571,34 +581,48 @@ def swebench_report(mode: Data) -> dict[str, Any]:
     }
 
 
-def agent_json(mode: Data) -> dict[str, Any]:
+def not_scored_json(not_scored: Mapping[str, Iterable[str]]) -> NotScoredFigures:
+    """Each not scored outcome's count and ids ({outcome: ids} of outcomes.NOT_SCORED)."""
+    ids = {o: sorted(not_scored[o]) for o in NOT_SCORED}
+    return {
+        "infra_error_instances": len(ids["infra_error"]),
+        "infra_error_ids": ids["infra_error"],
+        "not_run_instances": len(ids["not_run"]),
+        "not_run_ids": ids["not_run"],
+        "contaminated_instances": len(ids["contaminated"]),
+        "contaminated_ids": ids["contaminated"],
+        "eval_error_instances": len(ids["eval_error"]),
+        "eval_error_ids": ids["eval_error"],
+    }
+
+
+def agent_json(mode: Data) -> AgentFigures | None:
     """A mode's agent figures in report.json, for a mode whose rows come from an agent: the
     denominator, the tasks it does not score (counted apart), the CLI versions."""
     if not mode["has_agent"]:
-        return {}
-    out = {"scored_instances": mode["scored"]}
-    for o in NOT_SCORED:
-        out[f"{o}_instances"] = len(mode["not_scored"][o])
-        out[f"{o}_ids"] = sorted(mode["not_scored"][o])
-    out["agent_versions"] = mode["agent_versions"]
+        return None
     iso = mode["isolation"]
-    out["isolation"] = {
-        "isolated_instances": len(iso["isolated"]),
-        "unisolated_ids": iso["unisolated"],
-        "web_tools_ids": iso["web_tools"],
-        "blocked_connections": sum(iso["blocked"].values()),
-        "blocked_ids": sorted(iso["blocked"]),
-        "flagged_ids": sorted(iso["flagged"]),
-        "contaminated_ids": iso["contaminated"],
+    return {
+        **not_scored_json(mode["not_scored"]),
+        "scored_instances": mode["scored"],
+        "agent_versions": mode["agent_versions"],
+        "isolation": {
+            "isolated_instances": len(iso["isolated"]),
+            "unisolated_ids": iso["unisolated"],
+            "web_tools_ids": iso["web_tools"],
+            "blocked_connections": sum(iso["blocked"].values()),
+            "blocked_ids": sorted(iso["blocked"]),
+            "flagged_ids": sorted(iso["flagged"]),
+            "contaminated_ids": iso["contaminated"],
+        },
     }
-    return out
 
 
-def rerun_json(mode: Data) -> dict[str, Any]:
+def rerun_json(mode: Data) -> RerunFigures | None:
     """A mode graded with rerun_failed=1: how many of its tasks the rerun changed the verdict
     of, and which."""
     if not mode["reran"]:
-        return {}
+        return None
     changed = sorted(mode["verdict_changed_on_rerun"])
     return {
         "verdict_changed_on_rerun_instances": len(changed),
@@ -606,17 +630,15 @@ def rerun_json(mode: Data) -> dict[str, Any]:
     }
 
 
-def mode_json(mode: Data, strict_judged: bool = True) -> dict[str, Any]:
+def mode_json(mode: Data, strict_judged: bool = True) -> ReportMode:
     """A mode's entry in report.json: SWE-bench's fields plus the report's figures (the strict
     rate only when the run judged strictness: strict_was_judged)."""
     judged = strict_judged and mode["strict"]["judged"]
-    return {
+    out: ReportMode = {
         **swebench_report(mode),
         "outcome_counts": {
             o: n for o, n in mode["counts"].items() if o not in NOT_SCORED or mode["has_agent"]
         },
-        **agent_json(mode),
-        **rerun_json(mode),
         "resolved_rate": mode["resolved_rate"],
         "resolved_interval": mode["resolved_interval"],
         "strict_rate": mode["strict"]["rate"] if judged else None,
@@ -630,9 +652,15 @@ def mode_json(mode: Data, strict_judged: bool = True) -> dict[str, Any]:
         },
         "agent_seconds": mode["seconds"],
     }
+    agents, reruns = agent_json(mode), rerun_json(mode)
+    if agents is not None:
+        out.update(agents)
+    if reruns is not None:
+        out.update(reruns)
+    return out
 
 
-def json_comparison(c: Data) -> dict[str, Any]:
+def json_comparison(c: Data) -> Comparison:
     """A comparison's fields that report.json and compare-<OTHER>.json hold."""
     keep = (
         "a",
@@ -663,23 +691,27 @@ def json_comparison(c: Data) -> dict[str, Any]:
         "repeats_a",
         "repeats_b",
     )
-    return {k: c[k] for k in keep if k in c}
+    # The fields of both methods' comparisons (records.Comparison), those it has.
+    return cast(Comparison, {k: c[k] for k in keep if k in c})
 
 
-def report_json(layout: Layout, bench: Benchmark, inputs: str, data: Data) -> dict[str, Any]:
+def report_json(layout: Layout, bench: Benchmark, inputs: str, data: Data) -> ReportJson:
     """report.json from collect()'s data and the digest of the report's inputs."""
-    arms = {
+    arms: dict[str, Arm] = {
         a["name"]: {
             "modes": a["modes"],
             "repeats": a["repeats"],
             "rate": a["rate"],
             "interval": a["interval"],
             "interval_method": a["interval_method"],
-            "cost_per_resolved": {k: a["cost_per_resolved"][k] for k in ("value", "interval")},
+            "cost_per_resolved": {
+                "value": a["cost_per_resolved"]["value"],
+                "interval": a["cost_per_resolved"]["interval"],
+            },
         }
         for a in data["arms"]
     }
-    return {
+    record: ReportJson = {
         "schema_version": SCHEMA_VERSION,
         "run": layout.run,
         "benchmark": bench.name,
@@ -701,9 +733,12 @@ def report_json(layout: Layout, bench: Benchmark, inputs: str, data: Data) -> di
         "figures": figures(data),
         "swebench": data["swebench"],
         "cross": data["cross"],
-        **({"workflow": data["workflow"]} if data.get("workflow") else {}),
-        **({"process": data["process"]} if data.get("process") else {}),
     }
+    if data.get("workflow"):
+        record["workflow"] = data["workflow"]
+    if data.get("process"):
+        record["process"] = data["process"]
+    return record
 
 
 def figures(data: Data) -> list[str]:

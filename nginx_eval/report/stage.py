@@ -33,7 +33,7 @@ from ..core import inputs, jsonio, stamps
 from ..core.console import say
 from ..core.errors import failing_on_user_error
 from ..core.layout import Layout
-from ..core.records import read_record, write_record
+from ..core.records import CompareJson, read_record, write_record
 from ..core.stamps import TaskDict
 from ..run.benchmark import AnyTask, Benchmark
 from ..run.modes import AgentMode, Mode
@@ -175,6 +175,30 @@ def report_is_fresh(
 
 
 # -- writing --------------------------------------------------------------------------------------
+def compare_record(data: Mapping[str, Any], inputs: str) -> CompareJson:
+    """compare-<other>.json of report/compare.py's collect_comparison data (its "date" is
+    report.md's only)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "inputs": inputs,
+        "version": data["version"],
+        "run": data["run"],
+        "other": data["other"],
+        "benchmark": data["benchmark"],
+        "benchmark_sha256": data["benchmark_sha256"],
+        "benchmark_version": data["benchmark_version"],
+        "tasks": data["tasks"],
+        "run_tasks": data["run_tasks"],
+        "other_tasks": data["other_tasks"],
+        "arms": data["arms"],
+        "only": data["only"],
+        "unpaired": data["unpaired"],
+        "comparisons": [json_comparison(c) for c in data["comparisons"]],
+        "level": data["level"],
+        "alpha": data["alpha"],
+    }
+
+
 def write_comparison(
     layout: Layout,
     other: str,
@@ -191,15 +215,7 @@ def write_comparison(
         layout.compare_md(other),
         render(data, templates_dir, COMPARE_TEMPLATE, layout.compiled_templates),
     )
-    write_record(
-        layout.compare_json(other),
-        {
-            "schema_version": SCHEMA_VERSION,
-            "inputs": inputs,
-            **{k: v for k, v in data.items() if k not in ("date", "comparisons")},
-            "comparisons": [json_comparison(c) for c in data["comparisons"]],
-        },
-    )
+    write_record(layout.compare_json(other), compare_record(data, inputs))
     say(f"comparison: {layout.compare_md(other)}")
     return data
 

@@ -30,7 +30,20 @@ from ..core import jsonio
 from ..core.errors import failing_on_user_error
 from ..core.layout import Layout
 from ..core.outcomes import outcome
-from ..core.records import read_record, versioned
+from ..core.records import (
+    AgentJson,
+    BuildJson,
+    Counts,
+    GradeJson,
+    PatchFigures,
+    PatchJson,
+    Prediction,
+    ResultRow,
+    Split,
+    UnitFields,
+    read_record,
+    versioned,
+)
 from ..core.stamps import TaskDict
 from ..core.tasknames import RESULTS, results_subtask
 from ..run.benchmark import AnyTask
@@ -47,12 +60,22 @@ def _flag_counts(agent: Mapping[str, Any]) -> dict[str, int]:
     return counts
 
 
-def unit_fields(layout: Layout, mode: Mode, iid: str) -> dict:
+def patch_figures(patch: PatchJson | None) -> PatchFigures:
+    """The row's figures of patch.json (None each without one)."""
+    return {
+        "sha256": patch.get("sha256") if patch else None,
+        "files": patch.get("files") if patch else None,
+        "lines_added": patch.get("lines_added") if patch else None,
+        "lines_removed": patch.get("lines_removed") if patch else None,
+    }
+
+
+def unit_fields(layout: Layout, mode: Mode, iid: str) -> UnitFields:
     """The fields of a row that come from the unit's agent.json, patch.json and build.json (a
-    SWE-bench row has these and no grade: swebench/stage.py)."""
-    build = read_record(layout.build_json(mode.name, iid)) or {}
-    patch = read_record(layout.patch_json(mode.name, iid)) or {}
-    agent = read_record(layout.agent_json(mode.name, iid)) or {}
+    SWE-bench row has these and no grade: swebench/stage.py). A file absent: its fields None."""
+    build: BuildJson | dict = read_record(layout.build_json(mode.name, iid)) or {}
+    patch: PatchJson | None = read_record(layout.patch_json(mode.name, iid))
+    agent: AgentJson | dict = read_record(layout.agent_json(mode.name, iid)) or {}
     phases = agent.get("phases") or []
     commands = [[p["name"], p["command_template"]] for p in phases if "command_template" in p]
     return {
@@ -83,7 +106,7 @@ def unit_fields(layout: Layout, mode: Mode, iid: str) -> dict:
         "cost_source": agent.get("cost_source"),
         "self_reported_cost_usd": (agent.get("metered") or {}).get("self_reported_cost_usd"),
         "cost_difference": (agent.get("metered") or {}).get("difference"),
-        "patch": {k: patch.get(k) for k in ("sha256", "files", "lines_added", "lines_removed")},
+        "patch": patch_figures(patch),
         "score": mode.score if isinstance(mode, AgentMode) else None,
         "loop": agent.get("loop"),
         "phase_figures": [
@@ -102,31 +125,30 @@ def unit_fields(layout: Layout, mode: Mode, iid: str) -> dict:
     }
 
 
-def result_row(layout: Layout, mode: Mode, task: AnyTask) -> dict[str, Any]:
+def counts(split: Split) -> Counts:
+    return {"passed": len(split["passed"]), "failed": len(split["failed"])}
+
+
+def result_row(layout: Layout, mode: Mode, task: AnyTask) -> ResultRow:
     iid = task.instance_id
-    grade = read_record(layout.grade_json(mode.name, iid))
-    row = dict(
-        unit_fields(layout, mode, iid),
-        status=grade["status"],
-        resolved=grade["resolved"],
-        strict=grade.get("strict"),
-        strict_reason=grade.get("strict_reason"),
-        fail_to_pass={k: len(v) for k, v in grade["fail_to_pass"].items()},
-        pass_to_pass={k: len(v) for k, v in grade["pass_to_pass"].items()},
-        env_errors=grade["env_errors"],
-    )
-    if "first_run_status" in grade:  # rerun_failed=1; rows of other runs stay as they were
-        row.update(
-            first_run_status=grade["first_run_status"], changed_on_rerun=grade["changed_on_rerun"]
-        )
-    return {
-        "instance_id": iid,
-        "mode": mode.name,
-        "run": layout.run,
+    grade: GradeJson = read_record(layout.grade_json(mode.name, iid))
+    unit = unit_fields(layout, mode, iid)
+    row: ResultRow = {
+        **unit,
         "benchmark_version": grade.get("benchmark_version"),
-        "outcome": outcome(row),
-        **row,
+        "outcome": outcome({**unit, "status": grade["status"], "resolved": grade["resolved"]}),
+        "status": grade["status"],
+        "resolved": grade["resolved"],
+        "strict": grade.get("strict"),
+        "strict_reason": grade.get("strict_reason"),
+        "fail_to_pass": counts(grade["fail_to_pass"]),
+        "pass_to_pass": counts(grade["pass_to_pass"]),
+        "env_errors": grade["env_errors"],
     }
+    if "first_run_status" in grade:  # rerun_failed=1; rows of other runs stay as they were
+        row["first_run_status"] = grade["first_run_status"]
+        row["changed_on_rerun"] = grade.get("changed_on_rerun", [])
+    return row
 
 
 def model_name(mode: Mode) -> str:
@@ -134,7 +156,7 @@ def model_name(mode: Mode) -> str:
     return f"nginx-eval/{mode.name}" + (f"/{mode.model}" if mode.model else "")
 
 
-def prediction(mode: Mode, iid: str, patch: bytes) -> dict:
+def prediction(mode: Mode, iid: str, patch: bytes) -> Prediction:
     """A predictions.jsonl row (swebench/harness.py: PREDICTION_FIELDS)."""
     return {
         "instance_id": iid,
@@ -146,8 +168,8 @@ def prediction(mode: Mode, iid: str, patch: bytes) -> dict:
 def write_summary(layout: Layout, mode: Mode, bench_tasks: Iterable[AnyTask]) -> None:
     """Both files, rebuilt from the per-task files of every task of the benchmark that this mode
     has graded in the run: a command that scored a few tasks never drops the others' rows."""
-    rows: list[dict[str, Any]] = []
-    preds: list[dict] = []
+    rows: list[ResultRow] = []
+    preds: list[Prediction] = []
     for task in bench_tasks:
         if not mode.covers(task.instance_id):
             continue  # a predictions file without this task: reported as missing

@@ -101,6 +101,17 @@ class SweTask:
     def fix_date(self) -> str:
         return self.created_at[:10]
 
+    @property
+    def pro(self) -> bool:
+        """A SWE-bench Pro task (only a Pro row has a repo_language)."""
+        return bool(self.language)
+
+    @property
+    def docs(self) -> str:
+        """The section of docs/benchmark.md on this task's dataset."""
+        section = "swe-bench-pro" if self.pro else "swe-bench-verified"
+        return f"docs/benchmark.md#{section}"
+
     def to_json(self) -> dict:
         return {
             "instance_id": self.instance_id,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..core import inputs, jsonio, stamps
 from ..core.errors import failing_on_user_error
 from ..core.gitcmd import new_repository_at
+from ..core.records import WorkspaceStamp
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, WORKSPACE, repo_task, task_name, unit_name
 from ..core.trees import remove_tree
@@ -101,15 +102,13 @@ def create_workspace(layout: "Layout", mode: str, task: "AnyTask") -> None:
         # The agent's own `git status` then shows only its work, as on a base with a .gitignore.
         f.write(excluded_lines(task.kind))
     (ws / ISSUE_FILE).write_text(task.problem_statement.rstrip() + "\n", encoding="utf-8")
-    jsonio.write_json(
-        layout.workspace_stamp(mode, task.instance_id),
-        {
-            "inputs": workspace_inputs(task),
-            "path": str(ws),
-            "base_commit": task.base_commit,
-            "agent_started": False,
-        },
-    )
+    stamp: WorkspaceStamp = {
+        "inputs": workspace_inputs(task),
+        "path": str(ws),
+        "base_commit": task.base_commit,
+        "agent_started": False,
+    }
+    jsonio.write_json(layout.workspace_stamp(mode, task.instance_id), stamp)
 
 
 def install_commands(layout: "Layout", mode: "AgentMode", task: "AnyTask") -> list[Path]:
@@ -129,10 +128,9 @@ def install_commands(layout: "Layout", mode: "AgentMode", task: "AnyTask") -> li
 
 
 def mark_agent_started(layout: "Layout", mode: str, task: "AnyTask") -> None:
-    stamp = layout.workspace_stamp(mode, task.instance_id)
-    data = jsonio.read_json(stamp, {})
-    data["agent_started"] = True
-    jsonio.write_json(stamp, data)
+    # With executor=ray the workspace was made on a node: here the stamp holds this field alone.
+    path = layout.workspace_stamp(mode, task.instance_id)
+    jsonio.write_json(path, {**(jsonio.read_json(path) or {}), "agent_started": True})
 
 
 def ensure_fresh_workspace(layout: "Layout", mode: str, task: "AnyTask") -> None:

@@ -148,10 +148,10 @@ def session_problem(
 # -- cost and tokens -------------------------------------------------------------------------
 
 
-def summed_tokens(phases: Iterable[Mapping[str, Any]]) -> dict[str, int] | None:
+def summed_tokens(phases: Iterable[Mapping[str, Any]]) -> Tokens | None:
     """Tokens over phase records (None when none recorded any)."""
     tokens = [p["tokens"] for p in phases if p.get("tokens")]
-    return {t: sum(x.get(t, 0) for x in tokens) for t in TOKENS} if tokens else None
+    return as_tokens({t: sum(x.get(t, 0) for x in tokens) for t in TOKENS}) if tokens else None
 
 
 def summed_cost(phases: Iterable[Mapping[str, Any]]) -> float | None:

@@ -68,8 +68,8 @@ def doit_run(
 
 
 # The harness's builds of real nginx here compile without optimisation (build/toolchain.py's
-# NGINX_EVAL_CC_OPT): 13 s of a processor instead of 21 s for a default build, 32 s instead of
-# 64 s with the sanitizers (docs/development.md); what the harness decides does not change.
+# NGINX_EVAL_CC_OPT), in half the compiler's time (docs/performance.md); what the harness decides
+# of a build does not depend on it.
 REAL_BUILD_ENV = {"NGINX_EVAL_CC_OPT": "-O0"}
 
 

@@ -7,8 +7,11 @@ pip_packages, pre_install, install, test_cmd), its per-repository log parser and
 non-test file extensions. Importing the package costs seconds (it imports docker and datasets),
 so what the harness needs of it is read once per package version into
 ``layout.swe_specs_json`` (specs.json below); a JSON file named by ``NGINX_EVAL_SWE_SPECS``
-(``{repo: {version: spec}}``, a spec may name its parser as ``"log_parser":
-"parse_log_pytest"``) adds or replaces specifications.
+(``{repo: {version: spec}}``) adds or replaces specifications; such a spec may also name its
+parser (``"log_parser": "parse_log_pytest"``), replace the packages installed first
+(``"bootstrap": []``, BOOTSTRAP otherwise) and give the venv options (``"venv_options":
+["--system-site-packages", "--without-pip"]``): what a test's fixture repository builds offline
+with.
 
 An environment is a venv made by the spec's Python from a pinned Debian root filesystem
 (scripts/make-python-rootfs.sh: bullseye 3.9, bookworm 3.11, trixie 3.13; or, with
@@ -47,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from ..core import gitcmd, jsonio, locks, procs, rootfs
 from ..core.errors import UserError
 from ..core.layout import SOURCE_ROOT, Layout, repo_url
-from ..core.records import read_record, write_record
+from ..core.records import read_record, versioned, write_record
 
 if TYPE_CHECKING:
     from ..run.swebench import SweTask
@@ -572,11 +575,14 @@ def build_steps(env: Environment, reqs: bool) -> list[str]:
     scripts, with a venv for conda's environment)."""
     assert env.spec is not None and env.python_root is not None
     spec = env.spec
+    options = "".join(f" {shlex.quote(o)}" for o in spec.get("venv_options", []))
     steps = [
-        f"{env.python_root.executable} -m venv {VENV_AT}",
+        f"{env.python_root.executable} -m venv{options} {VENV_AT}",
         f". {VENV_AT}/bin/activate",
-        "python -m pip install " + " ".join(shlex.quote(p) for p in BOOTSTRAP),
     ]
+    bootstrap = spec.get("bootstrap", BOOTSTRAP)
+    if bootstrap:
+        steps.append("python -m pip install " + " ".join(shlex.quote(p) for p in bootstrap))
     packages = spec.get("packages", "")
     if reqs:
         steps.append("python -m pip install -r /tmp/swe-build/requirements.txt")
@@ -719,6 +725,13 @@ def _record(
     }
 
 
+def _written(env: Environment, rec: "EnvJson") -> "EnvJson":
+    """env.json written, and returned as it was written (with its format version)."""
+    rec = versioned(rec)
+    write_record(env.env_json, rec)
+    return rec
+
+
 def _build(layout: Layout, env: Environment, problem: str | None) -> "EnvJson":
     start = time.monotonic()
     if env.directory.exists():
@@ -726,8 +739,7 @@ def _build(layout: Layout, env: Environment, problem: str | None) -> "EnvJson":
     env.directory.mkdir(parents=True)
     if problem is not None or env.python_root is None:
         rec = _record(env, NOT_BUILT, problem or "no Python", 0)
-        write_record(env.env_json, rec)
-        return rec
+        return _written(env, rec)
     scratch = layout.swe_env_scratch(env.key)
     testbed = scratch / "testbed"
     try:
@@ -736,15 +748,13 @@ def _build(layout: Layout, env: Environment, problem: str | None) -> "EnvJson":
         said = last_lines_of(e.stderr.decode(errors="replace"))
         reason = f"no checkout of {env.repo} at {env.setup_commit}: {said}"
         rec = _record(env, NOT_BUILT, reason, time.monotonic() - start)
-        write_record(env.env_json, rec)
-        return rec
+        return _written(env, rec)
     reqs = None
     if (env.spec or {}).get("packages") == "requirements.txt":
         reqs = requirements(layout, env, testbed)
         if reqs is None:
             rec = _record(env, NOT_BUILT, "no requirements file at environment_setup_commit", 0)
-            write_record(env.env_json, rec)
-            return rec
+            return _written(env, rec)
         (scratch / "requirements.txt").write_text(reqs)
     env.venv.mkdir()
     script = "\n".join(build_steps(env, reqs is not None))
@@ -767,13 +777,11 @@ def _build(layout: Layout, env: Environment, problem: str | None) -> "EnvJson":
         shutil.rmtree(env.venv, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
         rec = _record(env, NOT_BUILT, reason[:600], time.monotonic() - start)
-        write_record(env.env_json, rec)
-        return rec
+        return _written(env, rec)
     keep_generated(testbed, env.directory / GENERATED)
     shutil.rmtree(scratch, ignore_errors=True)
     rec = _record(env, BUILT, None, time.monotonic() - start)
-    write_record(env.env_json, rec)
-    return rec
+    return _written(env, rec)
 
 
 def keep_generated(testbed: Path, dest: Path) -> list[str]:

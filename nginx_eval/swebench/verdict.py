@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..run.swebench import SweTask
 
 TEST_TIMEOUT = 1800.0  # seconds: the official harness's default --timeout
+VERDICT_VERSION = 1  # raised when what a verdict does changes: every unit is graded again
 LABEL = "local"  # how reports name this verdict, beside the official one
 # The markers swebench's grading looks for (constants of swebench 4.1.0).
 APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"

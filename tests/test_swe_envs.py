@@ -11,6 +11,7 @@ import pytest
 from swebench_fixture import (
     IID,
     VERIFIED,
+    add_swebench,
     dataset_row,
     make_pycalc,
     needs_verified,
@@ -187,3 +188,37 @@ def test_real_rows_commits_in_the_mirrors(repo):
         text=True,
     ).stdout
     assert "missing" not in missing, missing
+
+
+def test_the_pipeline_builds_once_and_grades_each_unit_locally(project, tmp_path):
+    """swe_local=1 on the fixture project: one swe-env task for acme/pycalc 0.1 shared by gold
+    and none, a local-verdict task per unit, results.jsonl's local fields beside the official
+    ones (none here: no Docker), nothing run again on a second run."""
+    sf_commits = add_swebench(project)
+    found = envs.host_python()
+    assert found
+    specs = tmp_path / "specs.json"
+    specs.write_text(json.dumps(pycalc_spec(found[0])))
+    project.env.update({envs.SPECS_VAR: str(specs), envs.PYTHON_VAR: envs.HOST})
+    modes = ("swebench-verified:gold", "swebench-verified:none")
+    _, executed = project.doit("run", *modes, "swe_local=1")
+    assert [t for t in executed if t.startswith("swe-env:")] == ["swe-env:acme+pycalc-0.1"]
+    assert sorted(t.split(":")[0] for t in executed if t.startswith("local-verdict:")) == [
+        "local-verdict",
+        "local-verdict",
+    ]
+    rows = {}
+    for mode in ("gold", "none"):
+        (row,) = [json.loads(x) for x in (project.results / "default" / mode / "results.jsonl")
+                  .read_text().splitlines()]  # fmt: skip
+        rows[mode] = row
+    assert (rows["gold"]["local_status"], rows["gold"]["local_resolved"]) == ("resolved", True)
+    assert (rows["none"]["local_status"], rows["none"]["local_resolved"]) == ("unresolved", False)
+    assert rows["gold"]["resolved"] is None  # the official verdict's field stays the harness's
+    assert sf_commits["p_base"]
+    project.render()
+    md = (project.results / "default" / "report.md").read_text()
+    assert "Local verdicts (`swe_local=1`)" in md
+    assert "| `gold` | 1 resolved | — |" in md and "| `none` | 1 unresolved | — |" in md
+    _, again = project.doit("run", *modes, "swe_local=1")
+    assert not [t for t in again if t.startswith(("swe-env:", "local-verdict:"))]

@@ -1,35 +1,21 @@
 """A SWE-bench task's Python environment, built here from the official harness's own
 specification, and how the agent's sandbox and the local verdict (verdict.py) show it.
 
-The specification is the ``swebench`` package's, version 4.1.0 (the optional extra
-``swebench-local``): ``MAP_REPO_VERSION_TO_SPECS[repo][version]`` (python, packages,
-pip_packages, pre_install, install, test_cmd), its per-repository log parser and its list of
-non-test file extensions. Importing the package costs seconds (it imports docker and datasets),
-so what the harness needs of it is read once per package version into
-``layout.swe_specs_json`` (specs.json below); a JSON file named by ``NGINX_EVAL_SWE_SPECS``
-(``{repo: {version: spec}}``) adds or replaces specifications; such a spec may also name its
-parser (``"log_parser": "parse_log_pytest"``), replace the packages installed first
-(``"bootstrap": []``, BOOTSTRAP otherwise) and give the venv options (``"venv_options":
-["--system-site-packages", "--without-pip"]``): what a test's fixture repository builds offline
-with.
+The specification is the ``swebench`` package's, 4.1.0 (extra ``swebench-local``):
+MAP_REPO_VERSION_TO_SPECS (python, packages, pip_packages, pre_install, install, test_cmd), its
+log parsers, its non-test extensions; read once per package version into
+``layout.swe_specs_json`` (the import is slow). NGINX_EVAL_SWE_SPECS names a JSON file
+``{repo: {version: spec}}`` of further specs, which may also name a "log_parser", replace the
+packages installed first ("bootstrap": [], BOOTSTRAP otherwise) and give "venv_options".
 
 An environment is a venv made by the spec's Python from a pinned Debian root filesystem
-(scripts/make-python-rootfs.sh: bullseye 3.9, bookworm 3.11, trixie 3.13; or, with
-``NGINX_EVAL_SWE_PYTHON=host``, the host's own ``python3`` over the host's /), one per (repo,
-version), at the FIXED path VENV_AT inside bubblewrap, with the repository at
-``environment_setup_commit`` at TESTBED (the official images' path) installed the way the spec
-says: an editable install points at TESTBED, where the agent's workspace or the grader's checkout
-is bound later. It is built outside any sandbox, with the network (PyPI), as root of its user
-namespace, and cached under ``layout.swe_env_dir(key)`` by the digest of its specification, the
-root filesystem's digest and the environment_setup_commit.
-
-``env.json`` (EnvJson), beside ``venv/`` and ``build.log``::
-
-    {"format_version", "repo", "version", "environment_setup_commit", "key",
-     "python": "3.9", "suite": "bullseye" | "host" | null,
-     "rootfs_digest": str | null, "spec_digest": str, "spec": {...},
-     "status": "built" | "not_built", "reason": str | null,   # why not, in one line
-     "seconds": float, "bytes": int}                          # the build's time, venv's size
+(scripts/make-python-rootfs.sh; or, NGINX_EVAL_SWE_PYTHON=host, the host's python3 over its /),
+one per (repo, version), at the FIXED path VENV_AT inside bubblewrap, with the repository at
+environment_setup_commit at TESTBED installed as the spec says: an editable install points at
+TESTBED, where the agent's workspace or the grader's checkout is bound later. Built outside any
+sandbox, with the network (PyPI), as root of its user namespace; cached under
+``layout.swe_env_dir(key)`` by the digest of its spec, the root filesystem and the setup commit.
+Its ``env.json`` (core/records.EnvJson) lies beside ``venv/``, ``build.log`` and GENERATED.
 """
 
 import importlib.metadata
@@ -45,12 +31,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..core import gitcmd, jsonio, locks, procs, rootfs
 from ..core.errors import UserError
 from ..core.layout import SOURCE_ROOT, Layout, repo_url
-from ..core.records import read_record, versioned, write_record
+from ..core.records import EnvJson, read_record, versioned, write_record
 
 if TYPE_CHECKING:
     from ..run.swebench import SweTask
@@ -150,7 +136,7 @@ def env_task_name(task: "SweTask") -> str:
     return f"{ENV_BASENAME}:{env_name(task.repo, task.version)}"
 
 
-def env_record(task: "SweTask", layout: Layout | None = None) -> "EnvJson | None":
+def env_record(task: "SweTask", layout: Layout | None = None) -> EnvJson | None:
     """The env.json of `task`'s environment as built now, or None when none was built."""
     layout = layout or Layout.from_env()
     env = environment_of(task, layout)
@@ -463,24 +449,6 @@ def unsupported(spec: Mapping[str, Any]) -> str | None:
     return None
 
 
-class EnvJson(TypedDict):
-    """env.json (the module's docstring)."""
-
-    repo: str
-    version: str
-    environment_setup_commit: str
-    key: str
-    python: str
-    suite: str | None
-    rootfs_digest: str | None
-    spec_digest: str
-    spec: dict[str, Any] | None
-    status: Literal["built", "not_built"]
-    reason: str | None
-    seconds: float
-    bytes: int
-
-
 ENV_BASENAME = "swe-env"
 
 
@@ -685,7 +653,7 @@ def last_lines_of(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def build(layout: Layout, task: "SweTask") -> "EnvJson":
+def build(layout: Layout, task: "SweTask") -> EnvJson:
     """Build the environment of `task` when its env.json is not current (env.json: built or
     not_built with the reason), and return its env.json."""
     env = environment_of(task, layout)
@@ -706,7 +674,7 @@ def build(layout: Layout, task: "SweTask") -> "EnvJson":
 
 def _record(
     env: Environment, status: Literal["built", "not_built"], reason: str | None, seconds: float
-) -> "EnvJson":
+) -> EnvJson:
     root = env.python_root
     return {
         "repo": env.repo,
@@ -725,14 +693,14 @@ def _record(
     }
 
 
-def _written(env: Environment, rec: "EnvJson") -> "EnvJson":
+def _written(env: Environment, rec: EnvJson) -> EnvJson:
     """env.json written, and returned as it was written (with its format version)."""
     rec = versioned(rec)
     write_record(env.env_json, rec)
     return rec
 
 
-def _build(layout: Layout, env: Environment, problem: str | None) -> "EnvJson":
+def _build(layout: Layout, env: Environment, problem: str | None) -> EnvJson:
     start = time.monotonic()
     if env.directory.exists():
         shutil.rmtree(env.directory)

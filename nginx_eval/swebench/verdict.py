@@ -8,19 +8,8 @@ path (the eval script installs the repository again, into the venv): the spec's 
 the install, the test files reset to the base, the test patch, and the spec's test command on
 the test files with a time limit. The log is parsed by the swebench package's own parser of the
 repository and graded by its get_eval_tests_report / get_resolution_status: resolved when every
-FAIL_TO_PASS and PASS_TO_PASS test passes.
-
-``local-verdict.json`` (LocalVerdictJson), beside ``local-verdict.log``::
-
-    {"format_version", "instance_id", "mode", "env_key",
-     "status": "resolved" | "unresolved"        # graded
-               | "patch_failed"                 # the patch does not apply: unresolved
-               | "not_built",                   # no environment here: no verdict (reason)
-     "resolved": bool | null, "reason": str | null,
-     "tests": {"FAIL_TO_PASS": {"success": [...], "failure": [...]},
-               "PASS_TO_PASS": {...}} | null,  # swebench's report of the log
-     "test_command": str, "exit_code": int | null, "timed_out": bool, "seconds": float,
-     "patch_sha256": str}
+FAIL_TO_PASS and PASS_TO_PASS test passes. ``local-verdict.json`` (core/records.LocalVerdictJson)
+lies beside ``local-verdict.log``.
 """
 
 import hashlib
@@ -29,12 +18,12 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from ..core import gitcmd, jsonio
 from ..core.errors import UserError
 from ..core.layout import Layout
-from ..core.records import write_record
+from ..core.records import LocalVerdictJson, write_record
 from . import envs
 
 if TYPE_CHECKING:
@@ -48,25 +37,6 @@ APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
 RESET_FAILED = ">>>>> Reset Failed"
 TESTS_ERROR = ">>>>> Tests Errored"
 TESTS_TIMEOUT = ">>>>> Tests Timed Out"
-
-Status = Literal["resolved", "unresolved", "patch_failed", "not_built"]
-
-
-class LocalVerdictJson(TypedDict):
-    """local-verdict.json (the module's docstring)."""
-
-    instance_id: str
-    mode: str
-    env_key: str
-    status: Status
-    resolved: bool | None
-    reason: str | None
-    tests: dict[str, dict[str, list[str]]] | None
-    test_command: str
-    exit_code: int | None
-    timed_out: bool
-    seconds: float
-    patch_sha256: str
 
 
 def apply_patch(testbed: Path, patch: bytes) -> str | None:

@@ -500,9 +500,15 @@ def checkout(source: str, commit: str, dest: Path, tags: bool = False) -> None:
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=dest, env=env, check=True, capture_output=True)
 
-    git("init", "--quiet")
-    refs = [commit] + (["+refs/tags/*:refs/tags/*"] if tags else [])
-    git("fetch", "--quiet", "--no-tags", source, *refs)
+    if tags and os.path.isdir(source):
+        # A local repository: its objects hard-linked, its tags with them (fetching every tag
+        # copies the whole history each time).
+        git("clone", "--quiet", "--local", "--no-checkout", source, ".")
+        git("remote", "remove", "origin")
+    else:
+        git("init", "--quiet")
+        refs = [commit] + (["+refs/tags/*:refs/tags/*"] if tags else [])
+        git("fetch", "--quiet", "--no-tags", source, *refs)
     git("checkout", "--quiet", "-B", "main", commit)
     git("config", "user.email", "setup@swebench.config")
     git("config", "user.name", "SWE-bench")

@@ -594,6 +594,7 @@ def run_script(
     *,
     mounts: list[tuple[str, str | Path, str]],
     timeout: float,
+    extra_env: Mapping[str, str] | None = None,
 ) -> procs.Outcome:
     """Run `script` (sh -ex) in bwrap over `root` as root of its namespace, in TESTBED, with the
     host's network, its pip settings (passed_environment) and pip's shared cache, its output
@@ -618,6 +619,7 @@ def run_script(
             "LANG": "C.UTF-8",
             **kept,
             "PIP_CACHE_DIR": str(layout.swe_pip_cache),
+            **(extra_env or {}),
         },
         path=f"{VENV_AT}/bin:{rootfs.PATH}:/usr/sbin:/sbin",
     )

@@ -24,7 +24,7 @@ from ..core import gitcmd, jsonio
 from ..core.errors import UserError
 from ..core.layout import Layout
 from ..core.records import LocalVerdictJson, write_record
-from . import envs
+from . import envs, services
 
 if TYPE_CHECKING:
     from ..run.swebench import SweTask
@@ -169,18 +169,20 @@ def local_verdict(
         venv = scratch / "venv"
         subprocess.run(["cp", "-a", str(environment.venv), str(venv)], check=True)
         jsonio.write_text(log, f"# {task.instance_id} ({mode}): {command}\n")
-        outcome = envs.run_script(
-            layout,
-            environment.python_root,
-            eval_script(task, environment.spec, command),
-            log,
-            mounts=[
-                ("--bind", venv, envs.VENV_AT),
-                ("--bind", testbed, envs.TESTBED),
-                ("--ro-bind", scratch, "/tmp/swe-verdict"),
-            ],
-            timeout=timeout,
-        )
+        with services.running_services(layout, task.repo, log) as extra:
+            outcome = envs.run_script(
+                layout,
+                environment.python_root,
+                eval_script(task, environment.spec, command),
+                log,
+                mounts=[
+                    ("--bind", venv, envs.VENV_AT),
+                    ("--bind", testbed, envs.TESTBED),
+                    ("--ro-bind", scratch, "/tmp/swe-verdict"),
+                ],
+                timeout=timeout,
+                extra_env=extra,
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if outcome.timed_out:

@@ -4,18 +4,14 @@ of its own, built with the host's Python (NGINX_EVAL_SWE_PYTHON=host, so that it
 machine), its gold and empty patches graded by the local verdict; the swebench package's parser
 and grading on logs of real pytest runs; and the real rows of SWE-bench Verified on the mirrors."""
 
+import functools
 import json
 import subprocess
 
 import pytest
-from swebench_fixture import (
-    IID,
-    VERIFIED,
-    add_swebench,
-    dataset_row,
-    make_pycalc,
-    needs_verified,
-)
+import swebench_fixture as sf
+from conftest import patched_environ
+from swebench_fixture import IID, VERIFIED, dataset_row, make_pycalc, needs_verified
 from swebench_fixture import test_log as pycalc_log
 
 from nginx_eval.core.layout import Layout
@@ -48,57 +44,6 @@ def pycalc_spec(python: str) -> dict:
             }
         }
     }
-
-
-@pytest.fixture
-def pycalc(tmp_path, monkeypatch):
-    """(layout, task, commits) of acme/pycalc with its own specification."""
-    commits = make_pycalc(tmp_path / "mirrors" / "acme+pycalc")
-    found = envs.host_python()
-    assert found, "the tests run with a python3 on PATH"
-    specs = tmp_path / "specs.json"
-    specs.write_text(json.dumps(pycalc_spec(found[0])))
-    monkeypatch.setenv(envs.SPECS_VAR, str(specs))
-    monkeypatch.setenv(envs.PYTHON_VAR, envs.HOST)
-    monkeypatch.setenv("NGINX_EVAL_REPO_URL", str(tmp_path / "mirrors" / "{owner}+{name}"))
-    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
-    return layout, task_of(dataset_row(commits)), commits
-
-
-@pytest.mark.e2e
-def test_environment_built_and_local_verdicts(pycalc):
-    layout, task, commits = pycalc
-    rec = envs.build(layout, task)
-    assert rec["status"] == envs.BUILT, rec["reason"]
-    assert rec["suite"] == envs.HOST and rec["bytes"] > 0 and rec["format_version"] >= 1
-    view = envs.sandbox_view(task, layout)
-    assert view is not None and view.venv.is_dir() and view.rootfs.as_posix() == "/"
-    assert view.environment["VIRTUAL_ENV"] == "/opt/swe-env" and view.testbed == "/testbed"
-    # The install's own file of the checkout goes to the agent's workspace too.
-    assert view.testbed_files and (view.testbed_files / "setup.py").is_file()
-    # The editable install points at /testbed, where a checkout is bound later.
-    pth = "".join(p.read_text() for p in view.venv.rglob("*.pth"))
-    assert "/testbed" in pth
-    assert envs.test_command(task, layout) == (
-        "python -m pytest -rA -p no:cacheprovider tests/test_calc.py"
-    )
-    assert envs.build(layout, task)["seconds"] == rec["seconds"]  # cached: not built again
-
-    outcomes = {}
-    for mode, patch in (("gold", task.patch.encode()), ("none", b""), ("bad", b"garbage\n")):
-        out = layout.local_verdict_json(mode, IID)
-        got = verdict.local_verdict(
-            layout, task, patch, mode, out, layout.local_verdict_log(mode, IID)
-        )
-        assert json.loads(out.read_text())["status"] == got["status"]
-        outcomes[mode] = got
-    assert outcomes["gold"]["status"] == "resolved", layout.local_verdict_log("gold", IID)
-    assert outcomes["gold"]["tests"]["FAIL_TO_PASS"]["success"] == ["tests/test_calc.py::test_add"]
-    assert outcomes["none"]["status"] == "unresolved"
-    assert outcomes["none"]["tests"]["FAIL_TO_PASS"]["failure"] == ["tests/test_calc.py::test_add"]
-    assert outcomes["none"]["tests"]["PASS_TO_PASS"]["success"] == ["tests/test_calc.py::test_mul"]
-    assert outcomes["bad"]["status"] == "patch_failed" and outcomes["bad"]["resolved"] is False
-    assert not layout.swe_verdict_scratch("gold", IID).exists()  # the copy of the venv is gone
 
 
 def test_not_built_with_the_reason(tmp_path, monkeypatch):
@@ -138,6 +83,7 @@ def test_grading_of_real_pytest_logs(tmp_path, monkeypatch):
     assert not resolved
 
 
+@functools.cache
 def verified_rows() -> list[dict]:
     import pyarrow.parquet as pq
 
@@ -191,10 +137,11 @@ def test_real_rows_commits_in_the_mirrors(repo):
 
 
 def test_the_pipeline_builds_once_and_grades_each_unit_locally(project, tmp_path):
-    """swe_local=1 on the fixture project: one swe-env task for acme/pycalc 0.1 shared by gold
-    and none, a local-verdict task per unit, results.jsonl's local fields beside the official
-    ones (none here: no Docker), nothing run again on a second run."""
-    sf_commits = add_swebench(project)
+    """swe_local=1 on the fixture project: one swe-env task for acme/pycalc 0.1 (built with the
+    host's Python) shared by gold and none, a local-verdict task per unit, results.jsonl's
+    local fields beside the official ones (none here: no Docker), the environment as a sandbox
+    shows it, the report's local section, nothing run again on a second run."""
+    sf_commits = sf.add_swebench(project)
     found = envs.host_python()
     assert found
     specs = tmp_path / "specs.json"
@@ -215,7 +162,37 @@ def test_the_pipeline_builds_once_and_grades_each_unit_locally(project, tmp_path
     assert (rows["gold"]["local_status"], rows["gold"]["local_resolved"]) == ("resolved", True)
     assert (rows["none"]["local_status"], rows["none"]["local_resolved"]) == ("unresolved", False)
     assert rows["gold"]["resolved"] is None  # the official verdict's field stays the harness's
-    assert sf_commits["p_base"]
+    verdicts = {
+        m: json.loads((project.results / "default" / m / IID / "local-verdict.json").read_text())
+        for m in ("gold", "none")
+    }
+    add, mul = "tests/test_calc.py::test_add", "tests/test_calc.py::test_mul"
+    assert verdicts["gold"]["tests"]["FAIL_TO_PASS"] == {"success": [add], "failure": []}
+    assert verdicts["none"]["tests"]["FAIL_TO_PASS"] == {"success": [], "failure": [add]}
+    assert verdicts["none"]["tests"]["PASS_TO_PASS"] == {"success": [mul], "failure": []}
+    assert verdicts["gold"]["test_command"].endswith(
+        "pytest -rA -p no:cacheprovider tests/test_calc.py"
+    )
+    # The environment as a sandbox shows it; a patch that applies neither way.
+    layout = Layout.from_env(project.root, environ=project.env)
+    task = task_of(sf.dataset_row(sf_commits))
+    with patched_environ(project.env):
+        rec = envs.env_record(task, layout)
+        assert rec and rec["status"] == envs.BUILT and rec["suite"] == envs.HOST, rec
+        assert rec["bytes"] > 0 and rec["format_version"] >= 1
+        view = envs.sandbox_view(task, layout)
+        assert view is not None and view.venv.is_dir() and view.rootfs.as_posix() == "/"
+        assert view.environment["VIRTUAL_ENV"] == "/opt/swe-env" and view.testbed == "/testbed"
+        # The install's own file of the checkout goes to the agent's workspace too.
+        assert view.testbed_files and (view.testbed_files / "setup.py").is_file()
+        # The editable install points at /testbed, where a checkout is bound later.
+        assert "/testbed" in "".join(p.read_text() for p in view.venv.rglob("*.pth"))
+        assert envs.test_command(task, layout) == verdicts["gold"]["test_command"]
+        out = tmp_path / "bad" / "local-verdict.json"
+        got = verdict.local_verdict(layout, task, b"garbage\n", "bad", out, out.with_suffix(".log"))
+    assert (got["status"], got["resolved"]) == ("patch_failed", False)
+    assert json.loads(out.read_text())["status"] == "patch_failed"
+    assert not layout.swe_verdict_scratch("bad", IID).exists()
     project.render()
     md = (project.results / "default" / "report.md").read_text()
     assert "Local verdicts (`swe_local=1`)" in md

@@ -220,6 +220,11 @@ VARIABLES = {
         "1: run a test file with a failing graded assertion once "
         "more, and grade the rerun (default: 0)",
     ),
+    "swe_local": Variable(
+        _switch,
+        "1: SWE-bench: build each task's Python environment here and give each unit a local "
+        "verdict beside the official one (the swebench-local extra; default: 0)",
+    ),
     "strict": Variable(
         _switch,
         "0: no strict verdict (regression files and sanitizer build of "
@@ -276,6 +281,9 @@ ENVIRONMENT = (
     "NGINX_EVAL_FORWARD",
     "NGINX_EVAL_NODE_CACHE",
     "NGINX_EVAL_NODE_REPO_URL",
+    "NGINX_EVAL_PYTHON_ROOTFS",
+    "NGINX_EVAL_SWE_PYTHON",
+    "NGINX_EVAL_SWE_SPECS",
 )
 # ... and those the harness sets for the programs it starts, or its tests and scripts for theirs
 # (a doit started under them, e.g. by a test, must not be refused).
@@ -347,6 +355,7 @@ class Options:
     builds: int | None = None
     proves: int | None = None
     rerun_failed: int = 0
+    swe_local: int = 0
     strict: int = 1
     strict_gold: int = 0
     strict_files: int | None = None  # None: strict/stage.DEFAULT_FILES

@@ -196,6 +196,22 @@ def test_the_pipeline_builds_once_and_grades_each_unit_locally(project, tmp_path
     project.render()
     md = (project.results / "default" / "report.md").read_text()
     assert "Local verdicts (`swe_local=1`)" in md
-    assert "| `gold` | 1 resolved | — |" in md and "| `none` | 1 unresolved | — |" in md
+    assert "| `gold` | 1 resolved | — | — |" in md and "| `none` | 1 unresolved | — | — |" in md
+    assert (rows["gold"]["local_validated"], rows["none"]["local_validated"]) == (None, None)
+    # The task's local verdict failed validation (gold not resolved here): it stays shown, and
+    # counts as no verdict.
+    (project.root / "tasks" / "swebench-local-validation.jsonl").write_text(
+        json.dumps({"instance_id": IID, "ok": False, "gold": "unresolved"}) + "\n"
+    )
     _, again = project.doit("run", *modes, "swe_local=1")
     assert not [t for t in again if t.startswith(("swe-env:", "local-verdict:"))]
+    (row,) = [json.loads(x) for x in (project.results / "default" / "gold" / "results.jsonl")
+              .read_text().splitlines()]  # fmt: skip
+    assert (row["local_status"], row["local_resolved"], row["local_validated"]) == (
+        "resolved",
+        None,
+        False,
+    )
+    project.render()
+    md = (project.results / "default" / "report.md").read_text()
+    assert f"| `gold` | 1 resolved | — | `{IID}` |" in md

@@ -53,6 +53,12 @@ class Layout:
         return self.root / "tasks"
 
     @property
+    def swebench_local_validation(self) -> Path:
+        """Which SWE-bench tasks' local verdicts were validated here
+        (scripts/validate_swebench_local.py; swebench/verdict.py: validation)."""
+        return self.tasks_dir / "swebench-local-validation.jsonl"
+
+    @property
     def modes_file(self) -> Path:
         return self.root / "modes.toml"
 

@@ -372,7 +372,8 @@ def swebench_facts(
 def local_facts(layout: Layout, evaluation: Evaluation) -> list[dict[str, Any]]:
     """Per mode with local verdicts (swe_local=1; swebench/verdict.py, read from results.jsonl):
     {"mode", "verdicts": {status: n}, "differ": [ids whose local verdict is not the official
-    one's, where the official harness graded them]}. Empty when no unit has one."""
+    one's, where the official harness graded them], "not_validated": [ids whose local verdict
+    failed validation here: counted in no rate]}. Empty when no unit has one."""
     out = []
     for m in evaluation.modes:
         path = layout.results_jsonl(m["mode"])
@@ -394,6 +395,9 @@ def local_facts(layout: Layout, evaluation: Evaluation) -> list[dict[str, Any]]:
                 "mode": m["mode"],
                 "verdicts": dict(Counter(r["local_status"] for r in rows)),
                 "differ": differ,
+                "not_validated": sorted(
+                    r["instance_id"] for r in rows if r.get("local_validated") is False
+                ),
             }
         )
     return out

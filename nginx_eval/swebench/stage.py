@@ -16,7 +16,10 @@ repeats it for each mode not graded yet.
      "status": null, "resolved": null,
      "local_status": "resolved" | "unresolved" | "patch_failed" | "not_built" | null,
      "local_resolved": bool | null,         # the local verdict (verdict.py, swe_local=1), labelled
-                                            # "local": never the official verdict's fields
+                                            # "local": never the official verdict's fields; null
+                                            # where the task's local verdict failed validation
+     "local_validated": bool | null,        # gold resolved and none did not, locally, in
+                                            # tasks/swebench-local-validation.jsonl; null: not there
      ... results.unit_fields: agent status, error, commands, model, version, isolation, web
          tools, flags, blocked, trajectory, agent seconds, cost, tokens, patch}
 """
@@ -70,12 +73,15 @@ def result_row(layout: Layout, mode: Mode, task: SweTask, version: str | None = 
         else None
     )
     local = read_record(layout.local_verdict_json(mode.name, task.instance_id)) or {}
+    validated = verdict.validated(layout).get(task.instance_id) if local else None
     return dict(
         row,
         outcome=unscored,
         benchmark_version=version,
         local_status=local.get("status"),
-        local_resolved=local.get("resolved"),
+        # A task whose gold fails locally (tests that need the internet) tells nothing of a patch.
+        local_resolved=local.get("resolved") if validated is not False else None,
+        local_validated=validated,
     )
 
 
@@ -415,6 +421,8 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
         yield from local_verdict_tasks(ctx)
     for t in results_tasks(ctx):
         if local:  # results.jsonl shows the local verdicts
+            if ctx.layout.swebench_local_validation.exists():
+                t["file_dep"] = [*t["file_dep"], str(ctx.layout.swebench_local_validation)]
             t["task_dep"] = [
                 *t["task_dep"],
                 *(

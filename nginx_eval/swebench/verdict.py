@@ -39,6 +39,16 @@ TESTS_ERROR = ">>>>> Tests Errored"
 TESTS_TIMEOUT = ">>>>> Tests Timed Out"
 
 
+def validated(layout: Layout) -> dict[str, bool]:
+    """{instance_id: whether its local verdict passed validation (gold resolved and none not, on
+    this machine's kind)}, from tasks/swebench-local-validation.jsonl (written from
+    scripts/validate_swebench_local.py's output); empty when the file is missing."""
+    path = layout.swebench_local_validation
+    if not path.exists():
+        return {}
+    return {r["instance_id"]: bool(r["ok"]) for r in jsonio.read_jsonl(path)}
+
+
 def apply_patch(testbed: Path, patch: bytes) -> str | None:
     """Apply `patch` in `testbed` as the harness does (git apply, then patch --fuzz=5); None when
     it applied, otherwise what the last attempt said."""

@@ -59,7 +59,7 @@ def agents_to_run(
         name = task_name(AGENT, unit_name(bench, mode, task))
         if name not in reachable_names:
             continue
-        if not agent_finished(ctx.layout, mode, task, name):
+        if not agent_finished(ctx.layout, mode, task, name, ctx.unit_agent_inputs(mode, task)[1]):
             yield mode, task
 
 

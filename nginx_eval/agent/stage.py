@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
 from ..core import gitcmd, inputs, jsonio, rootfs, stamps
-from ..core.errors import failing_on_user_error
+from ..core.errors import UserError, failing_on_user_error
 from ..core.layout import Layout
 from ..core.outcomes import (
     COMPLETED,
@@ -50,7 +50,7 @@ from ..core.outcomes import (
     is_unfinished,
 )
 from ..core.procs import Outcome, kill_leftovers, run_limited
-from ..core.records import AgentPhase, write_record
+from ..core.records import AgentPhase, SweEnvView, write_record
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, WORKSPACE, task_name, unit_name
 from ..core.trees import remove_tree
@@ -72,7 +72,7 @@ from ..workspace.stage import (
     workspace_inputs,
 )
 from . import attempts as attempts_module
-from . import phases, sandbox, stubs, trajectory, wire
+from . import phases, sandbox, stubs, swe_view, trajectory, wire
 from .gate import (
     CredentialsRefused,
     backoff_seconds,
@@ -266,9 +266,12 @@ class AgentRun:
         task: AnyTask,
         prompts: Sequence[str],
         tests_tree: Any = None,
+        swe_env: SweEnvView | None = None,
     ) -> None:
         self.layout, self.mode, self.task, self.prompts = layout, mode, task, prompts
         self.tests_tree = tests_tree
+        # A SWE-bench task's environment, shown in each isolated phase's sandbox (swe_view.py).
+        self.swe_env = swe_env if sandbox.settings(mode) else None
         self.tests_dir: Path | None = None
         self.out = layout.agent_json(mode.name, task.instance_id)
         self.ws = layout.workspace(mode.name, task.instance_id)
@@ -577,7 +580,14 @@ class AgentRun:
                     readable=[self.tests_dir] if self.tests_dir else [],
                 ),
             )
-            env = sandbox.phase_environment(self.phase_env(), tmp, support)
+            view = (
+                swe_view.write_view(
+                    self.logs / f"{stem}.view", self.swe_env, self.ws, support, self.env
+                )
+                if self.swe_env
+                else None
+            )
+            env = sandbox.phase_environment(self.phase_env(), tmp, support, view)
             argv = sandbox.wrap(
                 command,
                 settings_file=settings_file,
@@ -904,6 +914,7 @@ def agent_record(
         "flags": flags,
         "contaminated": any(f["kind"] == "contamination" for f in flags),
         "tests_tree": run.tests_tree,
+        "swe_env": swe_view.record(run.swe_env),
         **({"loop": last.loop} if last.loop is not None else {}),
     }
 
@@ -954,6 +965,7 @@ def agent_unit(
     workspace_diff: Callable[..., Any] | None,
     keep_workspace: bool = False,
     tests_tree: Any = None,
+    swe_env: SweEnvView | None = None,
 ) -> dict[str, Any]:
     """The agent run of (mode, task), with its tests tree (suite.as_of, made here if missing,
     a Ray node's own): its attempts and logs (agent/), and {"record": agent.json's
@@ -965,7 +977,12 @@ def agent_unit(
         clear_stop(layout)  # the coordinator checked its own stop file
     if sandbox.settings(mode):
         sandbox.check_available(mode)  # never a fallback to an unisolated run
-    run = AgentRun(layout, mode, task, prompts, tests_tree)
+        problem = swe_env and swe_view.view_problem(swe_env)
+        if problem:
+            raise UserError(
+                f"the SWE-bench environment of the sandbox: {problem}", task=task.instance_id
+            )
+    run = AgentRun(layout, mode, task, prompts, tests_tree, swe_env)
     try:
         attempts = run_attempts(run, retries)
     except CredentialsRefused as e:
@@ -1004,6 +1021,7 @@ def _remote_agent(
     workspace_diff: Callable[..., Any] | None,
     keep_workspace: bool,
     tests_tree: Any,
+    swe_env: SweEnvView | None = None,
 ) -> Record:
     """agent_unit on a node; its diff kept for the patch stage (patch.agent_patch), since the
     workspace here is not the one the agent changed."""
@@ -1017,7 +1035,17 @@ def _remote_agent(
             layout,
             mode.name,
             task.instance_id,
-            [mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, tests_tree],
+            [
+                mode,
+                task,
+                prompts,
+                inputs,
+                retries,
+                workspace_diff,
+                keep_workspace,
+                tests_tree,
+                swe_env,
+            ],
             ship_out=["agent/"],
             repos=repos,
             forward=registry.forwarded_prefixes(),
@@ -1057,6 +1085,7 @@ def run_agent(
     retries: int = 2,
     workspace_diff: Callable[..., Any] | None = None,
     keep_workspace: bool = False,
+    swe_env: SweEnvView | None = None,
 ) -> None:
     out = layout.agent_json(mode.name, task.instance_id)
     if (
@@ -1080,11 +1109,28 @@ def run_agent(
         say(mode, task, "not run", record["error"])
     elif executor.is_remote():
         record = _remote_agent(
-            layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, tests_tree
+            layout,
+            mode,
+            task,
+            prompts,
+            inputs,
+            retries,
+            workspace_diff,
+            keep_workspace,
+            tests_tree,
+            swe_env,
         )
     else:
         record = agent_unit(
-            layout, mode, task, prompts, inputs, retries, None, tests_tree=tests_tree
+            layout,
+            mode,
+            task,
+            prompts,
+            inputs,
+            retries,
+            None,
+            tests_tree=tests_tree,
+            swe_env=swe_env,
         )["record"]
     # `doit forget` is answered once a new record replaces the old one: a run stopped before
     # (refused credentials, Ctrl-C) leaves the request pending.
@@ -1130,6 +1176,7 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
                         ctx.options.agent_retries,
                         ctx.workspace_diff,
                         bool(ctx.options.keep_workspaces),
+                        ctx.swe_env(task),
                     ],
                 )
             ],

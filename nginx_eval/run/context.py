@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..core.layout import Layout
-from ..core.records import LeftOut, Selection, SkippedFile, TestsTree
+from ..core.records import LeftOut, Selection, SkippedFile, SweEnvView, TestsTree
 from .benchmark import AnyTask, Benchmark, Task
 from .modes import AgentMode, Mode
 from .options import Options
@@ -34,6 +34,8 @@ class StageContext(Protocol):
     def unit_agent_inputs(self, mode: AgentMode, task: AnyTask) -> tuple[list[str], str | None]: ...
 
     def tests_tree(self, layout: Layout, task: AnyTask) -> TestsTree | None: ...
+
+    def swe_env(self, task: AnyTask) -> SweEnvView | None: ...
 
     @staticmethod
     def workspace_diff(

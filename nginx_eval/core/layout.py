@@ -172,6 +172,19 @@ class Layout:
     def agent_versions(self) -> Path:
         return self.cache / "agent-versions"
 
+    # -- SWE-bench environments and local verdicts (swebench/envs.py, swebench/verdict.py) -------
+    def swe_specs_json(self, swebench_version: str) -> Path:
+        """What the swebench package of that version says of environments, read from it once."""
+        return self.cache / "swe-envs" / f"specs-{swebench_version}.json"
+
+    def swe_env_dir(self, key: str) -> Path:
+        """A SWE-bench environment: ``venv/``, ``env.json``, ``build.log`` (swebench/envs.py)."""
+        return self.cache / "swe-envs" / key
+
+    def swe_verdict_scratch(self, mode: str, iid: str) -> Path:
+        """A local verdict's checkout and copy of the environment, removed when it is made."""
+        return self.cache / "swe-verdicts" / self.run / mode / iid
+
     # -- results -----------------------------------------------------------------------------
     @property
     def run_dir(self) -> Path:
@@ -235,6 +248,12 @@ class Layout:
 
     def grade_json(self, mode: str, iid: str) -> Path:
         return _joined(self.results_root, self.run, mode, iid, "grade.json")
+
+    def local_verdict_json(self, mode: str, iid: str) -> Path:
+        return _joined(self.results_root, self.run, mode, iid, "local-verdict.json")
+
+    def local_verdict_log(self, mode: str, iid: str) -> Path:
+        return _joined(self.results_root, self.run, mode, iid, "local-verdict.log")
 
     def results_jsonl(self, mode: str) -> Path:
         return self.mode_dir(mode) / "results.jsonl"

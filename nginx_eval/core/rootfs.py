@@ -201,20 +201,43 @@ def command(
     `cwd`, with `writable` and `readable` bound at their own paths (read-write, read-only; a
     path that does not exist is left out) and, with `network`, the host's network instead of a
     loopback of its own. The command's environment is the one bwrap is started with."""
-    binds = {}
+    return command_in(
+        toolchain.root, argv, cwd=cwd, writable=writable, readable=readable, network=network
+    )
+
+
+def command_in(
+    root: Path,
+    argv: Sequence[str],
+    *,
+    cwd: str | Path,
+    writable: Iterable[str | Path] = (),
+    readable: Iterable[str | Path] = (),
+    network: bool = False,
+    mounts: Iterable[tuple[str, str | Path, str]] = (),
+    uid: int = ACCOUNT_ID,
+) -> list[str]:
+    """command() over any root filesystem `root` ("/" for the host's own), with `mounts` besides:
+    (flag, host path, path inside) triples ("--bind" or "--ro-bind") that show a host directory
+    at another path (a SWE-bench environment at its fixed path: swebench/envs.py), and the
+    command's user id `uid` (0: root of its user namespace, which may write where the host's
+    root may)."""
+    binds: dict[str, tuple[str, str]] = {}
     for flag, paths in (("--ro-bind", readable), ("--bind", writable)):
         for path in paths:
             path = os.path.abspath(path)
             if os.path.exists(path):
-                binds[path] = flag  # writable wins
+                binds[path] = (flag, path)  # writable wins
+    for flag, source, inside in mounts:
+        binds[inside] = (flag, os.path.abspath(source))
     # The new root is bwrap's own tmpfs, with the root filesystem's entries on it (read-only),
     # so that a bound directory gets its mount point there; read-only at the end.
-    args = [shutil.which("bwrap") or "bwrap", *_root_entries(toolchain.root, binds)]
+    args = [shutil.which("bwrap") or "bwrap", *_root_entries(root, binds)]
     args += [
         "--proc", "/proc",
         "--dev", "/dev",
         "--tmpfs", "/tmp",
-        "--unshare-user", "--uid", str(ACCOUNT_ID), "--gid", str(ACCOUNT_ID),
+        "--unshare-user", "--uid", str(uid), "--gid", str(uid),
         "--unshare-ipc", "--unshare-uts",
         "--die-with-parent",
     ]  # fmt: skip
@@ -222,7 +245,8 @@ def command(
         args.append("--unshare-net")
     # Parents before what lies below them: a later bind covers an earlier one.
     for path in sorted(binds, key=lambda p: (p.count("/"), p)):
-        args += [binds[path], path, path]
+        flag, source = binds[path]
+        args += [flag, source, path]
     args += ["--remount-ro", "/"]
     return [*args, "--chdir", os.path.abspath(cwd), "--", *argv]
 

@@ -1,0 +1,479 @@
+"""A SWE-bench task's Python environment, built here from the official harness's own
+specification, and how the agent's sandbox and the local verdict (verdict.py) show it.
+
+The specification is the ``swebench`` package's, version 4.1.0 (the optional extra
+``swebench-local``): ``MAP_REPO_VERSION_TO_SPECS[repo][version]`` (python, packages,
+pip_packages, pre_install, install, test_cmd), its per-repository log parser and its list of
+non-test file extensions. Importing the package costs seconds (it imports docker and datasets),
+so what the harness needs of it is read once per package version into
+``layout.swe_specs_json`` (specs.json below); a JSON file named by ``NGINX_EVAL_SWE_SPECS``
+(``{repo: {version: spec}}``, a spec may name its parser as ``"log_parser":
+"parse_log_pytest"``) adds or replaces specifications.
+
+An environment is a venv made by the spec's Python from a pinned Debian root filesystem
+(scripts/make-python-rootfs.sh: bullseye 3.9, bookworm 3.11, trixie 3.13; or, with
+``NGINX_EVAL_SWE_PYTHON=host``, the host's own ``python3`` over the host's /), one per (repo,
+version), at the FIXED path VENV_AT inside bubblewrap, with the repository at
+``environment_setup_commit`` at TESTBED (the official images' path) installed the way the spec
+says: an editable install points at TESTBED, where the agent's workspace or the grader's checkout
+is bound later. It is built outside any sandbox, with the network (PyPI), as root of its user
+namespace, and cached under ``layout.swe_env_dir(key)`` by the digest of its specification, the
+root filesystem's digest and the environment_setup_commit.
+
+``env.json`` (EnvJson), beside ``venv/`` and ``build.log``::
+
+    {"format_version", "repo", "version", "environment_setup_commit", "key",
+     "python": "3.9", "suite": "bullseye" | "host" | null,
+     "rootfs_digest": str | null, "spec_digest": str, "spec": {...},
+     "status": "built" | "not_built", "reason": str | null,   # why not, in one line
+     "seconds": float, "bytes": int}                          # the build's time, venv's size
+"""
+
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+from ..core import jsonio
+from ..core.errors import UserError
+from ..core.layout import Layout
+from ..core.records import read_record
+
+if TYPE_CHECKING:
+    from ..run.swebench import SweTask
+
+# The fixed paths inside every sandbox that shows an environment, and inside its build.
+VENV_AT = "/opt/swe-env"
+TESTBED = "/testbed"
+# Debian suites by the Python they carry.
+SUITES = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
+ROOTFS_BASE_VAR = "NGINX_EVAL_PYTHON_ROOTFS"  # the root filesystems' parent directory
+ROOTFS_BASE_DEFAULT = "/opt/nginx-eval"
+PYTHON_VAR = "NGINX_EVAL_SWE_PYTHON"  # "host": the host's python3 over the host's /
+SPECS_VAR = "NGINX_EVAL_SWE_SPECS"  # a JSON file of further specifications
+HOST = "host"
+SWEBENCH = "swebench"
+SWEBENCH_PIN = "4.1.0"  # pyproject's swebench-local extra
+BUILT, NOT_BUILT = "built", "not_built"
+# What the venv starts from before the spec's packages: a conda environment of the official
+# images brings a pip, setuptools and wheel of its day, and a Debian venv the suite's (bullseye's
+# pip 20.3 cannot make an editable install of a pyproject.toml project).
+BOOTSTRAP = ("pip==24.0", "setuptools==69.5.1", "wheel==0.43.0")
+# Raised when what a build does changes, so that every environment is built again.
+BUILDER_VERSION = 1
+MAKE_SCRIPT = "scripts/make-python-rootfs.sh"
+
+
+# -- the interface the agent's sandbox uses -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SandboxView:
+    """What a sandbox binds to show a built environment (host paths, and where they go inside).
+
+    rootfs: the root filesystem whose /usr (with its /bin, /lib, /lib64, /sbin links) and /etc
+    files replace the host's; "/" when the environment was made with the host's own Python
+    (nothing to replace). venv: the directory to bind READ-ONLY at `venv_at`. The repository (the
+    agent's workspace) goes at `testbed`, where the environment's editable install points.
+    `path`: directories to put first on PATH; `environment`: variables to set inside."""
+
+    rootfs: Path
+    venv: Path
+    python: str
+    venv_at: str = VENV_AT
+    testbed: str = TESTBED
+    path: tuple[str, ...] = (f"{VENV_AT}/bin",)
+    environment: Mapping[str, str] = field(
+        default_factory=lambda: {
+            "VIRTUAL_ENV": VENV_AT,
+            "PYTHONDONTWRITEBYTECODE": "1",  # the venv is read-only; /testbed keeps no .pyc
+        }
+    )
+
+
+def sandbox_view(task: "SweTask", layout: Layout | None = None) -> SandboxView | None:
+    """How a sandbox shows the environment of `task`, or None when it is not built (its
+    env.json, env_record(), says why; not yet built: no env.json)."""
+    layout = layout or Layout.from_env()
+    env = environment_of(task, layout)
+    rec = read_record(env.env_json)
+    if not rec or rec.get("status") != BUILT or rec.get("key") != env.key:
+        return None
+    if env.python_root is None:  # a built environment has one
+        return None
+    return SandboxView(rootfs=env.python_root.root, venv=env.venv, python=env.python)
+
+
+def test_command(task: "SweTask", layout: Layout | None = None) -> str:
+    """The command, run in TESTBED with the environment's PATH, that runs the task's test files
+    as the official eval script does: the spec's test_cmd and the test patch's test files."""
+    spec = spec_of(task.repo, task.version, layout or Layout.from_env())
+    if spec is None:
+        raise UserError(
+            f"the swebench package has no specification of {task.repo} {task.version}",
+            task=task.instance_id,
+            field="version",
+        )
+    cmd = spec["test_cmd"]
+    if isinstance(cmd, list):  # several commands: the eval script runs the last on the files
+        cmd = cmd[-1]
+    return " ".join([cmd, *test_directives(task, layout)])
+
+
+def env_task_name(task: "SweTask") -> str:
+    """The doit task that builds the environment of `task` (a task_dep of whatever needs it)."""
+    return f"{ENV_BASENAME}:{env_name(task.repo, task.version)}"
+
+
+def env_record(task: "SweTask", layout: Layout | None = None) -> "EnvJson | None":
+    """The env.json of `task`'s environment as built now, or None when none was built."""
+    layout = layout or Layout.from_env()
+    env = environment_of(task, layout)
+    rec = read_record(env.env_json)
+    return rec if rec and rec.get("key") == env.key else None
+
+
+# -- the specification ----------------------------------------------------------------------------
+
+
+def swebench_version() -> str | None:
+    """The installed swebench package's version (cheap: its metadata), or None."""
+    try:
+        return importlib.metadata.version(SWEBENCH)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def missing_package() -> str | None:
+    """Why the swebench package cannot give specifications here, or None."""
+    version = swebench_version()
+    if version is None:
+        return (
+            f"the swebench package is not installed in {sys.executable} "
+            f"(pip install 'nginx-eval[swebench-local]')"
+        )
+    if version != SWEBENCH_PIN:
+        return (
+            f"swebench {version} is installed; environments need {SWEBENCH_PIN} "
+            "(5.x no longer carries the specifications): pip install 'nginx-eval[swebench-local]'"
+        )
+    return None
+
+
+def read_package() -> dict[str, Any]:
+    """What the swebench package says of environments and logs, as specs.json holds it (the
+    slow import: once per package version)."""
+    from swebench.harness import constants
+    from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
+
+    return {
+        "swebench": swebench_version(),
+        "specs": json.loads(json.dumps(constants.MAP_REPO_VERSION_TO_SPECS, default=str)),
+        "parsers": {repo: fn.__name__ for repo, fn in MAP_REPO_TO_PARSER.items()},
+        "reqs_paths": dict(constants.MAP_REPO_TO_REQS_PATHS),
+        "repo_install": dict(constants.MAP_REPO_TO_INSTALL),
+        "non_test_exts": list(constants.NON_TEST_EXTS),
+        "start": constants.START_TEST_OUTPUT,
+        "end": constants.END_TEST_OUTPUT,
+    }
+
+
+@lru_cache(maxsize=4)
+def _package_facts(path: Path) -> dict[str, Any]:
+    data = jsonio.read_json(path)
+    if not data:
+        problem = missing_package()
+        if problem:
+            raise UserError(problem)
+        data = read_package()
+        jsonio.write_json(path, data)
+    return data
+
+
+def package_facts(layout: Layout) -> dict[str, Any]:
+    """specs.json of the installed swebench package (read from it the first time), with the
+    specifications of NGINX_EVAL_SWE_SPECS merged in."""
+    version = swebench_version()
+    if version is None or version != SWEBENCH_PIN:
+        facts: dict[str, Any] = {"specs": {}, "parsers": {}, "reqs_paths": {}, "repo_install": {}}
+        facts.update(_FALLBACK)
+    else:
+        facts = dict(_package_facts(layout.swe_specs_json(version)))
+    extra = os.environ.get(SPECS_VAR)
+    if extra:
+        added = _extra_specs(Path(extra))
+        facts["specs"] = {
+            **facts["specs"],
+            **{r: {**facts["specs"].get(r, {}), **v} for r, v in added.items()},
+        }
+        facts["parsers"] = dict(facts["parsers"])
+        for repo, versions in added.items():
+            for spec in versions.values():
+                if spec.get("log_parser"):
+                    facts["parsers"][repo] = spec["log_parser"]
+    return facts
+
+
+# Without the package (only NGINX_EVAL_SWE_SPECS's specifications): its constants as of 4.1.0.
+_FALLBACK = {
+    "non_test_exts": [".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml",
+                      ".yaml", ".toml"],
+    "start": ">>>>> Start Test Output",
+    "end": ">>>>> End Test Output",
+}  # fmt: skip
+
+
+@lru_cache(maxsize=4)
+def _extra_specs(path: Path) -> dict[str, dict[str, dict]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot read it as JSON ({e})", file=path) from None
+    if not isinstance(data, dict) or not all(
+        isinstance(v, dict) and all(isinstance(s, dict) for s in v.values()) for v in data.values()
+    ):
+        raise UserError("must be {repo: {version: spec}}", file=path)
+    return data
+
+
+def spec_of(repo: str, version: str, layout: Layout) -> dict[str, Any] | None:
+    """The specification of (repo, version), or None when there is none."""
+    return package_facts(layout)["specs"].get(repo, {}).get(version)
+
+
+DIFF_HEADER = re.compile(r"diff --git a/.* b/(.*)")
+
+
+def test_directives(task: "SweTask", layout: Layout | None = None) -> list[str]:
+    """The test files the official eval script runs: swebench's get_test_directives (the files
+    of the test patch but those with a non-test extension; Django's are its own) reproduced,
+    not imported (tests/test_swe_envs.py compares the two on real rows)."""
+    exts = package_facts(layout or Layout.from_env())["non_test_exts"]
+    files = DIFF_HEADER.findall(task.test_patch)
+    return [f for f in files if not any(f.endswith(e) for e in exts)]
+
+
+def test_files(task: "SweTask") -> list[str]:
+    """The files the test patch touches (swebench's get_modified_files: the eval script resets
+    them to the base before applying the patch)."""
+    found = []
+    for line in task.test_patch.splitlines():
+        if line.startswith("--- a/"):
+            found.append(line[len("--- a/") :])
+    return found
+
+
+# -- the Python root filesystem -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PythonRoot:
+    """Where an environment's Python comes from: a suite's root filesystem, or the host's /."""
+
+    suite: str  # "bullseye"..., or HOST
+    directory: Path | None  # the made root filesystem's directory (None: the host's)
+    python: str  # "3.9"
+    executable: str  # the interpreter inside
+
+    @property
+    def root(self) -> Path:
+        return self.directory / "root" if self.directory else Path("/")
+
+    def digest(self) -> str | None:
+        """The root filesystem's digest (sha256 of its manifest), or None when not made."""
+        if self.directory is None:
+            return HOST
+        try:
+            return (self.directory / "manifest.sha256").read_text().strip() or None
+        except OSError:
+            return None
+
+
+def rootfs_base(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    value = env.get(ROOTFS_BASE_VAR) or ROOTFS_BASE_DEFAULT
+    if not os.path.isabs(value):
+        raise UserError(f"{ROOTFS_BASE_VAR} must be an absolute path, not {value!r}")
+    return Path(value)
+
+
+@lru_cache(maxsize=1)
+def host_python() -> tuple[str, str] | None:
+    """(version "3.11", real path) of the host's python3, or None."""
+    found = shutil.which("python3")
+    if not found:
+        return None
+    out = subprocess.run(
+        [found, "-c", "import sys; print('%d.%d' % sys.version_info[:2], sys.executable)"],
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        return None
+    version, exe = out.stdout.split()
+    return version, os.path.realpath(exe)
+
+
+def python_root(python: str, environ: Mapping[str, str] | None = None) -> PythonRoot | str:
+    """The root filesystem that gives Python `python` ("3.9"), or why none does."""
+    env = os.environ if environ is None else environ
+    if env.get(PYTHON_VAR) == HOST:
+        found = host_python()
+        if found is None:
+            return "no python3 on the host's PATH"
+        if found[0] != python:
+            return f"the spec asks for Python {python}; the host's python3 is {found[0]}"
+        return PythonRoot(HOST, None, python, found[1])
+    suite = SUITES.get(python)
+    if suite is None:
+        offered = ", ".join(f"{s} {v}" for v, s in SUITES.items())
+        return f"the spec asks for Python {python}; no Debian suite here offers it ({offered})"
+    return PythonRoot(
+        suite, rootfs_base(env) / f"python-{suite}", python, f"/usr/bin/python{python}"
+    )
+
+
+# -- one environment ------------------------------------------------------------------------------
+
+
+def env_name(repo: str, version: str) -> str:
+    """The environment's name: psf+requests-2.0."""
+    return f"{repo.replace('/', '+')}-{version}"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The environment of (repo, version) as it would be built now."""
+
+    repo: str
+    version: str
+    setup_commit: str
+    spec: dict[str, Any] | None
+    python_root: PythonRoot | None
+    problem: str | None  # why it cannot be built here, or None
+    key: str
+    directory: Path
+
+    @property
+    def python(self) -> str:
+        return str((self.spec or {}).get("python", ""))
+
+    @property
+    def venv(self) -> Path:
+        return self.directory / "venv"
+
+    @property
+    def env_json(self) -> Path:
+        return self.directory / "env.json"
+
+    @property
+    def build_log(self) -> Path:
+        return self.directory / "build.log"
+
+    @property
+    def name(self) -> str:
+        return env_name(self.repo, self.version)
+
+    def spec_digest(self) -> str:
+        return jsonio.digest(
+            {
+                "spec": self.spec,
+                "bootstrap": BOOTSTRAP,
+                "builder": BUILDER_VERSION,
+                "setup_commit": self.setup_commit,
+                "repo_install": self.repo_install,
+            }
+        )
+
+    repo_install: str | None = None
+
+
+def environment_of(task: "SweTask", layout: Layout) -> Environment:
+    """The environment `task` runs in (its key and directory; whether it can be built here)."""
+    return _environment(
+        layout, task.repo, task.version, task.environment_setup_commit or task.base_commit
+    )
+
+
+def _environment(layout: Layout, repo: str, version: str, setup_commit: str) -> Environment:
+    facts = package_facts(layout)
+    spec = facts["specs"].get(repo, {}).get(version)
+    problem = None
+    root: PythonRoot | None = None
+    if spec is None:
+        problem = (
+            missing_package() or f"the swebench package has no specification of {repo} {version}"
+        )
+    else:
+        found = python_root(str(spec.get("python", "")))
+        if isinstance(found, str):
+            problem = found
+        else:
+            root = found
+            problem = unsupported(spec)
+    env = Environment(
+        repo=repo,
+        version=version,
+        setup_commit=setup_commit,
+        spec=spec,
+        python_root=root,
+        problem=problem,
+        key="",
+        directory=Path(),
+        repo_install=facts["repo_install"].get(repo),
+    )
+    digest = jsonio.digest({"spec": env.spec_digest(), "rootfs": root.digest() if root else None})
+    key = f"{env.name}-{digest[:12]}"
+    return Environment(**{**env.__dict__, "key": key, "directory": layout.swe_env_dir(key)})
+
+
+def unsupported(spec: Mapping[str, Any]) -> str | None:
+    """Why a specification asks for what is not built here (conda's own environment files, a
+    command that installs system packages), or None."""
+    if spec.get("packages") == "environment.yml":
+        return "the spec installs a conda environment.yml (conda is not used here)"
+    for command in [*spec.get("pre_install", []), *spec.get("eval_commands", [])]:
+        if re.search(r"\b(apt-get|apt|conda)\b", command):
+            return f"the spec runs {command!r} (system or conda packages are not installed here)"
+    return None
+
+
+class EnvJson(TypedDict):
+    """env.json (the module's docstring)."""
+
+    repo: str
+    version: str
+    environment_setup_commit: str
+    key: str
+    python: str
+    suite: str | None
+    rootfs_digest: str | None
+    spec_digest: str
+    spec: dict[str, Any] | None
+    status: Literal["built", "not_built"]
+    reason: str | None
+    seconds: float
+    bytes: int
+
+
+ENV_BASENAME = "swe-env"
+
+
+def bytes_of(path: Path) -> int:
+    """The disk a directory takes (its files' sizes)."""
+    total = 0
+    for here, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(here, name)).st_size
+            except OSError:
+                pass
+    return total

@@ -1,0 +1,76 @@
+#!/bin/sh
+# Make the Python root filesystem of one Debian suite (docs/benchmark.md, "SWE-bench
+# environments"): the packages of scripts/python-rootfs-packages.txt, made by mmdebstrap from
+# Debian's archive, in which a SWE-bench task's environment is built and its tests run under
+# bubblewrap (nginx_eval/swebench/envs.py). As scripts/make-toolchain.sh makes the toolchain:
+#
+#   sh scripts/make-python-rootfs.sh SUITE     bullseye (Python 3.9), bookworm (3.11), trixie (3.13)
+#
+#   $NGINX_EVAL_PYTHON_ROOTFS/python-SUITE    default /opt/nginx-eval/python-SUITE
+#     root/  packages.txt  manifest.txt  manifest.sha256 (the digest)
+#
+# Does nothing when the root filesystem is there, made from today's package list, and its packages
+# are still those of manifest.txt (the harness calls it lazily before the first environment of a
+# suite; scripts/setup-debian.sh does not). NGINX_EVAL_DEBIAN_MIRROR names another mirror.
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+suite=${1:?usage: make-python-rootfs.sh bullseye|bookworm|trixie}
+case "$suite" in bullseye|bookworm|trixie) ;; *) echo "python-rootfs: unknown suite $suite" >&2; exit 1;; esac
+base=${NGINX_EVAL_PYTHON_ROOTFS:-/opt/nginx-eval}
+case "$base" in /*) ;; *) echo "python-rootfs: NGINX_EVAL_PYTHON_ROOTFS must be an absolute path" >&2; exit 1;; esac
+dir="$base/python-$suite"
+export LC_ALL=C
+
+wanted=$(sed -e 's/#.*//' "$here/scripts/python-rootfs-packages.txt" | tr -s ' \t\n' '\n' | sed '/^$/d' | sort -u)
+
+manifest() {
+    dpkg-query --admindir="$1/var/lib/dpkg" -W -f='${db:Status-Status} ${Package}=${Version}\n' \
+        | awk '$1 == "installed" { print $2 }' | sort
+}
+
+if [ -d "$dir/root" ] && [ -f "$dir/manifest.txt" ] && [ -f "$dir/packages.txt" ] \
+   && [ "$(cat "$dir/packages.txt")" = "$wanted" ] \
+   && [ "$(manifest "$dir/root")" = "$(cat "$dir/manifest.txt")" ]; then
+    echo "python-rootfs: $suite present ($dir, digest $(cut -c1-12 "$dir/manifest.sha256"))"
+    exit 0
+fi
+if ! command -v mmdebstrap >/dev/null; then
+    echo "python-rootfs: mmdebstrap is missing (apt-get install mmdebstrap)" >&2
+    exit 1
+fi
+if [ -n "${NGINX_EVAL_DEBIAN_MIRROR:-}" ]; then
+    set -- "deb $NGINX_EVAL_DEBIAN_MIRROR $suite main" \
+           "deb $NGINX_EVAL_DEBIAN_MIRROR $suite-updates main" \
+           "deb ${NGINX_EVAL_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security} $suite-security main"
+else
+    set --
+fi
+$sudo mkdir -p "$dir"
+new="$dir/root.new"
+$sudo rm -rf "$new"
+log=$(mktemp)
+echo "python-rootfs: making the $suite root filesystem in $dir (mmdebstrap, a few minutes)"
+start=$(date +%s)
+if ! $sudo mmdebstrap --variant=apt --mode=root --format=directory \
+        --include="$(echo $wanted | tr ' ' ',')" \
+        --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*_Packages' \
+        "$suite" "$new" "$@" >"$log" 2>&1; then
+    tail -n 30 "$log"
+    echo "python-rootfs: mmdebstrap failed (its output above, all of it in $log)" >&2
+    exit 1
+fi
+rm -f "$log"
+manifest "$new" | $sudo tee "$dir/manifest.txt.new" >/dev/null
+echo "$wanted" | $sudo tee "$dir/packages.txt.new" >/dev/null
+sha256sum "$dir/manifest.txt.new" | cut -d' ' -f1 | $sudo tee "$dir/manifest.sha256.new" >/dev/null
+if [ -d "$dir/root" ]; then
+    $sudo rm -rf "$dir/root.old"
+    $sudo mv "$dir/root" "$dir/root.old"
+fi
+$sudo mv "$new" "$dir/root"
+for f in manifest.txt packages.txt manifest.sha256; do $sudo mv "$dir/$f.new" "$dir/$f"; done
+$sudo rm -rf "$dir/root.old"
+echo "python-rootfs: $suite made in $(($(date +%s) - start)) s, $(du -sh "$dir/root" | cut -f1)," \
+     "$(wc -l <"$dir/manifest.txt") packages, digest $(cut -c1-12 "$dir/manifest.sha256")"

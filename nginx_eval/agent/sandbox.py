@@ -591,7 +591,8 @@ def start_problem(
                 srt_settings(
                     box,
                     workspace=ws,
-                    writable=[],
+                    # The command's stderr file is in the scratch directory.
+                    writable=[scratch] if ws != scratch else [],
                     hidden=hidden,
                     environ=environ,
                     programs=programs,

@@ -1,0 +1,238 @@
+"""A SWE-bench task's environment inside the agent's sandbox (agent/swe_view.py,
+bwrap_agent_user.sh), on a fixture Python package and a venv made from this Python: the venv
+first on PATH, the workspace also at the testbed path where the venv's editable install points,
+the agent's edit taking effect there, pytest's writes, srt's protections repeated there, and the
+preflight's import check."""
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+
+import jinja2
+import pytest
+from test_sandbox import needs_srt
+
+from nginx_eval.agent import sandbox, swe_view
+
+WRONG = "def answer():\n    return 41\n"
+TEST = (
+    "import fixpkg\n\n\ndef test_answer():\n    assert fixpkg.answer() == 42\n\n\n"
+    "def test_writes_its_tmp(tmp_path):\n    (tmp_path / 'f').write_text('x')\n"
+    "    assert (tmp_path / 'f').read_text() == 'x'\n"
+)
+
+
+def make_env(tmp_path, package="fixpkg"):
+    """A workspace holding the package, a venv whose .pth points at the testbed path (what an
+    editable install of a flat project writes), and the view of both."""
+    ws = tmp_path / "ws"
+    (ws / "fixpkg").mkdir(parents=True)
+    (ws / "fixpkg" / "__init__.py").write_text(WRONG)
+    (ws / "tests").mkdir()
+    (ws / "tests" / "test_answer.py").write_text(TEST)
+    venv = tmp_path / "venv"
+    # This Python's own site-packages (pytest) are the environment's dependencies.
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+        check=True,
+    )
+    # Mount points that exist on the host, as the real /testbed and /opt/swe-env must.
+    testbed, venv_at = tmp_path / "testbed", tmp_path / "venv-at"
+    testbed.mkdir()
+    venv_at.mkdir()
+    site = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
+    with open(os.path.join(site, "_fixpkg_editable.pth"), "w") as f:
+        f.write(f"{testbed}\n")
+    view = {
+        "root": "/",
+        "venv": str(venv),
+        "venv_path": str(venv_at),
+        "testbed": str(testbed),
+        "path": [f"{venv_at}/bin"],
+        "env": {"VIRTUAL_ENV": str(venv_at)},
+        "digest": "fixpkg-1.0-0123456789ab",
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "package": package,
+        "test_command": "pytest -rA -p no:cacheprovider",
+    }
+    return ws, view
+
+
+def in_sandbox(tmp_path, ws, view, command):
+    """(exit code, stdout, the command's stderr) of `command` run as a phase is, with `view`."""
+    support = sandbox.write_support(tmp_path / "support")
+    settings = tmp_path / "srt.json"
+    box = {"isolation": "srt", "endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
+    settings.write_text(
+        json.dumps(
+            sandbox.srt_settings(
+                box,
+                workspace=ws,
+                writable=[tmp_path / "logs"],
+                hidden=[],
+                environ=os.environ,
+                support=support,
+            )
+        )
+    )
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    view_file = swe_view.write_view(tmp_path / "view", view, ws, support, os.environ)
+    argv = sandbox.wrap(
+        command,
+        settings_file=settings,
+        stderr_file=tmp_path / "logs" / "stderr",
+        environ=os.environ,
+        support=support,
+        endpoint=box["endpoint"],
+    )
+    out = subprocess.run(
+        argv,
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=sandbox.phase_environment(os.environ, tmp_path / "tmp", support, view_file),
+    )
+    said = tmp_path / "logs" / "stderr"
+    return out.returncode, out.stdout, said.read_text() if said.exists() else out.stderr[-2000:]
+
+
+@pytest.mark.e2e
+@needs_srt
+def test_the_agent_runs_the_tasks_tests_in_its_environment_and_its_edit_takes_effect(tmp_path):
+    ws, view = make_env(tmp_path)
+    testbed, venv_at = view["testbed"], view["venv_path"]
+    run = (
+        f"cd {testbed} && python -m pytest -q -p no:cacheprovider tests/test_answer.py "
+        f">/dev/null; echo pytest=$?"
+    )
+    command = "; ".join(
+        [
+            "echo python=$(command -v python)",
+            # From elsewhere, the package comes from the testbed: the editable install's path.
+            "cd / && echo file=$(python -c 'import fixpkg; print(fixpkg.__file__)')",
+            run,
+            # The agent edits its workspace (its working directory): the testbed sees it.
+            f"cd {ws} && sed -i 's/41/42/' fixpkg/__init__.py",
+            run,
+            f"touch {testbed}/fixpkg/made && echo testbed=writable",
+            f"(echo x > {testbed}/.bashrc) 2>/dev/null || echo bashrc=read-only",
+            f"(touch {venv_at}/x) 2>/dev/null || echo venv=read-only",
+        ]
+    )
+    code, out, err = in_sandbox(tmp_path, ws, view, command)
+    assert code == 0, err
+    lines = out.split()
+    assert f"python={venv_at}/bin/python" in lines
+    assert f"file={testbed}/fixpkg/__init__.py" in lines
+    # Red at the base, green after the edit; pytest's own tmp_path works in the sandbox.
+    assert [x for x in lines if x.startswith("pytest=")] == ["pytest=1", "pytest=0"]
+    assert {"testbed=writable", "bashrc=read-only", "venv=read-only"} <= set(lines)
+    assert (ws / "fixpkg" / "__init__.py").read_text() == WRONG.replace("41", "42")
+    assert (ws / "fixpkg" / "made").exists()
+
+
+@pytest.mark.e2e
+@needs_srt
+def test_the_preflight_says_in_one_line_when_the_package_does_not_import(tmp_path):
+    ws, view = make_env(tmp_path, package="nosuchpkg")
+    box = {"isolation": "srt", "endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
+    support = sandbox.write_support(tmp_path / "support")
+    argv = ["bash", "-c", swe_view.import_condition(view) + " && echo imported"]
+    problem = sandbox.start_problem(
+        argv, hidden=[], box=box, environ=os.environ, support=support, view=view, workspace=ws
+    )
+    assert problem == "ModuleNotFoundError: No module named 'nosuchpkg'"
+    view["package"] = "fixpkg"
+    argv = ["bash", "-c", swe_view.import_condition(view) + " && echo imported"]
+    assert (
+        sandbox.start_problem(
+            argv, hidden=[], box=box, environ=os.environ, support=support, view=view, workspace=ws
+        )
+        is None
+    )
+
+
+def test_a_root_filesystem_that_is_not_merged_usr_is_refused_in_one_line(tmp_path):
+    root = tmp_path / "root"
+    for d in ("usr/bin", "bin", "lib"):
+        (root / d).mkdir(parents=True)
+    view = dict(make_view_paths(tmp_path), root=str(root))
+    problem = swe_view.view_problem(view)
+    assert problem == (
+        f"its root filesystem {root} is not merged-/usr (bin is a directory): its /usr alone "
+        f"cannot be shown over the host's"
+    )
+    for d in ("bin", "lib"):
+        (root / d).rmdir()
+        (root / d).symlink_to(f"usr/{d}")
+    assert swe_view.view_problem(view) is None
+
+
+def make_view_paths(tmp_path):
+    (tmp_path / "venv").mkdir(exist_ok=True)
+    return {
+        "venv": str(tmp_path / "venv"),
+        "venv_path": str(tmp_path / "venv-at"),
+        "testbed": str(tmp_path / "testbed"),
+    }
+
+
+def test_the_view_binds_the_hosts_node_outside_usr_last_on_path(tmp_path):
+    node = tmp_path / "usr-node"
+    view = {
+        "root": "/r",
+        "venv": "/v",
+        "venv_path": "/opt/swe-env",
+        "testbed": "/testbed",
+        "path": ["/opt/swe-env/bin"],
+        "env": {"VIRTUAL_ENV": "/opt/swe-env"},
+        "digest": "d",
+        "python": "3.9",
+        "package": "p",
+        "test_command": "pytest -rA",
+    }
+    lines = swe_view.view_lines(view, "/ws", "/sup", {"PATH": str(tmp_path)})
+    assert lines == [
+        "usr /r",
+        "ro /v /opt/swe-env",
+        "workspace /ws /testbed",
+        "first /opt/swe-env/bin",
+        "setenv VIRTUAL_ENV /opt/swe-env",
+    ]
+    node.write_text("")  # a node outside /usr is not hidden by the view: nothing to bind
+    assert swe_view.host_runtimes({"PATH": str(tmp_path)}) == {}
+    if swe_view.host_runtimes(os.environ).get("node", "").startswith("/usr/"):
+        with_node = swe_view.view_lines(view, "/ws", "/sup", os.environ)
+        assert "last /sup/runtime" in with_node
+        assert f"ro {swe_view.host_runtimes(os.environ)['node']} /sup/runtime/node" in with_node
+
+
+@pytest.mark.parametrize("environment", [None, {"python": "3.9", "testbed": "/testbed"}])
+def test_the_swebench_prompts_say_how_to_test_or_that_nothing_is_installed(environment):
+    templates = os.path.join(os.path.dirname(__file__), "..", "templates", "swebench")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates), undefined=jinja2.StrictUndefined
+    )
+    if environment:
+        environment = dict(environment, test_command="pytest -rA")
+    text = env.get_template("prompt_raw.md.j2").render(
+        task={"repo": "psf/requests"},
+        problem_statement="x",
+        issue_file=".issue.md",
+        environment=environment,
+    )
+    if environment:
+        assert "    pytest -rA <test files or test ids>" in text
+        assert "Python\n3.9" in text and "/testbed" in text
+    else:
+        assert "No Python environment of this project is installed here" in text
+
+
+def test_the_package_checked_is_the_repositorys():
+    assert swe_view.package_of("psf/requests") == "requests"
+    assert swe_view.package_of("scikit-learn/scikit-learn") == "sklearn"
+    assert swe_view.package_of("astropy/astropy") == "astropy"

@@ -56,6 +56,7 @@ def make_env(tmp_path, package="fixpkg"):
         "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
         "package": package,
         "test_command": "pytest -rA -p no:cacheprovider",
+        "testbed_files": None,
     }
     return ws, view
 
@@ -194,6 +195,7 @@ def test_the_view_binds_the_hosts_node_outside_usr_last_on_path(tmp_path):
         "python": "3.9",
         "package": "p",
         "test_command": "pytest -rA",
+        "testbed_files": None,
     }
     lines = swe_view.view_lines(view, "/ws", "/sup", {"PATH": str(tmp_path)})
     assert lines == [

@@ -299,6 +299,7 @@ def import_problem(layout: "Layout", box: "Box", view: "SweEnvView", task: "AnyT
     with tempfile.TemporaryDirectory(prefix="nginx-eval-testbed-") as scratch:
         if not swe_view.checkout(layout.bare_repo(task.repo), task.base_commit, scratch):
             return None
+        swe_view.put_testbed_files(view, scratch)
         problem = sandbox.start_problem(
             ["bash", "-c", swe_view.import_condition(view) + " && echo imported"],
             hidden=sandbox.hidden_paths(layout),

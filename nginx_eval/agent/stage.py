@@ -314,6 +314,7 @@ class AgentRun:
         self.ws, self.tests_dir, notes = hand_to_agent(
             self.layout, self.mode, self.task, self.tests_tree
         )
+        swe_view.put_testbed_files(self.swe_env, self.ws)
         if self.tests_tree:
             self.tests_tree = dict(self.tests_tree, notes=self.tests_tree.get("notes", []) + notes)
         self.logs.mkdir(parents=True, exist_ok=True)

@@ -152,6 +152,14 @@ def import_condition(view: SweEnvView) -> str:
     )
 
 
+def put_testbed_files(view: SweEnvView | None, workspace: str | Path) -> None:
+    """The files the environment's install wrote into its checkout, into `workspace` (pytest
+    does not import without its generated _version.py); the repository's .gitignore keeps them
+    out of the patch, as git status shows them in the official image."""
+    if view and view["testbed_files"] and os.path.isdir(view["testbed_files"]):
+        shutil.copytree(view["testbed_files"], workspace, dirs_exist_ok=True, symlinks=True)
+
+
 def checkout(bare: str | Path, commit: str, into: str | Path) -> bool:
     """`commit` of the bare clone `bare` written into `into` (git archive); False when it
     cannot be (the clone is not there yet)."""

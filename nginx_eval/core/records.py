@@ -129,6 +129,9 @@ class SweEnvView(TypedDict):
     python: str  # its Python's version, "3.9.2"
     package: str  # what the preflight imports (`python -c "import <package>"`)
     test_command: str  # how the task's tests run, without naming any (the prompt's)
+    # files the install wrote into its checkout (setuptools_scm's _version.py, egg-info), copied
+    # into the workspace before the agent starts, as the official image's /testbed has them
+    testbed_files: str | None
 
 
 class SweEnvRecord(TypedDict):

@@ -36,7 +36,11 @@ from nginx_eval.run.benchmark import load_benchmarks  # noqa: E402
 from nginx_eval.swebench import envs, sandbox_view  # noqa: E402
 
 REPOS = ("psf/requests", "pallets/flask", "pytest-dev/pytest")
-PARQUET = SOURCE_ROOT.parent / "shared" / "data" / "swebench-verified.parquet"
+# As the tests find it (tests/swebench_fixture.py): SHARED_DATA_DIR, else shared/data beside.
+PARQUET = (
+    Path(os.environ.get("SHARED_DATA_DIR") or SOURCE_ROOT.parent / "shared" / "data")
+    / "swebench-verified.parquet"
+)
 BENCH = "swebench-verified"
 MARK = "=== nginx-eval check:"
 # The stand-in agent. Its files are beside it: the phase's program directory is readable in the

@@ -149,6 +149,9 @@ def verdict(layout: Layout, task, parse) -> dict:
         "f2p_red_before_gold": not passed("tests", f2p),
         "f2p_green_after_gold": len(passed("gold", f2p)) == len(f2p),
         "f2p_not_passed_after_gold": sorted(set(f2p) - set(passed("gold", f2p)))[:10],
+        # What the tests tried to reach (srt's refusals: httpbin.org and the like); the sandbox
+        # admits only the model endpoint, the official images the whole network.
+        "blocked_hosts": sorted({b["host"] for b in phase.get("blocked") or []}),
         "stdout": str(out),
     }
 

@@ -6,15 +6,21 @@ preflight's import check."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
+from types import SimpleNamespace
+from unittest.mock import patch
 
 import jinja2
 import pytest
 from test_sandbox import needs_srt
 
-from nginx_eval.agent import sandbox, swe_view
+from nginx_eval.agent import preflight, sandbox, swe_view
+from nginx_eval.core.errors import UserError
+from nginx_eval.core.layout import Layout
 
 WRONG = "def answer():\n    return 41\n"
 TEST = (
@@ -78,7 +84,8 @@ def in_sandbox(tmp_path, ws, view, command):
             )
         )
     )
-    (tmp_path / "tmp").mkdir(exist_ok=True)
+    # srt's sockets go in TMPDIR, whose path must stay short (108 bytes with the socket's name).
+    tmp = tempfile.mkdtemp(prefix="swe-")
     (tmp_path / "logs").mkdir(exist_ok=True)
     view_file = swe_view.write_view(tmp_path / "view", view, ws, support, os.environ)
     argv = sandbox.wrap(
@@ -89,14 +96,17 @@ def in_sandbox(tmp_path, ws, view, command):
         support=support,
         endpoint=box["endpoint"],
     )
-    out = subprocess.run(
-        argv,
-        cwd=ws,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=sandbox.phase_environment(os.environ, tmp_path / "tmp", support, view_file),
-    )
+    try:
+        out = subprocess.run(
+            argv,
+            cwd=ws,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=sandbox.phase_environment(os.environ, tmp, support, view_file),
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     said = tmp_path / "logs" / "stderr"
     return out.returncode, out.stdout, said.read_text() if said.exists() else out.stderr[-2000:]
 
@@ -155,6 +165,40 @@ def test_the_preflight_says_in_one_line_when_the_package_does_not_import(tmp_pat
         )
         is None
     )
+
+
+@pytest.mark.e2e
+@needs_srt
+def test_no_agent_starts_when_an_environment_shown_does_not_import(tmp_path):
+    """The preflight's check (preflight.environments_checked) on a checkout of the task's base
+    from its bare clone: one line naming the task and the environment."""
+    ws, view = make_env(tmp_path, package="nosuchpkg")
+    layout = Layout(root=tmp_path / "p", cache=tmp_path / "c", results_root=tmp_path / "r")
+    bare = layout.bare_repo("acme/fixpkg")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(["git", "-C", str(ws), "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "b"],
+        check=True,
+    )
+    subprocess.run(["git", "clone", "-q", "--bare", str(ws), str(bare)], check=True)
+    base = subprocess.run(
+        ["git", "-C", str(ws), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    task = SimpleNamespace(instance_id="acme__fixpkg-1", repo="acme/fixpkg", base_commit=base)
+    mode = SimpleNamespace(isolation="srt")
+    ctx = SimpleNamespace(layout=layout, swe_env=lambda t: view)
+    box = {"isolation": "srt", "endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
+    with patch.object(sandbox, "settings", lambda m: box):
+        with pytest.raises(UserError) as e:
+            preflight.environments_checked(ctx, [(mode, task)])
+        assert str(e.value) == (
+            "task acme__fixpkg-1: the SWE-bench environment fixpkg-1.0-0123456789ab in the "
+            'sandbox: `python -c "import nosuchpkg"` failed: ModuleNotFoundError: No module '
+            "named 'nosuchpkg'; no agent started"
+        )
+        view["package"] = "fixpkg"
+        preflight.environments_checked(ctx, [(mode, task)])
 
 
 def test_a_root_filesystem_that_is_not_merged_usr_is_refused_in_one_line(tmp_path):

@@ -275,6 +275,9 @@ ENVIRONMENT = (
     "NGINX_EVAL_FORWARD",
     "NGINX_EVAL_NODE_CACHE",
     "NGINX_EVAL_NODE_REPO_URL",
+    "NGINX_EVAL_PYTHON_ROOTFS",
+    "NGINX_EVAL_SWE_PYTHON",
+    "NGINX_EVAL_SWE_SPECS",
 )
 # ... and those the harness sets for the programs it starts, or its tests and scripts for theirs
 # (a doit started under them, e.g. by a test, must not be refused).

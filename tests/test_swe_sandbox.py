@@ -87,7 +87,7 @@ def in_sandbox(tmp_path, ws, view, command):
     # srt's sockets go in TMPDIR, whose path must stay short (108 bytes with the socket's name).
     tmp = tempfile.mkdtemp(prefix="swe-")
     (tmp_path / "logs").mkdir(exist_ok=True)
-    view_file = swe_view.write_view(tmp_path / "view", view, ws, support, os.environ)
+    view_file = swe_view.write_view(tmp_path / "view", view, ws)
     argv = sandbox.wrap(
         command,
         settings_file=settings,
@@ -226,8 +226,7 @@ def make_view_paths(tmp_path):
     }
 
 
-def test_the_view_binds_the_hosts_node_outside_usr_last_on_path(tmp_path):
-    node = tmp_path / "usr-node"
+def test_the_view_and_the_hosts_node_bound_outside_usr(tmp_path):
     view = {
         "root": "/r",
         "venv": "/v",
@@ -241,20 +240,23 @@ def test_the_view_binds_the_hosts_node_outside_usr_last_on_path(tmp_path):
         "test_command": "pytest -rA",
         "testbed_files": None,
     }
-    lines = swe_view.view_lines(view, "/ws", "/sup", {"PATH": str(tmp_path)})
-    assert lines == [
+    assert swe_view.view_lines(view, "/ws") == [
         "usr /r",
         "ro /v /opt/swe-env",
         "workspace /ws /testbed",
         "first /opt/swe-env/bin",
         "setenv VIRTUAL_ENV /opt/swe-env",
     ]
-    node.write_text("")  # a node outside /usr is not hidden by the view: nothing to bind
-    assert swe_view.host_runtimes({"PATH": str(tmp_path)}) == {}
-    if swe_view.host_runtimes(os.environ).get("node", "").startswith("/usr/"):
-        with_node = swe_view.view_lines(view, "/ws", "/sup", os.environ)
-        assert "last /sup/runtime" in with_node
-        assert f"ro {swe_view.host_runtimes(os.environ)['node']} /sup/runtime/node" in with_node
+    # A node outside /usr stays visible over another /usr: nothing to bind.
+    (tmp_path / "node").write_text("")
+    (tmp_path / "node").chmod(0o755)
+    swe_view.write_runtimes(tmp_path / "support", {"PATH": str(tmp_path)})
+    assert (tmp_path / "support" / "runtimes").read_text() == ""
+    assert (tmp_path / "support" / "runtime" / "node").is_file()  # the mount point
+    node = swe_view.host_runtimes(os.environ).get("node")
+    if node:
+        swe_view.write_runtimes(tmp_path / "support", os.environ)
+        assert (tmp_path / "support" / "runtimes").read_text() == f"{node} node\n"
 
 
 @pytest.mark.parametrize("environment", [None, {"python": "3.9", "testbed": "/testbed"}])

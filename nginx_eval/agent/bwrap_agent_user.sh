@@ -13,14 +13,17 @@
 # (core/rootfs.py), its /usr is shown over the host's, with the /etc files that choose programs
 # and libraries in it (alternatives, the dynamic linker's cache and configuration), so that the
 # compiler, headers, libraries, make and Perl the agent builds and tests with are the grader's.
+# Agent programs live outside /usr; the runtimes they need from the host's /usr (node, for Codex
+# and Gemini CLI), listed in the file `runtimes` there ("HOST NAME" a line), are bound at
+# runtime/NAME there, last on PATH (swe_view.write_runtimes).
 #
 # A SWE-bench task's environment: $NGINX_EVAL_SANDBOX_VIEW names a file of the phase's
-# (sandbox.write_view), one instruction a line:
+# (swe_view.write_view), one instruction a line:
 #   usr ROOT            ROOT's /usr and /etc files shown as the toolchain's are (instead of it)
 #   ro HOST INSIDE      HOST read-only at INSIDE (the environment's venv)
 #   workspace WS INSIDE the workspace WS also at INSIDE (/testbed), read-write, with every
 #                       read-only mount srt made inside WS (.git/hooks, .bashrc, ...) made there too
-#   first DIR / last DIR  DIR put first / last on PATH
+#   first DIR / last DIR  DIR put first / last on PATH (after them, the runtimes above)
 #   setenv NAME VALUE   a variable of the environment's
 #
 # The arguments go just before the `--` that ends bwrap's options, after srt's own mounts; a call
@@ -68,8 +71,15 @@ while [ "$count" -gt 0 ]; do
         expect=src
     fi
     if [ -z "$done" ] && [ "$arg" = "--" ]; then
+        path=$PATH
         if [ -n "$root" ]; then
             set -- "$@" --ro-bind "$root/usr" /usr
+            if [ -f "$support/runtimes" ]; then
+                while read -r host name; do
+                    set -- "$@" --ro-bind "$host" "$support/runtime/$name"
+                done < "$support/runtimes"
+                path=$path:$support/runtime
+            fi
             for f in alternatives ld.so.cache ld.so.conf ld.so.conf.d perl "$root"/etc/python3*; do
                 f=${f##*/}
                 # Only over what the host has: bwrap cannot make a mount point in the read-only /etc.
@@ -81,7 +91,6 @@ while [ "$count" -gt 0 ]; do
                 --ro-bind "$support/passwd" /etc/passwd --ro-bind "$support/group" /etc/group
         fi
         if [ -n "$view" ]; then
-            path=$PATH
             while read -r what a b; do
                 case $what in
                     ro) set -- "$@" --ro-bind "$a" "$b";;
@@ -98,8 +107,9 @@ while [ "$count" -gt 0 ]; do
                     set -- "$@" --ro-bind "$source" "$dest"
                 done
             fi
-            set -- "$@" --setenv PATH "$path" --unsetenv NGINX_EVAL_SANDBOX_VIEW
+            set -- "$@" --unsetenv NGINX_EVAL_SANDBOX_VIEW
         fi
+        [ -n "$root" ] || [ -n "$view" ] && set -- "$@" --setenv PATH "$path"
         set -- "$@" --unsetenv NGINX_EVAL_SANDBOX_SUPPORT --
         done=1
     else

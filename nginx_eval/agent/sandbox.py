@@ -439,6 +439,7 @@ def write_support(directory: str | Path) -> str:
     _write_if_changed(os.path.join(directory, LOOPBACK_PROXY.name), LOOPBACK_PROXY.read_bytes())
     if os.geteuid() == 0:
         write_agent_user(directory)
+    swe_view.write_runtimes(directory, os.environ)
     toolchain = rootfs.current()
     chosen = os.path.join(directory, "toolchain")
     if sandbox_toolchain(toolchain)["name"] == rootfs.HOST:
@@ -581,11 +582,7 @@ def start_problem(
     with tempfile.TemporaryDirectory(prefix="nginx-eval-preflight-") as scratch:
         ws = str(workspace or scratch)
         settings_file = os.path.join(scratch, "srt.json")
-        view_file = (
-            swe_view.write_view(os.path.join(scratch, "view"), view, ws, support, environ)
-            if view
-            else None
-        )
+        view_file = swe_view.write_view(os.path.join(scratch, "view"), view, ws) if view else None
         with open(settings_file, "w") as f:
             json.dump(
                 srt_settings(

@@ -582,9 +582,7 @@ class AgentRun:
                 ),
             )
             view = (
-                swe_view.write_view(
-                    self.logs / f"{stem}.view", self.swe_env, self.ws, support, self.env
-                )
+                swe_view.write_view(self.logs / f"{stem}.view", self.swe_env, self.ws)
                 if self.swe_env
                 else None
             )

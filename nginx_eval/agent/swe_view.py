@@ -9,7 +9,8 @@ the workspace also at /testbed, so that the editable install imports the agent's
 write_view writes the phase's instructions, bwrap_agent_user.sh carries them out.
 
 Agent programs live outside /usr; a program that needs the host's node (Codex, Gemini CLI) gets
-the host's node binary bound at ``<support>/runtime/node``, last on PATH (RUNTIME_DIR).
+the host's node binary bound at ``<support>/runtime/node``, last on PATH, wherever the sandbox
+shows another /usr (this view, or the pinned toolchain): write_runtimes.
 """
 
 import os
@@ -69,45 +70,37 @@ def host_runtimes(environ: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
-def write_runtime_points(support: str | Path) -> None:
-    """The empty files the runtimes are bound over (bwrap cannot make a mount point in a
-    read-only directory; the support directory is one)."""
+def write_runtimes(support: str | Path, environ: Mapping[str, str]) -> None:
+    """In the support directory: ``runtimes`` ("HOST NAME" a line, host_runtimes) for
+    bwrap_agent_user.sh, and the empty files under RUNTIME_DIR they are bound over (bwrap cannot
+    make a mount point in a read-only directory). Phases may write it at once: each file is
+    replaced whole."""
     directory = os.path.join(support, RUNTIME_DIR)
     os.makedirs(directory, exist_ok=True)
     for name in RUNTIMES:
         point = os.path.join(directory, name)
         if not os.path.exists(point):
             open(point, "wb").close()
+    text = "".join(f"{path} {name}\n" for name, path in host_runtimes(environ).items())
+    listed = os.path.join(support, "runtimes")
+    if not os.path.exists(listed) or Path(listed).read_text() != text:
+        partial = f"{listed}.{os.getpid()}"
+        Path(partial).write_text(text)
+        os.replace(partial, listed)
 
 
-def view_lines(
-    view: SweEnvView, workspace: str | Path, support: str | Path, environ: Mapping[str, str]
-) -> list[str]:
+def view_lines(view: SweEnvView, workspace: str | Path) -> list[str]:
     """bwrap_agent_user.sh's instructions for a phase in `workspace` (its header says each)."""
     lines = [f"usr {view['root']}", f"ro {view['venv']} {view['venv_path']}"]
     lines.append(f"workspace {os.path.abspath(workspace)} {view['testbed']}")
     lines += [f"first {d}" for d in reversed(view["path"])]
-    runtimes = host_runtimes(environ)
-    if runtimes:
-        lines.append(f"last {os.path.join(support, RUNTIME_DIR)}")
-        lines += [
-            f"ro {path} {os.path.join(support, RUNTIME_DIR, name)}"
-            for name, path in runtimes.items()
-        ]
     lines += [f"setenv {name} {value}" for name, value in sorted(view["env"].items())]
     return lines
 
 
-def write_view(
-    path: str | Path,
-    view: SweEnvView,
-    workspace: str | Path,
-    support: str | Path,
-    environ: Mapping[str, str],
-) -> str:
+def write_view(path: str | Path, view: SweEnvView, workspace: str | Path) -> str:
     """The phase's view file (returned), for phase_environment's VIEW_VAR."""
-    write_runtime_points(support)
-    Path(path).write_text("\n".join(view_lines(view, workspace, support, environ)) + "\n")
+    Path(path).write_text("\n".join(view_lines(view, workspace)) + "\n")
     return str(path)
 
 

@@ -6,6 +6,7 @@ script appends (envs.test_directives): those are the test patch's files, some of
 naming them would point the agent at the hidden FAIL_TO_PASS tests.
 """
 
+import os
 from typing import TYPE_CHECKING
 
 from ..agent import swe_view
@@ -29,6 +30,12 @@ def agent_test_command(task: "SweTask", layout: Layout) -> str:
 def view_of(task: "SweTask", layout: Layout) -> SweEnvView | None:
     """The view of `task`'s environment, or None when none is built (a SWE-bench Pro task, a
     specification this machine cannot build, or not built yet: as before, the prompt says so)."""
+    version = envs.swebench_version()
+    # No environment was built in this cache without the package's specifications read into it
+    # first: asked otherwise, every doit of a SWE-bench run would import the package (seconds).
+    read = version is not None and layout.swe_specs_json(version).is_file()
+    if not read and not os.environ.get(envs.SPECS_VAR):
+        return None
     view = envs.sandbox_view(task, layout)
     built = envs.env_record(task, layout)
     if view is None or built is None:

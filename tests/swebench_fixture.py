@@ -304,11 +304,10 @@ def grade_locally(
         )
         report = instance_report(iid, pred, log, by_id[iid])
         (folder / "report.json").write_text(json.dumps(report, indent=4))
-    if use_package:
-        try:
-            from swebench.harness.reporting import make_run_report
-        except ImportError:
-            use_package = False
+    if use_package and swebench_importable():
+        from swebench.harness.reporting import make_run_report
+    else:
+        use_package = False
     if not use_package:
         return official_run_report(predictions, rows, run_id, report_dir, logs)
     here = os.getcwd()
@@ -320,11 +319,16 @@ def grade_locally(
 
 
 def swebench_importable():
+    """Whether the swebench package whose run report official_run_report writes (5.x) is
+    installed: 4.1.0, the swebench-local extra's (nginx_eval/swebench/envs.py), writes an older
+    one."""
     try:
+        import importlib.metadata
+
         import swebench.harness.reporting  # noqa: F401
 
-        return True
-    except ImportError:
+        return importlib.metadata.version("swebench").startswith("5.")
+    except (ImportError, importlib.metadata.PackageNotFoundError):
         return False
 
 

@@ -58,6 +58,12 @@ CACHED = {
     ("report/site_task.py", "_gold_from_clone"): "a fix's diff, keyed by its clone and two commits",
     ("report/stats.py", "_mcnemar_cutoffs"): "a pure function of (n, alpha)",
     ("suite/stage.py", "_read"): "a file at a commit, keyed by the commit",
+    ("swebench/envs.py", "host_python"): "the version and path of the host's python3, fixed for "
+    "the process",
+    ("swebench/envs.py", "_package_facts"): "specs.json of a swebench version, keyed by its path "
+    "(the package's constants do not change within a version)",
+    ("swebench/envs.py", "_extra_specs"): "NGINX_EVAL_SWE_SPECS's file, keyed by its path: a "
+    "command reads it once",
 }
 # Calls whose value cannot change: compiled patterns, frozen sets, paths, per-context variables
 # (a ContextVar holds a value per thread and call, never one for the process).

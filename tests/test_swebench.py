@@ -349,7 +349,7 @@ def test_which_report_grades_the_current_predictions(tmp_path):
     assert chosen is None and several == [theirs, mine]
 
 
-@pytest.mark.skipif(not sf.swebench_importable(), reason="the swebench package is not installed")
+@pytest.mark.skipif(not sf.swebench_importable(), reason="swebench 5.x is not installed")
 def test_the_copied_run_report_is_the_package_s_field_for_field(tmp_path, commits):
     rows = [sf.dataset_row(commits), dict(sf.dataset_row(commits), instance_id="acme__pycalc-9")]
     preds = tmp_path / "p.jsonl"

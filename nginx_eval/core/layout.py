@@ -181,6 +181,15 @@ class Layout:
         """A SWE-bench environment: ``venv/``, ``env.json``, ``build.log`` (swebench/envs.py)."""
         return self.cache / "swe-envs" / key
 
+    def swe_env_scratch(self, key: str) -> Path:
+        """An environment's build directory (its checkout), removed when the build ends."""
+        return self.cache / "swe-envs" / f"{key}.build"
+
+    @property
+    def swe_pip_cache(self) -> Path:
+        """pip's cache, shared by the environments' builds."""
+        return self.cache / "swe-envs" / "pip-cache"
+
     def swe_verdict_scratch(self, mode: str, iid: str) -> Path:
         """A local verdict's checkout and copy of the environment, removed when it is made."""
         return self.cache / "swe-verdicts" / self.run / mode / iid

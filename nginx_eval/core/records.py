@@ -16,7 +16,7 @@ record}`` (the run's validation.json) has the version in each entry.
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, TypeVar, cast
+from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast
 
 from . import jsonio
 from .errors import UserError
@@ -1133,3 +1133,48 @@ class CompareJson(TypedDict):
     comparisons: list[Comparison]
     level: float
     alpha: float
+
+
+# -- env.json (swebench/envs.py) -------------------------------------------------------------------
+
+
+class EnvJson(TypedDict):
+    """A SWE-bench task's environment as built (or why it is not)."""
+
+    repo: str
+    version: str  # the dataset's version of the repository: the spec's key
+    environment_setup_commit: str  # the commit installed
+    key: str  # <owner>+<name>-<version>-<digest>: its cache directory
+    python: str  # the spec's Python, "3.9"
+    suite: str | None  # the Debian suite it came from ("bullseye"...), "host", None: no Python
+    rootfs_digest: str | None  # sha256 of that root filesystem's manifest; "host"
+    spec_digest: str  # of the spec, the packages installed first, the setup commit, the builder
+    spec: dict[str, Any] | None  # the swebench package's specification
+    status: Literal["built", "not_built"]
+    reason: str | None  # why not, in one line
+    seconds: float  # the build's wall time
+    bytes: int  # the environment's disk (the venv and the kept checkout files)
+
+
+# -- local-verdict.json (swebench/verdict.py) ------------------------------------------------------
+
+
+class LocalVerdictJson(TypedDict):
+    """A SWE-bench unit's local verdict: graded here, labelled "local" beside the official."""
+
+    instance_id: str
+    mode: str
+    env_key: str  # env.json's key
+    # resolved | unresolved: graded; patch_failed: the patch does not apply (unresolved);
+    # not_built: no environment here, no verdict (reason)
+    status: Literal["resolved", "unresolved", "patch_failed", "not_built"]
+    resolved: bool | None
+    reason: str | None
+    # swebench's report of the log: {"FAIL_TO_PASS": {"success": [...], "failure": [...]},
+    # "PASS_TO_PASS": {...}}; None when nothing was run
+    tests: dict[str, dict[str, list[str]]] | None
+    test_command: str  # what ran in /testbed
+    exit_code: int | None  # the eval script's
+    timed_out: bool
+    seconds: float
+    patch_sha256: str  # of the patch graded

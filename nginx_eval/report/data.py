@@ -6,6 +6,7 @@ and family) and report_arms (comparisons, power, breakdowns).
 
 import datetime
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -351,10 +352,41 @@ def swebench_facts(
     return {
         "evaluation_dir": os.path.relpath(layout.evaluation_dir, layout.run_dir),
         "modes": evaluation.modes,
+        "local": local_facts(layout, evaluation),
         "workers_note": PRO_WORKERS_NOTE if pro else WORKERS_NOTE,
         "pro": pro,
         "harness_repo": f"{PRO_REPO} at {PRO_COMMIT[:7]}",
     }
+
+
+def local_facts(layout: Layout, evaluation: Evaluation) -> list[dict[str, Any]]:
+    """Per mode with local verdicts (swe_local=1; swebench/verdict.py, read from results.jsonl):
+    {"mode", "verdicts": {status: n}, "differ": [ids whose local verdict is not the official
+    one's, where the official harness graded them]}. Empty when no unit has one."""
+    out = []
+    for m in evaluation.modes:
+        path = layout.results_jsonl(m["mode"])
+        rows = (
+            [r for r in jsonio.read_jsonl(path) if r.get("local_status")] if path.exists() else []
+        )
+        if not rows:
+            continue
+        official = evaluation.rows.get(m["mode"], {})
+        differ = sorted(
+            r["instance_id"]
+            for r in rows
+            if r.get("local_resolved") is not None
+            and (official.get(r["instance_id"]) or {}).get("outcome") in ("resolved", "unresolved")
+            and (official[r["instance_id"]]["outcome"] == "resolved") != r["local_resolved"]
+        )
+        out.append(
+            {
+                "mode": m["mode"],
+                "verdicts": dict(Counter(r["local_status"] for r in rows)),
+                "differ": differ,
+            }
+        )
+    return out
 
 
 def _cell(mode: Data, iid: str, target: str = "grade.json") -> dict[str, Any]:

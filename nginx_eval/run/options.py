@@ -220,6 +220,11 @@ VARIABLES = {
         "1: run a test file with a failing graded assertion once "
         "more, and grade the rerun (default: 0)",
     ),
+    "swe_local": Variable(
+        _switch,
+        "1: SWE-bench: build each task's Python environment here and give each unit a local "
+        "verdict beside the official one (the swebench-local extra; default: 0)",
+    ),
     "strict": Variable(
         _switch,
         "0: no strict verdict (regression files and sanitizer build of "
@@ -350,6 +355,7 @@ class Options:
     builds: int | None = None
     proves: int | None = None
     rerun_failed: int = 0
+    swe_local: int = 0
     strict: int = 1
     strict_gold: int = 0
     strict_files: int | None = None  # None: strict/stage.DEFAULT_FILES

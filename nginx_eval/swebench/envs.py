@@ -1,51 +1,42 @@
 """A SWE-bench task's Python environment, built here from the official harness's own
 specification, and how the agent's sandbox and the local verdict (verdict.py) show it.
 
-The specification is the ``swebench`` package's, version 4.1.0 (the optional extra
-``swebench-local``): ``MAP_REPO_VERSION_TO_SPECS[repo][version]`` (python, packages,
-pip_packages, pre_install, install, test_cmd), its per-repository log parser and its list of
-non-test file extensions. Importing the package costs seconds (it imports docker and datasets),
-so what the harness needs of it is read once per package version into
-``layout.swe_specs_json`` (specs.json below); a JSON file named by ``NGINX_EVAL_SWE_SPECS``
-(``{repo: {version: spec}}``, a spec may name its parser as ``"log_parser":
-"parse_log_pytest"``) adds or replaces specifications.
+The specification is the ``swebench`` package's, 4.1.0 (extra ``swebench-local``):
+MAP_REPO_VERSION_TO_SPECS (python, packages, pip_packages, pre_install, install, test_cmd), its
+log parsers, its non-test extensions; read once per package version into
+``layout.swe_specs_json`` (the import is slow). NGINX_EVAL_SWE_SPECS names a JSON file
+``{repo: {version: spec}}`` of further specs, which may also name a "log_parser", replace the
+packages installed first ("bootstrap": [], BOOTSTRAP otherwise) and give "venv_options".
 
 An environment is a venv made by the spec's Python from a pinned Debian root filesystem
-(scripts/make-python-rootfs.sh: bullseye 3.9, bookworm 3.11, trixie 3.13; or, with
-``NGINX_EVAL_SWE_PYTHON=host``, the host's own ``python3`` over the host's /), one per (repo,
-version), at the FIXED path VENV_AT inside bubblewrap, with the repository at
-``environment_setup_commit`` at TESTBED (the official images' path) installed the way the spec
-says: an editable install points at TESTBED, where the agent's workspace or the grader's checkout
-is bound later. It is built outside any sandbox, with the network (PyPI), as root of its user
-namespace, and cached under ``layout.swe_env_dir(key)`` by the digest of its specification, the
-root filesystem's digest and the environment_setup_commit.
-
-``env.json`` (EnvJson), beside ``venv/`` and ``build.log``::
-
-    {"format_version", "repo", "version", "environment_setup_commit", "key",
-     "python": "3.9", "suite": "bullseye" | "host" | null,
-     "rootfs_digest": str | null, "spec_digest": str, "spec": {...},
-     "status": "built" | "not_built", "reason": str | null,   # why not, in one line
-     "seconds": float, "bytes": int}                          # the build's time, venv's size
+(scripts/make-python-rootfs.sh; or, NGINX_EVAL_SWE_PYTHON=host, the host's python3 over its /),
+one per (repo, version), at the FIXED path VENV_AT inside bubblewrap, with the repository at
+environment_setup_commit at TESTBED installed as the spec says: an editable install points at
+TESTBED, where the agent's workspace or the grader's checkout is bound later. Built outside any
+sandbox, with the network (PyPI), as root of its user namespace; cached under
+``layout.swe_env_dir(key)`` by the digest of its spec, the root filesystem and the setup commit.
+Its ``env.json`` (core/records.EnvJson) lies beside ``venv/``, ``build.log`` and GENERATED.
 """
 
 import importlib.metadata
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..core import jsonio
+from ..core import gitcmd, jsonio, locks, procs, rootfs
 from ..core.errors import UserError
-from ..core.layout import Layout
-from ..core.records import read_record
+from ..core.layout import SOURCE_ROOT, Layout, repo_url
+from ..core.records import EnvJson, read_record, versioned, write_record
 
 if TYPE_CHECKING:
     from ..run.swebench import SweTask
@@ -62,7 +53,8 @@ SPECS_VAR = "NGINX_EVAL_SWE_SPECS"  # a JSON file of further specifications
 HOST = "host"
 SWEBENCH = "swebench"
 SWEBENCH_PIN = "4.1.0"  # pyproject's swebench-local extra
-BUILT, NOT_BUILT = "built", "not_built"
+BUILT: Literal["built"] = "built"
+NOT_BUILT: Literal["not_built"] = "not_built"
 # What the venv starts from before the spec's packages: a conda environment of the official
 # images brings a pip, setuptools and wheel of its day, and a Debian venv the suite's (bullseye's
 # pip 20.3 cannot make an editable install of a pyproject.toml project).
@@ -83,11 +75,16 @@ class SandboxView:
     files replace the host's; "/" when the environment was made with the host's own Python
     (nothing to replace). venv: the directory to bind READ-ONLY at `venv_at`. The repository (the
     agent's workspace) goes at `testbed`, where the environment's editable install points.
-    `path`: directories to put first on PATH; `environment`: variables to set inside."""
+    `path`: directories to put first on PATH; `environment`: variables to set inside.
+    `testbed_files`: a host directory (or None) of files the install wrote into the checkout
+    (pytest's src/_pytest/_version.py, egg-info) to copy into the workspace before the agent
+    starts, as the official image's /testbed has them: pytest does not import without its
+    _version.py."""
 
     rootfs: Path
     venv: Path
     python: str
+    testbed_files: Path | None = None
     venv_at: str = VENV_AT
     testbed: str = TESTBED
     path: tuple[str, ...] = (f"{VENV_AT}/bin",)
@@ -109,7 +106,13 @@ def sandbox_view(task: "SweTask", layout: Layout | None = None) -> SandboxView |
         return None
     if env.python_root is None:  # a built environment has one
         return None
-    return SandboxView(rootfs=env.python_root.root, venv=env.venv, python=env.python)
+    generated = env.directory / GENERATED
+    return SandboxView(
+        rootfs=env.python_root.root,
+        venv=env.venv,
+        python=env.python,
+        testbed_files=generated if generated.is_dir() else None,
+    )
 
 
 def test_command(task: "SweTask", layout: Layout | None = None) -> str:
@@ -133,7 +136,7 @@ def env_task_name(task: "SweTask") -> str:
     return f"{ENV_BASENAME}:{env_name(task.repo, task.version)}"
 
 
-def env_record(task: "SweTask", layout: Layout | None = None) -> "EnvJson | None":
+def env_record(task: "SweTask", layout: Layout | None = None) -> EnvJson | None:
     """The env.json of `task`'s environment as built now, or None when none was built."""
     layout = layout or Layout.from_env()
     env = environment_of(task, layout)
@@ -446,24 +449,6 @@ def unsupported(spec: Mapping[str, Any]) -> str | None:
     return None
 
 
-class EnvJson(TypedDict):
-    """env.json (the module's docstring)."""
-
-    repo: str
-    version: str
-    environment_setup_commit: str
-    key: str
-    python: str
-    suite: str | None
-    rootfs_digest: str | None
-    spec_digest: str
-    spec: dict[str, Any] | None
-    status: Literal["built", "not_built"]
-    reason: str | None
-    seconds: float
-    bytes: int
-
-
 ENV_BASENAME = "swe-env"
 
 
@@ -477,3 +462,327 @@ def bytes_of(path: Path) -> int:
             except OSError:
                 pass
     return total
+
+
+# -- building -------------------------------------------------------------------------------------
+
+BUILD_TIMEOUT = 1800.0  # seconds; the official harness gives an image build no limit
+# Files of the checkout an install writes (setuptools_scm's _version.py, egg-info) that the
+# agent's workspace and the verdict's checkout get too, as the official image has them.
+GENERATED = "testbed-files"
+SKIPPED_GENERATED = ("__pycache__", ".pyc")
+PASSED_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
+
+
+def source_of(layout: Layout, repo: str) -> str:
+    """Where a checkout of `repo` is fetched from: the run's bare clone when there is one,
+    otherwise NGINX_EVAL_REPO_URL's."""
+    bare = layout.bare_repo(repo)
+    return str(bare) if bare.is_dir() else repo_url(repo)
+
+
+def checkout(source: str, commit: str, dest: Path, tags: bool = False) -> None:
+    """`dest` (made afresh) a repository at `commit` from `source`; with `tags`, the tags of
+    `source` too (setuptools_scm takes a version from the last one before `commit`, as in the
+    official image's clone)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    env = gitcmd.git_environment(dest)
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=dest, env=env, check=True, capture_output=True)
+
+    if tags and os.path.isdir(source):
+        # A local repository: its objects hard-linked, its tags with them (fetching every tag
+        # copies the whole history each time).
+        git("clone", "--quiet", "--local", "--no-checkout", source, ".")
+        git("remote", "remove", "origin")
+    else:
+        git("init", "--quiet")
+        refs = [commit] + (["+refs/tags/*:refs/tags/*"] if tags else [])
+        git("fetch", "--quiet", "--no-tags", source, *refs)
+    git("checkout", "--quiet", "-B", "main", commit)
+    git("config", "user.email", "setup@swebench.config")
+    git("config", "user.name", "SWE-bench")
+
+
+def requirements(layout: Layout, env: Environment, testbed: Path) -> str | None:
+    """The requirements a "packages": "requirements.txt" spec installs: swebench's
+    get_requirements_by_commit (the first of the repository's requirement paths that exists at
+    environment_setup_commit, its `-r` files inlined, `-e .`, comments and `.[test` left out;
+    then clean_requirements) read from the checkout instead of GitHub."""
+    from swebench.harness.test_spec.python import clean_requirements
+
+    paths = package_facts(layout)["reqs_paths"].get(env.repo) or []
+    for path in paths:
+        if (testbed / path).is_file():
+            break
+    else:
+        return None
+
+    def excluded(line: str) -> bool:
+        return any(line.strip().startswith(x) for x in ("-e .", "#", ".[test"))
+
+    original, additional = [], []
+    directory = Path(path).parent
+    for line in (testbed / path).read_text().split("\n"):
+        if line.strip().startswith("-r"):
+            included = testbed / directory / line[len("-r") :].strip()
+            if included.is_file():
+                additional += [x for x in included.read_text().split("\n") if not excluded(x)]
+        elif not excluded(line):
+            original.append(line)
+    additional.append("\n".join(original))
+    return str(clean_requirements("\n".join(additional)))
+
+
+def build_steps(env: Environment, reqs: bool) -> list[str]:
+    """The shell commands of a build, run in TESTBED (the official image's env and instance
+    scripts, with a venv for conda's environment)."""
+    assert env.spec is not None and env.python_root is not None
+    spec = env.spec
+    options = "".join(f" {shlex.quote(o)}" for o in spec.get("venv_options", []))
+    steps = [
+        f"{env.python_root.executable} -m venv{options} {VENV_AT}",
+        f". {VENV_AT}/bin/activate",
+    ]
+    bootstrap = spec.get("bootstrap", BOOTSTRAP)
+    if bootstrap:
+        steps.append("python -m pip install " + " ".join(shlex.quote(p) for p in bootstrap))
+    packages = spec.get("packages", "")
+    if reqs:
+        steps.append("python -m pip install -r /tmp/swe-build/requirements.txt")
+    elif packages and packages != "requirements.txt":
+        steps.append(f"python -m pip install {packages}")
+    if spec.get("pip_packages"):
+        steps.append(
+            "python -m pip install " + " ".join(shlex.quote(p) for p in spec["pip_packages"])
+        )
+    if env.repo_install:
+        steps.append(env.repo_install)
+    steps += list(spec.get("pre_install", []))
+    if spec.get("install"):
+        steps.append(spec["install"])
+    return steps
+
+
+def passed_environment() -> tuple[dict[str, str], list[str]]:
+    """The host's pip settings (PIP_*) and proxies a build keeps, and the host paths they name
+    (a find-links directory, a certificate file), bound read-only."""
+    kept = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in PASSED_VARIABLES}
+    paths = [
+        v
+        for k, v in kept.items()
+        if k.startswith("PIP_") and os.path.isabs(v) and os.path.exists(v)
+    ]
+    return kept, paths
+
+
+def run_script(
+    layout: Layout,
+    root: PythonRoot,
+    script: str,
+    log: Path,
+    *,
+    mounts: list[tuple[str, str | Path, str]],
+    timeout: float,
+    extra_env: Mapping[str, str] | None = None,
+) -> procs.Outcome:
+    """Run `script` (sh -ex) in bwrap over `root` as root of its namespace, in TESTBED, with the
+    host's network, its pip settings (passed_environment) and pip's shared cache, its output
+    appended to `log`."""
+    kept, paths = passed_environment()
+    layout.swe_pip_cache.mkdir(parents=True, exist_ok=True)
+    argv = rootfs.command_in(
+        root.root,
+        ["/bin/sh", "-exc", script],
+        cwd=TESTBED,
+        readable=[*paths, "/etc/resolv.conf"] if root.directory else paths,
+        writable=[layout.swe_pip_cache],
+        network=True,
+        mounts=mounts,
+        uid=0,
+    )
+    env = rootfs.environment(
+        {
+            "HOME": "/tmp",
+            "USER": "root",
+            "LOGNAME": "root",
+            "LANG": "C.UTF-8",
+            **kept,
+            "PIP_CACHE_DIR": str(layout.swe_pip_cache),
+            **(extra_env or {}),
+        },
+        path=f"{VENV_AT}/bin:{rootfs.PATH}:/usr/sbin:/sbin",
+    )
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return procs.run_limited(argv, cwd="/", env=env, timeout=timeout, stdout=out, stderr=out)
+
+
+def last_lines(path: Path, n: int = 1) -> str:
+    try:
+        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])
+
+
+def ensure_rootfs(root: PythonRoot) -> str | None:
+    """Make the suite's root filesystem when it is missing or stale (scripts/make-python-rootfs.sh),
+    then why it cannot be used, or None."""
+    if root.directory is None:
+        return None if shutil.which("bwrap") else "bwrap is not on PATH"
+    chain = rootfs.Toolchain(root.directory)
+    if rootfs.problem(chain) is None:
+        return None
+    script = SOURCE_ROOT / MAKE_SCRIPT
+    done = subprocess.run(
+        ["sh", str(script), root.suite],
+        env=dict(os.environ, **{ROOTFS_BASE_VAR: str(root.directory.parent)}),
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        return f"{MAKE_SCRIPT} {root.suite} failed: {last_lines_of(done.stdout + done.stderr)}"
+    return rootfs.problem(chain)
+
+
+def last_lines_of(text: str) -> str:
+    lines = [x for x in text.splitlines() if x.strip()]
+    return lines[-1] if lines else ""
+
+
+def build(layout: Layout, task: "SweTask") -> EnvJson:
+    """Build the environment of `task` when its env.json is not current (env.json: built or
+    not_built with the reason), and return its env.json."""
+    env = environment_of(task, layout)
+    if env.python_root is not None and env.problem is None:
+        problem = ensure_rootfs(env.python_root)
+        env = environment_of(task, layout)  # the root filesystem's digest is known now
+    else:
+        problem = env.problem
+    current = read_record(env.env_json)
+    if current and current.get("key") == env.key:
+        return current
+    with locks.locked(layout.lock(f"swe-env-{env.key}")):
+        current = read_record(env.env_json)
+        if current and current.get("key") == env.key:
+            return current
+        return _build(layout, env, problem)
+
+
+def _record(
+    env: Environment, status: Literal["built", "not_built"], reason: str | None, seconds: float
+) -> EnvJson:
+    root = env.python_root
+    return {
+        "repo": env.repo,
+        "version": env.version,
+        "environment_setup_commit": env.setup_commit,
+        "key": env.key,
+        "python": env.python,
+        "suite": root.suite if root else None,
+        "rootfs_digest": root.digest() if root else None,
+        "spec_digest": env.spec_digest(),
+        "spec": env.spec,
+        "status": status,
+        "reason": reason,
+        "seconds": round(seconds, 1),
+        "bytes": bytes_of(env.directory) if status == BUILT else 0,
+    }
+
+
+def _written(env: Environment, rec: EnvJson) -> EnvJson:
+    """env.json written, and returned as it was written (with its format version)."""
+    rec = versioned(rec)
+    write_record(env.env_json, rec)
+    return rec
+
+
+def _build(layout: Layout, env: Environment, problem: str | None) -> EnvJson:
+    start = time.monotonic()
+    if env.directory.exists():
+        shutil.rmtree(env.directory)
+    env.directory.mkdir(parents=True)
+    if problem is not None or env.python_root is None:
+        rec = _record(env, NOT_BUILT, problem or "no Python", 0)
+        return _written(env, rec)
+    scratch = layout.swe_env_scratch(env.key)
+    testbed = scratch / "testbed"
+    try:
+        checkout(source_of(layout, env.repo), env.setup_commit, testbed, tags=True)
+    except subprocess.CalledProcessError as e:
+        said = last_lines_of(e.stderr.decode(errors="replace"))
+        reason = f"no checkout of {env.repo} at {env.setup_commit}: {said}"
+        rec = _record(env, NOT_BUILT, reason, time.monotonic() - start)
+        return _written(env, rec)
+    reqs = None
+    if (env.spec or {}).get("packages") == "requirements.txt":
+        reqs = requirements(layout, env, testbed)
+        if reqs is None:
+            rec = _record(env, NOT_BUILT, "no requirements file at environment_setup_commit", 0)
+            return _written(env, rec)
+        (scratch / "requirements.txt").write_text(reqs)
+    env.venv.mkdir()
+    script = "\n".join(build_steps(env, reqs is not None))
+    jsonio.write_text(env.build_log, f"# {env.name}: {env.python_root.suite} Python {env.python}\n")
+    outcome = run_script(
+        layout,
+        env.python_root,
+        script,
+        env.build_log,
+        mounts=[
+            ("--bind", env.venv, VENV_AT),
+            ("--bind", testbed, TESTBED),
+            ("--ro-bind", scratch, "/tmp/swe-build"),
+        ],
+        timeout=BUILD_TIMEOUT,
+    )
+    if outcome.timed_out or outcome.exit_code != 0:
+        why = "timed out" if outcome.timed_out else f"exited with {outcome.exit_code}"
+        reason = f"the build {why} ({env.build_log}): {last_lines(env.build_log, 1)}"
+        shutil.rmtree(env.venv, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+        rec = _record(env, NOT_BUILT, reason[:600], time.monotonic() - start)
+        return _written(env, rec)
+    keep_generated(testbed, env.directory / GENERATED)
+    shutil.rmtree(scratch, ignore_errors=True)
+    rec = _record(env, BUILT, None, time.monotonic() - start)
+    return _written(env, rec)
+
+
+def keep_generated(testbed: Path, dest: Path) -> list[str]:
+    """Copy the files the install wrote into the checkout (untracked, ignored ones too; no
+    byte code) to `dest`; their paths."""
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--others"],
+        cwd=testbed,
+        env=gitcmd.git_environment(testbed),
+        capture_output=True,
+        check=True,
+    ).stdout.decode(errors="replace")
+    kept = []
+    for rel in filter(None, out.split("\0")):
+        if any(part in rel for part in SKIPPED_GENERATED):
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(testbed / rel, target, follow_symlinks=False)
+        kept.append(rel)
+    return kept
+
+
+def put_generated(env_dir: Path, testbed: Path) -> None:
+    """Copy an environment's generated files (keep_generated) into a checkout."""
+    source = env_dir / GENERATED
+    if source.is_dir():
+        shutil.copytree(source, testbed, symlinks=True, dirs_exist_ok=True)

@@ -14,6 +14,9 @@ repeats it for each mode not graded yet.
      "outcome": "infra_error" | "not_run" | "contaminated"  # the agent's run is not scored
                 | null,                  # otherwise: the official harness's report decides
      "status": null, "resolved": null,
+     "local_status": "resolved" | "unresolved" | "patch_failed" | "not_built" | null,
+     "local_resolved": bool | null,         # the local verdict (verdict.py, swe_local=1), labelled
+                                            # "local": never the official verdict's fields
      ... results.unit_fields: agent status, error, commands, model, version, isolation, web
          tools, flags, blocked, trajectory, agent seconds, cost, tokens, patch}
 """
@@ -42,7 +45,7 @@ from ..run.benchmark import AnyTask, Benchmark
 from ..run.modes import AgentMode, Mode
 from ..run.swebench import SweTask
 from ..run.swebench_pro import is_pro
-from . import harness, pro
+from . import envs, harness, pro, verdict
 
 if TYPE_CHECKING:
     from ..run.context import StageContext
@@ -66,7 +69,14 @@ def result_row(layout: Layout, mode: Mode, task: SweTask, version: str | None = 
         if row["contaminated"]
         else None
     )
-    return dict(row, outcome=unscored, benchmark_version=version)
+    local = read_record(layout.local_verdict_json(mode.name, task.instance_id)) or {}
+    return dict(
+        row,
+        outcome=unscored,
+        benchmark_version=version,
+        local_status=local.get("status"),
+        local_resolved=local.get("resolved"),
+    )
 
 
 def predictions_name(layout: Layout, mode: Mode, ids: Iterable[str]) -> str:
@@ -311,6 +321,107 @@ def grade_task(ctx: "StageContext") -> Iterator[TaskDict]:
     }
 
 
+# -- the environments and local verdicts (swe_local=1; envs.py, verdict.py) ----------------------
+LOCAL = "local-verdict"
+
+
+def local_enabled(ctx: "StageContext") -> bool:
+    """Whether the run builds environments and local verdicts: swe_local=1 on SWE-bench Verified
+    (UserError when the swebench package cannot give the specifications)."""
+    if not ctx.options.swe_local or is_pro(getattr(ctx.benchmark, "dataset", None)):
+        return False
+    problem = envs.missing_package()
+    if problem:
+        raise UserError(f"swe_local=1: {problem}")
+    return True
+
+
+def env_current(layout: Layout, task: SweTask) -> bool:
+    """doit uptodate of an environment's task: its env.json is of the environment as it would be
+    built now (the same specification, root filesystem and setup commit)."""
+    return envs.env_record(task, layout) is not None
+
+
+def env_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
+    """``swe-env:<owner>+<name>-<version>``: one per environment the run's tasks need."""
+    firsts: dict[str, SweTask] = {}
+    for _, _, task in ctx.units():
+        if isinstance(task, SweTask):
+            firsts.setdefault(envs.env_name(task.repo, task.version), task)
+    for name, task in firsts.items():
+        yield {
+            "basename": envs.ENV_BASENAME,
+            "name": name,
+            "doc": f"the Python environment of {task.repo} {task.version} (SWE-bench)",
+            "actions": [(failing_on_user_error, [build_env, ctx.layout, task])],
+            "uptodate": [(env_current, [ctx.layout, task])],
+            "verbosity": 2,
+        }
+
+
+def build_env(layout: Layout, task: SweTask) -> None:
+    rec = envs.build(layout, task)
+    if rec["status"] == envs.BUILT:
+        say(f"{envs.env_name(task.repo, task.version)}: built in {rec['seconds']} s")
+    else:
+        say(f"{envs.env_name(task.repo, task.version)}: cannot be built here: {rec['reason']}")
+
+
+def grade_locally(layout: Layout, mode: Mode, task: SweTask) -> None:
+    path = layout.model_patch(mode.name, task.instance_id)
+    patch = path.read_bytes() if path.exists() else b""
+    rec = verdict.local_verdict(
+        layout,
+        task,
+        patch,
+        mode.name,
+        layout.local_verdict_json(mode.name, task.instance_id),
+        layout.local_verdict_log(mode.name, task.instance_id),
+    )
+    say(f"{task.instance_id} ({mode.name}): local verdict {rec['status']}")
+
+
+def local_verdict_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
+    """``local-verdict:<unit>``: the unit's patch graded in its environment."""
+    for bench, mode, task in ctx.units():
+        if not isinstance(task, SweTask):
+            continue
+        unit = unit_name(bench, mode, task)
+        yield {
+            "basename": LOCAL,
+            "name": unit,
+            "doc": f"the local verdict of {task.instance_id} ({mode.name})",
+            "actions": [(failing_on_user_error, [grade_locally, ctx.layout, mode, task])],
+            "file_dep": [str(ctx.layout.patch_json(mode.name, task.instance_id))],
+            "task_dep": [task_name(PATCH, unit), envs.env_task_name(task)],
+            "targets": [str(ctx.layout.local_verdict_json(mode.name, task.instance_id))],
+            "uptodate": [
+                config_changed(
+                    {
+                        "test_patch": jsonio.digest(task.test_patch),
+                        "tests": [task.fail_to_pass, task.pass_to_pass],
+                        "verdict": verdict.VERDICT_VERSION,
+                    }
+                )
+            ],
+            "verbosity": 2,
+        }
+
+
 def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
-    yield from results_tasks(ctx)
+    local = local_enabled(ctx)
+    if local:
+        yield from env_tasks(ctx)
+        yield from local_verdict_tasks(ctx)
+    for t in results_tasks(ctx):
+        if local:  # results.jsonl shows the local verdicts
+            t["task_dep"] = [
+                *t["task_dep"],
+                *(
+                    task_name(LOCAL, unit_name(ctx.benchmark, m, x))
+                    for _, m, x in ctx.units()
+                    if results_subtask(ctx.benchmark.name, m.name) == t["name"]
+                ),
+            ]
+        yield t
     yield from grade_task(ctx)

@@ -16,7 +16,7 @@ environment's python and pytest:
 Each log is parsed with the swebench package's own parser of the repository; the counts per
 repository are printed and written to <work>/summary.json with each task's statuses.
 
-    nice -n 10 python3 scripts/swebench_sandbox_check.py [--work DIR] [--instances ID,ID]
+    nice -n 10 python3 scripts/swebench_sandbox_check.py [--work DIR] [--instances ID,ID] [--run R]
 """
 
 import argparse
@@ -161,6 +161,7 @@ def main() -> int:
     parser.add_argument("--work", default="/tmp/nginx-eval-swe-sandbox-check")
     parser.add_argument("--parquet", default=str(PARQUET))
     parser.add_argument("--instances", default="")
+    parser.add_argument("--run", default="check", help="the run's name (results/<run>/)")
     args = parser.parse_args()
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -175,7 +176,7 @@ def main() -> int:
     )
     os.environ.update(environ)
     setup(work, rows(Path(args.parquet), set(filter(None, args.instances.split(",")))), environ)
-    layout = Layout.from_env(run="check")
+    layout = Layout.from_env(run=args.run)
     tasks = tasks_of(layout)
     built = {}
     for task in tasks:
@@ -185,7 +186,7 @@ def main() -> int:
     began = time.monotonic()
     doit = subprocess.run(
         [sys.executable, "-m", "doit", "-f", str(SOURCE_ROOT / "dodo.py"), "run",
-         f"{BENCH}:raw", "run=check", "strict=0", "report=0"],
+         f"{BENCH}:raw", f"run={args.run}", "strict=0", "report=0"],
         env=environ, cwd=work,
     )  # fmt: skip
     seconds = round(time.monotonic() - began, 1)

@@ -51,5 +51,5 @@ def view_of(task: "SweTask", layout: Layout) -> SweEnvView | None:
         "python": view.python,
         "package": swe_view.package_of(task.repo),
         "test_command": agent_test_command(task, layout),
-        "testbed_files": str(files) if (files := getattr(view, "testbed_files", None)) else None,
+        "testbed_files": str(view.testbed_files) if view.testbed_files else None,
     }

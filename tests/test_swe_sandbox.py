@@ -277,7 +277,7 @@ def test_the_swebench_prompts_say_how_to_test_or_that_nothing_is_installed(envir
         assert "    pytest -rA <test files or test ids>" in text
         assert "Python\n3.9" in text and "/testbed" in text
     else:
-        assert "No Python environment of this project is installed here" in text
+        assert "No environment for this project's tests is installed here" in text
 
 
 def test_the_package_checked_is_the_repositorys():

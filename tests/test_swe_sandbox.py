@@ -115,6 +115,7 @@ def in_sandbox(tmp_path, ws, view, command):
 @needs_srt
 def test_the_agent_runs_the_tasks_tests_in_its_environment_and_its_edit_takes_effect(tmp_path):
     ws, view = make_env(tmp_path)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)  # srt keeps .git/hooks read-only
     testbed, venv_at = view["testbed"], view["venv_path"]
     run = (
         f"cd {testbed} && python -m pytest -q -p no:cacheprovider tests/test_answer.py "
@@ -131,6 +132,7 @@ def test_the_agent_runs_the_tasks_tests_in_its_environment_and_its_edit_takes_ef
             run,
             f"touch {testbed}/fixpkg/made && echo testbed=writable",
             f"(echo x > {testbed}/.bashrc) 2>/dev/null || echo bashrc=read-only",
+            f"(touch {testbed}/.git/hooks/post-checkout) 2>/dev/null || echo hooks=read-only",
             f"(touch {venv_at}/x) 2>/dev/null || echo venv=read-only",
         ]
     )
@@ -141,7 +143,9 @@ def test_the_agent_runs_the_tasks_tests_in_its_environment_and_its_edit_takes_ef
     assert f"file={testbed}/fixpkg/__init__.py" in lines
     # Red at the base, green after the edit; pytest's own tmp_path works in the sandbox.
     assert [x for x in lines if x.startswith("pytest=")] == ["pytest=1", "pytest=0"]
-    assert {"testbed=writable", "bashrc=read-only", "venv=read-only"} <= set(lines)
+    assert {"testbed=writable", "bashrc=read-only", "hooks=read-only", "venv=read-only"} <= set(
+        lines
+    )
     assert (ws / "fixpkg" / "__init__.py").read_text() == WRONG.replace("41", "42")
     assert (ws / "fixpkg" / "made").exists()
 

@@ -29,6 +29,7 @@ import gc
 import os
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,7 @@ from .strict import stage as strict
 from .suite import stage as suite
 from .suite.stage import TestsTree
 from .swebench import sandbox_view as swe_sandbox_view
+from .swebench import services as swe_services_module
 from .swebench import stage as swebench
 from .workspace import stage as workspace
 
@@ -195,6 +197,15 @@ class Context:
         if task.instance_id not in memo:
             memo[task.instance_id] = swe_sandbox_view.view_of(task, self.layout)
         return memo[task.instance_id]
+
+    # The servers a SWE-bench task's tests reach over the internet (httpbin for psf/requests),
+    # started on this machine's loopback for an agent shown the task's environment, as for a
+    # local verdict (swebench/services.py); the agent stage gets the rule here.
+    @staticmethod
+    def swe_services(
+        layout: Layout, repo: str, log: Path
+    ) -> AbstractContextManager[dict[str, str]]:
+        return swe_services_module.running_services(layout, repo, log)
 
     def tests_tree(self, layout: Layout, task: AnyTask) -> TestsTree | None:
         """suite.as_of of a task, found for every task of the command at once (two git calls

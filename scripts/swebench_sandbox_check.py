@@ -34,7 +34,7 @@ sys.path.insert(0, str(SOURCE_ROOT))
 from nginx_eval.agent import preflight  # noqa: E402
 from nginx_eval.core.layout import Layout  # noqa: E402
 from nginx_eval.run.benchmark import load_benchmarks  # noqa: E402
-from nginx_eval.swebench import envs, sandbox_view  # noqa: E402
+from nginx_eval.swebench import envs, sandbox_view, services  # noqa: E402
 
 REPOS = ("psf/requests", "pallets/flask", "pytest-dev/pytest")
 # As the tests find it (tests/swebench_fixture.py): SHARED_DATA_DIR, else shared/data beside.
@@ -197,6 +197,9 @@ def main() -> int:
         give_agent(work, layout, task)
         built[task.instance_id] = build(layout, task)
         print(f"{task.instance_id}: environment {built[task.instance_id]['status']}", flush=True)
+    if any(t.repo in services.HTTPBIN_REPOS for t in tasks):
+        # Built once here: the agents of a run would each start building it at once.
+        print(f"httpbin's venv: {services.httpbin_venv(layout)}", flush=True)
     checked: dict = {}
     refused = {t.instance_id: p for t in tasks if (p := import_problem(layout, t, checked))}
     for iid, problem in refused.items():

@@ -288,3 +288,32 @@ def test_the_package_checked_is_the_repositorys():
     assert swe_view.package_of("psf/requests") == "requests"
     assert swe_view.package_of("scikit-learn/scikit-learn") == "sklearn"
     assert swe_view.package_of("astropy/astropy") == "astropy"
+
+
+def test_a_tasks_services_run_for_the_attempt_and_the_sandbox_admits_them(tmp_path):
+    """psf/requests' httpbin (swebench/services.py, through the context): its URL in every
+    phase's environment and its host:port among the allowed hosts while the attempt runs."""
+    from contextlib import contextmanager
+
+    from nginx_eval.agent.stage import AgentRun
+
+    started = []
+
+    @contextmanager
+    def services(layout, repo, log):
+        started.append((repo, log))
+        yield {"HTTPBIN_URL": "http://127.0.0.1:4321/"}
+
+    run = SimpleNamespace(
+        services=services,
+        layout=None,
+        task=SimpleNamespace(repo="psf/requests"),
+        logs=tmp_path,
+        env={"PATH": "/bin"},
+        service_hosts=[],
+    )
+    with AgentRun.running_services(run):
+        assert run.env["HTTPBIN_URL"] == "http://127.0.0.1:4321/"
+        assert run.service_hosts == ["127.0.0.1:4321"]
+    assert started == [("psf/requests", tmp_path / "services.log")]
+    assert run.env == {"PATH": "/bin"} and run.service_hosts == []

@@ -25,6 +25,7 @@ once, even when doit's database was lost.
 """
 
 import base64
+import contextlib
 import datetime
 import os
 import re
@@ -33,8 +34,10 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
@@ -96,6 +99,9 @@ if TYPE_CHECKING:
 # agent.json's record (core/records.py: AgentJson) as this module builds it; an attempt's state
 # is a phases.Attempt, a phase's record an AgentPhase.
 Record = dict[str, Any]
+# swebench/services.running_services, through the context: (layout, repo, log) -> the servers
+# the task's tests reach, their variables while they run.
+Services = Callable[[Layout, str, Path], AbstractContextManager[dict[str, str]]]
 
 
 ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
@@ -267,11 +273,15 @@ class AgentRun:
         prompts: Sequence[str],
         tests_tree: Any = None,
         swe_env: SweEnvView | None = None,
+        services: "Services | None" = None,
     ) -> None:
         self.layout, self.mode, self.task, self.prompts = layout, mode, task, prompts
         self.tests_tree = tests_tree
-        # A SWE-bench task's environment, shown in each isolated phase's sandbox (swe_view.py).
+        # A SWE-bench task's environment, shown in each isolated phase's sandbox (swe_view.py),
+        # and the servers its tests reach over the internet, on this machine's loopback.
         self.swe_env = swe_env if sandbox.settings(mode) else None
+        self.services = services if self.swe_env else None
+        self.service_hosts: list[str] = []
         self.tests_dir: Path | None = None
         self.out = layout.agent_json(mode.name, task.instance_id)
         self.ws = layout.workspace(mode.name, task.instance_id)
@@ -331,7 +341,8 @@ class AgentRun:
                     self.config, self.mode.home_files, endpoints, web_tools_for(self.mode)
                 )
             stubs.write_stubs(self.config, self.user_env)  # after the homes: Claude Code's is this
-            state = self.run_phases()
+            with self.running_services():
+                state = self.run_phases()
         finally:
             meter.stop()
             # Its transcripts are in the logs by now; the home holds a copy of the login.
@@ -345,6 +356,23 @@ class AgentRun:
         state.trajectory = self.write_trajectory(state.rendered)
         state.atif = self.write_atif(state)
         return state
+
+    @contextlib.contextmanager
+    def running_services(self) -> Iterator[None]:
+        """The task's services (self.services) for the attempt: their variables (HTTPBIN_URL)
+        in every phase's environment and their host:port among the sandbox's allowed hosts."""
+        if self.services is None:
+            yield
+            return
+        with self.services(self.layout, self.task.repo, self.logs / "services.log") as extra:
+            self.env.update(extra)
+            self.service_hosts = [urlsplit(url).netloc for url in extra.values()]
+            try:
+                yield
+            finally:
+                for name in extra:
+                    self.env.pop(name, None)
+                self.service_hosts = []
 
     def start_meter(self) -> MeterProxy:
         """The attempt's metering proxy (meter/proxy.py), started, every program's base URL
@@ -567,6 +595,8 @@ class AgentRun:
             # The one model endpoint the sandbox lets through is the attempt's proxy.
             # The others' upstreams are not: every program's calls go through it.
             box = sandbox.through_proxy(box, self.meter.endpoint) if self.meter else box
+            if self.service_hosts:
+                box = {**box, "allow_hosts": box["allow_hosts"] + self.service_hosts}
             jsonio.write_json(
                 settings_file,
                 sandbox.srt_settings(
@@ -965,6 +995,7 @@ def agent_unit(
     keep_workspace: bool = False,
     tests_tree: Any = None,
     swe_env: SweEnvView | None = None,
+    services: "Services | None" = None,
 ) -> dict[str, Any]:
     """The agent run of (mode, task), with its tests tree (suite.as_of, made here if missing,
     a Ray node's own): its attempts and logs (agent/), and {"record": agent.json's
@@ -981,7 +1012,7 @@ def agent_unit(
             raise UserError(
                 f"the SWE-bench environment of the sandbox: {problem}", task=task.instance_id
             )
-    run = AgentRun(layout, mode, task, prompts, tests_tree, swe_env)
+    run = AgentRun(layout, mode, task, prompts, tests_tree, swe_env, services)
     try:
         attempts = run_attempts(run, retries)
     except CredentialsRefused as e:
@@ -1021,6 +1052,7 @@ def _remote_agent(
     keep_workspace: bool,
     tests_tree: Any,
     swe_env: SweEnvView | None = None,
+    services: "Services | None" = None,
 ) -> Record:
     """agent_unit on a node; its diff kept for the patch stage (patch.agent_patch), since the
     workspace here is not the one the agent changed."""
@@ -1044,6 +1076,7 @@ def _remote_agent(
                 keep_workspace,
                 tests_tree,
                 swe_env,
+                services,
             ],
             ship_out=["agent/"],
             repos=repos,
@@ -1085,6 +1118,7 @@ def run_agent(
     workspace_diff: Callable[..., Any] | None = None,
     keep_workspace: bool = False,
     swe_env: SweEnvView | None = None,
+    services: "Services | None" = None,
 ) -> None:
     out = layout.agent_json(mode.name, task.instance_id)
     if (
@@ -1118,6 +1152,7 @@ def run_agent(
             keep_workspace,
             tests_tree,
             swe_env,
+            services,
         )
     else:
         record = agent_unit(
@@ -1130,6 +1165,7 @@ def run_agent(
             None,
             tests_tree=tests_tree,
             swe_env=swe_env,
+            services=services,
         )["record"]
     # `doit forget` is answered once a new record replaces the old one: a run stopped before
     # (refused credentials, Ctrl-C) leaves the request pending.
@@ -1176,6 +1212,7 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
                         ctx.workspace_diff,
                         bool(ctx.options.keep_workspaces),
                         ctx.swe_env(task),
+                        ctx.swe_services,
                     ],
                 )
             ],

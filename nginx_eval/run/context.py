@@ -6,6 +6,7 @@ later one (``agent_finished`` for the workspace, ``workspace_diff`` for the agen
 """
 
 from collections.abc import Collection, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
@@ -36,6 +37,11 @@ class StageContext(Protocol):
     def tests_tree(self, layout: Layout, task: AnyTask) -> TestsTree | None: ...
 
     def swe_env(self, task: AnyTask) -> SweEnvView | None: ...
+
+    @staticmethod
+    def swe_services(
+        layout: Layout, repo: str, log: Path
+    ) -> AbstractContextManager[dict[str, str]]: ...
 
     @staticmethod
     def workspace_diff(

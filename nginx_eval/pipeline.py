@@ -29,6 +29,7 @@ import gc
 import os
 import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from typing import Any
 from doit.loader import generate_tasks
 from doit.task import Task
 
-from .agent import prompts
+from .agent import prompts, sandbox, swe_view
 from .agent import stage as agent
 from .build import plan as buildplan
 from .build import stage as build
@@ -44,7 +45,7 @@ from .build.plan import BasePlan
 from .checks import doctor, statements, validate
 from .core.errors import UserError, did_you_mean
 from .core.layout import Layout
-from .core.records import LeftOut, Selection, SkippedFile
+from .core.records import LeftOut, Selection, SkippedFile, SweEnvView
 from .core.stamps import TaskDict
 from .core.tasknames import (
     BASE,
@@ -87,10 +88,12 @@ from .run.modes import (
 )
 from .run.options import Options
 from .run.record import check_options, read_run
-from .run.swebench import NGINX, SWEBENCH, adapt_mode
+from .run.swebench import NGINX, SWEBENCH, SweTask, adapt_mode
 from .strict import stage as strict
 from .suite import stage as suite
 from .suite.stage import TestsTree
+from .swebench import sandbox_view as swe_sandbox_view
+from .swebench import services as swe_services_module
 from .swebench import stage as swebench
 from .workspace import stage as workspace
 
@@ -146,6 +149,9 @@ class Context:
     _tests_trees: dict[str, TestsTree] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _swe_envs: dict[str, SweEnvView | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
     _plans: tuple[list[BenchmarkTask], BasePlan] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -170,13 +176,36 @@ class Context:
         if key not in memo:
             if mode.name not in of_mode:
                 of_mode[mode.name] = agent.mode_inputs(self.layout, mode)
-            texts = prompts.rendered_prompts(self.layout.templates_dir, mode, task)
+            environment = (
+                swe_view.prompt_values(self.swe_env(task)) if sandbox.settings(mode) else None
+            )
+            texts = prompts.rendered_prompts(self.layout.templates_dir, mode, task, environment)
             tree = self.tests_tree(self.layout, task) if mode.tests else None
             memo[key] = (
                 texts,
                 agent.agent_inputs(self.layout, mode, task, texts, of_mode[mode.name], tree),
             )
         return memo[key]
+
+    def swe_env(self, task: AnyTask) -> SweEnvView | None:
+        """The built environment of a SWE-bench task as the agent's sandbox shows it
+        (swebench/sandbox_view.py), or None (an nginx task, none built); asked once per
+        command, when the tasks are made: the prompt says what the sandbox then shows."""
+        if not isinstance(task, SweTask):
+            return None
+        memo = self._swe_envs
+        if task.instance_id not in memo:
+            memo[task.instance_id] = swe_sandbox_view.view_of(task, self.layout)
+        return memo[task.instance_id]
+
+    # The servers a SWE-bench task's tests reach over the internet (httpbin for psf/requests),
+    # started on this machine's loopback for an agent shown the task's environment, as for a
+    # local verdict (swebench/services.py); the agent stage gets the rule here.
+    @staticmethod
+    def swe_services(
+        layout: Layout, repo: str, log: Path
+    ) -> AbstractContextManager[dict[str, str]]:
+        return swe_services_module.running_services(layout, repo, log)
 
     def tests_tree(self, layout: Layout, task: AnyTask) -> TestsTree | None:
         """suite.as_of of a task, found for every task of the command at once (two git calls

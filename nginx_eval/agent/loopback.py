@@ -20,6 +20,10 @@ Python with the standard library only (the project is not visible inside the san
 the port it listens on, and ends with the sandbox.
 """
 
+# It runs under the sandbox's python3, as old as 3.9 over a SWE-bench environment's /usr: its
+# annotations stay strings there.
+from __future__ import annotations
+
 import ipaddress
 import socket
 import sys

@@ -10,6 +10,7 @@ reporter runs it: only doit's reporter sees which tasks were selected."""
 
 import os
 import subprocess
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,7 +22,7 @@ from ..doitext.invocation import reachable
 from ..meter.proxy import PROGRAM_OF_API, MeterProxy
 from ..run.commandline import command_program
 from ..run.record import note_self_test
-from . import sandbox, selftest
+from . import sandbox, selftest, swe_view
 from .gate import clear_stop
 from .programs import registry
 from .programs.base import Program, resolve_program
@@ -32,6 +33,7 @@ from .stage import agent_finished
 
 if TYPE_CHECKING:
     from ..core.layout import Layout
+    from ..core.records import SweEnvView
     from ..run.benchmark import AnyTask
     from ..run.context import StageContext
     from ..run.modes import AgentMode
@@ -59,7 +61,7 @@ def agents_to_run(
         name = task_name(AGENT, unit_name(bench, mode, task))
         if name not in reachable_names:
             continue
-        if not agent_finished(ctx.layout, mode, task, name):
+        if not agent_finished(ctx.layout, mode, task, name, ctx.unit_agent_inputs(mode, task)[1]):
             yield mode, task
 
 
@@ -252,7 +254,8 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
     (selftest.py) passed once."""
     clear_stop(ctx.layout)
     families: dict[str, AgentMode] = {}
-    for mode, task in agents_to_run(ctx, tasks, selected):
+    units = list(agents_to_run(ctx, tasks, selected))
+    for mode, task in units:
         missing = missing_prompt(ctx.layout.templates_dir, mode, task)
         if missing:
             raise missing
@@ -265,6 +268,50 @@ def preflight(ctx: "StageContext", tasks: Mapping[str, Any], selected: Iterable[
         for meter in meters.values():
             meter.stop()
     upstream_checked(ctx.layout, meters.values())
+    environments_checked(ctx, units)
+
+
+def environments_checked(
+    ctx: "StageContext", units: Iterable[tuple["AgentMode", "AnyTask"]]
+) -> None:
+    """Each SWE-bench environment an isolated agent is about to be shown imports its package
+    in the sandbox, /testbed a checkout of the task's base (once per environment and sandbox):
+    UserError naming the task otherwise. Where the clone is not there yet, no environment can
+    have been built from it either."""
+    checked: set[tuple[str, str]] = set()
+    for mode, task in units:
+        box, view = sandbox.settings(mode), ctx.swe_env(task)
+        if not box or not view or (view["digest"], repr(box)) in checked:
+            continue
+        checked.add((view["digest"], repr(box)))
+        problem = swe_view.view_problem(view) or import_problem(ctx.layout, box, view, task)
+        if problem:
+            raise UserError(
+                f"the SWE-bench environment {view['digest']} in the sandbox: {problem}; "
+                f"no agent started",
+                task=task.instance_id,
+            )
+
+
+def import_problem(layout: "Layout", box: "Box", view: "SweEnvView", task: "AnyTask") -> str | None:
+    """Why `python -c "import <package>"` fails in the sandbox showing `view` (one line), or
+    None (also when the task's clone is not there to check out)."""
+    with tempfile.TemporaryDirectory(prefix="nginx-eval-testbed-") as scratch:
+        if not swe_view.checkout(layout.bare_repo(task.repo), task.base_commit, scratch):
+            return None
+        swe_view.put_testbed_files(view, scratch)
+        problem = sandbox.start_problem(
+            ["bash", "-c", swe_view.import_condition(view) + " && echo imported"],
+            hidden=sandbox.hidden_paths(layout),
+            box=box,
+            environ=dict(os.environ),
+            support=sandbox.write_support(layout.sandbox_support),
+            view=view,
+            workspace=scratch,
+        )
+    if problem:
+        return f'`python -c "import {view["package"]}"` failed: {problem}'
+    return None
 
 
 def preflight_meter(meters: dict[str, MeterProxy], env: Mapping[str, str]) -> MeterProxy:

@@ -7,7 +7,8 @@ name nginx; run/swebench.adapt_mode refuses a mode whose SWE-bench version is mi
 modes are loaded). Jinja renders it with StrictUndefined: a misspelt variable is an error.
 
 **Values.** Every template gets ``task``, ``mode``, ``phase``, ``problem_statement``,
-``issue_file`` (the workspace's ``.issue.md``), ``instance_id``, ``tests_dir``, ``artifacts``
+``issue_file`` (the workspace's ``.issue.md``), ``instance_id``, ``tests_dir``,
+``environment`` (a SWE-bench task's Python environment in the sandbox, or None), ``artifacts``
 (every phase's), ``phase_model``, a loop phase's ``loop`` (its settings) and LOOP_VALUES
 (template_values).
 
@@ -78,7 +79,12 @@ def template_values(mode: AgentMode, phase: Phase) -> dict[str, Any]:
 
 
 def render_prompt(
-    templates_dir: Path, template_name: str, task: AnyTask, mode: AgentMode, phase: Phase
+    templates_dir: Path,
+    template_name: str,
+    task: AnyTask,
+    mode: AgentMode,
+    phase: Phase,
+    environment: Mapping[str, str] | None = None,
 ) -> str:
     env = prompt_environment(str(prompt_dir(templates_dir, task)))
     return env.get_template(template_name).render(
@@ -89,14 +95,21 @@ def render_prompt(
         issue_file=ISSUE_FILE,
         instance_id=task.instance_id,
         tests_dir=TESTS_DIR_MARK if mode.tests else "",
+        environment=environment,
         **template_values(mode, phase),
     )
 
 
-def rendered_prompts(templates_dir: Path, mode: AgentMode, task: AnyTask) -> list[str]:
-    """The prompt of each phase of `mode` for `task` ("" for a phase without one)."""
+def rendered_prompts(
+    templates_dir: Path,
+    mode: AgentMode,
+    task: AnyTask,
+    environment: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The prompt of each phase of `mode` for `task` ("" for a phase without one); environment:
+    a SWE-bench task's, as its sandbox shows it (swe_view.prompt_values)."""
     return [
-        render_prompt(templates_dir, p.prompt, task, mode, p) if p.prompt else ""
+        render_prompt(templates_dir, p.prompt, task, mode, p, environment) if p.prompt else ""
         for p in mode.phases
     ]
 

@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict, cast
 
 from ..core import inputs, jsonio, rootfs, runstate
 from ..core.errors import UserError
-from ..core.records import Blocked, ToolchainRecord
+from ..core.records import Blocked, SweEnvView, ToolchainRecord
+from . import swe_view
 from .programs import registry
 from .programs.claude import CLAUDE
 
@@ -438,6 +439,7 @@ def write_support(directory: str | Path) -> str:
     _write_if_changed(os.path.join(directory, LOOPBACK_PROXY.name), LOOPBACK_PROXY.read_bytes())
     if os.geteuid() == 0:
         write_agent_user(directory)
+    swe_view.write_runtimes(directory, os.environ)
     toolchain = rootfs.current()
     chosen = os.path.join(directory, "toolchain")
     if sandbox_toolchain(toolchain)["name"] == rootfs.HOST:
@@ -482,14 +484,20 @@ def write_agent_user(directory: str | Path) -> None:
 
 
 def phase_environment(
-    environ: Mapping[str, str], tmp_dir: str | Path, support: str | None = None
+    environ: Mapping[str, str],
+    tmp_dir: str | Path,
+    support: str | None = None,
+    view: str | None = None,
 ) -> dict[str, str]:
     """The environment of an isolated phase, and of srt itself: a private temporary directory
     (srt puts the sockets of its proxy bridges there too, so it must be one the agent may
     write: outside it nothing of /tmp is visible), the CLI quiet; support: write_support's
-    directory, for bwrap_agent_user.sh (which takes the variable out of the sandbox's view)."""
+    directory, for bwrap_agent_user.sh (which takes the variable out of the sandbox's view);
+    view: a SWE-bench environment's view file (swe_view.write_view), for it too."""
     quiet = {k: v for k, v in QUIET_ENV.items() if k not in environ}
     extra = {SUPPORT_VAR: str(support)} if support else {}
+    if view:
+        extra[swe_view.VIEW_VAR] = view
     return dict(environ, TMPDIR=str(tmp_dir), CLAUDE_CODE_TMPDIR=str(tmp_dir), **quiet, **extra)
 
 
@@ -564,18 +572,24 @@ def start_problem(
     environ: Mapping[str, str],
     support: str,
     programs: Iterable[str] = (),
+    view: SweEnvView | None = None,
+    workspace: str | Path | None = None,
 ) -> str | None:
     """Why `argv` does not run isolated as a phase would (None when it exits 0 and prints
-    something), in an empty directory standing in for the workspace: cli's preflight runs the
-    agent's program there before any agent starts. support: write_support's directory."""
+    something), in an empty directory standing in for the workspace (or `workspace`): cli's
+    preflight runs the agent's program there before any agent starts. support: write_support's
+    directory; view: a SWE-bench environment the sandbox shows (swe_view.py)."""
     with tempfile.TemporaryDirectory(prefix="nginx-eval-preflight-") as scratch:
+        ws = str(workspace or scratch)
         settings_file = os.path.join(scratch, "srt.json")
+        view_file = swe_view.write_view(os.path.join(scratch, "view"), view, ws) if view else None
         with open(settings_file, "w") as f:
             json.dump(
                 srt_settings(
                     box,
-                    workspace=scratch,
-                    writable=[],
+                    workspace=ws,
+                    # The command's stderr file is in the scratch directory.
+                    writable=[scratch] if ws != scratch else [],
                     hidden=hidden,
                     environ=environ,
                     programs=programs,
@@ -596,8 +610,8 @@ def start_problem(
         try:
             out = subprocess.run(
                 wrapped,
-                cwd=scratch,
-                env=phase_environment(environ, scratch, support),
+                cwd=ws,
+                env=phase_environment(environ, scratch, support, view_file),
                 capture_output=True,
                 text=True,
                 timeout=60,

@@ -25,6 +25,7 @@ once, even when doit's database was lost.
 """
 
 import base64
+import contextlib
 import datetime
 import os
 import re
@@ -33,13 +34,15 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
+from urllib.parse import urlsplit
 
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
 from ..core import gitcmd, inputs, jsonio, rootfs, stamps
-from ..core.errors import failing_on_user_error
+from ..core.errors import UserError, failing_on_user_error
 from ..core.layout import Layout
 from ..core.outcomes import (
     COMPLETED,
@@ -63,6 +66,7 @@ from ..core.records import (
     RemoteDiff,
     RemoteDiffJson,
     SkippedFile,
+    SweEnvView,
     TestsTree,
     Tokens,
     write_record,
@@ -88,7 +92,7 @@ from ..workspace.stage import (
     workspace_inputs,
 )
 from . import attempts as attempts_module
-from . import phases, sandbox, stubs, trajectory, wire
+from . import phases, sandbox, stubs, swe_view, trajectory, wire
 from .gate import (
     CredentialsRefused,
     backoff_seconds,
@@ -122,6 +126,11 @@ class UnitAnswer(TypedDict):
     record: AgentJson | None  # None: the credentials were refused
     refused: list[str] | None  # [unit, reason, program label, fix]
     diff: RemoteDiff | None  # on a node only
+
+
+# swebench/services.running_services, through the context: (layout, repo, log) -> the servers
+# the task's tests reach, their variables while they run.
+Services = Callable[[Layout, str, Path], AbstractContextManager[dict[str, str]]]
 
 
 ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
@@ -292,12 +301,19 @@ class AgentRun:
         task: AnyTask,
         prompts: Sequence[str],
         tests_tree: TestsTree | None = None,
+        swe_env: SweEnvView | None = None,
+        services: "Services | None" = None,
     ) -> None:
         self.layout, self.mode, self.task, self.prompts = layout, mode, task, prompts
         # agent.json's: the tree, and a note of each attempt that extracted it again
         self.tests_tree: AgentTestsTree | None = (
             {**tests_tree, "notes": []} if tests_tree is not None else None
         )
+        # A SWE-bench task's environment, shown in each isolated phase's sandbox (swe_view.py),
+        # and the servers its tests reach over the internet, on this machine's loopback.
+        self.swe_env = swe_env if sandbox.settings(mode) else None
+        self.services = services if self.swe_env else None
+        self.service_hosts: list[str] = []
         self.tests_dir: Path | None = None
         self.out = layout.agent_json(mode.name, task.instance_id)
         self.ws = layout.workspace(mode.name, task.instance_id)
@@ -340,6 +356,7 @@ class AgentRun:
         self.ws, self.tests_dir, notes = hand_to_agent(
             self.layout, self.mode, self.task, self.tests_tree
         )
+        swe_view.put_testbed_files(self.swe_env, self.ws)
         if self.tests_tree:
             self.tests_tree = {**self.tests_tree, "notes": self.tests_tree["notes"] + notes}
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -356,7 +373,8 @@ class AgentRun:
                     self.config, self.mode.home_files, endpoints, web_tools_for(self.mode)
                 )
             stubs.write_stubs(self.config, self.user_env)  # after the homes: Claude Code's is this
-            state = self.run_phases()
+            with self.running_services():
+                state = self.run_phases()
         finally:
             meter.stop()
             # Its transcripts are in the logs by now; the home holds a copy of the login.
@@ -370,6 +388,23 @@ class AgentRun:
         state.trajectory = self.write_trajectory(state.rendered)
         state.atif = self.write_atif(state)
         return state
+
+    @contextlib.contextmanager
+    def running_services(self) -> Iterator[None]:
+        """The task's services (self.services) for the attempt: their variables (HTTPBIN_URL)
+        in every phase's environment and their host:port among the sandbox's allowed hosts."""
+        if self.services is None:
+            yield
+            return
+        with self.services(self.layout, self.task.repo, self.logs / "services.log") as extra:
+            self.env.update(extra)
+            self.service_hosts = [urlsplit(url).netloc for url in extra.values()]
+            try:
+                yield
+            finally:
+                for name in extra:
+                    self.env.pop(name, None)
+                self.service_hosts = []
 
     def start_meter(self) -> MeterProxy:
         """The attempt's metering proxy (meter/proxy.py), started, every program's base URL
@@ -591,6 +626,8 @@ class AgentRun:
             # The one model endpoint the sandbox lets through is the attempt's proxy.
             # The others' upstreams are not: every program's calls go through it.
             box = sandbox.through_proxy(box, self.meter.endpoint) if self.meter else box
+            if self.service_hosts:
+                box = {**box, "allow_hosts": box["allow_hosts"] + self.service_hosts}
             jsonio.write_json(
                 settings_file,
                 sandbox.srt_settings(
@@ -605,7 +642,12 @@ class AgentRun:
                     readable=[self.tests_dir] if self.tests_dir else [],
                 ),
             )
-            env = sandbox.phase_environment(self.phase_env(), tmp, support)
+            view = (
+                swe_view.write_view(self.logs / f"{stem}.view", self.swe_env, self.ws)
+                if self.swe_env
+                else None
+            )
+            env = sandbox.phase_environment(self.phase_env(), tmp, support, view)
             argv = sandbox.wrap(
                 command,
                 settings_file=settings_file,
@@ -938,6 +980,7 @@ def agent_record(
         "flags": flags,
         "contaminated": any(f["kind"] == "contamination" for f in flags),
         "tests_tree": run.tests_tree,
+        "swe_env": swe_view.record(run.swe_env),
     }
     if last.loop is not None:
         record["loop"] = last.loop
@@ -990,6 +1033,8 @@ def agent_unit(
     workspace_diff: WorkspaceDiff | None,
     keep_workspace: bool = False,
     tests_tree: TestsTree | None = None,
+    swe_env: SweEnvView | None = None,
+    services: "Services | None" = None,
 ) -> UnitAnswer:
     """The agent run of (mode, task), with its tests tree (suite.as_of, made here if missing,
     a Ray node's own): its attempts and logs (agent/), and {"record": agent.json's
@@ -1001,7 +1046,12 @@ def agent_unit(
         clear_stop(layout)  # the coordinator checked its own stop file
     if sandbox.settings(mode):
         sandbox.check_available(mode)  # never a fallback to an unisolated run
-    run = AgentRun(layout, mode, task, prompts, tests_tree)
+        problem = swe_env and swe_view.view_problem(swe_env)
+        if problem:
+            raise UserError(
+                f"the SWE-bench environment of the sandbox: {problem}", task=task.instance_id
+            )
+    run = AgentRun(layout, mode, task, prompts, tests_tree, swe_env, services)
     try:
         attempts = run_attempts(run, retries)
     except CredentialsRefused as e:
@@ -1040,6 +1090,8 @@ def _remote_agent(
     workspace_diff: WorkspaceDiff | None,
     keep_workspace: bool,
     tests_tree: TestsTree | None,
+    swe_env: SweEnvView | None = None,
+    services: "Services | None" = None,
 ) -> AgentJson:
     """agent_unit on a node; its diff kept for the patch stage (patch.agent_patch), since the
     workspace here is not the one the agent changed."""
@@ -1053,7 +1105,18 @@ def _remote_agent(
             layout,
             mode.name,
             task.instance_id,
-            [mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, tests_tree],
+            [
+                mode,
+                task,
+                prompts,
+                inputs,
+                retries,
+                workspace_diff,
+                keep_workspace,
+                tests_tree,
+                swe_env,
+                services,
+            ],
             ship_out=["agent/"],
             repos=repos,
             forward=registry.forwarded_prefixes(),
@@ -1092,6 +1155,8 @@ def run_agent(
     retries: int = 2,
     workspace_diff: WorkspaceDiff | None = None,
     keep_workspace: bool = False,
+    swe_env: SweEnvView | None = None,
+    services: "Services | None" = None,
 ) -> None:
     out = layout.agent_json(mode.name, task.instance_id)
     if (
@@ -1115,11 +1180,30 @@ def run_agent(
         say(mode, task, "not run", record["error"])
     elif executor.is_remote():
         record = _remote_agent(
-            layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, tests_tree
+            layout,
+            mode,
+            task,
+            prompts,
+            inputs,
+            retries,
+            workspace_diff,
+            keep_workspace,
+            tests_tree,
+            swe_env,
+            services,
         )
     else:
         answer = agent_unit(
-            layout, mode, task, prompts, inputs, retries, None, tests_tree=tests_tree
+            layout,
+            mode,
+            task,
+            prompts,
+            inputs,
+            retries,
+            None,
+            tests_tree=tests_tree,
+            swe_env=swe_env,
+            services=services,
         )
         assert answer["record"] is not None  # refused credentials raise here
         record = answer["record"]
@@ -1167,6 +1251,8 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
                         ctx.options.agent_retries,
                         ctx.workspace_diff,
                         bool(ctx.options.keep_workspaces),
+                        ctx.swe_env(task),
+                        ctx.swe_services,
                     ],
                 )
             ],

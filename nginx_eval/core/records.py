@@ -128,6 +128,35 @@ class ToolchainRecord(TypedDict):
     digest: str | None  # sha256 of the root filesystem's manifest; None for the host
 
 
+# -- a SWE-bench task's environment in the agent's sandbox (agent/swe_view.py) -------------------
+
+
+class SweEnvView(TypedDict):
+    """What a SWE-bench task's built environment shows in the agent's sandbox (host paths, and
+    where they are inside); pipeline.Context.swe_env gives it from the environment's build."""
+
+    root: str  # the root filesystem whose /usr (and /etc files of the linker) replace the host's
+    venv: str  # the venv, on the host
+    venv_path: str  # its fixed path inside, as it was built (read-only)
+    testbed: str  # where the workspace is shown too: the editable install imports from there
+    path: list[str]  # directories put first on PATH inside (the venv's bin)
+    env: dict[str, str]  # the environment's variables
+    digest: str  # the environment's digest (its specification's)
+    python: str  # its Python's version, "3.9.2"
+    package: str  # what the preflight imports (`python -c "import <package>"`)
+    test_command: str  # how the task's tests run, without naming any (the prompt's)
+    # files the install wrote into its checkout (setuptools_scm's _version.py, egg-info), copied
+    # into the workspace before the agent starts, as the official image's /testbed has them
+    testbed_files: str | None
+
+
+class SweEnvRecord(TypedDict):
+    """agent.json's "swe_env": the environment an agent's sandbox showed."""
+
+    digest: str
+    python: str
+
+
 # -- prove.json (prove/stage.py) -------------------------------------------------------------------
 
 
@@ -665,6 +694,9 @@ class AgentJson(TypedDict):
     flags: list[Flag]  # every attempt's, "contamination" ones included
     contaminated: bool  # the fix reached the agent: the outcome is "contaminated"
     tests_tree: AgentTestsTree | None  # the nginx-tests tree the agent had (tests = "base")
+    # a SWE-bench task's environment the sandbox showed; None: none built (or unisolated, or
+    # an nginx task); not an input, as the toolchain
+    swe_env: NotRequired[SweEnvRecord | None]
     loop: NotRequired[LoopRecord | None]  # the last attempt's loop (a mode with a loop phase)
 
 

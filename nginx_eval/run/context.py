@@ -6,11 +6,12 @@ later one (``agent_finished`` for the workspace, ``workspace_diff`` for the agen
 """
 
 from collections.abc import Collection, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
 from ..core.layout import Layout
-from ..core.records import LeftOut, Selection, SkippedFile, TestsTree
+from ..core.records import LeftOut, Selection, SkippedFile, SweEnvView, TestsTree
 from .benchmark import AnyTask, Benchmark, Task
 from .modes import AgentMode, Mode
 from .options import Options
@@ -34,6 +35,13 @@ class StageContext(Protocol):
     def unit_agent_inputs(self, mode: AgentMode, task: AnyTask) -> tuple[list[str], str | None]: ...
 
     def tests_tree(self, layout: Layout, task: AnyTask) -> TestsTree | None: ...
+
+    def swe_env(self, task: AnyTask) -> SweEnvView | None: ...
+
+    @staticmethod
+    def swe_services(
+        layout: Layout, repo: str, log: Path
+    ) -> AbstractContextManager[dict[str, str]]: ...
 
     @staticmethod
     def workspace_diff(

@@ -1,0 +1,319 @@
+"""A SWE-bench task's environment inside the agent's sandbox (agent/swe_view.py,
+bwrap_agent_user.sh), on a fixture Python package and a venv made from this Python: the venv
+first on PATH, the workspace also at the testbed path where the venv's editable install points,
+the agent's edit taking effect there, pytest's writes, srt's protections repeated there, and the
+preflight's import check."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from types import SimpleNamespace
+from unittest.mock import patch
+
+import jinja2
+import pytest
+from test_sandbox import needs_srt
+
+from nginx_eval.agent import preflight, sandbox, swe_view
+from nginx_eval.core.errors import UserError
+from nginx_eval.core.layout import Layout
+
+WRONG = "def answer():\n    return 41\n"
+TEST = (
+    "import fixpkg\n\n\ndef test_answer():\n    assert fixpkg.answer() == 42\n\n\n"
+    "def test_writes_its_tmp(tmp_path):\n    (tmp_path / 'f').write_text('x')\n"
+    "    assert (tmp_path / 'f').read_text() == 'x'\n"
+)
+
+
+def make_env(tmp_path, package="fixpkg"):
+    """A workspace holding the package, a venv whose .pth points at the testbed path (what an
+    editable install of a flat project writes), and the view of both."""
+    ws = tmp_path / "ws"
+    (ws / "fixpkg").mkdir(parents=True)
+    (ws / "fixpkg" / "__init__.py").write_text(WRONG)
+    (ws / "tests").mkdir()
+    (ws / "tests" / "test_answer.py").write_text(TEST)
+    venv = tmp_path / "venv"
+    # This Python's own site-packages (pytest) are the environment's dependencies.
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+        check=True,
+    )
+    # Mount points that exist on the host, as the real /testbed and /opt/swe-env must.
+    testbed, venv_at = tmp_path / "testbed", tmp_path / "venv-at"
+    testbed.mkdir()
+    venv_at.mkdir()
+    site = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
+    with open(os.path.join(site, "_fixpkg_editable.pth"), "w") as f:
+        f.write(f"{testbed}\n")
+    view = {
+        "root": "/",
+        "venv": str(venv),
+        "venv_path": str(venv_at),
+        "testbed": str(testbed),
+        "path": [f"{venv_at}/bin"],
+        "env": {"VIRTUAL_ENV": str(venv_at)},
+        "digest": "fixpkg-1.0-0123456789ab",
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+        "package": package,
+        "test_command": "pytest -rA -p no:cacheprovider",
+        "testbed_files": None,
+    }
+    return ws, view
+
+
+def in_sandbox(tmp_path, ws, view, command):
+    """(exit code, stdout, the command's stderr) of `command` run as a phase is, with `view`."""
+    support = sandbox.write_support(tmp_path / "support")
+    settings = tmp_path / "srt.json"
+    box = {"isolation": "srt", "endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
+    settings.write_text(
+        json.dumps(
+            sandbox.srt_settings(
+                box,
+                workspace=ws,
+                writable=[tmp_path / "logs"],
+                hidden=[],
+                environ=os.environ,
+                support=support,
+            )
+        )
+    )
+    # srt's sockets go in TMPDIR, whose path must stay short (108 bytes with the socket's name).
+    tmp = tempfile.mkdtemp(prefix="swe-")
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    view_file = swe_view.write_view(tmp_path / "view", view, ws)
+    argv = sandbox.wrap(
+        command,
+        settings_file=settings,
+        stderr_file=tmp_path / "logs" / "stderr",
+        environ=os.environ,
+        support=support,
+        endpoint=box["endpoint"],
+    )
+    try:
+        out = subprocess.run(
+            argv,
+            cwd=ws,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=sandbox.phase_environment(os.environ, tmp, support, view_file),
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    said = tmp_path / "logs" / "stderr"
+    return out.returncode, out.stdout, said.read_text() if said.exists() else out.stderr[-2000:]
+
+
+@pytest.mark.e2e
+@needs_srt
+def test_the_agent_runs_the_tasks_tests_in_its_environment_and_its_edit_takes_effect(tmp_path):
+    ws, view = make_env(tmp_path)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)  # srt keeps .git/hooks read-only
+    testbed, venv_at = view["testbed"], view["venv_path"]
+    run = (
+        f"cd {testbed} && python -m pytest -q -p no:cacheprovider tests/test_answer.py "
+        f">/dev/null; echo pytest=$?"
+    )
+    command = "; ".join(
+        [
+            "echo python=$(command -v python)",
+            # From elsewhere, the package comes from the testbed: the editable install's path.
+            "cd / && echo file=$(python -c 'import fixpkg; print(fixpkg.__file__)')",
+            run,
+            # The agent edits its workspace (its working directory): the testbed sees it.
+            f"cd {ws} && sed -i 's/41/42/' fixpkg/__init__.py",
+            run,
+            f"touch {testbed}/fixpkg/made && echo testbed=writable",
+            f"(echo x > {testbed}/.bashrc) 2>/dev/null || echo bashrc=read-only",
+            f"(touch {testbed}/.git/hooks/post-checkout) 2>/dev/null || echo hooks=read-only",
+            f"(touch {venv_at}/x) 2>/dev/null || echo venv=read-only",
+        ]
+    )
+    code, out, err = in_sandbox(tmp_path, ws, view, command)
+    assert code == 0, err
+    lines = out.split()
+    assert f"python={venv_at}/bin/python" in lines
+    assert f"file={testbed}/fixpkg/__init__.py" in lines
+    # Red at the base, green after the edit; pytest's own tmp_path works in the sandbox.
+    assert [x for x in lines if x.startswith("pytest=")] == ["pytest=1", "pytest=0"]
+    assert {"testbed=writable", "bashrc=read-only", "hooks=read-only", "venv=read-only"} <= set(
+        lines
+    )
+    assert (ws / "fixpkg" / "__init__.py").read_text() == WRONG.replace("41", "42")
+    assert (ws / "fixpkg" / "made").exists()
+
+
+@pytest.mark.e2e
+@needs_srt
+def test_the_preflight_says_in_one_line_when_the_package_does_not_import(tmp_path):
+    ws, view = make_env(tmp_path, package="nosuchpkg")
+    box = {"isolation": "srt", "endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
+    support = sandbox.write_support(tmp_path / "support")
+    argv = ["bash", "-c", swe_view.import_condition(view) + " && echo imported"]
+    problem = sandbox.start_problem(
+        argv, hidden=[], box=box, environ=os.environ, support=support, view=view, workspace=ws
+    )
+    assert problem == "ModuleNotFoundError: No module named 'nosuchpkg'"
+    view["package"] = "fixpkg"
+    argv = ["bash", "-c", swe_view.import_condition(view) + " && echo imported"]
+    assert (
+        sandbox.start_problem(
+            argv, hidden=[], box=box, environ=os.environ, support=support, view=view, workspace=ws
+        )
+        is None
+    )
+
+
+@pytest.mark.e2e
+@needs_srt
+def test_no_agent_starts_when_an_environment_shown_does_not_import(tmp_path):
+    """The preflight's check (preflight.environments_checked) on a checkout of the task's base
+    from its bare clone: one line naming the task and the environment."""
+    ws, view = make_env(tmp_path, package="nosuchpkg")
+    layout = Layout(root=tmp_path / "p", cache=tmp_path / "c", results_root=tmp_path / "r")
+    bare = layout.bare_repo("acme/fixpkg")
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(["git", "-C", str(ws), "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "b"],
+        check=True,
+    )
+    subprocess.run(["git", "clone", "-q", "--bare", str(ws), str(bare)], check=True)
+    base = subprocess.run(
+        ["git", "-C", str(ws), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    task = SimpleNamespace(instance_id="acme__fixpkg-1", repo="acme/fixpkg", base_commit=base)
+    mode = SimpleNamespace(isolation="srt")
+    ctx = SimpleNamespace(layout=layout, swe_env=lambda t: view)
+    box = {"isolation": "srt", "endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
+    with patch.object(sandbox, "settings", lambda m: box):
+        with pytest.raises(UserError) as e:
+            preflight.environments_checked(ctx, [(mode, task)])
+        assert str(e.value) == (
+            "task acme__fixpkg-1: the SWE-bench environment fixpkg-1.0-0123456789ab in the "
+            'sandbox: `python -c "import nosuchpkg"` failed: ModuleNotFoundError: No module '
+            "named 'nosuchpkg'; no agent started"
+        )
+        view["package"] = "fixpkg"
+        preflight.environments_checked(ctx, [(mode, task)])
+
+
+def test_a_root_filesystem_that_is_not_merged_usr_is_refused_in_one_line(tmp_path):
+    root = tmp_path / "root"
+    for d in ("usr/bin", "bin", "lib"):
+        (root / d).mkdir(parents=True)
+    view = dict(make_view_paths(tmp_path), root=str(root))
+    problem = swe_view.view_problem(view)
+    assert problem == (
+        f"its root filesystem {root} is not merged-/usr (bin is a directory): its /usr alone "
+        f"cannot be shown over the host's"
+    )
+    for d in ("bin", "lib"):
+        (root / d).rmdir()
+        (root / d).symlink_to(f"usr/{d}")
+    assert swe_view.view_problem(view) is None
+
+
+def make_view_paths(tmp_path):
+    (tmp_path / "venv").mkdir(exist_ok=True)
+    return {
+        "venv": str(tmp_path / "venv"),
+        "venv_path": str(tmp_path / "venv-at"),
+        "testbed": str(tmp_path / "testbed"),
+    }
+
+
+def test_the_view_and_the_hosts_node_bound_outside_usr(tmp_path):
+    view = {
+        "root": "/r",
+        "venv": "/v",
+        "venv_path": "/opt/swe-env",
+        "testbed": "/testbed",
+        "path": ["/opt/swe-env/bin"],
+        "env": {"VIRTUAL_ENV": "/opt/swe-env"},
+        "digest": "d",
+        "python": "3.9",
+        "package": "p",
+        "test_command": "pytest -rA",
+        "testbed_files": None,
+    }
+    assert swe_view.view_lines(view, "/ws") == [
+        "usr /r",
+        "ro /v /opt/swe-env",
+        "workspace /ws /testbed",
+        "first /opt/swe-env/bin",
+        "setenv VIRTUAL_ENV /opt/swe-env",
+    ]
+    # A node outside /usr stays visible over another /usr: nothing to bind.
+    (tmp_path / "node").write_text("")
+    (tmp_path / "node").chmod(0o755)
+    swe_view.write_runtimes(tmp_path / "support", {"PATH": str(tmp_path)})
+    assert (tmp_path / "support" / "runtimes").read_text() == ""
+    assert (tmp_path / "support" / "runtime" / "node").is_file()  # the mount point
+    node = swe_view.host_runtimes(os.environ).get("node")
+    if node:
+        swe_view.write_runtimes(tmp_path / "support", os.environ)
+        assert (tmp_path / "support" / "runtimes").read_text() == f"{node} node\n"
+
+
+@pytest.mark.parametrize("environment", [None, {"python": "3.9", "testbed": "/testbed"}])
+def test_the_swebench_prompts_say_how_to_test_or_that_nothing_is_installed(environment):
+    templates = os.path.join(os.path.dirname(__file__), "..", "templates", "swebench")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates), undefined=jinja2.StrictUndefined
+    )
+    if environment:
+        environment = dict(environment, test_command="pytest -rA")
+    text = env.get_template("prompt_raw.md.j2").render(
+        task={"repo": "psf/requests"},
+        problem_statement="x",
+        issue_file=".issue.md",
+        environment=environment,
+    )
+    if environment:
+        assert "    pytest -rA <test files or test ids>" in text
+        assert "Python\n3.9" in text and "/testbed" in text
+    else:
+        assert "No environment for this project's tests is installed here" in text
+
+
+def test_the_package_checked_is_the_repositorys():
+    assert swe_view.package_of("psf/requests") == "requests"
+    assert swe_view.package_of("scikit-learn/scikit-learn") == "sklearn"
+    assert swe_view.package_of("astropy/astropy") == "astropy"
+
+
+def test_a_tasks_services_run_for_the_attempt_and_the_sandbox_admits_them(tmp_path):
+    """psf/requests' httpbin (swebench/services.py, through the context): its URL in every
+    phase's environment and its host:port among the allowed hosts while the attempt runs."""
+    from contextlib import contextmanager
+
+    from nginx_eval.agent.stage import AgentRun
+
+    started = []
+
+    @contextmanager
+    def services(layout, repo, log):
+        started.append((repo, log))
+        yield {"HTTPBIN_URL": "http://127.0.0.1:4321/"}
+
+    run = SimpleNamespace(
+        services=services,
+        layout=None,
+        task=SimpleNamespace(repo="psf/requests"),
+        logs=tmp_path,
+        env={"PATH": "/bin"},
+        service_hosts=[],
+    )
+    with AgentRun.running_services(run):
+        assert run.env["HTTPBIN_URL"] == "http://127.0.0.1:4321/"
+        assert run.service_hosts == ["127.0.0.1:4321"]
+    assert started == [("psf/requests", tmp_path / "services.log")]
+    assert run.env == {"PATH": "/bin"} and run.service_hosts == []

@@ -30,8 +30,12 @@ manifest() {
         | awk '$1 == "installed" { print $2 }' | sort
 }
 
-if [ -d "$dir/root" ] && [ -f "$dir/manifest.txt" ] && [ -f "$dir/packages.txt" ] \
-   && [ "$(cat "$dir/packages.txt")" = "$wanted" ] \
+# Merged /usr (/bin, /lib... links into /usr): the agent's sandbox shows this root's /usr over the
+# host's (agent/swe_view.py), where a root with its own /bin and /lib has no shell or loader.
+# bookworm and trixie are merged by mmdebstrap; bullseye needs its setup hook.
+merged=/usr/share/mmdebstrap/hooks/merged-usr/setup00.sh
+if [ -d "$dir/root" ] && [ -L "$dir/root/bin" ] && [ -f "$dir/manifest.txt" ] \
+   && [ -f "$dir/packages.txt" ] && [ "$(cat "$dir/packages.txt")" = "$wanted" ] \
    && [ "$(manifest "$dir/root")" = "$(cat "$dir/manifest.txt")" ]; then
     echo "python-rootfs: $suite present ($dir, digest $(cut -c1-12 "$dir/manifest.sha256"))"
     exit 0
@@ -55,6 +59,7 @@ echo "python-rootfs: making the $suite root filesystem in $dir (mmdebstrap, a fe
 start=$(date +%s)
 if ! $sudo mmdebstrap --variant=apt --mode=root --format=directory \
         --include="$(echo $wanted | tr ' ' ',')" \
+        --setup-hook="$merged" \
         --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*_Packages' \
         "$suite" "$new" "$@" >"$log" 2>&1; then
     tail -n 30 "$log"

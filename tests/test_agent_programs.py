@@ -8,15 +8,17 @@ agent.json records are the stand-in's usage (cached tokens apart from input, rea
 output); the web tools are gone from every request; the operator's own configuration,
 instructions and environment reach neither the model nor the agent's shell; an overloaded API
 is an infra error tried again; a bad key stops the run before any agent, in seconds, with one
-line naming the program.
+line naming the program; the site's page shows the attempt step by step from its ATIF file.
 """
 
 import json
 import os
 import shutil
 import time
+import urllib.parse
 
 import gemini_standin
+import markupsafe
 import openai_standin
 import pytest
 from conftest import SOURCE_ROOT
@@ -25,7 +27,9 @@ from test_agent_claude import FIX, RAW, needs_srt
 from test_meter_apis import GEMINI_PRO, GPT5, by_hand
 
 from nginx_eval.agent.programs import registry
+from nginx_eval.core.layout import Layout
 from nginx_eval.meter import summary
+from nginx_eval.report import site_task as report_site_task
 
 pytestmark = needs_srt
 
@@ -132,6 +136,57 @@ def run(agent, *args, check=True, env=None):
     )
 
 
+def assert_the_site_shows_the_attempt_from_its_atif_file(agent, record):
+    """The site's page of the run's unit shows its phase turn by turn from the attempt's ATIF
+    file as the harness wrote it (the proxy's record of the calls): the prompt, the shell call
+    that fixed the bug with its output, the last answer; and links the file (report/site_task).
+    Checked on the run of the test below: a run of its own would make the same one."""
+    project = agent.project
+    atif_file = project.task_dir(agent.name, "tiny-add") / record["atif"]
+    trajectory = json.loads(atif_file.read_text())
+    (solve,) = trajectory["subagent_trajectories"]
+    agent_steps = [s for s in solve["steps"] if s["source"] == "agent"]
+    run_dir = project.render(f"tiny:{agent.name}", "instances=tiny-add", site=True)
+    layout = Layout(
+        root=project.root, cache=project.cache, results_root=run_dir.parent, run=run_dir.name
+    )
+    page = layout.site_page(agent.name, "tiny-add")
+    view = report_site_task.agent_view(layout, agent.name, "tiny-add", record, page)
+    (phase,) = view["phases"]
+    assert phase["steps_from"] == "atif" and phase["program"] == agent.name
+    assert RAW in phase["prompt"]["text"]
+    # A turn per answer the model gave, each with what the trajectory says it did.
+    assert len(phase["turns"]) == len(agent_steps) == len(agent.requests())
+    shell = {"codex": "exec_command", "gemini": "run_shell_command"}[agent.name]
+    (fixed,) = [c for t in phase["turns"] for c in t["calls"]]
+    assert (fixed["name"], fixed["input"]["text"], fixed["shell"]) == (shell, FIX, True)
+    assert fixed["summary"] == " ".join(FIX.split())[:160]
+    assert fixed["result"] and fixed["result"]["text"]
+    assert [b["text"] for b in phase["turns"][-1]["texts"] if not b["reasoning"]] == ["Fixed."]
+    assert [t["model"] for t in phase["turns"]] == [s.get("model_name") for s in agent_steps]
+    # The page says it and links the ATIF file, which is there.
+    assert view["atifs"] == [(1, report_site_task.link(atif_file, page))]
+    html = page.read_text()
+    assert f'href="{view["atifs"][0][1]}"' in html and "ATIF trajectory" in html
+    assert markupsafe.escape(FIX) in html and "Fixed." in html
+    assert "No transcript" not in html
+    target = urllib.parse.urljoin(page.as_uri(), view["atifs"][0][1])
+    assert urllib.parse.urlparse(target).path == str(atif_file)
+    # An earlier attempt's file, moved with its logs, is linked too.
+    kept = atif_file.parent / "attempt-1" / atif_file.name
+    kept.parent.mkdir()
+    shutil.copy(atif_file, kept)
+    retried = dict(
+        record, attempts=[{"status": "infra_error", "logs": "agent/attempt-1"}, *record["attempts"]]
+    )
+    again = report_site_task.agent_view(layout, agent.name, "tiny-add", retried, page)
+    assert [n for n, _ in again["atifs"]] == [1, 2]
+    print(
+        f"\n{agent.name}: page turns {[len(t['calls']) for t in phase['turns']]} calls per turn, "
+        f"ATIF {atif_file.stat().st_size} bytes"
+    )
+
+
 def test_a_phase_of_the_program_edits_the_fixture_and_resolves(agent):
     start = time.monotonic()
     run(agent)
@@ -187,6 +242,8 @@ def test_a_phase_of_the_program_edits_the_fixture_and_resolves(agent):
         f"{cost:.8f} USD; first request tools: {agent.tools(requests[0])}; "
         f"paths: {sorted({(r['method'], r['path']) for r in agent.api.requests})}"
     )
+    # The site shows this attempt step by step from its ATIF file.
+    assert_the_site_shows_the_attempt_from_its_atif_file(agent, record)
 
 
 def operator_configuration(agent):

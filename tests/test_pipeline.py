@@ -7,15 +7,26 @@ import subprocess
 import sys
 import time
 
-from conftest import DODO
+import pytest
+from conftest import DODO, Project
 
 
 def stage(executed, name):
     return sorted(t for t in executed if t.startswith(name + ":"))
 
 
-def test_gold_none_and_agent_verdicts(project):
-    proc, executed = project.doit("run", "tiny")
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A project after one `doit run tiny`, for the tests that read it, run it again with
+    nothing to do or add a run of another name: the run is the same for each."""
+    project = Project(tmp_path_factory.mktemp("tiny-run"))
+    project.doit("run", "tiny")
+    return project
+
+
+@pytest.mark.e2e
+def test_gold_none_and_agent_verdicts(tiny_run):
+    project = tiny_run
     rows = {}
     for mode in ("gold", "none", "fake"):
         for line in (project.results / "default" / mode / "results.jsonl").read_text().splitlines():
@@ -47,9 +58,9 @@ def test_gold_none_and_agent_verdicts(project):
     assert (project.task_dir("none", "tiny-add") / "model.patch").read_bytes() == b""
 
 
-def test_second_run_executes_nothing(project):
-    project.doit("run", "tiny")
-    _, executed = project.doit("run", "tiny")
+@pytest.mark.e2e
+def test_second_run_executes_nothing(tiny_run):
+    _, executed = tiny_run.doit("run", "tiny")
     assert executed == []
 
 
@@ -251,8 +262,9 @@ def test_parallel_runs_give_the_same_verdicts(project):
     assert executed == []
 
 
-def test_identical_patches_share_one_build(project):
-    project.doit("run", "tiny")
+@pytest.mark.e2e
+def test_identical_patches_share_one_build(tiny_run):
+    project = tiny_run
     gold = project.read("gold", "tiny-add", "build.json")
     fake = project.read("fake", "tiny-add", "build.json")
     # The scripted agent writes exactly the fix: same bytes, so one build serves both modes.

@@ -1,6 +1,7 @@
 """The run's static site (report/site.py): rendered from the result files by real `doit run`s of
 the fixture project, incremental page by page, and its readers of grades, TAP, diffs and
-transcripts on real output. The browser's view of it is test_site_browser.py's.
+transcripts on real output. The browser's view of it is test_site_browser.py's; the page of a
+Codex or Gemini attempt (from its ATIF file) is checked on test_agent_programs.py's run.
 
 The tests of how doit renders (a run ending with its site, which pages render again) render
 through doit; those of what a page says of given result files score with report=0 and render
@@ -19,9 +20,6 @@ from anthropic_standin import StandIn
 from chromium import link_problem
 from claude_captures import Recorder, session_with_subagent
 from conftest import SOURCE_ROOT, Project
-from test_agent_claude import FIX, RAW, needs_srt
-from test_agent_programs import agent  # noqa: F401 (the fixture: a Codex or Gemini CLI mode)
-from test_agent_programs import run as run_programs
 
 from nginx_eval.core.layout import Layout
 from nginx_eval.report import site as report_site
@@ -495,58 +493,3 @@ def test_turns_of_a_real_claude_code_transcript(claude_program, tmp_path):
     sub = [e for e in report_site_task.transcript_entries(transcript) if e.get("agentId")]
     _, sub_turns = report_site_task.conversation(sub)
     assert [c["summary"] for t in sub_turns for c in t["calls"]] == ["echo from the subagent"]
-
-
-@needs_srt
-def test_a_codex_or_gemini_attempt_is_shown_step_by_step_from_its_atif_file(agent):
-    """The real Codex CLI or Gemini CLI against its stand-in, through `doit run` (the program's
-    phase of test_agent_programs.py): the site's page shows its phase turn by turn from the
-    attempt's ATIF file as the harness wrote it (the proxy's record of the calls): the prompt,
-    the shell call that fixed the bug with its output, the last answer; and links the file."""
-    run_programs(agent)
-    project = agent.project
-    record = project.read(agent.name, "tiny-add", "agent.json")
-    assert record["status"] == "completed", record["error"]
-    atif_file = project.task_dir(agent.name, "tiny-add") / record["atif"]
-    trajectory = json.loads(atif_file.read_text())
-    (solve,) = trajectory["subagent_trajectories"]
-    agent_steps = [s for s in solve["steps"] if s["source"] == "agent"]
-    run_dir = project.render(f"tiny:{agent.name}", "instances=tiny-add", site=True)
-    layout = Layout(
-        root=project.root, cache=project.cache, results_root=run_dir.parent, run=run_dir.name
-    )
-    page = layout.site_page(agent.name, "tiny-add")
-    view = report_site_task.agent_view(layout, agent.name, "tiny-add", record, page)
-    (phase,) = view["phases"]
-    assert phase["steps_from"] == "atif" and phase["program"] == agent.name
-    assert RAW in phase["prompt"]["text"]
-    # A turn per answer the model gave, each with what the trajectory says it did.
-    assert len(phase["turns"]) == len(agent_steps) == len(agent.requests())
-    shell = {"codex": "exec_command", "gemini": "run_shell_command"}[agent.name]
-    (fixed,) = [c for t in phase["turns"] for c in t["calls"]]
-    assert (fixed["name"], fixed["input"]["text"], fixed["shell"]) == (shell, FIX, True)
-    assert fixed["summary"] == " ".join(FIX.split())[:160]
-    assert fixed["result"] and fixed["result"]["text"]
-    assert [b["text"] for b in phase["turns"][-1]["texts"] if not b["reasoning"]] == ["Fixed."]
-    assert [t["model"] for t in phase["turns"]] == [s.get("model_name") for s in agent_steps]
-    # The page says it and links the ATIF file, which is there.
-    assert view["atifs"] == [(1, report_site_task.link(atif_file, page))]
-    html = page.read_text()
-    assert f'href="{view["atifs"][0][1]}"' in html and "ATIF trajectory" in html
-    assert markupsafe.escape(FIX) in html and "Fixed." in html
-    assert "No transcript" not in html
-    target = urllib.parse.urljoin(page.as_uri(), view["atifs"][0][1])
-    assert urllib.parse.urlparse(target).path == str(atif_file)
-    # An earlier attempt's file, moved with its logs, is linked too.
-    kept = atif_file.parent / "attempt-1" / atif_file.name
-    kept.parent.mkdir()
-    shutil.copy(atif_file, kept)
-    retried = dict(
-        record, attempts=[{"status": "infra_error", "logs": "agent/attempt-1"}, *record["attempts"]]
-    )
-    again = report_site_task.agent_view(layout, agent.name, "tiny-add", retried, page)
-    assert [n for n, _ in again["atifs"]] == [1, 2]
-    print(
-        f"\n{agent.name}: page turns {[len(t['calls']) for t in phase['turns']]} calls per turn, "
-        f"ATIF {atif_file.stat().st_size} bytes"
-    )

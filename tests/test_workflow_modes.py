@@ -82,8 +82,7 @@ def workflow_codex(project, claude_program, anthropic_api, codex_program, openai
 @needs_srt
 def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(workflow):
     workflow.api.script = loop_script(FIX)
-    workflow.run("raw", "impl")
-    # raw: one call.
+    workflow.run("impl")
     assert {r["marker"] for r in workflow.api.messages_requests() if r["marker"]} >= {
         iteration(1),
         iteration(2),

@@ -54,13 +54,11 @@ class TwoNodes:
             },
         }
         self.cluster = Cluster(initialize_head=True, head_node_args=head)
-        self.workers = [self.add_worker(name) for name in ("node-a", "node-b")]
+        self.workers = [
+            self.cluster.add_node(num_cpus=1, resources={"agent": 2}, env_vars=self.node_env(name))
+            for name in ("node-a", "node-b")
+        ]
         self.cluster.wait_for_nodes()
-
-    def add_worker(self, name):
-        return self.cluster.add_node(
-            num_cpus=1, resources={"agent": 2}, env_vars=self.node_env(name)
-        )
 
     def node_env(self, name):
         path = os.environ["PATH"]
@@ -82,27 +80,24 @@ class TwoNodes:
         self.cc_log.unlink(missing_ok=True)
         return self
 
-    def remove(self, worker):
-        """Kill `worker`'s node at once, as a machine that dies."""
-        self.cluster.remove_node(worker, allow_graceful=False)
-
-    def restore(self):
-        """A new node in place of each one removed, with the same name and cache: a worker
-        node starts in a fraction of a whole cluster's time."""
-        for i, (worker, name) in enumerate(zip(self.workers, ("node-a", "node-b"), strict=True)):
-            if worker not in self.cluster.worker_nodes:
-                self.workers[i] = self.add_worker(name)
-        self.cluster.wait_for_nodes(timeout=120)
-
     def shutdown(self):
         self.cluster.shutdown()
 
 
+@pytest.fixture
+def cluster(tmp_path):
+    """A cluster of the test's own, for a test that removes a node."""
+    nodes = TwoNodes(tmp_path / "ray")
+    try:
+        yield nodes
+    finally:
+        nodes.shutdown()
+
+
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory):
-    """One cluster for the module: a cluster starts in 5 to 10 s of processor, and an idle one
-    keeps spending it. Every test has its own fixture project (its own results); a test that
-    removes a node has it replaced after it (`lost_node_cluster`)."""
+    """One cluster for the tests that do not remove a node: a cluster starts in 5 to 10 s.
+    Every test has its own fixture project (its own results)."""
     nodes = TwoNodes(tmp_path_factory.mktemp("ray"))
     try:
         yield nodes
@@ -114,15 +109,6 @@ def shared_cluster(tmp_path_factory):
 def fresh_cluster(shared_cluster):
     """The shared cluster with its nodes' caches empty, for a test that looks at builds."""
     return shared_cluster.fresh()
-
-
-@pytest.fixture
-def lost_node_cluster(fresh_cluster):
-    """The shared cluster, fresh, for a test that removes a node: the node is replaced after."""
-    try:
-        yield fresh_cluster
-    finally:
-        fresh_cluster.restore()
 
 
 def ray_env(project, nodes, **extra):
@@ -209,11 +195,10 @@ def start_doit(project, env, *args):
     )
 
 
-def test_node_lost_mid_run(project, lost_node_cluster):
+def test_node_lost_mid_run(project, cluster):
     """The node running an agent dies: that agent runs again on the other node and its record
     lists the lost try; finished agents, builds and proves are kept, and the verdicts are the
     local executor's."""
-    cluster = lost_node_cluster
     project.doit("run", "-n", "4", "tiny", "run=local")
     gate = project.base / "gate"
     env = ray_env(project, cluster, FAKE_AGENT_GATE_tiny_mul=str(gate))
@@ -233,7 +218,7 @@ def test_node_lost_mid_run(project, lost_node_cluster):
             ).is_dir()
         ]
         assert len(running) == 1
-        cluster.remove(running[0])
+        cluster.cluster.remove_node(running[0], allow_graceful=False)
         Path(str(gate) + ".waiting").unlink()
         wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the agent's second try")
         gate.write_text("")

@@ -61,7 +61,9 @@ def agents_to_run(
         name = task_name(AGENT, unit_name(bench, mode, task))
         if name not in reachable_names:
             continue
-        if not agent_finished(ctx.layout, mode, task, name, ctx.unit_agent_inputs(mode, task)[1]):
+        if missing_prompt(ctx.layout.templates_dir, mode, task):
+            yield mode, task  # its inputs cannot be rendered: the preflight refuses it by name
+        elif not agent_finished(ctx.layout, mode, task, name, ctx.unit_agent_inputs(mode, task)[1]):
             yield mode, task
 
 

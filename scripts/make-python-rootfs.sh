@@ -23,12 +23,8 @@ case "$base" in /*) ;; *) echo "python-rootfs: NGINX_EVAL_PYTHON_ROOTFS must be 
 dir="$base/python-$suite"
 export LC_ALL=C
 
-wanted=$(sed -e 's/#.*//' "$here/scripts/python-rootfs-packages.txt" | tr -s ' \t\n' '\n' | sed '/^$/d' | sort -u)
-
-manifest() {
-    dpkg-query --admindir="$1/var/lib/dpkg" -W -f='${db:Status-Status} ${Package}=${Version}\n' \
-        | awk '$1 == "installed" { print $2 }' | sort
-}
+. "$here/scripts/rootfs-lib.sh"
+wanted=$(package_list "$here/scripts/python-rootfs-packages.txt")
 
 # Merged /usr (/bin, /lib... links into /usr): the agent's sandbox shows this root's /usr over the
 # host's (agent/swe_view.py), where a root with its own /bin and /lib has no shell or loader.
@@ -40,42 +36,4 @@ if [ -d "$dir/root" ] && [ -L "$dir/root/bin" ] && [ -f "$dir/manifest.txt" ] \
     echo "python-rootfs: $suite present ($dir, digest $(cut -c1-12 "$dir/manifest.sha256"))"
     exit 0
 fi
-if ! command -v mmdebstrap >/dev/null; then
-    echo "python-rootfs: mmdebstrap is missing (apt-get install mmdebstrap)" >&2
-    exit 1
-fi
-if [ -n "${NGINX_EVAL_DEBIAN_MIRROR:-}" ]; then
-    set -- "deb $NGINX_EVAL_DEBIAN_MIRROR $suite main" \
-           "deb $NGINX_EVAL_DEBIAN_MIRROR $suite-updates main" \
-           "deb ${NGINX_EVAL_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security} $suite-security main"
-else
-    set --
-fi
-$sudo mkdir -p "$dir"
-new="$dir/root.new"
-$sudo rm -rf "$new"
-log=$(mktemp)
-echo "python-rootfs: making the $suite root filesystem in $dir (mmdebstrap, a few minutes)"
-start=$(date +%s)
-if ! $sudo mmdebstrap --variant=apt --mode=root --format=directory \
-        --include="$(echo $wanted | tr ' ' ',')" \
-        --setup-hook="$merged" \
-        --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*_Packages' \
-        "$suite" "$new" "$@" >"$log" 2>&1; then
-    tail -n 30 "$log"
-    echo "python-rootfs: mmdebstrap failed (its output above, all of it in $log)" >&2
-    exit 1
-fi
-rm -f "$log"
-manifest "$new" | $sudo tee "$dir/manifest.txt.new" >/dev/null
-echo "$wanted" | $sudo tee "$dir/packages.txt.new" >/dev/null
-sha256sum "$dir/manifest.txt.new" | cut -d' ' -f1 | $sudo tee "$dir/manifest.sha256.new" >/dev/null
-if [ -d "$dir/root" ]; then
-    $sudo rm -rf "$dir/root.old"
-    $sudo mv "$dir/root" "$dir/root.old"
-fi
-$sudo mv "$new" "$dir/root"
-for f in manifest.txt packages.txt manifest.sha256; do $sudo mv "$dir/$f.new" "$dir/$f"; done
-$sudo rm -rf "$dir/root.old"
-echo "python-rootfs: $suite made in $(($(date +%s) - start)) s, $(du -sh "$dir/root" | cut -f1)," \
-     "$(wc -l <"$dir/manifest.txt") packages, digest $(cut -c1-12 "$dir/manifest.sha256")"
+make_root python-rootfs "$suite" "$dir" "$wanted" --setup-hook="$merged"

@@ -18,6 +18,7 @@ importable, else field for field as swebench 5.0.2's reporting.py writes them
 (``official_run_report``).
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -72,6 +73,16 @@ case "$1" in
    fi ;;
 esac
 """
+
+
+def importer():
+    """scripts/import_swebench.py as a module (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location(
+        "import_swebench", Path(__file__).resolve().parent.parent / "scripts" / "import_swebench.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def make_pycalc(path):

@@ -3,28 +3,17 @@ line on stderr starting ``import_swebench:`` that names the file, the row and th
 (or the option), and nothing is written. Run in this process on rows made here (the real rows:
 tests/test_swebench_rows.py, tests/test_swebench_pro.py)."""
 
-import importlib.util
 import json
 
 import pytest
 import swebench_fixture as sf
-from conftest import SOURCE_ROOT
 
 COMMITS = {"p_base": "a" * 40, "gold": "diff --git a/x b/x\n", "test_patch": ""}
 PRO = sf.pro_row(COMMITS, "b" * 40)
 VERIFIED = sf.dataset_row(COMMITS)
 
 
-def _importer():
-    spec = importlib.util.spec_from_file_location(
-        "import_swebench", SOURCE_ROOT / "scripts" / "import_swebench.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-imp = _importer()
+imp = sf.importer()
 
 
 def run(tmp_path, capsys, rows, *options, name="rows.jsonl", out=None):

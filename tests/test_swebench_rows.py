@@ -8,14 +8,13 @@ The data folder is ``shared/data`` beside the project's checkout, or the folder 
 names; where it is absent these tests skip, saying so. Nothing of it is copied into the project.
 """
 
-import importlib.util
 import json
 
 import pandas
 import pyarrow
 import pyarrow.parquet
 import pytest
-from swebench_fixture import VERIFIED, needs_verified
+from swebench_fixture import VERIFIED, importer, needs_verified
 
 from nginx_eval.run.benchmark import load_benchmark
 from nginx_eval.run.swebench import LISTS, REQUIRED
@@ -23,18 +22,7 @@ from nginx_eval.run.swebench import LISTS, REQUIRED
 pytestmark = needs_verified
 
 
-def _importer():
-    from conftest import SOURCE_ROOT
-
-    spec = importlib.util.spec_from_file_location(
-        "import_swebench", SOURCE_ROOT / "scripts" / "import_swebench.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-imp = _importer()
+imp = importer()
 
 
 @pytest.fixture(scope="module")

@@ -120,6 +120,15 @@ WorkspaceDiff = Callable[
 ]
 
 
+class UnitShown(TypedDict):
+    """agent_unit's keyword arguments beside the workspace: the tests tree, a SWE-bench task's
+    environment as the sandbox shows it and the servers its tests reach."""
+
+    tests_tree: "TestsTree | None"
+    swe_env: SweEnvView | None
+    services: "Services | None"
+
+
 class UnitAnswer(TypedDict):
     """What agent_unit answers (from a node too: executor.py)."""
 
@@ -1175,36 +1184,17 @@ def run_agent(
             return
     check_not_stopped(layout)
     spent = over_budget(layout, max_cost)
+    # What the agent is shown besides its workspace, here or on a node.
+    shown = UnitShown(tests_tree=tests_tree, swe_env=swe_env, services=services)
     if spent is not None:
         record = not_run_record(inputs, mode, task, max_cost, spent)
         say(mode, task, "not run", record["error"])
     elif executor.is_remote():
         record = _remote_agent(
-            layout,
-            mode,
-            task,
-            prompts,
-            inputs,
-            retries,
-            workspace_diff,
-            keep_workspace,
-            tests_tree,
-            swe_env,
-            services,
+            layout, mode, task, prompts, inputs, retries, workspace_diff, keep_workspace, **shown
         )
     else:
-        answer = agent_unit(
-            layout,
-            mode,
-            task,
-            prompts,
-            inputs,
-            retries,
-            None,
-            tests_tree=tests_tree,
-            swe_env=swe_env,
-            services=services,
-        )
+        answer = agent_unit(layout, mode, task, prompts, inputs, retries, None, **shown)
         assert answer["record"] is not None  # refused credentials raise here
         record = answer["record"]
     # `doit forget` is answered once a new record replaces the old one: a run stopped before

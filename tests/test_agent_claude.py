@@ -311,7 +311,9 @@ def test_a_bad_key_stops_the_run_before_any_agent_in_seconds_with_one_line(claud
     assert line.startswith("nginx-eval: error: Claude Code: the API refused the credentials ")
     assert "ANTHROPIC_API_KEY" in line and line.endswith("; no agent started")
     assert claude.api.messages_requests() == []
-    assert seconds < 10, seconds
+    # A refusal the CLI retried as it retries an overloaded API would take minutes (186 s for
+    # Claude Code); 30 s leaves room for a loaded machine (12 s seen under a load of 40).
+    assert seconds < 30, seconds
     print(f"\nclaude: bad key stopped the run in {seconds:.1f} s: {line}")
 
 

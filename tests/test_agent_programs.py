@@ -312,7 +312,9 @@ def test_a_bad_key_stops_the_run_before_any_agent_with_one_line(agent):
     assert line.startswith(f"nginx-eval: error: {agent.program.label}: the API refused the ")
     assert agent.program.key_variable in line
     assert agent.requests() == []
-    assert seconds < 10, seconds
+    # A refusal the CLI retried as it retries an overloaded API would take minutes (186 s for
+    # Claude Code); 30 s leaves room for a loaded machine (12 s seen under a load of 40).
+    assert seconds < 30, seconds
     print(f"\n{agent.name}: bad key stopped the run in {seconds:.1f} s: {line}")
 
 

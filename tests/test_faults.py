@@ -619,6 +619,10 @@ def test_kill_9_in_a_stage_then_rerun_gives_the_uninterrupted_results(
 def test_second_doit_process_on_the_same_run_is_refused(project, reference, marker, tmp_path):
     gate = tmp_path / "gate"
     env = {"FAKE_AGENT_GATE_tiny_add": str(gate), "FAKE_AGENT_MARKER": marker}
+    # The gated agent waits while seven doit commands run beside it: on a loaded machine that
+    # took longer than the fixture's 20 s limit, and the agent timed out.
+    modes = project.root / "modes.toml"
+    modes.write_text(modes.read_text().replace("timeout = 20", "timeout = 600"))
     first = start_doit(project, "run", "tiny", env=env)
     try:
         wait_for(f"{gate}.waiting", first)

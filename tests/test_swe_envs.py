@@ -8,6 +8,7 @@ import functools
 import json
 import re
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 import swebench_fixture as sf
@@ -17,8 +18,10 @@ from swebench_fixture import IID, VERIFIED, dataset_row, make_pycalc, needs_veri
 from swebench_fixture import test_log as pycalc_log
 
 from nginx_eval.core.layout import Layout
+from nginx_eval.run.modes import parse_modes
 from nginx_eval.run.swebench import OPTIONAL, REQUIRED, SweTask, parse_task
 from nginx_eval.swebench import envs, verdict
+from nginx_eval.swebench import stage as swe_stage
 
 THREE = ("psf/requests", "pallets/flask", "pytest-dev/pytest")
 MIRRORS = "/work/.mirror/{owner}+{name}/repo"
@@ -114,6 +117,27 @@ def test_the_sandbox_shows_the_install_at_the_tasks_base_commit(tmp_path, monkey
     assert "the install exited with" in failed["reason"], failed
     assert envs.sandbox_view(bad, layout) is None
     assert not layout.swe_instance_scratch(failed["key"]).exists()
+
+
+def test_the_environments_task_builds_the_installs_isolated_agents_are_shown(tmp_path):
+    """swe-env:<name> builds, besides the environment, the install at the base commit of each
+    task an isolated agent mode runs (what its sandbox shows), and is current only when those
+    are; gold, none and an unisolated agent need none."""
+    modes = parse_modes(
+        {"modes": {"boxed": {"phases": [{"command": "x"}]},
+                   "open": {"phases": [{"command": "x"}], "isolation": "none"}}},
+        "m.toml",
+    )  # fmt: skip
+    row = dataset_row({"p_base": "a" * 40, "gold": "", "test_patch": ""})
+    one, two = task_of(row), task_of({**row, "instance_id": "acme__pycalc-2"})
+    units = [(None, modes[m], t) for m in ("gold", "none", "open") for t in (one, two)]
+    units.append((None, modes["boxed"], two))
+    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
+    ctx = SimpleNamespace(units=lambda: iter(units), layout=layout)
+    (task,) = swe_stage.env_tasks(ctx)
+    assert task["name"] == "acme+pycalc-0.1"
+    assert task["actions"][0][1] == [swe_stage.build_env, ctx.layout, one, [two]]
+    assert task["uptodate"][0][1] == [ctx.layout, one, [two]]
 
 
 def test_grading_of_real_pytest_logs(tmp_path, monkeypatch):

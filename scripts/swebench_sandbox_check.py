@@ -145,17 +145,12 @@ def sections(text: str) -> dict[str, str]:
     return found
 
 
-def verdict(layout: Layout, task, parse) -> dict:
-    record = json.loads(layout.agent_json("raw", task.instance_id).read_text())
-    phase = record["phases"][-1] if record.get("phases") else {}
-    out = layout.agent_json("raw", task.instance_id).parent / phase.get("stdout", "none")
-    logs = sections(out.read_text(errors="replace")) if out.is_file() else {}
-    status = {k: parse(v, None) for k, v in logs.items()}
+def judged(status: dict[str, dict[str, str]], p2p: list[str], f2p: list[str]) -> dict:
+    """The three checks from the parsed logs of the steps ("base", "tests", "gold")."""
 
     def passed(step: str, names: list[str]) -> list[str]:
         return [n for n in names if status.get(step, {}).get(n) in ("PASSED", "XFAIL")]
 
-    p2p, f2p = list(task.pass_to_pass), list(task.fail_to_pass)
     # A PASS_TO_PASS test the test patch adds (a new test, a new parameter) is not at the base:
     # it passes with the test patch before the gold patch, as the dataset defines the list.
     # (A base run that reported no test at all, say a collection error, counts them all.)
@@ -165,15 +160,26 @@ def verdict(layout: Layout, task, parse) -> dict:
     not_passed = set(at_base) - set(passed("base", at_base))
     not_passed |= set(added) - set(passed("tests", added))
     return {
-        "status": record["status"],
-        "error": record.get("error"),
-        "swe_env": record.get("swe_env"),
         "p2p_green_at_base": not not_passed,
         "p2p_not_passed_at_base": sorted(not_passed)[:10],
         "p2p_added_by_test_patch": sorted(added)[:10],
         "f2p_red_before_gold": not passed("tests", f2p),
         "f2p_green_after_gold": len(passed("gold", f2p)) == len(f2p),
         "f2p_not_passed_after_gold": sorted(set(f2p) - set(passed("gold", f2p)))[:10],
+    }
+
+
+def verdict(layout: Layout, task, parse) -> dict:
+    record = json.loads(layout.agent_json("raw", task.instance_id).read_text())
+    phase = record["phases"][-1] if record.get("phases") else {}
+    out = layout.agent_json("raw", task.instance_id).parent / phase.get("stdout", "none")
+    logs = sections(out.read_text(errors="replace")) if out.is_file() else {}
+    status = {k: parse(v, None) for k, v in logs.items()}
+    return {
+        "status": record["status"],
+        "error": record.get("error"),
+        "swe_env": record.get("swe_env"),
+        **judged(status, list(task.pass_to_pass), list(task.fail_to_pass)),
         # What the tests tried to reach (srt's refusals: httpbin.org and the like); the sandbox
         # admits only the model endpoint, the official images the whole network.
         "blocked_hosts": sorted({b["host"] for b in phase.get("blocked") or []}),

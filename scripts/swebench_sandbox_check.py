@@ -3,13 +3,15 @@
 SWE-bench task's environment"; issue 52's done-when, the agent's side.)
 
 On the psf/requests, pallets/flask and pytest-dev/pytest rows of the SWE-bench Verified parquet
-(through local mirrors, NGINX_EVAL_REPO_URL), each task's environment is built (swebench/envs.py)
-and the shipped ``raw`` mode runs, isolated as by default, with a stand-in agent (its AGENT
-command) that does in the sandbox what an agent verifying its work does, in /testbed with the
-environment's python and pytest:
+(through local mirrors, NGINX_EVAL_REPO_URL), each task's environment and its install at the
+task's base commit are built (swebench/envs.py: build_instance), and the shipped ``raw`` mode
+runs, isolated as by default, with a stand-in agent (its AGENT command) that does in the
+sandbox what an agent verifying its work does, in /testbed with the environment's python and
+pytest:
 
 1. the task's test command on the test files of the test patch that exist at the base: the
-   PASS_TO_PASS tests should pass;
+   PASS_TO_PASS tests should pass (those the test patch adds, new tests or parameters, are
+   judged in 2., where they should pass too);
 2. the test patch applied, the same on all of them: the FAIL_TO_PASS tests should fail;
 3. the gold patch applied: the FAIL_TO_PASS tests should pass.
 
@@ -108,14 +110,14 @@ def give_agent(work: Path, layout: Layout, task) -> None:
 
 
 def build(layout: Layout, task) -> dict:
-    """The task's environment, built if this tree can build it; its env.json (or why not)."""
+    """The task's environment and its install at the base commit (what the sandbox shows),
+    built if not current; the env.json with the instance.json as "instance" (None: the base is
+    the setup commit), or why not."""
     began = time.monotonic()
-    builder = getattr(envs, "build", None)
-    if builder is not None and envs.env_record(task, layout) is None:
-        builder(layout, task)
+    instance = envs.build_instance(layout, task)
     record = envs.env_record(task, layout)
     return dict(record or {"status": "not_built", "reason": "no environment built"},
-                check_seconds=round(time.monotonic() - began, 1))  # fmt: skip
+                instance=instance, check_seconds=round(time.monotonic() - began, 1))  # fmt: skip
 
 
 def import_problem(layout: Layout, task, seen: dict) -> str | None:
@@ -143,26 +145,41 @@ def sections(text: str) -> dict[str, str]:
     return found
 
 
+def judged(status: dict[str, dict[str, str]], p2p: list[str], f2p: list[str]) -> dict:
+    """The three checks from the parsed logs of the steps ("base", "tests", "gold")."""
+
+    def passed(step: str, names: list[str]) -> list[str]:
+        return [n for n in names if status.get(step, {}).get(n) in ("PASSED", "XFAIL")]
+
+    # A PASS_TO_PASS test the test patch adds (a new test, a new parameter) is not at the base:
+    # it passes with the test patch before the gold patch, as the dataset defines the list.
+    # (A base run that reported no test at all, say a collection error, counts them all.)
+    base = status.get("base") or {}
+    added = [n for n in p2p if base and n not in base]
+    at_base = [n for n in p2p if n not in added]
+    not_passed = set(at_base) - set(passed("base", at_base))
+    not_passed |= set(added) - set(passed("tests", added))
+    return {
+        "p2p_green_at_base": not not_passed,
+        "p2p_not_passed_at_base": sorted(not_passed)[:10],
+        "p2p_added_by_test_patch": sorted(added)[:10],
+        "f2p_red_before_gold": not passed("tests", f2p),
+        "f2p_green_after_gold": len(passed("gold", f2p)) == len(f2p),
+        "f2p_not_passed_after_gold": sorted(set(f2p) - set(passed("gold", f2p)))[:10],
+    }
+
+
 def verdict(layout: Layout, task, parse) -> dict:
     record = json.loads(layout.agent_json("raw", task.instance_id).read_text())
     phase = record["phases"][-1] if record.get("phases") else {}
     out = layout.agent_json("raw", task.instance_id).parent / phase.get("stdout", "none")
     logs = sections(out.read_text(errors="replace")) if out.is_file() else {}
     status = {k: parse(v, None) for k, v in logs.items()}
-
-    def passed(step: str, names: list[str]) -> list[str]:
-        return [n for n in names if status.get(step, {}).get(n) in ("PASSED", "XFAIL")]
-
-    p2p, f2p = list(task.pass_to_pass), list(task.fail_to_pass)
     return {
         "status": record["status"],
         "error": record.get("error"),
         "swe_env": record.get("swe_env"),
-        "p2p_green_at_base": len(passed("base", p2p)) == len(p2p),
-        "p2p_not_passed_at_base": sorted(set(p2p) - set(passed("base", p2p)))[:10],
-        "f2p_red_before_gold": not passed("tests", f2p),
-        "f2p_green_after_gold": len(passed("gold", f2p)) == len(f2p),
-        "f2p_not_passed_after_gold": sorted(set(f2p) - set(passed("gold", f2p)))[:10],
+        **judged(status, list(task.pass_to_pass), list(task.fail_to_pass)),
         # What the tests tried to reach (srt's refusals: httpbin.org and the like); the sandbox
         # admits only the model endpoint, the official images the whole network.
         "blocked_hosts": sorted({b["host"] for b in phase.get("blocked") or []}),
@@ -196,7 +213,9 @@ def main() -> int:
     for task in tasks:
         give_agent(work, layout, task)
         built[task.instance_id] = build(layout, task)
-        print(f"{task.instance_id}: environment {built[task.instance_id]['status']}", flush=True)
+        rec = built[task.instance_id]
+        inst = rec["instance"]["status"] if rec.get("instance") else "the environment's"
+        print(f"{task.instance_id}: environment {rec['status']}, install {inst}", flush=True)
     if any(t.repo in services.HTTPBIN_REPOS for t in tasks):
         # Built once here: the agents of a run would each start building it at once.
         print(f"httpbin's venv: {services.httpbin_venv(layout)}", flush=True)
@@ -226,7 +245,10 @@ def main() -> int:
             ("tasks", "env_built", "env_imports", "env_shown", "p2p_green_at_base",
              "f2p_red_before_gold", "f2p_green_after_gold", "all_three"), 0))  # fmt: skip
         c["tasks"] += 1
-        c_built = built[task.instance_id].get("status") == "built"
+        instance = built[task.instance_id].get("instance")
+        c_built = built[task.instance_id].get("status") == "built" and (
+            instance is None or instance["status"] == "built"
+        )
         c["env_built"] += c_built
         c["env_imports"] += c_built and task.instance_id not in refused
         c["env_shown"] += bool(result.get("swe_env"))

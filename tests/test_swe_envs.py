@@ -6,17 +6,22 @@ and grading on logs of real pytest runs; and the real rows of SWE-bench Verified
 
 import functools
 import json
+import re
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 import swebench_fixture as sf
 from conftest import patched_environ
+from fixture_repos import commit, write
 from swebench_fixture import IID, VERIFIED, dataset_row, make_pycalc, needs_verified
 from swebench_fixture import test_log as pycalc_log
 
 from nginx_eval.core.layout import Layout
+from nginx_eval.run.modes import parse_modes
 from nginx_eval.run.swebench import OPTIONAL, REQUIRED, SweTask, parse_task
 from nginx_eval.swebench import envs, verdict
+from nginx_eval.swebench import stage as swe_stage
 
 THREE = ("psf/requests", "pallets/flask", "pytest-dev/pytest")
 MIRRORS = "/work/.mirror/{owner}+{name}/repo"
@@ -61,6 +66,78 @@ def test_not_built_with_the_reason(tmp_path, monkeypatch):
     out = tmp_path / "v.json"
     got = verdict.local_verdict(layout, task, b"", "none", out, tmp_path / "v.log")
     assert got["status"] == "not_built" and got["resolved"] is None
+
+
+@pytest.mark.e2e
+def test_the_sandbox_shows_the_install_at_the_tasks_base_commit(tmp_path, monkeypatch):
+    """The environment is installed at environment_setup_commit; a task whose base is another
+    commit is shown a copy of its venv with the repository installed again at the base (the
+    official instance image), its own files of the checkout too; the environment stays as it
+    was built. An install that fails at the base shows nothing, and says why."""
+    mirror = tmp_path / "mirrors" / "acme+pycalc"
+    commits = make_pycalc(mirror)
+    write(mirror / "setup.cfg", "[metadata]\nname = pycalc\nversion = 0.2\n")
+    setup = commit(mirror, "pycalc 0.2")
+    write(mirror / "setup.cfg", "[metadata\n")
+    broken = commit(mirror, "a setup.cfg that does not parse")
+    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
+    specs = tmp_path / "specs.json"
+    found = envs.host_python()
+    assert found
+    specs.write_text(json.dumps(pycalc_spec(found[0])))
+    monkeypatch.setenv(envs.SPECS_VAR, str(specs))
+    monkeypatch.setenv(envs.PYTHON_VAR, envs.HOST)
+    monkeypatch.setenv("NGINX_EVAL_REPO_URL", str(tmp_path / "mirrors" / "{owner}+{name}"))
+    task = task_of({**dataset_row(commits), "environment_setup_commit": setup})
+    inst = envs.build_instance(layout, task)
+    assert inst and inst["status"] == envs.BUILT, inst
+    env = envs.env_record(task, layout)
+    assert env and env["status"] == envs.BUILT and inst["env_key"] == env["key"]
+    assert (inst["base_commit"], inst["key"]) == (
+        commits["p_base"],
+        f"{env['key']}-{commits['p_base'][:12]}",
+    )
+    view = envs.sandbox_view(task, layout)
+    assert view and view.key == inst["key"]
+    assert view.venv == layout.swe_instance_dir(inst["key"]) / "venv"
+    assert view.venv.is_dir() and view.testbed_files
+
+    def version(generated):
+        info = (generated / "pycalc.egg-info" / "PKG-INFO").read_text()
+        return re.search(r"^Version: (.*)$", info, re.M).group(1)
+
+    assert version(layout.swe_env_dir(env["key"]) / envs.GENERATED) == "0.2"  # the setup's
+    assert version(view.testbed_files) == "0.0.0"  # the base's setup.cfg names none
+    assert envs.build_instance(layout, task) == inst  # current: not built again
+    bad = task_of(
+        {**dataset_row(commits), "base_commit": broken, "environment_setup_commit": setup}
+    )
+    failed = envs.build_instance(layout, bad)
+    assert failed and failed["status"] == envs.NOT_BUILT
+    assert "the install exited with" in failed["reason"], failed
+    assert envs.sandbox_view(bad, layout) is None
+    assert not layout.swe_instance_scratch(failed["key"]).exists()
+
+
+def test_the_environments_task_builds_the_installs_isolated_agents_are_shown(tmp_path):
+    """swe-env:<name> builds, besides the environment, the install at the base commit of each
+    task an isolated agent mode runs (what its sandbox shows), and is current only when those
+    are; gold, none and an unisolated agent need none."""
+    modes = parse_modes(
+        {"modes": {"boxed": {"phases": [{"command": "x"}]},
+                   "open": {"phases": [{"command": "x"}], "isolation": "none"}}},
+        "m.toml",
+    )  # fmt: skip
+    row = dataset_row({"p_base": "a" * 40, "gold": "", "test_patch": ""})
+    one, two = task_of(row), task_of({**row, "instance_id": "acme__pycalc-2"})
+    units = [(None, modes[m], t) for m in ("gold", "none", "open") for t in (one, two)]
+    units.append((None, modes["boxed"], two))
+    layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "results")
+    ctx = SimpleNamespace(units=lambda: iter(units), layout=layout)
+    (task,) = swe_stage.env_tasks(ctx)
+    assert task["name"] == "acme+pycalc-0.1"
+    assert task["actions"][0][1] == [swe_stage.build_env, ctx.layout, one, [two]]
+    assert task["uptodate"][0][1] == [ctx.layout, one, [two]]
 
 
 def test_grading_of_real_pytest_logs(tmp_path, monkeypatch):

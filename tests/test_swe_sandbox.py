@@ -4,6 +4,7 @@ first on PATH, the workspace also at the testbed path where the venv's editable 
 the agent's edit taking effect there, pytest's writes, srt's protections repeated there, and the
 preflight's import check."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from pathlib import Path
 from types import SimpleNamespace
 from unittest.mock import patch
 
@@ -282,6 +284,37 @@ def test_the_swebench_prompts_say_how_to_test_or_that_nothing_is_installed(envir
         assert "Python\n3.9" in text and "/testbed" in text
     else:
         assert "No environment for this project's tests is installed here" in text
+
+
+def sandbox_check():
+    """scripts/swebench_sandbox_check.py as a module (a script, not a package module)."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / "swebench_sandbox_check.py"
+    spec = importlib.util.spec_from_file_location("swebench_sandbox_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_sandbox_check_judges_a_pass_to_pass_test_the_test_patch_adds_with_it():
+    """A PASS_TO_PASS test absent at the base (the test patch adds it, or a parameter of it)
+    counts where it exists: with the test patch, before the gold; one the base run reports
+    failing stays red, and a base run that reported nothing is no pass of anything."""
+    judged = sandbox_check().judged
+    old, new, fix = "t.py::test_old", "t.py::test_new[1]", "t.py::test_fix"
+    status = {
+        "base": {old: "PASSED"},
+        "tests": {old: "PASSED", new: "PASSED", fix: "FAILED"},
+        "gold": {old: "PASSED", new: "PASSED", fix: "PASSED"},
+    }
+    got = judged(status, [old, new], [fix])
+    assert got["p2p_green_at_base"] and got["p2p_added_by_test_patch"] == [new]
+    assert got["f2p_red_before_gold"] and got["f2p_green_after_gold"]
+    red = judged({**status, "tests": {**status["tests"], new: "FAILED"}}, [old, new], [fix])
+    assert not red["p2p_green_at_base"] and red["p2p_not_passed_at_base"] == [new]
+    red = judged({**status, "base": {old: "FAILED"}}, [old, new], [fix])
+    assert red["p2p_not_passed_at_base"] == [old]
+    nothing = judged({**status, "base": {}}, [old, new], [fix])
+    assert nothing["p2p_added_by_test_patch"] == [] and not nothing["p2p_green_at_base"]
 
 
 def test_the_package_checked_is_the_repositorys():

@@ -277,7 +277,7 @@ def environments_checked(
     ctx: "StageContext", units: Iterable[tuple["AgentMode", "AnyTask"]]
 ) -> None:
     """Each SWE-bench environment an isolated agent is about to be shown imports its package
-    in the sandbox, /testbed a checkout of the task's base (once per environment and sandbox):
+    in the sandbox, /testbed a checkout of the task's base (once per install shown and sandbox):
     UserError naming the task otherwise. Where the clone is not there yet, no environment can
     have been built from it either."""
     checked: set[tuple[str, str]] = set()

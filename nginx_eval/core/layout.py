@@ -191,6 +191,15 @@ class Layout:
         """An environment's build directory (its checkout), removed when the build ends."""
         return self.cache / "swe-envs" / f"{key}.build"
 
+    def swe_instance_dir(self, key: str) -> Path:
+        """A task's install at its base commit: ``venv/``, ``instance.json``, ``build.log``
+        (swebench/envs.py)."""
+        return self.cache / "swe-envs" / "instances" / key
+
+    def swe_instance_scratch(self, key: str) -> Path:
+        """An instance's build directory (its checkout), removed when the build ends."""
+        return self.cache / "swe-envs" / "instances" / f"{key}.build"
+
     @property
     def swe_pip_cache(self) -> Path:
         """pip's cache, shared by the environments' builds."""

@@ -141,7 +141,7 @@ class SweEnvView(TypedDict):
     testbed: str  # where the workspace is shown too: the editable install imports from there
     path: list[str]  # directories put first on PATH inside (the venv's bin)
     env: dict[str, str]  # the environment's variables
-    digest: str  # the environment's digest (its specification's)
+    digest: str  # the key of what it shows: the task's install at its base commit (envs.py)
     python: str  # its Python's version, "3.9.2"
     package: str  # what the preflight imports (`python -c "import <package>"`)
     test_command: str  # how the task's tests run, without naming any (the prompt's)
@@ -1226,6 +1226,19 @@ class EnvJson(TypedDict):
     bytes: int  # the environment's disk (the venv and the kept checkout files)
 
 
+class InstanceJson(TypedDict):
+    """A SWE-bench task's install at its base commit, over a copy of its environment's venv (the
+    official instance image over its environment image), as built (or why it is not)."""
+
+    env_key: str  # the environment it copies (EnvJson's key)
+    base_commit: str  # the commit installed
+    key: str  # <environment key>-<base commit's 12 hex>: its cache directory
+    status: Literal["built", "not_built"]
+    reason: str | None  # why not, in one line
+    seconds: float  # the build's wall time (the copy and the install)
+    bytes: int  # its disk (the venv and the kept checkout files)
+
+
 class ServiceEnvJson(TypedDict):
     """The env.json of a service's venv (swebench/services.py: httpbin for psf/requests)."""
 
@@ -1273,6 +1286,7 @@ Record = (
     | ReportJson
     | CompareJson
     | EnvJson
+    | InstanceJson
     | ServiceEnvJson
     | LocalVerdictJson
 )

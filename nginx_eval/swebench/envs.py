@@ -16,6 +16,11 @@ TESTBED, where the agent's workspace or the grader's checkout is bound later. Bu
 sandbox, with the network (PyPI), as root of its user namespace; cached under
 ``layout.swe_env_dir(key)`` by the digest of its spec, the root filesystem and the setup commit.
 Its ``env.json`` (core/records.EnvJson) lies beside ``venv/``, ``build.log`` and GENERATED.
+
+What a task's sandbox shows is its instance (build_instance): a copy of that venv with the
+repository installed again at the task's base commit, as the official instance image installs
+it, cached under ``layout.swe_instance_dir(key)`` by the environment's key and the base commit,
+its ``instance.json`` (core/records.InstanceJson) beside ``venv/``, ``build.log`` and GENERATED.
 """
 
 import importlib.metadata
@@ -36,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..core import gitcmd, jsonio, locks, procs, rootfs
 from ..core.errors import UserError
 from ..core.layout import SOURCE_ROOT, Layout, repo_url
-from ..core.records import EnvJson, read_record, versioned, write_record
+from ..core.records import EnvJson, InstanceJson, read_record, versioned, write_record
 
 if TYPE_CHECKING:
     from ..run.swebench import SweTask
@@ -85,6 +90,7 @@ class SandboxView:
     venv: Path
     python: str
     testbed_files: Path | None = None
+    key: str = ""  # what the sandbox shows: the task's install's key, else the environment's
     venv_at: str = VENV_AT
     testbed: str = TESTBED
     path: tuple[str, ...] = (f"{VENV_AT}/bin",)
@@ -97,8 +103,9 @@ class SandboxView:
 
 
 def sandbox_view(task: "SweTask", layout: Layout | None = None) -> SandboxView | None:
-    """How a sandbox shows the environment of `task`, or None when it is not built (its
-    env.json, env_record(), says why; not yet built: no env.json)."""
+    """How a sandbox shows the environment of `task` with the repository installed at its base
+    commit (build_instance), or None when that is not built (env.json and instance.json say
+    why; not yet built: neither is there)."""
     layout = layout or Layout.from_env()
     env = environment_of(task, layout)
     rec = read_record(env.env_json)
@@ -106,12 +113,20 @@ def sandbox_view(task: "SweTask", layout: Layout | None = None) -> SandboxView |
         return None
     if env.python_root is None:  # a built environment has one
         return None
-    generated = env.directory / GENERATED
+    inst = instance_of(task, layout)
+    shown: Environment | Instance = env
+    if inst is not None:
+        irec = instance_record(task, layout)
+        if not irec or irec["status"] != BUILT:
+            return None
+        shown = inst
+    generated = shown.directory / GENERATED
     return SandboxView(
         rootfs=env.python_root.root,
-        venv=env.venv,
+        venv=shown.venv,
         python=env.python,
         testbed_files=generated if generated.is_dir() else None,
+        key=shown.key,
     )
 
 
@@ -566,8 +581,14 @@ def build_steps(env: Environment, reqs: bool) -> list[str]:
         steps.append(
             "python -m pip install " + " ".join(shlex.quote(p) for p in spec["pip_packages"])
         )
-    if env.repo_install:
-        steps.append(env.repo_install)
+    return steps + install_steps(env)
+
+
+def install_steps(env: Environment) -> list[str]:
+    """The repository's install (the official instance image's: the repository's own install
+    command, the spec's pre_install and install), run in TESTBED in the activated venv."""
+    spec = env.spec or {}
+    steps = [env.repo_install] if env.repo_install else []
     steps += list(spec.get("pre_install", []))
     if spec.get("install"):
         steps.append(spec["install"])
@@ -786,3 +807,125 @@ def put_generated(env_dir: Path, testbed: Path) -> None:
     source = env_dir / GENERATED
     if source.is_dir():
         shutil.copytree(source, testbed, symlinks=True, dirs_exist_ok=True)
+
+
+# -- a task's install at its base commit (the official instance image) ---------------------------
+# The official harness builds an environment image per (repo, version) and over it an image per
+# task that installs the repository at the task's base commit: a base whose install asks for
+# more than the setup commit's (pytest 4.6's and 5.0's importlib-metadata, 5.4's wcwidth) gets
+# it there. The agent's sandbox shows that install; the local verdict installs again itself.
+
+
+@dataclass(frozen=True)
+class Instance:
+    """The install of `base_commit` over a copy of `env`'s venv."""
+
+    env: Environment
+    base_commit: str
+    key: str
+    directory: Path
+
+    @property
+    def venv(self) -> Path:
+        return self.directory / "venv"
+
+    @property
+    def instance_json(self) -> Path:
+        return self.directory / "instance.json"
+
+    @property
+    def build_log(self) -> Path:
+        return self.directory / "build.log"
+
+
+def instance_of(task: "SweTask", layout: Layout) -> Instance | None:
+    """The install `task`'s sandbox shows, or None when its base is the environment's setup
+    commit (the environment is that install already)."""
+    env = environment_of(task, layout)
+    if task.base_commit == env.setup_commit:
+        return None
+    key = f"{env.key}-{task.base_commit[:12]}"
+    return Instance(env, task.base_commit, key, layout.swe_instance_dir(key))
+
+
+def instance_record(task: "SweTask", layout: Layout) -> InstanceJson | None:
+    """The instance.json of `task`'s install as built now, or None when none was built (or
+    none is needed: instance_of)."""
+    inst = instance_of(task, layout)
+    if inst is None:
+        return None
+    rec = read_record(inst.instance_json)
+    return rec if rec and rec.get("key") == inst.key else None
+
+
+def build_instance(layout: Layout, task: "SweTask") -> InstanceJson | None:
+    """Build `task`'s environment (build) and then its install at its base commit when that
+    is not current; instance.json, or None when the environment is the install."""
+    env_rec = build(layout, task)
+    inst = instance_of(task, layout)
+    if inst is None:
+        return None
+    current = instance_record(task, layout)
+    if current:
+        return current
+    with locks.locked(layout.lock(f"swe-instance-{inst.key}")):
+        current = instance_record(task, layout)
+        if current:
+            return current
+        return _build_instance(layout, inst, env_rec)
+
+
+def _instance_record(
+    inst: Instance, status: Literal["built", "not_built"], reason: str | None, seconds: float
+) -> InstanceJson:
+    rec: InstanceJson = {
+        "env_key": inst.env.key,
+        "base_commit": inst.base_commit,
+        "key": inst.key,
+        "status": status,
+        "reason": reason,
+        "seconds": round(seconds, 1),
+        "bytes": bytes_of(inst.directory) if status == BUILT else 0,
+    }
+    rec = versioned(rec)
+    write_record(inst.instance_json, rec)
+    return rec
+
+
+def _build_instance(layout: Layout, inst: Instance, env_rec: EnvJson) -> InstanceJson:
+    start = time.monotonic()
+    if inst.directory.exists():
+        shutil.rmtree(inst.directory)
+    inst.directory.mkdir(parents=True)
+    root = inst.env.python_root
+    if env_rec["status"] != BUILT or root is None:
+        reason = f"its environment is not built: {env_rec['reason']}"
+        return _instance_record(inst, NOT_BUILT, reason, 0)
+    scratch = layout.swe_instance_scratch(inst.key)
+    testbed = scratch / "testbed"
+    try:
+        checkout(source_of(layout, inst.env.repo), inst.base_commit, testbed, tags=True)
+    except subprocess.CalledProcessError as e:
+        said = last_lines_of(e.stderr.decode(errors="replace"))
+        reason = f"no checkout of {inst.env.repo} at {inst.base_commit}: {said}"
+        return _instance_record(inst, NOT_BUILT, reason, time.monotonic() - start)
+    subprocess.run(["cp", "-a", str(inst.env.venv), str(inst.venv)], check=True)
+    script = "\n".join([f". {VENV_AT}/bin/activate", *install_steps(inst.env)])
+    jsonio.write_text(inst.build_log, f"# {inst.key}: the install at {inst.base_commit}\n")
+    outcome = run_script(
+        layout,
+        root,
+        script,
+        inst.build_log,
+        mounts=[("--bind", inst.venv, VENV_AT), ("--bind", testbed, TESTBED)],
+        timeout=BUILD_TIMEOUT,
+    )
+    if outcome.timed_out or outcome.exit_code != 0:
+        why = "timed out" if outcome.timed_out else f"exited with {outcome.exit_code}"
+        reason = f"the install {why} ({inst.build_log}): {last_lines(inst.build_log, 1)}"
+        shutil.rmtree(inst.venv, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+        return _instance_record(inst, NOT_BUILT, reason[:600], time.monotonic() - start)
+    keep_generated(testbed, inst.directory / GENERATED)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return _instance_record(inst, BUILT, None, time.monotonic() - start)

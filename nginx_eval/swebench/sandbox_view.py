@@ -37,8 +37,7 @@ def view_of(task: "SweTask", layout: Layout) -> SweEnvView | None:
     if not read and not os.environ.get(envs.SPECS_VAR):
         return None
     view = envs.sandbox_view(task, layout)
-    built = envs.env_record(task, layout)
-    if view is None or built is None:
+    if view is None:
         return None
     return {
         "root": str(view.rootfs),
@@ -47,7 +46,7 @@ def view_of(task: "SweTask", layout: Layout) -> SweEnvView | None:
         "testbed": view.testbed,
         "path": list(view.path),
         "env": dict(view.environment),
-        "digest": built["key"],
+        "digest": view.key,
         "python": view.python,
         "package": swe_view.package_of(task.repo),
         "test_command": agent_test_command(task, layout),

@@ -342,35 +342,50 @@ def local_enabled(ctx: "StageContext") -> bool:
     return True
 
 
-def env_current(layout: Layout, task: SweTask) -> bool:
+def env_current(layout: Layout, task: SweTask, shown: Iterable[SweTask] = ()) -> bool:
     """doit uptodate of an environment's task: its env.json is of the environment as it would be
-    built now (the same specification, root filesystem and setup commit)."""
-    return envs.env_record(task, layout) is not None
+    built now (the same specification, root filesystem and setup commit), and so is the
+    install at the base commit of each task in `shown` (envs.build_instance)."""
+    return envs.env_record(task, layout) is not None and all(
+        envs.instance_of(t, layout) is None or envs.instance_record(t, layout) is not None
+        for t in shown
+    )
 
 
 def env_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
-    """``swe-env:<owner>+<name>-<version>``: one per environment the run's tasks need."""
+    """``swe-env:<owner>+<name>-<version>``: one per environment the run's tasks need, with the
+    install at each base commit an isolated agent's sandbox shows (what the agent tests in)."""
     firsts: dict[str, SweTask] = {}
-    for _, _, task in ctx.units():
+    shown: dict[str, dict[str, SweTask]] = {}
+    for _, mode, task in ctx.units():
         if isinstance(task, SweTask):
-            firsts.setdefault(envs.env_name(task.repo, task.version), task)
+            name = envs.env_name(task.repo, task.version)
+            firsts.setdefault(name, task)
+            if isinstance(mode, AgentMode) and mode.isolation != "none":
+                shown.setdefault(name, {})[task.instance_id] = task
     for name, task in firsts.items():
+        tasks = list(shown.get(name, {}).values())
         yield {
             "basename": envs.ENV_BASENAME,
             "name": name,
             "doc": f"the Python environment of {task.repo} {task.version} (SWE-bench)",
-            "actions": [(failing_on_user_error, [build_env, ctx.layout, task])],
-            "uptodate": [(env_current, [ctx.layout, task])],
+            "actions": [(failing_on_user_error, [build_env, ctx.layout, task, tasks])],
+            "uptodate": [(env_current, [ctx.layout, task, tasks])],
             "verbosity": 2,
         }
 
 
-def build_env(layout: Layout, task: SweTask) -> None:
+def build_env(layout: Layout, task: SweTask, shown: Iterable[SweTask] = ()) -> None:
     rec = envs.build(layout, task)
     if rec["status"] == envs.BUILT:
         say(f"{envs.env_name(task.repo, task.version)}: built in {rec['seconds']} s")
     else:
         say(f"{envs.env_name(task.repo, task.version)}: cannot be built here: {rec['reason']}")
+        return
+    for t in shown:
+        inst = envs.build_instance(layout, t)
+        if inst and inst["status"] != envs.BUILT:
+            say(f"{t.instance_id}: its install at the base commit failed: {inst['reason']}")
 
 
 def grade_locally(layout: Layout, mode: Mode, task: SweTask) -> None:

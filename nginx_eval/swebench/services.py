@@ -45,12 +45,14 @@ SERVER = Path(__file__).with_name("standin_server.py")
 HTTP_PORT, HTTPS_PORT = 80, 443
 # The namespace's network, set up by the host's root (or the namespace's, unprivileged): the
 # loopback up, every address not local routed into it, where nothing answers: dropped.
-NET_SETUP = """ip link set lo up
+NET_SETUP = """ip() { PATH=/usr/sbin:/sbin:$PATH command ip "$@"; }
+ip link set lo up
 ip route add default dev lo
 echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start
 exec "$@"
 """
 NET_SCRIPT = "net.sh"  # NET_SETUP's file among the run's (sh -e runs it)
+TOOLS_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # where unshare and ip are, for any caller's PATH
 SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 HOSTS_HEAD = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 
@@ -133,7 +135,7 @@ def outer_prefix(net_script: str | Path) -> list[str]:
     """The host's argv prefix that runs a command in a private network namespace set up by
     `net_script` (NET_SETUP): as root, a network namespace alone; otherwise with a user
     namespace that owns it (bwrap_agent_user.sh does the same for the agent's sandbox)."""
-    unshare = shutil.which("unshare") or "unshare"
+    unshare = shutil.which("unshare", path=TOOLS_PATH) or "unshare"
     user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
     return [unshare, *user, "--net", "--", "sh", "-e", str(net_script)]
 
@@ -195,6 +197,9 @@ def offline(
     standins = standins_of(repo)
     if standins is None:
         return None
+    missing = [tool for tool in ("unshare", "ip") if not shutil.which(tool, path=TOOLS_PATH)]
+    if missing:
+        return f"no {' or '.join(missing)} on this machine (util-linux, iproute2)"
     venv = services_venv(layout, root)
     if isinstance(venv, str):
         return venv
@@ -269,7 +274,14 @@ def sandbox_standins(
         return
     try:
         for point in (SERVICES_AT, STANDINS_AT):
-            os.makedirs(point, exist_ok=True)  # srt's root is the host's: mount points there
+            # srt's root is the host's, read-only inside: the mount points must be there.
+            try:
+                os.makedirs(point, exist_ok=True)
+            except OSError as e:
+                with open(log, "a") as f:
+                    f.write(f"no stand-ins: cannot make {point} ({e.strerror}): make it as root\n")
+                yield None
+                return
         yield sandbox_view(made, envs.TESTBED, standins.no_proxy)
     finally:
         shutil.rmtree(directory, ignore_errors=True)

@@ -45,7 +45,7 @@ from .build.plan import BasePlan
 from .checks import doctor, statements, validate
 from .core.errors import UserError, did_you_mean
 from .core.layout import Layout
-from .core.records import LeftOut, Selection, SkippedFile, SweEnvView
+from .core.records import LeftOut, Selection, SkippedFile, StandinsView, SweEnvView
 from .core.stamps import TaskDict
 from .core.tasknames import (
     BASE,
@@ -198,14 +198,14 @@ class Context:
             memo[task.instance_id] = swe_sandbox_view.view_of(task, self.layout)
         return memo[task.instance_id]
 
-    # The servers a SWE-bench task's tests reach over the internet (httpbin for psf/requests),
-    # started on this machine's loopback for an agent shown the task's environment, as for a
-    # local verdict (swebench/services.py); the agent stage gets the rule here.
+    # The stand-ins for the internet a SWE-bench task's tests reach (psf/requests' httpbin.org,
+    # a host that must time out), made for an attempt and run inside its sandbox, as for a local
+    # verdict (swebench/services.py); the agent stage gets the rule here.
     @staticmethod
     def swe_services(
-        layout: Layout, repo: str, log: Path
-    ) -> AbstractContextManager[dict[str, str]]:
-        return swe_services_module.running_services(layout, repo, log)
+        layout: Layout, task: SweTask, directory: Path, workspace: Path, log: Path
+    ) -> AbstractContextManager[StandinsView | None]:
+        return swe_services_module.sandbox_standins(layout, task, directory, workspace, log)
 
     def tests_tree(self, layout: Layout, task: AnyTask) -> TestsTree | None:
         """suite.as_of of a task, found for every task of the command at once (two git calls

@@ -216,9 +216,15 @@ def main() -> int:
         rec = built[task.instance_id]
         inst = rec["instance"]["status"] if rec.get("instance") else "the environment's"
         print(f"{task.instance_id}: environment {rec['status']}, install {inst}", flush=True)
-    if any(t.repo in services.HTTPBIN_REPOS for t in tasks):
+    roots = {
+        envs.environment_of(t, layout).python_root
+        for t in tasks
+        if services.standins_of(t.repo) and built[t.instance_id].get("status") == "built"
+    }
+    for root in roots - {None}:
         # Built once here: the agents of a run would each start building it at once.
-        print(f"httpbin's venv: {services.httpbin_venv(layout)}", flush=True)
+        venv = services.services_venv(layout, root)  # type: ignore[arg-type]
+        print(f"the stand-ins' venv: {venv}", flush=True)
     checked: dict = {}
     refused = {t.instance_id: p for t in tasks if (p := import_problem(layout, t, checked))}
     for iid, problem in refused.items():

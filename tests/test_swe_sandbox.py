@@ -323,30 +323,82 @@ def test_the_package_checked_is_the_repositorys():
     assert swe_view.package_of("astropy/astropy") == "astropy"
 
 
-def test_a_tasks_services_run_for_the_attempt_and_the_sandbox_admits_them(tmp_path):
-    """psf/requests' httpbin (swebench/services.py, through the context): its URL in every
-    phase's environment and its host:port among the allowed hosts while the attempt runs."""
+def test_a_tasks_stand_ins_are_made_for_the_attempt_and_every_phase_view_runs_them(tmp_path):
+    """psf/requests' stand-ins for the internet (swebench/services.py, through the context):
+    made in the attempt's logs for its workspace, written into each phase's view while the
+    attempt runs, gone after it; the environment and allowed hosts untouched."""
     from contextlib import contextmanager
 
     from nginx_eval.agent.stage import AgentRun
 
     started = []
+    standins = {
+        "net": "/s/net.sh",
+        "mounts": [["/s/hosts", "/etc/hosts"]],
+        "over": [],
+        "launcher": ["/opt/swe-services/bin/python", "server.py", "--"],
+        "direct": [],
+    }
 
     @contextmanager
-    def services(layout, repo, log):
-        started.append((repo, log))
-        yield {"HTTPBIN_URL": "http://127.0.0.1:4321/"}
+    def services(layout, task, directory, workspace, log):
+        started.append((task.repo, directory, workspace, log))
+        yield standins
 
+    task = SimpleNamespace(repo="psf/requests")
     run = SimpleNamespace(
-        services=services,
-        layout=None,
-        task=SimpleNamespace(repo="psf/requests"),
-        logs=tmp_path,
-        env={"PATH": "/bin"},
-        service_hosts=[],
-    )
+        services=services, layout=None, task=task, logs=tmp_path, ws=tmp_path / "ws",
+        env={"PATH": "/bin"}, standins=None,
+    )  # fmt: skip
     with AgentRun.running_services(run):
-        assert run.env["HTTPBIN_URL"] == "http://127.0.0.1:4321/"
-        assert run.service_hosts == ["127.0.0.1:4321"]
-    assert started == [("psf/requests", tmp_path / "services.log")]
-    assert run.env == {"PATH": "/bin"} and run.service_hosts == []
+        assert run.standins == standins
+        ws, view = make_env(tmp_path)
+        lines = swe_view.view_lines(view, ws, run.standins)
+        assert "net /s/net.sh" in lines and "ro /s/hosts /etc/hosts" in lines
+    assert started == [
+        ("psf/requests", tmp_path / "standins", tmp_path / "ws", tmp_path / "services.log")
+    ]
+    assert run.standins is None and run.env == {"PATH": "/bin"}
+
+
+@pytest.mark.e2e
+@needs_srt
+def test_the_stand_ins_run_in_the_agents_sandbox_as_in_a_verdict(tmp_path):
+    """bwrap_agent_user.sh with an attempt's stand-ins (swebench/services.py): the sandbox's own
+    network with the dropping route, the private /etc/hosts, the servers started before the
+    command, https trusted through the bundle shown over the workspace's (the host's file kept),
+    NO_PROXY for the addresses reached directly."""
+    from test_swe_standins import CLIENT, CONNECT, needs_netns, services_venv
+
+    from nginx_eval.swebench import services
+
+    if needs_netns.args[0]:
+        pytest.skip(needs_netns.kwargs["reason"])
+    ws, view = make_env(tmp_path)
+    (ws / "requests").mkdir()
+    (ws / "requests" / "cacert.pem").write_bytes(b"")
+    (ws / "client.py").write_text(CLIENT)
+    (ws / "connect.py").write_text(CONNECT)
+    venv = services_venv(tmp_path)
+    with patch.object(services, "services_venv", return_value=venv):
+        made = services.offline(None, "psf/requests", None, tmp_path / "run", ws)
+    for point in (services.SERVICES_AT, services.STANDINS_AT):
+        os.makedirs(point, exist_ok=True)
+    standins = services.sandbox_view(made, view["testbed"], ("10.255.255.1",))
+    real = swe_view.write_view
+    with patch.object(swe_view, "write_view", lambda p, v, w: real(p, v, w, standins)):
+        code, out, said = in_sandbox(
+            tmp_path,
+            ws,
+            view,
+            f"cd {view['testbed']} && python3 client.py requests/cacert.pem"
+            " && python3 connect.py && echo NO_PROXY=$NO_PROXY",
+        )
+    assert code == 0, said
+    assert out.splitlines()[-3:] == [
+        "doesnotexist.google.com does not resolve",
+        "timed out 0.5",
+        "NO_PROXY=10.255.255.1",
+    ], out + said
+    assert out.startswith("https://httpbin.org/get httpbin httpbin.org/get\n"), out + said
+    assert (ws / "requests" / "cacert.pem").read_bytes() == b""

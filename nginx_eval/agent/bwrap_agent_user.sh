@@ -25,12 +25,17 @@
 #                       read-only mount srt made inside WS (.git/hooks, .bashrc, ...) made there too
 #   first DIR / last DIR  DIR put first / last on PATH (after them, the runtimes above)
 #   setenv NAME VALUE   a variable of the environment's
+# and, where the task's tests reach the internet (swebench/services.py, stand-ins made per attempt):
+#   net SCRIPT          the sandbox's network namespace made here instead of by bwrap, SCRIPT run
+#                       in it by this (the host's) root first: a route that drops what is not local
+#   over HOST REL       HOST read-only over the file REL of the workspace, at /testbed and at WS
+#   launch ARG...       the command started by ARG... (the stand-ins' servers first, then it)
 #
 # The arguments go just before the `--` that ends bwrap's options, after srt's own mounts; a call
 # without `--` (srt's probes of bwrap) passes through unchanged.
 support=${NGINX_EVAL_SANDBOX_SUPPORT:-}
 view=${NGINX_EVAL_SANDBOX_VIEW:-}
-uid="" root="" ws="" testbed=""
+uid="" root="" ws="" testbed="" net="" launch=""
 if [ -n "$support" ] && [ -f "$support/id" ]; then
     read -r uid gid < "$support/id"
 fi
@@ -44,6 +49,8 @@ if [ -n "$view" ]; then
         case $what in
             usr) root=$a;;
             workspace) ws=${a%/} testbed=$b;;
+            net) net=$a;;
+            launch) launch="$a $b";;
         esac
     done < "$view"
 fi
@@ -69,6 +76,9 @@ while [ "$count" -gt 0 ]; do
     esac
     if [ -z "$done" ] && [ "$arg" = "--ro-bind" ]; then
         expect=src
+    fi
+    if [ -z "$done" ] && [ -n "$net" ] && [ "$arg" = "--unshare-net" ]; then
+        continue  # the namespace is made below, set up
     fi
     if [ -z "$done" ] && [ "$arg" = "--" ]; then
         path=$PATH
@@ -106,14 +116,25 @@ while [ "$count" -gt 0 ]; do
                     dest=${mirrored%%"$nl"*} mirrored=${mirrored#*"$nl"}
                     set -- "$@" --ro-bind "$source" "$dest"
                 done
+                while read -r what a b; do
+                    [ "$what" = over ] && set -- "$@" --ro-bind "$a" "$testbed/$b" --ro-bind "$a" "$ws/$b"
+                done < "$view"
             fi
             set -- "$@" --unsetenv NGINX_EVAL_SANDBOX_VIEW
         fi
         [ -n "$root" ] || [ -n "$view" ] && set -- "$@" --setenv PATH "$path"
         set -- "$@" --unsetenv NGINX_EVAL_SANDBOX_SUPPORT --
+        # shellcheck disable=SC2086 # the launcher's words: paths without spaces
+        [ -n "$launch" ] && set -- "$@" $launch
         done=1
     else
         set -- "$@" "$arg"
     fi
 done
+if [ -n "$net" ]; then
+    user=""
+    [ "$(id -u)" = 0 ] || user="--user --map-root-user"
+    # shellcheck disable=SC2086
+    exec unshare $user --net -- sh -e "$net" bwrap "$@"
+fi
 exec bwrap "$@"

@@ -5,11 +5,13 @@ to its filtering proxy on the host. A client that sends a loopback address there
 host's loopback (refused, or the model endpoint); one that bypasses the proxy for loopback
 (srt's NO_PROXY) reaches the sandbox's own, unrecorded. Neither lets an agent test the server it
 started and keep the host out of reach on the record, so each phase runs this proxy first and
-the proxy variables name it (sandbox.INNER); NO_PROXY stays unset. For each connection it reads
+the proxy variables name it (sandbox.INNER); NO_PROXY stays unset (but for a stand-in's address
+that must time out: swe_view.DIRECT_VAR). For each connection it reads
 the first request and decides:
 
-- a loopback host (localhost, 127.0.0.0/8, ::1) on a port something in the sandbox listens on:
-  the agent's own server, connected to directly (CONNECT tunnelled; a plain request sent in
+- a loopback host (localhost, 127.0.0.0/8, ::1, a name /etc/hosts maps there) on a port
+  something in the sandbox listens on: the agent's own server (or a SWE-bench task's stand-in
+  for an internet host), connected to directly (CONNECT tunnelled; a plain request sent in
   origin form with ``Connection: close``, as a server expects it);
 - anything else, and always the model endpoint: forwarded byte for byte to srt's proxy, which
   admits the endpoint and the mode's hosts and refuses the rest on the record.
@@ -36,9 +38,32 @@ LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-lo
 HOP_HEADERS = (b"proxy-authorization", b"proxy-connection", b"connection", b"keep-alive")
 
 
+def hosts_file_names(path: str = "/etc/hosts") -> frozenset[str]:
+    """The names the hosts file maps to a loopback address: a SWE-bench task's stand-ins for
+    the internet (swebench/services.py) are served in the sandbox under the names its tests use."""
+    names: set[str] = set()
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return frozenset()
+    for line in lines:
+        fields = line.split("#", 1)[0].split()
+        try:
+            local = len(fields) > 1 and ipaddress.ip_address(fields[0]).is_loopback
+        except ValueError:
+            local = False
+        if local:
+            names.update(n.lower().rstrip(".") for n in fields[1:])
+    return frozenset(names)
+
+
+HOSTS_FILE_NAMES = hosts_file_names()
+
+
 def is_loopback(host: str) -> bool:
     host = host.strip("[]").lower().rstrip(".")
-    if host in LOOPBACK_NAMES or host.endswith(".localhost"):
+    if host in LOOPBACK_NAMES or host.endswith(".localhost") or host in HOSTS_FILE_NAMES:
         return True
     try:
         return ipaddress.ip_address(host).is_loopback

@@ -84,10 +84,14 @@ SRT_MOUNT_POINTS = (
 )
 # The inner command: the agent's stderr to its own file (srt's debug log keeps the other); the
 # loopback proxy started ($3: its file, $4: the model endpoint) and every proxy variable that
-# names srt's HTTP proxy pointed at it instead, no proxy exemption; a mark on the agent's
+# names srt's HTTP proxy pointed at it instead, no proxy exemption but the stand-ins' direct
+# hosts (swe_view.DIRECT_VAR); a mark on the agent's
 # processes (proctree.INSIDE_VAR); then the command ($2).
 INNER = r"""exec 2>>"$1"
 unset NO_PROXY no_proxy
+if [ -n "${NGINX_EVAL_SANDBOX_DIRECT:-}" ]; then
+    export NO_PROXY=$NGINX_EVAL_SANDBOX_DIRECT
+fi
 if [ -n "${HTTP_PROXY:-}" ]; then
     python=/usr/bin/python3; [ -x "$python" ] || python=python3
     exec 3< <(exec "$python" -I "$3" "$HTTP_PROXY" "$4")

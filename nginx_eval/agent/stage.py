@@ -37,7 +37,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
-from urllib.parse import urlsplit
 
 from ..cluster import executor
 from ..cluster.node import UnitLost, on_node
@@ -66,6 +65,7 @@ from ..core.records import (
     RemoteDiff,
     RemoteDiffJson,
     SkippedFile,
+    StandinsView,
     SweEnvView,
     TestsTree,
     Tokens,
@@ -137,9 +137,9 @@ class UnitAnswer(TypedDict):
     diff: RemoteDiff | None  # on a node only
 
 
-# swebench/services.running_services, through the context: (layout, repo, log) -> the servers
-# the task's tests reach, their variables while they run.
-Services = Callable[[Layout, str, Path], AbstractContextManager[dict[str, str]]]
+# swebench/services.sandbox_standins, through the context: (layout, task, directory, workspace,
+# log) -> the stand-ins for the internet the task's tests reach, made for the attempt, or None.
+Services = Callable[[Layout, Any, Path, Path, Path], AbstractContextManager[StandinsView | None]]
 
 
 ENV_REFERENCE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
@@ -322,7 +322,7 @@ class AgentRun:
         # and the servers its tests reach over the internet, on this machine's loopback.
         self.swe_env = swe_env if sandbox.settings(mode) else None
         self.services = services if self.swe_env else None
-        self.service_hosts: list[str] = []
+        self.standins: StandinsView | None = None
         self.tests_dir: Path | None = None
         self.out = layout.agent_json(mode.name, task.instance_id)
         self.ws = layout.workspace(mode.name, task.instance_id)
@@ -400,20 +400,20 @@ class AgentRun:
 
     @contextlib.contextmanager
     def running_services(self) -> Iterator[None]:
-        """The task's services (self.services) for the attempt: their variables (HTTPBIN_URL)
-        in every phase's environment and their host:port among the sandbox's allowed hosts."""
+        """The task's stand-ins for the internet (self.services) for the attempt: every phase's
+        sandbox runs them (swe_view.view_lines), as a local verdict does."""
         if self.services is None:
             yield
             return
-        with self.services(self.layout, self.task.repo, self.logs / "services.log") as extra:
-            self.env.update(extra)
-            self.service_hosts = [urlsplit(url).netloc for url in extra.values()]
+        directory = self.logs / "standins"
+        with self.services(
+            self.layout, self.task, directory, self.ws, self.logs / "services.log"
+        ) as standins:
+            self.standins = standins
             try:
                 yield
             finally:
-                for name in extra:
-                    self.env.pop(name, None)
-                self.service_hosts = []
+                self.standins = None
 
     def start_meter(self) -> MeterProxy:
         """The attempt's metering proxy (meter/proxy.py), started, every program's base URL
@@ -635,8 +635,6 @@ class AgentRun:
             # The one model endpoint the sandbox lets through is the attempt's proxy.
             # The others' upstreams are not: every program's calls go through it.
             box = sandbox.through_proxy(box, self.meter.endpoint) if self.meter else box
-            if self.service_hosts:
-                box = {**box, "allow_hosts": box["allow_hosts"] + self.service_hosts}
             jsonio.write_json(
                 settings_file,
                 sandbox.srt_settings(
@@ -652,7 +650,9 @@ class AgentRun:
                 ),
             )
             view = (
-                swe_view.write_view(self.logs / f"{stem}.view", self.swe_env, self.ws)
+                swe_view.write_view(
+                    self.logs / f"{stem}.view", self.swe_env, self.ws, self.standins
+                )
                 if self.swe_env
                 else None
             )

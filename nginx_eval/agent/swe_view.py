@@ -21,9 +21,12 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..core.records import SweEnvRecord, SweEnvView
+from ..core.records import StandinsView, SweEnvRecord, SweEnvView
 
 VIEW_VAR = "NGINX_EVAL_SANDBOX_VIEW"
+# Hosts a phase reaches without the loopback proxy (sandbox.INNER makes them NO_PROXY): the
+# stand-ins' addresses that must time out as on the internet, not be refused by a proxy.
+DIRECT_VAR = "NGINX_EVAL_SANDBOX_DIRECT"
 RUNTIME_DIR = "runtime"
 RUNTIMES = ("node",)
 # A repository whose package is not named as the repository is.
@@ -89,18 +92,30 @@ def write_runtimes(support: str | Path, environ: Mapping[str, str]) -> None:
         os.replace(partial, listed)
 
 
-def view_lines(view: SweEnvView, workspace: str | Path) -> list[str]:
-    """bwrap_agent_user.sh's instructions for a phase in `workspace` (its header says each)."""
+def view_lines(
+    view: SweEnvView, workspace: str | Path, standins: StandinsView | None = None
+) -> list[str]:
+    """bwrap_agent_user.sh's instructions for a phase in `workspace` (its header says each),
+    with the attempt's stand-ins for the internet (swebench/services.py) when it has them."""
     lines = [f"usr {view['root']}", f"ro {view['venv']} {view['venv_path']}"]
     lines.append(f"workspace {os.path.abspath(workspace)} {view['testbed']}")
     lines += [f"first {d}" for d in reversed(view["path"])]
     lines += [f"setenv {name} {value}" for name, value in sorted(view["env"].items())]
+    if standins:
+        lines.append(f"net {standins['net']}")
+        lines += [f"ro {host} {inside}" for host, inside in standins["mounts"]]
+        lines += [f"over {host} {rel}" for host, rel in standins["over"]]
+        lines.append("launch " + " ".join(standins["launcher"]))
+        if standins["direct"]:
+            lines.append(f"setenv {DIRECT_VAR} {','.join(standins['direct'])}")
     return lines
 
 
-def write_view(path: str | Path, view: SweEnvView, workspace: str | Path) -> str:
+def write_view(
+    path: str | Path, view: SweEnvView, workspace: str | Path, standins: StandinsView | None = None
+) -> str:
     """The phase's view file (returned), for phase_environment's VIEW_VAR."""
-    Path(path).write_text("\n".join(view_lines(view, workspace)) + "\n")
+    Path(path).write_text("\n".join(view_lines(view, workspace, standins)) + "\n")
     return str(path)
 
 

@@ -150,6 +150,17 @@ class SweEnvView(TypedDict):
     testbed_files: str | None
 
 
+class StandinsView(TypedDict):
+    """The stand-ins for the internet a SWE-bench task's tests reach, as an attempt's sandbox
+    runs them (swebench/services.py; agent/swe_view.py writes them into the phase's view)."""
+
+    net: str  # the script that sets up the sandbox's private network (run by the host's root)
+    mounts: list[list[str]]  # [host path, path inside], read-only
+    over: list[list[str]]  # [host file, path in the checkout] bound over the checkout's file
+    launcher: list[str]  # the argv prefix inside that starts the servers before the command
+    direct: list[str]  # hosts the tests reach without a proxy (NO_PROXY inside)
+
+
 class SweEnvRecord(TypedDict):
     """agent.json's "swe_env": the environment an agent's sandbox showed."""
 

@@ -8,13 +8,16 @@ later one (``agent_finished`` for the workspace, ``workspace_diff`` for the agen
 from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..core.layout import Layout
-from ..core.records import LeftOut, Selection, SkippedFile, SweEnvView, TestsTree
+from ..core.records import LeftOut, Selection, SkippedFile, StandinsView, SweEnvView, TestsTree
 from .benchmark import AnyTask, Benchmark, Task
 from .modes import AgentMode, Mode
 from .options import Options
+
+if TYPE_CHECKING:
+    from .swebench import SweTask
 
 
 class StageContext(Protocol):
@@ -40,8 +43,8 @@ class StageContext(Protocol):
 
     @staticmethod
     def swe_services(
-        layout: Layout, repo: str, log: Path
-    ) -> AbstractContextManager[dict[str, str]]: ...
+        layout: Layout, task: "SweTask", directory: Path, workspace: Path, log: Path
+    ) -> AbstractContextManager[StandinsView | None]: ...
 
     @staticmethod
     def workspace_diff(

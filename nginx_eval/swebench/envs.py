@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -616,15 +616,18 @@ def run_script(
     mounts: list[tuple[str, str | Path, str]],
     timeout: float,
     extra_env: Mapping[str, str] | None = None,
+    outer: Sequence[str] = (),
+    launcher: Sequence[str] = (),
 ) -> procs.Outcome:
     """Run `script` (sh -ex) in bwrap over `root` as root of its namespace, in TESTBED, with the
     host's network, its pip settings (passed_environment) and pip's shared cache, its output
-    appended to `log`."""
+    appended to `log`; bwrap started by the host's argv prefix `outer` (a network namespace of
+    its own: services.py), the script by `launcher` inside."""
     kept, paths = passed_environment()
     layout.swe_pip_cache.mkdir(parents=True, exist_ok=True)
     argv = rootfs.command_in(
         root.root,
-        ["/bin/sh", "-exc", script],
+        [*launcher, "/bin/sh", "-exc", script],
         cwd=TESTBED,
         readable=[*paths, "/etc/resolv.conf"] if root.directory else paths,
         writable=[layout.swe_pip_cache],
@@ -646,7 +649,9 @@ def run_script(
     )
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        return procs.run_limited(argv, cwd="/", env=env, timeout=timeout, stdout=out, stderr=out)
+        return procs.run_limited(
+            [*outer, *argv], cwd="/", env=env, timeout=timeout, stdout=out, stderr=out
+        )
 
 
 def last_lines(path: Path, n: int = 1) -> str:

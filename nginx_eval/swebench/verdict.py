@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..run.swebench import SweTask
 
 TEST_TIMEOUT = 1800.0  # seconds: the official harness's default --timeout
-VERDICT_VERSION = 1  # raised when what a verdict does changes: every unit is graded again
+VERDICT_VERSION = 2  # raised when what a verdict does changes: every unit is graded again
 LABEL = "local"  # how reports name this verdict, beside the official one
 # The markers swebench's grading looks for (constants of swebench 4.1.0).
 APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
@@ -179,20 +179,31 @@ def local_verdict(
         venv = scratch / "venv"
         subprocess.run(["cp", "-a", str(environment.venv), str(venv)], check=True)
         jsonio.write_text(log, f"# {task.instance_id} ({mode}): {command}\n")
-        with services.running_services(layout, task.repo, log) as extra:
-            outcome = envs.run_script(
-                layout,
-                environment.python_root,
-                eval_script(task, environment.spec, command),
-                log,
-                mounts=[
-                    ("--bind", venv, envs.VENV_AT),
-                    ("--bind", testbed, envs.TESTBED),
-                    ("--ro-bind", scratch, "/tmp/swe-verdict"),
-                ],
-                timeout=timeout,
-                extra_env=extra,
-            )
+        mounts: list[tuple[str, str | Path, str]] = [
+            ("--bind", venv, envs.VENV_AT),
+            ("--bind", testbed, envs.TESTBED),
+            ("--ro-bind", scratch, "/tmp/swe-verdict"),
+        ]
+        standins = services.offline(
+            layout, task.repo, environment.python_root, scratch / "standins", testbed
+        )
+        if isinstance(standins, str):
+            with open(log, "a") as f:
+                f.write(f"no stand-ins for the internet: {standins}\n")
+        outer, launcher = [], []
+        if isinstance(standins, services.Offline):
+            mounts += standins.mounts(envs.TESTBED)
+            outer, launcher = standins.outer, standins.launcher
+        outcome = envs.run_script(
+            layout,
+            environment.python_root,
+            eval_script(task, environment.spec, command),
+            log,
+            mounts=mounts,
+            timeout=timeout,
+            outer=outer,
+            launcher=launcher,
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if outcome.timed_out:

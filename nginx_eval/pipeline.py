@@ -152,6 +152,9 @@ class Context:
     _swe_envs: dict[str, SweEnvView | None] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _swe_pending: dict[str, tuple[str, dict[str, str]] | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
     _plans: tuple[list[BenchmarkTask], BasePlan] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -176,9 +179,10 @@ class Context:
         if key not in memo:
             if mode.name not in of_mode:
                 of_mode[mode.name] = agent.mode_inputs(self.layout, mode)
-            environment = (
-                swe_view.prompt_values(self.swe_env(task)) if sandbox.settings(mode) else None
-            )
+            environment = None
+            if sandbox.settings(mode):
+                pending = self.swe_env_pending(task)
+                environment = pending[1] if pending else swe_view.prompt_values(self.swe_env(task))
             texts = prompts.rendered_prompts(self.layout.templates_dir, mode, task, environment)
             tree = self.tests_tree(self.layout, task) if mode.tests else None
             memo[key] = (
@@ -197,6 +201,29 @@ class Context:
         if task.instance_id not in memo:
             memo[task.instance_id] = swe_sandbox_view.view_of(task, self.layout)
         return memo[task.instance_id]
+
+    def swe_env_pending(self, task: AnyTask) -> tuple[str, dict[str, str]] | None:
+        """(the doit task that builds it, what the prompt says of it) for a SWE-bench task whose
+        environment this run builds (swe_local=1) and has not built yet: an isolated agent of
+        the task waits for that task and is then shown the environment its prompt already
+        describes (swe_env_at_run). None otherwise: the environment is built (swe_env), cannot
+        be built here, or the run builds none."""
+        if not isinstance(task, SweTask) or self.swe_env(task) is not None:
+            return None
+        memo = self._swe_pending
+        if task.instance_id not in memo:
+            values = None
+            if swebench.local_enabled(self):
+                values = swe_sandbox_view.pending_prompt_values(task, self.layout)
+            memo[task.instance_id] = (
+                (swe_sandbox_view.env_task_name(task), values) if values else None
+            )
+        return memo[task.instance_id]
+
+    @staticmethod
+    def swe_env_at_run(task: SweTask, layout: Layout) -> SweEnvView | str:
+        """What the agent stage asks when an agent whose environment was pending starts."""
+        return swe_sandbox_view.view_or_reason(task, layout)
 
     # The stand-ins for the internet a SWE-bench task's tests reach (psf/requests' httpbin.org,
     # a host that must time out), made for an attempt and run inside its sandbox, as for a local

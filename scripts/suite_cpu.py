@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 V1 = Path("/sys/fs/cgroup/cpuacct")
 V2 = Path("/sys/fs/cgroup")
 GROUP = "nginx-eval-suite-cpu"
-ROWS_DIR = "NGINX_EVAL_SUITE_CPU_DIR"  # where each worker writes its rows
+ROWS_DIR = "SUITE_CPU_ROWS_DIR"  # where each worker writes its rows
 
 
 def group_dir(worker: str) -> Path:

@@ -292,3 +292,84 @@ def test_the_pipeline_builds_once_and_grades_each_unit_locally(project, tmp_path
     project.render()
     md = (project.results / "default" / "report.md").read_text()
     assert f"| `gold` | 1 resolved | — | `{IID}` |" in md
+
+
+BOXED_MODE = """
+[modes.boxed]
+description = "an isolated agent"
+model = "fake-1"
+isolation = "srt"
+[[modes.boxed.phases]]
+name = "solve"
+prompt = "prompt_raw.md.j2"
+command = "true {prompt}"
+"""
+
+
+@pytest.mark.e2e
+def test_an_isolated_agent_waits_for_its_environment_and_its_prompt_says_so_from_the_start(
+    project, tmp_path
+):
+    """swe_local=1 on a fresh cache: the agent's task waits for the swe-env task, and its prompt
+    (so its inputs' digest) is the same before the environment is built as after: the first
+    run shows the agent the environment, and a second run does not run it again. An agent
+    whose environment could not be built does not start."""
+    from nginx_eval import pipeline
+    from nginx_eval.agent import stage as agent_stage
+    from nginx_eval.core.errors import UserError
+    from nginx_eval.run.options import Options
+
+    sf.add_swebench(project)
+    found = envs.host_python()
+    assert found
+    specs = tmp_path / "specs.json"
+    specs.write_text(json.dumps(pycalc_spec(found[0])))
+    project.env.update({envs.SPECS_VAR: str(specs), envs.PYTHON_VAR: envs.HOST})
+    with open(project.root / "modes.toml", "a") as f:
+        f.write(BOXED_MODE)
+    argv = ["run", "swebench-verified:boxed", "swe_local=1"]
+
+    def context():
+        variables = dict(w.split("=", 1) for w in argv if "=" in w)
+        return pipeline.load_context(project.root, argv, Options.parse(variables, argv))
+
+    with patched_environ(project.env):
+        ctx = context()
+        (task,) = ctx.tasks
+        mode = ctx.modes["boxed"]
+        assert ctx.swe_env(task) is None
+        assert ctx.swe_env_pending(task) == (
+            "swe-env:acme+pycalc-0.1",
+            {
+                "python": found[0],
+                "testbed": "/testbed",
+                "test_command": "python -m pytest -rA -p no:cacheprovider",
+            },
+        )
+        before = ctx.unit_agent_inputs(mode, task)
+        assert "python -m pytest -rA -p no:cacheprovider" in before[0][0]
+        (unit,) = [d for d in agent_stage.gen_tasks(ctx) if "/boxed/" in d["name"]]
+        assert "swe-env:acme+pycalc-0.1" in unit["task_dep"]
+        assert unit["actions"][0][1][-1] == ctx.swe_env_at_run
+        # What the swe-env task does; then the agent is shown it, and its inputs are as made.
+        layout = ctx.layout
+        swe_stage.build_env(layout, task, [task])
+        view = ctx.swe_env_at_run(task, layout)
+        assert isinstance(view, dict) and view["test_command"] in before[0][0]
+        after = context()
+        assert after.swe_env(task) is not None and after.swe_env_pending(task) is None
+        assert after.unit_agent_inputs(mode, task) == before
+        (unit,) = [d for d in agent_stage.gen_tasks(after) if "/boxed/" in d["name"]]
+        assert unit["task_dep"] == [t for t in unit["task_dep"] if not t.startswith("swe-env:")]
+        # A build that failed: no agent starts, in one line; nothing written.
+        with pytest.raises(UserError) as refused:
+            agent_stage.run_agent(
+                layout,
+                mode,
+                task,
+                *before,
+                "agent:x",
+                swe_env_at_run=lambda t, lay: "pip install failed",
+            )
+        assert "was not built (pip install failed); no agent started" in str(refused.value)
+        assert not layout.agent_json(mode.name, task.instance_id).exists()

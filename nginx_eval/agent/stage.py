@@ -1166,7 +1166,12 @@ def run_agent(
     keep_workspace: bool = False,
     swe_env: SweEnvView | None = None,
     services: "Services | None" = None,
+    swe_env_at_run: "Callable[[Any, Layout], SweEnvView | str] | None" = None,
 ) -> None:
+    """The agent stage's action. swe_env_at_run: given when the task's SWE-bench environment
+    was still to be built when the tasks were made (pipeline.Context.swe_env_pending): the
+    prompts describe it, so it is looked up now, and an agent whose environment could not be
+    built does not start (the next run's prompt says there is none)."""
     out = layout.agent_json(mode.name, task.instance_id)
     if (
         inputs is not None
@@ -1183,6 +1188,15 @@ def run_agent(
         if not forgotten(layout, agent_task_name) and is_finished(stamps.made_from(out, inputs)):
             return
     check_not_stopped(layout)
+    if swe_env is None and swe_env_at_run is not None:
+        found = swe_env_at_run(task, layout)
+        if isinstance(found, str):
+            raise UserError(
+                f"the SWE-bench environment its prompt describes was not built ({found}); "
+                "no agent started, and the next run's prompt says there is none",
+                task=task.instance_id,
+            )
+        swe_env = found
     spent = over_budget(layout, max_cost)
     # What the agent is shown besides its workspace, here or on a node.
     shown = UnitShown(tests_tree=tests_tree, swe_env=swe_env, services=services)
@@ -1221,6 +1235,7 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
             }
             continue
         prompts, inputs = ctx.unit_agent_inputs(mode, task)
+        pending = ctx.swe_env_pending(task) if sandbox.settings(mode) else None
         yield {
             "basename": AGENT,
             "name": name,
@@ -1243,11 +1258,13 @@ def gen_tasks(ctx: "StageContext") -> Iterator[TaskDict]:
                         bool(ctx.options.keep_workspaces),
                         ctx.swe_env(task),
                         ctx.swe_services,
+                        ctx.swe_env_at_run if pending else None,
                     ],
                 )
             ],
             "targets": [str(ctx.layout.agent_json(mode.name, task.instance_id))],
-            "task_dep": [task_name(WORKSPACE, name)],
+            # An environment still to be built is built before the agent that is shown it.
+            "task_dep": [task_name(WORKSPACE, name), *([pending[0]] if pending else [])],
             # The stamps.py protocol; agent_inputs is the digest (stamps.stage_task's would
             # change it, and with it every paid agent.json already made).
             "uptodate": [(agent_finished, [ctx.layout, mode, task, agent_task, inputs])],

@@ -41,6 +41,11 @@ class StageContext(Protocol):
 
     def swe_env(self, task: AnyTask) -> SweEnvView | None: ...
 
+    def swe_env_pending(self, task: AnyTask) -> tuple[str, dict[str, str]] | None: ...
+
+    @staticmethod
+    def swe_env_at_run(task: "SweTask", layout: Layout) -> SweEnvView | str: ...
+
     @staticmethod
     def swe_services(
         layout: Layout, task: "SweTask", directory: Path, workspace: Path, log: Path

@@ -52,3 +52,38 @@ def view_of(task: "SweTask", layout: Layout) -> SweEnvView | None:
         "test_command": agent_test_command(task, layout),
         "testbed_files": str(view.testbed_files) if view.testbed_files else None,
     }
+
+
+def pending_prompt_values(task: "SweTask", layout: Layout) -> dict[str, str] | None:
+    """What the prompt says of `task`'s environment while a run that builds it (swe_local=1)
+    has not built it yet: what the built one will show (swe_view.prompt_values), which its
+    specification decides; None when it cannot be built here or its build failed (env.json or
+    instance.json say why), and the prompt says there is none."""
+    env = envs.environment_of(task, layout)
+    if env.problem is not None:
+        return None
+    rec = envs.env_record(task, layout)
+    irec = envs.instance_record(task, layout)
+    if any(r is not None and r["status"] != envs.BUILT for r in (rec, irec)):
+        return None
+    return {
+        "python": env.python,
+        "testbed": envs.TESTBED,
+        "test_command": agent_test_command(task, layout),
+    }
+
+
+def view_or_reason(task: "SweTask", layout: Layout) -> SweEnvView | str:
+    """view_of, asked when the agent starts, or why there is no view to show."""
+    view = view_of(task, layout)
+    if view is not None:
+        return view
+    for rec in (envs.instance_record(task, layout), envs.env_record(task, layout)):
+        if rec is not None and rec["status"] != envs.BUILT:
+            return str(rec["reason"])
+    return f"{envs.env_task_name(task)} did not build it"
+
+
+def env_task_name(task: "SweTask") -> str:
+    """The doit task that builds `task`'s environment and the install its agent is shown."""
+    return envs.env_task_name(task)

@@ -264,6 +264,18 @@ def test_the_pipeline_builds_once_and_grades_each_unit_locally(project, tmp_path
         assert view.testbed_files and (view.testbed_files / "setup.py").is_file()
         # The editable install points at /testbed, where a checkout is bound later.
         assert "/testbed" in "".join(p.read_text() for p in view.venv.rglob("*.pth"))
+        # The venv's Python drops the proxy variables the sandbox's view names, and only then.
+        show = "import os; print(sorted(k for k in os.environ if k.lower().endswith('_proxy')))"
+        python = str(view.venv / "bin" / "python")
+        proxied = {"HTTP_PROXY": "http://127.0.0.1:9", "no_proxy": "localhost"}
+        for unset, seen in (
+            ({}, "['HTTP_PROXY', 'no_proxy']"),
+            ({envs.UNSET_VAR: view.environment[envs.UNSET_VAR]}, "[]"),
+        ):
+            out = subprocess.run(
+                [python, "-c", show], env={**proxied, **unset}, capture_output=True, text=True
+            )
+            assert out.stdout.strip() == seen, out.stderr
         assert envs.test_command(task, layout) == verdicts["gold"]["test_command"]
         out = tmp_path / "bad" / "local-verdict.json"
         got = verdict.local_verdict(layout, task, b"garbage\n", "bad", out, out.with_suffix(".log"))

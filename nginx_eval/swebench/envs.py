@@ -65,7 +65,29 @@ NOT_BUILT: Literal["not_built"] = "not_built"
 # pip 20.3 cannot make an editable install of a pyproject.toml project).
 BOOTSTRAP = ("pip==24.0", "setuptools==69.5.1", "wheel==0.43.0")
 # Raised when what a build does changes, so that every environment is built again.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
+# The agent's sandbox sets proxy variables (srt's, for the model endpoint) that the official
+# image has not, and the tests of some projects read them (psf/requests' getproxies(), a session
+# proxied by them): a venv's Python drops the variables UNSET_VAR names (comma-separated) at
+# start, which only the sandbox's view sets. The agent program and its shell keep them.
+UNSET_VAR = "NGINX_EVAL_SWE_UNSET"
+PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "GRPC_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "grpc_proxy",
+)
+STARTUP_PTH = "_nginx_eval_sandbox.pth"
+STARTUP_LINE = (
+    "import os; [os.environ.pop(name, None) "
+    f"for name in os.environ.pop({UNSET_VAR!r}, '').split(',') if name]\n"
+)
 MAKE_SCRIPT = "scripts/make-python-rootfs.sh"
 
 
@@ -98,6 +120,7 @@ class SandboxView:
         default_factory=lambda: {
             "VIRTUAL_ENV": VENV_AT,
             "PYTHONDONTWRITEBYTECODE": "1",  # the venv is read-only; /testbed keeps no .pyc
+            UNSET_VAR: ",".join(PROXY_VARIABLES),
         }
     )
 
@@ -782,8 +805,16 @@ def _build(layout: Layout, env: Environment, problem: str | None) -> EnvJson:
         return _written(env, rec)
     keep_generated(testbed, env.directory / GENERATED)
     shutil.rmtree(scratch, ignore_errors=True)
+    write_startup(env.venv)
     rec = _record(env, BUILT, None, time.monotonic() - start)
     return _written(env, rec)
+
+
+def write_startup(venv: Path) -> None:
+    """STARTUP_PTH in each site-packages of `venv`: a line Python runs at start (a .pth file's
+    import line), inert unless UNSET_VAR is set. The installs at a base commit copy it."""
+    for site in venv.glob("lib/python*/site-packages"):
+        (site / STARTUP_PTH).write_text(STARTUP_LINE)
 
 
 def keep_generated(testbed: Path, dest: Path) -> list[str]:

@@ -270,8 +270,9 @@ def check_instance(
     checks["reached"] = True
     # pandas' reading (read_json, fillna("")) keeps every field as samples.jsonl has it.
     checks["fields_kept"] = all(sample.get(k) == row[k] for k in row)
-    # The lists as main() reads them (eval of the text) equal the task's.
-    evaluated = {k: list(eval(sample[k])) for k in LIST_FIELDS}  # noqa: S307 - the harness's own
+    # The lists as the harness reads them (main and create_entryscript eval() the text) equal
+    # the task's.
+    evaluated = {k: list(eval(sample[k])) for k in LIST_FIELDS}
     checks["lists_evaluate"] = evaluated == (
         task_lists or {k: json.loads(row[k]) for k in LIST_FIELDS}
     )
@@ -290,7 +291,8 @@ def check_instance(
         checks["patch_applies"] = any("git apply" in s["line"] and s["exit"] == 0 for s in steps)
         if checks["entry_steps_pass"] and gold is not None:
             tested = tree_of(tree)
-            expected = gold_tree(tree, row["base_commit"], gold, lines[-1])
+            last = row["before_repo_set_cmd"].strip().split("\n")[-1]
+            expected = gold_tree(tree, row["base_commit"], gold, last)
             checks["tree_is_gold_tree"] = tested == expected
         shutil.rmtree(tree, ignore_errors=True)
     result["checks"] = checks

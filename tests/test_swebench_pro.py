@@ -404,11 +404,9 @@ def test_the_harness_s_own_code_reads_the_files_and_applies_the_patch(tmp_path):
     check = checker()
     mirror = tmp_path / "acme+pycalc"
     commits = sf.make_pycalc(mirror)
-    row = sf.pro_row(commits, sf.add_pro_tests_commit(mirror, commits))
-    (tmp_path / "pro.jsonl").write_text(json.dumps(row) + "\n")
-    task_file = tmp_path / "swebench-pro.json"
-    assert run_import(tmp_path / "pro.jsonl", task_file).returncode == 0
-    bench = load_benchmark(task_file)
+    bench = load_benchmark_of(
+        tmp_path, sf.pro_row(commits, sf.add_pro_tests_commit(mirror, commits))
+    )
     layout = Layout(tmp_path, tmp_path / "cache", tmp_path / "results", "r")
     mode = SimpleNamespace(name="raw")
     preds = [{"instance_id": sf.PRO_IID, "model_patch": commits["gold"]}]
@@ -459,3 +457,36 @@ def test_the_harness_s_own_code_reads_the_files_and_applies_the_patch(tmp_path):
     )
     (result,) = got["instances"]
     assert result["checks"]["scripts_found"] is False and "run_script.sh" in result["missing"]
+
+
+def test_depth_one_copies_hold_the_rows_commits_alone(tmp_path, monkeypatch):
+    """check_swebench_pro.py --depth-one: per repository a copy holding each row's base and the
+    fix its before_repo_set_cmd names, without their history, from NGINX_EVAL_REPO_URL."""
+    check = checker()
+    mirror = tmp_path / "mirrors" / "acme+pycalc"
+    commits = sf.make_pycalc(mirror)
+    fix = sf.add_pro_tests_commit(mirror, commits)
+    task = load_benchmark_of(tmp_path, sf.pro_row(commits, fix)).tasks[0]
+    monkeypatch.setenv("NGINX_EVAL_REPO_URL", str(tmp_path / "mirrors" / "{owner}+{name}"))
+    template = check.depth_one_copies([task], tmp_path / "work")
+    copy = Path(template.format(owner="acme", name="pycalc"))
+    heads = subprocess.run(
+        ["git", "--git-dir", str(copy), "for-each-ref", "--format=%(objectname)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert sorted(heads) == sorted([commits["p_base"], fix])
+    assert sorted((copy / "shallow").read_text().split()) == sorted(heads)
+    log = subprocess.run(
+        ["git", "--git-dir", str(copy), "rev-list", "--all"], capture_output=True, text=True
+    )
+    assert sorted(log.stdout.split()) == sorted(heads)  # no parent came with them
+
+
+def load_benchmark_of(tmp_path, row):
+    """The benchmark of a task file imported from the one Pro row `row`."""
+    rows = tmp_path / "row.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "one.json"
+    done = run_import(rows, out)
+    assert done.returncode == 0, done.stderr
+    return load_benchmark(out)

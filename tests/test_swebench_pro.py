@@ -7,10 +7,14 @@ without Docker, the report and the cross-benchmark section beside nginx."""
 import collections
 import csv
 import hashlib
+import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import swebench_fixture as sf
@@ -21,14 +25,29 @@ from nginx_eval.core.layout import Layout
 from nginx_eval.report.evaluation import evaluate
 from nginx_eval.run.benchmark import load_benchmark
 from nginx_eval.run.record import check_cross
-from nginx_eval.run.swebench_pro import DATASET, statement
+from nginx_eval.run.swebench_pro import DATASET, plain_text, statement
 from nginx_eval.swebench import harness, pro
+from nginx_eval.swebench.stage import write_pro_files
 
 IMPORT = SOURCE_ROOT / "scripts" / "import_swebench.py"
 BENCH = "swebench-pro"
 # The 100 public rows of data/swebench_pro_sample_100.jsonl (docs/benchmark.md#swe-bench-pro).
 REAL_SHA256 = "945f20ade30e555b3d0d98b850e3e84f8f9e9d316bc79fe5e558b94b52a71e14"
 REAL_LANGUAGES = {"python": 42, "go": 36, "js": 17, "ts": 5}
+# The official harness (docs/development.md): a checkout of scaleapi/SWE-bench_Pro-os or a bare
+# clone of it, where SWEBENCH_PRO_HARNESS names one.
+HARNESS = Path(os.environ.get("SWEBENCH_PRO_HARNESS") or "/nonexistent/SWE-bench_Pro-os")
+needs_harness = pytest.mark.skipif(
+    not HARNESS.exists(),
+    reason="no checkout of the SWE-bench Pro harness: set SWEBENCH_PRO_HARNESS to a checkout (or "
+    "bare clone) of scaleapi/SWE-bench_Pro-os (docs/development.md)",
+)
+# A Python instance of the harness (at pro.HARNESS_COMMIT) whose run_script.sh, parser.py and
+# Dockerfiles the fixture's instance borrows: the harness has none for acme/pycalc.
+HARNESS_PYTHON_IID = (
+    "instance_internetarchive__openlibrary-53e02a22972e9253aeded0e1981e6845e1e521fe"
+    "-vfa6ff903cb27f336e17654595dd900fa943dcd91"
+)
 
 
 def run_import(rows_path, out, *extra):
@@ -62,6 +81,17 @@ def test_the_real_rows_import_whole_by_language(tmp_path, real_rows):
     assert task.problem_statement.startswith(row["problem_statement"])
     assert "\n\nNew interfaces introduced:\n" in task.problem_statement
     assert list(task.selected_test_files) and task.before_repo_set_cmd.startswith("git reset")
+    # The rows whose texts the dataset JSON-serialized give the agent the texts themselves.
+    serialized = [
+        (r, t)
+        for r, t in zip(real_rows, bench.tasks, strict=True)
+        if r["problem_statement"].startswith('"')
+    ]
+    if hashlib.sha256(sf.PRO_ROWS.read_bytes()).hexdigest() == REAL_SHA256:
+        assert len(serialized) == 36
+    for r, t in serialized:
+        assert t.problem_statement.startswith(json.loads(r["problem_statement"]) + "\n\n")
+        assert t.problem_statement.endswith("\n" + json.loads(r["interface"]))
     # The same rows as the CSV the harness reads import the same; --languages keeps a part.
     path = tmp_path / "rows.csv"
     with open(path, "w", newline="") as f:
@@ -335,3 +365,128 @@ def test_the_doctor_points_a_pro_repository_to_pro_s_section(tmp_path, monkeypat
     assert {"swe-bench-verified", "swe-bench-pro"} <= sections
     pro_text = (SOURCE_ROOT / "docs" / "benchmark.md").read_text().split("## SWE-bench Pro")[1]
     assert "CANNOT\nCLONE" in pro_text or "CANNOT CLONE" in pro_text
+
+
+def test_serialized_texts_reach_the_agent_as_written():
+    """Rows whose problem_statement, requirements and interface the dataset holds JSON-serialized
+    (36 of the 100 public rows) give the agent the text itself, not a quoted line of \\n."""
+    text = '## Title\n\nThe `/api/v3/users/[uid]` call says "hi".'
+    row = {
+        "problem_statement": json.dumps(text),
+        "requirements": json.dumps("- one\n- two"),
+        "interface": "No new interfaces are introduced.",
+    }
+    assert statement(row) == (
+        f"{text}\n\nRequirements:\n- one\n- two\n\nNew interfaces introduced:\n"
+        "No new interfaces are introduced."
+    )
+    for kept in ('"quoted" and more "', '"', '"not json\\x"', "plain", '"[1, 2]"'):
+        assert plain_text(kept) == (kept if kept != '"[1, 2]"' else "[1, 2]")
+    assert plain_text(json.dumps(["a"])) == json.dumps(["a"])
+
+
+def checker():
+    """scripts/check_swebench_pro.py as a module."""
+    path = SOURCE_ROOT / "scripts" / "check_swebench_pro.py"
+    spec = importlib.util.spec_from_file_location("check_swebench_pro", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@needs_harness
+def test_the_harness_s_own_code_reads_the_files_and_applies_the_patch(tmp_path):
+    """patches.json and samples.jsonl as the results stage writes them for the fixture's Pro row,
+    given to swe_bench_pro_eval.py's own main() (pandas, eval of the lists, its scripts and
+    entry script), its evaluation stopped where the container starts; the entry script's lines
+    up to the test run applied to the base leave the gold tree. A patch that does not apply, and
+    an instance without scripts, fail the check, each saying which."""
+    check = checker()
+    mirror = tmp_path / "acme+pycalc"
+    commits = sf.make_pycalc(mirror)
+    bench = load_benchmark_of(
+        tmp_path, sf.pro_row(commits, sf.add_pro_tests_commit(mirror, commits))
+    )
+    layout = Layout(tmp_path, tmp_path / "cache", tmp_path / "results", "r")
+    mode = SimpleNamespace(name="raw")
+    preds = [{"instance_id": sf.PRO_IID, "model_patch": commits["gold"]}]
+    write_pro_files(layout, mode, bench, preds)  # type: ignore[arg-type]
+    # The harness's own files, and the borrowed scripts under the fixture's instance id.
+    source, _ = check.harness_dir(HARNESS.resolve(), [HARNESS_PYTHON_IID], tmp_path / "export")
+    own = tmp_path / "harness"
+    for name in check.HARNESS_FILES:
+        (own / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source / name, own / name)
+    for pattern in check.INSTANCE_PATHS:
+        shutil.copytree(
+            source / pattern.format(HARNESS_PYTHON_IID), own / pattern.format(sf.PRO_IID)
+        )
+    tasks = {t.instance_id: t for t in bench.tasks}
+    got = check.check_files(
+        own, layout.mode_dir("raw"), tmp_path / "w", lambda r: str(mirror), tasks
+    )
+    (result,) = got["instances"]
+    assert result["ok"], result
+    assert set(result["checks"]) == {
+        "reached", "fields_kept", "lists_evaluate", "scripts_found", "binary_hunks_kept",
+        "entry_steps_pass", "patch_applies", "tree_is_gold_tree",
+    }  # fmt: skip
+    assert got["eval_results_ids"] == [sf.PRO_IID]
+    assert f"Evaluation for {sf.PRO_IID} returned None" in got["printed"]
+    assert [s["line"].split()[:2] for s in result["steps"]] == [
+        ["cd", "/app"], ["git", "reset"], ["git", "checkout"], ["git", "apply"], ["git", "checkout"]
+    ]  # fmt: skip
+    assert result["image"] == "jefzda/sweap-images:acme.pycalc-acme__pycalc-" + "0" * 40
+    # A patch whose context is not at the base: the harness's git apply fails, and the tree is
+    # not compared.
+    bad = [
+        {"instance_id": sf.PRO_IID, "model_patch": commits["gold"].replace("return a", "return b")}
+    ]
+    write_pro_files(layout, mode, bench, bad)  # type: ignore[arg-type]
+    got = check.check_files(
+        own, layout.mode_dir("raw"), tmp_path / "w2", lambda r: str(mirror), tasks
+    )
+    (result,) = got["instances"]
+    assert not result["ok"] and not result["checks"]["patch_applies"]
+    assert result["steps"][-1]["line"].startswith("git apply -v") and result["steps"][-1]["exit"]
+    assert "tree_is_gold_tree" not in result["checks"]
+    # An instance the harness has no scripts for.
+    shutil.rmtree(own / "run_scripts" / sf.PRO_IID)
+    got = check.check_files(
+        own, layout.mode_dir("raw"), tmp_path / "w3", lambda r: str(mirror), tasks
+    )
+    (result,) = got["instances"]
+    assert result["checks"]["scripts_found"] is False and "run_script.sh" in result["missing"]
+
+
+def test_depth_one_copies_hold_the_rows_commits_alone(tmp_path, monkeypatch):
+    """check_swebench_pro.py --depth-one: per repository a copy holding each row's base and the
+    fix its before_repo_set_cmd names, without their history, from NGINX_EVAL_REPO_URL."""
+    check = checker()
+    mirror = tmp_path / "mirrors" / "acme+pycalc"
+    commits = sf.make_pycalc(mirror)
+    fix = sf.add_pro_tests_commit(mirror, commits)
+    task = load_benchmark_of(tmp_path, sf.pro_row(commits, fix)).tasks[0]
+    monkeypatch.setenv("NGINX_EVAL_REPO_URL", str(tmp_path / "mirrors" / "{owner}+{name}"))
+    template = check.depth_one_copies([task], tmp_path / "work")
+    copy = Path(template.format(owner="acme", name="pycalc"))
+    heads = subprocess.run(
+        ["git", "--git-dir", str(copy), "for-each-ref", "--format=%(objectname)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert sorted(heads) == sorted([commits["p_base"], fix])
+    assert sorted((copy / "shallow").read_text().split()) == sorted(heads)
+    log = subprocess.run(
+        ["git", "--git-dir", str(copy), "rev-list", "--all"], capture_output=True, text=True
+    )
+    assert sorted(log.stdout.split()) == sorted(heads)  # no parent came with them
+
+
+def load_benchmark_of(tmp_path, row):
+    """The benchmark of a task file imported from the one Pro row `row`."""
+    rows = tmp_path / "row.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "one.json"
+    done = run_import(rows, out)
+    assert done.returncode == 0, done.stderr
+    return load_benchmark(out)

@@ -18,10 +18,13 @@ from an export of the dataset)::
 
 The agent is told what the official SWE-agent scaffold tells it (the harness's
 helper_code/create_problem_statement.py): the problem statement, then "Requirements:" and "New
-interfaces introduced:". Everything else of the row is the grader's: the sandbox hides the file.
+interfaces introduced:", each text as its authors wrote it where the dataset JSON-serialized it
+(plain_text); the task file keeps the dataset's text. Everything else of the row is the
+grader's: the sandbox hides the file.
 Grading is the Pro harness's (swebench/pro.py).
 """
 
+import json
 from pathlib import Path
 
 from ..core.errors import UserError
@@ -79,12 +82,28 @@ def check_row(raw: object, where: dict) -> dict:
     return row
 
 
+def plain_text(value: str) -> str:
+    """A text field as its authors wrote it: some rows of the dataset hold problem_statement,
+    requirements and interface JSON-serialized (one JSON string literal: quotes around, \\n for
+    each newline; scaleapi/SWE-bench_Pro-os issue 66), which the official scaffold passes on as
+    they are; such a value is decoded, any other returned unchanged."""
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            decoded = json.loads(value)
+        except json.JSONDecodeError:
+            return value
+        if isinstance(decoded, str):
+            return decoded
+    return value
+
+
 def statement(row: dict) -> str:
-    """What the agent is given: the official scaffold's problem statement of a row."""
-    return (
-        f"{row['problem_statement']}\n\nRequirements:\n{row['requirements']}\n\n"
-        f"New interfaces introduced:\n{row['interface']}"
+    """What the agent is given: the official scaffold's problem statement of a row, its three
+    texts decoded where the dataset serialized them (plain_text)."""
+    problem, requirements, interface = (
+        plain_text(row[k]) for k in ("problem_statement", "requirements", "interface")
     )
+    return f"{problem}\n\nRequirements:\n{requirements}\n\nNew interfaces introduced:\n{interface}"
 
 
 def parse_task(raw: dict, path: Path, index: int) -> SweTask:

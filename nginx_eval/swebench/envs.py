@@ -796,18 +796,24 @@ def _build(layout: Layout, env: Environment, problem: str | None) -> EnvJson:
         ],
         timeout=BUILD_TIMEOUT,
     )
-    if outcome.timed_out or outcome.exit_code != 0:
-        why = "timed out" if outcome.timed_out else f"exited with {outcome.exit_code}"
-        reason = f"the build {why} ({env.build_log}): {last_lines(env.build_log, 1)}"
+    failed = script_failure(outcome, "build", env.build_log)
+    if failed:
         shutil.rmtree(env.venv, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
-        rec = _record(env, NOT_BUILT, reason[:600], time.monotonic() - start)
-        return _written(env, rec)
+        return _written(env, _record(env, NOT_BUILT, failed, time.monotonic() - start))
     keep_generated(testbed, env.directory / GENERATED)
     shutil.rmtree(scratch, ignore_errors=True)
     write_startup(env.venv)
     rec = _record(env, BUILT, None, time.monotonic() - start)
     return _written(env, rec)
+
+
+def script_failure(outcome: procs.Outcome, what: str, log: Path) -> str | None:
+    """Why a build's script failed, in one line of at most 600 characters, or None."""
+    if not outcome.timed_out and outcome.exit_code == 0:
+        return None
+    why = "timed out" if outcome.timed_out else f"exited with {outcome.exit_code}"
+    return f"the {what} {why} ({log}): {last_lines(log, 1)}"[:600]
 
 
 def write_startup(venv: Path) -> None:
@@ -956,12 +962,11 @@ def _build_instance(layout: Layout, inst: Instance, env_rec: EnvJson) -> Instanc
         mounts=[("--bind", inst.venv, VENV_AT), ("--bind", testbed, TESTBED)],
         timeout=BUILD_TIMEOUT,
     )
-    if outcome.timed_out or outcome.exit_code != 0:
-        why = "timed out" if outcome.timed_out else f"exited with {outcome.exit_code}"
-        reason = f"the install {why} ({inst.build_log}): {last_lines(inst.build_log, 1)}"
+    failed = script_failure(outcome, "install", inst.build_log)
+    if failed:
         shutil.rmtree(inst.venv, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
-        return _instance_record(inst, NOT_BUILT, reason[:600], time.monotonic() - start)
+        return _instance_record(inst, NOT_BUILT, failed, time.monotonic() - start)
     keep_generated(testbed, inst.directory / GENERATED)
     shutil.rmtree(scratch, ignore_errors=True)
     return _instance_record(inst, BUILT, None, time.monotonic() - start)

@@ -7,12 +7,13 @@ and grading on logs of real pytest runs; and the real rows of SWE-bench Verified
 import functools
 import json
 import re
+import shutil
 import subprocess
 from types import SimpleNamespace
 
 import pytest
 import swebench_fixture as sf
-from conftest import patched_environ
+from conftest import SOURCE_ROOT, patched_environ
 from fixture_repos import commit, write
 from swebench_fixture import IID, VERIFIED, dataset_row, make_pycalc, needs_verified
 from swebench_fixture import test_log as pycalc_log
@@ -215,22 +216,31 @@ def test_real_rows_commits_in_the_mirrors(repo):
 
 def test_the_pipeline_builds_once_and_grades_each_unit_locally(project, tmp_path):
     """swe_local=1 on the fixture project: one swe-env task for acme/pycalc 0.1 (built with the
-    host's Python) shared by gold and none, a local-verdict task per unit, results.jsonl's
+    host's Python) shared by gold, none and the shipped raw mode (the stand-in agent, isolated),
+    whose agent waits for it and is shown it; a local-verdict task per unit, results.jsonl's
     local fields beside the official ones (none here: no Docker), the environment as a sandbox
     shows it, the report's local section, nothing run again on a second run."""
     sf_commits = sf.add_swebench(project)
+    shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
+    project.env["AGENT"] = sf.stand_in_agent(
+        project.base, project.root / "tasks" / "swebench-verified.json"
+    )
     found = envs.host_python()
     assert found
     specs = tmp_path / "specs.json"
     specs.write_text(json.dumps(pycalc_spec(found[0])))
     project.env.update({envs.SPECS_VAR: str(specs), envs.PYTHON_VAR: envs.HOST})
-    modes = ("swebench-verified:gold", "swebench-verified:none")
+    modes = ("swebench-verified:gold", "swebench-verified:none", "swebench-verified:raw")
     _, executed = project.doit("run", *modes, "swe_local=1")
     assert [t for t in executed if t.startswith("swe-env:")] == ["swe-env:acme+pycalc-0.1"]
-    assert sorted(t.split(":")[0] for t in executed if t.startswith("local-verdict:")) == [
-        "local-verdict",
-        "local-verdict",
-    ]
+    assert len([t for t in executed if t.startswith("local-verdict:")]) == 3
+    # The agent started once its environment was built, and was shown it and told of it.
+    first = [t.split(":")[0] for t in executed if t.startswith(("swe-env:", "agent:"))]
+    assert first == ["swe-env", "agent"]
+    agent = project.read("raw", IID, "agent.json")
+    assert agent["status"] == "completed" and agent["swe_env"]["python"] == found[0], agent
+    prompt = (project.task_dir("raw", IID) / agent["phases"][0]["prompt_file"]).read_text()
+    assert "python -m pytest -rA -p no:cacheprovider <test files or test ids>" in prompt
     rows = {}
     for mode in ("gold", "none"):
         (row,) = [json.loads(x) for x in (project.results / "default" / mode / "results.jsonl")
@@ -293,7 +303,7 @@ def test_the_pipeline_builds_once_and_grades_each_unit_locally(project, tmp_path
         json.dumps({"instance_id": IID, "ok": False, "gold": "unresolved"}) + "\n"
     )
     _, again = project.doit("run", *modes, "swe_local=1")
-    assert not [t for t in again if t.startswith(("swe-env:", "local-verdict:"))]
+    assert not [t for t in again if t.startswith(("swe-env:", "local-verdict:", "agent:"))]
     (row,) = [json.loads(x) for x in (project.results / "default" / "gold" / "results.jsonl")
               .read_text().splitlines()]  # fmt: skip
     assert (row["local_status"], row["local_resolved"], row["local_validated"]) == (

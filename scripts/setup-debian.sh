@@ -140,6 +140,14 @@ install_python() {
         python3 -m pip install -q --disable-pip-version-check --no-deps --ignore-requires-python \
             "harbor==0.25.0" 2>&1 | grep -v "Running pip as the 'root' user" || true
     fi
+    # swebench 5.0.2 beside the 4.1.0 the extras pin (its specifications): the tests compare
+    # their imitation of the official harness's run report with 5.0.2's own
+    # (tests/swebench_fixture.py: SWEBENCH5_DIR), imported from this directory alone.
+    swebench5=/opt/nginx-eval/swebench-5.0.2
+    if [ ! -f "$swebench5/swebench/harness/reporting.py" ]; then
+        python3 -m pip install -q --disable-pip-version-check --no-deps --target "$swebench5" \
+            "swebench==5.0.2" 2>&1 | grep -v "Running pip as the 'root' user" || true
+    fi
 }
 in_background python install_python
 

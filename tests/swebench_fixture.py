@@ -12,10 +12,10 @@ makes by running the code stays out of the patch only by the harness's own rule.
 
 ``grade_locally`` stands in for ``swebench.harness.run_evaluation`` without Docker: it applies
 the prediction and the test patch to a checkout of the base, runs pytest there, and writes the
-per-instance ``report.json`` and the run report with the ``swebench`` package's own code
-(``harness.grading.get_eval_report``, ``harness.reporting.make_run_report``) when it is
-importable, else field for field as swebench 5.0.2's reporting.py writes them
-(``official_run_report``).
+per-instance ``report.json`` and the run report field for field as swebench 5.0.2's
+``harness.grading.get_eval_report`` and ``harness.reporting.make_run_report`` write them
+(``official_run_report``), or, with ``use_package``, with those functions themselves (5.0.2
+installed apart, SWEBENCH5_DIR; test_swebench.py compares the two).
 """
 
 import importlib.util
@@ -189,37 +189,42 @@ def test_log(mirror, base, patches, workdir):
     return f"{START}\n{run.stdout}\n{END}\n"
 
 
-def instance_report(iid, prediction, log_path, row):
-    """report.json of one instance: swebench's get_eval_report, else its fields by hand."""
-    try:
-        from swebench.harness.grading import get_eval_report
-        from swebench.types import TestSpec
-    except ImportError:
-        text = Path(log_path).read_text()
-        passed = {line.split()[1] for line in text.splitlines() if line.startswith("PASSED ")}
-        f2p, p2p = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
-        found = START in text
-        return {
-            iid: {
-                "patch_is_None": False,
-                "patch_exists": True,
-                "patch_successfully_applied": found,
-                "resolved": found and all(t in passed for t in f2p + p2p),
-                "infra_failure": False,
-            }
+def instance_report(iid, prediction, log_path, row, use_package=False):
+    """report.json of one instance: with `use_package`, swebench 5.0.2's get_eval_report
+    (SWEBENCH5_DIR; 2.4 s of a processor to start), else its fields by hand."""
+    if use_package:
+        code = (
+            "from swebench.harness.grading import get_eval_report\n"
+            "from swebench.types import TestSpec\n"
+            "spec = TestSpec(instance_id=a['iid'], image='none', eval_script_list=[], "
+            "repo=a['repo'], version=a['version'], FAIL_TO_PASS=a['f2p'], PASS_TO_PASS=a['p2p'], "
+            "log_parser='parse_log_pytest', eval_type='pass_and_fail')\n"
+            "print(json.dumps(get_eval_report(spec, a['prediction'], a['log'], "
+            "include_tests_status=True)))"
+        )
+        args = {
+            "iid": iid,
+            "repo": row["repo"],
+            "version": row["version"],
+            "f2p": json.loads(row["FAIL_TO_PASS"]),
+            "p2p": json.loads(row["PASS_TO_PASS"]),
+            "prediction": prediction,
+            "log": str(log_path),
         }
-    spec = TestSpec(
-        instance_id=iid,
-        image="none",
-        eval_script_list=[],
-        repo=row["repo"],
-        version=row["version"],
-        FAIL_TO_PASS=json.loads(row["FAIL_TO_PASS"]),
-        PASS_TO_PASS=json.loads(row["PASS_TO_PASS"]),
-        log_parser="parse_log_pytest",
-        eval_type="pass_and_fail",
-    )
-    return get_eval_report(spec, prediction, str(log_path), include_tests_status=True)
+        return json.loads(swebench5(code, args).splitlines()[-1])
+    text = Path(log_path).read_text()
+    passed = {line.split()[1] for line in text.splitlines() if line.startswith("PASSED ")}
+    f2p, p2p = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
+    found = START in text
+    return {
+        iid: {
+            "patch_is_None": False,
+            "patch_exists": True,
+            "patch_successfully_applied": found,
+            "resolved": found and all(t in passed for t in f2p + p2p),
+            "infra_failure": False,
+        }
+    }
 
 
 def official_run_report(predictions, dataset, run_id, report_dir, logs):
@@ -286,7 +291,7 @@ def official_run_report(predictions, dataset, run_id, report_dir, logs):
 
 
 def grade_locally(
-    predictions_path, rows, run_id, report_dir, mirror, work, use_package=True, errors=()
+    predictions_path, rows, run_id, report_dir, mirror, work, use_package=False, errors=()
 ):
     """Evaluate a predictions file as run_evaluation would (module docstring), in `work`;
     `errors`: instance ids whose evaluation fails (no report.json: the harness's error_ids).
@@ -313,34 +318,58 @@ def grade_locally(
                 work / f"tree-{iid}-{run_id}",
             )
         )
-        report = instance_report(iid, pred, log, by_id[iid])
+        report = instance_report(iid, pred, log, by_id[iid], use_package)
         (folder / "report.json").write_text(json.dumps(report, indent=4))
-    if use_package and swebench_importable():
-        from swebench.harness.reporting import make_run_report
-    else:
-        use_package = False
-    if not use_package:
+    if not (use_package and swebench_importable()):
         return official_run_report(predictions, rows, run_id, report_dir, logs)
-    here = os.getcwd()
-    os.chdir(work)  # the harness reads logs/run_evaluation relative to where it runs
-    try:
-        return Path(make_run_report(predictions, rows, run_id, None, str(report_dir))).resolve()
-    finally:
-        os.chdir(here)
+    # 5.0.2's own make_run_report, run where the harness runs (it reads logs/run_evaluation
+    # relative to its working directory).
+    made = swebench5(
+        "from swebench.harness.reporting import make_run_report\n"
+        "print(make_run_report(a['predictions'], a['rows'], a['run_id'], None, a['report_dir']))",
+        {"predictions": predictions, "rows": rows, "run_id": run_id, "report_dir": str(report_dir)},
+        cwd=work,
+    )
+    return (work / made.strip().splitlines()[-1]).resolve()
+
+
+# swebench 5.0.2, whose run report official_run_report writes, installed apart by
+# scripts/setup-debian.sh: the extras pin 4.1.0 (its specifications; nginx_eval/swebench/envs.py),
+# which writes an older report.
+SWEBENCH5_DIR = Path(os.environ.get("SWEBENCH5_DIR", "/opt/nginx-eval/swebench-5.0.2"))
 
 
 def swebench_importable():
-    """Whether the swebench package whose run report official_run_report writes (5.x) is
-    installed: 4.1.0, the swebench-local extra's (nginx_eval/swebench/envs.py), writes an older
-    one."""
-    try:
-        import importlib.metadata
+    """Whether swebench 5.0.2's reporting module is in SWEBENCH5_DIR."""
+    return (SWEBENCH5_DIR / "swebench" / "harness" / "reporting.py").is_file() and any(
+        SWEBENCH5_DIR.glob("swebench-5.*.dist-info")
+    )
 
-        import swebench.harness.reporting  # noqa: F401
 
-        return importlib.metadata.version("swebench").startswith("5.")
-    except (ImportError, importlib.metadata.PackageNotFoundError):
-        return False
+def swebench5(code, args, cwd=None):
+    """The standard output of `code` run by a Python that imports swebench from SWEBENCH5_DIR,
+    with `args` (JSON) as the variable `a`."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import json, sys\na = json.load(sys.stdin)\n" + code],
+        input=json.dumps(args),
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(SWEBENCH5_DIR)),
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def predictions_as_the_harness_reads_them(path):
+    """swebench 5.0.2's get_predictions_from_file on the predictions file `path`."""
+    return json.loads(
+        swebench5(
+            "from swebench.harness.utils import get_predictions_from_file\n"
+            "print(json.dumps(get_predictions_from_file(a, 'unused', 'test')))",
+            str(path),
+        ).splitlines()[-1]
+    )
 
 
 # -- SWE-bench Pro: the same bug as a Pro row, and its harness's evaluation without Docker ---------

@@ -349,7 +349,10 @@ def test_which_report_grades_the_current_predictions(tmp_path):
     assert chosen is None and several == [theirs, mine]
 
 
-@pytest.mark.skipif(not sf.swebench_importable(), reason="swebench 5.x is not installed")
+@pytest.mark.skipif(
+    not sf.swebench_importable(),
+    reason=f"swebench 5.x is not in {sf.SWEBENCH5_DIR}: sh scripts/setup-debian.sh puts it there",
+)
 def test_the_copied_run_report_is_the_package_s_field_for_field(tmp_path, commits):
     rows = [sf.dataset_row(commits), dict(sf.dataset_row(commits), instance_id="acme__pycalc-9")]
     preds = tmp_path / "p.jsonl"
@@ -493,9 +496,7 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     assert harness.prediction_problems(rows) == []
     assert set(rows[0]) == set(harness.PREDICTION_FIELDS) and rows[0]["instance_id"] == sf.IID
     if sf.swebench_importable():
-        from swebench.harness.utils import get_predictions_from_file
-
-        assert get_predictions_from_file(str(pred), "unused", "test") == rows
+        assert sf.predictions_as_the_harness_reads_them(pred) == rows
     assert "a + b" in rows[0]["model_patch"] and "__pycache__" not in rows[0]["model_patch"]
     report = grade(swe, "raw", run="swe")
     assert json.loads(report.read_text())["resolved_ids"] == [sf.IID]

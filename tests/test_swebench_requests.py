@@ -129,12 +129,8 @@ def test_two_requests_rows_from_import_to_predictions_the_harness_reads(project)
     for p in gold + raw:
         assert harness.prediction_problems([p]) == []
     if sf.swebench_importable():
-        from swebench.harness.utils import get_predictions_from_file
-
         for mode, preds in (("gold", gold), ("raw", raw)):
-            loaded = get_predictions_from_file(
-                str(out / mode / "predictions.jsonl"), "unused", "test"
-            )
+            loaded = sf.predictions_as_the_harness_reads_them(out / mode / "predictions.jsonl")
             assert loaded == preds
     # What the harness does first: each patch and the row's test patch apply at the base.
     tree = project.base / "requests-check"

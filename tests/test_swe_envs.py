@@ -292,9 +292,17 @@ def test_the_pipeline_builds_once_and_grades_each_unit_locally(project, tmp_path
     assert (got["status"], got["resolved"]) == ("patch_failed", False)
     assert json.loads(out.read_text())["status"] == "patch_failed"
     assert not layout.swe_verdict_scratch("bad", IID).exists()
-    project.render()
+    project.render(site=True)
     md = (project.results / "default" / "report.md").read_text()
     assert "Local verdicts (`swe_local=1`)" in md
+    # Each unit's page of the site says its local verdict, labelled as such.
+    page = layout.site_page("none", IID).read_text()
+    assert "Local verdict</h3>" in page and "not by the official harness: <b>unresolved</b>" in page
+    assert "FAIL_TO_PASS: 0 of 1 passed; not passed: <code>tests/test_calc.py::test_add</code>" in (
+        page
+    )
+    assert "No grade yet" not in page
+    assert re.search(rf'href="[^"]*/none/{IID}/local-verdict\.json"', page), page
     assert "| `gold` | 1 resolved | — | — |" in md and "| `none` | 1 unresolved | — | — |" in md
     assert (rows["gold"]["local_validated"], rows["none"]["local_validated"]) == (None, None)
     # The task's local verdict failed validation (gold not resolved here): it stays shown, and

@@ -189,6 +189,35 @@ def not_scored(unit_outcome: str | None, agent: dict | None) -> dict | None:
     }
 
 
+def local_verdict_view(local: Record | None, log: Path, page: Path) -> View | None:
+    """What the page says of a SWE-bench unit's local verdict (swebench/verdict.py, swe_local=1),
+    labelled local: its status, the FAIL_TO_PASS and PASS_TO_PASS tests that did not pass, and
+    its files; None when the unit has none."""
+    if not local:
+        return None
+    tests = local.get("tests") or {}
+    kinds = []
+    for kind in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        got = tests.get(kind) or {}
+        passed, failed = got.get("success") or [], got.get("failure") or []
+        kinds.append(
+            {
+                "kind": kind,
+                "passed": len(passed),
+                "total": len(passed) + len(failed),
+                "failed": failed,
+            }
+        )
+    return {
+        "status": local.get("status"),
+        "reason": local.get("reason"),
+        "tests": kinds if tests else [],
+        "test_command": local.get("test_command"),
+        "seconds": local.get("seconds"),
+        "log_href": link(log, page) if log.exists() else None,
+    }
+
+
 def verdict(grade: dict | None, streams: dict, agent: dict | None = None) -> dict | None:
     """What the page says of the grade. A unit that is not scored has no strict verdict to show
     (grade.json's is null; older grades said "not resolved"), and says why it is not scored."""
@@ -796,6 +825,7 @@ def page_files(layout: Layout, mode: str, task: AnyTask) -> list[Path]:
             layout.build_log(mode, iid),
             layout.prove_json(mode, iid),
             layout.model_patch("gold", iid),
+            layout.local_verdict_json(mode, iid),
         ]
         + shown_streams(prove, layout.tap_dir(mode, iid))
         + agent_files(layout, mode, iid, agent)
@@ -849,6 +879,16 @@ def task_context(layout: Layout, mode: str, task: AnyTask, modes: Sequence[str])
         "results_dir": link(layout.task_dir(mode, iid), page) + "/",
         "grade_href": link(layout.grade_json(mode, iid), page) if grade else None,
         "verdict": verdict(grade, streams, agent),
+        "local_verdict": local_verdict_view(
+            read_record(layout.local_verdict_json(mode, iid)),
+            layout.local_verdict_log(mode, iid),
+            page,
+        ),
+        "local_verdict_href": (
+            link(layout.local_verdict_json(mode, iid), page)
+            if layout.local_verdict_json(mode, iid).exists()
+            else None
+        ),
         "patch": diff_view(patch, diff_files(gold)),
         "patch_json": read_record(layout.patch_json(mode, iid)),
         "patch_href": link(patch_path, page) if patch is not None else None,

@@ -109,6 +109,12 @@ def test_the_sandbox_shows_the_install_at_the_tasks_base_commit(tmp_path, monkey
 
     assert version(layout.swe_env_dir(env["key"]) / envs.GENERATED) == "0.2"  # the setup's
     assert version(view.testbed_files) == "0.0.0"  # the base's setup.cfg names none
+    # The copy shares the files the install left as they were with the environment (hard
+    # links): its record counts only its own.
+    env_venv = layout.swe_env_dir(env["key"]) / "venv"
+    pth = next(env_venv.rglob(envs.STARTUP_PTH)).relative_to(env_venv)
+    assert (view.venv / pth).stat().st_ino == (env_venv / pth).stat().st_ino
+    assert 0 < inst["bytes"] < envs.bytes_of(view.venv)
     assert envs.build_instance(layout, task) == inst  # current: not built again
     bad = task_of(
         {**dataset_row(commits), "base_commit": broken, "environment_setup_commit": setup}

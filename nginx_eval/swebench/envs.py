@@ -23,12 +23,15 @@ it, cached under ``layout.swe_instance_dir(key)`` by the environment's key and t
 its ``instance.json`` (core/records.InstanceJson) beside ``venv/``, ``build.log`` and GENERATED.
 """
 
+import contextlib
+import filecmp
 import importlib.metadata
 import json
 import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -490,16 +493,55 @@ def unsupported(spec: Mapping[str, Any]) -> str | None:
 ENV_BASENAME = "swe-env"
 
 
-def bytes_of(path: Path) -> int:
-    """The disk a directory takes (its files' sizes)."""
+def bytes_of(path: Path, besides: Path | None = None) -> int:
+    """The disk a directory takes (its files' sizes), leaving out the files it shares (hard
+    links) with the directory `besides`."""
+    shared = set()
+    if besides is not None:
+        for here, _, files in os.walk(besides):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    shared.add(os.lstat(os.path.join(here, name)).st_ino)
     total = 0
     for here, _, files in os.walk(path):
         for name in files:
             try:
-                total += os.lstat(os.path.join(here, name)).st_size
+                st = os.lstat(os.path.join(here, name))
             except OSError:
-                pass
+                continue
+            if st.st_ino not in shared:
+                total += st.st_size
     return total
+
+
+def share_unchanged(copy: Path, original: Path) -> int:
+    """Make each regular file of `copy` whose bytes equal those of the file at the same path
+    under `original` a hard link to that file; the bytes no longer held twice. An install at a
+    base commit changes a few files of its copy of the environment's venv; both trees are
+    read-only once built (the sandbox binds them read-only; a verdict copies the
+    environment's), so sharing their files is safe."""
+    saved = 0
+    for here, _, files in os.walk(copy):
+        for name in files:
+            path = Path(here) / name
+            twin = original / path.relative_to(copy)
+            try:
+                mine, theirs = os.lstat(path), os.lstat(twin)
+            except OSError:
+                continue
+            if (
+                not stat.S_ISREG(mine.st_mode)
+                or not stat.S_ISREG(theirs.st_mode)
+                or mine.st_size != theirs.st_size
+                or mine.st_ino == theirs.st_ino
+                or not filecmp.cmp(path, twin, shallow=False)
+            ):
+                continue
+            partial = path.with_name(f".{name}.shared")
+            os.link(twin, partial)
+            os.replace(partial, path)
+            saved += mine.st_size
+    return saved
 
 
 # -- building -------------------------------------------------------------------------------------
@@ -927,7 +969,7 @@ def _instance_record(
         "status": status,
         "reason": reason,
         "seconds": round(seconds, 1),
-        "bytes": bytes_of(inst.directory) if status == BUILT else 0,
+        "bytes": bytes_of(inst.directory, besides=inst.env.venv) if status == BUILT else 0,
     }
     rec = versioned(rec)
     write_record(inst.instance_json, rec)
@@ -969,4 +1011,5 @@ def _build_instance(layout: Layout, inst: Instance, env_rec: EnvJson) -> Instanc
         return _instance_record(inst, NOT_BUILT, failed, time.monotonic() - start)
     keep_generated(testbed, inst.directory / GENERATED)
     shutil.rmtree(scratch, ignore_errors=True)
+    share_unchanged(inst.venv, inst.env.venv)
     return _instance_record(inst, BUILT, None, time.monotonic() - start)

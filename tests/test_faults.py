@@ -487,27 +487,34 @@ def test_prove_crash_is_an_environment_error(reference, tmp_path):
     assert_gold_intact(project, reference, "crash")
 
 
-# A patch whose program SIGKILLs every process named prove when it adds (calc_add.t runs that
-# first): the fix of tiny-add plus a hostile nginx.c.
-KILLER_MAIN = """#include <dirent.h>
-#include <signal.h>
+# A patch whose program SIGKILLs the prove that runs it when it adds (calc_add.t runs that
+# first): the fix of tiny-add plus a hostile nginx.c. It goes up its own ancestry: killing every
+# prove on the machine also killed other tests' (test_real_nginx.py's bystander) in parallel.
+KILLER_MAIN = """#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "calc.h"
 #include "ngx_auto_config.h"
 
 static void kill_prove(void)
 {
-    DIR *proc = opendir("/proc");
-    struct dirent *e;
-    char path[300], comm[64];
-    while (proc && (e = readdir(proc)) != NULL) {
-        snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+    char path[64], comm[64];
+    int pid = (int) getppid(), parent;
+    while (pid > 1) {
+        snprintf(path, sizeof(path), "/proc/%d/comm", pid);
         FILE *f = fopen(path, "r");
-        if (f && fgets(comm, sizeof(comm), f) && strcmp(comm, "prove\\n") == 0)
-            kill(atoi(e->d_name), SIGKILL);
-        if (f) fclose(f);
+        if (f == NULL) return;
+        if (fgets(comm, sizeof(comm), f) == NULL) comm[0] = '\\0';
+        fclose(f);
+        if (strcmp(comm, "prove\\n") == 0) { kill(pid, SIGKILL); return; }
+        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+        f = fopen(path, "r");
+        if (f == NULL) return;
+        if (fscanf(f, "%*d (%*[^)]) %*c %d", &parent) != 1) parent = 0;
+        fclose(f);
+        pid = parent;
     }
 }
 

@@ -232,20 +232,25 @@ def make_view_paths(tmp_path):
     }
 
 
-def test_the_view_and_the_hosts_node_bound_outside_usr(tmp_path):
-    view = {
+def fixed_view(**env):
+    """A view of fixed paths (root /r, venv /v) with the variables `env`, for view_lines."""
+    return {
         "root": "/r",
         "venv": "/v",
         "venv_path": "/opt/swe-env",
         "testbed": "/testbed",
         "path": ["/opt/swe-env/bin"],
-        "env": {"VIRTUAL_ENV": "/opt/swe-env"},
+        "env": env,
         "digest": "d",
         "python": "3.9",
         "package": "p",
         "test_command": "pytest -rA",
         "testbed_files": None,
     }
+
+
+def test_the_view_and_the_hosts_node_bound_outside_usr(tmp_path):
+    view = fixed_view(VIRTUAL_ENV="/opt/swe-env")
     assert swe_view.view_lines(view, "/ws") == [
         "usr /r",
         "ro /v /opt/swe-env",

@@ -14,6 +14,7 @@ from pathlib import Path
 from unittest.mock import patch
 
 import pytest
+from test_swe_sandbox import fixed_view
 
 from nginx_eval.agent import loopback, swe_view
 from nginx_eval.core import rootfs
@@ -165,15 +166,7 @@ def test_the_sandbox_view_runs_the_stand_ins_in_its_own_network(tmp_path):
     made = services.Offline(tmp_path, tmp_path / "venv", {"requests/cacert.pem": tmp_path / "b"})
     (tmp_path / "ca.pem").write_bytes(b"CA\n")
     standins = services.sandbox_view(made, "/testbed", ("10.255.255.1", "httpbin.org"))
-    view = {
-        "root": "/r",
-        "venv": "/v",
-        "venv_path": "/opt/swe-env",
-        "testbed": "/testbed",
-        "path": ["/opt/swe-env/bin"],
-        "env": {},
-    }
-    lines = swe_view.view_lines(view, "/ws", standins)  # type: ignore[arg-type]
+    lines = swe_view.view_lines(fixed_view(), "/ws", standins)
     assert f"net {tmp_path}/net.sh" in lines
     assert (
         f"ro {tmp_path} /opt/swe-standins" in lines and f"ro {tmp_path}/hosts /etc/hosts" in lines

@@ -2,6 +2,7 @@ import ast
 import atexit
 import compileall
 import contextlib
+import importlib.util
 import inspect
 import json
 import os
@@ -29,6 +30,14 @@ from nginx_eval.core.outcomes import AGENT_STATUSES, GRADE_STATUSES  # noqa: E40
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
 DODO = SOURCE_ROOT / "dodo.py"
+
+
+def script_module(name):
+    """scripts/<name>.py as a module, loaded anew (a script, not a package module)."""
+    spec = importlib.util.spec_from_file_location(name, SOURCE_ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class Project:

@@ -18,7 +18,6 @@ per-instance ``report.json`` and the run report field for field as swebench 5.0.
 installed apart, SWEBENCH5_DIR; test_swebench.py compares the two).
 """
 
-import importlib.util
 import json
 import os
 import re
@@ -28,6 +27,7 @@ from pathlib import Path
 from time import time_ns
 
 import pytest
+from conftest import script_module
 from fixture_repos import commit, git, write
 
 # The real rows of SWE-bench Verified (shared/data/README.md beside the project): the folder
@@ -77,12 +77,7 @@ esac
 
 def importer():
     """scripts/import_swebench.py as a module (a script, not a package module)."""
-    spec = importlib.util.spec_from_file_location(
-        "import_swebench", Path(__file__).resolve().parent.parent / "scripts" / "import_swebench.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("import_swebench")
 
 
 def make_pycalc(path):

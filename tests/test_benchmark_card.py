@@ -1,13 +1,12 @@
 """scripts/benchmark_card.py: the card of the fixture benchmark and of a real validation of it,
 and tasks/README.md is the card of the shipped tasks/nginx.json."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
-from conftest import SOURCE_ROOT, section, table_row
+from conftest import SOURCE_ROOT, script_module, section, table_row
 
 from nginx_eval.run.benchmark import load_benchmark
 
@@ -15,10 +14,7 @@ SCRIPT = SOURCE_ROOT / "scripts" / "benchmark_card.py"
 
 
 def card_module():
-    spec = importlib.util.spec_from_file_location("benchmark_card", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("benchmark_card")
 
 
 def test_buckets_and_years():

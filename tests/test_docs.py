@@ -1,10 +1,9 @@
 """The documentation stays in shape: a short README that links every page of docs/, relative
 links (and their #anchors) that resolve, and setup and test commands that are CI's own."""
 
-import importlib.util
 import re
 
-from conftest import SOURCE_ROOT
+from conftest import SOURCE_ROOT, script_module
 
 README_MAX_LINES = 220
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -119,11 +118,7 @@ def test_benchmark_md_names_every_field_of_a_task():
 
 
 def outcome_table_script():
-    path = SOURCE_ROOT / "scripts" / "outcome_table.py"
-    spec = importlib.util.spec_from_file_location("outcome_table", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("outcome_table")
 
 
 def test_readme_outcome_table_is_core_outcomes():

@@ -2,26 +2,20 @@
 nginx_eval/mining/): what it reads from a test commit's patch, and which nginx commit it
 proposes, on small dated histories of both repositories."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import textwrap
 
 import fixture_repos
-from conftest import SOURCE_ROOT
+from conftest import script_module
 
 from nginx_eval.core import gitcmd
 from nginx_eval.mining import nginx_history, scoring, suite_history, topics
 
 
 def _mine_tasks():
-    spec = importlib.util.spec_from_file_location(
-        "mine_tasks", SOURCE_ROOT / "scripts" / "mine_tasks.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("mine_tasks")
 
 
 mine = _mine_tasks()  # the command line (main); the work is nginx_eval/mining/'s

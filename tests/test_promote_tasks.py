@@ -4,13 +4,12 @@ whole flow on the fixture project: a candidates file runs its validation and not
 what its validation derives is promoted into a file the loader accepts."""
 
 import datetime
-import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
-from conftest import SOURCE_ROOT
+from conftest import SOURCE_ROOT, script_module
 
 from nginx_eval.checks.validate import classify, validation_config
 from nginx_eval.core import jsonio, stamps
@@ -22,10 +21,7 @@ RUN = "mine"
 
 
 def promote_module():
-    spec = importlib.util.spec_from_file_location("promote_tasks", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("promote_tasks")
 
 
 def stub(iid, fix_date, **changes):

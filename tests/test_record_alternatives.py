@@ -1,11 +1,10 @@
 """scripts/record_alternatives.py: the results of a run of tasks/alternatives.jsonl become each
 task's audit.alternative, before and after the audit's changes."""
 
-import importlib.util
 import json
 
 import pytest
-from conftest import SOURCE_ROOT
+from conftest import SOURCE_ROOT, script_module
 
 from nginx_eval.core.errors import UserError
 from nginx_eval.run.benchmark import load_benchmark
@@ -33,10 +32,7 @@ TASK = {
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("record_alternatives", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("record_alternatives")
 
 
 def row(iid, resolved, strict=None, version="5.0"):

@@ -24,7 +24,8 @@ NOT_RECORDS = {
     "agent/programs/base.py": 1,
     "agent/programs/claude.py": 1,
     "agent/programs/gemini.py": 1,
-    "agent/stage.py": 2,
+    "agent/sandbox.py": 1,
+    "agent/stage.py": 1,
     "build/plan.py": 1,
     "checks/validate.py": 1,
     "core/records.py": 1,  # write_record itself

@@ -1,18 +1,12 @@
 """scripts/suite_cpu.py: the command it runs and what it prints (no suite run here)."""
 
-import importlib.util
 import sys
 
-from conftest import SOURCE_ROOT
+from conftest import SOURCE_ROOT, script_module
 
 
 def suite_cpu():
-    spec = importlib.util.spec_from_file_location(
-        "suite_cpu", SOURCE_ROOT / "scripts" / "suite_cpu.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("suite_cpu")
 
 
 def test_the_command_is_ci_runs_with_the_plugin_and_the_paths_asked_for():

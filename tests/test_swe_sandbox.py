@@ -4,20 +4,18 @@ first on PATH, the workspace also at the testbed path where the venv's editable 
 the agent's edit taking effect there, pytest's writes, srt's protections repeated there, and the
 preflight's import check."""
 
-import importlib.util
-import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
-from pathlib import Path
 from types import SimpleNamespace
 from unittest.mock import patch
 
 import jinja2
 import pytest
+from conftest import script_module
 from test_sandbox import needs_srt
 
 from nginx_eval.agent import preflight, sandbox, swe_view
@@ -71,46 +69,24 @@ def make_env(tmp_path, package="fixpkg"):
 
 def in_sandbox(tmp_path, ws, view, command):
     """(exit code, stdout, the command's stderr) of `command` run as a phase is, with `view`."""
-    support = sandbox.write_support(tmp_path / "support")
-    settings = tmp_path / "srt.json"
     box = {"isolation": "srt", "endpoint": "127.0.0.1:1", "allow_hosts": [], "binds": []}
-    settings.write_text(
-        json.dumps(
-            sandbox.srt_settings(
-                box,
-                workspace=ws,
-                writable=[tmp_path / "logs"],
-                hidden=[],
-                environ=os.environ,
-                support=support,
-            )
-        )
-    )
     # srt's sockets go in TMPDIR, whose path must stay short (108 bytes with the socket's name).
-    tmp = tempfile.mkdtemp(prefix="swe-")
-    (tmp_path / "logs").mkdir(exist_ok=True)
-    view_file = swe_view.write_view(tmp_path / "view", view, ws)
-    argv = sandbox.wrap(
-        command,
-        settings_file=settings,
-        stderr_file=tmp_path / "logs" / "stderr",
-        environ=os.environ,
-        support=support,
-        endpoint=box["endpoint"],
-    )
+    scratch = tempfile.mkdtemp(prefix="swe-")
     try:
-        out = subprocess.run(
-            argv,
-            cwd=ws,
-            capture_output=True,
-            text=True,
+        got = sandbox.run_isolated(
+            command,
+            box=box,
+            workspace=ws,
+            scratch=scratch,
+            hidden=[],
+            environ=os.environ,
+            support=sandbox.write_support(tmp_path / "support"),
+            view=view,
             timeout=120,
-            env=sandbox.phase_environment(os.environ, tmp, support, view_file),
         )
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    said = tmp_path / "logs" / "stderr"
-    return out.returncode, out.stdout, said.read_text() if said.exists() else out.stderr[-2000:]
+        shutil.rmtree(scratch, ignore_errors=True)
+    return got.exit_code, got.stdout, got.said or got.srt_said[-2000:]
 
 
 @pytest.mark.e2e
@@ -293,11 +269,7 @@ def test_the_swebench_prompts_say_how_to_test_or_that_nothing_is_installed(envir
 
 def sandbox_check():
     """scripts/swebench_sandbox_check.py as a module (a script, not a package module)."""
-    path = Path(__file__).resolve().parent.parent / "scripts" / "swebench_sandbox_check.py"
-    spec = importlib.util.spec_from_file_location("swebench_sandbox_check", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("swebench_sandbox_check")
 
 
 def test_the_sandbox_check_judges_a_pass_to_pass_test_the_test_patch_adds_with_it():

@@ -7,7 +7,6 @@ without Docker, the report and the cross-benchmark section beside nginx."""
 import collections
 import csv
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 import swebench_fixture as sf
-from conftest import SOURCE_ROOT, patched_environ, section, table_row
+from conftest import SOURCE_ROOT, patched_environ, script_module, section, table_row
 
 from nginx_eval.core.errors import UserError
 from nginx_eval.core.layout import Layout
@@ -387,11 +386,7 @@ def test_serialized_texts_reach_the_agent_as_written():
 
 def checker():
     """scripts/check_swebench_pro.py as a module."""
-    path = SOURCE_ROOT / "scripts" / "check_swebench_pro.py"
-    spec = importlib.util.spec_from_file_location("check_swebench_pro", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module("check_swebench_pro")
 
 
 @needs_harness

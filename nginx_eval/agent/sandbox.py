@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict, cast
@@ -568,6 +569,108 @@ def present_mount_points(workspace: str | Path) -> set[str]:
     return {n for n in SRT_MOUNT_POINTS if os.path.lexists(os.path.join(workspace, n))}
 
 
+def isolated_command(
+    command: str,
+    *,
+    endpoint: str,
+    settings: dict[str, Any],
+    settings_file: str | Path,
+    stderr_file: str | Path,
+    environ: Mapping[str, str],
+    tmp: str | Path,
+    support: str,
+    view_file: str | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) that run `command` isolated as a phase: srt's `settings`
+    (srt_settings) written to `settings_file`, `tmp` its TMPDIR, `view_file` a SWE-bench
+    environment's view (swe_view.write_view); the command's stderr to `stderr_file`."""
+    jsonio.write_json(settings_file, settings)
+    env = phase_environment(environ, tmp, support, view_file)
+    argv = wrap(
+        command,
+        settings_file=settings_file,
+        stderr_file=stderr_file,
+        environ=env,
+        support=support,
+        endpoint=endpoint,
+    )
+    return argv, env
+
+
+@dataclass(frozen=True)
+class Isolated:
+    """What a command run isolated gave: exit_code (None: it did not run to its end), its
+    standard output, what it wrote on its stderr (its stderr file), and srt's own stderr or why
+    the command did not run."""
+
+    exit_code: int | None
+    stdout: str
+    said: str
+    srt_said: str
+
+
+def run_isolated(
+    command: str,
+    *,
+    box: Box,
+    workspace: str | Path,
+    scratch: str | Path,
+    hidden: Iterable[str | Path | None],
+    environ: Mapping[str, str],
+    support: str,
+    programs: Iterable[str] = (),
+    view: SweEnvView | None = None,
+    timeout: float = 60.0,
+) -> Isolated:
+    """`command` (bash) in a sandbox of `box` as a phase would run it, in `workspace`; its
+    settings, stderr file, view file and TMPDIR in `scratch`, which it may write (srt puts its
+    sockets in TMPDIR: a short path). support: write_support's directory; view: a SWE-bench
+    environment the sandbox shows (swe_view.py). The preflight, the self-test and the tests run
+    their commands so."""
+    scratch = Path(scratch)
+    settings_file, stderr_file = scratch / "srt.json", scratch / "stderr"
+    view_file = swe_view.write_view(scratch / "view", view, workspace) if view else None
+    settings = srt_settings(
+        box,
+        workspace=workspace,
+        writable=[] if Path(workspace) == scratch else [scratch],
+        hidden=hidden,
+        environ=environ,
+        programs=programs,
+        support=support,
+    )
+    argv, env = isolated_command(
+        command,
+        endpoint=box["endpoint"],
+        settings=settings,
+        settings_file=settings_file,
+        stderr_file=stderr_file,
+        environ=environ,
+        tmp=scratch,
+        support=support,
+        view_file=view_file,
+    )
+
+    def said() -> str:
+        return stderr_file.read_text(errors="replace") if stderr_file.exists() else ""
+
+    try:
+        out = subprocess.run(
+            argv,
+            cwd=workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return Isolated(None, "", said(), f"no answer in {timeout:g} s")
+    except OSError as e:
+        return Isolated(None, "", said(), str(e))
+    return Isolated(out.returncode, out.stdout, said(), out.stderr)
+
+
 def start_problem(
     argv: Iterable[str],
     *,
@@ -584,46 +687,19 @@ def start_problem(
     preflight runs the agent's program there before any agent starts. support: write_support's
     directory; view: a SWE-bench environment the sandbox shows (swe_view.py)."""
     with tempfile.TemporaryDirectory(prefix="nginx-eval-preflight-") as scratch:
-        ws = str(workspace or scratch)
-        settings_file = os.path.join(scratch, "srt.json")
-        view_file = swe_view.write_view(os.path.join(scratch, "view"), view, ws) if view else None
-        with open(settings_file, "w") as f:
-            json.dump(
-                srt_settings(
-                    box,
-                    workspace=ws,
-                    # The command's stderr file is in the scratch directory.
-                    writable=[scratch] if ws != scratch else [],
-                    hidden=hidden,
-                    environ=environ,
-                    programs=programs,
-                    support=support,
-                ),
-                f,
-            )
-        stderr_file = os.path.join(scratch, "stderr")
-        command = " ".join(shlex.quote(a) for a in argv)
-        wrapped = wrap(
-            command,
-            settings_file=settings_file,
-            stderr_file=stderr_file,
+        got = run_isolated(
+            " ".join(shlex.quote(a) for a in argv),
+            box=box,
+            workspace=workspace or scratch,
+            scratch=scratch,
+            hidden=hidden,
             environ=environ,
             support=support,
-            endpoint=box["endpoint"],
+            programs=programs,
+            view=view,
         )
-        try:
-            out = subprocess.run(
-                wrapped,
-                cwd=ws,
-                env=phase_environment(environ, scratch, support, view_file),
-                capture_output=True,
-                text=True,
-                timeout=60,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return str(e)
-        said = open(stderr_file, errors="replace").read() if os.path.exists(stderr_file) else ""
-    if out.returncode == 0 and out.stdout.strip():
+    if got.exit_code is None:
+        return got.srt_said
+    if got.exit_code == 0 and got.stdout.strip():
         return None
-    return (said.strip().splitlines() or [f"exit code {out.returncode}"])[-1]
+    return (got.said.strip().splitlines() or [f"exit code {got.exit_code}"])[-1]

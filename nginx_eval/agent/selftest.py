@@ -20,7 +20,6 @@ it (run_with_checks); a check that fails there is made again on its own, which s
 """
 
 import datetime
-import json
 import re
 import shlex
 import shutil
@@ -93,51 +92,19 @@ def run_inside(
             shutil.copytree(files, workspace)
         workspace.mkdir(exist_ok=True)
         tmp.mkdir()
-        support = sandbox.write_support(layout.sandbox_support)
-        settings_file = Path(scratch) / "srt.json"
-        settings_file.write_text(
-            json.dumps(
-                sandbox.srt_settings(
-                    box,
-                    workspace=workspace,
-                    writable=[tmp],
-                    hidden=sandbox.hidden_paths(layout),
-                    environ=environ,
-                    support=support,
-                    programs=programs,
-                )
-            )
-        )
-        env = sandbox.phase_environment(environ, tmp, support)
-        argv = sandbox.wrap(
+        got = sandbox.run_isolated(
             script,
-            settings_file=settings_file,
-            stderr_file=tmp / "stderr",
-            environ=env,
-            support=support,
-            endpoint=box["endpoint"],
+            box=box,
+            workspace=workspace,
+            scratch=tmp,
+            hidden=sandbox.hidden_paths(layout),
+            environ=environ,
+            support=sandbox.write_support(layout.sandbox_support),
+            programs=programs,
+            timeout=timeout,
         )
-        try:
-            out = subprocess.run(
-                argv,
-                cwd=workspace,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                stdin=subprocess.DEVNULL,
-            )
-            stdout, srt_said = out.stdout, out.stderr or f"exit code {out.returncode}"
-        except subprocess.TimeoutExpired:
-            stdout, srt_said = "", f"no answer in {timeout:g} s"
-        except OSError as e:
-            stdout, srt_said = "", str(e)
-        said = (
-            (tmp / "stderr").read_text(errors="replace").strip()
-            if (tmp / "stderr").exists()
-            else ""
-        )
-    return stdout, said or srt_said
+    srt_said = got.srt_said or f"exit code {got.exit_code}"
+    return got.stdout, got.said.strip() or srt_said
 
 
 def run(layout: "Layout", box: sandbox.Box, environ: Mapping[str, str]) -> SelfTest:

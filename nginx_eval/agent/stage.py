@@ -635,9 +635,17 @@ class AgentRun:
             # The one model endpoint the sandbox lets through is the attempt's proxy.
             # The others' upstreams are not: every program's calls go through it.
             box = sandbox.through_proxy(box, self.meter.endpoint) if self.meter else box
-            jsonio.write_json(
-                settings_file,
-                sandbox.srt_settings(
+            view = (
+                swe_view.write_view(
+                    self.logs / f"{stem}.view", self.swe_env, self.ws, self.standins
+                )
+                if self.swe_env
+                else None
+            )
+            argv, env = sandbox.isolated_command(
+                command,
+                endpoint=box["endpoint"],
+                settings=sandbox.srt_settings(
                     box,
                     workspace=self.ws,
                     writable=[self.logs, tmp],
@@ -648,22 +656,12 @@ class AgentRun:
                     private=[s for p in registry.programs() for s in p.user_state(self.user_env)],
                     readable=[self.tests_dir] if self.tests_dir else [],
                 ),
-            )
-            view = (
-                swe_view.write_view(
-                    self.logs / f"{stem}.view", self.swe_env, self.ws, self.standins
-                )
-                if self.swe_env
-                else None
-            )
-            env = sandbox.phase_environment(self.phase_env(), tmp, support, view)
-            argv = sandbox.wrap(
-                command,
                 settings_file=settings_file,
                 stderr_file=stderr_file,
-                environ=env,
+                environ=self.phase_env(),
+                tmp=tmp,
                 support=support,
-                endpoint=box["endpoint"],
+                view_file=view,
             )
             before = sandbox.present_mount_points(self.ws)
             with (

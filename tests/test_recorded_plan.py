@@ -9,9 +9,6 @@ from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-from scipy.sparse.csgraph import minimum_spanning_tree
-
 from nginx_eval.build import plan as buildplan
 from nginx_eval.build.plan import (
     base_build_plan,
@@ -111,6 +108,9 @@ def header_weighted(paths):
 def test_base_builds_of_a_group_follow_a_minimum_spanning_tree(tmp_path, monkeypatch):
     """Each group's first base is built clean; the others start from a base of their own group
     along a tree whose total rebuild cost (a header weighs 50 sources) is the least possible."""
+    import numpy as np
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
     _, plan = made_plans(tmp_path, monkeypatch)
     ids = recorded()["build_system_ids"]
     known = paths_between()

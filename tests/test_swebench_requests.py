@@ -22,7 +22,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow.parquet
 import pytest
 import swebench_fixture as sf
 from conftest import SOURCE_ROOT, section
@@ -72,6 +71,8 @@ def read_jsonl(path):
 
 @needs_srt
 def test_two_requests_rows_from_import_to_predictions_the_harness_reads(project):
+    import pyarrow.parquet  # here, not at collection: every xdist worker collects every module
+
     rows = {
         r["instance_id"]: r
         for r in pyarrow.parquet.read_table(sf.VERIFIED).to_pylist()

@@ -10,9 +10,6 @@ names; where it is absent these tests skip, saying so. Nothing of it is copied i
 
 import json
 
-import pandas
-import pyarrow
-import pyarrow.parquet
 import pytest
 from swebench_fixture import VERIFIED, importer, needs_verified
 
@@ -28,6 +25,8 @@ imp = importer()
 @pytest.fixture(scope="module")
 def rows():
     """The 500 rows as the parquet file holds them (pyarrow: strings as str)."""
+    import pyarrow.parquet  # here, not at collection: every xdist worker collects every module
+
     return pyarrow.parquet.read_table(VERIFIED).to_pylist()
 
 
@@ -68,6 +67,9 @@ def test_the_shipped_parquet_imports_whole(tmp_path, rows, expected, capsys):
 def list_columns(tmp_path):
     """The shipped parquet with FAIL_TO_PASS and PASS_TO_PASS as list<string> columns, as
     pyarrow and the datasets library write them."""
+    import pyarrow
+    import pyarrow.parquet
+
     table = pyarrow.parquet.read_table(VERIFIED)
     for name in LISTS:
         values = [json.loads(v) for v in table.column(name).to_pylist()]
@@ -82,6 +84,10 @@ def list_columns(tmp_path):
 
 
 def test_parquet_list_columns_import_as_the_json_text_does(tmp_path, expected, capsys):
+    import pandas
+    import pyarrow
+    import pyarrow.parquet
+
     source = list_columns(tmp_path)
     assert pyarrow.parquet.read_schema(source).field("FAIL_TO_PASS").type == pyarrow.list_(
         pyarrow.string()

@@ -184,29 +184,37 @@ def test_log(mirror, base, patches, workdir):
     return f"{START}\n{run.stdout}\n{END}\n"
 
 
-def instance_report(iid, prediction, log_path, row, use_package=False):
-    """report.json of one instance: with `use_package`, swebench 5.0.2's get_eval_report
-    (SWEBENCH5_DIR; 2.4 s of a processor to start), else its fields by hand."""
-    if use_package:
-        code = (
-            "from swebench.harness.grading import get_eval_report\n"
-            "from swebench.types import TestSpec\n"
-            "spec = TestSpec(instance_id=a['iid'], image='none', eval_script_list=[], "
-            "repo=a['repo'], version=a['version'], FAIL_TO_PASS=a['f2p'], PASS_TO_PASS=a['p2p'], "
-            "log_parser='parse_log_pytest', eval_type='pass_and_fail')\n"
-            "print(json.dumps(get_eval_report(spec, a['prediction'], a['log'], "
-            "include_tests_status=True)))"
-        )
-        args = {
-            "iid": iid,
-            "repo": row["repo"],
-            "version": row["version"],
-            "f2p": json.loads(row["FAIL_TO_PASS"]),
-            "p2p": json.loads(row["PASS_TO_PASS"]),
-            "prediction": prediction,
-            "log": str(log_path),
-        }
-        return json.loads(swebench5(code, args).splitlines()[-1])
+# swebench 5.0.2's get_eval_report of each instance in a['instances'], written to its 'out'.
+PACKAGE_REPORTS = (
+    "from swebench.harness.grading import get_eval_report\n"
+    "from swebench.types import TestSpec\n"
+    "for i in a['instances']:\n"
+    "    spec = TestSpec(instance_id=i['iid'], image='none', eval_script_list=[], repo=i['repo'], "
+    "version=i['version'], FAIL_TO_PASS=i['f2p'], PASS_TO_PASS=i['p2p'], "
+    "log_parser='parse_log_pytest', eval_type='pass_and_fail')\n"
+    "    report = get_eval_report(spec, i['prediction'], i['log'], include_tests_status=True)\n"
+    "    with open(i['out'], 'w') as f:\n"
+    "        f.write(json.dumps(report, indent=4))\n"
+)
+
+
+def package_instance(iid, prediction, log_path, row, out):
+    """What PACKAGE_REPORTS needs of one instance, whose report.json goes to `out`."""
+    return {
+        "iid": iid,
+        "repo": row["repo"],
+        "version": row["version"],
+        "f2p": json.loads(row["FAIL_TO_PASS"]),
+        "p2p": json.loads(row["PASS_TO_PASS"]),
+        "prediction": prediction,
+        "log": str(log_path),
+        "out": str(out),
+    }
+
+
+def instance_report(iid, prediction, log_path, row):
+    """report.json of one instance, its fields as swebench 5.0.2's get_eval_report writes them
+    (with ``use_package``, grade_locally runs that function itself: PACKAGE_REPORTS)."""
     text = Path(log_path).read_text()
     passed = {line.split()[1] for line in text.splitlines() if line.startswith("PASSED ")}
     f2p, p2p = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
@@ -299,6 +307,7 @@ def grade_locally(
         for p in map(json.loads, Path(predictions_path).read_text().splitlines())
     }
     by_id = {r["instance_id"]: r for r in rows}
+    by_package = []  # the instances whose report.json the package writes
     for iid, pred in predictions.items():
         if not pred["model_patch"] or iid in errors:
             continue
@@ -313,16 +322,26 @@ def grade_locally(
                 work / f"tree-{iid}-{run_id}",
             )
         )
-        report = instance_report(iid, pred, log, by_id[iid], use_package)
-        (folder / "report.json").write_text(json.dumps(report, indent=4))
-    if not (use_package and swebench_importable()):
+        if use_package:
+            by_package.append(package_instance(iid, pred, log, by_id[iid], folder / "report.json"))
+        else:
+            report = instance_report(iid, pred, log, by_id[iid])
+            (folder / "report.json").write_text(json.dumps(report, indent=4))
+    if not use_package:
         return official_run_report(predictions, rows, run_id, report_dir, logs)
-    # 5.0.2's own make_run_report, run where the harness runs (it reads logs/run_evaluation
-    # relative to its working directory).
+    # 5.0.2's own get_eval_report and make_run_report, in one Python (its import is 2.4 s of a
+    # processor), run where the harness runs (it reads logs/run_evaluation relative to its
+    # working directory).
     made = swebench5(
-        "from swebench.harness.reporting import make_run_report\n"
+        PACKAGE_REPORTS + "from swebench.harness.reporting import make_run_report\n"
         "print(make_run_report(a['predictions'], a['rows'], a['run_id'], None, a['report_dir']))",
-        {"predictions": predictions, "rows": rows, "run_id": run_id, "report_dir": str(report_dir)},
+        {
+            "instances": by_package,
+            "predictions": predictions,
+            "rows": rows,
+            "run_id": run_id,
+            "report_dir": str(report_dir),
+        },
         cwd=work,
     )
     return (work / made.strip().splitlines()[-1]).resolve()

@@ -6,9 +6,10 @@ fixture repositories."""
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
-from conftest import SOURCE_ROOT, section, table_row
+from conftest import SOURCE_ROOT, Project, section, table_row
 
 from nginx_eval.core.errors import UserError
 from nginx_eval.core.layout import Layout
@@ -113,43 +114,20 @@ def test_bad_authored_tasks_name_the_file_task_and_field(tmp_path, change, files
     assert expect in message
 
 
-def test_gold_resolves_none_does_not_and_an_edit_makes_a_new_tree(project):
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    """A fixture project with the authored task tiny-own and one run of gold and none, which the
+    tests of the verdicts, the tree and the report read; the test that edits the authored file
+    comes last in the module."""
+    project = Project(tmp_path_factory.mktemp("authored"))
     own = authored_task(project)
     project.doit("run", "tiny:gold", "tiny:none")
-    assert project.read("gold", "tiny-own", "grade.json")["status"] == "resolved"
-    none = project.read("none", "tiny-own", "grade.json")
-    assert none["status"] == "unresolved" and none["fail_to_pass"]["failed"] == OWN
-    assert set(none["pass_to_pass"]["passed"]) == set(OWN_P2P)
-    layout = Layout.from_env(environ=project.env)
-    task = load_benchmark(project.root / "tasks" / "tiny.json").tasks[-1]
-    tree = layout.tests_tree(task.tests_tree_id)
-    assert (tree / "calc_own.t").read_text() == OWN_TEST and (tree / "calc_add.t").is_file()
-    # The suite's own tree stays as the test commit has it.
-    assert not (layout.tests_tree(task.test_commit) / "calc_own.t").exists()
-
-    # An edited test is a new tree: extracted and proved again, for that task alone.
-    own.write_text(OWN_TEST.replace("multiplies as before", "multiplies still"))
-    bench = project.benchmark()
-    bench["tasks"][-1]["pass_to_pass"] = [
-        "calc_own.t:2 multiplies still",
-        "calc_add.t:3 mul still works",
-    ]
-    project.write_benchmark(bench)
-    _, executed = project.doit("run", "tiny:gold", "tiny:none")
-    edited = load_benchmark(project.root / "tasks" / "tiny.json").tasks[-1]
-    assert f"tests:{edited.test_commit[:12]}+{edited.tests_tree_id.split('+')[1][:12]}" in executed
-    assert sorted(t for t in executed if t.startswith(("prove:", "build:"))) == [
-        "prove:tiny/gold/tiny-own",
-        "prove:tiny/none/tiny-own",
-    ]
-    gold = project.read("gold", "tiny-own", "grade.json")
-    assert gold["status"] == "resolved"
-    assert "calc_own.t:2 multiplies still" in gold["pass_to_pass"]["passed"]
+    return SimpleNamespace(project=project, own=own)
 
 
-def test_the_tree_check_accepts_the_authored_file_and_nothing_else(project):
-    authored_task(project)
-    project.doit("run", "tiny:none", "instances=tiny-own")
+@pytest.mark.e2e  # the module's run (scored)
+def test_the_tree_check_accepts_the_authored_file_and_nothing_else(scored):
+    project = scored.project  # its run of none extracted tiny-own's tree
     layout = Layout.from_env(environ=project.env)
     task = load_benchmark(project.root / "tasks" / "tiny.json").tasks[-1]
     tree = layout.tests_tree(task.tests_tree_id)
@@ -194,8 +172,9 @@ def test_an_authored_file_may_not_shadow_a_file_of_the_suite(project):
     assert "task tiny-own" in proc.stdout + proc.stderr
 
 
-def test_validation_report_and_card_split_by_test_source(project):
-    authored_task(project)
+@pytest.mark.e2e  # the module's run (scored)
+def test_validation_report_and_card_split_by_test_source(scored):
+    project = scored.project
     project.doit("run", "tiny:validate", "repeats=2")
     summary = json.loads((project.results / "default" / "validation.json").read_text())
     assert summary["tiny-own"]["verdict"] == "valid"
@@ -205,7 +184,7 @@ def test_validation_report_and_card_split_by_test_source(project):
     assert derived["fail_to_pass"] == ["calc_add.t:1 add two numbers"] + OWN
     assert sorted(derived["pass_to_pass"]) == sorted(OWN_P2P + ["calc_add.t:2 add zeros"])
 
-    project.doit("run", "tiny:gold", "tiny:none")
+    # The report of the module's run of gold and none.
     project.render()
     md = (project.results / "default" / "report.md").read_text()
     by_source = section(md, "By test source")
@@ -274,3 +253,38 @@ def test_an_authored_candidate_is_promoted_with_its_statement(project):
     task = load_benchmark(into).tasks[0]
     assert task.tests == "authored" and task.authored[0][0] == "calc_own.t"
     assert set(OWN) <= set(task.fail_to_pass)
+
+
+@pytest.mark.e2e  # the module's run (scored)
+def test_gold_resolves_none_does_not_and_an_edit_makes_a_new_tree(scored):
+    """Last in the module: it edits the authored file of the shared project."""
+    project, own = scored.project, scored.own
+    assert project.read("gold", "tiny-own", "grade.json")["status"] == "resolved"
+    none = project.read("none", "tiny-own", "grade.json")
+    assert none["status"] == "unresolved" and none["fail_to_pass"]["failed"] == OWN
+    assert set(none["pass_to_pass"]["passed"]) == set(OWN_P2P)
+    layout = Layout.from_env(environ=project.env)
+    task = load_benchmark(project.root / "tasks" / "tiny.json").tasks[-1]
+    tree = layout.tests_tree(task.tests_tree_id)
+    assert (tree / "calc_own.t").read_text() == OWN_TEST and (tree / "calc_add.t").is_file()
+    # The suite's own tree stays as the test commit has it.
+    assert not (layout.tests_tree(task.test_commit) / "calc_own.t").exists()
+
+    # An edited test is a new tree: extracted and proved again, for that task alone.
+    own.write_text(OWN_TEST.replace("multiplies as before", "multiplies still"))
+    bench = project.benchmark()
+    bench["tasks"][-1]["pass_to_pass"] = [
+        "calc_own.t:2 multiplies still",
+        "calc_add.t:3 mul still works",
+    ]
+    project.write_benchmark(bench)
+    _, executed = project.doit("run", "tiny:gold", "tiny:none")
+    edited = load_benchmark(project.root / "tasks" / "tiny.json").tasks[-1]
+    assert f"tests:{edited.test_commit[:12]}+{edited.tests_tree_id.split('+')[1][:12]}" in executed
+    assert sorted(t for t in executed if t.startswith(("prove:", "build:"))) == [
+        "prove:tiny/gold/tiny-own",
+        "prove:tiny/none/tiny-own",
+    ]
+    gold = project.read("gold", "tiny-own", "grade.json")
+    assert gold["status"] == "resolved"
+    assert "calc_own.t:2 multiplies still" in gold["pass_to_pass"]["passed"]

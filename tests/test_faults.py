@@ -674,10 +674,22 @@ def test_second_doit_process_on_the_same_run_is_refused(project, reference, mark
     assert list(project.base.rglob("*.forgotten/*")) == []  # the refused forget did nothing
 
 
-@pytest.mark.parametrize("damage", ["garbage", "torn"])
-def test_damaged_doit_database_is_rebuilt_from_the_result_files(project, reference, damage):
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory):
+    """A project of its own with one clean `doit run tiny`, whose database the damage tests
+    damage in turn (each leaves it rebuilt and the run up to date)."""
+    project = Project(tmp_path_factory.mktemp("damaged"))
     project.doit("run", "tiny")
+    return project
+
+
+@pytest.mark.e2e  # clean_run
+@pytest.mark.parametrize("damage", ["garbage", "torn"])
+def test_damaged_doit_database_is_rebuilt_from_the_result_files(clean_run, reference, damage):
+    project = clean_run
     db = project.cache / "doit" / "default.db"
+    for earlier in db.parent.glob("default.db.damaged-*"):  # set aside in the other damage's test
+        earlier.unlink()
     data = db.read_bytes()
     if damage == "garbage":
         db.write_bytes(os.urandom(len(data)))

@@ -13,9 +13,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from conftest import DODO, without_timings
+from conftest import DODO, Project, without_timings
 
 ray = pytest.importorskip("ray", reason="executor=ray needs Ray: pip install -e '.[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -35,6 +36,8 @@ exit $code
 class TwoNodes:
     """A head (the coordinator's node: no CPU, no agents) and two worker nodes."""
 
+    NAMES = ("node-a", "node-b")
+
     def __init__(self, base):
         self.base = base
         wrappers = base / "bin"
@@ -42,23 +45,30 @@ class TwoNodes:
         (wrappers / "cc").write_text(CC_LOGGER)
         (wrappers / "cc").chmod(0o755)
         self.cc_log = base / "cc.log"
-        # No dashboard: nothing here reads it, and it is a sixth of a cluster's start.
+        # No dashboard: nothing here reads it, and it is a sixth of a cluster's start. No log
+        # monitor (the coordinator takes no worker logs: log_to_driver=False) and no autoscaler
+        # monitor (the nodes are added by hand): a processor second of each start.
         # No workers started ahead of a task: most would never run one here.
         head = {
             "num_cpus": 0,
             "env_vars": self.node_env("head"),
             "include_dashboard": False,
+            "include_log_monitor": False,
+            "no_monitor": True,
             "_system_config": {
                 "enable_worker_prestart": False,
                 "prestart_worker_first_driver": False,
             },
         }
         self.cluster = Cluster(initialize_head=True, head_node_args=head)
-        self.workers = [
-            self.cluster.add_node(num_cpus=1, resources={"agent": 2}, env_vars=self.node_env(name))
-            for name in ("node-a", "node-b")
-        ]
+        self.lost = []
+        self.workers = [self.add_worker(name) for name in self.NAMES]
         self.cluster.wait_for_nodes()
+
+    def add_worker(self, name):
+        return self.cluster.add_node(
+            num_cpus=1, resources={"agent": 2}, env_vars=self.node_env(name)
+        )
 
     def node_env(self, name):
         path = os.environ["PATH"]
@@ -70,12 +80,25 @@ class TwoNodes:
         }
 
     def node_cache(self, worker):
-        return self.base / ("node-a" if worker is self.workers[0] else "node-b")
+        return self.base / self.NAMES[self.workers.index(worker)]
+
+    def lose(self, worker):
+        """Kills `worker`'s processes at once, as a machine that dies."""
+        self.cluster.remove_node(worker, allow_graceful=False)
+        self.lost.append(worker)
+
+    def replace_lost(self):
+        """A node of the same name (and cache directory) for each node lost, so the tests
+        after find two worker nodes again: adding one costs a fifth of starting a cluster."""
+        while self.lost:
+            index = self.workers.index(self.lost.pop())
+            self.workers[index] = self.add_worker(self.NAMES[index])
+        self.cluster.wait_for_nodes()
 
     def fresh(self):
         """Its nodes' caches and the compiler log emptied, as on a cluster just started (its
         Ray processes stay: starting a cluster costs 10 s of processor)."""
-        for name in ("node-a", "node-b"):
+        for name in self.NAMES:
             shutil.rmtree(self.base / name, ignore_errors=True)
         self.cc_log.unlink(missing_ok=True)
         return self
@@ -84,20 +107,10 @@ class TwoNodes:
         self.cluster.shutdown()
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    """A cluster of the test's own, for a test that removes a node."""
-    nodes = TwoNodes(tmp_path / "ray")
-    try:
-        yield nodes
-    finally:
-        nodes.shutdown()
-
-
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory):
-    """One cluster for the tests that do not remove a node: a cluster starts in 5 to 10 s.
-    Every test has its own fixture project (its own results)."""
+    """One cluster for the whole module: a cluster starts in 5 to 10 s. The test that loses a
+    node has it replaced after it (TwoNodes.replace_lost)."""
     nodes = TwoNodes(tmp_path_factory.mktemp("ray"))
     try:
         yield nodes
@@ -107,8 +120,56 @@ def shared_cluster(tmp_path_factory):
 
 @pytest.fixture
 def fresh_cluster(shared_cluster):
-    """The shared cluster with its nodes' caches empty, for a test that looks at builds."""
-    return shared_cluster.fresh()
+    """The shared cluster with its nodes' caches empty, for a test that looks at builds; the
+    nodes it loses are replaced after it."""
+    try:
+        yield shared_cluster.fresh()
+    finally:
+        shared_cluster.replace_lost()
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    """A fixture project and its run of tiny with the local executor (run=local), which the
+    runs on the cluster are compared with."""
+    project = Project(tmp_path_factory.mktemp("project"))
+    project.doit("run", "-n", "4", "tiny", "run=local")
+    return project
+
+
+@pytest.fixture(scope="module")
+def run_on_cluster(local_run, shared_cluster):
+    """The same project run on the cluster from empty node caches (run=onray), with builds=1
+    and a doit thread for each unit that could run at once: what the first tests read. What
+    the nodes held and the compiler log are taken as the run left them (a later test empties
+    them)."""
+    project = local_run
+    cluster = shared_cluster.fresh()
+    builds_here = sorted((project.cache / "builds").glob("*/build.json"))
+    project.doit(
+        "run",
+        "-n",
+        "6",
+        "tiny",
+        "run=onray",
+        "executor=ray",
+        "builds=1",
+        env=ray_env(project, cluster),
+    )
+    return SimpleNamespace(
+        project=project,
+        cluster=cluster,
+        builds_here=builds_here,
+        cc_log=cluster.cc_log.read_text(),
+        node_builds=[
+            list((cluster.node_cache(w) / "cache" / "builds").glob("*/build.json"))
+            for w in cluster.workers
+        ],
+        node_workspaces=[
+            list((cluster.node_cache(w) / "cache" / "workspaces").glob("*/*/*"))
+            for w in cluster.workers
+        ],
+    )
 
 
 def ray_env(project, nodes, **extra):
@@ -145,13 +206,8 @@ def without_inputs(grade):
     return {k: v for k, v in grade.items() if k != "inputs"}
 
 
-def test_ray_scores_like_local_on_both_nodes(project, fresh_cluster):
-    cluster = fresh_cluster
-    project.doit("run", "-n", "4", "tiny", "run=local")
-    builds_here = sorted((project.cache / "builds").glob("*/build.json"))
-    project.doit(
-        "run", "-n", "4", "tiny", "run=onray", "executor=ray", env=ray_env(project, cluster)
-    )
+def test_ray_scores_like_local_on_both_nodes(run_on_cluster):
+    project, cluster = run_on_cluster.project, run_on_cluster.cluster
     for mode in ("gold", "none", "fake"):
         assert rows(project, "onray", mode) == rows(project, "local", mode), mode
     local, remote = grades(project, "local"), grades(project, "onray")
@@ -161,11 +217,13 @@ def test_ray_scores_like_local_on_both_nodes(project, fresh_cluster):
     assert {u["kind"] for u in ran} == {"agent", "build", "prove"}
     assert len({u["node"] for u in ran}) == 2, "every unit ran on one node"
     # The builds are in the nodes' caches; the coordinator's has only the local run's.
-    assert sorted((project.cache / "builds").glob("*/build.json")) == builds_here
-    for worker in cluster.workers:
-        assert list((cluster.node_cache(worker) / "cache" / "builds").glob("*/build.json"))
+    assert sorted((project.cache / "builds").glob("*/build.json")) == run_on_cluster.builds_here
+    for builds, workspaces in zip(
+        run_on_cluster.node_builds, run_on_cluster.node_workspaces, strict=True
+    ):
+        assert builds
         # A node's agent workspaces go once their diff is taken, as the coordinator's do.
-        assert not list((cluster.node_cache(worker) / "cache" / "workspaces").glob("*/*/*"))
+        assert not workspaces
     # A second run on the cluster has nothing to do.
     _, executed = project.doit(
         "run", "tiny", "run=onray", "executor=ray", env=ray_env(project, cluster)
@@ -195,30 +253,31 @@ def start_doit(project, env, *args):
     )
 
 
-def test_node_lost_mid_run(project, cluster):
+def test_node_lost_mid_run(local_run, fresh_cluster):
     """The node running an agent dies: that agent runs again on the other node and its record
     lists the lost try; finished agents, builds and proves are kept, and the verdicts are the
     local executor's."""
-    project.doit("run", "-n", "4", "tiny", "run=local")
+    project, cluster = local_run, fresh_cluster
+    calls_before = len(project.agent_calls())
     gate = project.base / "gate"
     env = ray_env(project, cluster, FAKE_AGENT_GATE_tiny_mul=str(gate))
-    doit = start_doit(project, env, "run", "-n", "4", "tiny", "run=onray", "executor=ray")
+    doit = start_doit(project, env, "run", "-n", "4", "tiny", "run=lost", "executor=ray")
     try:
         wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the gated agent")
         # tiny-add's agent came back (it may have run on the node about to be lost).
         wait_for(
-            lambda: (project.task_dir("fake", "tiny-add", "onray") / "agent.json").exists(),
+            lambda: (project.task_dir("fake", "tiny-add", "lost") / "agent.json").exists(),
             what="the other agent",
         )
         running = [
             w
             for w in cluster.workers
             if (
-                cluster.node_cache(w) / "cache" / "workspaces" / "onray" / "fake" / "tiny-mul"
+                cluster.node_cache(w) / "cache" / "workspaces" / "lost" / "fake" / "tiny-mul"
             ).is_dir()
         ]
         assert len(running) == 1
-        cluster.cluster.remove_node(running[0], allow_graceful=False)
+        cluster.lose(running[0])
         Path(str(gate) + ".waiting").unlink()
         wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the agent's second try")
         gate.write_text("")
@@ -228,26 +287,27 @@ def test_node_lost_mid_run(project, cluster):
             os.killpg(doit.pid, signal.SIGKILL)
     assert doit.returncode == 0, out + err
     for mode in ("gold", "none", "fake"):
-        assert rows(project, "onray", mode) == rows(project, "local", mode), mode
-    agent = project.read("fake", "tiny-mul", "agent.json", run="onray")
+        assert rows(project, "lost", mode) == rows(project, "local", mode), mode
+    agent = project.read("fake", "tiny-mul", "agent.json", run="lost")
     assert [a["status"] for a in agent["attempts"]] == ["infra_error", "completed"]
     assert "lost" in agent["attempts"][0]["error"]
-    # The local run called each agent once; on the cluster tiny-add once, tiny-mul twice.
-    assert project.agent_calls().count("tiny-add") == 2
-    assert project.agent_calls().count("tiny-mul") == 3
+    # This run called tiny-add's agent once, tiny-mul's twice.
+    calls = project.agent_calls()[calls_before:]
+    assert calls.count("tiny-add") == 1
+    assert calls.count("tiny-mul") == 2
     assert [
-        a["status"] for a in project.read("fake", "tiny-add", "agent.json", run="onray")["attempts"]
+        a["status"] for a in project.read("fake", "tiny-add", "agent.json", run="lost")["attempts"]
     ] == ["completed"]
-    lost = [u for u in units(project, "onray") if u["lost"]]
+    lost = [u for u in units(project, "lost") if u["lost"]]
     assert [(u["kind"], u["instance_id"]) for u in lost] == [("agent", "tiny-mul")]
 
 
 def concurrent_trees(cc_log):
     """The most build trees with a compiler running at the same moment, and how many trees
-    there were. Calls outside a build tree (`cc --version` for the compiler's identity) are
-    no compiles."""
+    there were, from the compiler log's text. Calls outside a build tree (`cc --version` for
+    the compiler's identity) are no compiles."""
     calls = []
-    for line in cc_log.read_text().splitlines():
+    for line in cc_log.splitlines():
         start, end, cwd = line.split(" ", 2)
         if "/cache/builds/" not in cwd:
             continue
@@ -259,22 +319,11 @@ def concurrent_trees(cc_log):
     return most, len({t for _, _, t in calls})
 
 
-def test_builds_limit_holds_in_a_run_on_the_cluster(project, fresh_cluster):
+def test_builds_limit_holds_in_a_run_on_the_cluster(run_on_cluster):
     """builds=1 with a CPU free on each node: never two builds compiling at once, as the
     compiler calls' own start and end times show. (doit hands out one build at a time here;
     that the nodes' slots come from one keeper is the next test's.)"""
-    cluster = fresh_cluster
-    project.doit(
-        "run",
-        "-n",
-        "6",
-        "tiny",
-        "run=onray",
-        "executor=ray",
-        "builds=1",
-        env=ray_env(project, cluster),
-    )
-    most, trees = concurrent_trees(cluster.cc_log)
+    most, trees = concurrent_trees(run_on_cluster.cc_log)
     assert trees >= 4  # base builds and patched builds of both tasks, on the nodes
     assert most == 1
 
@@ -295,7 +344,6 @@ def test_one_keeper_holds_the_builds_slots_of_every_node(fresh_cluster, tmp_path
     at a time."""
     cluster = fresh_cluster
     import threading
-    from types import SimpleNamespace
 
     from ray import cloudpickle
 

@@ -206,20 +206,6 @@ def test_report_0_leaves_the_report_to_doit_run_report(project):
     assert "grade:tiny/gold/tiny-add" in executed and report.read_bytes() == before
 
 
-def test_report_never_runs_a_stage(project):
-    """`doit run report` on a run whose modes are stale (a task changed) re-renders what is on
-    disk instead of running agents or builds."""
-    project.doit("run", "tiny:gold", "tiny:none", f"run={RUN}")
-    data = project.benchmark()
-    data["tasks"][0]["test_files"] = list(reversed(data["tasks"][0]["test_files"]))
-    data["tasks"][0]["problem_statement"] += " (edited)"
-    project.write_benchmark(data)
-    _, executed = project.doit("run", "report", f"run={RUN}")
-    # and the pages of the site that show what changed (test_site.py)
-    assert [t for t in executed if not t.startswith("site:")] == ["report:markdown"]
-    assert (project.results / RUN / "report.md").exists()
-
-
 def test_repeats_show_mean_spread_and_pass_at_k(project):
     """Three repeats of a mode whose result files resolve {a}, {a, b} and {} of two tasks."""
     modes = project.root / "modes.toml"
@@ -410,12 +396,12 @@ def test_infra_errors_and_tasks_left_by_the_budget_are_counted_apart(project):
     )
 
 
-def test_a_run_without_agents_shows_none_of_the_agent_columns(project):
+@pytest.mark.e2e
+def test_a_run_without_agents_shows_none_of_the_agent_columns(gold_none):
     """A run of gold and none renders as before issue 14: no agent CLI row, no "not scored"
     column or legend, no cache token columns, no trajectory links, no agent fields in
     report.json (byte-identical reports: the summary row and the table headers as they were)."""
-    project.doit("run", "tiny", "modes=gold,none", f"run={RUN}", "report=0")
-    project.render("modes=gold,none", f"run={RUN}")
+    project = gold_none  # its report, as doit rendered it after the run
     md = (project.results / RUN / "report.md").read_text()
     for absent in ("agent CLI", "not scored", "cache read", "trajectory", "INFRA", "BUDGET"):
         assert absent not in md, absent
@@ -965,3 +951,19 @@ def test_the_process_figures_and_the_marginal_cost_come_from_the_tasks_trajector
     assert [m["name"] for m in report["process"]["modes"]] == ["impl", "raw"]
     (step,) = report["workflow"]["marginal"]
     assert (step["a"], step["b"], step["marginal"]) == ("raw", "impl", 2.0)
+
+
+@pytest.mark.e2e
+def test_report_never_runs_a_stage(gold_none):
+    """`doit run report` on a run whose modes are stale (a task changed) re-renders what is on
+    disk instead of running agents or builds. Last in the module: it changes a task of the
+    module's run of gold and none."""
+    project = gold_none
+    data = project.benchmark()
+    data["tasks"][0]["test_files"] = list(reversed(data["tasks"][0]["test_files"]))
+    data["tasks"][0]["problem_statement"] += " (edited)"
+    project.write_benchmark(data)
+    _, executed = project.doit("run", "report", f"run={RUN}")
+    # and the pages of the site that show what changed (test_site.py)
+    assert [t for t in executed if not t.startswith("site:")] == ["report:markdown"]
+    assert (project.results / RUN / "report.md").exists()

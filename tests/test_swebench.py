@@ -15,7 +15,7 @@ import pytest
 import swebench_fixture as sf
 from anthropic_standin import call, say
 from claude_cli import sonnet_cost
-from conftest import SOURCE_ROOT, section, table_row
+from conftest import SOURCE_ROOT, Project, section, table_row
 from test_agent_claude import RAW, claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
 
@@ -52,15 +52,34 @@ def commits(tmp_path):
     return sf.make_pycalc(tmp_path / "acme+pycalc")
 
 
-@pytest.fixture
-def swe(project):
-    """The fixture project with the SWE-bench task, the shipped modes and the stand-in agent."""
+def with_swebench(project):
+    """`project` with the SWE-bench task, the shipped modes and the stand-in agent."""
     project.swe = sf.add_swebench(project)
     shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
     project.env["AGENT"] = sf.stand_in_agent(
         project.base, project.root / "tasks" / "swebench-verified.json"
     )
     return project
+
+
+@pytest.fixture
+def swe(project):
+    """The fixture project with the SWE-bench task, the shipped modes and the stand-in agent."""
+    return with_swebench(project)
+
+
+SHIPPED_MODES = ("raw", "plan-implement", "plan-verify", "fix-command")
+
+
+@pytest.fixture(scope="module")
+def shipped_run(tmp_path_factory):
+    """One run (run=swe, workspaces kept) of every shipped mode on the SWE-bench task, which the
+    test of the modes reads and the test of the harness's reports goes on with; (the project,
+    doit's CompletedProcess)."""
+    project = with_swebench(Project(tmp_path_factory.mktemp("shipped")))
+    modes = (f"{BENCH}:{m}" for m in SHIPPED_MODES)
+    proc, _ = project.doit("run", *modes, "run=swe", "keep_workspaces=1", "report=0")
+    return project, proc
 
 
 def read_jsonl(path):
@@ -427,54 +446,56 @@ def test_the_doctor_says_whether_this_machine_can_grade(capsys):
 # -- end to end -----------------------------------------------------------------------------
 @pytest.mark.slow
 @needs_srt
-def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(swe):
-    modes = ("raw", "plan-implement", "plan-verify", "fix-command")
-    proc, executed = swe.doit("run", *(f"{BENCH}:{m}" for m in modes), "keep_workspaces=1")
+@pytest.mark.e2e  # shipped_run
+def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(shipped_run):
+    swe, proc = shipped_run
+    executed = [line[3:].strip() for line in proc.stdout.splitlines() if line.startswith(".  ")]
+    assert f"agent:{BENCH}/raw/{sf.IID}" in executed
     # The nginx stages do not run for this kind: no build, prove, strict or grade.
     assert not [
         t
         for t in executed
         if t.split(":")[0] in ("build", "prove", "strict", "grade", "base", "tests")
     ]
-    for mode in modes:
-        agent = swe.read(mode, sf.IID, "agent.json")
+    for mode in SHIPPED_MODES:
+        agent = swe.read(mode, sf.IID, "agent.json", run="swe")
         assert (agent["status"], agent["isolation"], agent["tests_tree"]) == (
             "completed",
             "srt",
             None,
         ), (mode, agent["error"])
         for phase in agent["phases"]:
-            prompt = (swe.task_dir(mode, sf.IID) / phase["prompt_file"]).read_text()
+            prompt = (swe.task_dir(mode, sf.IID, "swe") / phase["prompt_file"]).read_text()
             assert "nginx" not in prompt.lower(), (mode, prompt)
         out = (
-            swe.task_dir(mode, sf.IID)
+            swe.task_dir(mode, sf.IID, "swe")
             / agent["phases"][-1 if mode != "plan-verify" else 1]["stdout"]
         ).read_text()
         assert "task file hidden" in out and "TASK FILE READ" not in out, (mode, out)
-        patch = swe.read(mode, sf.IID, "patch.json")
+        patch = swe.read(mode, sf.IID, "patch.json", run="swe")
         assert patch["files"] == ["pycalc/calc.py"], (mode, patch)
         names = {e["path"] for e in patch["left_out"]}
         assert "__pycache__/" in names and ".issue.md" in names, (mode, patch["left_out"])
-        assert not (swe.task_dir(mode, sf.IID) / "grade.json").exists()
-        (row,) = read_jsonl(swe.results / "default" / mode / "results.jsonl")
+        assert not (swe.task_dir(mode, sf.IID, "swe") / "grade.json").exists()
+        (row,) = read_jsonl(swe.results / "swe" / mode / "results.jsonl")
         assert (row["graded_by"], row["outcome"], row["agent_status"]) == (
             "swebench",
             None,
             "completed",
         )
         assert row["agent_seconds"] > 0 and row["isolation"] == "srt"
-    command = swe.cache / "workspaces" / "default" / "fix-command" / sf.IID / ".claude" / "commands"
+    command = swe.cache / "workspaces" / "swe" / "fix-command" / sf.IID / ".claude" / "commands"
     text = (command / "fix-issue.md").read_text()
     assert "nginx" not in text.lower() and "Fix the bug that a user reported" in text
     # The line of each mode's grading command, with the exact arguments.
-    pred = swe.results / "default" / "raw" / "predictions.jsonl"
-    rid = f"nginx-eval.default.raw.{harness.predictions_digest(pred)}"
+    pred = swe.results / "swe" / "raw" / "predictions.jsonl"
+    rid = f"nginx-eval.swe.raw.{harness.predictions_digest(pred)}"
     # --max_workers: the harness's own default, said to be one, not this machine's cores.
     assert (
         f"{BENCH}:raw: 1 prediction(s) in {pred}; grade them where Docker is: python -m "
         f"swebench.harness.run_evaluation --dataset_name SWE-bench/SWE-bench_Verified "
         f"--split test --predictions_path {pred} --max_workers 4 --run_id {rid} --report_dir "
-        f"{swe.results / 'default' / 'evaluation'} (--max_workers 4 is the harness's default; "
+        f"{swe.results / 'swe' / 'evaluation'} (--max_workers 4 is the harness's default; "
         f"give at most three quarters of the grading machine's cores)"
     ) in proc.stdout.splitlines()
     # AGENT= ran the stand-in, not the mode's model: the predictions do not claim it.
@@ -482,15 +503,17 @@ def test_every_shipped_mode_runs_a_swebench_task_with_the_stand_in_agent(swe):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # shipped_run
 @needs_srt
-def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_benchmarks(swe):
+def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_benchmarks(
+    shipped_run,
+):
     """`doit run swebench-verified:raw` makes a predictions file the official harness accepts;
     its report, written by the harness's own code, is read by `doit run report`, which with
     cross= renders the section over both benchmarks; a new report re-renders the report and
-    nothing else."""
-    swe.doit(
-        "run", f"{BENCH}:raw", f"{BENCH}:plan-implement", "run=swe", "report=0"
-    )  # rendered below
+    nothing else. Goes on with the module's run of the shipped modes (report=0: rendered
+    below)."""
+    swe, _ = shipped_run
     pred = swe.results / "swe" / "raw" / "predictions.jsonl"
     rows = read_jsonl(pred)
     assert harness.prediction_problems(rows) == []
@@ -521,7 +544,8 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
     # links to the patch the harness graded, not to a grade, build log or TAP.
     assert section(md, "Paired comparisons").strip() == (
         "Only `raw` is graded by the official harness yet: nothing to compare until another "
-        "is. Awaiting grading: `plan-implement` (the commands are in SWE-bench grading below)."
+        "is. Awaiting grading: `plan-implement`, `plan-verify`, `fix-command` (the commands are "
+        "in SWE-bench grading below)."
     )
     legend = section(md, "Per task").strip().splitlines()[0]
     assert "Each cell links to that task's patch (`model.patch`, what the official harness " in (

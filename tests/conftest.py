@@ -246,7 +246,6 @@ E2E_FIXTURES = {
     "gemini_program",
     "prove_v",
     "hostile",
-    "cluster",
     "shared_cluster",
 }
 # How far into a command line a wrapper may put the program (the prove stage's network wrapper:

@@ -5,6 +5,7 @@ nodes share nothing with each other or the coordinator but what travels with the
 when Ray is not installed (`pip install -e '.[ray]'`).
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -18,8 +19,12 @@ from types import SimpleNamespace
 import pytest
 from conftest import DODO, Project, without_timings
 
-ray = pytest.importorskip("ray", reason="executor=ray needs Ray: pip install -e '.[ray]'")
-from ray.cluster_utils import Cluster  # noqa: E402
+# Ray is imported where a cluster starts, not at collection: every xdist worker imports every
+# test module, and Ray's import is most of a second of each.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="executor=ray needs Ray: pip install -e '.[ray]'",
+)
 
 # What only the clock decides. A build's kind (clean, sibling, incremental) depends on what the
 # node's cache held before; from empty caches it is the local run's too, and it is compared.
@@ -60,6 +65,8 @@ class TwoNodes:
                 "prestart_worker_first_driver": False,
             },
         }
+        from ray.cluster_utils import Cluster
+
         self.cluster = Cluster(initialize_head=True, head_node_args=head)
         self.lost = []
         self.workers = [self.add_worker(name) for name in self.NAMES]
@@ -374,6 +381,8 @@ def test_one_keeper_holds_the_builds_slots_of_every_node(fresh_cluster, tmp_path
         first, second = sorted(held.values(), key=lambda h: h["start"])
         assert first["end"] <= second["start"]
     finally:
+        import ray
+
         ray.shutdown()
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 

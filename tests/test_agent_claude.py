@@ -276,50 +276,6 @@ def test_a_phase_killed_at_its_time_limit_keeps_its_cost_from_the_transcript(cla
     assert claude.project.read("quick", "tiny-add", "grade.json")["status"] == "resolved"
 
 
-def test_a_subagents_tokens_and_cost_are_counted(claude):
-    claude.add_mode(quick_mode("quick"))
-    claude.api.script = {
-        RAW: [
-            [
-                call(
-                    "Agent",
-                    description="look around",
-                    prompt=f"Please do {SUBTASK}",
-                    subagent_type="general-purpose",
-                    model="haiku",
-                    run_in_background=False,
-                )
-            ],
-            [call("Bash", command=FIX)],
-            [say("Fixed with help.")],
-        ],
-        SUBTASK: [[call("Bash", command="echo from the subagent")], [say("Sub done.")]],
-    }
-    claude.run("tiny:quick")
-    agent = claude.agent("quick")
-    (phase,) = agent["phases"]
-    sub = claude.api.messages_requests(SUBTASK)
-    haiku = sub[0]["model"]
-    assert "haiku" in haiku and set(phase["models"]) == {SONNET, haiku}
-    everything = summed(claude.usages(RAW) + claude.usages(SUBTASK))
-    assert phase["tokens"]["input"] == everything["input_tokens"]
-    assert phase["tokens"]["cache_read"] == everything["cache_read_input_tokens"]
-    assert phase["models"][haiku]["input"] == summed(claude.usages(SUBTASK))["input_tokens"]
-    assert phase["models"][haiku]["cost_usd"] > 0
-    assert phase["cost_usd"] == pytest.approx(
-        sonnet_cost(claude.usages(RAW)) + phase["models"][haiku]["cost_usd"], rel=1e-6
-    )
-    # The proxy's count (reasoning apart, none here) is the CLI's.
-    assert agent["tokens"] == dict(phase["tokens"], reasoning=0)
-    assert agent["cost_source"] == "metered"
-    transcript = claude.path("quick", phase["transcript"]).read_text()
-    assert '"agentId"' in transcript and "from the subagent" in transcript
-    trajectory = claude.path("quick", agent["trajectory"]).read_text()
-    assert (
-        "### Subagent" in trajectory and "**Bash** command: `echo from the subagent`" in trajectory
-    )
-
-
 def test_nlcmd_without_its_command_file_is_an_error_and_costs_nothing(claude):
     # The shipped nlcmd without its `commands`: nothing defines /fix-issue.
     claude.add_mode(

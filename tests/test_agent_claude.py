@@ -14,9 +14,9 @@ import time
 
 import claude_cli
 import pytest
-from anthropic_standin import Fault, call, say
+from anthropic_standin import Fault, StandIn, call, say
 from claude_cli import SONNET, sonnet_cost, summed
-from conftest import SOURCE_ROOT
+from conftest import SOURCE_ROOT, Project
 
 from nginx_eval.agent.sandbox import sandbox_problem
 from nginx_eval.meter.summary import read_calls
@@ -154,22 +154,47 @@ def results_row(project, mode):
     return row
 
 
-@pytest.mark.reports
-def test_an_api_error_that_persists_is_an_infra_error_retried_and_not_scored(claude):
-    claude.api.faults = [Fault(status=529)]
-    proc, _ = claude.run("tiny:raw", "agent_retries=2", check=False)
+@pytest.fixture(scope="module")
+def retried(claude_program, tmp_path_factory):
+    """The raw mode run twice on one project: first against an API that answers 529 to every
+    request (agent_retries=2; the report rendered), then, not finished, again with a 500 that
+    clears on the retry. What the first run left that the second replaces is kept as it was:
+    `persisted` (doit's output, agent.json, report.json, the requests made, whether the first
+    attempt's logs were there)."""
+    project = Project(tmp_path_factory.mktemp("retried"), reports=True)
+    with StandIn() as api:
+        claude = ClaudeProject(project, claude_program, api)
+        claude.api.faults = [Fault(status=529)]
+        proc, _ = claude.run("tiny:raw", "agent_retries=2", check=False)
+        claude.persisted = {
+            "proc": proc,
+            "agent": claude.agent("raw"),
+            "report": json.loads((project.results / "default" / "report.json").read_text()),
+            "requests": len(claude.api.messages_requests()),
+            "first_logs": claude.path("raw", "agent/attempt-1/1-solve.stdout").exists(),
+            "row": results_row(project, "raw"),
+        }
+        # Not finished: the next run tries again (its report is not read: report=0).
+        claude.api.faults = [Fault(status=500, times=1)]
+        claude.run("tiny:raw", "report=0")
+        yield claude
+
+
+def test_an_api_error_that_persists_is_an_infra_error_retried_and_not_scored(retried):
+    claude, persisted = retried, retried.persisted
+    proc = persisted["proc"]
     # Nothing was measured: the command says so and fails, after writing what it has.
     assert proc.returncode != 0
     assert proc.stderr.splitlines()[-1] == (
         "nginx-eval: error: all 1 agent run(s) of this command ended in infra_error (see the "
         "agent lines above): nothing was measured"
     )
-    agent = claude.agent("raw")
+    agent = persisted["agent"]
     assert agent["status"] == "infra_error"
     assert agent["error"].startswith("phase solve: exit code 1: API Error: 529 stand-in fault")
     assert [a["status"] for a in agent["attempts"]] == ["infra_error"] * 3
     assert [a["logs"] for a in agent["attempts"]] == ["agent/attempt-1", "agent/attempt-2", "agent"]
-    assert claude.path("raw", "agent/attempt-1/1-solve.stdout").exists()
+    assert persisted["first_logs"]
     (phase,) = agent["phases"]
     assert (phase["api_error_status"], phase["terminal_reason"], phase["cost_usd"]) == (
         529,
@@ -177,23 +202,19 @@ def test_an_api_error_that_persists_is_an_infra_error_retried_and_not_scored(cla
         0,
     )
     # CLAUDE_CODE_MAX_RETRIES=0: one request per attempt, three attempts.
-    assert len(claude.api.messages_requests()) == 3
+    assert persisted["requests"] == 3
     assert proc.stderr.count("ended in infra_error; attempt") == 2
-    assert results_row(claude.project, "raw")["status"] == "infra_error"
-    report = json.loads((claude.project.results / "default" / "report.json").read_text())
-    raw = report["modes"]["raw"]
+    assert persisted["row"]["status"] == "infra_error"
+    raw = persisted["report"]["modes"]["raw"]
     assert (raw["infra_error_ids"], raw["scored_instances"]) == (["tiny-add"], 0)
-    # Not finished: the next run tries again, and this time the API answers (its report is not
-    # read: report=0).
-    claude.api.faults = []
-    claude.run("tiny:raw", "report=0")
+    # Not finished: the next run tried again, and the API answered (on its retry).
     assert claude.agent("raw")["status"] == "completed"
     assert claude.project.read("raw", "tiny-add", "grade.json")["status"] == "resolved"
 
 
-def test_an_api_error_that_clears_on_the_retry_completes(claude):
-    claude.api.faults = [Fault(status=500, times=1)]
-    claude.run("tiny:raw")
+def test_an_api_error_that_clears_on_the_retry_completes(retried):
+    """The second run of `retried`: its first attempt met a 500, its retry completed."""
+    claude = retried
     agent = claude.agent("raw")
     assert agent["status"] == "completed"
     assert [(a["status"], a["logs"]) for a in agent["attempts"]] == [
@@ -210,7 +231,7 @@ def test_an_api_error_that_clears_on_the_retry_completes(claude):
     assert claude.project.read("raw", "tiny-add", "grade.json")["status"] == "resolved"
     # A completed run is never repeated.
     requests = len(claude.api.requests)
-    _, executed = claude.run("tiny:raw")
+    _, executed = claude.run("tiny:raw", "report=0")
     assert executed == [] and len(claude.api.requests) == requests
 
 

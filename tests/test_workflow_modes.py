@@ -1,6 +1,7 @@
 """The four modes as the benchmark's users run them (issue 50), through `doit run` on the fixture
 benchmark: impl's loop, full's scripted planner with critique and reducer at once and its
-consensus on Codex falling back to Claude, nlcmd's one planner call driving subagents.
+consensus on Codex falling back to Claude, nlcmd's one planner call driving subagents; and a
+mode whose agent home holds a Claude Code plugin tree (read on impl's run).
 
 The shipped modes run the real Claude Code and Codex CLIs against the stand-ins
 (tests/anthropic_standin.py, tests/openai_standin.py); what is asserted is the stand-ins'
@@ -16,8 +17,8 @@ import textwrap
 
 import openai_standin
 import pytest
-from anthropic_standin import say
-from conftest import SOURCE_ROOT
+from anthropic_standin import StandIn, say
+from conftest import SOURCE_ROOT, Project
 from test_agent_claude import FIX, needs_srt
 from workflow_scripts import (
     CODEX,
@@ -70,19 +71,26 @@ class Workflow:
 
 
 @pytest.fixture
-def workflow(project, claude_program, anthropic_api):
-    return Workflow(project, claude_program, anthropic_api)
-
-
-@pytest.fixture
 def workflow_codex(project, claude_program, anthropic_api, codex_program, openai_api):
     return Workflow(project, claude_program, anthropic_api, codex_program, openai_api)
 
 
+@pytest.fixture(scope="module")
+def impl_and_kit(claude_program, tmp_path_factory):
+    """One run of the shipped impl mode and of a mode `kit` (add_plugin_mode), which the tests
+    of both read: their stand-in scripts have no marker in common."""
+    project = Project(tmp_path_factory.mktemp("impl-and-kit"))
+    with StandIn() as api:
+        workflow = Workflow(project, claude_program, api)
+        kit_script = add_plugin_mode(workflow)
+        workflow.api.script = {**loop_script(FIX), **kit_script}
+        workflow.run("impl", "kit")
+        yield workflow
+
+
 @needs_srt
-def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(workflow):
-    workflow.api.script = loop_script(FIX)
-    workflow.run("impl")
+def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(impl_and_kit):
+    workflow = impl_and_kit
     assert {r["marker"] for r in workflow.api.messages_requests() if r["marker"]} >= {
         iteration(1),
         iteration(2),
@@ -401,11 +409,10 @@ def test_the_report_gives_the_users_ratios_with_intervals():
 PLUGIN_COMMAND = "Review this checkout with the kit's two reviewers"
 
 
-@needs_srt
-def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_models(workflow):
-    """A mode's agent home holding a Claude Code plugin tree unchanged: its command runs, and
-    its two subagents, called by their plugin-qualified names, reach the API with their own
-    models."""
+def add_plugin_mode(workflow):
+    """Mode `kit`: its agent home holds a Claude Code plugin tree unchanged (a command and two
+    subagents on models of their own), its one phase's prompt runs the plugin's command; and
+    the stand-in's script of that command and of the subagents."""
     templates = workflow.project.root / "templates"
     shutil.copytree(SOURCE_ROOT / "templates", templates)
     plugin = templates / "agent-homes" / "kit" / "plugins" / "review-kit"
@@ -431,7 +438,7 @@ def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_mode
             'command = "claude --plugin-dir {agent_home}/plugins --allowedTools '
             'Agent,Read,Grep --output-format json --model {model} -p {prompt}"\n'
         )
-    workflow.api.script = {
+    return {
         PLUGIN_COMMAND: [
             [
                 agent_call("review-kit:fast", "SUB-FAST-MARK"),
@@ -442,7 +449,14 @@ def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_mode
         "SUB-FAST-MARK": [[say("fast review")]],
         "SUB-DEEP-MARK": [[say("deep review")]],
     }
-    workflow.run("kit")
+
+
+@needs_srt
+def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_models(impl_and_kit):
+    """A mode's agent home holding a Claude Code plugin tree unchanged: its command runs, and
+    its two subagents, called by their plugin-qualified names, reach the API with their own
+    models."""
+    workflow = impl_and_kit
     agent = workflow.agent("kit")
     assert agent["status"] == "completed", agent["error"]
     fast = workflow.api.messages_requests("SUB-FAST-MARK")

@@ -9,8 +9,8 @@ output); the web tools are gone from every request; the operator's own configura
 instructions and environment reach neither the model nor the agent's shell; an overloaded API
 is an infra error tried again; a bad key stops the run before any agent, in seconds, with one
 line naming the program; the site's page shows the attempt step by step from its ATIF file.
-What a fixing phase records, the site's page of it and the operator's configuration kept out
-are checked on one run per program (`operated`).
+What a fixing phase records, the site's page of it, the operator's configuration kept out and
+the overloaded API tried again are checked on one run per program (`operated`).
 """
 
 import json
@@ -143,10 +143,11 @@ ENV = "env | sort"
 
 @pytest.fixture(scope="module", params=["codex", "gemini"])
 def operated(request, tmp_path_factory):
-    """One run of the program's mode (configured()) that the tests of a fixing phase and of
-    the operator's configuration read: an operator's own configuration of the program around
-    it (operator_configuration), the phase showing its shell's environment, then fixing the
-    bug, then saying so."""
+    """One run of the program's mode (configured()) that the tests of a fixing phase, of the
+    operator's configuration and of an overloaded API read: an operator's own configuration of
+    the program around it (operator_configuration); the API overloaded (503) for the first
+    attempt's first call, which ends that attempt in infra_error (agent_retries=2); the second
+    attempt's phase showing its shell's environment, then fixing the bug, then saying so."""
     name = request.param
     path = request.getfixturevalue(f"{name}_program")
     standin = openai_standin if name == "codex" else gemini_standin
@@ -162,8 +163,10 @@ def operated(request, tmp_path_factory):
                 [say("Fixed.")],
             ]
         }
+        # Overloaded once: the first attempt ends in infra_error, the second fixes the bug.
+        api.faults = [agent.standin.Fault(status=503, times=1)]
         start = time.monotonic()
-        run(agent)
+        run(agent, "agent_retries=2")
         agent.seconds = time.monotonic() - start
         yield agent
 
@@ -172,6 +175,14 @@ def run(agent, *args, check=True, env=None):
     return agent.project.doit(
         "run", f"tiny:{agent.name}", "instances=tiny-add", *args, check=check, env=env
     )
+
+
+def attempt_requests(agent):
+    """The model requests of `operated`'s second attempt: all but the first attempt's one,
+    which met the overload (and nothing else did)."""
+    requests = agent.requests()
+    assert [r["status"] for r in requests[:2]] == [503, 200], requests
+    return requests[1:]
 
 
 def assert_the_site_shows_the_attempt_from_its_atif_file(agent, record):
@@ -195,7 +206,7 @@ def assert_the_site_shows_the_attempt_from_its_atif_file(agent, record):
     assert phase["steps_from"] == "atif" and phase["program"] == agent.name
     assert RAW in phase["prompt"]["text"]
     # A turn per answer the model gave, each with what the trajectory says it did.
-    assert len(phase["turns"]) == len(agent_steps) == len(agent.requests())
+    assert len(phase["turns"]) == len(agent_steps) == len(attempt_requests(agent))
     shell = {"codex": "exec_command", "gemini": "run_shell_command"}[agent.name]
     listed, fixed = [c for t in phase["turns"] for c in t["calls"]]
     assert (listed["name"], listed["input"]["text"], listed["shell"]) == (shell, ENV, True)
@@ -204,23 +215,21 @@ def assert_the_site_shows_the_attempt_from_its_atif_file(agent, record):
     assert fixed["result"] and fixed["result"]["text"]
     assert [b["text"] for b in phase["turns"][-1]["texts"] if not b["reasoning"]] == ["Fixed."]
     assert [t["model"] for t in phase["turns"]] == [s.get("model_name") for s in agent_steps]
-    # The page says it and links the ATIF file, which is there.
-    assert view["atifs"] == [(1, report_site_task.link(atif_file, page))]
+    # The page says it and links the ATIF file, which is there, and the first attempt's, moved
+    # with its logs.
+    kept = atif_file.parent / "attempt-1" / atif_file.name
+    assert kept.is_file()
+    assert view["atifs"] == [
+        (1, report_site_task.link(kept, page)),
+        (2, report_site_task.link(atif_file, page)),
+    ]
     html = page.read_text()
-    assert f'href="{view["atifs"][0][1]}"' in html and "ATIF trajectory" in html
+    assert f'href="{view["atifs"][1][1]}"' in html and "ATIF trajectory" in html
     assert markupsafe.escape(FIX) in html and "Fixed." in html
     assert "No transcript" not in html
-    target = urllib.parse.urljoin(page.as_uri(), view["atifs"][0][1])
-    assert urllib.parse.urlparse(target).path == str(atif_file)
-    # An earlier attempt's file, moved with its logs, is linked too.
-    kept = atif_file.parent / "attempt-1" / atif_file.name
-    kept.parent.mkdir()
-    shutil.copy(atif_file, kept)
-    retried = dict(
-        record, attempts=[{"status": "infra_error", "logs": "agent/attempt-1"}, *record["attempts"]]
-    )
-    again = report_site_task.agent_view(layout, agent.name, "tiny-add", retried, page)
-    assert [n for n, _ in again["atifs"]] == [1, 2]
+    for (_, href), path in zip(view["atifs"], (kept, atif_file), strict=True):
+        target = urllib.parse.urljoin(page.as_uri(), href)
+        assert urllib.parse.urlparse(target).path == str(path)
     print(
         f"\n{agent.name}: page turns {[len(t['calls']) for t in phase['turns']]} calls per turn, "
         f"ATIF {atif_file.stat().st_size} bytes"
@@ -232,7 +241,7 @@ def test_a_phase_of_the_program_edits_the_fixture_and_resolves(operated):
     record = agent.project.read(agent.name, "tiny-add", "agent.json")
     assert record["status"] == "completed", record["error"]
     assert agent.project.read(agent.name, "tiny-add", "grade.json")["status"] == "resolved"
-    requests = agent.requests()
+    requests = attempt_requests(agent)
     assert len(requests) >= 2 and all(r["status"] == 200 for r in requests)
     # Its web tools are gone from every request; its shell tool is there.
     web = {"codex": {"web_search"}, "gemini": {"google_web_search", "web_fetch"}}[agent.name]
@@ -326,10 +335,8 @@ def test_the_operators_own_configuration_reaches_neither_the_model_nor_the_shell
     assert agent.project.read(agent.name, "tiny-add", "grade.json")["status"] == "resolved"
 
 
-def test_an_overloaded_api_is_an_infra_error_tried_again(agent):
-    status = 503
-    agent.api.faults = [agent.standin.Fault(status=status, times=1)]
-    run(agent, "agent_retries=2")
+def test_an_overloaded_api_is_an_infra_error_tried_again(operated):
+    agent = operated
     record = agent.project.read(agent.name, "tiny-add", "agent.json")
     assert [a["status"] for a in record["attempts"]] == ["infra_error", "completed"], record
     assert agent.project.read(agent.name, "tiny-add", "grade.json")["status"] == "resolved"

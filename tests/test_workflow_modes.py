@@ -287,7 +287,7 @@ SCRIPTED = textwrap.dedent(
     import os, re, subprocess, sys
     prompt = open(sys.argv[1]).read()
     n = int(re.search(r"this is call (\\d+) of", prompt).group(1))
-    how = os.environ["LOOP_SCENARIO"]
+    how = sys.argv[2]
     os.makedirs(".tmp", exist_ok=True)
     if how != "idle":
         with open(f".tmp/commit-message-{n}.txt", "w") as f:
@@ -303,22 +303,34 @@ SCRIPTED = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def scripted(project):
+SCENARIOS = ("marker", "limit", "idle")
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    """One run of two modes per scenario of the scripted agent, which the scenario's test
+    reads: loopy-<scenario> (score on_disk) and loopy-done-<scenario> (score finished)."""
+    project = Project(tmp_path_factory.mktemp("scripted"))
     script = project.base / "agent.py"
     script.write_text(SCRIPTED)
     shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
     with open(project.root / "modes.toml", "a") as f:
-        for name, score in (("loopy", "on_disk"), ("loopy-done", "finished")):
-            f.write(
-                f'\n[modes.{name}]\nisolation = "none"\nscore = "{score}"\ntimeout = 600\n'
-                f'[[modes.{name}.phases]]\nname = "implement"\nprompt = "prompt_loop.md.j2"\n'
-                f'share = "rest"\nloop = {{ max = 3, no_progress = 2 }}\n'
-                f'command = "{sys.executable} {script} {{prompt_file}}"\n'
-            )
+        for scenario in SCENARIOS:
+            for name, score in (("loopy", "on_disk"), ("loopy-done", "finished")):
+                name = f"{name}-{scenario}"
+                f.write(
+                    f'\n[modes.{name}]\nisolation = "none"\nscore = "{score}"\ntimeout = 600\n'
+                    f'[[modes.{name}.phases]]\nname = "implement"\n'
+                    f'prompt = "prompt_loop.md.j2"\n'
+                    f'share = "rest"\nloop = {{ max = 3, no_progress = 2 }}\n'
+                    f'command = "{sys.executable} {script} {{prompt_file}} {scenario}"\n'
+                )
+    modes = [f"tiny:{m}-{s}" for s in SCENARIOS for m in ("loopy", "loopy-done")]
+    project.doit("run", *modes, "instances=tiny-add")
     return project
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "scenario, ended, iterations, commits",
     [("marker", "marker", 2, 1), ("limit", "limit", 3, 3), ("idle", "no_progress", 2, 0)],
@@ -326,14 +338,8 @@ def scripted(project):
 def test_a_loop_ends_on_the_marker_at_its_limit_or_without_progress(
     scripted, scenario, ended, iterations, commits
 ):
-    scripted.doit(
-        "run",
-        "tiny:loopy",
-        "tiny:loopy-done",
-        "instances=tiny-add",
-        env={"LOOP_SCENARIO": scenario},
-    )
-    for mode in ("loopy", "loopy-done"):
+    loopy, done = f"loopy-{scenario}", f"loopy-done-{scenario}"
+    for mode in (loopy, done):
         agent = scripted.read(mode, "tiny-add", "agent.json")
         assert agent["loop"]["ended"] == ended and agent["loop"]["iterations"] == iterations
         assert agent["loop"]["commits"] == commits
@@ -341,13 +347,13 @@ def test_a_loop_ends_on_the_marker_at_its_limit_or_without_progress(
         assert [p["iteration"] for p in agent["phases"]] == list(range(1, iterations + 1))
     # Each call after the first is told what the one before printed, and the feedback.
     prompt = (
-        scripted.task_dir("loopy", "tiny-add") / "agent" / "1-implement-2.prompt.md"
+        scripted.task_dir(loopy, "tiny-add") / "agent" / "1-implement-2.prompt.md"
     ).read_text()
     assert "output of call 1" in prompt
     if scenario == "idle":
         assert "wrote no commit message" in prompt and "changed nothing" in prompt
-    on_disk = scripted.read("loopy", "tiny-add", "patch.json")
-    finished = scripted.read("loopy-done", "tiny-add", "patch.json")
+    on_disk = scripted.read(loopy, "tiny-add", "patch.json")
+    finished = scripted.read(done, "tiny-add", "patch.json")
     if scenario == "marker":
         assert on_disk["files"] == finished["files"] == ["src/core/calc.c"]
     elif scenario == "limit":

@@ -5,15 +5,24 @@ configuration, in the CLAUDE_CONFIG_DIR of the test environment and in HOME's ~/
 and a subagent. None of it may reach the model or the agent's shell; a mode's own agent_home
 file does. And the web tools: closed on the command line of an isolated mode, open (and marked)
 with web_tools = true.
+
+The module's first tests read one run (`shipped`): the four shipped modes raw, impl
+(plan-implement), full (plan-verify) and nlcmd (fix-command), and a plan-implement mode whose
+implement phase keeps its state elsewhere, with that operator and the CLI as npm installs it.
+On it: every shipped mode resolves the fixture task with the real CLI (issue 14), an npm-installed
+CLI runs in the sandbox and continues its session, a lost --continue is an error, and the
+operator's configuration reaches neither the model nor the agent's shell.
 """
 
 import json
+import os
 import shutil
+import time
 
 import pytest
-from anthropic_standin import call
+from anthropic_standin import StandIn, call
 from claude_cli import SONNET
-from conftest import SOURCE_ROOT
+from conftest import SOURCE_ROOT, Project
 from test_agent_claude import (
     COMMAND,
     IMPLEMENT,
@@ -21,8 +30,13 @@ from test_agent_claude import (
     RAW,
     SCRIPT,
     VERIFY,
+    VERSION,
     ClaudeProject,
+    assert_phase_paid_what_the_api_billed,
     needs_srt,
+    npm_like_install,
+    quick_mode,
+    results_row,
 )
 
 pytestmark = needs_srt
@@ -65,10 +79,9 @@ def env_first(command=ENV):
     return {m: [[call("Bash", command=command)]] + t if m != PLAN else t for m, t in SCRIPT.items()}
 
 
-@pytest.fixture
-def operator(project, claude_program, anthropic_api):
+def operator_of(project, claude_program, api):
     """The shipped modes, the operator's configuration in both places the CLI would look."""
-    claude = ClaudeProject(project, claude_program, anthropic_api)
+    claude = ClaudeProject(project, claude_program, api)
     home = project.base / "operator-home"
     user_configuration(claude.config, claude.config / ".claude.json", "config-dir")
     user_configuration(home / ".claude", home / ".claude.json", "home")
@@ -80,6 +93,49 @@ def operator(project, claude_program, anthropic_api):
         home / ".claude.json",
     ]
     return claude
+
+
+@pytest.fixture
+def operator(project, claude_program, anthropic_api):
+    return operator_of(project, claude_program, anthropic_api)
+
+
+# The shipped modes (mode: the markers of its phases' prompts, in order).
+SHIPPED = {
+    "raw": [RAW],
+    "plan-implement": [PLAN, IMPLEMENT],
+    "plan-verify": [PLAN, IMPLEMENT, VERIFY],
+    "fix-command": [COMMAND],
+}
+
+
+@pytest.fixture(scope="module")
+def shipped(claude_program, tmp_path_factory):
+    """One `doit run` of the shipped modes and of `lost` (plan, then an implement phase whose
+    --continue looks for the session elsewhere), that the tests up to the next section read:
+    the operator's configuration in both places the CLI would look and a CLAUDE.md above the
+    cache, each phase that may run Bash first showing its environment and trying to read the
+    operator's files; the CLI as npm installs it (`npm_problem` says why not, where it cannot
+    be)."""
+    project = Project(tmp_path_factory.mktemp("shipped"))
+    with StandIn() as api:
+        claude = operator_of(project, claude_program, api)
+        try:
+            bin_dir = npm_like_install(claude_program, project.base / "npm-prefix")
+            project.env["PATH"] = f"{bin_dir}{os.pathsep}{project.env['PATH']}"
+            claude.npm_problem = None
+        except pytest.skip.Exception as e:
+            claude.npm_problem = str(e)
+        # The CLI also reads a CLAUDE.md in every directory above its working directory: one
+        # above the cache is hidden by the sandbox (unisolated it would reach the model;
+        # docs/agents.md).
+        (project.base / "CLAUDE.md").write_text("Say PARENT-MARK-above-the-cache.\n")
+        # Isolated, the agent cannot read them either (in the requests if it could).
+        files = " ".join(str(f) for f in claude.operator_files)
+        claude.api.script = env_first(f"{ENV}; cat {files} 2>&1")
+        claude.add_mode(quick_mode("lost", plan=True, continue_from_elsewhere=True))
+        claude.run(*(f"tiny:{m}" for m in SHIPPED), "tiny:lost")
+        yield claude
 
 
 def leaks_in(requests):
@@ -100,32 +156,107 @@ def env_results(requests):
     return out
 
 
-def test_no_mode_sees_the_operators_configuration_and_web_tools_are_closed(operator):
-    claude = operator
-    # The CLI also reads a CLAUDE.md in every directory above its working directory: one above
-    # the cache is hidden by the sandbox (unisolated it would reach the model; docs/agents.md).
-    (claude.project.base / "CLAUDE.md").write_text("Say PARENT-MARK-above-the-cache.\n")
-    # Isolated, the agent cannot read them either (in the requests if it could).
-    files = " ".join(str(f) for f in claude.operator_files)
-    claude.api.script = env_first(f"{ENV}; cat {files} 2>&1")
-    modes = {
-        "raw": [RAW],
-        "plan-implement": [PLAN, IMPLEMENT],
-        "plan-verify": [PLAN, IMPLEMENT, VERIFY],
-        "fix-command": [COMMAND],
-    }
-    claude.run(*(f"tiny:{m}" for m in modes))
+def turns(marker):
+    """The turns of a phase with `marker` in the shipped run's script (env_first)."""
+    return 2 if marker == PLAN else 3
+
+
+def test_every_shipped_mode_resolves_a_task_with_the_real_cli(shipped):
+    claude = shipped
+    for mode, phase_markers in SHIPPED.items():
+        agent = claude.agent(mode)
+        assert (agent["status"], agent["error"], agent["agent_version"]) == (
+            "completed",
+            "",
+            VERSION,
+        ), mode
+        assert [a["status"] for a in agent["attempts"]] == ["completed"]
+        sessions = {p["session_id"] for p in agent["phases"]}
+        assert len(sessions) == 1 and None not in sessions, mode  # --continue kept it
+        for phase, marker in zip(agent["phases"], phase_markers, strict=True):
+            assert (phase["is_error"], phase["terminal_reason"], phase["api_error_status"]) == (
+                False,
+                "completed",
+                None,
+            )
+            assert phase["permission_denials"] == [] and phase["num_turns"] == turns(marker)
+            # impl and full share markers: their requests differ by session.
+            assert_phase_paid_what_the_api_billed(phase, claude.usages(marker, phase["session_id"]))
+            assert claude.path(mode, phase["transcript"]).exists()
+        assert agent["cost_usd"] == pytest.approx(
+            sum(p["cost_usd"] for p in agent["phases"]), abs=1e-6
+        )
+        assert b"a + b" in claude.path(mode, "model.patch").read_bytes()
+        assert claude.project.read(mode, "tiny-add", "grade.json")["status"] == "resolved"
+        trajectory = claude.path(mode, agent["trajectory"]).read_text()
+        assert "**Bash** command: `sed -i" in trajectory and "Fixing it." in trajectory
+        # The same environment for all four: nginx-tests as of the base, beside the workspace.
+        assert agent["tests_tree"]["commit"] == claude.project.commits["t_head"], mode
+    verify = claude.path(
+        "plan-verify", claude.agent("plan-verify")["phases"][2]["prompt_file"]
+    ).read_text()
+    tree = claude.project.cache / "agent-tests" / claude.project.commits["t_head"]
+    assert f"`TEST_NGINX_BINARY=$PWD/objs/nginx prove -v -I {tree}/lib {tree}/<file>.t`" in verify
+    transcript = claude.path("fix-command", claude.agent("fix-command")["phases"][0]["transcript"])
+    assert "<command-name>/fix-issue</command-name>" in transcript.read_text()
+    # Its workspace went once the patch was taken (patch.take_patch); the transcript above
+    # shows the command was there for the CLI.
+    ws = claude.project.cache / "workspaces" / "default" / "fix-command" / "tiny-add"
+    assert not ws.exists() and not ws.with_suffix(".json").exists()
+    # Nothing to do: no CLI starts (no request, no --version), well under a second of work.
+    requests, versions = (
+        len(claude.api.requests),
+        list((claude.project.cache / "agent-versions").iterdir()),
+    )
+    start = time.monotonic()
+    _, executed = claude.run(*(f"tiny:{m}" for m in SHIPPED))
+    assert executed == [] and len(claude.api.requests) == requests
+    assert list((claude.project.cache / "agent-versions").iterdir()) == versions
+    print(f"no-op rerun of four modes: {time.monotonic() - start:.2f} s")
+
+
+def test_in_the_sandbox_an_npm_installed_cli_runs_and_continues_its_session(shipped):
+    if shipped.npm_problem:
+        pytest.skip(shipped.npm_problem)
+    claude = shipped
+    agent = claude.agent("plan-implement")
+    plan, implement = agent["phases"]
+    assert agent["status"] == "completed" and agent["agent_version"] == VERSION
+    assert plan["session_id"] == implement["session_id"]  # its home was writable
+    assert (
+        implement["transcript"]
+        and claude.project.read("plan-implement", "tiny-add", "grade.json")["status"] == "resolved"
+    )
+
+
+def test_a_lost_continue_is_an_error(shipped):
+    claude = shipped
+    agent = claude.agent("lost")
+    plan, implement = agent["phases"]
+    assert agent["status"] == "error" and implement["exit_code"] == 0
+    assert plan["session_id"] != implement["session_id"]
+    assert agent["error"] == (
+        f"phase implement: --continue started session "
+        f"{implement['session_id']} instead of continuing "
+        f"{plan['session_id']}: the earlier phases' conversation was lost"
+    )
+    assert results_row(claude.project, "lost")["agent_status"] == "error"
+
+
+def test_no_mode_sees_the_operators_configuration_and_web_tools_are_closed(shipped):
+    claude = shipped
+    modes = dict(SHIPPED, lost=[PLAN, IMPLEMENT])
     claude.render(*(f"tiny:{m}" for m in modes))
     requests = claude.api.messages_requests()
     assert len(requests) >= 16
     assert leaks_in(requests) == []
     shells = env_results(requests).values()
-    # raw, nlcmd: their phase; impl: implement; full: implement and verify.
-    assert len(shells) == 5
+    # raw, nlcmd: their phase; impl, lost: implement; full: implement and verify.
+    assert len(shells) == 6
     assert not any("OPERATOR_SETTING" in s for s in shells)
     assert all("CLAUDE_CONFIG_DIR=" in s and "agent-homes" in s for s in shells)
     assert all(s.count("No such file or directory") == 3 for s in shells)
-    for mode, markers in modes.items():
+    for mode, markers in SHIPPED.items():
         agent = claude.agent(mode)
         assert agent["status"] == "completed", (mode, agent["error"])
         sessions = {p["session_id"] for p in agent["phases"]}
@@ -144,6 +275,8 @@ def test_no_mode_sees_the_operators_configuration_and_web_tools_are_closed(opera
         assert (row["web_tools"], row["outcome"]) == (False, "resolved")
         # The home went with its attempt; the operator's directory got no session of ours.
         assert not (claude.project.cache / "agent-homes" / "default" / mode / "tiny-add").exists()
+    lost = claude.agent("lost")
+    assert (lost["web_tools"], lost["isolation"]) == (False, "srt")
     assert not (claude.config / "projects").exists()
     report = (claude.project.results / "default" / "report.md").read_text()
     assert "every agent isolated (srt: network only to the model API; no web tools)" in report

@@ -9,6 +9,8 @@ output); the web tools are gone from every request; the operator's own configura
 instructions and environment reach neither the model nor the agent's shell; an overloaded API
 is an infra error tried again; a bad key stops the run before any agent, in seconds, with one
 line naming the program; the site's page shows the attempt step by step from its ATIF file.
+What a fixing phase records, the site's page of it, the operator's configuration kept out and
+the overloaded API tried again are checked on one run per program (`operated`).
 """
 
 import json
@@ -21,7 +23,7 @@ import gemini_standin
 import markupsafe
 import openai_standin
 import pytest
-from conftest import SOURCE_ROOT
+from conftest import SOURCE_ROOT, Project
 from harbor.utils.trajectory_validator import TrajectoryValidator
 from test_agent_claude import FIX, RAW, needs_srt
 from test_meter_apis import GEMINI_PRO, GPT5, by_hand
@@ -32,6 +34,7 @@ from nginx_eval.meter import summary
 from nginx_eval.report import site_task as report_site_task
 
 pytestmark = needs_srt
+E2E = True  # `operated` starts the programs without naming their fixtures
 
 MODELS = {"codex": "gpt-5-codex", "gemini": "gemini-2.5-pro"}
 CALLS = "agent/calls.jsonl.gz"
@@ -93,13 +96,9 @@ class Program:
         return sum(by_hand(self.tokens(r["usage"]), prices) for r in requests)
 
 
-@pytest.fixture(params=["codex", "gemini"])
-def agent(request, project):
+def configured(name, project, path, api):
     """The fixture project with a mode `<program>` whose one phase names the program, the real
-    CLI first on PATH, its stand-in as its API (no other API's variables set)."""
-    name = request.param
-    path = request.getfixturevalue(f"{name}_program")
-    api = request.getfixturevalue("openai_api" if name == "codex" else "gemini_api")
+    CLI (`path`) first on PATH, its stand-in `api` as its API (no other API's variables set)."""
     program = Program(name, api, path)
     bin_dir = project.base / f"{name}-bin"
     bin_dir.mkdir()
@@ -130,17 +129,68 @@ def agent(request, project):
     return program
 
 
+@pytest.fixture(params=["codex", "gemini"])
+def agent(request, project):
+    """configured(): the program of the test's parameter, in a project of the test's own."""
+    name = request.param
+    path = request.getfixturevalue(f"{name}_program")
+    api = request.getfixturevalue("openai_api" if name == "codex" else "gemini_api")
+    return configured(name, project, path, api)
+
+
+ENV = "env | sort"
+
+
+@pytest.fixture(scope="module", params=["codex", "gemini"])
+def operated(request, tmp_path_factory):
+    """One run of the program's mode (configured()) that the tests of a fixing phase, of the
+    operator's configuration and of an overloaded API read: an operator's own configuration of
+    the program around it (operator_configuration); the API overloaded (503) for the first
+    attempt's first call, which ends that attempt in infra_error (agent_retries=2); the second
+    attempt's phase showing its shell's environment, then fixing the bug, then saying so."""
+    name = request.param
+    path = request.getfixturevalue(f"{name}_program")
+    standin = openai_standin if name == "codex" else gemini_standin
+    project = Project(tmp_path_factory.mktemp(f"operated-{name}"))
+    with standin.StandIn() as api:
+        agent = configured(name, project, path, api)
+        operator_configuration(agent)
+        say = agent.standin.say
+        api.script = {
+            RAW: [
+                [say("Looking."), agent.shell(ENV)],
+                [say("Fixing it."), agent.shell(FIX)],
+                [say("Fixed.")],
+            ]
+        }
+        # Overloaded once: the first attempt ends in infra_error, the second fixes the bug.
+        api.faults = [agent.standin.Fault(status=503, times=1)]
+        start = time.monotonic()
+        run(agent, "agent_retries=2")
+        agent.seconds = time.monotonic() - start
+        yield agent
+
+
 def run(agent, *args, check=True, env=None):
     return agent.project.doit(
         "run", f"tiny:{agent.name}", "instances=tiny-add", *args, check=check, env=env
     )
 
 
+def attempt_requests(agent):
+    """The model requests of `operated`'s second attempt: all but the first attempt's one,
+    which met the overload (and nothing else did)."""
+    requests = agent.requests()
+    assert [r["status"] for r in requests[:2]] == [503, 200], requests
+    return requests[1:]
+
+
 def assert_the_site_shows_the_attempt_from_its_atif_file(agent, record):
     """The site's page of the run's unit shows its phase turn by turn from the attempt's ATIF
     file as the harness wrote it (the proxy's record of the calls): the prompt, the shell call
     that fixed the bug with its output, the last answer; and links the file (report/site_task).
-    Checked on the run of the test below: a run of its own would make the same one."""
+    Checked on the run the test below reads (`operated`): a run of its own would make the same
+    one."""
     project = agent.project
     atif_file = project.task_dir(agent.name, "tiny-add") / record["atif"]
     trajectory = json.loads(atif_file.read_text())
@@ -156,45 +206,42 @@ def assert_the_site_shows_the_attempt_from_its_atif_file(agent, record):
     assert phase["steps_from"] == "atif" and phase["program"] == agent.name
     assert RAW in phase["prompt"]["text"]
     # A turn per answer the model gave, each with what the trajectory says it did.
-    assert len(phase["turns"]) == len(agent_steps) == len(agent.requests())
+    assert len(phase["turns"]) == len(agent_steps) == len(attempt_requests(agent))
     shell = {"codex": "exec_command", "gemini": "run_shell_command"}[agent.name]
-    (fixed,) = [c for t in phase["turns"] for c in t["calls"]]
+    listed, fixed = [c for t in phase["turns"] for c in t["calls"]]
+    assert (listed["name"], listed["input"]["text"], listed["shell"]) == (shell, ENV, True)
     assert (fixed["name"], fixed["input"]["text"], fixed["shell"]) == (shell, FIX, True)
     assert fixed["summary"] == " ".join(FIX.split())[:160]
     assert fixed["result"] and fixed["result"]["text"]
     assert [b["text"] for b in phase["turns"][-1]["texts"] if not b["reasoning"]] == ["Fixed."]
     assert [t["model"] for t in phase["turns"]] == [s.get("model_name") for s in agent_steps]
-    # The page says it and links the ATIF file, which is there.
-    assert view["atifs"] == [(1, report_site_task.link(atif_file, page))]
+    # The page says it and links the ATIF file, which is there, and the first attempt's, moved
+    # with its logs.
+    kept = atif_file.parent / "attempt-1" / atif_file.name
+    assert kept.is_file()
+    assert view["atifs"] == [
+        (1, report_site_task.link(kept, page)),
+        (2, report_site_task.link(atif_file, page)),
+    ]
     html = page.read_text()
-    assert f'href="{view["atifs"][0][1]}"' in html and "ATIF trajectory" in html
+    assert f'href="{view["atifs"][1][1]}"' in html and "ATIF trajectory" in html
     assert markupsafe.escape(FIX) in html and "Fixed." in html
     assert "No transcript" not in html
-    target = urllib.parse.urljoin(page.as_uri(), view["atifs"][0][1])
-    assert urllib.parse.urlparse(target).path == str(atif_file)
-    # An earlier attempt's file, moved with its logs, is linked too.
-    kept = atif_file.parent / "attempt-1" / atif_file.name
-    kept.parent.mkdir()
-    shutil.copy(atif_file, kept)
-    retried = dict(
-        record, attempts=[{"status": "infra_error", "logs": "agent/attempt-1"}, *record["attempts"]]
-    )
-    again = report_site_task.agent_view(layout, agent.name, "tiny-add", retried, page)
-    assert [n for n, _ in again["atifs"]] == [1, 2]
+    for (_, href), path in zip(view["atifs"], (kept, atif_file), strict=True):
+        target = urllib.parse.urljoin(page.as_uri(), href)
+        assert urllib.parse.urlparse(target).path == str(path)
     print(
         f"\n{agent.name}: page turns {[len(t['calls']) for t in phase['turns']]} calls per turn, "
         f"ATIF {atif_file.stat().st_size} bytes"
     )
 
 
-def test_a_phase_of_the_program_edits_the_fixture_and_resolves(agent):
-    start = time.monotonic()
-    run(agent)
-    seconds = time.monotonic() - start
+def test_a_phase_of_the_program_edits_the_fixture_and_resolves(operated):
+    agent, seconds = operated, operated.seconds
     record = agent.project.read(agent.name, "tiny-add", "agent.json")
     assert record["status"] == "completed", record["error"]
     assert agent.project.read(agent.name, "tiny-add", "grade.json")["status"] == "resolved"
-    requests = agent.requests()
+    requests = attempt_requests(agent)
     assert len(requests) >= 2 and all(r["status"] == 200 for r in requests)
     # Its web tools are gone from every request; its shell tool is there.
     web = {"codex": {"web_search"}, "gemini": {"google_web_search", "web_fetch"}}[agent.name]
@@ -226,9 +273,11 @@ def test_a_phase_of_the_program_edits_the_fixture_and_resolves(agent):
     (solve,) = json.loads(path.read_text())["subagent_trajectories"]
     steps = [s for s in solve["steps"] if s["source"] == "agent"]
     assert len(steps) == len(requests)
-    (ran,) = [c for s in steps for c in s.get("tool_calls", [])]
+    listed, ran = [c for s in steps for c in s.get("tool_calls", [])]
+    assert listed["function_name"] == shell and ENV in listed["arguments"].values()
     assert ran["function_name"] == shell and FIX in ran["arguments"].values()
-    (result,) = next(s for s in steps if s.get("tool_calls"))["observation"]["results"]
+    fixing = next(s for s in steps if ran in s.get("tool_calls", []))
+    (result,) = fixing["observation"]["results"]
     assert result["source_call_id"] == ran["tool_call_id"] and result["content"]
     assert sum(s["metrics"]["cost_usd"] for s in steps) == pytest.approx(cost, rel=1e-9)
     assert steps[-1]["message"] == "Fixed."
@@ -274,27 +323,20 @@ def operator_configuration(agent):
     agent.project.env["HOME"] = str(home)
 
 
-def test_the_operators_own_configuration_reaches_neither_the_model_nor_the_shell(agent):
-    operator_configuration(agent)
-    shell = f"env | sort; {FIX}"
-    agent.api.script = {
-        RAW: [[agent.standin.say("Looking."), agent.shell(shell)], [agent.standin.say("Done.")]]
-    }
-    run(agent)
+def test_the_operators_own_configuration_reaches_neither_the_model_nor_the_shell(operated):
+    agent = operated
     record = agent.project.read(agent.name, "tiny-add", "agent.json")
     assert record["status"] == "completed", record["error"]
     text = json.dumps([r["body"] for r in agent.api.requests])
     assert [m for m in LEAKS if m in text] == []
-    # The agent's shell ran (its output is in the second request) with the harness's home.
+    # The agent's shell ran (its output is in the later requests) with the harness's home.
     assert "NGINX_EVAL_INSTANCE=tiny-add" in text
     assert f"{agent.program.home_variable}=" in text and "agent-homes" in text
     assert agent.project.read(agent.name, "tiny-add", "grade.json")["status"] == "resolved"
 
 
-def test_an_overloaded_api_is_an_infra_error_tried_again(agent):
-    status = 503
-    agent.api.faults = [agent.standin.Fault(status=status, times=1)]
-    run(agent, "agent_retries=2")
+def test_an_overloaded_api_is_an_infra_error_tried_again(operated):
+    agent = operated
     record = agent.project.read(agent.name, "tiny-add", "agent.json")
     assert [a["status"] for a in record["attempts"]] == ["infra_error", "completed"], record
     assert agent.project.read(agent.name, "tiny-add", "grade.json")["status"] == "resolved"

@@ -1,15 +1,20 @@
 """claude_code.py and transcript/files.py on what the real Claude Code CLI printed and wrote
 against the Anthropic stand-in (tests/claude_captures.py): result JSON, costs, sessions,
-transcripts, slash commands and the status of a phase."""
+transcripts, slash commands and the status of a phase. And, on the same captures, what the CLI
+itself prints, exits with, sends and keeps in those situations (as tests/test_claude_cli.py
+does for the others): --continue here and elsewhere, a subagent on another model, a 401 the API
+says not to retry, a bad key, a refused connection, a run killed at its time limit, an undefined
+slash command."""
 
 import json
 import os
 import signal
 
+import claude_cli
 import pytest
-from anthropic_standin import Fault, StandIn, call, say
+from anthropic_standin import DONE_TEXT, Fault, StandIn, call, say
 from claude_captures import Recorder
-from claude_cli import SONNET, sonnet_cost, summed
+from claude_cli import SONNET, USAGE_KEYS, sonnet_cost, summed
 
 from nginx_eval.agent.programs import base
 from nginx_eval.agent.programs import claude as cc
@@ -33,8 +38,8 @@ SCRIPT = {
         [call("Bash", command="echo main > main.txt")],
         [say("Main done.")],
     ],
-    "SUBTASK-7": [[call("Bash", command="echo from the subagent")], [say("Sub done.")]],
-    "NEXT-22": [[call("Bash", command="cat main.txt")], [say("Next done.")]],
+    "SUBTASK-7": [[call("Bash", command="echo from the subagent > sub.txt")], [say("Sub done.")]],
+    "NEXT-22": [[call("Bash", command="cat main.txt > next.txt")], [say("Next done.")]],
     "SLOW-555": [[call("Bash", command="echo one")], [say("never")]],
     "FIXCMD-9": [[say("Fixed via the command.")]],
     "LONG-6666": [[say("A long way.")]],
@@ -57,8 +62,11 @@ def out(claude_program, tmp_path_factory):
         api.faults = [Fault(status=401, should_retry=False)]
         captures["auth_401"] = rec.run("go", cwd=rec.workspace())
         api.faults = []
+        # One retry: a bare 401 is retried like a 5xx.
         captures["bad_key"] = rec.run(
-            "go", cwd=rec.workspace(), env=dict(NO_RETRIES, ANTHROPIC_API_KEY="sk-ant-bad")
+            "go",
+            cwd=rec.workspace(),
+            env={"CLAUDE_CODE_MAX_RETRIES": "1", "ANTHROPIC_API_KEY": "sk-ant-bad"},
         )
         # No key and no login: answered at once, without a request.
         captures["no_login"] = rec.run(
@@ -295,3 +303,122 @@ def test_the_version_is_read_once_per_program_file(claude_program, tmp_path):
     assert not (tmp_path / "ran").exists()
     assert base.resolve_program("agent", {"PATH": str(tmp_path)}) == str(other)
     assert base.resolve_program("./agent", {"PATH": str(tmp_path)}) is None
+
+
+# -- what the CLI itself prints, exits with, sends and keeps (issue 14), on the captures ---------
+
+
+def messages(capture):
+    """The capture's requests to /v1/messages."""
+    return [q for q in capture.requests if q["path"] == "/v1/messages"]
+
+
+def test_continue_resumes_the_session_here_and_starts_a_new_one_elsewhere(out):
+    first_phase, implement, lost = out["sub"], out["continued"], out["lost"]
+    assert first_phase.run.exit_code == implement.run.exit_code == 0
+    assert implement.result["session_id"] == first_phase.result["session_id"]
+    assert (first_phase.workspace / "next.txt").read_text() == "main\n"
+    first = messages(implement)[0]["body"]["messages"]
+    # The whole conversation: the prompt, three answers and the two tool results between them.
+    assert "MAIN-SUB" in json.dumps(first[0]) and [m["role"] for m in first] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    # usage is this invocation's own; total_cost_usd and modelUsage are the session's so far
+    # (earlier 2.1.x reported the invocation's own cost): summing the phases would count twice.
+    own = implement.usages()
+    assert {k: implement.result["usage"][k] for k in USAGE_KEYS} == summed(own)
+    assert implement.result["total_cost_usd"] == pytest.approx(
+        first_phase.result["total_cost_usd"] + sonnet_cost(own), rel=1e-9
+    )
+    first_tokens = first_phase.result["modelUsage"][SONNET]["inputTokens"]
+    assert (
+        implement.result["modelUsage"][SONNET]["inputTokens"]
+        == first_tokens + summed(own)["input_tokens"]
+    )
+    assert lost.run.exit_code == 0 and lost.result["is_error"] is False  # silently a new one
+    assert lost.result["session_id"] != first_phase.result["session_id"]
+    assert len(messages(lost)[0]["body"]["messages"]) == 1
+
+
+def test_a_401_the_api_says_not_to_retry_fails_at_once(out):
+    capture = out["auth_401"]
+    r = capture.result
+    assert capture.run.exit_code == 1 and capture.run.seconds < 20
+    assert (r["is_error"], r["api_error_status"], r["terminal_reason"]) == (True, 401, "api_error")
+    assert r["result"] == "Failed to authenticate. API Error: 401 stand-in fault 401"
+    assert len(messages(capture)) == 1
+
+
+def test_a_bad_key_is_retried_like_a_5xx_when_the_api_does_not_say_otherwise(out):
+    # Earlier 2.1.x failed within a second; this version retries a bare 401 (11 requests,
+    # ~3 minutes) unless CLAUDE_CODE_MAX_RETRIES is set or the answer says x-should-retry: false.
+    capture = out["bad_key"]
+    assert capture.run.exit_code == 1 and capture.result["api_error_status"] == 401
+    assert capture.result["result"] == "Invalid API key · Fix external API key"
+    assert [q["status"] for q in messages(capture)] == [401, 401]
+
+
+def test_a_refused_connection_is_an_api_error_without_a_status(out):
+    capture = out["refused"]
+    r = capture.result
+    assert capture.run.exit_code == 1 and r["is_error"] is True and r["api_error_status"] is None
+    assert r["terminal_reason"] == "api_error" and "ECONNREFUSED" in r["result"]
+
+
+def test_a_subagent_on_another_model_shows_only_in_model_usage(out):
+    sub = out["sub"]
+    r = sub.result
+    assert sub.run.exit_code == 0 and (sub.workspace / "sub.txt").exists()
+    sub_requests = [q for q in messages(sub) if q["marker"] == "SUBTASK-7"]
+    sub_model = sub_requests[0]["model"]
+    assert "haiku" in sub_model and len(sub_requests) == 2
+    assert set(r["modelUsage"]) == {SONNET, sub_model}
+    assert {k: r["usage"][k] for k in USAGE_KEYS} == summed(sub.usages("MAIN-SUB"))  # main only
+    assert (
+        r["modelUsage"][sub_model]["inputTokens"]
+        == summed([q["usage"] for q in sub_requests])["input_tokens"]
+    )
+    assert r["total_cost_usd"] == pytest.approx(
+        sum(m["costUSD"] for m in r["modelUsage"].values()), rel=1e-9
+    )
+    assert r["subagent_stats"]["spawned"] == r["subagent_stats"]["completed"] == 1
+    # The subagent keeps a transcript of its own beside the session's.
+    sessions = claude_cli.project_dir(out["config"], sub.workspace) / r["session_id"]
+    (sub_transcript,) = (sessions / "subagents").glob("agent-*.jsonl")
+    assert set(claude_cli.transcript_usage(sub_transcript)) == {sub_model}
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["TERM", "KILL"])
+def test_a_run_killed_at_its_time_limit_leaves_its_usage_in_the_transcript(out, stop):
+    capture = out["term" if stop == signal.SIGTERM else "kill"]
+    assert capture.run.stdout == "" and capture.run.exit_code in (-stop, 128 + stop)
+    (transcript,) = claude_cli.project_dir(out["config"], capture.workspace).glob("*.jsonl")
+    first = messages(capture)[0]["usage"]
+    assert claude_cli.transcript_usage(transcript) == {SONNET: first}
+    cost_states = [
+        x
+        for x in map(json.loads, transcript.read_text().splitlines())
+        if x.get("type") == "cost-state"
+    ]
+    # SIGTERM lets it write its cost; after SIGKILL only the per-message usage is there.
+    assert len(cost_states) == (1 if stop == signal.SIGTERM else 0)
+    if cost_states:
+        assert cost_states[0]["totalCostUSD"] == pytest.approx(sonnet_cost([first]), rel=1e-9)
+
+
+def test_an_undefined_slash_command_goes_to_the_model_as_plain_text(out):
+    # Earlier 2.1.x answered "Unknown command: /fix-issue" with num_turns 0 and no API call.
+    plain = out["plain_slash"]
+    r = plain.result
+    assert plain.run.exit_code == 0 and r["is_error"] is False
+    assert (r["num_turns"], r["result"]) == (1, DONE_TEXT) and r["total_cost_usd"] > 0
+    (request,) = messages(plain)
+    prompt = request["body"]["messages"][-1]["content"][-1]["text"]
+    assert prompt == "/fix-issue .issue.md" and request["marker"] is None
+    assert "<command-name>" not in json.dumps(request["body"]["messages"])

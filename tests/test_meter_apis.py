@@ -178,6 +178,8 @@ def test_gemini_calls_are_metered_with_cached_input_counted_once(tmp_path):
             GEMINI_API_KEY=api.api_key,
             GOOGLE_GEMINI_BASE_URL=meter.base_url("gemini"),
             GEMINI_CLI_TRUST_WORKSPACE="true",
+            # One Node.js process, as the agent stage starts it (programs/gemini.py).
+            GEMINI_CLI_NO_RELAUNCH="true",
         )
         proc = subprocess.run(
             [

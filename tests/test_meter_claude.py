@@ -3,11 +3,12 @@ stand-in, through the harness (issue 49): the shipped `plan-implement` mode, iso
 implement phase starting a subagent on another model. Every call goes through the attempt's
 proxy; its metered tokens and cost are the stand-in's usage priced by hand at genai-prices'
 published prices; the CLI's own cost agrees within 1%; its streams pass through; the key it was
-given is in no file the run wrote; the attempt's ATIF trajectory passes harbor's own validator.
-The usage parsing is checked on the bodies the CLI and the stand-in exchanged
-(calls.bodies.jsonl.gz). A Codex CLI run from Claude Code's Bash tool goes through the same
-proxy and is counted under its phase; phases that run at once (two Codex phases sharing one
-home, and a Claude Code phase) are each metered under their own."""
+given is in no file the run wrote; the attempt's ATIF trajectory passes harbor's own validator;
+the phase's own figures (the CLI's result and transcript) count the subagent's model too. Those
+are checked on one run (`subagent_run`). The usage parsing is checked on the bodies the CLI and
+the stand-in exchanged (calls.bodies.jsonl.gz). A Codex CLI run from Claude Code's Bash tool
+goes through the same proxy and is counted under its phase; phases that run at once (two Codex
+phases sharing one home, and a Claude Code phase) are each metered under their own."""
 
 import gzip
 import json
@@ -17,8 +18,9 @@ import subprocess
 import sys
 
 import pytest
-from anthropic_standin import Fault, call, say
-from claude_cli import SONNET, SONNET_PRICES
+from anthropic_standin import Fault, StandIn, call, say
+from claude_cli import SONNET, SONNET_PRICES, sonnet_cost, summed
+from conftest import Project
 from harbor.utils.trajectory_validator import TrajectoryValidator
 from test_agent_claude import FIX, IMPLEMENT, PLAN, RAW, SUBTASK, ClaudeProject
 from test_meter_apis import GPT5, GPT52
@@ -86,27 +88,42 @@ def _gunzip(data):
         return b""
 
 
-def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(claude):
-    key = f"sk-ant-meter-{secrets.token_hex(12)}"
-    claude.api.api_key = key
-    claude.project.env["ANTHROPIC_API_KEY"] = key
-    claude.api.script[IMPLEMENT] = [
-        [
-            say("Asking for help."),
-            call(
-                "Agent",
-                description="look around",
-                prompt=f"Please do {SUBTASK}",
-                subagent_type="general-purpose",
-                model="haiku",
-                run_in_background=False,
-            ),
-        ],
-        [call("Bash", command=FIX)],
-        [say("Implemented.")],
-    ]
-    claude.api.script[SUBTASK] = [[call("Bash", command="echo from the subagent")], [say("Done.")]]
-    proc, _ = claude.run("tiny:plan-implement")
+@pytest.fixture(scope="module")
+def subagent_run(claude_program, tmp_path_factory):
+    """One run of the shipped plan-implement mode whose implement phase starts a subagent on
+    another model, with a key of its own (`key`) and doit's output (`proc`): the tests of the
+    metering and of the subagent's tokens read it."""
+    project = Project(tmp_path_factory.mktemp("subagent"))
+    with StandIn() as api:
+        claude = ClaudeProject(project, claude_program, api)
+        claude.key = f"sk-ant-meter-{secrets.token_hex(12)}"
+        claude.api.api_key = claude.key
+        claude.project.env["ANTHROPIC_API_KEY"] = claude.key
+        claude.api.script[IMPLEMENT] = [
+            [
+                say("Asking for help."),
+                call(
+                    "Agent",
+                    description="look around",
+                    prompt=f"Please do {SUBTASK}",
+                    subagent_type="general-purpose",
+                    model="haiku",
+                    run_in_background=False,
+                ),
+            ],
+            [call("Bash", command=FIX)],
+            [say("Implemented.")],
+        ]
+        claude.api.script[SUBTASK] = [
+            [call("Bash", command="echo from the subagent")],
+            [say("Done.")],
+        ]
+        claude.proc, _ = claude.run("tiny:plan-implement")
+        yield claude
+
+
+def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(subagent_run):
+    claude, key, proc = subagent_run, subagent_run.key, subagent_run.proc
     agent = claude.agent("plan-implement")
     assert agent["status"] == "completed" and agent["isolation"] == "srt"
     answered = [r for r in claude.api.messages_requests() if r["usage"]]
@@ -231,6 +248,38 @@ def test_every_call_of_an_attempt_is_metered_priced_and_kept_without_its_key(cla
     shown = report["modes"]["plan-implement"]
     assert shown["cost_usd"] == round(agent["cost_usd"], 4)
     assert "differ by" not in (claude.project.results / "default" / "report.md").read_text()
+
+
+def test_a_subagents_tokens_and_cost_are_counted(subagent_run):
+    """The implement phase's own figures (the CLI's result and transcript) count its subagent's
+    model beside the mode's."""
+    claude = subagent_run
+    agent = claude.agent("plan-implement")
+    plan, phase = agent["phases"]
+    sub = claude.api.messages_requests(SUBTASK)
+    haiku = sub[0]["model"]
+    assert "haiku" in haiku and set(phase["models"]) == {SONNET, haiku}
+    session = phase["session_id"]
+    everything = summed(claude.usages(IMPLEMENT, session) + claude.usages(SUBTASK))
+    assert phase["tokens"]["input"] == everything["input_tokens"]
+    assert phase["tokens"]["cache_read"] == everything["cache_read_input_tokens"]
+    assert phase["models"][haiku]["input"] == summed(claude.usages(SUBTASK))["input_tokens"]
+    assert phase["models"][haiku]["cost_usd"] > 0
+    assert phase["cost_usd"] == pytest.approx(
+        sonnet_cost(claude.usages(IMPLEMENT, session)) + phase["models"][haiku]["cost_usd"],
+        rel=1e-6,
+    )
+    # The proxy's count (reasoning apart, none here) is the CLI's.
+    assert agent["tokens"] == {
+        k: plan["tokens"][k] + phase["tokens"][k] for k in phase["tokens"]
+    } | {"reasoning": 0}
+    assert agent["cost_source"] == "metered"
+    transcript = claude.path("plan-implement", phase["transcript"]).read_text()
+    assert '"agentId"' in transcript and "from the subagent" in transcript
+    trajectory = claude.path("plan-implement", agent["trajectory"]).read_text()
+    assert (
+        "### Subagent" in trajectory and "**Bash** command: `echo from the subagent`" in trajectory
+    )
 
 
 NESTED = "CODEX-NESTED-CALL"

@@ -109,6 +109,8 @@ def other_run(request, tmp_path, marker, name):
                 "GEMINI_API_KEY": api.api_key,
                 "GOOGLE_GEMINI_BASE_URL": base,
                 "GEMINI_CLI_TRUST_WORKSPACE": "true",
+                # One Node.js process, as the agent stage starts it (programs/gemini.py).
+                "GEMINI_CLI_NO_RELAUNCH": "true",
             }
             argv = [path, "-p", f"{marker} please", "--output-format", "json"]
             argv += ["--approval-mode", "yolo", "-m", "gemini-2.5-pro"]

@@ -1,6 +1,6 @@
 """The sandbox's self-test (nginx_eval/agent/selftest.py): build, serve, reach, prove inside the
 sandbox as a phase would, before any agent starts; its result in run.json, and no agent when it
-fails."""
+fails (both read on one project's runs, `probed`)."""
 
 import json
 import os
@@ -8,6 +8,7 @@ import textwrap
 import time
 
 import pytest
+from conftest import Project
 from test_agent_claude import claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
 
@@ -98,19 +99,56 @@ def stand_in_mode(project):
     )
 
 
-@needs_srt
-def test_no_agent_starts_when_the_self_test_fails_and_run_json_says_why(project, tmp_path):
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    """The stand-in mode (an isolated phase that writes a file) run on one project, three times:
+    first (its agent starts after a passed self-test), again with nothing to do, then with its
+    agent forgotten and a broken compiler first on PATH. What each left is kept in `seen`:
+    run.json, agent.json, doit's output and the tasks it executed."""
+    project = Project(tmp_path_factory.mktemp("probed"))
     stand_in_mode(project)
+    seen = {}
+
+    def run_json():
+        return json.loads((project.results / "default" / "run.json").read_text())
+
     project.doit("run", "tiny:probe", "instances=tiny-add")
-    before = project.read("probe", "tiny-add", "agent.json")
+    seen["first"] = (run_json(), project.read("probe", "tiny-add", "agent.json"))
+    _, executed = project.doit("run", "tiny:probe", "instances=tiny-add")
+    seen["again"] = (run_json(), executed)
     project.doit("forget", "agent:tiny/probe/tiny-add")
+    broken = project.base / "broken"
+    broken.mkdir()
     proc, executed = project.doit(
         "run",
         "tiny:probe",
         "instances=tiny-add",
         check=False,
-        env={"PATH": broken_compiler(tmp_path)},
+        env={"PATH": broken_compiler(broken)},
     )
+    seen["broken"] = (run_json(), project.read("probe", "tiny-add", "agent.json"), proc, executed)
+    return seen
+
+
+@pytest.mark.e2e
+@needs_srt
+def test_a_run_that_starts_agents_keeps_the_passed_self_test_in_run_json(probed):
+    run, agent = probed["first"]
+    assert run["sandbox_self_test"]["ok"] is True
+    assert [s["step"] for s in run["sandbox_self_test"]["steps"]] == list(selftest.STEPS)
+    assert agent["status"] == "completed"
+    # A rerun with nothing to do starts no agent, and so no self-test.
+    checked = run["sandbox_self_test"]["checked"]
+    run, executed = probed["again"]
+    assert not any(e.startswith("agent:") for e in executed)
+    assert run["sandbox_self_test"]["checked"] == checked
+
+
+@pytest.mark.e2e
+@needs_srt
+def test_no_agent_starts_when_the_self_test_fails_and_run_json_says_why(probed):
+    _, before = probed["first"]
+    run, after, proc, executed = probed["broken"]
     assert proc.returncode != 0 and not any(e.startswith("agent:") for e in executed)
     (line,) = proc.stderr.splitlines()
     assert line == (
@@ -118,25 +156,8 @@ def test_no_agent_starts_when_the_self_test_fails_and_run_json_says_why(project,
         "cc: cc: this toolchain is broken on purpose; no agent started "
         "(docs/sandbox.md)"
     )
-    run = json.loads((project.results / "default" / "run.json").read_text())
     assert run["sandbox_self_test"]["ok"] is False
-    assert project.read("probe", "tiny-add", "agent.json") == before
-
-
-@needs_srt
-def test_a_run_that_starts_agents_keeps_the_passed_self_test_in_run_json(project):
-    stand_in_mode(project)
-    project.doit("run", "tiny:probe", "instances=tiny-add")
-    run = json.loads((project.results / "default" / "run.json").read_text())
-    assert run["sandbox_self_test"]["ok"] is True
-    assert [s["step"] for s in run["sandbox_self_test"]["steps"]] == list(selftest.STEPS)
-    assert project.read("probe", "tiny-add", "agent.json")["status"] == "completed"
-    # A rerun with nothing to do starts no agent, and so no self-test.
-    checked = run["sandbox_self_test"]["checked"]
-    _, executed = project.doit("run", "tiny:probe", "instances=tiny-add")
-    assert not any(e.startswith("agent:") for e in executed)
-    run = json.loads((project.results / "default" / "run.json").read_text())
-    assert run["sandbox_self_test"]["checked"] == checked
+    assert after == before
 
 
 def free_port():

@@ -1,6 +1,7 @@
 """The four modes as the benchmark's users run them (issue 50), through `doit run` on the fixture
 benchmark: impl's loop, full's scripted planner with critique and reducer at once and its
-consensus on Codex falling back to Claude, nlcmd's one planner call driving subagents.
+consensus on Codex falling back to Claude, nlcmd's one planner call driving subagents; and a
+mode whose agent home holds a Claude Code plugin tree (read on impl's run).
 
 The shipped modes run the real Claude Code and Codex CLIs against the stand-ins
 (tests/anthropic_standin.py, tests/openai_standin.py); what is asserted is the stand-ins'
@@ -16,8 +17,8 @@ import textwrap
 
 import openai_standin
 import pytest
-from anthropic_standin import say
-from conftest import SOURCE_ROOT
+from anthropic_standin import StandIn, say
+from conftest import SOURCE_ROOT, Project
 from test_agent_claude import FIX, needs_srt
 from workflow_scripts import (
     CODEX,
@@ -70,19 +71,26 @@ class Workflow:
 
 
 @pytest.fixture
-def workflow(project, claude_program, anthropic_api):
-    return Workflow(project, claude_program, anthropic_api)
-
-
-@pytest.fixture
 def workflow_codex(project, claude_program, anthropic_api, codex_program, openai_api):
     return Workflow(project, claude_program, anthropic_api, codex_program, openai_api)
 
 
+@pytest.fixture(scope="module")
+def impl_and_kit(claude_program, tmp_path_factory):
+    """One run of the shipped impl mode and of a mode `kit` (add_plugin_mode), which the tests
+    of both read: their stand-in scripts have no marker in common."""
+    project = Project(tmp_path_factory.mktemp("impl-and-kit"))
+    with StandIn() as api:
+        workflow = Workflow(project, claude_program, api)
+        kit_script = add_plugin_mode(workflow)
+        workflow.api.script = {**loop_script(FIX), **kit_script}
+        workflow.run("impl", "kit")
+        yield workflow
+
+
 @needs_srt
-def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(workflow):
-    workflow.api.script = loop_script(FIX)
-    workflow.run("impl")
+def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(impl_and_kit):
+    workflow = impl_and_kit
     assert {r["marker"] for r in workflow.api.messages_requests() if r["marker"]} >= {
         iteration(1),
         iteration(2),
@@ -279,7 +287,7 @@ SCRIPTED = textwrap.dedent(
     import os, re, subprocess, sys
     prompt = open(sys.argv[1]).read()
     n = int(re.search(r"this is call (\\d+) of", prompt).group(1))
-    how = os.environ["LOOP_SCENARIO"]
+    how = sys.argv[2]
     os.makedirs(".tmp", exist_ok=True)
     if how != "idle":
         with open(f".tmp/commit-message-{n}.txt", "w") as f:
@@ -295,22 +303,34 @@ SCRIPTED = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def scripted(project):
+SCENARIOS = ("marker", "limit", "idle")
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    """One run of two modes per scenario of the scripted agent, which the scenario's test
+    reads: loopy-<scenario> (score on_disk) and loopy-done-<scenario> (score finished)."""
+    project = Project(tmp_path_factory.mktemp("scripted"))
     script = project.base / "agent.py"
     script.write_text(SCRIPTED)
     shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
     with open(project.root / "modes.toml", "a") as f:
-        for name, score in (("loopy", "on_disk"), ("loopy-done", "finished")):
-            f.write(
-                f'\n[modes.{name}]\nisolation = "none"\nscore = "{score}"\ntimeout = 600\n'
-                f'[[modes.{name}.phases]]\nname = "implement"\nprompt = "prompt_loop.md.j2"\n'
-                f'share = "rest"\nloop = {{ max = 3, no_progress = 2 }}\n'
-                f'command = "{sys.executable} {script} {{prompt_file}}"\n'
-            )
+        for scenario in SCENARIOS:
+            for name, score in (("loopy", "on_disk"), ("loopy-done", "finished")):
+                name = f"{name}-{scenario}"
+                f.write(
+                    f'\n[modes.{name}]\nisolation = "none"\nscore = "{score}"\ntimeout = 600\n'
+                    f'[[modes.{name}.phases]]\nname = "implement"\n'
+                    f'prompt = "prompt_loop.md.j2"\n'
+                    f'share = "rest"\nloop = {{ max = 3, no_progress = 2 }}\n'
+                    f'command = "{sys.executable} {script} {{prompt_file}} {scenario}"\n'
+                )
+    modes = [f"tiny:{m}-{s}" for s in SCENARIOS for m in ("loopy", "loopy-done")]
+    project.doit("run", *modes, "instances=tiny-add")
     return project
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "scenario, ended, iterations, commits",
     [("marker", "marker", 2, 1), ("limit", "limit", 3, 3), ("idle", "no_progress", 2, 0)],
@@ -318,14 +338,8 @@ def scripted(project):
 def test_a_loop_ends_on_the_marker_at_its_limit_or_without_progress(
     scripted, scenario, ended, iterations, commits
 ):
-    scripted.doit(
-        "run",
-        "tiny:loopy",
-        "tiny:loopy-done",
-        "instances=tiny-add",
-        env={"LOOP_SCENARIO": scenario},
-    )
-    for mode in ("loopy", "loopy-done"):
+    loopy, done = f"loopy-{scenario}", f"loopy-done-{scenario}"
+    for mode in (loopy, done):
         agent = scripted.read(mode, "tiny-add", "agent.json")
         assert agent["loop"]["ended"] == ended and agent["loop"]["iterations"] == iterations
         assert agent["loop"]["commits"] == commits
@@ -333,13 +347,13 @@ def test_a_loop_ends_on_the_marker_at_its_limit_or_without_progress(
         assert [p["iteration"] for p in agent["phases"]] == list(range(1, iterations + 1))
     # Each call after the first is told what the one before printed, and the feedback.
     prompt = (
-        scripted.task_dir("loopy", "tiny-add") / "agent" / "1-implement-2.prompt.md"
+        scripted.task_dir(loopy, "tiny-add") / "agent" / "1-implement-2.prompt.md"
     ).read_text()
     assert "output of call 1" in prompt
     if scenario == "idle":
         assert "wrote no commit message" in prompt and "changed nothing" in prompt
-    on_disk = scripted.read("loopy", "tiny-add", "patch.json")
-    finished = scripted.read("loopy-done", "tiny-add", "patch.json")
+    on_disk = scripted.read(loopy, "tiny-add", "patch.json")
+    finished = scripted.read(done, "tiny-add", "patch.json")
     if scenario == "marker":
         assert on_disk["files"] == finished["files"] == ["src/core/calc.c"]
     elif scenario == "limit":
@@ -401,11 +415,10 @@ def test_the_report_gives_the_users_ratios_with_intervals():
 PLUGIN_COMMAND = "Review this checkout with the kit's two reviewers"
 
 
-@needs_srt
-def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_models(workflow):
-    """A mode's agent home holding a Claude Code plugin tree unchanged: its command runs, and
-    its two subagents, called by their plugin-qualified names, reach the API with their own
-    models."""
+def add_plugin_mode(workflow):
+    """Mode `kit`: its agent home holds a Claude Code plugin tree unchanged (a command and two
+    subagents on models of their own), its one phase's prompt runs the plugin's command; and
+    the stand-in's script of that command and of the subagents."""
     templates = workflow.project.root / "templates"
     shutil.copytree(SOURCE_ROOT / "templates", templates)
     plugin = templates / "agent-homes" / "kit" / "plugins" / "review-kit"
@@ -431,7 +444,7 @@ def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_mode
             'command = "claude --plugin-dir {agent_home}/plugins --allowedTools '
             'Agent,Read,Grep --output-format json --model {model} -p {prompt}"\n'
         )
-    workflow.api.script = {
+    return {
         PLUGIN_COMMAND: [
             [
                 agent_call("review-kit:fast", "SUB-FAST-MARK"),
@@ -442,7 +455,14 @@ def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_mode
         "SUB-FAST-MARK": [[say("fast review")]],
         "SUB-DEEP-MARK": [[say("deep review")]],
     }
-    workflow.run("kit")
+
+
+@needs_srt
+def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_models(impl_and_kit):
+    """A mode's agent home holding a Claude Code plugin tree unchanged: its command runs, and
+    its two subagents, called by their plugin-qualified names, reach the API with their own
+    models."""
+    workflow = impl_and_kit
     agent = workflow.agent("kit")
     assert agent["status"] == "completed", agent["error"]
     fast = workflow.api.messages_requests("SUB-FAST-MARK")

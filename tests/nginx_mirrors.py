@@ -162,11 +162,24 @@ def score_prediction(
     return json.loads((task_dir / "grade.json").read_text()), task_dir
 
 
+def strict_prediction(
+    tmp_path: Path, cache: Path, task: dict, patch: str, run: str
+) -> tuple[dict, dict]:
+    """score_prediction's grade.json, and the unit's strict.json."""
+    grade, task_dir = score_prediction(tmp_path, cache, task, patch, run)
+    return grade, json.loads((task_dir / "strict.json").read_text())
+
+
+def gold_plus(task: dict, path: str, edit: Callable[[str], str]) -> str:
+    """The task's fix, plus `edit` of another file."""
+    return gold_diff(task) + file_patch(task["base_commit"], path, edit)
+
+
 # An nginx that serves `return 200 "...";` and little else: the agent of test_full_mode.py
-# builds this, with the modules they never load left out and no optimisation, in about half the
-# processor time of the default build (docs/development.md).
+# builds this, with the modules it never loads left out, no optimisation and no debugging
+# information, in about half the processor time of the default build (docs/development.md).
 SMALL_BUILD = (
-    "./auto/configure --with-cc-opt=-O0 "
+    "./auto/configure --with-cc-opt='-O0 -g0' "
     + " ".join(
         f"--without-http_{m}_module"
         for m in (

@@ -1,6 +1,7 @@
-"""The pipeline on real nginx and nginx-tests, with plain builds: gold and none on a shipped
-task, and patches of the range task that print TAP, keep nginx from starting or kill prove. Runs
-only with local mirrors configured:
+"""The pipeline on real nginx and nginx-tests: gold and none on a shipped task; patches of the
+range task that print TAP, keep nginx from starting or kill prove; and the strict stage's
+sanitizer finding and gold's strictness on that task (test_real_nginx_strict.py, which makes the
+sanitizer build of its base, has the regression check). Runs only with local mirrors configured:
 
 NGINX_EVAL_REPO_URL='/srv/mirrors/{owner}+{name}/repo' python -m pytest tests/test_real_nginx.py
 
@@ -14,12 +15,16 @@ import shutil
 import subprocess
 
 from nginx_mirrors import (
+    GZIP,
+    GZIP_OVER_READ,
     doit_run,
+    gold_plus,
     main_c_patch,
     needs_mirrors,
     range_task,
     score_prediction,
     shipped_tasks,
+    strict_prediction,
 )
 
 # Every test here starts doit on real nginx (minutes): end to end (conftest.py).
@@ -140,3 +145,48 @@ def test_an_nginx_that_kills_prove_is_the_patchs_fault(tmp_path, real_nginx_cach
     assert failure["reason"] == (
         "prove was killed by signal 9; the base build runs the file to its end"
     )
+
+
+def test_the_fix_plus_an_over_read_on_the_gzip_path_is_resolved_but_not_strict(
+    tmp_path, real_nginx_cache
+):
+    task = range_task()
+    patch = gold_plus(
+        task,
+        GZIP,
+        lambda text: text.replace(
+            "\nstatic ngx_int_t\nngx_http_gzip_header_filter(ngx_http_request_t *r)\n{",
+            GZIP_OVER_READ,
+            1,
+        ).replace(
+            "    if (!conf->enable\n", "    ngx_http_gzip_peek(r);\n\n    if (!conf->enable\n", 1
+        ),
+    )
+    grade, strict = strict_prediction(tmp_path, real_nginx_cache, task, patch, "overread")
+    assert grade["resolved"] and grade["strict"] is False and grade["regressions"] == []
+    kinds = {(f["tool"], f["kind"], f["frame"].split(" ")[0]) for f in grade["sanitizer_findings"]}
+    # The compiler inlines the static helper: its caller may be the first frame.
+    assert kinds & {
+        ("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_peek"),
+        ("AddressSanitizer", "heap-buffer-overflow", "ngx_http_gzip_header_filter"),
+    }
+
+
+def test_gold_of_the_range_task_is_strict(tmp_path, real_nginx_cache):
+    task = range_task()
+    doit_run(
+        tmp_path,
+        real_nginx_cache,
+        "nginx:gold",
+        f"instances={task['instance_id']}",
+        # Gold is judged strictly only when asked (docs/verdicts.md).
+        "strict_gold=1",
+        "run=gold-strict",
+        timeout=1800,
+    )
+    grade = json.loads(
+        (
+            tmp_path / "results" / "gold-strict" / "gold" / task["instance_id"] / "grade.json"
+        ).read_text()
+    )
+    assert (grade["resolved"], grade["strict"], grade["strict_reason"]) == (True, True, "")

@@ -52,9 +52,14 @@ def doit_run(
     *words: str,
     timeout: float = 900,
     env: Mapping[str, str] | None = None,
+    report: bool = False,
 ) -> subprocess.CompletedProcess:
     """`doit run WORDS` with the cache `cache` and the test's own results (tmp_path/results), in
-    `env` (default this process's environment)."""
+    `env` (default this process's environment). Without `report`, the run renders no report (as
+    conftest.Project.run_args): its statistics and charts are a second and a half of processor
+    time in a process of their own, and only a test that reads the report asks for it."""
+    if not report:
+        words = (*words, "report=0")
     env = dict(
         os.environ if env is None else env,
         NGINX_EVAL_CACHE=str(cache),

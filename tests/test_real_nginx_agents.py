@@ -98,6 +98,7 @@ def test_a_mode_per_program_resolves_a_real_task_at_its_metered_cost(
         "strict=0",
         "run=by-program",
         env=env,
+        report=True,
     )
     results = tmp_path / "results" / "by-program"
     read = lambda mode, name: json.loads((results / mode / task["instance_id"] / name).read_text())

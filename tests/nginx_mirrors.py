@@ -58,7 +58,7 @@ def doit_run(
     `env` (default this process's environment). Without `report`, the run renders no report (as
     conftest.Project.run_args): its statistics and charts are a second and a half of processor
     time in a process of their own, and only a test that reads the report asks for it."""
-    if not report:
+    if not report and not any(w.startswith("report") for w in words):
         words = (*words, "report=0")
     env = dict(
         os.environ if env is None else env,

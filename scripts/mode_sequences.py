@@ -244,6 +244,7 @@ def run_one(work, cache, env, api, openai_api, scenario, mode, task, repo) -> di
         "strict=0",
         env=env,
         timeout=3600,
+        report=True,  # ran_by_report reads it
     )
     wall = time.monotonic() - start
     agent = jsonio.read_json(task_dir / "agent.json")

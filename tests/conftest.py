@@ -291,12 +291,14 @@ def pytest_collection_modifyitems(config, items):
 # The modules of the longest wall time (a sum over their tests, measured with the whole suite on
 # four workers: docs/development.md), longest first.
 LONGEST = (
+    "test_real_nginx_strict",
     "test_real_nginx",
     "test_rayexec",
     "test_agent_claude",
     "test_workflow_modes",
     "test_faults",
     "test_agent_programs",
+    "test_real_nginx_agents",
     "test_full_mode",
     "test_swebench",
     "test_claude_cli",
@@ -576,3 +578,18 @@ def without_timings(row: dict, dropped: Iterable[str]) -> dict:
             {k: v for k, v in call.items() if k != "seconds"} for call in out["phase_figures"]
         ]
     return out
+
+
+@pytest.fixture(scope="session")
+def real_nginx_cache(tmp_path_factory):
+    """NGINX_EVAL_CACHE of the tests on real nginx (tests/nginx_mirrors.py), one for the whole
+    session: every worker's modules share its clones, builds, configure tests and sanitizer runs,
+    as a user's runs share a cache, kept apart by the harness's own locks (a build another worker
+    is making is waited for, not made twice). Each doit run in it has a run name of its own: the
+    harness refuses a second process on a run that is running."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's directory, above each worker's own
+    path = base / "real-nginx-cache"
+    path.mkdir(exist_ok=True)
+    return path

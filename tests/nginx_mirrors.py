@@ -1,16 +1,19 @@
-"""The local mirrors of nginx and nginx-tests that the real-nginx tests run against, and the
-small nginx build those that only need a server make.
+"""The local mirrors of nginx and nginx-tests that the real-nginx tests run against, the
+helpers of the modules that share one cache (conftest.py: real_nginx_cache), and the small nginx
+build the sandbox's agent makes.
 
 NGINX_EVAL_REPO_URL names them (e.g. '/srv/mirrors/{owner}+{name}/repo'); `.ci/run` finds
 ../shared/mirrors itself (scripts/mirrors_url.py). Without them those tests skip, saying why.
 """
 
 import difflib
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from unittest import mock
 
 import doit_server
 import pytest
@@ -49,9 +52,14 @@ def doit_run(
     *words: str,
     timeout: float = 900,
     env: Mapping[str, str] | None = None,
+    report: bool = False,
 ) -> subprocess.CompletedProcess:
     """`doit run WORDS` with the cache `cache` and the test's own results (tmp_path/results), in
-    `env` (default this process's environment)."""
+    `env` (default this process's environment). Without `report`, the run renders no report (as
+    conftest.Project.run_args): its statistics and charts are a second and a half of processor
+    time in a process of their own, and only a test that reads the report asks for it."""
+    if not report and not any(w.startswith("report") for w in words):
+        words = (*words, "report=0")
     env = dict(
         os.environ if env is None else env,
         NGINX_EVAL_CACHE=str(cache),
@@ -73,11 +81,110 @@ def doit_run(
 REAL_BUILD_ENV = {"NGINX_EVAL_CC_OPT": "-O0"}
 
 
-# An nginx that serves `return 200 "...";` and little else: the tests that start a real server
-# build this, with the modules they never load left out and no optimisation, in about half the
-# processor time of the default build (docs/development.md).
+def shipped_tasks() -> list[dict]:
+    """The tasks of tasks/nginx.json, as the file has them."""
+    return json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())["tasks"]
+
+
+# The range task: range_clearing.t, nginx's default modules; most real-nginx tests patch it.
+RANGE_TASK = "nginx__nginx-f35475c083d4"
+
+
+def range_task() -> dict:
+    return next(t for t in shipped_tasks() if t["instance_id"] == RANGE_TASK)
+
+
+def base_build(cache: Path, task: dict, flags: list[str] | None = None) -> Path:
+    """The binary of `task`'s base build (with `flags`, default the task's configure flags) in
+    the harness's cache `cache`, made by the harness (build/stage.py: ensure_build) as
+    doit_run's pipeline makes it, or found there: a module that needs a real nginx server takes
+    the build another module's runs of the task share."""
+    from nginx_eval.build.cache import binary_path
+    from nginx_eval.build.stage import ensure_build
+    from nginx_eval.core.layout import Layout
+
+    env = {"NGINX_EVAL_CACHE": str(cache), **REAL_BUILD_ENV}
+    with mock.patch.dict(os.environ, env):
+        layout = Layout.from_env()
+        record = ensure_build(
+            layout,
+            mirror(task["repo"]),
+            task["base_commit"],
+            task["configure_flags"] if flags is None else flags,
+            b"",
+        )
+    assert record["status"] == "built", record
+    return binary_path(layout, record["key"])
+
+
+def gold_diff(task: dict) -> str:
+    """The task's fix: the diff from its base to its fix commit."""
+    return subprocess.run(
+        ["git", "--git-dir", str(mirror(task["repo"])), "diff"]
+        + [task["base_commit"], task["fix_commit"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def file_patch(base_commit: str, path: str, edit: Callable[[str], str]) -> str:
+    """A unified diff of `path` at `base_commit` changed by edit(text) -> text."""
+    before = nginx_file(URL.format(owner="nginx", name="nginx"), base_commit, path)
+    return unified(path, before, edit(before))
+
+
+def main_c_patch(base_commit: str, insertion: str) -> str:
+    """A patch of src/core/nginx.c at `base_commit` that runs `insertion` in main() before
+    ngx_time_init() (after -V and -v have answered)."""
+    path, anchor = "src/core/nginx.c", "    ngx_time_init();\n"
+    before = nginx_file(URL.format(owner="nginx", name="nginx"), base_commit, path)
+    assert anchor in before
+    return unified(path, before, before.replace(anchor, insertion + anchor, 1))
+
+
+def score_prediction(
+    tmp_path: Path, cache: Path, task: dict, patch: str, run: str
+) -> tuple[dict, Path]:
+    """`patch` scored as the `file` mode's prediction for `task` in run `run`: (its
+    grade.json, its unit's results directory)."""
+    preds = tmp_path / f"{run}.jsonl"
+    preds.write_text(
+        json.dumps(
+            {"instance_id": task["instance_id"], "model_patch": patch, "model_name_or_path": run}
+        )
+        + "\n"
+    )
+    doit_run(
+        tmp_path,
+        cache,
+        "nginx:file",
+        f"predictions={preds}",
+        f"instances={task['instance_id']}",
+        f"run={run}",
+    )
+    task_dir = tmp_path / "results" / run / "file" / task["instance_id"]
+    return json.loads((task_dir / "grade.json").read_text()), task_dir
+
+
+def strict_prediction(
+    tmp_path: Path, cache: Path, task: dict, patch: str, run: str
+) -> tuple[dict, dict]:
+    """score_prediction's grade.json, and the unit's strict.json."""
+    grade, task_dir = score_prediction(tmp_path, cache, task, patch, run)
+    return grade, json.loads((task_dir / "strict.json").read_text())
+
+
+def gold_plus(task: dict, path: str, edit: Callable[[str], str]) -> str:
+    """The task's fix, plus `edit` of another file."""
+    return gold_diff(task) + file_patch(task["base_commit"], path, edit)
+
+
+# An nginx that serves `return 200 "...";` and little else: the agent of test_full_mode.py
+# builds this, with the modules it never loads left out, no optimisation and no debugging
+# information, in about half the processor time of the default build (docs/development.md).
 SMALL_BUILD = (
-    "./auto/configure --with-cc-opt=-O0 "
+    "./auto/configure --with-cc-opt='-O0 -g0' "
     + " ".join(
         f"--without-http_{m}_module"
         for m in (

@@ -9,13 +9,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 from anthropic_standin import call, say
-from conftest import DODO, SOURCE_ROOT
+from conftest import SOURCE_ROOT
 from local_http import serve
-from nginx_mirrors import SMALL_BUILD, mirror, needs_mirrors
+from nginx_mirrors import SMALL_BUILD, doit_run, mirror, needs_mirrors
 from test_agent_claude import VERIFY, claude  # noqa: F401 (a fixture)
 from test_sandbox import needs_srt
 
@@ -122,29 +121,14 @@ def test_full_on_real_nginx_gets_nginxs_answer_inside_the_sandbox(tmp_path, host
         "rm -rf objs Makefile",
     )
     port = host_server.server_address[1]
-    env = dict(
-        os.environ,
-        NGINX_EVAL_CACHE=str(tmp_path / "cache"),
-        NGINX_EVAL_RESULTS=str(tmp_path / "results"),
-        AGENT=agent,
-        STAND_IN_HOST_PORT=str(port),
-    )
     # The stand-in applies the gold diff from its own directory, which the sandbox lets a
     # phase read (the directory of the program it starts).
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "doit",
-            "-f",
-            str(DODO),
-            "run",
-            # The agent's attempt alone: what is asked of it happens there, not in grading.
-            f"agent:nginx/plan-verify/{task['instance_id']}",
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
+    doit_run(
+        tmp_path,
+        tmp_path / "cache",
+        # The agent's attempt alone: what is asked of it happens there, not in grading.
+        f"agent:nginx/plan-verify/{task['instance_id']}",
+        env=dict(os.environ, AGENT=agent, STAND_IN_HOST_PORT=str(port)),
         timeout=1800,
     )
     task_dir = tmp_path / "results" / "default" / "plan-verify" / task["instance_id"]

@@ -1,8 +1,8 @@
 """What an agent can do inside its sandbox (issue 36), run through srt exactly as a phase runs
 (sandbox.srt_settings, write_support, phase_environment, wrap): start servers on the sandbox's
 loopback and reach them with plain clients, while the host's loopback stays refused and on the
-record; run as an ordinary user; and (with local mirrors) start a real nginx with and without a
-`user` directive.
+record; run as an ordinary user; and (with local mirrors) start a real nginx, the harness's
+build of a task's base, with and without a `user` directive.
 """
 
 import json
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from local_http import serve
-from nginx_mirrors import SMALL_BUILD, mirror, needs_mirrors
+from nginx_mirrors import base_build, needs_mirrors, range_task
 from test_sandbox import needs_srt
 
 from nginx_eval.agent import sandbox
@@ -163,11 +163,11 @@ done
 
 
 @needs_mirrors("nginx/nginx")
-def test_a_real_nginx_starts_serves_and_stops_inside_with_and_without_a_user_directive(tmp_path):
-    src = tmp_path / "nginx"
-    subprocess.run(["git", "clone", "-q", str(mirror("nginx/nginx")), str(src)], check=True)
-    subprocess.run(SMALL_BUILD, shell=True, cwd=src, check=True, timeout=900)
-    binary = str(src / "objs" / "nginx")
+def test_a_real_nginx_starts_serves_and_stops_inside_with_and_without_a_user_directive(
+    tmp_path, real_nginx_cache
+):
+    # The harness's build of the range task's base, which test_real_nginx.py's runs share.
+    binary = str(base_build(real_nginx_cache, range_task()))
     code, out, err, blocked = run_phase(
         tmp_path, NGINX_IN_THE_SANDBOX.replace("NGINX", binary), programs=[binary]
     )

@@ -291,22 +291,24 @@ def pytest_collection_modifyitems(config, items):
 # The modules of the longest wall time (a sum over their tests, measured with the whole suite on
 # four workers: docs/development.md), longest first.
 LONGEST = (
+    # These two make the range task's base builds of the session's shared cache, the sanitizer
+    # one and the plain one, on two workers at once (test_real_nginx_strict.py's docstring).
     "test_real_nginx_strict",
     "test_real_nginx",
     "test_rayexec",
-    "test_agent_claude",
     "test_workflow_modes",
+    "test_agent_claude",
     "test_faults",
-    "test_agent_programs",
-    "test_real_nginx_agents",
     "test_full_mode",
     "test_swebench",
-    "test_claude_cli",
     "test_pipeline",
-    "test_openssl_pin",
-    "test_report",
-    "test_sandbox_servers",
     "test_limits",
+    "test_agent_programs",
+    "test_meter_claude",
+    "test_agent_home",
+    "test_strict",
+    "test_openssl_pin",
+    "test_swebench_pro",
 )
 
 

@@ -30,7 +30,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 V1 = Path("/sys/fs/cgroup/cpuacct")
 V2 = Path("/sys/fs/cgroup")
-GROUP = "nginx-eval-suite-cpu"
+# Two measurements at once need groups of their own: SUITE_CPU_GROUP names this one's.
+GROUP = os.environ.get("SUITE_CPU_GROUP", "nginx-eval-suite-cpu")
 ROWS_DIR = "SUITE_CPU_ROWS_DIR"  # where each worker writes its rows
 
 

@@ -10,14 +10,17 @@ instructions and environment reach neither the model nor the agent's shell; an o
 is an infra error tried again; a bad key stops the run before any agent, in seconds, with one
 line naming the program; the site's page shows the attempt step by step from its ATIF file.
 What a fixing phase records, the site's page of it, the operator's configuration kept out and
-the overloaded API tried again are checked on one run per program (`operated`).
+the overloaded API tried again are checked on one run per program (`operated`); the doctor's
+lines of both programs on two doctor runs of them together (`doctored`).
 """
 
 import json
 import os
+import re
 import shutil
 import time
 import urllib.parse
+from types import SimpleNamespace
 
 import gemini_standin
 import markupsafe
@@ -96,22 +99,30 @@ class Program:
         return sum(by_hand(self.tokens(r["usage"]), prices) for r in requests)
 
 
-def configured(name, project, path, api):
+def configured(name, project, path, api, alone=True):
     """The fixture project with a mode `<program>` whose one phase names the program, the real
-    CLI (`path`) first on PATH, its stand-in `api` as its API (no other API's variables set)."""
+    CLI (`path`) first on PATH, its stand-in `api` as its API (no other API's variables set).
+    alone=False adds the mode to a project configured for another program, keeping its mode
+    and variables."""
     program = Program(name, api, path)
     bin_dir = project.base / f"{name}-bin"
     bin_dir.mkdir()
     (bin_dir / name).symlink_to(path)
-    for variable in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
-        project.env.pop(variable, None)
+    if alone:
+        for variable in (
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+            "GEMINI_API_KEY",
+        ):
+            project.env.pop(variable, None)
+        shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
     project.env.update(program.env())
     project.env.update(
         PATH=f"{bin_dir}{os.pathsep}{project.env['PATH']}",
         NGINX_EVAL_AGENT_BACKOFF="0.05",
         NGINX_EVAL_AGENT_MAX_RETRIES="0",
     )
-    shutil.copy(SOURCE_ROOT / "modes.toml", project.root / "modes.toml")
     command = program.program.command(False).replace('"', '\\"')
     with open(project.root / "modes.toml", "a") as f:
         f.write(
@@ -360,20 +371,37 @@ def test_a_bad_key_stops_the_run_before_any_agent_with_one_line(agent):
     print(f"\n{agent.name}: bad key stopped the run in {seconds:.1f} s: {line}")
 
 
-def test_the_doctor_checks_the_programs_version_credentials_key_and_endpoint(agent):
+@pytest.fixture(scope="module")
+def doctored(request, tmp_path_factory):
+    """Both programs' modes in one project (configured(), the second with alone=False), each
+    against its stand-in, and `doit run doctor` on both at once: with their keys ({name:
+    program} and the run's stdout), then with both keys wrong (the stdout and exit status).
+    One doctor run checks the machine (tools, OpenSSL, the sandbox's self-test) for every
+    mode it is given: two runs serve both programs."""
+    project = Project(tmp_path_factory.mktemp("doctor"))
+    with openai_standin.StandIn() as openai_api, gemini_standin.StandIn() as gemini_api:
+        programs = {}
+        for name, api in (("codex", openai_api), ("gemini", gemini_api)):
+            path = request.getfixturevalue(f"{name}_program")
+            programs[name] = configured(name, project, path, api, alone=not programs)
+        modes = f"modes={','.join(programs)}"
+        good, _ = project.doit("run", "doctor", modes)
+        wrong = {p.program.key_variable: "wrong-key" for p in programs.values()}
+        bad, _ = project.doit("run", "doctor", modes, check=False, env=wrong)
+        yield SimpleNamespace(programs=programs, good=good.stdout, bad=bad)
+
+
+@pytest.mark.parametrize("name", ["codex", "gemini"])
+def test_the_doctor_checks_the_programs_version_credentials_key_and_endpoint(doctored, name):
     from claude_cli import setup_setting
 
-    proc, _ = agent.project.doit("run", "doctor", f"modes={agent.name}")
+    agent = doctored.programs[name]
     version = setup_setting(agent.program.version_setting)
-    (line,) = [x for x in proc.stdout.splitlines() if agent.program.label in x]
-    assert line.startswith(f"OK      agent modes: {agent.program.label} ") and version in line
-    assert f"credentials, {agent.program.probe_url(agent.project.env)} reachable" in line
-    proc, _ = agent.project.doit(
-        "run",
-        "doctor",
-        f"modes={agent.name}",
-        check=False,
-        env={agent.program.key_variable: "wrong-key"},
-    )
-    assert proc.returncode != 0
-    assert f"CANNOT RUN mode {agent.name}: {agent.program.label}: the API refused" in proc.stdout
+    # Both programs' findings are OK: the doctor gives them on one line, each in its words.
+    (line,) = [x for x in doctored.good.splitlines() if agent.program.label in x]
+    assert line.startswith("OK      agent modes: ")
+    url = agent.program.probe_url(agent.project.env)
+    said = rf"{re.escape(agent.program.label)} (\S+ )?{re.escape(version)}, credentials, "
+    assert re.search(said + rf"{re.escape(url)} reachable(,|$)", line), line
+    assert doctored.bad.returncode != 0
+    assert f"CANNOT RUN mode {name}: {agent.program.label}: the API refused" in doctored.bad.stdout

@@ -116,8 +116,9 @@ class TwoNodes:
 
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory):
-    """One cluster for the whole module: a cluster starts in 5 to 10 s. The test that loses a
-    node has it replaced after it (TwoNodes.replace_lost)."""
+    """One cluster for the whole module: a cluster starts in 5 to 10 s. A node a test loses is
+    replaced when the next test asks for the cluster (TwoNodes.replace_lost), not after the
+    test: the module's last test to lose one (test_node_lost_mid_run) costs no replacement."""
     nodes = TwoNodes(tmp_path_factory.mktemp("ray"))
     try:
         yield nodes
@@ -126,13 +127,16 @@ def shared_cluster(tmp_path_factory):
 
 
 @pytest.fixture
-def fresh_cluster(shared_cluster):
-    """The shared cluster with its nodes' caches empty, for a test that looks at builds; the
-    nodes it loses are replaced after it."""
-    try:
-        yield shared_cluster.fresh()
-    finally:
-        shared_cluster.replace_lost()
+def cluster(shared_cluster):
+    """The shared cluster with two worker nodes again (those lost before replaced)."""
+    shared_cluster.replace_lost()
+    return shared_cluster
+
+
+@pytest.fixture
+def fresh_cluster(cluster):
+    """The cluster with its nodes' caches empty, for a test that looks at builds."""
+    return cluster.fresh()
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +155,7 @@ def run_on_cluster(local_run, shared_cluster):
     the nodes held and the compiler log are taken as the run left them (a later test empties
     them)."""
     project = local_run
+    shared_cluster.replace_lost()
     cluster = shared_cluster.fresh()
     builds_here = sorted((project.cache / "builds").glob("*/build.json"))
     project.doit(
@@ -260,55 +265,6 @@ def start_doit(project, env, *args):
     )
 
 
-def test_node_lost_mid_run(local_run, fresh_cluster):
-    """The node running an agent dies: that agent runs again on the other node and its record
-    lists the lost try; finished agents, builds and proves are kept, and the verdicts are the
-    local executor's."""
-    project, cluster = local_run, fresh_cluster
-    calls_before = len(project.agent_calls())
-    gate = project.base / "gate"
-    env = ray_env(project, cluster, FAKE_AGENT_GATE_tiny_mul=str(gate))
-    doit = start_doit(project, env, "run", "-n", "4", "tiny", "run=lost", "executor=ray")
-    try:
-        wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the gated agent")
-        # tiny-add's agent came back (it may have run on the node about to be lost).
-        wait_for(
-            lambda: (project.task_dir("fake", "tiny-add", "lost") / "agent.json").exists(),
-            what="the other agent",
-        )
-        running = [
-            w
-            for w in cluster.workers
-            if (
-                cluster.node_cache(w) / "cache" / "workspaces" / "lost" / "fake" / "tiny-mul"
-            ).is_dir()
-        ]
-        assert len(running) == 1
-        cluster.lose(running[0])
-        Path(str(gate) + ".waiting").unlink()
-        wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the agent's second try")
-        gate.write_text("")
-        out, err = doit.communicate(timeout=300)
-    finally:
-        if doit.poll() is None:
-            os.killpg(doit.pid, signal.SIGKILL)
-    assert doit.returncode == 0, out + err
-    for mode in ("gold", "none", "fake"):
-        assert rows(project, "lost", mode) == rows(project, "local", mode), mode
-    agent = project.read("fake", "tiny-mul", "agent.json", run="lost")
-    assert [a["status"] for a in agent["attempts"]] == ["infra_error", "completed"]
-    assert "lost" in agent["attempts"][0]["error"]
-    # This run called tiny-add's agent once, tiny-mul's twice.
-    calls = project.agent_calls()[calls_before:]
-    assert calls.count("tiny-add") == 1
-    assert calls.count("tiny-mul") == 2
-    assert [
-        a["status"] for a in project.read("fake", "tiny-add", "agent.json", run="lost")["attempts"]
-    ] == ["completed"]
-    lost = [u for u in units(project, "lost") if u["lost"]]
-    assert [(u["kind"], u["instance_id"]) for u in lost] == [("agent", "tiny-mul")]
-
-
 def concurrent_trees(cc_log):
     """The most build trees with a compiler running at the same moment, and how many trees
     there were, from the compiler log's text. Calls outside a build tree (`cc --version` for
@@ -391,9 +347,8 @@ def read_units(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_interrupt_stops_the_remote_agent(project, shared_cluster):
+def test_interrupt_stops_the_remote_agent(project, cluster):
     """Ctrl-C at the coordinator cancels the unit on its node: the agent's process is gone."""
-    cluster = shared_cluster
     env = ray_env(project, cluster, FAKE_AGENT="hang")
     doit = start_doit(project, env, "run", "-n", "2", "tiny:fake", "run=onray", "executor=ray")
     try:
@@ -414,9 +369,8 @@ def test_interrupt_stops_the_remote_agent(project, shared_cluster):
     assert not (project.results / "onray" / "fake" / "tiny-add" / "agent.json").exists()
 
 
-def test_budget_holds_at_the_coordinator(project, shared_cluster):
+def test_budget_holds_at_the_coordinator(project, cluster):
     """max_cost= counts what the agents that came back cost: once spent, none starts."""
-    cluster = shared_cluster
     project.doit(
         "run",
         "-n",
@@ -435,9 +389,8 @@ def test_budget_holds_at_the_coordinator(project, shared_cluster):
     assert len(project.agent_calls()) == 1
 
 
-def test_process_workers_are_refused_with_ray(project, shared_cluster):
+def test_process_workers_are_refused_with_ray(project, cluster):
     """One Ray driver per run: doit's -P process would fork it."""
-    cluster = shared_cluster
     proc, executed = project.doit(
         "run",
         "-n",
@@ -451,6 +404,55 @@ def test_process_workers_are_refused_with_ray(project, shared_cluster):
     )
     assert proc.returncode != 0 and executed == []
     assert "executor=ray runs doit's workers as threads: drop -P process" in proc.stderr
+
+
+def test_node_lost_mid_run(local_run, fresh_cluster):
+    """The node running an agent dies: that agent runs again on the other node and its record
+    lists the lost try; finished agents, builds and proves are kept, and the verdicts are the
+    local executor's."""
+    project, cluster = local_run, fresh_cluster
+    calls_before = len(project.agent_calls())
+    gate = project.base / "gate"
+    env = ray_env(project, cluster, FAKE_AGENT_GATE_tiny_mul=str(gate))
+    doit = start_doit(project, env, "run", "-n", "4", "tiny", "run=lost", "executor=ray")
+    try:
+        wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the gated agent")
+        # tiny-add's agent came back (it may have run on the node about to be lost).
+        wait_for(
+            lambda: (project.task_dir("fake", "tiny-add", "lost") / "agent.json").exists(),
+            what="the other agent",
+        )
+        running = [
+            w
+            for w in cluster.workers
+            if (
+                cluster.node_cache(w) / "cache" / "workspaces" / "lost" / "fake" / "tiny-mul"
+            ).is_dir()
+        ]
+        assert len(running) == 1
+        cluster.lose(running[0])
+        Path(str(gate) + ".waiting").unlink()
+        wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the agent's second try")
+        gate.write_text("")
+        out, err = doit.communicate(timeout=300)
+    finally:
+        if doit.poll() is None:
+            os.killpg(doit.pid, signal.SIGKILL)
+    assert doit.returncode == 0, out + err
+    for mode in ("gold", "none", "fake"):
+        assert rows(project, "lost", mode) == rows(project, "local", mode), mode
+    agent = project.read("fake", "tiny-mul", "agent.json", run="lost")
+    assert [a["status"] for a in agent["attempts"]] == ["infra_error", "completed"]
+    assert "lost" in agent["attempts"][0]["error"]
+    # This run called tiny-add's agent once, tiny-mul's twice.
+    calls = project.agent_calls()[calls_before:]
+    assert calls.count("tiny-add") == 1
+    assert calls.count("tiny-mul") == 2
+    assert [
+        a["status"] for a in project.read("fake", "tiny-add", "agent.json", run="lost")["attempts"]
+    ] == ["completed"]
+    lost = [u for u in units(project, "lost") if u["lost"]]
+    assert [(u["kind"], u["instance_id"]) for u in lost] == [("agent", "tiny-mul")]
 
 
 def test_forwarded_environment_keeps_node_settings_home():

@@ -5,7 +5,7 @@ import json
 import re
 
 import pytest
-from conftest import SOURCE_ROOT, section, table_row
+from conftest import SOURCE_ROOT, Project, section, table_row
 from test_commands import preview_table
 
 from nginx_eval.checks import doctor, doctor_report
@@ -75,12 +75,23 @@ def test_reports_and_cleaning_of_runs_that_lack_what_they_need(project):
     assert made["unpaired"] == ["gold"] and made["comparisons"] == []
 
 
-def test_a_dry_run_after_a_finished_run_has_nothing_to_run(project):
+@pytest.fixture(scope="module")
+def gold_one(tmp_path_factory):
+    """A project after `doit run tiny:gold limit=1` on a cold cache, and that command's output:
+    the first command of two tests below, the same for each. Each runs more on it after
+    reading it (another run, a benchmark written beside), and asserts only what it added."""
+    project = Project(tmp_path_factory.mktemp("gold-one"))
+    proc, _ = project.doit("run", "tiny:gold", "limit=1")
+    return project, proc
+
+
+@pytest.mark.e2e
+def test_a_dry_run_after_a_finished_run_has_nothing_to_run(gold_one):
     """Finding 7: right after `tiny:gold limit=1` finished, its dry run lists no unit to run;
     another limit=, instances=, run= or repository URL that needs no new commit leaves the
     clones current (their stamps record what they hold), so the stages after them are counted
     as they are, and the real command runs no repos task either."""
-    project.doit("run", "tiny:gold", "limit=1")
+    project, _ = gold_one
 
     def dry(*words, env=None):
         proc, executed = project.doit("run", "tiny:gold", *words, "dry_run=1", env=env)
@@ -217,11 +228,12 @@ def test_a_mode_run_on_fewer_tasks_is_rated_on_the_tasks_it_ran(project):
     )
 
 
-def test_a_cold_run_says_what_it_waits_for_and_the_doctor_checks_another_benchmark(project):
+@pytest.mark.e2e
+def test_a_cold_run_says_what_it_waits_for_and_the_doctor_checks_another_benchmark(gold_one):
     """Finding 16: a cold run is not silent while its bases build; `doit run doctor
     bench=OTHER`, as docs/benchmark.md writes it for SWE-bench, works after README's first
     command put another benchmark in run default (the doctor reads and writes no run)."""
-    proc, _ = project.doit("run", "tiny:gold", "limit=1")
+    project, proc = gold_one
     lines = proc.stdout.splitlines()
     assert "nginx-eval: building up to 1 base first; each unit starts once its base is built" in (
         lines

@@ -18,7 +18,10 @@ def stage(executed, name):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """A project after one `doit run tiny`, for the tests that read it, run it again with
-    nothing to do or add a run of another name: the run is the same for each."""
+    nothing to do or add a run of another name: the run is the same for each. The tests after
+    those (in the order of this file) change the project, each one thing, and run it to the end
+    again, so the next finds it run with nothing pending; each asserts what changed relative to
+    the state it found, so it holds alone (-k) as it does after the others."""
     project = Project(tmp_path_factory.mktemp("tiny-run"))
     project.doit("run", "tiny")
     return project
@@ -46,6 +49,7 @@ def test_gold_none_and_agent_verdicts(tiny_run):
     agent = project.read("fake", "tiny-add", "agent.json")
     assert agent["status"] == "completed" and agent["cost_usd"] == 0.25
     assert agent["tokens"]["input"] == 1000
+    assert sorted(project.agent_calls()) == ["tiny-add", "tiny-mul"]  # one call a task
     preds = [
         json.loads(line)
         for line in (project.results / "default" / "gold" / "predictions.jsonl")
@@ -64,16 +68,49 @@ def test_second_run_executes_nothing(tiny_run):
     assert executed == []
 
 
-def test_deleting_one_grade_reruns_only_that_grade(project):
-    project.doit("run", "tiny")
+@pytest.mark.e2e
+def test_identical_patches_share_one_build(tiny_run):
+    project = tiny_run
+    gold = project.read("gold", "tiny-add", "build.json")
+    fake = project.read("fake", "tiny-add", "build.json")
+    # The scripted agent writes exactly the fix: same bytes, so one build serves both modes.
+    assert (project.task_dir("gold", "tiny-add") / "model.patch").read_bytes() == (
+        project.task_dir("fake", "tiny-add") / "model.patch"
+    ).read_bytes()
+    assert gold["key"] == fake["key"] and gold["binary"] == fake["binary"]
+    assert gold["reused"] or fake["reused"]
+    assert project.read("none", "tiny-add", "build.json")["kind"] in ("clean", "sibling")
+    assert gold["kind"] == "incremental"
+    # Builds on disk: tiny-add base, tiny-add fix, tiny-mul base, tiny-mul fix (shared by gold and
+    # fake again): four, not six.
+    builds = [p for p in (project.cache / "builds").iterdir() if not p.name.startswith(".")]
+    assert len(builds) == 4
+    # Both clean builds ran configure, whose one test program was built once and kept.
+    kept = [
+        p for p in (project.cache / "feature-tests").iterdir() if p.is_file() and p.suffix != ".err"
+    ]
+    assert len(kept) == 1 and os.access(kept[0], os.X_OK)
+    # A new run of the same patches builds nothing.
+    _, executed = project.doit("run", "tiny", "run=again")
+    assert all(
+        project.read(m, i, "build.json", "again")["reused"]
+        for m in ("gold", "none", "fake")
+        for i in ("tiny-add", "tiny-mul")
+    )
+
+
+@pytest.mark.e2e
+def test_deleting_one_grade_reruns_only_that_grade(tiny_run):
+    project = tiny_run
     (project.task_dir("gold", "tiny-mul") / "grade.json").unlink()
     _, executed = project.doit("run", "tiny")
     assert [t for t in executed if not t.startswith("results:")] == ["grade:tiny/gold/tiny-mul"]
     assert project.read("gold", "tiny-mul", "grade.json")["status"] == "resolved"
 
 
-def test_changing_test_files_reruns_prove_and_grade_of_that_task_only(project):
-    project.doit("run", "tiny")
+@pytest.mark.e2e
+def test_changing_test_files_reruns_prove_and_grade_of_that_task_only(tiny_run):
+    project = tiny_run
     calls = len(project.agent_calls())
     bench = project.benchmark()
     bench["tasks"][0]["test_files"].append("version.t")
@@ -95,26 +132,29 @@ def test_changing_test_files_reruns_prove_and_grade_of_that_task_only(project):
     )
 
 
-def test_editing_a_mode_command_reruns_that_modes_agents(project):
-    project.doit("run", "tiny")
-    assert sorted(project.agent_calls()) == ["tiny-add", "tiny-mul"]
+@pytest.mark.e2e
+def test_editing_a_mode_command_reruns_that_modes_agents(tiny_run):
+    project = tiny_run
+    calls = project.agent_calls()
     modes = (project.root / "modes.toml").read_text()
     (project.root / "modes.toml").write_text(modes.replace("timeout = 20", "timeout = 21"))
     _, executed = project.doit("run", "tiny")
     assert stage(executed, "agent") == ["agent:tiny/fake/tiny-add", "agent:tiny/fake/tiny-mul"]
-    assert sorted(project.agent_calls()) == ["tiny-add", "tiny-add", "tiny-mul", "tiny-mul"]
+    assert sorted(project.agent_calls()) == sorted([*calls, "tiny-add", "tiny-mul"])
     assert not [t for t in executed if "/gold/" in t or "/none/" in t]
 
 
-def test_downstream_change_never_reruns_the_agent(project):
-    project.doit("run", "tiny:fake")
+@pytest.mark.e2e
+def test_downstream_change_never_reruns_the_agent(tiny_run):
+    project = tiny_run
+    calls = sorted(project.agent_calls())
     bench = project.benchmark()
     bench["tasks"][1]["configure_flags"] = ["--with-debug", "--with-http_v2_module"]
     project.write_benchmark(bench)
     _, executed = project.doit("run", "tiny:fake")
     assert stage(executed, "build") == ["build:tiny/fake/tiny-mul"]
     assert stage(executed, "agent") == []
-    assert len(project.agent_calls()) == 2
+    assert sorted(project.agent_calls()) == calls
 
 
 def test_forget_reruns_an_agent_but_a_lost_database_does_not(project):
@@ -260,37 +300,6 @@ def test_parallel_runs_give_the_same_verdicts(project):
     assert statuses(project, "thread") == EXPECTED
     _, executed = project.doit("run", "-n", "2", "-P", "thread", "tiny", "run=thread")
     assert executed == []
-
-
-@pytest.mark.e2e
-def test_identical_patches_share_one_build(tiny_run):
-    project = tiny_run
-    gold = project.read("gold", "tiny-add", "build.json")
-    fake = project.read("fake", "tiny-add", "build.json")
-    # The scripted agent writes exactly the fix: same bytes, so one build serves both modes.
-    assert (project.task_dir("gold", "tiny-add") / "model.patch").read_bytes() == (
-        project.task_dir("fake", "tiny-add") / "model.patch"
-    ).read_bytes()
-    assert gold["key"] == fake["key"] and gold["binary"] == fake["binary"]
-    assert gold["reused"] or fake["reused"]
-    assert project.read("none", "tiny-add", "build.json")["kind"] in ("clean", "sibling")
-    assert gold["kind"] == "incremental"
-    # Builds on disk: tiny-add base, tiny-add fix, tiny-mul base, tiny-mul fix (shared by gold and
-    # fake again): four, not six.
-    builds = [p for p in (project.cache / "builds").iterdir() if not p.name.startswith(".")]
-    assert len(builds) == 4
-    # Both clean builds ran configure, whose one test program was built once and kept.
-    kept = [
-        p for p in (project.cache / "feature-tests").iterdir() if p.is_file() and p.suffix != ".err"
-    ]
-    assert len(kept) == 1 and os.access(kept[0], os.X_OK)
-    # A new run of the same patches builds nothing.
-    _, executed = project.doit("run", "tiny", "run=again")
-    assert all(
-        project.read(m, i, "build.json", "again")["reused"]
-        for m in ("gold", "none", "fake")
-        for i in ("tiny-add", "tiny-mul")
-    )
 
 
 def test_incremental_build_recompiles_only_the_touched_file(project):

@@ -65,7 +65,9 @@ def site_tasks(executed):
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """One run of gold, none and fake (site_run.py), without the Claude Code CLI."""
+    """One run of gold, none and fake (site_run.py), without the Claude Code CLI. The tests
+    that change it (a grade, an agent's patch, a site page rendered again) come after those
+    that read it, in the order of this file."""
     project = Project(tmp_path_factory.mktemp("site"), reports=True)
     site_run.make_run(project)
     return project, project.results / RUN / "site"
@@ -237,11 +239,12 @@ def test_a_contaminated_unit_is_not_scored_whatever_its_grade_says():
 
 
 # -- incremental, page by page ------------------------------------------------------------------
-def test_a_changed_grade_rerenders_its_page_and_the_index_and_nothing_else(project):
+@pytest.mark.e2e
+def test_a_changed_grade_rerenders_its_page_and_the_index_and_nothing_else(site):
     """doit run report: a strict verdict added to one grade.json; then, through the pipeline, a
-    task whose grade changes (the scripted agent now fixes tiny-mul)."""
-    site_run.make_run(project)
-    site_dir = project.results / RUN / "site"
+    task whose grade changes (the scripted agent now fixes tiny-mul). It changes the module's
+    run: it comes after the tests that read that run as made."""
+    project, site_dir = site
     _, executed = project.doit("run", "report", f"run={RUN}")
     assert executed == []
     grade_path = project.task_dir("fake", "tiny-add", RUN) / "grade.json"
@@ -340,8 +343,9 @@ def test_without_a_gold_mode_the_gold_fix_comes_from_the_clone(project):
     assert page.count('<span class="d-add">+    return a + b;</span>') == 1  # the gold fix
 
 
-def test_the_site_tasks_are_listed_and_score_nothing(project):
-    site_run.make_run(project)
+@pytest.mark.e2e
+def test_the_site_tasks_are_listed_and_score_nothing(site):
+    project, _ = site
     proc, _ = project.doit("list", "--all", f"run={RUN}")
     names = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
     assert {"report", "report:markdown", "site", "site:index", "site:fake/tiny-mul"} <= names

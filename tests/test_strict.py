@@ -7,7 +7,7 @@ import json
 import subprocess
 
 import pytest
-from conftest import DODO
+from conftest import DODO, Project
 
 from nginx_eval.strict.sanitizer import CC_OPT, LD_OPT, parse_report, sanitizer_flags
 from nginx_eval.strict.stage import compare, suspects
@@ -170,10 +170,30 @@ def test_a_patch_that_reads_out_of_bounds_is_resolved_but_not_strict(project, tm
     assert ("AddressSanitizer", "heap-buffer-overflow") == parse_report(report.read_text())[0][:2]
 
 
-def test_gold_is_not_judged_unless_asked(project):
+@pytest.fixture(scope="module")
+def gold_add(tmp_path_factory):
+    """A project after `doit run tiny:gold strict=0 instances=tiny-add`: the test of strict=0
+    reads it; the test of gold's default strictness, after it in this file, runs gold again on
+    it (both tasks, strict on), asserting only what its own run did."""
+    project = Project(tmp_path_factory.mktemp("gold-add"))
+    project.doit("run", "tiny:gold", "strict=0", "instances=tiny-add")
+    return project
+
+
+@pytest.mark.e2e
+def test_strict_0_leaves_the_verdict_unjudged(gold_add):
+    project = gold_add
+    grade = project.read("gold", "tiny-add", "grade.json")
+    assert (grade["strict"], grade["strict_reason"]) == (None, "not judged (strict=0)")
+    assert not project.task_dir("gold", "tiny-add").joinpath("strict.json").exists()
+
+
+@pytest.mark.e2e
+def test_gold_is_not_judged_unless_asked(gold_add):
     """`doit run tiny:gold`, strict on (the default): no strict stage for gold, whose strictness
     the benchmark card states; its grade says which variable judges it, and the report shows
     no strict rate."""
+    project = gold_add
     _, executed = project.doit("run", "tiny:gold", "strict=1")
     project.render("tiny:gold", "strict=1")
     assert not any(e.startswith("strict:") for e in executed)
@@ -264,13 +284,6 @@ def test_without_a_sanitizer_build_the_plain_builds_judge_the_regressions(projec
         False,
     )
     assert project.read("file", "tiny-mul", "grade.json")["strict"] is None
-
-
-def test_strict_0_leaves_the_verdict_unjudged(project):
-    project.doit("run", "tiny:gold", "strict=0", "instances=tiny-add")
-    grade = project.read("gold", "tiny-add", "grade.json")
-    assert (grade["strict"], grade["strict_reason"]) == (None, "not judged (strict=0)")
-    assert not project.task_dir("gold", "tiny-add").joinpath("strict.json").exists()
 
 
 def test_a_regression_is_a_pass_under_the_reference_and_a_failure_twice_under_the_candidate():

@@ -29,6 +29,7 @@ another thread held.
 
 import atexit
 import gc
+import inspect
 import json
 import os
 import select
@@ -280,6 +281,16 @@ def main(source_root, requests_fd, replies_fd):
     sys.path.insert(1, source_root)  # the package next to dodo.py, as dodo.py imports it
     for name in PRELOAD:
         __import__(name)
+    from nginx_eval import pipeline
+    from nginx_eval.doitext import plugins
+
+    # doit's plugin look-ups, its commands' before the dodo file is read: each child selects
+    # from the server's one reading of the installed entry points.
+    plugins.read_entry_points_once()
+    plugins.installed_entry_points()
+    # doit orders the task creators by their line (inspect.getsourcelines): pipeline.py's lines
+    # and tokenize's expressions, read and compiled once here.
+    inspect.getsourcelines(pipeline.doit_tasks)
     import matplotlib
 
     matplotlib.use("Agg")  # as report/charts.py sets it before it imports pyplot

@@ -43,7 +43,7 @@ from .core.errors import UserError, UserFailure, fail
 from .core.locks import Busy, hold_until_exit
 from .core.outcomes import INFRA_ERROR
 from .core.tasknames import AGENT, BASE, BUILD, PROVE, STRICT, VALIDATE, task_name
-from .doitext import cleaning, scheduling, slim
+from .doitext import cleaning, plugins, scheduling, slim
 from .doitext.invocation import (
     READ_ONLY_COMMANDS,
     TASK_COMMANDS,
@@ -344,6 +344,7 @@ def load_dodo(root: str | Path | None = None) -> dict[str, Any]:
     from .pipeline import doit_tasks
 
     runstate.begin()  # this doit invocation's state: nothing of an earlier one in the process
+    plugins.read_entry_points_once()  # doit's backends and reporters are still to be looked up
     command = doit_command(sys.argv[1:])
     if command == "run":
         few_malloc_arenas()

@@ -17,10 +17,11 @@ the child and what it reaped). The worker closes its end of the protocol at exit
 
 The report and the site render in a process of their own (report/apart.py: ``python -m
 nginx_eval.report.apart``), which imports the statistics and charts each time, most of its
-processor time. The server has imported them too, and forks that process itself: a doit of the
-server asks for it on a socket it got at its fork (report/apart.py's ``procs.run_limited``,
-replaced), with the rendering's stdin, stdout and stderr passed along, its environment, working
-directory and umask; the server forks a child that runs ``report/apart.py: main`` and ends with its
+processor time. The server imports them too, at the first rendering a doit asks for (until then
+each fork copies a smaller process), and forks that process itself: a doit of the server asks
+for it on a socket it got at its fork (report/apart.py's ``procs.run_limited``, replaced), with
+the rendering's stdin, stdout and stderr passed along, its environment, working directory and
+umask; the server forks a child that runs ``report/apart.py: main`` and ends with its
 exit status, answers ``{"pid"}``, then ``{"status"}`` once it has ended, while it waits for the
 doit. The doit kills it at its time limit, as core/procs.py would; the server kills what a killed
 doit left rendering. A doit runs tasks in threads: a fork of the doit itself could copy a lock
@@ -29,6 +30,7 @@ another thread held.
 
 import atexit
 import gc
+import inspect
 import json
 import os
 import select
@@ -133,6 +135,7 @@ def _fork_rendering(renderings, server_files):
     if not message:
         return None
     reply = socket.socket(fileno=fds[0])
+    _import_rendering()
     pid = os.fork()
     if pid == 0:
         renderings.close()
@@ -144,6 +147,19 @@ def _fork_rendering(renderings, server_files):
         os.close(fd)
     reply.sendall(json.dumps({"pid": pid}).encode())
     return pid, reply
+
+
+def _import_rendering():
+    """The rendering's imports, in the server, before its first rendering: a server whose doits
+    render nothing stays smaller, and a doit forked from it costs less."""
+    if all(name in sys.modules for name in RENDERING):
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")  # as report/charts.py sets it before it imports pyplot
+    for name in RENDERING:
+        __import__(name)
+    gc.freeze()  # as the preloaded modules: shared with the children, untouched by collections
 
 
 def _render(request, stdin, stdout, stderr):
@@ -280,11 +296,16 @@ def main(source_root, requests_fd, replies_fd):
     sys.path.insert(1, source_root)  # the package next to dodo.py, as dodo.py imports it
     for name in PRELOAD:
         __import__(name)
-    import matplotlib
+    from nginx_eval import pipeline
+    from nginx_eval.doitext import plugins
 
-    matplotlib.use("Agg")  # as report/charts.py sets it before it imports pyplot
-    for name in RENDERING:
-        __import__(name)
+    # doit's plugin look-ups, its commands' before the dodo file is read: each child selects
+    # from the server's one reading of the installed entry points.
+    plugins.read_entry_points_once()
+    plugins.installed_entry_points()
+    # doit orders the task creators by their line (inspect.getsourcelines): pipeline.py's lines
+    # and tokenize's expressions, read and compiled once here.
+    inspect.getsourcelines(pipeline.doit_tasks)
     requests = os.fdopen(int(requests_fd), "r")
     replies = os.fdopen(int(replies_fd), "w")
     for stream in (requests, replies):

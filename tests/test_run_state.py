@@ -50,6 +50,8 @@ CACHED = {
     "by the toolchain and the query",
     ("core/layout.py", "_joined"): "base / parts: a pure function of its arguments",
     ("doitext/invocation.py", "options_with_value"): "doit's option tables, fixed for the process",
+    ("doitext/plugins.py", "installed_entry_points"): "the installed packages' entry points, "
+    "fixed for the process (doit finds its plugins at the start of a command)",
     ("prove/env.py", "_tool_versions"): "a toolchain's perl and openssl versions, keyed by the "
     "toolchain",
     ("prove/env.py", "_program"): "where this machine's PATH finds prove and perl",

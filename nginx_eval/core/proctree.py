@@ -96,12 +96,18 @@ def kill_command(proc: "subprocess.Popen[Any]", token: str) -> None:
             os.killpg(pgid, sig)
         except ProcessLookupError:
             pass
-        for pid in pids_with_token(token):
+        carriers = pids_with_token(token)
+        for pid in carriers:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
         if sig == signal.SIGTERM:
+            # The usual end: the command has exited and left nothing behind. Nothing is left to
+            # wait for or to kill, and the look at /proc the SIGKILL round would take again
+            # (the dearest part of stopping a command) would find nothing either.
+            if not carriers and proc.poll() is not None and not _group_alive(pgid):
+                return
             deadline = time.monotonic() + GRACE_SECONDS
             # poll() reaps the leader: a zombie leader keeps its group alive for killpg.
             while time.monotonic() < deadline and (

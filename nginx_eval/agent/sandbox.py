@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict, cast
 
 from ..core import inputs, jsonio, rootfs, runstate
 from ..core.errors import UserError
+from ..core.procs import run_query
 from ..core.records import Blocked, SweEnvView, ToolchainRecord
 from . import swe_view
 from .programs import registry
@@ -214,14 +215,11 @@ def _start_problem(program: str, path: str) -> str | None:
                 f,
             )
         try:
-            out = subprocess.run(
+            out = run_query(
                 [program, "-s", config, "--", "echo", "isolated"],
                 cwd=scratch,
                 env=dict(os.environ, PATH=path),
-                capture_output=True,
-                text=True,
                 timeout=60,
-                stdin=subprocess.DEVNULL,
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"srt does not run: {e}"
@@ -655,15 +653,7 @@ def run_isolated(
         return stderr_file.read_text(errors="replace") if stderr_file.exists() else ""
 
     try:
-        out = subprocess.run(
-            argv,
-            cwd=workspace,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
+        out = run_query(argv, cwd=workspace, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         return Isolated(None, "", said(), f"no answer in {timeout:g} s")
     except OSError as e:

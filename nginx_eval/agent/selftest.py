@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core.procs import run_query
 from ..core.records import SelfTest, SelfTestStep
 from . import sandbox
 from .programs.claude import CLAUDE
@@ -186,14 +187,7 @@ def endpoint_problem(
         stdout, said = run_inside(layout, box, environ, script, timeout=ENDPOINT_TIMEOUT)
     else:  # an unisolated agent's path is the host's own
         try:
-            out = subprocess.run(
-                ["bash", "-c", script],
-                env=environ,
-                capture_output=True,
-                text=True,
-                timeout=ENDPOINT_TIMEOUT,
-                stdin=subprocess.DEVNULL,
-            )
+            out = run_query(["bash", "-c", script], env=environ, timeout=ENDPOINT_TIMEOUT)
             stdout, said = out.stdout, out.stderr.strip()
         except subprocess.TimeoutExpired:
             stdout, said = "", f"no answer in {ENDPOINT_TIMEOUT} s"

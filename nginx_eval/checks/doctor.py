@@ -46,6 +46,7 @@ from ..agent.programs.base import Program, resolve_program
 from ..core import rootfs
 from ..core.gitcmd import file_at, remote_problem
 from ..core.layout import SOURCE_ROOT, Layout, repo_url
+from ..core.procs import run_query
 from ..core.stamps import TaskDict
 from ..mining.testsuite import (
     DAEMON_FILES,
@@ -174,9 +175,7 @@ class SystemProbe:
                 if self.inside("perl module"):
                     out = rootfs.run(self.toolchain, argv, timeout=120).stdout
                 else:
-                    out = subprocess.run(
-                        argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
-                    ).stdout
+                    out = run_query(argv, timeout=120).stdout
             except (OSError, subprocess.TimeoutExpired):
                 out = ""
             for line in out.splitlines():
@@ -257,18 +256,10 @@ def certificate_trial(
         )
         try:
             for argv in steps:
-                made = subprocess.run(
-                    inside(argv),
-                    cwd=d,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                    stdin=subprocess.DEVNULL,
-                )
+                made = run_query(inside(argv), cwd=d, env=env, timeout=timeout)
                 if made.returncode != 0:
                     return "unknown", f"`{' '.join(argv[:2])}` failed: {_last_line(made.stderr)}"
-            tried = subprocess.run(
+            tried = run_query(
                 inside(
                     [
                         "openssl",
@@ -283,10 +274,7 @@ def certificate_trial(
                 ),
                 cwd=d,
                 env=env,
-                capture_output=True,
-                text=True,
                 timeout=timeout,
-                stdin=subprocess.DEVNULL,
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             return "unknown", str(e)

@@ -162,6 +162,29 @@ def _command_layer(cwd: str | Path | None) -> "Git":
     return _gitpython().Git(cwd)
 
 
+def _execute(
+    cwd: str | Path | None,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    istream: BinaryIO | None = None,
+    timeout: float | None = None,
+) -> tuple[int, bytes, str]:
+    """`argv` run by GitPython in `cwd` with the environment `env`, its standard input
+    `istream`, killed after `timeout` seconds (None: no limit): (status, stdout as bytes,
+    stderr as text); a failure is a status, not an exception."""
+    status, out, err = _command_layer(cwd).execute(
+        list(argv),
+        istream=istream,
+        env=env,
+        kill_after_timeout=timeout,
+        with_extended_output=True,
+        with_exceptions=False,
+        stdout_as_string=False,
+        strip_newline_in_stdout=False,
+    )
+    return status, out, err
+
+
 def _git(
     args: Iterable[object],
     cwd: str | Path | None = None,
@@ -171,19 +194,13 @@ def _git(
 ) -> Result:
     """`git args` run in `cwd` with git_environment: a Result, output in bytes (stderr as text).
     check: GitError when git fails."""
-    args = [str(a) for a in args]
+    words = [str(a) for a in args]
     with _stdin(input) as istream:
-        status, out, err = _command_layer(cwd).execute(
-            ["git", *args],
-            istream=istream,
-            env=git_environment(cwd, extra_env),
-            with_extended_output=True,
-            with_exceptions=False,
-            stdout_as_string=False,
-            strip_newline_in_stdout=False,
+        status, out, err = _execute(
+            cwd, ["git", *words], git_environment(cwd, extra_env), istream=istream
         )
     if check and status != 0:
-        raise GitError(args, status, err)
+        raise GitError(words, status, err)
     return Result(status, out, err)
 
 
@@ -372,12 +389,8 @@ def remote_problem(url: str, timeout: float = 60) -> str | None:
     None: whether a clone of `url` would start."""
     with tempfile.TemporaryDirectory() as where:  # no repository around it to be found
         try:
-            status, _, err = _command_layer(where).execute(
-                ["git", "ls-remote", "--heads", url],
-                env=git_environment(where),
-                with_extended_output=True,
-                with_exceptions=False,
-                kill_after_timeout=timeout,
+            status, _, err = _execute(
+                where, ["git", "ls-remote", "--heads", url], git_environment(where), timeout=timeout
             )
         except OSError as e:
             return str(e)
@@ -792,14 +805,6 @@ def apply_patch(
     toolchain.py: git_environment of the tree), git's output appended to the binary file `log`;
     killed after `timeout` seconds. (exit code, whether it timed out)."""
     start = time.monotonic()
-    status, out, err = _command_layer(tree).execute(
-        apply_argv(patch_file),
-        env=env,
-        kill_after_timeout=timeout,
-        with_extended_output=True,
-        with_exceptions=False,
-        stdout_as_string=False,
-        strip_newline_in_stdout=False,
-    )
+    status, out, err = _execute(tree, apply_argv(patch_file), env, timeout=timeout)
     log.write(out + (err + "\n").encode("utf-8", "surrogateescape") if err else out)
     return status, status != 0 and time.monotonic() - start >= timeout

@@ -120,6 +120,28 @@ def kill_leftovers(token_file: str | Path) -> None:
     Path(token_file).unlink(missing_ok=True)
 
 
+def run_query(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> "subprocess.CompletedProcess[str]":
+    """A short command that answers in text (a version, a probe, a check): no standard input,
+    its output and errors captured as text, at most `timeout` seconds (then
+    subprocess.TimeoutExpired, as subprocess.run raises it). For the long commands of the
+    pipeline, run_limited."""
+    return subprocess.run(
+        list(argv),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def run_limited(
     argv: Sequence[str],
     *,

@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import UserError
+from .procs import run_query
 from .records import ToolchainRecord
 
 ENV_VAR = "NGINX_EVAL_TOOLCHAIN"
@@ -285,13 +286,8 @@ def run(
     readable: Iterable[str | Path] = (),
 ) -> subprocess.CompletedProcess[str]:
     """Run a short query (`cc --version`, `perl -e ...`) inside, in /tmp: its output as text."""
-    return subprocess.run(
-        command(toolchain, argv, cwd="/tmp", readable=readable),
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
+    return run_query(
+        command(toolchain, argv, cwd="/tmp", readable=readable), env=environment(), timeout=timeout
     )
 
 

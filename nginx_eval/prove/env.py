@@ -37,6 +37,7 @@ from ..core import rootfs
 from ..core.jsonio import file_digest, install_executable
 from ..core.layout import PACKAGE_DIR
 from ..core.locks import locked
+from ..core.procs import run_query
 from ..core.trees import remove_tree
 
 if TYPE_CHECKING:
@@ -119,9 +120,7 @@ def _tool_versions(toolchain: rootfs.Toolchain) -> dict[str, str | None]:
 
 def _first_line(argv: list[str]) -> str | None:
     try:
-        out = subprocess.run(
-            argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
-        )
+        out = run_query(argv, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = out.stdout.strip().splitlines()

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from ...core import jsonio
 from ...core.outcomes import COMPLETED, ERROR, FAILED, INFRA_ERROR, TIMEOUT
+from ...core.procs import run_query
 from ...core.records import ResultFields, Tokens
 
 RESULT_CHARS = 500
@@ -433,14 +434,7 @@ def _cached_version(
     if isinstance(known, dict) and known.get("version"):
         return known["version"]
     try:
-        out = subprocess.run(
-            [real, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=dict(os.environ, PATH=search_path),
-            stdin=subprocess.DEVNULL,
-        )
+        out = run_query([real, "--version"], timeout=60, env=dict(os.environ, PATH=search_path))
     except (OSError, subprocess.TimeoutExpired):
         return None
     version = (out.stdout.strip().splitlines() or [""])[0].strip()

@@ -5,6 +5,7 @@ two runs in one process start clean."""
 
 import ast
 import dataclasses
+import functools
 import sys
 import threading
 from pathlib import Path
@@ -108,9 +109,14 @@ MUTATORS = {
 CACHE_DECORATORS = {"cache", "lru_cache", "functools.cache", "functools.lru_cache"}
 
 
+@functools.cache
 def modules():
-    for path in sorted(PACKAGE.rglob("*.py")):
-        yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text())
+    """(path, tree) of each of the package's modules, parsed once for the module's scans (none of
+    them changes a tree)."""
+    return tuple(
+        (path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text()))
+        for path in sorted(PACKAGE.rglob("*.py"))
+    )
 
 
 def dotted(node):

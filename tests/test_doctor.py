@@ -4,12 +4,10 @@
 import os
 import shutil
 import textwrap
-from types import SimpleNamespace
 
 import claude_cli
 import fixture_repos
 import pytest
-from conftest import Project
 from test_agent_claude import claude  # noqa: F401 (a fixture)
 from test_testsuite import FASTCGI, OLD_CERTIFICATES, STREAM_SSL
 
@@ -384,34 +382,56 @@ def test_the_sandbox_finding_of_an_srt_that_cannot_start_says_so_in_srts_words(
 # -- end to end on the fixture project -------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def doctored(tmp_path_factory):
-    """A fixture project with the doctor's output before and after `doit run repos`, for the
-    tests that read it or run the doctor again; the last test of the file (the missing Perl
-    module) changes the project's tests and benchmark after them."""
-    project = Project(tmp_path_factory.mktemp("doctored"))
-    before = project.doit("run", "doctor")
-    project.doit("run", "repos")
-    after, _ = project.doit("run", "doctor")
-    return SimpleNamespace(project=project, before=before, after=after)
-
-
-@pytest.mark.e2e
-def test_doit_doctor_passes_on_fixture(doctored):
-    proc, executed = doctored.before
+def test_doit_doctor_passes_on_fixture(project):
+    proc, executed = project.doit("run", "doctor")
     assert executed == ["doctor"]
     assert "is not cloned" in proc.stdout  # repos were not fetched yet
     # ...so the verdict is "not checked", never "all good" (test_commands.py has the details).
     assert "doctor: not checked:" in proc.stdout and "all good" not in proc.stdout
-    proc = doctored.after
+    project.doit("run", "repos")
+    proc, _ = project.doit("run", "doctor")
     assert "is not cloned" not in proc.stdout and "doctor: all good" in proc.stdout
     assert "doctor: checking 2 task(s)" in proc.stdout
 
 
-@pytest.mark.e2e
-def test_doctor_without_agent_modes_checks_no_cli(doctored):
-    proc, _ = doctored.project.doit("run", "doctor", "modes=gold,none")
-    assert "agent modes" not in proc.stdout and "CANNOT RUN mode" not in proc.stdout
+def test_doit_doctor_fails_on_missing_perl_module(project):
+    tests_repo = project.mirrors / "acme+tiny-tests"
+    fixture_repos.write(
+        tests_repo / "needs_module.t",
+        fixture_repos.TEST_HEAD
+        + textwrap.dedent("""\
+        eval { require No::Such::Module; };
+        plan(skip_all => 'No::Such::Module not installed') if $@;
+        plan(tests => 1);
+        ok(1, 'loaded');
+        """),
+        0o755,
+    )
+    new_commit = fixture_repos.commit(tests_repo, "A test that needs a module")
+    bench = project.benchmark()
+    t = bench["tasks"][0]
+    t["test_commit"] = new_commit
+    t["test_files"].append("needs_module.t")
+    bench["tasks"][1]["perl_modules"] = ["Other::Missing::Module"]
+    project.write_benchmark(bench)
+    project.doit("run", "repos")
+    proc, _ = project.doit("run", "doctor", check=False)
+    assert proc.returncode != 0
+    assert (
+        "MISSING perl module No::Such::Module (needed by tiny-add (needs_module.t)) -> "
+        "apt-get install libno-such-module-perl"
+    ) in proc.stdout
+    assert (
+        "MISSING perl module Other::Missing::Module (needed by tiny-mul (perl_modules))"
+        in proc.stdout
+    )
+    install = [
+        line for line in proc.stdout.splitlines() if line.startswith("To install everything")
+    ]
+    assert "libno-such-module-perl libother-missing-module-perl" in install[0]
+    out, _ = project.doit("run", "doctor", "instances=tiny-mul", check=False)
+    assert out.returncode != 0 and "No::Such::Module" not in out.stdout
+    assert "Other::Missing::Module" in out.stdout
 
 
 # -- agent modes: the CLI, its pin, credentials, the endpoint, the sandbox -------------------------
@@ -455,48 +475,6 @@ def test_doctor_warns_of_a_cli_that_is_not_the_pinned_one(claude, tmp_path):
     ) in proc.stdout.splitlines()
 
 
-# -- the doctor on a changed project (last: it changes the module's project) --------------------
-
-
-@pytest.mark.e2e
-def test_doit_doctor_fails_on_missing_perl_module(doctored):
-    """Last in the file: it changes the module's project (a test file that needs a module, a
-    task that names one)."""
-    project = doctored.project
-    tests_repo = project.mirrors / "acme+tiny-tests"
-    fixture_repos.write(
-        tests_repo / "needs_module.t",
-        fixture_repos.TEST_HEAD
-        + textwrap.dedent("""\
-        eval { require No::Such::Module; };
-        plan(skip_all => 'No::Such::Module not installed') if $@;
-        plan(tests => 1);
-        ok(1, 'loaded');
-        """),
-        0o755,
-    )
-    new_commit = fixture_repos.commit(tests_repo, "A test that needs a module")
-    bench = project.benchmark()
-    t = bench["tasks"][0]
-    t["test_commit"] = new_commit
-    t["test_files"].append("needs_module.t")
-    bench["tasks"][1]["perl_modules"] = ["Other::Missing::Module"]
-    project.write_benchmark(bench)
-    project.doit("run", "repos")
-    proc, _ = project.doit("run", "doctor", check=False)
-    assert proc.returncode != 0
-    assert (
-        "MISSING perl module No::Such::Module (needed by tiny-add (needs_module.t)) -> "
-        "apt-get install libno-such-module-perl"
-    ) in proc.stdout
-    assert (
-        "MISSING perl module Other::Missing::Module (needed by tiny-mul (perl_modules))"
-        in proc.stdout
-    )
-    install = [
-        line for line in proc.stdout.splitlines() if line.startswith("To install everything")
-    ]
-    assert "libno-such-module-perl libother-missing-module-perl" in install[0]
-    out, _ = project.doit("run", "doctor", "instances=tiny-mul", check=False)
-    assert out.returncode != 0 and "No::Such::Module" not in out.stdout
-    assert "Other::Missing::Module" in out.stdout
+def test_doctor_without_agent_modes_checks_no_cli(project):
+    proc, _ = project.doit("run", "doctor", "modes=gold,none")
+    assert "agent modes" not in proc.stdout and "CANNOT RUN mode" not in proc.stdout

@@ -119,6 +119,12 @@ def modules():
     )
 
 
+@functools.cache
+def walked(node):
+    """Every node under `node` (ast.walk's), kept: the scans walk each module several times."""
+    return tuple(ast.walk(node))
+
+
 def dotted(node):
     if isinstance(node, ast.Name):
         return node.id
@@ -188,7 +194,7 @@ def test_no_global_statement_but_the_run():
     found = {
         (module, name)
         for module, tree in modules()
-        for node in ast.walk(tree)
+        for node in walked(tree)
         if isinstance(node, ast.Global)
         for name in node.names
     }
@@ -198,7 +204,7 @@ def test_no_global_statement_but_the_run():
 def test_every_cache_of_a_function_is_named_with_its_reason():
     found = set()
     for module, tree in modules():
-        for node in ast.walk(tree):
+        for node in walked(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for decorator in node.decorator_list:
                     call = decorator.func if isinstance(decorator, ast.Call) else decorator
@@ -211,7 +217,7 @@ def test_no_function_keeps_state_in_a_default_argument():
     found = [
         (module, node.name if not isinstance(node, ast.Lambda) else "lambda", node.lineno)
         for module, tree in modules()
-        for node in ast.walk(tree)
+        for node in walked(tree)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
         if mutable(default)
@@ -232,9 +238,9 @@ def constants():
 
 def in_functions(tree):
     """Every node inside a function of `tree` (what runs after the module is imported)."""
-    for function in ast.walk(tree):
+    for function in walked(tree):
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            yield from ast.walk(function)
+            yield from walked(function)
 
 
 def changed_in_place(tree, names):

@@ -7,6 +7,7 @@ never published) and published trees (read-only, with the binary's digest).
 """
 
 import os
+import shutil
 import stat
 import subprocess
 import time
@@ -43,8 +44,18 @@ BROKEN_C = fixture_repos.CALC_C % ("a + b", "a * b") + "int broken(void) { retur
 class Repo:
     """The fixture upstream with two more commits, its bare clone, a cache in tmp_path."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, template=None):
+        """Made in tmp_path, or copied there from `template` (a Repo made before, untouched)."""
         self.upstream = tmp_path / "upstream"
+        self.layout = Layout(
+            root=tmp_path / "root", cache=tmp_path / "cache", results_root=tmp_path / "results"
+        )
+        self.bare = self.layout.bare_repo("acme/tiny")
+        if template is not None:
+            shutil.copytree(template.upstream, self.upstream, symlinks=True)
+            shutil.copytree(template.bare, self.bare, symlinks=True)
+            self.commits = dict(template.commits)
+            return
         self.commits = fixture_repos.make_upstream(self.upstream)
         # c_later (HEAD) -> c_header (calc.h scales the arguments) -> c_broken (does not compile)
         fixture_repos.write(self.upstream / "src" / "core" / "calc.h", SCALED_HEADER)
@@ -52,10 +63,6 @@ class Repo:
         fixture_repos.write(self.upstream / "src" / "core" / "calc.c", BROKEN_C)
         self.commits["c_broken"] = fixture_repos.commit(self.upstream, "Broken")
         fixture_repos.git(self.upstream, "checkout", "-q", self.commits["c_later"])
-        self.layout = Layout(
-            root=tmp_path / "root", cache=tmp_path / "cache", results_root=tmp_path / "results"
-        )
-        self.bare = self.layout.bare_repo("acme/tiny")
         subprocess.run(
             ["git", "clone", "-q", "--bare", str(self.upstream), str(self.bare)],
             check=True,
@@ -99,9 +106,16 @@ class Repo:
         return (self.layout.build_dir(record["key"]) / "build.json").exists()
 
 
+@pytest.fixture(scope="module")
+def repo_template(tmp_path_factory):
+    """The repositories made once for the module; each test gets a copy (Repo's git commands
+    cost more than copying the two small trees)."""
+    return Repo(tmp_path_factory.mktemp("repo-template"))
+
+
 @pytest.fixture
-def repo(tmp_path):
-    return Repo(tmp_path)
+def repo(tmp_path, repo_template):
+    return Repo(tmp_path, template=repo_template)
 
 
 def calc_c(add, mul="a * b"):

@@ -5,6 +5,7 @@ two runs in one process start clean."""
 
 import ast
 import dataclasses
+import functools
 import sys
 import threading
 from pathlib import Path
@@ -108,9 +109,20 @@ MUTATORS = {
 CACHE_DECORATORS = {"cache", "lru_cache", "functools.cache", "functools.lru_cache"}
 
 
+@functools.cache
 def modules():
-    for path in sorted(PACKAGE.rglob("*.py")):
-        yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text())
+    """(path, tree) of each of the package's modules, parsed once for the module's scans (none of
+    them changes a tree)."""
+    return tuple(
+        (path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text()))
+        for path in sorted(PACKAGE.rglob("*.py"))
+    )
+
+
+@functools.cache
+def walked(node):
+    """Every node under `node` (ast.walk's), kept: the scans walk each module several times."""
+    return tuple(ast.walk(node))
 
 
 def dotted(node):
@@ -182,7 +194,7 @@ def test_no_global_statement_but_the_run():
     found = {
         (module, name)
         for module, tree in modules()
-        for node in ast.walk(tree)
+        for node in walked(tree)
         if isinstance(node, ast.Global)
         for name in node.names
     }
@@ -192,7 +204,7 @@ def test_no_global_statement_but_the_run():
 def test_every_cache_of_a_function_is_named_with_its_reason():
     found = set()
     for module, tree in modules():
-        for node in ast.walk(tree):
+        for node in walked(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for decorator in node.decorator_list:
                     call = decorator.func if isinstance(decorator, ast.Call) else decorator
@@ -205,7 +217,7 @@ def test_no_function_keeps_state_in_a_default_argument():
     found = [
         (module, node.name if not isinstance(node, ast.Lambda) else "lambda", node.lineno)
         for module, tree in modules()
-        for node in ast.walk(tree)
+        for node in walked(tree)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
         if mutable(default)
@@ -226,9 +238,9 @@ def constants():
 
 def in_functions(tree):
     """Every node inside a function of `tree` (what runs after the module is imported)."""
-    for function in ast.walk(tree):
+    for function in walked(tree):
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            yield from ast.walk(function)
+            yield from walked(function)
 
 
 def changed_in_place(tree, names):

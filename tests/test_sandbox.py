@@ -5,6 +5,7 @@ import textwrap
 import time
 
 import pytest
+from conftest import Project
 
 from nginx_eval.agent.sandbox import sandbox_problem
 
@@ -65,8 +66,10 @@ def spy_project(project, sandbox, find=True):
     return fix
 
 
-def spy_output(project):
-    project.doit("run", "tiny:spy", "instances=tiny-add")
+def spy_output(project, run=True):
+    """The spy's output on tiny-add (after a run of it, unless `run` is False)."""
+    if run:
+        project.doit("run", "tiny:spy", "instances=tiny-add")
     out = (project.task_dir("spy", "tiny-add") / "agent" / "1-look.stdout").read_text()
     assert out.strip().endswith("done"), out
     return out
@@ -87,19 +90,30 @@ def test_a_sandboxed_agent_finds_neither_the_fix_nor_the_tests(project):
     assert agent["status"] == "completed"
 
 
-def test_without_the_sandbox_the_same_agent_can_read_the_tests(project):
+@pytest.fixture(scope="module")
+def unsandboxed(tmp_path_factory):
+    """A project whose spy ran without the sandbox (and without its search of the machine) on
+    tiny-add beside gold, workspaces kept: the control and the given-texts test read it."""
+    project = Project(tmp_path_factory.mktemp("unsandboxed"))
+    spy_project(project, sandbox=False, find=False)
+    project.doit("run", "tiny:spy", "tiny:gold", "instances=tiny-add", "keep_workspaces=1")
+    return project
+
+
+@pytest.mark.e2e
+def test_without_the_sandbox_the_same_agent_can_read_the_tests(unsandboxed):
     """The control: the spy is able to find things, so its silence above means something.
     The workspace alone still hides the fix (no object, ref or reflog entry)."""
-    spy_project(project, sandbox=False, find=False)
-    out = spy_output(project)
+    project = unsandboxed
+    out = spy_output(project, run=False)
     assert f"FOUND path {project.mirrors / 'acme+tiny-tests'}" in out
     assert f"FOUND path {project.cache / 'repos'}" in out
     assert "FOUND fix" not in out
 
 
-def test_nothing_the_agent_is_given_contains_the_fix(project):
-    spy_project(project, sandbox=False, find=False)
-    project.doit("run", "tiny:spy", "tiny:gold", "instances=tiny-add", "keep_workspaces=1")
+@pytest.mark.e2e
+def test_nothing_the_agent_is_given_contains_the_fix(unsandboxed):
+    project = unsandboxed
     gold = (project.task_dir("gold", "tiny-add") / "model.patch").read_text()
     added = [
         line[1:].strip()

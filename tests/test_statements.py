@@ -19,6 +19,7 @@ from nginx_eval.checks.statements import (
     lint,
     task_evidence,
 )
+from nginx_eval.core import gitcmd
 from nginx_eval.run.benchmark import load_benchmark, parse_task
 
 CONFIG = """Config:
@@ -241,3 +242,18 @@ def test_a_leak_planted_in_a_shipped_statement_is_flagged():
     )
     result = check_statement(planted, task.area, evidence)
     assert result["words"] == {"content_range": ["fix"], "headers_out": ["fix"]}
+
+
+@needs_mirrors
+def test_the_lints_diffs_in_one_git_call_are_each_tasks_gold_diff():
+    """gitcmd.gold_diffs (one diff-tree --stdin for a repository's tasks) gives what gold_diff
+    gives a task at a time, byte for byte: a fix, a test commit after its parent, an empty diff
+    between a commit and itself, a commit named twice."""
+    tasks = load_benchmark(SOURCE_ROOT / "tasks" / "nginx.json").tasks[:6]
+    nginx, tests = nginx_mirrors.mirror("nginx/nginx"), nginx_mirrors.mirror("nginx/nginx-tests")
+    fixes = [(t.base_commit, t.fix_commit) for t in tasks]
+    fixes += [(tasks[0].fix_commit, tasks[0].fix_commit), fixes[1]]
+    assert gitcmd.gold_diffs(nginx, fixes) == [gitcmd.gold_diff(nginx, *p) for p in fixes]
+    assert gitcmd.gold_diffs(nginx, fixes)[-2] == b""
+    test_pairs = [(gitcmd.first_parent(tests, t.test_commit), t.test_commit) for t in tasks]
+    assert gitcmd.gold_diffs(tests, test_pairs) == [gitcmd.gold_diff(tests, *p) for p in test_pairs]

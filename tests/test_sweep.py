@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import fixture_repos
+import pytest
 
 from nginx_eval.mining.sweep import bisect
 
@@ -62,9 +63,20 @@ def run_sweep(tmp_path, old, new, via="", out=None, files=FILES):
     return json.loads((tmp_path / "work" / "leads.json").read_text()), done.stderr
 
 
-def test_sweep_bisects_each_flipped_assertion_to_its_fix(tmp_path):
-    c = fixture_repos.make_upstream(tmp_path / "tiny")
-    fixture_repos.make_tests_repo(tmp_path / "tiny-tests")
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """The fixture's upstream and test tree, unchanged, with one sweep work directory, for the
+    tests that sweep them: a later sweep finds the builds and TAP files of the commits an
+    earlier one ran, as a user's next sweep does (no test asserts what ran but the one that
+    sweeps the same ends twice in a row)."""
+    base = tmp_path_factory.mktemp("swept")
+    commits = fixture_repos.make_upstream(base / "tiny")
+    fixture_repos.make_tests_repo(base / "tiny-tests")
+    return base, commits
+
+
+def test_sweep_bisects_each_flipped_assertion_to_its_fix(swept):
+    tmp_path, c = swept
     out = tmp_path / "cands.json"
 
     leads, log = run_sweep(tmp_path, c["c_mul_bug"], c["c_later"], out=out)
@@ -90,9 +102,8 @@ def test_sweep_bisects_each_flipped_assertion_to_its_fix(tmp_path):
     assert ": 0 files in" in log or "files in 0 s" in log
 
 
-def test_sweep_misses_nothing_between_far_ends(tmp_path):
-    c = fixture_repos.make_upstream(tmp_path / "tiny")
-    fixture_repos.make_tests_repo(tmp_path / "tiny-tests")
+def test_sweep_misses_nothing_between_far_ends(swept):
+    tmp_path, c = swept
     leads, _ = run_sweep(tmp_path, c["c_add_bug"], c["c_later"])
     # add is fixed at c_add_fix; mul was broken and fixed again in between, right at both ends,
     # so it is no flip of these ends.

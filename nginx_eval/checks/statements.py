@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import UserFailure
-from ..core.gitcmd import blobs_in_tree, first_parent, gold_diff, read_blobs
+from ..core.gitcmd import blobs_in_tree, gold_diff, gold_diffs, lookup_objects, read_blobs
 from ..core.layout import Layout
 from ..core.stamps import TaskDict
 from ..core.tasknames import repo_task
@@ -255,22 +255,61 @@ class SourceVocabulary:
 def task_evidence(layout: Layout, task: Task, sources: SourceVocabulary | None = None) -> Evidence:
     """The Evidence of a task, from the bare clones of its repositories (and an authored task's
     own files: the nginx-tests files it shares were not written for its fix)."""
-    nginx, tests = layout.bare_repo(task.repo), layout.bare_repo(task.test_repo)
-    vocabulary = (sources or SourceVocabulary()).words_at(nginx, task.base_commit, "src")
-    if task.authored:
-        test_lines = [
-            line
-            for _, data in task.authored
-            for line in data.decode("utf-8", "replace").splitlines()
-        ]
-    else:
-        parent = first_parent(tests, task.test_commit) or EMPTY_TREE
-        test_lines = added_lines(gold_diff(tests, parent, task.test_commit), task.test_files)
-    return Evidence(
-        fix_lines=tuple(added_lines(gold_diff(nginx, task.base_commit, task.fix_commit))),
-        test_lines=tuple(test_lines),
-        vocabulary=vocabulary,
-    )
+    return tasks_evidence(layout, [task], sources)[0]
+
+
+def tasks_evidence(
+    layout: Layout, tasks: Sequence[Task], sources: SourceVocabulary | None = None
+) -> list[Evidence]:
+    """task_evidence of each of `tasks`, in order: the diffs of a repository from one git call
+    (gold_diffs) and the test commits' parents from another, not a few calls a task."""
+    sources = sources or SourceVocabulary()
+    fix_diffs = _diffs(layout, [(t.repo, t.base_commit, t.fix_commit) for t in tasks])
+    tested = [t for t in tasks if not t.authored]
+    parents: dict[str, dict[str, tuple[str, str]]] = {}
+    for repo in {t.test_repo for t in tested}:
+        names = [f"{t.test_commit}^" for t in tested if t.test_repo == repo]
+        parents[repo] = lookup_objects(layout.bare_repo(repo), names)
+    test_pairs = [
+        (t.test_repo, parents[t.test_repo].get(f"{t.test_commit}^", ("", EMPTY_TREE))[1])
+        + (t.test_commit,)
+        for t in tested
+    ]
+    test_diffs = iter(_diffs(layout, test_pairs))  # in the order of `tested`
+    found = []
+    for task, fix_diff in zip(tasks, fix_diffs, strict=True):
+        if task.authored:
+            test_lines = [
+                line
+                for _, data in task.authored
+                for line in data.decode("utf-8", "replace").splitlines()
+            ]
+        else:
+            test_lines = added_lines(next(test_diffs), task.test_files)
+        found.append(
+            Evidence(
+                fix_lines=tuple(added_lines(fix_diff)),
+                test_lines=tuple(test_lines),
+                vocabulary=sources.words_at(layout.bare_repo(task.repo), task.base_commit, "src"),
+            )
+        )
+    return found
+
+
+def _diffs(layout: Layout, triples: Sequence[tuple[str, str, str]]) -> list[bytes]:
+    """gold_diff of each (repository, base, fix), in order: gold_diffs per repository, and one
+    gold_diff for a root commit's (its base the empty tree, which diff-tree --stdin takes in
+    no line with a commit)."""
+    diffs: dict[int, bytes] = {}
+    for repo in {r for r, _, _ in triples}:
+        bare = layout.bare_repo(repo)
+        mine = [i for i, (r, base, _) in enumerate(triples) if r == repo and base != EMPTY_TREE]
+        for i, diff in zip(mine, gold_diffs(bare, [triples[i][1:] for i in mine]), strict=True):
+            diffs[i] = diff
+        for i, (r, base, fix) in enumerate(triples):
+            if r == repo and base == EMPTY_TREE:
+                diffs[i] = gold_diff(bare, base, fix)
+    return [diffs[i] for i in range(len(triples))]
 
 
 def finding_lines(instance_id: str, result: dict[str, Any]) -> list[str]:
@@ -295,9 +334,7 @@ def lint(layout: Layout, tasks: Sequence[Task]) -> UserFailure | None:
     (field audit, benchmark.py); warnings alone pass."""
     flagged: list[str] = []
     warned = 0
-    sources = SourceVocabulary()
-    for task in tasks:
-        evidence = task_evidence(layout, task, sources)
+    for task, evidence in zip(tasks, tasks_evidence(layout, tasks), strict=True):
         result = check_statement(task.problem_statement, task.area, evidence)
         for line in finding_lines(task.instance_id, result):
             print(line)

@@ -496,6 +496,35 @@ def gold_diff(git_dir: str | Path, base: str, fix: str) -> bytes:
     return _git([f"--git-dir={git_dir}", "diff", "--binary", "--full-index", base, fix]).stdout
 
 
+def gold_diffs(git_dir: str | Path, pairs: Sequence[tuple[str, str]]) -> list[bytes]:
+    """gold_diff of each (base, fix) of `pairs` (full commit ids), in order, from one `diff-tree
+    --stdin` whatever their number: a line "<fix> <base>" asks for the diff from base to fix,
+    and the output gives each diff after a line holding the fix's id alone, which no line of a
+    patch can be (a binary patch's lines are 1 + 5k characters long). Renames are found as
+    `git diff` finds them (-M, diff.renames' default)."""
+    if not pairs:
+        return []
+    out = _git(
+        [f"--git-dir={git_dir}", "diff-tree", "-p", "-M", "--binary", "--full-index", "--always"]
+        + ["--stdin"],
+        input="".join(f"{fix} {base}\n" for base, fix in pairs).encode(),
+    ).stdout
+    diffs, at = [], 0
+    for i, (_, fix) in enumerate(pairs):
+        header = fix.encode() + b"\n"
+        if not out.startswith(header, at):
+            raise GitError(["diff-tree", "--stdin", fix], 128, f"no diff for {fix}")
+        start = at + len(header)
+        if i + 1 < len(pairs):
+            at = out.find(b"\n" + pairs[i + 1][1].encode() + b"\n", start - 1) + 1
+            if at == 0:
+                raise GitError(["diff-tree", "--stdin", pairs[i + 1][1]], 128, "no diff")
+        else:
+            at = len(out)
+        diffs.append(out[start:at])
+    return diffs
+
+
 class ScratchIndex:
     """A throw-away index over the directory `work_tree`, filled from a commit of the repository
     `git_dir` (scratch_index). It compares the directory with the commit without reading the

@@ -88,10 +88,50 @@ def shipped_tasks() -> list[dict]:
 
 # The range task: range_clearing.t, nginx's default modules; most real-nginx tests patch it.
 RANGE_TASK = "nginx__nginx-f35475c083d4"
+# The http modules of nginx's default build that no test file the tests here run loads:
+# range_clearing.t asks for http, rewrite, proxy and cache; the strict stage's regression files of
+# the patches here, gzip.t for the gzip filter (http, proxy, gzip) and range.t and
+# range_charset.t for the range filter (charset), as in the shipped task's build. A sanitizer
+# build compiles each source file several times slower: these are a sixth of its processor time.
+RANGE_UNLOADED = [
+    f"--without-http_{m}_module"
+    for m in (
+        "ssi userid access auth_basic mirror autoindex geo map split_clients referer fastcgi "
+        "uwsgi scgi grpc memcached limit_conn limit_req empty_gif browser upstream_hash "
+        "upstream_ip_hash upstream_least_conn upstream_random upstream_keepalive upstream_zone"
+    ).split()
+]
 
 
 def range_task() -> dict:
-    return next(t for t in shipped_tasks() if t["instance_id"] == RANGE_TASK)
+    """The range task as the tests here run it: the shipped one (its commits, test files and
+    expected failures) built without RANGE_UNLOADED. Its builds are the session's (one plain and
+    one sanitizer base build in real_nginx_cache); a pipeline run reads it from
+    project_with(tmp_path, range_task())."""
+    return variant(RANGE_TASK, RANGE_UNLOADED)
+
+
+def variant(iid: str, unloaded: list[str]) -> dict:
+    """The shipped task `iid` with the configure flags `unloaded` before its own."""
+    task = next(t for t in shipped_tasks() if t["instance_id"] == iid)
+    return dict(task, configure_flags=unloaded + task["configure_flags"])
+
+
+def project_with(tmp_path: Path, task: dict) -> Path:
+    """NGINX_EVAL_ROOT of the shipped project (links to its files) whose tasks/nginx.json has
+    `task` in place of the shipped task of its instance_id."""
+    root = tmp_path / "project"
+    if not root.exists():
+        (root / "tasks").mkdir(parents=True)
+        for entry in (SOURCE_ROOT / "tasks").iterdir():
+            if entry.name != "nginx.json":
+                (root / "tasks" / entry.name).symlink_to(entry)
+        for name in ("templates", "modes.toml"):
+            (root / name).symlink_to(SOURCE_ROOT / name)
+    data = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())
+    data["tasks"] = [task if t["instance_id"] == task["instance_id"] else t for t in data["tasks"]]
+    (root / "tasks" / "nginx.json").write_text(json.dumps(data))
+    return root
 
 
 def base_build(cache: Path, task: dict, flags: list[str] | None = None) -> Path:
@@ -146,8 +186,8 @@ def main_c_patch(base_commit: str, insertion: str) -> str:
 def score_prediction(
     tmp_path: Path, cache: Path, task: dict, patch: str, run: str
 ) -> tuple[dict, Path]:
-    """`patch` scored as the `file` mode's prediction for `task` in run `run`: (its
-    grade.json, its unit's results directory)."""
+    """`patch` scored as the `file` mode's prediction for `task` (project_with's) in run `run`:
+    (its grade.json, its unit's results directory)."""
     preds = tmp_path / f"{run}.jsonl"
     preds.write_text(
         json.dumps(
@@ -162,6 +202,7 @@ def score_prediction(
         f"predictions={preds}",
         f"instances={task['instance_id']}",
         f"run={run}",
+        env=dict(os.environ, NGINX_EVAL_ROOT=str(project_with(tmp_path, task))),
     )
     task_dir = tmp_path / "results" / run / "file" / task["instance_id"]
     return json.loads((task_dir / "grade.json").read_text()), task_dir

@@ -6,8 +6,7 @@ base is no other module's)."""
 import json
 import os
 
-from conftest import SOURCE_ROOT
-from nginx_mirrors import doit_run, needs_mirrors
+from nginx_mirrors import doit_run, needs_mirrors, project_with, variant
 
 # It starts doit on real nginx (minutes): end to end (conftest.py).
 E2E = True
@@ -28,27 +27,11 @@ UNLOADED = [
 ] + ["--without-http-cache"]
 
 
-def project_without_unloaded_modules(tmp_path):
-    """NGINX_EVAL_ROOT of the shipped project, whose task IID builds without UNLOADED."""
-    root = tmp_path / "project"
-    (root / "tasks").mkdir(parents=True)
-    for entry in (SOURCE_ROOT / "tasks").iterdir():
-        if entry.name != "nginx.json":
-            (root / "tasks" / entry.name).symlink_to(entry)
-    for name in ("templates", "modes.toml"):
-        (root / name).symlink_to(SOURCE_ROOT / name)
-    data = json.loads((SOURCE_ROOT / "tasks" / "nginx.json").read_text())
-    task = next(t for t in data["tasks"] if t["instance_id"] == IID)
-    task["configure_flags"] = UNLOADED + task["configure_flags"]
-    (root / "tasks" / "nginx.json").write_text(json.dumps(data))
-    return root
-
-
 def test_a_2017_task_with_1024_bit_certificates_runs_under_the_openssl_pin(tmp_path):
     """mail_capability.t of 2017 makes a 1024-bit certificate; at Debian 12's default security
     level nginx refused it at the base and the fix alike (gold graded env_error). Under the
     harness's OpenSSL configuration the task tells the fix from no fix."""
-    root = project_without_unloaded_modules(tmp_path)
+    root = project_with(tmp_path, variant(IID, UNLOADED))
     doit_run(
         tmp_path,
         tmp_path / "cache",

@@ -1,7 +1,9 @@
-"""The pipeline on real nginx and nginx-tests: gold and none on a shipped task; patches of the
-range task that print TAP, keep nginx from starting or kill prove; and the strict stage's
-sanitizer finding and gold's strictness on that task (test_real_nginx_strict.py, which makes the
-sanitizer build of its base, has the regression check). Runs only with local mirrors configured:
+"""The pipeline on real nginx and nginx-tests, on the range task built without the http modules
+that none of the test files run here loads (nginx_mirrors.range_task: the shipped task's commits,
+test files and expected failures): gold and none; patches that print TAP, keep nginx from
+starting or kill prove; and the strict stage's sanitizer finding and gold's strictness
+(test_real_nginx_strict.py, which makes the sanitizer build of its base, has the regression
+check). Runs only with local mirrors configured:
 
 NGINX_EVAL_REPO_URL='/srv/mirrors/{owner}+{name}/repo' python -m pytest tests/test_real_nginx.py
 
@@ -11,19 +13,21 @@ build and its test runs are made once; each test has a run and results of its ow
 """
 
 import json
+import os
 import shutil
 import subprocess
 
 from nginx_mirrors import (
     GZIP,
     GZIP_OVER_READ,
+    RANGE_UNLOADED,
     doit_run,
     gold_plus,
     main_c_patch,
     needs_mirrors,
+    project_with,
     range_task,
     score_prediction,
-    shipped_tasks,
     strict_prediction,
 )
 
@@ -34,8 +38,9 @@ pytestmark = needs_mirrors("nginx/nginx", "nginx/nginx-tests")
 
 
 def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path, real_nginx_cache):
-    # The task with the fewest configure flags builds fastest.
-    task = min(shipped_tasks(), key=lambda t: len(t["configure_flags"]))
+    # The range task (without the modules its files never load), whose base build the other
+    # tests here share.
+    task = range_task()
     doit_run(
         tmp_path,
         real_nginx_cache,
@@ -43,6 +48,7 @@ def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path, real_nginx_cac
         "nginx:none",
         f"instances={task['instance_id']}",
         "run=gold-none",
+        env=dict(os.environ, NGINX_EVAL_ROOT=str(project_with(tmp_path, task))),
     )
     grade = lambda mode: json.loads(
         (tmp_path / "results" / "gold-none" / mode / task["instance_id"] / "grade.json").read_text()
@@ -50,6 +56,9 @@ def test_gold_resolves_and_none_does_not_on_a_real_task(tmp_path, real_nginx_cac
     assert grade("gold")["status"] == "resolved"
     assert grade("none")["status"] == "unresolved"
     assert grade("none")["fail_to_pass"]["failed"] == task["fail_to_pass"]
+    unit = tmp_path / "results" / "gold-none" / "gold" / task["instance_id"]
+    build = json.loads((unit / "build.json").read_text())
+    assert build["configure_flags"][: len(RANGE_UNLOADED)] == RANGE_UNLOADED
 
 
 def test_tap_printed_by_a_patched_nginx_and_an_nginx_that_does_not_start(
@@ -183,6 +192,7 @@ def test_gold_of_the_range_task_is_strict(tmp_path, real_nginx_cache):
         "strict_gold=1",
         "run=gold-strict",
         timeout=1800,
+        env=dict(os.environ, NGINX_EVAL_ROOT=str(project_with(tmp_path, task))),
     )
     grade = json.loads(
         (

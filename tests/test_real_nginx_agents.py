@@ -1,5 +1,6 @@
 """Each agent program's mode on real nginx and nginx-tests: Claude Code, Codex and Gemini CLI fix
-the range task through their own shell tools, metered. Runs only with local mirrors configured
+the range task (built as test_real_nginx.py's: nginx_mirrors.range_task) through their own shell
+tools, metered. Runs only with local mirrors configured
 (tests/nginx_mirrors.py); shares test_real_nginx.py's cache (its docstring says how).
 """
 
@@ -8,7 +9,7 @@ import os
 
 import pytest
 from conftest import SOURCE_ROOT
-from nginx_mirrors import doit_run, gold_diff, needs_mirrors, range_task
+from nginx_mirrors import doit_run, gold_diff, needs_mirrors, project_with, range_task
 
 # Every test here starts doit and the agent CLIs on real nginx (minutes): end to end (conftest.py).
 E2E = True
@@ -48,10 +49,8 @@ def test_a_mode_per_program_resolves_a_real_task_at_its_metered_cost(
 
     task = range_task()
     fix = apply_gold(task)
-    root = tmp_path / "project"
-    root.mkdir()
-    for name in ("tasks", "templates"):
-        (root / name).symlink_to(SOURCE_ROOT / name)
+    root = project_with(tmp_path, task)
+    (root / "modes.toml").unlink()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     modes = (SOURCE_ROOT / "modes.toml").read_text()

@@ -1,9 +1,10 @@
 """The strict stage's regression check on real nginx and nginx-tests: the range task's fix plus
-gzip switched off, judged against the sanitizer build of the fix. Runs only with local mirrors
-configured (tests/nginx_mirrors.py); shares test_real_nginx.py's cache (its docstring says how).
-This module makes the sanitizer build of the range task's base, which every strict test on the
-task starts from, while test_real_nginx.py makes the plain one; test_real_nginx.py's strict
-tests (a sanitizer finding, gold's strictness) use it.
+gzip switched off, judged against the sanitizer build of the fix (the task built as
+test_real_nginx.py's, nginx_mirrors.range_task, with the gzip filter gzip.t loads). Runs only
+with local mirrors configured (tests/nginx_mirrors.py); shares test_real_nginx.py's cache (its
+docstring says how). This module makes the sanitizer build of the range task's base, which every
+strict test on the task starts from, while test_real_nginx.py makes the plain one;
+test_real_nginx.py's strict tests (a sanitizer finding, gold's strictness) use it.
 """
 
 import pytest

@@ -1,7 +1,7 @@
 """The run's site as a person sees it: headless Chromium (tests/chromium.py, Debian's `chromium`)
-opens every page of a fixture run's site from the file system. No page may log an error, request
-anything beyond the file system or hold a link to nothing; the index's filters and sort work; and
-the check fails for a page that breaks any of that.
+opens the index and a task page of each mode of a fixture run's site from the file system. No
+page may log an error, request anything beyond the file system or hold a link to nothing; the
+index's filters and sort work; and the check fails for a page that breaks any of that.
 
 Screenshots of the index and of a task page are taken at 1000x700; with
 ``NGINX_EVAL_SCREENSHOTS=<dir>`` they are also copied there (docs/viewer.md shows
@@ -62,25 +62,31 @@ def keep_screenshot(data, name, tmp_path):
 
 
 def test_every_page_loads_without_errors_and_every_link_resolves(site, browser, tmp_path):
+    """The index and a task page of each mode, the tasks taken in turn (a mode's task pages are
+    one template over one kind of record): each page's links are checked whatever they point
+    to, the pages not opened included."""
     site_dir, modes = site
     pages = sorted(site_dir.rglob("*.html"))
     assert len(pages) == 1 + 2 * len(modes)
-    for page in pages:
-        report = browser.load(page)
+    # Both tasks, an agent's page whose build failed (fake/tiny-mul), the real CLI's (raw).
+    task_of = {"gold": "tiny-add", "none": "tiny-mul", "fake": "tiny-mul", "raw": "tiny-add"}
+    opened = ["index.html"] + [f"{mode}/{task_of[mode]}.html" for mode in modes]
+    shots = {}
+    for page in opened:
+        report = browser.load(site_dir / page)
         assert problems(report) == [], page
         assert report.links and all(u.startswith("file://") for u in report.requests), page
+        shots[page] = report.screenshot
     # The screenshots the docs show: the index, and a task page at its trajectory when it has
-    # one (else at its top).
+    # one (else at its top, as opened above).
     task, at = (
         ("raw/tiny-add.html", "trajectory") if "raw" in modes else ("fake/tiny-mul.html", None)
     )
-    for page, fragment, name in (
-        ("index.html", None, "viewer-index.png"),
-        (task, at, "viewer-task.png"),
-    ):
-        shot = browser.load(site_dir / page, fragment=fragment).screenshot
-        assert png_size(shot) == SIZE
-        keep_screenshot(shot, name, tmp_path)
+    if at:
+        shots[task] = browser.load(site_dir / task, fragment=at).screenshot
+    for page, name in (("index.html", "viewer-index.png"), (task, "viewer-task.png")):
+        assert png_size(shots[page]) == SIZE
+        keep_screenshot(shots[page], name, tmp_path)
 
 
 FILTERS = """(() => {

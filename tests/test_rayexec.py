@@ -419,7 +419,9 @@ def test_node_lost_mid_run(local_run, fresh_cluster):
     calls_before = len(project.agent_calls())
     gate = project.base / "gate"
     env = ray_env(project, cluster, FAKE_AGENT_GATE_tiny_mul=str(gate))
-    doit = start_doit(project, env, "run", "-n", "4", "tiny", "run=lost", "executor=ray")
+    # Two doit threads: one waits on the gated agent, the other runs the rest (each unit in
+    # flight at once is a Ray worker process of its own to start).
+    doit = start_doit(project, env, "run", "-n", "2", "tiny", "run=lost", "executor=ray")
     try:
         wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the gated agent")
         # tiny-add's agent came back (it may have run on the node about to be lost).

@@ -132,13 +132,13 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     )
     assert "tiny-validation.jsonl: 3 of 3 tasks" in recorded(validation)
     project.doit(
-        "run", "tiny:validate", "repeats=3", "load=cpu", "run=loaded", "instances=tiny-add"
+        "run", "tiny:validate", "repeats=2", "load=cpu", "run=loaded", "instances=tiny-add"
     )
     loaded = project.results / "loaded" / "validation.json"
     assert "tiny-validation.jsonl: 3 of 3 tasks" in recorded(loaded)
     rows = [json.loads(line) for line in (tasks_file.parent / "tiny-validation.jsonl").open()]
     assert [(r["instance_id"], r["run"], r["repeats"], r["load"]) for r in rows] == [
-        ("tiny-add", "loaded", 3, "cpu"),
+        ("tiny-add", "loaded", 2, "cpu"),
         ("tiny-mul", "default", 2, "none"),
         ("plant-flaky", "default", 2, "none"),
     ]
@@ -150,18 +150,18 @@ def test_card_of_the_fixture_benchmark_and_its_validation(project):
     last = section(out.read_text(), "Last validation of each task")
     assert "3 of 3 tasks have a recorded validation" in last
     cores = os.cpu_count()
-    assert table_row(last, f"3 repeats, load=cpu ({cores} CPU-bound processes), {cores} cores")[
+    assert table_row(last, f"2 repeats, load=cpu ({cores} CPU-bound processes), {cores} cores")[
         2:
-    ] == ["1", "0 of 3 runs", "0 of 3 runs"]
+    ] == ["1", "0 of 2 runs", "0 of 2 runs"]
     assert table_row(last, f"2 repeats, no load, {cores} cores")[2:] == [
         "1",
         "1 of 4 runs",
         "0 of 4 runs",
     ]
     add_row = table_row(last, "tiny-add")
-    assert add_row[2:5] == ["3", f"cpu ({cores})", str(cores)] and add_row[-3:] == [
-        "0/3",
-        "0/3",
+    assert add_row[2:5] == ["2", f"cpu ({cores})", str(cores)] and add_row[-3:] == [
+        "0/2",
+        "0/2",
         "yes",
     ]
     assert add_row[5].endswith("%") and float(add_row[5][:-1]) > 0

@@ -7,6 +7,7 @@ clean, uninterrupted run (``reference``), and where processes were involved, tha
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -142,6 +143,8 @@ def fault_benchmark(project):
     tasks = [add, mul]
     for iid in ("p-bogus", "p-binary", "p-outside", "p-absolute", "p-symlink", "p-missing"):
         tasks.append(dict(add, instance_id=iid))
+    for behaviour in HOSTILE:  # the hostile agents' (fixture `hostile`)
+        tasks.append(dict(add, instance_id=hostile_id(behaviour)))
     # A test file that hangs after one assertion; its per-file limit is 2 s.
     tasks.append(
         dict(
@@ -205,41 +208,84 @@ command = "{project.agent}"
 # -- hostile agents --------------------------------------------------------------------------------
 
 
-def run_hostile(reference, behaviour, marker, **extra_env):
-    """`doit run tiny:fake` in run <behaviour> with tiny-add's agent misbehaving; tiny-mul's agent
-    fixes its bug. Returns (project, agent.json, patch.json, grade.json of tiny-add)."""
+# Each behaviour's agent on a copy of tiny-add of its own (h-<behaviour>, tasks/faults.json).
+HOSTILE = (
+    "hang",
+    "fork-ignore-term",
+    "nonzero",
+    "commit",
+    "branches",
+    "rewrite",
+    "delete-workspace",
+    "bigfile",
+    "binary",
+    "outside",
+    "break",
+)
+
+
+def hostile_id(behaviour):
+    return f"h-{behaviour}"
+
+
+@pytest.fixture(scope="module")
+def hostile(reference):
+    """One run (run=hostile) of fake on every hostile agent's task and on tiny-mul, whose agent
+    fixes its bug beside them: what the tests of the hostile agents read, each its own task.
+    keep_workspaces=1: the tests look at what the agents left in their workspaces. (project,
+    the FAKE_AGENT_MARKER of the run's agents, the processes carrying it when the run ended)."""
     project = reference["project"]
-    run = behaviour
-    env = {"FAKE_AGENT_tiny_add": behaviour, "FAKE_AGENT_MARKER": marker, **extra_env}
-    # keep_workspaces=1: the tests look at what the agent left in its workspace.
-    project.doit("run", "tiny:fake", f"run={run}", "keep_workspaces=1", env=env)
-    assert_intact(project, reference, [("fake", "tiny-mul")], run=run)
+    marker = uuid.uuid4().hex
+    env = {"FAKE_AGENT_MARKER": marker}
+    for behaviour in HOSTILE:
+        env["FAKE_AGENT_" + re.sub(r"[^A-Za-z0-9]", "_", hostile_id(behaviour))] = behaviour
+    ids = ",".join([*map(hostile_id, HOSTILE), "tiny-mul"])
+    project.doit(
+        "run", "faults:fake", "run=hostile", "keep_workspaces=1", f"instances={ids}", env=env
+    )
+    left = processes_with(marker)
+    kill_marked(marker)
+    return project, marker, left
+
+
+def run_hostile(reference, hostile, behaviour):
+    """The hostile run's task of `behaviour` (its agent misbehaving so), after checking that
+    tiny-mul, beside it, got the clean run's verdict and that no agent's process is left.
+    Returns (project, agent.json, patch.json, grade.json of the task)."""
+    project, marker, left = hostile
+    assert left == [] and processes_with(marker) == []  # the forks in sessions of their own too
+    assert_intact(project, reference, [("fake", "tiny-mul")], run="hostile")
+    iid = hostile_id(behaviour)
     return (
         project,
-        project.read("fake", "tiny-add", "agent.json", run),
-        project.read("fake", "tiny-add", "patch.json", run),
-        project.read("fake", "tiny-add", "grade.json", run),
+        project.read("fake", iid, "agent.json", "hostile"),
+        project.read("fake", iid, "patch.json", "hostile"),
+        project.read("fake", iid, "grade.json", "hostile"),
     )
 
 
+def hostile_file(project, behaviour, name):
+    return project.task_dir("fake", hostile_id(behaviour), "hostile") / name
+
+
 @pytest.mark.parametrize("behaviour", ["hang", "fork-ignore-term"])
-def test_agent_past_its_limit_is_killed_with_everything_it_started(reference, marker, behaviour):
-    project, agent, patch, grade = run_hostile(reference, behaviour, marker)
+def test_agent_past_its_limit_is_killed_with_everything_it_started(reference, hostile, behaviour):
+    project, agent, patch, grade = run_hostile(reference, hostile, behaviour)
     assert agent["status"] == "timeout" and agent["phases"][0]["timed_out"]
     # SIGTERM at the limit, SIGKILL after the grace period: not an hour of sleep.
     assert agent["wall_seconds"] < PHASE_TIMEOUT + 3 + 5
     assert patch["bytes"] == 0 and grade["status"] == "unresolved"
-    assert processes_with(marker) == []  # the forks in sessions of their own too
 
 
 @pytest.mark.parametrize("behaviour", ["nonzero", "commit", "branches", "rewrite"])
-def test_patch_is_the_diff_of_the_files_whatever_the_agent_did_to_git(reference, marker, behaviour):
-    project, agent, patch, grade = run_hostile(reference, behaviour, marker)
-    assert (
-        project.task_dir("fake", "tiny-add", behaviour) / "model.patch"
-    ).read_bytes() == reference["patch"]["tiny-add"]
+def test_patch_is_the_diff_of_the_files_whatever_the_agent_did_to_git(
+    reference, hostile, behaviour
+):
+    project, agent, patch, grade = run_hostile(reference, hostile, behaviour)
+    patch_bytes = hostile_file(project, behaviour, "model.patch").read_bytes()
+    assert patch_bytes == reference["patch"]["tiny-add"]
     assert grade["status"] == "resolved"
-    ws = project.cache / "workspaces" / behaviour / "fake" / "tiny-add"
+    ws = project.cache / "workspaces" / "hostile" / "fake" / hostile_id(behaviour)
     base = project.commits["c_add_bug"]
     if behaviour == "nonzero":
         assert agent["status"] == "failed" and agent["phases"][0]["exit_code"] == 3
@@ -254,14 +300,14 @@ def test_patch_is_the_diff_of_the_files_whatever_the_agent_did_to_git(reference,
         assert base not in git(ws, "rev-list", "--all").split()
 
 
-def test_agent_that_deletes_its_workspace_yields_the_deletion(reference, marker):
-    project, agent, patch, grade = run_hostile(reference, "delete-workspace", marker)
+def test_agent_that_deletes_its_workspace_yields_the_deletion(reference, hostile):
+    project, agent, patch, grade = run_hostile(reference, hostile, "delete-workspace")
     base_files = git(
         project.mirrors / "acme+tiny", "ls-tree", "-r", "--name-only", project.commits["c_add_bug"]
     ).split()
     assert agent["status"] == "completed"
     assert sorted(patch["files"]) == sorted(base_files) and patch["lines_added"] == 0
-    build = project.read("fake", "tiny-add", "build.json", "delete-workspace")
+    build = project.read("fake", hostile_id("delete-workspace"), "build.json", "hostile")
     assert build["status"] == "compile_failed" and grade["status"] == "compile_failed"
 
 
@@ -284,41 +330,37 @@ def test_later_phase_without_a_workspace_fails_the_agent_not_the_run(reference, 
     assert project.read("twice", "tiny-mul", "grade.json", "twice")["status"] == "resolved"
 
 
-def test_big_new_file_is_left_out_and_noted(reference, marker):
-    project, agent, patch, grade = run_hostile(reference, "bigfile", marker)
+def test_big_new_file_is_left_out_and_noted(reference, hostile):
+    project, agent, patch, grade = run_hostile(reference, hostile, "bigfile")
     assert patch["skipped_files"] == [{"path": "core.dump", "bytes": 100 << 20}]
     assert "core.dump" in patch["note"]
-    assert (
-        project.task_dir("fake", "tiny-add", "bigfile") / "model.patch"
-    ).read_bytes() == reference["patch"]["tiny-add"]
+    patch_bytes = hostile_file(project, "bigfile", "model.patch").read_bytes()
+    assert patch_bytes == reference["patch"]["tiny-add"]
     assert grade["status"] == "resolved"
 
 
-def test_binary_file_from_an_agent_is_patched_and_built(reference, marker):
-    project, agent, patch, grade = run_hostile(reference, "binary", marker)
+def test_binary_file_from_an_agent_is_patched_and_built(reference, hostile):
+    project, agent, patch, grade = run_hostile(reference, hostile, "binary")
     assert patch["binary"] and "src/core/table.bin" in patch["files"]
-    assert (
-        b"GIT binary patch"
-        in (project.task_dir("fake", "tiny-add", "binary") / "model.patch").read_bytes()
-    )
+    assert b"GIT binary patch" in hostile_file(project, "binary", "model.patch").read_bytes()
     assert grade["status"] == "resolved"
 
 
-def test_files_written_outside_the_tree_are_not_part_of_the_patch(reference, marker):
-    project, agent, patch, grade = run_hostile(reference, "outside", marker)
-    assert (project.cache / "workspaces" / "outside" / "fake" / "escape.txt").exists()
+def test_files_written_outside_the_tree_are_not_part_of_the_patch(reference, hostile):
+    project, agent, patch, grade = run_hostile(reference, hostile, "outside")
+    assert (project.cache / "workspaces" / "hostile" / "fake" / "escape.txt").exists()
     # The symlink inside the tree is a change like any other (a link, not the file behind it).
     assert sorted(patch["files"]) == ["escape-link", "src/core/calc.c"]
-    text = (project.task_dir("fake", "tiny-add", "outside") / "model.patch").read_text()
+    text = hostile_file(project, "outside", "model.patch").read_text()
     assert "new file mode 120000" in text and "outside the tree" not in text
     assert grade["status"] == "resolved"
 
 
-def test_compile_failure_is_a_verdict(reference, marker):
-    project, agent, patch, grade = run_hostile(reference, "break", marker)
-    build = project.read("fake", "tiny-add", "build.json", "break")
+def test_compile_failure_is_a_verdict(reference, hostile):
+    project, agent, patch, grade = run_hostile(reference, hostile, "break")
+    build = project.read("fake", hostile_id("break"), "build.json", "hostile")
     assert build["status"] == "compile_failed" and grade["status"] == "compile_failed"
-    assert "error" in (project.task_dir("fake", "tiny-add", "break") / "build.log").read_text()
+    assert "error" in hostile_file(project, "break", "build.log").read_text()
 
 
 # -- patches that must not apply, tests that hang, prove that crashes ------------------------------
@@ -674,28 +716,23 @@ def test_second_doit_process_on_the_same_run_is_refused(project, reference, mark
     assert list(project.base.rglob("*.forgotten/*")) == []  # the refused forget did nothing
 
 
-@pytest.fixture(scope="module")
-def clean_run(tmp_path_factory):
-    """A project of its own with one clean `doit run tiny`, whose database the damage tests
-    damage in turn (each leaves it rebuilt and the run up to date)."""
-    project = Project(tmp_path_factory.mktemp("damaged"))
-    project.doit("run", "tiny")
-    return project
-
-
-@pytest.mark.e2e  # clean_run
 @pytest.mark.parametrize("damage", ["garbage", "torn"])
-def test_damaged_doit_database_is_rebuilt_from_the_result_files(clean_run, reference, damage):
-    project = clean_run
+def test_damaged_doit_database_is_rebuilt_from_the_result_files(reference, damage):
+    """The database of the clean run (``reference``), damaged in turn: each test leaves it
+    rebuilt and the run up to date. The run's modes are named (the module's `twice` mode came
+    after the clean run)."""
+    project = reference["project"]
+    targets = [f"tiny:{mode}" for mode in MODES]
     db = project.cache / "doit" / "default.db"
     for earlier in db.parent.glob("default.db.damaged-*"):  # set aside in the other damage's test
         earlier.unlink()
+    calls = len(project.agent_calls())
     data = db.read_bytes()
     if damage == "garbage":
         db.write_bytes(os.urandom(len(data)))
     else:  # the header survives, the pages after it do not
         db.write_bytes(data[:100] + b"\xff" * (len(data) - 100))
-    proc, executed = project.doit("run", "tiny")
+    proc, executed = project.doit("run", *targets)
     assert "doit database" in proc.stderr and "was damaged" in proc.stderr
     assert len(list(db.parent.glob("default.db.damaged-*[0-9]"))) == 1
     # Each unit's freshness is read from its own output (stamps.py), not from the database: no
@@ -703,7 +740,7 @@ def test_damaged_doit_database_is_rebuilt_from_the_result_files(clean_run, refer
     # keep doit's file_dep check, are made again (in milliseconds).
     units = ("workspace:", "agent:", "patch:", "build:", "prove:", "grade:")
     assert [t for t in executed if t.startswith(units)] == []
-    assert sorted(project.agent_calls()) == ["tiny-add", "tiny-mul"]
+    assert project.agent_calls()[calls:] == []
     assert outcome(project) == reference["outcome"]
-    _, executed = project.doit("run", "tiny")
+    _, executed = project.doit("run", *targets)
     assert executed == []

@@ -347,10 +347,15 @@ def read_units(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+# The agent units of fake on both tasks (and the workspaces they need): the tests of the agents
+# alone start no Ray worker for builds and proves they do not read.
+AGENTS = ("agent:tiny/fake/tiny-add", "agent:tiny/fake/tiny-mul")
+
+
 def test_interrupt_stops_the_remote_agent(project, cluster):
     """Ctrl-C at the coordinator cancels the unit on its node: the agent's process is gone."""
     env = ray_env(project, cluster, FAKE_AGENT="hang")
-    doit = start_doit(project, env, "run", "-n", "2", "tiny:fake", "run=onray", "executor=ray")
+    doit = start_doit(project, env, "run", "-n", "2", *AGENTS, "run=onray", "executor=ray")
     try:
         wait_for(lambda: len(project.agent_calls()) == 2, what="both agents")
         doit.send_signal(signal.SIGINT)
@@ -375,7 +380,7 @@ def test_budget_holds_at_the_coordinator(project, cluster):
         "run",
         "-n",
         "1",
-        "tiny:fake",
+        *AGENTS,
         "run=onray",
         "executor=ray",
         "max_cost=0.2",
@@ -414,7 +419,9 @@ def test_node_lost_mid_run(local_run, fresh_cluster):
     calls_before = len(project.agent_calls())
     gate = project.base / "gate"
     env = ray_env(project, cluster, FAKE_AGENT_GATE_tiny_mul=str(gate))
-    doit = start_doit(project, env, "run", "-n", "4", "tiny", "run=lost", "executor=ray")
+    # Two doit threads: one waits on the gated agent, the other runs the rest (each unit in
+    # flight at once is a Ray worker process of its own to start).
+    doit = start_doit(project, env, "run", "-n", "2", "tiny", "run=lost", "executor=ray")
     try:
         wait_for(lambda: Path(str(gate) + ".waiting").exists(), what="the gated agent")
         # tiny-add's agent came back (it may have run on the node about to be lost).

@@ -561,25 +561,26 @@ def test_done_when_predictions_the_harness_accepts_graded_and_reported_across_be
         t.startswith(("report", "site")) for t in executed
     )
     assert report_json(swe, "swe")["modes"]["plan-implement"]["resolved_ids"] == [sf.IID]
-    # The nginx benchmark with the same modes, and one report over both.
-    swe.doit("run", "tiny:raw", "tiny:plan-implement", "run=ngx", "report=0")
+    # The nginx benchmark with the same modes (on tiny-add: one task a benchmark makes the
+    # pooled section), and one report over both.
+    swe.doit("run", "tiny:raw", "tiny:plan-implement", "run=ngx", "instances=tiny-add", "report=0")
     _, executed = swe.doit("run", "report", "run=ngx", "cross=swe")
     assert "report:markdown" in executed
     cross = report_json(swe, "ngx")["cross"]
     assert [(b["benchmark"], b["kind"], b["tasks"]) for b in cross["benchmarks"]] == [
-        ("tiny", "nginx", 2),
+        ("tiny", "nginx", 1),
         (BENCH, "swebench", 1),
     ]
     raw = next(m for m in cross["modes"] if m["mode"] == "raw")
-    assert [(c["n"], c["rate"]) for c in raw["cells"]] == [(2, 1.0), (1, 1.0)]
+    assert [(c["n"], c["rate"]) for c in raw["cells"]] == [(1, 1.0), (1, 1.0)]
     assert all(c["seconds_per_task"] > 0 for c in raw["cells"])
     (pair,) = cross["pairs"]
     assert (pair["a"], pair["b"]) == ("raw", "plan-implement")
-    assert [c["time_ratio"]["tasks"] for c in pair["cells"]] == [2, 1]
-    assert pair["pooled"]["tasks"] == 3 and pair["pooled"]["p_value"] == 1.0
+    assert [c["time_ratio"]["tasks"] for c in pair["cells"]] == [1, 1]
+    assert pair["pooled"]["tasks"] == 2 and pair["pooled"]["p_value"] == 1.0
     text = section((swe.results / "ngx" / "report.md").read_text(), "Across benchmarks")
-    assert "`tiny` (nginx, 2 tasks) and `swebench-verified` (swebench, 1 task)" in text
-    assert table_row(text, "`raw`")[0] == "100.0% [34.2, 100.0]"
+    assert "`tiny` (nginx, 1 task) and `swebench-verified` (swebench, 1 task)" in text
+    assert table_row(text, "`raw`")[0] == "100.0% [20.6, 100.0]"
 
 
 @pytest.mark.slow

@@ -165,10 +165,16 @@ ok(1, 'stable');
 
 
 def five_prove_runs(prove_v, side, bad_run):
-    """Results of five real `prove -v` runs of CONTROL_T, as validate.run_side records them."""
+    """Results of five runs of CONTROL_T, as validate.run_side records them: each the TAP of real
+    `prove -v` with its RUN. CONTROL_T's TAP depends on RUN only through RUN == BAD, so the runs
+    other than the bad one print what the first of them printed: prove runs once for each."""
+    printed = {}
     runs = []
     for run in range(1, 6):
-        out, _ = prove_v("x.t", CONTROL_T, env={"SIDE": side, "RUN": str(run), "BAD": str(bad_run)})
+        if (run == bad_run) not in printed:
+            env = {"SIDE": side, "RUN": str(run), "BAD": str(bad_run)}
+            printed[run == bad_run] = prove_v("x.t", CONTROL_T, env=env)[0]
+        out = printed[run == bad_run]
         runs.append({"seconds": 0.1, "results": parse_tap("x.t", out).results})
     return runs
 

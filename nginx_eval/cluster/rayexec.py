@@ -11,9 +11,9 @@ process stays the coordinator. Setting up a cluster: docs/running.md's "More tha
   content keys as anywhere) and ``units/<coordinator>/`` (the scratch results of the units it
   runs for one coordinator); the work's environment is the node's with the coordinator's
   ``forwarded_environment`` on top.
-- ``SlotKeeper``: one actor, started by the coordinator, hands out the slots of ``agents=``,
-  ``builds=`` and ``proves=`` (limits.py) across the cluster, as the slot files do on one
-  machine; slots of a node that died are taken back.
+- ``SlotKeeper``: one actor, started by the coordinator when it sends its first unit, hands out
+  the slots of ``agents=``, ``builds=`` and ``proves=`` (limits.py) across the cluster, as the
+  slot files do on one machine; slots of a node that died are taken back.
 - Lost nodes: a build or prove is run again by Ray elsewhere (``SYSTEM_RETRIES``: repeatable, no
   money); an agent run becomes an ``infra_error`` attempt, tried again by agent/stage.py.
 - Ctrl-C (procs.stop_on_signals) cancels the units in flight: Ray raises KeyboardInterrupt in the
@@ -235,11 +235,25 @@ class RayBackend:
     """executor.py's backend for executor=ray: sends units to the cluster, one Ray task each."""
 
     def __init__(
-        self, keeper: Any, coordinator: str, agent_retries: int, counts: dict[str, int]
+        self, here: Any, coordinator: str, agent_retries: int, counts: dict[str, int]
     ) -> None:
-        self.keeper, self.coordinator, self.agent_retries = keeper, coordinator, agent_retries
+        self.here, self.coordinator, self.agent_retries = here, coordinator, agent_retries
         self.counts = counts  # {kind: slots across the cluster}
         self.log_lock = threading.Lock()
+        self._keeper: Any = None
+        self._keeper_lock = threading.Lock()
+
+    @property
+    def keeper(self) -> Any:
+        """The run's SlotKeeper, started by the first unit that is sent: an actor is a worker
+        process of its own, which a run with nothing to do never needs."""
+        with self._keeper_lock:
+            if self._keeper is None:
+                # ray.remote made the class an actor class, which its annotations do not say.
+                self._keeper = SlotKeeper.options(scheduling_strategy=self.here).remote(  # type: ignore[attr-defined]
+                    self.counts
+                )
+            return self._keeper
 
     @classmethod
     def connect(cls, layout: Layout, options: Options) -> "RayBackend":
@@ -260,10 +274,8 @@ class RayBackend:
         counts = limits.chosen_counts(options, cores=cluster_cpus())
         # On the coordinator's node: it lives as long as the run, whichever other node is lost.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        # ray.remote made the class an actor class, which its annotations do not say.
-        keeper = SlotKeeper.options(scheduling_strategy=here).remote(counts)  # type: ignore[attr-defined]
         coordinator = jsonio.digest([socket.gethostname(), str(layout.results_root)])[:16]
-        return cls(keeper, coordinator, options.agent_retries, counts)
+        return cls(here, coordinator, options.agent_retries, counts)
 
     def run(
         self,

@@ -4,8 +4,8 @@ transcripts, slash commands and the status of a phase. And, on the same captures
 itself prints, exits with, sends and keeps in those situations (as tests/test_claude_cli.py
 does for the others): --continue here and elsewhere, a subagent on another model, a 401 the API
 says not to retry, a bad key, a refused connection, an error that persists after the CLI's
-retries, a run killed at its time limit, an undefined slash command and one defined in the
-workspace or the config directory."""
+retries and one that clears on them, a run killed at its time limit, an undefined slash
+command and one defined in the workspace or the config directory."""
 
 import json
 import os
@@ -59,6 +59,8 @@ def out(claude_program, tmp_path_factory):
         rec = Recorder(claude_program, api, base)
         ws = rec.workspace()
         captures["sub"] = rec.run("Start MAIN-SUB", cwd=ws)
+        # Its first request meets a 500 twice: the CLI's own default retries clear it.
+        api.faults = [Fault(status=500, times=2, marker="NEXT-22", turn=0)]
         captures["continued"] = rec.run("Now NEXT-22", "--continue", cwd=ws)
         api.faults = [Fault(status=500)]
         captures["continued_500"] = rec.run("Then THIRD-3333", "--continue", cwd=ws, env=NO_RETRIES)
@@ -473,3 +475,11 @@ def test_a_defined_slash_command_runs_its_text(out, where):
     sent = json.dumps(messages(capture)[0]["body"]["messages"][0])
     assert "<command-name>/fix-issue</command-name>" in sent
     assert "Fix the issue FIXCMD-9 with these words." in sent
+
+
+def test_an_error_that_clears_on_retry_completes(out):
+    capture = out["continued"]  # two 500s, then the CLI's own default retries went through
+    assert capture.run.exit_code == 0 and capture.result["is_error"] is False
+    assert capture.result["result"] == "Next done." and capture.run.seconds < 30
+    assert [q["status"] for q in messages(capture)] == [500, 500, 200, 200]
+    assert capture.result["total_cost_usd"] > 0

@@ -345,8 +345,9 @@ SCENARIOS = ("marker", "limit", "idle")
 
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory):
-    """One run of two modes per scenario of the scripted agent, which the scenario's test
-    reads: loopy-<scenario> (score on_disk) and loopy-done-<scenario> (score finished)."""
+    """One run of two modes per scenario of the scripted agent, up to their patches, which the
+    scenario's test reads: loopy-<scenario> (score on_disk) and loopy-done-<scenario> (score
+    finished)."""
     project = Project(tmp_path_factory.mktemp("scripted"))
     script = project.base / "agent.py"
     script.write_text(SCRIPTED)
@@ -362,8 +363,9 @@ def scripted(tmp_path_factory):
                     f'share = "rest"\nloop = {{ max = 3, no_progress = 2 }}\n'
                     f'command = "{sys.executable} {script} {{prompt_file}} {scenario}"\n'
                 )
-    modes = [f"tiny:{m}-{s}" for s in SCENARIOS for m in ("loopy", "loopy-done")]
-    project.doit("run", *modes, "instances=tiny-add")
+    # Their attempts and patches: no grade is read.
+    modes = [f"patch:tiny/{m}-{s}/tiny-add" for s in SCENARIOS for m in ("loopy", "loopy-done")]
+    project.doit("run", *modes)
     return project
 
 

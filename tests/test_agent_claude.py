@@ -119,8 +119,11 @@ def assert_phase_paid_what_the_api_billed(phase, usages):
     assert phase["models"][SONNET]["cost_usd"] == pytest.approx(phase["cost_usd"], rel=1e-9)
 
 
-def quick_mode(name, timeout=120, *, plan=False, continue_from_elsewhere=False):
-    """A one-phase mode like the shipped raw (or plan then implement), with a shorter limit."""
+def quick_mode(
+    name, timeout=120, *, plan=False, continue_from_elsewhere=False, prompt="prompt_raw.md.j2"
+):
+    """A one-phase mode like the shipped raw (or plan then implement), with a shorter limit;
+    `prompt` its one phase's."""
     claude = (
         "claude --allowedTools Bash,Read,Edit,Write,Glob,Grep --output-format json --model {model}"
     )
@@ -141,7 +144,7 @@ def quick_mode(name, timeout=120, *, plan=False, continue_from_elsewhere=False):
             f"command = '{elsewhere}{claude} --continue -p {{prompt}}'\n"
         )
     return text + (
-        f'[[modes.{name}.phases]]\nname = "solve"\nprompt = "prompt_raw.md.j2"\n'
+        f'[[modes.{name}.phases]]\nname = "solve"\nprompt = "{prompt}"\n'
         f"timeout = {timeout}\ncommand = '{claude} -p {{prompt}}'\n"
     )
 
@@ -157,15 +160,16 @@ def results_row(project, mode):
 @pytest.fixture(scope="module")
 def retried(claude_program, tmp_path_factory):
     """The raw mode run twice on one project: first against an API that answers 529 to every
-    request (agent_retries=2; the report rendered), then, not finished, again with a 500 that
-    clears on the retry. What the first run left that the second replaces is kept as it was:
-    `persisted` (doit's output, agent.json, report.json, the requests made, whether the first
-    attempt's logs were there)."""
+    request (agent_retries=1; the report rendered), then, not finished, again with a 500 that
+    clears on the retry, beside a mode `quick` killed at its time limit (quick_mode: the shipped
+    implement prompt, so its requests have a marker of their own). What the first run left that
+    the second replaces is kept as it was: `persisted` (doit's output, agent.json, report.json,
+    the requests made, whether the first attempt's logs were there)."""
     project = Project(tmp_path_factory.mktemp("retried"), reports=True)
     with StandIn() as api:
         claude = ClaudeProject(project, claude_program, api)
         claude.api.faults = [Fault(status=529)]
-        proc, _ = claude.run("tiny:raw", "agent_retries=2", check=False)
+        proc, _ = claude.run("tiny:raw", "agent_retries=1", check=False)
         claude.persisted = {
             "proc": proc,
             "agent": claude.agent("raw"),
@@ -174,9 +178,18 @@ def retried(claude_program, tmp_path_factory):
             "first_logs": claude.path("raw", "agent/attempt-1/1-solve.stdout").exists(),
             "row": results_row(project, "raw"),
         }
-        # Not finished: the next run tries again (its report is not read: report=0).
-        claude.api.faults = [Fault(status=500, times=1)]
-        claude.run("tiny:raw", "report=0")
+        # Not finished: the next run tries again (its report is not read: report=0). The limit
+        # leaves quick's CLI time for its first turn (the fix) on a loaded machine.
+        claude.add_mode(quick_mode("quick", timeout=10, prompt="prompt_implement.md.j2"))
+        claude.api.script[IMPLEMENT] = fixing()
+        claude.api.faults = [
+            Fault(status=500, times=1, marker=RAW),
+            Fault(delay=600, marker=IMPLEMENT, turn=1),
+        ]
+        claude.run("tiny:raw", "tiny:quick", "report=0")
+        # What quick's requests were answered by the end of its run (the held one never is
+        # while the stand-in runs: its answer would be billed after the kill).
+        claude.quick_usages = claude.usages(IMPLEMENT)
         yield claude
 
 
@@ -192,8 +205,8 @@ def test_an_api_error_that_persists_is_an_infra_error_retried_and_not_scored(ret
     agent = persisted["agent"]
     assert agent["status"] == "infra_error"
     assert agent["error"].startswith("phase solve: exit code 1: API Error: 529 stand-in fault")
-    assert [a["status"] for a in agent["attempts"]] == ["infra_error"] * 3
-    assert [a["logs"] for a in agent["attempts"]] == ["agent/attempt-1", "agent/attempt-2", "agent"]
+    assert [a["status"] for a in agent["attempts"]] == ["infra_error"] * 2
+    assert [a["logs"] for a in agent["attempts"]] == ["agent/attempt-1", "agent"]
     assert persisted["first_logs"]
     (phase,) = agent["phases"]
     assert (phase["api_error_status"], phase["terminal_reason"], phase["cost_usd"]) == (
@@ -201,9 +214,9 @@ def test_an_api_error_that_persists_is_an_infra_error_retried_and_not_scored(ret
         "api_error",
         0,
     )
-    # CLAUDE_CODE_MAX_RETRIES=0: one request per attempt, three attempts.
-    assert persisted["requests"] == 3
-    assert proc.stderr.count("ended in infra_error; attempt") == 2
+    # CLAUDE_CODE_MAX_RETRIES=0: one request per attempt, two attempts.
+    assert persisted["requests"] == 2
+    assert proc.stderr.count("ended in infra_error; attempt") == 1
     assert persisted["row"]["status"] == "infra_error"
     raw = persisted["report"]["modes"]["raw"]
     assert (raw["infra_error_ids"], raw["scored_instances"]) == (["tiny-add"], 0)
@@ -252,9 +265,9 @@ def test_refused_credentials_stop_the_run_with_one_line(claude):
         claude.project.task_dir("raw", i).joinpath("agent.json").exists()
         for i in ("tiny-add", "tiny-mul")
     )
-    # Credentials fixed, the next run starts them both.
+    # Credentials fixed, the next run starts them both (their attempts: no grade is read).
     claude.api.faults = []
-    claude.project.doit("run", "tiny:raw")
+    claude.project.doit("run", "agent:tiny/raw/tiny-add", "agent:tiny/raw/tiny-mul")
     assert {
         i: claude.project.read("raw", i, "agent.json")["status"] for i in ("tiny-add", "tiny-mul")
     } == {"tiny-add": "completed", "tiny-mul": "completed"}
@@ -277,18 +290,15 @@ def test_a_bad_key_stops_the_run_before_any_agent_in_seconds_with_one_line(claud
     print(f"\nclaude: bad key stopped the run in {seconds:.1f} s: {line}")
 
 
-def test_a_phase_killed_at_its_time_limit_keeps_its_cost_from_the_transcript(claude):
-    # The limit leaves the CLI time for its first turn (the fix) on a loaded machine.
-    claude.add_mode(quick_mode("quick", timeout=10))
-    claude.api.script = {RAW: fixing()}
-    claude.api.faults = [Fault(delay=60, marker=RAW, turn=1)]
-    claude.run("tiny:quick")
+def test_a_phase_killed_at_its_time_limit_keeps_its_cost_from_the_transcript(retried):
+    """`retried`'s second run: quick's second answer is held past its 10 s limit."""
+    claude = retried
     agent = claude.agent("quick")
     (phase,) = agent["phases"]
     assert agent["status"] == "timeout" and phase["timed_out"] and phase["exit_code"] is None
     assert agent["error"] == "phase solve: timed out after 10 s"
     # The first answer was billed; the second never came.
-    (first,) = claude.usages(RAW)
+    (first,) = claude.quick_usages
     assert phase["cost_source"] == "transcript" and phase["result"] is None
     assert_phase_paid_what_the_api_billed(dict(phase, cost_source="result"), [first])
     assert phase["session_id"] and claude.path("quick", phase["transcript"]).exists()

@@ -373,7 +373,8 @@ def test_a_login_is_copied_in_kept_across_phases_and_a_refreshed_one_written_bac
                 for p in ("one", "two")
             )
         )
-    project.doit("run", "tiny:login", "instances=tiny-add")
+    # The attempt alone: no grade is read.
+    project.doit("run", "agent:tiny/login/tiny-add")
     agent = project.read("login", "tiny-add", "agent.json")
     assert agent["status"] == "completed" and agent["web_tools"] is False
     one, two = (

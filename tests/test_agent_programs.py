@@ -10,8 +10,8 @@ instructions and environment reach neither the model nor the agent's shell; an o
 is an infra error tried again; a bad key stops the run before any agent, in seconds, with one
 line naming the program; the site's page shows the attempt step by step from its ATIF file.
 What a fixing phase records, the site's page of it, the operator's configuration kept out and
-the overloaded API tried again are checked on one run per program (`operated`); the doctor's
-lines of both programs on two doctor runs of them together (`doctored`).
+the overloaded API tried again are checked on one run of both programs (`operated`); the
+doctor's lines of both programs on two doctor runs of them together (`doctored`).
 """
 
 import json
@@ -152,34 +152,45 @@ def agent(request, project):
 ENV = "env | sort"
 
 
-@pytest.fixture(scope="module", params=["codex", "gemini"])
-def operated(request, tmp_path_factory):
-    """One run of the program's mode (configured()) that the tests of a fixing phase, of the
-    operator's configuration and of an overloaded API read: an operator's own configuration of
-    the program around it (operator_configuration); the API overloaded (503) for the first
-    attempt's first call, which ends that attempt in infra_error (agent_retries=2); the second
-    attempt's phase showing its shell's environment, then fixing the bug, then saying so."""
-    name = request.param
-    path = request.getfixturevalue(f"{name}_program")
-    standin = openai_standin if name == "codex" else gemini_standin
-    project = Project(tmp_path_factory.mktemp(f"operated-{name}"))
-    with standin.StandIn() as api:
-        agent = configured(name, project, path, api)
-        operator_configuration(agent)
-        say = agent.standin.say
-        api.script = {
-            RAW: [
-                [say("Looking."), agent.shell(ENV)],
-                [say("Fixing it."), agent.shell(FIX)],
-                [say("Fixed.")],
-            ]
-        }
-        # Overloaded once: the first attempt ends in infra_error, the second fixes the bug.
-        api.faults = [agent.standin.Fault(status=503, times=1)]
+@pytest.fixture(scope="module")
+def operated_both(request, tmp_path_factory):
+    """One run of both programs' modes in one project (configured(), the second with
+    alone=False) that the tests of a fixing phase, of the operator's configuration and of an
+    overloaded API read ({name: Program}): an operator's own configuration of each program
+    around it (operator_configuration); each API overloaded (503) for the first attempt's first
+    call, which ends that attempt in infra_error (agent_retries=2); the second attempt's phase
+    showing its shell's environment, then fixing the bug, then saying so."""
+    project = Project(tmp_path_factory.mktemp("operated"))
+    with openai_standin.StandIn() as openai_api, gemini_standin.StandIn() as gemini_api:
+        programs = {}
+        for name, api in (("codex", openai_api), ("gemini", gemini_api)):
+            path = request.getfixturevalue(f"{name}_program")
+            agent = configured(name, project, path, api, alone=not programs)
+            operator_configuration(agent)
+            say = agent.standin.say
+            api.script = {
+                RAW: [
+                    [say("Looking."), agent.shell(ENV)],
+                    [say("Fixing it."), agent.shell(FIX)],
+                    [say("Fixed.")],
+                ]
+            }
+            # Overloaded once: the first attempt ends in infra_error, the second fixes the bug.
+            api.faults = [agent.standin.Fault(status=503, times=1)]
+            programs[name] = agent
         start = time.monotonic()
-        run(agent, "agent_retries=2")
-        agent.seconds = time.monotonic() - start
-        yield agent
+        project.doit(
+            "run", *(f"tiny:{n}" for n in programs), "instances=tiny-add", "agent_retries=2"
+        )
+        for agent in programs.values():
+            agent.seconds = time.monotonic() - start
+        yield programs
+
+
+@pytest.fixture(scope="module", params=["codex", "gemini"])
+def operated(request, operated_both):
+    """operated_both's program of the test's parameter."""
+    return operated_both[request.param]
 
 
 def run(agent, *args, check=True, env=None):

@@ -3,8 +3,9 @@ against the Anthropic stand-in (tests/claude_captures.py): result JSON, costs, s
 transcripts, slash commands and the status of a phase. And, on the same captures, what the CLI
 itself prints, exits with, sends and keeps in those situations (as tests/test_claude_cli.py
 does for the others): --continue here and elsewhere, a subagent on another model, a 401 the API
-says not to retry, a bad key, a refused connection, a run killed at its time limit, an undefined
-slash command."""
+says not to retry, a bad key, a refused connection, an error that persists after the CLI's
+retries and one that clears on them, a run killed at its time limit, an undefined slash
+command and one defined in the workspace or the config directory."""
 
 import json
 import os
@@ -22,6 +23,9 @@ from nginx_eval.core import outcomes
 from nginx_eval.transcript import files as ct
 
 NO_RETRIES = {"CLAUDE_CODE_MAX_RETRIES": "0"}
+TWO_RETRIES = {"CLAUDE_CODE_MAX_RETRIES": "2"}
+PERSISTING = (500, 529, 429)
+SLASH_COMMAND = "Fix the issue FIXCMD-9 with $ARGUMENTS.\n"
 SCRIPT = {
     "MAIN-SUB": [
         [
@@ -41,7 +45,7 @@ SCRIPT = {
     "SUBTASK-7": [[call("Bash", command="echo from the subagent > sub.txt")], [say("Sub done.")]],
     "NEXT-22": [[call("Bash", command="cat main.txt > next.txt")], [say("Next done.")]],
     "SLOW-555": [[call("Bash", command="echo one")], [say("never")]],
-    "FIXCMD-9": [[say("Fixed via the command.")]],
+    "FIXCMD-9": [[call("Bash", command="echo fixed > fixed.txt")], [say("Fixed via the command.")]],
     "LONG-6666": [[say("A long way.")]],
 }
 
@@ -55,10 +59,16 @@ def out(claude_program, tmp_path_factory):
         rec = Recorder(claude_program, api, base)
         ws = rec.workspace()
         captures["sub"] = rec.run("Start MAIN-SUB", cwd=ws)
+        # Its first request meets a 500 twice: the CLI's own default retries clear it.
+        api.faults = [Fault(status=500, times=2, marker="NEXT-22", turn=0)]
         captures["continued"] = rec.run("Now NEXT-22", "--continue", cwd=ws)
         api.faults = [Fault(status=500)]
         captures["continued_500"] = rec.run("Then THIRD-3333", "--continue", cwd=ws, env=NO_RETRIES)
-        captures["api_500"] = rec.run("go", cwd=rec.workspace(), env=NO_RETRIES)
+        # An error that persists: CLAUDE_CODE_MAX_RETRIES=2, three requests in ~2.5 s instead
+        # of 11 over ~3 minutes.
+        for status in PERSISTING:
+            api.faults = [Fault(status=status)]
+            captures[f"api_{status}"] = rec.run("go", cwd=rec.workspace(), env=TWO_RETRIES)
         api.faults = [Fault(status=401, should_retry=False)]
         captures["auth_401"] = rec.run("go", cwd=rec.workspace())
         api.faults = []
@@ -73,14 +83,22 @@ def out(claude_program, tmp_path_factory):
             "go", cwd=rec.workspace(), env=dict(NO_RETRIES, ANTHROPIC_API_KEY="")
         )
         captures["plain_slash"] = rec.run("/fix-issue .issue.md", cwd=rec.workspace())
+        # The command in the workspace, then (defined after the captures that need it
+        # undefined) in the config directory.
         slash_ws = rec.workspace()
-        (slash_ws / ".claude" / "commands").mkdir(parents=True)
-        (slash_ws / ".claude" / "commands" / "fix-issue.md").write_text(
-            "Fix FIXCMD-9 as $ARGUMENTS says.\n"
+        for where, commands in (
+            ("slash", slash_ws / ".claude" / "commands"),
+            ("slash_config", rec.config / "commands"),
+        ):
+            commands.mkdir(parents=True)
+            (commands / "fix-issue.md").write_text(SLASH_COMMAND)
+            cwd = slash_ws if where == "slash" else rec.workspace()
+            captures[where] = rec.run("/fix-issue these words", cwd=cwd)
+        # A --continue where no session was: also the workspace whose path is past 200
+        # characters.
+        captures["lost"] = captures["long"] = rec.run(
+            "More LONG-6666", "--continue", cwd=rec.workspace("x" * 150 + "/y_" * 40)
         )
-        captures["slash"] = rec.run("/fix-issue .issue.md", cwd=slash_ws)
-        captures["lost"] = rec.run("More NEXT-22", "--continue", cwd=rec.workspace())
-        captures["long"] = rec.run("Hi LONG-6666", cwd=rec.workspace("x" * 150 + "/y_" * 40))
         api.faults = [Fault(delay=60, marker="SLOW-555", turn=1)]
         captures["term"] = rec.killed("go SLOW-555", signal.SIGTERM, cwd=rec.workspace())
         captures["kill"] = rec.killed("go SLOW-555", signal.SIGKILL, cwd=rec.workspace())
@@ -422,3 +440,46 @@ def test_an_undefined_slash_command_goes_to_the_model_as_plain_text(out):
     prompt = request["body"]["messages"][-1]["content"][-1]["text"]
     assert prompt == "/fix-issue .issue.md" and request["marker"] is None
     assert "<command-name>" not in json.dumps(request["body"]["messages"])
+
+
+@pytest.mark.parametrize(
+    "status, result",
+    [
+        (500, "API Error: 500 stand-in fault 500."),
+        (529, "API Error: 529 stand-in fault 529."),
+        (429, "API Error: Request rejected (429) · stand-in fault 429"),
+    ],
+    ids=["500", "529", "429"],
+)
+def test_an_error_that_persists_fails_after_the_cli_retries(out, status, result):
+    capture = out[f"api_{status}"]  # CLAUDE_CODE_MAX_RETRIES=2
+    r = capture.result
+    assert capture.run.exit_code == 1
+    assert (r["subtype"], r["is_error"], r["api_error_status"], r["terminal_reason"]) == (
+        "success",
+        True,
+        status,
+        "api_error",
+    )
+    assert r["result"].startswith(result)
+    assert (r["num_turns"], r["total_cost_usd"], r["modelUsage"]) == (1, 0, {})
+    assert len(messages(capture)) == 3
+
+
+@pytest.mark.parametrize("where", ["config", "workspace"])
+def test_a_defined_slash_command_runs_its_text(out, where):
+    capture = out["slash_config" if where == "config" else "slash"]
+    assert capture.run.exit_code == 0 and capture.result["num_turns"] == 2
+    assert capture.result["result"] == "Fixed via the command."
+    assert (capture.workspace / "fixed.txt").exists()
+    sent = json.dumps(messages(capture)[0]["body"]["messages"][0])
+    assert "<command-name>/fix-issue</command-name>" in sent
+    assert "Fix the issue FIXCMD-9 with these words." in sent
+
+
+def test_an_error_that_clears_on_retry_completes(out):
+    capture = out["continued"]  # two 500s, then the CLI's own default retries went through
+    assert capture.run.exit_code == 0 and capture.result["is_error"] is False
+    assert capture.result["result"] == "Next done." and capture.run.seconds < 30
+    assert [q["status"] for q in messages(capture)] == [500, 500, 200, 200]
+    assert capture.result["total_cost_usd"] > 0

@@ -7,8 +7,9 @@ given is in no file the run wrote; the attempt's ATIF trajectory passes harbor's
 the phase's own figures (the CLI's result and transcript) count the subagent's model too. Those
 are checked on one run (`subagent_run`). The usage parsing is checked on the bodies the CLI and
 the stand-in exchanged (calls.bodies.jsonl.gz). A Codex CLI run from Claude Code's Bash tool
-goes through the same proxy and is counted under its phase; phases that run at once (two Codex
-phases sharing one home, and a Claude Code phase) are each metered under their own."""
+goes through the same proxy and is counted under its phase, also while another phase of its
+group runs; phases that run at once (two Codex phases sharing one home, and a Claude Code phase)
+are each metered under their own. Those are checked on one run of two modes (`grouped`)."""
 
 import gzip
 import json
@@ -42,11 +43,6 @@ PRICES = {
         "cache_read_input_tokens": 0.01,
     },
 }
-
-
-@pytest.fixture
-def claude(project, claude_program, anthropic_api):
-    return ClaudeProject(project, claude_program, anthropic_api)
 
 
 def by_hand(requests):
@@ -283,67 +279,6 @@ def test_a_subagents_tokens_and_cost_are_counted(subagent_run):
 
 
 NESTED = "CODEX-NESTED-CALL"
-
-
-def test_a_codex_run_from_claude_codes_bash_is_counted_under_its_phase(
-    claude, openai_api, codex_program
-):
-    """The implement phase's Bash tool runs `codex exec`: both programs' calls go through the
-    attempt's proxy (Codex by its home's config.toml, which names the proxy), each priced, the
-    nested one attributed to the phase under program codex."""
-    import openai_standin
-
-    claude.project.env.update(
-        OPENAI_BASE_URL=openai_api.url + "/v1", OPENAI_API_KEY=openai_api.api_key
-    )
-    openai_api.script = {NESTED: [[openai_standin.say("Nested and done.")]]}
-    nested = (
-        f"{codex_program} exec --json --skip-git-repo-check -s danger-full-access -m gpt-5 "
-        f"'{NESTED} please' </dev/null"
-    )
-    claude.api.script[IMPLEMENT] = [
-        [call("Bash", command=nested)],
-        [call("Bash", command=FIX)],
-        [say("Implemented.")],
-    ]
-    claude.run("tiny:plan-implement")
-    agent = claude.agent("plan-implement")
-    assert agent["status"] == "completed", agent["error"]
-    answered = [r for r in claude.api.messages_requests() if r["usage"]]
-    codex_answers = [r for r in openai_api.responses_requests(NESTED) if r.get("usage")]
-    assert len(codex_answers) == 1, openai_api.requests
-    calls = summary.read_calls(claude.path("plan-implement", "agent/calls.jsonl.gz"))
-    billed = [c for c in calls if c["tokens"]]
-    nested_calls = [c for c in billed if c["program"] == "codex"]
-    assert [(c["phase"], c["api"], c["model"]) for c in nested_calls] == [
-        ("implement", "openai-responses", "gpt-5")
-    ]
-    (u,) = [r["usage"] for r in codex_answers]
-    cached = u["input_tokens_details"]["cached_tokens"]
-    codex_tokens = {
-        "input": u["input_tokens"] - cached,
-        "cache_read": cached,
-        "cache_write": 0,
-        "output": u["output_tokens"],
-        "reasoning": u["output_tokens_details"]["reasoning_tokens"],
-    }
-    assert nested_calls[0]["tokens"] == codex_tokens
-    codex_cost = by_hand_openai(codex_tokens, GPT5)
-    assert nested_calls[0]["cost_usd"] == pytest.approx(codex_cost, rel=1e-12)
-    # The run's cost is both programs'; the implement phase's models name each program.
-    assert agent["cost_usd"] == pytest.approx(by_hand(answered) + codex_cost, rel=1e-9)
-    implement = agent["phases"][1]
-    programs = {m: v["program"] for m, v in implement["metered"]["models"].items()}
-    assert programs["gpt-5"] == "codex" and set(programs.values()) == {"claude", "codex"}
-    # Claude Code's own cost leaves Codex out: the difference is the nested call's.
-    own = agent["metered"]["self_reported_cost_usd"]
-    assert own == pytest.approx(by_hand(answered), rel=0.01)
-    print(
-        f"\nnested codex: {codex_cost:.8f} USD metered under phase implement, program codex; "
-        f"run {agent['cost_usd']:.8f} USD"
-    )
-
-
 CLAUDE_PHASE = "${AGENT:-claude --output-format json --model {model} -p} {prompt}"
 
 
@@ -373,73 +308,167 @@ def openai_cost(requests):
     return total
 
 
-def test_codex_and_claude_phases_at_once_are_each_metered_under_their_own_phase(
-    claude, openai_api, codex_program
-):
-    """A parallel group of two Codex phases (one home, one config.toml) and a Claude Code
-    phase, each call held at its stand-in until the other phases' calls have arrived (so all
-    are in flight at once): every call is counted under the phase that made it (each Codex
-    phase's base URL names its phase on its command line), each phase's metered cost is its
-    own calls' at the published prices (gpt-5.2-codex at gpt-5.2's, the table's entry for
-    it)."""
+@pytest.fixture(scope="module")
+def grouped(claude_program, codex_program, tmp_path_factory):
+    """One `doit run` of two modes' agents (their attempts alone: nothing here reads a grade),
+    each a parallel group, that the Codex tests below read:
+
+    trio: two Codex phases (one home, one config.toml) and a Claude Code phase, each call held
+      at its stand-in until the other phases' calls have arrived (so all are in flight at
+      once); `released` names the phases whose call was let go so.
+    nested: two Claude Code phases at once; nest's Bash tool runs `codex exec` (no -c of its
+      phase: the home's config.toml names the proxy without a phase) while other is still
+      waiting for its answer.
+
+    The Claude Code phases' prompts have markers of their own: trio's claude the shipped
+    implement prompt (IMPLEMENT), nested's raw (RAW) and plan (PLAN)."""
     import openai_standin
 
-    bin_dir = claude.project.base / "codex-bin"
-    bin_dir.mkdir()
-    (bin_dir / "codex").symlink_to(codex_program)
-    claude.project.env.update(
-        OPENAI_BASE_URL=openai_api.url + "/v1",
-        OPENAI_API_KEY=openai_api.api_key,
-        NGINX_EVAL_AGENT_MAX_RETRIES="0",
-        PATH=f"{bin_dir}{os.pathsep}{claude.project.env['PATH']}",
-    )
-    codex = dict(program="codex", model="codex", command=CODEX.command(False))
-    claude.add_mode(
-        group_mode(
-            "trio",
-            {"sonnet": SONNET, "codex": "gpt-5.2-codex"},
-            "all",
-            [
-                dict(codex, name="codex-raw", prompt="prompt_raw.md.j2"),
-                dict(codex, name="codex-plan", prompt="prompt_plan.md.j2"),
-                dict(name="claude-raw", prompt="prompt_raw.md.j2", command=CLAUDE_PHASE),
-            ],
+    project = Project(tmp_path_factory.mktemp("grouped"))
+    with StandIn() as api, openai_standin.StandIn() as openai_api:
+        claude = ClaudeProject(project, claude_program, api)
+        claude.openai = openai_api
+        bin_dir = project.base / "codex-bin"
+        bin_dir.mkdir()
+        (bin_dir / "codex").symlink_to(codex_program)
+        project.env.update(
+            OPENAI_BASE_URL=openai_api.url + "/v1",
+            OPENAI_API_KEY=openai_api.api_key,
+            NGINX_EVAL_AGENT_MAX_RETRIES="0",
+            PATH=f"{bin_dir}{os.pathsep}{project.env['PATH']}",
         )
-    )
-    arrivals = {
-        "codex-raw": lambda: openai_api.responses_requests(RAW),
-        "codex-plan": lambda: openai_api.responses_requests(PLAN),
-        "claude-raw": lambda: claude.api.messages_requests(RAW),
-    }
-    released = set()
+        codex = dict(program="codex", model="codex", command=CODEX.command(False))
+        claude.add_mode(
+            group_mode(
+                "trio",
+                {"sonnet": SONNET, "codex": "gpt-5.2-codex"},
+                "all",
+                [
+                    dict(codex, name="codex-raw", prompt="prompt_raw.md.j2"),
+                    dict(codex, name="codex-plan", prompt="prompt_plan.md.j2"),
+                    dict(name="claude", prompt="prompt_implement.md.j2", command=CLAUDE_PHASE),
+                ],
+            )
+        )
+        bash_command = (
+            "${AGENT:-claude --allowedTools Bash,Read --output-format json --model {model} -p} "
+            "{prompt}"
+        )
+        claude.add_mode(
+            group_mode(
+                "nested",
+                {"sonnet": SONNET},
+                "both",
+                [
+                    dict(name="nest", prompt="prompt_raw.md.j2", command=bash_command),
+                    dict(name="other", prompt="prompt_plan.md.j2", command=CLAUDE_PHASE),
+                ],
+            )
+        )
+        arrivals = {
+            "codex-raw": lambda: openai_api.responses_requests(RAW),
+            "codex-plan": lambda: openai_api.responses_requests(PLAN),
+            "claude": lambda: api.messages_requests(IMPLEMENT),
+        }
+        claude.released = set()
 
-    def others_arrived(name):
-        def check():
-            if all(arrived() for other, arrived in arrivals.items() if other != name):
-                released.add(name)
-                return True
-            return False
+        def others_arrived(name):
+            def check():
+                if all(arrived() for other, arrived in arrivals.items() if other != name):
+                    claude.released.add(name)
+                    return True
+                return False
 
-        return check
+            return check
 
-    claude.api.script = {RAW: [[say("CLAUDE-RAW done.")]]}
-    openai_api.script = {
-        RAW: [[openai_standin.say("CODEX-RAW done.")]],
-        PLAN: [[openai_standin.say("CODEX-PLAN: the plan is a + b.")]],
-    }
-    claude.api.faults = [Fault(delay=60, marker=RAW, until=others_arrived("claude-raw"))]
-    openai_api.faults = [
-        Fault(delay=60, marker=RAW, until=others_arrived("codex-raw")),
-        Fault(delay=60, marker=PLAN, until=others_arrived("codex-plan")),
+        nested = (
+            f"{codex_program} exec --json --skip-git-repo-check -s danger-full-access -m gpt-5 "
+            f"'{NESTED} please' </dev/null"
+        )
+        api.script = {
+            IMPLEMENT: [[say("CLAUDE done.")]],
+            RAW: [
+                [call("Bash", command=nested)],
+                [call("Bash", command=FIX)],
+                [say("Nested done.")],
+            ],
+            PLAN: [[say("PLAN: a + b.")]],
+        }
+        api.faults = [
+            Fault(delay=60, marker=IMPLEMENT, until=others_arrived("claude")),
+            # Both of nested's phases have started before the nested call; the other waits
+            # until it is made.
+            Fault(delay=60, marker=RAW, turn=0, until=PLAN),
+            Fault(delay=60, marker=PLAN, until=lambda: openai_api.responses_requests(NESTED)),
+        ]
+        openai_api.script = {
+            RAW: [[openai_standin.say("CODEX-RAW done.")]],
+            PLAN: [[openai_standin.say("CODEX-PLAN: the plan is a + b.")]],
+            NESTED: [[openai_standin.say("Nested and done.")]],
+        }
+        openai_api.faults = [
+            openai_standin.Fault(delay=60, marker=RAW, until=others_arrived("codex-raw")),
+            openai_standin.Fault(delay=60, marker=PLAN, until=others_arrived("codex-plan")),
+        ]
+        claude.arrivals = set(arrivals)
+        claude.run("agent:tiny/trio/tiny-add", "agent:tiny/nested/tiny-add")
+        yield claude
+
+
+def test_a_codex_run_from_claude_codes_bash_is_counted_under_its_phase(grouped):
+    """nested's nest phase: its Bash tool runs `codex exec`: both programs' calls go through the
+    attempt's proxy (Codex by its home's config.toml, which names the proxy), each priced, the
+    nested one attributed to the phase under program codex."""
+    claude, openai_api = grouped, grouped.openai
+    agent = claude.agent("nested")
+    assert agent["status"] == "completed", agent["error"]
+    answered = [r for m in (RAW, PLAN) for r in claude.api.messages_requests(m) if r["usage"]]
+    codex_answers = [r for r in openai_api.responses_requests(NESTED) if r.get("usage")]
+    assert len(codex_answers) == 1, openai_api.requests
+    calls = summary.read_calls(claude.path("nested", "agent/calls.jsonl.gz"))
+    billed = [c for c in calls if c["tokens"]]
+    nested_calls = [c for c in billed if c["program"] == "codex"]
+    assert [(c["phase"], c["api"], c["model"]) for c in nested_calls] == [
+        ("nest", "openai-responses", "gpt-5")
     ]
-    claude.run("tiny:trio")
+    (u,) = [r["usage"] for r in codex_answers]
+    cached = u["input_tokens_details"]["cached_tokens"]
+    codex_tokens = {
+        "input": u["input_tokens"] - cached,
+        "cache_read": cached,
+        "cache_write": 0,
+        "output": u["output_tokens"],
+        "reasoning": u["output_tokens_details"]["reasoning_tokens"],
+    }
+    assert nested_calls[0]["tokens"] == codex_tokens
+    codex_cost = by_hand_openai(codex_tokens, GPT5)
+    assert nested_calls[0]["cost_usd"] == pytest.approx(codex_cost, rel=1e-12)
+    # The run's cost is both programs'; the nest phase's models name each program.
+    assert agent["cost_usd"] == pytest.approx(by_hand(answered) + codex_cost, rel=1e-9)
+    nest = next(p for p in agent["phases"] if p["name"] == "nest")
+    programs = {m: v["program"] for m, v in nest["metered"]["models"].items()}
+    assert programs["gpt-5"] == "codex" and set(programs.values()) == {"claude", "codex"}
+    # Claude Code's own cost leaves Codex out: the difference is the nested call's.
+    own = agent["metered"]["self_reported_cost_usd"]
+    assert own == pytest.approx(by_hand(answered), rel=0.01)
+    print(
+        f"\nnested codex: {codex_cost:.8f} USD metered under phase nest, program codex; "
+        f"run {agent['cost_usd']:.8f} USD"
+    )
+
+
+def test_codex_and_claude_phases_at_once_are_each_metered_under_their_own_phase(grouped):
+    """trio: every call is counted under the phase that made it (each Codex phase's base URL
+    names its phase on its command line), each phase's metered cost is its own calls' at the
+    published prices (gpt-5.2-codex at gpt-5.2's, the table's entry for it)."""
+    claude, openai_api = grouped, grouped.openai
     agent = claude.agent("trio")
     assert agent["status"] == "completed", agent["error"]
     # Each call waited for the other two phases' first calls: all were in flight at once.
-    assert released == set(arrivals)
+    assert claude.released == claude.arrivals
     calls = summary.read_calls(claude.path("trio", "agent/calls.jsonl.gz"))
     billed = [c for c in calls if c["tokens"]]
-    assert {c["phase"] for c in billed if c["program"] == "claude"} == {"claude-raw"}
+    assert {c["phase"] for c in billed if c["program"] == "claude"} == {"claude"}
     assert {c["phase"] for c in billed if c["program"] == "codex"} == {"codex-raw", "codex-plan"}
     assert {c["priced_as"] for c in billed if c["program"] == "codex"} == {"openai/gpt-5.2"}
     metered = {p["name"]: p["metered"] for p in agent["phases"]}
@@ -453,60 +482,22 @@ def test_codex_and_claude_phases_at_once_are_each_metered_under_their_own_phase(
         assert set(metered[name]["models"]) == {"gpt-5.2-codex"}
     # The two Codex phases' prompts differ: so do their costs, each its own.
     assert metered["codex-raw"]["cost_usd"] != metered["codex-plan"]["cost_usd"]
-    claude_answers = [r for r in claude.api.messages_requests() if r["usage"]]
-    assert metered["claude-raw"]["cost_usd"] == pytest.approx(by_hand(claude_answers), rel=1e-9)
-    assert metered["claude-raw"]["billed_calls"] == len(claude_answers)
+    claude_answers = [r for r in claude.api.messages_requests(IMPLEMENT) if r["usage"]]
+    assert metered["claude"]["cost_usd"] == pytest.approx(by_hand(claude_answers), rel=1e-9)
+    assert metered["claude"]["billed_calls"] == len(claude_answers)
     print(
         "\nparallel group: "
         + ", ".join(
             f"{n} {metered[n]['billed_calls']} calls {metered[n]['cost_usd']:.8f} USD"
-            for n in ("codex-raw", "codex-plan", "claude-raw")
+            for n in ("codex-raw", "codex-plan", "claude")
         )
     )
 
 
-def test_a_codex_run_from_bash_in_a_parallel_group_is_counted_under_its_phase(
-    claude, openai_api, codex_program
-):
-    """Two Claude Code phases at once; one's Bash tool runs `codex exec` (no -c of its phase:
-    the home's config.toml names the proxy without a phase) while the other is still waiting
-    for its answer: the Codex call is counted under the phase that started it, by the base URL
-    its environment gave it (sent in the proxy's header), not under the phase that started
-    last."""
-    import openai_standin
-
-    claude.project.env.update(
-        OPENAI_BASE_URL=openai_api.url + "/v1", OPENAI_API_KEY=openai_api.api_key
-    )
-    bash_command = (
-        "${AGENT:-claude --allowedTools Bash,Read --output-format json --model {model} -p} {prompt}"
-    )
-    claude.add_mode(
-        group_mode(
-            "nested",
-            {"sonnet": SONNET},
-            "both",
-            [
-                dict(name="nest", prompt="prompt_raw.md.j2", command=bash_command),
-                dict(name="other", prompt="prompt_plan.md.j2", command=CLAUDE_PHASE),
-            ],
-        )
-    )
-    openai_api.script = {NESTED: [[openai_standin.say("Nested and done.")]]}
-    nested = (
-        f"{codex_program} exec --json --skip-git-repo-check -s danger-full-access -m gpt-5 "
-        f"'{NESTED} please' </dev/null"
-    )
-    claude.api.script = {
-        RAW: [[call("Bash", command=nested)], [say("Nested done.")]],
-        PLAN: [[say("PLAN: a + b.")]],
-    }
-    claude.api.faults = [
-        # Both phases have started before the nested call; the other waits until it is made.
-        Fault(delay=60, marker=RAW, turn=0, until=PLAN),
-        Fault(delay=60, marker=PLAN, until=lambda: openai_api.responses_requests(NESTED)),
-    ]
-    claude.run("tiny:nested")
+def test_a_codex_run_from_bash_in_a_parallel_group_is_counted_under_its_phase(grouped):
+    """nested: the Codex call is counted under the phase that started it, by the base URL its
+    environment gave it (sent in the proxy's header), not under the phase that started last."""
+    claude, openai_api = grouped, grouped.openai
     agent = claude.agent("nested")
     assert agent["status"] == "completed", agent["error"]
     assert [r for r in openai_api.responses_requests(NESTED) if r.get("usage")]

@@ -1,7 +1,10 @@
 """The four modes as the benchmark's users run them (issue 50), through `doit run` on the fixture
 benchmark: impl's loop, full's scripted planner with critique and reducer at once and its
 consensus on Codex falling back to Claude, nlcmd's one planner call driving subagents; and a
-mode whose agent home holds a Claude Code plugin tree (read on impl's run).
+mode whose agent home holds a Claude Code plugin tree. impl, the plugin tree's mode, full with
+Codex answering and nlcmd are read on one run (`planned`), full with Codex failing on one of its
+own (`fallback`); full's and nlcmd's loops end on their first call (impl's shows the fresh
+calls after it).
 
 The shipped modes run the real Claude Code and Codex CLIs against the stand-ins
 (tests/anthropic_standin.py, tests/openai_standin.py); what is asserted is the stand-ins'
@@ -17,14 +20,16 @@ import textwrap
 
 import openai_standin
 import pytest
-from anthropic_standin import StandIn, say
+from anthropic_standin import StandIn, call, say
 from conftest import SOURCE_ROOT, Project
 from test_agent_claude import FIX, needs_srt
 from workflow_scripts import (
     CODEX,
+    CODEX_PLAN,
     COMMAND,
     CONSENSUS,
     CRITIQUE,
+    FIXTURE_MESSAGE,
     NLCMD_CODEX,
     OPUS,
     PROPOSE,
@@ -36,9 +41,9 @@ from workflow_scripts import (
     cli_environment,
     full_scripts,
     iteration,
-    loop_script,
     nlcmd_scripts,
     overlapped,
+    printf_quoted,
 )
 from workflow_scripts import calls as standin_calls
 
@@ -70,27 +75,66 @@ class Workflow:
         return [c[:4] for c in standin_calls(self.api, markers)]
 
 
-@pytest.fixture
-def workflow_codex(project, claude_program, anthropic_api, codex_program, openai_api):
-    return Workflow(project, claude_program, anthropic_api, codex_program, openai_api)
+# The plans the consensus writes (the Codex stand-in's; the opus fallback's, PLANNER_SCRIPT's;
+# the command's consensus subagent's file), which the loop's prompt carries after them.
+PLAN_BY_OPUS = "PLAN-BY-OPUS: apply the fix."
+PLAN_OF_SUBAGENTS = "PLAN-OF-SUBAGENTS: apply the fix"
+
+
+def one_call_loop(plan: str) -> dict:
+    """A loop that ends on its first call: keyed by the `plan` its prompt carries (longer than
+    the phrase of the call's number, so that the stand-in takes it: the longest marker found),
+    the call fixes the bug, writes its commit message and the marker file at once. impl's loop
+    (loop_script) shows the fresh calls after the first."""
+    assert len(plan) > len(iteration(1))
+    write = (
+        f"mkdir -p .tmp && printf {printf_quoted(FIXTURE_MESSAGE)} > .tmp/commit-message-1.txt"
+        " && printf 'Fix the bug\\nISSUE FIXED\\nThe fix is in.\\n' > .tmp/finalize.txt"
+    )
+    return {plan: [[say("Fixing it."), call("Bash", command=f"{FIX} && {write}")], [say("Done.")]]}
 
 
 @pytest.fixture(scope="module")
-def impl_and_kit(claude_program, tmp_path_factory):
-    """One run of the shipped impl mode and of a mode `kit` (add_plugin_mode), which the tests
-    of both read: their stand-in scripts have no marker in common."""
-    project = Project(tmp_path_factory.mktemp("impl-and-kit"))
-    with StandIn() as api:
-        workflow = Workflow(project, claude_program, api)
+def planned(claude_program, codex_program, tmp_path_factory):
+    """One `doit run` of the shipped impl, full (Codex answering its consensus) and nlcmd and of
+    a mode `kit` (add_plugin_mode), which the tests of all four read: their stand-in scripts
+    have no marker in common (full's and nlcmd's loops are keyed by their plans,
+    one_call_loop)."""
+    project = Project(tmp_path_factory.mktemp("planned"))
+    with StandIn() as api, openai_standin.StandIn() as openai_api:
+        workflow = Workflow(project, claude_program, api, codex_program, openai_api)
         kit_script = add_plugin_mode(workflow)
-        workflow.api.script = {**loop_script(FIX), **kit_script}
-        workflow.run("impl", "kit")
+        full_script, full_faults, full_codex = full_scripts(FIX)
+        nlcmd_script, nlcmd_faults, nlcmd_codex = nlcmd_scripts(FIX)
+        api.script = {
+            **full_script,
+            **nlcmd_script,
+            **kit_script,
+            **one_call_loop(CODEX_PLAN),
+            **one_call_loop(PLAN_OF_SUBAGENTS),
+        }
+        api.faults = full_faults + nlcmd_faults
+        openai_api.script = {**full_codex, **nlcmd_codex}
+        workflow.run("impl", "kit", "full", "nlcmd")
+        yield workflow
+
+
+@pytest.fixture(scope="module")
+def fallback(claude_program, codex_program, tmp_path_factory):
+    """One `doit run` of the shipped full whose Codex consensus meets an API that answers 500."""
+    project = Project(tmp_path_factory.mktemp("fallback"))
+    with StandIn() as api, openai_standin.StandIn() as openai_api:
+        workflow = Workflow(project, claude_program, api, codex_program, openai_api)
+        script, api.faults, openai_api.script = full_scripts(FIX)
+        api.script = {**script, **one_call_loop(PLAN_BY_OPUS)}
+        openai_api.faults = [openai_standin.Fault(status=500)]
+        workflow.run("full")
         yield workflow
 
 
 @needs_srt
-def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(impl_and_kit):
-    workflow = impl_and_kit
+def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(planned):
+    workflow = planned
     assert {r["marker"] for r in workflow.api.messages_requests() if r["marker"]} >= {
         iteration(1),
         iteration(2),
@@ -147,18 +191,12 @@ def test_impl_is_a_loop_of_fresh_calls_that_ends_on_the_marker(impl_and_kit):
     print(f"\nimpl: {[(p['name'], p['iteration'], p['model']) for p in calls]}, loop {loop}")
 
 
-def full_run(workflow, codex_fails):
-    workflow.api.script, workflow.api.faults, workflow.openai.script = full_scripts(FIX)
-    if codex_fails:
-        workflow.openai.faults = [openai_standin.Fault(status=500)]
-    workflow.run("full")
-    return workflow.agent("full")
-
-
 @needs_srt
+@pytest.mark.e2e
 @pytest.mark.parametrize("codex_fails", [False, True], ids=["codex", "fallback"])
-def test_full_plans_in_five_calls_with_two_at_once_then_loops(workflow_codex, codex_fails):
-    agent = full_run(workflow_codex, codex_fails)
+def test_full_plans_in_five_calls_with_two_at_once_then_loops(request, codex_fails):
+    workflow_codex = request.getfixturevalue("fallback" if codex_fails else "planned")
+    agent = workflow_codex.agent("full")
     assert agent["status"] == "completed", agent["error"]
     calls = workflow_codex.calls([UNDERSTAND, PROPOSE, CRITIQUE, REDUCE, CONSENSUS])
     claude_calls = [(c[0], c[1]) for c in calls]
@@ -179,6 +217,7 @@ def test_full_plans_in_five_calls_with_two_at_once_then_loops(workflow_codex, co
     names = [
         (p["name"], p.get("program"), p["model"], p.get("fallback", False)) for p in agent["phases"]
     ]
+    loop = PLAN_BY_OPUS if codex_fails else CODEX_PLAN
     if codex_fails:
         assert claude_calls[4:] == [(CONSENSUS, OPUS)]
         assert names[4:6] == [
@@ -192,17 +231,17 @@ def test_full_plans_in_five_calls_with_two_at_once_then_loops(workflow_codex, co
         plan = "PLAN-BY-CODEX"
     assert [n[0] for n in names] == ["understander", "proposer", "critique", "reducer"] + [
         "consensus"
-    ] * (2 if codex_fails else 1) + ["implement", "implement"]
-    # The loop got the plan.
-    loop_prompt = json.dumps(workflow_codex.api.messages_requests(iteration(1))[0]["body"])
-    assert plan in loop_prompt
-    assert agent["loop"]["ended"] == "marker" and agent["loop"]["iterations"] == 2
-    assert min(c[2] for c in workflow_codex.calls([iteration(1)])) > max(c[3] for c in calls)
+    ] * (2 if codex_fails else 1) + ["implement"]
+    # The loop got the plan (its one call is keyed by it: one_call_loop).
+    loop_prompt = json.dumps(workflow_codex.api.messages_requests(loop)[0]["body"])
+    assert plan in loop_prompt and iteration(1) in loop_prompt
+    assert agent["loop"]["ended"] == "marker" and agent["loop"]["iterations"] == 1
+    assert min(c[2] for c in workflow_codex.calls([loop])) > max(c[3] for c in calls)
     assert workflow_codex.project.read("full", "tiny-add", "grade.json")["status"] == "resolved"
     # The report names the consensus that ran, the planner's share and how the loop ended.
     run_dir = workflow_codex.project.render("instances=tiny-add")
     report = json.loads((run_dir / "report.json").read_text())
-    (facts,) = report["workflow"]["modes"]
+    (facts,) = [m for m in report["workflow"]["modes"] if m["name"] == "full"]
     consensus = next(p for p in facts["phases"] if p["name"] == "consensus")
     if codex_fails:
         assert consensus["ran"] == {f"codex {CODEX}": 1, f"claude {OPUS}": 1}
@@ -213,7 +252,7 @@ def test_full_plans_in_five_calls_with_two_at_once_then_loops(workflow_codex, co
     assert "## Phases and loops" in md and f"codex {CODEX} ×1" in md
     # What the agent did, from its trajectory: the loop's first call edited calc.c with sed,
     # nothing built or tested; the edit came while that call ran.
-    (process,) = report["process"]["modes"]
+    (process,) = [m for m in report["process"]["modes"] if m["name"] == "full"]
     did = {b["name"]: b["attempts"] for b in process["behaviours"]}
     assert did == {"built": 0, "tested": 0, "failed_test_before_edit": 0, "edited": 1}
     first, edit = agent["phases"][0], process["first_edit"]["median"]
@@ -230,13 +269,11 @@ CALLS = "agent/calls.jsonl.gz"
 
 
 @needs_srt
-def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow_codex):
+def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(planned):
     """The consensus subagent asks Codex from its Bash tool, as its definition says
     (templates/agent-homes/planner/agents/consensus.md): metered under the plan phase."""
-    workflow = workflow_codex
+    workflow = planned
     subs = SUBAGENTS
-    workflow.api.script, workflow.api.faults, workflow.openai.script = nlcmd_scripts(FIX)
-    workflow.run("nlcmd")
     agent = workflow.agent("nlcmd")
     assert agent["status"] == "completed", agent["error"]
     plan = agent["phases"][0]
@@ -257,8 +294,8 @@ def test_nlcmd_is_one_opus_call_driving_subagents_then_the_loop(workflow_codex):
     assert models[subs["understander"]] == SONNET
     assert all(models[subs[k]] == OPUS for k in ("proposer", "critic", "reducer", "consensus"))
     assert overlapped(calls[2], calls[3]), calls
-    loop_prompt = json.dumps(workflow.api.messages_requests(iteration(1))[0]["body"])
-    assert "PLAN-OF-SUBAGENTS" in loop_prompt
+    loop_prompt = json.dumps(workflow.api.messages_requests(PLAN_OF_SUBAGENTS)[0]["body"])
+    assert "PLAN-OF-SUBAGENTS" in loop_prompt and iteration(1) in loop_prompt
     assert agent["loop"]["ended"] == "marker"
     (asked,) = [r for r in workflow.openai.responses_requests(NLCMD_CODEX) if r.get("usage")]
     calls_of_codex = [
@@ -308,8 +345,9 @@ SCENARIOS = ("marker", "limit", "idle")
 
 @pytest.fixture(scope="module")
 def scripted(tmp_path_factory):
-    """One run of two modes per scenario of the scripted agent, which the scenario's test
-    reads: loopy-<scenario> (score on_disk) and loopy-done-<scenario> (score finished)."""
+    """One run of two modes per scenario of the scripted agent, up to their patches, which the
+    scenario's test reads: loopy-<scenario> (score on_disk) and loopy-done-<scenario> (score
+    finished)."""
     project = Project(tmp_path_factory.mktemp("scripted"))
     script = project.base / "agent.py"
     script.write_text(SCRIPTED)
@@ -325,8 +363,9 @@ def scripted(tmp_path_factory):
                     f'share = "rest"\nloop = {{ max = 3, no_progress = 2 }}\n'
                     f'command = "{sys.executable} {script} {{prompt_file}} {scenario}"\n'
                 )
-    modes = [f"tiny:{m}-{s}" for s in SCENARIOS for m in ("loopy", "loopy-done")]
-    project.doit("run", *modes, "instances=tiny-add")
+    # Their attempts and patches: no grade is read.
+    modes = [f"patch:tiny/{m}-{s}/tiny-add" for s in SCENARIOS for m in ("loopy", "loopy-done")]
+    project.doit("run", *modes)
     return project
 
 
@@ -458,11 +497,11 @@ def add_plugin_mode(workflow):
 
 
 @needs_srt
-def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_models(impl_and_kit):
+def test_a_plugin_tree_in_the_agent_home_loads_with_its_subagents_and_their_models(planned):
     """A mode's agent home holding a Claude Code plugin tree unchanged: its command runs, and
     its two subagents, called by their plugin-qualified names, reach the API with their own
     models."""
-    workflow = impl_and_kit
+    workflow = planned
     agent = workflow.agent("kit")
     assert agent["status"] == "completed", agent["error"]
     fast = workflow.api.messages_requests("SUB-FAST-MARK")

@@ -20,9 +20,9 @@ for it (each base's auto/ tree, the fixes that change a header, the paths change
 of a group) and the plans build/plan.py made from them.
 
 Patches that misbehave on purpose are made here: an nginx that writes TAP into its parent's stdout
-(the test's TAP pipe, past the output guard), one that does not start, one that kills the prove
-that runs its test (its grandparent, only if that is a process named prove), one that reads past
-a heap block, one that breaks `-V`.
+(the test's TAP pipe, past the output guard), one that does not start, one that kills every
+process it may (in prove's PID namespace: its test file), one that reads past a heap block, one
+that breaks `-V`.
 """
 
 import argparse
@@ -103,29 +103,13 @@ def tamper_c(lines, later=False):
     )
 
 
-# Kills the prove that runs the test file: nginx's parent is the test (Test::Nginx, or a test's
-# system()), the test's parent is prove. Only that process, and only if it is named prove.
-KILL_PROVE_C = r"""        {
-            char  where[64], line[512], *paren;
-            FILE *f;
-            int   grandparent = 0;
-
-            snprintf(where, sizeof(where), "/proc/%d/stat", (int) getppid());
-            if ((f = fopen(where, "r")) != NULL) {
-                if (fgets(line, sizeof(line), f) && (paren = strrchr(line, ')')) != NULL) {
-                    sscanf(paren + 2, "%*c %d", &grandparent);
-                }
-                fclose(f);
-            }
-            snprintf(where, sizeof(where), "/proc/%d/comm", grandparent);
-            if (grandparent > 1 && (f = fopen(where, "r")) != NULL) {
-                if (fgets(line, sizeof(line), f) && strcmp(line, "prove\n") == 0) {
-                    kill(grandparent, SIGKILL);
-                }
-                fclose(f);
-            }
+# SIGKILL to every process the server may signal: in the test file's PID namespace (prove's),
+# the test file's processes; prove is the namespace's init and lives on. BYSTANDER, a process of
+# the host (this script), reachable only without that namespace: then nothing is killed.
+KILL_ALL_C = r"""        if (kill(BYSTANDER, 0) == -1) {
+            kill(-1, SIGKILL);
         }
-"""
+""".replace("BYSTANDER", str(os.getpid()))
 
 OVER_READ_C = """
 #include <stdlib.h>
@@ -355,7 +339,7 @@ def record_tiny(work, out):
         "tiny-crash-die": {calc_c: crashing},
         "tiny-crash-bail": {calc_c: crashing},
         "tiny-server-nostart": {nginx_c: serving("        return 1;\n")},
-        "tiny-server-killer": {nginx_c: serving(KILL_PROVE_C + SERVING)},
+        "tiny-server-killer": {nginx_c: serving(KILL_ALL_C + SERVING)},
         "tiny-server-die": {nginx_c: serving("        return 1;\n")},
         # Prints on its own stdout as a server: the output guard sends it to the nginx log.
         "tiny-server-spoof": {nginx_c: serving(f'        printf("{spoof}");\n' + SERVING)},
@@ -468,7 +452,7 @@ def record_nginx(work, out, url):
     diffs = {
         "range-tamper": main_c_patch(repo, base, tamper_c(spoofed)),
         "range-nostart": main_c_patch(repo, base, "        return 1;\n"),
-        "range-killer": main_c_patch(repo, base, KILL_PROVE_C),
+        "range-killer": main_c_patch(repo, base, KILL_ALL_C),
         "range-overread": gold + unified(GZIP, gzip_text, over_read),
     }
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NGINX_EVAL_", "TEST_NGINX"))}

@@ -249,7 +249,7 @@ E2E_FIXTURES = {
     "shared_cluster",
 }
 # How far into a command line a wrapper may put the program (the prove stage's network wrapper:
-# python -I -S netns.py prove ...).
+# python -I -S namespaces.py prove ...).
 E2E_WORDS = 6
 
 

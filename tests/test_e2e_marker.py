@@ -21,7 +21,7 @@ PYTHON = sys.executable
         (["/usr/bin/prove", "--norc", "-v", "a.t"], "prove"),
         ([PYTHON, "-m", "doit", "-f", "dodo.py", "run"], "doit"),
         (["sh", "-c", "make -C objs"], "make"),
-        ([PYTHON, "-I", "-S", "/pkg/prove/netns.py", "prove", "--norc", "-v", "a.t"], "prove"),
+        ([PYTHON, "-I", "-S", "/pkg/prove/namespaces.py", "prove", "--norc", "-v", "a.t"], "prove"),
         (["/venv/lib/ray/core/src/ray/raylet/raylet", "--node_ip_address=127.0.0.1"], "raylet"),
         ("claude", "claude"),
         (["git", "status"], None),

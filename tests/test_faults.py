@@ -488,13 +488,14 @@ def test_hanging_test_file_is_killed_at_its_limit(reference, tmp_path, marker):
 
 FAKE_PROVE = """#!/bin/sh
 # prove that crashes on one file, after printing some TAP: its verdict must not count.
-# (The file is named here: prove's environment is the harness's own, not the caller's.)
+# (The file is named here: prove's environment is the harness's own, not the caller's.) It reads
+# address 1, a real fault: as its namespace's init it would ignore a SIGSEGV sent by itself.
 for arg; do file=$arg; done
 if [ "$file" = "{crash}" ]; then
     echo "$file .."
     echo "1..2"
     echo "ok 1 - add two numbers"
-    kill -SEGV $$
+    exec perl -e 'my $crash = unpack "p", pack "J", 1'
 fi
 exec {prove} "$@"
 """
@@ -529,35 +530,24 @@ def test_prove_crash_is_an_environment_error(reference, tmp_path):
     assert_gold_intact(project, reference, "crash")
 
 
-# A patch whose program SIGKILLs the prove that runs it when it adds (calc_add.t runs that
-# first): the fix of tiny-add plus a hostile nginx.c. It goes up its own ancestry: killing every
-# prove on the machine also killed other tests' (test_real_nginx.py's bystander) in parallel.
+# A patch whose program SIGKILLs every process it may when it adds (calc_add.t runs that first):
+# the fix of tiny-add plus a hostile nginx.c. In the test file's PID namespace that is the file's
+# own processes, not prove (the namespace's init), not the harness, not a bystander of the host.
+# Where the bystander can be signalled (no namespace) it kills nothing: the test fails instead of
+# taking the machine with it.
 KILLER_MAIN = """#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 #include "calc.h"
 #include "ngx_auto_config.h"
 
-static void kill_prove(void)
+static void kill_everything(void)
 {
-    char path[64], comm[64];
-    int pid = (int) getppid(), parent;
-    while (pid > 1) {
-        snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-        FILE *f = fopen(path, "r");
-        if (f == NULL) return;
-        if (fgets(comm, sizeof(comm), f) == NULL) comm[0] = '\\0';
-        fclose(f);
-        if (strcmp(comm, "prove\\n") == 0) { kill(pid, SIGKILL); return; }
-        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-        f = fopen(path, "r");
-        if (f == NULL) return;
-        if (fscanf(f, "%*d (%*[^)]) %*c %d", &parent) != 1) parent = 0;
-        fclose(f);
-        pid = parent;
-    }
+    if (kill(BYSTANDER, 0) == 0) return;
+    kill(-1, SIGKILL);
 }
 
 int main(int argc, char **argv)
@@ -568,7 +558,7 @@ int main(int argc, char **argv)
     }
     if (argc != 4) return 2;
     int a = atoi(argv[2]), b = atoi(argv[3]);
-    if (strcmp(argv[1], "add") == 0) { kill_prove(); printf("%d\\n", calc_add(a, b)); }
+    if (strcmp(argv[1], "add") == 0) { kill_everything(); printf("%d\\n", calc_add(a, b)); }
     else if (strcmp(argv[1], "mul") == 0) printf("%d\\n", calc_mul(a, b));
     else return 2;
     return 0;
@@ -576,7 +566,7 @@ int main(int argc, char **argv)
 """
 
 
-def test_a_patch_whose_program_kills_prove_is_the_patchs_fault(reference, tmp_path):
+def test_a_patch_whose_program_kills_every_process_it_may_is_the_patchs_fault(reference, tmp_path):
     project = reference["project"]
     task = next(t for t in project.tasks if t["instance_id"] == "tiny-add")
     work = tmp_path / "killer"
@@ -589,22 +579,33 @@ def test_a_patch_whose_program_kills_prove_is_the_patchs_fault(reference, tmp_pa
         str(work),
         task["fix_commit"],
     )
-    (work / "src" / "core" / "nginx.c").write_text(KILLER_MAIN)
-    patch = git(work, "diff", "--binary", "--full-index", task["base_commit"])
-    git(project.mirrors / "acme+tiny", "worktree", "remove", "--force", str(work))
-    preds = predictions(project, tmp_path / "preds.jsonl", {"tiny-add": patch})
-    project.doit("run", "tiny:file", f"predictions={preds}", "run=killer", "instances=tiny-add")
+    bystander = subprocess.Popen(["sleep", "600"])
+    try:
+        hostile = KILLER_MAIN.replace(
+            '#include "calc.h"', f'#include "calc.h"\n#define BYSTANDER {bystander.pid}'
+        )
+        (work / "src" / "core" / "nginx.c").write_text(hostile)
+        patch = git(work, "diff", "--binary", "--full-index", task["base_commit"])
+        git(project.mirrors / "acme+tiny", "worktree", "remove", "--force", str(work))
+        preds = predictions(project, tmp_path / "preds.jsonl", {"tiny-add": patch})
+        project.doit("run", "tiny:file", f"predictions={preds}", "run=killer", "instances=tiny-add")
+        assert bystander.poll() is None, "the patch's program killed a process of the host"
+    finally:
+        bystander.kill()
+        bystander.wait()
     prove = project.read("file", "tiny-add", "prove.json", "killer")
-    assert prove["files"]["calc_add.t"]["exit_code"] == -signal.SIGKILL
-    # The base runs the file to its end (its bug fails one assertion: exit code 1).
+    # prove, the namespace's init, lives on and reports the file killed under it; the base runs
+    # the file to its end (its bug fails one assertion: exit code 1).
+    assert prove["files"]["calc_add.t"]["exit_code"] == 1
     assert prove["reference"]["calc_add.t"]["exit_code"] == 1
     grade = project.read("file", "tiny-add", "grade.json", "killer")
     assert (grade["status"], grade["env_errors"]) == ("unresolved", [])
     assert grade["file_failures"] == [
         {
             "file": "calc_add.t",
-            "kind": "killed",
-            "reason": "prove was killed by signal 9; the base build runs the file to its end",
+            "kind": "died",
+            "reason": "test file died: killed by signal 9 after 0 of 3 assertions; "
+            "the base build runs it",
         }
     ]
     # A verdict, not an environment error: the next run keeps it.

@@ -1,13 +1,17 @@
-"""Each test file runs in a network of its own (prove/network.py, prove.run_prove_files).
+"""Each test file runs in a network and a process namespace of its own (prove/network.py,
+prove/namespaces.py, prove.run_prove_files).
 
 The scenarios run the real prove on .t files that hold a fixed port, as nginx-tests before
 parallel support did, two proves at once from two threads, as parallel doit workers do.
 """
 
+import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -169,3 +173,93 @@ def test_the_shared_network_really_collides_without_the_turns(tmp_path, monkeypa
     tree, log, _ = holding_tree(tmp_path, PARALLEL_LIBRARY)
     _, passed = run_two_at_once(tmp_path, tree)
     assert sorted(passed.values()) == [False, True]
+
+
+# A test file that does what a hostile build could: signal a process of the host it was told of,
+# signal every process it may, and leave one running that no token or process group finds.
+REACHING_TEST = r"""#!/usr/bin/perl
+use strict;
+use POSIX ();
+
+print "1..3\n";
+# Where the host's processes can be signalled, nothing is killed: the file fails instead.
+if (kill(0, $ENV{BYSTANDER})) {
+	print "not ok 1 - the host's processes are out of reach\n";
+	exit 0;
+}
+print "ok 1 - the host's processes are out of reach\n";
+my $child = fork() // die "fork: $!";
+if (!$child) {
+	POSIX::setsid();
+	%ENV = ();
+	exec('sleep', '@LEFT@') or POSIX::_exit(1);
+}
+print "ok 2 - prove is the namespace's first process\n" if getppid() == 1;
+my $killed = kill('KILL', -1);
+print "ok 3 - kill -1 reached what the file started ($killed)\n";
+"""
+
+
+def processes_running(argv):
+    """Host pids of the processes whose command line is `argv`."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if f.read() == wanted:
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.e2e
+def test_a_test_file_reaches_no_process_of_the_host_and_leaves_none(tmp_path):
+    left = "297.25"  # a sleep nothing else on the machine runs
+    tree = tmp_path / "tests"
+    tree.mkdir()
+    (tree / "reach.t").write_text(REACHING_TEST.replace("@LEFT@", left))
+    bystander = subprocess.Popen(["sleep", "300"])
+    try:
+        layout = Layout(root=tmp_path, cache=tmp_path / "cache", results_root=tmp_path / "out")
+        binary = tmp_path / "objs" / "nginx"
+        binary.parent.mkdir()
+        binary.write_text("")
+        runs = run_prove_files(
+            layout,
+            tree,
+            binary,
+            ["reach.t"],
+            60,
+            tmp_path / "tap",
+            extra_env={"BYSTANDER": str(bystander.pid)},
+        )
+        tap = (tmp_path / "tap" / "reach.t.tap").read_text()
+        assert bystander.poll() is None, "the test file killed a process of the host"
+    finally:
+        bystander.kill()
+        bystander.wait()
+    results = parse_tap("reach.t", tap).results
+    assert list(results.values()) == [True, True, True], tap
+    assert runs["reach.t"]["exit_code"] == 0
+    assert processes_running(["sleep", left]) == []
+
+
+def test_the_namespaces_program_ends_as_its_command_does():
+    def status(script):
+        return subprocess.run(private_network.command(["sh", "-c", script])).returncode
+
+    # The command is the PID namespace's init: a SIGKILL of its own from inside does not end it...
+    assert status("exit 3") == 3
+    assert status("kill -KILL $$; exit 4") == 4
+    # ...one from outside does, and the program ends by the same signal.
+    sleeping = ["sleep", "29.75"]
+    started = subprocess.Popen(private_network.command(sleeping))
+    deadline = time.monotonic() + 10
+    while not processes_running(sleeping) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (inside,) = processes_running(sleeping)
+    os.kill(inside, signal.SIGKILL)
+    assert started.wait(timeout=10) == -signal.SIGKILL

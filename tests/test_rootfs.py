@@ -126,22 +126,32 @@ def test_a_command_inside_sees_the_root_filesystem_and_only_what_is_bound(toolch
     script = (
         'id -un; cat /etc/debian_version; echo x > "$1/file" && echo wrote; '
         'touch /usr/x 2>/dev/null || echo read-only; test -e "$2" || echo hidden; '
-        "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '"
+        "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; "
+        # The first process of a PID namespace of its own, which reaches no process of the host
+        # (the account is the harness's user outside).
+        'echo "pid $$"; kill -0 "$3" 2>/dev/null || echo out-of-reach'
     )
-    out = subprocess.run(
-        rootfs.command(
-            toolchain,
-            ["sh", "-c", script, "sh", str(writable), str(hidden)],
-            cwd=writable,
-            writable=[writable],
-        ),
-        env=rootfs.environment(),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        out = subprocess.run(
+            rootfs.command(
+                toolchain,
+                ["sh", "-c", script, "sh", str(writable), str(hidden), str(bystander.pid)],
+                cwd=writable,
+                writable=[writable],
+            ),
+            env=rootfs.environment(),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    finally:
+        bystander.kill()
+        bystander.wait()
     version = (toolchain.root / "etc" / "debian_version").read_text().strip()
-    assert out == ["nginx-eval", version, "wrote", "read-only", "hidden", "lo"]
+    assert out == [
+        "nginx-eval", version, "wrote", "read-only", "hidden", "lo", "pid", "1", "out-of-reach"
+    ]  # fmt: skip
     assert (writable / "file").read_text() == "x\n"
     assert rootfs.which(toolchain, "cc") == "/usr/bin/x86_64-linux-gnu-gcc-12"
     assert rootfs.which(toolchain, "no-such-program") is None
@@ -216,33 +226,41 @@ def test_a_prove_runs_inside_as_the_ordinary_account(pinned, tmp_path):
     (tests / "inside.t").write_text(
         fixture_repos.TEST_HEAD
         + """
-plan(tests => 5);
+plan(tests => 7);
 is(run('add', 2, 3), '5', 'the build runs');
 is(scalar getpwuid($<), 'nginx-eval', 'an ordinary account');
 ok(!-e $ENV{HOST_ONLY}, 'the host is not seen');
 is(`cat /etc/debian_version`, $ENV{ROOT_VERSION}, 'the root filesystem');
 is($^V, $ENV{ROOT_PERL}, "the root filesystem's perl");
+is(getppid(), 1, "prove is the first process of the file's PID namespace");
+ok(!kill(0, $ENV{BYSTANDER}), "the host's processes are out of reach");
 """
     )
     perl = rootfs.first_line(pinned, ("perl", "-e", "print $^V"))
-    runs = run_prove_files(
-        repo.layout,
-        tests,
-        binary_path(repo.layout, record["key"]),
-        ["inside.t"],
-        60,
-        tmp_path / "tap",
-        extra_env={
-            "HOST_ONLY": str(SOURCE_ROOT / "pyproject.toml"),
-            "ROOT_VERSION": (pinned.root / "etc" / "debian_version").read_text(),
-            "ROOT_PERL": perl,
-        },
-    )
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        runs = run_prove_files(
+            repo.layout,
+            tests,
+            binary_path(repo.layout, record["key"]),
+            ["inside.t"],
+            60,
+            tmp_path / "tap",
+            extra_env={
+                "HOST_ONLY": str(SOURCE_ROOT / "pyproject.toml"),
+                "ROOT_VERSION": (pinned.root / "etc" / "debian_version").read_text(),
+                "ROOT_PERL": perl,
+                "BYSTANDER": str(bystander.pid),
+            },
+        )
+    finally:
+        bystander.kill()
+        bystander.wait()
     tap = (tmp_path / "tap" / "inside.t.tap").read_text()
     assert runs["inside.t"]["exit_code"] == 0, (
         tap + (tmp_path / "tap" / "inside.t.stderr").read_text()
     )
-    assert tap.count("\nok ") == 5 and runs["inside.t"]["network"] == "private"
+    assert tap.count("\nok ") == 7 and runs["inside.t"]["network"] == "private"
 
 
 # -- the build key and the doctor ------------------------------------------------------------------

@@ -11,11 +11,16 @@ run.json. ``NGINX_EVAL_TOOLCHAIN=host`` switches the pin off: the host's own too
 
 A command runs as the root filesystem's account ACCOUNT (uid and gid 1000: an ordinary user, as
 nginx-tests expect), with the root filesystem read-only at /, /proc, /dev, a private /tmp, no
-network or a loopback of its own, and the given directories bound at their own paths. It keeps
-the host's process namespace (one of its own kept the command's process group alive well after
-the command ended, which procs.run_limited waits out; docs/performance.md): what a command leaves
-running is found by its token, as on the host. The root filesystem's manifest is read from its dpkg
-database and compared with the recorded one before anything runs in it.
+network or a loopback of its own, and the given directories bound at their own paths, as the
+first process of a PID namespace of its own (bwrap's ``--as-pid-1``). Outside, the account is
+the harness's user (root, usually), so without that namespace a command could signal every
+process of that user (the harness, other units' builds and proves); inside it, it reaches its
+own only, and whatever it leaves running is killed by the kernel when it ends. bwrap's own init
+instead of the command would leave an orphan for the machine's init to reap, which on some
+machines takes seconds that procs.run_limited waits out (docs/performance.md). The harness finds
+the command's processes by their token and process group, as on the host. The root
+filesystem's manifest is read from its dpkg database and compared with the recorded one before
+anything runs in it.
 """
 
 import glob
@@ -240,6 +245,8 @@ def command_in(
         "--tmpfs", "/tmp",
         "--unshare-user", "--uid", str(uid), "--gid", str(uid),
         "--unshare-ipc", "--unshare-uts",
+        # The command as the first process of a PID namespace of its own (see the docstring).
+        "--unshare-pid", "--as-pid-1",
         "--die-with-parent",
     ]  # fmt: skip
     if not network:

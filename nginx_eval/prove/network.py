@@ -13,8 +13,10 @@ why, proves run on the shared network, and the
 files of a fixed-port tree take a machine-wide lock so that no two of them run at once
 (`fixed_port_lock`); the doctor reports which of the two applies.
 
-The namespace is entered by prove/netns.py, a program of its own in front of each test file
-(`command`).
+The namespace is entered by prove/namespaces.py, a program of its own in front of each test
+file (`command`), which also gives the file a PID namespace of its own: the patch's program can
+signal no process outside its test file's (neither the harness nor other units' proves). The pinned
+toolchain's bwrap makes both namespaces itself (core/rootfs.py).
 """
 
 import os
@@ -27,7 +29,7 @@ from pathlib import Path
 
 # NGINX_EVAL_PRIVATE_NETWORK=0 runs tests on the machine's network (to watch them with tcpdump).
 ENV_OFF = "NGINX_EVAL_PRIVATE_NETWORK"
-NETNS_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns.py")
+NAMESPACES_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "namespaces.py")
 # Where fixed-port trees queue without a private network: one file for the machine, since the
 # ports they bind are the machine's.
 FIXED_PORT_LOCK = os.path.join(tempfile.gettempdir(), "nginx-eval-fixed-ports.lock")
@@ -37,7 +39,7 @@ def command(argv: Sequence[str]) -> list[str]:
     """`argv` run in a private network. Python starts isolated and without site (-I -S): this
     program needs the standard library alone, and site's import of the editable install is
     most of Python's start, paid before every test file (docs/performance.md)."""
-    return [sys.executable, "-I", "-S", NETNS_PROGRAM, *argv]
+    return [sys.executable, "-I", "-S", NAMESPACES_PROGRAM, *argv]
 
 
 def problem(environ: Mapping[str, str] | None = None) -> str | None:

@@ -24,6 +24,8 @@ from typing import Any
 
 PROVE_SKIPPED = re.compile(r"^(?P<file>\S+) \.+ skipped: ?(?P<reason>.*)$")
 PROVE_BAILOUT = re.compile(r"^Bailout called\.\s+Further testing stopped:?\s*(?P<reason>.*)$")
+# The summary prove prints after a failed file: its wait status, as waitpid gave it.
+PROVE_WAIT_STATUS = re.compile(r"^(?P<file>\S+) \(Wstat: (?P<status>\d+)\b")
 
 
 def assertion_id(file: str, number: int, description: str | None) -> str:
@@ -49,6 +51,7 @@ class FileResult:
     skipped: dict[int, str] = field(default_factory=dict)
     bailed_out: str | None = None
     tampered: list[str] = field(default_factory=list)  # why the stream cannot be trusted
+    signal: int | None = None  # the signal that ended the test file's process, from prove's summary
 
     @property
     def seen(self) -> int:
@@ -74,6 +77,10 @@ def _read_prove_line(fr: FileResult, file: str, line: str) -> bool:
     bail = PROVE_BAILOUT.match(line)
     if bail:
         fr.bailed_out = bail["reason"].strip() or "bail out"
+        return True
+    waited = PROVE_WAIT_STATUS.match(line)
+    if waited and waited["file"] == file:
+        fr.signal = (int(waited["status"]) & 0x7F) or None
         return True
     return False
 
@@ -161,6 +168,13 @@ def file_problem(fr: FileResult, record: Mapping[str, Any]) -> Problem | None:
         return Problem("died", f"bailed out ({fr.bailed_out})")
     if timed_out:
         return None  # killed at the limit: what it printed counts, the rest fails
+    if fr.signal and not fr.complete:
+        # Killed (by the patch's program, or a crash of Perl): whatever nginx did.
+        if fr.planned is not None:
+            where = f"after {fr.seen} of {fr.planned} assertions"
+        else:
+            where = f"after {fr.seen} assertions, before its plan" if fr.seen else "before its plan"
+        return Problem("died", f"killed by signal {fr.signal} {where}")
     if fr.planned is None:
         return Problem(
             "not_started",

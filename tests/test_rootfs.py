@@ -29,6 +29,7 @@ from nginx_eval.checks import doctor
 from nginx_eval.checks.doctor_report import render
 from nginx_eval.core import rootfs
 from nginx_eval.prove.stage import run_prove_files
+from nginx_eval.prove.tap import parse_tap
 
 E2E = True
 
@@ -261,6 +262,55 @@ ok(!kill(0, $ENV{BYSTANDER}), "the host's processes are out of reach");
         tap + (tmp_path / "tap" / "inside.t.stderr").read_text()
     )
     assert tap.count("\nok ") == 7 and runs["inside.t"]["network"] == "private"
+
+
+# A process the test file starts as Test::Nginx starts nginx (stdin from /dev/null, stdout and
+# stderr to nginx's log, as the output guard does), looking for a way to the TAP the grade reads:
+# the TAP file by its path (inside, a file on bwrap's own /tmp at most), prove's stdout (the
+# namespace's first process) and the test file's stdout (its pipe to prove) and memory through
+# /proc. What any process may read of another's (its status) stays readable.
+REACHING_FOR_THE_TAP = r"""
+plan(tests => 1);
+system('sh', '-c', q{exec </dev/null >>"$NGINX_EVAL_NGINX_LOG" 2>&1
+if [ "$(stat -c %d:%i "$TAP_FILE" 2>/dev/null)" = "$TAP_ID" ]; then
+    echo "reached $TAP_FILE"
+else
+    echo "refused $TAP_FILE"
+fi
+for t in /proc/1/fd/1 "/proc/$1/fd/1" "/proc/$1/mem"; do
+    if ( : >>"$t" ) 2>/dev/null; then echo "reached $t"; else echo "refused $t"; fi
+done
+grep -q "^TracerPid:" "/proc/$1/status" && echo "status read"
+}, 'sh', $$);
+ok(1, 'the process ran');
+"""
+
+
+def test_a_process_of_the_test_reaches_neither_the_tap_nor_prove(pinned, tmp_path):
+    repo = Repo(tmp_path)
+    record = repo.build("c_later")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "reach.t").write_text(fixture_repos.TEST_HEAD + REACHING_FOR_THE_TAP)
+    tap_dir = tmp_path / "tap"
+    tap_file = tap_dir / "reach.t.tap"
+    tap_dir.mkdir()
+    tap_file.touch()  # prove's output truncates it, the same file
+    tap_id = f"{tap_file.stat().st_dev}:{tap_file.stat().st_ino}"
+    runs = run_prove_files(
+        repo.layout,
+        tests,
+        binary_path(repo.layout, record["key"]),
+        ["reach.t"],
+        60,
+        tap_dir,
+        extra_env={"TAP_FILE": str(tap_file), "TAP_ID": tap_id},
+    )
+    assert runs["reach.t"]["exit_code"] == 0, tap_file.read_text()
+    assert f"{tap_file.stat().st_dev}:{tap_file.stat().st_ino}" == tap_id
+    lines = (tap_dir / "reach.t.nginx.log").read_text().splitlines()
+    assert [line.split()[0] for line in lines] == ["refused"] * 4 + ["status"], lines
+    assert parse_tap("reach.t", tap_file.read_text()).results == {"reach.t:1 the process ran": True}
 
 
 # -- the build key and the doctor ------------------------------------------------------------------

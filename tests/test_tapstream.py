@@ -131,3 +131,18 @@ def test_a_killed_prove_asks_the_base_and_a_missing_file_is_the_environment(prov
     fr = parse_tap("t.t", out)
     assert fr.results == {"t.t:1 a": True} and not fr.complete
     assert file_problem(fr, {"exit_code": None, "timed_out": True}) is None
+
+
+def test_a_test_file_killed_by_a_signal_died_even_after_its_last_assertion(prove_v):
+    # Another process could have written the whole stream before killing the file: prove fails
+    # such a file ("Non-zero wait status"), and so does the grade.
+    out, code = prove_v("w.t", "plan(tests => 2); ok(1, 'a'); ok(1, 'b'); kill 'KILL', $$;\n")
+    assert code != 0 and "Wstat: 9" in out
+    fr = parse_tap("w.t", out)
+    assert fr.complete and fr.signal == 9
+    problem = file_problem(fr, OK | {"exit_code": code})
+    assert (problem.kind, problem.text) == ("died", "killed by signal 9 after 2 of 2 assertions")
+    assert needs_reference(fr, {"exit_code": code, "timed_out": False}, ["w.t:1 a"])
+    out, _ = prove_v("d.t", "ok(1, 'a'); kill 'KILL', $$;\n")
+    problem = file_problem(parse_tap("d.t", out), OK | {"exit_code": 1})
+    assert problem.text == "killed by signal 9 after 1 assertions, before its plan"

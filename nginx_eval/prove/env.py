@@ -22,7 +22,8 @@ the doctor checks the certificates the selected test files make against it (doct
 ``tool_versions`` names the perl and openssl of prove.json's ``versions``. With the pinned
 toolchain (core/rootfs.py) a test runs in its root filesystem as its ordinary account: its HOME,
 TMPDIR, USER, LOGNAME and PATH, PERL5LIB the test tree's lib/ alone, no ``user root;`` and no
-daemon shims; the toolchain's digest is one of prove's inputs.
+daemon shims, and every Perl undumpable (``PERL5OPT``: perl/NginxEval/Undumpable.pm, whose digest
+is one of prove's inputs); the toolchain's digest is one of prove's inputs.
 """
 
 import os
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 
 OUTPUT_GUARD = PACKAGE_DIR / "prove" / "nginx_output_guard.sh"
 OPENSSL_CONF_FILE = PACKAGE_DIR / "prove" / "openssl_tests.cnf"
+# Perl modules every Perl of a test run loads in the pinned toolchain (PERL5OPT): NginxEval/.
+PERL_DIR = PACKAGE_DIR / "prove" / "perl"
+UNDUMPABLE_MODULE = PERL_DIR / "NginxEval" / "Undumpable.pm"
 # Variables of the harness's own environment a test may see; everything else is set here.
 PASSED_THROUGH = ("PATH", "HOME", "TMPDIR", "USER", "LOGNAME")
 # Daemons nginx-tests start that refuse to run as root without these options (daemon_shims).
@@ -153,22 +157,30 @@ def pinned_environment(
             ),
         }
     )
+    if inside:
+        # Every Perl undumpable: the patch's nginx, the same account without capabilities,
+        # cannot reach prove's or the test file's streams (NginxEval/Undumpable.pm). As root
+        # (the host's toolchain) it could all the same: root may trace anything.
+        pinned["PERL5OPT"] = f"-I{PERL_DIR} -MNginxEval::Undumpable"
     return pinned
 
 
 def environment_inputs(tests_tree: Path) -> dict[str, str | None]:
     """prove's inputs of the environment: the pinned variables, the programs PATH resolves to,
-    the content of the OpenSSL configuration (an edit to it proves again) and the toolchain (its
-    digest, or "host")."""
+    the content of the OpenSSL configuration (an edit to it proves again), the toolchain (its
+    digest, or "host") and, pinned, the content of the Perl module that seals the test's Perl."""
     toolchain = rootfs.current()
     find = (lambda name: rootfs.which(toolchain, name)) if toolchain.pinned else _program
-    return dict(
+    found: dict[str, str | None] = dict(
         pinned_environment(tests_tree),
         prove=find("prove"),
         perl=find("perl"),
         openssl_conf=file_digest(OPENSSL_CONF_FILE),
         toolchain=rootfs.key_part(toolchain),
     )
+    if toolchain.pinned:
+        found["undumpable"] = file_digest(UNDUMPABLE_MODULE)
+    return found
 
 
 def daemon_shims(layout: "Layout", environ: Mapping[str, str] | None = None) -> Path | None:

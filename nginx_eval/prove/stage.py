@@ -47,6 +47,7 @@ from . import tree as testtree
 from .env import (
     OPENSSL_CONF_FILE,
     OUTPUT_GUARD,
+    PERL_DIR,
     daemon_shims,
     environment_inputs,
     output_guard,
@@ -117,14 +118,22 @@ def run_prove_files(
         log_path.write_bytes(b"")
         argv = ["prove", "--norc", "-v", name]
         if toolchain.pinned:
-            # The tests, the build's tree (the binary, objs/src for Perl modules) and the guard
-            # read-only; only where the output goes is writable. bwrap gives the loopback.
+            # The tests, the build's tree (the binary, objs/src for Perl modules), the guard and
+            # the harness's Perl module read-only; writable only nginx's log and the sanitizers'
+            # reports (strict's san/), never the TAP and stderr files, which prove writes through
+            # descriptors opened here. bwrap gives the loopback.
             argv = rootfs.command(
                 toolchain,
                 argv,
                 cwd=tests_tree,
-                readable=[tests_tree, Path(binary).parent.parent, guard.parent, OPENSSL_CONF_FILE],
-                writable=[tap_dir],
+                readable=[
+                    tests_tree,
+                    Path(binary).parent.parent,
+                    guard.parent,
+                    OPENSSL_CONF_FILE,
+                    PERL_DIR,
+                ],
+                writable=[log_path, tap_dir / "san"],
                 network=network == "shared",
             )
         elif network == "private":

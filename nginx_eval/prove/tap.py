@@ -168,8 +168,9 @@ def file_problem(fr: FileResult, record: Mapping[str, Any]) -> Problem | None:
         return Problem("died", f"bailed out ({fr.bailed_out})")
     if timed_out:
         return None  # killed at the limit: what it printed counts, the rest fails
-    if fr.signal and not fr.complete:
-        # Killed (by the patch's program, or a crash of Perl): whatever nginx did.
+    if fr.signal:
+        # Killed (by the patch's program, or a crash of Perl), as prove itself fails it: a
+        # complete stream too, which another process could have written before the kill.
         if fr.planned is not None:
             where = f"after {fr.seen} of {fr.planned} assertions"
         else:

@@ -34,14 +34,23 @@ account=nginx-eval
 . "$here/scripts/rootfs-lib.sh"
 wanted=$(package_list "$here/scripts/toolchain-packages.txt")
 
+# ccache's compiler links: Debian's trigger makes gcc's, but not cc's when cc's alternative comes
+# after it, and nginx's Makefile calls cc: without the link no build in the toolchain is cached.
+# The links are no package's files, so adding them changes neither the manifest nor the digest.
+ccache_links() {
+    $sudo chroot "$1" /usr/sbin/update-ccache-symlinks
+}
+
 if [ -d "$dir/root" ] && [ -f "$dir/manifest.txt" ] && [ -f "$dir/packages.txt" ] \
    && [ "$(cat "$dir/packages.txt")" = "$wanted" ] \
    && grep -q "^$account:" "$dir/root/etc/passwd" \
    && [ "$(manifest "$dir/root")" = "$(cat "$dir/manifest.txt")" ]; then
+    [ -e "$dir/root/usr/lib/ccache/cc" ] || ccache_links "$dir/root"
     echo "toolchain: $suite root filesystem present ($dir, digest $(cut -c1-12 "$dir/manifest.sha256"))"
     exit 0
 fi
 
 make_root toolchain "$suite" "$dir" "$wanted" \
     --customize-hook="echo '$account:x:1000:1000:nginx-eval:/tmp:/bin/sh' >>\"\$1/etc/passwd\"" \
-    --customize-hook="echo '$account:x:1000:' >>\"\$1/etc/group\""
+    --customize-hook="echo '$account:x:1000:' >>\"\$1/etc/group\"" \
+    --customize-hook='chroot "$1" /usr/sbin/update-ccache-symlinks'

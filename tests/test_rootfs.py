@@ -219,6 +219,41 @@ def test_a_build_uses_the_root_filesystems_compiler_headers_and_packages(pinned,
     assert repo.build("c_later", uses)["status"] == "built"
 
 
+def store_files(store):
+    return {p.relative_to(store) for p in store.rglob("*") if p.is_file()}
+
+
+def test_a_patched_build_reads_the_shared_caches_and_writes_none(pinned, tmp_path):
+    repo = Repo(tmp_path)
+    ccache, kept = repo.layout.ccache_dir, repo.layout.feature_tests
+    base = repo.build("c_later")
+    assert base["status"] == "built"
+    objects = store_files(ccache)
+    assert objects, "the base build stored no object: the toolchain's cc does not go through ccache"
+    # A patch whose configure plants a file in each store, and changes a source file.
+    configure = fixture_repos.CONFIGURE.replace(
+        'echo "configured with: $*"',
+        f"for store in '{ccache}' '{kept}'; do "
+        '(: > "$store/planted") 2>/dev/null && echo "planted in $store"; done\n'
+        'echo "configured with: $*"',
+    )
+    patch = repo.patch(
+        repo.commits["c_later"],
+        {
+            "auto/configure": configure,
+            "src/core/calc.c": fixture_repos.CALC_C % ("a + b + 0", "a * b"),
+        },
+    )
+    before = store_files(kept)
+    record = repo.build("c_later", patch)
+    assert record["status"] == "built", repo.log(record)
+    assert "planted in" not in repo.log(record)
+    assert store_files(ccache) == objects and store_files(kept) == before
+    # The base builds still store what they compile.
+    other = repo.build("c_header")
+    assert other["status"] == "built" and store_files(ccache) > objects
+
+
 def test_a_prove_runs_inside_as_the_ordinary_account(pinned, tmp_path):
     repo = Repo(tmp_path)
     record = repo.build("c_later")

@@ -33,7 +33,9 @@ fi
 "$real" "$@" 2>"$out.err.$$"
 status=$?
 cat "$out.err.$$" >&2
-if [ "$status" -eq 0 ] && [ -f "$out" ] && mkdir -p "$store"; then
+# A patched tree's configure reads the store and never writes it (build/toolchain.py).
+if [ "$status" -eq 0 ] && [ -f "$out" ] && [ -z "${NGINX_EVAL_FEATURE_TESTS_READONLY:-}" ] \
+        && mkdir -p "$store"; then
     # Published by rename, messages first: configures running side by side share the store.
     cp "$out.err.$$" "$key.err.$$" && mv -f "$key.err.$$" "$key.err"
     cp "$out" "$key.$$" && mv -f "$key.$$" "$key"

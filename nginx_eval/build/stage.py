@@ -237,7 +237,7 @@ def _build_logged(
                 patch_file,
                 origin,
                 kind,
-                build_env(layout, tmp / "tree"),
+                build_env(layout, tmp / "tree", patched=not spec.is_base),
                 log,
             )
         log.write(f"\n[nginx-eval] {status} ({kind}) in {clock.seconds():.1f} s\n".encode())

@@ -92,11 +92,14 @@ def toolchain_line() -> str:
     return rootfs.describe(rootfs.record(toolchain)) + where
 
 
-def build_env(layout: "Layout", tree: str | Path) -> dict[str, str]:
+def build_env(layout: "Layout", tree: str | Path, *, patched: bool = False) -> dict[str, str]:
     """The environment of every step of a build in `tree`: make compiles through ccache (the
-    host's, when it has one; always in the pinned toolchain, which carries it). A step in the
-    toolchain gets what `in_toolchain` keeps of it."""
+    host's, when it has one; always in the pinned toolchain, which carries it), which only reads
+    the shared caches for a `patched` tree (READ_ONLY_CACHES). A step in the toolchain gets what
+    `in_toolchain` keeps of it."""
     env = dict(os.environ)
+    if patched:
+        env.update(READ_ONLY_CACHES)
     pinned = rootfs.current().pinned
     if pinned or (os.path.isdir(CCACHE_WRAPPERS) and shutil.which("ccache")):
         if not pinned:
@@ -128,6 +131,16 @@ def missing_tool(env: Mapping[str, str]) -> str | None:
     return None
 
 
+# A patched tree's steps run the patch's code (auto/configure, the Makefile it writes): they read
+# the caches every build shares, ccache's store and configure's kept test programs, and never
+# write them, or a patch could plant objects and test programs in other units' builds (the base
+# builds that judge it and the other modes' among them). build_env sets these for a patched
+# tree; in the pinned toolchain in_toolchain then binds both stores read-only.
+READ_ONLY_CACHES = {
+    "CCACHE_READONLY": "1",
+    "CCACHE_NOSTATS": "1",  # the statistics are a write too
+    "NGINX_EVAL_FEATURE_TESTS_READONLY": "1",  # feature_test_cc.sh
+}
 # What a build step in the toolchain keeps of the build's environment (build_env, configure_env).
 STEP_VARIABLES = (
     "CCACHE_DIR",
@@ -137,7 +150,10 @@ STEP_VARIABLES = (
     "NGINX_EVAL_REAL_CC",
     "NGINX_EVAL_FEATURE_TESTS",
     "NGINX_EVAL_CC_ID",
+    *READ_ONLY_CACHES,
 )
+# ccache's temporary files when its store is read-only: bwrap's own /tmp.
+READ_ONLY_CCACHE_TEMPDIR = "/tmp/ccache"
 
 
 def in_toolchain(
@@ -145,14 +161,15 @@ def in_toolchain(
 ) -> tuple[list[str], dict[str, str]]:
     """(argv, environment) that run a build step (configure, make) in `tree`: unchanged with the
     host's toolchain; in the pinned one, bwrap in its root filesystem with the build's directory
-    (the tree's parent), ccache's store and configure's kept test programs bound read-write, no
-    network, and the root filesystem's PATH (ccache's compilers first, or configure_env's `cc`)."""
+    (the tree's parent) bound read-write, ccache's store and configure's kept test programs
+    read-write, or read-only for a patched tree (READ_ONLY_CACHES in `env`), no network, and the
+    root filesystem's PATH (ccache's compilers first, or configure_env's `cc`)."""
     toolchain = rootfs.current()
     if not toolchain.pinned:
         return argv, dict(env)
-    writable = [Path(tree).parent] + [
-        env[name] for name in ("CCACHE_DIR", "NGINX_EVAL_FEATURE_TESTS") if env.get(name)
-    ]
+    shared = [env[name] for name in ("CCACHE_DIR", "NGINX_EVAL_FEATURE_TESTS") if env.get(name)]
+    read_only = env.get("CCACHE_READONLY") == "1"
+    writable = [Path(tree).parent] + ([] if read_only else shared)
     feature_bin = env.get("NGINX_EVAL_FEATURE_TESTS")
     path = (
         f"{feature_bin}/bin:{rootfs.PATH}"
@@ -160,11 +177,15 @@ def in_toolchain(
         else f"{rootfs.CCACHE_PATH}:{rootfs.PATH}"
     )
     kept = {name: env[name] for name in STEP_VARIABLES if name in env}
+    if read_only:
+        kept["CCACHE_TEMPDIR"] = READ_ONLY_CCACHE_TEMPDIR
     for name in ("CCACHE_DIR", "NGINX_EVAL_FEATURE_TESTS"):
         if name in kept:
             Path(kept[name]).mkdir(parents=True, exist_ok=True)
     return (
-        rootfs.command(toolchain, argv, cwd=tree, writable=writable),
+        rootfs.command(
+            toolchain, argv, cwd=tree, writable=writable, readable=shared if read_only else ()
+        ),
         rootfs.environment(kept, path=path),
     )
 

@@ -8,10 +8,8 @@ carries the token (children that escaped with setsid, daemons started by an agen
 When doit itself is killed (kill -9, a lost machine session), nobody is left to do that. So a caller
 can name a token file: the token is written there while the command runs, and the next run of the
 same unit calls ``kill_leftovers`` on it before it starts again. A process that clears its own
-environment and leaves its session escapes all of this; only a PID namespace of the command's own
-catches that one, which the kernel empties when its first process ends: the agent's sandbox
-(sandbox.py), each test file (prove/namespaces.py) and each step in the pinned toolchain
-(core/rootfs.py).
+environment and leaves its session escapes all of this but a PID namespace of the command's own,
+emptied when its first process ends (sandbox.py, prove/namespaces.py, core/rootfs.py).
 
 **Interrupts.** ``stop_on_signals`` (cli.py, for ``doit run``) makes SIGINT and SIGTERM stop
 everything the run started, in every parallel mode of doit. Each process keeps a registry of the

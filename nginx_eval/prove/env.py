@@ -14,16 +14,15 @@ As root, ``daemon_shims`` puts first on PATH a `memcached` that runs the real on
 root``, without which memcached refuses to start as root.
 
 ``OPENSSL_CONF`` is the harness's own OpenSSL configuration (openssl_tests.cnf: security level 0),
-never the system's: Debian's default level 2 refuses the 1024-bit keys and SHA-1 signatures the
-older test trees make certificates with, in nginx as well as in the tests' clients, so such a
-file could not start nginx at the base or the fix. The file's digest is one of prove's inputs;
-the doctor checks the certificates the selected test files make against it (doctor.py).
+never the system's: Debian's default level 2 refuses the 1024-bit keys and SHA-1 signatures of
+older test trees' certificates, in nginx and in the tests' clients. Its digest is one of prove's
+inputs; the doctor checks the selected test files' certificates against it (doctor.py).
 
 ``tool_versions`` names the perl and openssl of prove.json's ``versions``. With the pinned
 toolchain (core/rootfs.py) a test runs in its root filesystem as its ordinary account: its HOME,
-TMPDIR, USER, LOGNAME and PATH, PERL5LIB the test tree's lib/ alone, no ``user root;`` and no
-daemon shims, and every Perl undumpable (``PERL5OPT``: perl/NginxEval/Undumpable.pm, whose digest
-is one of prove's inputs); the toolchain's digest is one of prove's inputs.
+TMPDIR, USER, LOGNAME and PATH, PERL5LIB the test tree's lib/ alone, no ``user root;``, no daemon
+shims, every Perl undumpable (``PERL5OPT``: perl/NginxEval/Undumpable.pm); the toolchain's and the
+module's digests are prove's inputs.
 """
 
 import os

@@ -344,18 +344,27 @@ class DoitServer:
         os.close(requests_r)
         os.close(replies_w)
         self._requests = os.fdopen(self._requests_w, "w")
-        self._replies = os.fdopen(self._replies_r, "r")
+        # Read with os.read and split here: a buffered file's readline can take the doit's end
+        # along with its start when both arrived, and a select on the pipe would then wait for
+        # a line already read (a quick `doit list` hung its test so).
+        self._pending = b""
         self._lock = threading.Lock()
         # The processor time of the doits run so far: the worker does not reap them, the server
         # does, so the worker's own accounting of its children leaves them out.
         self.cpu_seconds = 0.0
 
     def _reply(self, timeout=None):
-        if timeout is not None and not select.select([self._replies], [], [], timeout)[0]:
-            return None
-        line = self._replies.readline()
-        if not line:
-            raise RuntimeError(f"the doit server ended ({self._process.wait()})")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self._replies_r], [], [], left)[0]:
+                    return None
+            chunk = os.read(self._replies_r, 1 << 16)
+            if not chunk:
+                raise RuntimeError(f"the doit server ended ({self._process.wait()})")
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
         return json.loads(line)
 
     def run(self, argv, env, timeout):
@@ -390,7 +399,7 @@ class DoitServer:
     def close(self):
         self._requests.close()
         self._process.wait(timeout=30)
-        self._replies.close()
+        os.close(self._replies_r)
 
 
 _servers: dict[int, DoitServer] = {}

@@ -159,3 +159,20 @@ def test_a_rendering_ends_with_its_doit(server, tmp_path, monkeypatch):
     with pytest.raises(ProcessLookupError):
         os.kill(int((tmp_path / "pid").read_text()), 0)
     assert server.run(["-f", "dodo.py", "--db-file", ".db", "parent"], dict(os.environ), 60)[0] == 0
+
+
+def test_a_doits_start_and_end_that_arrive_together_are_both_read():
+    # A quick doit's two replies can reach the pipe before the first is read: the second must
+    # not wait for more data (a buffered readline had taken it along, and a select on the pipe
+    # then waited out the doit's time limit).
+    reader = DoitServer.__new__(DoitServer)
+    read_end, write_end = os.pipe()
+    reader._replies_r, reader._pending = read_end, b""
+    try:
+        os.write(write_end, b'{"pid": 7}\n{"status": 0, "cpu": 0.1}\n')
+        assert reader._reply() == {"pid": 7}
+        assert reader._reply(timeout=1) == {"status": 0, "cpu": 0.1}
+        assert reader._reply(timeout=0.05) is None
+    finally:
+        os.close(read_end)
+        os.close(write_end)

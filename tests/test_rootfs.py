@@ -254,6 +254,19 @@ def test_a_patched_build_reads_the_shared_caches_and_writes_none(pinned, tmp_pat
     assert other["status"] == "built" and store_files(ccache) > objects
 
 
+def prove_file(repo, record, test_file, tap_dir, **env):
+    """The prove record of one test file run against build `record`, with `env` added."""
+    return run_prove_files(
+        repo.layout,
+        test_file.parent,
+        binary_path(repo.layout, record["key"]),
+        [test_file.name],
+        60,
+        tap_dir,
+        extra_env=env,
+    )
+
+
 def test_a_prove_runs_inside_as_the_ordinary_account(pinned, tmp_path):
     repo = Repo(tmp_path)
     record = repo.build("c_later")
@@ -275,19 +288,15 @@ ok(!kill(0, $ENV{BYSTANDER}), "the host's processes are out of reach");
     perl = rootfs.first_line(pinned, ("perl", "-e", "print $^V"))
     bystander = subprocess.Popen(["sleep", "60"])
     try:
-        runs = run_prove_files(
-            repo.layout,
-            tests,
-            binary_path(repo.layout, record["key"]),
-            ["inside.t"],
-            60,
+        runs = prove_file(
+            repo,
+            record,
+            tests / "inside.t",
             tmp_path / "tap",
-            extra_env={
-                "HOST_ONLY": str(SOURCE_ROOT / "pyproject.toml"),
-                "ROOT_VERSION": (pinned.root / "etc" / "debian_version").read_text(),
-                "ROOT_PERL": perl,
-                "BYSTANDER": str(bystander.pid),
-            },
+            HOST_ONLY=str(SOURCE_ROOT / "pyproject.toml"),
+            ROOT_VERSION=(pinned.root / "etc" / "debian_version").read_text(),
+            ROOT_PERL=perl,
+            BYSTANDER=str(bystander.pid),
         )
     finally:
         bystander.kill()
@@ -332,14 +341,8 @@ def test_a_process_of_the_test_reaches_neither_the_tap_nor_prove(pinned, tmp_pat
     tap_dir.mkdir()
     tap_file.touch()  # prove's output truncates it, the same file
     tap_id = f"{tap_file.stat().st_dev}:{tap_file.stat().st_ino}"
-    runs = run_prove_files(
-        repo.layout,
-        tests,
-        binary_path(repo.layout, record["key"]),
-        ["reach.t"],
-        60,
-        tap_dir,
-        extra_env={"TAP_FILE": str(tap_file), "TAP_ID": tap_id},
+    runs = prove_file(
+        repo, record, tests / "reach.t", tap_dir, TAP_FILE=str(tap_file), TAP_ID=tap_id
     )
     assert runs["reach.t"]["exit_code"] == 0, tap_file.read_text()
     assert f"{tap_file.stat().st_dev}:{tap_file.stat().st_ino}" == tap_id

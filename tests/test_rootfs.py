@@ -395,6 +395,12 @@ def test_the_doctor_says_what_differs_from_the_manifest(toolchain, tmp_path):
     assert "run scripts/make-toolchain.sh" in text and text.endswith("doctor: 3 problem(s)")
     assert rootfs.problem(other).startswith(f"the root filesystem at {other.root} differs")
 
+    # A root filesystem whose ccache has no cc link (Debian's trigger's gap): a warning.
+    (other.root / doctor.CCACHE_CC_LINK).unlink()
+    text, _ = render(doctor.toolchain_findings(other))
+    assert f"has no /{doctor.CCACHE_CC_LINK}: nginx's Makefile calls cc" in text
+    assert f"has no /{doctor.CCACHE_CC_LINK}" not in render(doctor.toolchain_findings(toolchain))[0]
+
     missing = rootfs.Toolchain(tmp_path / "none")
     text, good = render(doctor.toolchain_findings(missing))
     assert not good and f"TOOLCHAIN no root filesystem at {missing.root}" in text

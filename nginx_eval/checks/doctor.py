@@ -101,6 +101,8 @@ TOOL_NOTES = {
     "socat": "no agent sandbox",
     "rg": "no agent sandbox",
 }
+# ccache's compiler link in the toolchain's root filesystem that nginx's Makefile (CC = cc) uses.
+CCACHE_CC_LINK = "usr/lib/ccache/cc"
 # What the OpenSSL configuration for tests is there to accept: the certificates of test trees
 # before 2019 (openssl_tests.cnf).
 PIN_CERTIFICATES = (("rsa", 1024), ("digest", "sha1"))
@@ -682,7 +684,7 @@ def toolchain_findings(
 ) -> list[Finding]:
     """The toolchain's findings (kind "toolchain"): with the pin off, a warning; with it on,
     whether the root filesystem is there, its packages against its manifest (a line per
-    difference) and against the package list."""
+    difference) and against the package list, and whether its builds can use ccache."""
     if not toolchain.pinned:
         return [
             Finding(
@@ -743,6 +745,16 @@ def toolchain_findings(
                 "toolchain",
                 f"{rootfs.describe(rootfs.record(toolchain))} at {toolchain.root}, "
                 f"{len(installed)} packages as its manifest says",
+            )
+        )
+    if "ccache" in names and not os.path.lexists(toolchain.root / CCACHE_CC_LINK):
+        findings.append(
+            Finding(
+                "warn",
+                "toolchain",
+                "ccache",
+                note=f"{toolchain.root} has no /{CCACHE_CC_LINK}: nginx's Makefile calls cc, so no "
+                f"build goes through ccache (every clean build compiles everything) -> {remake}",
             )
         )
     return findings

@@ -615,6 +615,99 @@ def test_a_patch_whose_program_kills_every_process_it_may_is_the_patchs_fault(re
     assert not any(e.startswith(("prove:", "grade:")) for e in executed)
 
 
+# A patch whose program, when it adds, writes the passing rest of the test's TAP into the test
+# file's own stdout (its pipe to prove, through /proc), then kills the test file: prove reads a
+# complete stream of passes from a file killed by signal 9. As root (the host's toolchain) the
+# program may open that pipe; under the pin it may not (test_rootfs.py).
+FORGER_MAIN = """#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "calc.h"
+#include "ngx_auto_config.h"
+
+static int test_file(void)
+{
+    char path[64], comm[64];
+    int pid = (int) getppid(), parent;
+    while (pid > 1) {
+        snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) return 0;
+        if (fgets(comm, sizeof(comm), f) == NULL) comm[0] = '\\0';
+        fclose(f);
+        if (strcmp(comm, "perl\\n") == 0) return pid;
+        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+        f = fopen(path, "r");
+        if (f == NULL) return 0;
+        if (fscanf(f, "%*d (%*[^)]) %*c %d", &parent) != 1) parent = 0;
+        fclose(f);
+        pid = parent;
+    }
+    return 0;
+}
+
+static void forge(void)
+{
+    static const char rest[] =
+        "ok 1 - add two numbers\\nok 2 - add zeros\\nok 3 - mul still works\\n";
+    char path[64];
+    int pid = test_file(), fd;
+    if (pid == 0) return;
+    snprintf(path, sizeof(path), "/proc/%d/fd/1", pid);
+    fd = open(path, O_WRONLY);
+    if (fd < 0) return;
+    if (write(fd, rest, sizeof(rest) - 1) < 0) return;
+    close(fd);
+    kill(pid, SIGKILL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "-V") == 0) {
+        printf("tiny version: 1.0\\nconfigure arguments: %s\\n", NGX_CONFIGURE);
+        return 0;
+    }
+    if (argc != 4) return 2;
+    int a = atoi(argv[2]), b = atoi(argv[3]);
+    if (strcmp(argv[1], "add") == 0) { forge(); printf("%d\\n", a - b); }
+    else if (strcmp(argv[1], "mul") == 0) printf("%d\\n", calc_mul(a, b));
+    else return 2;
+    return 0;
+}
+"""
+
+
+def test_a_patch_that_writes_its_tests_passes_and_kills_the_file_is_unresolved(reference, tmp_path):
+    project = reference["project"]
+    task = next(t for t in project.tasks if t["instance_id"] == "tiny-add")
+    work = tmp_path / "forger"
+    git(project.mirrors / "acme+tiny", "worktree", "add", "-q", "--detach", str(work),
+        task["base_commit"])  # fmt: skip
+    (work / "src" / "core" / "nginx.c").write_text(FORGER_MAIN)
+    patch = git(work, "diff", "--binary", "--full-index", task["base_commit"])
+    git(project.mirrors / "acme+tiny", "worktree", "remove", "--force", str(work))
+    preds = predictions(project, tmp_path / "preds.jsonl", {"tiny-add": patch})
+    project.doit("run", "tiny:file", f"predictions={preds}", "run=forger", "instances=tiny-add")
+    tap = (project.task_dir("file", "tiny-add", "forger") / "tap" / "calc_add.t.tap").read_text()
+    # The forged stream reached prove: three passes after the test's own plan...
+    assert "1..3\nok 1 - add two numbers\nok 2 - add zeros\nok 3 - mul still works\n" in tap
+    assert "Wstat: 9" in tap
+    # ...and counts for nothing: the file died.
+    grade = project.read("file", "tiny-add", "grade.json", "forger")
+    assert (grade["status"], grade["resolved"]) == ("unresolved", False)
+    assert grade["file_failures"] == [
+        {
+            "file": "calc_add.t",
+            "kind": "died",
+            "reason": "test file died: killed by signal 9 after 3 of 3 assertions; "
+            "the base build runs it",
+        }
+    ]
+
+
 # -- kill -9 of doit in the middle of every stage --------------------------------------------------
 
 # Where each kill lands: the path of the harness's next write when doit is killed (see

@@ -4,7 +4,8 @@ Assertion ids are ``"<file>:<number> <description>"`` (prove/tap.py). Resolved: 
 and pass_to_pass assertion printed ``ok`` (``not ok ... # TODO`` and an assertion that did not run
 fail). The rules: docs/verdicts.md#grade; those that decide whose fault a failure is:
 
-- a tampered TAP stream (prove/tap.py) fails its graded assertions: ``unresolved``;
+- a tampered TAP stream, and one whose test file a signal killed (not at its time limit),
+  fails its graded assertions (prove/tap.py: counted_results): ``unresolved``;
 - a file that did not run to its end, or skipped a graded assertion, is judged by the reference
   run of the unpatched base build (prove/stage.py): if the base runs it, the patch broke nginx
   (``file_failures``); only when the base cannot either is it an environment error;
@@ -58,7 +59,14 @@ from ..core.records import (
 )
 from ..core.stamps import TaskDict
 from ..core.tasknames import AGENT, BUILD, GRADE, PROVE, STRICT, task_name, unit_name
-from ..prove.tap import FileResult, Problem, assertion_number, file_problem, parse_tap
+from ..prove.tap import (
+    FileResult,
+    Problem,
+    assertion_number,
+    counted_results,
+    file_problem,
+    parse_tap,
+)
 from ..run.modes import AgentMode, NoneMode
 from ..strict.stage import applies, switched_off
 
@@ -273,8 +281,7 @@ def _judge_files(
         if record.get("timed_out"):
             verdict["timed_out_files"].append(file)
         verdict["skipped_assertions"] += [i for i in graded if assertion_number(i) in fr.skipped]
-        if not fr.tampered:
-            results.update(fr.results)
+        results.update(counted_results(fr, record))
     return results
 
 

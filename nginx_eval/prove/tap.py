@@ -187,6 +187,15 @@ def file_problem(fr: FileResult, record: Mapping[str, Any]) -> Problem | None:
     return None
 
 
+def counted_results(fr: FileResult, record: Mapping[str, Any]) -> dict[str, bool]:
+    """The assertions of a file's run that count: none of a stream another process may have
+    written, a tampered one or one whose test file was killed by a signal (not the harness's,
+    at the time limit: what such a file printed counts)."""
+    if fr.tampered or (fr.signal and not record.get("timed_out")):
+        return {}
+    return dict(fr.results)
+
+
 def graded_skips(fr: FileResult, graded: Iterable[str]) -> list[str]:
     """The graded assertion ids (of this file) that printed ``ok N # skip``."""
     return [i for i in graded if assertion_number(i) in fr.skipped]

@@ -64,7 +64,7 @@ from ..patch.stage import touched_paths
 from ..prove.areas import area_files
 from ..prove.env import environment_inputs
 from ..prove.stage import graded_in, run_prove_files
-from ..prove.tap import file_problem, parse_tap
+from ..prove.tap import counted_results, file_problem, parse_tap
 from ..prove.tree import task_tests_tree
 from ..run.modes import GoldMode, NoneMode
 from . import sanitizer
@@ -151,11 +151,11 @@ class Run:
 
 
 def read_run(directory: Path, name: str) -> Run:
-    """The kept run of test file `name` in `directory` (Side's run<n>/): a tampered stream's
-    assertions count for nothing."""
+    """The kept run of test file `name` in `directory` (Side's run<n>/): the assertions that
+    count (tap.counted_results)."""
     record: ProveRun = jsonio.read_json(directory / "run.json")
     fr = parse_tap(name, (directory / record["tap"]).read_text(errors="replace"))
-    return Run({} if fr.tampered else dict(fr.results), record["seconds"], directory)
+    return Run(counted_results(fr, record), record["seconds"], directory)
 
 
 def _stem(name: str) -> str:

@@ -9,10 +9,9 @@ fail). The rules: docs/verdicts.md#grade; those that decide whose fault a failur
 - a file that did not run to its end, or skipped a graded assertion, is judged by the reference
   run of the unpatched base build (prove/stage.py): if the base runs it, the patch broke nginx
   (``file_failures``); only when the base cannot either is it an environment error;
-- a file missing at the test commit, and a build that failed because of the environment, are
-  environment errors; a prove killed by a signal (not at its time limit) is the patch's fault
-  (``killed``) when the base's run ends normally; a file killed at its time limit keeps what it
-  printed;
+- a file missing at the test commit, and a build failed by the environment, are environment
+  errors; a prove killed by a signal (not at its time limit) is the patch's fault (``killed``)
+  when the base's run ends normally; a file killed at its time limit keeps what it printed;
 - a file run a second time (``rerun_failed=1``) is judged by its rerun alone, both runs recorded;
 - an agent run that did not finish (``infra_error``, ``not_run``) has no verdict of its own: the
   agent's status, no graded assertion, not judged strict, not scored.

@@ -170,27 +170,40 @@ def grade(
     first = _verdict(
         task, build_status, prove_files, tap_texts, agent_status, reference, build_reason
     )
-    return {**verdict, **rerun_fields(task, tap_texts, rerun_texts, first["status"])}
-
-
-def graded_passes(task: "Task", file: str, text: str) -> dict[str, bool]:
-    """{graded id of `file`: whether it passed} in one prove -v stream (tampered: none did)."""
-    fr = parse_tap(file, text)
     return {
-        i: not fr.tampered and fr.results.get(i) is True
+        **verdict,
+        **rerun_fields(
+            task, (prove_files, tap_texts), (rerun_records, rerun_texts), first["status"]
+        ),
+    }
+
+
+def graded_passes(task: "Task", file: str, text: str, record: RunRecord) -> dict[str, bool]:
+    """{graded id of `file`: whether it passed} in one prove -v stream and its record (the
+    assertions that count: tap.counted_results)."""
+    counted = counted_results(parse_tap(file, text), record)
+    return {
+        i: counted.get(i) is True
         for i in list(task.fail_to_pass) + list(task.pass_to_pass)
         if i.startswith(f"{file}:")
     }
 
 
 def rerun_fields(
-    task: "Task", tap_texts: Mapping[str, str], rerun_texts: Mapping[str, str], first_status: str
+    task: "Task",
+    first_runs: tuple[Mapping[str, RunRecord], Mapping[str, str]],
+    reruns: tuple[Mapping[str, RunRecord], Mapping[str, str]],
+    first_status: str,
 ) -> RerunFields:
-    """grade.json's record of the reruns: both runs' results, and what changed."""
+    """grade.json's record of the reruns: both runs' results, and what changed. first_runs and
+    reruns: ({file: record}, {file: prove -v stdout})."""
+    (first_records, first_texts), (rerun_records, rerun_texts) = first_runs, reruns
     runs: dict[str, RerunResults] = {
         f: {
-            "first": graded_passes(task, f, tap_texts.get(f, "")),
-            "rerun": graded_passes(task, f, text),
+            "first": graded_passes(
+                task, f, first_texts.get(f, ""), first_records.get(f, {"missing": True})
+            ),
+            "rerun": graded_passes(task, f, text, rerun_records[f]),
         }
         for f, text in rerun_texts.items()
     }

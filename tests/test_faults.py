@@ -530,6 +530,36 @@ def test_prove_crash_is_an_environment_error(reference, tmp_path):
     assert_gold_intact(project, reference, "crash")
 
 
+# The fixture's main() (src/core/nginx.c) with what `add` runs before it prints its sum, for the
+# hostile patches below: `{before}` is C code, `{result}` the sum it prints.
+HOSTILE_MAIN = """
+int main(int argc, char **argv)
+{{
+    if (argc == 2 && strcmp(argv[1], "-V") == 0) {{
+        printf("tiny version: 1.0\\nconfigure arguments: %s\\n", NGX_CONFIGURE);
+        return 0;
+    }}
+    if (argc != 4) return 2;
+    int a = atoi(argv[2]), b = atoi(argv[3]);
+    if (strcmp(argv[1], "add") == 0) {{ {before} printf("%d\\n", {result}); }}
+    else if (strcmp(argv[1], "mul") == 0) printf("%d\\n", calc_mul(a, b));
+    else return 2;
+    return 0;
+}}
+"""
+
+
+def nginx_c_patch(project, task, commit, text):
+    """The patch of tiny-add that turns its base into `commit` with src/core/nginx.c `text`."""
+    work = project.root.parent / f"nginx-c-{uuid.uuid4().hex[:8]}"
+    git(project.mirrors / "acme+tiny", "worktree", "add", "-q", "--detach", str(work), commit)
+    try:
+        (work / "src" / "core" / "nginx.c").write_text(text)
+        return git(work, "diff", "--binary", "--full-index", task["base_commit"])
+    finally:
+        git(project.mirrors / "acme+tiny", "worktree", "remove", "--force", str(work))
+
+
 # A patch whose program SIGKILLs every process it may when it adds (calc_add.t runs that first):
 # the fix of tiny-add plus a hostile nginx.c. In the test file's PID namespace that is the file's
 # own processes, not prove (the namespace's init), not the harness, not a bystander of the host.
@@ -549,44 +579,19 @@ static void kill_everything(void)
     if (kill(BYSTANDER, 0) == 0) return;
     kill(-1, SIGKILL);
 }
-
-int main(int argc, char **argv)
-{
-    if (argc == 2 && strcmp(argv[1], "-V") == 0) {
-        printf("tiny version: 1.0\\nconfigure arguments: %s\\n", NGX_CONFIGURE);
-        return 0;
-    }
-    if (argc != 4) return 2;
-    int a = atoi(argv[2]), b = atoi(argv[3]);
-    if (strcmp(argv[1], "add") == 0) { kill_everything(); printf("%d\\n", calc_add(a, b)); }
-    else if (strcmp(argv[1], "mul") == 0) printf("%d\\n", calc_mul(a, b));
-    else return 2;
-    return 0;
-}
 """
+KILLER_MAIN += HOSTILE_MAIN.format(before="kill_everything();", result="calc_add(a, b)")
 
 
 def test_a_patch_whose_program_kills_every_process_it_may_is_the_patchs_fault(reference, tmp_path):
     project = reference["project"]
     task = next(t for t in project.tasks if t["instance_id"] == "tiny-add")
-    work = tmp_path / "killer"
-    git(
-        project.mirrors / "acme+tiny",
-        "worktree",
-        "add",
-        "-q",
-        "--detach",
-        str(work),
-        task["fix_commit"],
-    )
     bystander = subprocess.Popen(["sleep", "600"])
     try:
         hostile = KILLER_MAIN.replace(
             '#include "calc.h"', f'#include "calc.h"\n#define BYSTANDER {bystander.pid}'
         )
-        (work / "src" / "core" / "nginx.c").write_text(hostile)
-        patch = git(work, "diff", "--binary", "--full-index", task["base_commit"])
-        git(project.mirrors / "acme+tiny", "worktree", "remove", "--force", str(work))
+        patch = nginx_c_patch(project, task, task["fix_commit"], hostile)
         preds = predictions(project, tmp_path / "preds.jsonl", {"tiny-add": patch})
         project.doit("run", "tiny:file", f"predictions={preds}", "run=killer", "instances=tiny-add")
         assert bystander.poll() is None, "the patch's program killed a process of the host"
@@ -663,32 +668,14 @@ static void forge(void)
     close(fd);
     kill(pid, SIGKILL);
 }
-
-int main(int argc, char **argv)
-{
-    if (argc == 2 && strcmp(argv[1], "-V") == 0) {
-        printf("tiny version: 1.0\\nconfigure arguments: %s\\n", NGX_CONFIGURE);
-        return 0;
-    }
-    if (argc != 4) return 2;
-    int a = atoi(argv[2]), b = atoi(argv[3]);
-    if (strcmp(argv[1], "add") == 0) { forge(); printf("%d\\n", a - b); }
-    else if (strcmp(argv[1], "mul") == 0) printf("%d\\n", calc_mul(a, b));
-    else return 2;
-    return 0;
-}
 """
+FORGER_MAIN += HOSTILE_MAIN.format(before="forge();", result="a - b")
 
 
 def test_a_patch_that_writes_its_tests_passes_and_kills_the_file_is_unresolved(reference, tmp_path):
     project = reference["project"]
     task = next(t for t in project.tasks if t["instance_id"] == "tiny-add")
-    work = tmp_path / "forger"
-    git(project.mirrors / "acme+tiny", "worktree", "add", "-q", "--detach", str(work),
-        task["base_commit"])  # fmt: skip
-    (work / "src" / "core" / "nginx.c").write_text(FORGER_MAIN)
-    patch = git(work, "diff", "--binary", "--full-index", task["base_commit"])
-    git(project.mirrors / "acme+tiny", "worktree", "remove", "--force", str(work))
+    patch = nginx_c_patch(project, task, task["base_commit"], FORGER_MAIN)
     preds = predictions(project, tmp_path / "preds.jsonl", {"tiny-add": patch})
     project.doit("run", "tiny:file", f"predictions={preds}", "run=forger", "instances=tiny-add")
     tap = (project.task_dir("file", "tiny-add", "forger") / "tap" / "calc_add.t.tap").read_text()
